@@ -1,0 +1,248 @@
+// Package model holds the mesh as the control plane sees it: services with their
+// virtual IPs, pods with their addresses and labels, and the endpoints that join them.
+//
+// A Model is built once from validated scenario objects (see controlplane/config) and is
+// read-only afterwards: every consumer (xds generation, the DNS name table, the lab) may
+// share one Model between goroutines without locking. A change to the mesh builds a new
+// Model.
+package model
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+)
+
+// DefaultClusterDomain is the DNS suffix of service hostnames, as in Kubernetes.
+const DefaultClusterDomain = "cluster.local"
+
+// DefaultTrustDomain is the SPIFFE trust domain of workload identities, as in Istio.
+const DefaultTrustDomain = "cluster.local"
+
+// Protocol is the application protocol of a service port, chosen as Istio does: from the
+// port's appProtocol, else from the prefix of its name (http, http2, grpc, tcp...).
+type Protocol int
+
+// Protocols meshlab knows. ProtocolHTTP is the default for an unnamed port, matching
+// Istio's protocol sniffing outcome for the demo app.
+const (
+	ProtocolHTTP Protocol = iota
+	ProtocolHTTP2
+	ProtocolGRPC
+	ProtocolTCP
+)
+
+// String returns the protocol's name as Istio spells it.
+func (p Protocol) String() string {
+	switch p {
+	case ProtocolHTTP:
+		return "HTTP"
+	case ProtocolHTTP2:
+		return "HTTP2"
+	case ProtocolGRPC:
+		return "GRPC"
+	case ProtocolTCP:
+		return "TCP"
+	}
+	return fmt.Sprintf("Protocol(%d)", int(p))
+}
+
+// IsHTTP reports whether the protocol is served by an HTTP connection manager.
+func (p Protocol) IsHTTP() bool { return p != ProtocolTCP }
+
+// ServicePort is one port of a Service.
+type ServicePort struct {
+	Name       string
+	Port       uint16 // the port clients dial on the service VIP
+	TargetPort uint16 // the port the pod's app listens on
+	Protocol   Protocol
+}
+
+// Service is a Kubernetes-style Service: a stable virtual IP and name in front of the pods
+// its selector matches.
+type Service struct {
+	Name      string
+	Namespace string
+	VIP       netip.Addr
+	Ports     []ServicePort
+	Selector  map[string]string
+	// Origin is where the object came from, for error messages and xDS metadata.
+	Origin Origin
+}
+
+// Hostname returns the service's fully qualified name, e.g.
+// "backend.default.svc.cluster.local".
+func (s *Service) Hostname() string {
+	return s.Name + "." + s.Namespace + ".svc." + DefaultClusterDomain
+}
+
+// Selects reports whether the service's selector matches the given labels. An empty
+// selector matches nothing, as in Kubernetes (such a service has manual endpoints).
+func (s *Service) Selects(labels map[string]string) bool {
+	if len(s.Selector) == 0 {
+		return false
+	}
+	for k, v := range s.Selector {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// AppSpec says what runs as the pod's application.
+type AppSpec struct {
+	// Command, when set, is run instead of the built-in demo app (argv, no shell).
+	Command []string
+	// Upstreams are URLs the built-in demo app calls on every request it serves.
+	Upstreams []string
+}
+
+// SidecarSpec holds the pod's proxy settings, as Istio's sidecar annotations do.
+type SidecarSpec struct {
+	// Inject reports whether the pod gets a sidecar and capture rules.
+	Inject bool
+	// HoldApplicationUntilProxyStarts delays the app until the proxy is ready.
+	HoldApplicationUntilProxyStarts bool
+	// LogLevel is the proxy's log level ("" means info).
+	LogLevel string
+}
+
+// Pod is one pseudo-pod: a network namespace with an address, an app and (usually) a
+// sidecar.
+type Pod struct {
+	Name           string
+	Namespace      string
+	Workload       string // the Workload object this pod was made from
+	Labels         map[string]string
+	ServiceAccount string
+	IP             netip.Addr
+	// Ports are the container ports the app listens on.
+	Ports   []uint16
+	App     AppSpec
+	Sidecar SidecarSpec
+	Origin  Origin
+}
+
+// NodeID returns the proxy's xDS node id, shaped like Istio's:
+// "sidecar~10.44.0.2~backend-v1.default~default.svc.cluster.local".
+func (p *Pod) NodeID() string {
+	return fmt.Sprintf("sidecar~%s~%s.%s~%s.svc.%s", p.IP, p.Name, p.Namespace, p.Namespace, DefaultClusterDomain)
+}
+
+// ServiceCluster returns the proxy's --service-cluster, "<workload app>.<namespace>" as
+// Istio derives it from the app label (falling back to the workload name).
+func (p *Pod) ServiceCluster() string {
+	app := p.Labels["app"]
+	if app == "" {
+		app = p.Workload
+	}
+	return app + "." + p.Namespace
+}
+
+// SpiffeID returns the pod's workload identity.
+func (p *Pod) SpiffeID(trustDomain string) string {
+	return "spiffe://" + trustDomain + "/ns/" + p.Namespace + "/sa/" + p.ServiceAccount
+}
+
+// Endpoint is one address serving a service port.
+type Endpoint struct {
+	Pod  *Pod
+	Addr netip.AddrPort
+}
+
+// Origin records the file and object a model element came from.
+type Origin struct {
+	File      string
+	Kind      string
+	Namespace string
+	Name      string
+}
+
+// String renders the origin as "file: Kind namespace/name".
+func (o Origin) String() string {
+	s := o.Kind + " " + o.Namespace + "/" + o.Name
+	if o.File != "" {
+		s = o.File + ": " + s
+	}
+	return s
+}
+
+// Model is the whole mesh of one lab. Build it with New; it is read-only afterwards.
+type Model struct {
+	Services []*Service // sorted by namespace, then name
+	Pods     []*Pod     // sorted by namespace, then name
+}
+
+// New returns a model over the given services and pods, sorted for deterministic output.
+func New(services []*Service, pods []*Pod) *Model {
+	m := &Model{Services: append([]*Service(nil), services...), Pods: append([]*Pod(nil), pods...)}
+	sort.Slice(m.Services, func(i, j int) bool {
+		a, b := m.Services[i], m.Services[j]
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.Name < b.Name
+	})
+	sort.Slice(m.Pods, func(i, j int) bool {
+		a, b := m.Pods[i], m.Pods[j]
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.Name < b.Name
+	})
+	return m
+}
+
+// Pod returns the pod with the given name in any namespace, or nil.
+func (m *Model) Pod(name string) *Pod {
+	for _, p := range m.Pods {
+		if p.Name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// Endpoints returns the addresses serving port of svc: every pod in the service's
+// namespace that the selector matches, at the port's target port, in pod order.
+func (m *Model) Endpoints(svc *Service, port ServicePort) []Endpoint {
+	var eps []Endpoint
+	for _, p := range m.Pods {
+		if p.Namespace != svc.Namespace || !svc.Selects(p.Labels) {
+			continue
+		}
+		eps = append(eps, Endpoint{Pod: p, Addr: netip.AddrPortFrom(p.IP, port.TargetPort)})
+	}
+	return eps
+}
+
+// ServicesFor returns the services whose selector matches the pod.
+func (m *Model) ServicesFor(p *Pod) []*Service {
+	var out []*Service
+	for _, s := range m.Services {
+		if s.Namespace == p.Namespace && s.Selects(p.Labels) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// NameTable returns the DNS names a pod in namespace ns can resolve, each mapped to the
+// service VIPs behind it, as Istio's DNS proxy name table does: the FQDN
+// "name.ns.svc.cluster.local" everywhere, plus "name.ns", "name.ns.svc" and, for services
+// in the pod's own namespace, the bare "name". Names are lowercase and carry no trailing
+// dot.
+func (m *Model) NameTable(ns string) map[string][]netip.Addr {
+	t := make(map[string][]netip.Addr)
+	for _, s := range m.Services {
+		names := []string{s.Hostname(), s.Name + "." + s.Namespace, s.Name + "." + s.Namespace + ".svc"}
+		if s.Namespace == ns {
+			names = append(names, s.Name)
+		}
+		for _, n := range names {
+			t[n] = append(t[n], s.VIP)
+		}
+	}
+	return t
+}

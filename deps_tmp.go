@@ -1,0 +1,19 @@
+package main
+import (
+ _ "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+ _ "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+ _ "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+ _ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+ _ "google.golang.org/grpc"
+ _ "github.com/vishvananda/netlink"
+ _ "github.com/vishvananda/netns"
+ _ "github.com/spf13/cobra"
+ _ "github.com/miekg/dns"
+ _ "github.com/gin-gonic/gin"
+ _ "sigs.k8s.io/yaml"
+ _ "k8s.io/api/core/v1"
+ _ "istio.io/api/networking/v1alpha3"
+ _ "golang.org/x/sys/unix"
+ _ "go.uber.org/goleak"
+)
+func main(){}

@@ -1,0 +1,113 @@
+// Package testutil holds the helpers every meshlab test shares: the root gate, unique lab
+// names, golden files and a slog logger routed to t.Logf.
+package testutil
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// UpdateGoldenEnv is the switch that rewrites golden files instead of comparing them.
+const UpdateGoldenEnv = "MESHLAB_UPDATE_GOLDEN"
+
+// RequireRoot skips t when the test is not running as root, and fails it instead when
+// CI=true, so a privileged test can never pass in CI by not running.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("this test needs root (network namespaces, iptables) and CI=true: run the suite as root (sudo make test)")
+	}
+	t.Skip("skipped: this test needs root (network namespaces, iptables); run it with sudo make test")
+}
+
+// UniqueName returns a short name unique to this test run, usable in namespace and lab
+// names ("t" + 6 hex digits); namespace names must stay short (IFNAMSIZ and readability).
+func UniqueName(t testing.TB) string {
+	t.Helper()
+	var b [3]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatalf("read random: %v", err)
+	}
+	return "t" + hex.EncodeToString(b[:])
+}
+
+// Golden compares got with the file testdata/<name>.golden, printing a diff and the
+// command to refresh it on mismatch. With MESHLAB_UPDATE_GOLDEN=1 it rewrites the file.
+func Golden(t testing.TB, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if os.Getenv(UpdateGoldenEnv) == "1" {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read golden file: %v\nto create it: %s=1 go test ./%s -run '%s'", err, UpdateGoldenEnv, pkgDir(), t.Name())
+	}
+	if bytes.Equal(want, got) {
+		return
+	}
+	t.Errorf("%s differs from the generated output:\n%s\nto refresh: %s=1 go test ./%s -run '%s'",
+		path, diff(want, got), UpdateGoldenEnv, pkgDir(), t.Name())
+}
+
+func pkgDir() string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "..."
+	}
+	for dir := wd; dir != "/"; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			rel, _ := filepath.Rel(dir, wd)
+			return rel
+		}
+	}
+	return "..."
+}
+
+// diff renders a unified diff with the system's diff(1) when present, else both texts.
+func diff(want, got []byte) string {
+	dir, err := os.MkdirTemp("", "golden")
+	if err == nil {
+		defer os.RemoveAll(dir)
+		w, g := filepath.Join(dir, "want"), filepath.Join(dir, "got")
+		if os.WriteFile(w, want, 0o600) == nil && os.WriteFile(g, got, 0o600) == nil {
+			out, _ := exec.CommandContext(context.Background(), "diff", "-u", w, g).CombinedOutput()
+			if len(out) > 0 {
+				return string(out)
+			}
+		}
+	}
+	return fmt.Sprintf("--- want\n%s\n+++ got\n%s", want, got)
+}
+
+// Logger returns a slog.Logger that writes through t.Logf, so a test's logs appear only
+// when it fails or runs with -v, and never after it ends.
+func Logger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tWriter struct{ t testing.TB }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
