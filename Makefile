@@ -1,0 +1,51 @@
+# meshlab: sudo make demo runs the default lab, sudo make test runs every test.
+# sudo resets PATH, so find Go where the official installer puts it.
+GO ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
+BIN := bin/meshlab
+export CGO_ENABLED ?= 0
+# Tests build the binary with `go`: keep it on PATH under sudo.
+export PATH := $(dir $(GO)):$(PATH)
+
+# Debian packages the lab needs at run time: iptables-restore (capture rules) and curl
+# (what the demo tells you to run inside a pod).
+DEB_PACKAGES := iptables curl
+
+.PHONY: all build demo test test-short bench lint deps clean-labs
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/meshlab
+	@chmod 0755 $(BIN)
+
+# deps installs what is missing, and only that, with apt-get.
+deps:
+	@missing=""; \
+	command -v iptables-restore >/dev/null 2>&1 || missing="$$missing iptables"; \
+	command -v curl >/dev/null 2>&1 || missing="$$missing curl"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+
+demo: deps build
+	./$(BIN) up
+
+# test runs every test, privileged ones included (they need root: run with sudo).
+test: deps
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 9m ./...
+
+test-short:
+	$(GO) test -count=1 -short ./...
+
+bench: deps build
+	$(GO) test -run '^$$' -bench . -benchtime 5x -timeout 20m ./...
+
+lint:
+	@out=$$(gofmt -l . 2>/dev/null); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+# clean-labs removes every lab's leftovers (after a crash).
+clean-labs: build
+	./$(BIN) clean --all

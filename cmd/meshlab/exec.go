@@ -1,0 +1,43 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/meshlab/meshlab/lab"
+	"github.com/meshlab/meshlab/netns"
+)
+
+func newExecCmd(g *globalFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "exec POD -- COMMAND [ARGS...]",
+		Short: "Run a command inside a pod's network namespace (like kubectl exec)",
+		Example: `  sudo meshlab exec frontend-v1 -- curl -s http://backend:8080/
+  sudo meshlab exec backend-v1 -- ss -tlnp`,
+		Args: cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := requireRoot("meshlab exec"); err != nil {
+				return err
+			}
+			name, err := g.labName()
+			if err != nil {
+				return err
+			}
+			r, err := lab.ReadRecord(lab.PathsFor(g.runRoot, name))
+			if err != nil {
+				return fmt.Errorf("lab %s: %w", name, err)
+			}
+			pod := args[0]
+			var valid []string
+			for _, p := range r.Pods {
+				if p.Name == pod {
+					return netns.Exec(p.NetNS, args[1:], os.Environ())
+				}
+				valid = append(valid, p.Name)
+			}
+			return fmt.Errorf("lab %s has no pod %q (pods: %v)", name, pod, valid)
+		},
+	}
+}

@@ -1,0 +1,21 @@
+// Command meshlab turns a Linux machine into a real service mesh: network namespaces as
+// pods, iptables capture, an embedded xDS server and CA, one agent and sidecar per pod.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newRootCmd().ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "meshlab:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/meshlab/meshlab/lab"
+)
+
+// globalFlags are the flags every verb shares.
+type globalFlags struct {
+	name     string
+	runRoot  string
+	logLevel string
+}
+
+func (g *globalFlags) logger() *slog.Logger {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(strings.ToUpper(g.logLevel))); err != nil {
+		lvl = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+}
+
+// labName resolves --name to a lab: the named one, else the only one, else "default".
+func (g *globalFlags) labName() (string, error) {
+	return lab.Resolve(g.runRoot, g.name)
+}
+
+func newRootCmd() *cobra.Command {
+	g := &globalFlags{}
+	root := &cobra.Command{
+		Use:   "meshlab",
+		Short: "A real service mesh on one Linux machine, in about a second",
+		Long: `meshlab creates network namespaces as pods, captures their traffic with iptables
+the way istio-init does, serves xDS the way istiod does, and runs one agent and one
+sidecar proxy per pod. No Kubernetes, no containers.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&g.name, "name", "", "lab name (default: the only running lab, or \"default\")")
+	root.PersistentFlags().StringVar(&g.runRoot, "run-root", lab.DefaultRunRoot, "where labs keep their run directories")
+	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
+	root.AddCommand(
+		newUpCmd(g), newDownCmd(g), newCleanCmd(g), newStatusCmd(g), newExecCmd(g),
+		newAgentCmd(), newProxyCmd(), newAppCmd(),
+	)
+	return root
+}
+
+func requireRoot(verb string) error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("%s needs root (network namespaces and iptables): run it with sudo", verb)
+	}
+	return nil
+}

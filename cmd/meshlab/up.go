@@ -1,0 +1,127 @@
+package main
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/meshlab/meshlab/lab"
+	"github.com/meshlab/meshlab/scenarios"
+)
+
+type upFlags struct {
+	podCIDR, serviceCIDR string
+	proxyPath            string
+	drain                time.Duration
+	timeout              time.Duration
+	dryRun               bool
+}
+
+func newUpCmd(g *globalFlags) *cobra.Command {
+	f := &upFlags{}
+	cmd := &cobra.Command{
+		Use:   "up [scenario]",
+		Short: "Bring a lab up from a scenario file or a built-in scenario (default: hello)",
+		Example: `  sudo meshlab up                      # the built-in hello lab
+  sudo meshlab up scenarios/hello.yaml --name second --pod-cidr 10.245.0.0/16`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ref := "hello"
+			if len(args) == 1 {
+				ref = args[0]
+			}
+			file, data, err := readScenario(ref)
+			if err != nil {
+				return err
+			}
+			name := g.name
+			if name == "" {
+				name = lab.DefaultName
+			}
+			opts := lab.Options{
+				Name: name, ScenarioFile: file, ScenarioData: data, RunRoot: g.runRoot,
+				ProxyPath: f.proxyPath, TerminationDrain: f.drain, ReadyTimeout: f.timeout,
+				Out: cmd.OutOrStdout(), Logger: g.logger(),
+			}
+			if opts.PodCIDR, err = parsePrefix("--pod-cidr", f.podCIDR); err != nil {
+				return err
+			}
+			if opts.ServiceCIDR, err = parsePrefix("--service-cidr", f.serviceCIDR); err != nil {
+				return err
+			}
+			if f.dryRun {
+				if err := lab.Validate(opts); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s is valid\n", file)
+				return nil
+			}
+			if err := requireRoot("meshlab up"); err != nil {
+				return err
+			}
+			return runUp(cmd, opts)
+		},
+	}
+	cmd.Flags().StringVar(&f.podCIDR, "pod-cidr", lab.DefaultPodCIDR.String(), "address range of pods")
+	cmd.Flags().StringVar(&f.serviceCIDR, "service-cidr", lab.DefaultServiceCIDR.String(), "address range of service VIPs")
+	cmd.Flags().StringVar(&f.proxyPath, "envoy-path", "", "Envoy binary for every sidecar (default: envoy on PATH, else the built-in meshlab proxy)")
+	cmd.Flags().DurationVar(&f.drain, "drain-duration", 5*time.Second, "how long sidecars drain connections when the lab stops (Istio's terminationDrainDuration)")
+	cmd.Flags().DurationVar(&f.timeout, "timeout", 60*time.Second, "how long to wait for every pod to become ready")
+	cmd.Flags().BoolVar(&f.dryRun, "dry-run", false, "validate the scenario and exit, creating nothing")
+	return cmd
+}
+
+func runUp(cmd *cobra.Command, opts lab.Options) error {
+	ctx := cmd.Context()
+	l, err := lab.Start(ctx, opts)
+	if err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	flag := ""
+	if opts.Name != lab.DefaultName {
+		flag = " --name " + opts.Name
+	}
+	fmt.Fprintf(out, `
+Send a request through the mesh:
+  sudo meshlab%[1]s exec frontend-v1 -- curl -s http://backend:8080/
+See pods and the requests their sidecars counted:
+  sudo meshlab%[1]s status
+Stop the lab: Ctrl-C here, or from another terminal:
+  sudo meshlab%[1]s down
+`, flag)
+	l.Wait(ctx)
+	fmt.Fprintln(out, "stopping lab", opts.Name)
+	return l.Close()
+}
+
+// readScenario reads ref as a file when one exists, else as a built-in scenario name.
+func readScenario(ref string) (string, []byte, error) {
+	if data, err := os.ReadFile(ref); err == nil {
+		return ref, data, nil
+	} else if !os.IsNotExist(err) {
+		return "", nil, fmt.Errorf("read scenario: %w", err)
+	}
+	data, file, err := scenarios.Lookup(ref)
+	if err != nil {
+		return "", nil, fmt.Errorf("scenario %q is neither a file nor a built-in scenario (%v): %w", ref, scenarios.Names(), err)
+	}
+	return file, data, nil
+}
+
+func parsePrefix(flag, s string) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return p, fmt.Errorf("%s: %w", flag, err)
+	}
+	if !p.Addr().Is4() {
+		return p, fmt.Errorf("%s: %s is not an IPv4 range (meshlab labs are IPv4 for now)", flag, s)
+	}
+	if p.Bits() > 28 {
+		return p, fmt.Errorf("%s: %s is too small: use a /28 or larger", flag, s)
+	}
+	return p.Masked(), nil
+}

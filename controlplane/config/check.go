@@ -1,0 +1,77 @@
+package config
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/meshlab/meshlab/controlplane/model"
+)
+
+// checkScenario records the problems that involve several objects: duplicate objects,
+// duplicate pod names and Service selectors that match no Workload. valid holds the
+// objects that passed their own checks, invalid those whose header was read but which
+// have problems of their own (they still count as duplicates).
+func checkScenario(valid, invalid []*Object, errs *ErrorList) {
+	all := append(append([]*Object(nil), valid...), invalid...)
+	slices.SortFunc(all, func(a, b *Object) int { return cmp.Compare(a.Doc, b.Doc) })
+	type key struct{ kind, ns, name string }
+	firstObj := map[key]*Object{}
+	firstPod := map[string]*Object{}
+	for _, o := range all {
+		p := problems{origin: o.Origin, doc: o.Doc, list: errs}
+		k := key{o.Origin.Kind, o.Origin.Namespace, o.Origin.Name}
+		if prev, dup := firstObj[k]; dup {
+			p.addf("metadata.name", "duplicate of the %s in document %d", o.Origin.Kind, prev.Doc)
+			continue
+		}
+		firstObj[k] = o
+		// Pod names must be unique across namespaces: each is a network namespace
+		// ml-<lab>-<pod>.
+		for _, pod := range o.pods {
+			if prev, dup := firstPod[pod.Name]; dup {
+				p.addf("metadata.name", "pod %q is also made by %s %s/%s in document %d",
+					pod.Name, prev.Origin.Kind, prev.Origin.Namespace, prev.Origin.Name, prev.Doc)
+				break
+			}
+			firstPod[pod.Name] = o
+		}
+	}
+	for _, o := range invalid {
+		if o.Origin.Kind == "Workload" {
+			return // its labels are unknown: a selector check would mislead
+		}
+	}
+	for _, o := range valid {
+		if o.svc != nil && !selectsAny(o.svc, valid) {
+			p := problems{origin: o.Origin, doc: o.Doc, list: errs}
+			p.addf("spec.selector", "matches no Workload (no Workload in namespace %s has the labels %s)",
+				o.svc.Namespace, formatLabels(o.svc.Selector))
+		}
+	}
+}
+
+// selectsAny reports whether svc's selector matches the labels of a Workload in its
+// namespace (even one scaled to zero replicas).
+func selectsAny(svc *model.Service, objs []*Object) bool {
+	for _, o := range objs {
+		if o.Workload != nil && o.Origin.Namespace == svc.Namespace && svc.Selects(o.Workload.Spec.Labels) {
+			return true
+		}
+	}
+	return false
+}
+
+// formatLabels renders labels as "k=v,k2=v2", sorted.
+func formatLabels(labels map[string]string) string {
+	var b strings.Builder
+	for i, k := range slices.Sorted(maps.Keys(labels)) {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%s=%s", k, labels[k])
+	}
+	return b.String()
+}

@@ -1,0 +1,84 @@
+package config
+
+import (
+	"sort"
+	"strings"
+)
+
+// kind is what meshlab does with an object kind.
+type kind int
+
+const (
+	kindRefused kind = iota // recorded as a problem already
+	kindService
+	kindWorkload
+)
+
+// Object kinds and API groups meshlab reads.
+const (
+	serviceAPIVersion  = "v1"
+	workloadAPIVersion = "meshlab.dev/v1alpha1"
+)
+
+// istioKinds maps each Istio kind to its API group. They are recognised so that a file
+// written for a real cluster gets a clear "not supported yet" rather than "unknown kind".
+var istioKinds = map[string]string{
+	"VirtualService":        "networking.istio.io",
+	"DestinationRule":       "networking.istio.io",
+	"ServiceEntry":          "networking.istio.io",
+	"Gateway":               "networking.istio.io",
+	"Sidecar":               "networking.istio.io",
+	"WorkloadEntry":         "networking.istio.io",
+	"WorkloadGroup":         "networking.istio.io",
+	"EnvoyFilter":           "networking.istio.io",
+	"ProxyConfig":           "networking.istio.io",
+	"PeerAuthentication":    "security.istio.io",
+	"AuthorizationPolicy":   "security.istio.io",
+	"RequestAuthentication": "security.istio.io",
+	"Telemetry":             "telemetry.istio.io",
+	"WasmPlugin":            "extensions.istio.io",
+}
+
+// decoderFor says how to decode an object of the given apiVersion and kind, recording a
+// problem (and returning kindRefused) when meshlab does not read it.
+func decoderFor(apiVersion, k string, p problems) kind {
+	switch {
+	case k == "Service":
+		if apiVersion != serviceAPIVersion {
+			p.addf("apiVersion", "%q is not an apiVersion of kind Service (want %q)", apiVersion, serviceAPIVersion)
+			return kindRefused
+		}
+		return kindService
+	case k == "Workload":
+		if apiVersion != workloadAPIVersion {
+			p.addf("apiVersion", "%q is not an apiVersion of kind Workload (want %q)", apiVersion, workloadAPIVersion)
+			return kindRefused
+		}
+		return kindWorkload
+	case istioKinds[k] != "":
+		group := istioKinds[k]
+		if !strings.HasPrefix(apiVersion, group+"/") {
+			p.addf("apiVersion", "%q is not an apiVersion of kind %s (want %s/<version>)", apiVersion, k, group)
+			return kindRefused
+		}
+		p.addf("", "kind %s is not supported yet", k)
+		return kindRefused
+	}
+	p.addf("", "unknown kind %q in apiVersion %q (meshlab reads %s)", k, apiVersion, knownKinds())
+	return kindRefused
+}
+
+// knownKinds lists the kinds meshlab reads, for messages.
+func knownKinds() string {
+	return "v1 Service and " + workloadAPIVersion + " Workload"
+}
+
+// istioKindNames returns the recognised Istio kinds, sorted (for docs and tests).
+func istioKindNames() []string {
+	names := make([]string, 0, len(istioKinds))
+	for k := range istioKinds {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return names
+}

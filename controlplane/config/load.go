@@ -1,0 +1,167 @@
+package config
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/meshlab/meshlab/controlplane/model"
+)
+
+// DefaultNamespace is the namespace of an object whose metadata names none.
+const DefaultNamespace = "default"
+
+// Scenario is a parsed and validated scenario file. It only exists when the whole file is
+// valid; build the mesh from it with Build.
+type Scenario struct {
+	// File is the name used in messages (the base name for LoadFile).
+	File string
+	// Objects are the file's objects in file order.
+	Objects []*Object
+}
+
+// Object is one document of a scenario, decoded into the type of its kind.
+type Object struct {
+	// Origin names the file, kind, namespace (defaulted) and name.
+	Origin model.Origin
+	// Doc is the 1-based index of the document in the file; Line is its first line.
+	Doc, Line int
+	// Service is set when the kind is Service.
+	Service *corev1.Service
+	// Workload is set when the kind is Workload.
+	Workload *Workload
+
+	// The validated model forms, without addresses; Build copies them.
+	svc  *model.Service
+	pods []*model.Pod
+}
+
+// LoadFile reads and validates the scenario file at path. Messages name the file by its
+// base name.
+func LoadFile(path string) (*Scenario, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read scenario: %w", err)
+	}
+	return Load(filepath.Base(path), data)
+}
+
+// Load parses and validates the scenario in data; file is only used in messages. Every
+// problem is collected: the error, when not nil, is an ErrorList.
+func Load(file string, data []byte) (*Scenario, error) {
+	var errs ErrorList
+	s := &Scenario{File: file}
+	var bad []*Object
+	for _, d := range splitDocuments(data) {
+		o, ok := decodeDocument(file, d, &errs)
+		switch {
+		case o == nil:
+		case ok:
+			s.Objects = append(s.Objects, o)
+		default:
+			bad = append(bad, o)
+		}
+	}
+	checkScenario(s.Objects, bad, &errs)
+	slices.SortStableFunc(errs, func(a, b *Error) int { return cmp.Compare(a.Doc, b.Doc) })
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return s, nil
+}
+
+// decodeDocument parses one YAML document into an Object, recording its problems, and
+// reports whether it is valid on its own. The Object is nil for an empty document and for
+// one whose header (apiVersion, kind, metadata.name) could not be read.
+func decodeDocument(file string, d document, errs *ErrorList) (*Object, bool) {
+	p := problems{origin: model.Origin{File: file}, doc: d.index, list: errs}
+	js, err := yaml.YAMLToJSONStrict(d.padded())
+	if err != nil {
+		p.addf("", "parse YAML: %v", err)
+		return nil, false
+	}
+	var raw any
+	if err := json.Unmarshal(js, &raw); err != nil {
+		p.addf("", "parse YAML: %v", err)
+		return nil, false
+	}
+	if raw == nil {
+		return nil, true // only comments or blank lines
+	}
+	top, ok := raw.(map[string]any)
+	if !ok {
+		p.addf("", "document is not a mapping of fields (apiVersion, kind, metadata...)")
+		return nil, false
+	}
+	o := &Object{Doc: d.index, Line: d.line, Origin: model.Origin{File: file}}
+	apiVersion, ok := readHeader(top, &o.Origin, p)
+	if !ok {
+		return nil, false
+	}
+	p.origin = o.Origin
+	n := len(*errs)
+	switch decoderFor(apiVersion, o.Origin.Kind, p) {
+	case kindService:
+		o.Service = &corev1.Service{}
+		if decodeStrict(top, js, o.Service, p) {
+			o.svc = validateService(o.Service, p)
+		}
+	case kindWorkload:
+		o.Workload = &Workload{}
+		if decodeStrict(top, js, o.Workload, p) {
+			o.pods = validateWorkload(o.Workload, p)
+		}
+	}
+	return o, len(*errs) == n
+}
+
+// readHeader fills origin's kind, namespace and name from the document's top level,
+// recording what is missing, and returns the apiVersion. It reports whether the header is
+// complete enough to go on.
+func readHeader(top map[string]any, origin *model.Origin, p problems) (string, bool) {
+	n := len(*p.list)
+	str := func(m map[string]any, key, field string) string {
+		v, ok := m[key]
+		if !ok || v == nil {
+			return ""
+		}
+		s, ok := v.(string)
+		if !ok {
+			p.addf(field, "must be a string")
+		}
+		return s
+	}
+	origin.Kind = str(top, "kind", "kind")
+	p.origin.Kind = origin.Kind
+	apiVersion := str(top, "apiVersion", "apiVersion")
+	var meta map[string]any
+	switch m := top["metadata"].(type) {
+	case map[string]any:
+		meta = m
+	case nil:
+	default:
+		p.addf("metadata", "must be a mapping")
+	}
+	origin.Name = str(meta, "name", "metadata.name")
+	origin.Namespace = str(meta, "namespace", "metadata.namespace")
+	if origin.Namespace == "" {
+		origin.Namespace = DefaultNamespace
+	}
+	p.origin = *origin
+	if apiVersion == "" {
+		p.addf("apiVersion", "is required")
+	}
+	if origin.Kind == "" {
+		p.addf("kind", "is required")
+	}
+	if origin.Name == "" {
+		p.addf("metadata.name", "is required")
+	}
+	return apiVersion, len(*p.list) == n
+}

@@ -1,0 +1,42 @@
+package config
+
+import (
+	"strings"
+
+	"github.com/meshlab/meshlab/controlplane/model"
+)
+
+// protocolFor chooses a service port's protocol as Istio does (pkg/config/kube
+// ConvertProtocol): the port's appProtocol when it names a known protocol, else the
+// prefix of its name before the first '-' ("http-web" -> HTTP, "grpc" -> GRPC).
+//
+// Istio sniffs the protocol of a port it cannot classify; meshlab has no sniffing, so an
+// unnamed or unrecognised port is HTTP, which is what sniffing finds for the demo app.
+// Protocols Istio treats as opaque bytes (tcp, tls, https, mongo, mysql, redis...) are TCP.
+func protocolFor(name string, appProtocol *string) model.Protocol {
+	if appProtocol != nil {
+		if p, ok := parseProtocol(*appProtocol); ok {
+			return p
+		}
+	}
+	prefix, _, _ := strings.Cut(name, "-")
+	if p, ok := parseProtocol(prefix); ok {
+		return p
+	}
+	return model.ProtocolHTTP
+}
+
+// parseProtocol maps an Istio protocol name (case-insensitive) to meshlab's protocols.
+func parseProtocol(s string) (model.Protocol, bool) {
+	switch strings.ToLower(s) {
+	case "http":
+		return model.ProtocolHTTP, true
+	case "http2", "h2c", "kubernetes.io/h2c":
+		return model.ProtocolHTTP2, true
+	case "grpc", "grpc-web":
+		return model.ProtocolGRPC, true
+	case "tcp", "tls", "https", "mongo", "mysql", "redis", "thrift":
+		return model.ProtocolTCP, true
+	}
+	return 0, false
+}

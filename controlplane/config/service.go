@@ -1,0 +1,152 @@
+package config
+
+import (
+	"fmt"
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/meshlab/meshlab/controlplane/model"
+)
+
+// validateService checks a decoded Service and returns its model form (without a VIP),
+// or nil after recording its problems.
+func validateService(s *corev1.Service, p problems) *model.Service {
+	n := len(*p.list)
+	checkName(p, "metadata.name", s.Name, 63)
+	if s.Name != "" && (s.Name[0] < 'a' || s.Name[0] > 'z') {
+		p.addf("metadata.name", "%q must start with a letter, as a Service name does in Kubernetes", s.Name)
+	}
+	checkName(p, "metadata.namespace", p.origin.Namespace, 63)
+	checkServiceSpec(&s.Spec, p)
+	ports := servicePorts(s.Spec.Ports, p)
+	if len(s.Spec.Selector) == 0 {
+		p.addf("spec.selector", "is required (meshlab has no manually managed Endpoints)")
+	}
+	if len(*p.list) > n {
+		return nil
+	}
+	return &model.Service{
+		Name:      s.Name,
+		Namespace: p.origin.Namespace,
+		Ports:     ports,
+		Selector:  maps.Clone(s.Spec.Selector),
+		Origin:    p.origin,
+	}
+}
+
+// checkServiceSpec refuses, by name, the spec fields meshlab cannot honour when they hold
+// anything but their default. Fields that do not change a ClusterIP service's behaviour
+// inside a mesh (clusterIP, ipFamilies IPv4, publishNotReadyAddresses...) are accepted.
+func checkServiceSpec(spec *corev1.ServiceSpec, p problems) {
+	if spec.Type != "" && spec.Type != corev1.ServiceTypeClusterIP {
+		p.addf("spec.type", "%s is not supported (meshlab has only ClusterIP services)", spec.Type)
+	}
+	if spec.ClusterIP == corev1.ClusterIPNone {
+		p.addf("spec.clusterIP", "None (a headless service) is not supported")
+	}
+	for i, ip := range spec.ClusterIPs {
+		if ip == corev1.ClusterIPNone {
+			p.addf(fmt.Sprintf("spec.clusterIPs[%d]", i), "None (a headless service) is not supported")
+		}
+	}
+	if spec.ExternalName != "" {
+		p.addf("spec.externalName", "is not supported (meshlab has no ExternalName services)")
+	}
+	if len(spec.ExternalIPs) > 0 {
+		p.addf("spec.externalIPs", "is not supported (nothing reaches a lab from outside)")
+	}
+	if spec.LoadBalancerIP != "" {
+		p.addf("spec.loadBalancerIP", "is not supported (meshlab has no load balancers)")
+	}
+	if len(spec.LoadBalancerSourceRanges) > 0 {
+		p.addf("spec.loadBalancerSourceRanges", "is not supported (meshlab has no load balancers)")
+	}
+	if spec.LoadBalancerClass != nil {
+		p.addf("spec.loadBalancerClass", "is not supported (meshlab has no load balancers)")
+	}
+	if spec.AllocateLoadBalancerNodePorts != nil {
+		p.addf("spec.allocateLoadBalancerNodePorts", "is not supported (meshlab has no load balancers)")
+	}
+	if spec.ExternalTrafficPolicy != "" {
+		p.addf("spec.externalTrafficPolicy", "is not supported (it applies to NodePort and LoadBalancer services only)")
+	}
+	if spec.HealthCheckNodePort != 0 {
+		p.addf("spec.healthCheckNodePort", "is not supported (it applies to LoadBalancer services only)")
+	}
+	if spec.SessionAffinity != "" && spec.SessionAffinity != corev1.ServiceAffinityNone {
+		p.addf("spec.sessionAffinity", "%s is not supported (only None)", spec.SessionAffinity)
+	}
+	if spec.SessionAffinityConfig != nil && spec.SessionAffinity == corev1.ServiceAffinityClientIP {
+		p.addf("spec.sessionAffinityConfig", "is not supported (sessionAffinity ClientIP is not)")
+	}
+	if spec.InternalTrafficPolicy != nil && *spec.InternalTrafficPolicy != corev1.ServiceInternalTrafficPolicyCluster {
+		p.addf("spec.internalTrafficPolicy", "%s is not supported (only Cluster)", *spec.InternalTrafficPolicy)
+	}
+	for i, f := range spec.IPFamilies {
+		if f != corev1.IPv4Protocol {
+			p.addf(fmt.Sprintf("spec.ipFamilies[%d]", i), "%s is not supported (only IPv4)", f)
+		}
+	}
+	if spec.IPFamilyPolicy != nil && *spec.IPFamilyPolicy == corev1.IPFamilyPolicyRequireDualStack {
+		p.addf("spec.ipFamilyPolicy", "%s is not supported (meshlab is single-stack IPv4)", *spec.IPFamilyPolicy)
+	}
+	if spec.TrafficDistribution != nil {
+		p.addf("spec.trafficDistribution", "is not supported (a lab has one zone)")
+	}
+}
+
+// servicePorts validates the ports and returns their model form.
+func servicePorts(in []corev1.ServicePort, p problems) []model.ServicePort {
+	if len(in) == 0 {
+		p.addf("spec.ports", "at least one port is required")
+		return nil
+	}
+	var out []model.ServicePort
+	seenPort := map[int32]int{}
+	seenName := map[string]int{}
+	for i, sp := range in {
+		field := fmt.Sprintf("spec.ports[%d]", i)
+		if msg := checkPort(int64(sp.Port)); msg != "" {
+			p.addf(field+".port", "%s", msg)
+		} else if j, dup := seenPort[sp.Port]; dup {
+			p.addf(field+".port", "%d is a duplicate of spec.ports[%d].port", sp.Port, j)
+		} else {
+			seenPort[sp.Port] = i
+		}
+		if sp.Name != "" {
+			checkName(p, field+".name", sp.Name, 63)
+			if j, dup := seenName[sp.Name]; dup {
+				p.addf(field+".name", "%q is a duplicate of spec.ports[%d].name", sp.Name, j)
+			}
+			seenName[sp.Name] = i
+		}
+		if sp.Protocol != "" && sp.Protocol != corev1.ProtocolTCP {
+			p.addf(field+".protocol", "%s is not supported (only TCP)", sp.Protocol)
+		}
+		if sp.NodePort != 0 {
+			p.addf(field+".nodePort", "is not supported (meshlab has only ClusterIP services)")
+		}
+		target := sp.Port
+		switch {
+		case sp.TargetPort.Type == intstr.String:
+			p.addf(field+".targetPort", "named port %q is not supported: give the container port number", sp.TargetPort.StrVal)
+		case sp.TargetPort.IntVal != 0:
+			target = sp.TargetPort.IntVal
+			if msg := checkPort(int64(target)); msg != "" {
+				p.addf(field+".targetPort", "%s", msg)
+			}
+		}
+		if checkPort(int64(sp.Port)) != "" || checkPort(int64(target)) != "" {
+			continue
+		}
+		out = append(out, model.ServicePort{
+			Name:       sp.Name,
+			Port:       uint16(sp.Port),
+			TargetPort: uint16(target),
+			Protocol:   protocolFor(sp.Name, sp.AppProtocol),
+		})
+	}
+	return out
+}

@@ -1,0 +1,186 @@
+package xds
+
+import (
+	"fmt"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	originaldst "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/original_dst/v3"
+	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/meshlab/meshlab/controlplane/model"
+)
+
+// listeners returns the proxy's listeners: virtualOutbound, one outbound listener per
+// HTTP port number and per TCP service port, and virtualInbound.
+func listeners(m *model.Model, pod *model.Pod) ([]types.Resource, error) {
+	vo, err := virtualOutbound()
+	if err != nil {
+		return nil, fmt.Errorf("build listener %s: %w", VirtualOutboundListener, err)
+	}
+	out := []types.Resource{vo}
+	for _, port := range httpPorts(m) {
+		l, err := outboundHTTPListener(port)
+		if err != nil {
+			return nil, fmt.Errorf("build listener %s: %w", OutboundHTTPListenerName(port), err)
+		}
+		out = append(out, l)
+	}
+	for _, sp := range outboundPorts(m) {
+		if sp.port.Protocol.IsHTTP() || !sp.svc.VIP.IsValid() {
+			continue
+		}
+		l, err := outboundTCPListener(sp)
+		if err != nil {
+			return nil, fmt.Errorf("build listener %s: %w", OutboundTCPListenerName(sp.svc.VIP, sp.port.Port), err)
+		}
+		out = append(out, l)
+	}
+	vi, err := virtualInbound(m, pod)
+	if err != nil {
+		return nil, fmt.Errorf("build listener %s: %w", VirtualInboundListener, err)
+	}
+	return append(out, vi), nil
+}
+
+// virtualOutbound receives all outbound TCP the capture rules redirect to 15001 and hands
+// each connection to the listener of its original destination; what matches none goes
+// to PassthroughCluster, and connections to 15001 itself (a loop) to BlackHoleCluster.
+func virtualOutbound() (*listener.Listener, error) {
+	blackhole, err := tcpProxyFilter(BlackHoleCluster, BlackHoleCluster)
+	if err != nil {
+		return nil, err
+	}
+	passthrough, err := tcpProxyFilter(PassthroughCluster, PassthroughCluster)
+	if err != nil {
+		return nil, err
+	}
+	return &listener.Listener{
+		Name:             VirtualOutboundListener,
+		Address:          socketAddress(wildcardAddr, VirtualOutboundPort),
+		UseOriginalDst:   wrapperspb.Bool(true),
+		TrafficDirection: core.TrafficDirection_OUTBOUND,
+		FilterChains: []*listener.FilterChain{
+			{
+				Name:             VirtualOutboundListener + "-blackhole",
+				FilterChainMatch: &listener.FilterChainMatch{DestinationPort: wrapperspb.UInt32(uint32(VirtualOutboundPort))},
+				Filters:          []*listener.Filter{blackhole},
+			},
+			{
+				Name:    VirtualOutboundListener + "-catchall-tcp",
+				Filters: []*listener.Filter{passthrough},
+			},
+		},
+	}, nil
+}
+
+// outboundHTTPListener is the handoff target for HTTP to any service on port: it routes
+// by Host header with route configuration "<port>", fetched over ADS.
+func outboundHTTPListener(port uint16) (*listener.Listener, error) {
+	name := OutboundHTTPListenerName(port)
+	f, err := hcmFilter("outbound_"+name, func(m *hcm.HttpConnectionManager) {
+		m.RouteSpecifier = &hcm.HttpConnectionManager_Rds{Rds: &hcm.Rds{
+			RouteConfigName: RouteName(port),
+			ConfigSource:    adsConfigSource(),
+		}}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &listener.Listener{
+		Name:             name,
+		Address:          socketAddress(wildcardAddr, port),
+		BindToPort:       wrapperspb.Bool(false),
+		TrafficDirection: core.TrafficDirection_OUTBOUND,
+		FilterChains:     []*listener.FilterChain{{Filters: []*listener.Filter{f}}},
+	}, nil
+}
+
+// outboundTCPListener is the handoff target for one TCP service port: TCP cannot be
+// routed by host, so it matches the service VIP and proxies to the service's cluster.
+func outboundTCPListener(sp servicePort) (*listener.Listener, error) {
+	cluster := sp.clusterName()
+	f, err := tcpProxyFilter(cluster, cluster)
+	if err != nil {
+		return nil, err
+	}
+	return &listener.Listener{
+		Name:             OutboundTCPListenerName(sp.svc.VIP, sp.port.Port),
+		Address:          socketAddress(sp.svc.VIP.String(), sp.port.Port),
+		BindToPort:       wrapperspb.Bool(false),
+		TrafficDirection: core.TrafficDirection_OUTBOUND,
+		FilterChains:     []*listener.FilterChain{{Filters: []*listener.Filter{f}}},
+	}, nil
+}
+
+// virtualInbound receives all inbound TCP the capture rules redirect to 15006. The
+// original_dst listener filter restores the destination, so a chain per app port
+// delivers it through that port's inbound cluster; other ports pass through, and
+// connections to 15006 itself (a loop) go to BlackHoleCluster.
+func virtualInbound(m *model.Model, pod *model.Pod) (*listener.Listener, error) {
+	od, err := typed(&originaldst.OriginalDst{})
+	if err != nil {
+		return nil, err
+	}
+	blackhole, err := tcpProxyFilter(BlackHoleCluster, BlackHoleCluster)
+	if err != nil {
+		return nil, err
+	}
+	chains := []*listener.FilterChain{{
+		Name:             VirtualInboundListener + "-blackhole",
+		FilterChainMatch: &listener.FilterChainMatch{DestinationPort: wrapperspb.UInt32(uint32(VirtualInboundPort))},
+		Filters:          []*listener.Filter{blackhole},
+	}}
+	for _, ip := range inboundPorts(m, pod) {
+		f, err := inboundFilter(ip)
+		if err != nil {
+			return nil, fmt.Errorf("build chain %s: %w", InboundChainName(ip.target), err)
+		}
+		chains = append(chains, &listener.FilterChain{
+			Name:             InboundChainName(ip.target),
+			FilterChainMatch: &listener.FilterChainMatch{DestinationPort: wrapperspb.UInt32(uint32(ip.target))},
+			Filters:          []*listener.Filter{f},
+		})
+	}
+	passthrough, err := tcpProxyFilter(InboundPassthroughCluster, InboundPassthroughCluster)
+	if err != nil {
+		return nil, err
+	}
+	chains = append(chains, &listener.FilterChain{
+		Name:    VirtualInboundListener,
+		Filters: []*listener.Filter{passthrough},
+	})
+	return &listener.Listener{
+		Name:             VirtualInboundListener,
+		Address:          socketAddress(wildcardAddr, VirtualInboundPort),
+		TrafficDirection: core.TrafficDirection_INBOUND,
+		ListenerFilters: []*listener.ListenerFilter{{
+			Name:       wellknown.OriginalDestination,
+			ConfigType: &listener.ListenerFilter_TypedConfig{TypedConfig: od},
+		}},
+		FilterChains: chains,
+	}, nil
+}
+
+// inboundFilter returns the network filter of one inbound app port: an HCM with an
+// inline catch-all route for HTTP, a tcp_proxy for TCP, both to "inbound|<target>||".
+func inboundFilter(ip inboundPort) (*listener.Filter, error) {
+	cluster := InboundClusterName(ip.target)
+	if !ip.protocol.IsHTTP() {
+		return tcpProxyFilter(cluster, cluster)
+	}
+	return hcmFilter("inbound_"+InboundChainName(ip.target), func(m *hcm.HttpConnectionManager) {
+		m.RouteSpecifier = &hcm.HttpConnectionManager_RouteConfig{RouteConfig: &route.RouteConfiguration{
+			Name: cluster,
+			VirtualHosts: []*route.VirtualHost{{
+				Name:    "inbound|http|" + RouteName(ip.target),
+				Domains: []string{"*"},
+				Routes:  []*route.Route{defaultRoute(cluster)},
+			}},
+		}}
+	})
+}

@@ -1,0 +1,149 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// Defaults applied by Run to the zero fields of a Config.
+const (
+	DefaultProxyUID                 = 1337
+	DefaultProxyGID                 = 1337
+	DefaultLogLevel                 = "info"
+	DefaultConcurrency              = 2
+	DefaultDrainDuration            = 45 * time.Second
+	DefaultParentShutdownDuration   = 60 * time.Second
+	DefaultTerminationDrainDuration = 5 * time.Second
+	DefaultAdminPort                = 15000
+	DefaultStatusPort               = 15020
+	DefaultDNSPort                  = 15053
+
+	// PrometheusPort and HealthPort are the proxy's static listeners in the bootstrap
+	// (Istio's ENVOY_PROMETHEUS_PORT and ENVOY_STATUS_PORT).
+	PrometheusPort = 15090
+	HealthPort     = 15021
+)
+
+// Config is everything one pod's agent needs. Zero optional fields take the defaults
+// above; ProxyUID and ProxyGID 0 also mean 1337, so the proxy never runs as root.
+type Config struct {
+	Lab            string            // required
+	Pod            string            // required
+	Namespace      string            // required
+	PodIP          netip.Addr        // required
+	NodeID         string            // required, e.g. "sidecar~10.244.0.3~backend-v1.default~default.svc.cluster.local"
+	ServiceCluster string            // required, e.g. "backend.default"
+	Workload       string            // optional
+	Labels         map[string]string // optional
+	ServiceAccount string            // required
+	RunDir         string            // required: the pod run dir (bootstrap, agent.sock, proxy.log)
+	XDSSocket      string            // required: path of the lab's ADS unix socket
+	LabSocket      string            // required: path of the lab API unix socket (name table)
+	ProxyPath      string            // optional: envoy binary; "" = $MESHLAB_ENVOY, envoy on PATH, else MeshlabPath proxy
+	MeshlabPath    string            // optional: binary providing `proxy` when no envoy; "" = os.Executable()
+	ProxyUID       uint32            // optional: default 1337
+	ProxyGID       uint32            // optional: default 1337
+	BaseID         uint32            // optional: the pod's own --base-id (unique per pod on the machine)
+	LogLevel       string            // optional: proxy log level, default "info"
+	Concurrency    int               // optional: proxy worker threads, default 2
+
+	DrainDuration            time.Duration // optional: --drain-time-s, default 45s
+	ParentShutdownDuration   time.Duration // optional: --parent-shutdown-time-s, default 60s
+	TerminationDrainDuration time.Duration // optional: wait after drain_listeners on shutdown, default 5s
+
+	AdminPort  uint16 // optional: proxy admin on 127.0.0.1, default 15000
+	StatusPort uint16 // optional: agent readiness, default 15020
+	DNSPort    uint16 // optional: DNS proxy on 127.0.0.1, default 15053
+}
+
+// withDefaults returns c with every zero optional field set to its default.
+func (c Config) withDefaults() Config {
+	if c.ProxyUID == 0 {
+		c.ProxyUID = DefaultProxyUID
+	}
+	if c.ProxyGID == 0 {
+		c.ProxyGID = DefaultProxyGID
+	}
+	if c.LogLevel == "" {
+		c.LogLevel = DefaultLogLevel
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.DrainDuration == 0 {
+		c.DrainDuration = DefaultDrainDuration
+	}
+	if c.ParentShutdownDuration == 0 {
+		c.ParentShutdownDuration = DefaultParentShutdownDuration
+	}
+	if c.TerminationDrainDuration == 0 {
+		c.TerminationDrainDuration = DefaultTerminationDrainDuration
+	}
+	if c.AdminPort == 0 {
+		c.AdminPort = DefaultAdminPort
+	}
+	if c.StatusPort == 0 {
+		c.StatusPort = DefaultStatusPort
+	}
+	if c.DNSPort == 0 {
+		c.DNSPort = DefaultDNSPort
+	}
+	return c
+}
+
+// validate reports every missing required field and every impossible value.
+func (c Config) validate() error {
+	var errs []error
+	for _, f := range []struct{ name, v string }{
+		{"lab", c.Lab}, {"pod", c.Pod}, {"namespace", c.Namespace}, {"node id", c.NodeID},
+		{"service cluster", c.ServiceCluster}, {"service account", c.ServiceAccount},
+		{"run dir", c.RunDir}, {"xds socket", c.XDSSocket}, {"lab socket", c.LabSocket},
+	} {
+		if f.v == "" {
+			errs = append(errs, fmt.Errorf("%s is required", f.name))
+		}
+	}
+	if !c.PodIP.IsValid() {
+		errs = append(errs, errors.New("pod ip is required"))
+	}
+	if c.Concurrency < 0 {
+		errs = append(errs, fmt.Errorf("concurrency %d is negative", c.Concurrency))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"drain duration", c.DrainDuration}, {"parent shutdown duration", c.ParentShutdownDuration},
+		{"termination drain duration", c.TerminationDrainDuration},
+	} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("%s %s is negative", d.name, d.v))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("validate agent config: %w", err)
+	}
+	return nil
+}
+
+// bootstrapPath is where epoch's bootstrap is written.
+func (c Config) bootstrapPath(epoch int) string {
+	return filepath.Join(c.RunDir, "envoy-rev"+strconv.Itoa(epoch)+".json")
+}
+
+// SocketPath returns the path of the agent API socket in runDir.
+func SocketPath(runDir string) string { return filepath.Join(runDir, "agent.sock") }
+
+// proxyLogPath is where the proxy's stdout and stderr are appended.
+func (c Config) proxyLogPath() string { return filepath.Join(c.RunDir, "proxy.log") }
+
+// seconds renders d as whole seconds for Envoy's *-time-s flags, rounding up so that a
+// sub-second duration never becomes 0.
+func seconds(d time.Duration) string {
+	s := int64((d + time.Second - 1) / time.Second)
+	return strconv.FormatInt(s, 10)
+}

@@ -1,0 +1,165 @@
+package agent
+
+import (
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// Flag names of `meshlab agent`; Args and BindFlags are the only users.
+const (
+	flagLab                      = "lab"
+	flagPod                      = "pod"
+	flagNamespace                = "namespace"
+	flagPodIP                    = "pod-ip"
+	flagNodeID                   = "node-id"
+	flagServiceCluster           = "service-cluster"
+	flagWorkload                 = "workload"
+	flagLabel                    = "label"
+	flagServiceAccount           = "service-account"
+	flagRunDir                   = "run-dir"
+	flagXDSSocket                = "xds-socket"
+	flagLabSocket                = "lab-socket"
+	flagProxyPath                = "proxy-path"
+	flagMeshlabPath              = "meshlab-path"
+	flagProxyUID                 = "proxy-uid"
+	flagProxyGID                 = "proxy-gid"
+	flagBaseID                   = "base-id"
+	flagLogLevel                 = "log-level"
+	flagConcurrency              = "concurrency"
+	flagDrainDuration            = "drain-duration"
+	flagParentShutdownDuration   = "parent-shutdown-duration"
+	flagTerminationDrainDuration = "termination-drain-duration"
+	flagAdminPort                = "admin-port"
+	flagStatusPort               = "status-port"
+	flagDNSPort                  = "dns-port"
+)
+
+// Args returns the argv after "meshlab agent" that makes BindFlags produce c again.
+// Zero fields are left out (they mean "default"); labels are sorted, one --label each.
+func Args(c Config) []string {
+	var a []string
+	str := func(name, v string) {
+		if v != "" {
+			a = append(a, "--"+name+"="+v)
+		}
+	}
+	num := func(name string, v uint64) {
+		if v != 0 {
+			a = append(a, "--"+name+"="+strconv.FormatUint(v, 10))
+		}
+	}
+	dur := func(name string, v time.Duration) {
+		if v != 0 {
+			a = append(a, "--"+name+"="+v.String())
+		}
+	}
+	str(flagLab, c.Lab)
+	str(flagPod, c.Pod)
+	str(flagNamespace, c.Namespace)
+	if c.PodIP.IsValid() {
+		str(flagPodIP, c.PodIP.String())
+	}
+	str(flagNodeID, c.NodeID)
+	str(flagServiceCluster, c.ServiceCluster)
+	str(flagWorkload, c.Workload)
+	for _, k := range slices.Sorted(maps.Keys(c.Labels)) {
+		a = append(a, "--"+flagLabel+"="+k+"="+c.Labels[k])
+	}
+	str(flagServiceAccount, c.ServiceAccount)
+	str(flagRunDir, c.RunDir)
+	str(flagXDSSocket, c.XDSSocket)
+	str(flagLabSocket, c.LabSocket)
+	str(flagProxyPath, c.ProxyPath)
+	str(flagMeshlabPath, c.MeshlabPath)
+	num(flagProxyUID, uint64(c.ProxyUID))
+	num(flagProxyGID, uint64(c.ProxyGID))
+	num(flagBaseID, uint64(c.BaseID))
+	str(flagLogLevel, c.LogLevel)
+	if c.Concurrency != 0 {
+		a = append(a, "--"+flagConcurrency+"="+strconv.Itoa(c.Concurrency))
+	}
+	dur(flagDrainDuration, c.DrainDuration)
+	dur(flagParentShutdownDuration, c.ParentShutdownDuration)
+	dur(flagTerminationDrainDuration, c.TerminationDrainDuration)
+	num(flagAdminPort, uint64(c.AdminPort))
+	num(flagStatusPort, uint64(c.StatusPort))
+	num(flagDNSPort, uint64(c.DNSPort))
+	return a
+}
+
+// BindFlags defines the flags of `meshlab agent` on fs and returns the function that,
+// after fs is parsed, turns them into a Config (parsing the pod IP and the labels).
+// It does not apply defaults or check required fields; Run does.
+func BindFlags(fs *pflag.FlagSet) func() (Config, error) {
+	var (
+		c      Config
+		podIP  string
+		labels []string
+	)
+	fs.StringVar(&c.Lab, flagLab, "", "lab name (required)")
+	fs.StringVar(&c.Pod, flagPod, "", "pod name (required)")
+	fs.StringVar(&c.Namespace, flagNamespace, "", "pod namespace (required)")
+	fs.StringVar(&podIP, flagPodIP, "", "pod IP address (required)")
+	fs.StringVar(&c.NodeID, flagNodeID, "", "xDS node id, e.g. sidecar~10.244.0.3~backend-v1.default~default.svc.cluster.local (required)")
+	fs.StringVar(&c.ServiceCluster, flagServiceCluster, "", "service cluster, e.g. backend.default (required)")
+	fs.StringVar(&c.Workload, flagWorkload, "", "workload name")
+	fs.StringArrayVar(&labels, flagLabel, nil, "pod label key=value (repeatable)")
+	fs.StringVar(&c.ServiceAccount, flagServiceAccount, "", "service account (required)")
+	fs.StringVar(&c.RunDir, flagRunDir, "", "pod run directory (required)")
+	fs.StringVar(&c.XDSSocket, flagXDSSocket, "", "path of the lab's ADS unix socket (required)")
+	fs.StringVar(&c.LabSocket, flagLabSocket, "", "path of the lab API unix socket (required)")
+	fs.StringVar(&c.ProxyPath, flagProxyPath, "", "envoy binary (default $MESHLAB_ENVOY, envoy on PATH, else meshlab proxy)")
+	fs.StringVar(&c.MeshlabPath, flagMeshlabPath, "", "binary providing `proxy` when there is no envoy (default this binary)")
+	fs.Uint32Var(&c.ProxyUID, flagProxyUID, 0, "proxy uid (0 = 1337)")
+	fs.Uint32Var(&c.ProxyGID, flagProxyGID, 0, "proxy gid (0 = 1337)")
+	fs.Uint32Var(&c.BaseID, flagBaseID, 0, "the proxy's --base-id")
+	fs.StringVar(&c.LogLevel, flagLogLevel, "", "proxy log level (default info)")
+	fs.IntVar(&c.Concurrency, flagConcurrency, 0, "proxy worker threads (0 = 2)")
+	fs.DurationVar(&c.DrainDuration, flagDrainDuration, 0, "proxy --drain-time-s (0 = 45s)")
+	fs.DurationVar(&c.ParentShutdownDuration, flagParentShutdownDuration, 0, "proxy --parent-shutdown-time-s (0 = 60s)")
+	fs.DurationVar(&c.TerminationDrainDuration, flagTerminationDrainDuration, 0, "wait after draining on shutdown (0 = 5s)")
+	fs.Uint16Var(&c.AdminPort, flagAdminPort, 0, "proxy admin port (0 = 15000)")
+	fs.Uint16Var(&c.StatusPort, flagStatusPort, 0, "agent status port (0 = 15020)")
+	fs.Uint16Var(&c.DNSPort, flagDNSPort, 0, "DNS proxy port (0 = 15053)")
+	return func() (Config, error) {
+		out := c
+		if podIP != "" {
+			ip, err := netip.ParseAddr(podIP)
+			if err != nil {
+				return Config{}, fmt.Errorf("parse --%s: %w", flagPodIP, err)
+			}
+			out.PodIP = ip
+		}
+		if len(labels) > 0 {
+			out.Labels = make(map[string]string, len(labels))
+			for _, l := range labels {
+				k, v, err := parseLabel(l)
+				if err != nil {
+					return Config{}, fmt.Errorf("parse --%s: %w", flagLabel, err)
+				}
+				out.Labels[k] = v
+			}
+		}
+		return out, nil
+	}
+}
+
+// parseLabel splits "key=value"; the key must be non-empty, the value may be empty or
+// contain '='.
+func parseLabel(s string) (key, value string, err error) {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok {
+		return "", "", fmt.Errorf("label %q is not key=value", s)
+	}
+	if k == "" {
+		return "", "", fmt.Errorf("label %q has an empty key", s)
+	}
+	return k, v, nil
+}

@@ -1,0 +1,125 @@
+package stats
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// Filter selects the stats an admin request asked for.
+type Filter struct {
+	Regexp   *regexp.Regexp // optional: ?filter=<re2>, matched against the full name
+	UsedOnly bool           // ?usedonly
+}
+
+func (f Filter) keep(s *Stat) bool {
+	if f.UsedOnly && !s.Used() {
+		return false
+	}
+	return f.Regexp == nil || f.Regexp.MatchString(s.name)
+}
+
+// WriteText writes Envoy's /stats text form: "name: value" lines sorted by name.
+func (s *Store) WriteText(w io.Writer, f Filter) error {
+	var b strings.Builder
+	for _, st := range s.All() {
+		if f.keep(st) {
+			fmt.Fprintf(&b, "%s: %d\n", st.name, st.Value())
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+type jsonStat struct {
+	Name  string `json:"name"`
+	Value int64  `json:"value"`
+}
+
+// WriteJSON writes Envoy's /stats?format=json form: {"stats":[{"name":..,"value":..}]}.
+func (s *Store) WriteJSON(w io.Writer, f Filter) error {
+	list := []jsonStat{}
+	for _, st := range s.All() {
+		if f.keep(st) {
+			list = append(list, jsonStat{Name: st.name, Value: st.Value()})
+		}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", " ")
+	return enc.Encode(map[string]any{"stats": list})
+}
+
+// WritePrometheus writes Envoy's /stats/prometheus form (text format 0.0.4): one family
+// per tag-extracted name, "envoy_" prefixed and sanitized, tags as labels.
+func (s *Store) WritePrometheus(w io.Writer, f Filter) error {
+	type family struct {
+		kind  Kind
+		lines []string
+	}
+	fams := map[string]*family{}
+	for _, st := range s.All() {
+		if !f.keep(st) {
+			continue
+		}
+		name := PrometheusName(st.extracted)
+		fam, ok := fams[name]
+		if !ok {
+			fam = &family{kind: st.kind}
+			fams[name] = fam
+		}
+		fam.lines = append(fam.lines, fmt.Sprintf("%s%s %d", name, labels(st.tags), st.Value()))
+	}
+	names := make([]string, 0, len(fams))
+	for n := range fams {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, n := range names {
+		fam := fams[n]
+		sort.Strings(fam.lines)
+		fmt.Fprintf(&b, "# TYPE %s %s\n", n, fam.kind)
+		for _, l := range fam.lines {
+			b.WriteString(l)
+			b.WriteByte('\n')
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// PrometheusName returns Envoy's Prometheus metric name for a tag-extracted stat name:
+// "envoy_" + the name with every character outside [a-zA-Z0-9_] replaced by "_".
+func PrometheusName(extracted string) string {
+	return "envoy_" + sanitize(extracted)
+}
+
+func sanitize(s string) string {
+	var b strings.Builder
+	for _, c := range s {
+		if c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') {
+			b.WriteRune(c)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	return b.String()
+}
+
+func labels(tags []Tag) string {
+	if len(tags) == 0 {
+		return ""
+	}
+	parts := make([]string, len(tags))
+	for i, t := range tags {
+		parts[i] = fmt.Sprintf("%s=%q", sanitize(t.Name), escapeLabel(t.Value))
+	}
+	return "{" + strings.Join(parts, ",") + "}"
+}
+
+// escapeLabel leaves quoting to %q, which escapes backslash, quote and newline as
+// the Prometheus text format requires for these ASCII values.
+func escapeLabel(v string) string { return v }

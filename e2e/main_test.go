@@ -1,0 +1,174 @@
+// Package e2e runs the meshlab binary as a user would: real namespaces, real iptables,
+// real sidecars, and asserts that nothing is left behind.
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/meshlab/meshlab/internal/testutil"
+	"github.com/meshlab/meshlab/lab"
+	"github.com/meshlab/meshlab/netns"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+	binDir    string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// meshlabBin builds the binary once, in a directory the app uid can enter (apps run as an
+// unprivileged uid and must be able to execute it).
+func meshlabBin(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "meshlab-e2e-")
+		if buildErr != nil {
+			return
+		}
+		if buildErr = os.Chmod(binDir, 0o755); buildErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "meshlab")
+		out, err := exec.Command("go", "build", "-o", binPath, "../cmd/meshlab").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// runningLab is a `meshlab up` process.
+type runningLab struct {
+	name string
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startLab runs `meshlab up` for a unique lab and waits until it says it is up. Cleanup
+// stops it and removes anything left, even when the test fails.
+func startLab(t *testing.T, args ...string) *runningLab {
+	t.Helper()
+	bin := meshlabBin(t)
+	name := testutil.UniqueName(t)
+	all := append([]string{"up", "--name", name, "--drain-duration", "0", "--log-level", "info"}, args...)
+	cmd := exec.Command(bin, all...)
+	pr, pw := io.Pipe()
+	out := &syncBuffer{}
+	cmd.Stdout = io.MultiWriter(out, pw)
+	cmd.Stderr = out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	l := &runningLab{name: name, cmd: cmd, out: out, done: make(chan error, 1)}
+	go func() { l.done <- cmd.Wait(); pw.Close() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-l.done:
+			case <-time.After(30 * time.Second):
+				_ = cmd.Process.Kill()
+				<-l.done
+			}
+		}
+		_ = exec.Command(bin, "clean", "--name", name).Run()
+		if t.Failed() {
+			t.Logf("meshlab up output:\n%s", out.String())
+		}
+	})
+	up := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "lab "+name+" is up") {
+				close(up)
+				break
+			}
+		}
+		_, _ = io.Copy(io.Discard, pr)
+	}()
+	select {
+	case <-up:
+	case err := <-l.done:
+		t.Fatalf("meshlab up exited before the lab was up: %v\n%s", err, out.String())
+	case <-time.After(90 * time.Second):
+		t.Fatalf("lab not up after 90s:\n%s", out.String())
+	}
+	return l
+}
+
+// meshlab runs the binary and returns its combined output.
+func meshlab(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, meshlabBin(t), args...).CombinedOutput()
+	return string(out), err
+}
+
+// assertNothingLeft checks that lab name left no namespace, run directory or process.
+func assertNothingLeft(t *testing.T, name string) {
+	t.Helper()
+	nss, err := netns.List("ml-" + name + "-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nss) > 0 {
+		t.Errorf("namespaces left behind: %v", nss)
+	}
+	dir := lab.PathsFor(lab.DefaultRunRoot, name).Dir
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("run directory %s left behind (stat: %v)", dir, err)
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		if strings.Contains(string(b), dir+"/") || strings.Contains(string(b), "ml-"+name+"-") {
+			t.Errorf("process left behind: %s: %q", p, strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+}

@@ -1,0 +1,126 @@
+package lab
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/meshlab/meshlab/controlplane/model"
+	"github.com/meshlab/meshlab/web"
+)
+
+var _ web.Backend = (*Lab)(nil)
+
+// Info implements web.LabReader.
+func (l *Lab) Info() web.LabInfo {
+	return web.LabInfo{
+		Name: l.rec.Name, PID: l.rec.PID, Scenario: l.rec.Scenario, PodCIDR: l.rec.PodCIDR,
+		ServiceCIDR: l.rec.ServiceCIDR, XDSAddr: l.rec.XDSAddr, Created: l.rec.Created,
+	}
+}
+
+// Pods implements web.PodLister, asking every agent in parallel.
+func (l *Lab) Pods(ctx context.Context) ([]web.PodStatus, error) {
+	l.mu.Lock()
+	m := l.model
+	l.mu.Unlock()
+	out := make([]web.PodStatus, len(m.Pods))
+	var wg sync.WaitGroup
+	for i, p := range m.Pods {
+		out[i] = web.PodStatus{Name: p.Name, Namespace: p.Namespace, NetNS: NamespaceName(l.opts.Name, p.Name), IP: p.IP, Sidecar: p.Sidecar.Inject, Epoch: -1}
+		if !p.Sidecar.Inject {
+			out[i].Ready = true
+			continue
+		}
+		wg.Add(1)
+		go func(ps *web.PodStatus) {
+			defer wg.Done()
+			l.fillPodStatus(ctx, ps)
+		}(&out[i])
+	}
+	wg.Wait()
+	return out, nil
+}
+
+func (l *Lab) fillPodStatus(ctx context.Context, ps *web.PodStatus) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	c := newAgentClient(l.paths.AgentSocket(ps.Name))
+	defer c.close()
+	st, err := c.status(ctx)
+	if err != nil {
+		ps.Message = "agent unreachable: " + err.Error()
+		return
+	}
+	ps.Ready, ps.DataPlane, ps.Restarts, ps.Message = st.Ready, st.DataPlane, st.Restarts, st.Message
+	for _, e := range st.Epochs {
+		if e.State == "live" && e.Epoch > ps.Epoch {
+			ps.Epoch = e.Epoch
+		}
+	}
+	stats, err := c.stats(ctx, url.QueryEscape(`^cluster\.(outbound|inbound)\|.*\.upstream_rq_total$`))
+	if err != nil {
+		ps.Message = "stats unavailable: " + err.Error()
+		return
+	}
+	for name, v := range stats {
+		switch {
+		case strings.HasPrefix(name, "cluster.outbound|"):
+			ps.RequestsOut += v
+		case strings.HasPrefix(name, "cluster.inbound|"):
+			ps.RequestsIn += v
+		}
+	}
+}
+
+// NameTable implements web.NameTableSource.
+func (l *Lab) NameTable(ctx context.Context, pod string, version uint64) (web.NameTable, error) {
+	return l.names.get(ctx, pod, version)
+}
+
+// nameTables versions the model's DNS names; agents long-poll it.
+type nameTables struct {
+	mu      sync.Mutex
+	model   *model.Model
+	version uint64
+	changed chan struct{} // closed and replaced on every update
+}
+
+func newNameTables(m *model.Model) *nameTables {
+	return &nameTables{model: m, version: 1, changed: make(chan struct{})}
+}
+
+func (t *nameTables) update(m *model.Model) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.model = m
+	t.version++
+	close(t.changed)
+	t.changed = make(chan struct{})
+}
+
+func (t *nameTables) get(ctx context.Context, pod string, version uint64) (web.NameTable, error) {
+	for {
+		t.mu.Lock()
+		m, v, changed := t.model, t.version, t.changed
+		t.mu.Unlock()
+		p := m.Pod(pod)
+		if p == nil {
+			return web.NameTable{}, web.ErrUnknownPod
+		}
+		if v != version {
+			return web.NameTable{Version: v, Names: m.NameTable(p.Namespace)}, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return web.NameTable{Version: v, Names: m.NameTable(p.Namespace)}, nil
+		}
+	}
+}
+
+// Wait blocks until ctx ends. It exists so callers read as "start, wait, close".
+func (l *Lab) Wait(ctx context.Context) { <-ctx.Done() }
+

@@ -1,0 +1,138 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/meshlab/meshlab/netns"
+)
+
+// processSpec says how to start one supervised process inside a pod namespace.
+type processSpec struct {
+	Role    string // "agent" or "app"
+	Pod     string
+	NetNS   string
+	Argv    []string
+	UID     uint32 // 0 = root
+	LogPath string
+	// Grace is how long the process gets between SIGTERM and SIGKILL.
+	Grace time.Duration
+}
+
+// group supervises processes the way a kubelet does its containers: a process that exits
+// is started again with exponential backoff (capped at 10s) until the group stops.
+type group struct {
+	log     *slog.Logger
+	jr      *journal
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+func newGroup(log *slog.Logger, jr *journal) *group {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &group{log: log, jr: jr, ctx: ctx, cancel: cancel}
+}
+
+// start launches spec and returns once the first instance has started (or failed to).
+func (g *group) start(spec processSpec) error {
+	cmd, err := g.launch(spec)
+	if err != nil {
+		return err
+	}
+	g.wg.Add(1)
+	go g.supervise(spec, cmd)
+	return nil
+}
+
+func (g *group) launch(spec processSpec) (*exec.Cmd, error) {
+	logf, err := os.OpenFile(spec.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open %s log of %s: %w", spec.Role, spec.Pod, err)
+	}
+	defer logf.Close() // the child holds its own copy
+	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
+	cmd.Dir = "/"
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/"}
+	// Its own process group, so a Ctrl-C at the lab's terminal reaches only the lab process,
+	// which then stops everything in order.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if spec.UID != 0 {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: spec.UID, Gid: spec.UID}
+	}
+	if err := netns.Start(spec.NetNS, cmd); err != nil {
+		return nil, fmt.Errorf("start %s of %s: %w", spec.Role, spec.Pod, err)
+	}
+	start, _ := processStart(cmd.Process.Pid)
+	if err := g.jr.add(entry{Kind: "process", PID: cmd.Process.Pid, Start: start, Role: spec.Role, Pod: spec.Pod}); err != nil {
+		g.log.Error("record process", "err", err)
+	}
+	g.log.Debug("started", "role", spec.Role, "pod", spec.Pod, "pid", cmd.Process.Pid)
+	return cmd, nil
+}
+
+func (g *group) supervise(spec processSpec, cmd *exec.Cmd) {
+	defer g.wg.Done()
+	backoff := 100 * time.Millisecond
+	for {
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		started := time.Now()
+		select {
+		case err := <-done:
+			if g.ctx.Err() != nil {
+				return
+			}
+			g.log.Warn("process exited; restarting", "role", spec.Role, "pod", spec.Pod, "err", err, "backoff", backoff)
+			if time.Since(started) > time.Minute {
+				backoff = 100 * time.Millisecond
+			}
+		case <-g.ctx.Done():
+			_ = syscall.Kill(cmd.Process.Pid, syscall.SIGTERM)
+			select {
+			case <-done:
+			case <-time.After(spec.Grace):
+				g.log.Warn("process did not stop in time; killing", "role", spec.Role, "pod", spec.Pod)
+				_ = cmd.Process.Kill()
+				<-done
+			}
+			return
+		}
+		next, ok := g.relaunch(spec, &backoff)
+		if !ok {
+			return
+		}
+		cmd = next
+	}
+}
+
+// relaunch waits out the backoff and starts spec again, retrying until it starts or the
+// group stops (ok false).
+func (g *group) relaunch(spec processSpec, backoff *time.Duration) (*exec.Cmd, bool) {
+	for {
+		select {
+		case <-time.After(*backoff):
+		case <-g.ctx.Done():
+			return nil, false
+		}
+		*backoff = min(*backoff*2, 10*time.Second)
+		cmd, err := g.launch(spec)
+		if err == nil {
+			return cmd, true
+		}
+		g.log.Error("restart failed", "role", spec.Role, "pod", spec.Pod, "err", err)
+	}
+}
+
+// stop sends SIGTERM to every process and waits for all of them (SIGKILL after Grace).
+func (g *group) stop() {
+	g.cancel()
+	g.wg.Wait()
+}

@@ -1,0 +1,274 @@
+// Package lab is the lab process: it reads a scenario, creates the lab's namespaces,
+// starts the discovery server, the lab API, one agent and one app per pod, supervises them,
+// and removes everything again. Everything is recorded in the lab's run directory before
+// it is created, so Clean can remove a lab whose process died.
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/meshlab/meshlab/controlplane/config"
+	"github.com/meshlab/meshlab/controlplane/discovery"
+	"github.com/meshlab/meshlab/controlplane/model"
+	"github.com/meshlab/meshlab/web"
+)
+
+// Defaults of a lab's address ranges, Kubernetes' usual ones.
+var (
+	DefaultPodCIDR     = netip.MustParsePrefix("10.244.0.0/16")
+	DefaultServiceCIDR = netip.MustParsePrefix("10.96.0.0/16")
+)
+
+// Identities of the processes a lab starts.
+const (
+	ProxyUID = 1337 // the sidecar, excluded from capture, as in Istio
+	AppUID   = 65532
+)
+
+// Options configure a lab.
+type Options struct {
+	Name         string // required
+	ScenarioFile string // required: the scenario's file name, used in messages
+	ScenarioData []byte // required: its contents
+	PodCIDR      netip.Prefix
+	ServiceCIDR  netip.Prefix
+	RunRoot      string // optional, DefaultRunRoot
+	MeshlabPath  string // optional: binary providing agent, proxy and app; os.Executable()
+	ProxyPath    string // optional: Envoy binary for every pod; "" lets the agent choose
+	// TerminationDrain is how long agents let connections drain on shutdown (Istio's
+	// terminationDrainDuration).
+	TerminationDrain time.Duration
+	ReadyTimeout     time.Duration // optional, 60s
+	Out              io.Writer     // progress lines; optional
+	Logger           *slog.Logger  // required
+}
+
+// Lab is a running lab.
+type Lab struct {
+	opts  Options
+	paths Paths
+	log   *slog.Logger
+	out   io.Writer
+	rec   *Record
+	jr    *journal
+	disc  *discovery.Server
+	names *nameTables
+
+	mu    sync.Mutex
+	model *model.Model
+
+	cancelServers context.CancelFunc
+	servers       sync.WaitGroup
+	apps, agents  *group
+}
+
+// prepare validates everything and builds the model without creating anything.
+func prepare(o *Options) (*model.Model, error) {
+	if err := ValidateName(o.Name); err != nil {
+		return nil, err
+	}
+	if !o.PodCIDR.IsValid() {
+		o.PodCIDR = DefaultPodCIDR
+	}
+	if !o.ServiceCIDR.IsValid() {
+		o.ServiceCIDR = DefaultServiceCIDR
+	}
+	if o.PodCIDR.Overlaps(o.ServiceCIDR) {
+		return nil, fmt.Errorf("--pod-cidr %s overlaps --service-cidr %s", o.PodCIDR, o.ServiceCIDR)
+	}
+	for flag, p := range map[string]netip.Prefix{"--pod-cidr": o.PodCIDR, "--service-cidr": o.ServiceCIDR} {
+		if err := checkHostOverlap(p); err != nil {
+			return nil, fmt.Errorf("%s: %w", flag, err)
+		}
+	}
+	sc, err := config.Load(o.ScenarioFile, o.ScenarioData)
+	if err != nil {
+		return nil, err
+	}
+	m, err := sc.Build(config.BuildOptions{PodCIDR: o.PodCIDR, ServiceCIDR: o.ServiceCIDR})
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range m.Pods {
+		if p.Name == nodePodName {
+			return nil, fmt.Errorf("%s: Workload %s/%s: metadata.name: %q is reserved for the lab's node namespace", o.ScenarioFile, p.Namespace, p.Workload, nodePodName)
+		}
+	}
+	return m, nil
+}
+
+// Validate checks a scenario and options exactly as Start would, creating nothing.
+func Validate(o Options) error {
+	_, err := prepare(&o)
+	return err
+}
+
+// Start validates the scenario, creates the lab and returns once every pod is ready (or
+// fails, having removed whatever it created).
+func Start(ctx context.Context, o Options) (*Lab, error) {
+	m, err := prepare(&o)
+	if err != nil {
+		return nil, err
+	}
+	if o.RunRoot == "" {
+		o.RunRoot = DefaultRunRoot
+	}
+	if o.MeshlabPath == "" {
+		if o.MeshlabPath, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("find meshlab binary: %w", err)
+		}
+	}
+	if o.ReadyTimeout == 0 {
+		o.ReadyTimeout = 60 * time.Second
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	if err := checkExecutableByApps(o.MeshlabPath); err != nil {
+		return nil, err
+	}
+	paths := PathsFor(o.RunRoot, o.Name)
+	if Running(paths) {
+		return nil, fmt.Errorf("lab %q is already running (stop it with: meshlab down --name %s)", o.Name, o.Name)
+	}
+	if _, err := os.Stat(paths.Dir); err == nil {
+		o.Logger.Info("removing what a previous run of this lab left behind", "lab", o.Name)
+		if err := Clean(o.RunRoot, o.Name, o.Logger); err != nil {
+			return nil, fmt.Errorf("clean up previous run of lab %q: %w", o.Name, err)
+		}
+	}
+
+	l := &Lab{opts: o, paths: paths, log: o.Logger.With("lab", o.Name), out: o.Out, model: m}
+	if err := l.create(ctx); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *Lab) create(ctx context.Context) error {
+	start := time.Now()
+	if err := os.MkdirAll(l.paths.Dir, 0o755); err != nil {
+		return fmt.Errorf("create run directory: %w", err)
+	}
+	// The run directory is traversed by the proxy (uid 1337) to reach xds.sock and its
+	// bootstrap; nothing secret lives in it at this stage.
+	if err := os.Chmod(l.paths.Dir, 0o755); err != nil {
+		return fmt.Errorf("create run directory: %w", err)
+	}
+	pidStart, _ := processStart(os.Getpid())
+	l.rec = &Record{
+		Name: l.opts.Name, PID: os.Getpid(), PIDStart: pidStart, Scenario: l.opts.ScenarioFile,
+		PodCIDR: l.opts.PodCIDR, ServiceCIDR: l.opts.ServiceCIDR, Created: time.Now().UTC(),
+	}
+	for _, p := range l.model.Pods {
+		l.rec.Pods = append(l.rec.Pods, PodRecord{Name: p.Name, Namespace: p.Namespace, NetNS: NamespaceName(l.opts.Name, p.Name), IP: p.IP, Sidecar: p.Sidecar.Inject})
+	}
+	if err := writeRecord(l.paths.Record(), l.rec); err != nil {
+		return err
+	}
+	jr, err := openJournal(l.paths.Journal())
+	if err != nil {
+		return err
+	}
+	l.jr = jr
+
+	if err := l.startServers(); err != nil {
+		return err
+	}
+	l.rec.XDSAddr = l.disc.TCPAddr().String()
+	if err := writeRecord(l.paths.Record(), l.rec); err != nil {
+		return err
+	}
+	if err := l.createNetwork(); err != nil {
+		return err
+	}
+	if err := l.startPods(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(l.out, "lab %s is up: %d pods ready in %s\n", l.opts.Name, len(l.model.Pods), time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func (l *Lab) startServers() error {
+	sctx, cancel := context.WithCancel(context.Background())
+	l.cancelServers = cancel
+	disc, err := discovery.New(discovery.Options{
+		Logger:     l.log.With("component", "discovery"),
+		SocketPath: l.paths.XDSSocket(),
+		SocketGID:  ProxyUID,
+		TCPAddr:    "127.0.0.1:0",
+	})
+	if err != nil {
+		return fmt.Errorf("start discovery server: %w", err)
+	}
+	l.disc = disc
+	if err := disc.Update(sctx, l.model); err != nil {
+		return fmt.Errorf("generate proxy config: %w", err)
+	}
+	l.names = newNameTables(l.model)
+
+	_ = os.Remove(l.paths.APISocket())
+	ln, err := net.Listen("unix", l.paths.APISocket())
+	if err != nil {
+		return fmt.Errorf("listen on lab API socket: %w", err)
+	}
+	if err := os.Chmod(l.paths.APISocket(), 0o600); err != nil {
+		ln.Close()
+		return fmt.Errorf("listen on lab API socket: %w", err)
+	}
+	h := web.NewHandler(l, l.log.With("component", "api"))
+	l.servers.Add(2)
+	go func() {
+		defer l.servers.Done()
+		if err := disc.Run(sctx); err != nil {
+			l.log.Error("discovery server stopped", "err", err)
+		}
+	}()
+	go func() {
+		defer l.servers.Done()
+		if err := web.Serve(sctx, ln, h); err != nil && !errors.Is(err, net.ErrClosed) {
+			l.log.Error("lab API stopped", "err", err)
+		}
+	}()
+	return nil
+}
+
+// Close stops every app, then every agent (which drain and stop their proxies), then the
+// servers, and removes everything the lab created. It is safe to call more than once.
+func (l *Lab) Close() error {
+	if l.apps != nil {
+		l.apps.stop()
+	}
+	if l.agents != nil {
+		l.agents.stop()
+	}
+	if l.cancelServers != nil {
+		l.cancelServers()
+		l.servers.Wait()
+	}
+	if l.jr != nil {
+		_ = l.jr.close()
+	}
+	return Clean(l.opts.RunRoot, l.opts.Name, l.log)
+}
+
+// baseID gives each pod its own Envoy --base-id. Envoy's shared memory and domain sockets
+// are named from it, and shared memory is not per network namespace, so ids must differ
+// across every pod of every lab on the machine: a per-lab block from the lab name's hash,
+// and the pod's index within it.
+func baseID(lab string, podIndex int) uint32 {
+	h := fnv.New32a()
+	h.Write([]byte(lab))
+	return (h.Sum32()%40000)*1000 + uint32(podIndex)%1000 + 1
+}

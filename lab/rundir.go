@@ -1,0 +1,171 @@
+package lab
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"time"
+)
+
+// DefaultRunRoot is where every lab keeps its run directory.
+const DefaultRunRoot = "/run/meshlab"
+
+// DefaultName is the lab name used when none is given.
+const DefaultName = "default"
+
+// nodePodName is reserved: the node namespace is ml-<lab>-node.
+const nodePodName = "node"
+
+var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,18}[a-z0-9])?$`)
+
+// ValidateName reports whether name can name a lab: lowercase letters, digits and '-',
+// at most 20 characters, so that namespace names stay readable.
+func ValidateName(name string) error {
+	if !nameRE.MatchString(name) {
+		return fmt.Errorf("invalid lab name %q: use 1-20 lowercase letters, digits or '-', starting and ending with a letter or digit", name)
+	}
+	return nil
+}
+
+// Paths names every file of one lab's run directory.
+type Paths struct {
+	Dir string // /run/meshlab/<lab>
+}
+
+// PathsFor returns the paths of lab name under root.
+func PathsFor(root, name string) Paths { return Paths{Dir: filepath.Join(root, name)} }
+
+// Record is lab.json: the lab record.
+func (p Paths) Record() string { return filepath.Join(p.Dir, "lab.json") }
+
+// Journal is the append-only list of what the lab created.
+func (p Paths) Journal() string { return filepath.Join(p.Dir, "journal") }
+
+// XDSSocket is the discovery server's unix socket.
+func (p Paths) XDSSocket() string { return filepath.Join(p.Dir, "xds.sock") }
+
+// APISocket is the lab API's unix socket.
+func (p Paths) APISocket() string { return filepath.Join(p.Dir, "api.sock") }
+
+// PodDir is the run directory of one pod.
+func (p Paths) PodDir(pod string) string { return filepath.Join(p.Dir, "pods", pod) }
+
+// AgentSocket is the agent API socket of one pod.
+func (p Paths) AgentSocket(pod string) string { return filepath.Join(p.PodDir(pod), "agent.sock") }
+
+// NamespaceName returns the network namespace of a pod of lab ("ml-<lab>-<pod>").
+func NamespaceName(lab, pod string) string { return "ml-" + lab + "-" + pod }
+
+// NodeNamespace returns the lab's node namespace.
+func NodeNamespace(lab string) string { return NamespaceName(lab, nodePodName) }
+
+// Record is the lab's description, written to lab.json once the lab is starting.
+type Record struct {
+	Name        string       `json:"name"`
+	PID         int          `json:"pid"`
+	PIDStart    uint64       `json:"pidStart"` // start time of PID in clock ticks, against pid reuse
+	Scenario    string       `json:"scenario"`
+	PodCIDR     netip.Prefix `json:"podCIDR"`
+	ServiceCIDR netip.Prefix `json:"serviceCIDR"`
+	XDSAddr     string       `json:"xdsAddr,omitempty"` // 127.0.0.1 TCP address of the discovery server
+	Created     time.Time    `json:"created"`
+	Pods        []PodRecord  `json:"pods"`
+}
+
+// PodRecord is one pod in lab.json.
+type PodRecord struct {
+	Name      string     `json:"name"`
+	Namespace string     `json:"namespace"`
+	NetNS     string     `json:"netns"`
+	IP        netip.Addr `json:"ip"`
+	Sidecar   bool       `json:"sidecar"`
+}
+
+func writeRecord(path string, r *Record) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode lab record: %w", err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write lab record: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write lab record: %w", err)
+	}
+	return nil
+}
+
+// ReadRecord reads lab.json of the lab at p.
+func ReadRecord(p Paths) (*Record, error) {
+	b, err := os.ReadFile(p.Record())
+	if err != nil {
+		return nil, fmt.Errorf("read lab record: %w", err)
+	}
+	var r Record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("read lab record %s: %w", p.Record(), err)
+	}
+	return &r, nil
+}
+
+// ErrNoLab is returned when no lab matches.
+var ErrNoLab = errors.New("no lab is running")
+
+// Known lists the names of labs that have a run directory under root, sorted.
+func Known(root string) ([]string, error) {
+	entries, err := os.ReadDir(root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list labs: %w", err)
+	}
+	var names []string
+	for _, e := range entries {
+		if e.IsDir() && ValidateName(e.Name()) == nil {
+			names = append(names, e.Name())
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// Running reports whether the lab's process is alive.
+func Running(p Paths) bool {
+	r, err := ReadRecord(p)
+	if err != nil {
+		return false
+	}
+	return processAlive(r.PID, r.PIDStart)
+}
+
+// Resolve picks the lab a command means: the named one, else the only lab present, else
+// the one named "default".
+func Resolve(root, name string) (string, error) {
+	if name != "" {
+		return name, ValidateName(name)
+	}
+	names, err := Known(root)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case len(names) == 1:
+		return names[0], nil
+	case len(names) == 0:
+		return "", ErrNoLab
+	}
+	for _, n := range names {
+		if n == DefaultName {
+			return n, nil
+		}
+	}
+	return "", fmt.Errorf("several labs are present (%v): choose one with --name", names)
+}

@@ -1,0 +1,75 @@
+package netns
+
+import (
+	"fmt"
+	"runtime"
+
+	"golang.org/x/sys/unix"
+)
+
+// Do runs fn on a locked OS thread that is inside the named namespace, then restores the
+// thread's namespace (if restoring fails, leave the thread locked so Go discards it).
+//
+// Do is the only way this package enters a namespace. Thread caveats:
+//   - fn runs on a new goroutine that is locked to its OS thread; only that thread is in
+//     the namespace. Goroutines that fn starts run on other threads, in the caller's
+//     namespace (this includes Go's DNS resolver), so fn must create its sockets, netlink
+//     handles and child processes itself.
+//   - Sockets and processes created inside fn stay in the namespace after Do returns.
+//   - If the original namespace cannot be restored, the goroutine exits still locked, so
+//     the Go runtime terminates the tainted thread instead of reusing it.
+//
+// A panic in fn is re-raised in the caller after the namespace has been restored.
+func Do(name string, fn func() error) error {
+	target, err := openNamespace(name)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(target)
+
+	type result struct {
+		err   error
+		panic any
+	}
+	done := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		origin, err := unix.Open(threadNSPath(), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			runtime.UnlockOSThread()
+			done <- result{err: fmt.Errorf("open current netns: %w", err)}
+			return
+		}
+		defer unix.Close(origin)
+		if err := unix.Setns(target, unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			done <- result{err: fmt.Errorf("enter netns %q: %w", name, err)}
+			return
+		}
+		var res result
+		func() {
+			defer func() { res.panic = recover() }()
+			res.err = fn()
+		}()
+		if err := unix.Setns(origin, unix.CLONE_NEWNET); err != nil {
+			// Leave the thread locked: the runtime discards it when this goroutine ends.
+			if res.err == nil {
+				res.err = fmt.Errorf("restore netns after %q: %w", name, err)
+			}
+			done <- res
+			return
+		}
+		runtime.UnlockOSThread()
+		done <- res
+	}()
+	res := <-done
+	if res.panic != nil {
+		panic(res.panic)
+	}
+	return res.err
+}
+
+// threadNSPath is the network namespace file of the calling OS thread.
+func threadNSPath() string {
+	return fmt.Sprintf("/proc/%d/task/%d/ns/net", unix.Getpid(), unix.Gettid())
+}

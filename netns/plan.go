@@ -1,0 +1,83 @@
+package netns
+
+import (
+	"fmt"
+	"net/netip"
+)
+
+// op is one kind of kernel change a step makes.
+type op int
+
+const (
+	opEnsureNamespace op = iota // create Namespace if absent
+	opAddBridge                 // bridge Link in Namespace (kept if it exists)
+	opAddVeth                   // veth Link in Namespace, its end Peer created in PeerNamespace
+	opSetMaster                 // attach Link to bridge Master
+	opAddAddr                   // put Prefix on Link (replace)
+	opLinkUp                    // bring Link up
+	opDefaultRoute              // default route via Gateway on Link (replace)
+)
+
+// step is one change to make in one namespace. Plans are lists of steps, computed
+// without side effects, so they can be golden-tested and applied by any kernel.
+type step struct {
+	op            op
+	namespace     string
+	link          string
+	peer          string
+	peerNamespace string
+	master        string
+	prefix        netip.Prefix
+	gateway       netip.Addr
+}
+
+// String renders the step as the equivalent iproute2 command, for logs and golden files.
+func (s step) String() string {
+	in := "ip -n " + s.namespace + " "
+	switch s.op {
+	case opEnsureNamespace:
+		return "ip netns add " + s.namespace + " # if absent"
+	case opAddBridge:
+		return in + "link add " + s.link + " type bridge # if absent"
+	case opAddVeth:
+		return in + "link add " + s.link + " type veth peer name " + s.peer + " netns " + s.peerNamespace
+	case opSetMaster:
+		return in + "link set " + s.link + " master " + s.master
+	case opAddAddr:
+		return in + "addr replace " + s.prefix.String() + " dev " + s.link
+	case opLinkUp:
+		return in + "link set " + s.link + " up"
+	case opDefaultRoute:
+		return in + "route replace default via " + s.gateway.String() + " dev " + s.link
+	}
+	return fmt.Sprintf("unknown op %d", s.op)
+}
+
+// planNode lists the steps that make the node namespace and its bridge.
+func planNode(c NodeConfig) []step {
+	ns := c.Namespace
+	return []step{
+		{op: opEnsureNamespace, namespace: ns},
+		{op: opLinkUp, namespace: ns, link: "lo"},
+		{op: opAddBridge, namespace: ns, link: c.Bridge},
+		{op: opAddAddr, namespace: ns, link: c.Bridge, prefix: c.Gateway},
+		{op: opLinkUp, namespace: ns, link: c.Bridge},
+	}
+}
+
+// planPod lists the steps that make a pod namespace and join it to the node's bridge.
+// The veth is created from the node namespace with its pod end already in the pod
+// namespace, so no end ever sits in the root namespace and nothing is moved afterwards.
+func planPod(c PodConfig) []step {
+	pod, node, podIf := c.Namespace, c.NodeNamespace, c.podIfName()
+	return []step{
+		{op: opEnsureNamespace, namespace: pod},
+		{op: opLinkUp, namespace: pod, link: "lo"},
+		{op: opAddVeth, namespace: node, link: c.HostIfName, peer: podIf, peerNamespace: pod},
+		{op: opSetMaster, namespace: node, link: c.HostIfName, master: c.Bridge},
+		{op: opLinkUp, namespace: node, link: c.HostIfName},
+		{op: opAddAddr, namespace: pod, link: podIf, prefix: c.Address},
+		{op: opLinkUp, namespace: pod, link: podIf},
+		{op: opDefaultRoute, namespace: pod, link: podIf, gateway: c.Gateway},
+	}
+}

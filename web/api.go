@@ -1,0 +1,152 @@
+// Package web serves the lab API (and, later, the dashboard): the one JSON API that the
+// CLI, the agents and the dashboard read. Handlers depend only on the narrow read-only
+// interfaces below, never on the lab's concrete types.
+package web
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+)
+
+// LabInfo is what GET /v1/lab answers.
+type LabInfo struct {
+	Name        string       `json:"name"`
+	PID         int          `json:"pid"`
+	Scenario    string       `json:"scenario"`
+	PodCIDR     netip.Prefix `json:"podCIDR"`
+	ServiceCIDR netip.Prefix `json:"serviceCIDR"`
+	XDSAddr     string       `json:"xdsAddr,omitempty"`
+	Created     time.Time    `json:"created"`
+}
+
+// PodStatus is one pod as GET /v1/pods reports it.
+type PodStatus struct {
+	Name      string     `json:"name"`
+	Namespace string     `json:"namespace"`
+	NetNS     string     `json:"netns"`
+	IP        netip.Addr `json:"ip"`
+	Sidecar   bool       `json:"sidecar"`
+	Ready     bool       `json:"ready"`
+	Epoch     int        `json:"epoch"`     // the live proxy epoch, -1 when none
+	DataPlane string     `json:"dataPlane"` // "envoy" or "meshlab-proxy"
+	Restarts  int        `json:"restarts"`
+	Message   string     `json:"message,omitempty"`
+	// RequestsOut counts requests this pod's sidecar sent to outbound clusters, RequestsIn
+	// those it delivered to its own app (upstream_rq_total of outbound|... and inbound|...).
+	RequestsOut uint64 `json:"requestsOut"`
+	RequestsIn  uint64 `json:"requestsIn"`
+}
+
+// NameTable is the DNS name table an agent serves, as the agent reads it.
+type NameTable struct {
+	Version uint64                  `json:"version"`
+	Names   map[string][]netip.Addr `json:"names"`
+}
+
+// LabReader reads the lab's description. Implementations must be safe for concurrent use.
+type LabReader interface {
+	Info() LabInfo
+}
+
+// PodLister lists the lab's pods with their live status; it may block on the agents, and
+// must honour ctx. Safe for concurrent use.
+type PodLister interface {
+	Pods(ctx context.Context) ([]PodStatus, error)
+}
+
+// NameTableSource hands an agent its pod's DNS name table. It answers at once when the
+// table's version differs from version, else blocks until it changes or ctx ends, and
+// then answers the current table. ErrUnknownPod for a pod the lab does not have.
+type NameTableSource interface {
+	NameTable(ctx context.Context, pod string, version uint64) (NameTable, error)
+}
+
+// ErrUnknownPod is returned for a pod the lab does not have.
+var ErrUnknownPod = errors.New("unknown pod")
+
+// Backend is everything the API reads.
+type Backend interface {
+	LabReader
+	PodLister
+	NameTableSource
+}
+
+// longPollLimit bounds how long a name table request is held open.
+const longPollLimit = 30 * time.Second
+
+// NewHandler returns the API's HTTP handler.
+func NewHandler(b Backend, log *slog.Logger) http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.Use(gin.Recovery(), requestLog(log))
+	v1 := r.Group("/v1")
+	v1.GET("/lab", func(c *gin.Context) { c.JSON(http.StatusOK, b.Info()) })
+	v1.GET("/pods", func(c *gin.Context) {
+		pods, err := b.Pods(c.Request.Context())
+		if err != nil {
+			c.JSON(http.StatusInternalServerError, gin.H{"error": err.Error()})
+			return
+		}
+		c.JSON(http.StatusOK, pods)
+	})
+	v1.GET("/agents/:pod/nametable", func(c *gin.Context) {
+		var version uint64
+		if v := c.Query("version"); v != "" {
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				c.JSON(http.StatusBadRequest, gin.H{"error": "version: " + err.Error()})
+				return
+			}
+			version = n
+		}
+		ctx, cancel := context.WithTimeout(c.Request.Context(), longPollLimit)
+		defer cancel()
+		t, err := b.NameTable(ctx, c.Param("pod"), version)
+		switch {
+		case errors.Is(err, ErrUnknownPod):
+			c.JSON(http.StatusNotFound, gin.H{"error": err.Error()})
+		case err != nil:
+			c.JSON(http.StatusInternalServerError, gin.H{"error": err.Error()})
+		default:
+			c.JSON(http.StatusOK, t)
+		}
+	})
+	return r
+}
+
+func requestLog(log *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		start := time.Now()
+		c.Next()
+		log.Debug("api request", "method", c.Request.Method, "path", c.Request.URL.Path,
+			"status", c.Writer.Status(), "duration", time.Since(start))
+	}
+}
+
+// Serve serves h on l until ctx ends, then shuts down, giving open requests (long polls
+// included) a second to finish.
+func Serve(ctx context.Context, l net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+	}
+	<-errc
+	return nil
+}
