@@ -80,9 +80,9 @@ func TestHelloLab(t *testing.T) {
 		t.Fatalf("meshlab down: %v\n%s", err, out)
 	}
 	select {
-	case err := <-l.done:
-		if err != nil {
-			t.Errorf("meshlab up exited with %v after down", err)
+	case <-l.exited:
+		if l.err != nil {
+			t.Errorf("meshlab up exited with %v after down", l.err)
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("meshlab up still running 30s after down")
@@ -102,7 +102,7 @@ func TestCleanAfterSIGKILL(t *testing.T) {
 	if err := l.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-l.done
+	<-l.exited
 	if out, err := meshlab(t, "clean", "--name", l.name); err != nil {
 		t.Fatalf("meshlab clean: %v\n%s", err, out)
 	}

@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 
 // meshlabBin builds the binary once, in a directory the app uid can enter (apps run as an
 // unprivileged uid and must be able to execute it).
-func meshlabBin(t *testing.T) string {
+func meshlabBin(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		binDir, buildErr = os.MkdirTemp("", "meshlab-e2e-")
@@ -65,7 +65,9 @@ type runningLab struct {
 	name string
 	cmd  *exec.Cmd
 	out  *syncBuffer
-	done chan error
+	// exited is closed when the process has exited; err is its exit status then.
+	exited chan struct{}
+	err    error
 }
 
 type syncBuffer struct {
@@ -87,7 +89,7 @@ func (s *syncBuffer) String() string {
 
 // startLab runs `meshlab up` for a unique lab and waits until it says it is up. Cleanup
 // stops it and removes anything left, even when the test fails.
-func startLab(t *testing.T, args ...string) *runningLab {
+func startLab(t testing.TB, args ...string) *runningLab {
 	t.Helper()
 	bin := meshlabBin(t)
 	name := testutil.UniqueName(t)
@@ -100,16 +102,18 @@ func startLab(t *testing.T, args ...string) *runningLab {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	l := &runningLab{name: name, cmd: cmd, out: out, done: make(chan error, 1)}
-	go func() { l.done <- cmd.Wait(); pw.Close() }()
+	l := &runningLab{name: name, cmd: cmd, out: out, exited: make(chan struct{})}
+	go func() { l.err = cmd.Wait(); pw.Close(); close(l.exited) }()
 	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
+		select {
+		case <-l.exited:
+		default:
 			_ = cmd.Process.Signal(syscall.SIGTERM)
 			select {
-			case <-l.done:
+			case <-l.exited:
 			case <-time.After(30 * time.Second):
 				_ = cmd.Process.Kill()
-				<-l.done
+				<-l.exited
 			}
 		}
 		_ = exec.Command(bin, "clean", "--name", name).Run()
@@ -130,8 +134,8 @@ func startLab(t *testing.T, args ...string) *runningLab {
 	}()
 	select {
 	case <-up:
-	case err := <-l.done:
-		t.Fatalf("meshlab up exited before the lab was up: %v\n%s", err, out.String())
+	case <-l.exited:
+		t.Fatalf("meshlab up exited before the lab was up: %v\n%s", l.err, out.String())
 	case <-time.After(90 * time.Second):
 		t.Fatalf("lab not up after 90s:\n%s", out.String())
 	}
@@ -139,7 +143,7 @@ func startLab(t *testing.T, args ...string) *runningLab {
 }
 
 // meshlab runs the binary and returns its combined output.
-func meshlab(t *testing.T, args ...string) (string, error) {
+func meshlab(t testing.TB, args ...string) (string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -148,7 +152,7 @@ func meshlab(t *testing.T, args ...string) (string, error) {
 }
 
 // assertNothingLeft checks that lab name left no namespace, run directory or process.
-func assertNothingLeft(t *testing.T, name string) {
+func assertNothingLeft(t testing.TB, name string) {
 	t.Helper()
 	nss, err := netns.List("ml-" + name + "-")
 	if err != nil {

@@ -213,6 +213,13 @@ func (l *Lab) startServers() error {
 		return fmt.Errorf("start discovery server: %w", err)
 	}
 	l.disc = disc
+	l.servers.Add(1)
+	go func() {
+		defer l.servers.Done()
+		if err := disc.Run(sctx); err != nil {
+			l.log.Error("discovery server stopped", "err", err)
+		}
+	}()
 	if err := disc.Update(sctx, l.model); err != nil {
 		return fmt.Errorf("generate proxy config: %w", err)
 	}
@@ -228,13 +235,7 @@ func (l *Lab) startServers() error {
 		return fmt.Errorf("listen on lab API socket: %w", err)
 	}
 	h := web.NewHandler(l, l.log.With("component", "api"))
-	l.servers.Add(2)
-	go func() {
-		defer l.servers.Done()
-		if err := disc.Run(sctx); err != nil {
-			l.log.Error("discovery server stopped", "err", err)
-		}
-	}()
+	l.servers.Add(1)
 	go func() {
 		defer l.servers.Done()
 		if err := web.Serve(sctx, ln, h); err != nil && !errors.Is(err, net.ErrClosed) {

@@ -77,6 +77,14 @@ func (l *Lab) createPodNetwork(name string, ip netip.Addr, sidecar bool) error {
 	if err != nil {
 		return fmt.Errorf("create pod namespace %s: %w", ns, err)
 	}
+	// As container runtimes do for Kubernetes pods: any uid may bind any port, so an app
+	// running unprivileged can still serve on port 80.
+	err = netns.Do(ns, func() error {
+		return os.WriteFile("/proc/sys/net/ipv4/ip_unprivileged_port_start", []byte("0"), 0o644)
+	})
+	if err != nil {
+		return fmt.Errorf("allow unprivileged ports in %s: %w", ns, err)
+	}
 	if !sidecar {
 		return nil
 	}

@@ -45,7 +45,7 @@ func (l *Lab) startPod(ctx context.Context, index int, p *model.Pod) error {
 	}
 	ns := NamespaceName(l.opts.Name, p.Name)
 	if p.Sidecar.Inject {
-		argv := append([]string{l.opts.MeshlabPath, "agent"}, agent.Args(l.agentConfig(index, p))...)
+		argv := append([]string{l.opts.MeshlabPath, "agent", "--log-level=info"}, agent.Args(l.agentConfig(index, p))...)
 		err := l.agents.start(processSpec{
 			Role: "agent", Pod: p.Name, NetNS: ns, Argv: argv, LogPath: dir + "/agent.log",
 			Grace: l.opts.TerminationDrain + 10*time.Second,

@@ -18,14 +18,15 @@ func setupNode(c NodeConfig, k kernel) error {
 	return nil
 }
 
-// SetupPod creates the pod namespace, lo up, a veth created with its peer already in the pod
-// namespace (netlink LinkAttrs.Namespace = NsFd; no move afterwards), the host end in the node
-// namespace attached to the bridge and up, the pod end renamed/addressed/up, default route via Gateway.
+// SetupPod creates the pod namespace (if absent) with lo up, then a veth pair created from
+// inside the node namespace with its peer already in the pod namespace (netlink
+// Veth.PeerNamespace = NsFd; no move afterwards, and no end ever in the root namespace): the
+// host end HostIfName attached to the bridge and up, the pod end PodIfName addressed and
+// up, and a default route via Gateway.
 //
-// The node must have been set up first. The veth is created under its final names (the
-// pod end is named PodIfName in the pod namespace directly), so nothing is renamed. If the
-// host-side veth already exists, SetupPod fails: HostIfName is deterministic per pod, so
-// that means the pod exists.
+// The node must have been set up first. Both ends are created under their final names, so
+// nothing is renamed. If the host-side veth already exists SetupPod fails: HostIfName is
+// deterministic per pod, so that means the pod exists.
 func SetupPod(c PodConfig) error {
 	return setupPod(c, netlinkKernel{})
 }

@@ -78,6 +78,9 @@ func runUp(cmd *cobra.Command, opts lab.Options) error {
 	ctx := cmd.Context()
 	l, err := lab.Start(ctx, opts)
 	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("interrupted before lab %s was up; what it had created was removed", opts.Name)
+		}
 		return err
 	}
 	out := cmd.OutOrStdout()

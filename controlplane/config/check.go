@@ -13,7 +13,8 @@ import (
 // checkScenario records the problems that involve several objects: duplicate objects,
 // duplicate pod names and Service selectors that match no Workload. valid holds the
 // objects that passed their own checks, invalid those whose header was read but which
-// have problems of their own (they still count as duplicates).
+// have problems of their own (they still count as duplicates, and their selectors and
+// labels are still checked when they decoded).
 func checkScenario(valid, invalid []*Object, errs *ErrorList) {
 	all := append(append([]*Object(nil), valid...), invalid...)
 	slices.SortFunc(all, func(a, b *Object) int { return cmp.Compare(a.Doc, b.Doc) })
@@ -40,24 +41,29 @@ func checkScenario(valid, invalid []*Object, errs *ErrorList) {
 		}
 	}
 	for _, o := range invalid {
-		if o.Origin.Kind == "Workload" {
+		if o.Origin.Kind == "Workload" && o.Workload == nil {
 			return // its labels are unknown: a selector check would mislead
 		}
 	}
-	for _, o := range valid {
-		if o.svc != nil && !selectsAny(o.svc, valid) {
+	for _, o := range all {
+		if o.Service == nil || len(o.Service.Spec.Selector) == 0 {
+			continue // not decoded, or already refused for its empty selector
+		}
+		sel := o.Service.Spec.Selector
+		if !selectsAny(o.Origin.Namespace, sel, all) {
 			p := problems{origin: o.Origin, doc: o.Doc, list: errs}
 			p.addf("spec.selector", "matches no Workload (no Workload in namespace %s has the labels %s)",
-				o.svc.Namespace, formatLabels(o.svc.Selector))
+				o.Origin.Namespace, formatLabels(sel))
 		}
 	}
 }
 
-// selectsAny reports whether svc's selector matches the labels of a Workload in its
-// namespace (even one scaled to zero replicas).
-func selectsAny(svc *model.Service, objs []*Object) bool {
+// selectsAny reports whether selector matches the labels of a Workload in namespace ns
+// (even one scaled to zero replicas), as model.Service.Selects would.
+func selectsAny(ns string, selector map[string]string, objs []*Object) bool {
+	svc := model.Service{Selector: selector}
 	for _, o := range objs {
-		if o.Workload != nil && o.Origin.Namespace == svc.Namespace && svc.Selects(o.Workload.Spec.Labels) {
+		if o.Workload != nil && o.Origin.Namespace == ns && svc.Selects(o.Workload.Spec.Labels) {
 			return true
 		}
 	}

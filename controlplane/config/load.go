@@ -30,7 +30,8 @@ type Scenario struct {
 type Object struct {
 	// Origin names the file, kind, namespace (defaulted) and name.
 	Origin model.Origin
-	// Doc is the 1-based index of the document in the file; Line is its first line.
+	// Doc is the 1-based index of the document in the file; Line is the line of its
+	// "---" separator (1 for the first document).
 	Doc, Line int
 	// Service is set when the kind is Service.
 	Service *corev1.Service
@@ -108,14 +109,16 @@ func decodeDocument(file string, d document, errs *ErrorList) (*Object, bool) {
 	n := len(*errs)
 	switch decoderFor(apiVersion, o.Origin.Kind, p) {
 	case kindService:
-		o.Service = &corev1.Service{}
-		if decodeStrict(top, js, o.Service, p) {
-			o.svc = validateService(o.Service, p)
+		svc := &corev1.Service{}
+		if decodeStrict(top, js, svc, p) {
+			o.Service = svc
+			o.svc = validateService(svc, p)
 		}
 	case kindWorkload:
-		o.Workload = &Workload{}
-		if decodeStrict(top, js, o.Workload, p) {
-			o.pods = validateWorkload(o.Workload, p)
+		w := &Workload{}
+		if decodeStrict(top, js, w, p) {
+			o.Workload = w
+			o.pods = validateWorkload(w, p)
 		}
 	}
 	return o, len(*errs) == n

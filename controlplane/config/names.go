@@ -40,3 +40,27 @@ func checkPort(port int64) string {
 	}
 	return ""
 }
+
+// sidecarPorts are the ports the sidecar and its agent own inside every pod, as Istio
+// reserves them: an app or service using one would collide with the mesh itself.
+var sidecarPorts = map[int64]string{
+	15000: "the proxy's admin port",
+	15001: "the outbound capture port",
+	15006: "the inbound capture port",
+	15020: "the agent's status port",
+	15021: "the health check port",
+	15053: "the agent's DNS port",
+	15090: "the proxy's Prometheus port",
+}
+
+// checkAppPort is checkPort for a port an app listens on (a container port or a target
+// port): it must also stay clear of the sidecar's own ports.
+func checkAppPort(port int64) string {
+	if msg := checkPort(port); msg != "" {
+		return msg
+	}
+	if what, ok := sidecarPorts[port]; ok {
+		return fmt.Sprintf("%d is reserved for the sidecar (%s)", port, what)
+	}
+	return ""
+}

@@ -130,15 +130,20 @@ func servicePorts(in []corev1.ServicePort, p problems) []model.ServicePort {
 		}
 		target := sp.Port
 		switch {
+		case sp.TargetPort.Type == intstr.Int && sp.TargetPort.IntVal == 0 && checkPort(int64(sp.Port)) == "":
+			// targetPort defaults to port, so the app listens on port itself.
+			if msg := checkAppPort(int64(sp.Port)); msg != "" {
+				p.addf(field+".port", "%s (and targetPort defaults to it)", msg)
+			}
 		case sp.TargetPort.Type == intstr.String:
 			p.addf(field+".targetPort", "named port %q is not supported: give the container port number", sp.TargetPort.StrVal)
 		case sp.TargetPort.IntVal != 0:
 			target = sp.TargetPort.IntVal
-			if msg := checkPort(int64(target)); msg != "" {
+			if msg := checkAppPort(int64(target)); msg != "" {
 				p.addf(field+".targetPort", "%s", msg)
 			}
 		}
-		if checkPort(int64(sp.Port)) != "" || checkPort(int64(target)) != "" {
+		if checkPort(int64(sp.Port)) != "" || checkAppPort(int64(target)) != "" {
 			continue
 		}
 		out = append(out, model.ServicePort{

@@ -101,7 +101,7 @@ func workloadPorts(in []int, p problems) []uint16 {
 	seen := map[int]int{}
 	for i, port := range in {
 		field := fmt.Sprintf("spec.ports[%d]", i)
-		if msg := checkPort(int64(port)); msg != "" {
+		if msg := checkAppPort(int64(port)); msg != "" {
 			p.addf(field, "%s", msg)
 			continue
 		}

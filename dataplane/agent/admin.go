@@ -32,8 +32,9 @@ type adminClient struct {
 
 func newAdminClient(port uint16) adminClient {
 	return adminClient{
-		base:   "http://127.0.0.1:" + strconv.Itoa(int(port)),
-		client: &http.Client{Timeout: adminTimeout},
+		base: "http://127.0.0.1:" + strconv.Itoa(int(port)),
+		// No keep-alives: calls are rare and local, and idle connections would outlive Run.
+		client: &http.Client{Timeout: adminTimeout, Transport: &http.Transport{DisableKeepAlives: true}},
 	}
 }
 

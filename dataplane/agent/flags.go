@@ -31,7 +31,7 @@ const (
 	flagProxyUID                 = "proxy-uid"
 	flagProxyGID                 = "proxy-gid"
 	flagBaseID                   = "base-id"
-	flagLogLevel                 = "log-level"
+	flagLogLevel                 = "proxy-log-level"
 	flagConcurrency              = "concurrency"
 	flagDrainDuration            = "drain-duration"
 	flagParentShutdownDuration   = "parent-shutdown-duration"

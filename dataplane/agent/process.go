@@ -183,6 +183,10 @@ func (p *envoyProxy) Cleanup(epoch int) {
 	}
 }
 
+// maxLineLen caps one kept stderr line, so a proxy writing without newlines cannot make
+// the agent grow without bound.
+const maxLineLen = 4096
+
 // lineTail is an io.Writer that keeps the last n lines written to it.
 type lineTail struct {
 	mu      sync.Mutex
@@ -198,7 +202,9 @@ func (t *lineTail) Write(p []byte) (int, error) {
 	defer t.mu.Unlock()
 	for _, b := range p {
 		if b != '\n' {
-			t.partial.WriteByte(b)
+			if t.partial.Len() < maxLineLen {
+				t.partial.WriteByte(b)
+			}
 			continue
 		}
 		t.push(t.partial.String())

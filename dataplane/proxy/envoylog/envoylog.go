@@ -63,13 +63,13 @@ func LevelName(l slog.Level) string {
 // Handler is a slog.Handler writing Envoy-shaped lines. The attribute "component" becomes
 // the logger name ("main" when absent). Safe for concurrent use.
 type Handler struct {
-	w     *lockedWriter
-	level slog.Leveler
-	pid   int
-	comp  string
-	attrs string
-	group string
-	now   func() time.Time
+	w      *lockedWriter
+	levels *Levels
+	pid    int
+	comp   string
+	attrs  string
+	group  string
+	now    func() time.Time
 }
 
 type lockedWriter struct {
@@ -77,14 +77,16 @@ type lockedWriter struct {
 	w  io.Writer
 }
 
-// NewHandler returns a Handler writing to w at the given level for process pid.
-func NewHandler(w io.Writer, level slog.Leveler, pid int) *Handler {
-	return &Handler{w: &lockedWriter{w: w}, level: level, pid: pid, comp: "main", now: time.Now}
+// NewHandler returns a Handler writing to w for process pid, at the level levels holds
+// for each logger name.
+func NewHandler(w io.Writer, levels *Levels, pid int) *Handler {
+	return &Handler{w: &lockedWriter{w: w}, levels: levels, pid: pid, comp: "main", now: time.Now}
 }
 
-// Enabled reports whether l is at or above the handler's level.
+// Enabled reports whether l is at or above the level of the handler's logger.
 func (h *Handler) Enabled(_ context.Context, l slog.Level) bool {
-	return l >= h.level.Level() && h.level.Level() < LevelOff
+	min := h.levels.Get(h.comp)
+	return l >= min && min < LevelOff
 }
 
 // Handle writes one line.

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/meshlab/meshlab/dataplane/proxy"
+)
+
+// errProxyExit carries a non-zero exit status of `meshlab proxy`; the message was already
+// printed in Envoy's shape.
+var errProxyExit = errors.New("meshlab proxy exited with status 1")
+
+// newProxyCmd returns `meshlab proxy`, the built-in Envoy-compatible data plane. It
+// parses Envoy's own flags (so cobra's flag parsing is off) and exits like Envoy: 0 on
+// SIGTERM/SIGINT, /quitquitquit or a valid --mode validate, 1 on a bad command line or
+// configuration.
+func newProxyCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:                "proxy",
+		Short:              "Run the built-in Envoy-compatible data plane (takes Envoy's flags)",
+		Hidden:             true,
+		DisableFlagParsing: true,
+		SilenceUsage:       true,
+		SilenceErrors:      true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			if code := proxy.Main(ctx, args, cmd.OutOrStdout(), cmd.ErrOrStderr()); code != 0 {
+				return errProxyExit
+			}
+			return nil
+		},
+	}
+}

@@ -1,0 +1,64 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/meshlab/meshlab/scenarios"
+)
+
+// FuzzLoad checks that no input makes Load panic, that every rejection is an ErrorList
+// whose messages name the file, and that whatever Load accepts builds into a model with
+// unique, short pod names.
+func FuzzLoad(f *testing.F) {
+	for _, name := range scenarios.Names() {
+		data, _, err := scenarios.Lookup(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	for _, seed := range []string{
+		"",
+		"---\n---\n",
+		"- a\n- b\n",
+		"kind: [x]\nmetadata: 3\n",
+		"apiVersion: v1\nkind: Service\nmetadata: {name: x\n",
+		"apiVersion: v1\nkind: Service\nmetadata: {name: backend}\nspec: {selector: {app: b}, ports: [{port: 70000, targetPort: http}]}\n",
+		docs(service(okService), workload("backend", okWorkload+"  replicas: 3\n  app: {upstreams: ['http://a b/']}\n")),
+		docs(service(okService), workload("backend", "  labels: {app: backend}\n  command: [x]\n  sidecar: {inject: false}\n")),
+		"apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: x}\n",
+		"apiVersion: meshlab.dev/v1alpha1\nkind: Workload\nmetadata: {name: w}\nspec: {replicas: 256, Labels: {}}\n",
+		"--- {apiVersion: v1, kind: Service, metadata: {name: a, namespace: b}}\n",
+		"apiVersion: v1\nkind: Service\nmetadata: {name: a}\nmetadata: {name: b}\n",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := Load("f.yaml", data)
+		if err != nil {
+			var list ErrorList
+			if !errors.As(err, &list) || len(list) == 0 {
+				t.Fatalf("Load error %T %v is not a non-empty ErrorList", err, err)
+			}
+			for _, e := range list {
+				if !strings.HasPrefix(e.Error(), "f.yaml: ") {
+					t.Fatalf("message %q does not name the file", e)
+				}
+			}
+			return
+		}
+		m, err := s.Build(defaultOpts)
+		if err != nil {
+			return // too many pods for the CIDR is a legitimate outcome
+		}
+		seen := map[string]bool{}
+		for _, p := range m.Pods {
+			if seen[p.Name] || len(p.Name) > maxPodName || !p.IP.IsValid() {
+				t.Fatalf("pod %q: duplicate, too long or without an address", p.Name)
+			}
+			seen[p.Name] = true
+		}
+	})
+}

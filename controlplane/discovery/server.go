@@ -1,0 +1,233 @@
+package discovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
+	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	endpointservice "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
+	listenerservice "github.com/envoyproxy/go-control-plane/envoy/service/listener/v3"
+	routeservice "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
+	secretservice "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"google.golang.org/grpc"
+)
+
+// stopGrace bounds how long Run waits for streams to end before closing them hard.
+const stopGrace = 5 * time.Second
+
+// Options configures a Server.
+type Options struct {
+	// Logger receives the server's logs and go-control-plane's (under
+	// "subsystem"="go-control-plane"). Required; the caller names the component.
+	Logger *slog.Logger
+	// SocketPath is the unix socket to serve ADS on (the lab's xds.sock). Required. A
+	// stale socket left by a crashed lab is replaced; any other file there is an error.
+	SocketPath string
+	// SocketGID, when >= 0, gives the socket that group and mode 0660, so the proxy
+	// (gid 1337) can connect. Optional; -1 leaves the socket as created.
+	SocketGID int
+	// TCPAddr, when set, is a TCP address to also serve on (e.g. "127.0.0.1:0"), for
+	// debugging tools. Optional.
+	TCPAddr string
+}
+
+// Server is the ADS server of one lab. Create it with New, then call Run once.
+type Server struct {
+	log     *slog.Logger
+	path    string
+	unixLn  net.Listener
+	tcpLn   net.Listener // nil when not serving TCP
+	grpc    *grpc.Server
+	cache   cachev3.SnapshotCache
+	tracker *tracker
+	cancel  context.CancelFunc // ends go-control-plane's streams
+
+	mu      sync.Mutex // serialises Update; guards version and nodes
+	version uint64
+	nodes   []string // node ids holding a snapshot
+
+	runOnce sync.Once
+}
+
+// New listens on the socket (and TCP address) right away, so that when it returns the
+// socket exists and proxies may connect; nothing is served until Run.
+func New(o Options) (*Server, error) {
+	if o.Logger == nil {
+		return nil, errors.New("new discovery server: Options.Logger is required")
+	}
+	if o.SocketPath == "" {
+		return nil, errors.New("new discovery server: Options.SocketPath is required")
+	}
+	log := o.Logger
+	if err := removeStaleSocket(o.SocketPath); err != nil {
+		return nil, err
+	}
+	unixLn, err := net.Listen("unix", o.SocketPath)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", o.SocketPath, err)
+	}
+	if o.SocketGID >= 0 {
+		if err := setSocketOwner(o.SocketPath, o.SocketGID); err != nil {
+			unixLn.Close()
+			return nil, err
+		}
+	}
+	var tcpLn net.Listener
+	if o.TCPAddr != "" {
+		if tcpLn, err = net.Listen("tcp", o.TCPAddr); err != nil {
+			unixLn.Close()
+			return nil, fmt.Errorf("listen on %s: %w", o.TCPAddr, err)
+		}
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		log:     log,
+		path:    o.SocketPath,
+		unixLn:  unixLn,
+		tcpLn:   tcpLn,
+		grpc:    grpc.NewServer(),
+		cache:   cachev3.NewSnapshotCache(true, cachev3.IDHash{}, slogAdapter{log.With("subsystem", "go-control-plane")}),
+		tracker: newTracker(log, time.Now),
+		cancel:  cancel,
+	}
+	xds := serverv3.NewServer(ctx, s.cache, s.tracker.callbacks())
+	discoverygrpc.RegisterAggregatedDiscoveryServiceServer(s.grpc, xds)
+	listenerservice.RegisterListenerDiscoveryServiceServer(s.grpc, xds)
+	clusterservice.RegisterClusterDiscoveryServiceServer(s.grpc, xds)
+	routeservice.RegisterRouteDiscoveryServiceServer(s.grpc, xds)
+	endpointservice.RegisterEndpointDiscoveryServiceServer(s.grpc, xds)
+	secretservice.RegisterSecretDiscoveryServiceServer(s.grpc, xds)
+	log.Info("xds listening", "socket", o.SocketPath, "tcp", s.TCPAddr())
+	return s, nil
+}
+
+// removeStaleSocket removes a socket file at path, which a lab that crashed leaves
+// behind; it refuses to remove anything else.
+func removeStaleSocket(path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("stat %s: %w", path, err)
+	}
+	if fi.Mode().Type() != fs.ModeSocket {
+		return fmt.Errorf("listen on %s: a non-socket file is in the way", path)
+	}
+	if err := os.Remove(path); err != nil {
+		return fmt.Errorf("remove stale socket %s: %w", path, err)
+	}
+	return nil
+}
+
+// setSocketOwner gives the socket group gid and mode 0660, keeping its owner.
+func setSocketOwner(path string, gid int) error {
+	if err := os.Chown(path, -1, gid); err != nil {
+		return fmt.Errorf("chown %s to group %d: %w", path, gid, err)
+	}
+	if err := os.Chmod(path, 0o660); err != nil {
+		return fmt.Errorf("chmod %s: %w", path, err)
+	}
+	return nil
+}
+
+// TCPAddr returns the TCP address the server listens on, or nil when it does not.
+func (s *Server) TCPAddr() net.Addr {
+	if s.tcpLn == nil {
+		return nil
+	}
+	return s.tcpLn.Addr()
+}
+
+// Run serves until ctx ends, then ends every stream, stops the gRPC server (gracefully,
+// within a few seconds) and removes the socket. It returns nil after a clean stop, or
+// the error that made serving fail. Run may be called only once.
+func (s *Server) Run(ctx context.Context) error {
+	err := errors.New("run discovery server: Run called twice")
+	s.runOnce.Do(func() { err = s.run(ctx) })
+	return err
+}
+
+func (s *Server) run(ctx context.Context) error {
+	lns := []net.Listener{s.unixLn}
+	if s.tcpLn != nil {
+		lns = append(lns, s.tcpLn)
+	}
+	errc := make(chan error, len(lns))
+	for _, ln := range lns {
+		go func() { errc <- s.grpc.Serve(ln) }()
+	}
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errc:
+		serveErr = fmt.Errorf("serve xds on %s: %w", s.path, serveErr)
+	}
+	s.stop()
+	for range len(lns) - boolInt(serveErr != nil) {
+		<-errc // Serve returns nil once the server is stopped
+	}
+	if err := os.Remove(s.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return errors.Join(serveErr, fmt.Errorf("remove socket: %w", err))
+	}
+	s.log.Info("xds stopped")
+	return serveErr
+}
+
+// stop ends go-control-plane's stream loops (so graceful stop does not wait for proxies
+// to hang up), then stops gRPC, hard if streams do not end within stopGrace.
+func (s *Server) stop() {
+	s.cancel()
+	done := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(stopGrace):
+		s.log.Warn("xds streams did not end in time; closing them")
+		s.grpc.Stop()
+		<-done
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Close releases the listeners of a server whose Run was never called, removing the
+// socket. It does nothing after Run.
+func (s *Server) Close() error {
+	var err error
+	s.runOnce.Do(func() {
+		s.cancel()
+		s.grpc.Stop()
+		err = errors.Join(s.unixLn.Close(), closeIfSet(s.tcpLn))
+		if rmErr := os.Remove(s.path); rmErr != nil && !errors.Is(rmErr, fs.ErrNotExist) {
+			err = errors.Join(err, rmErr)
+		}
+	})
+	return err
+}
+
+func closeIfSet(ln net.Listener) error {
+	if ln == nil {
+		return nil
+	}
+	return ln.Close()
+}

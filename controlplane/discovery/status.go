@@ -1,0 +1,205 @@
+package discovery
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"sort"
+	"sync"
+	"time"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoverypb "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+)
+
+// ProxyStatus is what the server knows of one proxy, as `meshlab proxy-status` shows it.
+type ProxyStatus struct {
+	// NodeID is the proxy's xDS node id (model.Pod.NodeID).
+	NodeID string
+	// Connected reports whether the proxy has an open ADS stream.
+	Connected bool
+	// Types holds the state of each type URL the proxy has requested.
+	Types map[string]TypeStatus
+}
+
+// TypeStatus is the state of one resource type on one proxy. The proxy runs the latest
+// config of the type when Sent equals Acked; NackError and LastNack record the last
+// rejection and stay after later ACKs, as history.
+type TypeStatus struct {
+	// Sent is the version of the last response sent.
+	Sent string
+	// Acked is the version the proxy last reported as applied.
+	Acked string
+	// Nonce is the nonce of the last response sent.
+	Nonce string
+	// NackError is the proxy's error_detail message of its last NACK ("" if none).
+	NackError string
+	// LastNack is when the last NACK arrived (zero if none).
+	LastNack time.Time
+}
+
+// Synced reports whether the proxy has applied the last version sent.
+func (t TypeStatus) Synced() bool { return t.Sent != "" && t.Sent == t.Acked }
+
+// nodeState is the tracker's record of one node id, across its streams.
+type nodeState struct {
+	streams int
+	types   map[string]TypeStatus
+}
+
+// streamState is what the tracker knows of one ADS stream.
+type streamState struct {
+	node string
+	sent map[string]sentResponse // by type URL: the last response sent on this stream
+}
+
+// sentResponse identifies one response sent.
+type sentResponse struct {
+	version, nonce string
+}
+
+// tracker observes ADS streams through go-control-plane's callbacks, which it calls
+// synchronously from stream goroutines; every method is safe for concurrent use.
+type tracker struct {
+	log *slog.Logger
+	now func() time.Time
+
+	mu      sync.Mutex
+	streams map[int64]*streamState // node id learned from the first request
+	nodes   map[string]*nodeState
+}
+
+func newTracker(log *slog.Logger, now func() time.Time) *tracker {
+	return &tracker{log: log, now: now, streams: map[int64]*streamState{}, nodes: map[string]*nodeState{}}
+}
+
+// callbacks returns the go-control-plane callbacks feeding the tracker.
+func (t *tracker) callbacks() serverv3.Callbacks {
+	return serverv3.CallbackFuncs{
+		StreamRequestFunc:  t.onRequest,
+		StreamResponseFunc: t.onResponse,
+		StreamClosedFunc:   t.onClosed,
+	}
+}
+
+// node returns the state of id, creating it. The caller holds t.mu.
+func (t *tracker) node(id string) *nodeState {
+	n, ok := t.nodes[id]
+	if !ok {
+		n = &nodeState{types: map[string]TypeStatus{}}
+		t.nodes[id] = n
+	}
+	return n
+}
+
+// onRequest records the stream's node on its first request, then every ACK (a request
+// answering a response nonce without error_detail) and NACK (with error_detail). The
+// request's version_info is the last version the proxy applied, in both cases.
+//
+// A NACK also has its version_info rewritten to the version it rejects, before
+// go-control-plane sees it: the snapshot cache answers any request whose version differs
+// from the snapshot's at once, so it would resend the rejected config, the proxy would
+// reject it again, and so on in a tight loop. Rewritten, the request waits, as Istio's
+// do, for the next config version.
+func (t *tracker) onRequest(streamID int64, req *discoverypb.DiscoveryRequest) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st, ok := t.streams[streamID]
+	if !ok {
+		id := req.GetNode().GetId()
+		if id == "" {
+			return nil // go-control-plane refuses such streams itself
+		}
+		st = &streamState{node: id, sent: map[string]sentResponse{}}
+		t.streams[streamID] = st
+		t.node(id).streams++
+		t.log.Info("proxy connected", "node", id, "stream", streamID)
+	}
+	id := st.node
+	n := t.node(id)
+	ts := n.types[req.GetTypeUrl()]
+	if req.GetResponseNonce() != "" {
+		ts.Acked = req.GetVersionInfo()
+		if detail := req.GetErrorDetail(); detail != nil {
+			ts.NackError = detail.GetMessage()
+			ts.LastNack = t.now()
+			t.log.Warn("proxy rejected config", "node", id, "type", req.GetTypeUrl(),
+				"nonce", req.GetResponseNonce(), "applied", req.GetVersionInfo(), "error", detail.GetMessage())
+			if sent := st.sent[req.GetTypeUrl()]; sent.nonce == req.GetResponseNonce() {
+				req.VersionInfo = sent.version
+			}
+		} else {
+			t.log.Debug("proxy acked config", "node", id, "type", req.GetTypeUrl(), "version", req.GetVersionInfo())
+		}
+	}
+	n.types[req.GetTypeUrl()] = ts
+	return nil
+}
+
+// onResponse records the version and nonce of a response about to be sent.
+func (t *tracker) onResponse(_ context.Context, streamID int64, req *discoverypb.DiscoveryRequest, resp *discoverypb.DiscoveryResponse) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st, ok := t.streams[streamID]
+	if !ok {
+		return
+	}
+	id := st.node
+	st.sent[resp.GetTypeUrl()] = sentResponse{version: resp.GetVersionInfo(), nonce: resp.GetNonce()}
+	n := t.node(id)
+	ts := n.types[resp.GetTypeUrl()]
+	ts.Sent, ts.Nonce = resp.GetVersionInfo(), resp.GetNonce()
+	n.types[resp.GetTypeUrl()] = ts
+	t.log.Debug("config pushed", "node", id, "type", resp.GetTypeUrl(), "version", ts.Sent,
+		"resources", len(resp.GetResources()), "requested", req.GetResourceNames())
+}
+
+// onClosed forgets the stream; the node's type states stay, as its last known state.
+func (t *tracker) onClosed(streamID int64, _ *core.Node) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st, ok := t.streams[streamID]
+	if !ok {
+		return
+	}
+	delete(t.streams, streamID)
+	t.node(st.node).streams--
+	t.log.Info("proxy disconnected", "node", st.node, "stream", streamID)
+}
+
+// forget drops the state of nodes no longer in the mesh that have no open stream.
+func (t *tracker) forget(ids []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, id := range ids {
+		if n, ok := t.nodes[id]; ok && n.streams == 0 {
+			delete(t.nodes, id)
+		}
+	}
+}
+
+// status returns the state of every node in known or seen on a stream, sorted by node
+// id; known nodes that never connected appear with no types.
+func (t *tracker) status(known []string) []ProxyStatus {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ids := map[string]bool{}
+	for _, id := range known {
+		ids[id] = true
+	}
+	for id := range t.nodes {
+		ids[id] = true
+	}
+	out := make([]ProxyStatus, 0, len(ids))
+	for id := range ids {
+		ps := ProxyStatus{NodeID: id, Types: map[string]TypeStatus{}}
+		if n, ok := t.nodes[id]; ok {
+			ps.Connected = n.streams > 0
+			ps.Types = maps.Clone(n.types)
+		}
+		out = append(out, ps)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].NodeID < out[j].NodeID })
+	return out
+}

@@ -1,0 +1,141 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// deps are the parts of Run that tests replace.
+type deps struct {
+	launch     launcher
+	lookup     lookup
+	listenHost string // where the status port listens: "0.0.0.0" in a pod, loopback in tests
+}
+
+// Run runs one pod's agent: it binds agent.sock, the status port and the DNS proxy, starts
+// the proxy (epoch 0) and the name-table poller, and blocks until ctx ends. Then it drains
+// and stops the proxy, stops its servers, removes agent.sock and returns. It returns an
+// error if c is invalid, a port or socket cannot be bound, or a server fails.
+func Run(ctx context.Context, c Config, log *slog.Logger) error {
+	return run(ctx, c, log, deps{launch: execLauncher{}, lookup: osLookup, listenHost: "0.0.0.0"})
+}
+
+func run(ctx context.Context, c Config, log *slog.Logger, d deps) (err error) {
+	c = c.withDefaults()
+	if err := c.validate(); err != nil {
+		return err
+	}
+	log = log.With("component", "agent", "pod", c.Pod)
+
+	bin, err := resolveProxy(c, d.lookup)
+	if err != nil {
+		return err
+	}
+	version, verr := proxyVersion(ctx, bin, d.launch)
+	if verr != nil {
+		log.Warn("read proxy version", "err", verr)
+	}
+	log.Info("data plane", "path", bin.Path, "dataPlane", bin.DataPlane, "version", version)
+
+	// Bind everything before starting the proxy, so that a clash fails at once.
+	var closers []func() error
+	defer func() {
+		if err != nil {
+			for _, c := range closers {
+				_ = c()
+			}
+		}
+	}()
+	sockPath := SocketPath(c.RunDir)
+	sockLn, err := listenUnix(sockPath)
+	if err != nil {
+		return fmt.Errorf("start agent api: %w", err)
+	}
+	closers = append(closers, sockLn.Close)
+	healthLn, err := net.Listen("tcp", net.JoinHostPort(d.listenHost, strconv.Itoa(int(c.StatusPort))))
+	if err != nil {
+		return fmt.Errorf("listen on status port: %w", err)
+	}
+	closers = append(closers, healthLn.Close)
+	dnsAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(c.DNSPort)))
+	dnsUDP, err := net.ListenPacket("udp", dnsAddr)
+	if err != nil {
+		return fmt.Errorf("listen on dns port: %w", err)
+	}
+	closers = append(closers, dnsUDP.Close)
+	dnsTCP, err := net.Listen("tcp", dnsAddr)
+	if err != nil {
+		return fmt.Errorf("listen on dns port: %w", err)
+	}
+	closers = nil // from here on the servers own the listeners
+
+	admin := newAdminClient(c.AdminPort)
+	mgr := newEpochManager(&envoyProxy{cfg: c, bin: bin, launch: d.launch, admin: admin, log: log},
+		admin, c.TerminationDrainDuration, log)
+	ready := readiness{newest: mgr.newest, admin: admin}
+	names := &nameStore{}
+	status := func(ctx context.Context) Status {
+		epochs, restarts, lastExit := mgr.snapshot()
+		var msg []string
+		rerr := ready.check(ctx)
+		if rerr != nil {
+			msg = append(msg, "not ready: "+rerr.Error())
+		}
+		if lastExit != "" {
+			msg = append(msg, "last unexpected proxy exit: "+lastExit)
+		}
+		return Status{
+			Pod: c.Pod, Ready: rerr == nil, ProxyPath: bin.Path, ProxyVersion: version,
+			DataPlane: bin.DataPlane, Epochs: epochs, Restarts: restarts, Message: strings.Join(msg, "\n"),
+		}
+	}
+
+	// The servers outlive the proxy: its 15021 route reaches the status port until the end.
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	svcCtx, stopSvcs := context.WithCancel(context.Background())
+	defer stopSvcs()
+	svcErrs := make(chan error, 4)
+	var wg sync.WaitGroup
+	service := func(name string, run func(context.Context) error) {
+		wg.Go(func() {
+			if err := run(svcCtx); err != nil {
+				log.Error("agent service failed", "service", name, "err", err)
+				svcErrs <- err
+				stopRun() // a pod without its agent services is broken: stop
+			}
+		})
+	}
+	service("agent.sock", func(ctx context.Context) error {
+		return serveHTTP(ctx, sockLn, sockHandler(status, c.AdminPort, log))
+	})
+	service("status", func(ctx context.Context) error { return serveHTTP(ctx, healthLn, healthHandler(ready)) })
+	service("dns", func(ctx context.Context) error {
+		return serveDNS(ctx, dnsUDP, dnsTCP, &dnsHandler{names: names, log: log})
+	})
+	service("nametable", newNameTablePoller(c.LabSocket, c.Pod, names, log).Run)
+
+	_ = mgr.Run(runCtx)
+	stopSvcs()
+	wg.Wait()
+	close(svcErrs)
+	if rmErr := os.Remove(sockPath); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) {
+		log.Warn("remove agent socket", "err", rmErr)
+	}
+	var errs []error
+	for e := range svcErrs {
+		errs = append(errs, e)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("run agent: %w", err)
+	}
+	log.Info("agent stopped")
+	return nil
+}

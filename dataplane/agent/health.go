@@ -1,0 +1,60 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// readiness decides whether the pod is ready, as pilot-agent's /healthz/ready does: the
+// newest proxy epoch is live, its admin /ready says LIVE, and it has accepted at least one LDS and
+// one CDS update.
+type readiness struct {
+	newest func() (EpochStatus, bool) // the newest running epoch, if any
+	admin  adminClient
+}
+
+// check returns nil when ready, else an error saying why not.
+func (r readiness) check(ctx context.Context) error {
+	ep, ok := r.newest()
+	if !ok {
+		return errors.New("no proxy running")
+	}
+	if ep.State != EpochLive {
+		return fmt.Errorf("proxy epoch %d is %s", ep.Epoch, ep.State)
+	}
+	state, ok, err := r.admin.ready(ctx)
+	if err != nil {
+		return fmt.Errorf("proxy admin not reachable: %w", err)
+	}
+	if !ok {
+		return fmt.Errorf("proxy state is %s", state)
+	}
+	stats, err := r.admin.counters(ctx, statLDSUpdateSuccess, statCDSUpdateSuccess)
+	if err != nil {
+		return fmt.Errorf("read proxy stats: %w", err)
+	}
+	for _, name := range []string{statCDSUpdateSuccess, statLDSUpdateSuccess} {
+		if stats[name] == 0 {
+			return fmt.Errorf("proxy has not accepted its first xDS config yet (%s is 0)", name)
+		}
+	}
+	return nil
+}
+
+// healthHandler serves GET /healthz/ready on the status port: 200 when ready, else 503
+// with the reason.
+func healthHandler(r readiness) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz/ready", func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if err := r.check(req.Context()); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, err)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	return mux
+}

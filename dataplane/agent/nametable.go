@@ -1,0 +1,149 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// nameTablePollTimeout bounds one long-poll: the lab holds a request up to 30s.
+const nameTablePollTimeout = 45 * time.Second
+
+// normalizeName is how names are compared: lowercase, no trailing dot.
+func normalizeName(name string) string {
+	return strings.ToLower(strings.TrimSuffix(name, "."))
+}
+
+// nameStore holds the current name table. It is safe for concurrent use; the DNS server
+// reads it while the poller replaces it.
+type nameStore struct {
+	t atomic.Pointer[NameTable]
+}
+
+// set replaces the table, normalising its names.
+func (s *nameStore) set(t NameTable) {
+	names := make(map[string][]netip.Addr, len(t.Names))
+	for n, addrs := range t.Names {
+		k := normalizeName(n)
+		names[k] = append(names[k], addrs...)
+	}
+	s.t.Store(&NameTable{Version: t.Version, Names: names})
+}
+
+// version returns the current table's version (0 before the first table).
+func (s *nameStore) version() uint64 {
+	if t := s.t.Load(); t != nil {
+		return t.Version
+	}
+	return 0
+}
+
+// lookup returns the VIPs of name and reports whether the name is in the table.
+func (s *nameStore) lookup(name string) ([]netip.Addr, bool) {
+	t := s.t.Load()
+	if t == nil {
+		return nil, false
+	}
+	addrs, ok := t.Names[normalizeName(name)]
+	return addrs, ok
+}
+
+// nameTablePoller long-polls the lab API for this pod's name table and keeps store
+// current. Errors are retried with backoff; the store keeps the last table meanwhile.
+type nameTablePoller struct {
+	client     *http.Client
+	pod        string
+	store      *nameStore
+	log        *slog.Logger
+	minBackoff time.Duration
+	maxBackoff time.Duration
+}
+
+func newNameTablePoller(labSocket, pod string, store *nameStore, log *slog.Logger) *nameTablePoller {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", labSocket)
+		},
+		DisableKeepAlives: true, // one request per long-poll; nothing may outlive Run
+	}
+	return &nameTablePoller{
+		client:     &http.Client{Transport: tr, Timeout: nameTablePollTimeout},
+		pod:        pod,
+		store:      store,
+		log:        log,
+		minBackoff: minBackoff,
+		maxBackoff: maxBackoff,
+	}
+}
+
+// Run polls until ctx ends.
+func (p *nameTablePoller) Run(ctx context.Context) error {
+	backoff := p.minBackoff
+	for {
+		have := p.store.version()
+		t, err := p.fetch(ctx, have)
+		if ctx.Err() != nil {
+			return nil
+		}
+		wait := time.Duration(0)
+		switch {
+		case err != nil:
+			p.log.Warn("fetch name table", "err", err, "retry", backoff)
+			wait = backoff
+			backoff = min(2*backoff, p.maxBackoff)
+		case t.Version == have && have != 0:
+			// The lab held the request and answered the same table: poll again, but
+			// never spin if it answers at once.
+			backoff = p.minBackoff
+			wait = p.minBackoff
+		default:
+			backoff = p.minBackoff
+			p.store.set(t)
+			p.log.Debug("name table updated", "version", t.Version, "names", len(t.Names))
+		}
+		if wait > 0 {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(wait):
+			}
+		}
+	}
+}
+
+// fetch is one long-poll: GET /v1/agents/<pod>/nametable?version=<v>.
+func (p *nameTablePoller) fetch(ctx context.Context, version uint64) (NameTable, error) {
+	u := "http://lab/v1/agents/" + url.PathEscape(p.pod) + "/nametable?version=" + strconv.FormatUint(version, 10)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return NameTable{}, fmt.Errorf("build name table request: %w", err)
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return NameTable{}, fmt.Errorf("get name table: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return NameTable{}, fmt.Errorf("read name table: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return NameTable{}, fmt.Errorf("get name table: status %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))
+	}
+	var t NameTable
+	if err := json.Unmarshal(body, &t); err != nil {
+		return NameTable{}, fmt.Errorf("parse name table: %w", err)
+	}
+	return t, nil
+}

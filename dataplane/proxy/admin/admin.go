@@ -1,0 +1,249 @@
+// Package admin serves the proxy's Envoy-compatible admin API: /ready, /server_info,
+// /config_dump, /stats (text, json, prometheus), /clusters, /quitquitquit,
+// /healthcheck/fail|ok, /drain_listeners and /logging, with Envoy's status codes and
+// bodies (POST-only paths refuse GET with 405, unknown paths get 404 and the help text).
+package admin
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"sort"
+	"strings"
+
+	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meshlab/meshlab/dataplane/proxy/stats"
+)
+
+// Backend is what the admin API reads and controls. Implementations must be safe for
+// concurrent use; no method may block for long.
+type Backend interface {
+	ServerInfo() *adminv3.ServerInfo
+	ConfigDump(includeEDS bool) *adminv3.ConfigDump
+	Stats() *stats.Store // refreshed server.* gauges before returning
+	WriteClusters(w io.Writer)
+	Quit()
+	SetHealthCheckFailed(failed bool)
+	DrainListeners(inboundOnly, graceful bool)
+	Logging(query map[string][]string) (string, error)
+}
+
+type endpoint struct {
+	help     string
+	mutates  bool
+	handle   func(w http.ResponseWriter, r *http.Request)
+	isPrefix bool
+}
+
+// Handler routes admin requests to a Backend.
+type Handler struct {
+	b         Backend
+	endpoints map[string]endpoint
+}
+
+// NewHandler returns the admin API over b.
+func NewHandler(b Backend) *Handler {
+	h := &Handler{b: b}
+	h.endpoints = map[string]endpoint{
+		"/ready":            {help: "print server state, return 200 if LIVE, otherwise return 503", handle: h.ready},
+		"/server_info":      {help: "print server version/status information", handle: h.serverInfo},
+		"/config_dump":      {help: "dump current Envoy configs (experimental)", handle: h.configDump},
+		"/stats":            {help: "print server stats", handle: h.stats},
+		"/stats/prometheus": {help: "print server stats in prometheus format", handle: h.prometheus},
+		"/clusters":         {help: "upstream cluster status", handle: h.clusters},
+		"/quitquitquit":     {help: "exit the server", mutates: true, handle: h.quit},
+		"/healthcheck/fail": {help: "cause the server to fail health checks", mutates: true, handle: h.healthFail},
+		"/healthcheck/ok":   {help: "cause the server to pass health checks", mutates: true, handle: h.healthOK},
+		"/drain_listeners":  {help: "drain listeners", mutates: true, handle: h.drain},
+		"/logging":          {help: "query/change logging levels", mutates: true, handle: h.logging},
+		"/help":             {help: "print out list of admin commands", handle: h.help},
+		"/":                 {help: "Admin home page", handle: h.help},
+	}
+	return h
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ep, ok := h.endpoints[r.URL.Path]
+	if !ok {
+		w.Header().Set("Content-Type", "text/plain; charset=UTF-8")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = io.WriteString(w, "invalid path. "+h.helpText())
+		return
+	}
+	if ep.mutates && r.Method != http.MethodPost {
+		w.Header().Set("Content-Type", "text/plain; charset=UTF-8")
+		w.WriteHeader(http.StatusMethodNotAllowed)
+		_, _ = fmt.Fprintf(w, "Method %s not allowed, POST required.", r.Method)
+		return
+	}
+	ep.handle(w, r)
+}
+
+func (h *Handler) helpText() string {
+	paths := make([]string, 0, len(h.endpoints))
+	for p := range h.endpoints {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	var b strings.Builder
+	b.WriteString("admin commands are:\n")
+	for _, p := range paths {
+		fmt.Fprintf(&b, "  %s: %s\n", p, h.endpoints[p].help)
+	}
+	return b.String()
+}
+
+func text(w http.ResponseWriter, code int, body string) {
+	w.Header().Set("Content-Type", "text/plain; charset=UTF-8")
+	w.WriteHeader(code)
+	_, _ = io.WriteString(w, body)
+}
+
+func (h *Handler) help(w http.ResponseWriter, _ *http.Request) { text(w, http.StatusOK, h.helpText()) }
+
+func (h *Handler) ready(w http.ResponseWriter, _ *http.Request) {
+	st := h.b.ServerInfo().GetState()
+	code := http.StatusOK
+	if st != adminv3.ServerInfo_LIVE {
+		code = http.StatusServiceUnavailable
+	}
+	text(w, code, st.String()+"\n")
+}
+
+var jsonOpts = protojson.MarshalOptions{UseProtoNames: true}
+
+// MarshalJSON renders m as Envoy's admin API does: proto field names, pretty printed
+// with a one-space indent. protojson's output is deliberately unstable in whitespace, so
+// it is re-indented.
+func MarshalJSON(m proto.Message) ([]byte, error) {
+	data, err := jsonOpts.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("marshal %s: %w", m.ProtoReflect().Descriptor().FullName(), err)
+	}
+	var b bytes.Buffer
+	if err := json.Indent(&b, data, "", " "); err != nil {
+		return nil, fmt.Errorf("indent %s: %w", m.ProtoReflect().Descriptor().FullName(), err)
+	}
+	b.WriteByte('\n')
+	return b.Bytes(), nil
+}
+
+func writeProto(w http.ResponseWriter, m proto.Message) {
+	data, err := MarshalJSON(m)
+	if err != nil {
+		text(w, http.StatusInternalServerError, err.Error()+"\n")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(data)
+}
+
+func (h *Handler) serverInfo(w http.ResponseWriter, _ *http.Request) { writeProto(w, h.b.ServerInfo()) }
+
+func (h *Handler) configDump(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	dump := h.b.ConfigDump(q.Has("include_eds"))
+	res := q.Get("resource")
+	if res == "" {
+		writeProto(w, dump)
+		return
+	}
+	out, err := selectResource(dump, res)
+	if err != nil {
+		text(w, http.StatusNotFound, err.Error())
+		return
+	}
+	writeProto(w, out)
+}
+
+func (h *Handler) filter(w http.ResponseWriter, r *http.Request) (stats.Filter, bool) {
+	q := r.URL.Query()
+	f := stats.Filter{UsedOnly: q.Has("usedonly")}
+	if pat := q.Get("filter"); pat != "" {
+		re, err := regexp.Compile(pat)
+		if err != nil {
+			text(w, http.StatusBadRequest, fmt.Sprintf("Invalid re2 regex: %v\n", err))
+			return f, false
+		}
+		f.Regexp = re
+	}
+	return f, true
+}
+
+func (h *Handler) stats(w http.ResponseWriter, r *http.Request) {
+	f, ok := h.filter(w, r)
+	if !ok {
+		return
+	}
+	st := h.b.Stats()
+	switch r.URL.Query().Get("format") {
+	case "json":
+		w.Header().Set("Content-Type", "application/json")
+		_ = st.WriteJSON(w, f)
+	case "prometheus":
+		h.prometheus(w, r)
+	case "", "text":
+		w.Header().Set("Content-Type", "text/plain; charset=UTF-8")
+		_ = st.WriteText(w, f)
+	default:
+		text(w, http.StatusNotFound, "usage: /stats?format=(html|active-html|json|prometheus|text)\n")
+	}
+}
+
+func (h *Handler) prometheus(w http.ResponseWriter, r *http.Request) {
+	f, ok := h.filter(w, r)
+	if !ok {
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	_ = h.b.Stats().WritePrometheus(w, f)
+}
+
+func (h *Handler) clusters(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=UTF-8")
+	h.b.WriteClusters(w)
+}
+
+func (h *Handler) quit(w http.ResponseWriter, _ *http.Request) {
+	text(w, http.StatusOK, "OK\n")
+	h.b.Quit()
+}
+
+func (h *Handler) healthFail(w http.ResponseWriter, _ *http.Request) {
+	h.b.SetHealthCheckFailed(true)
+	text(w, http.StatusOK, "OK\n")
+}
+
+func (h *Handler) healthOK(w http.ResponseWriter, _ *http.Request) {
+	h.b.SetHealthCheckFailed(false)
+	text(w, http.StatusOK, "OK\n")
+}
+
+func (h *Handler) drain(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if q.Has("skip_exit") && !q.Has("graceful") {
+		text(w, http.StatusBadRequest, "skip_exit requires graceful\n")
+		return
+	}
+	h.b.DrainListeners(q.Has("inboundonly"), q.Has("graceful"))
+	text(w, http.StatusOK, "OK\n")
+}
+
+func (h *Handler) logging(w http.ResponseWriter, r *http.Request) {
+	out, err := h.b.Logging(r.URL.Query())
+	if err != nil {
+		text(w, http.StatusBadRequest, err.Error()+"\nusage: /logging?<name>=<level> (change single level)\n"+
+			"usage: /logging?paths=name1:level1,name2:level2,... (change multiple levels)\n"+
+			"usage: /logging?level=<level> (change all levels)\n"+
+			"levels: trace debug info warning error critical off\n")
+		return
+	}
+	text(w, http.StatusOK, out)
+}

@@ -1,0 +1,271 @@
+// Package cluster is the proxy's cluster manager: it turns Envoy Cluster and
+// ClusterLoadAssignment resources into upstream host sets, picks a host (round robin, or
+// the downstream's original destination for ORIGINAL_DST clusters), dials it with the
+// cluster's connect timeout and bind address, and pools upstream HTTP/1.1 connections.
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/meshlab/meshlab/dataplane/proxy/fieldcheck"
+)
+
+// Type is the service discovery type of a cluster.
+type Type int
+
+// Supported cluster types.
+const (
+	TypeStatic Type = iota
+	TypeEDS
+	TypeOriginalDst
+)
+
+// String returns Envoy's name of the type.
+func (t Type) String() string {
+	switch t {
+	case TypeEDS:
+		return "EDS"
+	case TypeOriginalDst:
+		return "ORIGINAL_DST"
+	}
+	return "STATIC"
+}
+
+// DefaultConnectTimeout is Envoy's connect_timeout when the field is unset.
+const DefaultConnectTimeout = 5 * time.Second
+
+// Config is a validated cluster the proxy implements.
+type Config struct {
+	Proto          *clusterv3.Cluster
+	Name           string
+	Type           Type
+	ServiceName    string // EDS: the ClusterLoadAssignment name to subscribe to
+	ConnectTimeout time.Duration
+	BindSource     netip.Addr // invalid when no upstream_bind_config
+	Static         []Host     // STATIC: hosts from load_assignment
+}
+
+// AddressAllow lists the address fields the proxy implements.
+var AddressAllow = fieldcheck.Allow{
+	"envoy.config.core.v3.Address":       {"socket_address", "pipe"},
+	"envoy.config.core.v3.SocketAddress": {"address", "port_value", "protocol"},
+	"envoy.config.core.v3.Pipe":          {"path", "mode"},
+}
+
+// ConfigSourceAllow lists the config source fields the proxy implements (ADS only).
+var ConfigSourceAllow = fieldcheck.Allow{
+	"envoy.config.core.v3.ConfigSource": {"ads", "resource_api_version", "initial_fetch_timeout"},
+}
+
+var clusterAllow = fieldcheck.Allow{
+	"envoy.config.cluster.v3.Cluster": {
+		"name", "type", "eds_cluster_config", "connect_timeout", "lb_policy",
+		"load_assignment", "upstream_bind_config", "metadata",
+		"typed_extension_protocol_options", "http2_protocol_options",
+	},
+	"envoy.config.cluster.v3.Cluster.EdsClusterConfig": {"eds_config", "service_name"},
+	"envoy.config.core.v3.BindConfig":                  {"source_address"},
+	"envoy.config.core.v3.Http2ProtocolOptions":        {},
+}.Merge(AddressAllow, ConfigSourceAllow, loadAssignmentAllow)
+
+var loadAssignmentAllow = fieldcheck.Allow{
+	"envoy.config.endpoint.v3.ClusterLoadAssignment": {"cluster_name", "endpoints"},
+	"envoy.config.endpoint.v3.LocalityLbEndpoints":   {"locality", "lb_endpoints", "load_balancing_weight", "priority"},
+	"envoy.config.endpoint.v3.LbEndpoint":            {"endpoint", "health_status", "metadata", "load_balancing_weight"},
+	"envoy.config.endpoint.v3.Endpoint":              {"address", "hostname"},
+}.Merge(AddressAllow)
+
+var protocolOptionsAllow = fieldcheck.Allow{
+	"envoy.extensions.upstreams.http.v3.HttpProtocolOptions":                    {"explicit_http_config"},
+	"envoy.extensions.upstreams.http.v3.HttpProtocolOptions.ExplicitHttpConfig": {"http_protocol_options", "http2_protocol_options"},
+	"envoy.config.core.v3.Http1ProtocolOptions":                                 {},
+	"envoy.config.core.v3.Http2ProtocolOptions":                                 {},
+}
+
+const httpProtocolOptionsName = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
+
+// Compile validates c and returns the cluster the proxy will run, or an error naming the
+// field it does not implement.
+func Compile(c *clusterv3.Cluster) (*Config, error) {
+	if c == nil {
+		return nil, errors.New("cluster is empty")
+	}
+	if err := c.ValidateAll(); err != nil {
+		return nil, fmt.Errorf("cluster '%s': %w", c.GetName(), err)
+	}
+	if err := clusterAllow.Check(c); err != nil {
+		return nil, fmt.Errorf("cluster '%s': %w", c.GetName(), err)
+	}
+	cfg := &Config{Proto: c, Name: c.GetName(), ConnectTimeout: DefaultConnectTimeout}
+	if err := cfg.fill(c); err != nil {
+		return nil, fmt.Errorf("cluster '%s': %w", c.GetName(), err)
+	}
+	return cfg, nil
+}
+
+func (cfg *Config) fill(c *clusterv3.Cluster) error {
+	for name, a := range c.GetTypedExtensionProtocolOptions() {
+		if name != httpProtocolOptionsName {
+			return fmt.Errorf("typed_extension_protocol_options[%s]: unsupported extension", name)
+		}
+		var opts httpv3.HttpProtocolOptions
+		if err := a.UnmarshalTo(&opts); err != nil {
+			return fmt.Errorf("typed_extension_protocol_options[%s]: %w", name, err)
+		}
+		if err := opts.ValidateAll(); err != nil {
+			return fmt.Errorf("typed_extension_protocol_options[%s]: %w", name, err)
+		}
+		if err := protocolOptionsAllow.Check(&opts); err != nil {
+			return fmt.Errorf("typed_extension_protocol_options[%s].%w", name, err)
+		}
+	}
+	if d := c.GetConnectTimeout(); d != nil {
+		cfg.ConnectTimeout = d.AsDuration()
+	}
+	switch c.GetType() {
+	case clusterv3.Cluster_STATIC:
+		cfg.Type = TypeStatic
+	case clusterv3.Cluster_EDS:
+		cfg.Type = TypeEDS
+		cfg.ServiceName = c.GetEdsClusterConfig().GetServiceName()
+		if cfg.ServiceName == "" {
+			cfg.ServiceName = c.GetName()
+		}
+		if src := c.GetEdsClusterConfig().GetEdsConfig(); src == nil || src.GetAds() == nil {
+			return errors.New("eds_cluster_config.eds_config: only ads config sources are supported")
+		}
+	case clusterv3.Cluster_ORIGINAL_DST:
+		cfg.Type = TypeOriginalDst
+	default:
+		if c.GetClusterType() != nil {
+			return errors.New("cluster_type: field is not supported by meshlab proxy")
+		}
+		return fmt.Errorf("type: unsupported cluster type %s", c.GetType())
+	}
+	if err := checkLBPolicy(cfg.Type, c.GetLbPolicy()); err != nil {
+		return err
+	}
+	if bind := c.GetUpstreamBindConfig(); bind != nil {
+		sa := bind.GetSourceAddress()
+		ip, err := netip.ParseAddr(sa.GetAddress())
+		if err != nil {
+			return fmt.Errorf("upstream_bind_config.source_address.address: %w", err)
+		}
+		if sa.GetPortValue() != 0 {
+			return errors.New("upstream_bind_config.source_address.port_value: only port 0 is supported")
+		}
+		cfg.BindSource = ip
+	}
+	if la := c.GetLoadAssignment(); la != nil {
+		if cfg.Type != TypeStatic {
+			return fmt.Errorf("load_assignment: not allowed for cluster type %s", cfg.Type)
+		}
+		hosts, err := HostsFromAssignment(la)
+		if err != nil {
+			return fmt.Errorf("load_assignment.%w", err)
+		}
+		cfg.Static = hosts
+	}
+	return nil
+}
+
+// checkLBPolicy refuses the combinations Envoy refuses.
+func checkLBPolicy(t Type, p clusterv3.Cluster_LbPolicy) error {
+	switch {
+	case t == TypeOriginalDst && p != clusterv3.Cluster_CLUSTER_PROVIDED:
+		return fmt.Errorf("lb_policy: LB policy %s is not valid for Cluster type ORIGINAL_DST. Only 'CLUSTER_PROVIDED' is allowed with cluster type 'ORIGINAL_DST'", p)
+	case t != TypeOriginalDst && p == clusterv3.Cluster_CLUSTER_PROVIDED:
+		return fmt.Errorf("lb_policy: cluster: LB policy CLUSTER_PROVIDED is not valid for Cluster type %s", t)
+	case t != TypeOriginalDst && p != clusterv3.Cluster_ROUND_ROBIN:
+		return fmt.Errorf("lb_policy: unsupported load balancing policy %s", p)
+	}
+	return nil
+}
+
+// CompileAssignment validates a ClusterLoadAssignment from EDS and returns its hosts.
+func CompileAssignment(la *endpointv3.ClusterLoadAssignment) ([]Host, error) {
+	if la == nil {
+		return nil, errors.New("cluster load assignment is empty")
+	}
+	if err := la.ValidateAll(); err != nil {
+		return nil, fmt.Errorf("cluster load assignment '%s': %w", la.GetClusterName(), err)
+	}
+	if err := loadAssignmentAllow.Check(la); err != nil {
+		return nil, fmt.Errorf("cluster load assignment '%s': %w", la.GetClusterName(), err)
+	}
+	hosts, err := HostsFromAssignment(la)
+	if err != nil {
+		return nil, fmt.Errorf("cluster load assignment '%s': %w", la.GetClusterName(), err)
+	}
+	return hosts, nil
+}
+
+// HostsFromAssignment returns the hosts of an assignment; only priority 0 is supported.
+func HostsFromAssignment(la *endpointv3.ClusterLoadAssignment) ([]Host, error) {
+	var hosts []Host
+	for i, loc := range la.GetEndpoints() {
+		if loc.GetPriority() != 0 {
+			return nil, fmt.Errorf("endpoints[%d].priority: only priority 0 is supported", i)
+		}
+		for j, lb := range loc.GetLbEndpoints() {
+			h, err := HostFromAddress(lb.GetEndpoint().GetAddress())
+			if err != nil {
+				return nil, fmt.Errorf("endpoints[%d].lb_endpoints[%d].endpoint.address: %w", i, j, err)
+			}
+			h.Healthy = isHealthy(lb.GetHealthStatus())
+			hosts = append(hosts, h)
+		}
+	}
+	return hosts, nil
+}
+
+func isHealthy(s corev3.HealthStatus) bool {
+	return s == corev3.HealthStatus_UNKNOWN || s == corev3.HealthStatus_HEALTHY
+}
+
+// HostFromAddress converts an Envoy address (socket or pipe) to a Host.
+func HostFromAddress(a *corev3.Address) (Host, error) {
+	switch {
+	case a.GetPipe() != nil:
+		if a.GetPipe().GetPath() == "" {
+			return Host{}, errors.New("pipe.path: empty")
+		}
+		return Host{Pipe: a.GetPipe().GetPath(), Healthy: true}, nil
+	case a.GetSocketAddress() != nil:
+		ap, err := SocketAddr(a.GetSocketAddress())
+		if err != nil {
+			return Host{}, err
+		}
+		return Host{Addr: ap, Healthy: true}, nil
+	}
+	return Host{}, errors.New("address: neither socket_address nor pipe is set")
+}
+
+// SocketAddr converts a TCP socket address with a literal IP to an AddrPort.
+func SocketAddr(sa *corev3.SocketAddress) (netip.AddrPort, error) {
+	if sa.GetProtocol() != corev3.SocketAddress_TCP {
+		return netip.AddrPort{}, fmt.Errorf("socket_address.protocol: unsupported protocol %s", sa.GetProtocol())
+	}
+	ip, err := netip.ParseAddr(sa.GetAddress())
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("socket_address.address: malformed IP address: %s", sa.GetAddress())
+	}
+	if sa.GetNamedPort() != "" {
+		return netip.AddrPort{}, errors.New("socket_address.named_port: field is not supported by meshlab proxy")
+	}
+	return netip.AddrPortFrom(ip.Unmap(), uint16(sa.GetPortValue())), nil
+}
+
+// MessageName returns the full proto name of a message type, used in errors.
+func MessageName(m protoreflect.ProtoMessage) string {
+	return string(m.ProtoReflect().Descriptor().FullName())
+}

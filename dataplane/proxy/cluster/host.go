@@ -1,0 +1,34 @@
+package cluster
+
+import "net/netip"
+
+// Host is one upstream endpoint: a TCP address or a unix socket path.
+type Host struct {
+	Addr    netip.AddrPort // valid for socket addresses
+	Pipe    string         // set for pipe (unix socket) addresses
+	Healthy bool
+}
+
+// String returns the host as Envoy prints it: "10.0.0.1:8080" or "unix://path".
+func (h Host) String() string {
+	if h.Pipe != "" {
+		return "unix://" + h.Pipe
+	}
+	return h.Addr.String()
+}
+
+// Network returns the dial network of the host.
+func (h Host) Network() string {
+	if h.Pipe != "" {
+		return "unix"
+	}
+	return "tcp"
+}
+
+// DialAddr returns the address to dial.
+func (h Host) DialAddr() string {
+	if h.Pipe != "" {
+		return h.Pipe
+	}
+	return h.Addr.String()
+}

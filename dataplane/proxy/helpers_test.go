@@ -1,0 +1,105 @@
+package proxy
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshlab/meshlab/internal/testutil"
+)
+
+// eventually polls cond until it holds or 10 seconds pass.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// startProxy runs a proxy on the bootstrap at path until the test ends.
+func startProxy(t testing.TB, path string, mutate func(*Options)) *Server {
+	t.Helper()
+	return startProxyWith(t, path, mutate, nil)
+}
+
+// startProxyWith is startProxy with a hook on the Server before it runs.
+func startProxyWith(t testing.TB, path string, mutate func(*Options), hook func(*Server)) *Server {
+	t.Helper()
+	opts, err := ParseArgs([]string{"-c", path, "--drain-time-s", "1", "-l", "debug"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mutate != nil {
+		mutate(&opts)
+	}
+	srv, err := New(opts, testutil.Logger(t), nil)
+	if err != nil {
+		t.Fatalf("new proxy: %v", err)
+	}
+	if hook != nil {
+		hook(srv)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("proxy run: %v", err)
+		}
+	})
+	select {
+	case <-srv.Started():
+	case err := <-done:
+		t.Fatalf("proxy exited before starting: %v", err)
+	}
+	return srv
+}
+
+// get sends a GET and returns status and body.
+func get(t testing.TB, client *http.Client, url string, host string) (int, string, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if host != "" {
+		req.Host = host
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("read %s: %v", url, err)
+	}
+	return resp.StatusCode, string(body), resp.Header
+}
+
+func adminGet(t testing.TB, srv *Server, path string) (int, string) {
+	t.Helper()
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	code, body, _ := get(t, c, "http://"+srv.AdminAddr().String()+path, "")
+	return code, body
+}
+
+func adminPost(t testing.TB, srv *Server, path string) (int, string) {
+	t.Helper()
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := c.Post("http://"+srv.AdminAddr().String()+path, "text/plain", strings.NewReader(""))
+	if err != nil {
+		t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}

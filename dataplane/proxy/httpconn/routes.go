@@ -1,0 +1,306 @@
+// Package httpconn is the proxy's HTTP connection manager (envoy.filters.network.
+// http_connection_manager) with the router filter: it serves HTTP/1.1 on a downstream
+// connection, picks a virtual host and route from an inline or RDS route configuration,
+// and forwards the request to the route's cluster with Envoy's headers, local replies
+// and stats.
+package httpconn
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+
+	"github.com/meshlab/meshlab/dataplane/proxy/fieldcheck"
+)
+
+// DefaultRouteTimeout is Envoy's route timeout when the field is unset.
+const DefaultRouteTimeout = 15 * time.Second
+
+var routeAllow = fieldcheck.Allow{
+	"envoy.config.route.v3.RouteConfiguration":            {"name", "virtual_hosts", "validate_clusters"},
+	"envoy.config.route.v3.VirtualHost":                   {"name", "domains", "routes"},
+	"envoy.config.route.v3.Route":                         {"name", "match", "route", "direct_response", "metadata", "decorator"},
+	"envoy.config.route.v3.RouteMatch":                    {"prefix", "path", "safe_regex", "case_sensitive"},
+	"envoy.type.matcher.v3.RegexMatcher":                  {"regex", "google_re2"},
+	"envoy.config.route.v3.RouteAction":                   {"cluster", "weighted_clusters", "timeout"},
+	"envoy.config.route.v3.WeightedCluster":               {"clusters", "total_weight"},
+	"envoy.config.route.v3.WeightedCluster.ClusterWeight": {"name", "weight"},
+	"envoy.config.route.v3.DirectResponseAction":          {"status", "body"},
+	"envoy.config.core.v3.DataSource":                     {"inline_string", "inline_bytes"},
+}
+
+// RouteTable is a compiled RouteConfiguration. Immutable.
+type RouteTable struct {
+	Name       string
+	exact      map[string]*VirtualHost
+	suffixes   []wildcard // "*.foo.com", longest first
+	prefixes   []wildcard // "foo.*", longest first
+	defaultVH  *VirtualHost
+	vhostOrder []*VirtualHost
+}
+
+type wildcard struct {
+	affix string
+	vh    *VirtualHost
+}
+
+// VirtualHost is a compiled virtual host.
+type VirtualHost struct {
+	Name   string
+	Routes []*Route
+}
+
+// Route is one compiled route.
+type Route struct {
+	Name          string
+	kind          matchKind
+	value         string
+	re            *regexp.Regexp
+	caseSensitive bool
+
+	Cluster  string
+	Weighted []WeightedCluster
+	Timeout  time.Duration // 0 disables the timeout
+	Direct   *DirectResponse
+}
+
+// WeightedCluster is one target of weighted_clusters.
+type WeightedCluster struct {
+	Name   string
+	Weight uint32
+}
+
+// DirectResponse is a route's direct_response.
+type DirectResponse struct {
+	Status int
+	Body   string
+}
+
+type matchKind int
+
+const (
+	matchPrefix matchKind = iota
+	matchPath
+	matchRegex
+)
+
+// CompileRoutes validates rc and compiles it, refusing fields the proxy does not implement.
+func CompileRoutes(rc *routev3.RouteConfiguration) (*RouteTable, error) {
+	if rc == nil {
+		return nil, errors.New("route configuration is empty")
+	}
+	if err := rc.ValidateAll(); err != nil {
+		return nil, fmt.Errorf("route configuration '%s': %w", rc.GetName(), err)
+	}
+	if err := routeAllow.Check(rc); err != nil {
+		return nil, fmt.Errorf("route configuration '%s': %w", rc.GetName(), err)
+	}
+	t := &RouteTable{Name: rc.GetName(), exact: map[string]*VirtualHost{}}
+	seen := map[string]bool{}
+	for i, pvh := range rc.GetVirtualHosts() {
+		vh := &VirtualHost{Name: pvh.GetName()}
+		for j, pr := range pvh.GetRoutes() {
+			r, err := compileRoute(pr)
+			if err != nil {
+				return nil, fmt.Errorf("route configuration '%s': virtual_hosts[%d].routes[%d].%w", rc.GetName(), i, j, err)
+			}
+			vh.Routes = append(vh.Routes, r)
+		}
+		for _, d := range pvh.GetDomains() {
+			d = strings.ToLower(d)
+			if seen[d] {
+				return nil, fmt.Errorf("route configuration '%s': only unique values for domains are permitted. Duplicate entry of domain %s in route %s", rc.GetName(), d, rc.GetName())
+			}
+			seen[d] = true
+			switch {
+			case d == "*":
+				t.defaultVH = vh
+			case strings.HasPrefix(d, "*"):
+				t.suffixes = append(t.suffixes, wildcard{affix: d[1:], vh: vh})
+			case strings.HasSuffix(d, "*"):
+				t.prefixes = append(t.prefixes, wildcard{affix: d[:len(d)-1], vh: vh})
+			default:
+				t.exact[d] = vh
+			}
+		}
+		t.vhostOrder = append(t.vhostOrder, vh)
+	}
+	byLen := func(ws []wildcard) {
+		sort.SliceStable(ws, func(i, j int) bool { return len(ws[i].affix) > len(ws[j].affix) })
+	}
+	byLen(t.suffixes)
+	byLen(t.prefixes)
+	return t, nil
+}
+
+func compileRoute(pr *routev3.Route) (*Route, error) {
+	r := &Route{Name: pr.GetName(), caseSensitive: true}
+	m := pr.GetMatch()
+	if cs := m.GetCaseSensitive(); cs != nil {
+		r.caseSensitive = cs.GetValue()
+	}
+	switch {
+	case m.GetSafeRegex() != nil:
+		re, err := regexp.Compile(`^(?:` + m.GetSafeRegex().GetRegex() + `)$`)
+		if err != nil {
+			return nil, fmt.Errorf("match.safe_regex.regex: %w", err)
+		}
+		r.kind, r.re = matchRegex, re
+	case m.GetPathSpecifier() == nil:
+		return nil, errors.New("match: no path specifier set")
+	default:
+		if p, ok := m.GetPathSpecifier().(*routev3.RouteMatch_Path); ok {
+			r.kind, r.value = matchPath, p.Path
+		} else {
+			r.kind, r.value = matchPrefix, m.GetPrefix()
+		}
+		if !r.caseSensitive {
+			r.value = strings.ToLower(r.value)
+		}
+	}
+	switch {
+	case pr.GetDirectResponse() != nil:
+		dr := pr.GetDirectResponse()
+		body := dr.GetBody().GetInlineString()
+		if b := dr.GetBody().GetInlineBytes(); b != nil {
+			body = string(b)
+		}
+		r.Direct = &DirectResponse{Status: int(dr.GetStatus()), Body: body}
+	case pr.GetRoute() != nil:
+		a := pr.GetRoute()
+		r.Timeout = DefaultRouteTimeout
+		if a.GetTimeout() != nil {
+			r.Timeout = a.GetTimeout().AsDuration()
+		}
+		r.Cluster = a.GetCluster()
+		for _, w := range a.GetWeightedClusters().GetClusters() {
+			r.Weighted = append(r.Weighted, WeightedCluster{Name: w.GetName(), Weight: w.GetWeight().GetValue()})
+		}
+		if r.Cluster == "" && len(r.Weighted) == 0 {
+			return nil, errors.New("route: only cluster and weighted_clusters are supported")
+		}
+	default:
+		return nil, errors.New("action: only route and direct_response are supported")
+	}
+	return r, nil
+}
+
+// VirtualHostFor selects the virtual host for an authority as Envoy does: exact domain,
+// then the longest suffix wildcard ("*.foo.com"), then the longest prefix wildcard
+// ("foo.*"), then "*". A wildcard never matches an empty remainder. The port is part of
+// the authority (Envoy's ignore_port_in_host_matching is false by default).
+func (t *RouteTable) VirtualHostFor(host string) *VirtualHost {
+	host = strings.ToLower(host)
+	if vh, ok := t.exact[host]; ok {
+		return vh
+	}
+	for _, w := range t.suffixes {
+		if len(host) > len(w.affix) && strings.HasSuffix(host, w.affix) {
+			return w.vh
+		}
+	}
+	for _, w := range t.prefixes {
+		if len(host) > len(w.affix) && strings.HasPrefix(host, w.affix) {
+			return w.vh
+		}
+	}
+	return t.defaultVH
+}
+
+// Match returns the first route of the selected virtual host matching path (the raw
+// :path, query included), or nil when none does (Envoy's NR).
+func (t *RouteTable) Match(host, path string) (*VirtualHost, *Route) {
+	vh := t.VirtualHostFor(host)
+	if vh == nil {
+		return nil, nil
+	}
+	for _, r := range vh.Routes {
+		if r.matches(path) {
+			return vh, r
+		}
+	}
+	return vh, nil
+}
+
+func (r *Route) matches(path string) bool {
+	switch r.kind {
+	case matchRegex:
+		return r.re.MatchString(stripQuery(path))
+	case matchPath:
+		p := stripQuery(path)
+		if !r.caseSensitive {
+			return strings.EqualFold(p, r.value)
+		}
+		return p == r.value
+	}
+	if !r.caseSensitive {
+		return strings.HasPrefix(strings.ToLower(path), r.value)
+	}
+	return strings.HasPrefix(path, r.value)
+}
+
+func stripQuery(p string) string {
+	if i := strings.IndexAny(p, "?#"); i >= 0 {
+		return p[:i]
+	}
+	return p
+}
+
+// PickCluster returns the route's cluster, choosing among weighted clusters at random in
+// proportion to their weights.
+func (r *Route) PickCluster() string {
+	if len(r.Weighted) == 0 {
+		return r.Cluster
+	}
+	var total uint64
+	for _, w := range r.Weighted {
+		total += uint64(w.Weight)
+	}
+	if total == 0 {
+		return r.Weighted[0].Name
+	}
+	n := rand.Uint64N(total)
+	for _, w := range r.Weighted {
+		if n < uint64(w.Weight) {
+			return w.Name
+		}
+		n -= uint64(w.Weight)
+	}
+	return r.Weighted[len(r.Weighted)-1].Name
+}
+
+// RouteStore holds the route configurations RDS delivered, by name. Safe for
+// concurrent use.
+type RouteStore struct {
+	mu     sync.RWMutex
+	tables map[string]*RouteTable
+}
+
+// NewRouteStore returns an empty RouteStore.
+func NewRouteStore() *RouteStore { return &RouteStore{tables: map[string]*RouteTable{}} }
+
+// Get returns the named route table.
+func (s *RouteStore) Get(name string) (*RouteTable, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	t, ok := s.tables[name]
+	return t, ok
+}
+
+// Replace sets the tables (state of the world for the subscribed names).
+func (s *RouteStore) Replace(tables map[string]*RouteTable) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tables = tables
+}
+
+// statusText is used for local replies' reason phrases.
+var statusText = http.StatusText

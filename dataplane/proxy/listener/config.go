@@ -1,0 +1,198 @@
+// Package listener is the proxy's listener manager: it compiles Envoy Listener resources,
+// binds the listeners that own a port, accepts connections, hands connections redirected
+// by iptables to the listener of their original destination (use_original_dst), picks a
+// filter chain in Envoy's order and runs its network filter (tcp_proxy or the HTTP
+// connection manager).
+package listener
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	origdstv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/original_dst/v3"
+
+	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
+	"github.com/meshlab/meshlab/dataplane/proxy/fieldcheck"
+	"github.com/meshlab/meshlab/dataplane/proxy/httpconn"
+	"github.com/meshlab/meshlab/dataplane/proxy/stats"
+	"github.com/meshlab/meshlab/dataplane/proxy/tcpproxy"
+)
+
+// OriginalDstFilterName is the listener filter that restores the original destination.
+const OriginalDstFilterName = "envoy.filters.listener.original_dst"
+
+var listenerAllow = fieldcheck.Allow{
+	"envoy.config.listener.v3.Listener": {
+		"name", "address", "filter_chains", "use_original_dst", "listener_filters", "traffic_direction",
+		"default_filter_chain", "bind_to_port", "stat_prefix", "metadata",
+		"continue_on_listener_filters_timeout", "listener_filters_timeout",
+	},
+	"envoy.config.listener.v3.FilterChain":      {"filter_chain_match", "filters", "name", "metadata"},
+	"envoy.config.listener.v3.FilterChainMatch": {"destination_port", "prefix_ranges", "source_prefix_ranges"},
+	"envoy.config.core.v3.CidrRange":            {"address_prefix", "prefix_len"},
+	"envoy.config.listener.v3.Filter":           {"name", "typed_config"},
+	"envoy.config.listener.v3.ListenerFilter":   {"name", "typed_config"},
+}.Merge(cluster.AddressAllow)
+
+// Config is a compiled listener. Immutable.
+type Config struct {
+	Name              string
+	Addr              netip.AddrPort
+	BindToPort        bool
+	UseOriginalDst    bool
+	OriginalDstFilter bool
+	Inbound           bool
+	StatName          string // listener.<StatName>.*
+	Chains            []*FilterChain
+	Default           *FilterChain
+}
+
+// FilterChain is a compiled filter chain with its match and its one terminal filter.
+type FilterChain struct {
+	Name           string
+	DstPort        uint32 // 0: any
+	Prefixes       []netip.Prefix
+	SourcePrefixes []netip.Prefix
+	TCP            *tcpproxy.Config
+	HTTP           *httpconn.Config
+}
+
+// Compile validates l and compiles it, or returns an error naming the resource and the
+// field the proxy does not implement.
+func Compile(l *listenerv3.Listener) (*Config, error) {
+	if l == nil {
+		return nil, errors.New("listener is empty")
+	}
+	cfg, err := compile(l)
+	if err != nil {
+		return nil, fmt.Errorf("listener '%s': %w", l.GetName(), err)
+	}
+	return cfg, nil
+}
+
+func compile(l *listenerv3.Listener) (*Config, error) {
+	if err := l.ValidateAll(); err != nil {
+		return nil, err
+	}
+	if err := listenerAllow.Check(l); err != nil {
+		return nil, err
+	}
+	sa := l.GetAddress().GetSocketAddress()
+	if sa == nil {
+		return nil, errors.New("address: only socket addresses are supported")
+	}
+	addr, err := cluster.SocketAddr(sa)
+	if err != nil {
+		return nil, fmt.Errorf("address.%w", err)
+	}
+	cfg := &Config{
+		Name:           l.GetName(),
+		Addr:           addr,
+		BindToPort:     l.GetBindToPort() == nil || l.GetBindToPort().GetValue(),
+		UseOriginalDst: l.GetUseOriginalDst().GetValue(),
+		Inbound:        l.GetTrafficDirection() == corev3.TrafficDirection_INBOUND,
+		StatName:       stats.ListenerStatName(addr.String()),
+	}
+	if l.GetStatPrefix() != "" {
+		cfg.StatName = l.GetStatPrefix()
+	}
+	for i, lf := range l.GetListenerFilters() {
+		if err := checkListenerFilter(lf); err != nil {
+			return nil, fmt.Errorf("listener_filters[%d].%w", i, err)
+		}
+		cfg.OriginalDstFilter = true
+	}
+	for i, fc := range l.GetFilterChains() {
+		c, err := compileChain(fc)
+		if err != nil {
+			return nil, fmt.Errorf("filter_chains[%d].%w", i, err)
+		}
+		cfg.Chains = append(cfg.Chains, c)
+	}
+	if dfc := l.GetDefaultFilterChain(); dfc != nil {
+		c, err := compileChain(dfc)
+		if err != nil {
+			return nil, fmt.Errorf("default_filter_chain.%w", err)
+		}
+		cfg.Default = c
+	}
+	return cfg, nil
+}
+
+func checkListenerFilter(lf *listenerv3.ListenerFilter) error {
+	tc := lf.GetTypedConfig()
+	if tc == nil {
+		if lf.GetName() == OriginalDstFilterName {
+			return nil
+		}
+		return fmt.Errorf("name: unsupported listener filter %s", lf.GetName())
+	}
+	var od origdstv3.OriginalDst
+	if tc.MessageName() != od.ProtoReflect().Descriptor().FullName() {
+		return fmt.Errorf("typed_config: unsupported type %s", tc.MessageName())
+	}
+	if err := tc.UnmarshalTo(&od); err != nil {
+		return fmt.Errorf("typed_config: %w", err)
+	}
+	if err := (fieldcheck.Allow{"envoy.extensions.filters.listener.original_dst.v3.OriginalDst": {}}).Check(&od); err != nil {
+		return fmt.Errorf("typed_config.%w", err)
+	}
+	return nil
+}
+
+func compileChain(fc *listenerv3.FilterChain) (*FilterChain, error) {
+	c := &FilterChain{Name: fc.GetName()}
+	m := fc.GetFilterChainMatch()
+	c.DstPort = m.GetDestinationPort().GetValue()
+	var err error
+	if c.Prefixes, err = prefixes(m.GetPrefixRanges()); err != nil {
+		return nil, fmt.Errorf("filter_chain_match.prefix_ranges: %w", err)
+	}
+	if c.SourcePrefixes, err = prefixes(m.GetSourcePrefixRanges()); err != nil {
+		return nil, fmt.Errorf("filter_chain_match.source_prefix_ranges: %w", err)
+	}
+	filters := fc.GetFilters()
+	if len(filters) != 1 {
+		return nil, fmt.Errorf("filters: exactly one network filter (tcp_proxy or http_connection_manager) is supported, got %d", len(filters))
+	}
+	tc := filters[0].GetTypedConfig()
+	if tc == nil {
+		return nil, errors.New("filters[0].typed_config: required")
+	}
+	switch tc.MessageName() {
+	case "envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy":
+		c.TCP, err = tcpproxy.Compile(tc)
+	case "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager":
+		c.HTTP, err = httpconn.Compile(tc)
+	default:
+		return nil, fmt.Errorf("filters[0].typed_config: unsupported type %s", tc.MessageName())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("filters[0].typed_config: %w", err)
+	}
+	return c, nil
+}
+
+func prefixes(rs []*corev3.CidrRange) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, r := range rs {
+		ip, err := netip.ParseAddr(r.GetAddressPrefix())
+		if err != nil {
+			return nil, fmt.Errorf("malformed IP address: %s", r.GetAddressPrefix())
+		}
+		ip = ip.Unmap()
+		bits := ip.BitLen()
+		if r.GetPrefixLen() != nil {
+			bits = int(r.GetPrefixLen().GetValue())
+		}
+		p, err := ip.Prefix(bits)
+		if err != nil {
+			return nil, fmt.Errorf("prefix %s/%d: %w", ip, bits, err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}

@@ -1,0 +1,296 @@
+package listener
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
+	"github.com/meshlab/meshlab/dataplane/proxy/httpconn"
+	"github.com/meshlab/meshlab/dataplane/proxy/stats"
+	"github.com/meshlab/meshlab/dataplane/proxy/tcpproxy"
+	"github.com/meshlab/meshlab/netns/origdst"
+)
+
+// Deps are what the listener manager needs from the rest of the proxy.
+type Deps struct {
+	Clusters *cluster.Manager     // required
+	Routes   *httpconn.RouteStore // required
+	Stats    *stats.Store         // required
+	Logger   *slog.Logger         // required
+	// OriginalDst reads SO_ORIGINAL_DST; optional, origdst.OriginalDst when nil.
+	OriginalDst func(*net.TCPConn) (netip.AddrPort, error)
+}
+
+// Manager runs the static and dynamic listeners. Safe for concurrent use; Close stops
+// everything it started and waits for it.
+type Manager struct {
+	deps   Deps
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu        sync.Mutex
+	listeners map[string]*active
+	static    map[string]bool
+	conns     map[net.Conn]struct{}
+	wg        sync.WaitGroup
+	total     *stats.Stat
+}
+
+// active is one running listener; its socket (when bound) outlives config updates that
+// keep the address.
+type active struct {
+	cfg     atomic.Pointer[Config]
+	ln      net.Listener // nil when bind_to_port is false or after StopListeners
+	stopped atomic.Bool
+}
+
+// NewManager returns a Manager with no listeners.
+func NewManager(deps Deps) *Manager {
+	if deps.OriginalDst == nil {
+		deps.OriginalDst = origdst.OriginalDst
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Manager{
+		deps: deps, ctx: ctx, cancel: cancel,
+		listeners: map[string]*active{},
+		static:    map[string]bool{},
+		conns:     map[net.Conn]struct{}{},
+		total:     deps.Stats.Named("listener_manager").Gauge("total_listeners_active"),
+	}
+}
+
+// AddStatic starts the bootstrap's listeners.
+func (m *Manager) AddStatic(cfgs []*Config) error {
+	if err := m.apply(cfgs, true); err != nil {
+		return err
+	}
+	return nil
+}
+
+// ApplyLDS replaces the dynamic listeners with cfgs (state of the world). A listener whose
+// address did not change keeps its socket and takes the new configuration for new
+// connections. If a new address cannot be bound, nothing changes and the error says why.
+func (m *Manager) ApplyLDS(cfgs []*Config) error { return m.apply(cfgs, false) }
+
+func (m *Manager) apply(cfgs []*Config, static bool) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.ctx.Err() != nil {
+		return errors.New("apply listeners: listener manager is closed")
+	}
+	want := map[string]*Config{}
+	for _, c := range cfgs {
+		if _, dup := want[c.Name]; dup {
+			return fmt.Errorf("apply listeners: duplicate listener name %s", c.Name)
+		}
+		want[c.Name] = c
+	}
+	// Bind every new socket first, so a failure changes nothing.
+	fresh := map[string]net.Listener{}
+	for name, c := range want {
+		old, ok := m.listeners[name]
+		if ok && sameSocket(old.cfg.Load(), c) {
+			continue
+		}
+		if !c.BindToPort {
+			continue
+		}
+		ln, err := net.Listen("tcp", c.Addr.String())
+		if err != nil {
+			for _, l := range fresh {
+				_ = l.Close()
+			}
+			return fmt.Errorf("listener '%s': cannot bind '%s': %w", name, c.Addr, err)
+		}
+		fresh[name] = ln
+	}
+	if !static {
+		for name, a := range m.listeners {
+			if _, keep := want[name]; !keep && !m.static[name] {
+				a.close()
+				delete(m.listeners, name)
+			}
+		}
+	}
+	for name, c := range want {
+		if old, ok := m.listeners[name]; ok && sameSocket(old.cfg.Load(), c) {
+			old.cfg.Store(c)
+			continue
+		} else if ok {
+			old.close()
+		}
+		a := &active{}
+		a.cfg.Store(c)
+		if ln, ok := fresh[name]; ok {
+			a.ln = ln
+			m.wg.Add(1)
+			go m.acceptLoop(a, ln)
+		}
+		m.listeners[name] = a
+		if static {
+			m.static[name] = true
+		}
+	}
+	m.total.Set(int64(len(m.listeners)))
+	return nil
+}
+
+func sameSocket(a, b *Config) bool {
+	return a.Addr == b.Addr && a.BindToPort == b.BindToPort
+}
+
+func (a *active) close() {
+	a.stopped.Store(true)
+	if a.ln != nil {
+		_ = a.ln.Close()
+	}
+}
+
+// Addr returns the bound address of the named listener (useful when it asked for port 0).
+func (m *Manager) Addr(name string) (netip.AddrPort, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	a, ok := m.listeners[name]
+	if !ok || a.ln == nil {
+		return netip.AddrPort{}, false
+	}
+	ap, err := netip.ParseAddrPort(a.ln.Addr().String())
+	return ap, err == nil
+}
+
+// Configs returns the running listeners' configurations sorted by name.
+func (m *Manager) Configs() []*Config {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*Config, 0, len(m.listeners))
+	for _, a := range m.listeners {
+		out = append(out, a.cfg.Load())
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// StopListeners closes the listen sockets (all, or only INBOUND ones) so no new
+// connection is accepted; open connections continue.
+func (m *Manager) StopListeners(inboundOnly bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, a := range m.listeners {
+		if !inboundOnly || a.cfg.Load().Inbound {
+			a.close()
+		}
+	}
+}
+
+// Close stops every listener, closes every open connection and waits for their
+// goroutines.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	m.cancel()
+	for _, a := range m.listeners {
+		a.close()
+	}
+	for c := range m.conns {
+		_ = c.Close()
+	}
+	m.mu.Unlock()
+	m.wg.Wait()
+}
+
+func (m *Manager) acceptLoop(a *active, ln net.Listener) {
+	defer m.wg.Done()
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return
+		}
+		m.mu.Lock()
+		if m.ctx.Err() != nil {
+			m.mu.Unlock()
+			_ = conn.Close()
+			return
+		}
+		m.conns[conn] = struct{}{}
+		m.wg.Add(1)
+		m.mu.Unlock()
+		go m.handle(a, conn)
+	}
+}
+
+// handle runs one downstream connection to completion.
+func (m *Manager) handle(a *active, conn net.Conn) {
+	defer m.wg.Done()
+	defer func() {
+		_ = conn.Close()
+		m.mu.Lock()
+		delete(m.conns, conn)
+		m.mu.Unlock()
+	}()
+	cfg := a.cfg.Load()
+	local, _ := netip.ParseAddrPort(conn.LocalAddr().String())
+	remote, _ := netip.ParseAddrPort(conn.RemoteAddr().String())
+	local = netip.AddrPortFrom(local.Addr().Unmap(), local.Port())
+	remote = netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port())
+	if cfg.UseOriginalDst || cfg.OriginalDstFilter {
+		if tc, ok := conn.(*net.TCPConn); ok {
+			if od, err := m.deps.OriginalDst(tc); err == nil {
+				local = od
+			}
+		}
+	}
+	if cfg.UseOriginalDst {
+		if target := m.handoffTarget(a, local); target != nil {
+			cfg = target
+		}
+	}
+	ls := m.deps.Stats.Listener(cfg.StatName)
+	ls.Counter("downstream_cx_total").Inc()
+	active := ls.Gauge("downstream_cx_active")
+	active.Inc()
+	defer active.Dec()
+	fc := cfg.SelectChain(local, remote)
+	if fc == nil {
+		ls.Counter("no_filter_chain_match").Inc()
+		return
+	}
+	switch {
+	case fc.TCP != nil:
+		tcpproxy.Serve(m.ctx, fc.TCP, tcpproxy.Deps{Clusters: m.deps.Clusters, Stats: m.deps.Stats, Logger: m.deps.Logger}, conn, local)
+	case fc.HTTP != nil:
+		httpconn.ServeConn(m.ctx, fc.HTTP, httpconn.Deps{Routes: m.deps.Routes, Clusters: m.deps.Clusters, Stats: m.deps.Stats, Logger: m.deps.Logger},
+			conn, httpconn.Downstream{Local: local, Remote: remote})
+	}
+}
+
+// handoffTarget returns the configuration of the listener whose address is exactly dst,
+// else the one on 0.0.0.0 (or ::) with dst's port, else nil (the accepting listener keeps
+// the connection), as Envoy does for use_original_dst.
+func (m *Manager) handoffTarget(self *active, dst netip.AddrPort) *Config {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var wildcard *Config
+	for _, a := range m.listeners {
+		if a == self || a.stopped.Load() && a.ln != nil {
+			continue
+		}
+		c := a.cfg.Load()
+		if c.Addr == dst {
+			return c
+		}
+		if c.Addr.Port() == dst.Port() && c.Addr.Addr().IsUnspecified() && c.Addr.Addr().Is4() == dst.Addr().Is4() {
+			wildcard = c
+		}
+	}
+	return wildcard
+}

@@ -1,0 +1,76 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+
+	"github.com/meshlab/meshlab/dataplane/proxy/envoylog"
+)
+
+// Main runs the proxy with Envoy's command line and returns the process exit status:
+// 0 after a clean shutdown (ctx ended, or /quitquitquit), --version, --hot-restart-version
+// or a successful --mode validate; 1 for a bad command line or configuration.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	opts, err := ParseArgs(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "%v\n\nBrief USAGE: \n   meshlab proxy  [-c <string>] [--config-yaml <string>] [--restart-epoch <uint32_t>] [--base-id <uint32_t>] ...\n\nFor complete USAGE and HELP type: \n   meshlab proxy  --help\n", err)
+		return 1
+	}
+	if opts.Version {
+		fmt.Fprintf(stdout, "\nmeshlab proxy  version: %s\n\n", Version)
+		return 0
+	}
+	if opts.HotRestartVersion {
+		fmt.Fprintln(stderr, HotRestartVersion)
+		return 0
+	}
+	logw := stderr
+	if opts.LogPath != "" {
+		f, err := os.OpenFile(opts.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			fmt.Fprintf(stderr, "error: open log path %s: %v\n", opts.LogPath, err)
+			return 1
+		}
+		defer f.Close()
+		logw = f
+	}
+	levels := envoylog.NewLevels(opts.LogLevel)
+	for name, l := range opts.ComponentLevels {
+		if err := levels.Set(name, l); err != nil {
+			fmt.Fprintf(stderr, "error: %v\n", err)
+			return 1
+		}
+	}
+	logger := slog.New(envoylog.NewHandler(logw, levels, os.Getpid()))
+	return run(ctx, opts, logger, levels, stdout)
+}
+
+func run(ctx context.Context, opts Options, logger *slog.Logger, levels *envoylog.Levels, stdout io.Writer) int {
+	logger.Info(fmt.Sprintf("initializing epoch %d (base id=%d, hot restart version=%s)", opts.RestartEpoch, opts.BaseID, HotRestartVersion))
+	logger.Info(fmt.Sprintf("statically linked extensions: %s", "envoy.filters.network.tcp_proxy, envoy.filters.network.http_connection_manager, envoy.filters.http.router, envoy.filters.listener.original_dst"))
+	srv, err := New(opts, logger, levels)
+	if err != nil {
+		logger.Log(ctx, envoylog.LevelCritical, fmt.Sprintf("error initializing configuration '%s': %v", opts.ConfigPath, err))
+		return 1
+	}
+	if opts.Mode == ModeValidate {
+		fmt.Fprintf(stdout, "configuration '%s' OK\n", opts.ConfigPath)
+		return 0
+	}
+	if opts.BaseIDPath != "" {
+		if err := os.WriteFile(opts.BaseIDPath, []byte(strconv.FormatUint(uint64(opts.BaseID), 10)), 0o644); err != nil {
+			logger.Log(ctx, envoylog.LevelCritical, fmt.Sprintf("unable to write base id to %s: %v", opts.BaseIDPath, err))
+			return 1
+		}
+	}
+	if err := srv.Run(ctx); err != nil {
+		logger.Log(ctx, envoylog.LevelCritical, fmt.Sprintf("error: %v", err))
+		return 1
+	}
+	logger.Info("exiting")
+	return 0
+}

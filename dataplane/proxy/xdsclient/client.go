@@ -1,0 +1,339 @@
+// Package xdsclient is the proxy's state-of-the-world ADS client: one
+// StreamAggregatedResources stream that carries every resource type, with per-type
+// version, nonce and subscribed names, ACK/NACK as Envoy sends them, and reconnection
+// with backoff while the last applied configuration keeps serving.
+//
+// go-control-plane ships no client that can do this (one type per client, no named
+// subscriptions), so this one speaks the protocol over the generated gRPC stub.
+package xdsclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// Type URLs of the resource types the proxy subscribes to, in the order Envoy sends
+// their first requests.
+const (
+	ClusterType  = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
+	EndpointType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
+	ListenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
+	RouteType    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+)
+
+var typeOrder = []string{ClusterType, EndpointType, ListenerType, RouteType}
+
+// Handler applies the resources of one response.
+//
+// Apply is called from the client's stream goroutine, one response at a time. It must
+// apply all of resources or none: a non-nil error NACKs the response (its text becomes
+// error_detail.message) and the previous configuration must stay in force. Apply may call
+// Client.Subscribe.
+type Handler interface {
+	Apply(typeURL, version string, resources []*anypb.Any) error
+}
+
+// Options configure a Client.
+type Options struct {
+	Conn                 grpc.ClientConnInterface // required: the connection to the xds cluster
+	Node                 *corev3.Node             // required
+	Handler              Handler                  // required
+	Logger               *slog.Logger             // required
+	NodeOnFirstMessage   bool                     // optional: set_node_on_first_message_only
+	Wildcard             []string                 // optional: type URLs subscribed as wildcard (CDS, LDS)
+	BackoffBase, Backoff time.Duration            // optional: reconnect backoff base and cap (500ms, 30s)
+	OnConnected          func(bool)               // optional: told when a stream opens or fails
+}
+
+// Client is an ADS client. Create it with New and run it with Run.
+type Client struct {
+	opts Options
+	kick chan struct{}
+
+	mu    sync.Mutex
+	types map[string]*typeState
+}
+
+type typeState struct {
+	subscribed bool
+	wildcard   bool
+	names      []string
+	version    string // last applied version
+	nonce      string // last received nonce on the current stream
+	dirty      bool   // names changed since the last request
+}
+
+// New returns a Client; it does nothing until Run.
+func New(opts Options) *Client {
+	if opts.BackoffBase == 0 {
+		opts.BackoffBase = 500 * time.Millisecond
+	}
+	if opts.Backoff == 0 {
+		opts.Backoff = 30 * time.Second
+	}
+	c := &Client{opts: opts, kick: make(chan struct{}, 1), types: map[string]*typeState{}}
+	for _, t := range opts.Wildcard {
+		c.types[t] = &typeState{subscribed: true, wildcard: true, dirty: true}
+	}
+	return c
+}
+
+// Subscribe sets the resource names wanted for a named (non-wildcard) type such as EDS
+// or RDS. A change is sent on the stream at once. Safe for concurrent use.
+func (c *Client) Subscribe(typeURL string, names []string) {
+	names = slices.Clone(names)
+	slices.Sort(names)
+	names = slices.Compact(names)
+	c.mu.Lock()
+	st, ok := c.types[typeURL]
+	if !ok {
+		st = &typeState{}
+		c.types[typeURL] = st
+	}
+	if st.subscribed && slices.Equal(st.names, names) {
+		c.mu.Unlock()
+		return
+	}
+	if !st.subscribed && len(names) == 0 {
+		c.mu.Unlock()
+		return
+	}
+	st.subscribed, st.names, st.dirty = true, names, true
+	c.mu.Unlock()
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Watch subscribes to every resource of typeURL (a wildcard subscription, as for CDS
+// and LDS). Safe for concurrent use.
+func (c *Client) Watch(typeURL string) {
+	c.mu.Lock()
+	st, ok := c.types[typeURL]
+	if ok && st.wildcard {
+		c.mu.Unlock()
+		return
+	}
+	if !ok {
+		st = &typeState{}
+		c.types[typeURL] = st
+	}
+	st.subscribed, st.wildcard, st.names, st.dirty = true, true, nil, true
+	c.mu.Unlock()
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Names returns the names subscribed for typeURL.
+func (c *Client) Names(typeURL string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st, ok := c.types[typeURL]; ok {
+		return slices.Clone(st.names)
+	}
+	return nil
+}
+
+// Version returns the last applied version of typeURL.
+func (c *Client) Version(typeURL string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st, ok := c.types[typeURL]; ok {
+		return st.version
+	}
+	return ""
+}
+
+// Run keeps one ADS stream open, reconnecting with jittered exponential backoff, until ctx
+// ends; it then returns nil.
+func (c *Client) Run(ctx context.Context) error {
+	delay := c.opts.BackoffBase
+	for {
+		start := time.Now()
+		err := c.stream(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		c.connected(false)
+		if time.Since(start) > c.opts.Backoff {
+			delay = c.opts.BackoffBase
+		}
+		wait := time.Duration(rand.Int64N(int64(delay))) + delay/2
+		c.opts.Logger.Warn(fmt.Sprintf("StreamAggregatedResources gRPC config stream to xds-grpc closed: %v", err), "retry_in", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		delay = min(delay*2, c.opts.Backoff)
+	}
+}
+
+func (c *Client) connected(ok bool) {
+	if c.opts.OnConnected != nil {
+		c.opts.OnConnected(ok)
+	}
+}
+
+type recvResult struct {
+	resp *discoveryv3.DiscoveryResponse
+	err  error
+}
+
+func (c *Client) stream(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ads := discoveryv3.NewAggregatedDiscoveryServiceClient(c.opts.Conn)
+	s, err := ads.StreamAggregatedResources(ctx)
+	if err != nil {
+		return fmt.Errorf("open ADS stream: %w", err)
+	}
+	c.mu.Lock()
+	for _, st := range c.types {
+		st.nonce = ""
+		st.dirty = st.subscribed
+	}
+	c.mu.Unlock()
+	sentNode := false
+	send := func(req *discoveryv3.DiscoveryRequest) error {
+		if !sentNode || !c.opts.NodeOnFirstMessage {
+			req.Node = c.opts.Node
+			sentNode = true
+		}
+		if err := s.Send(req); err != nil {
+			return fmt.Errorf("send %s request: %w", req.GetTypeUrl(), err)
+		}
+		return nil
+	}
+	if err := c.flush(send); err != nil {
+		return err
+	}
+	c.connected(true)
+	recv := make(chan recvResult)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			resp, err := s.Recv()
+			select {
+			case recv <- recvResult{resp, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	defer wg.Wait()
+	defer cancel()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.kick:
+			if err := c.flush(send); err != nil {
+				return err
+			}
+		case r := <-recv:
+			if r.err != nil {
+				return fmt.Errorf("receive: %w", r.err)
+			}
+			if err := send(c.handle(r.resp)); err != nil {
+				return err
+			}
+			if err := c.flush(send); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// handle applies one response and returns its ACK or NACK.
+func (c *Client) handle(resp *discoveryv3.DiscoveryResponse) *discoveryv3.DiscoveryRequest {
+	typeURL := resp.GetTypeUrl()
+	applyErr := c.validateTypes(resp)
+	if applyErr == nil {
+		applyErr = c.opts.Handler.Apply(typeURL, resp.GetVersionInfo(), resp.GetResources())
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st, ok := c.types[typeURL]
+	if !ok {
+		st = &typeState{}
+		c.types[typeURL] = st
+	}
+	st.nonce = resp.GetNonce()
+	req := &discoveryv3.DiscoveryRequest{TypeUrl: typeURL, ResponseNonce: st.nonce, ResourceNames: c.requestNames(st)}
+	if applyErr != nil {
+		c.opts.Logger.Warn(fmt.Sprintf("gRPC config for %s rejected: %v", typeURL, applyErr), "version", resp.GetVersionInfo())
+		req.VersionInfo = st.version
+		req.ErrorDetail = &status.Status{Code: int32(codes.InvalidArgument), Message: applyErr.Error()}
+		return req
+	}
+	st.version = resp.GetVersionInfo()
+	req.VersionInfo = st.version
+	st.dirty = false // this request carries the current names
+	return req
+}
+
+func (c *Client) validateTypes(resp *discoveryv3.DiscoveryResponse) error {
+	for i, r := range resp.GetResources() {
+		if r.GetTypeUrl() != resp.GetTypeUrl() {
+			return fmt.Errorf("resources[%d]: type %s does not match the response type %s", i, r.GetTypeUrl(), resp.GetTypeUrl())
+		}
+	}
+	if !slices.Contains(typeOrder, resp.GetTypeUrl()) {
+		return errors.New("unsupported resource type " + resp.GetTypeUrl())
+	}
+	return nil
+}
+
+func (c *Client) requestNames(st *typeState) []string {
+	if st.wildcard {
+		return nil
+	}
+	return slices.Clone(st.names)
+}
+
+// flush sends a request for every type whose subscription changed, in Envoy's order.
+func (c *Client) flush(send func(*discoveryv3.DiscoveryRequest) error) error {
+	var reqs []*discoveryv3.DiscoveryRequest
+	c.mu.Lock()
+	for _, t := range typeOrder {
+		st, ok := c.types[t]
+		if !ok || !st.dirty {
+			continue
+		}
+		st.dirty = false
+		reqs = append(reqs, &discoveryv3.DiscoveryRequest{
+			TypeUrl: t, VersionInfo: st.version, ResponseNonce: st.nonce, ResourceNames: c.requestNames(st),
+		})
+	}
+	c.mu.Unlock()
+	for _, r := range reqs {
+		if err := send(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}

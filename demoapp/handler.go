@@ -1,0 +1,142 @@
+package demoapp
+
+import (
+	"encoding/json"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// response is the JSON answer to every request but /healthz.
+type response struct {
+	Service   string            `json:"service"`
+	Pod       string            `json:"pod"`
+	Namespace string            `json:"namespace"`
+	Version   string            `json:"version"`
+	IP        string            `json:"ip"`
+	Method    string            `json:"method"`
+	Path      string            `json:"path"`
+	Headers   map[string]string `json:"headers"`
+	Upstreams []upstreamResult  `json:"upstreams,omitempty"`
+	// Error says why the status is an error the app chose (an injected fault).
+	Error string `json:"error,omitempty"`
+}
+
+// handler serves the demo app's HTTP API. It is safe for concurrent use.
+type handler struct {
+	cfg    Config
+	log    *slog.Logger
+	client *http.Client
+	faults *faults
+	mux    *http.ServeMux
+}
+
+func newHandler(c Config, log *slog.Logger) *handler {
+	timeout := c.UpstreamTimeout
+	if timeout == 0 {
+		timeout = DefaultUpstreamTimeout
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	// An app in a mesh pod talks to its upstreams directly (the sidecar captures the
+	// connection); an HTTP_PROXY inherited from the host must not reroute it.
+	transport.Proxy = nil
+	h := &handler{
+		cfg:    c,
+		log:    log,
+		client: &http.Client{Timeout: timeout, Transport: transport},
+		faults: newFaults(c),
+		mux:    http.NewServeMux(),
+	}
+	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok"))
+	})
+	h.mux.HandleFunc("/", h.serveApp)
+	return h
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// serveApp answers with the app's identity, after the configured latency; "/" also calls
+// the upstreams. A ?status=N query sets the answer's status; an injected fault overrides
+// everything with ErrorCode.
+func (h *handler) serveApp(w http.ResponseWriter, r *http.Request) {
+	if h.cfg.Latency > 0 {
+		t := time.NewTimer(h.cfg.Latency)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return
+		}
+	}
+	resp := h.identity(r)
+	status := http.StatusOK
+	if code, inject := h.faults.draw(); inject {
+		resp.Error = "fault injected"
+		h.reply(w, r, code, resp)
+		return
+	}
+	if q := r.URL.Query().Get("status"); q != "" {
+		code, err := strconv.Atoi(q)
+		if err != nil || code < 200 || code > 599 {
+			resp.Error = "status " + strconv.Quote(q) + " is not an HTTP status between 200 and 599"
+			h.reply(w, r, http.StatusBadRequest, resp)
+			return
+		}
+		status = code
+	}
+	if r.URL.Path == "/" {
+		resp.Upstreams = h.callUpstreams(r)
+	}
+	h.reply(w, r, status, resp)
+}
+
+// identity fills the parts of the response that describe the app and the request.
+func (h *handler) identity(r *http.Request) *response {
+	headers := make(map[string]string, len(r.Header)+1)
+	for k, v := range r.Header {
+		headers[strings.ToLower(k)] = strings.Join(v, ",")
+	}
+	headers["host"] = r.Host
+	return &response{
+		Service:   h.cfg.Service,
+		Pod:       h.cfg.Pod,
+		Namespace: h.cfg.Namespace,
+		Version:   h.cfg.Version,
+		IP:        localIP(r),
+		Method:    r.Method,
+		Path:      r.URL.Path,
+		Headers:   headers,
+	}
+}
+
+func (h *handler) reply(w http.ResponseWriter, r *http.Request, status int, resp *response) {
+	body, err := json.Marshal(resp)
+	if err != nil { // cannot happen: every field marshals
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(body, '\n'))
+	h.log.Debug("served", "method", r.Method, "path", r.URL.Path, "status", status, "from", r.RemoteAddr)
+}
+
+// localIP returns the address the request's connection arrived on: the pod IP for
+// traffic from the mesh, 127.0.0.1 when the sidecar delivers it.
+func localIP(r *http.Request) string {
+	addr, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok {
+		return ""
+	}
+	ap, err := netip.ParseAddrPort(addr.String())
+	if err != nil {
+		return addr.String()
+	}
+	return ap.Addr().Unmap().String()
+}

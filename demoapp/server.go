@@ -1,0 +1,79 @@
+package demoapp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"time"
+)
+
+// shutdownGrace is how long in-flight requests may finish once Run's context ends.
+const shutdownGrace = 5 * time.Second
+
+// Run serves c until ctx ends, then lets in-flight requests finish (for a few seconds)
+// and returns nil. It returns an error at once when c is invalid or a port cannot be
+// listened on, and when a listener fails while serving.
+func Run(ctx context.Context, c Config, log *slog.Logger) error {
+	if err := c.validate(); err != nil {
+		return fmt.Errorf("check app config: %w", err)
+	}
+	addr := c.Address
+	if !addr.IsValid() {
+		addr = netip.IPv4Unspecified()
+	}
+	var lc net.ListenConfig
+	lns := make([]net.Listener, 0, len(c.Ports))
+	for _, port := range c.Ports {
+		ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort(addr.String(), strconv.Itoa(int(port))))
+		if err != nil {
+			for _, l := range lns {
+				_ = l.Close()
+			}
+			return fmt.Errorf("listen: %w", err)
+		}
+		lns = append(lns, ln)
+	}
+	return serve(ctx, newHandler(c, log), lns, log)
+}
+
+// serve runs h on every listener until ctx ends or one fails, then shuts down. It owns
+// the listeners.
+func serve(ctx context.Context, h *handler, lns []net.Listener, log *slog.Logger) error {
+	defer h.client.CloseIdleConnections()
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, len(lns))
+	for _, ln := range lns {
+		log.Info("listening", "addr", ln.Addr().String())
+		go func() { errc <- srv.Serve(ln) }()
+	}
+	var failed error
+	pending := len(lns)
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		pending--
+		failed = fmt.Errorf("serve: %w", err)
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("shutdown: requests still running, closing them", "err", err)
+		_ = srv.Close()
+	}
+	for range pending {
+		if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) && failed == nil {
+			failed = fmt.Errorf("serve: %w", err)
+		}
+	}
+	log.Info("stopped")
+	return failed
+}

@@ -1,0 +1,119 @@
+package netns
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshlab/meshlab/internal/testutil"
+	"golang.org/x/sys/unix"
+)
+
+// helperExecEnv makes the test binary act as `meshlab exec`: Exec into the namespace it names.
+const helperExecEnv = "MESHLAB_NETNS_TEST_EXEC"
+
+func TestStartAndPIDsIn(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	name := testNames(t) + "pids"
+	if err := Create(name); err != nil {
+		t.Fatal(err)
+	}
+	pids, err := PIDsIn(name)
+	if err != nil || len(pids) != 0 {
+		t.Fatalf("PIDsIn(fresh namespace) = %v, %v; want none", pids, err)
+	}
+
+	cmd := exec.Command("sleep", "60")
+	if err := Start(name, cmd); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	pid := cmd.Process.Pid
+
+	var want, got, self unix.Stat_t
+	if err := unix.Stat(Path(name), &want); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Stat(fmt.Sprintf("/proc/%d/ns/net", pid), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Ino != want.Ino {
+		t.Fatalf("started process is in netns inode %d, want %d", got.Ino, want.Ino)
+	}
+	if err := unix.Stat("/proc/self/ns/net", &self); err != nil {
+		t.Fatal(err)
+	}
+	if self.Ino == want.Ino {
+		t.Fatal("the test process itself ended up in the namespace")
+	}
+
+	pids, err = PIDsIn(name)
+	if err != nil {
+		t.Fatalf("PIDsIn: %v", err)
+	}
+	if !slices.Equal(pids, []int{pid}) {
+		t.Fatalf("PIDsIn = %v, want [%d]", pids, pid)
+	}
+
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	eventually(t, "the killed process to leave PIDsIn", func() bool {
+		pids, err := PIDsIn(name)
+		return err == nil && len(pids) == 0
+	})
+}
+
+func TestStartFailureIsReported(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	name := testNames(t) + "bad"
+	if err := Create(name); err != nil {
+		t.Fatal(err)
+	}
+	err := Start(name, exec.Command("/nonexistent/meshlab-test-binary"))
+	if err == nil || !strings.Contains(err.Error(), "start /nonexistent/meshlab-test-binary") {
+		t.Fatalf("Start of a missing binary = %v, want a start error", err)
+	}
+}
+
+func TestExec(t *testing.T) {
+	if name := os.Getenv(helperExecEnv); name != "" {
+		// Running as the helper process: become readlink inside the namespace.
+		err := Exec(name, []string{"readlink", "/proc/self/ns/net"}, os.Environ())
+		fmt.Fprintf(os.Stderr, "Exec returned: %v\n", err)
+		os.Exit(3)
+	}
+	testutil.RequireRoot(t)
+	t.Parallel()
+	name := testNames(t) + "exec"
+	if err := Create(name); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestExec$")
+	cmd.Env = append(os.Environ(), helperExecEnv+"="+name)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("helper: %v\n%s", err, out)
+	}
+	var want unix.Stat_t
+	if err := unix.Stat(Path(name), &want); err != nil {
+		t.Fatal(err)
+	}
+	if got, exp := strings.TrimSpace(string(out)), fmt.Sprintf("net:[%d]", want.Ino); got != exp {
+		t.Fatalf("exec'd process saw %q, want %q", got, exp)
+	}
+	if err := Exec(name, nil, nil); err == nil {
+		t.Fatal("Exec with an empty argv succeeded")
+	}
+}
