@@ -97,8 +97,8 @@ func (b adminBackend) SetHealthCheckFailed(failed bool) {
 	b.s.refreshServerStats()
 }
 
-func (b adminBackend) DrainListeners(inboundOnly, graceful bool) {
-	b.s.drainListeners(inboundOnly, graceful)
+func (b adminBackend) DrainListeners(inboundOnly, graceful, skipExit bool) {
+	b.s.drainListeners(inboundOnly, graceful, skipExit)
 }
 
 // Logging implements POST /logging: ?level=<l>, ?paths=a:l,b:l or ?<logger>=<l>.

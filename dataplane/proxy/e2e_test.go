@@ -52,9 +52,18 @@ func TestEndToEndADSRoundRobinStatsConfigDumpAndNACK(t *testing.T) {
 	b1, b2 := backend(t, "b1"), backend(t, "b2")
 	x := startXDS(t)
 	const node = "sidecar~127.0.0.1~web.default~default.svc.cluster.local"
-	x.set(node, "v1", snapshotV(t, []netip.AddrPort{b1, b2}))
-
 	srv := startProxy(t, writeBootstrap(t, t.TempDir(), testBootstrap(x.socket)), nil)
+	// Nothing served yet: the cluster manager waits for CDS, as Envoy's does.
+	eventually(t, "a CDS request", func() bool { return len(x.requests()) > 0 })
+	if code, body := adminGet(t, srv, "/ready"); code != http.StatusServiceUnavailable || body != "PRE_INITIALIZING\n" {
+		t.Errorf("/ready before any config = %d %q, want 503 PRE_INITIALIZING", code, body)
+	}
+	for _, r := range x.requests() {
+		if r.TypeURL == xdsclient.ListenerType {
+			t.Errorf("LDS requested before the cluster manager initialized: %+v", r)
+		}
+	}
+	x.set(node, "v1", snapshotV(t, []netip.AddrPort{b1, b2}))
 	eventually(t, "/ready to say LIVE", func() bool {
 		code, body := adminGet(t, srv, "/ready")
 		return code == http.StatusOK && body == "LIVE\n"
@@ -159,6 +168,11 @@ func TestEndToEndADSRoundRobinStatsConfigDumpAndNACK(t *testing.T) {
 	if strings.Index(dump, "ClustersConfigDump") > strings.Index(dump, "ListenersConfigDump") ||
 		strings.Index(dump, "ListenersConfigDump") > strings.Index(dump, "RoutesConfigDump") {
 		t.Error("/config_dump is not in Envoy's order (bootstrap, clusters, listeners, routes)")
+	}
+
+	_, eds := adminGet(t, srv, "/config_dump?include_eds")
+	if !strings.Contains(eds, "envoy.admin.v3.EndpointsConfigDump") || strings.Contains(dump, "envoy.admin.v3.EndpointsConfigDump") {
+		t.Error("EndpointsConfigDump must appear only with ?include_eds")
 	}
 
 	for _, typ := range []string{xdsclient.ClusterType, xdsclient.EndpointType, xdsclient.ListenerType, xdsclient.RouteType} {

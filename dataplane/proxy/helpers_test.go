@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/meshlab/meshlab/dataplane/proxy/xdsclient"
 	"github.com/meshlab/meshlab/internal/testutil"
 )
 
@@ -102,4 +105,17 @@ func adminPost(t testing.TB, srv *Server, path string) (int, string) {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body)
+}
+
+type protoMessage = interface {
+	ProtoReflect() protoreflect.Message
+}
+
+// newUnstartedForApply returns a running server on a static bootstrap with a stub xDS
+// client, so tests can call Apply directly.
+func newUnstartedForApply(t *testing.T) *Server {
+	t.Helper()
+	srv := startProxy(t, writeBootstrap(t, t.TempDir(), staticBootstrap(t)), nil)
+	srv.xds = xdsclient.New(xdsclient.Options{Logger: testutil.Logger(t)})
+	return srv
 }

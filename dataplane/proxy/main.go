@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,6 +17,11 @@ import (
 // or a successful --mode validate; 1 for a bad command line or configuration.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	opts, err := ParseArgs(args)
+	var pe *ParseError
+	if errors.As(err, &pe) && pe.Help {
+		fmt.Fprintln(stdout, pe.Msg)
+		return 0
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "%v\n\nBrief USAGE: \n   meshlab proxy  [-c <string>] [--config-yaml <string>] [--restart-epoch <uint32_t>] [--base-id <uint32_t>] ...\n\nFor complete USAGE and HELP type: \n   meshlab proxy  --help\n", err)
 		return 1

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"os"
+	"regexp"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -12,3 +13,5 @@ func TestMain(m *testing.M) {
 }
 
 func writeFile(path string, data []byte) error { return os.WriteFile(path, data, 0o644) }
+
+var logLine = regexp.MustCompile(`^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}\]\[\d+\]\[info\]\[main\] initializing epoch 0`)

@@ -62,8 +62,12 @@ type Options struct {
 }
 
 // ParseError is a command line Envoy would refuse (exit status 1).
-type ParseError struct{ Msg string }
+type ParseError struct {
+	Msg  string
+	Help bool // --help was asked for: print Msg to stdout and exit 0
+}
 
+// Error returns the message Envoy would print.
 func (e *ParseError) Error() string { return e.Msg }
 
 // ParseArgs parses Envoy's command line.
@@ -104,6 +108,9 @@ func ParseArgs(args []string) (Options, error) {
 	fs.Bool("allow-unknown-fields", false, "Deprecated alias of --allow-unknown-static-fields")
 	fs.Bool("log-format-escaped", false, "Escape c-style escape sequences in the application logs")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return o, &ParseError{Msg: "USAGE:\n\n   meshlab proxy  [flags]\n\nWhere:\n\n" + fs.FlagUsages(), Help: true}
+		}
 		return o, &ParseError{Msg: "PARSE ERROR: " + err.Error()}
 	}
 	if fs.NArg() > 0 {

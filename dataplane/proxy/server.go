@@ -10,6 +10,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"log/slog"
 	"net"
@@ -110,6 +111,11 @@ func New(opts Options, logger *slog.Logger, levels *envoylog.Levels) (*Server, e
 		s.staticClusters = append(s.staticClusters, cfg)
 	}
 	for i, l := range b.GetStaticResources().GetListeners() {
+		if l.GetName() == "" {
+			// Envoy allocates an internal UUID to a listener given without a name, as
+			// Istio's bootstrap leaves its 15090 and 15021 listeners.
+			l.Name = newUUID()
+		}
 		cfg, err := listener.Compile(l)
 		if err != nil {
 			return nil, fmt.Errorf("bootstrap: static_resources.listeners[%d]: %w", i, err)
@@ -189,9 +195,9 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.opts.RestartEpoch > 0 {
 		s.log.Warn(fmt.Sprintf("hot restart is not implemented yet: epoch %d starts cold", s.opts.RestartEpoch))
 	}
-	s.initServerStats()
 	s.clusters = cluster.NewManager(s.stats)
 	s.clusters.AddStatic(s.staticClusters)
+	s.initServerStats()
 	defer s.clusters.Close()
 	s.listeners = listener.NewManager(listener.Deps{
 		Clusters: s.clusters, Routes: s.routes, Stats: s.stats, Logger: s.log.With("component", "conn_handler"),
@@ -342,10 +348,15 @@ func (s *Server) stateLocked() adminv3.ServerInfo_State {
 	return adminv3.ServerInfo_LIVE
 }
 
-// drainListeners stops listeners now or, graceful, after --drain-time-s.
-func (s *Server) drainListeners(inboundOnly, graceful bool) {
+// drainListeners stops listeners now or, graceful, after --drain-time-s (never, with
+// skip_exit). Draining connections (Connection: close, GOAWAY) is not implemented yet.
+func (s *Server) drainListeners(inboundOnly, graceful, skipExit bool) {
 	if !graceful {
 		s.listeners.StopListeners(inboundOnly)
+		return
+	}
+	s.log.Info(fmt.Sprintf("draining listeners for %s", s.opts.DrainTime))
+	if skipExit {
 		return
 	}
 	s.bg.Add(1)
@@ -359,4 +370,13 @@ func (s *Server) drainListeners(inboundOnly, graceful bool) {
 		case <-s.bgCtx.Done():
 		}
 	}()
+}
+
+// newUUID returns a random (version 4) UUID, as Envoy names unnamed static listeners.
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }

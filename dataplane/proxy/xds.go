@@ -81,6 +81,7 @@ func (s *Server) applyClusters(version string, resources []*anypb.Any) error {
 	}
 	s.clusters.ApplyCDS(cfgs)
 	sc.Counter("update_success").Inc()
+	s.log.With("component", "upstream").Info(fmt.Sprintf("cds: %d cluster(s) at version %s", len(cfgs), version))
 	s.mu.Lock()
 	s.record(xdsclient.ClusterType, version, msgs, true)
 	s.init.cdsDone = true
@@ -158,6 +159,7 @@ func (s *Server) applyListeners(version string, resources []*anypb.Any) error {
 		return err
 	}
 	sc.Counter("update_success").Inc()
+	s.log.With("component", "config").Info(fmt.Sprintf("lds: %d listener(s) at version %s", len(cfgs), version))
 	s.mu.Lock()
 	s.record(xdsclient.ListenerType, version, msgs, true)
 	s.init.ldsDone = true

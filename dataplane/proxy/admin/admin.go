@@ -30,7 +30,7 @@ type Backend interface {
 	WriteClusters(w io.Writer)
 	Quit()
 	SetHealthCheckFailed(failed bool)
-	DrainListeners(inboundOnly, graceful bool)
+	DrainListeners(inboundOnly, graceful, skipExit bool)
 	Logging(query map[string][]string) (string, error)
 }
 
@@ -68,6 +68,8 @@ func NewHandler(b Backend) *Handler {
 	return h
 }
 
+// ServeHTTP answers one admin request: 404 with the help text for an unknown path, 405
+// for GET on a path that changes server state, else the endpoint.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ep, ok := h.endpoints[r.URL.Path]
 	if !ok {
@@ -121,8 +123,14 @@ var jsonOpts = protojson.MarshalOptions{UseProtoNames: true}
 // MarshalJSON renders m as Envoy's admin API does: proto field names, pretty printed
 // with a one-space indent. protojson's output is deliberately unstable in whitespace, so
 // it is re-indented.
-func MarshalJSON(m proto.Message) ([]byte, error) {
-	data, err := jsonOpts.Marshal(m)
+func MarshalJSON(m proto.Message) ([]byte, error) { return marshalJSON(jsonOpts, m) }
+
+// serverInfoOpts prints zero-valued scalars ("state": "LIVE", "restart_epoch": 0), as
+// Envoy's /server_info does (always_print_primitive_fields).
+var serverInfoOpts = protojson.MarshalOptions{UseProtoNames: true, EmitDefaultValues: true}
+
+func marshalJSON(opts protojson.MarshalOptions, m proto.Message) ([]byte, error) {
+	data, err := opts.Marshal(m)
 	if err != nil {
 		return nil, fmt.Errorf("marshal %s: %w", m.ProtoReflect().Descriptor().FullName(), err)
 	}
@@ -134,8 +142,10 @@ func MarshalJSON(m proto.Message) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-func writeProto(w http.ResponseWriter, m proto.Message) {
-	data, err := MarshalJSON(m)
+func writeProto(w http.ResponseWriter, m proto.Message) { writeProtoWith(w, jsonOpts, m) }
+
+func writeProtoWith(w http.ResponseWriter, opts protojson.MarshalOptions, m proto.Message) {
+	data, err := marshalJSON(opts, m)
 	if err != nil {
 		text(w, http.StatusInternalServerError, err.Error()+"\n")
 		return
@@ -145,7 +155,9 @@ func writeProto(w http.ResponseWriter, m proto.Message) {
 	_, _ = w.Write(data)
 }
 
-func (h *Handler) serverInfo(w http.ResponseWriter, _ *http.Request) { writeProto(w, h.b.ServerInfo()) }
+func (h *Handler) serverInfo(w http.ResponseWriter, _ *http.Request) {
+	writeProtoWith(w, serverInfoOpts, h.b.ServerInfo())
+}
 
 func (h *Handler) configDump(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
@@ -232,7 +244,7 @@ func (h *Handler) drain(w http.ResponseWriter, r *http.Request) {
 		text(w, http.StatusBadRequest, "skip_exit requires graceful\n")
 		return
 	}
-	h.b.DrainListeners(q.Has("inboundonly"), q.Has("graceful"))
+	h.b.DrainListeners(q.Has("inboundonly"), q.Has("graceful"), q.Has("skip_exit"))
 	text(w, http.StatusOK, "OK\n")
 }
 

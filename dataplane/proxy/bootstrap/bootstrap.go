@@ -10,8 +10,10 @@ import (
 	"path/filepath"
 	"strings"
 
+	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	filev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"sigs.k8s.io/yaml"
@@ -70,7 +72,7 @@ func Parse(data []byte, isJSON, allowUnknown bool, b *bootstrapv3.Bootstrap) err
 
 var allow = fieldcheck.Allow{
 	"envoy.config.bootstrap.v3.Bootstrap":                  {"node", "static_resources", "dynamic_resources", "admin"},
-	"envoy.config.bootstrap.v3.Admin":                      {"address", "access_log_path", "profile_path"},
+	"envoy.config.bootstrap.v3.Admin":                      {"address", "access_log_path", "profile_path", "access_log"},
 	"envoy.config.bootstrap.v3.Bootstrap.StaticResources":  {"listeners", "clusters"},
 	"envoy.config.bootstrap.v3.Bootstrap.DynamicResources": {"lds_config", "cds_config", "ads_config"},
 	"envoy.config.core.v3.ConfigSource":                    {"ads", "resource_api_version", "initial_fetch_timeout"},
@@ -106,8 +108,34 @@ func Check(b *bootstrapv3.Bootstrap) error {
 			return errors.New("bootstrap: dynamic_resources.ads_config: required when lds_config or cds_config uses ads")
 		}
 	}
+	for i, al := range b.GetAdmin().GetAccessLog() {
+		if err := checkDevNull(al); err != nil {
+			return fmt.Errorf("bootstrap: admin.access_log[%d]: %w", i, err)
+		}
+	}
+	if p := b.GetAdmin().GetAccessLogPath(); p != "" && p != os.DevNull {
+		return errors.New("bootstrap: admin.access_log_path: only /dev/null is supported (the admin API writes no access log)")
+	}
 	if b.GetAdmin().GetAddress() != nil && b.GetAdmin().GetAddress().GetSocketAddress() == nil {
 		return errors.New("bootstrap: admin.address: only socket_address is supported")
+	}
+	return nil
+}
+
+// checkDevNull accepts an access logger only when it discards everything: a file logger
+// to /dev/null, as Istio's bootstrap configures for the admin API. Anything else would be
+// silently ignored, so it is refused.
+func checkDevNull(al *accesslogv3.AccessLog) error {
+	tc := al.GetTypedConfig()
+	var f filev3.FileAccessLog
+	if tc == nil || tc.MessageName() != f.ProtoReflect().Descriptor().FullName() {
+		return fmt.Errorf("only envoy.access_loggers.file to /dev/null is supported, got %s", al.GetName())
+	}
+	if err := tc.UnmarshalTo(&f); err != nil {
+		return fmt.Errorf("typed_config: %w", err)
+	}
+	if f.GetPath() != os.DevNull || al.GetFilter() != nil {
+		return errors.New("only envoy.access_loggers.file to /dev/null is supported")
 	}
 	return nil
 }

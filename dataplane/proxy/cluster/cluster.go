@@ -59,7 +59,7 @@ func (s *Stats) RecordResponse(code int) {
 type Cluster struct {
 	cfg       *Config
 	stats     *Stats
-	hosts     atomic.Pointer[[]Host]
+	hosts     atomic.Pointer[hostSet]
 	next      atomic.Uint64
 	transport *http.Transport
 	perHost   sync.Map // host string -> *hostStats
@@ -92,25 +92,29 @@ func (c *Cluster) Config() *Config { return c.cfg }
 // Stats returns the cluster's stats.
 func (c *Cluster) Stats() *Stats { return c.stats }
 
+// hostSet is an immutable snapshot of a cluster's hosts.
+type hostSet struct {
+	all, healthy []Host
+}
+
 // Hosts returns the current hosts.
 func (c *Cluster) Hosts() []Host {
 	if p := c.hosts.Load(); p != nil {
-		return *p
+		return p.all
 	}
 	return nil
 }
 
 func (c *Cluster) setHosts(hosts []Host) {
-	hs := append([]Host(nil), hosts...)
-	c.hosts.Store(&hs)
-	healthy := 0
-	for _, h := range hs {
+	hs := &hostSet{all: append([]Host(nil), hosts...)}
+	for _, h := range hs.all {
 		if h.Healthy {
-			healthy++
+			hs.healthy = append(hs.healthy, h)
 		}
 	}
-	c.stats.MembershipTotal.Set(int64(len(hs)))
-	c.stats.MembershipHealthy.Set(int64(healthy))
+	c.hosts.Store(hs)
+	c.stats.MembershipTotal.Set(int64(len(hs.all)))
+	c.stats.MembershipHealthy.Set(int64(len(hs.healthy)))
 	c.transport.CloseIdleConnections()
 }
 
@@ -125,17 +129,15 @@ func (c *Cluster) Pick(originalDst netip.AddrPort) (Host, error) {
 		}
 		return Host{Addr: originalDst, Healthy: true}, nil
 	}
-	hosts := c.Hosts()
-	n := len(hosts)
-	start := c.next.Add(1) - 1
-	for i := 0; i < n; i++ {
-		h := hosts[(start+uint64(i))%uint64(n)]
-		if h.Healthy {
-			return h, nil
-		}
+	var healthy []Host
+	if hs := c.hosts.Load(); hs != nil {
+		healthy = hs.healthy
 	}
-	c.stats.UpstreamCxNone.Inc()
-	return Host{}, ErrNoHealthyUpstream
+	if len(healthy) == 0 {
+		c.stats.UpstreamCxNone.Inc()
+		return Host{}, ErrNoHealthyUpstream
+	}
+	return healthy[(c.next.Add(1)-1)%uint64(len(healthy))], nil
 }
 
 // Dial opens an upstream connection to h with the cluster's connect timeout and bind

@@ -34,6 +34,7 @@ type UnsupportedError struct {
 	Path string // e.g. "filter_chains[0].filter_chain_match.server_names"
 }
 
+// Error names the field.
 func (e *UnsupportedError) Error() string {
 	return fmt.Sprintf("%s: field is not supported by meshlab proxy", e.Path)
 }

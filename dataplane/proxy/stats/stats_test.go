@@ -1,0 +1,64 @@
+package stats
+
+import (
+	"bytes"
+	"regexp"
+	"testing"
+
+	"github.com/meshlab/meshlab/internal/testutil"
+)
+
+func sample() *Store {
+	s := NewStore()
+	c := s.Cluster("outbound|9080||reviews.default.svc.cluster.local")
+	c.Counter("upstream_rq_total").Add(5)
+	c.Counter("upstream_rq_200").Add(4)
+	c.Counter("upstream_rq_503").Add(1)
+	c.Counter("upstream_rq_2xx").Add(4)
+	c.Counter("upstream_rq_5xx").Add(1)
+	c.Gauge("membership_healthy").Set(2)
+	s.Cluster("inbound|8080||").Counter("upstream_rq_total").Add(3)
+	s.Listener("0.0.0.0:15001").Counter("downstream_cx_total").Add(7)
+	s.HTTP("inbound_0.0.0.0_8080").Counter("downstream_rq_2xx").Add(3)
+	s.TCP("PassthroughCluster").Counter("downstream_cx_total").Inc()
+	s.Named("cluster_manager.cds").Counter("update_success").Inc()
+	s.Named("server").Gauge("live").Set(1)
+	s.Named("cluster_manager.cds").Counter("update_rejected") // never used
+	return s
+}
+
+func TestRenderingsMatchEnvoy(t *testing.T) {
+	s := sample()
+	var text, prom, js bytes.Buffer
+	if err := s.WriteText(&text, Filter{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WritePrometheus(&prom, Filter{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteJSON(&js, Filter{UsedOnly: true, Regexp: regexp.MustCompile(`^cluster_manager`)}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Golden(t, "stats_text", text.Bytes())
+	testutil.Golden(t, "stats_prometheus", prom.Bytes())
+	testutil.Golden(t, "stats_json_usedonly_filter", js.Bytes())
+}
+
+func TestResponseCodeTagExtraction(t *testing.T) {
+	for _, tc := range []struct {
+		leaf, wantLeaf, wantTag, wantValue string
+	}{
+		{"upstream_rq_200", "upstream_rq", TagResponseCode, "200"},
+		{"upstream_rq_5xx", "upstream_rq", TagResponseClass, "5xx"},
+		{"upstream_rq_total", "upstream_rq_total", "", ""},
+		{"downstream_rq_completed", "downstream_rq_completed", "", ""},
+	} {
+		leaf, tags := extractCode(tc.leaf, nil)
+		if leaf != tc.wantLeaf {
+			t.Errorf("%s: leaf %q, want %q", tc.leaf, leaf, tc.wantLeaf)
+		}
+		if tc.wantTag == "" && len(tags) != 0 || tc.wantTag != "" && (len(tags) != 1 || tags[0] != Tag{tc.wantTag, tc.wantValue}) {
+			t.Errorf("%s: tags %v, want %s=%s", tc.leaf, tags, tc.wantTag, tc.wantValue)
+		}
+	}
+}
