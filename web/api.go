@@ -82,8 +82,13 @@ type Backend interface {
 // longPollLimit bounds how long a name table request is held open.
 const longPollLimit = 30 * time.Second
 
-// NewHandler returns the API's HTTP handler.
-func NewHandler(b Backend, log *slog.Logger) http.Handler {
+// Routes registers a group of API endpoints. Each feature (proxy restarts, config apply,
+// the dashboard...) lives in its own file with its own narrow backend interface and hands
+// NewHandler one of these.
+type Routes func(v1 *gin.RouterGroup)
+
+// NewHandler returns the API's HTTP handler: the core endpoints below plus every feature's.
+func NewHandler(b Backend, log *slog.Logger, features ...Routes) http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.Use(gin.Recovery(), requestLog(log))
@@ -119,6 +124,9 @@ func NewHandler(b Backend, log *slog.Logger) http.Handler {
 			c.JSON(http.StatusOK, t)
 		}
 	})
+	for _, f := range features {
+		f(v1)
+	}
 	return r
 }
 

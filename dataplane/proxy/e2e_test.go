@@ -8,11 +8,13 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	cachetypes "github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 
+	"github.com/meshlab/meshlab/dataplane/proxy/stats"
 	"github.com/meshlab/meshlab/dataplane/proxy/xdsclient"
 )
 
@@ -120,7 +122,9 @@ func TestEndToEndADSRoundRobinStatsConfigDumpAndNACK(t *testing.T) {
 		"listener_manager.total_listeners_active":              1,
 		"cluster_manager.active_clusters":                      3,
 	} {
-		if got := st.Value(name); got != want {
+		// The downstream stats are counted when the stream completes, which can be just
+		// after the client has read the last byte (as in Envoy): wait briefly for them.
+		if got := waitValue(st, name, want); got != want {
 			t.Errorf("%s = %d, want %d", name, got, want)
 		}
 	}
@@ -253,5 +257,18 @@ func TestUpstreamConnectFailureIs503UF(t *testing.T) {
 	}
 	if got := st.Value("cluster." + backendCluster + ".upstream_rq_503"); got != 1 {
 		t.Errorf("upstream_rq_503 = %d, want 1", got)
+	}
+}
+
+// waitValue polls a stat for up to two seconds until it equals want, and returns its last
+// value.
+func waitValue(st *stats.Store, name string, want int64) int64 {
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		got := st.Value(name)
+		if got == want || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
