@@ -172,6 +172,10 @@ func (o Origin) String() string {
 type Model struct {
 	Services []*Service // sorted by namespace, then name
 	Pods     []*Pod     // sorted by namespace, then name
+	// Istio is the mesh's Istio networking config; Mesh its mesh-wide settings. Both are
+	// set by the config loader after New and read-only afterwards.
+	Istio Istio
+	Mesh  MeshConfig
 }
 
 // New returns a model over the given services and pods, sorted for deterministic output.

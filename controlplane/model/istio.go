@@ -1,0 +1,43 @@
+package model
+
+import (
+	networking "istio.io/api/networking/v1alpha3"
+)
+
+// IstioConfig is one validated Istio object of the mesh, its spec in istio.io/api's types.
+type IstioConfig[T any] struct {
+	Name      string
+	Namespace string
+	Spec      T
+	Origin    Origin
+}
+
+// OutboundTrafficPolicy is the mesh's outboundTrafficPolicy.mode.
+type OutboundTrafficPolicy int
+
+// Outbound traffic policies, as Istio's MeshConfig.
+const (
+	AllowAny     OutboundTrafficPolicy = iota // unknown destinations pass through (PassthroughCluster)
+	RegistryOnly                              // unknown destinations are refused (BlackHoleCluster)
+)
+
+// String returns the policy as Istio spells it.
+func (p OutboundTrafficPolicy) String() string {
+	if p == RegistryOnly {
+		return "REGISTRY_ONLY"
+	}
+	return "ALLOW_ANY"
+}
+
+// MeshConfig holds the lab-wide settings Istio keeps in its MeshConfig.
+type MeshConfig struct {
+	OutboundTrafficPolicy OutboundTrafficPolicy
+}
+
+// Istio holds the Istio networking objects of a model, each list sorted by namespace, then
+// name. The xds generator reads them; the config loader fills them.
+type Istio struct {
+	VirtualServices  []*IstioConfig[*networking.VirtualService]
+	DestinationRules []*IstioConfig[*networking.DestinationRule]
+	ServiceEntries   []*IstioConfig[*networking.ServiceEntry]
+}
