@@ -53,7 +53,7 @@ type Config struct {
 
 	DrainDuration            time.Duration // optional: --drain-time-s, default 45s
 	ParentShutdownDuration   time.Duration // optional: --parent-shutdown-time-s, default 60s
-	TerminationDrainDuration time.Duration // optional: wait after drain_listeners on shutdown, default 5s
+	TerminationDrainDuration time.Duration // optional: wait after drain_listeners on shutdown; 0 = no wait (the flag defaults to 5s, as Istio)
 
 	AdminPort  uint16 // optional: proxy admin on 127.0.0.1, default 15000
 	StatusPort uint16 // optional: agent readiness, default 15020
@@ -79,9 +79,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ParentShutdownDuration == 0 {
 		c.ParentShutdownDuration = DefaultParentShutdownDuration
-	}
-	if c.TerminationDrainDuration == 0 {
-		c.TerminationDrainDuration = DefaultTerminationDrainDuration
 	}
 	if c.AdminPort == 0 {
 		c.AdminPort = DefaultAdminPort

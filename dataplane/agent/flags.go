@@ -87,7 +87,8 @@ func Args(c Config) []string {
 	}
 	dur(flagDrainDuration, c.DrainDuration)
 	dur(flagParentShutdownDuration, c.ParentShutdownDuration)
-	dur(flagTerminationDrainDuration, c.TerminationDrainDuration)
+	// Always written: zero is meaningful here (no wait), unlike the other durations.
+	a = append(a, "--"+flagTerminationDrainDuration+"="+c.TerminationDrainDuration.String())
 	num(flagAdminPort, uint64(c.AdminPort))
 	num(flagStatusPort, uint64(c.StatusPort))
 	num(flagDNSPort, uint64(c.DNSPort))
@@ -124,7 +125,7 @@ func BindFlags(fs *pflag.FlagSet) func() (Config, error) {
 	fs.IntVar(&c.Concurrency, flagConcurrency, 0, "proxy worker threads (0 = 2)")
 	fs.DurationVar(&c.DrainDuration, flagDrainDuration, 0, "proxy --drain-time-s (0 = 45s)")
 	fs.DurationVar(&c.ParentShutdownDuration, flagParentShutdownDuration, 0, "proxy --parent-shutdown-time-s (0 = 60s)")
-	fs.DurationVar(&c.TerminationDrainDuration, flagTerminationDrainDuration, 0, "wait after draining on shutdown (0 = 5s)")
+	fs.DurationVar(&c.TerminationDrainDuration, flagTerminationDrainDuration, DefaultTerminationDrainDuration, "wait after draining on shutdown before stopping the proxy (Istio's terminationDrainDuration)")
 	fs.Uint16Var(&c.AdminPort, flagAdminPort, 0, "proxy admin port (0 = 15000)")
 	fs.Uint16Var(&c.StatusPort, flagStatusPort, 0, "agent status port (0 = 15020)")
 	fs.Uint16Var(&c.DNSPort, flagDNSPort, 0, "DNS proxy port (0 = 15053)")

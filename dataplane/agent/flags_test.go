@@ -49,7 +49,7 @@ func TestArgsRoundTrip(t *testing.T) {
 
 func TestArgsAreStable(t *testing.T) {
 	c := Config{Pod: "p", Labels: map[string]string{"b": "2", "a": "1"}, AdminPort: 15000, DrainDuration: 45 * time.Second}
-	want := "--pod=p --label=a=1 --label=b=2 --drain-duration=45s --admin-port=15000"
+	want := "--pod=p --label=a=1 --label=b=2 --drain-duration=45s --termination-drain-duration=0s --admin-port=15000"
 	if got := strings.Join(Args(c), " "); got != want {
 		t.Errorf("Args = %s, want %s", got, want)
 	}
