@@ -64,6 +64,9 @@ func (s *Scenario) Build(o BuildOptions) (*model.Model, error) {
 	for i, svc := range m.Services {
 		svc.VIP = vips[i]
 	}
+	if m.Istio, m.Mesh, err = istioModel(s.Objects, m); err != nil {
+		return nil, fmt.Errorf("build model: %w", err)
+	}
 	return m, nil
 }
 

@@ -45,6 +45,11 @@ func checkScenario(valid, invalid []*Object, errs *ErrorList) {
 			return // its labels are unknown: a selector check would mislead
 		}
 	}
+	if len(invalid) == 0 {
+		// References are only checked between valid objects: a broken Service or
+		// DestinationRule would make every VirtualService naming it look wrong too.
+		checkIstioRefs(all, errs)
+	}
 	for _, o := range all {
 		if o.Service == nil || len(o.Service.Spec.Selector) == 0 {
 			continue // not decoded, or already refused for its empty selector

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"sort"
 	"strings"
 )
@@ -12,13 +13,30 @@ const (
 	kindRefused kind = iota // recorded as a problem already
 	kindService
 	kindWorkload
+	kindVirtualService
+	kindDestinationRule
+	kindServiceEntry
+	kindMeshConfig
 )
 
 // Object kinds and API groups meshlab reads.
 const (
 	serviceAPIVersion  = "v1"
 	workloadAPIVersion = "meshlab.dev/v1alpha1"
+	// MeshConfig is meshlab's object for the settings Istio keeps in its MeshConfig.
+	meshConfigAPIVersion = workloadAPIVersion
 )
+
+// istioNetworkingVersions are the API versions of networking.istio.io that meshlab reads;
+// the three share one schema.
+var istioNetworkingVersions = []string{"v1alpha3", "v1beta1", "v1"}
+
+// implementedIstioKinds are the Istio kinds meshlab reads.
+var implementedIstioKinds = map[string]kind{
+	"VirtualService":  kindVirtualService,
+	"DestinationRule": kindDestinationRule,
+	"ServiceEntry":    kindServiceEntry,
+}
 
 // istioKinds maps each Istio kind to its API group. They are recognised so that a file
 // written for a real cluster gets a clear "not supported yet" rather than "unknown kind".
@@ -55,11 +73,24 @@ func decoderFor(apiVersion, k string, p problems) kind {
 			return kindRefused
 		}
 		return kindWorkload
+	case k == "MeshConfig":
+		if apiVersion != meshConfigAPIVersion {
+			p.addf("apiVersion", "%q is not an apiVersion of kind MeshConfig (want %q)", apiVersion, meshConfigAPIVersion)
+			return kindRefused
+		}
+		return kindMeshConfig
 	case istioKinds[k] != "":
 		group := istioKinds[k]
 		if !strings.HasPrefix(apiVersion, group+"/") {
 			p.addf("apiVersion", "%q is not an apiVersion of kind %s (want %s/<version>)", apiVersion, k, group)
 			return kindRefused
+		}
+		if kd, ok := implementedIstioKinds[k]; ok {
+			if v := strings.TrimPrefix(apiVersion, group+"/"); !slices.Contains(istioNetworkingVersions, v) {
+				p.addf("apiVersion", "%q: version %s is not one meshlab reads (%s)", apiVersion, v, strings.Join(istioNetworkingVersions, ", "))
+				return kindRefused
+			}
+			return kd
 		}
 		p.addf("", "kind %s is not supported yet", k)
 		return kindRefused
@@ -70,7 +101,7 @@ func decoderFor(apiVersion, k string, p problems) kind {
 
 // knownKinds lists the kinds meshlab reads, for messages.
 func knownKinds() string {
-	return "v1 Service and " + workloadAPIVersion + " Workload"
+	return "v1 Service, " + workloadAPIVersion + " Workload and MeshConfig, networking.istio.io VirtualService, DestinationRule and ServiceEntry"
 }
 
 // istioKindNames returns the recognised Istio kinds, sorted (for docs and tests).

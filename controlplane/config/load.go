@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
@@ -8,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+	networking "istio.io/api/networking/v1alpha3"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
@@ -37,6 +40,16 @@ type Object struct {
 	Service *corev1.Service
 	// Workload is set when the kind is Workload.
 	Workload *Workload
+	// VirtualService, DestinationRule and ServiceEntry hold the spec of an Istio object
+	// of that kind, as written (hosts not resolved).
+	VirtualService  *networking.VirtualService
+	DestinationRule *networking.DestinationRule
+	ServiceEntry    *networking.ServiceEntry
+	// MeshConfig is set when the kind is MeshConfig: Istio's MeshConfig, of which meshlab
+	// reads outboundTrafficPolicy.
+	MeshConfig *meshv1alpha1.MeshConfig
+	// JSON is the document as JSON, as it was written (for `meshlab get`).
+	JSON []byte
 
 	// The validated model forms, without addresses; Build copies them.
 	svc  *model.Service
@@ -120,7 +133,32 @@ func decodeDocument(file string, d document, errs *ErrorList) (*Object, bool) {
 			o.Workload = w
 			o.pods = validateWorkload(w, p)
 		}
+	case kindVirtualService:
+		vs := &networking.VirtualService{}
+		if decodeProtoObject(top, js, vs, p) {
+			o.VirtualService = vs
+			validateVirtualService(vs, p)
+		}
+	case kindDestinationRule:
+		dr := &networking.DestinationRule{}
+		if decodeProtoObject(top, js, dr, p) {
+			o.DestinationRule = dr
+			validateDestinationRule(dr, p)
+		}
+	case kindServiceEntry:
+		se := &networking.ServiceEntry{}
+		if decodeProtoObject(top, js, se, p) {
+			o.ServiceEntry = se
+			validateServiceEntry(se, p)
+		}
+	case kindMeshConfig:
+		mc := &meshv1alpha1.MeshConfig{}
+		if decodeProtoObject(top, js, mc, p) {
+			o.MeshConfig = mc
+			refuseUnimplemented(mc.ProtoReflect(), meshConfigFields, "MeshConfig", p)
+		}
 	}
+	o.JSON = compactJSON(js)
 	return o, len(*errs) == n
 }
 
@@ -167,4 +205,13 @@ func readHeader(top map[string]any, origin *model.Origin, p problems) (string, b
 		p.addf("metadata.name", "is required")
 	}
 	return apiVersion, len(*p.list) == n
+}
+
+// compactJSON strips the padding newlines the line-preserving parse added.
+func compactJSON(js []byte) []byte {
+	var b bytes.Buffer
+	if err := json.Compact(&b, js); err != nil {
+		return js
+	}
+	return b.Bytes()
 }

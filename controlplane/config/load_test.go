@@ -61,12 +61,12 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name: "unknown kind",
 			yaml: "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n",
-			want: []string{`t.yaml: Deployment default/web: unknown kind "Deployment" in apiVersion "apps/v1" (meshlab reads v1 Service and meshlab.dev/v1alpha1 Workload)`},
+			want: []string{`t.yaml: Deployment default/web: unknown kind "Deployment" in apiVersion "apps/v1" (meshlab reads v1 Service, meshlab.dev/v1alpha1 Workload and MeshConfig, networking.istio.io VirtualService, DestinationRule and ServiceEntry)`},
 		},
 		{
 			name: "istio kind not supported yet",
-			yaml: "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: x, namespace: default}\nspec: {hosts: [x]}\n",
-			want: []string{"t.yaml: VirtualService default/x: kind VirtualService is not supported yet"},
+			yaml: "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: x, namespace: default}\nspec: {servers: []}\n",
+			want: []string{"t.yaml: Gateway default/x: kind Gateway is not supported yet"},
 		},
 		{
 			name: "wrong apiVersion for a known kind",
@@ -259,6 +259,9 @@ func TestLoadCollectsAllErrorsInFileOrder(t *testing.T) {
 func TestLoadEveryIstioKindIsRecognised(t *testing.T) {
 	t.Parallel()
 	for _, k := range istioKindNames() {
+		if _, ok := implementedIstioKinds[k]; ok {
+			continue // tested in istio_test.go
+		}
 		in := "apiVersion: " + istioKinds[k] + "/v1beta1\nkind: " + k + "\nmetadata: {name: x, namespace: prod}\n"
 		_, err := Load("t.yaml", []byte(in))
 		want := "t.yaml: " + k + " prod/x: kind " + k + " is not supported yet"

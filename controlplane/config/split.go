@@ -3,6 +3,8 @@ package config
 import (
 	"bytes"
 	"strings"
+
+	"sigs.k8s.io/yaml"
 )
 
 // document is one YAML document of a multi-document file.
@@ -53,4 +55,9 @@ func isSeparator(line string) bool {
 	}
 	rest := line[3:]
 	return rest == "" || rest[0] == ' ' || rest[0] == '\t' || rest[0] == '\n' || rest[0] == '\r'
+}
+
+// yamlToJSON converts one YAML document to JSON, refusing duplicate keys.
+func yamlToJSON(data []byte) ([]byte, error) {
+	return yaml.YAMLToJSONStrict(data)
 }

@@ -1,20 +1,34 @@
 package xds
 
 import (
+	"fmt"
+
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	"google.golang.org/protobuf/types/known/durationpb"
+	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/meshlab/meshlab/controlplane/model"
 )
 
-// clusters returns the proxy's clusters: an EDS cluster per service port in the model,
-// an inbound cluster per app port of the pod, and the three fixed clusters.
-func clusters(m *model.Model, pod *model.Pod) []types.Resource {
+// dnsRefreshRate is how often a STRICT_DNS cluster re-resolves (Istio's mesh default).
+var dnsRefreshRate = durationpb.New(60e9)
+
+// clusters returns the proxy's clusters: for each service port in the model an outbound
+// cluster plus one per subset of its DestinationRule, an inbound cluster per app port of
+// the pod, and the three fixed clusters.
+func clusters(m *model.Model, pod *model.Pod) ([]types.Resource, error) {
 	var out []types.Resource
 	for _, sp := range outboundPorts(m) {
-		out = append(out, outboundCluster(sp))
+		for _, oc := range outboundClustersOf(m, pod, sp) {
+			c, err := outboundCluster(m, sp, oc)
+			if err != nil {
+				return nil, fmt.Errorf("build cluster %s: %w", oc.name, err)
+			}
+			out = append(out, c)
+		}
 	}
 	for _, ip := range inboundPorts(m, pod) {
 		out = append(out, originalDstCluster(InboundClusterName(ip.target), true))
@@ -23,21 +37,84 @@ func clusters(m *model.Model, pod *model.Pod) []types.Resource {
 		originalDstCluster(PassthroughCluster, false),
 		originalDstCluster(InboundPassthroughCluster, true),
 		blackHoleCluster(),
-	)
+	), nil
 }
 
-// outboundCluster balances over the service port's endpoints, which arrive over EDS under
-// the cluster's own name.
-func outboundCluster(sp servicePort) *cluster.Cluster {
-	name := sp.clusterName()
-	return &cluster.Cluster{
-		Name:                 name,
-		ClusterDiscoveryType: &cluster.Cluster_Type{Type: cluster.Cluster_EDS},
-		EdsClusterConfig:     &cluster.Cluster_EdsClusterConfig{EdsConfig: adsConfigSource(), ServiceName: name},
-		ConnectTimeout:       connectTimeout,
-		LbPolicy:             cluster.Cluster_ROUND_ROBIN,
-		Metadata:             serviceMetadata(sp.svc),
+// outboundClusterSpec is one outbound cluster of a service port: the default one or a
+// DestinationRule subset.
+type outboundClusterSpec struct {
+	name   string
+	subset string            // "" for the default cluster
+	labels map[string]string // the subset's labels; nil selects every endpoint
+	dr     *model.IstioConfig[*networking.DestinationRule]
+	policy *networking.TrafficPolicy // merged for the port and subset; nil without a rule
+}
+
+// outboundClustersOf returns the default cluster of sp and, when a DestinationRule
+// applies to its host, one cluster per subset, in the rule's order.
+func outboundClustersOf(m *model.Model, pod *model.Pod, sp servicePort) []outboundClusterSpec {
+	dr := destinationRuleFor(m, sp.host, pod.Namespace, sp.svc.Namespace)
+	def := outboundClusterSpec{name: sp.clusterName(), dr: dr}
+	if dr == nil {
+		return []outboundClusterSpec{def}
 	}
+	def.policy = portTrafficPolicy(dr.Spec.GetTrafficPolicy(), sp.port.Port)
+	out := []outboundClusterSpec{def}
+	for _, s := range dr.Spec.GetSubsets() {
+		out = append(out, outboundClusterSpec{
+			name:   OutboundClusterName(sp.port.Port, s.GetName(), sp.host),
+			subset: s.GetName(),
+			labels: s.GetLabels(),
+			dr:     dr,
+			policy: mergeTrafficPolicy(dr.Spec.GetTrafficPolicy(), s.GetTrafficPolicy(), sp.port.Port),
+		})
+	}
+	return out
+}
+
+// outboundCluster balances over the endpoints of one outbound cluster of sp. They arrive
+// over EDS under the cluster's own name, except for a ServiceEntry with DNS resolution,
+// whose STRICT_DNS cluster carries the names the proxy resolves.
+func outboundCluster(m *model.Model, sp servicePort, oc outboundClusterSpec) (*cluster.Cluster, error) {
+	c := &cluster.Cluster{
+		Name:           oc.name,
+		ConnectTimeout: connectTimeout,
+		LbPolicy:       cluster.Cluster_ROUND_ROBIN,
+		Metadata:       configMetadata(sp.configPath(), ""),
+	}
+	if sp.dnsResolved() {
+		c.ClusterDiscoveryType = &cluster.Cluster_Type{Type: cluster.Cluster_STRICT_DNS}
+		c.DnsLookupFamily = cluster.Cluster_V4_ONLY
+		c.DnsRefreshRate = dnsRefreshRate
+		c.RespectDnsTtl = true
+		c.LoadAssignment = loadAssignment(oc.name, subsetInstances(sp.instances(m), oc.labels))
+	} else {
+		c.ClusterDiscoveryType = &cluster.Cluster_Type{Type: cluster.Cluster_EDS}
+		c.EdsClusterConfig = &cluster.Cluster_EdsClusterConfig{EdsConfig: adsConfigSource(), ServiceName: oc.name}
+	}
+	if oc.dr == nil {
+		return c, nil
+	}
+	// Istio records the rule, not the service, as the origin of a cluster it shaped.
+	c.Metadata = configMetadata(IstioConfigPath("destination-rule", oc.dr.Namespace, oc.dr.Name), oc.subset)
+	if err := applyTrafficPolicy(c, oc.policy, sp.port.Protocol); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// subsetInstances returns the instances whose labels match selector, in order.
+func subsetInstances(all []instance, selector map[string]string) []instance {
+	if len(selector) == 0 {
+		return all
+	}
+	var out []instance
+	for _, in := range all {
+		if labelsMatch(selector, in.labels) {
+			out = append(out, in)
+		}
+	}
+	return out
 }
 
 // originalDstCluster connects to the connection's original destination. Inbound ones

@@ -7,27 +7,34 @@ import (
 	"github.com/meshlab/meshlab/controlplane/model"
 )
 
-// endpoints returns a load assignment for every outbound EDS cluster, including those of
-// services with no pods: a cluster the proxy asks for must get an answer, even empty.
-func endpoints(m *model.Model) []types.Resource {
+// endpoints returns a load assignment for every outbound EDS cluster the proxy has,
+// subsets included, even for services with no pods: a cluster the proxy asks for must
+// get an answer, even empty. A subset's assignment holds the endpoints whose labels
+// match the subset's.
+func endpoints(m *model.Model, pod *model.Pod) []types.Resource {
 	var out []types.Resource
 	for _, sp := range outboundPorts(m) {
-		out = append(out, loadAssignment(sp, m.Endpoints(sp.svc, sp.port)))
+		if sp.dnsResolved() {
+			continue // STRICT_DNS clusters carry their own load assignment
+		}
+		all := sp.instances(m)
+		for _, oc := range outboundClustersOf(m, pod, sp) {
+			out = append(out, loadAssignment(oc.name, subsetInstances(all, oc.labels)))
+		}
 	}
 	return out
 }
 
-// loadAssignment lists the pod addresses behind one service port, in model order, in a
-// single locality.
-func loadAssignment(sp servicePort, eps []model.Endpoint) *endpoint.ClusterLoadAssignment {
-	cla := &endpoint.ClusterLoadAssignment{ClusterName: sp.clusterName()}
-	if len(eps) == 0 {
+// loadAssignment lists the addresses behind one cluster, in order, in a single locality.
+func loadAssignment(name string, ins []instance) *endpoint.ClusterLoadAssignment {
+	cla := &endpoint.ClusterLoadAssignment{ClusterName: name}
+	if len(ins) == 0 {
 		return cla
 	}
-	lbs := make([]*endpoint.LbEndpoint, 0, len(eps))
-	for _, ep := range eps {
+	lbs := make([]*endpoint.LbEndpoint, 0, len(ins))
+	for _, in := range ins {
 		lbs = append(lbs, &endpoint.LbEndpoint{HostIdentifier: &endpoint.LbEndpoint_Endpoint{Endpoint: &endpoint.Endpoint{
-			Address: socketAddress(ep.Addr.Addr().String(), ep.Addr.Port()),
+			Address: socketAddress(in.addr, in.port),
 		}}})
 	}
 	cla.Endpoints = []*endpoint.LocalityLbEndpoints{{LbEndpoints: lbs}}

@@ -28,6 +28,13 @@ const (
 	// AllowAnyVirtualHost is the last virtual host of every outbound route
 	// configuration: unknown hosts go to PassthroughCluster (outboundTrafficPolicy ALLOW_ANY).
 	AllowAnyVirtualHost = "allow_any"
+	// BlockAllVirtualHost replaces AllowAnyVirtualHost under outboundTrafficPolicy
+	// REGISTRY_ONLY: unknown hosts get a 502, as in Istio.
+	BlockAllVirtualHost = "block_all"
+
+	// FaultFilter is the HTTP filter injecting VirtualService faults; routes carry its
+	// per-route config under this name.
+	FaultFilter = "envoy.filters.http.fault"
 )
 
 // InboundPassthroughSource is the address inbound traffic is delivered from, so the
@@ -85,6 +92,14 @@ func VirtualHostName(svc *model.Service, port uint16) string {
 // "/apis/v1/namespaces/<ns>/services/<name>".
 func ServiceConfigPath(svc *model.Service) string {
 	return "/apis/v1/namespaces/" + svc.Namespace + "/services/" + svc.Name
+}
+
+// IstioConfigPath returns the API path of an Istio networking object, which Istio records
+// in the "istio" filter metadata of what it generates from it, e.g.
+// "/apis/networking.istio.io/v1alpha3/namespaces/default/virtual-service/reviews". kind
+// is Istio's hyphenated kind: "virtual-service", "destination-rule", "service-entry".
+func IstioConfigPath(kind, ns, name string) string {
+	return "/apis/networking.istio.io/v1alpha3/namespaces/" + ns + "/" + kind + "/" + name
 }
 
 // Domains returns the domains of the virtual host for port of svc as seen from a proxy in

@@ -1,32 +1,77 @@
 package xds
 
 import (
+	"net/netip"
 	"sort"
+	"strconv"
+
+	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/meshlab/meshlab/controlplane/model"
 )
 
-// servicePort is one port of one service, the unit outbound config is generated for.
+// servicePort is one port of one service, the unit outbound config is generated for. The
+// service is a Kubernetes-style Service or, for a ServiceEntry host, a stand-in Service
+// whose Name is the host (se is then set).
 type servicePort struct {
 	svc  *model.Service
 	port model.ServicePort
+	host string // the service's hostname, e.g. "reviews.default.svc.cluster.local"
+	se   *model.IstioConfig[*networking.ServiceEntry]
+	// seEndpoints are the ServiceEntry's endpoints (se only).
+	seEndpoints []*networking.WorkloadEntry
 }
 
 // clusterName returns the port's outbound cluster (no subset).
 func (sp servicePort) clusterName() string {
-	return OutboundClusterName(sp.port.Port, "", sp.svc.Hostname())
+	return OutboundClusterName(sp.port.Port, "", sp.host)
 }
 
-// outboundPorts returns every port of every service of m, in model order: Istio's default
-// sidecar scope makes every service visible to every proxy.
+// vhostName returns the name of the port's virtual host, "<host>:<port>".
+func (sp servicePort) vhostName() string {
+	return sp.host + ":" + strconv.Itoa(int(sp.port.Port))
+}
+
+// domains returns the port's virtual host domains as seen from a proxy in proxyNS. A
+// ServiceEntry host is not a Kubernetes name: it has no short forms, only itself and its
+// address, each alone and with the port, as Istio generates them.
+func (sp servicePort) domains(proxyNS string) []string {
+	if sp.se == nil {
+		return Domains(sp.svc, sp.port.Port, proxyNS)
+	}
+	p := ":" + strconv.Itoa(int(sp.port.Port))
+	out := []string{sp.host, sp.host + p}
+	if sp.svc.VIP.IsValid() {
+		out = append(out, sp.svc.VIP.String(), sp.svc.VIP.String()+p)
+	}
+	return out
+}
+
+// configPath returns the API path Istio records as the origin of the port's resources.
+func (sp servicePort) configPath() string {
+	if sp.se != nil {
+		return IstioConfigPath("service-entry", sp.se.Namespace, sp.se.Name)
+	}
+	return ServiceConfigPath(sp.svc)
+}
+
+// dnsResolved reports whether the port's endpoints are hostnames the proxy resolves
+// itself (a ServiceEntry with resolution DNS): its cluster is STRICT_DNS, not EDS.
+func (sp servicePort) dnsResolved() bool {
+	return sp.se != nil && sp.se.Spec.GetResolution() == networking.ServiceEntry_DNS
+}
+
+// outboundPorts returns every port of every service of m, in model order, then every port
+// of every ServiceEntry host: Istio's default sidecar scope makes every service visible
+// to every proxy.
 func outboundPorts(m *model.Model) []servicePort {
 	var out []servicePort
 	for _, s := range m.Services {
 		for _, p := range s.Ports {
-			out = append(out, servicePort{svc: s, port: p})
+			out = append(out, servicePort{svc: s, port: p, host: s.Hostname()})
 		}
 	}
-	return out
+	return append(out, serviceEntryPorts(m)...)
 }
 
 // httpPorts returns the distinct port numbers of HTTP service ports, ascending.
@@ -65,4 +110,14 @@ func inboundPorts(m *model.Model, pod *model.Pod) []inboundPort {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].target < out[j].target })
 	return out
+}
+
+// firstAddr returns the first address of addrs that parses, or the zero Addr.
+func firstAddr(addrs []string) netip.Addr {
+	for _, a := range addrs {
+		if ip, err := netip.ParseAddr(a); err == nil {
+			return ip
+		}
+	}
+	return netip.Addr{}
 }

@@ -5,6 +5,7 @@ import (
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	fault "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
 	router "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tcpproxy "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
@@ -13,8 +14,6 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
-
-	"github.com/meshlab/meshlab/controlplane/model"
 )
 
 // connectTimeout is every generated cluster's connect_timeout (Istio's default).
@@ -71,9 +70,26 @@ func tcpProxyFilter(statPrefix, cluster string) (*listener.Filter, error) {
 	return &listener.Filter{Name: wellknown.TCPProxy, ConfigType: &listener.Filter_TypedConfig{TypedConfig: cfg}}, nil
 }
 
-// hcmFilter returns an http_connection_manager network filter with only the router HTTP
-// filter; the caller sets the route specifier.
-func hcmFilter(statPrefix string, routes func(*hcm.HttpConnectionManager)) (*listener.Filter, error) {
+// tcpProxyWeightedFilter returns a tcp_proxy network filter spreading connections over
+// clusters by weight.
+func tcpProxyWeightedFilter(statPrefix string, clusters []*tcpproxy.TcpProxy_WeightedCluster_ClusterWeight) (*listener.Filter, error) {
+	cfg, err := typed(&tcpproxy.TcpProxy{
+		StatPrefix: statPrefix,
+		ClusterSpecifier: &tcpproxy.TcpProxy_WeightedClusters{WeightedClusters: &tcpproxy.TcpProxy_WeightedCluster{
+			Clusters: clusters,
+		}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &listener.Filter{Name: wellknown.TCPProxy, ConfigType: &listener.Filter_TypedConfig{TypedConfig: cfg}}, nil
+}
+
+// hcmFilter returns an http_connection_manager network filter whose HTTP filters are the
+// fault filter (only when withFault: some route of the HCM injects faults) and the
+// router; the caller sets the route specifier. Istio always adds the fault filter;
+// meshlab adds it where it is used, so proxies without faults keep their config.
+func hcmFilter(statPrefix string, withFault bool, routes func(*hcm.HttpConnectionManager)) (*listener.Filter, error) {
 	rt, err := typed(&router.Router{})
 	if err != nil {
 		return nil, err
@@ -81,11 +97,18 @@ func hcmFilter(statPrefix string, routes func(*hcm.HttpConnectionManager)) (*lis
 	m := &hcm.HttpConnectionManager{
 		StatPrefix: statPrefix,
 		CodecType:  hcm.HttpConnectionManager_AUTO,
-		HttpFilters: []*hcm.HttpFilter{{
-			Name:       wellknown.Router,
-			ConfigType: &hcm.HttpFilter_TypedConfig{TypedConfig: rt},
-		}},
 	}
+	if withFault {
+		fc, err := typed(&fault.HTTPFault{})
+		if err != nil {
+			return nil, err
+		}
+		m.HttpFilters = append(m.HttpFilters, &hcm.HttpFilter{Name: FaultFilter, ConfigType: &hcm.HttpFilter_TypedConfig{TypedConfig: fc}})
+	}
+	m.HttpFilters = append(m.HttpFilters, &hcm.HttpFilter{
+		Name:       wellknown.Router,
+		ConfigType: &hcm.HttpFilter_TypedConfig{TypedConfig: rt},
+	})
 	routes(m)
 	cfg, err := typed(m)
 	if err != nil {
@@ -94,10 +117,12 @@ func hcmFilter(statPrefix string, routes func(*hcm.HttpConnectionManager)) (*lis
 	return &listener.Filter{Name: wellknown.HTTPConnectionManager, ConfigType: &listener.Filter_TypedConfig{TypedConfig: cfg}}, nil
 }
 
-// serviceMetadata records which service a resource was generated from, as Istio does in
-// filter_metadata["istio"].config.
-func serviceMetadata(svc *model.Service) *core.Metadata {
-	return &core.Metadata{FilterMetadata: map[string]*structpb.Struct{
-		"istio": {Fields: map[string]*structpb.Value{"config": structpb.NewStringValue(ServiceConfigPath(svc))}},
-	}}
+// configMetadata records which config object a resource was generated from, as Istio
+// does in filter_metadata["istio"].config, and for a subset cluster the subset's name.
+func configMetadata(path, subset string) *core.Metadata {
+	fields := map[string]*structpb.Value{"config": structpb.NewStringValue(path)}
+	if subset != "" {
+		fields["subset"] = structpb.NewStringValue(subset)
+	}
+	return &core.Metadata{FilterMetadata: map[string]*structpb.Struct{"istio": {Fields: fields}}}
 }

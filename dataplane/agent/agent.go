@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 )
 
@@ -16,7 +15,8 @@ import (
 type deps struct {
 	launch     launcher
 	lookup     lookup
-	listenHost string // where the status port listens: "0.0.0.0" in a pod, loopback in tests
+	listenHost string              // where the status port listens: "0.0.0.0" in a pod, loopback in tests
+	tune       func(*epochManager) // optional: tests shorten the manager's timings
 }
 
 // Run runs one pod's agent: it binds agent.sock, the status port and the DNS proxy, starts
@@ -34,15 +34,11 @@ func run(ctx context.Context, c Config, log *slog.Logger, d deps) (err error) {
 	}
 	log = log.With("component", "agent", "pod", c.Pod)
 
-	bin, err := resolveProxy(c, d.lookup)
-	if err != nil {
+	// Resolve the data plane now so that a missing one is reported at once; each epoch
+	// resolves it again, as its settings may name another binary.
+	if _, err := resolveProxy(c, d.lookup); err != nil {
 		return err
 	}
-	version, verr := proxyVersion(ctx, bin, d.launch)
-	if verr != nil {
-		log.Warn("read proxy version", "err", verr)
-	}
-	log.Info("data plane", "path", bin.Path, "dataPlane", bin.DataPlane, "version", version)
 
 	// Bind everything before starting the proxy, so that a clash fails at once.
 	var closers []func() error
@@ -77,25 +73,14 @@ func run(ctx context.Context, c Config, log *slog.Logger, d deps) (err error) {
 	closers = nil // from here on the servers own the listeners
 
 	admin := newAdminClient(c.AdminPort)
-	mgr := newEpochManager(&envoyProxy{cfg: c, bin: bin, launch: d.launch, admin: admin, log: log},
-		admin, c.TerminationDrainDuration, log)
-	ready := readiness{newest: mgr.newest, admin: admin}
-	names := &nameStore{}
-	status := func(ctx context.Context) Status {
-		epochs, restarts, lastExit := mgr.snapshot()
-		var msg []string
-		rerr := ready.check(ctx)
-		if rerr != nil {
-			msg = append(msg, "not ready: "+rerr.Error())
-		}
-		if lastExit != "" {
-			msg = append(msg, "last unexpected proxy exit: "+lastExit)
-		}
-		return Status{
-			Pod: c.Pod, Ready: rerr == nil, ProxyPath: bin.Path, ProxyVersion: version,
-			DataPlane: bin.DataPlane, Epochs: epochs, Restarts: restarts, Message: strings.Join(msg, "\n"),
-		}
+	mgr := newEpochManager(&envoyProxy{cfg: c, lookup: d.lookup, launch: d.launch, admin: admin, log: log},
+		admin, c.settings(), c.TerminationDrainDuration, log)
+	if d.tune != nil {
+		d.tune(mgr)
 	}
+	ready := readiness{serving: mgr.serving, admin: admin}
+	names := &nameStore{}
+	status := func(ctx context.Context) Status { return buildStatus(ctx, c.Pod, mgr, ready) }
 
 	// The servers outlive the proxy: its 15021 route reaches the status port until the end.
 	runCtx, stopRun := context.WithCancel(ctx)
@@ -114,7 +99,7 @@ func run(ctx context.Context, c Config, log *slog.Logger, d deps) (err error) {
 		})
 	}
 	service("agent.sock", func(ctx context.Context) error {
-		return serveHTTP(ctx, sockLn, sockHandler(status, c.AdminPort, log))
+		return serveHTTP(ctx, sockLn, sockHandler(status, mgr, c.AdminPort, log))
 	})
 	service("status", func(ctx context.Context) error { return serveHTTP(ctx, healthLn, healthHandler(ready)) })
 	service("dns", func(ctx context.Context) error {

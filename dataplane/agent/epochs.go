@@ -3,7 +3,9 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -11,7 +13,7 @@ import (
 	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
 )
 
-// Restart backoff after a proxy exits unexpectedly.
+// Restart backoff after the newest proxy epoch exits unexpectedly.
 const (
 	minBackoff = 100 * time.Millisecond
 	maxBackoff = 5 * time.Second
@@ -21,11 +23,26 @@ const (
 // minBackoff again; a proxy that gets live and crashes at once keeps backing off.
 const backoffReset = 10 * time.Second
 
+// DefaultRestartBudget is how many unexpected exits in a row the agent restarts before
+// it marks the pod failed.
+const DefaultRestartBudget = 10
+
+// DefaultLiveTimeout is how long a new epoch has to report LIVE before it is stopped and
+// counted as a failure.
+const DefaultLiveTimeout = 60 * time.Second
+
 // keptEpochs bounds Status.Epochs: the running epochs plus the most recent exited ones.
 const keptEpochs = 5
 
-// errAbort is sent on an epoch's abort channel to stop it.
-var errAbort = errors.New("epoch aborted")
+// Reasons an epoch is stopped on purpose, sent on its abort channel.
+var (
+	errAbort      = errors.New("epoch aborted")
+	errSuperseded = errors.New("epoch superseded: a third epoch started (envoy keeps at most two)")
+	errNotLive    = errors.New("epoch did not become live in time")
+)
+
+// ErrStopping is returned by Restart when the agent is shutting down.
+var ErrStopping = errors.New("agent is stopping")
 
 // serverInfoReader reads the proxy's /server_info; adminClient is the real one. It must be
 // safe for concurrent use.
@@ -39,17 +56,35 @@ type exitStatus struct {
 	err   error
 }
 
+// restartReq asks the control loop for a new epoch. settings nil means "same settings,
+// new epoch anyway" (POST /restart); otherwise the new settings, a no-op when they equal
+// the current ones (PUT /proxy-config).
+type restartReq struct {
+	settings *ProxySettings
+	reply    chan RestartResult // buffered 1; nil for the loop's own retries
+}
+
+// RestartResult is what a restart request did.
+type RestartResult struct {
+	// Epoch is the epoch started for this request; -1 when nothing was started.
+	Epoch int `json:"epoch"`
+	// Restarted reports whether a new epoch was started (false: settings unchanged).
+	Restarted bool `json:"restarted"`
+}
+
 // epochManager owns the proxy processes. Its shape is Istio's pre-2021 pkg/envoy/agent.go:
-// one control loop (Run) is the only reader of statusCh, every running epoch has an abort
-// channel in activeEpochs, and each epoch's goroutine reports its exit on statusCh.
-// Lessons from the bugs that made Istio remove it are kept: Run returns only after every
-// epoch has exited (no proxy outlives the agent), an unexpected exit of the last epoch
-// restarts it with backoff instead of ending the agent, abort channels are buffered so
-// aborting an epoch that is exiting never blocks the loop, and a failure is never
-// matched by its message.
+// one control loop (Run) is the only reader of statusCh and the only writer of the epoch
+// plan, every running epoch has an abort channel in activeEpochs, each epoch's goroutine
+// reports its exit on statusCh, and a restart starts epoch N+1 only once epoch N is LIVE.
 //
-// This slice only ever runs epoch 0; a later Restart will start currentEpoch+1 with
-// --restart-epoch once the current epoch is live.
+// It keeps the lessons of the bugs that made Istio remove hot restart:
+//   - a failing new epoch never takes its live parent down: the pod stays served by the
+//     parent and the attempt is retried with backoff (istio#17853);
+//   - the epoch number of a retry is always the live parent's plus one, never a number
+//     whose parent is gone, and a crash with no epoch left starts again at 0 (istio#35740);
+//   - Run returns only after every epoch has exited, so no proxy outlives the agent;
+//   - abort channels are buffered so aborting an epoch that is exiting never blocks;
+//   - a failure is never matched by its message.
 type epochManager struct {
 	proxy             proxy
 	info              serverInfoReader
@@ -57,19 +92,26 @@ type epochManager struct {
 	terminationDrain  time.Duration
 	startPollInterval time.Duration // server_info polling until the epoch is live
 	pollInterval      time.Duration // and after
+	budget            int           // unexpected exits in a row before the pod is failed
+	liveTimeout       time.Duration // a new epoch must be LIVE within this
 
-	statusCh chan exitStatus
+	statusCh  chan exitStatus
+	restartCh chan restartReq
+	stopped   chan struct{} // closed when Run returns
 
 	mu           sync.Mutex
 	activeEpochs map[int]chan error // epoch -> abort channel (buffered 1)
-	aborted      map[int]bool       // epochs stopped on purpose
-	currentEpoch int
-	epochs       []*EpochStatus // running and recently exited, oldest first
+	aborted      map[int]error      // epochs stopped on purpose, and why
+	epochs       []*EpochStatus     // running and recently exited, oldest first
+	settings     ProxySettings      // what new epochs start with
 	restarts     int
+	failures     int // unexpected exits of the newest epoch in a row
+	failed       bool
+	nextRestart  *time.Time
 	lastExit     string // error and last stderr lines of the last unexpected exit
 }
 
-func newEpochManager(p proxy, info serverInfoReader, terminationDrain time.Duration, log *slog.Logger) *epochManager {
+func newEpochManager(p proxy, info serverInfoReader, s ProxySettings, terminationDrain time.Duration, log *slog.Logger) *epochManager {
 	return &epochManager{
 		proxy:             p,
 		info:              info,
@@ -77,71 +119,274 @@ func newEpochManager(p proxy, info serverInfoReader, terminationDrain time.Durat
 		terminationDrain:  terminationDrain,
 		startPollInterval: 50 * time.Millisecond,
 		pollInterval:      500 * time.Millisecond,
+		budget:            DefaultRestartBudget,
+		liveTimeout:       DefaultLiveTimeout,
 		statusCh:          make(chan exitStatus),
+		restartCh:         make(chan restartReq),
+		stopped:           make(chan struct{}),
 		activeEpochs:      make(map[int]chan error),
-		aborted:           make(map[int]bool),
+		aborted:           make(map[int]error),
+		settings:          s.withDefaults(),
 	}
 }
 
-// Run starts epoch 0 and supervises it until ctx ends; then it drains and stops every
-// epoch and returns once all have exited.
+// Restart asks for a new epoch. With s nil it always starts one (same settings); with s
+// set it starts one only when s differs from the current settings. It returns once the
+// new epoch is started (which waits until the current one is LIVE), not once the new one
+// is LIVE.
+func (m *epochManager) Restart(ctx context.Context, s *ProxySettings) (RestartResult, error) {
+	if s != nil {
+		if err := s.validate(); err != nil {
+			return RestartResult{Epoch: -1}, err
+		}
+		d := s.withDefaults()
+		s = &d
+	}
+	req := restartReq{settings: s, reply: make(chan RestartResult, 1)}
+	select {
+	case m.restartCh <- req:
+	case <-m.stopped:
+		return RestartResult{Epoch: -1}, ErrStopping
+	case <-ctx.Done():
+		return RestartResult{Epoch: -1}, fmt.Errorf("request proxy restart: %w", ctx.Err())
+	}
+	select {
+	case r, ok := <-req.reply:
+		if !ok {
+			return RestartResult{Epoch: -1}, ErrStopping
+		}
+		return r, nil
+	case <-ctx.Done():
+		return RestartResult{Epoch: -1}, fmt.Errorf("wait for proxy restart: %w", ctx.Err())
+	}
+}
+
+// loopState is what only the control loop touches.
+type loopState struct {
+	pending []restartReq // waiting for the newest epoch to be live
+	reason  string       // why the pending epoch starts
+	backoff time.Duration
+	retry   *time.Timer
+	retryC  <-chan time.Time
+}
+
+// Run starts epoch 0 and supervises the epochs until ctx ends; then it drains and stops
+// every epoch and returns once all have exited.
 func (m *epochManager) Run(ctx context.Context) error {
-	m.startEpoch(0)
-	backoff := minBackoff
-	var retry *time.Timer
-	var retryC <-chan time.Time
+	defer close(m.stopped)
+	m.startEpoch(0, ReasonInitial)
+	ls := &loopState{backoff: minBackoff}
+	tick := time.NewTicker(m.startPollInterval)
+	defer tick.Stop()
 	defer func() {
-		if retry != nil {
-			retry.Stop()
+		if ls.retry != nil {
+			ls.retry.Stop()
 		}
 	}()
 	for {
 		select {
+		case req := <-m.restartCh:
+			m.onRestart(ls, req)
+		case <-tick.C:
+			m.checkLiveTimeout()
+			m.tryStart(ls)
 		case st := <-m.statusCh:
-			ran, onPurpose, active := m.recordExit(st)
-			if onPurpose || active > 0 {
-				continue
-			}
-			if ran >= backoffReset {
-				backoff = minBackoff
-			}
-			m.log.Warn("proxy exited unexpectedly, restarting", "epoch", st.epoch, "err", st.err, "backoff", backoff)
-			retry = time.NewTimer(backoff)
-			retryC = retry.C
-			backoff = min(2*backoff, maxBackoff)
-		case <-retryC:
-			retryC = nil
+			m.onExit(ls, st)
+		case <-ls.retryC:
+			ls.retryC = nil
 			m.mu.Lock()
 			m.restarts++
+			m.nextRestart = nil
 			m.mu.Unlock()
-			m.startEpoch(0)
+			ls.pending = append(ls.pending, restartReq{})
+			m.tryStart(ls)
 		case <-ctx.Done():
+			for _, r := range ls.pending {
+				if r.reply != nil {
+					close(r.reply)
+				}
+			}
 			m.terminate()
 			return nil
 		}
 	}
 }
 
-// startEpoch runs epoch in its own goroutine, which reports its exit on statusCh.
-func (m *epochManager) startEpoch(epoch int) {
-	abort := make(chan error, 1)
-	st := &EpochStatus{Epoch: epoch, State: EpochStarting, StartedAt: time.Now()}
+// onRestart handles a Restart request.
+func (m *epochManager) onRestart(ls *loopState, req restartReq) {
 	m.mu.Lock()
-	m.currentEpoch = epoch
+	reason := ReasonRestart
+	if req.settings != nil {
+		if reflect.DeepEqual(*req.settings, m.settings) {
+			m.mu.Unlock()
+			req.reply <- RestartResult{Epoch: -1}
+			return
+		}
+		m.log.Info("proxy settings changed", "from", m.settings, "to", *req.settings)
+		m.settings = *req.settings
+		reason = ReasonConfig
+	}
+	// A restart asked for by a person clears a failed pod and its backoff.
+	m.failed = false
+	m.failures = 0
+	m.nextRestart = nil
+	m.mu.Unlock()
+	if ls.retry != nil {
+		ls.retry.Stop()
+		ls.retryC = nil
+	}
+	ls.backoff = minBackoff
+	ls.pending = append(ls.pending, req)
+	ls.reason = reason
+	m.tryStart(ls)
+}
+
+// tryStart starts the pending epoch when it may: at once when no epoch runs (epoch 0),
+// else once the newest running epoch is LIVE (epoch newest+1), as Envoy's hot restart
+// needs a parent that has finished initializing.
+func (m *epochManager) tryStart(ls *loopState) {
+	if len(ls.pending) == 0 {
+		return
+	}
+	m.mu.Lock()
+	newest, ok := m.newestRunningLocked()
+	m.mu.Unlock()
+	next := 0
+	if ok {
+		if newest.State != EpochLive {
+			return // Istio: "waiting for epoch N to go live before performing a hot restart"
+		}
+		next = newest.Epoch + 1
+	}
+	reason := ls.reason
+	if reason == "" {
+		reason = ReasonRetry
+		if !ok {
+			reason = ReasonCrash
+		}
+	}
+	m.startEpoch(next, reason)
+	for _, r := range ls.pending {
+		if r.reply != nil {
+			r.reply <- RestartResult{Epoch: next, Restarted: true}
+		}
+	}
+	ls.pending, ls.reason = nil, ""
+}
+
+// onExit handles one epoch's exit.
+func (m *epochManager) onExit(ls *loopState, x exitStatus) {
+	r := m.recordExit(x)
+	switch {
+	case r.onPurpose != nil && !errors.Is(r.onPurpose, errNotLive):
+		return
+	case !r.wasNewest:
+		// A parent leaving after its child took over: the normal end of a hot restart,
+		// or a crash while draining; either way the newer epoch serves.
+		if x.err != nil {
+			m.log.Warn("draining proxy epoch exited with an error", "epoch", x.epoch, "err", x.err)
+		}
+		return
+	}
+	var se *startError
+	if errors.As(x.err, &se) {
+		m.fail(ls, fmt.Sprintf("proxy cannot be started: %v", x.err))
+		return
+	}
+	if r.ran >= backoffReset {
+		ls.backoff = minBackoff
+		m.mu.Lock()
+		m.failures = 0
+		m.mu.Unlock()
+	}
+	m.mu.Lock()
+	m.failures++
+	failures := m.failures
+	m.mu.Unlock()
+	if failures > m.budget {
+		m.fail(ls, fmt.Sprintf("proxy exited unexpectedly %d times in a row; not restarting it again (meshlab proxy restart tries again)", failures))
+		return
+	}
+	m.log.Warn("proxy exited unexpectedly, restarting", "epoch", x.epoch, "err", x.err, "backoff", ls.backoff, "failures", failures, "budget", m.budget)
+	at := time.Now().Add(ls.backoff)
+	m.mu.Lock()
+	m.nextRestart = &at
+	m.mu.Unlock()
+	if ls.retry != nil {
+		ls.retry.Stop()
+	}
+	ls.retry = time.NewTimer(ls.backoff)
+	ls.retryC = ls.retry.C
+	ls.backoff = min(2*ls.backoff, maxBackoff)
+}
+
+// fail marks the pod failed: no more automatic restarts, pending requests are answered
+// with nothing started.
+func (m *epochManager) fail(ls *loopState, why string) {
+	m.log.Error("proxy failed", "why", why)
+	m.mu.Lock()
+	m.failed = true
+	m.nextRestart = nil
+	if m.lastExit != "" {
+		m.lastExit = why + "\n" + m.lastExit
+	} else {
+		m.lastExit = why
+	}
+	m.mu.Unlock()
+	for _, r := range ls.pending {
+		if r.reply != nil {
+			r.reply <- RestartResult{Epoch: -1}
+		}
+	}
+	ls.pending, ls.reason = nil, ""
+}
+
+// checkLiveTimeout stops the newest epoch if it has not become LIVE in time; its exit
+// then counts as a failure.
+func (m *epochManager) checkLiveTimeout() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st, ok := m.newestRunningLocked()
+	if !ok || st.State != EpochStarting || time.Since(st.StartedAt) < m.liveTimeout {
+		return
+	}
+	abort, ok := m.activeEpochs[st.Epoch]
+	if !ok || m.aborted[st.Epoch] != nil {
+		return
+	}
+	m.log.Warn("proxy epoch did not become live, stopping it", "epoch", st.Epoch, "timeout", m.liveTimeout)
+	m.aborted[st.Epoch] = errNotLive
+	abort <- errNotLive
+}
+
+// startEpoch runs epoch in its own goroutine, which reports its exit on statusCh. Envoy
+// keeps at most two epochs, so any epoch older than epoch-1 is stopped first.
+func (m *epochManager) startEpoch(epoch int, reason string) {
+	abort := make(chan error, 1)
+	st := &EpochStatus{Epoch: epoch, State: EpochStarting, StartedAt: time.Now(), Reason: reason}
+	m.mu.Lock()
+	for e, ch := range m.activeEpochs {
+		if e < epoch-1 && m.aborted[e] == nil {
+			m.aborted[e] = errSuperseded
+			ch <- errSuperseded
+		}
+	}
 	m.activeEpochs[epoch] = abort
 	delete(m.aborted, epoch)
 	m.epochs = append(m.epochs, st)
 	m.trimLocked()
+	s := m.settings
 	m.mu.Unlock()
-	go m.runWait(epoch, st, abort)
+	m.log.Info("starting proxy epoch", "epoch", epoch, "reason", reason)
+	go m.runWait(epoch, s, st, abort)
 }
 
-func (m *epochManager) runWait(epoch int, st *EpochStatus, abort chan error) {
+func (m *epochManager) runWait(epoch int, s ProxySettings, st *EpochStatus, abort chan error) {
 	pollCtx, stopPoll := context.WithCancel(context.Background())
 	var polls sync.WaitGroup
-	err := m.proxy.Run(epoch, abort, func(pid int) {
+	err := m.proxy.Run(epoch, s, abort, func(pi processInfo) {
 		m.mu.Lock()
-		st.PID = pid
+		st.PID, st.ProxyPath, st.ProxyVersion, st.DataPlane = pi.PID, pi.Path, pi.Version, pi.DataPlane
 		m.mu.Unlock()
 		polls.Go(func() { m.pollState(pollCtx, st) })
 	})
@@ -153,15 +398,24 @@ func (m *epochManager) runWait(epoch int, st *EpochStatus, abort chan error) {
 
 // pollState follows one epoch's server_info state until ctx ends: often while it
 // starts, so readiness follows quickly, then at a slower pace.
+//
+// The admin port belongs to one process at a time (a hot-restarting child asks its
+// parent to close it), so an answer is attributed by its restart_epoch: the epoch's own
+// answer sets its state; a newer epoch's LIVE answer means this one is draining.
 func (m *epochManager) pollState(ctx context.Context, st *EpochStatus) {
 	for {
 		interval := m.startPollInterval
 		if si, err := m.info.serverInfo(ctx); err == nil {
+			reported := int(si.GetCommandLineOptions().GetRestartEpoch())
 			m.mu.Lock()
-			if st.State != EpochExited {
+			switch {
+			case st.State == EpochExited:
+			case reported == st.Epoch:
 				st.State = epochState(si.GetState())
+			case reported > st.Epoch && si.GetState() == adminv3.ServerInfo_LIVE:
+				st.State = EpochDraining
 			}
-			if st.State == EpochLive {
+			if st.State == EpochLive || st.State == EpochDraining {
 				interval = m.pollInterval
 			}
 			m.mu.Unlock()
@@ -186,43 +440,65 @@ func epochState(s adminv3.ServerInfo_State) string {
 	}
 }
 
-// recordExit marks an epoch exited and returns how long it ran, whether it was stopped on
-// purpose, and how many epochs are still running.
-func (m *epochManager) recordExit(x exitStatus) (ran time.Duration, onPurpose bool, active int) {
+// exitRecord is what recordExit learned.
+type exitRecord struct {
+	ran       time.Duration
+	onPurpose error // why the epoch was stopped on purpose; nil if it was not
+	wasNewest bool  // no newer epoch was running when it exited
+}
+
+// recordExit marks an epoch exited.
+func (m *epochManager) recordExit(x exitStatus) exitRecord {
 	now := time.Now()
 	code := exitCode(x.err)
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	var r exitRecord
 	delete(m.activeEpochs, x.epoch)
-	onPurpose = m.aborted[x.epoch]
+	r.onPurpose = m.aborted[x.epoch]
 	delete(m.aborted, x.epoch)
+	r.wasNewest = true
+	for e := range m.activeEpochs {
+		if e > x.epoch {
+			r.wasNewest = false
+		}
+	}
 	for _, st := range m.epochs {
 		if st.Epoch != x.epoch || st.State == EpochExited {
 			continue
 		}
-		ran = now.Sub(st.StartedAt)
+		r.ran = now.Sub(st.StartedAt)
 		st.State = EpochExited
 		st.ExitedAt = &now
 		st.ExitCode = &code
-		if x.err != nil {
+		switch {
+		case x.err != nil:
 			st.Error = x.err.Error()
+		case r.onPurpose != nil && !errors.Is(r.onPurpose, errAbort):
+			st.Error = r.onPurpose.Error()
 		}
 		break
 	}
-	if !onPurpose {
-		m.lastExit = describeExit(x)
+	if r.wasNewest && (r.onPurpose == nil || errors.Is(r.onPurpose, errNotLive)) {
+		m.lastExit = describeExit(x, r.onPurpose)
 	}
 	m.trimLocked()
-	return ran, onPurpose, len(m.activeEpochs)
+	return r
 }
 
 // describeExit is the Status message for an unexpected exit: the error, then the last
 // stderr lines.
-func describeExit(x exitStatus) string {
-	if x.err == nil {
-		return "proxy exited with status 0"
+func describeExit(x exitStatus, why error) string {
+	msg := fmt.Sprintf("proxy epoch %d exited with status 0", x.epoch)
+	if why != nil {
+		msg = fmt.Sprintf("proxy epoch %d: %v", x.epoch, why)
 	}
-	msg := x.err.Error()
+	if x.err == nil {
+		return msg
+	}
+	if why == nil {
+		msg = x.err.Error()
+	}
 	var ee *exitError
 	if errors.As(x.err, &ee) && len(ee.Stderr) > 0 {
 		msg += "\n" + strings.Join(ee.Stderr, "\n")
@@ -271,8 +547,10 @@ func (m *epochManager) terminate() {
 	}
 	m.mu.Lock()
 	for epoch, abort := range m.activeEpochs {
-		m.aborted[epoch] = true
-		abort <- errAbort
+		if m.aborted[epoch] == nil {
+			m.aborted[epoch] = errAbort
+			abort <- errAbort
+		}
 	}
 	m.mu.Unlock()
 	for m.active() > 0 {
@@ -286,25 +564,65 @@ func (m *epochManager) active() int {
 	return len(m.activeEpochs)
 }
 
+// newestRunningLocked returns the newest epoch that has not exited. m.mu must be held.
+func (m *epochManager) newestRunningLocked() (EpochStatus, bool) {
+	var best *EpochStatus
+	for _, st := range m.epochs {
+		if st.State != EpochExited && (best == nil || st.Epoch >= best.Epoch) {
+			best = st
+		}
+	}
+	if best == nil {
+		return EpochStatus{}, false
+	}
+	return *best, true
+}
+
 // newest returns the newest running epoch and reports whether there is one.
 func (m *epochManager) newest() (EpochStatus, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for i := len(m.epochs) - 1; i >= 0; i-- {
-		if st := m.epochs[i]; st.State != EpochExited {
-			return *st, true
-		}
-	}
-	return EpochStatus{}, false
+	return m.newestRunningLocked()
 }
 
-// snapshot returns copies of the epochs, the restart count and the last exit message.
-func (m *epochManager) snapshot() ([]EpochStatus, int, string) {
+// serving returns the epoch that serves the pod: the newest LIVE one, else the newest
+// running one; restarting reports whether a newer epoch than it is starting.
+func (m *epochManager) serving() (st EpochStatus, restarting, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	newest, ok := m.newestRunningLocked()
+	if !ok {
+		return EpochStatus{}, false, false
+	}
+	for i := len(m.epochs) - 1; i >= 0; i-- {
+		if e := m.epochs[i]; e.State == EpochLive {
+			return *e, e.Epoch < newest.Epoch, true
+		}
+	}
+	return newest, false, true
+}
+
+// epochSnapshot is a copy of the manager's state for Status.
+type epochSnapshot struct {
+	epochs      []EpochStatus
+	restarts    int
+	failures    int
+	failed      bool
+	nextRestart *time.Time
+	lastExit    string
+	settings    ProxySettings
+}
+
+// snapshot returns a copy of the manager's state.
+func (m *epochManager) snapshot() epochSnapshot {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := make([]EpochStatus, len(m.epochs))
 	for i, st := range m.epochs {
 		out[i] = *st
 	}
-	return out, m.restarts, m.lastExit
+	return epochSnapshot{
+		epochs: out, restarts: m.restarts, failures: m.failures, failed: m.failed,
+		nextRestart: m.nextRestart, lastExit: m.lastExit, settings: m.settings,
+	}
 }

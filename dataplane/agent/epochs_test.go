@@ -15,24 +15,33 @@ import (
 	"github.com/meshlab/meshlab/internal/testutil"
 )
 
-// fakeProxy is an in-process proxy: each Run hands the test a fakeRun to end it.
+// fakeProxy is an in-process proxy: each Run hands the test a fakeRun to end it. It is
+// also the manager's serverInfoReader: like Envoy's, its admin port belongs to the newest
+// running epoch, which answers with its own state and restart epoch.
 type fakeProxy struct {
-	runs chan fakeRun
+	runs     chan fakeRun
+	autoLive bool // a started epoch reports LIVE at once
 
 	mu     sync.Mutex
 	events []string
 	at     map[string]time.Time
+	states map[int]adminv3.ServerInfo_State // running epochs
 }
 
 type fakeRun struct {
-	epoch int
-	exit  chan error
+	epoch    int
+	settings ProxySettings
+	exit     chan error
 }
 
-var _ proxy = (*fakeProxy)(nil)
+var (
+	_ proxy            = (*fakeProxy)(nil)
+	_ serverInfoReader = (*fakeProxy)(nil)
+)
 
 func newFakeProxy() *fakeProxy {
-	return &fakeProxy{runs: make(chan fakeRun), at: make(map[string]time.Time)}
+	return &fakeProxy{runs: make(chan fakeRun), autoLive: true, at: make(map[string]time.Time),
+		states: make(map[int]adminv3.ServerInfo_State)}
 }
 
 func (f *fakeProxy) record(e string) {
@@ -42,16 +51,55 @@ func (f *fakeProxy) record(e string) {
 	f.at[e] = time.Now()
 }
 
-func (f *fakeProxy) Run(epoch int, abort <-chan error, started func(pid int)) error {
-	started(1000 + epoch)
-	r := fakeRun{epoch: epoch, exit: make(chan error)}
+func (f *fakeProxy) setState(epoch int, s adminv3.ServerInfo_State) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.states[epoch] = s
+}
+
+func (f *fakeProxy) setAutoLive(v bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.autoLive = v
+}
+
+func (f *fakeProxy) serverInfo(context.Context) (*adminv3.ServerInfo, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	owner := -1
+	for e := range f.states {
+		owner = max(owner, e)
+	}
+	if owner < 0 {
+		return nil, errors.New("connection refused")
+	}
+	return &adminv3.ServerInfo{State: f.states[owner],
+		CommandLineOptions: &adminv3.CommandLineOptions{RestartEpoch: uint32(owner)}}, nil
+}
+
+func (f *fakeProxy) Run(epoch int, s ProxySettings, abort <-chan error, started func(processInfo)) error {
+	f.mu.Lock()
+	state := adminv3.ServerInfo_PRE_INITIALIZING
+	if f.autoLive {
+		state = adminv3.ServerInfo_LIVE
+	}
+	f.states[epoch] = state
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		delete(f.states, epoch)
+		f.mu.Unlock()
+	}()
+	f.record(fmt.Sprintf("start %d", epoch))
+	started(processInfo{PID: 1000 + epoch, Path: "/fake/envoy", Version: "fake 1.0", DataPlane: DataPlaneEnvoy})
+	r := fakeRun{epoch: epoch, settings: s, exit: make(chan error)}
 	f.runs <- r
 	select {
 	case err := <-r.exit:
 		f.record(fmt.Sprintf("exit %d", epoch))
 		return err
-	case <-abort:
-		f.record(fmt.Sprintf("abort %d", epoch))
+	case why := <-abort:
+		f.record(fmt.Sprintf("abort %d: %v", epoch, why))
 		return nil
 	}
 }
@@ -65,25 +113,40 @@ func (f *fakeProxy) recorded() []string {
 	return slices.Clone(f.events)
 }
 
-// fixedState is a serverInfoReader whose proxy is always in one state.
-type fixedState adminv3.ServerInfo_State
-
-func (s fixedState) serverInfo(context.Context) (*adminv3.ServerInfo, error) {
-	return &adminv3.ServerInfo{State: adminv3.ServerInfo_State(s)}, nil
+// starts returns the "start N" events in order.
+func (f *fakeProxy) starts() []string {
+	var out []string
+	for _, e := range f.recorded() {
+		if strings.HasPrefix(e, "start ") {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
-const liveInfo = fixedState(adminv3.ServerInfo_LIVE)
+var baseSettings = ProxySettings{LogLevel: "info", Concurrency: 2, DrainDuration: Duration(time.Second), ParentShutdownDuration: Duration(2 * time.Second)}
 
-func startManager(t *testing.T, p proxy, drain time.Duration) (*epochManager, context.CancelFunc, chan error) {
+func startManager(t *testing.T, p *fakeProxy, drain time.Duration, tune ...func(*epochManager)) (*epochManager, context.CancelFunc, chan error) {
 	t.Helper()
-	m := newEpochManager(p, liveInfo, drain, testutil.Logger(t))
+	m := newEpochManager(p, p, baseSettings, drain, testutil.Logger(t))
 	m.startPollInterval, m.pollInterval = time.Millisecond, time.Millisecond
+	for _, f := range tune {
+		f(m)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		<-done
+		// End whatever the test left running, then wait for Run.
+		for {
+			select {
+			case <-p.runs: // Run's shutdown aborts it
+				continue
+			case <-done:
+			}
+			return
+		}
 	})
 	return m, cancel, done
 }
@@ -99,33 +162,62 @@ func recv(t *testing.T, p *fakeProxy) fakeRun {
 	}
 }
 
+// noStart fails if a proxy starts within d.
+func noStart(t *testing.T, p *fakeProxy, d time.Duration) {
+	t.Helper()
+	select {
+	case r := <-p.runs:
+		t.Fatalf("epoch %d started, want none", r.epoch)
+	case <-time.After(d):
+	}
+}
+
+// restartAsync calls Restart in a goroutine and returns its result channel.
+func restartAsync(m *epochManager, s *ProxySettings) chan RestartResult {
+	out := make(chan RestartResult, 1)
+	go func() {
+		r, err := m.Restart(context.Background(), s)
+		if err != nil {
+			r = RestartResult{Epoch: -2}
+		}
+		out <- r
+	}()
+	return out
+}
+
+func waitLive(t *testing.T, m *epochManager, epoch int) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("epoch %d live", epoch), func() error {
+		if st, _, ok := m.serving(); !ok || st.Epoch != epoch || st.State != EpochLive {
+			return fmt.Errorf("serving = %+v %t", st, ok)
+		}
+		return nil
+	})
+}
+
 func TestEpochManagerShutdownOrder(t *testing.T) {
 	p := newFakeProxy()
 	const drain = 50 * time.Millisecond
 	m, cancel, done := startManager(t, p, drain)
-	if r := recv(t, p); r.epoch != 0 {
-		t.Fatalf("started epoch %d, want 0", r.epoch)
+	if r := recv(t, p); r.epoch != 0 || r.settings != baseSettings {
+		t.Fatalf("started epoch %d with %+v, want 0 with the base settings", r.epoch, r.settings)
 	}
-	eventually(t, "epoch live", func() error {
-		if ep, ok := m.newest(); !ok || ep.State != EpochLive || ep.PID != 1000 {
-			return fmt.Errorf("newest = %+v %t", ep, ok)
-		}
-		return nil
-	})
+	waitLive(t, m, 0)
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 	done <- nil // for the cleanup
-	if got, want := p.recorded(), []string{"drain", "abort 0", "cleanup 0"}; !slices.Equal(got, want) {
+	if got, want := p.recorded(), []string{"start 0", "drain", "abort 0: epoch aborted", "cleanup 0"}; !slices.Equal(got, want) {
 		t.Errorf("events = %q, want %q", got, want)
 	}
-	if gap := p.at["abort 0"].Sub(p.at["drain"]); gap < drain {
+	if gap := p.at["abort 0: epoch aborted"].Sub(p.at["drain"]); gap < drain {
 		t.Errorf("aborted %s after draining, want at least the termination drain %s", gap, drain)
 	}
-	eps, restarts, lastExit := m.snapshot()
-	if len(eps) != 1 || eps[0].State != EpochExited || *eps[0].ExitCode != 0 || restarts != 0 || lastExit != "" {
-		t.Errorf("after shutdown: %+v restarts=%d lastExit=%q", eps, restarts, lastExit)
+	s := m.snapshot()
+	if len(s.epochs) != 1 || s.epochs[0].State != EpochExited || *s.epochs[0].ExitCode != 0 || s.restarts != 0 || s.lastExit != "" ||
+		s.epochs[0].Reason != ReasonInitial || s.epochs[0].ProxyVersion != "fake 1.0" {
+		t.Errorf("after shutdown: %+v", s)
 	}
 }
 
@@ -147,42 +239,315 @@ func TestEpochManagerProxyExitingDuringDrain(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("manager still waiting for the termination drain")
 	}
-	if got, want := p.recorded(), []string{"drain", "exit 0", "cleanup 0"}; !slices.Equal(got, want) {
+	if got, want := p.recorded(), []string{"start 0", "drain", "exit 0", "cleanup 0"}; !slices.Equal(got, want) {
 		t.Errorf("events = %q, want %q", got, want)
 	}
 }
 
 func TestEpochManagerRestartsWithBackoff(t *testing.T) {
 	p := newFakeProxy()
-	m, _, _ := startManager(t, p, time.Millisecond)
+	m, _, _ := startManager(t, p, 0)
 	var starts []time.Time
 	for i := range 3 {
 		r := recv(t, p)
+		if r.epoch != 0 {
+			t.Fatalf("start %d is epoch %d, want 0: no parent is left after a crash", i, r.epoch)
+		}
 		starts = append(starts, time.Now())
+		if i > 0 {
+			if s := m.snapshot(); s.nextRestart != nil || s.failures != i {
+				t.Errorf("after restart %d: next restart %v, failures %d", i, s.nextRestart, s.failures)
+			}
+		}
 		r.exit <- &exitError{Err: fmt.Errorf("proxy epoch 0 exited: exit status %d", i+1), Stderr: []string{"boom", fmt.Sprint("try ", i)}}
 	}
 	recv(t, p) // the fourth process stays up
-	// Never live before crashing: 100ms, then 200ms between starts.
+	// Never live long before crashing: 100ms, then 200ms between starts.
 	if gap := starts[1].Sub(starts[0]); gap < minBackoff {
 		t.Errorf("first restart after %s, want >= %s", gap, minBackoff)
 	}
 	if gap := starts[2].Sub(starts[1]); gap < 2*minBackoff {
 		t.Errorf("second restart after %s, want >= %s", gap, 2*minBackoff)
 	}
-	eps, restarts, lastExit := m.snapshot()
-	if restarts != 3 {
-		t.Errorf("restarts = %d, want 3", restarts)
+	s := m.snapshot()
+	if s.restarts != 3 || s.failed {
+		t.Errorf("restarts = %d failed = %t, want 3, false", s.restarts, s.failed)
 	}
-	if want := "proxy epoch 0 exited: exit status 3\nboom\ntry 2"; lastExit != want {
-		t.Errorf("last exit = %q, want %q", lastExit, want)
+	if want := "proxy epoch 0 exited: exit status 3\nboom\ntry 2"; s.lastExit != want {
+		t.Errorf("last exit = %q, want %q", s.lastExit, want)
 	}
-	if len(eps) != 4 || eps[3].State == EpochExited || !strings.Contains(eps[2].Error, "exit status 3") {
-		t.Errorf("epochs = %+v", eps)
+	if len(s.epochs) != 4 || s.epochs[3].State == EpochExited || !strings.Contains(s.epochs[2].Error, "exit status 3") ||
+		s.epochs[3].Reason != ReasonCrash {
+		t.Errorf("epochs = %+v", s.epochs)
+	}
+}
+
+func TestEpochManagerCrashLoopFailsThePod(t *testing.T) {
+	p := newFakeProxy()
+	m, _, _ := startManager(t, p, 0, func(m *epochManager) { m.budget = 2 })
+	for i := range 3 { // the first run and two restarts
+		recv(t, p).exit <- &exitError{Err: errors.New("proxy epoch 0 exited: exit status 1"), Stderr: []string{fmt.Sprint("stderr ", i)}}
+	}
+	eventually(t, "pod failed", func() error {
+		if !m.snapshot().failed {
+			return errors.New("not failed yet")
+		}
+		return nil
+	})
+	noStart(t, p, 300*time.Millisecond) // more than the next backoff (400ms would be the 3rd)
+	s := m.snapshot()
+	if !strings.Contains(s.lastExit, "3 times in a row") || !strings.HasSuffix(s.lastExit, "stderr 2") || s.nextRestart != nil {
+		t.Errorf("failed pod: %+v", s)
+	}
+	// meshlab proxy restart tries again, from epoch 0, and clears the failure.
+	res := restartAsync(m, nil)
+	if r := recv(t, p); r.epoch != 0 {
+		t.Errorf("restart of a failed pod started epoch %d, want 0", r.epoch)
+	}
+	if r := <-res; r.Epoch != 0 || !r.Restarted {
+		t.Errorf("restart result %+v", r)
+	}
+	if s := m.snapshot(); s.failed || s.failures != 0 {
+		t.Errorf("after a manual restart: failed %t failures %d", s.failed, s.failures)
+	}
+}
+
+func TestEpochManagerUnstartableProxyFailsAtOnce(t *testing.T) {
+	p := newFakeProxy()
+	m, _, _ := startManager(t, p, 0)
+	recv(t, p).exit <- &startError{Err: errors.New(`start proxy epoch 0: fork/exec /nope/envoy: no such file or directory`)}
+	eventually(t, "pod failed", func() error {
+		if s := m.snapshot(); !s.failed || !strings.Contains(s.lastExit, "proxy cannot be started: start proxy epoch 0: fork/exec /nope/envoy") {
+			return fmt.Errorf("%+v", s)
+		}
+		return nil
+	})
+	noStart(t, p, 2*minBackoff)
+}
+
+func TestEpochManagerRestartIsANoOpForEqualSettings(t *testing.T) {
+	p := newFakeProxy()
+	m, _, _ := startManager(t, p, 0)
+	recv(t, p)
+	waitLive(t, m, 0)
+	same := baseSettings
+	same.LogLevel = "" // a zero field means the default: still equal
+	if r := <-restartAsync(m, &same); r.Restarted || r.Epoch != -1 {
+		t.Errorf("restart with equal settings = %+v, want a no-op", r)
+	}
+	noStart(t, p, 50*time.Millisecond)
+
+	changed := baseSettings
+	changed.LogLevel = "debug"
+	res := restartAsync(m, &changed)
+	r := recv(t, p)
+	if r.epoch != 1 || r.settings.LogLevel != "debug" {
+		t.Errorf("new epoch %d with %+v, want epoch 1 at debug", r.epoch, r.settings)
+	}
+	if got := <-res; got.Epoch != 1 || !got.Restarted {
+		t.Errorf("result %+v", got)
+	}
+	if s := m.snapshot(); s.settings.LogLevel != "debug" || s.epochs[1].Reason != ReasonConfig {
+		t.Errorf("snapshot %+v", s)
+	}
+	if _, err := m.Restart(context.Background(), &ProxySettings{LogLevel: "loud"}); err == nil || !strings.Contains(err.Error(), `log level "loud"`) {
+		t.Errorf("invalid settings: err = %v", err)
+	}
+}
+
+func TestEpochManagerRestartWaitsForLiveParent(t *testing.T) {
+	p := newFakeProxy()
+	p.setAutoLive(false)
+	m, _, _ := startManager(t, p, 0)
+	recv(t, p) // epoch 0, initializing
+	res := restartAsync(m, nil)
+	res2 := restartAsync(m, nil) // a second request while the first waits joins it
+	noStart(t, p, 100*time.Millisecond)
+	p.setState(0, adminv3.ServerInfo_LIVE)
+	if r := recv(t, p); r.epoch != 1 {
+		t.Fatalf("started epoch %d, want 1", r.epoch)
+	}
+	for _, ch := range []chan RestartResult{res, res2} {
+		if r := <-ch; r.Epoch != 1 {
+			t.Errorf("restart result %+v, want epoch 1", r)
+		}
+	}
+	noStart(t, p, 50*time.Millisecond) // one epoch for both requests
+	// The parent serves until the child is live, then drains.
+	if st, restarting, _ := m.serving(); st.Epoch != 0 || !restarting {
+		t.Errorf("serving epoch %d (restarting %t), want the live parent 0", st.Epoch, restarting)
+	}
+	p.setState(1, adminv3.ServerInfo_LIVE)
+	waitLive(t, m, 1)
+	eventually(t, "parent draining", func() error {
+		if s := m.snapshot(); s.epochs[0].State != EpochDraining {
+			return fmt.Errorf("parent is %s", s.epochs[0].State)
+		}
+		return nil
+	})
+}
+
+// A parent that crashes while it drains does not disturb its live child: no restart, no
+// failure counted.
+func TestEpochManagerParentCrashDuringDrain(t *testing.T) {
+	p := newFakeProxy()
+	m, _, _ := startManager(t, p, 0)
+	r0 := recv(t, p)
+	waitLive(t, m, 0)
+	restartAsync(m, nil)
+	recv(t, p)
+	waitLive(t, m, 1)
+	r0.exit <- &exitError{Err: errors.New("proxy epoch 0 exited: signal: segmentation fault")}
+	eventually(t, "parent exited", func() error {
+		if s := m.snapshot(); s.epochs[0].State != EpochExited {
+			return errors.New(s.epochs[0].State)
+		}
+		return nil
+	})
+	noStart(t, p, 3*minBackoff/2)
+	s := m.snapshot()
+	if s.restarts != 0 || s.failures != 0 || s.failed || s.lastExit != "" || !strings.Contains(s.epochs[0].Error, "segmentation fault") {
+		t.Errorf("after the parent's crash: %+v", s)
+	}
+	if st, _, _ := m.serving(); st.Epoch != 1 {
+		t.Errorf("serving epoch %d, want 1", st.Epoch)
+	}
+}
+
+// Regression for istio#17853 (pilot-agent hot restarts end up in a bad state): a new
+// epoch that fails during its hot restart must not take the live parent down with it;
+// the pod stays served by the parent and the child is retried with backoff.
+func TestEpochManagerIstio17853FailedChildKeepsParent(t *testing.T) {
+	p := newFakeProxy()
+	m, _, _ := startManager(t, p, 0)
+	recv(t, p)
+	waitLive(t, m, 0)
+	p.setAutoLive(false) // the child fails while it initializes
+	restartAsync(m, nil)
+	r1 := recv(t, p)
+	r1.exit <- &exitError{Err: errors.New("proxy epoch 1 exited: exit status 1"), Stderr: []string{"hot restart sendmsg() failed: errno 111"}}
+	eventually(t, "child exit recorded", func() error {
+		if s := m.snapshot(); s.failures != 1 {
+			return fmt.Errorf("failures = %d", s.failures)
+		}
+		return nil
+	})
+	if st, restarting, ok := m.serving(); !ok || st.Epoch != 0 || st.State != EpochLive || restarting {
+		t.Errorf("serving %+v restarting=%t, want the live parent 0", st, restarting)
+	}
+	if slices.ContainsFunc(p.recorded(), func(e string) bool { return strings.HasPrefix(e, "abort 0") }) {
+		t.Errorf("the parent was aborted: %q", p.recorded())
+	}
+	if s := m.snapshot(); !strings.Contains(s.lastExit, "errno 111") {
+		t.Errorf("last exit %q, want the child's stderr", s.lastExit)
+	}
+	// Regression for istio#35740: the retry is the live parent's child again, epoch 1,
+	// never epoch 2 (whose parent, epoch 1, does not exist).
+	if r := recv(t, p); r.epoch != 1 {
+		t.Errorf("retry started epoch %d, want 1", r.epoch)
+	}
+	if s := m.snapshot(); s.epochs[len(s.epochs)-1].Reason != ReasonRetry || s.restarts != 1 {
+		t.Errorf("retry: %+v", s)
+	}
+}
+
+// Regression for istio#35740 through the API: a restart asked for after a failed child
+// (before the backoff retry) also starts epoch parent+1.
+func TestEpochManagerIstio35740RestartAfterFailedChild(t *testing.T) {
+	p := newFakeProxy()
+	m, _, _ := startManager(t, p, 0)
+	recv(t, p)
+	waitLive(t, m, 0)
+	p.setAutoLive(false)
+	restartAsync(m, nil)
+	recv(t, p).exit <- &exitError{Err: errors.New("proxy epoch 1 exited: exit status 1")}
+	eventually(t, "child failure counted", func() error {
+		if m.snapshot().failures != 1 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	res := restartAsync(m, nil)
+	if r := recv(t, p); r.epoch != 1 {
+		t.Errorf("restart started epoch %d, want 1", r.epoch)
+	}
+	if r := <-res; r.Epoch != 1 {
+		t.Errorf("result %+v", r)
+	}
+	noStart(t, p, 2*minBackoff) // the pending backoff retry was cancelled
+}
+
+func TestEpochManagerNeverLiveEpochIsStopped(t *testing.T) {
+	p := newFakeProxy()
+	p.setAutoLive(false)
+	m, _, _ := startManager(t, p, 0, func(m *epochManager) { m.liveTimeout = 30 * time.Millisecond })
+	recv(t, p)
+	eventually(t, "stopped and counted", func() error {
+		if s := m.snapshot(); s.failures != 1 || !strings.Contains(s.lastExit, "did not become live") {
+			return fmt.Errorf("%+v", s)
+		}
+		return nil
+	})
+	if !slices.Contains(p.recorded(), "abort 0: epoch did not become live in time") {
+		t.Errorf("events %q", p.recorded())
+	}
+	if r := recv(t, p); r.epoch != 0 {
+		t.Errorf("retry epoch %d", r.epoch)
+	}
+}
+
+// Envoy keeps at most two epochs: starting a third stops the oldest.
+func TestEpochManagerThirdEpochStopsTheOldest(t *testing.T) {
+	p := newFakeProxy()
+	m, _, _ := startManager(t, p, 0)
+	recv(t, p)
+	waitLive(t, m, 0)
+	restartAsync(m, nil)
+	recv(t, p)
+	waitLive(t, m, 1)
+	restartAsync(m, nil)
+	if r := recv(t, p); r.epoch != 2 {
+		t.Fatalf("epoch %d", r.epoch)
+	}
+	eventually(t, "epoch 0 stopped", func() error {
+		if !slices.Contains(p.recorded(), "abort 0: "+errSuperseded.Error()) {
+			return fmt.Errorf("%q", p.recorded())
+		}
+		return nil
+	})
+	if s := m.snapshot(); s.failures != 0 || s.lastExit != "" {
+		t.Errorf("a superseded epoch is not a failure: %+v", s)
+	}
+}
+
+func TestEpochManagerShutdownStopsEveryEpoch(t *testing.T) {
+	p := newFakeProxy()
+	m, cancel, done := startManager(t, p, 0)
+	recv(t, p)
+	waitLive(t, m, 0)
+	restartAsync(m, nil)
+	recv(t, p)
+	waitLive(t, m, 1)
+	cancel()
+	select {
+	case <-done:
+		done <- nil
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	ev := p.recorded()
+	for _, want := range []string{"abort 0: epoch aborted", "abort 1: epoch aborted", "cleanup 0", "cleanup 1"} {
+		if !slices.Contains(ev, want) {
+			t.Errorf("events %q lack %q", ev, want)
+		}
+	}
+	if _, err := m.Restart(context.Background(), nil); !errors.Is(err, ErrStopping) {
+		t.Errorf("restart after shutdown: %v, want ErrStopping", err)
 	}
 }
 
 func TestEpochManagerKeepsFewExitedEpochs(t *testing.T) {
-	m := newEpochManager(newFakeProxy(), liveInfo, 0, testutil.Logger(t))
+	m := newEpochManager(newFakeProxy(), newFakeProxy(), baseSettings, 0, testutil.Logger(t))
 	for i := range 8 {
 		m.epochs = append(m.epochs, &EpochStatus{Epoch: i, State: EpochExited})
 	}

@@ -8,21 +8,26 @@ import (
 )
 
 // readiness decides whether the pod is ready, as pilot-agent's /healthz/ready does: the
-// newest proxy epoch is live, its admin /ready says LIVE, and it has accepted at least one LDS and
-// one CDS update.
+// serving proxy epoch is live, its admin /ready says LIVE, and it has accepted at least
+// one LDS and one CDS update. While a newer epoch starts (a hot restart), the live parent
+// keeps serving and the pod stays ready: the admin API then already answers for the
+// child, so it is not asked.
 type readiness struct {
-	newest func() (EpochStatus, bool) // the newest running epoch, if any
-	admin  adminClient
+	serving func() (st EpochStatus, restarting, ok bool) // epochManager.serving
+	admin   adminClient
 }
 
 // check returns nil when ready, else an error saying why not.
 func (r readiness) check(ctx context.Context) error {
-	ep, ok := r.newest()
+	ep, restarting, ok := r.serving()
 	if !ok {
 		return errors.New("no proxy running")
 	}
 	if ep.State != EpochLive {
 		return fmt.Errorf("proxy epoch %d is %s", ep.Epoch, ep.State)
+	}
+	if restarting {
+		return nil
 	}
 	state, ok, err := r.admin.ready(ctx)
 	if err != nil {

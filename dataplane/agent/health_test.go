@@ -37,19 +37,23 @@ func (f *fakeAdmin) start(t *testing.T) adminClient {
 
 func TestReadiness(t *testing.T) {
 	const bothUpdated = "cluster_manager.cds.update_success: 1\nlistener_manager.lds.update_success: 3\n"
-	live := func() (EpochStatus, bool) { return EpochStatus{Epoch: 0, State: EpochLive}, true }
+	live := func() (EpochStatus, bool, bool) { return EpochStatus{Epoch: 0, State: EpochLive}, false, true }
 	for _, tc := range []struct {
 		name   string
-		newest func() (EpochStatus, bool)
+		newest func() (EpochStatus, bool, bool)
 		admin  fakeAdmin
 		down   bool // admin not reachable
 		want   string
 	}{
 		{name: "ready", newest: live, admin: fakeAdmin{readyCode: 200, readyBody: "LIVE", stats: bothUpdated}},
-		{name: "no proxy", newest: func() (EpochStatus, bool) { return EpochStatus{}, false },
+		{name: "no proxy", newest: func() (EpochStatus, bool, bool) { return EpochStatus{}, false, false },
 			want: "no proxy running"},
-		{name: "epoch starting", newest: func() (EpochStatus, bool) { return EpochStatus{Epoch: 2, State: EpochStarting}, true },
+		{name: "epoch starting", newest: func() (EpochStatus, bool, bool) { return EpochStatus{Epoch: 2, State: EpochStarting}, false, true },
 			want: "proxy epoch 2 is starting"},
+		// A hot restart: the live parent serves while the child starts and already owns
+		// the admin port, so the admin API is not asked.
+		{name: "parent serves during restart", down: true,
+			newest: func() (EpochStatus, bool, bool) { return EpochStatus{Epoch: 1, State: EpochLive}, true, true }},
 		{name: "admin down", newest: live, down: true, want: "proxy admin not reachable"},
 		{name: "initializing", newest: live, admin: fakeAdmin{readyCode: 503, readyBody: "INITIALIZING", stats: bothUpdated},
 			want: "proxy state is INITIALIZING"},
@@ -65,7 +69,7 @@ func TestReadiness(t *testing.T) {
 			if tc.down {
 				admin.base = "http://127.0.0.1:1"
 			}
-			srv := httptest.NewServer(healthHandler(readiness{newest: tc.newest, admin: admin}))
+			srv := httptest.NewServer(healthHandler(readiness{serving: tc.newest, admin: admin}))
 			t.Cleanup(srv.Close)
 			resp, err := srv.Client().Get(srv.URL + "/healthz/ready")
 			if err != nil {
@@ -78,8 +82,14 @@ func TestReadiness(t *testing.T) {
 				if resp.StatusCode != 200 {
 					t.Errorf("status %d %q, want 200", resp.StatusCode, body)
 				}
-				if got := tc.admin.requests; len(got) != 2 ||
-					got[1] != `GET /stats?filter=%5E%28listener_manager%5C.lds%5C.update_success%7Ccluster_manager%5C.cds%5C.update_success%29%24` {
+				got := tc.admin.requests
+				switch {
+				case tc.down:
+					if len(got) != 0 {
+						t.Errorf("admin requests = %q, want none", got)
+					}
+				case len(got) != 2 ||
+					got[1] != `GET /stats?filter=%5E%28listener_manager%5C.lds%5C.update_success%7Ccluster_manager%5C.cds%5C.update_success%29%24`:
 					t.Errorf("admin requests = %q", got)
 				}
 				return

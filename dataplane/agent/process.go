@@ -39,16 +39,31 @@ var _ launcher = execLauncher{}
 // proxy runs the data plane, one process per epoch, as Istio's pre-2021 envoy.Proxy.
 // Run may be called concurrently for different epochs.
 type proxy interface {
-	// Run writes epoch's bootstrap, starts its process, calls started with the pid and
-	// blocks until the process exits. A value on abort stops the process: SIGTERM, then
-	// SIGKILL after killGrace. A process that exits on its own with an error returns an
-	// *exitError.
-	Run(epoch int, abort <-chan error, started func(pid int)) error
+	// Run writes epoch's bootstrap for the settings s, starts its process, calls started
+	// with what it runs and blocks until the process exits. A value on abort stops the
+	// process: SIGTERM, then SIGKILL after killGrace. A process that exits on its own
+	// with an error returns an *exitError; one that cannot be started at all (binary
+	// missing or not executable) returns a *startError.
+	Run(epoch int, s ProxySettings, abort <-chan error, started func(processInfo)) error
 	// Drain asks the running proxy to drain its inbound listeners gracefully.
 	Drain(ctx context.Context) error
 	// Cleanup removes what epoch left behind (its bootstrap file).
 	Cleanup(epoch int)
 }
+
+// processInfo is one started proxy process.
+type processInfo struct {
+	PID       int
+	Path      string
+	Version   string
+	DataPlane string
+}
+
+// startError is a proxy that could not be started: retrying will not help.
+type startError struct{ Err error }
+
+func (e *startError) Error() string { return e.Err.Error() }
+func (e *startError) Unwrap() error { return e.Err }
 
 // exitError is a proxy process that failed, with its last stderr lines.
 type exitError struct {
@@ -74,18 +89,47 @@ func exitCode(err error) int {
 
 // envoyProxy runs envoy or `meshlab proxy` with the Istio 1.0-era command line.
 type envoyProxy struct {
-	cfg    Config // defaults applied
-	bin    proxyBinary
+	cfg    Config // defaults applied; the proxy settings come with each Run
+	lookup lookup
 	launch launcher
 	admin  adminClient
 	log    *slog.Logger
+
+	mu       sync.Mutex
+	versions map[string]string // binary path -> its --version
+}
+
+// binary resolves the data plane for s and reads its version once per path.
+func (p *envoyProxy) binary(s ProxySettings) (proxyBinary, string, error) {
+	bin, err := resolveProxy(p.cfg.withSettings(s), p.lookup)
+	if err != nil {
+		return proxyBinary{}, "", err
+	}
+	p.mu.Lock()
+	v, ok := p.versions[bin.Path]
+	p.mu.Unlock()
+	if ok {
+		return bin, v, nil
+	}
+	v, err = proxyVersion(context.Background(), bin, p.launch)
+	if err != nil {
+		p.log.Warn("read proxy version", "path", bin.Path, "err", err)
+		return bin, "", nil // a binary that cannot say its version may still run
+	}
+	p.mu.Lock()
+	if p.versions == nil {
+		p.versions = make(map[string]string)
+	}
+	p.versions[bin.Path] = v
+	p.mu.Unlock()
+	return bin, v, nil
 }
 
 var _ proxy = (*envoyProxy)(nil)
 
-// args returns the proxy's command line for epoch, after bin.Prefix.
-func (p *envoyProxy) args(epoch int) []string {
-	c := p.cfg
+// args returns the proxy's command line for epoch with settings s, after bin.Prefix.
+func (p *envoyProxy) args(epoch int, s ProxySettings) []string {
+	c := p.cfg.withSettings(s)
 	return []string{
 		"-c", c.bootstrapPath(epoch),
 		"--restart-epoch", strconv.Itoa(epoch),
@@ -104,9 +148,9 @@ func (p *envoyProxy) args(epoch int) []string {
 
 // command builds epoch's process: uid/gid 1337, its own process group (so a signal to
 // the agent's group does not reach it), SIGKILL if the agent dies.
-func (p *envoyProxy) command(epoch int, out, errOut io.Writer) *exec.Cmd {
-	args := append(append([]string{}, p.bin.Prefix...), p.args(epoch)...)
-	cmd := exec.Command(p.bin.Path, args...)
+func (p *envoyProxy) command(epoch int, s ProxySettings, bin proxyBinary, out, errOut io.Writer) *exec.Cmd {
+	args := append(append([]string{}, bin.Prefix...), p.args(epoch, s)...)
+	cmd := exec.Command(bin.Path, args...)
 	cmd.Dir = p.cfg.RunDir
 	cmd.Stdout = out
 	cmd.Stderr = errOut
@@ -118,8 +162,12 @@ func (p *envoyProxy) command(epoch int, out, errOut io.Writer) *exec.Cmd {
 	return cmd
 }
 
-func (p *envoyProxy) Run(epoch int, abort <-chan error, started func(pid int)) error {
-	if _, err := writeBootstrap(p.cfg, epoch); err != nil {
+func (p *envoyProxy) Run(epoch int, s ProxySettings, abort <-chan error, started func(processInfo)) error {
+	bin, version, err := p.binary(s)
+	if err != nil {
+		return &startError{Err: err}
+	}
+	if _, err := writeBootstrap(p.cfg.withSettings(s), epoch); err != nil {
 		return err
 	}
 	logf, err := os.OpenFile(p.cfg.proxyLogPath(), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
@@ -128,7 +176,7 @@ func (p *envoyProxy) Run(epoch int, abort <-chan error, started func(pid int)) e
 	}
 	defer logf.Close()
 	tail := newLineTail(stderrLines)
-	cmd := p.command(epoch, logf, io.MultiWriter(logf, tail))
+	cmd := p.command(epoch, s, bin, logf, io.MultiWriter(logf, tail))
 
 	// Pdeathsig fires when the thread that forked the child exits, not the process; keep
 	// this goroutine on its thread until the child is gone so the runtime cannot retire
@@ -136,11 +184,11 @@ func (p *envoyProxy) Run(epoch int, abort <-chan error, started func(pid int)) e
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := p.launch.Start(cmd); err != nil {
-		return fmt.Errorf("start proxy epoch %d: %w", epoch, err)
+		return &startError{Err: fmt.Errorf("start proxy epoch %d: %w", epoch, err)}
 	}
 	pid := cmd.Process.Pid
-	started(pid)
-	p.log.Info("proxy started", "epoch", epoch, "pid", pid, "path", p.bin.Path)
+	started(processInfo{PID: pid, Path: bin.Path, Version: version, DataPlane: bin.DataPlane})
+	p.log.Info("proxy started", "epoch", epoch, "pid", pid, "path", bin.Path, "args", cmd.Args[1:])
 
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()

@@ -44,7 +44,7 @@ func TestAgentSocket(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- serveHTTP(ctx, ln, sockHandler(status, adminPort, testutil.Logger(t))) }()
+	go func() { done <- serveHTTP(ctx, ln, sockHandler(status, nopRestarter{}, adminPort, testutil.Logger(t))) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -119,4 +119,11 @@ func TestAgentSocket(t *testing.T) {
 	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), "proxy admin not reachable") {
 		t.Errorf("admin down: %d %q", resp.StatusCode, body)
 	}
+}
+
+// nopRestarter answers every restart with nothing started.
+type nopRestarter struct{}
+
+func (nopRestarter) Restart(context.Context, *ProxySettings) (RestartResult, error) {
+	return RestartResult{Epoch: -1}, nil
 }

@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"context"
 	"net/netip"
+	"strings"
 	"time"
 )
 
@@ -19,6 +21,15 @@ const (
 	EpochExited   = "exited"   // the process has exited
 )
 
+// Why an epoch was started, reported in EpochStatus.Reason.
+const (
+	ReasonInitial = "initial" // the agent started
+	ReasonRestart = "restart" // POST /restart (meshlab proxy restart)
+	ReasonConfig  = "config"  // PUT /proxy-config changed the proxy settings
+	ReasonCrash   = "crash"   // the previous newest epoch exited unexpectedly
+	ReasonRetry   = "retry"   // a restart attempt failed and is tried again
+)
+
 // Status is the agent's state, served as JSON at GET /status on agent.sock.
 type Status struct {
 	Pod          string        `json:"pod"`
@@ -29,6 +40,15 @@ type Status struct {
 	Epochs       []EpochStatus `json:"epochs"`    // running epochs and the most recent exited ones, oldest first
 	Restarts     int           `json:"restarts"`  // proxy processes started again after an unexpected exit
 	Message      string        `json:"message"`   // why not ready, or the last stderr lines of a crashed proxy
+	// Failed reports that the proxy failed more often in a row than the restart budget
+	// allows (or cannot be started at all); the agent stopped restarting it. POST
+	// /restart tries again.
+	Failed bool `json:"failed"`
+	// ConsecutiveFailures counts unexpected exits of the newest epoch since one last ran
+	// long enough; NextRestartAt is when the next restart is due while backing off.
+	ConsecutiveFailures int           `json:"consecutiveFailures"`
+	NextRestartAt       *time.Time    `json:"nextRestartAt,omitempty"`
+	Settings            ProxySettings `json:"settings"` // the proxy settings new epochs start with
 }
 
 // EpochStatus is one proxy process.
@@ -40,6 +60,11 @@ type EpochStatus struct {
 	ExitedAt  *time.Time `json:"exitedAt,omitempty"`
 	ExitCode  *int       `json:"exitCode,omitempty"`
 	Error     string     `json:"error,omitempty"`
+	Reason    string     `json:"reason,omitempty"` // ReasonInitial, ReasonRestart, ...
+	// The binary this epoch runs, its --version and the data plane it is.
+	ProxyPath    string `json:"proxyPath,omitempty"`
+	ProxyVersion string `json:"proxyVersion,omitempty"`
+	DataPlane    string `json:"dataPlane,omitempty"`
 }
 
 // NameTable is the DNS name table the lab API serves to one pod's agent: lowercase names
@@ -47,4 +72,30 @@ type EpochStatus struct {
 type NameTable struct {
 	Version uint64                  `json:"version"`
 	Names   map[string][]netip.Addr `json:"names"`
+}
+
+// buildStatus assembles the agent's Status from the epoch manager and the readiness check.
+func buildStatus(ctx context.Context, pod string, mgr *epochManager, ready readiness) Status {
+	snap := mgr.snapshot()
+	var msg []string
+	rerr := ready.check(ctx)
+	if rerr != nil {
+		msg = append(msg, "not ready: "+rerr.Error())
+	}
+	if snap.lastExit != "" {
+		msg = append(msg, "last unexpected proxy exit: "+snap.lastExit)
+	}
+	st := Status{
+		Pod: pod, Ready: rerr == nil, Epochs: snap.epochs, Restarts: snap.restarts,
+		Message: strings.Join(msg, "\n"), Failed: snap.failed, ConsecutiveFailures: snap.failures,
+		NextRestartAt: snap.nextRestart, Settings: snap.settings,
+	}
+	// The binary of the newest epoch that got as far as starting.
+	for i := len(snap.epochs) - 1; i >= 0; i-- {
+		if e := snap.epochs[i]; e.ProxyPath != "" {
+			st.ProxyPath, st.ProxyVersion, st.DataPlane = e.ProxyPath, e.ProxyVersion, e.DataPlane
+			break
+		}
+	}
+	return st
 }

@@ -28,6 +28,9 @@ func (b adminBackend) ServerInfo() *adminv3.ServerInfo { return b.s.ServerInfo()
 // ServerInfo returns Envoy's /server_info message.
 func (s *Server) ServerInfo() *adminv3.ServerInfo {
 	up := durationpb.New(time.Since(s.start).Truncate(time.Second))
+	s.mu.Lock()
+	upAll := durationpb.New(time.Since(s.startAll).Truncate(time.Second))
+	s.mu.Unlock()
 	o := s.opts
 	mode := adminv3.CommandLineOptions_Serve
 	switch o.Mode {
@@ -48,8 +51,8 @@ func (s *Server) ServerInfo() *adminv3.ServerInfo {
 		Version:            Version,
 		State:              s.State(),
 		UptimeCurrentEpoch: up,
-		UptimeAllEpochs:    up,
-		HotRestartVersion:  HotRestartVersion,
+		UptimeAllEpochs:    upAll,
+		HotRestartVersion:  s.hotRestartVersion(),
 		CommandLineOptions: &adminv3.CommandLineOptions{
 			BaseId:                   uint64(o.BaseID),
 			UseDynamicBaseId:         o.UseDynamicBaseID,

@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/envoylog"
+	"github.com/meshlab/meshlab/dataplane/proxy/hotrestart"
 )
 
 // Main runs the proxy with Envoy's command line and returns the process exit status:
@@ -31,7 +32,12 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if opts.HotRestartVersion {
-		fmt.Fprintln(stderr, HotRestartVersion)
+		// Envoy prints it to stderr.
+		if opts.DisableHotRestart {
+			fmt.Fprintln(stderr, "disabled")
+		} else {
+			fmt.Fprintln(stderr, HotRestartVersion)
+		}
 		return 0
 	}
 	logw := stderr
@@ -56,7 +62,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 func run(ctx context.Context, opts Options, logger *slog.Logger, levels *envoylog.Levels, stdout io.Writer) int {
-	logger.Info(fmt.Sprintf("initializing epoch %d (base id=%d, hot restart version=%s)", opts.RestartEpoch, opts.BaseID, HotRestartVersion))
+	hrVersion := HotRestartVersion
+	if opts.DisableHotRestart {
+		hrVersion = "disabled"
+	}
+	logger.Info(fmt.Sprintf("initializing epoch %d (base id=%d, hot restart version=%s)", opts.RestartEpoch, opts.BaseID, hrVersion))
 	logger.Info(fmt.Sprintf("statically linked extensions: %s", "envoy.filters.network.tcp_proxy, envoy.filters.network.http_connection_manager, envoy.filters.http.router, envoy.filters.listener.original_dst"))
 	srv, err := New(opts, logger, levels)
 	if err != nil {
@@ -72,6 +82,15 @@ func run(ctx context.Context, opts Options, logger *slog.Logger, levels *envoylo
 			logger.Log(ctx, envoylog.LevelCritical, fmt.Sprintf("unable to write base id to %s: %v", opts.BaseIDPath, err))
 			return 1
 		}
+	}
+	if !opts.DisableHotRestart {
+		hr, err := hotrestart.New(hotrestart.Options{BaseID: opts.BaseID, Epoch: opts.RestartEpoch, Logger: logger.With("component", "main")})
+		if err != nil {
+			logger.Log(ctx, envoylog.LevelCritical, err.Error())
+			return 1
+		}
+		defer hr.Close()
+		srv.UseHotRestart(hr)
 	}
 	if err := srv.Run(ctx); err != nil {
 		logger.Log(ctx, envoylog.LevelCritical, fmt.Sprintf("error: %v", err))

@@ -32,6 +32,7 @@ import (
 	"github.com/meshlab/meshlab/dataplane/proxy/bootstrap"
 	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
 	"github.com/meshlab/meshlab/dataplane/proxy/envoylog"
+	"github.com/meshlab/meshlab/dataplane/proxy/hotrestart"
 	"github.com/meshlab/meshlab/dataplane/proxy/httpconn"
 	"github.com/meshlab/meshlab/dataplane/proxy/listener"
 	"github.com/meshlab/meshlab/dataplane/proxy/stats"
@@ -42,9 +43,9 @@ import (
 // "<sha>/<version>/<status>/<build type>/<ssl>".
 const Version = "meshlab/1.0.0-dev/Clean/RELEASE/Go"
 
-// HotRestartVersion is what --hot-restart-version and /server_info report: hot restart
-// is not implemented yet, as for an Envoy built without it.
-const HotRestartVersion = "disabled"
+// HotRestartVersion is what --hot-restart-version and /server_info report when hot
+// restart is on; "disabled" otherwise, as Envoy.
+const HotRestartVersion = hotrestart.Version
 
 // Server is one running proxy. Create it with New, run it with Run.
 type Server struct {
@@ -68,6 +69,9 @@ type Server struct {
 	quit         chan struct{}
 	quitOnce     sync.Once
 	healthFailed atomic.Bool
+	draining     atomic.Bool   // hot restart parent told to drain: state DRAINING
+	liveCh       chan struct{} // closed when the server goes LIVE
+	hr           *hotRestart   // nil: hot restart off
 	bg           sync.WaitGroup
 	bgCtx        context.Context
 	bgCancel     context.CancelFunc
@@ -78,6 +82,8 @@ type Server struct {
 
 	mu        sync.Mutex
 	adminAddr netip.AddrPort
+	adminSrv  *http.Server // nil once a hot restart child shut it down
+	startAll  time.Time    // start of the first epoch (uptime_all_epochs)
 	dyn       map[string]*typeDump
 	init      initState
 }
@@ -92,8 +98,9 @@ func New(opts Options, logger *slog.Logger, levels *envoylog.Levels) (*Server, e
 		opts: opts, log: logger, levels: levels,
 		stats: stats.NewStore(), routes: httpconn.NewRouteStore(),
 		started: make(chan struct{}), quit: make(chan struct{}),
-		dyn: map[string]*typeDump{}, start: time.Now(),
+		dyn: map[string]*typeDump{}, start: time.Now(), liveCh: make(chan struct{}),
 	}
+	s.startAll = s.start
 	b, err := bootstrap.Load(bootstrap.Source{Path: opts.ConfigPath, YAML: opts.ConfigYAML, AllowUnknown: opts.AllowUnknownStaticFields})
 	if err != nil {
 		return nil, err
@@ -192,16 +199,19 @@ func (s *Server) StatsStore() *stats.Store { return s.stats }
 func (s *Server) Run(ctx context.Context) error {
 	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	defer s.bgCancel()
-	if s.opts.RestartEpoch > 0 {
-		s.log.Warn(fmt.Sprintf("hot restart is not implemented yet: epoch %d starts cold", s.opts.RestartEpoch))
+	s.initServerStats()
+	if s.hr == nil && s.opts.RestartEpoch > 0 {
+		s.log.Info(fmt.Sprintf("hot restart is disabled: epoch %d starts cold", s.opts.RestartEpoch))
 	}
+	// As Envoy: the parent's admin listener is shut down before anything is bound.
+	s.startAsChild()
 	s.clusters = cluster.NewManager(s.stats)
 	s.clusters.AddStatic(s.staticClusters)
-	s.initServerStats()
 	defer s.clusters.Close()
 	s.listeners = listener.NewManager(listener.Deps{
 		Clusters: s.clusters, Routes: s.routes, Stats: s.stats, Logger: s.log.With("component", "conn_handler"),
-		OriginalDst: s.originalDst,
+		OriginalDst: s.originalDst, InheritSocket: s.inheritSocket,
+		DeferAccept: s.hr != nil && s.hr.parentAlive,
 	})
 	defer s.listeners.Close()
 	if err := s.listeners.AddStatic(s.staticListeners); err != nil {
@@ -231,6 +241,9 @@ func (s *Server) Run(ctx context.Context) error {
 	s.mu.Lock()
 	s.checkInitLocked()
 	s.mu.Unlock()
+	s.bg.Add(2)
+	go func() { defer s.bg.Done(); s.serveChild(s.bgCtx) }()
+	go func() { defer s.bg.Done(); s.superviseParent(s.bgCtx) }()
 	close(s.started)
 	s.log.Info("starting main dispatch loop")
 	select {
@@ -262,6 +275,7 @@ func (s *Server) serveAdmin() (*http.Server, <-chan struct{}, error) {
 	bound, _ := netip.ParseAddrPort(ln.Addr().String())
 	s.mu.Lock()
 	s.adminAddr = bound
+	s.adminSrv = srv
 	s.mu.Unlock()
 	if p := s.opts.AdminAddressPath; p != "" {
 		if err := os.WriteFile(p, []byte(bound.String()), 0o644); err != nil {
@@ -342,19 +356,21 @@ func (s *Server) stateLocked() adminv3.ServerInfo_State {
 		return adminv3.ServerInfo_PRE_INITIALIZING
 	case !s.init.live:
 		return adminv3.ServerInfo_INITIALIZING
-	case s.healthFailed.Load():
+	case s.healthFailed.Load() || s.draining.Load():
 		return adminv3.ServerInfo_DRAINING
 	}
 	return adminv3.ServerInfo_LIVE
 }
 
-// drainListeners stops listeners now or, graceful, after --drain-time-s (never, with
-// skip_exit). Draining connections (Connection: close, GOAWAY) is not implemented yet.
+// drainListeners stops listeners now or, graceful, drains their connections (HTTP/1
+// Connection: close, idle keep-alive connections closed) and stops them after
+// --drain-time-s (never, with skip_exit).
 func (s *Server) drainListeners(inboundOnly, graceful, skipExit bool) {
 	if !graceful {
 		s.listeners.StopListeners(inboundOnly)
 		return
 	}
+	s.listeners.Drain(inboundOnly)
 	s.log.Info(fmt.Sprintf("draining listeners for %s", s.opts.DrainTime))
 	if skipExit {
 		return

@@ -48,6 +48,7 @@ func (s *Server) checkInitLocked() {
 		return
 	}
 	s.init.live = true
+	close(s.liveCh)
 	s.log.Info("all dependencies initialized. starting workers")
 	s.stats.Named("server").Gauge("state").Set(int64(s.stateLocked()))
 }

@@ -51,19 +51,20 @@ type Handler struct {
 func NewHandler(b Backend) *Handler {
 	h := &Handler{b: b}
 	h.endpoints = map[string]endpoint{
-		"/ready":            {help: "print server state, return 200 if LIVE, otherwise return 503", handle: h.ready},
-		"/server_info":      {help: "print server version/status information", handle: h.serverInfo},
-		"/config_dump":      {help: "dump current Envoy configs (experimental)", handle: h.configDump},
-		"/stats":            {help: "print server stats", handle: h.stats},
-		"/stats/prometheus": {help: "print server stats in prometheus format", handle: h.prometheus},
-		"/clusters":         {help: "upstream cluster status", handle: h.clusters},
-		"/quitquitquit":     {help: "exit the server", mutates: true, handle: h.quit},
-		"/healthcheck/fail": {help: "cause the server to fail health checks", mutates: true, handle: h.healthFail},
-		"/healthcheck/ok":   {help: "cause the server to pass health checks", mutates: true, handle: h.healthOK},
-		"/drain_listeners":  {help: "drain listeners", mutates: true, handle: h.drain},
-		"/logging":          {help: "query/change logging levels", mutates: true, handle: h.logging},
-		"/help":             {help: "print out list of admin commands", handle: h.help},
-		"/":                 {help: "Admin home page", handle: h.help},
+		"/ready":               {help: "print server state, return 200 if LIVE, otherwise return 503", handle: h.ready},
+		"/server_info":         {help: "print server version/status information", handle: h.serverInfo},
+		"/config_dump":         {help: "dump current Envoy configs (experimental)", handle: h.configDump},
+		"/stats":               {help: "print server stats", handle: h.stats},
+		"/stats/prometheus":    {help: "print server stats in prometheus format", handle: h.prometheus},
+		"/clusters":            {help: "upstream cluster status", handle: h.clusters},
+		"/quitquitquit":        {help: "exit the server", mutates: true, handle: h.quit},
+		"/healthcheck/fail":    {help: "cause the server to fail health checks", mutates: true, handle: h.healthFail},
+		"/healthcheck/ok":      {help: "cause the server to pass health checks", mutates: true, handle: h.healthOK},
+		"/drain_listeners":     {help: "drain listeners", mutates: true, handle: h.drain},
+		"/logging":             {help: "query/change logging levels", mutates: true, handle: h.logging},
+		"/hot_restart_version": {help: "print the hot restart compatibility version", handle: h.hotRestartVersion},
+		"/help":                {help: "print out list of admin commands", handle: h.help},
+		"/":                    {help: "Admin home page", handle: h.help},
 	}
 	return h
 }
@@ -108,6 +109,12 @@ func text(w http.ResponseWriter, code int, body string) {
 }
 
 func (h *Handler) help(w http.ResponseWriter, _ *http.Request) { text(w, http.StatusOK, h.helpText()) }
+
+// hotRestartVersion answers /hot_restart_version with the same string as
+// /server_info's hot_restart_version, as Envoy.
+func (h *Handler) hotRestartVersion(w http.ResponseWriter, _ *http.Request) {
+	text(w, http.StatusOK, h.b.ServerInfo().GetHotRestartVersion())
+}
 
 func (h *Handler) ready(w http.ResponseWriter, _ *http.Request) {
 	st := h.b.ServerInfo().GetState()

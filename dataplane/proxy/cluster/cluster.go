@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -29,6 +31,15 @@ type Stats struct {
 	UpstreamRqTimeout *stats.Stat
 	MembershipTotal   *stats.Stat
 	MembershipHealthy *stats.Stat
+	// Retries and timeouts, counted by the router.
+	UpstreamRqRetry           *stats.Stat
+	UpstreamRqRetrySuccess    *stats.Stat
+	UpstreamRqRetryLimit      *stats.Stat
+	UpstreamRqRetryBackoffExp *stats.Stat
+	UpstreamRqPerTryTimeout   *stats.Stat
+	UpstreamRqActive          *stats.Stat
+	UpstreamCxMaxRequests     *stats.Stat
+	LBHealthyPanic            *stats.Stat
 }
 
 func newStats(store *stats.Store, name string) *Stats {
@@ -44,6 +55,15 @@ func newStats(store *stats.Store, name string) *Stats {
 		UpstreamRqTimeout: sc.Counter("upstream_rq_timeout"),
 		MembershipTotal:   sc.Gauge("membership_total"),
 		MembershipHealthy: sc.Gauge("membership_healthy"),
+
+		UpstreamRqRetry:           sc.Counter("upstream_rq_retry"),
+		UpstreamRqRetrySuccess:    sc.Counter("upstream_rq_retry_success"),
+		UpstreamRqRetryLimit:      sc.Counter("upstream_rq_retry_limit_exceeded"),
+		UpstreamRqRetryBackoffExp: sc.Counter("upstream_rq_retry_backoff_exponential"),
+		UpstreamRqPerTryTimeout:   sc.Counter("upstream_rq_per_try_timeout"),
+		UpstreamRqActive:          sc.Gauge("upstream_rq_active"),
+		UpstreamCxMaxRequests:     sc.Counter("upstream_cx_max_requests"),
+		LBHealthyPanic:            sc.Counter("lb_healthy_panic"),
 	}
 }
 
@@ -62,22 +82,43 @@ type Cluster struct {
 	hosts     atomic.Pointer[hostSet]
 	next      atomic.Uint64
 	transport *http.Transport
-	perHost   sync.Map // host string -> *hostStats
+	perHost   sync.Map // host string -> *hostState
+	breaker   *breaker
+	outlier   *outlier // nil without outlier_detection
 }
 
-type hostStats struct {
-	cxTotal, cxActive, cxFail, rqTotal atomic.Int64
+// hostState is what the cluster tracks per upstream host: /clusters counters, active
+// requests (LEAST_REQUEST) and outlier detection state (guarded by outlier.mu).
+type hostState struct {
+	cxTotal, cxActive, cxFail, rqTotal, rqActive atomic.Int64
+	ejected                                      atomic.Bool
+	consecutive5xx, consecutiveGw, numEjections  uint32
 }
 
 func newCluster(cfg *Config, store *stats.Store) *Cluster {
 	c := &Cluster{cfg: cfg, stats: newStats(store, cfg.Name)}
+	th := cfg.Thresholds
+	if th == (Thresholds{}) {
+		th = DefaultThresholds
+	}
+	c.breaker = newBreaker(th, c.stats.scope)
+	if cfg.Outlier != nil {
+		c.outlier = newOutlier(c, cfg.Outlier, c.stats.scope)
+	}
+	idle := cfg.IdleTimeout
+	if idle == 0 {
+		idle = time.Hour
+	}
 	c.transport = &http.Transport{
 		Proxy:               nil,
 		DialContext:         c.dialForTransport,
 		MaxIdleConnsPerHost: 64,
-		IdleConnTimeout:     time.Hour,
+		IdleConnTimeout:     idle,
 		DisableCompression:  true,
 		ForceAttemptHTTP2:   false,
+	}
+	if th.MaxConnections < 64 {
+		c.transport.MaxIdleConnsPerHost = int(max(th.MaxConnections, 1))
 	}
 	c.setHosts(cfg.Static)
 	return c
@@ -129,22 +170,73 @@ func (c *Cluster) Pick(originalDst netip.AddrPort) (Host, error) {
 		}
 		return Host{Addr: originalDst, Healthy: true}, nil
 	}
-	var healthy []Host
-	if hs := c.hosts.Load(); hs != nil {
-		healthy = hs.healthy
-	}
-	if len(healthy) == 0 {
+	hosts := c.available(c.hosts.Load())
+	if len(hosts) == 0 {
 		c.stats.UpstreamCxNone.Inc()
 		return Host{}, ErrNoHealthyUpstream
 	}
-	return healthy[(c.next.Add(1)-1)%uint64(len(healthy))], nil
+	return c.choose(hosts), nil
+}
+
+// PickAvoiding is Pick for a retry with Envoy's previous_hosts retry predicate: it picks
+// again, up to attempts more times, while the pick is one of tried.
+func (c *Cluster) PickAvoiding(originalDst netip.AddrPort, tried []Host, attempts int) (Host, error) {
+	h, err := c.Pick(originalDst)
+	for i := 0; err == nil && i < attempts && containsHost(tried, h); i++ {
+		h, err = c.Pick(originalDst)
+	}
+	return h, err
+}
+
+func containsHost(hs []Host, h Host) bool {
+	for _, x := range hs {
+		if x.String() == h.String() {
+			return true
+		}
+	}
+	return false
+}
+
+// Admit applies the cluster's circuit breakers to one request: it may wait as a pending
+// request, and fails with ErrOverflow when a threshold overflows. The returned function
+// ends the request.
+func (c *Cluster) Admit(ctx context.Context) (func(), error) {
+	return c.breaker.acquire(ctx)
+}
+
+// AdmitRetry applies the max_retries circuit breaker to one retry; false means the
+// retry budget overflowed (upstream_rq_retry_overflow counted).
+func (c *Cluster) AdmitRetry() (func(), bool) { return c.breaker.acquireRetry() }
+
+// ReportResult feeds outlier detection with the result of one request to h: an HTTP
+// status, or 503 for a connect failure or reset and 504 for a timeout.
+func (c *Cluster) ReportResult(h Host, code int) {
+	if c.outlier != nil && c.cfg.Type != TypeOriginalDst {
+		c.outlier.report(h, code)
+	}
+}
+
+// HealthFlags returns the host's health flags as Envoy prints them in /clusters
+// ("healthy", or e.g. "/failed_outlier_check", "/failed_eds_health").
+func (c *Cluster) HealthFlags(h Host) string {
+	var f string
+	if !h.Healthy {
+		f += "/failed_eds_health"
+	}
+	if c.hostState(h).ejected.Load() {
+		f += "/failed_outlier_check"
+	}
+	if f == "" {
+		return "healthy"
+	}
+	return f
 }
 
 // Dial opens an upstream connection to h with the cluster's connect timeout and bind
 // address, counting upstream_cx_total, upstream_cx_active and upstream_cx_connect_fail.
 // The returned connection decrements upstream_cx_active when closed.
 func (c *Cluster) Dial(ctx context.Context, h Host) (net.Conn, error) {
-	hs := c.hostStats(h)
+	hs := c.hostState(h)
 	c.stats.UpstreamCxTotal.Inc()
 	hs.cxTotal.Add(1)
 	d := net.Dialer{Timeout: c.cfg.ConnectTimeout}
@@ -159,15 +251,18 @@ func (c *Cluster) Dial(ctx context.Context, h Host) (net.Conn, error) {
 	}
 	c.stats.UpstreamCxActive.Inc()
 	hs.cxActive.Add(1)
-	return &countedConn{Conn: conn, done: func() {
+	return &countedConn{Conn: conn, maxRequests: int64(c.cfg.MaxRequestsPerConnection), done: func() {
 		c.stats.UpstreamCxActive.Dec()
 		hs.cxActive.Add(-1)
 	}}, nil
 }
 
-func (c *Cluster) hostStats(h Host) *hostStats {
-	v, _ := c.perHost.LoadOrStore(h.String(), &hostStats{})
-	return v.(*hostStats)
+func (c *Cluster) hostState(h Host) *hostState {
+	if v, ok := c.perHost.Load(h.String()); ok {
+		return v.(*hostState)
+	}
+	v, _ := c.perHost.LoadOrStore(h.String(), &hostState{})
+	return v.(*hostState)
 }
 
 // dialForTransport dials the host named by the request URL's host, which RoundTrip set
@@ -181,7 +276,10 @@ func (c *Cluster) dialForTransport(ctx context.Context, _, addr string) (net.Con
 }
 
 // RoundTrip sends req to host h over the cluster's pooled HTTP/1.1 connections. req.Host
-// keeps the downstream authority; only the connection target changes.
+// keeps the downstream authority; only the connection target changes. A connection that
+// reaches max_requests_per_connection is closed after its last response
+// (upstream_cx_max_requests). The caller must close the response body, which ends the
+// host's active request.
 func (c *Cluster) RoundTrip(req *http.Request, h Host) (*http.Response, error) {
 	if h.Pipe != "" {
 		return nil, fmt.Errorf("send request to %s: pipe hosts cannot carry HTTP", h)
@@ -189,17 +287,58 @@ func (c *Cluster) RoundTrip(req *http.Request, h Host) (*http.Response, error) {
 	req.URL.Scheme = "http"
 	req.URL.Host = h.Addr.String()
 	c.stats.UpstreamRqTotal.Inc()
-	c.hostStats(h).rqTotal.Add(1)
-	return c.transport.RoundTrip(req)
+	hs := c.hostState(h)
+	hs.rqTotal.Add(1)
+	if c.cfg.MaxRequestsPerConnection > 0 {
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+			GotConn: func(info httptrace.GotConnInfo) {
+				if cc, ok := info.Conn.(*countedConn); ok && cc.requests.Add(1) >= cc.maxRequests {
+					req.Close = true
+					c.stats.UpstreamCxMaxRequests.Inc()
+				}
+			},
+		}))
+	}
+	hs.rqActive.Add(1)
+	c.stats.UpstreamRqActive.Inc()
+	resp, err := c.transport.RoundTrip(req)
+	if err != nil {
+		hs.rqActive.Add(-1)
+		c.stats.UpstreamRqActive.Dec()
+		return nil, err
+	}
+	resp.Body = &doneBody{ReadCloser: resp.Body, done: func() {
+		hs.rqActive.Add(-1)
+		c.stats.UpstreamRqActive.Dec()
+	}}
+	return resp, nil
 }
 
-// close releases pooled connections.
-func (c *Cluster) close() { c.transport.CloseIdleConnections() }
+type doneBody struct {
+	io.ReadCloser
+	once sync.Once
+	done func()
+}
+
+func (b *doneBody) Close() error {
+	b.once.Do(b.done)
+	return b.ReadCloser.Close()
+}
+
+// close releases pooled connections and stops outlier detection timers.
+func (c *Cluster) close() {
+	c.transport.CloseIdleConnections()
+	if c.outlier != nil {
+		c.outlier.stop()
+	}
+}
 
 type countedConn struct {
 	net.Conn
-	once sync.Once
-	done func()
+	once        sync.Once
+	done        func()
+	requests    atomic.Int64
+	maxRequests int64
 }
 
 func (c *countedConn) Close() error {
@@ -218,7 +357,7 @@ func (c *countedConn) CloseWrite() error {
 // HostCounters returns the per-host counters Envoy prints in /clusters for h, keyed by
 // their Envoy names (cx_active, cx_connect_fail, cx_total, rq_total).
 func (c *Cluster) HostCounters(h Host) map[string]int64 {
-	hs := c.hostStats(h)
+	hs := c.hostState(h)
 	return map[string]int64{
 		"cx_active":       hs.cxActive.Load(),
 		"cx_connect_fail": hs.cxFail.Load(),

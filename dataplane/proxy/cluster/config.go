@@ -52,6 +52,18 @@ type Config struct {
 	ConnectTimeout time.Duration
 	BindSource     netip.Addr // invalid when no upstream_bind_config
 	Static         []Host     // STATIC: hosts from load_assignment
+	LB             LBPolicy
+	// PanicThreshold is common_lb_config.healthy_panic_threshold in percent (default 50):
+	// below it the load balancer ignores health and uses every host.
+	PanicThreshold float64
+	Thresholds     Thresholds     // circuit_breakers, default priority
+	Outlier        *OutlierConfig // nil without outlier_detection
+	// MaxRequestsPerConnection closes an upstream connection after this many requests
+	// (0: unlimited).
+	MaxRequestsPerConnection uint32
+	// IdleTimeout closes idle upstream connections (common_http_protocol_options.idle_timeout,
+	// Envoy's default 1h).
+	IdleTimeout time.Duration
 }
 
 // AddressAllow lists the address fields the proxy implements.
@@ -71,11 +83,13 @@ var clusterAllow = fieldcheck.Allow{
 		"name", "type", "eds_cluster_config", "connect_timeout", "lb_policy",
 		"load_assignment", "upstream_bind_config", "metadata",
 		"typed_extension_protocol_options", "http2_protocol_options",
+		"circuit_breakers", "outlier_detection", "common_lb_config", "max_requests_per_connection",
 	},
+	"envoy.config.cluster.v3.Cluster.CommonLbConfig": {"healthy_panic_threshold"},
 	"envoy.config.cluster.v3.Cluster.EdsClusterConfig": {"eds_config", "service_name"},
 	"envoy.config.core.v3.BindConfig":                  {"source_address"},
 	"envoy.config.core.v3.Http2ProtocolOptions":        {},
-}.Merge(AddressAllow, ConfigSourceAllow, loadAssignmentAllow)
+}.Merge(AddressAllow, ConfigSourceAllow, loadAssignmentAllow, circuitBreakersAllow, outlierAllow)
 
 var loadAssignmentAllow = fieldcheck.Allow{
 	"envoy.config.endpoint.v3.ClusterLoadAssignment": {"cluster_name", "endpoints"},
@@ -85,7 +99,8 @@ var loadAssignmentAllow = fieldcheck.Allow{
 }.Merge(AddressAllow)
 
 var protocolOptionsAllow = fieldcheck.Allow{
-	"envoy.extensions.upstreams.http.v3.HttpProtocolOptions":                    {"explicit_http_config"},
+	"envoy.extensions.upstreams.http.v3.HttpProtocolOptions":                    {"explicit_http_config", "common_http_protocol_options"},
+	"envoy.config.core.v3.HttpProtocolOptions":                                  {"max_requests_per_connection", "idle_timeout"},
 	"envoy.extensions.upstreams.http.v3.HttpProtocolOptions.ExplicitHttpConfig": {"http_protocol_options", "http2_protocol_options"},
 	"envoy.config.core.v3.Http1ProtocolOptions":                                 {},
 	"envoy.config.core.v3.Http2ProtocolOptions":                                 {},
@@ -105,7 +120,7 @@ func Compile(c *clusterv3.Cluster) (*Config, error) {
 	if err := clusterAllow.Check(c); err != nil {
 		return nil, fmt.Errorf("cluster '%s': %w", c.GetName(), err)
 	}
-	cfg := &Config{Proto: c, Name: c.GetName(), ConnectTimeout: DefaultConnectTimeout}
+	cfg := &Config{Proto: c, Name: c.GetName(), ConnectTimeout: DefaultConnectTimeout, IdleTimeout: time.Hour}
 	if err := cfg.fill(c); err != nil {
 		return nil, fmt.Errorf("cluster '%s': %w", c.GetName(), err)
 	}
@@ -127,6 +142,29 @@ func (cfg *Config) fill(c *clusterv3.Cluster) error {
 		if err := protocolOptionsAllow.Check(&opts); err != nil {
 			return fmt.Errorf("typed_extension_protocol_options[%s].%w", name, err)
 		}
+		if d := opts.GetCommonHttpProtocolOptions().GetIdleTimeout(); d != nil {
+			cfg.IdleTimeout = d.AsDuration()
+		}
+		if m := opts.GetCommonHttpProtocolOptions().GetMaxRequestsPerConnection(); m != nil {
+			cfg.MaxRequestsPerConnection = m.GetValue()
+		}
+	}
+	if m := c.GetMaxRequestsPerConnection(); m != nil && cfg.MaxRequestsPerConnection == 0 {
+		cfg.MaxRequestsPerConnection = m.GetValue()
+	}
+	cfg.PanicThreshold = 50
+	if p := c.GetCommonLbConfig().GetHealthyPanicThreshold(); p != nil {
+		cfg.PanicThreshold = p.GetValue()
+	}
+	cfg.Thresholds = thresholdsFrom(c.GetCircuitBreakers())
+	if od := c.GetOutlierDetection(); od != nil {
+		if v := od.GetEnforcingSuccessRate(); v != nil && v.GetValue() != 0 {
+			return errors.New("outlier_detection.enforcing_success_rate: only 0 is supported by meshlab proxy (success rate ejection is not implemented)")
+		}
+		if v := od.GetEnforcingFailurePercentage(); v != nil && v.GetValue() != 0 {
+			return errors.New("outlier_detection.enforcing_failure_percentage: only 0 is supported by meshlab proxy")
+		}
+		cfg.Outlier = outlierFrom(od)
 	}
 	if d := c.GetConnectTimeout(); d != nil {
 		cfg.ConnectTimeout = d.AsDuration()
@@ -154,6 +192,7 @@ func (cfg *Config) fill(c *clusterv3.Cluster) error {
 	if err := checkLBPolicy(cfg.Type, c.GetLbPolicy()); err != nil {
 		return err
 	}
+	cfg.LB = lbPolicyFrom(c.GetLbPolicy())
 	if bind := c.GetUpstreamBindConfig(); bind != nil {
 		sa := bind.GetSourceAddress()
 		ip, err := netip.ParseAddr(sa.GetAddress())
@@ -185,7 +224,7 @@ func checkLBPolicy(t Type, p clusterv3.Cluster_LbPolicy) error {
 		return fmt.Errorf("lb_policy: LB policy %s is not valid for Cluster type ORIGINAL_DST. Only 'CLUSTER_PROVIDED' is allowed with cluster type 'ORIGINAL_DST'", p)
 	case t != TypeOriginalDst && p == clusterv3.Cluster_CLUSTER_PROVIDED:
 		return fmt.Errorf("lb_policy: cluster: LB policy CLUSTER_PROVIDED is not valid for Cluster type %s", t)
-	case t != TypeOriginalDst && p != clusterv3.Cluster_ROUND_ROBIN:
+	case t != TypeOriginalDst && p != clusterv3.Cluster_ROUND_ROBIN && p != clusterv3.Cluster_LEAST_REQUEST && p != clusterv3.Cluster_RANDOM:
 		return fmt.Errorf("lb_policy: unsupported load balancing policy %s", p)
 	}
 	return nil

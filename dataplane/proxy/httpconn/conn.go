@@ -30,6 +30,18 @@ func ServeConn(ctx context.Context, cfg *Config, deps Deps, conn net.Conn, ds Do
 	}
 	stop := context.AfterFunc(ctx, func() { _ = srv.Close() })
 	defer stop()
+	if deps.Draining != nil {
+		go func() {
+			select {
+			case <-deps.Draining:
+				// Connection: close on the next response, and close the connection now if
+				// it is idle.
+				srv.SetKeepAlivesEnabled(false)
+				st.scope.Counter("downstream_cx_drain_close").Inc()
+			case <-l.done:
+			}
+		}()
+	}
 	_ = srv.Serve(l)
 	<-l.done
 }

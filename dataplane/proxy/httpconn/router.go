@@ -32,6 +32,10 @@ type Deps struct {
 	Clusters *cluster.Manager // required
 	Stats    *stats.Store     // required
 	Logger   *slog.Logger     // required
+	// Draining is closed when the listener drains (hot restart, /drain_listeners):
+	// responses then carry Connection: close and idle keep-alive connections are
+	// closed, as Envoy's HCM does for HTTP/1; optional.
+	Draining <-chan struct{}
 }
 
 // Downstream describes the downstream connection a request arrived on.

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"regexp"
 	"sort"
 	"strings"
@@ -19,23 +20,35 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/fieldcheck"
+	"github.com/meshlab/meshlab/dataplane/proxy/filters/fault"
 )
 
 // DefaultRouteTimeout is Envoy's route timeout when the field is unset.
 const DefaultRouteTimeout = 15 * time.Second
 
 var routeAllow = fieldcheck.Allow{
-	"envoy.config.route.v3.RouteConfiguration":            {"name", "virtual_hosts", "validate_clusters"},
-	"envoy.config.route.v3.VirtualHost":                   {"name", "domains", "routes"},
-	"envoy.config.route.v3.Route":                         {"name", "match", "route", "direct_response", "metadata", "decorator"},
-	"envoy.config.route.v3.RouteMatch":                    {"prefix", "path", "safe_regex", "case_sensitive"},
-	"envoy.type.matcher.v3.RegexMatcher":                  {"regex", "google_re2"},
-	"envoy.config.route.v3.RouteAction":                   {"cluster", "weighted_clusters", "timeout"},
-	"envoy.config.route.v3.WeightedCluster":               {"clusters", "total_weight"},
-	"envoy.config.route.v3.WeightedCluster.ClusterWeight": {"name", "weight"},
-	"envoy.config.route.v3.DirectResponseAction":          {"status", "body"},
-	"envoy.config.core.v3.DataSource":                     {"inline_string", "inline_bytes"},
-}
+	"envoy.config.route.v3.RouteConfiguration": {"name", "virtual_hosts", "validate_clusters"},
+	"envoy.config.route.v3.VirtualHost": {"name", "domains", "routes", "retry_policy", "include_request_attempt_count",
+		"request_headers_to_add", "request_headers_to_remove", "response_headers_to_add", "response_headers_to_remove"},
+	"envoy.config.route.v3.Route": {"name", "match", "route", "redirect", "direct_response", "metadata", "decorator", "typed_per_filter_config",
+		"request_headers_to_add", "request_headers_to_remove", "response_headers_to_add", "response_headers_to_remove"},
+	"envoy.type.matcher.v3.RegexMatcher": {"regex", "google_re2"},
+	"envoy.config.route.v3.RouteAction": {"cluster", "weighted_clusters", "timeout", "retry_policy", "prefix_rewrite", "regex_rewrite",
+		"host_rewrite_literal", "request_mirror_policies", "max_stream_duration"},
+	"envoy.config.route.v3.RouteAction.MaxStreamDuration":     {"max_stream_duration"},
+	"envoy.config.route.v3.WeightedCluster":                   {"clusters", "total_weight"},
+	"envoy.config.route.v3.WeightedCluster.ClusterWeight":     {"name", "weight", "request_headers_to_add", "request_headers_to_remove", "response_headers_to_add", "response_headers_to_remove"},
+	"envoy.config.route.v3.DirectResponseAction":              {"status", "body"},
+	"envoy.config.core.v3.DataSource":                         {"inline_string", "inline_bytes"},
+	"envoy.config.route.v3.RetryPolicy":                       {"retry_on", "num_retries", "per_try_timeout", "retry_host_predicate", "host_selection_retry_max_attempts", "retriable_status_codes", "retry_back_off"},
+	"envoy.config.route.v3.RetryPolicy.RetryBackOff":          {"base_interval", "max_interval"},
+	"envoy.config.route.v3.RetryPolicy.RetryHostPredicate":    {"name", "typed_config"},
+	"envoy.config.route.v3.RedirectAction":                    {"https_redirect", "scheme_redirect", "host_redirect", "port_redirect", "path_redirect", "prefix_rewrite", "response_code", "strip_query"},
+	"envoy.config.route.v3.RouteAction.RequestMirrorPolicy":   {"cluster", "runtime_fraction", "trace_sampled"},
+	"envoy.type.matcher.v3.RegexMatchAndSubstitute":           {"pattern", "substitution"},
+	"envoy.config.core.v3.HeaderValueOption":                  {"header", "append", "append_action", "keep_empty_value"},
+	"envoy.config.core.v3.HeaderValue":                        {"key", "value"},
+}.Merge(matchAllow)
 
 // RouteTable is a compiled RouteConfiguration. Immutable.
 type RouteTable struct {
@@ -54,8 +67,10 @@ type wildcard struct {
 
 // VirtualHost is a compiled virtual host.
 type VirtualHost struct {
-	Name   string
-	Routes []*Route
+	Name    string
+	Routes  []*Route
+	Retry   *RetryPolicy // the default for routes without one
+	Headers headerMutations
 }
 
 // Route is one compiled route.
@@ -65,17 +80,28 @@ type Route struct {
 	value         string
 	re            *regexp.Regexp
 	caseSensitive bool
+	headers       []*headerMatcher
+	query         []*queryMatcher
+	fraction      *Fraction
 
 	Cluster  string
 	Weighted []WeightedCluster
 	Timeout  time.Duration // 0 disables the timeout
 	Direct   *DirectResponse
+	Redirect *Redirect
+	Retry    *RetryPolicy
+	Mirrors  []Mirror
+	Rewrite  rewrite
+	Headers  headerMutations
+	// Faults holds typed_per_filter_config entries for fault filters, by filter name.
+	Faults map[string]*fault.Config
 }
 
 // WeightedCluster is one target of weighted_clusters.
 type WeightedCluster struct {
-	Name   string
-	Weight uint32
+	Name    string
+	Weight  uint32
+	Headers headerMutations
 }
 
 // DirectResponse is a route's direct_response.
@@ -107,8 +133,17 @@ func CompileRoutes(rc *routev3.RouteConfiguration) (*RouteTable, error) {
 	seen := map[string]bool{}
 	for i, pvh := range rc.GetVirtualHosts() {
 		vh := &VirtualHost{Name: pvh.GetName()}
+		var err error
+		if vh.Headers, err = compileHeaderMutations(pvh.GetRequestHeadersToAdd(), pvh.GetRequestHeadersToRemove(), pvh.GetResponseHeadersToAdd(), pvh.GetResponseHeadersToRemove()); err != nil {
+			return nil, fmt.Errorf("route configuration '%s': virtual_hosts[%d].%w", rc.GetName(), i, err)
+		}
+		if pvh.GetRetryPolicy() != nil {
+			if vh.Retry, err = compileRetryPolicy(pvh.GetRetryPolicy()); err != nil {
+				return nil, fmt.Errorf("route configuration '%s': virtual_hosts[%d].retry_policy.%w", rc.GetName(), i, err)
+			}
+		}
 		for j, pr := range pvh.GetRoutes() {
-			r, err := compileRoute(pr)
+			r, err := compileRoute(pr, vh)
 			if err != nil {
 				return nil, fmt.Errorf("route configuration '%s': virtual_hosts[%d].routes[%d].%w", rc.GetName(), i, j, err)
 			}
@@ -141,15 +176,33 @@ func CompileRoutes(rc *routev3.RouteConfiguration) (*RouteTable, error) {
 	return t, nil
 }
 
-func compileRoute(pr *routev3.Route) (*Route, error) {
+func compileRoute(pr *routev3.Route, vh *VirtualHost) (*Route, error) {
 	r := &Route{Name: pr.GetName(), caseSensitive: true}
 	m := pr.GetMatch()
 	if cs := m.GetCaseSensitive(); cs != nil {
 		r.caseSensitive = cs.GetValue()
 	}
+	for i, h := range m.GetHeaders() {
+		hm, err := compileHeaderMatcher(h)
+		if err != nil {
+			return nil, fmt.Errorf("match.headers[%d].%w", i, err)
+		}
+		r.headers = append(r.headers, hm)
+	}
+	for i, q := range m.GetQueryParameters() {
+		qm, err := compileQueryMatcher(q)
+		if err != nil {
+			return nil, fmt.Errorf("match.query_parameters[%d].%w", i, err)
+		}
+		r.query = append(r.query, qm)
+	}
+	r.fraction = runtimeFraction(m.GetRuntimeFraction())
+	if err := r.compileActions(pr, vh); err != nil {
+		return nil, err
+	}
 	switch {
 	case m.GetSafeRegex() != nil:
-		re, err := regexp.Compile(`^(?:` + m.GetSafeRegex().GetRegex() + `)$`)
+		re, err := compileRegex(m.GetSafeRegex().GetRegex())
 		if err != nil {
 			return nil, fmt.Errorf("match.safe_regex.regex: %w", err)
 		}
@@ -165,30 +218,6 @@ func compileRoute(pr *routev3.Route) (*Route, error) {
 		if !r.caseSensitive {
 			r.value = strings.ToLower(r.value)
 		}
-	}
-	switch {
-	case pr.GetDirectResponse() != nil:
-		dr := pr.GetDirectResponse()
-		body := dr.GetBody().GetInlineString()
-		if b := dr.GetBody().GetInlineBytes(); b != nil {
-			body = string(b)
-		}
-		r.Direct = &DirectResponse{Status: int(dr.GetStatus()), Body: body}
-	case pr.GetRoute() != nil:
-		a := pr.GetRoute()
-		r.Timeout = DefaultRouteTimeout
-		if a.GetTimeout() != nil {
-			r.Timeout = a.GetTimeout().AsDuration()
-		}
-		r.Cluster = a.GetCluster()
-		for _, w := range a.GetWeightedClusters().GetClusters() {
-			r.Weighted = append(r.Weighted, WeightedCluster{Name: w.GetName(), Weight: w.GetWeight().GetValue()})
-		}
-		if r.Cluster == "" && len(r.Weighted) == 0 {
-			return nil, errors.New("route: only cluster and weighted_clusters are supported")
-		}
-	default:
-		return nil, errors.New("action: only route and direct_response are supported")
 	}
 	return r, nil
 }
@@ -215,22 +244,69 @@ func (t *RouteTable) VirtualHostFor(host string) *VirtualHost {
 	return t.defaultVH
 }
 
-// Match returns the first route of the selected virtual host matching path (the raw
-// :path, query included), or nil when none does (Envoy's NR).
+// Match returns the first route of the selected virtual host matching a request with
+// this authority and path (the raw :path, query included) and no headers, or nil when
+// none does (Envoy's NR).
 func (t *RouteTable) Match(host, path string) (*VirtualHost, *Route) {
-	vh := t.VirtualHostFor(host)
+	return t.MatchRequest(&Request{Method: "GET", Authority: host, Path: path, Scheme: "http", Header: http.Header{}})
+}
+
+// MatchRequest returns the first route of the selected virtual host whose path, header,
+// query parameter and runtime fraction matchers all match r, or nil (Envoy's NR).
+func (t *RouteTable) MatchRequest(r *Request) (*VirtualHost, *Route) {
+	vh := t.VirtualHostFor(r.Authority)
 	if vh == nil {
 		return nil, nil
 	}
-	for _, r := range vh.Routes {
-		if r.matches(path) {
-			return vh, r
+	var query url.Values
+	for _, rt := range vh.Routes {
+		if !rt.matchesPath(r.Path) {
+			continue
 		}
+		if !rt.matchesRest(r, &query) {
+			continue
+		}
+		return vh, rt
 	}
 	return vh, nil
 }
 
-func (r *Route) matches(path string) bool {
+func (r *Route) matchesRest(req *Request, query *url.Values) bool {
+	for _, h := range r.headers {
+		if !h.match(req) {
+			return false
+		}
+	}
+	if len(r.query) > 0 {
+		if *query == nil {
+			*query = parseQuery(req.Path)
+		}
+		for _, q := range r.query {
+			if !q.match(*query) {
+				return false
+			}
+		}
+	}
+	return r.fraction == nil || r.fraction.Sample()
+}
+
+func parseQuery(path string) url.Values {
+	i := strings.IndexByte(path, '?')
+	if i < 0 {
+		return url.Values{}
+	}
+	q := path[i+1:]
+	if j := strings.IndexByte(q, '#'); j >= 0 {
+		q = q[:j]
+	}
+	v, _ := url.ParseQuery(q)
+	if v == nil {
+		v = url.Values{}
+	}
+	return v
+}
+
+func (r *Route) matchesPath(path string) bool {
 	switch r.kind {
 	case matchRegex:
 		return r.re.MatchString(stripQuery(path))

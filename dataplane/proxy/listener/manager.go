@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -26,6 +27,13 @@ type Deps struct {
 	Logger   *slog.Logger         // required
 	// OriginalDst reads SO_ORIGINAL_DST; optional, origdst.OriginalDst when nil.
 	OriginalDst func(*net.TCPConn) (netip.AddrPort, error)
+	// InheritSocket returns the hot restart parent's listen socket bound to addr, or
+	// nil when the parent has none (then the manager binds one itself); optional.
+	InheritSocket func(addr netip.AddrPort) net.Listener
+	// DeferAccept holds accepting until StartWorkers, as Envoy's workers start only once
+	// the server is initialized: a hot restart child must not take connections from the
+	// shared accept queue before it is LIVE, or its crash would drop them; optional.
+	DeferAccept bool
 }
 
 // Manager runs the static and dynamic listeners. Safe for concurrent use; Close stops
@@ -41,14 +49,24 @@ type Manager struct {
 	conns     map[net.Conn]struct{}
 	wg        sync.WaitGroup
 	total     *stats.Stat
+	workers   chan struct{} // closed once listeners may accept
+	startOnce sync.Once
 }
 
 // active is one running listener; its socket (when bound) outlives config updates that
 // keep the address.
 type active struct {
-	cfg     atomic.Pointer[Config]
-	ln      net.Listener // nil when bind_to_port is false or after StopListeners
-	stopped atomic.Bool
+	cfg       atomic.Pointer[Config]
+	ln        net.Listener // nil when bind_to_port is false or after StopListeners
+	stopped   atomic.Bool
+	drain     chan struct{} // closed when the listener drains
+	drainOnce sync.Once
+}
+
+func newActive(c *Config) *active {
+	a := &active{drain: make(chan struct{})}
+	a.cfg.Store(c)
+	return a
 }
 
 // NewManager returns a Manager with no listeners.
@@ -57,14 +75,22 @@ func NewManager(deps Deps) *Manager {
 		deps.OriginalDst = origdst.OriginalDst
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	workers := make(chan struct{})
+	if !deps.DeferAccept {
+		close(workers)
+	}
 	return &Manager{
 		deps: deps, ctx: ctx, cancel: cancel,
 		listeners: map[string]*active{},
 		static:    map[string]bool{},
 		conns:     map[net.Conn]struct{}{},
 		total:     deps.Stats.Named("listener_manager").Gauge("total_listeners_active"),
+		workers:   workers,
 	}
 }
+
+// StartWorkers lets the listeners accept (see Deps.DeferAccept).
+func (m *Manager) StartWorkers() { m.startOnce.Do(func() { close(m.workers) }) }
 
 // AddStatic starts the bootstrap's listeners.
 func (m *Manager) AddStatic(cfgs []*Config) error {
@@ -102,7 +128,7 @@ func (m *Manager) apply(cfgs []*Config, static bool) error {
 		if !c.BindToPort {
 			continue
 		}
-		ln, err := net.Listen("tcp", c.Addr.String())
+		ln, err := m.listen(c.Addr)
 		if err != nil {
 			for _, l := range fresh {
 				_ = l.Close()
@@ -126,8 +152,7 @@ func (m *Manager) apply(cfgs []*Config, static bool) error {
 		} else if ok {
 			old.close()
 		}
-		a := &active{}
-		a.cfg.Store(c)
+		a := newActive(c)
 		if ln, ok := fresh[name]; ok {
 			a.ln = ln
 			m.wg.Add(1)
@@ -140,6 +165,55 @@ func (m *Manager) apply(cfgs []*Config, static bool) error {
 	}
 	m.total.Set(int64(len(m.listeners)))
 	return nil
+}
+
+// listen binds addr, or takes the hot restart parent's socket for it: the same socket,
+// so connections queued on it are accepted by whichever process is quicker and none is
+// refused.
+func (m *Manager) listen(addr netip.AddrPort) (net.Listener, error) {
+	if m.deps.InheritSocket != nil && addr.Port() != 0 {
+		if ln := m.deps.InheritSocket(addr); ln != nil {
+			return ln, nil
+		}
+	}
+	return net.Listen("tcp", addr.String())
+}
+
+// SocketFile returns a duplicate of the listen socket bound to addr, for a hot restart
+// child, or nil when no running listener is bound there. The caller closes it.
+func (m *Manager) SocketFile(addr netip.AddrPort) *os.File {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, a := range m.listeners {
+		tl, ok := a.ln.(*net.TCPListener)
+		if !ok || a.stopped.Load() {
+			continue
+		}
+		bound, err := netip.ParseAddrPort(tl.Addr().String())
+		if err != nil || netip.AddrPortFrom(bound.Addr().Unmap(), bound.Port()) != addr {
+			continue
+		}
+		f, err := tl.File()
+		if err != nil {
+			m.deps.Logger.Warn(fmt.Sprintf("duplicate listen socket %s: %v", addr, err))
+			return nil
+		}
+		return f
+	}
+	return nil
+}
+
+// Drain starts draining the listeners (all, or only INBOUND ones): HTTP connections
+// answer with Connection: close and idle keep-alive connections are closed. Listeners
+// keep accepting; StopListeners stops that.
+func (m *Manager) Drain(inboundOnly bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, a := range m.listeners {
+		if !inboundOnly || a.cfg.Load().Inbound {
+			a.drainOnce.Do(func() { close(a.drain) })
+		}
+	}
 }
 
 func sameSocket(a, b *Config) bool {
@@ -206,6 +280,11 @@ func (m *Manager) Close() {
 
 func (m *Manager) acceptLoop(a *active, ln net.Listener) {
 	defer m.wg.Done()
+	select {
+	case <-m.workers:
+	case <-m.ctx.Done():
+		return
+	}
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
@@ -268,7 +347,7 @@ func (m *Manager) handle(a *active, conn net.Conn) {
 	case fc.TCP != nil:
 		tcpproxy.Serve(m.ctx, fc.TCP, tcpproxy.Deps{Clusters: m.deps.Clusters, Stats: m.deps.Stats, Logger: m.deps.Logger}, conn, local)
 	case fc.HTTP != nil:
-		httpconn.ServeConn(m.ctx, fc.HTTP, httpconn.Deps{Routes: m.deps.Routes, Clusters: m.deps.Clusters, Stats: m.deps.Stats, Logger: m.deps.Logger},
+		httpconn.ServeConn(m.ctx, fc.HTTP, httpconn.Deps{Routes: m.deps.Routes, Clusters: m.deps.Clusters, Stats: m.deps.Stats, Logger: m.deps.Logger, Draining: a.drain},
 			conn, httpconn.Downstream{Local: local, Remote: remote})
 	}
 }
@@ -293,4 +372,11 @@ func (m *Manager) handoffTarget(self *active, dst netip.AddrPort) *Config {
 		}
 	}
 	return wildcard
+}
+
+// ConnCount returns the number of open downstream connections.
+func (m *Manager) ConnCount() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.conns)
 }

@@ -52,3 +52,20 @@ func ListenerStatName(addr string) string {
 func CodeClass(code int) string {
 	return string(rune('0'+code/100)) + "xx"
 }
+
+// NeverImport reports whether a hot restart child must not import the parent's value of
+// the gauge name, as Envoy's gauges declared NeverImport: values that describe one
+// process (its epoch, state, uptime, configured listeners and clusters, control plane
+// connection, cluster membership). Every other gauge accumulates across epochs.
+func NeverImport(name string) bool {
+	switch name {
+	case "server.hot_restart_generation", "server.parent_connections", "server.total_connections":
+		return false
+	}
+	for _, p := range []string{"server.", "listener_manager.", "cluster_manager.", "control_plane."} {
+		if strings.HasPrefix(name, p) {
+			return !strings.HasPrefix(name, "server.memory_")
+		}
+	}
+	return strings.HasPrefix(name, "cluster.") && strings.Contains(name, ".membership_")
+}

@@ -44,6 +44,9 @@ type Stat struct {
 	kind      Kind
 	value     atomic.Int64
 	used      atomic.Bool
+	// imported marks a stat created by Import before this process used it: its tags are
+	// unknown until a scope asks for it by name.
+	imported bool
 }
 
 // Name returns the full stat name, e.g. "cluster.x.upstream_rq_total".
@@ -96,17 +99,38 @@ func (s *Store) get(name, extracted string, tags []Tag, kind Kind) *Stat {
 	s.mu.RLock()
 	st, ok := s.stats[name]
 	s.mu.RUnlock()
-	if ok {
+	if ok && !st.imported {
 		return st
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if st, ok := s.stats[name]; ok {
-		return st
+	old, ok := s.stats[name]
+	if ok && !old.imported {
+		return old
 	}
 	st = &Stat{name: name, extracted: extracted, tags: append([]Tag(nil), tags...), kind: kind}
+	if ok {
+		// Take over an imported value, now with the tags the scope knows. Import holds
+		// the write lock too, so no delta is lost.
+		st.value.Store(old.value.Load())
+		st.used.Store(old.used.Load())
+	}
 	s.stats[name] = st
 	return st
+}
+
+// Import adds delta to the named stat, as a hot restart child merges its parent's
+// counters and gauges. A stat this store has not created yet is created without tags
+// and takes its tags when a scope first asks for it.
+func (s *Store) Import(name string, kind Kind, delta int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.stats[name]
+	if !ok {
+		st = &Stat{name: name, extracted: name, kind: kind, imported: true}
+		s.stats[name] = st
+	}
+	st.Add(delta)
 }
 
 // Lookup returns the stat with this full name, if it exists.
@@ -204,3 +228,6 @@ func allDigits(s string) bool {
 	}
 	return true
 }
+
+// Kind returns whether the stat is a counter or a gauge.
+func (s *Stat) Kind() Kind { return s.kind }

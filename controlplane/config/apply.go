@@ -1,0 +1,217 @@
+package config
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/meshlab/meshlab/controlplane/model"
+)
+
+// File is one file of objects sent to a running lab.
+type File struct {
+	Name string `json:"name"` // used in messages
+	Data []byte `json:"data"`
+}
+
+// Ref names one object.
+type Ref struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+}
+
+// String renders the ref as "Kind namespace/name".
+func (r Ref) String() string { return r.Kind + " " + r.Namespace + "/" + r.Name }
+
+// RefOf returns the ref of an object.
+func RefOf(o *Object) Ref {
+	return Ref{Kind: o.Origin.Kind, Namespace: o.Origin.Namespace, Name: o.Origin.Name}
+}
+
+// Change is what Apply or Delete did to one object, as kubectl reports it.
+type Change struct {
+	Ref    Ref    `json:"ref"`
+	Action string `json:"action"` // "created", "configured", "unchanged" or "deleted"
+}
+
+// String renders the change as kubectl does: "VirtualService default/reviews configured".
+func (c Change) String() string { return c.Ref.String() + " " + c.Action }
+
+// Apply returns a new scenario: s with the objects of files created or replaced (matched
+// by kind, namespace and name), the whole set validated as Load validates one file. s is
+// never modified, so an error changes nothing. The error, when not nil, is an ErrorList.
+func (s *Scenario) Apply(files ...File) (*Scenario, []Change, error) {
+	var errs ErrorList
+	var added []*Object
+	for _, f := range files {
+		for _, d := range splitDocuments(f.Data) {
+			o, ok := decodeDocument(f.Name, d, &errs)
+			if o == nil || !ok {
+				continue
+			}
+			added = append(added, o)
+		}
+	}
+	seen := map[Ref]*Object{}
+	for _, o := range added {
+		if prev, dup := seen[RefOf(o)]; dup {
+			p := problems{origin: o.Origin, doc: o.Doc, list: &errs}
+			p.addf("metadata.name", "duplicate of the %s in %s", o.Origin.Kind, prev.Origin.File)
+		}
+		seen[RefOf(o)] = o
+	}
+	if len(errs) > 0 {
+		return nil, nil, sortErrors(errs)
+	}
+	next := &Scenario{File: s.File, Objects: slices.Clone(s.Objects)}
+	var changes []Change
+	for _, o := range added {
+		i := slices.IndexFunc(next.Objects, func(x *Object) bool { return RefOf(x) == RefOf(o) })
+		switch {
+		case i < 0:
+			next.Objects = append(next.Objects, o)
+			changes = append(changes, Change{RefOf(o), "created"})
+		case sameSpec(next.Objects[i], o):
+			changes = append(changes, Change{RefOf(o), "unchanged"})
+		default:
+			next.Objects[i] = o
+			changes = append(changes, Change{RefOf(o), "configured"})
+		}
+	}
+	if err := next.check(); err != nil {
+		return nil, nil, err
+	}
+	return next, changes, nil
+}
+
+// Delete returns a new scenario: s without the objects refs name, validated as a whole
+// (deleting a DestinationRule whose subsets a VirtualService routes to is an error). s
+// is never modified. Kinds may be written as `meshlab get` accepts them.
+func (s *Scenario) Delete(refs ...Ref) (*Scenario, []Change, error) {
+	next := &Scenario{File: s.File, Objects: slices.Clone(s.Objects)}
+	var changes []Change
+	var missing []string
+	for _, r := range refs {
+		if k, ok := CanonicalKind(r.Kind); ok {
+			r.Kind = k
+		}
+		if r.Namespace == "" {
+			r.Namespace = DefaultNamespace
+		}
+		i := slices.IndexFunc(next.Objects, func(x *Object) bool { return RefOf(x) == r })
+		if i < 0 {
+			missing = append(missing, r.String())
+			continue
+		}
+		next.Objects = slices.Delete(next.Objects, i, i+1)
+		changes = append(changes, Change{r, "deleted"})
+	}
+	if len(missing) > 0 {
+		return nil, nil, fmt.Errorf("delete: not found: %s", strings.Join(missing, ", "))
+	}
+	if err := next.check(); err != nil {
+		return nil, nil, err
+	}
+	return next, changes, nil
+}
+
+// check runs the checks between objects on the whole scenario.
+func (s *Scenario) check() error {
+	var errs ErrorList
+	checkScenario(s.Objects, nil, &errs)
+	if len(errs) > 0 {
+		return sortErrors(errs)
+	}
+	return nil
+}
+
+func sortErrors(errs ErrorList) ErrorList {
+	slices.SortStableFunc(errs, func(a, b *Error) int {
+		return cmp.Or(cmp.Compare(a.Origin.File, b.Origin.File), cmp.Compare(a.Doc, b.Doc))
+	})
+	return errs
+}
+
+// sameSpec reports whether two objects say the same thing, whatever their file.
+func sameSpec(a, b *Object) bool {
+	return bytes.Equal(a.JSON, b.JSON)
+}
+
+// Refs returns the objects a file names, reading only each document's header (for
+// `meshlab delete -f`, whose file need not be valid against the lab).
+func Refs(file string, data []byte) ([]Ref, error) {
+	var errs ErrorList
+	var refs []Ref
+	for _, d := range splitDocuments(data) {
+		p := problems{origin: model.Origin{File: file}, doc: d.index, list: &errs}
+		var top map[string]any
+		js, err := yamlToJSON(d.padded())
+		if err == nil {
+			err = json.Unmarshal(js, &top)
+		}
+		if err != nil {
+			p.addf("", "parse YAML: %v", err)
+			continue
+		}
+		if top == nil {
+			continue
+		}
+		var origin model.Origin
+		origin.File = file
+		if _, ok := readHeader(top, &origin, p); ok {
+			refs = append(refs, Ref{Kind: origin.Kind, Namespace: origin.Namespace, Name: origin.Name})
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return refs, nil
+}
+
+// Find returns the objects of kind (any kind when "", else as CanonicalKind accepts it)
+// and name (any when ""), sorted by kind, namespace and name.
+func (s *Scenario) Find(kind, name string) ([]*Object, error) {
+	if kind != "" {
+		k, ok := CanonicalKind(kind)
+		if !ok {
+			return nil, fmt.Errorf("unknown kind %q (meshlab has %s)", kind, strings.Join(Kinds(), ", "))
+		}
+		kind = k
+	}
+	var out []*Object
+	for _, o := range s.Objects {
+		if (kind == "" || o.Origin.Kind == kind) && (name == "" || o.Origin.Name == name) {
+			out = append(out, o)
+		}
+	}
+	slices.SortFunc(out, func(a, b *Object) int {
+		return cmp.Or(cmp.Compare(a.Origin.Kind, b.Origin.Kind), cmp.Compare(a.Origin.Namespace, b.Origin.Namespace), cmp.Compare(a.Origin.Name, b.Origin.Name))
+	})
+	return out, nil
+}
+
+// kindAliases maps the names kubectl users type to kinds.
+var kindAliases = map[string]string{
+	"service": "Service", "services": "Service", "svc": "Service",
+	"workload": "Workload", "workloads": "Workload",
+	"virtualservice": "VirtualService", "virtualservices": "VirtualService", "vs": "VirtualService",
+	"destinationrule": "DestinationRule", "destinationrules": "DestinationRule", "dr": "DestinationRule",
+	"serviceentry": "ServiceEntry", "serviceentries": "ServiceEntry", "se": "ServiceEntry",
+	"meshconfig": "MeshConfig", "meshconfigs": "MeshConfig",
+}
+
+// CanonicalKind returns the kind a user's spelling names ("vs", "virtualservices" and
+// "VirtualService" all name VirtualService), reporting whether it names one.
+func CanonicalKind(s string) (string, bool) {
+	k, ok := kindAliases[strings.ToLower(s)]
+	return k, ok
+}
+
+// Kinds returns the kinds a lab holds, sorted.
+func Kinds() []string {
+	return []string{"DestinationRule", "MeshConfig", "Service", "ServiceEntry", "VirtualService", "Workload"}
+}

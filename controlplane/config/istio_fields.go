@@ -1,0 +1,94 @@
+package config
+
+import "strings"
+
+// The Istio fields meshlab implements, by path of JSON names with list indexes dropped and
+// map keys as "*". Every other field set in an object is refused by name.
+var (
+	virtualServiceFields  = fieldSet(virtualServicePaths)
+	destinationRuleFields = fieldSet(destinationRulePaths)
+	serviceEntryFields    = fieldSet(serviceEntryPaths)
+	meshConfigFields      = fieldSet("outboundTrafficPolicy outboundTrafficPolicy.mode")
+)
+
+const stringMatch = "exact prefix regex"
+
+var virtualServicePaths = strings.Join([]string{
+	"hosts gateways http tcp",
+	"http.name http.match http.route http.timeout http.retries http.fault http.rewrite http.redirect",
+	"http.mirror http.mirrorPercentage http.mirrorPercentage.value http.headers",
+	expand("http.match", "name uri headers queryParams method sourceLabels"),
+	expand("http.match.uri", stringMatch),
+	expand("http.match.headers.*", stringMatch),
+	expand("http.match.queryParams.*", stringMatch),
+	expand("http.match.method", stringMatch),
+	expand("http.route", "destination weight headers"),
+	destination("http.route.destination"),
+	headerOps("http.route.headers"),
+	headerOps("http.headers"),
+	expand("http.retries", "attempts perTryTimeout retryOn"),
+	expand("http.fault", "delay abort"),
+	expand("http.fault.delay", "fixedDelay percentage percentage.value"),
+	expand("http.fault.abort", "httpStatus percentage percentage.value"),
+	expand("http.rewrite", "uri authority"),
+	expand("http.redirect", "uri authority redirectCode"),
+	destination("http.mirror"),
+	expand("tcp", "route"),
+	expand("tcp.route", "destination weight"),
+	destination("tcp.route.destination"),
+}, " ")
+
+var destinationRulePaths = strings.Join([]string{
+	"host subsets trafficPolicy",
+	expand("subsets", "name labels trafficPolicy"),
+	trafficPolicy("trafficPolicy", true),
+	trafficPolicy("subsets.trafficPolicy", true),
+}, " ")
+
+var serviceEntryPaths = strings.Join([]string{
+	"hosts addresses ports location resolution endpoints",
+	expand("ports", "number protocol name targetPort"),
+	expand("endpoints", "address ports labels"),
+}, " ")
+
+func destination(prefix string) string {
+	return prefix + " " + expand(prefix, "host subset port port.number")
+}
+
+func headerOps(prefix string) string {
+	return prefix + " " + expand(prefix, "request response") + " " +
+		expand(prefix+".request", "set add remove") + " " + expand(prefix+".response", "set add remove")
+}
+
+func trafficPolicy(prefix string, portLevel bool) string {
+	s := prefix + " " + strings.Join([]string{
+		expand(prefix, "loadBalancer connectionPool outlierDetection"),
+		expand(prefix+".loadBalancer", "simple"),
+		expand(prefix+".connectionPool", "tcp http"),
+		expand(prefix+".connectionPool.tcp", "maxConnections"),
+		expand(prefix+".connectionPool.http", "http1MaxPendingRequests http2MaxRequests maxRequestsPerConnection"),
+		expand(prefix+".outlierDetection", "consecutive5xxErrors interval baseEjectionTime maxEjectionPercent"),
+	}, " ")
+	if portLevel {
+		pl := prefix + ".portLevelSettings"
+		s += " " + pl + " " + expand(pl, "port port.number") + " " + strings.TrimPrefix(trafficPolicy(pl, false), pl+" ")
+	}
+	return s
+}
+
+// expand prefixes each space-separated name with prefix and a dot.
+func expand(prefix, names string) string {
+	f := strings.Fields(names)
+	for i, n := range f {
+		f[i] = prefix + "." + n
+	}
+	return strings.Join(f, " ")
+}
+
+func fieldSet(paths string) map[string]bool {
+	set := map[string]bool{}
+	for _, p := range strings.Fields(paths) {
+		set[p] = true
+	}
+	return set
+}

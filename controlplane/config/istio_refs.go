@@ -1,0 +1,298 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/meshlab/meshlab/controlplane/model"
+)
+
+// registry is what Istio objects may name: the hosts of Services and ServiceEntries, and
+// the subsets DestinationRules define for them.
+type registry struct {
+	services map[string]*model.Service // by FQDN
+	entries  map[string]*Object        // ServiceEntry by resolved host
+	subsets  map[string][]string       // subset names by resolved host
+	pods     map[string]bool           // pod names
+}
+
+func newRegistry(objs []*Object) *registry {
+	r := &registry{services: map[string]*model.Service{}, entries: map[string]*Object{}, subsets: map[string][]string{}, pods: map[string]bool{}}
+	for _, o := range objs {
+		if o.svc != nil {
+			r.services[o.svc.Hostname()] = o.svc
+		}
+		for _, p := range o.pods {
+			r.pods[p.Name] = true
+		}
+	}
+	return r
+}
+
+// candidates returns the FQDNs host may stand for in namespace ns, most specific first:
+// a short name is a Service of ns (Istio's rule); "name.ns" and "name.ns.svc" are the
+// namespaced forms the lab's DNS serves; any other name stands for itself.
+func candidates(host, ns string) []string {
+	suffix := ".svc." + model.DefaultClusterDomain
+	switch {
+	case !strings.Contains(host, "."):
+		return []string{host + "." + ns + suffix}
+	case strings.HasSuffix(host, ".svc"):
+		return []string{host + "." + model.DefaultClusterDomain, host}
+	case strings.Count(host, ".") == 1:
+		return []string{host, host + suffix}
+	}
+	return []string{host}
+}
+
+// lookup resolves host, written in namespace ns, to the FQDN of a Service or a
+// ServiceEntry host.
+func (r *registry) lookup(host, ns string) (string, bool) {
+	for _, c := range candidates(host, ns) {
+		if r.services[c] != nil || r.entries[c] != nil {
+			return c, true
+		}
+	}
+	return "", false
+}
+
+// hasPort reports whether the Service or ServiceEntry at fqdn has port n.
+func (r *registry) hasPort(fqdn string, n uint32) bool {
+	if s := r.services[fqdn]; s != nil {
+		return slices.ContainsFunc(s.Ports, func(p model.ServicePort) bool { return uint32(p.Port) == n })
+	}
+	if o := r.entries[fqdn]; o != nil {
+		return slices.ContainsFunc(o.ServiceEntry.GetPorts(), func(p *networking.ServicePort) bool { return p.GetNumber() == n })
+	}
+	return false
+}
+
+// checkIstioRefs records the problems between Istio objects and the rest: hosts naming
+// no Service or ServiceEntry, subsets no DestinationRule defines, ports a service does not
+// have, ServiceEntry endpoints naming no pod or Service, and clashes. objs are sorted by
+// document.
+func checkIstioRefs(objs []*Object, errs *ErrorList) {
+	r := newRegistry(objs)
+	prob := func(o *Object) problems { return problems{origin: o.Origin, doc: o.Doc, list: errs} }
+	var mesh *Object
+	for _, o := range objs {
+		if o.MeshConfig == nil {
+			continue
+		}
+		if mesh != nil {
+			prob(o).addf("", "a lab has one MeshConfig; %s is already one", mesh.Origin)
+		}
+		mesh = o
+	}
+	for _, o := range objs {
+		if o.ServiceEntry == nil {
+			continue
+		}
+		for i, h := range o.ServiceEntry.GetHosts() {
+			fqdn := candidates(h, o.Origin.Namespace)[0]
+			switch {
+			case r.services[fqdn] != nil:
+				prob(o).addf(fmt.Sprintf("spec.hosts[%d]", i), "%q is already the Service %s", h, r.services[fqdn].Origin)
+			case r.entries[fqdn] != nil:
+				prob(o).addf(fmt.Sprintf("spec.hosts[%d]", i), "%q is already a host of %s", h, r.entries[fqdn].Origin)
+			default:
+				r.entries[fqdn] = o
+			}
+		}
+		for i, ep := range o.ServiceEntry.GetEndpoints() {
+			f := fmt.Sprintf("spec.endpoints[%d].address", i)
+			a := ep.GetAddress()
+			switch o.ServiceEntry.GetResolution() {
+			case networking.ServiceEntry_STATIC:
+				if _, err := netip.ParseAddr(a); err != nil && !r.pods[a] {
+					prob(o).addf(f, "%q is neither the name nor the IP of a lab pod", a)
+				}
+			case networking.ServiceEntry_DNS:
+				if fqdn, ok := r.lookup(a, o.Origin.Namespace); !ok || r.services[fqdn] == nil {
+					prob(o).addf(f, "%q names no Service of the lab (resolution DNS resolves lab Service names)", a)
+				}
+			}
+		}
+	}
+	drFor := map[string]*Object{}
+	for _, o := range objs {
+		if o.DestinationRule == nil {
+			continue
+		}
+		fqdn, ok := r.lookup(o.DestinationRule.GetHost(), o.Origin.Namespace)
+		switch {
+		case !ok:
+			prob(o).addf("spec.host", "%q names no Service or ServiceEntry (seen from namespace %s)", o.DestinationRule.GetHost(), o.Origin.Namespace)
+			continue
+		case drFor[fqdn] != nil:
+			prob(o).addf("spec.host", "%s already has the DestinationRule %s", fqdn, drFor[fqdn].Origin)
+			continue
+		}
+		drFor[fqdn] = o
+		for _, s := range o.DestinationRule.GetSubsets() {
+			r.subsets[fqdn] = append(r.subsets[fqdn], s.GetName())
+		}
+		checkPolicyPorts(r, fqdn, o.DestinationRule.GetTrafficPolicy(), "spec.trafficPolicy", prob(o))
+		for i, s := range o.DestinationRule.GetSubsets() {
+			checkPolicyPorts(r, fqdn, s.GetTrafficPolicy(), fmt.Sprintf("spec.subsets[%d].trafficPolicy", i), prob(o))
+		}
+	}
+	vsFor := map[string]*Object{}
+	for _, o := range objs {
+		vs := o.VirtualService
+		if vs == nil {
+			continue
+		}
+		p := prob(o)
+		for i, h := range vs.GetHosts() {
+			f := fmt.Sprintf("spec.hosts[%d]", i)
+			fqdn, ok := r.lookup(h, o.Origin.Namespace)
+			switch {
+			case !ok:
+				p.addf(f, "%q names no Service or ServiceEntry (seen from namespace %s)", h, o.Origin.Namespace)
+			case vsFor[fqdn] != nil:
+				p.addf(f, "%s is already routed by the VirtualService %s", fqdn, vsFor[fqdn].Origin)
+			default:
+				vsFor[fqdn] = o
+			}
+		}
+		for i, hr := range vs.GetHttp() {
+			for j, rd := range hr.GetRoute() {
+				checkDestinationRef(r, rd.GetDestination(), o.Origin.Namespace, fmt.Sprintf("spec.http[%d].route[%d].destination", i, j), p)
+			}
+			if hr.GetMirror() != nil {
+				checkDestinationRef(r, hr.GetMirror(), o.Origin.Namespace, fmt.Sprintf("spec.http[%d].mirror", i), p)
+			}
+		}
+		for i, tr := range vs.GetTcp() {
+			for j, rd := range tr.GetRoute() {
+				checkDestinationRef(r, rd.GetDestination(), o.Origin.Namespace, fmt.Sprintf("spec.tcp[%d].route[%d].destination", i, j), p)
+			}
+		}
+	}
+}
+
+func checkDestinationRef(r *registry, d *networking.Destination, ns, f string, p problems) {
+	if d.GetHost() == "" {
+		return // already refused
+	}
+	fqdn, ok := r.lookup(d.GetHost(), ns)
+	if !ok {
+		p.addf(f+".host", "%q names no Service or ServiceEntry (seen from namespace %s)", d.GetHost(), ns)
+		return
+	}
+	if s := d.GetSubset(); s != "" && !slices.Contains(r.subsets[fqdn], s) {
+		p.addf(f+".subset", "%q: no DestinationRule defines this subset of %s", s, fqdn)
+	}
+	if d.GetPort() != nil && !r.hasPort(fqdn, d.GetPort().GetNumber()) {
+		p.addf(f+".port.number", "%d is not a port of %s", d.GetPort().GetNumber(), fqdn)
+	}
+}
+
+func checkPolicyPorts(r *registry, fqdn string, tp *networking.TrafficPolicy, f string, p problems) {
+	for i, pl := range tp.GetPortLevelSettings() {
+		if n := pl.GetPort().GetNumber(); n != 0 && !r.hasPort(fqdn, n) {
+			p.addf(fmt.Sprintf("%s.portLevelSettings[%d].port.number", f, i), "%d is not a port of %s", n, fqdn)
+		}
+	}
+}
+
+// istioModel returns the model form of the objects' Istio config: copies of the specs with
+// every host resolved to the FQDN of its Service or ServiceEntry host (as istiod resolves
+// short names before generating config), and STATIC ServiceEntry endpoints naming a pod
+// replaced by the pod's IP. m's pods must have their addresses.
+func istioModel(objs []*Object, m *model.Model) (model.Istio, model.MeshConfig, error) {
+	var out model.Istio
+	var mesh model.MeshConfig
+	r := newRegistry(objs)
+	for _, o := range objs {
+		if o.ServiceEntry != nil {
+			for _, h := range o.ServiceEntry.GetHosts() {
+				r.entries[candidates(h, o.Origin.Namespace)[0]] = o
+			}
+		}
+	}
+	resolve := func(h, ns string) string {
+		if fqdn, ok := r.lookup(h, ns); ok {
+			return fqdn
+		}
+		return h
+	}
+	resolveDest := func(d *networking.Destination, ns string) {
+		if d != nil {
+			d.Host = resolve(d.GetHost(), ns)
+		}
+	}
+	podIPs := map[string]netip.Addr{}
+	known := map[netip.Addr]bool{}
+	for _, p := range m.Pods {
+		podIPs[p.Name] = p.IP
+		known[p.IP] = true
+	}
+	for _, o := range objs {
+		ns := o.Origin.Namespace
+		switch {
+		case o.VirtualService != nil:
+			vs := proto.Clone(o.VirtualService).(*networking.VirtualService)
+			for i, h := range vs.Hosts {
+				vs.Hosts[i] = resolve(h, ns)
+			}
+			for _, hr := range vs.Http {
+				for _, rd := range hr.Route {
+					resolveDest(rd.Destination, ns)
+				}
+				resolveDest(hr.Mirror, ns)
+			}
+			for _, tr := range vs.Tcp {
+				for _, rd := range tr.Route {
+					resolveDest(rd.Destination, ns)
+				}
+			}
+			out.VirtualServices = append(out.VirtualServices, &model.IstioConfig[*networking.VirtualService]{Name: o.Origin.Name, Namespace: ns, Spec: vs, Origin: o.Origin})
+		case o.DestinationRule != nil:
+			dr := proto.Clone(o.DestinationRule).(*networking.DestinationRule)
+			dr.Host = resolve(dr.Host, ns)
+			out.DestinationRules = append(out.DestinationRules, &model.IstioConfig[*networking.DestinationRule]{Name: o.Origin.Name, Namespace: ns, Spec: dr, Origin: o.Origin})
+		case o.ServiceEntry != nil:
+			se := proto.Clone(o.ServiceEntry).(*networking.ServiceEntry)
+			for i, h := range se.Hosts {
+				se.Hosts[i] = candidates(h, ns)[0]
+			}
+			for i, ep := range se.Endpoints {
+				switch se.Resolution {
+				case networking.ServiceEntry_STATIC:
+					if ip, ok := podIPs[ep.Address]; ok {
+						ep.Address = ip.String()
+					} else if a, err := netip.ParseAddr(ep.Address); err != nil || !known[a] {
+						return out, mesh, fmt.Errorf("%s: spec.endpoints[%d].address: %q is not the IP of a lab pod", o.Origin, i, ep.Address)
+					}
+				case networking.ServiceEntry_DNS:
+					ep.Address = resolve(ep.Address, ns)
+				}
+			}
+			out.ServiceEntries = append(out.ServiceEntries, &model.IstioConfig[*networking.ServiceEntry]{Name: o.Origin.Name, Namespace: ns, Spec: se, Origin: o.Origin})
+		case o.MeshConfig != nil:
+			if o.MeshConfig.GetOutboundTrafficPolicy() != nil && o.MeshConfig.GetOutboundTrafficPolicy().GetMode() == 0 {
+				mesh.OutboundTrafficPolicy = model.RegistryOnly
+			}
+		}
+	}
+	sortIstio(out.VirtualServices)
+	sortIstio(out.DestinationRules)
+	sortIstio(out.ServiceEntries)
+	return out, mesh, nil
+}
+
+func sortIstio[T any](l []*model.IstioConfig[T]) {
+	slices.SortFunc(l, func(a, b *model.IstioConfig[T]) int {
+		if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+}

@@ -1,0 +1,458 @@
+package config
+
+import (
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/meshlab/meshlab/controlplane/model"
+	"github.com/meshlab/meshlab/scenarios"
+)
+
+// helloYAML is the bundled hello scenario: Services frontend and backend, pods
+// frontend-v1, backend-v1 (version v1) and backend-v2 (version v2).
+func helloYAML(t testing.TB) string {
+	t.Helper()
+	data, _, err := scenarios.Lookup("hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+const backendDR = `apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: backend}
+spec:
+  host: backend
+  subsets:
+  - {name: v1, labels: {version: v1}}
+  - {name: v2, labels: {version: v2}}
+`
+
+func vs(spec string) string {
+	return "apiVersion: networking.istio.io/v1beta1\nkind: VirtualService\nmetadata: {name: backend}\nspec:\n" + spec
+}
+
+func dr(spec string) string {
+	return "apiVersion: networking.istio.io/v1alpha3\nkind: DestinationRule\nmetadata: {name: other}\nspec:\n" + spec
+}
+
+func se(spec string) string {
+	return "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: pay}\nspec:\n" + spec
+}
+
+// A config with every implemented field loads, and the model carries it with hosts
+// resolved to FQDNs.
+func TestLoadIstioEveryImplementedField(t *testing.T) {
+	t.Parallel()
+	full := vs(`  hosts: [backend]
+  gateways: [mesh]
+  http:
+  - name: canary
+    match:
+    - name: m
+      uri: {prefix: /api}
+      headers: {x-user: {exact: jason}, x-re: {regex: "a.*b"}}
+      queryParams: {debug: {exact: "1"}}
+      method: {exact: GET}
+      sourceLabels: {app: frontend}
+    route:
+    - destination: {host: backend, subset: v2, port: {number: 8080}}
+      weight: 90
+      headers: {request: {set: {x-a: "1"}, add: {x-b: "2"}, remove: [x-c]}, response: {set: {x-d: "4"}}}
+    - destination: {host: backend.default.svc.cluster.local, subset: v1}
+      weight: 10
+    timeout: 2s
+    retries: {attempts: 3, perTryTimeout: 500ms, retryOn: "5xx,connect-failure,503"}
+    fault:
+      delay: {fixedDelay: 2s, percentage: {value: 100}}
+      abort: {httpStatus: 503, percentage: {value: 50}}
+    rewrite: {uri: /v2, authority: backend}
+    mirror: {host: frontend.default, port: {number: 8080}}
+    mirrorPercentage: {value: 10.5}
+    headers: {response: {remove: [server]}}
+  - redirect: {uri: /new, authority: frontend, redirectCode: 301}
+  tcp:
+  - route:
+    - destination: {host: frontend.default.svc}
+`)
+	drFull := strings.Replace(backendDR, "  subsets:", `  trafficPolicy:
+    loadBalancer: {simple: LEAST_REQUEST}
+    connectionPool:
+      tcp: {maxConnections: 1}
+      http: {http1MaxPendingRequests: 1, http2MaxRequests: 10, maxRequestsPerConnection: 1}
+    outlierDetection: {consecutive5xxErrors: 1, interval: 1s, baseEjectionTime: 30s, maxEjectionPercent: 100}
+    portLevelSettings:
+    - port: {number: 8080}
+      loadBalancer: {simple: RANDOM}
+  subsets:`, 1)
+	drFull = strings.Replace(drFull, "{name: v2, labels: {version: v2}}", "{name: v2, labels: {version: v2}, trafficPolicy: {loadBalancer: {simple: ROUND_ROBIN}}}", 1)
+	entry := se(`  hosts: [pay.internal]
+  addresses: [10.97.0.1]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{number: 80, name: http, protocol: HTTP, targetPort: 8080}]
+  endpoints: [{address: backend-v1, labels: {version: v1}}, {address: 10.244.0.3, ports: {http: 8080}}]
+`)
+	mesh := "apiVersion: meshlab.dev/v1alpha1\nkind: MeshConfig\nmetadata: {name: mesh}\nspec: {outboundTrafficPolicy: {mode: REGISTRY_ONLY}}\n"
+	s, err := Load("t.yaml", []byte(docs(helloYAML(t), full, drFull, entry, mesh)))
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	m, err := s.Build(defaultOpts)
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	if len(m.Istio.VirtualServices) != 1 || len(m.Istio.DestinationRules) != 1 || len(m.Istio.ServiceEntries) != 1 {
+		t.Fatalf("model Istio = %+v, want one of each", m.Istio)
+	}
+	v := m.Istio.VirtualServices[0].Spec
+	got := []string{v.Hosts[0], v.Http[0].Route[0].Destination.Host, v.Http[0].Route[1].Destination.Host, v.Http[0].Mirror.Host, v.Tcp[0].Route[0].Destination.Host, m.Istio.DestinationRules[0].Spec.Host}
+	want := []string{"backend.default.svc.cluster.local", "backend.default.svc.cluster.local", "backend.default.svc.cluster.local", "frontend.default.svc.cluster.local", "frontend.default.svc.cluster.local", "backend.default.svc.cluster.local"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("resolved hosts = %v, want %v", got, want)
+	}
+	if s.Objects[5].VirtualService.Hosts[0] != "backend" {
+		t.Errorf("the object's own spec was changed: hosts %v", s.Objects[5].VirtualService.Hosts)
+	}
+	eps := m.Istio.ServiceEntries[0].Spec.Endpoints
+	if eps[0].Address != m.Pod("backend-v1").IP.String() || eps[1].Address != "10.244.0.3" {
+		t.Errorf("ServiceEntry endpoints = %v, want pod IPs", eps)
+	}
+	if m.Mesh.OutboundTrafficPolicy != model.RegistryOnly {
+		t.Errorf("outbound traffic policy = %s, want REGISTRY_ONLY", m.Mesh.OutboundTrafficPolicy)
+	}
+}
+
+func TestLoadIstioErrors(t *testing.T) {
+	t.Parallel()
+	hello := helloYAML(t)
+	tests := []struct {
+		name string
+		docs []string
+		want []string
+	}{
+		{
+			name: "unknown field with its path",
+			docs: []string{vs("  hosts: [backend]\n  http: [{route: [{destination: {host: backend}, wieght: 1}]}]\n")},
+			want: []string{"t.yaml: VirtualService default/backend: spec.http[0].route[0].wieght: unknown field"},
+		},
+		{
+			name: "unknown field suggests the JSON name",
+			docs: []string{vs("  hosts: [backend]\n  http: [{route: [{destination: {host: backend}}], Timeout: 1s}]\n")},
+			want: []string{`t.yaml: VirtualService default/backend: spec.http[0].Timeout: unknown field (did you mean "timeout"?)`},
+		},
+		{
+			name: "proto names parse",
+			docs: []string{vs("  hosts: [backend]\n  http: [{route: [{destination: {host: backend}}], mirror_percentage: {value: 200}, mirror: {host: backend}}]\n")},
+			want: []string{"t.yaml: VirtualService default/backend: spec.http[0].mirrorPercentage.value: 200 is out of range 0-100"},
+		},
+		{
+			name: "type mismatch",
+			docs: []string{vs("  hosts: backend\n")},
+			want: []string{`t.yaml: VirtualService default/backend: spec: syntax error (line 1:10): unexpected token "backend"`},
+		},
+		{
+			name: "top level and metadata",
+			docs: []string{"apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: d, owner: me}\nstatus: {}\nspec: {host: backend}\n"},
+			want: []string{
+				"t.yaml: DestinationRule default/d: status: unknown field (an Istio object has apiVersion, kind, metadata and spec)",
+				"t.yaml: DestinationRule default/d: metadata.owner: unknown field",
+			},
+		},
+		{
+			name: "no spec",
+			docs: []string{"apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: s}\n"},
+			want: []string{"t.yaml: ServiceEntry default/s: spec: is required"},
+		},
+		{
+			name: "unknown api version",
+			docs: []string{"apiVersion: networking.istio.io/v2\nkind: ServiceEntry\nmetadata: {name: s}\nspec: {}\n"},
+			want: []string{`t.yaml: ServiceEntry default/s: apiVersion: "networking.istio.io/v2": version v2 is not one meshlab reads (v1alpha3, v1beta1, v1)`},
+		},
+		{
+			name: "refused fields by name",
+			docs: []string{vs(`  hosts: [backend]
+  exportTo: ["."]
+  http:
+  - match: [{uri: {exact: /}, ignoreUriCase: true, port: 8080}]
+    route: [{destination: {host: backend}}]
+    corsPolicy: {allowOrigins: [{exact: x}]}
+    fault: {delay: {exponentialDelay: 1s}, abort: {grpcStatus: UNAVAILABLE}}
+`), backendDR, dr(`  host: frontend
+  exportTo: ["."]
+  trafficPolicy:
+    loadBalancer: {consistentHash: {httpHeaderName: x}}
+    tls: {mode: ISTIO_MUTUAL}
+    outlierDetection: {consecutiveGatewayErrors: 1}
+    portLevelSettings: [{port: {number: 8080}, tls: {mode: DISABLE}}]
+`), se("  hosts: [pay.internal]\n  location: MESH_INTERNAL\n  resolution: STATIC\n  ports: [{number: 80, name: http}]\n  endpoints: [{address: backend-v1, network: n1}]\n  workloadSelector: {labels: {app: x}}\n")},
+			want: []string{
+				"t.yaml: VirtualService default/backend: spec.http[0].match[0].port: is not supported by meshlab (VirtualService supports in http.match: headers, method, name, queryParams, sourceLabels, uri)",
+				"t.yaml: VirtualService default/backend: spec.http[0].match[0].ignoreUriCase: is not supported by meshlab (VirtualService supports in http.match: headers, method, name, queryParams, sourceLabels, uri)",
+				"t.yaml: VirtualService default/backend: spec.http[0].fault.delay.exponentialDelay: is not supported by meshlab (VirtualService supports in http.fault.delay: fixedDelay, percentage)",
+				"t.yaml: VirtualService default/backend: spec.http[0].fault.abort.grpcStatus: is not supported by meshlab (VirtualService supports in http.fault.abort: httpStatus, percentage)",
+				"t.yaml: VirtualService default/backend: spec.http[0].corsPolicy: is not supported by meshlab (VirtualService supports in http: fault, headers, match, mirror, mirrorPercentage, name, redirect, retries, rewrite, route, timeout)",
+				"t.yaml: VirtualService default/backend: spec.exportTo: is not supported by meshlab (VirtualService supports here: gateways, hosts, http, tcp)",
+				"t.yaml: VirtualService default/backend: spec.http[0].fault.delay.fixedDelay: is required",
+				"t.yaml: VirtualService default/backend: spec.http[0].fault.abort.httpStatus: 0 is out of range 200-599",
+				"t.yaml: DestinationRule default/other: spec.trafficPolicy.loadBalancer.consistentHash: is not supported by meshlab (DestinationRule supports in trafficPolicy.loadBalancer: simple)",
+				"t.yaml: DestinationRule default/other: spec.trafficPolicy.outlierDetection.consecutiveGatewayErrors: is not supported by meshlab (DestinationRule supports in trafficPolicy.outlierDetection: baseEjectionTime, consecutive5xxErrors, interval, maxEjectionPercent)",
+				"t.yaml: DestinationRule default/other: spec.trafficPolicy.tls: is not supported by meshlab (DestinationRule supports in trafficPolicy: connectionPool, loadBalancer, outlierDetection, portLevelSettings)",
+				"t.yaml: DestinationRule default/other: spec.trafficPolicy.portLevelSettings[0].tls: is not supported by meshlab (DestinationRule supports in trafficPolicy.portLevelSettings: connectionPool, loadBalancer, outlierDetection, port)",
+				"t.yaml: DestinationRule default/other: spec.exportTo: is not supported by meshlab (DestinationRule supports here: host, subsets, trafficPolicy)",
+				"t.yaml: ServiceEntry default/pay: spec.endpoints[0].network: is not supported by meshlab (ServiceEntry supports in endpoints: address, labels, ports)",
+				"t.yaml: ServiceEntry default/pay: spec.workloadSelector: is not supported by meshlab (ServiceEntry supports here: addresses, endpoints, hosts, location, ports, resolution)",
+			},
+		},
+		{
+			name: "virtual service rules",
+			docs: []string{vs(`  hosts: ["*.default", ""]
+  gateways: [my-gateway]
+  http:
+  - match: [{uri: {regex: "a(b"}, headers: {X-User: {exact: a}, x-e: {}}, method: {prefix: ""}}]
+    route:
+    - {destination: {host: backend}, weight: 80}
+    - {destination: {host: backend}, weight: -5}
+    timeout: 0.5ms
+    retries: {attempts: -1, perTryTimeout: 1.0005s, retryOn: "5xx,bogus"}
+    fault: {abort: {httpStatus: 700, percentage: {value: 101}}, delay: {fixedDelay: 1s, percentage: {value: -1}}}
+    rewrite: {}
+    redirect: {uri: /x}
+  - {}
+  - redirect: {redirectCode: 200}
+    mirror: {host: backend}
+  - {route: [{destination: {host: backend}}], mirrorPercentage: {value: 5}}
+  tcp: [{}]
+`)},
+			want: []string{
+				`t.yaml: VirtualService default/backend: spec.hosts[0]: "*.default": wildcard hosts are not supported`,
+				"t.yaml: VirtualService default/backend: spec.hosts[1]: must not be empty",
+				`t.yaml: VirtualService default/backend: spec.gateways[0]: "my-gateway" is not supported (meshlab has no gateways; only "mesh")`,
+				`t.yaml: VirtualService default/backend: spec.http[0].match[0].uri.regex: "a(b" is not an RE2 regular expression: error parsing regexp: missing closing ): ` + "`a(b`",
+				"t.yaml: VirtualService default/backend: spec.http[0].match[0].method.prefix: must not be empty",
+				"t.yaml: VirtualService default/backend: spec.http[0].match[0].headers[X-User]: header names must be lowercase",
+				"t.yaml: VirtualService default/backend: spec.http[0].match[0].headers[x-e]: exact, prefix or regex is required",
+				"t.yaml: VirtualService default/backend: spec.http[0]: route and redirect are mutually exclusive",
+				"t.yaml: VirtualService default/backend: spec.http[0].route[1].weight: -5 must not be negative",
+				"t.yaml: VirtualService default/backend: spec.http[0].route: weights sum to 75, want 100",
+				"t.yaml: VirtualService default/backend: spec.http[0].timeout: 500µs is shorter than 1ms",
+				"t.yaml: VirtualService default/backend: spec.http[0].retries.attempts: -1 must not be negative",
+				"t.yaml: VirtualService default/backend: spec.http[0].retries.perTryTimeout: 1.0005s is not a whole number of milliseconds",
+				`t.yaml: VirtualService default/backend: spec.http[0].retries.retryOn: "bogus" is not a retry condition (5xx, gateway-error, reset, connect-failure, retriable-4xx, refused-stream, retriable-status-codes, an HTTP status...)`,
+				"t.yaml: VirtualService default/backend: spec.http[0].fault.delay.percentage.value: -1 is out of range 0-100",
+				"t.yaml: VirtualService default/backend: spec.http[0].fault.abort.httpStatus: 700 is out of range 200-599",
+				"t.yaml: VirtualService default/backend: spec.http[0].fault.abort.percentage.value: 101 is out of range 0-100",
+				"t.yaml: VirtualService default/backend: spec.http[0].rewrite: uri or authority is required",
+				"t.yaml: VirtualService default/backend: spec.http[1]: a route or a redirect is required",
+				"t.yaml: VirtualService default/backend: spec.http[2].mirror: cannot be set with redirect",
+				"t.yaml: VirtualService default/backend: spec.http[2].redirect: uri or authority is required",
+				"t.yaml: VirtualService default/backend: spec.http[2].redirect.redirectCode: 200 is not a redirect code (301, 302, 303, 307 or 308)",
+				"t.yaml: VirtualService default/backend: spec.http[3].mirrorPercentage: needs mirror",
+				"t.yaml: VirtualService default/backend: spec.tcp[0].route: at least one destination is required",
+			},
+		},
+		{
+			name: "no routes, no hosts",
+			docs: []string{vs("  hosts: []\n")},
+			want: []string{
+				"t.yaml: VirtualService default/backend: spec.hosts: at least one host is required",
+				"t.yaml: VirtualService default/backend: spec: at least one http or tcp route is required",
+			},
+		},
+		{
+			name: "destination rule rules",
+			docs: []string{dr(`  host: ""
+  trafficPolicy:
+    loadBalancer: {simple: PASSTHROUGH}
+    connectionPool: {tcp: {maxConnections: -1}, http: {http1MaxPendingRequests: -1, http2MaxRequests: -2, maxRequestsPerConnection: -3}}
+    outlierDetection: {interval: 0s, baseEjectionTime: 1.5ms, maxEjectionPercent: 101}
+    portLevelSettings: [{port: {number: 8080}}, {port: {number: 8080}}, {loadBalancer: {simple: LEAST_CONN}}]
+  subsets: [{name: v1}, {name: v1}, {name: V_2}]
+`)},
+			want: []string{
+				"t.yaml: DestinationRule default/other: spec.host: is required",
+				"t.yaml: DestinationRule default/other: spec.trafficPolicy.loadBalancer.simple: PASSTHROUGH is not supported (ROUND_ROBIN, LEAST_REQUEST or RANDOM)",
+				"t.yaml: DestinationRule default/other: spec.trafficPolicy.connectionPool.tcp.maxConnections: -1 must not be negative",
+				"t.yaml: DestinationRule default/other: spec.trafficPolicy.connectionPool.http.http1MaxPendingRequests: -1 must not be negative",
+				"t.yaml: DestinationRule default/other: spec.trafficPolicy.connectionPool.http.http2MaxRequests: -2 must not be negative",
+				"t.yaml: DestinationRule default/other: spec.trafficPolicy.connectionPool.http.maxRequestsPerConnection: -3 must not be negative",
+				"t.yaml: DestinationRule default/other: spec.trafficPolicy.outlierDetection.interval: 0s is shorter than 1ms",
+				"t.yaml: DestinationRule default/other: spec.trafficPolicy.outlierDetection.baseEjectionTime: 1.5ms is not a whole number of milliseconds",
+				"t.yaml: DestinationRule default/other: spec.trafficPolicy.outlierDetection.maxEjectionPercent: 101 is out of range 0-100",
+				"t.yaml: DestinationRule default/other: spec.trafficPolicy.portLevelSettings[1].port.number: 8080 is a duplicate of spec.trafficPolicy.portLevelSettings[0]",
+				"t.yaml: DestinationRule default/other: spec.trafficPolicy.portLevelSettings[2].port.number: 0 is out of range 1-65535",
+				"t.yaml: DestinationRule default/other: spec.trafficPolicy.portLevelSettings[2].loadBalancer.simple: LEAST_CONN is not supported (ROUND_ROBIN, LEAST_REQUEST or RANDOM)",
+				`t.yaml: DestinationRule default/other: spec.subsets[1].name: "v1" is a duplicate of spec.subsets[0].name`,
+				`t.yaml: DestinationRule default/other: spec.subsets[2].name: "V_2" is not a DNS-1123 label (lowercase letters, digits and '-', starting and ending with a letter or digit)`,
+			},
+		},
+		{
+			name: "service entry rules",
+			docs: []string{se(`  hosts: [pay.internal]
+  addresses: [10.0.0.0/24]
+  resolution: NONE
+  ports: [{number: 0, name: http, protocol: QUIC, targetPort: 15001}, {number: 80}]
+  endpoints: [{address: "", ports: {grpc: 15000}}]
+`)},
+			want: []string{
+				`t.yaml: ServiceEntry default/pay: spec.addresses[0]: "10.0.0.0/24" is not an IPv4 address (CIDRs are not supported)`,
+				"t.yaml: ServiceEntry default/pay: spec.location: MESH_EXTERNAL is not supported (only MESH_INTERNAL: a lab reaches nothing outside it)",
+				"t.yaml: ServiceEntry default/pay: spec.ports[0].number: 0 is out of range 1-65535",
+				`t.yaml: ServiceEntry default/pay: spec.ports[0].protocol: "QUIC" is not a protocol meshlab knows (HTTP, HTTP2, GRPC, TCP...)`,
+				"t.yaml: ServiceEntry default/pay: spec.ports[0].targetPort: 15001 is reserved for the sidecar (the outbound capture port)",
+				"t.yaml: ServiceEntry default/pay: spec.ports[1].name: is required",
+				"t.yaml: ServiceEntry default/pay: spec.resolution: NONE is not supported (STATIC or DNS)",
+				"t.yaml: ServiceEntry default/pay: spec.endpoints[0].address: is required",
+				"t.yaml: ServiceEntry default/pay: spec.endpoints[0].ports[grpc]: names no port of spec.ports",
+				"t.yaml: ServiceEntry default/pay: spec.endpoints[0].ports[grpc]: 15000 is reserved for the sidecar (the proxy's admin port)",
+			},
+		},
+		{
+			name: "references",
+			docs: []string{vs(`  hosts: [reviews, backend]
+  http:
+  - route:
+    - {destination: {host: backend, subset: v3}, weight: 50}
+    - {destination: {host: backend.prod, port: {number: 9090}}, weight: 50}
+    mirror: {host: frontend, port: {number: 9090}}
+`), backendDR, dr("  host: backend.default.svc.cluster.local\n"),
+				strings.Replace(dr("  host: nowhere\n"), "name: other", "name: nowhere", 1),
+				strings.Replace(dr("  host: frontend\n  trafficPolicy: {portLevelSettings: [{port: {number: 9}}]}\n"), "name: other", "name: front", 1),
+				se("  hosts: [backend, pay.internal]\n  location: MESH_INTERNAL\n  resolution: STATIC\n  ports: [{number: 80, name: http}]\n  endpoints: [{address: nobody}]\n"),
+				strings.Replace(se("  hosts: [pay.internal]\n  location: MESH_INTERNAL\n  resolution: DNS\n  ports: [{number: 80, name: http}]\n  endpoints: [{address: pay.internal}]\n"), "name: pay", "name: pay2", 1),
+				"apiVersion: meshlab.dev/v1alpha1\nkind: MeshConfig\nmetadata: {name: a}\nspec: {}\n",
+				"apiVersion: meshlab.dev/v1alpha1\nkind: MeshConfig\nmetadata: {name: b}\nspec: {}\n",
+			},
+			want: []string{
+				`t.yaml: VirtualService default/backend: spec.hosts[0]: "reviews" names no Service or ServiceEntry (seen from namespace default)`,
+				`t.yaml: VirtualService default/backend: spec.http[0].route[0].destination.subset: "v3": no DestinationRule defines this subset of backend.default.svc.cluster.local`,
+				`t.yaml: VirtualService default/backend: spec.http[0].route[1].destination.host: "backend.prod" names no Service or ServiceEntry (seen from namespace default)`,
+				"t.yaml: VirtualService default/backend: spec.http[0].mirror.port.number: 9090 is not a port of frontend.default.svc.cluster.local",
+				"t.yaml: DestinationRule default/other: spec.host: backend.default.svc.cluster.local already has the DestinationRule t.yaml: DestinationRule default/backend",
+				`t.yaml: DestinationRule default/nowhere: spec.host: "nowhere" names no Service or ServiceEntry (seen from namespace default)`,
+				"t.yaml: DestinationRule default/front: spec.trafficPolicy.portLevelSettings[0].port.number: 9 is not a port of frontend.default.svc.cluster.local",
+				`t.yaml: ServiceEntry default/pay: spec.hosts[0]: "backend" is already the Service t.yaml: Service default/backend`,
+				`t.yaml: ServiceEntry default/pay: spec.endpoints[0].address: "nobody" is neither the name nor the IP of a lab pod`,
+				`t.yaml: ServiceEntry default/pay2: spec.hosts[0]: "pay.internal" is already a host of t.yaml: ServiceEntry default/pay`,
+				`t.yaml: ServiceEntry default/pay2: spec.endpoints[0].address: "pay.internal" names no Service of the lab (resolution DNS resolves lab Service names)`,
+				"t.yaml: MeshConfig default/b: a lab has one MeshConfig; t.yaml: MeshConfig default/a is already one",
+			},
+		},
+		{
+			name: "mesh config refuses other fields",
+			docs: []string{"apiVersion: meshlab.dev/v1alpha1\nkind: MeshConfig\nmetadata: {name: m}\nspec: {accessLogFile: /dev/stdout, outboundTrafficPolicy: {mode: ALLOW_ANY}, bogus: 1}\n"},
+			want: []string{"t.yaml: MeshConfig default/m: spec.bogus: unknown field"},
+		},
+		{
+			name: "mesh config refuses unimplemented fields",
+			docs: []string{"apiVersion: meshlab.dev/v1alpha1\nkind: MeshConfig\nmetadata: {name: m}\nspec: {accessLogFile: /dev/stdout}\n"},
+			want: []string{"t.yaml: MeshConfig default/m: spec.accessLogFile: is not supported by meshlab (MeshConfig supports here: outboundTrafficPolicy)"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Load("t.yaml", []byte(docs(append([]string{hello}, tt.docs...)...)))
+			var list ErrorList
+			if !errors.As(err, &list) {
+				t.Fatalf("Load error = %v, want an ErrorList", err)
+			}
+			var got []string
+			for _, e := range list {
+				got = append(got, e.Error())
+			}
+			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
+				t.Errorf("errors:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(tt.want, "\n  "))
+			}
+		})
+	}
+}
+
+// Every field path in the implemented sets exists in istio.io/api's schema: a typo in a
+// set would silently refuse a field meshlab implements.
+func TestImplementedFieldsExist(t *testing.T) {
+	t.Parallel()
+	// Exercised through TestLoadIstioEveryImplementedField for the common paths; here
+	// check that each set's top-level names are real fields.
+	for kind, set := range map[string]map[string]bool{"vs": virtualServiceFields, "dr": destinationRuleFields, "se": serviceEntryFields} {
+		if len(set) < 5 {
+			t.Errorf("%s: only %d implemented fields", kind, len(set))
+		}
+	}
+}
+
+func TestScenarioApplyAndDelete(t *testing.T) {
+	t.Parallel()
+	base, err := Load("hello.yaml", []byte(helloYAML(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	split := vs("  hosts: [backend]\n  http: [{route: [{destination: {host: backend, subset: v1}, weight: 90}, {destination: {host: backend, subset: v2}, weight: 10}]}]\n")
+	// A VirtualService naming subsets no DestinationRule defines is refused; the base is
+	// untouched.
+	if _, _, err := base.Apply(File{Name: "vs.yaml", Data: []byte(split)}); err == nil ||
+		!strings.Contains(err.Error(), `vs.yaml: VirtualService default/backend: spec.http[0].route[0].destination.subset: "v1": no DestinationRule defines this subset`) {
+		t.Fatalf("Apply without DestinationRule: err = %v", err)
+	}
+	if len(base.Objects) != 5 {
+		t.Fatalf("base changed: %d objects", len(base.Objects))
+	}
+	next, changes, err := base.Apply(File{Name: "dr.yaml", Data: []byte(backendDR)}, File{Name: "vs.yaml", Data: []byte(split)})
+	if err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	if got := changeStrings(changes); got != "DestinationRule default/backend created, VirtualService default/backend created" {
+		t.Errorf("changes = %s", got)
+	}
+	// Re-applying is unchanged; a different weight is configured.
+	again, changes, err := next.Apply(File{Name: "vs.yaml", Data: []byte(split)})
+	if err != nil || changeStrings(changes) != "VirtualService default/backend unchanged" {
+		t.Fatalf("re-Apply: %s, %v", changeStrings(changes), err)
+	}
+	_, changes, err = again.Apply(File{Name: "vs.yaml", Data: []byte(strings.ReplaceAll(strings.ReplaceAll(split, "90", "50"), "10}", "50}"))})
+	if err != nil || changeStrings(changes) != "VirtualService default/backend configured" {
+		t.Fatalf("Apply changed weights: %s, %v", changeStrings(changes), err)
+	}
+	// Deleting the DestinationRule the VirtualService needs is refused.
+	if _, _, err := next.Delete(Ref{Kind: "dr", Name: "backend"}); err == nil || !strings.Contains(err.Error(), "no DestinationRule defines this subset") {
+		t.Errorf("Delete of a needed DestinationRule: err = %v", err)
+	}
+	if _, _, err := next.Delete(Ref{Kind: "vs", Name: "nope"}); err == nil || err.Error() != "delete: not found: VirtualService default/nope" {
+		t.Errorf("Delete of a missing object: err = %v", err)
+	}
+	refs, err := Refs("x.yaml", []byte(docs(split, backendDR)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, changes, err := next.Delete(refs...)
+	if err != nil || changeStrings(changes) != "VirtualService default/backend deleted, DestinationRule default/backend deleted" || len(after.Objects) != 5 {
+		t.Errorf("Delete: %s, %v", changeStrings(changes), err)
+	}
+	found, err := next.Find("virtualservices", "")
+	if err != nil || len(found) != 1 || found[0].Origin.File != "vs.yaml" || !strings.Contains(string(found[0].JSON), `"weight":90`) {
+		t.Errorf("Find = %v, %v", found, err)
+	}
+	if _, err := next.Find("gateway", ""); err == nil {
+		t.Error("Find of an unknown kind succeeded")
+	}
+	// Duplicates across the applied files are refused.
+	if _, _, err := base.Apply(File{Name: "a.yaml", Data: []byte(backendDR)}, File{Name: "b.yaml", Data: []byte(backendDR)}); err == nil ||
+		err.Error() != "b.yaml: DestinationRule default/backend: metadata.name: duplicate of the DestinationRule in a.yaml" {
+		t.Errorf("Apply of duplicates: err = %v", err)
+	}
+	m, err := next.Build(BuildOptions{PodCIDR: netip.MustParsePrefix("10.1.0.0/24"), ServiceCIDR: netip.MustParsePrefix("10.2.0.0/24")})
+	if err != nil || len(m.Istio.VirtualServices) != 1 {
+		t.Errorf("Build after Apply: %v", err)
+	}
+}
+
+func changeStrings(cs []Change) string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.String())
+	}
+	return strings.Join(out, ", ")
+}

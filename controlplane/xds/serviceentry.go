@@ -1,0 +1,125 @@
+package xds
+
+import (
+	"net/netip"
+	"strings"
+
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/meshlab/meshlab/controlplane/model"
+)
+
+// serviceEntryPorts returns a servicePort per port of every host of every ServiceEntry,
+// in model order. A host's address is the entry's first address (none when the entry
+// has none), and a port's target is its targetPort, else its number.
+func serviceEntryPorts(m *model.Model) []servicePort {
+	var out []servicePort
+	for _, se := range m.Istio.ServiceEntries {
+		vip := firstAddr(se.Spec.GetAddresses())
+		for _, h := range se.Spec.GetHosts() {
+			svc := &model.Service{Name: h, Namespace: se.Namespace, VIP: vip, Origin: se.Origin}
+			for _, p := range se.Spec.GetPorts() {
+				target := uint16(p.GetTargetPort())
+				if target == 0 {
+					target = uint16(p.GetNumber())
+				}
+				svc.Ports = append(svc.Ports, model.ServicePort{
+					Name: p.GetName(), Port: uint16(p.GetNumber()), TargetPort: target, Protocol: entryProtocol(p.GetProtocol()),
+				})
+			}
+			for _, p := range svc.Ports {
+				out = append(out, servicePort{svc: svc, port: p, host: h, se: se, seEndpoints: se.Spec.GetEndpoints()})
+			}
+		}
+	}
+	return out
+}
+
+// entryProtocol maps a ServiceEntry port protocol to meshlab's protocols as the config
+// loader maps Service ports; an empty protocol is HTTP, as an unnamed Service port is.
+func entryProtocol(s string) model.Protocol {
+	switch strings.ToLower(s) {
+	case "http2", "h2c":
+		return model.ProtocolHTTP2
+	case "grpc", "grpc-web":
+		return model.ProtocolGRPC
+	case "tcp", "tls", "https", "mongo", "mysql", "redis", "thrift":
+		return model.ProtocolTCP
+	}
+	return model.ProtocolHTTP
+}
+
+// instance is one endpoint of a service port: an IP (or, for DNS resolution, a hostname)
+// with the port to reach and the labels subsets select on.
+type instance struct {
+	addr   string
+	port   uint16
+	labels map[string]string
+}
+
+// instances returns the endpoints behind sp. For a Service they are the pods its
+// selector matches; for a ServiceEntry its endpoints, where a STATIC endpoint's address
+// is an IP or the name of a lab pod (looked up in the entry's namespace first) and a DNS
+// endpoint's address is a name the proxy resolves. A DNS entry without endpoints resolves
+// its own host, as Istio does.
+func (sp servicePort) instances(m *model.Model) []instance {
+	if sp.se == nil {
+		var out []instance
+		for _, ep := range m.Endpoints(sp.svc, sp.port) {
+			out = append(out, instance{addr: ep.Addr.Addr().String(), port: ep.Addr.Port(), labels: ep.Pod.Labels})
+		}
+		return out
+	}
+	if sp.dnsResolved() && len(sp.seEndpoints) == 0 {
+		return []instance{{addr: sp.host, port: sp.port.TargetPort}}
+	}
+	var out []instance
+	for _, we := range sp.seEndpoints {
+		port := sp.port.TargetPort
+		if p, ok := we.GetPorts()[sp.port.Name]; ok && p != 0 {
+			port = uint16(p)
+		}
+		in := instance{addr: we.GetAddress(), port: port, labels: we.GetLabels()}
+		if !sp.dnsResolved() {
+			if _, err := netip.ParseAddr(in.addr); err != nil {
+				pod := podNamed(m, we.GetAddress(), sp.se.Namespace)
+				if pod == nil {
+					continue // the loader refuses unknown names; a stale model just has no endpoint
+				}
+				in.addr = pod.IP.String()
+				if len(in.labels) == 0 {
+					in.labels = pod.Labels
+				}
+			}
+		}
+		out = append(out, in)
+	}
+	return out
+}
+
+// podNamed returns the pod called name, preferring namespace ns, or nil.
+func podNamed(m *model.Model, name, ns string) *model.Pod {
+	var found *model.Pod
+	for _, p := range m.Pods {
+		if p.Name != name {
+			continue
+		}
+		if p.Namespace == ns {
+			return p
+		}
+		if found == nil {
+			found = p
+		}
+	}
+	return found
+}
+
+// labelsMatch reports whether every label of selector is in labels.
+func labelsMatch(selector, labels map[string]string) bool {
+	for k, v := range selector {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}

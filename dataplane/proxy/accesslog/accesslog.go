@@ -1,0 +1,165 @@
+// Package accesslog is the proxy's envoy.access_loggers.file: it compiles AccessLog
+// configs (FileAccessLog with a text or JSON SubstitutionFormatString, or Envoy's default
+// format) and writes one line per HTTP request or TCP connection, with Envoy's command
+// operators and response flags.
+package accesslog
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
+	filev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
+
+	"github.com/meshlab/meshlab/dataplane/proxy/fieldcheck"
+)
+
+// FileLoggerName is the file access logger's Envoy name.
+const FileLoggerName = "envoy.access_loggers.file"
+
+var allow = fieldcheck.Allow{
+	"envoy.config.accesslog.v3.AccessLog":                   {"name", "typed_config"},
+	"envoy.extensions.access_loggers.file.v3.FileAccessLog": {"path", "format", "json_format", "log_format"},
+	"envoy.config.core.v3.SubstitutionFormatString":         {"text_format", "json_format", "text_format_source", "omit_empty_values", "content_type"},
+	"envoy.config.core.v3.DataSource":                       {"inline_string", "inline_bytes"},
+}
+
+// Logger writes access log entries to one file. Safe for concurrent use.
+type Logger struct {
+	path string
+	text format
+	json *jsonFormat
+}
+
+// Compile validates access_log entries and compiles them.
+func Compile(logs []*accesslogv3.AccessLog) ([]*Logger, error) {
+	var out []*Logger
+	for i, l := range logs {
+		lg, err := compileOne(l)
+		if err != nil {
+			return nil, fmt.Errorf("access_log[%d].%w", i, err)
+		}
+		out = append(out, lg)
+	}
+	return out, nil
+}
+
+func compileOne(l *accesslogv3.AccessLog) (*Logger, error) {
+	if err := allow.Check(l); err != nil {
+		return nil, err
+	}
+	tc := l.GetTypedConfig()
+	var f filev3.FileAccessLog
+	if tc == nil || tc.MessageName() != f.ProtoReflect().Descriptor().FullName() {
+		return nil, fmt.Errorf("typed_config: unsupported access logger %s", l.GetName())
+	}
+	if err := tc.UnmarshalTo(&f); err != nil {
+		return nil, fmt.Errorf("typed_config: %w", err)
+	}
+	if err := f.ValidateAll(); err != nil {
+		return nil, fmt.Errorf("typed_config: %w", err)
+	}
+	if err := allow.Check(&f); err != nil {
+		return nil, fmt.Errorf("typed_config.%w", err)
+	}
+	lg := &Logger{path: f.GetPath()}
+	var err error
+	switch {
+	case f.GetLogFormat() != nil:
+		sf := f.GetLogFormat()
+		switch {
+		case sf.GetJsonFormat() != nil:
+			lg.json, err = compileJSON(sf.GetJsonFormat(), sf.GetOmitEmptyValues())
+		case sf.GetTextFormatSource() != nil:
+			src := sf.GetTextFormatSource()
+			s := src.GetInlineString()
+			if b := src.GetInlineBytes(); b != nil {
+				s = string(b)
+			}
+			lg.text, err = parseFormat(s)
+		case sf.GetTextFormat() != "":
+			lg.text, err = parseFormat(sf.GetTextFormat())
+		default:
+			err = errors.New("log_format: no format set")
+		}
+	case f.GetJsonFormat() != nil:
+		lg.json, err = compileJSON(f.GetJsonFormat(), false)
+	case f.GetFormat() != "":
+		lg.text, err = parseFormat(f.GetFormat())
+	default:
+		lg.text, err = parseFormat(DefaultFormat)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("typed_config.log_format: %w", err)
+	}
+	return lg, nil
+}
+
+// Render returns the entry's line (newline included for JSON; text formats carry their
+// own).
+func (l *Logger) Render(i *Info) string {
+	if l.json != nil {
+		return l.json.render(i)
+	}
+	return l.text.render(i)
+}
+
+// Log writes one entry; write errors are dropped as Envoy drops them.
+func (l *Logger) Log(i *Info) {
+	w, err := open(l.path)
+	if err != nil {
+		return
+	}
+	w.write(l.Render(i))
+}
+
+// LogAll writes i to every logger.
+func LogAll(ls []*Logger, i *Info) {
+	for _, l := range ls {
+		l.Log(i)
+	}
+}
+
+type file struct {
+	mu sync.Mutex
+	f  *os.File
+}
+
+func (f *file) write(s string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, _ = f.f.WriteString(s)
+}
+
+var (
+	filesMu sync.Mutex
+	files   = map[string]*file{}
+)
+
+// open returns the shared append-mode writer of path; files stay open for the life of
+// the process, as Envoy's access log manager keeps them (reopened only on SIGUSR1).
+func open(path string) (*file, error) {
+	filesMu.Lock()
+	defer filesMu.Unlock()
+	if f, ok := files[path]; ok {
+		return f, nil
+	}
+	var fh *os.File
+	switch path {
+	case "/dev/stdout":
+		fh = os.Stdout
+	case "/dev/stderr":
+		fh = os.Stderr
+	default:
+		var err error
+		fh, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("open access log %s: %w", path, err)
+		}
+	}
+	f := &file{f: fh}
+	files[path] = f
+	return f, nil
+}

@@ -1,0 +1,316 @@
+package accesslog
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// DefaultFormat is Envoy's default access log format.
+const DefaultFormat = `[%START_TIME%] "%REQ(:METHOD)% %REQ(X-ENVOY-ORIGINAL-PATH?:PATH)% %PROTOCOL%" %RESPONSE_CODE% %RESPONSE_FLAGS% %BYTES_RECEIVED% %BYTES_SENT% %DURATION% %RESP(X-ENVOY-UPSTREAM-SERVICE-TIME)% "%REQ(X-FORWARDED-FOR)%" "%REQ(USER-AGENT)%" "%REQ(X-REQUEST-ID)%" "%REQ(:AUTHORITY)%" "%UPSTREAM_HOST%"` + "\n"
+
+// Info is what one access log entry describes: an HTTP request or a TCP connection.
+type Info struct {
+	Start           time.Time
+	Duration        time.Duration
+	Protocol        string // "HTTP/1.1"; empty for TCP
+	Method          string
+	Path            string
+	Authority       string
+	Scheme          string
+	ReqHeader       http.Header
+	RespHeader      http.Header
+	Code            int // 0 when no response was sent (TCP)
+	CodeDetails     string
+	Flags           Flags
+	BytesReceived   int64
+	BytesSent       int64
+	UpstreamHost    string
+	UpstreamCluster string
+	UpstreamLocal   string
+	DownstreamLocal netip.AddrPort
+	DownstreamPeer  netip.AddrPort
+	RouteName       string
+}
+
+// value is one rendered operator: a string, a number, or absent ("-" in text, null in JSON).
+type value struct {
+	s      string
+	num    bool
+	absent bool
+}
+
+type operator func(*Info) value
+
+type segment struct {
+	lit string
+	op  operator
+}
+
+// format is a compiled Envoy format string.
+type format []segment
+
+func str(s string) value {
+	if s == "" {
+		return value{absent: true}
+	}
+	return value{s: s}
+}
+
+func num(n int64) value { return value{s: strconv.FormatInt(n, 10), num: true} }
+
+func addr(a netip.AddrPort, withPort bool) value {
+	if !a.IsValid() {
+		return value{absent: true}
+	}
+	if withPort {
+		return value{s: a.String()}
+	}
+	return value{s: a.Addr().String()}
+}
+
+var simpleOps = map[string]operator{
+	"PROTOCOL": func(i *Info) value { return str(i.Protocol) },
+	"RESPONSE_CODE": func(i *Info) value {
+		return num(int64(i.Code)) // 0 when no response, as Envoy
+	},
+	"RESPONSE_CODE_DETAILS":             func(i *Info) value { return str(i.CodeDetails) },
+	"CONNECTION_TERMINATION_DETAILS":    func(*Info) value { return value{absent: true} },
+	"UPSTREAM_TRANSPORT_FAILURE_REASON": func(*Info) value { return value{absent: true} },
+	"RESPONSE_FLAGS":                    func(i *Info) value { return value{s: i.Flags.String()} },
+	"BYTES_RECEIVED":                    func(i *Info) value { return num(i.BytesReceived) },
+	"BYTES_SENT":                        func(i *Info) value { return num(i.BytesSent) },
+	"DURATION":                          func(i *Info) value { return num(i.Duration.Milliseconds()) },
+	"UPSTREAM_HOST":                     func(i *Info) value { return str(i.UpstreamHost) },
+	"UPSTREAM_CLUSTER":                  func(i *Info) value { return str(i.UpstreamCluster) },
+	"UPSTREAM_CLUSTER_RAW":              func(i *Info) value { return str(i.UpstreamCluster) },
+	"UPSTREAM_LOCAL_ADDRESS":            func(i *Info) value { return str(i.UpstreamLocal) },
+	"DOWNSTREAM_LOCAL_ADDRESS":          func(i *Info) value { return addr(i.DownstreamLocal, true) },
+	"DOWNSTREAM_LOCAL_ADDRESS_WITHOUT_PORT": func(i *Info) value {
+		return addr(i.DownstreamLocal, false)
+	},
+	"DOWNSTREAM_LOCAL_PORT": func(i *Info) value {
+		if !i.DownstreamLocal.IsValid() {
+			return value{absent: true}
+		}
+		return num(int64(i.DownstreamLocal.Port()))
+	},
+	"DOWNSTREAM_REMOTE_ADDRESS":              func(i *Info) value { return addr(i.DownstreamPeer, true) },
+	"DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT": func(i *Info) value { return addr(i.DownstreamPeer, false) },
+	"DOWNSTREAM_DIRECT_REMOTE_ADDRESS":       func(i *Info) value { return addr(i.DownstreamPeer, true) },
+	"DOWNSTREAM_DIRECT_REMOTE_ADDRESS_WITHOUT_PORT": func(i *Info) value {
+		return addr(i.DownstreamPeer, false)
+	},
+	"REQUESTED_SERVER_NAME": func(*Info) value { return value{absent: true} },
+	"ROUTE_NAME":            func(i *Info) value { return str(i.RouteName) },
+	"START_TIME": func(i *Info) value {
+		return value{s: i.Start.UTC().Format("2006-01-02T15:04:05.000Z")}
+	},
+	"HOSTNAME": func(*Info) value {
+		h, _ := os.Hostname()
+		return str(h)
+	},
+}
+
+// parseFormat compiles an Envoy format string; an unknown command operator is an error
+// naming it, as Envoy refuses it.
+func parseFormat(s string) (format, error) {
+	var f format
+	var lit strings.Builder
+	for i := 0; i < len(s); {
+		if s[i] != '%' {
+			lit.WriteByte(s[i])
+			i++
+			continue
+		}
+		if strings.HasPrefix(s[i:], "%%") {
+			lit.WriteByte('%')
+			i += 2
+			continue
+		}
+		end := strings.IndexByte(s[i+1:], '%')
+		if end < 0 {
+			return nil, fmt.Errorf("incorrect configuration: %s. Couldn't find valid command at position %d", s, i)
+		}
+		cmd := s[i+1 : i+1+end]
+		op, err := compileOperator(cmd)
+		if err != nil {
+			return nil, err
+		}
+		if lit.Len() > 0 {
+			f = append(f, segment{lit: lit.String()})
+			lit.Reset()
+		}
+		f = append(f, segment{op: op})
+		i += end + 2
+	}
+	if lit.Len() > 0 {
+		f = append(f, segment{lit: lit.String()})
+	}
+	return f, nil
+}
+
+func compileOperator(cmd string) (operator, error) {
+	if op, ok := simpleOps[cmd]; ok {
+		return op, nil
+	}
+	for _, kind := range []string{"REQ", "RESP"} {
+		if !strings.HasPrefix(cmd, kind+"(") {
+			continue
+		}
+		rest := cmd[len(kind)+1:]
+		closeAt := strings.IndexByte(rest, ')')
+		if closeAt < 0 {
+			return nil, fmt.Errorf("invalid header configuration. Expected format %s(header):max_length, got %%%s%%", kind, cmd)
+		}
+		names := strings.SplitN(rest[:closeAt], "?", 2)
+		maxLen := -1
+		if tail := rest[closeAt+1:]; tail != "" {
+			n, err := strconv.Atoi(strings.TrimPrefix(tail, ":"))
+			if !strings.HasPrefix(tail, ":") || err != nil || n < 0 {
+				return nil, fmt.Errorf("length must be an integer, got %%%s%%", cmd)
+			}
+			maxLen = n
+		}
+		isReq := kind == "REQ"
+		return func(i *Info) value {
+			for _, n := range names {
+				if v, ok := headerOf(i, isReq, n); ok {
+					if maxLen >= 0 && len(v) > maxLen {
+						v = v[:maxLen]
+					}
+					return value{s: v}
+				}
+			}
+			return value{absent: true}
+		}, nil
+	}
+	if cmd == "START_TIME" || strings.HasPrefix(cmd, "START_TIME(") {
+		return nil, fmt.Errorf("%%%s%%: custom START_TIME formats are not supported by meshlab proxy", cmd)
+	}
+	return nil, fmt.Errorf("not supported field in StreamInfo: %s", cmd)
+}
+
+func headerOf(i *Info, req bool, name string) (string, bool) {
+	name = strings.ToLower(name)
+	if req {
+		switch name {
+		case ":method":
+			return i.Method, i.Method != ""
+		case ":path":
+			return i.Path, i.Path != ""
+		case ":authority", "host":
+			return i.Authority, i.Authority != ""
+		case ":scheme":
+			return i.Scheme, i.Scheme != ""
+		}
+	}
+	h := i.RespHeader
+	if req {
+		h = i.ReqHeader
+	}
+	if name == ":status" && !req && i.Code != 0 {
+		return strconv.Itoa(i.Code), true
+	}
+	vs, ok := h[http.CanonicalHeaderKey(name)]
+	if !ok || len(vs) == 0 {
+		return "", false
+	}
+	return vs[0], true
+}
+
+func (f format) render(i *Info) string {
+	var b strings.Builder
+	for _, s := range f {
+		if s.op == nil {
+			b.WriteString(s.lit)
+			continue
+		}
+		v := s.op(i)
+		if v.absent {
+			b.WriteByte('-')
+		} else {
+			b.WriteString(v.s)
+		}
+	}
+	return b.String()
+}
+
+// jsonFormat is a compiled json_format: each value is a format string; a value that is
+// exactly one operator keeps its type (numbers stay numbers, absent is null).
+type jsonFormat struct {
+	keys   []string
+	values []any // format or *jsonFormat
+	omit   bool
+}
+
+func compileJSON(s *structpb.Struct, omitEmpty bool) (*jsonFormat, error) {
+	j := &jsonFormat{omit: omitEmpty}
+	keys := make([]string, 0, len(s.GetFields()))
+	for k := range s.GetFields() {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := s.GetFields()[k]
+		switch x := v.GetKind().(type) {
+		case *structpb.Value_StringValue:
+			f, err := parseFormat(x.StringValue)
+			if err != nil {
+				return nil, err
+			}
+			j.keys, j.values = append(j.keys, k), append(j.values, f)
+		case *structpb.Value_StructValue:
+			sub, err := compileJSON(x.StructValue, omitEmpty)
+			if err != nil {
+				return nil, err
+			}
+			j.keys, j.values = append(j.keys, k), append(j.values, sub)
+		default:
+			return nil, errors.New("only string values and nested structs are supported in json_format")
+		}
+	}
+	return j, nil
+}
+
+func (j *jsonFormat) object(i *Info) map[string]any {
+	out := make(map[string]any, len(j.keys))
+	for n, k := range j.keys {
+		switch v := j.values[n].(type) {
+		case *jsonFormat:
+			out[k] = v.object(i)
+		case format:
+			if len(v) == 1 && v[0].op != nil {
+				val := v[0].op(i)
+				switch {
+				case val.absent:
+					if !j.omit {
+						out[k] = nil
+					}
+				case val.num:
+					n, _ := strconv.ParseInt(val.s, 10, 64)
+					out[k] = n
+				default:
+					out[k] = val.s
+				}
+				continue
+			}
+			out[k] = v.render(i)
+		}
+	}
+	return out
+}
+
+func (j *jsonFormat) render(i *Info) string {
+	b, _ := json.Marshal(j.object(i))
+	return string(b) + "\n"
+}

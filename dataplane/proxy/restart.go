@@ -1,0 +1,219 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/meshlab/meshlab/dataplane/proxy/hotrestart"
+)
+
+// defaultStatsFlush is Envoy's stats_flush_interval default: how often a child merges
+// its parent's stats.
+const defaultStatsFlush = 5 * time.Second
+
+// hotRestart is the Server's side of Envoy's hot restart: as a child it takes over its
+// parent's admin port and listen sockets, merges its stats, and drains and terminates it
+// once live; as a parent it does the same for its child.
+type hotRestart struct {
+	r      *hotrestart.Restarter
+	latch  *hotrestart.Latch
+	merger *hotrestart.Merger
+
+	parentAlive   bool // set once before Run's goroutines start
+	terminateOnce sync.Once
+}
+
+// UseHotRestart makes Run hot restart through r (which the caller closes after Run):
+// without it the server starts cold whatever its epoch, as with --disable-hot-restart.
+func (s *Server) UseHotRestart(r *hotrestart.Restarter) {
+	s.hr = &hotRestart{r: r, latch: hotrestart.NewLatch(s.stats), merger: hotrestart.NewMerger(s.stats)}
+}
+
+// hotRestartVersion is /server_info's hot_restart_version.
+func (s *Server) hotRestartVersion() string {
+	if s.hr == nil {
+		return "disabled"
+	}
+	return hotrestart.Version
+}
+
+// startAsChild asks the parent, if any, to shut down its admin listener; it runs before
+// anything is bound. A parent that is gone or does not answer means a cold start.
+func (s *Server) startAsChild() {
+	if s.hr == nil || s.opts.RestartEpoch == 0 {
+		return
+	}
+	start, err := s.hr.r.ShutdownAdmin()
+	if err != nil {
+		s.log.Warn(fmt.Sprintf("hot restart: no parent at epoch %d (%v): starting cold", s.opts.RestartEpoch-1, err))
+		return
+	}
+	s.hr.parentAlive = true
+	s.mu.Lock()
+	s.startAll = start
+	s.mu.Unlock()
+	s.log.Info(fmt.Sprintf("hot restart: parent epoch %d shut down its admin listener", s.opts.RestartEpoch-1))
+	s.pullParentStats()
+}
+
+// inheritSocket is the listener manager's InheritSocket: the parent's listen socket for
+// addr, if it has one.
+func (s *Server) inheritSocket(addr netip.AddrPort) net.Listener {
+	if s.hr == nil || !s.hr.parentAlive {
+		return nil
+	}
+	f, err := s.hr.r.PassListenSocket("tcp://" + addr.String())
+	if err != nil {
+		if !errors.Is(err, hotrestart.ErrNoParent) {
+			s.log.Warn(fmt.Sprintf("hot restart: pass listen socket %s: %v", addr, err))
+		}
+		return nil
+	}
+	if f == nil {
+		return nil
+	}
+	defer f.Close()
+	ln, err := net.FileListener(f)
+	if err != nil {
+		s.log.Warn(fmt.Sprintf("hot restart: adopt listen socket %s: %v", addr, err))
+		return nil
+	}
+	s.log.Info(fmt.Sprintf("hot restart: adopted the parent's listen socket %s", addr))
+	return ln
+}
+
+// pullParentStats merges the parent's counter deltas and gauges.
+func (s *Server) pullParentStats() {
+	st, err := s.hr.r.Stats()
+	if err != nil {
+		if !errors.Is(err, hotrestart.ErrNoParent) {
+			s.log.Warn(fmt.Sprintf("hot restart: parent stats: %v", err))
+		}
+		return
+	}
+	s.hr.merger.Merge(st)
+}
+
+// terminateParent takes the parent's last stats and tells it to exit; the child keeps
+// only server.hot_restart_generation of the parent's gauges.
+func (s *Server) terminateParent() {
+	if s.hr == nil || !s.hr.parentAlive {
+		return
+	}
+	s.hr.terminateOnce.Do(func() {
+		s.pullParentStats()
+		if err := s.hr.r.Terminate(); err != nil {
+			s.log.Warn(fmt.Sprintf("hot restart: terminate parent: %v", err))
+		} else {
+			s.log.Info("hot restart: parent told to terminate")
+		}
+		s.hr.merger.Drop()
+	})
+}
+
+// superviseParent runs Envoy's child sequence after start: merge the parent's stats on
+// every flush; once LIVE send DrainListeners; once LIVE and --parent-shutdown-time-s
+// after the start, send Terminate.
+func (s *Server) superviseParent(ctx context.Context) {
+	if s.hr == nil || !s.hr.parentAlive {
+		return
+	}
+	flush := defaultStatsFlush
+	if d := s.boot.GetStatsFlushInterval(); d != nil && d.AsDuration() > 0 {
+		flush = d.AsDuration()
+	}
+	tick := time.NewTicker(flush)
+	defer tick.Stop()
+	live := s.liveCh
+	var shutdown <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			s.pullParentStats()
+		case <-live:
+			live = nil
+			s.listeners.StartWorkers()
+			s.log.Info("hot restart: live: asking the parent to drain its listeners")
+			if err := s.hr.r.DrainListeners(); err != nil {
+				s.log.Warn(fmt.Sprintf("hot restart: drain parent listeners: %v", err))
+			}
+			t := time.NewTimer(time.Until(s.start.Add(s.opts.ParentShutdownTime)))
+			defer t.Stop()
+			shutdown = t.C
+		case <-shutdown:
+			s.terminateParent()
+			return
+		}
+	}
+}
+
+// serveChild answers a child's hot restart requests until ctx ends.
+func (s *Server) serveChild(ctx context.Context) {
+	if s.hr == nil {
+		return
+	}
+	_ = s.hr.r.ServeChild(ctx, restartParent{s})
+}
+
+// restartParent adapts the Server to hotrestart.Parent.
+type restartParent struct{ s *Server }
+
+var _ hotrestart.Parent = restartParent{}
+
+// ShutdownAdmin closes the admin listener and, as Envoy does, terminates this process's
+// own parent if it still runs, so at most three epochs live at once.
+func (p restartParent) ShutdownAdmin() time.Time {
+	s := p.s
+	s.mu.Lock()
+	srv, start := s.adminSrv, s.startAll
+	s.adminSrv = nil
+	s.mu.Unlock()
+	if srv != nil {
+		_ = srv.Close()
+	}
+	s.terminateParent()
+	return start
+}
+
+// ListenSocket returns a duplicate of the listen socket bound to address.
+func (p restartParent) ListenSocket(address string) *os.File {
+	rest, ok := strings.CutPrefix(address, "tcp://")
+	if !ok {
+		return nil
+	}
+	ap, err := netip.ParseAddrPort(rest)
+	if err != nil {
+		return nil
+	}
+	return p.s.listeners.SocketFile(ap)
+}
+
+// Stats returns the counter deltas and gauges for the child.
+func (p restartParent) Stats() *hotrestart.Stats {
+	p.s.refreshServerStats()
+	st := p.s.hr.latch.Stats()
+	st.NumConnections = uint64(p.s.listeners.ConnCount())
+	return st
+}
+
+// DrainListeners stops accepting at once and drains open connections.
+func (p restartParent) DrainListeners() {
+	s := p.s
+	s.draining.Store(true)
+	s.listeners.StopListeners(false)
+	s.listeners.Drain(false)
+	s.refreshServerStats()
+	s.log.Info(fmt.Sprintf("hot restart: draining for %s", s.opts.DrainTime))
+}
+
+// Terminate shuts the server down, as Envoy's parent does on the child's request.
+func (p restartParent) Terminate() { p.s.Quit() }

@@ -1,0 +1,148 @@
+package lab
+
+import (
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/meshlab/meshlab/web"
+)
+
+// Event kinds the lab publishes. Other parts (xDS pushes, ACK/NACK, config applies) add
+// their own kinds through Lab.publish; kinds are "<subject>.<verb>".
+const (
+	EventLabUp        = "lab.up"
+	EventLabDown      = "lab.down"
+	EventPodCreated   = "pod.created"
+	EventPodReady     = "pod.ready"
+	EventProcStarted  = "process.started"  // an agent or app was started (Fields: role, pid)
+	EventProcExited   = "process.exited"   // it exited unexpectedly (Fields: role, pid, error)
+	EventProcRestart  = "process.restarted" // the supervisor started it again
+	EventEpochChanged = "epoch.state"      // a proxy epoch changed state (seen while the dashboard watches)
+)
+
+// defaultHistory is how many events the bus retains for late subscribers.
+const defaultHistory = 1000
+
+// Bus is the lab's in-process event bus: Publish never blocks, every subscriber gets its
+// own bounded buffer, and the most recent events are kept for subscribers that arrive
+// later. Safe for concurrent use.
+type Bus struct {
+	mu      sync.Mutex
+	now     func() time.Time
+	seq     uint64
+	ring    []web.Event // the last len(ring) events, oldest at head once full
+	head    int
+	full    bool
+	subs    map[*subscriber]struct{}
+	dropped uint64
+}
+
+type subscriber struct {
+	ch chan web.Event
+}
+
+var _ web.EventSource = (*Bus)(nil)
+
+// NewBus returns a bus retaining the last history events (at least 1).
+func NewBus(history int) *Bus {
+	return newBus(history, time.Now)
+}
+
+func newBus(history int, now func() time.Time) *Bus {
+	history = max(history, 1)
+	return &Bus{now: now, ring: make([]web.Event, 0, history), subs: map[*subscriber]struct{}{}}
+}
+
+// Publish numbers e, stamps it (unless it carries a time), retains it and hands it to
+// every subscriber. A subscriber whose buffer is full is cut off: its channel is closed
+// so that it re-subscribes from the last event it saw instead of silently missing some.
+func (b *Bus) Publish(e web.Event) web.Event {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.seq++
+	e.Seq = b.seq
+	if e.Time.IsZero() {
+		e.Time = b.now()
+	}
+	e.Fields = maps.Clone(e.Fields)
+	if len(b.ring) < cap(b.ring) {
+		b.ring = append(b.ring, e)
+	} else {
+		b.ring[b.head] = e
+		b.head = (b.head + 1) % len(b.ring)
+	}
+	for s := range b.subs {
+		select {
+		case s.ch <- e:
+		default:
+			close(s.ch)
+			delete(b.subs, s)
+			b.dropped++
+		}
+	}
+	return e
+}
+
+// Recent returns the retained events, oldest first.
+func (b *Bus) Recent() []web.Event {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.recentAfter(0)
+}
+
+func (b *Bus) recentAfter(after uint64) []web.Event {
+	out := make([]web.Event, 0, len(b.ring))
+	for i := range b.ring {
+		e := b.ring[(b.head+i)%len(b.ring)]
+		if e.Seq > after {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Subscribe implements web.EventSource.
+func (b *Bus) Subscribe(after uint64, buffer int) ([]web.Event, <-chan web.Event, func()) {
+	s := &subscriber{ch: make(chan web.Event, max(buffer, 1))}
+	b.mu.Lock()
+	history := b.recentAfter(after)
+	b.subs[s] = struct{}{}
+	b.mu.Unlock()
+	var once sync.Once
+	cancel := func() {
+		once.Do(func() {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			if _, ok := b.subs[s]; ok {
+				delete(b.subs, s)
+				close(s.ch)
+			}
+		})
+	}
+	return history, s.ch, cancel
+}
+
+// Subscribers returns how many subscriptions are open.
+func (b *Bus) Subscribers() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.subs)
+}
+
+// CutOff returns how many subscribers were cut off for falling behind.
+func (b *Bus) CutOff() uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.dropped
+}
+
+// publish puts one event on the lab's bus. It is the one call every part of the lab uses
+// (pods, supervisor, and later xDS pushes, ACK/NACK, config applies): kind is
+// "<subject>.<verb>", pod may be empty, fields are copied.
+func (l *Lab) publish(kind, pod, msg string, fields map[string]any) {
+	if l.bus == nil {
+		return
+	}
+	l.bus.Publish(web.Event{Kind: kind, Pod: pod, Message: msg, Fields: fields})
+}

@@ -1,0 +1,293 @@
+package lab
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/meshlab/meshlab/controlplane/model"
+	"github.com/meshlab/meshlab/dataplane/agent"
+	"github.com/meshlab/meshlab/web"
+)
+
+// topologyInterval is how often sidecar stats are polled while someone watches.
+const topologyInterval = time.Second
+
+// pollParallel bounds how many agents are asked at once.
+const pollParallel = 16
+
+// edgeStatsFilter selects the outbound cluster stats edges are computed from.
+var edgeStatsFilter = url.QueryEscape(`^cluster\.outbound\|.*\.(upstream_rq_total|upstream_rq_5xx|ssl\.handshake)$`)
+
+// edgeCounters are one edge's counters at one time.
+type edgeCounters struct{ requests, errors, handshakes uint64 }
+
+// podSample is what one poll learned from one pod's agent.
+type podSample struct {
+	status *agent.Status
+	edges  map[string]edgeCounters // by destination host
+}
+
+// topoPoller polls every sidecar once a second while at least one watcher is
+// subscribed, and keeps the previous sample to turn counters into rates.
+type topoPoller struct {
+	mu      sync.Mutex
+	subs    map[chan web.Topology]struct{}
+	running bool
+	wg      sync.WaitGroup
+
+	prev   map[string]edgeCounters // by "pod|host"
+	prevAt time.Time
+	epochs map[string]map[int]string // pod -> epoch -> state, for epoch events
+}
+
+// WatchTopology implements web.TopologySource.
+func (l *Lab) WatchTopology(ctx context.Context) <-chan web.Topology {
+	p := &l.topo
+	ch := make(chan web.Topology, 1)
+	p.mu.Lock()
+	if p.subs == nil {
+		p.subs = map[chan web.Topology]struct{}{}
+	}
+	p.subs[ch] = struct{}{}
+	if !p.running {
+		p.running = true
+		p.wg.Add(1)
+		go l.pollTopology()
+	}
+	p.mu.Unlock()
+	go func() {
+		<-ctx.Done()
+		p.mu.Lock()
+		delete(p.subs, ch)
+		close(ch)
+		p.mu.Unlock()
+	}()
+	return ch
+}
+
+// pollTopology runs while anyone watches (and the lab's servers run).
+func (l *Lab) pollTopology() {
+	p := &l.topo
+	defer p.wg.Done()
+	tick := time.NewTicker(topologyInterval)
+	defer tick.Stop()
+	for {
+		ctx, cancel := context.WithTimeout(l.serverCtx, topologyInterval)
+		t := l.sampleTopology(ctx)
+		cancel()
+		p.mu.Lock()
+		if len(p.subs) == 0 || l.serverCtx.Err() != nil {
+			p.running = false
+			p.mu.Unlock()
+			return
+		}
+		for ch := range p.subs {
+			select { // keep only the newest snapshot for a slow watcher
+			case <-ch:
+			default:
+			}
+			ch <- t
+		}
+		p.mu.Unlock()
+		select {
+		case <-tick.C:
+		case <-l.serverCtx.Done():
+		}
+	}
+}
+
+// Topology implements web.TopologySource: one fresh sample (rates against the previous
+// sample, when there is one).
+func (l *Lab) Topology(ctx context.Context) (web.Topology, error) {
+	return l.sampleTopology(ctx), nil
+}
+
+// sampleTopology asks every sidecar for its status and outbound stats and builds the
+// topology; pods whose agent does not answer in time appear without edges.
+func (l *Lab) sampleTopology(ctx context.Context) web.Topology {
+	l.mu.Lock()
+	m := l.model
+	l.mu.Unlock()
+	samples := make([]podSample, len(m.Pods))
+	sem := make(chan struct{}, pollParallel)
+	var wg sync.WaitGroup
+	for i, pod := range m.Pods {
+		if !pod.Sidecar.Inject {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			samples[i] = l.samplePod(ctx, pod.Name)
+		}()
+	}
+	wg.Wait()
+	now := time.Now()
+	t := buildTopology(m, samples)
+	t.Time = now
+	l.topo.rates(&t, samples, m, now)
+	l.publishEpochChanges(m, samples)
+	return t
+}
+
+func (l *Lab) samplePod(ctx context.Context, pod string) podSample {
+	c := newAgentClient(l.paths.AgentSocket(pod))
+	defer c.close()
+	var s podSample
+	if st, err := c.status(ctx); err == nil {
+		s.status = &st
+	}
+	stats, err := c.stats(ctx, edgeStatsFilter)
+	if err != nil {
+		return s
+	}
+	s.edges = edgesFromStats(stats)
+	return s
+}
+
+// edgesFromStats sums "cluster.outbound|<port>|<subset>|<host>.<stat>" counters by host.
+func edgesFromStats(stats map[string]uint64) map[string]edgeCounters {
+	out := map[string]edgeCounters{}
+	for name, v := range stats {
+		rest, ok := strings.CutPrefix(name, "cluster.outbound|")
+		if !ok {
+			continue
+		}
+		var stat string
+		for _, suffix := range []string{".upstream_rq_total", ".upstream_rq_5xx", ".ssl.handshake"} {
+			if r, ok := strings.CutSuffix(rest, suffix); ok {
+				rest, stat = r, suffix
+				break
+			}
+		}
+		parts := strings.Split(rest, "|") // port, subset, host
+		if stat == "" || len(parts) != 3 || parts[2] == "" {
+			continue
+		}
+		e := out[parts[2]]
+		switch stat {
+		case ".upstream_rq_total":
+			e.requests += v
+		case ".upstream_rq_5xx":
+			e.errors += v
+		case ".ssl.handshake":
+			e.handshakes += v
+		}
+		out[parts[2]] = e
+	}
+	return out
+}
+
+// buildTopology lays out the model's services and pods with the sampled status and
+// edges (counters only; rates are added by the poller).
+func buildTopology(m *model.Model, samples []podSample) web.Topology {
+	t := web.Topology{Services: []web.TopologyService{}, Pods: []web.TopologyPod{}, Edges: []web.TopologyEdge{}}
+	for _, s := range m.Services {
+		ts := web.TopologyService{Name: s.Name, Namespace: s.Namespace, Hostname: s.Hostname(), VIP: s.VIP, Pods: []string{}}
+		for _, p := range s.Ports {
+			ts.Ports = append(ts.Ports, p.Port)
+		}
+		for _, p := range m.Pods {
+			if p.Namespace == s.Namespace && s.Selects(p.Labels) {
+				ts.Pods = append(ts.Pods, p.Name)
+			}
+		}
+		t.Services = append(t.Services, ts)
+	}
+	for i, p := range m.Pods {
+		tp := web.TopologyPod{Name: p.Name, Namespace: p.Namespace, IP: p.IP, Sidecar: p.Sidecar.Inject, Ready: !p.Sidecar.Inject, Epoch: -1}
+		s := samples[i]
+		if st := s.status; st != nil {
+			tp.Ready = st.Ready
+			for _, e := range st.Epochs {
+				if e.State == agent.EpochLive && e.Epoch > tp.Epoch {
+					tp.Epoch = e.Epoch
+				}
+			}
+		}
+		t.Pods = append(t.Pods, tp)
+		for host, c := range s.edges {
+			if c.requests == 0 {
+				continue
+			}
+			t.Edges = append(t.Edges, web.TopologyEdge{From: p.Name, To: host, Requests: c.requests, Errors: c.errors, MTLS: c.handshakes > 0})
+		}
+	}
+	sortEdges(t.Edges)
+	return t
+}
+
+func sortEdges(es []web.TopologyEdge) {
+	for i := 1; i < len(es); i++ { // few edges per lab: insertion sort keeps it dependency-free
+		for j := i; j > 0 && (es[j].From < es[j-1].From || es[j].From == es[j-1].From && es[j].To < es[j-1].To); j-- {
+			es[j], es[j-1] = es[j-1], es[j]
+		}
+	}
+}
+
+// rates fills each edge's RPS and ErrorRate from the previous sample, then keeps this
+// one. A counter that went down (a proxy restarted without its stats) counts from zero.
+func (p *topoPoller) rates(t *web.Topology, samples []podSample, m *model.Model, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cur := map[string]edgeCounters{}
+	for i, pod := range m.Pods {
+		for host, c := range samples[i].edges {
+			cur[pod.Name+"|"+host] = c
+		}
+	}
+	if dt := now.Sub(p.prevAt).Seconds(); p.prev != nil && dt > 0 {
+		for i := range t.Edges {
+			e := &t.Edges[i]
+			c := cur[e.From+"|"+e.To]
+			old := p.prev[e.From+"|"+e.To]
+			if c.requests < old.requests {
+				old = edgeCounters{}
+			}
+			dr, de := c.requests-old.requests, c.errors-min(old.errors, c.errors)
+			e.RPS = float64(dr) / dt
+			if dr > 0 {
+				e.ErrorRate = min(float64(de)/float64(dr), 1)
+			}
+		}
+	}
+	p.prev, p.prevAt = cur, now
+}
+
+// publishEpochChanges publishes an event for every proxy epoch whose state changed
+// since the previous sample (the first sample only records).
+func (l *Lab) publishEpochChanges(m *model.Model, samples []podSample) {
+	p := &l.topo
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	first := p.epochs == nil
+	if first {
+		p.epochs = map[string]map[int]string{}
+	}
+	for i, pod := range m.Pods {
+		st := samples[i].status
+		if st == nil {
+			continue
+		}
+		known := p.epochs[pod.Name]
+		if known == nil {
+			known = map[int]string{}
+			p.epochs[pod.Name] = known
+		}
+		for _, e := range st.Epochs {
+			if known[e.Epoch] == e.State {
+				continue
+			}
+			known[e.Epoch] = e.State
+			if !first {
+				l.publish(EventEpochChanged, pod.Name, "proxy epoch "+itoa(e.Epoch)+" is "+e.State,
+					map[string]any{"epoch": e.Epoch, "state": e.State, "pid": e.PID})
+			}
+		}
+	}
+}

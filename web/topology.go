@@ -1,0 +1,92 @@
+package web
+
+import (
+	"context"
+	"net/http"
+	"net/netip"
+	"time"
+
+	"github.com/gin-gonic/gin"
+)
+
+// Topology is the mesh as the dashboard draws it: services, their pods, and edges from
+// a calling pod to the service it called, measured by the caller's sidecar.
+type Topology struct {
+	Time     time.Time         `json:"time"`
+	Services []TopologyService `json:"services"`
+	Pods     []TopologyPod     `json:"pods"`
+	Edges    []TopologyEdge    `json:"edges"`
+}
+
+// TopologyService is one service node.
+type TopologyService struct {
+	Name      string     `json:"name"`
+	Namespace string     `json:"namespace"`
+	Hostname  string     `json:"hostname"` // name.namespace.svc.cluster.local
+	VIP       netip.Addr `json:"vip"`
+	Ports     []uint16   `json:"ports"`
+	Pods      []string   `json:"pods"` // the pods its selector matches
+}
+
+// TopologyPod is one pod node.
+type TopologyPod struct {
+	Name      string     `json:"name"`
+	Namespace string     `json:"namespace"`
+	IP        netip.Addr `json:"ip"`
+	Sidecar   bool       `json:"sidecar"`
+	Ready     bool       `json:"ready"`
+	Epoch     int        `json:"epoch"` // the live proxy epoch, -1 when none
+}
+
+// TopologyEdge is traffic from a pod's sidecar to a service, summed over the sidecar's
+// outbound clusters of that service (every port and subset).
+type TopologyEdge struct {
+	From     string `json:"from"` // pod name
+	To       string `json:"to"`   // service hostname
+	Requests uint64 `json:"requests"`
+	Errors   uint64 `json:"errors"` // 5xx answers
+	// RPS and ErrorRate are measured over the last poll interval (0 on the first poll).
+	RPS       float64 `json:"rps"`
+	ErrorRate float64 `json:"errorRate"` // errors / requests over the interval, 0..1
+	// MTLS reports whether the sidecar's connections to the service are TLS
+	// (ssl.handshake counted).
+	MTLS bool `json:"mtls"`
+}
+
+// TopologySource computes the topology. Safe for concurrent use.
+type TopologySource interface {
+	// Topology returns the latest topology; it may ask every sidecar and must honour ctx.
+	Topology(ctx context.Context) (Topology, error)
+	// WatchTopology sends a fresh topology about every second until ctx ends, then
+	// closes the channel. Sidecar stats are polled only while someone watches.
+	WatchTopology(ctx context.Context) <-chan Topology
+}
+
+// TopologyRoutes serves GET /v1/topology (one snapshot) and GET /v1/topology/stream
+// (server-sent events, one snapshot a second).
+func TopologyRoutes(src TopologySource) Routes {
+	return func(v1 *gin.RouterGroup) {
+		v1.GET("/topology", func(c *gin.Context) {
+			t, err := src.Topology(c.Request.Context())
+			if err != nil {
+				c.JSON(http.StatusInternalServerError, gin.H{"error": err.Error()})
+				return
+			}
+			c.JSON(http.StatusOK, t)
+		})
+		v1.GET("/topology/stream", func(c *gin.Context) {
+			ctx, cancel := context.WithCancel(c.Request.Context())
+			defer cancel()
+			ch := src.WatchTopology(ctx)
+			sseStart(c.Writer)
+			for t := range ch {
+				if sseWrite(c.Writer, "", t) != nil {
+					cancel()
+					for range ch { //nolint:revive // drain until the source closes
+					}
+					return
+				}
+			}
+		})
+	}
+}
