@@ -10,7 +10,7 @@ export PATH := $(dir $(GO)):$(PATH)
 # (what the demo tells you to run inside a pod).
 DEB_PACKAGES := iptables curl
 
-.PHONY: all build demo test test-short bench lint deps clean-labs
+.PHONY: all build demo test test-short bench lint deps browser clean-labs
 
 all: build
 
@@ -31,8 +31,15 @@ deps:
 demo: deps build
 	./$(BIN) up
 
+# browser installs Debian's chromium, which the dashboard's browser tests drive, when missing.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+		echo "installing: chromium (for the dashboard's browser tests)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	}
+
 # test runs every test, privileged ones included (they need root: run with sudo).
-test: deps
+test: deps browser
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 9m ./...
 

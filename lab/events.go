@@ -15,10 +15,10 @@ const (
 	EventLabDown      = "lab.down"
 	EventPodCreated   = "pod.created"
 	EventPodReady     = "pod.ready"
-	EventProcStarted  = "process.started"  // an agent or app was started (Fields: role, pid)
-	EventProcExited   = "process.exited"   // it exited unexpectedly (Fields: role, pid, error)
+	EventProcStarted  = "process.started"   // an agent or app was started (Fields: role, pid)
+	EventProcExited   = "process.exited"    // it exited unexpectedly (Fields: role, pid, error)
 	EventProcRestart  = "process.restarted" // the supervisor started it again
-	EventEpochChanged = "epoch.state"      // a proxy epoch changed state (seen while the dashboard watches)
+	EventEpochChanged = "epoch.state"       // a proxy epoch changed state (seen while the dashboard watches)
 )
 
 // defaultHistory is how many events the bus retains for late subscribers.

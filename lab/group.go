@@ -28,11 +28,13 @@ type processSpec struct {
 // group supervises processes the way a kubelet does its containers: a process that exits
 // is started again with exponential backoff (capped at 10s) until the group stops.
 type group struct {
-	log     *slog.Logger
-	jr      *journal
-	ctx     context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	log    *slog.Logger
+	jr     *journal
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	// publish, when set, puts the group's process events on the lab's bus.
+	publish func(kind, pod, msg string, fields map[string]any)
 }
 
 func newGroup(log *slog.Logger, jr *journal) *group {
@@ -75,6 +77,8 @@ func (g *group) launch(spec processSpec) (*exec.Cmd, error) {
 		g.log.Error("record process", "err", err)
 	}
 	g.log.Debug("started", "role", spec.Role, "pod", spec.Pod, "pid", cmd.Process.Pid)
+	g.event(EventProcStarted, spec.Pod, fmt.Sprintf("%s of %s started (pid %d)", spec.Role, spec.Pod, cmd.Process.Pid),
+		map[string]any{"role": spec.Role, "pid": cmd.Process.Pid})
 	return cmd, nil
 }
 
@@ -91,6 +95,8 @@ func (g *group) supervise(spec processSpec, cmd *exec.Cmd) {
 				return
 			}
 			g.log.Warn("process exited; restarting", "role", spec.Role, "pod", spec.Pod, "err", err, "backoff", backoff)
+			g.event(EventProcExited, spec.Pod, fmt.Sprintf("%s of %s exited (%v); restarting in %s", spec.Role, spec.Pod, err, backoff),
+				map[string]any{"role": spec.Role, "pid": cmd.Process.Pid, "error": fmt.Sprint(err), "backoffMs": backoff.Milliseconds()})
 			if time.Since(started) > time.Minute {
 				backoff = 100 * time.Millisecond
 			}
@@ -125,9 +131,17 @@ func (g *group) relaunch(spec processSpec, backoff *time.Duration) (*exec.Cmd, b
 		*backoff = min(*backoff*2, 10*time.Second)
 		cmd, err := g.launch(spec)
 		if err == nil {
+			g.event(EventProcRestart, spec.Pod, fmt.Sprintf("%s of %s restarted (pid %d)", spec.Role, spec.Pod, cmd.Process.Pid),
+				map[string]any{"role": spec.Role, "pid": cmd.Process.Pid})
 			return cmd, true
 		}
 		g.log.Error("restart failed", "role", spec.Role, "pod", spec.Pod, "err", err)
+	}
+}
+
+func (g *group) event(kind, pod, msg string, fields map[string]any) {
+	if g.publish != nil {
+		g.publish(kind, pod, msg, fields)
 	}
 }
 

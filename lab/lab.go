@@ -49,8 +49,13 @@ type Options struct {
 	// terminationDrainDuration).
 	TerminationDrain time.Duration
 	ReadyTimeout     time.Duration // optional, 60s
-	Out              io.Writer     // progress lines; optional
-	Logger           *slog.Logger  // required
+	// Listen is the TCP address (a specific IP and port) of the dashboard and the API;
+	// optional, "" serves them on the unix socket only. ListenFallback picks a free port
+	// on the same address when Listen is taken.
+	Listen         string
+	ListenFallback bool
+	Out            io.Writer    // progress lines; optional
+	Logger         *slog.Logger // required
 }
 
 // Lab is a running lab.
@@ -64,11 +69,16 @@ type Lab struct {
 	disc  *discovery.Server
 	names *nameTables
 
-	mu    sync.Mutex
-	model *model.Model
+	mu       sync.Mutex
+	model    *model.Model
+	scenario *config.Scenario // the objects as applied; nil until first needed (lab/apply.go)
 
 	cancelServers context.CancelFunc
+	serverCtx     context.Context // ends when the servers stop
 	servers       sync.WaitGroup
+	bus           *Bus
+	topo          topoPoller
+	dashURL       string
 	apps, agents  *group
 }
 
@@ -148,7 +158,7 @@ func Start(ctx context.Context, o Options) (*Lab, error) {
 		}
 	}
 
-	l := &Lab{opts: o, paths: paths, log: o.Logger.With("lab", o.Name), out: o.Out, model: m}
+	l := &Lab{opts: o, paths: paths, log: o.Logger.With("lab", o.Name), out: o.Out, model: m, bus: NewBus(defaultHistory)}
 	if err := l.create(ctx); err != nil {
 		l.Close()
 		return nil, err
@@ -196,13 +206,16 @@ func (l *Lab) create(ctx context.Context) error {
 	if err := l.startPods(ctx); err != nil {
 		return err
 	}
-	fmt.Fprintf(l.out, "lab %s is up: %d pods ready in %s\n", l.opts.Name, len(l.model.Pods), time.Since(start).Round(time.Millisecond))
+	took := time.Since(start).Round(time.Millisecond)
+	l.publish(EventLabUp, "", fmt.Sprintf("lab %s is up: %d pods ready in %s", l.opts.Name, len(l.model.Pods), took),
+		map[string]any{"pods": len(l.model.Pods), "ms": took.Milliseconds()})
+	fmt.Fprintf(l.out, "lab %s is up: %d pods ready in %s\n", l.opts.Name, len(l.model.Pods), took)
 	return nil
 }
 
 func (l *Lab) startServers() error {
 	sctx, cancel := context.WithCancel(context.Background())
-	l.cancelServers = cancel
+	l.cancelServers, l.serverCtx = cancel, sctx
 	disc, err := discovery.New(discovery.Options{
 		Logger:     l.log.With("component", "discovery"),
 		SocketPath: l.paths.XDSSocket(),
@@ -234,7 +247,7 @@ func (l *Lab) startServers() error {
 		ln.Close()
 		return fmt.Errorf("listen on lab API socket: %w", err)
 	}
-	h := web.NewHandler(l, l.log.With("component", "api"))
+	h := web.NewHandler(l, l.log.With("component", "api"), l.features()...)
 	l.servers.Add(1)
 	go func() {
 		defer l.servers.Done()
@@ -242,12 +255,16 @@ func (l *Lab) startServers() error {
 			l.log.Error("lab API stopped", "err", err)
 		}
 	}()
+	if l.opts.Listen != "" {
+		return l.serveDashboard(sctx, h)
+	}
 	return nil
 }
 
 // Close stops every app, then every agent (which drain and stop their proxies), then the
 // servers, and removes everything the lab created. It is safe to call more than once.
 func (l *Lab) Close() error {
+	l.publish(EventLabDown, "", "lab "+l.opts.Name+" is stopping", nil)
 	if l.apps != nil {
 		l.apps.stop()
 	}
@@ -257,6 +274,7 @@ func (l *Lab) Close() error {
 	if l.cancelServers != nil {
 		l.cancelServers()
 		l.servers.Wait()
+		l.topo.wg.Wait()
 	}
 	if l.jr != nil {
 		_ = l.jr.close()

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,6 +26,7 @@ const (
 func (l *Lab) startPods(ctx context.Context) error {
 	l.agents = newGroup(l.log.With("component", "supervisor"), l.jr)
 	l.apps = newGroup(l.log.With("component", "supervisor"), l.jr)
+	l.agents.publish, l.apps.publish = l.publish, l.publish
 	ctx, cancel := context.WithTimeout(ctx, l.opts.ReadyTimeout)
 	defer cancel()
 	var eg errgroup.Group
@@ -43,6 +45,8 @@ func (l *Lab) startPod(ctx context.Context, index int, p *model.Pod) error {
 	if err := l.createPodNetwork(p.Name, p.IP, p.Sidecar.Inject); err != nil {
 		return err
 	}
+	l.publish(EventPodCreated, p.Name, fmt.Sprintf("pod %s created: namespace %s, %s", p.Name, NamespaceName(l.opts.Name, p.Name), p.IP),
+		map[string]any{"ip": p.IP.String(), "sidecar": p.Sidecar.Inject})
 	ns := NamespaceName(l.opts.Name, p.Name)
 	if p.Sidecar.Inject {
 		argv := append([]string{l.opts.MeshlabPath, "agent", "--log-level=info"}, agent.Args(l.agentConfig(index, p))...)
@@ -71,7 +75,9 @@ func (l *Lab) startPod(ctx context.Context, index int, p *model.Pod) error {
 			return err
 		}
 	}
-	fmt.Fprintf(l.out, "pod %-20s %-15s ready in %s\n", p.Name, p.IP, time.Since(start).Round(time.Millisecond))
+	took := time.Since(start).Round(time.Millisecond)
+	l.publish(EventPodReady, p.Name, fmt.Sprintf("pod %s ready in %s", p.Name, took), map[string]any{"ms": took.Milliseconds()})
+	fmt.Fprintf(l.out, "pod %-20s %-15s ready in %s\n", p.Name, p.IP, took)
 	return nil
 }
 
@@ -89,7 +95,7 @@ func (l *Lab) agentConfig(index int, p *model.Pod) agent.Config {
 		RunDir:                   l.paths.PodDir(p.Name),
 		XDSSocket:                l.paths.XDSSocket(),
 		LabSocket:                l.paths.APISocket(),
-		ProxyPath:                l.opts.ProxyPath,
+		ProxyPath:                cmp.Or(p.Sidecar.ProxyPath, l.opts.ProxyPath),
 		MeshlabPath:              l.opts.MeshlabPath,
 		ProxyUID:                 ProxyUID,
 		ProxyGID:                 ProxyUID,

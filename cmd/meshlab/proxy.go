@@ -18,16 +18,19 @@ var errProxyExit = errors.New("meshlab proxy exited with status 1")
 // newProxyCmd returns `meshlab proxy`, the built-in Envoy-compatible data plane. It
 // parses Envoy's own flags (so cobra's flag parsing is off) and exits like Envoy: 0 on
 // SIGTERM/SIGINT, /quitquitquit or a valid --mode validate, 1 on a bad command line or
-// configuration.
-func newProxyCmd() *cobra.Command {
+// configuration. `meshlab proxy restart POD` (Envoy takes no positional arguments) is
+// the lab verb in proxyrestart.go.
+func newProxyCmd(g *globalFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:                "proxy",
-		Short:              "Run the built-in Envoy-compatible data plane (takes Envoy's flags)",
-		Hidden:             true,
+		Short:              "Hot-restart a pod's sidecar (proxy restart POD); otherwise the built-in Envoy-compatible data plane",
 		DisableFlagParsing: true,
 		SilenceUsage:       true,
 		SilenceErrors:      true,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 && args[0] == "restart" {
+				return runProxyRestart(cmd, g, args[1:])
+			}
 			ctx := cmd.Context()
 			if ctx == nil {
 				ctx = context.Background()

@@ -47,7 +47,9 @@ sidecar proxy per pod. No Kubernetes, no containers.`,
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
 	root.AddCommand(
 		newUpCmd(g), newDownCmd(g), newCleanCmd(g), newStatusCmd(g), newExecCmd(g),
-		newAgentCmd(), newProxyCmd(), newAppCmd(),
+		newApplyCmd(g), newGetCmd(g), newDeleteCmd(g), newProxyStatusCmd(g),
+		newAgentCmd(), newProxyCmd(g), newAppCmd(), newDescribeCmd(g), newEnvoyCmd(),
+		newDashboardCmd(g),
 	)
 	return root
 }

@@ -18,6 +18,7 @@ type upFlags struct {
 	drain                time.Duration
 	timeout              time.Duration
 	dryRun               bool
+	listen               string
 }
 
 func newUpCmd(g *globalFlags) *cobra.Command {
@@ -45,6 +46,12 @@ func newUpCmd(g *globalFlags) *cobra.Command {
 				Name: name, ScenarioFile: file, ScenarioData: data, RunRoot: g.runRoot,
 				ProxyPath: f.proxyPath, TerminationDrain: f.drain, ReadyTimeout: f.timeout,
 				Out: cmd.OutOrStdout(), Logger: g.logger(),
+				Listen: f.listen, ListenFallback: !cmd.Flags().Changed("listen"),
+			}
+			if f.listen != "" {
+				if _, err := lab.ParseListen(f.listen); err != nil {
+					return err
+				}
 			}
 			if opts.PodCIDR, err = parsePrefix("--pod-cidr", f.podCIDR); err != nil {
 				return err
@@ -71,6 +78,7 @@ func newUpCmd(g *globalFlags) *cobra.Command {
 	cmd.Flags().DurationVar(&f.drain, "drain-duration", 5*time.Second, "how long sidecars drain connections when the lab stops (Istio's terminationDrainDuration)")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 60*time.Second, "how long to wait for every pod to become ready")
 	cmd.Flags().BoolVar(&f.dryRun, "dry-run", false, "validate the scenario and exit, creating nothing")
+	cmd.Flags().StringVar(&f.listen, "listen", lab.DefaultListen, "address of the dashboard and the API on TCP (a specific IP; \"\" for none; another port is chosen when the default is taken)")
 	return cmd
 }
 
@@ -87,6 +95,9 @@ func runUp(cmd *cobra.Command, opts lab.Options) error {
 	flag := ""
 	if opts.Name != lab.DefaultName {
 		flag = " --name " + opts.Name
+	}
+	if u := l.DashboardURL(); u != "" {
+		fmt.Fprintf(out, "\nDashboard (the link logs you in; keep it private):\n  %s\n", u)
 	}
 	fmt.Fprintf(out, `
 Send a request through the mesh:

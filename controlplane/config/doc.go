@@ -1,11 +1,35 @@
 // Package config loads scenario files: multi-document YAML holding Kubernetes Services,
-// meshlab Workloads and (later) Istio objects. Load parses and validates a whole file
-// before anything is created, collecting every problem with the file, object and field it
-// concerns; Scenario.Build then turns the validated objects into a model.Model with
-// deterministic addresses.
+// meshlab Workloads, Istio networking objects and meshlab's MeshConfig. Load parses and
+// validates a whole file before anything is created, collecting every problem with the
+// file, object and field it concerns; Scenario.Build then turns the validated objects into
+// a model.Model with deterministic addresses. Scenario.Apply and Scenario.Delete change a
+// running lab's objects: they return a new, wholly validated Scenario and never modify
+// the old one, so a rejected change changes nothing.
 //
 // A Service copied from a real cluster loads unchanged: fields meshlab does not use
 // (clusterIP, sessionAffinity: None, status...) are accepted and ignored, while fields it
 // cannot honour with a non-default value (type LoadBalancer, externalName...) are refused
 // by name. Unknown fields are errors, as with kubectl's strict field validation.
+//
+// Istio objects (VirtualService, DestinationRule, ServiceEntry of networking.istio.io
+// v1alpha3, v1beta1 or v1) are parsed with istio.io/api's types: the spec goes through
+// protojson, so anything valid in Istio's schema parses (durations may be written as Go
+// durations, "500ms", as Istio accepts them). Unknown fields are errors naming their full
+// path; fields meshlab does not implement are refused by name (istio_fields.go lists those
+// it does); the rest is validated as Istio's validation does (istio_validate.go), and
+// references between objects are checked (istio_refs.go): every host names a Service or
+// a ServiceEntry host, every subset is defined by a DestinationRule, every port exists.
+// In the model, hosts are resolved to FQDNs (as istiod resolves short names) and STATIC
+// ServiceEntry endpoints naming a pod carry its IP; the objects keep what was written.
+//
+// Mesh-wide settings live in one optional object, Istio's MeshConfig as meshlab reads it:
+//
+//	apiVersion: meshlab.dev/v1alpha1
+//	kind: MeshConfig
+//	metadata: {name: mesh}
+//	spec:
+//	  outboundTrafficPolicy: {mode: REGISTRY_ONLY}   # or ALLOW_ANY, the default
+//
+// Its spec is istio.io/api's mesh.v1alpha1.MeshConfig; only outboundTrafficPolicy is
+// implemented, every other field is refused by name.
 package config

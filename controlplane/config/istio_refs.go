@@ -129,11 +129,12 @@ func checkIstioRefs(objs []*Object, errs *ErrorList) {
 		case !ok:
 			prob(o).addf("spec.host", "%q names no Service or ServiceEntry (seen from namespace %s)", o.DestinationRule.GetHost(), o.Origin.Namespace)
 			continue
-		case drFor[fqdn] != nil:
-			prob(o).addf("spec.host", "%s already has the DestinationRule %s", fqdn, drFor[fqdn].Origin)
+		case drFor[o.Origin.Namespace+"/"+fqdn] != nil:
+			// Istio picks one of several rules in a namespace silently; meshlab says so.
+			prob(o).addf("spec.host", "%s already has the DestinationRule %s in this namespace", fqdn, drFor[o.Origin.Namespace+"/"+fqdn].Origin)
 			continue
 		}
-		drFor[fqdn] = o
+		drFor[o.Origin.Namespace+"/"+fqdn] = o
 		for _, s := range o.DestinationRule.GetSubsets() {
 			r.subsets[fqdn] = append(r.subsets[fqdn], s.GetName())
 		}
@@ -155,10 +156,10 @@ func checkIstioRefs(objs []*Object, errs *ErrorList) {
 			switch {
 			case !ok:
 				p.addf(f, "%q names no Service or ServiceEntry (seen from namespace %s)", h, o.Origin.Namespace)
-			case vsFor[fqdn] != nil:
-				p.addf(f, "%s is already routed by the VirtualService %s", fqdn, vsFor[fqdn].Origin)
+			case vsFor[o.Origin.Namespace+"/"+fqdn] != nil:
+				p.addf(f, "%s is already routed by the VirtualService %s in this namespace", fqdn, vsFor[o.Origin.Namespace+"/"+fqdn].Origin)
 			default:
-				vsFor[fqdn] = o
+				vsFor[o.Origin.Namespace+"/"+fqdn] = o
 			}
 		}
 		for i, hr := range vs.GetHttp() {

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	networking "istio.io/api/networking/v1alpha3"
 	"google.golang.org/protobuf/types/known/durationpb"
+	networking "istio.io/api/networking/v1alpha3"
 )
 
 // The checks below follow Istio's own validation (pkg/config/validation): they look at

@@ -212,6 +212,11 @@ func TestLoadErrors(t *testing.T) {
 				"t.yaml: Workload default/backend: spec.sidecar.holdApplicationUntilProxyStarts: needs a sidecar, but inject is false",
 			},
 		},
+		{
+			name: "relative envoy pin",
+			yaml: docs(service(okService), workload("backend", okWorkload+"  sidecar: {proxyPath: bin/envoy}\n")),
+			want: []string{`t.yaml: Workload default/backend: spec.sidecar.proxyPath: "bin/envoy" is not an absolute path`},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

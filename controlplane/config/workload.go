@@ -52,4 +52,7 @@ type SidecarConfig struct {
 	HoldApplicationUntilProxyStarts bool `json:"holdApplicationUntilProxyStarts,omitempty"`
 	// LogLevel is the proxy's log level (default info).
 	LogLevel string `json:"logLevel,omitempty"`
+	// ProxyPath pins the pods' Envoy binary (an absolute path); default: the lab's
+	// --envoy-path, else the agent's discovery.
+	ProxyPath string `json:"proxyPath,omitempty"`
 }

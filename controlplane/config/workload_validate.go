@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/meshlab/meshlab/controlplane/model"
 )
@@ -164,6 +165,10 @@ func sidecarSpec(in *SidecarConfig, p problems) model.SidecarSpec {
 		}
 	}
 	out.LogLevel = in.LogLevel
+	if in.ProxyPath != "" && !strings.HasPrefix(in.ProxyPath, "/") {
+		p.addf("spec.sidecar.proxyPath", "%q is not an absolute path", in.ProxyPath)
+	}
+	out.ProxyPath = in.ProxyPath
 	if !out.Inject && out.HoldApplicationUntilProxyStarts {
 		p.addf("spec.sidecar.holdApplicationUntilProxyStarts", "needs a sidecar, but inject is false")
 	}

@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -55,6 +56,9 @@ type Server struct {
 	mu      sync.Mutex // serialises Update; guards version and nodes
 	version uint64
 	nodes   []string // node ids holding a snapshot
+	// sums holds, per node id, a digest of the resources of its snapshot: Update gives a
+	// new version only to proxies whose resources changed.
+	sums map[string][sha256.Size]byte
 
 	runOnce sync.Once
 }

@@ -3,6 +3,7 @@ package discovery
 import (
 	"context"
 	"maps"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -179,12 +180,45 @@ func TestUpdateErrorKeepsConfig(t *testing.T) {
 		}
 	}
 	// The failed update burned no version: the next good one is v2.
-	if err := s.Update(context.Background(), m); err != nil {
+	changed := helloModel("extra")
+	if err := s.Update(context.Background(), changed); err != nil {
 		t.Fatalf("Update: %v", err)
 	}
 	snap, _ := s.cache.GetSnapshot(m.Pods[0].NodeID())
 	if got := snap.GetVersion(resource.ListenerType); got != "v2" {
 		t.Errorf("version after a failed and a good update = %q, want v2", got)
+	}
+}
+
+// Only proxies whose resources change get a new version: an update that changes nothing
+// pushes nothing and takes no version.
+func TestUpdateSkipsUnchangedProxies(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, Options{SocketGID: -1})
+	m := helloModel()
+	if err := s.Update(context.Background(), m); err != nil {
+		t.Fatalf("Update: %v", err)
+	}
+	// A pod without a sidecar that no service selects changes no proxy's resources.
+	same := helloModel()
+	same.Pods = append(same.Pods, &model.Pod{Name: "loner", Namespace: "default", Labels: map[string]string{"app": "loner"}, IP: netip.MustParseAddr("10.244.0.9")})
+	if err := s.Update(context.Background(), same); err != nil {
+		t.Fatalf("Update: %v", err)
+	}
+	for _, p := range m.Pods {
+		snap, err := s.cache.GetSnapshot(p.NodeID())
+		if err != nil || snap.GetVersion(resource.ClusterType) != "v1" {
+			t.Errorf("%s after an update changing nothing: version %q, err %v; want v1", p.Name, snap.GetVersion(resource.ClusterType), err)
+		}
+	}
+	if err := s.Update(context.Background(), helloModel("extra")); err != nil {
+		t.Fatalf("Update: %v", err)
+	}
+	for _, p := range m.Pods {
+		snap, err := s.cache.GetSnapshot(p.NodeID())
+		if err != nil || snap.GetVersion(resource.ClusterType) != "v2" {
+			t.Errorf("%s after an update adding a service: version %q, err %v; want v2", p.Name, snap.GetVersion(resource.ClusterType), err)
+		}
 	}
 }
 

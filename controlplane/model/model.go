@@ -106,6 +106,8 @@ type SidecarSpec struct {
 	HoldApplicationUntilProxyStarts bool
 	// LogLevel is the proxy's log level ("" means info).
 	LogLevel string
+	// ProxyPath pins the pod's Envoy binary ("" = the lab's choice).
+	ProxyPath string
 }
 
 // Pod is one pseudo-pod: a network namespace with an address, an app and (usually) a

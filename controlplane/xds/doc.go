@@ -8,5 +8,9 @@
 // discovery server wraps the result in a snapshot; tests pin it with golden files.
 //
 // One file per resource type: listeners.go, clusters.go, routes.go, endpoints.go, with
-// the naming rules in names.go and the shared proto helpers in proto.go.
+// the naming rules in names.go and the shared proto helpers in proto.go. Istio's
+// networking API shapes them as istiod does: httproute.go translates VirtualService http
+// routes, trafficpolicy.go applies DestinationRule traffic policies, serviceentry.go
+// turns ServiceEntry hosts into service ports, and hosts.go finds the objects that apply
+// to a host. A model without Istio objects generates what it did before they existed.
 package xds

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 
+	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
@@ -26,15 +27,30 @@ func Generate(m *model.Model, pod *model.Pod) (map[resource.Type][]types.Resourc
 	if pod == nil {
 		return nil, errors.New("generate xds: nil pod")
 	}
-	ls, err := listeners(m, pod)
+	fail := func(err error) error { return fmt.Errorf("generate xds for %s/%s: %w", pod.Namespace, pod.Name, err) }
+	rs, err := routes(m, pod)
 	if err != nil {
-		return nil, fmt.Errorf("generate xds for %s/%s: %w", pod.Namespace, pod.Name, err)
+		return nil, fail(err)
+	}
+	faultRoutes := map[string]bool{}
+	for _, r := range rs {
+		if rc := r.(*route.RouteConfiguration); usesFault(rc) {
+			faultRoutes[rc.GetName()] = true
+		}
+	}
+	ls, err := listeners(m, pod, faultRoutes)
+	if err != nil {
+		return nil, fail(err)
+	}
+	cs, err := clusters(m, pod)
+	if err != nil {
+		return nil, fail(err)
 	}
 	out := map[resource.Type][]types.Resource{
 		resource.ListenerType: ls,
-		resource.ClusterType:  clusters(m, pod),
-		resource.RouteType:    routes(m, pod),
-		resource.EndpointType: endpoints(m),
+		resource.ClusterType:  cs,
+		resource.RouteType:    rs,
+		resource.EndpointType: endpoints(m, pod),
 	}
 	for typ, rs := range out {
 		if err := validateAll(rs); err != nil {

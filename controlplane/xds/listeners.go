@@ -8,6 +8,7 @@ import (
 	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	originaldst "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/original_dst/v3"
 	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tcpproxy "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -16,25 +17,27 @@ import (
 )
 
 // listeners returns the proxy's listeners: virtualOutbound, one outbound listener per
-// HTTP port number and per TCP service port, and virtualInbound.
-func listeners(m *model.Model, pod *model.Pod) ([]types.Resource, error) {
-	vo, err := virtualOutbound()
+// HTTP port number and per TCP service port, and virtualInbound. faultRoutes names the
+// route configurations that inject faults.
+func listeners(m *model.Model, pod *model.Pod, faultRoutes map[string]bool) ([]types.Resource, error) {
+	vo, err := virtualOutbound(m.Mesh.OutboundTrafficPolicy)
 	if err != nil {
 		return nil, fmt.Errorf("build listener %s: %w", VirtualOutboundListener, err)
 	}
 	out := []types.Resource{vo}
 	for _, port := range httpPorts(m) {
-		l, err := outboundHTTPListener(port)
+		l, err := outboundHTTPListener(port, faultRoutes[RouteName(port)])
 		if err != nil {
 			return nil, fmt.Errorf("build listener %s: %w", OutboundHTTPListenerName(port), err)
 		}
 		out = append(out, l)
 	}
+	byHost := servicePortsByHost(m)
 	for _, sp := range outboundPorts(m) {
 		if sp.port.Protocol.IsHTTP() || !sp.svc.VIP.IsValid() {
 			continue
 		}
-		l, err := outboundTCPListener(sp)
+		l, err := outboundTCPListener(m, sp, byHost)
 		if err != nil {
 			return nil, fmt.Errorf("build listener %s: %w", OutboundTCPListenerName(sp.svc.VIP, sp.port.Port), err)
 		}
@@ -49,13 +52,18 @@ func listeners(m *model.Model, pod *model.Pod) ([]types.Resource, error) {
 
 // virtualOutbound receives all outbound TCP the capture rules redirect to 15001 and hands
 // each connection to the listener of its original destination; what matches none goes
-// to PassthroughCluster, and connections to 15001 itself (a loop) to BlackHoleCluster.
-func virtualOutbound() (*listener.Listener, error) {
+// to PassthroughCluster (ALLOW_ANY) or BlackHoleCluster (REGISTRY_ONLY), and connections
+// to 15001 itself (a loop) to BlackHoleCluster.
+func virtualOutbound(policy model.OutboundTrafficPolicy) (*listener.Listener, error) {
 	blackhole, err := tcpProxyFilter(BlackHoleCluster, BlackHoleCluster)
 	if err != nil {
 		return nil, err
 	}
-	passthrough, err := tcpProxyFilter(PassthroughCluster, PassthroughCluster)
+	catchAll := PassthroughCluster
+	if policy == model.RegistryOnly {
+		catchAll = BlackHoleCluster
+	}
+	passthrough, err := tcpProxyFilter(catchAll, catchAll)
 	if err != nil {
 		return nil, err
 	}
@@ -79,10 +87,11 @@ func virtualOutbound() (*listener.Listener, error) {
 }
 
 // outboundHTTPListener is the handoff target for HTTP to any service on port: it routes
-// by Host header with route configuration "<port>", fetched over ADS.
-func outboundHTTPListener(port uint16) (*listener.Listener, error) {
+// by Host header with route configuration "<port>", fetched over ADS. withFault adds
+// the fault filter its routes need.
+func outboundHTTPListener(port uint16, withFault bool) (*listener.Listener, error) {
 	name := OutboundHTTPListenerName(port)
-	f, err := hcmFilter("outbound_"+name, func(m *hcm.HttpConnectionManager) {
+	f, err := hcmFilter("outbound_"+name, withFault, func(m *hcm.HttpConnectionManager) {
 		m.RouteSpecifier = &hcm.HttpConnectionManager_Rds{Rds: &hcm.Rds{
 			RouteConfigName: RouteName(port),
 			ConfigSource:    adsConfigSource(),
@@ -101,10 +110,10 @@ func outboundHTTPListener(port uint16) (*listener.Listener, error) {
 }
 
 // outboundTCPListener is the handoff target for one TCP service port: TCP cannot be
-// routed by host, so it matches the service VIP and proxies to the service's cluster.
-func outboundTCPListener(sp servicePort) (*listener.Listener, error) {
-	cluster := sp.clusterName()
-	f, err := tcpProxyFilter(cluster, cluster)
+// routed by host, so it matches the service VIP and proxies to the service's cluster, or
+// to the destinations of its VirtualService's first tcp route (weighted when several).
+func outboundTCPListener(m *model.Model, sp servicePort, byHost map[string][]servicePort) (*listener.Listener, error) {
+	f, err := outboundTCPFilter(m, sp, byHost)
 	if err != nil {
 		return nil, err
 	}
@@ -115,6 +124,32 @@ func outboundTCPListener(sp servicePort) (*listener.Listener, error) {
 		TrafficDirection: core.TrafficDirection_OUTBOUND,
 		FilterChains:     []*listener.FilterChain{{Filters: []*listener.Filter{f}}},
 	}, nil
+}
+
+// outboundTCPFilter returns the tcp_proxy of one TCP service port, as Istio's
+// buildOutboundNetworkFilters: one destination uses its cluster as stat prefix, several
+// use weighted clusters (zero weights dropped) with stat prefix "<vs name>.<vs ns>".
+func outboundTCPFilter(m *model.Model, sp servicePort, byHost map[string][]servicePort) (*listener.Filter, error) {
+	vs := virtualServiceFor(m, sp.host)
+	if vs == nil || len(vs.Spec.GetTcp()) == 0 || len(vs.Spec.GetTcp()[0].GetRoute()) == 0 {
+		return tcpProxyFilter(sp.clusterName(), sp.clusterName())
+	}
+	dsts := vs.Spec.GetTcp()[0].GetRoute()
+	if len(dsts) == 1 {
+		c := destinationCluster(m, vs.Namespace, dsts[0].GetDestination(), sp.port.Port, byHost)
+		return tcpProxyFilter(c, c)
+	}
+	var weighted []*tcpproxy.TcpProxy_WeightedCluster_ClusterWeight
+	for _, d := range dsts {
+		if d.GetWeight() <= 0 {
+			continue
+		}
+		weighted = append(weighted, &tcpproxy.TcpProxy_WeightedCluster_ClusterWeight{
+			Name:   destinationCluster(m, vs.Namespace, d.GetDestination(), sp.port.Port, byHost),
+			Weight: uint32(d.GetWeight()),
+		})
+	}
+	return tcpProxyWeightedFilter(vs.Name+"."+vs.Namespace, weighted)
 }
 
 // virtualInbound receives all inbound TCP the capture rules redirect to 15006. The
@@ -173,7 +208,7 @@ func inboundFilter(ip inboundPort) (*listener.Filter, error) {
 	if !ip.protocol.IsHTTP() {
 		return tcpProxyFilter(cluster, cluster)
 	}
-	return hcmFilter("inbound_"+InboundChainName(ip.target), func(m *hcm.HttpConnectionManager) {
+	return hcmFilter("inbound_"+InboundChainName(ip.target), false, func(m *hcm.HttpConnectionManager) {
 		m.RouteSpecifier = &hcm.HttpConnectionManager_RouteConfig{RouteConfig: &route.RouteConfiguration{
 			Name: cluster,
 			VirtualHosts: []*route.VirtualHost{{

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"sort"
 	"strconv"
+	"strings"
 
 	networking "istio.io/api/networking/v1alpha3"
 
@@ -33,11 +34,17 @@ func (sp servicePort) vhostName() string {
 }
 
 // domains returns the port's virtual host domains as seen from a proxy in proxyNS. A
-// ServiceEntry host is not a Kubernetes name: it has no short forms, only itself and its
-// address, each alone and with the port, as Istio generates them.
+// ServiceEntry host shaped like a Service's FQDN ("<name>.<ns>.svc.cluster.local") gets
+// the same short forms; any other host only itself and its address, each alone and with
+// the port, as Istio generates them.
 func (sp servicePort) domains(proxyNS string) []string {
 	if sp.se == nil {
 		return Domains(sp.svc, sp.port.Port, proxyNS)
+	}
+	if short, ok := strings.CutSuffix(sp.host, ".svc."+model.DefaultClusterDomain); ok {
+		if name, ns, ok := strings.Cut(short, "."); ok && !strings.Contains(ns, ".") {
+			return Domains(&model.Service{Name: name, Namespace: ns, VIP: sp.svc.VIP}, sp.port.Port, proxyNS)
+		}
 	}
 	p := ":" + strconv.Itoa(int(sp.port.Port))
 	out := []string{sp.host, sp.host + p}

@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"fmt"
 	"sort"
 
 	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
@@ -13,40 +14,97 @@ import (
 
 // routes returns one route configuration per outbound HTTP port number, named after the
 // port, as the outbound HTTP listeners request them over RDS.
-func routes(m *model.Model, pod *model.Pod) []types.Resource {
+func routes(m *model.Model, pod *model.Pod) ([]types.Resource, error) {
 	var out []types.Resource
+	byHost := servicePortsByHost(m)
 	for _, port := range httpPorts(m) {
-		out = append(out, routeConfig(m, pod, port))
+		rc, err := routeConfig(m, pod, port, byHost)
+		if err != nil {
+			return nil, fmt.Errorf("build route %s: %w", RouteName(port), err)
+		}
+		out = append(out, rc)
 	}
-	return out
+	return out, nil
 }
 
 // routeConfig holds a virtual host per HTTP service with port (sorted by name), each
-// matching the names the pod can use for the service, then allow_any, which sends
-// unknown hosts to PassthroughCluster.
-func routeConfig(m *model.Model, pod *model.Pod, port uint16) *route.RouteConfiguration {
+// matching the names the pod can use for the service and routing by the service's
+// VirtualService when it has one, then the catch-all virtual host of the mesh's
+// outboundTrafficPolicy: allow_any to PassthroughCluster, or block_all answering 502.
+func routeConfig(m *model.Model, pod *model.Pod, port uint16, byHost map[string][]servicePort) (*route.RouteConfiguration, error) {
 	var vhosts []*route.VirtualHost
 	for _, sp := range outboundPorts(m) {
 		if sp.port.Port != port || !sp.port.Protocol.IsHTTP() {
 			continue
 		}
+		rs, err := serviceRoutes(m, pod, sp, byHost)
+		if err != nil {
+			return nil, fmt.Errorf("virtual host %s: %w", sp.vhostName(), err)
+		}
 		vhosts = append(vhosts, &route.VirtualHost{
-			Name:    VirtualHostName(sp.svc, port),
-			Domains: Domains(sp.svc, port, pod.Namespace),
-			Routes:  []*route.Route{defaultRoute(sp.clusterName())},
+			Name:    sp.vhostName(),
+			Domains: sp.domains(pod.Namespace),
+			Routes:  rs,
 		})
 	}
 	sort.Slice(vhosts, func(i, j int) bool { return vhosts[i].GetName() < vhosts[j].GetName() })
-	vhosts = append(vhosts, &route.VirtualHost{
-		Name:    AllowAnyVirtualHost,
-		Domains: []string{"*"},
-		Routes:  []*route.Route{defaultRoute(PassthroughCluster)},
-	})
+	vhosts = append(vhosts, catchAllVirtualHost(m.Mesh.OutboundTrafficPolicy))
 	return &route.RouteConfiguration{
 		Name:             RouteName(port),
 		VirtualHosts:     vhosts,
 		ValidateClusters: wrapperspb.Bool(false),
+	}, nil
+}
+
+// serviceRoutes returns the routes of one service port: its VirtualService's http routes
+// for this proxy, or the default route to the port's cluster when it has none (or none
+// applies to this proxy).
+func serviceRoutes(m *model.Model, pod *model.Pod, sp servicePort, byHost map[string][]servicePort) ([]*route.Route, error) {
+	vs := virtualServiceFor(m, sp.host)
+	if vs == nil || len(vs.Spec.GetHttp()) == 0 {
+		return []*route.Route{defaultRoute(sp.clusterName())}, nil
 	}
+	rs, err := vsRouteBuilder{m: m, pod: pod, vs: vs, port: sp.port.Port, byHost: byHost}.routes()
+	if err != nil {
+		return nil, fmt.Errorf("VirtualService %s/%s: %w", vs.Namespace, vs.Name, err)
+	}
+	if len(rs) == 0 {
+		return []*route.Route{defaultRoute(sp.clusterName())}, nil
+	}
+	return rs, nil
+}
+
+// catchAllVirtualHost is the last virtual host of every outbound route configuration.
+func catchAllVirtualHost(policy model.OutboundTrafficPolicy) *route.VirtualHost {
+	if policy == model.RegistryOnly {
+		return &route.VirtualHost{
+			Name:    BlockAllVirtualHost,
+			Domains: []string{"*"},
+			Routes: []*route.Route{{
+				Name:   BlockAllVirtualHost,
+				Match:  &route.RouteMatch{PathSpecifier: &route.RouteMatch_Prefix{Prefix: "/"}},
+				Action: &route.Route_DirectResponse{DirectResponse: &route.DirectResponseAction{Status: 502}},
+			}},
+		}
+	}
+	return &route.VirtualHost{
+		Name:    AllowAnyVirtualHost,
+		Domains: []string{"*"},
+		Routes:  []*route.Route{defaultRoute(PassthroughCluster)},
+	}
+}
+
+// usesFault reports whether some route of rc injects faults, so its HCM needs the fault
+// filter.
+func usesFault(rc *route.RouteConfiguration) bool {
+	for _, vh := range rc.GetVirtualHosts() {
+		for _, r := range vh.GetRoutes() {
+			if _, ok := r.GetTypedPerFilterConfig()[FaultFilter]; ok {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // defaultRoute sends every path to cluster with no timeout (Istio disables Envoy's 15s

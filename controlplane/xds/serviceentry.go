@@ -4,8 +4,6 @@ import (
 	"net/netip"
 	"strings"
 
-	networking "istio.io/api/networking/v1alpha3"
-
 	"github.com/meshlab/meshlab/controlplane/model"
 )
 

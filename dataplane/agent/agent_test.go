@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -171,6 +172,11 @@ type agentRun struct {
 
 func startAgent(t *testing.T, mode string) *agentRun {
 	t.Helper()
+	return startAgentWith(t, mode, nil)
+}
+
+func startAgentWith(t *testing.T, mode string, mutate func(*Config)) *agentRun {
+	t.Helper()
 	testutil.RequireRoot(t) // the fake proxy runs as uid 1337
 	dir := sharedDir(t)
 	events := filepath.Join(dir, "events")
@@ -190,6 +196,9 @@ func startAgent(t *testing.T, mode string) *agentRun {
 		DrainDuration: 3 * time.Second, ParentShutdownDuration: 4 * time.Second,
 		TerminationDrainDuration: 50 * time.Millisecond,
 		AdminPort:                freePort(t), StatusPort: freePort(t), DNSPort: freePort(t),
+	}
+	if mutate != nil {
+		mutate(&c)
 	}
 	lab := newFakeLab(t, c.LabSocket, NameTable{Version: 1, Names: map[string][]netip.Addr{
 		"backend.default.svc.cluster.local": {netip.MustParseAddr("10.96.0.10")},
@@ -333,7 +342,7 @@ func TestRunStartsReadyProxyAndStopsIt(t *testing.T) {
 
 	r.stop(t)
 	ev := r.eventLines(t)
-	if len(ev) != 3 || ev[1] != "drain_listeners inboundonly&graceful" || ev[2] != "signal terminated" {
+	if len(ev) != 3 || ev[1] != "drain_listeners inboundonly&graceful" || ev[2] != "epoch 0: signal terminated" {
 		t.Errorf("fake proxy events = %q, want start, drain_listeners inboundonly&graceful, then SIGTERM", ev)
 	}
 	for _, gone := range []string{sockPath, filepath.Join(c.RunDir, "envoy-rev0.json")} {
@@ -375,6 +384,127 @@ func TestRunRestartsCrashedProxy(t *testing.T) {
 	if !strings.Contains(st.Message, "fake crash line 24") || !strings.Contains(st.Message, "fake crash line 5\n") ||
 		strings.Contains(st.Message, "fake crash line 4\n") {
 		t.Errorf("message = %q, want the last 20 stderr lines", st.Message)
+	}
+	r.stop(t)
+}
+
+// proxyArgv returns the argv of every proxy epoch the agent launched (not --version).
+func (r *agentRun) proxyArgv() [][]string {
+	var out [][]string
+	for _, c := range r.launch.launched() {
+		if !slices.Contains(c.Args, "--version") {
+			out = append(out, c.Args)
+		}
+	}
+	return out
+}
+
+func argValue(argv []string, flag string) string {
+	for i, a := range argv {
+		if a == flag && i+1 < len(argv) {
+			return argv[i+1]
+		}
+	}
+	return ""
+}
+
+func (r *agentRun) do(t *testing.T, method, path, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, "http://agent"+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := r.sock.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func waitStatus(t *testing.T, r *agentRun, what string, ok func(Status) bool) Status {
+	t.Helper()
+	var st Status
+	eventually(t, what, func() error {
+		var err error
+		if st, err = getStatus(r.sock); err != nil {
+			return err
+		}
+		if !ok(st) {
+			return fmt.Errorf("status %+v", st)
+		}
+		return nil
+	})
+	return st
+}
+
+// The epoch machinery end to end with the fake proxy as uid 1337: POST /restart starts
+// epoch 1 with --restart-epoch 1 and the pod's --base-id once epoch 0 is live; the parent
+// hands over and exits cleanly; an unchanged PUT /proxy-config is a no-op and a changed
+// one starts epoch 2 with the new flags.
+func TestRunRestartsAndReconfiguresTheProxy(t *testing.T) {
+	r := startAgent(t, "")
+	waitStatus(t, r, "epoch 0 ready", func(s Status) bool { return s.Ready })
+
+	code, body := r.do(t, http.MethodPost, "/restart", "")
+	if code != http.StatusOK || !strings.Contains(body, `"epoch": 1`) || !strings.Contains(body, `"restarted": true`) {
+		t.Fatalf("POST /restart = %d %s", code, body)
+	}
+	st := waitStatus(t, r, "epoch 1 live, epoch 0 exited cleanly", func(s Status) bool {
+		return s.Ready && len(s.Epochs) == 2 && s.Epochs[1].State == EpochLive && s.Epochs[0].State == EpochExited
+	})
+	if e := st.Epochs[0]; *e.ExitCode != 0 || e.Error != "" {
+		t.Errorf("parent epoch = %+v, want a clean exit", e)
+	}
+	if e := st.Epochs[1]; e.Reason != ReasonRestart || e.ProxyVersion != fakeVersion || e.PID == st.Epochs[0].PID {
+		t.Errorf("child epoch = %+v", e)
+	}
+	argv := r.proxyArgv()
+	if len(argv) != 2 || argValue(argv[1], "--restart-epoch") != "1" || argValue(argv[1], "--base-id") != "7" ||
+		argValue(argv[1], "--drain-time-s") != "3" || argValue(argv[1], "--parent-shutdown-time-s") != "4" ||
+		argValue(argv[1], "-c") != filepath.Join(r.cfg.RunDir, "envoy-rev1.json") {
+		t.Errorf("epoch 1 argv = %q", argv)
+	}
+	if ev := r.eventLines(t); !slices.Contains(ev, "epoch 0: shutdown_admin") || !slices.Contains(ev, "epoch 0: exit after hot restart") {
+		t.Errorf("events %q, want the parent to hand over and exit", ev)
+	}
+
+	code, body = r.do(t, http.MethodGet, "/proxy-config", "")
+	if code != http.StatusOK || !strings.Contains(body, `"logLevel": "debug"`) || !strings.Contains(body, `"drainDuration": "3s"`) {
+		t.Errorf("GET /proxy-config = %d %s", code, body)
+	}
+	code, body = r.do(t, http.MethodPut, "/proxy-config", body)
+	if code != http.StatusOK || !strings.Contains(body, `"restarted": false`) {
+		t.Errorf("unchanged PUT /proxy-config = %d %s, want a no-op", code, body)
+	}
+	code, body = r.do(t, http.MethodPut, "/proxy-config", `{"logLevel": "warning", "concurrency": 1, "drainDuration": "2s", "parentShutdownDuration": "4s", "proxyPath": "/opt/test/envoy"}`)
+	if code != http.StatusOK || !strings.Contains(body, `"epoch": 2`) {
+		t.Fatalf("PUT /proxy-config = %d %s", code, body)
+	}
+	waitStatus(t, r, "epoch 2 live", func(s Status) bool {
+		return s.Ready && s.Epochs[len(s.Epochs)-1].Epoch == 2 && s.Epochs[len(s.Epochs)-1].State == EpochLive
+	})
+	argv = r.proxyArgv()
+	if len(argv) != 3 || argValue(argv[2], "--restart-epoch") != "2" || argValue(argv[2], "--log-level") != "warning" ||
+		argValue(argv[2], "--drain-time-s") != "2" {
+		t.Errorf("epoch 2 argv = %q", argv)
+	}
+	for _, bad := range []string{`{"logLevel": "loud"}`, `{"nope": 1}`, `not json`} {
+		if code, body := r.do(t, http.MethodPut, "/proxy-config", bad); code != http.StatusBadRequest {
+			t.Errorf("PUT /proxy-config %s = %d %s, want 400", bad, code, body)
+		}
+	}
+	r.stop(t)
+}
+
+// A proxy binary that does not exist fails the pod at once with a clear message, and
+// the agent keeps serving its status.
+func TestRunWithMissingProxyBinaryFailsThePod(t *testing.T) {
+	r := startAgentWith(t, "", func(c *Config) { c.ProxyPath = "/nonexistent/envoy" })
+	st := waitStatus(t, r, "pod failed", func(s Status) bool { return s.Failed })
+	if st.Ready || !strings.Contains(st.Message, "proxy cannot be started") || !strings.Contains(st.Message, "/nonexistent/envoy") {
+		t.Errorf("status = %+v", st)
 	}
 	r.stop(t)
 }

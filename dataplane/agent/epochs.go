@@ -586,20 +586,29 @@ func (m *epochManager) newest() (EpochStatus, bool) {
 }
 
 // serving returns the epoch that serves the pod: the newest LIVE one, else the newest
-// running one; restarting reports whether a newer epoch than it is starting.
-func (m *epochManager) serving() (st EpochStatus, restarting, ok bool) {
+// running one. handedOver reports whether an epoch was started after it (running or
+// not): that epoch may have taken the admin port over, even if it failed later, so
+// the admin API no longer speaks for the serving epoch.
+func (m *epochManager) serving() (st EpochStatus, handedOver, ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	newest, ok := m.newestRunningLocked()
 	if !ok {
 		return EpochStatus{}, false, false
 	}
+	st = newest
 	for i := len(m.epochs) - 1; i >= 0; i-- {
 		if e := m.epochs[i]; e.State == EpochLive {
-			return *e, e.Epoch < newest.Epoch, true
+			st = *e
+			break
 		}
 	}
-	return newest, false, true
+	for _, e := range m.epochs {
+		if e.StartedAt.After(st.StartedAt) {
+			handedOver = true
+		}
+	}
+	return st, handedOver, true
 }
 
 // epochSnapshot is a copy of the manager's state for Status.

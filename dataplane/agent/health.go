@@ -9,24 +9,24 @@ import (
 
 // readiness decides whether the pod is ready, as pilot-agent's /healthz/ready does: the
 // serving proxy epoch is live, its admin /ready says LIVE, and it has accepted at least
-// one LDS and one CDS update. While a newer epoch starts (a hot restart), the live parent
-// keeps serving and the pod stays ready: the admin API then already answers for the
-// child, so it is not asked.
+// one LDS and one CDS update. Once a newer epoch was started (a hot restart), the live
+// parent keeps serving and the pod stays ready: the admin API then answers for the
+// child, or for nobody if the child failed after taking it over, so it is not asked.
 type readiness struct {
-	serving func() (st EpochStatus, restarting, ok bool) // epochManager.serving
+	serving func() (st EpochStatus, handedOver, ok bool) // epochManager.serving
 	admin   adminClient
 }
 
 // check returns nil when ready, else an error saying why not.
 func (r readiness) check(ctx context.Context) error {
-	ep, restarting, ok := r.serving()
+	ep, handedOver, ok := r.serving()
 	if !ok {
 		return errors.New("no proxy running")
 	}
 	if ep.State != EpochLive {
 		return fmt.Errorf("proxy epoch %d is %s", ep.Epoch, ep.State)
 	}
-	if restarting {
+	if handedOver {
 		return nil
 	}
 	state, ok, err := r.admin.ready(ctx)

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -72,9 +73,13 @@ func fakeProxyMain(args []string) int {
 		return 3
 	}
 	var bootstrapPath string
+	epoch := 0
 	for i, a := range args {
 		if a == "-c" && i+1 < len(args) {
 			bootstrapPath = args[i+1]
+		}
+		if a == "--restart-epoch" && i+1 < len(args) {
+			epoch, _ = strconv.Atoi(args[i+1])
 		}
 	}
 	data, err := os.ReadFile(bootstrapPath)
@@ -88,13 +93,30 @@ func fakeProxyMain(args []string) int {
 		return 1
 	}
 	sa := b.GetAdmin().GetAddress().GetSocketAddress()
-	ln, err := net.Listen("tcp", net.JoinHostPort(sa.GetAddress(), strconv.Itoa(int(sa.GetPortValue()))))
+	adminAddr := net.JoinHostPort(sa.GetAddress(), strconv.Itoa(int(sa.GetPortValue())))
+	if epoch > 0 {
+		// As Envoy's shutdown_admin: the parent hands over the admin port.
+		resp, err := http.Post("http://"+adminAddr+"/fake/shutdown_admin", "", nil)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "hot restart: parent not reachable:", err)
+			return 1
+		}
+		resp.Body.Close()
+	}
+	var ln net.Listener
+	for range 100 {
+		if ln, err = net.Listen("tcp", adminAddr); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "listen admin:", err)
 		return 1
 	}
 	var mu sync.Mutex
 	state := "LIVE"
+	parentExit := make(chan struct{})
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, _ *http.Request) {
 		mu.Lock()
@@ -107,7 +129,7 @@ func fakeProxyMain(args []string) int {
 	mux.HandleFunc("GET /server_info", func(w http.ResponseWriter, _ *http.Request) {
 		mu.Lock()
 		defer mu.Unlock()
-		fmt.Fprintf(w, `{"version": "fake", "state": %q, "command_line_options": {"restart_epoch": 0}}`, state)
+		fmt.Fprintf(w, `{"version": "fake", "state": %q, "command_line_options": {"restart_epoch": %d}}`, state, epoch)
 	})
 	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "filter: %s\ncluster_manager.cds.update_success: 1\nlistener_manager.lds.update_success: 2\n", r.URL.Query().Get("filter"))
@@ -120,11 +142,27 @@ func fakeProxyMain(args []string) int {
 		fmt.Fprintln(w, "OK")
 	})
 	srv := &http.Server{Handler: mux}
+	mux.HandleFunc("POST /fake/shutdown_admin", func(w http.ResponseWriter, _ *http.Request) {
+		events("epoch %d: shutdown_admin", epoch)
+		mu.Lock()
+		state = "DRAINING"
+		mu.Unlock()
+		go func() {
+			time.Sleep(10 * time.Millisecond) // let the answer out
+			_ = srv.Close()                   // frees the port for the child
+			time.Sleep(200 * time.Millisecond)
+			close(parentExit) // the child terminates its parent
+		}()
+	})
 	go srv.Serve(ln) //nolint:errcheck // the process exits on SIGTERM
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM)
-	s := <-sig
-	events("signal %s", s)
+	select {
+	case s := <-sig:
+		events("epoch %d: signal %s", epoch, s)
+	case <-parentExit:
+		events("epoch %d: exit after hot restart", epoch)
+	}
 	_ = srv.Shutdown(context.Background())
 	return 0
 }
@@ -152,6 +190,9 @@ func (h *helperLauncher) Start(cmd *exec.Cmd) error {
 	h.mu.Lock()
 	h.cmds = append(h.cmds, launchedCmd{Path: cmd.Path, Args: append([]string{}, cmd.Args...), Dir: cmd.Dir, Attr: cmd.SysProcAttr})
 	h.mu.Unlock()
+	if strings.HasPrefix(cmd.Path, "/nonexistent/") {
+		return cmd.Start() // the real failure of a missing binary
+	}
 	cmd.Args = append([]string{helperBinary, "-test.run=^TestHelperProcess$", "--"}, cmd.Args[1:]...)
 	cmd.Path = helperBinary
 	cmd.Env = append(os.Environ(), append([]string{helperEnv + "=1"}, h.env...)...)

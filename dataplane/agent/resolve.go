@@ -23,17 +23,23 @@ type proxyBinary struct {
 	DataPlane string // DataPlaneEnvoy or DataPlaneMeshlabProxy
 }
 
-// lookup is the part of the OS that proxy resolution reads; tests pass fakes.
+// lookup is the part of the OS that proxy resolution reads; tests pass fakes. A nil
+// readDir or isExec skips func-e's install directories.
 type lookup struct {
 	getenv     func(string) string
 	lookPath   func(string) (string, error)
 	executable func() (string, error)
+	home       func() (string, error)
+	readDir    func(string) ([]os.DirEntry, error)
+	isExec     func(string) bool
 }
 
-var osLookup = lookup{getenv: os.Getenv, lookPath: exec.LookPath, executable: os.Executable}
+var osLookup = lookup{getenv: os.Getenv, lookPath: exec.LookPath, executable: os.Executable,
+	home: os.UserHomeDir, readDir: os.ReadDir, isExec: isExecutable}
 
 // resolveProxy picks the data plane: ProxyPath if set; else $MESHLAB_ENVOY; else envoy on
-// PATH; else MeshlabPath (or this executable) with the `proxy` verb.
+// PATH; else the newest Envoy func-e installed (see FuncEVersionsDirs); else MeshlabPath
+// (or this executable) with the `proxy` verb.
 func resolveProxy(c Config, l lookup) (proxyBinary, error) {
 	if c.ProxyPath != "" {
 		return proxyBinary{Path: c.ProxyPath, DataPlane: DataPlaneEnvoy}, nil
@@ -43,6 +49,15 @@ func resolveProxy(c Config, l lookup) (proxyBinary, error) {
 	}
 	if p, err := l.lookPath("envoy"); err == nil {
 		return proxyBinary{Path: p, DataPlane: DataPlaneEnvoy}, nil
+	}
+	if l.readDir != nil && l.isExec != nil {
+		home := ""
+		if l.home != nil {
+			home, _ = l.home()
+		}
+		if p, ok := findFuncEEnvoy(FuncEVersionsDirs(l.getenv, home), l.readDir, l.isExec); ok {
+			return proxyBinary{Path: p, DataPlane: DataPlaneEnvoy}, nil
+		}
 	}
 	self := c.MeshlabPath
 	if self == "" {

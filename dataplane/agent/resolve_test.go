@@ -2,7 +2,10 @@ package agent
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -53,5 +56,53 @@ func TestResolveProxy(t *testing.T) {
 				t.Errorf("got %+v, want %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestResolveProxyFindsFuncEInstalls(t *testing.T) {
+	home, funce := t.TempDir(), t.TempDir()
+	install := func(dir, version string, mode os.FileMode) {
+		t.Helper()
+		bin := filepath.Join(dir, version, "bin")
+		if err := os.MkdirAll(bin, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(bin, "envoy"), []byte("#!/bin/sh\n"), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	xdg := filepath.Join(home, ".local", "share", "func-e", "envoy-versions")
+	install(xdg, "1.9.1", 0o755)
+	install(xdg, "1.10.0", 0o755)
+	install(xdg, "1.11.0", 0o644) // not executable: skipped
+	env := map[string]string{}
+	l := lookup{
+		getenv:     func(k string) string { return env[k] },
+		lookPath:   func(string) (string, error) { return "", errors.New("not found") },
+		executable: func() (string, error) { return "/meshlab", nil },
+		home:       func() (string, error) { return home, nil },
+		readDir:    os.ReadDir, isExec: isExecutable,
+	}
+	got, err := resolveProxy(Config{}, l)
+	if want := filepath.Join(xdg, "1.10.0", "bin", "envoy"); err != nil || got.Path != want || got.DataPlane != DataPlaneEnvoy {
+		t.Errorf("got %+v %v, want the newest executable func-e install %s", got, err, want)
+	}
+	install(filepath.Join(funce, "versions"), "1.2.0", 0o755)
+	env[FuncEHomeEnv] = funce
+	got, _ = resolveProxy(Config{}, l)
+	if want := filepath.Join(funce, "versions", "1.2.0", "bin", "envoy"); got.Path != want {
+		t.Errorf("with FUNC_E_HOME got %s, want %s", got.Path, want)
+	}
+	env[EnvoyEnv] = "/env/envoy"
+	if got, _ = resolveProxy(Config{}, l); got.Path != "/env/envoy" {
+		t.Errorf("MESHLAB_ENVOY must win over func-e: got %s", got.Path)
+	}
+}
+
+func TestCompareVersions(t *testing.T) {
+	vs := []string{"1.10.0", "1.9.1", "1.9", "1.30.2", "1.9.10"}
+	slices.SortFunc(vs, compareVersions)
+	if want := []string{"1.9", "1.9.1", "1.9.10", "1.10.0", "1.30.2"}; !slices.Equal(vs, want) {
+		t.Errorf("sorted %q, want %q", vs, want)
 	}
 }

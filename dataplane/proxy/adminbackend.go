@@ -168,10 +168,7 @@ func (b adminBackend) WriteClusters(w io.Writer) {
 			for _, k := range keys {
 				fmt.Fprintf(&sb, "%s%s::%d\n", p, k, counters[k])
 			}
-			flags := "healthy"
-			if !h.Healthy {
-				flags = "/eds_status_unhealthy"
-			}
+			flags := c.HealthFlags(h)
 			fmt.Fprintf(&sb, "%shostname::\n%shealth_flags::%s\n%sweight::1\n%sregion::\n%szone::\n%ssub_zone::\n%scanary::false\n%spriority::0\n%ssuccess_rate::-1\n%slocal_origin_success_rate::-1\n",
 				p, p, flags, p, p, p, p, p, p, p, p)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"strconv"
 
@@ -77,20 +78,21 @@ func run(ctx context.Context, opts Options, logger *slog.Logger, levels *envoylo
 		fmt.Fprintf(stdout, "configuration '%s' OK\n", opts.ConfigPath)
 		return 0
 	}
-	if opts.BaseIDPath != "" {
-		if err := os.WriteFile(opts.BaseIDPath, []byte(strconv.FormatUint(uint64(opts.BaseID), 10)), 0o644); err != nil {
-			logger.Log(ctx, envoylog.LevelCritical, fmt.Sprintf("unable to write base id to %s: %v", opts.BaseIDPath, err))
-			return 1
-		}
-	}
+	var hr *hotrestart.Restarter
 	if !opts.DisableHotRestart {
-		hr, err := hotrestart.New(hotrestart.Options{BaseID: opts.BaseID, Epoch: opts.RestartEpoch, Logger: logger.With("component", "main")})
-		if err != nil {
+		if hr, err = newRestarter(opts, logger); err != nil {
 			logger.Log(ctx, envoylog.LevelCritical, err.Error())
 			return 1
 		}
 		defer hr.Close()
 		srv.UseHotRestart(hr)
+		opts.BaseID = hr.BaseID()
+	}
+	if opts.BaseIDPath != "" {
+		if err := os.WriteFile(opts.BaseIDPath, []byte(strconv.FormatUint(uint64(opts.BaseID), 10)), 0o644); err != nil {
+			logger.Log(ctx, envoylog.LevelCritical, fmt.Sprintf("unable to write base id to %s: %v", opts.BaseIDPath, err))
+			return 1
+		}
 	}
 	if err := srv.Run(ctx); err != nil {
 		logger.Log(ctx, envoylog.LevelCritical, fmt.Sprintf("error: %v", err))
@@ -98,4 +100,20 @@ func run(ctx context.Context, opts Options, logger *slog.Logger, levels *envoylo
 	}
 	logger.Info("exiting")
 	return 0
+}
+
+// newRestarter binds the hot restart sockets for --base-id, or, with
+// --use-dynamic-base-id, for the first of up to 100 random ids that is free, as Envoy.
+func newRestarter(opts Options, logger *slog.Logger) (*hotrestart.Restarter, error) {
+	o := hotrestart.Options{BaseID: opts.BaseID, Epoch: opts.RestartEpoch, Logger: logger.With("component", "main")}
+	if !opts.UseDynamicBaseID {
+		return hotrestart.New(o)
+	}
+	for range 100 {
+		o.BaseID = rand.Uint32() & 0x0FFFFFFF
+		if r, err := hotrestart.New(o); err == nil {
+			return r, nil
+		}
+	}
+	return nil, errors.New("unable to select a dynamic base id")
 }

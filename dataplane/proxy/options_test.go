@@ -54,7 +54,7 @@ func TestMainExitCodesAndOutput(t *testing.T) {
 	}{
 		{"help", "--help", 0, "--restart-epoch uint32", ""},
 		{"version", "--version", 0, "meshlab proxy  version: meshlab/1.0.0-dev/Clean/RELEASE/Go", ""},
-		{"hot restart version goes to stderr", "--hot-restart-version", 0, "", "disabled\n"},
+		{"hot restart version goes to stderr", "--hot-restart-version", 0, "", HotRestartVersion + "\n"},
 		{"unknown flag", "--nope", 1, "", "PARSE ERROR: unknown flag: --nope"},
 		{"validate ok", "--mode validate -c " + good, 0, "configuration '" + good + "' OK\n", ""},
 		{"validate names the unsupported field", "--mode validate -c " + bad, 1, "", "bootstrap: stats_config: field is not supported by meshlab proxy"},

@@ -33,6 +33,7 @@ type hotRestart struct {
 // UseHotRestart makes Run hot restart through r (which the caller closes after Run):
 // without it the server starts cold whatever its epoch, as with --disable-hot-restart.
 func (s *Server) UseHotRestart(r *hotrestart.Restarter) {
+	s.opts.BaseID = r.BaseID() // chosen by the restarter with --use-dynamic-base-id
 	s.hr = &hotRestart{r: r, latch: hotrestart.NewLatch(s.stats), merger: hotrestart.NewMerger(s.stats)}
 }
 

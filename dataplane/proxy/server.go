@@ -199,14 +199,14 @@ func (s *Server) StatsStore() *stats.Store { return s.stats }
 func (s *Server) Run(ctx context.Context) error {
 	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	defer s.bgCancel()
+	s.clusters = cluster.NewManager(s.stats)
+	s.clusters.AddStatic(s.staticClusters)
 	s.initServerStats()
 	if s.hr == nil && s.opts.RestartEpoch > 0 {
 		s.log.Info(fmt.Sprintf("hot restart is disabled: epoch %d starts cold", s.opts.RestartEpoch))
 	}
 	// As Envoy: the parent's admin listener is shut down before anything is bound.
 	s.startAsChild()
-	s.clusters = cluster.NewManager(s.stats)
-	s.clusters.AddStatic(s.staticClusters)
 	defer s.clusters.Close()
 	s.listeners = listener.NewManager(listener.Deps{
 		Clusters: s.clusters, Routes: s.routes, Stats: s.stats, Logger: s.log.With("component", "conn_handler"),

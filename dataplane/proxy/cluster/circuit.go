@@ -23,6 +23,8 @@ var circuitBreakersAllow = fieldcheck.Allow{
 // Thresholds are a cluster's circuit breaker limits for the DEFAULT priority.
 type Thresholds struct {
 	MaxConnections, MaxPendingRequests, MaxRequests, MaxRetries uint64
+	// TrackRemaining publishes circuit_breakers.default.remaining_* gauges.
+	TrackRemaining bool
 }
 
 // DefaultThresholds are Envoy's defaults.
@@ -43,6 +45,7 @@ func thresholdsFrom(cb *clusterv3.CircuitBreakers) Thresholds {
 		set(&t.MaxPendingRequests, th.GetMaxPendingRequests(), th.GetMaxPendingRequests() != nil)
 		set(&t.MaxRequests, th.GetMaxRequests(), th.GetMaxRequests() != nil)
 		set(&t.MaxRetries, th.GetMaxRetries(), th.GetMaxRetries() != nil)
+		t.TrackRemaining = th.GetTrackRemaining()
 	}
 	return t
 }
@@ -57,6 +60,7 @@ type breaker struct {
 	cxOverflow, pendingOverflow, rtOverflow *stats.Stat
 	cxOpen, pendingOpen, rqOpen, retryOpen  *stats.Stat
 	pendingActive                           *stats.Stat
+	remaining                               []*stats.Stat // cx, pending, rq, retries; nil unless track_remaining
 
 	mu      sync.Mutex
 	busy    uint64 // connections carrying a request
@@ -81,6 +85,10 @@ func newBreaker(th Thresholds, sc stats.Scope) *breaker {
 	for _, g := range []*stats.Stat{b.cxOpen, b.pendingOpen, b.rqOpen, b.retryOpen} {
 		g.Set(0)
 	}
+	if th.TrackRemaining {
+		b.remaining = []*stats.Stat{cb.Gauge("remaining_cx"), cb.Gauge("remaining_pending"), cb.Gauge("remaining_rq"), cb.Gauge("remaining_retries")}
+	}
+	b.update()
 	return b
 }
 
@@ -107,6 +115,7 @@ func (b *breaker) acquire(ctx context.Context) (func(), error) {
 		b.waiters = append(b.waiters, ch)
 		b.pendingActive.Inc()
 		open(b.pendingOpen, uint64(len(b.waiters)), b.th.MaxPendingRequests)
+		b.update()
 		b.mu.Unlock()
 		select {
 		case <-ch: // the releaser handed its connection slot to us (busy unchanged)
@@ -178,6 +187,18 @@ func (b *breaker) update() {
 	open(b.cxOpen, b.busy, b.th.MaxConnections)
 	open(b.rqOpen, b.active, b.th.MaxRequests)
 	open(b.retryOpen, b.retries, b.th.MaxRetries)
+	if b.remaining != nil {
+		rem := func(limit, cur uint64) int64 {
+			if cur >= limit {
+				return 0
+			}
+			return int64(limit - cur)
+		}
+		b.remaining[0].Set(rem(b.th.MaxConnections, b.busy))
+		b.remaining[1].Set(rem(b.th.MaxPendingRequests, uint64(len(b.waiters))))
+		b.remaining[2].Set(rem(b.th.MaxRequests, b.active))
+		b.remaining[3].Set(rem(b.th.MaxRetries, b.retries))
+	}
 }
 
 // acquireRetry admits one retry under max_retries, counting upstream_rq_retry_overflow
@@ -201,6 +222,3 @@ func (b *breaker) acquireRetry() (func(), bool) {
 		})
 	}, true
 }
-
-// connectionLimit reports the max_connections threshold, used to size the pool.
-func (b *breaker) connectionLimit() uint64 { return b.th.MaxConnections }

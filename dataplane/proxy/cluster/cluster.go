@@ -85,6 +85,7 @@ type Cluster struct {
 	perHost   sync.Map // host string -> *hostState
 	breaker   *breaker
 	outlier   *outlier // nil without outlier_detection
+	stopDNS   func()   // STRICT_DNS: stops re-resolution
 }
 
 // hostState is what the cluster tracks per upstream host: /clusters counters, active
@@ -98,7 +99,7 @@ type hostState struct {
 func newCluster(cfg *Config, store *stats.Store) *Cluster {
 	c := &Cluster{cfg: cfg, stats: newStats(store, cfg.Name)}
 	th := cfg.Thresholds
-	if th == (Thresholds{}) {
+	if cfg.Proto == nil { // built by hand, not compiled: Envoy's defaults
 		th = DefaultThresholds
 	}
 	c.breaker = newBreaker(th, c.stats.scope)
@@ -122,6 +123,23 @@ func newCluster(cfg *Config, store *stats.Store) *Cluster {
 	}
 	c.setHosts(cfg.Static)
 	return c
+}
+
+// startDNS starts re-resolving a STRICT_DNS cluster's names with r.
+func (c *Cluster) startDNS(r Resolver) {
+	if c.cfg.Type != TypeStrictDNS || c.cfg.DNS == nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.resolveLoop(ctx, r)
+	}()
+	c.stopDNS = func() {
+		cancel()
+		<-done
+	}
 }
 
 // Name returns the cluster's name.
@@ -177,6 +195,9 @@ func (c *Cluster) Pick(originalDst netip.AddrPort) (Host, error) {
 	}
 	return c.choose(hosts), nil
 }
+
+// UpstreamCxOverflow returns the upstream_cx_overflow counter.
+func (s *Stats) UpstreamCxOverflow() *stats.Stat { return s.scope.Counter("upstream_cx_overflow") }
 
 // PickAvoiding is Pick for a retry with Envoy's previous_hosts retry predicate: it picks
 // again, up to attempts more times, while the pick is one of tried.
@@ -327,6 +348,9 @@ func (b *doneBody) Close() error {
 
 // close releases pooled connections and stops outlier detection timers.
 func (c *Cluster) close() {
+	if c.stopDNS != nil {
+		c.stopDNS()
+	}
 	c.transport.CloseIdleConnections()
 	if c.outlier != nil {
 		c.outlier.stop()

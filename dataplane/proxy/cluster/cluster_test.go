@@ -13,6 +13,7 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/stats"
 )
@@ -50,10 +51,17 @@ func TestCompileRefusesWhatEnvoyRefusesOrIsNotImplemented(t *testing.T) {
 			"cluster 'p': lb_policy: LB policy ROUND_ROBIN is not valid for Cluster type ORIGINAL_DST"},
 		{"CLUSTER_PROVIDED only for ORIGINAL_DST", &clusterv3.Cluster{Name: "s", LbPolicy: clusterv3.Cluster_CLUSTER_PROVIDED},
 			"LB policy CLUSTER_PROVIDED is not valid for Cluster type STATIC"},
-		{"least request", &clusterv3.Cluster{Name: "s", LbPolicy: clusterv3.Cluster_LEAST_REQUEST}, "unsupported load balancing policy LEAST_REQUEST"},
-		{"STRICT_DNS", &clusterv3.Cluster{Name: "d", ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STRICT_DNS}}, "type: unsupported cluster type STRICT_DNS"},
-		{"circuit breakers", &clusterv3.Cluster{Name: "c", CircuitBreakers: &clusterv3.CircuitBreakers{}}, "cluster 'c': circuit_breakers: field is not supported"},
-		{"outlier detection", &clusterv3.Cluster{Name: "o", OutlierDetection: &clusterv3.OutlierDetection{}}, "outlier_detection: field is not supported"},
+		{"ring hash", &clusterv3.Cluster{Name: "s", LbPolicy: clusterv3.Cluster_RING_HASH}, "unsupported load balancing policy RING_HASH"},
+		{"LOGICAL_DNS", &clusterv3.Cluster{Name: "d", ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_LOGICAL_DNS}}, "type: unsupported cluster type LOGICAL_DNS"},
+		{"retry budget", &clusterv3.Cluster{Name: "c", CircuitBreakers: &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{RetryBudget: &clusterv3.CircuitBreakers_Thresholds_RetryBudget{}}}}},
+			"cluster 'c': circuit_breakers.thresholds[0].retry_budget: field is not supported"},
+		{"success rate outlier detection", &clusterv3.Cluster{Name: "o", OutlierDetection: &clusterv3.OutlierDetection{SuccessRateMinimumHosts: wrapperspb.UInt32(3)}},
+			"outlier_detection.success_rate_minimum_hosts: field is not supported"},
+		{"enforcing success rate", &clusterv3.Cluster{Name: "o", OutlierDetection: &clusterv3.OutlierDetection{EnforcingSuccessRate: wrapperspb.UInt32(100)}},
+			"outlier_detection.enforcing_success_rate: only 0 is supported"},
+		{"outlier detection as Istio sets it", &clusterv3.Cluster{Name: "o", OutlierDetection: &clusterv3.OutlierDetection{
+			Consecutive_5Xx: wrapperspb.UInt32(3), EnforcingSuccessRate: wrapperspb.UInt32(0), Interval: durationpb.New(time.Second)}}, ""},
+		{"least request", &clusterv3.Cluster{Name: "s", LbPolicy: clusterv3.Cluster_LEAST_REQUEST}, ""},
 		{"transport socket", &clusterv3.Cluster{Name: "t", TransportSocket: &corev3.TransportSocket{Name: "tls"}}, "transport_socket: field is not supported"},
 		{"hostname endpoint", &clusterv3.Cluster{Name: "h", LoadAssignment: cla("h", nil, "1.2.3.4:80")}, ""},
 	} {

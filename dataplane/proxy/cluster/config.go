@@ -1,7 +1,10 @@
 // Package cluster is the proxy's cluster manager: it turns Envoy Cluster and
-// ClusterLoadAssignment resources into upstream host sets, picks a host (round robin, or
-// the downstream's original destination for ORIGINAL_DST clusters), dials it with the
-// cluster's connect timeout and bind address, and pools upstream HTTP/1.1 connections.
+// ClusterLoadAssignment resources into upstream host sets (STATIC, EDS, STRICT_DNS,
+// ORIGINAL_DST), picks a host (ROUND_ROBIN, LEAST_REQUEST, RANDOM with Envoy's panic
+// threshold, or the downstream's original destination), dials it with the cluster's
+// connect timeout and bind address, pools upstream HTTP/1.1 connections
+// (max_requests_per_connection), and applies circuit breakers and outlier detection with
+// Envoy's semantics and stat names.
 package cluster
 
 import (
@@ -27,6 +30,7 @@ const (
 	TypeStatic Type = iota
 	TypeEDS
 	TypeOriginalDst
+	TypeStrictDNS
 )
 
 // String returns Envoy's name of the type.
@@ -36,6 +40,8 @@ func (t Type) String() string {
 		return "EDS"
 	case TypeOriginalDst:
 		return "ORIGINAL_DST"
+	case TypeStrictDNS:
+		return "STRICT_DNS"
 	}
 	return "STATIC"
 }
@@ -64,6 +70,7 @@ type Config struct {
 	// IdleTimeout closes idle upstream connections (common_http_protocol_options.idle_timeout,
 	// Envoy's default 1h).
 	IdleTimeout time.Duration
+	DNS         *DNSConfig // STRICT_DNS: the names to resolve
 }
 
 // AddressAllow lists the address fields the proxy implements.
@@ -84,8 +91,9 @@ var clusterAllow = fieldcheck.Allow{
 		"load_assignment", "upstream_bind_config", "metadata",
 		"typed_extension_protocol_options", "http2_protocol_options",
 		"circuit_breakers", "outlier_detection", "common_lb_config", "max_requests_per_connection",
+		"dns_lookup_family", "dns_refresh_rate", "respect_dns_ttl",
 	},
-	"envoy.config.cluster.v3.Cluster.CommonLbConfig": {"healthy_panic_threshold"},
+	"envoy.config.cluster.v3.Cluster.CommonLbConfig":   {"healthy_panic_threshold"},
 	"envoy.config.cluster.v3.Cluster.EdsClusterConfig": {"eds_config", "service_name"},
 	"envoy.config.core.v3.BindConfig":                  {"source_address"},
 	"envoy.config.core.v3.Http2ProtocolOptions":        {},
@@ -183,6 +191,11 @@ func (cfg *Config) fill(c *clusterv3.Cluster) error {
 		}
 	case clusterv3.Cluster_ORIGINAL_DST:
 		cfg.Type = TypeOriginalDst
+	case clusterv3.Cluster_STRICT_DNS:
+		cfg.Type = TypeStrictDNS
+		if err := cfg.fillDNS(c); err != nil {
+			return err
+		}
 	default:
 		if c.GetClusterType() != nil {
 			return errors.New("cluster_type: field is not supported by meshlab proxy")
@@ -204,7 +217,7 @@ func (cfg *Config) fill(c *clusterv3.Cluster) error {
 		}
 		cfg.BindSource = ip
 	}
-	if la := c.GetLoadAssignment(); la != nil {
+	if la := c.GetLoadAssignment(); la != nil && cfg.Type != TypeStrictDNS {
 		if cfg.Type != TypeStatic {
 			return fmt.Errorf("load_assignment: not allowed for cluster type %s", cfg.Type)
 		}

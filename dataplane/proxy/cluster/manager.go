@@ -19,6 +19,7 @@ type Manager struct {
 	static      map[string]bool
 	assignments map[string][]Host // by EDS service name
 	active      *stats.Stat
+	resolver    Resolver
 }
 
 // NewManager returns an empty Manager counting into store.
@@ -29,7 +30,15 @@ func NewManager(store *stats.Store) *Manager {
 		static:      map[string]bool{},
 		assignments: map[string][]Host{},
 		active:      store.Named("cluster_manager").Gauge("active_clusters"),
+		resolver:    NewDNSResolver(DefaultDNSServer),
 	}
+}
+
+// SetResolver replaces the resolver of STRICT_DNS clusters created from now on.
+func (m *Manager) SetResolver(r Resolver) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.resolver = r
 }
 
 // AddStatic adds the bootstrap's clusters.
@@ -37,7 +46,9 @@ func (m *Manager) AddStatic(cfgs []*Config) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, cfg := range cfgs {
-		m.clusters[cfg.Name] = newCluster(cfg, m.store)
+		c := newCluster(cfg, m.store)
+		c.startDNS(m.resolver)
+		m.clusters[cfg.Name] = c
 		m.static[cfg.Name] = true
 	}
 	m.active.Set(int64(len(m.clusters)))
@@ -74,6 +85,7 @@ func (m *Manager) ApplyCDS(cfgs []*Config) {
 		if cfg.Type == TypeEDS {
 			c.setHosts(m.assignments[cfg.ServiceName])
 		}
+		c.startDNS(m.resolver)
 		m.clusters[name] = c
 	}
 	m.active.Set(int64(len(m.clusters)))
@@ -136,7 +148,7 @@ func (m *Manager) EDSNames() []string {
 	return out
 }
 
-// Close releases every pooled connection.
+// Close releases every pooled connection and stops DNS re-resolution.
 func (m *Manager) Close() {
 	m.mu.RLock()
 	defer m.mu.RUnlock()

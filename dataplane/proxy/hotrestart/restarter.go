@@ -249,3 +249,6 @@ func (r *Restarter) Terminate() error {
 	r.mu.Unlock()
 	return err
 }
+
+// BaseID returns the base id the sockets are named from.
+func (r *Restarter) BaseID() uint32 { return r.opts.BaseID }

@@ -4,12 +4,15 @@ import (
 	"errors"
 	"fmt"
 
+	faultv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/meshlab/meshlab/dataplane/proxy/accesslog"
 	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
 	"github.com/meshlab/meshlab/dataplane/proxy/fieldcheck"
+	"github.com/meshlab/meshlab/dataplane/proxy/filters/fault"
 )
 
 // Names of the HCM and the router filter.
@@ -20,7 +23,7 @@ const (
 
 var hcmAllow = fieldcheck.Allow{
 	"envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager": {
-		"codec_type", "stat_prefix", "rds", "route_config", "http_filters", "server_name", "server_header_transformation",
+		"codec_type", "stat_prefix", "rds", "route_config", "http_filters", "server_name", "server_header_transformation", "access_log",
 	},
 	"envoy.extensions.filters.network.http_connection_manager.v3.Rds":        {"config_source", "route_config_name"},
 	"envoy.extensions.filters.network.http_connection_manager.v3.HttpFilter": {"name", "typed_config"},
@@ -45,10 +48,18 @@ type Config struct {
 	Inline       *RouteTable // set for an inline route_config
 	ServerName   string      // "envoy" unless server_name is set
 	ServerHeader ServerHeader
+	Faults       []FaultFilter // fault filters, in filter chain order (before the router)
+	AccessLogs   []*accesslog.Logger
 }
 
-// Compile validates an HCM typed_config and compiles it. Only the router HTTP filter and
-// the HTTP/1.1 codec (AUTO or HTTP1) are supported.
+// FaultFilter is one envoy.filters.http.fault in the HTTP filter chain.
+type FaultFilter struct {
+	Name   string // the filter's name, the key of typed_per_filter_config overrides
+	Config *fault.Config
+}
+
+// Compile validates an HCM typed_config and compiles it. Only the fault and router HTTP
+// filters and the HTTP/1.1 codec (AUTO or HTTP1) are supported.
 func Compile(a *anypb.Any) (*Config, error) {
 	var h hcmv3.HttpConnectionManager
 	if err := a.UnmarshalTo(&h); err != nil {
@@ -84,28 +95,54 @@ func Compile(a *anypb.Any) (*Config, error) {
 	default:
 		return nil, errors.New("route_specifier: only rds and route_config are supported")
 	}
+	logs, err := accesslog.Compile(h.GetAccessLog())
+	if err != nil {
+		return nil, err
+	}
+	cfg.AccessLogs = logs
 	if len(h.GetHttpFilters()) == 0 {
 		return nil, errors.New("http_filters: the router filter is required")
 	}
+	last := len(h.GetHttpFilters()) - 1
 	for i, f := range h.GetHttpFilters() {
-		if err := checkHTTPFilter(f); err != nil {
+		fc, err := compileHTTPFilter(f)
+		if err != nil {
 			return nil, fmt.Errorf("http_filters[%d]: %w", i, err)
 		}
-		if i != len(h.GetHttpFilters())-1 {
-			return nil, fmt.Errorf("http_filters[%d]: only the router filter is supported", i)
+		switch {
+		case i == last && fc != nil:
+			return nil, fmt.Errorf("http_filters[%d]: the last filter must be the router", i)
+		case i != last && fc == nil:
+			return nil, fmt.Errorf("http_filters[%d]: the router must be the last filter", i)
+		case fc != nil:
+			cfg.Faults = append(cfg.Faults, FaultFilter{Name: f.GetName(), Config: fc})
 		}
 	}
 	return cfg, nil
 }
 
-func checkHTTPFilter(f *hcmv3.HttpFilter) error {
+// compileHTTPFilter returns the fault config of a fault filter, nil for the router, or
+// an error for any other filter.
+func compileHTTPFilter(f *hcmv3.HttpFilter) (*fault.Config, error) {
 	tc := f.GetTypedConfig()
 	if tc == nil {
 		if f.GetName() == RouterFilterName {
-			return nil
+			return nil, nil
 		}
-		return fmt.Errorf("name: unsupported http filter %s", f.GetName())
+		return nil, fmt.Errorf("name: unsupported http filter %s", f.GetName())
 	}
+	var fp faultv3.HTTPFault
+	if tc.MessageName() == fp.ProtoReflect().Descriptor().FullName() {
+		c, err := fault.Compile(tc)
+		if err != nil {
+			return nil, fmt.Errorf("typed_config: %w", err)
+		}
+		return c, nil
+	}
+	return nil, checkRouter(tc)
+}
+
+func checkRouter(tc *anypb.Any) error {
 	var r routerv3.Router
 	if tc.MessageName() != r.ProtoReflect().Descriptor().FullName() {
 		return fmt.Errorf("typed_config: unsupported type %s", tc.MessageName())

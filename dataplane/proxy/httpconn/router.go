@@ -1,20 +1,19 @@
 package httpconn
 
 import (
-	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/meshlab/meshlab/dataplane/proxy/accesslog"
 	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
+	"github.com/meshlab/meshlab/dataplane/proxy/filters/fault"
 	"github.com/meshlab/meshlab/dataplane/proxy/stats"
 )
 
@@ -23,6 +22,7 @@ const (
 	BodyNoHealthyUpstream = "no healthy upstream"
 	BodyConnectFailure    = "upstream connect error or disconnect/reset before headers. reset reason: connection failure"
 	BodyConnectReset      = "upstream connect error or disconnect/reset before headers. reset reason: connection termination"
+	BodyOverflow          = "upstream connect error or disconnect/reset before headers. reset reason: overflow"
 	BodyTimeout           = "upstream request timeout"
 )
 
@@ -61,6 +61,7 @@ type hcmStats struct {
 	cxActive *stats.Stat
 	noRoute  *stats.Stat
 	noCl     *stats.Stat
+	fault    *fault.Stats
 }
 
 func newHCMStats(store *stats.Store, prefix string) *hcmStats {
@@ -77,6 +78,13 @@ func newHCMStats(store *stats.Store, prefix string) *hcmStats {
 	}
 }
 
+func (s *hcmStats) faults() *fault.Stats {
+	if s.fault == nil {
+		s.fault = fault.NewStats(s.scope)
+	}
+	return s.fault
+}
+
 func (s *hcmStats) record(code int) {
 	s.scope.Counter("downstream_rq_" + stats.CodeClass(code)).Inc()
 	s.rqDone.Inc()
@@ -85,13 +93,56 @@ func (s *hcmStats) record(code int) {
 // hopByHop are the headers Envoy never forwards.
 var hopByHop = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade", "Te", "Trailer"}
 
+// exchange is one request's state: what the access log and the stats report.
+type exchange struct {
+	w        *countingWriter
+	r        *http.Request
+	start    time.Time
+	vh       *VirtualHost
+	route    *Route
+	weighted *WeightedCluster
+	info     accesslog.Info
+	rx       *countingBody
+}
+
 func (rt *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rt.st.rqTotal.Inc()
 	rt.st.rqActive.Inc()
 	defer rt.st.rqActive.Dec()
-	code := rt.serve(w, r, start)
+	cw := &countingWriter{ResponseWriter: w}
+	x := &exchange{w: cw, r: r, start: start}
+	if r.Body != nil && r.Body != http.NoBody {
+		x.rx = &countingBody{ReadCloser: r.Body}
+		r.Body = x.rx
+	}
+	code := rt.serve(x)
 	rt.st.record(code)
+	if len(rt.cfg.AccessLogs) > 0 {
+		rt.logAccess(x, code)
+	}
+}
+
+func (rt *router) logAccess(x *exchange, code int) {
+	i := &x.info
+	r := x.r
+	i.Start, i.Duration = x.start, time.Since(x.start)
+	i.Protocol, i.Method, i.Authority, i.Scheme = r.Proto, r.Method, r.Host, "http"
+	i.Path = requestPath(r)
+	i.ReqHeader, i.RespHeader = r.Header, x.w.Header()
+	i.Code = code
+	if x.rx != nil {
+		i.BytesReceived = x.rx.n
+	}
+	i.BytesSent = x.w.n
+	i.DownstreamLocal, i.DownstreamPeer = rt.ds.Local, rt.ds.Remote
+	if !i.DownstreamPeer.IsValid() {
+		i.DownstreamPeer, _ = netip.ParseAddrPort(r.RemoteAddr)
+	}
+	if x.route != nil {
+		i.RouteName = x.route.Name
+	}
+	accesslog.LogAll(rt.cfg.AccessLogs, i)
 }
 
 func (rt *router) table() *RouteTable {
@@ -102,55 +153,152 @@ func (rt *router) table() *RouteTable {
 	return t
 }
 
+func requestPath(r *http.Request) string {
+	if strings.HasPrefix(r.RequestURI, "/") {
+		return r.RequestURI
+	}
+	return r.URL.RequestURI()
+}
+
 // serve handles one request and returns the status code sent downstream.
-func (rt *router) serve(w http.ResponseWriter, r *http.Request, start time.Time) int {
+func (rt *router) serve(x *exchange) int {
+	r := x.r
 	if r.Header.Get("X-Request-Id") == "" {
 		r.Header.Set("X-Request-Id", newUUID())
 	}
 	if r.Header.Get("X-Forwarded-Proto") == "" {
 		r.Header.Set("X-Forwarded-Proto", "http")
 	}
-	path := r.RequestURI
-	if !strings.HasPrefix(path, "/") {
-		path = r.URL.RequestURI()
-	}
-	var route *Route
 	if t := rt.table(); t != nil {
-		_, route = t.Match(r.Host, path)
+		x.vh, x.route = t.MatchRequest(&Request{Method: r.Method, Authority: r.Host, Path: requestPath(r), Scheme: "http", Header: r.Header})
 	}
+	if code, done := rt.applyFaults(x); done {
+		return code
+	}
+	route := x.route
 	if route == nil {
 		rt.st.noRoute.Inc()
-		return rt.localReply(w, http.StatusNotFound, "")
+		x.info.Flags |= accesslog.NoRouteFound
+		x.info.CodeDetails = "route_not_found"
+		return rt.localReply(x, http.StatusNotFound, "")
 	}
-	if route.Direct != nil {
-		return rt.localReply(w, route.Direct.Status, route.Direct.Body)
+	switch {
+	case route.Direct != nil:
+		x.info.CodeDetails = "direct_response"
+		return rt.localReply(x, route.Direct.Status, route.Direct.Body)
+	case route.Redirect != nil:
+		return rt.redirect(x)
 	}
-	name := route.PickCluster()
+	name, wc := route.pick()
+	x.weighted = wc
+	x.info.UpstreamCluster = name
 	cl, ok := rt.deps.Clusters.Get(name)
 	if !ok {
 		rt.st.noCl.Inc()
-		return rt.localReply(w, http.StatusServiceUnavailable, "")
+		x.info.Flags |= accesslog.NoClusterFound
+		x.info.CodeDetails = "cluster_not_found"
+		return rt.localReply(x, http.StatusServiceUnavailable, "")
 	}
-	host, err := cl.Pick(rt.ds.Local)
-	if err != nil {
-		return rt.localReply(w, http.StatusServiceUnavailable, BodyNoHealthyUpstream)
-	}
-	return rt.forward(w, r, route, cl, host, start)
+	return rt.forward(x, cl)
 }
 
-func (rt *router) forward(w http.ResponseWriter, r *http.Request, route *Route, cl *cluster.Cluster, host cluster.Host, start time.Time) int {
-	ctx := r.Context()
-	if route.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, route.Timeout)
-		defer cancel()
+// applyFaults runs the fault filters: the route's typed_per_filter_config replaces the
+// filter's own config. It reports whether the request was aborted.
+func (rt *router) applyFaults(x *exchange) (int, bool) {
+	for _, f := range rt.cfg.Faults {
+		cfg := f.Config
+		if x.route != nil {
+			if o, ok := x.route.Faults[f.Name]; ok {
+				cfg = o
+			}
+		}
+		d := cfg.Decide()
+		if d.Delay == 0 && d.AbortStatus == 0 {
+			continue
+		}
+		st := rt.st.faults()
+		st.ActiveFaults.Inc()
+		if d.Delay > 0 {
+			st.DelaysInjected.Inc()
+			x.info.Flags |= accesslog.DelayInjected
+			t := time.NewTimer(d.Delay)
+			select {
+			case <-t.C:
+			case <-x.r.Context().Done():
+				t.Stop()
+				st.ActiveFaults.Dec()
+				x.info.Flags |= accesslog.DownstreamConnectionTermination
+				return 0, true
+			}
+		}
+		st.ActiveFaults.Dec()
+		if d.AbortStatus != 0 {
+			st.AbortsInjected.Inc()
+			x.info.Flags |= accesslog.FaultInjected
+			x.info.CodeDetails = "fault_filter_abort"
+			return rt.localReply(x, d.AbortStatus, fault.AbortBody), true
+		}
 	}
-	out := r.Clone(ctx)
+	return 0, false
+}
+
+func (rt *router) redirect(x *exchange) int {
+	rd, r := x.route.Redirect, x.r
+	scheme := "http"
+	if rd.Scheme != "" {
+		scheme = rd.Scheme
+	}
+	host, port := r.Host, ""
+	if h, p, ok := strings.Cut(r.Host, ":"); ok {
+		host, port = h, p
+	}
+	if rd.Host != "" {
+		// host_redirect replaces the whole authority, port included.
+		host, port = rd.Host, ""
+		if h, p, ok := strings.Cut(rd.Host, ":"); ok {
+			host, port = h, p
+		}
+	}
+	switch {
+	case rd.Port != 0:
+		port = strconv.Itoa(int(rd.Port))
+	case rd.Scheme == "https" && port == "80", rd.Scheme == "http" && port == "443":
+		port = ""
+	}
+	path := requestPath(r)
+	switch {
+	case rd.Path != "":
+		if !rd.StripQuery && strings.Contains(path, "?") && !strings.Contains(rd.Path, "?") {
+			path = rd.Path + path[strings.IndexByte(path, '?'):]
+		} else {
+			path = rd.Path
+		}
+	case rd.Prefix != "":
+		path, _ = x.route.applyPath(path)
+	}
+	if rd.StripQuery {
+		path = stripQuery(path)
+	}
+	loc := scheme + "://" + host
+	if port != "" {
+		loc += ":" + port
+	}
+	x.w.Header().Set("Location", loc+path)
+	x.info.CodeDetails = "via_route"
+	code := rd.Code
+	if code == 0 {
+		code = http.StatusMovedPermanently
+	}
+	return rt.localReply(x, code, "")
+}
+
+// outgoing builds the upstream request: hop-by-hop headers removed, header mutations
+// (weighted cluster, route, virtual host), path and authority rewrites, Envoy's headers.
+func (rt *router) outgoing(x *exchange, timeout time.Duration) *http.Request {
+	r, route := x.r, x.route
+	out := r.Clone(r.Context())
 	out.RequestURI = ""
 	out.Close = false
-	u := *r.URL
-	out.URL = &u
-	out.Host = r.Host
 	for _, h := range hopByHop {
 		out.Header.Del(h)
 	}
@@ -159,46 +307,38 @@ func (rt *router) forward(w http.ResponseWriter, r *http.Request, route *Route, 
 			out.Header.Del(h)
 		}
 	}
-	if route.Timeout > 0 {
-		out.Header.Set("X-Envoy-Expected-Rq-Timeout-Ms", strconv.FormatInt(route.Timeout.Milliseconds(), 10))
+	host := r.Host
+	if x.weighted != nil {
+		x.weighted.Headers.req.apply(out.Header, &host)
+	}
+	route.Headers.req.apply(out.Header, &host)
+	x.vh.Headers.req.apply(out.Header, &host)
+	path := requestPath(r)
+	if np, changed := route.applyPath(path); changed {
+		out.Header.Set("X-Envoy-Original-Path", path)
+		path = np
+	}
+	switch {
+	case x.weighted != nil && x.weighted.HostRewrite != "":
+		host = x.weighted.HostRewrite
+	case route.Rewrite.host != "":
+		host = route.Rewrite.host
+	}
+	out.Host = host
+	u := *r.URL
+	u.Path, u.RawPath, u.RawQuery = "", "", ""
+	u.Opaque = path // sent verbatim as the request target
+	if p, q, ok := strings.Cut(path, "?"); ok {
+		u.Opaque, u.RawQuery = p, q
+	}
+	out.URL = &u
+	if timeout > 0 {
+		out.Header.Set("X-Envoy-Expected-Rq-Timeout-Ms", strconv.FormatInt(timeout.Milliseconds(), 10))
 	}
 	if r.ContentLength == 0 {
 		out.Body = nil
 	}
-	resp, err := cl.RoundTrip(out, host)
-	if err != nil {
-		return rt.upstreamFailure(w, ctx, cl, err)
-	}
-	defer resp.Body.Close()
-	h := w.Header()
-	for k, vs := range resp.Header {
-		h[k] = vs
-	}
-	for _, k := range hopByHop {
-		h.Del(k)
-	}
-	h.Set("X-Envoy-Upstream-Service-Time", strconv.FormatInt(time.Since(start).Milliseconds(), 10))
-	rt.setServer(h)
-	cl.Stats().RecordResponse(resp.StatusCode)
-	w.WriteHeader(resp.StatusCode)
-	copyFlushing(w, resp.Body)
-	return resp.StatusCode
-}
-
-func (rt *router) upstreamFailure(w http.ResponseWriter, ctx context.Context, cl *cluster.Cluster, err error) int {
-	var opErr *net.OpError
-	switch {
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		cl.Stats().UpstreamRqTimeout.Inc()
-		cl.Stats().RecordResponse(http.StatusGatewayTimeout)
-		return rt.localReply(w, http.StatusGatewayTimeout, BodyTimeout)
-	case errors.As(err, &opErr) && opErr.Op == "dial":
-		cl.Stats().RecordResponse(http.StatusServiceUnavailable)
-		return rt.localReply(w, http.StatusServiceUnavailable, BodyConnectFailure)
-	}
-	rt.deps.Logger.Debug("upstream request failed", "cluster", cl.Name(), "err", err)
-	cl.Stats().RecordResponse(http.StatusServiceUnavailable)
-	return rt.localReply(w, http.StatusServiceUnavailable, BodyConnectReset)
+	return out
 }
 
 func (rt *router) setServer(h http.Header) {
@@ -213,15 +353,15 @@ func (rt *router) setServer(h http.Header) {
 }
 
 // localReply sends a response Envoy generates itself (text/plain when it has a body).
-func (rt *router) localReply(w http.ResponseWriter, code int, body string) int {
-	h := w.Header()
+func (rt *router) localReply(x *exchange, code int, body string) int {
+	h := x.w.Header()
 	if body != "" {
 		h.Set("Content-Type", "text/plain")
 	}
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	rt.setServer(h)
-	w.WriteHeader(code)
-	_, _ = io.WriteString(w, body)
+	x.w.WriteHeader(code)
+	_, _ = io.WriteString(x.w, body)
 	return code
 }
 
@@ -240,6 +380,33 @@ func copyFlushing(w http.ResponseWriter, body io.Reader) {
 			return
 		}
 	}
+}
+
+// countingWriter counts the body bytes sent downstream.
+type countingWriter struct {
+	http.ResponseWriter
+	n int64
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	n, err := w.ResponseWriter.Write(p)
+	w.n += int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *countingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// countingBody counts the body bytes received from downstream.
+type countingBody struct {
+	io.ReadCloser
+	n int64
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n += int64(n)
+	return n, err
 }
 
 // newUUID returns a random (version 4) UUID as Envoy generates for x-request-id.

@@ -1,8 +1,10 @@
 // Package httpconn is the proxy's HTTP connection manager (envoy.filters.network.
-// http_connection_manager) with the router filter: it serves HTTP/1.1 on a downstream
-// connection, picks a virtual host and route from an inline or RDS route configuration,
-// and forwards the request to the route's cluster with Envoy's headers, local replies
-// and stats.
+// http_connection_manager) with the fault and router filters: it serves HTTP/1.1 on a
+// downstream connection, picks a virtual host and route from an inline or RDS route
+// configuration (path, header, query parameter and runtime fraction matchers), and
+// forwards the request to the route's cluster (weighted clusters, rewrites, header
+// mutations, timeouts, retries, mirrors) or answers it (direct response, redirect), with
+// Envoy's headers, local replies, response flags, access logs and stats.
 package httpconn
 
 import (
@@ -35,19 +37,19 @@ var routeAllow = fieldcheck.Allow{
 	"envoy.type.matcher.v3.RegexMatcher": {"regex", "google_re2"},
 	"envoy.config.route.v3.RouteAction": {"cluster", "weighted_clusters", "timeout", "retry_policy", "prefix_rewrite", "regex_rewrite",
 		"host_rewrite_literal", "request_mirror_policies", "max_stream_duration"},
-	"envoy.config.route.v3.RouteAction.MaxStreamDuration":     {"max_stream_duration"},
-	"envoy.config.route.v3.WeightedCluster":                   {"clusters", "total_weight"},
-	"envoy.config.route.v3.WeightedCluster.ClusterWeight":     {"name", "weight", "request_headers_to_add", "request_headers_to_remove", "response_headers_to_add", "response_headers_to_remove"},
-	"envoy.config.route.v3.DirectResponseAction":              {"status", "body"},
-	"envoy.config.core.v3.DataSource":                         {"inline_string", "inline_bytes"},
-	"envoy.config.route.v3.RetryPolicy":                       {"retry_on", "num_retries", "per_try_timeout", "retry_host_predicate", "host_selection_retry_max_attempts", "retriable_status_codes", "retry_back_off"},
-	"envoy.config.route.v3.RetryPolicy.RetryBackOff":          {"base_interval", "max_interval"},
-	"envoy.config.route.v3.RetryPolicy.RetryHostPredicate":    {"name", "typed_config"},
-	"envoy.config.route.v3.RedirectAction":                    {"https_redirect", "scheme_redirect", "host_redirect", "port_redirect", "path_redirect", "prefix_rewrite", "response_code", "strip_query"},
-	"envoy.config.route.v3.RouteAction.RequestMirrorPolicy":   {"cluster", "runtime_fraction", "trace_sampled"},
-	"envoy.type.matcher.v3.RegexMatchAndSubstitute":           {"pattern", "substitution"},
-	"envoy.config.core.v3.HeaderValueOption":                  {"header", "append", "append_action", "keep_empty_value"},
-	"envoy.config.core.v3.HeaderValue":                        {"key", "value"},
+	"envoy.config.route.v3.RouteAction.MaxStreamDuration":   {"max_stream_duration"},
+	"envoy.config.route.v3.WeightedCluster":                 {"clusters", "total_weight"},
+	"envoy.config.route.v3.WeightedCluster.ClusterWeight":   {"name", "weight", "host_rewrite_literal", "request_headers_to_add", "request_headers_to_remove", "response_headers_to_add", "response_headers_to_remove"},
+	"envoy.config.route.v3.DirectResponseAction":            {"status", "body"},
+	"envoy.config.core.v3.DataSource":                       {"inline_string", "inline_bytes"},
+	"envoy.config.route.v3.RetryPolicy":                     {"retry_on", "num_retries", "per_try_timeout", "retry_host_predicate", "host_selection_retry_max_attempts", "retriable_status_codes", "retry_back_off"},
+	"envoy.config.route.v3.RetryPolicy.RetryBackOff":        {"base_interval", "max_interval"},
+	"envoy.config.route.v3.RetryPolicy.RetryHostPredicate":  {"name", "typed_config"},
+	"envoy.config.route.v3.RedirectAction":                  {"https_redirect", "scheme_redirect", "host_redirect", "port_redirect", "path_redirect", "prefix_rewrite", "response_code", "strip_query"},
+	"envoy.config.route.v3.RouteAction.RequestMirrorPolicy": {"cluster", "runtime_fraction", "trace_sampled"},
+	"envoy.type.matcher.v3.RegexMatchAndSubstitute":         {"pattern", "substitution"},
+	"envoy.config.core.v3.HeaderValueOption":                {"header", "append", "append_action", "keep_empty_value"},
+	"envoy.config.core.v3.HeaderValue":                      {"key", "value"},
 }.Merge(matchAllow)
 
 // RouteTable is a compiled RouteConfiguration. Immutable.
@@ -99,9 +101,10 @@ type Route struct {
 
 // WeightedCluster is one target of weighted_clusters.
 type WeightedCluster struct {
-	Name    string
-	Weight  uint32
-	Headers headerMutations
+	Name        string
+	Weight      uint32
+	Headers     headerMutations
+	HostRewrite string // host_rewrite_literal, overriding the route's
 }
 
 // DirectResponse is a route's direct_response.
@@ -333,24 +336,33 @@ func stripQuery(p string) string {
 // PickCluster returns the route's cluster, choosing among weighted clusters at random in
 // proportion to their weights.
 func (r *Route) PickCluster() string {
+	name, _ := r.pick()
+	return name
+}
+
+// pick is Envoy's weighted pick: a random value modulo the total weight selects the
+// first cluster whose cumulative weight exceeds it.
+func (r *Route) pick() (string, *WeightedCluster) {
 	if len(r.Weighted) == 0 {
-		return r.Cluster
+		return r.Cluster, nil
 	}
 	var total uint64
 	for _, w := range r.Weighted {
 		total += uint64(w.Weight)
 	}
 	if total == 0 {
-		return r.Weighted[0].Name
+		return r.Weighted[0].Name, &r.Weighted[0]
 	}
 	n := rand.Uint64N(total)
-	for _, w := range r.Weighted {
+	for i := range r.Weighted {
+		w := &r.Weighted[i]
 		if n < uint64(w.Weight) {
-			return w.Name
+			return w.Name, w
 		}
 		n -= uint64(w.Weight)
 	}
-	return r.Weighted[len(r.Weighted)-1].Name
+	last := &r.Weighted[len(r.Weighted)-1]
+	return last.Name, last
 }
 
 // RouteStore holds the route configurations RDS delivered, by name. Safe for

@@ -5,8 +5,11 @@ import (
 	"testing"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
@@ -127,15 +130,25 @@ func TestCompileRoutesRefusesWhatIsNotImplemented(t *testing.T) {
 		{"duplicate domain", func(rc *routev3.RouteConfiguration) {
 			rc.VirtualHosts = append(rc.VirtualHosts, vh("again", "a"))
 		}, "only unique values for domains are permitted. Duplicate entry of domain a"},
-		{"retry policy", func(rc *routev3.RouteConfiguration) {
-			rc.VirtualHosts[0].RetryPolicy = &routev3.RetryPolicy{RetryOn: "5xx"}
-		}, "virtual_hosts[0].retry_policy: field is not supported"},
-		{"header matcher", func(rc *routev3.RouteConfiguration) {
-			rc.VirtualHosts[0].Routes[0].Match.Headers = []*routev3.HeaderMatcher{{Name: "x"}}
-		}, "virtual_hosts[0].routes[0].match.headers: field is not supported"},
-		{"redirect action", func(rc *routev3.RouteConfiguration) {
-			rc.VirtualHosts[0].Routes[0].Action = &routev3.Route_Redirect{Redirect: &routev3.RedirectAction{}}
-		}, "virtual_hosts[0].routes[0].redirect: field is not supported"},
+		{"unknown retry_on condition", func(rc *routev3.RouteConfiguration) {
+			rc.VirtualHosts[0].RetryPolicy = &routev3.RetryPolicy{RetryOn: "5xx,sometimes"}
+		}, `virtual_hosts[0].retry_policy.retry_on: unsupported retry condition "sometimes"`},
+		{"retry priority", func(rc *routev3.RouteConfiguration) {
+			rc.VirtualHosts[0].RetryPolicy = &routev3.RetryPolicy{RetryOn: "5xx", RetryPriority: &routev3.RetryPolicy_RetryPriority{Name: "p"}}
+		}, "virtual_hosts[0].retry_policy.retry_priority: field is not supported"},
+		{"header range matcher", func(rc *routev3.RouteConfiguration) {
+			rc.VirtualHosts[0].Routes[0].Match.Headers = []*routev3.HeaderMatcher{{Name: "x", HeaderMatchSpecifier: &routev3.HeaderMatcher_RangeMatch{RangeMatch: &typev3.Int64Range{Start: 1, End: 2}}}}
+		}, "virtual_hosts[0].routes[0].match.headers[0].range_match: field is not supported"},
+		{"header value command operator", func(rc *routev3.RouteConfiguration) {
+			rc.VirtualHosts[0].Routes[0].RequestHeadersToAdd = []*corev3.HeaderValueOption{{Header: &corev3.HeaderValue{Key: "x", Value: "%DOWNSTREAM_REMOTE_ADDRESS%"}}}
+		}, "request_headers_to_add[0].header.value: command operators in header values are not supported"},
+		{"cluster_header", func(rc *routev3.RouteConfiguration) {
+			rc.VirtualHosts[0].Routes[0].GetRoute().ClusterSpecifier = &routev3.RouteAction_ClusterHeader{ClusterHeader: "x"}
+		}, "virtual_hosts[0].routes[0].route.cluster_header: field is not supported"},
+		{"per-filter config of another filter", func(rc *routev3.RouteConfiguration) {
+			a, _ := anypb.New(&routev3.RouteConfiguration{})
+			rc.VirtualHosts[0].Routes[0].TypedPerFilterConfig = map[string]*anypb.Any{"envoy.filters.http.rbac": a}
+		}, "typed_per_filter_config[envoy.filters.http.rbac]: unsupported per-filter config type"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rc := &routev3.RouteConfiguration{Name: "r", VirtualHosts: []*routev3.VirtualHost{vh("a", "a")}}

@@ -189,8 +189,13 @@ func (m *Manager) SocketFile(addr netip.AddrPort) *os.File {
 		if !ok || a.stopped.Load() {
 			continue
 		}
-		bound, err := netip.ParseAddrPort(tl.Addr().String())
-		if err != nil || netip.AddrPortFrom(bound.Addr().Unmap(), bound.Port()) != addr {
+		// Match the configured address (Go binds 0.0.0.0 as a dual-stack [::] socket),
+		// or the bound one when the configuration asked for port 0.
+		match := a.cfg.Load().Addr == addr
+		if bound, err := netip.ParseAddrPort(tl.Addr().String()); err == nil && a.cfg.Load().Addr.Port() == 0 {
+			match = netip.AddrPortFrom(bound.Addr().Unmap(), bound.Port()) == addr
+		}
+		if !match {
 			continue
 		}
 		f, err := tl.File()

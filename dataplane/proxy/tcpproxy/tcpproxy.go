@@ -1,6 +1,7 @@
 // Package tcpproxy is the proxy's envoy.filters.network.tcp_proxy: it connects a
-// downstream connection to a host of one cluster and copies bytes both ways, passing on
-// half-closes, with Envoy's tcp.<stat_prefix>.* stats.
+// downstream connection to a host of one cluster (or of one of weighted clusters) and
+// copies bytes both ways, passing on half-closes, with Envoy's tcp.<stat_prefix>.* stats
+// and access logs.
 package tcpproxy
 
 import (
@@ -9,13 +10,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"sync"
+	"time"
 
 	tcpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/meshlab/meshlab/dataplane/proxy/accesslog"
 	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
 	"github.com/meshlab/meshlab/dataplane/proxy/fieldcheck"
 	"github.com/meshlab/meshlab/dataplane/proxy/stats"
@@ -25,13 +29,43 @@ import (
 const FilterName = "envoy.filters.network.tcp_proxy"
 
 var allow = fieldcheck.Allow{
-	"envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy": {"stat_prefix", "cluster"},
+	"envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy":                               {"stat_prefix", "cluster", "weighted_clusters", "access_log"},
+	"envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy.WeightedCluster":               {"clusters"},
+	"envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy.WeightedCluster.ClusterWeight": {"name", "weight"},
 }
 
 // Config is a compiled tcp_proxy.
 type Config struct {
 	StatPrefix string
 	Cluster    string
+	Weighted   []WeightedCluster
+	AccessLogs []*accesslog.Logger
+}
+
+// WeightedCluster is one target of weighted_clusters.
+type WeightedCluster struct {
+	Name   string
+	Weight uint32
+}
+
+// pick returns the cluster for one connection: Envoy's weighted pick (a random value
+// modulo the total weight against cumulative weights) or the single cluster.
+func (c *Config) pick() string {
+	if len(c.Weighted) == 0 {
+		return c.Cluster
+	}
+	var total uint64
+	for _, w := range c.Weighted {
+		total += uint64(w.Weight)
+	}
+	n := rand.Uint64N(max(total, 1))
+	for _, w := range c.Weighted {
+		if n < uint64(w.Weight) {
+			return w.Name
+		}
+		n -= uint64(w.Weight)
+	}
+	return c.Weighted[len(c.Weighted)-1].Name
 }
 
 // Compile validates a TcpProxy typed_config and compiles it.
@@ -46,10 +80,19 @@ func Compile(a *anypb.Any) (*Config, error) {
 	if err := allow.Check(&p); err != nil {
 		return nil, err
 	}
-	if p.GetCluster() == "" {
-		return nil, errors.New("cluster: only a single cluster is supported")
+	cfg := &Config{StatPrefix: p.GetStatPrefix(), Cluster: p.GetCluster()}
+	for _, w := range p.GetWeightedClusters().GetClusters() {
+		cfg.Weighted = append(cfg.Weighted, WeightedCluster{Name: w.GetName(), Weight: w.GetWeight()})
 	}
-	return &Config{StatPrefix: p.GetStatPrefix(), Cluster: p.GetCluster()}, nil
+	if cfg.Cluster == "" && len(cfg.Weighted) == 0 {
+		return nil, errors.New("cluster_specifier: only cluster and weighted_clusters are supported")
+	}
+	logs, err := accesslog.Compile(p.GetAccessLog())
+	if err != nil {
+		return nil, err
+	}
+	cfg.AccessLogs = logs
+	return cfg, nil
 }
 
 // Deps are what the filter needs from the rest of the proxy.
@@ -63,22 +106,45 @@ type Deps struct {
 // is the connection's (restored original) destination, the target of ORIGINAL_DST
 // clusters. The caller closes conn.
 func Serve(ctx context.Context, cfg *Config, deps Deps, conn net.Conn, local netip.AddrPort) {
+	info := &accesslog.Info{Start: time.Now(), DownstreamLocal: local}
+	info.DownstreamPeer, _ = netip.ParseAddrPort(conn.RemoteAddr().String())
+	if len(cfg.AccessLogs) > 0 {
+		defer func() {
+			info.Duration = time.Since(info.Start)
+			accesslog.LogAll(cfg.AccessLogs, info)
+		}()
+	}
 	sc := deps.Stats.TCP(cfg.StatPrefix)
 	sc.Counter("downstream_cx_total").Inc()
-	cl, ok := deps.Clusters.Get(cfg.Cluster)
+	name := cfg.pick()
+	info.UpstreamCluster = name
+	cl, ok := deps.Clusters.Get(name)
 	if !ok {
 		sc.Counter("downstream_cx_no_route").Inc()
+		info.Flags |= accesslog.NoClusterFound
 		return
 	}
 	host, err := cl.Pick(local)
 	if err != nil {
+		info.Flags |= accesslog.NoHealthyUpstream
+		return
+	}
+	info.UpstreamHost = host.String()
+	if cl.Stats().UpstreamCxActive.Value() >= int64(cl.Config().Thresholds.MaxConnections) && cl.Config().Thresholds.MaxConnections > 0 {
+		// Envoy's TCP connection pool refuses a connection over max_connections.
+		cl.Stats().UpstreamCxOverflow().Inc()
+		info.Flags |= accesslog.UpstreamOverflow
 		return
 	}
 	up, err := cl.Dial(ctx, host)
 	if err != nil {
-		deps.Logger.Debug("tcp_proxy upstream connect failed", "cluster", cfg.Cluster, "err", err)
+		deps.Logger.Debug("tcp_proxy upstream connect failed", "cluster", name, "err", err)
+		cl.ReportResult(host, 503)
+		info.Flags |= accesslog.UpstreamConnectionFailure
 		return
 	}
+	cl.ReportResult(host, 200)
+	info.UpstreamLocal = up.LocalAddr().String()
 	defer up.Close()
 	stop := context.AfterFunc(ctx, func() {
 		_ = up.Close()
@@ -87,17 +153,20 @@ func Serve(ctx context.Context, cfg *Config, deps Deps, conn net.Conn, local net
 	defer stop()
 	rx, tx := sc.Counter("downstream_cx_rx_bytes_total"), sc.Counter("downstream_cx_tx_bytes_total")
 	var wg sync.WaitGroup
+	var rxN int64
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		n, _ := io.Copy(up, conn)
 		rx.Add(n)
+		rxN = n
 		closeWrite(up)
 	}()
 	n, _ := io.Copy(conn, up)
 	tx.Add(n)
 	closeWrite(conn)
 	wg.Wait()
+	info.BytesReceived, info.BytesSent = rxN, n
 }
 
 func closeWrite(c net.Conn) {

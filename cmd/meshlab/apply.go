@@ -1,0 +1,117 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/meshlab/meshlab/lab"
+	"github.com/meshlab/meshlab/web"
+)
+
+// applyConfig is what `meshlab apply` and `meshlab delete -f` read.
+type applyConfig struct {
+	files []string // -f: files, directories, or "-" for stdin
+}
+
+func newApplyCmd(g *globalFlags) *cobra.Command {
+	cfg := &applyConfig{}
+	cmd := &cobra.Command{
+		Use:   "apply -f FILE|DIR|-",
+		Short: "Create or replace Services, Workloads and Istio objects in a running lab, atomically",
+		Long: `apply sends objects to a running lab: VirtualService, DestinationRule and ServiceEntry
+(networking.istio.io v1alpha3, v1beta1 or v1), meshlab's MeshConfig, and Services and
+Workloads as long as they keep the lab's pods. Objects replace those of the same kind,
+namespace and name. Everything sent is validated together against the lab's objects
+before anything changes; an error names the file, the object and the field.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			files, err := readConfigFiles(cfg.files, cmd.InOrStdin())
+			if err != nil {
+				return err
+			}
+			c, err := g.apiClient()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			changes, err := c.Apply(cmd.Context(), files)
+			if err != nil {
+				return err
+			}
+			for _, ch := range changes {
+				fmt.Fprintln(cmd.OutOrStdout(), ch)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringSliceVarP(&cfg.files, "filename", "f", nil, "file, directory (its .yaml, .yml and .json files) or - for stdin; repeatable")
+	_ = cmd.MarkFlagRequired("filename")
+	return cmd
+}
+
+// readConfigFiles reads every file named, expanding directories (not recursively).
+func readConfigFiles(names []string, stdin io.Reader) ([]web.ConfigFile, error) {
+	var out []web.ConfigFile
+	for _, n := range names {
+		if n == "-" {
+			data, err := io.ReadAll(stdin)
+			if err != nil {
+				return nil, fmt.Errorf("read stdin: %w", err)
+			}
+			out = append(out, web.ConfigFile{Name: "<stdin>", Data: string(data)})
+			continue
+		}
+		fi, err := os.Stat(n)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", n, err)
+		}
+		paths := []string{n}
+		if fi.IsDir() {
+			entries, err := os.ReadDir(n)
+			if err != nil {
+				return nil, fmt.Errorf("read directory %s: %w", n, err)
+			}
+			paths = paths[:0]
+			for _, e := range entries {
+				ext := strings.ToLower(filepath.Ext(e.Name()))
+				if !e.IsDir() && slices.Contains([]string{".yaml", ".yml", ".json"}, ext) {
+					paths = append(paths, filepath.Join(n, e.Name()))
+				}
+			}
+			if len(paths) == 0 {
+				return nil, fmt.Errorf("read directory %s: no .yaml, .yml or .json files", n)
+			}
+		}
+		for _, p := range paths {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return nil, fmt.Errorf("read %s: %w", p, err)
+			}
+			out = append(out, web.ConfigFile{Name: p, Data: string(data)})
+		}
+	}
+	return out, nil
+}
+
+// apiClient returns a client of the running lab's API.
+func (g *globalFlags) apiClient() (*web.Client, error) {
+	name, err := g.labName()
+	if errors.Is(err, lab.ErrNoLab) {
+		return nil, errors.New("no lab is running (start one with: sudo meshlab up)")
+	}
+	if err != nil {
+		return nil, err
+	}
+	p := lab.PathsFor(g.runRoot, name)
+	if !lab.Running(p) {
+		return nil, fmt.Errorf("lab %s is not running", name)
+	}
+	return web.NewUnixClient(p.APISocket()), nil
+}

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/meshlab/meshlab/web"
+)
+
+// deleteConfig is what `meshlab delete` reads.
+type deleteConfig struct {
+	files     []string
+	namespace string
+}
+
+func newDeleteCmd(g *globalFlags) *cobra.Command {
+	cfg := &deleteConfig{}
+	cmd := &cobra.Command{
+		Use:   "delete (-f FILE|DIR|- | KIND NAME)",
+		Short: "Delete objects from a running lab, atomically",
+		Args:  cobra.RangeArgs(0, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var r web.DeleteRequest
+			switch {
+			case len(cfg.files) > 0 && len(args) > 0:
+				return errors.New("give -f or KIND NAME, not both")
+			case len(cfg.files) > 0:
+				files, err := readConfigFiles(cfg.files, cmd.InOrStdin())
+				if err != nil {
+					return err
+				}
+				r.Files = files
+			case len(args) == 2:
+				r.Refs = []web.ObjectRef{{Kind: args[0], Namespace: cfg.namespace, Name: args[1]}}
+			default:
+				return errors.New("give -f FILE or KIND NAME")
+			}
+			c, err := g.apiClient()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			changes, err := c.Delete(cmd.Context(), r)
+			if err != nil {
+				return err
+			}
+			for _, ch := range changes {
+				fmt.Fprintln(cmd.OutOrStdout(), ch)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringSliceVarP(&cfg.files, "filename", "f", nil, "file, directory or - for stdin naming the objects to delete")
+	cmd.Flags().StringVarP(&cfg.namespace, "namespace", "n", "default", "namespace of KIND NAME")
+	return cmd
+}

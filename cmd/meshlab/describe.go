@@ -1,0 +1,131 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/meshlab/meshlab/web"
+)
+
+// newDescribeCmd returns `meshlab describe pod NAME`.
+func newDescribeCmd(g *globalFlags) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "describe",
+		Short: "Show one object of the running lab in detail",
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "pod NAME",
+		Short: "Show a pod: its address, readiness, and its sidecar's epochs, restarts and last failure",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.apiClient()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			d, err := c.PodDetail(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return printPodDetail(cmd.OutOrStdout(), d, time.Now())
+		},
+	})
+	return cmd
+}
+
+// printPodDetail writes d as `meshlab describe pod` shows it; now dates the ages.
+func printPodDetail(w io.Writer, d web.PodDetail, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "Name:\t%s\n", d.Name)
+	fmt.Fprintf(tw, "Namespace:\t%s\n", d.Namespace)
+	fmt.Fprintf(tw, "Network namespace:\t%s\n", d.NetNS)
+	fmt.Fprintf(tw, "IP:\t%s\n", d.IP)
+	if d.ServiceAccount != "" {
+		fmt.Fprintf(tw, "Service account:\t%s\n", d.ServiceAccount)
+	}
+	if len(d.Labels) > 0 {
+		keys := make([]string, 0, len(d.Labels))
+		for k := range d.Labels {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var kv []string
+		for _, k := range keys {
+			kv = append(kv, k+"="+d.Labels[k])
+		}
+		fmt.Fprintf(tw, "Labels:\t%s\n", strings.Join(kv, ","))
+	}
+	fmt.Fprintf(tw, "Ready:\t%t\n", d.Ready)
+	if !d.Sidecar {
+		fmt.Fprintf(tw, "Sidecar:\tnone\n")
+		return tw.Flush()
+	}
+	p := d.Proxy
+	if p == nil {
+		fmt.Fprintf(tw, "Sidecar:\tagent not reachable\n")
+		if d.Message != "" {
+			fmt.Fprintf(tw, "Message:\t%s\n", d.Message)
+		}
+		return tw.Flush()
+	}
+	state := "running"
+	if p.Failed {
+		state = "FAILED (not restarted any more; meshlab proxy restart " + d.Name + " tries again)"
+	}
+	fmt.Fprintf(tw, "Sidecar:\t%s\n", state)
+	fmt.Fprintf(tw, "  Data plane:\t%s\n", p.DataPlane)
+	fmt.Fprintf(tw, "  Binary:\t%s\n", p.ProxyPath)
+	fmt.Fprintf(tw, "  Version:\t%s\n", p.ProxyVersion)
+	s := p.Settings
+	fmt.Fprintf(tw, "  Settings:\tlog level %s, concurrency %d, drain %s, parent shutdown %s\n",
+		s.LogLevel, s.Concurrency, s.DrainDuration, s.ParentShutdownDuration)
+	fmt.Fprintf(tw, "  Restarts:\t%d (failures in a row: %d)\n", p.Restarts, p.ConsecutiveFailures)
+	if p.NextRestartAt != nil {
+		fmt.Fprintf(tw, "  Next restart:\tin %s (backing off)\n", p.NextRestartAt.Sub(now).Round(time.Millisecond))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\nEpochs:")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  EPOCH\tPID\tSTATE\tREASON\tSTARTED\tEXITED\tEXIT CODE\tVERSION\tERROR")
+	for _, e := range p.Epochs {
+		exited, code := "-", "-"
+		if e.ExitedAt != nil {
+			exited = ago(now, *e.ExitedAt)
+		}
+		if e.ExitCode != nil {
+			code = fmt.Sprint(*e.ExitCode)
+		}
+		fmt.Fprintf(tw, "  %d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Epoch, e.PID, e.State, e.Reason,
+			ago(now, e.StartedAt), exited, code, e.ProxyVersion, firstLine(e.Error))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if p.Message != "" {
+		fmt.Fprintln(w, "\nMessage:")
+		for _, line := range strings.Split(p.Message, "\n") {
+			fmt.Fprintln(w, "  "+line)
+		}
+	}
+	return nil
+}
+
+func ago(now, t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return now.Sub(t).Round(time.Millisecond).String() + " ago"
+}
+
+func firstLine(s string) string {
+	first, _, _ := strings.Cut(s, "\n")
+	return first
+}

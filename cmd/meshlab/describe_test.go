@@ -1,0 +1,46 @@
+package main
+
+import (
+	"bytes"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/meshlab/meshlab/internal/testutil"
+	"github.com/meshlab/meshlab/web"
+)
+
+func TestPrintPodDetail(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return now.Add(-d) }
+	ptr := func(t time.Time) *time.Time { return &t }
+	code := func(c int) *int { return &c }
+	next := now.Add(400 * time.Millisecond)
+	d := web.PodDetail{
+		PodStatus: web.PodStatus{Name: "backend-v1", Namespace: "default", NetNS: "ml-demo-backend-v1",
+			IP: netip.MustParseAddr("10.244.0.3"), Sidecar: true, Ready: true, Epoch: 1},
+		Labels: map[string]string{"version": "v1", "app": "backend"}, ServiceAccount: "backend",
+		Proxy: &web.AgentStatus{
+			Ready: true, ProxyPath: "/usr/local/bin/meshlab", ProxyVersion: "meshlab proxy version: 1.0", DataPlane: "meshlab-proxy",
+			Restarts: 2, ConsecutiveFailures: 1, NextRestartAt: &next,
+			Settings: web.ProxySettings{LogLevel: "info", Concurrency: 2, DrainDuration: "45s", ParentShutdownDuration: "1m0s"},
+			Epochs: []web.ProxyEpoch{
+				{Epoch: 0, PID: 100, State: "live", Reason: "initial", StartedAt: at(time.Minute), ProxyVersion: "1.0"},
+				{Epoch: 1, PID: 101, State: "exited", Reason: "restart", StartedAt: at(2 * time.Second), ExitedAt: ptr(at(time.Second)),
+					ExitCode: code(1), ProxyVersion: "1.0", Error: "proxy epoch 1 exited: exit status 1\nmore"},
+			},
+			Message: "last unexpected proxy exit: proxy epoch 1 exited: exit status 1\ncannot bind 0.0.0.0:15090",
+		},
+	}
+	var b bytes.Buffer
+	if err := printPodDetail(&b, d, now); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Golden(t, "describe-pod", b.Bytes())
+
+	b.Reset()
+	if err := printPodDetail(&b, web.PodDetail{PodStatus: web.PodStatus{Name: "db", Ready: true}}, now); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Golden(t, "describe-pod-no-sidecar", b.Bytes())
+}

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+)
+
+// getConfig is what `meshlab get` reads.
+type getConfig struct {
+	output    string // "", "yaml" or "json"
+	namespace string // "" for every namespace
+}
+
+func newGetCmd(g *globalFlags) *cobra.Command {
+	cfg := &getConfig{}
+	cmd := &cobra.Command{
+		Use:   "get KIND|all [NAME]",
+		Short: "List the objects of a running lab (vs, dr, se, svc, workload, meshconfig, all)",
+		Args:  cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cfg.output != "" && cfg.output != "yaml" && cfg.output != "json" {
+				return fmt.Errorf("-o %q: want yaml or json", cfg.output)
+			}
+			name := ""
+			if len(args) == 2 {
+				name = args[1]
+			}
+			c, err := g.apiClient()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			objs, err := c.Objects(cmd.Context(), args[0], cfg.namespace, name)
+			if err != nil {
+				return err
+			}
+			if name != "" && len(objs) == 0 {
+				return fmt.Errorf("%s %q not found", args[0], name)
+			}
+			out := cmd.OutOrStdout()
+			switch cfg.output {
+			case "json":
+				list := make([]json.RawMessage, len(objs))
+				for i, o := range objs {
+					list[i] = o.Object
+				}
+				b, err := json.MarshalIndent(list, "", "  ")
+				if err != nil {
+					return err
+				}
+				if len(list) == 1 {
+					b, _ = json.MarshalIndent(list[0], "", "  ")
+				}
+				fmt.Fprintln(out, string(b))
+			case "yaml":
+				for i, o := range objs {
+					y, err := yaml.JSONToYAML(o.Object)
+					if err != nil {
+						return fmt.Errorf("render %s %s/%s: %w", o.Kind, o.Namespace, o.Name, err)
+					}
+					if i > 0 {
+						fmt.Fprintln(out, "---")
+					}
+					fmt.Fprint(out, string(y))
+				}
+			default:
+				tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+				fmt.Fprintln(tw, "KIND\tNAMESPACE\tNAME\tFILE")
+				for _, o := range objs {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", o.Kind, o.Namespace, o.Name, o.File)
+				}
+				return tw.Flush()
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&cfg.output, "output", "o", "", "output format: yaml or json (default: a table)")
+	cmd.Flags().StringVarP(&cfg.namespace, "namespace", "n", "", "only this namespace (default: all)")
+	return cmd
+}

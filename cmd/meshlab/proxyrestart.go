@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// proxyRestartFlags are the flags of `meshlab proxy restart`.
+type proxyRestartFlags struct {
+	noWait  bool
+	timeout time.Duration
+}
+
+// newProxyRestartCmd returns `meshlab proxy restart POD`: a new proxy epoch (hot restart)
+// in the pod, with the same settings. `meshlab proxy` itself is the data plane and parses
+// Envoy's flags, so it hands "restart ..." to this command, which parses the lab flags
+// (--name, --run-root) itself.
+func newProxyRestartCmd(g *globalFlags) *cobra.Command {
+	var f proxyRestartFlags
+	cmd := &cobra.Command{
+		Use:   "restart POD",
+		Short: "Hot-restart a pod's sidecar: start epoch N+1 once epoch N is live, and wait until it is live",
+		Long: `Starts a new epoch of the pod's sidecar proxy, as a proxy settings change would:
+the agent starts epoch N+1 with --restart-epoch N+1 and the pod's --base-id once epoch N
+is LIVE, the new epoch takes over the listeners and the old one drains and exits.
+Prints the new epoch and the time until it was LIVE.`,
+		Args:          cobra.ExactArgs(1),
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.apiClient()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx := cmd.Context()
+			if f.timeout > 0 {
+				var cancel func()
+				ctx, cancel = context.WithTimeout(ctx, f.timeout)
+				defer cancel()
+			}
+			r, err := c.RestartProxy(ctx, args[0], !f.noWait)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			switch {
+			case r.Epoch < 0:
+				return fmt.Errorf("pod %s: %s", r.Pod, r.Message)
+			case f.noWait:
+				fmt.Fprintf(out, "pod %s: proxy epoch %d started\n", r.Pod, r.Epoch)
+			case r.Live:
+				fmt.Fprintf(out, "pod %s: proxy epoch %d is live after %s\n", r.Pod, r.Epoch, r.Elapsed.Round(time.Millisecond))
+			default:
+				return fmt.Errorf("pod %s: proxy epoch %d: %s", r.Pod, r.Epoch, r.Message)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&f.noWait, "no-wait", false, "return once the new epoch is started, not once it is live")
+	cmd.Flags().DurationVar(&f.timeout, "timeout", 0, "give up waiting after this long (default: the lab's limit, 60s)")
+	cmd.Flags().StringVar(&g.name, "name", g.name, "lab name (default: the only running lab)")
+	cmd.Flags().StringVar(&g.runRoot, "run-root", g.runRoot, "where labs keep their run directories")
+	return cmd
+}
+
+// runProxyRestart runs `meshlab proxy restart ...`; args start after "restart".
+func runProxyRestart(cmd *cobra.Command, g *globalFlags, args []string) error {
+	rc := newProxyRestartCmd(g)
+	rc.Use = "meshlab proxy restart POD"
+	rc.SetArgs(args)
+	rc.SetOut(cmd.OutOrStdout())
+	rc.SetErr(cmd.ErrOrStderr())
+	return rc.ExecuteContext(cmd.Context())
+}

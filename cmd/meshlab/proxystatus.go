@@ -1,0 +1,72 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/meshlab/meshlab/web"
+)
+
+// proxyStatusTypes are the xDS types shown, in istioctl's column order.
+var proxyStatusTypes = []string{"CDS", "LDS", "EDS", "RDS"}
+
+func newProxyStatusCmd(g *globalFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "proxy-status",
+		Short: "Show whether every proxy runs the latest config (SYNCED, STALE or NACK), like istioctl proxy-status",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.apiClient()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			st, err := c.ProxyStatus(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return printProxyStatus(cmd.OutOrStdout(), st)
+		},
+	}
+}
+
+// printProxyStatus writes the table, then one line per NACK with the proxy's error.
+func printProxyStatus(w io.Writer, st []web.ProxyStatus) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tCDS\tLDS\tEDS\tRDS\tVERSION\tCONNECTED")
+	var nacks []string
+	for _, ps := range st {
+		name := ps.Pod + "." + ps.Namespace
+		if ps.Pod == "" {
+			name = ps.NodeID
+		}
+		var cols, versions []string
+		for _, typ := range proxyStatusTypes {
+			t, ok := ps.Types[typ]
+			if !ok {
+				cols = append(cols, "NOT SENT")
+				continue
+			}
+			cols = append(cols, t.State())
+			if t.State() == "NACK" {
+				nacks = append(nacks, fmt.Sprintf("%s %s: %s", name, typ, t.NackError))
+			}
+			if t.Acked != "" && !slices.Contains(versions, t.Acked) {
+				versions = append(versions, t.Acked)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\n", name, strings.Join(cols, "\t"), strings.Join(versions, ","), ps.Connected)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, n := range nacks {
+		fmt.Fprintln(w, "NACK "+n)
+	}
+	return nil
+}

@@ -1,0 +1,348 @@
+package httpconn
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/meshlab/meshlab/dataplane/proxy/accesslog"
+	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
+)
+
+// maxBufferedBody is the largest request body buffered for retries and mirrors (Envoy's
+// default per-connection buffer limit); a larger body disables both.
+const maxBufferedBody = 1 << 20
+
+// attempt is the outcome of one upstream try.
+type attempt struct {
+	resp    *http.Response
+	release func()
+	host    cluster.Host
+	err     error
+	kind    failure
+}
+
+type failure int
+
+const (
+	failNone failure = iota
+	failConnect
+	failReset
+	failPerTryTimeout
+	failGlobalTimeout
+	failOverflow
+	failNoHost
+)
+
+// forward sends the request to cl with the route's timeout, retry policy and mirrors,
+// and streams the response back.
+func (rt *router) forward(x *exchange, cl *cluster.Cluster) int {
+	route := x.route
+	ctx := x.r.Context()
+	if route.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, route.Timeout)
+		defer cancel()
+	}
+	policy := route.Retry
+	expected := route.Timeout
+	if policy != nil && policy.PerTryTimeout > 0 && (expected == 0 || policy.PerTryTimeout < expected) {
+		expected = policy.PerTryTimeout
+	}
+	out := rt.outgoing(x, expected)
+	var body []byte
+	if out.Body != nil && (policy != nil || len(route.Mirrors) > 0) {
+		b, err := io.ReadAll(io.LimitReader(out.Body, maxBufferedBody+1))
+		if err != nil {
+			x.info.Flags |= accesslog.DownstreamConnectionTermination
+			return rt.localReply(x, http.StatusBadRequest, "")
+		}
+		if len(b) > maxBufferedBody {
+			out.Body = io.NopCloser(io.MultiReader(bytes.NewReader(b), out.Body))
+			policy = nil // too large to replay: no retries, no mirror (as Envoy's buffer overflow)
+		} else {
+			body = b
+		}
+	}
+	if len(route.Mirrors) > 0 && (body != nil || out.Body == nil) {
+		rt.mirror(x, out, body)
+	}
+	var tried []cluster.Host
+	retries := 0
+	endRetry := func() {} // releases the max_retries slot of the retry in flight
+	defer func() { endRetry() }()
+	for {
+		a := rt.try(ctx, x, cl, out, body, policy, tried)
+		endRetry()
+		endRetry = func() {}
+		tried = append(tried, a.host)
+		retriable := false
+		if policy != nil {
+			switch a.kind {
+			case failNone:
+				retriable = policy.retriableStatus(a.resp.StatusCode, a.resp.Header)
+			case failConnect, failReset, failPerTryTimeout:
+				retriable = policy.retriableReset(a.kind == failConnect)
+			}
+		}
+		if retriable && retries >= policy.NumRetries {
+			cl.Stats().UpstreamRqRetryLimit.Inc()
+			x.info.Flags |= accesslog.UpstreamRetryLimitExceeded
+			retriable = false
+		}
+		if retriable {
+			if done, ok := cl.AdmitRetry(); ok {
+				endRetry = done
+				retries++
+				cl.Stats().UpstreamRqRetry.Inc()
+				cl.Stats().UpstreamRqRetryBackoffExp.Inc()
+				a.discard()
+				if !rt.backoff(ctx, policy, retries) {
+					return rt.fail(x, cl, attempt{kind: failGlobalTimeout})
+				}
+				continue
+			}
+		}
+		if retries > 0 && a.kind == failNone && !(policy != nil && policy.retriableStatus(a.resp.StatusCode, a.resp.Header)) {
+			cl.Stats().UpstreamRqRetrySuccess.Inc()
+		}
+		if a.kind != failNone {
+			return rt.fail(x, cl, a)
+		}
+		return rt.respond(x, a)
+	}
+}
+
+// backoff sleeps Envoy's fully jittered exponential back-off before retry n (1-based):
+// a random time below min(base*(2^n-1), max). It reports false when ctx ended first.
+func (rt *router) backoff(ctx context.Context, p *RetryPolicy, n int) bool {
+	limit := p.MaxInterval
+	if n < 31 {
+		if d := p.BaseInterval * time.Duration((1<<n)-1); d < limit {
+			limit = d
+		}
+	}
+	if limit <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(time.Duration(rand.Int64N(int64(limit))))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// try makes one upstream attempt under the per-try timeout.
+func (rt *router) try(ctx context.Context, x *exchange, cl *cluster.Cluster, out *http.Request, body []byte, p *RetryPolicy, tried []cluster.Host) attempt {
+	var host cluster.Host
+	var err error
+	if len(tried) > 0 && p != nil && p.PreviousHosts {
+		host, err = cl.PickAvoiding(rt.ds.Local, tried, p.HostAttempts)
+	} else {
+		host, err = cl.Pick(rt.ds.Local)
+	}
+	if err != nil {
+		return attempt{kind: failNoHost, err: err}
+	}
+	release, err := cl.Admit(ctx)
+	if err != nil {
+		if errors.Is(err, cluster.ErrOverflow) {
+			return attempt{kind: failOverflow, host: host, err: err}
+		}
+		return attempt{kind: failGlobalTimeout, host: host, err: err}
+	}
+	tctx, cancel := ctx, context.CancelFunc(func() {})
+	if p != nil && p.PerTryTimeout > 0 {
+		tctx, cancel = context.WithTimeout(ctx, p.PerTryTimeout)
+	}
+	req := out.WithContext(tctx)
+	if body != nil {
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.ContentLength = int64(len(body))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	}
+	u := *out.URL
+	req.URL = &u
+	resp, err := cl.RoundTrip(req, host)
+	if err == nil {
+		cl.ReportResult(host, resp.StatusCode)
+		cl.Stats().RecordResponse(resp.StatusCode)
+		return attempt{resp: resp, host: host, release: func() { cancel(); release() }}
+	}
+	cancel()
+	release()
+	a := attempt{host: host, err: err}
+	var opErr *net.OpError
+	switch {
+	case ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
+		a.kind = failGlobalTimeout
+		cl.ReportResult(host, http.StatusGatewayTimeout)
+	case ctx.Err() != nil:
+		a.kind = failReset // downstream went away
+	case tctx.Err() != nil:
+		a.kind = failPerTryTimeout
+		cl.Stats().UpstreamRqPerTryTimeout.Inc()
+		cl.ReportResult(host, http.StatusGatewayTimeout)
+	case errors.As(err, &opErr) && opErr.Op == "dial":
+		a.kind = failConnect
+		cl.ReportResult(host, http.StatusServiceUnavailable)
+	default:
+		a.kind = failReset
+		cl.ReportResult(host, http.StatusServiceUnavailable)
+	}
+	rt.deps.Logger.Debug("upstream request failed", "cluster", cl.Name(), "host", host.String(), "err", err)
+	return a
+}
+
+// discard drops a response that will be retried.
+func (a *attempt) discard() {
+	if a.resp != nil {
+		_, _ = io.CopyN(io.Discard, a.resp.Body, 64*1024)
+		a.resp.Body.Close()
+	}
+	if a.release != nil {
+		a.release()
+	}
+}
+
+// fail sends the local reply for an attempt that got no response.
+func (rt *router) fail(x *exchange, cl *cluster.Cluster, a attempt) int {
+	if a.host.Addr.IsValid() || a.host.Pipe != "" {
+		x.info.UpstreamHost = a.host.String()
+	}
+	switch a.kind {
+	case failNoHost:
+		x.info.Flags |= accesslog.NoHealthyUpstream
+		x.info.CodeDetails = "no_healthy_upstream"
+		return rt.localReply(x, http.StatusServiceUnavailable, BodyNoHealthyUpstream)
+	case failOverflow:
+		x.info.Flags |= accesslog.UpstreamOverflow
+		x.info.CodeDetails = "upstream_reset_before_response_started{overflow}"
+		x.w.Header().Set("X-Envoy-Overflow", "true")
+		return rt.localReply(x, http.StatusServiceUnavailable, BodyOverflow)
+	case failGlobalTimeout, failPerTryTimeout:
+		if x.r.Context().Err() != nil {
+			x.info.Flags |= accesslog.DownstreamConnectionTermination
+			return 0
+		}
+		if a.kind == failGlobalTimeout {
+			cl.Stats().UpstreamRqTimeout.Inc()
+		}
+		cl.Stats().RecordResponse(http.StatusGatewayTimeout)
+		x.info.Flags |= accesslog.UpstreamRequestTimeout
+		x.info.CodeDetails = "upstream_response_timeout"
+		return rt.localReply(x, http.StatusGatewayTimeout, BodyTimeout)
+	case failConnect:
+		cl.Stats().RecordResponse(http.StatusServiceUnavailable)
+		x.info.Flags |= accesslog.UpstreamConnectionFailure
+		x.info.CodeDetails = "upstream_reset_before_response_started{connection_failure}"
+		return rt.localReply(x, http.StatusServiceUnavailable, BodyConnectFailure)
+	}
+	if x.r.Context().Err() != nil {
+		x.info.Flags |= accesslog.DownstreamConnectionTermination
+		return 0
+	}
+	cl.Stats().RecordResponse(http.StatusServiceUnavailable)
+	x.info.Flags |= accesslog.UpstreamConnectionTermination
+	x.info.CodeDetails = "upstream_reset_before_response_started{connection_termination}"
+	return rt.localReply(x, http.StatusServiceUnavailable, BodyConnectReset)
+}
+
+// respond streams an upstream response downstream with the response header mutations.
+func (rt *router) respond(x *exchange, a attempt) int {
+	defer a.release()
+	resp := a.resp
+	defer resp.Body.Close()
+	x.info.UpstreamHost = a.host.String()
+	h := x.w.Header()
+	for k, vs := range resp.Header {
+		h[k] = vs
+	}
+	for _, k := range hopByHop {
+		h.Del(k)
+	}
+	if x.weighted != nil {
+		x.weighted.Headers.resp.apply(h, nil)
+	}
+	x.route.Headers.resp.apply(h, nil)
+	x.vh.Headers.resp.apply(h, nil)
+	h.Set("X-Envoy-Upstream-Service-Time", strconv.FormatInt(time.Since(x.start).Milliseconds(), 10))
+	rt.setServer(h)
+	x.info.CodeDetails = "via_upstream"
+	x.w.WriteHeader(resp.StatusCode)
+	copyFlushing(x.w, resp.Body)
+	return resp.StatusCode
+}
+
+// mirror sends fire-and-forget shadow copies to the route's mirror clusters, with
+// "-shadow" appended to the authority's host as Envoy does. Responses are discarded.
+func (rt *router) mirror(x *exchange, out *http.Request, body []byte) {
+	for _, m := range x.route.Mirrors {
+		if m.Fraction != nil && !m.Fraction.Sample() {
+			continue
+		}
+		cl, ok := rt.deps.Clusters.Get(m.Cluster)
+		if !ok {
+			continue
+		}
+		timeout := x.route.Timeout
+		if timeout == 0 {
+			timeout = DefaultRouteTimeout
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(x.r.Context()), timeout)
+		req := out.Clone(ctx)
+		u := *out.URL
+		req.URL = &u
+		req.Host = shadowHost(out.Host)
+		if body != nil {
+			req.Body = io.NopCloser(bytes.NewReader(body))
+			req.ContentLength = int64(len(body))
+		}
+		go func() {
+			defer cancel()
+			host, err := cl.Pick(rt.ds.Local)
+			if err != nil {
+				return
+			}
+			release, err := cl.Admit(ctx)
+			if err != nil {
+				return
+			}
+			defer release()
+			resp, err := cl.RoundTrip(req, host)
+			if err != nil {
+				return
+			}
+			cl.Stats().RecordResponse(resp.StatusCode)
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}()
+	}
+}
+
+// shadowHost appends "-shadow" to the host part of an authority: "foo:8080" becomes
+// "foo-shadow:8080".
+func shadowHost(authority string) string {
+	if h, p, ok := cutLast(authority, ":"); ok {
+		return h + "-shadow:" + p
+	}
+	return authority + "-shadow"
+}
+
+func cutLast(s, sep string) (string, string, bool) {
+	for i := len(s) - len(sep); i >= 0; i-- {
+		if s[i:i+len(sep)] == sep {
+			return s[:i], s[i+len(sep):], true
+		}
+	}
+	return s, "", false
+}

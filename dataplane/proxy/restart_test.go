@@ -1,0 +1,157 @@
+package proxy
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// drainBootstrap is a static HTTP listener "web" on 127.0.0.1:0 routing to a STATIC
+// cluster of be.
+func drainBootstrap(t *testing.T, be netip.AddrPort) *bootstrapv3.Bootstrap {
+	t.Helper()
+	return &bootstrapv3.Bootstrap{
+		Admin: &bootstrapv3.Admin{Address: socketAddr("127.0.0.1", 0)},
+		StaticResources: &bootstrapv3.Bootstrap_StaticResources{
+			Clusters: []*clusterv3.Cluster{{
+				Name:                 "backend",
+				ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
+				ConnectTimeout:       durationpb.New(time.Second),
+				LoadAssignment:       assignment("backend", be),
+			}},
+			Listeners: []*listenerv3.Listener{{
+				Name:         "web",
+				Address:      socketAddr("127.0.0.1", 0),
+				FilterChains: []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{hcmInline(t, "web", routeConfig("local", vhostTo("all", []string{"*"}, "backend")))}}},
+			}},
+		},
+	}
+}
+
+// rawRequest writes one HTTP/1.1 request on c and reads its response.
+func rawRequest(t *testing.T, c net.Conn, r *bufio.Reader, path string) *http.Response {
+	t.Helper()
+	if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: web\r\n\r\n"); err != nil {
+		t.Fatalf("write request: %v", err)
+	}
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil {
+		t.Fatalf("read response: %v", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp
+}
+
+// TestHotRestartParentDrain pins what a parent does on DrainListeners: it stops
+// accepting at once, reports DRAINING, closes idle keep-alive connections, lets the
+// in-flight request finish with Connection: close and then closes that connection.
+func TestHotRestartParentDrain(t *testing.T) {
+	release := make(chan struct{})
+	arrived := make(chan struct{}, 1)
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			arrived <- struct{}{}
+			<-release
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(be.Close)
+	srv := startProxy(t, writeBootstrap(t, t.TempDir(), drainBootstrap(t, netip.MustParseAddrPort(be.Listener.Addr().String()))), nil)
+	<-srv.Started()
+	addr, ok := srv.ListenerAddr("web")
+	if !ok {
+		t.Fatal("listener web is not bound")
+	}
+	dial := func() (net.Conn, *bufio.Reader) {
+		c, err := net.Dial("tcp", addr.String())
+		if err != nil {
+			t.Fatalf("dial %s: %v", addr, err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c, bufio.NewReader(c)
+	}
+	idle, idleR := dial()
+	if resp := rawRequest(t, idle, idleR, "/"); resp.Close || resp.StatusCode != 200 {
+		t.Fatalf("before the drain: status %d, close %v; want a kept-alive 200", resp.StatusCode, resp.Close)
+	}
+	busy, busyR := dial()
+	if _, err := io.WriteString(busy, "GET /slow HTTP/1.1\r\nHost: web\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	<-arrived
+
+	restartParent{srv}.DrainListeners()
+
+	if st := srv.State(); st != adminv3.ServerInfo_DRAINING {
+		t.Errorf("state = %s, want DRAINING", st)
+	}
+	if _, body := adminGet(t, srv, "/server_info"); !strings.Contains(body, `"state": "DRAINING"`) {
+		t.Errorf("/server_info does not say DRAINING:\n%s", body)
+	}
+	if c, err := net.DialTimeout("tcp", addr.String(), time.Second); err == nil {
+		_ = c.Close()
+		t.Error("a new connection was accepted after DrainListeners")
+	}
+	_ = idle.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := idleR.ReadByte(); err == nil {
+		t.Errorf("idle keep-alive connection got data %q instead of being closed", n)
+	}
+	close(release)
+	resp, err := http.ReadResponse(busyR, nil)
+	if err != nil {
+		t.Fatalf("in-flight request: %v", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	// ReadResponse turns Connection: close into resp.Close.
+	if resp.StatusCode != 200 || !resp.Close {
+		t.Errorf("in-flight response: status %d, close %v; want 200 with Connection: close", resp.StatusCode, resp.Close)
+	}
+	_ = busy.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := busyR.ReadByte(); err == nil {
+		t.Error("the connection stayed open after its Connection: close response")
+	}
+	if v := srv.StatsStore().Value("http.web.downstream_cx_drain_close"); v < 1 {
+		t.Errorf("http.web.downstream_cx_drain_close = %d, want >= 1", v)
+	}
+}
+
+// TestAdminGracefulDrainSendsConnectionClose pins POST /drain_listeners?graceful: open
+// HTTP/1 connections are told to close while the listener keeps accepting until the
+// drain time ends.
+func TestAdminGracefulDrainSendsConnectionClose(t *testing.T) {
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }))
+	t.Cleanup(be.Close)
+	srv := startProxy(t, writeBootstrap(t, t.TempDir(), drainBootstrap(t, netip.MustParseAddrPort(be.Listener.Addr().String()))), func(o *Options) {
+		o.DrainTime = time.Hour
+	})
+	<-srv.Started()
+	addr, _ := srv.ListenerAddr("web")
+	if code, body := adminPost(t, srv, "/drain_listeners?graceful"); code != 200 || body != "OK\n" {
+		t.Fatalf("drain_listeners = %d %q", code, body)
+	}
+	c, err := net.Dial("tcp", addr.String())
+	if err != nil {
+		t.Fatalf("a graceful drain stopped accepting before the drain time: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	if resp := rawRequest(t, c, bufio.NewReader(c), "/"); resp.StatusCode != 200 || !resp.Close {
+		t.Errorf("status %d, close %v; want 200 with Connection: close", resp.StatusCode, resp.Close)
+	}
+	if st := srv.State(); st != adminv3.ServerInfo_LIVE {
+		t.Errorf("state = %s; an admin drain does not change the server state", st)
+	}
+}

@@ -1,0 +1,119 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshlab/meshlab/internal/testutil"
+	"github.com/meshlab/meshlab/lab"
+	"github.com/meshlab/meshlab/web"
+)
+
+// BenchmarkApplyConvergence measures the time from `meshlab apply` of a VirtualService to
+// every proxy of the lab ACKing the new config (all types SYNCED, RDS on a new version),
+// with 10, 50 and 100 proxies, and reports the median and p99. The apply alternates the
+// weights of a 90/10 split, so every proxy's routes change on every apply. The time
+// includes the CLI's process start. Run:
+//
+//	sudo go test ./e2e -run '^$' -bench ApplyConvergence -benchtime 20x
+func BenchmarkApplyConvergence(b *testing.B) {
+	testutil.RequireRoot(b)
+	for _, n := range []int{10, 50, 100} {
+		b.Run(fmt.Sprintf("proxies=%d", n), func(b *testing.B) {
+			scenario := filepath.Join(b.TempDir(), "scale.yaml")
+			if err := os.WriteFile(scenario, []byte(scaleScenario(n)), 0o644); err != nil {
+				b.Fatal(err)
+			}
+			l := startLab(b, scenario)
+			api := web.NewUnixClient(lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
+			b.Cleanup(api.Close)
+			files := [2]string{filepath.Join(b.TempDir(), "a.yaml"), filepath.Join(b.TempDir(), "b.yaml")}
+			for i, w := range []int{90, 10} {
+				if err := os.WriteFile(files[i], []byte(fmt.Sprintf(splitTemplate, w, 100-w)), 0o644); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var samples []time.Duration
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				d, err := applyAndWait(b, l.name, api, files[i%2], n)
+				if err != nil {
+					b.Fatal(err)
+				}
+				samples = append(samples, d)
+			}
+			b.StopTimer()
+			sort.Slice(samples, func(i, j int) bool { return samples[i] < samples[j] })
+			ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+			b.ReportMetric(ms(samples[len(samples)/2]), "median-ms")
+			b.ReportMetric(ms(samples[(len(samples)*99)/100]), "p99-ms")
+		})
+	}
+}
+
+const splitTemplate = `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: backend}
+spec:
+  hosts: [backend]
+  http:
+  - route:
+    - {destination: {host: backend, subset: v1}, weight: %d}
+    - {destination: {host: backend, subset: v2}, weight: %d}
+`
+
+// scaleScenario is a frontend and n-1 backend pods in two versions, with the
+// DestinationRule naming them.
+func scaleScenario(n int) string {
+	v1 := (n - 1) / 2
+	return strings.Join([]string{
+		"apiVersion: v1\nkind: Service\nmetadata: {name: frontend}\nspec: {selector: {app: frontend}, ports: [{name: http, port: 8080}]}\n",
+		"apiVersion: v1\nkind: Service\nmetadata: {name: backend}\nspec: {selector: {app: backend}, ports: [{name: http, port: 8080}]}\n",
+		"apiVersion: meshlab.dev/v1alpha1\nkind: Workload\nmetadata: {name: frontend}\nspec: {labels: {app: frontend}, ports: [8080], app: {}}\n",
+		fmt.Sprintf("apiVersion: meshlab.dev/v1alpha1\nkind: Workload\nmetadata: {name: backend-v1}\nspec: {replicas: %d, labels: {app: backend, version: v1}, ports: [8080], app: {}}\n", v1),
+		fmt.Sprintf("apiVersion: meshlab.dev/v1alpha1\nkind: Workload\nmetadata: {name: backend-v2}\nspec: {replicas: %d, labels: {app: backend, version: v2}, ports: [8080], app: {}}\n", n-1-v1),
+		"apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: backend}\nspec: {host: backend, subsets: [{name: v1, labels: {version: v1}}, {name: v2, labels: {version: v2}}]}\n",
+	}, "---\n")
+}
+
+// applyAndWait runs `meshlab apply -f file` and returns the time until every one of n
+// proxies is SYNCED on a new RDS version.
+func applyAndWait(b *testing.B, name string, api *web.Client, file string, n int) (time.Duration, error) {
+	before, err := api.ProxyStatus(b.Context())
+	if err != nil {
+		return 0, err
+	}
+	prev := map[string]string{}
+	for _, ps := range before {
+		prev[ps.Pod] = ps.Types["RDS"].Acked
+	}
+	start := time.Now()
+	if out, err := meshlab(b, "apply", "--name", name, "-f", file); err != nil {
+		return 0, fmt.Errorf("apply: %w\n%s", err, out)
+	}
+	if os.Getenv("MESHLAB_BENCH_VERBOSE") != "" {
+		b.Logf("apply returned after %v", time.Since(start))
+	}
+	for deadline := start.Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		st, err := api.ProxyStatus(b.Context())
+		if err != nil {
+			return 0, err
+		}
+		done := len(st) == n
+		for _, ps := range st {
+			for _, typ := range []string{"CDS", "LDS", "EDS", "RDS"} {
+				done = done && ps.Types[typ].State() == "SYNCED"
+			}
+			done = done && ps.Types["RDS"].Acked != prev[ps.Pod]
+		}
+		if done {
+			return time.Since(start), nil
+		}
+	}
+	return 0, fmt.Errorf("proxies not SYNCED on a new version 30s after apply")
+}

@@ -1,0 +1,277 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/meshlab/meshlab/internal/testutil"
+)
+
+// invalidVS is refused: the weights of its destinations sum to 110.
+const invalidVS = `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: backend-bad}
+spec:
+  hosts: [backend]
+  http:
+  - route:
+    - destination: {host: backend}
+      weight: 90
+    - destination: {host: backend}
+      weight: 20
+`
+
+// findChromium returns Debian's chromium, skipping the test when it is absent, or
+// failing it when CI=true (make test installs it).
+func findChromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("chromium is not installed and CI=true: make test installs it (apt-get install -y chromium)")
+	}
+	t.Skip("skipped: chromium is not installed (apt-get install -y chromium, or run make test)")
+	return ""
+}
+
+// newBrowser starts a headless Chromium with a fresh profile; cleanup stops it.
+func newBrowser(t *testing.T, path string) context.Context {
+	t.Helper()
+	opts := append([]chromedp.ExecAllocatorOption{}, chromedp.DefaultExecAllocatorOptions[:]...)
+	opts = append(opts,
+		chromedp.ExecPath(path),
+		chromedp.Headless,
+		chromedp.NoSandbox, // as root
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1400, 1000),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	if err := chromedp.Do(ctx); err != nil { // starts the browser
+		t.Fatalf("start chromium: %v", err)
+	}
+	return ctx
+}
+
+var dashboardURL = regexp.MustCompile(`http://127\.0\.0\.1:\d+/\?token=[0-9a-f]+`)
+
+// waitDashboardURL returns the login URL `meshlab up` printed.
+func waitDashboardURL(t *testing.T, l *runningLab) string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if u := dashboardURL.FindString(l.out.String()); u != "" {
+			return u
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("meshlab up printed no dashboard URL:\n%s", l.out.String())
+	return ""
+}
+
+// run runs browser actions with a deadline.
+func run(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	tctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := chromedp.Do(tctx, steps...); err != nil {
+		bctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		body, _ := chromedp.Run(bctx, chromedp.Text(chromedp.CSS("main")))
+		t.Fatalf("%s: %v\npage text:\n%s", what, err, body)
+	}
+}
+
+// waitText polls the text of sel until it contains every want.
+func waitText(t *testing.T, ctx context.Context, sel string, want ...string) string {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	var text string
+	for time.Now().Before(deadline) {
+		tctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		got, err := chromedp.Run(tctx, chromedp.Text(chromedp.CSS(sel)))
+		if err == nil {
+			text = got
+		}
+		cancel()
+		ok := err == nil
+		for _, w := range want {
+			ok = ok && strings.Contains(text, w)
+		}
+		if ok {
+			return text
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s never showed %q; last text:\n%s", sel, want, text)
+	return ""
+}
+
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(sctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	dir := filepath.Join("..", "test-artifacts")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, name+".png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", path)
+}
+
+// TestDashboardInBrowser drives the dashboard of a real hello lab in headless Chromium:
+// the topology shows the pods, the traffic tool shows the v1/v2 distribution, a proxy
+// restart shows a new live epoch, an invalid VirtualService shows its field error, and
+// the events view streams what happened.
+func TestDashboardInBrowser(t *testing.T) {
+	testutil.RequireRoot(t)
+	chromium := findChromium(t)
+	t.Parallel()
+	l := startLab(t, "--listen", "127.0.0.1:0")
+	login := waitDashboardURL(t, l)
+	ctx := newBrowser(t, chromium)
+
+	base := strings.Split(login, "?")[0]
+
+	// Each step is a subtest on the same lab and browser, so one failing feature does
+	// not hide the state of the others.
+	t.Run("topology", func(t *testing.T) {
+		// The login link lands on the topology, which lists every pod.
+		run(t, ctx, "open the dashboard", chromedp.Navigate(login), chromedp.WaitVisible(chromedp.CSS("#topo-graph svg")))
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		loc, err := chromedp.Run(lctx, chromedp.Location())
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(loc, "token=") {
+			t.Errorf("the token stayed in the address bar: %s", loc)
+		}
+		waitText(t, ctx, "#topo-graph", "frontend-v1", "backend-v1", "backend-v2", "backend.default", "frontend.default")
+		waitText(t, ctx, "#topo-pods", "frontend-v1", "backend-v1", "backend-v2")
+		screenshot(t, ctx, "dashboard-topology")
+	})
+
+	t.Run("traffic", func(t *testing.T) {
+		// 40 requests from frontend-v1 to backend, split over v1 and v2.
+		run(t, ctx, "send traffic",
+			chromedp.Navigate(base+"#traffic"),
+			chromedp.WaitVisible(chromedp.CSS("#traffic-form")),
+			chromedp.SetValue(chromedp.CSS("#traffic-pod"), "frontend-v1"),
+			chromedp.SetValue(chromedp.CSS("#traffic-url"), "http://backend:8080/"),
+			chromedp.SetValue(chromedp.CSS("#traffic-n"), "40"),
+			chromedp.Click(chromedp.CSS(`#traffic-form button[type=submit]`)),
+		)
+		waitText(t, ctx, "#traffic-pods", "backend-v1", "backend-v2")
+		waitText(t, ctx, "#traffic-result", "200", "p50")
+		screenshot(t, ctx, "dashboard-traffic")
+		// The topology draws the edge the traffic made.
+		run(t, ctx, "back to the topology", chromedp.Navigate(base+"#topology"))
+		waitText(t, ctx, "#topo-graph", "rps")
+		screenshot(t, ctx, "dashboard-topology-edge")
+	})
+
+	t.Run("config", func(t *testing.T) {
+		// An invalid VirtualService is refused with the field at fault.
+		run(t, ctx, "apply an invalid VirtualService",
+			chromedp.Navigate(base+"#config"),
+			chromedp.WaitVisible(chromedp.CSS("#config-yaml")),
+			chromedp.SetValue(chromedp.CSS("#config-yaml"), invalidVS),
+			chromedp.Click(chromedp.CSS("#config-apply")),
+		)
+		waitText(t, ctx, "#config-errors", "spec.http[0].route", "110")
+		screenshot(t, ctx, "dashboard-config-error")
+	})
+
+	t.Run("pod", func(t *testing.T) {
+		// The pod page shows epochs, capture rules with their comments, and xDS state;
+		// restarting the proxy shows epoch 1 live.
+		run(t, ctx, "open backend-v1",
+			chromedp.Navigate(base+"#pods/backend-v1"),
+			chromedp.WaitVisible(chromedp.CSS(`.epoch.live[data-epoch="0"]`)),
+		)
+		waitText(t, ctx, "#pod-capture", "ISTIO_OUTPUT", "outbound TCP goes to the virtualOutbound listener")
+		waitText(t, ctx, "#pod-xds", "Cluster", "ACK")
+		run(t, ctx, "restart the proxy", chromedp.Click(chromedp.CSS("#pod-restart")))
+		waitText(t, ctx, "#pod-epochs", "epoch 1")
+		defer screenshot(t, ctx, "dashboard-pod-restart")
+		run(t, ctx, "wait for epoch 1 live", chromedp.WaitVisible(chromedp.CSS(`.epoch.live[data-epoch="1"]`)))
+	})
+
+	t.Run("100 pods", func(t *testing.T) {
+		// The topology of 20 services of 5 pods each, with 95 edges, drawn in the page.
+		// The time is logged, not asserted (timing targets belong in benchmarks).
+		run(t, ctx, "leave the topology view", chromedp.Navigate(base+"#traffic"))
+		ectx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		ms, err := chromedp.Run(ectx, chromedp.Evaluate[float64](draw100Pods))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := chromedp.Run(ectx, chromedp.Evaluate[int](`document.querySelectorAll("#topo-graph circle.pod").length`))
+		if err != nil || n != 100 {
+			t.Fatalf("drew %d pods (%v), want 100", n, err)
+		}
+		t.Logf("drawing a 100-pod topology takes %.1f ms in the page", ms)
+	})
+
+	t.Run("events", func(t *testing.T) {
+		// The stream shows the lab's history, and the filter narrows it.
+		run(t, ctx, "open the events",
+			chromedp.Navigate(base+"#events"),
+			chromedp.WaitVisible(chromedp.CSS("#events")),
+		)
+		waitText(t, ctx, "#events", "pod.created", "pod.ready", "lab.up", "traffic.sent")
+		run(t, ctx, "filter the events", chromedp.SendKeys(chromedp.CSS("#events-filter"), "backend-v2"))
+		text := waitText(t, ctx, "#events tbody", "backend-v2")
+		if strings.Contains(text, "frontend-v1 created") {
+			t.Errorf("filter backend-v2 still shows frontend-v1's events:\n%s", text)
+		}
+		screenshot(t, ctx, "dashboard-events")
+	})
+}
+
+// draw100Pods draws a synthetic 100-pod topology ten times and returns the mean time of
+// one draw in milliseconds.
+const draw100Pods = `(() => {
+  const t = { services: [], pods: [], edges: [] };
+  const host = (s) => "svc" + s + ".default.svc.cluster.local";
+  for (let s = 0; s < 20; s++) {
+    const pods = [];
+    for (let i = 0; i < 5; i++) {
+      const n = "p" + s + "-" + i;
+      pods.push(n);
+      t.pods.push({ name: n, namespace: "default", ip: "10.244.0." + (s * 5 + i), ready: true, epoch: 0 });
+    }
+    t.services.push({ name: "svc" + s, namespace: "default", hostname: host(s), vip: "10.96.0." + s, ports: [80], pods });
+  }
+  for (let s = 0; s < 19; s++) for (let i = 0; i < 5; i++) t.edges.push({ from: "p" + s + "-" + i, to: host(s + 1), rps: 1, errorRate: 0, mtls: false });
+  const start = performance.now();
+  for (let k = 0; k < 10; k++) drawTopology(t);
+  return (performance.now() - start) / 10;
+})()`

@@ -1,0 +1,137 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshlab/meshlab/controlplane/discovery"
+	"github.com/meshlab/meshlab/internal/testutil"
+	"github.com/meshlab/meshlab/scenarios"
+	"github.com/meshlab/meshlab/web"
+)
+
+// applyLab returns a Lab with the hello scenario's model and a running discovery server,
+// without namespaces or processes: enough for Apply, Delete, Objects and ProxyStatus.
+func applyLab(t *testing.T) *Lab {
+	t.Helper()
+	data, file, err := scenarios.Lookup("hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Name: "t", ScenarioFile: file, ScenarioData: data, Logger: testutil.Logger(t)}
+	m, err := prepare(&o)
+	if err != nil {
+		t.Fatalf("prepare: %v", err)
+	}
+	disc, err := discovery.New(discovery.Options{Logger: o.Logger, SocketPath: filepath.Join(t.TempDir(), "xds.sock"), SocketGID: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = disc.Run(ctx); close(done) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Error("discovery server did not stop")
+		}
+	})
+	if err := disc.Update(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	return &Lab{opts: o, log: o.Logger, disc: disc, model: m, names: newNameTables(m)}
+}
+
+const (
+	testDR = `apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: backend}
+spec:
+  host: backend
+  subsets: [{name: v1, labels: {version: v1}}, {name: v2, labels: {version: v2}}]
+`
+	testVS = `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: backend}
+spec:
+  hosts: [backend]
+  http: [{route: [{destination: {host: backend, subset: v1}, weight: 90}, {destination: {host: backend, subset: v2}, weight: 10}]}]
+`
+)
+
+func TestLabApplyIsAtomic(t *testing.T) {
+	t.Parallel()
+	l := applyLab(t)
+	ctx := context.Background()
+	before := l.model
+	// The VirtualService is valid, its DestinationRule in the same call is not: nothing
+	// changes.
+	badDR := strings.Replace(testDR, "ROUND", "", 1) + "  trafficPolicy: {loadBalancer: {simple: PASSTHROUGH}}\n"
+	_, err := l.Apply(ctx, []web.ConfigFile{{Name: "vs.yaml", Data: testVS}, {Name: "dr.yaml", Data: badDR}})
+	var ce *web.ConfigError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "dr.yaml: DestinationRule default/backend: spec.trafficPolicy.loadBalancer.simple: PASSTHROUGH is not supported") {
+		t.Fatalf("Apply with a bad DestinationRule: err = %v, want a ConfigError naming file, object and field", err)
+	}
+	if l.model != before {
+		t.Fatal("a failed apply changed the model")
+	}
+	if objs, _ := l.Objects("vs", "", ""); len(objs) != 0 {
+		t.Fatalf("a failed apply left objects: %v", objs)
+	}
+	changes, err := l.Apply(ctx, []web.ConfigFile{{Name: "dr.yaml", Data: testDR}, {Name: "vs.yaml", Data: testVS}})
+	if err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	if strings.Join(changes, "; ") != "DestinationRule default/backend created; VirtualService default/backend created" {
+		t.Errorf("changes = %q", changes)
+	}
+	if len(l.model.Istio.VirtualServices) != 1 || l.model.Istio.VirtualServices[0].Spec.Hosts[0] != "backend.default.svc.cluster.local" {
+		t.Errorf("model Istio after apply = %+v", l.model.Istio)
+	}
+	if l.model.Pod("backend-v1").IP != before.Pod("backend-v1").IP {
+		t.Error("pod IPs moved")
+	}
+	objs, err := l.Objects("virtualservice", "default", "backend")
+	if err != nil || len(objs) != 1 || objs[0].File != "vs.yaml" || !strings.Contains(string(objs[0].Object), `"weight":90`) {
+		t.Errorf("Objects = %+v, %v", objs, err)
+	}
+	if all, _ := l.Objects("all", "", ""); len(all) != 7 {
+		t.Errorf("Objects(all) = %d objects, want 7", len(all))
+	}
+	if _, err := l.Objects("gateway", "", ""); !errors.As(err, &ce) {
+		t.Errorf("Objects of an unknown kind: err = %v, want a ConfigError", err)
+	}
+	// Re-applying changes nothing and pushes nothing.
+	applied := l.model
+	if changes, err := l.Apply(ctx, []web.ConfigFile{{Name: "vs.yaml", Data: testVS}}); err != nil || changes[0] != "VirtualService default/backend unchanged" || l.model != applied {
+		t.Errorf("re-Apply: %q, %v", changes, err)
+	}
+	// Adding a pod is refused, and says how to do it.
+	newPod := "apiVersion: meshlab.dev/v1alpha1\nkind: Workload\nmetadata: {name: backend-v3}\nspec: {labels: {app: backend, version: v3}, ports: [8080]}\n"
+	if _, err := l.Apply(ctx, []web.ConfigFile{{Name: "w.yaml", Data: newPod}}); err == nil ||
+		!strings.Contains(err.Error(), "w.yaml: Workload default/backend-v3: pod backend-v3 would be added") || !strings.Contains(err.Error(), "needs a new lab") {
+		t.Errorf("Apply adding a pod: err = %v", err)
+	}
+	// Relabelling a pod is fine: it only moves endpoints.
+	relabel := "apiVersion: meshlab.dev/v1alpha1\nkind: Workload\nmetadata: {name: backend-v2}\nspec: {labels: {app: backend, version: v2, track: canary}, serviceAccount: backend, ports: [8080], app: {}}\n"
+	if _, err := l.Apply(ctx, []web.ConfigFile{{Name: "w.yaml", Data: relabel}}); err != nil {
+		t.Errorf("Apply relabelling a pod: %v", err)
+	}
+	// Deleting the DestinationRule the VirtualService needs is refused; both together work.
+	if _, err := l.Delete(ctx, nil, []web.ObjectRef{{Kind: "dr", Name: "backend"}}); err == nil || !strings.Contains(err.Error(), "no DestinationRule defines this subset") {
+		t.Errorf("Delete of a needed DestinationRule: err = %v", err)
+	}
+	changes, err = l.Delete(ctx, []web.ConfigFile{{Name: "x.yaml", Data: testVS + "---\n" + testDR}}, nil)
+	if err != nil || len(changes) != 2 || len(l.model.Istio.VirtualServices) != 0 {
+		t.Errorf("Delete: %q, %v", changes, err)
+	}
+	if ps := l.ProxyStatus(); len(ps) != 3 || ps[0].Pod == "" {
+		t.Errorf("ProxyStatus = %+v, want the 3 pods by name", ps)
+	}
+}

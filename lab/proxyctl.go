@@ -1,0 +1,176 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/meshlab/meshlab/controlplane/model"
+	"github.com/meshlab/meshlab/dataplane/agent"
+	"github.com/meshlab/meshlab/web"
+)
+
+var _ web.ProxyBackend = (*Lab)(nil)
+
+// restartPoll is how often RestartProxy asks the agent whether the new epoch is live.
+const restartPoll = 10 * time.Millisecond
+
+// PodDetail implements web.PodDescriber: the pod's summary and its agent's full status.
+func (l *Lab) PodDetail(ctx context.Context, name string) (web.PodDetail, error) {
+	p, err := l.podNamed(name)
+	if err != nil {
+		return web.PodDetail{}, err
+	}
+	d := web.PodDetail{
+		PodStatus: web.PodStatus{Name: p.Name, Namespace: p.Namespace, NetNS: NamespaceName(l.opts.Name, p.Name),
+			IP: p.IP, Sidecar: p.Sidecar.Inject, Epoch: -1},
+		Labels: p.Labels, ServiceAccount: p.ServiceAccount,
+	}
+	if !p.Sidecar.Inject {
+		d.Ready = true
+		return d, nil
+	}
+	l.fillPodStatus(ctx, &d.PodStatus)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	c := newAgentClient(l.paths.AgentSocket(p.Name))
+	defer c.close()
+	st, err := c.status(ctx)
+	if err != nil {
+		return d, nil // fillPodStatus said why in Message
+	}
+	d.Proxy = agentStatus(st)
+	return d, nil
+}
+
+// RestartProxy implements web.ProxyRestarter: it asks the pod's agent for a new epoch
+// (which the agent starts once the current one is LIVE) and, when wait is set, polls
+// until the new epoch is LIVE, exits, or ctx ends.
+func (l *Lab) RestartProxy(ctx context.Context, name string, wait bool) (web.ProxyRestart, error) {
+	p, err := l.podNamed(name)
+	if err != nil {
+		return web.ProxyRestart{}, err
+	}
+	if !p.Sidecar.Inject {
+		return web.ProxyRestart{}, fmt.Errorf("restart proxy of pod %s: %w", name, web.ErrNoSidecar)
+	}
+	start := time.Now()
+	c := newAgentClient(l.paths.AgentSocket(p.Name))
+	defer c.close()
+	var res agent.RestartResult
+	if err := c.post(ctx, "/restart", &res); err != nil {
+		return web.ProxyRestart{}, fmt.Errorf("restart proxy of pod %s: %w", name, err)
+	}
+	out := web.ProxyRestart{Pod: name, Epoch: res.Epoch}
+	if !res.Restarted {
+		out.Message = "no epoch was started: the pod's proxy has failed (see meshlab describe pod " + name + ")"
+		return out, nil
+	}
+	l.publish(EventEpochChanged, name, fmt.Sprintf("proxy epoch %d started by a restart", res.Epoch),
+		map[string]any{"epoch": res.Epoch, "state": agent.EpochStarting})
+	if !wait {
+		out.Elapsed = time.Since(start)
+		return out, nil
+	}
+	for {
+		st, err := c.status(ctx)
+		if err == nil {
+			if e, ok := findEpoch(st.Epochs, res.Epoch); ok {
+				switch e.State {
+				case agent.EpochLive, agent.EpochDraining:
+					out.Live, out.Elapsed = true, time.Since(start)
+					l.publish(EventEpochChanged, name, fmt.Sprintf("proxy epoch %d is live after %s", res.Epoch, out.Elapsed.Round(time.Millisecond)),
+						map[string]any{"epoch": res.Epoch, "state": agent.EpochLive, "ms": out.Elapsed.Milliseconds()})
+					return out, nil
+				case agent.EpochExited:
+					out.Elapsed = time.Since(start)
+					out.Message = fmt.Sprintf("epoch %d exited before it was live: %s", res.Epoch, e.Error)
+					if st.Message != "" {
+						out.Message += "\n" + st.Message
+					}
+					return out, nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			out.Elapsed = time.Since(start)
+			out.Message = fmt.Sprintf("epoch %d was not live after %s", res.Epoch, out.Elapsed.Round(time.Millisecond))
+			return out, nil
+		case <-time.After(restartPoll):
+		}
+	}
+}
+
+// podNamed returns the named pod of the current model, or web.ErrUnknownPod.
+func (l *Lab) podNamed(name string) (*model.Pod, error) {
+	l.mu.Lock()
+	m := l.model
+	l.mu.Unlock()
+	p := m.Pod(name)
+	if p == nil {
+		return nil, fmt.Errorf("pod %q: %w", name, web.ErrUnknownPod)
+	}
+	return p, nil
+}
+
+func findEpoch(eps []agent.EpochStatus, epoch int) (agent.EpochStatus, bool) {
+	for i := len(eps) - 1; i >= 0; i-- {
+		if eps[i].Epoch == epoch {
+			return eps[i], true
+		}
+	}
+	return agent.EpochStatus{}, false
+}
+
+// agentStatus converts the agent's Status to the API's shape.
+func agentStatus(st agent.Status) *web.AgentStatus {
+	out := &web.AgentStatus{
+		Ready: st.Ready, ProxyPath: st.ProxyPath, ProxyVersion: st.ProxyVersion, DataPlane: st.DataPlane,
+		Restarts: st.Restarts, Message: st.Message, Failed: st.Failed, ConsecutiveFailures: st.ConsecutiveFailures,
+		NextRestartAt: st.NextRestartAt,
+		Settings: web.ProxySettings{
+			LogLevel: st.Settings.LogLevel, Concurrency: st.Settings.Concurrency,
+			DrainDuration:          time.Duration(st.Settings.DrainDuration).String(),
+			ParentShutdownDuration: time.Duration(st.Settings.ParentShutdownDuration).String(),
+			ProxyPath:              st.Settings.ProxyPath,
+		},
+	}
+	for _, e := range st.Epochs {
+		out.Epochs = append(out.Epochs, web.ProxyEpoch{
+			Epoch: e.Epoch, PID: e.PID, State: e.State, StartedAt: e.StartedAt, ExitedAt: e.ExitedAt,
+			ExitCode: e.ExitCode, Error: e.Error, Reason: e.Reason, ProxyPath: e.ProxyPath,
+			ProxyVersion: e.ProxyVersion, DataPlane: e.DataPlane,
+		})
+	}
+	return out
+}
+
+// post sends an empty POST to the agent and decodes its JSON answer into out.
+func (c *agentClient) post(ctx context.Context, path string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://agent"+path, bytes.NewReader(nil))
+	if err != nil {
+		return err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("POST %s: %s: %s", path, resp.Status, strings.TrimSpace(string(body)))
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return fmt.Errorf("decode POST %s answer: %w", path, err)
+	}
+	return nil
+}

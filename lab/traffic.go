@@ -1,0 +1,174 @@
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/meshlab/meshlab/controlplane/model"
+	"github.com/meshlab/meshlab/netns"
+	"github.com/meshlab/meshlab/web"
+)
+
+// Limits of the traffic tool.
+const (
+	trafficParallel = 8
+	trafficTimeout  = 5 * time.Second
+	trafficBodyMax  = 64 << 10
+	trafficErrorMax = 5
+)
+
+// SendTraffic implements web.TrafficSender: it sends r.N GETs from inside the pod's
+// namespace as root, which the capture rules redirect to the pod's sidecar as they do the
+// app's traffic. The URL's host is resolved with the lab's own name table (what the
+// pod's DNS proxy answers), never the host's resolver.
+func (l *Lab) SendTraffic(ctx context.Context, r web.TrafficRequest) (web.TrafficResult, error) {
+	if err := r.Validate(); err != nil {
+		return web.TrafficResult{}, fmt.Errorf("%w: %w", web.ErrBadTraffic, err)
+	}
+	l.mu.Lock()
+	m := l.model
+	l.mu.Unlock()
+	p := m.Pod(r.Pod)
+	if p == nil {
+		return web.TrafficResult{}, web.ErrUnknownPod
+	}
+	u, _ := url.Parse(r.URL) // Validate parsed it
+	target, err := resolveTarget(m, p, u)
+	if err != nil {
+		return web.TrafficResult{}, fmt.Errorf("%w: %w", web.ErrBadTraffic, err)
+	}
+	ns := NamespaceName(l.opts.Name, p.Name)
+	tr := &http.Transport{
+		Proxy: nil,
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return netns.DialContext(ctx, ns, "tcp", target.String())
+		},
+		MaxIdleConnsPerHost: trafficParallel,
+	}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{
+		Transport:     tr,
+		Timeout:       trafficTimeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	res := sendAll(ctx, hc, r.URL, r.N)
+	l.publish("traffic.sent", r.Pod, fmt.Sprintf("sent %d requests to %s: %v", r.N, r.URL, res.Statuses),
+		map[string]any{"url": r.URL, "n": r.N, "statuses": res.Statuses, "pods": res.Pods, "p50Ms": res.P50Ms})
+	return res, nil
+}
+
+// resolveTarget turns the URL's host into an address: an IP literal as is, a name via
+// the pod's name table (a service VIP).
+func resolveTarget(m *model.Model, p *model.Pod, u *url.URL) (netip.AddrPort, error) {
+	port := uint16(80)
+	if s := u.Port(); s != "" {
+		n, err := strconv.ParseUint(s, 10, 16)
+		if err != nil {
+			return netip.AddrPort{}, fmt.Errorf("url: port %q: %w", s, err)
+		}
+		port = uint16(n)
+	}
+	host := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return netip.AddrPortFrom(ip, port), nil
+	}
+	vips := m.NameTable(p.Namespace)[host]
+	if len(vips) == 0 {
+		return netip.AddrPort{}, fmt.Errorf("url: host %q is not a service pod %s can resolve", u.Hostname(), p.Name)
+	}
+	return netip.AddrPortFrom(vips[0], port), nil
+}
+
+// sendAll sends n GETs with a few in flight and summarises the answers.
+func sendAll(ctx context.Context, hc *http.Client, target string, n int) web.TrafficResult {
+	res := web.TrafficResult{Statuses: map[string]int{}, Pods: map[string]int{}}
+	var mu sync.Mutex
+	latencies := make([]time.Duration, 0, n)
+	next := make(chan struct{})
+	var wg sync.WaitGroup
+	for range min(trafficParallel, n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range next {
+				status, pod, d, err := sendOne(ctx, hc, target)
+				mu.Lock()
+				res.Sent++
+				latencies = append(latencies, d)
+				if err != nil {
+					res.Statuses["error"]++
+					if len(res.Errors) < trafficErrorMax {
+						res.Errors = append(res.Errors, err.Error())
+					}
+				} else {
+					res.Statuses[strconv.Itoa(status)]++
+					res.Pods[pod]++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for range n {
+		select {
+		case next <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	close(next)
+	wg.Wait()
+	slices.Sort(latencies)
+	res.P50Ms, res.P90Ms, res.P99Ms = percentileMs(latencies, 50), percentileMs(latencies, 90), percentileMs(latencies, 99)
+	if len(latencies) > 0 {
+		res.MaxMs = ms(latencies[len(latencies)-1])
+	}
+	return res
+}
+
+func sendOne(ctx context.Context, hc *http.Client, target string) (int, string, time.Duration, error) {
+	start := time.Now()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		return 0, "", 0, err
+	}
+	req.Header.Set("User-Agent", "meshlab-traffic")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, "", time.Since(start), err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, trafficBodyMax))
+	d := time.Since(start)
+	if err != nil {
+		return 0, "", d, err
+	}
+	var identity struct {
+		Pod string `json:"pod"`
+	}
+	_ = json.Unmarshal(body, &identity) // any other body counts under ""
+	return resp.StatusCode, identity.Pod, d, nil
+}
+
+// percentileMs returns the p-th percentile (nearest rank) of sorted durations, in ms.
+func percentileMs(sorted []time.Duration, p int) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := (p*len(sorted) + 99) / 100 // ceil(p/100 * n)
+	return ms(sorted[max(rank, 1)-1])
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -1,0 +1,132 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+)
+
+// ProxyEpoch is one proxy process of a pod, as its agent reports it.
+type ProxyEpoch struct {
+	Epoch        int        `json:"epoch"`
+	PID          int        `json:"pid"`
+	State        string     `json:"state"` // starting, live, draining or exited
+	StartedAt    time.Time  `json:"startedAt"`
+	ExitedAt     *time.Time `json:"exitedAt,omitempty"`
+	ExitCode     *int       `json:"exitCode,omitempty"`
+	Error        string     `json:"error,omitempty"`
+	Reason       string     `json:"reason,omitempty"` // initial, restart, config, crash or retry
+	ProxyPath    string     `json:"proxyPath,omitempty"`
+	ProxyVersion string     `json:"proxyVersion,omitempty"`
+	DataPlane    string     `json:"dataPlane,omitempty"`
+}
+
+// ProxySettings are a pod's proxy settings that live in the bootstrap or command line;
+// durations are Go duration strings ("45s").
+type ProxySettings struct {
+	LogLevel               string `json:"logLevel"`
+	Concurrency            int    `json:"concurrency"`
+	DrainDuration          string `json:"drainDuration"`
+	ParentShutdownDuration string `json:"parentShutdownDuration"`
+	ProxyPath              string `json:"proxyPath"`
+}
+
+// AgentStatus is a pod agent's full state: its epochs, restarts and failure.
+type AgentStatus struct {
+	Ready               bool          `json:"ready"`
+	ProxyPath           string        `json:"proxyPath"`
+	ProxyVersion        string        `json:"proxyVersion"`
+	DataPlane           string        `json:"dataPlane"`
+	Epochs              []ProxyEpoch  `json:"epochs"`
+	Restarts            int           `json:"restarts"`
+	Message             string        `json:"message,omitempty"`
+	Failed              bool          `json:"failed"`
+	ConsecutiveFailures int           `json:"consecutiveFailures"`
+	NextRestartAt       *time.Time    `json:"nextRestartAt,omitempty"`
+	Settings            ProxySettings `json:"settings"`
+}
+
+// PodDetail is what GET /v1/pods/:pod answers: the pod's summary and, for a pod with a
+// sidecar whose agent answered, its agent's full status.
+type PodDetail struct {
+	PodStatus
+	Labels         map[string]string `json:"labels,omitempty"`
+	ServiceAccount string            `json:"serviceAccount,omitempty"`
+	Proxy          *AgentStatus      `json:"proxy,omitempty"`
+}
+
+// ProxyRestart is what POST /v1/pods/:pod/proxy/restart answers.
+type ProxyRestart struct {
+	Pod   string `json:"pod"`
+	Epoch int    `json:"epoch"` // the new epoch; -1 when none was started
+	// Live reports whether the new epoch reported LIVE before the answer.
+	Live bool `json:"live"`
+	// Elapsed is the time from the request to the new epoch LIVE (or to giving up).
+	Elapsed time.Duration `json:"elapsed"`
+	Message string        `json:"message,omitempty"`
+}
+
+// ErrNoSidecar is returned for proxy operations on a pod without a sidecar.
+var ErrNoSidecar = errors.New("pod has no sidecar")
+
+// PodDescriber reads one pod in detail. ErrUnknownPod for a pod the lab does not have.
+// It may block on the pod's agent and must honour ctx. Safe for concurrent use.
+type PodDescriber interface {
+	PodDetail(ctx context.Context, pod string) (PodDetail, error)
+}
+
+// ProxyRestarter starts a new proxy epoch in a pod and, when wait is set, waits until it
+// is LIVE. ErrUnknownPod, ErrNoSidecar. Safe for concurrent use.
+type ProxyRestarter interface {
+	RestartProxy(ctx context.Context, pod string, wait bool) (ProxyRestart, error)
+}
+
+// ProxyBackend is what the proxy routes need.
+type ProxyBackend interface {
+	PodDescriber
+	ProxyRestarter
+}
+
+// restartLimit bounds how long a restart request waits for the new epoch.
+const restartLimit = 60 * time.Second
+
+// ProxyRoutes returns the pod and proxy endpoints: GET /v1/pods/:pod and POST
+// /v1/pods/:pod/proxy/restart (?wait=false answers once the epoch is started).
+func ProxyRoutes(b ProxyBackend) Routes {
+	return func(v1 *gin.RouterGroup) {
+		v1.GET("/pods/:pod", func(c *gin.Context) {
+			d, err := b.PodDetail(c.Request.Context(), c.Param("pod"))
+			if err != nil {
+				writeError(c, err)
+				return
+			}
+			c.JSON(http.StatusOK, d)
+		})
+		v1.POST("/pods/:pod/proxy/restart", func(c *gin.Context) {
+			ctx, cancel := context.WithTimeout(c.Request.Context(), restartLimit)
+			defer cancel()
+			r, err := b.RestartProxy(ctx, c.Param("pod"), c.Query("wait") != "false")
+			if err != nil {
+				writeError(c, err)
+				return
+			}
+			c.JSON(http.StatusOK, r)
+		})
+	}
+}
+
+func writeError(c *gin.Context, err error) {
+	code := http.StatusInternalServerError
+	switch {
+	case errors.Is(err, ErrUnknownPod):
+		code = http.StatusNotFound
+	case errors.Is(err, ErrNoSidecar):
+		code = http.StatusConflict
+	case errors.Is(err, context.DeadlineExceeded):
+		code = http.StatusGatewayTimeout
+	}
+	c.JSON(code, gin.H{"error": err.Error()})
+}

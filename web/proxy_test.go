@@ -1,0 +1,78 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshlab/meshlab/internal/testutil"
+)
+
+// fakeProxyBackend knows one pod with a sidecar ("backend-v1") and one without ("db").
+type fakeProxyBackend struct {
+	waits []bool
+}
+
+func (f *fakeProxyBackend) PodDetail(_ context.Context, pod string) (PodDetail, error) {
+	switch pod {
+	case "backend-v1":
+		return PodDetail{PodStatus: PodStatus{Name: pod, Sidecar: true, Epoch: 1},
+			Proxy: &AgentStatus{Ready: true, Epochs: []ProxyEpoch{{Epoch: 0, State: "exited"}, {Epoch: 1, State: "live", PID: 42}}}}, nil
+	case "db":
+		return PodDetail{PodStatus: PodStatus{Name: pod}}, nil
+	}
+	return PodDetail{}, fmt.Errorf("pod %q: %w", pod, ErrUnknownPod)
+}
+
+func (f *fakeProxyBackend) RestartProxy(_ context.Context, pod string, wait bool) (ProxyRestart, error) {
+	f.waits = append(f.waits, wait)
+	switch pod {
+	case "backend-v1":
+		return ProxyRestart{Pod: pod, Epoch: 2, Live: wait, Elapsed: 120 * time.Millisecond}, nil
+	case "db":
+		return ProxyRestart{}, fmt.Errorf("restart proxy of pod db: %w", ErrNoSidecar)
+	}
+	return ProxyRestart{}, fmt.Errorf("pod %q: %w", pod, ErrUnknownPod)
+}
+
+func TestProxyRoutes(t *testing.T) {
+	fb := &fakeProxyBackend{}
+	sock := filepath.Join(t.TempDir(), "api.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(NewHandler(&fakeBackend{}, testutil.Logger(t), ProxyRoutes(fb)))
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	c := NewUnixClient(sock)
+	t.Cleanup(c.Close)
+	ctx := context.Background()
+
+	d, err := c.PodDetail(ctx, "backend-v1")
+	if err != nil || d.Proxy == nil || len(d.Proxy.Epochs) != 2 || d.Proxy.Epochs[1].PID != 42 {
+		t.Errorf("PodDetail = %+v, %v", d, err)
+	}
+	if _, err := c.PodDetail(ctx, "nope"); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("unknown pod: %v, want a 404", err)
+	}
+	r, err := c.RestartProxy(ctx, "backend-v1", true)
+	if err != nil || r.Epoch != 2 || !r.Live || r.Elapsed != 120*time.Millisecond {
+		t.Errorf("RestartProxy = %+v, %v", r, err)
+	}
+	if r, err := c.RestartProxy(ctx, "backend-v1", false); err != nil || r.Live {
+		t.Errorf("RestartProxy without waiting = %+v, %v", r, err)
+	}
+	if len(fb.waits) != 2 || !fb.waits[0] || fb.waits[1] {
+		t.Errorf("wait flags = %v, want [true false]", fb.waits)
+	}
+	if _, err := c.RestartProxy(ctx, "db", true); err == nil || !strings.Contains(err.Error(), "pod has no sidecar") {
+		t.Errorf("restart without sidecar: %v", err)
+	}
+}
