@@ -149,8 +149,12 @@ func (b adminBackend) WriteClusters(w io.Writer) {
 		n := c.Name()
 		fmt.Fprintf(&sb, "%s::observability_name::%s\n", n, n)
 		for _, prio := range []string{"default_priority", "high_priority"} {
-			fmt.Fprintf(&sb, "%s::%s::max_connections::1024\n%s::%s::max_pending_requests::1024\n%s::%s::max_requests::1024\n%s::%s::max_retries::3\n",
-				n, prio, n, prio, n, prio, n, prio)
+			th := cluster.DefaultThresholds
+			if prio == "default_priority" {
+				th = c.Breakers()
+			}
+			fmt.Fprintf(&sb, "%s::%s::max_connections::%d\n%s::%s::max_pending_requests::%d\n%s::%s::max_requests::%d\n%s::%s::max_retries::%d\n",
+				n, prio, th.MaxConnections, n, prio, th.MaxPendingRequests, n, prio, th.MaxRequests, n, prio, th.MaxRetries)
 		}
 		fmt.Fprintf(&sb, "%s::added_via_api::%t\n", n, !b.s.clusters.IsStatic(n))
 		if c.Config().Type == cluster.TypeEDS {

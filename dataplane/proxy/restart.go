@@ -15,7 +15,8 @@ import (
 )
 
 // defaultStatsFlush is Envoy's stats_flush_interval default: how often a child merges
-// its parent's stats.
+// its parent's stats (the bootstrap field itself is not supported yet). The last merge
+// happens just before Terminate, so no count is lost.
 const defaultStatsFlush = 5 * time.Second
 
 // hotRestart is the Server's side of Envoy's hot restart: as a child it takes over its
@@ -126,11 +127,7 @@ func (s *Server) superviseParent(ctx context.Context) {
 	if s.hr == nil || !s.hr.parentAlive {
 		return
 	}
-	flush := defaultStatsFlush
-	if d := s.boot.GetStatsFlushInterval(); d != nil && d.AsDuration() > 0 {
-		flush = d.AsDuration()
-	}
-	tick := time.NewTicker(flush)
+	tick := time.NewTicker(defaultStatsFlush)
 	defer tick.Stop()
 	live := s.liveCh
 	var shutdown <-chan time.Time

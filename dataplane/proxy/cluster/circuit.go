@@ -222,3 +222,7 @@ func (b *breaker) acquireRetry() (func(), bool) {
 		})
 	}, true
 }
+
+// Breakers returns the thresholds the cluster enforces for the default priority, as
+// /clusters prints them.
+func (c *Cluster) Breakers() Thresholds { return c.breaker.th }

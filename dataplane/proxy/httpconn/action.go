@@ -11,6 +11,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	faultv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
+	previoushostsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/previous_hosts/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/fault"
@@ -281,6 +282,12 @@ func compileRetryPolicy(p *routev3.RetryPolicy) (*RetryPolicy, error) {
 	for i, hp := range p.GetRetryHostPredicate() {
 		if hp.GetName() != previousHostsPredicate {
 			return nil, fmt.Errorf("retry_host_predicate[%d].name: unsupported predicate %s", i, hp.GetName())
+		}
+		if tc := hp.GetTypedConfig(); tc != nil {
+			var ph previoushostsv3.PreviousHostsPredicate
+			if err := tc.UnmarshalTo(&ph); err != nil {
+				return nil, fmt.Errorf("retry_host_predicate[%d].typed_config: %w", i, err)
+			}
 		}
 		rp.PreviousHosts = true
 	}

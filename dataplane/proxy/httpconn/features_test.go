@@ -41,7 +41,7 @@ type lab struct {
 	client  *http.Client
 }
 
-func mustAny(t *testing.T, m proto.Message) *anypb.Any {
+func mustAny(t testing.TB, m proto.Message) *anypb.Any {
 	t.Helper()
 	a, err := anypb.New(m)
 	if err != nil {
@@ -50,7 +50,7 @@ func mustAny(t *testing.T, m proto.Message) *anypb.Any {
 	return a
 }
 
-func newLab(t *testing.T, clusters []*cluster.Config, routes ...*routev3.Route) *lab {
+func newLab(t testing.TB, clusters []*cluster.Config, routes ...*routev3.Route) *lab {
 	t.Helper()
 	l := &lab{store: stats.NewStore(), logPath: filepath.Join(t.TempDir(), "access.log")}
 	cm := cluster.NewManager(l.store)
@@ -121,7 +121,7 @@ func (l *lab) waitLines(t *testing.T, n int) []string {
 }
 
 // backend is an httptest server answering with its name; fail decides 503s.
-func backend(t *testing.T, name string, h http.HandlerFunc) string {
+func backend(t testing.TB, name string, h http.HandlerFunc) string {
 	t.Helper()
 	if h == nil {
 		h = func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, name) }

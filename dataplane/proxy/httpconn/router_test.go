@@ -26,7 +26,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // serveHCM runs ServeConn for every connection to a 127.0.0.1 listener until the test ends.
-func serveHCM(t *testing.T, cfg *Config, deps Deps) string {
+func serveHCM(t testing.TB, cfg *Config, deps Deps) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -58,7 +58,7 @@ func serveHCM(t *testing.T, cfg *Config, deps Deps) string {
 	return ln.Addr().String()
 }
 
-func staticCluster(t *testing.T, name string, hosts ...string) *cluster.Config {
+func staticCluster(t testing.TB, name string, hosts ...string) *cluster.Config {
 	t.Helper()
 	var lbs []*endpointv3.LbEndpoint
 	for _, h := range hosts {
