@@ -81,9 +81,8 @@ func (l *Lab) serveDashboard(ctx context.Context, api http.Handler) error {
 		ln.Close()
 		return fmt.Errorf("record dashboard URL: %w", err)
 	}
-	if ap, _ := netip.ParseAddrPort(g.Addr); !ap.Addr().IsLoopback() {
-		fmt.Fprintf(l.out, "WARNING: the dashboard listens on %s, which is not a loopback address: "+
-			"anyone who can reach it and learns the URL controls this lab as root\n", g.Addr)
+	if w := exposureWarning(g.Addr); w != "" {
+		fmt.Fprintln(l.out, w)
 	}
 	h := web.Dashboard(api, g)
 	l.servers.Add(1)
@@ -94,6 +93,16 @@ func (l *Lab) serveDashboard(ctx context.Context, api http.Handler) error {
 		}
 	}()
 	return nil
+}
+
+// exposureWarning returns the warning printed when the dashboard listens on addr, or ""
+// for a loopback address.
+func exposureWarning(addr string) string {
+	if ap, err := netip.ParseAddrPort(addr); err == nil && ap.Addr().IsLoopback() {
+		return ""
+	}
+	return "WARNING: the dashboard listens on " + addr + ", which is not a loopback address: " +
+		"anyone who can reach it and learns the URL controls this lab as root"
 }
 
 // DashboardURL returns the dashboard's login URL (with the session token), or "" when

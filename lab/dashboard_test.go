@@ -1,7 +1,10 @@
 package lab
 
 import (
+	"context"
 	"errors"
+	"net"
+	"net/http"
 	"net/netip"
 	"net/url"
 	"os"
@@ -11,6 +14,7 @@ import (
 	"time"
 
 	"github.com/meshlab/meshlab/controlplane/model"
+	"github.com/meshlab/meshlab/internal/testutil"
 	"github.com/meshlab/meshlab/web"
 )
 
@@ -151,5 +155,62 @@ func TestSendTrafficRefusesBadRequests(t *testing.T) {
 	}
 	if _, err := l.SendTraffic(t.Context(), web.TrafficRequest{Pod: "nope", URL: "http://backend/", N: 1}); !errors.Is(err, web.ErrUnknownPod) {
 		t.Errorf("unknown pod: %v", err)
+	}
+}
+
+func TestListenDashboardFallsBackOnlyForTheDefault(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	l := &Lab{log: testutil.Logger(t)}
+	l.opts.Listen = taken.Addr().String()
+	if ln, err := l.listenDashboard(); err == nil {
+		ln.Close()
+		t.Fatal("an explicit --listen address that is taken was replaced")
+	}
+	l.opts.ListenFallback = true
+	ln, err := l.listenDashboard()
+	if err != nil {
+		t.Fatalf("fallback: %v", err)
+	}
+	defer ln.Close()
+	if got := ln.Addr().String(); got == taken.Addr().String() || !strings.HasPrefix(got, "127.0.0.1:") {
+		t.Errorf("fallback listens on %s; want another port of 127.0.0.1", got)
+	}
+	l.opts.Listen = "0.0.0.0:0"
+	if _, err := l.listenDashboard(); err == nil {
+		t.Error("a wildcard address was accepted")
+	}
+}
+
+func TestServeDashboardRecordsURL(t *testing.T) {
+	var out strings.Builder
+	l := &Lab{log: testutil.Logger(t), out: &out, paths: Paths{Dir: t.TempDir()}, bus: NewBus(4)}
+	l.opts.Listen = "127.0.0.1:0"
+	ctx, cancel := context.WithCancel(t.Context())
+	if err := l.serveDashboard(ctx, http.NotFoundHandler()); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	l.servers.Wait()
+	if out.Len() != 0 {
+		t.Errorf("loopback listen printed %q", out.String())
+	}
+	u, err := ReadDashboardURL(l.paths)
+	if err != nil || u != l.DashboardURL() || !strings.Contains(u, "/?token=") {
+		t.Errorf("recorded URL %q (%v), lab says %q", u, err, l.DashboardURL())
+	}
+	if fi, err := os.Stat(l.paths.DashboardURLFile()); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("dashboard.url mode = %v (%v), want 0600: it holds the token", fi.Mode().Perm(), err)
+	}
+}
+
+func TestExposureWarning(t *testing.T) {
+	for addr, warn := range map[string]bool{"127.0.0.1:15080": false, "[::1]:80": false, "192.168.1.5:15080": true, "10.0.0.1:1": true} {
+		if got := exposureWarning(addr); (got != "") != warn {
+			t.Errorf("exposureWarning(%s) = %q, want warning=%v", addr, got, warn)
+		}
 	}
 }

@@ -95,8 +95,12 @@ func (g *group) supervise(spec processSpec, cmd *exec.Cmd) {
 				return
 			}
 			g.log.Warn("process exited; restarting", "role", spec.Role, "pod", spec.Pod, "err", err, "backoff", backoff)
-			g.event(EventProcExited, spec.Pod, fmt.Sprintf("%s of %s exited (%v); restarting in %s", spec.Role, spec.Pod, err, backoff),
-				map[string]any{"role": spec.Role, "pid": cmd.Process.Pid, "error": fmt.Sprint(err), "backoffMs": backoff.Milliseconds()})
+			status := "exit status 0"
+			if err != nil {
+				status = err.Error()
+			}
+			g.event(EventProcExited, spec.Pod, fmt.Sprintf("%s of %s exited (%s); restarting in %s", spec.Role, spec.Pod, status, backoff),
+				map[string]any{"role": spec.Role, "pid": cmd.Process.Pid, "error": status, "backoffMs": backoff.Milliseconds()})
 			if time.Since(started) > time.Minute {
 				backoff = 100 * time.Millisecond
 			}
