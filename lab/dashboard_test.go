@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
@@ -212,5 +213,32 @@ func TestExposureWarning(t *testing.T) {
 		if got := exposureWarning(addr); (got != "") != warn {
 			t.Errorf("exposureWarning(%s) = %q, want warning=%v", addr, got, warn)
 		}
+	}
+}
+
+// BenchmarkTopology100Pods measures building one topology snapshot (with rates) of 20
+// services of 5 pods, each pod calling the next service, from sampled stats.
+func BenchmarkTopology100Pods(b *testing.B) {
+	var svcs []*model.Service
+	var pods []*model.Pod
+	for s := range 20 {
+		app := fmt.Sprintf("svc%d", s)
+		svcs = append(svcs, &model.Service{Name: app, Namespace: "default", Selector: map[string]string{"app": app},
+			VIP: netip.AddrFrom4([4]byte{10, 96, 0, byte(s)}), Ports: []model.ServicePort{{Port: 80, TargetPort: 80}}})
+		for i := range 5 {
+			pods = append(pods, &model.Pod{Name: fmt.Sprintf("%s-%d", app, i), Namespace: "default", Labels: map[string]string{"app": app},
+				IP: netip.AddrFrom4([4]byte{10, 244, byte(s), byte(i + 2)}), Sidecar: model.SidecarSpec{Inject: true}})
+		}
+	}
+	m := model.New(svcs, pods)
+	samples := make([]podSample, len(m.Pods))
+	for i := range samples {
+		samples[i].edges = map[string]edgeCounters{fmt.Sprintf("svc%d.default.svc.cluster.local", i%20): {requests: uint64(i)}}
+	}
+	var p topoPoller
+	now := time.Now()
+	for i := 0; b.Loop(); i++ {
+		t := buildTopology(m, samples)
+		p.rates(&t, samples, m, now.Add(time.Duration(i)*time.Second))
 	}
 }

@@ -215,9 +215,12 @@ func TestCaptureBehaviour(t *testing.T) {
 	t.Parallel()
 	p := setupPods(t)
 	c := DefaultConfig()
+	// One listener on the outbound capture port serves every subtest: re-binding the port
+	// right after a subtest closed it can race with the kernel tearing down its connections.
+	outbound := listen(t, p.a, fmt.Sprintf("127.0.0.1:%d", c.OutboundCapturePort))
 
 	t.Run("outbound TCP is redirected to 15001 and keeps its original destination", func(t *testing.T) {
-		ln := listen(t, p.a, fmt.Sprintf("127.0.0.1:%d", c.OutboundCapturePort))
+		ln := outbound
 		want := netip.AddrPortFrom(p.gateway, 9999)
 		if _, err := dial(t, p.a, want.String()); err != nil {
 			t.Fatalf("dial %s: %v", want, err)
@@ -235,7 +238,6 @@ func TestCaptureBehaviour(t *testing.T) {
 		// The outbound capture port is listening, so a captured dial would succeed. Nothing
 		// listens on the gateway's port 9999, so an uncaptured dial is refused by the node.
 		// A socket opened with fsuid 1337 belongs to uid 1337 for the owner match.
-		_ = listen(t, p.a, fmt.Sprintf("127.0.0.1:%d", c.OutboundCapturePort))
 		var err error
 		doErr := netns.Do(p.a, func() error {
 			// Per-thread on Linux; Do runs this on its own locked thread.
