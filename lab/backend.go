@@ -123,4 +123,3 @@ func (t *nameTables) get(ctx context.Context, pod string, version uint64) (web.N
 
 // Wait blocks until ctx ends. It exists so callers read as "start, wait, close".
 func (l *Lab) Wait(ctx context.Context) { <-ctx.Done() }
-

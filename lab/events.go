@@ -2,9 +2,11 @@ package lab
 
 import (
 	"maps"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/meshlab/meshlab/controlplane/discovery"
 	"github.com/meshlab/meshlab/web"
 )
 
@@ -145,4 +147,32 @@ func (l *Lab) publish(kind, pod, msg string, fields map[string]any) {
 		return
 	}
 	l.bus.Publish(web.Event{Kind: kind, Pod: pod, Message: msg, Fields: fields})
+}
+
+// publishXDS turns a discovery server event into a bus event of the pod whose proxy it
+// concerns. It runs under the discovery server's lock and must not block; Publish never does.
+func (l *Lab) publishXDS(e discovery.Event) {
+	fields := map[string]any{"node": e.NodeID}
+	msg := ""
+	if e.TypeURL != "" {
+		short := e.TypeURL[strings.LastIndex(e.TypeURL, ".")+1:]
+		fields["type"], fields["version"] = short, e.Version
+		msg = short + " " + e.Version
+	}
+	if e.Error != "" {
+		fields["error"] = e.Error
+		msg += ": " + e.Error
+	}
+	l.publish(e.Kind, podOfNode(e.NodeID), strings.TrimSpace(msg), fields)
+}
+
+// podOfNode returns the pod name in an Istio-shaped node id
+// ("sidecar~<ip>~<pod>.<namespace>~<namespace>.svc.cluster.local"), or "" for another shape.
+func podOfNode(id string) string {
+	parts := strings.Split(id, "~")
+	if len(parts) != 4 {
+		return ""
+	}
+	pod, _, _ := strings.Cut(parts[2], ".")
+	return pod
 }

@@ -118,3 +118,15 @@ func TestLabPublishWithoutBus(t *testing.T) {
 		t.Errorf("published %+v", got)
 	}
 }
+
+func TestPodOfNode(t *testing.T) {
+	for id, want := range map[string]string{
+		"sidecar~10.244.0.3~backend-v1.default~default.svc.cluster.local": "backend-v1",
+		"router~10.0.0.1~gw.istio-system~istio-system.svc.cluster.local":  "gw",
+		"not-a-node-id": "",
+	} {
+		if got := podOfNode(id); got != want {
+			t.Errorf("podOfNode(%q) = %q, want %q", id, got, want)
+		}
+	}
+}

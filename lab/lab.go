@@ -221,6 +221,7 @@ func (l *Lab) startServers() error {
 		SocketPath: l.paths.XDSSocket(),
 		SocketGID:  ProxyUID,
 		TCPAddr:    "127.0.0.1:0",
+		OnEvent:    l.publishXDS,
 	})
 	if err != nil {
 		return fmt.Errorf("start discovery server: %w", err)

@@ -186,3 +186,11 @@ func waitStatus(t *testing.T, s *Server, id string, what string, cond func(Proxy
 	t.Fatalf("status of %s: %s did not happen within 10s; last status %+v", id, what, last)
 	return last
 }
+
+// closeSend ends the client's side of the stream, as a proxy that shuts down does.
+func (a *adsStream) closeSend() {
+	a.t.Helper()
+	if err := a.stream.CloseSend(); err != nil {
+		a.t.Fatalf("close ADS stream: %v", err)
+	}
+}

@@ -40,6 +40,9 @@ type Options struct {
 	// TCPAddr, when set, is a TCP address to also serve on (e.g. "127.0.0.1:0"), for
 	// debugging tools. Optional.
 	TCPAddr string
+	// OnEvent, when set, observes every connect, push, ACK, NACK and disconnect. It is
+	// called synchronously and must not block. Optional.
+	OnEvent func(Event)
 }
 
 // Server is the ADS server of one lab. Create it with New, then call Run once.
@@ -102,7 +105,7 @@ func New(o Options) (*Server, error) {
 		tcpLn:   tcpLn,
 		grpc:    grpc.NewServer(),
 		cache:   cachev3.NewSnapshotCache(true, cachev3.IDHash{}, slogAdapter{log.With("subsystem", "go-control-plane")}),
-		tracker: newTracker(log, time.Now),
+		tracker: newTrackerObserved(log, time.Now, o.OnEvent),
 		cancel:  cancel,
 	}
 	xds := serverv3.NewServer(ctx, s.cache, s.tracker.callbacks())

@@ -62,12 +62,19 @@ type sentResponse struct {
 // tracker observes ADS streams through go-control-plane's callbacks, which it calls
 // synchronously from stream goroutines; every method is safe for concurrent use.
 type tracker struct {
-	log *slog.Logger
-	now func() time.Time
+	log     *slog.Logger
+	now     func() time.Time
+	observe func(Event) // optional
 
 	mu      sync.Mutex
 	streams map[int64]*streamState // node id learned from the first request
 	nodes   map[string]*nodeState
+}
+
+func newTrackerObserved(log *slog.Logger, now func() time.Time, observe func(Event)) *tracker {
+	t := newTracker(log, now)
+	t.observe = observe
+	return t
 }
 
 func newTracker(log *slog.Logger, now func() time.Time) *tracker {
@@ -115,6 +122,7 @@ func (t *tracker) onRequest(streamID int64, req *discoverypb.DiscoveryRequest) e
 		t.streams[streamID] = st
 		t.node(id).streams++
 		t.log.Info("proxy connected", "node", id, "stream", streamID)
+		t.emit(Event{Kind: EventConnected, NodeID: id})
 	}
 	id := st.node
 	n := t.node(id)
@@ -126,11 +134,15 @@ func (t *tracker) onRequest(streamID int64, req *discoverypb.DiscoveryRequest) e
 			ts.LastNack = t.now()
 			t.log.Warn("proxy rejected config", "node", id, "type", req.GetTypeUrl(),
 				"nonce", req.GetResponseNonce(), "applied", req.GetVersionInfo(), "error", detail.GetMessage())
+			rejected := ""
 			if sent := st.sent[req.GetTypeUrl()]; sent.nonce == req.GetResponseNonce() {
 				req.VersionInfo = sent.version
+				rejected = sent.version
 			}
+			t.emit(Event{Kind: EventNACK, NodeID: id, TypeURL: req.GetTypeUrl(), Version: rejected, Error: detail.GetMessage()})
 		} else {
 			t.log.Debug("proxy acked config", "node", id, "type", req.GetTypeUrl(), "version", req.GetVersionInfo())
+			t.emit(Event{Kind: EventACK, NodeID: id, TypeURL: req.GetTypeUrl(), Version: req.GetVersionInfo()})
 		}
 	}
 	n.types[req.GetTypeUrl()] = ts
@@ -153,6 +165,7 @@ func (t *tracker) onResponse(_ context.Context, streamID int64, req *discoverypb
 	n.types[resp.GetTypeUrl()] = ts
 	t.log.Debug("config pushed", "node", id, "type", resp.GetTypeUrl(), "version", ts.Sent,
 		"resources", len(resp.GetResources()), "requested", req.GetResourceNames())
+	t.emit(Event{Kind: EventPushed, NodeID: id, TypeURL: resp.GetTypeUrl(), Version: ts.Sent})
 }
 
 // onClosed forgets the stream; the node's type states stay, as its last known state.
@@ -166,6 +179,7 @@ func (t *tracker) onClosed(streamID int64, _ *core.Node) {
 	delete(t.streams, streamID)
 	t.node(st.node).streams--
 	t.log.Info("proxy disconnected", "node", st.node, "stream", streamID)
+	t.emit(Event{Kind: EventDisconnected, NodeID: st.node})
 }
 
 // forget drops the state of nodes no longer in the mesh that have no open stream.
