@@ -107,6 +107,7 @@ func (l *Lab) commit(ctx context.Context, next *config.Scenario, changes []confi
 	for _, c := range changes {
 		if c.Action != "unchanged" {
 			l.log.Info("config "+c.Action, "object", c.Ref.String())
+			l.publish("config."+c.Action, "", c.Ref.String(), map[string]any{"kind": c.Ref.Kind, "namespace": c.Ref.Namespace, "name": c.Ref.Name})
 		}
 	}
 	return nil
