@@ -35,6 +35,9 @@ type Config struct {
 	Upstreams []string
 	// UpstreamTimeout bounds each upstream call (optional, default 5s).
 	UpstreamTimeout time.Duration
+	// StartupCalls are URLs called once, in order, as the app starts (not retried);
+	// their outcome is logged and reported in every answer's "startup" (optional).
+	StartupCalls []string
 
 	// Injectable faults, for labs.
 
@@ -70,6 +73,9 @@ func Args(c Config) []string {
 	for _, u := range c.Upstreams {
 		add("upstream", u)
 	}
+	for _, u := range c.StartupCalls {
+		add("startup-call", u)
+	}
 	if c.UpstreamTimeout != 0 {
 		add("upstream-timeout", c.UpstreamTimeout.String())
 	}
@@ -98,6 +104,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.Var((*portsValue)(&c.Ports), "port", "port to listen on (repeatable)")
 	fs.TextVar(&c.Address, "address", netip.Addr{}, "address to listen on (default 0.0.0.0)")
 	fs.StringArrayVar(&c.Upstreams, "upstream", nil, "URL to call on each request to / (repeatable, in order)")
+	fs.StringArrayVar(&c.StartupCalls, "startup-call", nil, "URL to call once at startup (repeatable, in order)")
 	fs.DurationVar(&c.UpstreamTimeout, "upstream-timeout", 0, "timeout of each upstream call (default 5s)")
 	fs.DurationVar(&c.Latency, "latency", 0, "delay added to every answer but /healthz")
 	fs.Float64Var(&c.ErrorRate, "error-rate", 0, "fraction of requests answered with --error-code (0 to 1)")
@@ -119,7 +126,7 @@ func (c *Config) validate() error {
 	if c.Latency < 0 || c.UpstreamTimeout < 0 {
 		return errors.New("latency and upstream timeout must not be negative")
 	}
-	for _, u := range c.Upstreams {
+	for _, u := range append(append([]string(nil), c.Upstreams...), c.StartupCalls...) {
 		parsed, err := url.Parse(u)
 		if err != nil {
 			return fmt.Errorf("parse upstream: %w", err)

@@ -22,17 +22,20 @@ type response struct {
 	Path      string            `json:"path"`
 	Headers   map[string]string `json:"headers"`
 	Upstreams []upstreamResult  `json:"upstreams,omitempty"`
+	// Startup is the outcome of the app's startup calls so far.
+	Startup []startupResult `json:"startup,omitempty"`
 	// Error says why the status is an error the app chose (an injected fault).
 	Error string `json:"error,omitempty"`
 }
 
 // handler serves the demo app's HTTP API. It is safe for concurrent use.
 type handler struct {
-	cfg    Config
-	log    *slog.Logger
-	client *http.Client
-	faults *faults
-	mux    *http.ServeMux
+	cfg     Config
+	log     *slog.Logger
+	client  *http.Client
+	faults  *faults
+	startup *startupCalls
+	mux     *http.ServeMux
 }
 
 func newHandler(c Config, log *slog.Logger) *handler {
@@ -45,11 +48,12 @@ func newHandler(c Config, log *slog.Logger) *handler {
 	// connection); an HTTP_PROXY inherited from the host must not reroute it.
 	transport.Proxy = nil
 	h := &handler{
-		cfg:    c,
-		log:    log,
-		client: &http.Client{Timeout: timeout, Transport: transport},
-		faults: newFaults(c),
-		mux:    http.NewServeMux(),
+		cfg:     c,
+		log:     log,
+		client:  &http.Client{Timeout: timeout, Transport: transport},
+		faults:  newFaults(c),
+		startup: &startupCalls{},
+		mux:     http.NewServeMux(),
 	}
 	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -112,6 +116,7 @@ func (h *handler) identity(r *http.Request) *response {
 		Method:    r.Method,
 		Path:      r.URL.Path,
 		Headers:   headers,
+		Startup:   h.startup.snapshot(),
 	}
 }
 

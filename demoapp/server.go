@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -38,7 +39,13 @@ func Run(ctx context.Context, c Config, log *slog.Logger) error {
 		}
 		lns = append(lns, ln)
 	}
-	return serve(ctx, newHandler(c, log), lns, log)
+	h := newHandler(c, log)
+	// Startup calls go out at once, while the app already serves: as an app that calls
+	// out when it starts, before (or after) its sidecar is ready.
+	var wg sync.WaitGroup
+	defer wg.Wait() // serve returns once ctx ends, which aborts a call in flight
+	wg.Go(func() { h.startup.run(ctx, h) })
+	return serve(ctx, h, lns, log)
 }
 
 // serve runs h on every listener until ctx ends or one fails, then shuts down. It owns

@@ -102,24 +102,31 @@ func (l *Lab) commit(ctx context.Context, next *config.Scenario, changes []confi
 		// Config that validates but cannot be generated is still the caller's to fix.
 		return &web.ConfigError{Err: fmt.Errorf("generate proxy config: %w", err)}
 	}
+	prev := l.model
 	l.model, l.scenario = m, next
 	l.names.update(m)
+	if err := l.syncKubeProxy(); err != nil {
+		l.log.Warn("kube-proxy rules not updated", "err", err)
+	}
 	for _, c := range changes {
 		if c.Action != "unchanged" {
 			l.log.Info("config "+c.Action, "object", c.Ref.String())
 			l.publish("config."+c.Action, "", c.Ref.String(), map[string]any{"kind": c.Ref.Kind, "namespace": c.Ref.Namespace, "name": c.Ref.Name})
 		}
 	}
+	l.pushProxySettings(ctx, prev, m)
 	return nil
 }
 
 // sameTopology refuses a model whose pods or service addresses differ from the running
 // lab's: pods are namespaces and processes, and VIPs are in clients' DNS caches and open
-// connections. Pod labels may change (they only move endpoints).
+// connections. Pod labels may change (they only move endpoints), and so may the proxy
+// settings of a sidecar (they start a new proxy epoch).
 func sameTopology(cur, next *model.Model) error {
 	podKey := func(p *model.Pod) model.Pod {
 		c := *p
 		c.Labels, c.Origin = nil, model.Origin{}
+		c.Sidecar = c.Sidecar.WithoutProxySettings() // a new proxy epoch takes those
 		return c
 	}
 	var problems []string

@@ -17,6 +17,7 @@ const (
 	EventLabDown      = "lab.down"
 	EventPodCreated   = "pod.created"
 	EventPodReady     = "pod.ready"
+	EventPodFailed    = "pod.failed"        // its proxy failed or was not ready in time while the lab came up
 	EventProcStarted  = "process.started"   // an agent or app was started (Fields: role, pid)
 	EventProcExited   = "process.exited"    // it exited unexpectedly (Fields: role, pid, error)
 	EventProcRestart  = "process.restarted" // the supervisor started it again

@@ -203,13 +203,17 @@ func (l *Lab) create(ctx context.Context) error {
 	if err := l.createNetwork(); err != nil {
 		return err
 	}
-	if err := l.startPods(ctx); err != nil {
+	if err := l.setupKubeProxy(); err != nil {
+		return err
+	}
+	failed, err := l.startPods(ctx)
+	if err != nil {
 		return err
 	}
 	took := time.Since(start).Round(time.Millisecond)
-	l.publish(EventLabUp, "", fmt.Sprintf("lab %s is up: %d pods ready in %s", l.opts.Name, len(l.model.Pods), took),
-		map[string]any{"pods": len(l.model.Pods), "ms": took.Milliseconds()})
-	fmt.Fprintf(l.out, "lab %s is up: %d pods ready in %s\n", l.opts.Name, len(l.model.Pods), took)
+	summary := upSummary(l.opts.Name, len(l.model.Pods), failed, took)
+	l.publish(EventLabUp, "", summary, map[string]any{"pods": len(l.model.Pods), "failed": len(failed), "ms": took.Milliseconds()})
+	fmt.Fprintln(l.out, summary)
 	return nil
 }
 

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -22,18 +25,53 @@ const (
 	dnsPort    = 15053
 )
 
-// startPods creates every pod in parallel and waits until each is ready.
-func (l *Lab) startPods(ctx context.Context) error {
+// podFailure is a pod whose proxy did not become ready while the lab came up.
+type podFailure struct {
+	Pod string
+	Err error
+}
+
+// errPodFailed is a pod whose agent gave up on its proxy (Status.Failed).
+var errPodFailed = errors.New("proxy failed")
+
+// startPods creates every pod in parallel and waits until each is ready, for at most
+// ReadyTimeout. A pod whose proxy fails or is not ready in time does not fail the lab, as
+// a crash-looping pod does not fail a Kubernetes deployment: it is reported (progress
+// line, event, the returned list) and the rest of the lab keeps working; its agent keeps
+// its status for `meshlab describe pod`. Failing to create a pod's namespace or
+// processes is an error.
+func (l *Lab) startPods(ctx context.Context) ([]podFailure, error) {
 	l.agents = newGroup(l.log.With("component", "supervisor"), l.jr)
 	l.apps = newGroup(l.log.With("component", "supervisor"), l.jr)
 	l.agents.publish, l.apps.publish = l.publish, l.publish
-	ctx, cancel := context.WithTimeout(ctx, l.opts.ReadyTimeout)
+	readyCtx, cancel := context.WithTimeout(ctx, l.opts.ReadyTimeout)
 	defer cancel()
-	var eg errgroup.Group
+	var (
+		eg     errgroup.Group
+		mu     sync.Mutex
+		failed []podFailure
+	)
 	for i, p := range l.model.Pods {
-		eg.Go(func() error { return l.startPod(ctx, i, p) })
+		eg.Go(func() error {
+			err := l.startPod(readyCtx, i, p)
+			var nr *notReadyError
+			if !errors.As(err, &nr) || ctx.Err() != nil {
+				return err
+			}
+			msg := strings.ReplaceAll(nr.Error(), "\n", "\n    ")
+			fmt.Fprintf(l.out, "pod %-20s %-15s FAILED: %s\n", p.Name, p.IP, msg)
+			l.publish(EventPodFailed, p.Name, nr.Error(), map[string]any{"error": nr.Error()})
+			mu.Lock()
+			failed = append(failed, podFailure{Pod: p.Name, Err: nr})
+			mu.Unlock()
+			return nil
+		})
 	}
-	return eg.Wait()
+	if err := eg.Wait(); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(failed, func(a, b podFailure) int { return strings.Compare(a.Pod, b.Pod) })
+	return failed, nil
 }
 
 func (l *Lab) startPod(ctx context.Context, index int, p *model.Pod) error {
@@ -101,6 +139,11 @@ func (l *Lab) agentConfig(index int, p *model.Pod) agent.Config {
 		ProxyGID:                 ProxyUID,
 		BaseID:                   baseID(l.opts.Name, index),
 		LogLevel:                 p.Sidecar.LogLevel,
+		Concurrency:              p.Sidecar.Concurrency,
+		DrainDuration:            p.Sidecar.DrainDuration,
+		ParentShutdownDuration:   p.Sidecar.ParentShutdownDuration,
+		DataPlane:                p.Sidecar.DataPlane,
+		BootstrapOverride:        p.Sidecar.BootstrapOverride,
 		TerminationDrainDuration: l.opts.TerminationDrain,
 		AdminPort:                adminPort,
 		StatusPort:               statusPort,
@@ -117,17 +160,32 @@ func (l *Lab) appArgv(p *model.Pod) []string {
 		svc = ss[0].Name
 	}
 	cfg := demoapp.Config{
-		Service:   svc,
-		Pod:       p.Name,
-		Namespace: p.Namespace,
-		Version:   p.Labels["version"],
-		Ports:     p.Ports,
-		Upstreams: p.App.Upstreams,
+		Service:      svc,
+		Pod:          p.Name,
+		Namespace:    p.Namespace,
+		Version:      p.Labels["version"],
+		Ports:        p.Ports,
+		Upstreams:    p.App.Upstreams,
+		StartupCalls: p.App.StartupCalls,
+		ErrorRate:    p.App.ErrorRate,
+		ErrorCode:    p.App.ErrorCode,
+		Latency:      p.App.Latency,
 	}
 	return append([]string{l.opts.MeshlabPath, "app"}, demoapp.Args(cfg)...)
 }
 
-// waitReady polls the pod's agent until it reports ready.
+// notReadyError is a pod whose proxy failed or was not ready in time.
+type notReadyError struct {
+	msg string
+	err error // errPodFailed or context.DeadlineExceeded
+}
+
+func (e *notReadyError) Error() string { return e.msg }
+func (e *notReadyError) Unwrap() error { return e.err }
+
+// waitReady polls the pod's agent until it reports ready. It returns a *notReadyError at
+// once when the agent reports its proxy failed (a binary that cannot start, a crash
+// loop), or when ctx's deadline passes.
 func (l *Lab) waitReady(ctx context.Context, pod string) error {
 	c := newAgentClient(l.paths.AgentSocket(pod))
 	defer c.close()
@@ -139,6 +197,10 @@ func (l *Lab) waitReady(ctx context.Context, pod string) error {
 		}
 		if err == nil {
 			last = st.Message
+			if st.Failed {
+				return &notReadyError{err: errPodFailed,
+					msg: fmt.Sprintf("pod %s: %s (see %s)", pod, strings.TrimPrefix(last, "not ready: "), l.paths.PodDir(pod))}
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -147,10 +209,25 @@ func (l *Lab) waitReady(ctx context.Context, pod string) error {
 				if last != "" {
 					msg += ": " + last
 				}
-				return fmt.Errorf("%s (see %s)", msg, l.paths.PodDir(pod))
+				return &notReadyError{err: ctx.Err(), msg: fmt.Sprintf("%s (see %s)", msg, l.paths.PodDir(pod))}
 			}
 			return ctx.Err()
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// upSummary is the line `up` ends with: "lab x is up: 3 pods ready in 312ms", or with
+// failed pods "lab x is up: 2 of 3 pods ready in 1.2s; failed: backend-v2 (meshlab
+// describe pod backend-v2)".
+func upSummary(lab string, pods int, failed []podFailure, took time.Duration) string {
+	if len(failed) == 0 {
+		return fmt.Sprintf("lab %s is up: %d pods ready in %s", lab, pods, took)
+	}
+	names := make([]string, len(failed))
+	for i, f := range failed {
+		names[i] = f.Pod
+	}
+	return fmt.Sprintf("lab %s is up: %d of %d pods ready in %s; failed: %s (meshlab describe pod %s)",
+		lab, pods-len(failed), pods, took, strings.Join(names, ", "), names[0])
 }

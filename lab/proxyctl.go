@@ -153,24 +153,42 @@ func agentStatus(st agent.Status) *web.AgentStatus {
 
 // post sends an empty POST to the agent and decodes its JSON answer into out.
 func (c *agentClient) post(ctx context.Context, path string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://agent"+path, bytes.NewReader(nil))
+	return c.send(ctx, http.MethodPost, path, nil, out)
+}
+
+// put sends in as JSON to the agent and decodes its JSON answer into out.
+func (c *agentClient) put(ctx context.Context, path string, in, out any) error {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return fmt.Errorf("encode PUT %s: %w", path, err)
+	}
+	return c.send(ctx, http.MethodPut, path, body, out)
+}
+
+// send makes one request with body (nil: empty) and decodes the JSON answer into out;
+// any status but 200 is an error carrying the agent's answer.
+func (c *agentClient) send(ctx context.Context, method, path string, body []byte, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, "http://agent"+path, bytes.NewReader(body))
 	if err != nil {
 		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
 		return err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("POST %s: %s: %s", path, resp.Status, strings.TrimSpace(string(body)))
+		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(answer)))
 	}
-	if err := json.Unmarshal(body, out); err != nil {
-		return fmt.Errorf("decode POST %s answer: %w", path, err)
+	if err := json.Unmarshal(answer, out); err != nil {
+		return fmt.Errorf("decode %s %s answer: %w", method, path, err)
 	}
 	return nil
 }

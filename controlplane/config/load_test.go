@@ -205,6 +205,15 @@ func TestLoadErrors(t *testing.T) {
 			},
 		},
 		{
+			name: "app faults",
+			yaml: docs(service(okService), workload("backend", okWorkload+"  app: {errorRate: 1.5, errorCode: 99, latency: soon}\n")),
+			want: []string{
+				"t.yaml: Workload default/backend: spec.app.errorRate: 1.5 is not between 0 and 1",
+				"t.yaml: Workload default/backend: spec.app.errorCode: 99 is not an HTTP status between 200 and 599",
+				`t.yaml: Workload default/backend: spec.app.latency: "soon" is not a non-negative duration such as "100ms"`,
+			},
+		},
+		{
 			name: "sidecar settings",
 			yaml: docs(service(okService), workload("backend", okWorkload+"  sidecar: {inject: false, holdApplicationUntilProxyStarts: true, logLevel: loud}\n")),
 			want: []string{

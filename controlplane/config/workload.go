@@ -42,6 +42,16 @@ type WorkloadSpec struct {
 type AppConfig struct {
 	// Upstreams are URLs the app calls, in order, on each request to "/".
 	Upstreams []string `json:"upstreams,omitempty"`
+	// StartupCalls are URLs the app calls once, in order, when it starts, reporting the
+	// outcome in its answers ("startup"): without holdApplicationUntilProxyStarts they
+	// show the race between the app and its sidecar.
+	StartupCalls []string `json:"startupCalls,omitempty"`
+	// ErrorRate is the fraction of requests the app fails, 0 to 1 (optional).
+	ErrorRate float64 `json:"errorRate,omitempty"`
+	// ErrorCode is the status of those failures, 200-599 (optional, default 500).
+	ErrorCode int `json:"errorCode,omitempty"`
+	// Latency delays every answer, as a Go duration such as "100ms" (optional).
+	Latency string `json:"latency,omitempty"`
 }
 
 // SidecarConfig holds a Workload's proxy settings, as Istio's sidecar annotations do.
@@ -55,4 +65,16 @@ type SidecarConfig struct {
 	// ProxyPath pins the pods' Envoy binary (an absolute path); default: the lab's
 	// --envoy-path, else the agent's discovery.
 	ProxyPath string `json:"proxyPath,omitempty"`
+	// Concurrency is the proxy's worker threads (optional, default 2).
+	Concurrency int `json:"concurrency,omitempty"`
+	// DrainDuration and ParentShutdownDuration are Go durations such as "45s" for the
+	// proxy's --drain-time-s and --parent-shutdown-time-s (optional, 45s and 60s).
+	DrainDuration          string `json:"drainDuration,omitempty"`
+	ParentShutdownDuration string `json:"parentShutdownDuration,omitempty"`
+	// DataPlane is "envoy" (an Envoy binary is required) or "meshlab" (the built-in
+	// proxy); default: Envoy when one is found, else the built-in proxy.
+	DataPlane string `json:"dataPlane,omitempty"`
+	// BootstrapOverride is a fragment of an Envoy Bootstrap (YAML or JSON, proto field
+	// names) merged into the generated bootstrap, as Istio's custom bootstrap.
+	BootstrapOverride map[string]any `json:"bootstrapOverride,omitempty"`
 }

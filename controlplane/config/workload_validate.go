@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/meshlab/meshlab/controlplane/model"
 )
@@ -71,8 +72,12 @@ func validateWorkload(w *Workload, p problems) []*model.Pod {
 			ServiceAccount: sa,
 			Ports:          append([]uint16(nil), ports...),
 			App: model.AppSpec{
-				Command:   append([]string(nil), app.Command...),
-				Upstreams: append([]string(nil), app.Upstreams...),
+				Command:      append([]string(nil), app.Command...),
+				Upstreams:    append([]string(nil), app.Upstreams...),
+				StartupCalls: append([]string(nil), app.StartupCalls...),
+				ErrorRate:    app.ErrorRate,
+				ErrorCode:    app.ErrorCode,
+				Latency:      app.Latency,
 			},
 			Sidecar: sidecar,
 			Origin:  p.origin,
@@ -143,6 +148,22 @@ func appSpec(spec *WorkloadSpec, p problems) model.AppSpec {
 		}
 	}
 	app.Upstreams = spec.App.Upstreams
+	app.StartupCalls = startupCalls(spec.App.StartupCalls, p)
+	if r := spec.App.ErrorRate; r < 0 || r > 1 {
+		p.addf("spec.app.errorRate", "%g is not between 0 and 1", r)
+	}
+	app.ErrorRate = spec.App.ErrorRate
+	if c := spec.App.ErrorCode; c != 0 && (c < 200 || c > 599) {
+		p.addf("spec.app.errorCode", "%d is not an HTTP status between 200 and 599", c)
+	}
+	app.ErrorCode = spec.App.ErrorCode
+	if spec.App.Latency != "" {
+		d, err := time.ParseDuration(spec.App.Latency)
+		if err != nil || d < 0 {
+			p.addf("spec.app.latency", "%q is not a non-negative duration such as \"100ms\"", spec.App.Latency)
+		}
+		app.Latency = d
+	}
 	return app
 }
 
@@ -169,6 +190,7 @@ func sidecarSpec(in *SidecarConfig, p problems) model.SidecarSpec {
 		p.addf("spec.sidecar.proxyPath", "%q is not an absolute path", in.ProxyPath)
 	}
 	out.ProxyPath = in.ProxyPath
+	proxySettings(in, &out, p)
 	if !out.Inject && out.HoldApplicationUntilProxyStarts {
 		p.addf("spec.sidecar.holdApplicationUntilProxyStarts", "needs a sidecar, but inject is false")
 	}

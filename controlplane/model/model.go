@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
+	"time"
 )
 
 // DefaultClusterDomain is the DNS suffix of service hostnames, as in Kubernetes.
@@ -96,6 +97,14 @@ type AppSpec struct {
 	Command []string
 	// Upstreams are URLs the built-in demo app calls on every request it serves.
 	Upstreams []string
+	// StartupCalls are URLs the built-in demo app calls once when it starts.
+	StartupCalls []string
+	// ErrorRate, ErrorCode and Latency are the demo app's injected faults: the fraction
+	// of requests it fails, their status (0 = the app's default) and a delay on every
+	// answer.
+	ErrorRate float64
+	ErrorCode int
+	Latency   time.Duration
 }
 
 // SidecarSpec holds the pod's proxy settings, as Istio's sidecar annotations do.
@@ -108,6 +117,23 @@ type SidecarSpec struct {
 	LogLevel string
 	// ProxyPath pins the pod's Envoy binary ("" = the lab's choice).
 	ProxyPath string
+	// Concurrency is the proxy's worker threads (0 = the agent's default).
+	Concurrency int
+	// DrainDuration and ParentShutdownDuration are the proxy's --drain-time-s and
+	// --parent-shutdown-time-s (0 = the agent's defaults).
+	DrainDuration, ParentShutdownDuration time.Duration
+	// DataPlane is "envoy", "meshlab" (the built-in proxy) or "" (the agent's choice).
+	DataPlane string
+	// BootstrapOverride is a validated JSON fragment of an Envoy Bootstrap merged into
+	// the proxy's bootstrap ("" = none).
+	BootstrapOverride string
+}
+
+// WithoutProxySettings returns s without the settings a running proxy takes in a new
+// epoch (log level, concurrency, drain times, data plane, binary, bootstrap override):
+// a running lab can apply a change of those, not of the rest.
+func (s SidecarSpec) WithoutProxySettings() SidecarSpec {
+	return SidecarSpec{Inject: s.Inject, HoldApplicationUntilProxyStarts: s.HoldApplicationUntilProxyStarts}
 }
 
 // Pod is one pseudo-pod: a network namespace with an address, an app and (usually) a

@@ -93,6 +93,8 @@ func outboundCluster(m *model.Model, sp servicePort, oc outboundClusterSpec) (*c
 		c.EdsClusterConfig = &cluster.Cluster_EdsClusterConfig{EdsConfig: adsConfigSource(), ServiceName: oc.name}
 	}
 	if oc.dr == nil {
+		// Istio gives every outbound cluster its circuit-breaker defaults, rule or not.
+		c.CircuitBreakers = defaultCircuitBreakers()
 		return c, nil
 	}
 	// Istio records the rule, not the service, as the origin of a cluster it shaped.

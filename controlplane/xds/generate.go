@@ -32,11 +32,13 @@ func Generate(m *model.Model, pod *model.Pod) (map[resource.Type][]types.Resourc
 	if err != nil {
 		return nil, fail(err)
 	}
+	// As Istio does, every outbound HTTP connection manager carries the fault filter,
+	// whether or not a route injects faults today: applying a fault later then changes only
+	// routes (RDS), so connections already open see it at once; a listener change would not
+	// reach them.
 	faultRoutes := map[string]bool{}
 	for _, r := range rs {
-		if rc := r.(*route.RouteConfiguration); usesFault(rc) {
-			faultRoutes[rc.GetName()] = true
-		}
+		faultRoutes[r.(*route.RouteConfiguration).GetName()] = true
 	}
 	ls, err := listeners(m, pod, faultRoutes)
 	if err != nil {

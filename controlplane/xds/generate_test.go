@@ -54,10 +54,10 @@ func TestGenerateGolden(t *testing.T) {
 					unpacked += validateDeep(t, typ+"/"+cachev3.GetResourceName(r), r)
 				}
 			}
-			// virtualOutbound: 2 tcp_proxy; 0.0.0.0_8080: HCM + router; virtualInbound:
-			// original_dst, 2 tcp_proxy, HCM + router.
-			if unpacked != 9 {
-				t.Errorf("unpacked %d typed configs, want 9", unpacked)
+			// virtualOutbound: 2 tcp_proxy; 0.0.0.0_8080: HCM + fault + router;
+			// virtualInbound: original_dst, 2 tcp_proxy, HCM + router.
+			if unpacked != 10 {
+				t.Errorf("unpacked %d typed configs, want 10", unpacked)
 			}
 			testutil.Golden(t, "hello-"+pod, dumpJSON(t, res))
 		})

@@ -94,18 +94,6 @@ func catchAllVirtualHost(policy model.OutboundTrafficPolicy) *route.VirtualHost 
 	}
 }
 
-// usesFault reports whether some route of rc injects faults, so its HCM needs the fault
-// filter.
-func usesFault(rc *route.RouteConfiguration) bool {
-	for _, vh := range rc.GetVirtualHosts() {
-		for _, r := range vh.GetRoutes() {
-			if _, ok := r.GetTypedPerFilterConfig()[FaultFilter]; ok {
-				return true
-			}
-		}
-	}
-	return false
-}
 
 // defaultRoute sends every path to cluster with no timeout (Istio disables Envoy's 15s
 // default unless a VirtualService sets one).

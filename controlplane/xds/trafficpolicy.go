@@ -88,13 +88,8 @@ func applyTrafficPolicy(c *cluster.Cluster, tp *networking.TrafficPolicy, protoc
 	}
 
 	cp := tp.GetConnectionPool()
-	th := &cluster.CircuitBreakers_Thresholds{
-		MaxConnections:     wrapperspb.UInt32(math.MaxUint32),
-		MaxPendingRequests: wrapperspb.UInt32(math.MaxUint32),
-		MaxRequests:        wrapperspb.UInt32(math.MaxUint32),
-		MaxRetries:         wrapperspb.UInt32(math.MaxUint32),
-		TrackRemaining:     true,
-	}
+	c.CircuitBreakers = defaultCircuitBreakers()
+	th := c.CircuitBreakers.Thresholds[0]
 	if v := cp.GetHttp().GetHttp2MaxRequests(); v > 0 {
 		th.MaxRequests = wrapperspb.UInt32(uint32(v))
 	}
@@ -104,7 +99,6 @@ func applyTrafficPolicy(c *cluster.Cluster, tp *networking.TrafficPolicy, protoc
 	if v := cp.GetTcp().GetMaxConnections(); v > 0 {
 		th.MaxConnections = wrapperspb.UInt32(uint32(v))
 	}
-	c.CircuitBreakers = &cluster.CircuitBreakers{Thresholds: []*cluster.CircuitBreakers_Thresholds{th}}
 
 	if v := cp.GetHttp().GetMaxRequestsPerConnection(); v > 0 && protocol.IsHTTP() {
 		opts, err := httpProtocolOptions(uint32(v), protocol)
@@ -162,4 +156,17 @@ func outlierDetection(od *networking.OutlierDetection) *cluster.OutlierDetection
 		out.MaxEjectionPercent = wrapperspb.UInt32(uint32(v))
 	}
 	return out
+}
+
+// defaultCircuitBreakers returns Istio's thresholds for an outbound cluster whose policy
+// sets none: no limit at all, where Envoy's own defaults (1024 connections, 3 concurrent
+// retries) would make a VirtualService's retries overflow under modest concurrency.
+func defaultCircuitBreakers() *cluster.CircuitBreakers {
+	return &cluster.CircuitBreakers{Thresholds: []*cluster.CircuitBreakers_Thresholds{{
+		MaxConnections:     wrapperspb.UInt32(math.MaxUint32),
+		MaxPendingRequests: wrapperspb.UInt32(math.MaxUint32),
+		MaxRequests:        wrapperspb.UInt32(math.MaxUint32),
+		MaxRetries:         wrapperspb.UInt32(math.MaxUint32),
+		TrackRemaining:     true,
+	}}}
 }

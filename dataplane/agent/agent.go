@@ -34,10 +34,11 @@ func run(ctx context.Context, c Config, log *slog.Logger, d deps) (err error) {
 	}
 	log = log.With("component", "agent", "pod", c.Pod)
 
-	// Resolve the data plane now so that a missing one is reported at once; each epoch
-	// resolves it again, as its settings may name another binary.
+	// Each epoch resolves the data plane (its settings may name another binary); one that
+	// cannot be found fails the pod with a message in its status, rather than the agent,
+	// so the lab can show why. Logged here so that the agent log says it at once.
 	if _, err := resolveProxy(c, d.lookup); err != nil {
-		return err
+		log.Error("resolve proxy binary", "err", err)
 	}
 
 	// Bind everything before starting the proxy, so that a clash fails at once.

@@ -228,6 +228,9 @@ func writeBootstrap(c Config, epoch int) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if err := mergeBootstrapOverride(b, c.BootstrapOverride); err != nil {
+		return "", err
+	}
 	if err := b.ValidateAll(); err != nil {
 		return "", fmt.Errorf("validate bootstrap: %w", err)
 	}

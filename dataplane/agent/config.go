@@ -50,6 +50,9 @@ type Config struct {
 	BaseID         uint32            // optional: the pod's own --base-id (unique per pod on the machine)
 	LogLevel       string            // optional: proxy log level, default "info"
 	Concurrency    int               // optional: proxy worker threads, default 2
+	DataPlane      string            // optional: DataPlaneChoiceEnvoy or DataPlaneChoiceMeshlab; "" = discovery
+	// BootstrapOverride is optional: a JSON Bootstrap fragment merged into the bootstrap.
+	BootstrapOverride string
 
 	DrainDuration            time.Duration // optional: --drain-time-s, default 45s
 	ParentShutdownDuration   time.Duration // optional: --parent-shutdown-time-s, default 60s
@@ -107,19 +110,12 @@ func (c Config) validate() error {
 	if !c.PodIP.IsValid() {
 		errs = append(errs, errors.New("pod ip is required"))
 	}
-	if c.Concurrency < 0 {
-		errs = append(errs, fmt.Errorf("concurrency %d is negative", c.Concurrency))
+	if c.TerminationDrainDuration < 0 {
+		errs = append(errs, fmt.Errorf("termination drain duration %s is negative", c.TerminationDrainDuration))
 	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{
-		{"drain duration", c.DrainDuration}, {"parent shutdown duration", c.ParentShutdownDuration},
-		{"termination drain duration", c.TerminationDrainDuration},
-	} {
-		if d.v < 0 {
-			errs = append(errs, fmt.Errorf("%s %s is negative", d.name, d.v))
-		}
+	// Concurrency, the drain durations, the data plane choice and the bootstrap override.
+	if err := c.settings().validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("validate agent config: %w", err)

@@ -33,6 +33,8 @@ const (
 	flagBaseID                   = "base-id"
 	flagLogLevel                 = "proxy-log-level"
 	flagConcurrency              = "concurrency"
+	flagDataPlane                = "data-plane"
+	flagBootstrapOverride        = "bootstrap-override"
 	flagDrainDuration            = "drain-duration"
 	flagParentShutdownDuration   = "parent-shutdown-duration"
 	flagTerminationDrainDuration = "termination-drain-duration"
@@ -85,6 +87,8 @@ func Args(c Config) []string {
 	if c.Concurrency != 0 {
 		a = append(a, "--"+flagConcurrency+"="+strconv.Itoa(c.Concurrency))
 	}
+	str(flagDataPlane, c.DataPlane)
+	str(flagBootstrapOverride, c.BootstrapOverride)
 	dur(flagDrainDuration, c.DrainDuration)
 	dur(flagParentShutdownDuration, c.ParentShutdownDuration)
 	// Always written: zero is meaningful here (no wait), unlike the other durations.
@@ -123,6 +127,8 @@ func BindFlags(fs *pflag.FlagSet) func() (Config, error) {
 	fs.Uint32Var(&c.BaseID, flagBaseID, 0, "the proxy's --base-id")
 	fs.StringVar(&c.LogLevel, flagLogLevel, "", "proxy log level (default info)")
 	fs.IntVar(&c.Concurrency, flagConcurrency, 0, "proxy worker threads (0 = 2)")
+	fs.StringVar(&c.DataPlane, flagDataPlane, "", "data plane: envoy (required) or meshlab (the built-in proxy); default: envoy when one is found")
+	fs.StringVar(&c.BootstrapOverride, flagBootstrapOverride, "", "JSON fragment of an Envoy Bootstrap merged into the generated one")
 	fs.DurationVar(&c.DrainDuration, flagDrainDuration, 0, "proxy --drain-time-s (0 = 45s)")
 	fs.DurationVar(&c.ParentShutdownDuration, flagParentShutdownDuration, 0, "proxy --parent-shutdown-time-s (0 = 60s)")
 	fs.DurationVar(&c.TerminationDrainDuration, flagTerminationDrainDuration, DefaultTerminationDrainDuration, "wait after draining on shutdown before stopping the proxy (Istio's terminationDrainDuration)")

@@ -26,6 +26,8 @@ func TestArgsRoundTrip(t *testing.T) {
 	full.BaseID = 42
 	full.Labels["weird"] = "a=b,c"
 	full.TerminationDrainDuration = 1500 * time.Millisecond
+	full.DataPlane = DataPlaneChoiceEnvoy
+	full.BootstrapOverride = `{"stats_flush_interval": "7s"}`
 	for _, tc := range []struct {
 		name string
 		cfg  Config

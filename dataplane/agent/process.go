@@ -168,7 +168,8 @@ func (p *envoyProxy) Run(epoch int, s ProxySettings, abort <-chan error, started
 		return &startError{Err: err}
 	}
 	if _, err := writeBootstrap(p.cfg.withSettings(s), epoch); err != nil {
-		return err
+		// The same settings would give the same bootstrap: retrying cannot help.
+		return &startError{Err: fmt.Errorf("write bootstrap of epoch %d: %w", epoch, err)}
 	}
 	logf, err := os.OpenFile(p.cfg.proxyLogPath(), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {

@@ -37,10 +37,17 @@ type lookup struct {
 var osLookup = lookup{getenv: os.Getenv, lookPath: exec.LookPath, executable: os.Executable,
 	home: os.UserHomeDir, readDir: os.ReadDir, isExec: isExecutable}
 
+// errNoEnvoy is a data plane choice of envoy when no Envoy binary can be found.
+var errNoEnvoy = errors.New("data plane envoy was chosen but no envoy binary was found (set sidecar.proxyPath, $MESHLAB_ENVOY, put envoy on PATH, or run meshlab envoy install)")
+
 // resolveProxy picks the data plane: ProxyPath if set; else $MESHLAB_ENVOY; else envoy on
 // PATH; else the newest Envoy func-e installed (see FuncEVersionsDirs); else MeshlabPath
-// (or this executable) with the `proxy` verb.
+// (or this executable) with the `proxy` verb. c.DataPlane narrows the choice: "meshlab"
+// always takes the built-in proxy, "envoy" fails with errNoEnvoy rather than fall back.
 func resolveProxy(c Config, l lookup) (proxyBinary, error) {
+	if c.DataPlane == DataPlaneChoiceMeshlab {
+		return builtinProxy(c, l)
+	}
 	if c.ProxyPath != "" {
 		return proxyBinary{Path: c.ProxyPath, DataPlane: DataPlaneEnvoy}, nil
 	}
@@ -59,6 +66,14 @@ func resolveProxy(c Config, l lookup) (proxyBinary, error) {
 			return proxyBinary{Path: p, DataPlane: DataPlaneEnvoy}, nil
 		}
 	}
+	if c.DataPlane == DataPlaneChoiceEnvoy {
+		return proxyBinary{}, errNoEnvoy
+	}
+	return builtinProxy(c, l)
+}
+
+// builtinProxy is `meshlab proxy`: MeshlabPath, or this executable.
+func builtinProxy(c Config, l lookup) (proxyBinary, error) {
 	self := c.MeshlabPath
 	if self == "" {
 		p, err := l.executable()

@@ -18,7 +18,19 @@ type ProxySettings struct {
 	ParentShutdownDuration Duration `json:"parentShutdownDuration"` // proxy --parent-shutdown-time-s
 	// ProxyPath is the Envoy binary; "" lets the agent discover one (see resolveProxy).
 	ProxyPath string `json:"proxyPath"`
+	// DataPlane chooses the data plane: DataPlaneChoiceEnvoy, DataPlaneChoiceMeshlab, or
+	// "" for the agent's discovery (see resolveProxy).
+	DataPlane string `json:"dataPlane,omitempty"`
+	// BootstrapOverride is a JSON fragment of envoy.config.bootstrap.v3.Bootstrap merged
+	// into the generated bootstrap with proto.Merge, as Istio's custom bootstrap.
+	BootstrapOverride string `json:"bootstrapOverride,omitempty"`
 }
+
+// Data plane choices of ProxySettings.DataPlane.
+const (
+	DataPlaneChoiceEnvoy   = "envoy"   // an Envoy binary is required
+	DataPlaneChoiceMeshlab = "meshlab" // always the built-in `meshlab proxy`
+)
 
 // Duration is a time.Duration that reads and writes JSON as a Go duration string ("45s").
 type Duration time.Duration
@@ -64,6 +76,17 @@ func (s ProxySettings) validate() error {
 	if s.ParentShutdownDuration < 0 {
 		errs = append(errs, fmt.Errorf("parent shutdown duration %s is negative", time.Duration(s.ParentShutdownDuration)))
 	}
+	if s.DataPlane != "" && s.DataPlane != DataPlaneChoiceEnvoy && s.DataPlane != DataPlaneChoiceMeshlab {
+		errs = append(errs, fmt.Errorf("data plane %q is not %q or %q", s.DataPlane, DataPlaneChoiceEnvoy, DataPlaneChoiceMeshlab))
+	}
+	if s.DataPlane == DataPlaneChoiceMeshlab && s.ProxyPath != "" {
+		errs = append(errs, fmt.Errorf("proxy path %q needs data plane %q, not %q", s.ProxyPath, DataPlaneChoiceEnvoy, s.DataPlane))
+	}
+	if s.BootstrapOverride != "" {
+		if _, err := parseBootstrapOverride(s.BootstrapOverride); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("validate proxy settings: %w", err)
 	}
@@ -101,13 +124,19 @@ func (c Config) settings() ProxySettings {
 	return ProxySettings{
 		LogLevel: c.LogLevel, Concurrency: c.Concurrency, DrainDuration: Duration(c.DrainDuration),
 		ParentShutdownDuration: Duration(c.ParentShutdownDuration), ProxyPath: c.ProxyPath,
+		DataPlane: c.DataPlane, BootstrapOverride: c.BootstrapOverride,
 	}
 }
+
+// ProxySettings returns the proxy settings in c, as PUT /proxy-config takes them: the
+// lab sends them when a Workload's sidecar settings change.
+func (c Config) ProxySettings() ProxySettings { return c.settings() }
 
 // withSettings returns c with the proxy settings s (defaults applied).
 func (c Config) withSettings(s ProxySettings) Config {
 	s = s.withDefaults()
 	c.LogLevel, c.Concurrency, c.ProxyPath = s.LogLevel, s.Concurrency, s.ProxyPath
+	c.DataPlane, c.BootstrapOverride = s.DataPlane, s.BootstrapOverride
 	c.DrainDuration, c.ParentShutdownDuration = time.Duration(s.DrainDuration), time.Duration(s.ParentShutdownDuration)
 	return c
 }

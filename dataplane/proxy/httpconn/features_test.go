@@ -292,7 +292,7 @@ func TestCircuitBreakerMaxConnectionsOneGivesOverflow(t *testing.T) {
 	overflow, ok := 0, 0
 	for resp := range codes {
 		switch {
-		case resp.StatusCode == 503 && resp.Header.Get("X-Envoy-Overflow") == "true":
+		case resp.StatusCode == 503 && resp.Header.Get("X-Envoy-Overloaded") == "true":
 			overflow++
 		case resp.StatusCode == 200:
 			ok++

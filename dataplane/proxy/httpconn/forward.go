@@ -227,7 +227,8 @@ func (rt *router) fail(x *exchange, cl *cluster.Cluster, a attempt) int {
 	case failOverflow:
 		x.info.Flags |= accesslog.UpstreamOverflow
 		x.info.CodeDetails = "upstream_reset_before_response_started{overflow}"
-		x.w.Header().Set("X-Envoy-Overflow", "true")
+		// Envoy's router marks a dropped (overflowed) request so clients can back off.
+		x.w.Header().Set("X-Envoy-Overloaded", "true")
 		return rt.localReply(x, http.StatusServiceUnavailable, BodyOverflow)
 	case failGlobalTimeout, failPerTryTimeout:
 		if x.r.Context().Err() != nil {

@@ -1,0 +1,128 @@
+package agent
+
+import (
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+func TestProxySettingsValidateDataPlaneAndOverride(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		s    ProxySettings
+		want string
+	}{
+		{name: "envoy", s: ProxySettings{DataPlane: "envoy", ProxyPath: "/opt/envoy"}},
+		{name: "meshlab", s: ProxySettings{DataPlane: "meshlab"}},
+		{name: "unknown data plane", s: ProxySettings{DataPlane: "nginx"}, want: `data plane "nginx" is not "envoy" or "meshlab"`},
+		{name: "meshlab with a path", s: ProxySettings{DataPlane: "meshlab", ProxyPath: "/opt/envoy"}, want: `proxy path "/opt/envoy" needs data plane "envoy"`},
+		{name: "override", s: ProxySettings{BootstrapOverride: `{"stats_flush_interval": "7s"}`}},
+		{name: "override unknown field", s: ProxySettings{BootstrapOverride: `{"stats_flush": "7s"}`}, want: `parse bootstrap override: `},
+		{name: "override not json", s: ProxySettings{BootstrapOverride: `admin:`}, want: `parse bootstrap override: `},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.s.validate()
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Errorf("validate = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// The override is merged with proto.Merge: a set scalar replaces, a message merges field
+// by field, a repeated field is appended; the result still validates.
+func TestBootstrapOverrideIsMerged(t *testing.T) {
+	c := fixedPod()
+	c.RunDir = t.TempDir()
+	c.BootstrapOverride = `{"stats_flush_interval": "7s", "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": 15999}}},
+		"static_resources": {"clusters": [{"name": "extra", "type": "STATIC", "connect_timeout": "1s"}]}}`
+	path, err := writeBootstrap(c, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got bootstrapv3.Bootstrap
+	if err := protojson.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	if d := got.GetStatsFlushInterval().AsDuration().String(); d != "7s" {
+		t.Errorf("stats_flush_interval = %s, want 7s", d)
+	}
+	if p := got.GetAdmin().GetAddress().GetSocketAddress().GetPortValue(); p != 15999 {
+		t.Errorf("admin port = %d, want the override's 15999", p)
+	}
+	if len(got.GetAdmin().GetAccessLog()) != 1 {
+		t.Errorf("admin access log lost in the merge: %v", got.GetAdmin())
+	}
+	clusters := got.GetStaticResources().GetClusters()
+	if n := len(clusters); n != 4 || clusters[0].GetName() != xdsClusterName || clusters[3].GetName() != "extra" {
+		t.Errorf("static clusters = %d, want the 3 generated ones then extra", n)
+	}
+
+	// A fragment that parses but leaves an invalid bootstrap is refused before any
+	// process starts.
+	c.BootstrapOverride = `{"static_resources": {"clusters": [{"name": ""}]}}`
+	if _, err := writeBootstrap(c, 1); err == nil || !strings.Contains(err.Error(), "validate bootstrap") {
+		t.Errorf("writeBootstrap with an invalid merge = %v, want a validation error", err)
+	}
+}
+
+func TestResolveProxyDataPlaneChoice(t *testing.T) {
+	noEnvoy := func(string) (string, error) { return "", errors.New("not found") }
+	self := func() (string, error) { return "/bin/meshlab", nil }
+	l := lookup{getenv: func(string) string { return "" }, lookPath: noEnvoy, executable: self}
+	if _, err := resolveProxy(Config{DataPlane: DataPlaneChoiceEnvoy}, l); !errors.Is(err, errNoEnvoy) {
+		t.Errorf("envoy chosen, none found: %v, want errNoEnvoy", err)
+	}
+	withEnvoy := l
+	withEnvoy.lookPath = func(string) (string, error) { return "/usr/bin/envoy", nil }
+	got, err := resolveProxy(Config{DataPlane: DataPlaneChoiceMeshlab}, withEnvoy)
+	if err != nil || got.Path != "/bin/meshlab" || got.DataPlane != DataPlaneMeshlabProxy {
+		t.Errorf("meshlab chosen while envoy is on PATH: %+v %v, want the built-in proxy", got, err)
+	}
+	got, err = resolveProxy(Config{DataPlane: DataPlaneChoiceEnvoy}, withEnvoy)
+	if err != nil || got.Path != "/usr/bin/envoy" {
+		t.Errorf("envoy chosen and on PATH: %+v %v", got, err)
+	}
+}
+
+// Faults that end in a failed pod with a clear message at once, while the agent keeps
+// serving its status: a proxy binary that is not executable, and a data plane choice of
+// envoy where none is installed.
+func TestRunUnstartableProxyFailsThePod(t *testing.T) {
+	t.Run("not executable", func(t *testing.T) {
+		bin := filepath.Join(t.TempDir(), "envoy")
+		if err := os.WriteFile(bin, []byte("not a program"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := startAgentWith(t, "", func(c *Config) { c.ProxyPath = bin; c.MeshlabPath = "" })
+		st := waitStatus(t, r, "pod failed", func(s Status) bool { return s.Failed })
+		if st.Ready || !strings.Contains(st.Message, "proxy cannot be started") || !strings.Contains(st.Message, "permission denied") {
+			t.Errorf("status = %+v", st)
+		}
+		r.stop(t)
+	})
+	t.Run("bootstrap override breaks the bootstrap", func(t *testing.T) {
+		r := startAgentWith(t, "", func(c *Config) { c.BootstrapOverride = `{"static_resources": {"clusters": [{"name": ""}]}}` })
+		st := waitStatus(t, r, "pod failed", func(s Status) bool { return s.Failed })
+		if st.Ready || !strings.Contains(st.Message, "validate bootstrap") {
+			t.Errorf("status = %+v", st)
+		}
+		// A PUT with good settings recovers the pod.
+		code, body := r.do(t, http.MethodPut, "/proxy-config", `{"logLevel": "debug", "concurrency": 1, "drainDuration": "3s", "parentShutdownDuration": "4s", "proxyPath": "/opt/test/envoy"}`)
+		if code != http.StatusOK || !strings.Contains(body, `"restarted": true`) {
+			t.Fatalf("PUT /proxy-config = %d %s", code, body)
+		}
+		waitStatus(t, r, "ready after the fix", func(s Status) bool { return s.Ready && !s.Failed })
+		r.stop(t)
+	})
+}
