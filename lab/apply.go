@@ -36,7 +36,9 @@ func (l *Lab) currentScenario() (*config.Scenario, error) {
 // whole set is validated against the lab's current objects and the new model is built and
 // turned into proxy config before anything changes; then every affected proxy is pushed a
 // new version and the DNS name tables are updated. Changes that would add, remove or
-// alter pods are refused (they need processes and namespaces, which apply does not make).
+// alter pods are refused (they need processes and namespaces, which apply does not make),
+// except labels and sidecar proxy settings: those go to the pod's agent, which starts a
+// new proxy epoch (see pushProxySettings).
 // It implements web.ConfigStore.
 func (l *Lab) Apply(ctx context.Context, files []web.ConfigFile) ([]string, error) {
 	l.mu.Lock()
@@ -136,7 +138,7 @@ func sameTopology(cur, next *model.Model) error {
 		case old == nil:
 			problems = append(problems, fmt.Sprintf("%s: pod %s would be added", p.Origin, p.Name))
 		case !reflect.DeepEqual(podKey(old), podKey(p)):
-			problems = append(problems, fmt.Sprintf("%s: pod %s would change (only its labels may change in a running lab)", p.Origin, p.Name))
+			problems = append(problems, fmt.Sprintf("%s: pod %s would change (only its labels and sidecar proxy settings may change in a running lab)", p.Origin, p.Name))
 		}
 	}
 	for _, p := range cur.Pods {

@@ -199,15 +199,15 @@ func (l *Lab) waitReady(ctx context.Context, pod string) error {
 			last = st.Message
 			if st.Failed {
 				return &notReadyError{err: errPodFailed,
-					msg: fmt.Sprintf("pod %s: %s (see %s)", pod, strings.TrimPrefix(last, "not ready: "), l.paths.PodDir(pod))}
+					msg: fmt.Sprintf("%s (see %s)", failureReason(st.Message), l.paths.PodDir(pod))}
 			}
 		}
 		select {
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				msg := fmt.Sprintf("pod %s did not become ready within %s", pod, l.opts.ReadyTimeout)
+				msg := fmt.Sprintf("not ready within %s", l.opts.ReadyTimeout)
 				if last != "" {
-					msg += ": " + last
+					msg += ": " + failureReason(last)
 				}
 				return &notReadyError{err: ctx.Err(), msg: fmt.Sprintf("%s (see %s)", msg, l.paths.PodDir(pod))}
 			}
@@ -230,4 +230,30 @@ func upSummary(lab string, pods int, failed []podFailure, took time.Duration) st
 	}
 	return fmt.Sprintf("lab %s is up: %d of %d pods ready in %s; failed: %s (meshlab describe pod %s)",
 		lab, pods-len(failed), pods, took, strings.Join(names, ", "), names[0])
+}
+
+// maxReasonLines bounds the lines of a failed pod's reason in `up`'s progress output;
+// `meshlab describe pod` has them all.
+const maxReasonLines = 4
+
+// failureReason is the part of a failed agent's status message that says why: from its
+// last unexpected proxy exit (the "not ready" part only says that no proxy runs), without
+// repeated lines; of a long one, the first line (the error) and the last lines (a
+// proxy's last stderr lines say why it exited).
+func failureReason(msg string) string {
+	const exitPrefix = "last unexpected proxy exit: "
+	if i := strings.Index(msg, exitPrefix); i >= 0 {
+		msg = msg[i+len(exitPrefix):]
+	}
+	var lines []string
+	for _, line := range strings.Split(strings.TrimSpace(msg), "\n") {
+		dup := slices.ContainsFunc(lines, func(seen string) bool { return strings.HasSuffix(seen, line) })
+		if line != "" && !dup {
+			lines = append(lines, line)
+		}
+	}
+	if len(lines) > maxReasonLines {
+		lines = append([]string{lines[0], "..."}, lines[len(lines)-maxReasonLines+1:]...)
+	}
+	return strings.Join(lines, "\n")
 }

@@ -10,7 +10,9 @@ package model
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -261,20 +263,74 @@ func (m *Model) ServicesFor(p *Pod) []*Service {
 }
 
 // NameTable returns the DNS names a pod in namespace ns can resolve, each mapped to the
-// service VIPs behind it, as Istio's DNS proxy name table does: the FQDN
+// addresses behind it, as Istio's DNS proxy name table does: for every service the FQDN
 // "name.ns.svc.cluster.local" everywhere, plus "name.ns", "name.ns.svc" and, for services
-// in the pod's own namespace, the bare "name". Names are lowercase and carry no trailing
-// dot.
+// in the pod's own namespace, the bare "name"; for every ServiceEntry exported to ns, each
+// host that is not a wildcard, mapped to spec.addresses (IPs, or /32 CIDRs) when it has
+// any; a host without addresses is left to the upstream resolver, as Istio does without
+// address auto-allocation. Names are lowercase and carry no trailing dot.
 func (m *Model) NameTable(ns string) map[string][]netip.Addr {
 	t := make(map[string][]netip.Addr)
+	add := func(name string, a netip.Addr) {
+		name = strings.TrimSuffix(strings.ToLower(name), ".")
+		if !slices.Contains(t[name], a) {
+			t[name] = append(t[name], a)
+		}
+	}
 	for _, s := range m.Services {
 		names := []string{s.Hostname(), s.Name + "." + s.Namespace, s.Name + "." + s.Namespace + ".svc"}
 		if s.Namespace == ns {
 			names = append(names, s.Name)
 		}
 		for _, n := range names {
-			t[n] = append(t[n], s.VIP)
+			add(n, s.VIP)
+		}
+	}
+	for _, se := range m.Istio.ServiceEntries {
+		if se.Spec == nil || !exportedTo(se.Spec.GetExportTo(), se.Namespace, ns) {
+			continue
+		}
+		addrs := entryAddresses(se.Spec.GetAddresses())
+		if len(addrs) == 0 {
+			continue
+		}
+		for _, h := range se.Spec.GetHosts() {
+			if strings.HasPrefix(h, "*") {
+				continue // a wildcard names no single host to answer for
+			}
+			for _, a := range addrs {
+				add(h, a)
+			}
 		}
 	}
 	return t
+}
+
+// entryAddresses returns a ServiceEntry's addresses that name one host: IPs and /32 (or
+// /128) CIDRs. A wider CIDR is a range to route, not an answer to a DNS query.
+func entryAddresses(addresses []string) []netip.Addr {
+	var out []netip.Addr
+	for _, s := range addresses {
+		if a, err := netip.ParseAddr(s); err == nil {
+			out = append(out, a)
+		} else if p, err := netip.ParsePrefix(s); err == nil && p.IsSingleIP() {
+			out = append(out, p.Addr())
+		}
+	}
+	return out
+}
+
+// exportedTo reports whether an object of namespace from with the given exportTo is
+// visible in namespace ns: everywhere when exportTo is empty or holds "*", its own
+// namespace for ".", else the namespaces it names.
+func exportedTo(exportTo []string, from, ns string) bool {
+	if len(exportTo) == 0 {
+		return true
+	}
+	for _, e := range exportTo {
+		if e == "*" || e == ns || (e == "." && from == ns) {
+			return true
+		}
+	}
+	return false
 }

@@ -177,6 +177,13 @@ func startAgent(t *testing.T, mode string) *agentRun {
 
 func startAgentWith(t *testing.T, mode string, mutate func(*Config)) *agentRun {
 	t.Helper()
+	return startAgentTuned(t, mode, mutate, nil)
+}
+
+// startAgentTuned is startAgentWith with the epoch manager's timings changed by tune
+// (optional).
+func startAgentTuned(t *testing.T, mode string, mutate func(*Config), tune func(*epochManager)) *agentRun {
+	t.Helper()
 	testutil.RequireRoot(t) // the fake proxy runs as uid 1337
 	dir := sharedDir(t)
 	events := filepath.Join(dir, "events")
@@ -212,7 +219,7 @@ func startAgentWith(t *testing.T, mode string, mutate func(*Config)) *agentRun {
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	go func() {
-		r.done <- run(ctx, c, testutil.Logger(t), deps{launch: r.launch, lookup: osLookup, listenHost: "127.0.0.1"})
+		r.done <- run(ctx, c, testutil.Logger(t), deps{launch: r.launch, lookup: osLookup, listenHost: "127.0.0.1", tune: tune})
 	}()
 	t.Cleanup(func() {
 		cancel()

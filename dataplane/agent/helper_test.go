@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -190,8 +191,8 @@ func (h *helperLauncher) Start(cmd *exec.Cmd) error {
 	h.mu.Lock()
 	h.cmds = append(h.cmds, launchedCmd{Path: cmd.Path, Args: append([]string{}, cmd.Args...), Dir: cmd.Dir, Attr: cmd.SysProcAttr})
 	h.mu.Unlock()
-	if strings.HasPrefix(cmd.Path, "/nonexistent/") {
-		return cmd.Start() // the real failure of a missing binary
+	if strings.HasPrefix(cmd.Path, "/nonexistent/") || filepath.Base(cmd.Path) == "not-executable" {
+		return cmd.Start() // the real failure of a missing or non-executable binary
 	}
 	cmd.Args = append([]string{helperBinary, "-test.run=^TestHelperProcess$", "--"}, cmd.Args[1:]...)
 	cmd.Path = helperBinary

@@ -2,9 +2,11 @@ package agent
 
 import (
 	"errors"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -100,7 +102,7 @@ func TestResolveProxyDataPlaneChoice(t *testing.T) {
 // envoy where none is installed.
 func TestRunUnstartableProxyFailsThePod(t *testing.T) {
 	t.Run("not executable", func(t *testing.T) {
-		bin := filepath.Join(t.TempDir(), "envoy")
+		bin := filepath.Join(t.TempDir(), "not-executable")
 		if err := os.WriteFile(bin, []byte("not a program"), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -125,4 +127,22 @@ func TestRunUnstartableProxyFailsThePod(t *testing.T) {
 		waitStatus(t, r, "ready after the fix", func(s Status) bool { return s.Ready && !s.Failed })
 		r.stop(t)
 	})
+}
+
+// A proxy whose admin port is taken exits at once, every time: the agent restarts it
+// with backoff up to its budget, then marks the pod failed with the proxy's own stderr
+// lines, which say why.
+func TestRunAdminPortTakenFailsThePod(t *testing.T) {
+	port := freePort(t)
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(int(port))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	r := startAgentTuned(t, "", func(c *Config) { c.AdminPort = port }, func(m *epochManager) { m.budget = 1 })
+	st := waitStatus(t, r, "pod failed", func(s Status) bool { return s.Failed })
+	if st.Ready || !strings.Contains(st.Message, "exited unexpectedly 2 times in a row") || !strings.Contains(st.Message, "address already in use") {
+		t.Errorf("status = %+v, want a failed pod whose message names the taken port", st)
+	}
+	r.stop(t)
 }
