@@ -94,7 +94,6 @@ func catchAllVirtualHost(policy model.OutboundTrafficPolicy) *route.VirtualHost 
 	}
 }
 
-
 // defaultRoute sends every path to cluster with no timeout (Istio disables Envoy's 15s
 // default unless a VirtualService sets one).
 func defaultRoute(cluster string) *route.Route {
