@@ -578,3 +578,50 @@ func TestLineTail(t *testing.T) {
 		t.Errorf("long line kept as %d bytes, want %d", len(got[0]), maxLineLen)
 	}
 }
+
+// Regression for the dead-locks that shaped Istio's first agent (istio/old_pilot_repo#809,
+// cascading aborts; #1329, lock-up on rapid config changes): restarts asked for in quick
+// succession while epochs crash must keep making progress, one epoch at a time.
+func TestEpochManagerRapidRestartsWithCrashesKeepProgress(t *testing.T) {
+	p := newFakeProxy()
+	m, _, _ := startManager(t, p, 0)
+	recv(t, p)
+	waitLive(t, m, 0)
+	restartAsync(m, nil)
+	r1 := recv(t, p)
+	waitLive(t, m, 1)
+
+	p.setAutoLive(false)
+	res := restartAsync(m, nil)
+	if r := recv(t, p); r.epoch != 2 {
+		t.Fatalf("started epoch %d, want 2", r.epoch)
+	}
+	// The live parent crashes while its child initializes.
+	r1.exit <- &exitError{Err: errors.New("proxy epoch 1 exited: signal: killed")}
+	p.setState(2, adminv3.ServerInfo_LIVE)
+	waitLive(t, m, 2)
+	if r := <-res; r.Epoch != 2 {
+		t.Errorf("restart result %+v, want epoch 2", r)
+	}
+
+	// Three restarts at once: each is answered with a new epoch after epoch 2 (requests
+	// arriving while a child is still coming up share it), and the newest goes live.
+	p.setAutoLive(true)
+	var results []chan RestartResult
+	for range 3 {
+		results = append(results, restartAsync(m, nil))
+	}
+	newest := 0
+	for _, ch := range results {
+		select {
+		case r := <-ch:
+			if r.Epoch < 3 || r.Epoch > 5 {
+				t.Errorf("restart result %+v, want an epoch from 3 to 5", r)
+			}
+			newest = max(newest, r.Epoch)
+		case <-time.After(10 * time.Second):
+			t.Fatal("a restart request was never answered (the manager is stuck)")
+		}
+	}
+	waitLive(t, m, newest)
+}
