@@ -72,17 +72,23 @@ func bootstrapOverride(p problems, v map[string]any) string {
 
 // startupCalls checks the app's startup call URLs as its upstreams are checked.
 func startupCalls(urls []string, p problems) []string {
+	checkURLs("spec.app.startupCalls", urls, p)
+	return urls
+}
+
+// checkURLs reports every entry of urls (the list at field) that is not an absolute
+// http:// or https:// URL.
+func checkURLs(field string, urls []string, p problems) {
 	for i, u := range urls {
-		field := fmt.Sprintf("spec.app.startupCalls[%d]", i)
+		f := fmt.Sprintf("%s[%d]", field, i)
 		parsed, err := url.Parse(u)
 		switch {
 		case err != nil:
-			p.addf(field, "%q is not a URL: %v", u, err)
+			p.addf(f, "%q is not a URL: %v", u, err)
 		case parsed.Scheme != "http" && parsed.Scheme != "https":
-			p.addf(field, "%q is not an http:// or https:// URL", u)
+			p.addf(f, "%q is not an http:// or https:// URL", u)
 		case parsed.Host == "":
-			p.addf(field, "%q has no host", u)
+			p.addf(f, "%q has no host", u)
 		}
 	}
-	return urls
 }

@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"maps"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -135,18 +134,7 @@ func appSpec(spec *WorkloadSpec, p problems) model.AppSpec {
 	if spec.App == nil {
 		return app
 	}
-	for i, u := range spec.App.Upstreams {
-		field := fmt.Sprintf("spec.app.upstreams[%d]", i)
-		parsed, err := url.Parse(u)
-		switch {
-		case err != nil:
-			p.addf(field, "%q is not a URL: %v", u, err)
-		case parsed.Scheme != "http" && parsed.Scheme != "https":
-			p.addf(field, "%q is not an http:// or https:// URL", u)
-		case parsed.Host == "":
-			p.addf(field, "%q has no host", u)
-		}
-	}
+	checkURLs("spec.app.upstreams", spec.App.Upstreams, p)
 	app.Upstreams = spec.App.Upstreams
 	app.StartupCalls = startupCalls(spec.App.StartupCalls, p)
 	if r := spec.App.ErrorRate; r < 0 || r > 1 {

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/fault"
+	"github.com/meshlab/meshlab/dataplane/proxy/fraction"
 )
 
 // Redirect is a compiled RedirectAction.
@@ -29,7 +30,7 @@ type Redirect struct {
 // Mirror is one request_mirror_policies entry.
 type Mirror struct {
 	Cluster  string
-	Fraction *Fraction // nil: every request
+	Fraction *fraction.Fraction // nil: every request
 }
 
 // rewrite is a route's path and authority rewriting.

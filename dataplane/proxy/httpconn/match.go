@@ -3,7 +3,6 @@ package httpconn
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -12,9 +11,9 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
-	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/fieldcheck"
+	"github.com/meshlab/meshlab/dataplane/proxy/fraction"
 )
 
 // matchAllow lists the RouteMatch fields and matchers the proxy implements.
@@ -204,34 +203,11 @@ func (m *queryMatcher) match(q url.Values) bool {
 	return m.str.match(vs[0])
 }
 
-// Fraction is a type.v3.FractionalPercent.
-type Fraction struct {
-	Numerator, Denominator uint32
-}
-
-// FractionFrom converts a FractionalPercent (nil is 0%).
-func FractionFrom(p *typev3.FractionalPercent) Fraction {
-	f := Fraction{Numerator: p.GetNumerator(), Denominator: 100}
-	switch p.GetDenominator() {
-	case typev3.FractionalPercent_TEN_THOUSAND:
-		f.Denominator = 10000
-	case typev3.FractionalPercent_MILLION:
-		f.Denominator = 1000000
-	}
-	return f
-}
-
-// Sample reports whether one random draw falls in the fraction, as Envoy's
-// featureEnabled does (random % denominator < numerator).
-func (f Fraction) Sample() bool {
-	return rand.Uint32N(f.Denominator) < f.Numerator
-}
-
-func runtimeFraction(p *corev3.RuntimeFractionalPercent) *Fraction {
+func runtimeFraction(p *corev3.RuntimeFractionalPercent) *fraction.Fraction {
 	if p == nil {
 		return nil
 	}
 	// No runtime layer can override the key here, so the default value applies.
-	f := FractionFrom(p.GetDefaultValue())
+	f := fraction.From(p.GetDefaultValue())
 	return &f
 }

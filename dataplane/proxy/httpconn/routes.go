@@ -23,6 +23,7 @@ import (
 
 	"github.com/meshlab/meshlab/dataplane/proxy/fieldcheck"
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/fault"
+	"github.com/meshlab/meshlab/dataplane/proxy/fraction"
 )
 
 // DefaultRouteTimeout is Envoy's route timeout when the field is unset.
@@ -84,7 +85,7 @@ type Route struct {
 	caseSensitive bool
 	headers       []*headerMatcher
 	query         []*queryMatcher
-	fraction      *Fraction
+	fraction      *fraction.Fraction
 
 	Cluster  string
 	Weighted []WeightedCluster

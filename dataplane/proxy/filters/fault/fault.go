@@ -6,15 +6,14 @@ package fault
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	faultcommonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/common/fault/v3"
 	faultv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
-	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/fieldcheck"
+	"github.com/meshlab/meshlab/dataplane/proxy/fraction"
 	"github.com/meshlab/meshlab/dataplane/proxy/stats"
 )
 
@@ -31,32 +30,12 @@ var allow = fieldcheck.Allow{
 	"envoy.type.v3.FractionalPercent":                     {"numerator", "denominator"},
 }
 
-// Fraction is a FractionalPercent: Numerator out of Denominator.
-type Fraction struct {
-	Numerator, Denominator uint32
-}
-
-func fractionFrom(p *typev3.FractionalPercent) Fraction {
-	f := Fraction{Numerator: p.GetNumerator(), Denominator: 100}
-	switch p.GetDenominator() {
-	case typev3.FractionalPercent_TEN_THOUSAND:
-		f.Denominator = 10000
-	case typev3.FractionalPercent_MILLION:
-		f.Denominator = 1000000
-	}
-	return f
-}
-
-// sample reports whether one draw falls in the fraction (random % denominator <
-// numerator, as Envoy's runtime featureEnabled).
-func (f Fraction) sample() bool { return f.Numerator > 0 && rand.Uint32N(f.Denominator) < f.Numerator }
-
 // Config is a compiled HTTPFault. The zero value injects nothing.
 type Config struct {
 	Delay        time.Duration
-	DelayPercent Fraction
+	DelayPercent fraction.Fraction
 	AbortStatus  int // 0: no abort
-	AbortPercent Fraction
+	AbortPercent fraction.Fraction
 }
 
 // Compile validates an HTTPFault typed_config and compiles it.
@@ -85,7 +64,7 @@ func CompileProto(f *faultv3.HTTPFault) (*Config, error) {
 			return nil, errors.New("delay.fault_delay_secifier: only fixed_delay is supported")
 		}
 		c.Delay = fd.FixedDelay.AsDuration()
-		c.DelayPercent = fractionFrom(d.GetPercentage())
+		c.DelayPercent = fraction.From(d.GetPercentage())
 	}
 	if a := f.GetAbort(); a != nil {
 		s, ok := a.GetErrorType().(*faultv3.FaultAbort_HttpStatus)
@@ -93,7 +72,7 @@ func CompileProto(f *faultv3.HTTPFault) (*Config, error) {
 			return nil, errors.New("abort.error_type: only http_status is supported")
 		}
 		c.AbortStatus = int(s.HttpStatus)
-		c.AbortPercent = fractionFrom(a.GetPercentage())
+		c.AbortPercent = fraction.From(a.GetPercentage())
 	}
 	return c, nil
 }
@@ -110,10 +89,10 @@ func (c *Config) Decide() Decision {
 	if c == nil {
 		return d
 	}
-	if c.Delay > 0 && c.DelayPercent.sample() {
+	if c.Delay > 0 && c.DelayPercent.Sample() {
 		d.Delay = c.Delay
 	}
-	if c.AbortStatus != 0 && c.AbortPercent.sample() {
+	if c.AbortStatus != 0 && c.AbortPercent.Sample() {
 		d.AbortStatus = c.AbortStatus
 	}
 	return d
