@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"strings"
 	"sync"
@@ -123,3 +124,34 @@ func (t *nameTables) get(ctx context.Context, pod string, version uint64) (web.N
 
 // Wait blocks until ctx ends. It exists so callers read as "start, wait, close".
 func (l *Lab) Wait(ctx context.Context) { <-ctx.Done() }
+
+// ExampleRequest suggests a request a learner can send to see the mesh at work: the first
+// upstream a sidecar pod's app calls itself (the scenario's own client, e.g. frontend ->
+// backend), else from the first pod with a sidecar to the first HTTP service in its
+// namespace that it does not belong to. ok is false when the lab has no such pair.
+func (l *Lab) ExampleRequest() (pod, url string, ok bool) {
+	l.mu.Lock()
+	m := l.model
+	l.mu.Unlock()
+	for _, p := range m.Pods {
+		if p.Sidecar.Inject && len(p.App.Upstreams) > 0 {
+			return p.Name, p.App.Upstreams[0], true
+		}
+	}
+	for _, p := range m.Pods {
+		if !p.Sidecar.Inject {
+			continue
+		}
+		for _, s := range m.Services {
+			if s.Namespace != p.Namespace || s.Selects(p.Labels) {
+				continue
+			}
+			for _, sp := range s.Ports {
+				if sp.Protocol.IsHTTP() {
+					return p.Name, fmt.Sprintf("http://%s:%d/", s.Name, sp.Port), true
+				}
+			}
+		}
+	}
+	return "", "", false
+}

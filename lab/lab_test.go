@@ -154,3 +154,27 @@ func TestNameTablesLongPoll(t *testing.T) {
 		t.Errorf("timed-out poll answered version %d, want the current 2", got.Version)
 	}
 }
+
+func TestExampleRequest(t *testing.T) {
+	front := &model.Pod{Name: "frontend-v1", Namespace: "default", Labels: map[string]string{"app": "frontend"}, Sidecar: model.SidecarSpec{Inject: true}}
+	back := &model.Pod{Name: "backend-v1", Namespace: "default", Labels: map[string]string{"app": "backend"}, Sidecar: model.SidecarSpec{Inject: true}}
+	svc := func(name string, proto model.Protocol) *model.Service {
+		return &model.Service{Name: name, Namespace: "default", Selector: map[string]string{"app": name},
+			Ports: []model.ServicePort{{Name: "p", Port: 8080, TargetPort: 8080, Protocol: proto}}}
+	}
+	l := &Lab{model: model.New([]*model.Service{svc("backend", model.ProtocolHTTP), svc("frontend", model.ProtocolHTTP)}, []*model.Pod{front, back})}
+	// Pods sort by name: backend-v1 first, calling frontend.
+	if pod, url, ok := l.ExampleRequest(); !ok || pod != "backend-v1" || url != "http://frontend:8080/" {
+		t.Errorf("ExampleRequest = %q %q %v", pod, url, ok)
+	}
+	l = &Lab{model: model.New([]*model.Service{svc("backend", model.ProtocolTCP)}, []*model.Pod{front})}
+	if _, _, ok := l.ExampleRequest(); ok {
+		t.Error("suggested a request to a TCP-only service")
+	}
+	// A pod whose app calls an upstream is the scenario's own client.
+	front.App.Upstreams = []string{"http://backend:8080/"}
+	l = &Lab{model: model.New([]*model.Service{svc("backend", model.ProtocolHTTP)}, []*model.Pod{front, back})}
+	if pod, url, ok := l.ExampleRequest(); !ok || pod != "frontend-v1" || url != "http://backend:8080/" {
+		t.Errorf("ExampleRequest with an upstream = %q %q %v", pod, url, ok)
+	}
+}

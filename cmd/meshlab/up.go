@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -92,21 +93,25 @@ func runUp(cmd *cobra.Command, opts lab.Options) error {
 		return err
 	}
 	out := cmd.OutOrStdout()
-	flag := ""
+	// Hints name the binary as it was run (./bin/meshlab from make demo) and the lab.
+	self := "meshlab"
+	if strings.Contains(os.Args[0], "/") {
+		self = os.Args[0]
+	}
 	if opts.Name != lab.DefaultName {
-		flag = " --name " + opts.Name
+		self += " --name " + opts.Name
 	}
 	if u := l.DashboardURL(); u != "" {
 		fmt.Fprintf(out, "\nDashboard (the link logs you in; keep it private):\n  %s\n", u)
 	}
-	fmt.Fprintf(out, `
-Send a request through the mesh:
-  sudo meshlab%[1]s exec frontend-v1 -- curl -s http://backend:8080/
-See pods and the requests their sidecars counted:
-  sudo meshlab%[1]s status
+	if pod, url, ok := l.ExampleRequest(); ok {
+		fmt.Fprintf(out, "\nSend a request through the mesh:\n  sudo %s exec %s -- curl -s %s\n", self, pod, url)
+	}
+	fmt.Fprintf(out, `See pods and the requests their sidecars counted:
+  sudo %[1]s status
 Stop the lab: Ctrl-C here, or from another terminal:
-  sudo meshlab%[1]s down
-`, flag)
+  sudo %[1]s down
+`, self)
 	l.Wait(ctx)
 	fmt.Fprintln(out, "stopping lab", opts.Name)
 	return l.Close()
