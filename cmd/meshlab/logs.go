@@ -1,0 +1,143 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/meshlab/meshlab/lab"
+)
+
+// logContainers are the logs each pod keeps, named like the containers of an Istio pod's
+// roles: the app, the proxy (istio-proxy's Envoy) and the agent (pilot-agent).
+var logContainers = []string{"app", "proxy", "agent"}
+
+type logsFlags struct {
+	container string
+	follow    bool
+	tail      int
+}
+
+func newLogsCmd(g *globalFlags) *cobra.Command {
+	f := &logsFlags{}
+	cmd := &cobra.Command{
+		Use:   "logs POD",
+		Short: "Print a pod's app, proxy or agent log (like kubectl logs)",
+		Example: `  sudo meshlab logs backend-v1                 # the app
+  sudo meshlab logs backend-v1 -c proxy -f     # follow the sidecar's log`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !slices.Contains(logContainers, f.container) {
+				return fmt.Errorf("-c %q: choose one of %v", f.container, logContainers)
+			}
+			name, err := g.labName()
+			if err != nil {
+				return err
+			}
+			paths := lab.PathsFor(g.runRoot, name)
+			r, err := lab.ReadRecord(paths)
+			if err != nil {
+				return fmt.Errorf("lab %s: %w", name, err)
+			}
+			var pods []string
+			for _, p := range r.Pods {
+				pods = append(pods, p.Name)
+			}
+			if !slices.Contains(pods, args[0]) {
+				return fmt.Errorf("lab %s has no pod %q (pods: %v)", name, args[0], pods)
+			}
+			path := filepath.Join(paths.PodDir(args[0]), f.container+".log")
+			return printLog(cmd.Context(), cmd.OutOrStdout(), path, f.tail, f.follow)
+		},
+	}
+	cmd.Flags().StringVarP(&f.container, "container", "c", "app", "which log: app, proxy or agent")
+	cmd.Flags().BoolVarP(&f.follow, "follow", "f", false, "keep printing what is appended, until the lab stops or Ctrl-C")
+	cmd.Flags().IntVar(&f.tail, "tail", -1, "print only the last N lines (-1: all)")
+	return cmd
+}
+
+// printLog writes the last tail lines of the file at path (all when tail < 0) to w and,
+// with follow, whatever is appended afterwards, until ctx ends or the file goes away
+// (the lab was removed).
+func printLog(ctx context.Context, w io.Writer, path string, tail int, follow bool) error {
+	f, err := os.Open(path)
+	if os.IsNotExist(err) && follow {
+		// The process may not have written yet: wait for the file.
+		for os.IsNotExist(err) {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(200 * time.Millisecond):
+			}
+			f, err = os.Open(path)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("read log: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return fmt.Errorf("read log: %w", err)
+	}
+	if _, err := w.Write(lastLines(data, tail)); err != nil {
+		return err
+	}
+	if !follow {
+		return nil
+	}
+	buf := make([]byte, 32*1024)
+	for {
+		n, err := f.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return werr
+			}
+			continue
+		}
+		if err != nil && err != io.EOF {
+			return fmt.Errorf("follow log: %w", err)
+		}
+		if _, serr := os.Stat(path); os.IsNotExist(serr) {
+			return nil // the lab is gone
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// lastLines returns the last n lines of data (all of it when n < 0).
+func lastLines(data []byte, n int) []byte {
+	if n < 0 {
+		return data
+	}
+	end := len(data)
+	if end > 0 && data[end-1] == '\n' {
+		end--
+	}
+	start := end
+	for i := 0; i < n; i++ {
+		j := bytes.LastIndexByte(data[:start], '\n')
+		if j < 0 {
+			return data
+		}
+		start = j
+		if start == 0 {
+			break
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	return data[start+1:]
+}
