@@ -49,7 +49,7 @@ sidecar proxy per pod. No Kubernetes, no containers.`,
 		newUpCmd(g), newDownCmd(g), newCleanCmd(g), newStatusCmd(g), newExecCmd(g),
 		newApplyCmd(g), newGetCmd(g), newDeleteCmd(g), newProxyStatusCmd(g),
 		newAgentCmd(), newProxyCmd(g), newAppCmd(), newDescribeCmd(g), newEnvoyCmd(),
-		newDashboardCmd(g), newLogsCmd(g),
+		newDashboardCmd(g), newLogsCmd(g), newProxyConfigCmd(g),
 	)
 	return root
 }
