@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -74,6 +75,17 @@ func TestHelloLab(t *testing.T) {
 	out, err := meshlab(t, "status", "--name", l.name)
 	if err != nil || !strings.Contains(out, "backend-v2") {
 		t.Errorf("meshlab status: %v\n%s", err, out)
+	}
+	// The proxy's own view of its config, and the pods' logs.
+	out, err = meshlab(t, "proxy-config", "clusters", "frontend-v1", "--name", l.name)
+	if err != nil || !slices.ContainsFunc(strings.Split(out, "\n"), func(line string) bool {
+		return strings.Join(strings.Fields(line), " ") == "backend.default.svc.cluster.local 8080 - outbound EDS"
+	}) {
+		t.Errorf("meshlab proxy-config clusters: %v\n%s", err, out)
+	}
+	out, err = meshlab(t, "logs", "frontend-v1", "-c", "agent", "--tail", "50", "--name", l.name)
+	if err != nil || !strings.Contains(out, "proxy started") {
+		t.Errorf("meshlab logs -c agent: %v\n%s", err, out)
 	}
 
 	if out, err := meshlab(t, "down", "--name", l.name); err != nil {
