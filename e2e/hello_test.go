@@ -76,6 +76,21 @@ func TestHelloLab(t *testing.T) {
 	if err != nil || !strings.Contains(out, "backend-v2") {
 		t.Errorf("meshlab status: %v\n%s", err, out)
 	}
+	// Prometheus can scrape the lab: control-plane metrics and every sidecar's stats,
+	// labelled with their pod.
+	fams := scrapeMetrics(t, lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
+	if got := gaugeValue(fams["meshlab_xds_connected_proxies"], nil); got != 3 {
+		t.Errorf("meshlab_xds_connected_proxies = %v, want 3", got)
+	}
+	if fams["meshlab_xds_acks_total"] == nil {
+		t.Error("no meshlab_xds_acks_total series")
+	}
+	sent := counterValue(fams["envoy_cluster_upstream_rq_total"], map[string]string{
+		"pod": "frontend-v1", "envoy_cluster_name": "outbound|8080||backend.default.svc.cluster.local"})
+	if sent < n {
+		t.Errorf("envoy_cluster_upstream_rq_total of frontend-v1 to backend = %v, want >= %d", sent, n)
+	}
+
 	// The proxy's own view of its config, and the pods' logs.
 	out, err = meshlab(t, "proxy-config", "clusters", "frontend-v1", "--name", l.name)
 	if err != nil || !slices.ContainsFunc(strings.Split(out, "\n"), func(line string) bool {

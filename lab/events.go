@@ -153,6 +153,9 @@ func (l *Lab) publish(kind, pod, msg string, fields map[string]any) {
 // publishXDS turns a discovery server event into a bus event of the pod whose proxy it
 // concerns. It runs under the discovery server's lock and must not block; Publish never does.
 func (l *Lab) publishXDS(e discovery.Event) {
+	if l.metrics != nil {
+		l.metrics.observe(e)
+	}
 	fields := map[string]any{"node": e.NodeID}
 	msg := ""
 	if e.TypeURL != "" {

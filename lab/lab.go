@@ -68,6 +68,8 @@ type Lab struct {
 	jr    *journal
 	disc  *discovery.Server
 	names *nameTables
+	// metrics are the control plane's Prometheus metrics (nil in unit tests' bare Labs).
+	metrics *metrics
 
 	mu       sync.Mutex
 	model    *model.Model
@@ -158,7 +160,7 @@ func Start(ctx context.Context, o Options) (*Lab, error) {
 		}
 	}
 
-	l := &Lab{opts: o, paths: paths, log: o.Logger.With("lab", o.Name), out: o.Out, model: m, bus: NewBus(defaultHistory)}
+	l := &Lab{opts: o, paths: paths, log: o.Logger.With("lab", o.Name), out: o.Out, model: m, bus: NewBus(defaultHistory), metrics: newMetrics()}
 	if err := l.create(ctx); err != nil {
 		l.Close()
 		return nil, err
@@ -238,7 +240,7 @@ func (l *Lab) startServers() error {
 			l.log.Error("discovery server stopped", "err", err)
 		}
 	}()
-	if err := disc.Update(sctx, l.model); err != nil {
+	if err := l.updateProxies(sctx, l.model); err != nil {
 		return fmt.Errorf("generate proxy config: %w", err)
 	}
 	l.names = newNameTables(l.model)

@@ -127,6 +127,10 @@ func NewHandler(b Backend, log *slog.Logger, features ...Routes) http.Handler {
 	for _, f := range features {
 		f(v1)
 	}
+	// Prometheus scrapes /metrics by convention, outside the versioned API.
+	if m, ok := b.(MetricsWriter); ok {
+		r.GET("/metrics", metricsHandler(m))
+	}
 	return r
 }
 

@@ -3,11 +3,13 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -151,4 +153,27 @@ func TestUnixClient(t *testing.T) {
 	if err != nil || info.Name != "demo" {
 		t.Fatalf("Lab = %v, %v", info, err)
 	}
+}
+
+// metricsBackend is a fakeBackend that also writes metrics.
+type metricsBackend struct{ fakeBackend }
+
+func (metricsBackend) WriteMetrics(_ context.Context, w io.Writer) error {
+	_, err := io.WriteString(w, "# TYPE meshlab_xds_connected_proxies gauge\nmeshlab_xds_connected_proxies 3\n")
+	return err
+}
+
+func TestMetricsEndpointOnlyWhenTheBackendWritesMetrics(t *testing.T) {
+	srv := newTestServer(t, &metricsBackend{})
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain; version=0.0.4") ||
+		!strings.Contains(string(body), "meshlab_xds_connected_proxies 3") {
+		t.Errorf("GET /metrics = %d %q %q", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	}
+	getJSON(t, newTestServer(t, &fakeBackend{}).URL+"/metrics", http.StatusNotFound, nil)
 }

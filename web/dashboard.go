@@ -27,6 +27,7 @@ func Dashboard(api http.Handler, g Guard) http.Handler {
 	files := http.FileServerFS(assets)
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", api)
+	mux.Handle("/metrics", api)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
