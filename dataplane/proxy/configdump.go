@@ -27,7 +27,7 @@ func (s *Server) ConfigDump(includeEDS bool) *adminv3.ConfigDump {
 	if includeEDS {
 		dumps = append(dumps, s.endpointsDump())
 	}
-	dumps = append(dumps, s.listenersDump(started), &adminv3.ScopedRoutesConfigDump{}, s.routesDump(started), &adminv3.SecretsConfigDump{})
+	dumps = append(dumps, s.listenersDump(started), &adminv3.ScopedRoutesConfigDump{}, s.routesDump(started), s.secretsDump())
 	out := &adminv3.ConfigDump{}
 	for _, d := range dumps {
 		a, err := anypb.New(d)

@@ -36,6 +36,7 @@ import (
 	"github.com/meshlab/meshlab/dataplane/proxy/httpconn"
 	"github.com/meshlab/meshlab/dataplane/proxy/listener"
 	"github.com/meshlab/meshlab/dataplane/proxy/stats"
+	"github.com/meshlab/meshlab/dataplane/proxy/tlsctx"
 	"github.com/meshlab/meshlab/dataplane/proxy/xdsclient"
 )
 
@@ -63,6 +64,8 @@ type Server struct {
 	routes    *httpconn.RouteStore
 	listeners *listener.Manager
 	xds       *xdsclient.Client
+	secrets   *tlsctx.Store // SDS secrets, by name
+	sds       *sdsClients
 
 	start        time.Time
 	started      chan struct{}
@@ -200,6 +203,10 @@ func (s *Server) Run(ctx context.Context) error {
 	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	defer s.bgCancel()
 	s.clusters = cluster.NewManager(s.stats)
+	s.secrets = tlsctx.NewStore()
+	s.sds = newSDSClients()
+	defer s.sds.close()
+	s.clusters.SetSecrets(s.secrets)
 	s.clusters.AddStatic(s.staticClusters)
 	s.initServerStats()
 	if s.hr == nil && s.opts.RestartEpoch > 0 {
@@ -211,7 +218,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.listeners = listener.NewManager(listener.Deps{
 		Clusters: s.clusters, Routes: s.routes, Stats: s.stats, Logger: s.log.With("component", "conn_handler"),
 		OriginalDst: s.originalDst, InheritSocket: s.inheritSocket,
-		DeferAccept: s.hr != nil && s.hr.parentAlive,
+		DeferAccept: s.hr != nil && s.hr.parentAlive, Secrets: s.secrets,
 	})
 	defer s.listeners.Close()
 	if err := s.listeners.AddStatic(s.staticListeners); err != nil {
@@ -238,6 +245,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if err := s.startXDS(xdsCtx, xdsDone); err != nil {
 		return err
 	}
+	s.watchSecrets() // for TLS in the bootstrap's static clusters and listeners
 	s.mu.Lock()
 	s.checkInitLocked()
 	s.mu.Unlock()

@@ -37,14 +37,14 @@ func (s *Server) checkInitLocked() {
 	if s.init.live {
 		return
 	}
-	if !s.init.clusterInit(s) {
+	if !s.init.clusterInit(s) || !s.secretsReady(s.clusterTLS()) {
 		return
 	}
 	if s.init.ldsWanted && !s.init.ldsRequested && s.xds != nil {
 		s.init.ldsRequested = true
 		s.xds.Watch(xdsclient.ListenerType)
 	}
-	if !s.init.listenerInit(s) {
+	if !s.init.listenerInit(s) || !s.secretsReady(s.listenerTLS()) {
 		return
 	}
 	s.init.live = true

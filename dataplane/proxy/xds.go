@@ -44,6 +44,8 @@ func (s *Server) Apply(typeURL, version string, resources []*anypb.Any) error {
 		return s.applyListeners(version, resources)
 	case xdsclient.RouteType:
 		return s.applyRoutes(version, resources)
+	case xdsclient.SecretType:
+		return s.applySecrets(version, resources)
 	}
 	return fmt.Errorf("unsupported resource type %s", typeURL)
 }
@@ -88,6 +90,7 @@ func (s *Server) applyClusters(version string, resources []*anypb.Any) error {
 	s.checkInitLocked()
 	s.mu.Unlock()
 	s.xds.Subscribe(xdsclient.EndpointType, s.clusters.EDSNames())
+	s.watchSecrets()
 	return nil
 }
 
@@ -165,6 +168,7 @@ func (s *Server) applyListeners(version string, resources []*anypb.Any) error {
 	s.init.ldsDone = true
 	s.mu.Unlock()
 	s.xds.Subscribe(xdsclient.RouteType, s.rdsNames())
+	s.watchSecrets()
 	s.mu.Lock()
 	s.checkInitLocked()
 	s.mu.Unlock()

@@ -66,7 +66,17 @@ func NewHandler(b Backend) *Handler {
 		"/help":                {help: "print out list of admin commands", handle: h.help},
 		"/":                    {help: "Admin home page", handle: h.help},
 	}
+	if cb, ok := b.(CertsBackend); ok {
+		h.endpoints["/certs"] = endpoint{help: "print certs on machine", handle: func(w http.ResponseWriter, _ *http.Request) {
+			writeProto(w, cb.Certs())
+		}}
+	}
 	return h
+}
+
+// CertsBackend is implemented by a Backend that serves /certs.
+type CertsBackend interface {
+	Certs() *adminv3.Certificates
 }
 
 // ServeHTTP answers one admin request: 404 with the help text for an unknown path, 405

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/stats"
+	"github.com/meshlab/meshlab/dataplane/proxy/tlsctx"
 )
 
 // ErrNoHealthyUpstream is returned by Pick when the cluster has no host to offer.
@@ -85,7 +86,8 @@ type Cluster struct {
 	perHost   sync.Map // host string -> *hostState
 	breaker   *breaker
 	outlier   *outlier // nil without outlier_detection
-	stopDNS   func()   // STRICT_DNS: stops re-resolution
+	secrets   *tlsctx.Store
+	stopDNS   func() // STRICT_DNS: stops re-resolution
 }
 
 // hostState is what the cluster tracks per upstream host: /clusters counters, active
@@ -265,6 +267,9 @@ func (c *Cluster) Dial(ctx context.Context, h Host) (net.Conn, error) {
 		d.LocalAddr = &net.TCPAddr{IP: c.cfg.BindSource.AsSlice()}
 	}
 	conn, err := d.DialContext(ctx, h.Network(), h.DialAddr())
+	if err == nil && c.cfg.TLS != nil {
+		conn, err = c.handshake(ctx, conn)
+	}
 	if err != nil {
 		c.stats.UpstreamCxFail.Inc()
 		hs.cxFail.Add(1)
@@ -276,6 +281,24 @@ func (c *Cluster) Dial(ctx context.Context, h Host) (net.Conn, error) {
 		c.stats.UpstreamCxActive.Dec()
 		hs.cxActive.Add(-1)
 	}}, nil
+}
+
+// handshake runs the upstream TLS handshake within the connect timeout. Envoy raises
+// the connected event only after the handshake, so a failed handshake is a connect
+// failure; the error is a dial *net.OpError wrapping a *tlsctx.HandshakeError.
+func (c *Cluster) handshake(ctx context.Context, conn net.Conn) (net.Conn, error) {
+	hctx, cancel := context.WithTimeout(ctx, c.cfg.ConnectTimeout)
+	defer cancel()
+	store := c.secrets
+	if store == nil {
+		store = tlsctx.NewStore()
+	}
+	tc, err := c.cfg.TLS.Handshake(hctx, conn, store, c.stats.scope)
+	if err != nil {
+		_ = conn.Close()
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Addr: conn.RemoteAddr(), Err: err}
+	}
+	return tc, nil
 }
 
 func (c *Cluster) hostState(h Host) *hostState {

@@ -62,7 +62,7 @@ func TestCompileRefusesWhatEnvoyRefusesOrIsNotImplemented(t *testing.T) {
 		{"outlier detection as Istio sets it", &clusterv3.Cluster{Name: "o", OutlierDetection: &clusterv3.OutlierDetection{
 			Consecutive_5Xx: wrapperspb.UInt32(3), EnforcingSuccessRate: wrapperspb.UInt32(0), Interval: durationpb.New(time.Second)}}, ""},
 		{"least request", &clusterv3.Cluster{Name: "s", LbPolicy: clusterv3.Cluster_LEAST_REQUEST}, ""},
-		{"transport socket", &clusterv3.Cluster{Name: "t", TransportSocket: &corev3.TransportSocket{Name: "tls"}}, "transport_socket: field is not supported"},
+		{"transport socket", &clusterv3.Cluster{Name: "t", TransportSocket: &corev3.TransportSocket{Name: "tls"}}, "transport_socket.name: unsupported transport socket tls"},
 		{"hostname endpoint", &clusterv3.Cluster{Name: "h", LoadAssignment: cla("h", nil, "1.2.3.4:80")}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

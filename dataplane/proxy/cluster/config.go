@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/fieldcheck"
+	"github.com/meshlab/meshlab/dataplane/proxy/tlsctx"
 )
 
 // Type is the service discovery type of a cluster.
@@ -71,6 +72,8 @@ type Config struct {
 	// Envoy's default 1h).
 	IdleTimeout time.Duration
 	DNS         *DNSConfig // STRICT_DNS: the names to resolve
+	// TLS is the transport_socket's UpstreamTlsContext; nil for plaintext.
+	TLS *tlsctx.Context
 }
 
 // AddressAllow lists the address fields the proxy implements.
@@ -91,8 +94,9 @@ var clusterAllow = fieldcheck.Allow{
 		"load_assignment", "upstream_bind_config", "metadata",
 		"typed_extension_protocol_options", "http2_protocol_options",
 		"circuit_breakers", "outlier_detection", "common_lb_config", "max_requests_per_connection",
-		"dns_lookup_family", "dns_refresh_rate", "respect_dns_ttl",
+		"dns_lookup_family", "dns_refresh_rate", "respect_dns_ttl", "transport_socket",
 	},
+	"envoy.config.core.v3.TransportSocket":             {"name", "typed_config"},
 	"envoy.config.cluster.v3.Cluster.CommonLbConfig":   {"healthy_panic_threshold"},
 	"envoy.config.cluster.v3.Cluster.EdsClusterConfig": {"eds_config", "service_name"},
 	"envoy.config.core.v3.BindConfig":                  {"source_address"},
@@ -174,6 +178,11 @@ func (cfg *Config) fill(c *clusterv3.Cluster) error {
 		}
 		cfg.Outlier = outlierFrom(od)
 	}
+	tc, err := tlsctx.Compile(c.GetTransportSocket(), false)
+	if err != nil {
+		return fmt.Errorf("transport_socket.%w", err)
+	}
+	cfg.TLS = tc
 	if d := c.GetConnectTimeout(); d != nil {
 		cfg.ConnectTimeout = d.AsDuration()
 	}

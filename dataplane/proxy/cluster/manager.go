@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/stats"
+	"github.com/meshlab/meshlab/dataplane/proxy/tlsctx"
 )
 
 // Manager holds the static clusters from the bootstrap and the dynamic ones from CDS, and
@@ -20,6 +21,7 @@ type Manager struct {
 	assignments map[string][]Host // by EDS service name
 	active      *stats.Stat
 	resolver    Resolver
+	secrets     *tlsctx.Store
 }
 
 // NewManager returns an empty Manager counting into store.
@@ -41,12 +43,20 @@ func (m *Manager) SetResolver(r Resolver) {
 	m.resolver = r
 }
 
+// SetSecrets sets the SDS secrets that clusters created from now on use for upstream TLS.
+func (m *Manager) SetSecrets(s *tlsctx.Store) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.secrets = s
+}
+
 // AddStatic adds the bootstrap's clusters.
 func (m *Manager) AddStatic(cfgs []*Config) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, cfg := range cfgs {
 		c := newCluster(cfg, m.store)
+		c.secrets = m.secrets
 		c.startDNS(m.resolver)
 		m.clusters[cfg.Name] = c
 		m.static[cfg.Name] = true
@@ -82,6 +92,7 @@ func (m *Manager) ApplyCDS(cfgs []*Config) {
 			old.close()
 		}
 		c := newCluster(cfg, m.store)
+		c.secrets = m.secrets
 		if cfg.Type == TypeEDS {
 			c.setHosts(m.assignments[cfg.ServiceName])
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/meshlab/meshlab/dataplane/proxy/accesslog"
 	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
+	"github.com/meshlab/meshlab/dataplane/proxy/tlsctx"
 )
 
 // maxBufferedBody is the largest request body buffered for retries and mirrors (Envoy's
@@ -246,6 +247,9 @@ func (rt *router) fail(x *exchange, cl *cluster.Cluster, a attempt) int {
 		cl.Stats().RecordResponse(http.StatusServiceUnavailable)
 		x.info.Flags |= accesslog.UpstreamConnectionFailure
 		x.info.CodeDetails = "upstream_reset_before_response_started{connection_failure}"
+		if he := (*tlsctx.HandshakeError)(nil); errors.As(a.err, &he) {
+			x.info.CodeDetails = "upstream_reset_before_response_started{connection_failure," + he.Detail() + "}"
+		}
 		return rt.localReply(x, http.StatusServiceUnavailable, BodyConnectFailure)
 	}
 	if x.r.Context().Err() != nil {

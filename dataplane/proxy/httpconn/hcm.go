@@ -24,9 +24,11 @@ const (
 var hcmAllow = fieldcheck.Allow{
 	"envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager": {
 		"codec_type", "stat_prefix", "rds", "route_config", "http_filters", "server_name", "server_header_transformation", "access_log",
+		"forward_client_cert_details", "set_current_client_cert_details",
 	},
-	"envoy.extensions.filters.network.http_connection_manager.v3.Rds":        {"config_source", "route_config_name"},
-	"envoy.extensions.filters.network.http_connection_manager.v3.HttpFilter": {"name", "typed_config"},
+	"envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager.SetCurrentClientCertDetails": {"subject", "uri", "dns"},
+	"envoy.extensions.filters.network.http_connection_manager.v3.Rds":                                               {"config_source", "route_config_name"},
+	"envoy.extensions.filters.network.http_connection_manager.v3.HttpFilter":                                        {"name", "typed_config"},
 }.Merge(cluster.ConfigSourceAllow)
 
 var routerAllow = fieldcheck.Allow{"envoy.extensions.filters.http.router.v3.Router": {}}
@@ -50,6 +52,7 @@ type Config struct {
 	ServerHeader ServerHeader
 	Faults       []FaultFilter // fault filters, in filter chain order (before the router)
 	AccessLogs   []*accesslog.Logger
+	XFCC         XFCC // forward_client_cert_details
 }
 
 // FaultFilter is one envoy.filters.http.fault in the HTTP filter chain.
@@ -100,6 +103,7 @@ func Compile(a *anypb.Any) (*Config, error) {
 		return nil, err
 	}
 	cfg.AccessLogs = logs
+	cfg.XFCC = xfccFrom(&h)
 	if len(h.GetHttpFilters()) == 0 {
 		return nil, errors.New("http_filters: the router filter is required")
 	}

@@ -2,6 +2,7 @@ package httpconn
 
 import (
 	"crypto/rand"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"log/slog"
@@ -42,6 +43,9 @@ type Deps struct {
 type Downstream struct {
 	Local  netip.AddrPort // the (possibly restored original) destination
 	Remote netip.AddrPort
+	// LocalCert is the certificate this proxy presented on a downstream TLS connection
+	// (the By element of x-forwarded-client-cert); nil for plaintext.
+	LocalCert *x509.Certificate
 }
 
 // router serves the requests of one downstream connection.
@@ -167,8 +171,13 @@ func (rt *router) serve(x *exchange) int {
 		r.Header.Set("X-Request-Id", newUUID())
 	}
 	if r.Header.Get("X-Forwarded-Proto") == "" {
-		r.Header.Set("X-Forwarded-Proto", "http")
+		proto := "http"
+		if r.TLS != nil {
+			proto = "https"
+		}
+		r.Header.Set("X-Forwarded-Proto", proto)
 	}
+	rt.cfg.XFCC.apply(r.Header, r.TLS, rt.ds.LocalCert)
 	if t := rt.table(); t != nil {
 		x.vh, x.route = t.MatchRequest(&Request{Method: r.Method, Authority: r.Host, Path: requestPath(r), Scheme: "http", Header: r.Header})
 	}

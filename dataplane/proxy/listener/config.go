@@ -9,16 +9,21 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
-	origdstv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/original_dst/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/http_inspector/v3" // registers the config type
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/original_dst/v3"   // registers the config type
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"  // registers the config type
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
 	"github.com/meshlab/meshlab/dataplane/proxy/fieldcheck"
 	"github.com/meshlab/meshlab/dataplane/proxy/httpconn"
 	"github.com/meshlab/meshlab/dataplane/proxy/stats"
 	"github.com/meshlab/meshlab/dataplane/proxy/tcpproxy"
+	"github.com/meshlab/meshlab/dataplane/proxy/tlsctx"
 )
 
 // OriginalDstFilterName is the listener filter that restores the original destination.
@@ -30,11 +35,15 @@ var listenerAllow = fieldcheck.Allow{
 		"default_filter_chain", "bind_to_port", "stat_prefix", "metadata",
 		"continue_on_listener_filters_timeout", "listener_filters_timeout",
 	},
-	"envoy.config.listener.v3.FilterChain":      {"filter_chain_match", "filters", "name", "metadata"},
-	"envoy.config.listener.v3.FilterChainMatch": {"destination_port", "prefix_ranges", "source_prefix_ranges"},
-	"envoy.config.core.v3.CidrRange":            {"address_prefix", "prefix_len"},
-	"envoy.config.listener.v3.Filter":           {"name", "typed_config"},
-	"envoy.config.listener.v3.ListenerFilter":   {"name", "typed_config"},
+	"envoy.config.listener.v3.FilterChain": {"filter_chain_match", "filters", "name", "metadata", "transport_socket"},
+	"envoy.config.listener.v3.FilterChainMatch": {
+		"destination_port", "prefix_ranges", "source_prefix_ranges",
+		"transport_protocol", "application_protocols", "server_names",
+	},
+	"envoy.config.core.v3.TransportSocket":    {"name", "typed_config"},
+	"envoy.config.core.v3.CidrRange":          {"address_prefix", "prefix_len"},
+	"envoy.config.listener.v3.Filter":         {"name", "typed_config"},
+	"envoy.config.listener.v3.ListenerFilter": {"name", "typed_config"},
 }.Merge(cluster.AddressAllow)
 
 // Config is a compiled listener. Immutable.
@@ -48,6 +57,9 @@ type Config struct {
 	StatName          string // listener.<StatName>.*
 	Chains            []*FilterChain
 	Default           *FilterChain
+	TLSInspector      bool          // envoy.filters.listener.tls_inspector
+	HTTPInspector     bool          // envoy.filters.listener.http_inspector
+	FiltersTimeout    time.Duration // listener_filters_timeout (Envoy's default 15 s; 0 disables)
 }
 
 // FilterChain is a compiled filter chain with its match and its one terminal filter.
@@ -56,8 +68,14 @@ type FilterChain struct {
 	DstPort        uint32 // 0: any
 	Prefixes       []netip.Prefix
 	SourcePrefixes []netip.Prefix
-	TCP            *tcpproxy.Config
-	HTTP           *httpconn.Config
+	// TransportProtocol is "tls", "raw_buffer" or "" (any); ALPN and ServerNames are
+	// application_protocols and server_names.
+	TransportProtocol string
+	ALPN              []string
+	ServerNames       []string
+	TLS               *tlsctx.Context // the DownstreamTlsContext; nil for plaintext
+	TCP               *tcpproxy.Config
+	HTTP              *httpconn.Config
 }
 
 // Compile validates l and compiles it, or returns an error naming the resource and the
@@ -95,15 +113,27 @@ func compile(l *listenerv3.Listener) (*Config, error) {
 		UseOriginalDst: l.GetUseOriginalDst().GetValue(),
 		Inbound:        l.GetTrafficDirection() == corev3.TrafficDirection_INBOUND,
 		StatName:       stats.ListenerStatName(addr.String()),
+		FiltersTimeout: 15 * time.Second,
+	}
+	if d := l.GetListenerFiltersTimeout(); d != nil {
+		cfg.FiltersTimeout = d.AsDuration()
 	}
 	if l.GetStatPrefix() != "" {
 		cfg.StatName = l.GetStatPrefix()
 	}
 	for i, lf := range l.GetListenerFilters() {
-		if err := checkListenerFilter(lf); err != nil {
+		name, err := checkListenerFilter(lf)
+		if err != nil {
 			return nil, fmt.Errorf("listener_filters[%d].%w", i, err)
 		}
-		cfg.OriginalDstFilter = true
+		switch name {
+		case OriginalDstFilterName:
+			cfg.OriginalDstFilter = true
+		case tlsctx.InspectorName:
+			cfg.TLSInspector = true
+		case HTTPInspectorName:
+			cfg.HTTPInspector = true
+		}
 	}
 	for i, fc := range l.GetFilterChains() {
 		c, err := compileChain(fc)
@@ -122,32 +152,62 @@ func compile(l *listenerv3.Listener) (*Config, error) {
 	return cfg, nil
 }
 
-func checkListenerFilter(lf *listenerv3.ListenerFilter) error {
+// HTTPInspectorName is the listener filter that detects plaintext HTTP/1.x and h2c.
+const HTTPInspectorName = "envoy.filters.listener.http_inspector"
+
+// listenerFilterTypes maps each implemented listener filter's config type to its name.
+var listenerFilterTypes = map[protoreflect.FullName]string{
+	"envoy.extensions.filters.listener.original_dst.v3.OriginalDst":     OriginalDstFilterName,
+	"envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector":   tlsctx.InspectorName,
+	"envoy.extensions.filters.listener.http_inspector.v3.HttpInspector": HTTPInspectorName,
+}
+
+// listenerFilterAllow accepts the three filters' configs with no field set.
+var listenerFilterAllow = fieldcheck.Allow{
+	"envoy.extensions.filters.listener.original_dst.v3.OriginalDst":     {},
+	"envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector":   {},
+	"envoy.extensions.filters.listener.http_inspector.v3.HttpInspector": {},
+}
+
+// checkListenerFilter returns the name of the implemented listener filter lf configures.
+func checkListenerFilter(lf *listenerv3.ListenerFilter) (string, error) {
 	tc := lf.GetTypedConfig()
 	if tc == nil {
-		if lf.GetName() == OriginalDstFilterName {
-			return nil
+		for _, n := range listenerFilterTypes {
+			if lf.GetName() == n {
+				return n, nil
+			}
 		}
-		return fmt.Errorf("name: unsupported listener filter %s", lf.GetName())
+		return "", fmt.Errorf("name: unsupported listener filter %s", lf.GetName())
 	}
-	var od origdstv3.OriginalDst
-	if tc.MessageName() != od.ProtoReflect().Descriptor().FullName() {
-		return fmt.Errorf("typed_config: unsupported type %s", tc.MessageName())
+	name, ok := listenerFilterTypes[tc.MessageName()]
+	if !ok {
+		return "", fmt.Errorf("typed_config: unsupported type %s", tc.MessageName())
 	}
-	if err := tc.UnmarshalTo(&od); err != nil {
-		return fmt.Errorf("typed_config: %w", err)
+	m, err := tc.UnmarshalNew()
+	if err != nil {
+		return "", fmt.Errorf("typed_config: %w", err)
 	}
-	if err := (fieldcheck.Allow{"envoy.extensions.filters.listener.original_dst.v3.OriginalDst": {}}).Check(&od); err != nil {
-		return fmt.Errorf("typed_config.%w", err)
+	if err := listenerFilterAllow.Check(m); err != nil {
+		return "", fmt.Errorf("typed_config.%w", err)
 	}
-	return nil
+	return name, nil
 }
 
 func compileChain(fc *listenerv3.FilterChain) (*FilterChain, error) {
 	c := &FilterChain{Name: fc.GetName()}
 	m := fc.GetFilterChainMatch()
 	c.DstPort = m.GetDestinationPort().GetValue()
+	c.TransportProtocol = m.GetTransportProtocol()
+	if c.TransportProtocol != "" && c.TransportProtocol != "tls" && c.TransportProtocol != "raw_buffer" {
+		return nil, fmt.Errorf("filter_chain_match.transport_protocol: unknown transport protocol %q", c.TransportProtocol)
+	}
+	c.ALPN = m.GetApplicationProtocols()
+	c.ServerNames = m.GetServerNames()
 	var err error
+	if c.TLS, err = tlsctx.Compile(fc.GetTransportSocket(), true); err != nil {
+		return nil, fmt.Errorf("transport_socket.%w", err)
+	}
 	if c.Prefixes, err = prefixes(m.GetPrefixRanges()); err != nil {
 		return nil, fmt.Errorf("filter_chain_match.prefix_ranges: %w", err)
 	}

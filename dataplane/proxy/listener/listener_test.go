@@ -112,18 +112,18 @@ func TestCompileRefusesWhatIsNotImplemented(t *testing.T) {
 				TypedConfig: mustAny(t, &redisv3.RedisProxy{StatPrefix: "r", Settings: &redisv3.RedisProxy_ConnPoolSettings{OpTimeout: durationpb.New(1)}}),
 			}}}
 		}, "listener 'l': filter_chains[0].filters[0].typed_config: unsupported type envoy.extensions.filters.network.redis_proxy.v3.RedisProxy"},
-		{"server_names match", func(l *listenerv3.Listener) {
-			l.FilterChains[1].FilterChainMatch.ServerNames = []string{"a.example"}
-		}, "listener 'l': filter_chains[1].filter_chain_match.server_names: field is not supported by meshlab proxy"},
-		{"transport_protocol match", func(l *listenerv3.Listener) {
-			l.FilterChains[0].FilterChainMatch.TransportProtocol = "tls"
-		}, "filter_chains[0].filter_chain_match.transport_protocol: field is not supported"},
-		{"transport socket", func(l *listenerv3.Listener) {
+		{"source_ports match", func(l *listenerv3.Listener) {
+			l.FilterChains[1].FilterChainMatch.SourcePorts = []uint32{80}
+		}, "listener 'l': filter_chains[1].filter_chain_match.source_ports: field is not supported by meshlab proxy"},
+		{"unknown transport_protocol", func(l *listenerv3.Listener) {
+			l.FilterChains[0].FilterChainMatch.TransportProtocol = "quic"
+		}, `filter_chains[0].filter_chain_match.transport_protocol: unknown transport protocol "quic"`},
+		{"transport socket without typed_config", func(l *listenerv3.Listener) {
 			l.FilterChains[0].TransportSocket = &corev3.TransportSocket{Name: "tls"}
-		}, "filter_chains[0].transport_socket: field is not supported"},
-		{"tls_inspector listener filter", func(l *listenerv3.Listener) {
-			l.ListenerFilters = []*listenerv3.ListenerFilter{{Name: "envoy.filters.listener.tls_inspector"}}
-		}, "listener_filters[0].name: unsupported listener filter envoy.filters.listener.tls_inspector"},
+		}, "filter_chains[0].transport_socket.name: unsupported transport socket tls"},
+		{"proxy_protocol listener filter", func(l *listenerv3.Listener) {
+			l.ListenerFilters = []*listenerv3.ListenerFilter{{Name: "envoy.filters.listener.proxy_protocol"}}
+		}, "listener_filters[0].name: unsupported listener filter envoy.filters.listener.proxy_protocol"},
 		{"tcp_proxy idle_timeout", func(l *listenerv3.Listener) {
 			l.FilterChains[0].Filters = []*listenerv3.Filter{{Name: "envoy.filters.network.tcp_proxy", ConfigType: &listenerv3.Filter_TypedConfig{
 				TypedConfig: mustAny(t, &tcpv3.TcpProxy{StatPrefix: "x", ClusterSpecifier: &tcpv3.TcpProxy_Cluster{Cluster: "x"}, IdleTimeout: durationpb.New(1)}),

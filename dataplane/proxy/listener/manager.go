@@ -2,6 +2,7 @@ package listener
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	"github.com/meshlab/meshlab/dataplane/proxy/httpconn"
 	"github.com/meshlab/meshlab/dataplane/proxy/stats"
 	"github.com/meshlab/meshlab/dataplane/proxy/tcpproxy"
+	"github.com/meshlab/meshlab/dataplane/proxy/tlsctx"
 	"github.com/meshlab/meshlab/netns/origdst"
 )
 
@@ -25,6 +27,9 @@ type Deps struct {
 	Routes   *httpconn.RouteStore // required
 	Stats    *stats.Store         // required
 	Logger   *slog.Logger         // required
+	// Secrets holds the SDS secrets of downstream TLS contexts; optional (a TLS filter
+	// chain then fails every handshake, as an Envoy whose secrets never arrived would).
+	Secrets *tlsctx.Store
 	// OriginalDst reads SO_ORIGINAL_DST; optional, origdst.OriginalDst when nil.
 	OriginalDst func(*net.TCPConn) (netip.AddrPort, error)
 	// InheritSocket returns the hot restart parent's listen socket bound to addr, or
@@ -315,10 +320,11 @@ func (m *Manager) acceptLoop(a *active, ln net.Listener) {
 // handle runs one downstream connection to completion.
 func (m *Manager) handle(a *active, conn net.Conn) {
 	defer m.wg.Done()
+	raw := conn // conn is replaced by the inspected and TLS connections below
 	defer func() {
-		_ = conn.Close()
+		_ = raw.Close()
 		m.mu.Lock()
-		delete(m.conns, conn)
+		delete(m.conns, raw)
 		m.mu.Unlock()
 	}()
 	cfg := a.cfg.Load()
@@ -343,17 +349,38 @@ func (m *Manager) handle(a *active, conn net.Conn) {
 	active := ls.Gauge("downstream_cx_active")
 	active.Inc()
 	defer active.Dec()
-	fc := cfg.SelectChain(local, remote)
+	ci := ConnInfo{Local: local, Remote: remote, TransportProtocol: "raw_buffer"}
+	if cfg.TLSInspector || cfg.HTTPInspector {
+		ci, conn = inspect(cfg, conn, ci)
+	}
+	fc := cfg.Select(ci)
 	if fc == nil {
 		ls.Counter("no_filter_chain_match").Inc()
 		return
+	}
+	var localCert *x509.Certificate
+	if fc.TLS != nil {
+		store := m.deps.Secrets
+		if store == nil {
+			store = tlsctx.NewStore()
+		}
+		tc, err := fc.TLS.Handshake(m.ctx, conn, store, ls)
+		if err != nil {
+			m.deps.Logger.Debug("downstream tls handshake failed", "listener", cfg.Name, "remote", remote.String(), "err", err)
+			return
+		}
+		conn = tc
+		if fc.HTTP != nil {
+			conn = tlsctx.HTTP1Conn{Conn: tc}
+		}
+		localCert = fc.TLS.LocalLeaf(store)
 	}
 	switch {
 	case fc.TCP != nil:
 		tcpproxy.Serve(m.ctx, fc.TCP, tcpproxy.Deps{Clusters: m.deps.Clusters, Stats: m.deps.Stats, Logger: m.deps.Logger}, conn, local)
 	case fc.HTTP != nil:
 		httpconn.ServeConn(m.ctx, fc.HTTP, httpconn.Deps{Routes: m.deps.Routes, Clusters: m.deps.Clusters, Stats: m.deps.Stats, Logger: m.deps.Logger, Draining: a.drain},
-			conn, httpconn.Downstream{Local: local, Remote: remote})
+			conn, httpconn.Downstream{Local: local, Remote: remote, LocalCert: localCert})
 	}
 }
 

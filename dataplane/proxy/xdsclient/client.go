@@ -32,9 +32,10 @@ const (
 	EndpointType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
 	ListenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
 	RouteType    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+	SecretType   = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
 )
 
-var typeOrder = []string{ClusterType, EndpointType, ListenerType, RouteType}
+var typeOrder = []string{ClusterType, EndpointType, ListenerType, RouteType, SecretType}
 
 // Handler applies the resources of one response.
 //
@@ -56,6 +57,9 @@ type Options struct {
 	Wildcard             []string                 // optional: type URLs subscribed as wildcard (CDS, LDS)
 	BackoffBase, Backoff time.Duration            // optional: reconnect backoff base and cap (500ms, 30s)
 	OnConnected          func(bool)               // optional: told when a stream opens or fails
+	// Open opens the stream; optional, ADS's StreamAggregatedResources when nil (SDS
+	// passes SecretDiscoveryService.StreamSecrets, whose protocol is the same).
+	Open func(context.Context, grpc.ClientConnInterface) (grpc.BidiStreamingClient[discoveryv3.DiscoveryRequest, discoveryv3.DiscoveryResponse], error)
 }
 
 // Client is an ADS client. Create it with New and run it with Run.
@@ -201,8 +205,13 @@ type recvResult struct {
 func (c *Client) stream(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ads := discoveryv3.NewAggregatedDiscoveryServiceClient(c.opts.Conn)
-	s, err := ads.StreamAggregatedResources(ctx)
+	open := c.opts.Open
+	if open == nil {
+		open = func(ctx context.Context, conn grpc.ClientConnInterface) (grpc.BidiStreamingClient[discoveryv3.DiscoveryRequest, discoveryv3.DiscoveryResponse], error) {
+			return discoveryv3.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
+		}
+	}
+	s, err := open(ctx, c.opts.Conn)
 	if err != nil {
 		return fmt.Errorf("open ADS stream: %w", err)
 	}
