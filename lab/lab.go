@@ -49,6 +49,11 @@ type Options struct {
 	// terminationDrainDuration).
 	TerminationDrain time.Duration
 	ReadyTimeout     time.Duration // optional, 60s
+	// CACertFile and CAKeyFile are a user-supplied CA root (PEM), both or neither;
+	// optional, "" makes a new root per lab. CertTTL is the workload certificate
+	// lifetime; optional, 0 = 24h, at least 1s.
+	CACertFile, CAKeyFile string
+	CertTTL               time.Duration
 	// Listen is the TCP address (a specific IP and port) of the dashboard and the API;
 	// optional, "" serves them on the unix socket only. ListenFallback picks a free port
 	// on the same address when Listen is taken.
@@ -67,6 +72,7 @@ type Lab struct {
 	rec   *Record
 	jr    *journal
 	disc  *discovery.Server
+	ca    *labCA // the CA and its pod tokens (lab/ca.go)
 	names *nameTables
 	// metrics are the control plane's Prometheus metrics (nil in unit tests' bare Labs).
 	metrics *metrics
@@ -94,6 +100,9 @@ func prepare(o *Options) (*model.Model, error) {
 	}
 	if !o.ServiceCIDR.IsValid() {
 		o.ServiceCIDR = DefaultServiceCIDR
+	}
+	if err := checkCAOptions(o); err != nil {
+		return nil, err
 	}
 	if o.PodCIDR.Overlaps(o.ServiceCIDR) {
 		return nil, fmt.Errorf("--pod-cidr %s overlaps --service-cidr %s", o.PodCIDR, o.ServiceCIDR)
@@ -222,12 +231,17 @@ func (l *Lab) create(ctx context.Context) error {
 func (l *Lab) startServers() error {
 	sctx, cancel := context.WithCancel(context.Background())
 	l.cancelServers, l.serverCtx = cancel, sctx
+	registerCA, err := l.startCA()
+	if err != nil {
+		return err
+	}
 	disc, err := discovery.New(discovery.Options{
 		Logger:     l.log.With("component", "discovery"),
 		SocketPath: l.paths.XDSSocket(),
 		SocketGID:  ProxyUID,
 		TCPAddr:    "127.0.0.1:0",
 		OnEvent:    l.publishXDS,
+		Register:   registerCA,
 	})
 	if err != nil {
 		return fmt.Errorf("start discovery server: %w", err)

@@ -87,6 +87,9 @@ func (l *Lab) startPod(ctx context.Context, index int, p *model.Pod) error {
 		map[string]any{"ip": p.IP.String(), "sidecar": p.Sidecar.Inject})
 	ns := NamespaceName(l.opts.Name, p.Name)
 	if p.Sidecar.Inject {
+		if err := l.writePodToken(p); err != nil {
+			return err
+		}
 		argv := append([]string{l.opts.MeshlabPath, "agent", "--log-level=info"}, agent.Args(l.agentConfig(index, p))...)
 		err := l.agents.start(processSpec{
 			Role: "agent", Pod: p.Name, NetNS: ns, Argv: argv, LogPath: dir + "/agent.log",
@@ -144,6 +147,8 @@ func (l *Lab) agentConfig(index int, p *model.Pod) agent.Config {
 		ParentShutdownDuration:   p.Sidecar.ParentShutdownDuration,
 		DataPlane:                p.Sidecar.DataPlane,
 		BootstrapOverride:        p.Sidecar.BootstrapOverride,
+		TokenPath:                l.tokenPath(p.Name),
+		CertTTL:                  l.opts.CertTTL,
 		TerminationDrainDuration: l.opts.TerminationDrain,
 		AdminPort:                adminPort,
 		StatusPort:               statusPort,

@@ -141,6 +141,7 @@ func agentStatus(st agent.Status) *web.AgentStatus {
 			ProxyPath:              st.Settings.ProxyPath,
 		},
 	}
+	out.Cert = workloadCert(st.Cert)
 	for _, e := range st.Epochs {
 		out.Epochs = append(out.Epochs, web.ProxyEpoch{
 			Epoch: e.Epoch, PID: e.PID, State: e.State, StartedAt: e.StartedAt, ExitedAt: e.ExitedAt,

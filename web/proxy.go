@@ -47,6 +47,18 @@ type AgentStatus struct {
 	ConsecutiveFailures int           `json:"consecutiveFailures"`
 	NextRestartAt       *time.Time    `json:"nextRestartAt,omitempty"`
 	Settings            ProxySettings `json:"settings"`
+	Cert                *WorkloadCert `json:"cert,omitempty"` // nil when the agent has no certificate manager
+}
+
+// WorkloadCert is the pod's workload certificate as its agent serves it over SDS.
+type WorkloadCert struct {
+	SPIFFEID  string    `json:"spiffeID"`
+	Serial    string    `json:"serial,omitempty"`
+	NotBefore time.Time `json:"notBefore,omitzero"`
+	NotAfter  time.Time `json:"notAfter,omitzero"`
+	RotateAt  time.Time `json:"rotateAt,omitzero"`
+	Rotations int       `json:"rotations"`
+	Error     string    `json:"error,omitempty"` // the last failed attempt to get one
 }
 
 // PodDetail is what GET /v1/pods/:pod answers: the pod's summary and, for a pod with a

@@ -89,6 +89,7 @@ func printPodDetail(w io.Writer, d web.PodDetail, now time.Time) error {
 	if p.NextRestartAt != nil {
 		fmt.Fprintf(tw, "  Next restart:\tin %s (backing off)\n", p.NextRestartAt.Sub(now).Round(time.Millisecond))
 	}
+	printCert(tw, p.Cert, now)
 	if err := tw.Flush(); err != nil {
 		return err
 	}

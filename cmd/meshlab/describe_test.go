@@ -23,6 +23,8 @@ func TestPrintPodDetail(t *testing.T) {
 		Proxy: &web.AgentStatus{
 			Ready: true, ProxyPath: "/usr/local/bin/meshlab", ProxyVersion: "meshlab proxy version: 1.0", DataPlane: "meshlab-proxy",
 			Restarts: 2, ConsecutiveFailures: 1, NextRestartAt: &next,
+			Cert: &web.WorkloadCert{SPIFFEID: "spiffe://cluster.local/ns/default/sa/backend", Serial: "3f2a9c",
+				NotBefore: at(time.Hour), NotAfter: now.Add(23 * time.Hour), RotateAt: now.Add(18*time.Hour + 12*time.Minute), Rotations: 1},
 			Settings: web.ProxySettings{LogLevel: "info", Concurrency: 2, DrainDuration: "45s", ParentShutdownDuration: "1m0s"},
 			Epochs: []web.ProxyEpoch{
 				{Epoch: 0, PID: 100, State: "live", Reason: "initial", StartedAt: at(time.Minute), ProxyVersion: "1.0"},

@@ -20,6 +20,8 @@ type upFlags struct {
 	timeout              time.Duration
 	dryRun               bool
 	listen               string
+	caCert, caKey        string
+	certTTL              time.Duration
 }
 
 func newUpCmd(g *globalFlags) *cobra.Command {
@@ -48,6 +50,7 @@ func newUpCmd(g *globalFlags) *cobra.Command {
 				ProxyPath: f.proxyPath, TerminationDrain: f.drain, ReadyTimeout: f.timeout,
 				Out: cmd.OutOrStdout(), Logger: g.logger(),
 				Listen: f.listen, ListenFallback: !cmd.Flags().Changed("listen"),
+				CACertFile: f.caCert, CAKeyFile: f.caKey, CertTTL: f.certTTL,
 			}
 			if f.listen != "" {
 				if _, err := lab.ParseListen(f.listen); err != nil {
@@ -78,6 +81,9 @@ func newUpCmd(g *globalFlags) *cobra.Command {
 	cmd.Flags().StringVar(&f.proxyPath, "envoy-path", "", "Envoy binary for every sidecar (default: envoy on PATH, else the built-in meshlab proxy)")
 	cmd.Flags().DurationVar(&f.drain, "drain-duration", 5*time.Second, "how long sidecars drain connections when the lab stops (Istio's terminationDrainDuration)")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 60*time.Second, "how long to wait for every pod to become ready")
+	cmd.Flags().StringVar(&f.caCert, "ca-cert", "", "PEM root certificate of the lab's CA (with --ca-key; default: a new root per lab)")
+	cmd.Flags().StringVar(&f.caKey, "ca-key", "", "PEM private key (ECDSA) of --ca-cert")
+	cmd.Flags().DurationVar(&f.certTTL, "cert-ttl", 24*time.Hour, "lifetime of workload certificates (at least 1s; rotated at ~80%)")
 	cmd.Flags().BoolVar(&f.dryRun, "dry-run", false, "validate the scenario and exit, creating nothing")
 	cmd.Flags().StringVar(&f.listen, "listen", lab.DefaultListen, "address of the dashboard and the API on TCP (a specific IP; \"\" for none; another port is chosen when the default is taken)")
 	return cmd

@@ -43,6 +43,9 @@ type Options struct {
 	// OnEvent, when set, observes every connect, push, ACK, NACK and disconnect. It is
 	// called synchronously and must not block. Optional.
 	OnEvent func(Event)
+	// Register, when set, adds more services to the gRPC server before it serves (the
+	// lab's CA shares xds.sock, as istiod serves its CA on the xDS port). Optional.
+	Register func(*grpc.Server)
 }
 
 // Server is the ADS server of one lab. Create it with New, then call Run once.
@@ -115,6 +118,9 @@ func New(o Options) (*Server, error) {
 	routeservice.RegisterRouteDiscoveryServiceServer(s.grpc, xds)
 	endpointservice.RegisterEndpointDiscoveryServiceServer(s.grpc, xds)
 	secretservice.RegisterSecretDiscoveryServiceServer(s.grpc, xds)
+	if o.Register != nil {
+		o.Register(s.grpc)
+	}
 	log.Info("xds listening", "socket", o.SocketPath, "tcp", s.TCPAddr())
 	return s, nil
 }

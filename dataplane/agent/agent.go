@@ -71,6 +71,22 @@ func run(ctx context.Context, c Config, log *slog.Logger, d deps) (err error) {
 	if err != nil {
 		return fmt.Errorf("listen on dns port: %w", err)
 	}
+	var certs *certManager
+	var sdsLn net.Listener
+	if c.TokenPath != "" {
+		closers = append(closers, dnsTCP.Close)
+		sdsLn, err = listenSDS(SDSSocketPath(c.RunDir), int(c.ProxyGID))
+		if err != nil {
+			return err
+		}
+		closers = append(closers, sdsLn.Close)
+		cac, err := newCAClient(c.XDSSocket, c.TokenPath)
+		if err != nil {
+			return err
+		}
+		defer cac.Close()
+		certs = newCertManager(cac, spiffeID(c.TrustDomain, c.Namespace, c.ServiceAccount), c.CertTTL, log.With("subsystem", "certs"))
+	}
 	closers = nil // from here on the servers own the listeners
 
 	admin := newAdminClient(c.AdminPort)
@@ -81,7 +97,14 @@ func run(ctx context.Context, c Config, log *slog.Logger, d deps) (err error) {
 	}
 	ready := readiness{serving: mgr.serving, admin: admin}
 	names := &nameStore{}
-	status := func(ctx context.Context) Status { return buildStatus(ctx, c.Pod, mgr, ready) }
+	status := func(ctx context.Context) Status {
+		st := buildStatus(ctx, c.Pod, mgr, ready)
+		if certs != nil {
+			cs := certs.snapshot()
+			st.Cert = &cs
+		}
+		return st
+	}
 
 	// The servers outlive the proxy: its 15021 route reaches the status port until the end.
 	runCtx, stopRun := context.WithCancel(ctx)
@@ -107,6 +130,10 @@ func run(ctx context.Context, c Config, log *slog.Logger, d deps) (err error) {
 		return serveDNS(ctx, dnsUDP, dnsTCP, &dnsHandler{names: names, log: log})
 	})
 	service("nametable", newNameTablePoller(c.LabSocket, c.Pod, names, log).Run)
+	if certs != nil {
+		service("certs", certs.Run)
+		service("sds", func(ctx context.Context) error { return serveSDS(ctx, sdsLn, certs, log) })
+	}
 
 	_ = mgr.Run(runCtx)
 	stopSvcs()
@@ -114,6 +141,11 @@ func run(ctx context.Context, c Config, log *slog.Logger, d deps) (err error) {
 	close(svcErrs)
 	if rmErr := os.Remove(sockPath); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) {
 		log.Warn("remove agent socket", "err", rmErr)
+	}
+	if sdsLn != nil {
+		if rmErr := os.Remove(SDSSocketPath(c.RunDir)); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) {
+			log.Warn("remove sds socket", "err", rmErr)
+		}
 	}
 	var errs []error
 	for e := range svcErrs {

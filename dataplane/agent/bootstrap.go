@@ -29,12 +29,13 @@ const (
 	xdsClusterName         = "xds-grpc"
 	prometheusClusterName  = "prometheus_stats"
 	agentClusterName       = "agent"
+	sdsClusterName         = "sds-grpc"
 	httpProtocolOptionsKey = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 	meshID                 = "cluster.local"
 )
 
 // buildBootstrap returns the bootstrap of one epoch, shaped as Istio's
-// envoy_bootstrap.json (without SDS for now). c must have its defaults applied.
+// envoy_bootstrap.json (with its sds-grpc cluster). c must have its defaults applied.
 // It is a pure function of c: the epoch only names the file.
 func buildBootstrap(c Config) (*bootstrapv3.Bootstrap, error) {
 	meta, err := nodeMetadata(c)
@@ -45,7 +46,11 @@ func buildBootstrap(c Config) (*bootstrapv3.Bootstrap, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pack admin access log: %w", err)
 	}
-	xds, err := xdsCluster(c.XDSSocket)
+	xds, err := grpcPipeCluster(xdsClusterName, c.XDSSocket)
+	if err != nil {
+		return nil, err
+	}
+	sds, err := grpcPipeCluster(sdsClusterName, SDSSocketPath(c.RunDir))
 	if err != nil {
 		return nil, err
 	}
@@ -94,6 +99,7 @@ func buildBootstrap(c Config) (*bootstrapv3.Bootstrap, error) {
 		StaticResources: &bootstrapv3.Bootstrap_StaticResources{
 			Clusters: []*clusterv3.Cluster{
 				xds,
+				sds,
 				staticCluster(prometheusClusterName, tcpAddress("127.0.0.1", uint32(c.AdminPort))),
 				staticCluster(agentClusterName, tcpAddress("127.0.0.1", uint32(c.StatusPort))),
 			},
@@ -147,8 +153,9 @@ func staticCluster(name string, addr *corev3.Address) *clusterv3.Cluster {
 	}
 }
 
-// xdsCluster is the ADS upstream: the lab's unix socket, spoken to over HTTP/2 (gRPC).
-func xdsCluster(socket string) (*clusterv3.Cluster, error) {
+// grpcPipeCluster is a gRPC upstream on a unix socket, spoken to over HTTP/2: the ADS
+// upstream (the lab's xds.sock) and, as in Istio's bootstrap, sds-grpc (the agent's sds.sock).
+func grpcPipeCluster(name, socket string) (*clusterv3.Cluster, error) {
 	opts, err := anypb.New(&httpv3.HttpProtocolOptions{
 		UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{
 			ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
@@ -159,9 +166,9 @@ func xdsCluster(socket string) (*clusterv3.Cluster, error) {
 		},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("pack xds http protocol options: %w", err)
+		return nil, fmt.Errorf("pack %s http protocol options: %w", name, err)
 	}
-	cl := staticCluster(xdsClusterName, &corev3.Address{Address: &corev3.Address_Pipe{Pipe: &corev3.Pipe{Path: socket}}})
+	cl := staticCluster(name, &corev3.Address{Address: &corev3.Address_Pipe{Pipe: &corev3.Pipe{Path: socket}}})
 	cl.TypedExtensionProtocolOptions = map[string]*anypb.Any{httpProtocolOptionsKey: opts}
 	return cl, nil
 }

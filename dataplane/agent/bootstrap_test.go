@@ -48,9 +48,10 @@ func TestBootstrapValidates(t *testing.T) {
 		t.Fatalf("bootstrap: %v", err)
 	}
 	n := validateAnys(t, b.ProtoReflect())
-	// admin access log, xds http protocol options, and per listener an HCM and a router.
-	if n != 6 {
-		t.Errorf("validated %d typed configs, want 6", n)
+	// admin access log, xds and sds-grpc http protocol options, and per listener an HCM
+	// and a router.
+	if n != 7 {
+		t.Errorf("validated %d typed configs, want 7", n)
 	}
 }
 

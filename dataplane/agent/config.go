@@ -53,6 +53,13 @@ type Config struct {
 	DataPlane      string            // optional: DataPlaneChoiceEnvoy or DataPlaneChoiceMeshlab; "" = discovery
 	// BootstrapOverride is optional: a JSON Bootstrap fragment merged into the bootstrap.
 	BootstrapOverride string
+	// TokenPath is optional: the pod's CA token file. When set, the agent gets a workload
+	// certificate from the CA on XDSSocket and serves it over SDS on sds.sock.
+	TokenPath string
+	// CertTTL is optional: the certificate lifetime to ask for; 0 = the CA's default.
+	CertTTL time.Duration
+	// TrustDomain is optional: the trust domain of the SPIFFE ID, default cluster.local.
+	TrustDomain string
 
 	DrainDuration            time.Duration // optional: --drain-time-s, default 45s
 	ParentShutdownDuration   time.Duration // optional: --parent-shutdown-time-s, default 60s
@@ -92,6 +99,9 @@ func (c Config) withDefaults() Config {
 	if c.DNSPort == 0 {
 		c.DNSPort = DefaultDNSPort
 	}
+	if c.TrustDomain == "" {
+		c.TrustDomain = DefaultTrustDomain
+	}
 	return c
 }
 
@@ -109,6 +119,9 @@ func (c Config) validate() error {
 	}
 	if !c.PodIP.IsValid() {
 		errs = append(errs, errors.New("pod ip is required"))
+	}
+	if c.CertTTL < 0 {
+		errs = append(errs, fmt.Errorf("cert ttl %s is negative", c.CertTTL))
 	}
 	if c.TerminationDrainDuration < 0 {
 		errs = append(errs, fmt.Errorf("termination drain duration %s is negative", c.TerminationDrainDuration))

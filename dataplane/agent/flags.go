@@ -41,6 +41,9 @@ const (
 	flagAdminPort                = "admin-port"
 	flagStatusPort               = "status-port"
 	flagDNSPort                  = "dns-port"
+	flagTokenPath                = "token-path"
+	flagCertTTL                  = "cert-ttl"
+	flagTrustDomain              = "trust-domain"
 )
 
 // Args returns the argv after "meshlab agent" that makes BindFlags produce c again.
@@ -96,6 +99,9 @@ func Args(c Config) []string {
 	num(flagAdminPort, uint64(c.AdminPort))
 	num(flagStatusPort, uint64(c.StatusPort))
 	num(flagDNSPort, uint64(c.DNSPort))
+	str(flagTokenPath, c.TokenPath)
+	dur(flagCertTTL, c.CertTTL)
+	str(flagTrustDomain, c.TrustDomain)
 	return a
 }
 
@@ -135,6 +141,9 @@ func BindFlags(fs *pflag.FlagSet) func() (Config, error) {
 	fs.Uint16Var(&c.AdminPort, flagAdminPort, 0, "proxy admin port (0 = 15000)")
 	fs.Uint16Var(&c.StatusPort, flagStatusPort, 0, "agent status port (0 = 15020)")
 	fs.Uint16Var(&c.DNSPort, flagDNSPort, 0, "DNS proxy port (0 = 15053)")
+	fs.StringVar(&c.TokenPath, flagTokenPath, "", "the pod's CA token file; when set, get a workload certificate and serve SDS on sds.sock")
+	fs.DurationVar(&c.CertTTL, flagCertTTL, 0, "workload certificate lifetime to ask the CA for (0 = the CA's default)")
+	fs.StringVar(&c.TrustDomain, flagTrustDomain, "", "trust domain of the workload's SPIFFE ID (default cluster.local)")
 	return func() (Config, error) {
 		out := c
 		if podIP != "" {

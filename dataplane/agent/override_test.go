@@ -66,8 +66,8 @@ func TestBootstrapOverrideIsMerged(t *testing.T) {
 		t.Errorf("admin access log lost in the merge: %v", got.GetAdmin())
 	}
 	clusters := got.GetStaticResources().GetClusters()
-	if n := len(clusters); n != 4 || clusters[0].GetName() != xdsClusterName || clusters[3].GetName() != "extra" {
-		t.Errorf("static clusters = %d, want the 3 generated ones then extra", n)
+	if n := len(clusters); n != 5 || clusters[0].GetName() != xdsClusterName || clusters[4].GetName() != "extra" {
+		t.Errorf("static clusters = %d, want the 4 generated ones then extra", n)
 	}
 
 	// A fragment that parses but leaves an invalid bootstrap is refused before any

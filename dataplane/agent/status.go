@@ -49,6 +49,8 @@ type Status struct {
 	ConsecutiveFailures int           `json:"consecutiveFailures"`
 	NextRestartAt       *time.Time    `json:"nextRestartAt,omitempty"`
 	Settings            ProxySettings `json:"settings"` // the proxy settings new epochs start with
+	// Cert is the workload certificate served over SDS; nil when the agent has no CA token.
+	Cert *CertStatus `json:"cert,omitempty"`
 }
 
 // EpochStatus is one proxy process.

@@ -1,0 +1,193 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	discoverypb "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	secretservice "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// SDS resource names, as Istio's agent serves them.
+const (
+	SecretDefault = "default"
+	SecretRootCA  = "ROOTCA"
+	secretTypeURL = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
+)
+
+// SDSSocketPath returns the path of the SDS socket in a pod run directory.
+func SDSSocketPath(runDir string) string { return filepath.Join(runDir, "sds.sock") }
+
+// sdsServer serves the certManager's certificate as Envoy's SecretDiscoveryService (SotW
+// streams and Fetch; no delta). Every new certificate is pushed on every open stream, so a
+// rotation needs no new epoch.
+type sdsServer struct {
+	secretservice.UnimplementedSecretDiscoveryServiceServer
+	certs *certManager
+	log   *slog.Logger
+}
+
+var _ secretservice.SecretDiscoveryServiceServer = (*sdsServer)(nil)
+
+// serveSDS serves SDS on ln until ctx ends.
+func serveSDS(ctx context.Context, ln net.Listener, certs *certManager, log *slog.Logger) error {
+	g := grpc.NewServer()
+	secretservice.RegisterSecretDiscoveryServiceServer(g, &sdsServer{certs: certs, log: log})
+	errc := make(chan error, 1)
+	go func() { errc <- g.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+		g.Stop() // streams never end on their own; the proxy reconnects to the next agent
+		<-errc
+		return nil
+	case err := <-errc:
+		return fmt.Errorf("serve sds: %w", err)
+	}
+}
+
+// listenSDS binds the SDS socket with mode 0660 and group gid, so that the proxy (gid
+// 1337) can connect and the app cannot.
+func listenSDS(path string, gid int) (net.Listener, error) {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("remove stale sds socket: %w", err)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listen on sds socket: %w", err)
+	}
+	if err := os.Chmod(path, 0o660); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("chmod sds socket: %w", err)
+	}
+	if os.Geteuid() == 0 {
+		if err := os.Chown(path, 0, gid); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("chown sds socket: %w", err)
+		}
+	}
+	return ln, nil
+}
+
+// StreamSecrets answers the first request and every change of resource names with the
+// current secrets, and pushes new ones when the certificate rotates. ACKs and NACKs
+// (requests carrying the last nonce with the same names) get no answer.
+func (s *sdsServer) StreamSecrets(stream secretservice.SecretDiscoveryService_StreamSecretsServer) error {
+	ctx := stream.Context()
+	reqs := make(chan *discoverypb.DiscoveryRequest)
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			r, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			select {
+			case reqs <- r:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	var (
+		names   []string
+		started bool
+		sent    *workloadCert
+		nonce   int
+	)
+	for {
+		cur, changed := s.certs.current()
+		if started && cur != nil && cur != sent {
+			nonce++
+			resp, err := secretsResponse(cur, names, nonce)
+			if err != nil {
+				return status.Error(codes.Internal, err.Error())
+			}
+			if err := stream.Send(resp); err != nil {
+				return err
+			}
+			sent = cur
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-recvErr:
+			if errors.Is(err, context.Canceled) {
+				return nil
+			}
+			return err
+		case r := <-reqs:
+			if r.GetErrorDetail() != nil {
+				s.log.Warn("sds NACK", "nonce", r.GetResponseNonce(), "err", r.GetErrorDetail().GetMessage())
+			}
+			n := slices.Sorted(slices.Values(r.GetResourceNames()))
+			if !started || !slices.Equal(n, names) {
+				started, names, sent = true, n, nil // (re)send for the new names
+			}
+		case <-changed:
+		}
+	}
+}
+
+// FetchSecrets answers one request with the current secrets.
+func (s *sdsServer) FetchSecrets(_ context.Context, r *discoverypb.DiscoveryRequest) (*discoverypb.DiscoveryResponse, error) {
+	cur, _ := s.certs.current()
+	if cur == nil {
+		return nil, status.Error(codes.Unavailable, "no workload certificate yet")
+	}
+	return secretsResponse(cur, r.GetResourceNames(), 0)
+}
+
+// secretsResponse renders the requested secrets (all when names is empty; unknown names
+// are left out) of c. The version is the leaf's serial, so it changes with every rotation.
+func secretsResponse(c *workloadCert, names []string, nonce int) (*discoverypb.DiscoveryResponse, error) {
+	if len(names) == 0 {
+		names = []string{SecretDefault, SecretRootCA}
+	}
+	resp := &discoverypb.DiscoveryResponse{VersionInfo: serial(c.leaf), TypeUrl: secretTypeURL, Nonce: strconv.Itoa(nonce)}
+	for _, n := range names {
+		sec := secretFor(c, n)
+		if sec == nil {
+			continue
+		}
+		a, err := anypb.New(sec)
+		if err != nil {
+			return nil, fmt.Errorf("pack secret %s: %w", n, err)
+		}
+		resp.Resources = append(resp.Resources, a)
+	}
+	return resp, nil
+}
+
+func inline(b []byte) *corev3.DataSource {
+	return &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: b}}
+}
+
+// secretFor returns the named secret of c, or nil for a name the agent does not serve.
+func secretFor(c *workloadCert, name string) *tlsv3.Secret {
+	switch name {
+	case SecretDefault:
+		return &tlsv3.Secret{Name: name, Type: &tlsv3.Secret_TlsCertificate{TlsCertificate: &tlsv3.TlsCertificate{
+			CertificateChain: inline(c.chainPEM), PrivateKey: inline(c.keyPEM),
+		}}}
+	case SecretRootCA:
+		return &tlsv3.Secret{Name: name, Type: &tlsv3.Secret_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
+			TrustedCa: inline(c.rootPEM),
+		}}}
+	}
+	return nil
+}
