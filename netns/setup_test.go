@@ -95,15 +95,8 @@ func TestPodConfigValidate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := basePod()
 			tt.mutate(&c)
-			err := c.Validate()
-			if tt.wantErr == "" {
-				if err != nil {
-					t.Fatalf("Validate() = %v, want nil", err)
-				}
+			if !testutil.CheckErr(t, "Validate()", c.Validate(), tt.wantErr) {
 				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("Validate() = %v, want an error containing %q", err, tt.wantErr)
 			}
 			k := &recordingKernel{}
 			if setupPod(c, k) == nil || len(k.steps) != 0 {
@@ -128,15 +121,8 @@ func TestNodeConfigValidate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := baseNode()
 			tt.mutate(&c)
-			err := c.Validate()
-			if tt.wantErr == "" {
-				if err != nil {
-					t.Fatalf("Validate() = %v, want nil", err)
-				}
+			if !testutil.CheckErr(t, "Validate()", c.Validate(), tt.wantErr) {
 				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("Validate() = %v, want an error containing %q", err, tt.wantErr)
 			}
 		})
 	}

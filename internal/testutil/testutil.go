@@ -111,3 +111,20 @@ func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
 }
+
+// CheckErr fails t unless err matches want: nil when want is "", else an error whose text
+// contains want. It returns whether err was an error, for tests that go on checking that a
+// refused input changed nothing.
+func CheckErr(t testing.TB, what string, err error, want string) bool {
+	t.Helper()
+	if want == "" {
+		if err != nil {
+			t.Fatalf("%s = %v, want nil", what, err)
+		}
+		return false
+	}
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("%s = %v, want an error containing %q", what, err, want)
+	}
+	return true
+}

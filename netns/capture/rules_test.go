@@ -132,15 +132,8 @@ func TestValidate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := DefaultConfig()
 			tt.mutate(&c)
-			err := c.Validate()
-			if tt.wantErr == "" {
-				if err != nil {
-					t.Fatalf("Validate() = %v, want nil", err)
-				}
+			if !testutil.CheckErr(t, "Validate()", c.Validate(), tt.wantErr) {
 				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("Validate() = %v, want an error containing %q", err, tt.wantErr)
 			}
 		})
 	}
