@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-
-	"github.com/meshlab/meshlab/lab"
 )
 
 // logContainers are the logs each pod keeps, named like the containers of an Istio pod's
@@ -37,21 +35,9 @@ func newLogsCmd(g *globalFlags) *cobra.Command {
 			if !slices.Contains(logContainers, f.container) {
 				return fmt.Errorf("-c %q: choose one of %v", f.container, logContainers)
 			}
-			name, err := g.labName()
+			paths, err := g.podPaths(args[0], false)
 			if err != nil {
 				return err
-			}
-			paths := lab.PathsFor(g.runRoot, name)
-			r, err := lab.ReadRecord(paths)
-			if err != nil {
-				return fmt.Errorf("lab %s: %w", name, err)
-			}
-			var pods []string
-			for _, p := range r.Pods {
-				pods = append(pods, p.Name)
-			}
-			if !slices.Contains(pods, args[0]) {
-				return fmt.Errorf("lab %s has no pod %q (pods: %v)", name, args[0], pods)
 			}
 			path := filepath.Join(paths.PodDir(args[0]), f.container+".log")
 			return printLog(cmd.Context(), cmd.OutOrStdout(), path, f.tail, f.follow)

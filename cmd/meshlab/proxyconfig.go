@@ -20,8 +20,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"sigs.k8s.io/yaml"
-
-	"github.com/meshlab/meshlab/lab"
 )
 
 // proxyConfigTypes are the sections `meshlab proxy-config` shows, as istioctl names them.
@@ -45,23 +43,9 @@ not the control plane's intent. TYPE is one of ` + strings.Join(proxyConfigTypes
 			if output != "short" && output != "json" && output != "yaml" {
 				return fmt.Errorf("-o %q: choose short, json or yaml", output)
 			}
-			name, err := g.labName()
+			paths, err := g.podPaths(pod, true)
 			if err != nil {
 				return err
-			}
-			paths := lab.PathsFor(g.runRoot, name)
-			r, err := lab.ReadRecord(paths)
-			if err != nil {
-				return fmt.Errorf("lab %s: %w", name, err)
-			}
-			var pods []string
-			for _, p := range r.Pods {
-				if p.Sidecar {
-					pods = append(pods, p.Name)
-				}
-			}
-			if !slices.Contains(pods, pod) {
-				return fmt.Errorf("lab %s has no pod %q with a sidecar (pods with sidecars: %v)", name, pod, pods)
 			}
 			dump, err := fetchConfigDump(cmd.Context(), paths.AgentSocket(pod))
 			if err != nil {

@@ -60,3 +60,30 @@ func requireRoot(verb string) error {
 	}
 	return nil
 }
+
+// podPaths resolves the lab and checks that it has pod (with a sidecar, when sidecar is
+// set), returning the lab's paths; the error lists the pods it does have.
+func (g *globalFlags) podPaths(pod string, sidecar bool) (lab.Paths, error) {
+	name, err := g.labName()
+	if err != nil {
+		return lab.Paths{}, err
+	}
+	paths := lab.PathsFor(g.runRoot, name)
+	r, err := lab.ReadRecord(paths)
+	if err != nil {
+		return lab.Paths{}, fmt.Errorf("lab %s: %w", name, err)
+	}
+	var pods []string
+	for _, p := range r.Pods {
+		if p.Name == pod && (p.Sidecar || !sidecar) {
+			return paths, nil
+		}
+		if p.Sidecar || !sidecar {
+			pods = append(pods, p.Name)
+		}
+	}
+	if sidecar {
+		return lab.Paths{}, fmt.Errorf("lab %s has no pod %q with a sidecar (pods with sidecars: %v)", name, pod, pods)
+	}
+	return lab.Paths{}, fmt.Errorf("lab %s has no pod %q (pods: %v)", name, pod, pods)
+}
