@@ -2,6 +2,7 @@ package model
 
 import (
 	networking "istio.io/api/networking/v1alpha3"
+	security "istio.io/api/security/v1beta1"
 )
 
 // IstioConfig is one validated Istio object of the mesh, its spec in istio.io/api's types.
@@ -32,6 +33,20 @@ func (p OutboundTrafficPolicy) String() string {
 // MeshConfig holds the lab-wide settings Istio keeps in its MeshConfig.
 type MeshConfig struct {
 	OutboundTrafficPolicy OutboundTrafficPolicy
+	// RootNamespace is the namespace whose PeerAuthentication and AuthorizationPolicy
+	// objects (without a selector) apply to the whole mesh. "" means DefaultRootNamespace.
+	RootNamespace string
+}
+
+// DefaultRootNamespace is Istio's default mesh root namespace.
+const DefaultRootNamespace = "istio-system"
+
+// Root returns the mesh root namespace, defaulted.
+func (m MeshConfig) Root() string {
+	if m.RootNamespace == "" {
+		return DefaultRootNamespace
+	}
+	return m.RootNamespace
 }
 
 // Istio holds the Istio networking objects of a model, each list sorted by namespace, then
@@ -40,4 +55,8 @@ type Istio struct {
 	VirtualServices  []*IstioConfig[*networking.VirtualService]
 	DestinationRules []*IstioConfig[*networking.DestinationRule]
 	ServiceEntries   []*IstioConfig[*networking.ServiceEntry]
+
+	// Security objects (security.istio.io; v1beta1 and v1 share one schema).
+	PeerAuthentications   []*IstioConfig[*security.PeerAuthentication]
+	AuthorizationPolicies []*IstioConfig[*security.AuthorizationPolicy]
 }
