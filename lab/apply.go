@@ -100,7 +100,7 @@ func (l *Lab) commit(ctx context.Context, next *config.Scenario, changes []confi
 	if err := sameTopology(l.model, m); err != nil {
 		return &web.ConfigError{Err: err}
 	}
-	if err := l.updateProxies(ctx, m); err != nil {
+	if err := l.updateProxies(ctx, m, applyTrigger(changes)); err != nil {
 		// Config that validates but cannot be generated is still the caller's to fix.
 		return &web.ConfigError{Err: fmt.Errorf("generate proxy config: %w", err)}
 	}

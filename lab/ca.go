@@ -25,6 +25,7 @@ const (
 type labCA struct {
 	ca     *ca.CA
 	tokens *ca.Tokens
+	rot    caRotation // lab/carotate.go
 }
 
 // checkCAOptions reports whether the user-supplied root (if any) loads, before anything
@@ -111,5 +112,15 @@ func workloadCert(c *agent.CertStatus) *web.WorkloadCert {
 		return nil
 	}
 	return &web.WorkloadCert{SPIFFEID: c.SPIFFEID, Serial: c.Serial, NotBefore: c.NotBefore, NotAfter: c.NotAfter,
-		RotateAt: c.RotateAt, Rotations: c.Rotations, Error: c.Error}
+		RotateAt: c.RotateAt, Rotations: c.Rotations, Error: c.Error,
+		Trust: &web.CertTrust{Issuer: c.Issuer, IssuerKeyID: c.IssuerKeyID, Intermediates: certRefs(c.Intermediates),
+			TrustBundle: certRefs(c.TrustBundle), Paused: c.Paused, ErrorAt: c.ErrorAt}}
+}
+
+func certRefs(rs []agent.CertRef) []web.CARef {
+	var out []web.CARef
+	for _, r := range rs {
+		out = append(out, web.CARef{Serial: r.Serial, Subject: r.Subject, KeyID: r.KeyID, NotAfter: r.NotAfter})
+	}
+	return out
 }

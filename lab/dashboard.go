@@ -41,7 +41,8 @@ func ParseListen(s string) (netip.AddrPort, error) {
 func (l *Lab) features() []web.Routes {
 	return []web.Routes{
 		web.EventRoutes(l.bus), web.TopologyRoutes(l), web.InspectRoutes(l), web.TrafficRoutes(l),
-		web.ConfigRoutes(l, l), web.ProxyRoutes(l),
+		web.ConfigRoutes(l, l), web.ProxyRoutes(l), web.FaultRoutes(l), web.HistoryRoutes(l),
+		web.CARoutes(l), // lab/carotate.go
 	}
 }
 

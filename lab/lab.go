@@ -54,6 +54,9 @@ type Options struct {
 	// lifetime; optional, 0 = 24h, at least 1s.
 	CACertFile, CAKeyFile string
 	CertTTL               time.Duration
+	// XDSHistory is how many config versions the control plane keeps per proxy;
+	// optional, 0 = discovery.DefaultHistorySize.
+	XDSHistory int
 	// Listen is the TCP address (a specific IP and port) of the dashboard and the API;
 	// optional, "" serves them on the unix socket only. ListenFallback picks a free port
 	// on the same address when Listen is taken.
@@ -76,6 +79,7 @@ type Lab struct {
 	names *nameTables
 	// metrics are the control plane's Prometheus metrics (nil in unit tests' bare Labs).
 	metrics *metrics
+	faults  faultSet // control-plane faults (lab/faults.go)
 
 	mu       sync.Mutex
 	model    *model.Model
@@ -236,12 +240,13 @@ func (l *Lab) startServers() error {
 		return err
 	}
 	disc, err := discovery.New(discovery.Options{
-		Logger:     l.log.With("component", "discovery"),
-		SocketPath: l.paths.XDSSocket(),
-		SocketGID:  ProxyUID,
-		TCPAddr:    "127.0.0.1:0",
-		OnEvent:    l.publishXDS,
-		Register:   registerCA,
+		Logger:      l.log.With("component", "discovery"),
+		SocketPath:  l.paths.XDSSocket(),
+		SocketGID:   ProxyUID,
+		TCPAddr:     "127.0.0.1:0",
+		OnEvent:     l.publishXDS,
+		Register:    registerCA,
+		HistorySize: l.opts.XDSHistory,
 	})
 	if err != nil {
 		return fmt.Errorf("start discovery server: %w", err)
@@ -254,7 +259,7 @@ func (l *Lab) startServers() error {
 			l.log.Error("discovery server stopped", "err", err)
 		}
 	}()
-	if err := l.updateProxies(sctx, l.model); err != nil {
+	if err := l.updateProxies(sctx, l.model, "start"); err != nil {
 		return fmt.Errorf("generate proxy config: %w", err)
 	}
 	l.names = newNameTables(l.model)

@@ -77,10 +77,11 @@ func (m *metrics) observe(e discovery.Event) {
 // timeUpdate records how long one discovery update took.
 func (m *metrics) timeUpdate(start time.Time) { m.updates.Observe(time.Since(start).Seconds()) }
 
-// updateProxies hands m to the discovery server, timing it for the update histogram.
-func (l *Lab) updateProxies(ctx context.Context, m *model.Model) error {
+// updateProxies hands m to the discovery server, timing it for the update histogram;
+// trigger says what caused it, for the proxies' config history (lab/history.go).
+func (l *Lab) updateProxies(ctx context.Context, m *model.Model, trigger string) error {
 	start := time.Now()
-	err := l.disc.Update(ctx, m)
+	err := l.disc.UpdateFor(ctx, m, trigger)
 	if l.metrics != nil {
 		l.metrics.timeUpdate(start)
 	}

@@ -52,13 +52,14 @@ type AgentStatus struct {
 
 // WorkloadCert is the pod's workload certificate as its agent serves it over SDS.
 type WorkloadCert struct {
-	SPIFFEID  string    `json:"spiffeID"`
-	Serial    string    `json:"serial,omitempty"`
-	NotBefore time.Time `json:"notBefore,omitzero"`
-	NotAfter  time.Time `json:"notAfter,omitzero"`
-	RotateAt  time.Time `json:"rotateAt,omitzero"`
-	Rotations int       `json:"rotations"`
-	Error     string    `json:"error,omitempty"` // the last failed attempt to get one
+	SPIFFEID  string     `json:"spiffeID"`
+	Serial    string     `json:"serial,omitempty"`
+	NotBefore time.Time  `json:"notBefore,omitzero"`
+	NotAfter  time.Time  `json:"notAfter,omitzero"`
+	RotateAt  time.Time  `json:"rotateAt,omitzero"`
+	Rotations int        `json:"rotations"`
+	Error     string     `json:"error,omitempty"` // the last failed attempt to get one
+	Trust     *CertTrust `json:"trust,omitempty"` // issuer, chain and trust bundle (web/ca.go)
 }
 
 // PodDetail is what GET /v1/pods/:pod answers: the pod's summary and, for a pod with a

@@ -13,17 +13,22 @@ import (
 	"github.com/meshlab/meshlab/web"
 )
 
-// newDescribeCmd returns `meshlab describe pod NAME`.
+// newDescribeCmd returns `meshlab describe pod|service NAME`.
 func newDescribeCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "describe",
 		Short: "Show one object of the running lab in detail",
 	}
-	cmd.AddCommand(&cobra.Command{
-		Use:   "pod NAME",
-		Short: "Show a pod: its address, readiness, and its sidecar's epochs, restarts and last failure",
-		Args:  cobra.ExactArgs(1),
+	var output string
+	podCmd := &cobra.Command{
+		Use:               "pod NAME",
+		Short:             "Show a pod: its address, readiness, and its sidecar's epochs, restarts and last failure",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completePods(g, false),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
 			c, err := g.apiClient()
 			if err != nil {
 				return err
@@ -33,9 +38,11 @@ func newDescribeCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printPodDetail(cmd.OutOrStdout(), d, time.Now())
+			return printOutput(cmd.OutOrStdout(), output, d, func(w io.Writer) error { return printPodDetail(w, d, time.Now()) })
 		},
-	})
+	}
+	addOutputFlag(podCmd, &output)
+	cmd.AddCommand(podCmd, newDescribeServiceCmd(g))
 	return cmd
 }
 
@@ -89,7 +96,7 @@ func printPodDetail(w io.Writer, d web.PodDetail, now time.Time) error {
 	if p.NextRestartAt != nil {
 		fmt.Fprintf(tw, "  Next restart:\tin %s (backing off)\n", p.NextRestartAt.Sub(now).Round(time.Millisecond))
 	}
-	printCert(tw, p.Cert, now)
+	printCert(tw, d.Name, p.Cert, now)
 	if err := tw.Flush(); err != nil {
 		return err
 	}

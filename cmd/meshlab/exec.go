@@ -16,7 +16,8 @@ func newExecCmd(g *globalFlags) *cobra.Command {
 		Short: "Run a command inside a pod's network namespace (like kubectl exec)",
 		Example: `  sudo meshlab exec frontend-v1 -- curl -s http://backend:8080/
   sudo meshlab exec backend-v1 -- ss -tlnp`,
-		Args: cobra.MinimumNArgs(2),
+		Args:              cobra.MinimumNArgs(2),
+		ValidArgsFunction: completePods(g, false),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := requireRoot("meshlab exec"); err != nil {
 				return err

@@ -30,7 +30,8 @@ func newLogsCmd(g *globalFlags) *cobra.Command {
 		Short: "Print a pod's app, proxy or agent log (like kubectl logs)",
 		Example: `  sudo meshlab logs backend-v1                 # the app
   sudo meshlab logs backend-v1 -c proxy -f     # follow the sidecar's log`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completePods(g, false),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !slices.Contains(logContainers, f.container) {
 				return fmt.Errorf("-c %q: choose one of %v", f.container, logContainers)

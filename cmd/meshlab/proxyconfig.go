@@ -35,6 +35,15 @@ not the control plane's intent. TYPE is one of ` + strings.Join(proxyConfigTypes
 		Example: `  sudo meshlab proxy-config clusters frontend-v1
   sudo meshlab proxy-config routes frontend-v1 -o yaml`,
 		Args: cobra.ExactArgs(2),
+		ValidArgsFunction: func(_ *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			switch len(args) {
+			case 0:
+				return proxyConfigTypes, cobra.ShellCompDirectiveNoFileComp
+			case 1:
+				return podNames(g, true), cobra.ShellCompDirectiveNoFileComp
+			}
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			typ, pod := args[0], args[1]
 			if !slices.Contains(proxyConfigTypes, typ) {

@@ -27,9 +27,10 @@ func newProxyRestartCmd(g *globalFlags) *cobra.Command {
 the agent starts epoch N+1 with --restart-epoch N+1 and the pod's --base-id once epoch N
 is LIVE, the new epoch takes over the listeners and the old one drains and exits.
 Prints the new epoch and the time until it was LIVE.`,
-		Args:          cobra.ExactArgs(1),
-		SilenceUsage:  true,
-		SilenceErrors: true,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completePods(g, true),
+		SilenceUsage:      true,
+		SilenceErrors:     true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.apiClient()
 			if err != nil {

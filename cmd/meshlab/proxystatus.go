@@ -16,11 +16,15 @@ import (
 var proxyStatusTypes = []string{"CDS", "LDS", "EDS", "RDS"}
 
 func newProxyStatusCmd(g *globalFlags) *cobra.Command {
-	return &cobra.Command{
+	var output string
+	cmd := &cobra.Command{
 		Use:   "proxy-status",
 		Short: "Show whether every proxy runs the latest config (SYNCED, STALE or NACK), like istioctl proxy-status",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
 			c, err := g.apiClient()
 			if err != nil {
 				return err
@@ -30,9 +34,11 @@ func newProxyStatusCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printProxyStatus(cmd.OutOrStdout(), st)
+			return printOutput(cmd.OutOrStdout(), output, nonNil(st), func(w io.Writer) error { return printProxyStatus(w, st) })
 		},
 	}
+	addOutputFlag(cmd, &output)
+	return cmd
 }
 
 // printProxyStatus writes the table, then one line per NACK with the proxy's error.

@@ -48,9 +48,12 @@ sidecar proxy per pod. No Kubernetes, no containers.`,
 	root.AddCommand(
 		newUpCmd(g), newDownCmd(g), newCleanCmd(g), newStatusCmd(g), newExecCmd(g),
 		newApplyCmd(g), newGetCmd(g), newDeleteCmd(g), newProxyStatusCmd(g),
+		newFaultCmd(g), newHistoryCmd(g), newDiffCmd(g),
 		newAgentCmd(), newProxyCmd(g), newAppCmd(), newDescribeCmd(g), newEnvoyCmd(),
-		newDashboardCmd(g), newLogsCmd(g), newProxyConfigCmd(g),
+		newDashboardCmd(g), newLogsCmd(g), newProxyConfigCmd(g), newAnalyzeCmd(g), newCompletionCmd(g),
+		newLabCmd(g), newCACmd(g),
 	)
+	registerCompletions(root, g)
 	return root
 }
 

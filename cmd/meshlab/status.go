@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -11,31 +12,55 @@ import (
 	"github.com/meshlab/meshlab/web"
 )
 
+// labSummary is one lab in `meshlab status -o json|yaml` when several labs exist.
+type labSummary struct {
+	Name     string `json:"name"`
+	State    string `json:"state"`
+	Pods     int    `json:"pods"`
+	Scenario string `json:"scenario"`
+}
+
+// labStatus is `meshlab status -o json|yaml` for one lab.
+type labStatus struct {
+	Lab  web.LabInfo     `json:"lab"`
+	Pods []web.PodStatus `json:"pods"`
+}
+
 func newStatusCmd(g *globalFlags) *cobra.Command {
-	return &cobra.Command{
+	var output string
+	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "List running labs, or show one lab's pods and their sidecars' request counts",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
 			out := cmd.OutOrStdout()
 			names, err := lab.Known(g.runRoot)
 			if err != nil {
 				return err
 			}
 			if g.name == "" && len(names) > 1 {
-				tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-				fmt.Fprintln(tw, "LAB\tSTATE\tPODS\tSCENARIO")
+				var labs []labSummary
 				for _, n := range names {
-					state, pods, scenario := "stopped (run meshlab clean)", 0, ""
+					s := labSummary{Name: n, State: "stopped (run meshlab clean)"}
 					if r, err := lab.ReadRecord(lab.PathsFor(g.runRoot, n)); err == nil {
-						pods, scenario = len(r.Pods), r.Scenario
+						s.Pods, s.Scenario = len(r.Pods), r.Scenario
 						if lab.Running(lab.PathsFor(g.runRoot, n)) {
-							state = "running"
+							s.State = "running"
 						}
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", n, state, pods, scenario)
+					labs = append(labs, s)
 				}
-				return tw.Flush()
+				return printOutput(out, output, labs, func(w io.Writer) error {
+					tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+					fmt.Fprintln(tw, "LAB\tSTATE\tPODS\tSCENARIO")
+					for _, s := range labs {
+						fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", s.Name, s.State, s.Pods, s.Scenario)
+					}
+					return tw.Flush()
+				})
 			}
 			name, err := g.labName()
 			if errors.Is(err, lab.ErrNoLab) {
@@ -59,6 +84,9 @@ func newStatusCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if output == "json" || output == "yaml" {
+				return printOutput(out, output, labStatus{Lab: info, Pods: nonNil(pods)}, nil)
+			}
 			fmt.Fprintf(out, "lab %s (%s), pods %s, services %s, xDS on %s\n\n", info.Name, info.Scenario, info.PodCIDR, info.ServiceCIDR, info.XDSAddr)
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "POD\tIP\tREADY\tEPOCH\tDATA PLANE\tRESTARTS\tRQ OUT\tRQ IN\tMESSAGE")
@@ -76,4 +104,6 @@ func newStatusCmd(g *globalFlags) *cobra.Command {
 			return tw.Flush()
 		},
 	}
+	addOutputFlag(cmd, &output)
+	return cmd
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/meshlab/meshlab/controlplane/discovery"
 	"github.com/meshlab/meshlab/lab"
 	"github.com/meshlab/meshlab/scenarios"
 )
@@ -22,6 +23,7 @@ type upFlags struct {
 	listen               string
 	caCert, caKey        string
 	certTTL              time.Duration
+	xdsHistory           int
 }
 
 func newUpCmd(g *globalFlags) *cobra.Command {
@@ -50,7 +52,7 @@ func newUpCmd(g *globalFlags) *cobra.Command {
 				ProxyPath: f.proxyPath, TerminationDrain: f.drain, ReadyTimeout: f.timeout,
 				Out: cmd.OutOrStdout(), Logger: g.logger(),
 				Listen: f.listen, ListenFallback: !cmd.Flags().Changed("listen"),
-				CACertFile: f.caCert, CAKeyFile: f.caKey, CertTTL: f.certTTL,
+				CACertFile: f.caCert, CAKeyFile: f.caKey, CertTTL: f.certTTL, XDSHistory: f.xdsHistory,
 			}
 			if f.listen != "" {
 				if _, err := lab.ParseListen(f.listen); err != nil {
@@ -84,6 +86,7 @@ func newUpCmd(g *globalFlags) *cobra.Command {
 	cmd.Flags().StringVar(&f.caCert, "ca-cert", "", "PEM root certificate of the lab's CA (with --ca-key; default: a new root per lab)")
 	cmd.Flags().StringVar(&f.caKey, "ca-key", "", "PEM private key (ECDSA) of --ca-cert")
 	cmd.Flags().DurationVar(&f.certTTL, "cert-ttl", 24*time.Hour, "lifetime of workload certificates (at least 1s; rotated at ~80%)")
+	cmd.Flags().IntVar(&f.xdsHistory, "xds-history", discovery.DefaultHistorySize, "config versions the control plane keeps per proxy for `meshlab history` and `meshlab diff`")
 	cmd.Flags().BoolVar(&f.dryRun, "dry-run", false, "validate the scenario and exit, creating nothing")
 	cmd.Flags().StringVar(&f.listen, "listen", lab.DefaultListen, "address of the dashboard and the API on TCP (a specific IP; \"\" for none; another port is chosen when the default is taken)")
 	return cmd

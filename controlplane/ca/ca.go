@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"sync"
 	"time"
 )
 
@@ -32,12 +33,21 @@ func (id Identity) SPIFFEID(trustDomain string) string {
 	return (&url.URL{Scheme: "spiffe", Host: trustDomain, Path: "/ns/" + id.Namespace + "/sa/" + id.ServiceAccount}).String()
 }
 
-// CA signs workload certificates with one root. It is safe for concurrent use.
+// CA signs workload certificates with its signing root and hands out its trust bundle.
+// Normally the bundle is the signing root alone; during a root rotation (see rotate.go)
+// it holds the old and the new root. It is safe for concurrent use.
 type CA struct {
-	root        *Root
 	trustDomain string
 	maxTTL      time.Duration
 	now         func() time.Time
+
+	mu      sync.RWMutex
+	root    *Root               // the signing root
+	inter   []*x509.Certificate // sent between the leaf and the bundle: the cross-signed new root
+	bundle  []*x509.Certificate // the trusted roots, oldest first
+	pending *Root               // the new root while a rotation is under way
+	phase   string              // Phase*
+	offset  time.Duration       // added to now() for NotBefore/NotAfter (fault injection)
 }
 
 // Options configure a CA.
@@ -65,16 +75,25 @@ func New(o Options) (*CA, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &CA{root: o.Root, trustDomain: o.TrustDomain, maxTTL: o.TTL, now: o.Now}, nil
+	return &CA{root: o.Root, trustDomain: o.TrustDomain, maxTTL: o.TTL, now: o.Now,
+		bundle: []*x509.Certificate{o.Root.Cert}, phase: PhaseStable}, nil
 }
 
 // TrustDomain returns the trust domain of the SPIFFE IDs the CA issues.
 func (c *CA) TrustDomain() string { return c.trustDomain }
 
-// RootPEM returns the root certificate as PEM.
-func (c *CA) RootPEM() []byte { return c.root.CertPEM() }
+// RootPEM returns the signing root certificate as PEM.
+func (c *CA) RootPEM() []byte {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.root.CertPEM()
+}
 
-// Sign verifies csrPEM and returns the PEM chain [leaf, root] of a certificate for id.
+// Sign verifies csrPEM and returns the PEM chain of a certificate for id: the leaf, the
+// intermediates (during a rotation, the new root cross-signed by the old one) and then
+// the trust bundle's self-signed roots, as [leaf, root] is Istio's chain with one root.
+// The agent serves everything before the first self-signed root as its "default"
+// certificate chain and the self-signed roots as "ROOTCA".
 // The CSR's only SAN must be id's SPIFFE ID (no DNS names, IPs or e-mails); ttl 0 or one
 // longer than the CA's TTL gets the CA's TTL, as Istio caps it at the max.
 func (c *CA) Sign(csrPEM []byte, id Identity, ttl time.Duration) ([]string, error) {
@@ -105,8 +124,11 @@ func (c *CA) Sign(csrPEM []byte, id Identity, ttl time.Duration) ([]string, erro
 	}
 	// X.509 times have whole seconds: NotBefore rounds down and NotAfter up, so a
 	// certificate lives at least ttl (what matters for TTLs of seconds). No backdating as
-	// Istio's: one machine, one clock.
-	now := c.now()
+	// Istio's: one machine, one clock. The clock offset shifts both (fault injection).
+	c.mu.RLock()
+	signer, inter, bundle := c.root, c.inter, c.bundle
+	now := c.now().Add(c.offset)
+	c.mu.RUnlock()
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial,
 		NotBefore:             now.Truncate(time.Second),
@@ -116,12 +138,23 @@ func (c *CA) Sign(csrPEM []byte, id Identity, ttl time.Duration) ([]string, erro
 		BasicConstraintsValid: true,
 		URIs:                  csr.URIs,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.root.Cert, csr.PublicKey, c.root.Key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, signer.Cert, csr.PublicKey, signer.Key)
 	if err != nil {
 		return nil, fmt.Errorf("sign csr: %w", err)
 	}
-	leaf := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
-	return []string{leaf, string(c.RootPEM())}, nil
+	chain := []string{pemCert(der)}
+	for _, ic := range inter {
+		chain = append(chain, pemCert(ic.Raw))
+	}
+	for _, r := range bundle {
+		chain = append(chain, pemCert(r.Raw))
+	}
+	return chain, nil
+}
+
+// pemCert encodes one DER certificate as PEM.
+func pemCert(der []byte) string {
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
 }
 
 // describeSANs lists a CSR's SANs for an error message.

@@ -25,6 +25,12 @@ type Root struct {
 
 // NewRoot makes a self-signed ECDSA P-256 root for trustDomain, valid from now.
 func NewRoot(trustDomain string, now time.Time) (*Root, error) {
+	return NewNamedRoot(trustDomain, "meshlab root CA", now)
+}
+
+// NewNamedRoot is NewRoot with the subject's common name, so that the roots of a
+// rotation have different subjects (chain building and people tell them apart).
+func NewNamedRoot(trustDomain, commonName string, now time.Time) (*Root, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("generate root key: %w", err)
@@ -35,7 +41,7 @@ func NewRoot(trustDomain string, now time.Time) (*Root, error) {
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial,
-		Subject:               pkix.Name{Organization: []string{trustDomain}, CommonName: "meshlab root CA"},
+		Subject:               pkix.Name{Organization: []string{trustDomain}, CommonName: commonName},
 		NotBefore:             now.Add(-time.Minute),
 		NotAfter:              now.Add(rootValidity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,

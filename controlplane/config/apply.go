@@ -202,6 +202,8 @@ var kindAliases = map[string]string{
 	"destinationrule": "DestinationRule", "destinationrules": "DestinationRule", "dr": "DestinationRule",
 	"serviceentry": "ServiceEntry", "serviceentries": "ServiceEntry", "se": "ServiceEntry",
 	"meshconfig": "MeshConfig", "meshconfigs": "MeshConfig",
+	"peerauthentication": "PeerAuthentication", "peerauthentications": "PeerAuthentication", "pa": "PeerAuthentication",
+	"authorizationpolicy": "AuthorizationPolicy", "authorizationpolicies": "AuthorizationPolicy", "ap": "AuthorizationPolicy",
 }
 
 // CanonicalKind returns the kind a user's spelling names ("vs", "virtualservices" and
@@ -213,5 +215,5 @@ func CanonicalKind(s string) (string, bool) {
 
 // Kinds returns the kinds a lab holds, sorted.
 func Kinds() []string {
-	return []string{"DestinationRule", "MeshConfig", "Service", "ServiceEntry", "VirtualService", "Workload"}
+	return []string{"AuthorizationPolicy", "DestinationRule", "MeshConfig", "PeerAuthentication", "Service", "ServiceEntry", "VirtualService", "Workload"}
 }

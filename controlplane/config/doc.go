@@ -1,5 +1,5 @@
 // Package config loads scenario files: multi-document YAML holding Kubernetes Services,
-// meshlab Workloads, Istio networking objects and meshlab's MeshConfig. Load parses and
+// meshlab Workloads, Istio networking and security objects and meshlab's MeshConfig. Load parses and
 // validates a whole file before anything is created, collecting every problem with the
 // file, object and field it concerns; Scenario.Build then turns the validated objects into
 // a model.Model with deterministic addresses. Scenario.Apply and Scenario.Delete change a
@@ -22,6 +22,13 @@
 // In the model, hosts are resolved to FQDNs (as istiod resolves short names) and STATIC
 // ServiceEntry endpoints naming a pod carry its IP; the objects keep what was written.
 //
+// PeerAuthentication and AuthorizationPolicy (security.istio.io v1beta1 or v1) are read the
+// same way (security_validate.go): port-level mTLS needs a selector, AuthorizationPolicy
+// ports are numbers, "*" may only be a whole value, a prefix or a suffix, when keys are
+// request.headers[<name>], and a mesh has at most one mesh-wide PeerAuthentication (no
+// selector, in the root namespace). In the model a selector without matchLabels is nil.
+// DestinationRule tls.mode may be DISABLE or ISTIO_MUTUAL.
+//
 // Mesh-wide settings live in one optional object, Istio's MeshConfig as meshlab reads it:
 //
 //	apiVersion: meshlab.dev/v1alpha1
@@ -29,7 +36,8 @@
 //	metadata: {name: mesh}
 //	spec:
 //	  outboundTrafficPolicy: {mode: REGISTRY_ONLY}   # or ALLOW_ANY, the default
+//	  rootNamespace: istio-system                    # the default
 //
-// Its spec is istio.io/api's mesh.v1alpha1.MeshConfig; only outboundTrafficPolicy is
-// implemented, every other field is refused by name.
+// Its spec is istio.io/api's mesh.v1alpha1.MeshConfig; only outboundTrafficPolicy and
+// rootNamespace are implemented, every other field is refused by name.
 package config

@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -193,14 +194,15 @@ func refuseUnimplemented(msg protoreflect.Message, implemented map[string]bool, 
 				if fd.MapValue().Kind() != protoreflect.MessageKind {
 					continue
 				}
-				var keys []string
+				// Keys may be strings or numbers (PeerAuthentication's portLevelMtls).
+				var keys []protoreflect.MapKey
 				v.Map().Range(func(k protoreflect.MapKey, _ protoreflect.Value) bool {
-					keys = append(keys, k.String())
+					keys = append(keys, k)
 					return true
 				})
-				slices.Sort(keys)
+				slices.SortFunc(keys, compareMapKeys)
 				for _, k := range keys {
-					walk(v.Map().Get(protoreflect.ValueOfString(k).MapKey()).Message(), n+".*", at+"["+k+"]")
+					walk(v.Map().Get(k).Message(), n+".*", at+"["+k.String()+"]")
 				}
 			case fd.IsList():
 				for i := range v.List().Len() {
@@ -212,6 +214,17 @@ func refuseUnimplemented(msg protoreflect.Message, implemented map[string]bool, 
 		}
 	}
 	walk(msg, "", "spec")
+}
+
+// compareMapKeys orders map keys: numbers by value, strings as strings.
+func compareMapKeys(a, b protoreflect.MapKey) int {
+	switch a.Interface().(type) {
+	case uint32, uint64:
+		return cmp.Compare(a.Uint(), b.Uint())
+	case int32, int64:
+		return cmp.Compare(a.Int(), b.Int())
+	}
+	return strings.Compare(a.String(), b.String())
 }
 
 // supportedSummary lists the implemented fields directly under norm, for messages.

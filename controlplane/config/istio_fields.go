@@ -8,7 +8,10 @@ var (
 	virtualServiceFields  = fieldSet(virtualServicePaths)
 	destinationRuleFields = fieldSet(destinationRulePaths)
 	serviceEntryFields    = fieldSet(serviceEntryPaths)
-	meshConfigFields      = fieldSet("outboundTrafficPolicy outboundTrafficPolicy.mode")
+	meshConfigFields      = fieldSet("outboundTrafficPolicy outboundTrafficPolicy.mode rootNamespace")
+
+	peerAuthenticationFields  = fieldSet(peerAuthenticationPaths)
+	authorizationPolicyFields = fieldSet(authorizationPolicyPaths)
 )
 
 const stringMatch = "exact prefix regex"
@@ -51,6 +54,18 @@ var serviceEntryPaths = strings.Join([]string{
 	expand("endpoints", "address ports labels"),
 }, " ")
 
+var peerAuthenticationPaths = strings.Join([]string{
+	"selector selector.matchLabels mtls mtls.mode portLevelMtls portLevelMtls.*.mode",
+}, " ")
+
+var authorizationPolicyPaths = strings.Join([]string{
+	"selector selector.matchLabels action rules",
+	expand("rules", "from to when"),
+	"rules.from.source " + expand("rules.from.source", "principals notPrincipals namespaces notNamespaces"),
+	"rules.to.operation " + expand("rules.to.operation", "methods notMethods paths notPaths ports notPorts"),
+	expand("rules.when", "key values notValues"),
+}, " ")
+
 func destination(prefix string) string {
 	return prefix + " " + expand(prefix, "host subset port port.number")
 }
@@ -62,7 +77,8 @@ func headerOps(prefix string) string {
 
 func trafficPolicy(prefix string, portLevel bool) string {
 	s := prefix + " " + strings.Join([]string{
-		expand(prefix, "loadBalancer connectionPool outlierDetection"),
+		expand(prefix, "loadBalancer connectionPool outlierDetection tls"),
+		expand(prefix+".tls", "mode"),
 		expand(prefix+".loadBalancer", "simple"),
 		expand(prefix+".connectionPool", "tcp http"),
 		expand(prefix+".connectionPool.tcp", "maxConnections"),

@@ -89,6 +89,7 @@ func checkIstioRefs(objs []*Object, errs *ErrorList) {
 		}
 		mesh = o
 	}
+	checkMeshWidePeerAuthentication(objs, errs)
 	for _, o := range objs {
 		if o.ServiceEntry == nil {
 			continue
@@ -281,11 +282,18 @@ func istioModel(objs []*Object, m *model.Model) (model.Istio, model.MeshConfig, 
 			if o.MeshConfig.GetOutboundTrafficPolicy() != nil && o.MeshConfig.GetOutboundTrafficPolicy().GetMode() == 0 {
 				mesh.OutboundTrafficPolicy = model.RegistryOnly
 			}
+			mesh.RootNamespace = o.MeshConfig.GetRootNamespace()
+		case o.PeerAuthentication != nil:
+			out.PeerAuthentications = append(out.PeerAuthentications, peerAuthenticationModel(o))
+		case o.AuthorizationPolicy != nil:
+			out.AuthorizationPolicies = append(out.AuthorizationPolicies, authorizationPolicyModel(o))
 		}
 	}
 	sortIstio(out.VirtualServices)
 	sortIstio(out.DestinationRules)
 	sortIstio(out.ServiceEntries)
+	sortIstio(out.PeerAuthentications)
+	sortIstio(out.AuthorizationPolicies)
 	return out, mesh, nil
 }
 

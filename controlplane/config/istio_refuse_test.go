@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
+	security "istio.io/api/security/v1beta1"
 )
 
 // Every field of istio.io/api's schema that meshlab does not implement is refused by
@@ -24,6 +25,8 @@ func TestEveryUnimplementedFieldIsRefused(t *testing.T) {
 		{"DestinationRule", &networking.DestinationRule{}, destinationRuleFields},
 		{"ServiceEntry", &networking.ServiceEntry{}, serviceEntryFields},
 		{"MeshConfig", &meshv1alpha1.MeshConfig{}, meshConfigFields},
+		{"PeerAuthentication", &security.PeerAuthentication{}, peerAuthenticationFields},
+		{"AuthorizationPolicy", &security.AuthorizationPolicy{}, authorizationPolicyFields},
 	}
 	for _, k := range kinds {
 		var chains [][]protoreflect.FieldDescriptor

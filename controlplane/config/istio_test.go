@@ -185,9 +185,9 @@ func TestLoadIstioErrors(t *testing.T) {
   exportTo: ["."]
   trafficPolicy:
     loadBalancer: {consistentHash: {httpHeaderName: x}}
-    tls: {mode: ISTIO_MUTUAL}
+    tls: {mode: ISTIO_MUTUAL, sni: x.example}
     outlierDetection: {consecutiveGatewayErrors: 1}
-    portLevelSettings: [{port: {number: 8080}, tls: {mode: DISABLE}}]
+    portLevelSettings: [{port: {number: 8080}, tls: {mode: SIMPLE, credentialName: c}}]
 `), se("  hosts: [pay.internal]\n  location: MESH_INTERNAL\n  resolution: STATIC\n  ports: [{number: 80, name: http}]\n  endpoints: [{address: backend-v1, network: n1}]\n  workloadSelector: {labels: {app: x}}\n")},
 			want: []string{
 				"t.yaml: VirtualService default/backend: spec.http[0].match[0].port: is not supported by meshlab (VirtualService supports in http.match: headers, method, name, queryParams, sourceLabels, uri)",
@@ -200,9 +200,10 @@ func TestLoadIstioErrors(t *testing.T) {
 				"t.yaml: VirtualService default/backend: spec.http[0].fault.abort.httpStatus: 0 is out of range 200-599",
 				"t.yaml: DestinationRule default/other: spec.trafficPolicy.loadBalancer.consistentHash: is not supported by meshlab (DestinationRule supports in trafficPolicy.loadBalancer: simple)",
 				"t.yaml: DestinationRule default/other: spec.trafficPolicy.outlierDetection.consecutiveGatewayErrors: is not supported by meshlab (DestinationRule supports in trafficPolicy.outlierDetection: baseEjectionTime, consecutive5xxErrors, interval, maxEjectionPercent)",
-				"t.yaml: DestinationRule default/other: spec.trafficPolicy.tls: is not supported by meshlab (DestinationRule supports in trafficPolicy: connectionPool, loadBalancer, outlierDetection, portLevelSettings)",
-				"t.yaml: DestinationRule default/other: spec.trafficPolicy.portLevelSettings[0].tls: is not supported by meshlab (DestinationRule supports in trafficPolicy.portLevelSettings: connectionPool, loadBalancer, outlierDetection, port)",
+				"t.yaml: DestinationRule default/other: spec.trafficPolicy.tls.sni: is not supported by meshlab (DestinationRule supports in trafficPolicy.tls: mode)",
+				"t.yaml: DestinationRule default/other: spec.trafficPolicy.portLevelSettings[0].tls.credentialName: is not supported by meshlab (DestinationRule supports in trafficPolicy.portLevelSettings.tls: mode)",
 				"t.yaml: DestinationRule default/other: spec.exportTo: is not supported by meshlab (DestinationRule supports here: host, subsets, trafficPolicy)",
+				"t.yaml: DestinationRule default/other: spec.trafficPolicy.portLevelSettings[0].tls.mode: SIMPLE is not supported by meshlab (needs client certificates meshlab does not manage; use ISTIO_MUTUAL)",
 				"t.yaml: ServiceEntry default/pay: spec.endpoints[0].network: is not supported by meshlab (ServiceEntry supports in endpoints: address, labels, ports)",
 				"t.yaml: ServiceEntry default/pay: spec.workloadSelector: is not supported by meshlab (ServiceEntry supports here: addresses, endpoints, hosts, location, ports, resolution)",
 			},
@@ -349,7 +350,7 @@ func TestLoadIstioErrors(t *testing.T) {
 		{
 			name: "mesh config refuses unimplemented fields",
 			docs: []string{"apiVersion: meshlab.dev/v1alpha1\nkind: MeshConfig\nmetadata: {name: m}\nspec: {accessLogFile: /dev/stdout}\n"},
-			want: []string{"t.yaml: MeshConfig default/m: spec.accessLogFile: is not supported by meshlab (MeshConfig supports here: outboundTrafficPolicy)"},
+			want: []string{"t.yaml: MeshConfig default/m: spec.accessLogFile: is not supported by meshlab (MeshConfig supports here: outboundTrafficPolicy, rootNamespace)"},
 		},
 	}
 	for _, tt := range tests {

@@ -180,6 +180,15 @@ func checkTrafficPolicy(tp *networking.TrafficPolicy, f string, p problems) {
 			p.addf(f+".outlierDetection.maxEjectionPercent", "%d is out of range 0-100", v)
 		}
 	}
+	if tls := tp.GetTls(); tls != nil {
+		switch m := tls.GetMode(); m {
+		case networking.ClientTLSSettings_DISABLE, networking.ClientTLSSettings_ISTIO_MUTUAL:
+		case networking.ClientTLSSettings_SIMPLE, networking.ClientTLSSettings_MUTUAL:
+			p.addf(f+".tls.mode", "%s is not supported by meshlab (needs client certificates meshlab does not manage; use ISTIO_MUTUAL)", m)
+		default:
+			p.addf(f+".tls.mode", "%s is not a mode meshlab knows (DISABLE or ISTIO_MUTUAL)", m)
+		}
+	}
 	seen := map[uint32]int{}
 	for i, pl := range tp.GetPortLevelSettings() {
 		pf := fmt.Sprintf("%s.portLevelSettings[%d]", f, i)
@@ -191,7 +200,7 @@ func checkTrafficPolicy(tp *networking.TrafficPolicy, f string, p problems) {
 		}
 		seen[n] = i
 		checkTrafficPolicy(&networking.TrafficPolicy{
-			LoadBalancer: pl.GetLoadBalancer(), ConnectionPool: pl.GetConnectionPool(), OutlierDetection: pl.GetOutlierDetection(),
+			LoadBalancer: pl.GetLoadBalancer(), ConnectionPool: pl.GetConnectionPool(), OutlierDetection: pl.GetOutlierDetection(), Tls: pl.GetTls(),
 		}, pf, p)
 	}
 }

@@ -17,6 +17,8 @@ const (
 	kindDestinationRule
 	kindServiceEntry
 	kindMeshConfig
+	kindPeerAuthentication
+	kindAuthorizationPolicy
 )
 
 // Object kinds and API groups meshlab reads.
@@ -27,15 +29,21 @@ const (
 	meshConfigAPIVersion = workloadAPIVersion
 )
 
-// istioNetworkingVersions are the API versions of networking.istio.io that meshlab reads;
-// the three share one schema.
-var istioNetworkingVersions = []string{"v1alpha3", "v1beta1", "v1"}
+// istioVersions are the API versions of each Istio group that meshlab reads; the versions
+// of one group share one schema.
+var istioVersions = map[string][]string{
+	"networking.istio.io": {"v1alpha3", "v1beta1", "v1"},
+	"security.istio.io":   {"v1beta1", "v1"},
+}
 
 // implementedIstioKinds are the Istio kinds meshlab reads.
 var implementedIstioKinds = map[string]kind{
 	"VirtualService":  kindVirtualService,
 	"DestinationRule": kindDestinationRule,
 	"ServiceEntry":    kindServiceEntry,
+
+	"PeerAuthentication":  kindPeerAuthentication,
+	"AuthorizationPolicy": kindAuthorizationPolicy,
 }
 
 // istioKinds maps each Istio kind to its API group. They are recognised so that a file
@@ -55,6 +63,12 @@ var istioKinds = map[string]string{
 	"RequestAuthentication": "security.istio.io",
 	"Telemetry":             "telemetry.istio.io",
 	"WasmPlugin":            "extensions.istio.io",
+}
+
+// IsLabDocument reports whether a document is a `kind: Lab` (meshlab.dev/v1alpha1): the
+// lab runner (package labs) reads those; scenario loading skips them.
+func IsLabDocument(apiVersion, k string) bool {
+	return apiVersion == workloadAPIVersion && k == "Lab"
 }
 
 // decoderFor says how to decode an object of the given apiVersion and kind, recording a
@@ -86,8 +100,8 @@ func decoderFor(apiVersion, k string, p problems) kind {
 			return kindRefused
 		}
 		if kd, ok := implementedIstioKinds[k]; ok {
-			if v := strings.TrimPrefix(apiVersion, group+"/"); !slices.Contains(istioNetworkingVersions, v) {
-				p.addf("apiVersion", "%q: version %s is not one meshlab reads (%s)", apiVersion, v, strings.Join(istioNetworkingVersions, ", "))
+			if v := strings.TrimPrefix(apiVersion, group+"/"); !slices.Contains(istioVersions[group], v) {
+				p.addf("apiVersion", "%q: version %s is not one meshlab reads (%s)", apiVersion, v, strings.Join(istioVersions[group], ", "))
 				return kindRefused
 			}
 			return kd
@@ -101,7 +115,8 @@ func decoderFor(apiVersion, k string, p problems) kind {
 
 // knownKinds lists the kinds meshlab reads, for messages.
 func knownKinds() string {
-	return "v1 Service, " + workloadAPIVersion + " Workload and MeshConfig, networking.istio.io VirtualService, DestinationRule and ServiceEntry"
+	return "v1 Service, " + workloadAPIVersion + " Workload and MeshConfig, networking.istio.io VirtualService, DestinationRule and ServiceEntry, " +
+		"security.istio.io PeerAuthentication and AuthorizationPolicy"
 }
 
 // istioKindNames returns the recognised Istio kinds, sorted (for docs and tests).

@@ -11,6 +11,7 @@ import (
 
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
+	security "istio.io/api/security/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
@@ -45,8 +46,12 @@ type Object struct {
 	VirtualService  *networking.VirtualService
 	DestinationRule *networking.DestinationRule
 	ServiceEntry    *networking.ServiceEntry
+	// PeerAuthentication and AuthorizationPolicy hold the spec of a security.istio.io
+	// object of that kind (v1beta1 and v1 share one schema).
+	PeerAuthentication  *security.PeerAuthentication
+	AuthorizationPolicy *security.AuthorizationPolicy
 	// MeshConfig is set when the kind is MeshConfig: Istio's MeshConfig, of which meshlab
-	// reads outboundTrafficPolicy.
+	// reads outboundTrafficPolicy and rootNamespace.
 	MeshConfig *meshv1alpha1.MeshConfig
 	// JSON is the document as JSON, as it was written (for `meshlab get`).
 	JSON []byte
@@ -118,6 +123,9 @@ func decodeDocument(file string, d document, errs *ErrorList) (*Object, bool) {
 	if !ok {
 		return nil, false
 	}
+	if IsLabDocument(apiVersion, o.Origin.Kind) {
+		return nil, true // a lab's steps, for the lab runner
+	}
 	p.origin = o.Origin
 	n := len(*errs)
 	switch decoderFor(apiVersion, o.Origin.Kind, p) {
@@ -155,7 +163,19 @@ func decodeDocument(file string, d document, errs *ErrorList) (*Object, bool) {
 		mc := &meshv1alpha1.MeshConfig{}
 		if decodeProtoObject(top, js, mc, p) {
 			o.MeshConfig = mc
-			refuseUnimplemented(mc.ProtoReflect(), meshConfigFields, "MeshConfig", p)
+			validateMeshConfig(mc, p)
+		}
+	case kindPeerAuthentication:
+		pa := &security.PeerAuthentication{}
+		if decodeProtoObject(top, js, pa, p) {
+			o.PeerAuthentication = pa
+			validatePeerAuthentication(pa, p)
+		}
+	case kindAuthorizationPolicy:
+		ap := &security.AuthorizationPolicy{}
+		if decodeProtoObject(top, js, ap, p) {
+			o.AuthorizationPolicy = ap
+			validateAuthorizationPolicy(ap, p)
 		}
 	}
 	o.JSON = compactJSON(js)

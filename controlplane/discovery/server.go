@@ -21,6 +21,8 @@ import (
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"google.golang.org/grpc"
+
+	"github.com/meshlab/meshlab/controlplane/model"
 )
 
 // stopGrace bounds how long Run waits for streams to end before closing them hard.
@@ -46,6 +48,9 @@ type Options struct {
 	// Register, when set, adds more services to the gRPC server before it serves (the
 	// lab's CA shares xds.sock, as istiod serves its CA on the xDS port). Optional.
 	Register func(*grpc.Server)
+	// HistorySize is how many snapshots to keep per proxy for History and Diff.
+	// Optional; DefaultHistorySize when zero.
+	HistorySize int
 }
 
 // Server is the ADS server of one lab. Create it with New, then call Run once.
@@ -58,10 +63,14 @@ type Server struct {
 	cache   cachev3.SnapshotCache
 	tracker *tracker
 	cancel  context.CancelFunc // ends go-control-plane's streams
+	ctx     context.Context    // ends with cancel: releases held pushes
+	faults  *faults
+	history *history
 
 	mu      sync.Mutex // serialises Update; guards version and nodes
 	version uint64
-	nodes   []string // node ids holding a snapshot
+	nodes   []string     // node ids holding a snapshot
+	model   *model.Model // the last model given to Update, for SetNack
 	// sums holds, per node id, a digest of the resources of its snapshot: Update gives a
 	// new version only to proxies whose resources changed.
 	sums map[string][sha256.Size]byte
@@ -101,6 +110,14 @@ func New(o Options) (*Server, error) {
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
+	f := newFaults()
+	hist := newHistory(o.HistorySize, time.Now)
+	observe := func(e Event) {
+		hist.observe(e)
+		if o.OnEvent != nil {
+			o.OnEvent(e)
+		}
+	}
 	s := &Server{
 		log:     log,
 		path:    o.SocketPath,
@@ -108,9 +125,13 @@ func New(o Options) (*Server, error) {
 		tcpLn:   tcpLn,
 		grpc:    grpc.NewServer(),
 		cache:   cachev3.NewSnapshotCache(true, cachev3.IDHash{}, slogAdapter{log.With("subsystem", "go-control-plane")}),
-		tracker: newTrackerObserved(log, time.Now, o.OnEvent),
+		tracker: newTrackerObserved(log, time.Now, observe),
 		cancel:  cancel,
+		ctx:     ctx,
+		faults:  f,
+		history: hist,
 	}
+	s.tracker.beforeSend = func(sctx context.Context, node string) { f.gate(sctx, ctx, node) }
 	xds := serverv3.NewServer(ctx, s.cache, s.tracker.callbacks())
 	discoverygrpc.RegisterAggregatedDiscoveryServiceServer(s.grpc, xds)
 	listenerservice.RegisterListenerDiscoveryServiceServer(s.grpc, xds)
@@ -173,9 +194,10 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 func (s *Server) run(ctx context.Context) error {
-	lns := []net.Listener{s.unixLn}
+	// Served through gatedListener, so that StopFor can refuse and drop connections.
+	lns := []net.Listener{gatedListener{Listener: s.unixLn, f: s.faults}}
 	if s.tcpLn != nil {
-		lns = append(lns, s.tcpLn)
+		lns = append(lns, gatedListener{Listener: s.tcpLn, f: s.faults})
 	}
 	errc := make(chan error, len(lns))
 	for _, ln := range lns {

@@ -65,9 +65,13 @@ type tracker struct {
 	log     *slog.Logger
 	now     func() time.Time
 	observe func(Event) // optional
+	// beforeSend, when set, runs before each response is written, outside the lock, with
+	// the stream's context: the faults' delays and holds (faults.go).
+	beforeSend func(ctx context.Context, node string)
 
 	mu      sync.Mutex
-	streams map[int64]*streamState // node id learned from the first request
+	streams map[int64]*streamState    // node id learned from the first request
+	ctxs    map[int64]context.Context // stream contexts, from OnStreamOpen
 	nodes   map[string]*nodeState
 }
 
@@ -78,12 +82,16 @@ func newTrackerObserved(log *slog.Logger, now func() time.Time, observe func(Eve
 }
 
 func newTracker(log *slog.Logger, now func() time.Time) *tracker {
-	return &tracker{log: log, now: now, streams: map[int64]*streamState{}, nodes: map[string]*nodeState{}}
+	return &tracker{
+		log: log, now: now, streams: map[int64]*streamState{}, nodes: map[string]*nodeState{},
+		ctxs: map[int64]context.Context{},
+	}
 }
 
 // callbacks returns the go-control-plane callbacks feeding the tracker.
 func (t *tracker) callbacks() serverv3.Callbacks {
 	return serverv3.CallbackFuncs{
+		StreamOpenFunc:     t.onOpen,
 		StreamRequestFunc:  t.onRequest,
 		StreamResponseFunc: t.onResponse,
 		StreamClosedFunc:   t.onClosed,
@@ -149,13 +157,31 @@ func (t *tracker) onRequest(streamID int64, req *discoverypb.DiscoveryRequest) e
 	return nil
 }
 
-// onResponse records the version and nonce of a response about to be sent.
+// onOpen remembers the stream's context, which ends when the stream does.
+func (t *tracker) onOpen(ctx context.Context, streamID int64, _ string) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.ctxs[streamID] = ctx
+	return nil
+}
+
+// onResponse records the version and nonce of a response about to be sent, then runs
+// beforeSend: a held push is recorded as sent (the proxy is STALE) but waits here.
 func (t *tracker) onResponse(_ context.Context, streamID int64, req *discoverypb.DiscoveryRequest, resp *discoverypb.DiscoveryResponse) {
+	node, ctx := t.recordResponse(streamID, req, resp)
+	if node != "" && t.beforeSend != nil && ctx != nil {
+		t.beforeSend(ctx, node)
+	}
+}
+
+// recordResponse records a response about to be sent and returns its node id ("" when
+// the stream is unknown) and the stream's context.
+func (t *tracker) recordResponse(streamID int64, req *discoverypb.DiscoveryRequest, resp *discoverypb.DiscoveryResponse) (string, context.Context) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	st, ok := t.streams[streamID]
 	if !ok {
-		return
+		return "", nil
 	}
 	id := st.node
 	st.sent[resp.GetTypeUrl()] = sentResponse{version: resp.GetVersionInfo(), nonce: resp.GetNonce()}
@@ -166,12 +192,14 @@ func (t *tracker) onResponse(_ context.Context, streamID int64, req *discoverypb
 	t.log.Debug("config pushed", "node", id, "type", resp.GetTypeUrl(), "version", ts.Sent,
 		"resources", len(resp.GetResources()), "requested", req.GetResourceNames())
 	t.emit(Event{Kind: EventPushed, NodeID: id, TypeURL: resp.GetTypeUrl(), Version: ts.Sent})
+	return id, t.ctxs[streamID]
 }
 
 // onClosed forgets the stream; the node's type states stay, as its last known state.
 func (t *tracker) onClosed(streamID int64, _ *core.Node) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	delete(t.ctxs, streamID)
 	st, ok := t.streams[streamID]
 	if !ok {
 		return

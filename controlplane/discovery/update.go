@@ -25,6 +25,12 @@ import (
 // every snapshot before setting any, so an error leaves every proxy on its previous
 // config. Updates are serialised.
 func (s *Server) Update(ctx context.Context, m *model.Model) error {
+	return s.UpdateFor(ctx, m, "update")
+}
+
+// UpdateFor is Update with what triggered it ("apply: VirtualService default/reviews"),
+// which History shows beside each version it makes.
+func (s *Server) UpdateFor(ctx context.Context, m *model.Model, trigger string) error {
 	if m == nil {
 		return errors.New("update xds: nil model")
 	}
@@ -32,6 +38,7 @@ func (s *Server) Update(ctx context.Context, m *model.Model) error {
 	defer s.mu.Unlock()
 	version := "v" + strconv.FormatUint(s.version+1, 10)
 	snaps := map[string]*cachev3.Snapshot{}
+	resByID := map[string]map[resource.Type][]types.Resource{}
 	sums := map[string][sha256.Size]byte{}
 	for _, pod := range m.Pods {
 		if !pod.Sidecar.Inject {
@@ -42,6 +49,10 @@ func (s *Server) Update(ctx context.Context, m *model.Model) error {
 		if err != nil {
 			return fmt.Errorf("update xds %s: %w", version, err)
 		}
+		if s.faults.nacked(id) {
+			res = withNackListener(res)
+		}
+		resByID[id] = res
 		sum, err := digest(res)
 		if err != nil {
 			return fmt.Errorf("update xds %s: %s: %w", version, id, err)
@@ -71,6 +82,7 @@ func (s *Server) Update(ctx context.Context, m *model.Model) error {
 			s.sums = map[string][sha256.Size]byte{}
 		}
 		s.sums[id] = sums[id]
+		s.history.add(id, version, trigger, resByID[id])
 	}
 	var gone []string
 	for _, id := range s.nodes {
@@ -81,12 +93,14 @@ func (s *Server) Update(ctx context.Context, m *model.Model) error {
 		}
 	}
 	s.tracker.forget(gone)
+	s.history.forget(gone)
 	s.nodes = s.nodes[:0]
 	for id := range sums {
 		s.nodes = append(s.nodes, id)
 	}
 	slices.Sort(s.nodes)
-	s.log.Info("xds updated", "version", version, "proxies", len(sums), "pushed", len(snaps), "removed", len(gone))
+	s.model = m // for SetNack: the last model that was pushed
+	s.log.Info("xds updated", "version", version, "proxies", len(sums), "pushed", len(snaps), "removed", len(gone), "trigger", trigger)
 	return nil
 }
 

@@ -87,10 +87,13 @@ func outboundCluster(m *model.Model, sp servicePort, oc outboundClusterSpec) (*c
 		c.DnsLookupFamily = cluster.Cluster_V4_ONLY
 		c.DnsRefreshRate = dnsRefreshRate
 		c.RespectDnsTtl = true
-		c.LoadAssignment = loadAssignment(oc.name, subsetInstances(sp.instances(m), oc.labels))
+		c.LoadAssignment = loadAssignment(m, oc.name, subsetInstances(sp.instances(m), oc.labels))
 	} else {
 		c.ClusterDiscoveryType = &cluster.Cluster_Type{Type: cluster.Cluster_EDS}
 		c.EdsClusterConfig = &cluster.Cluster_EdsClusterConfig{EdsConfig: adsConfigSource(), ServiceName: oc.name}
+	}
+	if err := applyClusterTLS(c, m, sp, oc); err != nil {
+		return nil, err
 	}
 	if oc.dr == nil {
 		// Istio gives every outbound cluster its circuit-breaker defaults, rule or not.

@@ -19,23 +19,25 @@ func endpoints(m *model.Model, pod *model.Pod) []types.Resource {
 		}
 		all := sp.instances(m)
 		for _, oc := range outboundClustersOf(m, pod, sp) {
-			out = append(out, loadAssignment(oc.name, subsetInstances(all, oc.labels)))
+			out = append(out, loadAssignment(m, oc.name, subsetInstances(all, oc.labels)))
 		}
 	}
 	return out
 }
 
-// loadAssignment lists the addresses behind one cluster, in order, in a single locality.
-func loadAssignment(name string, ins []instance) *endpoint.ClusterLoadAssignment {
+// loadAssignment lists the addresses behind one cluster, in order, in a single locality,
+// each pod's endpoint with its metadata (see endpointMetadata).
+func loadAssignment(m *model.Model, name string, ins []instance) *endpoint.ClusterLoadAssignment {
 	cla := &endpoint.ClusterLoadAssignment{ClusterName: name}
 	if len(ins) == 0 {
 		return cla
 	}
 	lbs := make([]*endpoint.LbEndpoint, 0, len(ins))
 	for _, in := range ins {
-		lbs = append(lbs, &endpoint.LbEndpoint{HostIdentifier: &endpoint.LbEndpoint_Endpoint{Endpoint: &endpoint.Endpoint{
-			Address: socketAddress(in.addr, in.port),
-		}}})
+		lbs = append(lbs, &endpoint.LbEndpoint{
+			HostIdentifier: &endpoint.LbEndpoint_Endpoint{Endpoint: &endpoint.Endpoint{Address: socketAddress(in.addr, in.port)}},
+			Metadata:       endpointMetadata(m, in.pod, in.port),
+		})
 	}
 	cla.Endpoints = []*endpoint.LocalityLbEndpoints{{LbEndpoints: lbs}}
 	return cla

@@ -55,9 +55,11 @@ func TestGenerateGolden(t *testing.T) {
 				}
 			}
 			// virtualOutbound: 2 tcp_proxy; 0.0.0.0_8080: HCM + fault + router;
-			// virtualInbound: original_dst, 2 tcp_proxy, HCM + router.
-			if unpacked != 10 {
-				t.Errorf("unpacked %d typed configs, want 10", unpacked)
+			// virtualInbound: original_dst, tls_inspector, http_inspector, 2 tcp_proxy, an
+			// mTLS chain (DownstreamTlsContext, HCM + router) and a plaintext one (HCM +
+			// router); 2 auto-mTLS clusters: UpstreamTlsContext + RawBuffer each.
+			if unpacked != 19 {
+				t.Errorf("unpacked %d typed configs, want 19", unpacked)
 			}
 			testutil.Golden(t, "hello-"+pod, dumpJSON(t, res))
 		})
@@ -207,14 +209,15 @@ func TestGenerateTCPService(t *testing.T) {
 		t.Error("a route configuration exists for the TCP port")
 	}
 
-	// db-0 gets a plain TCP inbound chain on its target port.
+	// db-0 gets, on its target port (PERMISSIVE), a TCP inbound mTLS chain, a one-way TLS
+	// passthrough chain and a plaintext one.
 	res = generate(t, m, "db-0")
 	vi := findListener(t, res, VirtualInboundListener)
 	var chains []string
 	for _, fc := range vi.GetFilterChains() {
 		chains = append(chains, fc.GetName())
 	}
-	if want := []string{"virtualInbound-blackhole", "0.0.0.0_15432", "virtualInbound"}; !slices.Equal(chains, want) {
+	if want := []string{"virtualInbound-blackhole", "0.0.0.0_15432", "0.0.0.0_15432", "0.0.0.0_15432", "virtualInbound"}; !slices.Equal(chains, want) {
 		t.Fatalf("virtualInbound chains = %q, want %q", chains, want)
 	}
 	fc := vi.GetFilterChains()[1]

@@ -6,7 +6,9 @@ import (
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	httpinspector "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/http_inspector/v3"
 	originaldst "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/original_dst/v3"
+	tlsinspector "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
 	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tcpproxy "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
@@ -153,11 +155,20 @@ func outboundTCPFilter(m *model.Model, sp servicePort, byHost map[string][]servi
 }
 
 // virtualInbound receives all inbound TCP the capture rules redirect to 15006. The
-// original_dst listener filter restores the destination, so a chain per app port
-// delivers it through that port's inbound cluster; other ports pass through, and
+// original_dst listener filter restores the destination and the TLS and HTTP inspectors
+// detect the transport and application protocols, so the chains of each app port (see
+// inboundChains) deliver it through that port's inbound cluster; other ports pass through, and
 // connections to 15006 itself (a loop) go to BlackHoleCluster.
 func virtualInbound(m *model.Model, pod *model.Pod) (*listener.Listener, error) {
 	od, err := typed(&originaldst.OriginalDst{})
+	if err != nil {
+		return nil, err
+	}
+	ti, err := typed(&tlsinspector.TlsInspector{})
+	if err != nil {
+		return nil, err
+	}
+	hi, err := typed(&httpinspector.HttpInspector{})
 	if err != nil {
 		return nil, err
 	}
@@ -171,15 +182,11 @@ func virtualInbound(m *model.Model, pod *model.Pod) (*listener.Listener, error) 
 		Filters:          []*listener.Filter{blackhole},
 	}}
 	for _, ip := range inboundPorts(m, pod) {
-		f, err := inboundFilter(ip)
+		cs, err := inboundChains(m, pod, ip)
 		if err != nil {
 			return nil, fmt.Errorf("build chain %s: %w", InboundChainName(ip.target), err)
 		}
-		chains = append(chains, &listener.FilterChain{
-			Name:             InboundChainName(ip.target),
-			FilterChainMatch: &listener.FilterChainMatch{DestinationPort: wrapperspb.UInt32(uint32(ip.target))},
-			Filters:          []*listener.Filter{f},
-		})
+		chains = append(chains, cs...)
 	}
 	passthrough, err := tcpProxyFilter(InboundPassthroughCluster, InboundPassthroughCluster)
 	if err != nil {
@@ -193,22 +200,45 @@ func virtualInbound(m *model.Model, pod *model.Pod) (*listener.Listener, error) 
 		Name:             VirtualInboundListener,
 		Address:          socketAddress(wildcardAddr, VirtualInboundPort),
 		TrafficDirection: core.TrafficDirection_INBOUND,
-		ListenerFilters: []*listener.ListenerFilter{{
-			Name:       wellknown.OriginalDestination,
-			ConfigType: &listener.ListenerFilter_TypedConfig{TypedConfig: od},
-		}},
+		ListenerFilters: []*listener.ListenerFilter{
+			{Name: wellknown.OriginalDestination, ConfigType: &listener.ListenerFilter_TypedConfig{TypedConfig: od}},
+			{Name: wellknown.TlsInspector, ConfigType: &listener.ListenerFilter_TypedConfig{TypedConfig: ti}},
+			{Name: wellknown.HttpInspector, ConfigType: &listener.ListenerFilter_TypedConfig{TypedConfig: hi}},
+		},
 		FilterChains: chains,
 	}, nil
 }
 
-// inboundFilter returns the network filter of one inbound app port: an HCM with an
-// inline catch-all route for HTTP, a tcp_proxy for TCP, both to "inbound|<target>||".
-func inboundFilter(ip inboundPort) (*listener.Filter, error) {
+// inboundFilters returns the network filters of one inbound app port: the RBAC filters
+// of the AuthorizationPolicies selecting the pod, then an HCM with an inline catch-all
+// route for HTTP (with the RBAC HTTP filters first, and on an mTLS chain the client
+// certificate forwarded in x-forwarded-client-cert) or a tcp_proxy for TCP, both to
+// "inbound|<target>||".
+func inboundFilters(ip inboundPort, az authz, mtls bool) ([]*listener.Filter, error) {
 	cluster := InboundClusterName(ip.target)
 	if !ip.protocol.IsHTTP() {
-		return tcpProxyFilter(cluster, cluster)
+		out, err := az.networkFilters()
+		if err != nil {
+			return nil, err
+		}
+		tp, err := tcpProxyFilter(cluster, cluster)
+		if err != nil {
+			return nil, err
+		}
+		return append(out, tp), nil
 	}
-	return hcmFilter("inbound_"+InboundChainName(ip.target), false, func(m *hcm.HttpConnectionManager) {
+	rbacFilters, err := az.httpFilters()
+	if err != nil {
+		return nil, err
+	}
+	f, err := hcmFilter("inbound_"+InboundChainName(ip.target), false, func(m *hcm.HttpConnectionManager) {
+		m.HttpFilters = append(rbacFilters, m.HttpFilters...)
+		if mtls {
+			m.ForwardClientCertDetails = hcm.HttpConnectionManager_APPEND_FORWARD
+			m.SetCurrentClientCertDetails = &hcm.HttpConnectionManager_SetCurrentClientCertDetails{
+				Subject: wrapperspb.Bool(true), Dns: true, Uri: true,
+			}
+		}
 		m.RouteSpecifier = &hcm.HttpConnectionManager_RouteConfig{RouteConfig: &route.RouteConfiguration{
 			Name: cluster,
 			VirtualHosts: []*route.VirtualHost{{
@@ -218,4 +248,8 @@ func inboundFilter(ip inboundPort) (*listener.Filter, error) {
 			}},
 		}}
 	})
+	if err != nil {
+		return nil, err
+	}
+	return []*listener.Filter{f}, nil
 }

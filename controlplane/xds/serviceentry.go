@@ -53,6 +53,7 @@ type instance struct {
 	addr   string
 	port   uint16
 	labels map[string]string
+	pod    *model.Pod // the pod behind a Service's endpoint; nil for ServiceEntry endpoints
 }
 
 // instances returns the endpoints behind sp. For a Service they are the pods its
@@ -64,7 +65,7 @@ func (sp servicePort) instances(m *model.Model) []instance {
 	if sp.se == nil {
 		var out []instance
 		for _, ep := range m.Endpoints(sp.svc, sp.port) {
-			out = append(out, instance{addr: ep.Addr.Addr().String(), port: ep.Addr.Port(), labels: ep.Pod.Labels})
+			out = append(out, instance{addr: ep.Addr.Addr().String(), port: ep.Addr.Port(), labels: ep.Pod.Labels, pod: ep.Pod})
 		}
 		return out
 	}

@@ -30,16 +30,18 @@ func portTrafficPolicy(tp *networking.TrafficPolicy, port uint16) *networking.Tr
 		if pl.GetPort().GetNumber() == uint32(port) {
 			return &networking.TrafficPolicy{
 				ConnectionPool: pl.GetConnectionPool(), OutlierDetection: pl.GetOutlierDetection(), LoadBalancer: pl.GetLoadBalancer(),
+				Tls: pl.GetTls(),
 			}
 		}
 	}
 	return &networking.TrafficPolicy{
 		ConnectionPool: tp.GetConnectionPool(), OutlierDetection: tp.GetOutlierDetection(), LoadBalancer: tp.GetLoadBalancer(),
+		Tls: tp.GetTls(),
 	}
 }
 
 // mergeTrafficPolicy returns the policy of a subset cluster on port, as Istio's
-// MergeTrafficPolicy: the rule's policy for the port, each part replaced by the subset's
+// MergeTrafficPolicy: the rule's policy for the port, each part (tls included) replaced by the subset's
 // when the subset sets it, and all parts replaced by the subset's port-level settings for
 // the port when it has them.
 func mergeTrafficPolicy(rule, subset *networking.TrafficPolicy, port uint16) *networking.TrafficPolicy {
@@ -59,10 +61,14 @@ func mergeTrafficPolicy(rule, subset *networking.TrafficPolicy, port uint16) *ne
 	if subset.GetLoadBalancer() != nil {
 		merged.LoadBalancer = subset.GetLoadBalancer()
 	}
+	if subset.GetTls() != nil {
+		merged.Tls = subset.GetTls()
+	}
 	for _, pl := range subset.GetPortLevelSettings() {
 		if pl.GetPort().GetNumber() == uint32(port) {
 			merged = &networking.TrafficPolicy{
 				ConnectionPool: pl.GetConnectionPool(), OutlierDetection: pl.GetOutlierDetection(), LoadBalancer: pl.GetLoadBalancer(),
+				Tls: pl.GetTls(),
 			}
 			break
 		}

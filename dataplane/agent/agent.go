@@ -123,7 +123,11 @@ func run(ctx context.Context, c Config, log *slog.Logger, d deps) (err error) {
 		})
 	}
 	service("agent.sock", func(ctx context.Context) error {
-		return serveHTTP(ctx, sockLn, sockHandler(status, mgr, c.AdminPort, log))
+		h := sockHandler(status, mgr, c.AdminPort, log)
+		if certs != nil {
+			h = withCertRoutes(h, certs, log) // certsock.go
+		}
+		return serveHTTP(ctx, sockLn, h)
 	})
 	service("status", func(ctx context.Context) error { return serveHTTP(ctx, healthLn, healthHandler(ready)) })
 	service("dns", func(ctx context.Context) error {

@@ -2,6 +2,10 @@ package agent
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -10,6 +14,9 @@ import (
 // rotateFraction is when a certificate is renewed, as a fraction of its lifetime
 // (Istio's SECRET_GRACE_PERIOD_RATIO is 0.5 with jitter; the issue asks for ~80%).
 const rotateFraction = 0.8
+
+// ErrRenewalPaused is returned by a renewal asked for while renewal is paused.
+var ErrRenewalPaused = errors.New("certificate renewal is paused")
 
 // CertStatus is the workload certificate, as `meshlab describe pod` shows it.
 type CertStatus struct {
@@ -20,26 +27,59 @@ type CertStatus struct {
 	RotateAt  time.Time `json:"rotateAt,omitzero"`
 	Rotations int       `json:"rotations"`       // certificates issued after the first
 	Error     string    `json:"error,omitempty"` // the last failed attempt, until one succeeds
+	ErrorAt   time.Time `json:"errorAt,omitzero"`
+	// IssuerKeyID is the leaf's authority key id (hex): the key of the root (or its
+	// cross-signed certificate) that signed it.
+	IssuerKeyID string `json:"issuerKeyID,omitempty"`
+	Issuer      string `json:"issuer,omitempty"` // the issuer's common name
+	// Intermediates are sent after the leaf in the "default" secret (during a root
+	// rotation: the new root cross-signed by the old one).
+	Intermediates []CertRef `json:"intermediates,omitempty"`
+	// TrustBundle is the ROOTCA secret: the roots peers' certificates are verified against.
+	TrustBundle []CertRef `json:"trustBundle,omitempty"`
+	Paused      bool      `json:"paused"` // renewal paused (POST /certs/pause)
+}
+
+// CertRef names one CA certificate.
+type CertRef struct {
+	Serial   string    `json:"serial"`
+	Subject  string    `json:"subject"`
+	KeyID    string    `json:"keyID,omitempty"` // subject key id, hex
+	NotAfter time.Time `json:"notAfter"`
+}
+
+func certRefs(cs []*x509.Certificate) []CertRef {
+	var out []CertRef
+	for _, c := range cs {
+		out = append(out, CertRef{Serial: serial(c), Subject: c.Subject.CommonName, KeyID: hex.EncodeToString(c.SubjectKeyId), NotAfter: c.NotAfter})
+	}
+	return out
 }
 
 // certManager keeps the pod's certificate current: it gets one at start and again at
-// rotateFraction of its lifetime, and tells watchers. Safe for concurrent use.
+// rotateFraction of its lifetime (or at once when asked to renew), and tells watchers.
+// Renewal can be paused, so that a certificate really expires. Safe for concurrent use.
 type certManager struct {
 	signer certSigner
 	id     string
 	ttl    time.Duration
 	log    *slog.Logger
 	now    func() time.Time
+	kick   chan struct{} // wakes Run to look at paused and next again
+
+	fetchMu sync.Mutex // one CSR at a time
 
 	mu       sync.Mutex
 	cur      *workloadCert
 	status   CertStatus
 	changed  chan struct{} // closed and replaced on every new certificate
 	issuance int
+	next     time.Time // when Run next asks for a certificate (zero: at once)
+	backoff  time.Duration
 }
 
 func newCertManager(s certSigner, id string, ttl time.Duration, log *slog.Logger) *certManager {
-	return &certManager{signer: s, id: id, ttl: ttl, log: log, now: time.Now,
+	return &certManager{signer: s, id: id, ttl: ttl, log: log, now: time.Now, kick: make(chan struct{}, 1),
 		status: CertStatus{SPIFFEID: id}, changed: make(chan struct{})}
 }
 
@@ -58,33 +98,105 @@ func (m *certManager) snapshot() CertStatus {
 }
 
 // Run gets certificates until ctx ends, retrying failures with backoff (250 ms doubling
-// to 10 s, never past the current certificate's expiry). It returns nil when ctx ends.
+// to 10 s). While renewal is paused it asks for none. It returns nil when ctx ends.
 func (m *certManager) Run(ctx context.Context) error {
-	backoff := 250 * time.Millisecond
 	for {
-		c, err := m.fetch(ctx)
-		var wait time.Duration
-		if err != nil {
+		m.mu.Lock()
+		paused, next := m.status.Paused, m.next
+		m.mu.Unlock()
+		if !paused && !m.now().Before(next) {
+			_, _ = m.attempt(ctx)
 			if ctx.Err() != nil {
 				return nil
 			}
-			m.log.Warn("get workload certificate", "err", err)
-			m.mu.Lock()
-			m.status.Error = err.Error()
-			m.mu.Unlock()
-			wait = backoff
-			backoff = min(backoff*2, 10*time.Second)
-		} else {
-			backoff = 250 * time.Millisecond
-			wait = m.install(c).Sub(m.now())
+			continue
 		}
-		t := time.NewTimer(wait)
+		var (
+			fire <-chan time.Time
+			t    *time.Timer
+		)
+		if !paused {
+			t = time.NewTimer(next.Sub(m.now()))
+			fire = t.C
+		}
 		select {
 		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C:
+		case <-fire:
+		case <-m.kick:
 		}
+		if t != nil {
+			t.Stop()
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+// attempt asks the CA for a certificate once and installs it, or records the error
+// and schedules a retry.
+func (m *certManager) attempt(ctx context.Context) (CertStatus, error) {
+	m.fetchMu.Lock()
+	defer m.fetchMu.Unlock()
+	c, err := m.fetch(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return m.snapshot(), err
+		}
+		m.log.Warn("get workload certificate", "err", err)
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		m.backoff = min(max(m.backoff*2, 250*time.Millisecond), 10*time.Second)
+		m.status.Error, m.status.ErrorAt = err.Error(), m.now()
+		m.next = m.now().Add(m.backoff)
+		return m.status, err
+	}
+	m.install(c)
+	if now := m.now(); now.After(c.leaf.NotAfter) || now.Before(c.leaf.NotBefore) {
+		// Served anyway (the CA's clock is shifted on purpose, and peers must see it), but
+		// asked again with backoff rather than every minRotateWait.
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		m.backoff = min(max(m.backoff*2, 250*time.Millisecond), 10*time.Second)
+		m.next = now.Add(m.backoff)
+		m.status.RotateAt = m.next
+		m.status.Error = fmt.Sprintf("the CA issued a certificate valid only from %s to %s (is its clock shifted?)",
+			c.leaf.NotBefore.UTC().Format(time.RFC3339), c.leaf.NotAfter.UTC().Format(time.RFC3339))
+		m.status.ErrorAt = now
+		return m.status, nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.backoff = 0
+	return m.status, nil
+}
+
+// renew gets a new certificate now (and with it the CA's current trust bundle) and
+// returns the new status; ErrRenewalPaused while paused.
+func (m *certManager) renew(ctx context.Context) (CertStatus, error) {
+	if m.snapshot().Paused {
+		return m.snapshot(), ErrRenewalPaused
+	}
+	st, err := m.attempt(ctx)
+	m.wake()
+	return st, err
+}
+
+// setPaused pauses or resumes renewal. Resuming renews at once if the certificate is due.
+func (m *certManager) setPaused(paused bool) CertStatus {
+	m.mu.Lock()
+	m.status.Paused = paused
+	st := m.status
+	m.mu.Unlock()
+	m.log.Info("certificate renewal", "paused", paused)
+	m.wake()
+	return st
+}
+
+func (m *certManager) wake() {
+	select {
+	case m.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -112,11 +224,14 @@ func (m *certManager) install(c *workloadCert) time.Time {
 		m.status.Rotations++
 	}
 	m.issuance++
+	m.next = rotateAt
 	m.status = CertStatus{SPIFFEID: m.id, Serial: serial(c.leaf), NotBefore: c.leaf.NotBefore,
-		NotAfter: c.leaf.NotAfter, RotateAt: rotateAt, Rotations: m.status.Rotations}
+		NotAfter: c.leaf.NotAfter, RotateAt: rotateAt, Rotations: m.status.Rotations, Paused: m.status.Paused,
+		IssuerKeyID: hex.EncodeToString(c.leaf.AuthorityKeyId), Issuer: c.leaf.Issuer.CommonName,
+		Intermediates: certRefs(c.inter), TrustBundle: certRefs(c.bundle)}
 	close(m.changed)
 	m.changed = make(chan struct{})
 	m.log.Info("workload certificate issued", "spiffe_id", m.id, "serial", m.status.Serial,
-		"not_after", c.leaf.NotAfter, "rotate_at", rotateAt)
+		"not_after", c.leaf.NotAfter, "rotate_at", rotateAt, "issuer", m.status.Issuer, "trust_bundle", len(c.bundle))
 	return rotateAt
 }

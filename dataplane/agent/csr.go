@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -8,7 +9,6 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -27,9 +27,11 @@ const DefaultTrustDomain = "cluster.local"
 // workloadCert is one certificate the CA issued, with the key made for it.
 type workloadCert struct {
 	keyPEM   []byte
-	chainPEM []byte // leaf and intermediates, without the root (as Istio's default secret)
-	rootPEM  []byte
+	chainPEM []byte // leaf and intermediates, without the roots (as Istio's default secret)
+	rootPEM  []byte // the trust bundle: one or more roots (ROOTCA)
 	leaf     *x509.Certificate
+	inter    []*x509.Certificate // intermediates, e.g. the new root cross-signed by the old one
+	bundle   []*x509.Certificate
 }
 
 // certSigner gets a certificate for a public key's CSR. Safe for concurrent use.
@@ -99,24 +101,46 @@ func issue(ctx context.Context, s certSigner, id string, ttl time.Duration) (*wo
 	if len(chain) < 2 {
 		return nil, fmt.Errorf("create certificate: chain has %d certificates, want leaf and root", len(chain))
 	}
-	b, _ := pem.Decode([]byte(chain[0]))
-	if b == nil {
-		return nil, errors.New("create certificate: leaf is not PEM")
+	certs := make([]*x509.Certificate, len(chain))
+	for i, p := range chain {
+		b, _ := pem.Decode([]byte(p))
+		if b == nil {
+			return nil, fmt.Errorf("create certificate: chain certificate %d is not PEM", i)
+		}
+		if certs[i], err = x509.ParseCertificate(b.Bytes); err != nil {
+			return nil, fmt.Errorf("parse chain certificate %d: %w", i, err)
+		}
 	}
-	leaf, err := x509.ParseCertificate(b.Bytes)
-	if err != nil {
-		return nil, fmt.Errorf("parse leaf: %w", err)
-	}
+	n := splitBundle(certs)
 	keyDER, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
 		return nil, fmt.Errorf("marshal key: %w", err)
 	}
 	return &workloadCert{
 		keyPEM:   pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
-		chainPEM: []byte(strings.Join(chain[:len(chain)-1], "")),
-		rootPEM:  []byte(chain[len(chain)-1]),
-		leaf:     leaf,
+		chainPEM: []byte(strings.Join(chain[:n], "")),
+		rootPEM:  []byte(strings.Join(chain[n:], "")),
+		leaf:     certs[0],
+		inter:    certs[1:n],
+		bundle:   certs[n:],
 	}, nil
+}
+
+// splitBundle returns where the trust bundle starts in a CA's chain: the CA sends
+// [leaf, intermediates..., roots...] and the roots are the trailing self-signed
+// certificates. The last certificate is always a root (Istio's [leaf, root] shape), even
+// one the agent cannot check.
+func splitBundle(certs []*x509.Certificate) int {
+	n := len(certs) - 1
+	for n > 1 && selfSigned(certs[n-1]) {
+		n--
+	}
+	return n
+}
+
+// selfSigned reports whether c is a root: issued by itself and signed by its own key.
+func selfSigned(c *x509.Certificate) bool {
+	return c.IsCA && bytes.Equal(c.RawIssuer, c.RawSubject) && c.CheckSignatureFrom(c) == nil
 }
 
 // serial renders a certificate serial as colon-free lowercase hex.

@@ -25,6 +25,8 @@ import (
 type sdsFixture struct {
 	client secretservice.SecretDiscoveryServiceClient
 	certs  *certManager
+	ca     *ca.CA
+	root   *ca.Root
 }
 
 func startSDS(t *testing.T, ttl time.Duration) *sdsFixture {
@@ -78,7 +80,7 @@ func startSDS(t *testing.T, ttl time.Duration) *sdsFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return &sdsFixture{client: secretservice.NewSecretDiscoveryServiceClient(conn), certs: certs}
+	return &sdsFixture{client: secretservice.NewSecretDiscoveryServiceClient(conn), certs: certs, ca: authority, root: root}
 }
 
 // recvSecrets reads one response and returns its secrets by name.

@@ -82,9 +82,7 @@ func (s *Server) applySecrets(version string, resources []*anypb.Any) error {
 func (s *Server) clusterTLS() []*tlsctx.Context {
 	var out []*tlsctx.Context
 	for _, cl := range s.clusters.All() {
-		if c := cl.Config().TLS; c != nil {
-			out = append(out, c)
-		}
+		out = append(out, cl.Config().TLSContexts()...)
 	}
 	return out
 }

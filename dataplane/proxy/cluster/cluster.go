@@ -167,6 +167,7 @@ func (c *Cluster) Hosts() []Host {
 }
 
 func (c *Cluster) setHosts(hosts []Host) {
+	c.countSocketMatches(c.Hosts(), hosts)
 	hs := &hostSet{all: append([]Host(nil), hosts...)}
 	for _, h := range hs.all {
 		if h.Healthy {
@@ -267,8 +268,8 @@ func (c *Cluster) Dial(ctx context.Context, h Host) (net.Conn, error) {
 		d.LocalAddr = &net.TCPAddr{IP: c.cfg.BindSource.AsSlice()}
 	}
 	conn, err := d.DialContext(ctx, h.Network(), h.DialAddr())
-	if err == nil && c.cfg.TLS != nil {
-		conn, err = c.handshake(ctx, conn)
+	if tc, _ := c.cfg.Transport(h); err == nil && tc != nil {
+		conn, err = c.handshake(ctx, conn, tc)
 	}
 	if err != nil {
 		c.stats.UpstreamCxFail.Inc()
@@ -286,14 +287,14 @@ func (c *Cluster) Dial(ctx context.Context, h Host) (net.Conn, error) {
 // handshake runs the upstream TLS handshake within the connect timeout. Envoy raises
 // the connected event only after the handshake, so a failed handshake is a connect
 // failure; the error is a dial *net.OpError wrapping a *tlsctx.HandshakeError.
-func (c *Cluster) handshake(ctx context.Context, conn net.Conn) (net.Conn, error) {
+func (c *Cluster) handshake(ctx context.Context, conn net.Conn, ctxTLS *tlsctx.Context) (net.Conn, error) {
 	hctx, cancel := context.WithTimeout(ctx, c.cfg.ConnectTimeout)
 	defer cancel()
 	store := c.secrets
 	if store == nil {
 		store = tlsctx.NewStore()
 	}
-	tc, err := c.cfg.TLS.Handshake(hctx, conn, store, c.stats.scope)
+	tc, err := ctxTLS.Handshake(hctx, conn, store, c.stats.scope)
 	if err != nil {
 		_ = conn.Close()
 		return nil, &net.OpError{Op: "dial", Net: "tcp", Addr: conn.RemoteAddr(), Err: err}
@@ -316,7 +317,14 @@ func (c *Cluster) dialForTransport(ctx context.Context, _, addr string) (net.Con
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: only socket addresses can carry HTTP: %w", addr, err)
 	}
-	return c.Dial(ctx, Host{Addr: ap, Healthy: true})
+	h := Host{Addr: ap, Healthy: true}
+	for _, known := range c.Hosts() {
+		if known.Pipe == "" && known.Addr == ap {
+			h = known // keep its endpoint metadata for transport_socket_matches
+			break
+		}
+	}
+	return c.Dial(ctx, h)
 }
 
 // RoundTrip sends req to host h over the cluster's pooled HTTP/1.1 connections. req.Host

@@ -74,6 +74,8 @@ type Config struct {
 	DNS         *DNSConfig // STRICT_DNS: the names to resolve
 	// TLS is the transport_socket's UpstreamTlsContext; nil for plaintext.
 	TLS *tlsctx.Context
+	// SocketMatches are transport_socket_matches, chosen per endpoint (see Transport).
+	SocketMatches []SocketMatch
 }
 
 // AddressAllow lists the address fields the proxy implements.
@@ -95,12 +97,14 @@ var clusterAllow = fieldcheck.Allow{
 		"typed_extension_protocol_options", "http2_protocol_options",
 		"circuit_breakers", "outlier_detection", "common_lb_config", "max_requests_per_connection",
 		"dns_lookup_family", "dns_refresh_rate", "respect_dns_ttl", "transport_socket",
+		"transport_socket_matches",
 	},
-	"envoy.config.core.v3.TransportSocket":             {"name", "typed_config"},
-	"envoy.config.cluster.v3.Cluster.CommonLbConfig":   {"healthy_panic_threshold"},
-	"envoy.config.cluster.v3.Cluster.EdsClusterConfig": {"eds_config", "service_name"},
-	"envoy.config.core.v3.BindConfig":                  {"source_address"},
-	"envoy.config.core.v3.Http2ProtocolOptions":        {},
+	"envoy.config.cluster.v3.Cluster.TransportSocketMatch": {"name", "match", "transport_socket"},
+	"envoy.config.core.v3.TransportSocket":                 {"name", "typed_config"},
+	"envoy.config.cluster.v3.Cluster.CommonLbConfig":       {"healthy_panic_threshold"},
+	"envoy.config.cluster.v3.Cluster.EdsClusterConfig":     {"eds_config", "service_name"},
+	"envoy.config.core.v3.BindConfig":                      {"source_address"},
+	"envoy.config.core.v3.Http2ProtocolOptions":            {},
 }.Merge(AddressAllow, ConfigSourceAllow, loadAssignmentAllow, circuitBreakersAllow, outlierAllow)
 
 var loadAssignmentAllow = fieldcheck.Allow{
@@ -183,6 +187,9 @@ func (cfg *Config) fill(c *clusterv3.Cluster) error {
 		return fmt.Errorf("transport_socket.%w", err)
 	}
 	cfg.TLS = tc
+	if cfg.SocketMatches, err = compileSocketMatches(c.GetTransportSocketMatches()); err != nil {
+		return err
+	}
 	if d := c.GetConnectTimeout(); d != nil {
 		cfg.ConnectTimeout = d.AsDuration()
 	}
@@ -283,6 +290,7 @@ func HostsFromAssignment(la *endpointv3.ClusterLoadAssignment) ([]Host, error) {
 				return nil, fmt.Errorf("endpoints[%d].lb_endpoints[%d].endpoint.address: %w", i, j, err)
 			}
 			h.Healthy = isHealthy(lb.GetHealthStatus())
+			h.SocketMatch = socketMatchKey(lb.GetMetadata())
 			hosts = append(hosts, h)
 		}
 	}

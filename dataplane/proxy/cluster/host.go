@@ -7,6 +7,9 @@ type Host struct {
 	Addr    netip.AddrPort // valid for socket addresses
 	Pipe    string         // set for pipe (unix socket) addresses
 	Healthy bool
+	// SocketMatch is the endpoint's filter_metadata["envoy.transport_socket_match"] as
+	// canonical JSON; "" without one.
+	SocketMatch string
 }
 
 // String returns the host as Envoy prints it: "10.0.0.1:8080" or "unix://path".

@@ -13,6 +13,7 @@ import (
 	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
 	"github.com/meshlab/meshlab/dataplane/proxy/fieldcheck"
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/fault"
+	"github.com/meshlab/meshlab/dataplane/proxy/filters/rbac"
 )
 
 // Names of the HCM and the router filter.
@@ -50,19 +51,21 @@ type Config struct {
 	Inline       *RouteTable // set for an inline route_config
 	ServerName   string      // "envoy" unless server_name is set
 	ServerHeader ServerHeader
-	Faults       []FaultFilter // fault filters, in filter chain order (before the router)
+	Filters      []Filter // the HTTP filters before the router, in filter chain order
 	AccessLogs   []*accesslog.Logger
 	XFCC         XFCC // forward_client_cert_details
 }
 
-// FaultFilter is one envoy.filters.http.fault in the HTTP filter chain.
-type FaultFilter struct {
-	Name   string // the filter's name, the key of typed_per_filter_config overrides
-	Config *fault.Config
+// Filter is one HTTP filter before the router: an envoy.filters.http.fault (Fault set)
+// or an envoy.filters.http.rbac (RBAC set).
+type Filter struct {
+	Name  string // the filter's name, the key of typed_per_filter_config overrides
+	Fault *fault.Config
+	RBAC  *rbac.HTTPConfig
 }
 
-// Compile validates an HCM typed_config and compiles it. Only the fault and router HTTP
-// filters and the HTTP/1.1 codec (AUTO or HTTP1) are supported.
+// Compile validates an HCM typed_config and compiles it. Only the fault, rbac and router
+// HTTP filters and the HTTP/1.1 codec (AUTO or HTTP1) are supported.
 func Compile(a *anypb.Any) (*Config, error) {
 	var h hcmv3.HttpConnectionManager
 	if err := a.UnmarshalTo(&h); err != nil {
@@ -119,15 +122,16 @@ func Compile(a *anypb.Any) (*Config, error) {
 		case i != last && fc == nil:
 			return nil, fmt.Errorf("http_filters[%d]: the router must be the last filter", i)
 		case fc != nil:
-			cfg.Faults = append(cfg.Faults, FaultFilter{Name: f.GetName(), Config: fc})
+			fc.Name = f.GetName()
+			cfg.Filters = append(cfg.Filters, *fc)
 		}
 	}
 	return cfg, nil
 }
 
-// compileHTTPFilter returns the fault config of a fault filter, nil for the router, or
-// an error for any other filter.
-func compileHTTPFilter(f *hcmv3.HttpFilter) (*fault.Config, error) {
+// compileHTTPFilter returns the compiled fault or rbac filter, nil for the router, or an
+// error for any other filter.
+func compileHTTPFilter(f *hcmv3.HttpFilter) (*Filter, error) {
 	tc := f.GetTypedConfig()
 	if tc == nil {
 		if f.GetName() == RouterFilterName {
@@ -141,7 +145,14 @@ func compileHTTPFilter(f *hcmv3.HttpFilter) (*fault.Config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("typed_config: %w", err)
 		}
-		return c, nil
+		return &Filter{Fault: c}, nil
+	}
+	if tc.MessageName() == rbac.HTTPConfigType {
+		c, err := rbac.CompileHTTP(tc)
+		if err != nil {
+			return nil, fmt.Errorf("typed_config.%w", err)
+		}
+		return &Filter{RBAC: c}, nil
 	}
 	return nil, checkRouter(tc)
 }

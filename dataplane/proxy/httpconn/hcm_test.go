@@ -29,7 +29,7 @@ func TestCompileHTTPFilterChain(t *testing.T) {
 				RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{}}})
 			cfg, err := Compile(a)
 			if tc.want == "" {
-				if err != nil || len(cfg.Faults) != 1 || cfg.Faults[0].Name != "envoy.filters.http.fault" {
+				if err != nil || len(cfg.Filters) != 1 || cfg.Filters[0].Fault == nil || cfg.Filters[0].Name != "envoy.filters.http.fault" {
 					t.Errorf("err = %v, cfg = %+v", err, cfg)
 				}
 				return

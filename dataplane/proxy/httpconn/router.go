@@ -181,7 +181,7 @@ func (rt *router) serve(x *exchange) int {
 	if t := rt.table(); t != nil {
 		x.vh, x.route = t.MatchRequest(&Request{Method: r.Method, Authority: r.Host, Path: requestPath(r), Scheme: "http", Header: r.Header})
 	}
-	if code, done := rt.applyFaults(x); done {
+	if code, done := rt.applyFilters(x); done {
 		return code
 	}
 	route := x.route
@@ -211,11 +211,18 @@ func (rt *router) serve(x *exchange) int {
 	return rt.forward(x, cl)
 }
 
-// applyFaults runs the fault filters: the route's typed_per_filter_config replaces the
-// filter's own config. It reports whether the request was aborted.
-func (rt *router) applyFaults(x *exchange) (int, bool) {
-	for _, f := range rt.cfg.Faults {
-		cfg := f.Config
+// applyFilters runs the HTTP filters in order: RBAC filters deny with 403, fault filters
+// delay and abort (the route's typed_per_filter_config replaces a fault filter's own
+// config). It reports whether the request was answered.
+func (rt *router) applyFilters(x *exchange) (int, bool) {
+	for _, f := range rt.cfg.Filters {
+		if f.RBAC != nil {
+			if code, done := rt.applyRBAC(x, f.RBAC); done {
+				return code, true
+			}
+			continue
+		}
+		cfg := f.Fault
 		if x.route != nil {
 			if o, ok := x.route.Faults[f.Name]; ok {
 				cfg = o

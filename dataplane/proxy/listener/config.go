@@ -20,6 +20,7 @@ import (
 
 	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
 	"github.com/meshlab/meshlab/dataplane/proxy/fieldcheck"
+	"github.com/meshlab/meshlab/dataplane/proxy/filters/rbac"
 	"github.com/meshlab/meshlab/dataplane/proxy/httpconn"
 	"github.com/meshlab/meshlab/dataplane/proxy/stats"
 	"github.com/meshlab/meshlab/dataplane/proxy/tcpproxy"
@@ -74,8 +75,10 @@ type FilterChain struct {
 	ALPN              []string
 	ServerNames       []string
 	TLS               *tlsctx.Context // the DownstreamTlsContext; nil for plaintext
-	TCP               *tcpproxy.Config
-	HTTP              *httpconn.Config
+	// RBAC are the envoy.filters.network.rbac filters before the terminal filter.
+	RBAC []*rbac.NetworkConfig
+	TCP  *tcpproxy.Config
+	HTTP *httpconn.Config
 }
 
 // Compile validates l and compiles it, or returns an error naming the resource and the
@@ -215,12 +218,24 @@ func compileChain(fc *listenerv3.FilterChain) (*FilterChain, error) {
 		return nil, fmt.Errorf("filter_chain_match.source_prefix_ranges: %w", err)
 	}
 	filters := fc.GetFilters()
-	if len(filters) != 1 {
-		return nil, fmt.Errorf("filters: exactly one network filter (tcp_proxy or http_connection_manager) is supported, got %d", len(filters))
+	if len(filters) == 0 {
+		return nil, errors.New("filters: a terminal network filter (tcp_proxy or http_connection_manager) is required")
 	}
-	tc := filters[0].GetTypedConfig()
+	last := len(filters) - 1
+	for i, f := range filters[:last] {
+		tc := f.GetTypedConfig()
+		if tc == nil || tc.MessageName() != rbac.NetworkConfigType {
+			return nil, fmt.Errorf("filters[%d]: only envoy.filters.network.rbac is supported before the terminal filter", i)
+		}
+		r, err := rbac.CompileNetwork(tc)
+		if err != nil {
+			return nil, fmt.Errorf("filters[%d].typed_config.%w", i, err)
+		}
+		c.RBAC = append(c.RBAC, r)
+	}
+	tc := filters[last].GetTypedConfig()
 	if tc == nil {
-		return nil, errors.New("filters[0].typed_config: required")
+		return nil, fmt.Errorf("filters[%d].typed_config: required", last)
 	}
 	switch tc.MessageName() {
 	case "envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy":
@@ -228,10 +243,10 @@ func compileChain(fc *listenerv3.FilterChain) (*FilterChain, error) {
 	case "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager":
 		c.HTTP, err = httpconn.Compile(tc)
 	default:
-		return nil, fmt.Errorf("filters[0].typed_config: unsupported type %s", tc.MessageName())
+		return nil, fmt.Errorf("filters[%d].typed_config: unsupported type %s", last, tc.MessageName())
 	}
 	if err != nil {
-		return nil, fmt.Errorf("filters[0].typed_config: %w", err)
+		return nil, fmt.Errorf("filters[%d].typed_config: %w", last, err)
 	}
 	return c, nil
 }

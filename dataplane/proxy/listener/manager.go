@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
+	"github.com/meshlab/meshlab/dataplane/proxy/filters/rbac"
 	"github.com/meshlab/meshlab/dataplane/proxy/httpconn"
 	"github.com/meshlab/meshlab/dataplane/proxy/stats"
 	"github.com/meshlab/meshlab/dataplane/proxy/tcpproxy"
@@ -358,7 +359,7 @@ func (m *Manager) handle(a *active, conn net.Conn) {
 		ls.Counter("no_filter_chain_match").Inc()
 		return
 	}
-	var localCert *x509.Certificate
+	var localCert, peer *x509.Certificate
 	if fc.TLS != nil {
 		store := m.deps.Secrets
 		if store == nil {
@@ -374,6 +375,16 @@ func (m *Manager) handle(a *active, conn net.Conn) {
 			conn = tlsctx.HTTP1Conn{Conn: tc}
 		}
 		localCert = fc.TLS.LocalLeaf(store)
+		if pc := tc.ConnectionState().PeerCertificates; len(pc) > 0 {
+			peer = pc[0]
+		}
+	}
+	in := &rbac.Input{Local: local, DirectRemote: remote, Remote: remote, TLS: fc.TLS != nil, Peer: peer}
+	for _, r := range fc.RBAC {
+		if ok, policy := r.NetworkStats(m.deps.Stats).Check(r.Engine, in); !ok {
+			m.deps.Logger.Debug("connection denied by rbac", "listener", cfg.Name, "remote", remote.String(), "detail", rbac.ResponseDetail(policy))
+			return
+		}
 	}
 	switch {
 	case fc.TCP != nil:

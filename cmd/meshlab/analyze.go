@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/meshlab/meshlab/controlplane/analyze"
+	"github.com/meshlab/meshlab/controlplane/config"
+)
+
+// analyzeConfig is what `meshlab analyze` reads.
+type analyzeConfig struct {
+	files     []string // -f; none means the running lab's objects
+	output    string
+	threshold string // --failure-threshold
+}
+
+// exitError carries a process exit code other than 1 (main exits with it).
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+// ExitCode returns the process exit code.
+func (e *exitError) ExitCode() int { return e.code }
+
+func newAnalyzeCmd(g *globalFlags) *cobra.Command {
+	cfg := &analyzeConfig{}
+	cmd := &cobra.Command{
+		Use:   "analyze [-f FILE]...",
+		Short: "Find Istio's classic configuration mistakes in files, or in the running lab (exit 79 on errors, as istioctl)",
+		Long: `analyze reports mistakes with Istio's analyzer codes where one exists (IST0101 referenced
+host or subset not found, IST0106 schema validation error, IST0113 mTLS conflict,
+IST0118 port naming, IST0127 no matching workloads) and meshlab codes (ML01xx) otherwise.
+Without -f it analyses the objects of the running lab (--name).
+
+Exit code: 79 when a finding is at or above --failure-threshold (default Error), as
+istioctl analyze; 0 otherwise; 1 when analyze itself failed.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(cfg.output); err != nil {
+				return err
+			}
+			threshold, err := analyze.ParseLevel(cfg.threshold)
+			if err != nil {
+				return err
+			}
+			files, err := analyzeInput(cmd.Context(), g, cfg.files)
+			if err != nil {
+				return err
+			}
+			fs := analyze.Analyze(files)
+			if err := printOutput(cmd.OutOrStdout(), cfg.output, nonNil(fs), func(w io.Writer) error {
+				return printFindings(w, fs)
+			}); err != nil {
+				return err
+			}
+			if l, ok := analyze.Max(fs); ok && l >= threshold {
+				return &exitError{code: analyze.ExitIssues, msg: fmt.Sprintf("analyzers found issues at level %s or above", threshold)}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringArrayVarP(&cfg.files, "filename", "f", nil, "scenario file to analyse (repeatable; - for stdin)")
+	cmd.Flags().StringVar(&cfg.threshold, "failure-threshold", "error", "lowest level that makes analyze exit 79: info, warning or error")
+	addOutputFlag(cmd, &cfg.output)
+	return cmd
+}
+
+// analyzeInput reads the files, or the running lab's objects when there are none.
+func analyzeInput(ctx context.Context, g *globalFlags, paths []string) ([]config.File, error) {
+	if len(paths) == 0 {
+		c, err := g.apiClient()
+		if err != nil {
+			return nil, err
+		}
+		defer c.Close()
+		objs, err := c.Objects(ctx, "all", "", "")
+		if err != nil {
+			return nil, err
+		}
+		var files []config.File
+		for _, o := range objs {
+			// JSON is YAML: each object becomes one document, named by its file.
+			files = append(files, config.File{Name: o.File, Data: o.Object})
+		}
+		return files, nil
+	}
+	var files []config.File
+	for _, p := range paths {
+		var b []byte
+		var err error
+		if p == "-" {
+			b, err = io.ReadAll(os.Stdin)
+		} else {
+			b, err = os.ReadFile(p)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", p, err)
+		}
+		files = append(files, config.File{Name: filepath.Base(p), Data: b})
+	}
+	return files, nil
+}
+
+func printFindings(w io.Writer, fs []analyze.Finding) error {
+	if len(fs) == 0 {
+		_, err := fmt.Fprintln(w, "✔ No validation issues found.")
+		return err
+	}
+	for _, f := range fs {
+		if _, err := fmt.Fprintln(w, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// nonNil returns fs, or an empty list, so JSON prints [] rather than null.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

@@ -1,0 +1,227 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	"github.com/meshlab/meshlab/web"
+)
+
+// newCACmd returns `meshlab ca`: the lab CA's status, root rotation, clock offset and
+// pausing an agent's renewal.
+func newCACmd(g *globalFlags) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "ca",
+		Short: "The lab's certificate authority: status, root rotation, clock offset, renewal pause",
+	}
+	cmd.AddCommand(newCAStatusCmd(g), newCARotateCmd(g), newCAClockCmd(g), newCARenewalCmd(g))
+	return cmd
+}
+
+func newCAStatusCmd(g *globalFlags) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:           "status",
+		Short:         "Show the trust bundle, the signing root and each pod's certificate",
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "" && output != "json" && output != "yaml" {
+				return fmt.Errorf("-o %q: want json or yaml", output)
+			}
+			c, err := g.apiClient()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			st, err := c.CAStatus(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return printCAStatus(cmd.OutOrStdout(), st, output, time.Now())
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json or yaml (default: a table)")
+	return cmd
+}
+
+func newCARotateCmd(g *globalFlags) *cobra.Command {
+	var certPath, keyPath string
+	cmd := &cobra.Command{
+		Use:   "rotate-root",
+		Short: "Rotate the lab's root CA without breaking mTLS (cross-signed, Istio-style)",
+		Long: `Rotates the lab's root in three steps, waiting for every agent after each:
+  1. the new root joins the trust bundle (cross-signed by the old) and every agent
+     renews, so that it trusts both;
+  2. the new root signs; certificates are sent with the cross-signed new root, so a
+     peer that trusts only the old root still accepts them; every agent renews;
+  3. the old root leaves the bundle; every agent renews.
+A lab started with --ca-cert/--ca-key needs the new root as --new-ca-cert/--new-ca-key.`,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if (certPath == "") != (keyPath == "") {
+				return fmt.Errorf("--new-ca-cert and --new-ca-key go together")
+			}
+			var certPEM, keyPEM []byte
+			if certPath != "" {
+				var err error
+				if certPEM, err = os.ReadFile(certPath); err != nil {
+					return fmt.Errorf("read --new-ca-cert: %w", err)
+				}
+				if keyPEM, err = os.ReadFile(keyPath); err != nil {
+					return fmt.Errorf("read --new-ca-key: %w", err)
+				}
+			}
+			c, err := g.apiClient()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			start := time.Now()
+			st, err := c.RotateRoot(cmd.Context(), certPEM, keyPEM)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "root rotated to %s in %s; %d pods renewed\n", st.Signing.Serial, time.Since(start).Round(time.Millisecond), len(st.Pods))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&certPath, "new-ca-cert", "", "the new root certificate (PEM); required when the lab's root was supplied")
+	cmd.Flags().StringVar(&keyPath, "new-ca-key", "", "the new root's private key (PEM, ECDSA)")
+	return cmd
+}
+
+func newCAClockCmd(g *globalFlags) *cobra.Command {
+	var (
+		offset  time.Duration
+		reset   bool
+		noRenew bool
+	)
+	cmd := &cobra.Command{
+		Use:   "clock",
+		Short: "Shift the CA's clock (fault injection): --offset -25h issues already expired certificates",
+		Long: `Shifts the CA's notion of now for the certificates it issues: with --offset -25h a
+24h certificate is expired when issued, with --offset 1h it is not yet valid. Every
+agent (except paused ones) renews at once unless --no-renew. --reset sets it back.`,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if reset == cmd.Flags().Changed("offset") {
+				return fmt.Errorf("give one of --offset and --reset")
+			}
+			if reset {
+				offset = 0
+			}
+			c, err := g.apiClient()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if _, err := c.SetCAClock(cmd.Context(), offset, !noRenew); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "CA clock offset %s\n", offset)
+			return nil
+		},
+	}
+	cmd.Flags().DurationVar(&offset, "offset", 0, "shift the CA's clock by this much (e.g. -25h)")
+	cmd.Flags().BoolVar(&reset, "reset", false, "set the offset back to 0")
+	cmd.Flags().BoolVar(&noRenew, "no-renew", false, "do not have the agents renew now")
+	return cmd
+}
+
+func newCARenewalCmd(g *globalFlags) *cobra.Command {
+	var pause, resume bool
+	cmd := &cobra.Command{
+		Use:           "renewal POD --pause|--resume",
+		Short:         "Pause or resume a pod agent's certificate renewal (so that its certificate expires)",
+		Args:          cobra.ExactArgs(1),
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if pause == resume {
+				return fmt.Errorf("give one of --pause and --resume")
+			}
+			c, err := g.apiClient()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if err := c.PauseCertRenewal(cmd.Context(), args[0], pause); err != nil {
+				return err
+			}
+			verb := "resumed"
+			if pause {
+				verb = "paused"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "pod %s: certificate renewal %s\n", args[0], verb)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&pause, "pause", false, "stop renewing")
+	cmd.Flags().BoolVar(&resume, "resume", false, "renew again")
+	return cmd
+}
+
+// printCAStatus writes st as a table, JSON or YAML.
+func printCAStatus(w io.Writer, st web.CAStatus, output string, now time.Time) error {
+	switch output {
+	case "json", "yaml":
+		b, err := json.MarshalIndent(st, "", "  ")
+		if err != nil {
+			return err
+		}
+		if output == "yaml" {
+			if b, err = yaml.JSONToYAML(b); err != nil {
+				return err
+			}
+			_, err = w.Write(b)
+			return err
+		}
+		_, err = fmt.Fprintln(w, string(b))
+		return err
+	}
+	fmt.Fprintf(w, "Trust domain:\t%s\nPhase:\t%s\n", st.TrustDomain, st.Phase)
+	if st.ClockOffset != "0s" && st.ClockOffset != "" {
+		fmt.Fprintf(w, "Clock offset:\t%s\n", st.ClockOffset)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nROOT\tSUBJECT\tNOT AFTER\tSIGNING")
+	for _, r := range st.Bundle {
+		signing := ""
+		if r.Signing {
+			signing = "yes"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Serial, r.Subject, r.NotAfter.UTC().Format(time.RFC3339), signing)
+	}
+	if st.CrossSigned != nil {
+		fmt.Fprintf(tw, "%s\t%s (cross-signed)\t%s\t\n", st.CrossSigned.Serial, st.CrossSigned.Subject, st.CrossSigned.NotAfter.UTC().Format(time.RFC3339))
+	}
+	fmt.Fprintln(tw, "\nPOD\tSERIAL\tISSUING ROOT\tEXPIRES IN\tTRUSTS")
+	for _, p := range st.Pods {
+		exp := "-"
+		if !p.NotAfter.IsZero() {
+			exp = p.NotAfter.Sub(now).Round(time.Second).String()
+		}
+		trusts := fmt.Sprint(p.Bundle)
+		if p.Paused {
+			trusts += " (renewal paused)"
+		}
+		if p.Error != "" {
+			trusts += " error: " + p.Error
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Pod, p.Serial, p.IssuingRoot, exp, trusts)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/meshlab/meshlab/lab"
+	"github.com/meshlab/meshlab/labs"
+	"github.com/meshlab/meshlab/scenarios"
+)
+
+// errLabFailed makes `lab run` exit non-zero after printing its own report.
+var errLabFailed = errors.New("lab failed")
+
+func newLabCmd(g *globalFlags) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "lab",
+		Short: "Run labs: scenarios with steps and mesh-aware checks",
+	}
+	cmd.AddCommand(newLabListCmd(), newLabRunCmd(g))
+	return cmd
+}
+
+func newLabListCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List the bundled labs",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, n := range scenarios.LabNames() {
+				l, err := labs.Load(n)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%-22s %s (%d steps)\n", n, l.Title, len(l.Steps))
+			}
+			return nil
+		},
+	}
+}
+
+type labRunFlags struct {
+	junit     string
+	dryRun    bool
+	proxyPath string
+	drain     time.Duration
+}
+
+func newLabRunCmd(g *globalFlags) *cobra.Command {
+	f := &labRunFlags{}
+	cmd := &cobra.Command{
+		Use:   "run <name|file>",
+		Short: "Bring a lab up, run every step and its checks, tear it down (exit 0 only when all pass)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			l, err := labs.Load(args[0])
+			if err != nil {
+				return err
+			}
+			if f.dryRun {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s is valid: %d steps\n", l.File, len(l.Steps))
+				return nil
+			}
+			if err := requireRoot("meshlab lab run"); err != nil {
+				return err
+			}
+			name := g.name
+			if name == "" {
+				name = "lab-" + l.Name
+			}
+			log := g.logger()
+			rep, err := labs.RunLab(cmd.Context(), labs.RunOptions{
+				Lab: l,
+				Up: lab.Options{Name: name, RunRoot: g.runRoot, ProxyPath: f.proxyPath, Logger: log, TerminationDrain: f.drain,
+					Out: cmd.ErrOrStderr(), Listen: ""},
+				Runner: labs.Runner{Out: cmd.OutOrStdout(), Logger: log},
+			})
+			if f.junit != "" && len(rep.Steps) > 0 {
+				w, ferr := os.Create(f.junit)
+				if ferr != nil {
+					return fmt.Errorf("write junit: %w", ferr)
+				}
+				if jerr := labs.WriteJUnit(w, rep); jerr != nil {
+					w.Close()
+					return jerr
+				}
+				if cerr := w.Close(); cerr != nil {
+					return fmt.Errorf("write junit: %w", cerr)
+				}
+			}
+			if err != nil {
+				return err
+			}
+			if !rep.Passed() {
+				return errLabFailed
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&f.junit, "junit", "", "write a JUnit XML report to this file")
+	cmd.Flags().BoolVar(&f.dryRun, "dry-run", false, "validate the lab and exit, creating nothing")
+	cmd.Flags().DurationVar(&f.drain, "drain-duration", 5*time.Second, "how long sidecars drain connections when the lab stops")
+	cmd.Flags().StringVar(&f.proxyPath, "envoy-path", "", "Envoy binary for every sidecar (default: the agent's discovery)")
+	return cmd
+}

@@ -1,0 +1,99 @@
+package analyze
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/meshlab/meshlab/controlplane/config"
+	"github.com/meshlab/meshlab/internal/testutil"
+)
+
+// TestAnalyzeGolden analyses base.yaml plus one case file and compares the findings with
+// testdata/<case>.golden.
+func TestAnalyzeGolden(t *testing.T) {
+	base := readFile(t, "base.yaml")
+	cases, err := filepath.Glob("testdata/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range cases {
+		name := strings.TrimSuffix(filepath.Base(path), ".yaml")
+		if name == "base" {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			fs := Analyze([]config.File{base, readFile(t, name+".yaml")})
+			var b strings.Builder
+			for _, f := range fs {
+				b.WriteString(f.String() + "\n")
+			}
+			testutil.Golden(t, name, []byte(b.String()))
+		})
+	}
+}
+
+// TestAnalyzeCodes checks the one code each case is about, independently of wording.
+func TestAnalyzeCodes(t *testing.T) {
+	base := readFile(t, "base.yaml")
+	for _, tc := range []struct {
+		file     string
+		code     string
+		maxLevel Level
+	}{
+		{file: "vs-host-not-found.yaml", code: CodeReferencedResourceNotFound, maxLevel: Error},
+		{file: "subset-not-found.yaml", code: CodeReferencedResourceNotFound, maxLevel: Error},
+		{file: "dr-host-not-found.yaml", code: CodeReferencedResourceNotFound, maxLevel: Error},
+		{file: "weights.yaml", code: CodeWeightsNotHundred, maxLevel: Error},
+		{file: "two-mesh-wide.yaml", code: CodeMultipleMeshWidePolicies, maxLevel: Error},
+		{file: "mtls-conflict.yaml", code: CodeMTLSPolicyConflict, maxLevel: Error},
+		{file: "policy-selects-nothing.yaml", code: CodeNoMatchingWorkloadsFound, maxLevel: Warning},
+		{file: "port-names.yaml", code: CodePortNameNotUnderConvention, maxLevel: Warning},
+		{file: "service-no-pods.yaml", code: CodeServiceSelectsNoPods, maxLevel: Error},
+		{file: "bad-yaml.yaml", code: CodeSchemaValidationError, maxLevel: Error},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			fs := Analyze([]config.File{base, readFile(t, tc.file)})
+			found := false
+			for _, f := range fs {
+				found = found || f.Code == tc.code
+			}
+			if !found {
+				t.Errorf("no %s finding in %v", tc.code, fs)
+			}
+			if l, _ := Max(fs); l != tc.maxLevel {
+				t.Errorf("max level %s, want %s (%v)", l, tc.maxLevel, fs)
+			}
+		})
+	}
+}
+
+func TestAnalyzeClean(t *testing.T) {
+	fs := Analyze([]config.File{readFile(t, "base.yaml"), readFile(t, "clean.yaml")})
+	if len(fs) != 0 {
+		t.Errorf("findings on a clean scenario: %v", fs)
+	}
+}
+
+func FuzzAnalyze(f *testing.F) {
+	for _, n := range []string{"base.yaml", "mtls-conflict.yaml", "port-names.yaml"} {
+		b, err := os.ReadFile(filepath.Join("testdata", n))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		Analyze([]config.File{{Name: "fuzz.yaml", Data: data}})
+	})
+}
+
+func readFile(t testing.TB, name string) config.File {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return config.File{Name: name, Data: b}
+}

@@ -1,0 +1,149 @@
+package analyze
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	networking "istio.io/api/networking/v1alpha3"
+	security "istio.io/api/security/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/meshlab/meshlab/controlplane/config"
+)
+
+// object is one decoded document: its header and, when its spec decoded, the typed spec
+// of its kind (at most one is set).
+type object struct {
+	ref  Object
+	file string
+	// labels are a Workload's pod labels.
+	labels map[string]string
+	// ports are a Workload's container ports.
+	ports []int
+
+	svc      *corev1.Service
+	workload bool
+	vs       *networking.VirtualService
+	dr       *networking.DestinationRule
+	se       *networking.ServiceEntry
+	pa       *security.PeerAuthentication
+	ap       *security.AuthorizationPolicy
+}
+
+// header is the part of every document analyze reads before its kind.
+type header struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
+	} `json:"metadata"`
+	Spec json.RawMessage `json:"spec"`
+}
+
+// decodeFiles decodes every document of files leniently: unknown fields are ignored
+// (meshlab's loader reports them), and a document that does not decode is reported as a
+// schema error and skipped.
+func decodeFiles(files []config.File) ([]*object, []Finding) {
+	var objs []*object
+	var fs []Finding
+	for _, f := range files {
+		for i, doc := range splitDocuments(f.Data) {
+			o, err := decodeDocument(f.Name, doc)
+			if err != nil {
+				ref := Object{Kind: "document", Name: fmt.Sprint(i + 1)}
+				if o != nil {
+					ref = o.ref
+				}
+				fs = append(fs, Finding{Level: Error, Code: CodeSchemaValidationError, Object: ref, File: f.Name,
+					Message: "Schema validation error: " + err.Error()})
+				continue
+			}
+			if o != nil {
+				objs = append(objs, o)
+			}
+		}
+	}
+	return objs, fs
+}
+
+// splitDocuments splits multi-document YAML on "---" lines.
+func splitDocuments(data []byte) [][]byte {
+	var docs [][]byte
+	var cur bytes.Buffer
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 64*1024), 16<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "---") && strings.TrimSpace(strings.TrimPrefix(line, "---")) == "" {
+			docs = append(docs, bytes.Clone(cur.Bytes()))
+			cur.Reset()
+			continue
+		}
+		cur.WriteString(line)
+		cur.WriteByte('\n')
+	}
+	return append(docs, cur.Bytes())
+}
+
+// decodeDocument returns nil, nil for an empty document.
+func decodeDocument(file string, doc []byte) (*object, error) {
+	js, err := yaml.YAMLToJSON(doc)
+	if err != nil {
+		return nil, fmt.Errorf("parse YAML: %w", err)
+	}
+	if bytes.Equal(bytes.TrimSpace(js), []byte("null")) {
+		return nil, nil
+	}
+	var h header
+	if err := json.Unmarshal(js, &h); err != nil {
+		return nil, fmt.Errorf("decode object header: %w", err)
+	}
+	ns := h.Metadata.Namespace
+	if ns == "" {
+		ns = config.DefaultNamespace
+	}
+	o := &object{ref: Object{Kind: h.Kind, Namespace: ns, Name: h.Metadata.Name}, file: file}
+	spec := h.Spec
+	if len(spec) == 0 {
+		spec = []byte("{}")
+	}
+	var msg proto.Message
+	switch h.Kind {
+	case "Service":
+		o.svc = &corev1.Service{}
+		err = json.Unmarshal(js, o.svc)
+	case "Workload":
+		var w config.Workload
+		err = json.Unmarshal(js, &w)
+		o.workload, o.labels, o.ports = true, w.Spec.Labels, w.Spec.Ports
+	case "VirtualService":
+		o.vs = &networking.VirtualService{}
+		msg = o.vs
+	case "DestinationRule":
+		o.dr = &networking.DestinationRule{}
+		msg = o.dr
+	case "ServiceEntry":
+		o.se = &networking.ServiceEntry{}
+		msg = o.se
+	case "PeerAuthentication":
+		o.pa = &security.PeerAuthentication{}
+		msg = o.pa
+	case "AuthorizationPolicy":
+		o.ap = &security.AuthorizationPolicy{}
+		msg = o.ap
+	}
+	if msg != nil {
+		err = protojson.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(spec, msg)
+	}
+	if err != nil {
+		return o, fmt.Errorf("decode %s spec: %w", h.Kind, err)
+	}
+	return o, nil
+}

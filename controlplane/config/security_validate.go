@@ -1,0 +1,217 @@
+package config
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+	security "istio.io/api/security/v1beta1"
+	typev1beta1 "istio.io/api/type/v1beta1"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// The checks below follow Istio's validation of PeerAuthentication and AuthorizationPolicy
+// (pkg/config/validation): they look at one object alone. The one check between objects,
+// a single mesh-wide PeerAuthentication, is checkMeshWidePeerAuthentication.
+
+// validateMeshConfig checks a MeshConfig on its own.
+func validateMeshConfig(mc *meshv1alpha1.MeshConfig, p problems) {
+	refuseUnimplemented(mc.ProtoReflect(), meshConfigFields, "MeshConfig", p)
+	if ns := mc.GetRootNamespace(); ns != "" {
+		checkName(p, "spec.rootNamespace", ns, 63)
+	}
+}
+
+// validatePeerAuthentication checks a PeerAuthentication on its own.
+func validatePeerAuthentication(pa *security.PeerAuthentication, p problems) {
+	refuseUnimplemented(pa.ProtoReflect(), peerAuthenticationFields, "PeerAuthentication", p)
+	checkSelector(pa.GetSelector(), "spec.selector", p)
+	if pa.GetMtls() != nil {
+		checkMTLSMode(pa.GetMtls().GetMode(), "spec.mtls.mode", p)
+	}
+	if len(pa.GetPortLevelMtls()) > 0 && !hasSelector(pa.GetSelector()) {
+		p.addf("spec.portLevelMtls", "needs a selector with matchLabels (a mesh-wide or namespace-wide policy cannot set port-level mTLS, as in Istio)")
+	}
+	for _, port := range sortedUintKeys(pa.GetPortLevelMtls()) {
+		f := fmt.Sprintf("spec.portLevelMtls[%d]", port)
+		if msg := checkPort(int64(port)); msg != "" {
+			p.addf(f, "%s", msg)
+		}
+		checkMTLSMode(pa.GetPortLevelMtls()[port].GetMode(), f+".mode", p)
+	}
+}
+
+func checkMTLSMode(m security.PeerAuthentication_MutualTLS_Mode, f string, p problems) {
+	if _, ok := security.PeerAuthentication_MutualTLS_Mode_name[int32(m)]; !ok {
+		p.addf(f, "%d is not a mode (UNSET, DISABLE, PERMISSIVE or STRICT)", m)
+	}
+}
+
+// hasSelector reports whether sel selects workloads: Istio treats a selector without
+// matchLabels as no selector.
+func hasSelector(sel *typev1beta1.WorkloadSelector) bool {
+	return len(sel.GetMatchLabels()) > 0
+}
+
+// checkSelector checks a workload selector's labels as Kubernetes label keys and values.
+func checkSelector(sel *typev1beta1.WorkloadSelector, f string, p problems) {
+	labels := sel.GetMatchLabels()
+	for _, k := range sortedKeysOf(labels) {
+		v := labels[k]
+		lf := f + ".matchLabels[" + k + "]"
+		switch {
+		case k == "":
+			p.addf(f+".matchLabels", "a label key must not be empty")
+			continue
+		case strings.Contains(k, "*") || strings.Contains(v, "*"):
+			p.addf(lf, "wildcards are not supported in a selector")
+			continue
+		}
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			p.addf(lf, "%q is not a label key: %s", k, strings.Join(errs, "; "))
+		}
+		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+			p.addf(lf, "%q is not a label value: %s", v, strings.Join(errs, "; "))
+		}
+	}
+}
+
+// validateAuthorizationPolicy checks an AuthorizationPolicy on its own.
+func validateAuthorizationPolicy(ap *security.AuthorizationPolicy, p problems) {
+	refuseUnimplemented(ap.ProtoReflect(), authorizationPolicyFields, "AuthorizationPolicy", p)
+	checkSelector(ap.GetSelector(), "spec.selector", p)
+	switch a := ap.GetAction(); a {
+	case security.AuthorizationPolicy_ALLOW, security.AuthorizationPolicy_DENY:
+	default:
+		p.addf("spec.action", "%s is not supported by meshlab (ALLOW or DENY)", a)
+	}
+	for i, r := range ap.GetRules() {
+		f := fmt.Sprintf("spec.rules[%d]", i)
+		for j, from := range r.GetFrom() {
+			checkSource(from.GetSource(), fmt.Sprintf("%s.from[%d].source", f, j), p)
+		}
+		for j, to := range r.GetTo() {
+			checkOperation(to.GetOperation(), fmt.Sprintf("%s.to[%d].operation", f, j), p)
+		}
+		for j, c := range r.GetWhen() {
+			checkCondition(c, fmt.Sprintf("%s.when[%d]", f, j), p)
+		}
+	}
+}
+
+func checkSource(s *security.Source, f string, p problems) {
+	if s == nil {
+		p.addf(f, "is required")
+		return
+	}
+	lists := []struct {
+		name   string
+		values []string
+	}{
+		{"principals", s.GetPrincipals()}, {"notPrincipals", s.GetNotPrincipals()},
+		{"namespaces", s.GetNamespaces()}, {"notNamespaces", s.GetNotNamespaces()},
+	}
+	empty := true
+	for _, l := range lists {
+		empty = empty && len(l.values) == 0
+		checkMatchValues(l.values, f+"."+l.name, p)
+	}
+	if empty {
+		p.addf(f, "must not be empty (set principals, notPrincipals, namespaces or notNamespaces)")
+	}
+}
+
+func checkOperation(op *security.Operation, f string, p problems) {
+	if op == nil {
+		p.addf(f, "is required")
+		return
+	}
+	if len(op.GetMethods())+len(op.GetNotMethods())+len(op.GetPaths())+len(op.GetNotPaths())+len(op.GetPorts())+len(op.GetNotPorts()) == 0 {
+		p.addf(f, "must not be empty (set methods, notMethods, paths, notPaths, ports or notPorts)")
+	}
+	checkMatchValues(op.GetMethods(), f+".methods", p)
+	checkMatchValues(op.GetNotMethods(), f+".notMethods", p)
+	checkPaths(op.GetPaths(), f+".paths", p)
+	checkPaths(op.GetNotPaths(), f+".notPaths", p)
+	checkPortStrings(op.GetPorts(), f+".ports", p)
+	checkPortStrings(op.GetNotPorts(), f+".notPorts", p)
+}
+
+// whenHeaderKey is the one condition key meshlab implements: request.headers[<name>].
+var whenHeaderKey = regexp.MustCompile(`^request\.headers\[([^\[\]]+)\]$`)
+
+func checkCondition(c *security.Condition, f string, p problems) {
+	switch k := c.GetKey(); {
+	case k == "":
+		p.addf(f+".key", "is required")
+	case !whenHeaderKey.MatchString(k):
+		p.addf(f+".key", "%q is not supported by meshlab (supported keys: request.headers[<name>])", k)
+	}
+	if len(c.GetValues()) == 0 && len(c.GetNotValues()) == 0 {
+		p.addf(f, "values or notValues is required")
+	}
+	checkMatchValues(c.GetValues(), f+".values", p)
+	checkMatchValues(c.GetNotValues(), f+".notValues", p)
+}
+
+// checkMatchValues checks strings that become string matchers: not empty, and "*" only as
+// the whole value, a prefix or a suffix (Istio's suffix, prefix and presence matches).
+func checkMatchValues(values []string, f string, p problems) {
+	for i, v := range values {
+		checkMatchValue(v, fmt.Sprintf("%s[%d]", f, i), p)
+	}
+}
+
+func checkMatchValue(v, vf string, p problems) {
+	if v == "" {
+		p.addf(vf, "must not be empty")
+	} else if msg := checkWildcard(v); msg != "" {
+		p.addf(vf, "%s", msg)
+	}
+}
+
+func checkWildcard(v string) string {
+	n := strings.Count(v, "*")
+	if n == 0 || v == "*" || n == 1 && (strings.HasPrefix(v, "*") || strings.HasSuffix(v, "*")) {
+		return ""
+	}
+	return fmt.Sprintf(`%q: "*" is only allowed as the whole value, a prefix or a suffix`, v)
+}
+
+func checkPaths(paths []string, f string, p problems) {
+	for i, v := range paths {
+		vf := fmt.Sprintf("%s[%d]", f, i)
+		if strings.ContainsAny(v, "{}") {
+			p.addf(vf, "%q: path templates ({*}, {**}) are not supported by meshlab", v)
+			continue
+		}
+		checkMatchValue(v, vf, p)
+	}
+}
+
+// checkPortStrings checks the ports of an operation: numbers written as strings.
+func checkPortStrings(ports []string, f string, p problems) {
+	for i, v := range ports {
+		vf := fmt.Sprintf("%s[%d]", f, i)
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			p.addf(vf, "%q is not a port number", v)
+			continue
+		}
+		if msg := checkPort(n); msg != "" {
+			p.addf(vf, "%s", msg)
+		}
+	}
+}
+
+func sortedUintKeys[V any](m map[uint32]V) []uint32 {
+	keys := make([]uint32, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

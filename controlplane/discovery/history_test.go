@@ -1,0 +1,79 @@
+package discovery
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+)
+
+func TestHistoryIsBoundedAndRecordsTriggers(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, Options{SocketGID: -1, HistorySize: 2})
+	node := helloModel().Pod("frontend-v1").NodeID()
+	for i, m := range [...]struct {
+		extra   []string
+		trigger string
+	}{{nil, "start"}, {[]string{"a"}, "apply: Service default/a"}, {[]string{"a", "b"}, "apply: Service default/b"}} {
+		if err := s.UpdateFor(context.Background(), helloModel(m.extra...), m.trigger); err != nil {
+			t.Fatalf("update %d: %v", i, err)
+		}
+	}
+	h := s.History(node)
+	var got []string
+	for _, snap := range h {
+		got = append(got, snap.Version+" "+snap.Trigger)
+	}
+	if want := []string{"v2 apply: Service default/a", "v3 apply: Service default/b"}; !slices.Equal(got, want) {
+		t.Errorf("history = %q, want %q (bounded to 2)", got, want)
+	}
+	if h[0].Time.IsZero() || h[1].Types[resource.ClusterType].Resources == 0 {
+		t.Errorf("snapshot without time or resource counts: %+v", h[1])
+	}
+	if _, err := s.Diff(node, "v1", "v3"); err == nil {
+		t.Error("Diff of a dropped version succeeded")
+	}
+	d, err := s.Diff(node, "v2", "v3")
+	if err != nil {
+		t.Fatalf("Diff: %v", err)
+	}
+	var cds *TypeDiff
+	for i := range d.Types {
+		if d.Types[i].TypeURL == resource.ClusterType {
+			cds = &d.Types[i]
+		}
+	}
+	if cds == nil || !slices.Equal(cds.Added, []string{"outbound|9090||b.default.svc.cluster.local"}) || cds.Removed != nil {
+		t.Errorf("CDS diff = %+v, want one cluster added for service b", cds)
+	}
+}
+
+func TestDiffValueNamesChangedFieldPaths(t *testing.T) {
+	t.Parallel()
+	old := map[string]any{
+		"name": "8080",
+		"virtual_hosts": []any{
+			map[string]any{"name": "backend", "routes": []any{map[string]any{"route": map[string]any{"cluster": "outbound|8080|v1|backend"}}}},
+			map[string]any{"name": "frontend", "domains": []any{"frontend"}},
+		},
+	}
+	updated := map[string]any{
+		"name": "8080",
+		"virtual_hosts": []any{
+			map[string]any{"name": "frontend", "domains": []any{"frontend"}},
+			map[string]any{"name": "backend", "routes": []any{map[string]any{"route": map[string]any{"cluster": "outbound|8080|v2|backend", "timeout": "2s"}}}},
+		},
+	}
+	var got []FieldChange
+	diffValue("", old, updated, &got)
+	want := []FieldChange{
+		{Path: "virtual_hosts[backend].routes[0].route.cluster", Old: `"outbound|8080|v1|backend"`, New: `"outbound|8080|v2|backend"`},
+		{Path: "virtual_hosts[backend].routes[0].route.timeout", New: `"2s"`},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("changes = %+v\nwant %+v", got, want)
+	}
+	_ = time.Second
+}

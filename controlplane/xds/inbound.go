@@ -1,0 +1,71 @@
+package xds
+
+import (
+	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/meshlab/meshlab/controlplane/model"
+)
+
+// Transport protocols the TLS inspector reports, as filter chains match them.
+const (
+	transportTLS       = "tls"
+	transportRawBuffer = "raw_buffer"
+)
+
+// inboundChains returns the virtualInbound chains of one app port, split by transport
+// protocol as Istio's for a port of known protocol (listener_inbound.go's
+// inbound{Permissive,Strict,PlainText}{HTTP,TCP}FilterChainMatchOptions), all named
+// "0.0.0.0_<target>":
+//   - STRICT: one mTLS chain (transport "tls", any ALPN), terminated with the workload
+//     certificate, a client certificate required. A plaintext connection matches no chain
+//     of its port and is closed.
+//   - PERMISSIVE: the mTLS chain, matched on Istio's ALPNs (a sidecar always offers them),
+//     then a plaintext chain (transport "raw_buffer"); a TCP port also passes one-way TLS
+//     from a client without a sidecar through untouched (transport "tls", no ALPN).
+//   - DISABLE: the plaintext chain only.
+func inboundChains(m *model.Model, pod *model.Pod, ip inboundPort) ([]*listener.FilterChain, error) {
+	mode := EffectiveMTLSMode(m, pod, ip.target)
+	az := authzFor(m, pod, !ip.protocol.IsHTTP())
+	port := wrapperspb.UInt32(uint32(ip.target))
+	chain := func(match *listener.FilterChainMatch, mtls bool) (*listener.FilterChain, error) {
+		filters, err := inboundFilters(ip, az, mtls)
+		if err != nil {
+			return nil, err
+		}
+		fc := &listener.FilterChain{Name: InboundChainName(ip.target), FilterChainMatch: match, Filters: filters}
+		if mtls {
+			if fc.TransportSocket, err = downstreamMTLSSocket(ip.protocol); err != nil {
+				return nil, err
+			}
+		}
+		return fc, nil
+	}
+	var matches []*listener.FilterChainMatch
+	var mtls []bool
+	add := func(transport string, alpn []string, terminate bool) {
+		matches = append(matches, &listener.FilterChainMatch{DestinationPort: port, TransportProtocol: transport, ApplicationProtocols: alpn})
+		mtls = append(mtls, terminate)
+	}
+	switch mode {
+	case MTLSStrict:
+		add(transportTLS, nil, true)
+	case MTLSPermissive:
+		add(transportTLS, alpnInboundMTLS, true)
+		if !ip.protocol.IsHTTP() {
+			add(transportTLS, nil, false)
+		}
+		add(transportRawBuffer, nil, false)
+	default:
+		add(transportRawBuffer, nil, false)
+	}
+	out := make([]*listener.FilterChain, 0, len(matches))
+	for i, match := range matches {
+		fc, err := chain(match, mtls[i])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, fc)
+	}
+	return out, nil
+}

@@ -1,0 +1,111 @@
+package xds
+
+import (
+	"fmt"
+	"slices"
+
+	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/meshlab/meshlab/controlplane/model"
+)
+
+// Names of the transport socket matches of an auto-mTLS cluster, as Istio's.
+const (
+	TLSModeIstioMatch    = "tlsMode-istio"
+	TLSModeDisabledMatch = "tlsMode-disabled"
+)
+
+// applyClusterTLS sets how an outbound cluster of a mesh service reaches its endpoints,
+// as Istio does: DestinationRule tls.mode ISTIO_MUTUAL makes every connection mTLS,
+// DISABLE (or a mode meshlab cannot serve: SIMPLE, MUTUAL) leaves it plaintext, and no
+// mode means auto-mTLS: mTLS to the endpoints marked tlsMode "istio", plaintext to the
+// rest. ServiceEntry clusters get no TLS.
+func applyClusterTLS(c *cluster.Cluster, m *model.Model, sp servicePort, oc outboundClusterSpec) error {
+	if sp.se != nil {
+		return nil
+	}
+	mode := oc.policy.GetTls().GetMode()
+	if oc.policy.GetTls() != nil && mode != networking.ClientTLSSettings_ISTIO_MUTUAL {
+		return nil // DISABLE, or a mode with user-supplied certificates meshlab does not serve
+	}
+	mtls, err := upstreamMTLSSocket(sp.port.Port, oc.subset, sp.host, sp.port.Protocol, serviceSANs(m, sp, oc.labels))
+	if err != nil {
+		return err
+	}
+	if mode == networking.ClientTLSSettings_ISTIO_MUTUAL {
+		c.TransportSocket = mtls
+		return nil
+	}
+	raw, err := rawBufferSocket()
+	if err != nil {
+		return err
+	}
+	c.TransportSocketMatches = []*cluster.Cluster_TransportSocketMatch{
+		{
+			Name:            TLSModeIstioMatch,
+			Match:           &structpb.Struct{Fields: map[string]*structpb.Value{TLSModeKey: structpb.NewStringValue(TLSModeIstio)}},
+			TransportSocket: mtls,
+		},
+		{
+			Name:            TLSModeDisabledMatch,
+			Match:           &structpb.Struct{},
+			TransportSocket: raw,
+		},
+	}
+	return nil
+}
+
+// serviceSANs returns the SPIFFE IDs of the distinct service accounts of the pods behind
+// sp whose labels match subset (every pod for a nil subset), sorted.
+func serviceSANs(m *model.Model, sp servicePort, subset map[string]string) []string {
+	var out []string
+	for _, ep := range m.Endpoints(sp.svc, sp.port) {
+		if !labelsMatch(subset, ep.Pod.Labels) {
+			continue
+		}
+		id := ep.Pod.SpiffeID(model.DefaultTrustDomain)
+		if !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// endpointMetadata returns the filter metadata of an endpoint on the pod's port: for a
+// pod with a sidecar its Istio workload and, unless PeerAuthentication disables mTLS on
+// that port, the tlsMode "istio" mark that auto-mTLS clusters select mTLS with. A pod
+// without a sidecar gets none, so clients reach it in plaintext.
+func endpointMetadata(m *model.Model, pod *model.Pod, port uint16) *core.Metadata {
+	if pod == nil || !pod.Sidecar.Inject {
+		return nil
+	}
+	md := &core.Metadata{FilterMetadata: map[string]*structpb.Struct{
+		"istio": {Fields: map[string]*structpb.Value{"workload": structpb.NewStringValue(workloadID(pod))}},
+	}}
+	if EffectiveMTLSMode(m, pod, port) != MTLSDisable {
+		md.FilterMetadata[TransportSocketMatchKey] = &structpb.Struct{Fields: map[string]*structpb.Value{
+			TLSModeKey: structpb.NewStringValue(TLSModeIstio),
+		}}
+	}
+	return md
+}
+
+// workloadID is Istio's endpoint workload metadata,
+// "<workload>;<namespace>;<canonical service>;<canonical revision>;<cluster>", where the
+// canonical service is the app label (else the workload name) and the revision the
+// version label (else "latest").
+func workloadID(pod *model.Pod) string {
+	svc := pod.Labels["app"]
+	if svc == "" {
+		svc = pod.Workload
+	}
+	rev := pod.Labels["version"]
+	if rev == "" {
+		rev = "latest"
+	}
+	return fmt.Sprintf("%s;%s;%s;%s;Kubernetes", pod.Workload, pod.Namespace, svc, rev)
+}

@@ -1,0 +1,281 @@
+package xds
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	rbacpb "github.com/envoyproxy/go-control-plane/envoy/config/rbac/v3"
+	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	httprbac "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
+	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	netrbac "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/rbac/v3"
+	matcher "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
+	security "istio.io/api/security/v1beta1"
+
+	"github.com/meshlab/meshlab/controlplane/model"
+)
+
+// NetworkRBACStatPrefix is the stat_prefix of every network RBAC filter, as Istio's.
+const NetworkRBACStatPrefix = "tcp."
+
+// authz is the RBAC config of one pod's inbound chains: the DENY and ALLOW rule sets
+// (nil when no policy of that action selects the pod).
+type authz struct {
+	deny, allow *rbacpb.RBAC
+}
+
+// authzFor translates the ALLOW and DENY AuthorizationPolicies selecting pod (in model
+// order) into RBAC rules for an HTTP chain, or a TCP chain when forTCP, as Istio's
+// authz builder: one policy "ns[<ns>]-policy[<name>]-rule[<i>]" per rule. On TCP a rule
+// using HTTP-only fields (methods, paths, request headers) is dropped from an ALLOW
+// policy and keeps only its TCP fields in a DENY policy. AUDIT and CUSTOM policies are
+// ignored.
+func authzFor(m *model.Model, pod *model.Pod, forTCP bool) authz {
+	var out authz
+	root := m.Mesh.Root()
+	for _, ap := range m.Istio.AuthorizationPolicies {
+		if ap == nil || ap.Spec == nil || !selects(ap.Namespace, ap.Spec.GetSelector(), root, pod) {
+			continue
+		}
+		var set **rbacpb.RBAC
+		action := rbacpb.RBAC_ALLOW
+		switch ap.Spec.GetAction() {
+		case security.AuthorizationPolicy_ALLOW:
+			set = &out.allow
+		case security.AuthorizationPolicy_DENY:
+			set, action = &out.deny, rbacpb.RBAC_DENY
+		default:
+			continue
+		}
+		if *set == nil {
+			*set = &rbacpb.RBAC{Action: action, Policies: map[string]*rbacpb.Policy{}}
+		}
+		for i, r := range ap.Spec.GetRules() {
+			if p, ok := rbacPolicy(r, forTCP, action); ok {
+				(*set).Policies[fmt.Sprintf("ns[%s]-policy[%s]-rule[%d]", ap.Namespace, ap.Name, i)] = p
+			}
+		}
+	}
+	return out
+}
+
+// field is one attribute of a rule with its values and notValues; httpOnly fields never
+// match on TCP.
+type field struct {
+	values, notValues []string
+	httpOnly          bool
+}
+
+// rbacPolicy translates one rule, as Istio's authz model: every from entry is one
+// principal (and_ids of its fields and the when conditions), every to entry one
+// permission (and_rules of its fields); each field ORs its values and NOTs the OR of its
+// notValues. ok is false when the rule is dropped (an HTTP-only field of an ALLOW rule
+// on TCP).
+func rbacPolicy(r *security.Rule, forTCP bool, action rbacpb.RBAC_Action) (*rbacpb.Policy, bool) {
+	var when []principalField
+	for _, c := range r.GetWhen() {
+		if name, ok := strings.CutPrefix(c.GetKey(), "request.headers["); ok && strings.HasSuffix(name, "]") {
+			name = strings.TrimSuffix(name, "]")
+			when = append(when, principalField{field{c.GetValues(), c.GetNotValues(), true}, func(v string) *rbacpb.Principal {
+				return &rbacpb.Principal{Identifier: &rbacpb.Principal_Header{Header: policyHeaderMatcher(name, v)}}
+			}})
+		}
+	}
+	p := &rbacpb.Policy{}
+	froms := r.GetFrom()
+	if len(froms) == 0 {
+		froms = []*security.Rule_From{{}}
+	}
+	for _, f := range froms {
+		s := f.GetSource()
+		fields := []principalField{
+			{field{s.GetPrincipals(), s.GetNotPrincipals(), false}, principalID},
+			{field{s.GetNamespaces(), s.GetNotNamespaces(), false}, namespaceID},
+		}
+		ids, ok := principalAnd(append(fields, when...), forTCP, action)
+		if !ok {
+			return nil, false
+		}
+		p.Principals = append(p.Principals, ids)
+	}
+	tos := r.GetTo()
+	if len(tos) == 0 {
+		tos = []*security.Rule_To{{}}
+	}
+	for _, t := range tos {
+		o := t.GetOperation()
+		fields := []permissionField{
+			{field{o.GetPorts(), o.GetNotPorts(), false}, portRule},
+			{field{o.GetPaths(), o.GetNotPaths(), true}, pathRule},
+			{field{o.GetMethods(), o.GetNotMethods(), true}, methodRule},
+		}
+		rules, ok := permissionAnd(fields, forTCP, action)
+		if !ok {
+			return nil, false
+		}
+		p.Permissions = append(p.Permissions, rules)
+	}
+	return p, true
+}
+
+type principalField struct {
+	field
+	id func(string) *rbacpb.Principal
+}
+
+type permissionField struct {
+	field
+	rule func(string) *rbacpb.Permission
+}
+
+// principalAnd ANDs the fields that have values; {any: true} when none has.
+func principalAnd(fields []principalField, forTCP bool, action rbacpb.RBAC_Action) (*rbacpb.Principal, bool) {
+	var and []*rbacpb.Principal
+	for _, f := range fields {
+		if forTCP && f.httpOnly && len(f.values)+len(f.notValues) > 0 {
+			if action == rbacpb.RBAC_ALLOW {
+				return nil, false
+			}
+			continue
+		}
+		if len(f.values) > 0 {
+			and = append(and, principalOr(f.values, f.id))
+		}
+		if len(f.notValues) > 0 {
+			and = append(and, &rbacpb.Principal{Identifier: &rbacpb.Principal_NotId{NotId: principalOr(f.notValues, f.id)}})
+		}
+	}
+	if len(and) == 0 {
+		and = []*rbacpb.Principal{{Identifier: &rbacpb.Principal_Any{Any: true}}}
+	}
+	return &rbacpb.Principal{Identifier: &rbacpb.Principal_AndIds{AndIds: &rbacpb.Principal_Set{Ids: and}}}, true
+}
+
+func principalOr(values []string, id func(string) *rbacpb.Principal) *rbacpb.Principal {
+	or := make([]*rbacpb.Principal, 0, len(values))
+	for _, v := range values {
+		or = append(or, id(v))
+	}
+	return &rbacpb.Principal{Identifier: &rbacpb.Principal_OrIds{OrIds: &rbacpb.Principal_Set{Ids: or}}}
+}
+
+// permissionAnd ANDs the fields that have values; {any: true} when none has.
+func permissionAnd(fields []permissionField, forTCP bool, action rbacpb.RBAC_Action) (*rbacpb.Permission, bool) {
+	var and []*rbacpb.Permission
+	for _, f := range fields {
+		if forTCP && f.httpOnly && len(f.values)+len(f.notValues) > 0 {
+			if action == rbacpb.RBAC_ALLOW {
+				return nil, false
+			}
+			continue
+		}
+		if len(f.values) > 0 {
+			and = append(and, permissionOr(f.values, f.rule))
+		}
+		if len(f.notValues) > 0 {
+			and = append(and, &rbacpb.Permission{Rule: &rbacpb.Permission_NotRule{NotRule: permissionOr(f.notValues, f.rule)}})
+		}
+	}
+	if len(and) == 0 {
+		and = []*rbacpb.Permission{{Rule: &rbacpb.Permission_Any{Any: true}}}
+	}
+	return &rbacpb.Permission{Rule: &rbacpb.Permission_AndRules{AndRules: &rbacpb.Permission_Set{Rules: and}}}, true
+}
+
+func permissionOr(values []string, rule func(string) *rbacpb.Permission) *rbacpb.Permission {
+	or := make([]*rbacpb.Permission, 0, len(values))
+	for _, v := range values {
+		or = append(or, rule(v))
+	}
+	return &rbacpb.Permission{Rule: &rbacpb.Permission_OrRules{OrRules: &rbacpb.Permission_Set{Rules: or}}}
+}
+
+// principalID matches a peer's SPIFFE ID: "*" any, "x*" by prefix, "*x" by suffix, else
+// exactly; Istio prefixes "spiffe://" to the configured principal.
+func principalID(v string) *rbacpb.Principal {
+	return authenticated(policyStringMatcher(v, "spiffe://"))
+}
+
+// namespaceID matches a peer whose SPIFFE ID is in namespace v ("*" in v matches any run).
+func namespaceID(v string) *rbacpb.Principal {
+	re := ".*/ns/" + strings.ReplaceAll(v, "*", ".*") + "/.*"
+	return authenticated(&matcher.StringMatcher{MatchPattern: &matcher.StringMatcher_SafeRegex{SafeRegex: &matcher.RegexMatcher{Regex: re}}})
+}
+
+func authenticated(m *matcher.StringMatcher) *rbacpb.Principal {
+	return &rbacpb.Principal{Identifier: &rbacpb.Principal_Authenticated_{Authenticated: &rbacpb.Principal_Authenticated{PrincipalName: m}}}
+}
+
+func portRule(v string) *rbacpb.Permission {
+	n, _ := strconv.ParseUint(v, 10, 32) // the config loader validates ports
+	return &rbacpb.Permission{Rule: &rbacpb.Permission_DestinationPort{DestinationPort: uint32(n)}}
+}
+
+func pathRule(v string) *rbacpb.Permission {
+	return &rbacpb.Permission{Rule: &rbacpb.Permission_UrlPath{UrlPath: &matcher.PathMatcher{
+		Rule: &matcher.PathMatcher_Path{Path: policyStringMatcher(v, "")},
+	}}}
+}
+
+func methodRule(v string) *rbacpb.Permission {
+	return &rbacpb.Permission{Rule: &rbacpb.Permission_Header{Header: policyHeaderMatcher(":method", v)}}
+}
+
+// policyStringMatcher returns Istio's matcher of a policy value: "*" any non-empty string, "x*"
+// prefix, "*x" suffix, else exact, with prefix prepended where the match is anchored at
+// the start.
+func policyStringMatcher(v, prefix string) *matcher.StringMatcher {
+	switch {
+	case v == "*":
+		return &matcher.StringMatcher{MatchPattern: &matcher.StringMatcher_SafeRegex{SafeRegex: &matcher.RegexMatcher{Regex: ".+"}}}
+	case strings.HasPrefix(v, "*"):
+		return &matcher.StringMatcher{MatchPattern: &matcher.StringMatcher_Suffix{Suffix: strings.TrimPrefix(v, "*")}}
+	case strings.HasSuffix(v, "*"):
+		return &matcher.StringMatcher{MatchPattern: &matcher.StringMatcher_Prefix{Prefix: prefix + strings.TrimSuffix(v, "*")}}
+	}
+	return &matcher.StringMatcher{MatchPattern: &matcher.StringMatcher_Exact{Exact: prefix + v}}
+}
+
+// policyHeaderMatcher is Istio's header matcher of a policy value: "*" present, else as
+// policyStringMatcher.
+func policyHeaderMatcher(name, v string) *route.HeaderMatcher {
+	if v == "*" {
+		return &route.HeaderMatcher{Name: name, HeaderMatchSpecifier: &route.HeaderMatcher_PresentMatch{PresentMatch: true}}
+	}
+	return &route.HeaderMatcher{Name: name, HeaderMatchSpecifier: &route.HeaderMatcher_StringMatch{StringMatch: policyStringMatcher(v, "")}}
+}
+
+// httpFilters returns the HTTP RBAC filters of a, DENY before ALLOW.
+func (a authz) httpFilters() ([]*hcm.HttpFilter, error) {
+	var out []*hcm.HttpFilter
+	for _, rules := range []*rbacpb.RBAC{a.deny, a.allow} {
+		if rules == nil {
+			continue
+		}
+		cfg, err := typed(&httprbac.RBAC{Rules: rules})
+		if err != nil {
+			return nil, fmt.Errorf("build http rbac: %w", err)
+		}
+		out = append(out, &hcm.HttpFilter{Name: wellknown.HTTPRoleBasedAccessControl, ConfigType: &hcm.HttpFilter_TypedConfig{TypedConfig: cfg}})
+	}
+	return out, nil
+}
+
+// networkFilters returns the network RBAC filters of a, DENY before ALLOW.
+func (a authz) networkFilters() ([]*listener.Filter, error) {
+	var out []*listener.Filter
+	for _, rules := range []*rbacpb.RBAC{a.deny, a.allow} {
+		if rules == nil {
+			continue
+		}
+		cfg, err := typed(&netrbac.RBAC{Rules: rules, StatPrefix: NetworkRBACStatPrefix})
+		if err != nil {
+			return nil, fmt.Errorf("build network rbac: %w", err)
+		}
+		out = append(out, &listener.Filter{Name: wellknown.RoleBasedAccessControl, ConfigType: &listener.Filter_TypedConfig{TypedConfig: cfg}})
+	}
+	return out, nil
+}

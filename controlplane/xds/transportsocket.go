@@ -1,0 +1,134 @@
+package xds
+
+import (
+	"fmt"
+	"strconv"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rawbuffer "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/raw_buffer/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	matcher "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/meshlab/meshlab/controlplane/model"
+)
+
+// Names of the SDS secrets the agent serves and of the bootstrap cluster it serves them on.
+const (
+	// SecretCertificate is the SDS secret holding the workload's certificate and key.
+	SecretCertificate = "default"
+	// SecretRootCA is the SDS secret holding the mesh trust bundle.
+	SecretRootCA = "ROOTCA"
+	// SDSCluster is the bootstrap's static cluster reaching the agent's SDS server.
+	SDSCluster = "sds-grpc"
+)
+
+// Transport socket names and the endpoint metadata that picks one, as Istio's.
+const (
+	// TransportSocketMatchKey is the endpoint filter_metadata key a cluster's
+	// transport_socket_matches compare against.
+	TransportSocketMatchKey = "envoy.transport_socket_match"
+	// TLSModeKey and TLSModeIstio are the key/value marking an endpoint that accepts mTLS.
+	TLSModeKey   = "tlsMode"
+	TLSModeIstio = "istio"
+)
+
+// ALPN lists, as Istio's: what a client sidecar offers to a server sidecar, and what
+// the server's mTLS chains match on and answer with.
+var (
+	alpnUpstreamHTTP = []string{"istio-http/1.1", "istio", "http/1.1"}
+	alpnUpstreamTCP  = []string{"istio-peer-exchange", "istio"}
+	// alpnInboundMTLS is Istio's allIstioMtlsALPNs: what a PERMISSIVE port's mTLS chain
+	// matches, whatever protocol the client's sidecar detected.
+	alpnInboundMTLS    = []string{"istio", "istio-peer-exchange", "istio-http/1.0", "istio-http/1.1", "istio-h2"}
+	alpnDownstreamHTTP = []string{"h2", "http/1.1"}
+)
+
+// sdsSecretConfig fetches the named secret from the agent over SDS, as Istio's sidecars do.
+func sdsSecretConfig(name string) *tlsv3.SdsSecretConfig {
+	return &tlsv3.SdsSecretConfig{
+		Name: name,
+		SdsConfig: &core.ConfigSource{
+			ConfigSourceSpecifier: &core.ConfigSource_ApiConfigSource{ApiConfigSource: &core.ApiConfigSource{
+				ApiType: core.ApiConfigSource_GRPC,
+				GrpcServices: []*core.GrpcService{{TargetSpecifier: &core.GrpcService_EnvoyGrpc_{
+					EnvoyGrpc: &core.GrpcService_EnvoyGrpc{ClusterName: SDSCluster},
+				}}},
+				SetNodeOnFirstMessageOnly: true,
+				TransportApiVersion:       core.ApiVersion_V3,
+			}},
+			InitialFetchTimeout: durationpb.New(0),
+			ResourceApiVersion:  core.ApiVersion_V3,
+		},
+	}
+}
+
+// commonTLSContext presents the workload certificate and checks the peer against the
+// mesh root and the given SAN matchers.
+func commonTLSContext(alpn []string, sans []*matcher.StringMatcher) *tlsv3.CommonTlsContext {
+	return &tlsv3.CommonTlsContext{
+		TlsParams: &tlsv3.TlsParameters{
+			TlsMinimumProtocolVersion: tlsv3.TlsParameters_TLSv1_2,
+			TlsMaximumProtocolVersion: tlsv3.TlsParameters_TLSv1_3,
+		},
+		AlpnProtocols:                  alpn,
+		TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{sdsSecretConfig(SecretCertificate)},
+		ValidationContextType: &tlsv3.CommonTlsContext_CombinedValidationContext{
+			CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
+				DefaultValidationContext:         &tlsv3.CertificateValidationContext{MatchSubjectAltNames: sans},
+				ValidationContextSdsSecretConfig: sdsSecretConfig(SecretRootCA),
+			},
+		},
+	}
+}
+
+// upstreamMTLSSocket is the client side of Istio mTLS to one cluster: SNI
+// "outbound_.<port>_.<subset>_.<host>" and the peer verified against sans.
+func upstreamMTLSSocket(port uint16, subset, host string, protocol model.Protocol, sans []string) (*core.TransportSocket, error) {
+	alpn := alpnUpstreamTCP
+	if protocol.IsHTTP() {
+		alpn = alpnUpstreamHTTP
+	}
+	matchers := make([]*matcher.StringMatcher, 0, len(sans))
+	for _, s := range sans {
+		matchers = append(matchers, &matcher.StringMatcher{MatchPattern: &matcher.StringMatcher_Exact{Exact: s}})
+	}
+	cfg, err := typed(&tlsv3.UpstreamTlsContext{
+		CommonTlsContext: commonTLSContext(alpn, matchers),
+		Sni:              "outbound_." + strconv.Itoa(int(port)) + "_." + subset + "_." + host,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("build upstream tls: %w", err)
+	}
+	return &core.TransportSocket{Name: wellknown.TransportSocketTLS, ConfigType: &core.TransportSocket_TypedConfig{TypedConfig: cfg}}, nil
+}
+
+// rawBufferSocket is the explicit plaintext transport socket.
+func rawBufferSocket() (*core.TransportSocket, error) {
+	cfg, err := typed(&rawbuffer.RawBuffer{})
+	if err != nil {
+		return nil, err
+	}
+	return &core.TransportSocket{Name: wellknown.TransportSocketRawBuffer, ConfigType: &core.TransportSocket_TypedConfig{TypedConfig: cfg}}, nil
+}
+
+// downstreamMTLSSocket is the server side of Istio mTLS on an inbound chain: a client
+// certificate is required and must carry a SPIFFE URI signed by the mesh root.
+func downstreamMTLSSocket(protocol model.Protocol) (*core.TransportSocket, error) {
+	var alpn []string
+	if protocol.IsHTTP() {
+		alpn = alpnDownstreamHTTP
+	}
+	cfg, err := typed(&tlsv3.DownstreamTlsContext{
+		CommonTlsContext: commonTLSContext(alpn, []*matcher.StringMatcher{
+			{MatchPattern: &matcher.StringMatcher_Prefix{Prefix: "spiffe://"}},
+		}),
+		RequireClientCertificate: wrapperspb.Bool(true),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("build downstream tls: %w", err)
+	}
+	return &core.TransportSocket{Name: wellknown.TransportSocketTLS, ConfigType: &core.TransportSocket_TypedConfig{TypedConfig: cfg}}, nil
+}

@@ -1,0 +1,191 @@
+package agent
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	discoverypb "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+
+	"github.com/meshlab/meshlab/controlplane/ca"
+	"github.com/meshlab/meshlab/internal/testutil"
+)
+
+// postCerts POSTs to a /certs endpoint of h and decodes the status it answers.
+func postCerts(t *testing.T, h http.Handler, path string, wantCode int) CertStatus {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, nil))
+	if rec.Code != wantCode {
+		t.Fatalf("POST %s = %d %s, want %d", path, rec.Code, rec.Body, wantCode)
+	}
+	var st CertStatus
+	if wantCode == http.StatusOK {
+		if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return st
+}
+
+// pemCerts parses every certificate of a PEM bundle.
+func pemCerts(t *testing.T, b []byte) []*x509.Certificate {
+	t.Helper()
+	var out []*x509.Certificate
+	for {
+		var blk *pem.Block
+		blk, b = pem.Decode(b)
+		if blk == nil {
+			return out
+		}
+		c, err := x509.ParseCertificate(blk.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, c)
+	}
+}
+
+// TestRootRotationOverSDS drives the three rotation steps with POST /certs/renew and
+// checks what the open SDS stream receives after each: the bundle {R1, R2}, then a leaf
+// from R2 with R2 cross-signed by R1 (which a peer trusting only R1 accepts), then {R2}.
+func TestRootRotationOverSDS(t *testing.T) {
+	t.Parallel()
+	f := startSDS(t, time.Hour)
+	h := withCertRoutes(http.NotFoundHandler(), f.certs, testutil.Logger(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	stream, err := f.client.StreamSecrets(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{SecretDefault, SecretRootCA}
+	if err := stream.Send(&discoverypb.DiscoveryRequest{TypeUrl: secretTypeURL, ResourceNames: names}); err != nil {
+		t.Fatal(err)
+	}
+	// next ACKs the last response and reads the next push: the default chain and the bundle.
+	var last *discoverypb.DiscoveryResponse
+	next := func() (chain, bundle []*x509.Certificate) {
+		t.Helper()
+		if last != nil {
+			if err := stream.Send(&discoverypb.DiscoveryRequest{TypeUrl: secretTypeURL, VersionInfo: last.GetVersionInfo(),
+				ResponseNonce: last.GetNonce(), ResourceNames: names}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		resp, secs := recvSecrets(t, stream)
+		last = resp
+		checkSecrets(t, secs)
+		return pemCerts(t, secs[SecretDefault].GetTlsCertificate().GetCertificateChain().GetInlineBytes()),
+			pemCerts(t, secs[SecretRootCA].GetValidationContext().GetTrustedCa().GetInlineBytes())
+	}
+	verifyWith := func(chain []*x509.Certificate, roots ...*x509.Certificate) error {
+		pool, inter := x509.NewCertPool(), x509.NewCertPool()
+		for _, r := range roots {
+			pool.AddCert(r)
+		}
+		for _, c := range chain[1:] {
+			inter.AddCert(c)
+		}
+		_, err := chain[0].Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
+		return err
+	}
+	r1 := f.root.Cert
+	if chain, bundle := next(); len(chain) != 1 || len(bundle) != 1 || !bundle[0].Equal(r1) {
+		t.Fatalf("initial secrets: chain %d, bundle %d", len(chain), len(bundle))
+	}
+
+	r2, err := ca.NewNamedRoot(ca.DefaultTrustDomain, "meshlab root CA 2", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.ca.AddRoot(r2); err != nil {
+		t.Fatal(err)
+	}
+	st := postCerts(t, h, "/certs/renew", http.StatusOK)
+	if len(st.TrustBundle) != 2 || st.TrustBundle[1].Serial != serial(r2.Cert) {
+		t.Fatalf("status trust bundle after step 1: %+v", st.TrustBundle)
+	}
+	if _, bundle := next(); len(bundle) != 2 || !bundle[0].Equal(r1) || !bundle[1].Equal(r2.Cert) {
+		t.Fatalf("ROOTCA after step 1 has %d roots, want {R1, R2}", len(bundle))
+	}
+
+	if err := f.ca.SwitchSigning(); err != nil {
+		t.Fatal(err)
+	}
+	st = postCerts(t, h, "/certs/renew", http.StatusOK)
+	if len(st.Intermediates) != 1 || st.Issuer != "meshlab root CA 2" {
+		t.Fatalf("status after step 2: issuer %q, intermediates %+v", st.Issuer, st.Intermediates)
+	}
+	chain, bundle := next()
+	if len(chain) != 2 || len(bundle) != 2 {
+		t.Fatalf("after step 2: chain %d, bundle %d; want [leaf, cross] and {R1, R2}", len(chain), len(bundle))
+	}
+	if err := verifyWith(chain, r1); err != nil {
+		t.Fatalf("step 2 chain against {R1} only: %v", err)
+	}
+
+	if err := f.ca.DropOldRoots(); err != nil {
+		t.Fatal(err)
+	}
+	postCerts(t, h, "/certs/renew", http.StatusOK)
+	chain, bundle = next()
+	if len(chain) != 1 || len(bundle) != 1 || !bundle[0].Equal(r2.Cert) {
+		t.Fatalf("after step 3: chain %d, bundle %d; want [leaf] and {R2}", len(chain), len(bundle))
+	}
+	if err := verifyWith(chain, r2.Cert); err != nil {
+		t.Fatalf("step 3 chain against {R2}: %v", err)
+	}
+}
+
+func TestCertRenewalPause(t *testing.T) {
+	t.Parallel()
+	f := startSDS(t, time.Hour)
+	h := withCertRoutes(http.NotFoundHandler(), f.certs, testutil.Logger(t))
+	first := postCerts(t, h, "/certs/renew", http.StatusOK)
+	if st := postCerts(t, h, "/certs/pause", http.StatusOK); !st.Paused || st.Serial != first.Serial {
+		t.Fatalf("pause answered %+v", st)
+	}
+	postCerts(t, h, "/certs/renew", http.StatusConflict)
+	if f.certs.snapshot().Serial != first.Serial {
+		t.Fatal("the certificate changed while renewal was paused")
+	}
+	if st := postCerts(t, h, "/certs/resume", http.StatusOK); st.Paused {
+		t.Fatal("resume answered paused")
+	}
+	if st := postCerts(t, h, "/certs/renew", http.StatusOK); st.Serial == first.Serial || st.Paused {
+		t.Fatalf("renew after resume answered %+v", st)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/status", nil))
+	if rec.Code != http.StatusNotFound {
+		t.Fatalf("other paths do not reach the wrapped handler: %d", rec.Code)
+	}
+}
+
+// TestPausedRenewalLetsTheCertificateExpire: with a 1 s TTL and renewal paused, the
+// served certificate really expires and no new one is issued.
+func TestPausedRenewalLetsTheCertificateExpire(t *testing.T) {
+	t.Parallel()
+	f := startSDS(t, time.Second)
+	deadline := time.Now().Add(5 * time.Second)
+	for f.certs.snapshot().Serial == "" {
+		if time.Now().After(deadline) {
+			t.Fatal("no certificate")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	st := f.certs.setPaused(true)
+	for time.Now().Before(st.NotAfter.Add(300 * time.Millisecond)) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	cur, _ := f.certs.current()
+	if serial(cur.leaf) != f.certs.snapshot().Serial || !time.Now().After(cur.leaf.NotAfter) {
+		t.Fatalf("served certificate %s (not after %s) is not the expired one", serial(cur.leaf), cur.leaf.NotAfter)
+	}
+}

@@ -1,0 +1,196 @@
+package rbac
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	rbacv3 "github.com/envoyproxy/go-control-plane/envoy/config/rbac/v3"
+	httprbacv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
+	netrbacv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/rbac/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/meshlab/meshlab/dataplane/proxy/fieldcheck"
+	"github.com/meshlab/meshlab/dataplane/proxy/stats"
+)
+
+// Filter names and their config types.
+const (
+	HTTPFilterName    = "envoy.filters.http.rbac"
+	NetworkFilterName = "envoy.filters.network.rbac"
+	HTTPConfigType    = "envoy.extensions.filters.http.rbac.v3.RBAC"
+	NetworkConfigType = "envoy.extensions.filters.network.rbac.v3.RBAC"
+)
+
+// DeniedBody is the body of the HTTP filter's 403 local reply.
+const DeniedBody = "RBAC: access denied"
+
+var rulesAllow = fieldcheck.Allow{
+	"envoy.config.rbac.v3.RBAC":                    {"action", "policies"},
+	"envoy.config.rbac.v3.Policy":                  {"permissions", "principals"},
+	"envoy.config.rbac.v3.Permission":              {"any", "and_rules", "or_rules", "not_rule", "header", "url_path", "destination_ip", "destination_port", "destination_port_range"},
+	"envoy.config.rbac.v3.Permission.Set":          {"rules"},
+	"envoy.config.rbac.v3.Principal":               {"any", "and_ids", "or_ids", "not_id", "authenticated", "source_ip", "direct_remote_ip", "remote_ip", "header", "url_path"},
+	"envoy.config.rbac.v3.Principal.Set":           {"ids"},
+	"envoy.config.rbac.v3.Principal.Authenticated": {"principal_name"},
+	"envoy.config.route.v3.HeaderMatcher":          {"name", "string_match", "present_match", "invert_match"},
+	"envoy.type.matcher.v3.PathMatcher":            {"path"},
+	"envoy.type.matcher.v3.StringMatcher":          {"exact", "prefix", "suffix", "safe_regex", "contains", "ignore_case"},
+	"envoy.type.matcher.v3.RegexMatcher":           {"regex", "google_re2"},
+	"envoy.config.core.v3.CidrRange":               {"address_prefix", "prefix_len"},
+	"envoy.type.v3.Int32Range":                     {"start", "end"},
+}
+
+var httpAllow = fieldcheck.Allow{
+	HTTPConfigType: {"rules", "rules_stat_prefix"},
+}.Merge(rulesAllow)
+
+var networkAllow = fieldcheck.Allow{
+	NetworkConfigType: {"rules", "stat_prefix", "enforcement_type"},
+}.Merge(rulesAllow)
+
+// HTTPConfig is a compiled envoy.filters.http.rbac.
+type HTTPConfig struct {
+	Engine          *Engine // nil: no rules, everything is allowed
+	RulesStatPrefix string
+}
+
+// NetworkConfig is a compiled envoy.filters.network.rbac.
+type NetworkConfig struct {
+	Engine     *Engine
+	StatPrefix string // e.g. "tcp.": stats <stat_prefix>rbac.allowed
+}
+
+// CompileHTTP validates and compiles an HTTP RBAC typed_config. Fields the proxy does
+// not implement (shadow_rules, matcher, conditions, metadata matchers...) are refused.
+func CompileHTTP(a *anypb.Any) (*HTTPConfig, error) {
+	var r httprbacv3.RBAC
+	if err := a.UnmarshalTo(&r); err != nil {
+		return nil, fmt.Errorf("unpack RBAC: %w", err)
+	}
+	if err := r.ValidateAll(); err != nil {
+		return nil, err
+	}
+	if err := httpAllow.Check(&r); err != nil {
+		return nil, err
+	}
+	e, err := compileRules(r.GetRules())
+	if err != nil {
+		return nil, err
+	}
+	return &HTTPConfig{Engine: e, RulesStatPrefix: r.GetRulesStatPrefix()}, nil
+}
+
+// CompileNetwork validates and compiles a network RBAC typed_config.
+func CompileNetwork(a *anypb.Any) (*NetworkConfig, error) {
+	var r netrbacv3.RBAC
+	if err := a.UnmarshalTo(&r); err != nil {
+		return nil, fmt.Errorf("unpack RBAC: %w", err)
+	}
+	if err := r.ValidateAll(); err != nil {
+		return nil, err
+	}
+	if err := networkAllow.Check(&r); err != nil {
+		return nil, err
+	}
+	e, err := compileRules(r.GetRules())
+	if err != nil {
+		return nil, err
+	}
+	return &NetworkConfig{Engine: e, StatPrefix: r.GetStatPrefix()}, nil
+}
+
+func compileRules(r *rbacv3.RBAC) (*Engine, error) {
+	if r == nil {
+		return nil, nil
+	}
+	e := &Engine{}
+	switch r.GetAction() {
+	case rbacv3.RBAC_ALLOW:
+		e.Action = ActionAllow
+	case rbacv3.RBAC_DENY:
+		e.Action = ActionDeny
+	default:
+		return nil, fmt.Errorf("rules.action: %s is not supported by meshlab proxy", r.GetAction())
+	}
+	for name, p := range r.GetPolicies() {
+		perms, err := compilePermissions(p.GetPermissions(), "permissions")
+		if err != nil {
+			return nil, fmt.Errorf("rules.policies[%s].%w", name, fixList(err))
+		}
+		princs, err := compilePrincipals(p.GetPrincipals(), "principals")
+		if err != nil {
+			return nil, fmt.Errorf("rules.policies[%s].%w", name, fixList(err))
+		}
+		pol := Policy{Name: name}
+		for _, m := range perms {
+			pol.Permissions = append(pol.Permissions, m)
+		}
+		for _, m := range princs {
+			pol.Principals = append(pol.Principals, m)
+		}
+		e.Policies = append(e.Policies, pol)
+	}
+	sortPolicies(e.Policies)
+	return e, nil
+}
+
+// fixList turns "permissions.rules[0]" into "permissions[0]" for top-level lists.
+func fixList(err error) error {
+	s := err.Error()
+	for _, f := range []string{"permissions", "principals"} {
+		for _, inner := range []string{".rules[", ".ids["} {
+			if strings.HasPrefix(s, f+inner) {
+				return errors.New(f + "[" + s[len(f+inner):])
+			}
+		}
+	}
+	return err
+}
+
+// Stats are a filter's rbac.allowed and rbac.denied counters.
+type Stats struct {
+	Allowed, Denied *stats.Stat
+}
+
+// HTTPStats returns the stats of an HTTP RBAC filter in its HCM's scope
+// ("http.<stat_prefix>."): http.<stat_prefix>.rbac.<rules_stat_prefix>allowed, as
+// Envoy's Filters::Common::RBAC::generateStats.
+func (c *HTTPConfig) HTTPStats(hcm stats.Scope) Stats {
+	return newStats(hcm.Scope("rbac", ""), c.RulesStatPrefix)
+}
+
+// NetworkStats returns the stats of a network RBAC filter: <stat_prefix>rbac.allowed
+// and <stat_prefix>rbac.denied (stat_prefix "tcp." gives tcp.rbac.allowed).
+func (c *NetworkConfig) NetworkStats(store *stats.Store) Stats {
+	sc := store.Root()
+	for _, seg := range strings.Split(strings.TrimSuffix(c.StatPrefix, "."), ".") {
+		if seg != "" {
+			sc = sc.Scope(seg, "")
+		}
+	}
+	return newStats(sc.Scope("rbac", ""), "")
+}
+
+func newStats(sc stats.Scope, rulesPrefix string) Stats {
+	if rulesPrefix != "" && !strings.HasSuffix(rulesPrefix, ".") {
+		rulesPrefix += "." // Envoy's statPrefixJoin
+	}
+	return Stats{Allowed: sc.Counter(rulesPrefix + "allowed"), Denied: sc.Counter(rulesPrefix + "denied")}
+}
+
+// Check runs the engine on in, counts the decision and reports it with the deciding
+// policy's name. Without an engine (no rules) everything is allowed and nothing is
+// counted, as in Envoy.
+func (s Stats) Check(e *Engine, in *Input) (bool, string) {
+	if e == nil {
+		return true, ""
+	}
+	ok, policy := e.Allowed(in)
+	if ok {
+		s.Allowed.Inc()
+	} else {
+		s.Denied.Inc()
+	}
+	return ok, policy
+}

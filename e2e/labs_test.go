@@ -1,0 +1,95 @@
+package e2e
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/meshlab/meshlab/internal/testutil"
+	"github.com/meshlab/meshlab/labs"
+	"github.com/meshlab/meshlab/scenarios"
+)
+
+// runLab runs `meshlab lab run ref` as a unique lab and returns its output, whether it
+// exited 0, and the JUnit suites it wrote. Cleanup removes whatever the lab left.
+func runLab(t *testing.T, ref string) (string, bool, []labs.JUnitSuite) {
+	t.Helper()
+	bin := meshlabBin(t)
+	name := testutil.UniqueName(t)
+	junit := filepath.Join(t.TempDir(), "junit.xml")
+	t.Cleanup(func() {
+		_ = exec.Command(bin, "clean", "--name", name).Run()
+		assertNothingLeft(t, name)
+	})
+	out, err := meshlab(t, "lab", "run", ref, "--name", name, "--junit", junit, "--drain-duration", "0")
+	var exitErr *exec.ExitError
+	if err != nil && !errors.As(err, &exitErr) {
+		t.Fatalf("lab run %s: %v\n%s", ref, err, out)
+	}
+	f, err := os.Open(junit)
+	if err != nil {
+		t.Fatalf("lab run %s wrote no junit: %v\n%s", ref, err, out)
+	}
+	defer f.Close()
+	suites, jerr := labs.ReadJUnit(f)
+	if jerr != nil {
+		t.Fatal(jerr)
+	}
+	return out, err == nil, suites
+}
+
+// TestLabsRun runs every bundled lab with `meshlab lab run`: each must pass, with a
+// JUnit report whose every case passed.
+func TestLabsRun(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	for _, n := range scenarios.LabNames() {
+		t.Run(n, func(t *testing.T) {
+			t.Parallel()
+			out, ok, suites := runLab(t, n)
+			if !ok {
+				t.Fatalf("lab %s failed:\n%s", n, out)
+			}
+			if len(suites) != 1 || suites[0].Name != n || suites[0].Tests == 0 || suites[0].Failures != 0 {
+				t.Fatalf("junit suites %+v; want one suite %s with tests and no failures\n%s", suites, n, out)
+			}
+		})
+	}
+}
+
+// TestLabRunBrokenFails proves the checks can fail: a copy of hello expecting the wrong
+// split exits non-zero and says what it saw and expected, in its output and its JUnit.
+func TestLabRunBrokenFails(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	data, _, err := scenarios.LookupLab("hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken := strings.Replace(string(data), "want: {v1: 50, v2: 50}, tolerance: 20%", "want: {v1: 90, v2: 10}, tolerance: 5%", 1)
+	if broken == string(data) {
+		t.Fatal("hello lab no longer has the expected distribution check")
+	}
+	file := filepath.Join(t.TempDir(), "broken.yaml")
+	if err := os.WriteFile(file, []byte(broken), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, ok, suites := runLab(t, file)
+	if ok {
+		t.Fatalf("broken lab passed:\n%s", out)
+	}
+	if !strings.Contains(out, "FAIL distribution: saw v1 ") || !strings.Contains(out, "want v1 90%, v2 10% ±5%") {
+		t.Errorf("output does not say what the distribution check saw and wanted:\n%s", out)
+	}
+	if len(suites) != 1 || suites[0].Failures != 1 {
+		t.Fatalf("junit %+v; want exactly one failure", suites)
+	}
+	for _, c := range suites[0].Cases {
+		if c.Failure != nil && !strings.Contains(c.Failure.Message, "want v1 90%") {
+			t.Errorf("junit failure message %q does not say what was wanted", c.Failure.Message)
+		}
+	}
+}

@@ -1,0 +1,196 @@
+package labs
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/meshlab/meshlab/web"
+)
+
+// loadResult sums the background load's answers.
+type loadResult struct {
+	sent, failed int
+	statuses     map[string]int
+}
+
+func (r *Runner) runActions(ctx context.Context, l *Lab, actions []Action, st *stepState) error {
+	for j, a := range actions {
+		if err := r.runAction(ctx, l, a, st); err != nil {
+			return fmt.Errorf("action %d (%s): %w", j+1, a.Kind, err)
+		}
+	}
+	return nil
+}
+
+func (r *Runner) runAction(ctx context.Context, l *Lab, a Action, st *stepState) error {
+	switch {
+	case a.Apply != nil:
+		lines, err := r.Backend.Apply(ctx, []web.ConfigFile{{Name: l.File, Data: string(a.Apply.data)}})
+		if err != nil {
+			return err
+		}
+		for _, s := range lines {
+			r.printf("  %s\n", s)
+		}
+		return r.waitSynced(ctx)
+	case a.Delete != nil:
+		refs := make([]web.ObjectRef, len(a.Delete.Objects))
+		for i, o := range a.Delete.Objects {
+			refs[i] = web.ObjectRef{Kind: o.Kind, Namespace: o.Namespace, Name: o.Name}
+		}
+		lines, err := r.Backend.Delete(ctx, nil, refs)
+		if err != nil {
+			return err
+		}
+		for _, s := range lines {
+			r.printf("  %s\n", s)
+		}
+		return r.waitSynced(ctx)
+	case a.Traffic != nil:
+		t := a.Traffic
+		res, err := r.Backend.SendTraffic(ctx, web.TrafficRequest{Pod: t.From, URL: t.URL, N: cmp0(t.N, 20)})
+		if err != nil {
+			return err
+		}
+		r.printf("  sent %d requests from %s to %s: %v, p50 %.1fms\n", res.Sent, t.From, t.URL, res.Statuses, res.P50Ms)
+		st.traffic = &res
+	case a.Load != nil:
+		if st.loadStop != nil {
+			return fmt.Errorf("one load per step")
+		}
+		st.loadStop = r.startLoad(ctx, *a.Load, st)
+		r.printf("  load from %s to %s started\n", a.Load.From, a.Load.URL)
+	case a.RestartProxy != nil:
+		res, err := r.Backend.RestartProxy(ctx, a.RestartProxy.Pod, true)
+		if err != nil {
+			return err
+		}
+		if !res.Live {
+			return fmt.Errorf("epoch %d of %s did not become live: %s", res.Epoch, res.Pod, res.Message)
+		}
+		r.printf("  %s: epoch %d live in %v\n", res.Pod, res.Epoch, res.Elapsed.Round(time.Millisecond))
+	case a.KillProxy != nil:
+		pod := a.KillProxy.Pod
+		pid, err := r.Backend.KillProxy(ctx, pod)
+		if err != nil {
+			return err
+		}
+		r.printf("  %s: killed proxy pid %d (SIGKILL)\n", pod, pid)
+		return r.poll(ctx, 30*time.Second, func() (bool, string) {
+			np, err := livePID(ctx, r.Backend, pod)
+			if err != nil {
+				return false, err.Error()
+			}
+			return np != pid, "proxy still pid " + strconv.Itoa(pid)
+		})
+	case a.Wait != nil:
+		w := a.Wait
+		if w.Until == nil {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(w.Duration.D()):
+			}
+			return nil
+		}
+		timeout := w.Timeout.D()
+		if timeout == 0 {
+			timeout = 20 * time.Second
+		}
+		return r.poll(ctx, timeout, func() (bool, string) {
+			res := r.evaluate(ctx, l, *w.Until, st)
+			return res.Passed, res.Check + ": saw " + res.Saw + "; want " + res.Want
+		})
+	}
+	return nil
+}
+
+func cmp0(n, def int) int {
+	if n == 0 {
+		return def
+	}
+	return n
+}
+
+// poll calls ok until it reports true, giving up after timeout with its last reason.
+func (r *Runner) poll(ctx context.Context, timeout time.Duration, ok func() (bool, string)) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		done, why := ok()
+		if done {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("gave up after %v: %s", timeout, why)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// waitSynced waits until every connected proxy applied the last config it was sent.
+func (r *Runner) waitSynced(ctx context.Context) error {
+	timeout := r.SyncTimeout
+	if timeout == 0 {
+		timeout = 15 * time.Second
+	}
+	return r.poll(ctx, timeout, func() (bool, string) {
+		for _, ps := range r.Backend.ProxyStatus() {
+			if !ps.Connected {
+				continue
+			}
+			for _, t := range slices.Sorted(maps.Keys(ps.Types)) {
+				if s := ps.Types[t].State(); s != "SYNCED" && s != "NOT SENT" {
+					return false, fmt.Sprintf("%s is %s for %s", ps.Pod, s, t)
+				}
+			}
+		}
+		return true, ""
+	})
+}
+
+// startLoad sends rounds of requests until the returned stop is called, which waits for
+// the last round and stores the totals in st.load.
+func (r *Runner) startLoad(ctx context.Context, t TrafficAction, st *stepState) func() {
+	ctx, cancel := context.WithCancel(ctx)
+	res := &loadResult{statuses: map[string]int{}}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			tr, err := r.Backend.SendTraffic(context.WithoutCancel(ctx), web.TrafficRequest{Pod: t.From, URL: t.URL, N: cmp0(t.N, 5)})
+			if err != nil {
+				res.failed++
+				res.statuses["error"]++
+				r.Logger.Warn("load round failed", "err", err)
+				select {
+				case <-ctx.Done():
+				case <-time.After(50 * time.Millisecond):
+				}
+				continue
+			}
+			res.sent += tr.Sent
+			for code, n := range tr.Statuses {
+				res.statuses[code] += n
+				if len(code) != 3 || code[0] != '2' {
+					res.failed += n
+				}
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		wg.Wait()
+		st.load = res
+		st.loadStop = nil
+	}
+}

@@ -1,0 +1,122 @@
+package labs
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/meshlab/meshlab/lab"
+	"github.com/meshlab/meshlab/web"
+)
+
+// Backend is what the runner needs of a running lab. Safe for concurrent use; every
+// method may block on the lab's agents and honours ctx.
+type Backend interface {
+	Apply(ctx context.Context, files []web.ConfigFile) ([]string, error)
+	Delete(ctx context.Context, files []web.ConfigFile, refs []web.ObjectRef) ([]string, error)
+	SendTraffic(ctx context.Context, r web.TrafficRequest) (web.TrafficResult, error)
+	RestartProxy(ctx context.Context, pod string, wait bool) (web.ProxyRestart, error)
+	PodDetail(ctx context.Context, pod string) (web.PodDetail, error)
+	ProxyStatus() []web.ProxyStatus
+	// Stats returns the counters and gauges of the pod's proxy (admin /stats).
+	Stats(ctx context.Context, pod string) (map[string]uint64, error)
+	// KillProxy sends SIGKILL to the pod's live proxy and returns its pid.
+	KillProxy(ctx context.Context, pod string) (int, error)
+}
+
+// LabBackend is a Backend over a lab running in this process.
+type LabBackend struct {
+	*lab.Lab
+	paths lab.Paths
+}
+
+var _ Backend = (*LabBackend)(nil)
+
+// NewLabBackend wraps l, whose run directory is under runRoot (lab.DefaultRunRoot when
+// empty) with the given name.
+func NewLabBackend(l *lab.Lab, runRoot, name string) *LabBackend {
+	if runRoot == "" {
+		runRoot = lab.DefaultRunRoot
+	}
+	return &LabBackend{Lab: l, paths: lab.PathsFor(runRoot, name)}
+}
+
+// Stats reads the pod's proxy stats through its agent's admin proxy.
+func (b *LabBackend) Stats(ctx context.Context, pod string) (map[string]uint64, error) {
+	sock := b.paths.AgentSocket(pod)
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	}}}
+	defer hc.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://agent/admin/stats", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("read stats of %s: %w", pod, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+		return nil, fmt.Errorf("read stats of %s: %s: %s", pod, resp.Status, strings.TrimSpace(string(b)))
+	}
+	return parseStats(resp.Body)
+}
+
+// parseStats reads Envoy's text /stats ("name: value" lines), keeping integer values.
+func parseStats(r io.Reader) (map[string]uint64, error) {
+	out := map[string]uint64{}
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		name, val, ok := strings.Cut(sc.Text(), ": ")
+		if !ok {
+			continue
+		}
+		if n, err := strconv.ParseUint(strings.TrimSpace(val), 10, 64); err == nil {
+			out[name] = n
+		}
+	}
+	return out, sc.Err()
+}
+
+// KillProxy SIGKILLs the pod's newest live proxy epoch; its agent restarts it.
+func (b *LabBackend) KillProxy(ctx context.Context, pod string) (int, error) {
+	pid, err := livePID(ctx, b, pod)
+	if err != nil {
+		return 0, err
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return 0, fmt.Errorf("kill proxy %d of %s: %w", pid, pod, err)
+	}
+	return pid, nil
+}
+
+// livePID returns the pid of the pod's newest live epoch.
+func livePID(ctx context.Context, b Backend, pod string) (int, error) {
+	d, err := b.PodDetail(ctx, pod)
+	if err != nil {
+		return 0, fmt.Errorf("describe pod %s: %w", pod, err)
+	}
+	if d.Proxy == nil {
+		return 0, errors.New("pod " + pod + " has no proxy status")
+	}
+	pid, epoch := 0, -1
+	for _, e := range d.Proxy.Epochs {
+		if e.State == "live" && e.Epoch > epoch && e.PID > 0 {
+			pid, epoch = e.PID, e.Epoch
+		}
+	}
+	if pid == 0 {
+		return 0, errors.New("pod " + pod + " has no live proxy")
+	}
+	return pid, nil
+}

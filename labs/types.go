@@ -1,0 +1,177 @@
+package labs
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// APIVersion and Kind identify a lab document.
+const (
+	APIVersion = "meshlab.dev/v1alpha1"
+	Kind       = "Lab"
+)
+
+// Lab is a parsed and validated lab file.
+type Lab struct {
+	File         string // the file name, for messages
+	Name         string // metadata.name
+	Title        string
+	Introduction string
+	// ScenarioFile and ScenarioData are what the lab brings up: the bundled scenario
+	// spec.scenario names, followed by the other documents of the lab file.
+	ScenarioFile string
+	ScenarioData []byte
+	Steps        []Step
+	// versions maps a pod name to its "version" label, for distribution checks.
+	versions map[string]string
+}
+
+// Step is one step of a lab.
+type Step struct {
+	Name         string
+	Instructions string
+	Actions      []Action
+	Checks       []Check
+	Solution     []Action
+}
+
+// Action is one thing a step does; exactly one field is set.
+type Action struct {
+	Kind string `json:"-"` // the YAML key: apply, delete, traffic, ...
+
+	Apply        *ApplyAction   `json:"apply,omitempty"`
+	Delete       *DeleteAction  `json:"delete,omitempty"`
+	Traffic      *TrafficAction `json:"traffic,omitempty"`
+	RestartProxy *PodRef        `json:"restart-proxy,omitempty"`
+	KillProxy    *PodRef        `json:"kill-proxy,omitempty"`
+	Wait         *WaitAction    `json:"wait,omitempty"`
+	Load         *TrafficAction `json:"load,omitempty"`
+}
+
+// ApplyAction applies objects given inline or read from a file (relative to the lab file).
+type ApplyAction struct {
+	Objects []json.RawMessage `json:"objects,omitempty"`
+	File    string            `json:"file,omitempty"`
+	data    []byte
+}
+
+// DeleteAction deletes objects by reference.
+type DeleteAction struct {
+	Objects []ObjectRef `json:"objects"`
+}
+
+// ObjectRef names one object to delete.
+type ObjectRef struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+}
+
+// TrafficAction sends N GETs from a pod (traffic), or keeps sending them in the
+// background until the step's checks (load).
+type TrafficAction struct {
+	From    string            `json:"from"`
+	URL     string            `json:"url"`
+	N       int               `json:"count,omitempty"` // default 20 (traffic) or 5 per round (load); "n" would be YAML 1.1 false
+	Headers map[string]string `json:"headers,omitempty"`
+}
+
+// PodRef names a pod.
+type PodRef struct {
+	Pod string `json:"pod"`
+}
+
+// WaitAction waits for a duration, or until a check passes (within Timeout, default 20s).
+type WaitAction struct {
+	Duration Duration `json:"duration,omitempty"`
+	Until    *Check   `json:"until,omitempty"`
+	Timeout  Duration `json:"timeout,omitempty"`
+}
+
+// Check is one assertion on the lab's state; exactly one field is set.
+type Check struct {
+	Kind string `json:"-"` // the YAML key
+
+	Distribution *DistributionCheck `json:"distribution,omitempty"`
+	Status       *StatusCheck       `json:"status,omitempty"`
+	Latency      *LatencyCheck      `json:"latency,omitempty"`
+	Header       *HeaderCheck       `json:"header,omitempty"`
+	ProxySynced  *ProxySyncedCheck  `json:"proxy-synced,omitempty"`
+	Nack         *NackCheck         `json:"nack,omitempty"`
+	Stat         *StatCheck         `json:"stat,omitempty"`
+	Epoch        *EpochCheck        `json:"epoch,omitempty"`
+	NoFailures   *struct{}          `json:"no-failures,omitempty"`
+	Denied       *PodRef            `json:"denied,omitempty"`
+	MTLS         *MTLSCheck         `json:"mtls,omitempty"`
+}
+
+// DistributionCheck compares the share of answers per version (the answering pod's
+// "version" label, or the pod name when By is "pod") of the step's last traffic with
+// Want (percentages), within Tolerance percentage points.
+type DistributionCheck struct {
+	Want      map[string]float64 `json:"want"`
+	Tolerance *Percent           `json:"tolerance,omitempty"` // default 15%
+	By        string             `json:"by,omitempty"`        // version (default) or pod
+}
+
+// StatusCheck counts answers with Code ("error" for no answer) in the last traffic:
+// at least Min, at most Max, or a share of at least Fraction.
+type StatusCheck struct {
+	Code     string   `json:"code"`
+	Min      *int     `json:"min,omitempty"`
+	Max      *int     `json:"max,omitempty"`
+	Fraction *Percent `json:"fraction,omitempty"`
+}
+
+// LatencyCheck compares a percentile (50, 90, 99 or 100) of the last traffic.
+type LatencyCheck struct {
+	Percentile int      `json:"percentile"`
+	Below      Duration `json:"below,omitempty"`
+	Above      Duration `json:"above,omitempty"`
+}
+
+// HeaderCheck asks for a response header (pending: the traffic tool does not report
+// response headers yet).
+type HeaderCheck struct {
+	Name  string `json:"name"`
+	Value string `json:"value,omitempty"`
+}
+
+// ProxySyncedCheck wants the pod's proxy SYNCED for Type (CDS, LDS, EDS, RDS, SDS;
+// every type sent when empty).
+type ProxySyncedCheck struct {
+	Pod  string `json:"pod"`
+	Type string `json:"type,omitempty"`
+}
+
+// NackCheck wants a NACK from the pod's proxy whose message contains Message.
+type NackCheck struct {
+	Pod     string `json:"pod"`
+	Type    string `json:"type,omitempty"`
+	Message string `json:"message"`
+}
+
+// StatCheck compares one counter or gauge of the pod's proxy (admin /stats).
+type StatCheck struct {
+	Pod   string `json:"pod"`
+	Name  string `json:"name"`
+	Op    string `json:"op"` // >, >=, ==, <, <=, !=
+	Value uint64 `json:"value"`
+}
+
+// EpochCheck wants the pod's proxy to have reached (a LIVE) epoch AtLeast.
+type EpochCheck struct {
+	Pod     string `json:"pod"`
+	AtLeast int    `json:"atLeast"`
+}
+
+// MTLSCheck asks that the edge From -> To uses mTLS with peer identity Identity
+// (pending until the mTLS work lands).
+type MTLSCheck struct {
+	From     string `json:"from"`
+	To       string `json:"to"`
+	Identity string `json:"identity,omitempty"`
+}
+
+// Duration is a time.Duration written as a Go duration string ("250ms").
+type Duration time.Duration

@@ -1,0 +1,122 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshlab/meshlab/internal/testutil"
+)
+
+// fakeFaults accepts hold-push on backend-v1 once and knows nothing else.
+type fakeFaults struct{ active []Fault }
+
+func (f *fakeFaults) AddFault(_ context.Context, spec FaultSpec) (Fault, error) {
+	switch {
+	case spec.Kind != FaultHoldPush:
+		return Fault{}, fmt.Errorf("%w: unknown kind %q", ErrBadFault, spec.Kind)
+	case len(spec.Pods) != 1 || spec.Pods[0] != "backend-v1":
+		return Fault{}, fmt.Errorf("pod %q: %w (pods with a sidecar: backend-v1)", spec.Pods, ErrUnknownPod)
+	case len(f.active) > 0:
+		return Fault{}, fmt.Errorf("%w: f1", ErrFaultExists)
+	}
+	fl := Fault{ID: "f1", FaultSpec: spec, Started: time.Unix(1, 0)}
+	f.active = append(f.active, fl)
+	return fl, nil
+}
+
+func (f *fakeFaults) Faults() []Fault { return append([]Fault{}, f.active...) }
+
+func (f *fakeFaults) ClearFaults(_ context.Context, id string) ([]Fault, error) {
+	if id != "" && (len(f.active) == 0 || f.active[0].ID != id) {
+		return nil, fmt.Errorf("%w %q", ErrUnknownFault, id)
+	}
+	out := f.active
+	f.active = nil
+	return out, nil
+}
+
+// fakeHistory keeps v1 and v2 of backend-v1.
+type fakeHistory struct{}
+
+func (fakeHistory) PodHistory(pod string) (PodHistory, error) {
+	if pod != "backend-v1" {
+		return PodHistory{}, ErrUnknownPod
+	}
+	return PodHistory{Pod: pod, Snapshots: []HistorySnapshot{{Version: "v1", Trigger: "start"}, {Version: "v2", Trigger: "apply"}}}, nil
+}
+
+func (fakeHistory) PodDiff(pod, from, to string) (ConfigDiff, error) {
+	if from != "v1" || to != "v2" {
+		return ConfigDiff{}, fmt.Errorf("%w %q", ErrUnknownVersion, from)
+	}
+	return ConfigDiff{Pod: pod, From: from, To: to, Types: []ConfigTypeDiff{{Type: "RDS", Changed: []ConfigResourceChange{{
+		Name: "8080", Fields: []ConfigFieldChange{{Path: "virtual_hosts[b].routes[0].route.timeout", Old: `"0s"`, New: `"3s"`}},
+	}}}}}, nil
+}
+
+func TestFaultAndHistoryRoutes(t *testing.T) {
+	t.Parallel()
+	sock := filepath.Join(t.TempDir(), "api.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb := &fakeFaults{}
+	srv := httptest.NewUnstartedServer(NewHandler(&fakeBackend{}, testutil.Logger(t), FaultRoutes(fb), HistoryRoutes(fakeHistory{})))
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	c := NewUnixClient(sock)
+	t.Cleanup(c.Close)
+	ctx := context.Background()
+
+	for _, tc := range []struct {
+		name string
+		spec FaultSpec
+		want string
+	}{
+		{"unknown kind", FaultSpec{Kind: "explode"}, `unknown kind "explode"`},
+		{"unknown pod", FaultSpec{Kind: FaultHoldPush, Pods: []string{"nope"}}, "pods with a sidecar: backend-v1"},
+	} {
+		if _, err := c.AddFault(ctx, tc.spec); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: AddFault error %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	f, err := c.AddFault(ctx, FaultSpec{Kind: FaultHoldPush, Pods: []string{"backend-v1"}})
+	if err != nil || f.ID != "f1" || f.Pods[0] != "backend-v1" {
+		t.Fatalf("AddFault = %+v, %v", f, err)
+	}
+	if _, err := c.AddFault(ctx, FaultSpec{Kind: FaultHoldPush, Pods: []string{"backend-v1"}}); err == nil || !strings.Contains(err.Error(), "already active") {
+		t.Errorf("second fault: %v, want already active", err)
+	}
+	if fs, err := c.Faults(ctx); err != nil || len(fs) != 1 || fs[0].Kind != FaultHoldPush {
+		t.Errorf("Faults = %+v, %v", fs, err)
+	}
+	if _, err := c.ClearFaults(ctx, "f9"); err == nil || !strings.Contains(err.Error(), "unknown fault") {
+		t.Errorf("clear unknown: %v", err)
+	}
+	if fs, err := c.ClearFaults(ctx, ""); err != nil || len(fs) != 1 {
+		t.Errorf("clear all = %+v, %v", fs, err)
+	}
+
+	h, err := c.PodHistory(ctx, "backend-v1")
+	if err != nil || len(h.Snapshots) != 2 || h.Snapshots[1].Trigger != "apply" {
+		t.Errorf("PodHistory = %+v, %v", h, err)
+	}
+	if _, err := c.PodHistory(ctx, "nope"); err == nil {
+		t.Error("history of an unknown pod succeeded")
+	}
+	d, err := c.PodDiff(ctx, "backend-v1", "v1", "v2")
+	if err != nil || len(d.Types) != 1 || d.Types[0].Changed[0].Fields[0].New != `"3s"` {
+		t.Errorf("PodDiff = %+v, %v", d, err)
+	}
+	if _, err := c.PodDiff(ctx, "backend-v1", "v0", "v2"); err == nil || !strings.Contains(err.Error(), "unknown config version") {
+		t.Errorf("diff of an unknown version: %v", err)
+	}
+}
