@@ -32,13 +32,9 @@ const (
 	EventCertResumed      = "cert.resumed"
 )
 
-// Timings of a rotation.
-const (
-	renewTimeout = 15 * time.Second
-	// rotationSettle is left between steps for the proxies to apply the secrets their
-	// agents pushed over SDS (the agent answers once it pushed, not once they applied).
-	rotationSettle = 300 * time.Millisecond
-)
+// renewTimeout bounds one agent's renewal: the CSR and its proxy's ACK of the new
+// secrets (the agent answers once every SDS stream ACKed them).
+const renewTimeout = 15 * time.Second
 
 var _ web.CABackend = (*Lab)(nil)
 
@@ -110,7 +106,6 @@ func (l *Lab) rotateRoot(ctx context.Context, certPEM, keyPEM []byte) error {
 			return fmt.Errorf("rotate root: push trust bundle: %w", err)
 		}
 		l.publish(EventCABundlePushed, "", fmt.Sprintf("every agent trusts {%s, %s}", old.Serial, ni.Serial), map[string]any{"root": ni.Serial})
-		time.Sleep(rotationSettle)
 		if err := authority.SwitchSigning(); err != nil {
 			return fmt.Errorf("rotate root: %w", err)
 		}
@@ -127,7 +122,6 @@ func (l *Lab) rotateRoot(ctx context.Context, certPEM, keyPEM []byte) error {
 		}); err != nil {
 			return fmt.Errorf("rotate root: reissue from the new root: %w", err)
 		}
-		time.Sleep(rotationSettle)
 		if err := authority.DropOldRoots(); err != nil {
 			return fmt.Errorf("rotate root: %w", err)
 		}

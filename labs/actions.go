@@ -12,6 +12,9 @@ import (
 	"github.com/meshlab/meshlab/web"
 )
 
+// loadPause separates the rounds of a load.
+const loadPause = 20 * time.Millisecond
+
 // loadResult sums the background load's answers.
 type loadResult struct {
 	sent, failed int
@@ -37,6 +40,9 @@ func (r *Runner) runAction(ctx context.Context, l *Lab, a Action, st *stepState)
 		for _, s := range lines {
 			r.printf("  %s\n", s)
 		}
+		if a.Apply.NoWait {
+			return nil
+		}
 		return r.waitSynced(ctx)
 	case a.Delete != nil:
 		refs := make([]web.ObjectRef, len(a.Delete.Objects))
@@ -59,6 +65,18 @@ func (r *Runner) runAction(ctx context.Context, l *Lab, a Action, st *stepState)
 		}
 		r.printf("  sent %d requests from %s to %s: %v, p50 %.1fms\n", res.Sent, t.From, t.URL, res.Statuses, res.P50Ms)
 		st.traffic = &res
+	case a.ControlPlaneStop != nil:
+		f, err := r.Backend.AddFault(ctx, web.FaultSpec{Kind: web.FaultDiscoveryStop, Duration: a.ControlPlaneStop.Duration.D()})
+		if err != nil {
+			return err
+		}
+		r.printf("  control plane stopped for %v (%s)\n", a.ControlPlaneStop.Duration.D(), f.ID)
+	case a.RotateCerts != nil || a.Kind == "rotate-certs":
+		start := time.Now()
+		if err := r.Backend.RotateRoot(ctx); err != nil {
+			return err
+		}
+		r.printf("  CA root rotated in %v\n", time.Since(start).Round(time.Millisecond))
 	case a.Load != nil:
 		if st.loadStop != nil {
 			return fmt.Errorf("one load per step")
@@ -164,9 +182,22 @@ func (r *Runner) startLoad(ctx context.Context, t TrafficAction, st *stepState) 
 	res := &loadResult{statuses: map[string]int{}}
 	var wg sync.WaitGroup
 	wg.Add(1)
+	first := make(chan struct{})
 	go func() {
 		defer wg.Done()
-		for ctx.Err() == nil {
+		for round := 0; ctx.Err() == nil; round++ {
+			switch round {
+			case 0:
+			case 1:
+				close(first) // the load is flowing: the next actions may start
+				fallthrough
+			default:
+				select { // a steady trickle, not a flood that starves a small machine
+				case <-ctx.Done():
+					continue
+				case <-time.After(loadPause):
+				}
+			}
 			tr, err := r.Backend.SendTraffic(context.WithoutCancel(ctx), web.TrafficRequest{Pod: t.From, URL: t.URL, N: cmp0(t.N, 5)})
 			if err != nil {
 				res.failed++
@@ -186,7 +217,15 @@ func (r *Runner) startLoad(ctx context.Context, t TrafficAction, st *stepState) 
 				}
 			}
 		}
+		if ctx.Err() != nil {
+			select {
+			case <-first:
+			default:
+				close(first)
+			}
+		}
 	}()
+	<-first
 	return func() {
 		cancel()
 		wg.Wait()

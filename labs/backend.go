@@ -27,6 +27,10 @@ type Backend interface {
 	ProxyStatus() []web.ProxyStatus
 	// Stats returns the counters and gauges of the pod's proxy (admin /stats).
 	Stats(ctx context.Context, pod string) (map[string]uint64, error)
+	// AddFault adds a fault to the lab's machinery (here: discovery-stop).
+	AddFault(ctx context.Context, spec web.FaultSpec) (web.Fault, error)
+	// RotateRoot rotates the lab CA to a new root, returning once every agent renewed.
+	RotateRoot(ctx context.Context) error
 	// KillProxy sends SIGKILL to the pod's live proxy and returns its pid.
 	KillProxy(ctx context.Context, pod string) (int, error)
 }

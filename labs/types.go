@@ -46,13 +46,25 @@ type Action struct {
 	KillProxy    *PodRef        `json:"kill-proxy,omitempty"`
 	Wait         *WaitAction    `json:"wait,omitempty"`
 	Load         *TrafficAction `json:"load,omitempty"`
+	// ControlPlaneStop stops the discovery server for a while (proxies keep their last
+	// config); RotateCerts rotates the lab CA's root, Istio-style.
+	ControlPlaneStop *StopAction `json:"control-plane-stop,omitempty"`
+	RotateCerts      *struct{}   `json:"rotate-certs,omitempty"`
+}
+
+// StopAction stops the control plane for Duration (at most 10 minutes).
+type StopAction struct {
+	Duration Duration `json:"duration"`
 }
 
 // ApplyAction applies objects given inline or read from a file (relative to the lab file).
 type ApplyAction struct {
 	Objects []json.RawMessage `json:"objects,omitempty"`
 	File    string            `json:"file,omitempty"`
-	data    []byte
+	// NoWait returns as soon as the lab took the objects, without waiting for every
+	// proxy to apply them (to watch them arrive, or not, in the checks).
+	NoWait bool `json:"noWait,omitempty"`
+	data   []byte
 }
 
 // DeleteAction deletes objects by reference.

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/meshlab/meshlab/controlplane/config"
 	"github.com/meshlab/meshlab/controlplane/model"
@@ -150,6 +151,10 @@ func (v *validator) action(a Action, path string) {
 		v.traffic(*a.Traffic, path, 200)
 	case a.Load != nil:
 		v.traffic(*a.Load, path, 50)
+	case a.ControlPlaneStop != nil:
+		if d := a.ControlPlaneStop.Duration.D(); d <= 0 || d > 10*time.Minute {
+			v.p.addf(path+".duration", "want a duration up to 10m, got %v", d)
+		}
 	case a.RestartProxy != nil:
 		v.pod(a.RestartProxy.Pod, path+".pod", true)
 	case a.KillProxy != nil:

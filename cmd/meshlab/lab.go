@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -70,7 +71,7 @@ func newLabRunCmd(g *globalFlags) *cobra.Command {
 			}
 			name := g.name
 			if name == "" {
-				name = "lab-" + l.Name
+				name = defaultLabName(l.Name)
 			}
 			log := g.logger()
 			rep, err := labs.RunLab(cmd.Context(), labs.RunOptions{
@@ -106,4 +107,12 @@ func newLabRunCmd(g *globalFlags) *cobra.Command {
 	cmd.Flags().DurationVar(&f.drain, "drain-duration", 5*time.Second, "how long sidecars drain connections when the lab stops")
 	cmd.Flags().StringVar(&f.proxyPath, "envoy-path", "", "Envoy binary for every sidecar (default: the agent's discovery)")
 	return cmd
+}
+
+// defaultLabName is the lab's own name, cut to what a lab name may be.
+func defaultLabName(name string) string {
+	if len(name) > 20 {
+		name = strings.TrimRight(name[:20], "-")
+	}
+	return name
 }

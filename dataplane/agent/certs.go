@@ -66,6 +66,7 @@ type certManager struct {
 	log    *slog.Logger
 	now    func() time.Time
 	kick   chan struct{} // wakes Run to look at paused and next again
+	acks   *sdsAcks      // what the proxies' SDS streams ACKed
 
 	fetchMu sync.Mutex // one CSR at a time
 
@@ -79,7 +80,7 @@ type certManager struct {
 }
 
 func newCertManager(s certSigner, id string, ttl time.Duration, log *slog.Logger) *certManager {
-	return &certManager{signer: s, id: id, ttl: ttl, log: log, now: time.Now, kick: make(chan struct{}, 1),
+	return &certManager{signer: s, id: id, ttl: ttl, log: log, now: time.Now, kick: make(chan struct{}, 1), acks: newSDSAcks(),
 		status: CertStatus{SPIFFEID: id}, changed: make(chan struct{})}
 }
 
@@ -171,15 +172,22 @@ func (m *certManager) attempt(ctx context.Context) (CertStatus, error) {
 	return m.status, nil
 }
 
-// renew gets a new certificate now (and with it the CA's current trust bundle) and
-// returns the new status; ErrRenewalPaused while paused.
+// renew gets a new certificate now (and with it the CA's current trust bundle), waits
+// until every proxy's SDS stream ACKed it, and returns the new status; ErrRenewalPaused
+// while paused.
 func (m *certManager) renew(ctx context.Context) (CertStatus, error) {
 	if m.snapshot().Paused {
 		return m.snapshot(), ErrRenewalPaused
 	}
 	st, err := m.attempt(ctx)
 	m.wake()
-	return st, err
+	if err != nil {
+		return st, err
+	}
+	if _, err := m.acks.wait(ctx, func() string { return m.snapshot().Serial }); err != nil {
+		return st, err
+	}
+	return st, nil
 }
 
 // setPaused pauses or resumes renewal. Resuming renews at once if the certificate is due.

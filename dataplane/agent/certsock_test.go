@@ -51,8 +51,8 @@ func pemCerts(t *testing.T, b []byte) []*x509.Certificate {
 	}
 }
 
-// TestRootRotationOverSDS drives the three rotation steps with POST /certs/renew and
-// checks what the open SDS stream receives after each: the bundle {R1, R2}, then a leaf
+// TestRootRotationOverSDS drives the three rotation steps with POST /certs/renew (which
+// answers once the stream ACKed) and checks what the open SDS stream receives after each: the bundle {R1, R2}, then a leaf
 // from R2 with R2 cross-signed by R1 (which a peer trusting only R1 accepts), then {R2}.
 func TestRootRotationOverSDS(t *testing.T) {
 	t.Parallel()
@@ -68,21 +68,37 @@ func TestRootRotationOverSDS(t *testing.T) {
 	if err := stream.Send(&discoverypb.DiscoveryRequest{TypeUrl: secretTypeURL, ResourceNames: names}); err != nil {
 		t.Fatal(err)
 	}
-	// next ACKs the last response and reads the next push: the default chain and the bundle.
-	var last *discoverypb.DiscoveryResponse
+	// next reads the next push and ACKs it, as Envoy does: the default chain and the bundle.
 	next := func() (chain, bundle []*x509.Certificate) {
 		t.Helper()
-		if last != nil {
-			if err := stream.Send(&discoverypb.DiscoveryRequest{TypeUrl: secretTypeURL, VersionInfo: last.GetVersionInfo(),
-				ResponseNonce: last.GetNonce(), ResourceNames: names}); err != nil {
-				t.Fatal(err)
-			}
-		}
 		resp, secs := recvSecrets(t, stream)
-		last = resp
+		if err := stream.Send(&discoverypb.DiscoveryRequest{TypeUrl: secretTypeURL, VersionInfo: resp.GetVersionInfo(),
+			ResponseNonce: resp.GetNonce(), ResourceNames: names}); err != nil {
+			t.Fatal(err)
+		}
 		checkSecrets(t, secs)
 		return pemCerts(t, secs[SecretDefault].GetTlsCertificate().GetCertificateChain().GetInlineBytes()),
 			pemCerts(t, secs[SecretRootCA].GetValidationContext().GetTrustedCa().GetInlineBytes())
+	}
+	// renew POSTs /certs/renew, which answers only once the stream ACKed the new
+	// secrets, while reading and ACKing the push.
+	renew := func() (st CertStatus, chain, bundle []*x509.Certificate) {
+		t.Helper()
+		rec := httptest.NewRecorder()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/certs/renew", nil))
+		}()
+		chain, bundle = next()
+		<-done
+		if rec.Code != http.StatusOK {
+			t.Fatalf("POST /certs/renew = %d %s", rec.Code, rec.Body)
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st, chain, bundle
 	}
 	verifyWith := func(chain []*x509.Certificate, roots ...*x509.Certificate) error {
 		pool, inter := x509.NewCertPool(), x509.NewCertPool()
@@ -107,22 +123,21 @@ func TestRootRotationOverSDS(t *testing.T) {
 	if _, err := f.ca.AddRoot(r2); err != nil {
 		t.Fatal(err)
 	}
-	st := postCerts(t, h, "/certs/renew", http.StatusOK)
+	st, _, bundle := renew()
 	if len(st.TrustBundle) != 2 || st.TrustBundle[1].Serial != serial(r2.Cert) {
 		t.Fatalf("status trust bundle after step 1: %+v", st.TrustBundle)
 	}
-	if _, bundle := next(); len(bundle) != 2 || !bundle[0].Equal(r1) || !bundle[1].Equal(r2.Cert) {
+	if len(bundle) != 2 || !bundle[0].Equal(r1) || !bundle[1].Equal(r2.Cert) {
 		t.Fatalf("ROOTCA after step 1 has %d roots, want {R1, R2}", len(bundle))
 	}
 
 	if err := f.ca.SwitchSigning(); err != nil {
 		t.Fatal(err)
 	}
-	st = postCerts(t, h, "/certs/renew", http.StatusOK)
+	st, chain, bundle := renew()
 	if len(st.Intermediates) != 1 || st.Issuer != "meshlab root CA 2" {
 		t.Fatalf("status after step 2: issuer %q, intermediates %+v", st.Issuer, st.Intermediates)
 	}
-	chain, bundle := next()
 	if len(chain) != 2 || len(bundle) != 2 {
 		t.Fatalf("after step 2: chain %d, bundle %d; want [leaf, cross] and {R1, R2}", len(chain), len(bundle))
 	}
@@ -133,8 +148,7 @@ func TestRootRotationOverSDS(t *testing.T) {
 	if err := f.ca.DropOldRoots(); err != nil {
 		t.Fatal(err)
 	}
-	postCerts(t, h, "/certs/renew", http.StatusOK)
-	chain, bundle = next()
+	_, chain, bundle = renew()
 	if len(chain) != 1 || len(bundle) != 1 || !bundle[0].Equal(r2.Cert) {
 		t.Fatalf("after step 3: chain %d, bundle %d; want [leaf] and {R2}", len(chain), len(bundle))
 	}

@@ -6,6 +6,12 @@
 // long-polled from the lab API, and serves agent.sock (status and the proxy's admin API)
 // to the lab process, which lives outside the pod's namespace.
 //
+// With a CA token it also gets the workload certificate (csr.go, certs.go) and serves it
+// over SDS (sds.go) as "default" and "ROOTCA". The CA's chain ends with the trust bundle
+// (the self-signed roots), which becomes ROOTCA, so a renewal also brings a new bundle;
+// agent.sock's /certs endpoints (certsock.go) renew now, which is how the lab pushes a
+// bundle during a root rotation, and pause or resume renewal for fault injection.
+//
 // The agent knows the data plane only through its command line, its bootstrap and its
 // admin API, and the lab only through sockets: it imports neither lab/, web/ nor
 // controlplane/.

@@ -83,7 +83,8 @@ func listenSDS(path string, gid int) (net.Listener, error) {
 
 // StreamSecrets answers the first request and every change of resource names with the
 // current secrets, and pushes new ones when the certificate rotates. ACKs and NACKs
-// (requests carrying the last nonce with the same names) get no answer.
+// (requests carrying the last nonce with the same names) get no answer; ACKs are
+// recorded, so that a renewal can wait until the proxy applied the new secrets.
 func (s *sdsServer) StreamSecrets(stream secretservice.SecretDiscoveryService_StreamSecretsServer) error {
 	ctx := stream.Context()
 	reqs := make(chan *discoverypb.DiscoveryRequest)
@@ -108,6 +109,8 @@ func (s *sdsServer) StreamSecrets(stream secretservice.SecretDiscoveryService_St
 		sent    *workloadCert
 		nonce   int
 	)
+	acked := s.certs.acks.open()
+	defer s.certs.acks.closeStream(acked)
 	for {
 		cur, changed := s.certs.current()
 		if started && cur != nil && cur != sent {
@@ -133,6 +136,8 @@ func (s *sdsServer) StreamSecrets(stream secretservice.SecretDiscoveryService_St
 		case r := <-reqs:
 			if r.GetErrorDetail() != nil {
 				s.log.Warn("sds NACK", "nonce", r.GetResponseNonce(), "err", r.GetErrorDetail().GetMessage())
+			} else if sent != nil && r.GetResponseNonce() == strconv.Itoa(nonce) {
+				s.certs.acks.ack(acked, r.GetVersionInfo()) // the proxy applied what was last sent
 			}
 			n := slices.Sorted(slices.Values(r.GetResourceNames()))
 			if !started || !slices.Equal(n, names) {

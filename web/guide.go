@@ -1,0 +1,116 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+)
+
+// GuideState is where a person is in a lab started with `meshlab lab start`.
+type GuideState struct {
+	Lab          string `json:"lab"`
+	Title        string `json:"title"`
+	Introduction string `json:"introduction,omitempty"`
+	Step         int    `json:"step"` // 1-based
+	Steps        int    `json:"steps"`
+	StepName     string `json:"stepName"`
+	Instructions string `json:"instructions"`
+	// Error is why the step's actions failed, if they did.
+	Error string `json:"error,omitempty"`
+}
+
+// GuideCheck is the outcome of checking the current step.
+type GuideCheck struct {
+	Step    int           `json:"step"`
+	Passed  bool          `json:"passed"`
+	Error   string        `json:"error,omitempty"` // the solution's actions failed
+	Results []CheckResult `json:"results"`
+}
+
+// CheckResult is one check: what it saw, what it wanted, and a hint when it failed.
+type CheckResult struct {
+	Check  string `json:"check"`
+	Passed bool   `json:"passed"`
+	Saw    string `json:"saw"`
+	Want   string `json:"want"`
+	Hint   string `json:"hint,omitempty"`
+}
+
+// ErrNoGuide answers guide requests to a lab not started with `meshlab lab start`, and
+// ErrLastStep a request to move past the last step.
+var (
+	ErrNoGuide  = errors.New("this lab has no guide: start one with meshlab lab start")
+	ErrLastStep = errors.New("this is the last step")
+)
+
+// GuideBackend walks a person through a lab. CheckStep, NextStep and SolveStep run
+// actions and checks against the lab and block until done; safe for concurrent use
+// (they run one at a time).
+type GuideBackend interface {
+	Guide() (GuideState, error)
+	CheckStep(ctx context.Context) (GuideCheck, error)
+	NextStep(ctx context.Context) (GuideState, error)
+	SolveStep(ctx context.Context) (GuideCheck, error)
+}
+
+// GuideRoutes serves GET /v1/guide and POST /v1/guide/check, /v1/guide/next and
+// /v1/guide/solve.
+func GuideRoutes(b GuideBackend) Routes {
+	return func(v1 *gin.RouterGroup) {
+		v1.GET("/guide", func(c *gin.Context) {
+			s, err := b.Guide()
+			guideAnswer(c, s, err)
+		})
+		v1.POST("/guide/check", func(c *gin.Context) {
+			r, err := b.CheckStep(c.Request.Context())
+			guideAnswer(c, r, err)
+		})
+		v1.POST("/guide/next", func(c *gin.Context) {
+			s, err := b.NextStep(c.Request.Context())
+			guideAnswer(c, s, err)
+		})
+		v1.POST("/guide/solve", func(c *gin.Context) {
+			r, err := b.SolveStep(c.Request.Context())
+			guideAnswer(c, r, err)
+		})
+	}
+}
+
+func guideAnswer(c *gin.Context, v any, err error) {
+	switch {
+	case errors.Is(err, ErrNoGuide):
+		c.JSON(http.StatusNotFound, gin.H{"error": err.Error()})
+	case errors.Is(err, ErrLastStep):
+		c.JSON(http.StatusConflict, gin.H{"error": err.Error()})
+	case err != nil:
+		writeError(c, err)
+	default:
+		c.JSON(http.StatusOK, v)
+	}
+}
+
+// Guide reads where the lab's guide is.
+func (c *Client) Guide(ctx context.Context) (GuideState, error) {
+	var s GuideState
+	return s, c.get(ctx, "/v1/guide", &s)
+}
+
+// GuideCheck checks the current step.
+func (c *Client) GuideCheck(ctx context.Context) (GuideCheck, error) {
+	var r GuideCheck
+	return r, c.postJSON(ctx, "/v1/guide/check", struct{}{}, &r)
+}
+
+// GuideNext moves to the next step and runs its actions.
+func (c *Client) GuideNext(ctx context.Context) (GuideState, error) {
+	var s GuideState
+	return s, c.postJSON(ctx, "/v1/guide/next", struct{}{}, &s)
+}
+
+// GuideSolve applies the current step's solution and checks it.
+func (c *Client) GuideSolve(ctx context.Context) (GuideCheck, error) {
+	var r GuideCheck
+	return r, c.postJSON(ctx, "/v1/guide/solve", struct{}{}, &r)
+}
