@@ -256,6 +256,17 @@ func TestDashboardInBrowser(t *testing.T) {
 	})
 }
 
+// expiredCert draws a certificate that expired a minute ago after a failed renewal and
+// returns the rotation cell's class and text.
+const expiredCert = `(() => {
+  state.certJSON = null;
+  drawCert({ spiffeID: "spiffe://cluster.local/ns/default/sa/frontend", serial: "01", rotations: 0,
+    notBefore: new Date(Date.now() - 3600e3).toISOString(), notAfter: new Date(Date.now() - 60e3).toISOString(),
+    rotateAt: new Date(Date.now() - 600e3).toISOString(), error: "CA unreachable" });
+  const el = document.getElementById("pod-cert-rotate");
+  return el.className + "|" + el.textContent;
+})()`
+
 // draw100Pods draws a synthetic 100-pod topology ten times and returns the mean time of
 // one draw in milliseconds.
 const draw100Pods = `(() => {
@@ -275,3 +286,145 @@ const draw100Pods = `(() => {
   for (let k = 0; k < 10; k++) drawTopology(t);
   return (performance.now() - start) / 10;
 })()`
+
+// invalidPA is refused: a mesh-wide PeerAuthentication (no selector) cannot set
+// port-level mTLS.
+const invalidPA = `apiVersion: security.istio.io/v1
+kind: PeerAuthentication
+metadata:
+  name: pa-bad
+  namespace: default
+spec:
+  mtls: {mode: PERMISSIVE}
+  portLevelMtls:
+    8080: {mode: DISABLE}
+`
+
+// permissivePA is valid and changes nothing the lab does (PERMISSIVE is the default).
+const permissivePA = `apiVersion: security.istio.io/v1
+kind: PeerAuthentication
+metadata: {name: default, namespace: default}
+spec:
+  mtls: {mode: PERMISSIVE}
+`
+
+// backendTimeoutVS changes frontend-v1's routes, so the control plane pushes to it.
+const backendTimeoutVS = `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: backend, namespace: default}
+spec:
+  hosts: [backend]
+  http:
+  - timeout: 3s
+    route:
+    - destination: {host: backend}
+`
+
+// TestDashboardSecurityInBrowser drives the dashboard of the mTLS lab in headless
+// Chromium: the edge frontend -> backend is marked mTLS, the pod page shows the
+// certificate with its SPIFFE ID, a hold-push fault added from the pod page makes the
+// proxy STALE, an invalid PeerAuthentication shows its field error at the field's line,
+// and the events view filters the security events.
+func TestDashboardSecurityInBrowser(t *testing.T) {
+	testutil.RequireRoot(t)
+	chromium := findChromium(t)
+	t.Parallel()
+	l := startLab(t, "testdata/mtls.yaml", "--listen", "127.0.0.1:0")
+	login := waitDashboardURL(t, l)
+	ctx := newBrowser(t, chromium)
+	base := strings.Split(login, "?")[0]
+	run(t, ctx, "log in", chromedp.Navigate(login), chromedp.WaitVisible(chromedp.CSS("#topo-graph svg")))
+
+	apply := func(t *testing.T, yaml string) {
+		t.Helper()
+		run(t, ctx, "apply in the editor",
+			chromedp.Navigate(base+"#config"),
+			chromedp.WaitVisible(chromedp.CSS("#config-yaml")),
+			chromedp.SetValue(chromedp.CSS("#config-yaml"), yaml),
+			chromedp.Click(chromedp.CSS("#config-apply")),
+		)
+	}
+
+	t.Run("mTLS edge", func(t *testing.T) {
+		run(t, ctx, "send traffic",
+			chromedp.Navigate(base+"#traffic"),
+			chromedp.WaitVisible(chromedp.CSS("#traffic-form")),
+			chromedp.SetValue(chromedp.CSS("#traffic-pod"), "frontend-v1"),
+			chromedp.SetValue(chromedp.CSS("#traffic-url"), "http://backend:8080/"),
+			chromedp.SetValue(chromedp.CSS("#traffic-n"), "20"),
+			chromedp.Click(chromedp.CSS(`#traffic-form button[type=submit]`)),
+		)
+		waitText(t, ctx, "#traffic-result", "200", "p50")
+		run(t, ctx, "open the topology", chromedp.Navigate(base+"#topology"))
+		waitText(t, ctx, "#topo-graph", "mTLS")
+		run(t, ctx, "find the mTLS edge", chromedp.WaitVisible(chromedp.CSS(`#topo-graph path.edge.mtls[data-from="frontend-v1"][data-to="backend.default.svc.cluster.local"]`)))
+		screenshot(t, ctx, "dashboard-mtls-edge")
+	})
+
+	t.Run("certificate", func(t *testing.T) {
+		run(t, ctx, "open frontend-v1", chromedp.Navigate(base+"#pods/frontend-v1"))
+		waitText(t, ctx, "#pod-cert", "spiffe://cluster.local/ns/default/sa/frontend", "serial", "not after")
+		waitText(t, ctx, "#pod-cert-rotate", "rotates in")
+		screenshot(t, ctx, "dashboard-pod-certificate")
+		// An expired certificate shows in red with the reason (drawn from a synthetic one:
+		// the lab renews real ones long before).
+		ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		got, err := chromedp.Run(ectx, chromedp.Evaluate[string](expiredCert))
+		if err != nil || !strings.Contains(got, "error expired|EXPIRED") || !strings.Contains(got, "CA unreachable") {
+			t.Errorf("expired certificate shows %q (%v); want EXPIRED in red with the reason", got, err)
+		}
+	})
+
+	t.Run("hold-push", func(t *testing.T) {
+		run(t, ctx, "add hold-push from the pod page",
+			chromedp.Navigate(base+"#pods/frontend-v1"),
+			chromedp.WaitVisible(chromedp.CSS("#pod-fault-add")),
+			chromedp.SetValue(chromedp.CSS("#pod-fault-kind"), "hold-push"),
+			chromedp.Click(chromedp.CSS("#pod-fault-add")),
+		)
+		waitText(t, ctx, "#pod-fault-msg", "added")
+		waitText(t, ctx, "#pod-faults", "hold-push")
+		apply(t, backendTimeoutVS)
+		waitText(t, ctx, "#config-msg", "applied")
+		run(t, ctx, "back to frontend-v1", chromedp.Navigate(base+"#pods/frontend-v1"))
+		waitText(t, ctx, "#pod-xds-state", "STALE")
+		waitText(t, ctx, "#pod-xds", "STALE")
+		screenshot(t, ctx, "dashboard-hold-push-stale")
+		run(t, ctx, "clear the fault", chromedp.Click(chromedp.CSS("#pod-fault-clear")))
+		waitText(t, ctx, "#pod-xds-state", "SYNCED")
+		waitText(t, ctx, "#pod-history", "VirtualService default/backend")
+		// The history's newest two versions are picked: their diff shows the new route.
+		run(t, ctx, "diff the last two versions", chromedp.Click(chromedp.CSS("#hist-diff")))
+		waitText(t, ctx, "#pod-diff", "v1 → v2", "RDS")
+		screenshot(t, ctx, "dashboard-xds-diff")
+	})
+
+	t.Run("invalid PeerAuthentication", func(t *testing.T) {
+		apply(t, invalidPA)
+		waitText(t, ctx, "#config-errors", "PeerAuthentication default/pa-bad", "spec.portLevelMtls", "line 8")
+		waitText(t, ctx, "#config-highlight .hl-line", "portLevelMtls")
+		screenshot(t, ctx, "dashboard-config-pa-error")
+	})
+
+	t.Run("security events", func(t *testing.T) {
+		apply(t, permissivePA)
+		waitText(t, ctx, "#config-msg", "applied")
+		run(t, ctx, "open the events",
+			chromedp.Navigate(base+"#events"),
+			chromedp.WaitVisible(chromedp.CSS("#events")),
+		)
+		waitText(t, ctx, "#events", "policy.applied", "fault.added", "fault.cleared")
+		ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if _, err := chromedp.Run(ectx, chromedp.Evaluate[bool](`(() => { const k = document.getElementById("events-kind");
+  k.value = "@security"; k.dispatchEvent(new Event("change")); return k.value === "@security"; })()`)); err != nil {
+			t.Fatalf("filter the security events: %v", err)
+		}
+		text := waitText(t, ctx, "#events tbody", "policy.applied", "PeerAuthentication default/default")
+		if strings.Contains(text, "fault.added") || strings.Contains(text, "pod.created") {
+			t.Errorf("the security filter shows other events:\n%s", text)
+		}
+		screenshot(t, ctx, "dashboard-security-events")
+	})
+}

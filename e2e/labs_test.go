@@ -6,7 +6,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/meshlab/meshlab/internal/testutil"
 	"github.com/meshlab/meshlab/labs"
@@ -24,10 +26,10 @@ func runLab(t *testing.T, ref string) (string, bool, []labs.JUnitSuite) {
 		_ = exec.Command(bin, "clean", "--name", name).Run()
 		assertNothingLeft(t, name)
 	})
-	out, err := meshlab(t, "lab", "run", ref, "--name", name, "--junit", junit, "--drain-duration", "0")
+	out, runErr := meshlab(t, "lab", "run", ref, "--name", name, "--junit", junit, "--drain-duration", "0")
 	var exitErr *exec.ExitError
-	if err != nil && !errors.As(err, &exitErr) {
-		t.Fatalf("lab run %s: %v\n%s", ref, err, out)
+	if runErr != nil && !errors.As(runErr, &exitErr) {
+		t.Fatalf("lab run %s: %v\n%s", ref, runErr, out)
 	}
 	f, err := os.Open(junit)
 	if err != nil {
@@ -38,7 +40,7 @@ func runLab(t *testing.T, ref string) (string, bool, []labs.JUnitSuite) {
 	if jerr != nil {
 		t.Fatal(jerr)
 	}
-	return out, err == nil, suites
+	return out, runErr == nil, suites
 }
 
 // TestLabsRun runs every bundled lab with `meshlab lab run`: each must pass, with a
@@ -91,5 +93,67 @@ func TestLabRunBrokenFails(t *testing.T) {
 		if c.Failure != nil && !strings.Contains(c.Failure.Message, "want v1 90%") {
 			t.Errorf("junit failure message %q does not say what was wanted", c.Failure.Message)
 		}
+	}
+}
+
+// TestLabGuide walks through a lab as a person would: `lab start`, then `lab check`,
+// `lab solve` and `lab next` against the running lab's API.
+func TestLabGuide(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	bin := meshlabBin(t)
+	name := testutil.UniqueName(t)
+	cmd := exec.Command(bin, "lab", "start", "retries", "--name", name, "--listen", "", "--drain-duration", "0")
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		_ = exec.Command(bin, "clean", "--name", name).Run()
+		assertNothingLeft(t, name)
+		if t.Failed() {
+			t.Logf("lab start output:\n%s", out.String())
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(out.String(), "Stop with Ctrl-C") {
+		select {
+		case <-done:
+			t.Fatalf("lab start exited:\n%s", out.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lab start not ready after 60s:\n%s", out.String())
+		}
+	}
+	if !strings.Contains(out.String(), "Step 1 of 2: the flaky service fails") {
+		t.Fatalf("lab start did not show the first step:\n%s", out.String())
+	}
+	if got, err := meshlab(t, "lab", "check", "--name", name); err != nil || !strings.Contains(got, "Step 1 passed.") {
+		t.Fatalf("lab check: %v\n%s", err, got)
+	}
+	got, err := meshlab(t, "lab", "next", "--name", name)
+	if err != nil || !strings.Contains(got, "Step 2 of 2: retries hide the failures") {
+		t.Fatalf("lab next: %v\n%s", err, got)
+	}
+	// Step 2's task is not done yet: its checks see no traffic and fail.
+	if got, err := meshlab(t, "lab", "check", "--name", name); err == nil || !strings.Contains(got, "FAIL status: saw no traffic action ran") {
+		t.Fatalf("lab check before the solution: %v\n%s", err, got)
+	}
+	if got, err := meshlab(t, "lab", "solve", "--name", name); err != nil || !strings.Contains(got, "Step 2 passed.") {
+		t.Fatalf("lab solve: %v\n%s", err, got)
+	}
+	if got, err := meshlab(t, "lab", "next", "--name", name); err == nil || !strings.Contains(got, "this is the last step") {
+		t.Fatalf("lab next after the last step: %v\n%s", err, got)
 	}
 }

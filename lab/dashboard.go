@@ -39,11 +39,11 @@ func ParseListen(s string) (netip.AddrPort, error) {
 
 // features are the API routes the lab adds to the core ones: the dashboard's.
 func (l *Lab) features() []web.Routes {
-	return []web.Routes{
+	return append([]web.Routes{
 		web.EventRoutes(l.bus), web.TopologyRoutes(l), web.InspectRoutes(l), web.TrafficRoutes(l),
 		web.ConfigRoutes(l, l), web.ProxyRoutes(l), web.FaultRoutes(l), web.HistoryRoutes(l),
 		web.CARoutes(l), // lab/carotate.go
-	}
+	}, l.opts.Routes...)
 }
 
 // listenDashboard opens the dashboard's TCP listener: Options.Listen, or, when that is

@@ -148,6 +148,9 @@ func (l *Lab) publish(kind, pod, msg string, fields map[string]any) {
 		return
 	}
 	l.bus.Publish(web.Event{Kind: kind, Pod: pod, Message: msg, Fields: fields})
+	if e, ok := policyEvent(kind, msg, fields); ok {
+		l.bus.Publish(e)
+	}
 }
 
 // publishXDS turns a discovery server event into a bus event of the pod whose proxy it

@@ -64,6 +64,7 @@ type Options struct {
 	ListenFallback bool
 	Out            io.Writer    // progress lines; optional
 	Logger         *slog.Logger // required
+	Routes         []web.Routes // optional: more lab API features (the guide of `meshlab lab start`)
 }
 
 // Lab is a running lab.

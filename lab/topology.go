@@ -18,16 +18,30 @@ const topologyInterval = time.Second
 // pollParallel bounds how many agents are asked at once.
 const pollParallel = 16
 
-// edgeStatsFilter selects the outbound cluster stats edges are computed from.
-var edgeStatsFilter = url.QueryEscape(`^cluster\.outbound\|.*\.(upstream_rq_total|upstream_rq_5xx|ssl\.handshake)$`)
+// edgeStatsFilter selects the outbound cluster stats edges are computed from, and the
+// inbound RBAC denials.
+var edgeStatsFilter = url.QueryEscape(`^cluster\.outbound\|.*\.(upstream_rq_total|upstream_rq_5xx|upstream_rq_403|ssl\.handshake|tlsMode-[a-z]+\.total_match_count)$|rbac\.denied$`)
+
+// edgeStatSuffixes are the per-cluster stats an edge sums, checked in order.
+var edgeStatSuffixes = []string{".upstream_rq_total", ".upstream_rq_5xx", ".upstream_rq_403", ".ssl.handshake",
+	".tlsMode-istio.total_match_count", ".tlsMode-disabled.total_match_count"}
 
 // edgeCounters are one edge's counters at one time.
-type edgeCounters struct{ requests, errors, handshakes uint64 }
+type edgeCounters struct {
+	requests, errors, denied, handshakes uint64
+	mtlsMatches, rawMatches              uint64 // auto-mTLS socket matches: tlsMode-istio, tlsMode-disabled
+}
+
+// mtls reports whether the edge's connections are mutual TLS.
+func (c edgeCounters) mtls() bool {
+	return c.handshakes > 0 || c.mtlsMatches > 0 && c.rawMatches == 0
+}
 
 // podSample is what one poll learned from one pod's agent.
 type podSample struct {
-	status *agent.Status
-	edges  map[string]edgeCounters // by destination host
+	status     *agent.Status
+	edges      map[string]edgeCounters // by destination host
+	rbacDenied uint64                  // inbound requests and connections denied by RBAC
 }
 
 // topoPoller polls every sidecar once a second while at least one watcher is
@@ -38,9 +52,10 @@ type topoPoller struct {
 	running bool
 	wg      sync.WaitGroup
 
-	prev   map[string]edgeCounters // by "pod|host"
-	prevAt time.Time
-	epochs map[string]map[int]string // pod -> epoch -> state, for epoch events
+	prev    map[string]edgeCounters // by "pod|host"
+	prevAt  time.Time
+	epochs  map[string]map[int]string // pod -> epoch -> state, for epoch events
+	serials map[string]string         // pod -> certificate serial, for cert events
 }
 
 // WatchTopology implements web.TopologySource.
@@ -132,6 +147,7 @@ func (l *Lab) sampleTopology(ctx context.Context) web.Topology {
 	t.Time = now
 	l.topo.rates(&t, samples, m, now)
 	l.publishEpochChanges(m, samples)
+	l.publishCertChanges(m, samples)
 	return t
 }
 
@@ -147,6 +163,7 @@ func (l *Lab) samplePod(ctx context.Context, pod string) podSample {
 		return s
 	}
 	s.edges = edgesFromStats(stats)
+	s.rbacDenied = rbacDenied(stats)
 	return s
 }
 
@@ -159,7 +176,7 @@ func edgesFromStats(stats map[string]uint64) map[string]edgeCounters {
 			continue
 		}
 		var stat string
-		for _, suffix := range []string{".upstream_rq_total", ".upstream_rq_5xx", ".ssl.handshake"} {
+		for _, suffix := range edgeStatSuffixes {
 			if r, ok := strings.CutSuffix(rest, suffix); ok {
 				rest, stat = r, suffix
 				break
@@ -175,12 +192,30 @@ func edgesFromStats(stats map[string]uint64) map[string]edgeCounters {
 			e.requests += v
 		case ".upstream_rq_5xx":
 			e.errors += v
+		case ".upstream_rq_403":
+			e.denied += v
 		case ".ssl.handshake":
 			e.handshakes += v
+		case ".tlsMode-istio.total_match_count":
+			e.mtlsMatches += v
+		case ".tlsMode-disabled.total_match_count":
+			e.rawMatches += v
 		}
 		out[parts[2]] = e
 	}
 	return out
+}
+
+// rbacDenied sums the RBAC filters' denials (http.<prefix>.rbac.denied, tcp.rbac.denied):
+// the requests and connections the sidecar refused by an AuthorizationPolicy.
+func rbacDenied(stats map[string]uint64) uint64 {
+	var n uint64
+	for name, v := range stats {
+		if strings.HasSuffix(name, "rbac.denied") && !strings.HasPrefix(name, "cluster.") {
+			n += v
+		}
+	}
+	return n
 }
 
 // buildTopology lays out the model's services and pods with the sampled status and
@@ -202,6 +237,7 @@ func buildTopology(m *model.Model, samples []podSample) web.Topology {
 	for i, p := range m.Pods {
 		tp := web.TopologyPod{Name: p.Name, Namespace: p.Namespace, IP: p.IP, Sidecar: p.Sidecar.Inject, Ready: !p.Sidecar.Inject, Epoch: -1}
 		s := samples[i]
+		tp.RBACDenied = s.rbacDenied
 		if st := s.status; st != nil {
 			tp.Ready = st.Ready
 			for _, e := range st.Epochs {
@@ -215,7 +251,8 @@ func buildTopology(m *model.Model, samples []podSample) web.Topology {
 			if c.requests == 0 {
 				continue
 			}
-			t.Edges = append(t.Edges, web.TopologyEdge{From: p.Name, To: host, Requests: c.requests, Errors: c.errors, MTLS: c.handshakes > 0})
+			t.Edges = append(t.Edges, web.TopologyEdge{From: p.Name, To: host, Requests: c.requests, Errors: c.errors, MTLS: c.mtls(),
+				Handshakes: c.handshakes, MTLSEndpoints: c.mtlsMatches, PlaintextEndpoints: c.rawMatches, Denied: c.denied})
 		}
 	}
 	sortEdges(t.Edges)

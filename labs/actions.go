@@ -63,7 +63,7 @@ func (r *Runner) runAction(ctx context.Context, l *Lab, a Action, st *stepState)
 		if err != nil {
 			return err
 		}
-		r.printf("  sent %d requests from %s to %s: %v, p50 %.1fms\n", res.Sent, t.From, t.URL, res.Statuses, res.P50Ms)
+		r.printf("  sent %d requests from %s to %s: %s, p50 %.1fms\n", res.Sent, t.From, t.URL, counts(res.Statuses), res.P50Ms)
 		st.traffic = &res
 	case a.ControlPlaneStop != nil:
 		f, err := r.Backend.AddFault(ctx, web.FaultSpec{Kind: web.FaultDiscoveryStop, Duration: a.ControlPlaneStop.Duration.D()})

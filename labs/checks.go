@@ -78,6 +78,8 @@ func (r *Runner) evaluate(ctx context.Context, l *Lab, c Check, st *stepState) R
 		res.Passed = n > 0
 	case "epoch":
 		epoch(ctx, r.Backend, *c.Epoch, &res)
+	case "mtls":
+		r.mtls(ctx, l, *c.MTLS, &res)
 	case "no-failures":
 		res.Want = "the background load ran with 0 failed requests"
 		res.Hint = "a request failed while the actions ran: look at the proxy's drain and restart settings"
@@ -85,7 +87,7 @@ func (r *Runner) evaluate(ctx context.Context, l *Lab, c Check, st *stepState) R
 			res.Saw = "no load action ran in this step"
 			return res
 		}
-		res.Saw = fmt.Sprintf("%d requests, %d failed %v", st.load.sent, st.load.failed, st.load.statuses)
+		res.Saw = fmt.Sprintf("%d requests, %d failed (%s)", st.load.sent, st.load.failed, counts(st.load.statuses))
 		res.Passed = st.load.sent > 0 && st.load.failed == 0
 	default:
 		res.Saw = "check " + c.Kind + " is not implemented"
@@ -113,7 +115,7 @@ func distribution(l *Lab, d DistributionCheck, st *stepState, res *Result) {
 	if t == nil {
 		return
 	}
-	counts := map[string]int{}
+	byGroup := map[string]int{}
 	total := 0
 	for pod, n := range t.Pods {
 		if pod == "" {
@@ -123,15 +125,15 @@ func distribution(l *Lab, d DistributionCheck, st *stepState, res *Result) {
 		if by == "version" {
 			g = l.versions[pod]
 		}
-		counts[g] += n
+		byGroup[g] += n
 		total += n
 	}
 	if total == 0 {
-		res.Saw = fmt.Sprintf("no answer named its pod (statuses %v)", t.Statuses)
+		res.Saw = fmt.Sprintf("no answer named its pod (statuses %s)", counts(t.Statuses))
 		return
 	}
 	got := map[string]float64{}
-	for g, n := range counts {
+	for g, n := range byGroup {
 		got[g] = 100 * float64(n) / float64(total)
 	}
 	res.Saw = shares(got) + fmt.Sprintf(" of %d answers", total)
@@ -180,7 +182,7 @@ func status(s StatusCheck, st *stepState, res *Result) {
 		return
 	}
 	n := t.Statuses[s.Code]
-	res.Saw = fmt.Sprintf("%d of %d answers %s (all: %v)", n, t.Sent, s.Code, t.Statuses)
+	res.Saw = fmt.Sprintf("%d of %d answers %s (all: %s)", n, t.Sent, s.Code, counts(t.Statuses))
 	res.Passed = true
 	if s.Min != nil && n < *s.Min {
 		res.Passed = false
@@ -309,4 +311,56 @@ func compare(v uint64, op string, want uint64) bool {
 		return v != want
 	}
 	return false
+}
+
+// counts renders status counts as "200 x18, 503 x2", sorted by status.
+func counts(m map[string]int) string {
+	parts := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s x%d", k, m[k]))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// inboundTLSStat counts the TLS handshakes a sidecar's inbound listener accepted.
+const inboundTLSStat = "listener.0.0.0.0_15006.ssl.handshake"
+
+func (r *Runner) mtls(ctx context.Context, l *Lab, c MTLSCheck, res *Result) {
+	res.Want = fmt.Sprintf("%s -> %s over mTLS", c.From, c.To)
+	if c.Identity != "" {
+		res.Want += " with peer identity " + c.Identity
+	}
+	res.Hint = "see PeerAuthentication and DestinationRule tls modes; a pod without a sidecar speaks plain text"
+	from, err := r.Backend.Stats(ctx, c.From)
+	if err != nil {
+		res.Saw = err.Error()
+		return
+	}
+	var out uint64
+	for name, v := range from {
+		if !strings.HasPrefix(name, "cluster.outbound|") || !strings.HasSuffix(name, ".ssl.handshake") {
+			continue
+		}
+		for _, h := range l.hosts[c.To] {
+			if strings.HasSuffix(strings.TrimSuffix(name, ".ssl.handshake"), "|"+h) {
+				out += v
+			}
+		}
+	}
+	to, err := r.Backend.Stats(ctx, c.To)
+	if err != nil {
+		res.Saw = err.Error()
+		return
+	}
+	in := to[inboundTLSStat]
+	id := "(unknown)"
+	if d, err := r.Backend.PodDetail(ctx, c.To); err == nil && d.Proxy != nil && d.Proxy.Cert != nil {
+		id = d.Proxy.Cert.SPIFFEID
+	}
+	res.Saw = fmt.Sprintf("%s made %d TLS handshakes to %s; %s accepted %d; its certificate is %s",
+		c.From, out, strings.Join(l.hosts[c.To], ", "), c.To, in, id)
+	res.Passed = out > 0 && in > 0 && (c.Identity == "" || id == c.Identity)
 }

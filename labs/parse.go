@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -18,10 +20,9 @@ import (
 // clear message until the lab API they need exists.
 var (
 	actionKinds  = []string{"apply", "delete", "traffic", "restart-proxy", "kill-proxy", "wait", "load", "control-plane-stop", "rotate-certs"}
-	checkKinds   = []string{"distribution", "status", "latency", "proxy-synced", "nack", "stat", "epoch", "no-failures", "denied"}
+	checkKinds   = []string{"distribution", "status", "latency", "proxy-synced", "nack", "stat", "epoch", "no-failures", "denied", "mtls"}
 	pendingKinds = map[string]string{
 		"header": "the traffic tool does not report response headers yet",
-		"mtls":   "the proxies do not report mTLS peer identities yet (issue 5)",
 	}
 )
 
@@ -106,7 +107,9 @@ func Parse(file string, data []byte, src Sources) (*Lab, error) {
 		p.addf("spec.steps", "a lab needs at least one step")
 	}
 	l.ScenarioFile, l.ScenarioData = p.file, data
+	scenarioOK := true
 	if raw.Spec.Scenario != "" {
+		scenarioOK = false
 		if src.Scenario == nil {
 			p.addf("spec.scenario", "no bundled scenarios to look %q up in", raw.Spec.Scenario)
 		} else if base, name, err := src.Scenario(raw.Spec.Scenario); err != nil {
@@ -114,6 +117,7 @@ func Parse(file string, data []byte, src Sources) (*Lab, error) {
 		} else {
 			l.ScenarioFile = name
 			l.ScenarioData = slices.Concat(base, []byte("\n---\n"), data)
+			scenarioOK = true
 		}
 	}
 	dir := src.Dir
@@ -136,10 +140,10 @@ func Parse(file string, data []byte, src Sources) (*Lab, error) {
 		}
 		l.Steps = append(l.Steps, st)
 	}
-	if len(errs) > 0 {
-		return nil, errs
+	// Validate what decoded, so one run reports every problem.
+	if scenarioOK {
+		validate(l, &errs)
 	}
-	validate(l, &errs)
 	if len(errs) > 0 {
 		return nil, errs
 	}
@@ -201,6 +205,8 @@ func decodeOne(m map[string]json.RawMessage, path, what string, known []string, 
 		field := path + "." + k
 		if errors.As(err, &ute) && ute.Field != "" {
 			field = path + "." + ute.Field
+		} else if f := badField(k, m[k], out); f != "" {
+			field += "." + f
 		}
 		p.addf(field, "%v", strings.TrimPrefix(err.Error(), "json: "))
 		return k, false
@@ -210,6 +216,23 @@ func decodeOne(m map[string]json.RawMessage, path, what string, known []string, 
 		return k, false
 	}
 	return k, true
+}
+
+// badField finds which field of value (an object) fails to decode on its own, for
+// errors that do not say (a custom unmarshaler's); "" when it cannot tell.
+func badField(k string, value json.RawMessage, out any) string {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(value, &fields) != nil {
+		return ""
+	}
+	for _, f := range slices.Sorted(maps.Keys(fields)) {
+		js, _ := json.Marshal(map[string]map[string]json.RawMessage{k: {f: fields[f]}})
+		fresh := reflect.New(reflect.TypeOf(out).Elem()).Interface()
+		if json.Unmarshal(js, fresh) != nil {
+			return f
+		}
+	}
+	return ""
 }
 
 // loadApply turns inline objects or a file into the YAML the lab's apply takes.

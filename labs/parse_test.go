@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshlab/meshlab/controlplane/config"
+
 	"github.com/meshlab/meshlab/scenarios"
 )
 
@@ -54,12 +56,13 @@ func TestParseRefuses(t *testing.T) {
 		{"unknown pod", "from: frontend-v1", "from: frontend-v9", `spec.steps[0].actions[0].traffic.from: the lab has no pod "frontend-v9"`},
 		{"unknown service", "http://backend:8080/", "http://nothere:8080/", `traffic.url: the lab has no service "nothere"`},
 		{"double percent", "tolerance: 10%", `tolerance: "10%%"`, `"10%%" is not a percentage`},
-		{"negative percent", "tolerance: 10%", `tolerance: "-5%"`, `"-5%" is not a percentage`},
+		{"negative percent", "tolerance: 10%", `tolerance: "-5%"`, `checks[0].distribution.tolerance: "-5%" is not a percentage`},
 		{"unknown version", "v2: 50}", "v3: 50}", `want.v3: no pod of the lab has version "v3"`},
 		{"shares", "v2: 50}", "v2: 40}", `shares add up to 90%`},
 		{"unknown field", "count: 10}", "count: 10, rate: 3}", `unknown field "rate"`},
 		{"empty wait", "- traffic: {from: frontend-v1, url: \"http://backend:8080/\", count: 10}", "- wait: {}", `set duration or until`},
-		{"pending check", "- distribution: {want: {v1: 50, v2: 50}, tolerance: 10%}", "- mtls: {from: a, to: b}", `check "mtls" is recognised but not available yet`},
+		{"pending check", "- distribution: {want: {v1: 50, v2: 50}, tolerance: 10%}", "- header: {name: x}", `check "header" is recognised but not available yet`},
+		{"mtls identity", "- distribution: {want: {v1: 50, v2: 50}, tolerance: 10%}", "- mtls: {from: frontend-v1, to: backend-v1, identity: backend}", `mtls.identity: want a SPIFFE ID`},
 		{"long stop", "- traffic: {from: frontend-v1, url: \"http://backend:8080/\", count: 10}", "- control-plane-stop: {duration: 1h}", `want a duration up to 10m`},
 		{"two keys", "- traffic:", "- wait: {duration: 1s}\n          traffic:", `want exactly one action`},
 		{"bad scenario", "scenario: hello", "scenario: nosuch", `spec.scenario: look up scenario "nosuch"`},
@@ -118,4 +121,19 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("accepted a lab without steps")
 		}
 	})
+}
+
+// TestScenarioSkipsLab: `meshlab up` of a lab file loads its objects and ignores the Lab.
+func TestScenarioSkipsLab(t *testing.T) {
+	data, _, err := scenarios.LookupLab("retries")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := config.Load("retries.yaml", data)
+	if err != nil {
+		t.Fatalf("load a lab file as a scenario: %v", err)
+	}
+	if len(sc.Objects) != 3 {
+		t.Fatalf("got %d objects, want the 3 of the scenario", len(sc.Objects))
+	}
 }

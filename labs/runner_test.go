@@ -116,6 +116,7 @@ spec:
         - nack: {pod: frontend-v1, message: "unknown field"}
         - stat: {pod: frontend-v1, name: "cluster.x.upstream_rq_200", op: ">", value: 3}
         - denied: {pod: backend-v1}
+        - mtls: {from: frontend-v1, to: backend-v1}
     - name: restarts
       actions:
         - load: {from: frontend-v1, url: "http://backend:8080/"}
@@ -140,7 +141,8 @@ func TestRunnerPassesAndFails(t *testing.T) {
 		status: []web.ProxyStatus{{Pod: "frontend-v1", Connected: true, Types: map[string]web.TypeStatus{
 			"RDS": {Sent: "2", Acked: "2"}, "LDS": {Sent: "3", Acked: "2", NackError: "listener: unknown field foo"},
 		}}},
-		stats:  map[string]uint64{"cluster.x.upstream_rq_200": 7, "http.inbound.rbac.denied": 2},
+		stats: map[string]uint64{"cluster.x.upstream_rq_200": 7, "http.inbound.rbac.denied": 2,
+			"cluster.outbound|8080||backend.default.svc.cluster.local.ssl.handshake": 2, "listener.0.0.0.0_15006.ssl.handshake": 1},
 		epochs: []web.ProxyEpoch{{Epoch: 0, PID: 100, State: "live"}},
 	}
 	var out bytes.Buffer

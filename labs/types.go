@@ -22,8 +22,10 @@ type Lab struct {
 	ScenarioFile string
 	ScenarioData []byte
 	Steps        []Step
-	// versions maps a pod name to its "version" label, for distribution checks.
+	// versions maps a pod name to its "version" label, for distribution checks;
+	// hosts maps it to the hostnames of the services that select it, for mtls checks.
 	versions map[string]string
+	hosts    map[string][]string
 }
 
 // Step is one step of a lab.
@@ -177,8 +179,9 @@ type EpochCheck struct {
 	AtLeast int    `json:"atLeast"`
 }
 
-// MTLSCheck asks that the edge From -> To uses mTLS with peer identity Identity
-// (pending until the mTLS work lands).
+// MTLSCheck asks that the edge From -> To (pods) used mTLS: From's sidecar made TLS
+// handshakes to a service selecting To, To's sidecar accepted TLS on its inbound
+// listener, and To's workload certificate is Identity (a SPIFFE ID; optional).
 type MTLSCheck struct {
 	From     string `json:"from"`
 	To       string `json:"to"`

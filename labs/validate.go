@@ -33,9 +33,12 @@ func validate(l *Lab, errs *ErrorList) {
 		p.addf("spec.scenario", "the lab's scenario is not valid: %v", err)
 		return
 	}
-	l.versions = map[string]string{}
+	l.versions, l.hosts = map[string]string{}, map[string][]string{}
 	for _, pod := range m.Pods {
 		l.versions[pod.Name] = pod.Labels["version"]
+		for _, svc := range m.ServicesFor(pod) {
+			l.hosts[pod.Name] = append(l.hosts[pod.Name], svc.Hostname())
+		}
 	}
 	v := &validator{m: m, scenario: l.ScenarioData, applied: map[string][]byte{}}
 	for i := range l.Steps {
@@ -266,6 +269,14 @@ func (v *validator) check(c Check, path string) {
 		}
 	case c.Denied != nil:
 		v.pod(c.Denied.Pod, path+".pod", true)
+	case c.MTLS != nil:
+		v.pod(c.MTLS.From, path+".from", true)
+		if to := v.pod(c.MTLS.To, path+".to", true); to != nil && len(v.m.ServicesFor(to)) == 0 {
+			v.p.addf(path+".to", "no service selects pod %q", to.Name)
+		}
+		if id := c.MTLS.Identity; id != "" && !strings.HasPrefix(id, "spiffe://") {
+			v.p.addf(path+".identity", "want a SPIFFE ID (spiffe://cluster.local/ns/NS/sa/SA), got %q", id)
+		}
 	}
 }
 
@@ -313,6 +324,8 @@ func (c *Check) set(kind string) bool {
 		return c.NoFailures != nil
 	case "denied":
 		return c.Denied != nil
+	case "mtls":
+		return c.MTLS != nil
 	}
 	return false
 }

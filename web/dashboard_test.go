@@ -38,8 +38,9 @@ func (f *dashFake) Subscribe(after uint64, _ int) ([]Event, <-chan Event, func()
 func (f *dashFake) Topology(context.Context) (Topology, error) {
 	return Topology{
 		Services: []TopologyService{{Name: "backend", Namespace: "default", Hostname: "backend.default.svc.cluster.local", Pods: []string{"backend-v1"}}},
-		Pods:     []TopologyPod{{Name: "frontend-v1", Ready: true}, {Name: "backend-v1", Ready: true}},
-		Edges:    []TopologyEdge{{From: "frontend-v1", To: "backend.default.svc.cluster.local", Requests: 10, RPS: 2.5}},
+		Pods:     []TopologyPod{{Name: "frontend-v1", Ready: true}, {Name: "backend-v1", Ready: true, RBACDenied: 3}},
+		Edges: []TopologyEdge{{From: "frontend-v1", To: "backend.default.svc.cluster.local", Requests: 10, RPS: 2.5,
+			MTLS: true, Handshakes: 1, MTLSEndpoints: 2, Denied: 3}},
 	}, nil
 }
 
@@ -316,6 +317,11 @@ func TestTopologyEndpoints(t *testing.T) {
 	status, body := do(t, c, "GET", srv.URL+"/v1/topology", "", "")
 	if status != 200 || !strings.Contains(body, `"from":"frontend-v1"`) || !strings.Contains(body, `"rps":2.5`) {
 		t.Fatalf("topology: %d %s", status, body)
+	}
+	for _, want := range []string{`"mtls":true`, `"handshakes":1`, `"mtlsEndpoints":2`, `"plaintextEndpoints":0`, `"denied":3`, `"rbacDenied":3`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("topology lacks %s: %s", want, body)
+		}
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()

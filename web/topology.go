@@ -36,6 +36,9 @@ type TopologyPod struct {
 	Sidecar   bool       `json:"sidecar"`
 	Ready     bool       `json:"ready"`
 	Epoch     int        `json:"epoch"` // the live proxy epoch, -1 when none
+	// RBACDenied counts the requests and connections the pod's sidecar refused by an
+	// AuthorizationPolicy (its inbound filters' rbac.denied stats, since the proxy started).
+	RBACDenied uint64 `json:"rbacDenied"`
 }
 
 // TopologyEdge is traffic from a pod's sidecar to a service, summed over the sidecar's
@@ -48,9 +51,20 @@ type TopologyEdge struct {
 	// RPS and ErrorRate are measured over the last poll interval (0 on the first poll).
 	RPS       float64 `json:"rps"`
 	ErrorRate float64 `json:"errorRate"` // errors / requests over the interval, 0..1
-	// MTLS reports whether the sidecar's connections to the service are TLS
-	// (ssl.handshake counted).
+	// MTLS reports whether the sidecar's connections to the service are mutual TLS: it
+	// counted TLS handshakes on the service's clusters, or its auto-mTLS socket match chose
+	// tlsMode-istio for the endpoints and never the plaintext (raw) match.
 	MTLS bool `json:"mtls"`
+	// Handshakes counts the sidecar's TLS handshakes to the service (ssl.handshake).
+	Handshakes uint64 `json:"handshakes"`
+	// MTLSEndpoints and PlaintextEndpoints count the endpoints the sidecar's auto-mTLS
+	// socket matches sent over mTLS (tlsMode-istio.total_match_count) and in plaintext
+	// (the raw-buffer match, tlsMode-disabled).
+	MTLSEndpoints      uint64 `json:"mtlsEndpoints"`
+	PlaintextEndpoints uint64 `json:"plaintextEndpoints"`
+	// Denied counts 403 answers the sidecar got from the service: an AuthorizationPolicy
+	// denial at the server's sidecar answers 403 "RBAC: access denied" (upstream_rq_403).
+	Denied uint64 `json:"denied"`
 }
 
 // TopologySource computes the topology. Safe for concurrent use.

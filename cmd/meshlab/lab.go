@@ -22,7 +22,10 @@ func newLabCmd(g *globalFlags) *cobra.Command {
 		Use:   "lab",
 		Short: "Run labs: scenarios with steps and mesh-aware checks",
 	}
-	cmd.AddCommand(newLabListCmd(), newLabRunCmd(g))
+	cmd.AddCommand(newLabListCmd(), newLabRunCmd(g), newLabStartCmd(g),
+		newLabGuideCmd(g, "check", "Check the current step of a started lab"),
+		newLabGuideCmd(g, "next", "Go to the next step of a started lab and run its setup"),
+		newLabGuideCmd(g, "solve", "Apply the current step's solution and check it"))
 	return cmd
 }
 

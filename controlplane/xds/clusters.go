@@ -31,7 +31,11 @@ func clusters(m *model.Model, pod *model.Pod) ([]types.Resource, error) {
 		}
 	}
 	for _, ip := range inboundPorts(m, pod) {
-		out = append(out, originalDstCluster(InboundClusterName(ip.target), true))
+		c := originalDstCluster(InboundClusterName(ip.target), true)
+		if err := applyHTTP2(c, ip.protocol); err != nil {
+			return nil, fmt.Errorf("build cluster %s: %w", c.Name, err)
+		}
+		out = append(out, c)
 	}
 	return append(out,
 		originalDstCluster(PassthroughCluster, false),
@@ -98,14 +102,14 @@ func outboundCluster(m *model.Model, sp servicePort, oc outboundClusterSpec) (*c
 	if oc.dr == nil {
 		// Istio gives every outbound cluster its circuit-breaker defaults, rule or not.
 		c.CircuitBreakers = defaultCircuitBreakers()
-		return c, nil
+		return c, applyHTTP2(c, sp.port.Protocol)
 	}
 	// Istio records the rule, not the service, as the origin of a cluster it shaped.
 	c.Metadata = configMetadata(IstioConfigPath("destination-rule", oc.dr.Namespace, oc.dr.Name), oc.subset)
 	if err := applyTrafficPolicy(c, oc.policy, sp.port.Protocol); err != nil {
 		return nil, err
 	}
-	return c, nil
+	return c, applyHTTP2(c, sp.port.Protocol)
 }
 
 // subsetInstances returns the instances whose labels match selector, in order.

@@ -242,6 +242,21 @@ var istioCases = []struct {
 		},
 	},
 	{
+		// Istio's upstream HTTP/2 for ports named (or with appProtocol) grpc and http2,
+		// on the outbound and the inbound clusters.
+		name: "http2",
+		mutate: func(m *model.Model) {
+			for _, s := range m.Services {
+				switch s.Name {
+				case "productpage":
+					s.Ports[0].Name, s.Ports[0].Protocol = "grpc", model.ProtocolGRPC
+				case "reviews":
+					s.Ports[0].Name, s.Ports[0].Protocol = "http2", model.ProtocolHTTP2
+				}
+			}
+		},
+	},
+	{
 		name: "registry-only",
 		mutate: func(m *model.Model) {
 			m.Mesh.OutboundTrafficPolicy = model.RegistryOnly

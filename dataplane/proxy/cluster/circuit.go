@@ -62,6 +62,10 @@ type breaker struct {
 	pendingActive                           *stats.Stat
 	remaining                               []*stats.Stat // cx, pending, rq, retries; nil unless track_remaining
 
+	// multiplexed is set for an HTTP/2 cluster: requests share connections, so only
+	// max_requests limits them, as Envoy's HTTP/2 pool does.
+	multiplexed bool
+
 	mu      sync.Mutex
 	busy    uint64 // connections carrying a request
 	active  uint64 // active requests
@@ -103,6 +107,9 @@ func open(g *stats.Stat, cur, limit uint64) {
 // acquire admits one request, waiting while every allowed connection is busy, and returns
 // the function that releases it. It fails with ErrOverflow or ctx's error.
 func (b *breaker) acquire(ctx context.Context) (func(), error) {
+	if b.multiplexed {
+		return b.acquireStream()
+	}
 	b.mu.Lock()
 	if b.busy >= b.th.MaxConnections {
 		b.cxOverflow.Inc()
@@ -152,6 +159,28 @@ func (b *breaker) acquire(ctx context.Context) (func(), error) {
 			b.active--
 			b.mu.Unlock()
 			b.releaseSlot()
+		})
+	}, nil
+}
+
+// acquireStream admits one request on a multiplexed (HTTP/2) cluster: it fails with
+// ErrOverflow (upstream_rq_pending_overflow) when max_requests are active.
+func (b *breaker) acquireStream() (func(), error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.active >= b.th.MaxRequests {
+		b.pendingOverflow.Inc()
+		return nil, ErrOverflow
+	}
+	b.active++
+	b.update()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			b.mu.Lock()
+			b.active--
+			b.update()
+			b.mu.Unlock()
 		})
 	}, nil
 }

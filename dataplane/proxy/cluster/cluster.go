@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/net/http2"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/stats"
 	"github.com/meshlab/meshlab/dataplane/proxy/tlsctx"
@@ -83,7 +86,8 @@ type Cluster struct {
 	hosts     atomic.Pointer[hostSet]
 	next      atomic.Uint64
 	transport *http.Transport
-	perHost   sync.Map // host string -> *hostState
+	h2        *http2.Transport // set for an HTTP/2 cluster, which sends every request on it
+	perHost   sync.Map         // host string -> *hostState
 	breaker   *breaker
 	outlier   *outlier // nil without outlier_detection
 	secrets   *tlsctx.Store
@@ -123,8 +127,35 @@ func newCluster(cfg *Config, store *stats.Store) *Cluster {
 	if th.MaxConnections < 64 {
 		c.transport.MaxIdleConnsPerHost = int(max(th.MaxConnections, 1))
 	}
+	if cfg.HTTP2 {
+		c.breaker.multiplexed = true
+		c.h2 = &http2.Transport{
+			AllowHTTP: true, // h2c with prior knowledge when the cluster has no TLS
+			DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
+				return c.dialForTransport(ctx, network, addr)
+			},
+			IdleConnTimeout:    idle,
+			DisableCompression: true,
+		}
+	}
 	c.setHosts(cfg.Static)
 	return c
+}
+
+// roundTripper returns the transport the cluster's requests go through.
+func (c *Cluster) roundTripper() http.RoundTripper {
+	if c.h2 != nil {
+		return c.h2
+	}
+	return c.transport
+}
+
+// closeIdle closes the cluster's idle pooled connections.
+func (c *Cluster) closeIdle() {
+	c.transport.CloseIdleConnections()
+	if c.h2 != nil {
+		c.h2.CloseIdleConnections()
+	}
 }
 
 // startDNS starts re-resolving a STRICT_DNS cluster's names with r.
@@ -177,7 +208,7 @@ func (c *Cluster) setHosts(hosts []Host) {
 	c.hosts.Store(hs)
 	c.stats.MembershipTotal.Set(int64(len(hs.all)))
 	c.stats.MembershipHealthy.Set(int64(len(hs.healthy)))
-	c.transport.CloseIdleConnections()
+	c.closeIdle()
 }
 
 // Pick chooses the upstream host for one request or connection: the original
@@ -311,8 +342,13 @@ func (c *Cluster) hostState(h Host) *hostState {
 }
 
 // dialForTransport dials the host named by the request URL's host, which RoundTrip set
-// to the picked host's address.
+// to the picked host's address, counting upstream_cx_http1_total or upstream_cx_http2_total.
 func (c *Cluster) dialForTransport(ctx context.Context, _, addr string) (net.Conn, error) {
+	if c.h2 != nil {
+		c.stats.scope.Counter("upstream_cx_http2_total").Inc()
+	} else {
+		c.stats.scope.Counter("upstream_cx_http1_total").Inc()
+	}
 	ap, err := netip.ParseAddrPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: only socket addresses can carry HTTP: %w", addr, err)
@@ -327,7 +363,8 @@ func (c *Cluster) dialForTransport(ctx context.Context, _, addr string) (net.Con
 	return c.Dial(ctx, h)
 }
 
-// RoundTrip sends req to host h over the cluster's pooled HTTP/1.1 connections. req.Host
+// RoundTrip sends req to host h over the cluster's pooled HTTP/1.1 connections, or as
+// a stream on a shared HTTP/2 connection for an HTTP/2 cluster. req.Host
 // keeps the downstream authority; only the connection target changes. A connection that
 // reaches max_requests_per_connection is closed after its last response
 // (upstream_cx_max_requests). The caller must close the response body, which ends the
@@ -337,6 +374,9 @@ func (c *Cluster) RoundTrip(req *http.Request, h Host) (*http.Response, error) {
 		return nil, fmt.Errorf("send request to %s: pipe hosts cannot carry HTTP", h)
 	}
 	req.URL.Scheme = "http"
+	if tc, _ := c.cfg.Transport(h); tc != nil && c.h2 != nil {
+		req.URL.Scheme = "https" // Envoy's upstream :scheme follows the transport socket
+	}
 	req.URL.Host = h.Addr.String()
 	c.stats.UpstreamRqTotal.Inc()
 	hs := c.hostState(h)
@@ -353,7 +393,7 @@ func (c *Cluster) RoundTrip(req *http.Request, h Host) (*http.Response, error) {
 	}
 	hs.rqActive.Add(1)
 	c.stats.UpstreamRqActive.Inc()
-	resp, err := c.transport.RoundTrip(req)
+	resp, err := c.roundTripper().RoundTrip(req)
 	if err != nil {
 		hs.rqActive.Add(-1)
 		c.stats.UpstreamRqActive.Dec()
@@ -382,7 +422,7 @@ func (c *Cluster) close() {
 	if c.stopDNS != nil {
 		c.stopDNS()
 	}
-	c.transport.CloseIdleConnections()
+	c.closeIdle()
 	if c.outlier != nil {
 		c.outlier.stop()
 	}

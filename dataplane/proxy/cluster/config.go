@@ -3,8 +3,8 @@
 // ORIGINAL_DST), picks a host (ROUND_ROBIN, LEAST_REQUEST, RANDOM with Envoy's panic
 // threshold, or the downstream's original destination), dials it with the cluster's
 // connect timeout and bind address, pools upstream HTTP/1.1 connections
-// (max_requests_per_connection), and applies circuit breakers and outlier detection with
-// Envoy's semantics and stat names.
+// (max_requests_per_connection) or multiplexes HTTP/2 streams on shared connections, and
+// applies circuit breakers and outlier detection with Envoy's semantics and stat names.
 package cluster
 
 import (
@@ -76,6 +76,10 @@ type Config struct {
 	TLS *tlsctx.Context
 	// SocketMatches are transport_socket_matches, chosen per endpoint (see Transport).
 	SocketMatches []SocketMatch
+	// HTTP2 is set when the cluster speaks HTTP/2 upstream (explicit_http_config's
+	// http2_protocol_options or the legacy http2_protocol_options): h2 over TLS, h2c
+	// with prior knowledge otherwise.
+	HTTP2 bool
 }
 
 // AddressAllow lists the address fields the proxy implements.
@@ -161,9 +165,15 @@ func (cfg *Config) fill(c *clusterv3.Cluster) error {
 		if d := opts.GetCommonHttpProtocolOptions().GetIdleTimeout(); d != nil {
 			cfg.IdleTimeout = d.AsDuration()
 		}
+		if opts.GetExplicitHttpConfig().GetHttp2ProtocolOptions() != nil {
+			cfg.HTTP2 = true
+		}
 		if m := opts.GetCommonHttpProtocolOptions().GetMaxRequestsPerConnection(); m != nil {
 			cfg.MaxRequestsPerConnection = m.GetValue()
 		}
+	}
+	if c.GetHttp2ProtocolOptions() != nil {
+		cfg.HTTP2 = true
 	}
 	if m := c.GetMaxRequestsPerConnection(); m != nil && cfg.MaxRequestsPerConnection == 0 {
 		cfg.MaxRequestsPerConnection = m.GetValue()

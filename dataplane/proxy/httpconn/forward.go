@@ -285,6 +285,11 @@ func (rt *router) respond(x *exchange, a attempt) int {
 	x.info.CodeDetails = "via_upstream"
 	x.w.WriteHeader(resp.StatusCode)
 	copyFlushing(x.w, resp.Body)
+	for k, vs := range resp.Trailer { // known once the body is read (gRPC's grpc-status)
+		for _, v := range vs {
+			h.Add(http.TrailerPrefix+k, v)
+		}
+	}
 	return resp.StatusCode
 }
 

@@ -3,6 +3,7 @@ package httpconn
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	faultv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
@@ -25,8 +26,9 @@ const (
 var hcmAllow = fieldcheck.Allow{
 	"envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager": {
 		"codec_type", "stat_prefix", "rds", "route_config", "http_filters", "server_name", "server_header_transformation", "access_log",
-		"forward_client_cert_details", "set_current_client_cert_details",
+		"forward_client_cert_details", "set_current_client_cert_details", "drain_timeout", "http2_protocol_options",
 	},
+	"envoy.config.core.v3.Http2ProtocolOptions": {"max_concurrent_streams"},
 	"envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager.SetCurrentClientCertDetails": {"subject", "uri", "dns"},
 	"envoy.extensions.filters.network.http_connection_manager.v3.Rds":                                               {"config_source", "route_config_name"},
 	"envoy.extensions.filters.network.http_connection_manager.v3.HttpFilter":                                        {"name", "typed_config"},
@@ -54,7 +56,23 @@ type Config struct {
 	Filters      []Filter // the HTTP filters before the router, in filter chain order
 	AccessLogs   []*accesslog.Logger
 	XFCC         XFCC // forward_client_cert_details
+	Codec        Codec
+	// MaxConcurrentStreams is http2_protocol_options.max_concurrent_streams (0: Envoy's
+	// default, 2^31-1).
+	MaxConcurrentStreams uint32
+	// DrainTimeout is the HCM's drain_timeout (0: DefaultDrainTimeout).
+	DrainTimeout time.Duration
 }
+
+// Codec is the HCM's codec_type.
+type Codec int
+
+// Codecs, as Envoy's enum: AUTO picks HTTP/2 by ALPN or the preface.
+const (
+	CodecAuto Codec = iota
+	CodecHTTP1
+	CodecHTTP2
+)
 
 // Filter is one HTTP filter before the router: an envoy.filters.http.fault (Fault set)
 // or an envoy.filters.http.rbac (RBAC set).
@@ -65,7 +83,7 @@ type Filter struct {
 }
 
 // Compile validates an HCM typed_config and compiles it. Only the fault, rbac and router
-// HTTP filters and the HTTP/1.1 codec (AUTO or HTTP1) are supported.
+// HTTP filters and the AUTO, HTTP1 and HTTP2 codecs are supported.
 func Compile(a *anypb.Any) (*Config, error) {
 	var h hcmv3.HttpConnectionManager
 	if err := a.UnmarshalTo(&h); err != nil {
@@ -77,12 +95,22 @@ func Compile(a *anypb.Any) (*Config, error) {
 	if err := hcmAllow.Check(&h); err != nil {
 		return nil, err
 	}
+	cfg := &Config{StatPrefix: h.GetStatPrefix(), ServerName: "envoy", ServerHeader: ServerHeader(h.GetServerHeaderTransformation())}
 	switch h.GetCodecType() {
-	case hcmv3.HttpConnectionManager_AUTO, hcmv3.HttpConnectionManager_HTTP1:
+	case hcmv3.HttpConnectionManager_AUTO:
+	case hcmv3.HttpConnectionManager_HTTP1:
+		cfg.Codec = CodecHTTP1
+	case hcmv3.HttpConnectionManager_HTTP2:
+		cfg.Codec = CodecHTTP2
 	default:
 		return nil, fmt.Errorf("codec_type: unsupported codec %s", h.GetCodecType())
 	}
-	cfg := &Config{StatPrefix: h.GetStatPrefix(), ServerName: "envoy", ServerHeader: ServerHeader(h.GetServerHeaderTransformation())}
+	if v := h.GetHttp2ProtocolOptions().GetMaxConcurrentStreams(); v != nil {
+		cfg.MaxConcurrentStreams = v.GetValue()
+	}
+	if d := h.GetDrainTimeout(); d != nil {
+		cfg.DrainTimeout = d.AsDuration()
+	}
 	if h.GetServerName() != "" {
 		cfg.ServerName = h.GetServerName()
 	}

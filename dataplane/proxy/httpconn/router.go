@@ -132,6 +132,9 @@ func (rt *router) logAccess(x *exchange, code int) {
 	r := x.r
 	i.Start, i.Duration = x.start, time.Since(x.start)
 	i.Protocol, i.Method, i.Authority, i.Scheme = r.Proto, r.Method, r.Host, "http"
+	if r.ProtoMajor == 2 {
+		i.Protocol = "HTTP/2" // as Envoy's %PROTOCOL%
+	}
 	i.Path = requestPath(r)
 	i.ReqHeader, i.RespHeader = r.Header, x.w.Header()
 	i.Code = code
@@ -318,6 +321,9 @@ func (rt *router) outgoing(x *exchange, timeout time.Duration) *http.Request {
 	for _, h := range hopByHop {
 		out.Header.Del(h)
 	}
+	if teTrailers(r.Header) {
+		out.Header.Set("Te", "trailers") // the one TE value Envoy forwards (gRPC needs it)
+	}
 	for _, h := range strings.Split(r.Header.Get("Connection"), ",") {
 		if h = strings.TrimSpace(h); h != "" {
 			out.Header.Del(h)
@@ -432,4 +438,16 @@ func newUUID() string {
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// teTrailers reports whether the request's TE header lists "trailers".
+func teTrailers(h http.Header) bool {
+	for _, v := range h.Values("Te") {
+		for _, t := range strings.Split(v, ",") {
+			if t, _, _ = strings.Cut(strings.TrimSpace(t), ";"); strings.EqualFold(t, "trailers") {
+				return true
+			}
+		}
+	}
+	return false
 }
