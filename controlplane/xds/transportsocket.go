@@ -39,6 +39,7 @@ const (
 // the server's mTLS chains match on and answer with.
 var (
 	alpnUpstreamHTTP = []string{"istio-http/1.1", "istio", "http/1.1"}
+	alpnUpstreamH2   = []string{"istio-h2", "istio", "h2"} // Istio's ALPNInMeshH2, for HTTP/2 clusters
 	alpnUpstreamTCP  = []string{"istio-peer-exchange", "istio"}
 	// alpnInboundMTLS is Istio's allIstioMtlsALPNs: what a PERMISSIVE port's mTLS chain
 	// matches, whatever protocol the client's sidecar detected.
@@ -90,6 +91,9 @@ func upstreamMTLSSocket(port uint16, subset, host string, protocol model.Protoco
 	alpn := alpnUpstreamTCP
 	if protocol.IsHTTP() {
 		alpn = alpnUpstreamHTTP
+	}
+	if isHTTP2(protocol) {
+		alpn = alpnUpstreamH2
 	}
 	matchers := make([]*matcher.StringMatcher, 0, len(sans))
 	for _, s := range sans {
