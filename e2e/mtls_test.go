@@ -288,4 +288,21 @@ spec:
 	if code, _, body, err := m.get(ctx, "frontend-v1", base+"/"); err != nil || code != 200 {
 		t.Errorf("frontend GET / under ALLOW frontend-only: %d %v %s; want 200", code, err, body)
 	}
+
+	// Changing the policy reaches the connection the frontend's sidecar already pools to
+	// the backend: the backend's sidecar drains connections of the listener it replaced.
+	m.apply(t, `apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: frontend-only, namespace: default}
+spec:
+  selector:
+    matchLabels: {app: backend}
+  action: ALLOW
+  rules:
+    - from:
+        - source: {principals: ["cluster.local/ns/default/sa/legacy"]}
+`)
+	if code, _, body, err := m.get(ctx, "frontend-v1", base+"/"); err != nil || code != 403 {
+		t.Errorf("frontend GET / once the policy admits only legacy: %d %v %s; want 403", code, err, body)
+	}
 }

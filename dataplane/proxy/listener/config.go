@@ -6,6 +6,7 @@
 package listener
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -16,6 +17,7 @@ import (
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/http_inspector/v3" // registers the config type
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/original_dst/v3"   // registers the config type
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"  // registers the config type
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
@@ -61,6 +63,9 @@ type Config struct {
 	TLSInspector      bool          // envoy.filters.listener.tls_inspector
 	HTTPInspector     bool          // envoy.filters.listener.http_inspector
 	FiltersTimeout    time.Duration // listener_filters_timeout (Envoy's default 15 s; 0 disables)
+	// Digest identifies the Listener resource this was compiled from (its deterministic
+	// encoding): an LDS update that leaves it unchanged does not drain connections.
+	Digest [sha256.Size]byte
 }
 
 // FilterChain is a compiled filter chain with its match and its one terminal filter.
@@ -91,6 +96,11 @@ func Compile(l *listenerv3.Listener) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listener '%s': %w", l.GetName(), err)
 	}
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(l)
+	if err != nil {
+		return nil, fmt.Errorf("listener '%s': %w", l.GetName(), err)
+	}
+	cfg.Digest = sha256.Sum256(b)
 	return cfg, nil
 }
 

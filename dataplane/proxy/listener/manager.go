@@ -62,17 +62,42 @@ type Manager struct {
 // active is one running listener; its socket (when bound) outlives config updates that
 // keep the address.
 type active struct {
-	cfg       atomic.Pointer[Config]
+	gen       atomic.Pointer[generation]
 	ln        net.Listener // nil when bind_to_port is false or after StopListeners
 	stopped   atomic.Bool
 	drain     chan struct{} // closed when the listener drains
 	drainOnce sync.Once
 }
 
+// generation is one configuration of a listener. Connections keep the filter chain they
+// were accepted with; when an LDS update changes the listener, replaced is closed and they
+// drain (Connection: close on the next HTTP/1.1 response, idle ones closed, GOAWAY on
+// HTTP/2), as Envoy drains the connections of a listener it replaced. So a changed RBAC
+// policy or TLS mode reaches pooled connections after their next request.
+type generation struct {
+	cfg      *Config
+	replaced chan struct{}
+}
+
 func newActive(c *Config) *active {
 	a := &active{drain: make(chan struct{})}
-	a.cfg.Store(c)
+	a.gen.Store(&generation{cfg: c, replaced: make(chan struct{})})
 	return a
+}
+
+// config returns the listener's current configuration.
+func (a *active) config() *Config { return a.gen.Load().cfg }
+
+// update installs c; when it differs from the current configuration, connections accepted
+// under the old one start draining.
+func (a *active) update(c *Config) {
+	old := a.gen.Load()
+	if old.cfg.Digest == c.Digest {
+		a.gen.Store(&generation{cfg: c, replaced: old.replaced})
+		return
+	}
+	a.gen.Store(&generation{cfg: c, replaced: make(chan struct{})})
+	close(old.replaced)
 }
 
 // NewManager returns a Manager with no listeners.
@@ -128,7 +153,7 @@ func (m *Manager) apply(cfgs []*Config, static bool) error {
 	fresh := map[string]net.Listener{}
 	for name, c := range want {
 		old, ok := m.listeners[name]
-		if ok && sameSocket(old.cfg.Load(), c) {
+		if ok && sameSocket(old.config(), c) {
 			continue
 		}
 		if !c.BindToPort {
@@ -152,8 +177,8 @@ func (m *Manager) apply(cfgs []*Config, static bool) error {
 		}
 	}
 	for name, c := range want {
-		if old, ok := m.listeners[name]; ok && sameSocket(old.cfg.Load(), c) {
-			old.cfg.Store(c)
+		if old, ok := m.listeners[name]; ok && sameSocket(old.config(), c) {
+			old.update(c)
 			continue
 		} else if ok {
 			old.close()
@@ -197,8 +222,8 @@ func (m *Manager) SocketFile(addr netip.AddrPort) *os.File {
 		}
 		// Match the configured address (Go binds 0.0.0.0 as a dual-stack [::] socket),
 		// or the bound one when the configuration asked for port 0.
-		match := a.cfg.Load().Addr == addr
-		if bound, err := netip.ParseAddrPort(tl.Addr().String()); err == nil && a.cfg.Load().Addr.Port() == 0 {
+		match := a.config().Addr == addr
+		if bound, err := netip.ParseAddrPort(tl.Addr().String()); err == nil && a.config().Addr.Port() == 0 {
 			match = netip.AddrPortFrom(bound.Addr().Unmap(), bound.Port()) == addr
 		}
 		if !match {
@@ -221,7 +246,7 @@ func (m *Manager) Drain(inboundOnly bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, a := range m.listeners {
-		if !inboundOnly || a.cfg.Load().Inbound {
+		if !inboundOnly || a.config().Inbound {
 			a.drainOnce.Do(func() { close(a.drain) })
 		}
 	}
@@ -256,7 +281,7 @@ func (m *Manager) Configs() []*Config {
 	defer m.mu.Unlock()
 	out := make([]*Config, 0, len(m.listeners))
 	for _, a := range m.listeners {
-		out = append(out, a.cfg.Load())
+		out = append(out, a.config())
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
@@ -268,7 +293,7 @@ func (m *Manager) StopListeners(inboundOnly bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, a := range m.listeners {
-		if !inboundOnly || a.cfg.Load().Inbound {
+		if !inboundOnly || a.config().Inbound {
 			a.close()
 		}
 	}
@@ -328,7 +353,8 @@ func (m *Manager) handle(a *active, conn net.Conn) {
 		delete(m.conns, raw)
 		m.mu.Unlock()
 	}()
-	cfg := a.cfg.Load()
+	gen := a.gen.Load()
+	cfg := gen.cfg
 	local, _ := netip.ParseAddrPort(conn.LocalAddr().String())
 	remote, _ := netip.ParseAddrPort(conn.RemoteAddr().String())
 	local = netip.AddrPortFrom(local.Addr().Unmap(), local.Port())
@@ -342,7 +368,7 @@ func (m *Manager) handle(a *active, conn net.Conn) {
 	}
 	if cfg.UseOriginalDst {
 		if target := m.handoffTarget(a, local); target != nil {
-			cfg = target
+			gen, cfg = target, target.cfg
 		}
 	}
 	ls := m.deps.Stats.Listener(cfg.StatName)
@@ -390,7 +416,19 @@ func (m *Manager) handle(a *active, conn net.Conn) {
 	case fc.TCP != nil:
 		tcpproxy.Serve(m.ctx, fc.TCP, tcpproxy.Deps{Clusters: m.deps.Clusters, Stats: m.deps.Stats, Logger: m.deps.Logger}, conn, local)
 	case fc.HTTP != nil:
-		httpconn.ServeConn(m.ctx, fc.HTTP, httpconn.Deps{Routes: m.deps.Routes, Clusters: m.deps.Clusters, Stats: m.deps.Stats, Logger: m.deps.Logger, Draining: a.drain},
+		draining := make(chan struct{})
+		done := make(chan struct{})
+		defer close(done)
+		go func() {
+			select {
+			case <-a.drain:
+			case <-gen.replaced:
+			case <-done:
+				return
+			}
+			close(draining)
+		}()
+		httpconn.ServeConn(m.ctx, fc.HTTP, httpconn.Deps{Routes: m.deps.Routes, Clusters: m.deps.Clusters, Stats: m.deps.Stats, Logger: m.deps.Logger, Draining: draining},
 			conn, httpconn.Downstream{Local: local, Remote: remote, LocalCert: localCert})
 	}
 }
@@ -398,20 +436,20 @@ func (m *Manager) handle(a *active, conn net.Conn) {
 // handoffTarget returns the configuration of the listener whose address is exactly dst,
 // else the one on 0.0.0.0 (or ::) with dst's port, else nil (the accepting listener keeps
 // the connection), as Envoy does for use_original_dst.
-func (m *Manager) handoffTarget(self *active, dst netip.AddrPort) *Config {
+func (m *Manager) handoffTarget(self *active, dst netip.AddrPort) *generation {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var wildcard *Config
+	var wildcard *generation
 	for _, a := range m.listeners {
 		if a == self || a.stopped.Load() && a.ln != nil {
 			continue
 		}
-		c := a.cfg.Load()
-		if c.Addr == dst {
-			return c
+		g := a.gen.Load()
+		if g.cfg.Addr == dst {
+			return g
 		}
-		if c.Addr.Port() == dst.Port() && c.Addr.Addr().IsUnspecified() && c.Addr.Addr().Is4() == dst.Addr().Is4() {
-			wildcard = c
+		if g.cfg.Addr.Port() == dst.Port() && g.cfg.Addr.Addr().IsUnspecified() && g.cfg.Addr.Addr().Is4() == dst.Addr().Is4() {
+			wildcard = g
 		}
 	}
 	return wildcard
