@@ -46,8 +46,12 @@ test: deps browser
 test-short:
 	$(GO) test -count=1 -short ./...
 
+# bench runs every benchmark (root: the e2e ones build labs), e.g. BenchmarkDataPath's
+# fortio runs through the sidecars; pick some with BENCH=DataPath BENCHTIME=1x.
+BENCH ?= .
+BENCHTIME ?= 5x
 bench: deps build
-	$(GO) test -run '^$$' -bench . -benchtime 5x -timeout 20m ./...
+	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -timeout 20m ./...
 
 lint:
 	@out=$$(gofmt -l . 2>/dev/null); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -146,8 +149,39 @@ spec:
 	if err != nil || !strings.Contains(out, "Problem:") || !strings.Contains(out, "certificate has expired") {
 		t.Fatalf("describe pod after a -25h CA clock: %v\n%s", err, out)
 	}
+	// burst sends 20 requests from the frontend through both sidecars (each a fresh mTLS
+	// handshake between them, see the DestinationRule above) and counts the answers.
+	client := podClient(lab.NamespaceName(l.name, "frontend-v1"))
+	client.Transport.(*http.Transport).DisableKeepAlives = true
+	burst := func() (ok, failed int, errs []string) {
+		for range 20 {
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+net.JoinHostPort(podIP(t, api, "backend-v1"), "8080")+"/", nil)
+			req.Host = "backend:8080"
+			resp, err := client.Do(req)
+			if err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					err = fmt.Errorf("status %s", resp.Status)
+				}
+			}
+			if err != nil {
+				failed++
+				errs = append(errs, err.Error())
+				continue
+			}
+			ok++
+		}
+		return ok, failed, errs
+	}
+	if ok, failed, errs := burst(); ok != 0 || failed == 0 {
+		t.Errorf("with expired certificates: %d ok, %d failed (%q); want every request to fail the TLS handshake", ok, failed, errs)
+	}
 	if out, err := meshlab(t, "ca", "clock", "--name", l.name, "--reset"); err != nil {
 		t.Fatalf("meshlab ca clock --reset: %v\n%s", err, out)
+	}
+	if ok, failed, errs := burst(); failed != 0 || ok == 0 {
+		t.Errorf("after the clock reset: %d ok, %d failed (%q); want every request to succeed", ok, failed, errs)
 	}
 	out, err = meshlab(t, "describe", "pod", "backend-v1", "--name", l.name)
 	if err != nil || strings.Contains(out, "Problem:") {

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -28,7 +29,7 @@ const (
 	trafficErrorMax = 5
 )
 
-// SendTraffic implements web.TrafficSender: it sends r.N GETs from inside the pod's
+// SendTraffic implements web.TrafficSender: it sends r.N requests (GET by default) from inside the pod's
 // namespace as root, which the capture rules redirect to the pod's sidecar as they do the
 // app's traffic. The URL's host is resolved with the lab's own name table (what the
 // pod's DNS proxy answers), never the host's resolver.
@@ -62,7 +63,7 @@ func (l *Lab) SendTraffic(ctx context.Context, r web.TrafficRequest) (web.Traffi
 		Timeout:       trafficTimeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	res := sendAll(ctx, hc, r.URL, r.N)
+	res := sendAll(ctx, hc, r, r.N)
 	l.publish("traffic.sent", r.Pod, fmt.Sprintf("sent %d requests to %s: %v", r.N, r.URL, res.Statuses),
 		map[string]any{"url": r.URL, "n": r.N, "statuses": res.Statuses, "pods": res.Pods, "p50Ms": res.P50Ms})
 	return res, nil
@@ -90,8 +91,9 @@ func resolveTarget(m *model.Model, p *model.Pod, u *url.URL) (netip.AddrPort, er
 	return netip.AddrPortFrom(vips[0], port), nil
 }
 
-// sendAll sends n GETs with a few in flight and summarises the answers.
-func sendAll(ctx context.Context, hc *http.Client, target string, n int) web.TrafficResult {
+// sendAll sends n requests (r's URL, method and headers) with a few in flight and
+// summarises the answers.
+func sendAll(ctx context.Context, hc *http.Client, r web.TrafficRequest, n int) web.TrafficResult {
 	res := web.TrafficResult{Statuses: map[string]int{}, Pods: map[string]int{}}
 	var mu sync.Mutex
 	latencies := make([]time.Duration, 0, n)
@@ -102,7 +104,7 @@ func sendAll(ctx context.Context, hc *http.Client, target string, n int) web.Tra
 		go func() {
 			defer wg.Done()
 			for range next {
-				status, pod, d, err := sendOne(ctx, hc, target)
+				status, pod, hdr, d, err := sendOne(ctx, hc, r)
 				mu.Lock()
 				res.Sent++
 				latencies = append(latencies, d)
@@ -114,6 +116,7 @@ func sendAll(ctx context.Context, hc *http.Client, target string, n int) web.Tra
 				} else {
 					res.Statuses[strconv.Itoa(status)]++
 					res.Pods[pod]++
+					res.AddResponseHeaders(hdr)
 				}
 				mu.Unlock()
 			}
@@ -138,28 +141,33 @@ func sendAll(ctx context.Context, hc *http.Client, target string, n int) web.Tra
 	return res
 }
 
-func sendOne(ctx context.Context, hc *http.Client, target string) (int, string, time.Duration, error) {
+// sendOne sends one request and returns the status, the answering pod, the response
+// headers and the latency.
+func sendOne(ctx context.Context, hc *http.Client, r web.TrafficRequest) (int, string, http.Header, time.Duration, error) {
 	start := time.Now()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	req, err := http.NewRequestWithContext(ctx, cmp.Or(r.Method, http.MethodGet), r.URL, nil)
 	if err != nil {
-		return 0, "", 0, err
+		return 0, "", nil, 0, err
 	}
 	req.Header.Set("User-Agent", "meshlab-traffic")
+	for name, value := range r.Headers {
+		req.Header.Set(name, value)
+	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return 0, "", time.Since(start), err
+		return 0, "", nil, time.Since(start), err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, trafficBodyMax))
 	d := time.Since(start)
 	if err != nil {
-		return 0, "", d, err
+		return 0, "", nil, d, err
 	}
 	var identity struct {
 		Pod string `json:"pod"`
 	}
 	_ = json.Unmarshal(body, &identity) // any other body counts under ""
-	return resp.StatusCode, identity.Pod, d, nil
+	return resp.StatusCode, identity.Pod, resp.Header, d, nil
 }
 
 // percentileMs returns the p-th percentile (nearest rank) of sorted durations, in ms.

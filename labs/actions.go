@@ -59,7 +59,7 @@ func (r *Runner) runAction(ctx context.Context, l *Lab, a Action, st *stepState)
 		return r.waitSynced(ctx)
 	case a.Traffic != nil:
 		t := a.Traffic
-		res, err := r.Backend.SendTraffic(ctx, web.TrafficRequest{Pod: t.From, URL: t.URL, N: cmp0(t.N, 20)})
+		res, err := r.Backend.SendTraffic(ctx, t.request(cmp0(t.N, 20)))
 		if err != nil {
 			return err
 		}
@@ -198,7 +198,7 @@ func (r *Runner) startLoad(ctx context.Context, t TrafficAction, st *stepState) 
 				case <-time.After(loadPause):
 				}
 			}
-			tr, err := r.Backend.SendTraffic(context.WithoutCancel(ctx), web.TrafficRequest{Pod: t.From, URL: t.URL, N: cmp0(t.N, 5)})
+			tr, err := r.Backend.SendTraffic(context.WithoutCancel(ctx), t.request(cmp0(t.N, 5)))
 			if err != nil {
 				res.failed++
 				res.statuses["error"]++

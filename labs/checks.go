@@ -59,6 +59,8 @@ func (r *Runner) evaluate(ctx context.Context, l *Lab, c Check, st *stepState) R
 		}
 		res.Saw = fmt.Sprintf("%s = %d", s.Name, v)
 		res.Passed = compare(v, s.Op, s.Value)
+	case "header":
+		header(*c.Header, st, &res)
 	case "denied":
 		pod := c.Denied.Pod
 		res.Want = "requests denied by RBAC at " + pod + " (*.rbac.denied > 0)"

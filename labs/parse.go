@@ -20,10 +20,8 @@ import (
 // clear message until the lab API they need exists.
 var (
 	actionKinds  = []string{"apply", "delete", "traffic", "restart-proxy", "kill-proxy", "wait", "load", "control-plane-stop", "rotate-certs"}
-	checkKinds   = []string{"distribution", "status", "latency", "proxy-synced", "nack", "stat", "epoch", "no-failures", "denied", "mtls"}
-	pendingKinds = map[string]string{
-		"header": "the traffic tool does not report response headers yet",
-	}
+	checkKinds   = []string{"distribution", "status", "latency", "proxy-synced", "nack", "stat", "epoch", "no-failures", "denied", "mtls", "header"}
+	pendingKinds = map[string]string{}
 )
 
 // Sources says where Parse finds what a lab file refers to.

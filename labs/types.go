@@ -3,6 +3,8 @@ package labs
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/meshlab/meshlab/web"
 )
 
 // APIVersion and Kind identify a lab document.
@@ -81,13 +83,19 @@ type ObjectRef struct {
 	Name      string `json:"name"`
 }
 
-// TrafficAction sends N GETs from a pod (traffic), or keeps sending them in the
-// background until the step's checks (load).
+// TrafficAction sends N requests (GET unless Method says otherwise) with Headers from a
+// pod (traffic), or keeps sending them in the background until the step's checks (load).
 type TrafficAction struct {
 	From    string            `json:"from"`
 	URL     string            `json:"url"`
 	N       int               `json:"count,omitempty"` // default 20 (traffic) or 5 per round (load); "n" would be YAML 1.1 false
+	Method  string            `json:"method,omitempty"`
 	Headers map[string]string `json:"headers,omitempty"`
+}
+
+// request is the traffic tool's request for t, n requests.
+func (t TrafficAction) request(n int) web.TrafficRequest {
+	return web.TrafficRequest{Pod: t.From, URL: t.URL, N: n, Method: t.Method, Headers: t.Headers}
 }
 
 // PodRef names a pod.
@@ -144,11 +152,17 @@ type LatencyCheck struct {
 	Above      Duration `json:"above,omitempty"`
 }
 
-// HeaderCheck asks for a response header (pending: the traffic tool does not report
-// response headers yet).
+// HeaderCheck asks for a response header in the step's last traffic: answers carrying
+// Name (with Value, when set) number at least Min, at most Max, or a share of at least
+// Fraction; with none of the three, every answer must carry it. Absent inverts the
+// check: no answer may carry it (with Value, when set).
 type HeaderCheck struct {
-	Name  string `json:"name"`
-	Value string `json:"value,omitempty"`
+	Name     string   `json:"name"`
+	Value    string   `json:"value,omitempty"`
+	Min      *int     `json:"min,omitempty"`
+	Max      *int     `json:"max,omitempty"`
+	Fraction *Percent `json:"fraction,omitempty"`
+	Absent   bool     `json:"absent,omitempty"`
 }
 
 // ProxySyncedCheck wants the pod's proxy SYNCED for Type (CDS, LDS, EDS, RDS, SDS;

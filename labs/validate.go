@@ -11,6 +11,7 @@ import (
 	"github.com/meshlab/meshlab/controlplane/config"
 	"github.com/meshlab/meshlab/controlplane/model"
 	"github.com/meshlab/meshlab/lab"
+	"github.com/meshlab/meshlab/web"
 	"sigs.k8s.io/yaml"
 )
 
@@ -189,8 +190,8 @@ func (v *validator) traffic(t TrafficAction, path string, maxN int) {
 	if t.N < 0 || t.N > maxN {
 		v.p.addf(path+".count", "want 1..%d, got %d", maxN, t.N)
 	}
-	if len(t.Headers) > 0 {
-		v.p.addf(path+".headers", "request headers are recognised but not available yet: the traffic tool sends none")
+	if err := (web.TrafficRequest{Pod: "-", URL: "http://x/", N: 1, Method: t.Method, Headers: t.Headers}).Validate(); err != nil {
+		v.p.addf(path, "%v", err)
 	}
 	u, err := url.Parse(t.URL)
 	if err != nil || u.Scheme != "http" || u.Host == "" {
@@ -269,6 +270,14 @@ func (v *validator) check(c Check, path string) {
 		}
 	case c.Denied != nil:
 		v.pod(c.Denied.Pod, path+".pod", true)
+	case c.Header != nil:
+		h := c.Header
+		if h.Name == "" {
+			v.p.addf(path+".name", "required: a response header name")
+		}
+		if h.Absent && (h.Min != nil || h.Max != nil || h.Fraction != nil) {
+			v.p.addf(path+".absent", "absent excludes min, max and fraction")
+		}
 	case c.MTLS != nil:
 		v.pod(c.MTLS.From, path+".from", true)
 		if to := v.pod(c.MTLS.To, path+".to", true); to != nil && len(v.m.ServicesFor(to)) == 0 {
@@ -326,6 +335,8 @@ func (c *Check) set(kind string) bool {
 		return c.Denied != nil
 	case "mtls":
 		return c.MTLS != nil
+	case "header":
+		return c.Header != nil
 	}
 	return false
 }

@@ -6,20 +6,39 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
+	"strings"
 
 	"github.com/gin-gonic/gin"
+	"golang.org/x/net/http/httpguts"
 )
 
-// MaxTrafficRequests bounds TrafficRequest.N.
-const MaxTrafficRequests = 1000
+// Limits of the traffic tool.
+const (
+	// MaxTrafficRequests bounds TrafficRequest.N.
+	MaxTrafficRequests = 1000
+	// MaxTrafficHeaders bounds TrafficRequest.Headers.
+	MaxTrafficHeaders = 32
+	// MaxHeaderValues bounds the distinct values TrafficResult.Headers keeps per name.
+	MaxHeaderValues = 8
+	// MaxResponseHeaders bounds the header names TrafficResult.Headers keeps.
+	MaxResponseHeaders = 64
+)
 
-// TrafficRequest asks the lab to send N HTTP GETs to URL from inside Pod's namespace, as
-// the pod's app would (captured, so through its sidecar).
+// TrafficRequest asks the lab to send N HTTP requests (GET unless Method says otherwise)
+// to URL from inside Pod's namespace, as the pod's app would (captured, so through its
+// sidecar), with the given request headers.
 type TrafficRequest struct {
-	Pod string `json:"pod"`
-	URL string `json:"url"`
-	N   int    `json:"n"`
+	Pod     string            `json:"pod"`
+	URL     string            `json:"url"`
+	N       int               `json:"n"`
+	Method  string            `json:"method,omitempty"`  // GET when empty
+	Headers map[string]string `json:"headers,omitempty"` // request headers, e.g. end-user: jason
 }
+
+// trafficMethods are the methods the traffic tool sends (no body is sent).
+var trafficMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut,
+	http.MethodPatch, http.MethodDelete, http.MethodOptions}
 
 // Validate checks the request: a known-shape http URL and 1..MaxTrafficRequests.
 func (r TrafficRequest) Validate() error {
@@ -36,6 +55,24 @@ func (r TrafficRequest) Validate() error {
 	if u.Scheme != "http" || u.Host == "" || u.User != nil {
 		return fmt.Errorf("url: want http://host[:port]/path, got %q", r.URL)
 	}
+	if r.Method != "" && !slices.Contains(trafficMethods, r.Method) {
+		return fmt.Errorf("method: want one of %s, got %q", strings.Join(trafficMethods, ", "), r.Method)
+	}
+	if len(r.Headers) > MaxTrafficHeaders {
+		return fmt.Errorf("headers: at most %d, got %d", MaxTrafficHeaders, len(r.Headers))
+	}
+	for name, value := range r.Headers {
+		if !httpguts.ValidHeaderFieldName(name) {
+			return fmt.Errorf("headers: invalid name %q", name)
+		}
+		if !httpguts.ValidHeaderFieldValue(value) {
+			return fmt.Errorf("headers: invalid value for %q", name)
+		}
+		if strings.EqualFold(name, "host") || strings.EqualFold(name, "content-length") ||
+			strings.EqualFold(name, "transfer-encoding") || strings.EqualFold(name, "connection") {
+			return fmt.Errorf("headers: %q cannot be set", name)
+		}
+	}
 	return nil
 }
 
@@ -51,6 +88,36 @@ type TrafficResult struct {
 	P99Ms  float64  `json:"p99Ms"`
 	MaxMs  float64  `json:"maxMs"`
 	Errors []string `json:"errors,omitempty"` // the first few transport errors
+	// Headers reports the response headers seen, by canonical name (at most
+	// MaxResponseHeaders names).
+	Headers map[string]HeaderSeen `json:"headers,omitempty"`
+}
+
+// HeaderSeen is one response header over all answers.
+type HeaderSeen struct {
+	Count  int      `json:"count"`            // answers carrying the header
+	Values []string `json:"values,omitempty"` // distinct values, first MaxHeaderValues seen
+}
+
+// AddResponseHeaders records one answer's headers into r.Headers, within the bounds.
+func (r *TrafficResult) AddResponseHeaders(h http.Header) {
+	if r.Headers == nil {
+		r.Headers = map[string]HeaderSeen{}
+	}
+	for name, values := range h {
+		name = http.CanonicalHeaderKey(name)
+		seen, ok := r.Headers[name]
+		if !ok && len(r.Headers) >= MaxResponseHeaders {
+			continue
+		}
+		seen.Count++
+		for _, v := range values {
+			if len(seen.Values) < MaxHeaderValues && !slices.Contains(seen.Values, v) {
+				seen.Values = append(seen.Values, v)
+			}
+		}
+		r.Headers[name] = seen
+	}
 }
 
 // TrafficSender sends test traffic. Safe for concurrent use; ErrUnknownPod for a pod the

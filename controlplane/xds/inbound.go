@@ -28,12 +28,13 @@ func inboundChains(m *model.Model, pod *model.Pod, ip inboundPort) ([]*listener.
 	mode := EffectiveMTLSMode(m, pod, ip.target)
 	az := authzFor(m, pod, !ip.protocol.IsHTTP())
 	port := wrapperspb.UInt32(uint32(ip.target))
+	origin := inboundOrigin(m, pod, ip.target)
 	chain := func(match *listener.FilterChainMatch, mtls bool) (*listener.FilterChain, error) {
 		filters, err := inboundFilters(ip, az, mtls)
 		if err != nil {
 			return nil, err
 		}
-		fc := &listener.FilterChain{Name: InboundChainName(ip.target), FilterChainMatch: match, Filters: filters}
+		fc := &listener.FilterChain{Name: InboundChainName(ip.target), FilterChainMatch: match, Filters: filters, Metadata: origin}
 		if mtls {
 			if fc.TransportSocket, err = downstreamMTLSSocket(ip.protocol); err != nil {
 				return nil, err

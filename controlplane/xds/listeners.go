@@ -18,7 +18,8 @@ import (
 	"github.com/meshlab/meshlab/controlplane/model"
 )
 
-// listeners returns the proxy's listeners: virtualOutbound, one outbound listener per
+// listeners returns the proxy's listeners, each with its origin in metadata (see
+// origin.go): virtualOutbound, one outbound listener per
 // HTTP port number and per TCP service port, and virtualInbound. faultRoutes names the
 // route configurations that inject faults.
 func listeners(m *model.Model, pod *model.Pod, faultRoutes map[string]bool) ([]types.Resource, error) {
@@ -26,12 +27,14 @@ func listeners(m *model.Model, pod *model.Pod, faultRoutes map[string]bool) ([]t
 	if err != nil {
 		return nil, fmt.Errorf("build listener %s: %w", VirtualOutboundListener, err)
 	}
+	vo.Metadata = meshOrigin(m)
 	out := []types.Resource{vo}
 	for _, port := range httpPorts(m) {
 		l, err := outboundHTTPListener(port, faultRoutes[RouteName(port)])
 		if err != nil {
 			return nil, fmt.Errorf("build listener %s: %w", OutboundHTTPListenerName(port), err)
 		}
+		l.Metadata = meshOrigin(m)
 		out = append(out, l)
 	}
 	byHost := servicePortsByHost(m)
@@ -43,12 +46,15 @@ func listeners(m *model.Model, pod *model.Pod, faultRoutes map[string]bool) ([]t
 		if err != nil {
 			return nil, fmt.Errorf("build listener %s: %w", OutboundTCPListenerName(sp.svc.VIP, sp.port.Port), err)
 		}
+		l.Metadata = tcpOrigin(m, sp)
+		l.FilterChains[0].Metadata = tcpOrigin(m, sp)
 		out = append(out, l)
 	}
 	vi, err := virtualInbound(m, pod)
 	if err != nil {
 		return nil, fmt.Errorf("build listener %s: %w", VirtualInboundListener, err)
 	}
+	vi.Metadata = meshOrigin(m)
 	return append(out, vi), nil
 }
 

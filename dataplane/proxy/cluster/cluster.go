@@ -44,6 +44,10 @@ type Stats struct {
 	UpstreamRqActive          *stats.Stat
 	UpstreamCxMaxRequests     *stats.Stat
 	LBHealthyPanic            *stats.Stat
+
+	UpstreamCxConnectMs *stats.Histogram // connect (and TLS handshake) time
+	UpstreamCxLengthMs  *stats.Histogram // connection lifetime
+	UpstreamRqTime      *stats.Histogram // request start to upstream response end
 }
 
 func newStats(store *stats.Store, name string) *Stats {
@@ -68,6 +72,10 @@ func newStats(store *stats.Store, name string) *Stats {
 		UpstreamRqActive:          sc.Gauge("upstream_rq_active"),
 		UpstreamCxMaxRequests:     sc.Counter("upstream_cx_max_requests"),
 		LBHealthyPanic:            sc.Counter("lb_healthy_panic"),
+
+		UpstreamCxConnectMs: sc.Histogram("upstream_cx_connect_ms"),
+		UpstreamCxLengthMs:  sc.Histogram("upstream_cx_length_ms"),
+		UpstreamRqTime:      sc.Histogram("upstream_rq_time"),
 	}
 }
 
@@ -295,6 +303,7 @@ func (c *Cluster) Dial(ctx context.Context, h Host) (net.Conn, error) {
 	c.stats.UpstreamCxTotal.Inc()
 	hs.cxTotal.Add(1)
 	d := net.Dialer{Timeout: c.cfg.ConnectTimeout}
+	start := time.Now()
 	if c.cfg.BindSource.IsValid() && h.Pipe == "" {
 		d.LocalAddr = &net.TCPAddr{IP: c.cfg.BindSource.AsSlice()}
 	}
@@ -307,9 +316,12 @@ func (c *Cluster) Dial(ctx context.Context, h Host) (net.Conn, error) {
 		hs.cxFail.Add(1)
 		return nil, fmt.Errorf("connect to %s: %w", h, err)
 	}
+	connected := time.Now()
+	c.stats.UpstreamCxConnectMs.Record(uint64(connected.Sub(start).Milliseconds()))
 	c.stats.UpstreamCxActive.Inc()
 	hs.cxActive.Add(1)
 	return &countedConn{Conn: conn, maxRequests: int64(c.cfg.MaxRequestsPerConnection), done: func() {
+		c.stats.UpstreamCxLengthMs.Record(uint64(time.Since(connected).Milliseconds()))
 		c.stats.UpstreamCxActive.Dec()
 		hs.cxActive.Add(-1)
 	}}, nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/meshlab/meshlab/dataplane/proxy/accesslog"
 	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
+	"github.com/meshlab/meshlab/dataplane/proxy/stats"
 	"github.com/meshlab/meshlab/dataplane/proxy/tlsctx"
 )
 
@@ -23,6 +24,7 @@ const maxBufferedBody = 1 << 20
 // attempt is the outcome of one upstream try.
 type attempt struct {
 	resp    *http.Response
+	rqTime  *stats.Histogram // the cluster's upstream_rq_time, set with resp
 	release func()
 	host    cluster.Host
 	err     error
@@ -177,7 +179,7 @@ func (rt *router) try(ctx context.Context, x *exchange, cl *cluster.Cluster, out
 	if err == nil {
 		cl.ReportResult(host, resp.StatusCode)
 		cl.Stats().RecordResponse(resp.StatusCode)
-		return attempt{resp: resp, host: host, release: func() { cancel(); release() }}
+		return attempt{resp: resp, rqTime: cl.Stats().UpstreamRqTime, host: host, release: func() { cancel(); release() }}
 	}
 	cancel()
 	release()
@@ -289,6 +291,12 @@ func (rt *router) respond(x *exchange, a attempt) int {
 		for _, v := range vs {
 			h.Add(http.TrailerPrefix+k, v)
 		}
+	}
+	// Envoy's router records upstream_rq_time when the upstream response is complete,
+	// measured from the end of the downstream request (the body is buffered, so its
+	// start here), retries included.
+	if a.rqTime != nil {
+		a.rqTime.Record(uint64(time.Since(x.start).Milliseconds()))
 	}
 	return resp.StatusCode
 }

@@ -65,6 +65,7 @@ type hcmStats struct {
 	cxActive *stats.Stat
 	noRoute  *stats.Stat
 	noCl     *stats.Stat
+	rqTime   *stats.Histogram
 	fault    *fault.Stats
 }
 
@@ -79,6 +80,7 @@ func newHCMStats(store *stats.Store, prefix string) *hcmStats {
 		cxActive: sc.Gauge("downstream_cx_active"),
 		noRoute:  sc.Counter("no_route"),
 		noCl:     sc.Counter("no_cluster"),
+		rqTime:   sc.Histogram("downstream_rq_time"),
 	}
 }
 
@@ -122,6 +124,7 @@ func (rt *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	code := rt.serve(x)
 	rt.st.record(code)
+	rt.st.rqTime.Record(uint64(time.Since(start).Milliseconds()))
 	if len(rt.cfg.AccessLogs) > 0 {
 		rt.logAccess(x, code)
 	}

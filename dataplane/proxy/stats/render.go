@@ -15,6 +15,13 @@ type Filter struct {
 	UsedOnly bool           // ?usedonly
 }
 
+func (f Filter) keepHistogram(h *Histogram) bool {
+	if f.UsedOnly && !h.Used() {
+		return false
+	}
+	return f.Regexp == nil || f.Regexp.MatchString(h.name)
+}
+
 func (f Filter) keep(s *Stat) bool {
 	if f.UsedOnly && !s.Used() {
 		return false
@@ -30,6 +37,11 @@ func (s *Store) WriteText(w io.Writer, f Filter) error {
 			fmt.Fprintf(&b, "%s: %d\n", st.name, st.Value())
 		}
 	}
+	for _, h := range s.Histograms() {
+		if f.keepHistogram(h) {
+			fmt.Fprintf(&b, "%s: %s\n", h.name, quantileSummary(h))
+		}
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -39,13 +51,18 @@ type jsonStat struct {
 	Value int64  `json:"value"`
 }
 
-// WriteJSON writes Envoy's /stats?format=json form: {"stats":[{"name":..,"value":..}]}.
+// WriteJSON writes Envoy's /stats?format=json form: {"stats":[{"name":..,"value":..}]},
+// followed, when any histogram is selected, by one element {"histograms":
+// {"supported_quantiles":[..], "computed_quantiles":[{"name":..,"values":[..]}]}}.
 func (s *Store) WriteJSON(w io.Writer, f Filter) error {
-	list := []jsonStat{}
+	list := []any{}
 	for _, st := range s.All() {
 		if f.keep(st) {
 			list = append(list, jsonStat{Name: st.name, Value: st.Value()})
 		}
+	}
+	if hs := jsonHistograms(s, f); hs != nil {
+		list = append(list, hs)
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", " ")
@@ -87,6 +104,7 @@ func (s *Store) WritePrometheus(w io.Writer, f Filter) error {
 			b.WriteByte('\n')
 		}
 	}
+	writePrometheusHistograms(&b, s, f)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -78,13 +78,14 @@ func (s *Stat) Used() bool { return s.used.Load() }
 
 // Store holds every stat of one proxy.
 type Store struct {
-	mu    sync.RWMutex
-	stats map[string]*Stat
+	mu         sync.RWMutex
+	stats      map[string]*Stat
+	histograms map[string]*Histogram
 }
 
 // NewStore returns an empty Store.
 func NewStore() *Store {
-	return &Store{stats: make(map[string]*Stat)}
+	return &Store{stats: make(map[string]*Stat), histograms: make(map[string]*Histogram)}
 }
 
 // Root returns the scope with no prefix and no tags.

@@ -1,0 +1,120 @@
+package stats
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// quantileSummary is Envoy's ParentHistogramImpl::quantileSummary:
+// "P0(interval,cumulative) P25(..) ..." or "No recorded values". This proxy has no
+// stats flush interval, so interval values are always nan, as Envoy prints them before
+// its first flush.
+func quantileSummary(h *Histogram) string {
+	if !h.Used() {
+		return "No recorded values"
+	}
+	qs := h.Statistics().Quantiles
+	parts := make([]string, len(qs))
+	for i, q := range qs {
+		parts[i] = fmt.Sprintf("%s(nan,%s)", quantileLabels[i], formatFloat(q))
+	}
+	return strings.Join(parts, " ")
+}
+
+// formatFloat prints a double as fmt's "{}" does in Envoy: shortest round-trip digits,
+// fixed notation below 1e16, "nan" for NaN.
+func formatFloat(v float64) string {
+	switch {
+	case math.IsNaN(v):
+		return "nan"
+	case math.Abs(v) >= 1e16:
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	return strconv.FormatFloat(v, 'f', -1, 64)
+}
+
+type jsonQuantile struct {
+	Interval   *float64 `json:"interval"`
+	Cumulative *float64 `json:"cumulative"`
+}
+
+type jsonComputed struct {
+	Name   string         `json:"name"`
+	Values []jsonQuantile `json:"values"`
+}
+
+// jsonHistograms returns Envoy's {"histograms":{...}} element of /stats?format=json, or
+// nil when no histogram is selected. NaN (nothing recorded, or the interval this proxy
+// does not keep) is null, as Envoy writes it.
+func jsonHistograms(s *Store, f Filter) any {
+	var computed []jsonComputed
+	for _, h := range s.Histograms() {
+		if !f.keepHistogram(h) {
+			continue
+		}
+		c := jsonComputed{Name: h.name, Values: make([]jsonQuantile, len(SupportedQuantiles))}
+		for i, q := range h.Statistics().Quantiles {
+			if !math.IsNaN(q) {
+				c.Values[i].Cumulative = &q
+			}
+		}
+		computed = append(computed, c)
+	}
+	if computed == nil {
+		return nil
+	}
+	supported := make([]float64, len(SupportedQuantiles))
+	for i, q := range SupportedQuantiles {
+		supported[i] = math.Round(q*1000) / 10
+	}
+	type histograms struct {
+		Supported []float64      `json:"supported_quantiles"`
+		Computed  []jsonComputed `json:"computed_quantiles"`
+	}
+	return map[string]histograms{"histograms": {Supported: supported, Computed: computed}}
+}
+
+// writePrometheusHistograms appends Envoy's Prometheus histogram families after the
+// counters and gauges: cumulative _bucket lines for DefaultBuckets plus le="+Inf", then
+// _sum and _count, numbers formatted as Envoy's "{:.32g}".
+func writePrometheusHistograms(b *strings.Builder, s *Store, f Filter) {
+	fams := map[string][]*Histogram{}
+	for _, h := range s.Histograms() {
+		if f.keepHistogram(h) {
+			n := PrometheusName(h.extracted)
+			fams[n] = append(fams[n], h)
+		}
+	}
+	names := make([]string, 0, len(fams))
+	for n := range fams {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(b, "# TYPE %s histogram\n", n)
+		for _, h := range fams[n] {
+			st := h.Statistics()
+			tags := labelList(h.tags)
+			for i, le := range DefaultBuckets {
+				fmt.Fprintf(b, "%s_bucket{%s} %d\n", n, strings.Join(append(tags, `le="`+g32(le)+`"`), ","), st.Buckets[i])
+			}
+			fmt.Fprintf(b, "%s_bucket{%s} %d\n", n, strings.Join(append(tags, `le="+Inf"`), ","), st.Count)
+			fmt.Fprintf(b, "%s_sum%s %s\n", n, labels(h.tags), g32(st.Sum))
+			fmt.Fprintf(b, "%s_count%s %d\n", n, labels(h.tags), st.Count)
+		}
+	}
+}
+
+// g32 is C++ fmt's "{:.32g}".
+func g32(v float64) string { return strconv.FormatFloat(v, 'g', 32, 64) }
+
+func labelList(tags []Tag) []string {
+	out := make([]string, len(tags), len(tags)+1)
+	for i, t := range tags {
+		out[i] = fmt.Sprintf("%s=%q", sanitize(t.Name), escapeLabel(t.Value))
+	}
+	return out
+}

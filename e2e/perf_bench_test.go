@@ -1,0 +1,361 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"fortio.org/fortio/fhttp"
+	flog "fortio.org/log"
+
+	"github.com/meshlab/meshlab/internal/testutil"
+	"github.com/meshlab/meshlab/lab"
+	"github.com/meshlab/meshlab/netns"
+	"github.com/meshlab/meshlab/web"
+)
+
+// The data path benchmark runs fortio's HTTP load generator (as a library) inside a pod
+// namespace. fortio has no dialer hook, and a Go process cannot move all its threads into
+// a namespace, so the benchmark re-runs this test binary there (netns.Start) as a helper
+// process: TestFortioLoadHelper, which does nothing unless fortioHelperEnv is set.
+const (
+	fortioHelperEnv = "MESHLAB_FORTIO_LOAD" // JSON loadSpec; the helper writes loadResult to spec.Out
+	perfConnections = 8
+	perfFixedQPS    = 1000
+	perfDuration    = 5 * time.Second
+)
+
+// loadSpec is one fortio run, handed to the helper process.
+type loadSpec struct {
+	URL         string        `json:"url"`
+	QPS         float64       `json:"qps"` // 0: as fast as possible
+	Connections int           `json:"connections"`
+	Duration    time.Duration `json:"duration"`
+	Out         string        `json:"out"`
+}
+
+// loadResult is what the helper reports: latencies in milliseconds.
+type loadResult struct {
+	P50, P90, P99 float64
+	QPS           float64
+	Requests      int64
+	Non200        int64
+}
+
+// TestFortioLoadHelper is not a test: it is the body of the helper process (see above).
+func TestFortioLoadHelper(t *testing.T) {
+	raw := os.Getenv(fortioHelperEnv)
+	if raw == "" {
+		t.Skip("helper process for BenchmarkDataPath only")
+	}
+	var spec loadSpec
+	if err := json.Unmarshal([]byte(raw), &spec); err != nil {
+		t.Fatal(err)
+	}
+	flog.SetLogLevel(flog.Error)
+	o := fhttp.HTTPRunnerOptions{}
+	o.QPS = spec.QPS
+	if spec.QPS == 0 {
+		o.QPS = -1 // fortio: no rate limit
+	}
+	o.Duration = spec.Duration
+	o.NumThreads = spec.Connections
+	o.Percentiles = []float64{50, 90, 99}
+	o.RunnerOptions.Resolution = 0.00001 // 10 µs buckets: the default 1 ms cannot tell sub-ms latencies apart
+	o.Out = io.Discard
+	o.Init(spec.URL)
+	res, err := fhttp.RunHTTPTest(&o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := res.DurationHistogram
+	r := loadResult{
+		P50:      h.CalcPercentile(50) * 1000,
+		P90:      h.CalcPercentile(90) * 1000,
+		P99:      h.CalcPercentile(99) * 1000,
+		QPS:      res.ActualQPS,
+		Requests: h.Count,
+	}
+	for code, n := range res.RetCodes {
+		if code != http.StatusOK {
+			r.Non200 += n
+		}
+	}
+	b, _ := json.Marshal(r)
+	if err := os.WriteFile(spec.Out, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runLoad runs one fortio load from inside the namespace ns.
+func runLoad(b *testing.B, ns string, spec loadSpec) loadResult {
+	b.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	spec.Out = filepath.Join(b.TempDir(), "load.json")
+	raw, _ := json.Marshal(spec)
+	cmd := exec.Command(self, "-test.run", "^TestFortioLoadHelper$", "-test.count", "1")
+	cmd.Env = append(os.Environ(), fortioHelperEnv+"="+string(raw))
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := netns.Start(ns, cmd); err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(spec.Duration + 60*time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		b.Fatalf("fortio helper did not finish:\n%s", out.String())
+	}
+	if err != nil {
+		b.Fatalf("fortio helper: %v\n%s", err, out.String())
+	}
+	data, err := os.ReadFile(spec.Out)
+	if err != nil {
+		b.Fatalf("read fortio result: %v\n%s", err, out.String())
+	}
+	var r loadResult
+	if err := json.Unmarshal(data, &r); err != nil {
+		b.Fatal(err)
+	}
+	if r.Non200 > 0 {
+		b.Errorf("%s: %d of %d answers were not 200", spec.URL, r.Non200, r.Requests)
+	}
+	return r
+}
+
+// proxyProc is one sidecar process, found in its pod's namespace.
+type proxyProc struct {
+	pod string
+	pid int
+}
+
+// sidecars returns the `meshlab proxy` (or envoy) processes in the pods' namespaces.
+func sidecars(b *testing.B, pods map[string]web.PodStatus, names ...string) []proxyProc {
+	b.Helper()
+	var procs []proxyProc
+	for _, name := range names {
+		pids, err := netns.PIDsIn(pods[name].NetNS)
+		if err != nil {
+			b.Fatal(err)
+		}
+		found := false
+		for _, pid := range pids {
+			cl, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+			if err != nil {
+				continue
+			}
+			args := strings.Split(string(cl), "\x00")
+			if slices.Contains(args, "proxy") || strings.HasSuffix(args[0], "envoy") {
+				b.Logf("sidecar of %s: pid %d: %s %s", name, pid, args[0], args[1])
+				procs = append(procs, proxyProc{pod: name, pid: pid})
+				found = true
+			}
+		}
+		if !found {
+			b.Fatalf("no sidecar process in pod %s (pids %v)", name, pids)
+		}
+	}
+	return procs
+}
+
+// rssMB returns VmRSS of pid in MB.
+func rssMB(b *testing.B, pid int) float64 {
+	b.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb / 1024
+		}
+	}
+	b.Fatalf("no VmRSS in /proc/%d/status", pid)
+	return 0
+}
+
+// cpuTicks returns utime+stime of pid in clock ticks (USER_HZ, 100 on Linux).
+func cpuTicks(b *testing.B, pid int) float64 {
+	b.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Fields after the command name, which is in parentheses and may hold spaces.
+	f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
+	u, _ := strconv.ParseFloat(f[11], 64)
+	s, _ := strconv.ParseFloat(f[12], 64)
+	return u + s
+}
+
+// labTopology reads the lab API's /v1/topology.
+func labTopology(b *testing.B, name string) web.Topology {
+	b.Helper()
+	sock := lab.PathsFor(lab.DefaultRunRoot, name).APISocket()
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	}}}
+	defer hc.CloseIdleConnections()
+	resp, err := hc.Get("http://lab/v1/topology")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var topo web.Topology
+	if err := json.NewDecoder(resp.Body).Decode(&topo); err != nil {
+		b.Fatal(err)
+	}
+	return topo
+}
+
+// checkTransport sends one GET from ns to url and fails unless the server's sidecar saw
+// mTLS exactly when wantMTLS (the demo app echoes x-forwarded-client-cert, which the
+// server's sidecar sets only for mTLS connections).
+func checkTransport(b *testing.B, ns, url string, wantMTLS bool) {
+	b.Helper()
+	c := podClient(ns)
+	defer c.CloseIdleConnections()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var reply demoReply
+		resp, err := c.Get(url)
+		if err == nil {
+			err = json.NewDecoder(resp.Body).Decode(&reply)
+			resp.Body.Close()
+			if err == nil && resp.StatusCode != http.StatusOK {
+				err = fmt.Errorf("status %d", resp.StatusCode)
+			}
+		}
+		if err == nil {
+			xfcc := reply.xfcc()
+			if (xfcc != "") == wantMTLS {
+				return
+			}
+			err = fmt.Errorf("x-forwarded-client-cert %q, want mTLS %v", xfcc, wantMTLS)
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("GET %s from %s: %v", url, ns, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// BenchmarkDataPath measures latency and throughput of HTTP through the data path, side
+// by side in one lab (testdata/perf.yaml) and one run: baseline (no sidecars), the sidecar
+// pair in plaintext, and the sidecar pair with mTLS; each at a fixed 1000 qps and at the
+// maximum rate, 8 connections, 5 s. It reports p50/p90/p99 in ms, the achieved qps, the
+// sidecars' RSS and their CPU per 1000 requests. Targets (docs/BENCHMARKS.md, not
+// asserted): p90 added <= 0.3 ms at 1000 qps, max-rate throughput >= 0.6x baseline, RSS
+// <= 15 MB per proxy. Run: sudo go test ./e2e -run '^$' -bench DataPath -benchtime 1x.
+func BenchmarkDataPath(b *testing.B) {
+	testutil.RequireRoot(b)
+	l := startLab(b, "testdata/perf.yaml")
+	api := web.NewUnixClient(lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
+	b.Cleanup(api.Close)
+	pods := map[string]web.PodStatus{}
+	list, err := api.Pods(b.Context())
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, p := range list {
+		pods[p.Name] = p
+	}
+	vips := map[string]string{}
+	for _, s := range labTopology(b, l.name).Services {
+		vips[s.Name] = s.VIP.String()
+	}
+	url := func(host string) string { return "http://" + net.JoinHostPort(host, "8080") + "/" }
+	paths := []struct {
+		name     string
+		client   string
+		url      string
+		sidecars []string
+		mtls     bool
+	}{
+		{"baseline", "legacy-client", url(pods["server-base"].IP.String()), nil, false},
+		{"sidecar-plain", "client", url(vips["server-plain"]), []string{"client", "server-plain"}, false},
+		{"sidecar-mtls", "client", url(vips["server-mtls"]), []string{"client", "server-mtls"}, true},
+	}
+	for _, p := range paths {
+		if p.client == "" || strings.Contains(p.url, "//:") {
+			b.Fatalf("%s: pod or service missing from the lab: %+v", p.name, p)
+		}
+		checkTransport(b, pods[p.client].NetNS, p.url, p.mtls)
+	}
+	for _, rate := range []struct {
+		name string
+		qps  float64
+	}{{"qps1000", perfFixedQPS}, {"max", 0}} {
+		for _, p := range paths {
+			b.Run(p.name+"/"+rate.name, func(b *testing.B) {
+				procs := sidecars(b, pods, p.sidecars...)
+				var idle float64
+				for _, pr := range procs {
+					idle = max(idle, rssMB(b, pr.pid))
+				}
+				var results []loadResult
+				var ticks float64
+				for i := 0; i < b.N; i++ {
+					var before float64
+					for _, pr := range procs {
+						before += cpuTicks(b, pr.pid)
+					}
+					results = append(results, runLoad(b, pods[p.client].NetNS, loadSpec{
+						URL: p.url, QPS: rate.qps, Connections: perfConnections, Duration: perfDuration,
+					}))
+					for _, pr := range procs {
+						ticks += cpuTicks(b, pr.pid)
+					}
+					ticks -= before
+				}
+				median := func(f func(loadResult) float64) float64 {
+					v := make([]float64, len(results))
+					for i, r := range results {
+						v[i] = f(r)
+					}
+					slices.Sort(v)
+					return v[len(v)/2]
+				}
+				b.ReportMetric(median(func(r loadResult) float64 { return r.P50 }), "p50-ms")
+				b.ReportMetric(median(func(r loadResult) float64 { return r.P90 }), "p90-ms")
+				b.ReportMetric(median(func(r loadResult) float64 { return r.P99 }), "p99-ms")
+				b.ReportMetric(median(func(r loadResult) float64 { return r.QPS }), "qps")
+				b.ReportMetric(0, "ns/op")
+				if len(procs) == 0 {
+					return
+				}
+				var rss float64
+				var requests int64
+				for _, pr := range procs {
+					rss = max(rss, rssMB(b, pr.pid))
+				}
+				for _, r := range results {
+					requests += r.Requests
+				}
+				b.ReportMetric(idle, "rss-before-MB")
+				b.ReportMetric(rss, "rss-max-MB")
+				// CPU of both sidecars together, in ms per 1000 requests (ticks are 10 ms).
+				b.ReportMetric(ticks*10/float64(requests)*1000, "pair-cpu-ms/1k-req")
+			})
+		}
+	}
+}
