@@ -212,7 +212,7 @@ func (l *Lab) ProxyStatus() []web.ProxyStatus {
 }
 
 func typeStatus(t discovery.TypeStatus) web.TypeStatus {
-	return web.TypeStatus{Sent: t.Sent, Acked: t.Acked, Nonce: t.Nonce, NackError: t.NackError, LastNack: t.LastNack}
+	return web.TypeStatus{Want: t.Want, Sent: t.Sent, Acked: t.Acked, Nonce: t.Nonce, NackError: t.NackError, LastNack: t.LastNack}
 }
 
 // shortType names an xDS type URL as istioctl does: CDS, LDS, EDS, RDS, SDS.

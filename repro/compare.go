@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/meshlab/meshlab/web"
 )
 
 // Difference is one fact that differs between the recorded lab and the rebuilt one.
@@ -17,7 +19,7 @@ type Difference struct {
 
 // Compare returns, pod by pod, the facts of now that differ from recorded. Config
 // version strings are not compared (a rebuilt lab numbers its pushes anew); the last
-// version's per-type answer and resource count and every NACK of the history are.
+// answer and resource count per type and every NACK of the history are.
 func Compare(recorded, now Facts) []Difference {
 	var out []Difference
 	nowByPod := map[string]PodFacts{}
@@ -65,15 +67,19 @@ func captureDiff(a, b []string) string {
 	return "only here: " + strings.Join(only, " | ")
 }
 
-// lastTypes renders the last config version's answers: "CDS ACK/3, LDS ACK/2".
+// lastTypes renders, per type, the answer to the last version that carried it:
+// "CDS ACK/3, LDS ACK/2".
 func lastTypes(p PodFacts) string {
 	if len(p.History) == 0 {
 		return "no history"
 	}
-	last := p.History[len(p.History)-1]
-	parts := make([]string, 0, len(last.Types))
-	for _, t := range slices.Sorted(maps.Keys(last.Types)) {
-		ht := last.Types[t]
+	last := map[string]web.HistoryType{}
+	for _, s := range p.History {
+		maps.Copy(last, s.Types)
+	}
+	parts := make([]string, 0, len(last))
+	for _, t := range slices.Sorted(maps.Keys(last)) {
+		ht := last[t]
 		parts = append(parts, fmt.Sprintf("%s %s/%d", t, cmpOr(ht.State, "-"), ht.Resources))
 	}
 	return strings.Join(parts, ", ")

@@ -84,8 +84,9 @@ type ProxyStatus struct {
 
 // TypeStatus is the state of one xDS type on one proxy.
 type TypeStatus struct {
-	Sent      string    `json:"sent"`  // version last sent
-	Acked     string    `json:"acked"` // version last applied
+	Want      string    `json:"want,omitempty"` // version of the proxy's current snapshot, to be sent
+	Sent      string    `json:"sent"`           // version last sent
+	Acked     string    `json:"acked"`          // version last applied
 	Nonce     string    `json:"nonce"`
 	NackError string    `json:"nackError,omitempty"` // the last rejection, kept as history
 	LastNack  time.Time `json:"lastNack,omitzero"`
@@ -93,11 +94,14 @@ type TypeStatus struct {
 
 // State renders the type's state as istioctl proxy-status does: SYNCED when the proxy
 // applied the last version sent, NACK when it rejected it (or one since its last ACK),
-// STALE when it has not answered yet, NOT SENT when nothing was sent.
+// STALE when it has not answered yet or the control plane has a newer version it has not
+// sent yet, NOT SENT when nothing was sent.
 func (t TypeStatus) State() string {
 	switch {
 	case t.Sent == "":
 		return "NOT SENT"
+	case t.Want != "" && t.Want != t.Sent:
+		return "STALE"
 	case t.Sent == t.Acked:
 		return "SYNCED"
 	case t.NackError != "":

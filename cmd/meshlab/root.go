@@ -51,7 +51,7 @@ sidecar proxy per pod. No Kubernetes, no containers.`,
 		newFaultCmd(g), newHistoryCmd(g), newDiffCmd(g),
 		newAgentCmd(), newProxyCmd(g), newAppCmd(), newDescribeCmd(g), newEnvoyCmd(),
 		newDashboardCmd(g), newLogsCmd(g), newProxyConfigCmd(g), newAnalyzeCmd(g), newCompletionCmd(g),
-		newLabCmd(g), newCACmd(g), newTraceCmd(g),
+		newLabCmd(g), newReproCmd(g), newCACmd(g), newTraceCmd(g),
 	)
 	registerCompletions(root, g)
 	return root

@@ -74,6 +74,8 @@ type Server struct {
 	// sums holds, per node id, a digest of the resources of its snapshot: Update gives a
 	// new version only to proxies whose resources changed.
 	sums map[string][sha256.Size]byte
+	// wants holds, per node id, the version of its current snapshot (TypeStatus.Want).
+	wants map[string]string
 
 	runOnce sync.Once
 }

@@ -27,6 +27,9 @@ type ProxyStatus struct {
 // config of the type when Sent equals Acked; NackError and LastNack record the last
 // rejection and stay after later ACKs, as history.
 type TypeStatus struct {
+	// Want is the version of the proxy's current snapshot: what it will be sent. Until the
+	// push goes out (just after an update, or while a fault holds it) Sent lags behind it.
+	Want string
 	// Sent is the version of the last response sent.
 	Sent string
 	// Acked is the version the proxy last reported as applied.
@@ -40,7 +43,9 @@ type TypeStatus struct {
 }
 
 // Synced reports whether the proxy has applied the last version sent.
-func (t TypeStatus) Synced() bool { return t.Sent != "" && t.Sent == t.Acked }
+func (t TypeStatus) Synced() bool {
+	return t.Sent != "" && t.Sent == t.Acked && (t.Want == "" || t.Want == t.Sent)
+}
 
 // nodeState is the tracker's record of one node id, across its streams.
 type nodeState struct {

@@ -82,6 +82,10 @@ func (s *Server) UpdateFor(ctx context.Context, m *model.Model, trigger string) 
 			s.sums = map[string][sha256.Size]byte{}
 		}
 		s.sums[id] = sums[id]
+		if s.wants == nil {
+			s.wants = map[string]string{}
+		}
+		s.wants[id] = version
 		s.history.add(id, version, trigger, resByID[id])
 	}
 	var gone []string
@@ -89,6 +93,7 @@ func (s *Server) UpdateFor(ctx context.Context, m *model.Model, trigger string) 
 		if _, ok := sums[id]; !ok {
 			s.cache.ClearSnapshot(id)
 			delete(s.sums, id)
+			delete(s.wants, id)
 			gone = append(gone, id)
 		}
 	}
@@ -127,6 +132,16 @@ func digest(res map[resource.Type][]types.Resource) ([sha256.Size]byte, error) {
 func (s *Server) Status() []ProxyStatus {
 	s.mu.Lock()
 	known := slices.Clone(s.nodes)
+	wants := maps.Clone(s.wants)
 	s.mu.Unlock()
-	return s.tracker.status(known)
+	out := s.tracker.status(known)
+	for _, ps := range out {
+		if want := wants[ps.NodeID]; want != "" {
+			for typ, ts := range ps.Types {
+				ts.Want = want
+				ps.Types[typ] = ts
+			}
+		}
+	}
+	return out
 }

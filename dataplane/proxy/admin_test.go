@@ -18,7 +18,7 @@ import (
 )
 
 // staticBootstrap has no dynamic resources: the server is LIVE at once, as Envoy is.
-func staticBootstrap(t *testing.T) *bootstrapv3.Bootstrap {
+func staticBootstrap(t testing.TB) *bootstrapv3.Bootstrap {
 	in := &listenerv3.Listener{
 		Name: "inbound", Address: socketAddr("127.0.0.1", 0), TrafficDirection: corev3.TrafficDirection_INBOUND,
 		FilterChains: []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{
@@ -98,6 +98,30 @@ func TestAdminLifecycle(t *testing.T) {
 	_, clusters := adminGet(t, srv, "/clusters")
 	if !strings.Contains(clusters, "static::observability_name::static\n") || !strings.Contains(clusters, "static::added_via_api::false\n") {
 		t.Errorf("/clusters:\n%s", clusters)
+	}
+
+	inAddr, _ := srv.ListenerAddr("inbound")
+	outAddr, _ := srv.ListenerAddr("outbound")
+	if _, ls := adminGet(t, srv, "/listeners"); ls != "inbound::"+inAddr.String()+"\noutbound::"+outAddr.String()+"\n" {
+		t.Errorf("/listeners = %q, want each listener with its bound address", ls)
+	}
+	var cj struct {
+		ClusterStatuses []struct {
+			Name            string `json:"name"`
+			AddedViaAPI     bool   `json:"added_via_api"`
+			CircuitBreakers struct {
+				Thresholds []struct {
+					Priority       string `json:"priority"`
+					MaxConnections int    `json:"max_connections"`
+				} `json:"thresholds"`
+			} `json:"circuit_breakers"`
+		} `json:"cluster_statuses"`
+	}
+	if _, body := adminGet(t, srv, "/clusters?format=json"); json.Unmarshal([]byte(body), &cj) != nil || len(cj.ClusterStatuses) != 1 ||
+		cj.ClusterStatuses[0].Name != "static" || cj.ClusterStatuses[0].AddedViaAPI ||
+		len(cj.ClusterStatuses[0].CircuitBreakers.Thresholds) != 2 || cj.ClusterStatuses[0].CircuitBreakers.Thresholds[0].MaxConnections != 1024 ||
+		cj.ClusterStatuses[0].CircuitBreakers.Thresholds[1].Priority != "HIGH" {
+		t.Errorf("/clusters?format=json = %+v\n%s", cj, body)
 	}
 
 	if code, _ := adminPost(t, srv, "/healthcheck/fail"); code != 200 {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -148,6 +149,36 @@ func TestEndToEndADSRoundRobinStatsConfigDumpAndNACK(t *testing.T) {
 	wantProm := `envoy_cluster_upstream_rq_total{envoy_cluster_name="` + backendCluster + `"} 100`
 	if !strings.Contains(prom, wantProm) || !strings.Contains(prom, "# TYPE envoy_cluster_upstream_rq_total counter") {
 		t.Errorf("/stats/prometheus lacks %s:\n%s", wantProm, prom)
+	}
+
+	// Histograms, as Envoy renders them: quantile summaries in /stats, Prometheus
+	// histograms with Envoy's default buckets, and the JSON "histograms" element.
+	for _, want := range []string{
+		`envoy_cluster_upstream_rq_time_count{envoy_cluster_name="` + backendCluster + `"} 100`,
+		`envoy_cluster_upstream_rq_time_bucket{envoy_cluster_name="` + backendCluster + `",le="3600000"} 100`,
+		// 100 or 101: the blackholed request may complete just after its reply is read.
+		`envoy_http_downstream_rq_time_count{envoy_http_conn_manager_prefix="outbound_web"} 10`,
+		"# TYPE envoy_cluster_upstream_cx_connect_ms histogram",
+	} {
+		if !strings.Contains(prom, want) {
+			t.Errorf("/stats/prometheus lacks %s", want)
+		}
+	}
+	_, text = adminGet(t, srv, "/stats?filter=outbound.*upstream_rq_time$")
+	if !strings.HasPrefix(text, "cluster."+backendCluster+".upstream_rq_time: P0(nan,") || !strings.Contains(text, " P99.9(nan,") {
+		t.Errorf("/stats histogram line: %q", text)
+	}
+	_, js := adminGet(t, srv, "/stats?format=json&filter=downstream_rq_time")
+	if !strings.Contains(js, `"supported_quantiles": [`) || !strings.Contains(js, `"name": "http.outbound_web.downstream_rq_time"`) {
+		t.Errorf("/stats?format=json histograms:\n%s", js)
+	}
+
+	_, cj := adminGet(t, srv, "/clusters?format=json")
+	for _, want := range []string{regexp.QuoteMeta(`"name": "`+backendCluster+`",`) + `\s*"added_via_api": true`, `"eds_health_status": "HEALTHY"`,
+		`"value": "50",\s*"name": "rq_total"`, `"type": "GAUGE",\s*("value": "\d+",\s*)?"name": "cx_active"`} {
+		if !regexp.MustCompile(want).MatchString(cj) {
+			t.Errorf("/clusters?format=json lacks %s:\n%s", want, cj)
+		}
 	}
 
 	// /config_dump carries the dynamic resources with their versions.

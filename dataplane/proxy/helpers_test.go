@@ -113,7 +113,7 @@ type protoMessage = interface {
 
 // newUnstartedForApply returns a running server on a static bootstrap with a stub xDS
 // client, so tests can call Apply directly.
-func newUnstartedForApply(t *testing.T) *Server {
+func newUnstartedForApply(t testing.TB) *Server {
 	t.Helper()
 	srv := startProxy(t, writeBootstrap(t, t.TempDir(), staticBootstrap(t)), nil)
 	srv.xds = xdsclient.New(xdsclient.Options{Logger: testutil.Logger(t)})

@@ -137,6 +137,7 @@ func TestAdminGracefulDrainSendsConnectionClose(t *testing.T) {
 	t.Cleanup(be.Close)
 	srv := startProxy(t, writeBootstrap(t, t.TempDir(), drainBootstrap(t, netip.MustParseAddrPort(be.Listener.Addr().String()))), func(o *Options) {
 		o.DrainTime = time.Hour
+		o.DrainStrategy = DrainImmediate // as Istio's agent runs it
 	})
 	<-srv.Started()
 	addr, _ := srv.ListenerAddr("web")
@@ -153,5 +154,47 @@ func TestAdminGracefulDrainSendsConnectionClose(t *testing.T) {
 	}
 	if st := srv.State(); st != adminv3.ServerInfo_LIVE {
 		t.Errorf("state = %s; an admin drain does not change the server state", st)
+	}
+}
+
+// TestGradualDrainRampsUpConnectionClose pins --drain-strategy gradual: in the first
+// second of the drain no response closes its connection (Envoy's probability is
+// elapsed/drain time in whole seconds), and when the drain time has passed every
+// connection is closed, idle ones included.
+func TestGradualDrainRampsUpConnectionClose(t *testing.T) {
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }))
+	t.Cleanup(be.Close)
+	srv := startProxy(t, writeBootstrap(t, t.TempDir(), drainBootstrap(t, netip.MustParseAddrPort(be.Listener.Addr().String()))), func(o *Options) {
+		o.DrainTime = 2 * time.Second
+		o.DrainStrategy = DrainGradual
+	})
+	<-srv.Started()
+	addr, _ := srv.ListenerAddr("web")
+	c, err := net.Dial("tcp", addr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	r := bufio.NewReader(c)
+	if code, _ := adminPost(t, srv, "/drain_listeners?graceful&skip_exit"); code != 200 {
+		t.Fatalf("drain_listeners = %d", code)
+	}
+	started := time.Now()
+	for i := 0; i < 3; i++ {
+		resp := rawRequest(t, c, r, "/")
+		if time.Since(started) >= time.Second {
+			t.Skip("the machine is too slow to stay within the drain's first second")
+		}
+		if resp.StatusCode != 200 || resp.Close {
+			t.Fatalf("request %d in the first second: status %d, close %v; want 200 keep-alive", i, resp.StatusCode, resp.Close)
+		}
+	}
+	// At the end of the drain time the idle connection is closed.
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if b, err := r.ReadByte(); err == nil {
+		t.Fatalf("idle connection got %q instead of being closed at the end of the drain", b)
+	}
+	if el := time.Since(started); el < 1900*time.Millisecond {
+		t.Errorf("idle connection closed after %s, before the 2s drain time", el)
 	}
 }

@@ -219,6 +219,7 @@ func (s *Server) Run(ctx context.Context) error {
 		Clusters: s.clusters, Routes: s.routes, Stats: s.stats, Logger: s.log.With("component", "conn_handler"),
 		OriginalDst: s.originalDst, InheritSocket: s.inheritSocket,
 		DeferAccept: s.hr != nil && s.hr.parentAlive, Secrets: s.secrets,
+		DrainTime: s.opts.DrainTime, DrainGradual: s.opts.DrainStrategy == DrainGradual,
 	})
 	defer s.listeners.Close()
 	if err := s.listeners.AddStatic(s.staticListeners); err != nil {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
 	filev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
@@ -31,6 +32,7 @@ type Logger struct {
 	path string
 	text format
 	json *jsonFormat
+	out  atomic.Pointer[file] // the opened file, resolved on the first entry
 }
 
 // Compile validates access_log entries and compiles them.
@@ -108,9 +110,13 @@ func (l *Logger) Render(i *Info) string {
 
 // Log writes one entry; write errors are dropped as Envoy drops them.
 func (l *Logger) Log(i *Info) {
-	w, err := open(l.path)
-	if err != nil {
-		return
+	w := l.out.Load()
+	if w == nil {
+		var err error
+		if w, err = open(l.path); err != nil {
+			return
+		}
+		l.out.Store(w)
 	}
 	w.write(l.Render(i))
 }

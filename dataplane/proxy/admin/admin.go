@@ -1,6 +1,7 @@
 // Package admin serves the proxy's Envoy-compatible admin API: /ready, /server_info,
-// /config_dump, /stats (text, json, prometheus), /clusters, /quitquitquit,
-// /healthcheck/fail|ok, /drain_listeners and /logging, with Envoy's status codes and
+// /config_dump, /stats (text, json, prometheus), /clusters (text, json), /listeners,
+// /certs, /quitquitquit, /healthcheck/fail|ok, /drain_listeners and /logging, with
+// Envoy's status codes and
 // bodies (POST-only paths refuse GET with 405, unknown paths get 404 and the help text).
 package admin
 
@@ -9,9 +10,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
@@ -71,7 +74,38 @@ func NewHandler(b Backend) *Handler {
 			writeProto(w, cb.Certs())
 		}}
 	}
+	if lb, ok := b.(ListenersBackend); ok {
+		h.endpoints["/listeners"] = endpoint{help: "print listener info", handle: func(w http.ResponseWriter, r *http.Request) {
+			listeners(w, r, lb.Listeners())
+		}}
+	}
 	return h
+}
+
+// ListenersBackend is implemented by a Backend that serves /listeners.
+type ListenersBackend interface {
+	Listeners() *adminv3.Listeners
+}
+
+// ClustersJSONBackend is implemented by a Backend that serves /clusters?format=json.
+type ClustersJSONBackend interface {
+	Clusters() *adminv3.Clusters
+}
+
+// listeners writes Envoy's /listeners: "<name>::<address>" lines, or with ?format=json
+// the envoy.admin.v3.Listeners message.
+func listeners(w http.ResponseWriter, r *http.Request, ls *adminv3.Listeners) {
+	if r.URL.Query().Get("format") == "json" {
+		writeProto(w, ls)
+		return
+	}
+	var b strings.Builder
+	for _, l := range ls.GetListenerStatuses() {
+		sa := l.GetLocalAddress().GetSocketAddress()
+		fmt.Fprintf(&b, "%s::%s\n", l.GetName(), net.JoinHostPort(sa.GetAddress(), strconv.FormatUint(uint64(sa.GetPortValue()), 10)))
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=UTF-8")
+	_, _ = io.WriteString(w, b.String())
 }
 
 // CertsBackend is implemented by a Backend that serves /certs.
@@ -235,7 +269,11 @@ func (h *Handler) prometheus(w http.ResponseWriter, r *http.Request) {
 	_ = h.b.Stats().WritePrometheus(w, f)
 }
 
-func (h *Handler) clusters(w http.ResponseWriter, _ *http.Request) {
+func (h *Handler) clusters(w http.ResponseWriter, r *http.Request) {
+	if cb, ok := h.b.(ClustersJSONBackend); ok && r.URL.Query().Get("format") == "json" {
+		writeProto(w, cb.Clusters())
+		return
+	}
 	w.Header().Set("Content-Type", "text/plain; charset=UTF-8")
 	h.b.WriteClusters(w)
 }

@@ -47,6 +47,19 @@ func (f *fakeBackend) Logging(map[string][]string) (string, error) {
 	return "active loggers:\n  main: info\n", nil
 }
 
+func (f *fakeBackend) Listeners() *adminv3.Listeners {
+	return &adminv3.Listeners{ListenerStatuses: []*adminv3.ListenerStatus{{
+		Name: "virtualOutbound",
+		LocalAddress: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+			Address: "0.0.0.0", PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: 15001},
+		}}},
+	}}}
+}
+
+func (f *fakeBackend) Clusters() *adminv3.Clusters {
+	return &adminv3.Clusters{ClusterStatuses: []*adminv3.ClusterStatus{{Name: "c", AddedViaApi: true}}}
+}
+
 func do(h http.Handler, method, target string) (int, string) {
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(method, target, nil))
@@ -75,6 +88,17 @@ func TestAdminEndpointsFollowEnvoy(t *testing.T) {
 		{"config_dump resource selection", "GET", "/config_dump?resource=static_clusters", 200, "{\n \"configs\": [\n  {\n   \"@type\": \"type.googleapis.com/envoy.admin.v3.ClustersConfigDump.StaticCluster\"\n  },"},
 		{"clusters", "GET", "/clusters", 200, "c::observability_name::c\n"},
 		{"logging", "POST", "/logging?level=debug", 200, "active loggers:\n"},
+		{"logging refuses GET", "GET", "/logging?level=debug", 405, "Method GET not allowed, POST required."},
+		{"healthcheck/fail refuses GET", "GET", "/healthcheck/fail", 405, "Method GET not allowed, POST required."},
+		{"healthcheck/ok refuses GET", "GET", "/healthcheck/ok", 405, "Method GET not allowed, POST required."},
+		{"drain_listeners refuses GET", "GET", "/drain_listeners", 405, "Method GET not allowed, POST required."},
+		{"healthcheck ok", "POST", "/healthcheck/ok", 200, "OK\n"},
+		{"listeners text is name::address", "GET", "/listeners", 200, "virtualOutbound::0.0.0.0:15001\n"},
+		{"listeners json is envoy.admin.v3.Listeners", "GET", "/listeners?format=json", 200,
+			"{\n \"listener_statuses\": [\n  {\n   \"name\": \"virtualOutbound\",\n   \"local_address\": {\n    \"socket_address\": {\n     \"address\": \"0.0.0.0\",\n     \"port_value\": 15001\n"},
+		{"clusters json is envoy.admin.v3.Clusters", "GET", "/clusters?format=json", 200,
+			"{\n \"cluster_statuses\": [\n  {\n   \"name\": \"c\",\n   \"added_via_api\": true\n"},
+		{"help lists listeners", "GET", "/help", 200, "admin commands are:\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, body := do(h, tc.method, tc.target)
@@ -83,7 +107,7 @@ func TestAdminEndpointsFollowEnvoy(t *testing.T) {
 			}
 		})
 	}
-	want := []string{"drain:in:graceful", "health:fail", "quit"}
+	want := []string{"drain:in:graceful", "health:fail", "quit", "health:ok"}
 	if strings.Join(f.calls, ",") != strings.Join(want, ",") {
 		t.Errorf("backend calls = %v, want %v", f.calls, want)
 	}

@@ -48,6 +48,8 @@ type Stats struct {
 	UpstreamCxConnectMs *stats.Histogram // connect (and TLS handshake) time
 	UpstreamCxLengthMs  *stats.Histogram // connection lifetime
 	UpstreamRqTime      *stats.Histogram // request start to upstream response end
+
+	codes *stats.CodeCounters // upstream_rq_<code> and upstream_rq_<N>xx
 }
 
 func newStats(store *stats.Store, name string) *Stats {
@@ -76,14 +78,16 @@ func newStats(store *stats.Store, name string) *Stats {
 		UpstreamCxConnectMs: sc.Histogram("upstream_cx_connect_ms"),
 		UpstreamCxLengthMs:  sc.Histogram("upstream_cx_length_ms"),
 		UpstreamRqTime:      sc.Histogram("upstream_rq_time"),
+
+		codes: stats.NewCodeCounters(sc, "upstream_rq_"),
 	}
 }
 
 // RecordResponse counts a completed upstream request with its status code, as
 // upstream_rq_<code>, upstream_rq_<N>xx and upstream_rq_completed.
 func (s *Stats) RecordResponse(code int) {
-	s.scope.Counter(fmt.Sprintf("upstream_rq_%d", code)).Inc()
-	s.scope.Counter("upstream_rq_" + stats.CodeClass(code)).Inc()
+	s.codes.Code(code).Inc()
+	s.codes.Class(code).Inc()
 	s.UpstreamRqDone.Inc()
 }
 
@@ -95,7 +99,7 @@ type Cluster struct {
 	next      atomic.Uint64
 	transport *http.Transport
 	h2        *http2.Transport // set for an HTTP/2 cluster, which sends every request on it
-	perHost   sync.Map         // host string -> *hostState
+	perHost   sync.Map         // hostKey -> *hostState
 	breaker   *breaker
 	outlier   *outlier // nil without outlier_detection
 	secrets   *tlsctx.Store
@@ -253,7 +257,7 @@ func (c *Cluster) PickAvoiding(originalDst netip.AddrPort, tried []Host, attempt
 
 func containsHost(hs []Host, h Host) bool {
 	for _, x := range hs {
-		if x.String() == h.String() {
+		if x.key() == h.key() {
 			return true
 		}
 	}
@@ -346,10 +350,11 @@ func (c *Cluster) handshake(ctx context.Context, conn net.Conn, ctxTLS *tlsctx.C
 }
 
 func (c *Cluster) hostState(h Host) *hostState {
-	if v, ok := c.perHost.Load(h.String()); ok {
+	k := h.key()
+	if v, ok := c.perHost.Load(k); ok {
 		return v.(*hostState)
 	}
-	v, _ := c.perHost.LoadOrStore(h.String(), &hostState{})
+	v, _ := c.perHost.LoadOrStore(k, &hostState{})
 	return v.(*hostState)
 }
 

@@ -35,3 +35,17 @@ func (h Host) DialAddr() string {
 	}
 	return h.Addr.String()
 }
+
+// hostKey identifies a host as its String does, without building the string: the pipe
+// path for a pipe, else the socket address.
+type hostKey struct {
+	addr netip.AddrPort
+	pipe string
+}
+
+func (h Host) key() hostKey {
+	if h.Pipe != "" {
+		return hostKey{pipe: h.Pipe}
+	}
+	return hostKey{addr: h.Addr}
+}

@@ -67,10 +67,13 @@ func (c *Cluster) available(hs *hostSet) []Host {
 	if hs == nil || len(hs.all) == 0 {
 		return nil
 	}
-	var ok []Host
-	for _, h := range hs.healthy {
-		if !c.hostState(h).ejected.Load() {
-			ok = append(ok, h)
+	ok := hs.healthy
+	if c.outlier != nil { // only outlier detection ejects hosts
+		ok = nil
+		for _, h := range hs.healthy {
+			if !c.hostState(h).ejected.Load() {
+				ok = append(ok, h)
+			}
 		}
 	}
 	if float64(len(ok))*100 < c.cfg.PanicThreshold*float64(len(hs.all)) {

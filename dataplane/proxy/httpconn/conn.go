@@ -66,7 +66,26 @@ func detectHTTP2(ctx context.Context, codec Codec, conn net.Conn) (bool, net.Con
 // "connection: close" and an idle connection is closed.
 func serveHTTP1(ctx context.Context, deps Deps, conn net.Conn, handler http.Handler, st *hcmStats) {
 	l := newOneConnListener(conn)
-	srv := &http.Server{
+	var drainOnce sync.Once
+	var srv *http.Server
+	drain := func() {
+		drainOnce.Do(func() {
+			// Connection: close on the next response, and close the connection now if
+			// it is idle.
+			srv.SetKeepAlivesEnabled(false)
+			st.scope.Counter("downstream_cx_drain_close").Inc()
+		})
+	}
+	if deps.DrainClose != nil {
+		next := handler
+		handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if deps.DrainClose() {
+				drain()
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+	srv = &http.Server{
 		Handler:  handler,
 		ErrorLog: log.New(io.Discard, "", 0),
 		ConnState: func(_ net.Conn, s http.ConnState) {
@@ -82,10 +101,7 @@ func serveHTTP1(ctx context.Context, deps Deps, conn net.Conn, handler http.Hand
 		go func() {
 			select {
 			case <-deps.Draining:
-				// Connection: close on the next response, and close the connection now if
-				// it is idle.
-				srv.SetKeepAlivesEnabled(false)
-				st.scope.Counter("downstream_cx_drain_close").Inc()
+				drain()
 			case <-l.done:
 			}
 		}()

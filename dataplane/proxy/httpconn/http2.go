@@ -6,6 +6,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -53,10 +54,23 @@ func serveHTTP2(ctx context.Context, cfg *Config, deps Deps, conn net.Conn, hand
 	defer close(done)
 	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
 	defer stop()
-	if deps.Draining != nil {
+	decided := make(chan struct{}) // closed when DrainClose decided this connection drains
+	if deps.DrainClose != nil {
+		var once sync.Once
+		next := base.Handler
+		base.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if deps.DrainClose() {
+				once.Do(func() { close(decided) })
+			}
+			next.ServeHTTP(w, r)
+		})
+		handler = base.Handler
+	}
+	if deps.Draining != nil || deps.DrainClose != nil {
 		go func() {
 			select {
 			case <-deps.Draining:
+			case <-decided:
 			case <-done:
 				return
 			}

@@ -3,13 +3,15 @@ package httpconn
 import (
 	"crypto/rand"
 	"crypto/x509"
-	"fmt"
+	"encoding/hex"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/accesslog"
@@ -37,6 +39,11 @@ type Deps struct {
 	// responses then carry Connection: close and idle keep-alive connections are
 	// closed, as Envoy's HCM does for HTTP/1; optional.
 	Draining <-chan struct{}
+	// DrainClose is asked before each response once the connection may be draining; true
+	// makes that response the connection's last (HTTP/1 Connection: close, HTTP/2
+	// GOAWAY), as Envoy's HCM asks its drain decision (the gradual --drain-strategy);
+	// optional.
+	DrainClose func() bool
 }
 
 // Downstream describes the downstream connection a request arrived on.
@@ -66,12 +73,27 @@ type hcmStats struct {
 	noRoute  *stats.Stat
 	noCl     *stats.Stat
 	rqTime   *stats.Histogram
-	fault    *fault.Stats
+	codes    *stats.CodeCounters // downstream_rq_<N>xx
+	fault    atomic.Pointer[fault.Stats]
 }
 
+// hcmStatsKey names the stats of one HCM stat_prefix in one store.
+type hcmStatsKey struct {
+	store  *stats.Store
+	prefix string
+}
+
+// hcmStatsCache holds the resolved stats of every (store, stat_prefix), so a new
+// downstream connection does no lookup by name.
+var hcmStatsCache sync.Map // hcmStatsKey -> *hcmStats
+
 func newHCMStats(store *stats.Store, prefix string) *hcmStats {
+	k := hcmStatsKey{store, prefix}
+	if v, ok := hcmStatsCache.Load(k); ok {
+		return v.(*hcmStats)
+	}
 	sc := store.HTTP(prefix)
-	return &hcmStats{
+	st := &hcmStats{
 		scope:    sc,
 		rqTotal:  sc.Counter("downstream_rq_total"),
 		rqActive: sc.Gauge("downstream_rq_active"),
@@ -81,18 +103,22 @@ func newHCMStats(store *stats.Store, prefix string) *hcmStats {
 		noRoute:  sc.Counter("no_route"),
 		noCl:     sc.Counter("no_cluster"),
 		rqTime:   sc.Histogram("downstream_rq_time"),
+		codes:    stats.NewCodeCounters(sc, "downstream_rq_"),
 	}
+	v, _ := hcmStatsCache.LoadOrStore(k, st)
+	return v.(*hcmStats)
 }
 
 func (s *hcmStats) faults() *fault.Stats {
-	if s.fault == nil {
-		s.fault = fault.NewStats(s.scope)
+	if f := s.fault.Load(); f != nil {
+		return f
 	}
-	return s.fault
+	s.fault.CompareAndSwap(nil, fault.NewStats(s.scope))
+	return s.fault.Load()
 }
 
 func (s *hcmStats) record(code int) {
-	s.scope.Counter("downstream_rq_" + stats.CodeClass(code)).Inc()
+	s.codes.Class(code).Inc()
 	s.rqDone.Inc()
 }
 
@@ -390,9 +416,14 @@ func (rt *router) localReply(x *exchange, code int, body string) int {
 	return code
 }
 
+// copyBufs are copyFlushing's buffers, reused across requests.
+var copyBufs = sync.Pool{New: func() any { return new([32 * 1024]byte) }}
+
 func copyFlushing(w http.ResponseWriter, body io.Reader) {
 	rc := http.NewResponseController(w)
-	buf := make([]byte, 32*1024)
+	bp := copyBufs.Get().(*[32 * 1024]byte)
+	defer copyBufs.Put(bp)
+	buf := bp[:]
 	for {
 		n, err := body.Read(buf)
 		if n > 0 {
@@ -440,7 +471,17 @@ func newUUID() string {
 	_, _ = rand.Read(b[:])
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+	var out [36]byte
+	hex.Encode(out[0:8], b[0:4])
+	out[8] = '-'
+	hex.Encode(out[9:13], b[4:6])
+	out[13] = '-'
+	hex.Encode(out[14:18], b[6:8])
+	out[18] = '-'
+	hex.Encode(out[19:23], b[8:10])
+	out[23] = '-'
+	hex.Encode(out[24:36], b[10:16])
+	return string(out[:])
 }
 
 // teTrailers reports whether the request's TE header lists "trailers".

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/rbac"
@@ -40,6 +41,13 @@ type Deps struct {
 	// the server is initialized: a hot restart child must not take connections from the
 	// shared accept queue before it is LIVE, or its crash would drop them; optional.
 	DeferAccept bool
+	// DrainTime and DrainGradual are --drain-time-s and --drain-strategy. Immediate (the
+	// zero value): a draining listener's HTTP connections close after their next
+	// response at once. Gradual: after each response with probability elapsed/DrainTime
+	// in whole seconds, as Envoy's DrainManagerImpl::drainClose, and all of them once
+	// DrainTime has passed; optional.
+	DrainTime    time.Duration
+	DrainGradual bool
 }
 
 // Manager runs the static and dynamic listeners. Safe for concurrent use; Close stops
@@ -376,6 +384,11 @@ func (m *Manager) handle(a *active, conn net.Conn) {
 	active := ls.Gauge("downstream_cx_active")
 	active.Inc()
 	defer active.Dec()
+	accepted := time.Now()
+	defer func() {
+		ls.Counter("downstream_cx_destroy").Inc()
+		ls.Histogram("downstream_cx_length_ms").Record(uint64(time.Since(accepted).Milliseconds()))
+	}()
 	ci := ConnInfo{Local: local, Remote: remote, TransportProtocol: "raw_buffer"}
 	if cfg.TLSInspector || cfg.HTTPInspector {
 		ci, conn = inspect(cfg, conn, ci)
@@ -419,6 +432,12 @@ func (m *Manager) handle(a *active, conn net.Conn) {
 		draining := make(chan struct{})
 		done := make(chan struct{})
 		defer close(done)
+		var drainClose func() bool
+		var drainStart atomic.Int64 // unix nanoseconds; 0 until the drain starts
+		gradual := m.deps.DrainGradual && m.deps.DrainTime >= time.Second
+		if gradual {
+			drainClose = func() bool { return gradualDrainClose(drainStart.Load(), m.deps.DrainTime) }
+		}
 		go func() {
 			select {
 			case <-a.drain:
@@ -426,9 +445,20 @@ func (m *Manager) handle(a *active, conn net.Conn) {
 			case <-done:
 				return
 			}
+			if gradual {
+				drainStart.Store(time.Now().UnixNano())
+				t := time.NewTimer(m.deps.DrainTime)
+				defer t.Stop()
+				select {
+				case <-t.C:
+				case <-done:
+					return
+				}
+			}
 			close(draining)
 		}()
-		httpconn.ServeConn(m.ctx, fc.HTTP, httpconn.Deps{Routes: m.deps.Routes, Clusters: m.deps.Clusters, Stats: m.deps.Stats, Logger: m.deps.Logger, Draining: draining},
+		httpconn.ServeConn(m.ctx, fc.HTTP, httpconn.Deps{Routes: m.deps.Routes, Clusters: m.deps.Clusters, Stats: m.deps.Stats, Logger: m.deps.Logger,
+			Draining: draining, DrainClose: drainClose},
 			conn, httpconn.Downstream{Local: local, Remote: remote, LocalCert: localCert})
 	}
 }

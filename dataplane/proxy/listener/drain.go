@@ -1,0 +1,21 @@
+package listener
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// gradualDrainClose is Envoy's drainClose for --drain-strategy gradual: false before the
+// drain started (start 0), then true with probability elapsed/drainTime counted in whole
+// seconds (elapsed > random % drainTime), and always once drainTime has passed.
+func gradualDrainClose(start int64, drainTime time.Duration) bool {
+	if start == 0 {
+		return false
+	}
+	elapsed := int64(time.Since(time.Unix(0, start)) / time.Second)
+	total := int64(drainTime / time.Second)
+	if elapsed >= total {
+		return true
+	}
+	return elapsed > rand.Int64N(total)
+}

@@ -1,0 +1,43 @@
+package stats
+
+import "testing"
+
+// TestCodeCountersAreTheNamedStats pins that the cached per code counters are the very
+// stats a lookup by Envoy's name returns (upstream_rq_200 tagged envoy.response_code,
+// upstream_rq_2xx tagged envoy.response_code_class), created only when first counted.
+func TestCodeCountersAreTheNamedStats(t *testing.T) {
+	s := NewStore()
+	sc := s.Cluster("c")
+	cc := NewCodeCounters(sc, "upstream_rq_")
+	if _, ok := s.Lookup("cluster.c.upstream_rq_200"); ok {
+		t.Fatal("upstream_rq_200 exists before any response was counted")
+	}
+	for _, code := range []int{200, 200, 503, 99, 600} {
+		cc.Code(code).Inc()
+		cc.Class(code).Inc()
+	}
+	for name, want := range map[string]int64{
+		"cluster.c.upstream_rq_200": 2, "cluster.c.upstream_rq_2xx": 2,
+		"cluster.c.upstream_rq_503": 1, "cluster.c.upstream_rq_5xx": 1,
+		"cluster.c.upstream_rq_99": 1, "cluster.c.upstream_rq_6xx": 1,
+	} {
+		if got := s.Value(name); got != want {
+			t.Errorf("%s = %d, want %d", name, got, want)
+		}
+	}
+	if cc.Code(200) != sc.Counter("upstream_rq_200") || cc.Class(404) != sc.Counter("upstream_rq_4xx") {
+		t.Error("cached counters differ from the named ones")
+	}
+	st, _ := s.Lookup("cluster.c.upstream_rq_200")
+	if len(st.tags) != 2 || st.tags[1] != (Tag{Name: TagResponseCode, Value: "200"}) {
+		t.Errorf("upstream_rq_200 tags = %v", st.tags)
+	}
+}
+
+func BenchmarkCodeCounters(b *testing.B) {
+	cc := NewCodeCounters(NewStore().Cluster("c"), "upstream_rq_")
+	for i := 0; i < b.N; i++ {
+		cc.Code(200).Inc()
+		cc.Class(200).Inc()
+	}
+}
