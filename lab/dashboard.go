@@ -42,8 +42,7 @@ func (l *Lab) features() []web.Routes {
 	return append([]web.Routes{
 		web.EventRoutes(l.bus), web.TopologyRoutes(l), web.InspectRoutes(l), web.TrafficRoutes(l),
 		web.ConfigRoutes(l, l), web.ProxyRoutes(l), web.FaultRoutes(l), web.HistoryRoutes(l),
-		web.CARoutes(l), // lab/carotate.go
-		web.TraceRoutes(l), // lab/trace.go
+		web.CARoutes(l), web.TraceRoutes(l), // lab/carotate.go, lab/trace.go
 	}, l.opts.Routes...)
 }
 

@@ -72,7 +72,11 @@ func printTrace(w io.Writer, r web.TraceResult) error {
 				if x == nil {
 					return
 				}
-				fmt.Fprintf(&b, "     %-13s %s", label, x.Name)
+				name := x.Name
+				if name == "" {
+					name = "(unnamed)"
+				}
+				fmt.Fprintf(&b, "     %-13s %s", label, name)
 				if x.Origin != "" {
 					fmt.Fprintf(&b, "  (from %s)", x.Origin)
 				}

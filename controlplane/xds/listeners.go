@@ -35,6 +35,7 @@ func listeners(m *model.Model, pod *model.Pod, faultRoutes map[string]bool) ([]t
 			return nil, fmt.Errorf("build listener %s: %w", OutboundHTTPListenerName(port), err)
 		}
 		l.Metadata = meshOrigin(m)
+		l.FilterChains[0].Metadata = meshOrigin(m)
 		out = append(out, l)
 	}
 	byHost := servicePortsByHost(m)

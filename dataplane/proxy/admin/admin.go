@@ -229,6 +229,14 @@ func (h *Handler) configDump(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) filter(w http.ResponseWriter, r *http.Request) (stats.Filter, bool) {
 	q := r.URL.Query()
 	f := stats.Filter{UsedOnly: q.Has("usedonly")}
+	switch b := q.Get("histogram_buckets"); b {
+	case "", "none":
+	case stats.BucketsCumulative, stats.BucketsDisjoint:
+		f.Buckets = b
+	default:
+		text(w, http.StatusBadRequest, "usage: /stats?histogram_buckets=(cumulative|disjoint|none)\n")
+		return f, false
+	}
 	if pat := q.Get("filter"); pat != "" {
 		re, err := regexp.Compile(pat)
 		if err != nil {

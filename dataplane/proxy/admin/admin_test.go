@@ -84,6 +84,8 @@ func TestAdminEndpointsFollowEnvoy(t *testing.T) {
 		{"quit", "POST", "/quitquitquit", 200, "OK\n"},
 		{"stats text", "GET", "/stats", 200, "server.live: 1\n"},
 		{"stats bad regex", "GET", "/stats?filter=(", 400, "Invalid re2 regex"},
+		{"stats bad histogram_buckets", "GET", "/stats?histogram_buckets=detailed", 400, "usage: /stats?histogram_buckets="},
+		{"stats cumulative buckets", "GET", "/stats?histogram_buckets=cumulative", 200, "server.live: 1\n"},
 		{"server_info uses proto names", "GET", "/server_info", 200, "{\n \"version\": \"v\",\n \"state\": \"PRE_INITIALIZING\",\n \"hot_restart_version\": \"\",\n \"node\": {\n  \"id\": \"n\","},
 		{"config_dump resource selection", "GET", "/config_dump?resource=static_clusters", 200, "{\n \"configs\": [\n  {\n   \"@type\": \"type.googleapis.com/envoy.admin.v3.ClustersConfigDump.StaticCluster\"\n  },"},
 		{"clusters", "GET", "/clusters", 200, "c::observability_name::c\n"},

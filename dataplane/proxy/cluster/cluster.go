@@ -98,6 +98,7 @@ type Cluster struct {
 	hosts     atomic.Pointer[hostSet]
 	next      atomic.Uint64
 	transport *http.Transport
+	h1        *h1Pool          // HTTP/1.1 requests with replayable bodies; nil for HTTP/2
 	h2        *http2.Transport // set for an HTTP/2 cluster, which sends every request on it
 	perHost   sync.Map         // hostKey -> *hostState
 	breaker   *breaker
@@ -139,6 +140,9 @@ func newCluster(cfg *Config, store *stats.Store) *Cluster {
 	if th.MaxConnections < 64 {
 		c.transport.MaxIdleConnsPerHost = int(max(th.MaxConnections, 1))
 	}
+	if !cfg.HTTP2 {
+		c.h1 = newH1Pool(c.dialForTransport, c.transport.MaxIdleConnsPerHost, idle)
+	}
 	if cfg.HTTP2 {
 		c.breaker.multiplexed = true
 		c.h2 = &http2.Transport{
@@ -165,6 +169,9 @@ func (c *Cluster) roundTripper() http.RoundTripper {
 // closeIdle closes the cluster's idle pooled connections.
 func (c *Cluster) closeIdle() {
 	c.transport.CloseIdleConnections()
+	if c.h1 != nil {
+		c.h1.closeIdle()
+	}
 	if c.h2 != nil {
 		c.h2.CloseIdleConnections()
 	}
@@ -398,19 +405,20 @@ func (c *Cluster) RoundTrip(req *http.Request, h Host) (*http.Response, error) {
 	c.stats.UpstreamRqTotal.Inc()
 	hs := c.hostState(h)
 	hs.rqTotal.Add(1)
-	if c.cfg.MaxRequestsPerConnection > 0 {
-		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
-			GotConn: func(info httptrace.GotConnInfo) {
-				if cc, ok := info.Conn.(*countedConn); ok && cc.requests.Add(1) >= cc.maxRequests {
-					req.Close = true
-					c.stats.UpstreamCxMaxRequests.Inc()
-				}
-			},
-		}))
-	}
 	hs.rqActive.Add(1)
 	c.stats.UpstreamRqActive.Inc()
-	resp, err := c.roundTripper().RoundTrip(req)
+	var resp *http.Response
+	var err error
+	if c.h1 != nil && c.h1.handles(req) {
+		resp, err = c.h1.roundTrip(req, func(conn net.Conn) { c.countRequest(req, conn) })
+	} else {
+		if c.cfg.MaxRequestsPerConnection > 0 {
+			req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+				GotConn: func(info httptrace.GotConnInfo) { c.countRequest(req, info.Conn) },
+			}))
+		}
+		resp, err = c.roundTripper().RoundTrip(req)
+	}
 	if err != nil {
 		hs.rqActive.Add(-1)
 		c.stats.UpstreamRqActive.Dec()
@@ -421,6 +429,18 @@ func (c *Cluster) RoundTrip(req *http.Request, h Host) (*http.Response, error) {
 		c.stats.UpstreamRqActive.Dec()
 	}}
 	return resp, nil
+}
+
+// countRequest counts a request on an upstream connection; the one that reaches
+// max_requests_per_connection closes the connection after its response.
+func (c *Cluster) countRequest(req *http.Request, conn net.Conn) {
+	if c.cfg.MaxRequestsPerConnection == 0 {
+		return
+	}
+	if cc, ok := conn.(*countedConn); ok && cc.requests.Add(1) >= cc.maxRequests {
+		req.Close = true
+		c.stats.UpstreamCxMaxRequests.Inc()
+	}
 }
 
 type doneBody struct {

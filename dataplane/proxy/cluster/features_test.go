@@ -230,3 +230,42 @@ func TestMaxRequestsPerConnectionClosesUpstreamConnections(t *testing.T) {
 		t.Errorf("6 requests at 2 per connection used %d connections (max_requests %d), want 3", conns.Load(), store.Value("cluster.mr.upstream_cx_max_requests"))
 	}
 }
+
+// TestOutlierDetectionConsecutiveGatewayFailure pins Envoy's gateway-error detector: 502,
+// 503 and 504 in a row are detected, but eject only with
+// enforcing_consecutive_gateway_failure (default 0); a 500 breaks the run.
+func TestOutlierDetectionConsecutiveGatewayFailure(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		enforcing *wrapperspb.UInt32Value
+		ejected   bool
+	}{
+		{"detected but not enforced by default", nil, false},
+		{"enforced at 100 percent ejects", wrapperspb.UInt32(100), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl, store := run(t, &clusterv3.Cluster{Name: "gw", OutlierDetection: &clusterv3.OutlierDetection{
+				Consecutive_5Xx: wrapperspb.UInt32(100), ConsecutiveGatewayFailure: wrapperspb.UInt32(3),
+				EnforcingConsecutiveGatewayFailure: tc.enforcing, Interval: durationpb.New(time.Hour),
+				BaseEjectionTime: durationpb.New(time.Hour), MaxEjectionPercent: wrapperspb.UInt32(100),
+			}})
+			h := Host{Addr: netip.MustParseAddrPort("10.0.0.1:80"), Healthy: true}
+			cl.ReportResult(h, 502)
+			cl.ReportResult(h, 504)
+			cl.ReportResult(h, 500) // not a gateway error: the run starts again
+			cl.ReportResult(h, 502)
+			if store.Value("cluster.gw.outlier_detection.ejections_detected_consecutive_gateway_failure") != 0 {
+				t.Fatal("a 500 must break the run of gateway errors")
+			}
+			for _, code := range []int{503, 504} {
+				cl.ReportResult(h, code)
+			}
+			if got := store.Value("cluster.gw.outlier_detection.ejections_detected_consecutive_gateway_failure"); got != 1 {
+				t.Errorf("ejections_detected_consecutive_gateway_failure = %d, want 1", got)
+			}
+			if ejected := cl.HealthFlags(h) == "/failed_outlier_check"; ejected != tc.ejected {
+				t.Errorf("ejected = %v, want %v (flags %q)", ejected, tc.ejected, cl.HealthFlags(h))
+			}
+		})
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/tlsctx"
 )
@@ -26,7 +27,22 @@ func ServeConn(ctx context.Context, cfg *Config, deps Deps, conn net.Conn, ds Do
 	st.cxActive.Inc()
 	defer st.cxActive.Dec()
 
-	h2, conn := detectHTTP2(ctx, cfg.Codec, conn)
+	// A connection still waiting for its first bytes when its listener drains is closed,
+	// like an idle one: it would otherwise serve a request under the drained config.
+	detectCtx, cancelDetect := context.WithCancel(ctx)
+	if deps.Draining != nil {
+		detected := make(chan struct{})
+		defer close(detected)
+		go func() {
+			select {
+			case <-deps.Draining:
+				cancelDetect()
+			case <-detected:
+			}
+		}()
+	}
+	h2, conn := detectHTTP2(detectCtx, cfg.Codec, conn)
+	cancelDetect()
 	handler := &router{cfg: cfg, deps: deps, ds: ds, st: st}
 	if h2 {
 		st.scope.Counter("downstream_cx_http2_total").Inc()
@@ -68,11 +84,18 @@ func serveHTTP1(ctx context.Context, deps Deps, conn net.Conn, handler http.Hand
 	l := newOneConnListener(conn)
 	var drainOnce sync.Once
 	var srv *http.Server
+	var state atomic.Int32 // the http.ConnState of conn
 	drain := func() {
 		drainOnce.Do(func() {
 			// Connection: close on the next response, and close the connection now if
-			// it is idle.
+			// it is idle. Go's server counts a connection that has not sent its first
+			// request yet as busy (for 5 s); a client's pool can hold such a connection
+			// (dialed for a request another connection then served), and it would serve
+			// its first request under the configuration being drained: close it too.
 			srv.SetKeepAlivesEnabled(false)
+			if http.ConnState(state.Load()) == http.StateNew {
+				_ = conn.Close()
+			}
 			st.scope.Counter("downstream_cx_drain_close").Inc()
 		})
 	}
@@ -89,6 +112,7 @@ func serveHTTP1(ctx context.Context, deps Deps, conn net.Conn, handler http.Hand
 		Handler:  handler,
 		ErrorLog: log.New(io.Discard, "", 0),
 		ConnState: func(_ net.Conn, s http.ConnState) {
+			state.Store(int32(s))
 			if s == http.StateClosed || s == http.StateHijacked {
 				l.finish()
 			}

@@ -3,6 +3,7 @@ package stats
 import (
 	"bytes"
 	"math"
+	"regexp"
 	"testing"
 
 	"github.com/meshlab/meshlab/internal/testutil"
@@ -79,8 +80,10 @@ func TestHistogramRenderingsMatchEnvoy(t *testing.T) {
 	c.Histogram("upstream_cx_connect_ms").Record(0)
 	s.HTTP("inbound_0.0.0.0_8080").Histogram("downstream_rq_time") // never used
 	s.Listener("0.0.0.0:15006").Histogram("downstream_cx_length_ms").Record(3)
-	var text, usedText, prom, js bytes.Buffer
+	var text, usedText, prom, js, cumulative, disjoint bytes.Buffer
 	for _, err := range []error{
+		s.WriteText(&cumulative, Filter{Buckets: BucketsCumulative, Regexp: regexp.MustCompile(`time`)}),
+		s.WriteText(&disjoint, Filter{Buckets: BucketsDisjoint, Regexp: regexp.MustCompile(`time`)}),
 		s.WriteText(&text, Filter{}),
 		s.WriteText(&usedText, Filter{UsedOnly: true}),
 		s.WritePrometheus(&prom, Filter{}),
@@ -94,4 +97,6 @@ func TestHistogramRenderingsMatchEnvoy(t *testing.T) {
 	testutil.Golden(t, "histograms_text_usedonly", usedText.Bytes())
 	testutil.Golden(t, "histograms_prometheus", prom.Bytes())
 	testutil.Golden(t, "histograms_json", js.Bytes())
+	testutil.Golden(t, "histograms_text_cumulative", cumulative.Bytes())
+	testutil.Golden(t, "histograms_text_disjoint", disjoint.Bytes())
 }

@@ -24,6 +24,28 @@ func quantileSummary(h *Histogram) string {
 	return strings.Join(parts, " ")
 }
 
+// bucketSummary is Envoy's ParentHistogramImpl::bucketSummary for
+// ?histogram_buckets=cumulative ("B0.5(interval,cumulative) B1(..) ...") and the
+// per-bucket counts of ?histogram_buckets=disjoint. Without a flush interval the
+// interval counts are 0.
+func bucketSummary(h *Histogram, disjoint bool) string {
+	if !h.Used() {
+		return "No recorded values"
+	}
+	counts := h.Statistics().Buckets
+	parts := make([]string, len(counts))
+	var prev uint64
+	for i, c := range counts {
+		v := c
+		if disjoint {
+			v = c - prev
+			prev = c
+		}
+		parts[i] = fmt.Sprintf("B%s(0,%d)", strconv.FormatFloat(DefaultBuckets[i], 'g', 6, 64), v)
+	}
+	return strings.Join(parts, " ")
+}
+
 // formatFloat prints a double as fmt's "{}" does in Envoy: shortest round-trip digits,
 // fixed notation below 1e16, "nan" for NaN.
 func formatFloat(v float64) string {

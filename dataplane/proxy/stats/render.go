@@ -13,7 +13,16 @@ import (
 type Filter struct {
 	Regexp   *regexp.Regexp // optional: ?filter=<re2>, matched against the full name
 	UsedOnly bool           // ?usedonly
+	// Buckets is ?histogram_buckets for the text form: "" (quantile summaries),
+	// BucketsCumulative or BucketsDisjoint.
+	Buckets string
 }
+
+// Values of Filter.Buckets, as Envoy's ?histogram_buckets.
+const (
+	BucketsCumulative = "cumulative"
+	BucketsDisjoint   = "disjoint"
+)
 
 func (f Filter) keepHistogram(h *Histogram) bool {
 	if f.UsedOnly && !h.Used() {
@@ -39,7 +48,11 @@ func (s *Store) WriteText(w io.Writer, f Filter) error {
 	}
 	for _, h := range s.Histograms() {
 		if f.keepHistogram(h) {
-			fmt.Fprintf(&b, "%s: %s\n", h.name, quantileSummary(h))
+			summary := quantileSummary(h)
+			if f.Buckets != "" {
+				summary = bucketSummary(h, f.Buckets == BucketsDisjoint)
+			}
+			fmt.Fprintf(&b, "%s: %s\n", h.name, summary)
 		}
 	}
 	_, err := io.WriteString(w, b.String())

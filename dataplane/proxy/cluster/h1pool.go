@@ -1,0 +1,264 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// h1Pool is a cluster's HTTP/1.1 client for requests whose body can be replayed (none,
+// or buffered with GetBody, as the router sends them): the request is written and its
+// response read on the calling goroutine over a pooled keep-alive connection. That saves
+// http.Transport's two goroutine hand-offs per request (its writeLoop and readLoop), the
+// largest per-request cost of the proxy after the socket syscalls. Streaming uploads and
+// upgrades still go through http.Transport. Safe for concurrent use.
+type h1Pool struct {
+	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
+	maxIdle     int           // idle connections kept per host
+	idleTimeout time.Duration // an idle connection is closed after this long
+
+	mu   sync.Mutex
+	idle map[string][]*h1Conn // by dial address, most recently used last
+}
+
+// h1Conn is one upstream HTTP/1.1 connection.
+type h1Conn struct {
+	pool   *h1Pool
+	addr   string
+	conn   net.Conn
+	br     *bufio.Reader
+	bw     *bufio.Writer
+	timer  *time.Timer // closes the connection when idle too long; nil until first idle
+	reused bool
+}
+
+func newH1Pool(dial func(ctx context.Context, network, addr string) (net.Conn, error), maxIdle int, idleTimeout time.Duration) *h1Pool {
+	return &h1Pool{dial: dial, maxIdle: maxIdle, idleTimeout: idleTimeout, idle: map[string][]*h1Conn{}}
+}
+
+// handles reports whether the pool can send req: a plaintext-scheme request (TLS, when
+// configured, is inside the dialed connection) whose body is absent or replayable and
+// that asks for no protocol upgrade.
+func (p *h1Pool) handles(req *http.Request) bool {
+	if req.URL.Scheme != "http" || req.Header.Get("Upgrade") != "" {
+		return false
+	}
+	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+}
+
+// roundTrip sends req on a pooled connection to req.URL.Host; gotConn sees the
+// connection before the request is written (it may set req.Close). A request that fails
+// on a reused connection before any response byte arrived is sent once more on a new
+// connection when it is replayable, as http.Transport does when a server closed an idle
+// keep-alive connection.
+func (p *h1Pool) roundTrip(req *http.Request, gotConn func(net.Conn)) (*http.Response, error) {
+	for attempt := 0; ; attempt++ {
+		pc, err := p.get(req.Context(), req.URL.Host)
+		if err != nil {
+			return nil, err
+		}
+		gotConn(pc.conn)
+		resp, retry, err := pc.do(req)
+		if err == nil {
+			return resp, nil
+		}
+		if !retry || attempt > 0 || req.Context().Err() != nil {
+			return nil, err
+		}
+		if req.GetBody != nil {
+			body, gerr := req.GetBody()
+			if gerr != nil {
+				return nil, err
+			}
+			req.Body = body
+		}
+	}
+}
+
+// get returns an idle connection to addr, or dials a new one.
+func (p *h1Pool) get(ctx context.Context, addr string) (*h1Conn, error) {
+	p.mu.Lock()
+	for list := p.idle[addr]; len(list) > 0; list = p.idle[addr] {
+		pc := list[len(list)-1]
+		list[len(list)-1] = nil
+		p.idle[addr] = list[:len(list)-1]
+		if pc.timer.Stop() {
+			p.mu.Unlock()
+			return pc, nil
+		}
+		// The idle timer fired: its callback closes pc.
+	}
+	p.mu.Unlock()
+	conn, err := p.dial(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return &h1Conn{pool: p, addr: addr, conn: conn, br: bufio.NewReader(conn), bw: bufio.NewWriter(conn)}, nil
+}
+
+// put returns a connection whose last response was read completely to the idle pool.
+func (p *h1Pool) put(pc *h1Conn) {
+	pc.reused = true
+	p.mu.Lock()
+	if len(p.idle[pc.addr]) >= p.maxIdle {
+		p.mu.Unlock()
+		pc.close()
+		return
+	}
+	if pc.timer == nil {
+		pc.timer = time.AfterFunc(p.idleTimeout, pc.expire)
+	} else {
+		pc.timer.Reset(p.idleTimeout)
+	}
+	p.idle[pc.addr] = append(p.idle[pc.addr], pc)
+	p.mu.Unlock()
+}
+
+// expire closes an idle connection whose idle timeout passed.
+func (pc *h1Conn) expire() {
+	p := pc.pool
+	p.mu.Lock()
+	list := p.idle[pc.addr]
+	for i, x := range list {
+		if x == pc {
+			p.idle[pc.addr] = append(list[:i:i], list[i+1:]...)
+			break
+		}
+	}
+	p.mu.Unlock()
+	pc.close()
+}
+
+// closeIdle closes every idle connection.
+func (p *h1Pool) closeIdle() {
+	p.mu.Lock()
+	var all []*h1Conn
+	for addr, list := range p.idle {
+		for _, pc := range list {
+			if pc.timer.Stop() {
+				all = append(all, pc)
+			}
+		}
+		delete(p.idle, addr)
+	}
+	p.mu.Unlock()
+	for _, pc := range all {
+		pc.close()
+	}
+}
+
+func (pc *h1Conn) close() { _ = pc.conn.Close() }
+
+// expired is a deadline in the past: setting it unblocks every read and write.
+var expired = time.Unix(1, 0)
+
+// do writes req and reads its response. retry reports that nothing of a response
+// arrived on a reused connection, so req may be sent again.
+func (pc *h1Conn) do(req *http.Request) (*http.Response, bool, error) {
+	ctx := req.Context()
+	stop := context.AfterFunc(ctx, func() { _ = pc.conn.SetDeadline(expired) })
+	fail := func(err error, retry bool) (*http.Response, bool, error) {
+		stop()
+		pc.close()
+		if ctx.Err() != nil {
+			return nil, false, fmt.Errorf("send request: %w", ctx.Err())
+		}
+		return nil, retry && pc.reused, err
+	}
+	err := req.Write(pc.bw)
+	if err == nil {
+		err = pc.bw.Flush()
+	}
+	if err != nil {
+		return fail(fmt.Errorf("write request: %w", err), req.Body == nil || req.Body == http.NoBody || req.GetBody != nil)
+	}
+	if _, err := pc.br.Peek(1); err != nil {
+		return fail(fmt.Errorf("read response: %w", err), replayable(req))
+	}
+	var resp *http.Response
+	for {
+		resp, err = http.ReadResponse(pc.br, req)
+		if err != nil {
+			return fail(fmt.Errorf("read response: %w", err), false)
+		}
+		// 1xx informational responses precede the final one (101 ends HTTP/1.1 on this
+		// connection, which is closed after it).
+		if resp.StatusCode >= 200 || resp.StatusCode < 100 || resp.StatusCode == http.StatusSwitchingProtocols {
+			break
+		}
+	}
+	b := &h1Body{pc: pc, body: resp.Body, stop: stop,
+		keep: !resp.Close && !req.Close && resp.StatusCode != http.StatusSwitchingProtocols}
+	if resp.Body == http.NoBody {
+		b.finish(true)
+		return resp, false, nil
+	}
+	resp.Body = b
+	return resp, false, nil
+}
+
+// replayable is http.Transport's rule for resending a request after its connection
+// failed: an idempotent method, or an idempotency key, with a replayable body.
+func replayable(req *http.Request) bool {
+	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
+		return false
+	}
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	_, k1 := req.Header["Idempotency-Key"]
+	_, k2 := req.Header["X-Idempotency-Key"]
+	return k1 || k2
+}
+
+// h1Body is a response body read from a pooled connection: the connection goes back
+// to the pool when the body was read to its end, and is closed when the body is closed
+// early (never drained: it may be endless) or fails.
+type h1Body struct {
+	pc   *h1Conn
+	body io.ReadCloser
+	stop func() bool // stops the context watch; false when it already fired
+	keep bool        // the connection may carry another request
+	done bool
+}
+
+func (b *h1Body) Read(p []byte) (int, error) {
+	if b.done {
+		return 0, io.EOF
+	}
+	n, err := b.body.Read(p)
+	switch {
+	case err == io.EOF:
+		b.finish(true)
+	case err != nil:
+		b.finish(false)
+	}
+	return n, err
+}
+
+func (b *h1Body) Close() error {
+	if !b.done {
+		b.finish(false)
+	}
+	return nil
+}
+
+// finish releases the connection once the response is over: back to the pool when ok
+// and reusable, else closed.
+func (b *h1Body) finish(ok bool) {
+	if b.done {
+		return
+	}
+	b.done = true
+	if b.stop() && ok && b.keep {
+		b.pc.pool.put(b.pc)
+		return
+	}
+	b.pc.close()
+}
