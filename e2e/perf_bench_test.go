@@ -176,19 +176,24 @@ func sidecars(b *testing.B, pods map[string]web.PodStatus, names ...string) []pr
 }
 
 // rssMB returns VmRSS of pid in MB.
-func rssMB(b *testing.B, pid int) float64 {
+func rssMB(b *testing.B, pid int) float64 { return statusMB(b, pid, "VmRSS") }
+
+// statusMB returns one memory field of /proc/<pid>/status in MB: VmRSS, or its parts
+// RssAnon (the process's private memory: heap, stacks) and RssFile (mapped files, mostly
+// the binary's text, shared with every other process running it).
+func statusMB(b *testing.B, pid int, field string) float64 {
 	b.Helper()
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(line); len(f) == 3 && f[0] == "VmRSS:" {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == field+":" {
 			kb, _ := strconv.ParseFloat(f[1], 64)
 			return kb / 1024
 		}
 	}
-	b.Fatalf("no VmRSS in /proc/%d/status", pid)
+	b.Fatalf("no %s in /proc/%d/status", field, pid)
 	return 0
 }
 
@@ -263,7 +268,8 @@ func checkTransport(b *testing.B, ns, url string, wantMTLS bool) {
 // by side in one lab (testdata/perf.yaml) and one run: baseline (no sidecars), the sidecar
 // pair in plaintext, and the sidecar pair with mTLS; each at a fixed 1000 qps and at the
 // maximum rate, 8 connections, 5 s. It reports p50/p90/p99 in ms, the achieved qps, the
-// sidecars' RSS and their CPU per 1000 requests. Targets (docs/BENCHMARKS.md, not
+// sidecars' RSS (VmRSS, and its private RssAnon and shared RssFile parts) and their CPU
+// per 1000 requests. Targets (docs/BENCHMARKS.md, not
 // asserted): p90 added <= 0.3 ms at 1000 qps, max-rate throughput >= 0.6x baseline, RSS
 // <= 15 MB per proxy. Run: sudo go test ./e2e -run '^$' -bench DataPath -benchtime 1x.
 func BenchmarkDataPath(b *testing.B) {
@@ -308,9 +314,11 @@ func BenchmarkDataPath(b *testing.B) {
 		for _, p := range paths {
 			b.Run(p.name+"/"+rate.name, func(b *testing.B) {
 				procs := sidecars(b, pods, p.sidecars...)
-				var idle float64
+				var idle, idleAnon, idleFile float64
 				for _, pr := range procs {
 					idle = max(idle, rssMB(b, pr.pid))
+					idleAnon = max(idleAnon, statusMB(b, pr.pid, "RssAnon"))
+					idleFile = max(idleFile, statusMB(b, pr.pid, "RssFile"))
 				}
 				var results []loadResult
 				var ticks float64
@@ -343,16 +351,21 @@ func BenchmarkDataPath(b *testing.B) {
 				if len(procs) == 0 {
 					return
 				}
-				var rss float64
+				var rss, rssAnon float64
 				var requests int64
 				for _, pr := range procs {
 					rss = max(rss, rssMB(b, pr.pid))
+					rssAnon = max(rssAnon, statusMB(b, pr.pid, "RssAnon"))
 				}
 				for _, r := range results {
 					requests += r.Requests
 				}
 				b.ReportMetric(idle, "rss-before-MB")
 				b.ReportMetric(rss, "rss-max-MB")
+				// VmRSS = RssAnon (private to this proxy) + RssFile (the shared binary) + RssShmem.
+				b.ReportMetric(idleAnon, "anon-before-MB")
+				b.ReportMetric(rssAnon, "anon-max-MB")
+				b.ReportMetric(idleFile, "file-before-MB")
 				// CPU of both sidecars together, in ms per 1000 requests (ticks are 10 ms).
 				b.ReportMetric(ticks*10/float64(requests)*1000, "pair-cpu-ms/1k-req")
 			})

@@ -42,13 +42,12 @@ func newH1Pool(dial func(ctx context.Context, network, addr string) (net.Conn, e
 }
 
 // handles reports whether the pool can send req: a plaintext-scheme request (TLS, when
-// configured, is inside the dialed connection) whose body is absent or replayable and
-// that asks for no protocol upgrade.
+// configured, is inside the dialed connection) that asks for no protocol upgrade and
+// may be sent again (see replayable). The pool does not watch idle connections, so it
+// finds a connection the server closed only when it uses it, and then resends; a
+// request that may not be resent goes through http.Transport, which does watch them.
 func (p *h1Pool) handles(req *http.Request) bool {
-	if req.URL.Scheme != "http" || req.Header.Get("Upgrade") != "" {
-		return false
-	}
-	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+	return req.URL.Scheme == "http" && req.Header.Get("Upgrade") == "" && replayable(req)
 }
 
 // roundTrip sends req on a pooled connection to req.URL.Host; gotConn sees the

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"sync/atomic"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/tlsctx"
 )
@@ -27,22 +26,7 @@ func ServeConn(ctx context.Context, cfg *Config, deps Deps, conn net.Conn, ds Do
 	st.cxActive.Inc()
 	defer st.cxActive.Dec()
 
-	// A connection still waiting for its first bytes when its listener drains is closed,
-	// like an idle one: it would otherwise serve a request under the drained config.
-	detectCtx, cancelDetect := context.WithCancel(ctx)
-	if deps.Draining != nil {
-		detected := make(chan struct{})
-		defer close(detected)
-		go func() {
-			select {
-			case <-deps.Draining:
-				cancelDetect()
-			case <-detected:
-			}
-		}()
-	}
-	h2, conn := detectHTTP2(detectCtx, cfg.Codec, conn)
-	cancelDetect()
+	h2, conn := detectHTTP2(ctx, cfg.Codec, conn)
 	handler := &router{cfg: cfg, deps: deps, ds: ds, st: st}
 	if h2 {
 		st.scope.Counter("downstream_cx_http2_total").Inc()
@@ -84,18 +68,14 @@ func serveHTTP1(ctx context.Context, deps Deps, conn net.Conn, handler http.Hand
 	l := newOneConnListener(conn)
 	var drainOnce sync.Once
 	var srv *http.Server
-	var state atomic.Int32 // the http.ConnState of conn
 	drain := func() {
 		drainOnce.Do(func() {
 			// Connection: close on the next response, and close the connection now if
-			// it is idle. Go's server counts a connection that has not sent its first
-			// request yet as busy (for 5 s); a client's pool can hold such a connection
-			// (dialed for a request another connection then served), and it would serve
-			// its first request under the configuration being drained: close it too.
+			// it is idle. A connection that has not sent its first request yet is left
+			// open (Go's server counts it as busy): its client may be writing that
+			// request right now and would not retry on a connection it never used. It
+			// serves one request under the drained configuration, as in Envoy.
 			srv.SetKeepAlivesEnabled(false)
-			if http.ConnState(state.Load()) == http.StateNew {
-				_ = conn.Close()
-			}
 			st.scope.Counter("downstream_cx_drain_close").Inc()
 		})
 	}
@@ -112,7 +92,6 @@ func serveHTTP1(ctx context.Context, deps Deps, conn net.Conn, handler http.Hand
 		Handler:  handler,
 		ErrorLog: log.New(io.Discard, "", 0),
 		ConnState: func(_ net.Conn, s http.ConnState) {
-			state.Store(int32(s))
 			if s == http.StateClosed || s == http.StateHijacked {
 				l.finish()
 			}

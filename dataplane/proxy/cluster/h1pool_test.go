@@ -1,0 +1,205 @@
+package cluster
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// upstream is an HTTP/1.1 server counting the connections it accepted.
+func upstream(t *testing.T, h http.HandlerFunc) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv, &conns
+}
+
+func get(t *testing.T, cl *Cluster, method, path string) (*http.Response, string) {
+	t.Helper()
+	h, err := cl.Pick(netip.AddrPort{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(method, "http://x"+path, nil)
+	resp, err := cl.RoundTrip(req, h)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, string(b)
+}
+
+// TestHTTP1PoolKeepsConnectionsAliveAsEnvoysPool pins the upstream HTTP/1.1 connection
+// pool's observable behaviour: keep-alive reuse, a fresh connection when the server
+// closed an idle one, trailers and 1xx responses, an early body close that does not
+// drain an endless body, cancellation, and idle_timeout.
+func TestHTTP1PoolKeepsConnectionsAliveAsEnvoysPool(t *testing.T) {
+	endless := make(chan struct{})
+	t.Cleanup(func() { close(endless) })
+	srv, conns := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/close":
+			w.Header().Set("Connection", "close")
+		case "/trailer":
+			w.Header().Set("Trailer", "Grpc-Status")
+			_, _ = io.WriteString(w, "body")
+			w.Header().Set("Grpc-Status", "0")
+			return
+		case "/early-hints":
+			w.Header().Set("Link", "</a.css>; rel=preload")
+			w.WriteHeader(http.StatusEarlyHints)
+		case "/endless":
+			for {
+				if _, err := w.Write(make([]byte, 32*1024)); err != nil {
+					return
+				}
+				select {
+				case <-endless:
+					return
+				default:
+				}
+			}
+		case "/slow":
+			select {
+			case <-r.Context().Done():
+			case <-endless:
+			}
+			return
+		}
+		_, _ = io.WriteString(w, "ok "+r.Method)
+	})
+	opts, _ := anypb.New(&httpv3.HttpProtocolOptions{CommonHttpProtocolOptions: &corev3.HttpProtocolOptions{IdleTimeout: durationpb.New(300 * time.Millisecond)},
+		UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
+			ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_HttpProtocolOptions{HttpProtocolOptions: &corev3.Http1ProtocolOptions{}}}}})
+	cl, store := run(t, &clusterv3.Cluster{Name: "h1", LoadAssignment: cla("h1", nil, srv.Listener.Addr().String()),
+		TypedExtensionProtocolOptions: map[string]*anypb.Any{httpProtocolOptionsName: opts}})
+	if cl.h1 == nil {
+		t.Fatal("an HTTP/1.1 cluster has no HTTP/1.1 pool")
+	}
+
+	for i := 0; i < 5; i++ {
+		if _, body := get(t, cl, "GET", "/"); body != "ok GET" {
+			t.Fatalf("body %q", body)
+		}
+	}
+	if conns.Load() != 1 {
+		t.Errorf("5 sequential requests used %d connections, want 1 (keep-alive)", conns.Load())
+	}
+
+	// The server closes its idle connections: the next GET is resent on a new one.
+	srv.Config.SetKeepAlivesEnabled(false)
+	srv.Config.SetKeepAlivesEnabled(true)
+	if _, body := get(t, cl, "HEAD", "/"); body != "" {
+		t.Errorf("HEAD body %q", body)
+	}
+	if conns.Load() != 2 {
+		t.Errorf("%d connections after the server closed the idle one, want 2", conns.Load())
+	}
+	if _, body := get(t, cl, "GET", "/"); body != "ok GET" {
+		t.Errorf("after the server closed the idle connection: body %q", body)
+	}
+
+	resp, body := get(t, cl, "GET", "/trailer")
+	if body != "body" || resp.Trailer.Get("Grpc-Status") != "0" {
+		t.Errorf("trailer response: body %q trailer %v", body, resp.Trailer)
+	}
+	if resp, body := get(t, cl, "GET", "/early-hints"); resp.StatusCode != http.StatusOK || body != "ok GET" {
+		t.Errorf("after a 103: status %d body %q", resp.StatusCode, body)
+	}
+	before := conns.Load()
+	if _, body := get(t, cl, "GET", "/close"); body != "ok GET" {
+		t.Errorf("connection: close response body %q", body)
+	}
+	get(t, cl, "GET", "/")
+	if conns.Load() != before+1 {
+		t.Errorf("a response with connection: close left its connection in the pool (%d new connections)", conns.Load()-before)
+	}
+
+	// Closing an endless body early returns at once and closes the connection.
+	h, _ := cl.Pick(netip.AddrPort{})
+	req, _ := http.NewRequest("GET", "http://x/endless", nil)
+	resp, err := cl.RoundTrip(req, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.CopyN(io.Discard, resp.Body, 1024)
+	closed := make(chan struct{})
+	go func() { resp.Body.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("closing an endless response body blocked (drained it)")
+	}
+
+	// Cancellation unblocks a request waiting for its response.
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	req, _ = http.NewRequestWithContext(ctx, "GET", "http://x/slow", nil)
+	if _, err := cl.RoundTrip(req, h); err == nil || !strings.Contains(err.Error(), "deadline exceeded") {
+		t.Errorf("cancelled request: err %v, want a deadline error", err)
+	}
+
+	// idle_timeout closes the pooled connections.
+	get(t, cl, "GET", "/")
+	deadline := time.Now().Add(5 * time.Second)
+	for store.Value("cluster.h1.upstream_cx_active") != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("upstream_cx_active = %d after idle_timeout, want 0", store.Value("cluster.h1.upstream_cx_active"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestHTTP1PoolLeavesUnreplayableRequestsToTheTransport pins which requests the pool
+// sends itself: those that can be resent after a stale connection (idempotent, body
+// replayable) and need no upgrade.
+func TestHTTP1PoolLeavesUnreplayableRequestsToTheTransport(t *testing.T) {
+	p := newH1Pool(nil, 1, time.Hour)
+	body := func() io.Reader { return strings.NewReader("x") }
+	for _, c := range []struct {
+		name   string
+		method string
+		body   io.Reader
+		header string
+		want   bool
+	}{
+		{"GET without body", "GET", nil, "", true},
+		{"GET with a replayable body", "GET", body(), "", true},
+		{"POST is not idempotent", "POST", body(), "", false},
+		{"POST with Idempotency-Key", "POST", body(), "Idempotency-Key", true},
+		{"upgrade", "GET", nil, "Upgrade", false},
+	} {
+		req, _ := http.NewRequest(c.method, "http://x/", c.body)
+		if c.header != "" {
+			req.Header.Set(c.header, "v")
+		}
+		if got := p.handles(req); got != c.want {
+			t.Errorf("%s: handles = %v, want %v", c.name, got, c.want)
+		}
+	}
+	req, _ := http.NewRequest("GET", "http://x/", io.NopCloser(body()))
+	if p.handles(req) {
+		t.Error("a streaming body without GetBody is handled")
+	}
+}
