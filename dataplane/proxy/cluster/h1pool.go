@@ -52,12 +52,13 @@ func (p *h1Pool) handles(req *http.Request) bool {
 
 // roundTrip sends req on a pooled connection to req.URL.Host; gotConn sees the
 // connection before the request is written (it may set req.Close). A request that fails
-// on a reused connection before any response byte arrived is sent once more on a new
-// connection when it is replayable, as http.Transport does when a server closed an idle
-// keep-alive connection.
+// on a reused connection before any response byte arrived is sent once more on a newly
+// dialed connection, as http.Transport does when a server closed an idle keep-alive
+// connection; the other idle connections to that address are closed too, since a
+// server that went away took them all.
 func (p *h1Pool) roundTrip(req *http.Request, gotConn func(net.Conn)) (*http.Response, error) {
 	for attempt := 0; ; attempt++ {
-		pc, err := p.get(req.Context(), req.URL.Host)
+		pc, err := p.get(req.Context(), req.URL.Host, attempt > 0)
 		if err != nil {
 			return nil, err
 		}
@@ -69,6 +70,7 @@ func (p *h1Pool) roundTrip(req *http.Request, gotConn func(net.Conn)) (*http.Res
 		if !retry || attempt > 0 || req.Context().Err() != nil {
 			return nil, err
 		}
+		p.closeIdleTo(req.URL.Host)
 		if req.GetBody != nil {
 			body, gerr := req.GetBody()
 			if gerr != nil {
@@ -79,10 +81,10 @@ func (p *h1Pool) roundTrip(req *http.Request, gotConn func(net.Conn)) (*http.Res
 	}
 }
 
-// get returns an idle connection to addr, or dials a new one.
-func (p *h1Pool) get(ctx context.Context, addr string) (*h1Conn, error) {
+// get returns an idle connection to addr, or dials a new one (always when fresh).
+func (p *h1Pool) get(ctx context.Context, addr string, fresh bool) (*h1Conn, error) {
 	p.mu.Lock()
-	for list := p.idle[addr]; len(list) > 0; list = p.idle[addr] {
+	for list := p.idle[addr]; !fresh && len(list) > 0; list = p.idle[addr] {
 		pc := list[len(list)-1]
 		list[len(list)-1] = nil
 		p.idle[addr] = list[:len(list)-1]
@@ -138,17 +140,35 @@ func (p *h1Pool) closeIdle() {
 	p.mu.Lock()
 	var all []*h1Conn
 	for addr, list := range p.idle {
-		for _, pc := range list {
-			if pc.timer.Stop() {
-				all = append(all, pc)
-			}
-		}
+		all = stopIdle(all, list)
 		delete(p.idle, addr)
 	}
 	p.mu.Unlock()
 	for _, pc := range all {
 		pc.close()
 	}
+}
+
+// closeIdleTo closes the idle connections to addr.
+func (p *h1Pool) closeIdleTo(addr string) {
+	p.mu.Lock()
+	all := stopIdle(nil, p.idle[addr])
+	delete(p.idle, addr)
+	p.mu.Unlock()
+	for _, pc := range all {
+		pc.close()
+	}
+}
+
+// stopIdle appends to out the connections of list whose idle timer it stopped (the
+// others are being closed by their timer).
+func stopIdle(out, list []*h1Conn) []*h1Conn {
+	for _, pc := range list {
+		if pc.timer.Stop() {
+			out = append(out, pc)
+		}
+	}
+	return out
 }
 
 func (pc *h1Conn) close() { _ = pc.conn.Close() }

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -57,8 +58,13 @@ func get(t *testing.T, cl *Cluster, method, path string) (*http.Response, string
 func TestHTTP1PoolKeepsConnectionsAliveAsEnvoysPool(t *testing.T) {
 	endless := make(chan struct{})
 	t.Cleanup(func() { close(endless) })
+	var pair sync.WaitGroup // holds two requests until both arrived: two connections
+	pair.Add(2)
 	srv, conns := upstream(t, func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
+		case "/pair":
+			pair.Done()
+			pair.Wait()
 		case "/close":
 			w.Header().Set("Connection", "close")
 		case "/trailer":
@@ -116,6 +122,35 @@ func TestHTTP1PoolKeepsConnectionsAliveAsEnvoysPool(t *testing.T) {
 	if conns.Load() != 2 {
 		t.Errorf("%d connections after the server closed the idle one, want 2", conns.Load())
 	}
+
+	// Two idle connections, both closed by the server (a restarted sidecar): the resend
+	// dials instead of taking the other dead one.
+	var wg sync.WaitGroup
+	for i := 0; i < 2; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h, _ := cl.Pick(netip.AddrPort{})
+			req, _ := http.NewRequest("GET", "http://x/pair", nil)
+			resp, err := cl.RoundTrip(req, h)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}()
+	}
+	wg.Wait()
+	srv.Config.SetKeepAlivesEnabled(false)
+	srv.Config.SetKeepAlivesEnabled(true)
+	before := conns.Load()
+	if _, body := get(t, cl, "GET", "/"); body != "ok GET" {
+		t.Errorf("after the server closed both idle connections: body %q", body)
+	}
+	if conns.Load() != before+1 {
+		t.Errorf("%d new connections after the server closed both idle ones, want 1", conns.Load()-before)
+	}
 	if _, body := get(t, cl, "GET", "/"); body != "ok GET" {
 		t.Errorf("after the server closed the idle connection: body %q", body)
 	}
@@ -127,7 +162,7 @@ func TestHTTP1PoolKeepsConnectionsAliveAsEnvoysPool(t *testing.T) {
 	if resp, body := get(t, cl, "GET", "/early-hints"); resp.StatusCode != http.StatusOK || body != "ok GET" {
 		t.Errorf("after a 103: status %d body %q", resp.StatusCode, body)
 	}
-	before := conns.Load()
+	before = conns.Load()
 	if _, body := get(t, cl, "GET", "/close"); body != "ok GET" {
 		t.Errorf("connection: close response body %q", body)
 	}
