@@ -31,11 +31,16 @@ deps:
 demo: deps build
 	./$(BIN) up
 
-# browser installs Debian's chromium, which the dashboard's browser tests drive, when missing.
+# browser installs Debian's chromium and firefox-esr, which the dashboard's browser tests
+# drive, when missing.
 browser:
 	@command -v chromium >/dev/null 2>&1 || { \
 		echo "installing: chromium (for the dashboard's browser tests)"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	}
+	@command -v firefox >/dev/null 2>&1 || { \
+		echo "installing: firefox-esr (for the dashboard's browser tests)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq firefox-esr; \
 	}
 
 # test runs every test, privileged ones included (they need root: run with sudo).

@@ -118,11 +118,14 @@ spec:
 		t.Errorf("diff of an unknown version: err=%v output %q", err, out)
 	}
 
-	// nack: NACK with the proxy's error, traffic unaffected, SYNCED after clear.
+	// nack: NACK with the proxy's error, traffic unaffected, SYNCED after clear. As in
+	// Envoy, only the fault's listener is refused (the response's other listeners apply)
+	// and the NACK names it in LdsApiImpl's wording.
 	out = mustML("fault", "add", "nack", "frontend-v1")
 	id := strings.Fields(out)[1]
 	proxyLine("frontend-v1", "NACK", func(line, all string) bool {
-		return strings.Contains(line, "NACK") && strings.Contains(all, "NACK frontend-v1.default LDS:")
+		return strings.Contains(line, "NACK") &&
+			strings.Contains(all, "NACK frontend-v1.default LDS: Error adding/updating listener(s) meshlab-fault-nack: ")
 	})
 	curl("while the proxy NACKs")
 	mustML("fault", "clear", id)

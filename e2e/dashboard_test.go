@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -223,6 +224,54 @@ func TestDashboardInBrowser(t *testing.T) {
 		run(t, ctx, "wait for epoch 1 live", chromedp.WaitVisible(chromedp.CSS(`.epoch.live[data-epoch="1"]`)))
 	})
 
+	t.Run("trace", func(t *testing.T) {
+		// "Trace a request" on frontend-v1's page draws the path hop by hop: the capture
+		// rules, the outbound sidecar's route and cluster with the Service they came from,
+		// mTLS with the backend's identity, and the app's answer.
+		run(t, ctx, "trace frontend-v1 -> backend",
+			chromedp.Navigate(base+"#pods/frontend-v1"),
+			chromedp.WaitVisible(chromedp.CSS("#trace-form")),
+			chromedp.SetValue(chromedp.CSS("#trace-target"), "http://backend:8080/"),
+			chromedp.Click(chromedp.CSS(`#trace-form button[type=submit]`)),
+		)
+		waitText(t, ctx, "#trace-result .trace-summary", "frontend-v1", "http://backend:8080/", "status 200")
+		waitText(t, ctx, `#trace-hops li.hop-capture`, "capture · iptables in frontend-v1", "ISTIO_REDIRECT", "outbound TCP goes to the virtualOutbound listener")
+		waitText(t, ctx, `#trace-hops li.hop-proxy`, "outbound sidecar · frontend-v1", "0.0.0.0_8080", "backend.default.svc.cluster.local:8080",
+			"spiffe://cluster.local/ns/default/sa/backend")
+		waitText(t, ctx, `#trace-hops li.hop-proxy tr[data-field="route"]`, "default")
+		waitText(t, ctx, `#trace-hops li.hop-proxy tr[data-field="cluster"]`, "outbound|8080||backend.default.svc.cluster.local", "Service default/backend")
+		waitText(t, ctx, `#trace-hops li.hop-app`, "app · backend-v", "200")
+		screenshot(t, ctx, "dashboard-trace")
+	})
+
+	t.Run("no guide", func(t *testing.T) {
+		// A lab brought up with `meshlab up` has no guide: the panel stays hidden.
+		run(t, ctx, "open the topology", chromedp.Navigate(base+"#topology"), chromedp.WaitVisible(chromedp.CSS("#topo-graph svg")))
+		ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		hidden, err := chromedp.Run(ectx, chromedp.Evaluate[bool](`document.getElementById("guide").hidden`))
+		if err != nil || !hidden {
+			t.Errorf("guide panel hidden = %v (%v), want hidden in a lab without a guide", hidden, err)
+		}
+	})
+
+	t.Run("markdown", func(t *testing.T) {
+		// Instructions are markdown rendered as DOM nodes: markup in them stays text and
+		// links other than web, relative or fragment ones are not links.
+		ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		got, err := chromedp.Run(ectx, chromedp.Evaluate[string](renderMarkdownProbe))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := `h3:Step <b>one</b>|p:Run apply then see docs.|ul:first <img src=x onerror=alert(1)>,second item continued|` +
+			`pre:kind: VirtualService\n<script>alert(2)</script>|p:[bad](javascript:alert) link kubectl|code:apply,kubectl|a:/docs|` +
+			`img:0|script:0|onerror:0`
+		if got != want {
+			t.Errorf("rendered markdown:\n got %s\nwant %s", got, want)
+		}
+	})
+
 	t.Run("100 pods", func(t *testing.T) {
 		// The topology of 20 services of 5 pods each, with 95 edges, drawn in the page.
 		// The time is logged, not asserted (timing targets belong in benchmarks).
@@ -255,6 +304,21 @@ func TestDashboardInBrowser(t *testing.T) {
 		screenshot(t, ctx, "dashboard-events")
 	})
 }
+
+// renderMarkdownProbe renders hostile markdown and summarises the nodes it made.
+const renderMarkdownProbe = `(() => {
+  const md = "# Step <b>one</b>\n\nRun ` + "`apply`" + ` then\nsee [docs](/docs).\n\n- first <img src=x onerror=alert(1)>\n- second\n  item continued\n\n` +
+	"```yaml\\nkind: VirtualService\\n<script>alert(2)</script>\\n```" + `\n[bad](javascript:alert) link ` + "`kubectl`" + `";
+  const box = document.createElement("div");
+  box.append(renderMarkdown(md));
+  const parts = [...box.children].map((el) => el.tagName.toLowerCase() + ":" +
+    (el.tagName === "UL" ? [...el.children].map((li) => li.textContent).join(",") : el.textContent.replace(/\n/g, "\\n")));
+  parts.push("code:" + [...box.querySelectorAll("p code")].map((c) => c.textContent).join(","));
+  parts.push("a:" + [...box.querySelectorAll("a")].map((a) => a.getAttribute("href")).join(","));
+  parts.push("img:" + box.querySelectorAll("img").length, "script:" + box.querySelectorAll("script").length,
+    "onerror:" + box.querySelectorAll("[onerror]").length);
+  return parts.join("|");
+})()`
 
 // expiredCert draws a certificate that expired a minute ago after a failed renewal and
 // returns the rotation cell's class and text.
@@ -427,4 +491,101 @@ func TestDashboardSecurityInBrowser(t *testing.T) {
 		}
 		screenshot(t, ctx, "dashboard-security-events")
 	})
+}
+
+// startGuidedLab runs `meshlab lab start NAME` with the dashboard on a free port and
+// returns its login URL once the first step is shown; cleanup stops it and checks that
+// nothing is left.
+func startGuidedLab(t *testing.T, labName string) string {
+	t.Helper()
+	bin := meshlabBin(t)
+	name := testutil.UniqueName(t)
+	cmd := exec.Command(bin, "lab", "start", labName, "--name", name, "--listen", "127.0.0.1:0", "--drain-duration", "0")
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		_ = exec.Command(bin, "clean", "--name", name).Run()
+		assertNothingLeft(t, name)
+		if t.Failed() {
+			t.Logf("lab start output:\n%s", out.String())
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(out.String(), "Stop with Ctrl-C") {
+		select {
+		case <-done:
+			t.Fatalf("lab start exited:\n%s", out.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lab start not ready after 60s:\n%s", out.String())
+		}
+	}
+	u := dashboardURL.FindString(out.String())
+	if u == "" {
+		t.Fatalf("lab start printed no dashboard URL:\n%s", out.String())
+	}
+	return u
+}
+
+// TestDashboardLabGuideInBrowser walks the retries lab from the guide panel beside the
+// topology: the first step's instructions, Check passing it, Next, Check failing the
+// second step with what it saw and a hint, then Solve passing it.
+func TestDashboardLabGuideInBrowser(t *testing.T) {
+	testutil.RequireRoot(t)
+	chromium := findChromium(t)
+	t.Parallel()
+	login := startGuidedLab(t, "retries")
+	ctx := newBrowser(t, chromium)
+	run(t, ctx, "open the dashboard", chromedp.Navigate(login), chromedp.WaitVisible(chromedp.CSS("#guide")))
+	waitText(t, ctx, "#guide", "Hide a flaky backend with retries", "Step 1 of 2: the flaky service fails", "Send requests to flaky")
+	waitText(t, ctx, "#topo-graph", "client", "flaky")
+
+	// Step 1's action already sent the traffic: its check passes.
+	run(t, ctx, "check step 1", chromedp.Click(chromedp.CSS("#guide-check")))
+	waitText(t, ctx, "#guide-msg", "Step 1 passed.")
+	waitText(t, ctx, "#guide-results li.check.pass", "PASS", "saw", "want")
+	screenshot(t, ctx, "dashboard-guide-step1-pass")
+
+	run(t, ctx, "go to step 2", chromedp.Click(chromedp.CSS("#guide-next")))
+	waitText(t, ctx, "#guide-step", "Step 2 of 2: retries hide the failures")
+	// The instructions' code span is rendered as code.
+	waitText(t, ctx, "#guide-instructions code", "retries: {attempts: 4, retryOn: 5xx}")
+	mctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if got, err := chromedp.Run(mctx, chromedp.Evaluate[string](`document.getElementById("guide-results").textContent + document.getElementById("guide-msg").textContent`)); err != nil || got != "" {
+		t.Errorf("a new step still shows the last check's outcome %q (%v)", got, err)
+	}
+
+	// Its task is not done: Check fails with what it saw, what it wants and a hint.
+	run(t, ctx, "check step 2", chromedp.Click(chromedp.CSS("#guide-check")))
+	waitText(t, ctx, "#guide-msg", "Step 2 is not done yet.")
+	waitText(t, ctx, "#guide-results li.check.fail", "FAIL", "status", "saw no traffic action ran", "want", "hint:")
+	screenshot(t, ctx, "dashboard-guide-step2-fail")
+
+	// Solve applies the VirtualService with retries and checks again: PASS.
+	run(t, ctx, "solve step 2", chromedp.Click(chromedp.CSS("#guide-solve")))
+	waitText(t, ctx, "#guide-msg", "Step 2 passed.")
+	text := waitText(t, ctx, "#guide-results", "PASS", "upstream_rq_retry")
+	if strings.Contains(text, "FAIL") {
+		t.Errorf("after Solve a check still fails:\n%s", text)
+	}
+	ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if disabled, err := chromedp.Run(ectx, chromedp.Evaluate[bool](`document.getElementById("guide-next").disabled`)); err != nil || !disabled {
+		t.Errorf("Next on the last step: disabled = %v (%v), want disabled", disabled, err)
+	}
+	screenshot(t, ctx, "dashboard-guide-step2-solved")
 }

@@ -91,15 +91,16 @@ func (l *Lab) Trace(ctx context.Context, r web.TraceRequest) (web.TraceResult, e
 	dst := destinationPod(m, ans, before, after)
 	xfcc := headerValue(ans.app.Headers, "x-forwarded-client-cert")
 	inPort := inboundPort(dst, before, after)
+	logs := l.traceAccessLogs(ctx, m.Mesh.AccessLogPath(), id, p, dst)
 
 	res.Hops = append(res.Hops, captureHop(p.Name, before[p.Name], after[p.Name]))
 	if p.Sidecar.Inject {
-		res.Hops = append(res.Hops, l.outboundHop(ctx, p, u, target, dst, inPort, xfcc, ans, before[p.Name], after[p.Name]))
+		res.Hops = append(res.Hops, l.outboundHop(ctx, p, u, target, dst, inPort, xfcc, ans, before[p.Name], after[p.Name], logs[p.Name]))
 	}
 	if dst != nil {
 		res.Hops = append(res.Hops, captureHop(dst.Name, before[dst.Name], after[dst.Name]))
 		if dst.Sidecar.Inject {
-			res.Hops = append(res.Hops, l.inboundHop(ctx, dst, inPort, xfcc, before[dst.Name], after[dst.Name]))
+			res.Hops = append(res.Hops, l.inboundHop(ctx, dst, inPort, xfcc, before[dst.Name], after[dst.Name], logs[dst.Name]))
 		}
 		res.Hops = append(res.Hops, web.TraceHop{Kind: web.HopApp, Pod: dst.Name, Version: ans.app.Version, Status: ans.status})
 	}
@@ -245,7 +246,7 @@ func captureHop(pod string, before, after podSnapshot) web.TraceHop {
 }
 
 // outboundHop explains the source sidecar's handling from its config_dump and stats.
-func (l *Lab) outboundHop(ctx context.Context, p *model.Pod, u *url.URL, target netip.AddrPort, dst *model.Pod, inPort uint16, xfcc string, a traceAnswer, before, after podSnapshot) web.TraceHop {
+func (l *Lab) outboundHop(ctx context.Context, p *model.Pod, u *url.URL, target netip.AddrPort, dst *model.Pod, inPort uint16, xfcc string, a traceAnswer, before, after podSnapshot, al *accessLogEntry) web.TraceHop {
 	h := web.TraceHop{Kind: web.HopProxy, Pod: p.Name, Direction: "outbound"}
 	deltas := statDeltas(before.stats, after.stats)
 	h.Stats = deltas
@@ -291,11 +292,12 @@ func (l *Lab) outboundHop(ctx context.Context, p *model.Pod, u *url.URL, target 
 	if v, err := strconv.Atoi(a.header.Get("X-Envoy-Upstream-Service-Time")); err == nil {
 		h.UpstreamServiceTimeMs = &v
 	}
+	applyAccessLog(&h, al, d, true)
 	return h
 }
 
 // inboundHop explains the destination sidecar's handling.
-func (l *Lab) inboundHop(ctx context.Context, p *model.Pod, port uint16, xfcc string, before, after podSnapshot) web.TraceHop {
+func (l *Lab) inboundHop(ctx context.Context, p *model.Pod, port uint16, xfcc string, before, after podSnapshot, al *accessLogEntry) web.TraceHop {
 	h := web.TraceHop{Kind: web.HopProxy, Pod: p.Name, Direction: "inbound"}
 	deltas := statDeltas(before.stats, after.stats)
 	h.Stats = deltas
@@ -331,6 +333,7 @@ func (l *Lab) inboundHop(ctx context.Context, p *model.Pod, port uint16, xfcc st
 	if port != 0 {
 		h.Endpoint = netip.AddrPortFrom(p.IP, port).String()
 	}
+	applyAccessLog(&h, al, d, false)
 	return h
 }
 

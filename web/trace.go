@@ -64,7 +64,9 @@ const (
 //     to (outbound) or from (inbound) the other sidecar was mutual TLS and with whom;
 //     RBAC is "allowed", "denied" or "" (no policy counted it); UpstreamServiceTimeMs is
 //     the proxy's x-envoy-upstream-service-time; Stats are the proxy's counters that
-//     rose during the request.
+//     rose during the request. AccessLog is the proxy's access log line for the request
+//     (found by its x-request-id; "" when access logs are off), and DurationMs and
+//     ResponseFlags are read from it.
 //   - "app": Pod, Version and Status of the answer.
 type TraceHop struct {
 	Kind  string `json:"kind"`
@@ -85,6 +87,9 @@ type TraceHop struct {
 	RBAC                  string           `json:"rbac,omitempty"`
 	UpstreamServiceTimeMs *int             `json:"upstreamServiceTimeMs,omitempty"`
 	Stats                 map[string]int64 `json:"stats,omitempty"`
+	AccessLog             string           `json:"accessLog,omitempty"`
+	DurationMs            *int             `json:"durationMs,omitempty"`
+	ResponseFlags         string           `json:"responseFlags,omitempty"`
 
 	Version string `json:"version,omitempty"`
 	Status  int    `json:"status,omitempty"`

@@ -37,7 +37,12 @@
 //	spec:
 //	  outboundTrafficPolicy: {mode: REGISTRY_ONLY}   # or ALLOW_ANY, the default
 //	  rootNamespace: istio-system                    # the default
+//	  accessLogFile: /dev/stdout                     # the default; "" turns access logs off
+//	  accessLogEncoding: TEXT                        # or JSON
+//	  accessLogFormat: ""                            # "": Istio's default format of the encoding
 //
-// Its spec is istio.io/api's mesh.v1alpha1.MeshConfig; only outboundTrafficPolicy and
-// rootNamespace are implemented, every other field is refused by name.
+// Its spec is istio.io/api's mesh.v1alpha1.MeshConfig; only outboundTrafficPolicy,
+// rootNamespace and the three access log fields are implemented, every other field is
+// refused by name. Unlike Istio's default profile (and like its demo profile), access logs
+// are on unless accessLogFile is written as "".
 package config

@@ -8,7 +8,7 @@ var (
 	virtualServiceFields  = fieldSet(virtualServicePaths)
 	destinationRuleFields = fieldSet(destinationRulePaths)
 	serviceEntryFields    = fieldSet(serviceEntryPaths)
-	meshConfigFields      = fieldSet("outboundTrafficPolicy outboundTrafficPolicy.mode rootNamespace")
+	meshConfigFields      = fieldSet("outboundTrafficPolicy outboundTrafficPolicy.mode rootNamespace accessLogFile accessLogEncoding accessLogFormat")
 
 	peerAuthenticationFields  = fieldSet(peerAuthenticationPaths)
 	authorizationPolicyFields = fieldSet(authorizationPolicyPaths)

@@ -283,6 +283,7 @@ func istioModel(objs []*Object, m *model.Model) (model.Istio, model.MeshConfig, 
 				mesh.OutboundTrafficPolicy = model.RegistryOnly
 			}
 			mesh.RootNamespace = o.MeshConfig.GetRootNamespace()
+			accessLogModel(o, &mesh)
 		case o.PeerAuthentication != nil:
 			out.PeerAuthentications = append(out.PeerAuthentications, peerAuthenticationModel(o))
 		case o.AuthorizationPolicy != nil:

@@ -349,8 +349,21 @@ func TestLoadIstioErrors(t *testing.T) {
 		},
 		{
 			name: "mesh config refuses unimplemented fields",
-			docs: []string{"apiVersion: meshlab.dev/v1alpha1\nkind: MeshConfig\nmetadata: {name: m}\nspec: {accessLogFile: /dev/stdout}\n"},
-			want: []string{"t.yaml: MeshConfig default/m: spec.accessLogFile: is not supported by meshlab (MeshConfig supports here: outboundTrafficPolicy, rootNamespace)"},
+			docs: []string{"apiVersion: meshlab.dev/v1alpha1\nkind: MeshConfig\nmetadata: {name: m}\nspec: {enableTracing: true}\n"},
+			want: []string{"t.yaml: MeshConfig default/m: spec.enableTracing: is not supported by meshlab (MeshConfig supports here: accessLogEncoding, accessLogFile, accessLogFormat, outboundTrafficPolicy, rootNamespace)"},
+		},
+		{
+			name: "mesh config access log",
+			docs: []string{"apiVersion: meshlab.dev/v1alpha1\nkind: MeshConfig\nmetadata: {name: m}\nspec: {accessLogFile: stdout, accessLogFormat: '[%START_TIME%] %BAD OP% %DURATION'}\n",
+				"apiVersion: meshlab.dev/v1alpha1\nkind: MeshConfig\nmetadata: {name: j}\nspec: {accessLogEncoding: JSON, accessLogFormat: '{\"a\": 1}'}\n",
+				"apiVersion: meshlab.dev/v1alpha1\nkind: MeshConfig\nmetadata: {name: k}\nspec: {accessLogEncoding: JSON, accessLogFormat: 'nope'}\n",
+			},
+			want: []string{
+				`t.yaml: MeshConfig default/m: spec.accessLogFile: "stdout" must be an absolute path (/dev/stdout is the proxy's log), or "" to turn access logs off`,
+				`t.yaml: MeshConfig default/m: spec.accessLogFormat: "%BAD OP%" is not a command operator (OPERATOR, OPERATOR(arg) or OPERATOR(arg):length)`,
+				"t.yaml: MeshConfig default/j: spec.accessLogFormat: a: must be a format string or a nested object",
+				"t.yaml: MeshConfig default/k: spec.accessLogFormat: with accessLogEncoding JSON must be a JSON object of format strings: invalid character 'o' in literal null (expecting 'u')",
+			},
 		},
 	}
 	for _, tt := range tests {

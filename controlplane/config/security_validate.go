@@ -23,6 +23,7 @@ func validateMeshConfig(mc *meshv1alpha1.MeshConfig, p problems) {
 	if ns := mc.GetRootNamespace(); ns != "" {
 		checkName(p, "spec.rootNamespace", ns, 63)
 	}
+	validateAccessLog(mc, p)
 }
 
 // validatePeerAuthentication checks a PeerAuthentication on its own.

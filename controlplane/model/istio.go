@@ -36,6 +36,50 @@ type MeshConfig struct {
 	// RootNamespace is the namespace whose PeerAuthentication and AuthorizationPolicy
 	// objects (without a selector) apply to the whole mesh. "" means DefaultRootNamespace.
 	RootNamespace string
+
+	// AccessLogOff turns every proxy's access log off (MeshConfig accessLogFile: "").
+	AccessLogOff bool
+	// AccessLogFile is the file every proxy writes its access log to, as Istio's
+	// accessLogFile; "" means DefaultAccessLogFile. /dev/stdout is the proxy's stdout.
+	AccessLogFile string
+	// AccessLogEncoding is Istio's accessLogEncoding.
+	AccessLogEncoding AccessLogEncoding
+	// AccessLogFormat is Istio's accessLogFormat: an Envoy format string (TEXT) or a JSON
+	// object of format strings (JSON); "" means Istio's default format of the encoding.
+	AccessLogFormat string
+}
+
+// AccessLogEncoding is the mesh's accessLogEncoding.
+type AccessLogEncoding int
+
+// Access log encodings, as Istio's MeshConfig.
+const (
+	AccessLogText AccessLogEncoding = iota // TEXT: one Envoy format string per line
+	AccessLogJSON                          // JSON: one JSON object per line
+)
+
+// String returns the encoding as Istio spells it.
+func (e AccessLogEncoding) String() string {
+	if e == AccessLogJSON {
+		return "JSON"
+	}
+	return "TEXT"
+}
+
+// DefaultAccessLogFile is meshlab's default accessLogFile: access logs are on and go to
+// the proxy's stdout, as in Istio's demo profile (meshlab is for learning).
+const DefaultAccessLogFile = "/dev/stdout"
+
+// AccessLogPath returns the file proxies write access logs to, defaulted; "" when access
+// logs are off.
+func (m MeshConfig) AccessLogPath() string {
+	switch {
+	case m.AccessLogOff:
+		return ""
+	case m.AccessLogFile == "":
+		return DefaultAccessLogFile
+	}
+	return m.AccessLogFile
 }
 
 // DefaultRootNamespace is Istio's default mesh root namespace.

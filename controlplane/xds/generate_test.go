@@ -57,9 +57,10 @@ func TestGenerateGolden(t *testing.T) {
 			// virtualOutbound: 2 tcp_proxy; 0.0.0.0_8080: HCM + fault + router;
 			// virtualInbound: original_dst, tls_inspector, http_inspector, 2 tcp_proxy, an
 			// mTLS chain (DownstreamTlsContext, HCM + router) and a plaintext one (HCM +
-			// router); 2 auto-mTLS clusters: UpstreamTlsContext + RawBuffer each.
-			if unpacked != 19 {
-				t.Errorf("unpacked %d typed configs, want 19", unpacked)
+			// router); 2 auto-mTLS clusters: UpstreamTlsContext + RawBuffer each; and the
+			// FileAccessLog of each of the 7 HCMs and tcp_proxies.
+			if unpacked != 26 {
+				t.Errorf("unpacked %d typed configs, want 26", unpacked)
 			}
 			testutil.Golden(t, "hello-"+pod, dumpJSON(t, res))
 		})

@@ -56,7 +56,12 @@ func listeners(m *model.Model, pod *model.Pod, faultRoutes map[string]bool) ([]t
 		return nil, fmt.Errorf("build listener %s: %w", VirtualInboundListener, err)
 	}
 	vi.Metadata = meshOrigin(m)
-	return append(out, vi), nil
+	out = append(out, vi)
+	logs, err := accessLogs(m.Mesh)
+	if err != nil {
+		return nil, err
+	}
+	return out, addAccessLogs(out, logs)
 }
 
 // virtualOutbound receives all outbound TCP the capture rules redirect to 15001 and hands

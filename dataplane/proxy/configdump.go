@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"sort"
 	"time"
 
 	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
@@ -95,13 +96,37 @@ func (s *Server) listenersDump(started *timestamppb.Timestamp) *adminv3.Listener
 	if td != nil {
 		d.VersionInfo = td.version
 	}
+	// As Envoy's dumpListenerConfigs: each listener by name with its active state and,
+	// when the last update refused it, its error_state; then one unnamed entry per
+	// refusal of that update.
+	named, overall := td.errorStates()
+	byName := map[string]*adminv3.ListenersConfigDump_DynamicListener{}
 	for _, r := range td.sorted() {
-		d.DynamicListeners = append(d.DynamicListeners, &adminv3.ListenersConfigDump_DynamicListener{
+		byName[r.name] = &adminv3.ListenersConfigDump_DynamicListener{
 			Name: r.name,
 			ActiveState: &adminv3.ListenersConfigDump_DynamicListenerState{
 				VersionInfo: r.version, Listener: mustAny(r.msg), LastUpdated: ts(r.updated),
 			},
-		})
+		}
+	}
+	for name, st := range named {
+		dl, ok := byName[name]
+		if !ok {
+			dl = &adminv3.ListenersConfigDump_DynamicListener{Name: name}
+			byName[name] = dl
+		}
+		dl.ErrorState = st
+	}
+	names := make([]string, 0, len(byName))
+	for n := range byName {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		d.DynamicListeners = append(d.DynamicListeners, byName[n])
+	}
+	for _, st := range overall {
+		d.DynamicListeners = append(d.DynamicListeners, &adminv3.ListenersConfigDump_DynamicListener{ErrorState: st})
 	}
 	return d
 }

@@ -220,12 +220,13 @@ func TestEndToEndADSRoundRobinStatsConfigDumpAndNACK(t *testing.T) {
 		t.Errorf("first request = %+v, want CDS with node", reqs[0])
 	}
 
-	// v2 adds a listener with an unsupported filter: the LDS update is NACKed and v1 keeps serving.
+	// v2 adds a listener with an unsupported filter: that listener is refused, the LDS
+	// update is NACKed with Envoy's wording, and v1 keeps serving.
 	bad := &listenerv3.Listener{Name: "redis", Address: socketAddr("127.0.0.1", 0),
 		FilterChains: []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{redisFilter(t)}}}}
 	x.set(node, "v2", snapshotV(t, []netip.AddrPort{b1, b2}, bad))
 	eventually(t, "a NACK of LDS v2", func() bool { return x.nack(xdsclient.ListenerType) != "" })
-	wantErr := "listener 'redis': filter_chains[0].filters[0].typed_config: unsupported type envoy.extensions.filters.network.redis_proxy.v3.RedisProxy"
+	wantErr := "Error adding/updating listener(s) redis: listener 'redis': filter_chains[0].filters[0].typed_config: unsupported type envoy.extensions.filters.network.redis_proxy.v3.RedisProxy\n"
 	if got := x.nack(xdsclient.ListenerType); got != wantErr {
 		t.Errorf("NACK message = %q, want %q", got, wantErr)
 	}
@@ -243,8 +244,13 @@ func TestEndToEndADSRoundRobinStatsConfigDumpAndNACK(t *testing.T) {
 		t.Errorf("after NACK the old config must keep serving, got %d", code)
 	}
 	_, dump = adminGet(t, srv, "/config_dump?resource=dynamic_listeners")
-	if strings.Contains(dump, `"redis"`) || !strings.Contains(dump, `"version_info": "v1"`) {
+	// The refused listener shows only under error_state; web is unchanged, so the
+	// response applied nothing and everything stays at v1.
+	if strings.Contains(dump, `"version_info": "v2"`) || !strings.Contains(dump, `"version_info": "v1"`) {
 		t.Errorf("config_dump after NACK must show listener v1 only:\n%s", dump)
+	}
+	if dl := dynamicListener(t, srv, "redis"); dl == nil || dl.GetActiveState() != nil || dl.GetErrorState() == nil {
+		t.Errorf("config_dump after NACK: redis = %v, want an error_state only", dl)
 	}
 	eventually(t, "ACK of CDS v2", func() bool { return x.acked(xdsclient.ClusterType, "v2") })
 

@@ -19,8 +19,11 @@ import (
 )
 
 // TestNACKNamesTheFieldAndKeepsTheLastGoodConfig pins Envoy's behaviour for a response it
-// cannot apply: the whole update is rejected with error_detail naming the resource and
-// the field, update_rejected counts it, and the last good config keeps serving.
+// cannot apply: the NACK's error_detail names the resource and the field (for LDS and
+// CDS, which apply resource by resource, in LdsApiImpl's and CdsApiHelper's wording; RDS
+// is rejected whole), update_rejected counts it, and the last good config keeps serving.
+// TestLDSAppliesEachListenerOnItsOwn and TestCDSAppliesEachClusterOnItsOwn pin what of
+// a partly refused response applies.
 func TestNACKNamesTheFieldAndKeepsTheLastGoodConfig(t *testing.T) {
 	b1 := backend(t, "b1")
 	x := startXDS(t)
@@ -46,7 +49,7 @@ func TestNACKNamesTheFieldAndKeepsTheLastGoodConfig(t *testing.T) {
 				res[resource.ListenerType] = append(res[resource.ListenerType], &listenerv3.Listener{Name: "redis", Address: socketAddr("127.0.0.1", 0),
 					FilterChains: []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{redisFilter(t)}}}})
 			},
-			want: "listener 'redis': filter_chains[0].filters[0].typed_config: unsupported type envoy.extensions.filters.network.redis_proxy.v3.RedisProxy",
+			want: "Error adding/updating listener(s) redis: listener 'redis': filter_chains[0].filters[0].typed_config: unsupported type envoy.extensions.filters.network.redis_proxy.v3.RedisProxy\n",
 		},
 		{
 			name: "an unsupported field set to a non-default value is refused", typeURL: xdsclient.RouteType, rejected: "http_route_config.rds.update_rejected",
@@ -69,7 +72,7 @@ func TestNACKNamesTheFieldAndKeepsTheLastGoodConfig(t *testing.T) {
 			mutate: func(res map[resource.Type][]cachetypes.Resource) {
 				res[resource.ClusterType][0].(*clusterv3.Cluster).LbPolicy = clusterv3.Cluster_RING_HASH
 			},
-			want: "unsupported load balancing policy RING_HASH",
+			want: "Error adding/updating cluster(s) " + backendCluster + ": cluster '" + backendCluster + "': lb_policy: unsupported load balancing policy RING_HASH",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -220,6 +220,7 @@ func (s *Server) Run(ctx context.Context) error {
 		OriginalDst: s.originalDst, InheritSocket: s.inheritSocket,
 		DeferAccept: s.hr != nil && s.hr.parentAlive, Secrets: s.secrets,
 		DrainTime: s.opts.DrainTime, DrainGradual: s.opts.DrainStrategy == DrainGradual,
+		HealthCheckFailed: s.healthFailed.Load,
 	})
 	defer s.listeners.Close()
 	if err := s.listeners.AddStatic(s.staticListeners); err != nil {

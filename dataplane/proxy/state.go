@@ -53,6 +53,21 @@ func (s *Server) checkInitLocked() {
 	s.stats.Named("server").Gauge("state").Set(int64(s.stateLocked()))
 }
 
+// initAfterRejected continues initialization after an LDS or CDS response was rejected
+// whole, as Envoy's LdsApiImpl and CdsApiImpl onConfigUpdateFailed do ("allow server
+// startup to continue, even if we have a bad config"): the type counts as fetched.
+func (s *Server) initAfterRejected(typeURL string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch typeURL {
+	case xdsclient.ClusterType:
+		s.init.cdsDone = true
+	case xdsclient.ListenerType:
+		s.init.ldsDone = true
+	}
+	s.checkInitLocked()
+}
+
 // initServerStats sets the server.* gauges that do not change.
 func (s *Server) initServerStats() {
 	sc := s.stats.Named("server")

@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -22,6 +24,9 @@ import (
 type typeDump struct {
 	version   string
 	resources map[string]*dynResource
+	// failures are the refusals of the last LDS update that was not rejected whole.
+	failures []failure
+	failedAt time.Time
 }
 
 type dynResource struct {
@@ -32,8 +37,9 @@ type dynResource struct {
 
 var _ xdsclient.Handler = (*Server)(nil)
 
-// Apply implements xdsclient.Handler: it validates every resource of a response and
-// applies all of them, or none and returns the NACK reason.
+// Apply implements xdsclient.Handler: it applies a response and returns the NACK reason
+// when any of it was refused. RDS, EDS and SDS responses apply whole or not at all;
+// LDS and CDS responses apply resource by resource, as Envoy.
 func (s *Server) Apply(typeURL, version string, resources []*anypb.Any) error {
 	switch typeURL {
 	case xdsclient.ClusterType:
@@ -57,33 +63,54 @@ func unpack[T proto.Message](a *anypb.Any, m T, kind string, i int) (T, error) {
 	return m, nil
 }
 
+// applyClusters applies a CDS response resource by resource, as Envoy's CdsApiHelper: a
+// response whose resources do not decode or validate is rejected whole; otherwise each
+// valid cluster is added or updated, each invalid one is refused (a running cluster of
+// that name keeps its configuration), the dynamic clusters absent from the response are
+// removed, and the refusals make the NACK "Error adding/updating cluster(s) <name>:
+// <reason>, ...". The dump's version moves only when something changed.
 func (s *Server) applyClusters(version string, resources []*anypb.Any) error {
 	sc := s.stats.Named("cluster_manager.cds")
 	sc.Counter("update_attempt").Inc()
+	cs, err := decodeAll(resources, func() *clusterv3.Cluster { return &clusterv3.Cluster{} }, "cluster")
+	if err != nil {
+		sc.Counter("update_rejected").Inc()
+		s.initAfterRejected(xdsclient.ClusterType)
+		return err
+	}
+	s.mu.Lock()
+	old := s.dyn[xdsclient.ClusterType]
+	s.mu.Unlock()
 	var cfgs []*cluster.Config
 	msgs := map[string]proto.Message{}
-	for i, a := range resources {
-		c, err := unpack(a, &clusterv3.Cluster{}, "cluster", i)
-		if err == nil {
-			var cfg *cluster.Config
-			if cfg, err = cluster.Compile(c); err == nil {
-				if _, dup := msgs[cfg.Name]; dup {
-					err = fmt.Errorf("cluster '%s': duplicate cluster name", cfg.Name)
-				} else if s.clusters.IsStatic(cfg.Name) {
-					err = fmt.Errorf("cluster '%s': a static cluster with this name exists", cfg.Name)
-				}
-				cfgs = append(cfgs, cfg)
-				msgs[c.GetName()] = c
-			}
+	seen := map[string]bool{}
+	var failed []failure
+	for _, c := range cs {
+		name := c.GetName()
+		if seen[name] {
+			failed = append(failed, failure{name: name, msg: c, err: fmt.Errorf("duplicate cluster %s found", name)})
+			continue
+		}
+		seen[name] = true
+		cfg, err := cluster.Compile(c)
+		if err == nil && s.clusters.IsStatic(name) {
+			err = fmt.Errorf("cluster '%s': a static cluster with this name exists", name)
 		}
 		if err != nil {
-			sc.Counter("update_rejected").Inc()
-			return err
+			failed = append(failed, failure{name: name, msg: c, err: err})
+			if prev, ok := old.resourceMsg(name); ok {
+				if pc, ok := s.clusters.Get(name); ok {
+					cfgs = append(cfgs, pc.Config())
+					msgs[name] = prev
+				}
+			}
+			continue
 		}
+		cfgs = append(cfgs, cfg)
+		msgs[name] = c
 	}
 	s.clusters.ApplyCDS(cfgs)
-	sc.Counter("update_success").Inc()
-	s.log.With("component", "upstream").Info(fmt.Sprintf("cds: %d cluster(s) at version %s", len(cfgs), version))
+	s.log.With("component", "upstream").Info(fmt.Sprintf("cds: %d cluster(s) at version %s, %d rejected", len(cfgs), version, len(failed)))
 	s.mu.Lock()
 	s.record(xdsclient.ClusterType, version, msgs, true)
 	s.init.cdsDone = true
@@ -91,6 +118,11 @@ func (s *Server) applyClusters(version string, resources []*anypb.Any) error {
 	s.mu.Unlock()
 	s.xds.Subscribe(xdsclient.EndpointType, s.clusters.EDSNames())
 	s.watchSecrets()
+	if len(failed) > 0 {
+		sc.Counter("update_rejected").Inc()
+		return cdsError(failed)
+	}
+	sc.Counter("update_success").Inc()
 	return nil
 }
 
@@ -135,36 +167,77 @@ func (s *Server) applyEndpoints(version string, resources []*anypb.Any) error {
 	return nil
 }
 
+// applyListeners applies an LDS response resource by resource, as Envoy's LdsApiImpl: a
+// response whose resources do not decode or validate is rejected whole; otherwise each
+// valid listener is added or updated, each invalid one (or one whose address cannot be
+// bound) is refused and a running listener of that name keeps its configuration, the
+// dynamic listeners absent from the response are removed, the refusals are kept for
+// /config_dump's error_state, and the NACK is "Error adding/updating listener(s) <name>:
+// <reason>\n...". The dump's version moves only when something changed.
 func (s *Server) applyListeners(version string, resources []*anypb.Any) error {
 	sc := s.stats.Named("listener_manager.lds")
 	sc.Counter("update_attempt").Inc()
+	ls, err := decodeAll(resources, func() *listenerv3.Listener { return &listenerv3.Listener{} }, "listener")
+	if err != nil {
+		sc.Counter("update_rejected").Inc()
+		s.initAfterRejected(xdsclient.ListenerType)
+		return err
+	}
+	s.mu.Lock()
+	old := s.dyn[xdsclient.ListenerType]
+	s.mu.Unlock()
+	running := map[string]*listener.Config{}
+	for _, c := range s.listeners.Configs() {
+		running[c.Name] = c
+	}
 	var cfgs []*listener.Config
 	msgs := map[string]proto.Message{}
-	for i, a := range resources {
-		l, err := unpack(a, &listenerv3.Listener{}, "listener", i)
-		if err == nil {
-			var cfg *listener.Config
-			if cfg, err = listener.Compile(l); err == nil {
-				if _, dup := msgs[cfg.Name]; dup {
-					err = fmt.Errorf("listener '%s': duplicate listener name", cfg.Name)
-				}
-				cfgs = append(cfgs, cfg)
-				msgs[l.GetName()] = l
-			}
-		}
-		if err != nil {
-			sc.Counter("update_rejected").Inc()
-			return err
+	seen := map[string]bool{}
+	var failed []failure
+	// keepOld keeps the running configuration of a refused listener.
+	keepOld := func(name string) {
+		if prev, ok := old.resourceMsg(name); ok && running[name] != nil {
+			cfgs = append(cfgs, running[name])
+			msgs[name] = prev
 		}
 	}
-	if err := s.listeners.ApplyLDS(cfgs); err != nil {
+	for _, l := range ls {
+		name := l.GetName()
+		if seen[name] {
+			failed = append(failed, failure{name: name, msg: l, err: fmt.Errorf("duplicate listener %s found", name), dup: true})
+			continue
+		}
+		seen[name] = true
+		cfg, err := listener.Compile(l)
+		if err != nil {
+			failed = append(failed, failure{name: name, msg: l, err: err})
+			keepOld(name)
+			continue
+		}
+		cfgs = append(cfgs, cfg)
+		msgs[name] = l
+	}
+	// A listener whose new address cannot be bound is refused on its own; the manager
+	// changes nothing on that error, so the rest is applied again without it.
+	for range len(cfgs) + 1 {
+		err = s.listeners.ApplyLDS(cfgs)
+		var be *listener.BindError
+		if err == nil || !errors.As(err, &be) {
+			break
+		}
+		failed = append(failed, failure{name: be.Listener, msg: msgs[be.Listener], err: err})
+		cfgs = slices.DeleteFunc(cfgs, func(c *listener.Config) bool { return c.Name == be.Listener })
+		delete(msgs, be.Listener)
+		keepOld(be.Listener)
+	}
+	if err != nil {
 		sc.Counter("update_rejected").Inc()
 		return err
 	}
-	sc.Counter("update_success").Inc()
-	s.log.With("component", "config").Info(fmt.Sprintf("lds: %d listener(s) at version %s", len(cfgs), version))
+	s.log.With("component", "config").Info(fmt.Sprintf("lds: %d listener(s) at version %s, %d rejected", len(cfgs), version, len(failed)))
 	s.mu.Lock()
 	s.record(xdsclient.ListenerType, version, msgs, true)
+	s.dyn[xdsclient.ListenerType].setFailures(failed, time.Now())
 	s.init.ldsDone = true
 	s.mu.Unlock()
 	s.xds.Subscribe(xdsclient.RouteType, s.rdsNames())
@@ -172,6 +245,11 @@ func (s *Server) applyListeners(version string, resources []*anypb.Any) error {
 	s.mu.Lock()
 	s.checkInitLocked()
 	s.mu.Unlock()
+	if len(failed) > 0 {
+		sc.Counter("update_rejected").Inc()
+		return ldsError(failed)
+	}
+	sc.Counter("update_success").Inc()
 	return nil
 }
 
@@ -232,26 +310,35 @@ func (s *Server) applyRoutes(version string, resources []*anypb.Any) error {
 
 // record stores applied resources for /config_dump; a resource keeps the version and
 // time of the response that last changed it. With sotw, resources absent are removed.
+//
+// For the wildcard SotW types (LDS, CDS) the type's version moves only when a resource
+// was added, changed or removed, as Envoy's system_version_info ("any_applied"); for the
+// named types it is the version of the last applied response.
 func (s *Server) record(typeURL, version string, msgs map[string]proto.Message, sotw bool) {
 	td, ok := s.dyn[typeURL]
 	if !ok {
 		td = &typeDump{resources: map[string]*dynResource{}}
 		s.dyn[typeURL] = td
 	}
-	td.version = version
+	changed := false
 	now := time.Now()
 	for name, m := range msgs {
 		if old, ok := td.resources[name]; ok && proto.Equal(old.msg, m) {
 			continue
 		}
 		td.resources[name] = &dynResource{version: version, msg: m, updated: now}
+		changed = true
 	}
 	if sotw {
 		for name := range td.resources {
 			if _, ok := msgs[name]; !ok {
 				delete(td.resources, name)
+				changed = true
 			}
 		}
+	}
+	if changed || !sotw {
+		td.version = version
 	}
 }
 

@@ -48,7 +48,7 @@ function route() {
   state.view = ["topology", "pods", "traffic", "config", "events"].includes(view) ? view : "topology";
   for (const sec of document.querySelectorAll(".view")) sec.classList.toggle("active", sec.id === "view-" + state.view);
   for (const a of document.querySelectorAll("nav a")) a.classList.toggle("active", a.dataset.view === state.view);
-  if (state.view === "topology") startTopology(); else stopTopology();
+  if (state.view === "topology") { startTopology(); loadGuide(); } else stopTopology();
   if (state.view === "pods") {
     if (arg) state.pod = decodeURIComponent(arg);
     showPod();
@@ -188,6 +188,7 @@ function showPod() {
   state.certJSON = null;
   state.histKey = null;
   $("pod-diff").replaceChildren();
+  if ($("trace-result").dataset.pod !== state.pod) { $("trace-result").replaceChildren(); $("trace-msg").textContent = ""; }
   $("hist-msg").textContent = "";
   delete $("hist-from").dataset.picked;
   delete $("hist-to").dataset.picked;

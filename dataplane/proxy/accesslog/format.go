@@ -40,6 +40,11 @@ type Info struct {
 	DownstreamLocal netip.AddrPort
 	DownstreamPeer  netip.AddrPort
 	RouteName       string
+	// Set by the listener or transport socket when known; empty renders "-".
+	FilterChainName                string // %FILTER_CHAIN_NAME%
+	RequestedServerName            string // %REQUESTED_SERVER_NAME%: the downstream TLS SNI
+	UpstreamTransportFailureReason string // %UPSTREAM_TRANSPORT_FAILURE_REASON%
+	ConnectionTerminationDetails   string // %CONNECTION_TERMINATION_DETAILS%
 }
 
 // value is one rendered operator: a string, a number, or absent ("-" in text, null in JSON).
@@ -84,8 +89,8 @@ var simpleOps = map[string]operator{
 		return num(int64(i.Code)) // 0 when no response, as Envoy
 	},
 	"RESPONSE_CODE_DETAILS":             func(i *Info) value { return str(i.CodeDetails) },
-	"CONNECTION_TERMINATION_DETAILS":    func(*Info) value { return value{absent: true} },
-	"UPSTREAM_TRANSPORT_FAILURE_REASON": func(*Info) value { return value{absent: true} },
+	"CONNECTION_TERMINATION_DETAILS":    func(i *Info) value { return str(i.ConnectionTerminationDetails) },
+	"UPSTREAM_TRANSPORT_FAILURE_REASON": func(i *Info) value { return str(i.UpstreamTransportFailureReason) },
 	"RESPONSE_FLAGS":                    func(i *Info) value { return value{s: i.Flags.String()} },
 	"BYTES_RECEIVED":                    func(i *Info) value { return num(i.BytesReceived) },
 	"BYTES_SENT":                        func(i *Info) value { return num(i.BytesSent) },
@@ -110,7 +115,8 @@ var simpleOps = map[string]operator{
 	"DOWNSTREAM_DIRECT_REMOTE_ADDRESS_WITHOUT_PORT": func(i *Info) value {
 		return addr(i.DownstreamPeer, false)
 	},
-	"REQUESTED_SERVER_NAME": func(*Info) value { return value{absent: true} },
+	"REQUESTED_SERVER_NAME": func(i *Info) value { return str(i.RequestedServerName) },
+	"FILTER_CHAIN_NAME":     func(i *Info) value { return str(i.FilterChainName) },
 	"ROUTE_NAME":            func(i *Info) value { return str(i.RouteName) },
 	"START_TIME": func(i *Info) value {
 		return value{s: i.Start.UTC().Format("2006-01-02T15:04:05.000Z")}

@@ -2,6 +2,7 @@ package listener
 
 import (
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,4 +19,19 @@ func gradualDrainClose(start int64, drainTime time.Duration) bool {
 		return true
 	}
 	return elapsed > rand.Int64N(total)
+}
+
+// drainCloseFunc returns a connection's drain decision for httpconn.Deps.DrainClose, or
+// nil when it never decides anything: true while the server fails health checks
+// (hcFailed), else the gradual decision once the drain started at *start.
+func drainCloseFunc(hcFailed func() bool, gradual bool, start *atomic.Int64, drainTime time.Duration) func() bool {
+	if hcFailed == nil && !gradual {
+		return nil
+	}
+	return func() bool {
+		if hcFailed != nil && hcFailed() {
+			return true
+		}
+		return gradual && gradualDrainClose(start.Load(), drainTime)
+	}
 }

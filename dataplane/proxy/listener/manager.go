@@ -48,7 +48,25 @@ type Deps struct {
 	// DrainTime has passed; optional.
 	DrainTime    time.Duration
 	DrainGradual bool
+	// HealthCheckFailed reports whether /healthcheck/fail is in force: every HTTP
+	// response then closes its connection (HTTP/1 Connection: close, HTTP/2 GOAWAY), as
+	// Envoy's DrainManagerImpl::drainClose does for listeners of drain_type DEFAULT (the
+	// only one this proxy accepts); optional.
+	HealthCheckFailed func() bool
 }
+
+// BindError is the error of an LDS update whose listener cannot bind its address.
+type BindError struct {
+	Listener string
+	Addr     netip.AddrPort
+	Err      error
+}
+
+func (e *BindError) Error() string {
+	return fmt.Sprintf("listener '%s': cannot bind '%s': %v", e.Listener, e.Addr, e.Err)
+}
+
+func (e *BindError) Unwrap() error { return e.Err }
 
 // Manager runs the static and dynamic listeners. Safe for concurrent use; Close stops
 // everything it started and waits for it.
@@ -172,7 +190,7 @@ func (m *Manager) apply(cfgs []*Config, static bool) error {
 			for _, l := range fresh {
 				_ = l.Close()
 			}
-			return fmt.Errorf("listener '%s': cannot bind '%s': %w", name, c.Addr, err)
+			return &BindError{Listener: name, Addr: c.Addr, Err: err}
 		}
 		fresh[name] = ln
 	}
@@ -432,12 +450,9 @@ func (m *Manager) handle(a *active, conn net.Conn) {
 		draining := make(chan struct{})
 		done := make(chan struct{})
 		defer close(done)
-		var drainClose func() bool
 		var drainStart atomic.Int64 // unix nanoseconds; 0 until the drain starts
 		gradual := m.deps.DrainGradual && m.deps.DrainTime >= time.Second
-		if gradual {
-			drainClose = func() bool { return gradualDrainClose(drainStart.Load(), m.deps.DrainTime) }
-		}
+		drainClose := drainCloseFunc(m.deps.HealthCheckFailed, gradual, &drainStart, m.deps.DrainTime)
 		go func() {
 			select {
 			case <-a.drain:

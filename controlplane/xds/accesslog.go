@@ -1,0 +1,170 @@
+package xds
+
+import (
+	"fmt"
+	"strings"
+
+	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	filev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
+	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tcpproxy "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/meshlab/meshlab/controlplane/model"
+)
+
+// IstioTextLogFormat is Istio's default TEXT access log format (EnvoyTextLogFormat in
+// istio pilot/pkg/model/telemetry_logging.go).
+const IstioTextLogFormat = `[%START_TIME%] "%REQ(:METHOD)% %REQ(X-ENVOY-ORIGINAL-PATH?:PATH)% %PROTOCOL%" ` +
+	`%RESPONSE_CODE% %RESPONSE_FLAGS% %RESPONSE_CODE_DETAILS% %CONNECTION_TERMINATION_DETAILS% ` +
+	`"%UPSTREAM_TRANSPORT_FAILURE_REASON%" %BYTES_RECEIVED% %BYTES_SENT% %DURATION% ` +
+	`%RESP(X-ENVOY-UPSTREAM-SERVICE-TIME)% "%REQ(X-FORWARDED-FOR)%" "%REQ(USER-AGENT)%" ` +
+	`"%REQ(X-REQUEST-ID)%" "%REQ(:AUTHORITY)%" "%UPSTREAM_HOST%" %UPSTREAM_CLUSTER_RAW% ` +
+	`%UPSTREAM_LOCAL_ADDRESS% %DOWNSTREAM_LOCAL_ADDRESS% %DOWNSTREAM_REMOTE_ADDRESS% ` +
+	`%REQUESTED_SERVER_NAME% %ROUTE_NAME%` + "\n"
+
+// IstioJSONLogFormat is Istio's default JSON access log format (EnvoyJSONLogFormatIstio in
+// istio pilot/pkg/model/telemetry_logging.go): field name to Envoy format string.
+var IstioJSONLogFormat = map[string]string{
+	"start_time":                        "%START_TIME%",
+	"route_name":                        "%ROUTE_NAME%",
+	"method":                            "%REQ(:METHOD)%",
+	"path":                              "%REQ(X-ENVOY-ORIGINAL-PATH?:PATH)%",
+	"protocol":                          "%PROTOCOL%",
+	"response_code":                     "%RESPONSE_CODE%",
+	"response_flags":                    "%RESPONSE_FLAGS%",
+	"response_code_details":             "%RESPONSE_CODE_DETAILS%",
+	"connection_termination_details":    "%CONNECTION_TERMINATION_DETAILS%",
+	"bytes_received":                    "%BYTES_RECEIVED%",
+	"bytes_sent":                        "%BYTES_SENT%",
+	"duration":                          "%DURATION%",
+	"upstream_service_time":             "%RESP(X-ENVOY-UPSTREAM-SERVICE-TIME)%",
+	"x_forwarded_for":                   "%REQ(X-FORWARDED-FOR)%",
+	"user_agent":                        "%REQ(USER-AGENT)%",
+	"request_id":                        "%REQ(X-REQUEST-ID)%",
+	"authority":                         "%REQ(:AUTHORITY)%",
+	"upstream_host":                     "%UPSTREAM_HOST%",
+	"upstream_cluster":                  "%UPSTREAM_CLUSTER_RAW%",
+	"upstream_local_address":            "%UPSTREAM_LOCAL_ADDRESS%",
+	"downstream_local_address":          "%DOWNSTREAM_LOCAL_ADDRESS%",
+	"downstream_remote_address":         "%DOWNSTREAM_REMOTE_ADDRESS%",
+	"requested_server_name":             "%REQUESTED_SERVER_NAME%",
+	"upstream_transport_failure_reason": "%UPSTREAM_TRANSPORT_FAILURE_REASON%",
+}
+
+// accessLogs returns the access_log every HCM and tcp_proxy of the mesh carries, as
+// Istio's FileAccessLogFromMeshConfig builds it; nil when access logs are off.
+func accessLogs(mesh model.MeshConfig) ([]*accesslogv3.AccessLog, error) {
+	path := mesh.AccessLogPath()
+	if path == "" {
+		return nil, nil
+	}
+	sf := &core.SubstitutionFormatString{}
+	switch mesh.AccessLogEncoding {
+	case model.AccessLogJSON:
+		js, err := jsonLogFormat(mesh.AccessLogFormat)
+		if err != nil {
+			return nil, err
+		}
+		sf.Format = &core.SubstitutionFormatString_JsonFormat{JsonFormat: js}
+	default:
+		f := mesh.AccessLogFormat
+		if f == "" {
+			f = IstioTextLogFormat
+		} else if !strings.HasSuffix(f, "\n") {
+			f += "\n" // as Istio: "Istio will insert a newline on all formats (if missing)"
+		}
+		sf.Format = &core.SubstitutionFormatString_TextFormatSource{TextFormatSource: &core.DataSource{
+			Specifier: &core.DataSource_InlineString{InlineString: f},
+		}}
+	}
+	fl := &filev3.FileAccessLog{
+		Path:            path,
+		AccessLogFormat: &filev3.FileAccessLog_LogFormat{LogFormat: sf},
+	}
+	if err := fl.ValidateAll(); err != nil {
+		return nil, fmt.Errorf("validate access log: %w", err)
+	}
+	// Packed deterministically: a JSON format is a map, and the discovery server compares
+	// marshalled snapshots to decide whether to push.
+	cfg := &anypb.Any{}
+	if err := anypb.MarshalFrom(cfg, fl, proto.MarshalOptions{Deterministic: true}); err != nil {
+		return nil, fmt.Errorf("pack access log: %w", err)
+	}
+	return []*accesslogv3.AccessLog{{Name: wellknown.FileAccessLog, ConfigType: &accesslogv3.AccessLog_TypedConfig{TypedConfig: cfg}}}, nil
+}
+
+// jsonLogFormat returns the JSON format: the user's accessLogFormat (a JSON object) or
+// Istio's default.
+func jsonLogFormat(user string) (*structpb.Struct, error) {
+	if user != "" {
+		s := &structpb.Struct{}
+		if err := protojson.Unmarshal([]byte(user), s); err != nil {
+			return nil, fmt.Errorf("parse accessLogFormat as a JSON object: %w", err)
+		}
+		return s, nil
+	}
+	s := &structpb.Struct{Fields: make(map[string]*structpb.Value, len(IstioJSONLogFormat))}
+	for k, v := range IstioJSONLogFormat {
+		s.Fields[k] = structpb.NewStringValue(v)
+	}
+	return s, nil
+}
+
+// addAccessLogs sets logs as the access_log of every http_connection_manager and
+// tcp_proxy filter of the listeners, outbound and inbound, as Istio does.
+func addAccessLogs(ls []types.Resource, logs []*accesslogv3.AccessLog) error {
+	if len(logs) == 0 {
+		return nil
+	}
+	for _, r := range ls {
+		l := r.(*listener.Listener)
+		chains := l.GetFilterChains()
+		if l.GetDefaultFilterChain() != nil {
+			chains = append(chains[:len(chains):len(chains)], l.GetDefaultFilterChain())
+		}
+		for _, fc := range chains {
+			for _, f := range fc.GetFilters() {
+				if err := addAccessLog(f, logs); err != nil {
+					return fmt.Errorf("add access log to listener %s chain %q: %w", l.GetName(), fc.GetName(), err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func addAccessLog(f *listener.Filter, logs []*accesslogv3.AccessLog) error {
+	var msg proto.Message
+	switch f.GetName() {
+	case wellknown.HTTPConnectionManager:
+		m := &hcm.HttpConnectionManager{}
+		if err := f.GetTypedConfig().UnmarshalTo(m); err != nil {
+			return fmt.Errorf("unpack %s: %w", f.GetName(), err)
+		}
+		m.AccessLog = logs
+		msg = m
+	case wellknown.TCPProxy:
+		m := &tcpproxy.TcpProxy{}
+		if err := f.GetTypedConfig().UnmarshalTo(m); err != nil {
+			return fmt.Errorf("unpack %s: %w", f.GetName(), err)
+		}
+		m.AccessLog = logs
+		msg = m
+	default:
+		return nil
+	}
+	cfg, err := typed(msg)
+	if err != nil {
+		return err
+	}
+	f.ConfigType = &listener.Filter_TypedConfig{TypedConfig: cfg}
+	return nil
+}
