@@ -210,8 +210,8 @@ func ffScreenshot(t *testing.T, p *bidiPage, name string) {
 // TestDashboardInFirefox drives the dashboard of a real hello lab in headless Firefox
 // over WebDriver BiDi, with the selectors of TestDashboardInBrowser: the topology shows
 // the pods, the traffic tool shows the v1/v2 distribution, an invalid VirtualService
-// shows its field error, and the pod page shows the epoch timeline and a new live epoch
-// after a restart.
+// shows its field error, and the pod page shows the capture rules, the epoch timeline
+// and a new live epoch after a restart.
 func TestDashboardInFirefox(t *testing.T) {
 	testutil.RequireRoot(t)
 	path := findFirefox(t)
@@ -269,6 +269,7 @@ func TestDashboardInFirefox(t *testing.T) {
 		// The pod page shows the epoch timeline; restarting the proxy shows epoch 1 live.
 		ffDo(t, p, "open backend-v1", jsGo, "#pods/backend-v1")
 		ffWaitVisible(t, p, `.epoch.live[data-epoch="0"]`)
+		ffWaitText(t, p, "#pod-capture", "ISTIO_OUTPUT", "outbound TCP goes to the virtualOutbound listener")
 		ffWaitText(t, p, "#pod-xds", "Cluster", "ACK")
 		ffDo(t, p, "restart the proxy", jsClick, "#pod-restart")
 		ffWaitText(t, p, "#pod-epochs", "epoch 1")

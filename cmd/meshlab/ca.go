@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -9,7 +8,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
 	"github.com/meshlab/meshlab/web"
 )
@@ -34,8 +32,8 @@ func newCAStatusCmd(g *globalFlags) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "" && output != "json" && output != "yaml" {
-				return fmt.Errorf("-o %q: want json or yaml", output)
+			if err := checkOutput(output); err != nil {
+				return err
 			}
 			c, err := g.apiClient()
 			if err != nil {
@@ -49,7 +47,7 @@ func newCAStatusCmd(g *globalFlags) *cobra.Command {
 			return printCAStatus(cmd.OutOrStdout(), st, output, time.Now())
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json or yaml (default: a table)")
+	addOutputFlag(cmd, &output)
 	return cmd
 }
 
@@ -144,14 +142,18 @@ agent (except paused ones) renews at once unless --no-renew. --reset sets it bac
 func newCARenewalCmd(g *globalFlags) *cobra.Command {
 	var pause, resume bool
 	cmd := &cobra.Command{
-		Use:           "renewal POD --pause|--resume",
-		Short:         "Pause or resume a pod agent's certificate renewal (so that its certificate expires)",
-		Args:          cobra.ExactArgs(1),
+		Use:               "renewal POD --pause|--resume",
+		Short:             "Pause or resume a pod agent's certificate renewal (so that its certificate expires)",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completePods(g, true),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if pause == resume {
 				return fmt.Errorf("give one of --pause and --resume")
+			}
+			if _, err := g.podPaths(args[0], true); err != nil {
+				return err
 			}
 			c, err := g.apiClient()
 			if err != nil {
@@ -176,22 +178,11 @@ func newCARenewalCmd(g *globalFlags) *cobra.Command {
 
 // printCAStatus writes st as a table, JSON or YAML.
 func printCAStatus(w io.Writer, st web.CAStatus, output string, now time.Time) error {
-	switch output {
-	case "json", "yaml":
-		b, err := json.MarshalIndent(st, "", "  ")
-		if err != nil {
-			return err
-		}
-		if output == "yaml" {
-			if b, err = yaml.JSONToYAML(b); err != nil {
-				return err
-			}
-			_, err = w.Write(b)
-			return err
-		}
-		_, err = fmt.Fprintln(w, string(b))
-		return err
-	}
+	return printOutput(w, output, st, func(w io.Writer) error { return printCAStatusText(w, st, now) })
+}
+
+// printCAStatusText writes st as tables.
+func printCAStatusText(w io.Writer, st web.CAStatus, now time.Time) error {
 	fmt.Fprintf(w, "Trust domain:\t%s\nPhase:\t%s\n", st.TrustDomain, st.Phase)
 	if st.ClockOffset != "0s" && st.ClockOffset != "" {
 		fmt.Fprintf(w, "Clock offset:\t%s\n", st.ClockOffset)

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"slices"
 
 	"github.com/spf13/cobra"
 
 	"github.com/meshlab/meshlab/lab"
+	"github.com/meshlab/meshlab/scenarios"
 )
 
 // newCompletionCmd returns `meshlab completion bash|zsh|fish|powershell`, cobra's
@@ -94,5 +97,97 @@ func completeServices(g *globalFlags) cobra.CompletionFunc {
 			out = append(out, o.Name)
 		}
 		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// argNames returns the candidates for the next positional argument, given the ones
+// already typed; nil when there is nothing to offer.
+type argNames func(ctx context.Context, args []string) []string
+
+// completeArgs completes positional argument i with the names at[i]; arguments past
+// the end of at complete with the last entry when repeat is set (e.g. POD...).
+func completeArgs(repeat bool, at ...argNames) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		i := len(args)
+		if i >= len(at) {
+			if !repeat || len(at) == 0 {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			i = len(at) - 1
+		}
+		ctx := cmd.Context()
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		var out []string
+		for _, n := range at[i](ctx, args) {
+			if !slices.Contains(args, n) || i == 0 {
+				out = append(out, n)
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// fixedNames offers the same names whatever was typed.
+func fixedNames(names ...string) argNames {
+	return func(context.Context, []string) []string { return names }
+}
+
+// labPods offers the resolved lab's pods (with a sidecar only, when sidecar is set).
+func labPods(g *globalFlags, sidecar bool) argNames {
+	return func(context.Context, []string) []string { return podNames(g, sidecar) }
+}
+
+// labObjects offers the names of the lab's objects of the kind typed as argument 0.
+func labObjects(g *globalFlags) argNames {
+	return func(ctx context.Context, args []string) []string {
+		c, err := g.apiClient()
+		if err != nil {
+			return nil
+		}
+		defer c.Close()
+		names, _ := objectNames(ctx, c, args[0])
+		return names
+	}
+}
+
+// labFaults offers the ids of the faults in force.
+func labFaults(g *globalFlags) argNames {
+	return func(ctx context.Context, _ []string) []string {
+		c, err := g.apiClient()
+		if err != nil {
+			return nil
+		}
+		defer c.Close()
+		fs, _ := c.Faults(ctx)
+		var out []string
+		for _, f := range fs {
+			out = append(out, f.ID)
+		}
+		return out
+	}
+}
+
+// bundledLabs offers the labs bundled in the binary.
+func bundledLabs(context.Context, []string) []string { return scenarios.LabNames() }
+
+// bundledScenarios offers the scenarios bundled in the binary.
+func bundledScenarios(context.Context, []string) []string { return scenarios.Names() }
+
+// labVersions offers the config versions kept of the pod typed as argument 0.
+func labVersions(g *globalFlags) argNames {
+	return func(ctx context.Context, args []string) []string {
+		c, err := g.apiClient()
+		if err != nil {
+			return nil
+		}
+		defer c.Close()
+		h, _ := c.PodHistory(ctx, args[0])
+		var out []string
+		for _, s := range h.Snapshots {
+			out = append(out, s.Version)
+		}
+		return out
 	}
 }

@@ -20,7 +20,8 @@ func newDeleteCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "delete (-f FILE|DIR|- | KIND NAME)",
 		Short: "Delete objects from a running lab, atomically",
-		Args:  cobra.RangeArgs(0, 2),
+		Args:              cobra.RangeArgs(0, 2),
+		ValidArgsFunction: completeArgs(false, fixedNames(kindNames...), labObjects(g)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var r web.DeleteRequest
 			switch {
@@ -42,6 +43,11 @@ func newDeleteCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			defer c.Close()
+			for _, ref := range r.Refs {
+				if err := checkObject(cmd.Context(), c, ref.Kind, ref.Namespace, ref.Name); err != nil {
+					return err
+				}
+			}
 			changes, err := c.Delete(cmd.Context(), r)
 			if err != nil {
 				return err

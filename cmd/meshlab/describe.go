@@ -29,6 +29,9 @@ func newDescribeCmd(g *globalFlags) *cobra.Command {
 			if err := checkOutput(output); err != nil {
 				return err
 			}
+			if _, err := g.podPaths(args[0], false); err != nil {
+				return err
+			}
 			c, err := g.apiClient()
 			if err != nil {
 				return err

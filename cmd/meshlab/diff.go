@@ -20,7 +20,8 @@ func newDiffCmd(g *globalFlags) *cobra.Command {
 per xDS type, resources added (+), removed (-) and changed (~), and for each changed resource
 its changed fields (protojson paths; list elements with a name are addressed by it) with
 old -> new values.`,
-		Args:          cobra.ExactArgs(3),
+		Args:              cobra.ExactArgs(3),
+		ValidArgsFunction: completeArgs(false, labPods(g, true), labVersions(g), labVersions(g)),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, args []string) error {

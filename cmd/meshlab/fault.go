@@ -35,7 +35,10 @@ func newFaultCmd(g *globalFlags) *cobra.Command {
 }
 
 func newFaultAddCmd(g *globalFlags) *cobra.Command {
-	var f faultAddFlags
+	var (
+		f      faultAddFlags
+		output string
+	)
 	cmd := &cobra.Command{
 		Use:   "add KIND [POD...]",
 		Short: "Add a fault (" + strings.Join(web.FaultKinds, ", ") + ")",
@@ -54,8 +57,11 @@ func newFaultAddCmd(g *globalFlags) *cobra.Command {
 		Args:          cobra.MinimumNArgs(1),
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		ValidArgs:     web.FaultKinds,
+		ValidArgsFunction: completeArgs(true, fixedNames(web.FaultKinds...), labPods(g, true)),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
 			spec := web.FaultSpec{Kind: args[0], Pods: args[1:], Delay: f.delay, Duration: f.duration, Offset: f.offset}
 			c, err := g.apiClient()
 			if err != nil {
@@ -66,14 +72,16 @@ func newFaultAddCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "fault %s added: %s\n", fault.ID, faultSummary(fault))
-			if fault.Message != "" {
-				fmt.Fprintln(out, fault.Message)
-			}
-			return nil
+			return printOutput(cmd.OutOrStdout(), output, fault, func(out io.Writer) error {
+				fmt.Fprintf(out, "fault %s added: %s\n", fault.ID, faultSummary(fault))
+				if fault.Message != "" {
+					fmt.Fprintln(out, fault.Message)
+				}
+				return nil
+			})
 		},
 	}
+	addOutputFlag(cmd, &output)
 	cmd.Flags().DurationVar(&f.delay, "delay", 0, "delay-push: how long each push waits (e.g. 500ms)")
 	cmd.Flags().DurationVar(&f.duration, "duration", 0, "discovery-stop: how long the discovery server serves nothing (e.g. 2s)")
 	cmd.Flags().DurationVar(&f.offset, "offset", 0, "ca-clock: how far to shift the CA's clock (e.g. -25h)")
@@ -108,9 +116,10 @@ func newFaultListCmd(g *globalFlags) *cobra.Command {
 
 func newFaultClearCmd(g *globalFlags) *cobra.Command {
 	return &cobra.Command{
-		Use:           "clear [ID]",
-		Short:         "Undo the fault ID, or every fault",
-		Args:          cobra.MaximumNArgs(1),
+		Use:               "clear [ID]",
+		Short:             "Undo the fault ID, or every fault",
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: completeArgs(false, labFaults(g)),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -20,10 +20,11 @@ func newGetCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "get KIND|all [NAME]",
 		Short: "List the objects of a running lab (vs, dr, se, svc, workload, meshconfig, all)",
-		Args:  cobra.RangeArgs(1, 2),
+		Args:              cobra.RangeArgs(1, 2),
+		ValidArgsFunction: completeArgs(false, fixedNames(append(kindNames, "all")...), labObjects(g)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if cfg.output != "" && cfg.output != "yaml" && cfg.output != "json" {
-				return fmt.Errorf("-o %q: want yaml or json", cfg.output)
+			if err := checkOutput(cfg.output); err != nil {
+				return err
 			}
 			name := ""
 			if len(args) == 2 {
@@ -39,7 +40,7 @@ func newGetCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			if name != "" && len(objs) == 0 {
-				return fmt.Errorf("%s %q not found", args[0], name)
+				return checkObject(cmd.Context(), c, args[0], cfg.namespace, name)
 			}
 			out := cmd.OutOrStdout()
 			switch cfg.output {
@@ -78,7 +79,7 @@ func newGetCmd(g *globalFlags) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&cfg.output, "output", "o", "", "output format: yaml or json (default: a table)")
+	addOutputFlag(cmd, &cfg.output)
 	cmd.Flags().StringVarP(&cfg.namespace, "namespace", "n", "", "only this namespace (default: all)")
 	return cmd
 }

@@ -21,7 +21,8 @@ func newHistoryCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:           "history POD",
 		Short:         "List the config versions sent to a pod's proxy, what triggered each, and ACK/NACK per type",
-		Args:          cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeArgs(false, labPods(g, true)),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, args []string) error {

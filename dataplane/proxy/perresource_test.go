@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"context"
+	"crypto/tls"
 	"io"
 	"net"
 	"net/http"
@@ -19,6 +21,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"golang.org/x/net/http2"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/xdsclient"
 )
@@ -347,4 +351,21 @@ func TestHealthCheckFailClosesEveryHTTPConnection(t *testing.T) {
 	if reused, closed := do(); !reused || closed {
 		t.Errorf("after /healthcheck/ok: reused %v closed %v, want keep-alive", reused, closed)
 	}
+
+	// HTTP/2 (h2c): the connection of a response served while health checks fail gets a
+	// GOAWAY, so a later request goes out on a new connection.
+	tr := &http2.Transport{AllowHTTP: true, DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}}
+	t.Cleanup(tr.CloseIdleConnections)
+	client = &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	do()
+	if reused, _ := do(); !reused {
+		t.Fatal("h2c connection not reused while healthy")
+	}
+	adminPost(t, srv, "/healthcheck/fail")
+	t.Cleanup(func() { adminPost(t, srv, "/healthcheck/ok") })
+	do()
+	eventually(t, "an h2c request on a new connection after the GOAWAY", func() bool { reused, _ := do(); return !reused })
 }

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/meshlab/meshlab/controlplane/config"
+	"github.com/meshlab/meshlab/web"
+)
+
+// kindNames are the object kinds `get` and `delete` take, as users type them (kubectl's
+// short names where there is one); the lab API also takes the full and plural names.
+var kindNames = []string{"svc", "workload", "vs", "dr", "se", "meshconfig", "pa", "ap"}
+
+// unknownName is the one error shape for a name the lab does not have: what was asked,
+// and every name it could have been.
+func unknownName(what, name string, valid []string) error {
+	list := "none"
+	if len(valid) > 0 {
+		list = strings.Join(valid, ", ")
+	}
+	return fmt.Errorf("unknown %s %q (valid: %s)", what, name, list)
+}
+
+// objectNames returns the names of the lab's objects of kind (any spelling the lab API
+// takes), namespaced as "ns/name" when the lab holds that kind in more than one namespace.
+func objectNames(ctx context.Context, c *web.Client, kind string) ([]string, error) {
+	objs, err := c.Objects(ctx, kind, "", "")
+	if err != nil {
+		return nil, err
+	}
+	namespaces := map[string]bool{}
+	for _, o := range objs {
+		namespaces[o.Namespace] = true
+	}
+	out := make([]string, 0, len(objs))
+	for _, o := range objs {
+		if len(namespaces) > 1 {
+			out = append(out, o.Namespace+"/"+o.Name)
+		} else {
+			out = append(out, o.Name)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// checkObject returns nil when the lab holds an object of kind named name (in namespace,
+// when set), else an error listing the objects of that kind it does hold. An unknown
+// kind comes back from the lab API with the kinds it knows.
+func checkObject(ctx context.Context, c *web.Client, kind, namespace, name string) error {
+	objs, err := c.Objects(ctx, kind, namespace, name)
+	if err != nil {
+		return err
+	}
+	if len(objs) > 0 {
+		return nil
+	}
+	names, err := objectNames(ctx, c, kind)
+	if err != nil {
+		return err
+	}
+	what := kind
+	if k, ok := config.CanonicalKind(kind); ok {
+		what = k
+	}
+	if namespace != "" {
+		return unknownName(what, namespace+"/"+name, names)
+	}
+	return unknownName(what, name, names)
+}
