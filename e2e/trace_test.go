@@ -134,6 +134,18 @@ func checkTrace(t *testing.T, res web.TraceResult) {
 	if !in.MTLS || in.PeerIdentity != "spiffe://cluster.local/ns/default/sa/frontend" || in.Cluster == nil || in.Cluster.Name != "inbound|8080||" {
 		t.Errorf("inbound hop mTLS %v peer %q cluster %+v; want mTLS from frontend into inbound|8080||", in.MTLS, in.PeerIdentity, in.Cluster)
 	}
+	// Both proxies' access log lines for the request (found by its x-request-id) are the
+	// hops' account of it.
+	for _, h := range []web.TraceHop{out, in} {
+		if !strings.Contains(h.AccessLog, `"`+res.RequestID+`"`) || !strings.Contains(h.AccessLog, `"GET / HTTP/1.1" 200 `) ||
+			h.DurationMs == nil || h.ResponseFlags != "" || h.Route == nil || !strings.Contains(h.AccessLog, " "+h.Route.Name) {
+			t.Errorf("%s hop: access log %q, duration %v, flags %q, route %+v; want the request's line, 200, a duration, no flags and the route it names",
+				h.Direction, h.AccessLog, h.DurationMs, h.ResponseFlags, h.Route)
+		}
+	}
+	if !strings.Contains(out.AccessLog, " "+cluster+" ") || !strings.Contains(out.AccessLog, `"`+out.Endpoint+`"`) {
+		t.Errorf("outbound access log %q; want cluster %s and upstream host %s", out.AccessLog, cluster, out.Endpoint)
+	}
 }
 
 // hasRule reports whether a rule of chain containing s counted packets.

@@ -256,6 +256,7 @@ func (l *Lab) outboundHop(ctx context.Context, p *model.Pod, u *url.URL, target 
 	if err != nil {
 		h.Notes = "config_dump unavailable: " + err.Error()
 	}
+	var rcs []dumpRouteConfig
 	if lis, ok := d.outboundListener(target.Addr().String(), target.Port()); ok {
 		h.Listener = &web.TraceResource{Name: lis.Name, Origin: lis.Metadata.FilterMetadata.Istio.Config}
 		if lis.Name != "virtualOutbound" {
@@ -266,6 +267,7 @@ func (l *Lab) outboundHop(ctx context.Context, p *model.Pod, u *url.URL, target 
 			h.FilterChain = &web.TraceResource{Name: fc.Name, Origin: fc.Metadata.FilterMetadata.Istio.Config}
 			if len(fc.Filters) > 0 {
 				if rc, ok := d.routes[fc.Filters[len(fc.Filters)-1].TypedConfig.RDS.RouteConfigName]; ok {
+					rcs = append(rcs, rc)
 					vh, rt, ok := routeFor(rc, u.Host, u.Path)
 					if vh.Name != "" {
 						h.VirtualHost = &web.TraceResource{Name: vh.Name, Origin: vh.Metadata.FilterMetadata.Istio.Config}
@@ -292,7 +294,7 @@ func (l *Lab) outboundHop(ctx context.Context, p *model.Pod, u *url.URL, target 
 	if v, err := strconv.Atoi(a.header.Get("X-Envoy-Upstream-Service-Time")); err == nil {
 		h.UpstreamServiceTimeMs = &v
 	}
-	applyAccessLog(&h, al, d, true)
+	applyAccessLog(&h, al, d, rcs, true)
 	return h
 }
 
@@ -315,8 +317,14 @@ func (l *Lab) inboundHop(ctx context.Context, p *model.Pod, port uint16, xfcc st
 		transport = "tls"
 		h.MTLS, h.PeerIdentity = true, xfccField(xfcc, "URI")
 	}
+	var rcs []dumpRouteConfig
 	if fc, ok := d.inboundChain(port, transport); ok {
 		h.FilterChain = &web.TraceResource{Name: fc.Name, Origin: fc.Metadata.FilterMetadata.Istio.Config}
+		for _, f := range fc.Filters {
+			if f.TypedConfig.RouteConfig != nil {
+				rcs = append(rcs, *f.TypedConfig.RouteConfig)
+			}
+		}
 	}
 	if c := usedCluster(deltas, "inbound"); c != "" {
 		h.Cluster = &web.TraceResource{Name: c, Origin: d.clusters[c].Metadata.FilterMetadata.Istio.Config}
@@ -333,7 +341,7 @@ func (l *Lab) inboundHop(ctx context.Context, p *model.Pod, port uint16, xfcc st
 	if port != 0 {
 		h.Endpoint = netip.AddrPortFrom(p.IP, port).String()
 	}
-	applyAccessLog(&h, al, d, false)
+	applyAccessLog(&h, al, d, rcs, false)
 	return h
 }
 

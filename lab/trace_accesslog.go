@@ -172,8 +172,9 @@ func (l *Lab) traceAccessLogs(ctx context.Context, meshPath, id string, pods ...
 // applyAccessLog fills a proxy hop from its access log line, the proxy's own account of
 // the request: the route name, cluster and (outbound) upstream host it chose, its
 // duration and response flags. What the line does not say keeps what the config dump and
-// stats deltas gave.
-func applyAccessLog(h *web.TraceHop, e *accessLogEntry, d proxyDump, outbound bool) {
+// stats deltas gave. rcs are the route configurations of the hop's filter chain, where the
+// route's origin is looked up.
+func applyAccessLog(h *web.TraceHop, e *accessLogEntry, d proxyDump, rcs []dumpRouteConfig, outbound bool) {
 	if e == nil {
 		return
 	}
@@ -187,17 +188,17 @@ func applyAccessLog(h *web.TraceHop, e *accessLogEntry, d proxyDump, outbound bo
 		h.Cluster = &web.TraceResource{Name: c, Origin: d.clusters[c].Metadata.FilterMetadata.Istio.Config}
 	}
 	if r := e.RouteName; r != "" && (h.Route == nil || h.Route.Name != r) {
-		h.Route = &web.TraceResource{Name: r, Origin: d.routeOrigin(r)}
+		h.Route = &web.TraceResource{Name: r, Origin: routeOrigin(rcs, r)}
 	}
 	if outbound && e.UpstreamHost != "" {
 		h.Endpoint = e.UpstreamHost
 	}
 }
 
-// routeOrigin returns the origin of the first route named name in the proxy's route
+// routeOrigin returns the origin of the first route named name in the route
 // configurations ("" when there is none).
-func (d proxyDump) routeOrigin(name string) string {
-	for _, rc := range d.routes {
+func routeOrigin(rcs []dumpRouteConfig, name string) string {
+	for _, rc := range rcs {
 		for _, vh := range rc.VirtualHosts {
 			for _, rt := range vh.Routes {
 				if rt.Name == name {

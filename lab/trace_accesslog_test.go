@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -76,13 +77,27 @@ func TestApplyAccessLogPrefersTheProxysAccount(t *testing.T) {
 	var d proxyDump
 	h := web.TraceHop{Cluster: &web.TraceResource{Name: "outbound|8080||other"}, Endpoint: "1.2.3.4:8080"}
 	e := parseAccessLogLine(istioLine)
-	applyAccessLog(&h, &e, d, true)
+	applyAccessLog(&h, &e, d, nil, true)
 	if h.AccessLog != istioLine || h.Cluster.Name != "outbound|8080||backend.default.svc.cluster.local" || h.Route == nil || h.Route.Name != "all-to-backend" ||
 		h.Endpoint != "10.244.0.4:8080" || h.DurationMs == nil || *h.DurationMs != 12 {
 		t.Errorf("hop %+v", h)
 	}
-	applyAccessLog(&h, nil, d, true) // no line: unchanged
+	applyAccessLog(&h, nil, d, nil, true) // no line: unchanged
 	if h.AccessLog != istioLine {
 		t.Errorf("hop changed without a line: %+v", h)
+	}
+}
+
+func TestApplyAccessLogRouteOriginFromTheChainsRoutes(t *testing.T) {
+	var rcs []dumpRouteConfig
+	const js = `[{"name":"8080","virtual_hosts":[{"name":"b","routes":[{"name":"all-to-backend","metadata":{"filter_metadata":{"istio":{"config":"/apis/x/virtual-service/backend"}}}}]}]}]`
+	if err := json.Unmarshal([]byte(js), &rcs); err != nil {
+		t.Fatal(err)
+	}
+	var h web.TraceHop
+	e := parseAccessLogLine(istioLine)
+	applyAccessLog(&h, &e, proxyDump{}, rcs, false)
+	if h.Route == nil || h.Route.Origin != "/apis/x/virtual-service/backend" || h.Endpoint != "" {
+		t.Errorf("hop %+v route %+v; want the route's origin and no endpoint (inbound)", h, h.Route)
 	}
 }

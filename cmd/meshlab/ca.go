@@ -146,8 +146,8 @@ func newCARenewalCmd(g *globalFlags) *cobra.Command {
 		Short:             "Pause or resume a pod agent's certificate renewal (so that its certificate expires)",
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completePods(g, true),
-		SilenceUsage:  true,
-		SilenceErrors: true,
+		SilenceUsage:      true,
+		SilenceErrors:     true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if pause == resume {
 				return fmt.Errorf("give one of --pause and --resume")

@@ -191,3 +191,14 @@ func labVersions(g *globalFlags) argNames {
 		return out
 	}
 }
+
+// completeNamesOrFiles completes the first argument with names, or with a file path
+// (for verbs that take a bundled name or a file).
+func completeNamesOrFiles(names argNames) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		return names(context.Background(), args), cobra.ShellCompDirectiveDefault
+	}
+}

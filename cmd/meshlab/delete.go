@@ -18,8 +18,8 @@ type deleteConfig struct {
 func newDeleteCmd(g *globalFlags) *cobra.Command {
 	cfg := &deleteConfig{}
 	cmd := &cobra.Command{
-		Use:   "delete (-f FILE|DIR|- | KIND NAME)",
-		Short: "Delete objects from a running lab, atomically",
+		Use:               "delete (-f FILE|DIR|- | KIND NAME)",
+		Short:             "Delete objects from a running lab, atomically",
 		Args:              cobra.RangeArgs(0, 2),
 		ValidArgsFunction: completeArgs(false, fixedNames(kindNames...), labObjects(g)),
 		RunE: func(cmd *cobra.Command, args []string) error {

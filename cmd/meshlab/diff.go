@@ -22,8 +22,8 @@ its changed fields (protojson paths; list elements with a name are addressed by 
 old -> new values.`,
 		Args:              cobra.ExactArgs(3),
 		ValidArgsFunction: completeArgs(false, labPods(g, true), labVersions(g), labVersions(g)),
-		SilenceUsage:  true,
-		SilenceErrors: true,
+		SilenceUsage:      true,
+		SilenceErrors:     true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(output); err != nil {
 				return err

@@ -54,9 +54,9 @@ func newFaultAddCmd(g *globalFlags) *cobra.Command {
   kill-agent POD                SIGKILL the pod's agent (the lab restarts it)
   ca-clock --offset D           the CA issues certificates valid from now+D (-25h: already
                                 expired 24h certificates); clear resets the clock`,
-		Args:          cobra.MinimumNArgs(1),
-		SilenceUsage:  true,
-		SilenceErrors: true,
+		Args:              cobra.MinimumNArgs(1),
+		SilenceUsage:      true,
+		SilenceErrors:     true,
 		ValidArgsFunction: completeArgs(true, fixedNames(web.FaultKinds...), labPods(g, true)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(output); err != nil {
@@ -120,8 +120,8 @@ func newFaultClearCmd(g *globalFlags) *cobra.Command {
 		Short:             "Undo the fault ID, or every fault",
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: completeArgs(false, labFaults(g)),
-		SilenceUsage:  true,
-		SilenceErrors: true,
+		SilenceUsage:      true,
+		SilenceErrors:     true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id := ""
 			if len(args) == 1 {

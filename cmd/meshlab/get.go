@@ -18,8 +18,8 @@ type getConfig struct {
 func newGetCmd(g *globalFlags) *cobra.Command {
 	cfg := &getConfig{}
 	cmd := &cobra.Command{
-		Use:   "get KIND|all [NAME]",
-		Short: "List the objects of a running lab (vs, dr, se, svc, workload, meshconfig, all)",
+		Use:               "get KIND|all [NAME]",
+		Short:             "List the objects of a running lab (vs, dr, se, svc, workload, meshconfig, all)",
 		Args:              cobra.RangeArgs(1, 2),
 		ValidArgsFunction: completeArgs(false, fixedNames(append(kindNames, "all")...), labObjects(g)),
 		RunE: func(cmd *cobra.Command, args []string) error {

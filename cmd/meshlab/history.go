@@ -19,12 +19,12 @@ var historyTypes = []string{"CDS", "LDS", "EDS", "RDS", "SDS"}
 func newHistoryCmd(g *globalFlags) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
-		Use:           "history POD",
-		Short:         "List the config versions sent to a pod's proxy, what triggered each, and ACK/NACK per type",
+		Use:               "history POD",
+		Short:             "List the config versions sent to a pod's proxy, what triggered each, and ACK/NACK per type",
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeArgs(false, labPods(g, true)),
-		SilenceUsage:  true,
-		SilenceErrors: true,
+		SilenceUsage:      true,
+		SilenceErrors:     true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(output); err != nil {
 				return err

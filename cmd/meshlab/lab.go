@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -29,22 +30,41 @@ func newLabCmd(g *globalFlags) *cobra.Command {
 	return cmd
 }
 
+// bundledLab is one line of `meshlab lab list`.
+type bundledLab struct {
+	Name  string `json:"name"`
+	Title string `json:"title"`
+	Steps int    `json:"steps"`
+}
+
 func newLabListCmd() *cobra.Command {
-	return &cobra.Command{
+	var output string
+	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the bundled labs",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			var list []bundledLab
 			for _, n := range scenarios.LabNames() {
 				l, err := labs.Load(n)
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%-22s %s (%d steps)\n", n, l.Title, len(l.Steps))
+				list = append(list, bundledLab{Name: n, Title: l.Title, Steps: len(l.Steps)})
 			}
-			return nil
+			return printOutput(cmd.OutOrStdout(), output, list, func(w io.Writer) error {
+				for _, l := range list {
+					fmt.Fprintf(w, "%-22s %s (%d steps)\n", l.Name, l.Title, l.Steps)
+				}
+				return nil
+			})
 		},
 	}
+	addOutputFlag(cmd, &output)
+	return cmd
 }
 
 type labRunFlags struct {
@@ -57,9 +77,10 @@ type labRunFlags struct {
 func newLabRunCmd(g *globalFlags) *cobra.Command {
 	f := &labRunFlags{}
 	cmd := &cobra.Command{
-		Use:   "run <name|file>",
-		Short: "Bring a lab up, run every step and its checks, tear it down (exit 0 only when all pass)",
-		Args:  cobra.ExactArgs(1),
+		Use:               "run <name|file>",
+		Short:             "Bring a lab up, run every step and its checks, tear it down (exit 0 only when all pass)",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeNamesOrFiles(bundledLabs),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			l, err := labs.Load(args[0])
 			if err != nil {

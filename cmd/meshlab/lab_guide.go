@@ -25,9 +25,10 @@ type labStartFlags struct {
 func newLabStartCmd(g *globalFlags) *cobra.Command {
 	f := &labStartFlags{}
 	cmd := &cobra.Command{
-		Use:   "start <name|file>",
-		Short: "Bring a lab up and walk through it step by step (then: meshlab lab check, next, solve)",
-		Args:  cobra.ExactArgs(1),
+		Use:               "start <name|file>",
+		Short:             "Bring a lab up and walk through it step by step (then: meshlab lab check, next, solve)",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeNamesOrFiles(bundledLabs),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			l, err := labs.Load(args[0])
 			if err != nil {

@@ -27,9 +27,19 @@ func newProxyCmd(g *globalFlags) *cobra.Command {
 		DisableFlagParsing: true,
 		SilenceUsage:       true,
 		SilenceErrors:      true,
+		ValidArgsFunction: func(cmd *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			if rest, ok := restartArgs(args); ok {
+				labFlags(g, rest)
+				return completePods(g, true)(cmd, positional(rest), "")
+			}
+			if len(positional(args)) == 0 {
+				return []cobra.Completion{"restart"}, cobra.ShellCompDirectiveNoFileComp
+			}
+			return nil, cobra.ShellCompDirectiveDefault
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 && args[0] == "restart" {
-				return runProxyRestart(cmd, g, args[1:])
+			if rest, ok := restartArgs(args); ok {
+				return runProxyRestart(cmd, g, rest)
 			}
 			ctx := cmd.Context()
 			if ctx == nil {

@@ -49,8 +49,10 @@ not the control plane's intent. TYPE is one of ` + strings.Join(proxyConfigTypes
 			if !slices.Contains(proxyConfigTypes, typ) {
 				return fmt.Errorf("unknown type %q: choose one of %v", typ, proxyConfigTypes)
 			}
-			if output != "short" && output != "json" && output != "yaml" {
-				return fmt.Errorf("-o %q: choose short, json or yaml", output)
+			if output == "short" || output == "text" || output == "" {
+				output = "short" // the table, istioctl's default
+			} else if err := checkOutput(output); err != nil {
+				return err
 			}
 			paths, err := g.podPaths(pod, true)
 			if err != nil {
@@ -63,7 +65,7 @@ not the control plane's intent. TYPE is one of ` + strings.Join(proxyConfigTypes
 			return printProxyConfig(cmd.OutOrStdout(), dump, typ, output)
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "short", "output format: short, json or yaml")
+	addOutputFlag(cmd, &output)
 	return cmd
 }
 

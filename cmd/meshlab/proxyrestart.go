@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -32,6 +33,9 @@ Prints the new epoch and the time until it was LIVE.`,
 		SilenceUsage:      true,
 		SilenceErrors:     true,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, err := g.podPaths(args[0], true); err != nil {
+				return err
+			}
 			c, err := g.apiClient()
 			if err != nil {
 				return err
@@ -76,4 +80,60 @@ func runProxyRestart(cmd *cobra.Command, g *globalFlags, args []string) error {
 	rc.SetOut(cmd.OutOrStdout())
 	rc.SetErr(cmd.ErrOrStderr())
 	return rc.ExecuteContext(cmd.Context())
+}
+
+// restartArgs reports whether the arguments of `meshlab proxy` are `restart ...`, after
+// any lab flags typed before it (cobra hands `meshlab --name x proxy restart POD` to
+// `proxy` whole, because proxy parses Envoy's flags itself), and returns the arguments
+// for the restart command: those after "restart", then the leading lab flags.
+func restartArgs(args []string) ([]string, bool) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "restart":
+			return append(append([]string{}, args[i+1:]...), args[:i]...), true
+		case a == "--name" || a == "--run-root":
+			i++ // the flag's value
+		case strings.HasPrefix(a, "--name=") || strings.HasPrefix(a, "--run-root="):
+		default:
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
+// positional drops the lab flags (and their values) from args.
+func positional(args []string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "--name" || a == "--run-root":
+			i++
+		case strings.HasPrefix(a, "--"):
+		default:
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// labFlags sets g's --name and --run-root from args, for `proxy`, whose flags cobra
+// does not parse.
+func labFlags(g *globalFlags, args []string) {
+	for i, a := range args {
+		next := ""
+		if i+1 < len(args) {
+			next = args[i+1]
+		}
+		switch {
+		case a == "--name":
+			g.name = next
+		case a == "--run-root":
+			g.runRoot = next
+		case strings.HasPrefix(a, "--name="):
+			g.name = strings.TrimPrefix(a, "--name=")
+		case strings.HasPrefix(a, "--run-root="):
+			g.runRoot = strings.TrimPrefix(a, "--run-root=")
+		}
+	}
 }

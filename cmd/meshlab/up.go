@@ -33,7 +33,8 @@ func newUpCmd(g *globalFlags) *cobra.Command {
 		Short: "Bring a lab up from a scenario file or a built-in scenario (default: hello)",
 		Example: `  sudo meshlab up                      # the built-in hello lab
   sudo meshlab up scenarios/hello.yaml --name second --pod-cidr 10.245.0.0/16`,
-		Args: cobra.MaximumNArgs(1),
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: completeNamesOrFiles(bundledScenarios),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ref := "hello"
 			if len(args) == 1 {

@@ -38,6 +38,8 @@ func FuzzLoad(f *testing.F) {
 		se("  hosts: [pay.internal]\n  location: MESH_INTERNAL\n  resolution: STATIC\n  ports: [{number: 80, name: http}]\n  endpoints: [{address: backend-v1}]\n"),
 		"apiVersion: meshlab.dev/v1alpha1\nkind: MeshConfig\nmetadata: {name: m}\nspec: {outboundTrafficPolicy: {mode: REGISTRY_ONLY}}\n",
 		"apiVersion: meshlab.dev/v1alpha1\nkind: MeshConfig\nmetadata: {name: m}\nspec: {rootNamespace: root}\n",
+		"apiVersion: meshlab.dev/v1alpha1\nkind: MeshConfig\nmetadata: {name: m}\nspec: {accessLogFile: \"\", accessLogEncoding: JSON, accessLogFormat: '{\"a\": \"%RESPONSE_CODE%\"}'}\n",
+		"apiVersion: meshlab.dev/v1alpha1\nkind: MeshConfig\nmetadata: {name: m}\nspec: {accessLogFormat: '%REQ(X?Y):10% %%'}\n",
 		pa("istio-system", "mesh", "  mtls: {mode: STRICT}\n"),
 		pa("default", "w", "  selector: {matchLabels: {app: backend}}\n  mtls: {mode: PERMISSIVE}\n  portLevelMtls: {8080: {mode: DISABLE}}\n"),
 		ap("a", "  selector: {matchLabels: {app: backend}}\n  action: DENY\n  rules: [{from: [{source: {principals: [\"*\"], notNamespaces: [x]}}], to: [{operation: {methods: [GET], paths: [/a*], ports: [\"8080\"]}}], when: [{key: \"request.headers[x]\", values: [y]}]}]\n"),

@@ -159,7 +159,8 @@ func (m *Manager) AddStatic(cfgs []*Config) error {
 
 // ApplyLDS replaces the dynamic listeners with cfgs (state of the world). A listener whose
 // address did not change keeps its socket and takes the new configuration for new
-// connections. If a new address cannot be bound, nothing changes and the error says why.
+// connections. If a new address cannot be bound, nothing changes and the error is a
+// *BindError naming the listener.
 func (m *Manager) ApplyLDS(cfgs []*Config) error { return m.apply(cfgs, false) }
 
 func (m *Manager) apply(cfgs []*Config, static bool) error {
