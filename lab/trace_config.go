@@ -109,7 +109,7 @@ func readProxyDump(ctx context.Context, sock string) (proxyDump, error) {
 		var one struct {
 			StaticListeners  []struct{ Listener dumpListener } `json:"static_listeners"`
 			DynamicListeners []struct {
-				ActiveState struct{ Listener dumpListener } `json:"active_state"`
+				ActiveState *struct{ Listener dumpListener } `json:"active_state"`
 			} `json:"dynamic_listeners"`
 			DynamicRoutes []struct {
 				RouteConfig dumpRouteConfig `json:"route_config"`
@@ -124,7 +124,9 @@ func readProxyDump(ctx context.Context, sock string) (proxyDump, error) {
 			d.listeners = append(d.listeners, l.Listener)
 		}
 		for _, l := range one.DynamicListeners {
-			d.listeners = append(d.listeners, l.ActiveState.Listener)
+			if l.ActiveState != nil { // a rejected listener has only an error_state
+				d.listeners = append(d.listeners, l.ActiveState.Listener)
+			}
 		}
 		for _, r := range one.DynamicRoutes {
 			d.routes[r.RouteConfig.Name] = r.RouteConfig

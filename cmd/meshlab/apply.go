@@ -22,6 +22,7 @@ type applyConfig struct {
 
 func newApplyCmd(g *globalFlags) *cobra.Command {
 	cfg := &applyConfig{}
+	var output string
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE|DIR|-",
 		Short: "Create or replace Services, Workloads and Istio objects in a running lab, atomically",
@@ -32,6 +33,9 @@ namespace and name. Everything sent is validated together against the lab's obje
 before anything changes; an error names the file, the object and the field.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
 			files, err := readConfigFiles(cfg.files, cmd.InOrStdin())
 			if err != nil {
 				return err
@@ -45,12 +49,10 @@ before anything changes; an error names the file, the object and the field.`,
 			if err != nil {
 				return err
 			}
-			for _, ch := range changes {
-				fmt.Fprintln(cmd.OutOrStdout(), ch)
-			}
-			return nil
+			return printChanges(cmd.OutOrStdout(), output, changes)
 		},
 	}
+	addOutputFlag(cmd, &output)
 	cmd.Flags().StringSliceVarP(&cfg.files, "filename", "f", nil, "file, directory (its .yaml, .yml and .json files) or - for stdin; repeatable")
 	_ = cmd.MarkFlagRequired("filename")
 	return cmd

@@ -51,8 +51,16 @@ func newCAStatusCmd(g *globalFlags) *cobra.Command {
 	return cmd
 }
 
+// rotateRootResult is what `meshlab ca rotate-root -o json|yaml` prints.
+type rotateRootResult struct {
+	Root        string       `json:"root"`     // serial of the new signing root
+	Duration    string       `json:"duration"` // how long the rotation took
+	PodsRenewed int          `json:"podsRenewed"`
+	Status      web.CAStatus `json:"status"` // the CA after the rotation
+}
+
 func newCARotateCmd(g *globalFlags) *cobra.Command {
-	var certPath, keyPath string
+	var certPath, keyPath, output string
 	cmd := &cobra.Command{
 		Use:   "rotate-root",
 		Short: "Rotate the lab's root CA without breaking mTLS (cross-signed, Istio-style)",
@@ -67,6 +75,9 @@ A lab started with --ca-cert/--ca-key needs the new root as --new-ca-cert/--new-
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
 			if (certPath == "") != (keyPath == "") {
 				return fmt.Errorf("--new-ca-cert and --new-ca-key go together")
 			}
@@ -90,13 +101,24 @@ A lab started with --ca-cert/--ca-key needs the new root as --new-ca-cert/--new-
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "root rotated to %s in %s; %d pods renewed\n", st.Signing.Serial, time.Since(start).Round(time.Millisecond), len(st.Pods))
-			return nil
+			r := rotateRootResult{Root: st.Signing.Serial, Duration: time.Since(start).Round(time.Millisecond).String(), PodsRenewed: len(st.Pods), Status: st}
+			return printOutput(cmd.OutOrStdout(), output, r, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "root rotated to %s in %s; %d pods renewed\n", r.Root, r.Duration, r.PodsRenewed)
+				return err
+			})
 		},
 	}
+	addOutputFlag(cmd, &output)
 	cmd.Flags().StringVar(&certPath, "new-ca-cert", "", "the new root certificate (PEM); required when the lab's root was supplied")
 	cmd.Flags().StringVar(&keyPath, "new-ca-key", "", "the new root's private key (PEM, ECDSA)")
 	return cmd
+}
+
+// caClockResult is what `meshlab ca clock -o json|yaml` prints.
+type caClockResult struct {
+	Offset  string       `json:"offset"`  // the CA clock's offset now
+	Renewed bool         `json:"renewed"` // whether the agents were asked to renew
+	Status  web.CAStatus `json:"status"`  // the CA after the change
 }
 
 func newCAClockCmd(g *globalFlags) *cobra.Command {
@@ -104,6 +126,7 @@ func newCAClockCmd(g *globalFlags) *cobra.Command {
 		offset  time.Duration
 		reset   bool
 		noRenew bool
+		output  string
 	)
 	cmd := &cobra.Command{
 		Use:   "clock",
@@ -115,6 +138,9 @@ agent (except paused ones) renews at once unless --no-renew. --reset sets it bac
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
 			if reset == cmd.Flags().Changed("offset") {
 				return fmt.Errorf("give one of --offset and --reset")
 			}
@@ -126,13 +152,18 @@ agent (except paused ones) renews at once unless --no-renew. --reset sets it bac
 				return err
 			}
 			defer c.Close()
-			if _, err := c.SetCAClock(cmd.Context(), offset, !noRenew); err != nil {
+			st, err := c.SetCAClock(cmd.Context(), offset, !noRenew)
+			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "CA clock offset %s\n", offset)
-			return nil
+			r := caClockResult{Offset: offset.String(), Renewed: !noRenew, Status: st}
+			return printOutput(cmd.OutOrStdout(), output, r, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "CA clock offset %s\n", r.Offset)
+				return err
+			})
 		},
 	}
+	addOutputFlag(cmd, &output)
 	cmd.Flags().DurationVar(&offset, "offset", 0, "shift the CA's clock by this much (e.g. -25h)")
 	cmd.Flags().BoolVar(&reset, "reset", false, "set the offset back to 0")
 	cmd.Flags().BoolVar(&noRenew, "no-renew", false, "do not have the agents renew now")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/spf13/cobra"
 
@@ -17,12 +16,16 @@ type deleteConfig struct {
 
 func newDeleteCmd(g *globalFlags) *cobra.Command {
 	cfg := &deleteConfig{}
+	var output string
 	cmd := &cobra.Command{
 		Use:               "delete (-f FILE|DIR|- | KIND NAME)",
 		Short:             "Delete objects from a running lab, atomically",
 		Args:              cobra.RangeArgs(0, 2),
 		ValidArgsFunction: completeArgs(false, fixedNames(kindNames...), labObjects(g)),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
 			var r web.DeleteRequest
 			switch {
 			case len(cfg.files) > 0 && len(args) > 0:
@@ -52,12 +55,10 @@ func newDeleteCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			for _, ch := range changes {
-				fmt.Fprintln(cmd.OutOrStdout(), ch)
-			}
-			return nil
+			return printChanges(cmd.OutOrStdout(), output, changes)
 		},
 	}
+	addOutputFlag(cmd, &output)
 	cmd.Flags().StringSliceVarP(&cfg.files, "filename", "f", nil, "file, directory or - for stdin naming the objects to delete")
 	cmd.Flags().StringVarP(&cfg.namespace, "namespace", "n", "default", "namespace of KIND NAME")
 	return cmd

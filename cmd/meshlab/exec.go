@@ -38,7 +38,7 @@ func newExecCmd(g *globalFlags) *cobra.Command {
 				}
 				valid = append(valid, p.Name)
 			}
-			return fmt.Errorf("lab %s has no pod %q (pods: %v)", name, pod, valid)
+			return unknownPod(name, pod, valid)
 		},
 	}
 }

@@ -115,7 +115,8 @@ func newFaultListCmd(g *globalFlags) *cobra.Command {
 }
 
 func newFaultClearCmd(g *globalFlags) *cobra.Command {
-	return &cobra.Command{
+	var output string
+	cmd := &cobra.Command{
 		Use:               "clear [ID]",
 		Short:             "Undo the fault ID, or every fault",
 		Args:              cobra.MaximumNArgs(1),
@@ -123,6 +124,9 @@ func newFaultClearCmd(g *globalFlags) *cobra.Command {
 		SilenceUsage:      true,
 		SilenceErrors:     true,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
 			id := ""
 			if len(args) == 1 {
 				id = args[0]
@@ -136,16 +140,22 @@ func newFaultClearCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			if len(fs) == 0 {
-				fmt.Fprintln(out, "no fault in force")
+			if fs == nil {
+				fs = []web.Fault{}
 			}
-			for _, f := range fs {
-				fmt.Fprintf(out, "fault %s cleared: %s\n", f.ID, faultSummary(f))
-			}
-			return nil
+			return printOutput(cmd.OutOrStdout(), output, fs, func(out io.Writer) error {
+				if len(fs) == 0 {
+					fmt.Fprintln(out, "no fault in force")
+				}
+				for _, f := range fs {
+					fmt.Fprintf(out, "fault %s cleared: %s\n", f.ID, faultSummary(f))
+				}
+				return nil
+			})
 		},
 	}
+	addOutputFlag(cmd, &output)
+	return cmd
 }
 
 // faultSummary says in a few words what f does.

@@ -103,44 +103,58 @@ func printGuideCheck(w io.Writer, r web.GuideCheck) bool {
 }
 
 // newLabGuideCmd returns `meshlab lab check|next|solve`, which drive a started lab's guide.
+// With -o json|yaml they print the API's answer: the step (next) or the check results
+// (check, solve); a failed check still exits non-zero.
 func newLabGuideCmd(g *globalFlags, verb, short string) *cobra.Command {
-	return &cobra.Command{
+	var output string
+	cmd := &cobra.Command{
 		Use:   verb,
 		Short: short,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
 			c, err := g.apiClient()
 			if err != nil {
 				return err
 			}
 			defer c.Close()
 			ctx, out := cmd.Context(), cmd.OutOrStdout()
-			switch verb {
-			case "next":
+			if verb == "next" {
 				st, err := c.GuideNext(ctx)
 				if err != nil {
 					return err
 				}
-				printGuideState(out, st)
-				return nil
-			case "solve":
-				r, err := c.GuideSolve(ctx)
-				if err != nil {
-					return err
-				}
-				if !printGuideCheck(out, r) {
-					return errLabFailed
-				}
-				return nil
+				return printOutput(out, output, st, func(w io.Writer) error {
+					printGuideState(w, st)
+					return nil
+				})
 			}
-			r, err := c.GuideCheck(ctx)
+			var r web.GuideCheck
+			if verb == "solve" {
+				r, err = c.GuideSolve(ctx)
+			} else {
+				r, err = c.GuideCheck(ctx)
+			}
 			if err != nil {
 				return err
 			}
-			if !printGuideCheck(out, r) {
+			if r.Results == nil {
+				r.Results = []web.CheckResult{}
+			}
+			if err := printOutput(out, output, r, func(w io.Writer) error {
+				printGuideCheck(w, r)
+				return nil
+			}); err != nil {
+				return err
+			}
+			if !r.Passed {
 				return errLabFailed
 			}
 			return nil
 		},
 	}
+	addOutputFlag(cmd, &output)
+	return cmd
 }

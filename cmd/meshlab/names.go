@@ -17,11 +17,19 @@ var kindNames = []string{"svc", "workload", "vs", "dr", "se", "meshconfig", "pa"
 // unknownName is the one error shape for a name the lab does not have: what was asked,
 // and every name it could have been.
 func unknownName(what, name string, valid []string) error {
-	list := "none"
-	if len(valid) > 0 {
-		list = strings.Join(valid, ", ")
+	return fmt.Errorf("unknown %s %q (valid: %s)", what, name, validList(valid))
+}
+
+// unknownPod is unknownName for a pod of lab labName.
+func unknownPod(labName, pod string, valid []string) error {
+	return fmt.Errorf("unknown pod %q in lab %s (valid: %s)", pod, labName, validList(valid))
+}
+
+func validList(valid []string) string {
+	if len(valid) == 0 {
+		return "none"
 	}
-	return fmt.Errorf("unknown %s %q (valid: %s)", what, name, list)
+	return strings.Join(valid, ", ")
 }
 
 // objectNames returns the names of the lab's objects of kind (any spelling the lab API

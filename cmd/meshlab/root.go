@@ -77,16 +77,18 @@ func (g *globalFlags) podPaths(pod string, sidecar bool) (lab.Paths, error) {
 		return lab.Paths{}, fmt.Errorf("lab %s: %w", name, err)
 	}
 	var pods []string
+	exists := false
 	for _, p := range r.Pods {
 		if p.Name == pod && (p.Sidecar || !sidecar) {
 			return paths, nil
 		}
+		exists = exists || p.Name == pod
 		if p.Sidecar || !sidecar {
 			pods = append(pods, p.Name)
 		}
 	}
-	if sidecar {
-		return lab.Paths{}, fmt.Errorf("lab %s has no pod %q with a sidecar (pods with sidecars: %v)", name, pod, pods)
+	if exists {
+		return lab.Paths{}, fmt.Errorf("pod %q in lab %s has no sidecar (pods with one: %s)", pod, name, validList(pods))
 	}
-	return lab.Paths{}, fmt.Errorf("lab %s has no pod %q (pods: %v)", name, pod, pods)
+	return lab.Paths{}, unknownPod(name, pod, pods)
 }

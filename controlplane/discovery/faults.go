@@ -16,8 +16,9 @@ import (
 
 // NackListenerName names the listener that the nack fault adds to a proxy's LDS: it
 // configures a network filter with a typed_config no proxy implements
-// (google.protobuf.Empty), so Envoy and meshlab proxy both reject the whole update and
-// keep their last good listeners.
+// (google.protobuf.Empty), so Envoy and meshlab proxy both refuse that listener, NACK
+// the update ("Error adding/updating listener(s) meshlab-fault-nack: ...") and apply
+// the update's other listeners.
 const NackListenerName = "meshlab-fault-nack"
 
 // faults is the discovery server's state of control-plane faults. Every method is safe
