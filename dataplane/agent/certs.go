@@ -106,7 +106,7 @@ func (m *certManager) Run(ctx context.Context) error {
 		paused, next := m.status.Paused, m.next
 		m.mu.Unlock()
 		if !paused && !m.now().Before(next) {
-			_, _ = m.attempt(ctx)
+			m.attemptIfDue(ctx)
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -134,11 +134,30 @@ func (m *certManager) Run(ctx context.Context) error {
 	}
 }
 
+// attemptIfDue is attempt for Run: it checks again, holding fetchMu, that a certificate
+// is still due, since a renewal asked over agent.sock may have installed one meanwhile
+// (else the older request would install its certificate over the newer one).
+func (m *certManager) attemptIfDue(ctx context.Context) {
+	m.fetchMu.Lock()
+	defer m.fetchMu.Unlock()
+	m.mu.Lock()
+	due := !m.status.Paused && !m.now().Before(m.next)
+	m.mu.Unlock()
+	if due {
+		_, _ = m.attemptLocked(ctx)
+	}
+}
+
 // attempt asks the CA for a certificate once and installs it, or records the error
 // and schedules a retry.
 func (m *certManager) attempt(ctx context.Context) (CertStatus, error) {
 	m.fetchMu.Lock()
 	defer m.fetchMu.Unlock()
+	return m.attemptLocked(ctx)
+}
+
+// attemptLocked is attempt with fetchMu held.
+func (m *certManager) attemptLocked(ctx context.Context) (CertStatus, error) {
 	c, err := m.fetch(ctx)
 	if err != nil {
 		if ctx.Err() != nil {

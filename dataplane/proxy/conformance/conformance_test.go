@@ -195,8 +195,21 @@ func TestHTTPBehaviours(t *testing.T) {
 		t.Run("stats names and values", func(t *testing.T) {
 			before := stats(t, p.admin)
 			get(t, base+"/b/stats", nil)
-			after := stats(t, p.admin)
-			for _, name := range []string{"cluster.b.upstream_rq_200", "cluster.b.upstream_rq_2xx", "cluster.b.upstream_rq_total", "http.web.downstream_rq_2xx", "http.web.downstream_rq_total"} {
+			// Envoy counts a request when its stream completes, which may be just after the
+			// client read the response: poll until the counters move (or 2 s passed).
+			names := []string{"cluster.b.upstream_rq_200", "cluster.b.upstream_rq_2xx", "cluster.b.upstream_rq_total", "http.web.downstream_rq_2xx", "http.web.downstream_rq_total"}
+			var after map[string]string
+			for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+				after = stats(t, p.admin)
+				moved := true
+				for _, name := range names {
+					moved = moved && atoi(after[name])-atoi(before[name]) >= 1
+				}
+				if moved || time.Now().After(deadline) {
+					break
+				}
+			}
+			for _, name := range names {
 				if delta := atoi(after[name]) - atoi(before[name]); delta != 1 {
 					t.Errorf("%s went %q -> %q, want +1", name, before[name], after[name])
 				}
