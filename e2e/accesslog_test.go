@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,6 +72,12 @@ func backendLine(t *testing.T, lab, id string) (string, string) {
 	return "", ""
 }
 
+// isAddrPort reports whether s is an ip:port with a port.
+func isAddrPort(s string) bool {
+	ap, err := netip.ParseAddrPort(s)
+	return err == nil && ap.Port() != 0
+}
+
 // TestAccessLogs checks that every proxy writes Istio's access log lines to its stdout,
 // which `meshlab logs POD -c proxy` shows: by default in Istio's TEXT format, as JSON with
 // accessLogEncoding JSON, and nothing with accessLogFile "".
@@ -78,6 +85,7 @@ func TestAccessLogs(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
 	const cluster = "outbound|8080||backend.default.svc.cluster.local"
+	const sni = "outbound_.8080_._.backend.default.svc.cluster.local" // Istio's SNI for the mTLS hop
 
 	t.Run("text", func(t *testing.T) {
 		t.Parallel()
@@ -95,10 +103,46 @@ func TestAccessLogs(t *testing.T) {
 		}
 		_, in := backendLine(t, l.name, id)
 		t.Logf("outbound: %s\ninbound:  %s", line, in)
-		for _, want := range []string{`"GET / HTTP/1.1" 200 `, " inbound|8080|| ", `"` + id + `"`} {
+		for _, want := range []string{`"GET / HTTP/1.1" 200 `, " inbound|8080|| ", `"` + id + `"`, " " + sni + " "} {
 			if !strings.Contains(in, want) {
 				t.Errorf("inbound line %q; want it to contain %q", in, want)
 			}
+		}
+		// Istio's TEXT format has %UPSTREAM_LOCAL_ADDRESS% right after the cluster.
+		if _, rest, ok := strings.Cut(line, " "+cluster+" "); !ok || len(strings.Fields(rest)) == 0 || !isAddrPort(strings.Fields(rest)[0]) {
+			t.Errorf("outbound line %q; want the upstream local address after the cluster", line)
+		}
+	})
+
+	// Envoy's connection fields, which Istio's TEXT format partly leaves out: the inbound
+	// line of an mTLS request names the filter chain that took it and the SNI the client
+	// sidecar sent; the outbound line has the proxy's end of its upstream connection.
+	t.Run("connection_fields", func(t *testing.T) {
+		t.Parallel()
+		l := startLab(t, helloWithMeshConfig(t, `{accessLogEncoding: JSON, accessLogFormat: '{"request_id": "%REQ(X-REQUEST-ID)%", "filter_chain": "%FILTER_CHAIN_NAME%", "sni": "%REQUESTED_SERVER_NAME%", "upstream_local": "%UPSTREAM_LOCAL_ADDRESS%", "tls_failure": "%UPSTREAM_TRANSPORT_FAILURE_REASON%"}'}`))
+		id := "a2-conn-" + l.name
+		requestWithID(t, l.name, id)
+		line, ok := proxyLogLine(t, l.name, "frontend-v1", id, 10*time.Second)
+		if !ok {
+			t.Fatalf("frontend-v1's proxy log has no line with %s", id)
+		}
+		var out map[string]any
+		if err := json.Unmarshal([]byte(line), &out); err != nil {
+			t.Fatalf("outbound line %q is not JSON: %v", line, err)
+		}
+		if ul, _ := out["upstream_local"].(string); !isAddrPort(ul) || out["sni"] != nil || out["tls_failure"] != nil {
+			t.Errorf("outbound line %v; want upstream_local ip:port, no sni (plaintext from the app), no tls_failure", out)
+		}
+		_, in := backendLine(t, l.name, id)
+		var inOut map[string]any
+		if err := json.Unmarshal([]byte(in), &inOut); err != nil {
+			t.Fatalf("inbound line %q is not JSON: %v", in, err)
+		}
+		if inOut["filter_chain"] != "0.0.0.0_8080" || inOut["sni"] != sni {
+			t.Errorf("inbound line %v; want filter_chain 0.0.0.0_8080 and sni %s", inOut, sni)
+		}
+		if ul, _ := inOut["upstream_local"].(string); !isAddrPort(ul) {
+			t.Errorf("inbound line %v; want upstream_local ip:port", inOut)
 		}
 	})
 

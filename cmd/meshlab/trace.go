@@ -101,6 +101,15 @@ func printTrace(w io.Writer, r web.TraceResult) error {
 			if h.UpstreamServiceTimeMs != nil {
 				fmt.Fprintf(&b, "     %-13s %d ms\n", "upstream time", *h.UpstreamServiceTimeMs)
 			}
+			if h.DurationMs != nil {
+				fmt.Fprintf(&b, "     %-13s %d ms\n", "duration", *h.DurationMs)
+			}
+			if h.ResponseFlags != "" {
+				fmt.Fprintf(&b, "     %-13s %s\n", "flags", h.ResponseFlags)
+			}
+			if h.AccessLog != "" {
+				fmt.Fprintf(&b, "     %-13s %s\n", "access log", strings.TrimRight(h.AccessLog, "\n"))
+			}
 			if h.Notes != "" {
 				fmt.Fprintf(&b, "     %-13s %s\n", "note", h.Notes)
 			}

@@ -88,18 +88,21 @@ var simpleOps = map[string]operator{
 	"RESPONSE_CODE": func(i *Info) value {
 		return num(int64(i.Code)) // 0 when no response, as Envoy
 	},
-	"RESPONSE_CODE_DETAILS":             func(i *Info) value { return str(i.CodeDetails) },
-	"CONNECTION_TERMINATION_DETAILS":    func(i *Info) value { return str(i.ConnectionTerminationDetails) },
-	"UPSTREAM_TRANSPORT_FAILURE_REASON": func(i *Info) value { return str(i.UpstreamTransportFailureReason) },
-	"RESPONSE_FLAGS":                    func(i *Info) value { return value{s: i.Flags.String()} },
-	"BYTES_RECEIVED":                    func(i *Info) value { return num(i.BytesReceived) },
-	"BYTES_SENT":                        func(i *Info) value { return num(i.BytesSent) },
-	"DURATION":                          func(i *Info) value { return num(i.Duration.Milliseconds()) },
-	"UPSTREAM_HOST":                     func(i *Info) value { return str(i.UpstreamHost) },
-	"UPSTREAM_CLUSTER":                  func(i *Info) value { return str(i.UpstreamCluster) },
-	"UPSTREAM_CLUSTER_RAW":              func(i *Info) value { return str(i.UpstreamCluster) },
-	"UPSTREAM_LOCAL_ADDRESS":            func(i *Info) value { return str(i.UpstreamLocal) },
-	"DOWNSTREAM_LOCAL_ADDRESS":          func(i *Info) value { return addr(i.DownstreamLocal, true) },
+	"RESPONSE_CODE_DETAILS":          func(i *Info) value { return str(i.CodeDetails) },
+	"CONNECTION_TERMINATION_DETAILS": func(i *Info) value { return str(i.ConnectionTerminationDetails) },
+	"UPSTREAM_TRANSPORT_FAILURE_REASON": func(i *Info) value {
+		// Envoy's formatter writes the reason with its spaces replaced by underscores.
+		return str(strings.ReplaceAll(i.UpstreamTransportFailureReason, " ", "_"))
+	},
+	"RESPONSE_FLAGS":           func(i *Info) value { return value{s: i.Flags.String()} },
+	"BYTES_RECEIVED":           func(i *Info) value { return num(i.BytesReceived) },
+	"BYTES_SENT":               func(i *Info) value { return num(i.BytesSent) },
+	"DURATION":                 func(i *Info) value { return num(i.Duration.Milliseconds()) },
+	"UPSTREAM_HOST":            func(i *Info) value { return str(i.UpstreamHost) },
+	"UPSTREAM_CLUSTER":         func(i *Info) value { return str(i.UpstreamCluster) },
+	"UPSTREAM_CLUSTER_RAW":     func(i *Info) value { return str(i.UpstreamCluster) },
+	"UPSTREAM_LOCAL_ADDRESS":   func(i *Info) value { return str(i.UpstreamLocal) },
+	"DOWNSTREAM_LOCAL_ADDRESS": func(i *Info) value { return addr(i.DownstreamLocal, true) },
 	"DOWNSTREAM_LOCAL_ADDRESS_WITHOUT_PORT": func(i *Info) value {
 		return addr(i.DownstreamLocal, false)
 	},

@@ -394,6 +394,22 @@ func (c *Cluster) dialForTransport(ctx context.Context, _, addr string) (net.Con
 // (upstream_cx_max_requests). The caller must close the response body, which ends the
 // host's active request.
 func (c *Cluster) RoundTrip(req *http.Request, h Host) (*http.Response, error) {
+	return c.RoundTripUpstream(req, h, nil)
+}
+
+// UpstreamInfo is what RoundTripUpstream reports about the upstream connection a
+// request went out on, for the access log.
+type UpstreamInfo struct {
+	// LocalAddr is the proxy's end of the upstream connection
+	// (%UPSTREAM_LOCAL_ADDRESS%); nil when no connection was obtained.
+	LocalAddr net.Addr
+}
+
+// RoundTripUpstream is RoundTrip that also records, in up when it is not nil, the
+// connection the request was sent on. On the pooled HTTP/1.1 path this costs nothing
+// extra; on the http.Transport path (HTTP/2, upgrades, non-replayable requests) it adds
+// a client trace to the request.
+func (c *Cluster) RoundTripUpstream(req *http.Request, h Host, up *UpstreamInfo) (*http.Response, error) {
 	if h.Pipe != "" {
 		return nil, fmt.Errorf("send request to %s: pipe hosts cannot carry HTTP", h)
 	}
@@ -410,11 +426,21 @@ func (c *Cluster) RoundTrip(req *http.Request, h Host) (*http.Response, error) {
 	var resp *http.Response
 	var err error
 	if c.h1 != nil && c.h1.handles(req) {
-		resp, err = c.h1.roundTrip(req, func(conn net.Conn) { c.countRequest(req, conn) })
+		resp, err = c.h1.roundTrip(req, func(conn net.Conn) {
+			if up != nil {
+				up.LocalAddr = conn.LocalAddr()
+			}
+			c.countRequest(req, conn)
+		})
 	} else {
-		if c.cfg.MaxRequestsPerConnection > 0 {
+		if c.cfg.MaxRequestsPerConnection > 0 || up != nil {
 			req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
-				GotConn: func(info httptrace.GotConnInfo) { c.countRequest(req, info.Conn) },
+				GotConn: func(info httptrace.GotConnInfo) {
+					if up != nil {
+						up.LocalAddr = info.Conn.LocalAddr()
+					}
+					c.countRequest(req, info.Conn)
+				},
 			}))
 		}
 		resp, err = c.roundTripper().RoundTrip(req)

@@ -175,7 +175,11 @@ func (rt *router) try(ctx context.Context, x *exchange, cl *cluster.Cluster, out
 	}
 	u := *out.URL
 	req.URL = &u
-	resp, err := cl.RoundTrip(req, host)
+	var up *cluster.UpstreamInfo
+	if len(rt.cfg.AccessLogs) > 0 {
+		up = &x.upstream // the last attempt's connection is the one logged, as in Envoy
+	}
+	resp, err := cl.RoundTripUpstream(req, host, up)
 	if err == nil {
 		cl.ReportResult(host, resp.StatusCode)
 		cl.Stats().RecordResponse(resp.StatusCode)
@@ -249,6 +253,7 @@ func (rt *router) fail(x *exchange, cl *cluster.Cluster, a attempt) int {
 		cl.Stats().RecordResponse(http.StatusServiceUnavailable)
 		x.info.Flags |= accesslog.UpstreamConnectionFailure
 		x.info.CodeDetails = "upstream_reset_before_response_started{connection_failure}"
+		x.info.UpstreamTransportFailureReason = cluster.TransportFailureReason(a.err)
 		if he := (*tlsctx.HandshakeError)(nil); errors.As(a.err, &he) {
 			x.info.CodeDetails = "upstream_reset_before_response_started{connection_failure," + he.Detail() + "}"
 		}

@@ -53,6 +53,11 @@ type Downstream struct {
 	// LocalCert is the certificate this proxy presented on a downstream TLS connection
 	// (the By element of x-forwarded-client-cert); nil for plaintext.
 	LocalCert *x509.Certificate
+	// FilterChainName is the name of the listener filter chain that took the connection
+	// (%FILTER_CHAIN_NAME%); ServerName is its TLS SNI (%REQUESTED_SERVER_NAME%). Empty
+	// when unnamed or plaintext.
+	FilterChainName string
+	ServerName      string
 }
 
 // router serves the requests of one downstream connection.
@@ -134,6 +139,7 @@ type exchange struct {
 	route    *Route
 	weighted *WeightedCluster
 	info     accesslog.Info
+	upstream cluster.UpstreamInfo // filled by the attempts when access logs are on
 	rx       *countingBody
 }
 
@@ -172,6 +178,10 @@ func (rt *router) logAccess(x *exchange, code int) {
 	}
 	i.BytesSent = x.w.n
 	i.DownstreamLocal, i.DownstreamPeer = rt.ds.Local, rt.ds.Remote
+	i.FilterChainName, i.RequestedServerName = rt.ds.FilterChainName, rt.ds.ServerName
+	if a := x.upstream.LocalAddr; a != nil {
+		i.UpstreamLocal = a.String()
+	}
 	if !i.DownstreamPeer.IsValid() {
 		i.DownstreamPeer, _ = netip.ParseAddrPort(r.RemoteAddr)
 	}

@@ -418,6 +418,7 @@ func (m *Manager) handle(a *active, conn net.Conn) {
 		return
 	}
 	var localCert, peer *x509.Certificate
+	sni := ci.ServerName // from tls_inspector, as Envoy's requestedServerName
 	if fc.TLS != nil {
 		store := m.deps.Secrets
 		if store == nil {
@@ -433,8 +434,12 @@ func (m *Manager) handle(a *active, conn net.Conn) {
 			conn = tlsctx.HTTP1Conn{Conn: tc}
 		}
 		localCert = fc.TLS.LocalLeaf(store)
-		if pc := tc.ConnectionState().PeerCertificates; len(pc) > 0 {
+		cs := tc.ConnectionState()
+		if pc := cs.PeerCertificates; len(pc) > 0 {
 			peer = pc[0]
+		}
+		if sni == "" { // no tls_inspector: the TLS transport socket sets it in Envoy
+			sni = cs.ServerName
 		}
 	}
 	in := &rbac.Input{Local: local, DirectRemote: remote, Remote: remote, TLS: fc.TLS != nil, Peer: peer}
@@ -446,7 +451,8 @@ func (m *Manager) handle(a *active, conn net.Conn) {
 	}
 	switch {
 	case fc.TCP != nil:
-		tcpproxy.Serve(m.ctx, fc.TCP, tcpproxy.Deps{Clusters: m.deps.Clusters, Stats: m.deps.Stats, Logger: m.deps.Logger}, conn, local)
+		tcpproxy.Serve(m.ctx, fc.TCP, tcpproxy.Deps{Clusters: m.deps.Clusters, Stats: m.deps.Stats, Logger: m.deps.Logger}, conn,
+			tcpproxy.Downstream{Local: local, FilterChainName: fc.Name, ServerName: sni})
 	case fc.HTTP != nil:
 		draining := make(chan struct{})
 		done := make(chan struct{})
@@ -475,7 +481,7 @@ func (m *Manager) handle(a *active, conn net.Conn) {
 		}()
 		httpconn.ServeConn(m.ctx, fc.HTTP, httpconn.Deps{Routes: m.deps.Routes, Clusters: m.deps.Clusters, Stats: m.deps.Stats, Logger: m.deps.Logger,
 			Draining: draining, DrainClose: drainClose},
-			conn, httpconn.Downstream{Local: local, Remote: remote, LocalCert: localCert})
+			conn, httpconn.Downstream{Local: local, Remote: remote, LocalCert: localCert, FilterChainName: fc.Name, ServerName: sni})
 	}
 }
 

@@ -102,11 +102,24 @@ type Deps struct {
 	Logger   *slog.Logger     // required
 }
 
-// Serve proxies conn to the cluster until both directions are closed or ctx ends. local
-// is the connection's (restored original) destination, the target of ORIGINAL_DST
-// clusters. The caller closes conn.
-func Serve(ctx context.Context, cfg *Config, deps Deps, conn net.Conn, local netip.AddrPort) {
-	info := &accesslog.Info{Start: time.Now(), DownstreamLocal: local}
+// Downstream is what the listener knows about a connection it hands to the filter.
+type Downstream struct {
+	// Local is the connection's (restored original) destination, the target of
+	// ORIGINAL_DST clusters.
+	Local netip.AddrPort
+	// FilterChainName is the name of the filter chain that took the connection
+	// (%FILTER_CHAIN_NAME%); ServerName is its TLS SNI (%REQUESTED_SERVER_NAME%). Empty
+	// when unnamed or plaintext.
+	FilterChainName string
+	ServerName      string
+}
+
+// Serve proxies conn to the cluster until both directions are closed or ctx ends. The
+// caller closes conn.
+func Serve(ctx context.Context, cfg *Config, deps Deps, conn net.Conn, ds Downstream) {
+	local := ds.Local
+	info := &accesslog.Info{Start: time.Now(), DownstreamLocal: local,
+		FilterChainName: ds.FilterChainName, RequestedServerName: ds.ServerName}
 	info.DownstreamPeer, _ = netip.ParseAddrPort(conn.RemoteAddr().String())
 	if len(cfg.AccessLogs) > 0 {
 		defer func() {
@@ -141,6 +154,7 @@ func Serve(ctx context.Context, cfg *Config, deps Deps, conn net.Conn, local net
 		deps.Logger.Debug("tcp_proxy upstream connect failed", "cluster", name, "err", err)
 		cl.ReportResult(host, 503)
 		info.Flags |= accesslog.UpstreamConnectionFailure
+		info.UpstreamTransportFailureReason = cluster.TransportFailureReason(err)
 		return
 	}
 	cl.ReportResult(host, 200)

@@ -44,7 +44,7 @@ func TestServeCountsNoRouteAndConnectFailure(t *testing.T) {
 	a, b := net.Pipe()
 	defer a.Close()
 	defer b.Close()
-	Serve(context.Background(), &Config{StatPrefix: "nr", Cluster: "missing"}, deps, b, netip.AddrPort{})
+	Serve(context.Background(), &Config{StatPrefix: "nr", Cluster: "missing"}, deps, b, Downstream{})
 	if store.Value("tcp.nr.downstream_cx_no_route") != 1 {
 		t.Error("downstream_cx_no_route not counted for an unknown cluster")
 	}
@@ -54,7 +54,7 @@ func TestServeCountsNoRouteAndConnectFailure(t *testing.T) {
 	}
 	dead := netip.MustParseAddrPort(ln.Addr().String())
 	ln.Close()
-	Serve(context.Background(), &Config{StatPrefix: "pt", Cluster: "PassthroughCluster"}, deps, b, dead)
+	Serve(context.Background(), &Config{StatPrefix: "pt", Cluster: "PassthroughCluster"}, deps, b, Downstream{Local: dead})
 	if store.Value("cluster.PassthroughCluster.upstream_cx_connect_fail") != 1 || store.Value("tcp.pt.downstream_cx_total") != 1 {
 		t.Error("connect failure not counted")
 	}
@@ -134,7 +134,7 @@ func TestWeightedClustersSplitConnectionsAndAccessLogNamesTheCluster(t *testing.
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			Serve(context.Background(), cfg, deps, s, netip.AddrPort{})
+			Serve(context.Background(), cfg, deps, s, Downstream{})
 			s.Close()
 		}()
 		b, _ := io.ReadAll(c)
