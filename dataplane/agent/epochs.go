@@ -250,6 +250,7 @@ func (m *epochManager) tryStart(ls *loopState) {
 	}
 	m.mu.Lock()
 	newest, ok := m.newestRunningLocked()
+	oldest, hasOld := m.oldestRunningLocked()
 	m.mu.Unlock()
 	next := 0
 	if ok {
@@ -257,6 +258,13 @@ func (m *epochManager) tryStart(ls *loopState) {
 			return // Istio: "waiting for epoch N to go live before performing a hot restart"
 		}
 		next = newest.Epoch + 1
+		// Envoy's hot restart names its domain sockets by epoch % 3, so at most three
+		// epochs may run: epoch N+1 would fail to bind while N-2 is still exiting (a busy
+		// machine, a parent draining long connections). Start it once N-2 is gone; the
+		// ticker tries again.
+		if hasOld && oldest.Epoch <= next-3 {
+			return
+		}
 	}
 	reason := ls.reason
 	if reason == "" {
@@ -569,6 +577,20 @@ func (m *epochManager) newestRunningLocked() (EpochStatus, bool) {
 	var best *EpochStatus
 	for _, st := range m.epochs {
 		if st.State != EpochExited && (best == nil || st.Epoch >= best.Epoch) {
+			best = st
+		}
+	}
+	if best == nil {
+		return EpochStatus{}, false
+	}
+	return *best, true
+}
+
+// oldestRunningLocked returns the oldest epoch that has not exited. m.mu must be held.
+func (m *epochManager) oldestRunningLocked() (EpochStatus, bool) {
+	var best *EpochStatus
+	for _, st := range m.epochs {
+		if st.State != EpochExited && (best == nil || st.Epoch < best.Epoch) {
 			best = st
 		}
 	}
