@@ -1,11 +1,8 @@
 package web
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -167,13 +164,13 @@ func (c *Client) CAStatus(ctx context.Context) (CAStatus, error) {
 // RotateRoot rotates the lab's root (to certPEM/keyPEM when given) and returns the new status.
 func (c *Client) RotateRoot(ctx context.Context, certPEM, keyPEM []byte) (CAStatus, error) {
 	var out CAStatus
-	return out, c.post(ctx, "/v1/ca/rotate-root", CARotateRequest{CertPEM: string(certPEM), KeyPEM: string(keyPEM)}, &out)
+	return out, c.postJSON(ctx, "/v1/ca/rotate-root", CARotateRequest{CertPEM: string(certPEM), KeyPEM: string(keyPEM)}, &out)
 }
 
 // SetCAClock shifts the CA's clock by offset (0 resets) and returns the new status.
 func (c *Client) SetCAClock(ctx context.Context, offset time.Duration, renew bool) (CAStatus, error) {
 	var out CAStatus
-	return out, c.post(ctx, "/v1/ca/clock", CAClockRequest{Offset: offset.String(), Renew: renew}, &out)
+	return out, c.postJSON(ctx, "/v1/ca/clock", CAClockRequest{Offset: offset.String(), Renew: renew}, &out)
 }
 
 // PauseCertRenewal pauses (or resumes) a pod agent's certificate renewal.
@@ -183,41 +180,5 @@ func (c *Client) PauseCertRenewal(ctx context.Context, pod string, paused bool) 
 		verb = "pause"
 	}
 	var out map[string]any
-	return c.post(ctx, "/v1/pods/"+url.PathEscape(pod)+"/certs/"+verb, struct{}{}, &out)
-}
-
-// post sends in as JSON and decodes the answer into out; an error answer's message
-// becomes the error.
-func (c *Client) post(ctx context.Context, path string, in, out any) error {
-	body, err := json.Marshal(in)
-	if err != nil {
-		return fmt.Errorf("encode request: %w", err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://lab"+path, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("call lab API %s: %w", path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return fmt.Errorf("call lab API %s: %w", path, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(b, &e) == nil && e.Error != "" {
-			return fmt.Errorf("call lab API %s: %s", path, e.Error)
-		}
-		return fmt.Errorf("call lab API %s: %s: %s", path, resp.Status, b)
-	}
-	if err := json.Unmarshal(b, out); err != nil {
-		return fmt.Errorf("decode lab API %s: %w", path, err)
-	}
-	return nil
+	return c.postJSON(ctx, "/v1/pods/"+url.PathEscape(pod)+"/certs/"+verb, struct{}{}, &out)
 }

@@ -99,7 +99,7 @@ func TestCARoutes(t *testing.T) {
 		t.Fatalf("pause unknown pod = %v", err)
 	}
 	var out map[string]any
-	if err := c.post(ctx, "/v1/ca/clock", CAClockRequest{Offset: "soon"}, &out); err == nil || !strings.Contains(err.Error(), "offset") {
+	if err := c.postJSON(ctx, "/v1/ca/clock", CAClockRequest{Offset: "soon"}, &out); err == nil || !strings.Contains(err.Error(), "offset") {
 		t.Fatalf("bad offset = %v", err)
 	}
 }

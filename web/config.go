@@ -1,12 +1,9 @@
 package web
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"time"
@@ -203,35 +200,5 @@ func (c *Client) ProxyStatus(ctx context.Context) ([]ProxyStatus, error) {
 // postJSON sends in as JSON and decodes the answer into out; an error answer's message is
 // returned as the error, as the lab wrote it.
 func (c *Client) postJSON(ctx context.Context, path string, in, out any) error {
-	body, err := json.Marshal(in)
-	if err != nil {
-		return fmt.Errorf("encode request: %w", err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://lab"+path, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("call lab API %s: %w", path, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return fmt.Errorf("call lab API %s: %w", path, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(data, &e) == nil && e.Error != "" {
-			return errors.New(e.Error)
-		}
-		return fmt.Errorf("call lab API %s: %s: %s", path, resp.Status, data)
-	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("decode lab API %s: %w", path, err)
-	}
-	return nil
+	return c.call(ctx, http.MethodPost, path, in, out)
 }

@@ -150,6 +150,6 @@ func TraceRoutes(t Tracer) Routes {
 // Trace calls POST /v1/trace.
 func (c *Client) Trace(ctx context.Context, r TraceRequest) (TraceResult, error) {
 	var out TraceResult
-	err := c.post(ctx, "/v1/trace", r, &out)
+	err := c.postJSON(ctx, "/v1/trace", r, &out)
 	return out, err
 }
