@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -239,39 +238,7 @@ func TestLabGuideOutput(t *testing.T) {
 	if err := os.WriteFile(labFile, []byte(spec), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "lab", "start", labFile, "--name", name, "--listen", "", "--drain-duration", "0")
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		_ = exec.Command(bin, "clean", "--name", name).Run()
-		assertNothingLeft(t, name)
-		if t.Failed() {
-			t.Logf("lab start output:\n%s", out.String())
-		}
-	})
-	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(out.String(), "Stop with Ctrl-C") {
-		select {
-		case <-done:
-			t.Fatalf("lab start exited:\n%s", out.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("lab start not ready after 60s:\n%s", out.String())
-		}
-	}
+	startLabGuide(t, name, labFile, "")
 	run := func(args ...string) (string, string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

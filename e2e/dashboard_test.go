@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -498,41 +497,7 @@ func TestDashboardSecurityInBrowser(t *testing.T) {
 // nothing is left.
 func startGuidedLab(t *testing.T, labName string) string {
 	t.Helper()
-	bin := meshlabBin(t)
-	name := testutil.UniqueName(t)
-	cmd := exec.Command(bin, "lab", "start", labName, "--name", name, "--listen", "127.0.0.1:0", "--drain-duration", "0")
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		_ = exec.Command(bin, "clean", "--name", name).Run()
-		assertNothingLeft(t, name)
-		if t.Failed() {
-			t.Logf("lab start output:\n%s", out.String())
-		}
-	})
-	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(out.String(), "Stop with Ctrl-C") {
-		select {
-		case <-done:
-			t.Fatalf("lab start exited:\n%s", out.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("lab start not ready after 60s:\n%s", out.String())
-		}
-	}
+	out := startLabGuide(t, testutil.UniqueName(t), labName, "127.0.0.1:0")
 	u := dashboardURL.FindString(out.String())
 	if u == "" {
 		t.Fatalf("lab start printed no dashboard URL:\n%s", out.String())

@@ -101,9 +101,37 @@ func TestLabRunBrokenFails(t *testing.T) {
 func TestLabGuide(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
-	bin := meshlabBin(t)
 	name := testutil.UniqueName(t)
-	cmd := exec.Command(bin, "lab", "start", "retries", "--name", name, "--listen", "", "--drain-duration", "0")
+	out := startLabGuide(t, name, "retries", "")
+	if !strings.Contains(out.String(), "Step 1 of 2: the flaky service fails") {
+		t.Fatalf("lab start did not show the first step:\n%s", out.String())
+	}
+	if got, err := meshlab(t, "lab", "check", "--name", name); err != nil || !strings.Contains(got, "Step 1 passed.") {
+		t.Fatalf("lab check: %v\n%s", err, got)
+	}
+	got, err := meshlab(t, "lab", "next", "--name", name)
+	if err != nil || !strings.Contains(got, "Step 2 of 2: retries hide the failures") {
+		t.Fatalf("lab next: %v\n%s", err, got)
+	}
+	// Step 2's task is not done yet: its checks see no traffic and fail.
+	if got, err := meshlab(t, "lab", "check", "--name", name); err == nil || !strings.Contains(got, "FAIL status: saw no traffic action ran") {
+		t.Fatalf("lab check before the solution: %v\n%s", err, got)
+	}
+	if got, err := meshlab(t, "lab", "solve", "--name", name); err != nil || !strings.Contains(got, "Step 2 passed.") {
+		t.Fatalf("lab solve: %v\n%s", err, got)
+	}
+	if got, err := meshlab(t, "lab", "next", "--name", name); err == nil || !strings.Contains(got, "this is the last step") {
+		t.Fatalf("lab next after the last step: %v\n%s", err, got)
+	}
+}
+
+// startLabGuide runs `meshlab lab start REF` as lab name (the dashboard on listen, ""
+// for none) and returns its output once the lab is up and its first step shown; cleanup
+// stops it and checks that nothing is left.
+func startLabGuide(t *testing.T, name, ref, listen string) *syncBuffer {
+	t.Helper()
+	bin := meshlabBin(t)
+	cmd := exec.Command(bin, "lab", "start", ref, "--name", name, "--listen", listen, "--drain-duration", "0")
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
@@ -136,24 +164,5 @@ func TestLabGuide(t *testing.T) {
 			t.Fatalf("lab start not ready after 60s:\n%s", out.String())
 		}
 	}
-	if !strings.Contains(out.String(), "Step 1 of 2: the flaky service fails") {
-		t.Fatalf("lab start did not show the first step:\n%s", out.String())
-	}
-	if got, err := meshlab(t, "lab", "check", "--name", name); err != nil || !strings.Contains(got, "Step 1 passed.") {
-		t.Fatalf("lab check: %v\n%s", err, got)
-	}
-	got, err := meshlab(t, "lab", "next", "--name", name)
-	if err != nil || !strings.Contains(got, "Step 2 of 2: retries hide the failures") {
-		t.Fatalf("lab next: %v\n%s", err, got)
-	}
-	// Step 2's task is not done yet: its checks see no traffic and fail.
-	if got, err := meshlab(t, "lab", "check", "--name", name); err == nil || !strings.Contains(got, "FAIL status: saw no traffic action ran") {
-		t.Fatalf("lab check before the solution: %v\n%s", err, got)
-	}
-	if got, err := meshlab(t, "lab", "solve", "--name", name); err != nil || !strings.Contains(got, "Step 2 passed.") {
-		t.Fatalf("lab solve: %v\n%s", err, got)
-	}
-	if got, err := meshlab(t, "lab", "next", "--name", name); err == nil || !strings.Contains(got, "this is the last step") {
-		t.Fatalf("lab next after the last step: %v\n%s", err, got)
-	}
+	return out
 }
