@@ -95,7 +95,7 @@ func rbacPolicy(r *security.Rule, forTCP bool, action rbacpb.RBAC_Action) (*rbac
 			{field{s.GetPrincipals(), s.GetNotPrincipals(), false}, principalID},
 			{field{s.GetNamespaces(), s.GetNotNamespaces(), false}, namespaceID},
 		}
-		ids, ok := principalAnd(append(fields, when...), forTCP, action)
+		ids, ok := andFields(principals, append(fields, when...), forTCP, action)
 		if !ok {
 			return nil, false
 		}
@@ -112,7 +112,7 @@ func rbacPolicy(r *security.Rule, forTCP bool, action rbacpb.RBAC_Action) (*rbac
 			{field{o.GetPaths(), o.GetNotPaths(), true}, pathRule},
 			{field{o.GetMethods(), o.GetNotMethods(), true}, methodRule},
 		}
-		rules, ok := permissionAnd(fields, forTCP, action)
+		rules, ok := andFields(permissions, fields, forTCP, action)
 		if !ok {
 			return nil, false
 		}
@@ -121,76 +121,83 @@ func rbacPolicy(r *security.Rule, forTCP bool, action rbacpb.RBAC_Action) (*rbac
 	return p, true
 }
 
-type principalField struct {
+// matcherField is one attribute of a rule and how one of its values becomes a matcher
+// (a Principal or a Permission).
+type matcherField[T any] struct {
 	field
-	id func(string) *rbacpb.Principal
+	match func(string) T
 }
 
-type permissionField struct {
-	field
-	rule func(string) *rbacpb.Permission
+type (
+	principalField  = matcherField[*rbacpb.Principal]
+	permissionField = matcherField[*rbacpb.Permission]
+)
+
+// matcherSet builds the set matchers of one RBAC matcher type.
+type matcherSet[T any] struct {
+	and, or func([]T) T
+	not     func(T) T
+	any     func() T
 }
 
-// principalAnd ANDs the fields that have values; {any: true} when none has.
-func principalAnd(fields []principalField, forTCP bool, action rbacpb.RBAC_Action) (*rbacpb.Principal, bool) {
-	var and []*rbacpb.Principal
+var principals = matcherSet[*rbacpb.Principal]{
+	and: func(ids []*rbacpb.Principal) *rbacpb.Principal {
+		return &rbacpb.Principal{Identifier: &rbacpb.Principal_AndIds{AndIds: &rbacpb.Principal_Set{Ids: ids}}}
+	},
+	or: func(ids []*rbacpb.Principal) *rbacpb.Principal {
+		return &rbacpb.Principal{Identifier: &rbacpb.Principal_OrIds{OrIds: &rbacpb.Principal_Set{Ids: ids}}}
+	},
+	not: func(id *rbacpb.Principal) *rbacpb.Principal {
+		return &rbacpb.Principal{Identifier: &rbacpb.Principal_NotId{NotId: id}}
+	},
+	any: func() *rbacpb.Principal { return &rbacpb.Principal{Identifier: &rbacpb.Principal_Any{Any: true}} },
+}
+
+var permissions = matcherSet[*rbacpb.Permission]{
+	and: func(rules []*rbacpb.Permission) *rbacpb.Permission {
+		return &rbacpb.Permission{Rule: &rbacpb.Permission_AndRules{AndRules: &rbacpb.Permission_Set{Rules: rules}}}
+	},
+	or: func(rules []*rbacpb.Permission) *rbacpb.Permission {
+		return &rbacpb.Permission{Rule: &rbacpb.Permission_OrRules{OrRules: &rbacpb.Permission_Set{Rules: rules}}}
+	},
+	not: func(rule *rbacpb.Permission) *rbacpb.Permission {
+		return &rbacpb.Permission{Rule: &rbacpb.Permission_NotRule{NotRule: rule}}
+	},
+	any: func() *rbacpb.Permission { return &rbacpb.Permission{Rule: &rbacpb.Permission_Any{Any: true}} },
+}
+
+// andFields ANDs the fields that have values (each the OR of its values, and the NOT of
+// the OR of its notValues); {any: true} when none has. On TCP an HTTP-only field with
+// values drops the whole rule of an ALLOW policy (ok false) and is skipped in a DENY one.
+func andFields[T any](set matcherSet[T], fields []matcherField[T], forTCP bool, action rbacpb.RBAC_Action) (T, bool) {
+	var and []T
 	for _, f := range fields {
 		if forTCP && f.httpOnly && len(f.values)+len(f.notValues) > 0 {
 			if action == rbacpb.RBAC_ALLOW {
-				return nil, false
+				var none T
+				return none, false
 			}
 			continue
 		}
 		if len(f.values) > 0 {
-			and = append(and, principalOr(f.values, f.id))
+			and = append(and, orValues(set, f.values, f.match))
 		}
 		if len(f.notValues) > 0 {
-			and = append(and, &rbacpb.Principal{Identifier: &rbacpb.Principal_NotId{NotId: principalOr(f.notValues, f.id)}})
+			and = append(and, set.not(orValues(set, f.notValues, f.match)))
 		}
 	}
 	if len(and) == 0 {
-		and = []*rbacpb.Principal{{Identifier: &rbacpb.Principal_Any{Any: true}}}
+		and = []T{set.any()}
 	}
-	return &rbacpb.Principal{Identifier: &rbacpb.Principal_AndIds{AndIds: &rbacpb.Principal_Set{Ids: and}}}, true
+	return set.and(and), true
 }
 
-func principalOr(values []string, id func(string) *rbacpb.Principal) *rbacpb.Principal {
-	or := make([]*rbacpb.Principal, 0, len(values))
+func orValues[T any](set matcherSet[T], values []string, match func(string) T) T {
+	or := make([]T, 0, len(values))
 	for _, v := range values {
-		or = append(or, id(v))
+		or = append(or, match(v))
 	}
-	return &rbacpb.Principal{Identifier: &rbacpb.Principal_OrIds{OrIds: &rbacpb.Principal_Set{Ids: or}}}
-}
-
-// permissionAnd ANDs the fields that have values; {any: true} when none has.
-func permissionAnd(fields []permissionField, forTCP bool, action rbacpb.RBAC_Action) (*rbacpb.Permission, bool) {
-	var and []*rbacpb.Permission
-	for _, f := range fields {
-		if forTCP && f.httpOnly && len(f.values)+len(f.notValues) > 0 {
-			if action == rbacpb.RBAC_ALLOW {
-				return nil, false
-			}
-			continue
-		}
-		if len(f.values) > 0 {
-			and = append(and, permissionOr(f.values, f.rule))
-		}
-		if len(f.notValues) > 0 {
-			and = append(and, &rbacpb.Permission{Rule: &rbacpb.Permission_NotRule{NotRule: permissionOr(f.notValues, f.rule)}})
-		}
-	}
-	if len(and) == 0 {
-		and = []*rbacpb.Permission{{Rule: &rbacpb.Permission_Any{Any: true}}}
-	}
-	return &rbacpb.Permission{Rule: &rbacpb.Permission_AndRules{AndRules: &rbacpb.Permission_Set{Rules: and}}}, true
-}
-
-func permissionOr(values []string, rule func(string) *rbacpb.Permission) *rbacpb.Permission {
-	or := make([]*rbacpb.Permission, 0, len(values))
-	for _, v := range values {
-		or = append(or, rule(v))
-	}
-	return &rbacpb.Permission{Rule: &rbacpb.Permission_OrRules{OrRules: &rbacpb.Permission_Set{Rules: or}}}
+	return set.or(or)
 }
 
 // principalID matches a peer's SPIFFE ID: "*" any, "x*" by prefix, "*x" by suffix, else
