@@ -3,7 +3,6 @@ package web
 import (
 	"context"
 	"errors"
-	"net/http"
 
 	"github.com/gin-gonic/gin"
 )
@@ -122,28 +121,7 @@ type Tracer interface {
 // TraceRoutes serves POST /v1/trace (a TraceRequest; answers a TraceResult).
 func TraceRoutes(t Tracer) Routes {
 	return func(v1 *gin.RouterGroup) {
-		v1.POST("/trace", func(c *gin.Context) {
-			var r TraceRequest
-			if err := c.ShouldBindJSON(&r); err != nil {
-				c.JSON(http.StatusBadRequest, gin.H{"error": "decode request: " + err.Error()})
-				return
-			}
-			if err := r.Validate(); err != nil {
-				c.JSON(http.StatusBadRequest, gin.H{"error": err.Error()})
-				return
-			}
-			res, err := t.Trace(c.Request.Context(), r)
-			switch {
-			case errors.Is(err, ErrUnknownPod):
-				c.JSON(http.StatusNotFound, gin.H{"error": err.Error()})
-			case errors.Is(err, ErrBadTraffic):
-				c.JSON(http.StatusBadRequest, gin.H{"error": err.Error()})
-			case err != nil:
-				c.JSON(http.StatusInternalServerError, gin.H{"error": err.Error()})
-			default:
-				c.JSON(http.StatusOK, res)
-			}
-		})
+		v1.POST("/trace", sendRequest(t.Trace))
 	}
 }
 
