@@ -3,11 +3,7 @@ package httpconn
 import (
 	"bytes"
 	"context"
-	"io"
-	"log"
 	"net"
-	"net/http"
-	"sync"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/tlsctx"
 )
@@ -61,89 +57,3 @@ func detectHTTP2(ctx context.Context, codec Codec, conn net.Conn) (bool, net.Con
 	}
 	return true, tlsctx.NewPrefixConn(conn, buf)
 }
-
-// serveHTTP1 serves HTTP/1.1 on conn; on drain the next response carries
-// "connection: close" and an idle connection is closed.
-func serveHTTP1(ctx context.Context, deps Deps, conn net.Conn, handler http.Handler, st *hcmStats) {
-	l := newOneConnListener(conn)
-	var drainOnce sync.Once
-	var srv *http.Server
-	drain := func() {
-		drainOnce.Do(func() {
-			// Connection: close on the next response, and close the connection now if
-			// it is idle. A connection that has not sent its first request yet is left
-			// open (Go's server counts it as busy): its client may be writing that
-			// request right now and would not retry on a connection it never used. It
-			// serves one request under the drained configuration, as in Envoy.
-			srv.SetKeepAlivesEnabled(false)
-			st.scope.Counter("downstream_cx_drain_close").Inc()
-		})
-	}
-	if deps.DrainClose != nil {
-		next := handler
-		handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if deps.DrainClose() {
-				drain()
-			}
-			next.ServeHTTP(w, r)
-		})
-	}
-	srv = &http.Server{
-		Handler:  handler,
-		ErrorLog: log.New(io.Discard, "", 0),
-		ConnState: func(_ net.Conn, s http.ConnState) {
-			if s == http.StateClosed || s == http.StateHijacked {
-				l.finish()
-			}
-		},
-		BaseContext: func(net.Listener) context.Context { return ctx },
-	}
-	stop := context.AfterFunc(ctx, func() { _ = srv.Close() })
-	defer stop()
-	if deps.Draining != nil {
-		go func() {
-			select {
-			case <-deps.Draining:
-				drain()
-			case <-l.done:
-			}
-		}()
-	}
-	_ = srv.Serve(l)
-	<-l.done
-}
-
-// oneConnListener hands one connection to an http.Server, then blocks Accept until that
-// connection is finished so Serve returns only when the connection is done.
-type oneConnListener struct {
-	conn net.Conn
-	mu   sync.Mutex
-	used bool
-	once sync.Once
-	done chan struct{}
-}
-
-func newOneConnListener(c net.Conn) *oneConnListener {
-	return &oneConnListener{conn: c, done: make(chan struct{})}
-}
-
-func (l *oneConnListener) Accept() (net.Conn, error) {
-	l.mu.Lock()
-	if !l.used {
-		l.used = true
-		l.mu.Unlock()
-		return l.conn, nil
-	}
-	l.mu.Unlock()
-	<-l.done
-	return nil, net.ErrClosed
-}
-
-func (l *oneConnListener) finish() { l.once.Do(func() { close(l.done) }) }
-
-func (l *oneConnListener) Close() error {
-	l.finish()
-	return nil
-}
-
-func (l *oneConnListener) Addr() net.Addr { return l.conn.LocalAddr() }

@@ -443,8 +443,29 @@ func copyFlushing(w http.ResponseWriter, body io.Reader) {
 			_ = rc.Flush()
 		}
 		if err != nil {
+			if err != io.EOF {
+				if a, ok := unwrapAborter(w); ok {
+					a.Abort() // the upstream reset mid-body: reset downstream too, as Envoy does
+				}
+			}
 			return
 		}
+	}
+}
+
+// aborter is a response writer that can end its response unfinished.
+type aborter interface{ Abort() }
+
+func unwrapAborter(w http.ResponseWriter) (aborter, bool) {
+	for {
+		if a, ok := w.(aborter); ok {
+			return a, true
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return nil, false
+		}
+		w = u.Unwrap()
 	}
 }
 

@@ -1,0 +1,190 @@
+package httpconn
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+
+	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
+)
+
+// rawExchange writes raw bytes to addr and returns everything the proxy sent until it
+// closed the connection, or until idle passed without a byte (then open is true).
+func rawExchange(t *testing.T, addr, raw string, idle time.Duration) (got string, open bool) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	buf := make([]byte, 64<<10)
+	for {
+		_ = c.SetReadDeadline(time.Now().Add(idle))
+		n, err := c.Read(buf)
+		b.Write(buf[:n])
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			return b.String(), true
+		}
+		if err != nil {
+			return b.String(), false
+		}
+	}
+}
+
+// directLab answers /one and /two with those bodies (direct_response).
+func directLab(t *testing.T) *lab {
+	t.Helper()
+	answer := func(body string) *routev3.Route {
+		return &routev3.Route{Match: prefix("/" + body), Action: &routev3.Route_DirectResponse{DirectResponse: &routev3.DirectResponseAction{
+			Status: 200, Body: &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: body}}}}}
+	}
+	return newLab(t, nil, answer("one"), answer("two"))
+}
+
+func TestHTTP1CodecAsEnvoys(t *testing.T) {
+	l := directLab(t)
+	big := strings.Repeat("x", 70<<10)
+	for _, tc := range []struct {
+		name     string
+		raw      string
+		want     []string // substrings, in this order
+		wantNot  []string
+		wantOpen bool
+	}{
+		{"header names are written in lower case", "GET /one HTTP/1.1\r\nHost: a\r\n\r\n",
+			[]string{"HTTP/1.1 200 OK\r\n", "content-length: 3\r\n", "\r\nserver: envoy\r\n", "\r\none"}, []string{"Content-Length"}, true},
+		{"pipelined requests are answered in order on one connection", "GET /two HTTP/1.1\r\nHost: a\r\n\r\nGET /one HTTP/1.1\r\nHost: a\r\n\r\n",
+			[]string{"\r\n\r\ntwo", "HTTP/1.1 200 OK", "\r\n\r\none"}, nil, true},
+		{"a malformed request line is a codec error: 400 and close", "GARBAGE\r\n\r\n",
+			[]string{"HTTP/1.1 400 Bad Request\r\n", "connection: close\r\n", "\r\n\r\nBad Request"}, nil, false},
+		{"HTTP/1.1 without a host header is a codec error", "GET /one HTTP/1.1\r\n\r\n",
+			[]string{"HTTP/1.1 400 Bad Request\r\n"}, nil, false},
+		{"a request head over max_request_headers_kb is answered 431", "GET /one HTTP/1.1\r\nHost: a\r\nX-Big: " + big + "\r\n\r\n",
+			[]string{"HTTP/1.1 431 Request Header Fields Too Large\r\n"}, nil, false},
+		{"HTTP/1.0 without keep-alive is closed after the response", "GET /one HTTP/1.0\r\nHost: a\r\n\r\n",
+			[]string{"HTTP/1.0 200 OK\r\n", "connection: close\r\n", "\r\n\r\none"}, nil, false},
+		{"HTTP/1.0 with keep-alive stays open", "GET /one HTTP/1.0\r\nHost: a\r\nConnection: keep-alive\r\n\r\n",
+			[]string{"HTTP/1.0 200 OK\r\n", "connection: keep-alive\r\n", "\r\n\r\none"}, nil, true},
+		{"connection: close from the client closes after the response", "GET /one HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+			[]string{"connection: close\r\n", "\r\n\r\none"}, nil, false},
+		{"a HEAD response has the headers and no body", "HEAD /one HTTP/1.1\r\nHost: a\r\n\r\n",
+			[]string{"content-length: 3\r\n"}, []string{"\r\n\r\none"}, true},
+		{"an unknown expectation is refused with 417", "POST /one HTTP/1.1\r\nHost: a\r\nExpect: teapot\r\nContent-Length: 1\r\n\r\nx",
+			[]string{"HTTP/1.1 417 Expectation Failed\r\n"}, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, open := rawExchange(t, l.addr, tc.raw, 300*time.Millisecond)
+			rest := got
+			for _, w := range tc.want {
+				i := strings.Index(rest, w)
+				if i < 0 {
+					t.Fatalf("response lacks %q (in order):\n%s", w, got)
+				}
+				rest = rest[i+len(w):]
+			}
+			for _, w := range tc.wantNot {
+				if strings.Contains(got, w) {
+					t.Errorf("response has %q:\n%s", w, got)
+				}
+			}
+			if open != tc.wantOpen {
+				t.Errorf("connection open after the response = %v, want %v:\n%s", open, tc.wantOpen, got)
+			}
+		})
+	}
+	if n := l.store.Value("http.lab.downstream_cx_protocol_error"); n != 3 {
+		t.Errorf("downstream_cx_protocol_error = %d, want 3", n)
+	}
+}
+
+func TestHTTP1ExpectContinueIsAnsweredByTheProxy(t *testing.T) {
+	var expect atomic.Value
+	up := backend(t, "", func(w http.ResponseWriter, r *http.Request) {
+		expect.Store(r.Header.Get("Expect"))
+		b, _ := io.ReadAll(r.Body)
+		_, _ = w.Write(b)
+	})
+	l := newLab(t, []*cluster.Config{staticCluster(t, "up", up)}, routeTo(prefix("/"), to("up")))
+	c, err := net.Dial("tcp", l.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	_, _ = io.WriteString(c, "POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n")
+	br := bufio.NewReader(c)
+	line, err := br.ReadString('\n')
+	if err != nil || line != "HTTP/1.1 100 Continue\r\n" {
+		t.Fatalf("first line = %q, %v; want the proxy's 100 Continue before the body is sent", line, err)
+	}
+	_, _ = br.ReadString('\n')
+	_, _ = io.WriteString(c, "hello")
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || string(body) != "hello" {
+		t.Errorf("response %d %q, want 200 hello", resp.StatusCode, body)
+	}
+	if e := expect.Load(); e != "" {
+		t.Errorf("upstream saw Expect %q; Envoy answers 100-continue itself and does not forward it", e)
+	}
+}
+
+func TestHTTP1ClientGoneCancelsTheUpstreamRequest(t *testing.T) {
+	cancelled := make(chan struct{})
+	up := backend(t, "", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+			close(cancelled)
+		case <-time.After(10 * time.Second):
+		}
+	})
+	l := newLab(t, []*cluster.Config{staticCluster(t, "up", up)}, routeTo(prefix("/"), to("up")))
+	c, err := net.Dial("tcp", l.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	time.Sleep(50 * time.Millisecond) // the request reached the upstream
+	c.Close()
+	select {
+	case <-cancelled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the upstream request was not cancelled after the client went away (Envoy resets it)")
+	}
+	lines := l.waitLines(t, 1)
+	if !strings.Contains(lines[0], " DC ") {
+		t.Errorf("access log %q lacks the DC flag", lines[0])
+	}
+}
+
+func TestHTTP1UpstreamResetMidBodyResetsTheClient(t *testing.T) {
+	up := backend(t, "", func(w http.ResponseWriter, r *http.Request) {
+		conn, bw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		_, _ = bw.WriteString("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
+		_ = bw.Flush()
+		conn.Close()
+	})
+	l := newLab(t, []*cluster.Config{staticCluster(t, "up", up)}, routeTo(prefix("/"), to("up")))
+	got, open := rawExchange(t, l.addr, "GET / HTTP/1.1\r\nHost: a\r\n\r\n", 2*time.Second)
+	if !strings.Contains(got, "hello") || strings.Contains(got, "0\r\n\r\n") || open {
+		t.Errorf("client saw %q (open %v): want the partial body, no terminating chunk, and the connection closed", got, open)
+	}
+}
