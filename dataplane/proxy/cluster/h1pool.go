@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -189,7 +191,7 @@ func (pc *h1Conn) do(req *http.Request) (*http.Response, bool, error) {
 		}
 		return nil, retry && pc.reused, err
 	}
-	err := req.Write(pc.bw)
+	err := writeRequest(pc.bw, req)
 	if err == nil {
 		err = pc.bw.Flush()
 	}
@@ -219,6 +221,76 @@ func (pc *h1Conn) do(req *http.Request) (*http.Response, bool, error) {
 	}
 	resp.Body = b
 	return resp, false, nil
+}
+
+// writeRequest writes req as HTTP/1.1, as Envoy's codec does: the header names in lower
+// case, no header added but host and the body's framing (net/http's Request.Write would
+// add a User-Agent of its own). The pool sends only bodies of known length (see handles).
+func writeRequest(bw *bufio.Writer, req *http.Request) error {
+	host := req.Host
+	if host == "" {
+		host = req.URL.Host
+	}
+	_, _ = bw.WriteString(req.Method)
+	_ = bw.WriteByte(' ')
+	_, _ = bw.WriteString(req.URL.RequestURI())
+	_, _ = bw.WriteString(" HTTP/1.1\r\nhost: ")
+	_, _ = bw.WriteString(sanitizeField(host))
+	_, _ = bw.WriteString("\r\n")
+	for k, vs := range req.Header {
+		if k == "Host" || k == "Content-Length" || k == "Transfer-Encoding" || k == "Connection" {
+			continue
+		}
+		for _, v := range vs {
+			writeLower(bw, k)
+			_, _ = bw.WriteString(": ")
+			_, _ = bw.WriteString(sanitizeField(v))
+			_, _ = bw.WriteString("\r\n")
+		}
+	}
+	hasBody := req.Body != nil && req.Body != http.NoBody
+	switch {
+	case hasBody || req.ContentLength > 0:
+		_, _ = bw.WriteString("content-length: ")
+		_, _ = bw.WriteString(strconv.FormatInt(req.ContentLength, 10))
+		_, _ = bw.WriteString("\r\n")
+	case req.Method == http.MethodPost || req.Method == http.MethodPut || req.Method == http.MethodPatch:
+		_, _ = bw.WriteString("content-length: 0\r\n")
+	}
+	if req.Close {
+		_, _ = bw.WriteString("connection: close\r\n")
+	}
+	if _, err := bw.WriteString("\r\n"); err != nil {
+		return err
+	}
+	if !hasBody {
+		return nil
+	}
+	n, err := io.Copy(bw, req.Body)
+	_ = req.Body.Close()
+	if err == nil && n != req.ContentLength {
+		err = fmt.Errorf("request body was %d bytes, content-length %d", n, req.ContentLength)
+	}
+	return err
+}
+
+// writeLower writes a header name in lower case.
+func writeLower(bw *bufio.Writer, name string) {
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		_ = bw.WriteByte(c)
+	}
+}
+
+// sanitizeField replaces CR and LF in a field value, so it cannot split the head.
+func sanitizeField(v string) string {
+	if strings.ContainsAny(v, "\r\n") {
+		return strings.NewReplacer("\r", " ", "\n", " ").Replace(v)
+	}
+	return v
 }
 
 // replayable is http.Transport's rule for resending a request after its connection
