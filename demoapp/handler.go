@@ -2,6 +2,8 @@ package demoapp
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -59,8 +61,38 @@ func newHandler(c Config, log *slog.Logger) *handler {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok"))
 	})
+	h.mux.HandleFunc("GET /bytes/{n}", serveBytes)
 	h.mux.HandleFunc("/", h.serveApp)
 	return h
+}
+
+// maxBytes is the largest body /bytes/{n} answers with.
+const maxBytes = 10 << 20
+
+// bytesPattern is what /bytes/{n} repeats: printable, so a body shown in a terminal is
+// readable, and the same for every request.
+const bytesPattern = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ\n"
+
+var bytesChunk = strings.Repeat(bytesPattern, 512) // 32 KiB
+
+// serveBytes answers GET /bytes/{n} with exactly n bytes (as httpbin's /bytes and
+// fortio's ?size=): a fixed payload size for load tests and benchmarks.
+func serveBytes(w http.ResponseWriter, r *http.Request) {
+	raw := r.PathValue("n")
+	n, err := strconv.Atoi(raw)
+	if err != nil || n < 0 || n > maxBytes {
+		http.Error(w, fmt.Sprintf("bytes: %q is not a byte count between 0 and %d", raw, maxBytes), http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.Itoa(n))
+	for n > 0 {
+		part := bytesChunk[:min(n, len(bytesChunk))]
+		if _, err := io.WriteString(w, part); err != nil {
+			return
+		}
+		n -= len(part)
+	}
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
