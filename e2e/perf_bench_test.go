@@ -31,7 +31,8 @@ import (
 // process: TestFortioLoadHelper, which does nothing unless fortioHelperEnv is set.
 const (
 	fortioHelperEnv = "MESHLAB_FORTIO_LOAD" // JSON loadSpec; the helper writes loadResult to spec.Out
-	perfConnections = 8
+	perfConnections = 4
+	perfPath        = "bytes/1024" // 1 KB answers, as the issue asks
 	perfFixedQPS    = 1000
 	perfDuration    = 5 * time.Second
 )
@@ -175,6 +176,25 @@ func sidecars(b *testing.B, pods map[string]web.PodStatus, names ...string) []pr
 	return procs
 }
 
+// pssMB returns the proportional set size of pid in MB: private pages plus each shared
+// page divided by the number of processes mapping it (the binary's text is shared by every
+// sidecar, agent, app and the lab process).
+func pssMB(b *testing.B, pid int) float64 {
+	b.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "Pss:" {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb / 1024
+		}
+	}
+	b.Fatalf("no Pss in /proc/%d/smaps_rollup", pid)
+	return 0
+}
+
 // rssMB returns VmRSS of pid in MB.
 func rssMB(b *testing.B, pid int) float64 { return statusMB(b, pid, "VmRSS") }
 
@@ -265,13 +285,15 @@ func checkTransport(b *testing.B, ns, url string, wantMTLS bool) {
 }
 
 // BenchmarkDataPath measures latency and throughput of HTTP through the data path, side
-// by side in one lab (testdata/perf.yaml) and one run: baseline (no sidecars), the sidecar
-// pair in plaintext, and the sidecar pair with mTLS; each at a fixed 1000 qps and at the
-// maximum rate, 8 connections, 5 s. It reports p50/p90/p99 in ms, the achieved qps, the
-// sidecars' RSS (VmRSS, and its private RssAnon and shared RssFile parts) and their CPU
-// per 1000 requests. Targets (docs/BENCHMARKS.md, not
-// asserted): p90 added <= 0.3 ms at 1000 qps, max-rate throughput >= 0.6x baseline, RSS
-// <= 15 MB per proxy. Run: sudo go test ./e2e -run '^$' -bench DataPath -benchtime 1x.
+// by side in one lab (testdata/perf.yaml) and one run: baseline (no sidecars, no capture
+// rules), splice (the capture rules with a plain Go TCP splice in place of each sidecar:
+// the cost of interception alone), the sidecar pair in plaintext, and the sidecar pair
+// with mTLS; each at a fixed 1000 qps and at the maximum rate, 4 connections, 5 s, 1 KB
+// answers (the demo app's /bytes/1024). It reports p50/p90/p99 in ms, the achieved qps,
+// the sidecars' (or splice helpers') memory (VmRSS, its private RssAnon and shared
+// RssFile parts, and Pss) and their CPU per 1000 requests. Targets (docs/BENCHMARKS.md,
+// not asserted): p90 added <= 0.3 ms at 1000 qps, max-rate throughput >= 0.6x baseline,
+// RSS <= 15 MB per proxy. Run: sudo go test ./e2e -run '^$' -bench DataPath -benchtime 1x.
 func BenchmarkDataPath(b *testing.B) {
 	testutil.RequireRoot(b)
 	l := startLab(b, "testdata/perf.yaml")
@@ -296,16 +318,30 @@ func BenchmarkDataPath(b *testing.B) {
 		url      string
 		sidecars []string
 		mtls     bool
+		splice   bool
 	}{
-		{"baseline", "legacy-client", url(pods["server-base"].IP.String()), nil, false},
-		{"sidecar-plain", "client", url(vips["server-plain"]), []string{"client", "server-plain"}, false},
-		{"sidecar-mtls", "client", url(vips["server-mtls"]), []string{"client", "server-mtls"}, true},
+		{"baseline", "legacy-client", url(pods["server-base"].IP.String()), nil, false, false},
+		{"splice", "splice-client", url(pods["splice-server"].IP.String()), nil, false, true},
+		{"sidecar-plain", "client", url(vips["server-plain"]), []string{"client", "server-plain"}, false, false},
+		{"sidecar-mtls", "client", url(vips["server-mtls"]), []string{"client", "server-mtls"}, true, false},
+	}
+	// The splice path: capture rules and a splice helper in place of each sidecar.
+	splicers := []*spliceProc{startSplice(b, pods["splice-client"].NetNS), startSplice(b, pods["splice-server"].NetNS)}
+	var spliceProcs []proxyProc
+	for i, sp := range splicers {
+		spliceProcs = append(spliceProcs, proxyProc{pod: []string{"splice-client", "splice-server"}[i], pid: sp.cmd.Process.Pid})
 	}
 	for _, p := range paths {
 		if p.client == "" || strings.Contains(p.url, "//:") {
 			b.Fatalf("%s: pod or service missing from the lab: %+v", p.name, p)
 		}
 		checkTransport(b, pods[p.client].NetNS, p.url, p.mtls)
+	}
+	// Prove the splice path went through both helpers: the client's outbound capture and
+	// the server's inbound capture each accepted the check request's connection.
+	if out, in := splicers[0].accepted("outbound"), splicers[1].accepted("inbound"); out == 0 || in == 0 {
+		b.Fatalf("splice path not intercepted: client helper accepted %d outbound, server helper %d inbound:\n%s\n%s",
+			out, in, splicers[0].out.String(), splicers[1].out.String())
 	}
 	for _, rate := range []struct {
 		name string
@@ -314,11 +350,15 @@ func BenchmarkDataPath(b *testing.B) {
 		for _, p := range paths {
 			b.Run(p.name+"/"+rate.name, func(b *testing.B) {
 				procs := sidecars(b, pods, p.sidecars...)
-				var idle, idleAnon, idleFile float64
+				if p.splice {
+					procs = spliceProcs
+				}
+				var idle, idleAnon, idleFile, idlePss float64
 				for _, pr := range procs {
 					idle = max(idle, rssMB(b, pr.pid))
 					idleAnon = max(idleAnon, statusMB(b, pr.pid, "RssAnon"))
 					idleFile = max(idleFile, statusMB(b, pr.pid, "RssFile"))
+					idlePss = max(idlePss, pssMB(b, pr.pid))
 				}
 				var results []loadResult
 				var ticks float64
@@ -328,7 +368,7 @@ func BenchmarkDataPath(b *testing.B) {
 						before += cpuTicks(b, pr.pid)
 					}
 					results = append(results, runLoad(b, pods[p.client].NetNS, loadSpec{
-						URL: p.url, QPS: rate.qps, Connections: perfConnections, Duration: perfDuration,
+						URL: p.url + perfPath, QPS: rate.qps, Connections: perfConnections, Duration: perfDuration,
 					}))
 					for _, pr := range procs {
 						ticks += cpuTicks(b, pr.pid)
@@ -366,6 +406,7 @@ func BenchmarkDataPath(b *testing.B) {
 				b.ReportMetric(idleAnon, "anon-before-MB")
 				b.ReportMetric(rssAnon, "anon-max-MB")
 				b.ReportMetric(idleFile, "file-before-MB")
+				b.ReportMetric(idlePss, "pss-before-MB")
 				// CPU of both sidecars together, in ms per 1000 requests (ticks are 10 ms).
 				b.ReportMetric(ticks*10/float64(requests)*1000, "pair-cpu-ms/1k-req")
 			})
