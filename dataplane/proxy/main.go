@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 
@@ -61,6 +62,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	logger := slog.New(envoylog.NewHandler(logw, levels, os.Getpid()))
 	tuneGC(os.Getenv)
+	setWorkers(opts.Concurrency, os.Getenv)
 	return run(ctx, opts, logger, levels, stdout)
 }
 
@@ -76,6 +78,17 @@ func tuneGC(getenv func(string) string) {
 	if getenv("GOGC") == "" {
 		debug.SetGCPercent(proxyGCPercent)
 	}
+}
+
+// setWorkers gives the proxy as many Go Ps (threads running Go code at once) as Envoy would
+// run worker threads for --concurrency: n, or 1 for 0 (Envoy still runs one worker then).
+// Istio's sidecars run with 2, so a sidecar uses at most two cores however many the
+// machine has, as Envoy's would. A GOMAXPROCS in the environment wins.
+func setWorkers(n uint32, getenv func(string) string) {
+	if getenv("GOMAXPROCS") != "" {
+		return
+	}
+	runtime.GOMAXPROCS(max(int(n), 1))
 }
 
 func run(ctx context.Context, opts Options, logger *slog.Logger, levels *envoylog.Levels, stdout io.Writer) int {
