@@ -445,7 +445,11 @@ func (m *Manager) handle(a *active, conn net.Conn) {
 	in := &rbac.Input{Local: local, DirectRemote: remote, Remote: remote, TLS: fc.TLS != nil, Peer: peer}
 	for _, r := range fc.RBAC {
 		if ok, policy := r.NetworkStats(m.deps.Stats).Check(r.Engine, in); !ok {
-			m.deps.Logger.Debug("connection denied by rbac", "listener", cfg.Name, "remote", remote.String(), "detail", rbac.ResponseDetail(policy))
+			detail := rbac.ResponseDetail(policy)
+			m.deps.Logger.Debug("connection denied by rbac", "listener", cfg.Name, "remote", remote.String(), "detail", detail)
+			if fc.TCP != nil {
+				tcpproxy.Denied(fc.TCP, conn, tcpproxy.Downstream{Local: local, FilterChainName: fc.Name, ServerName: sni}, detail)
+			}
 			return
 		}
 	}

@@ -114,13 +114,34 @@ type Downstream struct {
 	ServerName      string
 }
 
+// newInfo starts the access log entry of a downstream connection.
+func newInfo(conn net.Conn, ds Downstream) *accesslog.Info {
+	info := &accesslog.Info{Start: time.Now(), DownstreamLocal: ds.Local,
+		FilterChainName: ds.FilterChainName, RequestedServerName: ds.ServerName}
+	info.DownstreamPeer, _ = netip.ParseAddrPort(conn.RemoteAddr().String())
+	return info
+}
+
+// Denied writes the access log entry of a connection that a network filter before
+// tcp_proxy closed (the network RBAC filter), with %CONNECTION_TERMINATION_DETAILS% set to
+// details: Envoy's tcp_proxy logs such a connection when it closes, with the cluster it
+// picked and no upstream host, no bytes, no response flags.
+func Denied(cfg *Config, conn net.Conn, ds Downstream, details string) {
+	if len(cfg.AccessLogs) == 0 {
+		return
+	}
+	info := newInfo(conn, ds)
+	info.UpstreamCluster = cfg.pick()
+	info.ConnectionTerminationDetails = details
+	info.Duration = time.Since(info.Start)
+	accesslog.LogAll(cfg.AccessLogs, info)
+}
+
 // Serve proxies conn to the cluster until both directions are closed or ctx ends. The
 // caller closes conn.
 func Serve(ctx context.Context, cfg *Config, deps Deps, conn net.Conn, ds Downstream) {
 	local := ds.Local
-	info := &accesslog.Info{Start: time.Now(), DownstreamLocal: local,
-		FilterChainName: ds.FilterChainName, RequestedServerName: ds.ServerName}
-	info.DownstreamPeer, _ = netip.ParseAddrPort(conn.RemoteAddr().String())
+	info := newInfo(conn, ds)
 	if len(cfg.AccessLogs) > 0 {
 		defer func() {
 			info.Duration = time.Since(info.Start)

@@ -1,0 +1,86 @@
+package listener
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	rbacv3 "github.com/envoyproxy/go-control-plane/envoy/config/rbac/v3"
+	filev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
+	netrbacv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/rbac/v3"
+	tcpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+
+	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
+	"github.com/meshlab/meshlab/dataplane/proxy/tlsctx/tlstest"
+)
+
+// TestNetworkRBACDenialIsAccessLogged pins what an Istio sidecar logs for a TCP connection
+// its network RBAC filter closes: tcp_proxy's access log entry, with the denying policy
+// in %CONNECTION_TERMINATION_DETAILS%, the cluster tcp_proxy picked, no upstream host and
+// no bytes; an allowed connection's entry has no termination details.
+func TestNetworkRBACDenialIsAccessLogged(t *testing.T) {
+	logPath := filepath.Join(t.TempDir(), "access.log")
+	p := newProxyUnderTest(t, tlstest.NewCA(t), backendID)
+	p.clusters.AddStatic([]*cluster.Config{staticCluster(t, "inbound|9000||", tagServer(t, "served"), nil)})
+	tcp := &tcpv3.TcpProxy{StatPrefix: "inbound|9000||", ClusterSpecifier: &tcpv3.TcpProxy_Cluster{Cluster: "inbound|9000||"},
+		AccessLog: []*accesslogv3.AccessLog{{Name: "envoy.access_loggers.file", ConfigType: &accesslogv3.AccessLog_TypedConfig{TypedConfig: mustAny(t, &filev3.FileAccessLog{
+			Path: logPath,
+			AccessLogFormat: &filev3.FileAccessLog_LogFormat{LogFormat: &corev3.SubstitutionFormatString{Format: &corev3.SubstitutionFormatString_TextFormatSource{
+				TextFormatSource: &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{
+					InlineString: "%CONNECTION_TERMINATION_DETAILS% %UPSTREAM_CLUSTER% %UPSTREAM_HOST% %BYTES_RECEIVED% %FILTER_CHAIN_NAME%\n"}},
+			}}},
+		})}}}}
+	policy := func(action rbacv3.RBAC_Action) *listenerv3.Filter {
+		return &listenerv3.Filter{Name: "envoy.filters.network.rbac", ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: mustAny(t, &netrbacv3.RBAC{
+			StatPrefix: "tcp.",
+			Rules: &rbacv3.RBAC{Action: action, Policies: map[string]*rbacv3.Policy{
+				"ns[default]-policy[deny-local]-rule[0]": {Permissions: []*rbacv3.Permission{anyPermission},
+					Principals: []*rbacv3.Principal{{Identifier: &rbacv3.Principal_RemoteIp{RemoteIp: cidr("127.0.0.1", 32)}}}},
+			}},
+		})}}
+	}
+	chain := func(name string, action rbacv3.RBAC_Action) *listenerv3.Listener {
+		return &listenerv3.Listener{Name: name, Address: addr("127.0.0.1", 0), FilterChains: []*listenerv3.FilterChain{{
+			Name: name, Filters: []*listenerv3.Filter{policy(action), {Name: "envoy.filters.network.tcp_proxy",
+				ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: mustAny(t, tcp)}}},
+		}}}
+	}
+	denied, _ := p.listen(t, chain("denying", rbacv3.RBAC_DENY))
+	allowed, _ := p.listen(t, chain("allowing", rbacv3.RBAC_ALLOW))
+
+	if got := readAll(t, denied); got != "" {
+		t.Fatalf("denied connection got %q, want it closed", got)
+	}
+	if got := readAll(t, allowed); got != "served" {
+		t.Fatalf("allowed connection got %q, want served", got)
+	}
+	var lines []string
+	deadline := time.Now().Add(5 * time.Second)
+	for len(lines) < 2 && time.Now().Before(deadline) {
+		b, _ := os.ReadFile(logPath)
+		lines = strings.Split(strings.TrimSpace(string(b)), "\n")
+		if len(lines) < 2 {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	want := map[string]bool{
+		"rbac_access_denied_matched_policy[ns[default]-policy[deny-local]-rule[0]] inbound|9000|| - 0 denying": true,
+	}
+	var sawDenied, sawAllowed bool
+	for _, l := range lines {
+		switch {
+		case want[l]:
+			sawDenied = true
+		case strings.HasPrefix(l, "- inbound|9000|| 127.0.0.1:") && strings.HasSuffix(l, " 4 allowing"):
+			sawAllowed = true
+		}
+	}
+	if !sawDenied || !sawAllowed {
+		t.Errorf("access log:\n%s\nwant the denial with its policy and the allowed connection without details", strings.Join(lines, "\n"))
+	}
+}
