@@ -66,6 +66,10 @@ type Config struct {
 	// Digest identifies the Listener resource this was compiled from (its deterministic
 	// encoding): an LDS update that leaves it unchanged does not drain connections.
 	Digest [sha256.Size]byte
+	// OuterDigest identifies the listener without its filter chains: an update that keeps
+	// it is a filter-chain-only update, which drains only the connections of the chains
+	// it changed or removed (Envoy's in-place filter chain update).
+	OuterDigest [sha256.Size]byte
 }
 
 // FilterChain is a compiled filter chain with its match and its one terminal filter.
@@ -84,6 +88,8 @@ type FilterChain struct {
 	RBAC []*rbac.NetworkConfig
 	TCP  *tcpproxy.Config
 	HTTP *httpconn.Config
+	// Digest identifies the FilterChain resource (its deterministic encoding).
+	Digest [sha256.Size]byte
 }
 
 // Compile validates l and compiles it, or returns an error naming the resource and the
@@ -96,12 +102,34 @@ func Compile(l *listenerv3.Listener) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listener '%s': %w", l.GetName(), err)
 	}
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(l)
-	if err != nil {
+	if cfg.Digest, err = digest(l); err != nil {
 		return nil, fmt.Errorf("listener '%s': %w", l.GetName(), err)
 	}
-	cfg.Digest = sha256.Sum256(b)
+	outer := proto.Clone(l).(*listenerv3.Listener)
+	outer.FilterChains, outer.DefaultFilterChain = nil, nil
+	if cfg.OuterDigest, err = digest(outer); err != nil {
+		return nil, fmt.Errorf("listener '%s': %w", l.GetName(), err)
+	}
+	for i, fc := range l.GetFilterChains() {
+		if cfg.Chains[i].Digest, err = digest(fc); err != nil {
+			return nil, fmt.Errorf("listener '%s': filter_chains[%d]: %w", l.GetName(), i, err)
+		}
+	}
+	if cfg.Default != nil {
+		if cfg.Default.Digest, err = digest(l.GetDefaultFilterChain()); err != nil {
+			return nil, fmt.Errorf("listener '%s': default_filter_chain: %w", l.GetName(), err)
+		}
+	}
 	return cfg, nil
+}
+
+// digest hashes the deterministic encoding of m.
+func digest(m proto.Message) ([sha256.Size]byte, error) {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil {
+		return [sha256.Size]byte{}, err
+	}
+	return sha256.Sum256(b), nil
 }
 
 func compile(l *listenerv3.Listener) (*Config, error) {

@@ -2,6 +2,7 @@ package listener
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -96,18 +97,45 @@ type active struct {
 }
 
 // generation is one configuration of a listener. Connections keep the filter chain they
-// were accepted with; when an LDS update changes the listener, replaced is closed and they
-// drain (Connection: close on the next HTTP/1.1 response, idle ones closed, GOAWAY on
-// HTTP/2), as Envoy drains the connections of a listener it replaced. So a changed RBAC
-// policy or TLS mode reaches pooled connections after their next request.
+// were accepted with. When an LDS update changes the listener outside its filter chains,
+// replaced is closed and all its connections drain; when it changes only filter chains
+// (Envoy's in-place filter chain update), only the connections of the chains it changed or
+// removed drain. HTTP connections drain at once (Connection: close on the next HTTP/1.1
+// response, idle ones closed, GOAWAY on HTTP/2), so a changed RBAC policy or TLS mode
+// reaches pooled connections after their next request; TCP connections are closed when
+// the drain time ends, as Envoy closes the connections of a drained listener.
 type generation struct {
 	cfg      *Config
 	replaced chan struct{}
+	chains   map[[sha256.Size]byte]chan struct{} // by chain digest: closed when the chain goes
+}
+
+// chainGone returns the channel closed when fc stops being part of the listener.
+func (g *generation) chainGone(fc *FilterChain) <-chan struct{} {
+	if ch, ok := g.chains[fc.Digest]; ok {
+		return ch
+	}
+	return nil // never closed
+}
+
+func newGeneration(c *Config, replaced chan struct{}, old map[[sha256.Size]byte]chan struct{}) *generation {
+	g := &generation{cfg: c, replaced: replaced, chains: map[[sha256.Size]byte]chan struct{}{}}
+	for _, fc := range append(append([]*FilterChain(nil), c.Chains...), c.Default) {
+		if fc == nil {
+			continue
+		}
+		if ch, ok := old[fc.Digest]; ok {
+			g.chains[fc.Digest] = ch
+		} else if _, ok := g.chains[fc.Digest]; !ok {
+			g.chains[fc.Digest] = make(chan struct{})
+		}
+	}
+	return g
 }
 
 func newActive(c *Config) *active {
 	a := &active{drain: make(chan struct{})}
-	a.gen.Store(&generation{cfg: c, replaced: make(chan struct{})})
+	a.gen.Store(newGeneration(c, make(chan struct{}), nil))
 	return a
 }
 
@@ -115,15 +143,24 @@ func newActive(c *Config) *active {
 func (a *active) config() *Config { return a.gen.Load().cfg }
 
 // update installs c; when it differs from the current configuration, connections accepted
-// under the old one start draining.
+// under the old one, or under the chains it changed, start draining.
 func (a *active) update(c *Config) {
 	old := a.gen.Load()
-	if old.cfg.Digest == c.Digest {
-		a.gen.Store(&generation{cfg: c, replaced: old.replaced})
-		return
+	switch {
+	case old.cfg.Digest == c.Digest:
+		a.gen.Store(&generation{cfg: c, replaced: old.replaced, chains: old.chains})
+	case old.cfg.OuterDigest == c.OuterDigest:
+		g := newGeneration(c, old.replaced, old.chains)
+		a.gen.Store(g)
+		for d, ch := range old.chains {
+			if _, kept := g.chains[d]; !kept {
+				close(ch)
+			}
+		}
+	default:
+		a.gen.Store(newGeneration(c, make(chan struct{}), nil))
+		close(old.replaced)
 	}
-	a.gen.Store(&generation{cfg: c, replaced: make(chan struct{})})
-	close(old.replaced)
 }
 
 // NewManager returns a Manager with no listeners.
@@ -453,8 +490,26 @@ func (m *Manager) handle(a *active, conn net.Conn) {
 			return
 		}
 	}
+	gone := gen.chainGone(fc)
 	switch {
 	case fc.TCP != nil:
+		done := make(chan struct{})
+		defer close(done)
+		go func() {
+			select {
+			case <-gen.replaced:
+			case <-gone:
+			case <-done:
+				return
+			}
+			t := time.NewTimer(m.deps.DrainTime)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				_ = raw.Close() // the drain time of the replaced chain is over
+			case <-done:
+			}
+		}()
 		tcpproxy.Serve(m.ctx, fc.TCP, tcpproxy.Deps{Clusters: m.deps.Clusters, Stats: m.deps.Stats, Logger: m.deps.Logger}, conn,
 			tcpproxy.Downstream{Local: local, FilterChainName: fc.Name, ServerName: sni})
 	case fc.HTTP != nil:
@@ -468,6 +523,7 @@ func (m *Manager) handle(a *active, conn net.Conn) {
 			select {
 			case <-a.drain:
 			case <-gen.replaced:
+			case <-gone:
 			case <-done:
 				return
 			}
