@@ -133,4 +133,3 @@ func TestFilterChainOnlyUpdateDrainsOnlyTheChangedChain(t *testing.T) {
 		t.Error("a listener-level update left a connection open after the drain time")
 	}
 }
-
