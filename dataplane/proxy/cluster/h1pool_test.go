@@ -24,15 +24,44 @@ import (
 func upstream(t *testing.T, h http.HandlerFunc) (*httptest.Server, *atomic.Int64) {
 	t.Helper()
 	var conns atomic.Int64
+	idle := &atomic.Int64{}
+	var mu sync.Mutex
+	states := map[net.Conn]http.ConnState{}
 	srv := httptest.NewUnstartedServer(h)
-	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+	srv.Config.ConnState = func(c net.Conn, s http.ConnState) {
 		if s == http.StateNew {
 			conns.Add(1)
 		}
+		mu.Lock()
+		defer mu.Unlock()
+		if states[c] == http.StateIdle {
+			idle.Add(-1)
+		}
+		if s == http.StateIdle {
+			idle.Add(1)
+		}
+		states[c] = s
 	}
 	srv.Start()
+	idleConns.Store(srv, idle)
 	t.Cleanup(srv.Close)
 	return srv, &conns
+}
+
+// idleConns holds, per upstream server, how many of its connections are idle.
+var idleConns sync.Map // *httptest.Server -> *atomic.Int64
+
+// waitIdle waits until n of srv's connections are idle (between requests, server side).
+func waitIdle(t *testing.T, srv *httptest.Server, n int64) {
+	t.Helper()
+	v, _ := idleConns.Load(srv)
+	deadline := time.Now().Add(5 * time.Second)
+	for v.(*atomic.Int64).Load() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d idle connections on the server, want %d", v.(*atomic.Int64).Load(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func get(t *testing.T, cl *Cluster, method, path string) (*http.Response, string) {
@@ -114,6 +143,7 @@ func TestHTTP1PoolKeepsConnectionsAliveAsEnvoysPool(t *testing.T) {
 	}
 
 	// The server closes its idle connections: the next GET is resent on a new one.
+	waitIdle(t, srv, 1)
 	srv.Config.SetKeepAlivesEnabled(false)
 	srv.Config.SetKeepAlivesEnabled(true)
 	if _, body := get(t, cl, "HEAD", "/"); body != "" {
@@ -142,6 +172,7 @@ func TestHTTP1PoolKeepsConnectionsAliveAsEnvoysPool(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	waitIdle(t, srv, 2) // the server closes only connections it sees idle
 	srv.Config.SetKeepAlivesEnabled(false)
 	srv.Config.SetKeepAlivesEnabled(true)
 	before := conns.Load()

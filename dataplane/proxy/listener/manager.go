@@ -519,6 +519,23 @@ func (m *Manager) handle(a *active, conn net.Conn) {
 		var drainStart atomic.Int64 // unix nanoseconds; 0 until the drain starts
 		gradual := m.deps.DrainGradual && m.deps.DrainTime >= time.Second
 		drainClose := drainCloseFunc(m.deps.HealthCheckFailed, gradual, &drainStart, m.deps.DrainTime)
+		if !gradual {
+			// Asked as each request arrives: a request sent after the listener update
+			// returned is answered with Connection: close, whichever goroutine runs first.
+			more := drainClose
+			drainClose = func() bool {
+				select {
+				case <-a.drain:
+					return true
+				case <-gen.replaced:
+					return true
+				case <-gone:
+					return true
+				default:
+				}
+				return more != nil && more()
+			}
+		}
 		go func() {
 			select {
 			case <-a.drain:
