@@ -20,10 +20,11 @@ import (
 
 // TestNACKNamesTheFieldAndKeepsTheLastGoodConfig pins Envoy's behaviour for a response it
 // cannot apply: the NACK's error_detail names the resource and the field (for LDS and
-// CDS, which apply resource by resource, in LdsApiImpl's and CdsApiHelper's wording; RDS
-// is rejected whole), update_rejected counts it, and the last good config keeps serving.
-// TestLDSAppliesEachListenerOnItsOwn and TestCDSAppliesEachClusterOnItsOwn pin what of
-// a partly refused response applies.
+// CDS, which apply resource by resource, in LdsApiImpl's and CdsApiHelper's wording; for
+// RDS the refusal of the route configuration alone), update_rejected counts it, and the
+// last good config keeps serving. TestLDSAppliesEachListenerOnItsOwn,
+// TestCDSAppliesEachClusterOnItsOwn and TestRDSAppliesEachSubscriptionNewestFirstUntilARefusal
+// pin what of a partly refused response applies.
 func TestNACKNamesTheFieldAndKeepsTheLastGoodConfig(t *testing.T) {
 	b1 := backend(t, "b1")
 	x := startXDS(t)

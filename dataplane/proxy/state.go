@@ -53,9 +53,10 @@ func (s *Server) checkInitLocked() {
 	s.stats.Named("server").Gauge("state").Set(int64(s.stateLocked()))
 }
 
-// initAfterRejected continues initialization after an LDS or CDS response was rejected
-// whole, as Envoy's LdsApiImpl and CdsApiImpl onConfigUpdateFailed do ("allow server
-// startup to continue, even if we have a bad config"): the type counts as fetched.
+// initAfterRejected continues initialization after a response was rejected whole, as
+// the onConfigUpdateFailed of Envoy's LdsApiImpl, CdsApiImpl, RDS subscriptions and EDS
+// clusters do ("allow server startup to continue, even if we have a bad config"): the
+// type counts as fetched.
 func (s *Server) initAfterRejected(typeURL string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -64,6 +65,10 @@ func (s *Server) initAfterRejected(typeURL string) {
 		s.init.cdsDone = true
 	case xdsclient.ListenerType:
 		s.init.ldsDone = true
+	case xdsclient.RouteType:
+		s.init.rdsDone = true
+	case xdsclient.EndpointType:
+		s.init.edsDone = true
 	}
 	s.checkInitLocked()
 }

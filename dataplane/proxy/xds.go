@@ -27,6 +27,8 @@ type typeDump struct {
 	// failures are the refusals of the last LDS update that was not rejected whole.
 	failures []failure
 	failedAt time.Time
+	// watches are the subscribed names of RDS or EDS in Envoy's watch order.
+	watches []string
 }
 
 type dynResource struct {
@@ -38,8 +40,9 @@ type dynResource struct {
 var _ xdsclient.Handler = (*Server)(nil)
 
 // Apply implements xdsclient.Handler: it applies a response and returns the NACK reason
-// when any of it was refused. RDS, EDS and SDS responses apply whole or not at all;
-// LDS and CDS responses apply resource by resource, as Envoy.
+// when any of it was refused. SDS responses apply whole or not at all; LDS and CDS
+// responses apply resource by resource, and RDS and EDS responses subscription by
+// subscription until one is refused, as Envoy.
 func (s *Server) Apply(typeURL, version string, resources []*anypb.Any) error {
 	switch typeURL {
 	case xdsclient.ClusterType:
@@ -116,7 +119,7 @@ func (s *Server) applyClusters(version string, resources []*anypb.Any) error {
 	s.init.cdsDone = true
 	s.checkInitLocked()
 	s.mu.Unlock()
-	s.xds.Subscribe(xdsclient.EndpointType, s.clusters.EDSNames())
+	s.subscribe(xdsclient.EndpointType, s.clusters.EDSNames())
 	s.watchSecrets()
 	if len(failed) > 0 {
 		sc.Counter("update_rejected").Inc()
@@ -126,44 +129,62 @@ func (s *Server) applyClusters(version string, resources []*anypb.Any) error {
 	return nil
 }
 
+// applyEndpoints applies an EDS response as Envoy's SotW gRPC mux and EdsClusterImpl: a
+// response whose resources do not decode or validate is rejected whole; otherwise each
+// subscription (one per EDS service) takes its own load assignment, newest subscription
+// first (see watchOrderLocked), until one is refused: the subscriptions already walked
+// keep what they took, the refused one and the ones after it keep their last good
+// endpoints, and the NACK is the refusal alone. A subscription whose assignment is not in
+// the response keeps its endpoints; a resource nobody subscribes to is ignored. Envoy's
+// /config_dump has no error state for endpoints, so none is kept.
 func (s *Server) applyEndpoints(version string, resources []*anypb.Any) error {
 	sc := s.stats.Named("cluster_manager.eds")
 	sc.Counter("update_attempt").Inc()
-	got := map[string][]cluster.Host{}
-	msgs := map[string]proto.Message{}
-	for i, a := range resources {
-		la, err := unpack(a, &endpointv3.ClusterLoadAssignment{}, "cluster load assignment", i)
-		if err == nil {
-			var hosts []cluster.Host
-			if hosts, err = cluster.CompileAssignment(la); err == nil {
-				got[la.GetClusterName()] = hosts
-				msgs[la.GetClusterName()] = la
-			}
-		}
-		if err != nil {
-			sc.Counter("update_rejected").Inc()
-			return err
-		}
+	las, err := decodeAllNamed(resources, func() *endpointv3.ClusterLoadAssignment { return &endpointv3.ClusterLoadAssignment{} },
+		"cluster load assignment", (*endpointv3.ClusterLoadAssignment).GetClusterName)
+	if err != nil {
+		sc.Counter("update_rejected").Inc()
+		s.initAfterRejected(xdsclient.EndpointType)
+		return err
 	}
+	byName := firstByName(las, (*endpointv3.ClusterLoadAssignment).GetClusterName)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// SotW for a named type: a resource missing from the response keeps its last value.
-	wanted := s.xds.Names(xdsclient.EndpointType)
+	order := s.watchOrderLocked(xdsclient.EndpointType)
 	all := map[string][]cluster.Host{}
-	for _, name := range wanted {
-		if hosts, ok := got[name]; ok {
-			all[name] = hosts
-		} else if old, ok := s.dyn[xdsclient.EndpointType].resourceMsg(name); ok {
+	for _, name := range order {
+		if old, ok := s.dyn[xdsclient.EndpointType].resourceMsg(name); ok {
 			hosts, _ := cluster.HostsFromAssignment(old.(*endpointv3.ClusterLoadAssignment))
 			all[name] = hosts
 		}
 	}
+	msgs := map[string]proto.Message{}
+	var refused error
+	for _, name := range order {
+		la, ok := byName[name]
+		if !ok {
+			continue
+		}
+		hosts, err := cluster.CompileAssignment(la)
+		if err != nil {
+			refused = err
+			break
+		}
+		all[name] = hosts
+		msgs[name] = la
+	}
 	s.clusters.ApplyEDS(all)
-	sc.Counter("update_success").Inc()
 	s.record(xdsclient.EndpointType, version, msgs, false)
-	s.prune(xdsclient.EndpointType, wanted)
+	s.prune(xdsclient.EndpointType, order)
+	// A refusal reaches every subscription's onConfigUpdateFailed, which lets
+	// initialization go on as a good update does.
 	s.init.edsDone = true
 	s.checkInitLocked()
+	if refused != nil {
+		sc.Counter("update_rejected").Inc()
+		return refused
+	}
+	sc.Counter("update_success").Inc()
 	return nil
 }
 
@@ -240,7 +261,7 @@ func (s *Server) applyListeners(version string, resources []*anypb.Any) error {
 	s.dyn[xdsclient.ListenerType].setFailures(failed, time.Now())
 	s.init.ldsDone = true
 	s.mu.Unlock()
-	s.xds.Subscribe(xdsclient.RouteType, s.rdsNames())
+	s.subscribe(xdsclient.RouteType, s.rdsNames())
 	s.watchSecrets()
 	s.mu.Lock()
 	s.checkInitLocked()
@@ -269,43 +290,98 @@ func (s *Server) rdsNames() []string {
 	return out
 }
 
+// applyRoutes applies an RDS response as Envoy's SotW gRPC mux and its RDS
+// subscriptions: a response whose resources do not decode or validate is rejected whole;
+// otherwise each subscription (one per route configuration name) takes its own route
+// configuration, newest subscription first (see watchOrderLocked), until one is refused
+// (the exception ends Envoy's walk of the watches): the subscriptions already walked keep
+// what they took, the refused one and the ones after it keep their last good
+// configuration, and the NACK is the refusal alone. A subscription whose configuration
+// is not in the response keeps its own; a resource nobody subscribes to is ignored.
+// Envoy's /config_dump has no error state for route configurations, so none is kept.
 func (s *Server) applyRoutes(version string, resources []*anypb.Any) error {
 	sc := s.stats.Named("http_route_config.rds")
 	sc.Counter("update_attempt").Inc()
-	got := map[string]*httpconn.RouteTable{}
-	msgs := map[string]proto.Message{}
-	for i, a := range resources {
-		rc, err := unpack(a, &routev3.RouteConfiguration{}, "route configuration", i)
-		if err == nil {
-			var t *httpconn.RouteTable
-			if t, err = httpconn.CompileRoutes(rc); err == nil {
-				got[rc.GetName()] = t
-				msgs[rc.GetName()] = rc
-			}
-		}
-		if err != nil {
-			sc.Counter("update_rejected").Inc()
-			return err
-		}
+	rcs, err := decodeAll(resources, func() *routev3.RouteConfiguration { return &routev3.RouteConfiguration{} }, "route configuration")
+	if err != nil {
+		sc.Counter("update_rejected").Inc()
+		s.initAfterRejected(xdsclient.RouteType)
+		return err
 	}
+	byName := firstByName(rcs, (*routev3.RouteConfiguration).GetName)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	wanted := s.xds.Names(xdsclient.RouteType)
+	order := s.watchOrderLocked(xdsclient.RouteType)
 	all := map[string]*httpconn.RouteTable{}
-	for _, name := range wanted {
-		if t, ok := got[name]; ok {
-			all[name] = t
-		} else if t, ok := s.routes.Get(name); ok {
+	for _, name := range order {
+		if t, ok := s.routes.Get(name); ok {
 			all[name] = t
 		}
 	}
+	msgs := map[string]proto.Message{}
+	var refused error
+	for _, name := range order {
+		rc, ok := byName[name]
+		if !ok {
+			continue
+		}
+		t, err := httpconn.CompileRoutes(rc)
+		if err != nil {
+			refused = err
+			break
+		}
+		all[name] = t
+		msgs[name] = rc
+	}
 	s.routes.Replace(all)
-	sc.Counter("update_success").Inc()
 	s.record(xdsclient.RouteType, version, msgs, false)
-	s.prune(xdsclient.RouteType, wanted)
+	s.prune(xdsclient.RouteType, order)
+	// A refusal reaches every subscription's onConfigUpdateFailed, which readies its init
+	// target as a good update does ("allow server startup to continue").
 	s.init.rdsDone = true
 	s.checkInitLocked()
+	if refused != nil {
+		sc.Counter("update_rejected").Inc()
+		return refused
+	}
+	sc.Counter("update_success").Inc()
 	return nil
+}
+
+// watchOrderLocked returns the subscribed names of a named type (RDS, EDS) in the order
+// Envoy's SotW gRPC mux walks its watches: a new watch puts itself at the front of the
+// type's watch list (GrpcMuxWatchImpl::updateResources emplaces at begin()), so the
+// newest subscription is applied first and an older one keeps its place. Names that
+// became subscribed together are taken as created in name order (Envoy creates them in
+// the order of the LDS or CDS response), so the last of them comes first. It records the
+// order of what is subscribed now; s.mu is held.
+func (s *Server) watchOrderLocked(typeURL string) []string {
+	td := s.typeDumpLocked(typeURL)
+	wanted := s.xds.Names(typeURL)
+	keep := make(map[string]bool, len(wanted))
+	for _, n := range wanted {
+		keep[n] = true
+	}
+	order := slices.DeleteFunc(slices.Clone(td.watches), func(n string) bool { return !keep[n] })
+	known := make(map[string]bool, len(order))
+	for _, n := range order {
+		known[n] = true
+	}
+	for _, n := range wanted {
+		if !known[n] {
+			order = slices.Insert(order, 0, n)
+		}
+	}
+	td.watches = order
+	return slices.Clone(order)
+}
+
+// subscribe sets the names of a named type and notes new subscriptions in the watch order.
+func (s *Server) subscribe(typeURL string, names []string) {
+	s.xds.Subscribe(typeURL, names)
+	s.mu.Lock()
+	s.watchOrderLocked(typeURL)
+	s.mu.Unlock()
 }
 
 // record stores applied resources for /config_dump; a resource keeps the version and
@@ -315,11 +391,7 @@ func (s *Server) applyRoutes(version string, resources []*anypb.Any) error {
 // was added, changed or removed, as Envoy's system_version_info ("any_applied"); for the
 // named types it is the version of the last applied response.
 func (s *Server) record(typeURL, version string, msgs map[string]proto.Message, sotw bool) {
-	td, ok := s.dyn[typeURL]
-	if !ok {
-		td = &typeDump{resources: map[string]*dynResource{}}
-		s.dyn[typeURL] = td
-	}
+	td := s.typeDumpLocked(typeURL)
 	changed := false
 	now := time.Now()
 	for name, m := range msgs {
@@ -340,6 +412,16 @@ func (s *Server) record(typeURL, version string, msgs map[string]proto.Message, 
 	if changed || !sotw {
 		td.version = version
 	}
+}
+
+// typeDumpLocked returns the dump of typeURL, made when missing; s.mu is held.
+func (s *Server) typeDumpLocked(typeURL string) *typeDump {
+	td, ok := s.dyn[typeURL]
+	if !ok {
+		td = &typeDump{resources: map[string]*dynResource{}}
+		s.dyn[typeURL] = td
+	}
+	return td
 }
 
 func (s *Server) prune(typeURL string, wanted []string) {

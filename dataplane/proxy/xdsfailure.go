@@ -11,7 +11,8 @@ import (
 )
 
 // failure is one resource of an LDS or CDS response that was refused while the rest of
-// the response applied.
+// the response applied. (RDS and EDS refusals have no failure: Envoy keeps no error state
+// for route configurations or load assignments.)
 type failure struct {
 	name string
 	msg  proto.Message // the refused resource
@@ -19,17 +20,28 @@ type failure struct {
 	dup  bool // refused as a duplicate name, before the listener manager saw it
 }
 
-// validated is a resource message with its name and protoc-gen-validate checks.
-type validated interface {
+// checked is a resource message with protoc-gen-validate checks.
+type checked interface {
 	proto.Message
-	GetName() string
 	ValidateAll() error
+}
+
+// validated is a checked resource message that carries its name.
+type validated interface {
+	checked
+	GetName() string
 }
 
 // decodeAll unpacks and validates every resource of a response. As Envoy's resource
 // decoder (anyConvertAndValidate) runs before any resource is applied, one resource that
 // does not decode or violates its proto constraints rejects the whole response.
 func decodeAll[T validated](resources []*anypb.Any, newMsg func() T, kind string) ([]T, error) {
+	return decodeAllNamed(resources, newMsg, kind, T.GetName)
+}
+
+// decodeAllNamed is decodeAll for resources whose name is not their name field (a
+// ClusterLoadAssignment is named by cluster_name).
+func decodeAllNamed[T checked](resources []*anypb.Any, newMsg func() T, kind string, name func(T) string) ([]T, error) {
 	out := make([]T, 0, len(resources))
 	for i, a := range resources {
 		m, err := unpack(a, newMsg(), kind, i)
@@ -37,11 +49,23 @@ func decodeAll[T validated](resources []*anypb.Any, newMsg func() T, kind string
 			return nil, err
 		}
 		if err := m.ValidateAll(); err != nil {
-			return nil, fmt.Errorf("%s '%s': %w", kind, m.GetName(), err)
+			return nil, fmt.Errorf("%s '%s': %w", kind, name(m), err)
 		}
 		out = append(out, m)
 	}
 	return out, nil
+}
+
+// firstByName indexes the resources of a response by name; of several with one name the
+// first counts, as Envoy's SotW mux builds its resource map with emplace.
+func firstByName[T checked](ms []T, name func(T) string) map[string]T {
+	out := make(map[string]T, len(ms))
+	for _, m := range ms {
+		if _, ok := out[name(m)]; !ok {
+			out[name(m)] = m
+		}
+	}
+	return out
 }
 
 // ldsError is the NACK of an LDS response with refused listeners, as LdsApiImpl words it.

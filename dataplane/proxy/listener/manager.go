@@ -480,13 +480,18 @@ func (m *Manager) handle(a *active, conn net.Conn) {
 		}
 	}
 	in := &rbac.Input{Local: local, DirectRemote: remote, Remote: remote, TLS: fc.TLS != nil, Peer: peer}
-	for _, r := range fc.RBAC {
-		if ok, policy := r.NetworkStats(m.deps.Stats).Check(r.Engine, in); !ok {
-			detail := rbac.ResponseDetail(policy)
-			m.deps.Logger.Debug("connection denied by rbac", "listener", cfg.Name, "remote", remote.String(), "detail", detail)
-			if fc.TCP != nil {
-				tcpproxy.Denied(fc.TCP, conn, tcpproxy.Downstream{Local: local, FilterChainName: fc.Name, ServerName: sni}, detail)
+	authorize := func() (bool, string) {
+		for _, r := range fc.RBAC {
+			if ok, policy := r.NetworkStats(m.deps.Stats).Check(r.Engine, in); !ok {
+				detail := rbac.ResponseDetail(policy)
+				m.deps.Logger.Debug("connection denied by rbac", "listener", cfg.Name, "remote", remote.String(), "detail", detail)
+				return false, detail
 			}
+		}
+		return true, ""
+	}
+	if fc.TCP == nil { // tcp_proxy authorizes once connected upstream
+		if ok, _ := authorize(); !ok {
 			return
 		}
 	}
@@ -511,7 +516,7 @@ func (m *Manager) handle(a *active, conn net.Conn) {
 			}
 		}()
 		tcpproxy.Serve(m.ctx, fc.TCP, tcpproxy.Deps{Clusters: m.deps.Clusters, Stats: m.deps.Stats, Logger: m.deps.Logger}, conn,
-			tcpproxy.Downstream{Local: local, FilterChainName: fc.Name, ServerName: sni})
+			tcpproxy.Downstream{Local: local, FilterChainName: fc.Name, ServerName: sni, Authorize: authorize})
 	case fc.HTTP != nil:
 		draining := make(chan struct{})
 		done := make(chan struct{})

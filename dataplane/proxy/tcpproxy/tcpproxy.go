@@ -112,6 +112,13 @@ type Downstream struct {
 	// when unnamed or plaintext.
 	FilterChainName string
 	ServerName      string
+	// Authorize runs the network filters ahead of tcp_proxy in the chain (network RBAC)
+	// and returns whether the connection may go on, else the
+	// %CONNECTION_TERMINATION_DETAILS% of its closing; nil allows. It runs once the
+	// upstream connection is up: Envoy's tcp_proxy disables downstream reads when the
+	// chain is created and connects at once, and RBAC decides on the first read, which
+	// reads re-enabled by the upstream connection deliver.
+	Authorize func() (ok bool, details string)
 }
 
 // newInfo starts the access log entry of a downstream connection.
@@ -120,21 +127,6 @@ func newInfo(conn net.Conn, ds Downstream) *accesslog.Info {
 		FilterChainName: ds.FilterChainName, RequestedServerName: ds.ServerName}
 	info.DownstreamPeer, _ = netip.ParseAddrPort(conn.RemoteAddr().String())
 	return info
-}
-
-// Denied writes the access log entry of a connection that a network filter before
-// tcp_proxy closed (the network RBAC filter), with %CONNECTION_TERMINATION_DETAILS% set to
-// details: Envoy's tcp_proxy logs such a connection when it closes, with the cluster it
-// picked and no upstream host, no bytes, no response flags.
-func Denied(cfg *Config, conn net.Conn, ds Downstream, details string) {
-	if len(cfg.AccessLogs) == 0 {
-		return
-	}
-	info := newInfo(conn, ds)
-	info.UpstreamCluster = cfg.pick()
-	info.ConnectionTerminationDetails = details
-	info.Duration = time.Since(info.Start)
-	accesslog.LogAll(cfg.AccessLogs, info)
 }
 
 // Serve proxies conn to the cluster until both directions are closed or ctx ends. The
@@ -181,6 +173,14 @@ func Serve(ctx context.Context, cfg *Config, deps Deps, conn net.Conn, ds Downst
 	cl.ReportResult(host, 200)
 	info.UpstreamLocal = up.LocalAddr().String()
 	defer up.Close()
+	if ds.Authorize != nil {
+		if ok, details := ds.Authorize(); !ok {
+			// Denied: both connections close with nothing copied, and the entry has the
+			// upstream host, no bytes, no response flag and the filter's details.
+			info.ConnectionTerminationDetails = details
+			return
+		}
+	}
 	stop := context.AfterFunc(ctx, func() {
 		_ = up.Close()
 		_ = conn.Close()
