@@ -46,6 +46,29 @@ func TestReproExportRun(t *testing.T) {
 	if err != nil {
 		t.Fatalf("proxy-config routes: %v\n%s", err, routesBefore)
 	}
+	// Export once every proxy ACKed the apply's push: the recording is compared with the
+	// rebuilt lab, which runs until it is synced.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, err := meshlab(t, "proxy-status", "--name", l.name)
+		synced := err == nil
+		for _, pod := range []string{"frontend-v1", "backend-v1", "backend-v2"} {
+			found := false
+			for _, line := range strings.Split(out, "\n") {
+				if strings.HasPrefix(line, pod+".") {
+					found = strings.Count(line, "SYNCED") == 4
+				}
+			}
+			synced = synced && found
+		}
+		if synced {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("proxies not synced 30 s after apply:\n%s", out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	file := filepath.Join(dir, "repro.yaml")
 	if out, err := meshlab(t, "repro", "export", "--name", l.name, "-f", file); err != nil {
 		t.Fatalf("repro export: %v\n%s", err, out)
