@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/meshlab/meshlab/dataplane/proxy/stats"
 	"github.com/meshlab/meshlab/dataplane/proxy/xdsclient"
+	"github.com/meshlab/meshlab/internal/testutil"
 )
 
 const backendCluster = "outbound|8080||backend.default.svc.cluster.local"
@@ -268,13 +268,7 @@ func TestEndToEndADSRoundRobinStatsConfigDumpAndNACK(t *testing.T) {
 }
 
 func TestUpstreamConnectFailureIs503UF(t *testing.T) {
-	// A port nothing listens on: bind then close.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := netip.MustParseAddrPort(ln.Addr().String())
-	ln.Close()
+	dead := testutil.RefusingAddr(t) // a port nothing listens on
 	x := startXDS(t)
 	const node = "sidecar~127.0.0.1~web.default~default.svc.cluster.local"
 	x.set(node, "v1", snapshotV(t, []netip.AddrPort{dead}))

@@ -9,10 +9,12 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -127,4 +129,24 @@ func CheckErr(t testing.TB, what string, err error, want string) bool {
 		t.Fatalf("%s = %v, want an error containing %q", what, err, want)
 	}
 	return true
+}
+
+// RefusingAddr returns a 127.0.0.1 address that refuses connections for the whole test: a
+// socket bound there without listening holds the port (so no other test's server can take
+// it, as could happen with a closed listener's port) and answers a SYN with a reset.
+func RefusingAddr(t testing.TB) netip.AddrPort {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), uint16(sa.(*syscall.SockaddrInet4).Port))
 }

@@ -1,7 +1,6 @@
 package httpconn
 
 import (
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -457,7 +455,7 @@ func TestRewritesRedirectsAndHeaderMutations(t *testing.T) {
 func TestRetryHostPredicateAvoidsPreviousHostsAndConnectFailureRetries(t *testing.T) {
 	good := backend(t, "good", nil)
 	bad := backend(t, "", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(503) })
-	dead := refusingAddr(t)
+	dead := testutil.RefusingAddr(t).String()
 	predicate := []*routev3.RetryPolicy_RetryHostPredicate{{Name: "envoy.retry_host_predicates.previous_hosts"}}
 	l := newLab(t, []*cluster.Config{staticCluster(t, "mixed", good, bad), staticCluster(t, "deadfirst", dead, good)},
 		routeTo(prefix("/mixed"), &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: "mixed"},
@@ -479,7 +477,7 @@ func TestRetryHostPredicateAvoidsPreviousHostsAndConnectFailureRetries(t *testin
 }
 
 func TestAccessLogResponseFlagsForLocalReplies(t *testing.T) {
-	dead := refusingAddr(t)
+	dead := testutil.RefusingAddr(t).String()
 	up := backend(t, "up", nil)
 	l := newLab(t, []*cluster.Config{staticCluster(t, "dead", dead), staticCluster(t, "empty"), staticCluster(t, "up", up)},
 		routeTo(prefix("/dead"), to("dead")), routeTo(prefix("/empty"), to("empty")), routeTo(prefix("/up"), to("up")))
@@ -501,24 +499,4 @@ func TestAccessLogResponseFlagsForLocalReplies(t *testing.T) {
 	if last := lines[len(lines)-1]; !strings.HasSuffix(last, `"tester" "rid-1" "`+l.addr+`" "`+up+`"`) {
 		t.Errorf("default format tail: %q", last)
 	}
-}
-
-// refusingAddr returns a 127.0.0.1 address that refuses connections for the whole test: a
-// socket bound there without listening holds the port (so no other test's server can take
-// it, as could happen with a closed listener's port) and answers a SYN with a reset.
-func refusingAddr(t *testing.T) string {
-	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = syscall.Close(fd) })
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	sa, err := syscall.Getsockname(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
 }

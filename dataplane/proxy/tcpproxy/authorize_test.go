@@ -71,7 +71,7 @@ func TestNetworkFilterDenialIsLoggedByTCPProxy(t *testing.T) {
 			}()
 			t.Cleanup(func() { _ = ln.Close(); <-done })
 			if !tc.upstreamUp {
-				_ = ln.Close() // connection refused
+				upAddr = testutil.RefusingAddr(t).String() // connection refused
 			}
 
 			store := stats.NewStore()

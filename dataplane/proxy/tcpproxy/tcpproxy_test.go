@@ -48,12 +48,7 @@ func TestServeCountsNoRouteAndConnectFailure(t *testing.T) {
 	if store.Value("tcp.nr.downstream_cx_no_route") != 1 {
 		t.Error("downstream_cx_no_route not counted for an unknown cluster")
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := netip.MustParseAddrPort(ln.Addr().String())
-	ln.Close()
+	dead := testutil.RefusingAddr(t)
 	Serve(context.Background(), &Config{StatPrefix: "pt", Cluster: "PassthroughCluster"}, deps, b, Downstream{Local: dead})
 	if store.Value("cluster.PassthroughCluster.upstream_cx_connect_fail") != 1 || store.Value("tcp.pt.downstream_cx_total") != 1 {
 		t.Error("connect failure not counted")
