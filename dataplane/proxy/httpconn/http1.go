@@ -198,7 +198,8 @@ func (c *h1Conn) serveOne(ctx context.Context, deps Deps) bool {
 		// Envoy answers 100-continue itself and does not forward the expectation.
 		req.Header.Del("Expect")
 		if req.ContentLength != 0 {
-			req.Body = &continueReader{ReadCloser: req.Body, w: w}
+			w.continued = &continueReader{ReadCloser: req.Body, w: w}
+			req.Body = w.continued
 		}
 	}
 	c.watchMu.Lock()
@@ -212,6 +213,9 @@ func (c *h1Conn) serveOne(ctx context.Context, deps Deps) bool {
 	c.handler.ServeHTTP(w, req)
 	c.stopWatch()
 	if !w.finish() {
+		return false
+	}
+	if w.closeAfter {
 		return false
 	}
 	// Discard what the handler left of the body, or give up the connection.
@@ -349,6 +353,9 @@ type h1Response struct {
 	written       int64
 	closeAfter    bool
 	aborted       bool
+	// continued is the body of a request that expects 100-continue; answered before the
+	// body was asked for, the body never comes and the connection cannot be reused.
+	continued *continueReader
 }
 
 func (w *h1Response) Header() http.Header { return w.header }
@@ -382,7 +389,7 @@ func (w *h1Response) WriteHeader(code int) {
 	default:
 		w.closeAfter = true // HTTP/1.0: the body ends with the connection
 	}
-	if r.Close || w.c.draining.Load() || (!r.ProtoAtLeast(1, 1) && !wantsKeepAlive(r)) {
+	if r.Close || w.c.draining.Load() || (!r.ProtoAtLeast(1, 1) && !wantsKeepAlive(r)) || (w.continued != nil && !w.continued.sent) {
 		w.closeAfter = true
 	}
 	h.Del("Connection")

@@ -82,6 +82,9 @@ func TestHTTP1CodecAsEnvoys(t *testing.T) {
 			[]string{"connection: close\r\n", "\r\n\r\none"}, nil, false},
 		{"a HEAD response has the headers and no body", "HEAD /one HTTP/1.1\r\nHost: a\r\n\r\n",
 			[]string{"content-length: 3\r\n"}, []string{"\r\n\r\none"}, true},
+		{"100-continue answered before the body was asked for closes the connection (no 100 after the final answer)",
+			"POST /one HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n",
+			[]string{"HTTP/1.1 200 OK\r\n", "connection: close\r\n", "\r\none"}, []string{"100 Continue"}, false},
 		{"an unknown expectation is refused with 417", "POST /one HTTP/1.1\r\nHost: a\r\nExpect: teapot\r\nContent-Length: 1\r\n\r\nx",
 			[]string{"HTTP/1.1 417 Expectation Failed\r\n"}, nil, false},
 	} {
