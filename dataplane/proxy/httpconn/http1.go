@@ -3,6 +3,7 @@ package httpconn
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -57,6 +58,7 @@ type h1Conn struct {
 	handler http.Handler
 	st      *hcmStats
 	remote  string
+	tls     *tls.ConnectionState // of a TLS connection, read once: the handshake is over
 
 	state    atomic.Int32
 	draining atomic.Bool // the next response is the connection's last
@@ -134,6 +136,17 @@ func serveHTTP1(ctx context.Context, deps Deps, conn net.Conn, handler http.Hand
 	}
 }
 
+// tlsState returns the connection's TLS state for its requests, nil for plaintext.
+func (c *h1Conn) tlsState() *tls.ConnectionState {
+	if c.tls == nil {
+		if cs, ok := c.conn.(connectionStater); ok {
+			s := cs.ConnectionState()
+			c.tls = &s
+		}
+	}
+	return c.tls
+}
+
 // drain makes the next response the connection's last, and closes the connection now if
 // it is idle between requests.
 func (c *h1Conn) drain() {
@@ -182,10 +195,7 @@ func (c *h1Conn) serveOne(ctx context.Context, deps Deps) bool {
 	defer cancel()
 	req = req.WithContext(rctx)
 	req.RemoteAddr = c.remote
-	if cs, ok := c.conn.(connectionStater); ok {
-		s := cs.ConnectionState()
-		req.TLS = &s
-	}
+	req.TLS = c.tlsState()
 	w := &h1Response{c: c, req: req, header: make(http.Header, 8), contentLength: -1}
 	if expect := req.Header.Get("Expect"); expect != "" {
 		if !req.ProtoAtLeast(1, 1) || !equalFoldASCII(expect, "100-continue") {
