@@ -379,4 +379,35 @@ func TestRDSResponseWithAValidAndARefusedConfigurationOverADS(t *testing.T) {
 	if versions["9090"] != "v2" || versions["8080"] != "v1" {
 		t.Errorf("dynamic_route_configs versions = %v, want 9090 at v2 and 8080 at v1", versions)
 	}
+	// Envoy's per-subscription counters (http.<stat_prefix>.rds.<name>.*): v1 applied to
+	// both; each v2 (the server answers every NACK with it again) applied to 9090, walked
+	// first as the newer watch, then its rejection reached both subscriptions.
+	st := srv.StatsStore()
+	rds := func(name, leaf string) int64 {
+		return st.Value(fmt.Sprintf("http.%s.rds.%s.%s", statPrefixOf(t, srv, name), name, leaf))
+	}
+	if got := rds("8080", "update_success"); got != 1 {
+		t.Errorf("rds 8080 update_success = %d, want 1 (v1 only)", got)
+	}
+	if rds("8080", "update_rejected") < 1 || rds("9090", "update_rejected") < 1 {
+		t.Errorf("update_rejected: 8080 %d, 9090 %d; want the rejection counted by both subscriptions",
+			rds("8080", "update_rejected"), rds("9090", "update_rejected"))
+	}
+	if got := rds("9090", "update_success"); got < 2 {
+		t.Errorf("rds 9090 update_success = %d, want v1 and v2 applied", got)
+	}
+}
+
+// statPrefixOf returns the stat_prefix of the HCM that uses route configuration rds.
+func statPrefixOf(t *testing.T, srv *Server, rds string) string {
+	t.Helper()
+	for _, l := range srv.listeners.Configs() {
+		for _, fc := range l.Chains {
+			if fc.HTTP != nil && fc.HTTP.RDSName == rds {
+				return fc.HTTP.StatPrefix
+			}
+		}
+	}
+	t.Fatalf("no HCM uses route configuration %s", rds)
+	return ""
 }

@@ -138,12 +138,16 @@ func (s *Server) applyClusters(version string, resources []*anypb.Any) error {
 // the response keeps its endpoints; a resource nobody subscribes to is ignored. Envoy's
 // /config_dump has no error state for endpoints, so none is kept.
 func (s *Server) applyEndpoints(version string, resources []*anypb.Any) error {
+	// meshlab's count of EDS responses; Envoy's own counters are per cluster (edsStats).
 	sc := s.stats.Named("cluster_manager.eds")
 	sc.Counter("update_attempt").Inc()
 	las, err := decodeAllNamed(resources, func() *endpointv3.ClusterLoadAssignment { return &endpointv3.ClusterLoadAssignment{} },
 		"cluster load assignment", (*endpointv3.ClusterLoadAssignment).GetClusterName)
 	if err != nil {
 		sc.Counter("update_rejected").Inc()
+		for _, name := range s.xds.Names(xdsclient.EndpointType) {
+			countRejected(s.edsStats(name))
+		}
 		s.initAfterRejected(xdsclient.EndpointType)
 		return err
 	}
@@ -172,6 +176,12 @@ func (s *Server) applyEndpoints(version string, resources []*anypb.Any) error {
 		}
 		all[name] = hosts
 		msgs[name] = la
+		countApplied(s.edsStats(name))
+	}
+	if refused != nil {
+		for _, name := range order {
+			countRejected(s.edsStats(name))
+		}
 	}
 	s.clusters.ApplyEDS(all)
 	s.record(xdsclient.EndpointType, version, msgs, false)
@@ -300,11 +310,15 @@ func (s *Server) rdsNames() []string {
 // is not in the response keeps its own; a resource nobody subscribes to is ignored.
 // Envoy's /config_dump has no error state for route configurations, so none is kept.
 func (s *Server) applyRoutes(version string, resources []*anypb.Any) error {
+	// meshlab's count of RDS responses; Envoy's own counters are per subscription (rdsStats).
 	sc := s.stats.Named("http_route_config.rds")
 	sc.Counter("update_attempt").Inc()
 	rcs, err := decodeAll(resources, func() *routev3.RouteConfiguration { return &routev3.RouteConfiguration{} }, "route configuration")
 	if err != nil {
 		sc.Counter("update_rejected").Inc()
+		for _, name := range s.xds.Names(xdsclient.RouteType) {
+			countRejected(s.rdsStats(name))
+		}
 		s.initAfterRejected(xdsclient.RouteType)
 		return err
 	}
@@ -332,6 +346,12 @@ func (s *Server) applyRoutes(version string, resources []*anypb.Any) error {
 		}
 		all[name] = t
 		msgs[name] = rc
+		countApplied(s.rdsStats(name))
+	}
+	if refused != nil {
+		for _, name := range order {
+			countRejected(s.rdsStats(name))
+		}
 	}
 	s.routes.Replace(all)
 	s.record(xdsclient.RouteType, version, msgs, false)
