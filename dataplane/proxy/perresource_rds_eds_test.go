@@ -249,6 +249,11 @@ func TestEDSAppliesEachSubscriptionNewestFirstUntilARefusal(t *testing.T) {
 			}
 			st := srv.StatsStore()
 			rejected, success := st.Value("cluster_manager.eds.update_rejected"), st.Value("cluster_manager.eds.update_success")
+			subscribed := tc.subscribed[len(tc.subscribed)-1]
+			clusterRejected := map[string]int64{}
+			for _, n := range subscribed {
+				clusterRejected[n] = st.Value("cluster." + n + ".update_rejected")
+			}
 
 			err := srv.Apply(xdsclient.EndpointType, "v2", anys(t, tc.v2(
 				func(n, tag string) proto.Message { return good(n, tag) },
@@ -259,6 +264,16 @@ func TestEDSAppliesEachSubscriptionNewestFirstUntilARefusal(t *testing.T) {
 				(st.Value("cluster_manager.eds.update_success") > success) == wantRejected {
 				t.Errorf("eds.update_rejected %d -> %d, update_success %d -> %d; want a rejection: %v", rejected,
 					st.Value("cluster_manager.eds.update_rejected"), success, st.Value("cluster_manager.eds.update_success"), wantRejected)
+			}
+			// Envoy's per-cluster counters: a rejection reaches every subscription once.
+			for _, n := range subscribed {
+				want := clusterRejected[n]
+				if tc.refused != "" || tc.whole != "" {
+					want++
+				}
+				if got := st.Value("cluster." + n + ".update_rejected"); got != want {
+					t.Errorf("cluster.%s.update_rejected = %d, want %d", n, got, want)
+				}
 			}
 			dump := map[string]*adminv3.EndpointsConfigDump_DynamicEndpointConfig{}
 			for _, a := range srv.ConfigDump(true).GetConfigs() {
