@@ -249,17 +249,26 @@ func (c *h1Conn) codecError(err error) {
 	if errors.As(err, &ne) && ne.Timeout() {
 		return
 	}
+	start := time.Now()
 	c.st.scope.Counter("downstream_cx_protocol_error").Inc()
-	code, body := http.StatusBadRequest, "Bad Request"
+	code, body, details := http.StatusBadRequest, "Bad Request", "http1.codec_error"
 	if errors.Is(err, errHeadTooLarge) {
-		code, body = http.StatusRequestHeaderFieldsTooLarge, "Request Header Fields Too Large"
+		code, body, details = http.StatusRequestHeaderFieldsTooLarge, "Request Header Fields Too Large", "http1.headers_too_large"
 	}
+	c.st.rqTotal.Inc()
 	c.st.record(code)
 	w := &h1Response{c: c, req: &http.Request{Method: http.MethodGet, ProtoMajor: 1, ProtoMinor: 1}, header: http.Header{}, contentLength: -1, closeAfter: true}
 	w.header.Set("Content-Length", strconv.Itoa(len(body)))
 	w.header.Set("Content-Type", "text/plain")
+	rt, _ := c.handler.(*router)
+	if rt != nil {
+		rt.setServer(w.header)
+	}
 	w.WriteHeader(code)
 	_, _ = io.WriteString(w, body)
+	if rt != nil && len(rt.cfg.AccessLogs) > 0 {
+		rt.logCodecError(start, code, details, w.written) // before the close the client waits for
+	}
 	w.finish()
 }
 

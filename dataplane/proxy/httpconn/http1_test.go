@@ -111,6 +111,16 @@ func TestHTTP1CodecAsEnvoys(t *testing.T) {
 	if n := l.store.Value("http.lab.downstream_cx_protocol_error"); n != 3 {
 		t.Errorf("downstream_cx_protocol_error = %d, want 3", n)
 	}
+	// Envoy logs a codec error's local reply with the DPE flag.
+	dpe := 0
+	for _, line := range l.waitLines(t, 1) {
+		if strings.Contains(line, `"- - HTTP/1.1" 400 DPE `) || strings.Contains(line, `"- - HTTP/1.1" 431 DPE `) {
+			dpe++
+		}
+	}
+	if dpe != 3 {
+		t.Errorf("%d access log lines with 400/431 DPE, want 3:\n%s", dpe, strings.Join(l.logLines(t), "\n"))
+	}
 }
 
 func TestHTTP1ExpectContinueIsAnsweredByTheProxy(t *testing.T) {

@@ -191,6 +191,16 @@ func (rt *router) logAccess(x *exchange, code int) {
 	accesslog.LogAll(rt.cfg.AccessLogs, i)
 }
 
+// logCodecError writes the access log entry of a request the codec could not read, as
+// Envoy logs its local reply: response flag DPE, the codec's details, no request fields.
+func (rt *router) logCodecError(start time.Time, code int, details string, sent int64) {
+	i := &accesslog.Info{Start: start, Duration: time.Since(start), Protocol: "HTTP/1.1", Code: code,
+		CodeDetails: details, Flags: accesslog.DownstreamProtocolError, BytesSent: sent,
+		DownstreamLocal: rt.ds.Local, DownstreamPeer: rt.ds.Remote,
+		FilterChainName: rt.ds.FilterChainName, RequestedServerName: rt.ds.ServerName}
+	accesslog.LogAll(rt.cfg.AccessLogs, i)
+}
+
 func (rt *router) table() *RouteTable {
 	if rt.cfg.Inline != nil {
 		return rt.cfg.Inline
