@@ -31,7 +31,7 @@ var virtualServicePaths = strings.Join([]string{
 	headerOps("http.headers"),
 	expand("http.retries", "attempts perTryTimeout retryOn"),
 	expand("http.fault", "delay abort"),
-	expand("http.fault.delay", "fixedDelay percentage percentage.value"),
+	expand("http.fault.delay", "fixedDelay percent percentage percentage.value"),
 	expand("http.fault.abort", "httpStatus percentage percentage.value"),
 	expand("http.rewrite", "uri authority"),
 	expand("http.redirect", "uri authority redirectCode"),

@@ -13,16 +13,15 @@ import (
 )
 
 // registry is what Istio objects may name: the hosts of Services and ServiceEntries, and
-// the subsets DestinationRules define for them.
+// pods.
 type registry struct {
 	services map[string]*model.Service // by FQDN
 	entries  map[string]*Object        // ServiceEntry by resolved host
-	subsets  map[string][]string       // subset names by resolved host
 	pods     map[string]bool           // pod names
 }
 
 func newRegistry(objs []*Object) *registry {
-	r := &registry{services: map[string]*model.Service{}, entries: map[string]*Object{}, subsets: map[string][]string{}, pods: map[string]bool{}}
+	r := &registry{services: map[string]*model.Service{}, entries: map[string]*Object{}, pods: map[string]bool{}}
 	for _, o := range objs {
 		if o.svc != nil {
 			r.services[o.svc.Hostname()] = o.svc
@@ -73,9 +72,14 @@ func (r *registry) hasPort(fqdn string, n uint32) bool {
 }
 
 // checkIstioRefs records the problems between Istio objects and the rest: hosts naming
-// no Service or ServiceEntry, subsets no DestinationRule defines, ports a service does not
-// have, ServiceEntry endpoints naming no pod or Service, and clashes. objs are sorted by
-// document.
+// no Service or ServiceEntry, ports a service does not have, ServiceEntry endpoints naming
+// no pod or Service, and clashes. objs are sorted by document.
+//
+// What Istio accepts is accepted here too, so that its behaviour can be reproduced: a
+// DestinationRule for a host no Service or ServiceEntry has (it applies to nothing), a
+// route to a subset no DestinationRule defines (its cluster does not exist: 503 at run
+// time), and several VirtualServices for one host (one wins, as in istiod; see
+// xds.virtualServiceFor). meshlab analyze reports them as istioctl analyze does.
 func checkIstioRefs(objs []*Object, errs *ErrorList) {
 	r := newRegistry(objs)
 	prob := func(o *Object) problems { return problems{origin: o.Origin, doc: o.Doc, list: errs} }
@@ -128,23 +132,18 @@ func checkIstioRefs(objs []*Object, errs *ErrorList) {
 		fqdn, ok := r.lookup(o.DestinationRule.GetHost(), o.Origin.Namespace)
 		switch {
 		case !ok:
-			prob(o).addf("spec.host", "%q names no Service or ServiceEntry (seen from namespace %s)", o.DestinationRule.GetHost(), o.Origin.Namespace)
-			continue
+			continue // Istio accepts it; it configures no cluster (analyze: IST0174)
 		case drFor[o.Origin.Namespace+"/"+fqdn] != nil:
 			// Istio picks one of several rules in a namespace silently; meshlab says so.
 			prob(o).addf("spec.host", "%s already has the DestinationRule %s in this namespace", fqdn, drFor[o.Origin.Namespace+"/"+fqdn].Origin)
 			continue
 		}
 		drFor[o.Origin.Namespace+"/"+fqdn] = o
-		for _, s := range o.DestinationRule.GetSubsets() {
-			r.subsets[fqdn] = append(r.subsets[fqdn], s.GetName())
-		}
 		checkPolicyPorts(r, fqdn, o.DestinationRule.GetTrafficPolicy(), "spec.trafficPolicy", prob(o))
 		for i, s := range o.DestinationRule.GetSubsets() {
 			checkPolicyPorts(r, fqdn, s.GetTrafficPolicy(), fmt.Sprintf("spec.subsets[%d].trafficPolicy", i), prob(o))
 		}
 	}
-	vsFor := map[string]*Object{}
 	for _, o := range objs {
 		vs := o.VirtualService
 		if vs == nil {
@@ -152,15 +151,8 @@ func checkIstioRefs(objs []*Object, errs *ErrorList) {
 		}
 		p := prob(o)
 		for i, h := range vs.GetHosts() {
-			f := fmt.Sprintf("spec.hosts[%d]", i)
-			fqdn, ok := r.lookup(h, o.Origin.Namespace)
-			switch {
-			case !ok:
-				p.addf(f, "%q names no Service or ServiceEntry (seen from namespace %s)", h, o.Origin.Namespace)
-			case vsFor[o.Origin.Namespace+"/"+fqdn] != nil:
-				p.addf(f, "%s is already routed by the VirtualService %s in this namespace", fqdn, vsFor[o.Origin.Namespace+"/"+fqdn].Origin)
-			default:
-				vsFor[o.Origin.Namespace+"/"+fqdn] = o
+			if _, ok := r.lookup(h, o.Origin.Namespace); !ok {
+				p.addf(fmt.Sprintf("spec.hosts[%d]", i), "%q names no Service or ServiceEntry (seen from namespace %s)", h, o.Origin.Namespace)
 			}
 		}
 		for i, hr := range vs.GetHttp() {
@@ -187,9 +179,6 @@ func checkDestinationRef(r *registry, d *networking.Destination, ns, f string, p
 	if !ok {
 		p.addf(f+".host", "%q names no Service or ServiceEntry (seen from namespace %s)", d.GetHost(), ns)
 		return
-	}
-	if s := d.GetSubset(); s != "" && !slices.Contains(r.subsets[fqdn], s) {
-		p.addf(f+".subset", "%q: no DestinationRule defines this subset of %s", s, fqdn)
 	}
 	if d.GetPort() != nil && !r.hasPort(fqdn, d.GetPort().GetNumber()) {
 		p.addf(f+".port.number", "%d is not a port of %s", d.GetPort().GetNumber(), fqdn)

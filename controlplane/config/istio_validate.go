@@ -311,8 +311,8 @@ func checkDestination(d *networking.Destination, f string, p problems) {
 	}
 }
 
-// checkWeights requires weights that are not negative and, with several destinations,
-// sum to 100.
+// checkWeights applies Istio's rule: weights are relative (they need not sum to 100),
+// none is negative, and several destinations must not all weigh 0.
 func checkWeights(w []int32, f string, p problems) {
 	var sum int64
 	for i, v := range w {
@@ -321,8 +321,8 @@ func checkWeights(w []int32, f string, p problems) {
 		}
 		sum += int64(v)
 	}
-	if len(w) > 1 && sum != 100 {
-		p.addf(f, "weights sum to %d, want 100", sum)
+	if len(w) > 1 && sum == 0 {
+		p.addf(f, "total destination weight is 0")
 	}
 }
 

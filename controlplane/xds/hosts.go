@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"cmp"
 	"strings"
 
 	networking "istio.io/api/networking/v1alpha3"
@@ -27,16 +28,24 @@ func resolveHost(m *model.Model, h, ns string) string {
 }
 
 // virtualServiceFor returns the VirtualService that routes host, or nil. When several
-// name the host, the first in model order wins, as Istio keeps the oldest.
+// name the host, one wins whole and the others are ignored for it, as in istiod: the
+// oldest, then the first by name, then by namespace (configCompareByCreationTime). A
+// lab's objects have no creation time, so name and namespace decide. istiod does not
+// merge them; istioctl analyze reports IST0109, and so does meshlab analyze.
 func virtualServiceFor(m *model.Model, host string) *model.IstioConfig[*networking.VirtualService] {
+	var best *model.IstioConfig[*networking.VirtualService]
 	for _, vs := range m.Istio.VirtualServices {
+		if best != nil && cmp.Or(strings.Compare(vs.Name, best.Name), strings.Compare(vs.Namespace, best.Namespace)) >= 0 {
+			continue
+		}
 		for _, h := range vs.Spec.GetHosts() {
 			if resolveHost(m, h, vs.Namespace) == host {
-				return vs
+				best = vs
+				break
 			}
 		}
 	}
-	return nil
+	return best
 }
 
 // destinationRuleFor returns the DestinationRule for host seen from a proxy in proxyNS,

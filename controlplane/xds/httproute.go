@@ -367,13 +367,15 @@ func millionths(p *networking.Percent) *xdstype.FractionalPercent {
 }
 
 // httpFault translates a fault as Istio's TranslateFault. A delay without a percentage
-// gets 0/100 (the deprecated integer percent, unset); an abort without one gets none.
+// gets the deprecated integer percent over 100 (0 when unset, as Istio: no delay); an
+// abort without one gets none.
 func httpFault(in *networking.HTTPFaultInjection) *fault.HTTPFault {
 	out := &fault.HTTPFault{}
 	if d := in.GetDelay(); d != nil && d.GetFixedDelay() != nil {
 		out.Delay = &faultcommon.FaultDelay{
 			FaultDelaySecifier: &faultcommon.FaultDelay_FixedDelay{FixedDelay: d.GetFixedDelay()},
-			Percentage:         &xdstype.FractionalPercent{Denominator: xdstype.FractionalPercent_HUNDRED},
+			//nolint:staticcheck // percent is deprecated, and Istio still reads it.
+			Percentage: &xdstype.FractionalPercent{Numerator: uint32(d.GetPercent()), Denominator: xdstype.FractionalPercent_HUNDRED},
 		}
 		if d.GetPercentage() != nil {
 			out.Delay.Percentage = millionths(d.GetPercentage())
