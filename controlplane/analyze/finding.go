@@ -53,17 +53,20 @@ func ParseLevel(s string) (Level, error) {
 // Codes of the findings. IST codes are Istio's (pkg/config/analysis/msg/messages.yaml);
 // ML codes are meshlab's, for checks Istio has no analyzer for.
 const (
-	CodeReferencedResourceNotFound    = "IST0101"
-	CodeSchemaValidationError         = "IST0106"
-	CodeMTLSPolicyConflict            = "IST0113"
-	CodePortNameNotUnderConvention    = "IST0118"
-	CodeNoMatchingWorkloadsFound      = "IST0127"
-	CodeMultipleMeshWidePolicies      = "ML0101"
-	CodeConflictingPeerAuthentication = "ML0102"
-	CodeServiceSelectsNoPods          = "ML0103"
-	CodeWorkloadInNoService           = "ML0104"
-	CodeAppProtocolNameMismatch       = "ML0105"
-	CodeWeightsNotHundred             = "ML0106"
+	CodeReferencedResourceNotFound                = "IST0101"
+	CodeSchemaValidationError                     = "IST0106"
+	CodeConflictingMeshGatewayVirtualServiceHosts = "IST0109"
+	CodeMTLSPolicyConflict                        = "IST0113"
+	CodePortNameNotUnderConvention                = "IST0118"
+	CodeNoMatchingWorkloadsFound                  = "IST0127"
+	CodeSchemaWarning                             = "IST0133"
+	CodeDestinationRuleSubsetNotSelectPods        = "IST0173"
+	CodeUnknownDestinationRuleHost                = "IST0174"
+	CodeMultipleMeshWidePolicies                  = "ML0101"
+	CodeConflictingPeerAuthentication             = "ML0102"
+	CodeServiceSelectsNoPods                      = "ML0103"
+	CodeWorkloadInNoService                       = "ML0104"
+	CodeAppProtocolNameMismatch                   = "ML0105"
 )
 
 // Object names the object a finding is about.

@@ -47,6 +47,7 @@ func checkSecurity(r *registry, objs []*object) []Finding {
 			fs = append(fs, o.finding(Warning, CodeNoMatchingWorkloadsFound, "spec.selector",
 				fmt.Sprintf("No matching workloads for this resource with the following labels: %s", formatLabels(sel))))
 		}
+		fs = append(fs, checkHTTPOnlyDeny(o)...)
 	}
 	for _, o := range objs {
 		if o.dr != nil {
@@ -123,4 +124,46 @@ func effectiveMode(objs []*object, wide map[string]*object, w *object, port uint
 		}
 	}
 	return security.PeerAuthentication_MutualTLS_PERMISSIVE, nil
+}
+
+// checkHTTPOnlyDeny reports, with Istio's validation warning (IST0133), each rule of a
+// DENY policy that uses only HTTP attributes: on a TCP port such a rule cannot be
+// evaluated, so Istio (and meshlab's generator) make it deny every connection. The test
+// is Istio's: the rule's sources set no principal, namespace, service account or IP
+// block while its operations set no port.
+func checkHTTPOnlyDeny(o *object) []Finding {
+	if o.ap.GetAction() != security.AuthorizationPolicy_DENY {
+		return nil
+	}
+	var fs []Finding
+	for i, rule := range o.ap.GetRules() {
+		fromExists, toExists, tcpFrom, tcpTo := false, false, false, false
+		for _, f := range rule.GetFrom() {
+			src := f.GetSource()
+			if src == nil {
+				continue
+			}
+			fromExists = true
+			if src.NotPrincipals != nil || src.Principals != nil || src.IpBlocks != nil || src.NotIpBlocks != nil ||
+				src.Namespaces != nil || src.NotNamespaces != nil || src.RemoteIpBlocks != nil || src.NotRemoteIpBlocks != nil ||
+				src.ServiceAccounts != nil || src.NotServiceAccounts != nil {
+				tcpFrom = true
+			}
+		}
+		for _, t := range rule.GetTo() {
+			op := t.GetOperation()
+			if op == nil {
+				continue
+			}
+			toExists = true
+			if op.Ports != nil || op.NotPorts != nil {
+				tcpTo = true
+			}
+		}
+		if (fromExists && !toExists && !tcpFrom) || (toExists && !tcpTo) {
+			fs = append(fs, o.finding(Warning, CodeSchemaWarning, fmt.Sprintf("spec.rules[%d]", i),
+				"Schema validation warning: configured AuthorizationPolicy will deny all traffic to TCP ports under its scope due to the use of only HTTP attributes in a DENY rule; it is recommended to explicitly specify the port"))
+		}
+	}
+	return fs
 }
