@@ -109,12 +109,12 @@ func TestTrafficSplitAndHeaderMatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
-	if err := os.WriteFile(bad, []byte(strings.Replace(splitVS, "subset: v2", "subset: v3", 1)), 0o644); err != nil {
+	if err := os.WriteFile(bad, []byte(strings.Replace(splitVS, "weight: 10", "weight: -10", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out, err = meshlab(t, "apply", "--name", l.name, "-f", bad)
-	if err == nil || !strings.Contains(out, `bad.yaml: VirtualService default/backend: spec.http[0].route[1].destination.subset: "v3": no DestinationRule defines this subset`) {
-		t.Errorf("apply of an unknown subset: err %v, output %q", err, out)
+	if err == nil || !strings.Contains(out, `bad.yaml: VirtualService default/backend: spec.http[0].route[1].weight: -10 must not be negative`) {
+		t.Errorf("apply of a negative weight: err %v, output %q", err, out)
 	}
 	after, err := api.ProxyStatus(t.Context())
 	if err != nil {
