@@ -21,6 +21,9 @@ const (
 	DefaultUpstreamTimeout = 5 * time.Second
 )
 
+// PersonaHTTPBin makes the app answer as httpbin (httpbin.go).
+const PersonaHTTPBin = "httpbin"
+
 // Config is what one demo app instance is and does.
 type Config struct {
 	// Service, Pod, Namespace and Version are the identity it reports (optional).
@@ -38,6 +41,10 @@ type Config struct {
 	// StartupCalls are URLs called once, in order, as the app starts (not retried);
 	// their outcome is logged and reported in every answer's "startup" (optional).
 	StartupCalls []string
+
+	// Persona is the sample app the app answers as: "" for the demo app itself, or
+	// PersonaHTTPBin (optional).
+	Persona string
 
 	// Injectable faults, for labs.
 
@@ -59,6 +66,7 @@ func Args(c Config) []string {
 	add := func(name, value string) { args = append(args, "--"+name+"="+value) }
 	for _, f := range []struct{ name, value string }{
 		{"service", c.Service}, {"pod", c.Pod}, {"namespace", c.Namespace}, {"version", c.Version},
+		{"persona", c.Persona},
 	} {
 		if f.value != "" {
 			add(f.name, f.value)
@@ -101,6 +109,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Pod, "pod", "", "pod name the app reports")
 	fs.StringVar(&c.Namespace, "namespace", "", "namespace the app reports")
 	fs.StringVar(&c.Version, "version", "", "version the app reports")
+	fs.StringVar(&c.Persona, "persona", "", "sample app to answer as: httpbin (default: the demo app)")
 	fs.Var((*portsValue)(&c.Ports), "port", "port to listen on (repeatable)")
 	fs.TextVar(&c.Address, "address", netip.Addr{}, "address to listen on (default 0.0.0.0)")
 	fs.StringArrayVar(&c.Upstreams, "upstream", nil, "URL to call on each request to / (repeatable, in order)")
@@ -116,6 +125,12 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 func (c *Config) validate() error {
 	if len(c.Ports) == 0 {
 		return errors.New("at least one port is required")
+	}
+	if c.Persona != "" && c.Persona != PersonaHTTPBin {
+		return fmt.Errorf("persona %q is not known (known: %s)", c.Persona, PersonaHTTPBin)
+	}
+	if c.Persona != "" && (c.Latency != 0 || c.ErrorRate != 0 || len(c.Upstreams) > 0) {
+		return fmt.Errorf("persona %s answers as the sample app does: latency, error rate and upstreams are the demo app's (use its /delay/{n} and /status/{codes})", c.Persona)
 	}
 	if c.ErrorRate < 0 || c.ErrorRate > 1 {
 		return fmt.Errorf("error rate %g is not between 0 and 1", c.ErrorRate)

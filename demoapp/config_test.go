@@ -25,6 +25,7 @@ func TestArgsRoundTrip(t *testing.T) {
 	for _, c := range []Config{
 		{},
 		{Ports: []uint16{8080}},
+		{Ports: []uint16{8000}, Persona: PersonaHTTPBin},
 		{
 			Service: "backend", Pod: "backend-v1", Namespace: "default", Version: "v1",
 			Ports: []uint16{8080, 9090}, Address: netip.MustParseAddr("127.0.0.1"),
@@ -75,6 +76,9 @@ func TestValidate(t *testing.T) {
 		{name: "error rate", mutate: func(c *Config) { c.ErrorRate = 1.5 }, want: "error rate 1.5 is not between 0 and 1"},
 		{name: "error code", mutate: func(c *Config) { c.ErrorCode = 99 }, want: "error code 99 is not an HTTP status between 200 and 599"},
 		{name: "negative latency", mutate: func(c *Config) { c.Latency = -time.Second }, want: "latency and upstream timeout must not be negative"},
+		{name: "httpbin", mutate: func(c *Config) { c.Persona = PersonaHTTPBin }},
+		{name: "unknown persona", mutate: func(c *Config) { c.Persona = "bookstore" }, want: `persona "bookstore" is not known (known: httpbin)`},
+		{name: "persona with faults", mutate: func(c *Config) { c.Persona, c.Latency = PersonaHTTPBin, time.Second }, want: "persona httpbin answers as the sample app does: latency, error rate and upstreams are the demo app's (use its /delay/{n} and /status/{codes})"},
 		{name: "upstream", mutate: func(c *Config) { c.Upstreams = []string{"backend:8080"} }, want: `upstream "backend:8080" is not an http:// or https:// URL with a host`},
 	}
 	for _, tt := range tests {

@@ -57,6 +57,10 @@ func newHandler(c Config, log *slog.Logger) *handler {
 		startup: &startupCalls{},
 		mux:     http.NewServeMux(),
 	}
+	if c.Persona == PersonaHTTPBin {
+		h.mux = newHTTPBin(nil)
+		return h
+	}
 	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok"))
