@@ -55,12 +55,15 @@ func TestGenerateGolden(t *testing.T) {
 				}
 			}
 			// virtualOutbound: 2 tcp_proxy; 0.0.0.0_8080: HCM + fault + router;
-			// virtualInbound: original_dst, tls_inspector, http_inspector, 2 tcp_proxy, an
-			// mTLS chain (DownstreamTlsContext, HCM + router) and a plaintext one (HCM +
-			// router); 2 auto-mTLS clusters: UpstreamTlsContext + RawBuffer each; and the
-			// FileAccessLog of each of the 7 HCMs and tcp_proxies.
-			if unpacked != 26 {
-				t.Errorf("unpacked %d typed configs, want 26", unpacked)
+			// virtualInbound: original_dst, tls_inspector, http_inspector, the blackhole
+			// tcp_proxy, the PERMISSIVE passthrough chains (mTLS HTTP: DownstreamTlsContext,
+			// HCM + router; plaintext HTTP: HCM + router; mTLS TCP: DownstreamTlsContext +
+			// tcp_proxy; plaintext and one-way TLS TCP: a tcp_proxy each), an mTLS chain
+			// (DownstreamTlsContext, HCM + router) and a plaintext one (HCM + router); 2
+			// auto-mTLS clusters: UpstreamTlsContext + RawBuffer each; and the FileAccessLog
+			// of each of the 12 HCMs and tcp_proxies.
+			if unpacked != 38 {
+				t.Errorf("unpacked %d typed configs, want 38", unpacked)
 			}
 			testutil.Golden(t, "hello-"+pod, dumpJSON(t, res))
 		})
@@ -210,18 +213,23 @@ func TestGenerateTCPService(t *testing.T) {
 		t.Error("a route configuration exists for the TCP port")
 	}
 
-	// db-0 gets, on its target port (PERMISSIVE), a TCP inbound mTLS chain, a one-way TLS
-	// passthrough chain and a plaintext one.
+	// db-0 gets, in Istio's order, the blackhole chain, the five passthrough chains of
+	// PERMISSIVE (mTLS HTTP, plaintext HTTP, mTLS TCP, plaintext TCP, one-way TLS), then
+	// on its target port a TCP inbound mTLS chain, a one-way TLS passthrough chain and a
+	// plaintext one.
 	res = generate(t, m, "db-0")
 	vi := findListener(t, res, VirtualInboundListener)
 	var chains []string
 	for _, fc := range vi.GetFilterChains() {
 		chains = append(chains, fc.GetName())
 	}
-	if want := []string{"virtualInbound-blackhole", "0.0.0.0_15432", "0.0.0.0_15432", "0.0.0.0_15432", "virtualInbound"}; !slices.Equal(chains, want) {
+	if want := []string{
+		"virtualInbound-blackhole", "virtualInbound-catchall-http", "virtualInbound-catchall-http",
+		"virtualInbound", "virtualInbound", "virtualInbound", "0.0.0.0_15432", "0.0.0.0_15432", "0.0.0.0_15432",
+	}; !slices.Equal(chains, want) {
 		t.Fatalf("virtualInbound chains = %q, want %q", chains, want)
 	}
-	fc := vi.GetFilterChains()[1]
+	fc := vi.GetFilterChains()[6]
 	if got := fc.GetFilterChainMatch().GetDestinationPort().GetValue(); got != 15432 {
 		t.Errorf("inbound chain destination_port = %d, want 15432", got)
 	}
@@ -244,9 +252,9 @@ func TestGenerateInboundHTTP(t *testing.T) {
 	t.Parallel()
 	res := generate(t, helloModel(), "backend-v1")
 	vi := findListener(t, res, VirtualInboundListener)
-	fc := vi.GetFilterChains()[1]
+	fc := vi.GetFilterChains()[6] // after the blackhole and the five PERMISSIVE passthrough chains
 	if fc.GetName() != "0.0.0.0_8080" {
-		t.Fatalf("second inbound chain = %q, want 0.0.0.0_8080", fc.GetName())
+		t.Fatalf("seventh inbound chain = %q, want 0.0.0.0_8080", fc.GetName())
 	}
 	var m hcm.HttpConnectionManager
 	if err := fc.GetFilters()[0].GetTypedConfig().UnmarshalTo(&m); err != nil {

@@ -169,8 +169,10 @@ func outboundTCPFilter(m *model.Model, sp servicePort, byHost map[string][]servi
 // virtualInbound receives all inbound TCP the capture rules redirect to 15006. The
 // original_dst listener filter restores the destination and the TLS and HTTP inspectors
 // detect the transport and application protocols, so the chains of each app port (see
-// inboundChains) deliver it through that port's inbound cluster; other ports pass through, and
-// connections to 15006 itself (a loop) go to BlackHoleCluster.
+// inboundChains) deliver it through that port's inbound cluster; other ports go through
+// the passthrough chains of the pod's mTLS mode (see passthroughChains), and
+// connections to 15006 itself (a loop) go to BlackHoleCluster. The chains are in
+// Istio's order: blackhole, passthrough, then the declared ports.
 func virtualInbound(m *model.Model, pod *model.Pod) (*listener.Listener, error) {
 	od, err := typed(&originaldst.OriginalDst{})
 	if err != nil {
@@ -193,6 +195,15 @@ func virtualInbound(m *model.Model, pod *model.Pod) (*listener.Listener, error) 
 		FilterChainMatch: &listener.FilterChainMatch{DestinationPort: wrapperspb.UInt32(uint32(VirtualInboundPort))},
 		Filters:          []*listener.Filter{blackhole},
 	}}
+	declared := map[uint16]bool{}
+	for _, ip := range inboundPorts(m, pod) {
+		declared[ip.target] = true
+	}
+	passthrough, err := passthroughChains(m, pod, declared)
+	if err != nil {
+		return nil, err
+	}
+	chains = append(chains, passthrough...)
 	for _, ip := range inboundPorts(m, pod) {
 		cs, err := inboundChains(m, pod, ip)
 		if err != nil {
@@ -200,14 +211,6 @@ func virtualInbound(m *model.Model, pod *model.Pod) (*listener.Listener, error) 
 		}
 		chains = append(chains, cs...)
 	}
-	passthrough, err := tcpProxyFilter(InboundPassthroughCluster, InboundPassthroughCluster)
-	if err != nil {
-		return nil, err
-	}
-	chains = append(chains, &listener.FilterChain{
-		Name:    VirtualInboundListener,
-		Filters: []*listener.Filter{passthrough},
-	})
 	return &listener.Listener{
 		Name:             VirtualInboundListener,
 		Address:          socketAddress(wildcardAddr, VirtualInboundPort),
