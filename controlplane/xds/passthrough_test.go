@@ -1,0 +1,132 @@
+package xds
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	security "istio.io/api/security/v1beta1"
+
+	"github.com/meshlab/meshlab/controlplane/model"
+)
+
+// chainShape renders one virtualInbound chain as "name port transport [alpn] filters tls".
+func chainShape(fc *listener.FilterChain) string {
+	m := fc.GetFilterChainMatch()
+	var filters []string
+	for _, f := range fc.GetFilters() {
+		filters = append(filters, f.GetName()[strings.LastIndex(f.GetName(), ".")+1:])
+	}
+	tls := ""
+	if fc.GetTransportSocket() != nil {
+		tls = " mtls"
+	}
+	return fmt.Sprintf("%s %d %s %v %s%s", fc.GetName(), m.GetDestinationPort().GetValue(), m.GetTransportProtocol(),
+		m.GetApplicationProtocols(), strings.Join(filters, ","), tls)
+}
+
+// The passthrough chains of virtualInbound follow the pod's mTLS mode as istiod's:
+// STRICT has no chain a plaintext connection can match (it is closed, whatever its
+// port), a port-level mode of a port no Service declares gets its own chains, and the
+// pod's AuthorizationPolicies apply to passthrough traffic.
+func TestPassthroughChains(t *testing.T) {
+	t.Parallel()
+	db := map[string]string{"app": "db"}
+	cases := []struct {
+		name string
+		pas  []*model.IstioConfig[*security.PeerAuthentication]
+		aps  bool
+		want []string
+	}{
+		{
+			name: "strict",
+			pas:  P(pa("istio-system", "default", nil, MTLSStrict, nil)),
+			want: []string{
+				"virtualInbound-catchall-http 0 tls [istio-http/1.0 istio-http/1.1 istio-h2] http_connection_manager mtls",
+				"virtualInbound 0 tls [] tcp_proxy mtls",
+			},
+		},
+		{
+			name: "permissive",
+			want: []string{
+				"virtualInbound-catchall-http 0 tls [istio-http/1.0 istio-http/1.1 istio-h2] http_connection_manager mtls",
+				"virtualInbound-catchall-http 0 raw_buffer [http/1.1 h2c] http_connection_manager",
+				"virtualInbound 0 tls [istio-peer-exchange istio] tcp_proxy mtls",
+				"virtualInbound 0 raw_buffer [] tcp_proxy",
+				"virtualInbound 0 tls [] tcp_proxy",
+			},
+		},
+		{
+			name: "disable",
+			pas:  P(pa("default", "ns", nil, MTLSDisable, nil)),
+			want: []string{
+				"virtualInbound-catchall-http 0 raw_buffer [http/1.1 h2c] http_connection_manager",
+				"virtualInbound 0 raw_buffer [] tcp_proxy",
+			},
+		},
+		{
+			name: "port level on an undeclared port; the declared port's is its own chain",
+			pas:  P(pa("default", "db", db, MTLSDisable, map[uint32]MTLSMode{7000: MTLSStrict, 5432: MTLSStrict})),
+			want: []string{
+				"virtualInbound-catchall-http 0 raw_buffer [http/1.1 h2c] http_connection_manager",
+				"virtualInbound 0 raw_buffer [] tcp_proxy",
+				"virtualInbound-catchall-http 7000 tls [istio-http/1.0 istio-http/1.1 istio-h2] http_connection_manager mtls",
+				"virtualInbound 7000 tls [] tcp_proxy mtls",
+			},
+		},
+		{
+			name: "authorization",
+			pas:  P(pa("istio-system", "default", nil, MTLSStrict, nil)),
+			aps:  true,
+			want: []string{
+				"virtualInbound-catchall-http 0 tls [istio-http/1.0 istio-http/1.1 istio-h2] http_connection_manager mtls",
+				"virtualInbound 0 tls [] rbac,tcp_proxy mtls",
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m := istioModel()
+			m.Istio.PeerAuthentications = tc.pas
+			if tc.aps {
+				m.Istio.AuthorizationPolicies = append(m.Istio.AuthorizationPolicies, ap("default", "only-productpage", &security.AuthorizationPolicy{
+					Rules: []*security.Rule{{From: []*security.Rule_From{{Source: &security.Source{Principals: []string{"cluster.local/ns/default/sa/productpage"}}}}}},
+				}))
+			}
+			vi := findListener(t, generate(t, m, "db-v1"), VirtualInboundListener)
+			var got []string
+			for _, fc := range vi.GetFilterChains() {
+				if n := fc.GetName(); n == VirtualInboundListener || n == VirtualInboundCatchAllHTTPChain {
+					got = append(got, chainShape(fc))
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("passthrough chains:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(tc.want, "\n  "))
+			}
+			if tc.aps {
+				hcmOf := vi.GetFilterChains()[1].GetFilters()[0]
+				var names []string
+				for _, f := range hcmFilters(t, hcmOf) {
+					names = append(names, f.GetName())
+				}
+				if want := []string{"envoy.filters.http.rbac", "envoy.filters.http.router"}; !slices.Equal(names, want) {
+					t.Errorf("passthrough HTTP filters = %q, want %q", names, want)
+				}
+			}
+		})
+	}
+}
+
+// hcmFilters returns the HTTP filters of an http_connection_manager network filter.
+func hcmFilters(t *testing.T, f *listener.Filter) []*hcm.HttpFilter {
+	t.Helper()
+	var m hcm.HttpConnectionManager
+	if err := f.GetTypedConfig().UnmarshalTo(&m); err != nil {
+		t.Fatalf("filter %s is not an HCM: %v", f.GetName(), err)
+	}
+	return m.GetHttpFilters()
+}
