@@ -2,6 +2,7 @@ package demoapp
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -76,5 +77,26 @@ func TestRunErrors(t *testing.T) {
 		if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
 			t.Errorf("%s: Run = %v, want an error starting %q", tt.name, err, tt.want)
 		}
+	}
+}
+
+func TestSleepPersonaServesNothingUntilStopped(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, Config{Persona: PersonaSleep}, slog.New(slog.DiscardHandler)) }()
+	select {
+	case err := <-done:
+		t.Fatalf("the sleep persona returned before its context ended: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run = %v, want nil once stopped", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the sleep persona did not stop with its context")
 	}
 }

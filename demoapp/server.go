@@ -23,6 +23,11 @@ func Run(ctx context.Context, c Config, log *slog.Logger) error {
 	if err := c.validate(); err != nil {
 		return fmt.Errorf("check app config: %w", err)
 	}
+	if c.Persona == PersonaSleep {
+		log.Info("sleeping: this pod serves nothing (exec into it)")
+		<-ctx.Done()
+		return nil
+	}
 	addr := c.Address
 	if !addr.IsValid() {
 		addr = netip.IPv4Unspecified()

@@ -175,6 +175,7 @@ func (l *Lab) appArgv(p *model.Pod) []string {
 		ErrorRate:    p.App.ErrorRate,
 		ErrorCode:    p.App.ErrorCode,
 		Latency:      p.App.Latency,
+		Persona:      p.App.Persona,
 	}
 	return append([]string{l.opts.MeshlabPath, "app"}, demoapp.Args(cfg)...)
 }

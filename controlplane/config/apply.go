@@ -198,6 +198,12 @@ func (s *Scenario) Find(kind, name string) ([]*Object, error) {
 var kindAliases = map[string]string{
 	"service": "Service", "services": "Service", "svc": "Service",
 	"workload": "Workload", "workloads": "Workload",
+	"deployment": "Deployment", "deployments": "Deployment", "deploy": "Deployment",
+	"replicaset": "ReplicaSet", "replicasets": "ReplicaSet", "rs": "ReplicaSet",
+	"statefulset": "StatefulSet", "statefulsets": "StatefulSet", "sts": "StatefulSet",
+	"daemonset": "DaemonSet", "daemonsets": "DaemonSet", "ds": "DaemonSet",
+	"namespace": "Namespace", "namespaces": "Namespace", "ns": "Namespace",
+	"serviceaccount": "ServiceAccount", "serviceaccounts": "ServiceAccount", "sa": "ServiceAccount",
 	"virtualservice": "VirtualService", "virtualservices": "VirtualService", "vs": "VirtualService",
 	"destinationrule": "DestinationRule", "destinationrules": "DestinationRule", "dr": "DestinationRule",
 	"serviceentry": "ServiceEntry", "serviceentries": "ServiceEntry", "se": "ServiceEntry",
@@ -215,5 +221,5 @@ func CanonicalKind(s string) (string, bool) {
 
 // Kinds returns the kinds a lab holds, sorted.
 func Kinds() []string {
-	return []string{"AuthorizationPolicy", "DestinationRule", "MeshConfig", "PeerAuthentication", "Service", "ServiceEntry", "VirtualService", "Workload"}
+	return []string{"AuthorizationPolicy", "DaemonSet", "Deployment", "DestinationRule", "MeshConfig", "Namespace", "PeerAuthentication", "ReplicaSet", "Service", "ServiceAccount", "ServiceEntry", "StatefulSet", "VirtualService", "Workload"}
 }

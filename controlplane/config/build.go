@@ -48,6 +48,7 @@ func (s *Scenario) Build(o BuildOptions) (*model.Model, error) {
 			pods = append(pods, clonePod(p))
 		}
 	}
+	injectPods(s.Objects, pods)
 	m := model.New(svcs, pods)
 	// The gateway takes offset 1, pods follow from offset 2.
 	podIPs, err := addresses(podCIDR, 2, len(m.Pods))

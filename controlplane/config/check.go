@@ -41,7 +41,7 @@ func checkScenario(valid, invalid []*Object, errs *ErrorList) {
 		}
 	}
 	for _, o := range invalid {
-		if o.Origin.Kind == "Workload" && o.Workload == nil {
+		if o.Origin.Kind == "Workload" && o.Workload == nil || kubeWorkloadKinds[o.Origin.Kind] != "" && o.kube == nil {
 			return // its labels are unknown: a selector check would mislead
 		}
 	}
@@ -63,12 +63,19 @@ func checkScenario(valid, invalid []*Object, errs *ErrorList) {
 	}
 }
 
-// selectsAny reports whether selector matches the labels of a Workload in namespace ns
-// (even one scaled to zero replicas), as model.Service.Selects would.
+// selectsAny reports whether selector matches the labels of a Workload or of a Kubernetes
+// workload's pod template in namespace ns (even one scaled to zero replicas), as
+// model.Service.Selects would.
 func selectsAny(ns string, selector map[string]string, objs []*Object) bool {
 	svc := model.Service{Selector: selector}
 	for _, o := range objs {
-		if o.Workload != nil && o.Origin.Namespace == ns && svc.Selects(o.Workload.Spec.Labels) {
+		if o.Origin.Namespace != ns {
+			continue
+		}
+		if o.Workload != nil && svc.Selects(o.Workload.Spec.Labels) {
+			return true
+		}
+		if o.kube != nil && svc.Selects(o.kube.template.Labels) {
 			return true
 		}
 	}

@@ -33,6 +33,8 @@ func FuzzLoad(f *testing.F) {
 		"--- {apiVersion: v1, kind: Service, metadata: {name: a, namespace: b}}\n",
 		"apiVersion: v1\nkind: Service\nmetadata: {name: a}\nmetadata: {name: b}\n",
 		backendDR,
+		docs(httpbinManifest, curlManifest, reviewsManifest),
+		"apiVersion: v1\nkind: Namespace\nmetadata: {name: legacy, labels: {istio-injection: disabled}}\n",
 		vs("  hosts: [backend]\n  http: [{match: [{uri: {regex: 'a+'}, headers: {x: {exact: y}}}], route: [{destination: {host: backend, subset: v1}, weight: 90}, {destination: {host: backend, subset: v2}, weight: 10}], timeout: 1.5s, retries: {attempts: 2, retryOn: 5xx}}]\n"),
 		vs("  hosts: [backend]\n  tcp: [{route: [{destination: {host: backend, port: {number: 8080}}}]}]\n  http: [{redirect: {uri: /x}, fault: {abort: {httpStatus: 500, percentage: {value: 50}}}}]\n"),
 		se("  hosts: [pay.internal]\n  location: MESH_INTERNAL\n  resolution: STATIC\n  ports: [{number: 80, name: http}]\n  endpoints: [{address: backend-v1}]\n"),

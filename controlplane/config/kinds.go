@@ -19,6 +19,9 @@ const (
 	kindMeshConfig
 	kindPeerAuthentication
 	kindAuthorizationPolicy
+	kindNamespace
+	kindServiceAccount
+	kindKubeWorkload // Pod, Deployment, ReplicaSet, StatefulSet, DaemonSet
 )
 
 // Object kinds and API groups meshlab reads.
@@ -81,6 +84,21 @@ func decoderFor(apiVersion, k string, p problems) kind {
 			return kindRefused
 		}
 		return kindService
+	case k == "Namespace" || k == "ServiceAccount":
+		if apiVersion != coreAPIVersion {
+			p.addf("apiVersion", "%q is not an apiVersion of kind %s (want %q)", apiVersion, k, coreAPIVersion)
+			return kindRefused
+		}
+		if k == "Namespace" {
+			return kindNamespace
+		}
+		return kindServiceAccount
+	case kubeWorkloadKinds[k] != "":
+		if want := kubeWorkloadKinds[k]; apiVersion != want {
+			p.addf("apiVersion", "%q is not an apiVersion of kind %s (want %q)", apiVersion, k, want)
+			return kindRefused
+		}
+		return kindKubeWorkload
 	case k == "Workload":
 		if apiVersion != workloadAPIVersion {
 			p.addf("apiVersion", "%q is not an apiVersion of kind Workload (want %q)", apiVersion, workloadAPIVersion)
@@ -115,7 +133,7 @@ func decoderFor(apiVersion, k string, p problems) kind {
 
 // knownKinds lists the kinds meshlab reads, for messages.
 func knownKinds() string {
-	return "v1 Service, " + workloadAPIVersion + " Workload and MeshConfig, networking.istio.io VirtualService, DestinationRule and ServiceEntry, " +
+	return "v1 Service, Namespace, ServiceAccount and Pod, apps/v1 Deployment, ReplicaSet, StatefulSet and DaemonSet, " + workloadAPIVersion + " Workload and MeshConfig, networking.istio.io VirtualService, DestinationRule and ServiceEntry, " +
 		"security.istio.io PeerAuthentication and AuthorizationPolicy"
 }
 

@@ -41,6 +41,10 @@ type Object struct {
 	Service *corev1.Service
 	// Workload is set when the kind is Workload.
 	Workload *Workload
+	// KubeNamespace and ServiceAccount are set when the kind is Namespace or
+	// ServiceAccount (v1). A Namespace's labels decide sidecar injection as in Istio.
+	KubeNamespace  *corev1.Namespace
+	ServiceAccount *corev1.ServiceAccount
 	// VirtualService, DestinationRule and ServiceEntry hold the spec of an Istio object
 	// of that kind, as written (hosts not resolved).
 	VirtualService  *networking.VirtualService
@@ -59,6 +63,8 @@ type Object struct {
 	// The validated model forms, without addresses; Build copies them.
 	svc  *model.Service
 	pods []*model.Pod
+	// kube is set for a Pod, Deployment, ReplicaSet, StatefulSet or DaemonSet.
+	kube *kubeWorkload
 }
 
 // LoadFile reads and validates the scenario file at path. Messages name the file by its
@@ -141,6 +147,20 @@ func decodeDocument(file string, d document, errs *ErrorList) (*Object, bool) {
 			o.Workload = w
 			o.pods = validateWorkload(w, p)
 		}
+	case kindNamespace:
+		ns := &corev1.Namespace{}
+		if decodeStrict(top, js, ns, p) {
+			o.KubeNamespace = ns
+			validateNamespace(ns, p)
+		}
+	case kindServiceAccount:
+		sa := &corev1.ServiceAccount{}
+		if decodeStrict(top, js, sa, p) {
+			o.ServiceAccount = sa
+			validateServiceAccount(sa, p)
+		}
+	case kindKubeWorkload:
+		o.pods = decodeKubeWorkload(o.Origin.Kind, top, js, o, p)
 	case kindVirtualService:
 		vs := &networking.VirtualService{}
 		if decodeProtoObject(top, js, vs, p) {

@@ -60,8 +60,8 @@ func TestLoadErrors(t *testing.T) {
 		},
 		{
 			name: "unknown kind",
-			yaml: "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n",
-			want: []string{`t.yaml: Deployment default/web: unknown kind "Deployment" in apiVersion "apps/v1" (meshlab reads v1 Service, meshlab.dev/v1alpha1 Workload and MeshConfig, networking.istio.io VirtualService, DestinationRule and ServiceEntry, security.istio.io PeerAuthentication and AuthorizationPolicy)`},
+			yaml: "apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: web}\n",
+			want: []string{`t.yaml: CronJob default/web: unknown kind "CronJob" in apiVersion "batch/v1" (meshlab reads v1 Service, Namespace, ServiceAccount and Pod, apps/v1 Deployment, ReplicaSet, StatefulSet and DaemonSet, meshlab.dev/v1alpha1 Workload and MeshConfig, networking.istio.io VirtualService, DestinationRule and ServiceEntry, security.istio.io PeerAuthentication and AuthorizationPolicy)`},
 		},
 		{
 			name: "istio kind not supported yet",

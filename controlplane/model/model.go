@@ -107,6 +107,10 @@ type AppSpec struct {
 	ErrorRate float64
 	ErrorCode int
 	Latency   time.Duration
+	// Image is the container image a Kubernetes workload named ("" for a Workload);
+	// Persona is the built-in app's persona it selects ("" for the demo app itself), and
+	// ImageNote says what runs when meshlab does not know the image.
+	Image, Persona, ImageNote string
 }
 
 // SidecarSpec holds the pod's proxy settings, as Istio's sidecar annotations do.

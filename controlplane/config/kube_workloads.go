@@ -1,0 +1,433 @@
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/meshlab/meshlab/controlplane/model"
+)
+
+// Kubernetes workloads: Pod, Deployment, ReplicaSet, StatefulSet and DaemonSet make pods
+// as a Workload does, so that Istio's sample manifests load unchanged. There is no
+// container runtime: the first container's image selects what runs (appForImage), its
+// containerPorts are the ports the app listens on, and the fields that only a container
+// runtime or a scheduler acts on (resources, volumes, probes, security contexts, pull
+// policy, affinity...) are accepted without effect. Fields that would change what the pod
+// is on the network are refused by name.
+
+// Kubernetes workload kinds and their API versions.
+const (
+	appsAPIVersion = "apps/v1"
+	coreAPIVersion = "v1"
+)
+
+// kubeWorkloadKinds are the kinds that make pods from a template, by API version.
+var kubeWorkloadKinds = map[string]string{
+	"Pod":         coreAPIVersion,
+	"Deployment":  appsAPIVersion,
+	"ReplicaSet":  appsAPIVersion,
+	"StatefulSet": appsAPIVersion,
+	"DaemonSet":   appsAPIVersion,
+}
+
+// Istio's injection switches (pkg/kube/inject): the pod label or annotation
+// sidecar.istio.io/inject, and the namespace labels istio-injection and istio.io/rev.
+const (
+	injectLabel          = "sidecar.istio.io/inject"
+	namespaceInjectLabel = "istio-injection"
+	revisionLabel        = "istio.io/rev"
+)
+
+// kubeWorkload is what a Kubernetes workload object contributes: its pod template and the
+// pods made from it.
+type kubeWorkload struct {
+	// template is the pods' template (a Pod's own metadata and spec).
+	template *corev1.PodTemplateSpec
+	// inject is the pod-level injection choice (label, else annotation), nil when unset.
+	inject *bool
+}
+
+// decodeKubeWorkload decodes a Pod, Deployment, ReplicaSet, StatefulSet or DaemonSet
+// strictly into its Kubernetes type and returns its pods (without addresses), or nil after
+// recording its problems.
+func decodeKubeWorkload(kind string, top map[string]any, js []byte, o *Object, p problems) []*model.Pod {
+	var (
+		tmpl     corev1.PodTemplateSpec
+		replicas = 1
+		names    func(hash string) []string
+		selector map[string]string
+		prefix   = "spec.template."
+	)
+	name := o.Origin.Name
+	switch kind {
+	case "Pod":
+		var pod corev1.Pod
+		if !decodeStrict(top, js, &pod, p) {
+			return nil
+		}
+		tmpl = corev1.PodTemplateSpec{ObjectMeta: pod.ObjectMeta, Spec: pod.Spec}
+		prefix = ""
+		names = func(string) []string { return []string{name} }
+	case "Deployment":
+		var d appsv1.Deployment
+		if !decodeStrict(top, js, &d, p) {
+			return nil
+		}
+		tmpl, selector = d.Spec.Template, labelSelector(d.Spec.Selector, p)
+		replicas = replicaCount(d.Spec.Replicas, p)
+		names = func(hash string) []string { return suffixedNames(name+"-"+hash, replicas) }
+	case "ReplicaSet":
+		var rs appsv1.ReplicaSet
+		if !decodeStrict(top, js, &rs, p) {
+			return nil
+		}
+		tmpl, selector = rs.Spec.Template, labelSelector(rs.Spec.Selector, p)
+		replicas = replicaCount(rs.Spec.Replicas, p)
+		names = func(string) []string { return suffixedNames(name, replicas) }
+	case "StatefulSet":
+		var ss appsv1.StatefulSet
+		if !decodeStrict(top, js, &ss, p) {
+			return nil
+		}
+		tmpl, selector = ss.Spec.Template, labelSelector(ss.Spec.Selector, p)
+		replicas = replicaCount(ss.Spec.Replicas, p)
+		names = func(string) []string { return ordinalNames(name, replicas) }
+	case "DaemonSet":
+		var ds appsv1.DaemonSet
+		if !decodeStrict(top, js, &ds, p) {
+			return nil
+		}
+		// A lab is one node: a DaemonSet makes one pod.
+		tmpl, selector = ds.Spec.Template, labelSelector(ds.Spec.Selector, p)
+		names = func(string) []string { return suffixedNames(name, 1) }
+	}
+	n := len(*p.list)
+	checkName(p, "metadata.name", name, 63)
+	checkName(p, "metadata.namespace", p.origin.Namespace, 63)
+	if kind != "Pod" {
+		if len(selector) == 0 && len(*p.list) == n {
+			p.addf("spec.selector.matchLabels", "is required")
+		}
+		for k, v := range selector {
+			if tmpl.Labels[k] != v {
+				p.addf("spec.selector", "does not match spec.template.metadata.labels (%s=%s): Kubernetes refuses such a %s", k, v, kind)
+				break
+			}
+		}
+	}
+	app, ports, sa := podTemplateApp(&tmpl, prefix, p)
+	hash := podTemplateHash(&tmpl)
+	podNames := names(hash)
+	for _, pn := range podNames {
+		if len(pn) > maxPodName {
+			p.addf("metadata.name", "pod name %q is %d characters, more than %d (each pod is a network namespace ml-<lab>-<pod>)", pn, len(pn), maxPodName)
+			break
+		}
+	}
+	if len(*p.list) > n {
+		return nil
+	}
+	kw := &kubeWorkload{template: &tmpl, inject: injectChoice(tmpl.ObjectMeta)}
+	o.kube = kw
+	labels := maps.Clone(tmpl.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	if kind == "Deployment" {
+		labels["pod-template-hash"] = hash
+	}
+	pods := make([]*model.Pod, 0, len(podNames))
+	for _, pn := range podNames {
+		pl := maps.Clone(labels)
+		if kind == "StatefulSet" {
+			pl["statefulset.kubernetes.io/pod-name"] = pn
+		}
+		pods = append(pods, &model.Pod{
+			Name:           pn,
+			Namespace:      p.origin.Namespace,
+			Workload:       name,
+			Labels:         pl,
+			ServiceAccount: sa,
+			Ports:          slices.Clone(ports),
+			App:            app,
+			// Injection also depends on the namespace's labels, which another document may
+			// hold: Build decides it (injectPods); this is the pod's own choice or true.
+			Sidecar: model.SidecarSpec{Inject: kw.inject == nil || *kw.inject},
+			Origin:  p.origin,
+		})
+	}
+	return pods
+}
+
+// podTemplateApp reads what runs in the template's pods: the app (by the first container's
+// image), its ports and the service account. prefix is the path of the template in the
+// object ("spec.template." or "" for a Pod).
+func podTemplateApp(t *corev1.PodTemplateSpec, prefix string, p problems) (model.AppSpec, []uint16, string) {
+	spec := &t.Spec
+	field := prefix + "spec."
+	if spec.HostNetwork {
+		p.addf(field+"hostNetwork", "is not supported: every meshlab pod has its own network namespace")
+	}
+	if spec.HostPID || spec.HostIPC {
+		p.addf(field+"hostPID", "hostPID and hostIPC are not supported: pods are isolated from the host")
+	}
+	if len(spec.Containers) == 0 {
+		p.addf(field+"containers", "is required (one container)")
+		return model.AppSpec{}, nil, ""
+	}
+	for i := range spec.Containers[1:] {
+		p.addf(fmt.Sprintf("%scontainers[%d]", field, i+1), "meshlab runs one app container per pod (the sidecar is its own)")
+	}
+	if len(spec.InitContainers) > 0 {
+		p.addf(field+"initContainers", "is not supported (no container runtime; the sidecar's init is meshlab's own)")
+	}
+	c := &spec.Containers[0]
+	cf := field + "containers[0]"
+	if c.Image == "" {
+		p.addf(cf+".image", "is required")
+	}
+	var ports []uint16
+	seen := map[int32]bool{}
+	for i, cp := range c.Ports {
+		pf := fmt.Sprintf("%s.ports[%d]", cf, i)
+		if msg := checkAppPort(int64(cp.ContainerPort)); msg != "" {
+			p.addf(pf+".containerPort", "%s", msg)
+			continue
+		}
+		if cp.Protocol != "" && cp.Protocol != corev1.ProtocolTCP {
+			p.addf(pf+".protocol", "%s is not supported (meshlab's apps serve TCP)", cp.Protocol)
+			continue
+		}
+		if cp.HostPort != 0 {
+			p.addf(pf+".hostPort", "is not supported: nothing of a lab is reachable from the host's network")
+		}
+		if !seen[cp.ContainerPort] {
+			seen[cp.ContainerPort] = true
+			ports = append(ports, uint16(cp.ContainerPort))
+		}
+	}
+	sa := spec.ServiceAccountName
+	if sa == "" {
+		sa = spec.DeprecatedServiceAccount
+	}
+	if sa == "" {
+		sa = "default"
+	}
+	checkName(p, field+"serviceAccountName", sa, 63)
+	return appForImage(c, len(ports) > 0), ports, sa
+}
+
+// Personas of the built-in app, chosen by image (the names demoapp knows).
+const (
+	personaHTTPBin = "httpbin"
+	personaSleep   = "sleep"
+)
+
+// imagePersonas maps an image repository (registry and tag removed) to the built-in app
+// persona that answers as that image does.
+var imagePersonas = map[string]string{
+	"kong/httpbin":            personaHTTPBin,
+	"mccutchen/go-httpbin":    personaHTTPBin,
+	"kennethreitz/httpbin":    personaHTTPBin,
+	"citizenstig/httpbin":     personaHTTPBin,
+	"curlimages/curl":         personaSleep,
+	"governmentpaas/curl-ssl": personaSleep,
+	"nicolaka/netshoot":       personaSleep,
+	"library/busybox":         personaSleep,
+	"busybox":                 personaSleep,
+	"library/alpine":          personaSleep,
+	"alpine":                  personaSleep,
+	"pstauffer/curl":          personaSleep,
+	"istio/base":              personaSleep,
+}
+
+// imageRepository strips an image reference's registry host, tag and digest:
+// "docker.io/kong/httpbin:0.1.0" -> "kong/httpbin".
+func imageRepository(image string) string {
+	ref, _, _ := strings.Cut(image, "@")
+	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
+		ref = ref[:i]
+	}
+	if first, rest, ok := strings.Cut(ref, "/"); ok && (strings.ContainsAny(first, ".:") || first == "localhost") {
+		ref = rest
+	}
+	return ref
+}
+
+// appForImage returns what runs for container c: the persona its image names, the sleep
+// persona for a container whose command is sleep (a pod to exec into), else the demo app.
+// hasPorts says whether the container declares ports; a pod of an unknown image without
+// ports sleeps, as there is nothing to serve.
+func appForImage(c *corev1.Container, hasPorts bool) model.AppSpec {
+	app := model.AppSpec{Image: c.Image}
+	persona, known := imagePersonas[imageRepository(c.Image)]
+	if len(c.Command) > 0 && strings.HasSuffix(c.Command[0], "sleep") {
+		persona, known = personaSleep, true
+	}
+	switch {
+	case known && persona != "":
+		app.Persona = persona
+	case !hasPorts:
+		app.Persona = personaSleep
+		app.ImageNote = fmt.Sprintf("image %s is not one meshlab knows and declares no port: the pod runs nothing but is there to exec into", c.Image)
+	default:
+		app.ImageNote = fmt.Sprintf("image %s is not one meshlab knows: the pod runs meshlab's demo app on its container ports", c.Image)
+	}
+	return app
+}
+
+// injectChoice is the pod's own sidecar.istio.io/inject choice: the label, else the
+// annotation (Istio reads both; the label wins), nil when neither is set.
+func injectChoice(meta metav1.ObjectMeta) *bool {
+	v, ok := meta.Labels[injectLabel]
+	if !ok {
+		v, ok = meta.Annotations[injectLabel]
+	}
+	if !ok {
+		return nil
+	}
+	b := strings.EqualFold(v, "true") || v == "y" || v == "yes" || v == "on"
+	return &b
+}
+
+// namespaceInjects reports whether pods of namespace ns get a sidecar by default, from the
+// scenario's Namespace objects: the istio-injection label (enabled/disabled) or an
+// istio.io/rev label decide, as Istio's injector does; a declared Namespace without them
+// gets none. A namespace no object declares is taken as labelled istio-injection=enabled:
+// a lab is a mesh, and Istio's docs label the namespaces they use.
+func namespaceInjects(ns string, objs []*Object) bool {
+	for _, o := range objs {
+		if o.KubeNamespace == nil || o.Origin.Name != ns {
+			continue
+		}
+		switch o.KubeNamespace.Labels[namespaceInjectLabel] {
+		case "enabled":
+			return true
+		case "disabled":
+			return false
+		}
+		_, rev := o.KubeNamespace.Labels[revisionLabel]
+		return rev
+	}
+	return true
+}
+
+// injectPods sets the sidecar choice of the pods made by Kubernetes workloads, once every
+// object is known: the pod's own label or annotation, else its namespace's labels.
+func injectPods(objs []*Object, pods []*model.Pod) {
+	byName := map[string]*Object{}
+	for _, o := range objs {
+		if o.kube != nil {
+			for _, p := range o.pods {
+				byName[p.Name] = o
+			}
+		}
+	}
+	for _, p := range pods {
+		o := byName[p.Name]
+		if o == nil || o.Origin.Namespace != p.Namespace {
+			continue
+		}
+		if o.kube.inject != nil {
+			p.Sidecar.Inject = *o.kube.inject
+		} else {
+			p.Sidecar.Inject = namespaceInjects(p.Namespace, objs)
+		}
+	}
+}
+
+func replicaCount(r *int32, p problems) int {
+	if r == nil {
+		return 1
+	}
+	if *r < 0 || *r > maxReplicas {
+		p.addf("spec.replicas", "%d is out of range 0-%d", *r, maxReplicas)
+		return 0
+	}
+	return int(*r)
+}
+
+// labelSelector returns a workload's matchLabels, refusing matchExpressions (which no
+// sample uses and meshlab does not evaluate).
+func labelSelector(s *metav1.LabelSelector, p problems) map[string]string {
+	if s == nil {
+		return nil
+	}
+	if len(s.MatchExpressions) > 0 {
+		p.addf("spec.selector.matchExpressions", "is not supported (use matchLabels)")
+	}
+	return s.MatchLabels
+}
+
+// podNameAlphabet is Kubernetes' alphabet for generated names (no vowels, no look-alikes).
+const podNameAlphabet = "bcdfghjklmnpqrstvwxz2456789"
+
+// safeEncode renders v's decimal digits in podNameAlphabet, as Kubernetes'
+// rand.SafeEncodeString renders a pod-template-hash.
+func safeEncode(v uint32) string {
+	s := strconv.FormatUint(uint64(v), 10)
+	b := make([]byte, len(s))
+	for i := range len(s) {
+		b[i] = podNameAlphabet[int(s[i])%len(podNameAlphabet)]
+	}
+	return string(b)
+}
+
+// podTemplateHash is the template's pod-template-hash (an FNV-32a of its JSON rendered as
+// Kubernetes renders it): a changed template gives new pod names.
+func podTemplateHash(t *corev1.PodTemplateSpec) string {
+	js, _ := json.Marshal(t)
+	h := fnv.New32a()
+	_, _ = h.Write(js)
+	return safeEncode(h.Sum32())
+}
+
+// suffixedNames returns n names base-<5 characters>, as a ReplicaSet names its pods; the
+// suffixes are drawn from base and the index, so the same scenario gives the same names.
+func suffixedNames(base string, n int) []string {
+	out := make([]string, 0, n)
+	for i := range n {
+		h := fnv.New32a()
+		_, _ = fmt.Fprintf(h, "%s/%d", base, i)
+		// The low digits vary most; five of them, as Kubernetes' random suffix.
+		suffix := safeEncode(h.Sum32() | 1<<31) // at least 10 digits
+		out = append(out, base+"-"+suffix[len(suffix)-5:])
+	}
+	return out
+}
+
+// ordinalNames returns a StatefulSet's pod names: base-0 ... base-<n-1>.
+func ordinalNames(base string, n int) []string {
+	out := make([]string, 0, n)
+	for i := range n {
+		out = append(out, base+"-"+strconv.Itoa(i))
+	}
+	return out
+}
+
+// validateNamespace checks a Namespace object.
+func validateNamespace(ns *corev1.Namespace, p problems) {
+	checkName(p, "metadata.name", ns.Name, 63)
+	if ns.Namespace != "" {
+		p.addf("metadata.namespace", "must not be set: a Namespace is not namespaced")
+	}
+	if v, ok := ns.Labels[namespaceInjectLabel]; ok && v != "enabled" && v != "disabled" {
+		p.addf("metadata.labels."+namespaceInjectLabel, "%q is neither enabled nor disabled", v)
+	}
+}
+
+// validateServiceAccount checks a ServiceAccount object: its name is an identity
+// (spiffe://<trust domain>/ns/<ns>/sa/<name>).
+func validateServiceAccount(sa *corev1.ServiceAccount, p problems) {
+	checkName(p, "metadata.name", sa.Name, 63)
+	checkName(p, "metadata.namespace", p.origin.Namespace, 63)
+}

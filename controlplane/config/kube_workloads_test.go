@@ -1,0 +1,327 @@
+package config
+
+import (
+	"net/netip"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/meshlab/meshlab/controlplane/model"
+)
+
+// The manifests below are written the way Istio's samples write theirs (Deployments naming
+// the sample images, a ServiceAccount per app, Services selecting the template labels).
+
+const httpbinManifest = `apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: httpbin
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: httpbin
+  labels: {app: httpbin, service: httpbin}
+spec:
+  ports:
+  - name: http
+    port: 8000
+    targetPort: 8080
+  selector: {app: httpbin}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: httpbin
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: httpbin, version: v1}
+  template:
+    metadata:
+      labels: {app: httpbin, version: v1}
+    spec:
+      serviceAccountName: httpbin
+      containers:
+      - image: docker.io/mccutchen/go-httpbin:v2.15.0
+        imagePullPolicy: IfNotPresent
+        name: httpbin
+        resources: {requests: {cpu: 10m}}
+        ports:
+        - containerPort: 8080
+`
+
+const curlManifest = `apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: curl
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: curl
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: curl}
+  template:
+    metadata:
+      labels: {app: curl}
+    spec:
+      terminationGracePeriodSeconds: 0
+      serviceAccountName: curl
+      containers:
+      - name: curl
+        image: curlimages/curl
+        command: ["/bin/sleep", "infinity"]
+        imagePullPolicy: IfNotPresent
+        volumeMounts:
+        - mountPath: /etc/curl/tls
+          name: secret-volume
+      volumes:
+      - name: secret-volume
+        secret:
+          secretName: curl-secret
+          optional: true
+`
+
+const reviewsManifest = `apiVersion: v1
+kind: Service
+metadata: {name: reviews, labels: {app: reviews}}
+spec:
+  ports: [{port: 9080, name: http}]
+  selector: {app: reviews}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: reviews-v1
+  labels: {app: reviews, version: v1}
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: reviews, version: v1}
+  template:
+    metadata:
+      labels: {app: reviews, version: v1}
+    spec:
+      serviceAccountName: bookinfo-reviews
+      containers:
+      - name: reviews
+        image: docker.io/istio/examples-bookinfo-reviews-v1:1.20.3
+        env: [{name: LOG_DIR, value: "/tmp/logs"}]
+        ports: [{containerPort: 9080}]
+        securityContext: {runAsUser: 1000}
+`
+
+func buildScenario(t *testing.T, yaml string) *model.Model {
+	t.Helper()
+	s, err := Load("k.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	m, err := s.Build(BuildOptions{PodCIDR: netip.MustParsePrefix("10.244.0.0/16"), ServiceCIDR: netip.MustParsePrefix("10.96.0.0/16")})
+	if err != nil {
+		t.Fatalf("build: %v", err)
+	}
+	return m
+}
+
+func podsOf(m *model.Model, workload string) []*model.Pod {
+	var out []*model.Pod
+	for _, p := range m.Pods {
+		if p.Workload == workload {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func TestKubernetesWorkloadsMakePodsAsKubernetes(t *testing.T) {
+	t.Parallel()
+	m := buildScenario(t, docs(httpbinManifest, curlManifest, reviewsManifest))
+
+	deployPod := regexp.MustCompile(`^[a-z0-9-]+-[bcdfghjklmnpqrstvwxz2456789]{1,10}-[bcdfghjklmnpqrstvwxz2456789]{5}$`)
+	httpbin := podsOf(m, "httpbin")
+	if len(httpbin) != 1 {
+		t.Fatalf("httpbin Deployment made %d pods, want 1", len(httpbin))
+	}
+	hb := httpbin[0]
+	if !deployPod.MatchString(hb.Name) || !strings.HasPrefix(hb.Name, "httpbin-") {
+		t.Errorf("pod name %q is not a Deployment's <name>-<pod-template-hash>-<suffix>", hb.Name)
+	}
+	if hb.Labels["pod-template-hash"] == "" || !strings.Contains(hb.Name, "-"+hb.Labels["pod-template-hash"]+"-") {
+		t.Errorf("pod %s labels %v: want pod-template-hash in the name", hb.Name, hb.Labels)
+	}
+	if hb.ServiceAccount != "httpbin" || !slices.Equal(hb.Ports, []uint16{8080}) || !hb.Sidecar.Inject {
+		t.Errorf("httpbin pod: sa %q ports %v inject %v", hb.ServiceAccount, hb.Ports, hb.Sidecar.Inject)
+	}
+	if hb.App.Persona != personaHTTPBin || hb.App.Image != "docker.io/mccutchen/go-httpbin:v2.15.0" || hb.App.ImageNote != "" {
+		t.Errorf("httpbin pod app = %+v, want the httpbin persona", hb.App)
+	}
+	if svcs := m.ServicesFor(hb); len(svcs) != 1 || svcs[0].Name != "httpbin" {
+		t.Errorf("the httpbin Service does not select the Deployment's pod")
+	}
+
+	curl := podsOf(m, "curl")
+	if len(curl) != 1 || curl[0].App.Persona != personaSleep || len(curl[0].Ports) != 0 {
+		t.Errorf("curl Deployment: %d pods, app %+v: want one pod that sleeps", len(curl), curl[0].App)
+	}
+
+	reviews := podsOf(m, "reviews-v1")
+	if len(reviews) != 2 || reviews[0].Name == reviews[1].Name {
+		t.Fatalf("reviews-v1 with replicas 2 made %d pods", len(reviews))
+	}
+	if reviews[0].Labels["pod-template-hash"] != reviews[1].Labels["pod-template-hash"] {
+		t.Error("two replicas of one template have different pod-template-hash labels")
+	}
+	r := reviews[0]
+	if r.App.Persona != "" || !strings.Contains(r.App.ImageNote, "examples-bookinfo-reviews-v1") {
+		t.Errorf("an image meshlab does not know: app %+v, want the demo app and a note naming the image", r.App)
+	}
+	again := buildScenario(t, docs(httpbinManifest, curlManifest, reviewsManifest))
+	if podsOf(again, "reviews-v1")[0].Name != r.Name {
+		t.Error("pod names differ between two loads of one scenario")
+	}
+}
+
+func TestKubernetesWorkloadKinds(t *testing.T) {
+	t.Parallel()
+	tmpl := "  selector: {matchLabels: {app: db}}\n  template:\n    metadata: {labels: {app: db}}\n    spec:\n      containers: [{name: db, image: example.org/db:1, ports: [{containerPort: 5432}]}]\n"
+	m := buildScenario(t, docs(
+		"apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: db}\nspec:\n  replicas: 3\n  serviceName: db\n"+tmpl,
+		"apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: agent}\nspec:\n"+strings.ReplaceAll(tmpl, "db", "agent"),
+		"apiVersion: apps/v1\nkind: ReplicaSet\nmetadata: {name: cache}\nspec:\n  replicas: 2\n"+strings.ReplaceAll(tmpl, "db", "cache"),
+		"apiVersion: v1\nkind: Pod\nmetadata: {name: solo, labels: {app: solo}}\nspec:\n  containers: [{name: c, image: busybox, command: [sleep, '3600']}]\n",
+	))
+	var names []string
+	for _, p := range m.Pods {
+		names = append(names, p.Name)
+	}
+	for _, want := range []string{"db-0", "db-1", "db-2", "solo"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("pods %v: no %s", names, want)
+		}
+	}
+	if n := len(podsOf(m, "agent")); n != 1 {
+		t.Errorf("a DaemonSet made %d pods; a lab is one node, want 1", n)
+	}
+	if n := len(podsOf(m, "cache")); n != 2 {
+		t.Errorf("a ReplicaSet of 2 made %d pods", n)
+	}
+	if p := podsOf(m, "db")[1]; p.Labels["statefulset.kubernetes.io/pod-name"] != "db-1" {
+		t.Errorf("StatefulSet pod labels %v", p.Labels)
+	}
+}
+
+func TestSidecarInjectionAsIstio(t *testing.T) {
+	t.Parallel()
+	ns := func(name, labels string) string {
+		return "apiVersion: v1\nkind: Namespace\nmetadata: {name: " + name + ", labels: {" + labels + "}}\n"
+	}
+	deploy := func(name, ns, podLabels string) string {
+		return "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: " + name + ", namespace: " + ns + "}\nspec:\n" +
+			"  selector: {matchLabels: {app: " + name + "}}\n  template:\n    metadata: {labels: {app: " + name + podLabels + "}}\n" +
+			"    spec: {containers: [{name: c, image: curlimages/curl}]}\n"
+	}
+	m := buildScenario(t, docs(
+		ns("foo", "istio-injection: enabled"),
+		ns("legacy", ""),
+		ns("nomesh", "istio-injection: disabled"),
+		ns("canary", "istio.io/rev: canary"),
+		deploy("a", "foo", ""),
+		deploy("b", "foo", ", sidecar.istio.io/inject: 'false'"),
+		deploy("c", "legacy", ""),
+		deploy("d", "legacy", ", sidecar.istio.io/inject: 'true'"),
+		deploy("e", "nomesh", ""),
+		deploy("f", "canary", ""),
+		deploy("g", "default", ""),
+	))
+	for name, want := range map[string]bool{
+		"a": true,  // namespace labelled istio-injection=enabled
+		"b": false, // the pod's own label wins
+		"c": false, // a declared namespace without injection labels, as Istio
+		"d": true,  // the pod asks for it
+		"e": false, // istio-injection=disabled
+		"f": true,  // a revision label
+		"g": true,  // a namespace no object declares: taken as labelled (a lab is a mesh)
+	} {
+		pods := podsOf(m, name)
+		if len(pods) != 1 {
+			t.Fatalf("%s: %d pods", name, len(pods))
+		}
+		if got := pods[0].Sidecar.Inject; got != want {
+			t.Errorf("deployment %s: sidecar injected %v, want %v", name, got, want)
+		}
+	}
+}
+
+func TestKubernetesWorkloadErrors(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name, yaml, want string
+	}{
+		{
+			name: "host network",
+			yaml: "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {hostNetwork: true, containers: [{name: c, image: x}]}\n",
+			want: "k.yaml: Pod default/p: spec.hostNetwork: is not supported: every meshlab pod has its own network namespace",
+		},
+		{
+			name: "two containers",
+			yaml: "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, image: x}, {name: d, image: z}]}\n",
+			want: "k.yaml: Pod default/p: spec.containers[1]: meshlab runs one app container per pod (the sidecar is its own)",
+		},
+		{
+			name: "selector not matching the template",
+			yaml: "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  selector: {matchLabels: {app: x}}\n  template: {metadata: {labels: {app: w}}, spec: {containers: [{name: c, image: x}]}}\n",
+			want: "k.yaml: Deployment default/d: spec.selector: does not match spec.template.metadata.labels (app=x): Kubernetes refuses such a Deployment",
+		},
+		{
+			name: "unknown field, strictly",
+			yaml: "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  replica: 2\n",
+			want: "k.yaml: Deployment default/d: spec.replica: unknown field",
+		},
+		{
+			name: "wrong apiVersion",
+			yaml: "apiVersion: extensions/v1beta1\nkind: Deployment\nmetadata: {name: d}\n",
+			want: `k.yaml: Deployment default/d: apiVersion: "extensions/v1beta1" is not an apiVersion of kind Deployment (want "apps/v1")`,
+		},
+		{
+			name: "reserved port",
+			yaml: "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, image: x, ports: [{containerPort: 15001}]}]}\n",
+			want: "k.yaml: Pod default/p: spec.containers[0].ports[0].containerPort: 15001 is reserved for the sidecar (the outbound capture port)",
+		},
+		{
+			name: "pod name too long",
+			yaml: "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: a-deployment-with-a-long-name}\nspec:\n  selector: {matchLabels: {app: x}}\n  template: {metadata: {labels: {app: x}}, spec: {containers: [{name: c, image: x}]}}\n",
+			want: "more than 40 (each pod is a network namespace ml-<lab>-<pod>)",
+		},
+		{
+			name: "Service selecting no template",
+			yaml: docs("apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {selector: {app: nobody}, ports: [{port: 80}]}\n", curlManifest),
+			want: "k.yaml: Service default/s: spec.selector: matches no Workload",
+		},
+	} {
+		_, err := Load("k.yaml", []byte(tt.yaml))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: error %v\nwant one containing %q", tt.name, err, tt.want)
+		}
+	}
+}
+
+func TestImageRepository(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"docker.io/kong/httpbin:0.1.0":                  "kong/httpbin",
+		"curlimages/curl":                               "curlimages/curl",
+		"localhost:5000/team/app:v1":                    "team/app",
+		"busybox@sha256:abc":                            "busybox",
+		"gcr.io/istio-release/app:1.2":                  "istio-release/app",
+		"registry.example.org:443/mccutchen/go-httpbin": "mccutchen/go-httpbin",
+	} {
+		if got := imageRepository(in); got != want {
+			t.Errorf("imageRepository(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
