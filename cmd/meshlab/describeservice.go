@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -22,6 +23,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/meshlab/meshlab/controlplane/model"
+	"github.com/meshlab/meshlab/controlplane/xds"
 	"github.com/meshlab/meshlab/lab"
 	"github.com/meshlab/meshlab/web"
 )
@@ -199,6 +202,7 @@ func buildServiceView(objs []web.ConfigObject, pods []web.PodStatus, name string
 		}
 	}
 	var selectedLabels []map[string]string
+	var selectedPods []*model.Pod
 	for _, p := range pods {
 		l, ok := podLabels[p.Name]
 		if !ok || p.Namespace != ns || !labelsMatch(svc.Spec.Selector, l) {
@@ -206,9 +210,10 @@ func buildServiceView(objs []web.ConfigObject, pods []web.PodStatus, name string
 		}
 		v.Pods = append(v.Pods, ServicePodView{Name: p.Name, IP: p.IP, Ready: p.Ready})
 		selectedLabels = append(selectedLabels, l)
+		selectedPods = append(selectedPods, &model.Pod{Name: p.Name, Namespace: ns, Labels: l})
 	}
-	var pas []*security.PeerAuthentication
-	var paNames []string
+	mesh := meshOf(objs)
+	root := mesh.Mesh.Root()
 	for _, o := range objs {
 		spec, err := specOf(o.Object)
 		if err != nil {
@@ -235,14 +240,12 @@ func buildServiceView(objs []web.ConfigObject, pods []web.PodStatus, name string
 			}
 		case "PeerAuthentication":
 			var pa security.PeerAuthentication
-			if protojson.Unmarshal(spec, &pa) == nil && appliesTo(pa.GetSelector().GetMatchLabels(), o.Namespace, ns, selectedLabels) {
+			if protojson.Unmarshal(spec, &pa) == nil && appliesTo(pa.GetSelector().GetMatchLabels(), o.Namespace, ns, root, selectedLabels) {
 				v.PeerAuthentications = append(v.PeerAuthentications, ref)
-				pas = append(pas, &pa)
-				paNames = append(paNames, ref)
 			}
 		case "AuthorizationPolicy":
 			var ap security.AuthorizationPolicy
-			if protojson.Unmarshal(spec, &ap) == nil && appliesTo(ap.GetSelector().GetMatchLabels(), o.Namespace, ns, selectedLabels) {
+			if protojson.Unmarshal(spec, &ap) == nil && appliesTo(ap.GetSelector().GetMatchLabels(), o.Namespace, ns, root, selectedLabels) {
 				v.AuthorizationPolicies = append(v.AuthorizationPolicies, ref+" ("+ap.GetAction().String()+")")
 			}
 		}
@@ -253,7 +256,7 @@ func buildServiceView(objs []web.ConfigObject, pods []web.PodStatus, name string
 		if target == 0 {
 			target, tp = int(p.Port), fmt.Sprint(p.Port)
 		}
-		pv := ServicePortView{Name: p.Name, Port: p.Port, TargetPort: tp, MTLS: mtlsMode(pas, uint32(target))}
+		pv := ServicePortView{Name: p.Name, Port: p.Port, TargetPort: tp, MTLS: mtlsMode(mesh, selectedPods, ns, uint16(target))}
 		if p.AppProtocol != nil {
 			pv.AppProtocol = *p.AppProtocol
 		}
@@ -262,30 +265,71 @@ func buildServiceView(objs []web.ConfigObject, pods []web.PodStatus, name string
 	return v, nil
 }
 
-// mtlsMode returns the mode in effect on port: a workload policy (selector) before a
-// namespace one before the mesh one; pas are those that apply to the service's pods.
-func mtlsMode(pas []*security.PeerAuthentication, port uint32) string {
-	ranked := slices.Clone(pas)
-	slices.SortStableFunc(ranked, func(a, b *security.PeerAuthentication) int {
-		return len(b.GetSelector().GetMatchLabels()) - len(a.GetSelector().GetMatchLabels())
-	})
-	for _, pa := range ranked {
-		if pl := pa.GetPortLevelMtls()[port]; pl != nil && pl.GetMode() != security.PeerAuthentication_MutualTLS_UNSET {
-			return pl.GetMode().String()
+// meshOf returns a model holding what the proxy's mTLS mode is computed from: every
+// PeerAuthentication of the lab, in the model's order (namespace, then name), and the
+// MeshConfig's root namespace.
+func meshOf(objs []web.ConfigObject) *model.Model {
+	m := &model.Model{}
+	for _, o := range objs {
+		spec, err := specOf(o.Object)
+		if err != nil {
+			continue
 		}
-		if m := pa.GetMtls().GetMode(); m != security.PeerAuthentication_MutualTLS_UNSET {
-			return m.String()
+		switch o.Kind {
+		case "PeerAuthentication":
+			var pa security.PeerAuthentication
+			if protojson.Unmarshal(spec, &pa) == nil {
+				m.Istio.PeerAuthentications = append(m.Istio.PeerAuthentications,
+					&model.IstioConfig[*security.PeerAuthentication]{Name: o.Name, Namespace: o.Namespace, Spec: &pa})
+			}
+		case "MeshConfig":
+			var mc struct {
+				RootNamespace string `json:"rootNamespace"`
+			}
+			if json.Unmarshal(spec, &mc) == nil {
+				m.Mesh.RootNamespace = mc.RootNamespace
+			}
 		}
 	}
-	return "PERMISSIVE"
+	slices.SortStableFunc(m.Istio.PeerAuthentications, func(a, b *model.IstioConfig[*security.PeerAuthentication]) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	})
+	return m
+}
+
+// mtlsMode returns the mode in effect on the target port of the service's pods, computed
+// by the function the proxies' inbound chains are built from (xds.EffectiveMTLSMode), so
+// describe shows the mode that is enforced. Pods that differ (a workload policy selects
+// some) are listed by mode; with no pod, the namespace's mode.
+func mtlsMode(m *model.Model, pods []*model.Pod, ns string, port uint16) string {
+	if len(pods) == 0 {
+		pods = []*model.Pod{{Namespace: ns}}
+	}
+	var modes []string
+	byMode := map[string][]string{}
+	for _, p := range pods {
+		mode := xds.EffectiveMTLSMode(m, p, port).String()
+		if byMode[mode] == nil {
+			modes = append(modes, mode)
+		}
+		byMode[mode] = append(byMode[mode], p.Name)
+	}
+	if len(modes) == 1 {
+		return modes[0]
+	}
+	parts := make([]string, len(modes))
+	for i, mode := range modes {
+		parts[i] = mode + " (" + strings.Join(byMode[mode], ", ") + ")"
+	}
+	return strings.Join(parts, "; ")
 }
 
 // appliesTo reports whether a policy of namespace from with selector applies to a pod
 // with one of labels in namespace ns: a selector must match, an empty one covers its
-// namespace, or the whole mesh from the root namespace.
-func appliesTo(selector map[string]string, from, ns string, labels []map[string]string) bool {
+// namespace, or the whole mesh from the root namespace root.
+func appliesTo(selector map[string]string, from, ns, root string, labels []map[string]string) bool {
 	if len(selector) == 0 {
-		return from == ns || from == "istio-system"
+		return from == ns || from == root
 	}
 	return from == ns && slices.ContainsFunc(labels, func(l map[string]string) bool { return labelsMatch(selector, l) })
 }
