@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -28,6 +30,12 @@ const (
 	// PersonaSleep serves nothing: a pod to exec into, as Istio's curl/sleep sample.
 	PersonaSleep = "sleep"
 )
+
+// Personas are the sample apps the built-in app stands in for (bookinfo.go has Bookinfo's).
+var Personas = []string{
+	PersonaHTTPBin, PersonaSleep, PersonaProductPage, PersonaDetails,
+	PersonaReviewsV1, PersonaReviewsV2, PersonaReviewsV3, PersonaRatings,
+}
 
 // Config is what one demo app instance is and does.
 type Config struct {
@@ -114,7 +122,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Pod, "pod", "", "pod name the app reports")
 	fs.StringVar(&c.Namespace, "namespace", "", "namespace the app reports")
 	fs.StringVar(&c.Version, "version", "", "version the app reports")
-	fs.StringVar(&c.Persona, "persona", "", "sample app to stand in for: httpbin, or sleep (serves nothing) (default: the demo app)")
+	fs.StringVar(&c.Persona, "persona", "", "sample app to stand in for: "+strings.Join(Personas, ", ")+" (default: the demo app)")
 	fs.Var((*portsValue)(&c.Ports), "port", "port to listen on (repeatable)")
 	fs.TextVar(&c.Address, "address", netip.Addr{}, "address to listen on (default 0.0.0.0)")
 	fs.StringArrayVar(&c.Upstreams, "upstream", nil, "URL to call on each request to / (repeatable, in order)")
@@ -131,8 +139,8 @@ func (c *Config) validate() error {
 	if len(c.Ports) == 0 && c.Persona != PersonaSleep {
 		return errors.New("at least one port is required")
 	}
-	if c.Persona != "" && c.Persona != PersonaHTTPBin && c.Persona != PersonaSleep {
-		return fmt.Errorf("persona %q is not known (known: %s, %s)", c.Persona, PersonaHTTPBin, PersonaSleep)
+	if c.Persona != "" && !slices.Contains(Personas, c.Persona) {
+		return fmt.Errorf("persona %q is not known (known: %s)", c.Persona, strings.Join(Personas, ", "))
 	}
 	if c.Persona != "" && (c.Latency != 0 || c.ErrorRate != 0 || len(c.Upstreams) > 0) {
 		return fmt.Errorf("persona %s answers as the sample app does: latency, error rate and upstreams are the demo app's (use its /delay/{n} and /status/{codes})", c.Persona)

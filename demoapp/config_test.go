@@ -77,7 +77,7 @@ func TestValidate(t *testing.T) {
 		{name: "error code", mutate: func(c *Config) { c.ErrorCode = 99 }, want: "error code 99 is not an HTTP status between 200 and 599"},
 		{name: "negative latency", mutate: func(c *Config) { c.Latency = -time.Second }, want: "latency and upstream timeout must not be negative"},
 		{name: "httpbin", mutate: func(c *Config) { c.Persona = PersonaHTTPBin }},
-		{name: "unknown persona", mutate: func(c *Config) { c.Persona = "bookstore" }, want: `persona "bookstore" is not known (known: httpbin, sleep)`},
+		{name: "unknown persona", mutate: func(c *Config) { c.Persona = "bookstore" }, want: `persona "bookstore" is not known (known: httpbin, sleep, bookinfo-productpage, bookinfo-details, bookinfo-reviews-v1, bookinfo-reviews-v2, bookinfo-reviews-v3, bookinfo-ratings)`},
 		{name: "sleep needs no port", mutate: func(c *Config) { c.Persona, c.Ports = PersonaSleep, nil }},
 		{name: "persona with faults", mutate: func(c *Config) { c.Persona, c.Latency = PersonaHTTPBin, time.Second }, want: "persona httpbin answers as the sample app does: latency, error rate and upstreams are the demo app's (use its /delay/{n} and /status/{codes})"},
 		{name: "upstream", mutate: func(c *Config) { c.Upstreams = []string{"backend:8080"} }, want: `upstream "backend:8080" is not an http:// or https:// URL with a host`},

@@ -61,6 +61,11 @@ func newHandler(c Config, log *slog.Logger) *handler {
 		h.mux = newHTTPBin(nil)
 		return h
 	}
+	// Bookinfo's services time their calls as the sample does: no client-wide timeout.
+	if mux := newBookinfo(c.Persona, c.Pod, &http.Client{Transport: transport}, nil, sampleTimeouts); mux != nil {
+		h.mux = mux
+		return h
+	}
 	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok"))

@@ -226,7 +226,8 @@ func podTemplateApp(t *corev1.PodTemplateSpec, prefix string, p problems) (model
 	return appForImage(c, len(ports) > 0), ports, sa
 }
 
-// Personas of the built-in app, chosen by image (the names demoapp knows).
+// Personas of the built-in app, chosen by image (the names demoapp.Personas lists; the lab
+// checks them when it starts an app).
 const (
 	personaHTTPBin = "httpbin"
 	personaSleep   = "sleep"
@@ -248,6 +249,15 @@ var imagePersonas = map[string]string{
 	"alpine":                  personaSleep,
 	"pstauffer/curl":          personaSleep,
 	"istio/base":              personaSleep,
+
+	"istio/examples-bookinfo-productpage-v1":         "bookinfo-productpage",
+	"istio/examples-bookinfo-productpage-v-flooding": "bookinfo-productpage",
+	"istio/examples-bookinfo-details-v1":             "bookinfo-details",
+	"istio/examples-bookinfo-details-v2":             "bookinfo-details",
+	"istio/examples-bookinfo-reviews-v1":             "bookinfo-reviews-v1",
+	"istio/examples-bookinfo-reviews-v2":             "bookinfo-reviews-v2",
+	"istio/examples-bookinfo-reviews-v3":             "bookinfo-reviews-v3",
+	"istio/examples-bookinfo-ratings-v1":             "bookinfo-ratings",
 }
 
 // imageRepository strips an image reference's registry host, tag and digest:

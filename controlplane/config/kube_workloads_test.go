@@ -177,8 +177,12 @@ func TestKubernetesWorkloadsMakePodsAsKubernetes(t *testing.T) {
 		t.Error("two replicas of one template have different pod-template-hash labels")
 	}
 	r := reviews[0]
-	if r.App.Persona != "" || !strings.Contains(r.App.ImageNote, "examples-bookinfo-reviews-v1") {
-		t.Errorf("an image meshlab does not know: app %+v, want the demo app and a note naming the image", r.App)
+	if r.App.Persona != "bookinfo-reviews-v1" || r.App.ImageNote != "" {
+		t.Errorf("reviews-v1's image: app %+v, want the bookinfo-reviews-v1 persona", r.App)
+	}
+	unknown := buildScenario(t, strings.ReplaceAll(reviewsManifest, "istio/examples-bookinfo-reviews-v1", "example.org/reviews")).Pods[0]
+	if unknown.App.Persona != "" || !strings.Contains(unknown.App.ImageNote, "example.org/reviews") {
+		t.Errorf("an image meshlab does not know: app %+v, want the demo app and a note naming the image", unknown.App)
 	}
 	again := buildScenario(t, docs(httpbinManifest, curlManifest, reviewsManifest))
 	if podsOf(again, "reviews-v1")[0].Name != r.Name {
