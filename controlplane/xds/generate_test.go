@@ -54,16 +54,17 @@ func TestGenerateGolden(t *testing.T) {
 					unpacked += validateDeep(t, typ+"/"+cachev3.GetResourceName(r), r)
 				}
 			}
-			// virtualOutbound: 2 tcp_proxy; 0.0.0.0_8080: HCM + fault + router;
+			// virtualOutbound: 2 tcp_proxy; 0.0.0.0_8080: http_inspector, HCM + fault +
+			// router, and the PassthroughFilterChain's tcp_proxy;
 			// virtualInbound: original_dst, tls_inspector, http_inspector, the blackhole
 			// tcp_proxy, the PERMISSIVE passthrough chains (mTLS HTTP: DownstreamTlsContext,
 			// HCM + router; plaintext HTTP: HCM + router; mTLS TCP: DownstreamTlsContext +
 			// tcp_proxy; plaintext and one-way TLS TCP: a tcp_proxy each), an mTLS chain
 			// (DownstreamTlsContext, HCM + router) and a plaintext one (HCM + router); 2
 			// auto-mTLS clusters: UpstreamTlsContext + RawBuffer each; and the FileAccessLog
-			// of each of the 12 HCMs and tcp_proxies.
-			if unpacked != 38 {
-				t.Errorf("unpacked %d typed configs, want 38", unpacked)
+			// of each of the 13 HCMs and tcp_proxies.
+			if unpacked != 41 {
+				t.Errorf("unpacked %d typed configs, want 41", unpacked)
 			}
 			testutil.Golden(t, "hello-"+pod, dumpJSON(t, res))
 		})

@@ -13,6 +13,7 @@ import (
 	tcpproxy "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/meshlab/meshlab/controlplane/model"
@@ -30,7 +31,7 @@ func listeners(m *model.Model, pod *model.Pod, faultRoutes map[string]bool) ([]t
 	vo.Metadata = meshOrigin(m)
 	out := []types.Resource{vo}
 	for _, port := range httpPorts(m) {
-		l, err := outboundHTTPListener(port, faultRoutes[RouteName(port)])
+		l, err := outboundHTTPListener(port, faultRoutes[RouteName(port)], m.Mesh.OutboundTrafficPolicy)
 		if err != nil {
 			return nil, fmt.Errorf("build listener %s: %w", OutboundHTTPListenerName(port), err)
 		}
@@ -102,8 +103,12 @@ func virtualOutbound(policy model.OutboundTrafficPolicy) (*listener.Listener, er
 
 // outboundHTTPListener is the handoff target for HTTP to any service on port: it routes
 // by Host header with route configuration "<port>", fetched over ADS. withFault adds
-// the fault filter its routes need.
-func outboundHTTPListener(port uint16, withFault bool) (*listener.Listener, error) {
+// the fault filter its routes need. As istiod's, the HTTP chain matches what the HTTP
+// inspector detects (plaintext HTTP/1.1 or h2c); any other traffic to the port, e.g. a
+// server-first or TLS protocol to a host no Service has, takes the default
+// PassthroughFilterChain to PassthroughCluster (BlackHoleCluster under REGISTRY_ONLY)
+// instead of failing in the HTTP codec.
+func outboundHTTPListener(port uint16, withFault bool, policy model.OutboundTrafficPolicy) (*listener.Listener, error) {
 	name := OutboundHTTPListenerName(port)
 	f, err := hcmFilter("outbound_"+name, withFault, func(m *hcm.HttpConnectionManager) {
 		m.RouteSpecifier = &hcm.HttpConnectionManager_Rds{Rds: &hcm.Rds{
@@ -114,12 +119,38 @@ func outboundHTTPListener(port uint16, withFault bool) (*listener.Listener, erro
 	if err != nil {
 		return nil, err
 	}
+	hi, err := typed(&httpinspector.HttpInspector{})
+	if err != nil {
+		return nil, err
+	}
+	catchAll := PassthroughCluster
+	if policy == model.RegistryOnly {
+		catchAll = BlackHoleCluster
+	}
+	passthrough, err := tcpProxyFilter(catchAll, catchAll)
+	if err != nil {
+		return nil, err
+	}
 	return &listener.Listener{
 		Name:             name,
 		Address:          socketAddress(wildcardAddr, port),
 		BindToPort:       wrapperspb.Bool(false),
 		TrafficDirection: core.TrafficDirection_OUTBOUND,
-		FilterChains:     []*listener.FilterChain{{Filters: []*listener.Filter{f}}},
+		ListenerFilters: []*listener.ListenerFilter{
+			{Name: wellknown.HttpInspector, ConfigType: &listener.ListenerFilter_TypedConfig{TypedConfig: hi}},
+		},
+		// Istio's default protocolDetectionTimeout: 0s, no timeout.
+		ListenerFiltersTimeout:           durationpb.New(0),
+		ContinueOnListenerFiltersTimeout: true,
+		FilterChains: []*listener.FilterChain{{
+			FilterChainMatch: &listener.FilterChainMatch{TransportProtocol: transportRawBuffer, ApplicationProtocols: alpnPlaintextHTTP},
+			Filters:          []*listener.Filter{f},
+		}},
+		DefaultFilterChain: &listener.FilterChain{
+			Name:             PassthroughFilterChain,
+			FilterChainMatch: &listener.FilterChainMatch{},
+			Filters:          []*listener.Filter{passthrough},
+		},
 	}, nil
 }
 

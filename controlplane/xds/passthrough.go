@@ -17,6 +17,10 @@ import (
 // http/1.1 and h2c); the TCP ones are named VirtualInboundListener, as in Istio.
 const VirtualInboundCatchAllHTTPChain = "virtualInbound-catchall-http"
 
+// PassthroughFilterChain is the name of the default filter chain of an outbound HTTP
+// listener: what the HTTP inspector does not detect as HTTP passes through, as in Istio.
+const PassthroughFilterChain = "PassthroughFilterChain"
+
 // ALPN lists of Istio's passthrough chain matches (pilot/pkg/networking/core/listener.go).
 var (
 	// alpnMTLSHTTP is what a client sidecar offers when it detected HTTP (mtlsHTTPALPNs).

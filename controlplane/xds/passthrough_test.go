@@ -130,3 +130,32 @@ func hcmFilters(t *testing.T, f *listener.Filter) []*hcm.HttpFilter {
 	}
 	return m.GetHttpFilters()
 }
+
+// An outbound HTTP listener is istiod's: the HTTP chain matches what the HTTP inspector
+// detects, and the default PassthroughFilterChain takes the rest to PassthroughCluster,
+// or BlackHoleCluster under REGISTRY_ONLY.
+func TestOutboundHTTPListenerPassthrough(t *testing.T) {
+	t.Parallel()
+	for _, policy := range []model.OutboundTrafficPolicy{model.AllowAny, model.RegistryOnly} {
+		t.Run(policy.String(), func(t *testing.T) {
+			t.Parallel()
+			m := istioModel()
+			m.Mesh.OutboundTrafficPolicy = policy
+			l := findListener(t, generate(t, m, "productpage-v1"), OutboundHTTPListenerName(9080))
+			if lf := l.GetListenerFilters(); len(lf) != 1 || lf[0].GetName() != "envoy.filters.listener.http_inspector" {
+				t.Errorf("listener filters = %v, want the http_inspector", lf)
+			}
+			if got := chainShape(l.GetFilterChains()[0]); got != " 0 raw_buffer [http/1.1 h2c] http_connection_manager" {
+				t.Errorf("HTTP chain = %q", got)
+			}
+			d := l.GetDefaultFilterChain()
+			want := PassthroughCluster
+			if policy == model.RegistryOnly {
+				want = BlackHoleCluster
+			}
+			if d.GetName() != PassthroughFilterChain || tcpProxyOf(t, d.GetFilters()[0]).GetCluster() != want {
+				t.Errorf("default chain %q to %q, want %s to %s", d.GetName(), tcpProxyOf(t, d.GetFilters()[0]).GetCluster(), PassthroughFilterChain, want)
+			}
+		})
+	}
+}
