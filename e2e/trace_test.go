@@ -45,7 +45,7 @@ func TestTrace(t *testing.T) {
 	res = trace(t, l.name, "frontend-v1", "backend:8080")
 	checkTrace(t, res)
 	out := hop(t, res, web.HopProxy, "outbound")
-	wantOrigin := "/apis/networking.istio.io/v1alpha3/namespaces/default/virtual-service/backend"
+	wantOrigin := "/apis/networking.istio.io/v1/namespaces/default/virtual-service/backend"
 	if out.Route == nil || out.Route.Origin != wantOrigin || out.Route.Name != "all-to-backend" {
 		t.Errorf("route %+v; want all-to-backend from %s", out.Route, wantOrigin)
 	}

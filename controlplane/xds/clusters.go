@@ -2,12 +2,14 @@ package xds
 
 import (
 	"fmt"
+	"slices"
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/meshlab/meshlab/controlplane/model"
@@ -32,6 +34,7 @@ func clusters(m *model.Model, pod *model.Pod) ([]types.Resource, error) {
 	}
 	for _, ip := range inboundPorts(m, pod) {
 		c := originalDstCluster(InboundClusterName(ip.target), true)
+		c.Metadata = inboundServicesMetadata(m, pod, ip.target)
 		if err := applyHTTP2(c, ip.protocol); err != nil {
 			return nil, fmt.Errorf("build cluster %s: %w", c.Name, err)
 		}
@@ -84,7 +87,7 @@ func outboundCluster(m *model.Model, sp servicePort, oc outboundClusterSpec) (*c
 		Name:           oc.name,
 		ConnectTimeout: connectTimeout,
 		LbPolicy:       cluster.Cluster_ROUND_ROBIN,
-		Metadata:       configMetadata(sp.configPath(), ""),
+		Metadata:       servicesMetadata([]*structpb.Value{serviceMetadata(sp)}),
 	}
 	if sp.dnsResolved() {
 		c.ClusterDiscoveryType = &cluster.Cluster_Type{Type: cluster.Cluster_STRICT_DNS}
@@ -104,8 +107,13 @@ func outboundCluster(m *model.Model, sp servicePort, oc outboundClusterSpec) (*c
 		c.CircuitBreakers = defaultCircuitBreakers()
 		return c, applyHTTP2(c, sp.port.Protocol)
 	}
-	// Istio records the rule, not the service, as the origin of a cluster it shaped.
-	c.Metadata = configMetadata(IstioConfigPath("destination-rule", oc.dr.Namespace, oc.dr.Name), oc.subset)
+	// Istio records the rule as the origin of a cluster it shaped (istioctl's
+	// DESTINATION RULE column), and the subset's name.
+	istio := c.Metadata.FilterMetadata["istio"].Fields
+	istio["config"] = structpb.NewStringValue(IstioConfigPath("destination-rule", oc.dr.Namespace, oc.dr.Name))
+	if oc.subset != "" {
+		istio["subset"] = structpb.NewStringValue(oc.subset)
+	}
 	if err := applyTrafficPolicy(c, oc.policy, sp.port.Protocol); err != nil {
 		return nil, err
 	}
@@ -153,4 +161,42 @@ func blackHoleCluster() *cluster.Cluster {
 		ConnectTimeout:       connectTimeout,
 		LoadAssignment:       &endpoint.ClusterLoadAssignment{ClusterName: BlackHoleCluster},
 	}
+}
+
+// servicesMetadata is the "istio" filter metadata Istio gives the clusters of services
+// (addTelemetryMetadata): the services the cluster serves, which its stats filter
+// labels metrics with. A cluster shaped by a DestinationRule adds the rule's "config"
+// path and its "subset"; without a rule there is no "config" (istioctl shows no
+// DESTINATION RULE).
+func servicesMetadata(services []*structpb.Value) *core.Metadata {
+	return &core.Metadata{FilterMetadata: map[string]*structpb.Struct{"istio": {Fields: map[string]*structpb.Value{
+		"services": structpb.NewListValue(&structpb.ListValue{Values: services}),
+	}}}}
+}
+
+// serviceMetadata is one entry of the "services" list: the service's host, its short
+// name and namespace (Istio's buildServiceMetadata). A ServiceEntry host's name is the
+// host itself, as Istio names the services it makes of ServiceEntries.
+func serviceMetadata(sp servicePort) *structpb.Value {
+	name, ns := sp.svc.Name, sp.svc.Namespace
+	if sp.se != nil {
+		name, ns = sp.host, sp.se.Namespace
+	}
+	return structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
+		"host":      structpb.NewStringValue(sp.host),
+		"name":      structpb.NewStringValue(name),
+		"namespace": structpb.NewStringValue(ns),
+	}})
+}
+
+// inboundServicesMetadata lists, for the inbound cluster of target port, the services
+// selecting pod that deliver to that port, in model order, each host once.
+func inboundServicesMetadata(m *model.Model, pod *model.Pod, target uint16) *core.Metadata {
+	var services []*structpb.Value
+	for _, s := range m.ServicesFor(pod) {
+		if slices.ContainsFunc(s.Ports, func(p model.ServicePort) bool { return p.TargetPort == target }) {
+			services = append(services, serviceMetadata(servicePort{svc: s, host: s.Hostname()}))
+		}
+	}
+	return servicesMetadata(services)
 }

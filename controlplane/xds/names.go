@@ -95,11 +95,12 @@ func ServiceConfigPath(svc *model.Service) string {
 }
 
 // IstioConfigPath returns the API path of an Istio networking object, which Istio records
-// in the "istio" filter metadata of what it generates from it, e.g.
-// "/apis/networking.istio.io/v1alpha3/namespaces/default/virtual-service/reviews". kind
-// is Istio's hyphenated kind: "virtual-service", "destination-rule", "service-entry".
+// in the "istio" filter metadata of what it generates from it, in the version istiod
+// stores them in (v1), e.g.
+// "/apis/networking.istio.io/v1/namespaces/default/virtual-service/reviews". kind is
+// Istio's hyphenated kind: "virtual-service", "destination-rule", "service-entry".
 func IstioConfigPath(kind, ns, name string) string {
-	return "/apis/networking.istio.io/v1alpha3/namespaces/" + ns + "/" + kind + "/" + name
+	return "/apis/networking.istio.io/v1/namespaces/" + ns + "/" + kind + "/" + name
 }
 
 // Domains returns the domains of the virtual host for port of svc as seen from a proxy in
