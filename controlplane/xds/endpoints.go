@@ -1,8 +1,10 @@
 package xds
 
 import (
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/meshlab/meshlab/controlplane/model"
 )
@@ -26,7 +28,10 @@ func endpoints(m *model.Model, pod *model.Pod) []types.Resource {
 }
 
 // loadAssignment lists the addresses behind one cluster, in order, in a single locality,
-// each pod's endpoint with its metadata (see endpointMetadata).
+// each pod's endpoint with its metadata (see endpointMetadata). As istiod's endpoint
+// builder, every endpoint says it is HEALTHY (a lab's pods are ready once the lab is up;
+// Envoy's active health checking is not used in Istio) and weighs 1, and the locality
+// weighs the sum of its endpoints' weights.
 func loadAssignment(m *model.Model, name string, ins []instance) *endpoint.ClusterLoadAssignment {
 	cla := &endpoint.ClusterLoadAssignment{ClusterName: name}
 	if len(ins) == 0 {
@@ -35,10 +40,12 @@ func loadAssignment(m *model.Model, name string, ins []instance) *endpoint.Clust
 	lbs := make([]*endpoint.LbEndpoint, 0, len(ins))
 	for _, in := range ins {
 		lbs = append(lbs, &endpoint.LbEndpoint{
-			HostIdentifier: &endpoint.LbEndpoint_Endpoint{Endpoint: &endpoint.Endpoint{Address: socketAddress(in.addr, in.port)}},
-			Metadata:       endpointMetadata(m, in.pod, in.port),
+			HostIdentifier:      &endpoint.LbEndpoint_Endpoint{Endpoint: &endpoint.Endpoint{Address: socketAddress(in.addr, in.port)}},
+			HealthStatus:        core.HealthStatus_HEALTHY,
+			LoadBalancingWeight: wrapperspb.UInt32(1),
+			Metadata:            endpointMetadata(m, in.pod, in.port),
 		})
 	}
-	cla.Endpoints = []*endpoint.LocalityLbEndpoints{{LbEndpoints: lbs}}
+	cla.Endpoints = []*endpoint.LocalityLbEndpoints{{LbEndpoints: lbs, LoadBalancingWeight: wrapperspb.UInt32(uint32(len(lbs)))}}
 	return cla
 }
