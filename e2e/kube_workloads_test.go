@@ -64,3 +64,38 @@ func TestKubernetesSampleWorkloads(t *testing.T) {
 		t.Errorf("meshlab get deploy: %v\n%s", err, out)
 	}
 }
+
+// TestClusterDNSWithoutSidecar: a pod in a namespace without injection (the mtls-migration
+// task's "legacy") has no sidecar and no agent, yet resolves Services through the lab's
+// cluster DNS as every Kubernetes pod does, with the search list of its own namespace.
+func TestClusterDNSWithoutSidecar(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	l := startLab(t, "testdata/kube-legacy.yaml")
+	c := web.NewUnixClient(lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
+	defer c.Close()
+	pods, err := c.Pods(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var curl string
+	for _, p := range pods {
+		if strings.HasPrefix(p.Name, "curl-") {
+			curl = p.Name
+		}
+	}
+	if curl == "" {
+		t.Fatalf("no curl pod among %+v", pods)
+	}
+	for _, host := range []string{"httpbin.default", "httpbin.default.svc.cluster.local"} {
+		out, err := meshlab(t, "exec", "--name", l.name, curl, "--", "curl", "-sS", "--max-time", "5", "http://"+host+":8000/ip")
+		if err != nil || !strings.Contains(out, `"origin"`) {
+			t.Errorf("curl http://%s:8000/ip from the legacy pod: %v\n%s", host, err, out)
+		}
+	}
+	// httpbin is not in legacy: the short name finds nothing, as with kubelet's search list.
+	out, err := meshlab(t, "exec", "--name", l.name, curl, "--", "curl", "-sS", "--max-time", "5", "http://httpbin:8000/ip")
+	if err == nil || !strings.Contains(out, "Could not resolve host") {
+		t.Errorf("curl http://httpbin:8000/ip from legacy: %v\n%s\nwant the name not to resolve", err, out)
+	}
+}

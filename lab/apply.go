@@ -107,6 +107,7 @@ func (l *Lab) commit(ctx context.Context, next *config.Scenario, changes []confi
 	prev := l.model
 	l.model, l.scenario = m, next
 	l.names.update(m)
+	l.kubeDNS.update(m)
 	if err := l.syncKubeProxy(); err != nil {
 		l.log.Warn("kube-proxy rules not updated", "err", err)
 	}

@@ -45,7 +45,7 @@ func applyLab(t *testing.T) *Lab {
 	if err := disc.Update(ctx, m); err != nil {
 		t.Fatal(err)
 	}
-	return &Lab{opts: o, log: o.Logger, disc: disc, model: m, names: newNameTables(m)}
+	return &Lab{opts: o, log: o.Logger, disc: disc, model: m, names: newNameTables(m), kubeDNS: newKubeDNS(m, o.Logger)}
 }
 
 const (

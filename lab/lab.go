@@ -78,6 +78,8 @@ type Lab struct {
 	disc  *discovery.Server
 	ca    *labCA // the CA and its pod tokens (lab/ca.go)
 	names *nameTables
+	// kubeDNS is the cluster DNS of the pods without a sidecar (kubedns.go).
+	kubeDNS *kubeDNS
 	// metrics are the control plane's Prometheus metrics (nil in unit tests' bare Labs).
 	metrics *metrics
 	faults  faultSet // control-plane faults (lab/faults.go)
@@ -264,6 +266,7 @@ func (l *Lab) startServers() error {
 		return fmt.Errorf("generate proxy config: %w", err)
 	}
 	l.names = newNameTables(l.model)
+	l.kubeDNS = newKubeDNS(l.model, l.log.With("component", "kube-dns"))
 
 	_ = os.Remove(l.paths.APISocket())
 	ln, err := net.Listen("unix", l.paths.APISocket())

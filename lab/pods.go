@@ -83,6 +83,11 @@ func (l *Lab) startPod(ctx context.Context, index int, p *model.Pod) error {
 	if err := l.createPodNetwork(p.Name, p.IP, p.Sidecar.Inject); err != nil {
 		return err
 	}
+	if !p.Sidecar.Inject {
+		if err := l.serveKubeDNS(p); err != nil {
+			return err
+		}
+	}
 	l.publish(EventPodCreated, p.Name, fmt.Sprintf("pod %s created: namespace %s, %s", p.Name, NamespaceName(l.opts.Name, p.Name), p.IP),
 		map[string]any{"ip": p.IP.String(), "sidecar": p.Sidecar.Inject})
 	ns := NamespaceName(l.opts.Name, p.Name)

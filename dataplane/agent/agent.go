@@ -131,7 +131,7 @@ func run(ctx context.Context, c Config, log *slog.Logger, d deps) (err error) {
 	})
 	service("status", func(ctx context.Context) error { return serveHTTP(ctx, healthLn, healthHandler(ready)) })
 	service("dns", func(ctx context.Context) error {
-		return serveDNS(ctx, dnsUDP, dnsTCP, &dnsHandler{names: names, log: log})
+		return ServeDNS(ctx, dnsUDP, dnsTCP, &dnsHandler{names: names, log: log})
 	})
 	service("nametable", newNameTablePoller(c.LabSocket, c.Pod, names, log).Run)
 	if certs != nil {

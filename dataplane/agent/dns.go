@@ -73,7 +73,7 @@ func (h *dnsHandler) answer(r *dns.Msg) *dns.Msg {
 }
 
 // serveDNS serves h on pc (UDP) and ln (TCP) until ctx ends, then shuts both down.
-func serveDNS(ctx context.Context, pc net.PacketConn, ln net.Listener, h dns.Handler) error {
+func ServeDNS(ctx context.Context, pc net.PacketConn, ln net.Listener, h dns.Handler) error {
 	servers := []*dns.Server{
 		{PacketConn: pc, Handler: h},
 		{Listener: ln, Handler: h},

@@ -30,11 +30,11 @@ func startDNS(t *testing.T, names map[string][]netip.Addr) (udpAddr, tcpAddr str
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- serveDNS(ctx, pc, ln, &dnsHandler{names: store, log: testutil.Logger(t)}) }()
+	go func() { done <- ServeDNS(ctx, pc, ln, &dnsHandler{names: store, log: testutil.Logger(t)}) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
-			t.Errorf("serveDNS: %v", err)
+			t.Errorf("ServeDNS: %v", err)
 		}
 	})
 	return pc.LocalAddr().String(), ln.Addr().String()
