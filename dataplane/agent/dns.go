@@ -72,7 +72,8 @@ func (h *dnsHandler) answer(r *dns.Msg) *dns.Msg {
 	return m
 }
 
-// serveDNS serves h on pc (UDP) and ln (TCP) until ctx ends, then shuts both down.
+// ServeDNS serves h on pc (UDP) and ln (TCP) until ctx ends, then shuts both down. The
+// agent serves its DNS proxy with it, and the lab its cluster DNS for pods without a sidecar.
 func ServeDNS(ctx context.Context, pc net.PacketConn, ln net.Listener, h dns.Handler) error {
 	servers := []*dns.Server{
 		{PacketConn: pc, Handler: h},
