@@ -62,9 +62,10 @@ func TestGenerateGolden(t *testing.T) {
 			// tcp_proxy; plaintext and one-way TLS TCP: a tcp_proxy each), an mTLS chain
 			// (DownstreamTlsContext, HCM + router) and a plaintext one (HCM + router); 2
 			// auto-mTLS clusters: UpstreamTlsContext + RawBuffer each; and the FileAccessLog
-			// of each of the 13 HCMs and tcp_proxies.
-			if unpacked != 41 {
-				t.Errorf("unpacked %d typed configs, want 41", unpacked)
+			// of each of the 13 HCMs and tcp_proxies; in RDS, the previous_hosts retry
+			// predicate of the default retry policy of each of the 2 services' routes.
+			if unpacked != 43 {
+				t.Errorf("unpacked %d typed configs, want 43", unpacked)
 			}
 			testutil.Golden(t, "hello-"+pod, dumpJSON(t, res))
 		})

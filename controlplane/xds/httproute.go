@@ -25,6 +25,7 @@ import (
 // Istio's default retry policy, the base of every policy a VirtualService's retries set.
 const (
 	defaultRetryOn             = "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes"
+	defaultNumRetries          = 2
 	previousHostsPredicate     = "envoy.retry_host_predicates.previous_hosts"
 	hostSelectionRetryAttempts = 5
 	headerMethod               = ":method"
@@ -390,26 +391,30 @@ func httpFault(in *networking.HTTPFaultInjection) *fault.HTTPFault {
 	return out
 }
 
-// retryPolicy translates retries as Istio's retry.ConvertPolicy, except that no retries
-// gives no policy (Istio would apply its default of 2 attempts; meshlab leaves it out).
-// Attempts 0 disables retries; otherwise Istio's default policy with num_retries,
+// retryPolicy translates retries as Istio's retry.ConvertPolicy: no retries gives
+// Istio's default policy (2 retries on connect-failure, refused-stream, unavailable,
+// cancelled and retriable-status-codes with no status code, another host each time),
+// attempts 0 disables retries, and otherwise the default policy with num_retries,
 // per_try_timeout and retry_on (HTTP status codes in it become retriable_status_codes).
 func retryPolicy(in *networking.HTTPRetry) *route.RetryPolicy {
-	if in == nil || in.GetAttempts() <= 0 {
+	if in != nil && in.GetAttempts() <= 0 {
 		return nil
 	}
 	ph, _ := anypb.New(&previoushosts.PreviousHostsPredicate{}) // an empty registered message always packs
 	out := &route.RetryPolicy{
 		RetryOn:                       defaultRetryOn,
-		NumRetries:                    wrapperspb.UInt32(uint32(in.GetAttempts())),
-		RetriableStatusCodes:          []uint32{http.StatusServiceUnavailable},
+		NumRetries:                    wrapperspb.UInt32(defaultNumRetries),
 		HostSelectionRetryMaxAttempts: hostSelectionRetryAttempts,
 		RetryHostPredicate: []*route.RetryPolicy_RetryHostPredicate{{
 			Name:       previousHostsPredicate,
 			ConfigType: &route.RetryPolicy_RetryHostPredicate_TypedConfig{TypedConfig: ph},
 		}},
-		PerTryTimeout: in.GetPerTryTimeout(),
 	}
+	if in == nil {
+		return out
+	}
+	out.NumRetries = wrapperspb.UInt32(uint32(in.GetAttempts()))
+	out.PerTryTimeout = in.GetPerTryTimeout()
 	if in.GetRetryOn() != "" {
 		var conds []string
 		var codes []uint32

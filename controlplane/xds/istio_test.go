@@ -131,8 +131,8 @@ func TestIstioWeightedRoute(t *testing.T) {
 	if !slices.Equal(weights, []uint32{90, 10}) {
 		t.Errorf("weights = %v, want [90 10]", weights)
 	}
-	if rs[0].GetRoute().GetRetryPolicy() != nil {
-		t.Error("route without retries has a retry policy; meshlab adds no default")
+	if rp := rs[0].GetRoute().GetRetryPolicy(); rp.GetNumRetries().GetValue() != 2 || rp.GetRetryOn() != defaultRetryOn {
+		t.Errorf("route without retries has retry policy %v; want Istio's default (2 retries on %s)", rp, defaultRetryOn)
 	}
 }
 
@@ -266,9 +266,9 @@ func TestRetryPolicy(t *testing.T) {
 		wantOn    string
 		wantCodes []uint32
 	}{
-		{name: "none", in: nil, wantNil: true},
+		{name: "none: Istio's default", in: nil, wantOn: defaultRetryOn},
 		{name: "zero attempts disables", in: &networking.HTTPRetry{Attempts: 0, RetryOn: "5xx"}, wantNil: true},
-		{name: "default conditions", in: &networking.HTTPRetry{Attempts: 3}, wantOn: defaultRetryOn, wantCodes: []uint32{503}},
+		{name: "default conditions, no status code", in: &networking.HTTPRetry{Attempts: 3}, wantOn: defaultRetryOn},
 		{name: "codes split out", in: &networking.HTTPRetry{Attempts: 1, RetryOn: "gateway-error, 502,504"}, wantOn: "gateway-error,retriable-status-codes", wantCodes: []uint32{502, 504}},
 		{name: "only codes", in: &networking.HTTPRetry{Attempts: 1, RetryOn: "503"}, wantOn: "retriable-status-codes", wantCodes: []uint32{503}},
 		{name: "no codes", in: &networking.HTTPRetry{Attempts: 1, RetryOn: "5xx"}, wantOn: "5xx"},
@@ -286,7 +286,11 @@ func TestRetryPolicy(t *testing.T) {
 			if got.GetRetryOn() != tt.wantOn || !slices.Equal(got.GetRetriableStatusCodes(), tt.wantCodes) {
 				t.Errorf("retry_on %q codes %v, want %q %v", got.GetRetryOn(), got.GetRetriableStatusCodes(), tt.wantOn, tt.wantCodes)
 			}
-			if got.GetNumRetries().GetValue() != uint32(tt.in.GetAttempts()) || got.GetHostSelectionRetryMaxAttempts() != 5 ||
+			wantRetries := uint32(tt.in.GetAttempts())
+			if tt.in == nil {
+				wantRetries = defaultNumRetries
+			}
+			if got.GetNumRetries().GetValue() != wantRetries || got.GetHostSelectionRetryMaxAttempts() != 5 ||
 				len(got.GetRetryHostPredicate()) != 1 || got.GetRetryHostPredicate()[0].GetName() != previousHostsPredicate {
 				t.Errorf("retry policy = %v", got)
 			}

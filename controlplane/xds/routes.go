@@ -62,14 +62,14 @@ func routeConfig(m *model.Model, pod *model.Pod, port uint16, byHost map[string]
 func serviceRoutes(m *model.Model, pod *model.Pod, sp servicePort, byHost map[string][]servicePort) ([]*route.Route, error) {
 	vs := virtualServiceFor(m, sp.host)
 	if vs == nil || len(vs.Spec.GetHttp()) == 0 {
-		return []*route.Route{defaultRoute(sp.clusterName())}, nil
+		return []*route.Route{defaultOutboundRoute(sp.clusterName())}, nil
 	}
 	rs, err := vsRouteBuilder{m: m, pod: pod, vs: vs, port: sp.port.Port, byHost: byHost}.routes()
 	if err != nil {
 		return nil, fmt.Errorf("VirtualService %s/%s: %w", vs.Namespace, vs.Name, err)
 	}
 	if len(rs) == 0 {
-		return []*route.Route{defaultRoute(sp.clusterName())}, nil
+		return []*route.Route{defaultOutboundRoute(sp.clusterName())}, nil
 	}
 	return rs, nil
 }
@@ -105,4 +105,12 @@ func defaultRoute(cluster string) *route.Route {
 			Timeout:          durationpb.New(0),
 		}},
 	}
+}
+
+// defaultOutboundRoute is the route of a service no VirtualService routes, as Istio's
+// BuildDefaultHTTPOutboundRoute: the default route with Istio's default retry policy.
+func defaultOutboundRoute(cluster string) *route.Route {
+	r := defaultRoute(cluster)
+	r.GetRoute().RetryPolicy = retryPolicy(nil)
+	return r
 }
