@@ -86,7 +86,7 @@ func outboundCluster(m *model.Model, sp servicePort, oc outboundClusterSpec) (*c
 	c := &cluster.Cluster{
 		Name:           oc.name,
 		ConnectTimeout: connectTimeout,
-		LbPolicy:       cluster.Cluster_ROUND_ROBIN,
+		LbPolicy:       cluster.Cluster_LEAST_REQUEST, // Istio's default (defaultLBAlgorithm)
 		Metadata:       servicesMetadata([]*structpb.Value{serviceMetadata(sp)}),
 	}
 	if sp.dnsResolved() {

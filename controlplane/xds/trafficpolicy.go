@@ -81,13 +81,13 @@ func mergeTrafficPolicy(rule, subset *networking.TrafficPolicy, port uint16) *ne
 // defaults for what the policy leaves unset), upstream HTTP options, outlier detection.
 func applyTrafficPolicy(c *cluster.Cluster, tp *networking.TrafficPolicy, protocol model.Protocol) error {
 	switch tp.GetLoadBalancer().GetSimple() {
-	case networking.LoadBalancerSettings_LEAST_REQUEST:
-		c.LbPolicy = cluster.Cluster_LEAST_REQUEST
+	case networking.LoadBalancerSettings_ROUND_ROBIN:
+		c.LbPolicy = cluster.Cluster_ROUND_ROBIN
 	case networking.LoadBalancerSettings_RANDOM:
 		c.LbPolicy = cluster.Cluster_RANDOM
 	default:
-		// ROUND_ROBIN, and meshlab's default where Istio's is LEAST_REQUEST.
-		c.LbPolicy = cluster.Cluster_ROUND_ROBIN
+		// LEAST_REQUEST (and the deprecated LEAST_CONN), or unset: Istio's default.
+		c.LbPolicy = cluster.Cluster_LEAST_REQUEST
 	}
 	if c.GetType() != cluster.Cluster_EDS && c.GetType() != cluster.Cluster_STRICT_DNS {
 		c.LbPolicy = cluster.Cluster_CLUSTER_PROVIDED
