@@ -18,6 +18,7 @@ import (
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -74,6 +75,11 @@ func buildBootstrap(c Config) (*bootstrapv3.Bootstrap, error) {
 			Id:       c.NodeID,
 			Cluster:  c.ServiceCluster,
 			Metadata: meta,
+			// Envoy replaces these with its own build; meshlab proxy keeps them, so
+			// istioctl and istiod read its version (meshlab/1.0.0-dev/Clean/RELEASE/Go)
+			// instead of 0.0.0.
+			UserAgentName:        "envoy",
+			UserAgentVersionType: proxyBuildVersion,
 		},
 		Admin: &bootstrapv3.Admin{
 			AccessLog: []*accesslogv3.AccessLog{{
@@ -107,6 +113,19 @@ func buildBootstrap(c Config) (*bootstrapv3.Bootstrap, error) {
 		},
 	}, nil
 }
+
+// proxyBuildVersion is meshlab proxy's version (its server_info version
+// "meshlab/1.0.0-dev/Clean/RELEASE/Go") as Envoy reports its build in
+// node.user_agent_build_version.
+var proxyBuildVersion = &corev3.Node_UserAgentBuildVersion{UserAgentBuildVersion: &corev3.BuildVersion{
+	Version: &typev3.SemanticVersion{MajorNumber: 1},
+	Metadata: &structpb.Struct{Fields: map[string]*structpb.Value{
+		"build.label":     structpb.NewStringValue("dev"),
+		"revision.status": structpb.NewStringValue("Clean"),
+		"build.type":      structpb.NewStringValue("RELEASE"),
+		"ssl.version":     structpb.NewStringValue("Go"),
+	}},
+}}
 
 // nodeMetadata is Istio's node metadata subset that meshlab fills.
 func nodeMetadata(c Config) (*structpb.Struct, error) {
