@@ -17,7 +17,8 @@ import (
 // TestIstioAcceptance applies, to a running lab, configs Istio accepts although they look
 // wrong, and checks each behaves as it does in Istio: relative weights split by their
 // ratio; of two VirtualServices for one host only one routes it (istiod does not merge
-// them); a DestinationRule for a host with no Service changes nothing; a route to a
+// them); two DestinationRules for one host merge; a DestinationRule for a host with no
+// Service changes nothing; a route to a
 // subset no DestinationRule defines answers 503 (no cluster: NC), and to a subset that
 // selects no pod 503 "no healthy upstream" (UH); the deprecated fault.delay.percent
 // delays requests.
@@ -81,6 +82,20 @@ func TestIstioAcceptance(t *testing.T) {
 		applyAndSync(t, l.name, api, vsYAML("backend", "  http: [{route: [{destination: {host: backend, subset: v2}}]}]\n"))
 		if got := sendRequests(t, client, url, 20, nil); got["backend-v2"] != 20 {
 			t.Errorf("answers by pod %v; want all 20 from backend-v2", got)
+		}
+	})
+
+	t.Run("two DestinationRules for one host", func(t *testing.T) {
+		// istiod merges them: the lab's rule "backend" keeps v1 and v2, and
+		// "backend-canary" adds the subset canary.
+		dr := "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: backend-canary}\nspec:\n  host: backend.default.svc.cluster.local\n  subsets: [{name: canary, labels: {version: v2}}]\n"
+		applyAndSync(t, l.name, api, dr+"---\n"+vsYAML("backend", "  http: [{route: [{destination: {host: backend, subset: canary}, weight: 1}, {destination: {host: backend, subset: v1}, weight: 1}]}]\n"))
+		counts := sendRequests(t, client, url, 100, nil)
+		if counts["backend-v1"] < 25 || counts["backend-v2"] < 25 || counts["backend-v1"]+counts["backend-v2"] != 100 {
+			t.Errorf("answers by pod %v; want both subsets (canary from backend-canary, v1 from backend) answering", counts)
+		}
+		if out, err := meshlab(t, "delete", "--name", l.name, "dr", "backend-canary"); err != nil {
+			t.Fatalf("delete dr backend-canary: %v\n%s", err, out)
 		}
 	})
 

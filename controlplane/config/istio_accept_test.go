@@ -29,6 +29,10 @@ func TestLoadIstioAcceptsWhatIstioAccepts(t *testing.T) {
 			docs: []string{dr("  host: nowhere\n  subsets: [{name: v1, labels: {version: v1}}]\n"), strings.Replace(dr("  host: ratings.prod.svc.cluster.local\n"), "name: other", "name: ratings", 1)},
 		},
 		{
+			name: "two DestinationRules for one host in one namespace",
+			docs: []string{backendDR, dr("  host: backend.default.svc.cluster.local\n  subsets: [{name: v3, labels: {version: v3}}]\n")},
+		},
+		{
 			name: "a route to a subset no DestinationRule defines",
 			docs: []string{vs("  hosts: [backend]\n  http: [{route: [{destination: {host: backend, subset: v3}}]}]\n")},
 		},

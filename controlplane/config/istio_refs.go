@@ -76,7 +76,8 @@ func (r *registry) hasPort(fqdn string, n uint32) bool {
 // no pod or Service, and clashes. objs are sorted by document.
 //
 // What Istio accepts is accepted here too, so that its behaviour can be reproduced: a
-// DestinationRule for a host no Service or ServiceEntry has (it applies to nothing), a
+// DestinationRule for a host no Service or ServiceEntry has (it applies to nothing),
+// several DestinationRules for one host (merged, as in istiod), a
 // route to a subset no DestinationRule defines (its cluster does not exist: 503 at run
 // time), and several VirtualServices for one host (one wins, as in istiod; see
 // xds.virtualServiceFor). meshlab analyze reports them as istioctl analyze does.
@@ -124,21 +125,16 @@ func checkIstioRefs(objs []*Object, errs *ErrorList) {
 			}
 		}
 	}
-	drFor := map[string]*Object{}
 	for _, o := range objs {
 		if o.DestinationRule == nil {
 			continue
 		}
+		// Several rules for one host in a namespace are merged, as istiod merges them (see
+		// xds.destinationRuleFor).
 		fqdn, ok := r.lookup(o.DestinationRule.GetHost(), o.Origin.Namespace)
-		switch {
-		case !ok:
+		if !ok {
 			continue // Istio accepts it; it configures no cluster (analyze: IST0174)
-		case drFor[o.Origin.Namespace+"/"+fqdn] != nil:
-			// Istio picks one of several rules in a namespace silently; meshlab says so.
-			prob(o).addf("spec.host", "%s already has the DestinationRule %s in this namespace", fqdn, drFor[o.Origin.Namespace+"/"+fqdn].Origin)
-			continue
 		}
-		drFor[o.Origin.Namespace+"/"+fqdn] = o
 		checkPolicyPorts(r, fqdn, o.DestinationRule.GetTrafficPolicy(), "spec.trafficPolicy", prob(o))
 		for i, s := range o.DestinationRule.GetSubsets() {
 			checkPolicyPorts(r, fqdn, s.GetTrafficPolicy(), fmt.Sprintf("spec.subsets[%d].trafficPolicy", i), prob(o))

@@ -330,7 +330,6 @@ func TestLoadIstioErrors(t *testing.T) {
 				`t.yaml: VirtualService default/backend: spec.hosts[0]: "reviews" names no Service or ServiceEntry (seen from namespace default)`,
 				`t.yaml: VirtualService default/backend: spec.http[0].route[1].destination.host: "backend.prod" names no Service or ServiceEntry (seen from namespace default)`,
 				"t.yaml: VirtualService default/backend: spec.http[0].mirror.port.number: 9090 is not a port of frontend.default.svc.cluster.local",
-				"t.yaml: DestinationRule default/other: spec.host: backend.default.svc.cluster.local already has the DestinationRule t.yaml: DestinationRule default/backend in this namespace",
 				"t.yaml: DestinationRule default/front: spec.trafficPolicy.portLevelSettings[0].port.number: 9 is not a port of frontend.default.svc.cluster.local",
 				`t.yaml: ServiceEntry default/pay: spec.hosts[0]: "backend" is already the Service t.yaml: Service default/backend`,
 				`t.yaml: ServiceEntry default/pay: spec.endpoints[0].address: "nobody" is neither the name nor the IP of a lab pod`,

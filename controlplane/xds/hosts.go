@@ -2,8 +2,10 @@ package xds
 
 import (
 	"cmp"
+	"slices"
 	"strings"
 
+	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/meshlab/meshlab/controlplane/model"
@@ -49,27 +51,52 @@ func virtualServiceFor(m *model.Model, host string) *model.IstioConfig[*networki
 }
 
 // destinationRuleFor returns the DestinationRule for host seen from a proxy in proxyNS,
-// or nil. Istio's precedence: a rule in the proxy's namespace, then one in the service's
-// namespace, then any other (first in model order).
+// or nil. Istio's precedence: the rules in the proxy's namespace, then those in the
+// service's namespace, then those of any other (the first in model order). Several
+// rules for the host in the chosen namespace are merged as istiod merges them
+// (PushContext.mergeDestinationRule): in order (oldest, then by name; a lab's objects
+// have no creation time), subsets are appended unless one of that name is already
+// there, the first top-level traffic policy wins, and the result keeps the first rule's
+// name (the origin istioctl shows).
 func destinationRuleFor(m *model.Model, host, proxyNS, serviceNS string) *model.IstioConfig[*networking.DestinationRule] {
-	var inService, other *model.IstioConfig[*networking.DestinationRule]
+	byNS := map[string][]*model.IstioConfig[*networking.DestinationRule]{}
+	var other string
 	for _, dr := range m.Istio.DestinationRules {
 		if resolveHost(m, dr.Spec.GetHost(), dr.Namespace) != host {
 			continue
 		}
-		switch {
-		case dr.Namespace == proxyNS:
-			return dr
-		case dr.Namespace == serviceNS && inService == nil:
-			inService = dr
-		case other == nil:
-			other = dr
+		if byNS[dr.Namespace] == nil && other == "" && dr.Namespace != proxyNS && dr.Namespace != serviceNS {
+			other = dr.Namespace
+		}
+		byNS[dr.Namespace] = append(byNS[dr.Namespace], dr)
+	}
+	for _, ns := range []string{proxyNS, serviceNS, other} {
+		if rules := byNS[ns]; len(rules) > 0 {
+			return mergeDestinationRules(rules)
 		}
 	}
-	if inService != nil {
-		return inService
+	return nil
+}
+
+// mergeDestinationRules merges rules of one host and namespace, in precedence order.
+func mergeDestinationRules(rules []*model.IstioConfig[*networking.DestinationRule]) *model.IstioConfig[*networking.DestinationRule] {
+	if len(rules) == 1 {
+		return rules[0]
 	}
-	return other
+	slices.SortStableFunc(rules, func(a, b *model.IstioConfig[*networking.DestinationRule]) int { return strings.Compare(a.Name, b.Name) })
+	merged := *rules[0]
+	merged.Spec = proto.Clone(rules[0].Spec).(*networking.DestinationRule)
+	for _, r := range rules[1:] {
+		for _, s := range r.Spec.GetSubsets() {
+			if !slices.ContainsFunc(merged.Spec.Subsets, func(have *networking.Subset) bool { return have.GetName() == s.GetName() }) {
+				merged.Spec.Subsets = append(merged.Spec.Subsets, s)
+			}
+		}
+		if merged.Spec.TrafficPolicy == nil {
+			merged.Spec.TrafficPolicy = r.Spec.GetTrafficPolicy()
+		}
+	}
+	return &merged
 }
 
 // servicePortsByHost indexes the outbound ports of m by hostname, for resolving route

@@ -340,3 +340,31 @@ func TestServiceEntryDomains(t *testing.T) {
 		}
 	}
 }
+
+// Several DestinationRules for one host in the chosen namespace merge as istiod's
+// mergeDestinationRule: subsets appended (the first of a name wins), the first
+// top-level traffic policy wins, the first rule's name is the origin.
+func TestDestinationRulesMerge(t *testing.T) {
+	t.Parallel()
+	m := istioModel()
+	host := "reviews.default.svc.cluster.local"
+	m.Istio.DestinationRules = []*model.IstioConfig[*networking.DestinationRule]{
+		dr("reviews-b", &networking.DestinationRule{Host: host,
+			TrafficPolicy: &networking.TrafficPolicy{LoadBalancer: &networking.LoadBalancerSettings{LbPolicy: &networking.LoadBalancerSettings_Simple{Simple: networking.LoadBalancerSettings_RANDOM}}},
+			Subsets:       []*networking.Subset{{Name: "v2", Labels: map[string]string{"version": "v2"}}, {Name: "v1", Labels: map[string]string{"version": "none"}}}}),
+		dr("reviews-a", &networking.DestinationRule{Host: host,
+			Subsets: []*networking.Subset{{Name: "v1", Labels: map[string]string{"version": "v1"}}}}),
+	}
+	got := destinationRuleFor(m, host, "default", "default")
+	var subsets []string
+	for _, s := range got.Spec.GetSubsets() {
+		subsets = append(subsets, s.GetName()+"="+s.GetLabels()["version"])
+	}
+	if got.Name != "reviews-a" || !slices.Equal(subsets, []string{"v1=v1", "v2=v2"}) ||
+		got.Spec.GetTrafficPolicy().GetLoadBalancer().GetSimple() != networking.LoadBalancerSettings_RANDOM {
+		t.Errorf("merged rule %s: subsets %v, policy %v; want reviews-a with v1=v1, v2=v2 and reviews-b's RANDOM", got.Name, subsets, got.Spec.GetTrafficPolicy())
+	}
+	if len(m.Istio.DestinationRules[1].Spec.GetSubsets()) != 1 {
+		t.Error("merging changed the model's rule")
+	}
+}
