@@ -45,6 +45,8 @@ func routeConfig(m *model.Model, pod *model.Pod, port uint16, byHost map[string]
 			Name:    sp.vhostName(),
 			Domains: sp.domains(pod.Namespace),
 			Routes:  rs,
+			// Istio's proxyHeaders default: upstream requests carry x-envoy-attempt-count.
+			IncludeRequestAttemptCount: true,
 		})
 	}
 	sort.Slice(vhosts, func(i, j int) bool { return vhosts[i].GetName() < vhosts[j].GetName() })
@@ -78,8 +80,9 @@ func serviceRoutes(m *model.Model, pod *model.Pod, sp servicePort, byHost map[st
 func catchAllVirtualHost(policy model.OutboundTrafficPolicy) *route.VirtualHost {
 	if policy == model.RegistryOnly {
 		return &route.VirtualHost{
-			Name:    BlockAllVirtualHost,
-			Domains: []string{"*"},
+			Name:                       BlockAllVirtualHost,
+			Domains:                    []string{"*"},
+			IncludeRequestAttemptCount: true,
 			Routes: []*route.Route{{
 				Name:   BlockAllVirtualHost,
 				Match:  &route.RouteMatch{PathSpecifier: &route.RouteMatch_Prefix{Prefix: "/"}},
@@ -88,9 +91,10 @@ func catchAllVirtualHost(policy model.OutboundTrafficPolicy) *route.VirtualHost 
 		}
 	}
 	return &route.VirtualHost{
-		Name:    AllowAnyVirtualHost,
-		Domains: []string{"*"},
-		Routes:  []*route.Route{defaultRoute(PassthroughCluster)},
+		Name:                       AllowAnyVirtualHost,
+		Domains:                    []string{"*"},
+		Routes:                     []*route.Route{defaultRoute(PassthroughCluster)},
+		IncludeRequestAttemptCount: true,
 	}
 }
 
