@@ -1,0 +1,509 @@
+package discovery
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	discoverypb "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/meshlab/meshlab/controlplane/model"
+)
+
+// BenchmarkPilotLoad is meshlab's pilot-load: it connects simulated proxies (in-process
+// ADS clients over real gRPC on a unix socket, which behave as Envoy: CDS and LDS
+// wildcard, then EDS and RDS by the names those name, ACKing every response) to a
+// discovery server, then times the common changes from the Update call to every proxy
+// having ACKed its new version of every type. Sizes: 100 proxies (50 services x 2, the
+// issue's 100-pod lab) and 1000 proxies (100 services x 10);
+// MESHLAB_LOAD_PROXIES=1000 runs one size only. Metrics per change: p50/p99 of
+// push-to-all-ACKed and of the Update call itself, process CPU per change (server and
+// clients together: one process), and the heap and peak RSS of the process.
+//
+//	go test -run '^$' -bench PilotLoad -benchtime 20x ./controlplane/discovery
+func BenchmarkPilotLoad(b *testing.B) {
+	sizes := [][2]int{{50, 2}, {100, 10}}
+	if v := os.Getenv("MESHLAB_LOAD_PROXIES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 2 {
+			b.Fatalf("MESHLAB_LOAD_PROXIES=%q: want a number >= 2", v)
+		}
+		sizes = [][2]int{{max(n/10, 1), 10}}
+		if n <= 100 {
+			sizes = [][2]int{{n / 2, 2}}
+		}
+	}
+	for _, sz := range sizes {
+		b.Run(fmt.Sprintf("proxies=%d", sz[0]*sz[1]), func(b *testing.B) { pilotLoad(b, sz[0], sz[1]) })
+	}
+}
+
+func pilotLoad(b *testing.B, services, replicas int) {
+	base := scaleModel(services, replicas)
+	s, stop := startLoadServer(b)
+	defer stop()
+	ctx := context.Background()
+	if err := s.UpdateFor(ctx, base, "start"); err != nil {
+		b.Fatalf("initial update: %v", err)
+	}
+	clients := connectSimProxies(b, s.path, base)
+	defer clients.close()
+	start := time.Now()
+	waitAllSynced(b, s, len(clients.proxies))
+	b.Logf("%d proxies connected and synced in %v", len(clients.proxies), time.Since(start).Round(time.Millisecond))
+
+	svc0, svc1 := base.Services[0], base.Services[1]
+	changes := []struct {
+		name string
+		make func() *model.Model
+	}{
+		{"VirtualService", func() *model.Model {
+			m := scaleModel(services, replicas)
+			m.Istio.VirtualServices = []*model.IstioConfig[*networking.VirtualService]{{
+				Name: svc0.Name, Namespace: svc0.Namespace,
+				Spec: &networking.VirtualService{Hosts: []string{svc0.Name}, Http: []*networking.HTTPRoute{{
+					Timeout: durationpb.New(3 * time.Second),
+					Route:   []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: svc0.Name}}},
+				}}},
+			}}
+			return m
+		}},
+		{"DestinationRule", func() *model.Model {
+			m := scaleModel(services, replicas)
+			m.Istio.DestinationRules = []*model.IstioConfig[*networking.DestinationRule]{{
+				Name: svc1.Name, Namespace: svc1.Namespace,
+				Spec: &networking.DestinationRule{Host: svc1.Name, TrafficPolicy: &networking.TrafficPolicy{
+					LoadBalancer: &networking.LoadBalancerSettings{LbPolicy: &networking.LoadBalancerSettings_Simple{
+						Simple: networking.LoadBalancerSettings_ROUND_ROBIN,
+					}},
+				}},
+			}}
+			return m
+		}},
+		{"Endpoint", func() *model.Model {
+			// A pod without a sidecar joins svc-000: an endpoint, no new proxy.
+			m := scaleModel(services, replicas)
+			p := scalePod(0, replicas, false)
+			return model.New(m.Services, append(slices.Clone(m.Pods), p))
+		}},
+		{"NewService", func() *model.Model {
+			m := scaleModel(services, replicas)
+			return model.New(append(slices.Clone(m.Services), scaleService(services)), m.Pods)
+		}},
+	}
+	for _, c := range changes {
+		changed := c.make()
+		b.Run(c.name, func(b *testing.B) {
+			var push, update []time.Duration
+			cpu0 := processCPU()
+			b.ResetTimer()
+			for i := range b.N {
+				m := changed
+				if i%2 == 1 {
+					m = base
+				}
+				t0 := time.Now()
+				if err := s.UpdateFor(ctx, m, "bench: "+c.name); err != nil {
+					b.Fatalf("update: %v", err)
+				}
+				update = append(update, time.Since(t0))
+				waitAllSynced(b, s, len(clients.proxies))
+				push = append(push, time.Since(t0))
+			}
+			b.StopTimer()
+			cpu := processCPU() - cpu0
+			if b.N%2 == 1 { // back to base for the next change
+				if err := s.UpdateFor(ctx, base, "bench: reset"); err != nil {
+					b.Fatalf("update: %v", err)
+				}
+				waitAllSynced(b, s, len(clients.proxies))
+			}
+			if n := clients.errors(); n != "" {
+				b.Fatalf("simulated proxies failed: %s", n)
+			}
+			b.ReportMetric(ms(percentile(push, 50)), "push-p50-ms")
+			b.ReportMetric(ms(percentile(push, 99)), "push-p99-ms")
+			b.ReportMetric(ms(percentile(update, 50)), "update-p50-ms")
+			b.ReportMetric(ms(percentile(update, 99)), "update-p99-ms")
+			b.ReportMetric(ms(cpu)/float64(b.N), "cpu-ms/change")
+			runtime.GC()
+			var mem runtime.MemStats
+			runtime.ReadMemStats(&mem)
+			b.ReportMetric(float64(mem.HeapInuse)/(1<<20), "heap-MB")
+			b.ReportMetric(float64(peakRSS())/(1<<20), "peak-rss-MB")
+		})
+	}
+}
+
+// scaleModel is services Services ("svc-000", ...) of one HTTP port in namespace
+// default, each selecting replicas pods with a sidecar.
+func scaleModel(services, replicas int) *model.Model {
+	var svcs []*model.Service
+	var pods []*model.Pod
+	for i := range services {
+		svcs = append(svcs, scaleService(i))
+		for r := range replicas {
+			pods = append(pods, scalePod(i, r, true))
+		}
+	}
+	return model.New(svcs, pods)
+}
+
+func scaleService(i int) *model.Service {
+	name := fmt.Sprintf("svc-%03d", i)
+	return &model.Service{
+		Name: name, Namespace: "default", VIP: netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}),
+		Ports:    []model.ServicePort{{Name: "http", Port: 8080, TargetPort: 8080, Protocol: model.ProtocolHTTP}},
+		Selector: map[string]string{"app": name},
+	}
+}
+
+func scalePod(svc, r int, sidecar bool) *model.Pod {
+	app := fmt.Sprintf("svc-%03d", svc)
+	n := svc*16 + r
+	return &model.Pod{
+		Name: fmt.Sprintf("%s-%d", app, r), Namespace: "default", Workload: app,
+		Labels: map[string]string{"app": app}, ServiceAccount: app,
+		IP:    netip.AddrFrom4([4]byte{10, 244, byte(n >> 8), byte(n)}),
+		Ports: []uint16{8080}, Sidecar: model.SidecarSpec{Inject: sidecar},
+	}
+}
+
+// startLoadServer runs a quiet server on a socket in a temporary directory.
+func startLoadServer(b *testing.B) (*Server, func()) {
+	b.Helper()
+	s, err := New(Options{
+		Logger: slog.New(slog.DiscardHandler), SocketPath: filepath.Join(b.TempDir(), "xds.sock"), SocketGID: -1,
+	})
+	if err != nil {
+		b.Fatalf("New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	return s, func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.Errorf("Run: %v", err)
+		}
+	}
+}
+
+// waitAllSynced polls Status until n proxies have every type synced: sent what they
+// are to be sent, and ACKed it.
+func waitAllSynced(b *testing.B, s *Server, n int) {
+	b.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		synced := 0
+		for _, ps := range s.Status() {
+			ok := len(ps.Types) == 4
+			for _, ts := range ps.Types {
+				ok = ok && ts.Synced()
+			}
+			if ok {
+				synced++
+			}
+		}
+		if synced == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d proxies synced after 2m", synced, n)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// simProxies is a set of simulated proxies.
+type simProxies struct {
+	proxies []*simProxy
+	conns   []*grpc.ClientConn
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// connectSimProxies connects one simulated proxy per injected pod of m, sharing a few
+// gRPC connections (Envoy opens one per proxy; the server's per-stream work is the same).
+func connectSimProxies(b *testing.B, path string, m *model.Model) *simProxies {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	sp := &simProxies{cancel: cancel}
+	for range 8 {
+		conn, err := grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			b.Fatalf("dial %s: %v", path, err)
+		}
+		sp.conns = append(sp.conns, conn)
+	}
+	for i, pod := range m.Pods {
+		if !pod.Sidecar.Inject {
+			continue
+		}
+		stream, err := discoverypb.NewAggregatedDiscoveryServiceClient(sp.conns[i%len(sp.conns)]).StreamAggregatedResources(ctx)
+		if err != nil {
+			b.Fatalf("open ADS stream: %v", err)
+		}
+		p := &simProxy{node: &core.Node{Id: pod.NodeID(), Cluster: pod.ServiceCluster()}, stream: stream,
+			seen: map[string]map[string]simResource{}, last: map[string]*discoverypb.DiscoveryResponse{}}
+		sp.proxies = append(sp.proxies, p)
+		sp.wg.Go(p.run)
+	}
+	return sp
+}
+
+func (sp *simProxies) close() {
+	sp.cancel()
+	sp.wg.Wait()
+	for _, c := range sp.conns {
+		c.Close()
+	}
+}
+
+// errors returns the failures of proxies whose stream ended, or "".
+func (sp *simProxies) errors() string {
+	var out []string
+	for _, p := range sp.proxies {
+		p.mu.Lock()
+		if p.err != nil {
+			out = append(out, p.node.Id+": "+p.err.Error())
+		}
+		p.mu.Unlock()
+	}
+	return strings.Join(out, "; ")
+}
+
+// simProxy is one simulated Envoy on one ADS stream. Like Envoy it decodes only the
+// resources whose bytes changed since the last response.
+type simProxy struct {
+	node   *core.Node
+	stream discoverypb.AggregatedDiscoveryService_StreamAggregatedResourcesClient
+	// seen holds, by type and resource name, the last bytes and what they named.
+	seen map[string]map[string]simResource
+	// last is the last response of each type, whose version and nonce requests carry.
+	last map[string]*discoverypb.DiscoveryResponse
+	// eds and rds are the names subscribed to.
+	eds, rds []string
+
+	mu  sync.Mutex
+	err error
+}
+
+type simResource struct {
+	raw   []byte
+	names []string // the EDS cluster or RDS route names the resource makes the proxy ask for
+}
+
+func (p *simProxy) run() {
+	err := p.loop()
+	p.mu.Lock()
+	p.err = err
+	p.mu.Unlock()
+}
+
+func (p *simProxy) loop() error {
+	if err := p.stream.Send(&discoverypb.DiscoveryRequest{Node: p.node, TypeUrl: resource.ClusterType}); err != nil {
+		return nil // the benchmark ended
+	}
+	if err := p.stream.Send(&discoverypb.DiscoveryRequest{TypeUrl: resource.ListenerType}); err != nil {
+		return nil
+	}
+	for {
+		resp, err := p.stream.Recv()
+		if err != nil {
+			if p.stream.Context().Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("receive: %w", err)
+		}
+		if err := p.handle(resp); err != nil {
+			return err
+		}
+	}
+}
+
+// handle applies one response: it ACKs it, and after CDS or LDS subscribes EDS or RDS to
+// the names it now needs, as Envoy does.
+func (p *simProxy) handle(resp *discoverypb.DiscoveryResponse) error {
+	typ := resp.GetTypeUrl()
+	p.last[typ] = resp
+	var names []string
+	if typ == resource.ClusterType || typ == resource.ListenerType {
+		old := p.seen[typ]
+		cur := make(map[string]simResource, len(resp.GetResources()))
+		for _, a := range resp.GetResources() {
+			name := fieldOneString(a.GetValue())
+			if r, ok := old[name]; ok && bytes.Equal(r.raw, a.GetValue()) {
+				cur[name] = r
+				names = append(names, r.names...)
+				continue
+			}
+			r, err := decodeSim(typ, a.GetValue())
+			if err != nil {
+				return fmt.Errorf("decode %s %s: %w", typ, name, err)
+			}
+			cur[name] = r
+			names = append(names, r.names...)
+		}
+		p.seen[typ] = cur
+		slices.Sort(names)
+		names = slices.Compact(names)
+	}
+	if err := p.stream.Send(&discoverypb.DiscoveryRequest{
+		TypeUrl: typ, VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce(), ResourceNames: p.subscribed(typ),
+	}); err != nil {
+		return nil
+	}
+	sub, want := "", &p.eds
+	switch typ {
+	case resource.ClusterType:
+		sub = resource.EndpointType
+	case resource.ListenerType:
+		sub, want = resource.RouteType, &p.rds
+	default:
+		return nil
+	}
+	if slices.Equal(*want, names) {
+		return nil
+	}
+	*want = names
+	req := &discoverypb.DiscoveryRequest{TypeUrl: sub, ResourceNames: names}
+	if last := p.last[sub]; last != nil {
+		req.VersionInfo, req.ResponseNonce = last.GetVersionInfo(), last.GetNonce()
+	}
+	_ = p.stream.Send(req)
+	return nil
+}
+
+func (p *simProxy) subscribed(typ string) []string {
+	switch typ {
+	case resource.EndpointType:
+		return p.eds
+	case resource.RouteType:
+		return p.rds
+	}
+	return nil
+}
+
+// decodeSim decodes a cluster (the EDS name it needs) or a listener (the RDS names of its
+// HTTP connection managers).
+func decodeSim(typ string, raw []byte) (simResource, error) {
+	r := simResource{raw: raw}
+	switch typ {
+	case resource.ClusterType:
+		c := &cluster.Cluster{}
+		if err := proto.Unmarshal(raw, c); err != nil {
+			return r, err
+		}
+		if c.GetType() == cluster.Cluster_EDS {
+			name := c.GetName()
+			if sn := c.GetEdsClusterConfig().GetServiceName(); sn != "" {
+				name = sn
+			}
+			r.names = []string{name}
+		}
+	case resource.ListenerType:
+		l := &listener.Listener{}
+		if err := proto.Unmarshal(raw, l); err != nil {
+			return r, err
+		}
+		chains := append(slices.Clone(l.GetFilterChains()), l.GetDefaultFilterChain())
+		for _, fc := range chains {
+			for _, f := range fc.GetFilters() {
+				if f.GetTypedConfig().MessageIs(&hcm.HttpConnectionManager{}) {
+					h := &hcm.HttpConnectionManager{}
+					if err := f.GetTypedConfig().UnmarshalTo(h); err != nil {
+						return r, err
+					}
+					if n := h.GetRds().GetRouteConfigName(); n != "" {
+						r.names = append(r.names, n)
+					}
+				}
+			}
+		}
+	}
+	return r, nil
+}
+
+// fieldOneString reads field 1 (the name of a Cluster or Listener) of an encoded message.
+func fieldOneString(b []byte) string {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return ""
+		}
+		b = b[n:]
+		if num == 1 && typ == protowire.BytesType {
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return ""
+			}
+			return string(v)
+		}
+		n = protowire.ConsumeFieldValue(num, typ, b)
+		if n < 0 {
+			return ""
+		}
+		b = b[n:]
+	}
+	return ""
+}
+
+func percentile(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := (len(s)*p + 99) / 100
+	return s[min(max(i-1, 0), len(s)-1)]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// processCPU is the user and system CPU time of the process so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// peakRSS is the process's VmHWM in bytes (0 if unknown).
+func peakRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
