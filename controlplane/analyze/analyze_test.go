@@ -42,7 +42,7 @@ func TestAnalyzeCodes(t *testing.T) {
 		code     string
 		maxLevel Level
 	}{
-		{file: "vs-host-not-found.yaml", code: CodeReferencedResourceNotFound, maxLevel: Error},
+		{file: "vs-host-not-found.yaml", code: CodeVirtualServiceHostNotFound, maxLevel: Error},
 		{file: "subset-not-found.yaml", code: CodeReferencedResourceNotFound, maxLevel: Error},
 		{file: "dr-host-not-found.yaml", code: CodeUnknownDestinationRuleHost, maxLevel: Warning},
 		{file: "vs-conflict.yaml", code: CodeConflictingMeshGatewayVirtualServiceHosts, maxLevel: Error},

@@ -67,6 +67,7 @@ const (
 	CodeServiceSelectsNoPods                      = "ML0103"
 	CodeWorkloadInNoService                       = "ML0104"
 	CodeAppProtocolNameMismatch                   = "ML0105"
+	CodeVirtualServiceHostNotFound                = "ML0107"
 )
 
 // Object names the object a finding is about.
