@@ -72,21 +72,8 @@ func TestClusterDNSWithoutSidecar(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
 	l := startLab(t, "testdata/kube-legacy.yaml")
-	c := web.NewUnixClient(lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
-	defer c.Close()
-	pods, err := c.Pods(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var curl string
-	for _, p := range pods {
-		if strings.HasPrefix(p.Name, "curl-") {
-			curl = p.Name
-		}
-	}
-	if curl == "" {
-		t.Fatalf("no curl pod among %+v", pods)
-	}
+	// kubectl's TYPE/NAME form reaches the Deployment's pod.
+	curl := "deploy/curl"
 	for _, host := range []string{"httpbin.default", "httpbin.default.svc.cluster.local"} {
 		out, err := meshlab(t, "exec", "--name", l.name, curl, "--", "curl", "-sS", "--max-time", "5", "http://"+host+":8000/ip")
 		if err != nil || !strings.Contains(out, `"origin"`) {

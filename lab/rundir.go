@@ -85,6 +85,8 @@ type PodRecord struct {
 	NetNS     string     `json:"netns"`
 	IP        netip.Addr `json:"ip"`
 	Sidecar   bool       `json:"sidecar"`
+	// Workload is the Workload or Kubernetes workload (Deployment...) that made the pod.
+	Workload string `json:"workload,omitempty"`
 }
 
 func writeRecord(path string, r *Record) error {

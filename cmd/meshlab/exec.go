@@ -12,9 +12,10 @@ import (
 
 func newExecCmd(g *globalFlags) *cobra.Command {
 	return &cobra.Command{
-		Use:   "exec POD -- COMMAND [ARGS...]",
+		Use:   "exec POD|TYPE/NAME -- COMMAND [ARGS...]",
 		Short: "Run a command inside a pod's network namespace (like kubectl exec)",
 		Example: `  sudo meshlab exec frontend-v1 -- curl -s http://backend:8080/
+  sudo meshlab exec deploy/curl -- curl -s http://httpbin:8000/headers
   sudo meshlab exec backend-v1 -- ss -tlnp`,
 		Args:              cobra.MinimumNArgs(2),
 		ValidArgsFunction: completePods(g, false),
@@ -30,15 +31,11 @@ func newExecCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("lab %s: %w", name, err)
 			}
-			pod := args[0]
-			var valid []string
-			for _, p := range r.Pods {
-				if p.Name == pod {
-					return netns.Exec(p.NetNS, args[1:], os.Environ())
-				}
-				valid = append(valid, p.Name)
+			p, err := r.FindPod(args[0], "")
+			if err != nil {
+				return err
 			}
-			return unknownPod(name, pod, valid)
+			return netns.Exec(p.NetNS, args[1:], os.Environ())
 		},
 	}
 }
