@@ -48,6 +48,7 @@ func TestAnalyzeCodes(t *testing.T) {
 		{file: "vs-conflict.yaml", code: CodeConflictingMeshGatewayVirtualServiceHosts, maxLevel: Error},
 		{file: "subset-no-pods.yaml", code: CodeDestinationRuleSubsetNotSelectPods, maxLevel: Error},
 		{file: "deny-http-only.yaml", code: CodeSchemaWarning, maxLevel: Warning},
+		{file: "delay-percent.yaml", code: CodeDeprecated, maxLevel: Warning},
 		{file: "two-mesh-wide.yaml", code: CodeMultipleMeshWidePolicies, maxLevel: Error},
 		{file: "mtls-conflict.yaml", code: CodeMTLSPolicyConflict, maxLevel: Error},
 		{file: "policy-selects-nothing.yaml", code: CodeNoMatchingWorkloadsFound, maxLevel: Warning},

@@ -53,6 +53,7 @@ func ParseLevel(s string) (Level, error) {
 // Codes of the findings. IST codes are Istio's (pkg/config/analysis/msg/messages.yaml);
 // ML codes are meshlab's, for checks Istio has no analyzer for.
 const (
+	CodeDeprecated                                = "IST0002"
 	CodeReferencedResourceNotFound                = "IST0101"
 	CodeSchemaValidationError                     = "IST0106"
 	CodeConflictingMeshGatewayVirtualServiceHosts = "IST0109"

@@ -12,9 +12,10 @@ import (
 // checkRouting reports what istioctl analyze reports about VirtualServices and
 // DestinationRules: references to hosts and subsets that do not exist (IST0101), several
 // VirtualServices for one host (IST0109), DestinationRules for hosts no service has
-// (IST0174) and subsets that select no pod (IST0173). Weights need no check: Istio's are
-// relative, and validation (the loader) refuses only negative weights and an all-zero
-// total.
+// (IST0174), subsets that select no pod (IST0173) and the deprecated
+// fault.delay.percent (IST0002, which Istio still honours). Weights need no check:
+// Istio's are relative, and validation (the loader) refuses only negative weights and an
+// all-zero total.
 func checkRouting(r *registry, objs []*object) []Finding {
 	var fs []Finding
 	for _, o := range objs {
@@ -34,6 +35,11 @@ func checkRouting(r *registry, objs []*object) []Finding {
 			}
 		}
 		for i, hr := range vs.GetHttp() {
+			//nolint:staticcheck // percent is deprecated; this reports its use, as Istio's FieldAnalyzer.
+			if hr.GetFault().GetDelay().GetPercent() > 0 {
+				fs = append(fs, o.finding(Warning, CodeDeprecated, fmt.Sprintf("spec.http[%d].fault.delay.percent", i),
+					"Deprecated: HTTPRoute.fault.delay.percent is deprecated; use HTTPRoute.fault.delay.percentage"))
+			}
 			for j, rd := range hr.GetRoute() {
 				fs = append(fs, checkDestination(r, o, rd.GetDestination(), fmt.Sprintf("spec.http[%d].route[%d].destination", i, j), "host")...)
 			}
