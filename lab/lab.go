@@ -62,9 +62,14 @@ type Options struct {
 	// on the same address when Listen is taken.
 	Listen         string
 	ListenFallback bool
-	Out            io.Writer    // progress lines; optional
-	Logger         *slog.Logger // required
-	Routes         []web.Routes // optional: more lab API features (the guide of `meshlab lab start`)
+	// XDSListen is a loopback TCP address to also serve xDS and the CA on, for tools
+	// that authenticate with a pod's token (lab/xdsauth.go); optional, "" serves them on
+	// the lab's xds.sock only.
+	XDSListen string
+
+	Out    io.Writer    // progress lines; optional
+	Logger *slog.Logger // required
+	Routes []web.Routes // optional: more lab API features (the guide of `meshlab lab start`)
 }
 
 // Lab is a running lab.
@@ -110,6 +115,11 @@ func prepare(o *Options) (*model.Model, error) {
 	}
 	if err := checkCAOptions(o); err != nil {
 		return nil, err
+	}
+	if o.XDSListen != "" {
+		if _, err := ParseXDSListen(o.XDSListen); err != nil {
+			return nil, err
+		}
 	}
 	if o.PodCIDR.Overlaps(o.ServiceCIDR) {
 		return nil, fmt.Errorf("--pod-cidr %s overlaps --service-cidr %s", o.PodCIDR, o.ServiceCIDR)
@@ -214,7 +224,9 @@ func (l *Lab) create(ctx context.Context) error {
 	if err := l.startServers(); err != nil {
 		return err
 	}
-	l.rec.XDSAddr = l.disc.TCPAddr().String()
+	if a := l.disc.TCPAddr(); a != nil {
+		l.rec.XDSAddr = a.String()
+	}
 	if err := writeRecord(l.paths.Record(), l.rec); err != nil {
 		return err
 	}
@@ -246,7 +258,8 @@ func (l *Lab) startServers() error {
 		Logger:      l.log.With("component", "discovery"),
 		SocketPath:  l.paths.XDSSocket(),
 		SocketGID:   ProxyUID,
-		TCPAddr:     "127.0.0.1:0",
+		TCPAddr:     l.opts.XDSListen,
+		Authorize:   l.authorizeProxy,
 		OnEvent:     l.publishXDS,
 		Register:    registerCA,
 		HistorySize: l.opts.XDSHistory,

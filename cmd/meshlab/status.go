@@ -87,7 +87,11 @@ func newStatusCmd(g *globalFlags) *cobra.Command {
 			if output == "json" || output == "yaml" {
 				return printOutput(out, output, labStatus{Lab: info, Pods: nonNil(pods)}, nil)
 			}
-			fmt.Fprintf(out, "lab %s (%s), pods %s, services %s, xDS on %s\n\n", info.Name, info.Scenario, info.PodCIDR, info.ServiceCIDR, info.XDSAddr)
+			xdsOn := "its unix socket"
+			if info.XDSAddr != "" {
+				xdsOn = info.XDSAddr + " (token required)"
+			}
+			fmt.Fprintf(out, "lab %s (%s), pods %s, services %s, xDS on %s\n\n", info.Name, info.Scenario, info.PodCIDR, info.ServiceCIDR, xdsOn)
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "POD\tIP\tREADY\tEPOCH\tDATA PLANE\tRESTARTS\tRQ OUT\tRQ IN\tMESSAGE")
 			for _, ps := range pods {

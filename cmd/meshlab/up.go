@@ -24,6 +24,7 @@ type upFlags struct {
 	caCert, caKey        string
 	certTTL              time.Duration
 	xdsHistory           int
+	xdsListen            string
 }
 
 func newUpCmd(g *globalFlags) *cobra.Command {
@@ -54,6 +55,7 @@ func newUpCmd(g *globalFlags) *cobra.Command {
 				Out: cmd.OutOrStdout(), Logger: g.logger(),
 				Listen: f.listen, ListenFallback: !cmd.Flags().Changed("listen"),
 				CACertFile: f.caCert, CAKeyFile: f.caKey, CertTTL: f.certTTL, XDSHistory: f.xdsHistory,
+				XDSListen: f.xdsListen,
 			}
 			if f.listen != "" {
 				if _, err := lab.ParseListen(f.listen); err != nil {
@@ -88,6 +90,7 @@ func newUpCmd(g *globalFlags) *cobra.Command {
 	cmd.Flags().StringVar(&f.caKey, "ca-key", "", "PEM private key (ECDSA) of --ca-cert")
 	cmd.Flags().DurationVar(&f.certTTL, "cert-ttl", 24*time.Hour, "lifetime of workload certificates (at least 1s; rotated at ~80%)")
 	cmd.Flags().IntVar(&f.xdsHistory, "xds-history", discovery.DefaultHistorySize, "config versions the control plane keeps per proxy for `meshlab history` and `meshlab diff`")
+	cmd.Flags().StringVar(&f.xdsListen, "xds-listen", "", "also serve xDS and the CA on this loopback TCP address (e.g. 127.0.0.1:15010), to callers that send a pod's token as \"authorization: Bearer <token>\"; default: the lab's unix socket only")
 	cmd.Flags().BoolVar(&f.dryRun, "dry-run", false, "validate the scenario and exit, creating nothing")
 	cmd.Flags().StringVar(&f.listen, "listen", lab.DefaultListen, "address of the dashboard and the API on TCP (a specific IP; \"\" for none; another port is chosen when the default is taken)")
 	return cmd

@@ -221,3 +221,6 @@ func (c *trackedConn) Close() error {
 	})
 	return c.Conn.Close()
 }
+
+// NetConn returns the accepted connection, for the peer credentials of auth.go.
+func (c *trackedConn) NetConn() net.Conn { return c.Conn }

@@ -40,8 +40,12 @@ type Options struct {
 	// (gid 1337) can connect. Optional; -1 leaves the socket as created.
 	SocketGID int
 	// TCPAddr, when set, is a TCP address to also serve on (e.g. "127.0.0.1:0"), for
-	// debugging tools. Optional.
+	// debugging tools. Optional; it requires Authorize, since any local user can connect.
 	TCPAddr string
+	// Authorize, when set, binds every xDS stream to a proxy the connection may speak
+	// for (auth.go), on the unix socket and on TCP. Optional without TCPAddr: nil serves
+	// any node id to whoever can open the socket.
+	Authorize Authorizer
 	// OnEvent, when set, observes every connect, push, ACK, NACK and disconnect. It is
 	// called synchronously and must not block. Optional.
 	OnEvent func(Event)
@@ -89,6 +93,9 @@ func New(o Options) (*Server, error) {
 	if o.SocketPath == "" {
 		return nil, errors.New("new discovery server: Options.SocketPath is required")
 	}
+	if o.TCPAddr != "" && o.Authorize == nil {
+		return nil, fmt.Errorf("new discovery server: TCP address %s without Options.Authorize: any local user could read and NACK every proxy's config", o.TCPAddr)
+	}
 	log := o.Logger
 	if err := removeStaleSocket(o.SocketPath); err != nil {
 		return nil, err
@@ -125,7 +132,7 @@ func New(o Options) (*Server, error) {
 		path:    o.SocketPath,
 		unixLn:  unixLn,
 		tcpLn:   tcpLn,
-		grpc:    grpc.NewServer(),
+		grpc:    grpc.NewServer(serverOptions(o, log)...),
 		cache:   cachev3.NewSnapshotCache(true, cachev3.IDHash{}, slogAdapter{log.With("subsystem", "go-control-plane")}),
 		tracker: newTrackerObserved(log, time.Now, observe),
 		cancel:  cancel,
@@ -146,6 +153,20 @@ func New(o Options) (*Server, error) {
 	}
 	log.Info("xds listening", "socket", o.SocketPath, "tcp", s.TCPAddr())
 	return s, nil
+}
+
+// serverOptions are the gRPC server's: message sizes above what a push may be
+// (limits.go), and, with Options.Authorize, the peer credentials and the stream binding
+// of auth.go.
+func serverOptions(o Options, log *slog.Logger) []grpc.ServerOption {
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRequestBytes), grpc.MaxSendMsgSize(MaxMessageBytes)}
+	if o.Authorize == nil {
+		return opts
+	}
+	onRefuse := func(nodeID string, err error) {
+		log.Warn("xds stream refused", "node", nodeID, "err", err)
+	}
+	return append(opts, grpc.Creds(peerCreds{}), grpc.ChainStreamInterceptor(authStreamInterceptor(o.Authorize, onRefuse)))
 }
 
 // removeStaleSocket removes a socket file at path, which a lab that crashed leaves

@@ -225,7 +225,8 @@ func TestUpdateSkipsUnchangedProxies(t *testing.T) {
 func TestTCPAndShutdownWithOpenStream(t *testing.T) {
 	t.Parallel()
 	sock := filepath.Join(t.TempDir(), "xds.sock")
-	s, err := New(Options{Logger: testutil.Logger(t), SocketPath: sock, SocketGID: -1, TCPAddr: "127.0.0.1:0"})
+	allowAll := func(context.Context, string) error { return nil }
+	s, err := New(Options{Logger: testutil.Logger(t), SocketPath: sock, SocketGID: -1, TCPAddr: "127.0.0.1:0", Authorize: allowAll})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -289,7 +290,8 @@ func TestNew(t *testing.T) {
 		{name: "no logger", opts: Options{SocketPath: filepath.Join(dir, "a.sock")}, wantErr: "Logger is required"},
 		{name: "no socket", opts: Options{Logger: log}, wantErr: "SocketPath is required"},
 		{name: "file in the way", opts: Options{Logger: log, SocketPath: file, SocketGID: -1}, wantErr: "non-socket file"},
-		{name: "bad tcp", opts: Options{Logger: log, SocketPath: filepath.Join(dir, "b.sock"), SocketGID: -1, TCPAddr: "127.0.0.1:99999"}, wantErr: "listen on 127.0.0.1:99999"},
+		{name: "bad tcp", opts: Options{Logger: log, SocketPath: filepath.Join(dir, "b.sock"), SocketGID: -1, TCPAddr: "127.0.0.1:99999", Authorize: func(context.Context, string) error { return nil }}, wantErr: "listen on 127.0.0.1:99999"},
+		{name: "tcp without auth", opts: Options{Logger: log, SocketPath: filepath.Join(dir, "c.sock"), SocketGID: -1, TCPAddr: "127.0.0.1:0"}, wantErr: "without Options.Authorize"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,88 @@
+package discovery
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/proto"
+)
+
+// Message sizes. A state-of-the-world response carries every resource of its type for
+// one proxy in one gRPC message, so its size grows with the config; gRPC's default limit
+// (4 MiB) is what took every proxy down when a large VirtualService was applied. The
+// control plane refuses a config whose push would exceed MaxPushBytes, and both ends
+// accept MaxMessageBytes, twice that, so whatever the control plane sends is received.
+const (
+	// MaxPushBytes is the most one proxy's resources of one type may weigh: Update
+	// refuses (naming the proxy, type and largest resources) a config above it.
+	MaxPushBytes = 32 << 20
+	// MaxMessageBytes is the gRPC message size the server sends and the proxies'
+	// xDS clients receive (dataplane/proxy/xdsclient uses the same value).
+	MaxMessageBytes = 2 * MaxPushBytes
+	// MaxRequestBytes is the largest request a proxy may send (resource names, a
+	// NACK's error detail); Envoy's are far smaller.
+	MaxRequestBytes = 4 << 20
+)
+
+// responseOverhead bounds the bytes a response adds per resource (the Any's type URL and
+// the field tags) and per message (version, nonce, type URL).
+const (
+	perResourceOverhead = 128
+	perMessageOverhead  = 512
+)
+
+// PushTooLargeError is Update's refusal of a config whose push would exceed MaxPushBytes.
+type PushTooLargeError struct {
+	NodeID  string
+	TypeURL string
+	Bytes   int
+	// Largest names the heaviest resources of the type, heaviest first, with sizes.
+	Largest []string
+}
+
+func (e *PushTooLargeError) Error() string {
+	return fmt.Sprintf("push to %s: %s resources weigh %d bytes, above the %d-byte limit of one xDS message (largest: %v)",
+		e.NodeID, shortType(e.TypeURL), e.Bytes, MaxPushBytes, e.Largest)
+}
+
+// checkPushSize returns a *PushTooLargeError when one type of res would not fit in one
+// response to the proxy.
+func checkPushSize(nodeID string, res map[resource.Type][]types.Resource) error {
+	for _, typ := range slices.Sorted(maps.Keys(res)) {
+		type sized struct {
+			name  string
+			bytes int
+		}
+		total := perMessageOverhead
+		var all []sized
+		for _, r := range res[typ] {
+			n := proto.Size(r) + perResourceOverhead
+			total += n
+			all = append(all, sized{cachev3.GetResourceName(r), n})
+		}
+		if total <= MaxPushBytes {
+			continue
+		}
+		slices.SortFunc(all, func(a, b sized) int { return b.bytes - a.bytes })
+		e := &PushTooLargeError{NodeID: nodeID, TypeURL: typ, Bytes: total}
+		for _, s := range all[:min(3, len(all))] {
+			e.Largest = append(e.Largest, fmt.Sprintf("%s (%d bytes)", s.name, s.bytes))
+		}
+		return e
+	}
+	return nil
+}
+
+// shortType is the last element of a type URL ("RouteConfiguration").
+func shortType(typeURL string) string {
+	for i := len(typeURL) - 1; i >= 0; i-- {
+		if typeURL[i] == '.' || typeURL[i] == '/' {
+			return typeURL[i+1:]
+		}
+	}
+	return typeURL
+}
