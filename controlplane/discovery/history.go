@@ -12,6 +12,10 @@ import (
 // Options.HistorySize says otherwise.
 const DefaultHistorySize = 20
 
+// DefaultHistoryBytes bounds the history's resources (their encoded size) unless
+// Options.HistoryBytes says otherwise.
+const DefaultHistoryBytes = 64 << 20
+
 // Snapshot is one config version the server set for one proxy, as `meshlab history`
 // shows it.
 type Snapshot struct {
@@ -26,6 +30,10 @@ type Snapshot struct {
 	Types map[string]SnapshotType `json:"types"`
 
 	res map[resource.Type][]types.Resource
+	// costs is, by type, the encoded bytes of the resources this snapshot holds that no
+	// older snapshot kept did: what dropping it frees, once no newer snapshot shares them.
+	costs map[resource.Type]int
+	seq   uint64
 }
 
 // SnapshotType is the state of one resource type of a Snapshot on its proxy.
@@ -38,35 +46,111 @@ type SnapshotType struct {
 	Error string `json:"error,omitempty"`
 }
 
-// history keeps the newest snapshots of each proxy in a bounded ring. Every method is
-// safe for concurrent use.
+// history keeps the newest snapshots of each proxy in a bounded ring, within a bound
+// in bytes across proxies. Snapshots share resources (a proxy's unchanged types, and
+// resources identical across proxies), so it holds no full copy per proxy per version.
+// Every method is safe for concurrent use.
 type history struct {
-	size  int
-	now   func() time.Time
-	mu    sync.Mutex
-	nodes map[string][]*Snapshot // oldest first, at most size
+	size     int
+	maxBytes int
+	now      func() time.Time
+	mu       sync.Mutex
+	nodes    map[string][]*Snapshot // oldest first, at most size
+	bytes    int                    // sum of the kept snapshots' costs
+	seq      uint64
+	order    []histRef // every kept snapshot once, oldest first (with stale refs)
 }
 
-func newHistory(size int, now func() time.Time) *history {
+// histRef names one snapshot in the history's order.
+type histRef struct {
+	node string
+	seq  uint64
+}
+
+func newHistory(size, maxBytes int, now func() time.Time) *history {
 	if size <= 0 {
 		size = DefaultHistorySize
 	}
-	return &history{size: size, now: now, nodes: map[string][]*Snapshot{}}
+	if maxBytes <= 0 {
+		maxBytes = DefaultHistoryBytes
+	}
+	return &history{size: size, maxBytes: maxBytes, now: now, nodes: map[string][]*Snapshot{}}
 }
 
-// add records a snapshot set for node, dropping the oldest beyond the bound.
-func (h *history) add(node, version, trigger string, res map[resource.Type][]types.Resource) {
-	snap := &Snapshot{Version: version, Time: h.now(), Trigger: trigger, Types: map[string]SnapshotType{}, res: res}
+// add records a snapshot set for node; costs is, by type, the encoded bytes of the
+// resources it was the first to hold. It then drops node's oldest beyond the ring's
+// size and the oldest snapshots of any proxy beyond the bound in bytes.
+func (h *history) add(node, version, trigger string, res map[resource.Type][]types.Resource, costs map[resource.Type]int) {
+	snap := &Snapshot{Version: version, Time: h.now(), Trigger: trigger, Types: map[string]SnapshotType{}, res: res, costs: costs}
 	for typ, rs := range res {
 		snap.Types[typ] = SnapshotType{Resources: len(rs)}
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	list := append(h.nodes[node], snap)
-	if len(list) > h.size {
-		list = append([]*Snapshot(nil), list[len(list)-h.size:]...)
+	h.seq++
+	snap.seq = h.seq
+	h.nodes[node] = append(h.nodes[node], snap)
+	h.order = append(h.order, histRef{node, snap.seq})
+	for _, c := range costs {
+		h.bytes += c
 	}
-	h.nodes[node] = list
+	for len(h.nodes[node]) > h.size {
+		h.dropOldest(node)
+	}
+	h.enforceBytes()
+}
+
+// enforceBytes drops the oldest snapshots while the history is over its bound in bytes,
+// keeping each proxy's current one. The caller holds h.mu.
+func (h *history) enforceBytes() {
+	var keep []histRef // current snapshots met on the way: they stay in the order
+	for h.bytes > h.maxBytes && len(h.order) > 0 {
+		ref := h.order[0]
+		h.order = h.order[1:]
+		list := h.nodes[ref.node]
+		if len(list) == 0 || list[0].seq != ref.seq {
+			continue // dropped already
+		}
+		if len(list) == 1 {
+			keep = append(keep, ref)
+			continue
+		}
+		h.dropOldest(ref.node)
+	}
+	if keep != nil {
+		h.order = append(keep, h.order...)
+	}
+	if len(h.order) > 64 && cap(h.order) > 4*len(h.order) {
+		h.order = append([]histRef(nil), h.order...) // let the dropped refs go
+	}
+}
+
+// dropOldest drops node's oldest snapshot; the costs of the types its next snapshot
+// shares move to that one. The caller holds h.mu.
+func (h *history) dropOldest(node string) {
+	list := h.nodes[node]
+	old := list[0]
+	var next *Snapshot
+	if len(list) > 1 {
+		next = list[1]
+	}
+	for typ, c := range old.costs {
+		if next != nil && sameSlice(old.res[typ], next.res[typ]) {
+			if next.costs == nil {
+				next.costs = map[resource.Type]int{}
+			}
+			next.costs[typ] += c
+			continue
+		}
+		h.bytes -= c
+	}
+	list[0] = nil
+	h.nodes[node] = list[1:]
+}
+
+// sameSlice reports whether a and b are the same slice (not only equal contents).
+func sameSlice(a, b []types.Resource) bool {
+	return len(a) == len(b) && len(a) > 0 && &a[0] == &b[0]
 }
 
 // forget drops the history of nodes no longer in the mesh.
@@ -74,6 +158,9 @@ func (h *history) forget(ids []string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, id := range ids {
+		for len(h.nodes[id]) > 0 {
+			h.dropOldest(id)
+		}
 		delete(h.nodes, id)
 	}
 }

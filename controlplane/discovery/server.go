@@ -2,7 +2,6 @@ package discovery
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -55,6 +54,10 @@ type Options struct {
 	// HistorySize is how many snapshots to keep per proxy for History and Diff.
 	// Optional; DefaultHistorySize when zero.
 	HistorySize int
+	// HistoryBytes bounds the encoded size of the resources the history keeps, across
+	// proxies; the oldest snapshots go first, never a proxy's current one. Optional;
+	// DefaultHistoryBytes when zero.
+	HistoryBytes int
 }
 
 // Server is the ADS server of one lab. Create it with New, then call Run once.
@@ -75,9 +78,10 @@ type Server struct {
 	version uint64
 	nodes   []string     // node ids holding a snapshot
 	model   *model.Model // the last model given to Update, for SetNack
-	// sums holds, per node id, a digest of the resources of its snapshot: Update gives a
-	// new version only to proxies whose resources changed.
-	sums map[string][sha256.Size]byte
+	// proxies holds, per node id, what its snapshot was made of: Update gives a new
+	// version only to proxies whose resources changed, and reuses the types a change
+	// does not touch (update.go).
+	proxies map[string]*proxyState
 	// wants holds, per node id, the version of its current snapshot (TypeStatus.Want).
 	wants map[string]string
 
@@ -120,7 +124,7 @@ func New(o Options) (*Server, error) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	f := newFaults()
-	hist := newHistory(o.HistorySize, time.Now)
+	hist := newHistory(o.HistorySize, o.HistoryBytes, time.Now)
 	observe := func(e Event) {
 		hist.observe(e)
 		if o.OnEvent != nil {

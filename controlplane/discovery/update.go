@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"strconv"
+	"sync"
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
@@ -17,6 +19,19 @@ import (
 	"github.com/meshlab/meshlab/controlplane/model"
 	"github.com/meshlab/meshlab/controlplane/xds"
 )
+
+// proxyState is what the server generated for one proxy last: the input of the next
+// update's reuse and skip decisions.
+type proxyState struct {
+	nacked bool // its listeners carry the nack fault's
+	types  map[resource.Type]typeState
+}
+
+// typeState is one resource type of a proxy's current snapshot.
+type typeState struct {
+	res []types.Resource // sorted by name, shared with the history: never modified
+	sum [sha256.Size]byte
+}
 
 // Update generates the resources of every injected pod of m and pushes a new snapshot,
 // under one new version ("v1", "v2", ...), to the proxies whose resources changed: the
@@ -30,6 +45,12 @@ func (s *Server) Update(ctx context.Context, m *model.Model) error {
 
 // UpdateFor is Update with what triggered it ("apply: VirtualService default/reviews"),
 // which History shows beside each version it makes.
+//
+// The work is scoped as istiod's: only the resource types the change can touch are
+// generated again (xds.ChangedTypes: a VirtualService change rebuilds routes and
+// listeners, reusing every proxy's clusters and endpoints), on every core (a worker per
+// CPU), and identical resources generated for several proxies are kept once, shared by
+// their snapshots and the history.
 func (s *Server) UpdateFor(ctx context.Context, m *model.Model, trigger string) error {
 	if m == nil {
 		return errors.New("update xds: nil model")
@@ -37,95 +58,206 @@ func (s *Server) UpdateFor(ctx context.Context, m *model.Model, trigger string) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	version := "v" + strconv.FormatUint(s.version+1, 10)
-	snaps := map[string]*cachev3.Snapshot{}
-	resByID := map[string]map[resource.Type][]types.Resource{}
-	sums := map[string][sha256.Size]byte{}
+	scope := xds.ChangedTypes(s.model, m)
+
+	var pods []*model.Pod
 	for _, pod := range m.Pods {
-		if !pod.Sidecar.Inject {
-			continue
+		if pod.Sidecar.Inject {
+			pods = append(pods, pod)
 		}
-		id := pod.NodeID()
-		res, err := xds.Generate(m, pod)
-		if err != nil {
-			return fmt.Errorf("update xds %s: %w", version, err)
-		}
-		if s.faults.nacked(id) {
-			res = withNackListener(res)
-		}
-		resByID[id] = res
-		sum, err := digest(res)
-		if err != nil {
-			return fmt.Errorf("update xds %s: %s: %w", version, id, err)
-		}
-		sums[id] = sum
-		if prev, ok := s.sums[id]; ok && prev == sum {
-			continue // unchanged: the proxy keeps its version
-		}
-		snap, err := cachev3.NewSnapshot(version, res)
-		if err != nil {
-			return fmt.Errorf("update xds %s: snapshot for %s: %w", version, id, err)
-		}
-		if err := snap.Consistent(); err != nil {
-			return fmt.Errorf("update xds %s: snapshot for %s: %w", version, id, err)
-		}
-		snaps[id] = snap
 	}
-	if len(snaps) > 0 {
+	results := make([]genResult, len(pods))
+	in := newInterner()
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(pods)) {
+		wg.Go(func() {
+			for i := range work {
+				results[i] = s.generate(m, pods[i], scope, version, in)
+			}
+		})
+	}
+	for i := range pods {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+
+	seen := make(map[string]bool, len(pods))
+	var pushed []genResult
+	for _, r := range results {
+		if r.err != nil {
+			return fmt.Errorf("update xds %s: %w", version, r.err)
+		}
+		seen[r.id] = true
+		if r.snap != nil {
+			pushed = append(pushed, r)
+		}
+	}
+	if len(pushed) > 0 {
 		s.version++ // even if setting fails below, "vN" never names two different configs
 	}
-	for id, snap := range snaps {
-		if err := s.cache.SetSnapshot(ctx, id, snap); err != nil {
-			delete(s.sums, id) // unknown state: the next update sets it again
-			return fmt.Errorf("update xds %s: set snapshot for %s: %w", version, id, err)
+	if s.proxies == nil {
+		s.proxies = map[string]*proxyState{}
+	}
+	if s.wants == nil {
+		s.wants = map[string]string{}
+	}
+	for _, r := range pushed {
+		if err := s.cache.SetSnapshot(ctx, r.id, r.snap); err != nil {
+			delete(s.proxies, r.id) // unknown state: the next update sets it again
+			return fmt.Errorf("update xds %s: set snapshot for %s: %w", version, r.id, err)
 		}
-		if s.sums == nil {
-			s.sums = map[string][sha256.Size]byte{}
+		s.proxies[r.id] = r.state
+		s.wants[r.id] = version
+		s.history.add(r.id, version, trigger, r.res, r.costs)
+	}
+	for _, r := range results {
+		if r.snap == nil {
+			s.proxies[r.id].nacked = r.state.nacked
 		}
-		s.sums[id] = sums[id]
-		if s.wants == nil {
-			s.wants = map[string]string{}
-		}
-		s.wants[id] = version
-		s.history.add(id, version, trigger, resByID[id])
 	}
 	var gone []string
 	for _, id := range s.nodes {
-		if _, ok := sums[id]; !ok {
+		if !seen[id] {
 			s.cache.ClearSnapshot(id)
-			delete(s.sums, id)
+			delete(s.proxies, id)
 			delete(s.wants, id)
 			gone = append(gone, id)
 		}
 	}
 	s.tracker.forget(gone)
 	s.history.forget(gone)
-	s.nodes = s.nodes[:0]
-	for id := range sums {
-		s.nodes = append(s.nodes, id)
-	}
-	slices.Sort(s.nodes)
-	s.model = m // for SetNack: the last model that was pushed
-	s.log.Info("xds updated", "version", version, "proxies", len(sums), "pushed", len(snaps), "removed", len(gone), "trigger", trigger)
+	s.nodes = slices.Sorted(maps.Keys(seen))
+	s.model = m // for SetNack and the next update's scope: the last model that was pushed
+	s.log.Info("xds updated", "version", version, "proxies", len(seen), "pushed", len(pushed), "removed", len(gone),
+		"scope", scopeNames(scope), "trigger", trigger)
 	return nil
 }
 
-// digest sums the deterministic encoding of every resource, by type in a fixed order.
-func digest(res map[resource.Type][]types.Resource) ([sha256.Size]byte, error) {
-	h := sha256.New()
-	for _, typ := range slices.Sorted(maps.Keys(res)) {
-		h.Write([]byte(typ))
-		for _, r := range res[typ] {
-			b, err := proto.MarshalOptions{Deterministic: true}.Marshal(r)
-			if err != nil {
-				return [sha256.Size]byte{}, fmt.Errorf("marshal %s %s: %w", typ, cachev3.GetResourceName(r), err)
+// genResult is one proxy's part of an update: a snapshot to set (nil when its
+// resources did not change) and the state to keep.
+type genResult struct {
+	id    string
+	snap  *cachev3.Snapshot
+	res   map[resource.Type][]types.Resource
+	state *proxyState
+	costs map[resource.Type]int // by type, encoded bytes of the resources first kept by this snapshot
+	err   error
+}
+
+// generate builds one proxy's snapshot for version: the types in scope generated again
+// (every type for a new proxy or one whose nack fault changed), the others reused from
+// its last snapshot.
+func (s *Server) generate(m *model.Model, pod *model.Pod, scope []resource.Type, version string, in *interner) genResult {
+	id := pod.NodeID()
+	r := genResult{id: id}
+	prev := s.proxies[id] // read-only while s.mu is held by UpdateFor
+	nacked := s.faults.nacked(id)
+	typs := scope
+	if prev == nil || prev.nacked != nacked {
+		typs = xds.GeneratedTypes
+	}
+	r.state = &proxyState{nacked: nacked, types: map[resource.Type]typeState{}}
+	if prev != nil {
+		maps.Copy(r.state.types, prev.types)
+	}
+	if len(typs) == 0 {
+		return r
+	}
+	res, err := xds.GenerateTypes(m, pod, typs...)
+	if err != nil {
+		r.err = err
+		return r
+	}
+	if nacked && res[resource.ListenerType] != nil {
+		res = withNackListener(res)
+	}
+	changed := prev == nil
+	for _, typ := range typs {
+		ts, cost, err := in.intern(typ, res[typ])
+		if err != nil {
+			r.err = fmt.Errorf("%s: %w", id, err)
+			return r
+		}
+		if old, ok := r.state.types[typ]; !ok || old.sum != ts.sum {
+			changed = true
+			r.state.types[typ] = ts
+			if r.costs == nil {
+				r.costs = map[resource.Type]int{}
 			}
-			h.Write([]byte(strconv.Itoa(len(b))))
-			h.Write(b)
+			r.costs[typ] = cost
 		}
 	}
-	var out [sha256.Size]byte
-	h.Sum(out[:0])
-	return out, nil
+	if !changed {
+		return r
+	}
+	r.res = make(map[resource.Type][]types.Resource, len(r.state.types))
+	for typ, ts := range r.state.types {
+		r.res[typ] = ts.res
+	}
+	snap, err := cachev3.NewSnapshot(version, r.res)
+	if err == nil {
+		err = snap.Consistent()
+	}
+	if err != nil {
+		r.err = fmt.Errorf("snapshot for %s: %w", id, err)
+		return r
+	}
+	r.snap = snap
+	return r
+}
+
+// interner keeps one copy of each distinct resource generated during one update, so
+// that proxies with identical clusters, routes or endpoints share them. Safe for
+// concurrent use.
+type interner struct {
+	mu  sync.Mutex
+	res map[[sha256.Size]byte]types.Resource
+}
+
+func newInterner() *interner { return &interner{res: map[[sha256.Size]byte]types.Resource{}} }
+
+// intern digests rs (by the deterministic encoding of each resource) and replaces each
+// resource by the copy already kept, if any. It returns the type's state and the
+// encoded bytes of the resources kept for the first time.
+func (in *interner) intern(typ resource.Type, rs []types.Resource) (typeState, int, error) {
+	out := make([]types.Resource, len(rs))
+	sums := sha256.New()
+	sums.Write([]byte(typ))
+	cost := 0
+	for i, r := range rs {
+		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(r)
+		if err != nil {
+			return typeState{}, 0, fmt.Errorf("marshal %s %s: %w", typ, cachev3.GetResourceName(r), err)
+		}
+		h := sha256.New()
+		h.Write([]byte(typ))
+		h.Write(b)
+		var key [sha256.Size]byte
+		h.Sum(key[:0])
+		sums.Write(key[:])
+		in.mu.Lock()
+		kept, ok := in.res[key]
+		if !ok {
+			in.res[key], kept = r, r
+			cost += len(b)
+		}
+		in.mu.Unlock()
+		out[i] = kept
+	}
+	ts := typeState{res: out}
+	sums.Sum(ts.sum[:0])
+	return ts, cost, nil
+}
+
+// scopeNames is the short names of the types in scope, for the log.
+func scopeNames(scope []resource.Type) []string {
+	out := make([]string, 0, len(scope))
+	for _, t := range scope {
+		out = append(out, t[len("type.googleapis.com/envoy.config."):])
+	}
+	return out
 }
 
 // Status reports every proxy with a snapshot or an ADS stream, sorted by node id.

@@ -1,0 +1,170 @@
+package xds
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"sort"
+
+	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meshlab/meshlab/controlplane/model"
+)
+
+// GeneratedTypes are the resource types Generate returns, in the order they are built.
+var GeneratedTypes = []resource.Type{resource.RouteType, resource.ListenerType, resource.ClusterType, resource.EndpointType}
+
+// GenerateTypes is Generate restricted to typs: for each type asked it returns exactly
+// what Generate returns for it (validated and sorted by name), without building the
+// others, for the discovery server's scoped pushes (a VirtualService change rebuilds
+// routes and listeners, not clusters). Listeners name the routes, so asking for
+// listeners builds routes too; only the types asked are returned.
+func GenerateTypes(m *model.Model, pod *model.Pod, typs ...resource.Type) (map[resource.Type][]types.Resource, error) {
+	if m == nil {
+		return nil, errors.New("generate xds: nil model")
+	}
+	if pod == nil {
+		return nil, errors.New("generate xds: nil pod")
+	}
+	for _, t := range typs {
+		if !slices.Contains(GeneratedTypes, t) {
+			return nil, fmt.Errorf("generate xds for %s/%s: type %s is not generated", pod.Namespace, pod.Name, t)
+		}
+	}
+	want := func(t resource.Type) bool { return slices.Contains(typs, t) }
+	fail := func(err error) error { return fmt.Errorf("generate xds for %s/%s: %w", pod.Namespace, pod.Name, err) }
+	out := map[resource.Type][]types.Resource{}
+	if want(resource.RouteType) || want(resource.ListenerType) {
+		rs, err := routes(m, pod)
+		if err != nil {
+			return nil, fail(err)
+		}
+		if want(resource.RouteType) {
+			out[resource.RouteType] = rs
+		}
+		if want(resource.ListenerType) {
+			// As Generate: every outbound HTTP connection manager carries the fault filter.
+			faultRoutes := map[string]bool{}
+			for _, r := range rs {
+				faultRoutes[r.(*route.RouteConfiguration).GetName()] = true
+			}
+			ls, err := listeners(m, pod, faultRoutes)
+			if err != nil {
+				return nil, fail(err)
+			}
+			out[resource.ListenerType] = ls
+		}
+	}
+	if want(resource.ClusterType) {
+		cs, err := clusters(m, pod)
+		if err != nil {
+			return nil, fail(err)
+		}
+		out[resource.ClusterType] = cs
+	}
+	if want(resource.EndpointType) {
+		out[resource.EndpointType] = endpoints(m, pod)
+	}
+	for typ, rs := range out {
+		if err := validateAll(rs); err != nil {
+			return nil, fmt.Errorf("generate xds for %s/%s: %s: %w", pod.Namespace, pod.Name, typ, err)
+		}
+		sort.SliceStable(rs, func(i, j int) bool { return cachev3.GetResourceName(rs[i]) < cachev3.GetResourceName(rs[j]) })
+	}
+	return out, nil
+}
+
+// ChangedTypes returns the types whose resources may differ between old and cur for a
+// pod of both models, by what each type's generation reads (istiod's ConfigsUpdated
+// scoping): when only VirtualServices differ, routes and listeners (a VirtualService's
+// TCP routes are in listeners); when only DestinationRules differ, clusters and
+// endpoints (subsets); when both, those four; anything else (services, pods, mesh
+// config, other Istio kinds, a field added to the model later) every type. Specs are
+// compared with proto.Equal, the rest field by field; what cannot be compared counts as
+// changed. A nil model changes every type.
+func ChangedTypes(old, cur *model.Model) []resource.Type {
+	if old == nil || cur == nil {
+		return slices.Clone(GeneratedTypes)
+	}
+	rest := func(m *model.Model) model.Model {
+		c := *m
+		c.Istio.VirtualServices, c.Istio.DestinationRules = nil, nil
+		return c
+	}
+	ro, rc := rest(old), rest(cur)
+	if !equalValue(reflect.ValueOf(&ro).Elem(), reflect.ValueOf(&rc).Elem()) {
+		return slices.Clone(GeneratedTypes)
+	}
+	var out []resource.Type
+	if !equalValue(reflect.ValueOf(old.Istio.VirtualServices), reflect.ValueOf(cur.Istio.VirtualServices)) {
+		out = append(out, resource.RouteType, resource.ListenerType)
+	}
+	if !equalValue(reflect.ValueOf(old.Istio.DestinationRules), reflect.ValueOf(cur.Istio.DestinationRules)) {
+		out = append(out, resource.ClusterType, resource.EndpointType)
+	}
+	return out
+}
+
+var protoMessage = reflect.TypeFor[proto.Message]()
+
+// equalValue reports whether a and b hold equal values: proto messages by proto.Equal,
+// other values field by field, element by element. Functions and channels are equal
+// only when both are nil; a nil and an empty slice or map differ.
+func equalValue(a, b reflect.Value) bool {
+	if a.Type() != b.Type() {
+		return false
+	}
+	if a.Kind() == reflect.Pointer && a.Type().Implements(protoMessage) && a.CanInterface() && b.CanInterface() {
+		return proto.Equal(a.Interface().(proto.Message), b.Interface().(proto.Message))
+	}
+	switch a.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if a.IsNil() || b.IsNil() {
+			return a.IsNil() == b.IsNil()
+		}
+		if a.Kind() == reflect.Pointer && a.Pointer() == b.Pointer() {
+			return true
+		}
+		return equalValue(a.Elem(), b.Elem())
+	case reflect.Struct:
+		for i := range a.NumField() {
+			if !equalValue(a.Field(i), b.Field(i)) {
+				return false
+			}
+		}
+		return true
+	case reflect.Slice:
+		if a.IsNil() != b.IsNil() || a.Len() != b.Len() {
+			return false
+		}
+		fallthrough
+	case reflect.Array:
+		for i := range a.Len() {
+			if !equalValue(a.Index(i), b.Index(i)) {
+				return false
+			}
+		}
+		return true
+	case reflect.Map:
+		if a.IsNil() != b.IsNil() || a.Len() != b.Len() {
+			return false
+		}
+		it := a.MapRange()
+		for it.Next() {
+			bv := b.MapIndex(it.Key())
+			if !bv.IsValid() || !equalValue(it.Value(), bv) {
+				return false
+			}
+		}
+		return true
+	case reflect.Func, reflect.Chan, reflect.UnsafePointer:
+		return a.IsNil() && b.IsNil()
+	default:
+		return a.Equal(b)
+	}
+}
