@@ -88,11 +88,27 @@ func New(opts Options) *Client {
 	if opts.Backoff == 0 {
 		opts.Backoff = 30 * time.Second
 	}
+	if opts.Conn != nil {
+		opts.Conn = sizedConn{opts.Conn}
+	}
 	c := &Client{opts: opts, kick: make(chan struct{}, 1), types: map[string]*typeState{}}
 	for _, t := range opts.Wildcard {
 		c.types[t] = &typeState{subscribed: true, wildcard: true, dirty: true}
 	}
 	return c
+}
+
+// MaxMessageBytes is the largest xDS response the client receives: gRPC's default
+// (4 MiB) is below what a large but valid config weighs in one state-of-the-world
+// response. It is the meshlab control plane's own send limit (discovery.MaxMessageBytes),
+// twice the size of the largest push it makes.
+const MaxMessageBytes = 64 << 20
+
+// sizedConn opens every stream with MaxMessageBytes as its receive limit.
+type sizedConn struct{ grpc.ClientConnInterface }
+
+func (c sizedConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	return c.ClientConnInterface.NewStream(ctx, desc, method, append(opts, grpc.MaxCallRecvMsgSize(MaxMessageBytes))...)
 }
 
 // Subscribe sets the resource names wanted for a named (non-wildcard) type such as EDS
