@@ -81,8 +81,9 @@ func GenerateTypes(m *model.Model, pod *model.Pod, typs ...resource.Type) (map[r
 
 // ChangedTypes returns the types whose resources may differ between old and cur for a
 // pod of both models, by what each type's generation reads (istiod's ConfigsUpdated
-// scoping): when only VirtualServices differ, routes and listeners (a VirtualService's
-// TCP routes are in listeners); when only DestinationRules differ, clusters and
+// scoping): when only VirtualServices differ, routes, and listeners too when a
+// VirtualService of either model has TCP or TLS routes (those are in listeners, and
+// which VirtualService a host takes may change with any); when only DestinationRules differ, clusters and
 // endpoints (subsets); when both, those four; anything else (services, pods, mesh
 // config, other Istio kinds, a field added to the model later) every type. Specs are
 // compared with proto.Equal, the rest field by field; what cannot be compared counts as
@@ -102,12 +103,25 @@ func ChangedTypes(old, cur *model.Model) []resource.Type {
 	}
 	var out []resource.Type
 	if !equalValue(reflect.ValueOf(old.Istio.VirtualServices), reflect.ValueOf(cur.Istio.VirtualServices)) {
-		out = append(out, resource.RouteType, resource.ListenerType)
+		out = append(out, resource.RouteType)
+		if hasNonHTTPRoutes(old) || hasNonHTTPRoutes(cur) {
+			out = append(out, resource.ListenerType)
+		}
 	}
 	if !equalValue(reflect.ValueOf(old.Istio.DestinationRules), reflect.ValueOf(cur.Istio.DestinationRules)) {
 		out = append(out, resource.ClusterType, resource.EndpointType)
 	}
 	return out
+}
+
+// hasNonHTTPRoutes reports whether a VirtualService of m has TCP or TLS routes.
+func hasNonHTTPRoutes(m *model.Model) bool {
+	for _, vs := range m.Istio.VirtualServices {
+		if len(vs.Spec.GetTcp()) > 0 || len(vs.Spec.GetTls()) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 var protoMessage = reflect.TypeFor[proto.Message]()
