@@ -35,6 +35,7 @@ const (
 var Personas = []string{
 	PersonaHTTPBin, PersonaSleep, PersonaProductPage, PersonaDetails,
 	PersonaReviewsV1, PersonaReviewsV2, PersonaReviewsV3, PersonaRatings,
+	PersonaHelloWorld, PersonaTCPEcho,
 }
 
 // Config is what one demo app instance is and does.
@@ -58,6 +59,9 @@ type Config struct {
 	// Persona is the sample app the app answers as: "" for the demo app itself, or
 	// PersonaHTTPBin (optional).
 	Persona string
+	// PersonaArgs are the persona's own arguments, as the sample image takes them (the
+	// container's args; tcp-echo's ports and prefix) (optional).
+	PersonaArgs []string
 
 	// Injectable faults, for labs.
 
@@ -84,6 +88,9 @@ func Args(c Config) []string {
 		if f.value != "" {
 			add(f.name, f.value)
 		}
+	}
+	for _, a := range c.PersonaArgs {
+		add("persona-arg", a)
 	}
 	for _, p := range c.Ports {
 		add("port", strconv.Itoa(int(p)))
@@ -123,6 +130,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Namespace, "namespace", "", "namespace the app reports")
 	fs.StringVar(&c.Version, "version", "", "version the app reports")
 	fs.StringVar(&c.Persona, "persona", "", "sample app to stand in for: "+strings.Join(Personas, ", ")+" (default: the demo app)")
+	fs.StringArrayVar(&c.PersonaArgs, "persona-arg", nil, "argument of the persona, as its sample image takes it (repeatable, in order)")
 	fs.Var((*portsValue)(&c.Ports), "port", "port to listen on (repeatable)")
 	fs.TextVar(&c.Address, "address", netip.Addr{}, "address to listen on (default 0.0.0.0)")
 	fs.StringArrayVar(&c.Upstreams, "upstream", nil, "URL to call on each request to / (repeatable, in order)")
@@ -136,7 +144,14 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 
 // validate reports the first problem with c.
 func (c *Config) validate() error {
-	if len(c.Ports) == 0 && c.Persona != PersonaSleep {
+	if c.Persona == PersonaTCPEcho {
+		if _, _, err := tcpEchoArgs(c.PersonaArgs); err != nil {
+			return err
+		}
+	} else if len(c.PersonaArgs) > 0 {
+		return fmt.Errorf("persona %q takes no arguments", c.Persona)
+	}
+	if len(c.Ports) == 0 && c.Persona != PersonaSleep && c.Persona != PersonaTCPEcho {
 		return errors.New("at least one port is required")
 	}
 	if c.Persona != "" && !slices.Contains(Personas, c.Persona) {

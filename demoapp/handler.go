@@ -57,8 +57,12 @@ func newHandler(c Config, log *slog.Logger) *handler {
 		startup: &startupCalls{},
 		mux:     http.NewServeMux(),
 	}
-	if c.Persona == PersonaHTTPBin {
+	switch c.Persona {
+	case PersonaHTTPBin:
 		h.mux = newHTTPBin(nil)
+		return h
+	case PersonaHelloWorld:
+		h.mux = newHelloWorld(c.Version, c.Pod)
 		return h
 	}
 	// Bookinfo's services time their calls as the sample does: no client-wide timeout.

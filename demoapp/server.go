@@ -32,9 +32,13 @@ func Run(ctx context.Context, c Config, log *slog.Logger) error {
 	if !addr.IsValid() {
 		addr = netip.IPv4Unspecified()
 	}
+	ports, prefix := c.Ports, ""
+	if c.Persona == PersonaTCPEcho {
+		ports, prefix, _ = tcpEchoArgs(c.PersonaArgs) // validated above
+	}
 	var lc net.ListenConfig
-	lns := make([]net.Listener, 0, len(c.Ports))
-	for _, port := range c.Ports {
+	lns := make([]net.Listener, 0, len(ports))
+	for _, port := range ports {
 		ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort(addr.String(), strconv.Itoa(int(port))))
 		if err != nil {
 			for _, l := range lns {
@@ -43,6 +47,9 @@ func Run(ctx context.Context, c Config, log *slog.Logger) error {
 			return fmt.Errorf("listen: %w", err)
 		}
 		lns = append(lns, ln)
+	}
+	if c.Persona == PersonaTCPEcho {
+		return serveTCPEcho(ctx, lns, prefix, log)
 	}
 	h := newHandler(c, log)
 	// Startup calls go out at once, while the app already serves: as an app that calls

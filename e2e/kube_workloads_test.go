@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/meshlab/meshlab/internal/testutil"
 	"github.com/meshlab/meshlab/lab"
@@ -84,5 +85,42 @@ func TestClusterDNSWithoutSidecar(t *testing.T) {
 	out, err := meshlab(t, "exec", "--name", l.name, curl, "--", "curl", "-sS", "--max-time", "5", "http://httpbin:8000/ip")
 	if err == nil || !strings.Contains(out, "Could not resolve host") {
 		t.Errorf("curl http://httpbin:8000/ip from legacy: %v\n%s\nwant the name not to resolve", err, out)
+	}
+}
+
+// TestTCPTrafficShifting is Istio's TCP traffic shifting task on the tcp-echo sample: the
+// two versions share the traffic until a VirtualService sends all of it to v1.
+func TestTCPTrafficShifting(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	l := startLab(t, "testdata/kube-tcp-echo.yaml")
+	// The task's `(date; sleep 1) | nc tcp-echo 9000`, with bash's /dev/tcp for nc.
+	echo := func() string {
+		t.Helper()
+		out, err := meshlab(t, "exec", "--name", l.name, "deploy/curl", "--", "bash", "-c",
+			`exec 3<>/dev/tcp/tcp-echo/9000 && date >&3 && timeout 5 head -n1 <&3`)
+		if err != nil {
+			t.Fatalf("echo through tcp-echo: %v\n%s", err, out)
+		}
+		word, _, _ := strings.Cut(strings.TrimSpace(out), " ")
+		return word
+	}
+	seen := map[string]int{}
+	for range 12 {
+		seen[echo()]++
+	}
+	if seen["one"] == 0 || seen["two"] == 0 || len(seen) != 2 {
+		t.Errorf("12 connections without routing were answered %v; want both versions (one, two)", seen)
+	}
+	if out, err := meshlab(t, "apply", "--name", l.name, "-f", "testdata/tcp-echo-all-v1.yaml"); err != nil {
+		t.Fatalf("apply: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for inARow := 0; inARow < 6; {
+		if w := echo(); w == "one" {
+			inARow++
+		} else if inARow = 0; time.Now().After(deadline) {
+			t.Fatalf("20s after routing all TCP traffic to v1, a connection was still answered %q", w)
+		}
 	}
 }

@@ -181,6 +181,7 @@ func (l *Lab) appArgv(p *model.Pod) []string {
 		ErrorCode:    p.App.ErrorCode,
 		Latency:      p.App.Latency,
 		Persona:      p.App.Persona,
+		PersonaArgs:  personaArgs(p.App),
 	}
 	return append([]string{l.opts.MeshlabPath, "app"}, demoapp.Args(cfg)...)
 }
@@ -267,4 +268,13 @@ func failureReason(msg string) string {
 		lines = append([]string{lines[0], "..."}, lines[len(lines)-maxReasonLines+1:]...)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// personaArgs are the container args the app's persona reads (tcp-echo's ports and
+// prefix); other personas and the demo app take none.
+func personaArgs(app model.AppSpec) []string {
+	if app.Persona != demoapp.PersonaTCPEcho {
+		return nil
+	}
+	return app.Args
 }

@@ -112,5 +112,6 @@ func clonePod(p *model.Pod) *model.Pod {
 	c.Ports = append([]uint16(nil), p.Ports...)
 	c.App.Command = append([]string(nil), p.App.Command...)
 	c.App.Upstreams = append([]string(nil), p.App.Upstreams...)
+	c.App.Args = append([]string(nil), p.App.Args...)
 	return &c
 }

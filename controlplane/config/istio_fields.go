@@ -36,7 +36,8 @@ var virtualServicePaths = strings.Join([]string{
 	expand("http.rewrite", "uri authority"),
 	expand("http.redirect", "uri authority redirectCode"),
 	destination("http.mirror"),
-	expand("tcp", "route"),
+	expand("tcp", "match route"),
+	expand("tcp.match", "port"),
 	expand("tcp.route", "destination weight"),
 	destination("tcp.route.destination"),
 }, " ")

@@ -33,6 +33,13 @@ func validateVirtualService(vs *networking.VirtualService, p problems) {
 	}
 	for i, r := range vs.GetTcp() {
 		f := fmt.Sprintf("spec.tcp[%d]", i)
+		for j, m := range r.GetMatch() {
+			if port := m.GetPort(); port != 0 {
+				if msg := checkPort(int64(port)); msg != "" {
+					p.addf(fmt.Sprintf("%s.match[%d].port", f, j), "%s", msg)
+				}
+			}
+		}
 		if len(r.GetRoute()) == 0 {
 			p.addf(f+".route", "at least one destination is required")
 		}

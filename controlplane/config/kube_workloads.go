@@ -258,6 +258,9 @@ var imagePersonas = map[string]string{
 	"istio/examples-bookinfo-reviews-v2":             "bookinfo-reviews-v2",
 	"istio/examples-bookinfo-reviews-v3":             "bookinfo-reviews-v3",
 	"istio/examples-bookinfo-ratings-v1":             "bookinfo-ratings",
+	"istio/examples-helloworld-v1":                   "helloworld",
+	"istio/examples-helloworld-v2":                   "helloworld",
+	"istio/tcp-echo-server":                          "tcp-echo",
 }
 
 // imageRepository strips an image reference's registry host, tag and digest:
@@ -279,6 +282,9 @@ func imageRepository(image string) string {
 // ports sleeps, as there is nothing to serve.
 func appForImage(c *corev1.Container, hasPorts bool) model.AppSpec {
 	app := model.AppSpec{Image: c.Image}
+	if len(c.Args) > 0 {
+		app.Args = slices.Clone(c.Args)
+	}
 	persona, known := imagePersonas[imageRepository(c.Image)]
 	if len(c.Command) > 0 && strings.HasSuffix(c.Command[0], "sleep") {
 		persona, known = personaSleep, true

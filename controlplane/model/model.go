@@ -111,6 +111,8 @@ type AppSpec struct {
 	// Persona is the built-in app's persona it selects ("" for the demo app itself), and
 	// ImageNote says what runs when meshlab does not know the image.
 	Image, Persona, ImageNote string
+	// Args are the container's args, which some personas read as their image does.
+	Args []string
 }
 
 // SidecarSpec holds the pod's proxy settings, as Istio's sidecar annotations do.

@@ -108,3 +108,28 @@ func servicePortsByHost(m *model.Model) map[string][]servicePort {
 	}
 	return out
 }
+
+// tcpRouteFor returns the first tcp route of vs that applies to service port port, as
+// istiod picks it: one with no match, or with a match whose port is unset or port; nil
+// when vs is nil or has none (or the route has no destination).
+func tcpRouteFor(vs *model.IstioConfig[*networking.VirtualService], port uint16) *networking.TCPRoute {
+	if vs == nil {
+		return nil
+	}
+	for _, r := range vs.Spec.GetTcp() {
+		applies := len(r.GetMatch()) == 0
+		for _, m := range r.GetMatch() {
+			if m.GetPort() == 0 || m.GetPort() == uint32(port) {
+				applies = true
+				break
+			}
+		}
+		if applies {
+			if len(r.GetRoute()) == 0 {
+				return nil
+			}
+			return r
+		}
+	}
+	return nil
+}

@@ -176,10 +176,11 @@ func outboundTCPListener(m *model.Model, sp servicePort, byHost map[string][]ser
 // use weighted clusters (zero weights dropped) with stat prefix "<vs name>.<vs ns>".
 func outboundTCPFilter(m *model.Model, sp servicePort, byHost map[string][]servicePort) (*listener.Filter, error) {
 	vs := virtualServiceFor(m, sp.host)
-	if vs == nil || len(vs.Spec.GetTcp()) == 0 || len(vs.Spec.GetTcp()[0].GetRoute()) == 0 {
+	route := tcpRouteFor(vs, sp.port.Port)
+	if route == nil {
 		return tcpProxyFilter(sp.clusterName(), sp.clusterName())
 	}
-	dsts := vs.Spec.GetTcp()[0].GetRoute()
+	dsts := route.GetRoute()
 	if len(dsts) == 1 {
 		c := destinationCluster(m, vs.Namespace, dsts[0].GetDestination(), sp.port.Port, byHost)
 		return tcpProxyFilter(c, c)

@@ -35,7 +35,7 @@ func inboundOrigin(m *model.Model, pod *model.Pod, target uint16) *core.Metadata
 // tcpOrigin is the metadata of the outbound TCP listener of a service port: its
 // VirtualService when a tcp route shapes it, else the service (or ServiceEntry).
 func tcpOrigin(m *model.Model, sp servicePort) *core.Metadata {
-	if vs := virtualServiceFor(m, sp.host); vs != nil && len(vs.Spec.GetTcp()) > 0 && len(vs.Spec.GetTcp()[0].GetRoute()) > 0 {
+	if vs := virtualServiceFor(m, sp.host); tcpRouteFor(vs, sp.port.Port) != nil {
 		return configMetadata(IstioConfigPath("virtual-service", vs.Namespace, vs.Name), "")
 	}
 	return configMetadata(sp.configPath(), "")
