@@ -1,0 +1,209 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoverypb "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/meshlab/meshlab/internal/testutil"
+	"github.com/meshlab/meshlab/lab"
+)
+
+// impostorBootstrap is a sidecar bootstrap that speaks ADS as nodeID, to the lab's
+// xds.sock (pipe) or a TCP address.
+func impostorBootstrap(t *testing.T, dir, nodeID string, address map[string]any) string {
+	t.Helper()
+	boot := map[string]any{
+		"node": map[string]any{"id": nodeID, "cluster": "attacker.default"},
+		"admin": map[string]any{"address": map[string]any{"socket_address": map[string]any{"address": "127.0.0.1", "port_value": 0}}},
+		"dynamic_resources": map[string]any{
+			"lds_config": map[string]any{"ads": map[string]any{}, "resource_api_version": "V3"},
+			"cds_config": map[string]any{"ads": map[string]any{}, "resource_api_version": "V3"},
+			"ads_config": map[string]any{
+				"api_type": "GRPC", "transport_api_version": "V3", "set_node_on_first_message_only": true,
+				"grpc_services": []any{map[string]any{"envoy_grpc": map[string]any{"cluster_name": "xds-grpc"}}},
+			},
+		},
+		"static_resources": map[string]any{"clusters": []any{map[string]any{
+			"name": "xds-grpc", "type": "STATIC", "connect_timeout": "1s",
+			"load_assignment": map[string]any{"cluster_name": "xds-grpc", "endpoints": []any{map[string]any{
+				"lb_endpoints": []any{map[string]any{"endpoint": map[string]any{"address": address}}},
+			}}},
+			"typed_extension_protocol_options": map[string]any{"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": map[string]any{
+				"@type":                "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+				"explicit_http_config": map[string]any{"http2_protocol_options": map[string]any{}},
+			}},
+		}}},
+	}
+	b, err := json.Marshal(boot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, fmt.Sprintf("impostor-%d.json", time.Now().UnixNano()))
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// runImpostor runs `meshlab proxy` with the bootstrap for a few seconds through prefix
+// (nsenter, setpriv) and returns what it logged.
+func runImpostor(t *testing.T, prefix []string, bootstrap string, baseID int) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	argv := append(append([]string{}, prefix...), meshlabBin(t), "proxy", "-c", bootstrap, "--base-id", fmt.Sprint(baseID), "-l", "info")
+	out, _ := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
+	return string(out)
+}
+
+// proxyStatusLines returns proxy-status's output.
+func proxyStatus(t *testing.T, name string) string {
+	t.Helper()
+	out, err := meshlab(t, "proxy-status", "--name", name)
+	if err != nil {
+		t.Fatalf("proxy-status: %v\n%s", err, out)
+	}
+	return out
+}
+
+// TestXDSRefusesImpostors plays the attacks of issue 17 on the control plane: a proxy
+// of one pod (uid 1337 in its network namespace) claiming another pod's node id on
+// xds.sock, and another local user on the TCP listener, without a token, with another
+// pod's token, or on the unix socket. Each is refused with a reason, nothing of it shows
+// in proxy-status, and the real proxies stay SYNCED; the pod's own token works on TCP.
+func TestXDSRefusesImpostors(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	l := startLab(t, "--xds-listen", "127.0.0.1:0")
+	paths := lab.PathsFor(lab.DefaultRunRoot, l.name)
+
+	var st struct {
+		Lab struct {
+			XDSAddr string `json:"xdsAddr"`
+		} `json:"lab"`
+		Pods []struct {
+			Name string `json:"name"`
+			IP   string `json:"ip"`
+		} `json:"pods"`
+	}
+	out, err := meshlab(t, "status", "--name", l.name, "-o", "json")
+	if err != nil || json.Unmarshal([]byte(out), &st) != nil || st.Lab.XDSAddr == "" {
+		t.Fatalf("status -o json: %v, want the lab's xdsAddr:\n%s", err, out)
+	}
+	nodeID := map[string]string{}
+	for _, p := range st.Pods {
+		nodeID[p.Name] = fmt.Sprintf("sidecar~%s~%s.default~default.svc.cluster.local", p.IP, p.Name)
+	}
+	before := proxyStatus(t, l.name)
+	if strings.Count(before, "SYNCED") == 0 {
+		t.Fatalf("proxy-status before the attacks shows no SYNCED proxy:\n%s", before)
+	}
+
+	dir, err := os.MkdirTemp("", "meshlab-impostor-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	host, port, _ := strings.Cut(st.Lab.XDSAddr, ":")
+	var portNum int
+	fmt.Sscan(port, &portNum)
+	unixAddr := map[string]any{"pipe": map[string]any{"path": paths.XDSSocket()}}
+	tcpAddr := map[string]any{"socket_address": map[string]any{"address": host, "port_value": portNum}}
+	asProxyIn := func(pod string) []string {
+		return []string{"nsenter", "--net=/run/netns/" + lab.NamespaceName(l.name, pod), "--", "setpriv", "--reuid=1337", "--regid=1337", "--clear-groups"}
+	}
+	asNobody := []string{"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"}
+
+	attacks := []struct {
+		name   string
+		prefix []string
+		addr   map[string]any
+		want   string
+	}{
+		{name: "frontend's proxy claims backend-v1 on xds.sock", prefix: asProxyIn("frontend-v1"), addr: unixAddr, want: "is not in the network namespace of pod default/backend-v1"},
+		{name: "nobody on xds.sock", prefix: asNobody, addr: unixAddr, want: "permission denied"},
+		{name: "nobody on TCP without a token", prefix: asNobody, addr: tcpAddr, want: "Unauthenticated"},
+	}
+	for i, a := range attacks {
+		got := runImpostor(t, a.prefix, impostorBootstrap(t, dir, nodeID["backend-v1"], a.addr), 4242000+i)
+		t.Logf("%s: %s", a.name, firstLineWith(got, a.want))
+		if !strings.Contains(got, a.want) {
+			t.Errorf("%s: the impostor's log does not say %q:\n%s", a.name, a.want, got)
+		}
+		if strings.Contains(got, "received") && strings.Contains(got, "virtualInbound") {
+			t.Errorf("%s: the impostor received backend-v1's listeners:\n%s", a.name, got)
+		}
+	}
+
+	// Over TCP with frontend's token, claiming backend-v1: refused; with backend-v1's
+	// own token: served, as istiod serves a proxy presenting its JWT.
+	readToken := func(pod string) string {
+		b, err := os.ReadFile(filepath.Join(paths.PodDir(pod), "token"))
+		if err != nil {
+			t.Fatalf("read %s's token: %v", pod, err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	ads := func(token, node string) (*discoverypb.DiscoveryResponse, error) {
+		conn, err := grpc.NewClient(st.Lab.XDSAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+		s, err := discoverypb.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.Send(&discoverypb.DiscoveryRequest{TypeUrl: "type.googleapis.com/envoy.config.listener.v3.Listener", Node: &core.Node{Id: node}}); err != nil {
+			return nil, err
+		}
+		return s.Recv()
+	}
+	if _, err := ads(readToken("frontend-v1"), nodeID["backend-v1"]); err == nil || !strings.Contains(err.Error(), "PermissionDenied") {
+		t.Errorf("TCP with frontend-v1's token as backend-v1: %v, want PermissionDenied", err)
+	}
+	if resp, err := ads(readToken("backend-v1"), nodeID["backend-v1"]); err != nil || len(resp.GetResources()) == 0 {
+		t.Errorf("TCP with backend-v1's own token: %v (%d listeners), want its listeners", err, len(resp.GetResources()))
+	}
+
+	after := proxyStatus(t, l.name)
+	if strings.Contains(after, "NACK") || strings.Contains(after, "attacker") || strings.Count(after, "SYNCED") < strings.Count(before, "SYNCED") {
+		t.Errorf("proxy-status changed by the attacks:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	if !strings.Contains(l.out.String(), "xds stream refused") {
+		t.Errorf("the lab logged no refused xds stream")
+	}
+	out, err = meshlab(t, "exec", "--name", l.name, "frontend-v1", "--", "curl", "-sS", "--max-time", "5", "http://backend:8080/")
+	if err != nil || !strings.Contains(out, "backend") {
+		t.Errorf("request through the mesh after the attacks: %v\n%s", err, out)
+	}
+}
+
+// firstLineWith returns the first line of s containing sub, or "".
+func firstLineWith(s, sub string) string {
+	for _, line := range strings.Split(s, "\n") {
+		if strings.Contains(line, sub) {
+			return line
+		}
+	}
+	return ""
+}
