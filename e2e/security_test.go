@@ -26,7 +26,7 @@ import (
 func impostorBootstrap(t *testing.T, dir, nodeID string, address map[string]any) string {
 	t.Helper()
 	boot := map[string]any{
-		"node": map[string]any{"id": nodeID, "cluster": "attacker.default"},
+		"node":  map[string]any{"id": nodeID, "cluster": "attacker.default"},
 		"admin": map[string]any{"address": map[string]any{"socket_address": map[string]any{"address": "127.0.0.1", "port_value": 0}}},
 		"dynamic_resources": map[string]any{
 			"lds_config": map[string]any{"ads": map[string]any{}, "resource_api_version": "V3"},
