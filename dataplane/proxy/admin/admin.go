@@ -8,6 +8,7 @@ package admin
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -183,7 +184,16 @@ var serverInfoOpts = protojson.MarshalOptions{UseProtoNames: true, EmitDefaultVa
 func marshalJSON(opts protojson.MarshalOptions, m proto.Message) ([]byte, error) {
 	data, err := opts.Marshal(m)
 	if err != nil {
-		return nil, fmt.Errorf("marshal %s: %w", m.ProtoReflect().Descriptor().FullName(), err)
+		// An Any of a type the proxy does not link: render it opaque rather than fail.
+		r := &opaqueResolver{}
+		c, rerr := r.withOpaqueAnys(m)
+		if rerr != nil {
+			return nil, fmt.Errorf("marshal %s: %w", m.ProtoReflect().Descriptor().FullName(), errors.Join(err, rerr))
+		}
+		opts.Resolver = r
+		if data, err = opts.Marshal(c); err != nil {
+			return nil, fmt.Errorf("marshal %s: %w", m.ProtoReflect().Descriptor().FullName(), err)
+		}
 	}
 	var b bytes.Buffer
 	if err := json.Indent(&b, data, "", " "); err != nil {
