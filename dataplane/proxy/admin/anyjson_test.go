@@ -14,7 +14,6 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
-
 // TestConfigDumpRendersTypedStructAndUnknownAnys: Istio sends extension configs wrapped in
 // udpa.type.v1.TypedStruct and xds.type.v3.TypedStruct, and types meshlab proxy does not
 // link; /config_dump renders the TypedStructs as JSON and an unknown type opaquely, at any
