@@ -80,6 +80,9 @@ func run(ctx context.Context, c Config, log *slog.Logger, d deps) (err error) {
 			return err
 		}
 		closers = append(closers, sdsLn.Close)
+		if sdsLn, err = onlySameNetNS(sdsLn, log.With("subsystem", "sds")); err != nil {
+			return err
+		}
 		cac, err := newCAClient(c.XDSSocket, c.TokenPath)
 		if err != nil {
 			return err
