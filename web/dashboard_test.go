@@ -160,8 +160,11 @@ func TestLoginSetsStrictHttpOnlyCookie(t *testing.T) {
 		t.Fatalf("cookies = %v", cookies)
 	}
 	ck := cookies[0]
-	if ck.Name != SessionCookie || ck.Value != testToken || !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.Path != "/" {
-		t.Errorf("cookie = %+v; want %s, HttpOnly, SameSite=Strict, Path=/", ck, SessionCookie)
+	if ck.Name != SessionCookiePrefix+port(g.Addr) || !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.Path != "/" || ck.MaxAge != int(DefaultSessionTTL.Seconds()) {
+		t.Errorf("cookie = %+v; want %s, HttpOnly, SameSite=Strict, Path=/, Max-Age %v", ck, SessionCookiePrefix+port(g.Addr), DefaultSessionTTL)
+	}
+	if ck.Value == testToken || len(ck.Value) != 64 {
+		t.Errorf("cookie value %q: want a 32-byte random session id, never the login token", ck.Value)
 	}
 	// A wrong token logs nobody in.
 	resp, err = c.Get(g.Origin() + "/?token=wrong")
