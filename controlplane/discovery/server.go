@@ -67,7 +67,7 @@ type Server struct {
 	unixLn  net.Listener
 	tcpLn   net.Listener // nil when not serving TCP
 	grpc    *grpc.Server
-	cache   cachev3.SnapshotCache
+	cache   *sharedCache
 	tracker *tracker
 	cancel  context.CancelFunc // ends go-control-plane's streams
 	ctx     context.Context    // ends with cancel: releases held pushes
@@ -137,7 +137,7 @@ func New(o Options) (*Server, error) {
 		unixLn:  unixLn,
 		tcpLn:   tcpLn,
 		grpc:    grpc.NewServer(serverOptions(o, log)...),
-		cache:   cachev3.NewSnapshotCache(true, cachev3.IDHash{}, slogAdapter{log.With("subsystem", "go-control-plane")}),
+		cache:   newSharedCache(cachev3.NewSnapshotCache(true, cachev3.IDHash{}, slogAdapter{log.With("subsystem", "go-control-plane")})),
 		tracker: newTrackerObserved(log, time.Now, observe),
 		cancel:  cancel,
 		ctx:     ctx,

@@ -9,12 +9,14 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/meshlab/meshlab/controlplane/model"
 	"github.com/meshlab/meshlab/controlplane/xds"
@@ -29,8 +31,10 @@ type proxyState struct {
 
 // typeState is one resource type of a proxy's current snapshot.
 type typeState struct {
-	res []types.Resource // sorted by name, shared with the history: never modified
-	sum [sha256.Size]byte
+	res   []types.Resource // sorted by name, shared with the history: never modified
+	names []string         // res's names
+	anys  []*anypb.Any     // res encoded, as every SotW response carries them (sotwcache.go)
+	sum   [sha256.Size]byte
 }
 
 // Update generates the resources of every injected pod of m and pushes a new snapshot,
@@ -104,7 +108,7 @@ func (s *Server) UpdateFor(ctx context.Context, m *model.Model, trigger string) 
 		s.wants = map[string]string{}
 	}
 	for _, r := range pushed {
-		if err := s.cache.SetSnapshot(ctx, r.id, r.snap); err != nil {
+		if err := s.cache.setSnapshot(ctx, r.id, r.snap, encode(version, r.state)); err != nil {
 			delete(s.proxies, r.id) // unknown state: the next update sets it again
 			return fmt.Errorf("update xds %s: set snapshot for %s: %w", version, r.id, err)
 		}
@@ -213,23 +217,39 @@ func (s *Server) generate(m *model.Model, pod *model.Pod, scope []resource.Type,
 // concurrent use.
 type interner struct {
 	mu  sync.Mutex
-	res map[[sha256.Size]byte]types.Resource
+	res map[[sha256.Size]byte]interned
 }
 
-func newInterner() *interner { return &interner{res: map[[sha256.Size]byte]types.Resource{}} }
+// interned is a resource kept once, and its encoding.
+type interned struct {
+	res types.Resource
+	any *anypb.Any
+}
 
-// intern digests rs (by the deterministic encoding of each resource) and replaces each
-// resource by the copy already kept, if any. It returns the type's state and the
-// encoded bytes of the resources kept for the first time.
+func newInterner() *interner { return &interner{res: map[[sha256.Size]byte]interned{}} }
+
+// intern digests rs (by the deterministic encoding of each resource, as go-control-plane
+// encodes them) and replaces each resource by the copy already kept, if any. It returns
+// the type's state, sorted by name, and the encoded bytes of the resources kept for the
+// first time.
 func (in *interner) intern(typ resource.Type, rs []types.Resource) (typeState, int, error) {
-	out := make([]types.Resource, len(rs))
+	ts := typeState{res: make([]types.Resource, len(rs)), names: make([]string, len(rs)), anys: make([]*anypb.Any, len(rs))}
+	order := make([]int, len(rs))
+	for i, r := range rs {
+		ts.names[i] = cachev3.GetResourceName(r)
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(ts.names[a], ts.names[b]) })
 	sums := sha256.New()
 	sums.Write([]byte(typ))
 	cost := 0
-	for i, r := range rs {
+	names := make([]string, len(rs))
+	for i, j := range order {
+		r := rs[j]
+		names[i] = ts.names[j]
 		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(r)
 		if err != nil {
-			return typeState{}, 0, fmt.Errorf("marshal %s %s: %w", typ, cachev3.GetResourceName(r), err)
+			return typeState{}, 0, fmt.Errorf("marshal %s %s: %w", typ, names[i], err)
 		}
 		h := sha256.New()
 		h.Write([]byte(typ))
@@ -240,13 +260,14 @@ func (in *interner) intern(typ resource.Type, rs []types.Resource) (typeState, i
 		in.mu.Lock()
 		kept, ok := in.res[key]
 		if !ok {
-			in.res[key], kept = r, r
+			kept = interned{res: r, any: &anypb.Any{TypeUrl: typ, Value: b}}
+			in.res[key] = kept
 			cost += len(b)
 		}
 		in.mu.Unlock()
-		out[i] = kept
+		ts.res[i], ts.anys[i] = kept.res, kept.any
 	}
-	ts := typeState{res: out}
+	ts.names = names
 	sums.Sum(ts.sum[:0])
 	return ts, cost, nil
 }

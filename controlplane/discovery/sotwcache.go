@@ -1,0 +1,208 @@
+package discovery
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"sync"
+
+	discoverypb "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// sharedCache answers SotW ADS watches from encoded resources shared across proxies
+// and versions, as istiod's XDS cache does: each distinct resource is encoded once, when
+// an update first generates it (the interner), and every response to every proxy
+// carries that encoding, where go-control-plane's snapshot cache encodes every resource
+// again for each response on each stream. Delta watches, and the snapshots' other
+// uses, are the embedded snapshot cache's, which every snapshot is also set in.
+//
+// Its SotW behaviour is the snapshot cache's in ADS mode: a watch is answered at once
+// when the proxy's snapshot has another version than the request's, or names a
+// subscribed resource the proxy was not sent yet; otherwise when a snapshot of another
+// version is set; answers to one proxy go out in type order (go-control-plane's
+// GetResponseType: endpoints, clusters, routes, listeners); a request naming a resource
+// the snapshot lacks is not answered until a snapshot has it.
+type sharedCache struct {
+	cachev3.SnapshotCache
+
+	mu     sync.Mutex
+	nodes  map[string]*sotwNode
+	nextID int64
+}
+
+// sotwNode is one proxy's current encoded snapshot and open SotW watches.
+type sotwNode struct {
+	snap    *encodedSnapshot // nil until set
+	watches map[int64]sotwWatch
+}
+
+type sotwWatch struct {
+	req *cachev3.Request
+	sub cachev3.Subscription
+	ch  chan cachev3.Response
+}
+
+// encodedSnapshot is one version of a proxy's resources, encoded.
+type encodedSnapshot struct {
+	version string
+	types   map[resource.Type]encodedType
+}
+
+// encodedType is one type's resources, sorted by name, and their encodings (shared,
+// never modified).
+type encodedType struct {
+	names []string
+	anys  []*anypb.Any
+}
+
+func newSharedCache(inner cachev3.SnapshotCache) *sharedCache {
+	return &sharedCache{SnapshotCache: inner, nodes: map[string]*sotwNode{}}
+}
+
+// encode makes the encoded snapshot of a proxy state.
+func encode(version string, st *proxyState) *encodedSnapshot {
+	es := &encodedSnapshot{version: version, types: make(map[resource.Type]encodedType, len(st.types))}
+	for typ, ts := range st.types {
+		es.types[typ] = encodedType{names: ts.names, anys: ts.anys}
+	}
+	return es
+}
+
+// setSnapshot sets node's snapshot in the embedded cache (for delta watches) and its
+// encoded form for SotW, answering the SotW watches it changes.
+func (c *sharedCache) setSnapshot(ctx context.Context, node string, snap *cachev3.Snapshot, enc *encodedSnapshot) error {
+	if err := c.SnapshotCache.SetSnapshot(ctx, node, snap); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.node(node)
+	n.snap = enc
+	ids := slices.Collect(maps.Keys(n.watches))
+	slices.SortFunc(ids, func(a, b int64) int {
+		ta := cachev3.GetResponseType(n.watches[a].req.GetTypeUrl())
+		tb := cachev3.GetResponseType(n.watches[b].req.GetTypeUrl())
+		if ta != tb {
+			return int(ta) - int(tb)
+		}
+		return int(a - b)
+	})
+	for _, id := range ids {
+		w := n.watches[id]
+		if w.req.GetVersionInfo() == enc.version {
+			continue
+		}
+		if resp := respond(w, enc); resp != nil {
+			delete(n.watches, id)
+			select {
+			case w.ch <- resp:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	return nil
+}
+
+// ClearSnapshot forgets node's snapshots; its open watches stay until cancelled.
+func (c *sharedCache) ClearSnapshot(node string) {
+	c.SnapshotCache.ClearSnapshot(node)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n, ok := c.nodes[node]; ok {
+		n.snap = nil
+		if len(n.watches) == 0 {
+			delete(c.nodes, node)
+		}
+	}
+}
+
+// node returns node's state, creating it. The caller holds c.mu.
+func (c *sharedCache) node(id string) *sotwNode {
+	n, ok := c.nodes[id]
+	if !ok {
+		n = &sotwNode{watches: map[int64]sotwWatch{}}
+		c.nodes[id] = n
+	}
+	return n
+}
+
+// CreateWatch answers req from node's snapshot, or waits for one that answers it.
+func (c *sharedCache) CreateWatch(req *cachev3.Request, sub cachev3.Subscription, ch chan cachev3.Response) (func(), error) {
+	id := req.GetNode().GetId()
+	w := sotwWatch{req: req, sub: sub, ch: ch}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.node(id)
+	if enc := n.snap; enc != nil && (req.GetVersionInfo() != enc.version || unsent(w, enc)) {
+		if resp := respond(w, enc); resp != nil {
+			ch <- resp // the stream's channel has room for one answer per type
+			return func() {}, nil
+		}
+	}
+	c.nextID++
+	wid := c.nextID
+	n.watches[wid] = w
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if n, ok := c.nodes[id]; ok {
+			delete(n.watches, wid)
+			if n.snap == nil && len(n.watches) == 0 {
+				delete(c.nodes, id)
+			}
+		}
+	}, nil
+}
+
+// unsent reports whether enc has a resource w subscribes to that the proxy was not sent.
+func unsent(w sotwWatch, enc *encodedSnapshot) bool {
+	known := w.sub.ReturnedResources()
+	et := enc.types[w.req.GetTypeUrl()]
+	if w.sub.IsWildcard() {
+		for _, name := range et.names {
+			if _, ok := known[name]; !ok {
+				return true
+			}
+		}
+		return false
+	}
+	for name := range w.sub.SubscribedResources() {
+		if _, ok := known[name]; !ok {
+			if _, found := slices.BinarySearch(et.names, name); found {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// respond builds the answer to w from enc: every resource of the type, or those the
+// request names; nil when it names one enc lacks.
+func respond(w sotwWatch, enc *encodedSnapshot) cachev3.Response {
+	typ := w.req.GetTypeUrl()
+	et := enc.types[typ]
+	out := &discoverypb.DiscoveryResponse{VersionInfo: enc.version, TypeUrl: typ}
+	returned := make(map[string]string, len(et.names))
+	if names := w.req.GetResourceNames(); len(names) > 0 {
+		for _, name := range names {
+			i, ok := slices.BinarySearch(et.names, name)
+			if !ok {
+				return nil
+			}
+			if _, dup := returned[name]; !dup {
+				out.Resources = append(out.Resources, et.anys[i])
+				returned[name] = enc.version
+			}
+		}
+	} else {
+		out.Resources = slices.Clone(et.anys)
+		for _, name := range et.names {
+			returned[name] = enc.version
+		}
+	}
+	return &cachev3.PassthroughResponse{Request: w.req, DiscoveryResponse: out, ReturnedResources: returned}
+}
