@@ -19,6 +19,9 @@ type ProxyStatus struct {
 	NodeID string
 	// Connected reports whether the proxy has an open ADS stream.
 	Connected bool
+	// Delta reports whether its latest stream speaks delta xDS (DELTA_GRPC), where a
+	// type is pushed only when its resources change (delta.go).
+	Delta bool
 	// Types holds the state of each type URL the proxy has requested.
 	Types map[string]TypeStatus
 }
@@ -50,13 +53,15 @@ func (t TypeStatus) Synced() bool {
 // nodeState is the tracker's record of one node id, across its streams.
 type nodeState struct {
 	streams int
+	delta   bool // its latest stream is a delta one
 	types   map[string]TypeStatus
 }
 
 // streamState is what the tracker knows of one ADS stream.
 type streamState struct {
-	node string
-	sent map[string]sentResponse // by type URL: the last response sent on this stream
+	node  string
+	sent  map[string]sentResponse // by type URL: the last response sent on this stream
+	delta bool
 }
 
 // sentResponse identifies one response sent.
@@ -100,6 +105,11 @@ func (t *tracker) callbacks() serverv3.Callbacks {
 		StreamRequestFunc:  t.onRequest,
 		StreamResponseFunc: t.onResponse,
 		StreamClosedFunc:   t.onClosed,
+
+		DeltaStreamOpenFunc:     t.onDeltaOpen,
+		StreamDeltaRequestFunc:  t.onDeltaRequest,
+		StreamDeltaResponseFunc: t.onDeltaResponse,
+		DeltaStreamClosedFunc:   t.onDeltaClosed,
 	}
 }
 
@@ -134,6 +144,7 @@ func (t *tracker) onRequest(streamID int64, req *discoverypb.DiscoveryRequest) e
 		st = &streamState{node: id, sent: map[string]sentResponse{}}
 		t.streams[streamID] = st
 		t.node(id).streams++
+		t.node(id).delta = false
 		t.log.Info("proxy connected", "node", id, "stream", streamID)
 		t.emit(Event{Kind: EventConnected, NodeID: id})
 	}
@@ -243,6 +254,7 @@ func (t *tracker) status(known []string) []ProxyStatus {
 		ps := ProxyStatus{NodeID: id, Types: map[string]TypeStatus{}}
 		if n, ok := t.nodes[id]; ok {
 			ps.Connected = n.streams > 0
+			ps.Delta = n.delta
 			ps.Types = maps.Clone(n.types)
 		}
 		out = append(out, ps)

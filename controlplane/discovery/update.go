@@ -35,6 +35,7 @@ type typeState struct {
 	names []string         // res's names
 	anys  []*anypb.Any     // res encoded, as every SotW response carries them (sotwcache.go)
 	sum   [sha256.Size]byte
+	since string // the version whose snapshot first had these resources: a delta proxy's Want
 }
 
 // Update generates the resources of every injected pod of m and pushes a new snapshot,
@@ -186,6 +187,7 @@ func (s *Server) generate(m *model.Model, pod *model.Pod, scope []resource.Type,
 		}
 		if old, ok := r.state.types[typ]; !ok || old.sum != ts.sum {
 			changed = true
+			ts.since = version
 			r.state.types[typ] = ts
 			if r.costs == nil {
 				r.costs = map[resource.Type]int{}
@@ -285,15 +287,21 @@ func scopeNames(scope []resource.Type) []string {
 func (s *Server) Status() []ProxyStatus {
 	s.mu.Lock()
 	known := slices.Clone(s.nodes)
-	wants := maps.Clone(s.wants)
 	s.mu.Unlock()
 	out := s.tracker.status(known)
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for _, ps := range out {
-		if want := wants[ps.NodeID]; want != "" {
-			for typ, ts := range ps.Types {
-				ts.Want = want
-				ps.Types[typ] = ts
+		want := s.wants[ps.NodeID]
+		if want == "" {
+			continue
+		}
+		for typ, ts := range ps.Types {
+			ts.Want = want
+			if st := s.proxies[ps.NodeID]; ps.Delta && st != nil {
+				ts.Want = st.types[typ].since // pushed only when it changed
 			}
+			ps.Types[typ] = ts
 		}
 	}
 	return out
