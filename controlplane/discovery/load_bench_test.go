@@ -5,10 +5,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -63,7 +65,8 @@ func BenchmarkPilotLoad(b *testing.B) {
 
 func pilotLoad(b *testing.B, services, replicas int) {
 	base := scaleModel(services, replicas)
-	s, stop := startLoadServer(b)
+	acks := newAckWaiter()
+	s, stop := startLoadServer(b, acks.observe)
 	defer stop()
 	ctx := context.Background()
 	if err := s.UpdateFor(ctx, base, "start"); err != nil {
@@ -72,7 +75,7 @@ func pilotLoad(b *testing.B, services, replicas int) {
 	clients := connectSimProxies(b, s.path, base)
 	defer clients.close()
 	start := time.Now()
-	waitAllSynced(b, s, len(clients.proxies))
+	acks.wait(b, s)
 	b.Logf("%d proxies connected and synced in %v", len(clients.proxies), time.Since(start).Round(time.Millisecond))
 
 	svc0, svc1 := base.Services[0], base.Services[1]
@@ -130,7 +133,7 @@ func pilotLoad(b *testing.B, services, replicas int) {
 					b.Fatalf("update: %v", err)
 				}
 				update = append(update, time.Since(t0))
-				waitAllSynced(b, s, len(clients.proxies))
+				acks.wait(b, s)
 				push = append(push, time.Since(t0))
 			}
 			b.StopTimer()
@@ -139,7 +142,7 @@ func pilotLoad(b *testing.B, services, replicas int) {
 				if err := s.UpdateFor(ctx, base, "bench: reset"); err != nil {
 					b.Fatalf("update: %v", err)
 				}
-				waitAllSynced(b, s, len(clients.proxies))
+				acks.wait(b, s)
 			}
 			if n := clients.errors(); n != "" {
 				b.Fatalf("simulated proxies failed: %s", n)
@@ -149,6 +152,9 @@ func pilotLoad(b *testing.B, services, replicas int) {
 			b.ReportMetric(ms(percentile(update, 50)), "update-p50-ms")
 			b.ReportMetric(ms(percentile(update, 99)), "update-p99-ms")
 			b.ReportMetric(ms(cpu)/float64(b.N), "cpu-ms/change")
+			if path := os.Getenv("MESHLAB_LOAD_HEAPPROFILE"); path != "" {
+				writeHeapProfile(b, fmt.Sprintf("%s.%s-%d", path, c.name, len(clients.proxies)))
+			}
 			runtime.GC()
 			var mem runtime.MemStats
 			runtime.ReadMemStats(&mem)
@@ -193,10 +199,11 @@ func scalePod(svc, r int, sidecar bool) *model.Pod {
 }
 
 // startLoadServer runs a quiet server on a socket in a temporary directory.
-func startLoadServer(b *testing.B) (*Server, func()) {
+func startLoadServer(b *testing.B, onEvent func(Event)) (*Server, func()) {
 	b.Helper()
 	s, err := New(Options{
 		Logger: slog.New(slog.DiscardHandler), SocketPath: filepath.Join(b.TempDir(), "xds.sock"), SocketGID: -1,
+		OnEvent: onEvent,
 	})
 	if err != nil {
 		b.Fatalf("New: %v", err)
@@ -212,29 +219,79 @@ func startLoadServer(b *testing.B) (*Server, func()) {
 	}
 }
 
-// waitAllSynced polls Status until n proxies have every type synced: sent what they
-// are to be sent, and ACKed it.
-func waitAllSynced(b *testing.B, s *Server, n int) {
+// ackWaiter follows the server's ACK events, so that the benchmark waits for every
+// proxy to ACK its version without polling Status (which would load the server).
+type ackWaiter struct {
+	mu      sync.Mutex
+	acked   map[string]map[string]string // node id -> type URL -> version ACKed
+	target  map[string]string            // node id -> version every type must reach
+	pending int                          // (node, type) pairs not at their target
+	done    chan struct{}
+}
+
+// loadTypes are the types every simulated proxy receives.
+var loadTypes = []string{resource.ClusterType, resource.EndpointType, resource.ListenerType, resource.RouteType}
+
+func newAckWaiter() *ackWaiter { return &ackWaiter{acked: map[string]map[string]string{}} }
+
+// observe is the server's OnEvent: it must not block.
+func (w *ackWaiter) observe(e Event) {
+	if e.Kind != EventACK {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := w.acked[e.NodeID]
+	if n == nil {
+		n = map[string]string{}
+		w.acked[e.NodeID] = n
+	}
+	was := n[e.TypeURL]
+	n[e.TypeURL] = e.Version
+	if w.target == nil || was == e.Version {
+		return
+	}
+	want := w.target[e.NodeID]
+	switch {
+	case e.Version == want:
+		w.pending--
+	case was == want:
+		w.pending++
+	}
+	if w.pending == 0 && w.done != nil {
+		close(w.done)
+		w.done = nil
+	}
+}
+
+// wait returns once every proxy holding a snapshot has ACKed its version of every type.
+func (w *ackWaiter) wait(b *testing.B, s *Server) {
 	b.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		synced := 0
-		for _, ps := range s.Status() {
-			ok := len(ps.Types) == 4
-			for _, ts := range ps.Types {
-				ok = ok && ts.Synced()
+	s.mu.Lock()
+	target := maps.Clone(s.wants)
+	s.mu.Unlock()
+	w.mu.Lock()
+	w.target, w.pending = target, 0
+	for id, v := range target {
+		for _, typ := range loadTypes {
+			if w.acked[id][typ] != v {
+				w.pending++
 			}
-			if ok {
-				synced++
-			}
 		}
-		if synced == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("%d of %d proxies synced after 2m", synced, n)
-		}
-		time.Sleep(2 * time.Millisecond)
+	}
+	done := make(chan struct{})
+	if w.pending == 0 {
+		close(done)
+	} else {
+		w.done = done
+	}
+	w.mu.Unlock()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		b.Fatalf("%d (proxy, type) pairs not ACKed at their version after 2m", w.pending)
 	}
 }
 
@@ -506,4 +563,18 @@ func peakRSS() int64 {
 		}
 	}
 	return 0
+}
+
+// writeHeapProfile writes the live heap (servers and simulated proxies alike) to path, for
+// `go tool pprof -sample_index=inuse_space`.
+func writeHeapProfile(b *testing.B, path string) {
+	runtime.GC()
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatalf("heap profile: %v", err)
+	}
+	defer f.Close()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		b.Fatalf("write heap profile %s: %v", path, err)
+	}
 }
