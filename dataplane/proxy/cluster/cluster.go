@@ -475,6 +475,9 @@ type doneBody struct {
 	done func()
 }
 
+// Unwrap returns the transport's body: after a 101 it is the upgraded connection.
+func (b *doneBody) Unwrap() io.ReadCloser { return b.ReadCloser }
+
 func (b *doneBody) Close() error {
 	b.once.Do(b.done)
 	return b.ReadCloser.Close()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -101,6 +102,24 @@ func (r *Route) compileRouteAction(a *routev3.RouteAction, vh *VirtualHost) erro
 		if md := d.AsDuration(); md > 0 && (r.Timeout == 0 || md < r.Timeout) {
 			r.Timeout = md
 		}
+	}
+	if v := a.GetMaxGrpcTimeout(); v != nil {
+		d := v.AsDuration()
+		r.GRPCTimeoutMax = &d
+	}
+	if v := a.GetMaxStreamDuration().GetGrpcTimeoutHeaderMax(); v != nil {
+		d := v.AsDuration()
+		r.GRPCTimeoutMax = &d
+	}
+	for i, u := range a.GetUpgradeConfigs() {
+		t := strings.ToLower(u.GetUpgradeType())
+		if t != "websocket" {
+			return fmt.Errorf("route.upgrade_configs[%d].upgrade_type: only websocket upgrades are supported by meshlab proxy, not %q", i, u.GetUpgradeType())
+		}
+		if r.Upgrades == nil {
+			r.Upgrades = map[string]bool{}
+		}
+		r.Upgrades[t] = u.GetEnabled() == nil || u.GetEnabled().GetValue()
 	}
 	r.Cluster = a.GetCluster()
 	for i, w := range a.GetWeightedClusters().GetClusters() {
@@ -407,4 +426,54 @@ func (m *headerMutation) apply(h http.Header, host *string) {
 			}
 		}
 	}
+}
+
+// timeoutFor returns the route's timeout for r: a gRPC request's grpc-timeout header
+// under max_grpc_timeout or grpc_timeout_header_max, capped by it (0: no cap; a request
+// without the header then has no timeout, as Envoy's FilterUtility::finalTimeout), else
+// the route's timeout.
+func (r *Route) timeoutFor(req *http.Request) time.Duration {
+	if r.GRPCTimeoutMax == nil || !isGRPC(req) {
+		return r.Timeout
+	}
+	max := *r.GRPCTimeoutMax
+	t, _ := parseGRPCTimeout(req.Header.Get("Grpc-Timeout"))
+	if max != 0 && (t == 0 || t > max) {
+		t = max
+	}
+	return t
+}
+
+func isGRPC(req *http.Request) bool {
+	ct := req.Header.Get("Content-Type")
+	return strings.HasPrefix(ct, "application/grpc") && (len(ct) == len("application/grpc") || ct[len("application/grpc")] == '+' || ct[len("application/grpc")] == ';')
+}
+
+// parseGRPCTimeout parses gRPC's grpc-timeout header: up to 8 digits and a unit.
+func parseGRPCTimeout(v string) (time.Duration, bool) {
+	if len(v) < 2 || len(v) > 9 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v[:len(v)-1], 10, 64)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	var unit time.Duration
+	switch v[len(v)-1] {
+	case 'H':
+		unit = time.Hour
+	case 'M':
+		unit = time.Minute
+	case 'S':
+		unit = time.Second
+	case 'm':
+		unit = time.Millisecond
+	case 'u':
+		unit = time.Microsecond
+	case 'n':
+		unit = time.Nanosecond
+	default:
+		return 0, false
+	}
+	return time.Duration(n) * unit, true
 }

@@ -52,6 +52,12 @@ func mustAny(t testing.TB, m proto.Message) *anypb.Any {
 
 func newLab(t testing.TB, clusters []*cluster.Config, routes ...*routev3.Route) *lab {
 	t.Helper()
+	return newLabHCM(t, nil, clusters, routes...)
+}
+
+// newLabHCM is newLab with the HCM changed by mutate before it is compiled.
+func newLabHCM(t testing.TB, mutate func(*hcmv3.HttpConnectionManager), clusters []*cluster.Config, routes ...*routev3.Route) *lab {
+	t.Helper()
 	l := &lab{store: stats.NewStore(), logPath: filepath.Join(t.TempDir(), "access.log")}
 	cm := cluster.NewManager(l.store)
 	cm.AddStatic(clusters)
@@ -67,6 +73,9 @@ func newLab(t testing.TB, clusters []*cluster.Config, routes ...*routev3.Route) 
 		},
 		AccessLog: []*accesslogv3.AccessLog{{Name: "envoy.access_loggers.file", ConfigType: &accesslogv3.AccessLog_TypedConfig{
 			TypedConfig: mustAny(t, &filev3.FileAccessLog{Path: l.logPath})}}},
+	}
+	if mutate != nil {
+		mutate(hcm)
 	}
 	cfg, err := Compile(mustAny(t, hcm))
 	if err != nil {

@@ -48,13 +48,14 @@ const (
 func (rt *router) forward(x *exchange, cl *cluster.Cluster) int {
 	route := x.route
 	ctx := x.r.Context()
-	if route.Timeout > 0 {
+	timeout := route.timeoutFor(x.r)
+	if timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, route.Timeout)
+		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
 	policy := route.Retry
-	expected := route.Timeout
+	expected := timeout
 	if policy != nil && policy.PerTryTimeout > 0 && (expected == 0 || policy.PerTryTimeout < expected) {
 		expected = policy.PerTryTimeout
 	}
@@ -289,6 +290,9 @@ func (rt *router) respond(x *exchange, a attempt) int {
 	x.vh.Headers.resp.apply(h, nil)
 	h.Set("X-Envoy-Upstream-Service-Time", strconv.FormatInt(time.Since(x.start).Milliseconds(), 10))
 	rt.setServer(h)
+	if x.upgrade != "" && resp.StatusCode == http.StatusSwitchingProtocols {
+		return rt.tunnel(x, a, h)
+	}
 	x.info.CodeDetails = "via_upstream"
 	x.w.WriteHeader(resp.StatusCode)
 	copyFlushing(x.w, resp.Body)

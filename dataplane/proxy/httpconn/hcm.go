@@ -3,6 +3,7 @@ package httpconn
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	faultv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
@@ -27,12 +28,15 @@ var hcmAllow = fieldcheck.Allow{
 	"envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager": {
 		"codec_type", "stat_prefix", "rds", "route_config", "http_filters", "server_name", "server_header_transformation", "access_log",
 		"forward_client_cert_details", "set_current_client_cert_details", "drain_timeout", "http2_protocol_options",
+		"stream_idle_timeout", "use_remote_address", "proxy_100_continue", "upgrade_configs", "normalize_path",
+		"merge_slashes", "path_with_escaped_slashes_action", "request_id_extension", "preserve_external_request_id", "tracing",
 	},
-	"envoy.config.core.v3.Http2ProtocolOptions": {"max_concurrent_streams"},
+	"envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager.UpgradeConfig":               {"upgrade_type", "enabled"},
+	"envoy.config.core.v3.Http2ProtocolOptions":                                                                     {"max_concurrent_streams"},
 	"envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager.SetCurrentClientCertDetails": {"subject", "uri", "dns"},
 	"envoy.extensions.filters.network.http_connection_manager.v3.Rds":                                               {"config_source", "route_config_name"},
 	"envoy.extensions.filters.network.http_connection_manager.v3.HttpFilter":                                        {"name", "typed_config"},
-}.Merge(cluster.ConfigSourceAllow)
+}.Merge(cluster.ConfigSourceAllow, requestIDAllow, tracingAllow)
 
 var routerAllow = fieldcheck.Allow{"envoy.extensions.filters.http.router.v3.Router": {}}
 
@@ -62,6 +66,18 @@ type Config struct {
 	MaxConcurrentStreams uint32
 	// DrainTimeout is the HCM's drain_timeout (0: DefaultDrainTimeout).
 	DrainTimeout time.Duration
+	// UseRemoteAddress is use_remote_address: the connection's peer is the client
+	// (appended to x-forwarded-for, x-envoy-external-address set, internal headers removed).
+	UseRemoteAddress bool
+	// Path is normalize_path, merge_slashes and path_with_escaped_slashes_action.
+	Path PathNormalization
+	// Upgrades lists the upgrade types (lower case) upgrade_configs enables, e.g.
+	// "websocket"; a route's upgrade_configs may override each.
+	Upgrades map[string]bool
+	// RequestID is request_id_extension and preserve_external_request_id.
+	RequestID RequestID
+	// Tracing is the tracing block (provider unset), nil without tracing.
+	Tracing *Tracing
 }
 
 // Codec is the HCM's codec_type.
@@ -113,6 +129,9 @@ func Compile(a *anypb.Any) (*Config, error) {
 	}
 	if h.GetServerName() != "" {
 		cfg.ServerName = h.GetServerName()
+	}
+	if err := cfg.compileStreamOptions(&h); err != nil {
+		return nil, err
 	}
 	switch {
 	case h.GetRds() != nil:
@@ -198,6 +217,54 @@ func checkRouter(tc *anypb.Any) error {
 	}
 	if err := routerAllow.Check(&r); err != nil {
 		return fmt.Errorf("typed_config.%w", err)
+	}
+	return nil
+}
+
+// compileStreamOptions compiles the HCM fields that shape each stream: idle timeout,
+// 100-continue, upgrades, path normalization, the remote address, x-request-id, tracing.
+func (cfg *Config) compileStreamOptions(h *hcmv3.HttpConnectionManager) error {
+	// The proxy has no per-stream idle timer; 0 (disabled), which Istio sends on every
+	// HCM, is exactly its behaviour. Any other value is refused rather than ignored.
+	if d := h.GetStreamIdleTimeout(); d != nil && d.AsDuration() != 0 {
+		return errors.New("stream_idle_timeout: only 0s (disabled) is supported by meshlab proxy")
+	}
+	// proxy_100_continue: either way the client that sent "Expect: 100-continue" gets a
+	// 100 Continue before its body is forwarded and the final response afterwards. With
+	// true Envoy relays the upstream's own 100; the proxy answers it itself when the
+	// router asks for the body, which it does at once (Istio's retry policy buffers every
+	// body), so only the timing of the 100 within the same round trip differs.
+	_ = h.GetProxy_100Continue()
+	cfg.UseRemoteAddress = h.GetUseRemoteAddress().GetValue()
+	cfg.Path.Normalize = h.GetNormalizePath().GetValue()
+	cfg.Path.MergeSlashes = h.GetMergeSlashes()
+	switch h.GetPathWithEscapedSlashesAction() {
+	case hcmv3.HttpConnectionManager_IMPLEMENTATION_SPECIFIC_DEFAULT, hcmv3.HttpConnectionManager_KEEP_UNCHANGED:
+	case hcmv3.HttpConnectionManager_REJECT_REQUEST:
+		cfg.Path.EscapedSlashes = EscapedSlashesReject
+	case hcmv3.HttpConnectionManager_UNESCAPE_AND_REDIRECT:
+		cfg.Path.EscapedSlashes = EscapedSlashesRedirect
+	case hcmv3.HttpConnectionManager_UNESCAPE_AND_FORWARD:
+		cfg.Path.EscapedSlashes = EscapedSlashesUnescape
+	default:
+		return fmt.Errorf("path_with_escaped_slashes_action: unknown action %s", h.GetPathWithEscapedSlashesAction())
+	}
+	for i, u := range h.GetUpgradeConfigs() {
+		t := strings.ToLower(u.GetUpgradeType())
+		if t != "websocket" {
+			return fmt.Errorf("upgrade_configs[%d].upgrade_type: only websocket upgrades are supported by meshlab proxy, not %q", i, u.GetUpgradeType())
+		}
+		if cfg.Upgrades == nil {
+			cfg.Upgrades = map[string]bool{}
+		}
+		cfg.Upgrades[t] = u.GetEnabled() == nil || u.GetEnabled().GetValue()
+	}
+	var err error
+	if cfg.RequestID, err = compileRequestID(h); err != nil {
+		return err
+	}
+	if cfg.Tracing, err = compileTracing(h); err != nil {
+		return err
 	}
 	return nil
 }

@@ -222,6 +222,9 @@ func (c *h1Conn) serveOne(ctx context.Context, deps Deps) bool {
 	}
 	c.handler.ServeHTTP(w, req)
 	c.stopWatch()
+	if w.hijacked {
+		return false // an upgraded stream ended: the handler closed the connection
+	}
 	if !w.finish() {
 		return false
 	}
@@ -372,12 +375,25 @@ type h1Response struct {
 	written       int64
 	closeAfter    bool
 	aborted       bool
+	hijacked      bool // an upgrade took the connection over
 	// continued is the body of a request that expects 100-continue; answered before the
 	// body was asked for, the body never comes and the connection cannot be reused.
 	continued *continueReader
 }
 
 func (w *h1Response) Header() http.Header { return w.header }
+
+// Hijack hands the connection to the router for an upgraded stream (a 101 it forwards
+// itself): the disconnect watch stops reading, and the buffered reader keeps the bytes
+// the client sent after its request.
+func (w *h1Response) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if w.wroteHeader || w.hijacked {
+		return nil, nil, errors.New("hijack connection: response already started")
+	}
+	w.c.stopWatch()
+	w.hijacked = true
+	return w.c.conn, bufio.NewReadWriter(w.c.br, w.c.bw), nil
+}
 
 // WriteHeader writes the status line and headers into the connection's buffer.
 func (w *h1Response) WriteHeader(code int) {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -141,6 +142,7 @@ type exchange struct {
 	info     accesslog.Info
 	upstream cluster.UpstreamInfo // filled by the attempts when access logs are on
 	rx       *countingBody
+	upgrade  string // the enabled upgrade the request asks for ("websocket"), "" for none
 }
 
 func (rt *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -219,16 +221,12 @@ func requestPath(r *http.Request) string {
 // serve handles one request and returns the status code sent downstream.
 func (rt *router) serve(x *exchange) int {
 	r := x.r
-	if r.Header.Get("X-Request-Id") == "" {
-		r.Header.Set("X-Request-Id", newUUID())
-	}
-	if r.Header.Get("X-Forwarded-Proto") == "" {
-		proto := "http"
-		if r.TLS != nil {
-			proto = "https"
+	if rt.cfg.Path.active() {
+		if code, done := rt.normalizePath(x); done {
+			return code
 		}
-		r.Header.Set("X-Forwarded-Proto", proto)
 	}
+	rt.mutateRequestHeaders(r)
 	rt.cfg.XFCC.apply(r.Header, r.TLS, rt.ds.LocalCert)
 	if t := rt.table(); t != nil {
 		x.vh, x.route = t.MatchRequest(&Request{Method: r.Method, Authority: r.Host, Path: requestPath(r), Scheme: "http", Header: r.Header})
@@ -237,6 +235,14 @@ func (rt *router) serve(x *exchange) int {
 		return code
 	}
 	route := x.route
+	if up := requestedUpgrade(r); up != "" {
+		if !rt.upgradeAllowed(route, up) {
+			// Envoy refuses an upgrade no upgrade_configs enables.
+			x.info.CodeDetails = "upgrade_failed"
+			return rt.localReply(x, http.StatusForbidden, "")
+		}
+		x.upgrade = up
+	}
 	if route == nil {
 		rt.st.noRoute.Inc()
 		x.info.Flags |= accesslog.NoRouteFound
@@ -409,6 +415,9 @@ func (rt *router) outgoing(x *exchange, timeout time.Duration) *http.Request {
 	if r.ContentLength == 0 {
 		out.Body = nil
 	}
+	if x.upgrade != "" {
+		upgradeHeaders(out, r.Header)
+	}
 	return out
 }
 
@@ -535,4 +544,33 @@ func teTrailers(h http.Header) bool {
 		}
 	}
 	return false
+}
+
+// normalizePath applies the HCM's path normalization to the request target before
+// routing; it reports whether the request was answered (400 or a redirect).
+func (rt *router) normalizePath(x *exchange) (int, bool) {
+	r := x.r
+	target := requestPath(r)
+	p, res := rt.cfg.Path.apply(target)
+	switch res {
+	case pathReject:
+		x.info.CodeDetails = "path_normalization_failed"
+		return rt.localReply(x, http.StatusBadRequest, ""), true
+	case pathRedirect:
+		x.w.Header().Set("Location", p)
+		x.info.CodeDetails = "path_normalization_redirect"
+		return rt.localReply(x, http.StatusTemporaryRedirect, ""), true
+	}
+	if p != target {
+		var err error
+		r.RequestURI = p
+		path, q, _ := strings.Cut(p, "?")
+		u := *r.URL
+		u.RawPath, u.RawQuery = path, q
+		if u.Path, err = url.PathUnescape(path); err != nil {
+			u.Path = path
+		}
+		r.URL = &u
+	}
+	return 0, false
 }

@@ -26,19 +26,37 @@ import (
 	"github.com/meshlab/meshlab/dataplane/proxy/fraction"
 )
 
+// defaultMaxDirectResponseBody is Envoy's max_direct_response_body_size_bytes default.
+const defaultMaxDirectResponseBody = 4096
+
+// stripPort removes a ":port" from an authority (bracketed IPv6 literals kept whole).
+func stripPort(host string) string {
+	i := strings.LastIndexByte(host, ':')
+	if i < 0 || strings.LastIndexByte(host, ']') > i {
+		return host
+	}
+	for _, c := range host[i+1:] {
+		if c < '0' || c > '9' {
+			return host
+		}
+	}
+	return host[:i]
+}
+
 // DefaultRouteTimeout is Envoy's route timeout when the field is unset.
 const DefaultRouteTimeout = 15 * time.Second
 
 var routeAllow = fieldcheck.Allow{
-	"envoy.config.route.v3.RouteConfiguration": {"name", "virtual_hosts", "validate_clusters"},
+	"envoy.config.route.v3.RouteConfiguration": {"name", "virtual_hosts", "validate_clusters", "ignore_port_in_host_matching", "max_direct_response_body_size_bytes"},
 	"envoy.config.route.v3.VirtualHost": {"name", "domains", "routes", "retry_policy", "include_request_attempt_count",
 		"request_headers_to_add", "request_headers_to_remove", "response_headers_to_add", "response_headers_to_remove"},
 	"envoy.config.route.v3.Route": {"name", "match", "route", "redirect", "direct_response", "metadata", "decorator", "typed_per_filter_config",
 		"request_headers_to_add", "request_headers_to_remove", "response_headers_to_add", "response_headers_to_remove"},
 	"envoy.type.matcher.v3.RegexMatcher": {"regex", "google_re2"},
 	"envoy.config.route.v3.RouteAction": {"cluster", "weighted_clusters", "timeout", "retry_policy", "prefix_rewrite", "regex_rewrite",
-		"host_rewrite_literal", "request_mirror_policies", "max_stream_duration"},
-	"envoy.config.route.v3.RouteAction.MaxStreamDuration":   {"max_stream_duration"},
+		"host_rewrite_literal", "request_mirror_policies", "max_stream_duration", "max_grpc_timeout", "upgrade_configs"},
+	"envoy.config.route.v3.RouteAction.MaxStreamDuration":   {"max_stream_duration", "grpc_timeout_header_max"},
+	"envoy.config.route.v3.RouteAction.UpgradeConfig":       {"upgrade_type", "enabled"},
 	"envoy.config.route.v3.WeightedCluster":                 {"clusters", "total_weight"},
 	"envoy.config.route.v3.WeightedCluster.ClusterWeight":   {"name", "weight", "host_rewrite_literal", "request_headers_to_add", "request_headers_to_remove", "response_headers_to_add", "response_headers_to_remove"},
 	"envoy.config.route.v3.DirectResponseAction":            {"status", "body"},
@@ -61,6 +79,7 @@ type RouteTable struct {
 	prefixes   []wildcard // "foo.*", longest first
 	defaultVH  *VirtualHost
 	vhostOrder []*VirtualHost
+	ignorePort bool // ignore_port_in_host_matching
 }
 
 type wildcard struct {
@@ -98,6 +117,12 @@ type Route struct {
 	Headers  headerMutations
 	// Faults holds typed_per_filter_config entries for fault filters, by filter name.
 	Faults map[string]*fault.Config
+	// Upgrades is the route's upgrade_configs, overriding the HCM's per type; nil: none.
+	Upgrades map[string]bool
+	// GRPCTimeoutMax, when set, makes a gRPC request's grpc-timeout header its timeout,
+	// capped by the value (0: no cap): max_grpc_timeout or
+	// max_stream_duration.grpc_timeout_header_max.
+	GRPCTimeoutMax *time.Duration
 }
 
 // WeightedCluster is one target of weighted_clusters.
@@ -133,7 +158,11 @@ func CompileRoutes(rc *routev3.RouteConfiguration) (*RouteTable, error) {
 	if err := routeAllow.Check(rc); err != nil {
 		return nil, fmt.Errorf("route configuration '%s': %w", rc.GetName(), err)
 	}
-	t := &RouteTable{Name: rc.GetName(), exact: map[string]*VirtualHost{}}
+	t := &RouteTable{Name: rc.GetName(), exact: map[string]*VirtualHost{}, ignorePort: rc.GetIgnorePortInHostMatching()}
+	maxBody := uint32(defaultMaxDirectResponseBody)
+	if v := rc.GetMaxDirectResponseBodySizeBytes(); v != nil {
+		maxBody = v.GetValue()
+	}
 	seen := map[string]bool{}
 	for i, pvh := range rc.GetVirtualHosts() {
 		vh := &VirtualHost{Name: pvh.GetName()}
@@ -150,6 +179,9 @@ func CompileRoutes(rc *routev3.RouteConfiguration) (*RouteTable, error) {
 			r, err := compileRoute(pr, vh)
 			if err != nil {
 				return nil, fmt.Errorf("route configuration '%s': virtual_hosts[%d].routes[%d].%w", rc.GetName(), i, j, err)
+			}
+			if r.Direct != nil && len(r.Direct.Body) > int(maxBody) {
+				return nil, fmt.Errorf("route configuration '%s': virtual_hosts[%d].routes[%d].direct_response.body: response body size is %d bytes; maximum is %d", rc.GetName(), i, j, len(r.Direct.Body), maxBody)
 			}
 			vh.Routes = append(vh.Routes, r)
 		}
@@ -232,6 +264,9 @@ func compileRoute(pr *routev3.Route, vh *VirtualHost) (*Route, error) {
 // the authority (Envoy's ignore_port_in_host_matching is false by default).
 func (t *RouteTable) VirtualHostFor(host string) *VirtualHost {
 	host = strings.ToLower(host)
+	if t.ignorePort {
+		host = stripPort(host)
+	}
 	if vh, ok := t.exact[host]; ok {
 		return vh
 	}

@@ -1,0 +1,320 @@
+package httpconn
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	tracev3 "github.com/envoyproxy/go-control-plane/envoy/config/trace/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	uuidv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/request_id/uuid/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
+)
+
+// echoHeaders is a backend answering with the request's path and headers as JSON.
+func echoHeaders(t *testing.T) string {
+	t.Helper()
+	return backend(t, "", func(w http.ResponseWriter, r *http.Request) {
+		out := map[string]string{":path": r.RequestURI}
+		for k := range r.Header {
+			out[strings.ToLower(k)] = strings.Join(r.Header.Values(k), ",")
+		}
+		_ = json.NewEncoder(w).Encode(out)
+	})
+}
+
+func seen(t *testing.T, body string) map[string]string {
+	t.Helper()
+	var m map[string]string
+	if err := json.Unmarshal([]byte(body), &m); err != nil {
+		t.Fatalf("decode %q: %v", body, err)
+	}
+	return m
+}
+
+func echoLab(t *testing.T, mutate func(*hcmv3.HttpConnectionManager)) *lab {
+	t.Helper()
+	up := echoHeaders(t)
+	return newLabHCM(t, mutate, []*cluster.Config{staticCluster(t, "echo", up)}, routeTo(prefix("/"), to("echo")))
+}
+
+func TestUseRemoteAddressAppendsTheClientToXForwardedForAndMarksItExternal(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		useRemote    bool
+		wantXFF      string
+		wantExternal string
+	}{
+		// The proxy's client is 127.0.0.1: Envoy appends its own (local) address for a
+		// loopback peer, which is 127.0.0.1 here as well.
+		{name: "use_remote_address true", useRemote: true, wantXFF: "10.9.9.9,127.0.0.1", wantExternal: "127.0.0.1"},
+		{name: "use_remote_address false", useRemote: false, wantXFF: "10.9.9.9", wantExternal: ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := echoLab(t, func(h *hcmv3.HttpConnectionManager) { h.UseRemoteAddress = wrapperspb.Bool(tc.useRemote) })
+			_, body := l.get(t, "/", "X-Forwarded-For", "10.9.9.9", "X-Envoy-Internal", "true", "X-Envoy-Retry-On", "5xx")
+			got := seen(t, body)
+			if got["x-forwarded-for"] != tc.wantXFF {
+				t.Errorf("x-forwarded-for = %q, want %q", got["x-forwarded-for"], tc.wantXFF)
+			}
+			if got["x-envoy-external-address"] != tc.wantExternal {
+				t.Errorf("x-envoy-external-address = %q, want %q", got["x-envoy-external-address"], tc.wantExternal)
+			}
+			if _, ok := got["x-envoy-internal"]; ok {
+				t.Error("x-envoy-internal reached the upstream of a request from a non-internal address")
+			}
+			if _, ok := got["x-envoy-retry-on"]; ok == tc.useRemote {
+				t.Errorf("x-envoy-retry-on forwarded = %v, want %v (removed from edge requests only)", ok, !tc.useRemote)
+			}
+		})
+	}
+}
+
+func TestEdgeRequestGetsANewRequestIDUnlessPreserved(t *testing.T) {
+	const external = "5f7c1e2a-0b5e-4c8e-9d4e-1a2b3c4d5e6f"
+	for _, tc := range []struct {
+		name      string
+		useRemote bool
+		preserve  bool
+		keep      bool
+	}{
+		{name: "sidecar keeps the id", useRemote: false, keep: true},
+		{name: "edge replaces the id", useRemote: true, keep: false},
+		{name: "edge with preserve_external_request_id keeps it", useRemote: true, preserve: true, keep: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := echoLab(t, func(h *hcmv3.HttpConnectionManager) {
+				h.UseRemoteAddress = wrapperspb.Bool(tc.useRemote)
+				h.PreserveExternalRequestId = tc.preserve
+				h.RequestIdExtension = &hcmv3.RequestIDExtension{TypedConfig: mustAny(t, &uuidv3.UuidRequestIdConfig{})}
+			})
+			_, body := l.get(t, "/", "X-Request-Id", external)
+			got := seen(t, body)["x-request-id"]
+			if (got == external) != tc.keep {
+				t.Errorf("x-request-id = %q, kept = %v, want kept %v", got, got == external, tc.keep)
+			}
+			if len(got) != 36 {
+				t.Errorf("x-request-id %q is not a UUID", got)
+			}
+		})
+	}
+}
+
+func TestTracingWithoutProviderPacksTheTraceReasonIntoTheRequestID(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		random float64
+		hdr    []string
+		want   byte
+	}{
+		{name: "random sampling 100 percent samples", random: 100, want: traceSampled},
+		{name: "random sampling 0 percent does not trace", random: 0, want: traceNone},
+		{name: "x-client-trace-id forces a client trace", random: 0, hdr: []string{"X-Client-Trace-Id", "abc"}, want: traceClient},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := echoLab(t, func(h *hcmv3.HttpConnectionManager) {
+				h.Tracing = &hcmv3.HttpConnectionManager_Tracing{RandomSampling: &typev3.Percent{Value: tc.random}}
+			})
+			for i := 0; i < 20; i++ {
+				_, body := l.get(t, "/", tc.hdr...)
+				rid := seen(t, body)["x-request-id"]
+				if len(rid) != 36 || rid[14] != tc.want {
+					t.Fatalf("x-request-id = %q, want trace reason %q at index 14", rid, tc.want)
+				}
+			}
+		})
+	}
+	t.Run("no tracing leaves a version 4 id", func(t *testing.T) {
+		l := echoLab(t, nil)
+		_, body := l.get(t, "/")
+		if rid := seen(t, body)["x-request-id"]; rid[14] != '4' {
+			t.Errorf("x-request-id = %q", rid)
+		}
+	})
+}
+
+func TestTracingProviderIsRefusedByName(t *testing.T) {
+	h := &hcmv3.HttpConnectionManager{Tracing: &hcmv3.HttpConnectionManager_Tracing{Provider: nil, Verbose: true}}
+	if _, err := compileTracing(h); err != nil {
+		t.Fatalf("verbose tracing without a provider: %v", err)
+	}
+	_, err := compileTracingProvider(t)
+	if err == nil || !strings.Contains(err.Error(), "tracing.provider") {
+		t.Fatalf("err = %v, want tracing.provider refused", err)
+	}
+}
+
+func TestStreamIdleTimeoutOnlyZeroIsAccepted(t *testing.T) {
+	base := func(d time.Duration) error {
+		h := &hcmv3.HttpConnectionManager{StreamIdleTimeout: durationpb.New(d)}
+		return (&Config{}).compileStreamOptions(h)
+	}
+	if err := base(0); err != nil {
+		t.Errorf("stream_idle_timeout 0s: %v", err)
+	}
+	if err := base(time.Minute); err == nil || !strings.Contains(err.Error(), "stream_idle_timeout") {
+		t.Errorf("stream_idle_timeout 60s: err = %v, want it refused by name", err)
+	}
+}
+
+func TestNormalizePathAndEscapedSlashes(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		mutate   func(*hcmv3.HttpConnectionManager)
+		path     string
+		wantCode int
+		wantPath string
+	}{
+		{name: "normalize_path removes dot segments", mutate: func(h *hcmv3.HttpConnectionManager) { h.NormalizePath = wrapperspb.Bool(true) },
+			path: "/a/./b/../c?x=1", wantCode: 200, wantPath: "/a/c?x=1"},
+		{name: "normalize_path decodes unreserved escapes", mutate: func(h *hcmv3.HttpConnectionManager) { h.NormalizePath = wrapperspb.Bool(true) },
+			path: "/%61b%2fc", wantCode: 200, wantPath: "/ab%2Fc"},
+		{name: "without normalize_path the path is forwarded as sent", mutate: nil, path: "/a/./b/../c", wantCode: 200, wantPath: "/a/./b/../c"},
+		{name: "merge_slashes", mutate: func(h *hcmv3.HttpConnectionManager) { h.MergeSlashes = true }, path: "//a///b", wantCode: 200, wantPath: "/a/b"},
+		{name: "UNESCAPE_AND_FORWARD", mutate: func(h *hcmv3.HttpConnectionManager) {
+			h.PathWithEscapedSlashesAction = hcmv3.HttpConnectionManager_UNESCAPE_AND_FORWARD
+		}, path: "/a%2Fb%5cc", wantCode: 200, wantPath: `/a/b\c`},
+		{name: "REJECT_REQUEST", mutate: func(h *hcmv3.HttpConnectionManager) {
+			h.PathWithEscapedSlashesAction = hcmv3.HttpConnectionManager_REJECT_REQUEST
+		}, path: "/a%2Fb", wantCode: 400},
+		{name: "KEEP_UNCHANGED", mutate: func(h *hcmv3.HttpConnectionManager) {
+			h.PathWithEscapedSlashesAction = hcmv3.HttpConnectionManager_KEEP_UNCHANGED
+		}, path: "/a%2Fb", wantCode: 200, wantPath: "/a%2Fb"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := echoLab(t, tc.mutate)
+			resp, body := rawGet(t, l.addr, tc.path)
+			if resp.StatusCode != tc.wantCode {
+				t.Fatalf("status = %d, want %d (%s)", resp.StatusCode, tc.wantCode, body)
+			}
+			if tc.wantCode == 200 {
+				if got := seen(t, body)[":path"]; got != tc.wantPath {
+					t.Errorf("upstream :path = %q, want %q", got, tc.wantPath)
+				}
+			}
+		})
+	}
+	t.Run("UNESCAPE_AND_REDIRECT", func(t *testing.T) {
+		l := echoLab(t, func(h *hcmv3.HttpConnectionManager) {
+			h.PathWithEscapedSlashesAction = hcmv3.HttpConnectionManager_UNESCAPE_AND_REDIRECT
+		})
+		resp, _ := rawGet(t, l.addr, "/a%2Fb?q=1")
+		if resp.StatusCode != http.StatusTemporaryRedirect || resp.Header.Get("Location") != "/a/b?q=1" {
+			t.Errorf("status %d location %q, want 307 to /a/b?q=1", resp.StatusCode, resp.Header.Get("Location"))
+		}
+	})
+}
+
+// rawGet sends a request target verbatim (net/http would clean it).
+func rawGet(t *testing.T, addr, target string) (*http.Response, string) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", target)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, string(b)
+}
+
+func TestIgnorePortInHostMatching(t *testing.T) {
+	rc := func(ignore bool) *RouteTable {
+		tb, err := CompileRoutes(&routev3.RouteConfiguration{Name: "r", IgnorePortInHostMatching: ignore,
+			VirtualHosts: []*routev3.VirtualHost{{Name: "reviews", Domains: []string{"reviews.default.svc.cluster.local"},
+				Routes: []*routev3.Route{routeTo(prefix("/"), to("c"))}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tb
+	}
+	if vh := rc(true).VirtualHostFor("reviews.default.svc.cluster.local:9080"); vh == nil || vh.Name != "reviews" {
+		t.Errorf("ignore_port_in_host_matching: authority with a port matched %v", vh)
+	}
+	if vh := rc(false).VirtualHostFor("reviews.default.svc.cluster.local:9080"); vh != nil {
+		t.Errorf("without ignore_port_in_host_matching the port is part of the authority, matched %v", vh.Name)
+	}
+	if got := stripPort("[::1]:80"); got != "[::1]" {
+		t.Errorf("stripPort([::1]:80) = %q", got)
+	}
+	if got := stripPort("[::1]"); got != "[::1]" {
+		t.Errorf("stripPort([::1]) = %q", got)
+	}
+}
+
+func TestMaxDirectResponseBodySizeBytes(t *testing.T) {
+	direct := func(body string, max *wrapperspb.UInt32Value) error {
+		_, err := CompileRoutes(&routev3.RouteConfiguration{Name: "r", MaxDirectResponseBodySizeBytes: max,
+			VirtualHosts: []*routev3.VirtualHost{{Name: "vh", Domains: []string{"*"}, Routes: []*routev3.Route{{
+				Match: prefix("/"), Action: &routev3.Route_DirectResponse{DirectResponse: &routev3.DirectResponseAction{Status: 200,
+					Body: inline(body)}}}}}}})
+		return err
+	}
+	big := strings.Repeat("x", 5000)
+	if err := direct(big, nil); err == nil || !strings.Contains(err.Error(), "maximum is 4096") {
+		t.Errorf("5000-byte body under Envoy's 4 KiB default: err = %v", err)
+	}
+	if err := direct(big, wrapperspb.UInt32(1024*1024)); err != nil {
+		t.Errorf("5000-byte body under Istio's 1 MiB: %v", err)
+	}
+}
+
+func TestGRPCTimeoutHeaderUnderMaxGrpcTimeout(t *testing.T) {
+	ms := func(d time.Duration) *time.Duration { return &d }
+	grpc := func(timeout string) *http.Request {
+		r, _ := http.NewRequest("POST", "/pkg.Svc/M", nil)
+		r.Header.Set("Content-Type", "application/grpc")
+		if timeout != "" {
+			r.Header.Set("Grpc-Timeout", timeout)
+		}
+		return r
+	}
+	plain, _ := http.NewRequest("GET", "/", nil)
+	for _, tc := range []struct {
+		name string
+		max  *time.Duration
+		req  *http.Request
+		want time.Duration
+	}{
+		{name: "unset keeps the route timeout", max: nil, req: grpc("1S"), want: 15 * time.Second},
+		{name: "0 means no cap: the header decides", max: ms(0), req: grpc("200m"), want: 200 * time.Millisecond},
+		{name: "0 and no header: no timeout", max: ms(0), req: grpc(""), want: 0},
+		{name: "the cap bounds the header", max: ms(time.Second), req: grpc("5S"), want: time.Second},
+		{name: "the cap applies without a header", max: ms(time.Second), req: grpc(""), want: time.Second},
+		{name: "not gRPC keeps the route timeout", max: ms(0), req: plain, want: 15 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Route{Timeout: 15 * time.Second, GRPCTimeoutMax: tc.max}
+			if got := r.timeoutFor(tc.req); got != tc.want {
+				t.Errorf("timeout = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func inline(s string) *corev3.DataSource {
+	return &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: s}}
+}
+
+func compileTracingProvider(t *testing.T) (*Tracing, error) {
+	t.Helper()
+	return compileTracing(&hcmv3.HttpConnectionManager{Tracing: &hcmv3.HttpConnectionManager_Tracing{
+		Provider: &tracev3.Tracing_Http{Name: "envoy.tracers.zipkin"}}})
+}
