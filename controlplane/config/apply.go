@@ -48,7 +48,17 @@ func (s *Scenario) Apply(files ...File) (*Scenario, []Change, error) {
 	var errs ErrorList
 	var added []*Object
 	for _, f := range files {
-		for _, d := range splitDocuments(f.Data) {
+		if !checkFileSize(f.Name, f.Data, &errs) {
+			continue
+		}
+		docs := splitDocuments(f.Data)
+		if !checkDocumentCount(f.Name, len(docs), &errs) {
+			continue
+		}
+		for _, d := range docs {
+			if !checkDocumentSize(f.Name, d, &errs) {
+				continue
+			}
 			o, ok := decodeDocument(f.Name, d, &errs)
 			if o == nil || !ok {
 				continue
@@ -123,6 +133,7 @@ func (s *Scenario) Delete(refs ...Ref) (*Scenario, []Change, error) {
 func (s *Scenario) check() error {
 	var errs ErrorList
 	checkScenario(s.Objects, nil, &errs)
+	checkTotal(s.File, s.Objects, &errs)
 	if len(errs) > 0 {
 		return sortErrors(errs)
 	}
@@ -133,7 +144,7 @@ func sortErrors(errs ErrorList) ErrorList {
 	slices.SortStableFunc(errs, func(a, b *Error) int {
 		return cmp.Or(cmp.Compare(a.Origin.File, b.Origin.File), cmp.Compare(a.Doc, b.Doc))
 	})
-	return errs
+	return capErrors(errs)
 }
 
 // sameSpec reports whether two objects say the same thing, whatever their file.

@@ -81,9 +81,19 @@ func LoadFile(path string) (*Scenario, error) {
 // problem is collected: the error, when not nil, is an ErrorList.
 func Load(file string, data []byte) (*Scenario, error) {
 	var errs ErrorList
+	if !checkFileSize(file, data, &errs) {
+		return nil, errs
+	}
 	s := &Scenario{File: file}
 	var bad []*Object
-	for _, d := range splitDocuments(data) {
+	docs := splitDocuments(data)
+	if !checkDocumentCount(file, len(docs), &errs) {
+		return nil, errs
+	}
+	for _, d := range docs {
+		if !checkDocumentSize(file, d, &errs) {
+			continue
+		}
 		o, ok := decodeDocument(file, d, &errs)
 		switch {
 		case o == nil:
@@ -94,9 +104,10 @@ func Load(file string, data []byte) (*Scenario, error) {
 		}
 	}
 	checkScenario(s.Objects, bad, &errs)
+	checkTotal(file, s.Objects, &errs)
 	slices.SortStableFunc(errs, func(a, b *Error) int { return cmp.Compare(a.Doc, b.Doc) })
 	if len(errs) > 0 {
-		return nil, errs
+		return nil, capErrors(errs)
 	}
 	return s, nil
 }
@@ -133,6 +144,9 @@ func decodeDocument(file string, d document, errs *ErrorList) (*Object, bool) {
 		return nil, true // a lab's steps, for the lab runner
 	}
 	p.origin = o.Origin
+	if !checkTree(js, top, o.Origin.Kind, p) {
+		return o, false
+	}
 	n := len(*errs)
 	switch decoderFor(apiVersion, o.Origin.Kind, p) {
 	case kindService:
