@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
+
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
@@ -36,17 +39,51 @@ const (
 )
 
 // PushTooLargeError is Update's refusal of a config whose push would exceed MaxPushBytes.
+// Its message leaves the proxy to the caller, which names it.
 type PushTooLargeError struct {
 	NodeID  string
 	TypeURL string
 	Bytes   int
 	// Largest names the heaviest resources of the type, heaviest first, with sizes.
 	Largest []string
+	// Origin is the config path of the object that made the heaviest part of them (the
+	// VirtualService of the largest virtual host), when the resources record one.
+	Origin string
 }
 
 func (e *PushTooLargeError) Error() string {
-	return fmt.Sprintf("push to %s: %s resources weigh %d bytes, above the %d-byte limit of one xDS message (largest: %v)",
-		e.NodeID, shortType(e.TypeURL), e.Bytes, MaxPushBytes, e.Largest)
+	from := ""
+	if e.Origin != "" {
+		from = ", most of it from " + e.Origin
+	}
+	return fmt.Sprintf("its %s resources would weigh %d bytes, above the %d-byte limit of one xDS push (largest: %s%s)",
+		shortType(e.TypeURL), e.Bytes, MaxPushBytes, strings.Join(e.Largest, ", "), from)
+}
+
+// largestOrigin returns the config path recorded on the routes of the largest virtual
+// host of rs (RouteConfigurations), or "".
+func largestOrigin(rs []types.Resource) string {
+	var (
+		best     *routev3.VirtualHost
+		bestSize int
+	)
+	for _, r := range rs {
+		rc, ok := r.(*routev3.RouteConfiguration)
+		if !ok {
+			continue
+		}
+		for _, vh := range rc.GetVirtualHosts() {
+			if n := proto.Size(vh); n > bestSize {
+				best, bestSize = vh, n
+			}
+		}
+	}
+	for _, rt := range best.GetRoutes() {
+		if p := rt.GetMetadata().GetFilterMetadata()["istio"].GetFields()["config"].GetStringValue(); p != "" {
+			return p
+		}
+	}
+	return ""
 }
 
 // checkPushSize returns a *PushTooLargeError when one type of res would not fit in one
@@ -72,6 +109,7 @@ func checkPushSize(nodeID string, res map[resource.Type][]types.Resource) error 
 		for _, s := range all[:min(3, len(all))] {
 			e.Largest = append(e.Largest, fmt.Sprintf("%s (%d bytes)", s.name, s.bytes))
 		}
+		e.Origin = largestOrigin(res[typ])
 		return e
 	}
 	return nil
