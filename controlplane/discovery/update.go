@@ -170,21 +170,64 @@ func (s *Server) generate(m *model.Model, pod *model.Pod, scope []resource.Type,
 	if len(typs) == 0 {
 		return r
 	}
-	res, err := xds.GenerateTypes(m, pod, typs...)
-	if err != nil {
-		r.err = err
-		return r
+	// Types pods share by xds.SharedKey are built once per key; the others for this pod.
+	// Each is checked against the push size limit when built (types not generated
+	// again were checked when they were).
+	var own []resource.Type
+	built := make(map[resource.Type]typeState, len(typs))
+	costs := map[resource.Type]int{}
+	for _, typ := range typs {
+		key, ok := xds.SharedKey(typ, pod)
+		if !ok || (nacked && typ == resource.ListenerType) {
+			own = append(own, typ)
+			continue
+		}
+		e, first := in.shared(typ, key)
+		e.once.Do(func() {
+			res, err := xds.GenerateTypes(m, pod, typ)
+			if err == nil {
+				err = checkPushSize(id, res)
+			}
+			if err != nil {
+				e.err = err
+				return
+			}
+			e.ts, e.cost, e.err = in.intern(typ, res[typ])
+		})
+		if e.err != nil {
+			r.err = fmt.Errorf("%s: %w", id, e.err)
+			return r
+		}
+		built[typ] = e.ts
+		if first {
+			costs[typ] = e.cost
+		}
 	}
-	if nacked && res[resource.ListenerType] != nil {
-		res = withNackListener(res)
+	if len(own) > 0 {
+		res, err := xds.GenerateTypes(m, pod, own...)
+		if err != nil {
+			r.err = err
+			return r
+		}
+		if nacked && res[resource.ListenerType] != nil {
+			res = withNackListener(res)
+		}
+		if err := checkPushSize(id, res); err != nil {
+			r.err = err
+			return r
+		}
+		for _, typ := range own {
+			ts, cost, err := in.intern(typ, res[typ])
+			if err != nil {
+				r.err = fmt.Errorf("%s: %w", id, err)
+				return r
+			}
+			built[typ], costs[typ] = ts, cost
+		}
 	}
 	changed := prev == nil
 	for _, typ := range typs {
-		ts, cost, err := in.intern(typ, res[typ])
-		if err != nil {
-			r.err = fmt.Errorf("%s: %w", id, err)
-			return r
-		}
+		ts, cost := built[typ], costs[typ]
 		if old, ok := r.state.types[typ]; !ok || old.sum != ts.sum {
 			changed = true
 			ts.since = version
@@ -215,11 +258,40 @@ func (s *Server) generate(m *model.Model, pod *model.Pod, scope []resource.Type,
 }
 
 // interner keeps one copy of each distinct resource generated during one update, so
-// that proxies with identical clusters, routes or endpoints share them. Safe for
-// concurrent use.
+// that proxies with identical clusters, routes or endpoints share them, and the types
+// built once for every pod of an xds.SharedKey. Safe for concurrent use.
 type interner struct {
-	mu  sync.Mutex
-	res map[[sha256.Size]byte]interned
+	mu     sync.Mutex
+	res    map[[sha256.Size]byte]interned
+	shares map[sharedID]*sharedType
+}
+
+// sharedID names one type built for every pod of one xds.SharedKey.
+type sharedID struct {
+	typ resource.Type
+	key string
+}
+
+// sharedType is a type built once for the pods of a key, by the first pod that needs it.
+type sharedType struct {
+	once sync.Once
+	ts   typeState
+	cost int
+	err  error
+}
+
+// shared returns the entry of (typ, key), and whether this call made it (the caller then
+// counts its cost).
+func (in *interner) shared(typ resource.Type, key string) (*sharedType, bool) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	id := sharedID{typ, key}
+	if e, ok := in.shares[id]; ok {
+		return e, false
+	}
+	e := &sharedType{}
+	in.shares[id] = e
+	return e, true
 }
 
 // interned is a resource kept once, and its encoding.
@@ -228,7 +300,9 @@ type interned struct {
 	any *anypb.Any
 }
 
-func newInterner() *interner { return &interner{res: map[[sha256.Size]byte]interned{}} }
+func newInterner() *interner {
+	return &interner{res: map[[sha256.Size]byte]interned{}, shares: map[sharedID]*sharedType{}}
+}
 
 // intern digests rs (by the deterministic encoding of each resource, as go-control-plane
 // encodes them) and replaces each resource by the copy already kept, if any. It returns

@@ -65,6 +65,8 @@ func TestScopedUpdateMatchesFullGeneration(t *testing.T) {
 			return model.New(m.Services, append(slices.Clone(m.Pods), scalePod(1, 2, false)))
 		}()},
 		{"new service", scaleModel(5, 2)},
+		{"other namespace, sourceLabels", sourceLabelsModel(false)},
+		{"sourceLabels changed", sourceLabelsModel(true)},
 		{"pod gone", scaleModel(5, 1)},
 	}
 	nacked := scaleModel(5, 1).Pods[0].NodeID()
@@ -105,6 +107,29 @@ func TestScopedUpdateMatchesFullGeneration(t *testing.T) {
 	if ca, cb := a.GetResources(resource.ClusterType)[name], b.GetResources(resource.ClusterType)[name]; ca == nil || ca != cb {
 		t.Errorf("cluster %s of two proxies: %p and %p, want one shared object", name, ca, cb)
 	}
+}
+
+// sourceLabelsModel is scaleModel(5, 2) with a pod in another namespace and a
+// VirtualService on svc-000 whose route applies only to callers labelled app=svc-001
+// (or svc-002 when other): routes differ by the caller's namespace and labels.
+func sourceLabelsModel(other bool) *model.Model {
+	m := scaleModel(5, 2)
+	p := scalePod(4, 5, true)
+	p.Namespace, p.Name = "other", "client"
+	m = model.New(m.Services, append(slices.Clone(m.Pods), p))
+	src := "svc-001"
+	if other {
+		src = "svc-002"
+	}
+	m.Istio.VirtualServices = []*model.IstioConfig[*networking.VirtualService]{{
+		Name: "svc-000", Namespace: "default",
+		Spec: &networking.VirtualService{Hosts: []string{"svc-000"}, Http: []*networking.HTTPRoute{{
+			Match:   []*networking.HTTPMatchRequest{{SourceLabels: map[string]string{"app": src}}},
+			Timeout: durationpb.New(time.Second),
+			Route:   []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: "svc-000"}}},
+		}}},
+	}}
+	return m
 }
 
 // checkMatchesGenerate compares every injected pod's snapshot with xds.Generate's.

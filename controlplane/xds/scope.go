@@ -3,9 +3,11 @@ package xds
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"sort"
+	"strings"
 
 	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
@@ -181,4 +183,26 @@ func equalValue(a, b reflect.Value) bool {
 	default:
 		return a.Equal(b)
 	}
+}
+
+// SharedKey returns, for a type whose resources depend on the pod only through some of
+// its fields, a key of those fields: from one model, pods with equal keys get identical
+// resources of the type, so a generator may build them once per key (istiod's XDS
+// cache keys routes and endpoints by what they depend on the same way). Routes read
+// the pod's namespace (the domains' short names) and labels (sourceLabels matches);
+// endpoints its namespace (the DestinationRule it sees). ok is false for the types
+// that depend on the whole pod (listeners and clusters carry its inbound side).
+func SharedKey(typ resource.Type, pod *model.Pod) (key string, ok bool) {
+	switch typ {
+	case resource.RouteType:
+		var b strings.Builder
+		b.WriteString(pod.Namespace)
+		for _, k := range slices.Sorted(maps.Keys(pod.Labels)) {
+			b.WriteString("\x00" + k + "=" + pod.Labels[k])
+		}
+		return b.String(), true
+	case resource.EndpointType:
+		return pod.Namespace, true
+	}
+	return "", false
 }
