@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"regexp"
 	"strconv"
 	"strings"
@@ -75,6 +76,9 @@ type dumpVirtualHost struct {
 type dumpRouteConfig struct {
 	Name         string            `json:"name"`
 	VirtualHosts []dumpVirtualHost `json:"virtual_hosts"`
+	// IgnorePort is ignore_port_in_host_matching: the Host header's port is dropped
+	// before domains are matched (Istio's sidecar routes set it).
+	IgnorePort bool `json:"ignore_port_in_host_matching"`
 }
 
 type dumpCluster struct {
@@ -192,6 +196,9 @@ func (d proxyDump) inboundChain(port uint16, transport string) (dumpFilterChain,
 // an exact (or "*") domain, then its first route whose path match fits.
 func routeFor(rc dumpRouteConfig, host, path string) (dumpVirtualHost, dumpRoute, bool) {
 	host = strings.ToLower(host)
+	if h, _, err := net.SplitHostPort(host); err == nil && rc.IgnorePort {
+		host = h
+	}
 	var vh *dumpVirtualHost
 	for i, v := range rc.VirtualHosts {
 		for _, dom := range v.Domains {

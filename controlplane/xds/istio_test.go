@@ -327,11 +327,12 @@ func TestServiceEntryDomains(t *testing.T) {
 	for _, sp := range serviceEntryPorts(m) {
 		got[sp.host] = sp.domains("default")
 	}
+	// As istiod writes them with ignore_port_in_host_matching: no ":<port>" variants, the
+	// FQDN with its trailing dot, short names only for a Kubernetes-shaped host.
 	want := map[string][]string{
-		"api.lab": {"api.lab", "api.lab:80", "10.96.1.2", "10.96.1.2:80"},
+		"api.lab": {"api.lab", "api.lab.", "10.96.1.2"},
 		"legacy.default.svc.cluster.local": {
-			"legacy.default.svc.cluster.local", "legacy.default.svc.cluster.local:80", "legacy.default.svc", "legacy.default.svc:80",
-			"legacy.default", "legacy.default:80", "legacy", "legacy:80", "10.96.1.2", "10.96.1.2:80",
+			"legacy.default.svc.cluster.local", "legacy.default.svc.cluster.local.", "legacy", "legacy.default.svc", "legacy.default", "10.96.1.2",
 		},
 	}
 	for h, w := range want {

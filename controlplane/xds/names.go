@@ -103,22 +103,23 @@ func IstioConfigPath(kind, ns, name string) string {
 	return "/apis/networking.istio.io/v1/namespaces/" + ns + "/" + kind + "/" + name
 }
 
-// Domains returns the domains of the virtual host for port of svc as seen from a proxy in
-// namespace proxyNS, in Istio's order: each name alone and with ":<port>" — the FQDN,
-// "<name>.<ns>.svc", "<name>.<ns>", the bare "<name>" only when the service is in
-// proxyNS, and the service VIP when it has one.
-func Domains(svc *model.Service, port uint16, proxyNS string) []string {
-	names := []string{svc.Hostname(), svc.Name + "." + svc.Namespace + ".svc", svc.Name + "." + svc.Namespace}
+// Domains returns the domains of the virtual host of svc as seen from a proxy in
+// namespace proxyNS, as istiod writes them for a sidecar (generateVirtualHostDomains with
+// ignore_port_in_host_matching, so no ":<port>" variants): the FQDN, the FQDN with its
+// trailing dot, then for a service of proxyNS "<name>", "<name>.<ns>.svc" and
+// "<name>.<ns>", for one of another namespace "<name>.<ns>" and "<name>.<ns>.svc", and
+// the service VIP when it has one.
+func Domains(svc *model.Service, proxyNS string) []string {
+	fqdn := svc.Hostname()
+	out := []string{fqdn, fqdn + "."}
+	short := svc.Name + "." + svc.Namespace
 	if svc.Namespace == proxyNS {
-		names = append(names, svc.Name)
+		out = append(out, svc.Name, short+".svc", short)
+	} else {
+		out = append(out, short, short+".svc")
 	}
 	if svc.VIP.IsValid() {
-		names = append(names, svc.VIP.String())
-	}
-	p := ":" + strconv.Itoa(int(port))
-	out := make([]string, 0, 2*len(names))
-	for _, n := range names {
-		out = append(out, n, n+p)
+		out = append(out, svc.VIP.String())
 	}
 	return out
 }

@@ -42,37 +42,20 @@ func TestDomains(t *testing.T) {
 	tests := []struct {
 		name    string
 		mutate  func(*model.Service)
-		port    uint16
 		proxyNS string
 		want    []string
 	}{
 		{
-			name: "same namespace", port: 9080, proxyNS: "default",
-			want: []string{
-				"reviews.default.svc.cluster.local", "reviews.default.svc.cluster.local:9080",
-				"reviews.default.svc", "reviews.default.svc:9080",
-				"reviews.default", "reviews.default:9080",
-				"reviews", "reviews:9080",
-				"10.96.0.20", "10.96.0.20:9080",
-			},
+			name: "same namespace", proxyNS: "default",
+			want: []string{"reviews.default.svc.cluster.local", "reviews.default.svc.cluster.local.", "reviews", "reviews.default.svc", "reviews.default", "10.96.0.20"},
 		},
 		{
-			name: "other namespace has no bare name", port: 9080, proxyNS: "shop",
-			want: []string{
-				"reviews.default.svc.cluster.local", "reviews.default.svc.cluster.local:9080",
-				"reviews.default.svc", "reviews.default.svc:9080",
-				"reviews.default", "reviews.default:9080",
-				"10.96.0.20", "10.96.0.20:9080",
-			},
+			name: "other namespace has no bare name", proxyNS: "shop",
+			want: []string{"reviews.default.svc.cluster.local", "reviews.default.svc.cluster.local.", "reviews.default", "reviews.default.svc", "10.96.0.20"},
 		},
 		{
-			name: "no VIP", port: 80, proxyNS: "default", mutate: func(s *model.Service) { s.VIP = netip.Addr{} },
-			want: []string{
-				"reviews.default.svc.cluster.local", "reviews.default.svc.cluster.local:80",
-				"reviews.default.svc", "reviews.default.svc:80",
-				"reviews.default", "reviews.default:80",
-				"reviews", "reviews:80",
-			},
+			name: "no VIP", proxyNS: "default", mutate: func(s *model.Service) { s.VIP = netip.Addr{} },
+			want: []string{"reviews.default.svc.cluster.local", "reviews.default.svc.cluster.local.", "reviews", "reviews.default.svc", "reviews.default"},
 		},
 	}
 	for _, tt := range tests {
@@ -82,7 +65,7 @@ func TestDomains(t *testing.T) {
 			if tt.mutate != nil {
 				tt.mutate(&svc)
 			}
-			if got := Domains(&svc, tt.port, tt.proxyNS); !slices.Equal(got, tt.want) {
+			if got := Domains(&svc, tt.proxyNS); !slices.Equal(got, tt.want) {
 				t.Errorf("Domains = %q\nwant      %q", got, tt.want)
 			}
 		})

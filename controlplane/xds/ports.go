@@ -33,23 +33,25 @@ func (sp servicePort) vhostName() string {
 	return sp.host + ":" + strconv.Itoa(int(sp.port.Port))
 }
 
-// domains returns the port's virtual host domains as seen from a proxy in proxyNS. A
-// ServiceEntry host shaped like a Service's FQDN ("<name>.<ns>.svc.cluster.local") gets
-// the same short forms; any other host only itself and its address, each alone and with
-// the port, as Istio generates them.
+// domains returns the port's virtual host domains as seen from a proxy in proxyNS, as
+// istiod writes them (see Domains). A ServiceEntry host shaped like a Service's FQDN
+// ("<name>.<ns>.svc.cluster.local") gets the same short forms; any other host only
+// itself, with its trailing dot unless it is an IP, and its address.
 func (sp servicePort) domains(proxyNS string) []string {
 	if sp.se == nil {
-		return Domains(sp.svc, sp.port.Port, proxyNS)
+		return Domains(sp.svc, proxyNS)
 	}
 	if short, ok := strings.CutSuffix(sp.host, ".svc."+model.DefaultClusterDomain); ok {
 		if name, ns, ok := strings.Cut(short, "."); ok && !strings.Contains(ns, ".") {
-			return Domains(&model.Service{Name: name, Namespace: ns, VIP: sp.svc.VIP}, sp.port.Port, proxyNS)
+			return Domains(&model.Service{Name: name, Namespace: ns, VIP: sp.svc.VIP}, proxyNS)
 		}
 	}
-	p := ":" + strconv.Itoa(int(sp.port.Port))
-	out := []string{sp.host, sp.host + p}
+	out := []string{sp.host}
+	if _, err := netip.ParseAddr(sp.host); err != nil {
+		out = append(out, sp.host+".")
+	}
 	if sp.svc.VIP.IsValid() {
-		out = append(out, sp.svc.VIP.String(), sp.svc.VIP.String()+p)
+		out = append(out, sp.svc.VIP.String())
 	}
 	return out
 }

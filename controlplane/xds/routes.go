@@ -55,6 +55,11 @@ func routeConfig(m *model.Model, pod *model.Pod, port uint16, byHost map[string]
 		Name:             RouteName(port),
 		VirtualHosts:     vhosts,
 		ValidateClusters: wrapperspb.Bool(false),
+		// As istiod's sidecar routes: a Host header's port is ignored, so domains need
+		// no ":<port>" variants; direct responses (block_all, VirtualService
+		// directResponse) may carry up to 1 MiB.
+		IgnorePortInHostMatching:       true,
+		MaxDirectResponseBodySizeBytes: wrapperspb.UInt32(1 << 20),
 	}, nil
 }
 
