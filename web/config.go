@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"time"
@@ -130,8 +131,7 @@ func ConfigRoutes(s ConfigStore, ps ProxyStatusReader) Routes {
 	return func(v1 *gin.RouterGroup) {
 		v1.POST("/apply", func(c *gin.Context) {
 			var r ApplyRequest
-			if err := c.ShouldBindJSON(&r); err != nil {
-				c.JSON(http.StatusBadRequest, gin.H{"error": "decode request: " + err.Error()})
+			if !bindConfigRequest(c, &r) {
 				return
 			}
 			if len(r.Files) == 0 {
@@ -143,8 +143,7 @@ func ConfigRoutes(s ConfigStore, ps ProxyStatusReader) Routes {
 		})
 		v1.POST("/delete", func(c *gin.Context) {
 			var r DeleteRequest
-			if err := c.ShouldBindJSON(&r); err != nil {
-				c.JSON(http.StatusBadRequest, gin.H{"error": "decode request: " + err.Error()})
+			if !bindConfigRequest(c, &r) {
 				return
 			}
 			if len(r.Files) == 0 && len(r.Refs) == 0 {
@@ -201,4 +200,25 @@ func (c *Client) ProxyStatus(ctx context.Context) ([]ProxyStatus, error) {
 // returned as the error, as the lab wrote it.
 func (c *Client) postJSON(ctx context.Context, path string, in, out any) error {
 	return c.call(ctx, http.MethodPost, path, in, out)
+}
+
+// MaxConfigRequestBytes bounds the body of an apply or delete: the files it carries (at
+// most controlplane/config's 16 MiB each, as JSON strings) and room for escaping.
+const MaxConfigRequestBytes = 64 << 20
+
+// bindConfigRequest decodes the JSON body into r, reading at most MaxConfigRequestBytes;
+// it answers 413 or 400 itself and reports whether r is ready.
+func bindConfigRequest(c *gin.Context, r any) bool {
+	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, MaxConfigRequestBytes)
+	err := c.ShouldBindJSON(r)
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		c.JSON(http.StatusRequestEntityTooLarge, gin.H{"error": fmt.Sprintf("decode request: the request is larger than the limit of %d bytes", tooLarge.Limit)})
+		return false
+	case err != nil:
+		c.JSON(http.StatusBadRequest, gin.H{"error": "decode request: " + err.Error()})
+		return false
+	}
+	return true
 }

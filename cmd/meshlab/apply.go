@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/meshlab/meshlab/controlplane/config"
 	"github.com/meshlab/meshlab/lab"
 	"github.com/meshlab/meshlab/web"
 )
@@ -63,9 +64,9 @@ func readConfigFiles(names []string, stdin io.Reader) ([]web.ConfigFile, error) 
 	var out []web.ConfigFile
 	for _, n := range names {
 		if n == "-" {
-			data, err := io.ReadAll(stdin)
+			data, err := config.ReadLimited("stdin", stdin)
 			if err != nil {
-				return nil, fmt.Errorf("read stdin: %w", err)
+				return nil, err
 			}
 			out = append(out, web.ConfigFile{Name: "<stdin>", Data: string(data)})
 			continue
@@ -92,9 +93,9 @@ func readConfigFiles(names []string, stdin io.Reader) ([]web.ConfigFile, error) 
 			}
 		}
 		for _, p := range paths {
-			data, err := os.ReadFile(p)
+			data, err := config.ReadFileLimited(p)
 			if err != nil {
-				return nil, fmt.Errorf("read %s: %w", p, err)
+				return nil, err
 			}
 			out = append(out, web.ConfigFile{Name: p, Data: string(data)})
 		}

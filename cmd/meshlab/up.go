@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/meshlab/meshlab/controlplane/config"
 	"github.com/meshlab/meshlab/controlplane/discovery"
 	"github.com/meshlab/meshlab/lab"
 	"github.com/meshlab/meshlab/scenarios"
@@ -132,7 +133,11 @@ Stop the lab: Ctrl-C here, or from another terminal:
 
 // readScenario reads ref as a file when one exists, else as a built-in scenario name.
 func readScenario(ref string) (string, []byte, error) {
-	if data, err := os.ReadFile(ref); err == nil {
+	if _, err := os.Stat(ref); err == nil {
+		data, err := config.ReadFileLimited(ref)
+		if err != nil {
+			return "", nil, fmt.Errorf("read scenario: %w", err)
+		}
 		return ref, data, nil
 	} else if !os.IsNotExist(err) {
 		return "", nil, fmt.Errorf("read scenario: %w", err)

@@ -3,6 +3,8 @@ package config
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 
 	"github.com/meshlab/meshlab/controlplane/model"
@@ -254,4 +256,27 @@ func sizeString(n int) string {
 	default:
 		return fmt.Sprintf("%d bytes", n)
 	}
+}
+
+// ReadLimited reads a file of objects from r, refusing one above MaxFileBytes before
+// holding more of it than that; name is used in the message.
+func ReadLimited(name string, r io.Reader) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	if len(data) > MaxFileBytes {
+		return nil, fmt.Errorf("read %s: the file is larger than the limit of %s for one file", name, sizeString(MaxFileBytes))
+	}
+	return data, nil
+}
+
+// ReadFileLimited opens and reads path with ReadLimited.
+func ReadFileLimited(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	defer f.Close()
+	return ReadLimited(path, f)
 }

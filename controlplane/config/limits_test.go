@@ -244,3 +244,13 @@ func FuzzApplyLimits(f *testing.F) {
 		}
 	})
 }
+
+func TestReadLimited(t *testing.T) {
+	ok := strings.Repeat("a", MaxFileBytes)
+	if data, err := ReadLimited("ok.yaml", strings.NewReader(ok)); err != nil || len(data) != MaxFileBytes {
+		t.Errorf("a file of exactly MaxFileBytes: %d bytes, %v", len(data), err)
+	}
+	if _, err := ReadLimited("big.yaml", strings.NewReader(ok+"a")); err == nil || err.Error() != "read big.yaml: the file is larger than the limit of 16.0 MiB for one file" {
+		t.Errorf("a file above MaxFileBytes: %v", err)
+	}
+}
