@@ -21,7 +21,9 @@ import (
 const FileLoggerName = "envoy.access_loggers.file"
 
 var allow = fieldcheck.Allow{
-	"envoy.config.accesslog.v3.AccessLog":                   {"name", "typed_config"},
+	"envoy.config.accesslog.v3.AccessLog":                   {"name", "typed_config", "filter"},
+	"envoy.config.accesslog.v3.AccessLogFilter":             {"response_flag_filter"},
+	"envoy.config.accesslog.v3.ResponseFlagFilter":          {"flags"},
 	"envoy.extensions.access_loggers.file.v3.FileAccessLog": {"path", "format", "json_format", "log_format"},
 	"envoy.config.core.v3.SubstitutionFormatString":         {"text_format", "json_format", "text_format_source", "omit_empty_values", "content_type"},
 	"envoy.config.core.v3.DataSource":                       {"inline_string", "inline_bytes"},
@@ -33,6 +35,10 @@ type Logger struct {
 	text format
 	json *jsonFormat
 	out  atomic.Pointer[file] // the opened file, resolved on the first entry
+	// filter is the response_flag_filter: an entry is written only when it carries one
+	// of these flags (any flag when filterAny). Unfiltered when both are zero.
+	filter    Flags
+	filterAny bool
 }
 
 // Compile validates access_log entries and compiles them.
@@ -67,6 +73,21 @@ func compileOne(l *accesslogv3.AccessLog) (*Logger, error) {
 		return nil, fmt.Errorf("typed_config.%w", err)
 	}
 	lg := &Logger{path: f.GetPath()}
+	if l.GetFilter() != nil && l.GetFilter().GetResponseFlagFilter() == nil {
+		return nil, errors.New("filter: a response_flag_filter is required (the only filter meshlab proxy implements)")
+	}
+	if rf := l.GetFilter().GetResponseFlagFilter(); rf != nil {
+		if len(rf.GetFlags()) == 0 {
+			lg.filterAny = true
+		}
+		for j, name := range rf.GetFlags() {
+			fl, ok := ParseFlag(name)
+			if !ok {
+				return nil, fmt.Errorf("filter.response_flag_filter.flags[%d]: unknown response flag %q", j, name)
+			}
+			lg.filter |= fl
+		}
+	}
 	var err error
 	switch {
 	case f.GetLogFormat() != nil:
@@ -110,6 +131,9 @@ func (l *Logger) Render(i *Info) string {
 
 // Log writes one entry; write errors are dropped as Envoy drops them.
 func (l *Logger) Log(i *Info) {
+	if (l.filterAny && i.Flags == 0) || (l.filter != 0 && i.Flags&l.filter == 0) {
+		return
+	}
 	w := l.out.Load()
 	if w == nil {
 		var err error

@@ -51,3 +51,13 @@ func (f Flags) String() string {
 	}
 	return strings.Join(out, ",")
 }
+
+// ParseFlag returns the flag of one of Envoy's short names ("NR").
+func ParseFlag(name string) (Flags, bool) {
+	for i, n := range flagNames {
+		if n == name {
+			return 1 << i, true
+		}
+	}
+	return 0, false
+}

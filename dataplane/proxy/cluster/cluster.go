@@ -116,7 +116,11 @@ type hostState struct {
 }
 
 func newCluster(cfg *Config, store *stats.Store) *Cluster {
-	c := &Cluster{cfg: cfg, stats: newStats(store, cfg.Name)}
+	statName := cfg.StatName
+	if statName == "" {
+		statName = cfg.Name
+	}
+	c := &Cluster{cfg: cfg, stats: newStats(store, statName)}
 	th := cfg.Thresholds
 	if cfg.Proto == nil { // built by hand, not compiled: Envoy's defaults
 		th = DefaultThresholds
@@ -143,12 +147,12 @@ func newCluster(cfg *Config, store *stats.Store) *Cluster {
 	if !cfg.HTTP2 {
 		c.h1 = newH1Pool(c.dialForTransport, c.transport.MaxIdleConnsPerHost, idle)
 	}
-	if cfg.HTTP2 {
-		c.breaker.multiplexed = true
+	if cfg.HTTP2 || cfg.DownstreamHTTP2 {
+		c.breaker.multiplexed = cfg.HTTP2
 		c.h2 = &http2.Transport{
 			AllowHTTP: true, // h2c with prior knowledge when the cluster has no TLS
 			DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
-				return c.dialForTransport(ctx, network, addr)
+				return c.dialHTTP2(ctx, network, addr)
 			},
 			IdleConnTimeout:    idle,
 			DisableCompression: true,
@@ -158,12 +162,16 @@ func newCluster(cfg *Config, store *stats.Store) *Cluster {
 	return c
 }
 
-// roundTripper returns the transport the cluster's requests go through.
-func (c *Cluster) roundTripper() http.RoundTripper {
-	if c.h2 != nil {
-		return c.h2
-	}
-	return c.transport
+// sendsHTTP2 reports whether req goes upstream over HTTP/2: always for an HTTP/2
+// cluster, under use_downstream_protocol_config when it arrived over HTTP/2.
+func (c *Cluster) sendsHTTP2(req *http.Request) bool {
+	return c.h2 != nil && (c.cfg.HTTP2 || req.ProtoMajor == 2)
+}
+
+// UpstreamHTTP2 reports whether a request of this downstream protocol major version
+// goes upstream over HTTP/2 (istio.alpn picks its ALPN override by it).
+func (c *Cluster) UpstreamHTTP2(downstreamMajor int) bool {
+	return c.h2 != nil && (c.cfg.HTTP2 || downstreamMajor == 2)
 }
 
 // closeIdle closes the cluster's idle pooled connections.
@@ -367,8 +375,18 @@ func (c *Cluster) hostState(h Host) *hostState {
 
 // dialForTransport dials the host named by the request URL's host, which RoundTrip set
 // to the picked host's address, counting upstream_cx_http1_total or upstream_cx_http2_total.
-func (c *Cluster) dialForTransport(ctx context.Context, _, addr string) (net.Conn, error) {
-	if c.h2 != nil {
+func (c *Cluster) dialForTransport(ctx context.Context, network, addr string) (net.Conn, error) {
+	return c.dialCounted(ctx, addr, c.cfg.HTTP2)
+}
+
+// dialHTTP2 dials for the HTTP/2 transport (an HTTP/2 cluster, or an HTTP/2 request
+// under use_downstream_protocol_config).
+func (c *Cluster) dialHTTP2(ctx context.Context, network, addr string) (net.Conn, error) {
+	return c.dialCounted(ctx, addr, true)
+}
+
+func (c *Cluster) dialCounted(ctx context.Context, addr string, h2 bool) (net.Conn, error) {
+	if h2 {
 		c.stats.scope.Counter("upstream_cx_http2_total").Inc()
 	} else {
 		c.stats.scope.Counter("upstream_cx_http1_total").Inc()
@@ -414,7 +432,8 @@ func (c *Cluster) RoundTripUpstream(req *http.Request, h Host, up *UpstreamInfo)
 		return nil, fmt.Errorf("send request to %s: pipe hosts cannot carry HTTP", h)
 	}
 	req.URL.Scheme = "http"
-	if tc, _ := c.cfg.Transport(h); tc != nil && c.h2 != nil {
+	h2 := c.sendsHTTP2(req)
+	if tc, _ := c.cfg.Transport(h); tc != nil && h2 {
 		req.URL.Scheme = "https" // Envoy's upstream :scheme follows the transport socket
 	}
 	req.URL.Host = h.Addr.String()
@@ -425,7 +444,7 @@ func (c *Cluster) RoundTripUpstream(req *http.Request, h Host, up *UpstreamInfo)
 	c.stats.UpstreamRqActive.Inc()
 	var resp *http.Response
 	var err error
-	if c.h1 != nil && c.h1.handles(req) {
+	if !h2 && c.h1 != nil && c.h1.handles(req) {
 		resp, err = c.h1.roundTrip(req, func(conn net.Conn) {
 			if up != nil {
 				up.LocalAddr = conn.LocalAddr()
@@ -443,7 +462,11 @@ func (c *Cluster) RoundTripUpstream(req *http.Request, h Host, up *UpstreamInfo)
 				},
 			}))
 		}
-		resp, err = c.roundTripper().RoundTrip(req)
+		if h2 {
+			resp, err = c.h2.RoundTrip(req)
+		} else {
+			resp, err = c.transport.RoundTrip(req)
+		}
 	}
 	if err != nil {
 		hs.rqActive.Add(-1)

@@ -80,6 +80,12 @@ type Config struct {
 	// http2_protocol_options or the legacy http2_protocol_options): h2 over TLS, h2c
 	// with prior knowledge otherwise.
 	HTTP2 bool
+	// DownstreamHTTP2 is use_downstream_protocol_config with http2_protocol_options: a
+	// request that arrived over HTTP/2 goes upstream over HTTP/2, the others over HTTP/1.1.
+	DownstreamHTTP2 bool
+	// StatName names the cluster's stats (cluster.<StatName>.*): alt_stat_name, else
+	// the name.
+	StatName string
 }
 
 // AddressAllow lists the address fields the proxy implements.
@@ -101,7 +107,7 @@ var clusterAllow = fieldcheck.Allow{
 		"typed_extension_protocol_options", "http2_protocol_options",
 		"circuit_breakers", "outlier_detection", "common_lb_config", "max_requests_per_connection",
 		"dns_lookup_family", "dns_refresh_rate", "respect_dns_ttl", "transport_socket",
-		"transport_socket_matches",
+		"transport_socket_matches", "alt_stat_name", "cleanup_interval",
 	},
 	"envoy.config.cluster.v3.Cluster.TransportSocketMatch": {"name", "match", "transport_socket"},
 	"envoy.config.core.v3.TransportSocket":                 {"name", "typed_config"},
@@ -119,11 +125,12 @@ var loadAssignmentAllow = fieldcheck.Allow{
 }.Merge(AddressAllow)
 
 var protocolOptionsAllow = fieldcheck.Allow{
-	"envoy.extensions.upstreams.http.v3.HttpProtocolOptions":                    {"explicit_http_config", "common_http_protocol_options"},
-	"envoy.config.core.v3.HttpProtocolOptions":                                  {"max_requests_per_connection", "idle_timeout"},
-	"envoy.extensions.upstreams.http.v3.HttpProtocolOptions.ExplicitHttpConfig": {"http_protocol_options", "http2_protocol_options"},
-	"envoy.config.core.v3.Http1ProtocolOptions":                                 {},
-	"envoy.config.core.v3.Http2ProtocolOptions":                                 {},
+	"envoy.extensions.upstreams.http.v3.HttpProtocolOptions":                         {"explicit_http_config", "common_http_protocol_options", "use_downstream_protocol_config"},
+	"envoy.extensions.upstreams.http.v3.HttpProtocolOptions.UseDownstreamHttpConfig": {"http_protocol_options", "http2_protocol_options"},
+	"envoy.config.core.v3.HttpProtocolOptions":                                       {"max_requests_per_connection", "idle_timeout"},
+	"envoy.extensions.upstreams.http.v3.HttpProtocolOptions.ExplicitHttpConfig":      {"http_protocol_options", "http2_protocol_options"},
+	"envoy.config.core.v3.Http1ProtocolOptions":                                      {},
+	"envoy.config.core.v3.Http2ProtocolOptions":                                      {},
 }
 
 const httpProtocolOptionsName = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
@@ -140,7 +147,15 @@ func Compile(c *clusterv3.Cluster) (*Config, error) {
 	if err := clusterAllow.Check(c); err != nil {
 		return nil, fmt.Errorf("cluster '%s': %w", c.GetName(), err)
 	}
-	cfg := &Config{Proto: c, Name: c.GetName(), ConnectTimeout: DefaultConnectTimeout, IdleTimeout: time.Hour}
+	cfg := &Config{Proto: c, Name: c.GetName(), StatName: c.GetName(), ConnectTimeout: DefaultConnectTimeout, IdleTimeout: time.Hour}
+	if c.GetAltStatName() != "" {
+		cfg.StatName = c.GetAltStatName()
+	}
+	// cleanup_interval is when an ORIGINAL_DST cluster forgets hosts no connection used
+	// since the last sweep. This proxy keeps no host set for ORIGINAL_DST clusters (each
+	// pick is the connection's original destination and /clusters lists none), so there
+	// is never a host to forget: every interval behaves alike.
+	_ = c.GetCleanupInterval()
 	if err := cfg.fill(c); err != nil {
 		return nil, fmt.Errorf("cluster '%s': %w", c.GetName(), err)
 	}
@@ -167,6 +182,9 @@ func (cfg *Config) fill(c *clusterv3.Cluster) error {
 		}
 		if opts.GetExplicitHttpConfig().GetHttp2ProtocolOptions() != nil {
 			cfg.HTTP2 = true
+		}
+		if opts.GetUseDownstreamProtocolConfig().GetHttp2ProtocolOptions() != nil {
+			cfg.DownstreamHTTP2 = true
 		}
 		if m := opts.GetCommonHttpProtocolOptions().GetMaxRequestsPerConnection(); m != nil {
 			cfg.MaxRequestsPerConnection = m.GetValue()

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/meshlab/meshlab/dataplane/proxy/tlsctx"
 )
 
 // h1Pool is a cluster's HTTP/1.1 client for requests whose body can be replayed (none,
@@ -31,7 +33,7 @@ type h1Pool struct {
 // h1Conn is one upstream HTTP/1.1 connection.
 type h1Conn struct {
 	pool   *h1Pool
-	addr   string
+	addr   string // the pool key: dial address and ALPN override
 	conn   net.Conn
 	br     *bufio.Reader
 	bw     *bufio.Writer
@@ -59,8 +61,9 @@ func (p *h1Pool) handles(req *http.Request) bool {
 // connection; the other idle connections to that address are closed too, since a
 // server that went away took them all.
 func (p *h1Pool) roundTrip(req *http.Request, gotConn func(net.Conn)) (*http.Response, error) {
+	key := poolKey(req)
 	for attempt := 0; ; attempt++ {
-		pc, err := p.get(req.Context(), req.URL.Host, attempt > 0)
+		pc, err := p.get(req.Context(), req.URL.Host, key, attempt > 0)
 		if err != nil {
 			return nil, err
 		}
@@ -72,7 +75,7 @@ func (p *h1Pool) roundTrip(req *http.Request, gotConn func(net.Conn)) (*http.Res
 		if !retry || attempt > 0 || req.Context().Err() != nil {
 			return nil, err
 		}
-		p.closeIdleTo(req.URL.Host)
+		p.closeIdleTo(key)
 		if req.GetBody != nil {
 			body, gerr := req.GetBody()
 			if gerr != nil {
@@ -83,13 +86,22 @@ func (p *h1Pool) roundTrip(req *http.Request, gotConn func(net.Conn)) (*http.Res
 	}
 }
 
-// get returns an idle connection to addr, or dials a new one (always when fresh).
-func (p *h1Pool) get(ctx context.Context, addr string, fresh bool) (*h1Conn, error) {
+// poolKey is the idle-pool key of a request: its address and, under an ALPN override
+// (istio.alpn), the protocols offered, since Envoy keys its connection pools by them.
+func poolKey(req *http.Request) string {
+	if p := tlsctx.ALPNFrom(req.Context()); p != nil {
+		return req.URL.Host + "|" + strings.Join(p, ",")
+	}
+	return req.URL.Host
+}
+
+// get returns an idle connection of pool key, or dials addr (always when fresh).
+func (p *h1Pool) get(ctx context.Context, addr, key string, fresh bool) (*h1Conn, error) {
 	p.mu.Lock()
-	for list := p.idle[addr]; !fresh && len(list) > 0; list = p.idle[addr] {
+	for list := p.idle[key]; !fresh && len(list) > 0; list = p.idle[key] {
 		pc := list[len(list)-1]
 		list[len(list)-1] = nil
-		p.idle[addr] = list[:len(list)-1]
+		p.idle[key] = list[:len(list)-1]
 		if pc.timer.Stop() {
 			p.mu.Unlock()
 			return pc, nil
@@ -101,7 +113,7 @@ func (p *h1Pool) get(ctx context.Context, addr string, fresh bool) (*h1Conn, err
 	if err != nil {
 		return nil, err
 	}
-	return &h1Conn{pool: p, addr: addr, conn: conn, br: bufio.NewReader(conn), bw: bufio.NewWriter(conn)}, nil
+	return &h1Conn{pool: p, addr: key, conn: conn, br: bufio.NewReader(conn), bw: bufio.NewWriter(conn)}, nil
 }
 
 // put returns a connection whose last response was read completely to the idle pool.

@@ -31,11 +31,12 @@ func TestCompileUpstreamHTTP2ProtocolOptions(t *testing.T) {
 		return &clusterv3.Cluster{Name: "c", ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC}}
 	}
 	cases := []struct {
-		name    string
-		opts    *httpv3.HttpProtocolOptions
-		legacy  *corev3.Http2ProtocolOptions
-		http2   bool
-		wantErr string
+		name       string
+		opts       *httpv3.HttpProtocolOptions
+		legacy     *corev3.Http2ProtocolOptions
+		http2      bool
+		downstream bool
+		wantErr    string
 	}{
 		{name: "no protocol options: HTTP/1.1", http2: false},
 		{name: "explicit http_protocol_options: HTTP/1.1",
@@ -43,9 +44,12 @@ func TestCompileUpstreamHTTP2ProtocolOptions(t *testing.T) {
 		{name: "explicit http2_protocol_options: HTTP/2", http2: true,
 			opts: h2(&corev3.Http2ProtocolOptions{})},
 		{name: "deprecated cluster http2_protocol_options: HTTP/2", http2: true, legacy: &corev3.Http2ProtocolOptions{}},
-		{name: "use_downstream_protocol_config is refused",
-			opts:    &httpv3.HttpProtocolOptions{UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_UseDownstreamProtocolConfig{UseDownstreamProtocolConfig: &httpv3.HttpProtocolOptions_UseDownstreamHttpConfig{}}},
-			wantErr: "use_downstream_protocol_config"},
+		{name: "use_downstream_protocol_config with http2_protocol_options follows the downstream", downstream: true,
+			opts: &httpv3.HttpProtocolOptions{UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_UseDownstreamProtocolConfig{UseDownstreamProtocolConfig: &httpv3.HttpProtocolOptions_UseDownstreamHttpConfig{
+				HttpProtocolOptions: &corev3.Http1ProtocolOptions{}, Http2ProtocolOptions: &corev3.Http2ProtocolOptions{}}}}},
+		{name: "use_downstream_protocol_config without http2_protocol_options: HTTP/1.1",
+			opts: &httpv3.HttpProtocolOptions{UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_UseDownstreamProtocolConfig{UseDownstreamProtocolConfig: &httpv3.HttpProtocolOptions_UseDownstreamHttpConfig{
+				HttpProtocolOptions: &corev3.Http1ProtocolOptions{}}}}},
 		{name: "upstream max_concurrent_streams is refused",
 			opts:    h2(&corev3.Http2ProtocolOptions{MaxConcurrentStreams: wrapperspb.UInt32(10)}),
 			wantErr: "max_concurrent_streams"},
@@ -69,6 +73,9 @@ func TestCompileUpstreamHTTP2ProtocolOptions(t *testing.T) {
 			}
 			if cfg.HTTP2 != tc.http2 {
 				t.Errorf("HTTP2 = %v, want %v", cfg.HTTP2, tc.http2)
+			}
+			if cfg.DownstreamHTTP2 != tc.downstream {
+				t.Errorf("DownstreamHTTP2 = %v, want %v", cfg.DownstreamHTTP2, tc.downstream)
 			}
 		})
 	}

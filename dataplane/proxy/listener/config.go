@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/meshlab/meshlab/dataplane/proxy/accesslog"
 	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
 	"github.com/meshlab/meshlab/dataplane/proxy/fieldcheck"
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/rbac"
@@ -36,17 +37,25 @@ var listenerAllow = fieldcheck.Allow{
 	"envoy.config.listener.v3.Listener": {
 		"name", "address", "filter_chains", "use_original_dst", "listener_filters", "traffic_direction",
 		"default_filter_chain", "bind_to_port", "stat_prefix", "metadata",
-		"continue_on_listener_filters_timeout", "listener_filters_timeout",
+		"continue_on_listener_filters_timeout", "listener_filters_timeout", "access_log",
+		// max_connections_to_accept_per_socket_event bounds how many connections Envoy's
+		// event loop accepts per wakeup before serving others; the proxy's accept loop
+		// hands each connection to its own goroutine at once, so the bound shapes no
+		// observable order or latency here.
+		"max_connections_to_accept_per_socket_event",
 	},
-	"envoy.config.listener.v3.FilterChain": {"filter_chain_match", "filters", "name", "metadata", "transport_socket"},
+	"envoy.config.listener.v3.FilterChain": {"filter_chain_match", "filters", "name", "metadata", "transport_socket", "transport_socket_connect_timeout"},
 	"envoy.config.listener.v3.FilterChainMatch": {
 		"destination_port", "prefix_ranges", "source_prefix_ranges",
 		"transport_protocol", "application_protocols", "server_names",
 	},
-	"envoy.config.core.v3.TransportSocket":    {"name", "typed_config"},
-	"envoy.config.core.v3.CidrRange":          {"address_prefix", "prefix_len"},
-	"envoy.config.listener.v3.Filter":         {"name", "typed_config"},
-	"envoy.config.listener.v3.ListenerFilter": {"name", "typed_config"},
+	"envoy.config.core.v3.TransportSocket":                                {"name", "typed_config"},
+	"envoy.config.core.v3.CidrRange":                                      {"address_prefix", "prefix_len"},
+	"envoy.config.listener.v3.Filter":                                     {"name", "typed_config"},
+	"envoy.config.listener.v3.ListenerFilter":                             {"name", "typed_config", "filter_disabled"},
+	"envoy.config.listener.v3.ListenerFilterChainMatchPredicate":          {"or_match", "and_match", "not_match", "any_match", "destination_port_range"},
+	"envoy.config.listener.v3.ListenerFilterChainMatchPredicate.MatchSet": {"rules"},
+	"envoy.type.v3.Int32Range":                                            {"start", "end"},
 }.Merge(cluster.AddressAllow)
 
 // Config is a compiled listener. Immutable.
@@ -60,9 +69,16 @@ type Config struct {
 	StatName          string // listener.<StatName>.*
 	Chains            []*FilterChain
 	Default           *FilterChain
-	TLSInspector      bool          // envoy.filters.listener.tls_inspector
-	HTTPInspector     bool          // envoy.filters.listener.http_inspector
-	FiltersTimeout    time.Duration // listener_filters_timeout (Envoy's default 15 s; 0 disables)
+	TLSInspector      bool // envoy.filters.listener.tls_inspector
+	HTTPInspector     bool // envoy.filters.listener.http_inspector
+	// TLSInspectorOff and HTTPInspectorOff are the inspectors' filter_disabled
+	// predicates: the inspector skips a connection they match; nil matches none.
+	TLSInspectorOff  *Predicate
+	HTTPInspectorOff *Predicate
+	// AccessLogs are the listener's access_log: written for a connection the listener
+	// closes itself (no filter chain match, flag NR), as Envoy's listener access log.
+	AccessLogs     []*accesslog.Logger
+	FiltersTimeout time.Duration // listener_filters_timeout (Envoy's default 15 s; 0 disables)
 	// Digest identifies the Listener resource this was compiled from (its deterministic
 	// encoding): an LDS update that leaves it unchanged does not drain connections.
 	Digest [sha256.Size]byte
@@ -84,6 +100,9 @@ type FilterChain struct {
 	ALPN              []string
 	ServerNames       []string
 	TLS               *tlsctx.Context // the DownstreamTlsContext; nil for plaintext
+	// ConnectTimeout is transport_socket_connect_timeout: the TLS handshake must end
+	// within it (0: no limit).
+	ConnectTimeout time.Duration
 	// RBAC are the envoy.filters.network.rbac filters before the terminal filter.
 	RBAC []*rbac.NetworkConfig
 	TCP  *tcpproxy.Config
@@ -167,14 +186,24 @@ func compile(l *listenerv3.Listener) (*Config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("listener_filters[%d].%w", i, err)
 		}
+		off, err := compilePredicate(lf.GetFilterDisabled())
+		if err != nil {
+			return nil, fmt.Errorf("listener_filters[%d].filter_disabled.%w", i, err)
+		}
 		switch name {
 		case OriginalDstFilterName:
+			if off != nil {
+				return nil, fmt.Errorf("listener_filters[%d].filter_disabled: not supported by meshlab proxy for %s", i, name)
+			}
 			cfg.OriginalDstFilter = true
 		case tlsctx.InspectorName:
-			cfg.TLSInspector = true
+			cfg.TLSInspector, cfg.TLSInspectorOff = true, off
 		case HTTPInspectorName:
-			cfg.HTTPInspector = true
+			cfg.HTTPInspector, cfg.HTTPInspectorOff = true, off
 		}
+	}
+	if cfg.AccessLogs, err = accesslog.Compile(l.GetAccessLog()); err != nil {
+		return nil, err
 	}
 	for i, fc := range l.GetFilterChains() {
 		c, err := compileChain(fc)
@@ -205,8 +234,11 @@ var listenerFilterTypes = map[protoreflect.FullName]string{
 
 // listenerFilterAllow accepts the three filters' configs with no field set.
 var listenerFilterAllow = fieldcheck.Allow{
-	"envoy.extensions.filters.listener.original_dst.v3.OriginalDst":     {},
-	"envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector":   {},
+	"envoy.extensions.filters.listener.original_dst.v3.OriginalDst": {},
+	// initial_read_buffer_size is how many bytes Envoy first peeks for the ClientHello
+	// before growing its buffer; the proxy's inspector reads until the ClientHello is
+	// complete whatever its size, so the starting size has no observable effect.
+	"envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector":   {"initial_read_buffer_size"},
 	"envoy.extensions.filters.listener.http_inspector.v3.HttpInspector": {},
 }
 
@@ -237,6 +269,9 @@ func checkListenerFilter(lf *listenerv3.ListenerFilter) (string, error) {
 
 func compileChain(fc *listenerv3.FilterChain) (*FilterChain, error) {
 	c := &FilterChain{Name: fc.GetName()}
+	if d := fc.GetTransportSocketConnectTimeout(); d != nil {
+		c.ConnectTimeout = d.AsDuration()
+	}
 	m := fc.GetFilterChainMatch()
 	c.DstPort = m.GetDestinationPort().GetValue()
 	c.TransportProtocol = m.GetTransportProtocol()

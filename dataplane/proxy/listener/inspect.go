@@ -20,7 +20,7 @@ func inspect(cfg *Config, conn net.Conn, ci ConnInfo) (ConnInfo, net.Conn) {
 	if cfg.FiltersTimeout > 0 {
 		deadline = time.Now().Add(cfg.FiltersTimeout)
 	}
-	if cfg.TLSInspector {
+	if cfg.TLSInspector && !cfg.TLSInspectorOff.Matches(ci.Local.Port()) {
 		var h tlsctx.Hello
 		h, conn = tlsctx.Inspect(conn, deadline)
 		if h.TLS {
@@ -28,7 +28,7 @@ func inspect(cfg *Config, conn net.Conn, ci ConnInfo) (ConnInfo, net.Conn) {
 			return ci, conn
 		}
 	}
-	if cfg.HTTPInspector {
+	if cfg.HTTPInspector && !cfg.HTTPInspectorOff.Matches(ci.Local.Port()) {
 		var proto string
 		proto, conn = sniffHTTP(conn, deadline)
 		if proto != "" {

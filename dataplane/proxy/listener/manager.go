@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meshlab/meshlab/dataplane/proxy/accesslog"
 	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/rbac"
 	"github.com/meshlab/meshlab/dataplane/proxy/httpconn"
@@ -452,6 +453,11 @@ func (m *Manager) handle(a *active, conn net.Conn) {
 	fc := cfg.Select(ci)
 	if fc == nil {
 		ls.Counter("no_filter_chain_match").Inc()
+		if len(cfg.AccessLogs) > 0 {
+			accesslog.LogAll(cfg.AccessLogs, &accesslog.Info{Start: accepted, Duration: time.Since(accepted),
+				Flags: accesslog.NoRouteFound, DownstreamLocal: local, DownstreamPeer: remote,
+				RequestedServerName: ci.ServerName, ConnectionTerminationDetails: "filter_chain_not_found"})
+		}
 		return
 	}
 	var localCert, peer *x509.Certificate
@@ -461,8 +467,17 @@ func (m *Manager) handle(a *active, conn net.Conn) {
 		if store == nil {
 			store = tlsctx.NewStore()
 		}
-		tc, err := fc.TLS.Handshake(m.ctx, conn, store, ls)
+		hctx := m.ctx
+		if fc.ConnectTimeout > 0 {
+			var cancel context.CancelFunc
+			hctx, cancel = context.WithTimeout(m.ctx, fc.ConnectTimeout)
+			defer cancel()
+		}
+		tc, err := fc.TLS.Handshake(hctx, conn, store, ls)
 		if err != nil {
+			if fc.ConnectTimeout > 0 && errors.Is(hctx.Err(), context.DeadlineExceeded) {
+				ls.Counter("downstream_cx_transport_socket_connect_timeout").Inc()
+			}
 			m.deps.Logger.Debug("downstream tls handshake failed", "listener", cfg.Name, "remote", remote.String(), "err", err)
 			return
 		}

@@ -51,8 +51,9 @@ func (e *HandshakeError) Detail() string {
 // are read from store at each handshake.
 func (c *Context) ServerConfig(store *Store) *tls.Config {
 	base := &tls.Config{
-		MinVersion: c.MinVersion,
-		MaxVersion: c.MaxVersion,
+		MinVersion:   c.MinVersion,
+		MaxVersion:   c.MaxVersion,
+		CipherSuites: c.CipherSuites,
 		// require_client_certificate is enforced in verify, so that a missing
 		// certificate counts as ssl.fail_verify_no_cert as in Envoy.
 		ClientAuth: tls.RequestClientCert,
@@ -82,6 +83,7 @@ func (c *Context) ClientConfig(store *Store) *tls.Config {
 	return &tls.Config{
 		MinVersion:         c.MinVersion,
 		MaxVersion:         c.MaxVersion,
+		CipherSuites:       c.CipherSuites,
 		ServerName:         c.SNI,
 		NextProtos:         c.ALPN,
 		InsecureSkipVerify: true, // verified by VerifyConnection against the SDS roots and SAN matchers
@@ -173,7 +175,11 @@ func (c *Context) Handshake(ctx context.Context, conn net.Conn, store *Store, sc
 	if c.Server {
 		tc = tls.Server(conn, c.ServerConfig(store))
 	} else {
-		tc = tls.Client(conn, c.ClientConfig(store))
+		cfg := c.ClientConfig(store)
+		if p := ALPNFrom(ctx); p != nil {
+			cfg.NextProtos = p
+		}
+		tc = tls.Client(conn, cfg)
 	}
 	ssl := scope.Scope("ssl", "")
 	if err := tc.HandshakeContext(ctx); err != nil {

@@ -41,6 +41,7 @@ type Context struct {
 	SNI               string // upstream only
 	MinVersion        uint16
 	MaxVersion        uint16
+	CipherSuites      []uint16 // tls_params.cipher_suites; nil: Go's defaults
 }
 
 // SecretNames returns the secrets the context needs before it can be used.
@@ -76,7 +77,7 @@ var commonAllow = fieldcheck.Allow{
 		"tls_params", "tls_certificate_sds_secret_configs", "validation_context_sds_secret_config",
 		"combined_validation_context", "alpn_protocols",
 	},
-	"envoy.extensions.transport_sockets.tls.v3.TlsParameters":                                         {"tls_minimum_protocol_version", "tls_maximum_protocol_version"},
+	"envoy.extensions.transport_sockets.tls.v3.TlsParameters":                                         {"tls_minimum_protocol_version", "tls_maximum_protocol_version", "cipher_suites"},
 	"envoy.extensions.transport_sockets.tls.v3.SdsSecretConfig":                                       {"name", "sds_config"},
 	"envoy.extensions.transport_sockets.tls.v3.CommonTlsContext.CombinedCertificateValidationContext": {"default_validation_context", "validation_context_sds_secret_config"},
 	"envoy.extensions.transport_sockets.tls.v3.CertificateValidationContext":                          {"match_subject_alt_names", "match_typed_subject_alt_names"},
@@ -170,6 +171,9 @@ func (c *Context) fillCommon(common *tlsv3.CommonTlsContext) error {
 	}
 	if c.MaxVersion, err = tlsVersion(common.GetTlsParams().GetTlsMaximumProtocolVersion(), tls.VersionTLS13); err != nil {
 		return fmt.Errorf("tls_params.tls_maximum_protocol_version: %w", err)
+	}
+	if c.CipherSuites, err = compileCipherSuites(common.GetTlsParams().GetCipherSuites()); err != nil {
+		return err
 	}
 	certs := common.GetTlsCertificateSdsSecretConfigs()
 	if len(certs) > 1 {
