@@ -279,6 +279,7 @@ func inboundFilters(ip inboundPort, az authz, mtls bool) ([]*listener.Filter, er
 		return nil, err
 	}
 	f, err := hcmFilter("inbound_"+InboundChainName(ip.target), false, func(m *hcm.HttpConnectionManager) {
+		m.ServerName = InboundServerName
 		m.HttpFilters = append(rbacFilters, m.HttpFilters...)
 		if mtls {
 			m.ForwardClientCertDetails = hcm.HttpConnectionManager_APPEND_FORWARD

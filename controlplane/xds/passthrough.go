@@ -17,6 +17,10 @@ import (
 // http/1.1 and h2c); the TCP ones are named VirtualInboundListener, as in Istio.
 const VirtualInboundCatchAllHTTPChain = "virtualInbound-catchall-http"
 
+// InboundServerName is the server header inbound connection managers answer with, as
+// Istio's (outbound ones keep Envoy's "envoy").
+const InboundServerName = "istio-envoy"
+
 // PassthroughFilterChain is the name of the default filter chain of an outbound HTTP
 // listener: what the HTTP inspector does not detect as HTTP passes through, as in Istio.
 const PassthroughFilterChain = "PassthroughFilterChain"
@@ -154,6 +158,7 @@ func passthroughHTTPFilters(az authz, mtls bool) ([]*listener.Filter, error) {
 		return nil, err
 	}
 	f, err := hcmFilter(InboundPassthroughCluster, false, func(m *hcm.HttpConnectionManager) {
+		m.ServerName = InboundServerName
 		m.HttpFilters = append(rbacFilters, m.HttpFilters...)
 		if mtls {
 			m.ForwardClientCertDetails = hcm.HttpConnectionManager_APPEND_FORWARD

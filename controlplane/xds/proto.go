@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 // connectTimeout is every generated cluster's connect_timeout (Istio's default).
@@ -89,14 +90,25 @@ func tcpProxyWeightedFilter(statPrefix string, clusters []*tcpproxy.TcpProxy_Wei
 // fault filter (only when withFault: some route of the HCM injects faults) and the
 // router; the caller sets the route specifier. Istio always adds the fault filter;
 // meshlab adds it where it is used, so proxies without faults keep their config.
+//
+// The connection manager is istiod's for a sidecar with the default mesh config
+// (buildHTTPConnectionManager): the client's address is not trusted as the remote
+// address, paths are normalized and escaped slashes kept, websocket upgrades pass, a
+// stream never times out idle, and 100-continue is proxied.
 func hcmFilter(statPrefix string, withFault bool, routes func(*hcm.HttpConnectionManager)) (*listener.Filter, error) {
 	rt, err := typed(&router.Router{})
 	if err != nil {
 		return nil, err
 	}
 	m := &hcm.HttpConnectionManager{
-		StatPrefix: statPrefix,
-		CodecType:  hcm.HttpConnectionManager_AUTO,
+		StatPrefix:                   statPrefix,
+		CodecType:                    hcm.HttpConnectionManager_AUTO,
+		UseRemoteAddress:             wrapperspb.Bool(false),
+		NormalizePath:                wrapperspb.Bool(true),
+		PathWithEscapedSlashesAction: hcm.HttpConnectionManager_KEEP_UNCHANGED,
+		UpgradeConfigs:               []*hcm.HttpConnectionManager_UpgradeConfig{{UpgradeType: "websocket"}},
+		StreamIdleTimeout:            durationpb.New(0),
+		Proxy_100Continue:            true,
 	}
 	if withFault {
 		fc, err := typed(&fault.HTTPFault{})
