@@ -207,3 +207,119 @@ func firstLineWith(s, sub string) string {
 	}
 	return ""
 }
+
+// bigVirtualService is issue 17's probe: one VirtualService of n routes for backend, in
+// block style as kubectl writes it.
+func bigVirtualService(name string, n int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: %s\n  namespace: default\nspec:\n  hosts:\n  - backend\n  http:\n", name)
+	for i := range n {
+		fmt.Fprintf(&b, "  - match:\n    - uri:\n        exact: /r%06d\n    route:\n    - destination:\n        host: backend\n", i)
+	}
+	b.WriteString("  - route:\n    - destination:\n        host: backend\n")
+	return b.String()
+}
+
+// labRSS returns the resident memory of the lab process, in bytes.
+func labRSS(t *testing.T, l *runningLab) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", l.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			var kb int64
+			fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &kb)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmRSS in /proc/<pid>/status")
+	return 0
+}
+
+// settledRSS waits for the lab's background collection after a config change, then
+// returns its RSS.
+func settledRSS(t *testing.T, l *runningLab) int64 {
+	t.Helper()
+	time.Sleep(2 * time.Second)
+	return labRSS(t, l)
+}
+
+// TestApplyLimits: the 10 MB VirtualService of issue 17 is refused with an error naming
+// the file, object and field, nothing changes (every proxy stays SYNCED on its version),
+// and the lab's memory comes back; a large valid VirtualService applies and reverts, and
+// the memory it took is returned.
+func TestApplyLimits(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	l := startLab(t)
+	dir := t.TempDir()
+	write := func(name, data string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	synced := func(when string) string {
+		t.Helper()
+		out := proxyStatus(t, l.name)
+		lines := strings.Split(strings.TrimSpace(out), "\n")[1:]
+		for _, line := range lines {
+			if strings.Contains(line, "STALE") || strings.Contains(line, "NACK") || !strings.Contains(line, "SYNCED") {
+				t.Fatalf("%s: a proxy is not SYNCED:\n%s", when, out)
+			}
+		}
+		return out
+	}
+	before := synced("before")
+	rss0 := settledRSS(t, l)
+
+	huge := write("big.yaml", bigVirtualService("big", 127672))
+	start := time.Now()
+	out, err := meshlab(t, "apply", "--name", l.name, "-f", huge)
+	took := time.Since(start)
+	if err == nil {
+		t.Fatalf("apply of the 10 MB VirtualService succeeded:\n%s", out)
+	}
+	want := huge + ": VirtualService default/big: spec.http: "
+	if !strings.Contains(out, want) || !strings.Contains(out, "above the limit of 1.5 MiB for one object") || strings.Count(out, "\n") > 3 {
+		t.Errorf("apply error does not name the file, object and field (%q) in a line or two:\n%s", want, out)
+	}
+	t.Logf("refused in %v: %s", took, strings.TrimSpace(out))
+	if after := synced("after the refused apply"); after != before {
+		t.Errorf("proxy-status changed by a refused apply:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	rss1 := settledRSS(t, l)
+
+	// A large but valid VirtualService (4,000 routes, about 400 KB) applies, is pushed
+	// and ACKed, then is deleted.
+	large := write("large.yaml", bigVirtualService("large", 4000))
+	if out, err := meshlab(t, "apply", "--name", l.name, "-f", large); err != nil || !strings.Contains(out, "created") {
+		t.Fatalf("apply of 4,000 routes: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for strings.Contains(proxyStatus(t, l.name), "STALE") && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	synced("after the large apply")
+	rss2 := settledRSS(t, l)
+	if out, err := meshlab(t, "delete", "--name", l.name, "-f", large); err != nil {
+		t.Fatalf("delete: %v\n%s", err, out)
+	}
+	rss3 := settledRSS(t, l)
+	synced("after the revert")
+	t.Logf("lab RSS: %d MiB at start, %d MiB after the refused 10 MB apply, %d MiB with 4,000 routes applied, %d MiB after their revert",
+		rss0>>20, rss1>>20, rss2>>20, rss3>>20)
+	// Refusing the probe reads it, splits it and scans it (about 100 MB of garbage); all
+	// of it must be returned.
+	if rss1-rss0 > 24<<20 {
+		t.Errorf("refusing the 10 MB apply left the lab %d MiB larger", (rss1-rss0)>>20)
+	}
+	// The revert keeps the large version in the history (for meshlab diff), bounded by
+	// discovery.DefaultHistoryBytes; the rest is returned.
+	if rss3-rss0 > 64<<20 {
+		t.Errorf("after the revert the lab is %d MiB larger than at start", (rss3-rss0)>>20)
+	}
+}

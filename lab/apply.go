@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"runtime/debug"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/meshlab/meshlab/controlplane/config"
 	"github.com/meshlab/meshlab/controlplane/discovery"
@@ -41,6 +43,7 @@ func (l *Lab) currentScenario() (*config.Scenario, error) {
 // new proxy epoch (see pushProxySettings).
 // It implements web.ConfigStore.
 func (l *Lab) Apply(ctx context.Context, files []web.ConfigFile) ([]string, error) {
+	defer releaseMemory()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	sc, err := l.currentScenario()
@@ -60,6 +63,7 @@ func (l *Lab) Apply(ctx context.Context, files []web.ConfigFile) ([]string, erro
 // Delete removes objects from the running lab, named by refs or by the objects of files,
 // with Apply's guarantees. It implements web.ConfigStore.
 func (l *Lab) Delete(ctx context.Context, files []web.ConfigFile, refs []web.ObjectRef) ([]string, error) {
+	defer releaseMemory()
 	var all []config.Ref
 	for _, f := range files {
 		rs, err := config.Refs(f.Name, []byte(f.Data))
@@ -85,6 +89,23 @@ func (l *Lab) Delete(ctx context.Context, files []web.ConfigFile, refs []web.Obj
 		return nil, err
 	}
 	return changeStrings(changes), nil
+}
+
+// releasingMemory is set while releaseMemory's collection runs.
+var releasingMemory atomic.Bool
+
+// releaseMemory returns what an apply or delete left unused (a large config replaced or
+// reverted, a large input refused) to the OS, in the background. Go returns freed heap
+// lazily, so without it the lab's RSS stays at its peak for minutes after a revert; one
+// collection per config change costs milliseconds.
+func releaseMemory() {
+	if !releasingMemory.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer releasingMemory.Store(false)
+		debug.FreeOSMemory()
+	}()
 }
 
 // commit builds next's model, checks it keeps the lab's pods, pushes it to the proxies and

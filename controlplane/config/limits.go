@@ -85,8 +85,8 @@ func checkDocumentSize(file string, d document, errs *ErrorList) bool {
 		e.Origin.Namespace = DefaultNamespace
 	}
 	if h.largestField != "" {
-		e.Msg = fmt.Sprintf("%s of %d lines; the object is %s, above the limit of %s for one object (Kubernetes' own): split it into several objects",
-			sizeString(h.largestBytes), h.largestLines, sizeString(len(d.data)), sizeString(MaxObjectBytes))
+		e.Msg = fmt.Sprintf("%d items (%s) in an object of %s, above the limit of %s for one object (Kubernetes' own): split it into several objects",
+			h.largestItems, sizeString(h.largestBytes), sizeString(len(d.data)), sizeString(MaxObjectBytes))
 	} else {
 		e.Msg = fmt.Sprintf("the object is %s, above the limit of %s for one object (Kubernetes' own): split it into several objects",
 			sizeString(len(d.data)), sizeString(MaxObjectBytes))
@@ -180,9 +180,10 @@ func capErrors(errs ErrorList) ErrorList {
 type headerScan struct {
 	kind, name, namespace string
 	// largestField is the top-level field, or the field of spec, whose text is the
-	// largest ("spec.http"); largestBytes and largestLines measure it.
+	// largest ("spec.http"); largestBytes measures it and largestItems counts the
+	// entries of its list (0 when it is no block list).
 	largestField               string
-	largestBytes, largestLines int
+	largestBytes, largestItems int
 }
 
 // scanHeader reads kind, metadata.name and metadata.namespace and finds the largest
@@ -195,13 +196,14 @@ func scanHeader(data []byte) headerScan {
 		childIndent = -1   // the indentation of section's keys
 		field       string // the field whose size is being measured
 		fieldBytes  int
-		fieldLines  int
+		fieldItems  int
+		itemIndent  = -1 // the indentation of the field's "- " entries
 	)
 	flush := func() {
 		if field != "" && fieldBytes > h.largestBytes {
-			h.largestField, h.largestBytes, h.largestLines = field, fieldBytes, fieldLines
+			h.largestField, h.largestBytes, h.largestItems = field, fieldBytes, fieldItems
 		}
-		field, fieldBytes, fieldLines = "", 0, 0
+		field, fieldBytes, fieldItems, itemIndent = "", 0, 0, -1
 	}
 	for line := range bytes.Lines(data) {
 		trimmed := bytes.TrimLeft(line, " ")
@@ -230,8 +232,11 @@ func scanHeader(data []byte) headerScan {
 				field = "spec." + string(k)
 			}
 		}
+		if field != "" && len(content) > 0 && content[0] == '-' && (itemIndent < 0 || indent == itemIndent) {
+			itemIndent = indent
+			fieldItems++
+		}
 		fieldBytes += len(line)
-		fieldLines++
 	}
 	flush()
 	return h
