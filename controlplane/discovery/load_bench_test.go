@@ -3,11 +3,14 @@ package discovery
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
@@ -35,15 +38,18 @@ import (
 	"github.com/meshlab/meshlab/controlplane/model"
 )
 
-// BenchmarkPilotLoad is meshlab's pilot-load: it connects simulated proxies (in-process
-// ADS clients over real gRPC on a unix socket, which behave as Envoy: CDS and LDS
-// wildcard, then EDS and RDS by the names those name, ACKing every response) to a
-// discovery server, then times the common changes from the Update call to every proxy
-// having ACKed its new version of every type. Sizes: 100 proxies (50 services x 2, the
-// issue's 100-pod lab) and 1000 proxies (100 services x 10);
+// BenchmarkPilotLoad is meshlab's pilot-load: it connects simulated proxies (ADS clients
+// over real gRPC on the server's unix socket, which behave as Envoy: CDS and LDS
+// wildcard, then EDS and RDS by the names those name, ACKing every response and decoding
+// only what changed) to a discovery server, then times the common changes from the
+// Update call to every proxy having ACKed its new version of every type. The proxies run
+// in a child process (TestPilotLoadClients; MESHLAB_LOAD_INPROC=1 keeps them in), so
+// the CPU, heap and RSS reported are the server's. Sizes: 100 proxies (50 services x 2,
+// the 100-pod lab) and 1000 proxies (100 services x 10);
 // MESHLAB_LOAD_PROXIES=1000 runs one size only. Metrics per change: p50/p99 of
-// push-to-all-ACKed and of the Update call itself, process CPU per change (server and
-// clients together: one process), and the heap and peak RSS of the process.
+// push-to-all-ACKed and of the Update call itself, the server's CPU per change and the
+// proxies', the server's heap in use after the change and its peak RSS so far.
+// MESHLAB_LOAD_HEAPPROFILE=path writes the live heap after each change to path.<change>-<n>.
 //
 //	go test -run '^$' -bench PilotLoad -benchtime 20x ./controlplane/discovery
 func BenchmarkPilotLoad(b *testing.B) {
@@ -72,11 +78,17 @@ func pilotLoad(b *testing.B, services, replicas int) {
 	if err := s.UpdateFor(ctx, base, "start"); err != nil {
 		b.Fatalf("initial update: %v", err)
 	}
-	clients := connectSimProxies(b, s.path, base)
-	defer clients.close()
+	proxies := 0
+	for _, p := range base.Pods {
+		if p.Sidecar.Inject {
+			proxies++
+		}
+	}
 	start := time.Now()
+	clients := startSimProxies(b, s.path, services, replicas)
+	defer clients.close(b)
 	acks.wait(b, s)
-	b.Logf("%d proxies connected and synced in %v", len(clients.proxies), time.Since(start).Round(time.Millisecond))
+	b.Logf("%d proxies connected and synced in %v", proxies, time.Since(start).Round(time.Millisecond))
 
 	svc0, svc1 := base.Services[0], base.Services[1]
 	changes := []struct {
@@ -121,7 +133,7 @@ func pilotLoad(b *testing.B, services, replicas int) {
 		changed := c.make()
 		b.Run(c.name, func(b *testing.B) {
 			var push, update []time.Duration
-			cpu0 := processCPU()
+			cpu0, ccpu0 := processCPU(), clients.cpu()
 			b.ResetTimer()
 			for i := range b.N {
 				m := changed
@@ -137,23 +149,24 @@ func pilotLoad(b *testing.B, services, replicas int) {
 				push = append(push, time.Since(t0))
 			}
 			b.StopTimer()
-			cpu := processCPU() - cpu0
+			cpu, ccpu := processCPU()-cpu0, clients.cpu()-ccpu0
 			if b.N%2 == 1 { // back to base for the next change
 				if err := s.UpdateFor(ctx, base, "bench: reset"); err != nil {
 					b.Fatalf("update: %v", err)
 				}
 				acks.wait(b, s)
 			}
-			if n := clients.errors(); n != "" {
-				b.Fatalf("simulated proxies failed: %s", n)
+			if err := clients.err(); err != nil {
+				b.Fatalf("simulated proxies failed: %v", err)
 			}
 			b.ReportMetric(ms(percentile(push, 50)), "push-p50-ms")
 			b.ReportMetric(ms(percentile(push, 99)), "push-p99-ms")
 			b.ReportMetric(ms(percentile(update, 50)), "update-p50-ms")
 			b.ReportMetric(ms(percentile(update, 99)), "update-p99-ms")
 			b.ReportMetric(ms(cpu)/float64(b.N), "cpu-ms/change")
+			b.ReportMetric(ms(ccpu)/float64(b.N), "proxies-cpu-ms/change")
 			if path := os.Getenv("MESHLAB_LOAD_HEAPPROFILE"); path != "" {
-				writeHeapProfile(b, fmt.Sprintf("%s.%s-%d", path, c.name, len(clients.proxies)))
+				writeHeapProfile(b, fmt.Sprintf("%s.%s-%d", path, c.name, proxies))
 			}
 			runtime.GC()
 			var mem runtime.MemStats
@@ -295,6 +308,97 @@ func (w *ackWaiter) wait(b *testing.B, s *Server) {
 	}
 }
 
+// simClients are the simulated proxies of a benchmark: in a child process (the test
+// binary running TestPilotLoadClients), so that the figures of this process are the
+// server's alone, as pilot-load runs apart from istiod; MESHLAB_LOAD_INPROC=1 runs them
+// in this process instead.
+type simClients struct {
+	cmd    *exec.Cmd
+	stdin  io.Closer
+	out    *bytes.Buffer
+	inproc *simProxies
+}
+
+func startSimProxies(b *testing.B, path string, services, replicas int) *simClients {
+	b.Helper()
+	if os.Getenv("MESHLAB_LOAD_INPROC") != "" {
+		return &simClients{inproc: connectSimProxies(b, path, scaleModel(services, replicas))}
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestPilotLoadClients$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), "MESHLAB_LOAD_SOCKET="+path,
+		fmt.Sprintf("MESHLAB_LOAD_SHAPE=%d,%d", services, replicas))
+	out := &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatalf("start simulated proxies: %v", err)
+	}
+	return &simClients{cmd: cmd, stdin: stdin, out: out}
+}
+
+// cpu is the CPU time the simulated proxies used so far.
+func (c *simClients) cpu() time.Duration {
+	if c.inproc != nil {
+		return 0 // counted in this process's
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond // USER_HZ is 100
+}
+
+// err reports whether the child ended early.
+func (c *simClients) err() error {
+	if c.inproc != nil {
+		if e := c.inproc.errors(); e != "" {
+			return errors.New(e)
+		}
+		return nil
+	}
+	if c.cmd.ProcessState != nil {
+		return fmt.Errorf("simulated proxies exited: %s", c.out)
+	}
+	return nil
+}
+
+func (c *simClients) close(b *testing.B) {
+	if c.inproc != nil {
+		c.inproc.close()
+		return
+	}
+	c.stdin.Close()
+	if err := c.cmd.Wait(); err != nil {
+		b.Errorf("simulated proxies: %v\n%s", err, c.out)
+	}
+}
+
+// TestPilotLoadClients is BenchmarkPilotLoad's child process: it runs only when the
+// benchmark starts it, connects one simulated proxy per pod of the benchmark's model,
+// and runs until its stdin closes.
+func TestPilotLoadClients(t *testing.T) {
+	path := os.Getenv("MESHLAB_LOAD_SOCKET")
+	if path == "" {
+		t.Skip("run by BenchmarkPilotLoad")
+	}
+	var services, replicas int
+	if _, err := fmt.Sscanf(os.Getenv("MESHLAB_LOAD_SHAPE"), "%d,%d", &services, &replicas); err != nil {
+		t.Fatalf("MESHLAB_LOAD_SHAPE: %v", err)
+	}
+	sp := connectSimProxies(t, path, scaleModel(services, replicas))
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	sp.close()
+	if e := sp.errors(); e != "" {
+		t.Fatal(e)
+	}
+}
+
 // simProxies is a set of simulated proxies.
 type simProxies struct {
 	proxies []*simProxy
@@ -305,7 +409,7 @@ type simProxies struct {
 
 // connectSimProxies connects one simulated proxy per injected pod of m, sharing a few
 // gRPC connections (Envoy opens one per proxy; the server's per-stream work is the same).
-func connectSimProxies(b *testing.B, path string, m *model.Model) *simProxies {
+func connectSimProxies(b testing.TB, path string, m *model.Model) *simProxies {
 	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	sp := &simProxies{cancel: cancel}
