@@ -19,6 +19,7 @@ import (
 
 	"github.com/meshlab/meshlab/internal/testutil"
 	"github.com/meshlab/meshlab/lab"
+	"github.com/meshlab/meshlab/scenarios"
 )
 
 // impostorBootstrap is a sidecar bootstrap that speaks ADS as nodeID, to the lab's
@@ -322,4 +323,31 @@ func TestApplyLimits(t *testing.T) {
 	if rss3-rss0 > 64<<20 {
 		t.Errorf("after the revert the lab is %d MiB larger than at start", (rss3-rss0)>>20)
 	}
+}
+
+// TestUpRefusesOversizeScenario: `up` of the hello scenario with the 10 MB VirtualService
+// refuses in a line naming the file, object and field, and creates nothing (the probe
+// once brought a lab up with 0 of 3 pods ready and 127,673 error lines).
+func TestUpRefusesOversizeScenario(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	name := testutil.UniqueName(t)
+	hello, _, err := scenarios.Lookup("hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "big-hello.yaml")
+	if err := os.WriteFile(file, []byte(string(hello)+"\n---\n"+bigVirtualService("big", 127672)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	out, err := meshlab(t, "up", "--name", name, file)
+	if err == nil {
+		t.Fatalf("meshlab up accepted the 10 MB VirtualService:\n%s", out)
+	}
+	if !strings.Contains(out, "big-hello.yaml: VirtualService default/big: spec.http: 127673 items") || strings.Count(out, "\n") > 3 {
+		t.Errorf("up's error does not name the file, object and field in a line or two:\n%s", out)
+	}
+	t.Logf("refused in %v: %s", time.Since(start), strings.TrimSpace(out))
+	assertNothingLeft(t, name)
 }
