@@ -182,3 +182,39 @@ func TestAuthTCPRequiresBearerToken(t *testing.T) {
 		t.Fatalf("stream with the pod's token: version %q err %v, want v1", r.GetVersionInfo(), err)
 	}
 }
+
+func TestAuthDeltaStreamBindsNodeID(t *testing.T) {
+	t.Parallel()
+	m := helloModel()
+	frontend, backend := m.Pod("frontend-v1").NodeID(), m.Pod("backend-v1").NodeID()
+	auth := &recordingAuthorizer{allow: map[string]string{frontend: ""}}
+	sock := filepath.Join(t.TempDir(), "xds.sock")
+	s := startServer(t, Options{SocketPath: sock, SocketGID: -1, Authorize: auth.authorize})
+	if err := s.Update(context.Background(), m); err != nil {
+		t.Fatalf("Update: %v", err)
+	}
+	open := func(node string) discoverypb.AggregatedDiscoveryService_DeltaAggregatedResourcesClient {
+		conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		t.Cleanup(func() { cancel(); conn.Close() })
+		st, err := discoverypb.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Send(&discoverypb.DeltaDiscoveryRequest{TypeUrl: resource.ListenerType, Node: &core.Node{Id: node}}); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	if r, err := open(frontend).Recv(); err != nil || len(r.GetResources()) == 0 {
+		t.Fatalf("delta stream of the connecting pod: %v (%d resources)", err, len(r.GetResources()))
+	}
+	_, err := open(backend).Recv()
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("delta stream claiming another pod: %v, want PermissionDenied", err)
+	}
+	noTrace(t, s, backend)
+}
