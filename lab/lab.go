@@ -259,7 +259,7 @@ func (l *Lab) startServers() error {
 		SocketPath:  l.paths.XDSSocket(),
 		SocketGID:   ProxyUID,
 		TCPAddr:     l.opts.XDSListen,
-		Authorize:   l.authorizeProxy,
+		Authorize:   l.proxyAuthorizer(newProxyNodes(l.model)),
 		OnEvent:     l.publishXDS,
 		Register:    registerCA,
 		HistorySize: l.opts.XDSHistory,

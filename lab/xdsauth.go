@@ -28,14 +28,18 @@ func ParseXDSListen(s string) (netip.AddrPort, error) {
 	return ap, nil
 }
 
-// authorizeProxy is the discovery server's Authorizer: a stream may speak only for the
-// proxy of the pod its connection comes from, as istiod binds a proxy's node to the
+// proxyAuthorizer returns the discovery server's Authorizer: a stream may speak only for
+// the proxy of the pod its connection comes from, as istiod binds a proxy's node to the
 // identity in its token. On xds.sock that is the network namespace of the process that
 // connected (every pod has its own, and every proxy runs as the same uid 1337, so the uid
 // alone would let one pod's proxy claim another's node id); on TCP it is the pod's CA
 // token, sent as istiod's bearer token ("authorization: Bearer <token>").
-func (l *Lab) authorizeProxy(ctx context.Context, nodeID string) error {
-	pod := l.podByNodeID(nodeID)
+func (l *Lab) proxyAuthorizer(nodes proxyNodes) discovery.Authorizer {
+	return func(ctx context.Context, nodeID string) error { return l.authorizeProxy(ctx, nodes, nodeID) }
+}
+
+func (l *Lab) authorizeProxy(ctx context.Context, nodes proxyNodes, nodeID string) error {
+	pod := nodes[nodeID]
 	if pod == nil {
 		return status.Errorf(codes.PermissionDenied, "node id %q is not the node id of any pod of lab %s", nodeID, l.opts.Name)
 	}
@@ -69,18 +73,19 @@ func (l *Lab) authorizeUnixPeer(pc discovery.PeerCred, pod *model.Pod) error {
 	return nil
 }
 
-// podByNodeID returns the injected pod whose proxy's node id is id, or nil.
-func (l *Lab) podByNodeID(id string) *model.Pod {
-	l.mu.Lock()
-	m := l.model
-	l.mu.Unlock()
-	if m == nil {
-		return nil
-	}
+// proxyNodes maps the node id of every injected pod's proxy to its pod. Apply never adds,
+// removes or renames pods, nor changes their addresses (sameTopology), so the map made at
+// start holds for the lab's life; reading it takes no lock, which matters because the lab
+// holds l.mu while it waits for proxies (a new epoch after a settings change) whose
+// streams this authorizes.
+type proxyNodes map[string]*model.Pod
+
+func newProxyNodes(m *model.Model) proxyNodes {
+	n := proxyNodes{}
 	for _, p := range m.Pods {
-		if p.Sidecar.Inject && p.NodeID() == id {
-			return p
+		if p.Sidecar.Inject {
+			n[p.NodeID()] = p
 		}
 	}
-	return nil
+	return n
 }
