@@ -99,12 +99,16 @@ func (b vsRouteBuilder) translate(in *networking.HTTPRoute, mt *networking.HTTPM
 }
 
 // routeAction sets the forwarding action: destination cluster or weighted clusters,
-// timeout (0s, Istio's "disabled", when unset), rewrites, mirror and retries.
+// timeout (0s, Istio's "disabled", when unset) and max_grpc_timeout, rewrites, mirror
+// and retries.
 func (b vsRouteBuilder) routeAction(out *route.Route, in *networking.HTTPRoute, authority string) {
 	action := &route.RouteAction{Timeout: durationpb.New(0)}
 	if in.GetTimeout() != nil {
 		action.Timeout = in.GetTimeout()
 	}
+	// As Istio's setTimeout: a gRPC request's grpc-timeout header is capped by the same
+	// timeout (0: none).
+	action.MaxGrpcTimeout = action.Timeout //nolint:staticcheck // deprecated, and Istio still sets it.
 	out.Action = &route.Route_Route{Route: action}
 	if rw := in.GetRewrite(); rw != nil {
 		if rw.GetUri() != "" {

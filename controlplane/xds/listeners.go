@@ -290,10 +290,11 @@ func inboundFilters(ip inboundPort, az authz, mtls bool) ([]*listener.Filter, er
 		m.RouteSpecifier = &hcm.HttpConnectionManager_RouteConfig{RouteConfig: &route.RouteConfiguration{
 			Name: cluster,
 			VirtualHosts: []*route.VirtualHost{{
-				Name:    "inbound|http|" + RouteName(ip.target),
+				Name:    "inbound|http|" + RouteName(ip.port),
 				Domains: []string{"*"},
-				Routes:  []*route.Route{defaultRoute(cluster)},
+				Routes:  []*route.Route{defaultInboundRoute(cluster, traceOperation(ip.host, ip.port), ip.protocol)},
 			}},
+			ValidateClusters: wrapperspb.Bool(false),
 		}}
 	})
 	if err != nil {

@@ -171,7 +171,7 @@ func passthroughHTTPFilters(az authz, mtls bool) ([]*listener.Filter, error) {
 			VirtualHosts: []*route.VirtualHost{{
 				Name:    "inbound|http|0",
 				Domains: []string{"*"},
-				Routes:  []*route.Route{defaultRoute(InboundPassthroughCluster)},
+				Routes:  []*route.Route{defaultInboundRoute(InboundPassthroughCluster, traceOperation("", 0), model.ProtocolHTTP)},
 			}},
 			ValidateClusters: wrapperspb.Bool(false),
 		}}

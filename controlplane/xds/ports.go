@@ -101,6 +101,10 @@ func httpPorts(m *model.Model) []uint16 {
 type inboundPort struct {
 	target   uint16
 	protocol model.Protocol
+	// host and port are the first service (in model order) delivering to target and
+	// its port number, which Istio names the inbound virtual host and route after.
+	host string
+	port uint16
 }
 
 // inboundPorts returns the distinct target ports of the services selecting pod,
@@ -113,7 +117,7 @@ func inboundPorts(m *model.Model, pod *model.Pod) []inboundPort {
 		for _, p := range s.Ports {
 			if !seen[p.TargetPort] {
 				seen[p.TargetPort] = true
-				out = append(out, inboundPort{target: p.TargetPort, protocol: p.Protocol})
+				out = append(out, inboundPort{target: p.TargetPort, protocol: p.Protocol, host: s.Hostname(), port: p.Port})
 			}
 		}
 	}

@@ -2,7 +2,9 @@ package xds
 
 import (
 	"fmt"
+	"net"
 	"sort"
+	"strconv"
 
 	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
@@ -69,14 +71,14 @@ func routeConfig(m *model.Model, pod *model.Pod, port uint16, byHost map[string]
 func serviceRoutes(m *model.Model, pod *model.Pod, sp servicePort, byHost map[string][]servicePort) ([]*route.Route, error) {
 	vs := virtualServiceFor(m, sp.host)
 	if vs == nil || len(vs.Spec.GetHttp()) == 0 {
-		return []*route.Route{defaultOutboundRoute(sp.clusterName())}, nil
+		return []*route.Route{defaultOutboundRoute(sp.clusterName(), traceOperation(sp.host, sp.port.Port))}, nil
 	}
 	rs, err := vsRouteBuilder{m: m, pod: pod, vs: vs, port: sp.port.Port, byHost: byHost}.routes()
 	if err != nil {
 		return nil, fmt.Errorf("VirtualService %s/%s: %w", vs.Namespace, vs.Name, err)
 	}
 	if len(rs) == 0 {
-		return []*route.Route{defaultOutboundRoute(sp.clusterName())}, nil
+		return []*route.Route{defaultOutboundRoute(sp.clusterName(), traceOperation(sp.host, sp.port.Port))}, nil
 	}
 	return rs, nil
 }
@@ -96,9 +98,17 @@ func catchAllVirtualHost(policy model.OutboundTrafficPolicy) *route.VirtualHost 
 		}
 	}
 	return &route.VirtualHost{
-		Name:                       AllowAnyVirtualHost,
-		Domains:                    []string{"*"},
-		Routes:                     []*route.Route{defaultRoute(PassthroughCluster)},
+		Name:    AllowAnyVirtualHost,
+		Domains: []string{"*"},
+		Routes: []*route.Route{{
+			Name:  AllowAnyVirtualHost,
+			Match: &route.RouteMatch{PathSpecifier: &route.RouteMatch_Prefix{Prefix: "/"}},
+			Action: &route.Route_Route{Route: &route.RouteAction{
+				ClusterSpecifier: &route.RouteAction_Cluster{Cluster: PassthroughCluster},
+				Timeout:          durationpb.New(0),
+				MaxGrpcTimeout:   durationpb.New(0), //nolint:staticcheck // Istio still sets it.
+			}},
+		}},
 		IncludeRequestAttemptCount: true,
 	}
 }
@@ -116,10 +126,37 @@ func defaultRoute(cluster string) *route.Route {
 	}
 }
 
-// defaultOutboundRoute is the route of a service no VirtualService routes, as Istio's
-// BuildDefaultHTTPOutboundRoute: the default route with Istio's default retry policy.
-func defaultOutboundRoute(cluster string) *route.Route {
+// defaultOutboundRoute is the route of a service port no VirtualService routes, as
+// Istio's BuildDefaultHTTPOutboundRoute: the default route, named for tracing after the
+// service port ("<host>:<port>/*"), with no gRPC timeout either and Istio's default
+// retry policy.
+func defaultOutboundRoute(cluster, operation string) *route.Route {
 	r := defaultRoute(cluster)
+	r.Decorator = &route.Decorator{Operation: operation}
+	r.GetRoute().MaxGrpcTimeout = durationpb.New(0) //nolint:staticcheck // Istio still sets it.
 	r.GetRoute().RetryPolicy = retryPolicy(nil)
 	return r
+}
+
+// defaultInboundRoute is the route of an inbound HTTP chain, as Istio's
+// BuildDefaultHTTPInboundRoute: no timeout, no maximum stream duration nor gRPC
+// timeout header, and except for gRPC two retries of a reset before the request
+// reached the app.
+func defaultInboundRoute(cluster, operation string, protocol model.Protocol) *route.Route {
+	r := defaultRoute(cluster)
+	r.Decorator = &route.Decorator{Operation: operation}
+	r.GetRoute().MaxStreamDuration = &route.RouteAction_MaxStreamDuration{
+		MaxStreamDuration:    durationpb.New(0),
+		GrpcTimeoutHeaderMax: durationpb.New(0),
+	}
+	if protocol != model.ProtocolGRPC {
+		r.GetRoute().RetryPolicy = &route.RetryPolicy{RetryOn: "reset-before-request", NumRetries: wrapperspb.UInt32(2)}
+	}
+	return r
+}
+
+// traceOperation is Istio's tracing operation name of a service port,
+// "<host>:<port>/*" (":0/*" for the inbound passthrough chains).
+func traceOperation(host string, port uint16) string {
+	return net.JoinHostPort(host, strconv.Itoa(int(port))) + "/*"
 }
