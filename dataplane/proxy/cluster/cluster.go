@@ -83,6 +83,10 @@ func newStats(store *stats.Store, name string) *Stats {
 	}
 }
 
+// Scope returns the cluster's stats scope (cluster.<alt_stat_name or name>.*), where
+// filters such as grpc_stats charge their per-cluster stats.
+func (s *Stats) Scope() stats.Scope { return s.scope }
+
 // RecordResponse counts a completed upstream request with its status code, as
 // upstream_rq_<code>, upstream_rq_<N>xx and upstream_rq_completed.
 func (s *Stats) RecordResponse(code int) {

@@ -56,6 +56,14 @@ func (r *Route) compileActions(pr *routev3.Route, vh *VirtualHost) error {
 		return err
 	}
 	for name, a := range pr.GetTypedPerFilterConfig() {
+		if isCORSPolicy(a) {
+			p, err := compileCORSPolicy(a)
+			if err != nil {
+				return fmt.Errorf("typed_per_filter_config[%s].%w", name, err)
+			}
+			r.CORS = p
+			continue
+		}
 		c, err := compilePerFilter(a)
 		if err != nil {
 			return fmt.Errorf("typed_per_filter_config[%s]: %w", name, err)

@@ -29,6 +29,7 @@ type attempt struct {
 	host    cluster.Host
 	err     error
 	kind    failure
+	cl      *cluster.Cluster // the cluster of a response
 }
 
 type failure int
@@ -184,7 +185,7 @@ func (rt *router) try(ctx context.Context, x *exchange, cl *cluster.Cluster, out
 	if err == nil {
 		cl.ReportResult(host, resp.StatusCode)
 		cl.Stats().RecordResponse(resp.StatusCode)
-		return attempt{resp: resp, rqTime: cl.Stats().UpstreamRqTime, host: host, release: func() { cancel(); release() }}
+		return attempt{resp: resp, rqTime: cl.Stats().UpstreamRqTime, host: host, release: func() { cancel(); release() }, cl: cl}
 	}
 	cancel()
 	release()
@@ -290,6 +291,9 @@ func (rt *router) respond(x *exchange, a attempt) int {
 	x.vh.Headers.resp.apply(h, nil)
 	h.Set("X-Envoy-Upstream-Service-Time", strconv.FormatInt(time.Since(x.start).Milliseconds(), 10))
 	rt.setServer(h)
+	if x.corsOrigin != "" {
+		x.corsResponse(h)
+	}
 	if x.upgrade != "" && resp.StatusCode == http.StatusSwitchingProtocols {
 		return rt.tunnel(x, a, h)
 	}
@@ -300,6 +304,9 @@ func (rt *router) respond(x *exchange, a attempt) int {
 		for _, v := range vs {
 			h.Add(http.TrailerPrefix+k, v)
 		}
+	}
+	if rt.cfg.GRPCStats != nil && a.cl != nil && isGRPC(x.r) {
+		chargeGRPC(a.cl.Stats().Scope(), h)
 	}
 	// Envoy's router records upstream_rq_time when the upstream response is complete,
 	// measured from the end of the downstream request (the body is buffered, so its

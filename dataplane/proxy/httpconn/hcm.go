@@ -78,6 +78,12 @@ type Config struct {
 	RequestID RequestID
 	// Tracing is the tracing block (provider unset), nil without tracing.
 	Tracing *Tracing
+	// ALPN is the istio.alpn filter, nil without it.
+	ALPN *ALPNOverride
+	// GRPCStats is the grpc_stats filter, nil without it.
+	GRPCStats *GRPCStats
+	// CORS reports whether the cors filter is present: routes' CORS policies apply.
+	CORS bool
 }
 
 // Codec is the HCM's codec_type.
@@ -159,6 +165,18 @@ func Compile(a *anypb.Any) (*Config, error) {
 	}
 	last := len(h.GetHttpFilters()) - 1
 	for i, f := range h.GetHttpFilters() {
+		if tc := f.GetTypedConfig(); tc != nil {
+			handled, err := cfg.compileIstioFilter(tc)
+			if err != nil {
+				return nil, fmt.Errorf("http_filters[%d].%w", i, err)
+			}
+			if handled {
+				if i == last {
+					return nil, fmt.Errorf("http_filters[%d]: the last filter must be the router", i)
+				}
+				continue
+			}
+		}
 		fc, err := compileHTTPFilter(f)
 		if err != nil {
 			return nil, fmt.Errorf("http_filters[%d]: %w", i, err)

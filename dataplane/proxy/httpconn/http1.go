@@ -234,7 +234,10 @@ func (c *h1Conn) serveOne(ctx context.Context, deps Deps) bool {
 	// Discard what the handler left of the body, or give up the connection.
 	if req.Body != nil && req.Body != http.NoBody {
 		n, err := io.CopyN(io.Discard, req.Body, maxDrainBody+1)
-		if n > maxDrainBody || (err != nil && err != io.EOF) {
+		// A body the upstream transport already closed was drained by its Close
+		// (net/http reads a server-side request body to its end on Close): the
+		// connection is positioned at the next request.
+		if n > maxDrainBody || (err != nil && err != io.EOF && !errors.Is(err, http.ErrBodyReadAfterClose)) {
 			return false
 		}
 		_ = req.Body.Close()

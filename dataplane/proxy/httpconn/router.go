@@ -19,6 +19,7 @@ import (
 	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/fault"
 	"github.com/meshlab/meshlab/dataplane/proxy/stats"
+	"github.com/meshlab/meshlab/dataplane/proxy/tlsctx"
 )
 
 // Envoy's local reply bodies.
@@ -143,6 +144,8 @@ type exchange struct {
 	upstream cluster.UpstreamInfo // filled by the attempts when access logs are on
 	rx       *countingBody
 	upgrade  string // the enabled upgrade the request asks for ("websocket"), "" for none
+	// corsOrigin is the allowed Origin of a CORS request, echoed in the response.
+	corsOrigin string
 }
 
 func (rt *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -234,6 +237,11 @@ func (rt *router) serve(x *exchange) int {
 	if code, done := rt.applyFilters(x); done {
 		return code
 	}
+	if rt.cfg.CORS && x.route != nil && x.route.CORS != nil {
+		if code, done := rt.applyCORS(x); done {
+			return code
+		}
+	}
 	route := x.route
 	if up := requestedUpgrade(r); up != "" {
 		if !rt.upgradeAllowed(route, up) {
@@ -265,6 +273,11 @@ func (rt *router) serve(x *exchange) int {
 		x.info.Flags |= accesslog.NoClusterFound
 		x.info.CodeDetails = "cluster_not_found"
 		return rt.localReply(x, http.StatusServiceUnavailable, "")
+	}
+	if rt.cfg.ALPN != nil {
+		if p := rt.cfg.ALPN.alpnFor(cl, r.ProtoMajor, r.ProtoMinor); p != nil {
+			x.r = r.WithContext(tlsctx.WithALPN(r.Context(), p))
+		}
 	}
 	return rt.forward(x, cl)
 }

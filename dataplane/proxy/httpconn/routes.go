@@ -117,6 +117,8 @@ type Route struct {
 	Headers  headerMutations
 	// Faults holds typed_per_filter_config entries for fault filters, by filter name.
 	Faults map[string]*fault.Config
+	// CORS is the route's typed_per_filter_config CORS policy, nil for none.
+	CORS *CORSPolicy
 	// Upgrades is the route's upgrade_configs, overriding the HCM's per type; nil: none.
 	Upgrades map[string]bool
 	// GRPCTimeoutMax, when set, makes a gRPC request's grpc-timeout header its timeout,
