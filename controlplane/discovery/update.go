@@ -72,7 +72,7 @@ func (s *Server) UpdateFor(ctx context.Context, m *model.Model, trigger string) 
 		}
 	}
 	results := make([]genResult, len(pods))
-	in := newInterner()
+	in := newInterner(m)
 	work := make(chan int)
 	var wg sync.WaitGroup
 	for range min(runtime.GOMAXPROCS(0), len(pods)) {
@@ -184,7 +184,7 @@ func (s *Server) generate(m *model.Model, pod *model.Pod, scope []resource.Type,
 		}
 		e, first := in.shared(typ, key)
 		e.once.Do(func() {
-			res, err := xds.GenerateTypes(m, pod, typ)
+			res, err := xds.GenerateShared(m, pod, in.xds, typ)
 			if err == nil {
 				err = checkPushSize(id, res)
 			}
@@ -204,7 +204,7 @@ func (s *Server) generate(m *model.Model, pod *model.Pod, scope []resource.Type,
 		}
 	}
 	if len(own) > 0 {
-		res, err := xds.GenerateTypes(m, pod, own...)
+		res, err := xds.GenerateShared(m, pod, in.xds, own...)
 		if err != nil {
 			r.err = err
 			return r
@@ -261,8 +261,10 @@ func (s *Server) generate(m *model.Model, pod *model.Pod, scope []resource.Type,
 // that proxies with identical clusters, routes or endpoints share them, and the types
 // built once for every pod of an xds.SharedKey. Safe for concurrent use.
 type interner struct {
+	xds    *xds.Shared // the outbound clusters, built once per namespace
 	mu     sync.Mutex
 	res    map[[sha256.Size]byte]interned
+	byPtr  map[types.Resource][sha256.Size]byte // resources generated once for many pods: encoded once
 	shares map[sharedID]*sharedType
 }
 
@@ -300,8 +302,9 @@ type interned struct {
 	any *anypb.Any
 }
 
-func newInterner() *interner {
-	return &interner{res: map[[sha256.Size]byte]interned{}, shares: map[sharedID]*sharedType{}}
+func newInterner(m *model.Model) *interner {
+	return &interner{xds: xds.NewShared(m), res: map[[sha256.Size]byte]interned{},
+		byPtr: map[types.Resource][sha256.Size]byte{}, shares: map[sharedID]*sharedType{}}
 }
 
 // intern digests rs (by the deterministic encoding of each resource, as go-control-plane
@@ -323,6 +326,17 @@ func (in *interner) intern(typ resource.Type, rs []types.Resource) (typeState, i
 	for i, j := range order {
 		r := rs[j]
 		names[i] = ts.names[j]
+		in.mu.Lock()
+		key, seen := in.byPtr[r]
+		in.mu.Unlock()
+		if seen { // the same object, generated once for many pods
+			sums.Write(key[:])
+			in.mu.Lock()
+			kept := in.res[key]
+			in.mu.Unlock()
+			ts.res[i], ts.anys[i] = kept.res, kept.any
+			continue
+		}
 		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(r)
 		if err != nil {
 			return typeState{}, 0, fmt.Errorf("marshal %s %s: %w", typ, names[i], err)
@@ -330,7 +344,6 @@ func (in *interner) intern(typ resource.Type, rs []types.Resource) (typeState, i
 		h := sha256.New()
 		h.Write([]byte(typ))
 		h.Write(b)
-		var key [sha256.Size]byte
 		h.Sum(key[:0])
 		sums.Write(key[:])
 		in.mu.Lock()
@@ -340,6 +353,7 @@ func (in *interner) intern(typ resource.Type, rs []types.Resource) (typeState, i
 			in.res[key] = kept
 			cost += len(b)
 		}
+		in.byPtr[r] = key
 		in.mu.Unlock()
 		ts.res[i], ts.anys[i] = kept.res, kept.any
 	}

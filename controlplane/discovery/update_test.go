@@ -111,7 +111,8 @@ func TestScopedUpdateMatchesFullGeneration(t *testing.T) {
 
 // sourceLabelsModel is scaleModel(5, 2) with a pod in another namespace and a
 // VirtualService on svc-000 whose route applies only to callers labelled app=svc-001
-// (or svc-002 when other): routes differ by the caller's namespace and labels.
+// (or svc-002 when other): routes differ by the caller's namespace and labels, and
+// clusters by the caller's namespace (a DestinationRule in "other").
 func sourceLabelsModel(other bool) *model.Model {
 	m := scaleModel(5, 2)
 	p := scalePod(4, 5, true)
@@ -129,6 +130,19 @@ func sourceLabelsModel(other bool) *model.Model {
 			Route:   []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: "svc-000"}}},
 		}}},
 	}}
+	// DestinationRules in the client's namespace and the service's: the client sees
+	// svc-000 round robin, the pods of default random.
+	dr := func(ns string, lb networking.LoadBalancerSettings_SimpleLB) *model.IstioConfig[*networking.DestinationRule] {
+		return &model.IstioConfig[*networking.DestinationRule]{
+			Name: "svc-000", Namespace: ns,
+			Spec: &networking.DestinationRule{Host: "svc-000.default.svc.cluster.local",
+				TrafficPolicy: &networking.TrafficPolicy{LoadBalancer: &networking.LoadBalancerSettings{
+					LbPolicy: &networking.LoadBalancerSettings_Simple{Simple: lb}}}},
+		}
+	}
+	m.Istio.DestinationRules = []*model.IstioConfig[*networking.DestinationRule]{
+		dr("default", networking.LoadBalancerSettings_RANDOM), dr("other", networking.LoadBalancerSettings_ROUND_ROBIN),
+	}
 	return m
 }
 

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
@@ -27,6 +28,37 @@ var GeneratedTypes = []resource.Type{resource.RouteType, resource.ListenerType, 
 // routes and listeners, not clusters). Listeners name the routes, so asking for
 // listeners builds routes too; only the types asked are returned.
 func GenerateTypes(m *model.Model, pod *model.Pod, typs ...resource.Type) (map[resource.Type][]types.Resource, error) {
+	return GenerateShared(m, pod, nil, typs...)
+}
+
+// Shared holds what GenerateShared builds once for many pods of one model: the outbound
+// clusters, which depend on the pod only through its namespace (the DestinationRule it
+// sees), where the inbound ones are the pod's own. Create one per model with NewShared;
+// it is safe for concurrent use.
+type Shared struct {
+	m        *model.Model
+	mu       sync.Mutex
+	outbound map[string]*sharedOutbound // by namespace
+}
+
+type sharedOutbound struct {
+	once sync.Once
+	cs   []types.Resource
+	err  error
+}
+
+// NewShared returns an empty Shared for m.
+func NewShared(m *model.Model) *Shared {
+	return &Shared{m: m, outbound: map[string]*sharedOutbound{}}
+}
+
+// GenerateShared is GenerateTypes taking the parts pods share from sh (nil: none),
+// built by the first pod that needs them; sh must have been made for m. The resources
+// shared are the same objects for every pod: callers must not modify them.
+func GenerateShared(m *model.Model, pod *model.Pod, sh *Shared, typs ...resource.Type) (map[resource.Type][]types.Resource, error) {
+	if sh != nil && sh.m != m {
+		return nil, errors.New("generate xds: Shared made for another model")
+	}
 	if m == nil {
 		return nil, errors.New("generate xds: nil model")
 	}
@@ -63,7 +95,13 @@ func GenerateTypes(m *model.Model, pod *model.Pod, typs ...resource.Type) (map[r
 		}
 	}
 	if want(resource.ClusterType) {
-		cs, err := clusters(m, pod)
+		var cs []types.Resource
+		var err error
+		if sh != nil {
+			cs, err = sh.clusters(pod)
+		} else {
+			cs, err = clusters(m, pod)
+		}
 		if err != nil {
 			return nil, fail(err)
 		}
@@ -205,4 +243,47 @@ func SharedKey(typ resource.Type, pod *model.Pod) (key string, ok bool) {
 		return pod.Namespace, true
 	}
 	return "", false
+}
+
+// clusters is clusters(m, pod) with the outbound clusters built once per namespace: the
+// same loops, outbound then inbound then the fixed clusters. (TestScopedUpdate in
+// controlplane/discovery checks it against Generate.)
+func (sh *Shared) clusters(pod *model.Pod) ([]types.Resource, error) {
+	m := sh.m
+	sh.mu.Lock()
+	e, ok := sh.outbound[pod.Namespace]
+	if !ok {
+		e = &sharedOutbound{}
+		sh.outbound[pod.Namespace] = e
+	}
+	sh.mu.Unlock()
+	e.once.Do(func() {
+		for _, sp := range outboundPorts(m) {
+			for _, oc := range outboundClustersOf(m, pod, sp) {
+				c, err := outboundCluster(m, sp, oc)
+				if err != nil {
+					e.err = fmt.Errorf("build cluster %s: %w", oc.name, err)
+					return
+				}
+				e.cs = append(e.cs, c)
+			}
+		}
+	})
+	if e.err != nil {
+		return nil, e.err
+	}
+	out := slices.Clip(e.cs)
+	for _, ip := range inboundPorts(m, pod) {
+		c := originalDstCluster(InboundClusterName(ip.target), true)
+		c.Metadata = inboundServicesMetadata(m, pod, ip.target)
+		if err := applyHTTP2(c, ip.protocol); err != nil {
+			return nil, fmt.Errorf("build cluster %s: %w", c.Name, err)
+		}
+		out = append(out, c)
+	}
+	return append(out,
+		originalDstCluster(PassthroughCluster, false),
+		originalDstCluster(InboundPassthroughCluster, true),
+		blackHoleCluster(),
+	), nil
 }
