@@ -7,8 +7,6 @@ import (
 	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	httpinspector "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/http_inspector/v3"
-	originaldst "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/original_dst/v3"
-	tlsinspector "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
 	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tcpproxy "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
@@ -65,6 +63,10 @@ func listeners(m *model.Model, pod *model.Pod, faultRoutes map[string]bool) ([]t
 	return out, addAccessLogs(out, logs)
 }
 
+// maxConnectionsPerSocketEvent is Istio's default MAX_CONNECTIONS_PER_SOCKET_EVENT_LOOP,
+// set on the listeners that bind a port (virtualOutbound, virtualInbound).
+const maxConnectionsPerSocketEvent = 1
+
 // virtualOutbound receives all outbound TCP the capture rules redirect to 15001 and hands
 // each connection to the listener of its original destination; what matches none goes
 // to PassthroughCluster (ALLOW_ANY) or BlackHoleCluster (REGISTRY_ONLY), and connections
@@ -83,10 +85,11 @@ func virtualOutbound(policy model.OutboundTrafficPolicy) (*listener.Listener, er
 		return nil, err
 	}
 	return &listener.Listener{
-		Name:             VirtualOutboundListener,
-		Address:          socketAddress(wildcardAddr, VirtualOutboundPort),
-		UseOriginalDst:   wrapperspb.Bool(true),
-		TrafficDirection: core.TrafficDirection_OUTBOUND,
+		Name:                                 VirtualOutboundListener,
+		Address:                              socketAddress(wildcardAddr, VirtualOutboundPort),
+		UseOriginalDst:                       wrapperspb.Bool(true),
+		TrafficDirection:                     core.TrafficDirection_OUTBOUND,
+		MaxConnectionsToAcceptPerSocketEvent: wrapperspb.UInt32(maxConnectionsPerSocketEvent),
 		FilterChains: []*listener.FilterChain{
 			{
 				Name:             VirtualOutboundListener + "-blackhole",
@@ -206,18 +209,6 @@ func outboundTCPFilter(m *model.Model, sp servicePort, byHost map[string][]servi
 // connections to 15006 itself (a loop) go to BlackHoleCluster. The chains are in
 // Istio's order: blackhole, passthrough, then the declared ports.
 func virtualInbound(m *model.Model, pod *model.Pod) (*listener.Listener, error) {
-	od, err := typed(&originaldst.OriginalDst{})
-	if err != nil {
-		return nil, err
-	}
-	ti, err := typed(&tlsinspector.TlsInspector{})
-	if err != nil {
-		return nil, err
-	}
-	hi, err := typed(&httpinspector.HttpInspector{})
-	if err != nil {
-		return nil, err
-	}
 	blackhole, err := tcpProxyFilter(BlackHoleCluster, BlackHoleCluster)
 	if err != nil {
 		return nil, err
@@ -243,16 +234,21 @@ func virtualInbound(m *model.Model, pod *model.Pod) (*listener.Listener, error) 
 		}
 		chains = append(chains, cs...)
 	}
+	lf, err := inboundListenerFilters(chains)
+	if err != nil {
+		return nil, err
+	}
 	return &listener.Listener{
-		Name:             VirtualInboundListener,
-		Address:          socketAddress(wildcardAddr, VirtualInboundPort),
-		TrafficDirection: core.TrafficDirection_INBOUND,
-		ListenerFilters: []*listener.ListenerFilter{
-			{Name: wellknown.OriginalDestination, ConfigType: &listener.ListenerFilter_TypedConfig{TypedConfig: od}},
-			{Name: wellknown.TlsInspector, ConfigType: &listener.ListenerFilter_TypedConfig{TypedConfig: ti}},
-			{Name: wellknown.HttpInspector, ConfigType: &listener.ListenerFilter_TypedConfig{TypedConfig: hi}},
-		},
-		FilterChains: chains,
+		Name:                                 VirtualInboundListener,
+		Address:                              socketAddress(wildcardAddr, VirtualInboundPort),
+		TrafficDirection:                     core.TrafficDirection_INBOUND,
+		ContinueOnListenerFiltersTimeout:     true,
+		MaxConnectionsToAcceptPerSocketEvent: wrapperspb.UInt32(maxConnectionsPerSocketEvent),
+		ListenerFilters:                      lf,
+		// Istio's default protocolDetectionTimeout: 0s, no timeout. The inspectors run
+		// only on the ports whose chains need them (see inboundListenerFilters).
+		ListenerFiltersTimeout: durationpb.New(0),
+		FilterChains:           chains,
 	}, nil
 }
 
