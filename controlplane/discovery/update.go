@@ -185,14 +185,14 @@ func (s *Server) generate(m *model.Model, pod *model.Pod, scope []resource.Type,
 		e, first := in.shared(typ, key)
 		e.once.Do(func() {
 			res, err := xds.GenerateShared(m, pod, in.xds, typ)
-			if err == nil {
-				err = checkPushSize(id, res)
-			}
 			if err != nil {
 				e.err = err
 				return
 			}
 			e.ts, e.cost, e.err = in.intern(typ, res[typ])
+			if e.err == nil {
+				e.err = checkTypeSize(id, typ, e.ts)
+			}
 		})
 		if e.err != nil {
 			r.err = fmt.Errorf("%s: %w", id, e.err)
@@ -212,14 +212,14 @@ func (s *Server) generate(m *model.Model, pod *model.Pod, scope []resource.Type,
 		if nacked && res[resource.ListenerType] != nil {
 			res = withNackListener(res)
 		}
-		if err := checkPushSize(id, res); err != nil {
-			r.err = err
-			return r
-		}
 		for _, typ := range own {
 			ts, cost, err := in.intern(typ, res[typ])
 			if err != nil {
 				r.err = fmt.Errorf("%s: %w", id, err)
+				return r
+			}
+			if err := checkTypeSize(id, typ, ts); err != nil {
+				r.err = err
 				return r
 			}
 			built[typ], costs[typ] = ts, cost
@@ -255,6 +255,20 @@ func (s *Server) generate(m *model.Model, pod *model.Pod, scope []resource.Type,
 	}
 	r.snap = snap
 	return r
+}
+
+// checkTypeSize refuses, as checkPushSize (limits.go) does, a type whose push would
+// exceed MaxPushBytes; it sums the encodings the interner made instead of sizing every
+// resource again, and leaves the refusal's details to checkPushSize.
+func checkTypeSize(id string, typ resource.Type, ts typeState) error {
+	total := perMessageOverhead
+	for _, a := range ts.anys {
+		total += len(a.GetValue()) + perResourceOverhead
+	}
+	if total <= MaxPushBytes {
+		return nil
+	}
+	return checkPushSize(id, map[resource.Type][]types.Resource{typ: ts.res})
 }
 
 // interner keeps one copy of each distinct resource generated during one update, so
