@@ -3,7 +3,9 @@ package netns
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
+	"os"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -27,6 +29,9 @@ func (netlinkKernel) apply(s step) error {
 			return nil
 		}
 		return Create(s.namespace)
+	}
+	if s.op == opDisableIPv6 {
+		return Do(s.namespace, disableIPv6Here)
 	}
 	return Do(s.namespace, func() error { return applyHere(s) })
 }
@@ -81,4 +86,27 @@ func applyHere(s step) error {
 		})
 	}
 	return errors.New("unknown step")
+}
+
+// ipv6Sysctls are the switches that keep IPv6 off in a namespace: "all" turns it off on
+// every existing link, "default" on every link created afterwards, lo named for clarity.
+var ipv6Sysctls = []string{
+	"/proc/sys/net/ipv6/conf/all/disable_ipv6",
+	"/proc/sys/net/ipv6/conf/default/disable_ipv6",
+	"/proc/sys/net/ipv6/conf/lo/disable_ipv6",
+}
+
+// disableIPv6Here turns IPv6 off in the calling thread's network namespace (/proc/sys/net
+// is the namespace of the thread that opens it). A kernel without IPv6 has no such files:
+// there is nothing to turn off.
+func disableIPv6Here() error {
+	if _, err := os.Stat("/proc/sys/net/ipv6"); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	for _, p := range ipv6Sysctls {
+		if err := os.WriteFile(p, []byte("1"), 0o644); err != nil {
+			return fmt.Errorf("disable IPv6: write %s: %w", p, err)
+		}
+	}
+	return nil
 }

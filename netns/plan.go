@@ -10,6 +10,7 @@ type op int
 
 const (
 	opEnsureNamespace op = iota // create Namespace if absent
+	opDisableIPv6               // IPv6 off in Namespace (all, default and lo), before any link is up
 	opAddBridge                 // bridge Link in Namespace (kept if it exists)
 	opAddVeth                   // veth Link in Namespace, its end Peer created in PeerNamespace
 	opSetMaster                 // attach Link to bridge Master
@@ -54,10 +55,15 @@ func (s step) String() string {
 }
 
 // planNode lists the steps that make the node namespace and its bridge.
+//
+// IPv6 is turned off in every namespace before its first link comes up, so no link-local
+// (or any other) IPv6 address ever exists: the capture rules are IPv4 iptables rules, and
+// an address they do not cover would let a pod reach another pod's app around its sidecar.
 func planNode(c NodeConfig) []step {
 	ns := c.Namespace
 	return []step{
 		{op: opEnsureNamespace, namespace: ns},
+		{op: opDisableIPv6, namespace: ns},
 		{op: opLinkUp, namespace: ns, link: "lo"},
 		{op: opAddBridge, namespace: ns, link: c.Bridge},
 		{op: opAddAddr, namespace: ns, link: c.Bridge, prefix: c.Gateway},
@@ -65,13 +71,16 @@ func planNode(c NodeConfig) []step {
 	}
 }
 
-// planPod lists the steps that make a pod namespace and join it to the node's bridge.
+// planPod lists the steps that make a pod namespace and join it to the node's bridge, with
+// IPv6 off (see planNode): the veth's pod end is created in a namespace whose default
+// already disables IPv6, and the node end in the node namespace, whose default does too.
 // The veth is created from the node namespace with its pod end already in the pod
 // namespace, so no end ever sits in the root namespace and nothing is moved afterwards.
 func planPod(c PodConfig) []step {
 	pod, node, podIf := c.Namespace, c.NodeNamespace, c.podIfName()
 	return []step{
 		{op: opEnsureNamespace, namespace: pod},
+		{op: opDisableIPv6, namespace: pod},
 		{op: opLinkUp, namespace: pod, link: "lo"},
 		{op: opAddVeth, namespace: node, link: c.HostIfName, peer: podIf, peerNamespace: pod},
 		{op: opSetMaster, namespace: node, link: c.HostIfName, master: c.Bridge},

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -124,6 +126,7 @@ func hasAddr(l netlink.Link, p netip.Prefix) (bool, error) {
 
 func checkNode(t *testing.T, node NodeConfig, pods []PodConfig) {
 	t.Helper()
+	checkNoIPv6(t, node.Namespace)
 	inNS(t, node.Namespace, func() error {
 		lo, err := netlink.LinkByName("lo")
 		if err != nil {
@@ -165,6 +168,7 @@ func checkNode(t *testing.T, node NodeConfig, pods []PodConfig) {
 
 func checkPod(t *testing.T, p PodConfig) {
 	t.Helper()
+	checkNoIPv6(t, p.Namespace)
 	inNS(t, p.Namespace, func() error {
 		lo, err := netlink.LinkByName("lo")
 		if err != nil {
@@ -301,4 +305,37 @@ func rootGlobalIPv4(t *testing.T) (netip.Addr, bool) {
 		}
 	}
 	return netip.Addr{}, false
+}
+
+// checkNoIPv6 fails unless the namespace has no IPv6 address at all (not even link-local
+// or ::1) and IPv6 is off on every link, present and future: the capture rules are IPv4.
+func checkNoIPv6(t *testing.T, ns string) {
+	t.Helper()
+	inNS(t, ns, func() error {
+		addrs, err := netlink.AddrList(nil, netlink.FAMILY_V6)
+		if err != nil {
+			return err
+		}
+		for _, a := range addrs {
+			t.Errorf("%s: IPv6 address %s on link %d", ns, a.IPNet, a.LinkIndex)
+		}
+		links, err := netlink.LinkList()
+		if err != nil {
+			return err
+		}
+		names := []string{"all", "default"}
+		for _, l := range links {
+			names = append(names, l.Attrs().Name)
+		}
+		for _, n := range names {
+			b, err := os.ReadFile("/proc/sys/net/ipv6/conf/" + n + "/disable_ipv6")
+			if err != nil {
+				return err
+			}
+			if strings.TrimSpace(string(b)) != "1" {
+				t.Errorf("%s: net.ipv6.conf.%s.disable_ipv6 = %s, want 1", ns, n, strings.TrimSpace(string(b)))
+			}
+		}
+		return nil
+	})
 }

@@ -59,13 +59,13 @@ func TestSetupPodPlan(t *testing.T) {
 
 func TestSetupStopsAtFirstFailure(t *testing.T) {
 	boom := errors.New("boom")
-	k := &recordingKernel{failAt: 3, err: boom}
+	k := &recordingKernel{failAt: 4, err: boom}
 	err := setupPod(basePod(), k)
 	if !errors.Is(err, boom) {
 		t.Fatalf("setupPod error = %v, want it to wrap %v", err, boom)
 	}
-	if len(k.steps) != 3 {
-		t.Fatalf("applied %d steps after a failure at step 3, want 3", len(k.steps))
+	if len(k.steps) != 4 {
+		t.Fatalf("applied %d steps after a failure at step 4, want 4", len(k.steps))
 	}
 	if !strings.Contains(err.Error(), "type veth peer name eth0") {
 		t.Errorf("error %q does not name the failing step", err)
