@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -48,7 +50,7 @@ func Create(name string) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(RunDir, 0o755); err != nil {
+	if err := prepareRunDir(); err != nil {
 		return fmt.Errorf("create netns %q: %w", name, err)
 	}
 	path := Path(name)
@@ -65,6 +67,82 @@ func Create(name string) error {
 		return fmt.Errorf("create netns %q: %w", name, err)
 	}
 	return nil
+}
+
+// runDirMu serializes prepareRunDir: two Creates must not both self-bind RunDir.
+var runDirMu sync.Mutex
+
+// prepareRunDir makes RunDir a mount point of its own with shared propagation before the
+// first namespace is bound under it, as iproute2 does (`mount --make-rshared /run/netns`,
+// and when that fails with EINVAL because it is no mount point, `mount --rbind /run/netns
+// /run/netns` first). Were it not done, the first `ip netns add` beside a lab would do it
+// on top of the lab's namespace mounts: their copies in the new mount would hide the
+// originals, and `ip netns delete`, `down` and `clean` would then fail with EBUSY.
+//
+// A RunDir that is no mount point but already holds namespaces (made by a meshlab or a
+// tool that did not do this) is left alone: a recursive self-bind now would stack copies
+// on those namespaces and break whoever owns them. IsRunDirMounted tells which case holds.
+func prepareRunDir() error {
+	runDirMu.Lock()
+	defer runDirMu.Unlock()
+	if err := os.MkdirAll(RunDir, 0o755); err != nil {
+		return err
+	}
+	mounted, err := IsRunDirMounted()
+	if err != nil {
+		return err
+	}
+	if !mounted {
+		entries, err := os.ReadDir(RunDir)
+		if err != nil {
+			return fmt.Errorf("list %s: %w", RunDir, err)
+		}
+		if len(entries) > 0 {
+			return nil
+		}
+		if err := unix.Mount(RunDir, RunDir, "none", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("bind mount %s on itself: %w", RunDir, err)
+		}
+	}
+	if err := unix.Mount("", RunDir, "none", unix.MS_SHARED|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("make %s shared: %w", RunDir, err)
+	}
+	return nil
+}
+
+// IsRunDirMounted reports whether RunDir is a mount point in the caller's mount namespace.
+func IsRunDirMounted() (bool, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false, fmt.Errorf("read mount table: %w", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		// 36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw: field 5 is the mount point.
+		f := strings.Fields(line)
+		if len(f) > 4 && unescapeMountPath(f[4]) == RunDir {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// unescapeMountPath undoes mountinfo's octal escapes (\040 for a space...).
+func unescapeMountPath(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 // bindNewNamespace unshares a new network namespace on a locked thread, bind-mounts it at

@@ -3,6 +3,7 @@ package netns
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"slices"
 	"testing"
 
@@ -121,6 +122,55 @@ func TestInvalidNames(t *testing.T) {
 		}
 		if Exists(n) {
 			t.Errorf("Exists(%q) = true", n)
+		}
+	}
+}
+
+// TestIPNetnsBesideOurs adds and deletes a namespace with iproute2 beside one of ours:
+// our namespace must still delete cleanly (iproute2 self-binds /run/netns when it is no
+// mount point, which, done on top of our mounts, made Delete fail with EBUSY).
+func TestIPNetnsBesideOurs(t *testing.T) {
+	testutil.RequireRoot(t)
+	ipPath, err := exec.LookPath("ip")
+	if err != nil {
+		t.Skip("iproute2's ip is not installed")
+	}
+	prefix := testNames(t)
+	ours, theirs := prefix+"ours", prefix+"ip"
+	if err := Create(ours); err != nil {
+		t.Fatalf("Create(%q): %v", ours, err)
+	}
+	mounted, err := IsRunDirMounted()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !mounted {
+		// Only when /run/netns held namespaces before this process made its first one.
+		t.Skipf("%s is no mount point and held other namespaces before this test: `ip netns add` would stack on them", RunDir)
+	}
+	for _, args := range [][]string{{"netns", "add", theirs}, {"netns", "list"}, {"netns", "delete", theirs}} {
+		if out, err := exec.Command(ipPath, args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v\n%s", args, err, out)
+		}
+	}
+	if err := Delete(ours); err != nil {
+		t.Fatalf("Delete(%q) after ip netns add/delete beside it: %v", ours, err)
+	}
+	if _, err := os.Stat(Path(ours)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("%s still present after Delete: %v", Path(ours), err)
+	}
+}
+
+func TestUnescapeMountPath(t *testing.T) {
+	for in, want := range map[string]string{
+		"/run/netns":          "/run/netns",
+		`/run/my\040dir`:      "/run/my dir",
+		`/a\134b`:             `/a\b`,
+		`/trailing\04`:        `/trailing\04`,
+		`/not\999octal/netns`: `/not\999octal/netns`,
+	} {
+		if got := unescapeMountPath(in); got != want {
+			t.Errorf("unescapeMountPath(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
