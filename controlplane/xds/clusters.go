@@ -2,12 +2,16 @@ package xds
 
 import (
 	"fmt"
+	"math"
 	"slices"
+	"time"
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	upstreamhttp "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 	networking "istio.io/api/networking/v1alpha3"
@@ -35,16 +39,53 @@ func clusters(m *model.Model, pod *model.Pod) ([]types.Resource, error) {
 	for _, ip := range inboundPorts(m, pod) {
 		c := originalDstCluster(InboundClusterName(ip.target), true)
 		c.Metadata = inboundServicesMetadata(m, pod, ip.target)
+		// As Istio's buildInboundCluster: an original destination cluster whose hosts
+		// are never cleaned up, with the default (unlimited) circuit breakers.
+		c.CommonLbConfig = &cluster.Cluster_CommonLbConfig{}
+		c.CleanupInterval = &durationpb.Duration{Seconds: maxSecondsValue}
+		c.CircuitBreakers = defaultCircuitBreakers()
 		if err := applyHTTP2(c, ip.protocol); err != nil {
 			return nil, fmt.Errorf("build cluster %s: %w", c.Name, err)
 		}
 		out = append(out, c)
 	}
-	return append(out,
-		originalDstCluster(PassthroughCluster, false),
-		originalDstCluster(InboundPassthroughCluster, true),
-		blackHoleCluster(),
-	), nil
+	for _, inbound := range []bool{false, true} {
+		c, err := passthroughCluster(inbound)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return append(out, blackHoleCluster()), nil
+}
+
+// maxSecondsValue is the longest duration Envoy takes, in seconds (about 292 years):
+// Istio's "never" for an inbound cluster's cleanup interval.
+const maxSecondsValue = (math.MaxInt64 - 999999999) / int64(time.Second)
+
+// passthroughCluster is PassthroughCluster, or InboundPassthroughCluster when inbound, as
+// Istio's buildDefaultPassthroughCluster: original destination, HTTP upstream in the
+// protocol the client spoke (idle connections closed after 5 minutes), and the default
+// circuit breakers.
+func passthroughCluster(inbound bool) (*cluster.Cluster, error) {
+	name := PassthroughCluster
+	if inbound {
+		name = InboundPassthroughCluster
+	}
+	c := originalDstCluster(name, inbound)
+	opts, err := typed(&upstreamhttp.HttpProtocolOptions{
+		CommonHttpProtocolOptions: &core.HttpProtocolOptions{IdleTimeout: durationpb.New(5 * time.Minute)},
+		UpstreamProtocolOptions: &upstreamhttp.HttpProtocolOptions_UseDownstreamProtocolConfig{UseDownstreamProtocolConfig: &upstreamhttp.HttpProtocolOptions_UseDownstreamHttpConfig{
+			HttpProtocolOptions:  &core.Http1ProtocolOptions{},
+			Http2ProtocolOptions: &core.Http2ProtocolOptions{},
+		}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("build cluster %s: %w", name, err)
+	}
+	c.TypedExtensionProtocolOptions = map[string]*anypb.Any{HTTPProtocolOptionsKey: opts}
+	c.CircuitBreakers = defaultCircuitBreakers()
+	return c, nil
 }
 
 // outboundClusterSpec is one outbound cluster of a service port: the default one or a
@@ -87,6 +128,7 @@ func outboundCluster(m *model.Model, sp servicePort, oc outboundClusterSpec) (*c
 		Name:           oc.name,
 		ConnectTimeout: connectTimeout,
 		LbPolicy:       cluster.Cluster_LEAST_REQUEST, // Istio's default (defaultLBAlgorithm)
+		CommonLbConfig: &cluster.Cluster_CommonLbConfig{},
 		Metadata:       servicesMetadata([]*structpb.Value{serviceMetadata(sp)}),
 	}
 	if sp.dnsResolved() {

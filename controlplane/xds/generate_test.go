@@ -63,9 +63,10 @@ func TestGenerateGolden(t *testing.T) {
 			// (DownstreamTlsContext, HCM + router) and a plaintext one (HCM + router); 2
 			// auto-mTLS clusters: UpstreamTlsContext + RawBuffer each; and the FileAccessLog
 			// of each of the 13 HCMs and tcp_proxies; in RDS, the previous_hosts retry
-			// predicate of the default retry policy of each of the 2 services' routes.
-			if unpacked != 43 {
-				t.Errorf("unpacked %d typed configs, want 43", unpacked)
+			// predicate of the default retry policy of each of the 2 services' routes; the
+			// HttpProtocolOptions of the 2 passthrough clusters.
+			if unpacked != 45 {
+				t.Errorf("unpacked %d typed configs, want 45", unpacked)
 			}
 			testutil.Golden(t, "hello-"+pod, dumpJSON(t, res))
 		})
