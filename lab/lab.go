@@ -260,6 +260,7 @@ func (l *Lab) startServers() error {
 		SocketGID:   ProxyUID,
 		TCPAddr:     l.opts.XDSListen,
 		Authorize:   l.proxyAuthorizer(newProxyNodes(l.model)),
+		OnRefused:   l.publishXDSRefused,
 		OnEvent:     l.publishXDS,
 		Register:    registerCA,
 		HistorySize: l.opts.XDSHistory,

@@ -73,6 +73,16 @@ func (l *Lab) authorizeUnixPeer(pc discovery.PeerCred, pod *model.Pod) error {
 	return nil
 }
 
+// EventXDSRefused reports an xDS stream the control plane refused: a process that is not
+// the proxy of the pod whose node id it claimed (Fields: node, reason).
+const EventXDSRefused = "xds.refused"
+
+// publishXDSRefused is the discovery server's OnRefused.
+func (l *Lab) publishXDSRefused(nodeID string, err error) {
+	reason := status.Convert(err).Message()
+	l.publish(EventXDSRefused, "", "xds stream refused for node "+nodeID+": "+reason, map[string]any{"node": nodeID, "reason": reason})
+}
+
 // proxyNodes maps the node id of every injected pod's proxy to its pod. Apply never adds,
 // removes or renames pods, nor changes their addresses (sameTopology), so the map made at
 // start holds for the lab's life; reading it takes no lock, which matters because the lab

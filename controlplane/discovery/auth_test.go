@@ -110,7 +110,16 @@ func TestAuthUnixSocketBindsNodeID(t *testing.T) {
 	frontend, backend := m.Pod("frontend-v1").NodeID(), m.Pod("backend-v1").NodeID()
 	auth := &recordingAuthorizer{allow: map[string]string{frontend: ""}}
 	sock := filepath.Join(t.TempDir(), "xds.sock")
-	s := startServer(t, Options{SocketPath: sock, SocketGID: -1, Authorize: auth.authorize})
+	var (
+		refusedMu sync.Mutex
+		refused   []string
+	)
+	onRefused := func(node string, err error) {
+		refusedMu.Lock()
+		defer refusedMu.Unlock()
+		refused = append(refused, fmt.Sprintf("%s %s", node, status.Code(err)))
+	}
+	s := startServer(t, Options{SocketPath: sock, SocketGID: -1, Authorize: auth.authorize, OnRefused: onRefused})
 	if err := s.Update(context.Background(), m); err != nil {
 		t.Fatalf("Update: %v", err)
 	}
@@ -128,6 +137,11 @@ func TestAuthUnixSocketBindsNodeID(t *testing.T) {
 	wantRefused(t, openADS(t, "unix://"+sock, nil, backend), codes.PermissionDenied)
 	wantRefused(t, openADS(t, "unix://"+sock, nil, ""), codes.InvalidArgument)
 	noTrace(t, s, backend)
+	refusedMu.Lock()
+	if want := []string{backend + " PermissionDenied", backend + " PermissionDenied", " InvalidArgument"}; fmt.Sprint(refused) != fmt.Sprint(want) {
+		t.Errorf("OnRefused saw %q, want %q", refused, want)
+	}
+	refusedMu.Unlock()
 
 	auth.mu.Lock()
 	defer auth.mu.Unlock()

@@ -45,6 +45,9 @@ type Options struct {
 	// for (auth.go), on the unix socket and on TCP. Optional without TCPAddr: nil serves
 	// any node id to whoever can open the socket.
 	Authorize Authorizer
+	// OnRefused, when set, observes every stream Authorize refused, with the node id it
+	// claimed and why. It is called synchronously and must not block. Optional.
+	OnRefused func(nodeID string, err error)
 	// OnEvent, when set, observes every connect, push, ACK, NACK and disconnect. It is
 	// called synchronously and must not block. Optional.
 	OnEvent func(Event)
@@ -169,6 +172,9 @@ func serverOptions(o Options, log *slog.Logger) []grpc.ServerOption {
 	}
 	onRefuse := func(nodeID string, err error) {
 		log.Warn("xds stream refused", "node", nodeID, "err", err)
+		if o.OnRefused != nil {
+			o.OnRefused(nodeID, err)
+		}
 	}
 	return append(opts, grpc.Creds(peerCreds{}), grpc.ChainStreamInterceptor(authStreamInterceptor(o.Authorize, onRefuse)))
 }
