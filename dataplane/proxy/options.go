@@ -94,7 +94,7 @@ func ParseArgs(args []string) (Options, error) {
 	fs.StringVarP(&logLevel, "log-level", "l", "info", "Log levels: [trace][debug][info][warning|warn][error][critical][off]")
 	fs.StringVar(&o.ComponentLogLevel, "component-log-level", "", "Comma-separated list of component log levels")
 	fs.StringVar(&o.LogPath, "log-path", "", "Path to logfile")
-	fs.StringVar(&o.LogFormat, "log-format", "[%Y-%m-%d %T.%e][%t][%l][%n] [%g:%#] %v", "Log message format in spdlog syntax")
+	fs.StringVar(&o.LogFormat, "log-format", DefaultLogFormat, "Log message format in spdlog syntax")
 	fs.Uint32Var(&o.Concurrency, "concurrency", uint32(runtime.NumCPU()), "# of worker threads to run")
 	fs.StringVar(&o.LocalAddressIPVersion, "local-address-ip-version", "v4", "The local IP address version (v4 or v6)")
 	fs.StringVar(&mode, "mode", "serve", "One of 'serve' (default; validate configs and then serve traffic normally) or 'validate' (validate configs and exit) or 'init_only'")
@@ -162,3 +162,6 @@ func IsParseError(err error) bool {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// DefaultLogFormat is Envoy's --log-format default.
+const DefaultLogFormat = "[%Y-%m-%d %T.%e][%t][%l][%n] [%g:%#] %v"

@@ -111,6 +111,13 @@ func New(opts Options, logger *slog.Logger, levels *envoylog.Levels) (*Server, e
 	if err := bootstrap.Check(b); err != nil {
 		return nil, err
 	}
+	f, err := bootstrap.LogFormat(b, opts.LogFormat != DefaultLogFormat)
+	if err != nil {
+		return nil, err
+	}
+	if h, ok := logger.Handler().(*envoylog.Handler); ok && f != nil {
+		h.SetFormat(f)
+	}
 	s.boot = b
 	s.node = nodeFrom(b.GetNode(), opts)
 	for i, c := range b.GetStaticResources().GetClusters() {

@@ -71,16 +71,24 @@ func Parse(data []byte, isJSON, allowUnknown bool, b *bootstrapv3.Bootstrap) err
 }
 
 var allow = fieldcheck.Allow{
-	"envoy.config.bootstrap.v3.Bootstrap":                  {"node", "static_resources", "dynamic_resources", "admin"},
-	"envoy.config.bootstrap.v3.Admin":                      {"address", "access_log_path", "profile_path", "access_log"},
-	"envoy.config.bootstrap.v3.Bootstrap.StaticResources":  {"listeners", "clusters"},
-	"envoy.config.bootstrap.v3.Bootstrap.DynamicResources": {"lds_config", "cds_config", "ads_config"},
-	"envoy.config.core.v3.ConfigSource":                    {"ads", "resource_api_version", "initial_fetch_timeout"},
-	"envoy.config.core.v3.ApiConfigSource":                 {"api_type", "transport_api_version", "grpc_services", "set_node_on_first_message_only"},
-	"envoy.config.core.v3.GrpcService":                     {"envoy_grpc"},
-	"envoy.config.core.v3.GrpcService.EnvoyGrpc":           {"cluster_name"},
-	"envoy.config.core.v3.Address":                         {"socket_address"},
-	"envoy.config.core.v3.SocketAddress":                   {"address", "port_value", "protocol"},
+	"envoy.config.bootstrap.v3.Bootstrap": {"node", "static_resources", "dynamic_resources", "admin",
+		"application_log_config", "layered_runtime", "cluster_manager", "deferred_stat_options", "bootstrap_extensions"},
+	"envoy.config.bootstrap.v3.Bootstrap.ApplicationLogConfig":           {"log_format"},
+	"envoy.config.bootstrap.v3.Bootstrap.ApplicationLogConfig.LogFormat": {"json_format", "text_format"},
+	"envoy.config.bootstrap.v3.LayeredRuntime":                           {"layers"},
+	"envoy.config.bootstrap.v3.RuntimeLayer":                             {"name", "static_layer", "admin_layer"},
+	"envoy.config.bootstrap.v3.ClusterManager":                           {"enable_deferred_cluster_creation"},
+	"envoy.config.bootstrap.v3.Bootstrap.DeferredStatOptions":            {"enable_deferred_creation_stats"},
+	"envoy.config.core.v3.TypedExtensionConfig":                          {"name", "typed_config"},
+	"envoy.config.bootstrap.v3.Admin":                                    {"address", "access_log_path", "profile_path", "access_log"},
+	"envoy.config.bootstrap.v3.Bootstrap.StaticResources":                {"listeners", "clusters"},
+	"envoy.config.bootstrap.v3.Bootstrap.DynamicResources":               {"lds_config", "cds_config", "ads_config"},
+	"envoy.config.core.v3.ConfigSource":                                  {"ads", "resource_api_version", "initial_fetch_timeout"},
+	"envoy.config.core.v3.ApiConfigSource":                               {"api_type", "transport_api_version", "grpc_services", "set_node_on_first_message_only"},
+	"envoy.config.core.v3.GrpcService":                                   {"envoy_grpc"},
+	"envoy.config.core.v3.GrpcService.EnvoyGrpc":                         {"cluster_name"},
+	"envoy.config.core.v3.Address":                                       {"socket_address"},
+	"envoy.config.core.v3.SocketAddress":                                 {"address", "port_value", "protocol"},
 }
 
 // Check validates b (ValidateAll) and refuses fields the proxy does not implement outside
@@ -115,6 +123,9 @@ func Check(b *bootstrapv3.Bootstrap) error {
 	}
 	if p := b.GetAdmin().GetAccessLogPath(); p != "" && p != os.DevNull {
 		return errors.New("bootstrap: admin.access_log_path: only /dev/null is supported (the admin API writes no access log)")
+	}
+	if err := checkExtensions(b); err != nil {
+		return err
 	}
 	if b.GetAdmin().GetAddress() != nil && b.GetAdmin().GetAddress().GetSocketAddress() == nil {
 		return errors.New("bootstrap: admin.address: only socket_address is supported")

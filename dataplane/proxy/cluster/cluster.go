@@ -326,6 +326,9 @@ func (c *Cluster) Dial(ctx context.Context, h Host) (net.Conn, error) {
 	c.stats.UpstreamCxTotal.Inc()
 	hs.cxTotal.Add(1)
 	d := net.Dialer{Timeout: c.cfg.ConnectTimeout}
+	if ka := c.cfg.KeepAlive; ka != nil {
+		d.KeepAliveConfig = *ka
+	}
 	start := time.Now()
 	if c.cfg.BindSource.IsValid() && h.Pipe == "" {
 		d.LocalAddr = &net.TCPAddr{IP: c.cfg.BindSource.AsSlice()}

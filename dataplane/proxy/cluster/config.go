@@ -10,6 +10,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"time"
 
@@ -83,6 +84,9 @@ type Config struct {
 	// DownstreamHTTP2 is use_downstream_protocol_config with http2_protocol_options: a
 	// request that arrived over HTTP/2 goes upstream over HTTP/2, the others over HTTP/1.1.
 	DownstreamHTTP2 bool
+	// KeepAlive is upstream_connection_options.tcp_keepalive: TCP keepalive on upstream
+	// connections with these settings (zero fields: the kernel's); nil: off.
+	KeepAlive *net.KeepAliveConfig
 	// StatName names the cluster's stats (cluster.<StatName>.*): alt_stat_name, else
 	// the name.
 	StatName string
@@ -107,8 +111,10 @@ var clusterAllow = fieldcheck.Allow{
 		"typed_extension_protocol_options", "http2_protocol_options",
 		"circuit_breakers", "outlier_detection", "common_lb_config", "max_requests_per_connection",
 		"dns_lookup_family", "dns_refresh_rate", "respect_dns_ttl", "transport_socket",
-		"transport_socket_matches", "alt_stat_name", "cleanup_interval",
+		"transport_socket_matches", "alt_stat_name", "cleanup_interval", "upstream_connection_options",
 	},
+	"envoy.config.cluster.v3.UpstreamConnectionOptions": {"tcp_keepalive"},
+	"envoy.config.core.v3.TcpKeepalive":                 {"keepalive_probes", "keepalive_time", "keepalive_interval"},
 	"envoy.config.cluster.v3.Cluster.TransportSocketMatch": {"name", "match", "transport_socket"},
 	"envoy.config.core.v3.TransportSocket":                 {"name", "typed_config"},
 	"envoy.config.cluster.v3.Cluster.CommonLbConfig":       {"healthy_panic_threshold"},
@@ -150,6 +156,18 @@ func Compile(c *clusterv3.Cluster) (*Config, error) {
 	cfg := &Config{Proto: c, Name: c.GetName(), StatName: c.GetName(), ConnectTimeout: DefaultConnectTimeout, IdleTimeout: time.Hour}
 	if c.GetAltStatName() != "" {
 		cfg.StatName = c.GetAltStatName()
+	}
+	if ka := c.GetUpstreamConnectionOptions().GetTcpKeepalive(); ka != nil {
+		cfg.KeepAlive = &net.KeepAliveConfig{Enable: true, Idle: -1, Interval: -1, Count: -1}
+		if v := ka.GetKeepaliveTime(); v != nil {
+			cfg.KeepAlive.Idle = time.Duration(v.GetValue()) * time.Second
+		}
+		if v := ka.GetKeepaliveInterval(); v != nil {
+			cfg.KeepAlive.Interval = time.Duration(v.GetValue()) * time.Second
+		}
+		if v := ka.GetKeepaliveProbes(); v != nil {
+			cfg.KeepAlive.Count = int(v.GetValue())
+		}
 	}
 	// cleanup_interval is when an ORIGINAL_DST cluster forgets hosts no connection used
 	// since the last sweep. This proxy keeps no host set for ORIGINAL_DST clusters (each

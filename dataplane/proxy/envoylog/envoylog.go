@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -73,9 +74,14 @@ type Handler struct {
 }
 
 type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu     sync.Mutex
+	w      io.Writer
+	format atomic.Pointer[Format] // nil: the default line
 }
+
+// SetFormat makes every handler sharing h's writer (h and those derived from it) render
+// lines with f (application_log_config); nil restores the default line.
+func (h *Handler) SetFormat(f *Format) { h.w.format.Store(f) }
 
 // NewHandler returns a Handler writing to w for process pid, at the level levels holds
 // for each logger name.
@@ -96,16 +102,23 @@ func (h *Handler) Handle(_ context.Context, r slog.Record) error {
 	if t.IsZero() {
 		t = h.now()
 	}
-	fmt.Fprintf(&b, "[%s][%d][%s][%s] %s", t.UTC().Format("2006-01-02 15:04:05.000"), h.pid, LevelName(r.Level), h.comp, r.Message)
+	f := h.w.format.Load()
+	if f == nil {
+		fmt.Fprintf(&b, "[%s][%d][%s][%s] ", t.UTC().Format("2006-01-02 15:04:05.000"), h.pid, LevelName(r.Level), h.comp)
+	}
+	b.WriteString(r.Message)
 	b.WriteString(h.attrs)
 	r.Attrs(func(a slog.Attr) bool {
 		writeAttr(&b, h.group, a)
 		return true
 	})
-	b.WriteByte('\n')
+	line := b.String() + "\n"
+	if f != nil {
+		line = f.Render(&Entry{Time: t, Level: r.Level, Logger: h.comp, Message: b.String(), PID: h.pid})
+	}
 	h.w.mu.Lock()
 	defer h.w.mu.Unlock()
-	_, err := io.WriteString(h.w.w, b.String())
+	_, err := io.WriteString(h.w.w, line)
 	return err
 }
 

@@ -43,6 +43,10 @@ var listenerAllow = fieldcheck.Allow{
 		// hands each connection to its own goroutine at once, so the bound shapes no
 		// observable order or latency here.
 		"max_connections_to_accept_per_socket_event",
+		// ignore_global_conn_limit and bypass_overload_manager exempt a listener from
+		// Envoy's global connection limit and overload manager, neither of which the proxy
+		// has: every listener already behaves as exempt.
+		"ignore_global_conn_limit", "bypass_overload_manager",
 	},
 	"envoy.config.listener.v3.FilterChain": {"filter_chain_match", "filters", "name", "metadata", "transport_socket", "transport_socket_connect_timeout"},
 	"envoy.config.listener.v3.FilterChainMatch": {
