@@ -2,6 +2,7 @@ package xds
 
 import (
 	"fmt"
+	"time"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
@@ -62,6 +63,11 @@ func listeners(m *model.Model, pod *model.Pod, faultRoutes map[string]bool) ([]t
 	}
 	return out, addAccessLogs(out, logs)
 }
+
+// transportSocketConnectTimeout bounds a downstream TLS handshake on the chains of the
+// outbound service listeners, as Istio's PILOT_GATEWAY_TRANSPORT_SOCKET_CONNECT_TIMEOUT
+// default (15s) that istiod sets on every chain it builds for a listener entry.
+var transportSocketConnectTimeout = durationpb.New(15 * time.Second)
 
 // maxConnectionsPerSocketEvent is Istio's default MAX_CONNECTIONS_PER_SOCKET_EVENT_LOOP,
 // set on the listeners that bind a port (virtualOutbound, virtualInbound).
@@ -146,8 +152,9 @@ func outboundHTTPListener(port uint16, withFault bool, policy model.OutboundTraf
 		ListenerFiltersTimeout:           durationpb.New(0),
 		ContinueOnListenerFiltersTimeout: true,
 		FilterChains: []*listener.FilterChain{{
-			FilterChainMatch: &listener.FilterChainMatch{TransportProtocol: transportRawBuffer, ApplicationProtocols: alpnPlaintextHTTP},
-			Filters:          []*listener.Filter{f},
+			FilterChainMatch:              &listener.FilterChainMatch{TransportProtocol: transportRawBuffer, ApplicationProtocols: alpnPlaintextHTTP},
+			Filters:                       []*listener.Filter{f},
+			TransportSocketConnectTimeout: transportSocketConnectTimeout,
 		}},
 		DefaultFilterChain: &listener.FilterChain{
 			Name:             PassthroughFilterChain,
@@ -170,7 +177,10 @@ func outboundTCPListener(m *model.Model, sp servicePort, byHost map[string][]ser
 		Address:          socketAddress(sp.svc.VIP.String(), sp.port.Port),
 		BindToPort:       wrapperspb.Bool(false),
 		TrafficDirection: core.TrafficDirection_OUTBOUND,
-		FilterChains:     []*listener.FilterChain{{Filters: []*listener.Filter{f}}},
+		FilterChains: []*listener.FilterChain{{
+			Filters:                       []*listener.Filter{f},
+			TransportSocketConnectTimeout: transportSocketConnectTimeout,
+		}},
 	}, nil
 }
 
