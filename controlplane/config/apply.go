@@ -157,7 +157,23 @@ func sameSpec(a, b *Object) bool {
 func Refs(file string, data []byte) ([]Ref, error) {
 	var errs ErrorList
 	var refs []Ref
-	for _, d := range splitDocuments(data) {
+	if !checkFileSize(file, data, &errs) {
+		return nil, errs
+	}
+	docs := splitDocuments(data)
+	if !checkDocumentCount(file, len(docs), &errs) {
+		return nil, errs
+	}
+	for _, d := range docs {
+		if len(d.data) > MaxObjectBytes {
+			// Too large to parse; its header lines name it well enough to delete it.
+			if h := scanHeader(d.data); h.kind != "" && h.name != "" {
+				refs = append(refs, Ref{Kind: h.kind, Namespace: cmp.Or(h.namespace, DefaultNamespace), Name: h.name})
+			} else {
+				checkDocumentSize(file, d, &errs)
+			}
+			continue
+		}
 		p := problems{origin: model.Origin{File: file}, doc: d.index, list: &errs}
 		var top map[string]any
 		js, err := yamlToJSON(d.padded())
@@ -178,7 +194,7 @@ func Refs(file string, data []byte) ([]Ref, error) {
 		}
 	}
 	if len(errs) > 0 {
-		return nil, errs
+		return nil, capErrors(errs)
 	}
 	return refs, nil
 }
