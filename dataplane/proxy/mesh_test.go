@@ -98,7 +98,13 @@ func fixedOriginalDst(dst netip.AddrPort) func(*net.TCPConn) (netip.AddrPort, er
 // TestSidecarToSidecar sends app -> sidecar A (virtualOutbound, handed off to 0.0.0.0_8080,
 // RDS, EDS) -> sidecar B (virtualInbound, chain 0.0.0.0_<port>, ORIGINAL_DST from
 // 127.0.0.6) -> app B, and checks both sidecars' stats under Envoy's names.
-func TestSidecarToSidecar(t *testing.T) {
+func TestSidecarToSidecar(t *testing.T) { testSidecarToSidecar(t, false) }
+
+// TestSidecarToSidecarOverDeltaADS is TestSidecarToSidecar with both sidecars on
+// DELTA_GRPC, as Istio's bootstrap configures ADS, against go-control-plane's delta server.
+func TestSidecarToSidecarOverDeltaADS(t *testing.T) { testSidecarToSidecar(t, true) }
+
+func testSidecarToSidecar(t *testing.T, delta bool) {
 	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "from %s", strings.Split(r.RemoteAddr, ":")[0])
 	}))
@@ -107,13 +113,20 @@ func TestSidecarToSidecar(t *testing.T) {
 	inPort := uint32(appAddr.Port())
 	x := startXDS(t)
 	dir := t.TempDir()
-	boot := writeBootstrap(t, dir, testBootstrap(x.socket))
+	bs := testBootstrap(x.socket)
+	if delta {
+		bs.GetDynamicResources().GetAdsConfig().ApiType = corev3.ApiConfigSource_DELTA_GRPC
+	}
+	boot := writeBootstrap(t, dir, bs)
 
 	// Sidecar B first: its inbound capture address is A's endpoint.
 	const nodeB = "sidecar~127.0.0.1~backend-0.default~default.svc.cluster.local"
 	x.set(nodeB, "1", sidecarSnapshot(t, netip.AddrPort{}, inPort))
 	b := newTestServer(t, boot, nodeB, fixedOriginalDst(appAddr))
 	eventually(t, "B LIVE", func() bool { c, _ := adminGet(t, b, "/ready"); return c == 200 })
+	if n := len(x.requests()); delta && n != 0 {
+		t.Fatalf("%d state-of-the-world requests on a DELTA_GRPC sidecar", n)
+	}
 	bIn, ok := b.ListenerAddr("virtualInbound")
 	if !ok {
 		t.Fatal("B has no virtualInbound")

@@ -340,6 +340,7 @@ func (s *Server) startXDS(ctx context.Context, done chan struct{}) error {
 	s.xds = xdsclient.New(xdsclient.Options{
 		Conn: conn, Node: s.node, Handler: s, Logger: s.log.With("component", "config"),
 		NodeOnFirstMessage: s.boot.GetDynamicResources().GetAdsConfig().GetSetNodeOnFirstMessageOnly(),
+		Delta:              s.boot.GetDynamicResources().GetAdsConfig().GetApiType() == corev3.ApiConfigSource_DELTA_GRPC,
 		Wildcard:           wild,
 		OnConnected: func(ok bool) {
 			if ok {

@@ -101,8 +101,8 @@ func Check(b *bootstrapv3.Bootstrap) error {
 		return fmt.Errorf("bootstrap: %w", err)
 	}
 	if ads := b.GetDynamicResources().GetAdsConfig(); ads != nil {
-		if ads.GetApiType() != corev3.ApiConfigSource_GRPC {
-			return fmt.Errorf("bootstrap: dynamic_resources.ads_config.api_type: %s is not supported, only GRPC", ads.GetApiType())
+		if t := ads.GetApiType(); t != corev3.ApiConfigSource_GRPC && t != corev3.ApiConfigSource_DELTA_GRPC {
+			return fmt.Errorf("bootstrap: dynamic_resources.ads_config.api_type: %s is not supported, only GRPC and DELTA_GRPC", t)
 		}
 		if len(ads.GetGrpcServices()) != 1 {
 			return errors.New("bootstrap: dynamic_resources.ads_config.grpc_services: exactly one envoy_grpc service is required")

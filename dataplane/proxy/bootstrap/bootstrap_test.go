@@ -62,15 +62,15 @@ func TestCheckRefusesWhatIsNotImplemented(t *testing.T) {
 		name, add, want string
 	}{
 		{"stats_config", "stats_config: {use_all_default_tags: false}\n", "bootstrap: stats_config: field is not supported by meshlab proxy"},
-		{"delta xDS", "", ""},
+		{"REST xDS", "", ""},
 		{"grpc timeout", "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			data := yamlBoot + tc.add
 			switch tc.name {
-			case "delta xDS":
-				data = strings.Replace(yamlBoot, "api_type: GRPC", "api_type: DELTA_GRPC", 1)
-				tc.want = "dynamic_resources.ads_config.api_type: DELTA_GRPC is not supported"
+			case "REST xDS":
+				data = strings.Replace(yamlBoot, "api_type: GRPC", "api_type: REST", 1)
+				tc.want = "dynamic_resources.ads_config.api_type: REST is not supported"
 			case "grpc timeout":
 				data = strings.Replace(yamlBoot, "[{envoy_grpc: {cluster_name: xds-grpc}}]", "[{envoy_grpc: {cluster_name: xds-grpc}, timeout: 1s}]", 1)
 				tc.want = "dynamic_resources.ads_config.grpc_services[0].timeout: field is not supported"

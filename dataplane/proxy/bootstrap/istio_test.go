@@ -8,7 +8,6 @@ import (
 	"time"
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
@@ -38,7 +37,6 @@ func TestIstioSidecarBootstrapLoads(t *testing.T) {
 		}
 		b.ProtoReflect().Clear(fd)
 	}
-	pendingDelta(b)
 	if err := Check(b); err != nil {
 		t.Fatalf("Istio's sidecar bootstrap is refused: %v", err)
 	}
@@ -94,7 +92,6 @@ func TestIstioBootstrapExtensionsAreCheckedByType(t *testing.T) {
 				t.Fatal(err)
 			}
 			b.StatsConfig = nil
-			pendingDelta(b)
 			err := Check(b)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want %q", err, tc.want)
@@ -104,8 +101,3 @@ func TestIstioBootstrapExtensionsAreCheckedByType(t *testing.T) {
 }
 
 func newBootstrap() *bootstrapv3.Bootstrap { return &bootstrapv3.Bootstrap{} }
-
-// pendingDelta makes the ADS stream SotW until the delta client is wired.
-func pendingDelta(b *bootstrapv3.Bootstrap) {
-	b.GetDynamicResources().GetAdsConfig().ApiType = corev3.ApiConfigSource_GRPC
-}
