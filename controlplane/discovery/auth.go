@@ -1,7 +1,10 @@
 package discovery
 
 import (
+	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -39,6 +42,9 @@ type PeerCred struct {
 type peerAuthInfo struct {
 	credentials.CommonAuthInfo
 	cred *PeerCred // nil on TCP
+	// certs is the verified client certificate chain of a TLS connection, leaf first;
+	// nil without TLS or without a client certificate.
+	certs []*x509.Certificate
 }
 
 func (peerAuthInfo) AuthType() string { return "meshlab-peercred" }
@@ -57,6 +63,20 @@ func PeerCredFromContext(ctx context.Context) (PeerCred, bool) {
 	return *ai.cred, true
 }
 
+// PeerCertificate returns the verified client certificate of a stream's TLS connection,
+// or nil when the connection is plaintext or the client sent none.
+func PeerCertificate(ctx context.Context) *x509.Certificate {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return nil
+	}
+	ai, ok := p.AuthInfo.(peerAuthInfo)
+	if !ok || len(ai.certs) == 0 {
+		return nil
+	}
+	return ai.certs[0]
+}
+
 // BearerToken returns the token of the stream's first "authorization: Bearer <token>"
 // metadata value, as istiod reads a proxy's JWT, or "".
 func BearerToken(ctx context.Context) string {
@@ -69,10 +89,14 @@ func BearerToken(ctx context.Context) string {
 	return ""
 }
 
-// peerCreds are gRPC transport credentials that change nothing on the wire (the
-// connection stays plaintext, as the proxies and agents dial it) but record, for a unix
-// socket connection, who is at the other end.
-type peerCreds struct{}
+// peerCreds are gRPC transport credentials that record who is at the other end of a
+// connection: for a unix socket, the kernel's peer credentials (the connection stays
+// plaintext, as the proxies and agents dial it); for TCP, when tls is set and the client
+// opens with a TLS ClientHello, its verified certificate, istiod's mTLS. A TCP client
+// that speaks plaintext HTTP/2 is served as before.
+type peerCreds struct {
+	tls *tls.Config // optional
+}
 
 var _ credentials.TransportCredentials = peerCreds{}
 
@@ -80,17 +104,51 @@ func (peerCreds) ClientHandshake(context.Context, string, net.Conn) (net.Conn, c
 	return nil, nil, errors.New("peer credentials are server-side only")
 }
 
-func (peerCreds) ServerHandshake(c net.Conn) (net.Conn, credentials.AuthInfo, error) {
+func (creds peerCreds) ServerHandshake(c net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	ai := peerAuthInfo{CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.NoSecurity}}
-	if uc, ok := unwrapConn(c).(*net.UnixConn); ok {
-		cred, err := readPeerCred(uc)
+	switch inner := unwrapConn(c).(type) {
+	case *net.UnixConn:
+		cred, err := readPeerCred(inner)
 		if err != nil {
 			return nil, nil, err
 		}
 		ai.cred = cred
+	case *net.TCPConn:
+		if creds.tls == nil {
+			break
+		}
+		// A TLS record of type handshake (22) starts a ClientHello; the HTTP/2
+		// preface starts with "PRI".
+		br := bufio.NewReader(c)
+		first, err := br.Peek(1)
+		if err != nil {
+			return nil, nil, fmt.Errorf("read first byte: %w", err)
+		}
+		pc := &peekedConn{Conn: c, r: br}
+		if first[0] != 22 {
+			return pc, ai, nil
+		}
+		tc := tls.Server(pc, creds.tls)
+		if err := tc.Handshake(); err != nil {
+			return nil, nil, fmt.Errorf("tls handshake: %w", err)
+		}
+		st := tc.ConnectionState()
+		ai.SecurityLevel = credentials.PrivacyAndIntegrity
+		if len(st.VerifiedChains) > 0 {
+			ai.certs = st.VerifiedChains[0]
+		}
+		return tc, ai, nil
 	}
 	return c, ai, nil
 }
+
+// peekedConn reads through the buffer that peeked at its first byte.
+type peekedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *peekedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
 
 func (peerCreds) Info() credentials.ProtocolInfo {
 	return credentials.ProtocolInfo{SecurityProtocol: "insecure"}

@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -45,6 +46,12 @@ type Options struct {
 	// for (auth.go), on the unix socket and on TCP. Optional without TCPAddr: nil serves
 	// any node id to whoever can open the socket.
 	Authorize Authorizer
+	// TCPTLS, when set with Authorize, serves over TLS the TCP clients that open with a
+	// TLS ClientHello; a client certificate it verifies identifies the peer
+	// (PeerCertificate), as istiod authenticates proxies by their workload certificates.
+	// Plaintext TCP clients are served as before. Set NextProtos "h2" (gRPC requires
+	// it); it is added when empty. Optional.
+	TCPTLS *tls.Config
 	// OnRefused, when set, observes every stream Authorize refused, with the node id it
 	// claimed and why. It is called synchronously and must not block. Optional.
 	OnRefused func(nodeID string, err error)
@@ -176,7 +183,12 @@ func serverOptions(o Options, log *slog.Logger) []grpc.ServerOption {
 			o.OnRefused(nodeID, err)
 		}
 	}
-	return append(opts, grpc.Creds(peerCreds{}), grpc.ChainStreamInterceptor(authStreamInterceptor(o.Authorize, onRefuse)))
+	tc := o.TCPTLS
+	if tc != nil && len(tc.NextProtos) == 0 {
+		tc = tc.Clone()
+		tc.NextProtos = []string{"h2"}
+	}
+	return append(opts, grpc.Creds(peerCreds{tls: tc}), grpc.ChainStreamInterceptor(authStreamInterceptor(o.Authorize, onRefuse)))
 }
 
 // removeStaleSocket removes a socket file at path, which a lab that crashed leaves
