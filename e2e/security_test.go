@@ -2,8 +2,15 @@ package e2e
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,8 +21,10 @@ import (
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoverypb "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	securitypb "istio.io/api/security/v1alpha1"
 
 	"github.com/meshlab/meshlab/internal/testutil"
 	"github.com/meshlab/meshlab/lab"
@@ -186,6 +195,39 @@ func TestXDSRefusesImpostors(t *testing.T) {
 		t.Errorf("TCP with backend-v1's own token: %v (%d listeners), want its listeners", err, len(resp.GetResources()))
 	}
 
+	// Over TLS with backend-v1's workload certificate (issued by the lab's CA for its
+	// token): served as backend-v1, refused as frontend-v1, as istiod checks a proxy's
+	// certificate against its node.
+	cert := workloadCertificate(t, st.Lab.XDSAddr, readToken("backend-v1"), "spiffe://cluster.local/ns/default/sa/backend")
+	rootPEM, err := os.ReadFile(filepath.Join(paths.Dir, "ca-cert.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mtls := func(node string) (*discoverypb.DiscoveryResponse, error) {
+		conn, err := grpc.NewClient(st.Lab.XDSAddr, grpc.WithTransportCredentials(credentials.NewTLS(spiffeTLS(t, rootPEM, cert,
+			"spiffe://cluster.local/ns/istio-system/sa/istiod"))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s, err := discoverypb.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.Send(&discoverypb.DiscoveryRequest{TypeUrl: "type.googleapis.com/envoy.config.listener.v3.Listener", Node: &core.Node{Id: node}}); err != nil {
+			return nil, err
+		}
+		return s.Recv()
+	}
+	if resp, err := mtls(nodeID["backend-v1"]); err != nil || len(resp.GetResources()) == 0 {
+		t.Errorf("TLS with backend-v1's workload certificate: %v, want its listeners", err)
+	}
+	if _, err := mtls(nodeID["frontend-v1"]); err == nil || !strings.Contains(err.Error(), "is not the identity spiffe://cluster.local/ns/default/sa/frontend") {
+		t.Errorf("TLS with backend-v1's certificate as frontend-v1: %v, want PermissionDenied naming the identities", err)
+	}
+
 	after := proxyStatus(t, l.name)
 	if strings.Contains(after, "NACK") || strings.Contains(after, "attacker") || strings.Count(after, "SYNCED") < strings.Count(before, "SYNCED") {
 		t.Errorf("proxy-status changed by the attacks:\nbefore:\n%s\nafter:\n%s", before, after)
@@ -350,4 +392,76 @@ func TestUpRefusesOversizeScenario(t *testing.T) {
 	}
 	t.Logf("refused in %v: %s", time.Since(start), strings.TrimSpace(out))
 	assertNothingLeft(t, name)
+}
+
+// workloadCertificate asks the lab's CA on TCP, with a pod's token, for a certificate of
+// the pod's identity, as the pod's agent does on xds.sock.
+func workloadCertificate(t *testing.T, addr, token, spiffeID string) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(spiffeID)
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{URIs: []*url.URL{u}}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+	resp, err := securitypb.NewIstioCertificateServiceClient(conn).CreateCertificate(ctx, &securitypb.IstioCertificateRequest{
+		Csr: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})), ValidityDuration: 3600,
+	})
+	if err != nil {
+		t.Fatalf("CSR over TCP with the pod's token: %v", err)
+	}
+	cert := tls.Certificate{PrivateKey: key}
+	for _, p := range resp.GetCertChain() {
+		b, _ := pem.Decode([]byte(p))
+		if b == nil {
+			t.Fatalf("certificate chain entry is not PEM: %q", p)
+		}
+		cert.Certificate = append(cert.Certificate, b.Bytes)
+	}
+	return cert
+}
+
+// spiffeTLS is a client TLS config that presents cert and accepts only a server whose
+// certificate chains to rootPEM and names serverID, as a proxy checks istiod.
+func spiffeTLS(t *testing.T, rootPEM []byte, cert tls.Certificate, serverID string) *tls.Config {
+	t.Helper()
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(rootPEM) {
+		t.Fatal("no root certificate in ca-cert.pem")
+	}
+	return &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		// The server's certificate names a SPIFFE ID, not a host: verified below.
+		InsecureSkipVerify: true,
+		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
+			leaf, err := x509.ParseCertificate(raw[0])
+			if err != nil {
+				return err
+			}
+			inter := x509.NewCertPool()
+			for _, r := range raw[1:] {
+				if c, err := x509.ParseCertificate(r); err == nil {
+					inter.AddCert(c)
+				}
+			}
+			if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter}); err != nil {
+				return err
+			}
+			if len(leaf.URIs) != 1 || leaf.URIs[0].String() != serverID {
+				return fmt.Errorf("server certificate names %v, want %s", leaf.URIs, serverID)
+			}
+			return nil
+		},
+	}
 }

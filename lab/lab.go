@@ -261,6 +261,7 @@ func (l *Lab) startServers() error {
 		TCPAddr:     l.opts.XDSListen,
 		Authorize:   l.proxyAuthorizer(newProxyNodes(l.model)),
 		OnRefused:   l.publishXDSRefused,
+		TCPTLS:      l.xdsTLS(),
 		OnEvent:     l.publishXDS,
 		Register:    registerCA,
 		HistorySize: l.opts.XDSHistory,

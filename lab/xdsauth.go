@@ -1,14 +1,24 @@
 package lab
 
 import (
+	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"net/netip"
+	"net/url"
+	"time"
 
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/meshlab/meshlab/controlplane/ca"
 	"github.com/meshlab/meshlab/controlplane/discovery"
 	"github.com/meshlab/meshlab/controlplane/model"
 	"github.com/meshlab/meshlab/netns"
@@ -33,7 +43,8 @@ func ParseXDSListen(s string) (netip.AddrPort, error) {
 // identity in its token. On xds.sock that is the network namespace of the process that
 // connected (every pod has its own, and every proxy runs as the same uid 1337, so the uid
 // alone would let one pod's proxy claim another's node id); on TCP it is the pod's CA
-// token, sent as istiod's bearer token ("authorization: Bearer <token>").
+// token, sent as istiod's bearer token ("authorization: Bearer <token>"), or its workload
+// certificate, presented over TLS.
 func (l *Lab) proxyAuthorizer(nodes proxyNodes) discovery.Authorizer {
 	return func(ctx context.Context, nodeID string) error { return l.authorizeProxy(ctx, nodes, nodeID) }
 }
@@ -46,9 +57,18 @@ func (l *Lab) authorizeProxy(ctx context.Context, nodes proxyNodes, nodeID strin
 	if pc, ok := discovery.PeerCredFromContext(ctx); ok {
 		return l.authorizeUnixPeer(pc, pod)
 	}
+	if c := discovery.PeerCertificate(ctx); c != nil {
+		// As istiod: the certificate's identity must be the pod's service account (the
+		// replicas of one workload share it).
+		want := ca.Identity{Namespace: pod.Namespace, ServiceAccount: pod.ServiceAccount}.SPIFFEID(l.ca.ca.TrustDomain())
+		if len(c.URIs) != 1 || c.URIs[0].String() != want {
+			return status.Errorf(codes.PermissionDenied, "the client certificate %s is not the identity %s of pod %s/%s", describeURIs(c.URIs), want, pod.Namespace, pod.Name)
+		}
+		return nil
+	}
 	tok := discovery.BearerToken(ctx)
 	if tok == "" {
-		return status.Error(codes.Unauthenticated, "xds over TCP needs the pod's token as \"authorization: Bearer <token>\" metadata")
+		return status.Error(codes.Unauthenticated, "xds over TCP needs the pod's token as \"authorization: Bearer <token>\" metadata, or its workload certificate over TLS")
 	}
 	caller, ok := l.ca.tokens.Lookup(tok)
 	if !ok {
@@ -83,6 +103,21 @@ func (l *Lab) publishXDSRefused(nodeID string, err error) {
 	l.publish(EventXDSRefused, "", "xds stream refused for node "+nodeID+": "+reason, map[string]any{"node": nodeID, "reason": reason})
 }
 
+// describeURIs renders a certificate's URI SANs.
+func describeURIs(us []*url.URL) string {
+	if len(us) == 0 {
+		return "(no URI SAN)"
+	}
+	var b bytes.Buffer
+	for i, u := range us {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(u.String())
+	}
+	return b.String()
+}
+
 // proxyNodes maps the node id of every injected pod's proxy to its pod. Apply never adds,
 // removes or renames pods, nor changes their addresses (sameTopology), so the map made at
 // start holds for the lab's life; reading it takes no lock, which matters because the lab
@@ -98,4 +133,68 @@ func newProxyNodes(m *model.Model) proxyNodes {
 		}
 	}
 	return n
+}
+
+// istiodIdentity is the identity of the lab's control plane in the certificates it
+// serves on TCP, as istiod's.
+var istiodIdentity = ca.Identity{Namespace: "istio-system", ServiceAccount: "istiod"}
+
+// xdsTLS is the TLS config of the TCP xDS listener. Every handshake gets a new server
+// certificate for istiodIdentity from the lab's CA and the CA's current trust bundle to
+// verify client certificates, so a root rotation is followed at once; a TCP connection
+// is rare (debugging tools), and signing costs about a millisecond.
+func (l *Lab) xdsTLS() *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			cert, roots, err := l.istiodCertificate()
+			if err != nil {
+				l.log.Error("xds tls: no server certificate", "err", err)
+				return nil, err
+			}
+			return &tls.Config{
+				MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2"},
+				ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: roots,
+			}, nil
+		},
+	}
+}
+
+// istiodCertificate signs a certificate for istiodIdentity and returns it with the trust
+// bundle's roots.
+func (l *Lab) istiodCertificate() (tls.Certificate, *x509.CertPool, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, nil, fmt.Errorf("generate key: %w", err)
+	}
+	u, err := url.Parse(istiodIdentity.SPIFFEID(l.ca.ca.TrustDomain()))
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	csr, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{URIs: []*url.URL{u}}, key)
+	if err != nil {
+		return tls.Certificate{}, nil, fmt.Errorf("create csr: %w", err)
+	}
+	chain, err := l.ca.ca.Sign(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: csr}), istiodIdentity, time.Hour)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	cert := tls.Certificate{PrivateKey: key}
+	roots := x509.NewCertPool()
+	for _, p := range chain {
+		b, _ := pem.Decode([]byte(p))
+		if b == nil {
+			return tls.Certificate{}, nil, fmt.Errorf("sign istiod certificate: a chain entry is not PEM")
+		}
+		c, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			return tls.Certificate{}, nil, fmt.Errorf("sign istiod certificate: %w", err)
+		}
+		if c.IsCA && bytes.Equal(c.RawIssuer, c.RawSubject) {
+			roots.AddCert(c) // a self-signed root of the bundle
+			continue
+		}
+		cert.Certificate = append(cert.Certificate, b.Bytes)
+	}
+	return cert, roots, nil
 }
