@@ -55,23 +55,8 @@ func (r *Route) compileActions(pr *routev3.Route, vh *VirtualHost) error {
 	if r.Headers, err = compileHeaderMutations(pr.GetRequestHeadersToAdd(), pr.GetRequestHeadersToRemove(), pr.GetResponseHeadersToAdd(), pr.GetResponseHeadersToRemove()); err != nil {
 		return err
 	}
-	for name, a := range pr.GetTypedPerFilterConfig() {
-		if isCORSPolicy(a) {
-			p, err := compileCORSPolicy(a)
-			if err != nil {
-				return fmt.Errorf("typed_per_filter_config[%s].%w", name, err)
-			}
-			r.CORS = p
-			continue
-		}
-		c, err := compilePerFilter(a)
-		if err != nil {
-			return fmt.Errorf("typed_per_filter_config[%s]: %w", name, err)
-		}
-		if r.Faults == nil {
-			r.Faults = map[string]*fault.Config{}
-		}
-		r.Faults[name] = c
+	if r.CORS, r.Faults, err = compilePerFilterConfigs(pr.GetTypedPerFilterConfig()); err != nil {
+		return err
 	}
 	switch {
 	case pr.GetDirectResponse() != nil:
@@ -192,6 +177,49 @@ func re2Substitution(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// compilePerFilterConfigs compiles a route's or virtual host's typed_per_filter_config:
+// CORS policies and fault overrides by filter name.
+func compilePerFilterConfigs(m map[string]*anypb.Any) (*CORSPolicy, map[string]*fault.Config, error) {
+	var cors *CORSPolicy
+	var faults map[string]*fault.Config
+	for name, a := range m {
+		if isCORSPolicy(a) {
+			p, err := compileCORSPolicy(a)
+			if err != nil {
+				return nil, nil, fmt.Errorf("typed_per_filter_config[%s].%w", name, err)
+			}
+			cors = p
+			continue
+		}
+		c, err := compilePerFilter(a)
+		if err != nil {
+			return nil, nil, fmt.Errorf("typed_per_filter_config[%s]: %w", name, err)
+		}
+		if faults == nil {
+			faults = map[string]*fault.Config{}
+		}
+		faults[name] = c
+	}
+	return cors, faults, nil
+}
+
+// inheritPerFilter gives the route its virtual host's per-filter configs where it has
+// none of its own: Envoy uses the most specific one (route, then virtual host).
+func (r *Route) inheritPerFilter(cors *CORSPolicy, faults map[string]*fault.Config) {
+	if r.CORS == nil {
+		r.CORS = cors
+	}
+	for name, f := range faults {
+		if _, ok := r.Faults[name]; ok {
+			continue
+		}
+		if r.Faults == nil {
+			r.Faults = map[string]*fault.Config{}
+		}
+		r.Faults[name] = f
+	}
 }
 
 func compilePerFilter(a *anypb.Any) (*fault.Config, error) {

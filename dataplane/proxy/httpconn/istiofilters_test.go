@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	corsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/cors/v3"
 	grpcstatsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/grpc_stats/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
@@ -190,5 +191,27 @@ func TestCORSPolicyAnswersPreflightsAndDecoratesResponses(t *testing.T) {
 	resp, _ = l.get(t, "/x", "Origin", "https://evil.example.com")
 	if resp.Header.Get("Access-Control-Allow-Origin") != "" {
 		t.Errorf("another origin got access-control-allow-origin %q", resp.Header.Get("Access-Control-Allow-Origin"))
+	}
+}
+
+func TestVirtualHostPerFilterConfigAppliesToRoutesWithoutTheirOwn(t *testing.T) {
+	vhPolicy := mustAny(t, &corsv3.CorsPolicy{AllowOriginStringMatch: []*matcherv3.StringMatcher{{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: "https://vh"}}}})
+	routePolicy := mustAny(t, &corsv3.CorsPolicy{AllowOriginStringMatch: []*matcherv3.StringMatcher{{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: "https://route"}}}})
+	own := routeTo(prefix("/own"), to("c"))
+	own.TypedPerFilterConfig = map[string]*anypb.Any{CORSFilterName: routePolicy}
+	tb, err := CompileRoutes(&routev3.RouteConfiguration{Name: "r", VirtualHosts: []*routev3.VirtualHost{{
+		Name: "vh", Domains: []string{"*"}, TypedPerFilterConfig: map[string]*anypb.Any{CORSFilterName: vhPolicy},
+		Routes: []*routev3.Route{own, routeTo(prefix("/"), to("c"))},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, r := tb.Match("x", "/own")
+	if r.CORS == nil || !r.CORS.allows("https://route") || r.CORS.allows("https://vh") {
+		t.Errorf("a route with its own policy: %+v", r.CORS)
+	}
+	_, r = tb.Match("x", "/other")
+	if r.CORS == nil || !r.CORS.allows("https://vh") {
+		t.Errorf("a route without a policy does not inherit the virtual host's: %+v", r.CORS)
 	}
 }

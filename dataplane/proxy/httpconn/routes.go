@@ -48,7 +48,7 @@ const DefaultRouteTimeout = 15 * time.Second
 
 var routeAllow = fieldcheck.Allow{
 	"envoy.config.route.v3.RouteConfiguration": {"name", "virtual_hosts", "validate_clusters", "ignore_port_in_host_matching", "max_direct_response_body_size_bytes"},
-	"envoy.config.route.v3.VirtualHost": {"name", "domains", "routes", "retry_policy", "include_request_attempt_count",
+	"envoy.config.route.v3.VirtualHost": {"name", "domains", "routes", "retry_policy", "include_request_attempt_count", "typed_per_filter_config",
 		"request_headers_to_add", "request_headers_to_remove", "response_headers_to_add", "response_headers_to_remove"},
 	"envoy.config.route.v3.Route": {"name", "match", "route", "redirect", "direct_response", "metadata", "decorator", "typed_per_filter_config",
 		"request_headers_to_add", "request_headers_to_remove", "response_headers_to_add", "response_headers_to_remove"},
@@ -177,8 +177,15 @@ func CompileRoutes(rc *routev3.RouteConfiguration) (*RouteTable, error) {
 				return nil, fmt.Errorf("route configuration '%s': virtual_hosts[%d].retry_policy.%w", rc.GetName(), i, err)
 			}
 		}
+		vhCORS, vhFaults, err := compilePerFilterConfigs(pvh.GetTypedPerFilterConfig())
+		if err != nil {
+			return nil, fmt.Errorf("route configuration '%s': virtual_hosts[%d].%w", rc.GetName(), i, err)
+		}
 		for j, pr := range pvh.GetRoutes() {
 			r, err := compileRoute(pr, vh)
+			if err == nil {
+				r.inheritPerFilter(vhCORS, vhFaults)
+			}
 			if err != nil {
 				return nil, fmt.Errorf("route configuration '%s': virtual_hosts[%d].routes[%d].%w", rc.GetName(), i, j, err)
 			}
