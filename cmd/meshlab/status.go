@@ -89,7 +89,7 @@ func newStatusCmd(g *globalFlags) *cobra.Command {
 			}
 			xdsOn := "its unix socket"
 			if info.XDSAddr != "" {
-				xdsOn = info.XDSAddr + " (token required)"
+				xdsOn = info.XDSAddr + " (a pod's token or certificate required)"
 			}
 			fmt.Fprintf(out, "lab %s (%s), pods %s, services %s, xDS on %s\n\n", info.Name, info.Scenario, info.PodCIDR, info.ServiceCIDR, xdsOn)
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
