@@ -23,6 +23,9 @@ type RequestID struct {
 	// PreserveExternal keeps the x-request-id of an edge request (use_remote_address and
 	// an external client); otherwise Envoy replaces it.
 	PreserveExternal bool
+	// NoGenerate is generate_request_id false: no x-request-id is set or replaced, and
+	// no trace reason is packed.
+	NoGenerate bool
 }
 
 // Tracing is the HCM's tracing block without a provider: no span is exported, but Envoy
@@ -52,7 +55,8 @@ var tracingAllow = fieldcheck.Allow{
 const uuidConfigType = "envoy.extensions.request_id.uuid.v3.UuidRequestIdConfig"
 
 func compileRequestID(h *hcmv3.HttpConnectionManager) (RequestID, error) {
-	rid := RequestID{PackTraceReason: true, PreserveExternal: h.GetPreserveExternalRequestId()}
+	rid := RequestID{PackTraceReason: true, PreserveExternal: h.GetPreserveExternalRequestId(),
+		NoGenerate: h.GetGenerateRequestId() != nil && !h.GetGenerateRequestId().GetValue()}
 	ext := h.GetRequestIdExtension()
 	if ext == nil {
 		return rid, nil
@@ -183,6 +187,9 @@ func (rt *router) mutateRequestHeaders(r *http.Request) {
 			}
 		}
 		h.Set("X-Envoy-External-Address", rt.edgeAddress(r))
+	}
+	if cfg.RequestID.NoGenerate {
+		return
 	}
 	rid := h.Get("X-Request-Id")
 	if rid == "" || (edge && !cfg.RequestID.PreserveExternal) {

@@ -30,7 +30,11 @@ var hcmAllow = fieldcheck.Allow{
 		"forward_client_cert_details", "set_current_client_cert_details", "drain_timeout", "http2_protocol_options",
 		"stream_idle_timeout", "use_remote_address", "proxy_100_continue", "upgrade_configs", "normalize_path",
 		"merge_slashes", "path_with_escaped_slashes_action", "request_id_extension", "preserve_external_request_id", "tracing",
+		"generate_request_id", "http_protocol_options",
 	},
+	// accept_http_10: the codec serves HTTP/1.0 requests (Istio sets it when HTTP/1.0 is
+	// enabled); that is already the codec's behaviour, also without it.
+	"envoy.config.core.v3.Http1ProtocolOptions": {"accept_http_10"},
 	"envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager.UpgradeConfig":               {"upgrade_type", "enabled"},
 	"envoy.config.core.v3.Http2ProtocolOptions":                                                                     {"max_concurrent_streams"},
 	"envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager.SetCurrentClientCertDetails": {"subject", "uri", "dns"},

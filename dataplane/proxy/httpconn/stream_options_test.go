@@ -85,19 +85,24 @@ func TestUseRemoteAddressAppendsTheClientToXForwardedForAndMarksItExternal(t *te
 func TestEdgeRequestGetsANewRequestIDUnlessPreserved(t *testing.T) {
 	const external = "5f7c1e2a-0b5e-4c8e-9d4e-1a2b3c4d5e6f"
 	for _, tc := range []struct {
-		name      string
-		useRemote bool
-		preserve  bool
-		keep      bool
+		name       string
+		useRemote  bool
+		preserve   bool
+		noGenerate bool
+		keep       bool
 	}{
 		{name: "sidecar keeps the id", useRemote: false, keep: true},
 		{name: "edge replaces the id", useRemote: true, keep: false},
 		{name: "edge with preserve_external_request_id keeps it", useRemote: true, preserve: true, keep: true},
+		{name: "edge without generate_request_id keeps it", useRemote: true, noGenerate: true, keep: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := echoLab(t, func(h *hcmv3.HttpConnectionManager) {
 				h.UseRemoteAddress = wrapperspb.Bool(tc.useRemote)
 				h.PreserveExternalRequestId = tc.preserve
+				if tc.noGenerate {
+					h.GenerateRequestId = wrapperspb.Bool(false)
+				}
 				h.RequestIdExtension = &hcmv3.RequestIDExtension{TypedConfig: mustAny(t, &uuidv3.UuidRequestIdConfig{})}
 			})
 			_, body := l.get(t, "/", "X-Request-Id", external)
@@ -317,4 +322,15 @@ func compileTracingProvider(t *testing.T) (*Tracing, error) {
 	t.Helper()
 	return compileTracing(&hcmv3.HttpConnectionManager{Tracing: &hcmv3.HttpConnectionManager_Tracing{
 		Provider: &tracev3.Tracing_Http{Name: "envoy.tracers.zipkin"}}})
+}
+
+func TestGenerateRequestIDFalseLeavesRequestsWithoutAnID(t *testing.T) {
+	l := echoLab(t, func(h *hcmv3.HttpConnectionManager) {
+		h.GenerateRequestId = wrapperspb.Bool(false)
+		h.HttpProtocolOptions = &corev3.Http1ProtocolOptions{AcceptHttp_10: true}
+	})
+	_, body := l.get(t, "/")
+	if rid, ok := seen(t, body)["x-request-id"]; ok {
+		t.Errorf("x-request-id %q generated with generate_request_id false", rid)
+	}
 }
