@@ -124,11 +124,11 @@ func TestCompileRefusesWhatIsNotImplemented(t *testing.T) {
 		{"proxy_protocol listener filter", func(l *listenerv3.Listener) {
 			l.ListenerFilters = []*listenerv3.ListenerFilter{{Name: "envoy.filters.listener.proxy_protocol"}}
 		}, "listener_filters[0].name: unsupported listener filter envoy.filters.listener.proxy_protocol"},
-		{"tcp_proxy idle_timeout", func(l *listenerv3.Listener) {
+		{"tcp_proxy max_connect_attempts", func(l *listenerv3.Listener) {
 			l.FilterChains[0].Filters = []*listenerv3.Filter{{Name: "envoy.filters.network.tcp_proxy", ConfigType: &listenerv3.Filter_TypedConfig{
-				TypedConfig: mustAny(t, &tcpv3.TcpProxy{StatPrefix: "x", ClusterSpecifier: &tcpv3.TcpProxy_Cluster{Cluster: "x"}, IdleTimeout: durationpb.New(1)}),
+				TypedConfig: mustAny(t, &tcpv3.TcpProxy{StatPrefix: "x", ClusterSpecifier: &tcpv3.TcpProxy_Cluster{Cluster: "x"}, MaxConnectAttempts: wrapperspb.UInt32(2)}),
 			}}}
-		}, "filter_chains[0].filters[0].typed_config: idle_timeout: field is not supported"},
+		}, "filter_chains[0].filters[0].typed_config: max_connect_attempts: field is not supported"},
 		{"pipe address", func(l *listenerv3.Listener) {
 			l.Address = &corev3.Address{Address: &corev3.Address_Pipe{Pipe: &corev3.Pipe{Path: "/x"}}}
 		}, "address: only socket addresses are supported"},

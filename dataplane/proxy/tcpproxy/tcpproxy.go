@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	tcpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
@@ -29,7 +30,7 @@ import (
 const FilterName = "envoy.filters.network.tcp_proxy"
 
 var allow = fieldcheck.Allow{
-	"envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy":                               {"stat_prefix", "cluster", "weighted_clusters", "access_log"},
+	"envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy":                               {"stat_prefix", "cluster", "weighted_clusters", "access_log", "idle_timeout", "max_downstream_connection_duration"},
 	"envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy.WeightedCluster":               {"clusters"},
 	"envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy.WeightedCluster.ClusterWeight": {"name", "weight"},
 }
@@ -40,6 +41,14 @@ type Config struct {
 	Cluster    string
 	Weighted   []WeightedCluster
 	AccessLogs []*accesslog.Logger
+	// IdleTimeout closes both connections after this long without a byte either way
+	// (idle_timeout; 0: never). Envoy's default for an unset field is 1h; the proxy
+	// applies no timeout then, so that unconfigured connections keep the kernel's
+	// zero-copy splice path.
+	IdleTimeout time.Duration
+	// MaxDuration closes both connections this long after the downstream one was
+	// accepted (max_downstream_connection_duration; 0: never).
+	MaxDuration time.Duration
 }
 
 // WeightedCluster is one target of weighted_clusters.
@@ -81,6 +90,12 @@ func Compile(a *anypb.Any) (*Config, error) {
 		return nil, err
 	}
 	cfg := &Config{StatPrefix: p.GetStatPrefix(), Cluster: p.GetCluster()}
+	if d := p.GetIdleTimeout(); d != nil {
+		cfg.IdleTimeout = d.AsDuration()
+	}
+	if d := p.GetMaxDownstreamConnectionDuration(); d != nil {
+		cfg.MaxDuration = d.AsDuration()
+	}
 	for _, w := range p.GetWeightedClusters().GetClusters() {
 		cfg.Weighted = append(cfg.Weighted, WeightedCluster{Name: w.GetName(), Weight: w.GetWeight()})
 	}
@@ -186,18 +201,38 @@ func Serve(ctx context.Context, cfg *Config, deps Deps, conn net.Conn, ds Downst
 		_ = conn.Close()
 	})
 	defer stop()
+	closeBoth := func() {
+		_ = up.Close()
+		_ = conn.Close()
+	}
+	if cfg.MaxDuration > 0 {
+		t := time.AfterFunc(time.Until(info.Start.Add(cfg.MaxDuration)), func() {
+			sc.Counter("max_downstream_connection_duration").Inc()
+			closeBoth()
+		})
+		defer t.Stop()
+	}
+	copyFn := io.Copy
+	if cfg.IdleTimeout > 0 {
+		w := newIdleWatch(cfg.IdleTimeout, func() {
+			sc.Counter("idle_timeout").Inc()
+			closeBoth()
+		})
+		defer w.stop()
+		copyFn = w.copy
+	}
 	rx, tx := sc.Counter("downstream_cx_rx_bytes_total"), sc.Counter("downstream_cx_tx_bytes_total")
 	var wg sync.WaitGroup
 	var rxN int64
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		n, _ := io.Copy(up, conn)
+		n, _ := copyFn(up, conn)
 		rx.Add(n)
 		rxN = n
 		closeWrite(up)
 	}()
-	n, _ := io.Copy(conn, up)
+	n, _ := copyFn(conn, up)
 	tx.Add(n)
 	closeWrite(conn)
 	wg.Wait()
@@ -210,4 +245,54 @@ func closeWrite(c net.Conn) {
 		return
 	}
 	_ = c.Close()
+}
+
+// idleWatch fires once no copy moved a byte for the timeout. Copies stamp their
+// activity; the timer re-arms itself for the remainder instead of being reset per read.
+type idleWatch struct {
+	timeout time.Duration
+	last    atomic.Int64 // unix nanoseconds of the last byte moved
+	timer   *time.Timer
+	fire    func()
+}
+
+func newIdleWatch(timeout time.Duration, fire func()) *idleWatch {
+	w := &idleWatch{timeout: timeout, fire: fire}
+	w.last.Store(time.Now().UnixNano())
+	w.timer = time.AfterFunc(timeout, w.check)
+	return w
+}
+
+func (w *idleWatch) check() {
+	idle := time.Since(time.Unix(0, w.last.Load()))
+	if idle >= w.timeout {
+		w.fire()
+		return
+	}
+	w.timer.Reset(w.timeout - idle)
+}
+
+func (w *idleWatch) stop() { w.timer.Stop() }
+
+// copy is io.Copy that stamps activity on every chunk.
+func (w *idleWatch) copy(dst io.Writer, src io.Reader) (int64, error) {
+	buf := make([]byte, 32*1024)
+	var total int64
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			w.last.Store(time.Now().UnixNano())
+			m, werr := dst.Write(buf[:n])
+			total += int64(m)
+			if werr != nil {
+				return total, werr
+			}
+		}
+		if err != nil {
+			if err == io.EOF {
+				return total, nil
+			}
+			return total, err
+		}
+	}
 }

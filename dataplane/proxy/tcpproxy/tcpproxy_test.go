@@ -20,6 +20,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
 	"github.com/meshlab/meshlab/dataplane/proxy/stats"
@@ -55,13 +56,13 @@ func TestServeCountsNoRouteAndConnectFailure(t *testing.T) {
 	}
 }
 
-func TestCompileRefusesIdleTimeout(t *testing.T) {
-	a, err := anypb.New(&tcpv3.TcpProxy{StatPrefix: "x", ClusterSpecifier: &tcpv3.TcpProxy_Cluster{Cluster: "a"}, IdleTimeout: durationpb.New(time.Second)})
+func TestCompileRefusesMaxConnectAttempts(t *testing.T) {
+	a, err := anypb.New(&tcpv3.TcpProxy{StatPrefix: "x", ClusterSpecifier: &tcpv3.TcpProxy_Cluster{Cluster: "a"}, MaxConnectAttempts: wrapperspb.UInt32(3)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Compile(a); err == nil || !strings.Contains(err.Error(), "idle_timeout: field is not supported") {
-		t.Errorf("idle_timeout: got %v", err)
+	if _, err := Compile(a); err == nil || !strings.Contains(err.Error(), "max_connect_attempts: field is not supported") {
+		t.Errorf("max_connect_attempts: got %v", err)
 	}
 }
 
