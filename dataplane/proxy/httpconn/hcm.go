@@ -34,7 +34,7 @@ var hcmAllow = fieldcheck.Allow{
 	},
 	// accept_http_10: the codec serves HTTP/1.0 requests (Istio sets it when HTTP/1.0 is
 	// enabled); that is already the codec's behaviour, also without it.
-	"envoy.config.core.v3.Http1ProtocolOptions": {"accept_http_10"},
+	"envoy.config.core.v3.Http1ProtocolOptions":                                                                     {"accept_http_10"},
 	"envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager.UpgradeConfig":               {"upgrade_type", "enabled"},
 	"envoy.config.core.v3.Http2ProtocolOptions":                                                                     {"max_concurrent_streams"},
 	"envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager.SetCurrentClientCertDetails": {"subject", "uri", "dns"},
