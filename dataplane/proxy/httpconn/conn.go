@@ -30,7 +30,7 @@ func ServeConn(ctx context.Context, cfg *Config, deps Deps, conn net.Conn, ds Do
 		return
 	}
 	st.scope.Counter("downstream_cx_http1_total").Inc()
-	serveHTTP1(ctx, deps, conn, handler, st)
+	serveHTTP1(ctx, deps, conn, handler, st, cfg.IdleTimeout)
 }
 
 // detectHTTP2 decides the codec of a connection: by ALPN over TLS, by the preface on a

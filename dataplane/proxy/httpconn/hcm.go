@@ -30,8 +30,9 @@ var hcmAllow = fieldcheck.Allow{
 		"forward_client_cert_details", "set_current_client_cert_details", "drain_timeout", "http2_protocol_options",
 		"stream_idle_timeout", "use_remote_address", "proxy_100_continue", "upgrade_configs", "normalize_path",
 		"merge_slashes", "path_with_escaped_slashes_action", "request_id_extension", "preserve_external_request_id", "tracing",
-		"generate_request_id", "http_protocol_options",
+		"generate_request_id", "http_protocol_options", "common_http_protocol_options",
 	},
+	"envoy.config.core.v3.HttpProtocolOptions": {"idle_timeout", "headers_with_underscores_action"},
 	// accept_http_10: the codec serves HTTP/1.0 requests (Istio sets it when HTTP/1.0 is
 	// enabled); that is already the codec's behaviour, also without it.
 	"envoy.config.core.v3.Http1ProtocolOptions":                                                                     {"accept_http_10"},
@@ -88,7 +89,24 @@ type Config struct {
 	GRPCStats *GRPCStats
 	// CORS reports whether the cors filter is present: routes' CORS policies apply.
 	CORS bool
+	// IdleTimeout is common_http_protocol_options.idle_timeout: a connection with no
+	// request in flight for this long is closed (0: never; Envoy's default of 1h for an
+	// unset field is not applied, keeping the per-request path free of timers).
+	IdleTimeout time.Duration
+	// Underscores is common_http_protocol_options.headers_with_underscores_action.
+	Underscores UnderscoreAction
 }
+
+// UnderscoreAction is what the HCM does with a request header whose name has an
+// underscore, as Envoy's enum.
+type UnderscoreAction int
+
+// Actions on header names with underscores.
+const (
+	UnderscoresAllow UnderscoreAction = iota
+	UnderscoresReject
+	UnderscoresDrop
+)
 
 // Codec is the HCM's codec_type.
 type Codec int
@@ -258,6 +276,10 @@ func (cfg *Config) compileStreamOptions(h *hcmv3.HttpConnectionManager) error {
 	// body), so only the timing of the 100 within the same round trip differs.
 	_ = h.GetProxy_100Continue()
 	cfg.UseRemoteAddress = h.GetUseRemoteAddress().GetValue()
+	if d := h.GetCommonHttpProtocolOptions().GetIdleTimeout(); d != nil {
+		cfg.IdleTimeout = d.AsDuration()
+	}
+	cfg.Underscores = UnderscoreAction(h.GetCommonHttpProtocolOptions().GetHeadersWithUnderscoresAction())
 	cfg.Path.Normalize = h.GetNormalizePath().GetValue()
 	cfg.Path.MergeSlashes = h.GetMergeSlashes()
 	switch h.GetPathWithEscapedSlashesAction() {

@@ -59,6 +59,7 @@ type h1Conn struct {
 	st      *hcmStats
 	remote  string
 	tls     *tls.ConnectionState // of a TLS connection, read once: the handshake is over
+	idle    time.Duration        // the HCM's idle_timeout between requests; 0: none
 
 	state    atomic.Int32
 	draining atomic.Bool // the next response is the connection's last
@@ -102,8 +103,8 @@ func (l *headLimiter) Read(p []byte) (int, error) {
 // first request yet is left open (its client may be writing that request right now and
 // would not retry on a connection it never used): it serves one request under the
 // drained configuration, as in Envoy.
-func serveHTTP1(ctx context.Context, deps Deps, conn net.Conn, handler http.Handler, st *hcmStats) {
-	c := &h1Conn{conn: conn, handler: handler, st: st}
+func serveHTTP1(ctx context.Context, deps Deps, conn net.Conn, handler http.Handler, st *hcmStats, idle time.Duration) {
+	c := &h1Conn{conn: conn, handler: handler, st: st, idle: idle}
 	c.lr.r = conn
 	c.br = h1Readers.Get().(*bufio.Reader)
 	c.br.Reset(&c.lr)
@@ -168,8 +169,18 @@ func (c *h1Conn) serveOne(ctx context.Context, deps Deps) bool {
 		}
 	}
 	c.lr.limited, c.lr.remain = true, maxRequestHeaderBytes
+	if c.idle > 0 && c.br.Buffered() == 0 {
+		_ = c.conn.SetReadDeadline(time.Now().Add(c.idle))
+	}
 	if _, err := c.br.Peek(1); err != nil {
-		return false // closed by the client, a drain or ctx
+		var ne net.Error
+		if c.idle > 0 && errors.As(err, &ne) && ne.Timeout() {
+			c.st.scope.Counter("downstream_cx_idle_timeout").Inc()
+		}
+		return false // closed by the client, a drain, ctx or the idle timeout
+	}
+	if c.idle > 0 {
+		_ = c.conn.SetReadDeadline(time.Time{})
 	}
 	if !c.state.CompareAndSwap(h1Idle, h1Active) && !c.state.CompareAndSwap(h1New, h1Active) {
 		return false // a drain closed it as the request arrived

@@ -44,7 +44,7 @@ func serveHTTP2(ctx context.Context, cfg *Config, deps Deps, conn net.Conn, hand
 		streams = DefaultMaxConcurrentStreams
 	}
 	base := &http.Server{Handler: handler, ErrorLog: log.New(io.Discard, "", 0)}
-	h2s := &http2.Server{MaxConcurrentStreams: streams}
+	h2s := &http2.Server{MaxConcurrentStreams: streams, IdleTimeout: cfg.IdleTimeout}
 	if err := http2.ConfigureServer(base, h2s); err != nil {
 		deps.Logger.Debug("configure http2 server", "err", err)
 		_ = conn.Close()

@@ -224,6 +224,11 @@ func requestPath(r *http.Request) string {
 // serve handles one request and returns the status code sent downstream.
 func (rt *router) serve(x *exchange) int {
 	r := x.r
+	if rt.cfg.Underscores != UnderscoresAllow {
+		if code, done := rt.underscores(x); done {
+			return code
+		}
+	}
 	if rt.cfg.Path.active() {
 		if code, done := rt.normalizePath(x); done {
 			return code
@@ -584,6 +589,24 @@ func (rt *router) normalizePath(x *exchange) (int, bool) {
 			u.Path = path
 		}
 		r.URL = &u
+	}
+	return 0, false
+}
+
+// underscores applies headers_with_underscores_action: a header name with "_" rejects
+// the request (400, as Envoy's codec) or is dropped, counted under Envoy's stat names.
+func (rt *router) underscores(x *exchange) (int, bool) {
+	for k := range x.r.Header {
+		if !strings.Contains(k, "_") {
+			continue
+		}
+		if rt.cfg.Underscores == UnderscoresReject {
+			rt.st.scope.Counter("requests_rejected_with_underscores_in_headers").Inc()
+			x.info.CodeDetails = "http1.unexpected_underscore"
+			return rt.localReply(x, http.StatusBadRequest, ""), true
+		}
+		x.r.Header.Del(k)
+		rt.st.scope.Counter("dropped_headers_with_underscores").Inc()
 	}
 	return 0, false
 }

@@ -334,3 +334,72 @@ func TestGenerateRequestIDFalseLeavesRequestsWithoutAnID(t *testing.T) {
 		t.Errorf("x-request-id %q generated with generate_request_id false", rid)
 	}
 }
+
+func TestHCMIdleTimeoutClosesAKeptAliveConnection(t *testing.T) {
+	l := echoLab(t, func(h *hcmv3.HttpConnectionManager) {
+		h.CommonHttpProtocolOptions = &corev3.HttpProtocolOptions{IdleTimeout: durationpb.New(150 * time.Millisecond)}
+	})
+	c, err := net.Dial("tcp", l.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	br := bufio.NewReader(c)
+	for i := 0; i < 3; i++ { // requests within the timeout keep it open
+		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		time.Sleep(50 * time.Millisecond)
+	}
+	start := time.Now()
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("idle connection: read %v, want EOF", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("closed after %v idle, want about 150ms", d)
+	}
+	if got := l.store.Value("http.lab.downstream_cx_idle_timeout"); got != 1 {
+		t.Errorf("downstream_cx_idle_timeout = %d, want 1", got)
+	}
+}
+
+func TestHeadersWithUnderscoresAction(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		action   corev3.HttpProtocolOptions_HeadersWithUnderscoresAction
+		wantCode int
+		wantSeen bool
+		stat     string
+	}{
+		{name: "ALLOW forwards", action: corev3.HttpProtocolOptions_ALLOW, wantCode: 200, wantSeen: true},
+		{name: "REJECT_REQUEST answers 400", action: corev3.HttpProtocolOptions_REJECT_REQUEST, wantCode: 400, stat: "http.lab.requests_rejected_with_underscores_in_headers"},
+		{name: "DROP_HEADER drops it", action: corev3.HttpProtocolOptions_DROP_HEADER, wantCode: 200, stat: "http.lab.dropped_headers_with_underscores"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := echoLab(t, func(h *hcmv3.HttpConnectionManager) {
+				h.CommonHttpProtocolOptions = &corev3.HttpProtocolOptions{HeadersWithUnderscoresAction: tc.action}
+			})
+			resp, body := l.get(t, "/", "x_custom", "1", "x-fine", "2")
+			if resp.StatusCode != tc.wantCode {
+				t.Fatalf("status %d, want %d", resp.StatusCode, tc.wantCode)
+			}
+			if tc.wantCode == 200 {
+				got := seen(t, body)
+				if _, ok := got["x_custom"]; ok != tc.wantSeen {
+					t.Errorf("x_custom forwarded = %v, want %v", ok, tc.wantSeen)
+				}
+				if got["x-fine"] != "2" {
+					t.Errorf("x-fine = %q", got["x-fine"])
+				}
+			}
+			if tc.stat != "" && l.store.Value(tc.stat) != 1 {
+				t.Errorf("%s = %d, want 1", tc.stat, l.store.Value(tc.stat))
+			}
+		})
+	}
+}
