@@ -15,7 +15,8 @@ import (
 	"github.com/meshlab/meshlab/internal/testutil"
 )
 
-// invalidVS is refused: the weights of its destinations sum to 110.
+// invalidVS is refused: a destination's weight is negative (Istio's validation refuses it;
+// weights that do not sum to 100 are relative and valid).
 const invalidVS = `apiVersion: networking.istio.io/v1
 kind: VirtualService
 metadata: {name: backend-bad}
@@ -26,7 +27,7 @@ spec:
     - destination: {host: backend}
       weight: 90
     - destination: {host: backend}
-      weight: 20
+      weight: -10
 `
 
 // findChromium returns Debian's chromium, skipping the test when it is absent, or
@@ -204,7 +205,7 @@ func TestDashboardInBrowser(t *testing.T) {
 			chromedp.SetValue(chromedp.CSS("#config-yaml"), invalidVS),
 			chromedp.Click(chromedp.CSS("#config-apply")),
 		)
-		waitText(t, ctx, "#config-errors", "spec.http[0].route", "110")
+		waitText(t, ctx, "#config-errors", "spec.http[0].route[1].weight", "must not be negative")
 		screenshot(t, ctx, "dashboard-config-error")
 	})
 

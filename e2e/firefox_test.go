@@ -261,7 +261,7 @@ func TestDashboardInFirefox(t *testing.T) {
 		ffWaitVisible(t, p, "#config-yaml")
 		ffDo(t, p, "enter the VirtualService", jsSetValue, "#config-yaml", invalidVS)
 		ffDo(t, p, "apply", jsClick, "#config-apply")
-		ffWaitText(t, p, "#config-errors", "spec.http[0].route", "110")
+		ffWaitText(t, p, "#config-errors", "spec.http[0].route[1].weight", "must not be negative")
 		ffScreenshot(t, p, "firefox-dashboard-config-error")
 	})
 

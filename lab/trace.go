@@ -258,22 +258,22 @@ func (l *Lab) outboundHop(ctx context.Context, p *model.Pod, u *url.URL, target 
 	}
 	var rcs []dumpRouteConfig
 	if lis, ok := d.outboundListener(target.Addr().String(), target.Port()); ok {
-		h.Listener = &web.TraceResource{Name: lis.Name, Origin: lis.Metadata.FilterMetadata.Istio.Config}
+		h.Listener = &web.TraceResource{Name: lis.Name, Origin: lis.Metadata.origin()}
 		if lis.Name != "virtualOutbound" {
 			h.Notes = "virtualOutbound (port 15001) handed the connection to " + lis.Name + " by its original destination " + target.String()
 		}
 		if len(lis.FilterChains) > 0 {
 			fc := lis.FilterChains[0]
-			h.FilterChain = &web.TraceResource{Name: fc.Name, Origin: fc.Metadata.FilterMetadata.Istio.Config}
+			h.FilterChain = &web.TraceResource{Name: fc.Name, Origin: fc.Metadata.origin()}
 			if len(fc.Filters) > 0 {
 				if rc, ok := d.routes[fc.Filters[len(fc.Filters)-1].TypedConfig.RDS.RouteConfigName]; ok {
 					rcs = append(rcs, rc)
 					vh, rt, ok := routeFor(rc, u.Host, u.Path)
 					if vh.Name != "" {
-						h.VirtualHost = &web.TraceResource{Name: vh.Name, Origin: vh.Metadata.FilterMetadata.Istio.Config}
+						h.VirtualHost = &web.TraceResource{Name: vh.Name, Origin: vh.Metadata.origin()}
 					}
 					if ok {
-						h.Route = &web.TraceResource{Name: rt.Name, Origin: rt.Metadata.FilterMetadata.Istio.Config}
+						h.Route = &web.TraceResource{Name: rt.Name, Origin: rt.Metadata.origin()}
 						if h.Route.Name == "" {
 							h.Route.Name = rc.Name
 						}
@@ -283,7 +283,7 @@ func (l *Lab) outboundHop(ctx context.Context, p *model.Pod, u *url.URL, target 
 		}
 	}
 	if c := usedCluster(deltas, "outbound"); c != "" {
-		h.Cluster = &web.TraceResource{Name: c, Origin: d.clusters[c].Metadata.FilterMetadata.Istio.Config}
+		h.Cluster = &web.TraceResource{Name: c, Origin: d.clusters[c].Metadata.origin()}
 	}
 	if dst != nil && inPort != 0 {
 		h.Endpoint = netip.AddrPortFrom(dst.IP, inPort).String()
@@ -310,7 +310,7 @@ func (l *Lab) inboundHop(ctx context.Context, p *model.Pod, port uint16, xfcc st
 		h.Notes = "config_dump unavailable: " + err.Error()
 	}
 	if lis, ok := d.listener("virtualInbound"); ok {
-		h.Listener = &web.TraceResource{Name: lis.Name, Origin: lis.Metadata.FilterMetadata.Istio.Config}
+		h.Listener = &web.TraceResource{Name: lis.Name, Origin: lis.Metadata.origin()}
 	}
 	transport := "raw_buffer"
 	if xfcc != "" {
@@ -319,7 +319,7 @@ func (l *Lab) inboundHop(ctx context.Context, p *model.Pod, port uint16, xfcc st
 	}
 	var rcs []dumpRouteConfig
 	if fc, ok := d.inboundChain(port, transport); ok {
-		h.FilterChain = &web.TraceResource{Name: fc.Name, Origin: fc.Metadata.FilterMetadata.Istio.Config}
+		h.FilterChain = &web.TraceResource{Name: fc.Name, Origin: fc.Metadata.origin()}
 		for _, f := range fc.Filters {
 			if f.TypedConfig.RouteConfig != nil {
 				rcs = append(rcs, *f.TypedConfig.RouteConfig)
@@ -327,7 +327,7 @@ func (l *Lab) inboundHop(ctx context.Context, p *model.Pod, port uint16, xfcc st
 		}
 	}
 	if c := usedCluster(deltas, "inbound"); c != "" {
-		h.Cluster = &web.TraceResource{Name: c, Origin: d.clusters[c].Metadata.FilterMetadata.Istio.Config}
+		h.Cluster = &web.TraceResource{Name: c, Origin: d.clusters[c].Metadata.origin()}
 	}
 	for k := range deltas {
 		switch {

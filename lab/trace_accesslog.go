@@ -185,7 +185,7 @@ func applyAccessLog(h *web.TraceHop, e *accessLogEntry, d proxyDump, rcs []dumpR
 		h.UpstreamServiceTimeMs = e.UpstreamServiceTimeMs
 	}
 	if c := e.UpstreamCluster; c != "" && (h.Cluster == nil || h.Cluster.Name != c) {
-		h.Cluster = &web.TraceResource{Name: c, Origin: d.clusters[c].Metadata.FilterMetadata.Istio.Config}
+		h.Cluster = &web.TraceResource{Name: c, Origin: d.clusters[c].Metadata.origin()}
 	}
 	if r := e.RouteName; r != "" && (h.Route == nil || h.Route.Name != r) {
 		h.Route = &web.TraceResource{Name: r, Origin: routeOrigin(rcs, r)}
@@ -202,7 +202,7 @@ func routeOrigin(rcs []dumpRouteConfig, name string) string {
 		for _, vh := range rc.VirtualHosts {
 			for _, rt := range vh.Routes {
 				if rt.Name == name {
-					return rt.Metadata.FilterMetadata.Istio.Config
+					return rt.Metadata.origin()
 				}
 			}
 		}

@@ -11,13 +11,29 @@ import (
 )
 
 // dumpMetadata is an xDS resource's metadata; the "istio" filter metadata's config is
-// the path of the object it was generated from.
+// the path of the object it was generated from, and a cluster's services are the
+// Services it sends to (istiod sets config on a cluster only for a DestinationRule).
 type dumpMetadata struct {
 	FilterMetadata struct {
 		Istio struct {
-			Config string `json:"config"`
+			Config   string `json:"config"`
+			Services []struct {
+				Name      string `json:"name"`
+				Namespace string `json:"namespace"`
+			} `json:"services"`
 		} `json:"istio"`
 	} `json:"filter_metadata"`
+}
+
+// origin is the path of the object behind the resource: its config, else (a cluster no
+// DestinationRule shapes) its first Service's.
+func (m dumpMetadata) origin() string {
+	im := m.FilterMetadata.Istio
+	if im.Config != "" || len(im.Services) == 0 {
+		return im.Config
+	}
+	s := im.Services[0]
+	return "/apis/v1/namespaces/" + s.Namespace + "/services/" + s.Name
 }
 
 type dumpFilterChain struct {
