@@ -62,6 +62,7 @@ lint:
 	@out=$$(gofmt -l . 2>/dev/null); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-# clean-labs removes every lab's leftovers (after a crash).
+# clean-labs removes the leftovers of every lab you made whose process is gone (after a
+# crash); running labs and other users' labs are left alone (meshlab clean --force kills one).
 clean-labs: build
 	./$(BIN) clean --all

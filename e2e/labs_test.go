@@ -23,7 +23,7 @@ func runLab(t *testing.T, ref string) (string, bool, []labs.JUnitSuite) {
 	name := testutil.UniqueName(t)
 	junit := filepath.Join(t.TempDir(), "junit.xml")
 	t.Cleanup(func() {
-		_ = exec.Command(bin, "clean", "--name", name).Run()
+		_ = exec.Command(bin, "clean", "--force", "--name", name).Run()
 		assertNothingLeft(t, name)
 	})
 	out, runErr := meshlab(t, "lab", "run", ref, "--name", name, "--junit", junit, "--drain-duration", "0")
@@ -147,7 +147,7 @@ func startLabGuide(t *testing.T, name, ref, listen string) *syncBuffer {
 			_ = cmd.Process.Kill()
 			<-done
 		}
-		_ = exec.Command(bin, "clean", "--name", name).Run()
+		_ = exec.Command(bin, "clean", "--force", "--name", name).Run()
 		assertNothingLeft(t, name)
 		if t.Failed() {
 			t.Logf("lab start output:\n%s", out.String())

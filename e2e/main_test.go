@@ -116,7 +116,7 @@ func startLab(t testing.TB, args ...string) *runningLab {
 				<-l.exited
 			}
 		}
-		_ = exec.Command(bin, "clean", "--name", name).Run()
+		_ = exec.Command(bin, "clean", "--force", "--name", name).Run()
 		if t.Failed() {
 			t.Logf("meshlab up output:\n%s", out.String())
 		}

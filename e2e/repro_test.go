@@ -148,7 +148,7 @@ func startRepro(t *testing.T, file string) (string, string) {
 				<-exited
 			}
 		}
-		_ = exec.Command(bin, "clean", "--name", name).Run()
+		_ = exec.Command(bin, "clean", "--force", "--name", name).Run()
 		assertNothingLeft(t, name)
 	})
 	done := make(chan struct{})

@@ -114,6 +114,107 @@ func labNamespaces(root, name string, entries []entry) ([]string, error) {
 	return out, nil
 }
 
+// ErrLabRunning is returned by CheckClean for a lab whose process is alive.
+var ErrLabRunning = errors.New("lab is running")
+
+// NoSuchLabError is a lab name that names nothing: no run directory and no namespace.
+// It lists the labs that do exist, and wraps ErrNoLab.
+type NoSuchLabError struct {
+	Name  string
+	Known []string // labs present under the run root, sorted
+}
+
+func (e *NoSuchLabError) Error() string {
+	if len(e.Known) == 0 {
+		return fmt.Sprintf("no lab %q: no lab is present", e.Name)
+	}
+	return fmt.Sprintf("no lab %q: labs present: %s", e.Name, strings.Join(e.Known, ", "))
+}
+
+func (e *NoSuchLabError) Unwrap() error { return ErrNoLab }
+
+// CheckClean decides whether `meshlab clean` may clean lab name: it must have left
+// something behind (a run directory or a namespace), else the error is a *NoSuchLabError;
+// and, unless force, its process must be gone: clean is for after a crash, `down` stops a
+// running lab (ErrLabRunning, with the pid).
+func CheckClean(root, name string, force bool) error {
+	if err := ValidateName(name); err != nil {
+		return err
+	}
+	p := PathsFor(root, name)
+	if _, err := os.Stat(p.Dir); errors.Is(err, os.ErrNotExist) {
+		left, err := netns.List("ml-" + name + "-")
+		if err != nil {
+			return err
+		}
+		if len(labOwnNamespaces(root, name, left)) == 0 {
+			known, err := Known(root)
+			if err != nil {
+				return err
+			}
+			return &NoSuchLabError{Name: name, Known: known}
+		}
+		return nil
+	}
+	if r, err := ReadRecord(p); err == nil && !force && processAlive(r.PID, r.PIDStart) {
+		return fmt.Errorf("lab %q (pid %d): %w: stop it with meshlab down --name %s, or kill it and remove everything with meshlab clean --force --name %s",
+			name, r.PID, ErrLabRunning, name, name)
+	}
+	return nil
+}
+
+// labOwnNamespaces keeps the names of left that belong to lab name and to no other lab
+// with a longer name sharing its prefix.
+func labOwnNamespaces(root, name string, left []string) []string {
+	var out []string
+	others, _ := Known(root)
+	for _, ns := range left {
+		mine := true
+		for _, o := range others {
+			if o != name && strings.HasPrefix(o, name+"-") && strings.HasPrefix(ns, "ml-"+o+"-") {
+				mine = false
+			}
+		}
+		if mine {
+			out = append(out, ns)
+		}
+	}
+	return out
+}
+
+// Skipped is a lab `clean --all` leaves alone, and why.
+type Skipped struct {
+	Name   string
+	Reason string
+}
+
+// CleanableBy splits the labs under root for `clean --all` run by uid: those whose record
+// says uid made them and whose process is gone (or any, with force), and the others with
+// the reason each is left alone (made by another user, no record of its creator, running).
+func CleanableBy(root string, uid uint32, force bool) (mine []string, skipped []Skipped, err error) {
+	names, err := Known(root)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, n := range names {
+		p := PathsFor(root, n)
+		r, err := ReadRecord(p)
+		switch {
+		case err != nil:
+			skipped = append(skipped, Skipped{n, "no record of who made it (" + err.Error() + "); clean it by name"})
+		case r.CreatorUID == nil:
+			skipped = append(skipped, Skipped{n, "its record does not say who made it; clean it by name"})
+		case *r.CreatorUID != uid:
+			skipped = append(skipped, Skipped{n, fmt.Sprintf("made by uid %d, not uid %d", *r.CreatorUID, uid)})
+		case !force && processAlive(r.PID, r.PIDStart):
+			skipped = append(skipped, Skipped{n, fmt.Sprintf("running (pid %d): stop it with meshlab down --name %s, or use --force", r.PID, n)})
+		default:
+			mine = append(mine, n)
+		}
+	}
+	return mine, skipped, nil
+}
+
 func waitGone(pid int, start uint64, d time.Duration) bool {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {

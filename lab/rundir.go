@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"time"
 )
 
@@ -75,7 +76,10 @@ type Record struct {
 	ServiceCIDR netip.Prefix `json:"serviceCIDR"`
 	XDSAddr     string       `json:"xdsAddr,omitempty"` // 127.0.0.1 TCP address of the discovery server
 	Created     time.Time    `json:"created"`
-	Pods        []PodRecord  `json:"pods"`
+	// CreatorUID is the user who made the lab (SUDO_UID under sudo): `clean --all` only
+	// touches labs whose creator is the user running it. Absent in records of old labs.
+	CreatorUID *uint32     `json:"creatorUID,omitempty"`
+	Pods       []PodRecord `json:"pods"`
 }
 
 // PodRecord is one pod in lab.json.
@@ -89,7 +93,13 @@ type PodRecord struct {
 	Workload string `json:"workload,omitempty"`
 }
 
+// writeRecord writes r to path atomically, recording the caller as its creator the first
+// time (CreatorUID unset).
 func writeRecord(path string, r *Record) error {
+	if r.CreatorUID == nil {
+		uid := CallerUID()
+		r.CreatorUID = &uid
+	}
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode lab record: %w", err)
@@ -170,4 +180,18 @@ func Resolve(root, name string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("several labs are present (%v): choose one with --name", names)
+}
+
+// CallerUID is the user on whose behalf this process runs: SUDO_UID when root runs it
+// through sudo, else the real uid.
+func CallerUID() uint32 {
+	uid := os.Getuid()
+	if uid == 0 {
+		if s := os.Getenv("SUDO_UID"); s != "" {
+			if n, err := strconv.ParseUint(s, 10, 32); err == nil {
+				return uint32(n)
+			}
+		}
+	}
+	return uint32(uid)
 }

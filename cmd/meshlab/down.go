@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -35,38 +36,60 @@ func newDownCmd(g *globalFlags) *cobra.Command {
 }
 
 func newCleanCmd(g *globalFlags) *cobra.Command {
-	var all bool
+	var all, force bool
 	cmd := &cobra.Command{
 		Use:   "clean",
 		Short: "Remove everything a lab left behind (after a crash or SIGKILL)",
-		Args:  cobra.NoArgs,
+		Long: `Remove everything a lab left behind after its process crashed or was killed: its
+processes, network namespaces and run directory.
+
+A running lab is refused (stop it with meshlab down) unless --force, which kills it.
+--all cleans every lab whose record says you made it (SUDO_UID under sudo) and leaves
+other users' labs, and labs that are running, alone.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := requireRoot("meshlab clean"); err != nil {
 				return err
 			}
-			names := []string{g.name}
+			out := cmd.OutOrStdout()
 			if all {
-				known, err := lab.Known(g.runRoot)
+				if g.name != "" {
+					return fmt.Errorf("clean: --all and --name %s: choose one", g.name)
+				}
+				mine, skipped, err := lab.CleanableBy(g.runRoot, lab.CallerUID(), force)
 				if err != nil {
 					return err
 				}
-				names = known
-			} else if g.name == "" {
+				for _, s := range skipped {
+					fmt.Fprintf(out, "lab %s: left alone: %s\n", s.Name, s.Reason)
+				}
+				return cleanLabs(g, out, mine)
+			}
+			name := g.name
+			if name == "" {
 				n, err := g.labName()
 				if err != nil {
 					return err
 				}
-				names = []string{n}
+				name = n
 			}
-			for _, n := range names {
-				if err := lab.Clean(g.runRoot, n, g.logger()); err != nil {
-					return fmt.Errorf("clean lab %s: %w", n, err)
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "lab %s: cleaned\n", n)
+			if err := lab.CheckClean(g.runRoot, name, force); err != nil {
+				return fmt.Errorf("clean lab %s: %w", name, err)
 			}
-			return nil
+			return cleanLabs(g, out, []string{name})
 		},
 	}
-	cmd.Flags().BoolVar(&all, "all", false, "clean every lab under the run root")
+	cmd.Flags().BoolVar(&all, "all", false, "clean every lab you made (its record names your uid) whose process is gone")
+	cmd.Flags().BoolVar(&force, "force", false, "also kill and clean running labs")
 	return cmd
+}
+
+func cleanLabs(g *globalFlags, out io.Writer, names []string) error {
+	for _, n := range names {
+		if err := lab.Clean(g.runRoot, n, g.logger()); err != nil {
+			return fmt.Errorf("clean lab %s: %w", n, err)
+		}
+		fmt.Fprintf(out, "lab %s: cleaned\n", n)
+	}
+	return nil
 }
