@@ -36,6 +36,18 @@ func clusters(m *model.Model, pod *model.Pod) ([]types.Resource, error) {
 			out = append(out, c)
 		}
 	}
+	local, err := localClusters(m, pod)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, local...), nil
+}
+
+// localClusters returns the clusters that depend on the pod itself, not on the mesh's
+// services as seen from its namespace: an inbound cluster per app port, then the three
+// fixed clusters.
+func localClusters(m *model.Model, pod *model.Pod) ([]types.Resource, error) {
+	var out []types.Resource
 	for _, ip := range inboundPorts(m, pod) {
 		c := originalDstCluster(InboundClusterName(ip.target), true)
 		c.Metadata = inboundServicesMetadata(m, pod, ip.target)

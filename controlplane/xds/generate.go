@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 
-	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
@@ -32,15 +31,7 @@ func Generate(m *model.Model, pod *model.Pod) (map[resource.Type][]types.Resourc
 	if err != nil {
 		return nil, fail(err)
 	}
-	// As Istio does, every outbound HTTP connection manager carries the fault filter,
-	// whether or not a route injects faults today: applying a fault later then changes only
-	// routes (RDS), so connections already open see it at once; a listener change would not
-	// reach them.
-	faultRoutes := map[string]bool{}
-	for _, r := range rs {
-		faultRoutes[r.(*route.RouteConfiguration).GetName()] = true
-	}
-	ls, err := listeners(m, pod, faultRoutes)
+	ls, err := listeners(m, pod)
 	if err != nil {
 		return nil, fail(err)
 	}

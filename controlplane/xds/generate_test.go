@@ -64,9 +64,11 @@ func TestGenerateGolden(t *testing.T) {
 			// auto-mTLS clusters: UpstreamTlsContext + RawBuffer each; and the FileAccessLog
 			// of each of the 13 HCMs and tcp_proxies; in RDS, the previous_hosts retry
 			// predicate of the default retry policy of each of the 2 services' routes; the
-			// HttpProtocolOptions of the 2 passthrough clusters.
-			if unpacked != 45 {
-				t.Errorf("unpacked %d typed configs, want 45", unpacked)
+			// HttpProtocolOptions of the 2 passthrough clusters; grpc_stats, fault and cors
+			// in each of the 4 inbound HCMs, and grpc_stats, istio.alpn and cors added to
+			// the outbound one.
+			if unpacked != 60 {
+				t.Errorf("unpacked %d typed configs, want 60", unpacked)
 			}
 			testutil.Golden(t, "hello-"+pod, dumpJSON(t, res))
 		})

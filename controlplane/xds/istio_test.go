@@ -139,10 +139,11 @@ func TestIstioWeightedRoute(t *testing.T) {
 func TestIstioFaultFilterOnEveryOutboundHCM(t *testing.T) {
 	t.Parallel()
 	// With or without a fault in the routes, the listener is the same: applying a fault
-	// must change only the routes, so connections already open see it.
+	// must change only the routes, so connections already open see it. The filters are
+	// istiod's, in its order.
 	for _, c := range []string{"vs-fault", "vs-weighted"} {
 		res := generate(t, istioCaseModel(t, c), "productpage-v1")
-		if got, want := httpFilterNames(t, res, "0.0.0.0_9080"), []string{FaultFilter, "envoy.filters.http.router"}; !slices.Equal(got, want) {
+		if got, want := httpFilterNames(t, res, "0.0.0.0_9080"), []string{GRPCStatsFilter, ALPNFilter, FaultFilter, CORSFilter, "envoy.filters.http.router"}; !slices.Equal(got, want) {
 			t.Errorf("%s: http filters = %q, want %q", c, got, want)
 		}
 	}

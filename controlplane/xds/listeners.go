@@ -19,10 +19,9 @@ import (
 )
 
 // listeners returns the proxy's listeners, each with its origin in metadata (see
-// origin.go): virtualOutbound, one outbound listener per
-// HTTP port number and per TCP service port, and virtualInbound. faultRoutes names the
-// route configurations that inject faults.
-func listeners(m *model.Model, pod *model.Pod, faultRoutes map[string]bool) ([]types.Resource, error) {
+// origin.go): virtualOutbound, one outbound listener per HTTP port number and per TCP
+// service port, and virtualInbound.
+func listeners(m *model.Model, pod *model.Pod) ([]types.Resource, error) {
 	vo, err := virtualOutbound(m.Mesh.OutboundTrafficPolicy)
 	if err != nil {
 		return nil, fmt.Errorf("build listener %s: %w", VirtualOutboundListener, err)
@@ -30,7 +29,7 @@ func listeners(m *model.Model, pod *model.Pod, faultRoutes map[string]bool) ([]t
 	vo.Metadata = meshOrigin(m)
 	out := []types.Resource{vo}
 	for _, port := range httpPorts(m) {
-		l, err := outboundHTTPListener(port, faultRoutes[RouteName(port)], m.Mesh.OutboundTrafficPolicy)
+		l, err := outboundHTTPListener(port, m.Mesh.OutboundTrafficPolicy)
 		if err != nil {
 			return nil, fmt.Errorf("build listener %s: %w", OutboundHTTPListenerName(port), err)
 		}
@@ -111,15 +110,14 @@ func virtualOutbound(policy model.OutboundTrafficPolicy) (*listener.Listener, er
 }
 
 // outboundHTTPListener is the handoff target for HTTP to any service on port: it routes
-// by Host header with route configuration "<port>", fetched over ADS. withFault adds
-// the fault filter its routes need. As istiod's, the HTTP chain matches what the HTTP
+// by Host header with route configuration "<port>", fetched over ADS. As istiod's, the HTTP chain matches what the HTTP
 // inspector detects (plaintext HTTP/1.1 or h2c); any other traffic to the port, e.g. a
 // server-first or TLS protocol to a host no Service has, takes the default
 // PassthroughFilterChain to PassthroughCluster (BlackHoleCluster under REGISTRY_ONLY)
 // instead of failing in the HTTP codec.
-func outboundHTTPListener(port uint16, withFault bool, policy model.OutboundTrafficPolicy) (*listener.Listener, error) {
+func outboundHTTPListener(port uint16, policy model.OutboundTrafficPolicy) (*listener.Listener, error) {
 	name := OutboundHTTPListenerName(port)
-	f, err := hcmFilter("outbound_"+name, withFault, func(m *hcm.HttpConnectionManager) {
+	f, err := hcmFilter("outbound_"+name, true, func(m *hcm.HttpConnectionManager) {
 		m.RouteSpecifier = &hcm.HttpConnectionManager_Rds{Rds: &hcm.Rds{
 			RouteConfigName: RouteName(port),
 			ConfigSource:    adsConfigSource(),

@@ -113,7 +113,8 @@ func TestPassthroughChains(t *testing.T) {
 				for _, f := range hcmFilters(t, hcmOf) {
 					names = append(names, f.GetName())
 				}
-				if want := []string{"envoy.filters.http.rbac", "envoy.filters.http.router"}; !slices.Equal(names, want) {
+				// Inbound: RBAC first, then istiod's filters without istio.alpn.
+				if want := []string{"envoy.filters.http.rbac", GRPCStatsFilter, FaultFilter, CORSFilter, "envoy.filters.http.router"}; !slices.Equal(names, want) {
 					t.Errorf("passthrough HTTP filters = %q, want %q", names, want)
 				}
 			}

@@ -5,7 +5,9 @@ import (
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	cors "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/cors/v3"
 	fault "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
+	grpcstats "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/grpc_stats/v3"
 	router "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tcpproxy "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
@@ -15,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+	alpn "istio.io/api/envoy/config/filter/http/alpn/v2alpha1"
 )
 
 // connectTimeout is every generated cluster's connect_timeout (Istio's default).
@@ -86,20 +89,26 @@ func tcpProxyWeightedFilter(statPrefix string, clusters []*tcpproxy.TcpProxy_Wei
 	return &listener.Filter{Name: wellknown.TCPProxy, ConfigType: &listener.Filter_TypedConfig{TypedConfig: cfg}}, nil
 }
 
-// hcmFilter returns an http_connection_manager network filter whose HTTP filters are the
-// fault filter (only when withFault: some route of the HCM injects faults) and the
-// router; the caller sets the route specifier. Istio always adds the fault filter;
-// meshlab adds it where it is used, so proxies without faults keep their config.
-//
-// The connection manager is istiod's for a sidecar with the default mesh config
-// (buildHTTPConnectionManager): the client's address is not trusted as the remote
-// address, paths are normalized and escaped slashes kept, websocket upgrades pass, a
-// stream never times out idle, and 100-continue is proxied.
-func hcmFilter(statPrefix string, withFault bool, routes func(*hcm.HttpConnectionManager)) (*listener.Filter, error) {
-	rt, err := typed(&router.Router{})
-	if err != nil {
-		return nil, err
-	}
+// Names of the HTTP filters istiod puts in every sidecar connection manager besides
+// RBAC and the router.
+const (
+	GRPCStatsFilter = "envoy.filters.http.grpc_stats"
+	ALPNFilter      = "istio.alpn"
+	CORSFilter      = "envoy.filters.http.cors"
+)
+
+// hcmFilter returns an http_connection_manager network filter; the caller sets the route
+// specifier and puts the RBAC filters first. The connection manager is istiod's for a
+// sidecar with the default mesh config (buildHTTPConnectionManager): the client's
+// address is not trusted as the remote address, paths are normalized and escaped
+// slashes kept, websocket upgrades pass, a stream never times out idle, and
+// 100-continue is proxied. Its HTTP filters are Istio's, in Istio's order: grpc_stats
+// (per-cluster gRPC status counts), on outbound connection managers istio.alpn (the
+// ALPN a sidecar offers upstream: istio-http/1.0, istio-http/1.1 or istio-h2 first, so
+// the server's chains can tell HTTP), the fault filter (always: applying a fault later
+// changes only routes, which reach open connections; a listener change would not), cors
+// (a VirtualService corsPolicy is per route), then the router.
+func hcmFilter(statPrefix string, outbound bool, routes func(*hcm.HttpConnectionManager)) (*listener.Filter, error) {
 	m := &hcm.HttpConnectionManager{
 		StatPrefix:                   statPrefix,
 		CodecType:                    hcm.HttpConnectionManager_AUTO,
@@ -110,17 +119,33 @@ func hcmFilter(statPrefix string, withFault bool, routes func(*hcm.HttpConnectio
 		StreamIdleTimeout:            durationpb.New(0),
 		Proxy_100Continue:            true,
 	}
-	if withFault {
-		fc, err := typed(&fault.HTTPFault{})
+	filters := []struct {
+		name string
+		cfg  proto.Message
+	}{
+		{GRPCStatsFilter, &grpcstats.FilterConfig{
+			EmitFilterState:        true,
+			PerMethodStatSpecifier: &grpcstats.FilterConfig_StatsForAllMethods{StatsForAllMethods: wrapperspb.Bool(false)},
+		}},
+		{ALPNFilter, &alpn.FilterConfig{AlpnOverride: []*alpn.FilterConfig_AlpnOverride{
+			{UpstreamProtocol: alpn.FilterConfig_HTTP10, AlpnOverride: []string{"istio-http/1.0", "istio", "http/1.0"}},
+			{UpstreamProtocol: alpn.FilterConfig_HTTP11, AlpnOverride: alpnUpstreamHTTP},
+			{UpstreamProtocol: alpn.FilterConfig_HTTP2, AlpnOverride: alpnUpstreamH2},
+		}}},
+		{FaultFilter, &fault.HTTPFault{}},
+		{CORSFilter, &cors.Cors{}},
+		{wellknown.Router, &router.Router{}},
+	}
+	for _, f := range filters {
+		if f.name == ALPNFilter && !outbound {
+			continue
+		}
+		cfg, err := typed(f.cfg)
 		if err != nil {
 			return nil, err
 		}
-		m.HttpFilters = append(m.HttpFilters, &hcm.HttpFilter{Name: FaultFilter, ConfigType: &hcm.HttpFilter_TypedConfig{TypedConfig: fc}})
+		m.HttpFilters = append(m.HttpFilters, &hcm.HttpFilter{Name: f.name, ConfigType: &hcm.HttpFilter_TypedConfig{TypedConfig: cfg}})
 	}
-	m.HttpFilters = append(m.HttpFilters, &hcm.HttpFilter{
-		Name:       wellknown.Router,
-		ConfigType: &hcm.HttpFilter_TypedConfig{TypedConfig: rt},
-	})
 	routes(m)
 	cfg, err := typed(m)
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 
-	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
@@ -82,12 +81,7 @@ func GenerateShared(m *model.Model, pod *model.Pod, sh *Shared, typs ...resource
 			out[resource.RouteType] = rs
 		}
 		if want(resource.ListenerType) {
-			// As Generate: every outbound HTTP connection manager carries the fault filter.
-			faultRoutes := map[string]bool{}
-			for _, r := range rs {
-				faultRoutes[r.(*route.RouteConfiguration).GetName()] = true
-			}
-			ls, err := listeners(m, pod, faultRoutes)
+			ls, err := listeners(m, pod)
 			if err != nil {
 				return nil, fail(err)
 			}
@@ -272,18 +266,9 @@ func (sh *Shared) clusters(pod *model.Pod) ([]types.Resource, error) {
 	if e.err != nil {
 		return nil, e.err
 	}
-	out := slices.Clip(e.cs)
-	for _, ip := range inboundPorts(m, pod) {
-		c := originalDstCluster(InboundClusterName(ip.target), true)
-		c.Metadata = inboundServicesMetadata(m, pod, ip.target)
-		if err := applyHTTP2(c, ip.protocol); err != nil {
-			return nil, fmt.Errorf("build cluster %s: %w", c.Name, err)
-		}
-		out = append(out, c)
+	local, err := localClusters(m, pod)
+	if err != nil {
+		return nil, err
 	}
-	return append(out,
-		originalDstCluster(PassthroughCluster, false),
-		originalDstCluster(InboundPassthroughCluster, true),
-		blackHoleCluster(),
-	), nil
+	return append(slices.Clip(e.cs), local...), nil
 }
