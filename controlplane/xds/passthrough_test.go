@@ -6,8 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	security "istio.io/api/security/v1beta1"
 
 	"github.com/meshlab/meshlab/controlplane/model"
@@ -158,5 +160,39 @@ func TestOutboundHTTPListenerPassthrough(t *testing.T) {
 				t.Errorf("default chain %q to %q, want %s to %s", d.GetName(), tcpProxyOf(t, d.GetFilters()[0]).GetCluster(), PassthroughFilterChain, want)
 			}
 		})
+	}
+}
+
+// istioctl proxy-config cluster shows a cluster's DESTINATION RULE from its
+// istio.config metadata and "<unknown>" for a path that is not an Istio networking
+// object's (istioctl/pkg/writer/envoy/configdump renderConfig): no generated cluster may
+// carry such a path, and a cluster shaped by a DestinationRule names it.
+func TestClusterConfigMetadataAsIstioctlReadsIt(t *testing.T) {
+	t.Parallel()
+	for _, c := range []string{"dr-subsets", "dr-traffic-policy", "dr-port-level", "se-static", "se-dns", "vs-weighted"} {
+		res := generate(t, istioCaseModel(t, c), "productpage-v1")
+		for _, r := range res[resource.ClusterType] {
+			cl := r.(*cluster.Cluster)
+			istio := cl.GetMetadata().GetFilterMetadata()["istio"]
+			path, ok := istio.GetFields()["config"]
+			if !ok {
+				continue
+			}
+			pieces := strings.Split(path.GetStringValue(), "/")
+			if !strings.HasPrefix(path.GetStringValue(), "/apis/networking.istio.io/") || len(pieces) != 8 || pieces[6] != "destination-rule" {
+				t.Errorf("%s: cluster %s has istio.config %q; istioctl would show <unknown>", c, cl.GetName(), path.GetStringValue())
+			}
+			if len(istio.GetFields()["services"].GetListValue().GetValues()) == 0 {
+				t.Errorf("%s: cluster %s has no istio.services", c, cl.GetName())
+			}
+		}
+	}
+	res := generate(t, istioCaseModel(t, "dr-subsets"), "productpage-v1")
+	for _, r := range res[resource.ClusterType] {
+		if cl := r.(*cluster.Cluster); cl.GetName() == "outbound|9080|v1|reviews.default.svc.cluster.local" {
+			if got := cl.GetMetadata().GetFilterMetadata()["istio"].GetFields()["config"].GetStringValue(); got != "/apis/networking.istio.io/v1/namespaces/default/destination-rule/reviews" {
+				t.Errorf("subset cluster's istio.config = %q, want the DestinationRule reviews in v1 form", got)
+			}
+		}
 	}
 }
