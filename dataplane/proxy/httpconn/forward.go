@@ -228,6 +228,9 @@ func (rt *router) fail(x *exchange, cl *cluster.Cluster, a attempt) int {
 	if a.host.Addr.IsValid() || a.host.Pipe != "" {
 		x.info.UpstreamHost = a.host.String()
 	}
+	if rt.cfg.StreamIdleTimeout > 0 && idleTimedOut(x) {
+		return rt.streamIdleReply(x)
+	}
 	switch a.kind {
 	case failNoHost:
 		x.info.Flags |= accesslog.NoHealthyUpstream
@@ -300,6 +303,14 @@ func (rt *router) respond(x *exchange, a attempt) int {
 	x.info.CodeDetails = "via_upstream"
 	x.w.WriteHeader(resp.StatusCode)
 	copyFlushing(x.w, resp.Body)
+	if rt.cfg.StreamIdleTimeout > 0 && idleTimedOut(x) {
+		// The response had started: Envoy resets the stream.
+		rt.st.scope.Counter("downstream_rq_idle_timeout").Inc()
+		x.info.Flags |= accesslog.StreamIdleTimeout
+		if ab, ok := unwrapAborter(x.w); ok {
+			ab.Abort()
+		}
+	}
 	for k, vs := range resp.Trailer { // known once the body is read (gRPC's grpc-status)
 		for _, v := range vs {
 			h.Add(http.TrailerPrefix+k, v)

@@ -95,7 +95,14 @@ type Config struct {
 	IdleTimeout time.Duration
 	// Underscores is common_http_protocol_options.headers_with_underscores_action.
 	Underscores UnderscoreAction
+	// StreamIdleTimeout is stream_idle_timeout (Envoy's default 5m; 0 disables): a
+	// stream that moves no byte for this long gets a 408, or is reset once its response
+	// started.
+	StreamIdleTimeout time.Duration
 }
+
+// DefaultStreamIdleTimeout is Envoy's stream_idle_timeout when the field is unset.
+const DefaultStreamIdleTimeout = 5 * time.Minute
 
 // UnderscoreAction is what the HCM does with a request header whose name has an
 // underscore, as Envoy's enum.
@@ -266,8 +273,9 @@ func checkRouter(tc *anypb.Any) error {
 func (cfg *Config) compileStreamOptions(h *hcmv3.HttpConnectionManager) error {
 	// The proxy has no per-stream idle timer; 0 (disabled), which Istio sends on every
 	// HCM, is exactly its behaviour. Any other value is refused rather than ignored.
-	if d := h.GetStreamIdleTimeout(); d != nil && d.AsDuration() != 0 {
-		return errors.New("stream_idle_timeout: only 0s (disabled) is supported by meshlab proxy")
+	cfg.StreamIdleTimeout = DefaultStreamIdleTimeout
+	if d := h.GetStreamIdleTimeout(); d != nil {
+		cfg.StreamIdleTimeout = d.AsDuration()
 	}
 	// proxy_100_continue: either way the client that sent "Expect: 100-continue" gets a
 	// 100 Continue before its body is forwarded and the final response afterwards. With

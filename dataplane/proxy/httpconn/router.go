@@ -159,6 +159,9 @@ func (rt *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		x.rx = &countingBody{ReadCloser: r.Body}
 		r.Body = x.rx
 	}
+	if rt.cfg.StreamIdleTimeout > 0 {
+		defer rt.watchStreamIdle(x)()
+	}
 	code := rt.serve(x)
 	rt.st.record(code)
 	rt.st.rqTime.Record(uint64(time.Since(start).Milliseconds()))
@@ -319,6 +322,9 @@ func (rt *router) applyFilters(x *exchange) (int, bool) {
 			case <-x.r.Context().Done():
 				t.Stop()
 				st.ActiveFaults.Dec()
+				if rt.cfg.StreamIdleTimeout > 0 && idleTimedOut(x) {
+					return rt.streamIdleReply(x), true
+				}
 				x.info.Flags |= accesslog.DownstreamConnectionTermination
 				return 0, true
 			}
@@ -509,10 +515,14 @@ func unwrapAborter(w http.ResponseWriter) (aborter, bool) {
 // countingWriter counts the body bytes sent downstream.
 type countingWriter struct {
 	http.ResponseWriter
-	n int64
+	n     int64
+	stamp *streamIdle // set under a stream idle timeout
 }
 
 func (w *countingWriter) Write(p []byte) (int, error) {
+	if w.stamp != nil {
+		w.stamp.touch()
+	}
 	n, err := w.ResponseWriter.Write(p)
 	w.n += int64(n)
 	return n, err
@@ -524,12 +534,16 @@ func (w *countingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter 
 // countingBody counts the body bytes received from downstream.
 type countingBody struct {
 	io.ReadCloser
-	n int64
+	n     int64
+	stamp *streamIdle // set under a stream idle timeout
 }
 
 func (b *countingBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.n += int64(n)
+	if b.stamp != nil && n > 0 {
+		b.stamp.touch()
+	}
 	return n, err
 }
 

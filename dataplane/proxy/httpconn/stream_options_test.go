@@ -161,16 +161,80 @@ func TestTracingProviderIsRefusedByName(t *testing.T) {
 	}
 }
 
-func TestStreamIdleTimeoutOnlyZeroIsAccepted(t *testing.T) {
-	base := func(d time.Duration) error {
-		h := &hcmv3.HttpConnectionManager{StreamIdleTimeout: durationpb.New(d)}
-		return (&Config{}).compileStreamOptions(h)
+func TestStreamIdleTimeout(t *testing.T) {
+	stall := make(chan struct{})
+	t.Cleanup(func() { close(stall) })
+	up := backend(t, "", func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/stall":
+			select {
+			case <-stall:
+			case <-r.Context().Done():
+			}
+		case "/stall-mid-body":
+			w.Header().Set("Content-Length", "10")
+			_, _ = io.WriteString(w, "12345")
+			w.(http.Flusher).Flush()
+			select {
+			case <-stall:
+			case <-r.Context().Done():
+			}
+		case "/trickle":
+			for i := 0; i < 8; i++ {
+				_, _ = io.WriteString(w, "x")
+				w.(http.Flusher).Flush()
+				time.Sleep(60 * time.Millisecond)
+			}
+		}
+	})
+	noTimeout := to("up")
+	noTimeout.Timeout = durationpb.New(0)
+	l := newLabHCM(t, func(h *hcmv3.HttpConnectionManager) { h.StreamIdleTimeout = durationpb.New(200 * time.Millisecond) },
+		[]*cluster.Config{staticCluster(t, "up", up)}, routeTo(prefix("/"), noTimeout))
+
+	start := time.Now()
+	resp, body := l.get(t, "/stall")
+	if resp.StatusCode != http.StatusRequestTimeout || body != "stream timeout" {
+		t.Errorf("stalled before headers: %d %q, want 408 \"stream timeout\"", resp.StatusCode, body)
 	}
-	if err := base(0); err != nil {
-		t.Errorf("stream_idle_timeout 0s: %v", err)
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("answered after %v, want about 200ms", d)
 	}
-	if err := base(time.Minute); err == nil || !strings.Contains(err.Error(), "stream_idle_timeout") {
-		t.Errorf("stream_idle_timeout 60s: err = %v, want it refused by name", err)
+	if got := l.store.Value("http.lab.downstream_rq_idle_timeout"); got != 1 {
+		t.Errorf("downstream_rq_idle_timeout = %d, want 1", got)
+	}
+	if lines := l.waitLines(t, 1); !strings.Contains(lines[0], " 408 SI ") {
+		t.Errorf("access log %q lacks 408 SI", lines[0])
+	}
+
+	req, _ := http.NewRequest("GET", "http://"+l.addr+"/stall-mid-body", nil)
+	r2, err := l.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(r2.Body)
+	r2.Body.Close()
+	if err == nil || string(b) != "12345" {
+		t.Errorf("stalled mid-body: read %q, %v; want the first bytes and a reset", b, err)
+	}
+
+	if resp, body := l.get(t, "/trickle"); resp.StatusCode != 200 || body != "xxxxxxxx" {
+		t.Errorf("a trickling response (a byte every 60ms) under a 200ms idle timeout: %d %q", resp.StatusCode, body)
+	}
+}
+
+func TestStreamIdleTimeoutDefaultsToEnvoys(t *testing.T) {
+	for _, tc := range []struct {
+		set  *durationpb.Duration
+		want time.Duration
+	}{{nil, 5 * time.Minute}, {durationpb.New(0), 0}, {durationpb.New(time.Minute), time.Minute}} {
+		cfg := &Config{}
+		if err := cfg.compileStreamOptions(&hcmv3.HttpConnectionManager{StreamIdleTimeout: tc.set}); err != nil {
+			t.Fatal(err)
+		}
+		if cfg.StreamIdleTimeout != tc.want {
+			t.Errorf("stream_idle_timeout %v: %v, want %v", tc.set, cfg.StreamIdleTimeout, tc.want)
+		}
 	}
 }
 
