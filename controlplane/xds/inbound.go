@@ -30,7 +30,7 @@ func inboundChains(m *model.Model, pod *model.Pod, ip inboundPort) ([]*listener.
 	port := wrapperspb.UInt32(uint32(ip.target))
 	origin := inboundOrigin(m, pod, ip.target)
 	chain := func(match *listener.FilterChainMatch, mtls bool) (*listener.FilterChain, error) {
-		filters, err := inboundFilters(ip, az, mtls)
+		filters, err := inboundFilters(ip, az)
 		if err != nil {
 			return nil, err
 		}

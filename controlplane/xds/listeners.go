@@ -262,10 +262,10 @@ func virtualInbound(m *model.Model, pod *model.Pod) (*listener.Listener, error) 
 
 // inboundFilters returns the network filters of one inbound app port: the RBAC filters
 // of the AuthorizationPolicies selecting the pod, then an HCM with an inline catch-all
-// route for HTTP (with the RBAC HTTP filters first, and on an mTLS chain the client
-// certificate forwarded in x-forwarded-client-cert) or a tcp_proxy for TCP, both to
-// "inbound|<target>||".
-func inboundFilters(ip inboundPort, az authz, mtls bool) ([]*listener.Filter, error) {
+// route for HTTP (with the RBAC HTTP filters first, and the client certificate
+// forwarded in x-forwarded-client-cert, see inboundConnectionManager) or a tcp_proxy for
+// TCP, both to "inbound|<target>||".
+func inboundFilters(ip inboundPort, az authz) ([]*listener.Filter, error) {
 	cluster := InboundClusterName(ip.target)
 	if !ip.protocol.IsHTTP() {
 		out, err := az.networkFilters()
@@ -283,14 +283,8 @@ func inboundFilters(ip inboundPort, az authz, mtls bool) ([]*listener.Filter, er
 		return nil, err
 	}
 	f, err := hcmFilter("inbound_"+InboundChainName(ip.target), false, func(m *hcm.HttpConnectionManager) {
-		m.ServerName = InboundServerName
+		inboundConnectionManager(m)
 		m.HttpFilters = append(rbacFilters, m.HttpFilters...)
-		if mtls {
-			m.ForwardClientCertDetails = hcm.HttpConnectionManager_APPEND_FORWARD
-			m.SetCurrentClientCertDetails = &hcm.HttpConnectionManager_SetCurrentClientCertDetails{
-				Subject: wrapperspb.Bool(true), Dns: true, Uri: true,
-			}
-		}
 		m.RouteSpecifier = &hcm.HttpConnectionManager_RouteConfig{RouteConfig: &route.RouteConfiguration{
 			Name: cluster,
 			VirtualHosts: []*route.VirtualHost{{

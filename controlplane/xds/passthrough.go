@@ -21,6 +21,18 @@ const VirtualInboundCatchAllHTTPChain = "virtualInbound-catchall-http"
 // Istio's (outbound ones keep Envoy's "envoy").
 const InboundServerName = "istio-envoy"
 
+// inboundConnectionManager sets what istiod sets on every inbound connection manager
+// (buildSidecarInboundHTTPOpts), whether its chain terminates mTLS or not: the server
+// name, and the client certificate's subject, URI and DNS SANs appended to
+// x-forwarded-client-cert (a plaintext connection has none to append).
+func inboundConnectionManager(m *hcm.HttpConnectionManager) {
+	m.ServerName = InboundServerName
+	m.ForwardClientCertDetails = hcm.HttpConnectionManager_APPEND_FORWARD
+	m.SetCurrentClientCertDetails = &hcm.HttpConnectionManager_SetCurrentClientCertDetails{
+		Subject: wrapperspb.Bool(true), Dns: true, Uri: true,
+	}
+}
+
 // PassthroughFilterChain is the name of the default filter chain of an outbound HTTP
 // listener: what the HTTP inspector does not detect as HTTP passes through, as in Istio.
 const PassthroughFilterChain = "PassthroughFilterChain"
@@ -113,7 +125,7 @@ func passthroughChainsFor(m *model.Model, pod *model.Pod, mode MTLSMode, port ui
 		var err error
 		if opt.http {
 			fc.Name = VirtualInboundCatchAllHTTPChain
-			fc.Filters, err = passthroughHTTPFilters(authzFor(m, pod, false), opt.mtls)
+			fc.Filters, err = passthroughHTTPFilters(authzFor(m, pod, false))
 		} else {
 			fc.Filters, err = passthroughTCPFilters(authzFor(m, pod, true))
 		}
@@ -150,22 +162,16 @@ func passthroughTCPFilters(az authz) ([]*listener.Filter, error) {
 
 // passthroughHTTPFilters is an HCM with the HTTP RBAC filters and Istio's passthrough
 // route configuration: "InboundPassthroughCluster", one virtual host "inbound|http|0"
-// for every domain, its default route to the cluster. On an mTLS chain the client
-// certificate is forwarded in x-forwarded-client-cert, as on declared ports.
-func passthroughHTTPFilters(az authz, mtls bool) ([]*listener.Filter, error) {
+// for every domain, its default route to the cluster; the connection manager is an
+// inbound one (see inboundConnectionManager), as on declared ports.
+func passthroughHTTPFilters(az authz) ([]*listener.Filter, error) {
 	rbacFilters, err := az.httpFilters()
 	if err != nil {
 		return nil, err
 	}
 	f, err := hcmFilter(InboundPassthroughCluster, false, func(m *hcm.HttpConnectionManager) {
-		m.ServerName = InboundServerName
+		inboundConnectionManager(m)
 		m.HttpFilters = append(rbacFilters, m.HttpFilters...)
-		if mtls {
-			m.ForwardClientCertDetails = hcm.HttpConnectionManager_APPEND_FORWARD
-			m.SetCurrentClientCertDetails = &hcm.HttpConnectionManager_SetCurrentClientCertDetails{
-				Subject: wrapperspb.Bool(true), Dns: true, Uri: true,
-			}
-		}
 		m.RouteSpecifier = &hcm.HttpConnectionManager_RouteConfig{RouteConfig: &route.RouteConfiguration{
 			Name: InboundPassthroughCluster,
 			VirtualHosts: []*route.VirtualHost{{
