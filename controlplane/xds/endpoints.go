@@ -46,6 +46,7 @@ func loadAssignment(m *model.Model, name string, ins []instance) *endpoint.Clust
 			Metadata:            endpointMetadata(m, in.pod, in.port),
 		})
 	}
-	cla.Endpoints = []*endpoint.LocalityLbEndpoints{{LbEndpoints: lbs, LoadBalancingWeight: wrapperspb.UInt32(uint32(len(lbs)))}}
+	// A lab has no topology labels: one locality, empty as Istio writes it.
+	cla.Endpoints = []*endpoint.LocalityLbEndpoints{{Locality: &core.Locality{}, LbEndpoints: lbs, LoadBalancingWeight: wrapperspb.UInt32(uint32(len(lbs)))}}
 	return cla
 }
