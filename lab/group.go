@@ -19,7 +19,8 @@ type processSpec struct {
 	Pod     string
 	NetNS   string
 	Argv    []string
-	UID     uint32 // 0 = root
+	UID     uint32         // 0 = root
+	Sandbox *netns.Sandbox // set: run as a sandboxed app (netns.StartSandboxed), UID unused
 	LogPath string
 	// Grace is how long the process gets between SIGTERM and SIGKILL.
 	Grace time.Duration
@@ -66,10 +67,14 @@ func (g *group) launch(spec processSpec) (*exec.Cmd, error) {
 	// Its own process group, so a Ctrl-C at the lab's terminal reaches only the lab process,
 	// which then stops everything in order.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if spec.UID != 0 {
+	startIn := netns.Start
+	switch {
+	case spec.Sandbox != nil:
+		startIn = func(ns string, cmd *exec.Cmd) error { return netns.StartSandboxed(ns, cmd, *spec.Sandbox) }
+	case spec.UID != 0:
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: spec.UID, Gid: spec.UID}
 	}
-	if err := netns.Start(spec.NetNS, cmd); err != nil {
+	if err := startIn(spec.NetNS, cmd); err != nil {
 		return nil, fmt.Errorf("start %s of %s: %w", spec.Role, spec.Pod, err)
 	}
 	start, _ := processStart(cmd.Process.Pid)

@@ -98,9 +98,9 @@ func (l *Lab) createPodNetwork(name string, ip netip.Addr, sidecar bool) error {
 	return nil
 }
 
-// checkExecutableByApps makes sure the app uid can run the meshlab binary: apps run as
-// AppUID, and a binary under a private directory (a test's temp dir, /root) is not
-// executable for it.
+// checkExecutableByApps makes sure the apps' uids can run the meshlab binary: apps run as
+// unprivileged uids of their own (allocateAppUIDs), and a binary under a private directory
+// (a test's temp dir, /root) is not executable for them.
 func checkExecutableByApps(path string) error {
 	// Every directory on the way must be searchable by others, the file executable by others.
 	info, err := os.Stat(path)
@@ -108,7 +108,7 @@ func checkExecutableByApps(path string) error {
 		return fmt.Errorf("find meshlab binary: %w", err)
 	}
 	if info.Mode().Perm()&0o001 == 0 {
-		return fmt.Errorf("meshlab binary %s is not executable by other users; apps run as uid %d (chmod o+x)", path, AppUID)
+		return fmt.Errorf("meshlab binary %s is not executable by other users; apps run as unprivileged uids of their own (chmod o+x)", path)
 	}
 	for dir := parent(path); dir != "/"; dir = parent(dir) {
 		di, err := os.Stat(dir)
@@ -116,7 +116,7 @@ func checkExecutableByApps(path string) error {
 			return fmt.Errorf("find meshlab binary: %w", err)
 		}
 		if di.Mode().Perm()&0o001 == 0 {
-			return fmt.Errorf("meshlab binary %s sits in %s, which uid %d cannot enter; apps run as that uid: install meshlab somewhere readable (make build puts it in ./bin)", path, dir, AppUID)
+			return fmt.Errorf("meshlab binary %s sits in %s, which other users cannot enter; apps run as unprivileged uids of their own: install meshlab somewhere readable (make build puts it in ./bin)", path, dir)
 		}
 	}
 	return nil

@@ -44,6 +44,9 @@ func (l *Lab) startPods(ctx context.Context) ([]podFailure, error) {
 	l.agents = newGroup(l.log.With("component", "supervisor"), l.jr)
 	l.apps = newGroup(l.log.With("component", "supervisor"), l.jr)
 	l.agents.publish, l.apps.publish = l.publish, l.publish
+	if err := l.allocateAppUIDs(); err != nil {
+		return nil, err
+	}
 	readyCtx, cancel := context.WithTimeout(ctx, l.opts.ReadyTimeout)
 	defer cancel()
 	var (
@@ -109,8 +112,12 @@ func (l *Lab) startPod(ctx context.Context, index int, p *model.Pod) error {
 			}
 		}
 	}
-	err := l.apps.start(processSpec{
-		Role: "app", Pod: p.Name, NetNS: ns, Argv: l.appArgv(p), UID: AppUID,
+	sb, err := l.podSandbox(index, p)
+	if err != nil {
+		return err
+	}
+	err = l.apps.start(processSpec{
+		Role: "app", Pod: p.Name, NetNS: ns, Argv: l.appArgv(p), Sandbox: sb,
 		LogPath: dir + "/app.log", Grace: 5 * time.Second,
 	})
 	if err != nil {

@@ -91,6 +91,9 @@ type PodRecord struct {
 	Sidecar   bool       `json:"sidecar"`
 	// Workload is the Workload or Kubernetes workload (Deployment...) that made the pod.
 	Workload string `json:"workload,omitempty"`
+	// AppUID is the uid (and gid) the pod's app runs as, distinct from every other pod's
+	// of every lab on the host (see allocateAppUIDs); 0 until the pods start.
+	AppUID uint32 `json:"appUID,omitempty"`
 }
 
 // writeRecord writes r to path atomically, recording the caller as its creator the first

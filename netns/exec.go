@@ -24,13 +24,20 @@ func Start(name string, cmd *exec.Cmd) error {
 }
 
 // Exec replaces the current process with argv (argv[0] looked up in PATH) inside the
-// namespace, like `ip netns exec` (used by `meshlab exec`; it never returns on success).
-//
-// Unlike `ip netns exec` it does not remount /sys or bind /etc/netns/<name>: a Go process
-// is multi-threaded, and a mount namespace cannot be unshared by one of several threads.
+// namespace (used by `meshlab exec`; it never returns on success). When a sandboxed app
+// runs in the namespace, argv runs as `kubectl exec` runs a command in a container: in
+// the app's namespaces, as its uid, with its restrictions (ExecInPod). Otherwise it runs
+// as the caller in the network namespace only, like `ip netns exec` but without
+// remounting /sys or binding /etc/netns/<name>: a Go process is multi-threaded, and a
+// mount namespace cannot be unshared by one of several threads.
 func Exec(name string, argv []string, env []string) error {
 	if len(argv) == 0 {
 		return fmt.Errorf("exec in netns %q: empty command", name)
+	}
+	if pid, sb, ok, err := PodInit(name); err != nil {
+		return fmt.Errorf("exec in netns %q: %w", name, err)
+	} else if ok {
+		return ExecInPod(pid, sb, argv, env)
 	}
 	path, err := exec.LookPath(argv[0])
 	if err != nil {

@@ -1,0 +1,141 @@
+package lab
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/meshlab/meshlab/controlplane/model"
+	"github.com/meshlab/meshlab/netns"
+)
+
+// App uids: every pod's app runs as a uid (and gid) of its own, so that no app can signal,
+// trace or read the files of another. A lab takes a slot of appUIDSlotSize uids, one per
+// pod in model order, from appUIDFirst on: 0x70000000-0x7fffffff is the range systemd
+// leaves unused (neither system, regular, dynamic nor container users), so no real user
+// or rootless container shares them; never 0 nor the proxy's 1337.
+const (
+	appUIDFirst    = 0x70010000
+	appUIDSlotSize = 1024
+	appUIDSlots    = 4096
+)
+
+// allocateAppUIDs gives every pod of the lab its app uid: the lowest slot no other lab
+// under the run root records, taken under an exclusive lock of the run root so two labs
+// coming up together cannot take the same one, and recorded in lab.json before the lock
+// is released.
+func (l *Lab) allocateAppUIDs() error {
+	if len(l.rec.Pods) > appUIDSlotSize {
+		return fmt.Errorf("allocate app uids: %d pods, at most %d per lab", len(l.rec.Pods), appUIDSlotSize)
+	}
+	root, err := os.Open(l.opts.RunRoot)
+	if err != nil {
+		return fmt.Errorf("allocate app uids: %w", err)
+	}
+	defer root.Close()
+	if err := unix.Flock(int(root.Fd()), unix.LOCK_EX); err != nil {
+		return fmt.Errorf("allocate app uids: lock %s: %w", l.opts.RunRoot, err)
+	}
+	defer unix.Flock(int(root.Fd()), unix.LOCK_UN)
+
+	used := map[uint32]bool{}
+	labs, err := Known(l.opts.RunRoot)
+	if err != nil {
+		return fmt.Errorf("allocate app uids: %w", err)
+	}
+	for _, name := range labs {
+		if name == l.opts.Name {
+			continue
+		}
+		r, err := ReadRecord(PathsFor(l.opts.RunRoot, name))
+		if err != nil {
+			continue // a lab without a record has started no app
+		}
+		for _, p := range r.Pods {
+			if p.AppUID >= appUIDFirst {
+				used[(p.AppUID-appUIDFirst)/appUIDSlotSize] = true
+			}
+		}
+	}
+	slot, err := freeSlot(used)
+	if err != nil {
+		return err
+	}
+	for i := range l.rec.Pods {
+		l.rec.Pods[i].AppUID = appUIDFirst + slot*appUIDSlotSize + uint32(i)
+	}
+	return writeRecord(l.paths.Record(), l.rec)
+}
+
+// freeSlot is the lowest app uid slot not in used.
+func freeSlot(used map[uint32]bool) (uint32, error) {
+	for s := uint32(0); s < appUIDSlots; s++ {
+		if !used[s] {
+			return s, nil
+		}
+	}
+	return 0, fmt.Errorf("allocate app uids: all %d slots are taken by other labs", appUIDSlots)
+}
+
+// podSandbox writes the pod's resolv.conf and hosts into its run directory and returns the
+// sandbox its app runs in: its own uid, the pod's name as hostname, those two files, and
+// the run root and /run/netns hidden (a sidecar's files are its agent's, not its app's).
+func (l *Lab) podSandbox(index int, p *model.Pod) (*netns.Sandbox, error) {
+	uid := l.rec.Pods[index].AppUID
+	if uid == 0 {
+		return nil, fmt.Errorf("sandbox of pod %s: no app uid allocated", p.Name)
+	}
+	host, err := os.ReadFile("/etc/resolv.conf")
+	if err != nil && !os.IsNotExist(err) {
+		return nil, fmt.Errorf("sandbox of pod %s: read the host's resolv.conf: %w", p.Name, err)
+	}
+	dir := l.paths.PodDir(p.Name)
+	resolv, hosts := filepath.Join(dir, "resolv.conf"), filepath.Join(dir, "hosts")
+	if err := os.WriteFile(resolv, []byte(podResolvConf(p.Namespace, host)), 0o644); err != nil {
+		return nil, fmt.Errorf("sandbox of pod %s: write %s: %w", p.Name, resolv, err)
+	}
+	if err := os.WriteFile(hosts, []byte(podHosts(p.Name, p.IP)), 0o644); err != nil {
+		return nil, fmt.Errorf("sandbox of pod %s: write %s: %w", p.Name, hosts, err)
+	}
+	return &netns.Sandbox{
+		UID: uid, GID: uid, Hostname: podHostname(p.Name),
+		ResolvConf: resolv, Hosts: hosts,
+		Hide: []string{l.opts.RunRoot, netns.RunDir},
+	}, nil
+}
+
+// podResolvConf is the resolv.conf kubelet writes for a ClusterFirst pod: the search list
+// of its namespace, the nameservers the pod uses (the host's: its DNS traffic is captured
+// to the sidecar's or the lab's cluster DNS whatever the address), ndots:5.
+func podResolvConf(namespace string, host []byte) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "search %s.svc.%s svc.%s %s\n", namespace, model.DefaultClusterDomain, model.DefaultClusterDomain, model.DefaultClusterDomain)
+	for _, line := range strings.Split(string(host), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "nameserver" {
+			if a, err := netip.ParseAddr(f[1]); err == nil && a.Is4() {
+				fmt.Fprintf(&b, "nameserver %s\n", a)
+			}
+		}
+	}
+	b.WriteString("options ndots:5\n")
+	return b.String()
+}
+
+// podHosts is the hosts file kubelet writes: localhost, then the pod's IP and hostname.
+func podHosts(pod string, ip netip.Addr) string {
+	return "# Kubernetes-managed hosts file (meshlab).\n" +
+		"127.0.0.1\tlocalhost\n" +
+		fmt.Sprintf("%s\t%s\n", ip, podHostname(pod))
+}
+
+// podHostname is the pod's hostname: its name, cut to the 63 characters of a DNS label.
+func podHostname(pod string) string {
+	if len(pod) > 63 {
+		return pod[:63]
+	}
+	return pod
+}
