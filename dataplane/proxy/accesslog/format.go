@@ -38,7 +38,11 @@ type Info struct {
 	UpstreamCluster string
 	UpstreamLocal   string
 	DownstreamLocal netip.AddrPort
-	DownstreamPeer  netip.AddrPort
+	DownstreamPeer  netip.AddrPort // the connection's peer (%DOWNSTREAM_DIRECT_REMOTE_ADDRESS%)
+	// DownstreamRemote is the HTTP client address when the HCM takes it from
+	// x-forwarded-for (use_remote_address false), %DOWNSTREAM_REMOTE_ADDRESS%; invalid:
+	// the peer.
+	DownstreamRemote netip.AddrPort
 	RouteName       string
 	// Set by the listener or transport socket when known; empty renders "-".
 	FilterChainName                string // %FILTER_CHAIN_NAME%
@@ -112,8 +116,8 @@ var simpleOps = map[string]operator{
 		}
 		return num(int64(i.DownstreamLocal.Port()))
 	},
-	"DOWNSTREAM_REMOTE_ADDRESS":              func(i *Info) value { return addr(i.DownstreamPeer, true) },
-	"DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT": func(i *Info) value { return addr(i.DownstreamPeer, false) },
+	"DOWNSTREAM_REMOTE_ADDRESS":              func(i *Info) value { return addr(i.remote(), true) },
+	"DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT": func(i *Info) value { return addr(i.remote(), false) },
 	"DOWNSTREAM_DIRECT_REMOTE_ADDRESS":       func(i *Info) value { return addr(i.DownstreamPeer, true) },
 	"DOWNSTREAM_DIRECT_REMOTE_ADDRESS_WITHOUT_PORT": func(i *Info) value {
 		return addr(i.DownstreamPeer, false)
@@ -322,4 +326,13 @@ func (j *jsonFormat) object(i *Info) map[string]any {
 func (j *jsonFormat) render(i *Info) string {
 	b, _ := json.Marshal(j.object(i))
 	return string(b) + "\n"
+}
+
+// remote is %DOWNSTREAM_REMOTE_ADDRESS%: the x-forwarded-for client when the HCM
+// trusted it, else the peer.
+func (i *Info) remote() netip.AddrPort {
+	if i.DownstreamRemote.IsValid() {
+		return i.DownstreamRemote
+	}
+	return i.DownstreamPeer
 }

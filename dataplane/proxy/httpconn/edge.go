@@ -145,7 +145,8 @@ var (
 // the proxy implements: x-forwarded-for and x-envoy-external-address under
 // use_remote_address, the cleaning of internal headers, x-forwarded-proto, x-request-id
 // and its trace reason.
-func (rt *router) mutateRequestHeaders(r *http.Request) {
+func (rt *router) mutateRequestHeaders(x *exchange) {
+	r := x.r
 	cfg, h := rt.cfg, r.Header
 	edge := false
 	if cfg.UseRemoteAddress {
@@ -168,7 +169,10 @@ func (rt *router) mutateRequestHeaders(r *http.Request) {
 			proto = "https"
 		}
 		h.Set("X-Forwarded-Proto", proto)
-	} else if h.Get("X-Forwarded-Proto") == "" {
+	} else {
+		x.remote = lastXFF(h)
+	}
+	if !cfg.UseRemoteAddress && h.Get("X-Forwarded-Proto") == "" {
 		proto := "http"
 		if r.TLS != nil {
 			proto = "https"
@@ -252,4 +256,23 @@ func (t *Tracing) packTraceReason(rid string, h http.Header) (string, bool) {
 	b := []byte(rid)
 	b[14] = reason
 	return string(b), true
+}
+
+// lastXFF is the client address Envoy trusts without use_remote_address
+// (xff_num_trusted_hops 0): the last x-forwarded-for entry, with port 0; invalid when the
+// header is absent or its last entry is not an IP address.
+func lastXFF(h http.Header) netip.AddrPort {
+	vs := h.Values("X-Forwarded-For")
+	if len(vs) == 0 {
+		return netip.AddrPort{}
+	}
+	last := vs[len(vs)-1]
+	if i := strings.LastIndexByte(last, ','); i >= 0 {
+		last = last[i+1:]
+	}
+	ip, err := netip.ParseAddr(strings.TrimSpace(last))
+	if err != nil {
+		return netip.AddrPort{}
+	}
+	return netip.AddrPortFrom(ip.Unmap(), 0)
 }

@@ -18,6 +18,9 @@ func (rt *router) applyRBAC(x *exchange, cfg *rbac.HTTPConfig) (int, bool) {
 		TLS:    r.TLS != nil,
 		Header: requestHeader(r),
 	}
+	if x.remote.IsValid() {
+		in.Remote = x.remote // remote_ip follows x-forwarded-for, direct_remote_ip the peer
+	}
 	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
 		in.Peer = r.TLS.PeerCertificates[0]
 	}

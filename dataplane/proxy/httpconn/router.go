@@ -146,6 +146,9 @@ type exchange struct {
 	upgrade  string // the enabled upgrade the request asks for ("websocket"), "" for none
 	// corsOrigin is the allowed Origin of a CORS request, echoed in the response.
 	corsOrigin string
+	// remote is the client address taken from x-forwarded-for (use_remote_address
+	// false); invalid: the connection's peer.
+	remote netip.AddrPort
 }
 
 func (rt *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -185,7 +188,7 @@ func (rt *router) logAccess(x *exchange, code int) {
 		i.BytesReceived = x.rx.n
 	}
 	i.BytesSent = x.w.n
-	i.DownstreamLocal, i.DownstreamPeer = rt.ds.Local, rt.ds.Remote
+	i.DownstreamLocal, i.DownstreamPeer, i.DownstreamRemote = rt.ds.Local, rt.ds.Remote, x.remote
 	i.FilterChainName, i.RequestedServerName = rt.ds.FilterChainName, rt.ds.ServerName
 	if a := x.upstream.LocalAddr; a != nil {
 		i.UpstreamLocal = a.String()
@@ -237,7 +240,7 @@ func (rt *router) serve(x *exchange) int {
 			return code
 		}
 	}
-	rt.mutateRequestHeaders(r)
+	rt.mutateRequestHeaders(x)
 	rt.cfg.XFCC.apply(r.Header, r.TLS, rt.ds.LocalCert)
 	if t := rt.table(); t != nil {
 		x.vh, x.route = t.MatchRequest(&Request{Method: r.Method, Authority: r.Host, Path: requestPath(r), Scheme: "http", Header: r.Header})
