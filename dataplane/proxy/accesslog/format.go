@@ -43,7 +43,7 @@ type Info struct {
 	// x-forwarded-for (use_remote_address false), %DOWNSTREAM_REMOTE_ADDRESS%; invalid:
 	// the peer.
 	DownstreamRemote netip.AddrPort
-	RouteName       string
+	RouteName        string
 	// Set by the listener or transport socket when known; empty renders "-".
 	FilterChainName                string // %FILTER_CHAIN_NAME%
 	RequestedServerName            string // %REQUESTED_SERVER_NAME%: the downstream TLS SNI
