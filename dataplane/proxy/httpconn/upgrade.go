@@ -2,7 +2,6 @@ package httpconn
 
 import (
 	"bufio"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -152,11 +151,13 @@ func (rt *router) tunnel(x *exchange, a attempt, h http.Header) int {
 // once the upstream closed its own.
 const upgradeHalfCloseGrace = 5 * time.Second
 
+// closeWrite half-closes c when it can (the downstream TCP connection), else closes it
+// (the upstream connection net/http hands over after a 101 hides its half-close): the
+// other side then sees the end of the stream either way.
 func closeWrite(c any) {
 	if cw, ok := c.(interface{ CloseWrite() error }); ok {
-		if err := cw.CloseWrite(); err == nil || !errors.Is(err, net.ErrClosed) {
-			return
-		}
+		_ = cw.CloseWrite()
+		return
 	}
 	if cl, ok := c.(io.Closer); ok {
 		_ = cl.Close()
