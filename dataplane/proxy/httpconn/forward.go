@@ -302,7 +302,11 @@ func (rt *router) respond(x *exchange, a attempt) int {
 	}
 	x.info.CodeDetails = "via_upstream"
 	x.w.WriteHeader(resp.StatusCode)
-	copyFlushing(x.w, resp.Body)
+	body := resp.Body
+	if rt.cfg.GRPCStats != nil && a.cl != nil && isGRPC(x.r) {
+		body = &grpcFrames{ReadCloser: body, counter: a.cl.Stats().Scope().Counter("grpc.response_message_count")}
+	}
+	copyFlushing(x.w, body)
 	if rt.cfg.StreamIdleTimeout > 0 && idleTimedOut(x) {
 		// The response had started: Envoy resets the stream.
 		rt.st.scope.Counter("downstream_rq_idle_timeout").Inc()

@@ -1,8 +1,10 @@
 package httpconn
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 
@@ -253,3 +255,39 @@ func (x *exchange) corsResponse(h http.Header) {
 
 // isCORSPolicy reports whether a per-filter config is a CORS policy.
 func isCORSPolicy(a *anypb.Any) bool { return a.MessageName() == corsPolicyType }
+
+// grpcFrames counts gRPC messages (length-prefixed frames: a flag byte and a 4-byte
+// big-endian length) in a byte stream, as Envoy's grpc_stats filter does for
+// grpc.request_message_count and grpc.response_message_count.
+type grpcFrames struct {
+	io.ReadCloser
+	hdr     [5]byte
+	hdrLen  int
+	left    uint32 // payload bytes of the current message still to come
+	counter *stats.Stat
+}
+
+func (f *grpcFrames) Read(p []byte) (int, error) {
+	n, err := f.ReadCloser.Read(p)
+	f.scan(p[:n])
+	return n, err
+}
+
+func (f *grpcFrames) scan(b []byte) {
+	for len(b) > 0 {
+		if f.left > 0 {
+			k := min(uint32(len(b)), f.left)
+			f.left -= k
+			b = b[k:]
+			continue
+		}
+		k := copy(f.hdr[f.hdrLen:], b)
+		f.hdrLen += k
+		b = b[k:]
+		if f.hdrLen == len(f.hdr) {
+			f.counter.Inc()
+			f.left = binary.BigEndian.Uint32(f.hdr[1:])
+			f.hdrLen = 0
+		}
+	}
+}

@@ -22,6 +22,7 @@ import (
 	alpnv2 "istio.io/api/envoy/config/filter/http/alpn/v2alpha1"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
+	"github.com/meshlab/meshlab/dataplane/proxy/stats"
 )
 
 // istioFilters puts Istio's grpc_stats, istio.alpn and cors filters (as istiod builds
@@ -118,7 +119,7 @@ func TestGRPCStatsCountsSuccessAndFailureByGrpcStatus(t *testing.T) {
 		_, _ = io.Copy(io.Discard, r.Body) // a gRPC server reads the request message first
 		w.Header().Set("Content-Type", "application/grpc")
 		w.Header().Set("Trailer", "Grpc-Status")
-		_, _ = w.Write([]byte{0, 0, 0, 0, 0})
+		_, _ = w.Write([]byte{0, 0, 0, 0, 1, 'x', 0, 0, 0, 0, 0}) // two messages
 		if strings.HasSuffix(r.URL.Path, "/Fail") {
 			w.Header().Set("Grpc-Status", "14")
 		} else {
@@ -141,7 +142,8 @@ func TestGRPCStatsCountsSuccessAndFailureByGrpcStatus(t *testing.T) {
 	call("Fail")
 	// A plain HTTP request is not gRPC: not counted.
 	l.get(t, "/plain")
-	for name, want := range map[string]int64{"cluster.grpc.grpc.success": 2, "cluster.grpc.grpc.failure": 1, "cluster.grpc.grpc.total": 3} {
+	for name, want := range map[string]int64{"cluster.grpc.grpc.success": 2, "cluster.grpc.grpc.failure": 1, "cluster.grpc.grpc.total": 3,
+		"cluster.grpc.grpc.request_message_count": 3, "cluster.grpc.grpc.response_message_count": 6} {
 		if got := l.store.Value(name); got != want {
 			t.Errorf("%s = %d, want %d", name, got, want)
 		}
@@ -213,5 +215,18 @@ func TestVirtualHostPerFilterConfigAppliesToRoutesWithoutTheirOwn(t *testing.T) 
 	_, r = tb.Match("x", "/other")
 	if r.CORS == nil || !r.CORS.allows("https://vh") {
 		t.Errorf("a route without a policy does not inherit the virtual host's: %+v", r.CORS)
+	}
+}
+
+func TestGRPCFramesCountsMessagesSplitAcrossReads(t *testing.T) {
+	st := stats.NewStore()
+	c := st.Cluster("c").Counter("grpc.request_message_count")
+	f := &grpcFrames{counter: c}
+	stream := []byte{0, 0, 0, 0, 3, 'a', 'b', 'c', 1, 0, 0, 0, 0, 0, 0, 0, 0, 2, 'x', 'y'}
+	for i := range stream { // one byte at a time: headers and payloads split anywhere
+		f.scan(stream[i : i+1])
+	}
+	if got := c.Value(); got != 3 {
+		t.Errorf("messages = %d, want 3", got)
 	}
 }

@@ -285,6 +285,9 @@ func (rt *router) serve(x *exchange) int {
 		x.info.CodeDetails = "cluster_not_found"
 		return rt.localReply(x, http.StatusServiceUnavailable, "")
 	}
+	if rt.cfg.GRPCStats != nil && r.Body != nil && r.Body != http.NoBody && isGRPC(r) {
+		r.Body = &grpcFrames{ReadCloser: r.Body, counter: cl.Stats().Scope().Counter("grpc.request_message_count")}
+	}
 	if rt.cfg.ALPN != nil {
 		if p := rt.cfg.ALPN.alpnFor(cl, r.ProtoMajor, r.ProtoMinor); p != nil {
 			x.r = r.WithContext(tlsctx.WithALPN(r.Context(), p))
