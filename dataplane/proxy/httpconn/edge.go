@@ -3,10 +3,12 @@ package httpconn
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	uuidv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/request_id/uuid/v3"
@@ -156,8 +158,8 @@ func (rt *router) mutateRequestHeaders(x *exchange) {
 		}
 		if remote.IsValid() {
 			ip := remote.Addr()
-			if ip.IsLoopback() && rt.ds.Local.IsValid() {
-				ip = rt.ds.Local.Addr() // Envoy appends its own address for a loopback peer
+			if ip.IsLoopback() {
+				ip = localAddress() // Envoy appends its own address for a loopback peer
 			}
 			appendXFF(h, ip.Unmap().String())
 			edge = true // no address is internal under Envoy's default internal_address_config
@@ -276,3 +278,22 @@ func lastXFF(h http.Header) netip.AddrPort {
 	}
 	return netip.AddrPortFrom(ip.Unmap(), 0)
 }
+
+// localAddress is Envoy's LocalInfo address (Network::Utility::getLocalAddress): the
+// first non-loopback IPv4 address of the proxy's network namespace (the pod IP), or
+// 127.0.0.1 when there is none. Computed once.
+var localAddress = sync.OnceValue(func() netip.Addr {
+	addrs, err := net.InterfaceAddrs()
+	if err == nil {
+		for _, a := range addrs {
+			if pfx, ok := a.(*net.IPNet); ok {
+				if ip, ok := netip.AddrFromSlice(pfx.IP); ok {
+					if ip = ip.Unmap(); ip.Is4() && !ip.IsLoopback() {
+						return ip
+					}
+				}
+			}
+		}
+	}
+	return netip.AddrFrom4([4]byte{127, 0, 0, 1})
+})

@@ -57,9 +57,9 @@ func TestUseRemoteAddressAppendsTheClientToXForwardedForAndMarksItExternal(t *te
 		wantXFF      string
 		wantExternal string
 	}{
-		// The proxy's client is 127.0.0.1: Envoy appends its own (local) address for a
-		// loopback peer, which is 127.0.0.1 here as well.
-		{name: "use_remote_address true", useRemote: true, wantXFF: "10.9.9.9,127.0.0.1", wantExternal: "127.0.0.1"},
+		// The proxy's client is 127.0.0.1: Envoy appends its own local address (the
+		// namespace's first non-loopback IPv4) for a loopback peer.
+		{name: "use_remote_address true", useRemote: true, wantXFF: "10.9.9.9," + localAddress().String(), wantExternal: "127.0.0.1"},
 		{name: "use_remote_address false", useRemote: false, wantXFF: "10.9.9.9", wantExternal: ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
