@@ -1,0 +1,210 @@
+// Package podinit is the first half of a sandboxed app's start (see netns.StartSandboxed):
+// the meshlab binary, started again as a pod's init, sets the sandbox up and starts the
+// app from its package initializer, before the rest of the binary's packages initialize.
+// It imports nothing that the protobuf runtime does not, so that Go initializes it before
+// the binary's generated protobuf packages (some 20ms): an app sandboxed or not starts as
+// soon, and races its sidecar as it would in a Kubernetes pod. netns, initialized later,
+// then runs the init's reaper loop.
+package podinit
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Sandbox says how an app is isolated in its pod, as a container runtime isolates a
+// container: the app is the only tree of processes in a PID namespace of its own (whose
+// init is the meshlab binary), with a mount namespace of its own in which /proc is that PID
+// namespace's, /etc/resolv.conf and /etc/hosts are the pod's and Hide directories are
+// empty, a UTS namespace with the pod's hostname, and it runs as UID:GID with no
+// supplementary groups, no capabilities (bounding and ambient sets empty), no_new_privs
+// and a seccomp filter that refuses the calls that reach into another process (ptrace,
+// process_vm_readv/writev, pidfd_getfd, process_madvise, kcmp).
+type Sandbox struct {
+	UID        uint32   `json:"uid"` // never 0
+	GID        uint32   `json:"gid"` // never 0
+	Hostname   string   `json:"hostname,omitempty"`
+	ResolvConf string   `json:"resolvConf,omitempty"` // bound read-only on /etc/resolv.conf
+	Hosts      string   `json:"hosts,omitempty"`      // bound read-only on /etc/hosts
+	Hide       []string `json:"hide,omitempty"`       // directories covered by an empty read-only tmpfs
+}
+
+// Validate reports what is missing or malformed in s.
+func (s Sandbox) Validate() error {
+	var errs []error
+	if s.UID == 0 {
+		errs = append(errs, errors.New("uid: must not be 0 (root)"))
+	}
+	if s.GID == 0 {
+		errs = append(errs, errors.New("gid: must not be 0 (root)"))
+	}
+	if len(s.Hostname) > 64 {
+		errs = append(errs, fmt.Errorf("hostname %q: longer than 64 characters", s.Hostname))
+	}
+	for _, f := range []struct{ field, path string }{{"resolvConf", s.ResolvConf}, {"hosts", s.Hosts}} {
+		if f.path != "" && !strings.HasPrefix(f.path, "/") {
+			errs = append(errs, fmt.Errorf("%s %q: must be an absolute path", f.field, f.path))
+		}
+	}
+	for _, p := range s.Hide {
+		if !strings.HasPrefix(p, "/") || strings.Trim(p, "/") == "" {
+			errs = append(errs, fmt.Errorf("hide %q: must be an absolute path other than /", p))
+		}
+	}
+	if _, err := seccompArch(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Arg0 is the argv[0] under which the meshlab binary is the pod's init:
+// argv = Arg0, the Sandbox as JSON, the app's absolute path, the app's arguments.
+const Arg0 = "meshlab-pod-init"
+
+// AppPID is the app's pid when this process is a pod's init that started it; netns's
+// initializer then runs the reaper loop (netns.StartSandboxed).
+var AppPID int
+
+func init() {
+	if len(os.Args) < 3 || os.Args[0] != Arg0 {
+		return
+	}
+	pid, err := start(os.Args[1], os.Args[2:])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "meshlab pod init: %v\n", err)
+		os.Exit(127)
+	}
+	AppPID = pid
+}
+
+// start sets the sandbox up (the init is root in fresh PID, mount and UTS namespaces) and
+// starts the app from this thread, restricted as the app must be.
+func start(conf string, argv []string) (int, error) {
+	runtime.LockOSThread() // prctl and seccomp are per thread; the app is forked from it
+	var sb Sandbox
+	if err := json.Unmarshal([]byte(conf), &sb); err != nil {
+		return 0, fmt.Errorf("decode sandbox: %w", err)
+	}
+	if err := sb.Validate(); err != nil {
+		return 0, err
+	}
+	if err := sb.mountAll(); err != nil {
+		return 0, err
+	}
+	if sb.Hostname != "" {
+		if err := unix.Sethostname([]byte(sb.Hostname)); err != nil {
+			return 0, fmt.Errorf("set hostname %q: %w", sb.Hostname, err)
+		}
+	}
+	if err := RestrictThread(); err != nil {
+		return 0, err
+	}
+	pid, err := syscall.ForkExec(argv[0], argv, &syscall.ProcAttr{
+		Dir:   "/",
+		Env:   os.Environ(),
+		Files: []uintptr{0, 1, 2},
+		Sys: &syscall.SysProcAttr{
+			Credential: &syscall.Credential{Uid: sb.UID, Gid: sb.GID, Groups: []uint32{}},
+			Setsid:     true,
+		},
+	})
+	if err != nil {
+		return 0, fmt.Errorf("start app %s: %w", argv[0], err)
+	}
+	return pid, nil
+}
+
+// mountAll makes the mount namespace the app sees: nothing it mounts propagates back, /proc
+// is its PID namespace's, the pod's resolv.conf and hosts are bound read-only, and every
+// Hide directory is an empty read-only tmpfs.
+func (s Sandbox) mountAll() error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+		return fmt.Errorf("make / a slave mount: %w", err)
+	}
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("mount /proc of the pod's PID namespace: %w", err)
+	}
+	for _, b := range []struct{ target, src string }{{"/etc/resolv.conf", s.ResolvConf}, {"/etc/hosts", s.Hosts}} {
+		if b.src == "" {
+			continue
+		}
+		// /etc/resolv.conf is often a symlink (systemd-resolved): bind on what it names.
+		dst, err := resolve(b.target)
+		if err != nil {
+			return fmt.Errorf("bind %s on %s: %w", b.src, b.target, err)
+		}
+		if err := bindReadOnly(b.src, dst); err != nil {
+			return fmt.Errorf("bind %s on %s: %w", b.src, dst, err)
+		}
+	}
+	for _, dir := range s.Hide {
+		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,mode=755"); err != nil {
+			return fmt.Errorf("hide %s: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+// resolve follows the symlinks of an absolute file path in /etc (path/filepath is not
+// imported, see the package comment), at most 8 of them.
+func resolve(p string) (string, error) {
+	for range 8 {
+		target, err := os.Readlink(p)
+		if errors.Is(err, syscall.EINVAL) {
+			_, err := os.Stat(p)
+			return p, err
+		}
+		if err != nil {
+			return "", err
+		}
+		if !strings.HasPrefix(target, "/") {
+			target = p[:strings.LastIndexByte(p, '/')+1] + target
+		}
+		p = target
+	}
+	return "", fmt.Errorf("resolve %s: too many symbolic links", p)
+}
+
+func bindReadOnly(src, dst string) error {
+	if err := unix.Mount(src, dst, "", unix.MS_BIND, ""); err != nil {
+		return err
+	}
+	return unix.Mount("", dst, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, "")
+}
+
+// RestrictThread empties the calling thread's capability bounding and ambient sets, sets
+// no_new_privs and installs the seccomp filter. What the thread forks or execs after a
+// switch to a non-zero uid has no capability left and can never gain one.
+func RestrictThread() error {
+	last, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
+	if err != nil {
+		return fmt.Errorf("read the last capability: %w", err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(last)))
+	if err != nil {
+		return fmt.Errorf("read the last capability: %w", err)
+	}
+	for c := 0; c <= n; c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil {
+			return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return fmt.Errorf("clear ambient capabilities: %w", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("set no_new_privs: %w", err)
+	}
+	return installSeccomp()
+}
