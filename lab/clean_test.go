@@ -166,3 +166,13 @@ func TestCleanableBy(t *testing.T) {
 		t.Errorf("cleanable by uid 1001 = %v, want [theirs]", mine)
 	}
 }
+
+func TestDownOfUnknownLabListsLabs(t *testing.T) {
+	root := t.TempDir()
+	writeTestLab(t, root, "crashed", false, uidp(1000))
+	err := Down(root, "nope", 0, nil)
+	var nl *NoSuchLabError
+	if !errors.As(err, &nl) || !errors.Is(err, ErrNoLab) || !strings.Contains(err.Error(), `no lab "nope": labs present: crashed`) {
+		t.Fatalf("Down of an unknown lab: %v, want a *NoSuchLabError listing crashed", err)
+	}
+}

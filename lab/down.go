@@ -1,7 +1,6 @@
 package lab
 
 import (
-	"fmt"
 	"log/slog"
 	"os"
 	"syscall"
@@ -17,7 +16,11 @@ func Down(root, name string, timeout time.Duration, log *slog.Logger) error {
 	}
 	p := PathsFor(root, name)
 	if _, err := os.Stat(p.Dir); os.IsNotExist(err) {
-		return fmt.Errorf("lab %q: %w", name, ErrNoLab)
+		known, err := Known(root)
+		if err != nil {
+			return err
+		}
+		return &NoSuchLabError{Name: name, Known: known}
 	}
 	if r, err := ReadRecord(p); err == nil && processAlive(r.PID, r.PIDStart) {
 		killProcess(r.PID, r.PIDStart, syscall.SIGTERM)
