@@ -10,7 +10,7 @@ export PATH := $(dir $(GO)):$(PATH)
 # (what the demo tells you to run inside a pod).
 DEB_PACKAGES := iptables curl
 
-.PHONY: all build demo test test-short bench lint deps browser clean-labs
+.PHONY: all build demo test test-short bench lint deps browser clean-labs fidelity
 
 all: build
 
@@ -47,6 +47,15 @@ browser:
 test: deps browser
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 9m ./...
+	$(MAKE) fidelity
+
+# fidelity holds meshlab to real Istio (docs/FIDELITY.md): per scenario, istiod's real
+# generator (the test-only module fidelity/, which alone requires istio.io/istio) serves a
+# meshlab proxy per sidecar, and meshlab's generator is diffed against it. It prints what
+# each sidecar accepted and refused and the diff counts, and fails on a refusal or
+# difference its known lists (fidelity/testdata/known) do not document.
+fidelity:
+	cd fidelity && $(GO) vet . && $(GO) test -count=1 -timeout 8m -v -run 'TestFidelity' .
 
 test-short:
 	$(GO) test -count=1 -short ./...

@@ -1,0 +1,185 @@
+package fidelity
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/meshlab/meshlab/controlplane/model"
+)
+
+// buildMeshlab builds ./cmd/meshlab with meshlab's own go.mod (not this module's, whose
+// dependency versions Istio raised) into dir and returns the binary's path.
+func buildMeshlab(dir string) (string, error) {
+	bin := filepath.Join(dir, "meshlab")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/meshlab")
+	cmd.Dir = ".."
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build meshlab: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// nodeID is the node id istiod matches a sidecar to its pod with.
+func nodeID(p *model.Pod) string {
+	return fmt.Sprintf("sidecar~%s~%s.%s~%s.svc.cluster.local", p.IP, p.Name, p.Namespace, p.Namespace)
+}
+
+// istioVersion is the version the sidecar announces (ISTIO_VERSION): the Istio release
+// of the module the oracle runs, so istiod generates what it generates for its own proxies.
+const istioVersion = "1.30.0"
+
+// nodeMetadata is the node metadata pilot-agent writes for a sidecar of pod p.
+func nodeMetadata(p *model.Pod) map[string]any {
+	labels := map[string]any{}
+	for k, v := range p.Labels {
+		labels[k] = v
+	}
+	return map[string]any{
+		"NAMESPACE":         p.Namespace,
+		"NAME":              p.Name,
+		"LABELS":            labels,
+		"SERVICE_ACCOUNT":   p.ServiceAccount,
+		"INSTANCE_IPS":      p.IP.String(),
+		"MESH_ID":           "cluster.local",
+		"CLUSTER_ID":        "Kubernetes",
+		"INTERCEPTION_MODE": "REDIRECT",
+		"WORKLOAD_NAME":     p.Workload,
+		"ISTIO_VERSION":     istioVersion,
+	}
+}
+
+// bootstrap returns a meshlab-format bootstrap (as dataplane/agent writes it, without
+// the agent's static listeners) whose ADS cluster xds-grpc dials xdsAddr.
+func bootstrap(p *model.Pod, xdsAddr string, adminPort int) ([]byte, error) {
+	host, port, err := net.SplitHostPort(xdsAddr)
+	if err != nil {
+		return nil, fmt.Errorf("split xds address %s: %w", xdsAddr, err)
+	}
+	sock := func(h, port string) map[string]any {
+		return map[string]any{"socket_address": map[string]any{"address": h, "port_value": json.Number(port)}}
+	}
+	ads := map[string]any{"ads": map[string]any{}, "initial_fetch_timeout": "0s", "resource_api_version": "V3"}
+	return json.MarshalIndent(map[string]any{
+		"node": map[string]any{
+			"id": nodeID(p), "cluster": p.Workload + "." + p.Namespace,
+			"metadata": nodeMetadata(p), "user_agent_name": "envoy",
+		},
+		"admin": map[string]any{"address": sock("127.0.0.1", fmt.Sprint(adminPort))},
+		"dynamic_resources": map[string]any{
+			"lds_config": ads, "cds_config": ads,
+			"ads_config": map[string]any{
+				"api_type": "GRPC", "set_node_on_first_message_only": true, "transport_api_version": "V3",
+				"grpc_services": []any{map[string]any{"envoy_grpc": map[string]any{"cluster_name": "xds-grpc"}}},
+			},
+		},
+		"static_resources": map[string]any{"clusters": []any{map[string]any{
+			"name": "xds-grpc", "type": "STATIC", "connect_timeout": "1s",
+			"load_assignment": map[string]any{"cluster_name": "xds-grpc", "endpoints": []any{map[string]any{
+				"lb_endpoints": []any{map[string]any{"endpoint": map[string]any{"address": sock(host, port)}}},
+			}}},
+			"typed_extension_protocol_options": map[string]any{
+				"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": map[string]any{
+					"@type":                "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+					"explicit_http_config": map[string]any{"http2_protocol_options": map[string]any{}},
+				},
+			},
+		}}},
+	}, "", "  ")
+}
+
+// sidecar is one running `meshlab proxy`.
+type sidecar struct {
+	cmd       *exec.Cmd
+	adminPort int
+	log       *os.File
+	done      chan error
+}
+
+// startSidecar runs `meshlab proxy` for pod p against the ADS server at xdsAddr; its log
+// goes to dir/<pod>.log.
+func startSidecar(bin, dir string, p *model.Pod, xdsAddr string) (*sidecar, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	boot, err := bootstrap(p, xdsAddr, port)
+	if err != nil {
+		return nil, err
+	}
+	cfg := filepath.Join(dir, p.Namespace+"."+p.Name+".json")
+	if err := os.WriteFile(cfg, boot, 0o600); err != nil {
+		return nil, fmt.Errorf("write bootstrap: %w", err)
+	}
+	log, err := os.Create(filepath.Join(dir, p.Namespace+"."+p.Name+".log"))
+	if err != nil {
+		return nil, fmt.Errorf("create proxy log: %w", err)
+	}
+	cmd := exec.Command(bin, "proxy", "-c", cfg, "--disable-hot-restart", "--concurrency", "1", "--log-level", "info")
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return nil, fmt.Errorf("start meshlab proxy: %w", err)
+	}
+	s := &sidecar{cmd: cmd, adminPort: port, log: log, done: make(chan error, 1)}
+	go func() { s.done <- cmd.Wait() }()
+	return s, nil
+}
+
+// configDump returns the proxy's /config_dump (with EDS) as generic JSON.
+func (s *sidecar) configDump(ctx context.Context) (map[string]any, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/config_dump?include_eds", s.adminPort), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("get config_dump: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("read config_dump: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("get config_dump: %s: %s", resp.Status, strings.TrimSpace(string(body)))
+	}
+	var d map[string]any
+	if err := json.Unmarshal(body, &d); err != nil {
+		return nil, fmt.Errorf("decode config_dump: %w", err)
+	}
+	return d, nil
+}
+
+// stop ends the proxy (SIGTERM, then SIGKILL after 5s) and returns its log.
+func (s *sidecar) stop() string {
+	_ = s.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-s.done:
+	case <-time.After(5 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+	}
+	name := s.log.Name()
+	s.log.Close()
+	b, _ := os.ReadFile(name)
+	return string(b)
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
