@@ -165,6 +165,15 @@ func TestPodIsolation(t *testing.T) {
 			}
 		}
 	})
+	t.Run("exec --privileged is root in the network namespace only", func(t *testing.T) {
+		out, err := meshlab(t, "exec", "--name", a.name, "--privileged", front.Name, "--", "iptables-save", "-t", "nat")
+		if err != nil || !strings.Contains(out, "ISTIO_REDIRECT") {
+			t.Errorf("exec --privileged iptables-save in %s: %v\n%s", front.Name, err, out)
+		}
+		if out, err := meshlab(t, "exec", "--name", a.name, front.Name, "--", "iptables-save", "-t", "nat"); err == nil {
+			t.Errorf("iptables-save as %s's app succeeded:\n%s", front.Name, out)
+		}
+	})
 	t.Run("cannot read other pods' files", func(t *testing.T) {
 		var files []string
 		for _, dir := range []string{

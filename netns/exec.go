@@ -27,9 +27,7 @@ func Start(name string, cmd *exec.Cmd) error {
 // namespace (used by `meshlab exec`; it never returns on success). When a sandboxed app
 // runs in the namespace, argv runs as `kubectl exec` runs a command in a container: in
 // the app's namespaces, as its uid, with its restrictions (ExecInPod). Otherwise it runs
-// as the caller in the network namespace only, like `ip netns exec` but without
-// remounting /sys or binding /etc/netns/<name>: a Go process is multi-threaded, and a
-// mount namespace cannot be unshared by one of several threads.
+// as ExecPrivileged does.
 func Exec(name string, argv []string, env []string) error {
 	if len(argv) == 0 {
 		return fmt.Errorf("exec in netns %q: empty command", name)
@@ -38,6 +36,18 @@ func Exec(name string, argv []string, env []string) error {
 		return fmt.Errorf("exec in netns %q: %w", name, err)
 	} else if ok {
 		return ExecInPod(pid, sb, argv, env)
+	}
+	return ExecPrivileged(name, argv, env)
+}
+
+// ExecPrivileged replaces the current process with argv run as the caller (root, with its
+// capabilities: `meshlab exec --privileged`, for iptables-save and the like) in the
+// network namespace only, like `ip netns exec` but without remounting /sys or binding
+// /etc/netns/<name>: a Go process is multi-threaded, and a mount namespace cannot be
+// unshared by one of several threads.
+func ExecPrivileged(name string, argv []string, env []string) error {
+	if len(argv) == 0 {
+		return fmt.Errorf("exec in netns %q: empty command", name)
 	}
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
