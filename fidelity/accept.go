@@ -65,10 +65,12 @@ func refusalReason(name string, all []string, errState string, nacks []string) s
 	return "not applied, and no NACK names it"
 }
 
-// normalizeReason makes reasons comparable across resources: the resource's own name is
-// replaced by <name>, whitespace is folded.
+// normalizeReason makes reasons comparable across resources: the resource's own name,
+// quoted, is replaced by <name>; whitespace is folded.
 func normalizeReason(name, reason string) string {
-	reason = strings.ReplaceAll(reason, name, "<name>")
+	for _, q := range []string{"'", `"`} {
+		reason = strings.ReplaceAll(reason, q+name+q, q+"<name>"+q)
+	}
 	return strings.Join(strings.Fields(reason), " ")
 }
 

@@ -1,6 +1,7 @@
 package fidelity
 
 import (
+	"cmp"
 	"fmt"
 	"sort"
 	"strings"
@@ -60,7 +61,7 @@ func kubeService(s *model.Service) *corev1.Service {
 func kubePod(p *model.Pod) *corev1.Pod {
 	pod := &corev1.Pod{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: p.Labels},
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: podLabels(p)},
 		Spec: corev1.PodSpec{
 			ServiceAccountName: p.ServiceAccount,
 			Containers:         []corev1.Container{{Name: "app", Image: "meshlab/demoapp"}},
@@ -80,6 +81,28 @@ func kubePod(p *model.Pod) *corev1.Pod {
 		pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: "istio-proxy", Image: "meshlab/proxy"})
 	}
 	return pod
+}
+
+// podLabels are the pod's labels as Istio's sidecar injector leaves them: a sidecar pod
+// also carries security.istio.io/tlsMode=istio (which makes istiod mark its endpoints for
+// mTLS) and the canonical service name and revision (from app/version, else the workload
+// and "latest").
+func podLabels(p *model.Pod) map[string]string {
+	out := map[string]string{}
+	for k, v := range p.Labels {
+		out[k] = v
+	}
+	if !p.Sidecar.Inject {
+		return out
+	}
+	out["security.istio.io/tlsMode"] = "istio"
+	if _, ok := out["service.istio.io/canonical-name"]; !ok {
+		out["service.istio.io/canonical-name"] = cmp.Or(p.Labels["app.kubernetes.io/name"], p.Labels["app"], p.Workload)
+	}
+	if _, ok := out["service.istio.io/canonical-revision"]; !ok {
+		out["service.istio.io/canonical-revision"] = cmp.Or(p.Labels["app.kubernetes.io/version"], p.Labels["version"], "latest")
+	}
+	return out
 }
 
 // endpointSlice is the EndpointSlice the endpoint controller writes for s: every pod the

@@ -41,7 +41,7 @@ const istioVersion = "1.30.0"
 // nodeMetadata is the node metadata pilot-agent writes for a sidecar of pod p.
 func nodeMetadata(p *model.Pod) map[string]any {
 	labels := map[string]any{}
-	for k, v := range p.Labels {
+	for k, v := range podLabels(p) {
 		labels[k] = v
 	}
 	return map[string]any{
