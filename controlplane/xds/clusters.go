@@ -8,8 +8,8 @@ import (
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	upstreamhttp "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	xdstype "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -140,7 +140,9 @@ func outboundCluster(m *model.Model, sp servicePort, oc outboundClusterSpec) (*c
 		Name:           oc.name,
 		ConnectTimeout: connectTimeout,
 		LbPolicy:       cluster.Cluster_LEAST_REQUEST, // Istio's default (defaultLBAlgorithm)
-		CommonLbConfig: &cluster.Cluster_CommonLbConfig{},
+		// Istio disables the panic threshold of a service whose unhealthy endpoints it
+		// sends (the default): traffic never goes to endpoints known to be unhealthy.
+		CommonLbConfig: &cluster.Cluster_CommonLbConfig{HealthyPanicThreshold: &xdstype.Percent{}},
 		Metadata:       servicesMetadata([]*structpb.Value{serviceMetadata(sp)}),
 	}
 	if sp.dnsResolved() {
@@ -213,7 +215,6 @@ func blackHoleCluster() *cluster.Cluster {
 		Name:                 BlackHoleCluster,
 		ClusterDiscoveryType: &cluster.Cluster_Type{Type: cluster.Cluster_STATIC},
 		ConnectTimeout:       connectTimeout,
-		LoadAssignment:       &endpoint.ClusterLoadAssignment{ClusterName: BlackHoleCluster},
 	}
 }
 

@@ -173,6 +173,5 @@ func defaultCircuitBreakers() *cluster.CircuitBreakers {
 		MaxPendingRequests: wrapperspb.UInt32(math.MaxUint32),
 		MaxRequests:        wrapperspb.UInt32(math.MaxUint32),
 		MaxRetries:         wrapperspb.UInt32(math.MaxUint32),
-		TrackRemaining:     true,
 	}}}
 }

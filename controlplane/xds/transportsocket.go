@@ -45,6 +45,8 @@ var (
 	// matches, whatever protocol the client's sidecar detected.
 	alpnInboundMTLS    = []string{"istio", "istio-peer-exchange", "istio-http/1.0", "istio-http/1.1", "istio-h2"}
 	alpnDownstreamHTTP = []string{"h2", "http/1.1"}
+	// alpnDownstreamTCP is Istio's ALPNDownstreamWithMxc, what a TCP mTLS chain answers.
+	alpnDownstreamTCP = []string{"istio-peer-exchange", "h2", "http/1.1"}
 )
 
 // sdsSecretConfig fetches the named secret from the agent over SDS, as Istio's sidecars do.
@@ -118,21 +120,36 @@ func rawBufferSocket() (*core.TransportSocket, error) {
 	return &core.TransportSocket{Name: wellknown.TransportSocketRawBuffer, ConfigType: &core.TransportSocket_TypedConfig{TypedConfig: cfg}}, nil
 }
 
-// downstreamMTLSSocket is the server side of Istio mTLS on an inbound chain: a client
-// certificate is required and must carry a SPIFFE URI signed by the mesh root.
+// downstreamMTLSSocket is the server side of Istio mTLS on an inbound chain, as
+// Istio's BuildInboundTLS: a client certificate is required and must carry a SPIFFE URI
+// of the mesh's trust domain signed by the mesh root; HTTP chains answer h2 or
+// http/1.1, TCP chains istio-peer-exchange too; the cipher suites are Istio's strong
+// ones (TLS 1.2; TLS 1.3's are fixed).
 func downstreamMTLSSocket(protocol model.Protocol) (*core.TransportSocket, error) {
-	var alpn []string
-	if protocol.IsHTTP() {
-		alpn = alpnDownstreamHTTP
+	alpn := alpnDownstreamHTTP
+	if !protocol.IsHTTP() {
+		alpn = alpnDownstreamTCP
 	}
+	common := commonTLSContext(alpn, []*matcher.StringMatcher{
+		{MatchPattern: &matcher.StringMatcher_Prefix{Prefix: "spiffe://" + model.DefaultTrustDomain + "/"}},
+	})
+	common.TlsParams.CipherSuites = serverCipherSuites
 	cfg, err := typed(&tlsv3.DownstreamTlsContext{
-		CommonTlsContext: commonTLSContext(alpn, []*matcher.StringMatcher{
-			{MatchPattern: &matcher.StringMatcher_Prefix{Prefix: "spiffe://"}},
-		}),
+		CommonTlsContext:         common,
 		RequireClientCertificate: wrapperspb.Bool(true),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("build downstream tls: %w", err)
 	}
 	return &core.TransportSocket{Name: wellknown.TransportSocketTLS, ConfigType: &core.TransportSocket_TypedConfig{TypedConfig: cfg}}, nil
+}
+
+// serverCipherSuites are Istio's SupportedCiphers for server-side TLS.
+var serverCipherSuites = []string{
+	"ECDHE-ECDSA-AES256-GCM-SHA384",
+	"ECDHE-RSA-AES256-GCM-SHA384",
+	"ECDHE-ECDSA-AES128-GCM-SHA256",
+	"ECDHE-RSA-AES128-GCM-SHA256",
+	"AES256-GCM-SHA384",
+	"AES128-GCM-SHA256",
 }
