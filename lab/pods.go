@@ -94,6 +94,27 @@ func (l *Lab) startPod(ctx context.Context, index int, p *model.Pod) error {
 	l.publish(EventPodCreated, p.Name, fmt.Sprintf("pod %s created: namespace %s, %s", p.Name, NamespaceName(l.opts.Name, p.Name), p.IP),
 		map[string]any{"ip": p.IP.String(), "sidecar": p.Sidecar.Inject})
 	ns := NamespaceName(l.opts.Name, p.Name)
+	startApp := func() error {
+		sb, err := l.podSandbox(index, p)
+		if err != nil {
+			return err
+		}
+		return l.apps.start(processSpec{
+			Role: "app", Pod: p.Name, NetNS: ns, Argv: l.appArgv(p), Sandbox: sb,
+			LogPath: dir + "/app.log", Grace: 5 * time.Second,
+		})
+	}
+	// A pod that does not hold its app starts it first: kubelet starts a pod's containers
+	// without waiting for the sidecar's config, and Envoy needs its first xDS push before it
+	// listens, so in Kubernetes the app's first calls find a sidecar without listeners. Going
+	// first makes that race come out the same way every time here, even on a loaded machine
+	// where the app's own start could be slower than the agent's.
+	held := p.Sidecar.Inject && p.Sidecar.HoldApplicationUntilProxyStarts
+	if !held {
+		if err := startApp(); err != nil {
+			return err
+		}
+	}
 	if p.Sidecar.Inject {
 		if err := l.writePodToken(p); err != nil {
 			return err
@@ -106,22 +127,14 @@ func (l *Lab) startPod(ctx context.Context, index int, p *model.Pod) error {
 		if err != nil {
 			return err
 		}
-		if p.Sidecar.HoldApplicationUntilProxyStarts {
-			if err := l.waitReady(ctx, p.Name); err != nil {
-				return err
-			}
+	}
+	if held {
+		if err := l.waitReady(ctx, p.Name); err != nil {
+			return err
 		}
-	}
-	sb, err := l.podSandbox(index, p)
-	if err != nil {
-		return err
-	}
-	err = l.apps.start(processSpec{
-		Role: "app", Pod: p.Name, NetNS: ns, Argv: l.appArgv(p), Sandbox: sb,
-		LogPath: dir + "/app.log", Grace: 5 * time.Second,
-	})
-	if err != nil {
-		return err
+		if err := startApp(); err != nil {
+			return err
+		}
 	}
 	if p.Sidecar.Inject {
 		if err := l.waitReady(ctx, p.Name); err != nil {
