@@ -9,6 +9,7 @@ import (
 	tlsinspector "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
 	envoytype "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 // inspectorNeeds is what the chains of one destination port (0: the chains without a
@@ -43,7 +44,8 @@ func inboundListenerFilters(chains []*listener.FilterChain) ([]*listener.Listene
 	}
 	out := []*listener.ListenerFilter{{Name: wellknown.OriginalDestination, ConfigType: &listener.ListenerFilter_TypedConfig{TypedConfig: od}}}
 	if slices.ContainsFunc(ports, func(p uint32) bool { return needs[p].tls }) {
-		ti, err := typed(&tlsinspector.TlsInspector{})
+		// Istio reads at most 512 bytes for the ClientHello (Envoy's default is 64 KiB).
+		ti, err := typed(&tlsinspector.TlsInspector{InitialReadBufferSize: wrapperspb.UInt32(512)})
 		if err != nil {
 			return nil, err
 		}

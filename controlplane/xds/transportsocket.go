@@ -39,8 +39,10 @@ const (
 // the server's mTLS chains match on and answer with.
 var (
 	alpnUpstreamHTTP = []string{"istio-http/1.1", "istio", "http/1.1"}
-	alpnUpstreamH2   = []string{"istio-h2", "istio", "h2"} // Istio's ALPNInMeshH2, for HTTP/2 clusters
+	alpnUpstreamH2   = []string{"istio-h2", "istio", "h2"} // istio.alpn's for HTTP/2 requests
 	alpnUpstreamTCP  = []string{"istio-peer-exchange", "istio"}
+	// alpnUpstreamMeshH2 is Istio's ALPNInMeshH2WithMxc, an HTTP/2 cluster's.
+	alpnUpstreamMeshH2 = []string{"istio-peer-exchange", "istio", "h2"}
 	// alpnInboundMTLS is Istio's allIstioMtlsALPNs: what a PERMISSIVE port's mTLS chain
 	// matches, whatever protocol the client's sidecar detected.
 	alpnInboundMTLS    = []string{"istio", "istio-peer-exchange", "istio-http/1.0", "istio-http/1.1", "istio-h2"}
@@ -88,14 +90,14 @@ func commonTLSContext(alpn []string, sans []*matcher.StringMatcher) *tlsv3.Commo
 }
 
 // upstreamMTLSSocket is the client side of Istio mTLS to one cluster: SNI
-// "outbound_.<port>_.<subset>_.<host>" and the peer verified against sans.
+// "outbound_.<port>_.<subset>_.<host>" and the peer verified against sans. The ALPN is
+// Istio's for in-mesh clusters, istio-peer-exchange and istio (and h2 for an HTTP/2
+// cluster); an HTTP request's own (istio-http/1.1, istio-h2...) is put first by the
+// istio.alpn filter of the outbound connection manager.
 func upstreamMTLSSocket(port uint16, subset, host string, protocol model.Protocol, sans []string) (*core.TransportSocket, error) {
 	alpn := alpnUpstreamTCP
-	if protocol.IsHTTP() {
-		alpn = alpnUpstreamHTTP
-	}
 	if isHTTP2(protocol) {
-		alpn = alpnUpstreamH2
+		alpn = alpnUpstreamMeshH2
 	}
 	matchers := make([]*matcher.StringMatcher, 0, len(sans))
 	for _, s := range sans {
