@@ -81,7 +81,11 @@ func TestFidelity(t *testing.T) {
 				t.Fatal(err)
 			}
 			if update {
-				if err := writeKnown(kp, name, known, found); err != nil {
+				patterns, err := readPatterns(reasonsPath)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := writeKnown(kp, name, known, found, patterns); err != nil {
 					t.Fatal(err)
 				}
 				return

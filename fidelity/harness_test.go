@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"testing"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -113,7 +114,7 @@ func TestKnownListRatchet(t *testing.T) {
 	if !reflect.DeepEqual(added, []string{"diff RDS r . extra"}) || !reflect.DeepEqual(gone, []string{"diff CDS b . missing"}) {
 		t.Errorf("compare: added %q gone %q", added, gone)
 	}
-	if err := writeKnown(path, "s", k, found); err != nil {
+	if err := writeKnown(path, "s", k, found, nil); err != nil {
 		t.Fatal(err)
 	}
 	k2, err := readKnown(path)
@@ -123,6 +124,13 @@ func TestKnownListRatchet(t *testing.T) {
 	want := knownList{"refuse LDS a: x": "istio-proxy extension", "diff RDS r . extra": untriaged}
 	if !reflect.DeepEqual(k2, want) {
 		t.Errorf("rewritten list %v, want %v", k2, want)
+	}
+	ps := []pattern{{re: regexp.MustCompile(`^diff RDS .* extra$`), reason: "meshlab routes"}}
+	if err := writeKnown(path, "s", k2, found, ps); err != nil {
+		t.Fatal(err)
+	}
+	if k3, err := readKnown(path); err != nil || k3["diff RDS r . extra"] != "meshlab routes" || k3["refuse LDS a: x"] != "istio-proxy extension" {
+		t.Errorf("an untriaged entry did not take its pattern's reason, or a reason was lost: %v %v", k3, err)
 	}
 	if err := os.WriteFile(path, []byte("bogus line\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -150,7 +158,7 @@ func FuzzReadKnown(f *testing.F) {
 		for e := range k {
 			found[e] = true
 		}
-		if err := writeKnown(path, "f", k, found); err != nil {
+		if err := writeKnown(path, "f", k, found, nil); err != nil {
 			t.Fatal(err)
 		}
 		k2, err := readKnown(path)
@@ -161,4 +169,37 @@ func FuzzReadKnown(f *testing.F) {
 			t.Errorf("round trip changed the list: %v -> %v", k, k2)
 		}
 	})
+}
+
+// TestReasonsFile: the checked-in reasons file parses, and every pattern in it matches
+// some entry of a known list (a pattern matching nothing is stale).
+func TestReasonsFile(t *testing.T) {
+	patterns, err := readPatterns(reasonsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join("testdata", "known", "*.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := make([]bool, len(patterns))
+	for _, f := range files {
+		k, err := readKnown(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for e := range k {
+			for i, p := range patterns {
+				if p.re.MatchString(e) {
+					used[i] = true
+					break
+				}
+			}
+		}
+	}
+	for i, p := range patterns {
+		if !used[i] {
+			t.Errorf("%s: pattern %s matches no known entry; remove it", reasonsPath, p.re)
+		}
+	}
 }

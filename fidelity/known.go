@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -77,14 +78,60 @@ func (k knownList) compare(found map[string]bool) (added, gone []string) {
 	return added, gone
 }
 
+// reasonsPath holds reasons by pattern (see the file): an entry that has no reason of its
+// own takes the reason of the first pattern matching it.
+var reasonsPath = filepath.Join("testdata", "reasons.txt")
+
+// pattern is one line of the reasons file: a glob ("*" matches anything) and its reason.
+type pattern struct {
+	re     *regexp.Regexp
+	reason string
+}
+
+// readPatterns reads the reasons file, in file order; a missing file has none.
+func readPatterns(path string) ([]pattern, error) {
+	data, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read reasons: %w", err)
+	}
+	var out []pattern
+	reason := ""
+	for i, l := range strings.Split(string(data), "\n") {
+		switch {
+		case strings.HasPrefix(l, "## "):
+			reason = strings.TrimSpace(l[3:])
+		case strings.TrimSpace(l) == "", strings.HasPrefix(l, "#"):
+		case reason == "":
+			return nil, fmt.Errorf("read reasons %s:%d: a pattern before any \"## reason\" line", path, i+1)
+		default:
+			expr := "^" + strings.ReplaceAll(regexp.QuoteMeta(l), `\*`, ".*") + "$"
+			out = append(out, pattern{re: regexp.MustCompile(expr), reason: reason})
+		}
+	}
+	return out, nil
+}
+
+// classify returns the reason of the first pattern matching entry, or untriaged.
+func classify(patterns []pattern, entry string) string {
+	for _, p := range patterns {
+		if p.re.MatchString(entry) {
+			return p.reason
+		}
+	}
+	return untriaged
+}
+
 // writeKnown writes found as the known list of scenario, each entry under the reason
-// old gives it (untriaged for new entries), reasons in order of first appearance in old.
-func writeKnown(path, scenario string, old knownList, found map[string]bool) error {
+// old gives it, else under the reason of the first pattern matching it, else untriaged.
+func writeKnown(path, scenario string, old knownList, found map[string]bool, patterns []pattern) error {
 	byReason := map[string][]string{}
 	for e := range found {
 		r, ok := old[e]
-		if !ok {
-			r = untriaged
+		if !ok || r == untriaged {
+			r = classify(patterns, e)
 		}
 		byReason[r] = append(byReason[r], e)
 	}
