@@ -119,18 +119,34 @@ func jsonLogFormat(user string) (*structpb.Struct, error) {
 }
 
 // addAccessLogs sets logs as the access_log of every http_connection_manager and
-// tcp_proxy filter of the listeners, outbound and inbound, as Istio does.
+// tcp_proxy filter of the listeners, outbound and inbound, as Istio does, except the
+// blackhole chains' (a loop to the capture ports is not a request); the listeners that
+// bind a port (virtualOutbound, virtualInbound) also log, as Istio's
+// setListenerAccessLog, the connections no filter chain matched (response flag NR).
 func addAccessLogs(ls []types.Resource, logs []*accesslogv3.AccessLog) error {
 	if len(logs) == 0 {
 		return nil
 	}
+	nr := &accesslogv3.AccessLogFilter{FilterSpecifier: &accesslogv3.AccessLogFilter_ResponseFlagFilter{
+		ResponseFlagFilter: &accesslogv3.ResponseFlagFilter{Flags: []string{"NR"}},
+	}}
 	for _, r := range ls {
 		l := r.(*listener.Listener)
+		if n := l.GetName(); n == VirtualOutboundListener || n == VirtualInboundListener {
+			for _, al := range logs {
+				withNR := proto.Clone(al).(*accesslogv3.AccessLog)
+				withNR.Filter = nr
+				l.AccessLog = append(l.AccessLog, withNR)
+			}
+		}
 		chains := l.GetFilterChains()
 		if l.GetDefaultFilterChain() != nil {
 			chains = append(chains[:len(chains):len(chains)], l.GetDefaultFilterChain())
 		}
 		for _, fc := range chains {
+			if strings.HasSuffix(fc.GetName(), "-blackhole") {
+				continue
+			}
 			for _, f := range fc.GetFilters() {
 				if err := addAccessLog(f, logs); err != nil {
 					return fmt.Errorf("add access log to listener %s chain %q: %w", l.GetName(), fc.GetName(), err)

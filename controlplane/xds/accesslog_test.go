@@ -2,6 +2,8 @@ package xds
 
 import (
 	"encoding/json"
+	"slices"
+	"strings"
 	"testing"
 
 	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
@@ -23,6 +25,9 @@ func fileAccessLogs(t *testing.T, m *model.Model, pod string) map[string][]*file
 	for _, r := range generate(t, m, pod)[resource.ListenerType] {
 		l := r.(*listener.Listener)
 		for _, fc := range l.GetFilterChains() {
+			if strings.HasSuffix(fc.GetName(), "-blackhole") {
+				continue // checked by TestListenerAccessLog
+			}
 			for i, f := range fc.GetFilters() {
 				key := l.GetName() + "/" + fc.GetName() + "/" + f.GetName()
 				var logs []*accesslogv3.AccessLog
@@ -132,5 +137,33 @@ func TestAccessLogBadJSONFormat(t *testing.T) {
 	m.Mesh = model.MeshConfig{AccessLogEncoding: model.AccessLogJSON, AccessLogFormat: "not json"}
 	if _, err := Generate(m, m.Pod("frontend-v1")); err == nil {
 		t.Error("Generate with a JSON format that is not JSON: no error")
+	}
+}
+
+// As Istio's: the listeners that bind a port log the connections no chain matched
+// (response flag NR), and the blackhole chains (a loop to the capture ports) log nothing.
+func TestListenerAccessLog(t *testing.T) {
+	t.Parallel()
+	for _, r := range generate(t, helloModel(), "frontend-v1")[resource.ListenerType] {
+		l := r.(*listener.Listener)
+		bound := l.GetName() == VirtualOutboundListener || l.GetName() == VirtualInboundListener
+		if got := len(l.GetAccessLog()); bound != (got == 1) {
+			t.Errorf("%s: %d listener access logs", l.GetName(), got)
+		}
+		if bound && !slices.Equal(l.GetAccessLog()[0].GetFilter().GetResponseFlagFilter().GetFlags(), []string{"NR"}) {
+			t.Errorf("%s: listener access log filter %v, want response flag NR", l.GetName(), l.GetAccessLog()[0].GetFilter())
+		}
+		for _, fc := range l.GetFilterChains() {
+			if !strings.HasSuffix(fc.GetName(), "-blackhole") {
+				continue
+			}
+			p := &tcpproxy.TcpProxy{}
+			if err := fc.GetFilters()[0].GetTypedConfig().UnmarshalTo(p); err != nil {
+				t.Fatal(err)
+			}
+			if len(p.GetAccessLog()) != 0 {
+				t.Errorf("%s/%s logs; want no access log on a blackhole chain", l.GetName(), fc.GetName())
+			}
+		}
 	}
 }
