@@ -143,12 +143,13 @@ func runScenario(t *testing.T, path string) []podResult {
 // every response is answered, then judges what it accepted and diffs meshlab's own
 // resources for p against istiod's.
 func measurePod(t *testing.T, o *oracle, m *model.Model, p *model.Pod) (podResult, error) {
-	r, err := startRelay(o.addr)
+	dir := t.TempDir()
+	r, err := startRelay(o.addr, filepath.Join(dir, "xds.sock"))
 	if err != nil {
 		return podResult{}, err
 	}
 	defer r.stop()
-	sc, err := startSidecar(meshlabBin, t.TempDir(), p, r.addr)
+	sc, err := startSidecar(meshlabBin, dir, p, r.addr)
 	if err != nil {
 		return podResult{}, err
 	}

@@ -3,6 +3,7 @@ package fidelity
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -30,10 +31,12 @@ type relay struct {
 	responses, answers int
 }
 
-func startRelay(upstream string) (*relay, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// startRelay serves ADS on the unix socket sock (reachable from the proxy's own network
+// namespace) and forwards to istiod at upstream.
+func startRelay(upstream, sock string) (*relay, error) {
+	ln, err := net.Listen("unix", sock)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("listen on %s: %w", sock, err)
 	}
 	r := &relay{
 		upstream: upstream, srv: grpc.NewServer(), addr: ln.Addr().String(),

@@ -10,8 +10,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/meshlab/meshlab/controlplane/model"
 )
@@ -59,12 +62,9 @@ func nodeMetadata(p *model.Pod) map[string]any {
 }
 
 // bootstrap returns a meshlab-format bootstrap (as dataplane/agent writes it, without
-// the agent's static listeners) whose ADS cluster xds-grpc dials xdsAddr.
-func bootstrap(p *model.Pod, xdsAddr string, adminPort int) ([]byte, error) {
-	host, port, err := net.SplitHostPort(xdsAddr)
-	if err != nil {
-		return nil, fmt.Errorf("split xds address %s: %w", xdsAddr, err)
-	}
+// the agent's static listeners) whose ADS cluster xds-grpc dials the unix socket xdsSock,
+// as a lab's sidecars dial theirs.
+func bootstrap(p *model.Pod, xdsSock string, adminPort int) ([]byte, error) {
 	sock := func(h, port string) map[string]any {
 		return map[string]any{"socket_address": map[string]any{"address": h, "port_value": json.Number(port)}}
 	}
@@ -85,7 +85,7 @@ func bootstrap(p *model.Pod, xdsAddr string, adminPort int) ([]byte, error) {
 		"static_resources": map[string]any{"clusters": []any{map[string]any{
 			"name": "xds-grpc", "type": "STATIC", "connect_timeout": "1s",
 			"load_assignment": map[string]any{"cluster_name": "xds-grpc", "endpoints": []any{map[string]any{
-				"lb_endpoints": []any{map[string]any{"endpoint": map[string]any{"address": sock(host, port)}}},
+				"lb_endpoints": []any{map[string]any{"endpoint": map[string]any{"address": map[string]any{"pipe": map[string]any{"path": xdsSock}}}}},
 			}}},
 			"typed_extension_protocol_options": map[string]any{
 				"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": map[string]any{
@@ -105,14 +105,16 @@ type sidecar struct {
 	done      chan error
 }
 
-// startSidecar runs `meshlab proxy` for pod p against the ADS server at xdsAddr; its log
-// goes to dir/<pod>.log.
-func startSidecar(bin, dir string, p *model.Pod, xdsAddr string) (*sidecar, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	boot, err := bootstrap(p, xdsAddr, port)
+// adminPort is the sidecar's admin port, on 127.0.0.1 of its own network namespace.
+const adminPort = 15000
+
+// startSidecar runs `meshlab proxy` for pod p against the ADS server on the unix socket
+// xdsSock, in a network namespace of its own (unshare), so that istiod's listeners
+// (0.0.0.0:15001, 15006...) bind there, never on the host; its log goes to
+// dir/<ns>.<pod>.log.
+func startSidecar(bin, dir string, p *model.Pod, xdsSock string) (*sidecar, error) {
+	port := adminPort
+	boot, err := bootstrap(p, xdsSock, port)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +126,8 @@ func startSidecar(bin, dir string, p *model.Pod, xdsAddr string) (*sidecar, erro
 	if err != nil {
 		return nil, fmt.Errorf("create proxy log: %w", err)
 	}
-	cmd := exec.Command(bin, "proxy", "-c", cfg, "--disable-hot-restart", "--concurrency", "1", "--log-level", "info")
+	cmd := exec.Command("unshare", "--net", "--", "sh", "-c", `ip link set lo up && exec "$0" "$@"`,
+		bin, "proxy", "-c", cfg, "--disable-hot-restart", "--concurrency", "1", "--log-level", "info")
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		log.Close()
@@ -141,7 +144,10 @@ func (s *sidecar) configDump(ctx context.Context) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return dialInNetns(ctx, s.cmd.Process.Pid, network, addr)
+	}}}
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("get config_dump: %w", err)
 	}
@@ -175,11 +181,35 @@ func (s *sidecar) stop() string {
 	return string(b)
 }
 
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// dialInNetns dials addr from inside the network namespace of process pid: the socket is
+// made on a thread switched to that namespace, and keeps it after the thread switches back.
+func dialInNetns(ctx context.Context, pid int, network, addr string) (net.Conn, error) {
+	runtime.LockOSThread()
+	self, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
 	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
+		runtime.UnlockOSThread()
+		return nil, fmt.Errorf("open own network namespace: %w", err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	defer self.Close()
+	target, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", pid))
+	if err != nil {
+		runtime.UnlockOSThread()
+		return nil, fmt.Errorf("open the proxy's network namespace: %w", err)
+	}
+	defer target.Close()
+	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+		runtime.UnlockOSThread()
+		return nil, fmt.Errorf("enter the proxy's network namespace: %w", err)
+	}
+	conn, dialErr := (&net.Dialer{}).DialContext(ctx, network, addr)
+	if err := unix.Setns(int(self.Fd()), unix.CLONE_NEWNET); err != nil {
+		// The thread stays in the wrong namespace: keep it locked so it exits with this
+		// goroutine instead of running others.
+		if conn != nil {
+			conn.Close()
+		}
+		return nil, fmt.Errorf("leave the proxy's network namespace: %w", err)
+	}
+	runtime.UnlockOSThread()
+	return conn, dialErr
 }
