@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +32,11 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// buildOptions are the lab's default CIDRs (lab.DefaultPodCIDR, lab.DefaultServiceCIDR).
+var buildOptions = config.BuildOptions{
+	PodCIDR: netip.MustParsePrefix("10.244.0.0/16"), ServiceCIDR: netip.MustParsePrefix("10.96.0.0/16"),
 }
 
 // scenarios returns every shipped scenario: scenarios/hello.yaml and scenarios/labs/*.yaml.
@@ -118,9 +124,7 @@ func runScenario(t *testing.T, path string) []podResult {
 	if err != nil {
 		t.Fatalf("load scenario: %v", err)
 	}
-	m, err := sc.Build(config.BuildOptions{
-		PodCIDR: netip.MustParsePrefix("10.244.0.0/16"), ServiceCIDR: netip.MustParsePrefix("10.96.0.0/16"),
-	})
+	m, err := sc.Build(buildOptions)
 	if err != nil {
 		t.Fatalf("build model: %v", err)
 	}
@@ -197,3 +201,5 @@ func measurePod(t *testing.T, o *oracle, m *model.Model, p *model.Pod) (podResul
 	res.Diffs = diffResources(istiod, ours)
 	return res, nil
 }
+
+func itoa(n uint16) string { return strconv.Itoa(int(n)) }
