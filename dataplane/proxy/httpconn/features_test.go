@@ -509,3 +509,42 @@ func TestAccessLogResponseFlagsForLocalReplies(t *testing.T) {
 		t.Errorf("default format tail: %q", last)
 	}
 }
+
+// TestRequestAttemptCount: a virtual host with include_request_attempt_count sends each
+// upstream attempt its 1-based number in x-envoy-attempt-count, retries included.
+func TestRequestAttemptCount(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	var n atomic.Int64
+	flaky := backend(t, "", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Header.Get("x-envoy-attempt-count"))
+		mu.Unlock()
+		if n.Add(1) == 1 {
+			w.WriteHeader(503)
+			return
+		}
+		io.WriteString(w, "ok")
+	})
+	l := newLabHCM(t, func(h *hcmv3.HttpConnectionManager) {
+		h.GetRouteConfig().VirtualHosts[0].IncludeRequestAttemptCount = true
+	}, []*cluster.Config{staticCluster(t, "flaky", flaky)},
+		routeTo(prefix("/"), &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: "flaky"},
+			RetryPolicy: &routev3.RetryPolicy{RetryOn: "5xx", NumRetries: wrapperspb.UInt32(2)}}))
+	if resp, _ := l.get(t, "/"); resp.StatusCode != 200 {
+		t.Fatalf("status %d after a retry", resp.StatusCode)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 2 || seen[0] != "1" || seen[1] != "2" {
+		t.Errorf("x-envoy-attempt-count per attempt = %q, want [1 2]", seen)
+	}
+	l2 := newLab(t, []*cluster.Config{staticCluster(t, "flaky", flaky)},
+		routeTo(prefix("/"), &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: "flaky"}}))
+	mu.Unlock()
+	l2.get(t, "/")
+	mu.Lock()
+	if last := seen[len(seen)-1]; last != "" {
+		t.Errorf("without include_request_attempt_count the upstream saw x-envoy-attempt-count %q", last)
+	}
+}

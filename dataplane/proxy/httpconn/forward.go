@@ -83,6 +83,9 @@ func (rt *router) forward(x *exchange, cl *cluster.Cluster) int {
 	endRetry := func() {} // releases the max_retries slot of the retry in flight
 	defer func() { endRetry() }()
 	for {
+		if x.vh != nil && x.vh.AttemptCount {
+			out.Header.Set("x-envoy-attempt-count", strconv.Itoa(retries+1))
+		}
 		a := rt.try(ctx, x, cl, out, body, policy, tried)
 		endRetry()
 		endRetry = func() {}

@@ -93,6 +93,9 @@ type VirtualHost struct {
 	Routes  []*Route
 	Retry   *RetryPolicy // the default for routes without one
 	Headers headerMutations
+	// AttemptCount is include_request_attempt_count: each upstream attempt carries
+	// x-envoy-attempt-count with its 1-based number (Istio sets it on every sidecar route).
+	AttemptCount bool
 }
 
 // Route is one compiled route.
@@ -167,7 +170,7 @@ func CompileRoutes(rc *routev3.RouteConfiguration) (*RouteTable, error) {
 	}
 	seen := map[string]bool{}
 	for i, pvh := range rc.GetVirtualHosts() {
-		vh := &VirtualHost{Name: pvh.GetName()}
+		vh := &VirtualHost{Name: pvh.GetName(), AttemptCount: pvh.GetIncludeRequestAttemptCount()}
 		var err error
 		if vh.Headers, err = compileHeaderMutations(pvh.GetRequestHeadersToAdd(), pvh.GetRequestHeadersToRemove(), pvh.GetResponseHeadersToAdd(), pvh.GetResponseHeadersToRemove()); err != nil {
 			return nil, fmt.Errorf("route configuration '%s': virtual_hosts[%d].%w", rc.GetName(), i, err)
