@@ -37,9 +37,10 @@ func nodeID(p *model.Pod) string {
 	return fmt.Sprintf("sidecar~%s~%s.%s~%s.svc.cluster.local", p.IP, p.Name, p.Namespace, p.Namespace)
 }
 
-// istioVersion is the version the sidecar announces (ISTIO_VERSION): the Istio release
-// of the module the oracle runs, so istiod generates what it generates for its own proxies.
-const istioVersion = "1.30.0"
+// istioVersion is the version the sidecar announces (ISTIO_VERSION): the release of the
+// Istio module the oracle runs (its VERSION file says 1.31), so that istiod generates
+// what it generates for its own proxies.
+const istioVersion = "1.31.0"
 
 // nodeMetadata is the node metadata pilot-agent writes for a sidecar of pod p.
 func nodeMetadata(p *model.Pod) map[string]any {
