@@ -6,11 +6,11 @@ export CGO_ENABLED ?= 0
 # Tests build the binary with `go`: keep it on PATH under sudo.
 export PATH := $(dir $(GO)):$(PATH)
 
-# Debian packages the lab needs at run time: iptables-restore (capture rules) and curl
-# (what the demo tells you to run inside a pod).
-DEB_PACKAGES := iptables curl
+# Debian packages the lab needs at run time: iptables-restore (capture rules), curl (what
+# the demo tells you to run inside a pod) and util-linux's nsenter (meshlab exec enters a
+# pod's namespaces with it). The tests also need gcc: -race needs cgo.
 
-.PHONY: all build demo test test-short bench lint deps browser clean-labs fidelity
+.PHONY: all build demo test test-short bench lint deps browser race-deps clean-labs fidelity
 
 all: build
 
@@ -23,6 +23,7 @@ deps:
 	@missing=""; \
 	command -v iptables-restore >/dev/null 2>&1 || missing="$$missing iptables"; \
 	command -v curl >/dev/null 2>&1 || missing="$$missing curl"; \
+	command -v nsenter >/dev/null 2>&1 || missing="$$missing util-linux"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
@@ -43,11 +44,23 @@ browser:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq firefox-esr; \
 	}
 
-# test runs every test, privileged ones included (they need root: run with sudo).
-test: deps browser
+# test runs every test, privileged ones included (they need root: run with sudo): the
+# packages' own tests under the race detector, the end-to-end tests (which run meshlab's
+# processes, so -race in the test binary would see nothing of them) and the fidelity
+# checks against real Istio.
+RACE_PKGS = $(shell $(GO) list ./... | grep -v '/e2e$$')
+test: deps browser race-deps
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 9m ./...
+	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 15m $(RACE_PKGS)
+	$(GO) test -count=1 -timeout 15m ./e2e/...
 	$(MAKE) fidelity
+
+# race-deps installs gcc, which the race detector (cgo) needs, when missing.
+race-deps:
+	@command -v gcc >/dev/null 2>&1 || { \
+		echo "installing: gcc (for go test -race)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libc6-dev; \
+	}
 
 # fidelity holds meshlab to real Istio (docs/FIDELITY.md): per scenario, istiod's real
 # generator (the test-only module fidelity/, which alone requires istio.io/istio) serves a
