@@ -3,6 +3,7 @@ package fidelity
 import (
 	"fmt"
 	"net"
+	"os"
 	"testing"
 
 	meshconfig "istio.io/api/mesh/v1alpha1"
@@ -54,9 +55,14 @@ func meshConfig(mc model.MeshConfig) *meshconfig.MeshConfig {
 	return m
 }
 
-// quietIstio keeps istiod's logs to errors, so that the tables stay readable.
+// quietIstio turns istiod's logs off (the fake server logs errors about Gateway API CRDs it
+// ignores), so that the tables stay readable; MESHLAB_FIDELITY_ISTIO_LOG=1 keeps its errors.
 func quietIstio() {
+	level := istiolog.NoneLevel
+	if os.Getenv("MESHLAB_FIDELITY_ISTIO_LOG") == "1" {
+		level = istiolog.ErrorLevel
+	}
 	for _, s := range istiolog.Scopes() {
-		s.SetOutputLevel(istiolog.ErrorLevel)
+		s.SetOutputLevel(level)
 	}
 }
