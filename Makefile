@@ -80,9 +80,14 @@ BENCHTIME ?= 5x
 bench: deps build
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -timeout 20m ./...
 
+# lint runs golangci-lint with the checked-in .golangci.yml (installed with go install, pinned,
+# when missing) over the module and the fidelity module.
+GOLANGCI_LINT_VERSION := v2.15.0
+GOLANGCI_LINT := $(shell $(GO) env GOPATH)/bin/golangci-lint
 lint:
-	@out=$$(gofmt -l . 2>/dev/null); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
+	@test -x $(GOLANGCI_LINT) || { echo "installing: golangci-lint $(GOLANGCI_LINT_VERSION)"; \
+		$(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION); }
+	$(GOLANGCI_LINT) run ./...
 
 # clean-labs removes the leftovers of every lab you made whose process is gone (after a
 # crash); running labs and other users' labs are left alone (meshlab clean --force kills one).
