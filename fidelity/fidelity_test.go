@@ -2,6 +2,7 @@ package fidelity
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -41,6 +42,7 @@ var buildOptions = config.BuildOptions{
 
 // scenarios returns every shipped scenario: scenarios/hello.yaml and scenarios/labs/*.yaml.
 func scenarios(t *testing.T) []string {
+	t.Helper()
 	labs, err := filepath.Glob(filepath.Join("..", "scenarios", "labs", "*.yaml"))
 	if err != nil || len(labs) == 0 {
 		t.Fatalf("find scenarios: %v (%d found)", err, len(labs))
@@ -120,6 +122,7 @@ func head(l []string, n int) []string {
 // runScenario loads one scenario with meshlab's loader, serves it from istiod and
 // measures each sidecar pod in turn.
 func runScenario(t *testing.T, path string) []podResult {
+	t.Helper()
 	sc, err := loadScenario(path)
 	if err != nil {
 		t.Fatalf("load scenario: %v", err)
@@ -147,6 +150,7 @@ func runScenario(t *testing.T, path string) []podResult {
 // every response is answered, then judges what it accepted and diffs meshlab's own
 // resources for p against istiod's.
 func measurePod(t *testing.T, o *oracle, m *model.Model, p *model.Pod) (podResult, error) {
+	t.Helper()
 	dir := t.TempDir()
 	r, err := startRelay(o.addr, filepath.Join(dir, "xds.sock"))
 	if err != nil {
@@ -180,10 +184,10 @@ func measurePod(t *testing.T, o *oracle, m *model.Model, p *model.Pod) (podResul
 		select {
 		case err := <-sc.done:
 			log = sc.stop()
-			return podResult{}, fmt.Errorf("meshlab proxy exited: %v", err)
+			return podResult{}, fmt.Errorf("meshlab proxy exited: %w", err)
 		case <-ctx.Done():
 			log = sc.stop()
-			return podResult{}, fmt.Errorf("wait for the proxy to answer istiod: %w (config_dump: %v)", ctx.Err(), err)
+			return podResult{}, fmt.Errorf("wait for the proxy to answer istiod: %w", errors.Join(ctx.Err(), err))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

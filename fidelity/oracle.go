@@ -22,6 +22,7 @@ type oracle struct {
 
 // startOracle starts the fake istiod for m; it stops with the test.
 func startOracle(t *testing.T, m *model.Model) (*oracle, error) {
+	t.Helper()
 	objs, err := kubeObjects(m)
 	if err != nil {
 		return nil, fmt.Errorf("convert kubernetes objects: %w", err)
