@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -105,16 +104,9 @@ func readConfigFiles(names []string, stdin io.Reader) ([]web.ConfigFile, error) 
 
 // apiClient returns a client of the running lab's API.
 func (g *globalFlags) apiClient() (*web.Client, error) {
-	name, err := g.labName()
-	if errors.Is(err, lab.ErrNoLab) {
-		return nil, errors.New("no lab is running (start one with: sudo meshlab up)")
-	}
+	name, err := g.existingLab()
 	if err != nil {
 		return nil, err
 	}
-	p := lab.PathsFor(g.runRoot, name)
-	if !lab.Running(p) {
-		return nil, fmt.Errorf("lab %s is not running", name)
-	}
-	return web.NewUnixClient(p.APISocket()), nil
+	return web.NewUnixClient(lab.PathsFor(g.runRoot, name).APISocket()), nil
 }

@@ -25,7 +25,7 @@ func newExecCmd(g *globalFlags) *cobra.Command {
 			if err := requireRoot("meshlab exec"); err != nil {
 				return err
 			}
-			name, err := g.labName()
+			name, err := g.existingLab()
 			if err != nil {
 				return err
 			}

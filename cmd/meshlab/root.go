@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"strings"
@@ -29,6 +31,28 @@ func (g *globalFlags) logger() *slog.Logger {
 // labName resolves --name to a lab: the named one, else the only one, else "default".
 func (g *globalFlags) labName() (string, error) {
 	return lab.Resolve(g.runRoot, g.name)
+}
+
+// existingLab is labName for verbs that read a lab: a --name that names no lab is an
+// error listing the labs present (never a raw "open .../lab.json"), and a lab whose run
+// directory is there but whose process is gone says how to clean it.
+func (g *globalFlags) existingLab() (string, error) {
+	name, err := g.labName()
+	if errors.Is(err, lab.ErrNoLab) {
+		return "", errors.New("no lab is running (start one with: sudo meshlab up)")
+	}
+	if err != nil {
+		return "", err
+	}
+	p := lab.PathsFor(g.runRoot, name)
+	if _, err := os.Stat(p.Dir); errors.Is(err, fs.ErrNotExist) {
+		known, _ := lab.Known(g.runRoot)
+		return "", &lab.NoSuchLabError{Name: name, Known: known}
+	}
+	if !lab.Running(p) {
+		return "", fmt.Errorf("lab %s is not running; remove what it left with: sudo meshlab clean --name %s", name, name)
+	}
+	return name, nil
 }
 
 func newRootCmd() *cobra.Command {
@@ -67,7 +91,7 @@ func requireRoot(verb string) error {
 // podPaths resolves the lab and checks that it has pod (with a sidecar, when sidecar is
 // set), returning the lab's paths; the error lists the pods it does have.
 func (g *globalFlags) podPaths(pod string, sidecar bool) (lab.Paths, error) {
-	name, err := g.labName()
+	name, err := g.existingLab()
 	if err != nil {
 		return lab.Paths{}, err
 	}

@@ -70,11 +70,10 @@ func newStatusCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			p := lab.PathsFor(g.runRoot, name)
-			if !lab.Running(p) {
-				return fmt.Errorf("lab %s is not running; remove what it left with: sudo meshlab clean --name %s", name, name)
+			if name, err = g.existingLab(); err != nil {
+				return err
 			}
-			c := web.NewUnixClient(p.APISocket())
+			c := web.NewUnixClient(lab.PathsFor(g.runRoot, name).APISocket())
 			defer c.Close()
 			info, err := c.Lab(cmd.Context())
 			if err != nil {
