@@ -58,6 +58,7 @@ var rules = []rule{
 // listed is what `go list -deps -json` says of one package.
 type listed struct {
 	ImportPath string
+	Imports    []string
 	Deps       []string
 	Module     *struct{ Path string }
 }
@@ -65,7 +66,7 @@ type listed struct {
 // packages lists every package of the main module with its transitive dependencies.
 func packages(t *testing.T) []listed {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-json=ImportPath,Deps,Module", "./...")
+	cmd := exec.Command("go", "list", "-json=ImportPath,Imports,Deps,Module", "./...")
 	cmd.Dir = "../.."
 	out, err := cmd.Output()
 	if err != nil {
