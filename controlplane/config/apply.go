@@ -235,6 +235,7 @@ var kindAliases = map[string]string{
 	"destinationrule": "DestinationRule", "destinationrules": "DestinationRule", "dr": "DestinationRule",
 	"serviceentry": "ServiceEntry", "serviceentries": "ServiceEntry", "se": "ServiceEntry",
 	"meshconfig": "MeshConfig", "meshconfigs": "MeshConfig",
+	"gateway": "Gateway", "gateways": "Gateway", "gw": "Gateway", "secret": "Secret", "secrets": "Secret",
 	"peerauthentication": "PeerAuthentication", "peerauthentications": "PeerAuthentication", "pa": "PeerAuthentication",
 	"authorizationpolicy": "AuthorizationPolicy", "authorizationpolicies": "AuthorizationPolicy", "ap": "AuthorizationPolicy",
 }
@@ -248,5 +249,5 @@ func CanonicalKind(s string) (string, bool) {
 
 // Kinds returns the kinds a lab holds, sorted.
 func Kinds() []string {
-	return []string{"AuthorizationPolicy", "DaemonSet", "Deployment", "DestinationRule", "MeshConfig", "Namespace", "PeerAuthentication", "ReplicaSet", "Service", "ServiceAccount", "ServiceEntry", "StatefulSet", "VirtualService", "Workload"}
+	return []string{"AuthorizationPolicy", "DaemonSet", "Deployment", "DestinationRule", "Gateway", "MeshConfig", "Namespace", "PeerAuthentication", "ReplicaSet", "Secret", "Service", "ServiceAccount", "ServiceEntry", "StatefulSet", "VirtualService", "Workload"}
 }

@@ -49,9 +49,15 @@ func (s *Scenario) Build(o BuildOptions) (*model.Model, error) {
 		}
 	}
 	injectPods(s.Objects, pods)
-	m := model.New(svcs, pods)
+	gwSvcs, gwPods, err := gatewayDeployments(s.Objects)
+	if err != nil {
+		return nil, fmt.Errorf("build model: %w", err)
+	}
+	var podIPs []netip.Addr
+	m := model.New(append(svcs, gwSvcs...), append(pods, gwPods...))
+	m.Secrets = secretsOf(s.Objects)
 	// The gateway takes offset 1, pods follow from offset 2.
-	podIPs, err := addresses(podCIDR, 2, len(m.Pods))
+	podIPs, err = addresses(podCIDR, 2, len(m.Pods))
 	if err != nil {
 		return nil, fmt.Errorf("assign pod addresses in %s (the gateway takes the first host): %w", podCIDR, err)
 	}

@@ -147,6 +147,9 @@ func checkIstioRefs(objs []*Object, errs *ErrorList) {
 		}
 		p := prob(o)
 		for i, h := range vs.GetHosts() {
+			if !model.AppliesToMesh(vs) {
+				break // a gateway's hosts are the names its clients use (see gateway.go)
+			}
 			if _, ok := r.lookup(h, o.Origin.Namespace); !ok {
 				p.addf(fmt.Sprintf("spec.hosts[%d]", i), "%q names no Service or ServiceEntry (seen from namespace %s)", h, o.Origin.Namespace)
 			}
@@ -263,6 +266,8 @@ func istioModel(objs []*Object, m *model.Model) (model.Istio, model.MeshConfig, 
 				}
 			}
 			out.ServiceEntries = append(out.ServiceEntries, &model.IstioConfig[*networking.ServiceEntry]{Name: o.Origin.Name, Namespace: ns, Spec: se, Origin: o.Origin})
+		case o.Gateway != nil:
+			out.Gateways = append(out.Gateways, &model.IstioConfig[*networking.Gateway]{Name: o.Origin.Name, Namespace: ns, Spec: proto.Clone(o.Gateway).(*networking.Gateway), Origin: o.Origin})
 		case o.MeshConfig != nil:
 			if o.MeshConfig.GetOutboundTrafficPolicy() != nil && o.MeshConfig.GetOutboundTrafficPolicy().GetMode() == 0 {
 				mesh.OutboundTrafficPolicy = model.RegistryOnly
@@ -278,6 +283,7 @@ func istioModel(objs []*Object, m *model.Model) (model.Istio, model.MeshConfig, 
 	sortIstio(out.VirtualServices)
 	sortIstio(out.DestinationRules)
 	sortIstio(out.ServiceEntries)
+	sortIstio(out.Gateways)
 	sortIstio(out.PeerAuthentications)
 	sortIstio(out.AuthorizationPolicies)
 	return out, mesh, nil

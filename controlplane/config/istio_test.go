@@ -211,7 +211,7 @@ func TestLoadIstioErrors(t *testing.T) {
 		{
 			name: "virtual service rules",
 			docs: []string{vs(`  hosts: ["*.default", ""]
-  gateways: [my-gateway]
+  gateways: [mesh]
   http:
   - match: [{uri: {regex: "a(b"}, headers: {X-User: {exact: a}, x-e: {}}, method: {prefix: ""}}]
     route:
@@ -231,7 +231,6 @@ func TestLoadIstioErrors(t *testing.T) {
 			want: []string{
 				`t.yaml: VirtualService default/backend: spec.hosts[0]: "*.default": wildcard hosts are not supported`,
 				"t.yaml: VirtualService default/backend: spec.hosts[1]: must not be empty",
-				`t.yaml: VirtualService default/backend: spec.gateways[0]: "my-gateway" is not supported (meshlab has no gateways; only "mesh")`,
 				`t.yaml: VirtualService default/backend: spec.http[0].match[0].uri.regex: "a(b" is not an RE2 regular expression: error parsing regexp: missing closing ): ` + "`a(b`",
 				"t.yaml: VirtualService default/backend: spec.http[0].match[0].method.prefix: must not be empty",
 				"t.yaml: VirtualService default/backend: spec.http[0].match[0].headers[X-User]: header names must be lowercase",
@@ -445,7 +444,7 @@ func TestScenarioApplyAndDelete(t *testing.T) {
 	if err != nil || len(found) != 1 || found[0].Origin.File != "vs.yaml" || !strings.Contains(string(found[0].JSON), `"weight":90`) {
 		t.Errorf("Find = %v, %v", found, err)
 	}
-	if _, err := next.Find("gateway", ""); err == nil {
+	if _, err := next.Find("sidecar", ""); err == nil {
 		t.Error("Find of an unknown kind succeeded")
 	}
 	// Duplicates across the applied files are refused.

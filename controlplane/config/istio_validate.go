@@ -19,12 +19,7 @@ import (
 // validateVirtualService checks a VirtualService on its own.
 func validateVirtualService(vs *networking.VirtualService, p problems) {
 	refuseUnimplemented(vs.ProtoReflect(), virtualServiceFields, "VirtualService", p)
-	checkHosts(vs.GetHosts(), "spec.hosts", p)
-	for i, g := range vs.GetGateways() {
-		if g != "mesh" {
-			p.addf(fmt.Sprintf("spec.gateways[%d]", i), "%q is not supported (meshlab has no gateways; only \"mesh\")", g)
-		}
-	}
+	checkVirtualServiceGateways(vs, p)
 	if len(vs.GetHttp()) == 0 && len(vs.GetTcp()) == 0 {
 		p.addf("spec", "at least one http or tcp route is required")
 	}

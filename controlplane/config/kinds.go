@@ -22,6 +22,8 @@ const (
 	kindNamespace
 	kindServiceAccount
 	kindKubeWorkload // Pod, Deployment, ReplicaSet, StatefulSet, DaemonSet
+	kindGateway
+	kindSecret
 )
 
 // Object kinds and API groups meshlab reads.
@@ -44,6 +46,7 @@ var implementedIstioKinds = map[string]kind{
 	"VirtualService":  kindVirtualService,
 	"DestinationRule": kindDestinationRule,
 	"ServiceEntry":    kindServiceEntry,
+	"Gateway":         kindGateway,
 
 	"PeerAuthentication":  kindPeerAuthentication,
 	"AuthorizationPolicy": kindAuthorizationPolicy,
@@ -84,6 +87,12 @@ func decoderFor(apiVersion, k string, p problems) kind {
 			return kindRefused
 		}
 		return kindService
+	case k == "Secret":
+		if apiVersion != coreAPIVersion {
+			p.addf("apiVersion", "%q is not an apiVersion of kind Secret (want %q)", apiVersion, coreAPIVersion)
+			return kindRefused
+		}
+		return kindSecret
 	case k == "Namespace" || k == "ServiceAccount":
 		if apiVersion != coreAPIVersion {
 			p.addf("apiVersion", "%q is not an apiVersion of kind %s (want %q)", apiVersion, k, coreAPIVersion)
@@ -133,7 +142,7 @@ func decoderFor(apiVersion, k string, p problems) kind {
 
 // knownKinds lists the kinds meshlab reads, for messages.
 func knownKinds() string {
-	return "v1 Service, Namespace, ServiceAccount and Pod, apps/v1 Deployment, ReplicaSet, StatefulSet and DaemonSet, " + workloadAPIVersion + " Workload and MeshConfig, networking.istio.io VirtualService, DestinationRule and ServiceEntry, " +
+	return "v1 Service, Namespace, ServiceAccount, Secret and Pod, apps/v1 Deployment, ReplicaSet, StatefulSet and DaemonSet, " + workloadAPIVersion + " Workload and MeshConfig, networking.istio.io VirtualService, DestinationRule, ServiceEntry and Gateway, " +
 		"security.istio.io PeerAuthentication and AuthorizationPolicy"
 }
 

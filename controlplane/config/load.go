@@ -50,6 +50,10 @@ type Object struct {
 	VirtualService  *networking.VirtualService
 	DestinationRule *networking.DestinationRule
 	ServiceEntry    *networking.ServiceEntry
+	// Gateway holds the spec of a networking.istio.io Gateway; Secret a v1 Secret (TLS
+	// credentials a Gateway names).
+	Gateway *networking.Gateway
+	Secret  *corev1.Secret
 	// PeerAuthentication and AuthorizationPolicy hold the spec of a security.istio.io
 	// object of that kind (v1beta1 and v1 share one schema).
 	PeerAuthentication  *security.PeerAuthentication
@@ -63,6 +67,8 @@ type Object struct {
 	// The validated model forms, without addresses; Build copies them.
 	svc  *model.Service
 	pods []*model.Pod
+	// secret is the model form of a valid TLS Secret.
+	secret *model.Secret
 	// kube is set for a Pod, Deployment, ReplicaSet, StatefulSet or DaemonSet.
 	kube *kubeWorkload
 }
@@ -192,6 +198,18 @@ func decodeDocument(file string, d document, errs *ErrorList) (*Object, bool) {
 		if decodeProtoObject(top, js, se, p) {
 			o.ServiceEntry = se
 			validateServiceEntry(se, p)
+		}
+	case kindGateway:
+		gw := &networking.Gateway{}
+		if decodeProtoObject(top, js, gw, p) {
+			o.Gateway = gw
+			validateGateway(gw, p)
+		}
+	case kindSecret:
+		sec := &corev1.Secret{}
+		if decodeStrict(top, js, sec, p) {
+			o.Secret = sec
+			o.secret = validateSecret(sec, o.Origin, p)
 		}
 	case kindMeshConfig:
 		mc := &meshv1alpha1.MeshConfig{}

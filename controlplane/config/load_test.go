@@ -61,12 +61,12 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name: "unknown kind",
 			yaml: "apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: web}\n",
-			want: []string{`t.yaml: CronJob default/web: unknown kind "CronJob" in apiVersion "batch/v1" (meshlab reads v1 Service, Namespace, ServiceAccount and Pod, apps/v1 Deployment, ReplicaSet, StatefulSet and DaemonSet, meshlab.dev/v1alpha1 Workload and MeshConfig, networking.istio.io VirtualService, DestinationRule and ServiceEntry, security.istio.io PeerAuthentication and AuthorizationPolicy)`},
+			want: []string{`t.yaml: CronJob default/web: unknown kind "CronJob" in apiVersion "batch/v1" (meshlab reads v1 Service, Namespace, ServiceAccount, Secret and Pod, apps/v1 Deployment, ReplicaSet, StatefulSet and DaemonSet, meshlab.dev/v1alpha1 Workload and MeshConfig, networking.istio.io VirtualService, DestinationRule, ServiceEntry and Gateway, security.istio.io PeerAuthentication and AuthorizationPolicy)`},
 		},
 		{
 			name: "istio kind not supported yet",
-			yaml: "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: x, namespace: default}\nspec: {servers: []}\n",
-			want: []string{"t.yaml: Gateway default/x: kind Gateway is not supported yet"},
+			yaml: "apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {name: x, namespace: default}\nspec: {}\n",
+			want: []string{"t.yaml: Sidecar default/x: kind Sidecar is not supported yet"},
 		},
 		{
 			name: "wrong apiVersion for a known kind",

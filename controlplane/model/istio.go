@@ -99,6 +99,8 @@ type Istio struct {
 	VirtualServices  []*IstioConfig[*networking.VirtualService]
 	DestinationRules []*IstioConfig[*networking.DestinationRule]
 	ServiceEntries   []*IstioConfig[*networking.ServiceEntry]
+	// Gateways are the networking.istio.io Gateways (see gateway.go).
+	Gateways []*IstioConfig[*networking.Gateway]
 
 	// Security objects (security.istio.io; v1beta1 and v1 share one schema).
 	PeerAuthentications   []*IstioConfig[*security.PeerAuthentication]

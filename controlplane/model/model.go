@@ -158,12 +158,23 @@ type Pod struct {
 	App     AppSpec
 	Sidecar SidecarSpec
 	Origin  Origin
+	// Router reports whether the pod is a standalone gateway (Istio's router node type,
+	// see gateway.go): its proxy is the pod's only process and nothing is captured.
+	Router bool
 }
 
 // NodeID returns the proxy's xDS node id, shaped like Istio's:
-// "sidecar~10.44.0.2~backend-v1.default~default.svc.cluster.local".
+// "sidecar~10.44.0.2~backend-v1.default~default.svc.cluster.local", "router~..." for a
+// gateway.
 func (p *Pod) NodeID() string {
-	return fmt.Sprintf("sidecar~%s~%s.%s~%s.svc.%s", p.IP, p.Name, p.Namespace, p.Namespace, DefaultClusterDomain)
+	return fmt.Sprintf("%s~%s~%s.%s~%s.svc.%s", p.nodeType(), p.IP, p.Name, p.Namespace, p.Namespace, DefaultClusterDomain)
+}
+
+func (p *Pod) nodeType() string {
+	if p.Router {
+		return "router"
+	}
+	return "sidecar"
 }
 
 // ServiceCluster returns the proxy's --service-cluster, "<workload app>.<namespace>" as
@@ -212,6 +223,9 @@ type Model struct {
 	// set by the config loader after New and read-only afterwards.
 	Istio Istio
 	Mesh  MeshConfig
+	// Secrets are the TLS Secrets gateways serve by credentialName (see gateway.go), set
+	// by the config loader after New.
+	Secrets []*Secret
 }
 
 // New returns a model over the given services and pods, sorted for deterministic output.

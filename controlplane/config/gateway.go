@@ -1,0 +1,361 @@
+package config
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	networking "istio.io/api/networking/v1alpha3"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/meshlab/meshlab/controlplane/model"
+)
+
+// Gateways, as Istio's networking.istio.io Gateway: the servers a gateway proxy exposes
+// (port, hosts, TLS), bound to the gateway pods its selector matches. meshlab makes those
+// pods as `istioctl install --set profile=demo` does (gatewayDeployments): a Gateway
+// selecting `istio: ingressgateway` brings istio-system/istio-ingressgateway, one
+// selecting `istio: egressgateway` brings istio-egressgateway.
+
+var gatewayFields = fieldSet(strings.Join([]string{
+	"selector servers",
+	expand("servers", "port hosts tls name"),
+	expand("servers.port", "number protocol name"),
+	expand("servers.tls", "mode credentialName"),
+}, " "))
+
+// gatewayProtocols are the server protocols meshlab serves, as Istio spells them.
+var gatewayProtocols = []string{"HTTP", "HTTP2", "GRPC", "HTTPS", "TLS", "TCP"}
+
+// gatewayNamespace is where istioctl installs its gateways.
+const gatewayNamespace = "istio-system"
+
+// validateGateway checks a Gateway on its own, as Istio's ValidateGateway, refusing what
+// meshlab does not serve by name.
+func validateGateway(gw *networking.Gateway, p problems) {
+	refuseUnimplemented(gw.ProtoReflect(), gatewayFields, "Gateway", p)
+	if len(gw.GetSelector()) == 0 {
+		p.addf("spec.selector", "is required: meshlab's gateways are %s and %s", describeGateway(model.IngressGatewayName), describeGateway(model.EgressGatewayName))
+	} else if len(selectedGateways(gw)) == 0 {
+		p.addf("spec.selector", "%s selects no gateway: meshlab makes %s and %s, as istioctl's demo profile",
+			formatLabels(gw.GetSelector()), describeGateway(model.IngressGatewayName), describeGateway(model.EgressGatewayName))
+	}
+	if len(gw.GetServers()) == 0 {
+		p.addf("spec.servers", "at least one server is required")
+	}
+	plain := map[uint32]string{} // port -> protocol of a server without TLS termination by SNI
+	for i, s := range gw.GetServers() {
+		f := fmt.Sprintf("spec.servers[%d]", i)
+		port := s.GetPort()
+		if port == nil {
+			p.addf(f+".port", "is required")
+			continue
+		}
+		if msg := checkPort(int64(port.GetNumber())); msg != "" {
+			p.addf(f+".port.number", "%s", msg)
+		}
+		if port.GetName() == "" {
+			p.addf(f+".port.name", "is required")
+		}
+		proto := strings.ToUpper(port.GetProtocol())
+		if !slices.Contains(gatewayProtocols, proto) {
+			p.addf(f+".port.protocol", "%q is not a protocol meshlab serves on a gateway (%s)", port.GetProtocol(), strings.Join(gatewayProtocols, ", "))
+		}
+		if len(s.GetHosts()) == 0 {
+			p.addf(f+".hosts", "at least one host is required")
+		}
+		for j, h := range s.GetHosts() {
+			checkGatewayHost(h, fmt.Sprintf("%s.hosts[%d]", f, j), p)
+		}
+		checkServerTLS(s, proto, f, p)
+		// Istio: servers sharing a port must all be HTTPS or TLS (told apart by SNI).
+		if !sniServer(s, proto) {
+			if prev, ok := plain[port.GetNumber()]; ok {
+				p.addf(f+".port.number", "%d is already the port of a %s server: only HTTPS and TLS servers may share a port", port.GetNumber(), prev)
+			}
+			plain[port.GetNumber()] = proto
+		}
+	}
+}
+
+// sniServer reports whether a server is told apart from others on its port by SNI.
+func sniServer(s *networking.Server, proto string) bool {
+	return (proto == "HTTPS" || proto == "TLS") && s.GetTls() != nil
+}
+
+func checkServerTLS(s *networking.Server, proto, f string, p problems) {
+	t := s.GetTls()
+	switch {
+	case t == nil && (proto == "HTTPS" || proto == "TLS"):
+		p.addf(f+".tls", "is required for a %s server", proto)
+		return
+	case t == nil:
+		return
+	case proto != "HTTPS" && proto != "TLS":
+		p.addf(f+".tls", "is only read on HTTPS and TLS servers (protocol is %s)", proto)
+		return
+	}
+	switch t.GetMode() {
+	case networking.ServerTLSSettings_SIMPLE, networking.ServerTLSSettings_MUTUAL:
+		if t.GetCredentialName() == "" {
+			p.addf(f+".tls.credentialName", "is required for mode %s (the name of a Secret in %s)", t.GetMode(), gatewayNamespace)
+		}
+	case networking.ServerTLSSettings_PASSTHROUGH:
+		if t.GetCredentialName() != "" {
+			p.addf(f+".tls.credentialName", "must not be set for mode PASSTHROUGH (the gateway does not terminate TLS)")
+		}
+	default:
+		p.addf(f+".tls.mode", "%s is not supported by meshlab (SIMPLE, MUTUAL, PASSTHROUGH)", t.GetMode())
+	}
+}
+
+// checkGatewayHost checks a server host as Istio's validateNamespaceSlashWildcardHostname:
+// "[namespace/]host" where namespace is "*", "." or a namespace name, and host is "*",
+// "*.<domain>" or a DNS name.
+func checkGatewayHost(h, f string, p problems) {
+	ns, host, ok := strings.Cut(h, "/")
+	if !ok {
+		ns, host = "*", h
+	}
+	if ns != "*" && ns != "." {
+		if msg := checkDNSLabel(ns, 63); msg != "" {
+			p.addf(f, "%q: namespace %s", h, msg)
+		}
+	}
+	checkWildcardHost(host, h, f, p)
+}
+
+// checkWildcardHost records a problem when host is neither "*", "*.<domain>" nor a
+// lowercase DNS name (written is what the user wrote, for the message).
+func checkWildcardHost(host, written, f string, p problems) {
+	name := strings.TrimPrefix(host, "*.")
+	switch {
+	case host == "*":
+	case host == "":
+		p.addf(f, "must not be empty")
+	case strings.Contains(name, "*"):
+		p.addf(f, "%q: a wildcard is only accepted as the whole host or its first label (\"*\" or \"*.example.com\")", written)
+	case strings.ToLower(name) != name || strings.ContainsAny(name, " /:") || strings.HasPrefix(name, ".") || strings.HasSuffix(name, "."):
+		p.addf(f, "%q is not a lowercase DNS name", written)
+	}
+}
+
+// checkVirtualServiceGateways checks a VirtualService's gateways and hosts: a name is
+// "mesh" or "[namespace/]gateway"; bound to the mesh its hosts name services (no
+// wildcards, as meshlab's sidecars route by service), bound only to gateways they are
+// the names clients use, "*" and "*.<domain>" included, as Istio accepts them.
+func checkVirtualServiceGateways(vs *networking.VirtualService, p problems) {
+	for i, g := range vs.GetGateways() {
+		if g == model.MeshGateway {
+			continue
+		}
+		f := fmt.Sprintf("spec.gateways[%d]", i)
+		ns, name, ok := strings.Cut(g, "/")
+		if ok {
+			if msg := checkDNSLabel(ns, 63); msg != "" {
+				p.addf(f, "%q: namespace %s", g, msg)
+			}
+		} else {
+			name = ns
+		}
+		if msg := checkDNSLabel(name, 253); msg != "" {
+			p.addf(f, "%q: gateway name %s", g, msg)
+		}
+	}
+	if model.AppliesToMesh(vs) {
+		checkHosts(vs.GetHosts(), "spec.hosts", p)
+		return
+	}
+	if len(vs.GetHosts()) == 0 {
+		p.addf("spec.hosts", "at least one host is required")
+	}
+	for i, h := range vs.GetHosts() {
+		checkWildcardHost(h, h, fmt.Sprintf("spec.hosts[%d]", i), p)
+	}
+}
+
+// selectedGateways returns the names of meshlab's gateway deployments a Gateway's
+// selector matches.
+func selectedGateways(gw *networking.Gateway) []string {
+	var out []string
+	if len(gw.GetSelector()) == 0 {
+		return nil
+	}
+	for _, name := range []string{model.IngressGatewayName, model.EgressGatewayName} {
+		if (&model.Service{Selector: gw.GetSelector()}).Selects(model.GatewayLabels(name)) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+func describeGateway(name string) string {
+	return fmt.Sprintf("%s/%s (%s)", gatewayNamespace, name, formatLabels(map[string]string{"istio": model.GatewayLabels(name)["istio"]}))
+}
+
+// gatewayServicePorts are the ports of the gateway Services of istioctl's demo profile
+// that meshlab serves: HTTP on 80 and HTTPS on 443 to the proxy's unprivileged 8080 and
+// 8443, and the ingress gateway's status port.
+func gatewayServicePorts(name string) []model.ServicePort {
+	ports := []model.ServicePort{
+		{Name: "http2", Port: 80, TargetPort: 8080, Protocol: model.ProtocolHTTP2},
+		{Name: "https", Port: 443, TargetPort: 8443, Protocol: model.ProtocolTCP},
+	}
+	if name == model.IngressGatewayName {
+		ports = append([]model.ServicePort{{Name: "status-port", Port: 15021, TargetPort: 15021, Protocol: model.ProtocolTCP}}, ports...)
+	}
+	return ports
+}
+
+// gatewayDeployments returns the gateway Services and pods the objects' Gateways need,
+// as istioctl's demo profile makes them in istio-system: for each of
+// istio-ingressgateway and istio-egressgateway that a Gateway selects, a Service with
+// its ports and one pod (named as its Deployment's) running the proxy as a router.
+func gatewayDeployments(objs []*Object) ([]*model.Service, []*model.Pod, error) {
+	need := map[string]bool{}
+	for _, o := range objs {
+		if o.Gateway != nil {
+			for _, n := range selectedGateways(o.Gateway) {
+				need[n] = true
+			}
+		}
+	}
+	var svcs []*model.Service
+	var pods []*model.Pod
+	for _, name := range slices.Sorted(maps.Keys(need)) {
+		for _, o := range objs {
+			if o.Origin.Namespace == gatewayNamespace && o.Origin.Name == name && (o.svc != nil || o.kube != nil || o.Workload != nil) {
+				return nil, nil, fmt.Errorf("%s: meshlab makes %s/%s itself for the lab's Gateways, as istioctl install does; remove this object", o.Origin, gatewayNamespace, name)
+			}
+		}
+		origin := model.Origin{File: "istioctl install --set profile=demo", Kind: "Deployment", Namespace: gatewayNamespace, Name: name}
+		labels := model.GatewayLabels(name)
+		svcs = append(svcs, &model.Service{
+			Name: name, Namespace: gatewayNamespace, Ports: gatewayServicePorts(name), Selector: labels,
+			Origin: model.Origin{File: origin.File, Kind: "Service", Namespace: gatewayNamespace, Name: name},
+		})
+		tmpl := &corev1.PodTemplateSpec{}
+		tmpl.Labels = labels
+		tmpl.Spec.ServiceAccountName = name + "-service-account"
+		tmpl.Spec.Containers = []corev1.Container{{Name: "istio-proxy", Image: proxyImage, Args: []string{"proxy", "router"}}}
+		podName := suffixedNames(name+"-"+podTemplateHash(tmpl), 1)[0]
+		pods = append(pods, &model.Pod{
+			Name: podName, Namespace: gatewayNamespace, Workload: name, Labels: maps.Clone(labels),
+			ServiceAccount: tmpl.Spec.ServiceAccountName,
+			App:            model.AppSpec{Image: proxyImage},
+			Sidecar:        model.SidecarSpec{Inject: true},
+			Router:         true,
+			Origin:         origin,
+		})
+	}
+	return svcs, pods, nil
+}
+
+// proxyImage is the image of Istio's gateway deployments.
+const proxyImage = "docker.io/istio/proxyv2"
+
+// Secret keys Istio's credential reader takes (pilot/pkg/credentials/kube): a
+// kubernetes.io/tls Secret's, or a generic Secret's.
+const (
+	tlsCertKey    = "tls.crt"
+	tlsKeyKey     = "tls.key"
+	tlsCAKey      = "ca.crt"
+	genericCert   = "cert"
+	genericKey    = "key"
+	genericCACert = "cacert"
+)
+
+// validateSecret checks a Secret as a gateway's credential and returns its model form:
+// a kubernetes.io/tls Secret (tls.crt, tls.key, optional ca.crt) or a generic one
+// (cert and key, and/or cacert), every value PEM that parses, the key matching the
+// certificate. Other Secret types are refused by name.
+func validateSecret(s *corev1.Secret, origin model.Origin, p problems) *model.Secret {
+	n := len(*p.list)
+	checkName(p, "metadata.name", s.Name, 253)
+	data := map[string][]byte{}
+	for k, v := range s.Data {
+		data[k] = v
+	}
+	for k, v := range s.StringData {
+		data[k] = []byte(v)
+	}
+	out := &model.Secret{Name: s.Name, Namespace: origin.Namespace, Origin: origin}
+	certKey, keyKey, caKey := genericCert, genericKey, genericCACert
+	switch s.Type {
+	case corev1.SecretTypeTLS:
+		certKey, keyKey, caKey = tlsCertKey, tlsKeyKey, tlsCAKey
+		if data[tlsCertKey] == nil || data[tlsKeyKey] == nil {
+			p.addf("data", "a %s Secret needs %s and %s", corev1.SecretTypeTLS, tlsCertKey, tlsKeyKey)
+		}
+	case corev1.SecretTypeOpaque, "":
+		if data[genericCert] == nil && data[tlsCertKey] != nil {
+			certKey, keyKey, caKey = tlsCertKey, tlsKeyKey, tlsCAKey
+		}
+		if data[certKey] == nil && data[caKey] == nil {
+			p.addf("data", "holds no credential: a generic Secret needs %s and %s, or %s (or %s, %s and %s)", genericCert, genericKey, genericCACert, tlsCertKey, tlsKeyKey, tlsCAKey)
+		}
+		if (data[certKey] == nil) != (data[keyKey] == nil) {
+			p.addf("data", "needs both %s and %s, or neither", certKey, keyKey)
+		}
+	default:
+		p.addf("type", "%q is not read by meshlab (a gateway's credentialName names a %s or %s Secret)", s.Type, corev1.SecretTypeTLS, corev1.SecretTypeOpaque)
+		return nil
+	}
+	if c := data[certKey]; c != nil {
+		if k := data[keyKey]; k != nil {
+			if _, err := tls.X509KeyPair(c, k); err != nil {
+				p.addf("data."+certKey, "with %s: %v", keyKey, err)
+			}
+		}
+		out.Cert, out.Key = c, data[keyKey]
+	}
+	if ca := data[caKey]; ca != nil {
+		if msg := checkPEMCertificates(ca); msg != "" {
+			p.addf("data."+caKey, "%s", msg)
+		}
+		out.CACert = ca
+	}
+	if len(*p.list) != n {
+		return nil
+	}
+	return out
+}
+
+// checkPEMCertificates returns why b is not one or more PEM certificates, or "".
+func checkPEMCertificates(b []byte) string {
+	found := 0
+	for {
+		var blk *pem.Block
+		blk, b = pem.Decode(b)
+		if blk == nil {
+			break
+		}
+		if blk.Type != "CERTIFICATE" {
+			return fmt.Sprintf("holds a PEM %s block, want CERTIFICATE", blk.Type)
+		}
+		if _, err := x509.ParseCertificate(blk.Bytes); err != nil {
+			return fmt.Sprintf("parse certificate: %v", err)
+		}
+		found++
+	}
+	if found == 0 {
+		return "holds no PEM certificate"
+	}
+	return ""
+}
+
+// secretsOf returns the model form of the objects' valid Secrets.
+func secretsOf(objs []*Object) []*model.Secret {
+	var out []*model.Secret
+	for _, o := range objs {
+		if o.secret != nil {
+			c := *o.secret
+			out = append(out, &c)
+		}
+	}
+	return out
+}
