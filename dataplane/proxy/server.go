@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"github.com/meshlab/meshlab/dataplane/proxy/filters/peer"
 	"log/slog"
 	"net"
 	"net/http"
@@ -120,6 +121,7 @@ func New(opts Options, logger *slog.Logger, levels *envoylog.Levels) (*Server, e
 	}
 	s.boot = b
 	s.node = nodeFrom(b.GetNode(), opts)
+	peer.SetLocal(s.node) // istio-proxy's filters read the node, as Envoy's LocalInfo
 	for i, c := range b.GetStaticResources().GetClusters() {
 		cfg, err := cluster.Compile(c)
 		if err != nil {

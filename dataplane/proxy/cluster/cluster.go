@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/meshlab/meshlab/dataplane/proxy/filters/peer"
 	"io"
 	"net"
 	"net/http"
@@ -108,7 +109,8 @@ type Cluster struct {
 	breaker   *breaker
 	outlier   *outlier // nil without outlier_detection
 	secrets   *tlsctx.Store
-	stopDNS   func() // STRICT_DNS: stops re-resolution
+	stopDNS   func()        // STRICT_DNS: stops re-resolution
+	mx        *peer.MXStats // metadata_exchange.* counters; nil without an MX filter
 }
 
 // hostState is what the cluster tracks per upstream host: /clusters counters, active
@@ -125,6 +127,9 @@ func newCluster(cfg *Config, store *stats.Store) *Cluster {
 		statName = cfg.Name
 	}
 	c := &Cluster{cfg: cfg, stats: newStats(store, statName)}
+	if cfg.MX != nil {
+		c.mx = peer.NewMXStats(store)
+	}
 	th := cfg.Thresholds
 	if cfg.Proto == nil { // built by hand, not compiled: Envoy's defaults
 		th = DefaultThresholds
@@ -337,6 +342,9 @@ func (c *Cluster) Dial(ctx context.Context, h Host) (net.Conn, error) {
 	if tc, _ := c.cfg.Transport(h); err == nil && tc != nil {
 		conn, err = c.handshake(ctx, conn, tc)
 	}
+	if err == nil && c.cfg.MX != nil {
+		conn, _ = c.cfg.MX.Wrap(conn, c.mx)
+	}
 	if err != nil {
 		c.stats.UpstreamCxFail.Inc()
 		hs.cxFail.Add(1)
@@ -428,6 +436,8 @@ type UpstreamInfo struct {
 	// LocalAddr is the proxy's end of the upstream connection
 	// (%UPSTREAM_LOCAL_ADDRESS%); nil when no connection was obtained.
 	LocalAddr net.Addr
+	// Conn is the upstream connection (its TLS state names the peer); nil when none.
+	Conn net.Conn
 }
 
 // RoundTripUpstream is RoundTrip that also records, in up when it is not nil, the
@@ -454,7 +464,7 @@ func (c *Cluster) RoundTripUpstream(req *http.Request, h Host, up *UpstreamInfo)
 	if !h2 && c.h1 != nil && c.h1.handles(req) {
 		resp, err = c.h1.roundTrip(req, func(conn net.Conn) {
 			if up != nil {
-				up.LocalAddr = conn.LocalAddr()
+				up.LocalAddr, up.Conn = conn.LocalAddr(), conn
 			}
 			c.countRequest(req, conn)
 		})
@@ -463,7 +473,7 @@ func (c *Cluster) RoundTripUpstream(req *http.Request, h Host, up *UpstreamInfo)
 			req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
 				GotConn: func(info httptrace.GotConnInfo) {
 					if up != nil {
-						up.LocalAddr = info.Conn.LocalAddr()
+						up.LocalAddr, up.Conn = info.Conn.LocalAddr(), info.Conn
 					}
 					c.countRequest(req, info.Conn)
 				},
@@ -532,6 +542,9 @@ type countedConn struct {
 	maxRequests int64
 }
 
+// NetConn returns the connection under the counting.
+func (c *countedConn) NetConn() net.Conn { return c.Conn }
+
 func (c *countedConn) Close() error {
 	c.once.Do(c.done)
 	return c.Conn.Close()
@@ -555,4 +568,21 @@ func (c *Cluster) HostCounters(h Host) map[string]int64 {
 		"cx_total":        hs.cxTotal.Load(),
 		"rq_total":        hs.rqTotal.Load(),
 	}
+}
+
+// LocalURISAN returns the first URI SAN of the certificate the cluster presents to h
+// over TLS, "" for plaintext or no certificate.
+func (c *Cluster) LocalURISAN(h Host) string {
+	tc, _ := c.cfg.Transport(h)
+	if tc == nil {
+		return ""
+	}
+	store := c.secrets
+	if store == nil {
+		return ""
+	}
+	if leaf := tc.LocalLeaf(store); leaf != nil && len(leaf.URIs) > 0 {
+		return leaf.URIs[0].String()
+	}
+	return ""
 }

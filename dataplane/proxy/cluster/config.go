@@ -10,6 +10,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"github.com/meshlab/meshlab/dataplane/proxy/filters/peer"
 	"net"
 	"net/netip"
 	"time"
@@ -90,6 +91,9 @@ type Config struct {
 	// StatName names the cluster's stats (cluster.<StatName>.*): alt_stat_name, else
 	// the name.
 	StatName string
+	// MX is the upstream istio.metadata_exchange cluster filter (the cluster's only
+	// supported upstream network filter), nil without it.
+	MX *peer.MX
 }
 
 // AddressAllow lists the address fields the proxy implements.
@@ -112,7 +116,9 @@ var clusterAllow = fieldcheck.Allow{
 		"circuit_breakers", "outlier_detection", "common_lb_config", "max_requests_per_connection",
 		"dns_lookup_family", "dns_refresh_rate", "respect_dns_ttl", "transport_socket",
 		"transport_socket_matches", "alt_stat_name", "cleanup_interval", "upstream_connection_options",
+		"filters",
 	},
+	"envoy.config.cluster.v3.Filter":                       {"name", "typed_config"},
 	"envoy.config.cluster.v3.UpstreamConnectionOptions":    {"tcp_keepalive"},
 	"envoy.config.core.v3.TcpKeepalive":                    {"keepalive_probes", "keepalive_time", "keepalive_interval"},
 	"envoy.config.cluster.v3.Cluster.TransportSocketMatch": {"name", "match", "transport_socket"},
@@ -228,6 +234,19 @@ func (cfg *Config) fill(c *clusterv3.Cluster) error {
 		}
 		cfg.Outlier = outlierFrom(od)
 	}
+	for i, f := range c.GetFilters() {
+		if f.GetTypedConfig() == nil {
+			return fmt.Errorf("filters[%d].typed_config: required", i)
+		}
+		if cfg.MX != nil {
+			return fmt.Errorf("filters[%d]: only one istio.metadata_exchange upstream filter is supported by meshlab proxy", i)
+		}
+		mx, err := peer.CompileMX(f.GetTypedConfig(), true)
+		if err != nil {
+			return fmt.Errorf("filters[%d]: only istio.metadata_exchange is supported by meshlab proxy: %w", i, err)
+		}
+		cfg.MX = mx
+	}
 	tc, err := tlsctx.Compile(c.GetTransportSocket(), false)
 	if err != nil {
 		return fmt.Errorf("transport_socket.%w", err)
@@ -337,6 +356,7 @@ func HostsFromAssignment(la *endpointv3.ClusterLoadAssignment) ([]Host, error) {
 			}
 			h.Healthy = isHealthy(lb.GetHealthStatus())
 			h.SocketMatch = socketMatchKey(lb.GetMetadata())
+			h.Workload = lb.GetMetadata().GetFilterMetadata()["istio"].GetFields()["workload"].GetStringValue()
 			hosts = append(hosts, h)
 		}
 	}

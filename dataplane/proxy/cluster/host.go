@@ -10,6 +10,9 @@ type Host struct {
 	// SocketMatch is the endpoint's filter_metadata["envoy.transport_socket_match"] as
 	// canonical JSON; "" without one.
 	SocketMatch string
+	// Workload is the endpoint's istio metadata "workload" (istiod's telemetry
+	// encoding "name;namespace;canonical-name;revision;cluster"), "" without one.
+	Workload string
 }
 
 // String returns the host as Envoy prints it: "10.0.0.1:8080" or "unix://path".

@@ -61,6 +61,9 @@ func (rt *router) forward(x *exchange, cl *cluster.Cluster) int {
 		expected = policy.PerTryTimeout
 	}
 	out := rt.outgoing(x, expected)
+	if rt.cfg.Peer != nil {
+		rt.cfg.Peer.InjectUpstream(out.Header, cl.Config().Name, clusterIstio(cl))
+	}
 	var body []byte
 	if out.Body != nil && (policy != nil || len(route.Mirrors) > 0) {
 		b, err := io.ReadAll(io.LimitReader(out.Body, maxBufferedBody+1))
@@ -181,7 +184,7 @@ func (rt *router) try(ctx context.Context, x *exchange, cl *cluster.Cluster, out
 	u := *out.URL
 	req.URL = &u
 	var up *cluster.UpstreamInfo
-	if len(rt.cfg.AccessLogs) > 0 {
+	if len(rt.cfg.AccessLogs) > 0 || rt.cfg.IstioStats != nil {
 		up = &x.upstream // the last attempt's connection is the one logged, as in Envoy
 	}
 	resp, err := cl.RoundTripUpstream(req, host, up)
@@ -283,9 +286,13 @@ func (rt *router) respond(x *exchange, a attempt) int {
 	resp := a.resp
 	defer resp.Body.Close()
 	x.info.UpstreamHost = a.host.String()
+	x.upHost = a.host
 	h := x.w.Header()
 	for k, vs := range resp.Header {
 		h[k] = vs
+	}
+	if rt.cfg.Peer != nil {
+		rt.cfg.Peer.OnResponse(h, &x.peer)
 	}
 	for _, k := range hopByHop {
 		h.Del(k)

@@ -15,6 +15,8 @@ import (
 	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
 	"github.com/meshlab/meshlab/dataplane/proxy/fieldcheck"
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/fault"
+	"github.com/meshlab/meshlab/dataplane/proxy/filters/istiostats"
+	"github.com/meshlab/meshlab/dataplane/proxy/filters/peer"
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/rbac"
 )
 
@@ -89,6 +91,11 @@ type Config struct {
 	GRPCStats *GRPCStats
 	// CORS reports whether the cors filter is present: routes' CORS policies apply.
 	CORS bool
+	// Peer is istio-proxy's peer_metadata filter (istio.metadata_exchange), nil
+	// without it.
+	Peer *peer.HTTPFilter
+	// IstioStats is the istio.stats filter (Istio's standard metrics), nil without it.
+	IstioStats *istiostats.Config
 	// IdleTimeout is common_http_protocol_options.idle_timeout: a connection with no
 	// request in flight for this long is closed (0: never; Envoy's default of 1h for an
 	// unset field is not applied, keeping the per-request path free of timers).

@@ -61,6 +61,9 @@ type GRPCStats struct{}
 // compileIstioFilter compiles istio.alpn, grpc_stats or cors into cfg; it reports
 // whether tc was one of them.
 func (cfg *Config) compileIstioFilter(tc *anypb.Any) (bool, error) {
+	if handled, err := cfg.compileTelemetryFilter(tc); handled || err != nil {
+		return true, err
+	}
 	switch tc.MessageName() {
 	case alpnConfigType:
 		var c alpnv2.FilterConfig

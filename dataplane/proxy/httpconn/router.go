@@ -60,6 +60,11 @@ type Downstream struct {
 	// when unnamed or plaintext.
 	FilterChainName string
 	ServerName      string
+	// Inbound is the listener's traffic direction: istio.stats reports as destination.
+	Inbound bool
+	// PeerSAN and LocalSAN are the first URI SANs of the downstream TLS peer's and the
+	// local certificate ("" for plaintext), for istio.stats.
+	PeerSAN, LocalSAN string
 }
 
 // router serves the requests of one downstream connection.
@@ -149,6 +154,9 @@ type exchange struct {
 	// remote is the client address taken from x-forwarded-for (use_remote_address
 	// false); invalid: the connection's peer.
 	remote netip.AddrPort
+	// peer is the peer_metadata filter's state; upHost the host that answered.
+	peer   peerState
+	upHost cluster.Host
 }
 
 func (rt *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -158,6 +166,9 @@ func (rt *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer rt.st.rqActive.Dec()
 	cw := &countingWriter{ResponseWriter: w}
 	x := &exchange{w: cw, r: r, start: start}
+	if rt.cfg.Peer != nil {
+		rt.cfg.Peer.OnRequest(r.Header, &x.peer)
+	}
 	if r.Body != nil && r.Body != http.NoBody {
 		x.rx = &countingBody{ReadCloser: r.Body}
 		r.Body = x.rx
@@ -170,6 +181,9 @@ func (rt *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt.st.rqTime.Record(uint64(time.Since(start).Milliseconds()))
 	if len(rt.cfg.AccessLogs) > 0 {
 		rt.logAccess(x, code)
+	}
+	if rt.cfg.IstioStats != nil {
+		rt.recordIstioStats(x, code)
 	}
 }
 
@@ -469,6 +483,9 @@ func (rt *router) localReply(x *exchange, code int, body string) int {
 		h.Set("Content-Type", "text/plain")
 	}
 	h.Set("Content-Length", strconv.Itoa(len(body)))
+	if rt.cfg.Peer != nil {
+		rt.cfg.Peer.OnResponse(h, &x.peer)
+	}
 	rt.setServer(h)
 	x.w.WriteHeader(code)
 	_, _ = io.WriteString(x.w, body)

@@ -23,6 +23,8 @@ import (
 	"github.com/meshlab/meshlab/dataplane/proxy/accesslog"
 	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
 	"github.com/meshlab/meshlab/dataplane/proxy/fieldcheck"
+	"github.com/meshlab/meshlab/dataplane/proxy/filters/istiostats"
+	"github.com/meshlab/meshlab/dataplane/proxy/filters/peer"
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/rbac"
 	"github.com/meshlab/meshlab/dataplane/proxy/httpconn"
 	"github.com/meshlab/meshlab/dataplane/proxy/stats"
@@ -109,8 +111,12 @@ type FilterChain struct {
 	ConnectTimeout time.Duration
 	// RBAC are the envoy.filters.network.rbac filters before the terminal filter.
 	RBAC []*rbac.NetworkConfig
-	TCP  *tcpproxy.Config
-	HTTP *httpconn.Config
+	// MX is the istio.metadata_exchange network filter, nil without it.
+	MX *peer.MX
+	// IstioStats is the istio.stats network filter (TCP metrics), nil without it.
+	IstioStats *istiostats.Config
+	TCP        *tcpproxy.Config
+	HTTP       *httpconn.Config
 	// Digest identifies the FilterChain resource (its deterministic encoding).
 	Digest [sha256.Size]byte
 }
@@ -300,15 +306,9 @@ func compileChain(fc *listenerv3.FilterChain) (*FilterChain, error) {
 	}
 	last := len(filters) - 1
 	for i, f := range filters[:last] {
-		tc := f.GetTypedConfig()
-		if tc == nil || tc.MessageName() != rbac.NetworkConfigType {
-			return nil, fmt.Errorf("filters[%d]: only envoy.filters.network.rbac is supported before the terminal filter", i)
+		if err := c.compileNetworkFilter(f); err != nil {
+			return nil, fmt.Errorf("filters[%d]%w", i, err)
 		}
-		r, err := rbac.CompileNetwork(tc)
-		if err != nil {
-			return nil, fmt.Errorf("filters[%d].typed_config.%w", i, err)
-		}
-		c.RBAC = append(c.RBAC, r)
 	}
 	tc := filters[last].GetTypedConfig()
 	if tc == nil {
@@ -326,6 +326,51 @@ func compileChain(fc *listenerv3.FilterChain) (*FilterChain, error) {
 		return nil, fmt.Errorf("filters[%d].typed_config: %w", last, err)
 	}
 	return c, nil
+}
+
+// compileNetworkFilter compiles one network filter before the terminal filter:
+// envoy.filters.network.rbac, istio.metadata_exchange or istio.stats. The error starts
+// with the field path below the filter (".typed_config...") or ": ".
+func (c *FilterChain) compileNetworkFilter(f *listenerv3.Filter) error {
+	tc := f.GetTypedConfig()
+	if tc == nil {
+		return fmt.Errorf(".typed_config: required (filter %s)", f.GetName())
+	}
+	typeName := string(tc.MessageName())
+	if name, _, ok, err := peer.TypedStruct(tc); err != nil {
+		return fmt.Errorf(".typed_config: %w", err)
+	} else if ok {
+		typeName = name
+	}
+	switch typeName {
+	case rbac.NetworkConfigType:
+		r, err := rbac.CompileNetwork(tc)
+		if err != nil {
+			return fmt.Errorf(".typed_config.%w", err)
+		}
+		c.RBAC = append(c.RBAC, r)
+	case peer.MXConfigType:
+		if c.MX != nil {
+			return errors.New(": only one istio.metadata_exchange filter per chain is supported by meshlab proxy")
+		}
+		mx, err := peer.CompileMX(tc, false)
+		if err != nil {
+			return fmt.Errorf(".%w", err)
+		}
+		c.MX = mx
+	case istiostats.ConfigType:
+		if c.IstioStats != nil {
+			return errors.New(": only one istio.stats filter per chain is supported by meshlab proxy")
+		}
+		st, err := istiostats.Compile(tc)
+		if err != nil {
+			return fmt.Errorf(".%w", err)
+		}
+		c.IstioStats = st
+	default:
+		return fmt.Errorf(": only envoy.filters.network.rbac, istio.metadata_exchange and istio.stats are supported before the terminal filter, not %s (%s)", f.GetName(), typeName)
+	}
+	return nil
 }
 
 func prefixes(rs []*corev3.CidrRange) ([]netip.Prefix, error) {

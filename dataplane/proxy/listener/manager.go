@@ -17,6 +17,7 @@ import (
 
 	"github.com/meshlab/meshlab/dataplane/proxy/accesslog"
 	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
+	"github.com/meshlab/meshlab/dataplane/proxy/filters/peer"
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/rbac"
 	"github.com/meshlab/meshlab/dataplane/proxy/httpconn"
 	"github.com/meshlab/meshlab/dataplane/proxy/stats"
@@ -85,6 +86,8 @@ type Manager struct {
 	total     *stats.Stat
 	workers   chan struct{} // closed once listeners may accept
 	startOnce sync.Once
+	mxOnce    sync.Once
+	mx        *peer.MXStats
 }
 
 // active is one running listener; its socket (when bound) outlives config updates that
@@ -202,6 +205,7 @@ func (m *Manager) AddStatic(cfgs []*Config) error {
 func (m *Manager) ApplyLDS(cfgs []*Config) error { return m.apply(cfgs, false) }
 
 func (m *Manager) apply(cfgs []*Config, static bool) error {
+	m.recordIstioBuild(cfgs)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.ctx.Err() != nil {
@@ -494,6 +498,7 @@ func (m *Manager) handle(a *active, conn net.Conn) {
 			sni = cs.ServerName
 		}
 	}
+	conn, ist := m.istioConn(fc, conn, localCert, peer)
 	in := &rbac.Input{Local: local, DirectRemote: remote, Remote: remote, TLS: fc.TLS != nil, Peer: peer}
 	authorize := func() (bool, string) {
 		for _, r := range fc.RBAC {
@@ -531,7 +536,8 @@ func (m *Manager) handle(a *active, conn net.Conn) {
 			}
 		}()
 		tcpproxy.Serve(m.ctx, fc.TCP, tcpproxy.Deps{Clusters: m.deps.Clusters, Stats: m.deps.Stats, Logger: m.deps.Logger}, conn,
-			tcpproxy.Downstream{Local: local, FilterChainName: fc.Name, ServerName: sni, Authorize: authorize})
+			tcpproxy.Downstream{Local: local, FilterChainName: fc.Name, ServerName: sni, Authorize: authorize,
+				Inbound: cfg.Inbound, IstioStats: fc.IstioStats, MX: fc.MX != nil, Exchange: ist.Exchange, PeerSAN: ist.PeerSAN, LocalSAN: ist.LocalSAN})
 	case fc.HTTP != nil:
 		draining := make(chan struct{})
 		done := make(chan struct{})
@@ -578,7 +584,8 @@ func (m *Manager) handle(a *active, conn net.Conn) {
 		}()
 		httpconn.ServeConn(m.ctx, fc.HTTP, httpconn.Deps{Routes: m.deps.Routes, Clusters: m.deps.Clusters, Stats: m.deps.Stats, Logger: m.deps.Logger,
 			Draining: draining, DrainClose: drainClose},
-			conn, httpconn.Downstream{Local: local, Remote: remote, LocalCert: localCert, FilterChainName: fc.Name, ServerName: sni})
+			conn, httpconn.Downstream{Local: local, Remote: remote, LocalCert: localCert, FilterChainName: fc.Name, ServerName: sni,
+				Inbound: cfg.Inbound, PeerSAN: ist.PeerSAN, LocalSAN: ist.LocalSAN})
 	}
 }
 

@@ -124,7 +124,11 @@ func (s *Store) WritePrometheus(w io.Writer, f Filter) error {
 
 // PrometheusName returns Envoy's Prometheus metric name for a tag-extracted stat name:
 // "envoy_" + the name with every character outside [a-zA-Z0-9_] replaced by "_".
+// A stat of the custom namespace (CustomNamespace) keeps its own name instead.
 func PrometheusName(extracted string) string {
+	if rest, ok := strings.CutPrefix(extracted, CustomNamespace+"."); ok {
+		return sanitize(rest)
+	}
 	return "envoy_" + sanitize(extracted)
 }
 

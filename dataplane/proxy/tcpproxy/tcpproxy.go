@@ -23,6 +23,8 @@ import (
 	"github.com/meshlab/meshlab/dataplane/proxy/accesslog"
 	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
 	"github.com/meshlab/meshlab/dataplane/proxy/fieldcheck"
+	"github.com/meshlab/meshlab/dataplane/proxy/filters/istiostats"
+	"github.com/meshlab/meshlab/dataplane/proxy/filters/peer"
 	"github.com/meshlab/meshlab/dataplane/proxy/stats"
 )
 
@@ -134,6 +136,17 @@ type Downstream struct {
 	// chain is created and connects at once, and RBAC decides on the first read, which
 	// reads re-enabled by the upstream connection deliver.
 	Authorize func() (ok bool, details string)
+	// Inbound is the listener's traffic direction (istio.stats reports as destination).
+	Inbound bool
+	// IstioStats is the chain's istio.stats network filter, nil without it.
+	IstioStats *istiostats.Config
+	// MX reports whether the chain has an istio.metadata_exchange filter; Exchange is
+	// the exchange it runs on this connection (nil when the ALPN did not ask for one).
+	MX       bool
+	Exchange *peer.Exchange
+	// PeerSAN and LocalSAN are the first URI SANs of the downstream TLS peer's and
+	// the local certificate, "" for plaintext.
+	PeerSAN, LocalSAN string
 }
 
 // newInfo starts the access log entry of a downstream connection.
@@ -154,6 +167,12 @@ func Serve(ctx context.Context, cfg *Config, deps Deps, conn net.Conn, ds Downst
 			info.Duration = time.Since(info.Start)
 			accesslog.LogAll(cfg.AccessLogs, info)
 		}()
+	}
+	var ist *istioSource
+	if ds.IstioStats != nil {
+		ist = &istioSource{ds: ds, info: info}
+		rep := ds.IstioStats.StartTCP(deps.Stats, ist)
+		defer rep.Close()
 	}
 	sc := deps.Stats.TCP(cfg.StatPrefix)
 	sc.Counter("downstream_cx_total").Inc()
@@ -186,6 +205,9 @@ func Serve(ctx context.Context, cfg *Config, deps Deps, conn net.Conn, ds Downst
 		return
 	}
 	cl.ReportResult(host, 200)
+	if ist != nil {
+		ist.upstream(up, cl, host)
+	}
 	info.UpstreamLocal = up.LocalAddr().String()
 	defer up.Close()
 	if ds.Authorize != nil {
@@ -225,14 +247,18 @@ func Serve(ctx context.Context, cfg *Config, deps Deps, conn net.Conn, ds Downst
 	var wg sync.WaitGroup
 	var rxN int64
 	wg.Add(1)
+	var upW, downW io.Writer = up, conn
+	if ist != nil { // istio.stats reads the byte counts while the connection lasts
+		upW, downW = countWriter{up, &ist.received}, countWriter{conn, &ist.sent}
+	}
 	go func() {
 		defer wg.Done()
-		n, _ := copyFn(up, conn)
+		n, _ := copyFn(upW, conn)
 		rx.Add(n)
 		rxN = n
 		closeWrite(up)
 	}()
-	n, _ := copyFn(conn, up)
+	n, _ := copyFn(downW, up)
 	tx.Add(n)
 	closeWrite(conn)
 	wg.Wait()

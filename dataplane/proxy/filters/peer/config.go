@@ -1,0 +1,219 @@
+package peer
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	udpav1 "github.com/cncf/xds/go/udpa/type/v1"
+	xdstypev3 "github.com/cncf/xds/go/xds/type/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// Config types of istio-proxy's filters that have no Go protos: istiod always sends
+// them inside a TypedStruct.
+const (
+	MXConfigType           = "envoy.tcp.metadataexchange.config.MetadataExchange"
+	PeerMetadataConfigType = "io.istio.http.peer_metadata.Config"
+)
+
+// TypedStruct returns the type a udpa.type.v1 or xds.type.v3 TypedStruct names and its
+// value; ok is false when a is not a TypedStruct.
+func TypedStruct(a *anypb.Any) (typeName string, value *structpb.Struct, ok bool, err error) {
+	var url string
+	switch a.MessageName() {
+	case "udpa.type.v1.TypedStruct":
+		var ts udpav1.TypedStruct
+		if err := a.UnmarshalTo(&ts); err != nil {
+			return "", nil, true, err
+		}
+		url, value = ts.GetTypeUrl(), ts.GetValue()
+	case "xds.type.v3.TypedStruct":
+		var ts xdstypev3.TypedStruct
+		if err := a.UnmarshalTo(&ts); err != nil {
+			return "", nil, true, err
+		}
+		url, value = ts.GetTypeUrl(), ts.GetValue()
+	default:
+		return "", nil, false, nil
+	}
+	if i := strings.LastIndexByte(url, '/'); i >= 0 {
+		url = url[i+1:]
+	}
+	if value == nil {
+		value = &structpb.Struct{}
+	}
+	return url, value, true, nil
+}
+
+// ResolveTypedStruct returns a with a TypedStruct of a linked type replaced by that
+// message (as Envoy converts a TypedStruct to its config type through JSON); an Any that
+// is no TypedStruct, or one of a type not linked here, is returned as it is.
+func ResolveTypedStruct(a *anypb.Any) (*anypb.Any, error) {
+	name, value, ok, err := TypedStruct(a)
+	if err != nil || !ok {
+		return a, err
+	}
+	mt, err := protoregistry.GlobalTypes.FindMessageByName(protoreflect.FullName(name))
+	if err != nil {
+		return a, nil
+	}
+	j, err := protojson.Marshal(value)
+	if err != nil {
+		return nil, fmt.Errorf("TypedStruct %s: %w", name, err)
+	}
+	m := mt.New().Interface()
+	if err := protojson.Unmarshal(j, m); err != nil {
+		return nil, fmt.Errorf("TypedStruct %s: value: %w", name, err)
+	}
+	return anypb.New(m)
+}
+
+// decodeStrict decodes a TypedStruct value into v, refusing fields v does not have.
+func decodeStrict(typeName string, value *structpb.Struct, v any) error {
+	j, err := protojson.Marshal(value)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(j))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%s: %s", typeName, strings.TrimPrefix(err.Error(), "json: "))
+	}
+	return nil
+}
+
+// CompileMX compiles an istio.metadata_exchange network filter (upstream false) or
+// upstream cluster filter (upstream true) from its TypedStruct.
+func CompileMX(a *anypb.Any, upstream bool) (*MX, error) {
+	name, value, ok, err := TypedStruct(a)
+	if err != nil {
+		return nil, fmt.Errorf("typed_config: %w", err)
+	}
+	if !ok {
+		name = string(a.MessageName())
+	}
+	if name != MXConfigType {
+		return nil, fmt.Errorf("typed_config: type %s, want %s", name, MXConfigType)
+	}
+	var c struct {
+		Protocol string `json:"protocol"`
+		// enable_discovery lets istio-proxy fall back to the workload metadata
+		// discovery (ambient's WDS, the metadata_discovery bootstrap extension) for a
+		// peer that sent no metadata. A sidecar's discovery source holds no workloads
+		// here, so the fallback finds nothing, as in a sidecar-only Istio mesh.
+		EnableDiscovery  bool     `json:"enable_discovery"`
+		AdditionalLabels []string `json:"additional_labels"`
+	}
+	if err := decodeStrict(name, value, &c); err != nil {
+		return nil, fmt.Errorf("typed_config.value: %w", err)
+	}
+	if c.Protocol == "" {
+		return nil, errors.New("typed_config.value.protocol: required")
+	}
+	return &MX{Protocol: c.Protocol, Labels: c.AdditionalLabels, Upstream: upstream}, nil
+}
+
+// HTTPFilter is a compiled peer_metadata HTTP filter (io.istio.http.peer_metadata.Config):
+// which methods discover the downstream and upstream peers, and which propagate the
+// local node's metadata. Immutable.
+type HTTPFilter struct {
+	// DownstreamHeaders and UpstreamHeaders: the istio_headers discovery method reads
+	// x-envoy-peer-metadata(-id) from the request and from the response.
+	DownstreamHeaders, UpstreamHeaders bool
+	// PropagateDownstream and PropagateUpstream: istio_headers propagation on the
+	// response (only when the request carried the headers) and on the request.
+	PropagateDownstream, PropagateUpstream bool
+	// SkipExternal is istio_headers.skip_external_clusters of upstream propagation.
+	SkipExternal bool
+	Labels       []string
+}
+
+type discoveryMethod struct {
+	IstioHeaders *struct{} `json:"istio_headers"`
+	// workload_discovery looks the peer's address up in the workload metadata
+	// discovery (ambient's WDS). A sidecar has no such workloads here, so it finds
+	// nothing, as istio-proxy's method does without a metadata provider; the next
+	// method is tried.
+	WorkloadDiscovery *struct{} `json:"workload_discovery"`
+	Baggage           *struct{} `json:"baggage"`
+}
+
+type propagationMethod struct {
+	IstioHeaders *struct {
+		SkipExternalClusters bool `json:"skip_external_clusters"`
+	} `json:"istio_headers"`
+}
+
+// CompileHTTP compiles a peer_metadata HTTP filter from its TypedStruct.
+func CompileHTTP(a *anypb.Any) (*HTTPFilter, error) {
+	name, value, ok, err := TypedStruct(a)
+	if err != nil {
+		return nil, fmt.Errorf("typed_config: %w", err)
+	}
+	if !ok || name != PeerMetadataConfigType {
+		return nil, fmt.Errorf("typed_config: not a %s", PeerMetadataConfigType)
+	}
+	var c struct {
+		DownstreamDiscovery   []discoveryMethod   `json:"downstream_discovery"`
+		UpstreamDiscovery     []discoveryMethod   `json:"upstream_discovery"`
+		DownstreamPropagation []propagationMethod `json:"downstream_propagation"`
+		UpstreamPropagation   []propagationMethod `json:"upstream_propagation"`
+		SharedWithUpstream    bool                `json:"shared_with_upstream"`
+		AdditionalLabels      []string            `json:"additional_labels"`
+	}
+	if err := decodeStrict(name, value, &c); err != nil {
+		return nil, fmt.Errorf("typed_config.value: %w", err)
+	}
+	if c.SharedWithUpstream {
+		// Sharing the peer with the upstream connection's filter state matters only to
+		// waypoints (HBONE), which this proxy does not run.
+		return nil, errors.New("typed_config.value.shared_with_upstream: not supported by meshlab proxy (waypoint only)")
+	}
+	f := &HTTPFilter{Labels: c.AdditionalLabels}
+	disc := func(field string, ms []discoveryMethod) (bool, error) {
+		headers := false
+		for i, m := range ms {
+			switch {
+			case m.Baggage != nil:
+				return false, fmt.Errorf("typed_config.value.%s[%d].baggage: not supported by meshlab proxy", field, i)
+			case m.IstioHeaders != nil:
+				headers = true
+			case m.WorkloadDiscovery != nil:
+			default:
+				return false, fmt.Errorf("typed_config.value.%s[%d]: a discovery method is required", field, i)
+			}
+		}
+		return headers, nil
+	}
+	if f.DownstreamHeaders, err = disc("downstream_discovery", c.DownstreamDiscovery); err != nil {
+		return nil, err
+	}
+	if f.UpstreamHeaders, err = disc("upstream_discovery", c.UpstreamDiscovery); err != nil {
+		return nil, err
+	}
+	for i, m := range c.DownstreamPropagation {
+		if m.IstioHeaders == nil {
+			return nil, fmt.Errorf("typed_config.value.downstream_propagation[%d]: a propagation method is required", i)
+		}
+		f.PropagateDownstream = true
+	}
+	for i, m := range c.UpstreamPropagation {
+		if m.IstioHeaders == nil {
+			return nil, fmt.Errorf("typed_config.value.upstream_propagation[%d]: a propagation method is required", i)
+		}
+		f.PropagateUpstream = true
+		f.SkipExternal = f.SkipExternal || m.IstioHeaders.SkipExternalClusters
+	}
+	return f, nil
+}
+
+// ensure proto is linked for Any resolution of the TypedStruct's wrapped types.
+var _ proto.Message = (*structpb.Struct)(nil)

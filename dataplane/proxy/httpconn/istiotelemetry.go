@@ -1,0 +1,118 @@
+package httpconn
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
+	"github.com/meshlab/meshlab/dataplane/proxy/filters/istiostats"
+	"github.com/meshlab/meshlab/dataplane/proxy/filters/peer"
+)
+
+// peerState is one request's peer_metadata state.
+type peerState = peer.HTTPState
+
+// compileTelemetryFilter compiles istio-proxy's telemetry HTTP filters into cfg: the
+// peer_metadata filter (always a TypedStruct) and istio.stats (stats.PluginConfig,
+// directly or in a TypedStruct). Another filter wrapped in a TypedStruct is unwrapped
+// into its own type and compiled as the other Istio filters are. It reports whether
+// tc was handled.
+func (cfg *Config) compileTelemetryFilter(tc *anypb.Any) (bool, error) {
+	name, _, ok, err := peer.TypedStruct(tc)
+	if err != nil {
+		return true, fmt.Errorf("typed_config: %w", err)
+	}
+	if !ok {
+		name = string(tc.MessageName())
+	}
+	switch name {
+	case peer.PeerMetadataConfigType:
+		if cfg.Peer != nil {
+			return true, fmt.Errorf("typed_config: only one %s filter per HCM is supported by meshlab proxy", name)
+		}
+		f, err := peer.CompileHTTP(tc)
+		if err != nil {
+			return true, err
+		}
+		cfg.Peer = f
+		return true, nil
+	case istiostats.ConfigType:
+		if cfg.IstioStats != nil {
+			return true, fmt.Errorf("typed_config: only one istio.stats filter per HCM is supported by meshlab proxy")
+		}
+		c, err := istiostats.Compile(tc)
+		if err != nil {
+			return true, err
+		}
+		cfg.IstioStats = c
+		return true, nil
+	}
+	if !ok {
+		return false, nil
+	}
+	resolved, err := peer.ResolveTypedStruct(tc)
+	if err != nil {
+		return true, fmt.Errorf("typed_config: %w", err)
+	}
+	if resolved == tc {
+		return true, fmt.Errorf("typed_config: TypedStruct of %s: unsupported type", name)
+	}
+	handled, err := cfg.compileIstioFilter(resolved)
+	if !handled && err == nil {
+		return true, fmt.Errorf("typed_config: TypedStruct of %s: only istio.alpn, grpc_stats, cors, peer_metadata and istio.stats may be wrapped (meshlab proxy)", name)
+	}
+	return true, err
+}
+
+// clusterIstio returns the cluster's "istio" filter metadata, nil without one.
+func clusterIstio(cl *cluster.Cluster) *structpb.Struct {
+	return cl.Config().Proto.GetMetadata().GetFilterMetadata()["istio"]
+}
+
+// recordIstioStats reports a finished request to istio.stats, with the peer from the
+// peer_metadata filter and the TLS identities of the connection on the reporter's side.
+func (rt *router) recordIstioStats(x *exchange, code int) {
+	side := &istiostats.Side{Inbound: rt.ds.Inbound, Host: x.r.Host, Cluster: x.info.UpstreamCluster}
+	if x.route != nil {
+		side.RouteName = x.route.Name
+	}
+	cl, haveCluster := rt.deps.Clusters.Get(x.info.UpstreamCluster)
+	if haveCluster {
+		side.ClusterIstio = clusterIstio(cl)
+	}
+	if rt.ds.Inbound {
+		side.Peer, side.PeerSAN, side.LocalSAN = x.peer.Downstream, rt.ds.PeerSAN, rt.ds.LocalSAN
+	} else {
+		side.Peer, side.Endpoint = x.peer.Upstream, x.upHost.Workload
+		if c := x.upstream.Conn; c != nil {
+			if cs, ok := peer.TLSState(c); ok && len(cs.PeerCertificates) > 0 && len(cs.PeerCertificates[0].URIs) > 0 {
+				side.PeerSAN = cs.PeerCertificates[0].URIs[0].String()
+				if haveCluster {
+					side.LocalSAN = cl.LocalURISAN(x.upHost)
+				}
+			}
+		}
+	}
+	r := &istiostats.Request{GRPC: isGRPC(x.r), Code: code, Flags: x.info.Flags.String(), Duration: time.Since(x.start),
+		ResponseBytes: x.w.n}
+	if x.rx != nil {
+		r.RequestBytes = x.rx.n
+	}
+	if r.GRPC {
+		r.GRPCStatus = grpcStatus(x.w.Header())
+	}
+	rt.cfg.IstioStats.RecordHTTP(rt.deps.Stats, side, r)
+}
+
+// grpcStatus returns a response's grpc-status: its trailer, else its header (a
+// trailers-only response).
+func grpcStatus(h http.Header) string {
+	if v := h.Get(http.TrailerPrefix + "Grpc-Status"); v != "" {
+		return v
+	}
+	return h.Get("Grpc-Status")
+}
