@@ -47,6 +47,9 @@ func clusters(m *model.Model, pod *model.Pod) ([]types.Resource, error) {
 // services as seen from its namespace: an inbound cluster per app port, then the three
 // fixed clusters.
 func localClusters(m *model.Model, pod *model.Pod) ([]types.Resource, error) {
+	if pod.Router {
+		return []types.Resource{blackHoleCluster()}, nil // a gateway has no inbound side nor passthrough
+	}
 	var out []types.Resource
 	for _, ip := range inboundPorts(m, pod) {
 		c := originalDstCluster(InboundClusterName(ip.target), true)

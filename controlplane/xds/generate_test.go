@@ -86,6 +86,7 @@ func TestGenerateHelloNames(t *testing.T) {
 		},
 		resource.RouteType:    {"8080"},
 		resource.EndpointType: {"outbound|8080||backend.default.svc.cluster.local", "outbound|8080||frontend.default.svc.cluster.local"},
+		resource.SecretType:   nil, // a sidecar's secrets come from its agent
 	}
 	for typ, w := range want {
 		if got := names(res[typ]); !slices.Equal(got, w) {

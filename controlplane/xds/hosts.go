@@ -37,6 +37,9 @@ func resolveHost(m *model.Model, h, ns string) string {
 func virtualServiceFor(m *model.Model, host string) *model.IstioConfig[*networking.VirtualService] {
 	var best *model.IstioConfig[*networking.VirtualService]
 	for _, vs := range m.Istio.VirtualServices {
+		if !model.AppliesToMesh(vs.Spec) {
+			continue // bound to gateways only (see gateway.go)
+		}
 		if best != nil && cmp.Or(strings.Compare(vs.Name, best.Name), strings.Compare(vs.Namespace, best.Namespace)) >= 0 {
 			continue
 		}

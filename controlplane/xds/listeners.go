@@ -22,6 +22,9 @@ import (
 // origin.go): virtualOutbound, one outbound listener per HTTP port number and per TCP
 // service port, and virtualInbound.
 func listeners(m *model.Model, pod *model.Pod) ([]types.Resource, error) {
+	if pod.Router {
+		return gatewayListeners(m, pod)
+	}
 	vo, err := virtualOutbound(m.Mesh.OutboundTrafficPolicy)
 	if err != nil {
 		return nil, fmt.Errorf("build listener %s: %w", VirtualOutboundListener, err)

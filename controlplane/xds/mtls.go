@@ -80,8 +80,8 @@ func serviceSANs(m *model.Model, sp servicePort, subset map[string]string) []str
 // that port, the tlsMode "istio" mark that auto-mTLS clusters select mTLS with. A pod
 // without a sidecar gets none, so clients reach it in plaintext.
 func endpointMetadata(m *model.Model, pod *model.Pod, port uint16) *core.Metadata {
-	if pod == nil || !pod.Sidecar.Inject {
-		return nil
+	if pod == nil || !pod.Sidecar.Inject || pod.Router {
+		return nil // a gateway's ports take plaintext, as Istio's gateway pods carry no tlsMode label
 	}
 	md := &core.Metadata{FilterMetadata: map[string]*structpb.Struct{
 		"istio": {Fields: map[string]*structpb.Value{"workload": structpb.NewStringValue(workloadID(pod))}},

@@ -17,6 +17,9 @@ import (
 // routes returns one route configuration per outbound HTTP port number, named after the
 // port, as the outbound HTTP listeners request them over RDS.
 func routes(m *model.Model, pod *model.Pod) ([]types.Resource, error) {
+	if pod.Router {
+		return gatewayRoutes(m, pod)
+	}
 	var out []types.Resource
 	byHost := servicePortsByHost(m)
 	for _, port := range httpPorts(m) {

@@ -19,7 +19,7 @@ import (
 )
 
 // GeneratedTypes are the resource types Generate returns, in the order they are built.
-var GeneratedTypes = []resource.Type{resource.RouteType, resource.ListenerType, resource.ClusterType, resource.EndpointType}
+var GeneratedTypes = []resource.Type{resource.RouteType, resource.ListenerType, resource.ClusterType, resource.EndpointType, resource.SecretType}
 
 // GenerateTypes is Generate restricted to typs: for each type asked it returns exactly
 // what Generate returns for it (validated and sorted by name), without building the
@@ -103,6 +103,9 @@ func GenerateShared(m *model.Model, pod *model.Pod, sh *Shared, typs ...resource
 	}
 	if want(resource.EndpointType) {
 		out[resource.EndpointType] = endpoints(m, pod)
+	}
+	if want(resource.SecretType) {
+		out[resource.SecretType] = gatewaySecrets(m, pod) // credentials of a gateway's TLS servers
 	}
 	for typ, rs := range out {
 		if err := validateAll(rs); err != nil {
@@ -229,6 +232,9 @@ func SharedKey(typ resource.Type, pod *model.Pod) (key string, ok bool) {
 	case resource.RouteType:
 		var b strings.Builder
 		b.WriteString(pod.Namespace)
+		if pod.Router {
+			b.WriteString("\x00router") // a gateway's routes are its Gateways'
+		}
 		for _, k := range slices.Sorted(maps.Keys(pod.Labels)) {
 			b.WriteString("\x00" + k + "=" + pod.Labels[k])
 		}
