@@ -7,6 +7,7 @@ require (
 	github.com/envoyproxy/go-control-plane v0.14.0
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/gin-gonic/gin v1.12.0
+	github.com/go-jose/go-jose/v4 v4.1.9
 	github.com/miekg/dns v1.1.73
 	github.com/prometheus/client_golang v1.22.0
 	github.com/prometheus/client_model v0.6.3

@@ -16,6 +16,7 @@ import (
 	"github.com/meshlab/meshlab/dataplane/proxy/fieldcheck"
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/fault"
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/istiostats"
+	"github.com/meshlab/meshlab/dataplane/proxy/filters/jwtauthn"
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/peer"
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/rbac"
 )
@@ -138,6 +139,7 @@ type Filter struct {
 	Name  string // the filter's name, the key of typed_per_filter_config overrides
 	Fault *fault.Config
 	RBAC  *rbac.HTTPConfig
+	JWT   *jwtauthn.Config // envoy.filters.http.jwt_authn (jwtauthn.go)
 }
 
 // Compile validates an HCM typed_config and compiles it. Only the fault, rbac and router
@@ -247,6 +249,13 @@ func compileHTTPFilter(f *hcmv3.HttpFilter) (*Filter, error) {
 			return nil, fmt.Errorf("typed_config: %w", err)
 		}
 		return &Filter{Fault: c}, nil
+	}
+	if tc.MessageName() == jwtauthn.ConfigType {
+		c, err := jwtauthn.Compile(tc)
+		if err != nil {
+			return nil, fmt.Errorf("typed_config.%w", err)
+		}
+		return &Filter{JWT: c}, nil
 	}
 	if tc.MessageName() == rbac.HTTPConfigType {
 		c, err := rbac.CompileHTTP(tc)

@@ -15,8 +15,9 @@ func (rt *router) applyRBAC(x *exchange, cfg *rbac.HTTPConfig) (int, bool) {
 	r := x.r
 	in := &rbac.Input{
 		Local: rt.ds.Local, DirectRemote: rt.ds.Remote, Remote: rt.ds.Remote,
-		TLS:    r.TLS != nil,
-		Header: requestHeader(r),
+		TLS:             r.TLS != nil,
+		Header:          requestHeader(r),
+		DynamicMetadata: x.meta,
 	}
 	if x.remote.IsValid() {
 		in.Remote = x.remote // remote_ip follows x-forwarded-for, direct_remote_ip the peer

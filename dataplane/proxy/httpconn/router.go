@@ -15,9 +15,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/protobuf/types/known/structpb"
+
 	"github.com/meshlab/meshlab/dataplane/proxy/accesslog"
 	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/fault"
+	"github.com/meshlab/meshlab/dataplane/proxy/filters/jwtauthn"
 	"github.com/meshlab/meshlab/dataplane/proxy/stats"
 	"github.com/meshlab/meshlab/dataplane/proxy/tlsctx"
 )
@@ -87,6 +90,7 @@ type hcmStats struct {
 	rqTime   *stats.Histogram
 	codes    *stats.CodeCounters // downstream_rq_<N>xx
 	fault    atomic.Pointer[fault.Stats]
+	jwt      atomic.Pointer[jwtauthn.Stats]
 }
 
 // hcmStatsKey names the stats of one HCM stat_prefix in one store.
@@ -157,6 +161,8 @@ type exchange struct {
 	// peer is the peer_metadata filter's state; upHost the host that answered.
 	peer   peerState
 	upHost cluster.Host
+	// meta is the request's dynamic metadata by filter name (jwt_authn's payload).
+	meta map[string]*structpb.Struct
 }
 
 func (rt *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -315,6 +321,12 @@ func (rt *router) serve(x *exchange) int {
 // config). It reports whether the request was answered.
 func (rt *router) applyFilters(x *exchange) (int, bool) {
 	for _, f := range rt.cfg.Filters {
+		if f.JWT != nil {
+			if code, done := rt.applyJWT(x, f.JWT); done {
+				return code, true
+			}
+			continue
+		}
 		if f.RBAC != nil {
 			if code, done := rt.applyRBAC(x, f.RBAC); done {
 				return code, true

@@ -26,19 +26,25 @@ const (
 const DeniedBody = "RBAC: access denied"
 
 var rulesAllow = fieldcheck.Allow{
-	"envoy.config.rbac.v3.RBAC":                    {"action", "policies"},
-	"envoy.config.rbac.v3.Policy":                  {"permissions", "principals"},
-	"envoy.config.rbac.v3.Permission":              {"any", "and_rules", "or_rules", "not_rule", "header", "url_path", "destination_ip", "destination_port", "destination_port_range"},
-	"envoy.config.rbac.v3.Permission.Set":          {"rules"},
-	"envoy.config.rbac.v3.Principal":               {"any", "and_ids", "or_ids", "not_id", "authenticated", "source_ip", "direct_remote_ip", "remote_ip", "header", "url_path"},
-	"envoy.config.rbac.v3.Principal.Set":           {"ids"},
-	"envoy.config.rbac.v3.Principal.Authenticated": {"principal_name"},
-	"envoy.config.route.v3.HeaderMatcher":          {"name", "string_match", "present_match", "invert_match"},
-	"envoy.type.matcher.v3.PathMatcher":            {"path"},
-	"envoy.type.matcher.v3.StringMatcher":          {"exact", "prefix", "suffix", "safe_regex", "contains", "ignore_case"},
-	"envoy.type.matcher.v3.RegexMatcher":           {"regex", "google_re2"},
-	"envoy.config.core.v3.CidrRange":               {"address_prefix", "prefix_len"},
-	"envoy.type.v3.Int32Range":                     {"start", "end"},
+	"envoy.config.rbac.v3.RBAC":                         {"action", "policies"},
+	"envoy.config.rbac.v3.Policy":                       {"permissions", "principals"},
+	"envoy.config.rbac.v3.Permission":                   {"any", "and_rules", "or_rules", "not_rule", "header", "url_path", "destination_ip", "destination_port", "destination_port_range", "metadata"},
+	"envoy.config.rbac.v3.Permission.Set":               {"rules"},
+	"envoy.config.rbac.v3.Principal":                    {"any", "and_ids", "or_ids", "not_id", "authenticated", "source_ip", "direct_remote_ip", "remote_ip", "header", "url_path", "metadata"},
+	"envoy.type.matcher.v3.MetadataMatcher":             {"filter", "path", "value", "invert"},
+	"envoy.type.matcher.v3.MetadataMatcher.PathSegment": {"key"},
+	"envoy.type.matcher.v3.ValueMatcher":                {"null_match", "string_match", "bool_match", "present_match", "list_match", "or_match"},
+	"envoy.type.matcher.v3.ValueMatcher.NullMatch":      {},
+	"envoy.type.matcher.v3.ListMatcher":                 {"one_of"},
+	"envoy.type.matcher.v3.OrMatcher":                   {"value_matchers"},
+	"envoy.config.rbac.v3.Principal.Set":                {"ids"},
+	"envoy.config.rbac.v3.Principal.Authenticated":      {"principal_name"},
+	"envoy.config.route.v3.HeaderMatcher":               {"name", "string_match", "present_match", "invert_match"},
+	"envoy.type.matcher.v3.PathMatcher":                 {"path"},
+	"envoy.type.matcher.v3.StringMatcher":               {"exact", "prefix", "suffix", "safe_regex", "contains", "ignore_case"},
+	"envoy.type.matcher.v3.RegexMatcher":                {"regex", "google_re2"},
+	"envoy.config.core.v3.CidrRange":                    {"address_prefix", "prefix_len"},
+	"envoy.type.v3.Int32Range":                          {"start", "end"},
 }
 
 var httpAllow = fieldcheck.Allow{

@@ -79,6 +79,12 @@ func compilePermission(p *rbacv3.Permission) (matchFunc, error) {
 			return nil, fmt.Errorf("destination_ip: %w", err)
 		}
 		return func(in *Input) bool { return pfx.Contains(in.Local.Addr().Unmap()) }, nil
+	case *rbacv3.Permission_Metadata:
+		m, err := compileMetadata(r.Metadata)
+		if err != nil {
+			return nil, fmt.Errorf("metadata.%w", err)
+		}
+		return m, nil
 	case *rbacv3.Permission_DestinationPort:
 		port := r.DestinationPort
 		return func(in *Input) bool { return uint32(in.Local.Port()) == port }, nil
@@ -129,6 +135,12 @@ func compilePrincipal(p *rbacv3.Principal) (matchFunc, error) {
 		m, err := compileHeader(id.Header)
 		if err != nil {
 			return nil, fmt.Errorf("header.%w", err)
+		}
+		return m, nil
+	case *rbacv3.Principal_Metadata:
+		m, err := compileMetadata(id.Metadata)
+		if err != nil {
+			return nil, fmt.Errorf("metadata.%w", err)
 		}
 		return m, nil
 	case *rbacv3.Principal_UrlPath:

@@ -10,6 +10,8 @@ import (
 	"net/netip"
 	"sort"
 	"strings"
+
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // Action is a policy set's action, with Envoy's enum values.
@@ -34,6 +36,9 @@ type Input struct {
 	// ":authority") as Envoy joins repeated values, and whether it is present; nil on
 	// a network filter, where no header is present.
 	Header func(name string) (string, bool)
+	// DynamicMetadata is the request's dynamic metadata by filter name (the JWT
+	// filter's payload under "envoy.filters.http.jwt_authn"); nil on a network filter.
+	DynamicMetadata map[string]*structpb.Struct
 }
 
 func (in *Input) header(name string) (string, bool) {

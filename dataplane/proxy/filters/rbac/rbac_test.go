@@ -165,7 +165,7 @@ func TestAllowNothingAndNoRules(t *testing.T) {
 
 // TestCompileRefusesWhatIsNotImplemented names the unimplemented field in the error.
 func TestCompileRefusesWhatIsNotImplemented(t *testing.T) {
-	meta := &rbacv3.Permission{Rule: &rbacv3.Permission_Metadata{Metadata: &matcherv3.MetadataMatcher{Filter: "f", Path: []*matcherv3.MetadataMatcher_PathSegment{{Segment: &matcherv3.MetadataMatcher_PathSegment_Key{Key: "k"}}}, Value: &matcherv3.ValueMatcher{MatchPattern: &matcherv3.ValueMatcher_PresentMatch{PresentMatch: true}}}}}
+	meta := &rbacv3.Permission{Rule: &rbacv3.Permission_Metadata{Metadata: &matcherv3.MetadataMatcher{Filter: "f", Path: []*matcherv3.MetadataMatcher_PathSegment{{Segment: &matcherv3.MetadataMatcher_PathSegment_Key{Key: "k"}}}, Value: &matcherv3.ValueMatcher{MatchPattern: &matcherv3.ValueMatcher_DoubleMatch{DoubleMatch: &matcherv3.DoubleMatcher{MatchPattern: &matcherv3.DoubleMatcher_Exact{Exact: 1}}}}}}}
 	tests := []struct {
 		name string
 		msg  proto.Message
@@ -173,7 +173,7 @@ func TestCompileRefusesWhatIsNotImplemented(t *testing.T) {
 		want string
 	}{
 		{"shadow_rules", &httprbacv3.RBAC{ShadowRules: &rbacv3.RBAC{}}, false, "shadow_rules: field is not supported"},
-		{"metadata_permission", &httprbacv3.RBAC{Rules: &rbacv3.RBAC{Policies: map[string]*rbacv3.Policy{"p": {Permissions: []*rbacv3.Permission{meta}, Principals: []*rbacv3.Principal{anyID}}}}}, false, "rules.policies[p].permissions[0].metadata: field is not supported"},
+		{"metadata_double_match", &httprbacv3.RBAC{Rules: &rbacv3.RBAC{Policies: map[string]*rbacv3.Policy{"p": {Permissions: []*rbacv3.Permission{meta}, Principals: []*rbacv3.Principal{anyID}}}}}, false, "rules.policies[p].permissions[0].metadata.value.double_match: field is not supported"},
 		{"log_action", &httprbacv3.RBAC{Rules: &rbacv3.RBAC{Action: rbacv3.RBAC_LOG}}, false, "rules.action: LOG is not supported"},
 		{"network_shadow", &netrbacv3.RBAC{StatPrefix: "tcp.", ShadowRules: &rbacv3.RBAC{}}, true, "shadow_rules: field is not supported"},
 		{"bad_regex", &netrbacv3.RBAC{StatPrefix: "tcp.", Rules: &rbacv3.RBAC{Policies: map[string]*rbacv3.Policy{"p": {Permissions: []*rbacv3.Permission{anyPerm}, Principals: []*rbacv3.Principal{authn(regex("("))}}}}}, true, "rules.policies[p].principals[0].authenticated.principal_name.safe_regex.regex"},
