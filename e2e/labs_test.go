@@ -71,7 +71,7 @@ func TestLabRunBrokenFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	broken := strings.Replace(string(data), "want: {v1: 50, v2: 50}, tolerance: 20%", "want: {v1: 90, v2: 10}, tolerance: 5%", 1)
+	broken := strings.Replace(string(data), "want: {v1: 100}, tolerance: 0%", "want: {v1: 90, v2: 10}, tolerance: 5%", 1)
 	if broken == string(data) {
 		t.Fatal("hello lab no longer has the expected distribution check")
 	}
@@ -96,31 +96,53 @@ func TestLabRunBrokenFails(t *testing.T) {
 	}
 }
 
-// TestLabGuide walks through a lab as a person would: `lab start`, then `lab check`,
-// `lab solve` and `lab next` against the running lab's API.
+// TestLabGuide walks through a lab as a person would: `lab start`, then `lab show`,
+// `lab check`, `lab next` and `lab solve` against the running lab's API. A check sends
+// fresh traffic each time, so it fails before the step's task and passes after it.
 func TestLabGuide(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
 	name := testutil.UniqueName(t)
 	out := startLabGuide(t, name, "retries", "")
-	if !strings.Contains(out.String(), "Step 1 of 2: the flaky service fails") {
-		t.Fatalf("lab start did not show the first step:\n%s", out.String())
+	if !strings.Contains(out.String(), "Step 1 of 2: the flaky service fails") ||
+		!strings.Contains(out.String(), "meshlab exec client -- curl") {
+		t.Fatalf("lab start did not show the first step and its command:\n%s", out.String())
 	}
-	if got, err := meshlab(t, "lab", "check", "--name", name); err != nil || !strings.Contains(got, "Step 1 passed.") {
-		t.Fatalf("lab check: %v\n%s", err, got)
+	got, err := meshlab(t, "lab", "check", "--name", name)
+	if err == nil || !strings.Contains(got, "FAIL stat: saw ") || !strings.Contains(got, "hint: ") ||
+		!strings.Contains(got, "step 1 is not done yet (1 of 1 checks failed)") || strings.Contains(got, "lab failed") {
+		t.Fatalf("lab check before the task: %v\n%s\nwant what it saw, a hint and what to do next", err, got)
 	}
-	got, err := meshlab(t, "lab", "next", "--name", name)
-	if err != nil || !strings.Contains(got, "Step 2 of 2: retries hide the failures") {
-		t.Fatalf("lab next: %v\n%s", err, got)
+	// The attendee's task: send requests to flaky (the guide shows this loop).
+	for range 20 {
+		if got, err := meshlab(t, "exec", "--name", name, "client", "--", "curl", "-s", "-o", "/dev/null", "http://flaky:8080/"); err != nil {
+			t.Fatalf("exec curl: %v\n%s", err, got)
+		}
 	}
-	// Step 2's task is not done yet: its checks see no traffic and fail.
-	if got, err := meshlab(t, "lab", "check", "--name", name); err == nil || !strings.Contains(got, "FAIL status: saw no traffic action ran") {
+	if got, err := meshlab(t, "lab", "check", "--name", name); err != nil || !strings.Contains(got, "Step 1 passed.") || !strings.Contains(got, "meshlab lab next") {
+		t.Fatalf("lab check after the task: %v\n%s", err, got)
+	}
+	got, err = meshlab(t, "lab", "next", "--name", name)
+	if err != nil || !strings.Contains(got, "Step 2 of 2: retries hide the failures") || !strings.Contains(got, "meshlab apply -f - <<'EOF'") ||
+		!strings.Contains(got, "retryOn: 5xx") {
+		t.Fatalf("lab next: %v\n%s\nwant step 2 with the YAML to apply", err, got)
+	}
+	if got, err := meshlab(t, "lab", "show", "--name", name); err != nil || !strings.Contains(got, "Step 2 of 2: retries hide the failures") || !strings.Contains(got, "1 of 2 steps passed") {
+		t.Fatalf("lab show: %v\n%s", err, got)
+	}
+	// Step 2's task is not done yet: its check sends fresh traffic and sees the 503s.
+	if got, err := meshlab(t, "lab", "check", "--name", name); err == nil || !strings.Contains(got, "FAIL status: saw ") || !strings.Contains(got, "want at least 85% answers 200") {
 		t.Fatalf("lab check before the solution: %v\n%s", err, got)
 	}
-	if got, err := meshlab(t, "lab", "solve", "--name", name); err != nil || !strings.Contains(got, "Step 2 passed.") {
+	if got, err := meshlab(t, "lab", "next", "--name", name); err == nil || !strings.Contains(got, "has not passed yet") {
+		t.Fatalf("lab next on an unfinished last step: %v\n%s", err, got)
+	}
+	got, err = meshlab(t, "lab", "solve", "--name", name)
+	if err != nil || !strings.Contains(got, "Step 2 passed.") || !strings.Contains(got, "Lab retries done: 2 of 2 steps passed") ||
+		!strings.Contains(got, "meshlab down --name "+name) {
 		t.Fatalf("lab solve: %v\n%s", err, got)
 	}
-	if got, err := meshlab(t, "lab", "next", "--name", name); err == nil || !strings.Contains(got, "this is the last step") {
+	if got, err := meshlab(t, "lab", "next", "--name", name); err != nil || !strings.Contains(got, "Lab retries done") {
 		t.Fatalf("lab next after the last step: %v\n%s", err, got)
 	}
 }

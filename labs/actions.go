@@ -2,6 +2,7 @@ package labs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -65,6 +66,10 @@ func (r *Runner) runAction(ctx context.Context, l *Lab, a Action, st *stepState)
 		}
 		r.printf("  sent %d requests from %s to %s: %s, p50 %.1fms\n", res.Sent, t.From, t.URL, counts(res.Statuses), res.P50Ms)
 		st.traffic = &res
+		if st.byPod == nil {
+			st.byPod = map[string]*web.TrafficResult{}
+		}
+		st.byPod[t.From] = &res
 	case a.ControlPlaneStop != nil:
 		f, err := r.Backend.AddFault(ctx, web.FaultSpec{Kind: web.FaultDiscoveryStop, Duration: a.ControlPlaneStop.Duration.D()})
 		if err != nil {
@@ -77,10 +82,17 @@ func (r *Runner) runAction(ctx context.Context, l *Lab, a Action, st *stepState)
 			return err
 		}
 		r.printf("  CA root rotated in %v\n", time.Since(start).Round(time.Millisecond))
+	case a.ClearFaults != nil || a.Kind == "clear-faults":
+		fs, err := r.Backend.ClearFaults(ctx, "")
+		if err != nil {
+			return err
+		}
+		r.printf("  %d faults cleared\n", len(fs))
 	case a.Load != nil:
 		if st.loadStop != nil {
 			return fmt.Errorf("one load per step")
 		}
+		st.load0 = a.Load
 		st.loadStop = r.startLoad(ctx, *a.Load, st)
 		r.printf("  load from %s to %s started\n", a.Load.From, a.Load.URL)
 	case a.RestartProxy != nil:
@@ -135,6 +147,9 @@ func cmp0(n, def int) int {
 	return n
 }
 
+// errGaveUp is a poll that timed out.
+var errGaveUp = errors.New("gave up")
+
 // poll calls ok until it reports true, giving up after timeout with its last reason.
 func (r *Runner) poll(ctx context.Context, timeout time.Duration, ok func() (bool, string)) error {
 	deadline := time.Now().Add(timeout)
@@ -144,7 +159,7 @@ func (r *Runner) poll(ctx context.Context, timeout time.Duration, ok func() (boo
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("gave up after %v: %s", timeout, why)
+			return fmt.Errorf("%w after %v: %s", errGaveUp, timeout, why)
 		}
 		select {
 		case <-ctx.Done():

@@ -33,6 +33,10 @@ type Backend interface {
 	RotateRoot(ctx context.Context) error
 	// KillProxy sends SIGKILL to the pod's live proxy and returns its pid.
 	KillProxy(ctx context.Context, pod string) (int, error)
+	// ClearFaults clears the fault id, or every fault when id is "".
+	ClearFaults(ctx context.Context, id string) ([]web.Fault, error)
+	// CAStatus reports the lab CA's roots and every pod's certificate.
+	CAStatus(ctx context.Context) (web.CAStatus, error)
 }
 
 // LabBackend is a Backend over a lab running in this process.

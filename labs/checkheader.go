@@ -22,7 +22,7 @@ func header(h HeaderCheck, st *stepState, res *Result) {
 	}
 	res.Want = headerWant(h) + " answers with " + what
 	res.Hint = "response headers come from the app and the VirtualService's headers: response set/add/remove"
-	t := needTraffic(st, res)
+	t := needTraffic(st, "", res)
 	if t == nil {
 		return
 	}

@@ -24,9 +24,16 @@ type Result struct {
 
 // stepState is what a step's actions leave for its checks.
 type stepState struct {
-	traffic  *web.TrafficResult // the last traffic action's answers
-	load     *loadResult        // the background load, once stopped
-	loadStop func()             // stops a running load
+	traffic  *web.TrafficResult            // the last traffic action's answers
+	byPod    map[string]*web.TrafficResult // the last traffic from each pod
+	load     *loadResult                   // the background load, once stopped
+	loadStop func()                        // stops a running load
+	load0    *TrafficAction                // the load the step's actions started, to restart it
+	// signingRoot is the serial of the CA's signing root when the step began
+	// ("" when the step has no root-rotated check).
+	signingRoot string
+	// pids are the live proxy pids, by pod, when the step began (for proxy-restarted).
+	pids map[string]int
 }
 
 // evaluate runs one check against the lab's current state.
@@ -37,6 +44,12 @@ func (r *Runner) evaluate(ctx context.Context, l *Lab, c Check, st *stepState) R
 		distribution(l, *c.Distribution, st, &res)
 	case "status":
 		status(*c.Status, st, &res)
+	case "proxy-stale":
+		proxyStale(r.Backend.ProxyStatus(), c.ProxyStale.Pod, &res)
+	case "root-rotated":
+		r.rootRotated(ctx, st, &res)
+	case "proxy-restarted":
+		r.proxyRestarted(ctx, c.ProxyRestarted.Pod, st, &res)
 	case "latency":
 		latency(*c.Latency, st, &res)
 	case "proxy-synced":
@@ -97,12 +110,20 @@ func (r *Runner) evaluate(ctx context.Context, l *Lab, c Check, st *stepState) R
 	return res
 }
 
-func needTraffic(st *stepState, res *Result) *web.TrafficResult {
-	if st.traffic == nil {
-		res.Saw = "no traffic action ran before this check in this step"
-		res.Hint = "add a traffic action to the step"
+// needTraffic returns the step's last traffic (from the pod from, when set).
+func needTraffic(st *stepState, from string, res *Result) *web.TrafficResult {
+	t := st.traffic
+	if from != "" {
+		t = st.byPod[from]
 	}
-	return st.traffic
+	if t == nil {
+		res.Saw = "no traffic was sent in this step"
+		if from != "" {
+			res.Saw = "no traffic was sent from " + from + " in this step"
+		}
+		res.Hint = "the step sends no traffic before this check: add a traffic action to its verify list"
+	}
+	return t
 }
 
 func distribution(l *Lab, d DistributionCheck, st *stepState, res *Result) {
@@ -113,7 +134,7 @@ func distribution(l *Lab, d DistributionCheck, st *stepState, res *Result) {
 	by := cmpOr(d.By, "version")
 	res.Want = shares(d.Want) + fmt.Sprintf(" ±%v by %s", tol, by)
 	res.Hint = "compare the VirtualService weights and the DestinationRule subsets: meshlab get virtualservice -o yaml"
-	t := needTraffic(st, res)
+	t := needTraffic(st, "", res)
 	if t == nil {
 		return
 	}
@@ -178,8 +199,11 @@ func status(s StatusCheck, st *stepState, res *Result) {
 		want = append(want, "at least "+s.Fraction.String())
 	}
 	res.Want = strings.Join(want, " and ") + " answers " + s.Code
+	if s.From != "" {
+		res.Want += " from " + s.From
+	}
 	res.Hint = "look at the proxies' access logs: meshlab logs POD -c proxy"
-	t := needTraffic(st, res)
+	t := needTraffic(st, s.From, res)
 	if t == nil {
 		return
 	}
@@ -207,7 +231,7 @@ func latency(c LatencyCheck, st *stepState, res *Result) {
 	}
 	res.Want = fmt.Sprintf("p%d %s", c.Percentile, strings.Join(want, " and "))
 	res.Hint = "latency comes from the app (latency:), fault delays and timeouts in the VirtualService"
-	t := needTraffic(st, res)
+	t := needTraffic(st, "", res)
 	if t == nil {
 		return
 	}
@@ -271,6 +295,69 @@ func nack(all []web.ProxyStatus, c NackCheck, res *Result) {
 		saw = []string{"no NACK"}
 	}
 	res.Saw = strings.Join(saw, "; ")
+}
+
+func proxyStale(all []web.ProxyStatus, pod string, res *Result) {
+	res.Want = pod + " cut off from the control plane's current config (disconnected, or STALE)"
+	res.Hint = "stop the discovery server first (meshlab fault add discovery-stop --duration D), then change the config"
+	ps, ok := findProxy(all, pod)
+	if !ok || !ps.Connected {
+		res.Saw = pod + " is not connected to the control plane"
+		res.Passed = true
+		return
+	}
+	var saw []string
+	for _, t := range slices.Sorted(maps.Keys(ps.Types)) {
+		s := ps.Types[t].State()
+		saw = append(saw, t+" "+s)
+		if s == "STALE" {
+			res.Passed = true
+		}
+	}
+	res.Saw = pod + " connected: " + cmpOr(strings.Join(saw, ", "), "nothing sent")
+}
+
+// signingRoot returns the serial of the lab CA's signing root.
+func signingRoot(ctx context.Context, b Backend) (string, error) {
+	s, err := b.CAStatus(ctx)
+	if err != nil {
+		return "", err
+	}
+	return s.Signing.Serial, nil
+}
+
+func (r *Runner) rootRotated(ctx context.Context, st *stepState, res *Result) {
+	res.Want = "a new signing root (not " + cmpOr(st.signingRoot, "unknown") + "), rotation finished, every pod's certificate issued by it"
+	res.Hint = "rotate the root: meshlab ca rotate-root; see meshlab ca status"
+	s, err := r.Backend.CAStatus(ctx)
+	if err != nil {
+		res.Saw = err.Error()
+		return
+	}
+	var behind []string
+	for _, p := range s.Pods {
+		if p.IssuingRoot != s.Signing.Serial {
+			behind = append(behind, p.Pod)
+		}
+	}
+	res.Saw = fmt.Sprintf("signing root %s, phase %s", s.Signing.Serial, s.Phase)
+	if len(behind) > 0 {
+		res.Saw += "; not yet issued by it: " + strings.Join(behind, ", ")
+	}
+	res.Passed = st.signingRoot != "" && s.Signing.Serial != st.signingRoot && s.Phase == "stable" && len(behind) == 0
+}
+
+func (r *Runner) proxyRestarted(ctx context.Context, pod string, st *stepState, res *Result) {
+	before := st.pids[pod]
+	res.Want = fmt.Sprintf("%s's live proxy a new process (not pid %d, which was live when the step began)", pod, before)
+	res.Hint = "restart it (meshlab proxy restart " + pod + ") or kill it (meshlab fault add kill-proxy " + pod + ") and let its agent start a new one"
+	pid, err := livePID(ctx, r.Backend, pod)
+	if err != nil {
+		res.Saw = err.Error()
+		return
+	}
+	res.Saw = fmt.Sprintf("live proxy pid %d", pid)
+	res.Passed = before != 0 && pid != before
 }
 
 func epoch(ctx context.Context, b Backend, c EpochCheck, res *Result) {

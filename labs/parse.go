@@ -19,9 +19,11 @@ import (
 // actionKinds and checkKinds are the recognised keys; pending ones are refused with a
 // clear message until the lab API they need exists.
 var (
-	actionKinds  = []string{"apply", "delete", "traffic", "restart-proxy", "kill-proxy", "wait", "load", "control-plane-stop", "rotate-certs"}
-	checkKinds   = []string{"distribution", "status", "latency", "proxy-synced", "nack", "stat", "epoch", "no-failures", "denied", "mtls", "header"}
+	actionKinds  = []string{"apply", "delete", "traffic", "restart-proxy", "kill-proxy", "wait", "load", "control-plane-stop", "rotate-certs", "clear-faults"}
+	checkKinds   = []string{"distribution", "status", "latency", "proxy-synced", "nack", "stat", "epoch", "no-failures", "denied", "mtls", "header", "proxy-stale", "root-rotated", "proxy-restarted"}
 	pendingKinds = map[string]string{}
+	// emptyKinds may be written with no fields (`rotate-certs: {}` or `rotate-certs:`).
+	emptyKinds = []string{"no-failures", "rotate-certs", "clear-faults", "root-rotated"}
 )
 
 // Sources says where Parse finds what a lab file refers to.
@@ -58,6 +60,7 @@ type rawStep struct {
 	Actions      []map[string]json.RawMessage `json:"actions,omitempty"`
 	Checks       []map[string]json.RawMessage `json:"checks,omitempty"`
 	Solution     []map[string]json.RawMessage `json:"solution,omitempty"`
+	Verify       []map[string]json.RawMessage `json:"verify,omitempty"`
 }
 
 // Parse reads and validates the lab file: its one `kind: Lab` document, the scenario it
@@ -131,6 +134,10 @@ func Parse(file string, data []byte, src Sources) (*Lab, error) {
 		st := Step{Name: rs.Name, Instructions: rs.Instructions}
 		st.Actions = decodeActions(rs.Actions, path+".actions", dir, sp)
 		st.Solution = decodeActions(rs.Solution, path+".solution", dir, sp)
+		st.Verify = decodeActions(rs.Verify, path+".verify", dir, sp)
+		if strings.TrimSpace(rs.Instructions) == "" {
+			sp.addf(path+".instructions", "required: what the attendee does in this step, and why")
+		}
 		for j, m := range rs.Checks {
 			if c, ok := decodeCheck(m, fmt.Sprintf("%s.checks[%d]", path, j), sp); ok {
 				st.Checks = append(st.Checks, c)
@@ -209,7 +216,7 @@ func decodeOne(m map[string]json.RawMessage, path, what string, known []string, 
 		p.addf(field, "%v", strings.TrimPrefix(err.Error(), "json: "))
 		return k, false
 	}
-	if string(m[k]) == "null" && k != "no-failures" && k != "rotate-certs" {
+	if string(m[k]) == "null" && !slices.Contains(emptyKinds, k) {
 		p.addf(path+"."+k, "needs its fields")
 		return k, false
 	}

@@ -20,8 +20,11 @@ spec:
   scenario: hello
   steps:
     - name: one
+      instructions: send requests
       actions:
         - traffic: {from: frontend-v1, url: "http://backend:8080/", count: 10}
+      verify:
+        - traffic: {from: frontend-v1, url: "http://backend:8080/", count: 5}
       checks:
         - distribution: {want: {v1: 50, v2: 50}, tolerance: 10%}
 `
@@ -36,7 +39,7 @@ func TestParseValid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.Name != "t" || len(l.Steps) != 1 || l.Steps[0].Actions[0].Traffic.N != 10 {
+	if l.Name != "t" || len(l.Steps) != 1 || l.Steps[0].Actions[0].Traffic.N != 10 || l.Steps[0].Verify[0].Traffic.N != 5 {
 		t.Fatalf("parsed %+v", l)
 	}
 	if c := l.Steps[0].Checks[0]; c.Kind != "distribution" || *c.Distribution.Tolerance != 10 {
@@ -70,6 +73,10 @@ func TestParseRefuses(t *testing.T) {
 		{"two keys", "- traffic:", "- wait: {duration: 1s}\n          traffic:", `want exactly one action`},
 		{"bad scenario", "scenario: hello", "scenario: nosuch", `spec.scenario: look up scenario "nosuch"`},
 		{"no name", "  - name: one", "  - name: \"\"", `spec.steps[0].name: required`},
+		{"no instructions", "instructions: send requests", "instructions: \" \"", `spec.steps[0].instructions: required`},
+		{"verify applies", "- traffic: {from: frontend-v1, url: \"http://backend:8080/\", count: 5}", "- restart-proxy: {pod: backend-v1}", `verify[0].restart-proxy: verify runs before every check: traffic and wait only`},
+		{"status from unknown pod", "- distribution: {want: {v1: 50, v2: 50}, tolerance: 10%}", "- status: {code: \"200\", min: 1, from: nobody}", `checks[0].status.from: the lab has no pod "nobody"`},
+		{"stale unknown pod", "- distribution: {want: {v1: 50, v2: 50}, tolerance: 10%}", "- proxy-stale: {pod: nobody}", `checks[0].proxy-stale.pod: the lab has no pod "nobody"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

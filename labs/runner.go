@@ -2,6 +2,7 @@ package labs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -84,14 +85,18 @@ func (r *Runner) Run(ctx context.Context, l *Lab) Report {
 	return rep
 }
 
-// RunStep runs the given actions of step i (its own, or its solution) and then its checks.
+// RunStep runs the given actions of step i (its own, or its own and its solution), then
+// its verify actions (fresh traffic), then its checks.
 func (r *Runner) RunStep(ctx context.Context, l *Lab, i int, actions []Action) StepReport {
 	st := l.Steps[i]
 	start := time.Now()
 	rep := StepReport{Name: st.Name}
 	r.printf("\nStep %d: %s\n", i+1, st.Name)
-	state := &stepState{}
+	state := r.begin(ctx, l, i)
 	err := r.runActions(ctx, l, actions, state)
+	if err == nil {
+		err = r.verify(ctx, l, i, state)
+	}
 	if state.loadStop != nil {
 		state.loadStop()
 	}
@@ -104,6 +109,49 @@ func (r *Runner) RunStep(ctx context.Context, l *Lab, i int, actions []Action) S
 	rep.Checks = r.Check(ctx, l, i, state)
 	rep.Duration = time.Since(start)
 	return rep
+}
+
+// begin returns a fresh state for step i, holding what its checks compare against the
+// state the step began in.
+func (r *Runner) begin(ctx context.Context, l *Lab, i int) *stepState {
+	st := &stepState{}
+	for _, c := range l.Steps[i].Checks {
+		if c.ProxyRestarted != nil {
+			pod := c.ProxyRestarted.Pod
+			if st.pids == nil {
+				st.pids = map[string]int{}
+			}
+			if pid, err := livePID(ctx, r.Backend, pod); err == nil {
+				st.pids[pod] = pid
+			} else {
+				r.Logger.Warn("read the live proxy pid", "pod", pod, "err", err)
+			}
+		}
+		if c.Kind == "root-rotated" {
+			if serial, err := signingRoot(ctx, r.Backend); err == nil {
+				st.signingRoot = serial
+			} else {
+				r.Logger.Warn("read the CA's signing root", "err", err)
+			}
+		}
+	}
+	return st
+}
+
+// verify runs step i's verify actions (fresh traffic for its checks) in st. A wait
+// that gives up is no error here: the checks then say what they saw.
+func (r *Runner) verify(ctx context.Context, l *Lab, i int, st *stepState) error {
+	for j, a := range l.Steps[i].Verify {
+		err := r.runAction(ctx, l, a, st)
+		if a.Wait != nil && errors.Is(err, errGaveUp) {
+			r.printf("  verify: %v\n", err)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("verify: action %d (%s): %w", j+1, a.Kind, err)
+		}
+	}
+	return nil
 }
 
 // Check runs step i's checks against the state its actions left and prints each result.

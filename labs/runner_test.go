@@ -23,6 +23,7 @@ type fakeBackend struct {
 	epochs   []web.ProxyEpoch
 	nextPID  int
 	loadSeen int
+	ca       web.CAStatus
 }
 
 var _ Backend = (*fakeBackend)(nil)
@@ -84,6 +85,17 @@ func (f *fakeBackend) RotateRoot(context.Context) error {
 	return nil
 }
 
+func (f *fakeBackend) ClearFaults(_ context.Context, id string) ([]web.Fault, error) {
+	f.record("clear-faults " + id)
+	return []web.Fault{{ID: "f1"}}, nil
+}
+
+func (f *fakeBackend) CAStatus(context.Context) (web.CAStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ca, nil
+}
+
 func (f *fakeBackend) KillProxy(_ context.Context, pod string) (int, error) {
 	f.record("kill " + pod)
 	f.mu.Lock()
@@ -101,6 +113,7 @@ spec:
   scenario: hello
   steps:
     - name: split
+      instructions: send requests
       actions:
         - traffic: {from: frontend-v1, url: "http://backend:8080/", count: 10}
       checks:
@@ -108,6 +121,7 @@ spec:
         - status: {code: "200", fraction: 90%}
         - latency: {percentile: 50, below: 50ms}
     - name: config
+      instructions: apply and delete
       solution:
         - apply: {objects: [{apiVersion: networking.istio.io/v1, kind: VirtualService, metadata: {name: backend}, spec: {hosts: [backend], http: [{route: [{destination: {host: backend}}]}]}}]}
         - delete: {objects: [{kind: VirtualService, name: backend}]}
@@ -118,6 +132,7 @@ spec:
         - denied: {pod: backend-v1}
         - mtls: {from: frontend-v1, to: backend-v1}
     - name: restarts
+      instructions: restart
       actions:
         - load: {from: frontend-v1, url: "http://backend:8080/"}
         - restart-proxy: {pod: backend-v1}

@@ -30,13 +30,17 @@ type Lab struct {
 	hosts    map[string][]string
 }
 
-// Step is one step of a lab.
+// Step is one step of a lab: Actions set the stage when the step begins (never the
+// step's answer), Solution is the attendee's task (shown as the commands to run, applied
+// by `lab solve` and `lab run`), Verify sends fresh traffic before every check, and
+// Checks judge the result.
 type Step struct {
 	Name         string
 	Instructions string
 	Actions      []Action
-	Checks       []Check
 	Solution     []Action
+	Verify       []Action // traffic and wait only
+	Checks       []Check
 }
 
 // Action is one thing a step does; exactly one field is set.
@@ -54,6 +58,8 @@ type Action struct {
 	// config); RotateCerts rotates the lab CA's root, Istio-style.
 	ControlPlaneStop *StopAction `json:"control-plane-stop,omitempty"`
 	RotateCerts      *struct{}   `json:"rotate-certs,omitempty"`
+	// ClearFaults clears every fault in force (meshlab fault clear).
+	ClearFaults *struct{} `json:"clear-faults,omitempty"`
 }
 
 // StopAction stops the control plane for Duration (at most 10 minutes).
@@ -125,6 +131,15 @@ type Check struct {
 	NoFailures   *struct{}          `json:"no-failures,omitempty"`
 	Denied       *PodRef            `json:"denied,omitempty"`
 	MTLS         *MTLSCheck         `json:"mtls,omitempty"`
+	// ProxyStale wants the pod's proxy cut off from the control plane's current config:
+	// disconnected, or STALE for a type. RootRotated wants the lab CA signing with a
+	// root other than the one it had when the step began, every pod's certificate
+	// issued by it.
+	ProxyStale  *PodRef   `json:"proxy-stale,omitempty"`
+	RootRotated *struct{} `json:"root-rotated,omitempty"`
+	// ProxyRestarted wants the pod's live proxy to be another process than when the
+	// step began (a hot restart, or a new epoch after a kill), and live.
+	ProxyRestarted *PodRef `json:"proxy-restarted,omitempty"`
 }
 
 // DistributionCheck compares the share of answers per version (the answering pod's
@@ -136,10 +151,12 @@ type DistributionCheck struct {
 	By        string             `json:"by,omitempty"`        // version (default) or pod
 }
 
-// StatusCheck counts answers with Code ("error" for no answer) in the last traffic:
-// at least Min, at most Max, or a share of at least Fraction.
+// StatusCheck counts answers with Code ("error" for no answer) in the last traffic
+// (the last one sent from the pod From, when set): at least Min, at most Max, or a
+// share of at least Fraction.
 type StatusCheck struct {
 	Code     string   `json:"code"`
+	From     string   `json:"from,omitempty"`
 	Min      *int     `json:"min,omitempty"`
 	Max      *int     `json:"max,omitempty"`
 	Fraction *Percent `json:"fraction,omitempty"`

@@ -50,7 +50,18 @@ func validate(l *Lab, errs *ErrorList) {
 			v.action(a, fmt.Sprintf("%s.actions[%d].%s", path, j, a.Kind))
 		}
 		for j, a := range st.Solution {
-			v.action(a, fmt.Sprintf("%s.solution[%d].%s", path, j, a.Kind))
+			ap := fmt.Sprintf("%s.solution[%d].%s", path, j, a.Kind)
+			if a.Load != nil {
+				v.p.addf(ap, "a solution is what the attendee runs; a background load belongs in the step's actions")
+			}
+			v.action(a, ap)
+		}
+		for j, a := range st.Verify {
+			ap := fmt.Sprintf("%s.verify[%d].%s", path, j, a.Kind)
+			if a.Traffic == nil && a.Wait == nil {
+				v.p.addf(ap, "verify runs before every check: traffic and wait only, got %s", a.Kind)
+			}
+			v.action(a, ap)
 		}
 		for j, c := range st.Checks {
 			v.check(c, fmt.Sprintf("%s.checks[%d].%s", path, j, c.Kind))
@@ -241,6 +252,9 @@ func (v *validator) check(c Check, path string) {
 		if s.Min == nil && s.Max == nil && s.Fraction == nil {
 			v.p.addf(path, "set min, max or fraction")
 		}
+		if s.From != "" {
+			v.pod(s.From, path+".from", false)
+		}
 	case c.Latency != nil:
 		l := c.Latency
 		if !slices.Contains([]int{50, 90, 99, 100}, l.Percentile) {
@@ -270,6 +284,10 @@ func (v *validator) check(c Check, path string) {
 		}
 	case c.Denied != nil:
 		v.pod(c.Denied.Pod, path+".pod", true)
+	case c.ProxyStale != nil:
+		v.pod(c.ProxyStale.Pod, path+".pod", true)
+	case c.ProxyRestarted != nil:
+		v.pod(c.ProxyRestarted.Pod, path+".pod", true)
 	case c.Header != nil:
 		h := c.Header
 		if h.Name == "" {
@@ -337,6 +355,12 @@ func (c *Check) set(kind string) bool {
 		return c.MTLS != nil
 	case "header":
 		return c.Header != nil
+	case "proxy-stale":
+		return c.ProxyStale != nil
+	case "root-rotated":
+		return c.RootRotated != nil
+	case "proxy-restarted":
+		return c.ProxyRestarted != nil
 	}
 	return false
 }

@@ -17,16 +17,30 @@ type GuideState struct {
 	Steps        int    `json:"steps"`
 	StepName     string `json:"stepName"`
 	Instructions string `json:"instructions"`
+	// Tasks are the commands the step asks the attendee to run (its solution).
+	Tasks []GuideTask `json:"tasks,omitempty"`
 	// Error is why the step's actions failed, if they did.
 	Error string `json:"error,omitempty"`
+	// Passed counts the steps whose check passed; Done is set once the last one did.
+	Passed int  `json:"passed"`
+	Done   bool `json:"done,omitempty"`
+}
+
+// GuideTask is one shell command line of a step's task; Stdin, when set, is what the
+// command reads (the YAML of a `meshlab apply -f -`).
+type GuideTask struct {
+	Command string `json:"command"`
+	Stdin   string `json:"stdin,omitempty"`
 }
 
 // GuideCheck is the outcome of checking the current step.
 type GuideCheck struct {
 	Step    int           `json:"step"`
 	Passed  bool          `json:"passed"`
-	Error   string        `json:"error,omitempty"` // the solution's actions failed
+	Error   string        `json:"error,omitempty"` // the solution's or verify's actions failed
 	Results []CheckResult `json:"results"`
+	// Done is set when this check passed the lab's last step.
+	Done bool `json:"done,omitempty"`
 }
 
 // CheckResult is one check: what it saw, what it wanted, and a hint when it failed.
@@ -38,11 +52,13 @@ type CheckResult struct {
 	Hint   string `json:"hint,omitempty"`
 }
 
-// ErrNoGuide answers guide requests to a lab not started with `meshlab lab start`, and
-// ErrLastStep a request to move past the last step.
+// ErrNoGuide answers guide requests to a lab not started with `meshlab lab start`,
+// ErrLastStep a request to move past the last step, ErrNoSolution a request to solve a
+// step that has none.
 var (
-	ErrNoGuide  = errors.New("this lab has no guide: start one with meshlab lab start")
-	ErrLastStep = errors.New("this is the last step")
+	ErrNoGuide    = errors.New("this lab has no guide: start one with meshlab lab start")
+	ErrLastStep   = errors.New("this is the last step")
+	ErrNoSolution = errors.New("this step has no solution to apply")
 )
 
 // GuideBackend walks a person through a lab. CheckStep, NextStep and SolveStep run
@@ -82,7 +98,7 @@ func guideAnswer(c *gin.Context, v any, err error) {
 	switch {
 	case errors.Is(err, ErrNoGuide):
 		c.JSON(http.StatusNotFound, gin.H{"error": err.Error()})
-	case errors.Is(err, ErrLastStep):
+	case errors.Is(err, ErrLastStep), errors.Is(err, ErrNoSolution):
 		c.JSON(http.StatusConflict, gin.H{"error": err.Error()})
 	case err != nil:
 		writeError(c, err)

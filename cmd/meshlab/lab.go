@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -15,16 +14,14 @@ import (
 	"github.com/meshlab/meshlab/scenarios"
 )
 
-// errLabFailed makes `lab run` exit non-zero after printing its own report.
-var errLabFailed = errors.New("lab failed")
 
 func newLabCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "lab",
 		Short: "Run labs: scenarios with steps and mesh-aware checks",
 	}
-	cmd.AddCommand(newLabListCmd(), newLabRunCmd(g), newLabStartCmd(g),
-		newLabGuideCmd(g, "check", "Check the current step of a started lab"),
+	cmd.AddCommand(newLabListCmd(), newLabRunCmd(g), newLabStartCmd(g), newLabShowCmd(g),
+		newLabGuideCmd(g, "check", "Send the current step's traffic afresh and check the step of a started lab"),
 		newLabGuideCmd(g, "next", "Go to the next step of a started lab and run its setup"),
 		newLabGuideCmd(g, "solve", "Apply the current step's solution and check it"))
 	return cmd
@@ -121,7 +118,13 @@ func newLabRunCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			if !rep.Passed() {
-				return errLabFailed
+				passed := 0
+				for _, s := range rep.Steps {
+					if s.Passed() {
+						passed++
+					}
+				}
+				return fmt.Errorf("lab %s failed: %d of %d steps passed (the FAIL lines above say what each check saw and wanted)", l.Name, passed, len(rep.Steps))
 			}
 			return nil
 		},

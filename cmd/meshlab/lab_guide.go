@@ -65,10 +65,15 @@ func newLabStartCmd(g *globalFlags) *cobra.Command {
 			if u := running.DashboardURL(); u != "" {
 				fmt.Fprintf(out, "\nDashboard: %s\n", u)
 			}
-			fmt.Fprintf(out, "\nFrom another terminal:\n  sudo %[1]s lab check --name %[2]s   # check this step\n  sudo %[1]s lab next --name %[2]s    # go on\n  sudo %[1]s lab solve --name %[2]s   # apply the step's solution\nStop with Ctrl-C.\n", self, name)
+			fmt.Fprintf(out, "\nFrom another terminal:\n  sudo %[1]s lab check --name %[2]s   # send the step's traffic and check it\n  sudo %[1]s lab next --name %[2]s    # go on\n  sudo %[1]s lab show --name %[2]s    # show the current step again\n  sudo %[1]s lab solve --name %[2]s   # apply the step's solution\nStop with Ctrl-C.\n", self, name)
 			running.Wait(ctx)
 			fmt.Fprintln(out, "stopping lab", name)
-			return running.Close()
+			guide.Close()
+			err = running.Close()
+			if err == nil {
+				fmt.Fprintln(out, "lab", name, "stopped")
+			}
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&f.listen, "listen", lab.DefaultListen, "address of the dashboard and the API on TCP (\"\" for none)")
@@ -77,15 +82,34 @@ func newLabStartCmd(g *globalFlags) *cobra.Command {
 	return cmd
 }
 
+// printGuideState prints the step: its instructions, with the task's shell block
+// (Markdown for the dashboard) indented as a terminal shows code.
 func printGuideState(w io.Writer, st web.GuideState) {
-	fmt.Fprintf(w, "\nStep %d of %d: %s\n\n%s\n", st.Step, st.Steps, st.StepName, strings.TrimSpace(st.Instructions))
+	fmt.Fprintf(w, "\nStep %d of %d: %s\n\n", st.Step, st.Steps, st.StepName)
+	code := false
+	for _, line := range strings.Split(strings.TrimSpace(st.Instructions), "\n") {
+		switch {
+		case strings.HasPrefix(line, "```"):
+			code = !code
+		case code:
+			fmt.Fprintf(w, "    %s\n", line)
+		default:
+			fmt.Fprintln(w, line)
+		}
+	}
 	if st.Error != "" {
 		fmt.Fprintf(w, "\nThe step's setup failed: %s\n", st.Error)
 	}
 }
 
-// printGuideCheck prints each check and reports whether all passed.
-func printGuideCheck(w io.Writer, r web.GuideCheck) bool {
+// labDone says that the lab is finished and how to stop it.
+func labDone(w io.Writer, lab string, passed, steps int, name string) {
+	fmt.Fprintf(w, "\nLab %s done: %d of %d steps passed.\nStop it with Ctrl-C where `meshlab lab start` runs, or: sudo meshlab down --name %s\n", lab, passed, steps, name)
+}
+
+// printGuideCheck prints each check: what it saw, what it wanted and, when it failed, a
+// hint.
+func printGuideCheck(w io.Writer, r web.GuideCheck) {
 	if r.Error != "" {
 		fmt.Fprintf(w, "FAIL %s\n", r.Error)
 	}
@@ -99,7 +123,52 @@ func printGuideCheck(w io.Writer, r web.GuideCheck) bool {
 	if r.Passed {
 		fmt.Fprintf(w, "Step %d passed.\n", r.Step)
 	}
-	return r.Passed
+}
+
+// stepNotDone is the error of a check that failed: what is left to do.
+func stepNotDone(r web.GuideCheck) error {
+	failed := 0
+	for _, c := range r.Results {
+		if !c.Passed {
+			failed++
+		}
+	}
+	what := fmt.Sprintf("%d of %d checks failed", failed, len(r.Results))
+	if r.Error != "" {
+		what = "its actions failed"
+	}
+	return fmt.Errorf("step %d is not done yet (%s): fix what the FAIL lines say and run meshlab lab check again (meshlab lab show prints the step; meshlab lab solve applies its solution)", r.Step, what)
+}
+
+// newLabShowCmd returns `meshlab lab show`: the current step of a started lab.
+func newLabShowCmd(g *globalFlags) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "show",
+		Short: "Show the current step of a started lab: its instructions and the commands to run",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			c, err := g.apiClient()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			st, err := c.Guide(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return printOutput(cmd.OutOrStdout(), output, st, func(w io.Writer) error {
+				fmt.Fprintf(w, "%s (%d of %d steps passed)\n", st.Title, st.Passed, st.Steps)
+				printGuideState(w, st)
+				return nil
+			})
+		},
+	}
+	addOutputFlag(cmd, &output)
+	return cmd
 }
 
 // newLabGuideCmd returns `meshlab lab check|next|solve`, which drive a started lab's guide.
@@ -115,6 +184,10 @@ func newLabGuideCmd(g *globalFlags, verb, short string) *cobra.Command {
 			if err := checkOutput(output); err != nil {
 				return err
 			}
+			name, err := g.existingLab()
+			if err != nil {
+				return err
+			}
 			c, err := g.apiClient()
 			if err != nil {
 				return err
@@ -127,6 +200,10 @@ func newLabGuideCmd(g *globalFlags, verb, short string) *cobra.Command {
 					return err
 				}
 				return printOutput(out, output, st, func(w io.Writer) error {
+					if st.Done { // the last step passed: nowhere to go
+						labDone(w, st.Lab, st.Passed, st.Steps, name)
+						return nil
+					}
 					printGuideState(w, st)
 					return nil
 				})
@@ -145,12 +222,22 @@ func newLabGuideCmd(g *globalFlags, verb, short string) *cobra.Command {
 			}
 			if err := printOutput(out, output, r, func(w io.Writer) error {
 				printGuideCheck(w, r)
+				switch {
+				case r.Done:
+					st, err := c.Guide(ctx)
+					if err != nil {
+						return err
+					}
+					labDone(w, st.Lab, st.Passed, st.Steps, name)
+				case r.Passed:
+					fmt.Fprintln(w, "Go on: meshlab lab next")
+				}
 				return nil
 			}); err != nil {
 				return err
 			}
 			if !r.Passed {
-				return errLabFailed
+				return stepNotDone(r)
 			}
 			return nil
 		},
