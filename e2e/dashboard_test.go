@@ -494,16 +494,17 @@ func TestDashboardSecurityInBrowser(t *testing.T) {
 }
 
 // startGuidedLab runs `meshlab lab start NAME` with the dashboard on a free port and
-// returns its login URL once the first step is shown; cleanup stops it and checks that
-// nothing is left.
-func startGuidedLab(t *testing.T, labName string) string {
+// returns its login URL and the lab's name once the first step is shown; cleanup stops
+// it and checks that nothing is left.
+func startGuidedLab(t *testing.T, labName string) (string, string) {
 	t.Helper()
-	out := startLabGuide(t, testutil.UniqueName(t), labName, "127.0.0.1:0")
+	name := testutil.UniqueName(t)
+	out := startLabGuide(t, name, labName, "127.0.0.1:0")
 	u := dashboardURL.FindString(out.String())
 	if u == "" {
 		t.Fatalf("lab start printed no dashboard URL:\n%s", out.String())
 	}
-	return u
+	return u, name
 }
 
 // TestDashboardLabGuideInBrowser walks the retries lab from the guide panel beside the
@@ -513,13 +514,21 @@ func TestDashboardLabGuideInBrowser(t *testing.T) {
 	testutil.RequireRoot(t)
 	chromium := findChromium(t)
 	t.Parallel()
-	login := startGuidedLab(t, "retries")
+	login, name := startGuidedLab(t, "retries")
 	ctx := newBrowser(t, chromium)
 	run(t, ctx, "open the dashboard", chromedp.Navigate(login), chromedp.WaitVisible(chromedp.CSS("#guide")))
-	waitText(t, ctx, "#guide", "Hide a flaky backend with retries", "Step 1 of 2: the flaky service fails", "Send requests to flaky")
+	waitText(t, ctx, "#guide", "Hide a flaky backend with retries", "Step 1 of 2: the flaky service fails", "Send twenty requests to flaky")
+	waitText(t, ctx, "#guide-instructions pre", "meshlab exec client -- curl")
 	waitText(t, ctx, "#topo-graph", "client", "flaky")
 
-	// Step 1's action already sent the traffic: its check passes.
+	// Step 1's task is to send requests: before, its check fails; after, it passes.
+	run(t, ctx, "check step 1 before its task", chromedp.Click(chromedp.CSS("#guide-check")))
+	waitText(t, ctx, "#guide-msg", "Step 1 is not done yet.")
+	for range 20 {
+		if out, err := meshlab(t, "exec", "--name", name, "client", "--", "curl", "-s", "-o", "/dev/null", "http://flaky:8080/"); err != nil {
+			t.Fatalf("exec curl: %v\n%s", err, out)
+		}
+	}
 	run(t, ctx, "check step 1", chromedp.Click(chromedp.CSS("#guide-check")))
 	waitText(t, ctx, "#guide-msg", "Step 1 passed.")
 	waitText(t, ctx, "#guide-results li.check.pass", "PASS", "saw", "want")
@@ -538,7 +547,7 @@ func TestDashboardLabGuideInBrowser(t *testing.T) {
 	// Its task is not done: Check fails with what it saw, what it wants and a hint.
 	run(t, ctx, "check step 2", chromedp.Click(chromedp.CSS("#guide-check")))
 	waitText(t, ctx, "#guide-msg", "Step 2 is not done yet.")
-	waitText(t, ctx, "#guide-results li.check.fail", "FAIL", "status", "saw no traffic action ran", "want", "hint:")
+	waitText(t, ctx, "#guide-results li.check.fail", "FAIL", "status", "answers 200", "want", "hint:")
 	screenshot(t, ctx, "dashboard-guide-step2-fail")
 
 	// Solve applies the VirtualService with retries and checks again: PASS.
