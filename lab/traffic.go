@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
@@ -63,8 +64,8 @@ func (l *Lab) SendTraffic(ctx context.Context, r web.TrafficRequest) (web.Traffi
 		Timeout:       trafficTimeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	res := sendAll(ctx, hc, r, r.N)
-	l.publish("traffic.sent", r.Pod, fmt.Sprintf("sent %d requests to %s: %v", r.N, r.URL, res.Statuses),
+	res := sendAllFrom(ctx, hc, r, r.N, p.Sidecar.Inject)
+	l.publish("traffic.sent", r.Pod, fmt.Sprintf("sent %d requests to %s: %s", r.N, r.URL, countsText(res.Statuses)),
 		map[string]any{"url": r.URL, "n": r.N, "statuses": res.Statuses, "pods": res.Pods, "p50Ms": res.P50Ms})
 	return res, nil
 }
@@ -91,9 +92,25 @@ func resolveTarget(m *model.Model, p *model.Pod, u *url.URL) (netip.AddrPort, er
 	return netip.AddrPortFrom(vips[0], port), nil
 }
 
+// countsText renders counts as "503 x18, 200 x12": most first, then by key.
+func countsText(counts map[string]int) string {
+	keys := slices.Collect(maps.Keys(counts))
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Or(counts[b]-counts[a], strings.Compare(a, b)) })
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s x%d", k, counts[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
 // sendAll sends n requests (r's URL, method and headers) with a few in flight and
-// summarises the answers.
+// summarises the answers, from a pod with a sidecar.
 func sendAll(ctx context.Context, hc *http.Client, r web.TrafficRequest, n int) web.TrafficResult {
+	return sendAllFrom(ctx, hc, r, n, true)
+}
+
+// sendAllFrom is sendAll from a pod with or without a sidecar (which tells who answered).
+func sendAllFrom(ctx context.Context, hc *http.Client, r web.TrafficRequest, n int, sidecar bool) web.TrafficResult {
 	res := web.TrafficResult{Statuses: map[string]int{}, Pods: map[string]int{}}
 	var mu sync.Mutex
 	latencies := make([]time.Duration, 0, n)
@@ -110,12 +127,14 @@ func sendAll(ctx context.Context, hc *http.Client, r web.TrafficRequest, n int) 
 				latencies = append(latencies, d)
 				if err != nil {
 					res.Statuses["error"]++
+					res.AddAnswer("", web.AnsweredByNone, "error")
 					if len(res.Errors) < trafficErrorMax {
 						res.Errors = append(res.Errors, err.Error())
 					}
 				} else {
 					res.Statuses[strconv.Itoa(status)]++
 					res.Pods[pod]++
+					res.AddAnswer(pod, web.AnsweredBy(hdr, pod, sidecar), strconv.Itoa(status))
 					res.AddResponseHeaders(hdr)
 				}
 				mu.Unlock()
@@ -133,6 +152,7 @@ func sendAll(ctx context.Context, hc *http.Client, r web.TrafficRequest, n int) 
 	}
 	close(next)
 	wg.Wait()
+	res.SortAnswers()
 	slices.Sort(latencies)
 	res.P50Ms, res.P90Ms, res.P99Ms = percentileMs(latencies, 50), percentileMs(latencies, 90), percentileMs(latencies, 99)
 	if len(latencies) > 0 {

@@ -91,6 +91,66 @@ type TrafficResult struct {
 	// Headers reports the response headers seen, by canonical name (at most
 	// MaxResponseHeaders names).
 	Headers map[string]HeaderSeen `json:"headers,omitempty"`
+	// Answers counts the answers by who gave them and with which status, most first.
+	Answers []TrafficAnswer `json:"answers,omitempty"`
+}
+
+// Who answered a request (TrafficAnswer.By).
+const (
+	// AnsweredByApp: an app answered and named its pod (the demo app's "pod" field).
+	AnsweredByApp = "app"
+	// AnsweredByUpstream: the answer came from upstream (the sidecar reported
+	// x-envoy-upstream-service-time, or there was no sidecar) but did not name a pod.
+	AnsweredByUpstream = "upstream"
+	// AnsweredBySidecar: a sidecar answered itself, no upstream did (a fault abort, no
+	// healthy upstream, a route or policy refusal): Envoy's local reply carries no
+	// x-envoy-upstream-service-time.
+	AnsweredBySidecar = "sidecar"
+	// AnsweredByNone: no answer at all (a transport error; Status "error").
+	AnsweredByNone = "none"
+)
+
+// TrafficAnswer counts the answers with one status from one source.
+type TrafficAnswer struct {
+	Pod    string `json:"pod,omitempty"` // the pod that answered, when it named itself
+	By     string `json:"by"`            // AnsweredByApp, AnsweredByUpstream, AnsweredBySidecar or AnsweredByNone
+	Status string `json:"status"`        // the status code, or "error"
+	Count  int    `json:"count"`
+}
+
+// AddAnswer counts one answer into r.Answers.
+func (r *TrafficResult) AddAnswer(pod, by, status string) {
+	for i := range r.Answers {
+		if a := &r.Answers[i]; a.Pod == pod && a.By == by && a.Status == status {
+			a.Count++
+			return
+		}
+	}
+	r.Answers = append(r.Answers, TrafficAnswer{Pod: pod, By: by, Status: status, Count: 1})
+}
+
+// SortAnswers orders r.Answers by count, then status and pod, so the result is stable.
+func (r *TrafficResult) SortAnswers() {
+	slices.SortFunc(r.Answers, func(a, b TrafficAnswer) int {
+		if a.Count != b.Count {
+			return b.Count - a.Count
+		}
+		return strings.Compare(a.Status+"\x00"+a.Pod+"\x00"+a.By, b.Status+"\x00"+b.Pod+"\x00"+b.By)
+	})
+}
+
+// AnsweredBy tells who answered a request from the answer's headers and the pod its body
+// named ("" when none): the app when it named its pod, else the upstream when the sidecar
+// timed an upstream (x-envoy-upstream-service-time) or no sidecar stood in between, else
+// the sidecar itself.
+func AnsweredBy(h http.Header, pod string, sidecar bool) string {
+	switch {
+	case pod != "":
+		return AnsweredByApp
+	case !sidecar || h.Get("X-Envoy-Upstream-Service-Time") != "":
+		return AnsweredByUpstream
+	}
+	return AnsweredBySidecar
 }
 
 // HeaderSeen is one response header over all answers.
