@@ -43,6 +43,7 @@ func (l *Lab) features() []web.Routes {
 		web.EventRoutes(l.bus), web.TopologyRoutes(l), web.InspectRoutes(l), web.TrafficRoutes(l),
 		web.ConfigRoutes(l, l), web.ProxyRoutes(l), web.FaultRoutes(l), web.HistoryRoutes(l),
 		web.CARoutes(l), web.TraceRoutes(l), // lab/carotate.go, lab/trace.go
+		web.SecretsRoutes(l), // lab/secrets.go
 	}, l.opts.Routes...)
 }
 
