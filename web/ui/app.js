@@ -40,7 +40,7 @@ async function api(method, path, body, contentType) {
 }
 
 // ---- state shared by the views ----
-const state = { view: "topology", pod: "", topology: null, pods: [], events: [], kinds: new Set(), levels: {} };
+const state = { view: "topology", pod: "", topology: null, pods: [], events: [], kinds: new Set(), levels: {}, levelEdges: {}, edgeHist: {}, dead: false, openChanges: new Set() };
 
 // ---- navigation ----
 function route() {
@@ -73,30 +73,95 @@ async function loadPods() {
 // ---- topology ----
 let topoSource = null;
 function startTopology() {
-  if (topoSource) return;
+  if (topoSource || state.dead) return;
   topoSource = new EventSource("/v1/topology/stream");
-  topoSource.onmessage = (m) => { state.topology = JSON.parse(m.data); drawTopology(state.topology); };
+  topoSource.onmessage = (m) => { state.topology = JSON.parse(m.data); observeEdges(state.topology); drawTopology(state.topology); };
+  topoSource.onerror = () => checkAlive();
 }
 function stopTopology() { if (topoSource) { topoSource.close(); topoSource = null; } }
 
 // levels places a service one column right of every service whose pods call it (as far
-// as the traffic seen so far tells), so callers sit left of callees and stay there.
+// as the traffic seen so far tells), so callers sit left of callees and stay there. A
+// call that would close a cycle (a callee calling back) is left out of the layout: the
+// first calls seen keep their order.
 function levels(t, podService) {
-  const lv = state.levels;
-  for (const svc of t.services) if (!(svc.hostname in lv)) lv[svc.hostname] = 0;
-  for (let i = 0; i < t.services.length; i++) {
+  const calls = state.levelEdges; // service -> Set of services it calls, cycle-free
+  const reaches = (a, b, seen = new Set()) => a === b || (!seen.has(a) && (seen.add(a), [...(calls[a] || [])].some((n) => reaches(n, b, seen))));
+  for (const e of t.edges) {
+    const from = podService[e.from];
+    if (!from || from === e.to || (calls[from] && calls[from].has(e.to))) continue;
+    if (!reaches(e.to, from)) (calls[from] = calls[from] || new Set()).add(e.to);
+  }
+  const lv = {};
+  const ids = [...t.services.map((svc) => svc.hostname), ...("(no service)" in state.levels ? ["(no service)"] : [])];
+  for (const id of ids) lv[id] = 0;
+  for (let i = 0; i < ids.length; i++) {
     let changed = false;
-    for (const e of t.edges) {
-      const from = podService[e.from];
-      if (!from || !(e.to in lv) || from === e.to) continue;
-      if (lv[e.to] < lv[from] + 1) { lv[e.to] = lv[from] + 1; changed = true; }
+    for (const [from, tos] of Object.entries(calls)) {
+      if (!(from in lv)) continue;
+      for (const to of tos) if (to in lv && lv[to] < lv[from] + 1) { lv[to] = lv[from] + 1; changed = true; }
     }
     if (!changed) break;
   }
   return lv;
 }
 
+// Edge health: the 5xx share of the requests an edge carried decides its colour, its
+// requests per second its thickness. The thresholds are the legend's.
+const HEALTH = { warn: 0.01, bad: 0.2 }; // 5xx share: >= 1 % amber, >= 20 % red
+const EDGE_WINDOW_MS = 10000;
+
+// observeEdges keeps each edge's counters over the last EDGE_WINDOW_MS of snapshots, so
+// a burst stays visible (and measured) for a few seconds instead of one poll.
+function observeEdges(t) {
+  const now = Date.parse(t.time) || Date.now();
+  const seen = new Set();
+  for (const e of t.edges) {
+    const k = e.from + "|" + e.to;
+    seen.add(k);
+    let hist = state.edgeHist[k] || [];
+    const last = hist[hist.length - 1];
+    if (last && (e.requests < last.req || e.errors < last.err)) hist = []; // counters restarted
+    hist.push({ t: now, req: e.requests, err: e.errors });
+    while (hist.length > 2 && now - hist[1].t >= EDGE_WINDOW_MS) hist.shift();
+    state.edgeHist[k] = hist;
+  }
+  for (const k of Object.keys(state.edgeHist)) if (!seen.has(k)) delete state.edgeHist[k];
+}
+
+// edgeHealth measures an edge: rps and 5xx share over the window when it carried
+// requests in it, else (idle) the share over every request the sidecar counted.
+function edgeHealth(e) {
+  const hist = state.edgeHist[e.from + "|" + e.to] || [];
+  let rps = e.rps || 0, rate = e.rps > 0 ? e.errorRate : null, windowS = 0;
+  if (hist.length >= 2) {
+    const a = hist[0], b = hist[hist.length - 1];
+    windowS = (b.t - a.t) / 1000;
+    const dreq = b.req - a.req;
+    rps = windowS > 0 ? dreq / windowS : 0;
+    rate = dreq > 0 ? (b.err - a.err) / dreq : null;
+  }
+  const idle = rate === null;
+  if (idle) rate = e.requests > 0 ? e.errors / e.requests : 0;
+  let level = rate >= HEALTH.bad ? "bad" : rate >= HEALTH.warn ? "warn" : "ok";
+  if (e.requests === 0 && (e.denied || 0) === 0) level = "none";
+  return { rps, rate, idle, level, windowS };
+}
+
+// edgeWidth grows with the request rate, logarithmically, from 1.5 to 7 px.
+const edgeWidth = (rps) => 1.5 + Math.min(5.5, 1.3 * Math.log2(1 + rps));
+
+const boxesOverlap = (a, b) => a.x < b.x + b.w && b.x < a.x + a.w && a.y < b.y + b.h && b.y < a.y + a.h;
+
+// bezier returns the point at t of a cubic curve p0..p3.
+function bezier(p, t) {
+  const u = 1 - t;
+  const f = (k) => u * u * u * p[0][k] + 3 * u * u * t * p[1][k] + 3 * u * t * t * p[2][k] + t * t * t * p[3][k];
+  return { x: f(0), y: f(1) };
+}
+
 function drawTopology(t) {
+  const dead = state.dead;
   const podService = {}, podInfo = {};
   for (const p of t.pods) podInfo[p.name] = p;
   for (const svc of t.services) for (const p of svc.pods) if (!(p in podService)) podService[p] = svc.hostname;
@@ -109,7 +174,8 @@ function drawTopology(t) {
   }
   const lv = levels(t, podService);
   // Layout: columns by level, boxes stacked; pods as dots, named when there are few.
-  const colW = 340, boxW = 200, perRow = 10, gap = 24, cols = {};
+  // Columns leave room between boxes for the edges and their labels.
+  const colW = 420, boxW = 200, perRow = 10, gap = 28, cols = {};
   const pos = {}, podPos = {};
   for (const b of boxes) {
     const col = lv[b.id] || 0;
@@ -127,54 +193,112 @@ function drawTopology(t) {
   }
   const width = Math.max(600, (Math.max(0, ...Object.keys(cols).map(Number)) + 1) * colW + 40);
   const height = Math.max(160, ...Object.values(cols)) + 10;
-  const svg = s("svg", { viewBox: `0 0 ${width} ${height}`, width, height, preserveAspectRatio: "xMinYMin meet", role: "img", "aria-label": "mesh topology" });
-  svg.append(s("defs", {}, s("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 10, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" }, s("path", { d: "M 0 0 L 10 5 L 0 10 z", fill: "#7a8794" }))));
+  const svg = s("svg", { viewBox: `0 0 ${width} ${height}`, width, height, preserveAspectRatio: "xMinYMin meet", role: "img", "aria-label": "mesh topology", class: dead ? "dead" : "" });
+  // One arrowhead per colour, sized in user space so thick edges keep small heads.
+  const defs = s("defs", {});
+  for (const lvl of ["ok", "warn", "bad", "none", "dead"]) {
+    defs.append(s("marker", { id: "arrow-" + lvl, viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 13, markerHeight: 13, markerUnits: "userSpaceOnUse", orient: "auto-start-reverse" },
+      s("path", { d: "M 0 0 L 10 5 L 0 10 z", class: "arrow " + lvl })));
+  }
+  svg.append(defs);
+  const obstacles = []; // what labels must not cover: boxes (with their pod names) and other labels
   for (const b of boxes) {
     const p = pos[b.id];
-    const g = s("g", { class: "svc" });
+    obstacles.push({ x: p.x - 4, y: p.y - 4, w: p.w + 8, h: p.h + 8 });
+    const g = s("g", { class: "svc", "data-service": b.id });
     g.append(s("rect", { x: p.x, y: p.y, width: p.w, height: p.h, rx: 8 }));
     g.append(s("text", { x: p.x + 8, y: p.y + 17, class: "title" }, b.title));
     g.append(s("text", { x: p.x + 8, y: p.y + 32 }, b.sub));
     for (const [i, name] of b.pods.entries()) {
       const pp = b.xy[i], info = podInfo[name] || {};
-      const c = s("circle", { cx: pp.x, cy: pp.y, r: 6, class: "pod " + (info.ready ? "ready" : "unready") + (info.rbacDenied > 0 ? " denying" : "") });
-      c.append(s("title", {}, `${name} ${info.ip || ""} epoch ${info.epoch}` + (info.rbacDenied > 0 ? ` · ${info.rbacDenied} denied by RBAC` : "")));
+      const health = dead ? "unknown" : info.ready ? "ready" : "unready";
+      const c = s("circle", { cx: pp.x, cy: pp.y, r: 6, class: "pod " + health + (info.rbacDenied > 0 ? " denying" : ""), "data-pod": name });
+      c.append(s("title", {}, dead ? `${name}: unknown, the lab is down` : `${name} ${info.ip || ""} epoch ${info.epoch}` + (info.rbacDenied > 0 ? ` · ${info.rbacDenied} denied by RBAC` : "")));
       c.addEventListener("click", () => { location.hash = "#pods/" + encodeURIComponent(name); });
       g.append(c);
       if (p.named) g.append(s("text", { x: pp.x + 10, y: pp.y + 4, class: "pod-name" }, name));
     }
     svg.append(g);
   }
-  for (const e of t.edges) {
-    const from = podPos[e.from], to = pos[e.to];
-    if (!from || !to) continue;
-    const x2 = to.x, y2 = to.y + 20;
-    const x1 = from.x + 6, y1 = from.y;
-    const mx = (x1 + x2) / 2;
-    const cls = "edge" + (e.rps > 0 ? " busy" : "") + (e.errorRate > 0 ? " errors" : "") + (e.mtls ? " mtls" : " plain") + (e.denied > 0 ? " denied" : "");
-    const path = s("path", { d: `M ${x1} ${y1} C ${mx} ${y1}, ${mx} ${y2}, ${x2} ${y2}`, class: cls, "marker-end": "url(#arrow)", "data-from": e.from, "data-to": e.to });
-    path.append(s("title", {}, edgeTitle(e)));
-    svg.append(path);
-    const label = `${e.rps.toFixed(1)} rps · ${(e.errorRate * 100).toFixed(0)}% 5xx · ${e.mtls ? "mTLS" : "plaintext"}${e.denied > 0 ? ` · ${e.denied} denied` : ""}`;
-    const fromBox = pos[podService[e.from]];
-    const lx = fromBox && fromBox.x + fromBox.w < x2 ? fromBox.x + fromBox.w + 8 : mx;
-    svg.append(s("text", { x: lx, y: y2 - 6, class: "edge-label" + (e.denied > 0 ? " denied" : "") }, label));
+  // Edges leave the source box at its right side, level with the calling pod (so the line
+  // never crosses a pod's name), and arrive spread along the target box's left side.
+  const drawn = t.edges.filter((e) => podPos[e.from] && pos[e.to]);
+  const incoming = {};
+  for (const e of drawn) (incoming[e.to] = incoming[e.to] || []).push(e);
+  for (const list of Object.values(incoming)) list.sort((a, b) => podPos[a.from].y - podPos[b.from].y);
+  const edgeLayer = s("g", { class: "edges" }), labelLayer = s("g", { class: "edge-labels" });
+  for (const e of drawn) {
+    const src = pos[podService[e.from]], to = pos[e.to], from = podPos[e.from];
+    const ins = incoming[e.to], k = ins.indexOf(e);
+    const y2 = to.y + 14 + ((k + 1) * Math.max(8, to.h - 22)) / (ins.length + 1);
+    let pts;
+    if (to.x > src.x + src.w) { // callee to the right: the usual case
+      const x1 = src.x + src.w, x2 = to.x - 1, mx = (x1 + x2) / 2;
+      pts = [[x1, from.y], [mx, from.y], [mx, y2], [x2, y2]];
+    } else if (to.x + to.w < src.x) { // callee to the left (a call back): leave by the left side
+      const x1 = src.x, x2 = to.x + to.w + 1, mx = (x1 + x2) / 2;
+      pts = [[x1, from.y], [mx, from.y], [mx, y2], [x2, y2]];
+    } else { // same column: loop out to the right
+      const x1 = src.x + src.w, x2 = to.x + to.w + 1, bulge = Math.max(x1, x2) + 70;
+      pts = [[x1, from.y], [bulge, from.y], [bulge, y2], [x2, y2]];
+    }
+    const hl = edgeHealth(e);
+    const level = dead ? "dead" : hl.level;
+    const cls = "edge " + level + (hl.idle ? " idle" : " busy") + (e.mtls ? " mtls" : " plain") + (e.denied > 0 ? " denied" : "");
+    const d = `M ${pts[0][0]} ${pts[0][1]} C ${pts[1][0]} ${pts[1][1]}, ${pts[2][0]} ${pts[2][1]}, ${pts[3][0]} ${pts[3][1]}`;
+    const path = s("path", { d, class: cls, "marker-end": `url(#arrow-${level})`, "data-from": e.from, "data-to": e.to,
+      "data-level": level, "data-error-rate": hl.rate.toFixed(3), "data-rps": hl.rps.toFixed(2) });
+    path.style.strokeWidth = (hl.idle || dead ? 1.5 : edgeWidth(hl.rps)) + "px";
+    path.append(s("title", {}, edgeTitle(e, hl)));
+    edgeLayer.append(path);
+    const rate = `${(hl.rate * 100).toFixed(0)}% 5xx`;
+    const label = dead ? "lab down: no data" : (hl.idle ? `idle · ${rate} of ${e.requests}` : `${hl.rps.toFixed(1)} rps · ${rate}`) +
+      ` · ${e.mtls ? "mTLS" : "plaintext"}${e.denied > 0 ? ` · ${e.denied} denied` : ""}`;
+    const lw = label.length * (level === "bad" ? 6.9 : 6.3) + 8, lh = 15;
+    // Candidate spots along the curve, away from both ends (the arrowhead and the source
+    // box): the middle first, then either side, above the line and then below it.
+    // Edges fan out towards their targets, so spots past the middle tell them apart best;
+    // a label never reaches into the last 18 px before the arrowhead.
+    const lo = Math.min(pts[0][0], pts[3][0]) + 4, hi = Math.max(pts[0][0], pts[3][0]) - 18;
+    let spot = null;
+    for (const tt of [0.62, 0.5, 0.74, 0.4, 0.3]) {
+      const c = bezier(pts, tt);
+      const x = Math.max(lo, Math.min(hi - lw, c.x - lw / 2));
+      for (const dy of [-lh - 3, 5, -2 * lh - 4, lh + 6]) {
+        const r = { x, y: c.y + dy, w: lw, h: lh };
+        if (!obstacles.some((o) => boxesOverlap(o, r))) { spot = r; break; }
+      }
+      if (spot) break;
+    }
+    if (!spot) { const c = bezier(pts, 0.5); spot = { x: c.x - lw / 2, y: c.y - lh - 3, w: lw, h: lh }; }
+    obstacles.push(spot);
+    const lg = s("g", { class: "edge-label-box " + level, "data-from": e.from, "data-to": e.to });
+    lg.append(s("rect", { x: spot.x, y: spot.y, width: spot.w, height: spot.h, rx: 3 }));
+    lg.append(s("text", { x: spot.x + 4, y: spot.y + 11, class: "edge-label " + level + (e.denied > 0 ? " denied" : "") }, label));
+    labelLayer.append(lg);
   }
+  svg.append(edgeLayer, labelLayer);
   $("topo-graph").replaceChildren(svg);
+  // Fit each label's backing to its text as drawn (all reads, then all writes).
+  const labels = [...labelLayer.children];
+  const widths = labels.map((g) => g.lastChild.getComputedTextLength());
+  labels.forEach((g, i) => { if (widths[i] > 0) g.firstChild.setAttribute("width", widths[i] + 8); });
   const svcsOf = {};
   for (const svc of t.services) for (const p of svc.pods) (svcsOf[p] = svcsOf[p] || []).push(svc.name);
   $("topo-pods").tBodies[0].replaceChildren(...t.pods.map((p) => h("tr", {},
     h("td", {}, h("a", { href: "#pods/" + encodeURIComponent(p.name) }, p.name)), h("td", {}, p.namespace), h("td", {}, p.ip),
-    h("td", { class: p.ready ? "ok" : "bad" }, p.ready ? "ready" : "not ready"), h("td", { class: "num" }, p.epoch < 0 ? "-" : p.epoch),
+    dead ? h("td", { class: "unknown" }, "unknown (lab down)") : h("td", { class: p.ready ? "ok" : "bad" }, p.ready ? "ready" : "not ready"),
+    h("td", { class: "num" }, p.epoch < 0 || dead ? "-" : p.epoch),
     h("td", { class: "num" + (p.rbacDenied > 0 ? " bad" : "") }, p.rbacDenied || 0),
     h("td", {}, (svcsOf[p.name] || []).join(", ")))));
 }
 
-// edgeTitle explains how an edge's mTLS and denials were measured.
-function edgeTitle(e) {
+// edgeTitle explains how an edge's health, mTLS and denials were measured.
+function edgeTitle(e, hl) {
   const tls = e.mtls ? `mTLS: ${e.handshakes || 0} TLS handshakes, ${e.mtlsEndpoints || 0} endpoints matched tlsMode-istio`
     : `plaintext: no TLS handshake${e.plaintextEndpoints ? `, ${e.plaintextEndpoints} endpoints matched the raw (tlsMode-disabled) socket` : ""}`;
-  return `${e.from} → ${e.to}: ${e.requests} requests, ${e.errors} 5xx, ${e.denied || 0} denied (403); ${tls}`;
+  const now = hl.idle ? "no request in the last few seconds" : `${hl.rps.toFixed(1)} requests/s and ${(hl.rate * 100).toFixed(1)}% 5xx over the last ${Math.round(hl.windowS) || 1} s`;
+  return `${e.from} → ${e.to}: ${now}; since the sidecar started ${e.requests} requests, ${e.errors} 5xx, ${e.denied || 0} denied (403); ${tls}`;
 }
 
 // ---- pod page ----
@@ -408,40 +532,123 @@ async function restartProxy() {
 }
 
 // ---- traffic tool ----
+// statusClass colours a status: 2xx ok, 4xx warn, 5xx and transport errors bad.
+function statusClass(st) {
+  if (st === "error") return "bad";
+  const n = Number(st);
+  return n >= 500 ? "bad" : n >= 400 ? "warn-text" : n >= 200 && n < 300 ? "ok" : "";
+}
+
+// answerText names who answered (web.TrafficAnswer).
+function answerText(a) {
+  switch (a.by) {
+    case "app": return a.pod;
+    case "sidecar": return "the sidecar itself: no upstream answered (fault abort, no healthy upstream, refused route)";
+    case "none": return "no answer (transport error)";
+    default: return a.pod || "an upstream app that does not name its pod";
+  }
+}
+
+// trafficDefaults picks what the traffic tool sends until the user picks: a client calling
+// a service it is not part of. First a workload's declared upstream (the demo app's
+// app.upstreams), then the busiest call the topology saw, then a pod of no service (a
+// client), then any pod outside the service with the most pods.
+async function trafficDefaults() {
+  if (state.trafficTouched) return;
+  const [ob, tp] = await Promise.all([api("GET", "/v1/objects?kind=Workload"), api("GET", "/v1/topology")]);
+  if (state.trafficTouched) return;
+  const pods = state.pods.map((p) => p.name);
+  const topo = tp.ok ? tp.data : { services: [], edges: [] };
+  const services = topo.services || [];
+  const svcOf = (pod) => services.filter((s) => (s.pods || []).includes(pod));
+  const urlOf = (svc, pod) => {
+    const p = state.pods.find((x) => x.name === pod);
+    const host = p && p.namespace !== svc.namespace ? `${svc.name}.${svc.namespace}` : svc.name;
+    return `http://${host}:${(svc.ports || [80])[0]}/`;
+  };
+  let pick = null;
+  for (const w of ob.ok && Array.isArray(ob.data) ? ob.data : []) {
+    const ups = (((w.object || {}).spec || {}).app || {}).upstreams || [];
+    const pod = pods.find((p) => p === w.name || p.startsWith(w.name + "-"));
+    if (pod && ups.length) { pick = { pod, url: ups[0] }; break; }
+  }
+  if (!pick) {
+    const calls = (topo.edges || []).filter((e) => !svcOf(e.from).some((s) => s.hostname === e.to)).sort((a, b) => b.requests - a.requests);
+    const svc = calls.length && services.find((s) => s.hostname === calls[0].to);
+    if (svc) pick = { pod: calls[0].from, url: urlOf(svc, calls[0].from) };
+  }
+  if (!pick && services.length) {
+    const big = services.slice().sort((a, b) => (b.pods || []).length - (a.pods || []).length);
+    const lone = pods.find((p) => !svcOf(p).length);
+    for (const svc of lone ? big.slice(0, 1) : big) {
+      const pod = lone || pods.find((p) => !(svc.pods || []).includes(p));
+      if (pod) { pick = { pod, url: urlOf(svc, pod) }; break; }
+    }
+  }
+  if (!pick) return;
+  $("traffic-pod").value = pick.pod;
+  $("traffic-url").value = pick.url;
+  $("trace-target").value = pick.url;
+}
+
 async function sendTraffic(ev) {
   ev.preventDefault();
+  state.trafficTouched = true;
   const req = { pod: $("traffic-pod").value, url: $("traffic-url").value, n: Number($("traffic-n").value) };
   $("traffic-msg").textContent = "sending…";
+  $("traffic-msg").className = "msg";
   $("traffic-result").replaceChildren();
   const r = await api("POST", "/v1/traffic", req);
-  if (!r.ok) { $("traffic-msg").textContent = "error: " + (r.data.error || r.data); return; }
+  if (!r.ok) { $("traffic-msg").textContent = "error: " + (r.data.error || r.data); $("traffic-msg").className = "msg error"; return; }
   $("traffic-msg").textContent = "";
   const res = r.data;
-  const dist = (title, counts) => {
-    const total = Object.values(counts).reduce((a, b) => a + b, 0) || 1;
-    return h("table", { class: "grid dist" }, h("thead", {}, h("tr", {}, h("th", {}, title), h("th", {}, "count"), h("th", {}, "share"))),
-      h("tbody", {}, Object.entries(counts).sort((a, b) => b[1] - a[1]).map(([k, v]) => {
-        const bar = h("span", { class: "bar" });
-        bar.style.width = Math.round((200 * v) / total) + "px";
-        return h("tr", {}, h("td", { class: "mono" }, k || "(no pod field)"), h("td", { class: "num" }, v), h("td", {}, bar, " ", Math.round((100 * v) / total) + "%"));
-      })));
-  };
+  const bar = (v, total, cls) => { const b = h("span", { class: "bar " + cls }); b.style.width = Math.round((200 * v) / total) + "px"; return b; };
+  const total = res.sent || 1;
+  const failed = Object.entries(res.statuses || {}).filter(([k]) => statusClass(k) === "bad").reduce((a, [, v]) => a + v, 0);
+  // Who answered with what: one row per pod (or the sidecar) and status.
+  const answers = res.answers || Object.entries(res.pods || {}).map(([pod, count]) => ({ pod, by: pod ? "app" : "upstream", status: "", count }));
+  const byPod = h("table", { class: "grid dist", id: "traffic-answers" },
+    h("thead", {}, h("tr", {}, h("th", {}, "answered by"), h("th", {}, "status"), h("th", {}, "count"), h("th", {}, "share"))),
+    h("tbody", {}, answers.map((a) => h("tr", { "data-by": a.by, "data-status": a.status, class: statusClass(a.status) === "bad" ? "failed" : "" },
+      h("td", { class: a.by === "app" ? "mono" : "msg" }, answerText(a)), h("td", { class: "num " + statusClass(a.status) }, a.status),
+      h("td", { class: "num" }, a.count), h("td", {}, bar(a.count, total, statusClass(a.status)), " ", Math.round((100 * a.count) / total) + "%")))));
+  const statuses = h("table", { class: "grid dist", id: "traffic-statuses" },
+    h("thead", {}, h("tr", {}, h("th", {}, "status"), h("th", {}, "count"), h("th", {}, "share"))),
+    h("tbody", {}, Object.entries(res.statuses || {}).sort((a, b) => b[1] - a[1]).map(([k, v]) => h("tr", { class: statusClass(k) === "bad" ? "failed" : "" },
+      h("td", { class: "mono " + statusClass(k) }, k), h("td", { class: "num" }, v), h("td", {}, bar(v, total, statusClass(k)), " ", Math.round((100 * v) / total) + "%")))));
   $("traffic-result").replaceChildren(
-    h("p", { id: "traffic-latency" }, `${res.sent} sent · latency p50 ${res.p50Ms} ms · p90 ${res.p90Ms} ms · p99 ${res.p99Ms} ms · max ${res.maxMs} ms`),
-    h("h2", {}, "Responses by pod"), h("div", { id: "traffic-pods" }, dist("pod", res.pods)),
-    h("h2", {}, "Status codes"), dist("status", res.statuses),
+    h("p", { id: "traffic-latency" }, `${res.sent} sent · `, h("span", { class: failed ? "bad" : "ok" }, failed ? `${failed} failed (${Math.round((100 * failed) / total)}%)` : "all answered without error"),
+      ` · latency p50 ${res.p50Ms} ms · p90 ${res.p90Ms} ms · p99 ${res.p99Ms} ms · max ${res.maxMs} ms`),
+    h("h2", {}, "Responses by pod"), h("div", { id: "traffic-pods" }, byPod),
+    h("h2", {}, "Status codes"), statuses,
     res.errors ? h("ul", { class: "errors" }, res.errors.map((e) => h("li", {}, e))) : "");
 }
 
 // ---- config ----
+// sdsCell is a proxy's SDS column, from the secrets the proxy itself holds (its
+// /config_dump): the discovery server does not serve SDS, the pod's agent does.
+function sdsCell(sec) {
+  if (!sec) return h("td", { class: "msg", title: "no secrets read from this proxy" }, "-");
+  if (sec.error) return h("td", { class: "bad", title: sec.error }, "unreadable");
+  const list = (sec.secrets || []).slice().sort((a, b) => (a.kind === "certificate" ? 0 : 1) - (b.kind === "certificate" ? 0 : 1));
+  if (!list.length) return h("td", { class: "bad", title: "the proxy holds no secret: its agent has not served one over SDS" }, "none");
+  const cert = list.find((x) => x.kind === "certificate"), roots = list.filter((x) => x.kind === "validation");
+  const text = list.map((x) => x.name + (x === cert && x.version ? " " + x.version.slice(0, 8) : "")).join(" + ");
+  const title = list.map((x) => `${x.name} (${x.kind || "secret"}) version ${x.version || "-"}, taken ${fmtTime(x.lastUpdated)}`).join("\n");
+  return h("td", { class: cert && roots.length ? "ok" : "bad", title, "data-sds": list.map((x) => x.name).join(",") }, (cert && roots.length ? "ACTIVE " : "partial ") + text);
+}
+
 async function loadConfig() {
-  const ps = await api("GET", "/v1/proxy-status");
+  const [ps, sc] = await Promise.all([api("GET", "/v1/proxy-status"), api("GET", "/v1/proxy-secrets")]);
+  const secretsOf = {};
+  if (sc.ok && Array.isArray(sc.data)) for (const x of sc.data) secretsOf[x.pod] = x;
   if (ps.ok && Array.isArray(ps.data)) {
     const types = ["CDS", "EDS", "LDS", "RDS", "SDS"];
     $("config-proxies").replaceChildren(h("table", { class: "grid" },
       h("thead", {}, h("tr", {}, h("th", {}, "pod"), h("th", {}, "connected"), types.map((t) => h("th", {}, t)))),
       h("tbody", {}, ps.data.map((p) => h("tr", {}, h("td", {}, p.pod || p.nodeID), h("td", {}, p.connected ? "yes" : "no"),
         types.map((t) => {
+          if (t === "SDS") return sdsCell(secretsOf[p.pod]);
           const x = (p.types || {})[t];
           if (!x) return h("td", {}, "-");
           const synced = x.sent !== "" && x.sent === x.acked;
@@ -553,21 +760,116 @@ function kindMatches(sel, kind) {
 function eventMatches(e) {
   const kind = $("events-kind").value, f = $("events-filter").value.toLowerCase();
   if (!kindMatches(kind, e.kind)) return false;
-  return !f || (e.kind + " " + (e.pod || "") + " " + e.message).toLowerCase().includes(f);
+  return !f || (e.kind + " " + (e.pod || "") + " " + eventMessage(e)).toLowerCase().includes(f);
+}
+
+// fmtValue renders a field for people: objects as "k v, k v" (never Go's map[k:v]).
+function fmtValue(v) {
+  if (v === null || v === undefined) return "";
+  if (Array.isArray(v)) return v.map(fmtValue).join(", ");
+  if (typeof v === "object") return Object.entries(v).sort((a, b) => (b[1] > a[1] ? 1 : b[1] < a[1] ? -1 : 0)).map(([k, x]) => `${k || "(none)"} ×${fmtValue(x)}`).join(", ");
+  return String(v);
+}
+
+// eventMessage is the event's one line; a traffic event is written from its fields, and
+// any Go map text a message still carries ("map[200:8 503:2]") is rewritten.
+function eventMessage(e) {
+  const f = e.fields || {};
+  if (e.kind === "traffic.sent" && f.statuses && typeof f.statuses === "object") {
+    return `sent ${f.n} requests to ${f.url}: ${fmtValue(f.statuses)}` + (f.pods && Object.keys(f.pods).length ? ` · answered by ${fmtValue(f.pods)}` : "");
+  }
+  return String(e.message || "").replace(/map\[([^\]]*)\]/g, (_, body) => body.split(" ").filter(Boolean).map((kv) => kv.replace(/:(?=[^:]*$)/, " ×")).join(", "));
 }
 
 function eventRow(e) {
-  return h("tr", { "data-kind": e.kind }, h("td", { class: "num" }, e.seq), h("td", {}, new Date(e.time).toLocaleTimeString()),
-    h("td", { class: "mono" }, e.kind), h("td", {}, e.pod ? h("a", { href: "#pods/" + encodeURIComponent(e.pod) }, e.pod) : ""), h("td", {}, e.message));
+  return h("tr", { "data-kind": e.kind, class: /\.(nack|failed|exited|refused)$/.test(e.kind) ? "event bad" : "event" },
+    h("td", { class: "num" }, e.seq), h("td", {}, new Date(e.time).toLocaleTimeString()),
+    h("td", { class: "mono" }, e.kind), h("td", {}, e.pod ? h("a", { href: "#pods/" + encodeURIComponent(e.pod) }, e.pod) : ""), h("td", {}, eventMessage(e)));
+}
+
+// A change is what one apply (or the lab coming up) sets off: its config.* events and the
+// xDS pushes, ACKs and NACKs to every proxy. They arrive within moments of each other,
+// pushes first, so events of these kinds less than CHANGE_GAP_MS apart are one change,
+// shown as one row whose counts expand to the pushes of each proxy.
+const CHANGE_GAP_MS = 2000;
+const inChange = (kind) => kind.startsWith("config.") || ["xds.pushed", "xds.ack", "xds.nack", "xds.connected", "xds.disconnected"].includes(kind);
+const grouping = () => $("events-group").checked && !/^(xds|config)\./.test($("events-kind").value);
+
+function eventItems(events) {
+  const items = [];
+  let open = null;
+  for (const e of events) {
+    if (!grouping() || !inChange(e.kind)) { items.push(e); continue; }
+    const t = Date.parse(e.time);
+    if (!open || t - open.last > CHANGE_GAP_MS) { open = { group: true, events: [], last: t }; items.push(open); }
+    open.events.push(e);
+    open.last = t;
+  }
+  return items;
+}
+
+// changeSummary counts a change's events: the objects it changed, pushes, ACKs and NACKs.
+function changeSummary(g) {
+  const objects = [], pods = new Set(), types = new Set(), nacks = [];
+  let pushed = 0, acked = 0, connected = 0, disconnected = 0;
+  for (const e of g.events) {
+    if (e.pod) pods.add(e.pod);
+    const type = (e.fields || {}).type;
+    if (e.kind.startsWith("config.")) objects.push(`${e.message} ${e.kind.slice(7)}`);
+    else if (e.kind === "xds.pushed") { pushed++; if (type) types.add(type); }
+    else if (e.kind === "xds.ack") acked++;
+    else if (e.kind === "xds.nack") nacks.push(e);
+    else if (e.kind === "xds.connected") connected++;
+    else if (e.kind === "xds.disconnected") disconnected++;
+  }
+  return { objects, pods, types, nacks, pushed, acked, connected, disconnected };
+}
+
+function changeRow(g) {
+  const c = changeSummary(g), first = g.events[0], last = g.events[g.events.length - 1];
+  const key = String(first.seq);
+  const what = c.objects.length ? c.objects.join(", ") : c.connected ? `${c.connected} prox${c.connected === 1 ? "y" : "ies"} connected` : c.disconnected ? `${c.disconnected} prox${c.disconnected === 1 ? "y" : "ies"} disconnected` : "config pushed";
+  const parts = [h("b", {}, what)];
+  if (c.pushed) parts.push(` → pushed ${c.pushed} (${[...c.types].sort().join(", ")}) to ${c.pods.size} prox${c.pods.size === 1 ? "y" : "ies"}`, ` · ${c.acked} ACKed`);
+  const waiting = c.pushed - c.acked - c.nacks.length;
+  if (waiting > 0) parts.push(h("span", { class: "warn-text" }, ` · ${waiting} not answered yet`));
+  if (c.nacks.length) parts.push(h("span", { class: "bad" }, ` · ${c.nacks.length} NACK: ${c.nacks[0].pod || ""} ${c.nacks[0].message}`));
+  // The expanded view: one line per proxy with what it was sent and what it answered.
+  const byPod = {};
+  for (const e of g.events) if (e.kind.startsWith("xds.")) (byPod[e.pod || (e.fields || {}).node || "?"] = byPod[e.pod || (e.fields || {}).node || "?"] || []).push(e);
+  const detail = h("ul", { class: "change-pods" }, Object.entries(byPod).sort().map(([pod, evs]) => {
+    const sent = evs.filter((e) => e.kind === "xds.pushed").map((e) => e.message);
+    const acks = evs.filter((e) => e.kind === "xds.ack").length, nk = evs.filter((e) => e.kind === "xds.nack");
+    return h("li", { "data-pod": pod }, h("a", { href: "#pods/" + encodeURIComponent(pod) }, pod), ": ",
+      sent.length ? `pushed ${sent.join(", ")} · ${acks} ACKed` : evs.map((e) => e.kind.slice(4)).join(", "),
+      nk.map((e) => h("div", { class: "bad" }, "NACK " + e.message)));
+  }));
+  const det = h("details", { class: "change", "data-group": key }, h("summary", {}, ...parts), detail);
+  if (state.openChanges.has(key)) det.open = true;
+  det.addEventListener("toggle", () => { if (det.open) state.openChanges.add(key); else state.openChanges.delete(key); });
+  const seqs = first.seq === last.seq ? String(first.seq) : `${first.seq}–${last.seq}`;
+  return h("tr", { class: "change-row" + (c.nacks.length ? " bad" : ""), "data-kind": "change", "data-events": g.events.length, "data-pushed": c.pushed, "data-acked": c.acked },
+    h("td", { class: "num" }, seqs), h("td", {}, new Date(first.time).toLocaleTimeString()),
+    h("td", { class: "mono" }, c.objects.length ? "config change" : "xds"),
+    h("td", {}, c.pods.size === 1 ? [...c.pods][0] : c.pods.size ? `${c.pods.size} proxies` : ""), h("td", {}, det));
 }
 
 function redrawEvents() {
-  const rows = state.events.filter(eventMatches).reverse().map(eventRow);
+  const shown = state.events.filter(eventMatches);
+  const rows = eventItems(shown).reverse().map((x) => (x.group ? changeRow(x) : eventRow(x)));
   $("events").tBodies[0].replaceChildren(...rows);
-  $("events-count").textContent = `${rows.length} of ${state.events.length}`;
+  $("events-count").textContent = `${rows.length} rows · ${shown.length} of ${state.events.length} events`;
+}
+
+// Events arrive in bursts (a change is dozens): the table is redrawn at most every 200 ms.
+let eventsTimer = null;
+function scheduleEvents() {
+  if (eventsTimer) return;
+  eventsTimer = setTimeout(() => { eventsTimer = null; redrawEvents(); }, 200);
 }
 
 function addEvent(e) {
+  if (state.events.length && e.seq <= state.events[state.events.length - 1].seq) return; // replayed after a reconnect
   state.events.push(e);
   if (state.events.length > MAX_EVENTS) state.events.shift();
   if (!state.kinds.has(e.kind)) {
@@ -579,12 +881,8 @@ function addEvent(e) {
     }
     $("events-kind").append(h("option", { value: e.kind }, e.kind));
   }
-  if (eventMatches(e)) {
-    const body = $("events").tBodies[0];
-    body.prepend(eventRow(e));
-    while (body.rows.length > MAX_EVENTS) body.deleteRow(-1);
-  }
-  $("events-count").textContent = `${$("events").tBodies[0].rows.length} of ${state.events.length}`;
+  scheduleEvents();
+  if (e.kind === "lab.down") labStopping(e);
   if (/^(pod|epoch|process|cert|fault)\./.test(e.kind)) scheduleReload(e.pod);
 }
 
@@ -598,11 +896,69 @@ function scheduleReload(pod) {
   }, 300);
 }
 
+let eventSource = null;
 function startEvents() {
-  const es = new EventSource("/v1/events");
-  es.onopen = () => { $("conn").textContent = "live"; $("conn").classList.add("live"); };
-  es.onerror = () => { $("conn").textContent = "reconnecting"; $("conn").classList.remove("live"); };
-  es.onmessage = (m) => addEvent(JSON.parse(m.data));
+  if (eventSource || state.dead) return;
+  const last = state.events.length ? state.events[state.events.length - 1].seq : 0;
+  eventSource = new EventSource("/v1/events" + (last ? "?after=" + last : ""));
+  eventSource.onopen = () => { $("conn").textContent = "live"; $("conn").classList.add("live"); };
+  eventSource.onerror = () => { $("conn").textContent = "reconnecting"; $("conn").classList.remove("live"); checkAlive(); };
+  eventSource.onmessage = (m) => addEvent(JSON.parse(m.data));
+}
+
+// ---- a lab that stopped ----
+// When the event stream breaks the page asks the lab whether it is still there. A lab
+// that answers no more (stopped by `meshlab down`, or its process gone) is shown as dead:
+// a banner, the topology greyed with every pod "unknown" (nothing stale stays green),
+// and the streams closed. The page keeps asking and reloads once the lab answers again.
+let aliveTimer = null;
+async function checkAlive() {
+  if (aliveTimer) return;
+  let verdict;
+  try {
+    const ctl = new AbortController();
+    const to = setTimeout(() => ctl.abort(), 3000);
+    const r = await fetch("/v1/lab", { signal: ctl.signal, cache: "no-store" });
+    clearTimeout(to);
+    verdict = r.ok ? "alive" : r.status === 401 || r.status === 403 ? "session" : "error";
+  } catch (_) {
+    verdict = "gone";
+  }
+  if (verdict === "alive") {
+    if (state.dead) { location.reload(); return; } // the lab is back: start afresh
+    return;
+  }
+  if (verdict === "gone" || verdict === "session") labDead(verdict);
+  aliveTimer = setTimeout(() => { aliveTimer = null; checkAlive(); }, 2000);
+}
+
+function labStopping(e) {
+  state.stopping = true;
+  showBanner("stopping", `Lab ${state.labName || ""} is stopping (${new Date(e.time).toLocaleTimeString()}): its pods and proxies are being removed.`);
+}
+
+function labDead(why) {
+  const first = !state.dead;
+  state.dead = true;
+  document.body.classList.add("lab-dead");
+  if (first) state.deadSince = new Date();
+  const since = state.deadSince.toLocaleTimeString();
+  showBanner("dead", why === "session"
+    ? `Lab ${state.labName || ""} no longer accepts this page's session (since ${since}): it was restarted. Open the new link \`meshlab up\` printed, or run meshlab dashboard.`
+    : `Lab ${state.labName || ""} is down (since ${since})${state.stopping ? ": it was stopped" : ": its process is gone"}. Nothing on this page is live; pods and edges are shown as unknown. Start it again with meshlab up: this page reloads when it answers.`);
+  $("conn").textContent = "lab down";
+  $("conn").classList.remove("live");
+  if (eventSource) { eventSource.close(); eventSource = null; }
+  stopTopology();
+  stopPod();
+  if (state.topology) drawTopology(state.topology);
+}
+
+function showBanner(kind, text) {
+  const b = $("lab-banner");
+  b.className = "banner " + kind;
+  b.textContent = text;
+  b.hidden = false;
 }
 
 // ---- start ----
@@ -618,10 +974,13 @@ window.addEventListener("DOMContentLoaded", async () => {
   for (const id of ["hist-from", "hist-to"]) $(id).addEventListener("change", () => { $(id).dataset.picked = "1"; });
   $("events-filter").addEventListener("input", redrawEvents);
   $("events-kind").addEventListener("change", redrawEvents);
+  $("events-group").addEventListener("change", redrawEvents);
   window.addEventListener("hashchange", route);
   const lab = await api("GET", "/v1/lab");
-  if (lab.ok) { $("lab-name").textContent = lab.data.name + " · " + lab.data.scenario; document.title = "meshlab " + lab.data.name; }
+  if (lab.ok) { state.labName = lab.data.name; $("lab-name").textContent = lab.data.name + " · " + lab.data.scenario; document.title = "meshlab " + lab.data.name; }
+  for (const id of ["traffic-pod", "traffic-url"]) $(id).addEventListener("change", () => { state.trafficTouched = true; });
   await loadPods();
+  trafficDefaults();
   startEvents();
   route();
 });

@@ -48,7 +48,19 @@ function traceRows(hop) {
     add("mTLS", hop.mtls ? h("span", { class: "ok" }, `mTLS ${peer} `, h("code", {}, hop.peerIdentity || "(no peer identity)"))
       : h("span", { class: "msg" }, "plaintext"));
     add("RBAC", hop.rbac ? h("span", { class: hop.rbac === "denied" ? "bad" : "ok" }, hop.rbac) : h("span", { class: "msg" }, "no policy"));
-    if (hop.upstreamServiceTimeMs !== undefined && hop.upstreamServiceTimeMs !== null) add("upstream time", `${hop.upstreamServiceTimeMs} ms`);
+    const f = hop.fault;
+    if (f && f.delay) {
+      add("fault delay", h("span", { class: "fault" }, f.delayMs !== null ? `≈${f.delayMs} ms` : "a delay", " injected by this sidecar's fault filter (response flag DI)",
+        hop.route && hop.route.origin ? ` from ${originLabel(hop.route.origin)}` : ""));
+    }
+    if (f && f.abort) {
+      add("fault abort", h("span", { class: "bad" }, `answered by this sidecar's fault filter (response flag FI)`, hop.route && hop.route.origin ? ` from ${originLabel(hop.route.origin)}` : "", ": the request never reached the upstream"));
+    }
+    if (hop.upstreamServiceTimeMs !== undefined && hop.upstreamServiceTimeMs !== null) {
+      if (f && f.delay && f.delayMs !== null) {
+        add("upstream time", `${hop.upstreamServiceTimeMs} ms as the sidecar reported it (x-envoy-upstream-service-time), of which ≈${f.delayMs} ms is the fault delay; the destination answered in ${f.destinationMs} ms`);
+      } else add("upstream time", `${hop.upstreamServiceTimeMs} ms`);
+    }
     const stats = Object.entries(hop.stats || {}).sort();
     if (stats.length) {
       add("stats", h("details", {}, h("summary", {}, `${stats.length} counters rose`),
@@ -71,9 +83,33 @@ function traceHopTitle(hop) {
   }
 }
 
+// hasFlag reports whether an access log's response flags ("DI,UF" or "-") include flag.
+const hasFlag = (flags, flag) => String(flags || "").split(",").includes(flag);
+
+// attributeFaults marks each outbound sidecar hop whose fault filter acted on the request:
+// hop.fault = {delay, abort, delayMs, destinationMs}. The delay is the sidecar's own time
+// for the request less the destination sidecar's (the next inbound hop), read from their
+// access logs; null when either is unknown.
+function attributeFaults(hops) {
+  hops.forEach((hop, i) => {
+    if (hop.kind !== "proxy" || hop.direction !== "outbound") return;
+    const stat = (suffix) => Object.keys(hop.stats || {}).some((k) => k.endsWith(suffix));
+    const delay = hasFlag(hop.responseFlags, "DI") || stat(".fault.delays_injected");
+    const abort = hasFlag(hop.responseFlags, "FI") || stat(".fault.aborts_injected");
+    if (!delay && !abort) return;
+    const inbound = hops.slice(i + 1).find((x) => x.kind === "proxy" && x.direction === "inbound");
+    const dest = inbound && typeof inbound.durationMs === "number" ? inbound.durationMs : null;
+    const own = typeof hop.durationMs === "number" ? hop.durationMs : null;
+    hop.fault = { delay, abort, delayMs: delay && own !== null && dest !== null ? Math.max(0, own - dest) : null, destinationMs: dest };
+  });
+}
+
 // renderTrace draws a TraceResult (web.TraceResult) as a summary and an ordered path.
 function renderTrace(res) {
-  const ms = typeof res.durationMs === "number" ? res.durationMs.toFixed(1) + " ms" : "";
+  attributeFaults(res.hops || []);
+  const faulty = (res.hops || []).find((x) => x.fault && x.fault.delay && x.fault.delayMs !== null);
+  const ms = typeof res.durationMs === "number" ? res.durationMs.toFixed(1) + " ms" +
+    (faulty ? ` (≈${faulty.fault.delayMs} ms of it a fault delay injected by ${faulty.pod}'s sidecar, ${faulty.fault.destinationMs} ms at the destination)` : "") : "";
   const summary = h("p", { class: "trace-summary" }, h("b", {}, res.pod), " → ", h("code", {}, res.url),
     res.address ? [" via ", h("code", {}, res.address)] : "",
     " · ", h("span", { class: res.status >= 200 && res.status < 400 ? "ok" : "bad" }, res.status ? "status " + res.status : "no answer"),
