@@ -21,7 +21,6 @@ type fakeBackend struct {
 	status   []web.ProxyStatus
 	stats    map[string]uint64
 	epochs   []web.ProxyEpoch
-	nextPID  int
 	loadSeen int
 	ca       web.CAStatus
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/meshlab/meshlab/scenarios"
 )
 
-
 func newLabCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "lab",
