@@ -238,6 +238,7 @@ var kindAliases = map[string]string{
 	"gateway": "Gateway", "gateways": "Gateway", "gw": "Gateway", "secret": "Secret", "secrets": "Secret",
 	"peerauthentication": "PeerAuthentication", "peerauthentications": "PeerAuthentication", "pa": "PeerAuthentication",
 	"authorizationpolicy": "AuthorizationPolicy", "authorizationpolicies": "AuthorizationPolicy", "ap": "AuthorizationPolicy",
+	"requestauthentication": "RequestAuthentication", "requestauthentications": "RequestAuthentication", "ra": "RequestAuthentication",
 }
 
 // CanonicalKind returns the kind a user's spelling names ("vs", "virtualservices" and

@@ -62,7 +62,7 @@ var peerAuthenticationPaths = strings.Join([]string{
 var authorizationPolicyPaths = strings.Join([]string{
 	"selector selector.matchLabels action rules",
 	expand("rules", "from to when"),
-	"rules.from.source " + expand("rules.from.source", "principals notPrincipals namespaces notNamespaces"),
+	"rules.from.source " + expand("rules.from.source", "principals notPrincipals namespaces notNamespaces requestPrincipals notRequestPrincipals ipBlocks notIpBlocks remoteIpBlocks notRemoteIpBlocks"),
 	"rules.to.operation " + expand("rules.to.operation", "methods notMethods paths notPaths ports notPorts"),
 	expand("rules.when", "key values notValues"),
 }, " ")

@@ -278,6 +278,8 @@ func istioModel(objs []*Object, m *model.Model) (model.Istio, model.MeshConfig, 
 			out.PeerAuthentications = append(out.PeerAuthentications, peerAuthenticationModel(o))
 		case o.AuthorizationPolicy != nil:
 			out.AuthorizationPolicies = append(out.AuthorizationPolicies, authorizationPolicyModel(o))
+		case o.RequestAuthentication != nil:
+			out.RequestAuthentications = append(out.RequestAuthentications, requestAuthenticationModel(o))
 		}
 	}
 	sortIstio(out.VirtualServices)
@@ -286,6 +288,7 @@ func istioModel(objs []*Object, m *model.Model) (model.Istio, model.MeshConfig, 
 	sortIstio(out.Gateways)
 	sortIstio(out.PeerAuthentications)
 	sortIstio(out.AuthorizationPolicies)
+	sortIstio(out.RequestAuthentications)
 	return out, mesh, nil
 }
 

@@ -27,6 +27,7 @@ func TestEveryUnimplementedFieldIsRefused(t *testing.T) {
 		{"MeshConfig", &meshv1alpha1.MeshConfig{}, meshConfigFields},
 		{"PeerAuthentication", &security.PeerAuthentication{}, peerAuthenticationFields},
 		{"AuthorizationPolicy", &security.AuthorizationPolicy{}, authorizationPolicyFields},
+		{"RequestAuthentication", &security.RequestAuthentication{}, requestAuthenticationFields},
 	}
 	for _, k := range kinds {
 		var chains [][]protoreflect.FieldDescriptor

@@ -19,6 +19,7 @@ const (
 	kindMeshConfig
 	kindPeerAuthentication
 	kindAuthorizationPolicy
+	kindRequestAuthentication
 	kindNamespace
 	kindServiceAccount
 	kindKubeWorkload // Pod, Deployment, ReplicaSet, StatefulSet, DaemonSet
@@ -50,6 +51,8 @@ var implementedIstioKinds = map[string]kind{
 
 	"PeerAuthentication":  kindPeerAuthentication,
 	"AuthorizationPolicy": kindAuthorizationPolicy,
+
+	"RequestAuthentication": kindRequestAuthentication,
 }
 
 // istioKinds maps each Istio kind to its API group. They are recognised so that a file

@@ -58,6 +58,8 @@ type Object struct {
 	// object of that kind (v1beta1 and v1 share one schema).
 	PeerAuthentication  *security.PeerAuthentication
 	AuthorizationPolicy *security.AuthorizationPolicy
+	// RequestAuthentication holds the spec of a security.istio.io RequestAuthentication.
+	RequestAuthentication *security.RequestAuthentication
 	// MeshConfig is set when the kind is MeshConfig: Istio's MeshConfig, of which meshlab
 	// reads outboundTrafficPolicy and rootNamespace.
 	MeshConfig *meshv1alpha1.MeshConfig
@@ -228,6 +230,12 @@ func decodeDocument(file string, d document, errs *ErrorList) (*Object, bool) {
 		if decodeProtoObject(top, js, ap, p) {
 			o.AuthorizationPolicy = ap
 			validateAuthorizationPolicy(ap, p)
+		}
+	case kindRequestAuthentication:
+		ra := &security.RequestAuthentication{}
+		if decodeProtoObject(top, js, ra, p) {
+			o.RequestAuthentication = ra
+			validateRequestAuthentication(ra, p)
 		}
 	}
 	o.JSON = compactJSON(js)

@@ -173,13 +173,12 @@ func TestLoadSecurityErrors(t *testing.T) {
 			docs: []string{ap("p", `  targetRef: {kind: Service, name: backend}
   provider: {name: ext}
   rules:
-  - from: [{source: {requestPrincipals: [x], ipBlocks: [10.0.0.0/8], principals: [a]}}]
+  - from: [{source: {serviceAccounts: [x], requestPrincipals: [x], ipBlocks: [10.0.0.0/8], principals: [a]}}]
     to: [{operation: {hosts: [x], methods: [GET]}}]
 `)},
 			want: []string{
 				"t.yaml: AuthorizationPolicy default/p: spec.targetRef: is not supported by meshlab (AuthorizationPolicy supports here: action, rules, selector)",
-				"t.yaml: AuthorizationPolicy default/p: spec.rules[0].from[0].source.requestPrincipals: is not supported by meshlab (AuthorizationPolicy supports in rules.from.source: namespaces, notNamespaces, notPrincipals, principals)",
-				"t.yaml: AuthorizationPolicy default/p: spec.rules[0].from[0].source.ipBlocks: is not supported by meshlab (AuthorizationPolicy supports in rules.from.source: namespaces, notNamespaces, notPrincipals, principals)",
+				"t.yaml: AuthorizationPolicy default/p: spec.rules[0].from[0].source.serviceAccounts: is not supported by meshlab (AuthorizationPolicy supports in rules.from.source: ipBlocks, namespaces, notIpBlocks, notNamespaces, notPrincipals, notRemoteIpBlocks, notRequestPrincipals, principals, remoteIpBlocks, requestPrincipals)",
 				"t.yaml: AuthorizationPolicy default/p: spec.rules[0].to[0].operation.hosts: is not supported by meshlab (AuthorizationPolicy supports in rules.to.operation: methods, notMethods, notPaths, notPorts, paths, ports)",
 				"t.yaml: AuthorizationPolicy default/p: spec.provider: is not supported by meshlab (AuthorizationPolicy supports here: action, rules, selector)",
 			},
@@ -198,7 +197,7 @@ func TestLoadSecurityErrors(t *testing.T) {
   - from: [{}, {source: {}}, {source: {principals: ["", "a*b"], namespaces: ["**"]}}]
     to: [{}, {operation: {}}, {operation: {ports: [http, "0", "70000"], paths: ["/a/{*}"], methods: [""]}}]
     when:
-    - {key: source.ip, values: [1.2.3.4]}
+    - {key: source.ip, values: [1.2.3.4, 10.0.0.0/33, x]}
     - {key: "request.headers[]", values: [x]}
     - {key: "", values: [x]}
     - {key: "request.headers[x-a]"}
@@ -206,7 +205,7 @@ func TestLoadSecurityErrors(t *testing.T) {
 `)},
 			want: []string{
 				"t.yaml: AuthorizationPolicy default/p: spec.rules[0].from[0].source: is required",
-				"t.yaml: AuthorizationPolicy default/p: spec.rules[0].from[1].source: must not be empty (set principals, notPrincipals, namespaces or notNamespaces)",
+				"t.yaml: AuthorizationPolicy default/p: spec.rules[0].from[1].source: must not be empty (set principals, requestPrincipals, namespaces, ipBlocks, remoteIpBlocks or their not forms)",
 				"t.yaml: AuthorizationPolicy default/p: spec.rules[0].from[2].source.principals[0]: must not be empty",
 				`t.yaml: AuthorizationPolicy default/p: spec.rules[0].from[2].source.principals[1]: "a*b": "*" is only allowed as the whole value, a prefix or a suffix`,
 				`t.yaml: AuthorizationPolicy default/p: spec.rules[0].from[2].source.namespaces[0]: "**": "*" is only allowed as the whole value, a prefix or a suffix`,
@@ -217,8 +216,9 @@ func TestLoadSecurityErrors(t *testing.T) {
 				`t.yaml: AuthorizationPolicy default/p: spec.rules[0].to[2].operation.ports[0]: "http" is not a port number`,
 				"t.yaml: AuthorizationPolicy default/p: spec.rules[0].to[2].operation.ports[1]: 0 is out of range 1-65535",
 				"t.yaml: AuthorizationPolicy default/p: spec.rules[0].to[2].operation.ports[2]: 70000 is out of range 1-65535",
-				`t.yaml: AuthorizationPolicy default/p: spec.rules[0].when[0].key: "source.ip" is not supported by meshlab (supported keys: request.headers[<name>])`,
-				`t.yaml: AuthorizationPolicy default/p: spec.rules[0].when[1].key: "request.headers[]" is not supported by meshlab (supported keys: request.headers[<name>])`,
+				`t.yaml: AuthorizationPolicy default/p: spec.rules[0].when[0].values[1]: "10.0.0.0/33" is not a CIDR range`,
+				`t.yaml: AuthorizationPolicy default/p: spec.rules[0].when[0].values[2]: "x" is not an IP address or CIDR range`,
+				`t.yaml: AuthorizationPolicy default/p: spec.rules[0].when[1].key: "request.headers[]" is not supported by meshlab (supported keys: request.headers[<name>], request.auth.claims[<name>], request.auth.principal, request.auth.audiences, request.auth.presenter, source.ip, remote.ip)`,
 				"t.yaml: AuthorizationPolicy default/p: spec.rules[0].when[2].key: is required",
 				"t.yaml: AuthorizationPolicy default/p: spec.rules[0].when[3]: values or notValues is required",
 				`t.yaml: AuthorizationPolicy default/p: spec.rules[0].when[4].notValues[0]: "a*b": "*" is only allowed as the whole value, a prefix or a suffix`,

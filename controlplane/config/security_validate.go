@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/netip"
 	"regexp"
 	"slices"
 	"strconv"
@@ -113,16 +114,56 @@ func checkSource(s *security.Source, f string, p problems) {
 		values []string
 	}{
 		{"principals", s.GetPrincipals()}, {"notPrincipals", s.GetNotPrincipals()},
+		{"requestPrincipals", s.GetRequestPrincipals()}, {"notRequestPrincipals", s.GetNotRequestPrincipals()},
 		{"namespaces", s.GetNamespaces()}, {"notNamespaces", s.GetNotNamespaces()},
+	}
+	ips := []struct {
+		name   string
+		values []string
+	}{
+		{"ipBlocks", s.GetIpBlocks()}, {"notIpBlocks", s.GetNotIpBlocks()},
+		{"remoteIpBlocks", s.GetRemoteIpBlocks()}, {"notRemoteIpBlocks", s.GetNotRemoteIpBlocks()},
 	}
 	empty := true
 	for _, l := range lists {
 		empty = empty && len(l.values) == 0
 		checkMatchValues(l.values, f+"."+l.name, p)
 	}
-	if empty {
-		p.addf(f, "must not be empty (set principals, notPrincipals, namespaces or notNamespaces)")
+	for _, l := range ips {
+		empty = empty && len(l.values) == 0
+		checkIPBlocks(l.values, f+"."+l.name, p)
 	}
+	if empty {
+		p.addf(f, "must not be empty (set principals, requestPrincipals, namespaces, ipBlocks, remoteIpBlocks or their not forms)")
+	}
+}
+
+// checkIPBlocks checks addresses and CIDR ranges as Istio's ValidateIPs: "10.1.2.3" or
+// "10.1.0.0/16".
+func checkIPBlocks(values []string, f string, p problems) {
+	for i, v := range values {
+		vf := fmt.Sprintf("%s[%d]", f, i)
+		if _, err := ParseIPBlock(v); err != nil {
+			p.addf(vf, "%v", err)
+		}
+	}
+}
+
+// ParseIPBlock parses an ipBlocks value (an address or a CIDR range) into a prefix, an
+// address becoming a /32 (or /128), as Istio's AddrStrToCidrRange.
+func ParseIPBlock(v string) (netip.Prefix, error) {
+	if strings.Contains(v, "/") {
+		pfx, err := netip.ParsePrefix(v)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("%q is not a CIDR range", v)
+		}
+		return pfx, nil
+	}
+	a, err := netip.ParseAddr(v)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%q is not an IP address or CIDR range", v)
+	}
+	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
 func checkOperation(op *security.Operation, f string, p problems) {
@@ -141,18 +182,42 @@ func checkOperation(op *security.Operation, f string, p problems) {
 	checkPortStrings(op.GetNotPorts(), f+".notPorts", p)
 }
 
-// whenHeaderKey is the one condition key meshlab implements: request.headers[<name>].
-var whenHeaderKey = regexp.MustCompile(`^request\.headers\[([^\[\]]+)\]$`)
+// Condition keys meshlab implements: request.headers[<name>], request.auth.claims[<name>]
+// (nested claims as [a][b]), request.auth.principal, request.auth.audiences,
+// request.auth.presenter, source.ip and remote.ip.
+var (
+	whenHeaderKey = regexp.MustCompile(`^request\.headers\[([^\[\]]+)\]$`)
+	whenClaimKey  = regexp.MustCompile(`^request\.auth\.claims(\[[^\[\]]+\])+$`)
+)
+
+// Condition keys with a fixed name.
+const (
+	whenRequestPrincipal = "request.auth.principal"
+	whenRequestAudiences = "request.auth.audiences"
+	whenRequestPresenter = "request.auth.presenter"
+	whenSourceIP         = "source.ip"
+	whenRemoteIP         = "remote.ip"
+)
 
 func checkCondition(c *security.Condition, f string, p problems) {
+	ips := false
 	switch k := c.GetKey(); {
 	case k == "":
 		p.addf(f+".key", "is required")
-	case !whenHeaderKey.MatchString(k):
-		p.addf(f+".key", "%q is not supported by meshlab (supported keys: request.headers[<name>])", k)
+	case k == whenSourceIP || k == whenRemoteIP:
+		ips = true
+	case whenHeaderKey.MatchString(k), whenClaimKey.MatchString(k),
+		k == whenRequestPrincipal, k == whenRequestAudiences, k == whenRequestPresenter:
+	default:
+		p.addf(f+".key", "%q is not supported by meshlab (supported keys: request.headers[<name>], request.auth.claims[<name>], request.auth.principal, request.auth.audiences, request.auth.presenter, source.ip, remote.ip)", k)
 	}
 	if len(c.GetValues()) == 0 && len(c.GetNotValues()) == 0 {
 		p.addf(f, "values or notValues is required")
+	}
+	if ips {
+		checkIPBlocks(c.GetValues(), f+".values", p)
+		checkIPBlocks(c.GetNotValues(), f+".notValues", p)
+		return
 	}
 	checkMatchValues(c.GetValues(), f+".values", p)
 	checkMatchValues(c.GetNotValues(), f+".notValues", p)

@@ -105,4 +105,9 @@ type Istio struct {
 	// Security objects (security.istio.io; v1beta1 and v1 share one schema).
 	PeerAuthentications   []*IstioConfig[*security.PeerAuthentication]
 	AuthorizationPolicies []*IstioConfig[*security.AuthorizationPolicy]
+	// RequestAuthentications carry the JWT rules (jwtRules) of the workloads they select.
+	RequestAuthentications []*IstioConfig[*security.RequestAuthentication]
+	// JWKS holds the key sets fetched for jwksUri values, by URI, as istiod resolves
+	// them before generating (the lab fills it; a URI without an entry fails closed).
+	JWKS map[string]string
 }

@@ -2,9 +2,11 @@ package xds
 
 import (
 	"fmt"
+	"net/netip"
 	"strconv"
 	"strings"
 
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	rbacpb "github.com/envoyproxy/go-control-plane/envoy/config/rbac/v3"
 	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
@@ -13,6 +15,7 @@ import (
 	netrbac "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/rbac/v3"
 	matcher "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 	security "istio.io/api/security/v1beta1"
 
 	"github.com/meshlab/meshlab/controlplane/model"
@@ -25,6 +28,9 @@ const NetworkRBACStatPrefix = "tcp."
 // (nil when no policy of that action selects the pod).
 type authz struct {
 	deny, allow *rbacpb.RBAC
+	// jwt is the envoy.filters.http.jwt_authn filter of an HTTP chain (nil: no
+	// RequestAuthentication selects the pod), which runs before the RBAC filters.
+	jwt *hcm.HttpFilter
 }
 
 // authzFor translates the ALLOW and DENY AuthorizationPolicies selecting pod (in model
@@ -35,6 +41,10 @@ type authz struct {
 // ignored.
 func authzFor(m *model.Model, pod *model.Pod, forTCP bool) authz {
 	var out authz
+	if !forTCP {
+		// The config loader validated every jwtRule, so building the filter cannot fail.
+		out.jwt, _ = jwtFilter(m, pod)
+	}
 	root := m.Mesh.Root()
 	for _, ap := range m.Istio.AuthorizationPolicies {
 		if ap == nil || ap.Spec == nil || !selects(ap.Namespace, ap.Spec.GetSelector(), root, pod) {
@@ -77,12 +87,7 @@ type field struct {
 func rbacPolicy(r *security.Rule, forTCP bool, action rbacpb.RBAC_Action) (*rbacpb.Policy, bool) {
 	var when []principalField
 	for _, c := range r.GetWhen() {
-		if name, ok := strings.CutPrefix(c.GetKey(), "request.headers["); ok && strings.HasSuffix(name, "]") {
-			name = strings.TrimSuffix(name, "]")
-			when = append(when, principalField{field{c.GetValues(), c.GetNotValues(), true}, func(v string) *rbacpb.Principal {
-				return &rbacpb.Principal{Identifier: &rbacpb.Principal_Header{Header: policyHeaderMatcher(name, v)}}
-			}})
-		}
+		when = append(when, conditionField(c))
 	}
 	p := &rbacpb.Policy{}
 	froms := r.GetFrom()
@@ -91,9 +96,14 @@ func rbacPolicy(r *security.Rule, forTCP bool, action rbacpb.RBAC_Action) (*rbac
 	}
 	for _, f := range froms {
 		s := f.GetSource()
+		// Istio's order: principals, requestPrincipals, namespaces, remoteIpBlocks,
+		// ipBlocks, then the when conditions.
 		fields := []principalField{
-			{field{s.GetPrincipals(), s.GetNotPrincipals(), false}, principalID},
-			{field{s.GetNamespaces(), s.GetNotNamespaces(), false}, namespaceID},
+			{field: field{s.GetPrincipals(), s.GetNotPrincipals(), false}, match: principalID},
+			{field: field{s.GetRequestPrincipals(), s.GetNotRequestPrincipals(), true}, extended: requestPrincipalID},
+			{field: field{s.GetNamespaces(), s.GetNotNamespaces(), false}, match: namespaceID},
+			{field: field{s.GetRemoteIpBlocks(), s.GetNotRemoteIpBlocks(), false}, match: remoteIPID},
+			{field: field{s.GetIpBlocks(), s.GetNotIpBlocks(), false}, match: sourceIPID},
 		}
 		ids, ok := andFields(principals, append(fields, when...), forTCP, action)
 		if !ok {
@@ -108,9 +118,9 @@ func rbacPolicy(r *security.Rule, forTCP bool, action rbacpb.RBAC_Action) (*rbac
 	for _, t := range tos {
 		o := t.GetOperation()
 		fields := []permissionField{
-			{field{o.GetPorts(), o.GetNotPorts(), false}, portRule},
-			{field{o.GetPaths(), o.GetNotPaths(), true}, pathRule},
-			{field{o.GetMethods(), o.GetNotMethods(), true}, methodRule},
+			{field: field{o.GetPorts(), o.GetNotPorts(), false}, match: portRule},
+			{field: field{o.GetPaths(), o.GetNotPaths(), true}, match: pathRule},
+			{field: field{o.GetMethods(), o.GetNotMethods(), true}, match: methodRule},
 		}
 		rules, ok := andFields(permissions, fields, forTCP, action)
 		if !ok {
@@ -126,6 +136,9 @@ func rbacPolicy(r *security.Rule, forTCP bool, action rbacpb.RBAC_Action) (*rbac
 type matcherField[T any] struct {
 	field
 	match func(string) T
+	// extended, when set, makes one matcher of all values at once (Istio's extended
+	// generators: request principals and JWT claims), instead of an OR of match.
+	extended func([]string) T
 }
 
 type (
@@ -176,6 +189,16 @@ func andFields[T any](set matcherSet[T], fields []matcherField[T], forTCP bool, 
 			if action == rbacpb.RBAC_ALLOW {
 				var none T
 				return none, false
+			}
+			continue
+		}
+		switch {
+		case f.extended != nil:
+			if len(f.values) > 0 {
+				and = append(and, f.extended(f.values))
+			}
+			if len(f.notValues) > 0 {
+				and = append(and, set.not(f.extended(f.notValues)))
 			}
 			continue
 		}
@@ -255,9 +278,13 @@ func policyHeaderMatcher(name, v string) *route.HeaderMatcher {
 	return &route.HeaderMatcher{Name: name, HeaderMatchSpecifier: &route.HeaderMatcher_StringMatch{StringMatch: policyStringMatcher(v, "")}}
 }
 
-// httpFilters returns the HTTP RBAC filters of a, DENY before ALLOW.
+// httpFilters returns the JWT filter of a, then its HTTP RBAC filters, DENY before
+// ALLOW, as Istio orders authn before authz.
 func (a authz) httpFilters() ([]*hcm.HttpFilter, error) {
 	var out []*hcm.HttpFilter
+	if a.jwt != nil {
+		out = append(out, a.jwt)
+	}
 	for _, rules := range []*rbacpb.RBAC{a.deny, a.allow} {
 		if rules == nil {
 			continue
@@ -285,4 +312,150 @@ func (a authz) networkFilters() ([]*listener.Filter, error) {
 		out = append(out, &listener.Filter{Name: wellknown.RoleBasedAccessControl, ConfigType: &listener.Filter_TypedConfig{TypedConfig: cfg}})
 	}
 	return out, nil
+}
+
+// conditionField translates one when condition as Istio's authz model: request
+// headers, JWT claims, request principal, audiences and presenter are HTTP-only
+// principals; source.ip and remote.ip match the connection's peer and the request's
+// client address.
+func conditionField(c *security.Condition) principalField {
+	f := field{c.GetValues(), c.GetNotValues(), true}
+	k := c.GetKey()
+	switch {
+	case strings.HasPrefix(k, "request.headers["):
+		name := strings.TrimSuffix(strings.TrimPrefix(k, "request.headers["), "]")
+		return principalField{field: f, match: func(v string) *rbacpb.Principal {
+			return &rbacpb.Principal{Identifier: &rbacpb.Principal_Header{Header: policyHeaderMatcher(name, v)}}
+		}}
+	case strings.HasPrefix(k, "request.auth.claims["):
+		claims := strings.Split(strings.TrimSuffix(strings.TrimPrefix(k, "request.auth.claims["), "]"), "][")
+		return principalField{field: f, extended: func(vs []string) *rbacpb.Principal { return claimID(claims, vs) }}
+	case k == "request.auth.principal":
+		return principalField{field: f, extended: requestPrincipalID}
+	case k == "request.auth.audiences":
+		return principalField{field: f, extended: func(vs []string) *rbacpb.Principal { return claimID([]string{"aud"}, vs) }}
+	case k == "request.auth.presenter":
+		return principalField{field: f, extended: func(vs []string) *rbacpb.Principal { return claimID([]string{"azp"}, vs) }}
+	case k == "source.ip":
+		f.httpOnly = false
+		return principalField{field: f, match: sourceIPID}
+	case k == "remote.ip":
+		f.httpOnly = false
+		return principalField{field: f, match: remoteIPID}
+	}
+	// The config loader refuses every other key; an unknown one matches nothing.
+	return principalField{field: f, match: func(string) *rbacpb.Principal { return principals.not(principals.any()) }}
+}
+
+// cidrOf is Istio's AddrStrToCidrRange: an address is a /32 (/128), a range keeps the
+// address as written. The config loader validated the value.
+func cidrOf(v string) *core.CidrRange {
+	var pfx netip.Prefix
+	if strings.Contains(v, "/") {
+		pfx, _ = netip.ParsePrefix(v)
+	} else {
+		a, _ := netip.ParseAddr(v)
+		pfx = netip.PrefixFrom(a, a.BitLen())
+	}
+	return &core.CidrRange{AddressPrefix: pfx.Addr().String(), PrefixLen: wrapperspb.UInt32(uint32(pfx.Bits()))}
+}
+
+// sourceIPID is ipBlocks and source.ip: the downstream connection's peer.
+func sourceIPID(v string) *rbacpb.Principal {
+	return &rbacpb.Principal{Identifier: &rbacpb.Principal_DirectRemoteIp{DirectRemoteIp: cidrOf(v)}}
+}
+
+// remoteIPID is remoteIpBlocks and remote.ip: the client address from
+// x-forwarded-for (or the peer).
+func remoteIPID(v string) *rbacpb.Principal {
+	return &rbacpb.Principal{Identifier: &rbacpb.Principal_RemoteIp{RemoteIp: cidrOf(v)}}
+}
+
+// jwtClaimMatcher matches the JWT payload's value at claims (Istio's
+// MetadataValueMatcherForJWTClaim shape, without the list form).
+func jwtClaimMatcher(claims []string, v *matcher.ValueMatcher) *rbacpb.Principal {
+	path := []*matcher.MetadataMatcher_PathSegment{{Segment: &matcher.MetadataMatcher_PathSegment_Key{Key: JWTPayloadKey}}}
+	for _, c := range claims {
+		path = append(path, &matcher.MetadataMatcher_PathSegment{Segment: &matcher.MetadataMatcher_PathSegment_Key{Key: c}})
+	}
+	return &rbacpb.Principal{Identifier: &rbacpb.Principal_Metadata{Metadata: &matcher.MetadataMatcher{Filter: JWTFilterName, Path: path, Value: v}}}
+}
+
+func stringValue(m *matcher.StringMatcher) *matcher.ValueMatcher {
+	return &matcher.ValueMatcher{MatchPattern: &matcher.ValueMatcher_StringMatch{StringMatch: m}}
+}
+
+// claimID is Istio's request claim generator: the claim, a string or a list, holds one
+// of values (each as policyStringMatcher).
+func claimID(claims, values []string) *rbacpb.Principal {
+	var or []*matcher.ValueMatcher
+	for _, v := range values {
+		or = append(or, stringValue(policyStringMatcher(v, "")))
+	}
+	value := or[0]
+	if len(or) > 1 {
+		value = &matcher.ValueMatcher{MatchPattern: &matcher.ValueMatcher_OrMatch{OrMatch: &matcher.OrMatcher{ValueMatchers: or}}}
+	}
+	list := &matcher.ValueMatcher{MatchPattern: &matcher.ValueMatcher_ListMatch{ListMatch: &matcher.ListMatcher{
+		MatchPattern: &matcher.ListMatcher_OneOf{OneOf: value},
+	}}}
+	return jwtClaimMatcher(claims, &matcher.ValueMatcher{MatchPattern: &matcher.ValueMatcher_OrMatch{OrMatch: &matcher.OrMatcher{
+		ValueMatchers: []*matcher.ValueMatcher{list, value},
+	}}})
+}
+
+// requestPrincipalID is Istio's request principal generator: "<iss>/<sub>" split at the
+// last "/", each side matched in the payload ("*" any non-empty value, "*x" and "x*"
+// suffix and prefix as Istio splits them); one value is its and_ids, several an or_ids.
+func requestPrincipalID(values []string) *rbacpb.Principal {
+	anyValue := &matcher.StringMatcher{MatchPattern: &matcher.StringMatcher_SafeRegex{SafeRegex: &matcher.RegexMatcher{Regex: ".+"}}}
+	exact := func(s string) *matcher.StringMatcher {
+		return &matcher.StringMatcher{MatchPattern: &matcher.StringMatcher_Exact{Exact: s}}
+	}
+	var or []*rbacpb.Principal
+	for _, v := range values {
+		idx := strings.LastIndex(v, "/")
+		found := idx >= 0
+		iss, sub := v, ""
+		if found {
+			iss, sub = v[:idx], v[idx+1:]
+		}
+		var mi, ms *matcher.StringMatcher
+		switch {
+		case v == "*":
+			mi, ms = anyValue, anyValue
+		case strings.HasPrefix(v, "*"):
+			if found {
+				mi = &matcher.StringMatcher{MatchPattern: &matcher.StringMatcher_Suffix{Suffix: strings.TrimPrefix(iss, "*")}}
+				if iss == "*" {
+					mi = anyValue
+				}
+				ms = exact(sub)
+			} else {
+				mi = anyValue
+				ms = &matcher.StringMatcher{MatchPattern: &matcher.StringMatcher_Suffix{Suffix: strings.TrimPrefix(v, "*")}}
+			}
+		case strings.HasSuffix(v, "*"):
+			if found {
+				mi = exact(iss)
+				ms = &matcher.StringMatcher{MatchPattern: &matcher.StringMatcher_Prefix{Prefix: strings.TrimSuffix(sub, "*")}}
+				if sub == "*" {
+					ms = anyValue
+				}
+			} else {
+				mi = &matcher.StringMatcher{MatchPattern: &matcher.StringMatcher_Prefix{Prefix: strings.TrimSuffix(v, "*")}}
+				ms = anyValue
+			}
+		default:
+			mi, ms = exact(iss), exact(sub)
+		}
+		or = append(or, principals.and([]*rbacpb.Principal{
+			jwtClaimMatcher([]string{"iss"}, stringValue(mi)),
+			jwtClaimMatcher([]string{"sub"}, stringValue(ms)),
+		}))
+	}
+	if len(or) == 1 {
+		return or[0]
+	}
+	return principals.or(or)
 }
