@@ -212,6 +212,7 @@ func (l *Lab) create(ctx context.Context) error {
 	for _, p := range l.model.Pods {
 		l.rec.Pods = append(l.rec.Pods, PodRecord{Name: p.Name, Namespace: p.Namespace, NetNS: NamespaceName(l.opts.Name, p.Name), IP: p.IP, Sidecar: p.Sidecar.Inject, Workload: p.Workload})
 	}
+	l.rec.Services = serviceRecords(l.model)
 	if err := writeRecord(l.paths.Record(), l.rec); err != nil {
 		return err
 	}
@@ -244,6 +245,7 @@ func (l *Lab) create(ctx context.Context) error {
 	summary := upSummary(l.opts.Name, len(l.model.Pods), failed, took)
 	l.publish(EventLabUp, "", summary, map[string]any{"pods": len(l.model.Pods), "failed": len(failed), "ms": took.Milliseconds()})
 	fmt.Fprintln(l.out, summary)
+	printGatewayURL(l.out, l.opts.Name, l.model)
 	return nil
 }
 

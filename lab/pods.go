@@ -83,10 +83,10 @@ func (l *Lab) startPod(ctx context.Context, index int, p *model.Pod) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create run directory of pod %s: %w", p.Name, err)
 	}
-	if err := l.createPodNetwork(p.Name, p.IP, p.Sidecar.Inject); err != nil {
+	if err := l.createPodNetwork(p.Name, p.IP, captures(p)); err != nil {
 		return err
 	}
-	if !p.Sidecar.Inject {
+	if !captures(p) {
 		if err := l.serveKubeDNS(p); err != nil {
 			return err
 		}
@@ -110,7 +110,7 @@ func (l *Lab) startPod(ctx context.Context, index int, p *model.Pod) error {
 	// first makes that race come out the same way every time here, even on a loaded machine
 	// where the app's own start could be slower than the agent's.
 	held := p.Sidecar.Inject && p.Sidecar.HoldApplicationUntilProxyStarts
-	if !held {
+	if !held && !p.Router { // a gateway's proxy is its only process (gateways.go)
 		if err := startApp(); err != nil {
 			return err
 		}
@@ -128,7 +128,7 @@ func (l *Lab) startPod(ctx context.Context, index int, p *model.Pod) error {
 			return err
 		}
 	}
-	if held {
+	if held && !p.Router {
 		if err := l.waitReady(ctx, p.Name); err != nil {
 			return err
 		}

@@ -80,6 +80,8 @@ type Record struct {
 	// touches labs whose creator is the user running it. Absent in records of old labs.
 	CreatorUID *uint32     `json:"creatorUID,omitempty"`
 	Pods       []PodRecord `json:"pods"`
+	// Services are the lab's Services (see portforward.go).
+	Services []ServiceRecord `json:"services,omitempty"`
 }
 
 // PodRecord is one pod in lab.json.

@@ -214,8 +214,10 @@ func gatewayHCM(listenerName, routeName string) (*listener.Filter, error) {
 	return hcmFilter("outbound_"+listenerName, true, func(m *hcm.HttpConnectionManager) {
 		m.UseRemoteAddress = wrapperspb.Bool(true)
 		m.ForwardClientCertDetails = hcm.HttpConnectionManager_SANITIZE_SET
+		// Istio also sets cert (the PEM of the client's certificate), which the built-in
+		// proxy does not implement; Subject, URI and DNS are what Istio's tasks read.
 		m.SetCurrentClientCertDetails = &hcm.HttpConnectionManager_SetCurrentClientCertDetails{
-			Subject: wrapperspb.Bool(true), Cert: true, Dns: true, Uri: true,
+			Subject: wrapperspb.Bool(true), Dns: true, Uri: true,
 		}
 		m.RouteSpecifier = &hcm.HttpConnectionManager_Rds{Rds: &hcm.Rds{
 			RouteConfigName: routeName,

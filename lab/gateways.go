@@ -1,0 +1,32 @@
+package lab
+
+import (
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/meshlab/meshlab/controlplane/model"
+)
+
+// Gateway pods (model.Pod.Router) are what `istioctl install --set profile=demo` runs in
+// istio-system: the agent and proxy as a standalone gateway (node type router), with
+// no app and no capture rules, so traffic reaches the proxy's listeners on the ports
+// its Gateways declare (8080, 8443) directly. They resolve cluster DNS as every pod
+// does without a sidecar's DNS capture.
+
+// captures reports whether the pod's traffic is captured to a sidecar.
+func captures(p *model.Pod) bool { return p.Sidecar.Inject && !p.Router }
+
+// printGatewayURL tells how the host reaches the lab's ingress gateway, as Istio's
+// ingress task computes GATEWAY_URL: with `meshlab port-forward` (kubectl's
+// port-forward) on 127.0.0.1, since nothing in a lab is routed from the host.
+func printGatewayURL(w io.Writer, lab string, m *model.Model) {
+	i := slices.IndexFunc(m.Services, func(s *model.Service) bool {
+		return s.Name == model.IngressGatewayName && s.Namespace == "istio-system"
+	})
+	if i < 0 {
+		return
+	}
+	fmt.Fprintf(w, "ingress gateway: meshlab port-forward --name %s -n istio-system svc/%s 8080:80 &\n", lab, model.IngressGatewayName)
+	fmt.Fprintf(w, "  then export GATEWAY_URL=127.0.0.1:8080 (INGRESS_HOST=127.0.0.1, INGRESS_PORT=8080)\n")
+}
