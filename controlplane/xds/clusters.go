@@ -100,6 +100,9 @@ func passthroughCluster(inbound bool) (*cluster.Cluster, error) {
 	}
 	c.TypedExtensionProtocolOptions = map[string]*anypb.Any{HTTPProtocolOptionsKey: opts}
 	c.CircuitBreakers = defaultCircuitBreakers()
+	if !inbound {
+		c.Filters = metadataExchangeClusterFilters() // telemetry.go
+	}
 	return c, nil
 }
 
@@ -147,6 +150,7 @@ func outboundCluster(m *model.Model, sp servicePort, oc outboundClusterSpec) (*c
 		// sends (the default): traffic never goes to endpoints known to be unhealthy.
 		CommonLbConfig: &cluster.Cluster_CommonLbConfig{HealthyPanicThreshold: &xdstype.Percent{}},
 		Metadata:       servicesMetadata([]*structpb.Value{serviceMetadata(sp)}),
+		Filters:        metadataExchangeClusterFilters(), // telemetry.go
 	}
 	if sp.dnsResolved() {
 		c.ClusterDiscoveryType = &cluster.Cluster_Type{Type: cluster.Cluster_STRICT_DNS}

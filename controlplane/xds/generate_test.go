@@ -66,9 +66,12 @@ func TestGenerateGolden(t *testing.T) {
 			// predicate of the default retry policy of each of the 2 services' routes; the
 			// HttpProtocolOptions of the 2 passthrough clusters; grpc_stats, fault and cors
 			// in each of the 4 inbound HCMs, and grpc_stats, istio.alpn and cors added to
-			// the outbound one.
-			if unpacked != 60 {
-				t.Errorf("unpacked %d typed configs, want 60", unpacked)
+			// the outbound one; Istio's telemetry (telemetry.go): peer_metadata and
+			// istio.stats in each of the 5 HCMs, istio.stats before the 4 tcp_proxies
+			// that are not a blackhole, istio.metadata_exchange first on the 7 inbound
+			// chains that are not, and on the 3 outbound and passthrough clusters.
+			if unpacked != 84 {
+				t.Errorf("unpacked %d typed configs, want 84", unpacked)
 			}
 			testutil.Golden(t, "hello-"+pod, dumpJSON(t, res))
 		})
@@ -212,7 +215,7 @@ func TestGenerateTCPService(t *testing.T) {
 	if got := l.GetAddress().GetSocketAddress().GetAddress(); got != "10.96.0.12" {
 		t.Errorf("TCP listener address = %q, want the VIP", got)
 	}
-	if got := tcpProxyOf(t, l.GetFilterChains()[0].GetFilters()[0]).GetCluster(); got != "outbound|5432||db.data.svc.cluster.local" {
+	if got := tcpProxyOf(t, terminalFilter(l.GetFilterChains()[0])).GetCluster(); got != "outbound|5432||db.data.svc.cluster.local" {
 		t.Errorf("TCP listener cluster = %q", got)
 	}
 	if slices.Contains(names(res[resource.RouteType]), "5432") {
@@ -239,7 +242,7 @@ func TestGenerateTCPService(t *testing.T) {
 	if got := fc.GetFilterChainMatch().GetDestinationPort().GetValue(); got != 15432 {
 		t.Errorf("inbound chain destination_port = %d, want 15432", got)
 	}
-	if got := tcpProxyOf(t, fc.GetFilters()[0]).GetCluster(); got != "inbound|15432||" {
+	if got := tcpProxyOf(t, terminalFilter(fc)).GetCluster(); got != "inbound|15432||" {
 		t.Errorf("inbound chain cluster = %q", got)
 	}
 	if !slices.Contains(names(res[resource.ClusterType]), "inbound|15432||") {
@@ -263,7 +266,7 @@ func TestGenerateInboundHTTP(t *testing.T) {
 		t.Fatalf("seventh inbound chain = %q, want 0.0.0.0_8080", fc.GetName())
 	}
 	var m hcm.HttpConnectionManager
-	if err := fc.GetFilters()[0].GetTypedConfig().UnmarshalTo(&m); err != nil {
+	if err := terminalFilter(fc).GetTypedConfig().UnmarshalTo(&m); err != nil {
 		t.Fatalf("inbound filter is not an HCM: %v", err)
 	}
 	if m.GetStatPrefix() != "inbound_0.0.0.0_8080" {

@@ -143,7 +143,7 @@ func TestIstioFaultFilterOnEveryOutboundHCM(t *testing.T) {
 	// istiod's, in its order.
 	for _, c := range []string{"vs-fault", "vs-weighted"} {
 		res := generate(t, istioCaseModel(t, c), "productpage-v1")
-		if got, want := httpFilterNames(t, res, "0.0.0.0_9080"), []string{GRPCStatsFilter, ALPNFilter, FaultFilter, CORSFilter, "envoy.filters.http.router"}; !slices.Equal(got, want) {
+		if got, want := httpFilterNames(t, res, "0.0.0.0_9080"), []string{MetadataExchangeFilter, GRPCStatsFilter, ALPNFilter, FaultFilter, CORSFilter, StatsFilter, "envoy.filters.http.router"}; !slices.Equal(got, want) {
 			t.Errorf("%s: http filters = %q, want %q", c, got, want)
 		}
 	}
@@ -164,7 +164,7 @@ func TestIstioRegistryOnly(t *testing.T) {
 		res := generate(t, m, "productpage-v1")
 		vo := findListener(t, res, VirtualOutboundListener)
 		chains := vo.GetFilterChains()
-		if got := tcpProxyOf(t, chains[len(chains)-1].GetFilters()[0]).GetCluster(); got != tt.catchAll {
+		if got := tcpProxyOf(t, terminalFilter(chains[len(chains)-1])).GetCluster(); got != tt.catchAll {
 			t.Errorf("%s: catch-all chain goes to %q, want %q", tt.policy, got, tt.catchAll)
 		}
 		vhs := res[resource.RouteType][0].(*route.RouteConfiguration).GetVirtualHosts()

@@ -63,7 +63,10 @@ func listeners(m *model.Model, pod *model.Pod) ([]types.Resource, error) {
 	if err != nil {
 		return nil, err
 	}
-	return out, addAccessLogs(out, logs)
+	if err := addAccessLogs(out, logs); err != nil {
+		return nil, err
+	}
+	return out, addTelemetryFilters(out) // telemetry.go
 }
 
 // transportSocketConnectTimeout bounds a downstream TLS handshake on the chains of the

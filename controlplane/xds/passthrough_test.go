@@ -47,36 +47,36 @@ func TestPassthroughChains(t *testing.T) {
 			name: "strict",
 			pas:  P(pa("istio-system", "default", nil, MTLSStrict, nil)),
 			want: []string{
-				"virtualInbound-catchall-http 0 tls [istio-http/1.0 istio-http/1.1 istio-h2] http_connection_manager mtls",
-				"virtualInbound 0 tls [] tcp_proxy mtls",
+				"virtualInbound-catchall-http 0 tls [istio-http/1.0 istio-http/1.1 istio-h2] metadata_exchange,http_connection_manager mtls",
+				"virtualInbound 0 tls [] metadata_exchange,stats,tcp_proxy mtls",
 			},
 		},
 		{
 			name: "permissive",
 			want: []string{
-				"virtualInbound-catchall-http 0 tls [istio-http/1.0 istio-http/1.1 istio-h2] http_connection_manager mtls",
-				"virtualInbound-catchall-http 0 raw_buffer [http/1.1 h2c] http_connection_manager",
-				"virtualInbound 0 tls [istio-peer-exchange istio] tcp_proxy mtls",
-				"virtualInbound 0 raw_buffer [] tcp_proxy",
-				"virtualInbound 0 tls [] tcp_proxy",
+				"virtualInbound-catchall-http 0 tls [istio-http/1.0 istio-http/1.1 istio-h2] metadata_exchange,http_connection_manager mtls",
+				"virtualInbound-catchall-http 0 raw_buffer [http/1.1 h2c] metadata_exchange,http_connection_manager",
+				"virtualInbound 0 tls [istio-peer-exchange istio] metadata_exchange,stats,tcp_proxy mtls",
+				"virtualInbound 0 raw_buffer [] metadata_exchange,stats,tcp_proxy",
+				"virtualInbound 0 tls [] metadata_exchange,stats,tcp_proxy",
 			},
 		},
 		{
 			name: "disable",
 			pas:  P(pa("default", "ns", nil, MTLSDisable, nil)),
 			want: []string{
-				"virtualInbound-catchall-http 0 raw_buffer [http/1.1 h2c] http_connection_manager",
-				"virtualInbound 0 raw_buffer [] tcp_proxy",
+				"virtualInbound-catchall-http 0 raw_buffer [http/1.1 h2c] metadata_exchange,http_connection_manager",
+				"virtualInbound 0 raw_buffer [] metadata_exchange,stats,tcp_proxy",
 			},
 		},
 		{
 			name: "port level on an undeclared port; the declared port's is its own chain",
 			pas:  P(pa("default", "db", db, MTLSDisable, map[uint32]MTLSMode{7000: MTLSStrict, 5432: MTLSStrict})),
 			want: []string{
-				"virtualInbound-catchall-http 0 raw_buffer [http/1.1 h2c] http_connection_manager",
-				"virtualInbound 0 raw_buffer [] tcp_proxy",
-				"virtualInbound-catchall-http 7000 tls [istio-http/1.0 istio-http/1.1 istio-h2] http_connection_manager mtls",
-				"virtualInbound 7000 tls [] tcp_proxy mtls",
+				"virtualInbound-catchall-http 0 raw_buffer [http/1.1 h2c] metadata_exchange,http_connection_manager",
+				"virtualInbound 0 raw_buffer [] metadata_exchange,stats,tcp_proxy",
+				"virtualInbound-catchall-http 7000 tls [istio-http/1.0 istio-http/1.1 istio-h2] metadata_exchange,http_connection_manager mtls",
+				"virtualInbound 7000 tls [] metadata_exchange,stats,tcp_proxy mtls",
 			},
 		},
 		{
@@ -84,8 +84,8 @@ func TestPassthroughChains(t *testing.T) {
 			pas:  P(pa("istio-system", "default", nil, MTLSStrict, nil)),
 			aps:  true,
 			want: []string{
-				"virtualInbound-catchall-http 0 tls [istio-http/1.0 istio-http/1.1 istio-h2] http_connection_manager mtls",
-				"virtualInbound 0 tls [] rbac,tcp_proxy mtls",
+				"virtualInbound-catchall-http 0 tls [istio-http/1.0 istio-http/1.1 istio-h2] metadata_exchange,http_connection_manager mtls",
+				"virtualInbound 0 tls [] metadata_exchange,rbac,stats,tcp_proxy mtls",
 			},
 		},
 	}
@@ -110,13 +110,13 @@ func TestPassthroughChains(t *testing.T) {
 				t.Errorf("passthrough chains:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(tc.want, "\n  "))
 			}
 			if tc.aps {
-				hcmOf := vi.GetFilterChains()[1].GetFilters()[0]
+				hcmOf := terminalFilter(vi.GetFilterChains()[1])
 				var names []string
 				for _, f := range hcmFilters(t, hcmOf) {
 					names = append(names, f.GetName())
 				}
-				// Inbound: RBAC first, then istiod's filters without istio.alpn.
-				if want := []string{"envoy.filters.http.rbac", GRPCStatsFilter, FaultFilter, CORSFilter, "envoy.filters.http.router"}; !slices.Equal(names, want) {
+				// Inbound: peer metadata, RBAC, then istiod's filters without istio.alpn.
+				if want := []string{MetadataExchangeFilter, "envoy.filters.http.rbac", GRPCStatsFilter, FaultFilter, CORSFilter, StatsFilter, "envoy.filters.http.router"}; !slices.Equal(names, want) {
 					t.Errorf("passthrough HTTP filters = %q, want %q", names, want)
 				}
 			}
