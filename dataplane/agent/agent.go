@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"strconv"
 	"sync"
@@ -132,7 +133,12 @@ func run(ctx context.Context, c Config, log *slog.Logger, d deps) (err error) {
 		}
 		return serveHTTP(ctx, sockLn, h)
 	})
-	service("status", func(ctx context.Context) error { return serveHTTP(ctx, healthLn, healthHandler(ready)) })
+	service("status", func(ctx context.Context) error {
+		mux := http.NewServeMux()
+		mux.Handle("GET /healthz/ready", healthHandler(ready))
+		mux.Handle("GET /stats/prometheus", newMergedMetrics(admin, log.With("subsystem", "metrics"))) // metrics.go
+		return serveHTTP(ctx, healthLn, mux)
+	})
 	service("dns", func(ctx context.Context) error {
 		return ServeDNS(ctx, dnsUDP, dnsTCP, &dnsHandler{names: names, log: log})
 	})

@@ -129,11 +129,15 @@ var proxyBuildVersion = &corev3.Node_UserAgentBuildVersion{UserAgentBuildVersion
 
 // nodeMetadata is Istio's node metadata subset that meshlab fills.
 func nodeMetadata(c Config) (*structpb.Struct, error) {
-	labels := make(map[string]any, len(c.Labels))
+	labels := make(map[string]any, len(c.Labels)+2)
 	for k, v := range c.Labels {
 		labels[k] = v
 	}
-	return structpb.NewStruct(map[string]any{
+	// Istio's injector labels every pod with its canonical service and revision, which
+	// istio-proxy's peer metadata and istio.stats read from LABELS.
+	name, rev := canonicalService(c.Labels, c.Workload)
+	labels[canonicalNameLabel], labels[canonicalRevisionLabel] = name, rev
+	md := map[string]any{
 		"NAMESPACE":             c.Namespace,
 		"NAME":                  c.Pod,
 		"LABELS":                labels,
@@ -145,7 +149,45 @@ func nodeMetadata(c Config) (*structpb.Struct, error) {
 		"ENVOY_STATUS_PORT":     HealthPort,
 		"WORKLOAD_NAME":         c.Workload,
 		"ISTIO_VERSION":         "meshlab",
-	})
+		// CLUSTER_ID is istiod's cluster name for a single-cluster mesh; the peer
+		// filters and istio.stats report it as source_cluster/destination_cluster.
+		"CLUSTER_ID": clusterID,
+	}
+	if c.Workload != "" {
+		md["OWNER"] = "kubernetes://apis/apps/v1/namespaces/" + c.Namespace + "/deployments/" + c.Workload
+	}
+	return structpb.NewStruct(md)
+}
+
+// Istio's canonical service labels and its single cluster's id.
+const (
+	canonicalNameLabel     = "service.istio.io/canonical-name"
+	canonicalRevisionLabel = "service.istio.io/canonical-revision"
+	clusterID              = "Kubernetes"
+)
+
+// canonicalService returns the canonical service name and revision Istio's injector
+// derives from a pod's labels: its own canonical labels, else app.kubernetes.io/name or
+// app (else the workload name), and app.kubernetes.io/version or version (else "latest").
+func canonicalService(labels map[string]string, workload string) (name, revision string) {
+	name = firstLabel(labels, canonicalNameLabel, "app.kubernetes.io/name", "app")
+	if name == "" {
+		name = workload
+	}
+	revision = firstLabel(labels, canonicalRevisionLabel, "app.kubernetes.io/version", "version")
+	if revision == "" {
+		revision = "latest"
+	}
+	return name, revision
+}
+
+func firstLabel(labels map[string]string, keys ...string) string {
+	for _, k := range keys {
+		if v := labels[k]; v != "" {
+			return v
+		}
+	}
+	return ""
 }
 
 func tcpAddress(ip string, port uint32) *corev3.Address {
