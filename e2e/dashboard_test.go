@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -61,7 +62,7 @@ func newBrowser(t *testing.T, path string) context.Context {
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
 		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1400, 1000),
+		chromedp.WindowSize(1400, 900), // the size the dashboard is checked at
 	)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
@@ -126,6 +127,9 @@ func waitText(t *testing.T, ctx context.Context, sel string, want ...string) str
 	return ""
 }
 
+// screenshot saves the page as name.png: in ../test-artifacts when
+// MESHLAB_KEEP_SCREENSHOTS is set (to look at them), else in the test's temporary
+// directory, removed when the test ends.
 func screenshot(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
 	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
@@ -134,9 +138,12 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)
 	}
-	dir := filepath.Join("..", "test-artifacts")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
+	dir := t.TempDir()
+	if os.Getenv("MESHLAB_KEEP_SCREENSHOTS") != "" {
+		dir = filepath.Join("..", "test-artifacts")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	path := filepath.Join(dir, name+".png")
 	if err := os.WriteFile(path, png, 0o644); err != nil {
@@ -564,3 +571,217 @@ func TestDashboardLabGuideInBrowser(t *testing.T) {
 	}
 	screenshot(t, ctx, "dashboard-guide-step2-solved")
 }
+
+// evalJS evaluates expr in the page and returns its value.
+func evalJS[T any](t *testing.T, ctx context.Context, expr string) T {
+	t.Helper()
+	ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ectx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+// waitJS polls expr until it evaluates to true.
+func waitJS(t *testing.T, ctx context.Context, what, expr string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		ectx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		ok, err := chromedp.Run(ectx, chromedp.Evaluate[bool](expr))
+		cancel()
+		if err == nil && ok {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	body := evalJS[string](t, ctx, `document.querySelector("main").innerText`)
+	t.Fatalf("%s: never true: %s\npage text:\n%s", what, expr, body)
+}
+
+// labelLayout checks the topology's edge labels: none overlaps a service box, another
+// label, or the last 16 px before its edge's arrowhead. It returns "" or the problems.
+const labelLayout = `(() => {
+  const rect = (el) => { const b = el.getBBox(); return { x: b.x, y: b.y, w: b.width, h: b.height }; };
+  const over = (a, b) => a.x < b.x + b.w && b.x < a.x + a.w && a.y < b.y + b.h && b.y < a.y + a.h;
+  const boxes = [...document.querySelectorAll("#topo-graph g.svc rect")].map(rect);
+  const labels = [...document.querySelectorAll("#topo-graph g.edge-label-box")].map((g) => ({ r: rect(g.querySelector("rect")), to: g.dataset.to, text: g.textContent }));
+  const problems = [];
+  labels.forEach((l, i) => {
+    boxes.forEach((b) => { if (over(l.r, b)) problems.push(l.text + " covers a service box"); });
+    labels.slice(i + 1).forEach((m) => { if (over(l.r, m.r)) problems.push(l.text + " covers " + m.text); });
+    const target = document.querySelector('#topo-graph g.svc[data-service="' + l.to + '"] rect');
+    if (target && l.r.x + l.r.w > rect(target).x - 16) problems.push(l.text + " runs into the arrowhead at " + l.to);
+  });
+  if (!labels.length) problems.push("no edge label");
+  return problems.join("; ");
+})()`
+
+// TestDashboardHealthInBrowser drives the dashboard of a lab with a healthy service, a
+// failing one (about 67 % 503s) and one behind a fault delay, in headless Chromium at
+// 1400x900: the traffic tool proposes a client calling another service and names who
+// answered, with the errors in red; the failing edge is red and the healthy one green,
+// with labels clear of boxes and arrowheads; the events show one row per change; the SDS
+// column shows each proxy's secrets; a trace puts the fault delay on the fault; no Go map
+// text appears anywhere; and after `meshlab down` the page shows the lab dead, with no
+// pod left green. Screenshots are kept with MESHLAB_KEEP_SCREENSHOTS=1.
+func TestDashboardHealthInBrowser(t *testing.T) {
+	testutil.RequireRoot(t)
+	chromium := findChromium(t)
+	t.Parallel()
+	l := startLab(t, "testdata/dashboard-health.yaml", "--listen", "127.0.0.1:0")
+	login := waitDashboardURL(t, l)
+	ctx := newBrowser(t, chromium)
+	base := strings.Split(login, "?")[0]
+	run(t, ctx, "log in", chromedp.Navigate(login), chromedp.WaitVisible(chromedp.CSS("#topo-graph svg")))
+
+	send := func(t *testing.T, url string, n int) {
+		t.Helper()
+		run(t, ctx, "send traffic to "+url,
+			chromedp.Navigate(base+"#traffic"),
+			chromedp.WaitVisible(chromedp.CSS("#traffic-form")),
+			chromedp.SetValue(chromedp.CSS("#traffic-url"), url),
+			chromedp.SetValue(chromedp.CSS("#traffic-n"), strconv.Itoa(n)),
+			chromedp.Click(chromedp.CSS(`#traffic-form button[type=submit]`)),
+		)
+		waitText(t, ctx, "#traffic-latency", strconv.Itoa(n)+" sent")
+	}
+
+	t.Run("traffic tool", func(t *testing.T) {
+		// The tool proposes the client's own upstream, never a pod calling itself.
+		run(t, ctx, "open the traffic tool", chromedp.Navigate(base+"#traffic"), chromedp.WaitVisible(chromedp.CSS("#traffic-form")))
+		waitJS(t, ctx, "defaults", `document.getElementById("traffic-pod").value === "client" && document.getElementById("traffic-url").value === "http://good:8080/"`)
+		send(t, "http://flaky:8080/", 30)
+		waitText(t, ctx, "#traffic-answers", "flaky-v1", "503", "200")
+		// 503s and the failure count are red; nothing says "(no pod field)".
+		if got := evalJS[string](t, ctx, `[...document.querySelectorAll("#traffic-statuses td.bad, #traffic-answers td.bad")].map((td) => td.textContent).join(",")`); !strings.Contains(got, "503") {
+			t.Errorf("503 is not shown as an error: red cells %q", got)
+		}
+		waitText(t, ctx, "#traffic-latency .bad", "failed")
+		if text := evalJS[string](t, ctx, `document.getElementById("traffic-result").textContent`); strings.Contains(text, "no pod field") {
+			t.Errorf("the result does not name who answered:\n%s", text)
+		}
+		screenshot(t, ctx, "dashboard-health-traffic")
+		send(t, "http://good:8080/", 30)
+		waitText(t, ctx, "#traffic-answers", "good-v1", "200")
+	})
+
+	t.Run("edges", func(t *testing.T) {
+		run(t, ctx, "open the topology", chromedp.Navigate(base+"#topology"), chromedp.WaitVisible(chromedp.CSS("#topo-graph svg")))
+		run(t, ctx, "the failing edge is red",
+			chromedp.WaitVisible(chromedp.CSS(`#topo-graph path.edge.bad[data-from="client"][data-to="flaky.default.svc.cluster.local"]`)))
+		run(t, ctx, "the healthy edge is green",
+			chromedp.WaitVisible(chromedp.CSS(`#topo-graph path.edge.ok[data-from="client"][data-to="good.default.svc.cluster.local"]`)))
+		colours := evalJS[string](t, ctx, `["flaky", "good"].map((s) => getComputedStyle(document.querySelector('#topo-graph path.edge[data-to="' + s + '.default.svc.cluster.local"]')).stroke).join("|")`)
+		if parts := strings.Split(colours, "|"); len(parts) != 2 || parts[0] == parts[1] {
+			t.Errorf("the failing and the healthy edge are drawn alike: %q", colours)
+		}
+		waitJS(t, ctx, "the failing edge's label", `/\d+% 5xx/.test(document.querySelector('#topo-graph g.edge-label-box[data-to="flaky.default.svc.cluster.local"]').textContent)`)
+		if problems := evalJS[string](t, ctx, labelLayout); problems != "" {
+			t.Errorf("edge labels: %s", problems)
+		}
+		waitText(t, ctx, "#topo-legend", "≥ 20% 5xx", "1–20% 5xx", "< 1% 5xx")
+		screenshot(t, ctx, "dashboard-health-topology")
+	})
+
+	t.Run("events", func(t *testing.T) {
+		run(t, ctx, "apply a VirtualService",
+			chromedp.Navigate(base+"#config"),
+			chromedp.WaitVisible(chromedp.CSS("#config-yaml")),
+			chromedp.SetValue(chromedp.CSS("#config-yaml"), goodTimeoutVS),
+			chromedp.Click(chromedp.CSS("#config-apply")),
+		)
+		waitText(t, ctx, "#config-msg", "applied")
+		run(t, ctx, "open the events", chromedp.Navigate(base+"#events"), chromedp.WaitVisible(chromedp.CSS("#events")))
+		// One row for the change, counting the pushes to the 4 proxies and their ACKs.
+		waitText(t, ctx, `#events tr.change-row`, "VirtualService default/good created", "pushed", "to 4 proxies", "ACKed")
+		if n := evalJS[int](t, ctx, `document.querySelectorAll('#events tbody tr[data-kind^="xds."]').length`); n != 0 {
+			t.Errorf("%d xDS rows in the grouped view, want them inside their change", n)
+		}
+		pushed := evalJS[int](t, ctx, `(() => { const r = [...document.querySelectorAll("#events tr.change-row")].find((tr) => tr.textContent.includes("default/good created")); return Number(r.dataset.pushed); })()`)
+		if pushed < 4 {
+			t.Errorf("the change counts %d pushes, want one or more to each of 4 proxies", pushed)
+		}
+		// Expanded, it lists each proxy's pushes.
+		run(t, ctx, "expand the change", chromedp.Click(chromedp.CSS(`#events tr.change-row details.change summary`)))
+		waitText(t, ctx, `#events tr.change-row details.change[open] ul.change-pods`, "client", "flaky-v1", "good-v1", "slow-v1", "RouteConfiguration")
+		// Ungrouped, the same events are rows of their own again.
+		run(t, ctx, "ungroup", chromedp.Click(chromedp.CSS("#events-group")))
+		waitJS(t, ctx, "raw xDS rows", `document.querySelectorAll('#events tbody tr[data-kind="xds.pushed"]').length >= 4`)
+		run(t, ctx, "group again", chromedp.Click(chromedp.CSS("#events-group")))
+		waitText(t, ctx, "#events tbody", "traffic.sent", "503 ×")
+		screenshot(t, ctx, "dashboard-health-events")
+	})
+
+	t.Run("SDS", func(t *testing.T) {
+		run(t, ctx, "open the config view", chromedp.Navigate(base+"#config"), chromedp.WaitVisible(chromedp.CSS("#config-proxies")))
+		waitJS(t, ctx, "an SDS cell per proxy", `document.querySelectorAll("#config-proxies td[data-sds]").length === 4`)
+		cells := evalJS[string](t, ctx, `[...document.querySelectorAll("#config-proxies td[data-sds]")].map((td) => td.className + " " + td.textContent).join("|")`)
+		for _, c := range strings.Split(cells, "|") {
+			if !strings.HasPrefix(c, "ok ACTIVE default ") || !strings.Contains(c, "ROOTCA") {
+				t.Errorf("SDS cell %q, want the proxy's default certificate and ROOTCA", c)
+			}
+		}
+	})
+
+	t.Run("trace fault delay", func(t *testing.T) {
+		run(t, ctx, "trace client -> slow",
+			chromedp.Navigate(base+"#pods/client"),
+			chromedp.WaitVisible(chromedp.CSS("#trace-form")),
+			chromedp.SetValue(chromedp.CSS("#trace-target"), "http://slow:8080/"),
+			chromedp.Click(chromedp.CSS(`#trace-form button[type=submit]`)),
+		)
+		waitText(t, ctx, "#trace-result .trace-summary", "status 200", "fault delay injected by client's sidecar")
+		text := waitText(t, ctx, `#trace-hops li.hop-proxy tr[data-field="fault delay"]`, "injected by this sidecar's fault filter", "VirtualService default/slow")
+		ms := regexp.MustCompile(`≈(\d+) ms`).FindStringSubmatch(text)
+		if ms == nil {
+			t.Fatalf("the fault delay row gives no duration: %q", text)
+		}
+		if d, _ := strconv.Atoi(ms[1]); d < 250 || d > 2000 {
+			t.Errorf("fault delay ≈%d ms, want about the configured 300 ms", d)
+		}
+		waitText(t, ctx, `#trace-hops li.hop-proxy tr[data-field="upstream time"]`, "of which ≈"+ms[1]+" ms is the fault delay")
+		screenshot(t, ctx, "dashboard-health-trace")
+	})
+
+	t.Run("no Go map text", func(t *testing.T) {
+		for _, view := range []string{"events", "traffic", "topology", "config"} {
+			run(t, ctx, "open "+view, chromedp.Navigate(base+"#"+view))
+			if got := evalJS[bool](t, ctx, `document.body.textContent.includes("map[")`); got {
+				t.Errorf("Go map text on the %s view: %s", view, evalJS[string](t, ctx, `document.body.textContent.match(/.{0,60}map\[.{0,40}/)[0]`))
+			}
+		}
+	})
+
+	t.Run("dead lab", func(t *testing.T) {
+		run(t, ctx, "open the topology", chromedp.Navigate(base+"#topology"), chromedp.WaitVisible(chromedp.CSS("#topo-graph svg")))
+		waitJS(t, ctx, "pods ready", `document.querySelectorAll("#topo-graph circle.pod.ready").length === 4`)
+		if out, err := meshlab(t, "down", "--name", l.name); err != nil {
+			t.Fatalf("meshlab down: %v\n%s", err, out)
+		}
+		waitText(t, ctx, "#lab-banner", "is down", l.name)
+		waitJS(t, ctx, "the topology greyed", `document.body.classList.contains("lab-dead") && document.querySelector("#topo-graph svg").classList.contains("dead")`)
+		if n := evalJS[int](t, ctx, `document.querySelectorAll("#topo-graph circle.pod.ready, #topo-graph path.edge.ok, #topo-graph path.edge.bad, #topo-pods td.ok").length`); n != 0 {
+			t.Errorf("%d elements still show health after down", n)
+		}
+		if n := evalJS[int](t, ctx, `document.querySelectorAll("#topo-graph circle.pod.unknown").length`); n != 4 {
+			t.Errorf("%d pods shown unknown, want 4", n)
+		}
+		waitText(t, ctx, "#conn", "lab down")
+		screenshot(t, ctx, "dashboard-health-dead")
+	})
+}
+
+// goodTimeoutVS sets a timeout on good's routes: a change pushed to every proxy.
+const goodTimeoutVS = `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: good, namespace: default}
+spec:
+  hosts: [good]
+  http:
+  - timeout: 3s
+    route:
+    - destination: {host: good}
+`
