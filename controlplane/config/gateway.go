@@ -29,7 +29,7 @@ var gatewayFields = fieldSet(strings.Join([]string{
 }, " "))
 
 // gatewayProtocols are the server protocols meshlab serves, as Istio spells them.
-var gatewayProtocols = []string{"HTTP", "HTTP2", "GRPC", "HTTPS", "TLS", "TCP"}
+var gatewayProtocols = []string{"HTTP", "HTTP2", "GRPC", "HTTPS", "TCP"}
 
 // gatewayNamespace is where istioctl installs its gateways.
 const gatewayNamespace = "istio-system"
@@ -62,7 +62,9 @@ func validateGateway(gw *networking.Gateway, p problems) {
 			p.addf(f+".port.name", "is required")
 		}
 		proto := strings.ToUpper(port.GetProtocol())
-		if !slices.Contains(gatewayProtocols, proto) {
+		if proto == "TLS" {
+			p.addf(f+".port.protocol", "TLS servers are not supported yet (they route by VirtualService tls routes, which meshlab does not implement); HTTPS with SIMPLE or MUTUAL is")
+		} else if !slices.Contains(gatewayProtocols, proto) {
 			p.addf(f+".port.protocol", "%q is not a protocol meshlab serves on a gateway (%s)", port.GetProtocol(), strings.Join(gatewayProtocols, ", "))
 		}
 		if len(s.GetHosts()) == 0 {
@@ -105,11 +107,9 @@ func checkServerTLS(s *networking.Server, proto, f string, p problems) {
 			p.addf(f+".tls.credentialName", "is required for mode %s (the name of a Secret in %s)", t.GetMode(), gatewayNamespace)
 		}
 	case networking.ServerTLSSettings_PASSTHROUGH:
-		if t.GetCredentialName() != "" {
-			p.addf(f+".tls.credentialName", "must not be set for mode PASSTHROUGH (the gateway does not terminate TLS)")
-		}
+		p.addf(f+".tls.mode", "PASSTHROUGH is not supported yet (it routes by VirtualService tls routes, which meshlab does not implement); SIMPLE and MUTUAL are")
 	default:
-		p.addf(f+".tls.mode", "%s is not supported by meshlab (SIMPLE, MUTUAL, PASSTHROUGH)", t.GetMode())
+		p.addf(f+".tls.mode", "%s is not supported by meshlab (SIMPLE, MUTUAL)", t.GetMode())
 	}
 }
 

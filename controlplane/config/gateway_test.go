@@ -190,12 +190,15 @@ func TestGatewayLoadErrors(t *testing.T) {
   - port: {number: 15443, name: tls, protocol: TLS}
     hosts: ["*"]
     tls: {mode: ISTIO_MUTUAL}
+  - port: {number: 15444, name: https-pass, protocol: HTTPS}
+    hosts: ["*"]
+    tls: {mode: PASSTHROUGH}
 `),
 			want: []string{
 				`spec.servers[3].tls.minProtocolVersion: is not supported by meshlab (Gateway supports in servers.tls: credentialName, mode)`,
 				`spec.servers[0].port.number: 0 is out of range 1-65535`,
 				`spec.servers[0].port.name: is required`,
-				`spec.servers[0].port.protocol: "UDP" is not a protocol meshlab serves on a gateway (HTTP, HTTP2, GRPC, HTTPS, TLS, TCP)`,
+				`spec.servers[0].port.protocol: "UDP" is not a protocol meshlab serves on a gateway (HTTP, HTTP2, GRPC, HTTPS, TCP)`,
 				`spec.servers[0].hosts[0]: "a/b/c" is not a lowercase DNS name`,
 				`spec.servers[0].hosts[1]: "*.*.com": a wildcard is only accepted as the whole host or its first label ("*" or "*.example.com")`,
 				`spec.servers[0].hosts[2]: "Upper.com" is not a lowercase DNS name`,
@@ -204,7 +207,9 @@ func TestGatewayLoadErrors(t *testing.T) {
 				`spec.servers[2].tls.credentialName: is required for mode SIMPLE (the name of a Secret in istio-system)`,
 				`spec.servers[3].tls: is only read on HTTPS and TLS servers (protocol is HTTP)`,
 				`spec.servers[4].port.number: 80 is already the port of a HTTP server: only HTTPS and TLS servers may share a port`,
-				`spec.servers[5].tls.mode: ISTIO_MUTUAL is not supported by meshlab (SIMPLE, MUTUAL, PASSTHROUGH)`,
+				`spec.servers[5].port.protocol: TLS servers are not supported yet`,
+				`spec.servers[5].tls.mode: ISTIO_MUTUAL is not supported by meshlab (SIMPLE, MUTUAL)`,
+				`spec.servers[6].tls.mode: PASSTHROUGH is not supported yet`,
 			},
 		},
 		{

@@ -235,3 +235,29 @@ func TestGatewayTLS(t *testing.T) {
 		}
 	}
 }
+
+// A TCP server proxies to the first tcp route of a bound VirtualService, on the
+// server's own port when the gateway Service has no such port.
+func TestGatewayTCP(t *testing.T) {
+	t.Parallel()
+	m := gatewayModel([]*model.IstioConfig[*networking.Gateway]{gateway("tcp-gateway",
+		&networking.Server{Port: &networking.Port{Number: 31400, Name: "tcp", Protocol: "TCP"}, Hosts: []string{"*"}},
+	)}, vs("db", &networking.VirtualService{
+		Hosts: []string{"*"}, Gateways: []string{"tcp-gateway"},
+		Tcp: []*networking.TCPRoute{{
+			Match: []*networking.L4MatchAttributes{{Port: 31400}},
+			Route: []*networking.RouteDestination{{Destination: &networking.Destination{Host: "db.default.svc.cluster.local", Port: &networking.PortSelector{Number: 5432}}}},
+		}},
+	}))
+	res := generateGateway(t, m, ingressPod)
+	if len(res[resource.ListenerType]) != 1 {
+		t.Fatalf("listeners = %q", names(res[resource.ListenerType]))
+	}
+	l := res[resource.ListenerType][0].(*listener.Listener)
+	if l.GetName() != "0.0.0.0_31400" || len(l.GetFilterChains()) != 1 || tcpProxyOf(t, l.GetFilterChains()[0].GetFilters()[0]).GetCluster() != "outbound|5432||db.default.svc.cluster.local" {
+		t.Errorf("listener = %v", l)
+	}
+	if len(res[resource.RouteType]) != 0 {
+		t.Errorf("routes = %q, want none for a TCP server", names(res[resource.RouteType]))
+	}
+}
