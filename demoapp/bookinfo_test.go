@@ -142,7 +142,11 @@ func TestBookinfoFaultInjectionBug(t *testing.T) {
 	}
 
 	// reviews v3 waits only 2.5 s for ratings: the page shows the reviews, without stars.
-	lab = newBookinfoLab(t, "v3", 7*unit, unit)
+	// Here the page depends on reviews answering within productpage's 3 s after giving up
+	// on ratings at 2.5 s: a slack of half a unit, so the unit is larger than above to keep
+	// that slack (100 ms) well above scheduling delays on a loaded machine under -race.
+	const slowUnit = 200 * time.Millisecond
+	lab = newBookinfoLab(t, "v3", 7*slowUnit, slowUnit)
 	page = lab.page(t, http.DefaultClient)
 	if !strings.Contains(page, ratingsUnavailable) || strings.Contains(page, reviewsUnavailable) {
 		t.Errorf("reviews v3 with a slow ratings: want reviews with %q:\n%s", ratingsUnavailable, page)
