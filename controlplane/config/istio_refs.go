@@ -119,6 +119,9 @@ func checkIstioRefs(objs []*Object, errs *ErrorList) {
 					prob(o).addf(f, "%q is neither the name nor the IP of a lab pod", a)
 				}
 			case networking.ServiceEntry_DNS:
+				if o.ServiceEntry.GetLocation() == networking.ServiceEntry_MESH_EXTERNAL {
+					break // a name of the outside world, resolved by the lab's DNS as a real one would be
+				}
 				if fqdn, ok := r.lookup(a, o.Origin.Namespace); !ok || r.services[fqdn] == nil {
 					prob(o).addf(f, "%q names no Service of the lab (resolution DNS resolves lab Service names)", a)
 				}

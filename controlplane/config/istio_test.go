@@ -185,9 +185,9 @@ func TestLoadIstioErrors(t *testing.T) {
   exportTo: ["."]
   trafficPolicy:
     loadBalancer: {consistentHash: {httpHeaderName: x}}
-    tls: {mode: ISTIO_MUTUAL, sni: x.example}
+    tls: {mode: ISTIO_MUTUAL, insecureSkipVerify: true}
     outlierDetection: {consecutiveGatewayErrors: 1}
-    portLevelSettings: [{port: {number: 8080}, tls: {mode: SIMPLE, credentialName: c}}]
+    portLevelSettings: [{port: {number: 8080}, tls: {mode: SIMPLE, clientCertificate: /c.pem}}]
 `), se("  hosts: [pay.internal]\n  location: MESH_INTERNAL\n  resolution: STATIC\n  ports: [{number: 80, name: http}]\n  endpoints: [{address: backend-v1, network: n1}]\n  workloadSelector: {labels: {app: x}}\n")},
 			want: []string{
 				"t.yaml: VirtualService default/backend: spec.http[0].match[0].port: is not supported by meshlab (VirtualService supports in http.match: headers, method, name, queryParams, sourceLabels, uri)",
@@ -200,10 +200,9 @@ func TestLoadIstioErrors(t *testing.T) {
 				"t.yaml: VirtualService default/backend: spec.http[0].fault.abort.httpStatus: 0 is out of range 200-599",
 				"t.yaml: DestinationRule default/other: spec.trafficPolicy.loadBalancer.consistentHash: is not supported by meshlab (DestinationRule supports in trafficPolicy.loadBalancer: simple)",
 				"t.yaml: DestinationRule default/other: spec.trafficPolicy.outlierDetection.consecutiveGatewayErrors: is not supported by meshlab (DestinationRule supports in trafficPolicy.outlierDetection: baseEjectionTime, consecutive5xxErrors, interval, maxEjectionPercent)",
-				"t.yaml: DestinationRule default/other: spec.trafficPolicy.tls.sni: is not supported by meshlab (DestinationRule supports in trafficPolicy.tls: mode)",
-				"t.yaml: DestinationRule default/other: spec.trafficPolicy.portLevelSettings[0].tls.credentialName: is not supported by meshlab (DestinationRule supports in trafficPolicy.portLevelSettings.tls: mode)",
+				"t.yaml: DestinationRule default/other: spec.trafficPolicy.tls.insecureSkipVerify: is not supported by meshlab (DestinationRule supports in trafficPolicy.tls: caCertificates, credentialName, mode, sni, subjectAltNames)",
+				"t.yaml: DestinationRule default/other: spec.trafficPolicy.portLevelSettings[0].tls.clientCertificate: is not supported by meshlab (DestinationRule supports in trafficPolicy.portLevelSettings.tls: caCertificates, credentialName, mode, sni, subjectAltNames)",
 				"t.yaml: DestinationRule default/other: spec.exportTo: is not supported by meshlab (DestinationRule supports here: host, subsets, trafficPolicy)",
-				"t.yaml: DestinationRule default/other: spec.trafficPolicy.portLevelSettings[0].tls.mode: SIMPLE is not supported by meshlab (needs client certificates meshlab does not manage; use ISTIO_MUTUAL)",
 				"t.yaml: ServiceEntry default/pay: spec.endpoints[0].network: is not supported by meshlab (ServiceEntry supports in endpoints: address, labels, ports)",
 				"t.yaml: ServiceEntry default/pay: spec.workloadSelector: is not supported by meshlab (ServiceEntry supports here: addresses, endpoints, hosts, location, ports, resolution)",
 			},
@@ -298,12 +297,11 @@ func TestLoadIstioErrors(t *testing.T) {
 `)},
 			want: []string{
 				`t.yaml: ServiceEntry default/pay: spec.addresses[0]: "10.0.0.0/24" is not an IPv4 address (CIDRs are not supported)`,
-				"t.yaml: ServiceEntry default/pay: spec.location: MESH_EXTERNAL is not supported (only MESH_INTERNAL: a lab reaches nothing outside it)",
 				"t.yaml: ServiceEntry default/pay: spec.ports[0].number: 0 is out of range 1-65535",
 				`t.yaml: ServiceEntry default/pay: spec.ports[0].protocol: "QUIC" is not a protocol meshlab knows (HTTP, HTTP2, GRPC, TCP...)`,
 				"t.yaml: ServiceEntry default/pay: spec.ports[0].targetPort: 15001 is reserved for the sidecar (the outbound capture port)",
 				"t.yaml: ServiceEntry default/pay: spec.ports[1].name: is required",
-				"t.yaml: ServiceEntry default/pay: spec.resolution: NONE is not supported (STATIC or DNS)",
+				"t.yaml: ServiceEntry default/pay: spec.endpoints: resolution NONE takes no endpoints in meshlab (connections go to the address the client dialled; use STATIC to name endpoints)",
 				"t.yaml: ServiceEntry default/pay: spec.endpoints[0].address: is required",
 				"t.yaml: ServiceEntry default/pay: spec.endpoints[0].ports[grpc]: names no port of spec.ports",
 				"t.yaml: ServiceEntry default/pay: spec.endpoints[0].ports[grpc]: 15000 is reserved for the sidecar (the proxy's admin port)",

@@ -183,13 +183,7 @@ func checkTrafficPolicy(tp *networking.TrafficPolicy, f string, p problems) {
 		}
 	}
 	if tls := tp.GetTls(); tls != nil {
-		switch m := tls.GetMode(); m {
-		case networking.ClientTLSSettings_DISABLE, networking.ClientTLSSettings_ISTIO_MUTUAL:
-		case networking.ClientTLSSettings_SIMPLE, networking.ClientTLSSettings_MUTUAL:
-			p.addf(f+".tls.mode", "%s is not supported by meshlab (needs client certificates meshlab does not manage; use ISTIO_MUTUAL)", m)
-		default:
-			p.addf(f+".tls.mode", "%s is not a mode meshlab knows (DISABLE or ISTIO_MUTUAL)", m)
-		}
+		checkClientTLS(tls, f+".tls", p)
 	}
 	seen := map[uint32]int{}
 	for i, pl := range tp.GetPortLevelSettings() {
@@ -215,9 +209,6 @@ func validateServiceEntry(se *networking.ServiceEntry, p problems) {
 		if addr, err := netip.ParseAddr(a); err != nil || !addr.Is4() {
 			p.addf(fmt.Sprintf("spec.addresses[%d]", i), "%q is not an IPv4 address (CIDRs are not supported)", a)
 		}
-	}
-	if se.GetLocation() != networking.ServiceEntry_MESH_INTERNAL {
-		p.addf("spec.location", "%s is not supported (only MESH_INTERNAL: a lab reaches nothing outside it)", se.GetLocation())
 	}
 	if len(se.GetPorts()) == 0 {
 		p.addf("spec.ports", "at least one port is required")
@@ -250,14 +241,17 @@ func validateServiceEntry(se *networking.ServiceEntry, p problems) {
 	switch se.GetResolution() {
 	case networking.ServiceEntry_STATIC:
 		if len(se.GetEndpoints()) == 0 {
-			p.addf("spec.endpoints", "resolution STATIC needs endpoints (names or IPs of lab pods)")
+			p.addf("spec.endpoints", "resolution STATIC needs endpoints (names or IPs of lab pods, or IPs of the lab's outside world)")
 		}
 	case networking.ServiceEntry_DNS:
-		if len(se.GetEndpoints()) == 0 {
-			p.addf("spec.endpoints", "resolution DNS needs endpoints naming lab Services (a lab has no DNS for other names)")
+		// Without endpoints the proxy resolves the hosts themselves, through the lab's
+		// DNS (the lab's Services, and the outside world's names for MESH_EXTERNAL).
+	case networking.ServiceEntry_NONE:
+		if len(se.GetEndpoints()) > 0 {
+			p.addf("spec.endpoints", "resolution NONE takes no endpoints in meshlab (connections go to the address the client dialled; use STATIC to name endpoints)")
 		}
 	default:
-		p.addf("spec.resolution", "%s is not supported (STATIC or DNS)", se.GetResolution())
+		p.addf("spec.resolution", "%s is not supported (STATIC, DNS or NONE)", se.GetResolution())
 	}
 	for i, ep := range se.GetEndpoints() {
 		f := fmt.Sprintf("spec.endpoints[%d]", i)
@@ -436,4 +430,41 @@ func sortedKeysOf[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// checkClientTLS checks a DestinationRule's tls settings: DISABLE, ISTIO_MUTUAL, and
+// SIMPLE (TLS origination, verified against caCertificates, the Secret credentialName
+// names, or else the proxy's system trust as Istio's VERIFY_CERTIFICATE_AT_CLIENT
+// does). sni, subjectAltNames, caCertificates and credentialName shape SIMPLE only.
+func checkClientTLS(tls *networking.ClientTLSSettings, f string, p problems) {
+	switch m := tls.GetMode(); m {
+	case networking.ClientTLSSettings_DISABLE, networking.ClientTLSSettings_ISTIO_MUTUAL:
+		for _, fs := range []struct {
+			field string
+			set   bool
+		}{
+			{"sni", tls.GetSni() != ""}, {"subjectAltNames", len(tls.GetSubjectAltNames()) > 0},
+			{"caCertificates", tls.GetCaCertificates() != ""}, {"credentialName", tls.GetCredentialName() != ""},
+		} {
+			if fs.set {
+				p.addf(f+"."+fs.field, "is supported by meshlab with mode SIMPLE only (the mode here is %s)", m)
+			}
+		}
+	case networking.ClientTLSSettings_SIMPLE:
+		if ca := tls.GetCaCertificates(); ca != "" && !strings.HasPrefix(ca, "/") {
+			p.addf(f+".caCertificates", "%q must be an absolute path (a file on the proxy's filesystem)", ca)
+		}
+		if tls.GetCredentialName() != "" && tls.GetCaCertificates() != "" {
+			p.addf(f+".caCertificates", "is ignored when credentialName is set (as in Istio): set one of them")
+		}
+		for i, s := range tls.GetSubjectAltNames() {
+			if s == "" {
+				p.addf(fmt.Sprintf("%s.subjectAltNames[%d]", f, i), "must not be empty")
+			}
+		}
+	case networking.ClientTLSSettings_MUTUAL:
+		p.addf(f+".mode", "MUTUAL is not supported by meshlab yet (it needs client certificates: clientCertificate/privateKey or credentialName); SIMPLE, ISTIO_MUTUAL and DISABLE are")
+	default:
+		p.addf(f+".mode", "%s is not a mode meshlab knows (DISABLE, SIMPLE or ISTIO_MUTUAL)", m)
+	}
 }

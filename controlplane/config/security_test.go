@@ -228,12 +228,17 @@ func TestLoadSecurityErrors(t *testing.T) {
 			name: "DestinationRule tls",
 			docs: []string{hello, dr(`  host: backend
   trafficPolicy: {tls: {mode: MUTUAL, subjectAltNames: [x]}}
-  subsets: [{name: v1, labels: {version: v1}, trafficPolicy: {tls: {mode: SIMPLE}}}]
+  subsets:
+  - {name: v1, labels: {version: v1}, trafficPolicy: {tls: {mode: SIMPLE, caCertificates: ca.pem, credentialName: c, subjectAltNames: [""]}}}
+  - {name: v2, labels: {version: v2}, trafficPolicy: {tls: {mode: ISTIO_MUTUAL, sni: x.example}}}
+  - {name: v3, labels: {version: v3}, trafficPolicy: {tls: {mode: SIMPLE, sni: backend.example, subjectAltNames: [backend.example], caCertificates: /etc/ca.pem}}}
 `)},
 			want: []string{
-				"t.yaml: DestinationRule default/other: spec.trafficPolicy.tls.subjectAltNames: is not supported by meshlab (DestinationRule supports in trafficPolicy.tls: mode)",
-				"t.yaml: DestinationRule default/other: spec.trafficPolicy.tls.mode: MUTUAL is not supported by meshlab (needs client certificates meshlab does not manage; use ISTIO_MUTUAL)",
-				"t.yaml: DestinationRule default/other: spec.subsets[0].trafficPolicy.tls.mode: SIMPLE is not supported by meshlab (needs client certificates meshlab does not manage; use ISTIO_MUTUAL)",
+				"t.yaml: DestinationRule default/other: spec.trafficPolicy.tls.mode: MUTUAL is not supported by meshlab yet (it needs client certificates: clientCertificate/privateKey or credentialName); SIMPLE, ISTIO_MUTUAL and DISABLE are",
+				`t.yaml: DestinationRule default/other: spec.subsets[0].trafficPolicy.tls.caCertificates: "ca.pem" must be an absolute path (a file on the proxy's filesystem)`,
+				"t.yaml: DestinationRule default/other: spec.subsets[0].trafficPolicy.tls.caCertificates: is ignored when credentialName is set (as in Istio): set one of them",
+				"t.yaml: DestinationRule default/other: spec.subsets[0].trafficPolicy.tls.subjectAltNames[0]: must not be empty",
+				"t.yaml: DestinationRule default/other: spec.subsets[1].trafficPolicy.tls.sni: is supported by meshlab with mode SIMPLE only (the mode here is ISTIO_MUTUAL)",
 			},
 		},
 	}

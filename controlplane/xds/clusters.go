@@ -152,13 +152,18 @@ func outboundCluster(m *model.Model, sp servicePort, oc outboundClusterSpec) (*c
 		Metadata:       servicesMetadata([]*structpb.Value{serviceMetadata(sp)}),
 		Filters:        metadataExchangeClusterFilters(), // telemetry.go
 	}
-	if sp.dnsResolved() {
+	switch {
+	case sp.passthroughResolved():
+		// resolution NONE: to the address the client dialled, as istiod's ORIGINAL_DST.
+		c.ClusterDiscoveryType = &cluster.Cluster_Type{Type: cluster.Cluster_ORIGINAL_DST}
+		c.LbPolicy = cluster.Cluster_CLUSTER_PROVIDED
+	case sp.dnsResolved():
 		c.ClusterDiscoveryType = &cluster.Cluster_Type{Type: cluster.Cluster_STRICT_DNS}
 		c.DnsLookupFamily = cluster.Cluster_V4_ONLY
 		c.DnsRefreshRate = dnsRefreshRate
 		c.RespectDnsTtl = true
 		c.LoadAssignment = loadAssignment(m, oc.name, subsetInstances(sp.instances(m), oc.labels))
-	} else {
+	default:
 		c.ClusterDiscoveryType = &cluster.Cluster_Type{Type: cluster.Cluster_EDS}
 		c.EdsClusterConfig = &cluster.Cluster_EdsClusterConfig{EdsConfig: adsConfigSource(), ServiceName: oc.name}
 	}

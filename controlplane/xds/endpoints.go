@@ -16,8 +16,8 @@ import (
 func endpoints(m *model.Model, pod *model.Pod) []types.Resource {
 	var out []types.Resource
 	for _, sp := range outboundPorts(m) {
-		if sp.dnsResolved() {
-			continue // STRICT_DNS clusters carry their own load assignment
+		if sp.dnsResolved() || sp.passthroughResolved() {
+			continue // STRICT_DNS clusters carry their own load assignment, ORIGINAL_DST ones need none
 		}
 		all := sp.instances(m)
 		for _, oc := range outboundClustersOf(m, pod, sp) {

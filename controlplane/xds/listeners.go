@@ -53,6 +53,13 @@ func listeners(m *model.Model, pod *model.Pod) ([]types.Resource, error) {
 		l.FilterChains[0].Metadata = tcpOrigin(m, sp)
 		out = append(out, l)
 	}
+	wild, err := entryWildcardListeners(m) // serviceentry.go: ServiceEntry TLS/TCP ports without an address
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range wild {
+		out = append(out, l)
+	}
 	vi, err := virtualInbound(m, pod)
 	if err != nil {
 		return nil, fmt.Errorf("build listener %s: %w", VirtualInboundListener, err)

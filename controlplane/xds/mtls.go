@@ -24,10 +24,13 @@ const (
 // mode means auto-mTLS: mTLS to the endpoints marked tlsMode "istio", plaintext to the
 // rest. ServiceEntry clusters get no TLS.
 func applyClusterTLS(c *cluster.Cluster, m *model.Model, sp servicePort, oc outboundClusterSpec) error {
+	mode := oc.policy.GetTls().GetMode()
+	if mode == networking.ClientTLSSettings_SIMPLE {
+		return applySimpleTLS(c, sp, oc.policy.GetTls()) // transportsocket.go
+	}
 	if sp.se != nil {
 		return nil
 	}
-	mode := oc.policy.GetTls().GetMode()
 	if oc.policy.GetTls() != nil && mode != networking.ClientTLSSettings_ISTIO_MUTUAL {
 		return nil // DISABLE, or a mode with user-supplied certificates meshlab does not serve
 	}

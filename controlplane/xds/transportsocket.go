@@ -1,16 +1,22 @@
 package xds
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strconv"
 
+	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rawbuffer "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/raw_buffer/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	matcher "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/meshlab/meshlab/controlplane/model"
 )
@@ -154,4 +160,120 @@ var serverCipherSuites = []string{
 	"ECDHE-RSA-AES128-GCM-SHA256",
 	"AES256-GCM-SHA384",
 	"AES128-GCM-SHA256",
+}
+
+// SecretFileRootPrefix names an SDS validation secret the agent reads from a file, as
+// Istio's agent serves "file-root:<path>"; SecretSystemRoots ("file-root:system") is the
+// proxy's system trust bundle, what a DestinationRule's SIMPLE TLS without
+// caCertificates verifies against (Istio's VERIFY_CERTIFICATE_AT_CLIENT).
+const (
+	SecretFileRootPrefix = "file-root:"
+	SecretSystemRoots    = SecretFileRootPrefix + "system"
+)
+
+// applySimpleTLS gives cluster c the client TLS of a DestinationRule's SIMPLE mode (TLS
+// origination), as istiod's constructUpstreamTLS: no client certificate, TLS 1.2 to
+// 1.3, the server verified against the Secret credentialName names (served over ADS as
+// "kubernetes://<name>-cacert"), else the caCertificates file, else the system roots
+// (both served by the agent over SDS), with the rule's subjectAltNames; h2 is offered
+// on an HTTP/2 port. Departure: istiod leaves sni empty and sets the cluster's
+// upstream_http_protocol_options auto_sni and auto_san_validation, so Envoy takes both
+// from each request's Host; meshlab's proxy has no auto_sni, so an unset sni is the
+// cluster's host and the certificate must carry that host as a SAN, which is what
+// Envoy does for the requests a ServiceEntry host receives.
+func applySimpleTLS(c *cluster.Cluster, sp servicePort, tls *networking.ClientTLSSettings) error {
+	sni := tls.GetSni()
+	sans := tls.GetSubjectAltNames()
+	if sni == "" {
+		sni = sp.host
+		if len(sans) == 0 {
+			sans = []string{sp.host}
+		}
+	}
+	matchers := make([]*matcher.StringMatcher, 0, len(sans))
+	for _, s := range sans {
+		matchers = append(matchers, &matcher.StringMatcher{MatchPattern: &matcher.StringMatcher_Exact{Exact: s}})
+	}
+	var roots *tlsv3.SdsSecretConfig
+	if cred := tls.GetCredentialName(); cred != "" {
+		roots = &tlsv3.SdsSecretConfig{Name: CredentialResourcePrefix + cred + credentialCASuffix, SdsConfig: adsConfigSource()}
+	} else {
+		roots = sdsSecretConfig(SecretFileRootPrefix + cmp.Or(tls.GetCaCertificates(), "system"))
+	}
+	common := &tlsv3.CommonTlsContext{
+		TlsParams: &tlsv3.TlsParameters{
+			TlsMinimumProtocolVersion: tlsv3.TlsParameters_TLSv1_2,
+			TlsMaximumProtocolVersion: tlsv3.TlsParameters_TLSv1_3,
+		},
+		ValidationContextType: &tlsv3.CommonTlsContext_CombinedValidationContext{
+			CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
+				DefaultValidationContext:         &tlsv3.CertificateValidationContext{MatchSubjectAltNames: matchers},
+				ValidationContextSdsSecretConfig: roots,
+			},
+		},
+	}
+	if isHTTP2(sp.port.Protocol) {
+		common.AlpnProtocols = []string{"h2"}
+	}
+	cfg, err := typed(&tlsv3.UpstreamTlsContext{CommonTlsContext: common, Sni: sni})
+	if err != nil {
+		return fmt.Errorf("build upstream tls: %w", err)
+	}
+	c.TransportSocket = &core.TransportSocket{Name: wellknown.TransportSocketTLS, ConfigType: &core.TransportSocket_TypedConfig{TypedConfig: cfg}}
+	c.TransportSocketMatches = nil
+	return nil
+}
+
+// withOriginationSecrets adds to secrets (a pod's gateway secrets) the CA secrets its
+// clusters' SIMPLE TLS names by credentialName, "kubernetes://<name>-cacert": the CA of
+// the Secret <name> (its ca.crt or cacert), else the Secret "<name>-cacert", read in the
+// pod's namespace as istiod reads credentials. A Secret that is missing is left out, so
+// the proxy waits for it as Envoy waits for istiod.
+func withOriginationSecrets(secrets []types.Resource, m *model.Model, pod *model.Pod) []types.Resource {
+	seen := map[string]bool{}
+	for _, s := range secrets {
+		seen[cachev3.GetResourceName(s)] = true
+	}
+	for _, cred := range simpleTLSCredentials(m) {
+		name := CredentialResourcePrefix + cred + credentialCASuffix
+		if seen[name] {
+			continue
+		}
+		ca := m.Secret(pod.Namespace, cred)
+		if ca == nil || ca.CACert == nil {
+			ca = m.Secret(pod.Namespace, cred+credentialCASuffix)
+		}
+		if ca == nil || ca.CACert == nil {
+			continue
+		}
+		seen[name] = true
+		secrets = append(secrets, &tlsv3.Secret{Name: name, Type: &tlsv3.Secret_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
+			TrustedCa: inlineBytes(ca.CACert),
+		}}})
+	}
+	return secrets
+}
+
+// simpleTLSCredentials returns the credentialNames of the SIMPLE tls settings of every
+// DestinationRule (rule-wide, per port, per subset), each once, in model order.
+func simpleTLSCredentials(m *model.Model) []string {
+	var out []string
+	add := func(tls *networking.ClientTLSSettings) {
+		if tls.GetMode() == networking.ClientTLSSettings_SIMPLE && tls.GetCredentialName() != "" && !slices.Contains(out, tls.GetCredentialName()) {
+			out = append(out, tls.GetCredentialName())
+		}
+	}
+	policy := func(tp *networking.TrafficPolicy) {
+		add(tp.GetTls())
+		for _, pl := range tp.GetPortLevelSettings() {
+			add(pl.GetTls())
+		}
+	}
+	for _, dr := range m.Istio.DestinationRules {
+		policy(dr.Spec.GetTrafficPolicy())
+		for _, s := range dr.Spec.GetSubsets() {
+			policy(s.GetTrafficPolicy())
+		}
+	}
+	return out
 }
