@@ -250,5 +250,5 @@ func CanonicalKind(s string) (string, bool) {
 
 // Kinds returns the kinds a lab holds, sorted.
 func Kinds() []string {
-	return []string{"AuthorizationPolicy", "DaemonSet", "Deployment", "DestinationRule", "Gateway", "MeshConfig", "Namespace", "PeerAuthentication", "ReplicaSet", "Secret", "Service", "ServiceAccount", "ServiceEntry", "StatefulSet", "VirtualService", "Workload"}
+	return []string{"AuthorizationPolicy", "DaemonSet", "Deployment", "DestinationRule", "Gateway", "MeshConfig", "Namespace", "PeerAuthentication", "ReplicaSet", "RequestAuthentication", "Secret", "Service", "ServiceAccount", "ServiceEntry", "StatefulSet", "VirtualService", "Workload"}
 }

@@ -146,7 +146,7 @@ func decoderFor(apiVersion, k string, p problems) kind {
 // knownKinds lists the kinds meshlab reads, for messages.
 func knownKinds() string {
 	return "v1 Service, Namespace, ServiceAccount, Secret and Pod, apps/v1 Deployment, ReplicaSet, StatefulSet and DaemonSet, " + workloadAPIVersion + " Workload and MeshConfig, networking.istio.io VirtualService, DestinationRule, ServiceEntry and Gateway, " +
-		"security.istio.io PeerAuthentication and AuthorizationPolicy"
+		"security.istio.io PeerAuthentication, AuthorizationPolicy and RequestAuthentication"
 }
 
 // istioKindNames returns the recognised Istio kinds, sorted (for docs and tests).
