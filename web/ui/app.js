@@ -252,7 +252,7 @@ function drawTopology(t) {
     path.append(s("title", {}, edgeTitle(e, hl)));
     edgeLayer.append(path);
     const rate = `${(hl.rate * 100).toFixed(0)}% 5xx`;
-    const label = dead ? "lab down: no data" : (hl.idle ? `idle · ${rate} of ${e.requests}` : `${hl.rps.toFixed(1)} rps · ${rate}`) +
+    const label = dead ? "lab down: no data" : (hl.idle ? `idle, 0 rps · ${rate} of ${e.requests}` : `${hl.rps.toFixed(1)} rps · ${rate}`) +
       ` · ${e.mtls ? "mTLS" : "plaintext"}${e.denied > 0 ? ` · ${e.denied} denied` : ""}`;
     const lw = label.length * (level === "bad" ? 6.9 : 6.3) + 8, lh = 15;
     // Candidate spots along the curve, away from both ends (the arrowhead and the source
