@@ -145,7 +145,7 @@ func run(ctx context.Context, c Config, log *slog.Logger, d deps) (err error) {
 	service("nametable", newNameTablePoller(c.LabSocket, c.Pod, names, log).Run)
 	if certs != nil {
 		service("certs", certs.Run)
-		service("sds", func(ctx context.Context) error { return serveSDS(ctx, sdsLn, certs, log) })
+		service("sds", func(ctx context.Context) error { return serveSDS(ctx, sdsLn, certs, c.SystemCAFile, log) })
 	}
 
 	_ = mgr.Run(runCtx)

@@ -60,6 +60,9 @@ type Config struct {
 	CertTTL time.Duration
 	// TrustDomain is optional: the trust domain of the SPIFFE ID, default cluster.local.
 	TrustDomain string
+	// SystemCAFile is optional: the pod's system trust bundle (PEM), what its image's
+	// /etc/ssl/certs would hold, served over SDS as "file-root:system"; "" = the host's.
+	SystemCAFile string
 
 	DrainDuration            time.Duration // optional: --drain-time-s, default 45s
 	ParentShutdownDuration   time.Duration // optional: --parent-shutdown-time-s, default 60s

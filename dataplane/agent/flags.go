@@ -44,6 +44,7 @@ const (
 	flagTokenPath                = "token-path"
 	flagCertTTL                  = "cert-ttl"
 	flagTrustDomain              = "trust-domain"
+	flagSystemCAFile             = "system-ca-file"
 )
 
 // Args returns the argv after "meshlab agent" that makes BindFlags produce c again.
@@ -102,6 +103,7 @@ func Args(c Config) []string {
 	str(flagTokenPath, c.TokenPath)
 	dur(flagCertTTL, c.CertTTL)
 	str(flagTrustDomain, c.TrustDomain)
+	str(flagSystemCAFile, c.SystemCAFile)
 	return a
 }
 
@@ -144,6 +146,7 @@ func BindFlags(fs *pflag.FlagSet) func() (Config, error) {
 	fs.StringVar(&c.TokenPath, flagTokenPath, "", "the pod's CA token file; when set, get a workload certificate and serve SDS on sds.sock")
 	fs.DurationVar(&c.CertTTL, flagCertTTL, 0, "workload certificate lifetime to ask the CA for (0 = the CA's default)")
 	fs.StringVar(&c.TrustDomain, flagTrustDomain, "", "trust domain of the workload's SPIFFE ID (default cluster.local)")
+	fs.StringVar(&c.SystemCAFile, flagSystemCAFile, "", "the pod's system trust bundle (PEM), served over SDS as file-root:system (default the host's)")
 	return func() (Config, error) {
 		out := c
 		if podIP != "" {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
@@ -37,15 +38,17 @@ func SDSSocketPath(runDir string) string { return filepath.Join(runDir, "sds.soc
 type sdsServer struct {
 	secretservice.UnimplementedSecretDiscoveryServiceServer
 	certs *certManager
-	log   *slog.Logger
+	// systemCA is the file "file-root:system" reads; "" = the host's bundle.
+	systemCA string
+	log      *slog.Logger
 }
 
 var _ secretservice.SecretDiscoveryServiceServer = (*sdsServer)(nil)
 
 // serveSDS serves SDS on ln until ctx ends.
-func serveSDS(ctx context.Context, ln net.Listener, certs *certManager, log *slog.Logger) error {
+func serveSDS(ctx context.Context, ln net.Listener, certs *certManager, systemCA string, log *slog.Logger) error {
 	g := grpc.NewServer()
-	secretservice.RegisterSecretDiscoveryServiceServer(g, &sdsServer{certs: certs, log: log})
+	secretservice.RegisterSecretDiscoveryServiceServer(g, &sdsServer{certs: certs, systemCA: systemCA, log: log})
 	errc := make(chan error, 1)
 	go func() { errc <- g.Serve(ln) }()
 	select {
@@ -115,7 +118,7 @@ func (s *sdsServer) StreamSecrets(stream secretservice.SecretDiscoveryService_St
 		cur, changed := s.certs.current()
 		if started && cur != nil && cur != sent {
 			nonce++
-			resp, err := secretsResponse(cur, names, nonce)
+			resp, err := s.secretsResponse(cur, names, nonce)
 			if err != nil {
 				return status.Error(codes.Internal, err.Error())
 			}
@@ -154,18 +157,22 @@ func (s *sdsServer) FetchSecrets(_ context.Context, r *discoverypb.DiscoveryRequ
 	if cur == nil {
 		return nil, status.Error(codes.Unavailable, "no workload certificate yet")
 	}
-	return secretsResponse(cur, r.GetResourceNames(), 0)
+	return s.secretsResponse(cur, r.GetResourceNames(), 0)
 }
 
 // secretsResponse renders the requested secrets (all when names is empty; unknown names
-// are left out) of c. The version is the leaf's serial, so it changes with every rotation.
-func secretsResponse(c *workloadCert, names []string, nonce int) (*discoverypb.DiscoveryResponse, error) {
+// and unreadable files are left out) of c. The version is the leaf's serial, so it
+// changes with every rotation.
+func (s *sdsServer) secretsResponse(c *workloadCert, names []string, nonce int) (*discoverypb.DiscoveryResponse, error) {
 	if len(names) == 0 {
 		names = []string{SecretDefault, SecretRootCA}
 	}
 	resp := &discoverypb.DiscoveryResponse{VersionInfo: serial(c.leaf), TypeUrl: secretTypeURL, Nonce: strconv.Itoa(nonce)}
 	for _, n := range names {
 		sec := secretFor(c, n)
+		if path, ok := strings.CutPrefix(n, SecretFileRootPrefix); ok {
+			sec = s.fileRoot(n, path)
+		}
 		if sec == nil {
 			continue
 		}
@@ -195,4 +202,44 @@ func secretFor(c *workloadCert, name string) *tlsv3.Secret {
 		}}}
 	}
 	return nil
+}
+
+// SecretFileRootPrefix names a validation secret read from a file, as Istio's agent
+// serves the CA files a DestinationRule names ("file-root:/etc/certs/ca.pem") and the
+// system trust bundle ("file-root:system", SIMPLE TLS without caCertificates).
+const SecretFileRootPrefix = "file-root:"
+
+// systemBundles are where distributions keep the system trust bundle, as Go's
+// crypto/x509 looks for it.
+var systemBundles = []string{
+	"/etc/ssl/certs/ca-certificates.crt",                // Debian, Ubuntu, Gentoo, Arch
+	"/etc/pki/tls/certs/ca-bundle.crt",                  // Fedora, RHEL
+	"/etc/ssl/ca-bundle.pem",                            // openSUSE
+	"/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem", // CentOS, RHEL 7
+	"/etc/ssl/cert.pem",                                 // Alpine
+}
+
+// fileRoot returns the validation secret name whose roots are the PEM certificates of
+// path ("system": the pod's system bundle), or nil when the file cannot be read or
+// holds no certificate, so the proxy keeps waiting for it as Envoy waits for the agent.
+func (s *sdsServer) fileRoot(name, path string) *tlsv3.Secret {
+	if path == "system" {
+		path = s.systemCA
+		for _, p := range systemBundles {
+			if path != "" {
+				break
+			}
+			if _, err := os.Stat(p); err == nil {
+				path = p
+			}
+		}
+	}
+	pem, err := os.ReadFile(path)
+	if err != nil || !strings.Contains(string(pem), "-----BEGIN CERTIFICATE-----") {
+		s.log.Warn("sds: no CA certificates for "+name, "file", path, "err", err)
+		return nil
+	}
+	return &tlsv3.Secret{Name: name, Type: &tlsv3.Secret_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
+		TrustedCa: inline(pem),
+	}}}
 }
