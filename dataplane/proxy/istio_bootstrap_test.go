@@ -14,7 +14,6 @@ import (
 // TestIstioSidecarBootstrapValidatesAndDumps loads meshlab's rendering of Istio's
 // sidecar bootstrap (bootstrap/testdata/istio-sidecar.json) as Envoy's --mode validate
 // does, and renders its /config_dump, whose bootstrap carries TypedStruct extensions.
-// stats_config is taken out until the telemetry work implements it.
 func TestIstioSidecarBootstrapValidatesAndDumps(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join("bootstrap", "testdata", "istio-sidecar.json"))
 	if err != nil {
@@ -24,7 +23,6 @@ func TestIstioSidecarBootstrapValidatesAndDumps(t *testing.T) {
 	if err := json.Unmarshal(data, &doc); err != nil {
 		t.Fatal(err)
 	}
-	delete(doc, "stats_config")
 	out, err := json.Marshal(doc)
 	if err != nil {
 		t.Fatal(err)

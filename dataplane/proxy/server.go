@@ -119,6 +119,11 @@ func New(opts Options, logger *slog.Logger, levels *envoylog.Levels) (*Server, e
 	if h, ok := logger.Handler().(*envoylog.Handler); ok && f != nil {
 		h.SetFormat(f)
 	}
+	sc, err := bootstrap.StatsConfig(b)
+	if err != nil {
+		return nil, err
+	}
+	s.stats.SetConfig(sc) // stats_tags and stats_matcher, as Envoy's tag producer
 	s.boot = b
 	s.node = nodeFrom(b.GetNode(), opts)
 	peer.SetLocal(s.node) // istio-proxy's filters read the node, as Envoy's LocalInfo

@@ -61,7 +61,8 @@ func TestCheckRefusesWhatIsNotImplemented(t *testing.T) {
 	for _, tc := range []struct {
 		name, add, want string
 	}{
-		{"stats_config", "stats_config: {use_all_default_tags: false}\n", "bootstrap: stats_config: field is not supported by meshlab proxy"},
+		{"stats_config histogram buckets", "stats_config: {histogram_bucket_settings: [{match: {prefix: x}, buckets: [1]}]}\n", "bootstrap: stats_config.histogram_bucket_settings: field is not supported by meshlab proxy"},
+		{"stats tag lookahead", "stats_config: {stats_tags: [{tag_name: x, regex: '^a(?=b)(c)'}]}\n", "stats_tags[0].regex"},
 		{"REST xDS", "", ""},
 		{"grpc timeout", "", ""},
 	} {

@@ -20,10 +20,9 @@ import (
 // sections and values pilot-agent writes, with this lab's names.
 const istioSidecar = "testdata/istio-sidecar.json"
 
-// pendingIstioSections are parts of Istio's bootstrap another component implements:
-// stats_config (Istio's stats_tags, owned by the telemetry work). They are taken out
-// before the check until then; everything else must load as is.
-var pendingIstioSections = []string{"stats_config"}
+// pendingIstioSections are parts of Istio's bootstrap another component implements,
+// taken out before the check until then; everything else must load as is. None is left.
+var pendingIstioSections []string
 
 func TestIstioSidecarBootstrapLoads(t *testing.T) {
 	b, err := Load(Source{Path: istioSidecar})

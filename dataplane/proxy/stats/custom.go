@@ -12,17 +12,29 @@ const CustomNamespace = "istiocustom"
 // "istiocustom.istio_requests_total") with tags, as Envoy's counterFromStatNames: the
 // full name appends ".<tag>.<value>" for each tag, in order. It is created on first use.
 func (s *Store) TaggedCounter(name string, tags []Tag) *Stat {
-	return s.get(taggedName(name, tags), name, tags, KindCounter)
+	return s.tagged(name, tags, KindCounter)
+}
+
+func (s *Store) tagged(name string, tags []Tag, kind Kind) *Stat {
+	st := s.get(taggedName(name, tags), name, tags, kind)
+	if !st.explicit.Load() {
+		st.explicit.Store(true)
+	}
+	return st
 }
 
 // TaggedHistogram is TaggedCounter for a histogram.
 func (s *Store) TaggedHistogram(name string, tags []Tag) *Histogram {
-	return s.histogram(taggedName(name, tags), name, tags)
+	h := s.histogram(taggedName(name, tags), name, tags)
+	if !h.explicit.Load() {
+		h.explicit.Store(true)
+	}
+	return h
 }
 
 // TaggedGauge is TaggedCounter for a gauge.
 func (s *Store) TaggedGauge(name string, tags []Tag) *Stat {
-	return s.get(taggedName(name, tags), name, tags, KindGauge)
+	return s.tagged(name, tags, KindGauge)
 }
 
 func taggedName(name string, tags []Tag) string {

@@ -27,6 +27,7 @@ type Histogram struct {
 	extracted string
 	tags      []Tag
 	used      atomic.Bool
+	explicit  atomic.Bool // created with its own tags (TaggedHistogram)
 
 	mu   sync.Mutex
 	bins map[uint64]uint64 // bin key (see binOf) -> count

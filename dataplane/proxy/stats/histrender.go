@@ -103,11 +103,16 @@ func jsonHistograms(s *Store, f Filter) any {
 // counters and gauges: cumulative _bucket lines for DefaultBuckets plus le="+Inf", then
 // _sum and _count, numbers formatted as Envoy's "{:.32g}".
 func writePrometheusHistograms(b *strings.Builder, s *Store, f Filter) {
-	fams := map[string][]*Histogram{}
+	type view struct {
+		h    *Histogram
+		tags []Tag
+	}
+	fams := map[string][]view{}
 	for _, h := range s.Histograms() {
 		if f.keepHistogram(h) {
-			n := PrometheusName(h.extracted)
-			fams[n] = append(fams[n], h)
+			extracted, tags := f.cfg.view(h.name, h.extracted, h.tags, h.explicit.Load())
+			n := PrometheusName(extracted)
+			fams[n] = append(fams[n], view{h, tags})
 		}
 	}
 	names := make([]string, 0, len(fams))
@@ -117,15 +122,16 @@ func writePrometheusHistograms(b *strings.Builder, s *Store, f Filter) {
 	sort.Strings(names)
 	for _, n := range names {
 		fmt.Fprintf(b, "# TYPE %s histogram\n", n)
-		for _, h := range fams[n] {
+		for _, v := range fams[n] {
+			h := v.h
 			st := h.Statistics()
-			tags := labelList(h.tags)
+			tags := labelList(v.tags)
 			for i, le := range DefaultBuckets {
 				fmt.Fprintf(b, "%s_bucket{%s} %d\n", n, strings.Join(append(tags, `le="`+g32(le)+`"`), ","), st.Buckets[i])
 			}
 			fmt.Fprintf(b, "%s_bucket{%s} %d\n", n, strings.Join(append(tags, `le="+Inf"`), ","), st.Count)
-			fmt.Fprintf(b, "%s_sum%s %s\n", n, labels(h.tags), g32(st.Sum))
-			fmt.Fprintf(b, "%s_count%s %d\n", n, labels(h.tags), st.Count)
+			fmt.Fprintf(b, "%s_sum%s %s\n", n, labels(v.tags), g32(st.Sum))
+			fmt.Fprintf(b, "%s_count%s %d\n", n, labels(v.tags), st.Count)
 		}
 	}
 }

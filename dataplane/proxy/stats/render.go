@@ -16,6 +16,8 @@ type Filter struct {
 	// Buckets is ?histogram_buckets for the text form: "" (quantile summaries),
 	// BucketsCumulative or BucketsDisjoint.
 	Buckets string
+	// cfg is the store's stats_config, set by the Write methods.
+	cfg *Config
 }
 
 // Values of Filter.Buckets, as Envoy's ?histogram_buckets.
@@ -25,6 +27,9 @@ const (
 )
 
 func (f Filter) keepHistogram(h *Histogram) bool {
+	if !f.cfg.includes(h.name) {
+		return false
+	}
 	if f.UsedOnly && !h.Used() {
 		return false
 	}
@@ -32,6 +37,9 @@ func (f Filter) keepHistogram(h *Histogram) bool {
 }
 
 func (f Filter) keep(s *Stat) bool {
+	if !f.cfg.includes(s.name) {
+		return false
+	}
 	if f.UsedOnly && !s.Used() {
 		return false
 	}
@@ -40,6 +48,7 @@ func (f Filter) keep(s *Stat) bool {
 
 // WriteText writes Envoy's /stats text form: "name: value" lines sorted by name.
 func (s *Store) WriteText(w io.Writer, f Filter) error {
+	f.cfg = s.config()
 	var b strings.Builder
 	for _, st := range s.All() {
 		if f.keep(st) {
@@ -68,6 +77,7 @@ type jsonStat struct {
 // followed, when any histogram is selected, by one element {"histograms":
 // {"supported_quantiles":[..], "computed_quantiles":[{"name":..,"values":[..]}]}}.
 func (s *Store) WriteJSON(w io.Writer, f Filter) error {
+	f.cfg = s.config()
 	list := []any{}
 	for _, st := range s.All() {
 		if f.keep(st) {
@@ -85,6 +95,7 @@ func (s *Store) WriteJSON(w io.Writer, f Filter) error {
 // WritePrometheus writes Envoy's /stats/prometheus form (text format 0.0.4): one family
 // per tag-extracted name, "envoy_" prefixed and sanitized, tags as labels.
 func (s *Store) WritePrometheus(w io.Writer, f Filter) error {
+	f.cfg = s.config()
 	type family struct {
 		kind  Kind
 		lines []string
@@ -94,13 +105,14 @@ func (s *Store) WritePrometheus(w io.Writer, f Filter) error {
 		if !f.keep(st) {
 			continue
 		}
-		name := PrometheusName(st.extracted)
+		extracted, tags := f.cfg.view(st.name, st.extracted, st.tags, st.explicit.Load())
+		name := PrometheusName(extracted)
 		fam, ok := fams[name]
 		if !ok {
 			fam = &family{kind: st.kind}
 			fams[name] = fam
 		}
-		fam.lines = append(fam.lines, fmt.Sprintf("%s%s %d", name, labels(st.tags), st.Value()))
+		fam.lines = append(fam.lines, fmt.Sprintf("%s%s %d", name, labels(tags), st.Value()))
 	}
 	names := make([]string, 0, len(fams))
 	for n := range fams {

@@ -47,6 +47,9 @@ type Stat struct {
 	// imported marks a stat created by Import before this process used it: its tags are
 	// unknown until a scope asks for it by name.
 	imported bool
+	// explicit marks a stat created with its own tags (TaggedCounter), which the
+	// stats_tags extractors leave alone.
+	explicit atomic.Bool
 }
 
 // Name returns the full stat name, e.g. "cluster.x.upstream_rq_total".
@@ -81,6 +84,7 @@ type Store struct {
 	mu         sync.RWMutex
 	stats      map[string]*Stat
 	histograms map[string]*Histogram
+	cfg        *Config // stats_config; nil: Envoy's defaults
 }
 
 // NewStore returns an empty Store.
