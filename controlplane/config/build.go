@@ -21,10 +21,38 @@ type BuildOptions struct {
 	// ServiceCIDR is required. Service VIPs start at the prefix address + 10 (10.96.0.10
 	// in 10.96.0.0/16), in model order.
 	ServiceCIDR netip.Prefix
+	// Keep is optional: the addresses of a running lab's model (AllocationsOf), so that a
+	// change keeps them, as Kubernetes never renumbers a running pod or a Service. Pods and
+	// Services it names keep their addresses; new ones get the lowest address that neither
+	// a kept one nor anything in Keep holds (a removed pod's address may still be on its
+	// draining namespace). Nil allocates in model order from the start of each range.
+	Keep *Allocations
+}
+
+// PodKey names a pod for address allocation: pod names may repeat across namespaces.
+type PodKey struct{ Namespace, Name string }
+
+// Allocations are the addresses a model holds: pod IPs by pod, Service VIPs by hostname.
+type Allocations struct {
+	Pods map[PodKey]netip.Addr
+	VIPs map[string]netip.Addr
+}
+
+// AllocationsOf returns the addresses m's pods and Services hold, for BuildOptions.Keep.
+func AllocationsOf(m *model.Model) *Allocations {
+	a := &Allocations{Pods: map[PodKey]netip.Addr{}, VIPs: map[string]netip.Addr{}}
+	for _, p := range m.Pods {
+		a.Pods[PodKey{p.Namespace, p.Name}] = p.IP
+	}
+	for _, s := range m.Services {
+		a.VIPs[s.Hostname()] = s.VIP
+	}
+	return a
 }
 
 // Build returns the mesh model of the scenario with addresses assigned deterministically:
-// the same scenario and options always give the same addresses. It fails when a CIDR is
+// the same scenario and options always give the same addresses (with o.Keep, the running
+// lab's addresses stay where they are). It fails when a CIDR is
 // missing, the two overlap, or one is too small. Build may be called more than once; each
 // model is independent of the others and of the scenario.
 func (s *Scenario) Build(o BuildOptions) (*model.Model, error) {
@@ -53,18 +81,30 @@ func (s *Scenario) Build(o BuildOptions) (*model.Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build model: %w", err)
 	}
-	var podIPs []netip.Addr
 	m := model.New(append(svcs, gwSvcs...), append(pods, gwPods...))
 	m.Secrets = secretsOf(s.Objects)
+	var keepPods map[PodKey]netip.Addr
+	var keepVIPs map[string]netip.Addr
+	if o.Keep != nil {
+		keepPods, keepVIPs = o.Keep.Pods, o.Keep.VIPs
+	}
+	podKeys := make([]PodKey, len(m.Pods))
+	for i, p := range m.Pods {
+		podKeys[i] = PodKey{p.Namespace, p.Name}
+	}
 	// The gateway takes offset 1, pods follow from offset 2.
-	podIPs, err = addresses(podCIDR, 2, len(m.Pods))
+	podIPs, err := allocate(podCIDR, 2, podKeys, keepPods)
 	if err != nil {
 		return nil, fmt.Errorf("assign pod addresses in %s (the gateway takes the first host): %w", podCIDR, err)
 	}
 	for i, p := range m.Pods {
 		p.IP = podIPs[i]
 	}
-	vips, err := addresses(svcCIDR, vipOffset, len(m.Services))
+	hosts := make([]string, len(m.Services))
+	for i, svc := range m.Services {
+		hosts[i] = svc.Hostname()
+	}
+	vips, err := allocate(svcCIDR, vipOffset, hosts, keepVIPs)
 	if err != nil {
 		return nil, fmt.Errorf("assign service VIPs in %s (from offset %d): %w", svcCIDR, vipOffset, err)
 	}
@@ -81,6 +121,74 @@ func (s *Scenario) Build(o BuildOptions) (*model.Model, error) {
 // bridge holds and every pod routes through.
 func Gateway(podCIDR netip.Prefix) netip.Addr {
 	return podCIDR.Masked().Addr().Next()
+}
+
+// allocate returns an address of prefix for each key, from offset on: a key in keep
+// keeps its address when that lies in the range and no earlier key took it; the others
+// take, in order, the lowest addresses that no key kept and keep does not hold. With
+// keep empty that is n consecutive addresses from offset, as addresses gives.
+func allocate[K comparable](prefix netip.Prefix, offset int, keys []K, keep map[K]netip.Addr) ([]netip.Addr, error) {
+	if len(keep) == 0 {
+		return addresses(prefix, offset, len(keys))
+	}
+	first := prefix.Addr()
+	for range offset {
+		first = first.Next()
+	}
+	last := lastAddr(prefix) // the broadcast address, never given
+	taken := map[netip.Addr]bool{}
+	for _, a := range keep {
+		taken[a] = true
+	}
+	out := make([]netip.Addr, len(keys))
+	kept := map[netip.Addr]bool{}
+	for i, k := range keys {
+		if a, ok := keep[k]; ok && prefix.Contains(a) && a.Compare(first) >= 0 && a.Compare(last) < 0 && !kept[a] {
+			out[i], kept[a] = a, true
+		}
+	}
+	next := first
+	for i := range keys {
+		if out[i].IsValid() {
+			continue
+		}
+		for taken[next] && next.Compare(last) < 0 {
+			next = next.Next()
+		}
+		if next.Compare(last) >= 0 {
+			return nil, fmt.Errorf("no free address left for %d more", countInvalid(out[i:]))
+		}
+		out[i] = next
+		taken[next] = true
+	}
+	return out, nil
+}
+
+// lastAddr is the last address of prefix.
+func lastAddr(prefix netip.Prefix) netip.Addr {
+	a := prefix.Masked().Addr().As16()
+	bits := prefix.Bits()
+	if prefix.Addr().Is4() {
+		bits += 96
+	}
+	for i := bits; i < 128; i++ {
+		a[i/8] |= 1 << (7 - i%8)
+	}
+	out := netip.AddrFrom16(a)
+	if prefix.Addr().Is4() {
+		out = out.Unmap()
+	}
+	return out
+}
+
+func countInvalid(as []netip.Addr) int {
+	n := 0
+	for _, a := range as {
+		if !a.IsValid() {
+			n++
+		}
+	}
+	return n
 }
 
 // addresses returns n consecutive addresses of prefix starting at offset from the prefix
