@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
@@ -86,7 +87,15 @@ type nameTables struct {
 	mu      sync.Mutex
 	model   *model.Model
 	version uint64
-	changed chan struct{} // closed and replaced on every update
+	changed chan struct{}           // closed and replaced on every update
+	world   map[string][]netip.Addr // the outside world's names (world.go)
+}
+
+// setWorld makes every table also answer the outside world's names.
+func (t *nameTables) setWorld(names map[string][]netip.Addr) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.world = names
 }
 
 func newNameTables(m *model.Model) *nameTables {
@@ -105,19 +114,19 @@ func (t *nameTables) update(m *model.Model) {
 func (t *nameTables) get(ctx context.Context, pod string, version uint64) (web.NameTable, error) {
 	for {
 		t.mu.Lock()
-		m, v, changed := t.model, t.version, t.changed
+		m, v, changed, world := t.model, t.version, t.changed, t.world
 		t.mu.Unlock()
 		p := m.Pod(pod)
 		if p == nil {
 			return web.NameTable{}, web.ErrUnknownPod
 		}
 		if v != version {
-			return web.NameTable{Version: v, Names: m.NameTable(p.Namespace)}, nil
+			return web.NameTable{Version: v, Names: withWorld(m.NameTable(p.Namespace), world)}, nil
 		}
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return web.NameTable{Version: v, Names: m.NameTable(p.Namespace)}, nil
+			return web.NameTable{Version: v, Names: withWorld(m.NameTable(p.Namespace), world)}, nil
 		}
 	}
 }

@@ -103,6 +103,7 @@ func labNamespaces(root, name string, entries []entry) ([]string, error) {
 				others[pr.NetNS] = true
 			}
 			others[NodeNamespace(l)] = true
+			others[WorldNamespace(l)] = true
 		}
 	}
 	for _, ns := range all {

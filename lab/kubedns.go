@@ -35,7 +35,16 @@ const kubeDNSTTL = 5
 type kubeDNS struct {
 	mu    sync.RWMutex
 	model *model.Model
+	world map[string][]netip.Addr // the outside world's names (world.go)
 	log   *slog.Logger
+}
+
+// setWorld makes the cluster DNS answer the outside world's names too, as CoreDNS
+// answers them through its upstream resolver.
+func (k *kubeDNS) setWorld(names map[string][]netip.Addr) {
+	k.mu.Lock()
+	k.world = names
+	k.mu.Unlock()
 }
 
 func newKubeDNS(m *model.Model, log *slog.Logger) *kubeDNS {
@@ -66,8 +75,11 @@ func (k *kubeDNS) lookup(ns, name string) (netip.Addr, bool) {
 		}
 	}
 	k.mu.RLock()
-	m := k.model
+	m, world := k.model, k.world
 	k.mu.RUnlock()
+	if a := world[name]; len(a) > 0 {
+		return a[0], true // a name outside the cluster, as the upstream resolver answers it
+	}
 	for _, c := range candidates {
 		rest, ok := strings.CutSuffix(c, "."+domain)
 		if !ok {

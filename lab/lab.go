@@ -88,6 +88,7 @@ type Lab struct {
 	// metrics are the control plane's Prometheus metrics (nil in unit tests' bare Labs).
 	metrics *metrics
 	faults  faultSet // control-plane faults (lab/faults.go)
+	world   *world   // the outside world (lab/world.go); nil until created
 
 	mu       sync.Mutex
 	model    *model.Model
@@ -138,8 +139,8 @@ func prepare(o *Options) (*model.Model, error) {
 		return nil, err
 	}
 	for _, p := range m.Pods {
-		if p.Name == nodePodName {
-			return nil, fmt.Errorf("%s: Workload %s/%s: metadata.name: %q is reserved for the lab's node namespace", o.ScenarioFile, p.Namespace, p.Workload, nodePodName)
+		if p.Name == nodePodName || p.Name == worldPodName {
+			return nil, fmt.Errorf("%s: Workload %s/%s: metadata.name: %q is reserved for the lab's own namespace %s", o.ScenarioFile, p.Namespace, p.Workload, p.Name, NamespaceName(o.Name, p.Name))
 		}
 	}
 	return m, nil
@@ -232,6 +233,9 @@ func (l *Lab) create(ctx context.Context) error {
 		return err
 	}
 	if err := l.createNetwork(); err != nil {
+		return err
+	}
+	if err := l.createWorld(); err != nil { // world.go
 		return err
 	}
 	if err := l.setupKubeProxy(); err != nil {

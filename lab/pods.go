@@ -173,6 +173,7 @@ func (l *Lab) agentConfig(index int, p *model.Pod) agent.Config {
 		DataPlane:                p.Sidecar.DataPlane,
 		BootstrapOverride:        p.Sidecar.BootstrapOverride,
 		TokenPath:                l.tokenPath(p.Name),
+		SystemCAFile:             l.worldTrustBundle(),
 		CertTTL:                  l.opts.CertTTL,
 		TerminationDrainDuration: l.opts.TerminationDrain,
 		AdminPort:                adminPort,

@@ -103,7 +103,7 @@ func (l *Lab) podSandbox(index int, p *model.Pod) (*netns.Sandbox, error) {
 	}
 	return &netns.Sandbox{
 		UID: uid, GID: uid, Hostname: podHostname(p.Name),
-		ResolvConf: resolv, Hosts: hosts,
+		ResolvConf: resolv, Hosts: hosts, TrustBundle: l.worldTrustBundle(),
 		Hide: []string{l.opts.RunRoot, netns.RunDir},
 	}, nil
 }

@@ -84,6 +84,13 @@ func applyHere(s step) error {
 			Gw:        s.gateway.AsSlice(),
 			Scope:     netlink.SCOPE_UNIVERSE,
 		})
+	case opRoute:
+		return netlink.RouteReplace(&netlink.Route{
+			LinkIndex: link.Attrs().Index,
+			Dst:       &net.IPNet{IP: s.prefix.Masked().Addr().AsSlice(), Mask: net.CIDRMask(s.prefix.Bits(), s.prefix.Addr().BitLen())},
+			Gw:        s.gateway.AsSlice(),
+			Scope:     netlink.SCOPE_UNIVERSE,
+		})
 	}
 	return errors.New("unknown step")
 }

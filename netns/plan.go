@@ -17,6 +17,7 @@ const (
 	opAddAddr                   // put Prefix on Link (replace)
 	opLinkUp                    // bring Link up
 	opDefaultRoute              // default route via Gateway on Link (replace)
+	opRoute                     // route to Prefix via Gateway on Link (replace)
 )
 
 // step is one change to make in one namespace. Plans are lists of steps, computed
@@ -50,6 +51,8 @@ func (s step) String() string {
 		return in + "link set " + s.link + " up"
 	case opDefaultRoute:
 		return in + "route replace default via " + s.gateway.String() + " dev " + s.link
+	case opRoute:
+		return in + "route replace " + s.prefix.String() + " via " + s.gateway.String() + " dev " + s.link
 	}
 	return fmt.Sprintf("unknown op %d", s.op)
 }

@@ -29,12 +29,16 @@ import (
 // and a seccomp filter that refuses the calls that reach into another process (ptrace,
 // process_vm_readv/writev, pidfd_getfd, process_madvise, kcmp).
 type Sandbox struct {
-	UID        uint32   `json:"uid"` // never 0
-	GID        uint32   `json:"gid"` // never 0
-	Hostname   string   `json:"hostname,omitempty"`
-	ResolvConf string   `json:"resolvConf,omitempty"` // bound read-only on /etc/resolv.conf
-	Hosts      string   `json:"hosts,omitempty"`      // bound read-only on /etc/hosts
-	Hide       []string `json:"hide,omitempty"`       // directories covered by an empty read-only tmpfs
+	UID        uint32 `json:"uid"` // never 0
+	GID        uint32 `json:"gid"` // never 0
+	Hostname   string `json:"hostname,omitempty"`
+	ResolvConf string `json:"resolvConf,omitempty"` // bound read-only on /etc/resolv.conf
+	Hosts      string `json:"hosts,omitempty"`      // bound read-only on /etc/hosts
+	// TrustBundle is bound read-only on every system CA bundle file the host has (see
+	// SystemBundles), as a container image brings its own trust: the lab's outside
+	// world is trusted through it.
+	TrustBundle string   `json:"trustBundle,omitempty"`
+	Hide        []string `json:"hide,omitempty"` // directories covered by an empty read-only tmpfs
 }
 
 // Validate reports what is missing or malformed in s.
@@ -49,7 +53,7 @@ func (s Sandbox) Validate() error {
 	if len(s.Hostname) > 64 {
 		errs = append(errs, fmt.Errorf("hostname %q: longer than 64 characters", s.Hostname))
 	}
-	for _, f := range []struct{ field, path string }{{"resolvConf", s.ResolvConf}, {"hosts", s.Hosts}} {
+	for _, f := range []struct{ field, path string }{{"resolvConf", s.ResolvConf}, {"hosts", s.Hosts}, {"trustBundle", s.TrustBundle}} {
 		if f.path != "" && !strings.HasPrefix(f.path, "/") {
 			errs = append(errs, fmt.Errorf("%s %q: must be an absolute path", f.field, f.path))
 		}
@@ -145,12 +149,45 @@ func (s Sandbox) mountAll() error {
 			return fmt.Errorf("bind %s on %s: %w", b.src, dst, err)
 		}
 	}
+	if err := s.bindTrustBundle(); err != nil {
+		return err
+	}
 	for _, dir := range s.Hide {
 		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 			continue
 		}
 		if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,mode=755"); err != nil {
 			return fmt.Errorf("hide %s: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+// SystemBundles are the files distributions keep the system trust bundle in (those Go's
+// crypto/x509 reads; curl and OpenSSL read the first or second).
+var SystemBundles = []string{
+	"/etc/ssl/certs/ca-certificates.crt",                // Debian, Ubuntu, Gentoo, Arch
+	"/etc/pki/tls/certs/ca-bundle.crt",                  // Fedora, RHEL
+	"/etc/ssl/ca-bundle.pem",                            // openSUSE
+	"/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem", // CentOS, RHEL 7
+	"/etc/ssl/cert.pem",                                 // Alpine
+}
+
+// bindTrustBundle binds TrustBundle on each system bundle file that exists (following
+// symlinks, each target once). A host with none has no trust store to replace.
+func (s Sandbox) bindTrustBundle() error {
+	if s.TrustBundle == "" {
+		return nil
+	}
+	done := map[string]bool{}
+	for _, p := range SystemBundles {
+		dst, err := resolve(p)
+		if err != nil || done[dst] {
+			continue
+		}
+		done[dst] = true
+		if err := bindReadOnly(s.TrustBundle, dst); err != nil {
+			return fmt.Errorf("bind %s on %s: %w", s.TrustBundle, dst, err)
 		}
 	}
 	return nil
