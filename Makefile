@@ -29,8 +29,10 @@ deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
 
+# demo runs a lab in the foreground: make demo LAB=second SCENARIO=scenarios/labs/bookinfo.yaml
+# (SCENARIO: a file or a built-in scenario name; default hello; LAB: default "default").
 demo: deps build
-	./$(BIN) up
+	./$(BIN) up $(if $(LAB),--lab $(LAB)) $(SCENARIO)
 
 # browser installs Debian's chromium and firefox-esr, which the dashboard's browser tests
 # drive, when missing.

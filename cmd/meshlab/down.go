@@ -24,15 +24,37 @@ func newDownCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := lab.Down(g.runRoot, name, timeout, g.logger()); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "lab %s is down\n", name)
-			return nil
+			return downWithProgress(cmd.OutOrStdout(), name, time.Second, func() error {
+				return lab.Down(g.runRoot, name, timeout, g.logger())
+			})
 		},
 	}
 	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "how long to let the lab stop by itself before removing it by force")
 	return cmd
+}
+
+// downWithProgress runs down, saying what it waits for every tick while it runs (the
+// sidecars drain for a few seconds, as Istio's terminationDrainDuration), then how long it
+// took.
+func downWithProgress(out io.Writer, name string, tick time.Duration, down func() error) error {
+	start := time.Now()
+	fmt.Fprintf(out, "stopping lab %s: its sidecars drain their connections, then everything it created is removed\n", name)
+	done := make(chan error, 1)
+	go func() { done <- down() }()
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "lab %s is down (%.1fs)\n", name, time.Since(start).Seconds())
+			return nil
+		case <-t.C:
+			fmt.Fprintf(out, "  waiting for lab %s to stop (%.0fs)...\n", name, time.Since(start).Seconds())
+		}
+	}
 }
 
 func newCleanCmd(g *globalFlags) *cobra.Command {
@@ -54,7 +76,7 @@ other users' labs, and labs that are running, alone.`,
 			out := cmd.OutOrStdout()
 			if all {
 				if g.name != "" {
-					return fmt.Errorf("clean: --all and --name %s: choose one", g.name)
+					return fmt.Errorf("clean: --all and --lab %s: choose one", g.name)
 				}
 				mine, skipped, err := lab.CleanableBy(g.runRoot, lab.CallerUID(), force)
 				if err != nil {

@@ -3,10 +3,13 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
+
+	"github.com/meshlab/meshlab/controlplane/config"
 )
 
 // getConfig is what `meshlab get` reads.
@@ -19,9 +22,9 @@ func newGetCmd(g *globalFlags) *cobra.Command {
 	cfg := &getConfig{}
 	cmd := &cobra.Command{
 		Use:               "get KIND|all [NAME]",
-		Short:             "List the objects of a running lab (vs, dr, se, svc, workload, meshconfig, all)",
+		Short:             "List the objects of a running lab (pods, vs, dr, se, svc, workload, meshconfig, all)",
 		Args:              cobra.RangeArgs(1, 2),
-		ValidArgsFunction: completeArgs(false, fixedNames(append(kindNames, "all")...), labObjects(g)),
+		ValidArgsFunction: completeArgs(false, fixedNames(append(kindNames, "pods", "all")...), labObjects(g)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(cfg.output); err != nil {
 				return err
@@ -35,6 +38,12 @@ func newGetCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			defer c.Close()
+			if isPodsKind(args[0]) {
+				return getPods(cmd.Context(), c, cfg, name, cmd.OutOrStdout())
+			}
+			if _, ok := config.CanonicalKind(args[0]); !ok && args[0] != "all" {
+				return fmt.Errorf("unknown kind %q: meshlab has pods, %s (or all)", args[0], strings.Join(config.Kinds(), ", "))
+			}
 			objs, err := c.Objects(cmd.Context(), args[0], cfg.namespace, name)
 			if err != nil {
 				return err

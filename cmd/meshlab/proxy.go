@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os/signal"
+	"slices"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -14,6 +16,16 @@ import (
 // errProxyExit carries a non-zero exit status of `meshlab proxy`; the message was already
 // printed in Envoy's shape.
 var errProxyExit = errors.New("meshlab proxy exited with status 1")
+
+// proxyHelpPreface comes before Envoy's usage in `meshlab proxy --help`: the flags are
+// Envoy's, and the lab verb hides behind them otherwise.
+const proxyHelpPreface = `meshlab proxy is the built-in Envoy-compatible data plane: it takes Envoy's flags (below).
+
+To hot-restart a pod's sidecar in a running lab (a new epoch, as a settings change makes):
+  sudo meshlab proxy restart POD [--lab NAME] [--no-wait] [--timeout D]
+See: meshlab proxy restart --help
+
+`
 
 // newProxyCmd returns `meshlab proxy`, the built-in Envoy-compatible data plane. It
 // parses Envoy's own flags (so cobra's flag parsing is off) and exits like Envoy: 0 on
@@ -40,6 +52,9 @@ func newProxyCmd(g *globalFlags) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if rest, ok := restartArgs(args); ok {
 				return runProxyRestart(cmd, g, rest)
+			}
+			if slices.ContainsFunc(args, func(a string) bool { return a == "-h" || a == "--help" }) {
+				fmt.Fprint(cmd.OutOrStdout(), proxyHelpPreface)
 			}
 			ctx := cmd.Context()
 			if ctx == nil {

@@ -6,78 +6,251 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"slices"
+	"os"
 	"strings"
-	"text/tabwriter"
 
-	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
-	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
-	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
-	"sigs.k8s.io/yaml"
+
+	"github.com/meshlab/meshlab/dataplane/proxyconfig"
 )
 
-// proxyConfigTypes are the sections `meshlab proxy-config` shows, as istioctl names them.
-var proxyConfigTypes = []string{"bootstrap", "clusters", "endpoints", "listeners", "routes", "secrets", "all"}
+// pcConfig is what every `proxy-config` type reads: where the proxy's admin output comes
+// from (a pod, or a file as istioctl's --file) and how to print it.
+type pcConfig struct {
+	output string // -o: short, json, yaml
+	file   string // -f: a saved /config_dump (or /clusters?format=json for endpoints)
+	// istioctl's filters; which apply depends on the type.
+	fqdn, subset, direction string
+	port                    int
+	address, listenerType   string
+	verbose                 bool
+	routeName               string
+	cluster, status         string
+	withHeaders             bool
+}
+
+// proxyConfigTypes are the types `proxy-config` shows, with istioctl's names and aliases.
+var proxyConfigTypes = []struct {
+	use     string
+	aliases []string
+	short   string
+}{
+	{"all", []string{"a"}, "every table of the proxy's config (bootstrap, clusters, listeners, routes, secrets, endpoints)"},
+	{"bootstrap", []string{"b"}, "the proxy's bootstrap (-o short: its Istio and Envoy versions)"},
+	{"cluster", []string{"clusters", "c"}, "the proxy's clusters: SERVICE FQDN, PORT, SUBSET, DIRECTION, TYPE, DESTINATION RULE"},
+	{"endpoint", []string{"endpoints", "ep"}, "every host of every cluster with its health and outlier state, from the proxy's /clusters"},
+	{"listener", []string{"listeners", "l"}, "the proxy's listeners, one row per filter chain with its MATCH and DESTINATION"},
+	{"route", []string{"routes", "r"}, "the proxy's routes: NAME, VHOST NAME, DOMAINS, MATCH, VIRTUAL SERVICE"},
+	{"secret", []string{"secrets", "s"}, "the proxy's SDS secrets with their certificates' validity, serial number and dates"},
+}
+
+func proxyConfigTypeNames() []string {
+	var out []string
+	for _, t := range proxyConfigTypes {
+		out = append(out, t.use)
+		out = append(out, t.aliases...)
+	}
+	return out
+}
 
 func newProxyConfigCmd(g *globalFlags) *cobra.Command {
-	var output string
+	cfg := &pcConfig{}
 	cmd := &cobra.Command{
-		Use:   "proxy-config TYPE POD",
-		Short: "Show a pod's proxy config as the proxy holds it (its admin /config_dump), like istioctl proxy-config",
-		Long: `Reads the proxy's own /config_dump through the pod's agent: this is the proxy's truth,
-not the control plane's intent. TYPE is one of ` + strings.Join(proxyConfigTypes, ", ") + `.`,
-		Example: `  sudo meshlab proxy-config clusters frontend-v1
-  sudo meshlab proxy-config routes frontend-v1 -o yaml`,
-		Args: cobra.ExactArgs(2),
+		Use:     "proxy-config TYPE POD",
+		Aliases: []string{"pc"},
+		Short:   "Show a pod's proxy config as the proxy holds it (its admin /config_dump), like istioctl proxy-config",
+		Long: `Reads the proxy's own /config_dump (and /clusters for endpoints) through the pod's agent:
+this is the proxy's truth, not the control plane's intent. The tables, filters and -o
+formats are istioctl proxy-config's, checked against istioctl's own code on the same
+dumps. TYPE is one of all, bootstrap, cluster(s), endpoint(s), listener(s), route(s),
+secret(s). The lab is --lab; --name is istioctl's route filter here.`,
+		Example: `  sudo meshlab proxy-config clusters frontend-v1 --direction outbound
+  sudo meshlab proxy-config routes productpage-v1 --name 9080 -o yaml
+  sudo meshlab pc listeners productpage-v1 --port 15006
+  sudo meshlab proxy-config endpoints productpage-v1 --cluster "outbound|9080|v1|reviews.default.svc.cluster.local"
+  sudo meshlab proxy-config secret frontend-v1 --lab second`,
+		Args: cobra.ArbitraryArgs,
 		ValidArgsFunction: func(_ *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
-			switch len(args) {
-			case 0:
-				return proxyConfigTypes, cobra.ShellCompDirectiveNoFileComp
-			case 1:
+			if len(args) == 0 {
+				return proxyConfigTypeNames(), cobra.ShellCompDirectiveNoFileComp
+			}
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		},
+		RunE: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return fmt.Errorf("proxy-config needs a TYPE: one of %s", strings.Join(proxyConfigTypeNames(), ", "))
+			}
+			return fmt.Errorf("unknown type %q: choose one of %s", args[0], strings.Join(proxyConfigTypeNames(), ", "))
+		},
+	}
+	// istioctl's --name filters routes; declared here, it shadows the global --name
+	// (the lab, in every other verb) for each proxy-config type.
+	cmd.PersistentFlags().StringVar(&cfg.routeName, "name", "", "filter routes by route name (istioctl's; the lab is --lab)")
+	cmd.PersistentFlags().StringVarP(&cfg.output, "output", "o", "", "output format: short, json or yaml (default: short; json for bootstrap)")
+	cmd.PersistentFlags().StringVarP(&cfg.file, "file", "f", "", "read a saved /config_dump (for endpoints: /clusters?format=json) instead of a pod's proxy")
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"short", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
+	for _, t := range proxyConfigTypes {
+		cmd.AddCommand(newProxyConfigTypeCmd(g, cfg, t.use, t.aliases, t.short))
+	}
+	return cmd
+}
+
+func newProxyConfigTypeCmd(g *globalFlags, cfg *pcConfig, use string, aliases []string, short string) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     use + " POD",
+		Aliases: aliases,
+		Short:   short,
+		Args: func(_ *cobra.Command, args []string) error {
+			if (len(args) == 1) == (cfg.file != "") {
+				return fmt.Errorf("%s takes a pod name or --file, one of them", use)
+			}
+			return nil
+		},
+		ValidArgsFunction: func(_ *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			if len(args) == 0 {
 				return podNames(g, true), cobra.ShellCompDirectiveNoFileComp
 			}
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			typ, pod := args[0], args[1]
-			if !slices.Contains(proxyConfigTypes, typ) {
-				return fmt.Errorf("unknown type %q: choose one of %v", typ, proxyConfigTypes)
+			if cfg.routeName != "" && use != "route" && use != "all" {
+				return fmt.Errorf("--name filters routes (as in istioctl): %s has no such filter; to choose the lab, use --lab", use)
 			}
-			if output == "short" || output == "text" || output == "" {
-				output = "short" // the table, istioctl's default
-			} else if err := checkOutput(output); err != nil {
-				return err
+			if use == "bootstrap" && cfg.output == "" {
+				cfg.output = "json" // istioctl's default for bootstrap
 			}
-			paths, err := g.podPaths(pod, true)
+			format, err := proxyconfig.ParseFormat(cfg.output)
 			if err != nil {
 				return err
 			}
-			dump, err := fetchConfigDump(cmd.Context(), paths.AgentSocket(pod))
-			if err != nil {
-				return fmt.Errorf("read the config of %s's proxy: %w", pod, err)
+			pod := ""
+			if len(args) == 1 {
+				pod = args[0]
 			}
-			return printProxyConfig(cmd.OutOrStdout(), dump, typ, output)
+			return runProxyConfig(cmd.Context(), g, cfg, use, pod, format, cmd.OutOrStdout())
 		},
 	}
-	addOutputFlag(cmd, &output)
+	f := cmd.Flags()
+	switch use {
+	case "cluster", "all":
+		f.StringVar(&cfg.fqdn, "fqdn", "", "filter clusters by substring of Service FQDN field")
+		f.StringVar(&cfg.direction, "direction", "", "filter clusters by Direction field (inbound or outbound)")
+		f.StringVar(&cfg.subset, "subset", "", "filter clusters by substring of Subset field")
+	}
+	switch use {
+	case "cluster":
+		f.IntVar(&cfg.port, "port", 0, "filter clusters by Port field")
+	case "listener":
+		f.IntVar(&cfg.port, "port", 0, "filter listeners by Port field")
+	case "endpoint":
+		f.IntVar(&cfg.port, "port", 0, "filter endpoints by Port field")
+	case "all":
+		f.IntVar(&cfg.port, "port", 0, "filter clusters, listeners and endpoints by Port field")
+		f.BoolVar(&cfg.withHeaders, "with-headers", false, "print a header line before each table")
+	}
+	switch use {
+	case "listener", "all", "endpoint":
+		f.StringVar(&cfg.address, "address", "", "filter "+map[bool]string{true: "endpoints", false: "listeners"}[use == "endpoint"]+" by address field")
+	}
+	switch use {
+	case "listener", "all":
+		f.StringVar(&cfg.listenerType, "type", "", "filter listeners by type field (HTTP, TCP, HTTP+TCP)")
+	}
+	switch use {
+	case "listener", "route", "all":
+		f.BoolVar(&cfg.verbose, "verbose", true, "output more information (MATCH and DESTINATION, VIRTUAL SERVICE)")
+	}
+	if use == "endpoint" {
+		f.StringVar(&cfg.cluster, "cluster", "", "filter endpoints by cluster name field")
+		f.StringVar(&cfg.status, "status", "", "filter endpoints by status field (HEALTHY, UNHEALTHY, DRAINING...)")
+	}
 	return cmd
 }
 
-// fetchConfigDump reads /config_dump?include_eds from the proxy's admin API through the
-// agent's socket (the proxy's admin listens inside the pod's namespace).
-func fetchConfigDump(ctx context.Context, sock string) (*adminv3.ConfigDump, error) {
+// runProxyConfig reads the pod's (or the file's) admin output and prints type use.
+func runProxyConfig(ctx context.Context, g *globalFlags, cfg *pcConfig, use, pod string, format proxyconfig.Format, out io.Writer) error {
+	cf := proxyconfig.ClusterFilter{FQDN: cfg.fqdn, Port: cfg.port, Subset: cfg.subset, Direction: proxyconfig.Direction(cfg.direction)}
+	lf := proxyconfig.ListenerFilter{Address: cfg.address, Port: uint32(cfg.port), Type: proxyconfig.ListenerType(cfg.listenerType), Verbose: cfg.verbose}
+	rf := proxyconfig.RouteFilter{Name: cfg.routeName, Verbose: cfg.verbose}
+	ef := proxyconfig.EndpointFilter{Address: cfg.address, Port: uint32(cfg.port), Cluster: cfg.cluster, Status: cfg.status}
+	for _, err := range []error{cf.Validate(), lf.Validate(), ef.Validate()} {
+		if err != nil {
+			return err
+		}
+	}
+	path := "config_dump?include_eds"
+	if use == "endpoint" {
+		path = "clusters?format=json"
+	}
+	body, err := readAdmin(ctx, g, pod, cfg.file, path)
+	if err != nil {
+		return err
+	}
+	w := proxyconfig.Writer{Out: out}
+	if use == "endpoint" {
+		c, err := proxyconfig.ParseClusters(body)
+		if err != nil {
+			return fmt.Errorf("%s: %w", source(pod, cfg.file), err)
+		}
+		return w.Endpoints(c, ef, format)
+	}
+	d, err := proxyconfig.ParseConfigDump(body)
+	if err != nil {
+		return fmt.Errorf("%s: %w", source(pod, cfg.file), err)
+	}
+	switch use {
+	case "all":
+		return w.All(d, proxyconfig.AllFilter{Cluster: cf, Listener: lf, Route: rf, Endpoint: ef, WithHeaders: cfg.withHeaders}, format)
+	case "bootstrap":
+		return w.Bootstrap(d, format)
+	case "cluster":
+		return w.Clusters(d, cf, format)
+	case "listener":
+		return w.Listeners(d, lf, format)
+	case "route":
+		return w.Routes(d, rf, format)
+	case "secret":
+		return w.Secrets(d, format)
+	}
+	return fmt.Errorf("unknown type %q", use)
+}
+
+func source(pod, file string) string {
+	if file != "" {
+		return file
+	}
+	return "the proxy of " + pod
+}
+
+// readAdmin returns file's content, or GET /<path> from pod's proxy admin API through
+// the agent's socket (the admin listens inside the pod's namespace).
+func readAdmin(ctx context.Context, g *globalFlags, pod, file, path string) ([]byte, error) {
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("--file: %w", err)
+		}
+		return b, nil
+	}
+	paths, err := g.podPaths(pod, true)
+	if err != nil {
+		return nil, err
+	}
+	b, err := fetchAdmin(ctx, paths.AgentSocket(pod), path)
+	if err != nil {
+		return nil, fmt.Errorf("read the config of %s's proxy: %w", pod, err)
+	}
+	return b, nil
+}
+
+// fetchAdmin GETs /admin/<path> from the agent listening on sock.
+func fetchAdmin(ctx context.Context, sock, path string) ([]byte, error) {
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, "unix", sock)
 	}}}
 	defer hc.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://agent/admin/config_dump?include_eds", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://agent/admin/"+path, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -86,219 +259,12 @@ func fetchConfigDump(ctx context.Context, sock string) (*adminv3.ConfigDump, err
 		return nil, err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
 		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET /config_dump: %s: %s", resp.Status, strings.TrimSpace(string(body)))
+		return nil, fmt.Errorf("GET /%s: %s: %s", path, resp.Status, strings.TrimSpace(string(body)))
 	}
-	var dump adminv3.ConfigDump
-	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(body, &dump); err != nil {
-		return nil, fmt.Errorf("decode /config_dump: %w", err)
-	}
-	return &dump, nil
-}
-
-// printProxyConfig writes the section typ of dump to w: as JSON or YAML, or as a short
-// table shaped like istioctl's.
-func printProxyConfig(w io.Writer, dump *adminv3.ConfigDump, typ, output string) error {
-	sections := map[string]proto.Message{}
-	for _, a := range dump.GetConfigs() {
-		m, err := a.UnmarshalNew()
-		if err != nil {
-			return fmt.Errorf("decode %s: %w", a.GetTypeUrl(), err)
-		}
-		switch m.(type) {
-		case *adminv3.BootstrapConfigDump:
-			sections["bootstrap"] = m
-		case *adminv3.ClustersConfigDump:
-			sections["clusters"] = m
-		case *adminv3.EndpointsConfigDump:
-			sections["endpoints"] = m
-		case *adminv3.ListenersConfigDump:
-			sections["listeners"] = m
-		case *adminv3.RoutesConfigDump:
-			sections["routes"] = m
-		case *adminv3.SecretsConfigDump:
-			sections["secrets"] = m
-		}
-	}
-	var msg proto.Message = dump
-	if typ != "all" {
-		msg = sections[typ]
-		if msg == nil {
-			return fmt.Errorf("the proxy's config dump has no %s section", typ)
-		}
-	}
-	if output != "short" || typ == "bootstrap" || typ == "all" {
-		js, err := protojson.MarshalOptions{Multiline: true, Indent: "  ", UseProtoNames: true}.Marshal(msg)
-		if err != nil {
-			return err
-		}
-		if output == "yaml" {
-			if js, err = yaml.JSONToYAML(js); err != nil {
-				return err
-			}
-		}
-		_, err = fmt.Fprintln(w, strings.TrimRight(string(js), "\n"))
-		return err
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	var err error
-	switch d := msg.(type) {
-	case *adminv3.ClustersConfigDump:
-		err = clusterTable(tw, d)
-	case *adminv3.ListenersConfigDump:
-		err = listenerTable(tw, d)
-	case *adminv3.RoutesConfigDump:
-		err = routeTable(tw, d)
-	case *adminv3.EndpointsConfigDump:
-		err = endpointTable(tw, d)
-	case *adminv3.SecretsConfigDump:
-		err = secretTable(tw, d)
-	}
-	if err != nil {
-		return err
-	}
-	return tw.Flush()
-}
-
-func unpack[T proto.Message](a *anypb.Any, m T) (T, error) {
-	return m, a.UnmarshalTo(m)
-}
-
-// clusterTable prints SERVICE FQDN, PORT, SUBSET, DIRECTION, TYPE as istioctl does,
-// splitting Istio's "direction|port|subset|host" names.
-func clusterTable(w io.Writer, d *adminv3.ClustersConfigDump) error {
-	fmt.Fprintln(w, "SERVICE FQDN\tPORT\tSUBSET\tDIRECTION\tTYPE")
-	var anys []*anypb.Any
-	for _, c := range d.GetStaticClusters() {
-		anys = append(anys, c.GetCluster())
-	}
-	for _, c := range d.GetDynamicActiveClusters() {
-		anys = append(anys, c.GetCluster())
-	}
-	for _, a := range anys {
-		c, err := unpack(a, &clusterv3.Cluster{})
-		if err != nil {
-			return err
-		}
-		fqdn, port, subset, dir := c.GetName(), "-", "-", "-"
-		if parts := strings.Split(c.GetName(), "|"); len(parts) == 4 {
-			dir, port, subset, fqdn = parts[0], parts[1], parts[2], parts[3]
-			if subset == "" {
-				subset = "-"
-			}
-		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", fqdn, port, subset, dir, c.GetType())
-	}
-	return nil
-}
-
-// listenerTable prints each listener with its address and filter chains.
-func listenerTable(w io.Writer, d *adminv3.ListenersConfigDump) error {
-	fmt.Fprintln(w, "NAME\tADDRESS\tPORT\tBIND\tCHAINS")
-	var anys []*anypb.Any
-	for _, l := range d.GetStaticListeners() {
-		anys = append(anys, l.GetListener())
-	}
-	for _, l := range d.GetDynamicListeners() {
-		anys = append(anys, l.GetActiveState().GetListener())
-	}
-	for _, a := range anys {
-		if a == nil {
-			continue
-		}
-		l, err := unpack(a, &listenerv3.Listener{})
-		if err != nil {
-			return err
-		}
-		sa := l.GetAddress().GetSocketAddress()
-		bind := "true"
-		if l.GetBindToPort() != nil && !l.GetBindToPort().GetValue() {
-			bind = "false"
-		}
-		var chains []string
-		for _, fc := range l.GetFilterChains() {
-			name := fc.GetName()
-			if name == "" {
-				name = "(unnamed)"
-			}
-			chains = append(chains, name)
-		}
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\n", l.GetName(), sa.GetAddress(), sa.GetPortValue(), bind, strings.Join(chains, ","))
-	}
-	return nil
-}
-
-// routeTable prints every virtual host of every route configuration with its domains.
-func routeTable(w io.Writer, d *adminv3.RoutesConfigDump) error {
-	fmt.Fprintln(w, "NAME\tVHOST NAME\tDOMAINS\tROUTES")
-	var anys []*anypb.Any
-	for _, r := range d.GetStaticRouteConfigs() {
-		anys = append(anys, r.GetRouteConfig())
-	}
-	for _, r := range d.GetDynamicRouteConfigs() {
-		anys = append(anys, r.GetRouteConfig())
-	}
-	for _, a := range anys {
-		rc, err := unpack(a, &routev3.RouteConfiguration{})
-		if err != nil {
-			return err
-		}
-		for _, vh := range rc.GetVirtualHosts() {
-			domains := vh.GetDomains()
-			shown := strings.Join(domains, ", ")
-			if len(domains) > 3 {
-				shown = strings.Join(domains[:3], ", ") + fmt.Sprintf(" + %d more", len(domains)-3)
-			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%d\n", rc.GetName(), vh.GetName(), shown, len(vh.GetRoutes()))
-		}
-	}
-	return nil
-}
-
-// endpointTable prints ENDPOINT, STATUS, CLUSTER as istioctl does.
-func endpointTable(w io.Writer, d *adminv3.EndpointsConfigDump) error {
-	fmt.Fprintln(w, "ENDPOINT\tSTATUS\tCLUSTER")
-	var anys []*anypb.Any
-	for _, e := range d.GetStaticEndpointConfigs() {
-		anys = append(anys, e.GetEndpointConfig())
-	}
-	for _, e := range d.GetDynamicEndpointConfigs() {
-		anys = append(anys, e.GetEndpointConfig())
-	}
-	for _, a := range anys {
-		la, err := unpack(a, &endpointv3.ClusterLoadAssignment{})
-		if err != nil {
-			return err
-		}
-		for _, le := range la.GetEndpoints() {
-			for _, ep := range le.GetLbEndpoints() {
-				addr := ep.GetEndpoint().GetAddress()
-				where := addr.GetPipe().GetPath()
-				if sa := addr.GetSocketAddress(); sa != nil {
-					where = net.JoinHostPort(sa.GetAddress(), fmt.Sprint(sa.GetPortValue()))
-				}
-				fmt.Fprintf(w, "%s\t%s\t%s\n", where, ep.GetHealthStatus(), la.GetClusterName())
-			}
-		}
-	}
-	return nil
-}
-
-// secretTable prints the secrets the proxy holds.
-func secretTable(w io.Writer, d *adminv3.SecretsConfigDump) error {
-	fmt.Fprintln(w, "RESOURCE NAME\tSTATE\tVERSION")
-	for _, s := range d.GetStaticSecrets() {
-		fmt.Fprintf(w, "%s\tstatic\t-\n", s.GetName())
-	}
-	for _, s := range d.GetDynamicActiveSecrets() {
-		fmt.Fprintf(w, "%s\tactive\t%s\n", s.GetName(), s.GetVersionInfo())
-	}
-	for _, s := range d.GetDynamicWarmingSecrets() {
-		fmt.Fprintf(w, "%s\twarming\t%s\n", s.GetName(), s.GetVersionInfo())
-	}
-	return nil
+	return body, nil
 }

@@ -2,68 +2,125 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
-	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
-	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
-	"google.golang.org/protobuf/types/known/wrapperspb"
+	"github.com/meshlab/meshlab/dataplane/proxyconfig"
+	"github.com/meshlab/meshlab/internal/testutil"
 )
 
-func mustAnyPB(t *testing.T, m proto.Message) *anypb.Any {
+// dumpFile is a real lab's sidecar dump, as dataplane/proxyconfig's golden tests use.
+func dumpFile(name, kind string) string {
+	return filepath.Join("..", "..", "dataplane", "proxyconfig", "testdata", "dumps", name+"."+kind+".json")
+}
+
+// run runs the CLI with a run root of its own, so no real lab is seen.
+func run(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	a, err := anypb.New(m)
-	if err != nil {
+	return runRoot(t, append([]string{"--run-root", t.TempDir()}, args...)...)
+}
+
+func TestProxyConfigTypesTakeIstioctlsNames(t *testing.T) {
+	dump := dumpFile("bookinfo-productpage-v1", "config_dump")
+	var want bytes.Buffer
+	d := mustParseDump(t, dump)
+	if err := (proxyconfig.Writer{Out: &want}).Clusters(d, proxyconfig.ClusterFilter{FQDN: "reviews", Direction: proxyconfig.Outbound}, proxyconfig.Short); err != nil {
 		t.Fatal(err)
 	}
-	return a
-}
-
-func testConfigDump(t *testing.T) *adminv3.ConfigDump {
-	t.Helper()
-	clusters := &adminv3.ClustersConfigDump{DynamicActiveClusters: []*adminv3.ClustersConfigDump_DynamicCluster{
-		{Cluster: mustAnyPB(t, &clusterv3.Cluster{Name: "outbound|9080|v2|reviews.default.svc.cluster.local", ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS}})},
-		{Cluster: mustAnyPB(t, &clusterv3.Cluster{Name: "PassthroughCluster", ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_ORIGINAL_DST}})},
-	}}
-	listeners := &adminv3.ListenersConfigDump{DynamicListeners: []*adminv3.ListenersConfigDump_DynamicListener{{
-		Name: "0.0.0.0_9080",
-		ActiveState: &adminv3.ListenersConfigDump_DynamicListenerState{Listener: mustAnyPB(t, &listenerv3.Listener{
-			Name:       "0.0.0.0_9080",
-			Address:    &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{Address: "0.0.0.0", PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: 9080}}}},
-			BindToPort: wrapperspb.Bool(false),
-		})},
-	}}}
-	return &adminv3.ConfigDump{Configs: []*anypb.Any{mustAnyPB(t, clusters), mustAnyPB(t, listeners)}}
-}
-
-func TestProxyConfigTables(t *testing.T) {
-	dump := testConfigDump(t)
-	for _, tc := range []struct {
-		typ  string
-		want []string
-	}{
-		{"clusters", []string{"SERVICE FQDN", "reviews.default.svc.cluster.local  9080  v2      outbound   EDS", "PassthroughCluster"}},
-		{"listeners", []string{"0.0.0.0_9080  0.0.0.0  9080  false"}},
-	} {
-		var out bytes.Buffer
-		if err := printProxyConfig(&out, dump, tc.typ, "short"); err != nil {
-			t.Fatalf("%s: %v", tc.typ, err)
-		}
-		for _, w := range tc.want {
-			if !strings.Contains(out.String(), w) {
-				t.Errorf("%s table lacks %q:\n%s", tc.typ, w, out.String())
+	for _, spelling := range []string{"cluster", "clusters", "c"} {
+		for _, verb := range []string{"proxy-config", "pc"} {
+			got, err := run(t, verb, spelling, "-f", dump, "--fqdn", "reviews", "--direction", "outbound")
+			if err != nil {
+				t.Fatalf("%s %s: %v", verb, spelling, err)
+			}
+			if got != want.String() {
+				t.Errorf("%s %s printed\n%s\nwant\n%s", verb, spelling, got, want.String())
 			}
 		}
 	}
-	var out bytes.Buffer
-	if err := printProxyConfig(&out, dump, "clusters", "yaml"); err != nil || !strings.Contains(out.String(), "name: outbound|9080|v2|reviews.default.svc.cluster.local") {
-		t.Errorf("yaml output (%v):\n%s", err, out.String())
+	for _, spelling := range []string{"listener", "listeners", "l", "route", "routes", "r", "secret", "secrets", "s", "all", "a", "bootstrap", "b"} {
+		if _, err := run(t, "proxy-config", spelling, "-f", dump); err != nil {
+			t.Errorf("proxy-config %s: %v", spelling, err)
+		}
 	}
-	if err := printProxyConfig(&out, dump, "routes", "short"); err == nil {
-		t.Error("a missing section printed without an error")
+	for _, spelling := range []string{"endpoint", "endpoints", "ep"} {
+		got, err := run(t, "proxy-config", spelling, "-f", dumpFile("bookinfo-productpage-v1", "clusters"), "--status", "healthy")
+		if err != nil || !strings.Contains(got, "OUTLIER CHECK") {
+			t.Errorf("proxy-config %s: %v\n%s", spelling, err, got)
+		}
 	}
+}
+
+// TestProxyConfigNameFiltersRoutes: in proxy-config, --name is istioctl's route filter,
+// never a lab (istioctl users type `proxy-config routes POD --name 9080`).
+func TestProxyConfigNameFiltersRoutes(t *testing.T) {
+	dump := dumpFile("bookinfo-productpage-v1", "config_dump")
+	got, err := run(t, "proxy-config", "routes", "-f", dump, "--name", "9080")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(got), "\n")
+	if len(lines) < 3 || !strings.HasPrefix(lines[0], "NAME") {
+		t.Fatalf("routes --name 9080:\n%s", got)
+	}
+	for _, l := range lines[1:] {
+		if !strings.HasPrefix(l, "9080 ") {
+			t.Errorf("routes --name 9080 shows another route: %q", l)
+		}
+	}
+	_, err = run(t, "proxy-config", "clusters", "-f", dump, "--name", "second")
+	testutil.CheckErr(t, "clusters --name", err, "--name filters routes (as in istioctl): cluster has no such filter; to choose the lab, use --lab")
+}
+
+func TestProxyConfigRefusals(t *testing.T) {
+	dump := dumpFile("hello-frontend-v1", "config_dump")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"proxy-config", "clusterz", "frontend-v1"}, `unknown type "clusterz": choose one of all, a, bootstrap, b, cluster, clusters, c`},
+		{[]string{"proxy-config", "clusters"}, "cluster takes a pod name or --file, one of them"},
+		{[]string{"proxy-config", "clusters", "frontend-v1", "-f", dump}, "cluster takes a pod name or --file, one of them"},
+		{[]string{"proxy-config", "clusters", "-f", dump, "-o", "wide"}, `-o "wide": want short, json or yaml`},
+		{[]string{"proxy-config", "clusters", "-f", dump, "--direction", "up"}, `--direction "up": want inbound or outbound`},
+		{[]string{"proxy-config", "listeners", "-f", dump, "--type", "udp"}, `--type "udp"`},
+		{[]string{"proxy-config", "endpoints", "-f", dump, "--status", "sad"}, `--status "sad"`},
+		{[]string{"proxy-config", "clusters", "-f", "/nonexistent/dump.json"}, "--file: open /nonexistent/dump.json"},
+		{[]string{"proxy-config", "clusters", "-f", "proxyconfig_test.go"}, "proxyconfig_test.go: decode config_dump"},
+		{[]string{"proxy-config", "clusters", "frontend-v1"}, "no lab is running"},
+	} {
+		_, err := run(t, tc.args...)
+		testutil.CheckErr(t, strings.Join(tc.args, " "), err, tc.want)
+	}
+}
+
+func TestProxyConfigOutputFormats(t *testing.T) {
+	dump := dumpFile("hello-frontend-v1", "config_dump")
+	got, err := run(t, "proxy-config", "clusters", "-f", dump, "--fqdn", "backend", "-o", "yaml")
+	if err != nil || !strings.HasPrefix(got, "- ") || !strings.Contains(got, "name: outbound|8080||backend.default.svc.cluster.local") {
+		t.Errorf("clusters -o yaml (%v):\n%s", err, got)
+	}
+	got, err = run(t, "proxy-config", "bootstrap", "-f", dump)
+	if err != nil || !strings.HasPrefix(got, "{") || !strings.Contains(got, `"bootstrap"`) {
+		t.Errorf("bootstrap defaults to JSON as istioctl's (%v):\n%.300s", err, got)
+	}
+	got, err = run(t, "proxy-config", "bootstrap", "-f", dump, "-o", "short")
+	if err != nil || !strings.Contains(got, "Istio Version:") {
+		t.Errorf("bootstrap -o short (%v):\n%s", err, got)
+	}
+}
+
+func mustParseDump(t *testing.T, path string) *proxyconfig.ConfigDump {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := proxyconfig.ParseConfigDump(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }

@@ -18,7 +18,7 @@ type proxyRestartFlags struct {
 // newProxyRestartCmd returns `meshlab proxy restart POD`: a new proxy epoch (hot restart)
 // in the pod, with the same settings. `meshlab proxy` itself is the data plane and parses
 // Envoy's flags, so it hands "restart ..." to this command, which parses the lab flags
-// (--name, --run-root) itself.
+// (--lab, --name, --run-root) itself.
 func newProxyRestartCmd(g *globalFlags) *cobra.Command {
 	var f proxyRestartFlags
 	cmd := &cobra.Command{
@@ -67,7 +67,8 @@ Prints the new epoch and the time until it was LIVE.`,
 	}
 	cmd.Flags().BoolVar(&f.noWait, "no-wait", false, "return once the new epoch is started, not once it is live")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 0, "give up waiting after this long (default: the lab's limit, 60s)")
-	cmd.Flags().StringVar(&g.name, "name", g.name, "lab name (default: the only running lab)")
+	cmd.Flags().StringVar(&g.name, "lab", g.name, "the lab (default: the only lab you started)")
+	cmd.Flags().StringVar(&g.name, "name", g.name, "the lab, as --lab (kept for compatibility)")
 	cmd.Flags().StringVar(&g.runRoot, "run-root", g.runRoot, "where labs keep their run directories")
 	return cmd
 }
@@ -92,9 +93,9 @@ func restartArgs(args []string) ([]string, bool) {
 		switch {
 		case a == "restart":
 			return append(append([]string{}, args[i+1:]...), args[:i]...), true
-		case a == "--name" || a == "--run-root":
+		case a == "--lab" || a == "--name" || a == "--run-root":
 			i++ // the flag's value
-		case strings.HasPrefix(a, "--name=") || strings.HasPrefix(a, "--run-root="):
+		case strings.HasPrefix(a, "--lab=") || strings.HasPrefix(a, "--name=") || strings.HasPrefix(a, "--run-root="):
 		default:
 			return nil, false
 		}
@@ -107,7 +108,7 @@ func positional(args []string) []string {
 	var out []string
 	for i := 0; i < len(args); i++ {
 		switch a := args[i]; {
-		case a == "--name" || a == "--run-root":
+		case a == "--lab" || a == "--name" || a == "--run-root":
 			i++
 		case strings.HasPrefix(a, "--"):
 		default:
@@ -126,12 +127,14 @@ func labFlags(g *globalFlags, args []string) {
 			next = args[i+1]
 		}
 		switch {
-		case a == "--name":
+		case a == "--name" || a == "--lab":
 			g.name = next
 		case a == "--run-root":
 			g.runRoot = next
 		case strings.HasPrefix(a, "--name="):
 			g.name = strings.TrimPrefix(a, "--name=")
+		case strings.HasPrefix(a, "--lab="):
+			g.name = strings.TrimPrefix(a, "--lab=")
 		case strings.HasPrefix(a, "--run-root="):
 			g.runRoot = strings.TrimPrefix(a, "--run-root=")
 		}

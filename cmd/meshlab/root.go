@@ -15,7 +15,10 @@ import (
 
 // globalFlags are the flags every verb shares.
 type globalFlags struct {
+	// name is the lab a verb acts on, from --lab or (for compatibility) --name; "" for
+	// the default lab (see labName).
 	name     string
+	lab      string // --lab, copied into name before any verb runs
 	runRoot  string
 	logLevel string
 }
@@ -28,9 +31,25 @@ func (g *globalFlags) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 }
 
-// labName resolves --name to a lab: the named one, else the only one, else "default".
+// labName resolves --lab (or --name) to a lab: the named one, else the default lab
+// (defaultLab).
 func (g *globalFlags) labName() (string, error) {
-	return lab.Resolve(g.runRoot, g.name)
+	if g.name != "" {
+		return g.name, lab.ValidateName(g.name)
+	}
+	return defaultLab(g.runRoot, lab.CallerUID())
+}
+
+// selectLab copies --lab into name; --lab and --name naming different labs is an error.
+func (g *globalFlags) selectLab() error {
+	if g.lab == "" {
+		return nil
+	}
+	if g.name != "" && g.name != g.lab {
+		return fmt.Errorf("--lab %s and --name %s name different labs: use --lab alone", g.lab, g.name)
+	}
+	g.name = g.lab
+	return nil
 }
 
 // existingLab is labName for verbs that read a lab: a --name that names no lab is an
@@ -50,7 +69,7 @@ func (g *globalFlags) existingLab() (string, error) {
 		return "", &lab.NoSuchLabError{Name: name, Known: known}
 	}
 	if !lab.Running(p) {
-		return "", fmt.Errorf("lab %s is not running; remove what it left with: sudo meshlab clean --name %s", name, name)
+		return "", fmt.Errorf("lab %s is not running; remove what it left with: sudo meshlab clean --lab %s", name, name)
 	}
 	return name, nil
 }
@@ -65,8 +84,12 @@ the way istio-init does, serves xDS the way istiod does, and runs one agent and 
 sidecar proxy per pod. No Kubernetes, no containers.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			return g.selectLab()
+		},
 	}
-	root.PersistentFlags().StringVar(&g.name, "name", "", "lab name (default: the only running lab, or \"default\")")
+	root.PersistentFlags().StringVar(&g.lab, "lab", "", "the lab to act on (default: the only lab you started; up: \"default\")")
+	root.PersistentFlags().StringVar(&g.name, "name", "", "the lab to act on, as --lab (kept for compatibility; in proxy-config, --name filters routes)")
 	root.PersistentFlags().StringVar(&g.runRoot, "run-root", lab.DefaultRunRoot, "where labs keep their run directories")
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
 	root.AddCommand(
@@ -76,7 +99,7 @@ sidecar proxy per pod. No Kubernetes, no containers.`,
 		newAgentCmd(), newProxyCmd(g), newAppCmd(), newDescribeCmd(g), newEnvoyCmd(),
 		newDashboardCmd(g), newLogsCmd(g), newProxyConfigCmd(g), newAnalyzeCmd(g), newCompletionCmd(g),
 		newLabCmd(g), newReproCmd(g), newCACmd(g), newTraceCmd(g),
-		newPortForwardCmd(g),
+		newPortForwardCmd(g), newVersionCmd(g),
 	)
 	registerCompletions(root, g)
 	return root

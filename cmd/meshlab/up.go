@@ -34,7 +34,7 @@ func newUpCmd(g *globalFlags) *cobra.Command {
 		Use:   "up [scenario]",
 		Short: "Bring a lab up from a scenario file or a built-in scenario (default: hello)",
 		Example: `  sudo meshlab up                      # the built-in hello lab
-  sudo meshlab up scenarios/hello.yaml --name second --pod-cidr 10.245.0.0/16`,
+  sudo meshlab up scenarios/hello.yaml --lab second --pod-cidr 10.245.0.0/16`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: completeNamesOrFiles(bundledScenarios),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -90,7 +90,7 @@ func newUpCmd(g *globalFlags) *cobra.Command {
 	cmd.Flags().StringVar(&f.caCert, "ca-cert", "", "PEM root certificate of the lab's CA (with --ca-key; default: a new root per lab)")
 	cmd.Flags().StringVar(&f.caKey, "ca-key", "", "PEM private key (ECDSA) of --ca-cert")
 	cmd.Flags().DurationVar(&f.certTTL, "cert-ttl", 24*time.Hour, "lifetime of workload certificates (at least 1s; rotated at ~80%)")
-	cmd.Flags().IntVar(&f.xdsHistory, "xds-history", discovery.DefaultHistorySize, "config versions the control plane keeps per proxy for `meshlab history` and `meshlab diff`")
+	cmd.Flags().IntVar(&f.xdsHistory, "xds-history", discovery.DefaultHistorySize, "config versions the control plane keeps per proxy for meshlab history and meshlab diff")
 	cmd.Flags().StringVar(&f.xdsListen, "xds-listen", "", "also serve xDS and the CA on this loopback TCP address (e.g. 127.0.0.1:15010), to callers that send a pod's token as \"authorization: Bearer <token>\"; default: the lab's unix socket only")
 	cmd.Flags().BoolVar(&f.dryRun, "dry-run", false, "validate the scenario and exit, creating nothing")
 	cmd.Flags().StringVar(&f.listen, "listen", lab.DefaultListen, "address of the dashboard and the API on TCP (a specific IP; \"\" for none; another port is chosen when the default is taken)")
@@ -113,7 +113,7 @@ func runUp(cmd *cobra.Command, opts lab.Options) error {
 		self = os.Args[0]
 	}
 	if opts.Name != lab.DefaultName {
-		self += " --name " + opts.Name
+		self += " --lab " + opts.Name
 	}
 	if u := l.DashboardURL(); u != "" {
 		fmt.Fprintf(out, "\nDashboard (the link logs you in; keep it private):\n  %s\n", u)
@@ -127,8 +127,13 @@ Stop the lab: Ctrl-C here, or from another terminal:
   sudo %[1]s down
 `, self)
 	l.Wait(ctx)
-	fmt.Fprintln(out, "stopping lab", opts.Name)
-	return l.Close()
+	start := time.Now()
+	fmt.Fprintf(out, "stopping lab %s: its sidecars drain their connections, then everything it created is removed\n", opts.Name)
+	if err := l.Close(); err != nil {
+		return fmt.Errorf("stop lab %s: %w", opts.Name, err)
+	}
+	fmt.Fprintf(out, "lab %s is down (%.1fs)\n", opts.Name, time.Since(start).Seconds())
+	return nil
 }
 
 // readScenario reads ref as a file when one exists, else as a built-in scenario name.
