@@ -17,6 +17,7 @@ import (
 	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
 	"github.com/meshlab/meshlab/dataplane/proxy/httpconn"
 	"github.com/meshlab/meshlab/dataplane/proxy/listener"
+	"github.com/meshlab/meshlab/dataplane/proxy/stats"
 	"github.com/meshlab/meshlab/dataplane/proxy/xdsclient"
 )
 
@@ -129,73 +130,28 @@ func (s *Server) applyClusters(version string, resources []*anypb.Any) error {
 	return nil
 }
 
-// applyEndpoints applies an EDS response as Envoy's SotW gRPC mux and EdsClusterImpl: a
-// response whose resources do not decode or validate is rejected whole; otherwise each
-// subscription (one per EDS service) takes its own load assignment, newest subscription
-// first (see watchOrderLocked), until one is refused: the subscriptions already walked
-// keep what they took, the refused one and the ones after it keep their last good
-// endpoints, and the NACK is the refusal alone. A subscription whose assignment is not in
-// the response keeps its endpoints; a resource nobody subscribes to is ignored. Envoy's
-// /config_dump has no error state for endpoints, so none is kept.
+// applyEndpoints applies an EDS response as Envoy's SotW gRPC mux and EdsClusterImpl (see
+// applySubscribed). Envoy's /config_dump has no error state for endpoints, so none is kept.
 func (s *Server) applyEndpoints(version string, resources []*anypb.Any) error {
-	// meshlab's count of EDS responses; Envoy's own counters are per cluster (edsStats).
-	sc := s.stats.Named("cluster_manager.eds")
-	sc.Counter("update_attempt").Inc()
-	las, err := decodeAllNamed(resources, func() *endpointv3.ClusterLoadAssignment { return &endpointv3.ClusterLoadAssignment{} },
-		"cluster load assignment", (*endpointv3.ClusterLoadAssignment).GetClusterName)
-	if err != nil {
-		sc.Counter("update_rejected").Inc()
-		for _, name := range s.xds.Names(xdsclient.EndpointType) {
-			countRejected(s.edsStats(name))
-		}
-		s.initAfterRejected(xdsclient.EndpointType)
-		return err
-	}
-	byName := firstByName(las, (*endpointv3.ClusterLoadAssignment).GetClusterName)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	order := s.watchOrderLocked(xdsclient.EndpointType)
-	all := map[string][]cluster.Host{}
-	for _, name := range order {
-		if old, ok := s.dyn[xdsclient.EndpointType].resourceMsg(name); ok {
+	return applySubscribed(s, version, resources, subscribedType[*endpointv3.ClusterLoadAssignment, []cluster.Host]{
+		typeURL:   xdsclient.EndpointType,
+		kind:      "cluster load assignment",
+		statScope: "cluster_manager.eds", // meshlab's count; Envoy's own counters are per cluster
+		newMsg:    func() *endpointv3.ClusterLoadAssignment { return &endpointv3.ClusterLoadAssignment{} },
+		name:      (*endpointv3.ClusterLoadAssignment).GetClusterName,
+		current: func(name string) ([]cluster.Host, bool) {
+			old, ok := s.dyn[xdsclient.EndpointType].resourceMsg(name)
+			if !ok {
+				return nil, false
+			}
 			hosts, _ := cluster.HostsFromAssignment(old.(*endpointv3.ClusterLoadAssignment))
-			all[name] = hosts
-		}
-	}
-	msgs := map[string]proto.Message{}
-	var refused error
-	for _, name := range order {
-		la, ok := byName[name]
-		if !ok {
-			continue
-		}
-		hosts, err := cluster.CompileAssignment(la)
-		if err != nil {
-			refused = err
-			break
-		}
-		all[name] = hosts
-		msgs[name] = la
-		countApplied(s.edsStats(name))
-	}
-	if refused != nil {
-		for _, name := range order {
-			countRejected(s.edsStats(name))
-		}
-	}
-	s.clusters.ApplyEDS(all)
-	s.record(xdsclient.EndpointType, version, msgs, false)
-	s.prune(xdsclient.EndpointType, order)
-	// A refusal reaches every subscription's onConfigUpdateFailed, which lets
-	// initialization go on as a good update does.
-	s.init.edsDone = true
-	s.checkInitLocked()
-	if refused != nil {
-		sc.Counter("update_rejected").Inc()
-		return refused
-	}
-	sc.Counter("update_success").Inc()
-	return nil
+			return hosts, true
+		},
+		compile: cluster.CompileAssignment,
+		stats:   s.edsStats,
+		replace: s.clusters.ApplyEDS,
+		done:    func() { s.init.edsDone = true },
+	})
 }
 
 // applyListeners applies an LDS response resource by resource, as Envoy's LdsApiImpl: a
@@ -300,65 +256,93 @@ func (s *Server) rdsNames() []string {
 	return out
 }
 
-// applyRoutes applies an RDS response as Envoy's SotW gRPC mux and its RDS
-// subscriptions: a response whose resources do not decode or validate is rejected whole;
-// otherwise each subscription (one per route configuration name) takes its own route
-// configuration, newest subscription first (see watchOrderLocked), until one is refused
-// (the exception ends Envoy's walk of the watches): the subscriptions already walked keep
-// what they took, the refused one and the ones after it keep their last good
-// configuration, and the NACK is the refusal alone. A subscription whose configuration
-// is not in the response keeps its own; a resource nobody subscribes to is ignored.
-// Envoy's /config_dump has no error state for route configurations, so none is kept.
+// applyRoutes applies an RDS response as Envoy's SotW gRPC mux and its RDS subscriptions
+// (see applySubscribed). Envoy's /config_dump has no error state for route
+// configurations, so none is kept.
 func (s *Server) applyRoutes(version string, resources []*anypb.Any) error {
-	// meshlab's count of RDS responses; Envoy's own counters are per subscription (rdsStats).
-	sc := s.stats.Named("http_route_config.rds")
+	return applySubscribed(s, version, resources, subscribedType[*routev3.RouteConfiguration, *httpconn.RouteTable]{
+		typeURL:   xdsclient.RouteType,
+		kind:      "route configuration",
+		statScope: "http_route_config.rds", // meshlab's count; Envoy's own counters are per subscription
+		newMsg:    func() *routev3.RouteConfiguration { return &routev3.RouteConfiguration{} },
+		name:      (*routev3.RouteConfiguration).GetName,
+		current:   s.routes.Get,
+		compile:   httpconn.CompileRoutes,
+		stats:     s.rdsStats,
+		replace:   s.routes.Replace,
+		done:      func() { s.init.rdsDone = true },
+	})
+}
+
+// subscribedType is what applySubscribed needs of a type whose resources are subscribed
+// to by name (EDS, RDS): M is the resource message, C what it compiles to.
+type subscribedType[M checked, C any] struct {
+	typeURL, kind, statScope string
+	newMsg                   func() M
+	name                     func(M) string
+	current                  func(name string) (C, bool) // the applied configuration; s.mu held
+	compile                  func(M) (C, error)
+	stats                    func(name string) stats.Scope // per subscription
+	replace                  func(map[string]C)            // installs every subscription's configuration
+	done                     func()                        // marks the type initialised; s.mu held
+}
+
+// applySubscribed applies a response of a named type as Envoy's SotW gRPC mux: a response
+// whose resources do not decode or validate is rejected whole; otherwise each subscription
+// takes its own resource, newest subscription first (see watchOrderLocked), until one is
+// refused (the exception ends Envoy's walk of the watches): the subscriptions already
+// walked keep what they took, the refused one and the ones after it keep their last good
+// configuration, and the NACK is the refusal alone. A subscription whose resource is not
+// in the response keeps its own; a resource nobody subscribes to is ignored. A refusal
+// reaches every subscription's onConfigUpdateFailed, which readies its init target as a
+// good update does ("allow server startup to continue").
+func applySubscribed[M checked, C any](s *Server, version string, resources []*anypb.Any, t subscribedType[M, C]) error {
+	sc := s.stats.Named(t.statScope)
 	sc.Counter("update_attempt").Inc()
-	rcs, err := decodeAll(resources, func() *routev3.RouteConfiguration { return &routev3.RouteConfiguration{} }, "route configuration")
+	ms, err := decodeAllNamed(resources, t.newMsg, t.kind, t.name)
 	if err != nil {
 		sc.Counter("update_rejected").Inc()
-		for _, name := range s.xds.Names(xdsclient.RouteType) {
-			countRejected(s.rdsStats(name))
+		for _, name := range s.xds.Names(t.typeURL) {
+			countRejected(t.stats(name))
 		}
-		s.initAfterRejected(xdsclient.RouteType)
+		s.initAfterRejected(t.typeURL)
 		return err
 	}
-	byName := firstByName(rcs, (*routev3.RouteConfiguration).GetName)
+	byName := firstByName(ms, t.name)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	order := s.watchOrderLocked(xdsclient.RouteType)
-	all := map[string]*httpconn.RouteTable{}
+	order := s.watchOrderLocked(t.typeURL)
+	all := map[string]C{}
 	for _, name := range order {
-		if t, ok := s.routes.Get(name); ok {
-			all[name] = t
+		if c, ok := t.current(name); ok {
+			all[name] = c
 		}
 	}
 	msgs := map[string]proto.Message{}
 	var refused error
 	for _, name := range order {
-		rc, ok := byName[name]
+		m, ok := byName[name]
 		if !ok {
 			continue
 		}
-		t, err := httpconn.CompileRoutes(rc)
+		c, err := t.compile(m)
 		if err != nil {
 			refused = err
 			break
 		}
-		all[name] = t
-		msgs[name] = rc
-		countApplied(s.rdsStats(name))
+		all[name] = c
+		msgs[name] = m
+		countApplied(t.stats(name))
 	}
 	if refused != nil {
 		for _, name := range order {
-			countRejected(s.rdsStats(name))
+			countRejected(t.stats(name))
 		}
 	}
-	s.routes.Replace(all)
-	s.record(xdsclient.RouteType, version, msgs, false)
-	s.prune(xdsclient.RouteType, order)
-	// A refusal reaches every subscription's onConfigUpdateFailed, which readies its init
-	// target as a good update does ("allow server startup to continue").
-	s.init.rdsDone = true
+	t.replace(all)
+	s.record(t.typeURL, version, msgs, false)
+	s.prune(t.typeURL, order)
+	t.done()
 	s.checkInitLocked()
 	if refused != nil {
 		sc.Counter("update_rejected").Inc()
