@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"reflect"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -37,27 +36,35 @@ func (l *Lab) currentScenario() (*config.Scenario, error) {
 // Apply creates or replaces the objects of files in the running lab, atomically: the
 // whole set is validated against the lab's current objects and the new model is built and
 // turned into proxy config before anything changes; then every affected proxy is pushed a
-// new version and the DNS name tables are updated. Changes that would add, remove or
-// alter pods are refused (they need processes and namespaces, which apply does not make),
-// except labels and sidecar proxy settings: those go to the pod's agent, which starts a
-// new proxy epoch (see pushProxySettings).
+// new version, the DNS name tables and kube-proxy rules are updated, and the pods change
+// as Kubernetes would change them (livepods.go): new pods are made and waited for,
+// removed ones stopped and deleted, changed ones replaced; a change of labels or sidecar
+// proxy settings alone goes to the pod's agent, which starts a new proxy epoch (see
+// pushProxySettings). Running pods and Services keep their addresses. Besides the
+// objects' changes it returns one line per pod made or deleted.
 // It implements web.ConfigStore.
 func (l *Lab) Apply(ctx context.Context, files []web.ConfigFile) ([]string, error) {
 	defer releaseMemory()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	sc, err := l.currentScenario()
+	l.live.applyMu.Lock()
+	defer l.live.applyMu.Unlock()
+	changes, plan, err := func() ([]config.Change, podPlan, error) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		sc, err := l.currentScenario()
+		if err != nil {
+			return nil, podPlan{}, err
+		}
+		next, changes, err := sc.Apply(configFiles(files)...)
+		if err != nil {
+			return nil, podPlan{}, &web.ConfigError{Err: err}
+		}
+		plan, err := l.commit(ctx, next, changes)
+		return changes, plan, err
+	}()
 	if err != nil {
 		return nil, err
 	}
-	next, changes, err := sc.Apply(configFiles(files)...)
-	if err != nil {
-		return nil, &web.ConfigError{Err: err}
-	}
-	if err := l.commit(ctx, next, changes); err != nil {
-		return nil, err
-	}
-	return changeStrings(changes), nil
+	return append(changeStrings(changes), l.reconcilePods(ctx, plan)...), nil
 }
 
 // Delete removes objects from the running lab, named by refs or by the objects of files,
@@ -75,20 +82,26 @@ func (l *Lab) Delete(ctx context.Context, files []web.ConfigFile, refs []web.Obj
 	for _, r := range refs {
 		all = append(all, config.Ref{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name})
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	sc, err := l.currentScenario()
+	l.live.applyMu.Lock()
+	defer l.live.applyMu.Unlock()
+	changes, plan, err := func() ([]config.Change, podPlan, error) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		sc, err := l.currentScenario()
+		if err != nil {
+			return nil, podPlan{}, err
+		}
+		next, changes, err := sc.Delete(all...)
+		if err != nil {
+			return nil, podPlan{}, &web.ConfigError{Err: err}
+		}
+		plan, err := l.commit(ctx, next, changes)
+		return changes, plan, err
+	}()
 	if err != nil {
 		return nil, err
 	}
-	next, changes, err := sc.Delete(all...)
-	if err != nil {
-		return nil, &web.ConfigError{Err: err}
-	}
-	if err := l.commit(ctx, next, changes); err != nil {
-		return nil, err
-	}
-	return changeStrings(changes), nil
+	return append(changeStrings(changes), l.reconcilePods(ctx, plan)...), nil
 }
 
 // releasingMemory is set while releaseMemory's collection runs.
@@ -108,29 +121,39 @@ func releaseMemory() {
 	}()
 }
 
-// commit builds next's model, checks it keeps the lab's pods, pushes it to the proxies and
-// the name tables, and makes it current. The caller holds l.mu.
-func (l *Lab) commit(ctx context.Context, next *config.Scenario, changes []config.Change) error {
+// commit builds next's model, keeping the running pods' and Services' addresses, checks
+// the lab can make its pods, pushes it to the proxies, the name tables and kube-proxy,
+// and makes it current. It returns how the pods must change (reconcilePods). The caller
+// holds l.mu and l.live.applyMu.
+func (l *Lab) commit(ctx context.Context, next *config.Scenario, changes []config.Change) (podPlan, error) {
 	if !slices.ContainsFunc(changes, func(c config.Change) bool { return c.Action != "unchanged" }) {
-		return nil
+		return podPlan{}, nil
 	}
-	m, err := next.Build(config.BuildOptions{PodCIDR: l.opts.PodCIDR, ServiceCIDR: l.opts.ServiceCIDR})
+	m, err := next.Build(config.BuildOptions{PodCIDR: l.opts.PodCIDR, ServiceCIDR: l.opts.ServiceCIDR, Keep: config.AllocationsOf(l.model)})
 	if err != nil {
-		return &web.ConfigError{Err: err}
+		return podPlan{}, &web.ConfigError{Err: err}
 	}
-	if err := sameTopology(l.model, m); err != nil {
-		return &web.ConfigError{Err: err}
+	plan := planPods(l.model, m)
+	if err := l.checkPodPlan(l.model, plan); err != nil {
+		return podPlan{}, &web.ConfigError{Err: err}
 	}
 	if err := l.updateProxies(ctx, m, applyTrigger(changes)); err != nil {
 		// Config that validates but cannot be generated is still the caller's to fix.
-		return &web.ConfigError{Err: fmt.Errorf("generate proxy config: %w", err)}
+		return podPlan{}, &web.ConfigError{Err: fmt.Errorf("generate proxy config: %w", err)}
 	}
 	prev := l.model
 	l.model, l.scenario = m, next
+	l.setProxyNodes(m)
 	l.names.update(m)
 	l.kubeDNS.update(m)
 	if err := l.syncKubeProxy(); err != nil {
 		l.log.Warn("kube-proxy rules not updated", "err", err)
+	}
+	if l.rec != nil && l.jr != nil {
+		l.rec.Services = serviceRecords(m) // port-forward reads them
+		if err := writeRecord(l.paths.Record(), l.rec); err != nil {
+			l.log.Warn("lab record not updated", "err", err)
+		}
 	}
 	for _, c := range changes {
 		if c.Action != "unchanged" {
@@ -138,49 +161,9 @@ func (l *Lab) commit(ctx context.Context, next *config.Scenario, changes []confi
 			l.publish("config."+c.Action, "", c.Ref.String(), map[string]any{"kind": c.Ref.Kind, "namespace": c.Ref.Namespace, "name": c.Ref.Name})
 		}
 	}
-	l.pushProxySettings(ctx, prev, m)
-	return nil
-}
-
-// sameTopology refuses a model whose pods or service addresses differ from the running
-// lab's: pods are namespaces and processes, and VIPs are in clients' DNS caches and open
-// connections. Pod labels may change (they only move endpoints), and so may the proxy
-// settings of a sidecar (they start a new proxy epoch).
-func sameTopology(cur, next *model.Model) error {
-	podKey := func(p *model.Pod) model.Pod {
-		c := *p
-		c.Labels, c.Origin = nil, model.Origin{}
-		c.Sidecar = c.Sidecar.WithoutProxySettings() // a new proxy epoch takes those
-		return c
-	}
-	var problems []string
-	for _, p := range next.Pods {
-		old := cur.Pod(p.Name)
-		switch {
-		case old == nil:
-			problems = append(problems, fmt.Sprintf("%s: pod %s would be added", p.Origin, p.Name))
-		case !reflect.DeepEqual(podKey(old), podKey(p)):
-			problems = append(problems, fmt.Sprintf("%s: pod %s would change (only its labels and sidecar proxy settings may change in a running lab)", p.Origin, p.Name))
-		}
-	}
-	for _, p := range cur.Pods {
-		if next.Pod(p.Name) == nil {
-			problems = append(problems, fmt.Sprintf("%s: pod %s would be removed", p.Origin, p.Name))
-		}
-	}
-	vips := map[string]string{}
-	for _, s := range cur.Services {
-		vips[s.Hostname()] = s.VIP.String()
-	}
-	for _, s := range next.Services {
-		if old, ok := vips[s.Hostname()]; ok && old != s.VIP.String() {
-			problems = append(problems, fmt.Sprintf("%s: its VIP would move from %s to %s (VIPs follow service order)", s.Origin, old, s.VIP))
-		}
-	}
-	if len(problems) > 0 {
-		return fmt.Errorf("apply: adding, removing or changing pods, and renumbering Services, needs a new lab (meshlab down, then up):\n%s", strings.Join(problems, "\n"))
-	}
-	return nil
+	// A pod being replaced gets no settings: its successor starts with them.
+	l.pushProxySettings(ctx, withoutPods(prev, plan.remove), m)
+	return plan, nil
 }
 
 // Objects lists the lab's objects of kind (any when "" or "all") and name (any when ""),

@@ -104,7 +104,7 @@ func TestLabApplyIsAtomic(t *testing.T) {
 	if all, _ := l.Objects("all", "", ""); len(all) != 7 {
 		t.Errorf("Objects(all) = %d objects, want 7", len(all))
 	}
-	if _, err := l.Objects("gateway", "", ""); !errors.As(err, &ce) {
+	if _, err := l.Objects("frobnicator", "", ""); !errors.As(err, &ce) {
 		t.Errorf("Objects of an unknown kind: err = %v, want a ConfigError", err)
 	}
 	// Re-applying changes nothing and pushes nothing.
@@ -112,11 +112,14 @@ func TestLabApplyIsAtomic(t *testing.T) {
 	if changes, err := l.Apply(ctx, []web.ConfigFile{{Name: "vs.yaml", Data: testVS}}); err != nil || changes[0] != "VirtualService default/backend unchanged" || l.model != applied {
 		t.Errorf("re-Apply: %q, %v", changes, err)
 	}
-	// Adding a pod is refused, and says how to do it.
-	newPod := "apiVersion: meshlab.dev/v1alpha1\nkind: Workload\nmetadata: {name: backend-v3}\nspec: {labels: {app: backend, version: v3}, ports: [8080]}\n"
-	if _, err := l.Apply(ctx, []web.ConfigFile{{Name: "w.yaml", Data: newPod}}); err == nil ||
-		!strings.Contains(err.Error(), "w.yaml: Workload default/backend-v3: pod backend-v3 would be added") || !strings.Contains(err.Error(), "needs a new lab") {
-		t.Errorf("Apply adding a pod: err = %v", err)
+	// A pod named as the lab's own namespaces is refused before anything changes.
+	reserved := "apiVersion: meshlab.dev/v1alpha1\nkind: Workload\nmetadata: {name: world}\nspec: {labels: {app: backend, version: v3}, ports: [8080]}\n"
+	if _, err := l.Apply(ctx, []web.ConfigFile{{Name: "w.yaml", Data: reserved}}); !errors.As(err, &ce) ||
+		!strings.Contains(err.Error(), `w.yaml: Workload default/world: metadata.name: pod name "world" is reserved for the lab's own namespace ml-t-world`) {
+		t.Errorf("Apply adding a pod named world: err = %v", err)
+	}
+	if l.model != applied {
+		t.Fatal("a refused apply changed the model")
 	}
 	// Relabelling a pod is fine: it only moves endpoints.
 	relabel := "apiVersion: meshlab.dev/v1alpha1\nkind: Workload\nmetadata: {name: backend-v2}\nspec: {labels: {app: backend, version: v2, track: canary}, serviceAccount: backend, ports: [8080], app: {}}\n"

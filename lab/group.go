@@ -34,6 +34,8 @@ type group struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	mu     sync.Mutex
+	byPod  map[string][]supervised // what runs for each pod, for stopPod
 	// publish, when set, puts the group's process events on the lab's bus.
 	publish func(kind, pod, msg string, fields map[string]any)
 }
@@ -43,15 +45,56 @@ func newGroup(log *slog.Logger, jr *journal) *group {
 	return &group{log: log, jr: jr, ctx: ctx, cancel: cancel}
 }
 
+// supervised is one process the group supervises: cancel stops it, done is closed once
+// it has exited and will not be started again.
+type supervised struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
 // start launches spec and returns once the first instance has started (or failed to).
 func (g *group) start(spec processSpec) error {
+	g.mu.Lock()
+	if g.ctx.Err() != nil {
+		g.mu.Unlock()
+		return fmt.Errorf("start %s of %s: the lab is stopping", spec.Role, spec.Pod)
+	}
+	g.wg.Add(1) // before stop's Wait can begin; launching outside the lock keeps pods starting in parallel
+	ctx, cancel := context.WithCancel(g.ctx)
+	s := supervised{cancel: cancel, done: make(chan struct{})}
+	if g.byPod == nil {
+		g.byPod = map[string][]supervised{}
+	}
+	g.byPod[spec.Pod] = append(g.byPod[spec.Pod], s)
+	g.mu.Unlock()
 	cmd, err := g.launch(spec)
 	if err != nil {
+		cancel()
+		close(s.done)
+		g.wg.Done()
 		return err
 	}
-	g.wg.Add(1)
-	go g.supervise(spec, cmd)
+	go func() {
+		defer g.wg.Done()
+		defer close(s.done)
+		g.supervise(ctx, spec, cmd)
+	}()
 	return nil
+}
+
+// stopPod stops the processes of pod as stop stops them all (SIGTERM, SIGKILL after
+// Grace) and waits until they have exited; the group goes on supervising the others.
+func (g *group) stopPod(pod string) {
+	g.mu.Lock()
+	ss := g.byPod[pod]
+	delete(g.byPod, pod)
+	g.mu.Unlock()
+	for _, s := range ss {
+		s.cancel()
+	}
+	for _, s := range ss {
+		<-s.done
+	}
 }
 
 func (g *group) launch(spec processSpec) (*exec.Cmd, error) {
@@ -87,8 +130,7 @@ func (g *group) launch(spec processSpec) (*exec.Cmd, error) {
 	return cmd, nil
 }
 
-func (g *group) supervise(spec processSpec, cmd *exec.Cmd) {
-	defer g.wg.Done()
+func (g *group) supervise(ctx context.Context, spec processSpec, cmd *exec.Cmd) {
 	backoff := 100 * time.Millisecond
 	for {
 		done := make(chan error, 1)
@@ -96,7 +138,7 @@ func (g *group) supervise(spec processSpec, cmd *exec.Cmd) {
 		started := time.Now()
 		select {
 		case err := <-done:
-			if g.ctx.Err() != nil {
+			if ctx.Err() != nil {
 				return
 			}
 			g.log.Warn("process exited; restarting", "role", spec.Role, "pod", spec.Pod, "err", err, "backoff", backoff)
@@ -109,7 +151,7 @@ func (g *group) supervise(spec processSpec, cmd *exec.Cmd) {
 			if time.Since(started) > time.Minute {
 				backoff = 100 * time.Millisecond
 			}
-		case <-g.ctx.Done():
+		case <-ctx.Done():
 			_ = syscall.Kill(cmd.Process.Pid, syscall.SIGTERM)
 			select {
 			case <-done:
@@ -120,7 +162,7 @@ func (g *group) supervise(spec processSpec, cmd *exec.Cmd) {
 			}
 			return
 		}
-		next, ok := g.relaunch(spec, &backoff)
+		next, ok := g.relaunch(ctx, spec, &backoff)
 		if !ok {
 			return
 		}
@@ -130,11 +172,11 @@ func (g *group) supervise(spec processSpec, cmd *exec.Cmd) {
 
 // relaunch waits out the backoff and starts spec again, retrying until it starts or the
 // group stops (ok false).
-func (g *group) relaunch(spec processSpec, backoff *time.Duration) (*exec.Cmd, bool) {
+func (g *group) relaunch(ctx context.Context, spec processSpec, backoff *time.Duration) (*exec.Cmd, bool) {
 	for {
 		select {
 		case <-time.After(*backoff):
-		case <-g.ctx.Done():
+		case <-ctx.Done():
 			return nil, false
 		}
 		*backoff = min(*backoff*2, 10*time.Second)
@@ -155,7 +197,10 @@ func (g *group) event(kind, pod, msg string, fields map[string]any) {
 }
 
 // stop sends SIGTERM to every process and waits for all of them (SIGKILL after Grace).
+// Once stopped, the group starts nothing.
 func (g *group) stop() {
+	g.mu.Lock()
 	g.cancel()
+	g.mu.Unlock()
 	g.wg.Wait()
 }

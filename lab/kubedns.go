@@ -137,8 +137,8 @@ func (k *kubeDNS) answer(ns string, r *dns.Msg) *dns.Msg {
 }
 
 // serveKubeDNS gives pod, which has no sidecar, its cluster DNS: it listens on 127.0.0.1:53
-// in the pod's namespace, serves there until the lab's servers stop, and installs the rule
-// that sends the pod's queries to it.
+// in the pod's namespace, serves there until the lab's servers stop or the pod is
+// removed (podContext), and installs the rule that sends the pod's queries to it.
 func (l *Lab) serveKubeDNS(pod *model.Pod) error {
 	ns := NamespaceName(l.opts.Name, pod.Name)
 	addr := net.JoinHostPort("127.0.0.1", fmt.Sprint(kubeDNSPort))
@@ -161,7 +161,7 @@ func (l *Lab) serveKubeDNS(pod *model.Pod) error {
 	l.servers.Add(1)
 	go func() {
 		defer l.servers.Done()
-		if err := agent.ServeDNS(l.serverCtx, pc, ln, l.kubeDNS.handler(pod.Namespace)); err != nil {
+		if err := agent.ServeDNS(l.podContext(pod.Name), pc, ln, l.kubeDNS.handler(pod.Namespace)); err != nil {
 			l.log.Warn("cluster DNS stopped", "pod", pod.Name, "err", err)
 		}
 	}()

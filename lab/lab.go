@@ -89,6 +89,7 @@ type Lab struct {
 	metrics *metrics
 	faults  faultSet // control-plane faults (lab/faults.go)
 	world   *world   // the outside world (lab/world.go); nil until created
+	live    livePods // pods added and removed while the lab runs (lab/livepods.go)
 
 	mu       sync.Mutex
 	model    *model.Model

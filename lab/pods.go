@@ -54,9 +54,13 @@ func (l *Lab) startPods(ctx context.Context) ([]podFailure, error) {
 		mu     sync.Mutex
 		failed []podFailure
 	)
-	for i, p := range l.model.Pods {
+	for _, p := range l.model.Pods {
+		slot, err := l.podSlot(p.Name)
+		if err != nil {
+			return nil, err
+		}
 		eg.Go(func() error {
-			err := l.startPod(readyCtx, i, p)
+			err := l.startPod(readyCtx, slot, p)
 			var nr *notReadyError
 			if !errors.As(err, &nr) || ctx.Err() != nil {
 				return err
@@ -77,7 +81,10 @@ func (l *Lab) startPods(ctx context.Context) ([]podFailure, error) {
 	return failed, nil
 }
 
-func (l *Lab) startPod(ctx context.Context, index int, p *model.Pod) error {
+// startPod creates pod p: its run directory, namespace, link and capture rules (or its
+// cluster DNS), its app and agent, and waits until its proxy is ready. slot is its place
+// in the lab's app uid block (podSlot).
+func (l *Lab) startPod(ctx context.Context, slot int, p *model.Pod) error {
 	start := time.Now()
 	dir := l.paths.PodDir(p.Name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -95,7 +102,7 @@ func (l *Lab) startPod(ctx context.Context, index int, p *model.Pod) error {
 		map[string]any{"ip": p.IP.String(), "sidecar": p.Sidecar.Inject})
 	ns := NamespaceName(l.opts.Name, p.Name)
 	startApp := func() error {
-		sb, err := l.podSandbox(index, p)
+		sb, err := l.podSandbox(slot, p)
 		if err != nil {
 			return err
 		}
@@ -119,7 +126,7 @@ func (l *Lab) startPod(ctx context.Context, index int, p *model.Pod) error {
 		if err := l.writePodToken(p); err != nil {
 			return err
 		}
-		argv := append([]string{l.opts.MeshlabPath, "agent", "--log-level=info"}, agent.Args(l.agentConfig(index, p))...)
+		argv := append([]string{l.opts.MeshlabPath, "agent", "--log-level=info"}, agent.Args(l.agentConfig(slot, p))...)
 		err := l.agents.start(processSpec{
 			Role: "agent", Pod: p.Name, NetNS: ns, Argv: argv, LogPath: dir + "/agent.log",
 			Grace: l.opts.TerminationDrain + 10*time.Second,
@@ -147,7 +154,9 @@ func (l *Lab) startPod(ctx context.Context, index int, p *model.Pod) error {
 	return nil
 }
 
-func (l *Lab) agentConfig(index int, p *model.Pod) agent.Config {
+// agentConfig is the configuration of pod p's agent; slot (podSlot) numbers its
+// proxy's --base-id.
+func (l *Lab) agentConfig(slot int, p *model.Pod) agent.Config {
 	return agent.Config{
 		Lab:                      l.opts.Name,
 		Pod:                      p.Name,
@@ -165,7 +174,7 @@ func (l *Lab) agentConfig(index int, p *model.Pod) agent.Config {
 		MeshlabPath:              l.opts.MeshlabPath,
 		ProxyUID:                 ProxyUID,
 		ProxyGID:                 ProxyUID,
-		BaseID:                   baseID(l.opts.Name, index),
+		BaseID:                   baseID(l.opts.Name, slot),
 		LogLevel:                 p.Sidecar.LogLevel,
 		Concurrency:              p.Sidecar.Concurrency,
 		DrainDuration:            p.Sidecar.DrainDuration,

@@ -3,7 +3,6 @@ package lab
 import (
 	"errors"
 	"net/netip"
-	"strings"
 	"testing"
 	"time"
 
@@ -19,17 +18,18 @@ func topologyPod(mutate func(*model.Pod)) *model.Pod {
 	return p
 }
 
-// A running lab takes a change of a sidecar's proxy settings (a new epoch) but not of
-// what needs new processes: injection, the hold, the app.
-func TestSameTopologyAllowsProxySettings(t *testing.T) {
+// A running lab takes a change of a sidecar's proxy settings (a new epoch) or of labels
+// in place, but replaces a pod when what needs new processes changes: injection, the
+// hold, the app.
+func TestPlanPodsReplacesOnlyForNewProcesses(t *testing.T) {
 	cur := model.New(nil, []*model.Pod{topologyPod(nil)})
 	for _, tc := range []struct {
-		name   string
-		mutate func(*model.Pod)
-		ok     bool
+		name    string
+		mutate  func(*model.Pod)
+		inPlace bool
 	}{
-		{name: "labels", mutate: func(p *model.Pod) { p.Labels = map[string]string{"app": "x"} }, ok: true},
-		{name: "proxy settings", ok: true, mutate: func(p *model.Pod) {
+		{name: "labels", mutate: func(p *model.Pod) { p.Labels = map[string]string{"app": "x"} }, inPlace: true},
+		{name: "proxy settings", inPlace: true, mutate: func(p *model.Pod) {
 			p.Sidecar.LogLevel, p.Sidecar.Concurrency, p.Sidecar.DataPlane = "debug", 4, "meshlab"
 			p.Sidecar.DrainDuration, p.Sidecar.ParentShutdownDuration = time.Second, 2*time.Second
 			p.Sidecar.ProxyPath, p.Sidecar.BootstrapOverride = "/opt/envoy", `{"stats_flush_interval":"7s"}`
@@ -39,9 +39,10 @@ func TestSameTopologyAllowsProxySettings(t *testing.T) {
 		{name: "app", mutate: func(p *model.Pod) { p.App.StartupCalls = []string{"http://x/"} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := sameTopology(cur, model.New(nil, []*model.Pod{topologyPod(tc.mutate)}))
-			if tc.ok && err != nil || !tc.ok && (err == nil || !strings.Contains(err.Error(), "pod backend-v1 would change")) {
-				t.Errorf("sameTopology = %v, want ok=%t", err, tc.ok)
+			plan := planPods(cur, model.New(nil, []*model.Pod{topologyPod(tc.mutate)}))
+			replaced := len(plan.remove) == 1 && len(plan.add) == 1 && plan.remove[0].Name == "backend-v1" && plan.add[0].Name == "backend-v1"
+			if tc.inPlace && !plan.empty() || !tc.inPlace && !replaced {
+				t.Errorf("planPods: remove %v, add %v; want in place: %t", podNames(plan.remove), podNames(plan.add), tc.inPlace)
 			}
 		})
 	}

@@ -78,7 +78,11 @@ type Record struct {
 	Created     time.Time    `json:"created"`
 	// CreatorUID is the user who made the lab (SUDO_UID under sudo): `clean --all` only
 	// touches labs whose creator is the user running it. Absent in records of old labs.
-	CreatorUID *uint32     `json:"creatorUID,omitempty"`
+	CreatorUID *uint32 `json:"creatorUID,omitempty"`
+	// AppUIDBase is the first uid of the lab's block of app uids (see allocateAppUIDs),
+	// taken when the pods first start and kept while the lab runs, for the pods that
+	// apply adds; 0 until then.
+	AppUIDBase uint32      `json:"appUIDBase,omitempty"`
 	Pods       []PodRecord `json:"pods"`
 	// Services are the lab's Services (see portforward.go).
 	Services []ServiceRecord `json:"services,omitempty"`

@@ -24,13 +24,21 @@ const (
 	appUIDSlots    = 4096
 )
 
-// allocateAppUIDs gives every pod of the lab its app uid: the lowest slot no other lab
-// under the run root records, taken under an exclusive lock of the run root so two labs
-// coming up together cannot take the same one, and recorded in lab.json before the lock
-// is released.
+// allocateAppUIDs gives every pod of the lab's record that has none its app uid: the
+// lowest free one of the lab's block. The block is taken the first time: the lowest slot
+// no other lab under the run root records, under an exclusive lock of the run root so two
+// labs coming up together cannot take the same one, and recorded in lab.json before the
+// lock is released. At up, pods get the block's uids in model order; pods added while the
+// lab runs (livepods.go) get the lowest uids no running pod holds.
 func (l *Lab) allocateAppUIDs() error {
 	if len(l.rec.Pods) > appUIDSlotSize {
 		return fmt.Errorf("allocate app uids: %d pods, at most %d per lab", len(l.rec.Pods), appUIDSlotSize)
+	}
+	if l.rec.AppUIDBase != 0 {
+		if err := l.assignAppUIDs(); err != nil {
+			return err
+		}
+		return writeRecord(l.paths.Record(), l.rec)
 	}
 	root, err := os.Open(l.opts.RunRoot)
 	if err != nil {
@@ -55,6 +63,9 @@ func (l *Lab) allocateAppUIDs() error {
 		if err != nil {
 			continue // a lab without a record has started no app
 		}
+		if r.AppUIDBase >= appUIDFirst { // a lab may hold its block with no pod yet
+			used[(r.AppUIDBase-appUIDFirst)/appUIDSlotSize] = true
+		}
 		for _, p := range r.Pods {
 			if p.AppUID >= appUIDFirst {
 				used[(p.AppUID-appUIDFirst)/appUIDSlotSize] = true
@@ -65,10 +76,50 @@ func (l *Lab) allocateAppUIDs() error {
 	if err != nil {
 		return err
 	}
-	for i := range l.rec.Pods {
-		l.rec.Pods[i].AppUID = appUIDFirst + slot*appUIDSlotSize + uint32(i)
+	l.rec.AppUIDBase = appUIDFirst + slot*appUIDSlotSize
+	if err := l.assignAppUIDs(); err != nil {
+		return err
 	}
 	return writeRecord(l.paths.Record(), l.rec)
+}
+
+// assignAppUIDs gives each pod record without an app uid the lowest uid of the lab's
+// block that no other record holds.
+func (l *Lab) assignAppUIDs() error {
+	base := l.rec.AppUIDBase
+	used := map[uint32]bool{}
+	for _, p := range l.rec.Pods {
+		if p.AppUID >= base && p.AppUID < base+appUIDSlotSize {
+			used[p.AppUID-base] = true
+		}
+	}
+	next := uint32(0)
+	for i := range l.rec.Pods {
+		if l.rec.Pods[i].AppUID != 0 {
+			continue
+		}
+		for used[next] {
+			next++
+		}
+		if next >= appUIDSlotSize {
+			return fmt.Errorf("allocate app uids: %d pods, at most %d per lab", len(l.rec.Pods), appUIDSlotSize)
+		}
+		l.rec.Pods[i].AppUID = base + next
+		used[next] = true
+	}
+	return nil
+}
+
+// podSlot is the pod's place in the lab's block of app uids (0 for the first), which
+// also numbers its proxy's --base-id (baseID): unique among the lab's running pods. At
+// up it is the pod's index in model order.
+func (l *Lab) podSlot(pod string) (int, error) {
+	for _, p := range l.rec.Pods {
+		if p.Name == pod && p.AppUID != 0 {
+			return int(p.AppUID - l.rec.AppUIDBase), nil
+		}
+	}
+	return 0, fmt.Errorf("pod %s: no app uid allocated", pod)
 }
 
 // freeSlot is the lowest app uid slot not in used.
@@ -84,9 +135,9 @@ func freeSlot(used map[uint32]bool) (uint32, error) {
 // podSandbox writes the pod's resolv.conf and hosts into its run directory and returns the
 // sandbox its app runs in: its own uid, the pod's name as hostname, those two files, and
 // the run root and /run/netns hidden (a sidecar's files are its agent's, not its app's).
-func (l *Lab) podSandbox(index int, p *model.Pod) (*netns.Sandbox, error) {
-	uid := l.rec.Pods[index].AppUID
-	if uid == 0 {
+func (l *Lab) podSandbox(slot int, p *model.Pod) (*netns.Sandbox, error) {
+	uid := l.rec.AppUIDBase + uint32(slot)
+	if l.rec.AppUIDBase == 0 {
 		return nil, fmt.Errorf("sandbox of pod %s: no app uid allocated", p.Name)
 	}
 	host, err := os.ReadFile("/etc/resolv.conf")

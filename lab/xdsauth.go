@@ -45,8 +45,17 @@ func ParseXDSListen(s string) (netip.AddrPort, error) {
 // alone would let one pod's proxy claim another's node id); on TCP it is the pod's CA
 // token, sent as istiod's bearer token ("authorization: Bearer <token>"), or its workload
 // certificate, presented over TLS.
+// nodes are the proxies of the lab's pods when it starts; setProxyNodes changes them as
+// apply adds and removes pods.
 func (l *Lab) proxyAuthorizer(nodes proxyNodes) discovery.Authorizer {
-	return func(ctx context.Context, nodeID string) error { return l.authorizeProxy(ctx, nodes, nodeID) }
+	l.live.nodes.Store(&nodes)
+	return func(ctx context.Context, nodeID string) error { return l.authorizeProxy(ctx, *l.live.nodes.Load(), nodeID) }
+}
+
+// setProxyNodes makes the proxies of m's pods the ones the control plane serves.
+func (l *Lab) setProxyNodes(m *model.Model) {
+	n := newProxyNodes(m)
+	l.live.nodes.Store(&n)
 }
 
 func (l *Lab) authorizeProxy(ctx context.Context, nodes proxyNodes, nodeID string) error {
@@ -118,11 +127,10 @@ func describeURIs(us []*url.URL) string {
 	return b.String()
 }
 
-// proxyNodes maps the node id of every injected pod's proxy to its pod. Apply never adds,
-// removes or renames pods, nor changes their addresses (sameTopology), so the map made at
-// start holds for the lab's life; reading it takes no lock, which matters because the lab
-// holds l.mu while it waits for proxies (a new epoch after a settings change) whose
-// streams this authorizes.
+// proxyNodes maps the node id of every injected pod's proxy to its pod. A map is never
+// changed once made: apply, adding or removing pods, stores a new one (setProxyNodes),
+// so reading it takes no lock, which matters because the lab holds l.mu while it waits
+// for proxies (a new epoch after a settings change) whose streams this authorizes.
 type proxyNodes map[string]*model.Pod
 
 func newProxyNodes(m *model.Model) proxyNodes {

@@ -48,3 +48,15 @@ func (t *Tokens) Lookup(token string) (Caller, bool) {
 	}
 	return Caller{}, false
 }
+
+// RevokePod forgets every token of pod, whose pod is gone: a pod made again under the
+// same name gets a new one.
+func (t *Tokens) RevokePod(pod string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k, c := range t.m {
+		if c.Pod == pod {
+			delete(t.m, k)
+		}
+	}
+}

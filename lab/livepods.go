@@ -1,0 +1,296 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/meshlab/meshlab/controlplane/model"
+	"github.com/meshlab/meshlab/netns"
+)
+
+// Pods come and go in a running lab as `kubectl apply` and `kubectl delete` make and
+// remove them: a new Deployment, Pod or Workload (or more replicas) gets its namespace,
+// link, capture rules (or cluster DNS), agent and app exactly as `up` makes them
+// (startPod), at an address no running pod holds (config's sticky allocation) and an app
+// uid of the lab's block; a removed pod is stopped as `down` stops one (its app, then its
+// agent, which drains the proxy), and its namespace and link are deleted; a pod whose
+// spec changed beyond its labels and proxy settings is replaced (removed, then made
+// again: a Deployment's new template gives new pod names, as its rollout does). The
+// model, xDS, DNS and kube-proxy change first, under l.mu, as any apply does (so a
+// removed pod's endpoints are gone before it stops, as Kubernetes removes a terminating
+// pod's endpoints); the pods change after, under applyMu only, so the lab's API keeps
+// answering while agents drain and proxies start.
+
+// livePods is the lab's state for pods added and removed while it runs. Its zero value is
+// ready to use.
+type livePods struct {
+	// applyMu serializes Apply and Delete, which change pods after releasing l.mu. It is
+	// taken before l.mu.
+	applyMu sync.Mutex
+	// nodes are the proxies the control plane serves (xdsauth.go), replaced whole.
+	nodes atomic.Pointer[proxyNodes]
+
+	mu      sync.Mutex
+	cancels map[string]context.CancelFunc // per pod: ends what the lab serves inside it
+}
+
+// podContext returns a context that ends when the lab's servers stop or pod is removed:
+// what the lab serves inside the pod's namespace (its cluster DNS) lives that long, so
+// no socket keeps a removed pod's namespace alive.
+func (l *Lab) podContext(pod string) context.Context {
+	l.live.mu.Lock()
+	defer l.live.mu.Unlock()
+	if l.live.cancels == nil {
+		l.live.cancels = map[string]context.CancelFunc{}
+	}
+	if cancel := l.live.cancels[pod]; cancel != nil {
+		cancel() // a pod made again under the same name
+	}
+	ctx, cancel := context.WithCancel(l.serverCtx)
+	l.live.cancels[pod] = cancel
+	return ctx
+}
+
+// endPodContext ends podContext(pod).
+func (l *Lab) endPodContext(pod string) {
+	l.live.mu.Lock()
+	defer l.live.mu.Unlock()
+	if cancel := l.live.cancels[pod]; cancel != nil {
+		cancel()
+		delete(l.live.cancels, pod)
+	}
+}
+
+// podPlan is how the lab's pods change from one model to the next.
+type podPlan struct {
+	remove []*model.Pod // pods of the running model to stop, in model order
+	add    []*model.Pod // pods of the next model to make, in model order
+}
+
+func (p podPlan) empty() bool { return len(p.remove) == 0 && len(p.add) == 0 }
+
+// podSpec is what of a pod needs its processes and namespace made again when it changes:
+// everything but its labels (they only move endpoints), where it came from, and its
+// sidecar's proxy settings (the agent starts a new proxy epoch, pushProxySettings).
+func podSpec(p *model.Pod) model.Pod {
+	c := *p
+	c.Labels, c.Origin = nil, model.Origin{}
+	c.Sidecar = c.Sidecar.WithoutProxySettings()
+	return c
+}
+
+// planPods returns the pods that next adds to cur, removes from it, and replaces (in both
+// lists): pods are matched by name, which is unique in a lab.
+func planPods(cur, next *model.Model) podPlan {
+	var plan podPlan
+	for _, p := range cur.Pods {
+		n := next.Pod(p.Name)
+		if n == nil || n.Namespace != p.Namespace || !reflect.DeepEqual(podSpec(p), podSpec(n)) {
+			plan.remove = append(plan.remove, p)
+		}
+	}
+	for _, p := range next.Pods {
+		c := cur.Pod(p.Name)
+		if c == nil || c.Namespace != p.Namespace || !reflect.DeepEqual(podSpec(c), podSpec(p)) {
+			plan.add = append(plan.add, p)
+		}
+	}
+	return plan
+}
+
+// checkPodPlan refuses, before anything changes, a plan the lab cannot carry out: a pod
+// named as one of the lab's own namespaces, or more pods than the lab's app uid block.
+func (l *Lab) checkPodPlan(cur *model.Model, plan podPlan) error {
+	var problems []string
+	for _, p := range plan.add {
+		if p.Name == nodePodName || p.Name == worldPodName {
+			problems = append(problems, fmt.Sprintf("%s: metadata.name: pod name %q is reserved for the lab's own namespace ml-%s-%s", p.Origin, p.Name, l.opts.Name, p.Name))
+		}
+	}
+	if n := len(cur.Pods) - len(plan.remove) + len(plan.add); n > appUIDSlotSize {
+		problems = append(problems, fmt.Sprintf("the lab would have %d pods, at most %d per lab", n, appUIDSlotSize))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("apply: %s", strings.Join(problems, "\n"))
+	}
+	return nil
+}
+
+// withoutPods is a model of m's pods but those of gone, for looking pods up by name.
+func withoutPods(m *model.Model, gone []*model.Pod) *model.Model {
+	var keep []*model.Pod
+	for _, p := range m.Pods {
+		if !slices.Contains(gone, p) {
+			keep = append(keep, p)
+		}
+	}
+	return model.New(nil, keep)
+}
+
+// reconcilePods carries out plan once the model is current: it removes the pods to
+// remove (in parallel), then makes the pods to add (in parallel) and waits, for at most
+// ReadyTimeout, until each is ready. It returns one line per pod, as `meshlab apply`
+// prints them: "pod NS/NAME deleted", "pod NS/NAME created", or "pod NS/NAME FAILED: why"
+// for a pod that could not be made or did not become ready; such a pod stays in the lab
+// (as a crash-looping pod stays in a Deployment) and `meshlab describe pod` tells more.
+// The caller holds l.live.applyMu, not l.mu.
+func (l *Lab) reconcilePods(ctx context.Context, plan podPlan) []string {
+	if plan.empty() {
+		return nil
+	}
+	ctx = context.WithoutCancel(ctx) // a client that goes away does not leave pods half made
+	var out []string
+	errs := make([]error, len(plan.remove))
+	var wg sync.WaitGroup
+	for i, p := range plan.remove {
+		wg.Go(func() { errs[i] = l.removePod(p) })
+	}
+	wg.Wait()
+	for i, p := range plan.remove {
+		if errs[i] != nil {
+			out = append(out, fmt.Sprintf("pod %s/%s deleted with errors: %v", p.Namespace, p.Name, errs[i]))
+			continue
+		}
+		out = append(out, fmt.Sprintf("pod %s/%s deleted", p.Namespace, p.Name))
+	}
+
+	// The record changes before anything is made, so exec, describe, down and clean see
+	// the new pods from the start.
+	l.rec.Pods = slices.DeleteFunc(l.rec.Pods, func(r PodRecord) bool {
+		return slices.ContainsFunc(plan.remove, func(p *model.Pod) bool { return p.Name == r.Name })
+	})
+	for _, p := range plan.add {
+		l.rec.Pods = append(l.rec.Pods, podRecord(l.opts.Name, p))
+	}
+	slices.SortStableFunc(l.rec.Pods, func(a, b PodRecord) int {
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
+	if err := l.allocateAppUIDs(); err != nil {
+		for _, p := range plan.add {
+			out = append(out, l.podFailed(p, err))
+		}
+		return out
+	}
+	readyCtx, cancel := context.WithTimeout(ctx, l.opts.ReadyTimeout)
+	defer cancel()
+	started := make([]error, len(plan.add))
+	for i, p := range plan.add {
+		wg.Go(func() {
+			slot, err := l.podSlot(p.Name)
+			if err == nil {
+				err = l.startPod(readyCtx, slot, p)
+			}
+			started[i] = err
+		})
+	}
+	wg.Wait()
+	for i, p := range plan.add {
+		if started[i] != nil {
+			out = append(out, l.podFailed(p, started[i]))
+			continue
+		}
+		out = append(out, fmt.Sprintf("pod %s/%s created", p.Namespace, p.Name))
+	}
+	return out
+}
+
+// podFailed reports a pod that apply could not make or that did not become ready, as up
+// reports one (progress line, event), and returns apply's line for it.
+func (l *Lab) podFailed(p *model.Pod, err error) string {
+	msg := err.Error()
+	fmt.Fprintf(l.out, "pod %-20s %-15s FAILED: %s\n", p.Name, p.IP, strings.ReplaceAll(msg, "\n", "\n    "))
+	l.publish(EventPodFailed, p.Name, msg, map[string]any{"error": msg})
+	return fmt.Sprintf("pod %s/%s FAILED: %s (meshlab describe pod %s)", p.Namespace, p.Name, msg, p.Name)
+}
+
+// podRecord is pod p's entry in lab.json, without its app uid.
+func podRecord(lab string, p *model.Pod) PodRecord {
+	return PodRecord{Name: p.Name, Namespace: p.Namespace, NetNS: NamespaceName(lab, p.Name), IP: p.IP, Sidecar: p.Sidecar.Inject, Workload: p.Workload}
+}
+
+// EventPodDeleted reports a pod removed from a running lab (Fields: ms).
+const EventPodDeleted = "pod.deleted"
+
+// removePod stops pod p as `down` stops a lab's pods: its app, then its agent, which
+// drains the proxy for the termination drain duration; then anything else still inside
+// its namespace (a command started with meshlab exec); then it deletes the namespace
+// and the pod's link, forgets its CA token and removes its run directory. It goes on
+// after an error and returns them all.
+func (l *Lab) removePod(p *model.Pod) error {
+	start := time.Now()
+	ns := NamespaceName(l.opts.Name, p.Name)
+	if l.apps != nil {
+		l.apps.stopPod(p.Name)
+	}
+	if l.agents != nil {
+		l.agents.stopPod(p.Name)
+	}
+	l.endPodContext(p.Name)
+	var errs []error
+	if err := l.jr.add(entry{Kind: "netns-deleted", Name: ns, Pod: p.Name}); err != nil {
+		errs = append(errs, err)
+	}
+	if netns.Exists(ns) {
+		pids, err := netns.PIDsIn(ns)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		for _, pid := range pids {
+			if pid != os.Getpid() {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		for _, pid := range pids {
+			waitGone(pid, 0, 2*time.Second)
+		}
+	}
+	if err := netns.Delete(ns); err != nil {
+		errs = append(errs, fmt.Errorf("delete namespace %s: %w", ns, err))
+	}
+	// The node's end of the pod's veth: deleting it deletes the pair now, even if
+	// something still holds the pod's namespace, and frees its name for a pod made again
+	// under the same name.
+	if err := deleteNodeLink(NodeNamespace(l.opts.Name), netns.HostIfName(l.opts.Name, p.Name)); err != nil {
+		errs = append(errs, err)
+	}
+	if l.ca != nil {
+		l.ca.tokens.RevokePod(p.Name)
+	}
+	if err := os.RemoveAll(l.paths.PodDir(p.Name)); err != nil {
+		errs = append(errs, fmt.Errorf("remove run directory of pod %s: %w", p.Name, err))
+	}
+	took := time.Since(start).Round(time.Millisecond)
+	l.publish(EventPodDeleted, p.Name, fmt.Sprintf("pod %s deleted in %s", p.Name, took), map[string]any{"ms": took.Milliseconds()})
+	fmt.Fprintf(l.out, "pod %-20s %-15s deleted in %s\n", p.Name, p.IP, took)
+	return errors.Join(errs...)
+}
+
+// deleteNodeLink deletes link name from the node namespace; a link already gone is fine.
+func deleteNodeLink(nodeNS, name string) error {
+	err := netns.Do(nodeNS, func() error {
+		link, err := netlink.LinkByName(name)
+		if err != nil {
+			var nf netlink.LinkNotFoundError
+			if errors.As(err, &nf) {
+				return nil
+			}
+			return err
+		}
+		return netlink.LinkDel(link)
+	})
+	if err != nil {
+		return fmt.Errorf("delete link %s in %s: %w", name, nodeNS, err)
+	}
+	return nil
+}
