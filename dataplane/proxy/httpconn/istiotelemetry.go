@@ -85,9 +85,9 @@ func (rt *router) recordIstioStats(x *exchange, code int) {
 		side.ClusterIstio = clusterIstio(cl)
 	}
 	if rt.ds.Inbound {
-		side.Peer, side.PeerSAN, side.LocalSAN = x.peer.Downstream, rt.ds.PeerSAN, rt.ds.LocalSAN
+		side.Peer, side.PeerKey, side.PeerSAN, side.LocalSAN = x.peer.Downstream, x.peer.DownstreamRaw, rt.ds.PeerSAN, rt.ds.LocalSAN
 	} else {
-		side.Peer, side.Endpoint = x.peer.Upstream, x.upHost.Workload
+		side.Peer, side.PeerKey, side.Endpoint = x.peer.Upstream, x.peer.UpstreamRaw, x.upHost.Workload
 		if c := x.upstream.Conn; c != nil {
 			if cs, ok := peer.TLSState(c); ok && len(cs.PeerCertificates) > 0 && len(cs.PeerCertificates[0].URIs) > 0 {
 				side.PeerSAN = cs.PeerCertificates[0].URIs[0].String()

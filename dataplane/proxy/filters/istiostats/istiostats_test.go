@@ -209,3 +209,28 @@ func TestBuildGauge(t *testing.T) {
 		t.Fatal(prom(t, st))
 	}
 }
+
+// The metrics cache gives a repeated request the same series, and a changed input
+// (here the cluster's metadata after a CDS update) a new one.
+func TestMetricsCache(t *testing.T) {
+	setLocal(t)
+	c := mustCompile(t, &statsapi.PluginConfig{})
+	st := stats.NewStore()
+	side := &Side{Peer: &peer.Workload{WorkloadName: "ratings-v1"}, PeerKey: "hdr", Cluster: "outbound|9080||ratings.default.svc.cluster.local",
+		ClusterIstio: services("ratings.default.svc.cluster.local", "ratings")}
+	for range 3 {
+		c.RecordHTTP(st, side, &Request{Code: 200, Flags: "-"})
+	}
+	side2 := *side
+	side2.ClusterIstio = services("ratings2.default.svc.cluster.local", "ratings2")
+	c.RecordHTTP(st, &side2, &Request{Code: 200, Flags: "-"})
+	out := prom(t, st)
+	if !strings.Contains(out, `destination_service_name="ratings",`) || !strings.Contains(out, `destination_service_name="ratings2",`) {
+		t.Fatalf("cache kept a stale series:\n%s", out)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "istio_requests_total{") && strings.Contains(line, `destination_service_name="ratings",`) && !strings.HasSuffix(line, " 3") {
+			t.Fatalf("cached series count: %s", line)
+		}
+	}
+}

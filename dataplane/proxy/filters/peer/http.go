@@ -2,6 +2,8 @@ package peer
 
 import (
 	"net/http"
+	"sync"
+	"sync/atomic"
 
 	"google.golang.org/protobuf/types/known/structpb"
 )
@@ -10,6 +12,8 @@ import (
 type HTTPState struct {
 	// Downstream and Upstream are the discovered peers, nil when none.
 	Downstream, Upstream *Workload
+	// DownstreamRaw and UpstreamRaw are the headers the peers came from, as received.
+	DownstreamRaw, UpstreamRaw string
 	// reqID and reqMeta report whether the request carried the headers: the downstream
 	// propagation answers only what it was sent.
 	reqID, reqMeta bool
@@ -24,8 +28,8 @@ func (f *HTTPFilter) OnRequest(h http.Header, st *HTTPState) {
 	id, meta := h.Get(HeaderMetadataID), h.Get(HeaderMetadata)
 	st.reqID, st.reqMeta = id != "", meta != ""
 	if meta != "" {
-		if w, ok := ParseHeader(meta, f.Labels); ok {
-			st.Downstream = w
+		if w, ok := parseCached(meta, f.Labels); ok {
+			st.Downstream, st.DownstreamRaw = w, meta
 		}
 	}
 	h.Del(HeaderMetadataID)
@@ -61,8 +65,8 @@ func (f *HTTPFilter) skip(cluster string, istioMeta *structpb.Struct) bool {
 func (f *HTTPFilter) OnResponse(h http.Header, st *HTTPState) {
 	if f.UpstreamHeaders {
 		if meta := h.Get(HeaderMetadata); meta != "" {
-			if w, ok := ParseHeader(meta, f.Labels); ok {
-				st.Upstream = w
+			if w, ok := parseCached(meta, f.Labels); ok {
+				st.Upstream, st.UpstreamRaw = w, meta
 			}
 		}
 		h.Del(HeaderMetadataID)
@@ -77,4 +81,36 @@ func (f *HTTPFilter) OnResponse(h http.Header, st *HTTPState) {
 			h.Set(HeaderMetadata, n.Header)
 		}
 	}
+}
+
+// headerCache holds parsed x-envoy-peer-metadata values (string -> *Workload), as
+// istio-proxy caches peers by id: a sidecar sees few distinct peers, and parsing is a
+// base64 decode and a protobuf unmarshal per request otherwise. Bounded: it is emptied
+// when it reaches maxCachedPeers.
+var (
+	headerCache sync.Map
+	cachedPeers atomic.Int64
+)
+
+const maxCachedPeers = 1024
+
+// parseCached is ParseHeader with the cache; a cached Workload is shared, so callers
+// never modify it.
+func parseCached(v string, extra []string) (*Workload, bool) {
+	if len(extra) > 0 {
+		return ParseHeader(v, extra)
+	}
+	if w, ok := headerCache.Load(v); ok {
+		return w.(*Workload), true
+	}
+	w, ok := ParseHeader(v, nil)
+	if !ok {
+		return nil, false
+	}
+	if cachedPeers.Add(1) > maxCachedPeers {
+		headerCache.Clear()
+		cachedPeers.Store(1)
+	}
+	headerCache.Store(v, w)
+	return w, true
 }
