@@ -21,53 +21,53 @@ import (
 // UpdateGoldenEnv is the switch that rewrites golden files instead of comparing them.
 const UpdateGoldenEnv = "MESHLAB_UPDATE_GOLDEN"
 
-// RequireRoot skips t when the test is not running as root, and fails it instead when
+// RequireRoot skips the test when it is not running as root, and fails it instead when
 // CI=true, so a privileged test can never pass in CI by not running.
-func RequireRoot(t testing.TB) {
-	t.Helper()
+func RequireRoot(tb testing.TB) {
+	tb.Helper()
 	if os.Geteuid() == 0 {
 		return
 	}
 	if os.Getenv("CI") == "true" {
-		t.Fatal("this test needs root (network namespaces, iptables) and CI=true: run the suite as root (sudo make test)")
+		tb.Fatal("this test needs root (network namespaces, iptables) and CI=true: run the suite as root (sudo make test)")
 	}
-	t.Skip("skipped: this test needs root (network namespaces, iptables); run it with sudo make test")
+	tb.Skip("skipped: this test needs root (network namespaces, iptables); run it with sudo make test")
 }
 
 // UniqueName returns a short name unique to this test run, usable in namespace and lab
 // names ("t" + 6 hex digits); namespace names must stay short (IFNAMSIZ and readability).
-func UniqueName(t testing.TB) string {
-	t.Helper()
+func UniqueName(tb testing.TB) string {
+	tb.Helper()
 	var b [3]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatalf("read random: %v", err)
+		tb.Fatalf("read random: %v", err)
 	}
 	return "t" + hex.EncodeToString(b[:])
 }
 
 // Golden compares got with the file testdata/<name>.golden, printing a diff and the
 // command to refresh it on mismatch. With MESHLAB_UPDATE_GOLDEN=1 it rewrites the file.
-func Golden(t testing.TB, name string, got []byte) {
-	t.Helper()
+func Golden(tb testing.TB, name string, got []byte) {
+	tb.Helper()
 	path := filepath.Join("testdata", name+".golden")
 	if os.Getenv(UpdateGoldenEnv) == "1" {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
 		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
 		return
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("read golden file: %v\nto create it: %s=1 go test ./%s -run '%s'", err, UpdateGoldenEnv, pkgDir(), t.Name())
+		tb.Fatalf("read golden file: %v\nto create it: %s=1 go test ./%s -run '%s'", err, UpdateGoldenEnv, pkgDir(), tb.Name())
 	}
 	if bytes.Equal(want, got) {
 		return
 	}
-	t.Errorf("%s differs from the generated output:\n%s\nto refresh: %s=1 go test ./%s -run '%s'",
-		path, diff(want, got), UpdateGoldenEnv, pkgDir(), t.Name())
+	tb.Errorf("%s differs from the generated output:\n%s\nto refresh: %s=1 go test ./%s -run '%s'",
+		path, diff(want, got), UpdateGoldenEnv, pkgDir(), tb.Name())
 }
 
 func pkgDir() string {
@@ -102,8 +102,9 @@ func diff(want, got []byte) string {
 
 // Logger returns a slog.Logger that writes through t.Logf, so a test's logs appear only
 // when it fails or runs with -v, and never after it ends.
-func Logger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+func Logger(tb testing.TB) *slog.Logger {
+	tb.Helper()
+	return slog.New(slog.NewTextHandler(tWriter{tb}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 type tWriter struct{ t testing.TB }
@@ -117,16 +118,16 @@ func (w tWriter) Write(p []byte) (int, error) {
 // CheckErr fails t unless err matches want: nil when want is "", else an error whose text
 // contains want. It returns whether err was an error, for tests that go on checking that a
 // refused input changed nothing.
-func CheckErr(t testing.TB, what string, err error, want string) bool {
-	t.Helper()
+func CheckErr(tb testing.TB, what string, err error, want string) bool {
+	tb.Helper()
 	if want == "" {
 		if err != nil {
-			t.Fatalf("%s = %v, want nil", what, err)
+			tb.Fatalf("%s = %v, want nil", what, err)
 		}
 		return false
 	}
 	if err == nil || !strings.Contains(err.Error(), want) {
-		t.Fatalf("%s = %v, want an error containing %q", what, err, want)
+		tb.Fatalf("%s = %v, want an error containing %q", what, err, want)
 	}
 	return true
 }
@@ -134,19 +135,19 @@ func CheckErr(t testing.TB, what string, err error, want string) bool {
 // RefusingAddr returns a 127.0.0.1 address that refuses connections for the whole test: a
 // socket bound there without listening holds the port (so no other test's server can take
 // it, as could happen with a closed listener's port) and answers a SYN with a reset.
-func RefusingAddr(t testing.TB) netip.AddrPort {
-	t.Helper()
+func RefusingAddr(tb testing.TB) netip.AddrPort {
+	tb.Helper()
 	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { _ = syscall.Close(fd) })
+	tb.Cleanup(func() { _ = syscall.Close(fd) })
 	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	sa, err := syscall.Getsockname(fd)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), uint16(sa.(*syscall.SockaddrInet4).Port))
 }
