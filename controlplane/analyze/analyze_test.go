@@ -96,11 +96,11 @@ func FuzzAnalyze(f *testing.F) {
 	})
 }
 
-func readFile(t testing.TB, name string) config.File {
-	t.Helper()
+func readFile(tb testing.TB, name string) config.File {
+	tb.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return config.File{Name: name, Data: b}
 }

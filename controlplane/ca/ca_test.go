@@ -99,7 +99,7 @@ func TestSignIssuesSPIFFECertVerifiedByRoot(t *testing.T) {
 	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth}}); err != nil {
 		t.Fatalf("verify leaf: %v", err)
 	}
-	if got := leaf.NotAfter.Sub(time.Now()); got < DefaultTTL-time.Second || got > DefaultTTL+time.Second {
+	if got := time.Until(leaf.NotAfter); got < DefaultTTL-time.Second || got > DefaultTTL+time.Second {
 		t.Fatalf("lifetime %s, want about %s", got, DefaultTTL)
 	}
 }

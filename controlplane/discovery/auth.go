@@ -153,8 +153,8 @@ func (c *peekedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
 func (peerCreds) Info() credentials.ProtocolInfo {
 	return credentials.ProtocolInfo{SecurityProtocol: "insecure"}
 }
-func (c peerCreds) Clone() credentials.TransportCredentials { return c }
-func (peerCreds) OverrideServerName(string) error           { return nil }
+func (creds peerCreds) Clone() credentials.TransportCredentials { return creds }
+func (peerCreds) OverrideServerName(string) error               { return nil }
 
 // unwrapConn returns the connection under the server's wrappers (trackedConn).
 func unwrapConn(c net.Conn) net.Conn {

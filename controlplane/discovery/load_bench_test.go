@@ -70,6 +70,7 @@ func BenchmarkPilotLoad(b *testing.B) {
 }
 
 func pilotLoad(b *testing.B, services, replicas int) {
+	b.Helper()
 	base := scaleModel(services, replicas)
 	acks := newAckWaiter()
 	s, stop := startLoadServer(b, acks.observe)
@@ -369,6 +370,7 @@ func (c *simClients) err() error {
 }
 
 func (c *simClients) close(b *testing.B) {
+	b.Helper()
 	if c.inproc != nil {
 		c.inproc.close()
 		return
@@ -409,14 +411,14 @@ type simProxies struct {
 
 // connectSimProxies connects one simulated proxy per injected pod of m, sharing a few
 // gRPC connections (Envoy opens one per proxy; the server's per-stream work is the same).
-func connectSimProxies(b testing.TB, path string, m *model.Model) *simProxies {
-	b.Helper()
+func connectSimProxies(tb testing.TB, path string, m *model.Model) *simProxies {
+	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	sp := &simProxies{cancel: cancel}
 	for range 8 {
 		conn, err := grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
-			b.Fatalf("dial %s: %v", path, err)
+			tb.Fatalf("dial %s: %v", path, err)
 		}
 		sp.conns = append(sp.conns, conn)
 	}
@@ -426,7 +428,7 @@ func connectSimProxies(b testing.TB, path string, m *model.Model) *simProxies {
 		}
 		stream, err := discoverypb.NewAggregatedDiscoveryServiceClient(sp.conns[i%len(sp.conns)]).StreamAggregatedResources(ctx)
 		if err != nil {
-			b.Fatalf("open ADS stream: %v", err)
+			tb.Fatalf("open ADS stream: %v", err)
 		}
 		p := &simProxy{node: &core.Node{Id: pod.NodeID(), Cluster: pod.ServiceCluster()}, stream: stream,
 			seen: map[string]map[string]simResource{}, last: map[string]*discoverypb.DiscoveryResponse{}}
@@ -672,6 +674,7 @@ func peakRSS() int64 {
 // writeHeapProfile writes the live heap (servers and simulated proxies alike) to path, for
 // `go tool pprof -sample_index=inuse_space`.
 func writeHeapProfile(b *testing.B, path string) {
+	b.Helper()
 	runtime.GC()
 	f, err := os.Create(path)
 	if err != nil {

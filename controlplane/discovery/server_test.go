@@ -275,7 +275,7 @@ func TestTCPAndShutdownWithOpenStream(t *testing.T) {
 }
 
 func TestNew(t *testing.T) {
-	t.Parallel()
+	// Not parallel: the checks after the subtests need them finished.
 	log := testutil.Logger(t)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "file")
