@@ -129,10 +129,11 @@ func (s *Scenario) Delete(refs ...Ref) (*Scenario, []Change, error) {
 	return next, changes, nil
 }
 
-// check runs the checks between objects on the whole scenario.
+// check runs the checks between objects on the whole scenario, as a running lab checks
+// it: a Service may select no pod.
 func (s *Scenario) check() error {
 	var errs ErrorList
-	checkScenario(s.Objects, nil, &errs)
+	checkScenario(s.Objects, nil, false, &errs)
 	checkTotal(s.File, s.Objects, &errs)
 	if len(errs) > 0 {
 		return sortErrors(errs)

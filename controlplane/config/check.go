@@ -11,11 +11,14 @@ import (
 )
 
 // checkScenario records the problems that involve several objects: duplicate objects,
-// duplicate pod names and Service selectors that match no Workload. valid holds the
-// objects that passed their own checks, invalid those whose header was read but which
-// have problems of their own (they still count as duplicates, and their selectors and
-// labels are still checked when they decoded).
-func checkScenario(valid, invalid []*Object, errs *ErrorList) {
+// duplicate pod names and, when a scenario is loaded (selectors), Service selectors that
+// match no Workload, a likely typo in a lab file. A running lab takes such a Service, as
+// Kubernetes does: its pods may be applied later, or deleted (`kubectl delete deployment`
+// leaves its Service without endpoints). valid holds the objects that passed their own
+// checks, invalid those whose header was read but which have problems of their own (they
+// still count as duplicates, and their selectors and labels are still checked when they
+// decoded).
+func checkScenario(valid, invalid []*Object, selectors bool, errs *ErrorList) {
 	all := append(append([]*Object(nil), valid...), invalid...)
 	slices.SortFunc(all, func(a, b *Object) int { return cmp.Compare(a.Doc, b.Doc) })
 	type key struct{ kind, ns, name string }
@@ -51,7 +54,7 @@ func checkScenario(valid, invalid []*Object, errs *ErrorList) {
 		checkIstioRefs(all, errs)
 	}
 	for _, o := range all {
-		if o.Service == nil || len(o.Service.Spec.Selector) == 0 {
+		if !selectors || o.Service == nil || len(o.Service.Spec.Selector) == 0 {
 			continue // not decoded, or already refused for its empty selector
 		}
 		sel := o.Service.Spec.Selector

@@ -111,7 +111,7 @@ func Load(file string, data []byte) (*Scenario, error) {
 			bad = append(bad, o)
 		}
 	}
-	checkScenario(s.Objects, bad, &errs)
+	checkScenario(s.Objects, bad, true, &errs)
 	checkTotal(file, s.Objects, &errs)
 	slices.SortStableFunc(errs, func(a, b *Error) int { return cmp.Compare(a.Doc, b.Doc) })
 	if len(errs) > 0 {
