@@ -102,15 +102,15 @@ func compileOne(l *accesslogv3.AccessLog) (*Logger, error) {
 				s = string(b)
 			}
 			lg.text, err = parseFormat(s)
-		case sf.GetTextFormat() != "":
-			lg.text, err = parseFormat(sf.GetTextFormat())
+		case sf.GetTextFormat() != "": //nolint:staticcheck // Envoy still honours this deprecated field, so the stand-in must too
+			lg.text, err = parseFormat(sf.GetTextFormat()) //nolint:staticcheck // as above
 		default:
 			err = errors.New("log_format: no format set")
 		}
-	case f.GetJsonFormat() != nil:
-		lg.json, err = compileJSON(f.GetJsonFormat(), false)
-	case f.GetFormat() != "":
-		lg.text, err = parseFormat(f.GetFormat())
+	case f.GetJsonFormat() != nil: //nolint:staticcheck // Envoy still honours this deprecated field, so the stand-in must too
+		lg.json, err = compileJSON(f.GetJsonFormat(), false) //nolint:staticcheck // as above
+	case f.GetFormat() != "": //nolint:staticcheck // Envoy still honours this deprecated field, so the stand-in must too
+		lg.text, err = parseFormat(f.GetFormat()) //nolint:staticcheck // as above
 	default:
 		lg.text, err = parseFormat(DefaultFormat)
 	}

@@ -102,30 +102,38 @@ func TestCompileRefusesWhatIsNotImplemented(t *testing.T) {
 		want string
 	}{
 		{"unknown command operator", func(t *testing.T) *accesslogv3.AccessLog {
+			t.Helper()
 			return fileLog(t, &filev3.FileAccessLog{Path: "/dev/null", AccessLogFormat: &filev3.FileAccessLog_LogFormat{LogFormat: &corev3.SubstitutionFormatString{
-				Format: &corev3.SubstitutionFormatString_TextFormat{TextFormat: "%NOT_A_THING%"}}}})
+				Format: &corev3.SubstitutionFormatString_TextFormatSource{TextFormatSource: &corev3.DataSource{
+					Specifier: &corev3.DataSource_InlineString{InlineString: "%NOT_A_THING%"}}}}}})
 		}, "not supported field in StreamInfo: NOT_A_THING"},
 		{"access log status code filter", func(t *testing.T) *accesslogv3.AccessLog {
+			t.Helper()
 			l := fileLog(t, &filev3.FileAccessLog{Path: "/dev/null"})
 			l.Filter = &accesslogv3.AccessLogFilter{FilterSpecifier: &accesslogv3.AccessLogFilter_StatusCodeFilter{StatusCodeFilter: &accesslogv3.StatusCodeFilter{}}}
 			return l
 		}, "access_log[0].filter.status_code_filter: field is not supported"},
 		{"access log filter without a specifier", func(t *testing.T) *accesslogv3.AccessLog {
+			t.Helper()
 			l := fileLog(t, &filev3.FileAccessLog{Path: "/dev/null"})
 			l.Filter = &accesslogv3.AccessLogFilter{}
 			return l
 		}, "access_log[0].filter: a response_flag_filter is required"},
 		{"access log unknown response flag", func(t *testing.T) *accesslogv3.AccessLog {
+			t.Helper()
 			l := fileLog(t, &filev3.FileAccessLog{Path: "/dev/null"})
 			l.Filter = &accesslogv3.AccessLogFilter{FilterSpecifier: &accesslogv3.AccessLogFilter_ResponseFlagFilter{ResponseFlagFilter: &accesslogv3.ResponseFlagFilter{Flags: []string{"XX"}}}}
 			return l
 		}, `access_log[0].filter.response_flag_filter.flags[0]: unknown response flag "XX"`},
 		{"other logger", func(t *testing.T) *accesslogv3.AccessLog {
+			t.Helper()
 			a, _ := anypb.New(&corev3.DataSource{})
 			return &accesslogv3.AccessLog{Name: "x", ConfigType: &accesslogv3.AccessLog_TypedConfig{TypedConfig: a}}
 		}, "unsupported access logger x"},
 		{"custom start time", func(t *testing.T) *accesslogv3.AccessLog {
+			t.Helper()
 			return fileLog(t, &filev3.FileAccessLog{Path: "/dev/null", AccessLogFormat: &filev3.FileAccessLog_LogFormat{LogFormat: &corev3.SubstitutionFormatString{
+				//nolint:staticcheck // the deprecated text_format, which Envoy still accepts, must reach the same parser
 				Format: &corev3.SubstitutionFormatString_TextFormat{TextFormat: "%START_TIME(%s)%"}}}})
 		}, "custom START_TIME formats are not supported"},
 	} {

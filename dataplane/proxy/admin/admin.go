@@ -39,10 +39,9 @@ type Backend interface {
 }
 
 type endpoint struct {
-	help     string
-	mutates  bool
-	handle   func(w http.ResponseWriter, r *http.Request)
-	isPrefix bool
+	help    string
+	mutates bool
+	handle  func(w http.ResponseWriter, r *http.Request)
 }
 
 // Handler routes admin requests to a Backend.

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/meshlab/meshlab/dataplane/proxy/filters/peer"
 	"io"
 	"net"
 	"net/http"
@@ -17,6 +16,7 @@ import (
 
 	"golang.org/x/net/http2"
 
+	"github.com/meshlab/meshlab/dataplane/proxy/filters/peer"
 	"github.com/meshlab/meshlab/dataplane/proxy/stats"
 	"github.com/meshlab/meshlab/dataplane/proxy/tlsctx"
 )
@@ -104,7 +104,7 @@ type Cluster struct {
 	next      atomic.Uint64
 	transport *http.Transport
 	h1        *h1Pool          // HTTP/1.1 requests with replayable bodies; nil for HTTP/2
-	h2        *http2.Transport // set for an HTTP/2 cluster, which sends every request on it
+	h2        *http2.Transport //nolint:staticcheck // see newCluster: net/http has no equivalent; set for an HTTP/2 cluster, which sends every request on it
 	perHost   sync.Map         // hostKey -> *hostState
 	breaker   *breaker
 	outlier   *outlier // nil without outlier_detection
@@ -158,6 +158,11 @@ func newCluster(cfg *Config, store *stats.Store) *Cluster {
 	}
 	if cfg.HTTP2 || cfg.DownstreamHTTP2 {
 		c.breaker.multiplexed = cfg.HTTP2
+		// x/net/http2 rather than net/http: Envoy's upstream :scheme follows the transport
+		// socket, so a request goes out as https on a connection the cluster's own dialer
+		// has already secured and wrapped (stats, metadata exchange); net/http would do TLS
+		// itself for https and not see h2 on the wrapped connection.
+		//nolint:staticcheck // SA1019: see above
 		c.h2 = &http2.Transport{
 			AllowHTTP: true, // h2c with prior knowledge when the cluster has no TLS
 			DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
@@ -190,7 +195,7 @@ func (c *Cluster) closeIdle() {
 		c.h1.closeIdle()
 	}
 	if c.h2 != nil {
-		c.h2.CloseIdleConnections()
+		c.h2.CloseIdleConnections() //nolint:staticcheck // x/net/http2, see newCluster
 	}
 }
 
@@ -480,7 +485,7 @@ func (c *Cluster) RoundTripUpstream(req *http.Request, h Host, up *UpstreamInfo)
 			}))
 		}
 		if h2 {
-			resp, err = c.h2.RoundTrip(req)
+			resp, err = c.h2.RoundTrip(req) //nolint:staticcheck // x/net/http2, see newCluster
 		} else {
 			resp, err = c.transport.RoundTrip(req)
 		}

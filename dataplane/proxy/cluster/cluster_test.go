@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/netip"
 	"strings"
@@ -101,7 +102,7 @@ func TestRoundRobinSkipsUnhealthyAndEDSUpdatesMembership(t *testing.T) {
 	}
 	m.ApplyCDS([]*Config{cfg})
 	c, _ := m.Get("outbound|80||a")
-	if _, err := c.Pick(netip.AddrPort{}); err != ErrNoHealthyUpstream {
+	if _, err := c.Pick(netip.AddrPort{}); !errors.Is(err, ErrNoHealthyUpstream) {
 		t.Errorf("Pick before EDS = %v, want no healthy upstream", err)
 	}
 	hosts, err := CompileAssignment(cla("outbound|80||a", []corev3.HealthStatus{corev3.HealthStatus_HEALTHY, corev3.HealthStatus_UNHEALTHY, corev3.HealthStatus_UNKNOWN},

@@ -10,7 +10,6 @@ package cluster
 import (
 	"errors"
 	"fmt"
-	"github.com/meshlab/meshlab/dataplane/proxy/filters/peer"
 	"net"
 	"net/netip"
 	"time"
@@ -22,6 +21,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/fieldcheck"
+	"github.com/meshlab/meshlab/dataplane/proxy/filters/peer"
 	"github.com/meshlab/meshlab/dataplane/proxy/tlsctx"
 )
 
@@ -214,10 +214,10 @@ func (cfg *Config) fill(c *clusterv3.Cluster) error {
 			cfg.MaxRequestsPerConnection = m.GetValue()
 		}
 	}
-	if c.GetHttp2ProtocolOptions() != nil {
+	if c.GetHttp2ProtocolOptions() != nil { //nolint:staticcheck // Envoy still honours the deprecated http2_protocol_options
 		cfg.HTTP2 = true
 	}
-	if m := c.GetMaxRequestsPerConnection(); m != nil && cfg.MaxRequestsPerConnection == 0 {
+	if m := c.GetMaxRequestsPerConnection(); m != nil && cfg.MaxRequestsPerConnection == 0 { //nolint:staticcheck // Envoy still honours the deprecated field
 		cfg.MaxRequestsPerConnection = m.GetValue()
 	}
 	cfg.PanicThreshold = 50

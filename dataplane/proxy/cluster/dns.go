@@ -47,7 +47,7 @@ func NewDNSResolver(server string) Resolver {
 
 func (cfg *Config) fillDNS(c *clusterv3.Cluster) error {
 	d := &DNSConfig{RefreshRate: 5 * time.Second}
-	if r := c.GetDnsRefreshRate(); r != nil {
+	if r := c.GetDnsRefreshRate(); r != nil { //nolint:staticcheck // Istio still sends the deprecated dns_refresh_rate and Envoy honours it
 		d.RefreshRate = r.AsDuration()
 	}
 	switch c.GetDnsLookupFamily() {

@@ -63,7 +63,7 @@ func TestStrictDNSResolvesLabNamesAndFollowsChanges(t *testing.T) {
 		{HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: sock("10.244.0.9", 9080)}}},
 	}
 	cfg, err := Compile(&clusterv3.Cluster{Name: "dns", ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STRICT_DNS},
-		DnsLookupFamily: clusterv3.Cluster_V4_ONLY, DnsRefreshRate: durationpb.New(20 * time.Millisecond), RespectDnsTtl: true, LoadAssignment: la})
+		DnsLookupFamily: clusterv3.Cluster_V4_ONLY, DnsRefreshRate: durationpb.New(20 * time.Millisecond), RespectDnsTtl: true, LoadAssignment: la}) //nolint:staticcheck // Istio sends the deprecated dns_refresh_rate
 	if err != nil {
 		t.Fatal(err)
 	}

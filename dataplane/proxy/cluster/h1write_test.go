@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bufio"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -53,7 +54,7 @@ func TestWriteRequestAsEnvoysCodec(t *testing.T) {
 				t.Errorf("wrote %q\nwant  %q", b.String(), tc.want)
 			}
 			// What was written is a request net/http reads back.
-			if _, err := http.ReadRequest(bufio.NewReader(strings.NewReader(b.String()))); err != nil && err != io.EOF {
+			if _, err := http.ReadRequest(bufio.NewReader(strings.NewReader(b.String()))); err != nil && !errors.Is(err, io.EOF) {
 				t.Errorf("written request does not parse: %v", err)
 			}
 		})

@@ -60,7 +60,7 @@ func TestCompileUpstreamHTTP2ProtocolOptions(t *testing.T) {
 			if tc.opts != nil {
 				c.TypedExtensionProtocolOptions = protocolOptions(t, tc.opts)
 			}
-			c.Http2ProtocolOptions = tc.legacy
+			c.Http2ProtocolOptions = tc.legacy //nolint:staticcheck // the deprecated field Envoy still honours is one of the cases
 			cfg, err := Compile(c)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {

@@ -38,22 +38,18 @@ type target struct {
 }
 
 var targets = []target{
-	{"meshlab-proxy", func(t *testing.T) []string { return []string{meshlabBin(t), "proxy"} }},
+	{"meshlab-proxy", func(t *testing.T) []string {
+		t.Helper()
+		return []string{meshlabBin(t), "proxy"}
+	}},
 	{"envoy", func(t *testing.T) []string {
+		t.Helper()
 		p, err := exec.LookPath("envoy")
 		if err != nil {
 			t.Skip("envoy not on PATH")
 		}
 		return []string{p}
 	}},
-}
-
-// forEachTarget runs fn as a subtest per target.
-func forEachTarget(t *testing.T, fn func(t *testing.T, argv []string)) {
-	t.Helper()
-	for _, tg := range targets {
-		t.Run(tg.name, func(t *testing.T) { fn(t, tg.argv(t)) })
-	}
 }
 
 // meshlabBin builds the meshlab binary once.
@@ -68,7 +64,7 @@ func meshlabBin(t *testing.T) string {
 		binPath = filepath.Join(dir, "meshlab")
 		out, err := exec.Command("go", "build", "-o", binPath, "../../../cmd/meshlab").CombinedOutput()
 		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
 		}
 	})
 	if buildErr != nil {
@@ -100,9 +96,7 @@ func run(t *testing.T, argv []string, args ...string) (int, string, string) {
 
 // proc is a running proxy.
 type proc struct {
-	admin     string // host:port of the admin listener
-	listener  string // host:port of the HTTP listener
-	accessLog string // path of the access log file
+	admin string // host:port of the admin listener
 }
 
 // start starts the target serving bootstrap and waits for its admin address. Cleanup

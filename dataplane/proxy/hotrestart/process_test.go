@@ -176,11 +176,6 @@ type epoch struct {
 	adminTxt string
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	bytes.Buffer
-}
-
 func (l *lab) start(n uint32, neverLive bool) *epoch {
 	l.t.Helper()
 	adminPath := filepath.Join(l.dir, fmt.Sprintf("admin-%d-%d", n, time.Now().UnixNano()))
@@ -270,6 +265,7 @@ type serverInfo struct {
 }
 
 func (e *epoch) info(t *testing.T) (serverInfo, error) {
+	t.Helper()
 	var si serverInfo
 	body, err := e.l.get(e.admin(t), "/server_info")
 	if err != nil {
@@ -323,6 +319,7 @@ type load struct {
 }
 
 func (l *lab) startLoad(t *testing.T, addr string, workers int) *load {
+	t.Helper()
 	ld := &load{stop: make(chan struct{})}
 	for range workers {
 		tr := l.transport()

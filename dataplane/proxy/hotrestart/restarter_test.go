@@ -17,6 +17,7 @@ import (
 // testBaseID returns a base id no other test (or test process) uses, since abstract
 // socket names are shared by everything in the network namespace.
 func testBaseID(t *testing.T) uint32 {
+	t.Helper()
 	h := fnv.New32a()
 	h.Write([]byte(t.Name()))
 	return (uint32(os.Getpid())%20000)*20000 + h.Sum32()%20000 + 100000000

@@ -96,7 +96,7 @@ func (r *Route) compileRouteAction(a *routev3.RouteAction, vh *VirtualHost) erro
 			r.Timeout = md
 		}
 	}
-	if v := a.GetMaxGrpcTimeout(); v != nil {
+	if v := a.GetMaxGrpcTimeout(); v != nil { //nolint:staticcheck // Envoy still honours the deprecated max_grpc_timeout
 		d := v.AsDuration()
 		r.GRPCTimeoutMax = &d
 	}
@@ -122,7 +122,7 @@ func (r *Route) compileRouteAction(a *routev3.RouteAction, vh *VirtualHost) erro
 		}
 		r.Weighted = append(r.Weighted, WeightedCluster{Name: w.GetName(), Weight: w.GetWeight().GetValue(), Headers: hm, HostRewrite: w.GetHostRewriteLiteral()})
 	}
-	if tw := a.GetWeightedClusters().GetTotalWeight(); tw != nil {
+	if tw := a.GetWeightedClusters().GetTotalWeight(); tw != nil { //nolint:staticcheck // Envoy still checks the deprecated total_weight
 		var sum uint64
 		for _, w := range r.Weighted {
 			sum += uint64(w.Weight)
@@ -420,7 +420,7 @@ func compileHeaderMutation(add []*corev3.HeaderValueOption, remove []string, fie
 			return hm, fmt.Errorf("%s[%d].header.value: command operators in header values are not supported by meshlab proxy", field, i)
 		}
 		op := headerOp{key: o.GetHeader().GetKey(), value: strings.ReplaceAll(v, "%%", "%"), action: o.GetAppendAction(), keepEmpty: o.GetKeepEmptyValue()}
-		if a := o.GetAppend(); a != nil {
+		if a := o.GetAppend(); a != nil { //nolint:staticcheck // Envoy still honours the deprecated append, over append_action
 			op.action = corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD
 			if a.GetValue() {
 				op.action = corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD

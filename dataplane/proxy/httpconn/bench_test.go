@@ -31,6 +31,7 @@ func BenchmarkForward(b *testing.B) {
 }
 
 func benchmarkForward(b *testing.B, mutate func(*hcmv3.HttpConnectionManager)) {
+	b.Helper()
 	up := backend(b, "up", nil)
 	m := &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"},
 		Headers: []*routev3.HeaderMatcher{present("x-absent", false, false)}}

@@ -41,49 +41,49 @@ type lab struct {
 	client  *http.Client
 }
 
-func mustAny(t testing.TB, m proto.Message) *anypb.Any {
-	t.Helper()
+func mustAny(tb testing.TB, m proto.Message) *anypb.Any {
+	tb.Helper()
 	a, err := anypb.New(m)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return a
 }
 
-func newLab(t testing.TB, clusters []*cluster.Config, routes ...*routev3.Route) *lab {
-	t.Helper()
-	return newLabHCM(t, nil, clusters, routes...)
+func newLab(tb testing.TB, clusters []*cluster.Config, routes ...*routev3.Route) *lab {
+	tb.Helper()
+	return newLabHCM(tb, nil, clusters, routes...)
 }
 
 // newLabHCM is newLab with the HCM changed by mutate before it is compiled.
-func newLabHCM(t testing.TB, mutate func(*hcmv3.HttpConnectionManager), clusters []*cluster.Config, routes ...*routev3.Route) *lab {
-	t.Helper()
-	l := &lab{store: stats.NewStore(), logPath: filepath.Join(t.TempDir(), "access.log")}
+func newLabHCM(tb testing.TB, mutate func(*hcmv3.HttpConnectionManager), clusters []*cluster.Config, routes ...*routev3.Route) *lab {
+	tb.Helper()
+	l := &lab{store: stats.NewStore(), logPath: filepath.Join(tb.TempDir(), "access.log")}
 	cm := cluster.NewManager(l.store)
 	cm.AddStatic(clusters)
-	t.Cleanup(cm.Close)
+	tb.Cleanup(cm.Close)
 	hcm := &hcmv3.HttpConnectionManager{
 		StatPrefix: "lab",
 		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{Name: "r",
 			VirtualHosts: []*routev3.VirtualHost{{Name: "vh", Domains: []string{"*"}, Routes: routes,
 				ResponseHeadersToAdd: []*corev3.HeaderValueOption{{Header: &corev3.HeaderValue{Key: "x-vhost", Value: "yes"}}}}}}},
 		HttpFilters: []*hcmv3.HttpFilter{
-			{Name: "envoy.filters.http.fault", ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(t, &faultv3.HTTPFault{})}},
-			{Name: RouterFilterName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(t, &routerv3.Router{})}},
+			{Name: "envoy.filters.http.fault", ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(tb, &faultv3.HTTPFault{})}},
+			{Name: RouterFilterName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(tb, &routerv3.Router{})}},
 		},
 		AccessLog: []*accesslogv3.AccessLog{{Name: "envoy.access_loggers.file", ConfigType: &accesslogv3.AccessLog_TypedConfig{
-			TypedConfig: mustAny(t, &filev3.FileAccessLog{Path: l.logPath})}}},
+			TypedConfig: mustAny(tb, &filev3.FileAccessLog{Path: l.logPath})}}},
 	}
 	if mutate != nil {
 		mutate(hcm)
 	}
-	cfg, err := Compile(mustAny(t, hcm))
+	cfg, err := Compile(mustAny(tb, hcm))
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	l.addr = serveHCM(t, cfg, Deps{Routes: NewRouteStore(), Clusters: cm, Stats: l.store, Logger: testutil.Logger(t)})
+	l.addr = serveHCM(tb, cfg, Deps{Routes: NewRouteStore(), Clusters: cm, Stats: l.store, Logger: testutil.Logger(tb)})
 	l.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
-	t.Cleanup(l.client.CloseIdleConnections)
+	tb.Cleanup(l.client.CloseIdleConnections)
 	return l
 }
 
@@ -130,13 +130,13 @@ func (l *lab) waitLines(t *testing.T, n int) []string {
 }
 
 // backend is an httptest server answering with its name; fail decides 503s.
-func backend(t testing.TB, name string, h http.HandlerFunc) string {
-	t.Helper()
+func backend(tb testing.TB, name string, h http.HandlerFunc) string {
+	tb.Helper()
 	if h == nil {
 		h = func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, name) }
 	}
 	s := httptest.NewServer(h)
-	t.Cleanup(s.Close)
+	tb.Cleanup(s.Close)
 	return s.Listener.Addr().String()
 }
 

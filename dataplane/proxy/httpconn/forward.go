@@ -120,7 +120,7 @@ func (rt *router) forward(x *exchange, cl *cluster.Cluster) int {
 				continue
 			}
 		}
-		if retries > 0 && a.kind == failNone && !(policy != nil && policy.retriableStatus(a.resp.StatusCode, a.resp.Header)) {
+		if retries > 0 && a.kind == failNone && (policy == nil || !policy.retriableStatus(a.resp.StatusCode, a.resp.Header)) {
 			cl.Stats().UpstreamRqRetrySuccess.Inc()
 		}
 		if a.kind != failNone {

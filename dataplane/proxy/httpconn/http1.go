@@ -248,7 +248,7 @@ func (c *h1Conn) serveOne(ctx context.Context, deps Deps) bool {
 		// A body the upstream transport already closed was drained by its Close
 		// (net/http reads a server-side request body to its end on Close): the
 		// connection is positioned at the next request.
-		if n > maxDrainBody || (err != nil && err != io.EOF && !errors.Is(err, http.ErrBodyReadAfterClose)) {
+		if n > maxDrainBody || (err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, http.ErrBodyReadAfterClose)) {
 			return false
 		}
 		_ = req.Body.Close()

@@ -2,6 +2,7 @@ package httpconn
 
 import (
 	"bufio"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -35,7 +36,8 @@ func rawExchange(t *testing.T, addr, raw string, idle time.Duration) (got string
 		_ = c.SetReadDeadline(time.Now().Add(idle))
 		n, err := c.Read(buf)
 		b.Write(buf[:n])
-		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
 			return b.String(), true
 		}
 		if err != nil {

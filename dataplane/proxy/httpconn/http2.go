@@ -44,8 +44,11 @@ func serveHTTP2(ctx context.Context, cfg *Config, deps Deps, conn net.Conn, hand
 		streams = DefaultMaxConcurrentStreams
 	}
 	base := &http.Server{Handler: handler, ErrorLog: log.New(io.Discard, "", 0)}
-	h2s := &http2.Server{MaxConcurrentStreams: streams, IdleTimeout: cfg.IdleTimeout}
-	if err := http2.ConfigureServer(base, h2s); err != nil {
+	// x/net/http2 rather than net/http: the proxy serves one already-accepted connection
+	// whose frames it watches and answers (GOAWAY on drain), which needs ServeConn; net/http
+	// has no per-connection equivalent.
+	h2s := &http2.Server{MaxConcurrentStreams: streams, IdleTimeout: cfg.IdleTimeout} //nolint:staticcheck // SA1019: see above
+	if err := http2.ConfigureServer(base, h2s); err != nil {                          //nolint:staticcheck // SA1019: see above
 		deps.Logger.Debug("configure http2 server", "err", err)
 		_ = conn.Close()
 		return
@@ -95,5 +98,5 @@ func serveHTTP2(ctx context.Context, cfg *Config, deps Deps, conn net.Conn, hand
 			}
 		}()
 	}
-	h2s.ServeConn(wire, &http2.ServeConnOpts{Context: ctx, BaseConfig: base, Handler: handler})
+	h2s.ServeConn(wire, &http2.ServeConnOpts{Context: ctx, BaseConfig: base, Handler: handler}) //nolint:staticcheck // SA1019: see ConfigureServer above
 }

@@ -36,14 +36,14 @@ import (
 )
 
 // h2cBackend is an upstream speaking h2c with prior knowledge (and HTTP/1.1).
-func h2cBackend(t testing.TB, h http.HandlerFunc) string {
-	t.Helper()
+func h2cBackend(tb testing.TB, h http.HandlerFunc) string {
+	tb.Helper()
 	s := httptest.NewUnstartedServer(h)
 	s.Config.Protocols = new(http.Protocols)
 	s.Config.Protocols.SetHTTP1(true)
 	s.Config.Protocols.SetUnencryptedHTTP2(true)
 	s.Start()
-	t.Cleanup(s.Close)
+	tb.Cleanup(s.Close)
 	return s.Listener.Addr().String()
 }
 
@@ -140,10 +140,8 @@ func compileTestHCM(t *testing.T, logPath string, routes ...*routev3.Route) *Con
 // h2cClient speaks HTTP/2 with prior knowledge over plaintext.
 func h2cClient(t *testing.T) *http.Client {
 	t.Helper()
-	tr := &http2.Transport{AllowHTTP: true, DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, network, addr)
-	}}
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetUnencryptedHTTP2(true)
 	t.Cleanup(tr.CloseIdleConnections)
 	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
 }
@@ -232,7 +230,8 @@ func TestH2OverTLSNegotiatedByALPN(t *testing.T) {
 	ts.Close()
 	p := newH2Proxy(t, []*cluster.Config{h2Cluster(t, "h2", nil, h2cBackend(t, protoEcho))}, nil,
 		&tls.Config{Certificates: certs, NextProtos: []string{"h2", "http/1.1"}}, 0)
-	tr := &http2.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}}
+	tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, Protocols: new(http.Protocols)}
+	tr.Protocols.SetHTTP2(true)
 	t.Cleanup(tr.CloseIdleConnections)
 	resp, body := doGet(t, &http.Client{Transport: tr}, "https://"+p.addr+"/")
 	if resp.StatusCode != 200 || resp.ProtoMajor != 2 || resp.TLS == nil || resp.TLS.NegotiatedProtocol != "h2" || !strings.Contains(body, "xfp=https") {

@@ -28,6 +28,7 @@ import (
 // istioFilters puts Istio's grpc_stats, istio.alpn and cors filters (as istiod builds
 // them) before the HCM's fault and router filters.
 func istioFilters(t *testing.T) func(*hcmv3.HttpConnectionManager) {
+	t.Helper()
 	return func(h *hcmv3.HttpConnectionManager) {
 		alpn := &alpnv2.FilterConfig{AlpnOverride: []*alpnv2.FilterConfig_AlpnOverride{
 			{UpstreamProtocol: alpnv2.FilterConfig_HTTP10, AlpnOverride: []string{"istio-http/1.0", "istio", "http/1.0"}},

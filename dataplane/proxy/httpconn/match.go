@@ -104,6 +104,7 @@ type headerMatcher struct {
 func compileHeaderMatcher(h *routev3.HeaderMatcher) (*headerMatcher, error) {
 	hm := &headerMatcher{name: strings.ToLower(h.GetName()), invert: h.GetInvertMatch()}
 	var sm *matcherv3.StringMatcher
+	//nolint:staticcheck // reads the deprecated exact/prefix/suffix/contains/safe_regex matchers, which Envoy still honours
 	switch s := h.GetHeaderMatchSpecifier().(type) {
 	case *routev3.HeaderMatcher_StringMatch:
 		sm = s.StringMatch

@@ -40,8 +40,8 @@ func present(name string, p, invert bool) *routev3.HeaderMatcher {
 	return &routev3.HeaderMatcher{Name: name, InvertMatch: invert, HeaderMatchSpecifier: &routev3.HeaderMatcher_PresentMatch{PresentMatch: p}}
 }
 
-func matcherTable(t testing.TB) *RouteTable {
-	t.Helper()
+func matcherTable(tb testing.TB) *RouteTable {
+	tb.Helper()
 	routes := []*routev3.Route{
 		direct("exact-header", &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}, Headers: []*routev3.HeaderMatcher{hdr("end-user", sm("exact", "jason", false), false)}}),
 		direct("prefix-ci-header", &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}, Headers: []*routev3.HeaderMatcher{hdr("x-version", sm("prefix", "V2", true), false)}}),
@@ -62,7 +62,7 @@ func matcherTable(t testing.TB) *RouteTable {
 	}
 	table, err := CompileRoutes(&routev3.RouteConfiguration{Name: "m", VirtualHosts: []*routev3.VirtualHost{{Name: "vh", Domains: []string{"*"}, Routes: routes}}})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return table
 }

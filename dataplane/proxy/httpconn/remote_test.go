@@ -37,7 +37,8 @@ func TestRemoteAddressFromXForwardedFor(t *testing.T) {
 				t.Fatal(err)
 			}
 			f.AccessLogFormat = &filev3.FileAccessLog_LogFormat{LogFormat: &corev3.SubstitutionFormatString{
-				Format: &corev3.SubstitutionFormatString_TextFormat{TextFormat: "%RESPONSE_CODE% %DOWNSTREAM_REMOTE_ADDRESS% %DOWNSTREAM_DIRECT_REMOTE_ADDRESS_WITHOUT_PORT%\n"}}}
+				Format: &corev3.SubstitutionFormatString_TextFormatSource{TextFormatSource: &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{
+					InlineString: "%RESPONSE_CODE% %DOWNSTREAM_REMOTE_ADDRESS% %DOWNSTREAM_DIRECT_REMOTE_ADDRESS_WITHOUT_PORT%\n"}}}}}
 			h.AccessLog[0].ConfigType = &accesslogv3.AccessLog_TypedConfig{TypedConfig: mustAny(t, &f)}
 		})
 		resp, _ := l.get(t, "/", "X-Forwarded-For", "198.51.100.7, 203.0.113.9")

@@ -26,11 +26,11 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // serveHCM runs ServeConn for every connection to a 127.0.0.1 listener until the test ends.
-func serveHCM(t testing.TB, cfg *Config, deps Deps) string {
-	t.Helper()
+func serveHCM(tb testing.TB, cfg *Config, deps Deps) string {
+	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -50,7 +50,7 @@ func serveHCM(t testing.TB, cfg *Config, deps Deps) string {
 			}()
 		}
 	}()
-	t.Cleanup(func() {
+	tb.Cleanup(func() {
 		cancel()
 		ln.Close()
 		wg.Wait()
@@ -58,8 +58,8 @@ func serveHCM(t testing.TB, cfg *Config, deps Deps) string {
 	return ln.Addr().String()
 }
 
-func staticCluster(t testing.TB, name string, hosts ...string) *cluster.Config {
-	t.Helper()
+func staticCluster(tb testing.TB, name string, hosts ...string) *cluster.Config {
+	tb.Helper()
 	var lbs []*endpointv3.LbEndpoint
 	for _, h := range hosts {
 		ap := netip.MustParseAddrPort(h)
@@ -75,7 +75,7 @@ func staticCluster(t testing.TB, name string, hosts ...string) *cluster.Config {
 		LoadAssignment: &endpointv3.ClusterLoadAssignment{ClusterName: name, Endpoints: []*endpointv3.LocalityLbEndpoints{{LbEndpoints: lbs}}},
 	})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return cfg
 }

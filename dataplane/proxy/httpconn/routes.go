@@ -437,6 +437,3 @@ func (s *RouteStore) Replace(tables map[string]*RouteTable) {
 	defer s.mu.Unlock()
 	s.tables = tables
 }
-
-// statusText is used for local replies' reason phrases.
-var statusText = http.StatusText

@@ -23,13 +23,15 @@ import (
 const connFieldsFormat = "%RESPONSE_CODE% %FILTER_CHAIN_NAME% %REQUESTED_SERVER_NAME% %UPSTREAM_LOCAL_ADDRESS% %UPSTREAM_TRANSPORT_FAILURE_REASON%\n"
 
 func logFormat(t *testing.T, format string) func(*hcmv3.HttpConnectionManager) {
+	t.Helper()
 	return func(h *hcmv3.HttpConnectionManager) {
 		var f filev3.FileAccessLog
 		if err := h.AccessLog[0].GetTypedConfig().UnmarshalTo(&f); err != nil {
 			t.Fatal(err)
 		}
 		f.AccessLogFormat = &filev3.FileAccessLog_LogFormat{LogFormat: &corev3.SubstitutionFormatString{
-			Format: &corev3.SubstitutionFormatString_TextFormat{TextFormat: format}}}
+			Format: &corev3.SubstitutionFormatString_TextFormatSource{TextFormatSource: &corev3.DataSource{
+				Specifier: &corev3.DataSource_InlineString{InlineString: format}}}}}
 		h.AccessLog[0].ConfigType = &accesslogv3.AccessLog_TypedConfig{TypedConfig: mustAny(t, &f)}
 	}
 }

@@ -8,6 +8,8 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
@@ -33,7 +35,10 @@ func TestHTTP2OverMutualTLSByALPN(t *testing.T) {
 	client := newProxyUnderTest(t, ca, frontendID)
 	up := staticCluster(t, "outbound|8080||backend", inbound, tlstest.Socket(t, &tlsv3.UpstreamTlsContext{
 		CommonTlsContext: tlstest.IstioCommon([]string{"istio-h2", "istio", "h2"}, tlstest.Exact(backendID))}))
-	up.Proto.Http2ProtocolOptions = &corev3.Http2ProtocolOptions{}
+	// HTTP/2 upstream as Istio asks for it: explicit http2 in the upstream HTTP protocol options.
+	up.Proto.TypedExtensionProtocolOptions = map[string]*anypb.Any{"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": mustAny(t, &httpv3.HttpProtocolOptions{
+		UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
+			ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: &corev3.Http2ProtocolOptions{}}}}})}
 	up, err := cluster.Compile(up.Proto)
 	if err != nil {
 		t.Fatal(err)

@@ -18,18 +18,19 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func mustAny(t testing.TB, m proto.Message) *anypb.Any {
-	t.Helper()
+func mustAny(tb testing.TB, m proto.Message) *anypb.Any {
+	tb.Helper()
 	a, err := anypb.New(m)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return a
 }
 
-func tcpFilter(t testing.TB, cluster string) []*listenerv3.Filter {
+func tcpFilter(tb testing.TB, cluster string) []*listenerv3.Filter {
+	tb.Helper()
 	return []*listenerv3.Filter{{Name: "envoy.filters.network.tcp_proxy", ConfigType: &listenerv3.Filter_TypedConfig{
-		TypedConfig: mustAny(t, &tcpv3.TcpProxy{StatPrefix: cluster, ClusterSpecifier: &tcpv3.TcpProxy_Cluster{Cluster: cluster}}),
+		TypedConfig: mustAny(tb, &tcpv3.TcpProxy{StatPrefix: cluster, ClusterSpecifier: &tcpv3.TcpProxy_Cluster{Cluster: cluster}}),
 	}}}
 }
 
@@ -43,20 +44,21 @@ func cidr(p string, l uint32) *corev3.CidrRange {
 	return &corev3.CidrRange{AddressPrefix: p, PrefixLen: wrapperspb.UInt32(l)}
 }
 
-func baseListener(t testing.TB) *listenerv3.Listener {
+func baseListener(tb testing.TB) *listenerv3.Listener {
+	tb.Helper()
 	return &listenerv3.Listener{
 		Name: "l", Address: addr("0.0.0.0", 15006),
 		FilterChains: []*listenerv3.FilterChain{
-			{Name: "port-8080", FilterChainMatch: &listenerv3.FilterChainMatch{DestinationPort: wrapperspb.UInt32(8080)}, Filters: tcpFilter(t, "a")},
+			{Name: "port-8080", FilterChainMatch: &listenerv3.FilterChainMatch{DestinationPort: wrapperspb.UInt32(8080)}, Filters: tcpFilter(tb, "a")},
 			{Name: "port-8080-10.1/16", FilterChainMatch: &listenerv3.FilterChainMatch{DestinationPort: wrapperspb.UInt32(8080),
-				PrefixRanges: []*corev3.CidrRange{cidr("10.1.0.0", 16)}}, Filters: tcpFilter(t, "b")},
+				PrefixRanges: []*corev3.CidrRange{cidr("10.1.0.0", 16)}}, Filters: tcpFilter(tb, "b")},
 			{Name: "port-8080-10.1.2/24", FilterChainMatch: &listenerv3.FilterChainMatch{DestinationPort: wrapperspb.UInt32(8080),
-				PrefixRanges: []*corev3.CidrRange{cidr("10.1.2.0", 24)}}, Filters: tcpFilter(t, "c")},
+				PrefixRanges: []*corev3.CidrRange{cidr("10.1.2.0", 24)}}, Filters: tcpFilter(tb, "c")},
 			{Name: "src-192.168", FilterChainMatch: &listenerv3.FilterChainMatch{
-				SourcePrefixRanges: []*corev3.CidrRange{cidr("192.168.0.0", 16)}}, Filters: tcpFilter(t, "d")},
-			{Name: "catch-all", Filters: tcpFilter(t, "e")},
+				SourcePrefixRanges: []*corev3.CidrRange{cidr("192.168.0.0", 16)}}, Filters: tcpFilter(tb, "d")},
+			{Name: "catch-all", Filters: tcpFilter(tb, "e")},
 			{Name: "port-9090-10.9/16", FilterChainMatch: &listenerv3.FilterChainMatch{DestinationPort: wrapperspb.UInt32(9090),
-				PrefixRanges: []*corev3.CidrRange{cidr("10.9.0.0", 16)}}, Filters: tcpFilter(t, "f")},
+				PrefixRanges: []*corev3.CidrRange{cidr("10.9.0.0", 16)}}, Filters: tcpFilter(tb, "f")},
 		},
 	}
 }

@@ -68,6 +68,7 @@ func principalIs(id string) *rbacv3.Principal {
 var anyPermission = &rbacv3.Permission{Rule: &rbacv3.Permission_Any{Any: true}}
 
 func tlsInspector(t *testing.T) []*listenerv3.ListenerFilter {
+	t.Helper()
 	return []*listenerv3.ListenerFilter{{Name: tlsctx.InspectorName, ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: mustAny(t, &tlsinspv3.TlsInspector{})}}}
 }
 
@@ -136,6 +137,7 @@ func TestAutoMTLSToStrictInboundWithNetworkRBAC(t *testing.T) {
 }
 
 func httpRBAC(t *testing.T, action rbacv3.RBAC_Action, policies map[string]*rbacv3.Policy) *hcmv3.HttpFilter {
+	t.Helper()
 	return &hcmv3.HttpFilter{Name: "envoy.filters.http.rbac", ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(t, &httprbacv3.RBAC{
 		Rules: &rbacv3.RBAC{Action: action, Policies: policies},
 	})}}

@@ -23,6 +23,7 @@ import (
 )
 
 func directHCM(t *testing.T, prefix, body string) []*listenerv3.Filter {
+	t.Helper()
 	h := &hcmv3.HttpConnectionManager{
 		StatPrefix: prefix,
 		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{

@@ -28,6 +28,7 @@ import (
 
 // routeHCM routes every request to cluster and logs flags and details to logPath.
 func routeHCM(t *testing.T, cluster, logPath string, mutate ...func(*hcmv3.HttpConnectionManager)) []*listenerv3.Filter {
+	t.Helper()
 	h := &hcmv3.HttpConnectionManager{
 		StatPrefix: "outbound",
 		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{

@@ -49,8 +49,8 @@ func TestAccessLogHasFilterChainSNIAndUpstreamLocalAddress(t *testing.T) {
 	cm.AddStatic([]*cluster.Config{staticCluster(t, "up", ln.Addr().String())})
 	logPath := filepath.Join(t.TempDir(), "tcp.log")
 	fl, _ := anypb.New(&filev3.FileAccessLog{Path: logPath, AccessLogFormat: &filev3.FileAccessLog_LogFormat{LogFormat: &corev3.SubstitutionFormatString{
-		Format: &corev3.SubstitutionFormatString_TextFormat{
-			TextFormat: "%FILTER_CHAIN_NAME% %REQUESTED_SERVER_NAME% %UPSTREAM_LOCAL_ADDRESS% %UPSTREAM_TRANSPORT_FAILURE_REASON%\n"}}}})
+		Format: &corev3.SubstitutionFormatString_TextFormatSource{TextFormatSource: &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{
+			InlineString: "%FILTER_CHAIN_NAME% %REQUESTED_SERVER_NAME% %UPSTREAM_LOCAL_ADDRESS% %UPSTREAM_TRANSPORT_FAILURE_REASON%\n"}}}}}})
 	a, err := anypb.New(&tcpv3.TcpProxy{StatPrefix: "t", ClusterSpecifier: &tcpv3.TcpProxy_Cluster{Cluster: "up"},
 		AccessLog: []*accesslogv3.AccessLog{{Name: "envoy.access_loggers.file", ConfigType: &accesslogv3.AccessLog_TypedConfig{TypedConfig: fl}}}})
 	if err != nil {

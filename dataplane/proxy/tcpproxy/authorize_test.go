@@ -80,8 +80,8 @@ func TestNetworkFilterDenialIsLoggedByTCPProxy(t *testing.T) {
 			cm.AddStatic([]*cluster.Config{staticCluster(t, "up", upAddr)})
 			logPath := filepath.Join(t.TempDir(), "tcp.log")
 			fl, _ := anypb.New(&filev3.FileAccessLog{Path: logPath, AccessLogFormat: &filev3.FileAccessLog_LogFormat{LogFormat: &corev3.SubstitutionFormatString{
-				Format: &corev3.SubstitutionFormatString_TextFormat{
-					TextFormat: "%CONNECTION_TERMINATION_DETAILS% %UPSTREAM_CLUSTER% %UPSTREAM_HOST% %BYTES_RECEIVED% %BYTES_SENT% %RESPONSE_FLAGS%\n"}}}})
+				Format: &corev3.SubstitutionFormatString_TextFormatSource{TextFormatSource: &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{
+					InlineString: "%CONNECTION_TERMINATION_DETAILS% %UPSTREAM_CLUSTER% %UPSTREAM_HOST% %BYTES_RECEIVED% %BYTES_SENT% %RESPONSE_FLAGS%\n"}}}}}})
 			a, err := anypb.New(&tcpv3.TcpProxy{StatPrefix: "t", ClusterSpecifier: &tcpv3.TcpProxy_Cluster{Cluster: "up"},
 				AccessLog: []*accesslogv3.AccessLog{{Name: "envoy.access_loggers.file", ConfigType: &accesslogv3.AccessLog_TypedConfig{TypedConfig: fl}}}})
 			if err != nil {

@@ -200,7 +200,7 @@ func (c *Context) fillCommon(common *tlsv3.CommonTlsContext) error {
 		c.ValidationSecret = vsds.GetName()
 		c.Sources[c.ValidationSecret] = src
 	}
-	for _, m := range def.GetMatchSubjectAltNames() {
+	for _, m := range def.GetMatchSubjectAltNames() { //nolint:staticcheck // Envoy still honours this deprecated field, so the stand-in must too
 		c.SANs = append(c.SANs, stringMatcher("", m))
 	}
 	for _, m := range def.GetMatchTypedSubjectAltNames() {

@@ -7,13 +7,13 @@ import (
 )
 
 // storeWith compiles secrets into a new Store.
-func storeWith(t testing.TB, secrets ...*tlsv3.Secret) *Store {
-	t.Helper()
+func storeWith(tb testing.TB, secrets ...*tlsv3.Secret) *Store {
+	tb.Helper()
 	st := NewStore()
 	for _, s := range secrets {
 		sec, err := CompileSecret(s, "v1")
 		if err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
 		st.Set(sec)
 	}

@@ -26,13 +26,16 @@ var (
 	prefix      = tlstest.Prefix
 )
 
-func socket(t testing.TB, m proto.Message) *corev3.TransportSocket { return tlstest.Socket(t, m) }
+func socket(tb testing.TB, m proto.Message) *corev3.TransportSocket {
+	tb.Helper()
+	return tlstest.Socket(tb, m)
+}
 
-func mustCompile(t testing.TB, ts *corev3.TransportSocket, server bool) *Context {
-	t.Helper()
+func mustCompile(tb testing.TB, ts *corev3.TransportSocket, server bool) *Context {
+	tb.Helper()
 	c, err := Compile(ts, server)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return c
 }

@@ -39,11 +39,11 @@ func IstioCommon(alpn []string, sans ...*matcherv3.StringMatcher) *tlsv3.CommonT
 }
 
 // Socket wraps a DownstreamTlsContext or UpstreamTlsContext in Envoy's TLS transport socket.
-func Socket(t testing.TB, m proto.Message) *corev3.TransportSocket {
-	t.Helper()
+func Socket(tb testing.TB, m proto.Message) *corev3.TransportSocket {
+	tb.Helper()
 	a, err := anypb.New(m)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return &corev3.TransportSocket{Name: "envoy.transport_sockets.tls", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: a}}
 }

@@ -29,11 +29,11 @@ type CA struct {
 var serial atomic.Int64
 
 // NewCA returns a new root valid for an hour around now.
-func NewCA(t testing.TB) *CA {
-	t.Helper()
+func NewCA(tb testing.TB) *CA {
+	tb.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{Organization: []string{"cluster.local"}},
@@ -42,18 +42,18 @@ func NewCA(t testing.TB) *CA {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	cert, _ := x509.ParseCertificate(der)
 	return &CA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
 }
 
 // Leaf returns a tls_certificate secret named name whose URI SAN is the SPIFFE ID id.
-func (ca *CA) Leaf(t testing.TB, name, id string) *tlsv3.Secret {
-	t.Helper()
+func (ca *CA) Leaf(tb testing.TB, name, id string) *tlsv3.Secret {
+	tb.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	u, _ := url.Parse(id)
 	tmpl := &x509.Certificate{
@@ -63,7 +63,7 @@ func (ca *CA) Leaf(t testing.TB, name, id string) *tlsv3.Secret {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	kder, _ := x509.MarshalECPrivateKey(key)
 	return &tlsv3.Secret{Name: name, Type: &tlsv3.Secret_TlsCertificate{TlsCertificate: &tlsv3.TlsCertificate{
