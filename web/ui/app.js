@@ -160,6 +160,19 @@ function bezier(p, t) {
   return { x: f(0), y: f(1) };
 }
 
+// textWidth measures a label as the page draws it (11px, the body's font) on a canvas,
+// which needs no layout: measuring the SVG text itself would force one per draw.
+let measureCtx = null, measureFont = "";
+function textWidth(text, bold) {
+  if (!measureCtx) {
+    measureCtx = document.createElement("canvas").getContext("2d");
+    measureFont = "11px " + getComputedStyle(document.body).fontFamily;
+  }
+  const font = (bold ? "bold " : "") + measureFont;
+  if (measureCtx.font !== font) measureCtx.font = font;
+  return measureCtx.measureText(text).width;
+}
+
 function drawTopology(t) {
   const dead = state.dead;
   const podService = {}, podInfo = {};
@@ -254,19 +267,22 @@ function drawTopology(t) {
     const rate = `${(hl.rate * 100).toFixed(0)}% 5xx`;
     const label = dead ? "lab down: no data" : (hl.idle ? `idle, 0 rps · ${rate} of ${e.requests}` : `${hl.rps.toFixed(1)} rps · ${rate}`) +
       ` · ${e.mtls ? "mTLS" : "plaintext"}${e.denied > 0 ? ` · ${e.denied} denied` : ""}`;
-    const lw = label.length * (level === "bad" ? 6.9 : 6.3) + 8, lh = 15;
+    const lw = textWidth(label, level === "bad" || e.denied > 0) + 8, lh = 15;
     // Candidate spots along the curve, away from both ends (the arrowhead and the source
     // box): the middle first, then either side, above the line and then below it.
     // Edges fan out towards their targets, so spots past the middle tell them apart best;
     // a label never reaches into the last 18 px before the arrowhead.
     const lo = Math.min(pts[0][0], pts[3][0]) + 4, hi = Math.max(pts[0][0], pts[3][0]) - 18;
+    const top = Math.min(pts[0][1], pts[3][1]) - 2 * lh - 8, bottom = Math.max(pts[0][1], pts[3][1]) + 2 * lh + 8;
+    const right = Math.max(hi, lo + lw);
+    const near = obstacles.filter((o) => o.x < right && o.x + o.w > lo && o.y < bottom && o.y + o.h > top);
     let spot = null;
     for (const tt of [0.62, 0.5, 0.74, 0.4, 0.3]) {
       const c = bezier(pts, tt);
       const x = Math.max(lo, Math.min(hi - lw, c.x - lw / 2));
       for (const dy of [-lh - 3, 5, -2 * lh - 4, lh + 6]) {
         const r = { x, y: c.y + dy, w: lw, h: lh };
-        if (!obstacles.some((o) => boxesOverlap(o, r))) { spot = r; break; }
+        if (!near.some((o) => boxesOverlap(o, r))) { spot = r; break; }
       }
       if (spot) break;
     }
@@ -279,10 +295,6 @@ function drawTopology(t) {
   }
   svg.append(edgeLayer, labelLayer);
   $("topo-graph").replaceChildren(svg);
-  // Fit each label's backing to its text as drawn (all reads, then all writes).
-  const labels = [...labelLayer.children];
-  const widths = labels.map((g) => g.lastChild.getComputedTextLength());
-  labels.forEach((g, i) => { if (widths[i] > 0) g.firstChild.setAttribute("width", widths[i] + 8); });
   const svcsOf = {};
   for (const svc of t.services) for (const p of svc.pods) (svcsOf[p] = svcsOf[p] || []).push(svc.name);
   $("topo-pods").tBodies[0].replaceChildren(...t.pods.map((p) => h("tr", {},
