@@ -320,3 +320,22 @@ func TestEgressTLSOriginationTask(t *testing.T) {
 		"mode: SIMPLE\n        caCertificates: "+filepath.Join(paths.Dir, lab.WorldCAFile), 1))
 	eventually(t, l.name, "200", statusLine("200"), "-sS", "-o", "/dev/null", "-w", "%{http_code}\n", "http://edition.cnn.com/politics")
 }
+
+// A pod without a sidecar (the "legacy" namespace) reaches the outside world as any
+// Kubernetes pod reaches the Internet: the cluster DNS answers the site's name, and its
+// system trust verifies the site's certificate (curl without -k), straight from the app.
+func TestEgressWithoutSidecar(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	l := startLab(t, "testdata/kube-legacy.yaml")
+	r := curlIn(t, l.name, "-sS", "https://httpbin.org/headers")
+	if r.code != 0 || !strings.Contains(r.out, `"Host": "httpbin.org"`) {
+		t.Fatalf("curl https://httpbin.org/headers from a pod without a sidecar: exit %d\n%s", r.code, r.out)
+	}
+	if strings.Contains(r.out, "X-Envoy") {
+		t.Errorf("a pod without a sidecar went through a proxy:\n%s", r.out)
+	}
+	if r := curlIn(t, l.name, "-sS", "-o", "/dev/null", "-w", "%{http_code}", "http://edition.cnn.com/"); r.out != "301" {
+		t.Errorf("http://edition.cnn.com/ from a pod without a sidecar: exit %d %q, want 301", r.code, r.out)
+	}
+}
