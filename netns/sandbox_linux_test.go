@@ -2,6 +2,7 @@ package netns
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -58,7 +59,8 @@ exit 3`
 	go func() { done <- cmd.Wait() }()
 	select {
 	case err := <-done:
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 3 {
 			t.Fatalf("sandboxed app: %v, want exit status 3 (passed on by the init)\n%s", err, out.String())
 		}
 	case <-time.After(20 * time.Second):

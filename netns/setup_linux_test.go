@@ -18,8 +18,7 @@ import (
 // TestSetupNodeAndPods builds a node and two pods in throwaway namespaces and checks the
 // links, addresses and routes, pod-to-pod TCP, isolation from the host, and teardown.
 func TestSetupNodeAndPods(t *testing.T) {
-	testutil.RequireRoot(t)
-	t.Parallel()
+	testutil.RequireRoot(t) // not parallel: the steps after its subtests need them finished
 	prefix := testNames(t)
 	lab := prefix[len("ml-") : len(prefix)-1]
 	node := NodeConfig{Namespace: prefix + "node", Bridge: "mlbr0", Gateway: netip.MustParsePrefix("10.244.0.1/16")}

@@ -3,6 +3,7 @@ package repro
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -141,7 +142,7 @@ func TestCompareShowsNack(t *testing.T) {
 }
 
 func TestReadRefuses(t *testing.T) {
-	if _, err := Read([]byte("apiVersion: v1\nkind: Service\nmetadata: {name: x}\n")); err != ErrNoFacts {
+	if _, err := Read([]byte("apiVersion: v1\nkind: Service\nmetadata: {name: x}\n")); !errors.Is(err, ErrNoFacts) {
 		t.Fatalf("got %v", err)
 	}
 	bad := "apiVersion: meshlab.dev/v1alpha1\nkind: Lab\nmetadata:\n  annotations: {meshlab.dev/repro: '{'}\n"

@@ -61,6 +61,7 @@ func TestApplyRealKernel(t *testing.T) {
 	prefix := "ml-" + testutil.UniqueName(t) + "-"
 	for _, tt := range renderCases {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel() // each case has its own namespace
 			c := DefaultConfig()
 			tt.mutate(&c)
 			ns := newNamespace(t, prefix, tt.name)
@@ -211,8 +212,7 @@ func dial(t *testing.T, ns, addr string) (net.Conn, error) {
 
 // TestCaptureBehaviour proves the rules do what they say on real traffic.
 func TestCaptureBehaviour(t *testing.T) {
-	testutil.RequireRoot(t)
-	t.Parallel()
+	testutil.RequireRoot(t) // not parallel: its subtests share one listener and run in order
 	p := setupPods(t)
 	c := DefaultConfig()
 	// One listener on the outbound capture port serves every subtest: re-binding the port

@@ -114,8 +114,7 @@ func (l *testLab) apply(t *testing.T, c Config) {
 // node, the endpoint sees the node's address (masquerade), a service without endpoints is
 // refused, and re-applying with one endpoint leaves only that one.
 func TestVIPInNode(t *testing.T) {
-	testutil.RequireRoot(t)
-	t.Parallel()
+	testutil.RequireRoot(t) // not parallel: its subtests are steps over one node, in order
 	hostForward, err := os.ReadFile("/proc/sys/net/ipv4/ip_forward")
 	if err != nil {
 		t.Fatal(err)
