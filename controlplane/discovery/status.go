@@ -55,6 +55,9 @@ type nodeState struct {
 	streams int
 	delta   bool // its latest stream is a delta one
 	types   map[string]TypeStatus
+	// gone: the node left the mesh while its proxy was still connected (a removed pod
+	// draining); its state goes when its last stream closes.
+	gone bool
 }
 
 // streamState is what the tracker knows of one ADS stream.
@@ -221,18 +224,27 @@ func (t *tracker) onClosed(streamID int64, _ *core.Node) {
 		return
 	}
 	delete(t.streams, streamID)
-	t.node(st.node).streams--
+	n := t.node(st.node)
+	n.streams--
+	if n.gone && n.streams == 0 {
+		delete(t.nodes, st.node)
+	}
 	t.log.Info("proxy disconnected", "node", st.node, "stream", streamID)
 	t.emit(Event{Kind: EventDisconnected, NodeID: st.node})
 }
 
-// forget drops the state of nodes no longer in the mesh that have no open stream.
+// forget drops the state of nodes no longer in the mesh: now for those with no open
+// stream, when their last stream closes for the others.
 func (t *tracker) forget(ids []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, id := range ids {
-		if n, ok := t.nodes[id]; ok && n.streams == 0 {
-			delete(t.nodes, id)
+		if n, ok := t.nodes[id]; ok {
+			if n.streams == 0 {
+				delete(t.nodes, id)
+			} else {
+				n.gone = true
+			}
 		}
 	}
 }
