@@ -23,8 +23,12 @@ import (
 // when the proxy's snapshot has another version than the request's, or names a
 // subscribed resource the proxy was not sent yet; otherwise when a snapshot of another
 // version is set; answers to one proxy go out in type order (go-control-plane's
-// GetResponseType: endpoints, clusters, routes, listeners); a request naming a resource
-// the snapshot lacks is not answered until a snapshot has it.
+// GetResponseType: endpoints, clusters, routes, listeners). An RDS or EDS request naming
+// a resource the snapshot lacks is not answered until a snapshot has it (Envoy asks only
+// for what an LDS or CDS answer named). A named LDS or CDS request, as a proxyless gRPC
+// client sends (it subscribes by name, never by wildcard), is answered as istiod answers
+// it: with the named resources that exist, the others omitted, which an xDS client
+// takes to mean they do not exist (answeredAbsent).
 type sharedCache struct {
 	cachev3.SnapshotCache
 
@@ -160,9 +164,12 @@ func (c *sharedCache) CreateWatch(req *cachev3.Request, sub cachev3.Subscription
 }
 
 // unsent reports whether enc has a resource w subscribes to that the proxy was not sent.
+// For a named LDS or CDS subscription, a name the proxy was not answered about at all
+// (neither sent nor answered absent) counts too.
 func unsent(w sotwWatch, enc *encodedSnapshot) bool {
 	known := w.sub.ReturnedResources()
-	et := enc.types[w.req.GetTypeUrl()]
+	typ := w.req.GetTypeUrl()
+	et := enc.types[typ]
 	if w.sub.IsWildcard() {
 		for _, name := range et.names {
 			if _, ok := known[name]; !ok {
@@ -173,7 +180,7 @@ func unsent(w sotwWatch, enc *encodedSnapshot) bool {
 	}
 	for name := range w.sub.SubscribedResources() {
 		if _, ok := known[name]; !ok {
-			if _, found := slices.BinarySearch(et.names, name); found {
+			if _, found := slices.BinarySearch(et.names, name); found || answersAbsent(typ) {
 				return true
 			}
 		}
@@ -181,18 +188,36 @@ func unsent(w sotwWatch, enc *encodedSnapshot) bool {
 	return false
 }
 
+// answeredAbsent is the version recorded in a subscription's returned resources for a
+// name a response omitted because the snapshot lacks it: the proxy was answered (so a
+// request that only repeats the name is not answered again), and any later snapshot,
+// having another version, answers it afresh.
+const answeredAbsent = ""
+
+// answersAbsent reports whether a request of type typ that names resources the snapshot
+// lacks is answered without them (LDS and CDS, as istiod answers them), rather than
+// held until a snapshot has them (RDS and EDS, as go-control-plane's ADS rule holds them).
+func answersAbsent(typ string) bool {
+	return typ == resource.ListenerType || typ == resource.ClusterType
+}
+
 // respond builds the answer to w from enc: every resource of the type, or those the
-// request names; nil when it names one enc lacks.
+// request names; for RDS and EDS nil when it names one enc lacks, for LDS and CDS
+// without it (answersAbsent).
 func respond(w sotwWatch, enc *encodedSnapshot) cachev3.Response {
 	typ := w.req.GetTypeUrl()
 	et := enc.types[typ]
 	out := &discoverypb.DiscoveryResponse{VersionInfo: enc.version, TypeUrl: typ}
 	returned := make(map[string]string, len(et.names))
-	if names := w.req.GetResourceNames(); len(names) > 0 {
+	if names := w.req.GetResourceNames(); len(names) > 0 && !slices.Contains(names, "*") {
 		for _, name := range names {
 			i, ok := slices.BinarySearch(et.names, name)
 			if !ok {
-				return nil
+				if !answersAbsent(typ) {
+					return nil
+				}
+				returned[name] = answeredAbsent
+				continue
 			}
 			if _, dup := returned[name]; !dup {
 				out.Resources = append(out.Resources, et.anys[i])
