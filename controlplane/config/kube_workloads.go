@@ -43,6 +43,8 @@ var kubeWorkloadKinds = map[string]string{
 // sidecar.istio.io/inject, and the namespace labels istio-injection and istio.io/rev.
 const (
 	injectLabel          = "sidecar.istio.io/inject"
+	// templatesAnnotation names the injection templates; grpc-agent is proxyless gRPC.
+	templatesAnnotation = "inject.istio.io/templates"
 	namespaceInjectLabel = "istio-injection"
 	revisionLabel        = "istio.io/rev"
 )
@@ -315,6 +317,17 @@ func injectChoice(meta metav1.ObjectMeta) *bool {
 	return &b
 }
 
+// grpcAgentTemplate reports whether annotations select Istio's grpc-agent injection
+// template (inject.istio.io/templates, a comma-separated list).
+func grpcAgentTemplate(annotations map[string]string) bool {
+	for t := range strings.SplitSeq(annotations[templatesAnnotation], ",") {
+		if strings.TrimSpace(t) == "grpc-agent" {
+			return true
+		}
+	}
+	return false
+}
+
 // namespaceInjects reports whether pods of namespace ns get a sidecar by default, from the
 // scenario's Namespace objects: the istio-injection label (enabled/disabled) or an
 // istio.io/rev label decide, as Istio's injector does; a declared Namespace without them
@@ -358,6 +371,7 @@ func injectPods(objs []*Object, pods []*model.Pod) {
 		} else {
 			p.Sidecar.Inject = namespaceInjects(p.Namespace, objs)
 		}
+		p.Sidecar.GRPCAgent = p.Sidecar.Inject && grpcAgentTemplate(o.kube.template.Annotations)
 	}
 }
 

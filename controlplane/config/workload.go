@@ -14,7 +14,8 @@ type ObjectMeta struct {
 	Name      string `json:"name"`
 	Namespace string `json:"namespace,omitempty"` // optional; "default"
 	// Labels and Annotations are accepted for familiarity; pods take their labels from
-	// spec.labels.
+	// spec.labels. One annotation is read, as on a Kubernetes pod template:
+	// inject.istio.io/templates: grpc-agent makes the pods proxyless gRPC.
 	Labels      map[string]string `json:"labels,omitempty"`
 	Annotations map[string]string `json:"annotations,omitempty"`
 }

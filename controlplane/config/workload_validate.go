@@ -47,6 +47,7 @@ func validateWorkload(w *Workload, p problems) []*model.Pod {
 	ports := workloadPorts(spec.Ports, p)
 	app := appSpec(spec, p)
 	sidecar := sidecarSpec(spec.Sidecar, p)
+	sidecar.GRPCAgent = sidecar.Inject && grpcAgentTemplate(w.Metadata.Annotations)
 	names := podNames(w.Metadata.Name, replicas)
 	for _, name := range names {
 		if len(name) > maxPodName {

@@ -135,13 +135,18 @@ type SidecarSpec struct {
 	// BootstrapOverride is a validated JSON fragment of an Envoy Bootstrap merged into
 	// the proxy's bootstrap ("" = none).
 	BootstrapOverride string
+	// GRPCAgent reports whether the pod is injected with Istio's grpc-agent template
+	// (annotation inject.istio.io/templates: grpc-agent): proxyless gRPC, the agent
+	// without a proxy or capture, the app talking xDS itself with the gRPC generator's
+	// resources (controlplane/xds/grpc.go). Meaningful only with Inject.
+	GRPCAgent bool
 }
 
 // WithoutProxySettings returns s without the settings a running proxy takes in a new
 // epoch (log level, concurrency, drain times, data plane, binary, bootstrap override):
 // a running lab can apply a change of those, not of the rest.
 func (s SidecarSpec) WithoutProxySettings() SidecarSpec {
-	return SidecarSpec{Inject: s.Inject, HoldApplicationUntilProxyStarts: s.HoldApplicationUntilProxyStarts}
+	return SidecarSpec{Inject: s.Inject, HoldApplicationUntilProxyStarts: s.HoldApplicationUntilProxyStarts, GRPCAgent: s.GRPCAgent}
 }
 
 // Pod is one pseudo-pod: a network namespace with an address, an app and (usually) a
