@@ -785,3 +785,24 @@ spec:
     route:
     - destination: {host: good}
 `
+
+// TestDashboardLabGoneInBrowser kills the lab process (SIGKILL: no lab.down event, no
+// goodbye) under an open dashboard: the page finds the lab gone, says so in a banner and
+// greys the topology, with no pod left green.
+func TestDashboardLabGoneInBrowser(t *testing.T) {
+	testutil.RequireRoot(t)
+	chromium := findChromium(t)
+	t.Parallel()
+	l := startLab(t, "--listen", "127.0.0.1:0")
+	login := waitDashboardURL(t, l)
+	ctx := newBrowser(t, chromium)
+	run(t, ctx, "log in", chromedp.Navigate(login), chromedp.WaitVisible(chromedp.CSS("#topo-graph svg")))
+	waitJS(t, ctx, "pods ready", `document.querySelectorAll("#topo-graph circle.pod.ready").length === 3`)
+	if err := l.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-l.exited
+	waitText(t, ctx, "#lab-banner", "is down", "its process is gone")
+	waitJS(t, ctx, "every pod unknown", `document.querySelectorAll("#topo-graph circle.pod.unknown").length === 3 && !document.querySelector("#topo-graph circle.pod.ready, #topo-pods td.ok")`)
+	screenshot(t, ctx, "dashboard-lab-gone")
+}
