@@ -21,7 +21,7 @@ import (
 // valid names, and that `meshlab __complete` offers the lab's names.
 func TestCLIConsistency(t *testing.T) {
 	testutil.RequireRoot(t)
-	t.Parallel()
+	// Not parallel (tparallel): its subtests share the test's lab and run one after another.
 	l := startLab(t)
 	bin := meshlabBin(t)
 	run := func(args ...string) (stdout, stderr string, err error) {

@@ -84,6 +84,7 @@ func scaleScenario(n int) string {
 // applyAndWait runs `meshlab apply -f file` and returns the time until every one of n
 // proxies is SYNCED on a new RDS version.
 func applyAndWait(b *testing.B, name string, api *web.Client, file string, n int) (time.Duration, error) {
+	b.Helper()
 	before, err := api.ProxyStatus(b.Context())
 	if err != nil {
 		return 0, err

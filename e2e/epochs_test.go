@@ -89,12 +89,12 @@ func findEnvoy() (string, bool) {
 // proxyRestartsUnderLoad runs one lab, sends rate requests a second through the
 // frontend's sidecar while starting 10 new epochs, checks the outcome and returns the
 // restart-to-live times and the number of failed requests.
-func proxyRestartsUnderLoad(t testing.TB, rate int, upArgs ...string) ([]time.Duration, int64) {
-	t.Helper()
-	l := startLab(t, upArgs...)
+func proxyRestartsUnderLoad(tb testing.TB, rate int, upArgs ...string) ([]time.Duration, int64) {
+	tb.Helper()
+	l := startLab(tb, upArgs...)
 	paths := lab.PathsFor(lab.DefaultRunRoot, l.name)
 	api := web.NewUnixClient(paths.APISocket())
-	t.Cleanup(api.Close)
+	tb.Cleanup(api.Close)
 	const pod = "frontend-v1"
 
 	// Short drain and parent shutdown times, so that parents exit within the test; this
@@ -104,23 +104,23 @@ func proxyRestartsUnderLoad(t testing.TB, rate int, upArgs ...string) ([]time.Du
 	req, _ := http.NewRequest(http.MethodPut, "http://agent/proxy-config", strings.NewReader(body))
 	resp, err := agentSock.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	answer, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(answer), `"restarted": true`) {
-		t.Fatalf("PUT /proxy-config = %d %s", resp.StatusCode, answer)
+		tb.Fatalf("PUT /proxy-config = %d %s", resp.StatusCode, answer)
 	}
 
-	backend := podIP(t, api, "backend-v1")
-	load := startLoad(t, l.name, pod, backend, rate)
+	backend := podIP(tb, api, "backend-v1")
+	load := startLoad(tb, l.name, pod, backend, rate)
 	exits := map[int]*int{} // pid -> exit code, nil while running
 	var order []int         // pids in epoch order
 	observe := func() web.AgentStatus {
-		t.Helper()
+		tb.Helper()
 		d, err := api.PodDetail(context.Background(), pod)
 		if err != nil || d.Proxy == nil {
-			t.Fatalf("describe %s: %+v %v", pod, d, err)
+			tb.Fatalf("describe %s: %+v %v", pod, d, err)
 		}
 		for _, e := range d.Proxy.Epochs {
 			if _, seen := exits[e.PID]; !seen {
@@ -130,25 +130,25 @@ func proxyRestartsUnderLoad(t testing.TB, rate int, upArgs ...string) ([]time.Du
 		}
 		return *d.Proxy
 	}
-	waitEpochLive(t, api, pod, 1)
+	waitEpochLive(tb, api, pod, 1)
 	observe()
 	var took []time.Duration
 	for i := 2; i <= restartsUnderLoad; i++ {
 		r, err := api.RestartProxy(context.Background(), pod, true)
 		if err != nil || !r.Live || r.Epoch != i {
 			st := observe()
-			t.Fatalf("restart %d: %+v %v\nagent: %s", i, r, err, st.Message)
+			tb.Fatalf("restart %d: %+v %v\nagent: %s", i, r, err, st.Message)
 		}
 		took = append(took, r.Elapsed)
 		observe()
 	}
 	okN, failed, errs := load.stop()
-	t.Logf("%d requests succeeded, %d failed during %d restarts; restart to live took %v", okN, failed, restartsUnderLoad, took)
+	tb.Logf("%d requests succeeded, %d failed during %d restarts; restart to live took %v", okN, failed, restartsUnderLoad, took)
 	if failed > 0 {
-		t.Errorf("%d of %d requests failed during the restarts, e.g. %q", failed, okN+failed, errs)
+		tb.Errorf("%d of %d requests failed during the restarts, e.g. %q", failed, okN+failed, errs)
 	}
 	if okN < 100 {
-		t.Errorf("only %d requests succeeded: the load did not run", okN)
+		tb.Errorf("only %d requests succeeded: the load did not run", okN)
 	}
 	// Every parent exits within its parent shutdown time after the last restart.
 	deadline := time.Now().Add(10 * time.Second)
@@ -166,18 +166,18 @@ func proxyRestartsUnderLoad(t testing.TB, rate int, upArgs ...string) ([]time.Du
 		time.Sleep(50 * time.Millisecond)
 	}
 	if len(order) != restartsUnderLoad+1 {
-		t.Errorf("saw %d proxy processes, want %d (epochs 0..%d, no retries)", len(order), restartsUnderLoad+1, restartsUnderLoad)
+		tb.Errorf("saw %d proxy processes, want %d (epochs 0..%d, no retries)", len(order), restartsUnderLoad+1, restartsUnderLoad)
 	}
 	for i, pid := range order {
 		code := exits[pid]
 		last := i == len(order)-1
 		switch {
 		case last && code != nil:
-			t.Errorf("the last epoch (pid %d) exited with %d; want it running", pid, *code)
+			tb.Errorf("the last epoch (pid %d) exited with %d; want it running", pid, *code)
 		case !last && code == nil:
-			t.Errorf("epoch %d (pid %d) is still running; want it exited", i, pid)
+			tb.Errorf("epoch %d (pid %d) is still running; want it exited", i, pid)
 		case !last && *code != 0:
-			t.Errorf("epoch %d (pid %d) exited with %d; want 0", i, pid, *code)
+			tb.Errorf("epoch %d (pid %d) exited with %d; want 0", i, pid, *code)
 		}
 	}
 	return took, failed
@@ -185,8 +185,8 @@ func proxyRestartsUnderLoad(t testing.TB, rate int, upArgs ...string) ([]time.Du
 
 // waitEpochLive waits until pod's proxy epoch is live; it fails at once when that epoch
 // exits instead.
-func waitEpochLive(t testing.TB, api *web.Client, pod string, epoch int) {
-	t.Helper()
+func waitEpochLive(tb testing.TB, api *web.Client, pod string, epoch int) {
+	tb.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		d, err := api.PodDetail(context.Background(), pod)
@@ -196,29 +196,29 @@ func waitEpochLive(t testing.TB, api *web.Client, pod string, epoch int) {
 					return
 				}
 				if e.Epoch == epoch && e.State == "exited" {
-					t.Fatalf("epoch %d of %s exited before it was live: %s\nagent: %s", epoch, pod, e.Error, d.Proxy.Message)
+					tb.Fatalf("epoch %d of %s exited before it was live: %s\nagent: %s", epoch, pod, e.Error, d.Proxy.Message)
 				}
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("epoch %d of %s not live: %+v %v", epoch, pod, d.Proxy, err)
+			tb.Fatalf("epoch %d of %s not live: %+v %v", epoch, pod, d.Proxy, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-func podIP(t testing.TB, api *web.Client, pod string) string {
-	t.Helper()
+func podIP(tb testing.TB, api *web.Client, pod string) string {
+	tb.Helper()
 	pods, err := api.Pods(context.Background())
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	for _, p := range pods {
 		if p.Name == pod {
 			return p.IP.String()
 		}
 	}
-	t.Fatalf("no pod %s in %+v", pod, pods)
+	tb.Fatalf("no pod %s in %+v", pod, pods)
 	return ""
 }
 
@@ -244,8 +244,8 @@ type loadGen struct {
 	errs   []string
 }
 
-func startLoad(t testing.TB, labName, pod, addr string, rate int) *loadGen {
-	t.Helper()
+func startLoad(tb testing.TB, labName, pod, addr string, rate int) *loadGen {
+	tb.Helper()
 	ns := lab.NamespaceName(labName, pod)
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 		DisableKeepAlives: true,
@@ -293,13 +293,13 @@ func startLoad(t testing.TB, labName, pod, addr string, rate int) *loadGen {
 			}
 		}
 	}()
-	t.Cleanup(func() { g.stop() })
+	tb.Cleanup(func() { g.stop() })
 	// The load must work before the restarts start.
 	deadline := time.Now().Add(10 * time.Second)
 	for g.ok.Load() < 20 {
 		if time.Now().After(deadline) {
 			_, failed, errs := g.stop()
-			t.Fatalf("load does not get through before any restart: %d failed, e.g. %q", failed, errs)
+			tb.Fatalf("load does not get through before any restart: %d failed, e.g. %q", failed, errs)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -215,7 +215,7 @@ func ffScreenshot(t *testing.T, p *bidiPage, name string) {
 func TestDashboardInFirefox(t *testing.T) {
 	testutil.RequireRoot(t)
 	path := findFirefox(t)
-	t.Parallel()
+	// Not parallel (tparallel): its subtests share the test's lab and run one after another.
 	start := time.Now()
 	ff := launchFirefox(t, path) // starts while the lab comes up
 	l := startLab(t, "--listen", "127.0.0.1:0")

@@ -87,7 +87,7 @@ func linkLocal(mac net.HardwareAddr) netip.Addr {
 // pod of another lab, and checks that each fails.
 func TestPodIsolation(t *testing.T) {
 	testutil.RequireRoot(t)
-	t.Parallel()
+	// Not parallel (tparallel): its subtests share the test's labs and run one after another.
 	probe := buildProbe(t)
 	a, b := startLab(t), startLab(t)
 	ra, rb := labRecord(t, a.name), labRecord(t, b.name)

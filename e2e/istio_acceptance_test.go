@@ -24,7 +24,7 @@ import (
 // delays requests.
 func TestIstioAcceptance(t *testing.T) {
 	testutil.RequireRoot(t)
-	t.Parallel()
+	// Not parallel (tparallel): its subtests share the test's lab and run one after another.
 	l := startLab(t, "testdata/traffic.yaml")
 	api := web.NewUnixClient(lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
 	t.Cleanup(api.Close)

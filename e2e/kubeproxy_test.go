@@ -25,7 +25,7 @@ import (
 // node's KUBE-SVC chain.
 func TestKubeProxy(t *testing.T) {
 	testutil.RequireRoot(t)
-	t.Parallel()
+	// Not parallel (tparallel): its subtests share the test's lab and run one after another.
 	l := startLab(t, "testdata/kubeproxy.yaml")
 	vip := kubeProxyVIP(t, l.name, "backend")
 	node := lab.NodeNamespace(l.name)

@@ -38,8 +38,8 @@ func TestMain(m *testing.M) {
 
 // meshlabBin builds the binary once, in a directory the app uid can enter (apps run as an
 // unprivileged uid and must be able to execute it).
-func meshlabBin(t testing.TB) string {
-	t.Helper()
+func meshlabBin(tb testing.TB) string {
+	tb.Helper()
 	buildOnce.Do(func() {
 		binDir, buildErr = os.MkdirTemp("", "meshlab-e2e-")
 		if buildErr != nil {
@@ -51,11 +51,11 @@ func meshlabBin(t testing.TB) string {
 		binPath = filepath.Join(binDir, "meshlab")
 		out, err := exec.Command("go", "build", "-o", binPath, "../cmd/meshlab").CombinedOutput()
 		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
 		}
 	})
 	if buildErr != nil {
-		t.Fatal(buildErr)
+		tb.Fatal(buildErr)
 	}
 	return binPath
 }
@@ -89,10 +89,10 @@ func (s *syncBuffer) String() string {
 
 // startLab runs `meshlab up` for a unique lab and waits until it says it is up. Cleanup
 // stops it and removes anything left, even when the test fails.
-func startLab(t testing.TB, args ...string) *runningLab {
-	t.Helper()
-	bin := meshlabBin(t)
-	name := testutil.UniqueName(t)
+func startLab(tb testing.TB, args ...string) *runningLab {
+	tb.Helper()
+	bin := meshlabBin(tb)
+	name := testutil.UniqueName(tb)
 	all := append([]string{"up", "--name", name, "--drain-duration", "0", "--log-level", "info"}, args...)
 	cmd := exec.Command(bin, all...)
 	pr, pw := io.Pipe()
@@ -100,11 +100,11 @@ func startLab(t testing.TB, args ...string) *runningLab {
 	cmd.Stdout = io.MultiWriter(out, pw)
 	cmd.Stderr = out
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	l := &runningLab{name: name, cmd: cmd, out: out, exited: make(chan struct{})}
 	go func() { l.err = cmd.Wait(); pw.Close(); close(l.exited) }()
-	t.Cleanup(func() {
+	tb.Cleanup(func() {
 		select {
 		case <-l.exited:
 		default:
@@ -117,8 +117,8 @@ func startLab(t testing.TB, args ...string) *runningLab {
 			}
 		}
 		_ = exec.Command(bin, "clean", "--force", "--name", name).Run()
-		if t.Failed() {
-			t.Logf("meshlab up output:\n%s", out.String())
+		if tb.Failed() {
+			tb.Logf("meshlab up output:\n%s", out.String())
 		}
 	})
 	up := make(chan struct{})
@@ -135,35 +135,35 @@ func startLab(t testing.TB, args ...string) *runningLab {
 	select {
 	case <-up:
 	case <-l.exited:
-		t.Fatalf("meshlab up exited before the lab was up: %v\n%s", l.err, out.String())
+		tb.Fatalf("meshlab up exited before the lab was up: %v\n%s", l.err, out.String())
 	case <-time.After(90 * time.Second):
-		t.Fatalf("lab not up after 90s:\n%s", out.String())
+		tb.Fatalf("lab not up after 90s:\n%s", out.String())
 	}
 	return l
 }
 
 // meshlab runs the binary and returns its combined output.
-func meshlab(t testing.TB, args ...string) (string, error) {
-	t.Helper()
+func meshlab(tb testing.TB, args ...string) (string, error) {
+	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, meshlabBin(t), args...).CombinedOutput()
+	out, err := exec.CommandContext(ctx, meshlabBin(tb), args...).CombinedOutput()
 	return string(out), err
 }
 
 // assertNothingLeft checks that lab name left no namespace, run directory or process.
-func assertNothingLeft(t testing.TB, name string) {
-	t.Helper()
+func assertNothingLeft(tb testing.TB, name string) {
+	tb.Helper()
 	nss, err := netns.List("ml-" + name + "-")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	if len(nss) > 0 {
-		t.Errorf("namespaces left behind: %v", nss)
+		tb.Errorf("namespaces left behind: %v", nss)
 	}
 	dir := lab.PathsFor(lab.DefaultRunRoot, name).Dir
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
-		t.Errorf("run directory %s left behind (stat: %v)", dir, err)
+		tb.Errorf("run directory %s left behind (stat: %v)", dir, err)
 	}
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range procs {
@@ -172,7 +172,7 @@ func assertNothingLeft(t testing.TB, name string) {
 			continue
 		}
 		if strings.Contains(string(b), dir+"/") || strings.Contains(string(b), "ml-"+name+"-") {
-			t.Errorf("process left behind: %s: %q", p, strings.ReplaceAll(string(b), "\x00", " "))
+			tb.Errorf("process left behind: %s: %q", p, strings.ReplaceAll(string(b), "\x00", " "))
 		}
 	}
 }

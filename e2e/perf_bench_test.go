@@ -196,7 +196,10 @@ func pssMB(b *testing.B, pid int) float64 {
 }
 
 // rssMB returns VmRSS of pid in MB.
-func rssMB(b *testing.B, pid int) float64 { return statusMB(b, pid, "VmRSS") }
+func rssMB(b *testing.B, pid int) float64 {
+	b.Helper()
+	return statusMB(b, pid, "VmRSS")
+}
 
 // statusMB returns one memory field of /proc/<pid>/status in MB: VmRSS, or its parts
 // RssAnon (the process's private memory: heap, stacks) and RssFile (mapped files, mostly
