@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -76,9 +77,15 @@ func labNamespaces(root, name string, entries []entry) ([]string, error) {
 	seen := map[string]bool{}
 	var out []string
 	for _, e := range entries {
-		if e.Kind == "netns" && !seen[e.Name] {
+		switch {
+		case e.Kind == "netns" && !seen[e.Name]:
 			seen[e.Name] = true
 			out = append(out, e.Name)
+		case e.Kind == entryNetNSDeleted && seen[e.Name]:
+			// A pod the running lab removed (livepods.go); should its deletion have
+			// failed, the scan for ml-<name>-* below still finds it.
+			delete(seen, e.Name)
+			out = slices.DeleteFunc(out, func(ns string) bool { return ns == e.Name })
 		}
 	}
 	prefix := "ml-" + name + "-"

@@ -12,7 +12,7 @@ import (
 
 // entry is one line of the journal: something the lab is about to create.
 type entry struct {
-	Kind  string `json:"kind"` // "netns", "process"
+	Kind  string `json:"kind"` // "netns", "process", "netns-deleted"
 	Name  string `json:"name,omitempty"`
 	PID   int    `json:"pid,omitempty"`
 	Start uint64 `json:"start,omitempty"` // process start time, clock ticks since boot

@@ -222,6 +222,10 @@ func podRecord(lab string, p *model.Pod) PodRecord {
 // EventPodDeleted reports a pod removed from a running lab (Fields: ms).
 const EventPodDeleted = "pod.deleted"
 
+// entryNetNSDeleted is the journal's record that a namespace it lists was deleted while
+// the lab ran (a removed pod's): Clean no longer looks for it by name.
+const entryNetNSDeleted = "netns-deleted"
+
 // removePod stops pod p as `down` stops a lab's pods: its app, then its agent, which
 // drains the proxy for the termination drain duration; then anything else still inside
 // its namespace (a command started with meshlab exec); then it deletes the namespace
@@ -238,7 +242,7 @@ func (l *Lab) removePod(p *model.Pod) error {
 	}
 	l.endPodContext(p.Name)
 	var errs []error
-	if err := l.jr.add(entry{Kind: "netns-deleted", Name: ns, Pod: p.Name}); err != nil {
+	if err := l.jr.add(entry{Kind: entryNetNSDeleted, Name: ns, Pod: p.Name}); err != nil {
 		errs = append(errs, err)
 	}
 	if netns.Exists(ns) {

@@ -188,3 +188,25 @@ func TestCheckPodPlan(t *testing.T) {
 		t.Errorf("an ordinary pod: %v", err)
 	}
 }
+
+// Clean does not look by name for the namespace of a pod the running lab removed (it is
+// gone, and PIDsIn on it would fail), but does for one made again under the same name.
+func TestLabNamespacesSkipsDeletedPods(t *testing.T) {
+	root := t.TempDir()
+	entries := []entry{
+		{Kind: "netns", Name: "ml-zq9-node"},
+		{Kind: "netns", Name: "ml-zq9-a"},
+		{Kind: "netns", Name: "ml-zq9-b"},
+		{Kind: "netns", Name: "ml-zq9-c"},
+		{Kind: entryNetNSDeleted, Name: "ml-zq9-a"},
+		{Kind: entryNetNSDeleted, Name: "ml-zq9-b"},
+		{Kind: "netns", Name: "ml-zq9-b"},
+	}
+	got, err := labNamespaces(root, "zq9", entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"ml-zq9-node", "ml-zq9-c", "ml-zq9-b"}; !slices.Equal(got, want) {
+		t.Errorf("labNamespaces = %v, want %v", got, want)
+	}
+}
