@@ -620,9 +620,9 @@ const labelLayout = `(() => {
 })()`
 
 // TestDashboardHealthInBrowser drives the dashboard of a lab with a healthy service, a
-// failing one (about 67 % 503s) and one behind a fault delay, in headless Chromium at
+// failing one (about 67 % 503s), one behind a fault delay and one behind a fault abort, in headless Chromium at
 // 1400x900: the traffic tool proposes a client calling another service and names who
-// answered, with the errors in red; the failing edge is red and the healthy one green,
+// answered, with the errors in red; the failing edges (app 503s, fault aborts) are red and the healthy one green,
 // with labels clear of boxes and arrowheads; the events show one row per change; the SDS
 // column shows each proxy's secrets; a trace puts the fault delay on the fault; no Go map
 // text appears anywhere; and after `meshlab down` the page shows the lab dead, with no
@@ -666,12 +666,17 @@ func TestDashboardHealthInBrowser(t *testing.T) {
 		screenshot(t, ctx, "dashboard-health-traffic")
 		send(t, "http://good:8080/", 30)
 		waitText(t, ctx, "#traffic-answers", "good-v1", "200")
+		// A fault abort is the client's sidecar answering: the answers say so.
+		send(t, "http://aborted:8080/", 20)
+		waitText(t, ctx, `#traffic-answers tr[data-by="sidecar"]`, "the sidecar itself", "503", "20")
 	})
 
 	t.Run("edges", func(t *testing.T) {
 		run(t, ctx, "open the topology", chromedp.Navigate(base+"#topology"), chromedp.WaitVisible(chromedp.CSS("#topo-graph svg")))
 		run(t, ctx, "the failing edge is red",
 			chromedp.WaitVisible(chromedp.CSS(`#topo-graph path.edge.bad[data-from="client"][data-to="flaky.default.svc.cluster.local"]`)))
+		run(t, ctx, "the edge of fault aborts is red (Istio's request metrics, not the cluster stats, count them)",
+			chromedp.WaitVisible(chromedp.CSS(`#topo-graph path.edge.bad[data-from="client"][data-to="aborted.default.svc.cluster.local"]`)))
 		run(t, ctx, "the healthy edge is green",
 			chromedp.WaitVisible(chromedp.CSS(`#topo-graph path.edge.ok[data-from="client"][data-to="good.default.svc.cluster.local"]`)))
 		colours := evalJS[string](t, ctx, `["flaky", "good"].map((s) => getComputedStyle(document.querySelector('#topo-graph path.edge[data-to="' + s + '.default.svc.cluster.local"]')).stroke).join("|")`)
@@ -696,13 +701,13 @@ func TestDashboardHealthInBrowser(t *testing.T) {
 		waitText(t, ctx, "#config-msg", "applied")
 		run(t, ctx, "open the events", chromedp.Navigate(base+"#events"), chromedp.WaitVisible(chromedp.CSS("#events")))
 		// One row for the change, counting the pushes to the 4 proxies and their ACKs.
-		waitText(t, ctx, `#events tr.change-row`, "VirtualService default/good created", "pushed", "to 4 proxies", "ACKed")
+		waitText(t, ctx, `#events tr.change-row`, "VirtualService default/good created", "pushed", "to 5 proxies", "ACKed")
 		if n := evalJS[int](t, ctx, `document.querySelectorAll('#events tbody tr[data-kind^="xds."]').length`); n != 0 {
 			t.Errorf("%d xDS rows in the grouped view, want them inside their change", n)
 		}
 		pushed := evalJS[int](t, ctx, `(() => { const r = [...document.querySelectorAll("#events tr.change-row")].find((tr) => tr.textContent.includes("default/good created")); return Number(r.dataset.pushed); })()`)
-		if pushed < 4 {
-			t.Errorf("the change counts %d pushes, want one or more to each of 4 proxies", pushed)
+		if pushed < 5 {
+			t.Errorf("the change counts %d pushes, want one or more to each of 5 proxies", pushed)
 		}
 		// Expanded, it lists each proxy's pushes.
 		run(t, ctx, "expand the change", chromedp.Click(chromedp.CSS(`#events tr.change-row details.change summary`)))
@@ -717,7 +722,7 @@ func TestDashboardHealthInBrowser(t *testing.T) {
 
 	t.Run("SDS", func(t *testing.T) {
 		run(t, ctx, "open the config view", chromedp.Navigate(base+"#config"), chromedp.WaitVisible(chromedp.CSS("#config-proxies")))
-		waitJS(t, ctx, "an SDS cell per proxy", `document.querySelectorAll("#config-proxies td[data-sds]").length === 4`)
+		waitJS(t, ctx, "an SDS cell per proxy", `document.querySelectorAll("#config-proxies td[data-sds]").length === 5`)
 		cells := evalJS[string](t, ctx, `[...document.querySelectorAll("#config-proxies td[data-sds]")].map((td) => td.className + " " + td.textContent).join("|")`)
 		for _, c := range strings.Split(cells, "|") {
 			if !strings.HasPrefix(c, "ok ACTIVE default ") || !strings.Contains(c, "ROOTCA") {
@@ -757,7 +762,7 @@ func TestDashboardHealthInBrowser(t *testing.T) {
 
 	t.Run("dead lab", func(t *testing.T) {
 		run(t, ctx, "open the topology", chromedp.Navigate(base+"#topology"), chromedp.WaitVisible(chromedp.CSS("#topo-graph svg")))
-		waitJS(t, ctx, "pods ready", `document.querySelectorAll("#topo-graph circle.pod.ready").length === 4`)
+		waitJS(t, ctx, "pods ready", `document.querySelectorAll("#topo-graph circle.pod.ready").length === 5`)
 		if out, err := meshlab(t, "down", "--name", l.name); err != nil {
 			t.Fatalf("meshlab down: %v\n%s", err, out)
 		}
@@ -766,8 +771,8 @@ func TestDashboardHealthInBrowser(t *testing.T) {
 		if n := evalJS[int](t, ctx, `document.querySelectorAll("#topo-graph circle.pod.ready, #topo-graph path.edge.ok, #topo-graph path.edge.bad, #topo-pods td.ok").length`); n != 0 {
 			t.Errorf("%d elements still show health after down", n)
 		}
-		if n := evalJS[int](t, ctx, `document.querySelectorAll("#topo-graph circle.pod.unknown").length`); n != 4 {
-			t.Errorf("%d pods shown unknown, want 4", n)
+		if n := evalJS[int](t, ctx, `document.querySelectorAll("#topo-graph circle.pod.unknown").length`); n != 5 {
+			t.Errorf("%d pods shown unknown, want 5", n)
 		}
 		waitText(t, ctx, "#conn", "lab down")
 		screenshot(t, ctx, "dashboard-health-dead")

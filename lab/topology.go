@@ -138,7 +138,7 @@ func (l *Lab) sampleTopology(ctx context.Context) web.Topology {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			samples[i] = l.samplePod(ctx, pod.Name)
+			samples[i] = l.samplePod(ctx, m, pod)
 		}()
 	}
 	wg.Wait()
@@ -151,8 +151,8 @@ func (l *Lab) sampleTopology(ctx context.Context) web.Topology {
 	return t
 }
 
-func (l *Lab) samplePod(ctx context.Context, pod string) podSample {
-	c := newAgentClient(l.paths.AgentSocket(pod))
+func (l *Lab) samplePod(ctx context.Context, m *model.Model, pod *model.Pod) podSample {
+	c := newAgentClient(l.paths.AgentSocket(pod.Name))
 	defer c.close()
 	var s podSample
 	if st, err := c.status(ctx); err == nil {
@@ -164,6 +164,9 @@ func (l *Lab) samplePod(ctx context.Context, pod string) podSample {
 	}
 	s.edges = edgesFromStats(stats)
 	s.rbacDenied = rbacDenied(stats)
+	if aborts, err := faultAborts(ctx, c); err == nil { // lab/topology_faults.go
+		addFaultAborts(m, pod.Namespace, s.edges, aborts)
+	}
 	return s
 }
 
