@@ -59,3 +59,31 @@ func TestNamedRequestsAnswerWhatExists(t *testing.T) {
 	case <-time.After(300 * time.Millisecond):
 	}
 }
+
+// A proxyless gRPC pod's client walks LDS, RDS, CDS and EDS by name, as grpc-go's xDS
+// resolver does for xds:///backend:8080, and gets istiod's gRPC shapes.
+func TestProxylessGRPCWalk(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, Options{SocketGID: -1})
+	m := helloModel()
+	m.Pod("frontend-v1").Sidecar.GRPCAgent = true
+	if err := s.Update(context.Background(), m); err != nil {
+		t.Fatalf("Update: %v", err)
+	}
+	ads := dialADS(t, "unix://"+s.path, m.Pod("frontend-v1").NodeID())
+	walk := []struct {
+		typ, name string
+	}{
+		{resource.ListenerType, "backend:8080"},
+		{resource.RouteType, "outbound|8080||backend.default.svc.cluster.local"},
+		{resource.ClusterType, "outbound|8080||backend.default.svc.cluster.local"},
+		{resource.EndpointType, "outbound|8080||backend.default.svc.cluster.local"},
+	}
+	for _, w := range walk {
+		ads.send(&discoverypb.DiscoveryRequest{TypeUrl: w.typ, ResourceNames: []string{w.name}})
+		r := ads.recv()
+		if got := resourceNames(t, r); r.GetTypeUrl() != w.typ || !slices.Equal(got, []string{w.name}) {
+			t.Fatalf("%s %s: answered %s %q", w.typ, w.name, r.GetTypeUrl(), got)
+		}
+	}
+}

@@ -26,6 +26,9 @@ func Generate(m *model.Model, pod *model.Pod) (map[resource.Type][]types.Resourc
 	if pod == nil {
 		return nil, errors.New("generate xds: nil pod")
 	}
+	if pod.Sidecar.GRPCAgent {
+		return generateGRPC(m, pod, GeneratedTypes...) // proxyless gRPC (grpc.go)
+	}
 	fail := func(err error) error { return fmt.Errorf("generate xds for %s/%s: %w", pod.Namespace, pod.Name, err) }
 	rs, err := routes(m, pod)
 	if err != nil {

@@ -69,6 +69,9 @@ func GenerateShared(m *model.Model, pod *model.Pod, sh *Shared, typs ...resource
 			return nil, fmt.Errorf("generate xds for %s/%s: type %s is not generated", pod.Namespace, pod.Name, t)
 		}
 	}
+	if pod.Sidecar.GRPCAgent {
+		return generateGRPC(m, pod, typs...) // proxyless gRPC: istiod's gRPC generator (grpc.go)
+	}
 	want := func(t resource.Type) bool { return slices.Contains(typs, t) }
 	fail := func(err error) error { return fmt.Errorf("generate xds for %s/%s: %w", pod.Namespace, pod.Name, err) }
 	out := map[resource.Type][]types.Resource{}
@@ -228,6 +231,9 @@ func equalValue(a, b reflect.Value) bool {
 // endpoints its namespace (the DestinationRule it sees). ok is false for the types
 // that depend on the whole pod (listeners and clusters carry its inbound side).
 func SharedKey(typ resource.Type, pod *model.Pod) (key string, ok bool) {
+	if pod.Sidecar.GRPCAgent {
+		return "", false // a proxyless pod's resources have other shapes (grpc.go)
+	}
 	switch typ {
 	case resource.RouteType:
 		var b strings.Builder
