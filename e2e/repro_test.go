@@ -42,7 +42,7 @@ func TestReproExportRun(t *testing.T) {
 	if out, err := meshlab(t, "apply", "--name", l.name, "-f", vs); err != nil {
 		t.Fatalf("apply: %v\n%s", err, out)
 	}
-	routesBefore, err := meshlab(t, "proxy-config", "routes", "frontend-v1", "--name", l.name, "-o", "json")
+	routesBefore, err := meshlab(t, "proxy-config", "routes", "frontend-v1", "--lab", l.name, "-o", "json")
 	if err != nil {
 		t.Fatalf("proxy-config routes: %v\n%s", err, routesBefore)
 	}
@@ -99,7 +99,7 @@ func TestReproExportRun(t *testing.T) {
 	if err != nil || !strings.Contains(got, "backend") {
 		t.Fatalf("get virtualservice: %v\n%s", err, got)
 	}
-	routesAfter, err := meshlab(t, "proxy-config", "routes", "frontend-v1", "--name", name, "-o", "json")
+	routesAfter, err := meshlab(t, "proxy-config", "routes", "frontend-v1", "--lab", name, "-o", "json")
 	if err != nil {
 		t.Fatalf("proxy-config routes: %v\n%s", err, routesAfter)
 	}

@@ -63,7 +63,7 @@ func newProxyConfigCmd(g *globalFlags) *cobra.Command {
 this is the proxy's truth, not the control plane's intent. The tables, filters and -o
 formats are istioctl proxy-config's, checked against istioctl's own code on the same
 dumps. TYPE is one of all, bootstrap, cluster(s), endpoint(s), listener(s), route(s),
-secret(s). The lab is --lab; --name is istioctl's route filter here.`,
+secret(s). The lab is --lab: in route and all, --name is istioctl's route filter.`,
 		Example: `  sudo meshlab proxy-config clusters frontend-v1 --direction outbound
   sudo meshlab proxy-config routes productpage-v1 --name 9080 -o yaml
   sudo meshlab pc listeners productpage-v1 --port 15006
@@ -84,8 +84,9 @@ secret(s). The lab is --lab; --name is istioctl's route filter here.`,
 		},
 	}
 	// istioctl's --name filters routes; declared here, it shadows the global --name
-	// (the lab, in every other verb) for each proxy-config type.
-	cmd.PersistentFlags().StringVar(&cfg.routeName, "name", "", "filter routes by route name (istioctl's; the lab is --lab)")
+	// (the lab, in every other verb). In route and all it is istioctl's filter; in the
+	// types where istioctl has none, it still names the lab.
+	cmd.PersistentFlags().StringVar(&cfg.routeName, "name", "", "route and all: filter routes by route name, as istioctl; other types: the lab, as --lab")
 	cmd.PersistentFlags().StringVarP(&cfg.output, "output", "o", "", "output format: short, json or yaml (default: short; json for bootstrap)")
 	cmd.PersistentFlags().StringVarP(&cfg.file, "file", "f", "", "read a saved /config_dump (for endpoints: /clusters?format=json) instead of a pod's proxy")
 	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"short", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
@@ -114,7 +115,11 @@ func newProxyConfigTypeCmd(g *globalFlags, cfg *pcConfig, use string, aliases []
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cfg.routeName != "" && use != "route" && use != "all" {
-				return fmt.Errorf("--name filters routes (as in istioctl): %s has no such filter; to choose the lab, use --lab", use)
+				// istioctl has no --name here, so it keeps its old meaning: the lab.
+				if g.lab != "" && g.lab != cfg.routeName {
+					return fmt.Errorf("--lab %s and --name %s name different labs: use --lab alone", g.lab, cfg.routeName)
+				}
+				g.name = cfg.routeName
 			}
 			if use == "bootstrap" && cfg.output == "" {
 				cfg.output = "json" // istioctl's default for bootstrap

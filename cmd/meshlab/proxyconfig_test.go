@@ -53,8 +53,9 @@ func TestProxyConfigTypesTakeIstioctlsNames(t *testing.T) {
 	}
 }
 
-// TestProxyConfigNameFiltersRoutes: in proxy-config, --name is istioctl's route filter,
-// never a lab (istioctl users type `proxy-config routes POD --name 9080`).
+// TestProxyConfigNameFiltersRoutes: in proxy-config routes (and all), --name is
+// istioctl's route filter, never a lab (istioctl users type `proxy-config routes POD
+// --name 9080`).
 func TestProxyConfigNameFiltersRoutes(t *testing.T) {
 	dump := dumpFile("bookinfo-productpage-v1", "config_dump")
 	got, err := run(t, "proxy-config", "routes", "-f", dump, "--name", "9080")
@@ -70,8 +71,16 @@ func TestProxyConfigNameFiltersRoutes(t *testing.T) {
 			t.Errorf("routes --name 9080 shows another route: %q", l)
 		}
 	}
-	_, err = run(t, "proxy-config", "clusters", "-f", dump, "--name", "second")
-	testutil.CheckErr(t, "clusters --name", err, "--name filters routes (as in istioctl): cluster has no such filter; to choose the lab, use --lab")
+	// Where istioctl has no --name, it still names the lab (docs and scripts use it).
+	_, err = run(t, "proxy-config", "clusters", "frontend-v1", "--name", "second")
+	testutil.CheckErr(t, "clusters --name", err, `"second"`)
+	_, err = run(t, "--lab", "first", "proxy-config", "clusters", "frontend-v1", "--name", "second")
+	testutil.CheckErr(t, "clusters --lab --name", err, "--lab first and --name second name different labs")
+	// A route filter that names no route prints the header only, as istioctl.
+	got, err = run(t, "--lab", "first", "proxy-config", "routes", "-f", dump, "--name", "first")
+	if err != nil || strings.Count(got, "\n") != 1 {
+		t.Errorf("routes --name first (%v):\n%s", err, got)
+	}
 }
 
 func TestProxyConfigRefusals(t *testing.T) {
