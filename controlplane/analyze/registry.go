@@ -1,8 +1,6 @@
 package analyze
 
 import (
-	"strings"
-
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/meshlab/meshlab/controlplane/model"
@@ -25,7 +23,7 @@ func newRegistry(objs []*object) *registry {
 			r.services[o.ref.Name+"."+o.ref.Namespace+".svc."+model.DefaultClusterDomain] = o
 		case o.se != nil:
 			for _, h := range o.se.GetHosts() {
-				r.entries[candidates(h, o.ref.Namespace)[0]] = o
+				r.entries[model.HostCandidates(h, o.ref.Namespace)[0]] = o
 			}
 		case o.workload:
 			r.workloads = append(r.workloads, o)
@@ -49,24 +47,9 @@ func newRegistry(objs []*object) *registry {
 	return r
 }
 
-// candidates returns the FQDNs host may stand for in namespace ns, most specific first,
-// as meshlab's loader resolves them (a short name is a Service of ns).
-func candidates(host, ns string) []string {
-	suffix := ".svc." + model.DefaultClusterDomain
-	switch {
-	case !strings.Contains(host, "."):
-		return []string{host + "." + ns + suffix}
-	case strings.HasSuffix(host, ".svc"):
-		return []string{host + "." + model.DefaultClusterDomain, host}
-	case strings.Count(host, ".") == 1:
-		return []string{host, host + suffix}
-	}
-	return []string{host}
-}
-
 // lookup resolves host, written in namespace ns, to a Service or ServiceEntry FQDN.
 func (r *registry) lookup(host, ns string) (string, bool) {
-	for _, c := range candidates(host, ns) {
+	for _, c := range model.HostCandidates(host, ns) {
 		if r.services[c] != nil || r.entries[c] != nil {
 			return c, true
 		}

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/meshlab/meshlab/controlplane/model"
 )
 
 // checkRouting reports what istioctl analyze reports about VirtualServices and
@@ -136,7 +138,7 @@ func checkConflictingHosts(r *registry, objs []*object) []Finding {
 		for _, h := range o.vs.GetHosts() {
 			fqdn, ok := r.lookup(h, o.ref.Namespace)
 			if !ok {
-				fqdn = candidates(h, o.ref.Namespace)[0]
+				fqdn = model.HostCandidates(h, o.ref.Namespace)[0]
 			}
 			if seen[fqdn] {
 				continue

@@ -33,26 +33,10 @@ func newRegistry(objs []*Object) *registry {
 	return r
 }
 
-// candidates returns the FQDNs host may stand for in namespace ns, most specific first:
-// a short name is a Service of ns (Istio's rule); "name.ns" and "name.ns.svc" are the
-// namespaced forms the lab's DNS serves; any other name stands for itself.
-func candidates(host, ns string) []string {
-	suffix := ".svc." + model.DefaultClusterDomain
-	switch {
-	case !strings.Contains(host, "."):
-		return []string{host + "." + ns + suffix}
-	case strings.HasSuffix(host, ".svc"):
-		return []string{host + "." + model.DefaultClusterDomain, host}
-	case strings.Count(host, ".") == 1:
-		return []string{host, host + suffix}
-	}
-	return []string{host}
-}
-
 // lookup resolves host, written in namespace ns, to the FQDN of a Service or a
 // ServiceEntry host.
 func (r *registry) lookup(host, ns string) (string, bool) {
-	for _, c := range candidates(host, ns) {
+	for _, c := range model.HostCandidates(host, ns) {
 		if r.services[c] != nil || r.entries[c] != nil {
 			return c, true
 		}
@@ -100,7 +84,7 @@ func checkIstioRefs(objs []*Object, errs *ErrorList) {
 			continue
 		}
 		for i, h := range o.ServiceEntry.GetHosts() {
-			fqdn := candidates(h, o.Origin.Namespace)[0]
+			fqdn := model.HostCandidates(h, o.Origin.Namespace)[0]
 			switch {
 			case r.services[fqdn] != nil:
 				prob(o).addf(fmt.Sprintf("spec.hosts[%d]", i), "%q is already the Service %s", h, r.services[fqdn].Origin)
@@ -206,7 +190,7 @@ func istioModel(objs []*Object, m *model.Model) (model.Istio, model.MeshConfig, 
 	for _, o := range objs {
 		if o.ServiceEntry != nil {
 			for _, h := range o.ServiceEntry.GetHosts() {
-				r.entries[candidates(h, o.Origin.Namespace)[0]] = o
+				r.entries[model.HostCandidates(h, o.Origin.Namespace)[0]] = o
 			}
 		}
 	}
@@ -254,7 +238,7 @@ func istioModel(objs []*Object, m *model.Model) (model.Istio, model.MeshConfig, 
 		case o.ServiceEntry != nil:
 			se := proto.Clone(o.ServiceEntry).(*networking.ServiceEntry)
 			for i, h := range se.Hosts {
-				se.Hosts[i] = candidates(h, ns)[0]
+				se.Hosts[i] = model.HostCandidates(h, ns)[0]
 			}
 			for i, ep := range se.Endpoints {
 				switch se.Resolution {

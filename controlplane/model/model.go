@@ -359,3 +359,20 @@ func exportedTo(exportTo []string, from, ns string) bool {
 	}
 	return false
 }
+
+// HostCandidates returns the FQDNs a host written in an Istio object of namespace ns may
+// stand for, most specific first: a short name is a Service of ns (Istio's rule);
+// "name.ns" and "name.ns.svc" are the namespaced forms the lab's DNS serves; any other
+// name stands for itself. The loader and `meshlab analyze` resolve hosts with it.
+func HostCandidates(host, ns string) []string {
+	suffix := ".svc." + DefaultClusterDomain
+	switch {
+	case !strings.Contains(host, "."):
+		return []string{host + "." + ns + suffix}
+	case strings.HasSuffix(host, ".svc"):
+		return []string{host + "." + DefaultClusterDomain, host}
+	case strings.Count(host, ".") == 1:
+		return []string{host, host + suffix}
+	}
+	return []string{host}
+}
