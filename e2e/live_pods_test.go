@@ -253,7 +253,7 @@ func checkPodGone(t *testing.T, labName, pod string) {
 		if err != nil {
 			continue
 		}
-		if cmd := string(b); strings.Contains(cmd, dir+"/") || strings.Contains(cmd, "--pod="+pod+"\x00") {
+		if cmd := string(b); strings.Contains(cmd, dir+"/") { // the agent's, proxy's, app's and pod init's arguments name it
 			t.Errorf("process of deleted pod %s is still running: %s: %q", pod, p, strings.ReplaceAll(cmd, "\x00", " "))
 		}
 	}
@@ -281,4 +281,139 @@ func checkPodGone(t *testing.T, labName, pod string) {
 			t.Errorf("lab.json still lists deleted pod %s", pod)
 		}
 	}
+}
+
+// liveChanges changes greeter-v1 beyond its labels (its app now waits for its proxy: a
+// new pod), adds a Workload whose proxy cannot start, and a Deployment whose pods have no
+// sidecar (they resolve Services through the lab's cluster DNS).
+const liveChanges = `apiVersion: meshlab.dev/v1alpha1
+kind: Workload
+metadata:
+  name: greeter-v1
+spec:
+  labels: {app: greeter, version: v1}
+  serviceAccount: greeter
+  ports: [8080]
+  sidecar: {holdApplicationUntilProxyStarts: true}
+---
+apiVersion: meshlab.dev/v1alpha1
+kind: Workload
+metadata: {name: broken}
+spec:
+  labels: {app: broken}
+  ports: [8080]
+  sidecar: {proxyPath: /nonexistent/envoy}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: legacy
+spec:
+  selector:
+    matchLabels: {app: legacy}
+  template:
+    metadata:
+      labels: {app: legacy, sidecar.istio.io/inject: "false"}
+    spec:
+      containers:
+      - name: curl
+        image: curlimages/curl
+        command: ["/bin/sleep", "infinity"]
+`
+
+// TestLivePodsReplaceFailAndPlain: a pod changed beyond its labels is replaced under its
+// name and address (new processes); a pod whose proxy cannot start is reported FAILED by
+// apply without harming the lab; a pod without a sidecar gets cluster DNS; deleting the
+// last two leaves nothing of them, and down leaves nothing at all.
+func TestLivePodsReplaceFailAndPlain(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	l := startLab(t, "testdata/live-pods-base.yaml", "--timeout", "10s")
+	c := web.NewUnixClient(lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
+	defer c.Close()
+	pods, err := c.Pods(t.Context())
+	if err != nil || len(pods) != 1 {
+		t.Fatalf("pods at up: %+v, %v", pods, err)
+	}
+	greeterIP := pods[0].IP
+	agentBefore := agentPID(t, l.name, "greeter-v1")
+
+	file := filepath.Join(t.TempDir(), "changes.yaml")
+	if err := os.WriteFile(file, []byte(liveChanges), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := meshlab(t, "apply", "--name", l.name, "-f", file)
+	if err != nil {
+		t.Fatalf("apply: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"Workload default/greeter-v1 configured\n",
+		"pod default/greeter-v1 deleted\n",
+		"pod default/greeter-v1 created\n",
+		"pod default/broken FAILED: proxy cannot be started",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("apply:\n%s\nwant a line %q", out, want)
+		}
+	}
+	legacy := regexp.MustCompile(`(?m)^pod default/(legacy-[a-z0-9]+-[a-z0-9]{5}) created$`).FindStringSubmatch(out)
+	if legacy == nil {
+		t.Fatalf("apply:\n%s\nwant the legacy Deployment's pod created", out)
+	}
+	if agentAfter := agentPID(t, l.name, "greeter-v1"); agentAfter == 0 || agentAfter == agentBefore {
+		t.Errorf("greeter-v1's agent: pid %d before, %d after; want a new process (the pod replaced)", agentBefore, agentAfter)
+	}
+	pods, err = c.Pods(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods {
+		switch {
+		case p.Name == "greeter-v1" && (p.IP != greeterIP || !p.Ready):
+			t.Errorf("replaced greeter-v1: %+v; want ready at its address %s", p, greeterIP)
+		case p.Name == "broken" && p.Ready:
+			t.Errorf("broken: %+v; want not ready", p)
+		case p.Name == legacy[1] && p.Sidecar:
+			t.Errorf("%s: %+v; want no sidecar", p.Name, p)
+		}
+	}
+	out, err = meshlab(t, "exec", "--name", l.name, "deploy/legacy", "--", "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "5", "http://greeter:8080/")
+	if err != nil || out != "200" {
+		t.Errorf("curl greeter from the pod without a sidecar: %v %q; want 200 through the cluster DNS and kube-proxy", err, out)
+	}
+	if out, err := meshlab(t, "describe", "--name", l.name, "pod", "broken"); err != nil || !strings.Contains(out, "/nonexistent/envoy") {
+		t.Errorf("describe pod broken: %v\n%s\nwant the reason", err, out)
+	}
+
+	out, err = meshlab(t, "delete", "--name", l.name, "-f", file)
+	if err != nil {
+		t.Fatalf("delete: %v\n%s", err, out)
+	}
+	for _, pod := range []string{"broken", legacy[1], "greeter-v1"} {
+		if !strings.Contains(out, "pod default/"+pod+" deleted\n") {
+			t.Errorf("delete:\n%s\nwant pod %s deleted", out, pod)
+		}
+		checkPodGone(t, l.name, pod)
+	}
+	if out, err := meshlab(t, "down", "--name", l.name); err != nil {
+		t.Fatalf("down: %v\n%s", err, out)
+	}
+	assertNothingLeft(t, l.name)
+}
+
+// agentPID is the pid of the agent of pod in lab labName, 0 when none runs.
+func agentPID(t *testing.T, labName, pod string) int {
+	t.Helper()
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		if cmd := string(b); strings.Contains(cmd, "\x00agent\x00") && strings.Contains(cmd, "--lab="+labName+"\x00") && strings.Contains(cmd, "--pod="+pod+"\x00") {
+			pid, _ := strconv.Atoi(strings.Split(p, "/")[2])
+			return pid
+		}
+	}
+	return 0
 }
