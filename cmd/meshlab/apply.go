@@ -27,10 +27,12 @@ func newApplyCmd(g *globalFlags) *cobra.Command {
 		Use:   "apply -f FILE|DIR|-",
 		Short: "Create or replace Services, Workloads and Istio objects in a running lab, atomically",
 		Long: `apply sends objects to a running lab: VirtualService, DestinationRule and ServiceEntry
-(networking.istio.io v1alpha3, v1beta1 or v1), meshlab's MeshConfig, and Services and
-Workloads as long as they keep the lab's pods. Objects replace those of the same kind,
-namespace and name. Everything sent is validated together against the lab's objects
-before anything changes; an error names the file, the object and the field.`,
+(networking.istio.io v1alpha3, v1beta1 or v1), meshlab's MeshConfig, Services, and
+Deployments, Pods and Workloads, whose pods are made, replaced or removed as Kubernetes
+would (running pods and Services keep their addresses; apply waits for new pods and
+prints a line for each). Objects replace those of the same kind, namespace and name.
+Everything sent is validated together against the lab's objects before anything
+changes; an error names the file, the object and the field.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutput(output); err != nil {
