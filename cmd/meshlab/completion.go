@@ -38,12 +38,14 @@ func newCompletionCmd(g *globalFlags) *cobra.Command {
 	return cmd
 }
 
-// registerCompletions wires dynamic completion of lab names (--name) on root.
+// registerCompletions wires dynamic completion of lab names (--lab, --name) on root.
 func registerCompletions(root *cobra.Command, g *globalFlags) {
-	_ = root.RegisterFlagCompletionFunc("name", func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	labs := func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		names, _ := lab.Known(g.runRoot)
 		return names, cobra.ShellCompDirectiveNoFileComp
-	})
+	}
+	_ = root.RegisterFlagCompletionFunc("lab", labs)
+	_ = root.RegisterFlagCompletionFunc("name", labs)
 }
 
 // completePods completes the first argument with the lab's pod names (sidecar only when
