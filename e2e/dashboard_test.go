@@ -90,7 +90,7 @@ func waitDashboardURL(t *testing.T, l *runningLab) string {
 }
 
 // run runs browser actions with a deadline.
-func run(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
+func run(ctx context.Context, t *testing.T, what string, steps ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
 	tctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
@@ -103,7 +103,7 @@ func run(t *testing.T, ctx context.Context, what string, steps ...chromedp.Actio
 }
 
 // waitText polls the text of sel until it contains every want.
-func waitText(t *testing.T, ctx context.Context, sel string, want ...string) string {
+func waitText(ctx context.Context, t *testing.T, sel string, want ...string) string {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	var text string
@@ -130,7 +130,7 @@ func waitText(t *testing.T, ctx context.Context, sel string, want ...string) str
 // screenshot saves the page as name.png: in ../test-artifacts when
 // MESHLAB_KEEP_SCREENSHOTS is set (to look at them), else in the test's temporary
 // directory, removed when the test ends.
-func screenshot(t *testing.T, ctx context.Context, name string) {
+func screenshot(ctx context.Context, t *testing.T, name string) {
 	t.Helper()
 	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
@@ -156,7 +156,7 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 // the topology shows the pods, the traffic tool shows the v1/v2 distribution, a proxy
 // restart shows a new live epoch, an invalid VirtualService shows its field error, and
 // the events view streams what happened.
-func TestDashboardInBrowser(t *testing.T) {
+func TestDashboardInBrowser(t *testing.T) { //nolint:tparallel // the subtests drive one lab and one browser, in order
 	testutil.RequireRoot(t)
 	chromium := findChromium(t)
 	t.Parallel()
@@ -170,7 +170,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	// not hide the state of the others.
 	t.Run("topology", func(t *testing.T) {
 		// The login link lands on the topology, which lists every pod.
-		run(t, ctx, "open the dashboard", chromedp.Navigate(login), chromedp.WaitVisible(chromedp.CSS("#topo-graph svg")))
+		run(ctx, t, "open the dashboard", chromedp.Navigate(login), chromedp.WaitVisible(chromedp.CSS("#topo-graph svg")))
 		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		loc, err := chromedp.Run(lctx, chromedp.Location())
 		cancel()
@@ -180,14 +180,14 @@ func TestDashboardInBrowser(t *testing.T) {
 		if strings.Contains(loc, "token=") {
 			t.Errorf("the token stayed in the address bar: %s", loc)
 		}
-		waitText(t, ctx, "#topo-graph", "frontend-v1", "backend-v1", "backend-v2", "backend.default", "frontend.default")
-		waitText(t, ctx, "#topo-pods", "frontend-v1", "backend-v1", "backend-v2")
-		screenshot(t, ctx, "dashboard-topology")
+		waitText(ctx, t, "#topo-graph", "frontend-v1", "backend-v1", "backend-v2", "backend.default", "frontend.default")
+		waitText(ctx, t, "#topo-pods", "frontend-v1", "backend-v1", "backend-v2")
+		screenshot(ctx, t, "dashboard-topology")
 	})
 
 	t.Run("traffic", func(t *testing.T) {
 		// 40 requests from frontend-v1 to backend, split over v1 and v2.
-		run(t, ctx, "send traffic",
+		run(ctx, t, "send traffic",
 			chromedp.Navigate(base+"#traffic"),
 			chromedp.WaitVisible(chromedp.CSS("#traffic-form")),
 			chromedp.SetValue(chromedp.CSS("#traffic-pod"), "frontend-v1"),
@@ -195,65 +195,65 @@ func TestDashboardInBrowser(t *testing.T) {
 			chromedp.SetValue(chromedp.CSS("#traffic-n"), "40"),
 			chromedp.Click(chromedp.CSS(`#traffic-form button[type=submit]`)),
 		)
-		waitText(t, ctx, "#traffic-pods", "backend-v1", "backend-v2")
-		waitText(t, ctx, "#traffic-result", "200", "p50")
-		screenshot(t, ctx, "dashboard-traffic")
+		waitText(ctx, t, "#traffic-pods", "backend-v1", "backend-v2")
+		waitText(ctx, t, "#traffic-result", "200", "p50")
+		screenshot(ctx, t, "dashboard-traffic")
 		// The topology draws the edge the traffic made.
-		run(t, ctx, "back to the topology", chromedp.Navigate(base+"#topology"))
-		waitText(t, ctx, "#topo-graph", "rps")
-		screenshot(t, ctx, "dashboard-topology-edge")
+		run(ctx, t, "back to the topology", chromedp.Navigate(base+"#topology"))
+		waitText(ctx, t, "#topo-graph", "rps")
+		screenshot(ctx, t, "dashboard-topology-edge")
 	})
 
 	t.Run("config", func(t *testing.T) {
 		// An invalid VirtualService is refused with the field at fault.
-		run(t, ctx, "apply an invalid VirtualService",
+		run(ctx, t, "apply an invalid VirtualService",
 			chromedp.Navigate(base+"#config"),
 			chromedp.WaitVisible(chromedp.CSS("#config-yaml")),
 			chromedp.SetValue(chromedp.CSS("#config-yaml"), invalidVS),
 			chromedp.Click(chromedp.CSS("#config-apply")),
 		)
-		waitText(t, ctx, "#config-errors", "spec.http[0].route[1].weight", "must not be negative")
-		screenshot(t, ctx, "dashboard-config-error")
+		waitText(ctx, t, "#config-errors", "spec.http[0].route[1].weight", "must not be negative")
+		screenshot(ctx, t, "dashboard-config-error")
 	})
 
 	t.Run("pod", func(t *testing.T) {
 		// The pod page shows epochs, capture rules with their comments, and xDS state;
 		// restarting the proxy shows epoch 1 live.
-		run(t, ctx, "open backend-v1",
+		run(ctx, t, "open backend-v1",
 			chromedp.Navigate(base+"#pods/backend-v1"),
 			chromedp.WaitVisible(chromedp.CSS(`.epoch.live[data-epoch="0"]`)),
 		)
-		waitText(t, ctx, "#pod-capture", "ISTIO_OUTPUT", "outbound TCP goes to the virtualOutbound listener")
-		waitText(t, ctx, "#pod-xds", "Cluster", "ACK")
-		run(t, ctx, "restart the proxy", chromedp.Click(chromedp.CSS("#pod-restart")))
-		waitText(t, ctx, "#pod-epochs", "epoch 1")
-		defer screenshot(t, ctx, "dashboard-pod-restart")
-		run(t, ctx, "wait for epoch 1 live", chromedp.WaitVisible(chromedp.CSS(`.epoch.live[data-epoch="1"]`)))
+		waitText(ctx, t, "#pod-capture", "ISTIO_OUTPUT", "outbound TCP goes to the virtualOutbound listener")
+		waitText(ctx, t, "#pod-xds", "Cluster", "ACK")
+		run(ctx, t, "restart the proxy", chromedp.Click(chromedp.CSS("#pod-restart")))
+		waitText(ctx, t, "#pod-epochs", "epoch 1")
+		defer screenshot(ctx, t, "dashboard-pod-restart")
+		run(ctx, t, "wait for epoch 1 live", chromedp.WaitVisible(chromedp.CSS(`.epoch.live[data-epoch="1"]`)))
 	})
 
 	t.Run("trace", func(t *testing.T) {
 		// "Trace a request" on frontend-v1's page draws the path hop by hop: the capture
 		// rules, the outbound sidecar's route and cluster with the Service they came from,
 		// mTLS with the backend's identity, and the app's answer.
-		run(t, ctx, "trace frontend-v1 -> backend",
+		run(ctx, t, "trace frontend-v1 -> backend",
 			chromedp.Navigate(base+"#pods/frontend-v1"),
 			chromedp.WaitVisible(chromedp.CSS("#trace-form")),
 			chromedp.SetValue(chromedp.CSS("#trace-target"), "http://backend:8080/"),
 			chromedp.Click(chromedp.CSS(`#trace-form button[type=submit]`)),
 		)
-		waitText(t, ctx, "#trace-result .trace-summary", "frontend-v1", "http://backend:8080/", "status 200")
-		waitText(t, ctx, `#trace-hops li.hop-capture`, "capture · iptables in frontend-v1", "ISTIO_REDIRECT", "outbound TCP goes to the virtualOutbound listener")
-		waitText(t, ctx, `#trace-hops li.hop-proxy`, "outbound sidecar · frontend-v1", "0.0.0.0_8080", "backend.default.svc.cluster.local:8080",
+		waitText(ctx, t, "#trace-result .trace-summary", "frontend-v1", "http://backend:8080/", "status 200")
+		waitText(ctx, t, `#trace-hops li.hop-capture`, "capture · iptables in frontend-v1", "ISTIO_REDIRECT", "outbound TCP goes to the virtualOutbound listener")
+		waitText(ctx, t, `#trace-hops li.hop-proxy`, "outbound sidecar · frontend-v1", "0.0.0.0_8080", "backend.default.svc.cluster.local:8080",
 			"spiffe://cluster.local/ns/default/sa/backend")
-		waitText(t, ctx, `#trace-hops li.hop-proxy tr[data-field="route"]`, "default")
-		waitText(t, ctx, `#trace-hops li.hop-proxy tr[data-field="cluster"]`, "outbound|8080||backend.default.svc.cluster.local", "Service default/backend")
-		waitText(t, ctx, `#trace-hops li.hop-app`, "app · backend-v", "200")
-		screenshot(t, ctx, "dashboard-trace")
+		waitText(ctx, t, `#trace-hops li.hop-proxy tr[data-field="route"]`, "default")
+		waitText(ctx, t, `#trace-hops li.hop-proxy tr[data-field="cluster"]`, "outbound|8080||backend.default.svc.cluster.local", "Service default/backend")
+		waitText(ctx, t, `#trace-hops li.hop-app`, "app · backend-v", "200")
+		screenshot(ctx, t, "dashboard-trace")
 	})
 
 	t.Run("no guide", func(t *testing.T) {
 		// A lab brought up with `meshlab up` has no guide: the panel stays hidden.
-		run(t, ctx, "open the topology", chromedp.Navigate(base+"#topology"), chromedp.WaitVisible(chromedp.CSS("#topo-graph svg")))
+		run(ctx, t, "open the topology", chromedp.Navigate(base+"#topology"), chromedp.WaitVisible(chromedp.CSS("#topo-graph svg")))
 		ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		hidden, err := chromedp.Run(ectx, chromedp.Evaluate[bool](`document.getElementById("guide").hidden`))
@@ -282,7 +282,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	t.Run("100 pods", func(t *testing.T) {
 		// The topology of 20 services of 5 pods each, with 95 edges, drawn in the page.
 		// The time is logged, not asserted (timing targets belong in benchmarks).
-		run(t, ctx, "leave the topology view", chromedp.Navigate(base+"#traffic"))
+		run(ctx, t, "leave the topology view", chromedp.Navigate(base+"#traffic"))
 		ectx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		defer cancel()
 		ms, err := chromedp.Run(ectx, chromedp.Evaluate[float64](draw100Pods))
@@ -298,17 +298,17 @@ func TestDashboardInBrowser(t *testing.T) {
 
 	t.Run("events", func(t *testing.T) {
 		// The stream shows the lab's history, and the filter narrows it.
-		run(t, ctx, "open the events",
+		run(ctx, t, "open the events",
 			chromedp.Navigate(base+"#events"),
 			chromedp.WaitVisible(chromedp.CSS("#events")),
 		)
-		waitText(t, ctx, "#events", "pod.created", "pod.ready", "lab.up", "traffic.sent")
-		run(t, ctx, "filter the events", chromedp.SendKeys(chromedp.CSS("#events-filter"), "backend-v2"))
-		text := waitText(t, ctx, "#events tbody", "backend-v2")
+		waitText(ctx, t, "#events", "pod.created", "pod.ready", "lab.up", "traffic.sent")
+		run(ctx, t, "filter the events", chromedp.SendKeys(chromedp.CSS("#events-filter"), "backend-v2"))
+		text := waitText(ctx, t, "#events tbody", "backend-v2")
 		if strings.Contains(text, "frontend-v1 created") {
 			t.Errorf("filter backend-v2 still shows frontend-v1's events:\n%s", text)
 		}
-		screenshot(t, ctx, "dashboard-events")
+		screenshot(ctx, t, "dashboard-events")
 	})
 }
 
@@ -396,7 +396,7 @@ spec:
 // certificate with its SPIFFE ID, a hold-push fault added from the pod page makes the
 // proxy STALE, an invalid PeerAuthentication shows its field error at the field's line,
 // and the events view filters the security events.
-func TestDashboardSecurityInBrowser(t *testing.T) {
+func TestDashboardSecurityInBrowser(t *testing.T) { //nolint:tparallel // the subtests drive one lab and one browser, in order
 	testutil.RequireRoot(t)
 	chromium := findChromium(t)
 	t.Parallel()
@@ -404,11 +404,11 @@ func TestDashboardSecurityInBrowser(t *testing.T) {
 	login := waitDashboardURL(t, l)
 	ctx := newBrowser(t, chromium)
 	base := strings.Split(login, "?")[0]
-	run(t, ctx, "log in", chromedp.Navigate(login), chromedp.WaitVisible(chromedp.CSS("#topo-graph svg")))
+	run(ctx, t, "log in", chromedp.Navigate(login), chromedp.WaitVisible(chromedp.CSS("#topo-graph svg")))
 
 	apply := func(t *testing.T, yaml string) {
 		t.Helper()
-		run(t, ctx, "apply in the editor",
+		run(ctx, t, "apply in the editor",
 			chromedp.Navigate(base+"#config"),
 			chromedp.WaitVisible(chromedp.CSS("#config-yaml")),
 			chromedp.SetValue(chromedp.CSS("#config-yaml"), yaml),
@@ -417,7 +417,7 @@ func TestDashboardSecurityInBrowser(t *testing.T) {
 	}
 
 	t.Run("mTLS edge", func(t *testing.T) {
-		run(t, ctx, "send traffic",
+		run(ctx, t, "send traffic",
 			chromedp.Navigate(base+"#traffic"),
 			chromedp.WaitVisible(chromedp.CSS("#traffic-form")),
 			chromedp.SetValue(chromedp.CSS("#traffic-pod"), "frontend-v1"),
@@ -425,18 +425,18 @@ func TestDashboardSecurityInBrowser(t *testing.T) {
 			chromedp.SetValue(chromedp.CSS("#traffic-n"), "20"),
 			chromedp.Click(chromedp.CSS(`#traffic-form button[type=submit]`)),
 		)
-		waitText(t, ctx, "#traffic-result", "200", "p50")
-		run(t, ctx, "open the topology", chromedp.Navigate(base+"#topology"))
-		waitText(t, ctx, "#topo-graph", "mTLS")
-		run(t, ctx, "find the mTLS edge", chromedp.WaitVisible(chromedp.CSS(`#topo-graph path.edge.mtls[data-from="frontend-v1"][data-to="backend.default.svc.cluster.local"]`)))
-		screenshot(t, ctx, "dashboard-mtls-edge")
+		waitText(ctx, t, "#traffic-result", "200", "p50")
+		run(ctx, t, "open the topology", chromedp.Navigate(base+"#topology"))
+		waitText(ctx, t, "#topo-graph", "mTLS")
+		run(ctx, t, "find the mTLS edge", chromedp.WaitVisible(chromedp.CSS(`#topo-graph path.edge.mtls[data-from="frontend-v1"][data-to="backend.default.svc.cluster.local"]`)))
+		screenshot(ctx, t, "dashboard-mtls-edge")
 	})
 
 	t.Run("certificate", func(t *testing.T) {
-		run(t, ctx, "open frontend-v1", chromedp.Navigate(base+"#pods/frontend-v1"))
-		waitText(t, ctx, "#pod-cert", "spiffe://cluster.local/ns/default/sa/frontend", "serial", "not after")
-		waitText(t, ctx, "#pod-cert-rotate", "rotates in")
-		screenshot(t, ctx, "dashboard-pod-certificate")
+		run(ctx, t, "open frontend-v1", chromedp.Navigate(base+"#pods/frontend-v1"))
+		waitText(ctx, t, "#pod-cert", "spiffe://cluster.local/ns/default/sa/frontend", "serial", "not after")
+		waitText(ctx, t, "#pod-cert-rotate", "rotates in")
+		screenshot(ctx, t, "dashboard-pod-certificate")
 		// An expired certificate shows in red with the reason (drawn from a synthetic one:
 		// the lab renews real ones long before).
 		ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -448,55 +448,55 @@ func TestDashboardSecurityInBrowser(t *testing.T) {
 	})
 
 	t.Run("hold-push", func(t *testing.T) {
-		run(t, ctx, "add hold-push from the pod page",
+		run(ctx, t, "add hold-push from the pod page",
 			chromedp.Navigate(base+"#pods/frontend-v1"),
 			chromedp.WaitVisible(chromedp.CSS("#pod-fault-add")),
 			chromedp.SetValue(chromedp.CSS("#pod-fault-kind"), "hold-push"),
 			chromedp.Click(chromedp.CSS("#pod-fault-add")),
 		)
-		waitText(t, ctx, "#pod-fault-msg", "added")
-		waitText(t, ctx, "#pod-faults", "hold-push")
+		waitText(ctx, t, "#pod-fault-msg", "added")
+		waitText(ctx, t, "#pod-faults", "hold-push")
 		apply(t, backendTimeoutVS)
-		waitText(t, ctx, "#config-msg", "applied")
-		run(t, ctx, "back to frontend-v1", chromedp.Navigate(base+"#pods/frontend-v1"))
-		waitText(t, ctx, "#pod-xds-state", "STALE")
-		waitText(t, ctx, "#pod-xds", "STALE")
-		screenshot(t, ctx, "dashboard-hold-push-stale")
-		run(t, ctx, "clear the fault", chromedp.Click(chromedp.CSS("#pod-fault-clear")))
-		waitText(t, ctx, "#pod-xds-state", "SYNCED")
-		waitText(t, ctx, "#pod-history", "VirtualService default/backend")
+		waitText(ctx, t, "#config-msg", "applied")
+		run(ctx, t, "back to frontend-v1", chromedp.Navigate(base+"#pods/frontend-v1"))
+		waitText(ctx, t, "#pod-xds-state", "STALE")
+		waitText(ctx, t, "#pod-xds", "STALE")
+		screenshot(ctx, t, "dashboard-hold-push-stale")
+		run(ctx, t, "clear the fault", chromedp.Click(chromedp.CSS("#pod-fault-clear")))
+		waitText(ctx, t, "#pod-xds-state", "SYNCED")
+		waitText(ctx, t, "#pod-history", "VirtualService default/backend")
 		// The history's newest two versions are picked: their diff shows the new route.
-		run(t, ctx, "diff the last two versions", chromedp.Click(chromedp.CSS("#hist-diff")))
-		waitText(t, ctx, "#pod-diff", "v1 → v2", "RDS")
-		screenshot(t, ctx, "dashboard-xds-diff")
+		run(ctx, t, "diff the last two versions", chromedp.Click(chromedp.CSS("#hist-diff")))
+		waitText(ctx, t, "#pod-diff", "v1 → v2", "RDS")
+		screenshot(ctx, t, "dashboard-xds-diff")
 	})
 
 	t.Run("invalid PeerAuthentication", func(t *testing.T) {
 		apply(t, invalidPA)
-		waitText(t, ctx, "#config-errors", "PeerAuthentication default/pa-bad", "spec.portLevelMtls", "line 8")
-		waitText(t, ctx, "#config-highlight .hl-line", "portLevelMtls")
-		screenshot(t, ctx, "dashboard-config-pa-error")
+		waitText(ctx, t, "#config-errors", "PeerAuthentication default/pa-bad", "spec.portLevelMtls", "line 8")
+		waitText(ctx, t, "#config-highlight .hl-line", "portLevelMtls")
+		screenshot(ctx, t, "dashboard-config-pa-error")
 	})
 
 	t.Run("security events", func(t *testing.T) {
 		apply(t, permissivePA)
-		waitText(t, ctx, "#config-msg", "applied")
-		run(t, ctx, "open the events",
+		waitText(ctx, t, "#config-msg", "applied")
+		run(ctx, t, "open the events",
 			chromedp.Navigate(base+"#events"),
 			chromedp.WaitVisible(chromedp.CSS("#events")),
 		)
-		waitText(t, ctx, "#events", "policy.applied", "fault.added", "fault.cleared")
+		waitText(ctx, t, "#events", "policy.applied", "fault.added", "fault.cleared")
 		ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		if _, err := chromedp.Run(ectx, chromedp.Evaluate[bool](`(() => { const k = document.getElementById("events-kind");
   k.value = "@security"; k.dispatchEvent(new Event("change")); return k.value === "@security"; })()`)); err != nil {
 			t.Fatalf("filter the security events: %v", err)
 		}
-		text := waitText(t, ctx, "#events tbody", "policy.applied", "PeerAuthentication default/default")
+		text := waitText(ctx, t, "#events tbody", "policy.applied", "PeerAuthentication default/default")
 		if strings.Contains(text, "fault.added") || strings.Contains(text, "pod.created") {
 			t.Errorf("the security filter shows other events:\n%s", text)
 		}
-		screenshot(t, ctx, "dashboard-security-events")
+		screenshot(ctx, t, "dashboard-security-events")
 	})
 }
 
@@ -523,28 +523,28 @@ func TestDashboardLabGuideInBrowser(t *testing.T) {
 	t.Parallel()
 	login, name := startGuidedLab(t, "retries")
 	ctx := newBrowser(t, chromium)
-	run(t, ctx, "open the dashboard", chromedp.Navigate(login), chromedp.WaitVisible(chromedp.CSS("#guide")))
-	waitText(t, ctx, "#guide", "Hide a flaky backend with retries", "Step 1 of 2: the flaky service fails", "Send twenty requests to flaky")
-	waitText(t, ctx, "#guide-instructions pre", "meshlab exec client -- curl")
-	waitText(t, ctx, "#topo-graph", "client", "flaky")
+	run(ctx, t, "open the dashboard", chromedp.Navigate(login), chromedp.WaitVisible(chromedp.CSS("#guide")))
+	waitText(ctx, t, "#guide", "Hide a flaky backend with retries", "Step 1 of 2: the flaky service fails", "Send twenty requests to flaky")
+	waitText(ctx, t, "#guide-instructions pre", "meshlab exec client -- curl")
+	waitText(ctx, t, "#topo-graph", "client", "flaky")
 
 	// Step 1's task is to send requests: before, its check fails; after, it passes.
-	run(t, ctx, "check step 1 before its task", chromedp.Click(chromedp.CSS("#guide-check")))
-	waitText(t, ctx, "#guide-msg", "Step 1 is not done yet.")
+	run(ctx, t, "check step 1 before its task", chromedp.Click(chromedp.CSS("#guide-check")))
+	waitText(ctx, t, "#guide-msg", "Step 1 is not done yet.")
 	for range 20 {
 		if out, err := meshlab(t, "exec", "--name", name, "client", "--", "curl", "-s", "-o", "/dev/null", "http://flaky:8080/"); err != nil {
 			t.Fatalf("exec curl: %v\n%s", err, out)
 		}
 	}
-	run(t, ctx, "check step 1", chromedp.Click(chromedp.CSS("#guide-check")))
-	waitText(t, ctx, "#guide-msg", "Step 1 passed.")
-	waitText(t, ctx, "#guide-results li.check.pass", "PASS", "saw", "want")
-	screenshot(t, ctx, "dashboard-guide-step1-pass")
+	run(ctx, t, "check step 1", chromedp.Click(chromedp.CSS("#guide-check")))
+	waitText(ctx, t, "#guide-msg", "Step 1 passed.")
+	waitText(ctx, t, "#guide-results li.check.pass", "PASS", "saw", "want")
+	screenshot(ctx, t, "dashboard-guide-step1-pass")
 
-	run(t, ctx, "go to step 2", chromedp.Click(chromedp.CSS("#guide-next")))
-	waitText(t, ctx, "#guide-step", "Step 2 of 2: retries hide the failures")
+	run(ctx, t, "go to step 2", chromedp.Click(chromedp.CSS("#guide-next")))
+	waitText(ctx, t, "#guide-step", "Step 2 of 2: retries hide the failures")
 	// The instructions' code span is rendered as code.
-	waitText(t, ctx, "#guide-instructions code", "retries: {attempts: 4, retryOn: 5xx}")
+	waitText(ctx, t, "#guide-instructions code", "retries: {attempts: 4, retryOn: 5xx}")
 	mctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if got, err := chromedp.Run(mctx, chromedp.Evaluate[string](`document.getElementById("guide-results").textContent + document.getElementById("guide-msg").textContent`)); err != nil || got != "" {
@@ -552,15 +552,15 @@ func TestDashboardLabGuideInBrowser(t *testing.T) {
 	}
 
 	// Its task is not done: Check fails with what it saw, what it wants and a hint.
-	run(t, ctx, "check step 2", chromedp.Click(chromedp.CSS("#guide-check")))
-	waitText(t, ctx, "#guide-msg", "Step 2 is not done yet.")
-	waitText(t, ctx, "#guide-results li.check.fail", "FAIL", "status", "answers 200", "want", "hint:")
-	screenshot(t, ctx, "dashboard-guide-step2-fail")
+	run(ctx, t, "check step 2", chromedp.Click(chromedp.CSS("#guide-check")))
+	waitText(ctx, t, "#guide-msg", "Step 2 is not done yet.")
+	waitText(ctx, t, "#guide-results li.check.fail", "FAIL", "status", "answers 200", "want", "hint:")
+	screenshot(ctx, t, "dashboard-guide-step2-fail")
 
 	// Solve applies the VirtualService with retries and checks again: PASS.
-	run(t, ctx, "solve step 2", chromedp.Click(chromedp.CSS("#guide-solve")))
-	waitText(t, ctx, "#guide-msg", "Step 2 passed.")
-	text := waitText(t, ctx, "#guide-results", "PASS", "upstream_rq_retry")
+	run(ctx, t, "solve step 2", chromedp.Click(chromedp.CSS("#guide-solve")))
+	waitText(ctx, t, "#guide-msg", "Step 2 passed.")
+	text := waitText(ctx, t, "#guide-results", "PASS", "upstream_rq_retry")
 	if strings.Contains(text, "FAIL") {
 		t.Errorf("after Solve a check still fails:\n%s", text)
 	}
@@ -569,11 +569,11 @@ func TestDashboardLabGuideInBrowser(t *testing.T) {
 	if disabled, err := chromedp.Run(ectx, chromedp.Evaluate[bool](`document.getElementById("guide-next").disabled`)); err != nil || !disabled {
 		t.Errorf("Next on the last step: disabled = %v (%v), want disabled", disabled, err)
 	}
-	screenshot(t, ctx, "dashboard-guide-step2-solved")
+	screenshot(ctx, t, "dashboard-guide-step2-solved")
 }
 
 // evalJS evaluates expr in the page and returns its value.
-func evalJS[T any](t *testing.T, ctx context.Context, expr string) T {
+func evalJS[T any](ctx context.Context, t *testing.T, expr string) T {
 	t.Helper()
 	ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -585,7 +585,7 @@ func evalJS[T any](t *testing.T, ctx context.Context, expr string) T {
 }
 
 // waitJS polls expr until it evaluates to true.
-func waitJS(t *testing.T, ctx context.Context, what, expr string) {
+func waitJS(ctx context.Context, t *testing.T, what, expr string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
@@ -597,7 +597,7 @@ func waitJS(t *testing.T, ctx context.Context, what, expr string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	body := evalJS[string](t, ctx, `document.querySelector("main").innerText`)
+	body := evalJS[string](ctx, t, `document.querySelector("main").innerText`)
 	t.Fatalf("%s: never true: %s\npage text:\n%s", what, expr, body)
 }
 
@@ -627,7 +627,7 @@ const labelLayout = `(() => {
 // column shows each proxy's secrets; a trace puts the fault delay on the fault; no Go map
 // text appears anywhere; and after `meshlab down` the page shows the lab dead, with no
 // pod left green. Screenshots are kept with MESHLAB_KEEP_SCREENSHOTS=1.
-func TestDashboardHealthInBrowser(t *testing.T) {
+func TestDashboardHealthInBrowser(t *testing.T) { //nolint:tparallel // the subtests drive one lab and one browser, in order
 	testutil.RequireRoot(t)
 	chromium := findChromium(t)
 	t.Parallel()
@@ -635,95 +635,95 @@ func TestDashboardHealthInBrowser(t *testing.T) {
 	login := waitDashboardURL(t, l)
 	ctx := newBrowser(t, chromium)
 	base := strings.Split(login, "?")[0]
-	run(t, ctx, "log in", chromedp.Navigate(login), chromedp.WaitVisible(chromedp.CSS("#topo-graph svg")))
+	run(ctx, t, "log in", chromedp.Navigate(login), chromedp.WaitVisible(chromedp.CSS("#topo-graph svg")))
 
 	send := func(t *testing.T, url string, n int) {
 		t.Helper()
-		run(t, ctx, "send traffic to "+url,
+		run(ctx, t, "send traffic to "+url,
 			chromedp.Navigate(base+"#traffic"),
 			chromedp.WaitVisible(chromedp.CSS("#traffic-form")),
 			chromedp.SetValue(chromedp.CSS("#traffic-url"), url),
 			chromedp.SetValue(chromedp.CSS("#traffic-n"), strconv.Itoa(n)),
 			chromedp.Click(chromedp.CSS(`#traffic-form button[type=submit]`)),
 		)
-		waitText(t, ctx, "#traffic-latency", strconv.Itoa(n)+" sent")
+		waitText(ctx, t, "#traffic-latency", strconv.Itoa(n)+" sent")
 	}
 
 	t.Run("traffic tool", func(t *testing.T) {
 		// The tool proposes the client's own upstream, never a pod calling itself.
-		run(t, ctx, "open the traffic tool", chromedp.Navigate(base+"#traffic"), chromedp.WaitVisible(chromedp.CSS("#traffic-form")))
-		waitJS(t, ctx, "defaults", `document.getElementById("traffic-pod").value === "client" && document.getElementById("traffic-url").value === "http://good:8080/"`)
+		run(ctx, t, "open the traffic tool", chromedp.Navigate(base+"#traffic"), chromedp.WaitVisible(chromedp.CSS("#traffic-form")))
+		waitJS(ctx, t, "defaults", `document.getElementById("traffic-pod").value === "client" && document.getElementById("traffic-url").value === "http://good:8080/"`)
 		send(t, "http://flaky:8080/", 30)
-		waitText(t, ctx, "#traffic-answers", "flaky-v1", "503", "200")
+		waitText(ctx, t, "#traffic-answers", "flaky-v1", "503", "200")
 		// 503s and the failure count are red; nothing says "(no pod field)".
-		if got := evalJS[string](t, ctx, `[...document.querySelectorAll("#traffic-statuses td.bad, #traffic-answers td.bad")].map((td) => td.textContent).join(",")`); !strings.Contains(got, "503") {
+		if got := evalJS[string](ctx, t, `[...document.querySelectorAll("#traffic-statuses td.bad, #traffic-answers td.bad")].map((td) => td.textContent).join(",")`); !strings.Contains(got, "503") {
 			t.Errorf("503 is not shown as an error: red cells %q", got)
 		}
-		waitText(t, ctx, "#traffic-latency .bad", "failed")
-		if text := evalJS[string](t, ctx, `document.getElementById("traffic-result").textContent`); strings.Contains(text, "no pod field") {
+		waitText(ctx, t, "#traffic-latency .bad", "failed")
+		if text := evalJS[string](ctx, t, `document.getElementById("traffic-result").textContent`); strings.Contains(text, "no pod field") {
 			t.Errorf("the result does not name who answered:\n%s", text)
 		}
-		screenshot(t, ctx, "dashboard-health-traffic")
+		screenshot(ctx, t, "dashboard-health-traffic")
 		send(t, "http://good:8080/", 30)
-		waitText(t, ctx, "#traffic-answers", "good-v1", "200")
+		waitText(ctx, t, "#traffic-answers", "good-v1", "200")
 		// A fault abort is the client's sidecar answering: the answers say so.
 		send(t, "http://aborted:8080/", 20)
-		waitText(t, ctx, `#traffic-answers tr[data-by="sidecar"]`, "the sidecar itself", "503", "20")
+		waitText(ctx, t, `#traffic-answers tr[data-by="sidecar"]`, "the sidecar itself", "503", "20")
 	})
 
 	t.Run("edges", func(t *testing.T) {
-		run(t, ctx, "open the topology", chromedp.Navigate(base+"#topology"), chromedp.WaitVisible(chromedp.CSS("#topo-graph svg")))
-		run(t, ctx, "the failing edge is red",
+		run(ctx, t, "open the topology", chromedp.Navigate(base+"#topology"), chromedp.WaitVisible(chromedp.CSS("#topo-graph svg")))
+		run(ctx, t, "the failing edge is red",
 			chromedp.WaitVisible(chromedp.CSS(`#topo-graph path.edge.bad[data-from="client"][data-to="flaky.default.svc.cluster.local"]`)))
-		run(t, ctx, "the edge of fault aborts is red (Istio's request metrics, not the cluster stats, count them)",
+		run(ctx, t, "the edge of fault aborts is red (Istio's request metrics, not the cluster stats, count them)",
 			chromedp.WaitVisible(chromedp.CSS(`#topo-graph path.edge.bad[data-from="client"][data-to="aborted.default.svc.cluster.local"]`)))
-		run(t, ctx, "the healthy edge is green",
+		run(ctx, t, "the healthy edge is green",
 			chromedp.WaitVisible(chromedp.CSS(`#topo-graph path.edge.ok[data-from="client"][data-to="good.default.svc.cluster.local"]`)))
-		colours := evalJS[string](t, ctx, `["flaky", "good"].map((s) => getComputedStyle(document.querySelector('#topo-graph path.edge[data-to="' + s + '.default.svc.cluster.local"]')).stroke).join("|")`)
+		colours := evalJS[string](ctx, t, `["flaky", "good"].map((s) => getComputedStyle(document.querySelector('#topo-graph path.edge[data-to="' + s + '.default.svc.cluster.local"]')).stroke).join("|")`)
 		if parts := strings.Split(colours, "|"); len(parts) != 2 || parts[0] == parts[1] {
 			t.Errorf("the failing and the healthy edge are drawn alike: %q", colours)
 		}
-		waitJS(t, ctx, "the failing edge's label", `/\d+% 5xx/.test(document.querySelector('#topo-graph g.edge-label-box[data-to="flaky.default.svc.cluster.local"]').textContent)`)
-		if problems := evalJS[string](t, ctx, labelLayout); problems != "" {
+		waitJS(ctx, t, "the failing edge's label", `/\d+% 5xx/.test(document.querySelector('#topo-graph g.edge-label-box[data-to="flaky.default.svc.cluster.local"]').textContent)`)
+		if problems := evalJS[string](ctx, t, labelLayout); problems != "" {
 			t.Errorf("edge labels: %s", problems)
 		}
-		waitText(t, ctx, "#topo-legend", "≥ 20% 5xx", "1–20% 5xx", "< 1% 5xx")
-		screenshot(t, ctx, "dashboard-health-topology")
+		waitText(ctx, t, "#topo-legend", "≥ 20% 5xx", "1–20% 5xx", "< 1% 5xx")
+		screenshot(ctx, t, "dashboard-health-topology")
 	})
 
 	t.Run("events", func(t *testing.T) {
-		run(t, ctx, "apply a VirtualService",
+		run(ctx, t, "apply a VirtualService",
 			chromedp.Navigate(base+"#config"),
 			chromedp.WaitVisible(chromedp.CSS("#config-yaml")),
 			chromedp.SetValue(chromedp.CSS("#config-yaml"), goodTimeoutVS),
 			chromedp.Click(chromedp.CSS("#config-apply")),
 		)
-		waitText(t, ctx, "#config-msg", "applied")
-		run(t, ctx, "open the events", chromedp.Navigate(base+"#events"), chromedp.WaitVisible(chromedp.CSS("#events")))
+		waitText(ctx, t, "#config-msg", "applied")
+		run(ctx, t, "open the events", chromedp.Navigate(base+"#events"), chromedp.WaitVisible(chromedp.CSS("#events")))
 		// One row for the change, counting the pushes to the 4 proxies and their ACKs.
-		waitText(t, ctx, `#events tr.change-row`, "VirtualService default/good created", "pushed", "to 5 proxies", "ACKed")
-		if n := evalJS[int](t, ctx, `document.querySelectorAll('#events tbody tr[data-kind^="xds."]').length`); n != 0 {
+		waitText(ctx, t, `#events tr.change-row`, "VirtualService default/good created", "pushed", "to 5 proxies", "ACKed")
+		if n := evalJS[int](ctx, t, `document.querySelectorAll('#events tbody tr[data-kind^="xds."]').length`); n != 0 {
 			t.Errorf("%d xDS rows in the grouped view, want them inside their change", n)
 		}
-		pushed := evalJS[int](t, ctx, `(() => { const r = [...document.querySelectorAll("#events tr.change-row")].find((tr) => tr.textContent.includes("default/good created")); return Number(r.dataset.pushed); })()`)
+		pushed := evalJS[int](ctx, t, `(() => { const r = [...document.querySelectorAll("#events tr.change-row")].find((tr) => tr.textContent.includes("default/good created")); return Number(r.dataset.pushed); })()`)
 		if pushed < 5 {
 			t.Errorf("the change counts %d pushes, want one or more to each of 5 proxies", pushed)
 		}
 		// Expanded, it lists each proxy's pushes.
-		run(t, ctx, "expand the change", chromedp.Click(chromedp.CSS(`#events tr.change-row details.change summary`)))
-		waitText(t, ctx, `#events tr.change-row details.change[open] ul.change-pods`, "client", "flaky-v1", "good-v1", "slow-v1", "RouteConfiguration")
+		run(ctx, t, "expand the change", chromedp.Click(chromedp.CSS(`#events tr.change-row details.change summary`)))
+		waitText(ctx, t, `#events tr.change-row details.change[open] ul.change-pods`, "client", "flaky-v1", "good-v1", "slow-v1", "RouteConfiguration")
 		// Ungrouped, the same events are rows of their own again.
-		run(t, ctx, "ungroup", chromedp.Click(chromedp.CSS("#events-group")))
-		waitJS(t, ctx, "raw xDS rows", `document.querySelectorAll('#events tbody tr[data-kind="xds.pushed"]').length >= 4`)
-		run(t, ctx, "group again", chromedp.Click(chromedp.CSS("#events-group")))
-		waitText(t, ctx, "#events tbody", "traffic.sent", "503 ×")
-		screenshot(t, ctx, "dashboard-health-events")
+		run(ctx, t, "ungroup", chromedp.Click(chromedp.CSS("#events-group")))
+		waitJS(ctx, t, "raw xDS rows", `document.querySelectorAll('#events tbody tr[data-kind="xds.pushed"]').length >= 4`)
+		run(ctx, t, "group again", chromedp.Click(chromedp.CSS("#events-group")))
+		waitText(ctx, t, "#events tbody", "traffic.sent", "503 ×")
+		screenshot(ctx, t, "dashboard-health-events")
 	})
 
 	t.Run("SDS", func(t *testing.T) {
-		run(t, ctx, "open the config view", chromedp.Navigate(base+"#config"), chromedp.WaitVisible(chromedp.CSS("#config-proxies")))
-		waitJS(t, ctx, "an SDS cell per proxy", `document.querySelectorAll("#config-proxies td[data-sds]").length === 5`)
-		cells := evalJS[string](t, ctx, `[...document.querySelectorAll("#config-proxies td[data-sds]")].map((td) => td.className + " " + td.textContent).join("|")`)
+		run(ctx, t, "open the config view", chromedp.Navigate(base+"#config"), chromedp.WaitVisible(chromedp.CSS("#config-proxies")))
+		waitJS(ctx, t, "an SDS cell per proxy", `document.querySelectorAll("#config-proxies td[data-sds]").length === 5`)
+		cells := evalJS[string](ctx, t, `[...document.querySelectorAll("#config-proxies td[data-sds]")].map((td) => td.className + " " + td.textContent).join("|")`)
 		for _, c := range strings.Split(cells, "|") {
 			if !strings.HasPrefix(c, "ok ACTIVE default ") || !strings.Contains(c, "ROOTCA") {
 				t.Errorf("SDS cell %q, want the proxy's default certificate and ROOTCA", c)
@@ -732,14 +732,14 @@ func TestDashboardHealthInBrowser(t *testing.T) {
 	})
 
 	t.Run("trace fault delay", func(t *testing.T) {
-		run(t, ctx, "trace client -> slow",
+		run(ctx, t, "trace client -> slow",
 			chromedp.Navigate(base+"#pods/client"),
 			chromedp.WaitVisible(chromedp.CSS("#trace-form")),
 			chromedp.SetValue(chromedp.CSS("#trace-target"), "http://slow:8080/"),
 			chromedp.Click(chromedp.CSS(`#trace-form button[type=submit]`)),
 		)
-		waitText(t, ctx, "#trace-result .trace-summary", "status 200", "fault delay injected by client's sidecar")
-		text := waitText(t, ctx, `#trace-hops li.hop-proxy tr[data-field="fault delay"]`, "injected by this sidecar's fault filter", "VirtualService default/slow")
+		waitText(ctx, t, "#trace-result .trace-summary", "status 200", "fault delay injected by client's sidecar")
+		text := waitText(ctx, t, `#trace-hops li.hop-proxy tr[data-field="fault delay"]`, "injected by this sidecar's fault filter", "VirtualService default/slow")
 		ms := regexp.MustCompile(`≈(\d+) ms`).FindStringSubmatch(text)
 		if ms == nil {
 			t.Fatalf("the fault delay row gives no duration: %q", text)
@@ -747,35 +747,35 @@ func TestDashboardHealthInBrowser(t *testing.T) {
 		if d, _ := strconv.Atoi(ms[1]); d < 250 || d > 2000 {
 			t.Errorf("fault delay ≈%d ms, want about the configured 300 ms", d)
 		}
-		waitText(t, ctx, `#trace-hops li.hop-proxy tr[data-field="upstream time"]`, "of which ≈"+ms[1]+" ms is the fault delay")
-		screenshot(t, ctx, "dashboard-health-trace")
+		waitText(ctx, t, `#trace-hops li.hop-proxy tr[data-field="upstream time"]`, "of which ≈"+ms[1]+" ms is the fault delay")
+		screenshot(ctx, t, "dashboard-health-trace")
 	})
 
 	t.Run("no Go map text", func(t *testing.T) {
 		for _, view := range []string{"events", "traffic", "topology", "config"} {
-			run(t, ctx, "open "+view, chromedp.Navigate(base+"#"+view))
-			if got := evalJS[bool](t, ctx, `document.body.textContent.includes("map[")`); got {
-				t.Errorf("Go map text on the %s view: %s", view, evalJS[string](t, ctx, `document.body.textContent.match(/.{0,60}map\[.{0,40}/)[0]`))
+			run(ctx, t, "open "+view, chromedp.Navigate(base+"#"+view))
+			if got := evalJS[bool](ctx, t, `document.body.textContent.includes("map[")`); got {
+				t.Errorf("Go map text on the %s view: %s", view, evalJS[string](ctx, t, `document.body.textContent.match(/.{0,60}map\[.{0,40}/)[0]`))
 			}
 		}
 	})
 
 	t.Run("dead lab", func(t *testing.T) {
-		run(t, ctx, "open the topology", chromedp.Navigate(base+"#topology"), chromedp.WaitVisible(chromedp.CSS("#topo-graph svg")))
-		waitJS(t, ctx, "pods ready", `document.querySelectorAll("#topo-graph circle.pod.ready").length === 5`)
+		run(ctx, t, "open the topology", chromedp.Navigate(base+"#topology"), chromedp.WaitVisible(chromedp.CSS("#topo-graph svg")))
+		waitJS(ctx, t, "pods ready", `document.querySelectorAll("#topo-graph circle.pod.ready").length === 5`)
 		if out, err := meshlab(t, "down", "--name", l.name); err != nil {
 			t.Fatalf("meshlab down: %v\n%s", err, out)
 		}
-		waitText(t, ctx, "#lab-banner", "is down", l.name)
-		waitJS(t, ctx, "the topology greyed", `document.body.classList.contains("lab-dead") && document.querySelector("#topo-graph svg").classList.contains("dead")`)
-		if n := evalJS[int](t, ctx, `document.querySelectorAll("#topo-graph circle.pod.ready, #topo-graph path.edge.ok, #topo-graph path.edge.bad, #topo-pods td.ok").length`); n != 0 {
+		waitText(ctx, t, "#lab-banner", "is down", l.name)
+		waitJS(ctx, t, "the topology greyed", `document.body.classList.contains("lab-dead") && document.querySelector("#topo-graph svg").classList.contains("dead")`)
+		if n := evalJS[int](ctx, t, `document.querySelectorAll("#topo-graph circle.pod.ready, #topo-graph path.edge.ok, #topo-graph path.edge.bad, #topo-pods td.ok").length`); n != 0 {
 			t.Errorf("%d elements still show health after down", n)
 		}
-		if n := evalJS[int](t, ctx, `document.querySelectorAll("#topo-graph circle.pod.unknown").length`); n != 5 {
+		if n := evalJS[int](ctx, t, `document.querySelectorAll("#topo-graph circle.pod.unknown").length`); n != 5 {
 			t.Errorf("%d pods shown unknown, want 5", n)
 		}
-		waitText(t, ctx, "#conn", "lab down")
-		screenshot(t, ctx, "dashboard-health-dead")
+		waitText(ctx, t, "#conn", "lab down")
+		screenshot(ctx, t, "dashboard-health-dead")
 	})
 }
 
@@ -801,13 +801,13 @@ func TestDashboardLabGoneInBrowser(t *testing.T) {
 	l := startLab(t, "--listen", "127.0.0.1:0")
 	login := waitDashboardURL(t, l)
 	ctx := newBrowser(t, chromium)
-	run(t, ctx, "log in", chromedp.Navigate(login), chromedp.WaitVisible(chromedp.CSS("#topo-graph svg")))
-	waitJS(t, ctx, "pods ready", `document.querySelectorAll("#topo-graph circle.pod.ready").length === 3`)
+	run(ctx, t, "log in", chromedp.Navigate(login), chromedp.WaitVisible(chromedp.CSS("#topo-graph svg")))
+	waitJS(ctx, t, "pods ready", `document.querySelectorAll("#topo-graph circle.pod.ready").length === 3`)
 	if err := l.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	<-l.exited
-	waitText(t, ctx, "#lab-banner", "is down", "its process is gone")
-	waitJS(t, ctx, "every pod unknown", `document.querySelectorAll("#topo-graph circle.pod.unknown").length === 3 && !document.querySelector("#topo-graph circle.pod.ready, #topo-pods td.ok")`)
-	screenshot(t, ctx, "dashboard-lab-gone")
+	waitText(ctx, t, "#lab-banner", "is down", "its process is gone")
+	waitJS(ctx, t, "every pod unknown", `document.querySelectorAll("#topo-graph circle.pod.unknown").length === 3 && !document.querySelector("#topo-graph circle.pod.ready, #topo-pods td.ok")`)
+	screenshot(ctx, t, "dashboard-lab-gone")
 }
