@@ -30,6 +30,12 @@ require (
 )
 
 require (
+	cloud.google.com/go/compute/metadata v0.9.0 // indirect
+	github.com/spiffe/go-spiffe/v2 v2.8.1 // indirect
+	golang.org/x/oauth2 v0.36.0 // indirect
+)
+
+require (
 	cel.dev/expr v0.25.3 // indirect
 	fortio.org/cli v1.12.3 // indirect
 	fortio.org/dflag v1.9.3 // indirect
@@ -48,7 +54,7 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/chromedp/cdproto v0.159.0 // indirect
 	github.com/cloudwego/base64x v0.1.6 // indirect
-	github.com/cncf/xds/go v0.0.0-20260202195803-dba9d589def2 // indirect
+	github.com/cncf/xds/go v0.0.0-20260202195803-dba9d589def2
 	github.com/ebitengine/purego v0.10.0 // indirect
 	github.com/envoyproxy/go-control-plane/ratelimit v0.1.0 // indirect
 	github.com/envoyproxy/protoc-gen-validate v1.3.3 // indirect

@@ -1,0 +1,182 @@
+package demoapp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	xdscreds "google.golang.org/grpc/credentials/xds"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/xds" // also registers the xds:/// resolver and the file_watcher provider
+)
+
+// PersonaGRPCEcho is a proxyless gRPC app, as Istio's grpc-echo sample: it serves the
+// standard gRPC health service on its ports as an xDS-enabled gRPC server when the pod
+// has a gRPC bootstrap (GRPC_XDS_BOOTSTRAP, the grpc-agent template), else as a plain
+// one. Every answer carries the serving pod ("x-pod") and the SPIFFE identity of the
+// caller it saw over mTLS ("x-peer", "none" over plaintext), so a caller learns who
+// answered and whether the connection was mutual TLS.
+const PersonaGRPCEcho = "grpc-echo"
+
+// GRPCEchoOptions configures a grpc-echo server or client.
+type GRPCEchoOptions struct {
+	// Pod is the name the server answers with (server only).
+	Pod string
+	// Bootstrap is the gRPC xDS bootstrap's content; nil reads the file
+	// GRPC_XDS_BOOTSTRAP names, and without it the server is a plain gRPC server.
+	// Optional.
+	Bootstrap []byte
+}
+
+// NewGRPCEchoServer returns grpc-echo's server: xDS-enabled (its listeners, routes and
+// mTLS from the control plane) when there is a bootstrap, with plaintext as the
+// fallback credentials istiod's plaintext listeners ask for.
+func NewGRPCEchoServer(o GRPCEchoOptions) (interface {
+	Serve(net.Listener) error
+	Stop()
+	GracefulStop()
+}, error,
+) {
+	h := &grpcEchoHealth{pod: o.Pod}
+	if o.Bootstrap == nil && os.Getenv("GRPC_XDS_BOOTSTRAP") == "" {
+		s := grpc.NewServer()
+		healthpb.RegisterHealthServer(s, h)
+		return s, nil
+	}
+	creds, err := xdscreds.NewServerCredentials(xdscreds.ServerOptions{FallbackCreds: insecure.NewCredentials()})
+	if err != nil {
+		return nil, fmt.Errorf("grpc-echo: xds server credentials: %w", err)
+	}
+	opts := []grpc.ServerOption{grpc.Creds(creds)}
+	if o.Bootstrap != nil {
+		opts = append(opts, xds.BootstrapContentsForTesting(o.Bootstrap))
+	}
+	s, err := xds.NewGRPCServer(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("grpc-echo: xds server: %w", err)
+	}
+	healthpb.RegisterHealthServer(s, h)
+	return s, nil
+}
+
+// grpcEchoHealth answers Check with SERVING and who answered whom.
+type grpcEchoHealth struct {
+	healthpb.UnimplementedHealthServer
+	pod string
+}
+
+func (h *grpcEchoHealth) Check(ctx context.Context, _ *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	if err := grpc.SetHeader(ctx, metadata.Pairs("x-pod", h.pod, "x-peer", peerIdentity(ctx))); err != nil {
+		return nil, status.Errorf(codes.Internal, "set header: %v", err)
+	}
+	return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}, nil
+}
+
+// peerIdentity is the URI SAN of the caller's certificate (its SPIFFE ID), or "none".
+func peerIdentity(ctx context.Context) string {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return "none"
+	}
+	if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok {
+		for _, c := range ti.State.PeerCertificates {
+			for _, u := range c.URIs {
+				return u.String()
+			}
+		}
+	}
+	return "none"
+}
+
+// serveGRPCEcho serves grpc-echo on every listener until ctx ends.
+func serveGRPCEcho(ctx context.Context, lns []net.Listener, pod string, log *slog.Logger) error {
+	s, err := NewGRPCEchoServer(GRPCEchoOptions{Pod: pod})
+	if err != nil {
+		return err
+	}
+	stop := context.AfterFunc(ctx, s.GracefulStop)
+	defer stop()
+	var wg sync.WaitGroup
+	errc := make(chan error, len(lns))
+	for _, ln := range lns {
+		log.Info("grpc-echo listening", "addr", ln.Addr().String(), "xds", os.Getenv("GRPC_XDS_BOOTSTRAP") != "")
+		wg.Go(func() { errc <- s.Serve(ln) })
+	}
+	wg.Wait()
+	close(errc)
+	if ctx.Err() != nil {
+		return nil
+	}
+	var errs []error
+	for err := range errc {
+		if err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// GRPCEchoReply is one call's outcome: who answered and which identity it saw, or the
+// call's status code.
+type GRPCEchoReply struct {
+	Pod  string     `json:"pod,omitempty"`
+	Peer string     `json:"peer,omitempty"`
+	Code codes.Code `json:"code"`
+	Err  string     `json:"err,omitempty"`
+}
+
+// GRPCEchoCall makes n health checks to target (for instance
+// "xds:///echo.default.svc.cluster.local:7070") on one channel, as a proxyless client:
+// xDS credentials (mTLS when the control plane says so, else plaintext) and the
+// resolver of the bootstrap (o.Bootstrap, else the file GRPC_XDS_BOOTSTRAP names).
+func GRPCEchoCall(ctx context.Context, target string, n int, o GRPCEchoOptions) ([]GRPCEchoReply, error) {
+	creds, err := xdscreds.NewClientCredentials(xdscreds.ClientOptions{FallbackCreds: insecure.NewCredentials()})
+	if err != nil {
+		return nil, fmt.Errorf("grpc-echo: xds client credentials: %w", err)
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	if o.Bootstrap != nil {
+		r, err := xds.NewXDSResolverWithConfigForTesting(o.Bootstrap)
+		if err != nil {
+			return nil, fmt.Errorf("grpc-echo: xds resolver: %w", err)
+		}
+		opts = append(opts, grpc.WithResolvers(r))
+	}
+	conn, err := grpc.NewClient(target, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("grpc-echo: dial %s: %w", target, err)
+	}
+	defer conn.Close()
+	client := healthpb.NewHealthClient(conn)
+	out := make([]GRPCEchoReply, 0, n)
+	for range n {
+		var md metadata.MD
+		_, err := client.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Header(&md), grpc.WaitForReady(true))
+		r := GRPCEchoReply{Code: status.Code(err)}
+		if err != nil {
+			r.Err = err.Error()
+		}
+		if v := md.Get("x-pod"); len(v) > 0 {
+			r.Pod = v[0]
+		}
+		if v := md.Get("x-peer"); len(v) > 0 {
+			r.Peer = v[0]
+		}
+		out = append(out, r)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return out, nil
+}
