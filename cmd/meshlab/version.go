@@ -123,14 +123,10 @@ func buildInfoOf(bi *debug.BuildInfo) buildInfo {
 // meshVersions adds the lab's control plane and proxies to rep. No lab at all is not an
 // error (the client's version is the answer); a lab that cannot be chosen is.
 func meshVersions(ctx context.Context, g *globalFlags, rep *versionReport) error {
-	name, err := g.labName()
-	if errors.Is(err, lab.ErrNoLab) {
+	if _, err := g.labName(); errors.Is(err, lab.ErrNoLab) {
 		return nil
 	}
-	if err != nil {
-		return err
-	}
-	name, err = g.existingLab()
+	name, err := g.existingLab()
 	if err != nil {
 		return err
 	}

@@ -137,7 +137,7 @@ func (w Writer) edsSummary(d *ConfigDump, f EndpointFilter) error {
 		return err
 	}
 	if ok {
-		var clas []*endpointv3.ClusterLoadAssignment
+		var loads []*endpointv3.ClusterLoadAssignment
 		add := func(c *endpointv3.ClusterLoadAssignment) {
 			n := 0
 			for _, llb := range c.GetEndpoints() {
@@ -151,7 +151,7 @@ func (w Writer) edsSummary(d *ConfigDump, f EndpointFilter) error {
 				n += len(kept)
 			}
 			if n > 0 {
-				clas = append(clas, c)
+				loads = append(loads, c)
 			}
 		}
 		for _, e := range dump.GetDynamicEndpointConfigs() {
@@ -164,8 +164,8 @@ func (w Writer) edsSummary(d *ConfigDump, f EndpointFilter) error {
 				add(c)
 			}
 		}
-		sort.Slice(clas, func(i, j int) bool { return subsetKeyLess(clas[i].GetClusterName(), clas[j].GetClusterName()) })
-		for _, c := range clas {
+		sort.Slice(loads, func(i, j int) bool { return subsetKeyLess(loads[i].GetClusterName(), loads[j].GetClusterName()) })
+		for _, c := range loads {
 			for _, llb := range c.GetEndpoints() {
 				for _, ep := range llb.GetLbEndpoints() {
 					addr := strings.Join(lbEndpointAddresses(ep), ",")

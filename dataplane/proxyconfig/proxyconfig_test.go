@@ -48,7 +48,9 @@ var views = []view{
 	{"listeners-type-http-address-0.0.0.0", func(w Writer, d *ConfigDump, _ *Clusters) error {
 		return w.Listeners(d, ListenerFilter{Type: "http", Address: "0.0.0.0", Verbose: true}, Short)
 	}},
-	{"routes", func(w Writer, d *ConfigDump, _ *Clusters) error { return w.Routes(d, RouteFilter{Verbose: true}, Short) }},
+	{"routes", func(w Writer, d *ConfigDump, _ *Clusters) error {
+		return w.Routes(d, RouteFilter{Verbose: true}, Short)
+	}},
 	{"routes-short", func(w Writer, d *ConfigDump, _ *Clusters) error { return w.Routes(d, RouteFilter{}, Short) }},
 	{"routes-name-9080", func(w Writer, d *ConfigDump, _ *Clusters) error {
 		return w.Routes(d, RouteFilter{Name: "9080", Verbose: true}, Short)
