@@ -23,7 +23,7 @@ const (
 )
 
 // ExternalHosts are the outside world's hosts, in the order the world numbers them.
-var ExternalHosts = []string{ExternalHTTPBin, ExternalCNN, ExternalGoogle}
+var ExternalHosts = []string{ExternalHTTPBin, ExternalCNN, ExternalGoogle, ExternalGitHubRaw}
 
 // ExternalHandler returns the handler host serves on plain HTTP (port 80) or, with tls,
 // on HTTPS (port 443). An unknown host is an error.
@@ -31,8 +31,11 @@ func ExternalHandler(host string, tls bool) (http.Handler, error) {
 	if !slices.Contains(ExternalHosts, host) {
 		return nil, fmt.Errorf("no outside-world app for host %q (known: %v)", host, ExternalHosts)
 	}
-	if host == ExternalHTTPBin {
+	switch host {
+	case ExternalHTTPBin:
 		return newHTTPBin(nil), nil
+	case ExternalGitHubRaw:
+		return gitHubRaw() // jwtsamples.go
 	}
 	page := externalPage(host)
 	if host == ExternalCNN && !tls {

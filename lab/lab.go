@@ -87,9 +87,10 @@ type Lab struct {
 	kubeDNS *kubeDNS
 	// metrics are the control plane's Prometheus metrics (nil in unit tests' bare Labs).
 	metrics *metrics
-	faults  faultSet // control-plane faults (lab/faults.go)
-	world   *world   // the outside world (lab/world.go); nil until created
-	live    livePods // pods added and removed while the lab runs (lab/livepods.go)
+	faults  faultSet  // control-plane faults (lab/faults.go)
+	world   *world    // the outside world (lab/world.go); nil until created
+	jwks    jwksCache // key sets fetched for jwksUri (lab/jwks.go)
+	live    livePods  // pods added and removed while the lab runs (lab/livepods.go)
 
 	mu       sync.Mutex
 	model    *model.Model
@@ -241,6 +242,11 @@ func (l *Lab) create(ctx context.Context) error {
 	}
 	if err := l.createWorld(); err != nil { // world.go
 		return err
+	}
+	if len(jwksURIs(l.model)) > 0 { // jwks.go: the first push came before the world could answer
+		if err := l.updateProxies(ctx, l.model, "jwks"); err != nil {
+			return fmt.Errorf("push the fetched JWKS: %w", err)
+		}
 	}
 	if err := l.setupKubeProxy(); err != nil {
 		return err

@@ -81,6 +81,7 @@ func (m *metrics) timeUpdate(start time.Time) { m.updates.Observe(time.Since(sta
 // trigger says what caused it, for the proxies' config history (lab/history.go).
 func (l *Lab) updateProxies(ctx context.Context, m *model.Model, trigger string) error {
 	start := time.Now()
+	m = l.withJWKS(ctx, m) // jwks.go: istiod inlines the keys of a jwksUri
 	err := l.disc.UpdateFor(ctx, m, trigger)
 	if l.metrics != nil {
 		l.metrics.timeUpdate(start)

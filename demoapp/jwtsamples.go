@@ -1,0 +1,101 @@
+package demoapp
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+)
+
+// ExternalGitHubRaw is where Istio's JWT tasks fetch their sample key set and tokens:
+// https://raw.githubusercontent.com/istio/istio/<branch>/security/tools/jwt/samples/
+// jwks.json, demo.jwt and groups-scope.jwt. The outside world answers those paths with a
+// key of its own (made once per lab process; Istio's sample key is not copied) and tokens
+// it signed with the claims the tasks rely on, so a RequestAuthentication whose jwksUri
+// names the sample, and the TOKEN=$(curl ...) steps, work unchanged.
+const ExternalGitHubRaw = "raw.githubusercontent.com"
+
+// jwtSamplesDir is the directory of the samples below any branch of istio/istio.
+const jwtSamplesDir = "/security/tools/jwt/samples/"
+
+// The samples' issuer and subject, and the claims of groups-scope.jwt, as the tasks
+// show them when they decode the tokens.
+const jwtSampleIssuer = "testing@secure.istio.io"
+
+// JWTSamples is a key set and the tokens it signed.
+type JWTSamples struct {
+	JWKS   []byte            // the public key set (jwks.json)
+	Tokens map[string]string // file name -> compact JWT
+}
+
+// jwtSamples is the process's samples, made on first use.
+var jwtSamples = sync.OnceValues(newJWTSamples)
+
+// SampleJWTs returns the outside world's JWT samples (the same for the whole process).
+func SampleJWTs() (*JWTSamples, error) { return jwtSamples() }
+
+func newJWTSamples() (*JWTSamples, error) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return nil, fmt.Errorf("make the JWT sample key: %w", err)
+	}
+	const kid = "meshlab-sample"
+	pub := jose.JSONWebKey{Key: &key.PublicKey, KeyID: kid, Algorithm: string(jose.RS256), Use: "sig"}
+	jwks, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{pub}})
+	if err != nil {
+		return nil, fmt.Errorf("encode the JWT sample key set: %w", err)
+	}
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: key},
+		(&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", kid))
+	if err != nil {
+		return nil, fmt.Errorf("make the JWT sample signer: %w", err)
+	}
+	// The samples' times: issued 2018-07-23, expiring in 2118.
+	base := map[string]any{"iss": jwtSampleIssuer, "sub": jwtSampleIssuer, "iat": 1532389700, "exp": 4685989700}
+	claims := map[string]map[string]any{
+		"demo.jwt":         {"foo": "bar"},
+		"groups-scope.jwt": {"groups": []string{"group1", "group2"}, "scope": []string{"scope1", "scope2"}},
+	}
+	s := &JWTSamples{JWKS: jwks, Tokens: map[string]string{}}
+	for file, extra := range claims {
+		tok, err := jwt.Signed(signer).Claims(base).Claims(extra).Serialize()
+		if err != nil {
+			return nil, fmt.Errorf("sign %s: %w", file, err)
+		}
+		s.Tokens[file] = tok + "\n" // the sample files end with a newline; curl's $(...) drops it
+	}
+	return s, nil
+}
+
+// gitHubRaw serves the samples below any branch; everything else is GitHub's 404.
+func gitHubRaw() (http.Handler, error) {
+	s, err := SampleJWTs()
+	if err != nil {
+		return nil, err
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, file, ok := strings.Cut(r.URL.Path, jwtSamplesDir)
+		var body []byte
+		switch {
+		case !ok || !strings.HasPrefix(r.URL.Path, "/istio/istio/"):
+		case file == "jwks.json":
+			body = s.JWKS
+		case s.Tokens[file] != "":
+			body = []byte(s.Tokens[file])
+		}
+		if body == nil {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte("404: Not Found"))
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write(body)
+	}), nil
+}
