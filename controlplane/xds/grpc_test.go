@@ -264,3 +264,18 @@ func grpcConsistent(t *testing.T, res map[resource.Type][]types.Resource) {
 		}
 	}
 }
+
+// Sidecars reach a proxyless pod in plaintext unless it carries the tlsMode label, as
+// Istio marks endpoints from that label, which the grpc-agent template does not set.
+func TestProxylessEndpointTLSMode(t *testing.T) {
+	t.Parallel()
+	m := grpcModel()
+	pod := m.Pod("echo-v1")
+	if md := endpointMetadata(m, pod, 17070); md.GetFilterMetadata()[TransportSocketMatchKey] != nil {
+		t.Errorf("proxyless endpoint without the label: %v, want no tlsMode", md)
+	}
+	pod.Labels[TLSModeLabel] = TLSModeIstio
+	if md := endpointMetadata(m, pod, 17070); md.GetFilterMetadata()[TransportSocketMatchKey] == nil {
+		t.Errorf("proxyless endpoint with tlsMode=istio: %v, want the tlsMode mark", md)
+	}
+}

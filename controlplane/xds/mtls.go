@@ -89,7 +89,11 @@ func endpointMetadata(m *model.Model, pod *model.Pod, port uint16) *core.Metadat
 	md := &core.Metadata{FilterMetadata: map[string]*structpb.Struct{
 		"istio": {Fields: map[string]*structpb.Value{"workload": structpb.NewStringValue(workloadID(pod))}},
 	}}
-	if EffectiveMTLSMode(m, pod, port) != MTLSDisable {
+	// A proxyless pod carries the tlsMode label only when its user sets it (the
+	// grpc-agent template cannot: the app must use xDS credentials), so sidecars reach it
+	// in plaintext unless it does.
+	proxylessPlain := pod.Sidecar.GRPCAgent && pod.Labels[TLSModeLabel] != TLSModeIstio
+	if EffectiveMTLSMode(m, pod, port) != MTLSDisable && !proxylessPlain {
 		md.FilterMetadata[TransportSocketMatchKey] = &structpb.Struct{Fields: map[string]*structpb.Value{
 			TLSModeKey: structpb.NewStringValue(TLSModeIstio),
 		}}
