@@ -49,7 +49,9 @@ func ParseXDSListen(s string) (netip.AddrPort, error) {
 // apply adds and removes pods.
 func (l *Lab) proxyAuthorizer(nodes proxyNodes) discovery.Authorizer {
 	l.live.nodes.Store(&nodes)
-	return func(ctx context.Context, nodeID string) error { return l.authorizeProxy(ctx, *l.live.nodes.Load(), nodeID) }
+	return func(ctx context.Context, nodeID string) error {
+		return l.authorizeProxy(ctx, *l.live.nodes.Load(), nodeID)
+	}
 }
 
 // setProxyNodes makes the proxies of m's pods the ones the control plane serves.
