@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"slices"
-	"strings"
 	"time"
 )
 
@@ -178,10 +177,8 @@ func (r *Runner) printf(format string, args ...any) {
 	}
 }
 
-// Describe renders a step's instructions for a person.
+// Describe renders a step for a person: its name, its instructions and the commands of
+// its task.
 func Describe(l *Lab, i int) string {
-	st := l.Steps[i]
-	var b strings.Builder
-	fmt.Fprintf(&b, "Step %d of %d: %s\n\n%s\n", i+1, len(l.Steps), st.Name, strings.TrimSpace(st.Instructions))
-	return b.String()
+	return fmt.Sprintf("Step %d of %d: %s\n\n%s\n", i+1, len(l.Steps), l.Steps[i].Name, instructions(l, i))
 }
