@@ -47,6 +47,9 @@ func (l *Lab) Apply(ctx context.Context, files []web.ConfigFile) ([]string, erro
 	defer releaseMemory()
 	l.live.applyMu.Lock()
 	defer l.live.applyMu.Unlock()
+	if l.live.closed {
+		return nil, errLabStopping
+	}
 	changes, plan, err := func() ([]config.Change, podPlan, error) {
 		l.mu.Lock()
 		defer l.mu.Unlock()
@@ -84,6 +87,9 @@ func (l *Lab) Delete(ctx context.Context, files []web.ConfigFile, refs []web.Obj
 	}
 	l.live.applyMu.Lock()
 	defer l.live.applyMu.Unlock()
+	if l.live.closed {
+		return nil, errLabStopping
+	}
 	changes, plan, err := func() ([]config.Change, podPlan, error) {
 		l.mu.Lock()
 		defer l.mu.Unlock()

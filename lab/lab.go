@@ -326,6 +326,7 @@ func (l *Lab) startServers() error {
 // servers, and removes everything the lab created. It is safe to call more than once.
 func (l *Lab) Close() error {
 	l.publish(EventLabDown, "", "lab "+l.opts.Name+" is stopping", nil)
+	l.stopLivePods() // livepods.go: no apply makes pods from now on
 	if l.apps != nil {
 		l.apps.stop()
 	}

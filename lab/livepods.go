@@ -41,8 +41,30 @@ type livePods struct {
 	// nodes are the proxies the control plane serves (xdsauth.go), replaced whole.
 	nodes atomic.Pointer[proxyNodes]
 
+	closed bool // under applyMu: the lab is stopping, apply changes nothing more
+
 	mu      sync.Mutex
 	cancels map[string]context.CancelFunc // per pod: ends what the lab serves inside it
+	closing bool                          // the lab is stopping: make no pod
+	endWait context.CancelFunc            // ends reconcilePods' wait for new pods
+}
+
+// errLabStopping refuses an apply or delete that comes while the lab stops.
+var errLabStopping = errors.New("the lab is stopping")
+
+// stopLivePods, as the lab starts to stop, cuts short a change of pods in progress
+// (its wait for new pods), waits for it to end, and makes every later apply and delete
+// fail: no pod is made once Close has begun removing them.
+func (l *Lab) stopLivePods() {
+	l.live.mu.Lock()
+	l.live.closing = true
+	if l.live.endWait != nil {
+		l.live.endWait()
+	}
+	l.live.mu.Unlock()
+	l.live.applyMu.Lock()
+	l.live.closed = true
+	l.live.applyMu.Unlock()
 }
 
 // podContext returns a context that ends when the lab's servers stop or pod is removed:
@@ -176,14 +198,22 @@ func (l *Lab) reconcilePods(ctx context.Context, plan podPlan) []string {
 	slices.SortStableFunc(l.rec.Pods, func(a, b PodRecord) int {
 		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
 	})
-	if err := l.allocateAppUIDs(); err != nil {
+	l.live.mu.Lock()
+	readyCtx, cancel := context.WithTimeout(ctx, l.opts.ReadyTimeout)
+	defer cancel()
+	closing := l.live.closing
+	l.live.endWait = cancel
+	l.live.mu.Unlock()
+	err := l.allocateAppUIDs()
+	if closing {
+		err = errLabStopping
+	}
+	if err != nil {
 		for _, p := range plan.add {
 			out = append(out, l.podFailed(p, err))
 		}
 		return out
 	}
-	readyCtx, cancel := context.WithTimeout(ctx, l.opts.ReadyTimeout)
-	defer cancel()
 	started := make([]error, len(plan.add))
 	for i, p := range plan.add {
 		wg.Go(func() {

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"errors"
 	"net/netip"
 	"os"
 	"slices"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/meshlab/meshlab/controlplane/config"
 	"github.com/meshlab/meshlab/controlplane/model"
+	"github.com/meshlab/meshlab/web"
 )
 
 func podNames(ps []*model.Pod) []string {
@@ -208,5 +210,23 @@ func TestLabNamespacesSkipsDeletedPods(t *testing.T) {
 	}
 	if want := []string{"ml-zq9-node", "ml-zq9-c", "ml-zq9-b"}; !slices.Equal(got, want) {
 		t.Errorf("labNamespaces = %v, want %v", got, want)
+	}
+}
+
+// Once the lab stops, apply and delete change nothing: no pod may be made while Close
+// removes them.
+func TestApplyRefusedWhileStopping(t *testing.T) {
+	t.Parallel()
+	l := applyLab(t)
+	before := l.model
+	l.stopLivePods()
+	if _, err := l.Apply(t.Context(), []web.ConfigFile{{Name: "dr.yaml", Data: testDR}}); !errors.Is(err, errLabStopping) {
+		t.Errorf("Apply while stopping: %v, want %v", err, errLabStopping)
+	}
+	if _, err := l.Delete(t.Context(), nil, []web.ObjectRef{{Kind: "Workload", Name: "backend-v2"}}); !errors.Is(err, errLabStopping) {
+		t.Errorf("Delete while stopping: %v, want %v", err, errLabStopping)
+	}
+	if l.model != before {
+		t.Error("the model changed while the lab was stopping")
 	}
 }
