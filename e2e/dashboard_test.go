@@ -613,7 +613,7 @@ const labelLayout = `(() => {
     boxes.forEach((b) => { if (over(l.r, b)) problems.push(l.text + " covers a service box"); });
     labels.slice(i + 1).forEach((m) => { if (over(l.r, m.r)) problems.push(l.text + " covers " + m.text); });
     const target = document.querySelector('#topo-graph g.svc[data-service="' + l.to + '"] rect');
-    if (target && l.r.x + l.r.w > rect(target).x - 16) problems.push(l.text + " runs into the arrowhead at " + l.to);
+    if (target && l.r.x < rect(target).x && l.r.x + l.r.w > rect(target).x - 16) problems.push(l.text + " runs into the arrowhead at " + l.to);
   });
   if (!labels.length) problems.push("no edge label");
   return problems.join("; ");

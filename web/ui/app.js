@@ -151,7 +151,6 @@ function edgeHealth(e) {
 // edgeWidth grows with the request rate, logarithmically, from 1.5 to 7 px.
 const edgeWidth = (rps) => 1.5 + Math.min(5.5, 1.3 * Math.log2(1 + rps));
 
-const boxesOverlap = (a, b) => a.x < b.x + b.w && b.x < a.x + a.w && a.y < b.y + b.h && b.y < a.y + a.h;
 
 // bezier returns the point at t of a cubic curve p0..p3.
 function bezier(p, t) {
@@ -188,7 +187,7 @@ function drawTopology(t) {
   const lv = levels(t, podService);
   // Layout: columns by level, boxes stacked; pods as dots, named when there are few.
   // Columns leave room between boxes for the edges and their labels.
-  const colW = 420, boxW = 200, perRow = 10, gap = 28, cols = {};
+  const colW = 440, boxW = 200, perRow = 10, gap = 28, cols = {};
   const pos = {}, podPos = {};
   for (const b of boxes) {
     const col = lv[b.id] || 0;
@@ -235,7 +234,20 @@ function drawTopology(t) {
   }
   // Edges leave the source box at its right side, level with the calling pod (so the line
   // never crosses a pod's name), and arrive spread along the target box's left side.
-  const drawn = t.edges.filter((e) => podPos[e.from] && pos[e.to]);
+  // A pod calling its own service is written under the box (a loop would cross the
+  // edges leaving it): "↻ pod: 2.0 rps · 0% 5xx", coloured as an edge.
+  const selfCalls = {};
+  for (const e of t.edges) {
+    if (!podPos[e.from] || podService[e.from] !== e.to) continue;
+    const box = pos[e.to], hl = edgeHealth(e), level = dead ? "dead" : hl.level, k = (selfCalls[e.to] = (selfCalls[e.to] || 0) + 1) - 1;
+    const y = box.y + box.h + 12 + k * 13;
+    const label = `↻ ${e.from} · ` + (dead ? "no data" : `${(hl.rate * 100).toFixed(0)}% 5xx` + (hl.idle ? "" : ` · ${hl.rps.toFixed(1)} rps`));
+    const txt = s("text", { x: box.x + 8, y, class: "edge-label self-call " + level, "data-from": e.from, "data-to": e.to, "data-level": level }, label);
+    txt.append(s("title", {}, `${e.from} calls its own service. ` + edgeTitle(e, hl)));
+    svg.append(txt);
+    obstacles.push({ x: box.x, y: y - 11, w: textWidth(label, false) + 8, h: 14 });
+  }
+  const drawn = t.edges.filter((e) => podPos[e.from] && pos[e.to] && podService[e.from] !== e.to);
   const incoming = {};
   for (const e of drawn) (incoming[e.to] = incoming[e.to] || []).push(e);
   for (const list of Object.values(incoming)) list.sort((a, b) => podPos[a.from].y - podPos[b.from].y);
@@ -265,28 +277,35 @@ function drawTopology(t) {
     path.append(s("title", {}, edgeTitle(e, hl)));
     edgeLayer.append(path);
     const rate = `${(hl.rate * 100).toFixed(0)}% 5xx`;
-    const label = dead ? "lab down: no data" : (hl.idle ? `idle, 0 rps · ${rate} of ${e.requests}` : `${hl.rps.toFixed(1)} rps · ${rate}`) +
+    const label = dead ? "lab down: no data" : (hl.idle ? `0 rps · ${rate} of ${e.requests}` : `${hl.rps.toFixed(1)} rps · ${rate}`) +
       ` · ${e.mtls ? "mTLS" : "plaintext"}${e.denied > 0 ? ` · ${e.denied} denied` : ""}`;
     const lw = textWidth(label, level === "bad" || e.denied > 0) + 8, lh = 15;
     // Candidate spots along the curve, away from both ends (the arrowhead and the source
     // box): the middle first, then either side, above the line and then below it.
     // Edges fan out towards their targets, so spots past the middle tell them apart best;
     // a label never reaches into the last 18 px before the arrowhead.
-    const lo = Math.min(pts[0][0], pts[3][0]) + 4, hi = Math.max(pts[0][0], pts[3][0]) - 18;
-    const top = Math.min(pts[0][1], pts[3][1]) - 2 * lh - 8, bottom = Math.max(pts[0][1], pts[3][1]) + 2 * lh + 8;
+    // A loop (out to the right and back) keeps its label beyond the loop's far side.
+    const loop = pts[1][0] > Math.max(pts[0][0], pts[3][0]);
+    const lo = loop ? pts[1][0] - 10 : Math.min(pts[0][0], pts[3][0]) + 4;
+    const hi = loop ? lo + lw + 18 : Math.max(pts[0][0], pts[3][0]) - 18;
+    const top = Math.min(pts[0][1], pts[3][1]) - 3 * lh - 8, bottom = Math.max(pts[0][1], pts[3][1]) + 3 * lh + 8;
     const right = Math.max(hi, lo + lw);
     const near = obstacles.filter((o) => o.x < right && o.x + o.w > lo && o.y < bottom && o.y + o.h > top);
-    let spot = null;
+    // The first spot free of everything wins; when none is, the one covering least.
+    const overlap = (a, b) => Math.max(0, Math.min(a.x + a.w, b.x + b.w) - Math.max(a.x, b.x)) * Math.max(0, Math.min(a.y + a.h, b.y + b.h) - Math.max(a.y, b.y));
+    let spot = null, best = null, bestCost = Infinity;
     for (const tt of [0.62, 0.5, 0.74, 0.4, 0.3]) {
       const c = bezier(pts, tt);
       const x = Math.max(lo, Math.min(hi - lw, c.x - lw / 2));
-      for (const dy of [-lh - 3, 5, -2 * lh - 4, lh + 6]) {
+      for (const dy of [-lh - 3, 5, -2 * lh - 4, lh + 6, -3 * lh - 5, 2 * lh + 7]) {
         const r = { x, y: c.y + dy, w: lw, h: lh };
-        if (!near.some((o) => boxesOverlap(o, r))) { spot = r; break; }
+        const cost = near.reduce((n, o) => n + overlap(o, r), 0);
+        if (cost === 0) { spot = r; break; }
+        if (cost < bestCost) { best = r; bestCost = cost; }
       }
       if (spot) break;
     }
-    if (!spot) { const c = bezier(pts, 0.5); spot = { x: c.x - lw / 2, y: c.y - lh - 3, w: lw, h: lh }; }
+    spot = spot || best;
     obstacles.push(spot);
     const lg = s("g", { class: "edge-label-box " + level, "data-from": e.from, "data-to": e.to });
     lg.append(s("rect", { x: spot.x, y: spot.y, width: spot.w, height: spot.h, rx: 3 }));
