@@ -42,9 +42,9 @@ var kubeWorkloadKinds = map[string]string{
 // Istio's injection switches (pkg/kube/inject): the pod label or annotation
 // sidecar.istio.io/inject, and the namespace labels istio-injection and istio.io/rev.
 const (
-	injectLabel          = "sidecar.istio.io/inject"
+	injectLabel = "sidecar.istio.io/inject"
 	// templatesAnnotation names the injection templates; grpc-agent is proxyless gRPC.
-	templatesAnnotation = "inject.istio.io/templates"
+	templatesAnnotation  = "inject.istio.io/templates"
 	namespaceInjectLabel = "istio-injection"
 	revisionLabel        = "istio.io/rev"
 )
