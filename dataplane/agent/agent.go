@@ -34,6 +34,9 @@ func run(ctx context.Context, c Config, log *slog.Logger, d deps) (err error) {
 		return err
 	}
 	log = log.With("component", "agent", "pod", c.Pod)
+	if c.Proxyless {
+		return runProxyless(ctx, c, log, d) // proxyless.go: no proxy, no DNS proxy
+	}
 
 	// Each epoch resolves the data plane (its settings may name another binary); one that
 	// cannot be found fails the pod with a message in its status, rather than the agent,

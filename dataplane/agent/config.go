@@ -64,6 +64,13 @@ type Config struct {
 	// /etc/ssl/certs would hold, served over SDS as "file-root:system"; "" = the host's.
 	SystemCAFile string
 
+	// Proxyless is optional: the pod is injected with Istio's grpc-agent template, and the
+	// agent runs no proxy (proxyless.go). It requires TokenPath.
+	Proxyless bool
+	// AppUID is optional (proxyless only): the app's uid, which owns the key file and the
+	// XDS socket; 0 leaves them root's.
+	AppUID uint32
+
 	DrainDuration            time.Duration // optional: --drain-time-s, default 45s
 	ParentShutdownDuration   time.Duration // optional: --parent-shutdown-time-s, default 60s
 	TerminationDrainDuration time.Duration // optional: wait after drain_listeners on shutdown; 0 = no wait (the flag defaults to 5s, as Istio)
@@ -122,6 +129,9 @@ func (c Config) validate() error {
 	}
 	if !c.PodIP.IsValid() {
 		errs = append(errs, errors.New("pod ip is required"))
+	}
+	if c.Proxyless && c.TokenPath == "" {
+		errs = append(errs, errors.New("token path is required in proxyless mode (the app's certificate files)"))
 	}
 	if c.CertTTL < 0 {
 		errs = append(errs, fmt.Errorf("cert ttl %s is negative", c.CertTTL))

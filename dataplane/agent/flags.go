@@ -45,6 +45,8 @@ const (
 	flagCertTTL                  = "cert-ttl"
 	flagTrustDomain              = "trust-domain"
 	flagSystemCAFile             = "system-ca-file"
+	flagProxyless                = "proxyless"
+	flagAppUID                   = "app-uid"
 )
 
 // Args returns the argv after "meshlab agent" that makes BindFlags produce c again.
@@ -104,6 +106,10 @@ func Args(c Config) []string {
 	dur(flagCertTTL, c.CertTTL)
 	str(flagTrustDomain, c.TrustDomain)
 	str(flagSystemCAFile, c.SystemCAFile)
+	if c.Proxyless {
+		a = append(a, "--"+flagProxyless)
+	}
+	num(flagAppUID, uint64(c.AppUID))
 	return a
 }
 
@@ -147,6 +153,8 @@ func BindFlags(fs *pflag.FlagSet) func() (Config, error) {
 	fs.DurationVar(&c.CertTTL, flagCertTTL, 0, "workload certificate lifetime to ask the CA for (0 = the CA's default)")
 	fs.StringVar(&c.TrustDomain, flagTrustDomain, "", "trust domain of the workload's SPIFFE ID (default cluster.local)")
 	fs.StringVar(&c.SystemCAFile, flagSystemCAFile, "", "the pod's system trust bundle (PEM), served over SDS as file-root:system (default the host's)")
+	fs.BoolVar(&c.Proxyless, flagProxyless, false, "proxyless gRPC (Istio's grpc-agent template): no proxy; write the gRPC bootstrap and certificate files, relay xDS on a socket for the app")
+	fs.Uint32Var(&c.AppUID, flagAppUID, 0, "the app's uid, owner of the key file and XDS socket in proxyless mode")
 	return func() (Config, error) {
 		out := c
 		if podIP != "" {

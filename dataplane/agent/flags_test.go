@@ -33,6 +33,7 @@ func TestArgsRoundTrip(t *testing.T) {
 		cfg  Config
 	}{
 		{name: "full", cfg: full},
+		{name: "proxyless", cfg: Config{Pod: "p", Proxyless: true, AppUID: 1879113729, TokenPath: "/t"}},
 		{name: "zero", cfg: Config{}},
 		{name: "required only", cfg: Config{Lab: "l", Pod: "p", Namespace: "ns", PodIP: full.PodIP, NodeID: "n",
 			ServiceCluster: "c", ServiceAccount: "sa", RunDir: "/r", XDSSocket: "/x", LabSocket: "/a"}},

@@ -51,6 +51,10 @@ type Status struct {
 	Settings            ProxySettings `json:"settings"` // the proxy settings new epochs start with
 	// Cert is the workload certificate served over SDS; nil when the agent has no CA token.
 	Cert *CertStatus `json:"cert,omitempty"`
+	// Proxyless is set for a proxyless gRPC pod (grpc-agent): no proxy, epochs or
+	// settings; its bootstrap, certificate files and the XDS proxy relaying its app's
+	// streams (proxyless.go).
+	Proxyless *ProxylessStatus `json:"proxyless,omitempty"`
 }
 
 // EpochStatus is one proxy process.
