@@ -158,7 +158,7 @@ func TestListenerAccessLog(t *testing.T) {
 				continue
 			}
 			p := &tcpproxy.TcpProxy{}
-			if err := fc.GetFilters()[0].GetTypedConfig().UnmarshalTo(p); err != nil {
+			if err := terminalFilter(fc).GetTypedConfig().UnmarshalTo(p); err != nil {
 				t.Fatal(err)
 			}
 			if len(p.GetAccessLog()) != 0 {

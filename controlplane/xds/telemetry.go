@@ -8,7 +8,6 @@ import (
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-	tcpproxy "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
 	"google.golang.org/protobuf/proto"
@@ -21,8 +20,8 @@ import (
 // config (features.MetadataExchange on; defaultProviders.metrics: prometheus, so the
 // Telemetry API's istio.stats filter on every listener class):
 //
-//   - istio.metadata_exchange network filter first on every virtualInbound chain but
-//     the blackhole one (TCPListenerMx): the server side of the TCP peer metadata
+//   - istio.metadata_exchange network filter first on every virtualInbound chain, its
+//     blackhole one included (TCPListenerMx): the server side of the TCP peer metadata
 //     exchange over the istio-peer-exchange ALPN;
 //   - istio.metadata_exchange upstream cluster filter on every outbound cluster and
 //     PassthroughCluster (TCPClusterMx): the client side of that exchange;
@@ -30,8 +29,9 @@ import (
 //     istio.metadata_exchange; SidecarInboundMetadataFilter / SidecarOutboundMetadataFilter):
 //     x-envoy-peer-metadata headers;
 //   - istio.stats (stats.PluginConfig) before the router of every HCM and before
-//     tcp_proxy on every TCP chain except the blackhole ones; inbound ones do not fall
-//     back to the Host header for destination_service (disable_host_header_fallback).
+//     tcp_proxy on every TCP chain except virtualOutbound's loop guard on 15001 (the
+//     outbound catch-all, PassthroughCluster or BlackHoleCluster, has it); inbound
+//     ones do not fall back to the Host header (disable_host_header_fallback).
 const (
 	MetadataExchangeFilter = "istio.metadata_exchange"
 	StatsFilter            = "istio.stats"
@@ -122,12 +122,8 @@ func addChainTelemetry(fc *listener.FilterChain, inbound bool) error {
 	terminal := fs[len(fs)-1]
 	switch terminal.GetName() {
 	case wellknown.TCPProxy:
-		tp := &tcpproxy.TcpProxy{}
-		if err := terminal.GetTypedConfig().UnmarshalTo(tp); err != nil {
-			return fmt.Errorf("unpack %s: %w", terminal.GetName(), err)
-		}
-		if tp.GetCluster() == BlackHoleCluster {
-			return nil // Istio's blackhole chains carry tcp_proxy alone
+		if fc.GetName() == VirtualOutboundListener+"-blackhole" {
+			return nil // istiod's loop guard on 15001 carries tcp_proxy alone
 		}
 		st, err := statsConfig(inbound)
 		if err != nil {
