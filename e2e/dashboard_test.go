@@ -732,9 +732,10 @@ func TestDashboardHealthInBrowser(t *testing.T) { //nolint:tparallel // the subt
 	})
 
 	t.Run("trace fault delay", func(t *testing.T) {
+		// The pod page proposes a call from its pod: the client's own upstream.
+		run(ctx, t, "open the client's page", chromedp.Navigate(base+"#pods/client"), chromedp.WaitVisible(chromedp.CSS("#trace-form")))
+		waitJS(ctx, t, "the trace target defaults to the client's upstream", `document.getElementById("trace-target").value === "http://good:8080/"`)
 		run(ctx, t, "trace client -> slow",
-			chromedp.Navigate(base+"#pods/client"),
-			chromedp.WaitVisible(chromedp.CSS("#trace-form")),
 			chromedp.SetValue(chromedp.CSS("#trace-target"), "http://slow:8080/"),
 			chromedp.Click(chromedp.CSS(`#trace-form button[type=submit]`)),
 		)

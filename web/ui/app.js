@@ -347,6 +347,7 @@ function showPod() {
   $("hist-msg").textContent = "";
   delete $("hist-from").dataset.picked;
   delete $("hist-to").dataset.picked;
+  traceDefault(state.pod);
   loadPod();
   podTimer = setInterval(loadPod, 2000);
   certTimer = setInterval(tickCert, 1000);
@@ -580,46 +581,56 @@ function answerText(a) {
   }
 }
 
-// trafficDefaults picks what the traffic tool sends until the user picks: a client calling
-// a service it is not part of. First a workload's declared upstream (the demo app's
-// app.upstreams), then the busiest call the topology saw, then a pod of no service (a
-// client), then any pod outside the service with the most pods.
-async function trafficDefaults() {
-  if (state.trafficTouched) return;
+// pickCall chooses a call worth sending: a client calling a service it is not part of.
+// First a workload's declared upstream (the demo app's app.upstreams), then the busiest
+// call the topology saw, then a pod of no service (a client), then any pod outside the
+// service with the most pods. With pod set, only calls from that pod are considered.
+async function pickCall(pod) {
   const [ob, tp] = await Promise.all([api("GET", "/v1/objects?kind=Workload"), api("GET", "/v1/topology")]);
-  if (state.trafficTouched) return;
-  const pods = state.pods.map((p) => p.name);
+  const pods = pod ? [pod] : state.pods.map((p) => p.name);
   const topo = tp.ok ? tp.data : { services: [], edges: [] };
   const services = topo.services || [];
-  const svcOf = (pod) => services.filter((s) => (s.pods || []).includes(pod));
-  const urlOf = (svc, pod) => {
-    const p = state.pods.find((x) => x.name === pod);
-    const host = p && p.namespace !== svc.namespace ? `${svc.name}.${svc.namespace}` : svc.name;
+  const svcOf = (p) => services.filter((s) => (s.pods || []).includes(p));
+  const urlOf = (svc, p) => {
+    const info = state.pods.find((x) => x.name === p);
+    const host = info && info.namespace !== svc.namespace ? `${svc.name}.${svc.namespace}` : svc.name;
     return `http://${host}:${(svc.ports || [80])[0]}/`;
   };
-  let pick = null;
   for (const w of ob.ok && Array.isArray(ob.data) ? ob.data : []) {
     const ups = (((w.object || {}).spec || {}).app || {}).upstreams || [];
-    const pod = pods.find((p) => p === w.name || p.startsWith(w.name + "-"));
-    if (pod && ups.length) { pick = { pod, url: ups[0] }; break; }
+    const p = pods.find((x) => x === w.name || x.startsWith(w.name + "-"));
+    if (p && ups.length) return { pod: p, url: ups[0] };
   }
-  if (!pick) {
-    const calls = (topo.edges || []).filter((e) => !svcOf(e.from).some((s) => s.hostname === e.to)).sort((a, b) => b.requests - a.requests);
-    const svc = calls.length && services.find((s) => s.hostname === calls[0].to);
-    if (svc) pick = { pod: calls[0].from, url: urlOf(svc, calls[0].from) };
+  const calls = (topo.edges || []).filter((e) => pods.includes(e.from) && !svcOf(e.from).some((s) => s.hostname === e.to)).sort((a, b) => b.requests - a.requests);
+  const called = calls.length && services.find((s) => s.hostname === calls[0].to);
+  if (called) return { pod: calls[0].from, url: urlOf(called, calls[0].from) };
+  const big = services.slice().sort((a, b) => (b.pods || []).length - (a.pods || []).length);
+  const lone = pods.find((p) => !svcOf(p).length);
+  for (const svc of lone ? big.slice(0, 1) : big) {
+    const p = lone || pods.find((x) => !(svc.pods || []).includes(x));
+    if (p) return { pod: p, url: urlOf(svc, p) };
   }
-  if (!pick && services.length) {
-    const big = services.slice().sort((a, b) => (b.pods || []).length - (a.pods || []).length);
-    const lone = pods.find((p) => !svcOf(p).length);
-    for (const svc of lone ? big.slice(0, 1) : big) {
-      const pod = lone || pods.find((p) => !(svc.pods || []).includes(p));
-      if (pod) { pick = { pod, url: urlOf(svc, pod) }; break; }
-    }
-  }
-  if (!pick) return;
+  return null;
+}
+
+// trafficDefaults fills the traffic tool with pickCall's choice until the user picks.
+async function trafficDefaults() {
+  if (state.trafficTouched) return;
+  const before = $("traffic-pod").value + " " + $("traffic-url").value;
+  const pick = await pickCall("");
+  // Anything set meanwhile (typed, or by a script) wins over the default.
+  if (!pick || state.trafficTouched || before !== $("traffic-pod").value + " " + $("traffic-url").value) return;
   $("traffic-pod").value = pick.pod;
   $("traffic-url").value = pick.url;
-  $("trace-target").value = pick.url;
+}
+
+// traceDefault fills the pod page's trace target with a call from that pod, until the
+// user types one.
+async function traceDefault(pod) {
+  if (state.traceTouched) return;
+  const before = $("trace-target").value;
+  const pick = await pickCall(pod);
+  if (pick && !state.traceTouched && state.pod === pod && $("trace-target").value === before) $("trace-target").value = pick.url;
 }
 
 async function sendTraffic(ev) {
@@ -1010,6 +1021,7 @@ window.addEventListener("DOMContentLoaded", async () => {
   const lab = await api("GET", "/v1/lab");
   if (lab.ok) { state.labName = lab.data.name; $("lab-name").textContent = lab.data.name + " · " + lab.data.scenario; document.title = "meshlab " + lab.data.name; }
   for (const id of ["traffic-pod", "traffic-url"]) $(id).addEventListener("change", () => { state.trafficTouched = true; });
+  $("trace-target").addEventListener("input", () => { state.traceTouched = true; });
   await loadPods();
   trafficDefaults();
   startEvents();
