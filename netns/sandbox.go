@@ -21,6 +21,9 @@ import (
 // Sandbox says how an app is isolated in its pod (see podinit.Sandbox).
 type Sandbox = podinit.Sandbox
 
+// Bind is a directory shared with a sandboxed app (see podinit.Bind).
+type Bind = podinit.Bind
+
 // podExecEnv, set, makes the meshlab binary (any binary importing this package) a
 // command `meshlab exec` runs in a pod (see ExecInPod).
 const podExecEnv = "MESHLAB_POD_EXEC"
@@ -129,6 +132,7 @@ func podExec(conf string, argv []string) int {
 			env = append(env, e)
 		}
 	}
+	env = sb.Environ(env) // the app's env, as kubectl exec gives a container's
 	if err := podinit.RestrictThread(); err != nil {
 		return initFail(err)
 	}

@@ -39,6 +39,39 @@ type Sandbox struct {
 	// world is trusted through it.
 	TrustBundle string   `json:"trustBundle,omitempty"`
 	Hide        []string `json:"hide,omitempty"` // directories covered by an empty read-only tmpfs
+	// Binds are directories of the pod shared with the app, as a volume mounted into two
+	// containers (a proxyless pod's bootstrap, XDS socket and certificate files): each is
+	// bound read-only at its Dst, which may lie in a Hide directory (its path is then
+	// made in the tmpfs, and nothing else of the hidden directory shows).
+	Binds []Bind `json:"binds,omitempty"`
+	// Env is added to the app's environment and to what `meshlab exec` runs in the pod
+	// ("KEY=VALUE", replacing an inherited KEY), as a container's env.
+	Env []string `json:"env,omitempty"`
+}
+
+// Bind is one directory bound into the app's view: Src (as the lab sees it) at Dst.
+type Bind struct {
+	Src string `json:"src"`
+	Dst string `json:"dst"`
+}
+
+// Environ is base with s.Env added, each replacing the same key of base.
+func (s Sandbox) Environ(base []string) []string {
+	out := make([]string, 0, len(base)+len(s.Env))
+	for _, e := range base {
+		k, _, _ := strings.Cut(e, "=")
+		replaced := false
+		for _, n := range s.Env {
+			if strings.HasPrefix(n, k+"=") {
+				replaced = true
+				break
+			}
+		}
+		if !replaced {
+			out = append(out, e)
+		}
+	}
+	return append(out, s.Env...)
 }
 
 // Validate reports what is missing or malformed in s.
@@ -61,6 +94,16 @@ func (s Sandbox) Validate() error {
 	for _, p := range s.Hide {
 		if !strings.HasPrefix(p, "/") || strings.Trim(p, "/") == "" {
 			errs = append(errs, fmt.Errorf("hide %q: must be an absolute path other than /", p))
+		}
+	}
+	for _, b := range s.Binds {
+		if !strings.HasPrefix(b.Src, "/") || !strings.HasPrefix(b.Dst, "/") || strings.Trim(b.Dst, "/") == "" {
+			errs = append(errs, fmt.Errorf("bind %q on %q: both must be absolute paths, the target other than /", b.Src, b.Dst))
+		}
+	}
+	for _, e := range s.Env {
+		if k, _, ok := strings.Cut(e, "="); !ok || k == "" {
+			errs = append(errs, fmt.Errorf("env %q: want KEY=VALUE", e))
 		}
 	}
 	if _, err := seccompArch(); err != nil {
@@ -113,7 +156,7 @@ func start(conf string, argv []string) (int, error) {
 	}
 	pid, err := syscall.ForkExec(argv[0], argv, &syscall.ProcAttr{
 		Dir:   "/",
-		Env:   os.Environ(),
+		Env:   sb.Environ(os.Environ()),
 		Files: []uintptr{0, 1, 2},
 		Sys: &syscall.SysProcAttr{
 			Credential: &syscall.Credential{Uid: sb.UID, Gid: sb.GID, Groups: []uint32{}},
@@ -152,12 +195,44 @@ func (s Sandbox) mountAll() error {
 	if err := s.bindTrustBundle(); err != nil {
 		return err
 	}
+	// A bind's source may lie in a directory about to be hidden: hold it open, and bind
+	// from the descriptor once its target exists.
+	srcs := make([]int, len(s.Binds))
+	for i, b := range s.Binds {
+		fd, err := unix.Open(b.Src, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("bind %s on %s: open the source: %w", b.Src, b.Dst, err)
+		}
+		defer unix.Close(fd)
+		srcs[i] = fd
+	}
+	const hideFlags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
+	var hidden []string
 	for _, dir := range s.Hide {
 		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 			continue
 		}
-		if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,mode=755"); err != nil {
+		// Writable until the binds' targets are made in it, then read-only.
+		if err := unix.Mount("tmpfs", dir, "tmpfs", hideFlags, "size=4k,mode=755"); err != nil {
 			return fmt.Errorf("hide %s: %w", dir, err)
+		}
+		hidden = append(hidden, dir)
+	}
+	for i, b := range s.Binds {
+		for _, dir := range hidden {
+			if b.Dst == dir || strings.HasPrefix(b.Dst, strings.TrimSuffix(dir, "/")+"/") {
+				if err := os.MkdirAll(b.Dst, 0o755); err != nil {
+					return fmt.Errorf("bind %s on %s: make the target in hidden %s: %w", b.Src, b.Dst, dir, err)
+				}
+			}
+		}
+		if err := bindReadOnly("/proc/self/fd/"+strconv.Itoa(srcs[i]), b.Dst); err != nil {
+			return fmt.Errorf("bind %s on %s: %w", b.Src, b.Dst, err)
+		}
+	}
+	for _, dir := range hidden {
+		if err := unix.Mount("", dir, "", unix.MS_REMOUNT|unix.MS_RDONLY|hideFlags, "size=4k,mode=755"); err != nil {
+			return fmt.Errorf("hide %s: make it read-only: %w", dir, err)
 		}
 	}
 	return nil
