@@ -29,7 +29,7 @@ var gatewayFields = fieldSet(strings.Join([]string{
 }, " "))
 
 // gatewayProtocols are the server protocols meshlab serves, as Istio spells them.
-var gatewayProtocols = []string{"HTTP", "HTTP2", "GRPC", "HTTPS", "TCP"}
+var gatewayProtocols = []string{"HTTP", "HTTP2", "GRPC", "HTTPS", "TCP", "TLS"}
 
 // gatewayNamespace is where istioctl installs its gateways.
 const gatewayNamespace = "istio-system"
@@ -62,9 +62,7 @@ func validateGateway(gw *networking.Gateway, p problems) {
 			p.addf(f+".port.name", "is required")
 		}
 		proto := strings.ToUpper(port.GetProtocol())
-		if proto == "TLS" {
-			p.addf(f+".port.protocol", "TLS servers are not supported yet (they route by VirtualService tls routes, which meshlab does not implement); HTTPS with SIMPLE or MUTUAL is")
-		} else if !slices.Contains(gatewayProtocols, proto) {
+		if !slices.Contains(gatewayProtocols, proto) {
 			p.addf(f+".port.protocol", "%q is not a protocol meshlab serves on a gateway (%s)", port.GetProtocol(), strings.Join(gatewayProtocols, ", "))
 		}
 		if len(s.GetHosts()) == 0 {
@@ -107,9 +105,10 @@ func checkServerTLS(s *networking.Server, proto, f string, p problems) {
 			p.addf(f+".tls.credentialName", "is required for mode %s (the name of a Secret in %s)", t.GetMode(), gatewayNamespace)
 		}
 	case networking.ServerTLSSettings_PASSTHROUGH:
-		p.addf(f+".tls.mode", "PASSTHROUGH is not supported yet (it routes by VirtualService tls routes, which meshlab does not implement); SIMPLE and MUTUAL are")
+		// The client's TLS goes through untouched, routed by SNI with the bound
+		// VirtualServices' tls routes; a credentialName is ignored, as by istiod.
 	default:
-		p.addf(f+".tls.mode", "%s is not supported by meshlab (SIMPLE, MUTUAL)", t.GetMode())
+		p.addf(f+".tls.mode", "%s is not supported by meshlab (SIMPLE, MUTUAL, PASSTHROUGH)", t.GetMode())
 	}
 }
 
@@ -358,4 +357,52 @@ func secretsOf(objs []*Object) []*model.Secret {
 		}
 	}
 	return out
+}
+
+// validateTLSRoutes checks a VirtualService's tls routes as Istio's validateTLSRoute:
+// each has at least one match, each match at least one SNI host that one of the
+// VirtualService's hosts covers, and destinations with valid weights. meshlab routes
+// them on gateways (PASSTHROUGH servers); a sidecar's HTTPS and TLS ports are opaque
+// TCP to meshlab, so tls routes bound to the mesh are refused by name.
+func validateTLSRoutes(vs *networking.VirtualService, p problems) {
+	if len(vs.GetTls()) > 0 && model.AppliesToMesh(vs) {
+		p.addf("spec.tls", "tls routes are served on gateways only: meshlab's sidecars treat HTTPS and TLS ports as opaque TCP (use tcp routes, or name the Gateway in spec.gateways without \"mesh\")")
+	}
+	for i, r := range vs.GetTls() {
+		f := fmt.Sprintf("spec.tls[%d]", i)
+		if len(r.GetMatch()) == 0 {
+			p.addf(f+".match", "at least one match is required")
+		}
+		for j, m := range r.GetMatch() {
+			mf := fmt.Sprintf("%s.match[%d]", f, j)
+			if len(m.GetSniHosts()) == 0 {
+				p.addf(mf+".sniHosts", "at least one SNI host is required")
+			}
+			for k, h := range m.GetSniHosts() {
+				hf := fmt.Sprintf("%s.sniHosts[%d]", mf, k)
+				n := len(*p.list)
+				checkWildcardHost(h, h, hf, p)
+				if len(*p.list) != n {
+					continue
+				}
+				if !slices.ContainsFunc(vs.GetHosts(), func(vh string) bool { return model.HostCovers(vh, h) }) {
+					p.addf(hf, "%q is not covered by any of the VirtualService's hosts %v", h, vs.GetHosts())
+				}
+			}
+			if port := m.GetPort(); port != 0 {
+				if msg := checkPort(int64(port)); msg != "" {
+					p.addf(mf+".port", "%s", msg)
+				}
+			}
+		}
+		if len(r.GetRoute()) == 0 {
+			p.addf(f+".route", "at least one destination is required")
+		}
+		weights := make([]int32, len(r.GetRoute()))
+		for j, d := range r.GetRoute() {
+			checkDestination(d.GetDestination(), fmt.Sprintf("%s.route[%d].destination", f, j), p)
+			weights[j] = d.GetWeight()
+		}
+		checkWeights(weights, f+".route", p)
+	}
 }

@@ -198,7 +198,7 @@ func TestGatewayLoadErrors(t *testing.T) {
 				`spec.servers[3].tls.minProtocolVersion: is not supported by meshlab (Gateway supports in servers.tls: credentialName, mode)`,
 				`spec.servers[0].port.number: 0 is out of range 1-65535`,
 				`spec.servers[0].port.name: is required`,
-				`spec.servers[0].port.protocol: "UDP" is not a protocol meshlab serves on a gateway (HTTP, HTTP2, GRPC, HTTPS, TCP)`,
+				`spec.servers[0].port.protocol: "UDP" is not a protocol meshlab serves on a gateway (HTTP, HTTP2, GRPC, HTTPS, TCP, TLS)`,
 				`spec.servers[0].hosts[0]: "a/b/c" is not a lowercase DNS name`,
 				`spec.servers[0].hosts[1]: "*.*.com": a wildcard is only accepted as the whole host or its first label ("*" or "*.example.com")`,
 				`spec.servers[0].hosts[2]: "Upper.com" is not a lowercase DNS name`,
@@ -207,10 +207,46 @@ func TestGatewayLoadErrors(t *testing.T) {
 				`spec.servers[2].tls.credentialName: is required for mode SIMPLE (the name of a Secret in istio-system)`,
 				`spec.servers[3].tls: is only read on HTTPS and TLS servers (protocol is HTTP)`,
 				`spec.servers[4].port.number: 80 is already the port of a HTTP server: only HTTPS and TLS servers may share a port`,
-				`spec.servers[5].port.protocol: TLS servers are not supported yet`,
-				`spec.servers[5].tls.mode: ISTIO_MUTUAL is not supported by meshlab (SIMPLE, MUTUAL)`,
-				`spec.servers[6].tls.mode: PASSTHROUGH is not supported yet`,
+				`spec.servers[5].tls.mode: ISTIO_MUTUAL is not supported by meshlab (SIMPLE, MUTUAL, PASSTHROUGH)`,
 			},
+		},
+		{
+			name: "tls routes",
+			yaml: docs(productpageService, vs(`  hosts: ["nginx.example.com", "*.shop.com"]
+  gateways: [mygateway]
+  tls:
+  - match: [{sniHosts: [nginx.example.com, a.shop.com, other.org, "Bad.com"], port: 70000}]
+    route: [{destination: {host: productpage, port: {number: 9080}}}]
+  - match: [{port: 443}]
+    route: [{destination: {host: nowhere}}]
+  - route: [{destination: {host: productpage}, weight: -1}]
+  - match: [{sniHosts: ["*.shop.com"], sourceLabels: {app: x}}]
+    route: [{destination: {host: productpage}}]
+`), strings.Replace(vs(`  hosts: [productpage]
+  tls:
+  - match: [{sniHosts: [productpage]}]
+    route: [{destination: {host: productpage}}]
+`), "name: backend", "name: meshvs", 1)),
+			want: []string{
+				`t.yaml: VirtualService default/backend: spec.tls[3].match[0].sourceLabels: is not supported by meshlab`,
+				`t.yaml: VirtualService default/backend: spec.tls[0].match[0].sniHosts[2]: "other.org" is not covered by any of the VirtualService's hosts [nginx.example.com *.shop.com]`,
+				`t.yaml: VirtualService default/backend: spec.tls[0].match[0].sniHosts[3]: "Bad.com" is not a lowercase DNS name`,
+				`t.yaml: VirtualService default/backend: spec.tls[0].match[0].port: 70000 is out of range 1-65535`,
+				`t.yaml: VirtualService default/backend: spec.tls[1].match[0].sniHosts: at least one SNI host is required`,
+				`t.yaml: VirtualService default/backend: spec.tls[2].match: at least one match is required`,
+				`t.yaml: VirtualService default/backend: spec.tls[2].route[0].weight: -1 must not be negative`,
+				`t.yaml: VirtualService default/meshvs: spec.tls: tls routes are served on gateways only`,
+			},
+		},
+		{
+			name: "tls route destination",
+			yaml: docs(productpageService, vs(`  hosts: ["nginx.example.com"]
+  gateways: [mygateway]
+  tls:
+  - match: [{sniHosts: [nginx.example.com]}]
+    route: [{destination: {host: nowhere}}]
+`)),
+			want: []string{`t.yaml: VirtualService default/backend: spec.tls[0].route[0].destination.host: "nowhere" names no Service or ServiceEntry (seen from namespace default)`},
 		},
 		{
 			name: "virtual service bound to gateways",
@@ -318,5 +354,37 @@ func TestGatewaySecrets(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), w) {
 			t.Errorf("missing error %q in:\n%v", w, err)
 		}
+	}
+}
+
+// The "ingress gateway without TLS termination" task's Gateway (HTTPS, PASSTHROUGH,
+// no credential) and VirtualService (a tls route by SNI) load; the tls route's
+// destination is resolved to its service's FQDN, as http and tcp routes are.
+func TestGatewayPassthroughLoads(t *testing.T) {
+	t.Parallel()
+	m := buildModel(t, docs(productpageService, `apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: mygateway}
+spec:
+  selector: {istio: ingressgateway}
+  servers:
+  - port: {number: 443, name: https, protocol: HTTPS}
+    tls: {mode: PASSTHROUGH}
+    hosts: [nginx.example.com]
+  - port: {number: 15443, name: tls, protocol: TLS}
+    tls: {mode: PASSTHROUGH}
+    hosts: ["*"]
+`, vs(`  hosts: [nginx.example.com]
+  gateways: [mygateway]
+  tls:
+  - match: [{port: 443, sniHosts: [nginx.example.com], gateways: [default/mygateway]}]
+    route: [{destination: {host: productpage, port: {number: 9080}}, weight: 100}]
+`)))
+	if len(m.Istio.Gateways) != 1 || len(m.Istio.VirtualServices) != 1 {
+		t.Fatalf("gateways %d, virtual services %d", len(m.Istio.Gateways), len(m.Istio.VirtualServices))
+	}
+	tr := m.Istio.VirtualServices[0].Spec.GetTls()
+	if len(tr) != 1 || tr[0].GetRoute()[0].GetDestination().GetHost() != "productpage.default.svc.cluster.local" {
+		t.Errorf("tls routes = %v", tr)
 	}
 }

@@ -17,7 +17,7 @@ var (
 const stringMatch = "exact prefix regex"
 
 var virtualServicePaths = strings.Join([]string{
-	"hosts gateways http tcp",
+	"hosts gateways http tcp tls",
 	"http.name http.match http.route http.timeout http.retries http.fault http.rewrite http.redirect",
 	"http.mirror http.mirrorPercentage http.mirrorPercentage.value http.headers",
 	expand("http.match", "name uri headers queryParams method sourceLabels"),
@@ -40,6 +40,10 @@ var virtualServicePaths = strings.Join([]string{
 	expand("tcp.match", "port"),
 	expand("tcp.route", "destination weight"),
 	destination("tcp.route.destination"),
+	expand("tls", "match route"),
+	expand("tls.match", "sniHosts port gateways"),
+	expand("tls.route", "destination weight"),
+	destination("tls.route.destination"),
 }, " ")
 
 var destinationRulePaths = strings.Join([]string{

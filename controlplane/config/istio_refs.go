@@ -154,6 +154,11 @@ func checkIstioRefs(objs []*Object, errs *ErrorList) {
 				checkDestinationRef(r, rd.GetDestination(), o.Origin.Namespace, fmt.Sprintf("spec.tcp[%d].route[%d].destination", i, j), p)
 			}
 		}
+		for i, tr := range vs.GetTls() {
+			for j, rd := range tr.GetRoute() {
+				checkDestinationRef(r, rd.GetDestination(), o.Origin.Namespace, fmt.Sprintf("spec.tls[%d].route[%d].destination", i, j), p)
+			}
+		}
 	}
 }
 
@@ -226,6 +231,11 @@ func istioModel(objs []*Object, m *model.Model) (model.Istio, model.MeshConfig, 
 				resolveDest(hr.Mirror, ns)
 			}
 			for _, tr := range vs.Tcp {
+				for _, rd := range tr.Route {
+					resolveDest(rd.Destination, ns)
+				}
+			}
+			for _, tr := range vs.Tls {
 				for _, rd := range tr.Route {
 					resolveDest(rd.Destination, ns)
 				}

@@ -195,7 +195,7 @@ func TestLoadIstioErrors(t *testing.T) {
 				"t.yaml: VirtualService default/backend: spec.http[0].fault.delay.exponentialDelay: is not supported by meshlab (VirtualService supports in http.fault.delay: fixedDelay, percent, percentage)",
 				"t.yaml: VirtualService default/backend: spec.http[0].fault.abort.grpcStatus: is not supported by meshlab (VirtualService supports in http.fault.abort: httpStatus, percentage)",
 				"t.yaml: VirtualService default/backend: spec.http[0].corsPolicy: is not supported by meshlab (VirtualService supports in http: fault, headers, match, mirror, mirrorPercentage, name, redirect, retries, rewrite, route, timeout)",
-				"t.yaml: VirtualService default/backend: spec.exportTo: is not supported by meshlab (VirtualService supports here: gateways, hosts, http, tcp)",
+				"t.yaml: VirtualService default/backend: spec.exportTo: is not supported by meshlab (VirtualService supports here: gateways, hosts, http, tcp, tls)",
 				"t.yaml: VirtualService default/backend: spec.http[0].fault.delay.fixedDelay: is required",
 				"t.yaml: VirtualService default/backend: spec.http[0].fault.abort.httpStatus: 0 is out of range 200-599",
 				"t.yaml: DestinationRule default/other: spec.trafficPolicy.loadBalancer.consistentHash: is not supported by meshlab (DestinationRule supports in trafficPolicy.loadBalancer: simple)",
@@ -257,7 +257,7 @@ func TestLoadIstioErrors(t *testing.T) {
 			docs: []string{vs("  hosts: []\n")},
 			want: []string{
 				"t.yaml: VirtualService default/backend: spec.hosts: at least one host is required",
-				"t.yaml: VirtualService default/backend: spec: at least one http or tcp route is required",
+				"t.yaml: VirtualService default/backend: spec: at least one http, tcp or tls route is required",
 			},
 		},
 		{

@@ -20,9 +20,10 @@ import (
 func validateVirtualService(vs *networking.VirtualService, p problems) {
 	refuseUnimplemented(vs.ProtoReflect(), virtualServiceFields, "VirtualService", p)
 	checkVirtualServiceGateways(vs, p)
-	if len(vs.GetHttp()) == 0 && len(vs.GetTcp()) == 0 {
-		p.addf("spec", "at least one http or tcp route is required")
+	if len(vs.GetHttp()) == 0 && len(vs.GetTcp()) == 0 && len(vs.GetTls()) == 0 {
+		p.addf("spec", "at least one http, tcp or tls route is required")
 	}
+	validateTLSRoutes(vs, p) // gateway.go
 	for i, r := range vs.GetHttp() {
 		validateHTTPRoute(r, fmt.Sprintf("spec.http[%d]", i), p)
 	}

@@ -94,3 +94,16 @@ func BindsGateway(vs *networking.VirtualService, vsNS, gwNS, gwName string) bool
 	}
 	return false
 }
+
+// HostCovers reports whether the (possibly wildcard) host pattern matches every name h
+// does: "*" covers all, "*.example.com" covers "a.example.com" and "*.b.example.com".
+func HostCovers(pattern, h string) bool {
+	switch {
+	case pattern == "*" || pattern == h:
+		return true
+	case strings.HasPrefix(pattern, "*."):
+		suffix := pattern[1:] // ".example.com"
+		return strings.HasSuffix(strings.TrimPrefix(h, "*"), suffix) && h != suffix[1:]
+	}
+	return false
+}

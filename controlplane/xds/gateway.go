@@ -39,9 +39,23 @@ type gatewayServer struct {
 	proto string // upper case
 }
 
-// terminatesTLS reports whether the server is HTTPS with TLS terminated here.
+// terminatesTLS reports whether the server is HTTPS or TLS with TLS terminated here
+// (SIMPLE, MUTUAL).
 func (g gatewayServer) terminatesTLS() bool {
-	return g.proto == "HTTPS" && g.s.GetTls() != nil && g.s.GetTls().GetMode() != networking.ServerTLSSettings_PASSTHROUGH
+	return (g.proto == "HTTPS" || g.proto == "TLS") && g.s.GetTls() != nil && !g.passthrough()
+}
+
+// passthrough reports whether the server passes the client's TLS through untouched,
+// routed by SNI with the bound VirtualServices' tls routes (mode PASSTHROUGH).
+func (g gatewayServer) passthrough() bool {
+	// PASSTHROUGH is the zero mode: a server without tls is not one.
+	return g.s.GetTls() != nil && g.s.GetTls().GetMode() == networking.ServerTLSSettings_PASSTHROUGH
+}
+
+// terminatesHTTPS reports whether the server is HTTPS with TLS terminated here, so
+// its requests are routed by HTTP routes.
+func (g gatewayServer) terminatesHTTPS() bool {
+	return g.proto == "HTTPS" && g.terminatesTLS()
 }
 
 // isHTTP reports whether the server is plaintext HTTP (HTTP, HTTP2, GRPC).
@@ -55,7 +69,7 @@ func (g gatewayServer) routeName() string {
 	switch {
 	case g.isHTTP():
 		return GatewayHTTPRouteName(g.port)
-	case g.terminatesTLS():
+	case g.terminatesHTTPS():
 		return fmt.Sprintf("https.%d.%s.%s.%s", g.s.GetPort().GetNumber(), g.s.GetPort().GetName(), g.gw.Name, g.gw.Namespace)
 	}
 	return ""
@@ -140,6 +154,7 @@ func gatewayListener(m *model.Model, port uint16, servers []gatewayServer) (*lis
 	var chains []*listener.FilterChain
 	sni := false
 	first := servers[0]
+	tlsHosts := map[string]bool{} // SNI hosts of the port's passthrough chains so far
 	for i, g := range servers {
 		switch {
 		case first.isHTTP():
@@ -153,7 +168,7 @@ func gatewayListener(m *model.Model, port uint16, servers []gatewayServer) (*lis
 			chains = append(chains, &listener.FilterChain{Filters: []*listener.Filter{f}, Metadata: gatewayOrigin(g)})
 		case g.isHTTP():
 			continue // a plaintext server cannot share a port with TLS ones
-		case g.terminatesTLS():
+		case g.terminatesHTTPS():
 			f, err := gatewayHCM(name, g.routeName())
 			if err != nil {
 				return nil, err
@@ -169,6 +184,22 @@ func gatewayListener(m *model.Model, port uint16, servers []gatewayServer) (*lis
 				Metadata:         gatewayOrigin(g),
 			})
 			sni = sni || len(sniHosts(g.s)) > 0
+		case g.passthrough():
+			cs, err := gatewayPassthroughChains(m, g, tlsHosts)
+			if err != nil {
+				return nil, err
+			}
+			chains = append(chains, cs...)
+			sni = sni || len(cs) > 0
+		case g.terminatesTLS(): // a TLS server: TLS ends here, then its tcp route
+			c, err := terminatedTCPChain(m, g)
+			if err != nil {
+				return nil, err
+			}
+			if c != nil {
+				chains = append(chains, c)
+				sni = sni || len(c.GetFilterChainMatch().GetServerNames()) > 0
+			}
 		case g.proto == "TCP":
 			f, err := gatewayTCPFilter(m, g)
 			if err != nil {
@@ -259,8 +290,7 @@ func gatewayTCPFilter(m *model.Model, g gatewayServer) (*listener.Filter, error)
 		if r == nil || len(r.GetRoute()) == 0 {
 			continue
 		}
-		c := destinationCluster(m, vs.Namespace, r.GetRoute()[0].GetDestination(), uint16(g.s.GetPort().GetNumber()), byHost)
-		return tcpProxyFilter(c, c)
+		return networkRouteFilter(m, vs, r.GetRoute(), uint16(g.s.GetPort().GetNumber()), byHost)
 	}
 	return nil, nil
 }
@@ -294,9 +324,9 @@ func gatewayHostsFor(g gatewayServer, vs *model.IstioConfig[*networking.VirtualS
 		for _, vh := range vs.Spec.GetHosts() {
 			var h string
 			switch {
-			case hostCovers(host, vh):
+			case model.HostCovers(host, vh):
 				h = vh
-			case hostCovers(vh, host):
+			case model.HostCovers(vh, host):
 				h = host
 			default:
 				continue
@@ -307,19 +337,6 @@ func gatewayHostsFor(g gatewayServer, vs *model.IstioConfig[*networking.VirtualS
 		}
 	}
 	return out
-}
-
-// hostCovers reports whether the (possibly wildcard) host pattern matches every name h
-// does: "*" covers all, "*.example.com" covers "a.example.com" and "*.b.example.com".
-func hostCovers(pattern, h string) bool {
-	switch {
-	case pattern == "*" || pattern == h:
-		return true
-	case strings.HasPrefix(pattern, "*."):
-		suffix := pattern[1:] // ".example.com"
-		return strings.HasSuffix(strings.TrimPrefix(h, "*"), suffix) && h != suffix[1:]
-	}
-	return false
 }
 
 // gatewayRoutes returns a router pod's route configurations, one per route name its

@@ -9,7 +9,6 @@ import (
 	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	httpinspector "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/http_inspector/v3"
 	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-	tcpproxy "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -204,22 +203,7 @@ func outboundTCPFilter(m *model.Model, sp servicePort, byHost map[string][]servi
 	if route == nil {
 		return tcpProxyFilter(sp.clusterName(), sp.clusterName())
 	}
-	dsts := route.GetRoute()
-	if len(dsts) == 1 {
-		c := destinationCluster(m, vs.Namespace, dsts[0].GetDestination(), sp.port.Port, byHost)
-		return tcpProxyFilter(c, c)
-	}
-	var weighted []*tcpproxy.TcpProxy_WeightedCluster_ClusterWeight
-	for _, d := range dsts {
-		if d.GetWeight() <= 0 {
-			continue
-		}
-		weighted = append(weighted, &tcpproxy.TcpProxy_WeightedCluster_ClusterWeight{
-			Name:   destinationCluster(m, vs.Namespace, d.GetDestination(), sp.port.Port, byHost),
-			Weight: uint32(d.GetWeight()),
-		})
-	}
-	return tcpProxyWeightedFilter(vs.Name+"."+vs.Namespace, weighted)
+	return networkRouteFilter(m, vs, route.GetRoute(), sp.port.Port, byHost) // gateway_passthrough.go
 }
 
 // virtualInbound receives all inbound TCP the capture rules redirect to 15006. The
