@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -132,7 +133,7 @@ func newProxyConfigTypeCmd(g *globalFlags, cfg *pcConfig, use string, aliases []
 			if len(args) == 1 {
 				pod = args[0]
 			}
-			return runProxyConfig(cmd.Context(), g, cfg, use, pod, format, cmd.OutOrStdout())
+			return runProxyConfig(cmd.Context(), g, cfg, use, pod, format, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	f := cmd.Flags()
@@ -173,7 +174,7 @@ func newProxyConfigTypeCmd(g *globalFlags, cfg *pcConfig, use string, aliases []
 }
 
 // runProxyConfig reads the pod's (or the file's) admin output and prints type use.
-func runProxyConfig(ctx context.Context, g *globalFlags, cfg *pcConfig, use, pod string, format proxyconfig.Format, out io.Writer) error {
+func runProxyConfig(ctx context.Context, g *globalFlags, cfg *pcConfig, use, pod string, format proxyconfig.Format, out, errOut io.Writer) error {
 	cf := proxyconfig.ClusterFilter{FQDN: cfg.fqdn, Port: cfg.port, Subset: cfg.subset, Direction: proxyconfig.Direction(cfg.direction)}
 	lf := proxyconfig.ListenerFilter{Address: cfg.address, Port: uint32(cfg.port), Type: proxyconfig.ListenerType(cfg.listenerType), Verbose: cfg.verbose}
 	rf := proxyconfig.RouteFilter{Name: cfg.routeName, Verbose: cfg.verbose}
@@ -213,11 +214,30 @@ func runProxyConfig(ctx context.Context, g *globalFlags, cfg *pcConfig, use, pod
 	case "listener":
 		return w.Listeners(d, lf, format)
 	case "route":
-		return w.Routes(d, rf, format)
+		if err := w.Routes(d, rf, format); err != nil {
+			return err
+		}
+		warnUnknownRoute(d, rf.Name, errOut)
+		return nil
 	case "secret":
 		return w.Secrets(d, format)
 	}
 	return fmt.Errorf("unknown type %q", use)
+}
+
+// warnUnknownRoute tells on stderr (the table stays istioctl's: its header alone) that
+// --name named no route, and that a lab is chosen with --lab: `--name LAB` put before
+// proxy-config, as in the other verbs, lands here as the route filter.
+func warnUnknownRoute(d *proxyconfig.ConfigDump, name string, errOut io.Writer) {
+	if name == "" {
+		return
+	}
+	names, err := proxyconfig.RouteNames(d)
+	if err != nil || slices.Contains(names, name) {
+		return
+	}
+	fmt.Fprintf(errOut, "meshlab: no route is named %q (routes: %s); here --name filters routes, as in istioctl: choose the lab with --lab\n",
+		name, strings.Join(names, ", "))
 }
 
 func source(pod, file string) string {

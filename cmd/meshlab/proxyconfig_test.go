@@ -76,9 +76,11 @@ func TestProxyConfigNameFiltersRoutes(t *testing.T) {
 	testutil.CheckErr(t, "clusters --name", err, `"second"`)
 	_, err = run(t, "--lab", "first", "proxy-config", "clusters", "frontend-v1", "--name", "second")
 	testutil.CheckErr(t, "clusters --lab --name", err, "--lab first and --name second name different labs")
-	// A route filter that names no route prints the header only, as istioctl.
-	got, err = run(t, "--lab", "first", "proxy-config", "routes", "-f", dump, "--name", "first")
-	if err != nil || strings.Count(got, "\n") != 1 {
+	// A route filter that names no route prints the header only, as istioctl, and says on
+	// stderr (here mixed into the output) that the lab is --lab.
+	got, err = run(t, "--name", "first", "proxy-config", "routes", "-f", dump)
+	if err != nil || !strings.HasPrefix(got, "NAME ") || strings.Count(got, "\n") != 2 ||
+		!strings.Contains(got, `meshlab: no route is named "first" (routes: , 9080, InboundPassthroughCluster, inbound|9080||); here --name filters routes, as in istioctl: choose the lab with --lab`) {
 		t.Errorf("routes --name first (%v):\n%s", err, got)
 	}
 }

@@ -168,3 +168,22 @@ func unexpandDomains(domains []string) []string {
 	}
 	return out
 }
+
+// RouteNames returns the names of the dump's route configurations, sorted and without
+// repeats, for a message about a --name that names none.
+func RouteNames(d *ConfigDump) ([]string, error) {
+	routes, err := sortedRoutes(d)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, r := range routes {
+		if !seen[r.GetName()] {
+			seen[r.GetName()] = true
+			out = append(out, r.GetName())
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
