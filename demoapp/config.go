@@ -35,7 +35,7 @@ const (
 var Personas = []string{
 	PersonaHTTPBin, PersonaSleep, PersonaProductPage, PersonaDetails,
 	PersonaReviewsV1, PersonaReviewsV2, PersonaReviewsV3, PersonaRatings,
-	PersonaHelloWorld, PersonaTCPEcho, PersonaGRPCEcho,
+	PersonaHelloWorld, PersonaTCPEcho, PersonaGRPCEcho, PersonaNginx,
 }
 
 // Config is what one demo app instance is and does.

@@ -54,6 +54,9 @@ func Run(ctx context.Context, c Config, log *slog.Logger) error {
 	if c.Persona == PersonaGRPCEcho {
 		return serveGRPCEcho(ctx, lns, c.Pod, log) // grpcecho.go
 	}
+	if c.Persona == PersonaNginx {
+		return serveNginx(ctx, lns, c.Pod, log) // nginx.go
+	}
 	h := newHandler(c, log)
 	// Startup calls go out at once, while the app already serves: as an app that calls
 	// out when it starts, before (or after) its sidecar is ready.

@@ -263,6 +263,8 @@ var imagePersonas = map[string]string{
 	"istio/examples-helloworld-v1":                   "helloworld",
 	"istio/examples-helloworld-v2":                   "helloworld",
 	"istio/tcp-echo-server":                          "tcp-echo",
+	"nginx":                                          "nginx", // demoapp/nginx.go: TLS on every port
+	"library/nginx":                                  "nginx",
 }
 
 // imageRepository strips an image reference's registry host, tag and digest:
