@@ -1,12 +1,16 @@
 package demoapp
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 
 	"google.golang.org/grpc"
@@ -37,6 +41,10 @@ type GRPCEchoOptions struct {
 	// GRPC_XDS_BOOTSTRAP names, and without it the server is a plain gRPC server.
 	// Optional.
 	Bootstrap []byte
+	// Plaintext makes GRPCEchoCall a client without xDS: plaintext credentials, no
+	// resolver of the bootstrap (the target is host:port), as an app outside the mesh
+	// (client only). Optional.
+	Plaintext bool
 }
 
 // NewGRPCEchoServer returns grpc-echo's server: xDS-enabled (its listeners, routes and
@@ -145,8 +153,11 @@ func GRPCEchoCall(ctx context.Context, target string, n int, o GRPCEchoOptions) 
 	if err != nil {
 		return nil, fmt.Errorf("grpc-echo: xds client credentials: %w", err)
 	}
+	if o.Plaintext {
+		creds = insecure.NewCredentials()
+	}
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
-	if o.Bootstrap != nil {
+	if o.Bootstrap != nil && !o.Plaintext {
 		r, err := xds.NewXDSResolverWithConfigForTesting(o.Bootstrap)
 		if err != nil {
 			return nil, fmt.Errorf("grpc-echo: xds resolver: %w", err)
@@ -162,7 +173,9 @@ func GRPCEchoCall(ctx context.Context, target string, n int, o GRPCEchoOptions) 
 	out := make([]GRPCEchoReply, 0, n)
 	for range n {
 		var md metadata.MD
-		_, err := client.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Header(&md), grpc.WaitForReady(true))
+		// An xDS channel waits for its first resources; a plaintext one fails at once
+		// when the server refuses it (a STRICT server refuses plaintext).
+		_, err := client.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Header(&md), grpc.WaitForReady(!o.Plaintext))
 		r := GRPCEchoReply{Code: status.Code(err)}
 		if err != nil {
 			r.Err = err.Error()
@@ -179,4 +192,33 @@ func GRPCEchoCall(ctx context.Context, target string, n int, o GRPCEchoOptions) 
 		}
 	}
 	return out, nil
+}
+
+// GRPCEchoCallMain is `meshlab app grpc-call`: n calls to target from inside a pod (the
+// bootstrap of GRPC_XDS_BOOTSTRAP for xds:/// targets), one line per call with the pod
+// that answered, the identity it saw and the status code; it fails when a call failed.
+func GRPCEchoCallMain(ctx context.Context, w io.Writer, target string, n int, plaintext bool) error {
+	if n < 1 {
+		return fmt.Errorf("grpc-call: -n %d: want at least 1 call", n)
+	}
+	if !plaintext && strings.HasPrefix(target, "xds:") && os.Getenv("GRPC_XDS_BOOTSTRAP") == "" {
+		return fmt.Errorf("grpc-call %s: GRPC_XDS_BOOTSTRAP is not set: run it in a pod injected with the grpc-agent template (meshlab exec POD -- meshlab app grpc-call ...)", target)
+	}
+	replies, err := GRPCEchoCall(ctx, target, n, GRPCEchoOptions{Plaintext: plaintext})
+	if err != nil {
+		return err
+	}
+	failed := 0
+	for _, r := range replies {
+		line := fmt.Sprintf("code=%s pod=%s peer=%s", r.Code, cmp.Or(r.Pod, "-"), cmp.Or(r.Peer, "-"))
+		if r.Err != "" {
+			failed++
+			line += " err=" + strconv.Quote(r.Err)
+		}
+		fmt.Fprintln(w, line)
+	}
+	if failed > 0 {
+		return fmt.Errorf("grpc-call %s: %d of %d calls failed", target, failed, len(replies))
+	}
+	return nil
 }

@@ -136,9 +136,6 @@ func (l *Lab) commit(ctx context.Context, next *config.Scenario, changes []confi
 		return podPlan{}, nil
 	}
 	m, err := next.Build(config.BuildOptions{PodCIDR: l.opts.PodCIDR, ServiceCIDR: l.opts.ServiceCIDR, Keep: config.AllocationsOf(l.model)})
-	if err == nil {
-		err = refuseProxyless(m) // grpcagent.go
-	}
 	if err != nil {
 		return podPlan{}, &web.ConfigError{Err: err}
 	}

@@ -15,7 +15,7 @@ import (
 // does without a sidecar's DNS capture.
 
 // captures reports whether the pod's traffic is captured to a sidecar.
-func captures(p *model.Pod) bool { return p.Sidecar.Inject && !p.Router }
+func captures(p *model.Pod) bool { return p.Sidecar.Inject && !p.Router && !p.Sidecar.GRPCAgent }
 
 // printGatewayURL tells how the host reaches the lab's ingress gateway, as Istio's
 // ingress task computes GATEWAY_URL: with `meshlab port-forward` (kubectl's

@@ -1,22 +1,24 @@
 package lab
 
 import (
-	"fmt"
-
-	"github.com/meshlab/meshlab/controlplane/model"
+	"github.com/meshlab/meshlab/dataplane/agent"
+	"github.com/meshlab/meshlab/netns"
 )
 
-// refuseProxyless refuses a model with a pod injected with Istio's grpc-agent template:
-// the control plane generates its proxyless gRPC resources (controlplane/xds/grpc.go), but
-// the lab cannot run such a pod yet (the agent has no proxyless mode: no certificate
-// files, bootstrap or xDS socket for the app), and starting it as a sidecar pod would
-// give its proxy gRPC resources it cannot use. Said plainly rather than half done.
-func refuseProxyless(m *model.Model) error {
-	for _, p := range m.Pods {
-		if p.Sidecar.GRPCAgent {
-			return fmt.Errorf("%s: pod %s/%s: metadata.annotations: inject.istio.io/templates: grpc-agent (proxyless gRPC) is not run by the lab yet; remove the annotation to run the pod with a sidecar",
-				p.Origin, p.Namespace, p.Name)
-		}
+// A pod injected with Istio's grpc-agent template (model.SidecarSpec.GRPCAgent) is run as
+// Istio runs it: its agent starts no proxy and the pod captures nothing (captures), the
+// agent writes the gRPC bootstrap and the certificate files and relays xDS on a socket
+// (dataplane/agent/proxyless.go), and the app starts once the agent is ready (Istio's
+// template holds it with `pilot-agent wait`: grpc-go reads the bootstrap at start).
+
+// proxylessSandbox shares the pod's istio-xds and istio-data directories (Istio's two
+// emptyDir volumes mounted into the app's container) with its app, at their own paths
+// so that the bootstrap's paths hold in the app's view too, and names the bootstrap in
+// GRPC_XDS_BOOTSTRAP, as the template sets it. The rest of the run root stays hidden:
+// other pods' files and the lab's sockets.
+func proxylessSandbox(sb *netns.Sandbox, podDir string) {
+	for _, dir := range []string{agent.GRPCXDSDir(podDir), agent.GRPCCertDir(podDir)} {
+		sb.Binds = append(sb.Binds, netns.Bind{Src: dir, Dst: dir})
 	}
-	return nil
+	sb.Env = append(sb.Env, agent.GRPCBootstrapEnv+"="+agent.GRPCBootstrapPath(podDir))
 }

@@ -140,9 +140,6 @@ func prepare(o *Options) (*model.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := refuseProxyless(m); err != nil { // grpcagent.go
-		return nil, err
-	}
 	for _, p := range m.Pods {
 		if p.Name == nodePodName || p.Name == worldPodName {
 			return nil, fmt.Errorf("%s: Workload %s/%s: metadata.name: %q is reserved for the lab's own namespace %s", o.ScenarioFile, p.Namespace, p.Workload, p.Name, NamespaceName(o.Name, p.Name))

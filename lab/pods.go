@@ -106,6 +106,9 @@ func (l *Lab) startPod(ctx context.Context, slot int, p *model.Pod) error {
 		if err != nil {
 			return err
 		}
+		if p.Sidecar.GRPCAgent {
+			proxylessSandbox(sb, dir) // grpcagent.go
+		}
 		return l.apps.start(processSpec{
 			Role: "app", Pod: p.Name, NetNS: ns, Argv: l.appArgv(p), Sandbox: sb,
 			LogPath: dir + "/app.log", Grace: 5 * time.Second,
@@ -116,7 +119,8 @@ func (l *Lab) startPod(ctx context.Context, slot int, p *model.Pod) error {
 	// listens, so in Kubernetes the app's first calls find a sidecar without listeners. Going
 	// first makes that race come out the same way every time here, even on a loaded machine
 	// where the app's own start could be slower than the agent's.
-	held := p.Sidecar.Inject && p.Sidecar.HoldApplicationUntilProxyStarts
+	// A proxyless pod's app waits for its agent's bootstrap and certificates (grpcagent.go).
+	held := p.Sidecar.Inject && (p.Sidecar.HoldApplicationUntilProxyStarts || p.Sidecar.GRPCAgent)
 	if !held && !p.Router { // a gateway's proxy is its only process (gateways.go)
 		if err := startApp(); err != nil {
 			return err
@@ -188,6 +192,8 @@ func (l *Lab) agentConfig(slot int, p *model.Pod) agent.Config {
 		AdminPort:                adminPort,
 		StatusPort:               statusPort,
 		DNSPort:                  dnsPort,
+		Proxyless:                p.Sidecar.GRPCAgent,
+		AppUID:                   l.rec.AppUIDBase + uint32(slot),
 	}
 }
 

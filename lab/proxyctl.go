@@ -142,6 +142,17 @@ func agentStatus(st agent.Status) *web.AgentStatus {
 		},
 	}
 	out.Cert = workloadCert(st.Cert)
+	if pl := st.Proxyless; pl != nil {
+		out.Proxyless = &web.ProxylessAgent{Bootstrap: pl.Bootstrap, XDSSocket: pl.XDSSocket, CertDir: pl.CertDir,
+			Relayed: pl.Relay.Total, LastError: pl.Relay.LastError, LastErrorAt: pl.Relay.LastErrorAt}
+		for _, s := range pl.Relay.Streams {
+			kind := "sotw"
+			if s.Delta {
+				kind = "delta"
+			}
+			out.Proxyless.Streams = append(out.Proxyless.Streams, fmt.Sprintf("%s (%s, %d requests, %d responses)", s.Node, kind, s.Requests, s.Responses))
+		}
+	}
 	for _, e := range st.Epochs {
 		out.Epochs = append(out.Epochs, web.ProxyEpoch{
 			Epoch: e.Epoch, PID: e.PID, State: e.State, StartedAt: e.StartedAt, ExitedAt: e.ExitedAt,

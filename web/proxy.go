@@ -48,6 +48,20 @@ type AgentStatus struct {
 	NextRestartAt       *time.Time    `json:"nextRestartAt,omitempty"`
 	Settings            ProxySettings `json:"settings"`
 	Cert                *WorkloadCert `json:"cert,omitempty"` // nil when the agent has no certificate manager
+	// Proxyless is set for a proxyless gRPC pod (grpc-agent template): no proxy runs.
+	Proxyless *ProxylessAgent `json:"proxyless,omitempty"`
+}
+
+// ProxylessAgent is a proxyless gRPC pod's agent: the files its app reads and the XDS
+// proxy that relays the app's xDS streams to the lab.
+type ProxylessAgent struct {
+	Bootstrap   string    `json:"bootstrap"` // GRPC_XDS_BOOTSTRAP
+	XDSSocket   string    `json:"xdsSocket"`
+	CertDir     string    `json:"certDir"`
+	Streams     []string  `json:"streams"` // node ids of the open relayed streams
+	Relayed     int       `json:"relayed"` // streams relayed since the agent started
+	LastError   string    `json:"lastError,omitempty"`
+	LastErrorAt time.Time `json:"lastErrorAt,omitzero"`
 }
 
 // WorkloadCert is the pod's workload certificate as its agent serves it over SDS.

@@ -84,6 +84,9 @@ func printPodDetail(w io.Writer, d web.PodDetail, now time.Time) error {
 		}
 		return tw.Flush()
 	}
+	if p.Proxyless != nil {
+		return printProxyless(w, tw, d, now)
+	}
 	state := "running"
 	if p.Failed {
 		state = "FAILED (not restarted any more; meshlab proxy restart " + d.Name + " tries again)"
@@ -117,6 +120,33 @@ func printPodDetail(w io.Writer, d web.PodDetail, now time.Time) error {
 		fmt.Fprintf(tw, "  %d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Epoch, e.PID, e.State, e.Reason,
 			ago(now, e.StartedAt), exited, code, e.ProxyVersion, firstLine(e.Error))
 	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if p.Message != "" {
+		fmt.Fprintln(w, "\nMessage:")
+		for _, line := range strings.Split(p.Message, "\n") {
+			fmt.Fprintln(w, "  "+line)
+		}
+	}
+	return nil
+}
+
+// printProxyless writes a proxyless gRPC pod's agent: no proxy or epochs, the files its
+// app reads and the XDS proxy relaying the app's streams.
+func printProxyless(w io.Writer, tw *tabwriter.Writer, d web.PodDetail, now time.Time) error {
+	p, pl := d.Proxy, d.Proxy.Proxyless
+	fmt.Fprintf(tw, "Sidecar:\tnone: proxyless gRPC (grpc-agent template); the agent runs no proxy\n")
+	fmt.Fprintf(tw, "  Bootstrap:\t%s (GRPC_XDS_BOOTSTRAP)\n", pl.Bootstrap)
+	fmt.Fprintf(tw, "  Certificates:\t%s\n", pl.CertDir)
+	fmt.Fprintf(tw, "  XDS proxy:\tunix://%s, relayed to the lab: %d streams open, %d since start\n", pl.XDSSocket, len(pl.Streams), pl.Relayed)
+	for _, s := range pl.Streams {
+		fmt.Fprintf(tw, "    stream:\t%s\n", s)
+	}
+	if pl.LastError != "" {
+		fmt.Fprintf(tw, "  Last stream error:\t%s (%s)\n", pl.LastError, ago(now, pl.LastErrorAt))
+	}
+	printCert(tw, d.Name, p.Cert, now)
 	if err := tw.Flush(); err != nil {
 		return err
 	}

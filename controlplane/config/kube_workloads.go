@@ -263,6 +263,10 @@ var imagePersonas = map[string]string{
 	"istio/examples-helloworld-v1":                   "helloworld",
 	"istio/examples-helloworld-v2":                   "helloworld",
 	"istio/tcp-echo-server":                          "tcp-echo",
+	"fortio/fortio":                                  "fortio",
+	"istio-testing/app":                              "grpc-echo", // Istio's echo app, as its proxyless gRPC examples run it
+	"istio/app":                                      "grpc-echo",
+	"istio-release/app":                              "grpc-echo",
 	"nginx":                                          "nginx", // demoapp/nginx.go: TLS on every port
 	"library/nginx":                                  "nginx",
 }
