@@ -43,7 +43,7 @@ func TestMainExitCodesAndOutput(t *testing.T) {
 	dir := t.TempDir()
 	good := writeBootstrap(t, dir, testBootstrap(filepath.Join(dir, "xds.sock")))
 	bad := filepath.Join(dir, "bad.yaml")
-	if err := os.WriteFile(bad, []byte("node: {id: x}\nstats_config: {use_all_default_tags: false}\n"), 0o644); err != nil {
+	if err := os.WriteFile(bad, []byte("node: {id: x}\nhds_config: {api_type: GRPC}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -60,7 +60,7 @@ func TestMainExitCodesAndOutput(t *testing.T) {
 		{"an unknown component is refused", "--component-log-level nosuchlogger:debug --mode validate -c " + good, 1, "", "error: "},
 		{"unknown flag", "--nope", 1, "", "PARSE ERROR: unknown flag: --nope"},
 		{"validate ok", "--mode validate -c " + good, 0, "configuration '" + good + "' OK\n", ""},
-		{"validate names the unsupported field", "--mode validate -c " + bad, 1, "", "bootstrap: stats_config: field is not supported by meshlab proxy"},
+		{"validate names the unsupported field", "--mode validate -c " + bad, 1, "", "bootstrap: hds_config: field is not supported by meshlab proxy"},
 		{"missing config", "--mode validate", 1, "", "at least one of --config-path or --config-yaml"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -69,7 +69,13 @@ func TestHotRestartParentDrain(t *testing.T) {
 		_, _ = io.WriteString(w, "ok")
 	}))
 	t.Cleanup(be.Close)
-	srv := startProxy(t, writeBootstrap(t, t.TempDir(), drainBootstrap(t, netip.MustParseAddrPort(be.Listener.Addr().String()))), nil)
+	// The drain outlasts the test's checks, however slow the machine, and is immediate
+	// (a gradual one closes a growing share of responses over the drain time): the
+	// in-flight response is written while draining, so it carries Connection: close.
+	srv := startProxy(t, writeBootstrap(t, t.TempDir(), drainBootstrap(t, netip.MustParseAddrPort(be.Listener.Addr().String()))), func(o *Options) {
+		o.DrainTime = time.Minute
+		o.DrainStrategy = DrainImmediate
+	})
 	<-srv.Started()
 	addr, ok := srv.ListenerAddr("web")
 	if !ok {

@@ -12,7 +12,6 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"github.com/meshlab/meshlab/dataplane/proxy/filters/peer"
 	"log/slog"
 	"net"
 	"net/http"
@@ -25,14 +24,17 @@ import (
 	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/admin"
 	"github.com/meshlab/meshlab/dataplane/proxy/bootstrap"
 	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
 	"github.com/meshlab/meshlab/dataplane/proxy/envoylog"
+	"github.com/meshlab/meshlab/dataplane/proxy/filters/peer"
 	"github.com/meshlab/meshlab/dataplane/proxy/hotrestart"
 	"github.com/meshlab/meshlab/dataplane/proxy/httpconn"
 	"github.com/meshlab/meshlab/dataplane/proxy/listener"
@@ -186,8 +188,23 @@ func nodeFrom(n *corev3.Node, o Options) *corev3.Node {
 		out.Locality.Zone = o.ServiceZone
 	}
 	out.UserAgentName = "envoy"
-	out.UserAgentVersionType = &corev3.Node_UserAgentVersion{UserAgentVersion: Version}
+	out.UserAgentVersionType = &corev3.Node_UserAgentBuildVersion{UserAgentBuildVersion: buildVersion()}
 	return out
+}
+
+// buildVersion is Version as Envoy reports its build in node.user_agent_build_version
+// (its version and the labels of its version string), which istioctl's bootstrap view
+// and istiod read; a plain user_agent_version would show as "0.0.0".
+func buildVersion() *corev3.BuildVersion {
+	return &corev3.BuildVersion{
+		Version: &typev3.SemanticVersion{MajorNumber: 1},
+		Metadata: &structpb.Struct{Fields: map[string]*structpb.Value{
+			"build.label":     structpb.NewStringValue("dev"),
+			"revision.status": structpb.NewStringValue("Clean"),
+			"build.type":      structpb.NewStringValue("RELEASE"),
+			"ssl.version":     structpb.NewStringValue("Go"),
+		}},
+	}
 }
 
 // Started is closed once Run has bound the admin and static listeners.
