@@ -29,13 +29,17 @@ const (
 	PersonaHTTPBin = "httpbin"
 	// PersonaSleep serves nothing: a pod to exec into, as Istio's curl/sleep sample.
 	PersonaSleep = "sleep"
+	// PersonaFortio is fortio's server (its echo on 8080), served by package
+	// demoapp/fortio, which `meshlab app` runs instead of Run; `fortio load` and `fortio
+	// curl` run in its pod with `meshlab exec`.
+	PersonaFortio = "fortio"
 )
 
 // Personas are the sample apps the built-in app stands in for (bookinfo.go has Bookinfo's).
 var Personas = []string{
 	PersonaHTTPBin, PersonaSleep, PersonaProductPage, PersonaDetails,
 	PersonaReviewsV1, PersonaReviewsV2, PersonaReviewsV3, PersonaRatings,
-	PersonaHelloWorld, PersonaTCPEcho, PersonaGRPCEcho, PersonaNginx,
+	PersonaHelloWorld, PersonaTCPEcho, PersonaGRPCEcho, PersonaFortio, PersonaNginx,
 }
 
 // Config is what one demo app instance is and does.

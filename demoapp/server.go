@@ -23,6 +23,9 @@ func Run(ctx context.Context, c Config, log *slog.Logger) error {
 	if err := c.validate(); err != nil {
 		return fmt.Errorf("check app config: %w", err)
 	}
+	if c.Persona == PersonaFortio {
+		return errors.New("persona fortio is served by package demoapp/fortio (meshlab app runs it), not by demoapp.Run")
+	}
 	if c.Persona == PersonaSleep {
 		log.Info("sleeping: this pod serves nothing (exec into it)")
 		<-ctx.Done()

@@ -213,7 +213,7 @@ func (l *Lab) create(ctx context.Context) error {
 		PodCIDR: l.opts.PodCIDR, ServiceCIDR: l.opts.ServiceCIDR, Created: time.Now().UTC(),
 	}
 	for _, p := range l.model.Pods {
-		l.rec.Pods = append(l.rec.Pods, PodRecord{Name: p.Name, Namespace: p.Namespace, NetNS: NamespaceName(l.opts.Name, p.Name), IP: p.IP, Sidecar: p.Sidecar.Inject, Workload: p.Workload})
+		l.rec.Pods = append(l.rec.Pods, PodRecord{Name: p.Name, Namespace: p.Namespace, NetNS: NamespaceName(l.opts.Name, p.Name), IP: p.IP, Sidecar: p.Sidecar.Inject, Workload: p.Workload, Persona: p.App.Persona})
 	}
 	l.rec.Services = serviceRecords(l.model)
 	if err := writeRecord(l.paths.Record(), l.rec); err != nil {

@@ -246,7 +246,7 @@ func (l *Lab) podFailed(p *model.Pod, err error) string {
 
 // podRecord is pod p's entry in lab.json, without its app uid.
 func podRecord(lab string, p *model.Pod) PodRecord {
-	return PodRecord{Name: p.Name, Namespace: p.Namespace, NetNS: NamespaceName(lab, p.Name), IP: p.IP, Sidecar: p.Sidecar.Inject, Workload: p.Workload}
+	return PodRecord{Name: p.Name, Namespace: p.Namespace, NetNS: NamespaceName(lab, p.Name), IP: p.IP, Sidecar: p.Sidecar.Inject, Workload: p.Workload, Persona: p.App.Persona}
 }
 
 // EventPodDeleted reports a pod removed from a running lab (Fields: ms).

@@ -100,6 +100,9 @@ type PodRecord struct {
 	// AppUID is the uid (and gid) the pod's app runs as, distinct from every other pod's
 	// of every lab on the host (see allocateAppUIDs); 0 until the pods start.
 	AppUID uint32 `json:"appUID,omitempty"`
+	// Persona is the built-in app persona the pod runs ("" for the demo app or a
+	// command): `meshlab exec` runs the image's own commands (fortio) by it.
+	Persona string `json:"persona,omitempty"`
 }
 
 // writeRecord writes r to path atomically, recording the caller as its creator the first

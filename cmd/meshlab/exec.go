@@ -6,17 +6,22 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/meshlab/meshlab/demoapp"
 	"github.com/meshlab/meshlab/lab"
 	"github.com/meshlab/meshlab/netns"
 )
 
 func newExecCmd(g *globalFlags) *cobra.Command {
 	var privileged bool
+	var namespace, container string
 	cmd := &cobra.Command{
 		Use:   "exec POD|TYPE/NAME -- COMMAND [ARGS...]",
 		Short: "Run a command in a pod as its app runs: its namespaces, uid and restrictions (like kubectl exec)",
 		Example: `  sudo meshlab exec frontend-v1 -- curl -s http://backend:8080/
   sudo meshlab exec deploy/curl -- curl -s http://httpbin:8000/headers
+  sudo meshlab exec -n foo deploy/curl -- curl -s http://httpbin.foo:8000/ip
+  sudo meshlab exec deploy/fortio -- fortio load -c 2 -qps 0 -n 20 http://httpbin:8000/get
+  sudo meshlab exec deploy/fortio -c istio-proxy -- pilot-agent request GET stats
   sudo meshlab exec backend-v1 -- ss -tlnp
   sudo meshlab exec --privileged frontend-v1 -- iptables-save -t nat`,
 		Args:              cobra.MinimumNArgs(2),
@@ -33,10 +38,18 @@ func newExecCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("lab %s: %w", name, err)
 			}
-			p, err := r.FindPod(args[0], "")
+			p, err := r.FindPod(args[0], namespace)
 			if err != nil {
 				return err
 			}
+			argv, err := imageCommand(p, container, args[1:])
+			if err != nil {
+				return err
+			}
+			if container == istioProxyContainer {
+				return netns.ExecPrivileged(p.NetNS, argv, os.Environ())
+			}
+			args = append(args[:1], argv...)
 			if privileged {
 				return netns.ExecPrivileged(p.NetNS, args[1:], os.Environ())
 			}
@@ -44,5 +57,34 @@ func newExecCmd(g *globalFlags) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&privileged, "privileged", false, "run as root with every capability in the pod's network namespace only, not as the pod's app (iptables-save, tcpdump)")
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "namespace of POD or TYPE/NAME (default: any)")
+	cmd.Flags().StringVarP(&container, "container", "c", "", "container: istio-proxy runs the command in the pod's network namespace beside the sidecar (pilot-agent request GET stats); any other name is the pod's app container")
 	return cmd
+}
+
+// istioProxyContainer is the sidecar's container name in an Istio pod.
+const istioProxyContainer = "istio-proxy"
+
+// imageCommand returns argv as it runs in the container: the commands an image has that
+// the host does not (fortio in a fortio/fortio pod, pilot-agent in istio-proxy) are the
+// meshlab binary's own (`meshlab fortio`, `meshlab pilot-agent`); others run as given.
+func imageCommand(p lab.PodRecord, container string, argv []string) ([]string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("exec: find own binary: %w", err)
+	}
+	name := argv[0]
+	if container == istioProxyContainer {
+		if !p.Sidecar {
+			return nil, fmt.Errorf("pod %s has no container %s: it runs without a sidecar", p.Name, istioProxyContainer)
+		}
+		if name == "pilot-agent" || name == "/usr/local/bin/pilot-agent" {
+			return append([]string{self, "pilot-agent"}, argv[1:]...), nil
+		}
+		return argv, nil
+	}
+	if p.Persona == demoapp.PersonaFortio && (name == "fortio" || name == "/usr/bin/fortio") {
+		return append([]string{self, "fortio"}, argv[1:]...), nil
+	}
+	return argv, nil
 }
