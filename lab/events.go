@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/meshlab/meshlab/controlplane/discovery"
+	"github.com/meshlab/meshlab/lab/observe"
 	"github.com/meshlab/meshlab/web"
 )
 
@@ -17,11 +18,11 @@ const (
 	EventLabDown      = "lab.down"
 	EventPodCreated   = "pod.created"
 	EventPodReady     = "pod.ready"
-	EventPodFailed    = "pod.failed"        // its proxy failed or was not ready in time while the lab came up
-	EventProcStarted  = "process.started"   // an agent or app was started (Fields: role, pid)
-	EventProcExited   = "process.exited"    // it exited unexpectedly (Fields: role, pid, error)
-	EventProcRestart  = "process.restarted" // the supervisor started it again
-	EventEpochChanged = "epoch.state"       // a proxy epoch changed state (seen while the dashboard watches)
+	EventPodFailed    = "pod.failed"              // its proxy failed or was not ready in time while the lab came up
+	EventProcStarted  = "process.started"         // an agent or app was started (Fields: role, pid)
+	EventProcExited   = "process.exited"          // it exited unexpectedly (Fields: role, pid, error)
+	EventProcRestart  = "process.restarted"       // the supervisor started it again
+	EventEpochChanged = observe.EventEpochChanged // a proxy epoch changed state (seen while the dashboard watches)
 )
 
 // defaultHistory is how many events the bus retains for late subscribers.

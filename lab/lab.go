@@ -333,7 +333,7 @@ func (l *Lab) Close() error {
 	if l.cancelServers != nil {
 		l.cancelServers()
 		l.servers.Wait()
-		l.topo.wg.Wait()
+		l.topo.Wait()
 	}
 	if l.jr != nil {
 		_ = l.jr.close()

@@ -2,21 +2,15 @@ package lab
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"net/http"
-	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/meshlab/meshlab/controlplane/discovery"
 	"github.com/meshlab/meshlab/controlplane/model"
+	"github.com/meshlab/meshlab/lab/observe"
 	"github.com/meshlab/meshlab/web"
 )
 
@@ -89,91 +83,12 @@ func (l *Lab) updateProxies(ctx context.Context, m *model.Model, trigger string)
 	return err
 }
 
-// WriteMetrics implements web.MetricsWriter: the control plane's metrics, then every
-// sidecar's /stats/prometheus with pod and namespace labels added, families merged by name.
+// WriteMetrics implements web.MetricsWriter (lab/observe): the control plane's metrics,
+// then every sidecar's, labelled by pod and namespace.
 func (l *Lab) WriteMetrics(ctx context.Context, w io.Writer) error {
-	reg := prometheus.NewRegistry()
+	var cp prometheus.Gatherer = prometheus.NewRegistry()
 	if l.metrics != nil {
-		reg = l.metrics.reg
+		cp = l.metrics.reg
 	}
-	families, err := reg.Gather()
-	if err != nil {
-		return fmt.Errorf("gather control-plane metrics: %w", err)
-	}
-	l.mu.Lock()
-	m := l.model
-	l.mu.Unlock()
-	var (
-		mu     sync.Mutex
-		wg     sync.WaitGroup
-		merged = map[string]*dto.MetricFamily{}
-	)
-	for _, p := range m.Pods {
-		if !p.Sidecar.Inject {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			fams, err := proxyMetrics(ctx, l.paths.AgentSocket(p.Name))
-			if err != nil {
-				l.log.Debug("proxy metrics unavailable", "pod", p.Name, "err", err)
-				return
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			mergeFamilies(merged, fams, p.Name, p.Namespace)
-		}()
-	}
-	wg.Wait()
-	names := make([]string, 0, len(merged))
-	for n := range merged {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		families = append(families, merged[n])
-	}
-	enc := expfmt.NewEncoder(w, expfmt.NewFormat(expfmt.TypeTextPlain))
-	for _, f := range families {
-		if err := enc.Encode(f); err != nil {
-			return fmt.Errorf("encode metric %s: %w", f.GetName(), err)
-		}
-	}
-	return nil
-}
-
-// proxyMetrics reads and parses one proxy's /stats/prometheus through its agent.
-func proxyMetrics(ctx context.Context, sock string) (map[string]*dto.MetricFamily, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	c := newAgentClient(sock)
-	defer c.close()
-	resp, err := c.get(ctx, "/admin/stats/prometheus")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET /stats/prometheus: %s", resp.Status)
-	}
-	var p expfmt.TextParser
-	return p.TextToMetricFamilies(resp.Body)
-}
-
-// mergeFamilies adds fams into into, each metric labelled with its pod and namespace.
-func mergeFamilies(into, fams map[string]*dto.MetricFamily, pod, namespace string) {
-	for name, f := range fams {
-		for _, m := range f.GetMetric() {
-			m.Label = append(m.Label,
-				&dto.LabelPair{Name: proto.String("pod"), Value: proto.String(pod)},
-				&dto.LabelPair{Name: proto.String("namespace"), Value: proto.String(namespace)})
-			sort.Slice(m.Label, func(i, j int) bool { return m.Label[i].GetName() < m.Label[j].GetName() })
-		}
-		if have, ok := into[name]; ok && have.GetType() == f.GetType() {
-			have.Metric = append(have.Metric, f.GetMetric()...)
-			continue
-		}
-		into[name] = f
-	}
+	return observe.WriteMetrics(ctx, l.below(), cp, l.log, w)
 }

@@ -3,7 +3,7 @@ package lab
 import (
 	"strings"
 
-	"github.com/meshlab/meshlab/controlplane/model"
+	"github.com/meshlab/meshlab/lab/observe"
 	"github.com/meshlab/meshlab/web"
 )
 
@@ -15,8 +15,8 @@ const (
 	// EventCertIssued and EventCertRotated report a pod's agent getting its first
 	// certificate and replacing it (Fields: serial, notAfter, rotations); they are seen
 	// by the topology poll, so while the dashboard watches, like epoch.state.
-	EventCertIssued  = "cert.issued"
-	EventCertRotated = "cert.rotated"
+	EventCertIssued  = observe.EventCertIssued
+	EventCertRotated = observe.EventCertRotated
 )
 
 // policyKinds are the config kinds whose changes are also published as policy.applied.
@@ -38,39 +38,4 @@ func policyEvent(kind, msg string, fields map[string]any) (web.Event, bool) {
 		f[key] = fields[key]
 	}
 	return web.Event{Kind: EventPolicyApplied, Message: msg + " " + action, Fields: f}, true
-}
-
-// publishCertChanges publishes cert.issued for a pod whose agent has its first
-// certificate and cert.rotated for one whose serial changed since the previous sample
-// (the first sample only records).
-func (l *Lab) publishCertChanges(m *model.Model, samples []podSample) {
-	p := &l.topo
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	first := p.serials == nil
-	if first {
-		p.serials = map[string]string{}
-	}
-	for i, pod := range m.Pods {
-		st := samples[i].status
-		if st == nil || st.Cert == nil || st.Cert.Serial == "" {
-			continue
-		}
-		c := st.Cert
-		old, seen := p.serials[pod.Name]
-		if old == c.Serial {
-			continue
-		}
-		p.serials[pod.Name] = c.Serial
-		if first {
-			continue
-		}
-		fields := map[string]any{"serial": c.Serial, "notAfter": c.NotAfter, "rotations": c.Rotations, "spiffeID": c.SPIFFEID}
-		if !seen || old == "" {
-			l.publish(EventCertIssued, pod.Name, "certificate "+c.Serial+" issued for "+c.SPIFFEID, fields)
-			continue
-		}
-		fields["previous"] = old
-		l.publish(EventCertRotated, pod.Name, "certificate rotated: "+old+" -> "+c.Serial, fields)
-	}
 }

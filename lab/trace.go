@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/meshlab/meshlab/controlplane/model"
+	"github.com/meshlab/meshlab/lab/observe"
 	"github.com/meshlab/meshlab/netns"
 	"github.com/meshlab/meshlab/netns/capture"
 	"github.com/meshlab/meshlab/web"
@@ -72,7 +73,7 @@ func (l *Lab) Trace(ctx context.Context, r web.TraceRequest) (web.TraceResult, e
 	if err != nil {
 		return web.TraceResult{}, fmt.Errorf("%w: %w", web.ErrBadTraffic, err)
 	}
-	target, err := resolveTarget(m, p, u)
+	target, err := observe.ResolveTarget(m, p, u)
 	if err != nil {
 		return web.TraceResult{}, fmt.Errorf("%w: target %q does not resolve: %w", web.ErrBadTraffic, r.Target, err)
 	}
@@ -84,7 +85,7 @@ func (l *Lab) Trace(ctx context.Context, r web.TraceRequest) (web.TraceResult, e
 	after := l.snapshotPods(ctx, m)
 
 	res := web.TraceResult{Pod: p.Name, URL: u.String(), RequestID: id, Address: target.String(),
-		Status: ans.status, DurationMs: ms(ans.duration), Hops: []web.TraceHop{}}
+		Status: ans.status, DurationMs: observe.Ms(ans.duration), Hops: []web.TraceHop{}}
 	if ans.err != nil {
 		res.Error = ans.err.Error()
 	}
@@ -192,7 +193,7 @@ func (l *Lab) sendTraced(ctx context.Context, p *model.Pod, target netip.AddrPor
 		return a
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, trafficBodyMax))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, observe.BodyMax))
 	a.duration, a.status, a.header, a.err = time.Since(start), resp.StatusCode, resp.Header, err
 	_ = json.Unmarshal(body, &a.app) // another app's body leaves it empty
 	return a

@@ -1,4 +1,4 @@
-package lab
+package observe
 
 import (
 	"context"
@@ -22,13 +22,13 @@ var faultAbortFilter = url.QueryEscape(`^istiocustom\.istio_requests_total\.repo
 
 // faultAborts reads the pod's fault-aborted requests from its proxy's Istio metrics, by
 // their destination_service label: requests and 5xx answers.
-func faultAborts(ctx context.Context, c *agentClient) (map[string]edgeCounters, error) {
-	resp, err := c.get(ctx, "/admin/stats/prometheus?filter="+faultAbortFilter)
+func faultAborts(ctx context.Context, d Deps, pod string) (map[string]edgeCounters, error) {
+	body, err := d.AgentGet(ctx, pod, "/admin/stats/prometheus?filter="+faultAbortFilter)
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
-	return parseFaultAborts(resp.Body)
+	defer body.Close()
+	return parseFaultAborts(body)
 }
 
 // parseFaultAborts sums istio_requests_total samples by destination_service.

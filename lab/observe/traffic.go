@@ -1,4 +1,4 @@
-package lab
+package observe
 
 import (
 	"cmp"
@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/meshlab/meshlab/controlplane/model"
-	"github.com/meshlab/meshlab/netns"
 	"github.com/meshlab/meshlab/web"
 )
 
@@ -26,35 +25,35 @@ import (
 const (
 	trafficParallel = 8
 	trafficTimeout  = 5 * time.Second
-	trafficBodyMax  = 64 << 10
+	trafficBodyMax  = BodyMax
 	trafficErrorMax = 5
 )
 
-// SendTraffic implements web.TrafficSender: it sends r.N requests (GET by default) from inside the pod's
-// namespace as root, which the capture rules redirect to the pod's sidecar as they do the
-// app's traffic. The URL's host is resolved with the lab's own name table (what the
-// pod's DNS proxy answers), never the host's resolver.
-func (l *Lab) SendTraffic(ctx context.Context, r web.TrafficRequest) (web.TrafficResult, error) {
+// BodyMax bounds how much of an answer's body is read (the demo app's echo fits).
+const BodyMax = 64 << 10
+
+// SendTraffic is the lab's web.TrafficSender: it sends r.N requests (GET by default) from
+// inside the pod's namespace as root, which the capture rules redirect to the pod's sidecar
+// as they do the app's traffic. The URL's host is resolved with the lab's own name table
+// (what the pod's DNS proxy answers), never the host's resolver.
+func SendTraffic(ctx context.Context, d Deps, r web.TrafficRequest) (web.TrafficResult, error) {
 	if err := r.Validate(); err != nil {
 		return web.TrafficResult{}, fmt.Errorf("%w: %w", web.ErrBadTraffic, err)
 	}
-	l.mu.Lock()
-	m := l.model
-	l.mu.Unlock()
+	m := d.Model()
 	p := m.Pod(r.Pod)
 	if p == nil {
 		return web.TrafficResult{}, web.ErrUnknownPod
 	}
 	u, _ := url.Parse(r.URL) // Validate parsed it
-	target, err := resolveTarget(m, p, u)
+	target, err := ResolveTarget(m, p, u)
 	if err != nil {
 		return web.TrafficResult{}, fmt.Errorf("%w: %w", web.ErrBadTraffic, err)
 	}
-	ns := NamespaceName(l.opts.Name, p.Name)
 	tr := &http.Transport{
 		Proxy: nil,
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return netns.DialContext(ctx, ns, "tcp", target.String())
+			return d.DialFrom(ctx, p.Name, target.String())
 		},
 		MaxIdleConnsPerHost: trafficParallel,
 	}
@@ -65,14 +64,14 @@ func (l *Lab) SendTraffic(ctx context.Context, r web.TrafficRequest) (web.Traffi
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	res := sendAllFrom(ctx, hc, r, r.N, p.Sidecar.Inject)
-	l.publish("traffic.sent", r.Pod, fmt.Sprintf("sent %d requests to %s: %s", r.N, r.URL, countsText(res.Statuses)),
+	d.Publish("traffic.sent", r.Pod, fmt.Sprintf("sent %d requests to %s: %s", r.N, r.URL, countsText(res.Statuses)),
 		map[string]any{"url": r.URL, "n": r.N, "statuses": res.Statuses, "pods": res.Pods, "p50Ms": res.P50Ms})
 	return res, nil
 }
 
-// resolveTarget turns the URL's host into an address: an IP literal as is, a name via
-// the pod's name table (a service VIP).
-func resolveTarget(m *model.Model, p *model.Pod, u *url.URL) (netip.AddrPort, error) {
+// ResolveTarget turns the URL's host into an address as seen from pod p: an IP literal as
+// is, a name via the pod's name table (a service VIP).
+func ResolveTarget(m *model.Model, p *model.Pod, u *url.URL) (netip.AddrPort, error) {
 	port := uint16(80)
 	if s := u.Port(); s != "" {
 		n, err := strconv.ParseUint(s, 10, 16)
@@ -156,7 +155,7 @@ func sendAllFrom(ctx context.Context, hc *http.Client, r web.TrafficRequest, n i
 	slices.Sort(latencies)
 	res.P50Ms, res.P90Ms, res.P99Ms = percentileMs(latencies, 50), percentileMs(latencies, 90), percentileMs(latencies, 99)
 	if len(latencies) > 0 {
-		res.MaxMs = ms(latencies[len(latencies)-1])
+		res.MaxMs = Ms(latencies[len(latencies)-1])
 	}
 	return res
 }
@@ -196,7 +195,8 @@ func percentileMs(sorted []time.Duration, p int) float64 {
 		return 0
 	}
 	rank := (p*len(sorted) + 99) / 100 // ceil(p/100 * n)
-	return ms(sorted[max(rank, 1)-1])
+	return Ms(sorted[max(rank, 1)-1])
 }
 
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+// Ms is d in milliseconds, to the microsecond.
+func Ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

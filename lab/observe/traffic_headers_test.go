@@ -1,4 +1,4 @@
-package lab
+package observe
 
 import (
 	"net/http"

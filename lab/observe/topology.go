@@ -1,8 +1,9 @@
-package lab
+package observe
 
 import (
 	"context"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -44,9 +45,9 @@ type podSample struct {
 	rbacDenied uint64                  // inbound requests and connections denied by RBAC
 }
 
-// topoPoller polls every sidecar once a second while at least one watcher is
-// subscribed, and keeps the previous sample to turn counters into rates.
-type topoPoller struct {
+// Topology polls every sidecar once a second while at least one watcher is subscribed,
+// and keeps the previous sample to turn counters into rates. The zero value is ready.
+type Topology struct {
 	mu      sync.Mutex
 	subs    map[chan web.Topology]struct{}
 	running bool
@@ -58,9 +59,9 @@ type topoPoller struct {
 	serials map[string]string         // pod -> certificate serial, for cert events
 }
 
-// WatchTopology implements web.TopologySource.
-func (l *Lab) WatchTopology(ctx context.Context) <-chan web.Topology {
-	p := &l.topo
+// Watch is the lab's web.TopologySource: a sample a second on the channel until ctx ends.
+// The poll runs while anyone watches and life (the lab's servers) lasts.
+func (p *Topology) Watch(ctx, life context.Context, d Deps) <-chan web.Topology {
 	ch := make(chan web.Topology, 1)
 	p.mu.Lock()
 	if p.subs == nil {
@@ -70,7 +71,7 @@ func (l *Lab) WatchTopology(ctx context.Context) <-chan web.Topology {
 	if !p.running {
 		p.running = true
 		p.wg.Add(1)
-		go l.pollTopology()
+		go p.poll(life, d)
 	}
 	p.mu.Unlock()
 	go func() {
@@ -83,18 +84,20 @@ func (l *Lab) WatchTopology(ctx context.Context) <-chan web.Topology {
 	return ch
 }
 
-// pollTopology runs while anyone watches (and the lab's servers run).
-func (l *Lab) pollTopology() {
-	p := &l.topo
+// Wait returns when the poll has ended (no watcher left, or life ended).
+func (p *Topology) Wait() { p.wg.Wait() }
+
+// poll runs while anyone watches (and life lasts).
+func (p *Topology) poll(life context.Context, d Deps) {
 	defer p.wg.Done()
 	tick := time.NewTicker(topologyInterval)
 	defer tick.Stop()
 	for {
-		ctx, cancel := context.WithTimeout(l.serverCtx, topologyInterval)
-		t := l.sampleTopology(ctx)
+		ctx, cancel := context.WithTimeout(life, topologyInterval)
+		t := p.Sample(ctx, d)
 		cancel()
 		p.mu.Lock()
-		if len(p.subs) == 0 || l.serverCtx.Err() != nil {
+		if len(p.subs) == 0 || life.Err() != nil {
 			p.running = false
 			p.mu.Unlock()
 			return
@@ -109,23 +112,17 @@ func (l *Lab) pollTopology() {
 		p.mu.Unlock()
 		select {
 		case <-tick.C:
-		case <-l.serverCtx.Done():
+		case <-life.Done():
 		}
 	}
 }
 
-// Topology implements web.TopologySource: one fresh sample (rates against the previous
-// sample, when there is one).
-func (l *Lab) Topology(ctx context.Context) (web.Topology, error) {
-	return l.sampleTopology(ctx), nil
-}
-
-// sampleTopology asks every sidecar for its status and outbound stats and builds the
-// topology; pods whose agent does not answer in time appear without edges.
-func (l *Lab) sampleTopology(ctx context.Context) web.Topology {
-	l.mu.Lock()
-	m := l.model
-	l.mu.Unlock()
+// Sample asks every sidecar for its status and outbound stats and builds the topology
+// (rates against the previous sample, when there is one); pods whose agent does not
+// answer in time appear without edges. Epoch and certificate changes since the previous
+// sample are published.
+func (p *Topology) Sample(ctx context.Context, d Deps) web.Topology {
+	m := d.Model()
 	samples := make([]podSample, len(m.Pods))
 	sem := make(chan struct{}, pollParallel)
 	var wg sync.WaitGroup
@@ -138,33 +135,32 @@ func (l *Lab) sampleTopology(ctx context.Context) web.Topology {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			samples[i] = l.samplePod(ctx, m, pod)
+			samples[i] = samplePod(ctx, d, m, pod)
 		}()
 	}
 	wg.Wait()
 	now := time.Now()
 	t := buildTopology(m, samples)
 	t.Time = now
-	l.topo.rates(&t, samples, m, now)
-	l.publishEpochChanges(m, samples)
-	l.publishCertChanges(m, samples)
+	p.rates(&t, samples, m, now)
+	p.publishEpochChanges(d, m, samples)
+	p.publishCertChanges(d, m, samples)
 	return t
 }
 
-func (l *Lab) samplePod(ctx context.Context, m *model.Model, pod *model.Pod) podSample {
-	c := newAgentClient(l.paths.AgentSocket(pod.Name))
-	defer c.close()
+// samplePod reads one pod's agent status, edge stats and fault aborts.
+func samplePod(ctx context.Context, d Deps, m *model.Model, pod *model.Pod) podSample {
 	var s podSample
-	if st, err := c.status(ctx); err == nil {
+	if st, err := d.AgentStatus(ctx, pod.Name); err == nil {
 		s.status = &st
 	}
-	stats, err := c.stats(ctx, edgeStatsFilter)
+	stats, err := d.AgentStats(ctx, pod.Name, edgeStatsFilter)
 	if err != nil {
 		return s
 	}
 	s.edges = edgesFromStats(stats)
 	s.rbacDenied = rbacDenied(stats)
-	if aborts, err := faultAborts(ctx, c); err == nil { // lab/topology_faults.go
+	if aborts, err := faultAborts(ctx, d, pod.Name); err == nil { // topology_faults.go
 		addFaultAborts(m, pod.Namespace, s.edges, aborts)
 	}
 	return s
@@ -272,7 +268,7 @@ func sortEdges(es []web.TopologyEdge) {
 
 // rates fills each edge's RPS and ErrorRate from the previous sample, then keeps this
 // one. A counter that went down (a proxy restarted without its stats) counts from zero.
-func (p *topoPoller) rates(t *web.Topology, samples []podSample, m *model.Model, now time.Time) {
+func (p *Topology) rates(t *web.Topology, samples []podSample, m *model.Model, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	cur := map[string]edgeCounters{}
@@ -301,8 +297,7 @@ func (p *topoPoller) rates(t *web.Topology, samples []podSample, m *model.Model,
 
 // publishEpochChanges publishes an event for every proxy epoch whose state changed
 // since the previous sample (the first sample only records).
-func (l *Lab) publishEpochChanges(m *model.Model, samples []podSample) {
-	p := &l.topo
+func (p *Topology) publishEpochChanges(d Deps, m *model.Model, samples []podSample) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	first := p.epochs == nil
@@ -325,9 +320,43 @@ func (l *Lab) publishEpochChanges(m *model.Model, samples []podSample) {
 			}
 			known[e.Epoch] = e.State
 			if !first {
-				l.publish(EventEpochChanged, pod.Name, "proxy epoch "+itoa(e.Epoch)+" is "+e.State,
+				d.Publish(EventEpochChanged, pod.Name, "proxy epoch "+strconv.Itoa(e.Epoch)+" is "+e.State,
 					map[string]any{"epoch": e.Epoch, "state": e.State, "pid": e.PID})
 			}
 		}
+	}
+}
+
+// publishCertChanges publishes cert.issued for a pod whose agent has its first
+// certificate and cert.rotated for one whose serial changed since the previous sample
+// (the first sample only records).
+func (p *Topology) publishCertChanges(d Deps, m *model.Model, samples []podSample) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	first := p.serials == nil
+	if first {
+		p.serials = map[string]string{}
+	}
+	for i, pod := range m.Pods {
+		st := samples[i].status
+		if st == nil || st.Cert == nil || st.Cert.Serial == "" {
+			continue
+		}
+		c := st.Cert
+		old, seen := p.serials[pod.Name]
+		if old == c.Serial {
+			continue
+		}
+		p.serials[pod.Name] = c.Serial
+		if first {
+			continue
+		}
+		fields := map[string]any{"serial": c.Serial, "notAfter": c.NotAfter, "rotations": c.Rotations, "spiffeID": c.SPIFFEID}
+		if !seen || old == "" {
+			d.Publish(EventCertIssued, pod.Name, "certificate "+c.Serial+" issued for "+c.SPIFFEID, fields)
+			continue
+		}
+		fields["previous"] = old
+		d.Publish(EventCertRotated, pod.Name, "certificate rotated: "+old+" -> "+c.Serial, fields)
 	}
 }

@@ -1,0 +1,72 @@
+package lab
+
+import (
+	"context"
+	"io"
+	"net"
+
+	"github.com/meshlab/meshlab/controlplane/model"
+	"github.com/meshlab/meshlab/dataplane/agent"
+	"github.com/meshlab/meshlab/netns"
+)
+
+// below is the lab as the packages below it see it (lab/observe's Deps): its model, its
+// pods' agents and namespaces, and its event bus. It holds no state of its own.
+type below struct{ l *Lab }
+
+func (l *Lab) below() below { return below{l} }
+
+// Model returns the current model.
+func (b below) Model() *model.Model {
+	b.l.mu.Lock()
+	defer b.l.mu.Unlock()
+	return b.l.model
+}
+
+// DialFrom connects to addr over TCP from inside the pod's namespace.
+func (b below) DialFrom(ctx context.Context, pod, addr string) (net.Conn, error) {
+	return netns.DialContext(ctx, NamespaceName(b.l.opts.Name, pod), "tcp", addr)
+}
+
+// AgentStatus is the pod agent's /status.
+func (b below) AgentStatus(ctx context.Context, pod string) (agent.Status, error) {
+	c := newAgentClient(b.l.paths.AgentSocket(pod))
+	defer c.close()
+	return c.status(ctx)
+}
+
+// AgentStats is the pod proxy's integer stats whose names match the escaped RE2 filter.
+func (b below) AgentStats(ctx context.Context, pod, filter string) (map[string]uint64, error) {
+	c := newAgentClient(b.l.paths.AgentSocket(pod))
+	defer c.close()
+	return c.stats(ctx, filter)
+}
+
+// AgentGet GETs path from the pod's agent (an error unless 200); closing the body
+// releases the connection.
+func (b below) AgentGet(ctx context.Context, pod, path string) (io.ReadCloser, error) {
+	c := newAgentClient(b.l.paths.AgentSocket(pod))
+	resp, err := c.get(ctx, path)
+	if err != nil {
+		c.close()
+		return nil, err
+	}
+	return agentBody{resp.Body, c}, nil
+}
+
+// agentBody closes the client's connections with the body.
+type agentBody struct {
+	io.ReadCloser
+	c *agentClient
+}
+
+func (a agentBody) Close() error {
+	err := a.ReadCloser.Close()
+	a.c.close()
+	return err
+}
+
+// Publish puts an event on the lab's bus.
+func (b below) Publish(kind, pod, msg string, fields map[string]any) {
+	b.l.publish(kind, pod, msg, fields)
+}

@@ -1,0 +1,33 @@
+package lab
+
+import (
+	"context"
+
+	"github.com/meshlab/meshlab/lab/observe"
+	"github.com/meshlab/meshlab/web"
+)
+
+// The lab's observation API is lab/observe's, given the lab through below (deps.go).
+var (
+	_ web.TopologySource = (*Lab)(nil)
+	_ web.TrafficSender  = (*Lab)(nil)
+)
+
+// topoPoller is the lab's topology poll (Lab.topo), stopped with the lab's servers.
+type topoPoller = observe.Topology
+
+// WatchTopology implements web.TopologySource: while ctx lasts, a topology a second,
+// polled while the lab's servers run.
+func (l *Lab) WatchTopology(ctx context.Context) <-chan web.Topology {
+	return l.topo.Watch(ctx, l.serverCtx, l.below())
+}
+
+// Topology implements web.TopologySource: one fresh sample.
+func (l *Lab) Topology(ctx context.Context) (web.Topology, error) {
+	return l.topo.Sample(ctx, l.below()), nil
+}
+
+// SendTraffic implements web.TrafficSender from inside the pod's namespace.
+func (l *Lab) SendTraffic(ctx context.Context, r web.TrafficRequest) (web.TrafficResult, error) {
+	return observe.SendTraffic(ctx, l.below(), r)
+}
