@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/meshlab/meshlab/internal/testutil"
 )
@@ -131,3 +132,217 @@ func grepLines(s string, words ...string) string {
 	return strings.Join(out, "\n")
 }
 
+
+// TestRequestTimeoutsTask is Istio's "Request Timeouts" task on Bookinfo: with every
+// service on v1, reviews on v2 and a 2 s delay on ratings, the page shows reviews (black
+// stars) after about 2 s; with the task's 0.5 s timeout on reviews, the page comes back
+// in about 1 s (productpage tries reviews twice) saying "Sorry, product reviews are
+// currently unavailable for this book."
+func TestRequestTimeoutsTask(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	l := startLab(t, "testdata/kube-bookinfo.yaml")
+	applyYAML(t, l.name, bookinfoSubsets+`---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata:
+  name: reviews
+spec:
+  hosts:
+    - reviews
+  http:
+  - route:
+    - destination:
+        host: reviews
+        subset: v2
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata:
+  name: ratings
+spec:
+  hosts:
+  - ratings
+  http:
+  - fault:
+      delay:
+        percentage:
+          value: 100
+        fixedDelay: 2s
+    route:
+    - destination:
+        host: ratings
+        subset: v1
+`)
+	page := func() (string, time.Duration) {
+		t.Helper()
+		start := time.Now()
+		out, code := execIn(t, l.name, nil, "deploy/curl", "curl", "-sS", "--max-time", "15", "http://productpage:9080/productpage")
+		if code != 0 || !strings.Contains(out, "<title>Simple Bookstore App</title>") {
+			t.Fatalf("GET /productpage: exit %d\n%s", code, out)
+		}
+		return out, time.Since(start)
+	}
+	waitFor := func(what string, ok func(string, time.Duration) bool) (string, time.Duration) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			p, took := page()
+			if ok(p, took) {
+				return p, took
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("20 s after apply, the page (in %v) is not %s:\n%s", took, what, p)
+			}
+		}
+	}
+	p, took := waitFor("reviews v2 after the 2 s ratings delay", func(p string, took time.Duration) bool {
+		return strings.Contains(p, `color="black"`) && took >= 2*time.Second
+	})
+	if took > 3500*time.Millisecond {
+		t.Errorf("with a 2 s ratings delay the page took %v; want about 2 s", took)
+	}
+	_ = p
+
+	applyYAML(t, l.name, `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata:
+  name: reviews
+spec:
+  hosts:
+  - reviews
+  http:
+  - route:
+    - destination:
+        host: reviews
+        subset: v2
+    timeout: 0.5s
+`)
+	p, took = waitFor("reviews unavailable", func(p string, _ time.Duration) bool {
+		return strings.Contains(p, "Sorry, product reviews are currently unavailable for this book.")
+	})
+	// productpage's two attempts at reviews, 0.5 s each.
+	if took < 900*time.Millisecond || took > 1900*time.Millisecond {
+		t.Errorf("with reviews' 0.5 s timeout the page took %v; want about 1 s (two attempts)", took)
+	}
+}
+
+// bookinfoSubsets is samples/bookinfo/networking/destination-rule-all.yaml's form: a
+// subset per version of each service.
+const bookinfoSubsets = `apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata:
+  name: productpage
+spec:
+  host: productpage
+  subsets:
+  - name: v1
+    labels:
+      version: v1
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata:
+  name: reviews
+spec:
+  host: reviews
+  subsets:
+  - name: v1
+    labels:
+      version: v1
+  - name: v2
+    labels:
+      version: v2
+  - name: v3
+    labels:
+      version: v3
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata:
+  name: ratings
+spec:
+  host: ratings
+  subsets:
+  - name: v1
+    labels:
+      version: v1
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata:
+  name: details
+spec:
+  host: details
+  subsets:
+  - name: v1
+    labels:
+      version: v1
+`
+
+// TestMutualTLSMigrationTask is Istio's "Mutual TLS Migration" task: every curl (foo and
+// bar with sidecars, legacy without) reaches httpbin in foo and bar (200); with STRICT in
+// foo the legacy client's request to foo fails ("000", curl exit 56) while sidecar clients
+// still get 200; with STRICT mesh-wide (istio-system) legacy reaches neither.
+func TestMutualTLSMigrationTask(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	l := startLab(t, "testdata/tasks/mtls-migration.yaml")
+	// for from in foo bar legacy; for to in foo bar:
+	//   kubectl exec -n $from deploy/curl -- curl http://httpbin.$to:8000/ip -s -o /dev/null -w "%{http_code}"
+	check := func(want map[string]string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			got := map[string]string{}
+			for _, from := range []string{"foo", "bar", "legacy"} {
+				for _, to := range []string{"foo", "bar"} {
+					out, code := execIn(t, l.name, []string{"-n", from}, "deploy/curl", "curl", "--max-time", "5", "http://httpbin."+to+":8000/ip", "-s", "-o", "/dev/null", "-w", "%{http_code}")
+					got["curl."+from+" to httpbin."+to] = out + " exit " + strconv.Itoa(code)
+				}
+			}
+			same := true
+			for k, v := range want {
+				same = same && got[k] == v
+			}
+			if same {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("20 s after apply: %v\nwant %v", got, want)
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+	}
+	ok, refused := "200 exit 0", "000 exit 56"
+	check(map[string]string{
+		"curl.foo to httpbin.foo": ok, "curl.foo to httpbin.bar": ok, "curl.bar to httpbin.foo": ok,
+		"curl.bar to httpbin.bar": ok, "curl.legacy to httpbin.foo": ok, "curl.legacy to httpbin.bar": ok,
+	})
+	applyYAML(t, l.name, `apiVersion: security.istio.io/v1
+kind: PeerAuthentication
+metadata:
+  name: "default"
+  namespace: "foo"
+spec:
+  mtls:
+    mode: STRICT
+`)
+	check(map[string]string{
+		"curl.foo to httpbin.foo": ok, "curl.foo to httpbin.bar": ok, "curl.bar to httpbin.foo": ok,
+		"curl.bar to httpbin.bar": ok, "curl.legacy to httpbin.foo": refused, "curl.legacy to httpbin.bar": ok,
+	})
+	applyYAML(t, l.name, `apiVersion: security.istio.io/v1
+kind: PeerAuthentication
+metadata:
+  name: "default"
+  namespace: "istio-system"
+spec:
+  mtls:
+    mode: STRICT
+`)
+	check(map[string]string{
+		"curl.foo to httpbin.foo": ok, "curl.bar to httpbin.bar": ok,
+		"curl.legacy to httpbin.foo": refused, "curl.legacy to httpbin.bar": refused,
+	})
+}
