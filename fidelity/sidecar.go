@@ -83,20 +83,31 @@ func bootstrap(p *model.Pod, xdsSock string, adminPort int) ([]byte, error) {
 				"grpc_services": []any{map[string]any{"envoy_grpc": map[string]any{"cluster_name": "xds-grpc"}}},
 			},
 		},
-		"static_resources": map[string]any{"clusters": []any{map[string]any{
-			"name": "xds-grpc", "type": "STATIC", "connect_timeout": "1s",
-			"load_assignment": map[string]any{"cluster_name": "xds-grpc", "endpoints": []any{map[string]any{
-				"lb_endpoints": []any{map[string]any{"endpoint": map[string]any{"address": map[string]any{"pipe": map[string]any{"path": xdsSock}}}}},
-			}}},
-			"typed_extension_protocol_options": map[string]any{
-				"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": map[string]any{
-					"@type":                "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
-					"explicit_http_config": map[string]any{"http2_protocol_options": map[string]any{}},
-				},
-			},
-		}}},
+		"static_resources": map[string]any{"clusters": []any{
+			grpcPipeCluster("xds-grpc", xdsSock),
+			grpcPipeCluster("sds-grpc", sdsSocket(xdsSock)), // sds.go: pilot-agent's SDS
+		}},
 	}, "", "  ")
 }
+
+// grpcPipeCluster is a static HTTP/2 cluster dialling the unix socket path.
+func grpcPipeCluster(name, path string) map[string]any {
+	return map[string]any{
+		"name": name, "type": "STATIC", "connect_timeout": "1s",
+		"load_assignment": map[string]any{"cluster_name": name, "endpoints": []any{map[string]any{
+			"lb_endpoints": []any{map[string]any{"endpoint": map[string]any{"address": map[string]any{"pipe": map[string]any{"path": path}}}}},
+		}}},
+		"typed_extension_protocol_options": map[string]any{
+			"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": map[string]any{
+				"@type":                "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+				"explicit_http_config": map[string]any{"http2_protocol_options": map[string]any{}},
+			},
+		},
+	}
+}
+
+// sdsSocket is the SDS socket beside the xDS one.
+func sdsSocket(xdsSock string) string { return filepath.Join(filepath.Dir(xdsSock), "sds.sock") }
 
 // sidecar is one running `meshlab proxy`.
 type sidecar struct {
@@ -104,6 +115,7 @@ type sidecar struct {
 	adminPort int
 	log       *os.File
 	done      chan error
+	stopSDS   func()
 }
 
 // adminPort is the sidecar's admin port, on 127.0.0.1 of its own network namespace.
@@ -127,14 +139,20 @@ func startSidecar(bin, dir string, p *model.Pod, xdsSock string) (*sidecar, erro
 	if err != nil {
 		return nil, fmt.Errorf("create proxy log: %w", err)
 	}
+	stopSDS, err := startSDS(sdsSocket(xdsSock), p)
+	if err != nil {
+		log.Close()
+		return nil, err
+	}
 	cmd := exec.Command("unshare", "--net", "--", "sh", "-c", `ip link set lo up && exec "$0" "$@"`,
 		bin, "proxy", "-c", cfg, "--disable-hot-restart", "--concurrency", "1", "--log-level", "info")
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		log.Close()
+		stopSDS()
 		return nil, fmt.Errorf("start meshlab proxy: %w", err)
 	}
-	s := &sidecar{cmd: cmd, adminPort: port, log: log, done: make(chan error, 1)}
+	s := &sidecar{cmd: cmd, adminPort: port, log: log, done: make(chan error, 1), stopSDS: stopSDS}
 	go func() { s.done <- cmd.Wait() }()
 	return s, nil
 }
@@ -176,6 +194,7 @@ func (s *sidecar) stop() string {
 		_ = s.cmd.Process.Kill()
 		<-s.done
 	}
+	s.stopSDS()
 	name := s.log.Name()
 	s.log.Close()
 	b, _ := os.ReadFile(name)
