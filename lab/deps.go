@@ -8,10 +8,12 @@ import (
 	"github.com/meshlab/meshlab/controlplane/model"
 	"github.com/meshlab/meshlab/dataplane/agent"
 	"github.com/meshlab/meshlab/netns"
+	"github.com/meshlab/meshlab/netns/capture"
 )
 
-// below is the lab as the packages below it see it (lab/observe's Deps): its model, its
-// pods' agents and namespaces, and its event bus. It holds no state of its own.
+// below is the lab as the packages below it see it (lab/observe's and lab/trace's
+// Deps): its model, its pods' agents, namespaces and proxy logs, and its event bus. It
+// holds no state of its own.
 type below struct{ l *Lab }
 
 func (l *Lab) below() below { return below{l} }
@@ -69,4 +71,22 @@ func (a agentBody) Close() error {
 // Publish puts an event on the lab's bus.
 func (b below) Publish(kind, pod, msg string, fields map[string]any) {
 	b.l.publish(kind, pod, msg, fields)
+}
+
+// CaptureRules is `iptables-save -c` in the pod's namespace.
+func (b below) CaptureRules(pod string) (string, error) {
+	return capture.Save(NamespaceName(b.l.opts.Name, pod))
+}
+
+// AccessLogFile is where a pod's proxy writes its access log: the pod's proxy log for
+// /dev/stdout and /dev/stderr (the agent captures both), else the file itself; "" when
+// access logs are off.
+func (b below) AccessLogFile(pod, meshPath string) string {
+	switch meshPath {
+	case "":
+		return ""
+	case "/dev/stdout", "/dev/stderr":
+		return b.l.paths.PodDir(pod) + "/proxy.log"
+	}
+	return meshPath
 }

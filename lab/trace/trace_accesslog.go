@@ -1,4 +1,4 @@
-package lab
+package trace
 
 import (
 	"context"
@@ -86,6 +86,9 @@ func parseAccessLogLine(line string) accessLogEntry {
 // logs an HTTP request when its stream ends, just after the client has the answer.
 const accessLogWait = 2 * time.Second
 
+// logTail bounds how much of a log file's end is searched for the request's line.
+const logTail = 256 << 10
+
 // findAccessLog polls the tail of the access log file at path for the line carrying
 // requestID, until it appears or accessLogWait (or ctx) ends.
 func findAccessLog(ctx context.Context, path, requestID string) (accessLogEntry, bool) {
@@ -112,8 +115,8 @@ func lineWithID(path, id string) (string, bool) {
 		return "", false
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.Size() > logTailBytes {
-		_, _ = f.Seek(st.Size()-logTailBytes, io.SeekStart)
+	if st, err := f.Stat(); err == nil && st.Size() > logTail {
+		_, _ = f.Seek(st.Size()-logTail, io.SeekStart)
 	}
 	b, err := io.ReadAll(f)
 	if err != nil {
@@ -128,29 +131,16 @@ func lineWithID(path, id string) (string, bool) {
 	return "", false
 }
 
-// accessLogFile is where a pod's proxy writes its access log: the pod's proxy log for
-// /dev/stdout and /dev/stderr (the agent captures both), else the file itself; "" when
-// access logs are off.
-func (l *Lab) accessLogFile(pod, meshPath string) string {
-	switch meshPath {
-	case "":
-		return ""
-	case "/dev/stdout", "/dev/stderr":
-		return l.paths.PodDir(pod) + "/proxy.log"
-	}
-	return meshPath
-}
-
 // traceAccessLogs finds, in parallel, the access log line of the request id in each
 // sidecar pod's proxy log; pods without a line (or logs off: meshPath "") are absent.
-func (l *Lab) traceAccessLogs(ctx context.Context, meshPath, id string, pods ...*model.Pod) map[string]*accessLogEntry {
+func traceAccessLogs(ctx context.Context, d Deps, meshPath, id string, pods ...*model.Pod) map[string]*accessLogEntry {
 	out := map[string]*accessLogEntry{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, p := range pods {
 		file := ""
 		if p != nil && p.Sidecar.Inject {
-			file = l.accessLogFile(p.Name, meshPath)
+			file = d.AccessLogFile(p.Name, meshPath)
 		}
 		if file == "" {
 			continue

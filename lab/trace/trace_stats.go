@@ -1,4 +1,4 @@
-package lab
+package trace
 
 import (
 	"bufio"
@@ -10,15 +10,13 @@ import (
 
 // proxyCounters reads a proxy's integer stats (Envoy's /stats text, "name: value")
 // through its agent; histograms and other non-integer values are skipped.
-func proxyCounters(ctx context.Context, sock string) (map[string]int64, error) {
-	c := newAgentClient(sock)
-	defer c.close()
-	resp, err := c.get(ctx, "/admin/stats")
+func proxyCounters(ctx context.Context, d Deps, pod string) (map[string]int64, error) {
+	body, err := d.AgentGet(ctx, pod, "/admin/stats")
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
-	return parseStats(resp.Body)
+	defer body.Close()
+	return parseStats(body)
 }
 
 // parseStats parses Envoy's /stats text format.

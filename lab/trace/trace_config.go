@@ -1,4 +1,4 @@
-package lab
+package trace
 
 import (
 	"context"
@@ -110,18 +110,16 @@ type proxyDump struct {
 }
 
 // readProxyDump reads a proxy's /config_dump through its agent.
-func readProxyDump(ctx context.Context, sock string) (proxyDump, error) {
-	c := newAgentClient(sock)
-	defer c.close()
-	resp, err := c.get(ctx, "/admin/config_dump")
+func readProxyDump(ctx context.Context, deps Deps, pod string) (proxyDump, error) {
+	body, err := deps.AgentGet(ctx, pod, "/admin/config_dump")
 	if err != nil {
 		return proxyDump{}, err
 	}
-	defer resp.Body.Close()
+	defer body.Close()
 	var raw struct {
 		Configs []json.RawMessage `json:"configs"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&raw); err != nil {
+	if err := json.NewDecoder(body).Decode(&raw); err != nil {
 		return proxyDump{}, fmt.Errorf("decode config_dump: %w", err)
 	}
 	d := proxyDump{routes: map[string]dumpRouteConfig{}, clusters: map[string]dumpCluster{}}
