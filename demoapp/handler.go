@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -38,6 +39,8 @@ type handler struct {
 	faults  *faults
 	startup *startupCalls
 	mux     *http.ServeMux
+	// access, when set, serves instead of mux: mux behind the persona's access log.
+	access http.Handler
 }
 
 func newHandler(c Config, log *slog.Logger) *handler {
@@ -60,6 +63,7 @@ func newHandler(c Config, log *slog.Logger) *handler {
 	switch c.Persona {
 	case PersonaHTTPBin:
 		h.mux = newHTTPBin(nil)
+		h.access = accessLog(os.Stdout, h.mux) // httpbin logs every request, as its image does
 		return h
 	case PersonaHelloWorld:
 		h.mux = newHelloWorld(c.Version, c.Pod)
@@ -108,7 +112,13 @@ func serveBytes(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.access != nil {
+		h.access.ServeHTTP(w, r)
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}
 
 // serveApp answers with the app's identity, after the configured latency; "/" also calls
 // the upstreams. A ?status=N query sets the answer's status; an injected fault overrides

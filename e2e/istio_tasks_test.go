@@ -346,3 +346,103 @@ spec:
 		"curl.legacy to httpbin.foo": refused, "curl.legacy to httpbin.bar": refused,
 	})
 }
+
+// TestMirroringTask is Istio's "Mirroring" task: with all traffic routed to httpbin v1,
+// `curl http://httpbin:8000/headers` shows up in v1's log only; with the task's mirror to
+// v2 (mirrorPercentage 100) the same request also shows up in v2's log, sent fire and
+// forget by the client's sidecar with the authority httpbin-shadow:8000 (v2's sidecar
+// access log), while the client still gets v1's answer.
+func TestMirroringTask(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	l := startLab(t, "testdata/tasks/mirroring.yaml")
+	const route = `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata:
+  name: httpbin
+spec:
+  hosts:
+    - httpbin
+  http:
+  - route:
+    - destination:
+        host: httpbin
+        subset: v1
+      weight: 100
+`
+	applyYAML(t, l.name, route+`---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata:
+  name: httpbin
+spec:
+  host: httpbin
+  subsets:
+  - name: v1
+    labels:
+      version: v1
+  - name: v2
+    labels:
+      version: v2
+`)
+	podOf := func(prefix string) string {
+		t.Helper()
+		out, code := execIn(t, l.name, nil, "deploy/"+prefix, "hostname")
+		if code != 0 {
+			t.Fatalf("hostname in deploy/%s: exit %d\n%s", prefix, code, out)
+		}
+		return strings.TrimSpace(out)
+	}
+	v1, v2 := podOf("httpbin-v1"), podOf("httpbin-v2")
+	logCount := func(pod, container, what string) int {
+		t.Helper()
+		out, err := meshlab(t, "logs", "--name", l.name, pod, "-c", container)
+		if err != nil {
+			t.Fatalf("meshlab logs %s -c %s: %v\n%s", pod, container, err, out)
+		}
+		return strings.Count(out, what)
+	}
+	const get = `"GET /headers HTTP/1.1" 200`
+	// Until the route reaches the client's sidecar, requests may land on v2: wait for v1
+	// to take ten in a row, then count.
+	for inARow := 0; inARow < 10; {
+		before := logCount(v1, "app", get)
+		if out, code := execIn(t, l.name, nil, "deploy/curl", "curl", "-sS", "http://httpbin:8000/headers"); code != 0 {
+			t.Fatalf("curl /headers: exit %d\n%s", code, out)
+		}
+		if logCount(v1, "app", get) > before {
+			inARow++
+		} else {
+			inARow = 0
+		}
+	}
+	v2Before := logCount(v2, "app", get)
+	for range 3 {
+		execIn(t, l.name, nil, "deploy/curl", "curl", "-sS", "http://httpbin:8000/headers")
+	}
+	if n := logCount(v2, "app", get); n != v2Before {
+		t.Errorf("without a mirror httpbin v2 logged %d more requests; want none", n-v2Before)
+	}
+
+	applyYAML(t, l.name, route+`    mirror:
+      host: httpbin
+      subset: v2
+    mirrorPercentage:
+      value: 100.0
+`)
+	deadline := time.Now().Add(20 * time.Second)
+	for logCount(v2, "app", get) == v2Before {
+		if time.Now().After(deadline) {
+			t.Fatal("20 s after the mirror, httpbin v2 has logged no mirrored GET /headers")
+		}
+		out, _ := execIn(t, l.name, nil, "deploy/curl", "curl", "-sS", "http://httpbin:8000/headers")
+		if !strings.Contains(out, `"Host": "httpbin:8000"`) {
+			t.Errorf("the client got %s; want v1's answer for Host httpbin:8000", out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if n := logCount(v2, "proxy", "httpbin-shadow:8000"); n == 0 {
+		out, _ := meshlab(t, "logs", "--name", l.name, v2, "-c", "proxy")
+		t.Errorf("v2's sidecar access log has no request for authority httpbin-shadow:8000:\n%s", out)
+	}
+}
