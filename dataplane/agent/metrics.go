@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 
@@ -48,7 +49,7 @@ func (m *mergedMetrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	code, envoy, err := m.admin.do(ctx, http.MethodGet, path)
 	if err == nil && code != http.StatusOK {
-		err = &http.ProtocolError{ErrorString: "proxy answered " + http.StatusText(code)}
+		err = fmt.Errorf("proxy answered %d %s", code, http.StatusText(code))
 	}
 	if err != nil {
 		m.log.Warn("scrape proxy metrics", "err", err)

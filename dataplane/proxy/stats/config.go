@@ -60,7 +60,7 @@ func (c *Config) view(name, extracted string, tags []Tag, explicit bool) (string
 			continue
 		}
 		m := r.Regex.FindStringSubmatchIndex(base)
-		if m == nil || len(m) < 4 || m[2] < 0 {
+		if len(m) < 4 || m[2] < 0 {
 			continue
 		}
 		value := base[m[2]:m[3]]
