@@ -1,7 +1,11 @@
 // Package lab is the lab process: it reads a scenario, creates the lab's namespaces,
 // starts the discovery server, the lab API, one agent and one app per pod, supervises them,
 // and removes everything again. Everything is recorded in the lab's run directory before
-// it is created, so Clean can remove a lab whose process died.
+// it is created, so Clean can remove a lab whose process died. Its jobs are wiring,
+// supervision, the journal, apply and events; it also serves the lab API's backends, CA
+// operations (carotate.go) and machinery faults (faults.go) among them, and hands
+// observation (topology, traffic, metrics) to lab/observe and request traces to
+// lab/trace, which see the lab only through the narrow view in deps.go.
 package lab
 
 import (
