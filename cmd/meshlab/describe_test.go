@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"net/netip"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,4 +47,41 @@ func TestPrintPodDetail(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.Golden(t, "describe-pod-no-sidecar", b.Bytes())
+}
+
+// A proxyless gRPC pod shows its agent's files and relayed streams, not epochs.
+func TestPrintPodDetailProxyless(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	d := web.PodDetail{
+		PodStatus: web.PodStatus{Name: "echo-v1", Namespace: "default", NetNS: "ml-demo-echo-v1",
+			IP: netip.MustParseAddr("10.244.0.2"), Sidecar: true, Ready: true, Epoch: -1},
+		Proxy: &web.AgentStatus{Ready: true, DataPlane: "proxyless-grpc",
+			Cert: &web.WorkloadCert{SPIFFEID: "spiffe://cluster.local/ns/default/sa/echo", NotAfter: now.Add(time.Hour)},
+			Proxyless: &web.ProxylessAgent{Bootstrap: "/run/meshlab/demo/pods/echo-v1/istio-xds/grpc-bootstrap.json",
+				XDSSocket: "/run/meshlab/demo/pods/echo-v1/istio-xds/XDS", CertDir: "/run/meshlab/demo/pods/echo-v1/istio-data",
+				Streams: []string{"sidecar~10.244.0.2~echo-v1.default~default.svc.cluster.local (sotw, 2 requests, 1 responses)"}, Relayed: 3,
+				LastError: "node x: refused", LastErrorAt: now.Add(-time.Minute)},
+		},
+	}
+	var b bytes.Buffer
+	if err := printPodDetail(&b, d, now); err != nil {
+		t.Fatal(err)
+	}
+	got := b.String()
+	flat := regexp.MustCompile(` +`).ReplaceAllString(got, " ") // tabwriter's padding
+	for _, want := range []string{
+		"Sidecar: none: proxyless gRPC (grpc-agent template); the agent runs no proxy\n",
+		" Bootstrap: /run/meshlab/demo/pods/echo-v1/istio-xds/grpc-bootstrap.json (GRPC_XDS_BOOTSTRAP)\n",
+		" XDS proxy: unix:///run/meshlab/demo/pods/echo-v1/istio-xds/XDS, relayed to the lab: 1 streams open, 3 since start\n",
+		" stream: sidecar~10.244.0.2~echo-v1.default~default.svc.cluster.local (sotw, 2 requests, 1 responses)\n",
+		" Last stream error: node x: refused (1m0s ago)\n",
+		"spiffe://cluster.local/ns/default/sa/echo",
+	} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("describe lacks %q:\n%s", want, got)
+		}
+	}
+	if bytes.Contains(b.Bytes(), []byte("Epochs:")) {
+		t.Errorf("a proxyless pod has no epochs to show:\n%s", got)
+	}
 }
