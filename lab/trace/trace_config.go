@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"regexp"
-	"strconv"
 	"strings"
 )
 
@@ -257,6 +256,3 @@ func routeFor(rc dumpRouteConfig, host, path string) (dumpVirtualHost, dumpRoute
 	}
 	return *vh, dumpRoute{}, false
 }
-
-// hostPort returns "host:port" for a Host header.
-func hostPort(host string, port uint16) string { return host + ":" + strconv.Itoa(int(port)) }
