@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/meshlab/meshlab/netns/capture"
@@ -92,5 +91,3 @@ func tailLines(path string, n int) []string {
 	}
 	return append(out, all...)
 }
-
-func itoa(i int) string { return strconv.Itoa(i) }
