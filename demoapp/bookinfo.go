@@ -297,17 +297,20 @@ func (p *productPage) serveProductPage(w http.ResponseWriter, r *http.Request) {
 		b.WriteString("<form method=\"post\" action=\"/login\"><input name=\"username\"><input name=\"passwd\" type=\"password\"><button>Sign in</button></form>\n")
 	}
 	fmt.Fprintf(&b, "<h3>%s</h3>\n<p>%s</p>\n", bookTitle, bookBlurb)
-	b.WriteString("<h4>Book Details</h4>\n")
+	// The sample's template: a failed call replaces the section's heading with
+	// "Error fetching product details!" (or reviews) above the error text.
 	if detailsErr != nil {
-		fmt.Fprintf(&b, "<p class=\"error\">%s</p>\n", detailsUnavailable)
+		fmt.Fprintf(&b, "<h4>Error fetching product details!</h4>\n<p class=\"error\">%s</p>\n", detailsUnavailable)
 	} else {
+		b.WriteString("<h4>Book Details</h4>\n")
 		for _, k := range []string{"type", "pages", "publisher", "language", "ISBN-10", "ISBN-13"} {
 			fmt.Fprintf(&b, "<dt>%s</dt><dd>%v</dd>\n", k, details[k])
 		}
 	}
-	b.WriteString("<h4>Book Reviews</h4>\n")
 	if reviewsMsg != "" {
-		fmt.Fprintf(&b, "<p class=\"error\">%s</p>\n", reviewsUnavailable)
+		fmt.Fprintf(&b, "<h4>Error fetching product reviews!</h4>\n<p class=\"error\">%s</p>\n", reviewsUnavailable)
+	} else {
+		b.WriteString("<h4>Book Reviews</h4>\n")
 	}
 	for _, rv := range rs {
 		fmt.Fprintf(&b, "<blockquote><p>%s</p><small>%s</small>\n", html.EscapeString(rv.Text), html.EscapeString(rv.Reviewer))

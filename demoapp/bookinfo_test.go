@@ -128,8 +128,8 @@ func TestBookinfoFaultInjectionBug(t *testing.T) {
 	start := time.Now()
 	page := lab.page(t, http.DefaultClient)
 	took := time.Since(start)
-	if !strings.Contains(page, reviewsUnavailable) {
-		t.Errorf("with a 7 s ratings delay and reviews v2 the page shows reviews:\n%s", page)
+	if !strings.Contains(page, reviewsUnavailable) || !strings.Contains(page, "Error fetching product reviews!") || strings.Contains(page, "Book Reviews") {
+		t.Errorf("with a 7 s ratings delay and reviews v2 the page shows reviews (want the sample's \"Error fetching product reviews!\" heading in place of \"Book Reviews\"):\n%s", page)
 	}
 	if took < 6*unit || took > 10*unit+time.Second {
 		t.Errorf("the page took %v; want about productpage's 2 x 3 s (%v)", took, 6*unit)
