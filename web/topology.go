@@ -26,6 +26,9 @@ type TopologyService struct {
 	VIP       netip.Addr `json:"vip"`
 	Ports     []uint16   `json:"ports"`
 	Pods      []string   `json:"pods"` // the pods its selector matches
+	// Gateway reports whether the service selects a gateway pod (istio-ingressgateway):
+	// the mesh's entry, drawn at the left edge.
+	Gateway bool `json:"gateway,omitempty"`
 }
 
 // TopologyPod is one pod node.
@@ -39,13 +42,36 @@ type TopologyPod struct {
 	// RBACDenied counts the requests and connections the pod's sidecar refused by an
 	// AuthorizationPolicy (its inbound filters' rbac.denied stats, since the proxy started).
 	RBACDenied uint64 `json:"rbacDenied"`
+	// Gateway reports whether the pod is a standalone gateway (Istio's router node type).
+	Gateway bool `json:"gateway,omitempty"`
 }
 
-// TopologyEdge is traffic from a pod's sidecar to a service, summed over the sidecar's
-// outbound clusters of that service (every port and subset).
+// HostNode is the From of an edge that entered the mesh from the host: requests a
+// gateway pod received that no pod's sidecar sent, which is `meshlab port-forward`'s
+// traffic (it dials from the lab's node namespace, outside every pod).
+const HostNode = "host (port-forward)"
+
+// Where an edge's Requests and Errors were counted (TopologyEdge.Metric).
+const (
+	// EdgeMetricIstio: the caller's istio_requests_total{reporter="source"} by
+	// destination_service, 5xx by response_code, as Istio's dashboards and docs query it.
+	EdgeMetricIstio = "istio_requests_total"
+	// EdgeMetricCluster: the caller's outbound cluster stats (upstream_rq_total, _5xx),
+	// for a proxy that reports no Istio metrics for the service.
+	EdgeMetricCluster = "upstream_rq_total"
+	// EdgeMetricGateway: the gateway's downstream requests (http.outbound_*.
+	// downstream_rq_total, _5xx) less those the mesh's sidecars sent it.
+	EdgeMetricGateway = "downstream_rq_total"
+)
+
+// TopologyEdge is traffic from a pod's sidecar to a service: the sidecar's Istio
+// metrics for that service when it has some, else its outbound clusters of that service
+// (every port and subset); or traffic from the host (From is HostNode) to a gateway.
 type TopologyEdge struct {
-	From     string `json:"from"` // pod name
-	To       string `json:"to"`   // service hostname
+	From string `json:"from"` // pod name, or HostNode
+	// Metric names what Requests and Errors were counted from (EdgeMetric*).
+	Metric   string `json:"metric"`
+	To       string `json:"to"` // service hostname
 	Requests uint64 `json:"requests"`
 	Errors   uint64 `json:"errors"` // 5xx answers
 	// RPS and ErrorRate are measured over the last poll interval (0 on the first poll).

@@ -207,7 +207,7 @@ func (f *fakeDeps) Publish(kind, pod, msg string, fields map[string]any) {
 }
 
 // TestSampleThroughDeps samples a lab through Deps only: the edges come from the
-// client's stats plus the requests its fault filter aborted (read with AgentGet), a pod
+// client's Istio metrics (read with AgentGet, the aborted requests included), a pod
 // whose agent does not answer shows without edges, and an epoch that went live since the
 // previous sample is published.
 func TestSampleThroughDeps(t *testing.T) {
@@ -220,14 +220,16 @@ func TestSampleThroughDeps(t *testing.T) {
 			"cluster.outbound|8080||" + host + ".upstream_rq_total": 6,
 			"cluster.outbound|8080||" + host + ".upstream_rq_5xx":   1,
 		}},
-		get: map[string]string{"frontend-v1 /admin/stats/prometheus?filter=" + faultAbortFilter: `# TYPE istio_requests_total counter
+		get: map[string]string{"frontend-v1 /admin/stats/prometheus?filter=" + istioRequestsFilter: `# TYPE istio_requests_total counter
 istio_requests_total{reporter="source",destination_service="backend:8080",response_code="503",response_flags="FI"} 4
+istio_requests_total{reporter="source",destination_service="backend.default.svc.cluster.local",response_code="200",response_flags="-"} 5
+istio_requests_total{reporter="source",destination_service="backend.default.svc.cluster.local",response_code="503",response_flags="URX"} 1
 `},
 	}
 	var p Topology
 	top := p.Sample(t.Context(), d)
-	if len(top.Edges) != 1 || top.Edges[0].From != "frontend-v1" || top.Edges[0].To != host || top.Edges[0].Requests != 10 || top.Edges[0].Errors != 5 {
-		t.Fatalf("edges = %+v; want frontend-v1 -> %s with 6+4 requests, 1+4 errors", top.Edges, host)
+	if len(top.Edges) != 1 || top.Edges[0].From != "frontend-v1" || top.Edges[0].To != host || top.Edges[0].Requests != 10 || top.Edges[0].Errors != 5 || top.Edges[0].Metric != web.EdgeMetricIstio {
+		t.Fatalf("edges = %+v; want frontend-v1 -> %s from istio_requests_total: 4 aborted + 6 sent, 4+1 5xx", top.Edges, host)
 	}
 	if be := top.Pods[0]; be.Name != "backend-v1" || be.Ready || be.Epoch != -1 {
 		t.Errorf("backend-v1 (agent unreachable) = %+v; want not ready, no epoch", be)

@@ -19,9 +19,10 @@ const topologyInterval = time.Second
 // pollParallel bounds how many agents are asked at once.
 const pollParallel = 16
 
-// edgeStatsFilter selects the outbound cluster stats edges are computed from, and the
-// inbound RBAC denials.
-var edgeStatsFilter = url.QueryEscape(`^cluster\.outbound\|.*\.(upstream_rq_total|upstream_rq_5xx|upstream_rq_403|ssl\.handshake|tlsMode-[a-z]+\.total_match_count)$|rbac\.denied$`)
+// edgeStatsFilter selects the outbound cluster stats edges are computed from, the
+// inbound RBAC denials, and the HTTP listeners' downstream requests (a gateway's, whose
+// listeners are outbound_<address>_<port>, for the traffic entering from the host).
+var edgeStatsFilter = url.QueryEscape(`^cluster\.outbound\|.*\.(upstream_rq_total|upstream_rq_5xx|upstream_rq_403|ssl\.handshake|tlsMode-[a-z]+\.total_match_count)$|rbac\.denied$|^http\.outbound_.*\.downstream_rq_(total|5xx)$`)
 
 // edgeStatSuffixes are the per-cluster stats an edge sums, checked in order.
 var edgeStatSuffixes = []string{".upstream_rq_total", ".upstream_rq_5xx", ".upstream_rq_403", ".ssl.handshake",
@@ -31,6 +32,7 @@ var edgeStatSuffixes = []string{".upstream_rq_total", ".upstream_rq_5xx", ".upst
 type edgeCounters struct {
 	requests, errors, denied, handshakes uint64
 	mtlsMatches, rawMatches              uint64 // auto-mTLS socket matches: tlsMode-istio, tlsMode-disabled
+	istio                                bool   // requests and errors are istio_requests_total's
 }
 
 // mtls reports whether the edge's connections are mutual TLS.
@@ -43,6 +45,8 @@ type podSample struct {
 	status     *agent.Status
 	edges      map[string]edgeCounters // by destination host
 	rbacDenied uint64                  // inbound requests and connections denied by RBAC
+	// gatewayRequests and gatewayErrors are a gateway pod's downstream requests and 5xx.
+	gatewayRequests, gatewayErrors uint64
 }
 
 // Topology polls every sidecar once a second while at least one watcher is subscribed,
@@ -160,8 +164,11 @@ func samplePod(ctx context.Context, d Deps, m *model.Model, pod *model.Pod) podS
 	}
 	s.edges = edgesFromStats(stats)
 	s.rbacDenied = rbacDenied(stats)
-	if aborts, err := faultAborts(ctx, d, pod.Name); err == nil { // topology_faults.go
-		addFaultAborts(m, pod.Namespace, s.edges, aborts)
+	if pod.Router {
+		s.gatewayRequests, s.gatewayErrors = gatewayRequests(stats)
+	}
+	if istio, err := istioRequests(ctx, d, pod.Name); err == nil { // topology_istio.go
+		useIstioRequests(m, pod.Namespace, s.edges, istio)
 	}
 	return s
 }
@@ -229,12 +236,13 @@ func buildTopology(m *model.Model, samples []podSample) web.Topology {
 		for _, p := range m.Pods {
 			if p.Namespace == s.Namespace && s.Selects(p.Labels) {
 				ts.Pods = append(ts.Pods, p.Name)
+				ts.Gateway = ts.Gateway || p.Router
 			}
 		}
 		t.Services = append(t.Services, ts)
 	}
 	for i, p := range m.Pods {
-		tp := web.TopologyPod{Name: p.Name, Namespace: p.Namespace, IP: p.IP, Sidecar: p.Sidecar.Inject, Ready: !p.Sidecar.Inject, Epoch: -1}
+		tp := web.TopologyPod{Name: p.Name, Namespace: p.Namespace, IP: p.IP, Sidecar: p.Sidecar.Inject, Ready: !p.Sidecar.Inject, Epoch: -1, Gateway: p.Router}
 		s := samples[i]
 		tp.RBACDenied = s.rbacDenied
 		if st := s.status; st != nil {
@@ -250,9 +258,12 @@ func buildTopology(m *model.Model, samples []podSample) web.Topology {
 			if c.requests == 0 {
 				continue
 			}
-			t.Edges = append(t.Edges, web.TopologyEdge{From: p.Name, To: host, Requests: c.requests, Errors: c.errors, MTLS: c.mtls(),
+			t.Edges = append(t.Edges, web.TopologyEdge{From: p.Name, To: host, Metric: c.metric(), Requests: c.requests, Errors: c.errors, MTLS: c.mtls(),
 				Handshakes: c.handshakes, MTLSEndpoints: c.mtlsMatches, PlaintextEndpoints: c.rawMatches, Denied: c.denied})
 		}
+	}
+	for host, c := range hostEdges(m, samples) {
+		t.Edges = append(t.Edges, web.TopologyEdge{From: web.HostNode, To: host, Metric: web.EdgeMetricGateway, Requests: c.requests, Errors: c.errors})
 	}
 	sortEdges(t.Edges)
 	return t
@@ -276,6 +287,9 @@ func (p *Topology) rates(t *web.Topology, samples []podSample, m *model.Model, n
 		for host, c := range samples[i].edges {
 			cur[pod.Name+"|"+host] = c
 		}
+	}
+	for host, c := range hostEdges(m, samples) {
+		cur[web.HostNode+"|"+host] = c
 	}
 	if dt := now.Sub(p.prevAt).Seconds(); p.prev != nil && dt > 0 {
 		for i := range t.Edges {
