@@ -24,6 +24,11 @@ import (
 // NetworkRBACStatPrefix is the stat_prefix of every network RBAC filter, as Istio's.
 const NetworkRBACStatPrefix = "tcp."
 
+// shadowRulesStatPrefix is what istiod's authz builder names the shadow rules' stats on
+// every RBAC filter: the prefix of the shadow rules' action, and without dry-run policies
+// the shadow rules are nil, whose action reads as ALLOW (builder.shadowRuleStatPrefix).
+const shadowRulesStatPrefix = "istio_dry_run_allow_"
+
 // authz is the RBAC config of one pod's inbound chains: the DENY and ALLOW rule sets
 // (nil when no policy of that action selects the pod).
 type authz struct {
@@ -289,7 +294,7 @@ func (a authz) httpFilters() ([]*hcm.HttpFilter, error) {
 		if rules == nil {
 			continue
 		}
-		cfg, err := typed(&httprbac.RBAC{Rules: rules})
+		cfg, err := typed(&httprbac.RBAC{Rules: rules, ShadowRulesStatPrefix: shadowRulesStatPrefix})
 		if err != nil {
 			return nil, fmt.Errorf("build http rbac: %w", err)
 		}
@@ -305,7 +310,7 @@ func (a authz) networkFilters() ([]*listener.Filter, error) {
 		if rules == nil {
 			continue
 		}
-		cfg, err := typed(&netrbac.RBAC{Rules: rules, StatPrefix: NetworkRBACStatPrefix})
+		cfg, err := typed(&netrbac.RBAC{Rules: rules, StatPrefix: NetworkRBACStatPrefix, ShadowRulesStatPrefix: shadowRulesStatPrefix})
 		if err != nil {
 			return nil, fmt.Errorf("build network rbac: %w", err)
 		}

@@ -48,11 +48,13 @@ var rulesAllow = fieldcheck.Allow{
 }
 
 var httpAllow = fieldcheck.Allow{
-	HTTPConfigType: {"rules", "rules_stat_prefix"},
+	// shadow_rules_stat_prefix only names the stats and dynamic metadata of shadow_rules
+	// (refused), so without them it has nothing to name: istiod sets it on every filter.
+	HTTPConfigType: {"rules", "rules_stat_prefix", "shadow_rules_stat_prefix"},
 }.Merge(rulesAllow)
 
 var networkAllow = fieldcheck.Allow{
-	NetworkConfigType: {"rules", "stat_prefix", "enforcement_type"},
+	NetworkConfigType: {"rules", "stat_prefix", "enforcement_type", "shadow_rules_stat_prefix"},
 }.Merge(rulesAllow)
 
 // HTTPConfig is a compiled envoy.filters.http.rbac.
