@@ -1,13 +1,15 @@
 // Package fortio is the fortio persona of the built-in app: the fortio/fortio image that
 // Istio's circuit-breaking task deploys, as that task uses it. Its server answers with
-// fortio's own echo handler, and `fortio load` and `fortio curl` (run in the pod with
-// `meshlab exec`) are fortio's HTTP runner and client, used as a library, printing what
-// the fortio binary prints (the "Code 200 : N (x %)" summary lines).
+// fortio's echo (EchoHandler), and `fortio load` and `fortio curl` (run in the pod with
+// `meshlab exec`) print what the fortio binary prints (the "Code 200 : N (x %)" summary
+// lines, fortio's latency histogram and percentiles).
 //
-// It is a package of its own, imported by the binary's CLI only: fortio's packages bring
-// package initializers (fortio.org/cli's x509roots/fallback certificate bundle, flag and
-// logger set-up) that the lab, control plane and data plane packages, and their tests,
-// must not pay for.
+// It uses fortio's own periodic runner (fortio.org/fortio/periodic) and histograms
+// (fortio.org/fortio/stats), with an HTTP client and echo handler of its own on net/http,
+// and not fortio's fhttp: fhttp imports fortio.org/scli, fortio.org/cli and
+// golang.org/x/crypto/x509roots/fallback, whose package initialisation (a parsed
+// certificate bundle, dynamic flags, a 256 KiB payload) every process of the one binary
+// would pay for at start (docs/ARCHITECTURE.md has the figures).
 package fortio
 
 import (
@@ -25,8 +27,8 @@ import (
 	"sync"
 	"time"
 
-	"fortio.org/fortio/fhttp"
 	"fortio.org/fortio/periodic"
+	"fortio.org/fortio/stats"
 	"fortio.org/fortio/version"
 	flog "fortio.org/log"
 )
@@ -54,14 +56,13 @@ func Serve(ctx context.Context, ports []uint16, log *slog.Logger) error {
 	if !serveHTTP {
 		return fmt.Errorf("fortio persona: the container declares ports %v; fortio's server answers HTTP on %d", ports, HTTPPort)
 	}
-	flog.SetOutput(io.Discard) // fortio's per-request logs would flood the app log
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", ":"+strconv.Itoa(HTTPPort))
 	if err != nil {
 		return fmt.Errorf("fortio persona: listen: %w", err)
 	}
 	srv := &http.Server{
-		Handler:           http.HandlerFunc(fhttp.EchoHandler),
+		Handler:           http.HandlerFunc(EchoHandler),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
@@ -101,7 +102,6 @@ type options struct {
 	quiet       bool
 	timeout     time.Duration
 	percentiles string
-	stdClient   bool
 	headers     headerFlags
 }
 
@@ -114,12 +114,14 @@ func (o *options) flags(name string, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&o.duration, "t", 5*time.Second, "how long to run the test or 0 to run until ^C")
 	fs.StringVar(&o.logLevel, "loglevel", "Info", "log level: Debug, Verbose, Info, Warning, Error, Critical, Fatal")
 	fs.BoolVar(&o.quiet, "quiet", false, "quiet mode, sets loglevel to Error (quietly) to reduce the output")
-	fs.DurationVar(&o.timeout, "timeout", fhttp.HTTPReqTimeOutDefaultValue, "connection and read timeout value (for http)")
+	fs.DurationVar(&o.timeout, "timeout", defaultTimeout, "connection and read timeout value (for http)")
 	fs.StringVar(&o.percentiles, "p", "50,75,90,99,99.9", "list of percentiles to calculate")
-	fs.BoolVar(&o.stdClient, "stdclient", false, "use the slower net/http standard client (slower but supports h2/h2c)")
 	fs.Var(&o.headers, "H", "additional HTTP header(s) (repeatable)")
 	return fs
 }
+
+// defaultTimeout is fortio's -timeout default (fhttp.HTTPReqTimeOutDefaultValue).
+const defaultTimeout = 3 * time.Second
 
 // fortioMu serializes Main: fortio's logger and its defaults are process-wide.
 var fortioMu sync.Mutex
@@ -164,45 +166,28 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	_ = flog.SetLogLevelStr(o.logLevel)
 
-	hopts := fhttp.HTTPOptions{HTTPReqTimeOut: o.timeout, DisableFastClient: o.stdClient}
-	hopts.Init(url)
-	for _, h := range o.headers {
-		if err := hopts.AddAndValidateExtraHeader(h); err != nil {
-			fmt.Fprintf(stderr, "fortio: -H %q: %v\n", h, err)
-			return 1
-		}
+	copts, err := newClientOptions(url, o.timeout, o.headers)
+	if err != nil {
+		fmt.Fprintf(stderr, "fortio: %v\n", err)
+		return 1
 	}
 	if cmd == "curl" {
-		return curl(&hopts, stdout, stderr)
+		return curl(copts, stdout, stderr)
 	}
 	percentiles, err := parsePercentiles(o.percentiles)
 	if err != nil {
 		fmt.Fprintf(stderr, "fortio: -p %q: %v\n", o.percentiles, err)
 		return 1
 	}
-	return load(&hopts, &o, percentiles, stderr)
+	return load(copts, &o, percentiles, stderr)
 }
 
-// curl fetches once, as `fortio curl`: headers to stderr, body to stdout, exit 1 on a
-// status other than 200.
-func curl(h *fhttp.HTTPOptions, stdout, stderr io.Writer) int {
-	client, err := fhttp.NewClient(h)
-	if err != nil || client == nil {
-		fmt.Fprintf(stderr, "fortio curl %s: %v\n", h.URL, err)
-		return 1
-	}
-	defer client.Close()
-	var code int
-	if client.HasBuffer() {
-		var data []byte
-		var header int
-		code, data, header = client.Fetch(context.Background()) //nolint:staticcheck // fortio's own curl uses it
-		_, _ = stderr.Write(data[:header])
-		_, _ = stdout.Write(data[header:])
-	} else {
-		h.DataWriter = stdout
-		code, _, _ = client.StreamFetch(context.Background())
-	}
+// curl fetches once, as `fortio curl`: the status line and headers to stderr, the body
+// to stdout, exit 1 on a status other than 200.
+func curl(o *clientOptions, stdout, stderr io.Writer) int {
+	c := newClient(0, o, stats.NewHistogram(0, periodic.DefaultRunnerOptions.Resolution))
+	defer c.close()
+	code, _, _ := c.fetch(context.Background(), stderr, stdout)
 	if code != http.StatusOK {
 		flog.Errf("Error status %d", code)
 		return 1
@@ -211,14 +196,14 @@ func curl(h *fhttp.HTTPOptions, stdout, stderr io.Writer) int {
 }
 
 // load runs fortio's HTTP load test and prints its report (fortio's own) to out.
-func load(h *fhttp.HTTPOptions, o *options, percentiles []float64, out io.Writer) int {
+func load(h *clientOptions, o *options, percentiles []float64, out io.Writer) int {
 	qps := o.qps
 	procs := runtime.GOMAXPROCS(0)
 	fmt.Fprintf(out, "Fortio %s running at %g queries per second, %d->%d procs", version.Short(), qps, procs, procs)
 	if o.exactly > 0 {
-		fmt.Fprintf(out, ", for %d calls: %s\n", o.exactly, h.URL)
+		fmt.Fprintf(out, ", for %d calls: %s\n", o.exactly, h.url)
 	} else {
-		fmt.Fprintf(out, ", for %v: %s\n", o.duration, h.URL)
+		fmt.Fprintf(out, ", for %v: %s\n", o.duration, h.url)
 	}
 	if qps <= 0 {
 		qps = -1 // fortio: 0 on the command line is max qps
@@ -231,11 +216,16 @@ func load(h *fhttp.HTTPOptions, o *options, percentiles []float64, out io.Writer
 		Out:         out,
 		Exactly:     o.exactly,
 	}
-	r := fhttp.HTTPRunnerOptions{HTTPOptions: *h, RunnerOptions: ro}
-	if _, err := fhttp.RunHTTPTest(&r); err != nil {
+	res, err := runLoad(h, &ro)
+	if err != nil {
 		fmt.Fprintf(out, "Aborting because of %v\n", err)
 		return 1
 	}
+	warmup := o.connections
+	if o.exactly > 0 {
+		warmup = 0
+	}
+	printAllDone(out, res, warmup)
 	return 0
 }
 
