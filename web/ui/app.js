@@ -87,13 +87,16 @@ function stopTopology() { if (topoSource) { topoSource.close(); topoSource = nul
 function levels(t, podService) {
   const calls = state.levelEdges; // service -> Set of services it calls, cycle-free
   const reaches = (a, b, seen = new Set()) => a === b || (!seen.has(a) && (seen.add(a), [...(calls[a] || [])].some((n) => reaches(n, b, seen))));
+  const gateways = new Set(t.services.filter((svc) => svc.gateway).map((svc) => svc.hostname));
   for (const e of t.edges) {
     const from = podService[e.from];
     if (!from || from === e.to || (calls[from] && calls[from].has(e.to))) continue;
+    if (gateways.has(e.to) && e.from !== HOST_NODE) continue; // a gateway stays at the entry, left
+
     if (!reaches(e.to, from)) (calls[from] = calls[from] || new Set()).add(e.to);
   }
   const lv = {};
-  const ids = [...t.services.map((svc) => svc.hostname), ...("(no service)" in state.levels ? ["(no service)"] : [])];
+  const ids = [...(HOST_NODE in podService ? [HOST_NODE] : []), ...t.services.map((svc) => svc.hostname), ...("(no service)" in state.levels ? ["(no service)"] : [])];
   for (const id of ids) lv[id] = 0;
   for (let i = 0; i < ids.length; i++) {
     let changed = false;
@@ -105,6 +108,11 @@ function levels(t, podService) {
   }
   return lv;
 }
+
+// HOST_NODE is the From of edges that entered the mesh from the host through a gateway
+// (web.HostNode): `meshlab port-forward` traffic, drawn as a box of its own left of the
+// gateways.
+const HOST_NODE = "host (port-forward)";
 
 // Edge health: the 5xx share of the requests an edge carried decides its colour, its
 // requests per second its thickness. The thresholds are the legend's.
@@ -177,7 +185,11 @@ function drawTopology(t) {
   const podService = {}, podInfo = {};
   for (const p of t.pods) podInfo[p.name] = p;
   for (const svc of t.services) for (const p of svc.pods) if (!(p in podService)) podService[p] = svc.hostname;
-  const boxes = t.services.map((svc) => ({ id: svc.hostname, title: svc.name + "." + svc.namespace, sub: svc.vip + " :" + (svc.ports || []).join(","), pods: svc.pods }));
+  const boxes = t.services.map((svc) => ({ id: svc.hostname, title: svc.name + "." + svc.namespace, sub: svc.vip + " :" + (svc.ports || []).join(","), pods: svc.pods, gateway: !!svc.gateway }));
+  if (t.edges.some((e) => e.from === HOST_NODE)) { // traffic from the host: its own box, first
+    boxes.unshift({ id: HOST_NODE, title: "host", sub: "meshlab port-forward (127.0.0.1)", pods: [HOST_NODE], host: true });
+    podService[HOST_NODE] = HOST_NODE;
+  }
   const lone = t.pods.filter((p) => !(p.name in podService)).map((p) => p.name);
   if (lone.length) {
     boxes.push({ id: "(no service)", title: "pods of no service", sub: "", pods: lone });
@@ -217,14 +229,30 @@ function drawTopology(t) {
   for (const b of boxes) {
     const p = pos[b.id];
     obstacles.push({ x: p.x - 4, y: p.y - 4, w: p.w + 8, h: p.h + 8 });
-    const g = s("g", { class: "svc", "data-service": b.id });
-    g.append(s("rect", { x: p.x, y: p.y, width: p.w, height: p.h, rx: 8 }));
+    const g = s("g", { class: "svc" + (b.gateway ? " gateway" : "") + (b.host ? " host" : ""), "data-service": b.id });
+    g.append(s("rect", { x: p.x, y: p.y, width: p.w, height: p.h, rx: b.gateway ? 2 : 8 }));
     g.append(s("text", { x: p.x + 8, y: p.y + 17, class: "title" }, b.title));
     g.append(s("text", { x: p.x + 8, y: p.y + 32 }, b.sub));
+    if (b.gateway || b.host) { // a tag in the box's top right corner: what the box is
+      const tag = b.gateway ? "gateway" : "outside the mesh", tw = textWidth(tag, false) + 8;
+      g.append(s("rect", { x: p.x + p.w - tw - 4, y: p.y + 4, width: tw, height: 15, rx: 3, class: "tag" }));
+      g.append(s("text", { x: p.x + p.w - tw, y: p.y + 15, class: "tag" }, tag));
+    }
+    if (b.host) {
+      const pp = b.xy[0];
+      g.append(s("rect", { x: pp.x - 6, y: pp.y - 6, width: 12, height: 12, class: "host-node", "data-pod": HOST_NODE },
+        s("title", {}, "the host: connections through meshlab port-forward, counted at the gateway")));
+      g.append(s("text", { x: pp.x + 10, y: pp.y + 4, class: "pod-name" }, HOST_NODE));
+      svg.append(g);
+      continue;
+    }
     for (const [i, name] of b.pods.entries()) {
       const pp = b.xy[i], info = podInfo[name] || {};
       const health = dead ? "unknown" : info.ready ? "ready" : "unready";
-      const c = s("circle", { cx: pp.x, cy: pp.y, r: 6, class: "pod " + health + (info.rbacDenied > 0 ? " denying" : ""), "data-pod": name });
+      const cls = "pod " + health + (info.rbacDenied > 0 ? " denying" : "") + (info.gateway ? " gateway" : "");
+      const c = info.gateway // a gateway pod is a diamond
+        ? s("path", { d: `M ${pp.x} ${pp.y - 8} L ${pp.x + 8} ${pp.y} L ${pp.x} ${pp.y + 8} L ${pp.x - 8} ${pp.y} Z`, class: cls, "data-pod": name })
+        : s("circle", { cx: pp.x, cy: pp.y, r: 6, class: cls, "data-pod": name });
       c.append(s("title", {}, dead ? `${name}: unknown, the lab is down` : `${name} ${info.ip || ""} epoch ${info.epoch}` + (info.rbacDenied > 0 ? ` · ${info.rbacDenied} denied by RBAC` : "")));
       c.addEventListener("click", () => { location.hash = "#pods/" + encodeURIComponent(name); });
       g.append(c);
@@ -329,7 +357,11 @@ function edgeTitle(e, hl) {
   const tls = e.mtls ? `mTLS: ${e.handshakes || 0} TLS handshakes, ${e.mtlsEndpoints || 0} endpoints matched tlsMode-istio`
     : `plaintext: no TLS handshake${e.plaintextEndpoints ? `, ${e.plaintextEndpoints} endpoints matched the raw (tlsMode-disabled) socket` : ""}`;
   const now = hl.idle ? "no request in the last few seconds" : `${hl.rps.toFixed(1)} requests/s and ${(hl.rate * 100).toFixed(1)}% 5xx over the last ${Math.round(hl.windowS) || 1} s`;
-  return `${e.from} → ${e.to}: ${now}; since the sidecar started ${e.requests} requests, ${e.errors} 5xx, ${e.denied || 0} denied (403); ${tls}`;
+  const counted = e.metric === "istio_requests_total" ? "istio_requests_total{reporter=\"source\"}, 5xx by response_code"
+    : e.metric === "downstream_rq_total" ? "the gateway's downstream_rq_total less what the mesh's sidecars sent it"
+      : "the outbound clusters' upstream_rq_total and upstream_rq_5xx";
+  if (e.from === HOST_NODE) return `${e.from} → ${e.to}: ${now}; since the gateway started ${e.requests} requests, ${e.errors} 5xx; counted from ${counted}`;
+  return `${e.from} → ${e.to}: ${now}; since the sidecar started ${e.requests} requests, ${e.errors} 5xx, ${e.denied || 0} denied (403); counted from ${counted}; ${tls}`;
 }
 
 // ---- pod page ----
@@ -387,6 +419,7 @@ async function loadPod() {
   if (d.ok && d.data && typeof d.data === "object") drawCert(d.data.proxy ? d.data.proxy.cert : null, d.data.proxy ? "" : "no sidecar, or its agent did not answer");
   drawFaults(f.ok && Array.isArray(f.data) ? f.data : null, f.status);
   drawHistory(hi.ok ? hi.data : null, hi.ok ? "" : hi.status === 404 ? "no config history for this pod" : "error: " + (hi.data.error || hi.data));
+  loadIstioMetrics(); // istio.js
 }
 
 // ---- certificate panel ----

@@ -24,8 +24,31 @@ function drawGuide(g) {
   $("guide-step").textContent = `Step ${g.step} of ${g.steps}: ${g.stepName}`;
   $("guide-instructions").replaceChildren(renderMarkdown(g.instructions));
   $("guide-error").textContent = g.error ? "The step's setup failed: " + g.error : "";
+  drawTasks(g.tasks);
   $("guide-next").disabled = guideState.busy || g.step >= g.steps;
+  drawDone(g);
   $("guide").hidden = false;
+}
+
+// drawTasks shows the commands the step asks for, each with the YAML it reads on stdin.
+function drawTasks(tasks) {
+  const items = (tasks || []).map((t) => h("li", { class: "task" },
+    h("pre", { class: "mono cmd" }, t.command + (t.stdin ? " <<'EOF'" : "")),
+    t.stdin ? h("pre", { class: "mono stdin" }, t.stdin.replace(/\n?$/, "\n") + "EOF") : ""));
+  $("guide-tasks").replaceChildren(...items);
+  $("guide-tasks-title").hidden = items.length === 0;
+}
+
+// drawDone says, once the last step's check passed, that the lab is finished and how to
+// stop it, as `meshlab lab check` does in the terminal.
+function drawDone(g) {
+  const done = $("guide-done");
+  if (!g.done) { done.hidden = true; done.replaceChildren(); return; }
+  const name = state.labName || g.lab;
+  done.replaceChildren(
+    h("b", {}, `Lab ${g.lab} done: ${g.passed} of ${g.steps} steps passed.`),
+    h("div", {}, "Stop it with Ctrl-C where ", h("code", {}, "meshlab lab start"), " runs, or: ", h("code", {}, `sudo meshlab down --name ${name}`)));
+  done.hidden = false;
 }
 
 // drawChecks lists each check of a check or solve: PASS or FAIL, what it saw, what it
@@ -41,7 +64,7 @@ function drawChecks(c) {
       !x.passed && x.hint ? h("div", { class: "hint" }, "hint: ", x.hint) : ""));
   }
   $("guide-results").replaceChildren(...items);
-  $("guide-msg").textContent = c.passed ? `Step ${c.step} passed.` : `Step ${c.step} is not done yet.`;
+  $("guide-msg").textContent = c.passed ? `Step ${c.step} passed.` + (c.done ? " The lab is done." : "") : `Step ${c.step} is not done yet.`;
   $("guide-msg").className = "msg " + (c.passed ? "ok" : "bad");
 }
 
