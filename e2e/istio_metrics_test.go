@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/meshlab/meshlab/internal/testutil"
+	"github.com/meshlab/meshlab/lab"
 )
 
 // metricsScenario: a client (app client, v1, service account client) calls an HTTP
@@ -141,6 +142,18 @@ func TestIstioStandardMetrics(t *testing.T) {
 	waitMetric(t, l.name, echo, 15090, "istio_tcp_sent_bytes_total", with(tcpLabels, "reporter", "destination"), float64(len("one hello\n")))
 	waitMetric(t, l.name, "client", 15090, "istio_tcp_connections_opened_total",
 		with(tcpLabels, "reporter", "source", "destination_principal", "spiffe://cluster.local/ns/default/sa/default"), 1)
+
+	// The lab's /metrics (what a Prometheus scraping the lab sees) answers the queries of
+	// Istio's docs: sum(istio_requests_total{destination_service_name="server",
+	// response_code="200"}) and istio_requests_total{reporter="destination",
+	// connection_security_policy="mutual_tls"}.
+	labFams := scrapeMetrics(t, lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
+	if got := counterValue(labFams["istio_requests_total"], map[string]string{"destination_service_name": "server", "response_code": "200"}); got < float64(2*requests) {
+		t.Errorf(`lab /metrics: sum(istio_requests_total{destination_service_name="server",response_code="200"}) = %v; want >= %d (both reporters)`, got, 2*requests)
+	}
+	if got := counterValue(labFams["istio_requests_total"], map[string]string{"reporter": "destination", "connection_security_policy": "mutual_tls"}); got < float64(requests) {
+		t.Errorf(`lab /metrics: istio_requests_total{reporter="destination",connection_security_policy="mutual_tls"} = %v; want >= %d`, got, requests)
+	}
 
 	// pilot-agent's merged metrics on the status port: the agent's own and the proxy's.
 	fams := scrapePod(t, l.name, "server", 15020)
