@@ -70,6 +70,10 @@ func newHTTPBin(rnd *rand.Rand) *http.ServeMux {
 	mux.HandleFunc("GET /response-headers", serveResponseHeaders)
 	mux.HandleFunc("/status/{codes}", b.serveStatus)
 	mux.HandleFunc("/delay/{n}", serveDelay)
+	// The method endpoints echo as /anything does; another method gets httpbin's 405.
+	for _, m := range []string{"POST", "PUT", "PATCH", "DELETE"} {
+		mux.HandleFunc(m+" /"+strings.ToLower(m), serveAnything)
+	}
 	mux.HandleFunc("/anything", serveAnything)
 	mux.HandleFunc("/anything/{rest...}", serveAnything)
 	return mux

@@ -192,3 +192,20 @@ func TestHTTPBinDelay(t *testing.T) {
 		t.Errorf("GET /delay/-1: status %d, want 400", status)
 	}
 }
+
+// The explicit-deny task POSTs to /post: the method endpoints echo their body, and answer
+// another method with 405, as httpbin does.
+func TestHTTPBinMethodEndpoints(t *testing.T) {
+	t.Parallel()
+	srv := httpbinServer(t)
+	for _, m := range []string{"POST", "PUT", "PATCH", "DELETE"} {
+		path := "/" + strings.ToLower(m)
+		code, _, body := fetchBin(t, newRequest(t, m, srv.URL+path, `{"a":1}`))
+		if code != http.StatusOK || !strings.Contains(body, `"data": "{\"a\":1}"`) || !strings.Contains(body, `"url": "http://`) {
+			t.Errorf("%s %s: %d\n%s\nwant 200 echoing the body", m, path, code, body)
+		}
+		if code, _, body := fetchBin(t, newRequest(t, "GET", srv.URL+path, "")); code != http.StatusMethodNotAllowed {
+			t.Errorf("GET %s: %d %s, want 405", path, code, body)
+		}
+	}
+}
