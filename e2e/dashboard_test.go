@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -811,4 +813,114 @@ func TestDashboardLabGoneInBrowser(t *testing.T) {
 	waitText(ctx, t, "#lab-banner", "is down", "its process is gone")
 	waitJS(ctx, t, "every pod unknown", `document.querySelectorAll("#topo-graph circle.pod.unknown").length === 3 && !document.querySelector("#topo-graph circle.pod.ready, #topo-pods td.ok")`)
 	screenshot(ctx, t, "dashboard-lab-gone")
+}
+
+// TestDashboardIngressInBrowser runs a guided lab with an ingress gateway
+// (testdata/ingress-lab.yaml) and drives it from the host as an attendee would: the
+// gateway is drawn as a gateway at the entry, requests through `meshlab port-forward`
+// draw a host node with an edge to the gateway and the gateway's edge to the frontend
+// (counted from istio_requests_total), the frontend's pod page lists its
+// istio_requests_total rows and request duration percentiles, and the guide panel shows
+// the step's command and, once its check passes, that the lab is done and how to stop it.
+func TestDashboardIngressInBrowser(t *testing.T) {
+	testutil.RequireRoot(t)
+	chromium := findChromium(t)
+	t.Parallel()
+	const (
+		gwHost = "istio-ingressgateway.istio-system.svc.cluster.local"
+		feHost = "frontend.default.svc.cluster.local"
+		hostNd = "host (port-forward)"
+	)
+	login, name := startGuidedLab(t, "testdata/ingress-lab.yaml")
+	ctx := newBrowser(t, chromium)
+	run(ctx, t, "open the dashboard", chromedp.Navigate(login), chromedp.WaitVisible(chromedp.CSS("#guide")))
+	waitText(ctx, t, "#guide", "Enter the mesh through the ingress gateway", "Step 1 of 1: send requests from the host")
+	waitText(ctx, t, "#guide-tasks", "istio-ingressgateway.istio-system:80")
+
+	// The gateway: its service box tagged "gateway", its pod a diamond, left of every
+	// other service before any traffic.
+	waitJS(ctx, t, "the gateway drawn as a gateway", `(() => {
+		const g = document.querySelector('#topo-graph g.svc.gateway[data-service="`+gwHost+`"]');
+		return !!g && g.textContent.includes("gateway") && !!g.querySelector('path.pod.gateway[data-pod^="istio-ingressgateway-"]');
+	})()`)
+	if left := evalJS[bool](ctx, t, `(() => {
+		const x = (g) => Number(g.querySelector("rect").getAttribute("x"));
+		const gw = x(document.querySelector('#topo-graph g.svc[data-service="`+gwHost+`"]'));
+		return [...document.querySelectorAll("#topo-graph g.svc")].every((g) => x(g) >= gw);
+	})()`); !left {
+		t.Error("the gateway is not in the leftmost column")
+	}
+	if n := evalJS[int](ctx, t, `document.querySelectorAll('#topo-graph path.pod.gateway').length`); n != 1 {
+		t.Errorf("%d pods drawn as gateways, want 1 (istio-ingressgateway only)", n)
+	}
+
+	// Before the traffic the step is not done, and the panel says nothing about done.
+	run(ctx, t, "check before the traffic", chromedp.Click(chromedp.CSS("#guide-check")))
+	waitText(ctx, t, "#guide-msg", "Step 1 is not done yet.")
+	if hidden := evalJS[bool](ctx, t, `document.getElementById("guide-done").hidden`); !hidden {
+		t.Error("guide shows done before the step passed")
+	}
+
+	addr := portForward(t, name, "80")
+	client := &http.Client{Timeout: 10 * time.Second}
+	ok := 0
+	for i := 0; i < 40 && ok < 10; i++ {
+		resp, err := client.Get("http://" + addr + "/")
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				ok++
+				continue
+			}
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if ok < 10 {
+		t.Fatalf("only %d of 10 requests through port-forward %s answered 200", ok, addr)
+	}
+
+	// The host box, left of the gateway, with its edge to the gateway; the gateway's edge
+	// to the frontend, counted from the gateway's istio_requests_total.
+	waitJS(ctx, t, "host and gateway edges", `(() => {
+		const host = document.querySelector('#topo-graph path.edge[data-from="`+hostNd+`"][data-to="`+gwHost+`"]');
+		const gw = document.querySelector('#topo-graph path.edge[data-from^="istio-ingressgateway-"][data-to="`+feHost+`"]');
+		return !!host && !!gw && !!document.querySelector('#topo-graph g.svc.host');
+	})()`)
+	// The frontend's sidecar reports Istio's metrics: its edge to the backend is counted
+	// from them, as Istio's docs query the mesh.
+	waitJS(ctx, t, "frontend -> backend edge", `!!document.querySelector('#topo-graph path.edge[data-from="frontend-v1"][data-to="backend.default.svc.cluster.local"]')`)
+	if title := evalJS[string](ctx, t, `document.querySelector('#topo-graph path.edge[data-from="frontend-v1"][data-to="backend.default.svc.cluster.local"] title').textContent`); !strings.Contains(title, "counted from istio_requests_total") {
+		t.Errorf("frontend -> backend edge title %q: not counted from istio_requests_total", title)
+	}
+	if left := evalJS[bool](ctx, t, `(() => {
+		const x = (id) => Number(document.querySelector('#topo-graph g.svc[data-service="' + id + '"] rect').getAttribute("x"));
+		return x("`+hostNd+`") < x("`+gwHost+`") && x("`+gwHost+`") < x("`+feHost+`");
+	})()`); !left {
+		t.Error("want host, gateway, frontend from left to right")
+	}
+	// The host edge carries at least the ten requests (the API's counters, from the
+	// gateway's downstream_rq_total less the sidecars' share).
+	waitJS(ctx, t, "host edge counts the port-forward requests", `(state.topology.edges.find((e) => e.from === "`+hostNd+`") || {requests: 0}).requests >= 10`)
+	screenshot(ctx, t, "dashboard-ingress-topology")
+
+	// The last step's check passes: the panel says the lab is done and how to stop it.
+	run(ctx, t, "check after the traffic", chromedp.Click(chromedp.CSS("#guide-check")))
+	waitText(ctx, t, "#guide-msg", "Step 1 passed.")
+	waitText(ctx, t, "#guide-done", "Lab ingress done: 1 of 1 steps passed.", "meshlab down --name "+name, "Ctrl-C")
+	screenshot(ctx, t, "dashboard-ingress-guide-done")
+
+	// The frontend's pod page: istio_requests_total as the destination reported the
+	// gateway's requests (code 200), and the duration percentiles.
+	run(ctx, t, "open frontend-v1's page", chromedp.Navigate(strings.Split(login, "?")[0]+"#pods/frontend-v1"))
+	waitJS(ctx, t, "istio_requests_total rows", `!!document.querySelector('#pod-istio-requests tr.istio-request[data-reporter="destination"][data-code="200"]')`)
+	text := waitText(ctx, t, "#pod-istio-requests", "destination", "istio-ingressgateway", "200")
+	if !strings.Contains(text, "source") || !strings.Contains(text, "backend") {
+		t.Errorf("frontend's istio_requests_total rows lack its own calls to the backend (reporter source):\n%s", text)
+	}
+	dur := waitText(ctx, t, "#pod-istio-durations", "ms")
+	if !regexp.MustCompile(`destination\s*←[^\n]*istio-ingressgateway`).MatchString(dur) {
+		t.Errorf("no duration row for the gateway's requests:\n%s", dur)
+	}
+	screenshot(ctx, t, "dashboard-ingress-pod-istio")
 }

@@ -47,8 +47,15 @@ function istioMetricsOf(text, pod) {
   return out;
 }
 
-// peerOf names the other side of a series as the reporter saw it.
-const peerOf = (l) => (l.reporter === "source" ? `→ ${l.destination_service || "unknown"}` : `← ${l.source_workload || "unknown"}.${l.source_workload_namespace || "unknown"}`);
+// peerOf names the other side of a series as the reporter saw it: the destination
+// service and workload, or the source workload, else (no peer metadata) its identity.
+function peerOf(l) {
+  const known = (v) => v && v !== "unknown";
+  if (l.reporter === "source") return `→ ${l.destination_service || "unknown"}` + (known(l.destination_workload) ? ` (${l.destination_workload})` : "");
+  if (known(l.source_workload)) return `← ${l.source_workload}.${l.source_workload_namespace || "unknown"}`;
+  if (known(l.source_principal)) return `← ${l.source_principal.replace(/^spiffe:\/\//, "")}`;
+  return `← unknown.${l.source_workload_namespace || "unknown"}`;
+}
 
 function drawIstioMetrics(samples, err) {
   const reqBody = $("pod-istio-requests").tBodies[0], durBody = $("pod-istio-durations").tBodies[0];
