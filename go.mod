@@ -26,6 +26,7 @@ require (
 	istio.io/api v1.31.1
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
+	sigs.k8s.io/gateway-api v1.6.0
 	sigs.k8s.io/yaml v1.6.0
 )
 

@@ -78,6 +78,9 @@ func newGetCmd(g *globalFlags) *cobra.Command {
 					fmt.Fprint(out, string(y))
 				}
 			default:
+				if k, _ := config.CanonicalKind(args[0]); k == config.GatewayAPIGatewayKind {
+					return printGatewayAPIGateways(cmd.Context(), g, c, objs, out)
+				}
 				tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 				fmt.Fprintln(tw, "KIND\tNAMESPACE\tNAME\tFILE")
 				for _, o := range objs {

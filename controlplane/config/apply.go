@@ -236,7 +236,11 @@ var kindAliases = map[string]string{
 	"destinationrule": "DestinationRule", "destinationrules": "DestinationRule", "dr": "DestinationRule",
 	"serviceentry": "ServiceEntry", "serviceentries": "ServiceEntry", "se": "ServiceEntry",
 	"meshconfig": "MeshConfig", "meshconfigs": "MeshConfig",
-	"gateway": "Gateway", "gateways": "Gateway", "gw": "Gateway", "secret": "Secret", "secrets": "Secret",
+	"gateway": "Gateway", "gateways": "Gateway", "gw": "Gateway",
+	"gateways.networking.istio.io": "Gateway", "gateway.networking.istio.io": "Gateway",
+	"gtw": GatewayAPIGatewayKind, "gateways.gateway.networking.k8s.io": GatewayAPIGatewayKind, "gateway.gateway.networking.k8s.io": GatewayAPIGatewayKind,
+	"gatewayclass": "GatewayClass", "gatewayclasses": "GatewayClass", "gc": "GatewayClass",
+	"httproute": "HTTPRoute", "httproutes": "HTTPRoute", "secret": "Secret", "secrets": "Secret",
 	"peerauthentication": "PeerAuthentication", "peerauthentications": "PeerAuthentication", "pa": "PeerAuthentication",
 	"authorizationpolicy": "AuthorizationPolicy", "authorizationpolicies": "AuthorizationPolicy", "ap": "AuthorizationPolicy",
 	"requestauthentication": "RequestAuthentication", "requestauthentications": "RequestAuthentication", "ra": "RequestAuthentication",
@@ -251,5 +255,5 @@ func CanonicalKind(s string) (string, bool) {
 
 // Kinds returns the kinds a lab holds, sorted.
 func Kinds() []string {
-	return []string{"AuthorizationPolicy", "DaemonSet", "Deployment", "DestinationRule", "Gateway", "MeshConfig", "Namespace", "PeerAuthentication", "ReplicaSet", "RequestAuthentication", "Secret", "Service", "ServiceAccount", "ServiceEntry", "StatefulSet", "VirtualService", "Workload"}
+	return []string{"AuthorizationPolicy", "DaemonSet", "Deployment", "DestinationRule", "Gateway", GatewayAPIGatewayKind, "GatewayClass", "HTTPRoute", "MeshConfig", "Namespace", "PeerAuthentication", "ReplicaSet", "RequestAuthentication", "Secret", "Service", "ServiceAccount", "ServiceEntry", "StatefulSet", "VirtualService", "Workload"}
 }

@@ -81,6 +81,11 @@ func (s *Scenario) Build(o BuildOptions) (*model.Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build model: %w", err)
 	}
+	apiSvcs, apiPods, err := gatewayAPIDeployments(s.Objects)
+	if err != nil {
+		return nil, fmt.Errorf("build model: %w", err)
+	}
+	gwSvcs, gwPods = append(gwSvcs, apiSvcs...), append(gwPods, apiPods...)
 	m := model.New(append(svcs, gwSvcs...), append(pods, gwPods...))
 	m.Secrets = secretsOf(s.Objects)
 	var keepPods map[PodKey]netip.Addr

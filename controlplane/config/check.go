@@ -52,6 +52,7 @@ func checkScenario(valid, invalid []*Object, selectors bool, errs *ErrorList) {
 		// References are only checked between valid objects: a broken Service or
 		// DestinationRule would make every VirtualService naming it look wrong too.
 		checkIstioRefs(all, errs)
+		checkGatewayAPIRefs(all, errs)
 	}
 	for _, o := range all {
 		if !selectors || o.Service == nil || len(o.Service.Spec.Selector) == 0 {

@@ -191,6 +191,7 @@ func checkPolicyPorts(r *registry, fqdn string, tp *networking.TrafficPolicy, f 
 func istioModel(objs []*Object, m *model.Model) (model.Istio, model.MeshConfig, error) {
 	var out model.Istio
 	var mesh model.MeshConfig
+	objs = append(slices.Clip(objs), gatewayAPIIstio(objs)...) // as istiod converts the Gateway API
 	r := newRegistry(objs)
 	for _, o := range objs {
 		if o.ServiceEntry != nil {

@@ -25,6 +25,7 @@ const (
 	kindKubeWorkload // Pod, Deployment, ReplicaSet, StatefulSet, DaemonSet
 	kindGateway
 	kindSecret
+	kindGatewayAPI // gateway.networking.k8s.io GatewayClass, Gateway, HTTPRoute
 )
 
 // Object kinds and API groups meshlab reads.
@@ -84,6 +85,8 @@ func IsLabDocument(apiVersion, k string) bool {
 // problem (and returning kindRefused) when meshlab does not read it.
 func decoderFor(apiVersion, k string, p problems) kind {
 	switch {
+	case isGatewayAPI(apiVersion):
+		return gatewayAPIDecoder(apiVersion, k, p)
 	case k == "Service":
 		if apiVersion != serviceAPIVersion {
 			p.addf("apiVersion", "%q is not an apiVersion of kind Service (want %q)", apiVersion, serviceAPIVersion)
@@ -146,7 +149,7 @@ func decoderFor(apiVersion, k string, p problems) kind {
 // knownKinds lists the kinds meshlab reads, for messages.
 func knownKinds() string {
 	return "v1 Service, Namespace, ServiceAccount, Secret and Pod, apps/v1 Deployment, ReplicaSet, StatefulSet and DaemonSet, " + workloadAPIVersion + " Workload and MeshConfig, networking.istio.io VirtualService, DestinationRule, ServiceEntry and Gateway, " +
-		"security.istio.io PeerAuthentication, AuthorizationPolicy and RequestAuthentication"
+		"security.istio.io PeerAuthentication, AuthorizationPolicy and RequestAuthentication, gateway.networking.k8s.io GatewayClass, Gateway and HTTPRoute"
 }
 
 // istioKindNames returns the recognised Istio kinds, sorted (for docs and tests).

@@ -13,6 +13,7 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 	security "istio.io/api/security/v1beta1"
 	corev1 "k8s.io/api/core/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/meshlab/meshlab/controlplane/model"
@@ -54,6 +55,11 @@ type Object struct {
 	// credentials a Gateway names).
 	Gateway *networking.Gateway
 	Secret  *corev1.Secret
+	// GatewayClass, KubeGateway and HTTPRoute hold a Kubernetes Gateway API object
+	// (gateway.networking.k8s.io); a Gateway's Origin.Kind is GatewayAPIGatewayKind.
+	GatewayClass *gwv1.GatewayClass
+	KubeGateway  *gwv1.Gateway
+	HTTPRoute    *gwv1.HTTPRoute
 	// PeerAuthentication and AuthorizationPolicy hold the spec of a security.istio.io
 	// object of that kind (v1beta1 and v1 share one schema).
 	PeerAuthentication  *security.PeerAuthentication
@@ -201,6 +207,8 @@ func decodeDocument(file string, d document, errs *ErrorList) (*Object, bool) {
 			o.ServiceEntry = se
 			validateServiceEntry(se, p)
 		}
+	case kindGatewayAPI:
+		decodeGatewayAPI(top, js, o, p)
 	case kindGateway:
 		gw := &networking.Gateway{}
 		if decodeProtoObject(top, js, gw, p) {
@@ -261,6 +269,10 @@ func readHeader(top map[string]any, origin *model.Origin, p problems) (string, b
 	origin.Kind = str(top, "kind", "kind")
 	p.origin.Kind = origin.Kind
 	apiVersion := str(top, "apiVersion", "apiVersion")
+	if origin.Kind == "Gateway" && isGatewayAPI(apiVersion) {
+		origin.Kind = GatewayAPIGatewayKind // never the same object as Istio's Gateway
+		p.origin.Kind = origin.Kind
+	}
 	var meta map[string]any
 	switch m := top["metadata"].(type) {
 	case map[string]any:
