@@ -233,10 +233,10 @@ function drawTopology(t) {
     g.append(s("rect", { x: p.x, y: p.y, width: p.w, height: p.h, rx: b.gateway ? 2 : 8 }));
     g.append(s("text", { x: p.x + 8, y: p.y + 17, class: "title" }, b.title));
     g.append(s("text", { x: p.x + 8, y: p.y + 32 }, b.sub));
-    if (b.gateway || b.host) { // a tag in the box's top right corner: what the box is
-      const tag = b.gateway ? "gateway" : "outside the mesh", tw = textWidth(tag, false) + 8;
-      g.append(s("rect", { x: p.x + p.w - tw - 4, y: p.y + 4, width: tw, height: 15, rx: 3, class: "tag" }));
-      g.append(s("text", { x: p.x + p.w - tw, y: p.y + 15, class: "tag" }, tag));
+    if (b.gateway || b.host) { // a tab on the box's top border, right: what the box is
+      const tag = b.gateway ? "gateway" : "outside the mesh", tw = textWidth(tag, true) + 8;
+      g.append(s("rect", { x: p.x + p.w - tw - 8, y: p.y - 7, width: tw, height: 13, rx: 3, class: "tag" }));
+      g.append(s("text", { x: p.x + p.w - tw - 4, y: p.y + 3, class: "tag" }, tag));
     }
     if (b.host) {
       const pp = b.xy[0];
@@ -256,7 +256,13 @@ function drawTopology(t) {
       c.append(s("title", {}, dead ? `${name}: unknown, the lab is down` : `${name} ${info.ip || ""} epoch ${info.epoch}` + (info.rbacDenied > 0 ? ` · ${info.rbacDenied} denied by RBAC` : "")));
       c.addEventListener("click", () => { location.hash = "#pods/" + encodeURIComponent(name); });
       g.append(c);
-      if (p.named) g.append(s("text", { x: pp.x + 10, y: pp.y + 4, class: "pod-name" }, name));
+      if (p.named) { // a name too long for the box is cut, whole in its tooltip
+        let shown = name;
+        while (shown.length > 4 && textWidth(shown, false) > p.w - 26) shown = shown.slice(0, -1);
+        const txt = s("text", { x: pp.x + 10, y: pp.y + 4, class: "pod-name" }, shown === name ? name : shown.slice(0, -1) + "…");
+        if (shown !== name) txt.append(s("title", {}, name));
+        g.append(txt);
+      }
     }
     svg.append(g);
   }
