@@ -1,0 +1,116 @@
+package xds
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+
+	"github.com/meshlab/meshlab/controlplane/config"
+	"github.com/meshlab/meshlab/controlplane/model"
+	"github.com/meshlab/meshlab/internal/testutil"
+)
+
+// gatewayAPIScenario is the Gateway API form of Istio's ingress task, read by package
+// config as a user writes it: httpbin, a Gateway of class istio in istio-ingress
+// admitting routes from all namespaces, and an HTTPRoute for httpbin.example.com's
+// /status and /delay, plus an exact /headers rule with a header match and filters.
+const gatewayAPIScenario = `apiVersion: v1
+kind: Service
+metadata: {name: httpbin}
+spec:
+  selector: {app: httpbin}
+  ports: [{name: http, port: 8000, targetPort: 80}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: httpbin}
+spec:
+  selector: {matchLabels: {app: httpbin}}
+  template:
+    metadata: {labels: {app: httpbin}}
+    spec:
+      serviceAccountName: httpbin
+      containers: [{name: httpbin, image: docker.io/kennethreitz/httpbin, ports: [{containerPort: 80}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: httpbin-gateway, namespace: istio-ingress}
+spec:
+  gatewayClassName: istio
+  listeners:
+  - {name: default, hostname: "*.example.com", port: 80, protocol: HTTP, allowedRoutes: {namespaces: {from: All}}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: http}
+spec:
+  parentRefs: [{name: httpbin-gateway, namespace: istio-ingress}]
+  hostnames: ["httpbin.example.com"]
+  rules:
+  - matches:
+    - path: {type: PathPrefix, value: /status}
+    - path: {type: PathPrefix, value: /delay}
+    backendRefs: [{name: httpbin, port: 8000}]
+  - matches:
+    - path: {type: Exact, value: /headers}
+      headers: [{name: x-test, value: "yes"}]
+    filters:
+    - type: RequestHeaderModifier
+      requestHeaderModifier: {set: [{name: x-set, value: s}]}
+    backendRefs: [{name: httpbin, port: 8000}]
+`
+
+// The automated deployment's router pod gets istiod's gateway config for the listener:
+// 0.0.0.0_80 (the Service's port 80 targets 80) routed by http.80, a virtual host
+// httpbin.example.com:80 (the listener's *.example.com intersected with the route's
+// hostname) whose routes keep Gateway API precedence (the exact /headers first), and
+// httpbin's outbound cluster.
+func TestGatewayAPIGolden(t *testing.T) {
+	t.Parallel()
+	s, err := config.Load("gateway-api.yaml", []byte(gatewayAPIScenario))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.Build(config.BuildOptions{PodCIDR: netip.MustParsePrefix("10.244.0.0/16"), ServiceCIDR: netip.MustParsePrefix("10.96.0.0/16")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(m.Pods, func(p *model.Pod) bool { return p.Router })
+	if i < 0 {
+		t.Fatal("no router pod for the Gateway")
+	}
+	pod := m.Pods[i]
+	res := generateGateway(t, m, pod.Name)
+	testutil.Golden(t, "gatewayapi-http", dumpJSON(t, res))
+	if got := names(res[resource.ListenerType]); !slices.Equal(got, []string{"0.0.0.0_80"}) {
+		t.Errorf("listeners = %q; want [0.0.0.0_80]", got)
+	}
+	if got := names(res[resource.RouteType]); !slices.Equal(got, []string{"http.80"}) {
+		t.Fatalf("routes = %q; want [http.80]", got)
+	}
+	vh := res[resource.RouteType][0].(*route.RouteConfiguration).GetVirtualHosts()
+	if len(vh) != 1 || vh[0].GetName() != "httpbin.example.com:80" || len(vh[0].GetRoutes()) != 3 {
+		t.Fatalf("virtual hosts = %v; want one httpbin.example.com:80 with 3 routes", vh)
+	}
+	first := vh[0].GetRoutes()[0]
+	if first.GetMatch().GetPath() != "/headers" || len(first.GetMatch().GetHeaders()) != 1 ||
+		first.GetRoute().GetCluster() != "outbound|8000||httpbin.default.svc.cluster.local" {
+		t.Errorf("first route = %v; want the exact /headers match with its header, to httpbin:8000", first)
+	}
+	if p := vh[0].GetRoutes()[1].GetMatch().GetPrefix(); p != "/status" {
+		t.Errorf("second route prefix %q; want /status", p)
+	}
+	// A sidecar never gets the gateway's routes.
+	side := generateGateway(t, m, m.Pods[slices.IndexFunc(m.Pods, func(p *model.Pod) bool { return !p.Router })].Name)
+	for _, r := range side[resource.RouteType] {
+		for _, v := range r.(*route.RouteConfiguration).GetVirtualHosts() {
+			if strings.Contains(v.GetName(), "example.com") {
+				t.Errorf("a sidecar got the gateway's virtual host %s", v.GetName())
+			}
+		}
+	}
+}
