@@ -13,7 +13,7 @@ import (
 var jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
 
 // decodeStrict decodes the JSON form js of a document into out. Every field that out's
-// type does not have is recorded by its full path ("spec.ports[0].nmae: unknown field");
+// type does not have is recorded by its full path ("spec.ports[0].prot: unknown field");
 // then the first type mismatch, if any. It reports whether out was decoded cleanly.
 func decodeStrict(raw any, js []byte, out any, p problems) bool {
 	n := len(*p.list)

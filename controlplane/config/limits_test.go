@@ -25,11 +25,11 @@ func bigVirtualService(name string, n int) string {
 // nested returns a flow-style value nested depth levels deep.
 func nested(depth int) string { return strings.Repeat("[", depth) + strings.Repeat("]", depth) }
 
-func helloScenario(t testing.TB) string {
-	t.Helper()
+func helloScenario(tb testing.TB) string {
+	tb.Helper()
 	data, _, err := scenarios.Lookup("hello")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return string(data)
 }

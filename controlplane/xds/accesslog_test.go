@@ -73,22 +73,26 @@ func TestAccessLogOnEveryHCMAndTCPProxy(t *testing.T) {
 		check func(t *testing.T, fl *filev3.FileAccessLog)
 	}{
 		{name: "default: Istio's TEXT format to stdout", check: func(t *testing.T, fl *filev3.FileAccessLog) {
+			t.Helper()
 			if fl.GetPath() != "/dev/stdout" || fl.GetLogFormat().GetTextFormatSource().GetInlineString() != IstioTextLogFormat {
 				t.Errorf("access log = %v, want Istio's text format to /dev/stdout", fl)
 			}
 		}},
 		{name: "JSON: Istio's fields", mesh: model.MeshConfig{AccessLogFile: "/tmp/x.log", AccessLogEncoding: model.AccessLogJSON}, check: func(t *testing.T, fl *filev3.FileAccessLog) {
+			t.Helper()
 			fields := fl.GetLogFormat().GetJsonFormat().GetFields()
 			if fl.GetPath() != "/tmp/x.log" || len(fields) != len(IstioJSONLogFormat) || fields["request_id"].GetStringValue() != "%REQ(X-REQUEST-ID)%" {
 				t.Errorf("access log = %v, want Istio's JSON format to /tmp/x.log", fl)
 			}
 		}},
 		{name: "user TEXT format gets a newline", mesh: model.MeshConfig{AccessLogFormat: "%RESPONSE_CODE%"}, check: func(t *testing.T, fl *filev3.FileAccessLog) {
+			t.Helper()
 			if got := fl.GetLogFormat().GetTextFormatSource().GetInlineString(); got != "%RESPONSE_CODE%\n" {
 				t.Errorf("format = %q, want %q", got, "%RESPONSE_CODE%\n")
 			}
 		}},
 		{name: "user JSON format", mesh: model.MeshConfig{AccessLogEncoding: model.AccessLogJSON, AccessLogFormat: `{"code":"%RESPONSE_CODE%","up":{"host":"%UPSTREAM_HOST%"}}`}, check: func(t *testing.T, fl *filev3.FileAccessLog) {
+			t.Helper()
 			b, _ := json.Marshal(fl.GetLogFormat().GetJsonFormat().AsMap())
 			if string(b) != `{"code":"%RESPONSE_CODE%","up":{"host":"%UPSTREAM_HOST%"}}` {
 				t.Errorf("json format = %s", b)

@@ -160,8 +160,8 @@ func outboundCluster(m *model.Model, sp servicePort, oc outboundClusterSpec) (*c
 	case sp.dnsResolved():
 		c.ClusterDiscoveryType = &cluster.Cluster_Type{Type: cluster.Cluster_STRICT_DNS}
 		c.DnsLookupFamily = cluster.Cluster_V4_ONLY
-		c.DnsRefreshRate = dnsRefreshRate
-		c.RespectDnsTtl = true
+		c.DnsRefreshRate = dnsRefreshRate //nolint:staticcheck // deprecated, and istiod still sets it on DNS clusters.
+		c.RespectDnsTtl = true            //nolint:staticcheck // as above.
 		c.LoadAssignment = loadAssignment(m, oc.name, subsetInstances(sp.instances(m), oc.labels))
 	default:
 		c.ClusterDiscoveryType = &cluster.Cluster_Type{Type: cluster.Cluster_EDS}

@@ -210,7 +210,7 @@ func TestEgressTLSOrigination(t *testing.T) {
 	if got := cv.GetValidationContextSdsSecretConfig().GetSdsConfig().GetApiConfigSource().GetGrpcServices()[0].GetEnvoyGrpc().GetClusterName(); got != SDSCluster {
 		t.Errorf("validation secret comes from %q, want the agent (%s)", got, SDSCluster)
 	}
-	if sans := cv.GetDefaultValidationContext().GetMatchSubjectAltNames(); len(sans) != 1 || sans[0].GetExact() != "edition.cnn.com" {
+	if sans := cv.GetDefaultValidationContext().GetMatchSubjectAltNames(); len(sans) != 1 || sans[0].GetExact() != "edition.cnn.com" { //nolint:staticcheck // the deprecated field istiod sends
 		t.Errorf("SAN matchers = %v, want exactly edition.cnn.com", sans)
 	}
 	if len(u.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs()) != 0 {
@@ -241,6 +241,7 @@ func TestEgressNoneResolutionAndExplicitTLS(t *testing.T) {
 	}
 	u := upstreamTLS(t, c)
 	cv := u.GetCommonTlsContext().GetCombinedValidationContext()
+	//nolint:staticcheck // match_subject_alt_names is deprecated, and istiod sends it
 	if u.GetSni() != "db.internal.example" || cv.GetValidationContextSdsSecretConfig().GetName() != "file-root:/etc/certs/db-ca.pem" ||
 		cv.GetDefaultValidationContext().GetMatchSubjectAltNames()[0].GetExact() != "db.example.com" {
 		t.Errorf("tls = sni %q, roots %q, SANs %v; want the rule's own", u.GetSni(), cv.GetValidationContextSdsSecretConfig().GetName(), cv.GetDefaultValidationContext().GetMatchSubjectAltNames())

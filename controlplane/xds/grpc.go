@@ -297,7 +297,7 @@ func grpcTLSContext(sans []string) *tls.CommonTlsContext {
 	return &tls.CommonTlsContext{
 		TlsCertificateProviderInstance: &tls.CertificateProviderPluginInstance{InstanceName: GRPCCertProvider, CertificateName: "default"},
 		ValidationContextType: &tls.CommonTlsContext_ValidationContext{ValidationContext: &tls.CertificateValidationContext{
-			MatchSubjectAltNames:          match,
+			MatchSubjectAltNames:          match, //nolint:staticcheck // deprecated, and istiod still sends it to proxyless gRPC.
 			CaCertificateProviderInstance: &tls.CertificateProviderPluginInstance{InstanceName: GRPCCertProvider, CertificateName: "ROOTCA"},
 		}},
 	}

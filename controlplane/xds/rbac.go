@@ -383,6 +383,7 @@ func jwtClaimMatcher(claims []string, v *matcher.ValueMatcher) *rbacpb.Principal
 	for _, c := range claims {
 		path = append(path, &matcher.MetadataMatcher_PathSegment{Segment: &matcher.MetadataMatcher_PathSegment_Key{Key: c}})
 	}
+	//nolint:staticcheck // Principal.metadata is deprecated (for sourced_metadata), and Istio still sends it for claims.
 	return &rbacpb.Principal{Identifier: &rbacpb.Principal_Metadata{Metadata: &matcher.MetadataMatcher{Filter: JWTFilterName, Path: path, Value: v}}}
 }
 

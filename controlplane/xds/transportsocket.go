@@ -88,7 +88,7 @@ func commonTLSContext(alpn []string, sans []*matcher.StringMatcher) *tlsv3.Commo
 		TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{sdsSecretConfig(SecretCertificate)},
 		ValidationContextType: &tlsv3.CommonTlsContext_CombinedValidationContext{
 			CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
-				DefaultValidationContext:         &tlsv3.CertificateValidationContext{MatchSubjectAltNames: sans},
+				DefaultValidationContext:         &tlsv3.CertificateValidationContext{MatchSubjectAltNames: sans}, //nolint:staticcheck // deprecated, and istiod still sends it.
 				ValidationContextSdsSecretConfig: sdsSecretConfig(SecretRootCA),
 			},
 		},
@@ -207,7 +207,7 @@ func applySimpleTLS(c *cluster.Cluster, sp servicePort, tls *networking.ClientTL
 		},
 		ValidationContextType: &tlsv3.CommonTlsContext_CombinedValidationContext{
 			CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
-				DefaultValidationContext:         &tlsv3.CertificateValidationContext{MatchSubjectAltNames: matchers},
+				DefaultValidationContext:         &tlsv3.CertificateValidationContext{MatchSubjectAltNames: matchers}, //nolint:staticcheck // deprecated, and istiod still sends it.
 				ValidationContextSdsSecretConfig: roots,
 			},
 		},
