@@ -50,7 +50,14 @@ func TestIngressGateway(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := startLab(t, scenario)
-	if out := l.out.String(); !strings.Contains(out, "svc/istio-ingressgateway 8080:80") || !strings.Contains(out, "GATEWAY_URL=127.0.0.1:8080") {
+	// up prints how to reach the gateway after its "is up" line, which startLab waits for.
+	says := func(out string) bool {
+		return strings.Contains(out, "svc/istio-ingressgateway 8080:80") && strings.Contains(out, "GATEWAY_URL=127.0.0.1:8080")
+	}
+	for deadline := time.Now().Add(10 * time.Second); !says(l.out.String()) && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if out := l.out.String(); !says(out) {
 		t.Errorf("up does not say how to reach the ingress gateway:\n%s", out)
 	}
 	url := "http://" + portForward(t, l.name, "80") + "/productpage"

@@ -169,16 +169,23 @@ func (r *Runner) poll(ctx context.Context, timeout time.Duration, ok func() (boo
 	}
 }
 
-// waitSynced waits until every connected proxy applied the last config it was sent.
+// waitSynced waits until every proxy is connected and applied the last config it was
+// sent. When none is connected the control plane is down (a discovery-stop fault): there
+// is nothing to wait for. When some are, the others are reconnecting (after such a fault
+// is cleared, each at its own backoff) and are waited for too.
 func (r *Runner) waitSynced(ctx context.Context) error {
 	timeout := r.SyncTimeout
 	if timeout == 0 {
 		timeout = 15 * time.Second
 	}
 	return r.poll(ctx, timeout, func() (bool, string) {
-		for _, ps := range r.Backend.ProxyStatus() {
+		all := r.Backend.ProxyStatus()
+		if !slices.ContainsFunc(all, func(ps web.ProxyStatus) bool { return ps.Connected }) {
+			return true, ""
+		}
+		for _, ps := range all {
 			if !ps.Connected {
-				continue
+				return false, ps.Pod + " is not connected"
 			}
 			for _, t := range slices.Sorted(maps.Keys(ps.Types)) {
 				if s := ps.Types[t].State(); s != "SYNCED" && s != "NOT SENT" {
