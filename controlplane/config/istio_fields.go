@@ -20,7 +20,7 @@ var virtualServicePaths = strings.Join([]string{
 	"hosts gateways http tcp tls",
 	"http.name http.match http.route http.timeout http.retries http.fault http.rewrite http.redirect",
 	"http.mirror http.mirrorPercentage http.mirrorPercentage.value http.headers",
-	expand("http.match", "name uri headers queryParams method sourceLabels"),
+	expand("http.match", "name uri headers queryParams method sourceLabels port gateways"),
 	expand("http.match.uri", stringMatch),
 	expand("http.match.headers.*", stringMatch),
 	expand("http.match.queryParams.*", stringMatch),

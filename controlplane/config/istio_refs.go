@@ -30,6 +30,17 @@ func newRegistry(objs []*Object) *registry {
 			r.pods[p.Name] = true
 		}
 	}
+	// The gateway Services istioctl's profile brings for the Gateways (the egress gateway
+	// task routes sidecars to istio-egressgateway.istio-system.svc.cluster.local); a
+	// clash with a user object is reported by the build.
+	if svcs, pods, err := gatewayDeployments(objs); err == nil {
+		for _, s := range svcs {
+			r.services[s.Hostname()] = s
+		}
+		for _, p := range pods {
+			r.pods[p.Name] = true
+		}
+	}
 	return r
 }
 

@@ -177,7 +177,7 @@ func TestLoadIstioErrors(t *testing.T) {
 			docs: []string{vs(`  hosts: [backend]
   exportTo: ["."]
   http:
-  - match: [{uri: {exact: /}, ignoreUriCase: true, port: 8080}]
+  - match: [{uri: {exact: /}, ignoreUriCase: true, withoutHeaders: {x: {exact: z}}}]
     route: [{destination: {host: backend}}]
     corsPolicy: {allowOrigins: [{exact: x}]}
     fault: {delay: {exponentialDelay: 1s}, abort: {grpcStatus: UNAVAILABLE}}
@@ -190,8 +190,8 @@ func TestLoadIstioErrors(t *testing.T) {
     portLevelSettings: [{port: {number: 8080}, tls: {mode: SIMPLE, clientCertificate: /c.pem}}]
 `), se("  hosts: [pay.internal]\n  location: MESH_INTERNAL\n  resolution: STATIC\n  ports: [{number: 80, name: http}]\n  endpoints: [{address: backend-v1, network: n1}]\n  workloadSelector: {labels: {app: x}}\n")},
 			want: []string{
-				"t.yaml: VirtualService default/backend: spec.http[0].match[0].port: is not supported by meshlab (VirtualService supports in http.match: headers, method, name, queryParams, sourceLabels, uri)",
-				"t.yaml: VirtualService default/backend: spec.http[0].match[0].ignoreUriCase: is not supported by meshlab (VirtualService supports in http.match: headers, method, name, queryParams, sourceLabels, uri)",
+				"t.yaml: VirtualService default/backend: spec.http[0].match[0].ignoreUriCase: is not supported by meshlab (VirtualService supports in http.match: gateways, headers, method, name, port, queryParams, sourceLabels, uri)",
+				"t.yaml: VirtualService default/backend: spec.http[0].match[0].withoutHeaders: is not supported by meshlab (VirtualService supports in http.match: gateways, headers, method, name, port, queryParams, sourceLabels, uri)",
 				"t.yaml: VirtualService default/backend: spec.http[0].fault.delay.exponentialDelay: is not supported by meshlab (VirtualService supports in http.fault.delay: fixedDelay, percent, percentage)",
 				"t.yaml: VirtualService default/backend: spec.http[0].fault.abort.grpcStatus: is not supported by meshlab (VirtualService supports in http.fault.abort: httpStatus, percentage)",
 				"t.yaml: VirtualService default/backend: spec.http[0].corsPolicy: is not supported by meshlab (VirtualService supports in http: fault, headers, match, mirror, mirrorPercentage, name, redirect, retries, rewrite, route, timeout)",

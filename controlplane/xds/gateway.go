@@ -318,7 +318,7 @@ func gatewayHostsFor(g gatewayServer, vs *model.IstioConfig[*networking.VirtualS
 		if !ok {
 			ns, host = "*", sh
 		}
-		if ns != "*" && !(ns == "." && g.gw.Namespace == vs.Namespace) && ns != vs.Namespace {
+		if ns != "*" && (ns != "." || g.gw.Namespace != vs.Namespace) && ns != vs.Namespace {
 			continue
 		}
 		for _, vh := range vs.Spec.GetHosts() {
@@ -364,7 +364,7 @@ func gatewayRoutes(m *model.Model, pod *model.Pod) ([]types.Resource, error) {
 				if len(hosts) == 0 {
 					continue
 				}
-				rs, err := vsRouteBuilder{m: m, pod: pod, vs: vs, port: port, byHost: byHost}.routes()
+				rs, err := vsRouteBuilder{m: m, pod: pod, vs: vs, port: port, byHost: byHost, gateway: g.gw}.routes()
 				if err != nil {
 					return nil, fmt.Errorf("build route %s: VirtualService %s/%s: %w", name, vs.Namespace, vs.Name, err)
 				}

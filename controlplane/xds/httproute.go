@@ -3,6 +3,7 @@ package xds
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -39,6 +40,9 @@ type vsRouteBuilder struct {
 	vs     *model.IstioConfig[*networking.VirtualService]
 	port   uint16
 	byHost map[string][]servicePort
+	// gateway is the Gateway whose server the routes are for; nil for a sidecar (the
+	// reserved gateway "mesh").
+	gateway *model.IstioConfig[*networking.Gateway]
 }
 
 // routes returns the VirtualService's routes in order: one per match of each http route
@@ -52,7 +56,7 @@ func (b vsRouteBuilder) routes() ([]*route.Route, error) {
 			matches = []*networking.HTTPMatchRequest{nil}
 		}
 		for _, mt := range matches {
-			if mt != nil && !labelsMatch(mt.GetSourceLabels(), b.pod.Labels) {
+			if mt != nil && (!labelsMatch(mt.GetSourceLabels(), b.pod.Labels) || !b.matchApplies(mt)) {
 				continue
 			}
 			r, err := b.translate(h, mt)
@@ -66,6 +70,25 @@ func (b vsRouteBuilder) routes() ([]*route.Route, error) {
 		}
 	}
 	return out, nil
+}
+
+// matchApplies reports whether a match's port and gateways select the routes being
+// built, as Istio's sourceMatchHTTP and port filter: port unset or the listener's (the
+// service port on a sidecar, the server's number on a gateway); gateways unset, or
+// naming "mesh" for a sidecar, or the Gateway ("<ns>/<name>", or a bare name in the
+// VirtualService's namespace) for a gateway.
+func (b vsRouteBuilder) matchApplies(mt *networking.HTTPMatchRequest) bool {
+	if p := mt.GetPort(); p != 0 && p != uint32(b.port) {
+		return false
+	}
+	gws := mt.GetGateways()
+	switch {
+	case len(gws) == 0:
+		return true
+	case b.gateway == nil:
+		return slices.Contains(gws, model.MeshGateway)
+	}
+	return model.BindsGateway(&networking.VirtualService{Gateways: gws}, b.vs.Namespace, b.gateway.Namespace, b.gateway.Name)
 }
 
 // translate builds the route of one match of an http route.
