@@ -18,16 +18,17 @@ import (
 )
 
 // staticBootstrap has no dynamic resources: the server is LIVE at once, as Envoy is.
-func staticBootstrap(t testing.TB) *bootstrapv3.Bootstrap {
+func staticBootstrap(tb testing.TB) *bootstrapv3.Bootstrap {
+	tb.Helper()
 	in := &listenerv3.Listener{
 		Name: "inbound", Address: socketAddr("127.0.0.1", 0), TrafficDirection: corev3.TrafficDirection_INBOUND,
 		FilterChains: []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{
-			hcmInline(t, "in", routeConfig("in", vhostTo("vh", []string{"*"}, "static"))),
+			hcmInline(tb, "in", routeConfig("in", vhostTo("vh", []string{"*"}, "static"))),
 		}}},
 	}
 	out := &listenerv3.Listener{
 		Name: "outbound", Address: socketAddr("127.0.0.1", 0), TrafficDirection: corev3.TrafficDirection_OUTBOUND,
-		FilterChains: []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{tcpProxy(t, "out", "static")}}},
+		FilterChains: []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{tcpProxy(tb, "out", "static")}}},
 	}
 	static := blackHoleCluster()
 	static.Name = "static"

@@ -36,6 +36,7 @@ func backend(t *testing.T, name string) netip.AddrPort {
 // snapshotV builds the resources of the end-to-end test: an EDS cluster of the backends,
 // an HTTP listener on 127.0.0.1:0 using RDS "8080", and the route "8080" to the cluster.
 func snapshotV(t *testing.T, backends []netip.AddrPort, extra ...*listenerv3.Listener) map[resource.Type][]cachetypes.Resource {
+	t.Helper()
 	listeners := []cachetypes.Resource{httpListener(t, "web", "127.0.0.1", 0, "8080")}
 	for _, l := range extra {
 		listeners = append(listeners, l)

@@ -15,36 +15,36 @@ import (
 )
 
 // eventually polls cond until it holds or 10 seconds pass.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
+func eventually(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			tb.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 }
 
 // startProxy runs a proxy on the bootstrap at path until the test ends.
-func startProxy(t testing.TB, path string, mutate func(*Options)) *Server {
-	t.Helper()
-	return startProxyWith(t, path, mutate, nil)
+func startProxy(tb testing.TB, path string, mutate func(*Options)) *Server {
+	tb.Helper()
+	return startProxyWith(tb, path, mutate, nil)
 }
 
 // startProxyWith is startProxy with a hook on the Server before it runs.
-func startProxyWith(t testing.TB, path string, mutate func(*Options), hook func(*Server)) *Server {
-	t.Helper()
+func startProxyWith(tb testing.TB, path string, mutate func(*Options), hook func(*Server)) *Server {
+	tb.Helper()
 	opts, err := ParseArgs([]string{"-c", path, "--drain-time-s", "1", "-l", "debug"})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	if mutate != nil {
 		mutate(&opts)
 	}
-	srv, err := New(opts, testutil.Logger(t), nil)
+	srv, err := New(opts, testutil.Logger(tb), nil)
 	if err != nil {
-		t.Fatalf("new proxy: %v", err)
+		tb.Fatalf("new proxy: %v", err)
 	}
 	if hook != nil {
 		hook(srv)
@@ -52,55 +52,55 @@ func startProxyWith(t testing.TB, path string, mutate func(*Options), hook func(
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx) }()
-	t.Cleanup(func() {
+	tb.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
-			t.Errorf("proxy run: %v", err)
+			tb.Errorf("proxy run: %v", err)
 		}
 	})
 	select {
 	case <-srv.Started():
 	case err := <-done:
-		t.Fatalf("proxy exited before starting: %v", err)
+		tb.Fatalf("proxy exited before starting: %v", err)
 	}
 	return srv
 }
 
 // get sends a GET and returns status and body.
-func get(t testing.TB, client *http.Client, url string, host string) (int, string, http.Header) {
-	t.Helper()
+func get(tb testing.TB, client *http.Client, url string, host string) (int, string, http.Header) {
+	tb.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	if host != "" {
 		req.Host = host
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
+		tb.Fatalf("GET %s: %v", url, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatalf("read %s: %v", url, err)
+		tb.Fatalf("read %s: %v", url, err)
 	}
 	return resp.StatusCode, string(body), resp.Header
 }
 
-func adminGet(t testing.TB, srv *Server, path string) (int, string) {
-	t.Helper()
+func adminGet(tb testing.TB, srv *Server, path string) (int, string) {
+	tb.Helper()
 	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	code, body, _ := get(t, c, "http://"+srv.AdminAddr().String()+path, "")
+	code, body, _ := get(tb, c, "http://"+srv.AdminAddr().String()+path, "")
 	return code, body
 }
 
-func adminPost(t testing.TB, srv *Server, path string) (int, string) {
-	t.Helper()
+func adminPost(tb testing.TB, srv *Server, path string) (int, string) {
+	tb.Helper()
 	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	resp, err := c.Post("http://"+srv.AdminAddr().String()+path, "text/plain", strings.NewReader(""))
 	if err != nil {
-		t.Fatalf("POST %s: %v", path, err)
+		tb.Fatalf("POST %s: %v", path, err)
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
@@ -113,9 +113,9 @@ type protoMessage = interface {
 
 // newUnstartedForApply returns a running server on a static bootstrap with a stub xDS
 // client, so tests can call Apply directly.
-func newUnstartedForApply(t testing.TB) *Server {
-	t.Helper()
-	srv := startProxy(t, writeBootstrap(t, t.TempDir(), staticBootstrap(t)), nil)
-	srv.xds = xdsclient.New(xdsclient.Options{Logger: testutil.Logger(t)})
+func newUnstartedForApply(tb testing.TB) *Server {
+	tb.Helper()
+	srv := startProxy(tb, writeBootstrap(tb, tb.TempDir(), staticBootstrap(tb)), nil)
+	srv.xds = xdsclient.New(xdsclient.Options{Logger: testutil.Logger(tb)})
 	return srv
 }

@@ -23,46 +23,50 @@ import (
 // the proxy says, except that the capture listeners bind 127.0.0.1:0 and the original
 // destination comes from a fake instead of iptables.
 
-func virtualOutbound(t testing.TB) *listenerv3.Listener {
+func virtualOutbound(tb testing.TB) *listenerv3.Listener {
+	tb.Helper()
 	return &listenerv3.Listener{
 		Name: "virtualOutbound", Address: socketAddr("127.0.0.1", 0),
 		UseOriginalDst:   wrapperspb.Bool(true),
 		TrafficDirection: corev3.TrafficDirection_OUTBOUND,
 		FilterChains: []*listenerv3.FilterChain{
 			{Name: "virtualOutbound-blackhole", FilterChainMatch: &listenerv3.FilterChainMatch{DestinationPort: wrapperspb.UInt32(15001)},
-				Filters: []*listenerv3.Filter{tcpProxy(t, "BlackHoleCluster", "BlackHoleCluster")}},
-			{Name: "virtualOutbound-catchall-tcp", Filters: []*listenerv3.Filter{tcpProxy(t, "PassthroughCluster", "PassthroughCluster")}},
+				Filters: []*listenerv3.Filter{tcpProxy(tb, "BlackHoleCluster", "BlackHoleCluster")}},
+			{Name: "virtualOutbound-catchall-tcp", Filters: []*listenerv3.Filter{tcpProxy(tb, "PassthroughCluster", "PassthroughCluster")}},
 		},
 	}
 }
 
-func outboundHTTP(t testing.TB, port uint32) *listenerv3.Listener {
+func outboundHTTP(tb testing.TB, port uint32) *listenerv3.Listener {
+	tb.Helper()
 	return &listenerv3.Listener{
 		Name: fmt.Sprintf("0.0.0.0_%d", port), Address: socketAddr("0.0.0.0", port),
 		BindToPort: wrapperspb.Bool(false), TrafficDirection: corev3.TrafficDirection_OUTBOUND,
-		FilterChains: []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{hcmRDS(t, fmt.Sprintf("outbound_0.0.0.0_%d", port), fmt.Sprint(port))}}},
+		FilterChains: []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{hcmRDS(tb, fmt.Sprintf("outbound_0.0.0.0_%d", port), fmt.Sprint(port))}}},
 	}
 }
 
-func virtualInbound(t testing.TB, targetPort uint32) *listenerv3.Listener {
+func virtualInbound(tb testing.TB, targetPort uint32) *listenerv3.Listener {
+	tb.Helper()
 	cluster := fmt.Sprintf("inbound|%d||", targetPort)
 	rc := routeConfig(cluster, vhostTo(fmt.Sprintf("inbound|http|%d", targetPort), []string{"*"}, cluster))
 	return &listenerv3.Listener{
 		Name: "virtualInbound", Address: socketAddr("127.0.0.1", 0),
 		TrafficDirection: corev3.TrafficDirection_INBOUND,
 		ListenerFilters: []*listenerv3.ListenerFilter{{Name: "envoy.filters.listener.original_dst",
-			ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: mustAnyT(t, &origdstv3.OriginalDst{})}}},
+			ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: mustAnyT(tb, &origdstv3.OriginalDst{})}}},
 		FilterChains: []*listenerv3.FilterChain{
 			{Name: "virtualInbound-blackhole", FilterChainMatch: &listenerv3.FilterChainMatch{DestinationPort: wrapperspb.UInt32(15006)},
-				Filters: []*listenerv3.Filter{tcpProxy(t, "BlackHoleCluster", "BlackHoleCluster")}},
+				Filters: []*listenerv3.Filter{tcpProxy(tb, "BlackHoleCluster", "BlackHoleCluster")}},
 			{Name: fmt.Sprintf("0.0.0.0_%d", targetPort), FilterChainMatch: &listenerv3.FilterChainMatch{DestinationPort: wrapperspb.UInt32(targetPort)},
-				Filters: []*listenerv3.Filter{hcmInline(t, fmt.Sprintf("inbound_0.0.0.0_%d", targetPort), rc)}},
-			{Name: "virtualInbound", Filters: []*listenerv3.Filter{tcpProxy(t, "InboundPassthroughCluster", "InboundPassthroughCluster")}},
+				Filters: []*listenerv3.Filter{hcmInline(tb, fmt.Sprintf("inbound_0.0.0.0_%d", targetPort), rc)}},
+			{Name: "virtualInbound", Filters: []*listenerv3.Filter{tcpProxy(tb, "InboundPassthroughCluster", "InboundPassthroughCluster")}},
 		},
 	}
 }
 
-func sidecarSnapshot(t testing.TB, outboundEndpoint netip.AddrPort, inboundPort uint32) map[resource.Type][]cachetypes.Resource {
+func sidecarSnapshot(tb testing.TB, outboundEndpoint netip.AddrPort, inboundPort uint32) map[resource.Type][]cachetypes.Resource {
+	tb.Helper()
 	const svcPort = 8080
 	out := fmt.Sprintf("outbound|%d||backend.default.svc.cluster.local", svcPort)
 	clusters := []cachetypes.Resource{
@@ -71,10 +75,10 @@ func sidecarSnapshot(t testing.TB, outboundEndpoint netip.AddrPort, inboundPort 
 		origDstCluster("InboundPassthroughCluster", "127.0.0.6"),
 		blackHoleCluster(),
 	}
-	listeners := []cachetypes.Resource{virtualOutbound(t), outboundHTTP(t, svcPort)}
+	listeners := []cachetypes.Resource{virtualOutbound(tb), outboundHTTP(tb, svcPort)}
 	if inboundPort != 0 {
 		clusters = append(clusters, origDstCluster(fmt.Sprintf("inbound|%d||", inboundPort), "127.0.0.6"))
-		listeners = append(listeners, virtualInbound(t, inboundPort))
+		listeners = append(listeners, virtualInbound(tb, inboundPort))
 	}
 	var endpoints []netip.AddrPort
 	if outboundEndpoint.IsValid() {
@@ -105,6 +109,7 @@ func TestSidecarToSidecar(t *testing.T) { testSidecarToSidecar(t, false) }
 func TestSidecarToSidecarOverDeltaADS(t *testing.T) { testSidecarToSidecar(t, true) }
 
 func testSidecarToSidecar(t *testing.T, delta bool) {
+	t.Helper()
 	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "from %s", strings.Split(r.RemoteAddr, ":")[0])
 	}))

@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"context"
-	"crypto/tls"
 	"io"
 	"net"
 	"net/http"
@@ -21,8 +19,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
-
-	"golang.org/x/net/http2"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/xdsclient"
 )
@@ -52,6 +48,7 @@ func configDumpOf[T proto.Message](t *testing.T, srv *Server, newT func() T) T {
 }
 
 func listenersDump(t *testing.T, srv *Server) *adminv3.ListenersConfigDump {
+	t.Helper()
 	return configDumpOf(t, srv, func() *adminv3.ListenersConfigDump { return &adminv3.ListenersConfigDump{} })
 }
 
@@ -67,6 +64,7 @@ func dynamicListener(t *testing.T, srv *Server, name string) *adminv3.ListenersC
 }
 
 func anys(t *testing.T, msgs ...proto.Message) []*anypb.Any {
+	t.Helper()
 	out := make([]*anypb.Any, 0, len(msgs))
 	for _, m := range msgs {
 		out = append(out, mustAnyT(t, m))
@@ -304,7 +302,8 @@ func TestHealthCheckFailClosesEveryHTTPConnection(t *testing.T) {
 	client := &http.Client{}
 	t.Cleanup(client.CloseIdleConnections)
 	// do sends one GET and reports whether it reused a connection and the response
-	// asked to close it.
+	// asked to close it; protoMajor is the HTTP major version of the last response.
+	protoMajor := 0
 	do := func() (reused, closed bool) {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodGet, url, nil)
@@ -320,6 +319,7 @@ func TestHealthCheckFailClosesEveryHTTPConnection(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("GET = %d", resp.StatusCode)
 		}
+		protoMajor = resp.ProtoMajor
 		return reused, resp.Close
 	}
 	if _, closed := do(); closed {
@@ -358,13 +358,13 @@ func TestHealthCheckFailClosesEveryHTTPConnection(t *testing.T) {
 
 	// HTTP/2 (h2c): the connection of a response served while health checks fail gets a
 	// GOAWAY, so a later request goes out on a new connection.
-	tr := &http2.Transport{AllowHTTP: true, DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, network, addr)
-	}}
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetUnencryptedHTTP2(true)
 	t.Cleanup(tr.CloseIdleConnections)
 	client = &http.Client{Transport: tr, Timeout: 10 * time.Second}
-	do()
+	if do(); protoMajor != 2 {
+		t.Fatalf("h2c client got HTTP/%d, want HTTP/2", protoMajor)
+	}
 	if reused, _ := do(); !reused {
 		t.Fatal("h2c connection not reused while healthy")
 	}

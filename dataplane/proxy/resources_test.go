@@ -26,11 +26,11 @@ import (
 // Builders for resources shaped like the ones controlplane/xds generates (see the
 // walking-skeleton xDS shape), with 127.0.0.1 addresses.
 
-func mustAnyT(t testing.TB, m proto.Message) *anypb.Any {
-	t.Helper()
+func mustAnyT(tb testing.TB, m proto.Message) *anypb.Any {
+	tb.Helper()
 	a, err := anypb.New(m)
 	if err != nil {
-		t.Fatalf("pack %T: %v", m, err)
+		tb.Fatalf("pack %T: %v", m, err)
 	}
 	return a
 }
@@ -93,50 +93,56 @@ func assignment(name string, hosts ...netip.AddrPort) *endpointv3.ClusterLoadAss
 	return &endpointv3.ClusterLoadAssignment{ClusterName: name, Endpoints: []*endpointv3.LocalityLbEndpoints{{LbEndpoints: lbs}}}
 }
 
-func routerFilter(t testing.TB) []*hcmv3.HttpFilter {
+func routerFilter(tb testing.TB) []*hcmv3.HttpFilter {
+	tb.Helper()
 	return []*hcmv3.HttpFilter{{
 		Name:       "envoy.filters.http.router",
-		ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAnyT(t, &routerv3.Router{})},
+		ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAnyT(tb, &routerv3.Router{})},
 	}}
 }
 
-func hcmRDS(t testing.TB, statPrefix, routeName string) *listenerv3.Filter {
+func hcmRDS(tb testing.TB, statPrefix, routeName string) *listenerv3.Filter {
+	tb.Helper()
 	h := &hcmv3.HttpConnectionManager{
 		StatPrefix: statPrefix,
 		CodecType:  hcmv3.HttpConnectionManager_AUTO,
 		RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
 			RouteConfigName: routeName, ConfigSource: adsSource(),
 		}},
-		HttpFilters: routerFilter(t),
+		HttpFilters: routerFilter(tb),
 	}
-	return &listenerv3.Filter{Name: "envoy.filters.network.http_connection_manager", ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: mustAnyT(t, h)}}
+	return &listenerv3.Filter{Name: "envoy.filters.network.http_connection_manager", ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: mustAnyT(tb, h)}}
 }
 
-func hcmInline(t testing.TB, statPrefix string, rc *routev3.RouteConfiguration) *listenerv3.Filter {
+func hcmInline(tb testing.TB, statPrefix string, rc *routev3.RouteConfiguration) *listenerv3.Filter {
+	tb.Helper()
 	h := &hcmv3.HttpConnectionManager{
 		StatPrefix:     statPrefix,
 		CodecType:      hcmv3.HttpConnectionManager_AUTO,
 		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: rc},
-		HttpFilters:    routerFilter(t),
+		HttpFilters:    routerFilter(tb),
 	}
-	return &listenerv3.Filter{Name: "envoy.filters.network.http_connection_manager", ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: mustAnyT(t, h)}}
+	return &listenerv3.Filter{Name: "envoy.filters.network.http_connection_manager", ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: mustAnyT(tb, h)}}
 }
 
-func tcpProxy(t testing.TB, statPrefix, cluster string) *listenerv3.Filter {
+func tcpProxy(tb testing.TB, statPrefix, cluster string) *listenerv3.Filter {
+	tb.Helper()
 	p := &tcpv3.TcpProxy{StatPrefix: statPrefix, ClusterSpecifier: &tcpv3.TcpProxy_Cluster{Cluster: cluster}}
-	return &listenerv3.Filter{Name: "envoy.filters.network.tcp_proxy", ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: mustAnyT(t, p)}}
+	return &listenerv3.Filter{Name: "envoy.filters.network.tcp_proxy", ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: mustAnyT(tb, p)}}
 }
 
-func redisFilter(t testing.TB) *listenerv3.Filter {
+func redisFilter(tb testing.TB) *listenerv3.Filter {
+	tb.Helper()
 	p := &redisv3.RedisProxy{StatPrefix: "redis", Settings: &redisv3.RedisProxy_ConnPoolSettings{OpTimeout: durationpb.New(time.Second)}}
-	return &listenerv3.Filter{Name: "envoy.filters.network.redis_proxy", ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: mustAnyT(t, p)}}
+	return &listenerv3.Filter{Name: "envoy.filters.network.redis_proxy", ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: mustAnyT(tb, p)}}
 }
 
-func httpListener(t testing.TB, name, ip string, port uint32, routeName string) *listenerv3.Listener {
+func httpListener(tb testing.TB, name, ip string, port uint32, routeName string) *listenerv3.Listener {
+	tb.Helper()
 	return &listenerv3.Listener{
 		Name:         name,
 		Address:      socketAddr(ip, port),
-		FilterChains: []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{hcmRDS(t, "outbound_"+name, routeName)}}},
+		FilterChains: []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{hcmRDS(tb, "outbound_"+name, routeName)}}},
 	}
 }
 
@@ -186,15 +192,15 @@ func testBootstrap(xdsSocket string) *bootstrapv3.Bootstrap {
 	}
 }
 
-func writeBootstrap(t testing.TB, dir string, b *bootstrapv3.Bootstrap) string {
-	t.Helper()
+func writeBootstrap(tb testing.TB, dir string, b *bootstrapv3.Bootstrap) string {
+	tb.Helper()
 	data, err := protojson.Marshal(b)
 	if err != nil {
-		t.Fatalf("marshal bootstrap: %v", err)
+		tb.Fatalf("marshal bootstrap: %v", err)
 	}
 	path := fmt.Sprintf("%s/envoy-rev0.json", dir)
 	if err := writeFile(path, data); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return path
 }

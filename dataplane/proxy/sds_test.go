@@ -17,6 +17,7 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	secretgrpc "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
 	cachetypes "github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
@@ -43,19 +44,19 @@ type testSDS struct {
 	socket string
 }
 
-func startSDS(t testing.TB) *testSDS {
-	t.Helper()
-	s := &testSDS{t: t, socket: filepath.Join(t.TempDir(), "sds.sock")}
-	s.cache = cachev3.NewSnapshotCache(false, cachev3.IDHash{}, gcpLogger{t})
+func startSDS(tb testing.TB) *testSDS {
+	tb.Helper()
+	s := &testSDS{t: tb, socket: filepath.Join(tb.TempDir(), "sds.sock")}
+	s.cache = cachev3.NewSnapshotCache(false, cachev3.IDHash{}, gcpLogger{tb})
 	gs := grpc.NewServer()
 	secretgrpc.RegisterSecretDiscoveryServiceServer(gs, serverv3.NewServer(context.Background(), s.cache, nil))
 	ln, err := net.Listen("unix", s.socket)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	done := make(chan struct{})
 	go func() { defer close(done); _ = gs.Serve(ln) }()
-	t.Cleanup(func() { gs.Stop(); <-done })
+	tb.Cleanup(func() { gs.Stop(); <-done })
 	return s
 }
 
@@ -103,7 +104,16 @@ func staticTo(name string, addr *corev3.Address, http2 bool) *clusterv3.Cluster 
 		}}},
 	}
 	if http2 {
-		c.Http2ProtocolOptions = &corev3.Http2ProtocolOptions{}
+		// As istio-agent's bootstrap asks for HTTP/2 to xds-grpc and sds-grpc.
+		opts, err := anypb.New(&httpv3.HttpProtocolOptions{UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{
+			ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{
+				Http2ProtocolOptions: &corev3.Http2ProtocolOptions{},
+			}},
+		}})
+		if err != nil {
+			panic(err) // a well-formed message always marshals
+		}
+		c.TypedExtensionProtocolOptions = map[string]*anypb.Any{"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": opts}
 	}
 	return c
 }

@@ -44,10 +44,10 @@ func (l gcpLogger) Errorf(f string, a ...any) {
 	l.t.Logf("xds server: "+f, a...)
 }
 
-func startXDS(t testing.TB) *testXDS {
-	t.Helper()
-	x := &testXDS{t: t, socket: filepath.Join(t.TempDir(), "xds.sock")}
-	x.cache = cachev3.NewSnapshotCache(true, cachev3.IDHash{}, gcpLogger{t})
+func startXDS(tb testing.TB) *testXDS {
+	tb.Helper()
+	x := &testXDS{t: tb, socket: filepath.Join(tb.TempDir(), "xds.sock")}
+	x.cache = cachev3.NewSnapshotCache(true, cachev3.IDHash{}, gcpLogger{tb})
 	cb := serverv3.CallbackFuncs{
 		StreamRequestFunc: func(_ int64, req *discoverygrpc.DiscoveryRequest) error {
 			r := seenRequest{
@@ -68,14 +68,14 @@ func startXDS(t testing.TB) *testXDS {
 	discoverygrpc.RegisterAggregatedDiscoveryServiceServer(gs, srv)
 	ln, err := net.Listen("unix", x.socket)
 	if err != nil {
-		t.Fatalf("listen on %s: %v", x.socket, err)
+		tb.Fatalf("listen on %s: %v", x.socket, err)
 	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		_ = gs.Serve(ln)
 	}()
-	t.Cleanup(func() {
+	tb.Cleanup(func() {
 		gs.Stop()
 		<-done
 	})
