@@ -122,7 +122,7 @@ func Check(b *bootstrapv3.Bootstrap) error {
 			return fmt.Errorf("bootstrap: admin.access_log[%d]: %w", i, err)
 		}
 	}
-	if p := b.GetAdmin().GetAccessLogPath(); p != "" && p != os.DevNull {
+	if p := b.GetAdmin().GetAccessLogPath(); p != "" && p != os.DevNull { //nolint:staticcheck // Envoy still honours the deprecated access_log_path, so the stand-in must too
 		return errors.New("bootstrap: admin.access_log_path: only /dev/null is supported (the admin API writes no access log)")
 	}
 	if err := checkExtensions(b); err != nil {

@@ -1,11 +1,12 @@
 package bootstrap
 
 import (
-	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 )
 
 const yamlBoot = `

@@ -213,7 +213,7 @@ func compileRequirement(r *jwtv3.JwtRequirement, providers map[string]*provider,
 	lookup := func(name string) (*provider, error) {
 		p, ok := providers[name]
 		if !ok {
-			return nil, fmt.Errorf("Required provider ['%s'] is not configured.", name) //nolint:staticcheck // Envoy's text
+			return nil, fmt.Errorf("Required provider ['%s'] is not configured.", name) //nolint:staticcheck,revive // Envoy's text
 		}
 		return p, nil
 	}

@@ -29,15 +29,15 @@ type keys struct {
 	jwks string // public RSA (kid r1) and EC (kid e1) keys
 }
 
-func newKeys(t testing.TB) keys {
-	t.Helper()
+func newKeys(tb testing.TB) keys {
+	tb.Helper()
 	rk, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	ek, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	set := jose.JSONWebKeySet{Keys: []jose.JSONWebKey{
 		{Key: &rk.PublicKey, KeyID: "r1", Algorithm: "RS256", Use: "sig"},
@@ -45,33 +45,33 @@ func newKeys(t testing.TB) keys {
 	}}
 	b, err := json.Marshal(set)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return keys{rsa: rk, ec: ek, jwks: string(b)}
 }
 
 // sign returns a compact JWS of claims signed with key (RS256 for RSA, ES256 for EC).
-func sign(t testing.TB, key any, kid string, claims map[string]any) string {
-	t.Helper()
+func sign(tb testing.TB, key any, kid string, claims map[string]any) string {
+	tb.Helper()
 	alg := jose.RS256
 	if _, ok := key.(*ecdsa.PrivateKey); ok {
 		alg = jose.ES256
 	}
 	s, err := jose.NewSigner(jose.SigningKey{Algorithm: alg, Key: key}, (&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", kid))
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	payload, err := json.Marshal(claims)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	jws, err := s.Sign(payload)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	out, err := jws.CompactSerialize()
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return out
 }

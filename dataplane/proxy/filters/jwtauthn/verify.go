@@ -202,7 +202,7 @@ func extract(r *http.Request, providers []*provider) []token {
 	var order []key
 	for _, p := range providers {
 		for _, l := range p.locations {
-			k := key{l.header, l.prefix, l.param}
+			k := key(l)
 			if issuers[k] == nil {
 				issuers[k] = map[string]bool{}
 				order = append(order, k)
@@ -248,9 +248,10 @@ func tokenAfterPrefix(v, prefix string) (string, bool) {
 		i += len(prefix)
 	}
 	rest := v[i:]
-	end := strings.IndexFunc(rest, func(c rune) bool {
-		return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("-_.=+/", c))
-	})
+	tokenChar := func(c rune) bool {
+		return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("-_.=+/", c)
+	}
+	end := strings.IndexFunc(rest, func(c rune) bool { return !tokenChar(c) })
 	if end >= 0 {
 		rest = rest[:end]
 	}
@@ -480,7 +481,7 @@ func parseJWT(s string) (*jwt, Status) {
 // is left the kid/alg status, else the token must verify with one of them.
 func verifySignature(s string, j *jwt, keys []jose.JSONWebKey) Status {
 	alg := supportedAlgs[j.alg]
-	jws, err := jose.ParseSigned(s, []jose.SignatureAlgorithm{alg})
+	jws, err := jose.ParseSignedCompact(s, []jose.SignatureAlgorithm{alg}) // a JWT is always the compact form
 	if err != nil {
 		return StatusVerificationFails
 	}

@@ -80,7 +80,7 @@ func compilePermission(p *rbacv3.Permission) (matchFunc, error) {
 		}
 		return func(in *Input) bool { return pfx.Contains(in.Local.Addr().Unmap()) }, nil
 	case *rbacv3.Permission_Metadata:
-		m, err := compileMetadata(r.Metadata)
+		m, err := compileMetadata(r.Metadata) //nolint:staticcheck // Envoy still honours the deprecated metadata, so the stand-in must too
 		if err != nil {
 			return nil, fmt.Errorf("metadata.%w", err)
 		}
@@ -126,7 +126,7 @@ func compilePrincipal(p *rbacv3.Principal) (matchFunc, error) {
 	case *rbacv3.Principal_Authenticated_:
 		return compileAuthenticated(id.Authenticated)
 	case *rbacv3.Principal_SourceIp:
-		return remoteIP(id.SourceIp, "source_ip", func(in *Input) netip.AddrPort { return in.DirectRemote })
+		return remoteIP(id.SourceIp, "source_ip", func(in *Input) netip.AddrPort { return in.DirectRemote }) //nolint:staticcheck // Envoy still honours the deprecated source_ip
 	case *rbacv3.Principal_DirectRemoteIp:
 		return remoteIP(id.DirectRemoteIp, "direct_remote_ip", func(in *Input) netip.AddrPort { return in.DirectRemote })
 	case *rbacv3.Principal_RemoteIp:
@@ -138,7 +138,7 @@ func compilePrincipal(p *rbacv3.Principal) (matchFunc, error) {
 		}
 		return m, nil
 	case *rbacv3.Principal_Metadata:
-		m, err := compileMetadata(id.Metadata)
+		m, err := compileMetadata(id.Metadata) //nolint:staticcheck // the deprecated metadata Istio still sends for JWT claims
 		if err != nil {
 			return nil, fmt.Errorf("metadata.%w", err)
 		}

@@ -17,7 +17,7 @@ func claimMatcher(claims []string, v *matcherv3.ValueMatcher, invert bool) *rbac
 	for _, c := range claims {
 		path = append(path, &matcherv3.MetadataMatcher_PathSegment{Segment: &matcherv3.MetadataMatcher_PathSegment_Key{Key: c}})
 	}
-	return &rbacv3.Principal{Identifier: &rbacv3.Principal_Metadata{Metadata: &matcherv3.MetadataMatcher{Filter: jwtFilter, Path: path, Value: v, Invert: invert}}}
+	return &rbacv3.Principal{Identifier: &rbacv3.Principal_Metadata{Metadata: &matcherv3.MetadataMatcher{Filter: jwtFilter, Path: path, Value: v, Invert: invert}}} //nolint:staticcheck // the deprecated field Istio sends for claims
 }
 
 func strValue(m *matcherv3.StringMatcher) *matcherv3.ValueMatcher {

@@ -21,11 +21,11 @@ import (
 	"github.com/meshlab/meshlab/dataplane/proxy/stats"
 )
 
-func mustAny(t testing.TB, m proto.Message) *anypb.Any {
-	t.Helper()
+func mustAny(tb testing.TB, m proto.Message) *anypb.Any {
+	tb.Helper()
 	a, err := anypb.New(m)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return a
 }
@@ -107,7 +107,7 @@ func TestMatchersAsEnvoy(t *testing.T) {
 		{"not_id", princ(&rbacv3.Principal{Identifier: &rbacv3.Principal_NotId{NotId: authn(exact(frontend))}}), input(frontend, nil), false},
 		{"direct_remote_ip", princ(&rbacv3.Principal{Identifier: &rbacv3.Principal_DirectRemoteIp{DirectRemoteIp: cidrRange("10.0.0.0", 8)}}), input("", nil), true},
 		{"remote_ip", princ(&rbacv3.Principal{Identifier: &rbacv3.Principal_RemoteIp{RemoteIp: cidrRange("192.168.0.0", 16)}}), input("", nil), false},
-		{"source_ip", princ(&rbacv3.Principal{Identifier: &rbacv3.Principal_SourceIp{SourceIp: cidrRange("10.0.0.1", 32)}}), input("", nil), true},
+		{"source_ip", princ(&rbacv3.Principal{Identifier: &rbacv3.Principal_SourceIp{SourceIp: cidrRange("10.0.0.1", 32)}}), input("", nil), true}, //nolint:staticcheck // the deprecated source_ip Envoy still honours
 		{"and_ids", princ(&rbacv3.Principal{Identifier: &rbacv3.Principal_AndIds{AndIds: &rbacv3.Principal_Set{Ids: []*rbacv3.Principal{anyID, authn(exact(frontend))}}}}), input("", nil), false},
 		{"or_ids", princ(&rbacv3.Principal{Identifier: &rbacv3.Principal_OrIds{OrIds: &rbacv3.Principal_Set{Ids: []*rbacv3.Principal{authn(exact(frontend)), anyID}}}}), input("", nil), true},
 		{"principal_header", princ(&rbacv3.Principal{Identifier: &rbacv3.Principal_Header{Header: header("x-user", exact("alice"))}}), input("", get), true},
@@ -165,6 +165,7 @@ func TestAllowNothingAndNoRules(t *testing.T) {
 
 // TestCompileRefusesWhatIsNotImplemented names the unimplemented field in the error.
 func TestCompileRefusesWhatIsNotImplemented(t *testing.T) {
+	//nolint:staticcheck // the deprecated metadata permission Envoy still honours
 	meta := &rbacv3.Permission{Rule: &rbacv3.Permission_Metadata{Metadata: &matcherv3.MetadataMatcher{Filter: "f", Path: []*matcherv3.MetadataMatcher_PathSegment{{Segment: &matcherv3.MetadataMatcher_PathSegment_Key{Key: "k"}}}, Value: &matcherv3.ValueMatcher{MatchPattern: &matcherv3.ValueMatcher_DoubleMatch{DoubleMatch: &matcherv3.DoubleMatcher{MatchPattern: &matcherv3.DoubleMatcher_Exact{Exact: 1}}}}}}}
 	tests := []struct {
 		name string
