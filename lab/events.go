@@ -35,9 +35,8 @@ type Bus struct {
 	mu      sync.Mutex
 	now     func() time.Time
 	seq     uint64
-	ring    []web.Event // the last len(ring) events, oldest at head once full
+	ring    []web.Event // the last len(ring) events, oldest at head once cap(ring) is reached
 	head    int
-	full    bool
 	subs    map[*subscriber]struct{}
 	dropped uint64
 }

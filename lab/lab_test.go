@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -59,7 +60,7 @@ func TestJournalRoundTripSkipsTornLine(t *testing.T) {
 
 func TestResolve(t *testing.T) {
 	root := t.TempDir()
-	if _, err := Resolve(root, ""); err != ErrNoLab {
+	if _, err := Resolve(root, ""); !errors.Is(err, ErrNoLab) {
 		t.Errorf("no labs: err = %v, want ErrNoLab", err)
 	}
 	os.MkdirAll(filepath.Join(root, "one"), 0o755)

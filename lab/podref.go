@@ -30,7 +30,7 @@ func (r *Record) FindPod(ref, namespace string) (PodRecord, error) {
 	if !byPod && !workloadKinds[kind] {
 		return PodRecord{}, fmt.Errorf("%q: %s is not a kind that has pods (pod, deploy, rs, sts, ds, workload)", ref, kind)
 	}
-	var matches, valid []string
+	var valid []string
 	var found []PodRecord
 	for _, p := range r.Pods {
 		if namespace != "" && p.Namespace != namespace {
@@ -43,7 +43,6 @@ func (r *Record) FindPod(ref, namespace string) (PodRecord, error) {
 		valid = append(valid, key)
 		if key == name {
 			found = append(found, p)
-			matches = append(matches, p.Name)
 		}
 	}
 	if len(found) == 0 {

@@ -600,13 +600,6 @@ func (m *epochManager) oldestRunningLocked() (EpochStatus, bool) {
 	return *best, true
 }
 
-// newest returns the newest running epoch and reports whether there is one.
-func (m *epochManager) newest() (EpochStatus, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.newestRunningLocked()
-}
-
 // serving returns the epoch that serves the pod: the newest LIVE one, else the newest
 // running one. handedOver reports whether an epoch was started after it (running or
 // not): that epoch may have taken the admin port over, even if it failed later, so

@@ -113,17 +113,6 @@ func (f *fakeProxy) recorded() []string {
 	return slices.Clone(f.events)
 }
 
-// starts returns the "start N" events in order.
-func (f *fakeProxy) starts() []string {
-	var out []string
-	for _, e := range f.recorded() {
-		if strings.HasPrefix(e, "start ") {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
 var baseSettings = ProxySettings{LogLevel: "info", Concurrency: 2, DrainDuration: Duration(time.Second), ParentShutdownDuration: Duration(2 * time.Second)}
 
 func startManager(t *testing.T, p *fakeProxy, drain time.Duration, tune ...func(*epochManager)) (*epochManager, context.CancelFunc, chan error) {
