@@ -132,7 +132,6 @@ func grepLines(s string, words ...string) string {
 	return strings.Join(out, "\n")
 }
 
-
 // TestRequestTimeoutsTask is Istio's "Request Timeouts" task on Bookinfo: with every
 // service on v1, reviews on v2 and a 2 s delay on ratings, the page shows reviews (black
 // stars) after about 2 s; with the task's 0.5 s timeout on reviews, the page comes back
@@ -196,13 +195,12 @@ spec:
 			}
 		}
 	}
-	p, took := waitFor("reviews v2 after the 2 s ratings delay", func(p string, took time.Duration) bool {
+	_, took := waitFor("reviews v2 after the 2 s ratings delay", func(p string, took time.Duration) bool {
 		return strings.Contains(p, `color="black"`) && took >= 2*time.Second
 	})
 	if took > 3500*time.Millisecond {
 		t.Errorf("with a 2 s ratings delay the page took %v; want about 2 s", took)
 	}
-	_ = p
 
 	applyYAML(t, l.name, `apiVersion: networking.istio.io/v1
 kind: VirtualService
@@ -218,7 +216,7 @@ spec:
         subset: v2
     timeout: 0.5s
 `)
-	p, took = waitFor("reviews unavailable", func(p string, _ time.Duration) bool {
+	_, took = waitFor("reviews unavailable", func(p string, _ time.Duration) bool {
 		return strings.Contains(p, "Sorry, product reviews are currently unavailable for this book.")
 	})
 	// productpage's two attempts at reviews, 0.5 s each.

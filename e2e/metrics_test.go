@@ -12,8 +12,8 @@ import (
 
 // scrapeMetrics GETs /metrics from the lab API socket and parses it with Prometheus' own
 // text parser, as a scraper would.
-func scrapeMetrics(t testing.TB, sock string) map[string]*dto.MetricFamily {
-	t.Helper()
+func scrapeMetrics(tb testing.TB, sock string) map[string]*dto.MetricFamily {
+	tb.Helper()
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, "unix", sock)
@@ -21,16 +21,16 @@ func scrapeMetrics(t testing.TB, sock string) map[string]*dto.MetricFamily {
 	defer hc.CloseIdleConnections()
 	resp, err := hc.Get("http://lab/metrics")
 	if err != nil {
-		t.Fatalf("scrape /metrics: %v", err)
+		tb.Fatalf("scrape /metrics: %v", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("scrape /metrics: %s", resp.Status)
+		tb.Fatalf("scrape /metrics: %s", resp.Status)
 	}
 	var p expfmt.TextParser
 	fams, err := p.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		t.Fatalf("parse /metrics: %v", err)
+		tb.Fatalf("parse /metrics: %v", err)
 	}
 	return fams
 }

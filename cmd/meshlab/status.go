@@ -62,7 +62,7 @@ func newStatusCmd(g *globalFlags) *cobra.Command {
 					return tw.Flush()
 				})
 			}
-			name, err := g.labName()
+			_, err = g.labName()
 			if errors.Is(err, lab.ErrNoLab) {
 				fmt.Fprintln(out, "no lab is running (start one with: sudo meshlab up)")
 				return nil
@@ -70,7 +70,8 @@ func newStatusCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if name, err = g.existingLab(); err != nil {
+			name, err := g.existingLab()
+			if err != nil {
 				return err
 			}
 			c := web.NewUnixClient(lab.PathsFor(g.runRoot, name).APISocket())
