@@ -179,3 +179,35 @@ func portForwardSvc(t *testing.T, lab, ns, target, remote string) string {
 	}
 	return ""
 }
+
+// TestGatewayAPIAtUp: the same objects at `meshlab up` bring the automated deployment
+// with the lab, up prints the port-forward command for it, and that command reaches
+// httpbin with Host httpbin.example.com (200) while /headers has no route (404).
+func TestGatewayAPIAtUp(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	l := startLab(t, "testdata/gatewayapi-ingress.yaml")
+	want := "Gateway istio-ingress/httpbin-gateway: meshlab port-forward --name " + l.name + " -n istio-ingress svc/httpbin-gateway-istio 8080:80 &"
+	if !strings.Contains(l.out.String(), want) {
+		t.Errorf("up output lacks %q:\n%s", want, l.out.String())
+	}
+	addr := portForwardSvc(t, l.name, "istio-ingress", "svc/httpbin-gateway-istio", "80")
+	for path, code := range map[string]string{"/status/418": "418", "/headers": "404"} {
+		var got string
+		for range 40 {
+			b, _ := exec.Command("curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "5", "-H", "Host:httpbin.example.com", "http://"+addr+path).Output()
+			if got = string(b); got == code {
+				break
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+		if got != code {
+			t.Errorf("curl -H Host:httpbin.example.com %s%s: %s; want %s", addr, path, got, code)
+		}
+	}
+	// Another Host matches the listener's *.example.com but no route: 404.
+	b, _ := exec.Command("curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "5", "-H", "Host:other.example.com", "http://"+addr+"/status/200").Output()
+	if string(b) != "404" {
+		t.Errorf("curl -H Host:other.example.com /status/200: %s; want 404", b)
+	}
+}

@@ -17,16 +17,30 @@ import (
 // captures reports whether the pod's traffic is captured to a sidecar.
 func captures(p *model.Pod) bool { return p.Sidecar.Inject && !p.Router && !p.Sidecar.GRPCAgent }
 
-// printGatewayURL tells how the host reaches the lab's ingress gateway, as Istio's
+// printGatewayURL tells how the host reaches the lab's ingress gateways, as Istio's
 // ingress task computes GATEWAY_URL: with `meshlab port-forward` (kubectl's
-// port-forward) on 127.0.0.1, since nothing in a lab is routed from the host.
+// port-forward) on 127.0.0.1, since nothing in a lab is routed from the host. Besides
+// istio-ingressgateway, each Gateway API Gateway's automated deployment
+// ("<gateway>-istio", selecting gateway.networking.k8s.io/gateway-name) is listed with
+// its first listener port, each on a local port of its own.
 func printGatewayURL(w io.Writer, lab string, m *model.Model) {
+	local := 8080
 	i := slices.IndexFunc(m.Services, func(s *model.Service) bool {
 		return s.Name == model.IngressGatewayName && s.Namespace == "istio-system"
 	})
-	if i < 0 {
-		return
+	if i >= 0 {
+		fmt.Fprintf(w, "ingress gateway: meshlab port-forward --name %s -n istio-system svc/%s %d:80 &\n", lab, model.IngressGatewayName, local)
+		fmt.Fprintf(w, "  then export GATEWAY_URL=127.0.0.1:%d (INGRESS_HOST=127.0.0.1, INGRESS_PORT=%d)\n", local, local)
+		local++
 	}
-	fmt.Fprintf(w, "ingress gateway: meshlab port-forward --name %s -n istio-system svc/%s 8080:80 &\n", lab, model.IngressGatewayName)
-	fmt.Fprintf(w, "  then export GATEWAY_URL=127.0.0.1:8080 (INGRESS_HOST=127.0.0.1, INGRESS_PORT=8080)\n")
+	for _, s := range m.Services {
+		gw := s.Selector[model.GatewayAPINameLabel]
+		if gw == "" || len(s.Ports) < 2 {
+			continue
+		}
+		port := s.Ports[1].Port // after the status port
+		fmt.Fprintf(w, "Gateway %s/%s: meshlab port-forward --name %s -n %s svc/%s %d:%d &\n", s.Namespace, gw, lab, s.Namespace, s.Name, local, port)
+		fmt.Fprintf(w, "  then export GATEWAY_URL=127.0.0.1:%d\n", local)
+		local++
+	}
 }
