@@ -75,8 +75,8 @@ func TestLoadErrors(t *testing.T) {
 		},
 		{
 			name: "unknown field names its path",
-			yaml: docs(service("  selector: {app: backend}\n  ports: [{nmae: http, port: 8080}]\n"), workload("backend", okWorkload)),
-			want: []string{`t.yaml: Service default/backend: spec.ports[0].nmae: unknown field`},
+			yaml: docs(service("  selector: {app: backend}\n  ports: [{prot: http, port: 8080}]\n"), workload("backend", okWorkload)),
+			want: []string{`t.yaml: Service default/backend: spec.ports[0].prot: unknown field`},
 		},
 		{
 			name: "unknown field differing in case suggests the field",
