@@ -324,6 +324,9 @@ func validateKubeHTTPRoute(hr *gwv1.HTTPRoute, ns string, p problems) {
 		if len(r.BackendRefs) > 0 && redirect {
 			p.addf(f+".backendRefs", "a rule with a RequestRedirect filter has no backends")
 		}
+		if len(r.BackendRefs) > 0 && !slices.ContainsFunc(r.BackendRefs, func(b gwv1.HTTPBackendRef) bool { return ptrOr(b.Weight, 1) > 0 }) {
+			p.addf(f+".backendRefs", "every weight is 0: meshlab does not serve a rule without a backend (Istio answers it 500)")
+		}
 		for j, b := range r.BackendRefs {
 			bf := fmt.Sprintf("%s.backendRefs[%d]", f, j)
 			if b.Group != nil && *b.Group != "" || b.Kind != nil && *b.Kind != "Service" {

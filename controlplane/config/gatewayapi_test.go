@@ -246,6 +246,11 @@ kind: HTTPRoute
 metadata: {name: r}
 spec: {parentRefs: [{name: g}], rules: [{matches: [{headers: [{name: a, type: RegularExpression, value: "("}]}], backendRefs: [{name: httpbin, port: 8000}]}]}
 `, `spec.rules[0].matches[0].headers[0].value: "(" is not a valid RE2 expression`},
+		{"zero weights", `apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r}
+spec: {parentRefs: [{name: g}], rules: [{backendRefs: [{name: httpbin, port: 8000, weight: 0}]}]}
+`, `spec.rules[0].backendRefs: every weight is 0`},
 		{"tcproute", `apiVersion: gateway.networking.k8s.io/v1alpha2
 kind: TCPRoute
 metadata: {name: r}

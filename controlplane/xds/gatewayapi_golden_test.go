@@ -114,3 +114,59 @@ func TestGatewayAPIGolden(t *testing.T) {
 		}
 	}
 }
+
+// Filters and weights of an HTTPRoute reach the gateway's routes: a RequestRedirect
+// answers 301 to new.example.com/status/200, URLRewrite rewrites prefix and authority,
+// backend weights 3:1 become weighted clusters 75/25.
+func TestGatewayAPIFilters(t *testing.T) {
+	t.Parallel()
+	scenario := strings.Replace(gatewayAPIScenario, `  - matches:
+    - path: {type: Exact, value: /headers}`, `  - matches:
+    - path: {type: PathPrefix, value: /old}
+    filters:
+    - type: RequestRedirect
+      requestRedirect: {hostname: new.example.com, path: {type: ReplaceFullPath, replaceFullPath: /status/200}, statusCode: 301}
+  - matches:
+    - path: {type: PathPrefix, value: /get}
+    filters:
+    - type: URLRewrite
+      urlRewrite: {hostname: rewritten.example.com, path: {type: ReplacePrefixMatch, replacePrefixMatch: /anything}}
+    backendRefs: [{name: httpbin, port: 8000, weight: 3}, {name: httpbin-v2, port: 8000, weight: 1}]
+  - matches:
+    - path: {type: Exact, value: /headers}`, 1) + `---
+apiVersion: v1
+kind: Service
+metadata: {name: httpbin-v2}
+spec:
+  selector: {app: httpbin}
+  ports: [{name: http, port: 8000, targetPort: 80}]
+`
+	s, err := config.Load("gateway-api.yaml", []byte(scenario))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.Build(config.BuildOptions{PodCIDR: netip.MustParsePrefix("10.244.0.0/16"), ServiceCIDR: netip.MustParsePrefix("10.96.0.0/16")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := m.Pods[slices.IndexFunc(m.Pods, func(p *model.Pod) bool { return p.Router })]
+	res := generateGateway(t, m, pod.Name)
+	routes := res[resource.RouteType][0].(*route.RouteConfiguration).GetVirtualHosts()[0].GetRoutes()
+	byPrefix := map[string]*route.Route{}
+	for _, r := range routes {
+		byPrefix[r.GetMatch().GetPrefix()] = r
+	}
+	if rd := byPrefix["/old"].GetRedirect(); rd.GetHostRedirect() != "new.example.com" || rd.GetPathRedirect() != "/status/200" ||
+		rd.GetResponseCode() != route.RedirectAction_MOVED_PERMANENTLY {
+		t.Errorf("/old redirect = %v; want 301 to new.example.com/status/200", rd)
+	}
+	ra := byPrefix["/get"].GetRoute()
+	if ra.GetPrefixRewrite() != "/anything" || ra.GetHostRewriteLiteral() != "rewritten.example.com" {
+		t.Errorf("/get rewrite = %v; want prefix /anything, host rewritten.example.com", ra)
+	}
+	wc := ra.GetWeightedClusters().GetClusters()
+	if len(wc) != 2 || wc[0].GetWeight().GetValue() != 75 || wc[1].GetWeight().GetValue() != 25 ||
+		wc[1].GetName() != "outbound|8000||httpbin-v2.default.svc.cluster.local" {
+		t.Errorf("/get weighted clusters = %v; want httpbin 75, httpbin-v2 25", wc)
+	}
+}
