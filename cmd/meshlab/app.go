@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/meshlab/meshlab/demoapp"
+	"github.com/meshlab/meshlab/demoapp/fortio"
 )
 
 // newAppCmd returns `meshlab app`, the built-in demo workload the lab starts in a pod
@@ -22,6 +23,9 @@ func newAppCmd() *cobra.Command {
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logger := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "app", "pod", cfg.Pod)
+			if cfg.Persona == demoapp.PersonaFortio {
+				return fortio.Serve(cmd.Context(), cfg.Ports, logger)
+			}
 			return demoapp.Run(cmd.Context(), cfg, logger)
 		},
 	}
