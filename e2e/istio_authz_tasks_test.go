@@ -443,11 +443,12 @@ func TestEgressGatewayTask(t *testing.T) {
 
 	applyYAML(t, l.name, egressCNNGateway)
 	applyYAML(t, l.name, egressCNNRoute)
-	gw := podOf(t, l.name, "istio-system", "istio-egressgateway-")
+	// The task's `kubectl logs -l istio=egressgateway -c istio-proxy -n istio-system`:
+	// meshlab's logs takes no label selector, so the gateway's Deployment names its pod.
 	gwLog := func() string {
-		out, err := meshlab(t, "logs", "--name", l.name, gw.Name, "-c", "proxy")
+		out, err := meshlab(t, "logs", "--name", l.name, "-n", "istio-system", "deploy/istio-egressgateway", "-c", "istio-proxy")
 		if err != nil {
-			t.Fatalf("meshlab logs %s -c proxy: %v\n%s", gw.Name, err, out)
+			t.Fatalf("meshlab logs -n istio-system deploy/istio-egressgateway -c istio-proxy: %v\n%s", err, out)
 		}
 		return out
 	}

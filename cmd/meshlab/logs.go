@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/meshlab/meshlab/lab"
 )
 
 // logContainers are the logs each pod keeps, named like the containers of an Istio pod's
@@ -19,6 +21,7 @@ var logContainers = []string{"app", "proxy", "agent"}
 
 type logsFlags struct {
 	container string
+	namespace string
 	follow    bool
 	tail      int
 }
@@ -26,25 +29,40 @@ type logsFlags struct {
 func newLogsCmd(g *globalFlags) *cobra.Command {
 	f := &logsFlags{}
 	cmd := &cobra.Command{
-		Use:   "logs POD",
+		Use:   "logs POD|TYPE/NAME",
 		Short: "Print a pod's app, proxy or agent log (like kubectl logs)",
 		Example: `  sudo meshlab logs backend-v1                 # the app
-  sudo meshlab logs backend-v1 -c proxy -f     # follow the sidecar's log`,
+  sudo meshlab logs backend-v1 -c proxy -f     # follow the sidecar's log
+  sudo meshlab logs -n istio-system deploy/istio-egressgateway -c istio-proxy`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completePods(g, false),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !slices.Contains(logContainers, f.container) {
-				return fmt.Errorf("-c %q: choose one of %v", f.container, logContainers)
+			container := f.container
+			if container == istioProxyContainer {
+				container = "proxy" // kubectl's container name for the proxy's log
 			}
-			paths, err := g.podPaths(args[0], false)
+			if !slices.Contains(logContainers, container) {
+				return fmt.Errorf("-c %q: choose one of %v (or %s)", f.container, logContainers, istioProxyContainer)
+			}
+			name, err := g.existingLab()
 			if err != nil {
 				return err
 			}
-			path := filepath.Join(paths.PodDir(args[0]), f.container+".log")
+			paths := lab.PathsFor(g.runRoot, name)
+			r, err := lab.ReadRecord(paths)
+			if err != nil {
+				return fmt.Errorf("lab %s: %w", name, err)
+			}
+			p, err := r.FindPod(args[0], f.namespace)
+			if err != nil {
+				return err
+			}
+			path := filepath.Join(paths.PodDir(p.Name), container+".log")
 			return printLog(cmd.Context(), cmd.OutOrStdout(), path, f.tail, f.follow)
 		},
 	}
-	cmd.Flags().StringVarP(&f.container, "container", "c", "app", "which log: app, proxy or agent")
+	cmd.Flags().StringVarP(&f.container, "container", "c", "app", "which log: app, proxy (or istio-proxy) or agent")
+	cmd.Flags().StringVarP(&f.namespace, "namespace", "n", "", "namespace of POD or TYPE/NAME (default: any)")
 	cmd.Flags().BoolVarP(&f.follow, "follow", "f", false, "keep printing what is appended, until the lab stops or Ctrl-C")
 	cmd.Flags().IntVar(&f.tail, "tail", -1, "print only the last N lines (-1: all)")
 	return cmd
