@@ -182,7 +182,7 @@ func portForwardSvc(t *testing.T, lab, ns, target, remote string) string {
 
 // TestGatewayAPIAtUp: the same objects at `meshlab up` bring the automated deployment
 // with the lab, up prints the port-forward command for it, and that command reaches
-// httpbin with Host httpbin.example.com (200) while /headers has no route (404).
+// httpbin with Host httpbin.example.com while /headers and /statusx have no route (404).
 func TestGatewayAPIAtUp(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
@@ -204,6 +204,15 @@ func TestGatewayAPIAtUp(t *testing.T) {
 		if got != code {
 			t.Errorf("curl -H Host:httpbin.example.com %s%s: %s; want %s", addr, path, got, code)
 		}
+	}
+	// PathPrefix /status matches whole segments: /statusx gets the gateway's own 404,
+	// never reaching httpbin (no x-envoy-upstream-service-time).
+	hdr, _ := exec.Command("curl", "-s", "-I", "--max-time", "5", "-H", "Host:httpbin.example.com", "http://"+addr+"/statusx").Output()
+	if !strings.HasPrefix(string(hdr), "HTTP/1.1 404") || strings.Contains(string(hdr), "x-envoy-upstream-service-time") {
+		t.Errorf("curl -I /statusx:\n%s\nwant the gateway's 404, without an upstream", hdr)
+	}
+	if hdr, _ := exec.Command("curl", "-s", "-I", "--max-time", "5", "-H", "Host:httpbin.example.com", "http://"+addr+"/status/200").Output(); !strings.Contains(string(hdr), "x-envoy-upstream-service-time") {
+		t.Errorf("curl -I /status/200:\n%s\nwant an answer from upstream (x-envoy-upstream-service-time)", hdr)
 	}
 	// Another Host matches the listener's *.example.com but no route: 404.
 	b, _ := exec.Command("curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "5", "-H", "Host:other.example.com", "http://"+addr+"/status/200").Output()

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
 	corev1 "k8s.io/api/core/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -543,7 +544,8 @@ func gatewayAPIIstio(objs []*Object) []*Object {
 }
 
 // httpRouteRules converts an HTTPRoute's rules as istiod's convertHTTPRoute: one http
-// route per match (a rule without matches matches prefix "/"), sorted by the Gateway
+// route per match (a rule without matches matches prefix "/"; a PathPrefix other than
+// "/" matches the path and what follows it after a "/"), sorted by the Gateway
 // API's precedence (exact path, then the longest prefix, then method, then the most
 // headers, then the most query parameters; ties keep rule order).
 func httpRouteRules(hr *gwv1.HTTPRoute, ns string) []*networking.HTTPRoute {
@@ -599,6 +601,15 @@ func httpRouteRules(hr *gwv1.HTTPRoute, ns string) []*networking.HTTPRoute {
 			}
 			r.hdrs, r.query = len(m.Headers), len(m.QueryParams)
 			r.r.Match = []*networking.HTTPMatchRequest{hm}
+			if p := hm.GetUri().GetPrefix(); p != "" && p != "/" {
+				// A PathPrefix matches whole path segments: "/status" matches /status and
+				// /status/..., not /statusx (istiod asks Envoy for path_separated_prefix;
+				// meshlab's routes say the same with an exact and a "/"-ended prefix).
+				seg := proto.Clone(hm).(*networking.HTTPMatchRequest)
+				hm.Uri = &networking.StringMatch{MatchType: &networking.StringMatch_Exact{Exact: p}}
+				seg.Uri = &networking.StringMatch{MatchType: &networking.StringMatch_Prefix{Prefix: p + "/"}}
+				r.r.Match = append(r.r.Match, seg)
+			}
 			all = append(all, r)
 		}
 	}

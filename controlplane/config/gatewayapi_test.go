@@ -145,10 +145,15 @@ func TestGatewayAPIHTTPRouteConversion(t *testing.T) {
 	}
 	var uris []string
 	for _, r := range vs.Spec.GetHttp() {
-		uris = append(uris, r.GetMatch()[0].GetUri().String())
+		var ms []string
+		for _, m := range r.GetMatch() {
+			ms = append(ms, m.GetUri().String())
+		}
+		uris = append(uris, strings.Join(ms, ","))
 	}
-	// Exact first, then the longest prefix, ties in rule order.
-	if got, want := strings.Join(uris, " | "), `exact:"/headers" | prefix:"/status" | prefix:"/delay" | prefix:"/old"`; got != want {
+	// Exact first, then the longest prefix, ties in rule order; a PathPrefix matches
+	// whole segments (the path itself, or it and "/...").
+	if got, want := strings.Join(uris, " | "), `exact:"/headers" | exact:"/status",prefix:"/status/" | exact:"/delay",prefix:"/delay/" | exact:"/old",prefix:"/old/"`; got != want {
 		t.Errorf("route order %q; want %q", got, want)
 	}
 	h := vs.Spec.GetHttp()[0]

@@ -67,7 +67,8 @@ spec:
 // The automated deployment's router pod gets istiod's gateway config for the listener:
 // 0.0.0.0_80 (the Service's port 80 targets 80) routed by http.80, a virtual host
 // httpbin.example.com:80 (the listener's *.example.com intersected with the route's
-// hostname) whose routes keep Gateway API precedence (the exact /headers first), and
+// hostname) whose routes keep Gateway API precedence (the exact /headers first; each
+// PathPrefix an exact path and a "/"-ended prefix), and
 // httpbin's outbound cluster.
 func TestGatewayAPIGolden(t *testing.T) {
 	t.Parallel()
@@ -93,16 +94,17 @@ func TestGatewayAPIGolden(t *testing.T) {
 		t.Fatalf("routes = %q; want [http.80]", got)
 	}
 	vh := res[resource.RouteType][0].(*route.RouteConfiguration).GetVirtualHosts()
-	if len(vh) != 1 || vh[0].GetName() != "httpbin.example.com:80" || len(vh[0].GetRoutes()) != 3 {
-		t.Fatalf("virtual hosts = %v; want one httpbin.example.com:80 with 3 routes", vh)
+	if len(vh) != 1 || vh[0].GetName() != "httpbin.example.com:80" || len(vh[0].GetRoutes()) != 5 {
+		t.Fatalf("virtual hosts = %v; want one httpbin.example.com:80 with 5 routes (/headers, /status and /status/, /delay and /delay/)", vh)
 	}
 	first := vh[0].GetRoutes()[0]
 	if first.GetMatch().GetPath() != "/headers" || len(first.GetMatch().GetHeaders()) != 1 ||
 		first.GetRoute().GetCluster() != "outbound|8000||httpbin.default.svc.cluster.local" {
 		t.Errorf("first route = %v; want the exact /headers match with its header, to httpbin:8000", first)
 	}
-	if p := vh[0].GetRoutes()[1].GetMatch().GetPrefix(); p != "/status" {
-		t.Errorf("second route prefix %q; want /status", p)
+	// PathPrefix /status matches whole segments: /status itself and /status/..., not /statusx.
+	if p, q := vh[0].GetRoutes()[1].GetMatch().GetPath(), vh[0].GetRoutes()[2].GetMatch().GetPrefix(); p != "/status" || q != "/status/" {
+		t.Errorf("routes 2 and 3 match path %q and prefix %q; want /status and /status/", p, q)
 	}
 	// A sidecar never gets the gateway's routes.
 	side := generateGateway(t, m, m.Pods[slices.IndexFunc(m.Pods, func(p *model.Pod) bool { return !p.Router })].Name)
@@ -156,11 +158,11 @@ spec:
 	for _, r := range routes {
 		byPrefix[r.GetMatch().GetPrefix()] = r
 	}
-	if rd := byPrefix["/old"].GetRedirect(); rd.GetHostRedirect() != "new.example.com" || rd.GetPathRedirect() != "/status/200" ||
+	if rd := byPrefix["/old/"].GetRedirect(); rd.GetHostRedirect() != "new.example.com" || rd.GetPathRedirect() != "/status/200" ||
 		rd.GetResponseCode() != route.RedirectAction_MOVED_PERMANENTLY {
 		t.Errorf("/old redirect = %v; want 301 to new.example.com/status/200", rd)
 	}
-	ra := byPrefix["/get"].GetRoute()
+	ra := byPrefix["/get/"].GetRoute()
 	if ra.GetPrefixRewrite() != "/anything" || ra.GetHostRewriteLiteral() != "rewritten.example.com" {
 		t.Errorf("/get rewrite = %v; want prefix /anything, host rewritten.example.com", ra)
 	}
