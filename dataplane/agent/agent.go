@@ -55,16 +55,11 @@ func run(ctx context.Context, c Config, log *slog.Logger, d deps) (err error) {
 		}
 	}()
 	sockPath := SocketPath(c.RunDir)
-	sockLn, err := listenUnix(sockPath)
+	sockLn, healthLn, err := listenAPIAndStatus(c, d)
 	if err != nil {
-		return fmt.Errorf("start agent api: %w", err)
+		return err
 	}
-	closers = append(closers, sockLn.Close)
-	healthLn, err := net.Listen("tcp", net.JoinHostPort(d.listenHost, strconv.Itoa(int(c.StatusPort))))
-	if err != nil {
-		return fmt.Errorf("listen on status port: %w", err)
-	}
-	closers = append(closers, healthLn.Close)
+	closers = append(closers, sockLn.Close, healthLn.Close)
 	dnsAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(c.DNSPort)))
 	dnsUDP, err := net.ListenPacket("udp", dnsAddr)
 	if err != nil {
@@ -172,4 +167,19 @@ func run(ctx context.Context, c Config, log *slog.Logger, d deps) (err error) {
 	}
 	log.Info("agent stopped")
 	return nil
+}
+
+// listenAPIAndStatus binds what the agent serves in both modes, sidecar and proxyless: its
+// API socket and the status port (pilot-agent's 15020). On error nothing stays bound.
+func listenAPIAndStatus(c Config, d deps) (api, status net.Listener, err error) {
+	api, err = listenUnix(SocketPath(c.RunDir))
+	if err != nil {
+		return nil, nil, fmt.Errorf("start agent api: %w", err)
+	}
+	status, err = net.Listen("tcp", net.JoinHostPort(d.listenHost, strconv.Itoa(int(c.StatusPort))))
+	if err != nil {
+		_ = api.Close()
+		return nil, nil, fmt.Errorf("listen on status port: %w", err)
+	}
+	return api, status, nil
 }

@@ -6,11 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 )
 
@@ -69,16 +67,11 @@ func runProxyless(ctx context.Context, c Config, log *slog.Logger, d deps) (err 
 		}
 	}()
 	sockPath := SocketPath(c.RunDir)
-	sockLn, err := listenUnix(sockPath)
+	sockLn, healthLn, err := listenAPIAndStatus(c, d)
 	if err != nil {
-		return fmt.Errorf("start agent api: %w", err)
+		return err
 	}
-	closers = append(closers, sockLn.Close)
-	healthLn, err := net.Listen("tcp", net.JoinHostPort(d.listenHost, strconv.Itoa(int(c.StatusPort))))
-	if err != nil {
-		return fmt.Errorf("listen on status port: %w", err)
-	}
-	closers = append(closers, healthLn.Close)
+	closers = append(closers, sockLn.Close, healthLn.Close)
 	xdsSock := filepath.Join(xdsDir, GRPCXDSSocketFile)
 	xdsLn, err := listenUnix(xdsSock)
 	if err != nil {
