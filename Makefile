@@ -47,12 +47,13 @@ browser:
 	}
 
 # test runs every test, privileged ones included (they need root: run with sudo): the
-# packages' own tests under the race detector, the end-to-end tests (which run meshlab's
-# processes, so -race in the test binary would see nothing of them) and the fidelity
-# checks against real Istio.
+# golangci-lint, the packages' own tests under the race detector, the end-to-end tests
+# (which run meshlab's processes, so -race in the test binary would see nothing of them)
+# and the fidelity checks against real Istio.
 RACE_PKGS = $(shell $(GO) list ./... | grep -v '/e2e$$')
 test: deps browser race-deps
 	$(GO) vet ./...
+	$(MAKE) lint
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 15m $(RACE_PKGS)
 	$(GO) test -count=1 -timeout 30m ./e2e/...
 	$(MAKE) fidelity
@@ -90,6 +91,7 @@ lint:
 	@test -x $(GOLANGCI_LINT) || { echo "installing: golangci-lint $(GOLANGCI_LINT_VERSION)"; \
 		$(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION); }
 	$(GOLANGCI_LINT) run ./...
+	cd fidelity && $(GOLANGCI_LINT) run .
 
 # clean-labs removes the leftovers of every lab you made whose process is gone (after a
 # crash); running labs and other users' labs are left alone (meshlab clean --force kills one).

@@ -514,7 +514,7 @@ func gatewayAPIIstio(objs []*Object) []*Object {
 				if pr.SectionName != nil && *pr.SectionName != l.Name {
 					continue
 				}
-				if ns != o.Origin.Namespace && !(l.AllowedRoutes != nil && l.AllowedRoutes.Namespaces != nil && ptrOr(l.AllowedRoutes.Namespaces.From, gwv1.NamespacesFromSame) == gwv1.NamespacesFromAll) {
+				if ns != o.Origin.Namespace && !allowsRoutesFromAllNamespaces(l) {
 					continue
 				}
 				if ref := ns + "/" + gatewayAPIListenerGateway(string(pr.Name), l.Name); !slices.Contains(binds, ref) {
@@ -737,4 +737,13 @@ func headerOperations(h *gwv1.HTTPHeaderFilter) *networking.Headers_HeaderOperat
 		ops.Add[strings.ToLower(string(a.Name))] = a.Value
 	}
 	return ops
+}
+
+// allowsRoutesFromAllNamespaces reports whether listener l takes routes from every
+// namespace (allowedRoutes.namespaces.from: All); the default, Same, takes only its own.
+func allowsRoutesFromAllNamespaces(l gwv1.Listener) bool {
+	if l.AllowedRoutes == nil || l.AllowedRoutes.Namespaces == nil {
+		return false
+	}
+	return ptrOr(l.AllowedRoutes.Namespaces.From, gwv1.NamespacesFromSame) == gwv1.NamespacesFromAll
 }
