@@ -112,6 +112,10 @@ func TestIngressPassthrough(t *testing.T) {
 	if out, err := meshlab(t, "get", "pods", "--name", l.name, "-n", "istio-system"); err != nil || !strings.Contains(out, "istio-ingressgateway-") {
 		t.Fatalf("the Gateway brought no ingress gateway pod: %v\n%s", err, out)
 	}
+	// kubectl's -A lists every namespace, and wins over -n.
+	if out, err := meshlab(t, "get", "pods", "--name", l.name, "-n", "default", "-A"); err != nil || !strings.Contains(out, "istio-ingressgateway-") || !strings.Contains(out, "nginx") {
+		t.Errorf("get pods -A does not list both namespaces' pods: %v\n%s", err, out)
+	}
 	addr := portForward(t, l.name, "443")
 
 	// The task's curl --resolve nginx.example.com:443:$INGRESS_HOST https://nginx.example.com.

@@ -16,6 +16,7 @@ import (
 type getConfig struct {
 	output    string // "", "yaml" or "json"
 	namespace string // "" for every namespace
+	all       bool   // -A: every namespace, as kubectl's --all-namespaces (wins over -n)
 }
 
 func newGetCmd(g *globalFlags) *cobra.Command {
@@ -28,6 +29,9 @@ func newGetCmd(g *globalFlags) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(cfg.output); err != nil {
 				return err
+			}
+			if cfg.all {
+				cfg.namespace = ""
 			}
 			name := ""
 			if len(args) == 2 {
@@ -93,5 +97,6 @@ func newGetCmd(g *globalFlags) *cobra.Command {
 	}
 	addOutputFlag(cmd, &cfg.output)
 	cmd.Flags().StringVarP(&cfg.namespace, "namespace", "n", "", "only this namespace (default: all)")
+	cmd.Flags().BoolVarP(&cfg.all, "all-namespaces", "A", false, "every namespace, as kubectl's -A (the default without -n; wins over -n)")
 	return cmd
 }
