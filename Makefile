@@ -90,8 +90,8 @@ GOLANGCI_LINT := $(shell $(GO) env GOPATH)/bin/golangci-lint
 lint:
 	@test -x $(GOLANGCI_LINT) || { echo "installing: golangci-lint $(GOLANGCI_LINT_VERSION)"; \
 		$(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION); }
-	$(GOLANGCI_LINT) run ./...
-	cd fidelity && $(GOLANGCI_LINT) run .
+	$(GOLANGCI_LINT) run --allow-parallel-runners ./...
+	cd fidelity && $(GOLANGCI_LINT) run --allow-parallel-runners .
 
 # clean-labs removes the leftovers of every lab you made whose process is gone (after a
 # crash); running labs and other users' labs are left alone (meshlab clean --force kills one).
