@@ -750,7 +750,13 @@ func TestDashboardHealthInBrowser(t *testing.T) { //nolint:tparallel // the subt
 		if d, _ := strconv.Atoi(ms[1]); d < 250 || d > 2000 {
 			t.Errorf("fault delay ≈%d ms, want about the configured 300 ms", d)
 		}
-		waitText(ctx, t, `#trace-hops li.hop-proxy tr[data-field="upstream time"]`, "of which ≈"+ms[1]+" ms is the fault delay")
+		up := waitText(ctx, t, `#trace-hops li.hop-proxy tr[data-field="upstream time"]`, "counted from after the fault filter's ≈"+ms[1]+" ms delay")
+		// As Envoy's router, the sidecar counts the upstream's time after the fault delay.
+		if m := regexp.MustCompile(`(\d+) ms as the sidecar reported it`).FindStringSubmatch(up); m == nil {
+			t.Errorf("the upstream time row gives no duration: %q", up)
+		} else if u, _ := strconv.Atoi(m[1]); u >= 250 {
+			t.Errorf("x-envoy-upstream-service-time %d ms includes the 300 ms fault delay: %q", u, up)
+		}
 		screenshot(ctx, t, "dashboard-health-trace")
 	})
 

@@ -58,7 +58,7 @@ function traceRows(hop) {
     }
     if (hop.upstreamServiceTimeMs !== undefined && hop.upstreamServiceTimeMs !== null) {
       if (f && f.delay && f.delayMs !== null) {
-        add("upstream time", `${hop.upstreamServiceTimeMs} ms as the sidecar reported it (x-envoy-upstream-service-time), of which ≈${f.delayMs} ms is the fault delay; the destination answered in ${f.destinationMs} ms`);
+        add("upstream time", `${hop.upstreamServiceTimeMs} ms as the sidecar reported it (x-envoy-upstream-service-time, counted from after the fault filter's ≈${f.delayMs} ms delay); the destination answered in ${f.destinationMs} ms`);
       } else add("upstream time", `${hop.upstreamServiceTimeMs} ms`);
     }
     const stats = Object.entries(hop.stats || {}).sort();

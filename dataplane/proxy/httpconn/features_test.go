@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -375,8 +376,14 @@ func TestFaultInjectionPerRoute(t *testing.T) {
 		t.Errorf("abort 50%%: %d of 400 aborted, aborts_injected = %d", aborted, l.store.Value("http.lab.fault.aborts_injected"))
 	}
 	start := time.Now()
-	if resp, body := l.get(t, "/delay"); resp.StatusCode != 200 || body != "svc" || time.Since(start) < 150*time.Millisecond {
+	resp, body := l.get(t, "/delay")
+	if resp.StatusCode != 200 || body != "svc" || time.Since(start) < 150*time.Millisecond {
 		t.Errorf("delay 100%%: %d %q after %v", resp.StatusCode, body, time.Since(start))
+	}
+	// Envoy's router counts x-envoy-upstream-service-time from when it took the request,
+	// after the fault filter: the injected delay is not the upstream's time.
+	if ms, err := strconv.Atoi(resp.Header.Get("X-Envoy-Upstream-Service-Time")); err != nil || ms >= 150 {
+		t.Errorf("x-envoy-upstream-service-time %q after a 150 ms fault delay; want the upstream's time alone", resp.Header.Get("X-Envoy-Upstream-Service-Time"))
 	}
 	if resp, _ := l.get(t, "/other"); resp.StatusCode != 200 {
 		t.Error("a route without a fault override was faulted by the empty filter config")

@@ -47,6 +47,7 @@ const (
 // forward sends the request to cl with the route's timeout, retry policy and mirrors,
 // and streams the response back.
 func (rt *router) forward(x *exchange, cl *cluster.Cluster) int {
+	x.routed = time.Now()
 	route := x.route
 	ctx := x.r.Context()
 	timeout := route.timeoutFor(x.r)
@@ -302,7 +303,7 @@ func (rt *router) respond(x *exchange, a attempt) int {
 	}
 	x.route.Headers.resp.apply(h, nil)
 	x.vh.Headers.resp.apply(h, nil)
-	h.Set("X-Envoy-Upstream-Service-Time", strconv.FormatInt(time.Since(x.start).Milliseconds(), 10))
+	h.Set("X-Envoy-Upstream-Service-Time", strconv.FormatInt(time.Since(x.routed).Milliseconds(), 10))
 	rt.setServer(h)
 	if x.corsOrigin != "" {
 		x.corsResponse(h)

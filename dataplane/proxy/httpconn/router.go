@@ -143,9 +143,13 @@ var hopByHop = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Transfe
 
 // exchange is one request's state: what the access log and the stats report.
 type exchange struct {
-	w        *countingWriter
-	r        *http.Request
-	start    time.Time
+	w     *countingWriter
+	r     *http.Request
+	start time.Time
+	// routed is when the router took the request, after the HTTP filters (a fault
+	// delay): x-envoy-upstream-service-time counts from here, as Envoy's router counts
+	// from the downstream request's completion, which it sees after the fault filter.
+	routed   time.Time
 	vh       *VirtualHost
 	route    *Route
 	weighted *WeightedCluster
