@@ -170,20 +170,19 @@ func (r *Runner) poll(ctx context.Context, timeout time.Duration, ok func() (boo
 }
 
 // waitSynced waits until every proxy is connected and applied the last config it was
-// sent. When none is connected the control plane is down (a discovery-stop fault): there
-// is nothing to wait for. When some are, the others are reconnecting (after such a fault
-// is cleared, each at its own backoff) and are waited for too.
+// sent. While a discovery-stop fault holds the control plane down there is nothing to
+// wait for; once it is cleared the proxies reconnect each at its own backoff (Envoy's:
+// up to 30 s), and are waited for.
 func (r *Runner) waitSynced(ctx context.Context) error {
 	timeout := r.SyncTimeout
 	if timeout == 0 {
 		timeout = 15 * time.Second
 	}
+	if slices.ContainsFunc(r.Backend.Faults(), func(f web.Fault) bool { return f.Kind == web.FaultDiscoveryStop }) {
+		return nil
+	}
 	return r.poll(ctx, timeout, func() (bool, string) {
-		all := r.Backend.ProxyStatus()
-		if !slices.ContainsFunc(all, func(ps web.ProxyStatus) bool { return ps.Connected }) {
-			return true, ""
-		}
-		for _, ps := range all {
+		for _, ps := range r.Backend.ProxyStatus() {
 			if !ps.Connected {
 				return false, ps.Pod + " is not connected"
 			}

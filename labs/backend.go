@@ -35,6 +35,8 @@ type Backend interface {
 	KillProxy(ctx context.Context, pod string) (int, error)
 	// ClearFaults clears the fault id, or every fault when id is "".
 	ClearFaults(ctx context.Context, id string) ([]web.Fault, error)
+	// Faults lists the faults in effect.
+	Faults() []web.Fault
 	// CAStatus reports the lab CA's roots and every pod's certificate.
 	CAStatus(ctx context.Context) (web.CAStatus, error)
 }

@@ -10,8 +10,9 @@ import (
 )
 
 // checkSyncTimeout bounds how long a check waits for the proxies to take the config the
-// attendee just applied before it sends its traffic.
-const checkSyncTimeout = 10 * time.Second
+// attendee just applied before it sends its traffic: well above Envoy's 30 s cap on its xDS
+// reconnect backoff, so proxies coming back after a control-plane outage are waited for.
+const checkSyncTimeout = 45 * time.Second
 
 // Guide walks a person through a lab one step at a time (`meshlab lab start`): it runs
 // each step's actions when the step begins (the stage, never the answer: a background

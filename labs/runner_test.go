@@ -25,6 +25,9 @@ type fakeBackend struct {
 	ca       web.CAStatus
 }
 
+// Faults: the fake has no machinery faults in effect.
+func (f *fakeBackend) Faults() []web.Fault { return nil }
+
 var _ Backend = (*fakeBackend)(nil)
 
 func (f *fakeBackend) record(s string) {
