@@ -129,6 +129,14 @@ func TestTablesShowWhatTheProxyHolds(t *testing.T) {
 		return out.String()
 	}
 	clusters := render(func(w Writer) error { return w.Clusters(d, ClusterFilter{FQDN: "reviews"}, Short) })
+	// istioctl shows <unknown> for a DestinationRule it cannot find in a cluster's
+	// istio.config metadata, and 0.0.0 for a proxy without a structured build version.
+	if all := render(func(w Writer) error { return w.Clusters(d, ClusterFilter{}, Short) }); strings.Contains(all, "<unknown>") {
+		t.Errorf("clusters shows an <unknown> DestinationRule:\n%s", all)
+	}
+	if boot := render(func(w Writer) error { return w.Bootstrap(d, Short) }); !strings.Contains(boot, "Envoy Version: 1.0.0-dev/Clean/RELEASE/Go") {
+		t.Errorf("bootstrap does not show the proxy's build version:\n%s", boot)
+	}
 	for _, want := range []string{
 		"SERVICE FQDN", "DESTINATION RULE",
 		"reviews.default.svc.cluster.local     9080     v2         outbound      EDS      reviews.default",
