@@ -194,6 +194,8 @@ func (l *Lab) agentConfig(slot int, p *model.Pod) agent.Config {
 		DNSPort:                  dnsPort,
 		Proxyless:                p.Sidecar.GRPCAgent,
 		AppUID:                   l.rec.AppUIDBase + uint32(slot),
+		AppMetricsPort:           p.Sidecar.AppMetricsPort,
+		AppMetricsPath:           p.Sidecar.AppMetricsPath,
 	}
 }
 

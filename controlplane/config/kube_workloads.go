@@ -127,6 +127,7 @@ func decodeKubeWorkload(kind string, top map[string]any, js []byte, o *Object, p
 		}
 	}
 	app, ports, sa := podTemplateApp(&tmpl, prefix, p)
+	prometheusAppMetrics(tmpl.Annotations, prefix+"metadata.annotations", p) // checked here, used by injectPods
 	hash := podTemplateHash(&tmpl)
 	podNames := names(hash)
 	for _, pn := range podNames {
@@ -378,7 +379,38 @@ func injectPods(objs []*Object, pods []*model.Pod) {
 			p.Sidecar.Inject = namespaceInjects(p.Namespace, objs)
 		}
 		p.Sidecar.GRPCAgent = p.Sidecar.Inject && grpcAgentTemplate(o.kube.template.Annotations)
+		if p.Sidecar.Inject {
+			p.Sidecar.AppMetricsPort, p.Sidecar.AppMetricsPath = prometheusAppMetrics(o.kube.template.Annotations, "", problems{list: new(ErrorList)})
+		}
 	}
+}
+
+// The prometheus.io annotations of a pod template: with a sidecar, Istio's injector
+// points them at pilot-agent's merged metrics and hands the app's own port and path to the
+// agent (ISTIO_PROMETHEUS_ANNOTATIONS), which scrapes them with the proxy's. scrape:
+// "false" opts out; without a port there is nothing of the app's to scrape.
+const (
+	prometheusScrapeAnnotation = "prometheus.io/scrape"
+	prometheusPortAnnotation   = "prometheus.io/port"
+	prometheusPathAnnotation   = "prometheus.io/path"
+)
+
+// prometheusAppMetrics returns the app's metrics port and path from annotations (0 when
+// none), reporting a port that is not one under field.
+func prometheusAppMetrics(annotations map[string]string, field string, p problems) (uint16, string) {
+	if strings.EqualFold(annotations[prometheusScrapeAnnotation], "false") {
+		return 0, ""
+	}
+	v, ok := annotations[prometheusPortAnnotation]
+	if !ok {
+		return 0, ""
+	}
+	port, err := strconv.ParseUint(v, 10, 16)
+	if err != nil || port == 0 {
+		p.addf(field+"["+prometheusPortAnnotation+"]", "%q is not a port (1-65535)", v)
+		return 0, ""
+	}
+	return uint16(port), annotations[prometheusPathAnnotation]
 }
 
 func replicaCount(r *int32, p problems) int {

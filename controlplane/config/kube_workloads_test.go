@@ -302,6 +302,11 @@ func TestKubernetesWorkloadErrors(t *testing.T) {
 			want: "more than 40 (each pod is a network namespace ml-<lab>-<pod>)",
 		},
 		{
+			name: "prometheus.io/port not a port",
+			yaml: "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  selector: {matchLabels: {app: x}}\n  template: {metadata: {labels: {app: x}, annotations: {prometheus.io/port: http}}, spec: {containers: [{name: c, image: x}]}}\n",
+			want: `k.yaml: Deployment default/d: spec.template.metadata.annotations[prometheus.io/port]: "http" is not a port (1-65535)`,
+		},
+		{
 			name: "Service selecting no template",
 			yaml: docs("apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {selector: {app: nobody}, ports: [{port: 80}]}\n", curlManifest),
 			want: "k.yaml: Service default/s: spec.selector: matches no Workload",
@@ -326,6 +331,35 @@ func TestImageRepository(t *testing.T) {
 	} {
 		if got := imageRepository(in); got != want {
 			t.Errorf("imageRepository(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// A pod's prometheus.io annotations reach its sidecar's agent, which merges the app's
+// metrics with the proxy's as pilot-agent does; scrape: "false" and sidecar-less pods opt out.
+func TestPrometheusAnnotationsReachTheAgent(t *testing.T) {
+	t.Parallel()
+	deploy := func(name, annotations, labels string) string {
+		return "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: " + name + "}\nspec:\n  selector: {matchLabels: {app: " + name + "}}\n" +
+			"  template:\n    metadata: {labels: {app: " + name + labels + "}, annotations: {" + annotations + "}}\n" +
+			"    spec: {containers: [{name: c, image: curlimages/curl}]}\n"
+	}
+	m := buildScenario(t, docs(
+		deploy("a", "prometheus.io/scrape: 'true', prometheus.io/port: '9090', prometheus.io/path: /custom", ""),
+		deploy("b", "prometheus.io/port: '8080'", ""),
+		deploy("c", "prometheus.io/scrape: 'false', prometheus.io/port: '9090'", ""),
+		deploy("d", "prometheus.io/port: '9090'", ", sidecar.istio.io/inject: 'false'"),
+	))
+	for name, want := range map[string]struct {
+		port uint16
+		path string
+	}{"a": {9090, "/custom"}, "b": {8080, ""}, "c": {}, "d": {}} {
+		pods := podsOf(m, name)
+		if len(pods) != 1 {
+			t.Fatalf("%s: %d pods", name, len(pods))
+		}
+		if sc := pods[0].Sidecar; sc.AppMetricsPort != want.port || sc.AppMetricsPath != want.path {
+			t.Errorf("deployment %s: app metrics %d %q, want %d %q", name, sc.AppMetricsPort, sc.AppMetricsPath, want.port, want.path)
 		}
 	}
 }

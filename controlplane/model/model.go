@@ -140,6 +140,11 @@ type SidecarSpec struct {
 	// without a proxy or capture, the app talking xDS itself with the gRPC generator's
 	// resources (controlplane/xds/grpc.go). Meaningful only with Inject.
 	GRPCAgent bool
+	// AppMetricsPort and AppMetricsPath are where the app serves its own Prometheus
+	// metrics (the pod's prometheus.io annotations), which the agent merges with the
+	// proxy's on its status port, as pilot-agent does; 0 for none.
+	AppMetricsPort uint16
+	AppMetricsPath string
 }
 
 // WithoutProxySettings returns s without the settings a running proxy takes in a new

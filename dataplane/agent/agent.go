@@ -134,7 +134,7 @@ func run(ctx context.Context, c Config, log *slog.Logger, d deps) (err error) {
 	service("status", func(ctx context.Context) error {
 		mux := http.NewServeMux()
 		mux.Handle("GET /healthz/ready", healthHandler(ready))
-		mux.Handle("GET /stats/prometheus", newMergedMetrics(admin, log.With("subsystem", "metrics"))) // metrics.go
+		mux.Handle("GET /stats/prometheus", newMergedMetrics(admin, appMetricsURL(c.AppMetricsPort, c.AppMetricsPath), log.With("subsystem", "metrics"))) // metrics.go
 		return serveHTTP(ctx, healthLn, mux)
 	})
 	service("dns", func(ctx context.Context) error {

@@ -64,6 +64,13 @@ type Config struct {
 	// /etc/ssl/certs would hold, served over SDS as "file-root:system"; "" = the host's.
 	SystemCAFile string
 
+	// AppMetricsPort and AppMetricsPath are optional: where the app serves its own
+	// Prometheus metrics (the pod's prometheus.io/port and prometheus.io/path annotations,
+	// which Istio's injector hands pilot-agent as ISTIO_PROMETHEUS_ANNOTATIONS); the
+	// agent's merged metrics on the status port add them. Port 0: no app metrics.
+	AppMetricsPort uint16
+	AppMetricsPath string
+
 	// Proxyless is optional: the pod is injected with Istio's grpc-agent template, and the
 	// agent runs no proxy (proxyless.go). It requires TokenPath.
 	Proxyless bool

@@ -28,6 +28,7 @@ func TestArgsRoundTrip(t *testing.T) {
 	full.TerminationDrainDuration = 1500 * time.Millisecond
 	full.DataPlane = DataPlaneChoiceEnvoy
 	full.BootstrapOverride = `{"stats_flush_interval": "7s"}`
+	full.AppMetricsPort, full.AppMetricsPath = 9090, "/custom/metrics"
 	for _, tc := range []struct {
 		name string
 		cfg  Config

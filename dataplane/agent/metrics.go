@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 
@@ -16,21 +17,40 @@ import (
 // status port (15020), which Istio's prometheus.io annotations point scrapers at: the
 // agent's own metrics (istio_agent_*: Go runtime, process, scrapes), then the proxy's
 // /stats/prometheus (Envoy's metrics and Istio's standard istio_* metrics), in the
-// Prometheus text format. A proxy that cannot be scraped counts as
-// istio_agent_scrape_failures_total{type="envoy"} and leaves its part out, as
-// pilot-agent does. It is safe for concurrent use.
+// Prometheus text format, then the app's own metrics when the pod's prometheus.io
+// annotations name them (last, as pilot-agent writes them: an OpenMetrics "# EOF" there
+// would end the exposition). A proxy or app that cannot be scraped counts as
+// istio_agent_scrape_failures_total{type="envoy"|"application"} and leaves its part out,
+// as pilot-agent does. It is safe for concurrent use.
 type mergedMetrics struct {
 	admin    adminClient
+	appURL   string // the app's metrics, "" for none
+	app      *http.Client
 	reg      *prometheus.Registry
 	scrapes  prometheus.Counter
 	failures *prometheus.CounterVec
 	log      *slog.Logger
 }
 
-func newMergedMetrics(admin adminClient, log *slog.Logger) *mergedMetrics {
+// appMetricsMaxBytes bounds what the app's metrics may add to one scrape.
+const appMetricsMaxBytes = 16 << 20
+
+// appMetricsURL is where pilot-agent scrapes an app's metrics: localhost, the annotated
+// port and path ("/metrics" when the path is not annotated); "" when no port is.
+func appMetricsURL(port uint16, path string) string {
+	if port == 0 {
+		return ""
+	}
+	if path == "" {
+		path = "/metrics"
+	}
+	return fmt.Sprintf("http://127.0.0.1:%d%s", port, path)
+}
+
+func newMergedMetrics(admin adminClient, appURL string, log *slog.Logger) *mergedMetrics {
 	reg := prometheus.NewRegistry()
 	wrapped := prometheus.WrapRegistererWithPrefix("istio_agent_", reg)
-	m := &mergedMetrics{admin: admin, reg: reg, log: log,
+	m := &mergedMetrics{admin: admin, appURL: appURL, app: &http.Client{Timeout: adminTimeout}, reg: reg, log: log,
 		scrapes:  prometheus.NewCounter(prometheus.CounterOpts{Name: "scrapes_total", Help: "The total number of scrapes."}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "scrape_failures_total", Help: "The total number of failed scrapes."}, []string{"type"}),
 	}
@@ -56,7 +76,9 @@ func (m *mergedMetrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.failures.WithLabelValues("envoy").Inc()
 		envoy = nil
 	}
-	// As pilot-agent: the proxy is scraped first, so a failure counts in this answer.
+	app := m.scrapeApp(ctx)
+	// As pilot-agent: the proxy and the app are scraped first, so a failure counts in
+	// this answer.
 	var agent bytes.Buffer
 	if err := m.writeAgent(&agent); err != nil {
 		m.log.Error("write agent metrics", "err", err)
@@ -65,6 +87,44 @@ func (m *mergedMetrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
 	_, _ = w.Write(agent.Bytes())
 	_, _ = w.Write(envoy)
+	if len(envoy) > 0 && len(app) > 0 && !bytes.HasSuffix(envoy, []byte("\n")) {
+		_, _ = w.Write([]byte("\n"))
+	}
+	_, _ = w.Write(app)
+}
+
+// scrapeApp GETs the app's metrics in the text format; nil (and a counted failure) when
+// they cannot be had.
+func (m *mergedMetrics) scrapeApp(ctx context.Context) []byte {
+	if m.appURL == "" {
+		return nil
+	}
+	body, err := func() ([]byte, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.appURL, nil)
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Accept", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
+		resp, err := m.app.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("app answered %s", resp.Status)
+		}
+		b, err := io.ReadAll(io.LimitReader(resp.Body, appMetricsMaxBytes+1))
+		if err == nil && len(b) > appMetricsMaxBytes {
+			err = fmt.Errorf("the app's metrics are over %d bytes", appMetricsMaxBytes)
+		}
+		return b, err
+	}()
+	if err != nil {
+		m.log.Warn("scrape app metrics", "url", m.appURL, "err", err)
+		m.failures.WithLabelValues("application").Inc()
+		return nil
+	}
+	return body
 }
 
 func (m *mergedMetrics) writeAgent(b *bytes.Buffer) error {

@@ -25,7 +25,7 @@ func TestMergedMetrics(t *testing.T) {
 	}))
 	defer proxy.Close()
 	admin := adminClient{base: proxy.URL, client: proxy.Client()}
-	status := httptest.NewServer(newMergedMetrics(admin, slog.New(slog.DiscardHandler)))
+	status := httptest.NewServer(newMergedMetrics(admin, "", slog.New(slog.DiscardHandler)))
 	defer status.Close()
 
 	body := get(t, status.URL+"/stats/prometheus?usedonly")
@@ -59,4 +59,50 @@ func get(t *testing.T, url string) string {
 		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 	return string(b)
+}
+
+// An app whose prometheus.io annotations name its metrics is scraped too and written last,
+// as pilot-agent does; an app that does not answer is left out and counted.
+func TestMergedMetricsWithApp(t *testing.T) {
+	t.Parallel()
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "# TYPE envoy_server_live gauge\nenvoy_server_live 1") // no final newline
+	}))
+	defer proxy.Close()
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/custom/metrics" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = io.WriteString(w, "# TYPE orders_total counter\norders_total 7\n")
+	}))
+	defer app.Close()
+	admin := adminClient{base: proxy.URL, client: proxy.Client()}
+	status := httptest.NewServer(newMergedMetrics(admin, app.URL+"/custom/metrics", slog.New(slog.DiscardHandler)))
+	defer status.Close()
+
+	body := get(t, status.URL+"/stats/prometheus")
+	envoyAt, appAt := strings.Index(body, "envoy_server_live 1\n"), strings.Index(body, "orders_total 7")
+	if envoyAt < 0 || appAt < 0 || appAt < envoyAt {
+		t.Fatalf("merged metrics: proxy at %d, app at %d (want the app last, on its own line):\n%s", envoyAt, appAt, body)
+	}
+
+	app.Close()
+	body = get(t, status.URL+"/stats/prometheus")
+	if strings.Contains(body, "orders_total") || !strings.Contains(body, `istio_agent_scrape_failures_total{type="application"} 1`) {
+		t.Fatalf("app down:\n%s", body)
+	}
+}
+
+func TestAppMetricsURL(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		port uint16
+		path string
+		want string
+	}{{0, "/metrics", ""}, {9090, "", "http://127.0.0.1:9090/metrics"}, {8080, "/stats", "http://127.0.0.1:8080/stats"}} {
+		if got := appMetricsURL(tc.port, tc.path); got != tc.want {
+			t.Errorf("appMetricsURL(%d, %q) = %q, want %q", tc.port, tc.path, got, tc.want)
+		}
+	}
 }
