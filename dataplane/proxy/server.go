@@ -262,7 +262,12 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	}
 	defer func() {
-		_ = adminSrv.Close()
+		// Requests in progress (the /quitquitquit that ended Run) finish first, briefly.
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if adminSrv.Shutdown(sctx) != nil {
+			_ = adminSrv.Close()
+		}
 		<-adminDone
 	}()
 	if s.opts.Mode == ModeInitOnly {

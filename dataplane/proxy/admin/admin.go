@@ -297,6 +297,11 @@ func (h *Handler) clusters(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) quit(w http.ResponseWriter, _ *http.Request) {
 	text(w, http.StatusOK, "OK\n")
+	// The answer goes out before the server starts closing its connections, as Envoy
+	// answers before it shuts down: the caller gets OK, not a cut connection.
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
 	h.b.Quit()
 }
 
