@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,18 +19,10 @@ const samplesURL = "https://raw.githubusercontent.com/istio/istio/release-1.28/s
 func TestJWTTaskWithJwksUri(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
-	dir := t.TempDir()
-	write := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	l := startLab(t, write("samples.yaml", jwtSamples))
+	l := startLab(t, writeTemp(t, "samples.yaml", jwtSamples))
 	apply := func(name, body string) {
 		t.Helper()
-		if out, err := meshlab(t, "apply", "--name", l.name, "-f", write(name, body)); err != nil {
+		if out, err := meshlab(t, "apply", "--name", l.name, "-f", writeTemp(t, name, body)); err != nil {
 			t.Fatalf("apply %s: %v\n%s", name, err, out)
 		}
 	}

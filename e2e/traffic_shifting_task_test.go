@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -85,14 +83,9 @@ func TestTrafficShiftingTask(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
 	l := startLab(t, "testdata/kube-bookinfo.yaml")
-	dir := t.TempDir()
 	apply := func(name, body string) {
 		t.Helper()
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if out, err := meshlab(t, "apply", "--name", l.name, "-f", p); err != nil {
+		if out, err := meshlab(t, "apply", "--name", l.name, "-f", writeTemp(t, name, body)); err != nil {
 			t.Fatalf("apply %s: %v\n%s", name, err, out)
 		}
 	}
