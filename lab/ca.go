@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,72 +12,77 @@ import (
 	"github.com/meshlab/meshlab/controlplane/ca"
 	"github.com/meshlab/meshlab/controlplane/model"
 	"github.com/meshlab/meshlab/dataplane/agent"
+	"github.com/meshlab/meshlab/lab/caops"
 	"github.com/meshlab/meshlab/web"
 )
 
-// File names of the CA in the lab's run directory and of the token in a pod's.
-const (
-	caCertFile = "ca-cert.pem" // the root certificate (0644)
-	caKeyFile  = "ca-key.pem"  // its key (0600), only when the lab made the root
-	tokenFile  = "token"       // the pod's CA bearer token (0600, root): only the agent reads it
-)
+// tokenFile is the pod's CA bearer token in its run directory (0600, root): only the
+// agent reads it.
+const tokenFile = "token"
 
-// labCA is the lab's CA and the tokens it accepts.
-type labCA struct {
-	ca     *ca.CA
-	tokens *ca.Tokens
-	rot    caRotation // lab/carotate.go
+// caConfig is the lab's CA as its options ask for it.
+func (o *Options) caConfig(dir string) caops.Config {
+	return caops.Config{Dir: dir, UserCertFile: o.CACertFile, UserKeyFile: o.CAKeyFile, TTL: o.CertTTL}
 }
 
-// checkCAOptions reports whether the user-supplied root (if any) loads, before anything
-// is created.
-func checkCAOptions(o *Options) error {
-	if (o.CACertFile == "") != (o.CAKeyFile == "") {
-		return fmt.Errorf("--ca-cert and --ca-key go together")
-	}
-	if o.CertTTL != 0 && o.CertTTL < ca.MinTTL {
-		return fmt.Errorf("cert ttl %s is below the minimum %s", o.CertTTL, ca.MinTTL)
-	}
-	if o.CACertFile == "" {
-		return nil
-	}
-	if _, err := ca.LoadRoot(o.CACertFile, o.CAKeyFile); err != nil {
-		return fmt.Errorf("load --ca-cert/--ca-key: %w", err)
-	}
-	return nil
-}
-
-// startCA makes the lab's CA: the user's root, or a new one whose key is written 0600
-// in the run directory; the root certificate is written there either way. It returns
-// the function that serves the CA on the discovery server's gRPC server.
+// startCA makes the lab's CA (lab/caops) and returns the function that serves it on the
+// discovery server's gRPC server.
 func (l *Lab) startCA() (func(*grpc.Server), error) {
-	var (
-		root *ca.Root
-		err  error
-	)
-	certPath := filepath.Join(l.paths.Dir, caCertFile)
-	if l.opts.CACertFile != "" {
-		if root, err = ca.LoadRoot(l.opts.CACertFile, l.opts.CAKeyFile); err != nil {
-			return nil, fmt.Errorf("start CA: %w", err)
-		}
-		if err := os.WriteFile(certPath, root.CertPEM(), 0o644); err != nil {
-			return nil, fmt.Errorf("start CA: write root certificate: %w", err)
-		}
-	} else {
-		if root, err = ca.NewRoot(ca.DefaultTrustDomain, time.Now()); err != nil {
-			return nil, fmt.Errorf("start CA: %w", err)
-		}
-		if err := root.WriteFiles(certPath, filepath.Join(l.paths.Dir, caKeyFile)); err != nil {
-			return nil, fmt.Errorf("start CA: %w", err)
-		}
-	}
-	authority, err := ca.New(ca.Options{Root: root, TTL: l.opts.CertTTL})
+	c, err := caops.Start(l.opts.caConfig(l.paths.Dir), l.below())
 	if err != nil {
-		return nil, fmt.Errorf("start CA: %w", err)
+		return nil, err
 	}
-	l.ca = &labCA{ca: authority, tokens: ca.NewTokens()}
-	svc := ca.NewService(authority, l.ca.tokens, l.log.With("component", "ca"))
-	return svc.Register, nil
+	l.ca = c
+	return c.Register(l.log.With("component", "ca")), nil
+}
+
+var _ web.CABackend = (*Lab)(nil)
+
+// errNoCA is the answer of a lab without a CA (a bare Lab in unit tests).
+func errNoCA(op string) error { return fmt.Errorf("%s: %w: the lab has no CA", op, web.ErrCARequest) }
+
+// RotateRoot rotates the lab CA to a new root it makes (lab/caops); a lab whose root the
+// user supplied refuses it.
+func (l *Lab) RotateRoot(ctx context.Context) error { return l.RotateRootWith(ctx, nil, nil) }
+
+// RotateRootWith implements web.CABackend (lab/caops).
+func (l *Lab) RotateRootWith(ctx context.Context, certPEM, keyPEM []byte) error {
+	if l.ca == nil {
+		return errNoCA("rotate root")
+	}
+	return l.ca.RotateRootWith(ctx, certPEM, keyPEM)
+}
+
+// RenewCerts implements web.CABackend: every agent whose renewal is not paused renews now.
+func (l *Lab) RenewCerts(ctx context.Context) error {
+	if l.ca == nil {
+		return errNoCA("renew certificates")
+	}
+	return l.ca.RenewCerts(ctx)
+}
+
+// SetCAClockOffset implements web.CABackend: the CA's clock is shifted by d for the
+// certificates it issues from now on; 0 resets it.
+func (l *Lab) SetCAClockOffset(d time.Duration) {
+	if l.ca != nil {
+		l.ca.SetClockOffset(d)
+	}
+}
+
+// PauseCertRenewal implements web.CABackend: the pod agent's renewal is paused (or resumed).
+func (l *Lab) PauseCertRenewal(pod string, paused bool) error {
+	if l.ca == nil {
+		return errNoCA("pause certificate renewal")
+	}
+	return l.ca.PauseCertRenewal(context.Background(), pod, paused)
+}
+
+// CAStatus implements web.CABackend.
+func (l *Lab) CAStatus(ctx context.Context) (web.CAStatus, error) {
+	if l.ca == nil {
+		return web.CAStatus{}, errNoCA("ca status")
+	}
+	return l.ca.Status(ctx), nil
 }
 
 // tokenPath is where the pod's CA token lives.
@@ -85,7 +91,7 @@ func (l *Lab) tokenPath(pod string) string { return filepath.Join(l.paths.PodDir
 // writePodToken issues the pod's CA token and writes it, mode 0600 and owned by the lab
 // (root), so the agent can read it and the app (uid 65532) cannot.
 func (l *Lab) writePodToken(p *model.Pod) error {
-	tok, err := l.ca.tokens.Issue(ca.Caller{Pod: p.Name, Identity: ca.Identity{Namespace: p.Namespace, ServiceAccount: p.ServiceAccount}})
+	tok, err := l.ca.Tokens().Issue(ca.Caller{Pod: p.Name, Identity: ca.Identity{Namespace: p.Namespace, ServiceAccount: p.ServiceAccount}})
 	if err != nil {
 		return fmt.Errorf("issue CA token of pod %s: %w", p.Name, err)
 	}

@@ -2,18 +2,21 @@ package lab
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net"
+	"strings"
 
 	"github.com/meshlab/meshlab/controlplane/model"
 	"github.com/meshlab/meshlab/dataplane/agent"
+	"github.com/meshlab/meshlab/lab/caops"
 	"github.com/meshlab/meshlab/netns"
 	"github.com/meshlab/meshlab/netns/capture"
 )
 
-// below is the lab as the packages below it see it (lab/observe's and lab/trace's
-// Deps): its model, its pods' agents, namespaces and proxy logs, and its event bus. It
-// holds no state of its own.
+// below is the lab as the packages below it see it (the Deps of lab/observe,
+// lab/trace and lab/caops): its model, its pods' agents, namespaces and proxy logs, and
+// its event bus. It holds no state of its own.
 type below struct{ l *Lab }
 
 func (l *Lab) below() below { return below{l} }
@@ -89,4 +92,28 @@ func (b below) AccessLogFile(pod, meshPath string) string {
 		return b.l.paths.PodDir(pod) + "/proxy.log"
 	}
 	return meshPath
+}
+
+// AgentCert reads the pod agent's workload certificate (GET /certs) or asks it to renew,
+// pause or resume (POST /certs/<op>); a renewal the agent refuses because it is paused is
+// agent.ErrRenewalPaused.
+func (b below) AgentCert(ctx context.Context, pod string, op caops.CertOp) (agent.CertStatus, error) {
+	c := newAgentClient(b.l.paths.AgentSocket(pod))
+	defer c.close()
+	var st agent.CertStatus
+	if op == caops.CertRead {
+		resp, err := c.get(ctx, "/certs")
+		if err != nil {
+			return st, err
+		}
+		defer resp.Body.Close()
+		return st, json.NewDecoder(resp.Body).Decode(&st)
+	}
+	if err := c.post(ctx, "/certs/"+string(op), &st); err != nil {
+		if strings.Contains(err.Error(), agent.ErrRenewalPaused.Error()) {
+			return st, agent.ErrRenewalPaused
+		}
+		return st, err
+	}
+	return st, nil
 }

@@ -2,10 +2,11 @@
 // starts the discovery server, the lab API, one agent and one app per pod, supervises them,
 // and removes everything again. Everything is recorded in the lab's run directory before
 // it is created, so Clean can remove a lab whose process died. Its jobs are wiring,
-// supervision, the journal, apply and events; it also serves the lab API's backends, CA
-// operations (carotate.go) and machinery faults (faults.go) among them, and hands
-// observation (topology, traffic, metrics) to lab/observe and request traces to
-// lab/trace, which see the lab only through the narrow view in deps.go.
+// supervision, the journal, apply and events; it also serves the lab API's backends,
+// machinery faults (faults.go) among them, and hands observation (topology, traffic,
+// metrics) to lab/observe, request traces to lab/trace and CA operations (rotation,
+// clock, renewal) to lab/caops, which see the lab only through the narrow view in
+// deps.go.
 package lab
 
 import (
@@ -24,6 +25,7 @@ import (
 	"github.com/meshlab/meshlab/controlplane/config"
 	"github.com/meshlab/meshlab/controlplane/discovery"
 	"github.com/meshlab/meshlab/controlplane/model"
+	"github.com/meshlab/meshlab/lab/caops"
 	"github.com/meshlab/meshlab/web"
 )
 
@@ -85,7 +87,7 @@ type Lab struct {
 	rec   *Record
 	jr    *journal
 	disc  *discovery.Server
-	ca    *labCA // the CA and its pod tokens (lab/ca.go)
+	ca    *caops.CA // the CA, its pod tokens and rotations (lab/caops); nil in bare unit-test Labs
 	names *nameTables
 	// kubeDNS is the cluster DNS of the pods without a sidecar (kubedns.go).
 	kubeDNS *kubeDNS
@@ -120,7 +122,7 @@ func prepare(o *Options) (*model.Model, error) {
 	if !o.ServiceCIDR.IsValid() {
 		o.ServiceCIDR = DefaultServiceCIDR
 	}
-	if err := checkCAOptions(o); err != nil {
+	if err := o.caConfig("").Check(); err != nil {
 		return nil, err
 	}
 	if o.XDSListen != "" {

@@ -299,7 +299,7 @@ func (l *Lab) removePod(p *model.Pod) error {
 		errs = append(errs, err)
 	}
 	if l.ca != nil {
-		l.ca.tokens.RevokePod(p.Name)
+		l.ca.Tokens().RevokePod(p.Name)
 	}
 	if err := os.RemoveAll(l.paths.PodDir(p.Name)); err != nil {
 		errs = append(errs, fmt.Errorf("remove run directory of pod %s: %w", p.Name, err))

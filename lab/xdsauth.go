@@ -71,7 +71,7 @@ func (l *Lab) authorizeProxy(ctx context.Context, nodes proxyNodes, nodeID strin
 	if c := discovery.PeerCertificate(ctx); c != nil {
 		// As istiod: the certificate's identity must be the pod's service account (the
 		// replicas of one workload share it).
-		want := ca.Identity{Namespace: pod.Namespace, ServiceAccount: pod.ServiceAccount}.SPIFFEID(l.ca.ca.TrustDomain())
+		want := ca.Identity{Namespace: pod.Namespace, ServiceAccount: pod.ServiceAccount}.SPIFFEID(l.ca.Authority().TrustDomain())
 		if len(c.URIs) != 1 || c.URIs[0].String() != want {
 			return status.Errorf(codes.PermissionDenied, "the client certificate %s is not the identity %s of pod %s/%s", describeURIs(c.URIs), want, pod.Namespace, pod.Name)
 		}
@@ -81,7 +81,7 @@ func (l *Lab) authorizeProxy(ctx context.Context, nodes proxyNodes, nodeID strin
 	if tok == "" {
 		return status.Error(codes.Unauthenticated, "xds over TCP needs the pod's token as \"authorization: Bearer <token>\" metadata, or its workload certificate over TLS")
 	}
-	caller, ok := l.ca.tokens.Lookup(tok)
+	caller, ok := l.ca.Tokens().Lookup(tok)
 	if !ok {
 		return status.Error(codes.Unauthenticated, "unknown bearer token")
 	}
@@ -177,7 +177,7 @@ func (l *Lab) istiodCertificate() (tls.Certificate, *x509.CertPool, error) {
 	if err != nil {
 		return tls.Certificate{}, nil, fmt.Errorf("generate key: %w", err)
 	}
-	u, err := url.Parse(istiodIdentity.SPIFFEID(l.ca.ca.TrustDomain()))
+	u, err := url.Parse(istiodIdentity.SPIFFEID(l.ca.Authority().TrustDomain()))
 	if err != nil {
 		return tls.Certificate{}, nil, err
 	}
@@ -185,7 +185,7 @@ func (l *Lab) istiodCertificate() (tls.Certificate, *x509.CertPool, error) {
 	if err != nil {
 		return tls.Certificate{}, nil, fmt.Errorf("create csr: %w", err)
 	}
-	chain, err := l.ca.ca.Sign(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: csr}), istiodIdentity, time.Hour)
+	chain, err := l.ca.Authority().Sign(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: csr}), istiodIdentity, time.Hour)
 	if err != nil {
 		return tls.Certificate{}, nil, err
 	}

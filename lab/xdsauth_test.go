@@ -11,6 +11,7 @@ import (
 
 	"github.com/meshlab/meshlab/controlplane/ca"
 	"github.com/meshlab/meshlab/controlplane/model"
+	"github.com/meshlab/meshlab/lab/caops"
 )
 
 func TestAuthorizeProxyOverTCP(t *testing.T) {
@@ -18,7 +19,8 @@ func TestAuthorizeProxyOverTCP(t *testing.T) {
 		return &model.Pod{Name: name, Namespace: "default", ServiceAccount: name, IP: netip.MustParseAddr(ip), Sidecar: model.SidecarSpec{Inject: inject}}
 	}
 	m := model.New(nil, []*model.Pod{pod("frontend", "10.244.0.2", true), pod("backend", "10.244.0.3", true), pod("plain", "10.244.0.4", false)})
-	tokens := ca.NewTokens()
+	labCA := caops.New(caops.Config{}, nil, nil)
+	tokens := labCA.Tokens()
 	issue := func(p *model.Pod) string {
 		tok, err := tokens.Issue(ca.Caller{Pod: p.Name, Identity: ca.Identity{Namespace: p.Namespace, ServiceAccount: p.ServiceAccount}})
 		if err != nil {
@@ -27,7 +29,7 @@ func TestAuthorizeProxyOverTCP(t *testing.T) {
 		return tok
 	}
 	frontendTok, backendTok, plainTok := issue(m.Pod("frontend")), issue(m.Pod("backend")), issue(m.Pod("plain"))
-	l := &Lab{opts: Options{Name: "t"}, ca: &labCA{tokens: tokens}}
+	l := &Lab{opts: Options{Name: "t"}, ca: labCA}
 	authorize := l.proxyAuthorizer(newProxyNodes(m))
 	bearer := func(tok string) context.Context {
 		return metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer "+tok))
