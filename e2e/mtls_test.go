@@ -9,11 +9,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/meshlab/meshlab/dataplane/statstext"
 	"github.com/meshlab/meshlab/internal/testutil"
 	"github.com/meshlab/meshlab/lab"
 	"github.com/meshlab/meshlab/web"
@@ -151,18 +151,11 @@ func (m *meshLab) proxyStat(t *testing.T, pod, name string) int {
 		t.Fatalf("stats of %s: %v", pod, err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	for line := range strings.Lines(string(body)) {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), ": ")
-		if ok && k == name {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				t.Fatalf("stat %s of %s: %q", name, pod, line)
-			}
-			return n
-		}
+	vals, err := statstext.ParseValues(resp.Body)
+	if err != nil {
+		t.Fatalf("stats of %s: %v", pod, err)
 	}
-	return 0
+	return int(vals[name])
 }
 
 const (

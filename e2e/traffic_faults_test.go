@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshlab/meshlab/dataplane/statstext"
 	"github.com/meshlab/meshlab/internal/testutil"
 	"github.com/meshlab/meshlab/lab"
 	"github.com/meshlab/meshlab/netns"
@@ -402,21 +403,11 @@ func (f *faultLab) stat(t *testing.T, pod, name string) uint64 {
 		t.Fatalf("GET /stats of %s: %v", pod, err)
 	}
 	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ": ")
-		if ok && k == name {
-			n, err := strconv.ParseUint(v, 10, 64)
-			if err != nil {
-				t.Fatalf("stat %s = %q: %v", name, v, err)
-			}
-			return n
-		}
-	}
-	if err := sc.Err(); err != nil {
+	vals, err := statstext.ParseValues(resp.Body)
+	if err != nil {
 		t.Fatalf("read /stats of %s: %v", pod, err)
 	}
-	return 0
+	return vals[name]
 }
 
 // getStatus sends one GET and returns the status and headers of the answer.

@@ -1,17 +1,16 @@
 package lab
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/meshlab/meshlab/dataplane/agent"
+	"github.com/meshlab/meshlab/dataplane/statstext"
 )
 
 // agentClient talks to one pod agent over its unix socket: the lab process lives outside
@@ -63,16 +62,5 @@ func (c *agentClient) stats(ctx context.Context, filter string) (map[string]uint
 		return nil, err
 	}
 	defer resp.Body.Close()
-	out := map[string]uint64{}
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		name, val, ok := strings.Cut(sc.Text(), ": ")
-		if !ok {
-			continue
-		}
-		if n, err := strconv.ParseUint(strings.TrimSpace(val), 10, 64); err == nil {
-			out[name] = n
-		}
-	}
-	return out, sc.Err()
+	return statstext.ParseValues(resp.Body)
 }

@@ -1,17 +1,16 @@
 package labs
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"syscall"
 
+	"github.com/meshlab/meshlab/dataplane/statstext"
 	"github.com/meshlab/meshlab/lab"
 	"github.com/meshlab/meshlab/web"
 )
@@ -79,23 +78,7 @@ func (b *LabBackend) Stats(ctx context.Context, pod string) (map[string]uint64, 
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
 		return nil, fmt.Errorf("read stats of %s: %s: %s", pod, resp.Status, strings.TrimSpace(string(b)))
 	}
-	return parseStats(resp.Body)
-}
-
-// parseStats reads Envoy's text /stats ("name: value" lines), keeping integer values.
-func parseStats(r io.Reader) (map[string]uint64, error) {
-	out := map[string]uint64{}
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		name, val, ok := strings.Cut(sc.Text(), ": ")
-		if !ok {
-			continue
-		}
-		if n, err := strconv.ParseUint(strings.TrimSpace(val), 10, 64); err == nil {
-			out[name] = n
-		}
-	}
-	return out, sc.Err()
+	return statstext.ParseValues(resp.Body)
 }
 
 // KillProxy SIGKILLs the pod's newest live proxy epoch; its agent restarts it.

@@ -1,7 +1,7 @@
 package agent
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
+	"github.com/meshlab/meshlab/dataplane/statstext"
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
@@ -95,26 +96,7 @@ func (a adminClient) counters(ctx context.Context, names ...string) (map[string]
 	if code != http.StatusOK {
 		return nil, fmt.Errorf("get admin /stats: status %d", code)
 	}
-	return parseStats(string(body)), nil
-}
-
-// parseStats reads Envoy's text stats ("name: value" per line); histograms and other
-// non-integer values are skipped.
-func parseStats(text string) map[string]uint64 {
-	out := make(map[string]uint64)
-	sc := bufio.NewScanner(strings.NewReader(text))
-	for sc.Scan() {
-		name, val, ok := strings.Cut(sc.Text(), ": ")
-		if !ok {
-			continue
-		}
-		n, err := strconv.ParseUint(strings.TrimSpace(val), 10, 64)
-		if err != nil {
-			continue
-		}
-		out[strings.TrimSpace(name)] = n
-	}
-	return out
+	return statstext.ParseValues(bytes.NewReader(body))
 }
 
 // drainListeners asks the proxy to drain its inbound listeners gracefully, as Istio's

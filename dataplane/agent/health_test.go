@@ -100,10 +100,3 @@ func TestReadiness(t *testing.T) {
 		})
 	}
 }
-
-func TestParseStats(t *testing.T) {
-	got := parseStats("a.b: 3\ncluster.outbound|9080||x.y: 7\nh: P0(nan,0) P25(nan,0)\nbad line\nz: -1\n")
-	if len(got) != 2 || got["a.b"] != 3 || got["cluster.outbound|9080||x.y"] != 7 {
-		t.Errorf("parseStats = %v", got)
-	}
-}

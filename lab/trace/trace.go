@@ -29,7 +29,7 @@ const traceTimeout = 5 * time.Second
 // podSnapshot is what a trace reads from one pod before and after its request.
 type podSnapshot struct {
 	rules []savedRule
-	stats map[string]int64
+	stats map[string]uint64
 }
 
 // traceAnswer is what the traced request got back.

@@ -31,16 +31,9 @@ func TestRuleDeltas(t *testing.T) {
 	}
 }
 
-func TestParseStats(t *testing.T) {
-	s, err := parseStats(strings.NewReader("cluster.outbound|8080||backend.default.svc.cluster.local.upstream_rq_total: 3\nhttp.x.rq_time: P0(nan,1) P25(nan,2)\nserver.live: 1\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(s) != 2 || s["cluster.outbound|8080||backend.default.svc.cluster.local.upstream_rq_total"] != 3 {
-		t.Errorf("stats %v", s)
-	}
-	after := map[string]int64{"cluster.outbound|8080||b.upstream_rq_total": 4, "cluster.inbound|8080||.upstream_rq_total": 1, "server.uptime": 9}
-	d := statDeltas(map[string]int64{"cluster.outbound|8080||b.upstream_rq_total": 3, "server.uptime": 8}, after)
+func TestStatDeltas(t *testing.T) {
+	after := map[string]uint64{"cluster.outbound|8080||b.upstream_rq_total": 4, "cluster.inbound|8080||.upstream_rq_total": 1, "server.uptime": 9, "gauge.fell": 1}
+	d := statDeltas(map[string]uint64{"cluster.outbound|8080||b.upstream_rq_total": 3, "server.uptime": 8, "gauge.fell": 5}, after)
 	if len(d) != 2 || usedCluster(d, "outbound") != "outbound|8080||b" || usedCluster(d, "inbound") != "inbound|8080||" {
 		t.Errorf("deltas %v", d)
 	}
