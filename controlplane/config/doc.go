@@ -27,7 +27,8 @@
 // ports are numbers, "*" may only be a whole value, a prefix or a suffix, when keys are
 // request.headers[<name>], and a mesh has at most one mesh-wide PeerAuthentication (no
 // selector, in the root namespace). In the model a selector without matchLabels is nil.
-// DestinationRule tls.mode may be DISABLE or ISTIO_MUTUAL.
+// DestinationRule tls.mode may be DISABLE, ISTIO_MUTUAL, SIMPLE or MUTUAL (client
+// certificates from the Secret credentialName names; file paths are refused).
 //
 // Mesh-wide settings live in one optional object, Istio's MeshConfig as meshlab reads it:
 //

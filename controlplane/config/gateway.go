@@ -104,11 +104,17 @@ func checkServerTLS(s *networking.Server, proto, f string, p problems) {
 		if t.GetCredentialName() == "" {
 			p.addf(f+".tls.credentialName", "is required for mode %s (the name of a Secret in %s)", t.GetMode(), gatewayNamespace)
 		}
+	case networking.ServerTLSSettings_ISTIO_MUTUAL:
+		// The gateway's workload certificate, clients of the mesh (a sidecar's
+		// ISTIO_MUTUAL, as the egress gateway tasks send); no credential.
+		if t.GetCredentialName() != "" {
+			p.addf(f+".tls.credentialName", "is not read with mode ISTIO_MUTUAL (the gateway presents its workload certificate)")
+		}
 	case networking.ServerTLSSettings_PASSTHROUGH:
 		// The client's TLS goes through untouched, routed by SNI with the bound
 		// VirtualServices' tls routes; a credentialName is ignored, as by istiod.
 	default:
-		p.addf(f+".tls.mode", "%s is not supported by meshlab (SIMPLE, MUTUAL, PASSTHROUGH)", t.GetMode())
+		p.addf(f+".tls.mode", "%s is not supported by meshlab (SIMPLE, MUTUAL, ISTIO_MUTUAL, PASSTHROUGH)", t.GetMode())
 	}
 }
 

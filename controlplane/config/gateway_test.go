@@ -189,7 +189,10 @@ func TestGatewayLoadErrors(t *testing.T) {
     hosts: [z.com]
   - port: {number: 15443, name: tls, protocol: TLS}
     hosts: ["*"]
-    tls: {mode: ISTIO_MUTUAL}
+    tls: {mode: ISTIO_MUTUAL, credentialName: c}
+  - port: {number: 15445, name: tls-auto, protocol: TLS}
+    hosts: ["*"]
+    tls: {mode: AUTO_PASSTHROUGH}
   - port: {number: 15444, name: https-pass, protocol: HTTPS}
     hosts: ["*"]
     tls: {mode: PASSTHROUGH}
@@ -207,7 +210,8 @@ func TestGatewayLoadErrors(t *testing.T) {
 				`spec.servers[2].tls.credentialName: is required for mode SIMPLE (the name of a Secret in istio-system)`,
 				`spec.servers[3].tls: is only read on HTTPS and TLS servers (protocol is HTTP)`,
 				`spec.servers[4].port.number: 80 is already the port of a HTTP server: only HTTPS and TLS servers may share a port`,
-				`spec.servers[5].tls.mode: ISTIO_MUTUAL is not supported by meshlab (SIMPLE, MUTUAL, PASSTHROUGH)`,
+				`spec.servers[5].tls.credentialName: is not read with mode ISTIO_MUTUAL (the gateway presents its workload certificate)`,
+				`spec.servers[6].tls.mode: AUTO_PASSTHROUGH is not supported by meshlab (SIMPLE, MUTUAL, ISTIO_MUTUAL, PASSTHROUGH)`,
 			},
 		},
 		{

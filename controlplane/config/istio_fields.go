@@ -83,7 +83,7 @@ func headerOps(prefix string) string {
 func trafficPolicy(prefix string, portLevel bool) string {
 	s := prefix + " " + strings.Join([]string{
 		expand(prefix, "loadBalancer connectionPool outlierDetection tls"),
-		expand(prefix+".tls", "mode sni caCertificates credentialName subjectAltNames"),
+		expand(prefix+".tls", "mode sni caCertificates credentialName subjectAltNames clientCertificate privateKey"),
 		expand(prefix+".loadBalancer", "simple"),
 		expand(prefix+".connectionPool", "tcp http"),
 		expand(prefix+".connectionPool.tcp", "maxConnections"),

@@ -433,39 +433,63 @@ func sortedKeysOf[V any](m map[string]V) []string {
 	return keys
 }
 
-// checkClientTLS checks a DestinationRule's tls settings: DISABLE, ISTIO_MUTUAL, and
-// SIMPLE (TLS origination, verified against caCertificates, the Secret credentialName
-// names, or else the proxy's system trust as Istio's VERIFY_CERTIFICATE_AT_CLIENT
-// does). sni, subjectAltNames, caCertificates and credentialName shape SIMPLE only.
+// checkClientTLS checks a DestinationRule's tls settings: DISABLE; ISTIO_MUTUAL (with
+// sni and subjectAltNames, as istiod's, e.g. to reach an egress gateway's ISTIO_MUTUAL
+// server by its host); SIMPLE (TLS origination, verified against caCertificates, the
+// Secret credentialName names, or else the proxy's system trust as Istio's
+// VERIFY_CERTIFICATE_AT_CLIENT does); and MUTUAL (SIMPLE plus the client certificate
+// of the Secret credentialName names). clientCertificate/privateKey are refused by name:
+// meshlab's pods mount no volumes, so a path would be a file of the host read by the
+// root agent, and a host's private key must not reach a pod's proxy (docs/SECURITY.md).
 func checkClientTLS(tls *networking.ClientTLSSettings, f string, p problems) {
-	switch m := tls.GetMode(); m {
+	m := tls.GetMode()
+	for _, fs := range []struct {
+		field string
+		set   bool
+	}{{"clientCertificate", tls.GetClientCertificate() != ""}, {"privateKey", tls.GetPrivateKey() != ""}} {
+		if !fs.set {
+			continue
+		}
+		if m == networking.ClientTLSSettings_MUTUAL {
+			p.addf(f+"."+fs.field, "file paths are not read by meshlab: its pods mount no volumes, so the file would be the host's, read by the root agent and handed to the pod's proxy; put the client certificate in a Secret (kubernetes.io/tls, or generic with tls.crt/tls.key/ca.crt) and name it in credentialName, as Istio's egress TLS origination task does")
+		} else {
+			p.addf(f+"."+fs.field, "is read with mode MUTUAL only (the mode here is %s)", m)
+		}
+	}
+	switch m {
 	case networking.ClientTLSSettings_DISABLE, networking.ClientTLSSettings_ISTIO_MUTUAL:
 		for _, fs := range []struct {
 			field string
 			set   bool
-		}{
-			{"sni", tls.GetSni() != ""}, {"subjectAltNames", len(tls.GetSubjectAltNames()) > 0},
-			{"caCertificates", tls.GetCaCertificates() != ""}, {"credentialName", tls.GetCredentialName() != ""},
-		} {
+		}{{"caCertificates", tls.GetCaCertificates() != ""}, {"credentialName", tls.GetCredentialName() != ""}} {
 			if fs.set {
-				p.addf(f+"."+fs.field, "is supported by meshlab with mode SIMPLE only (the mode here is %s)", m)
+				p.addf(f+"."+fs.field, "is read with modes SIMPLE and MUTUAL only (the mode here is %s; ISTIO_MUTUAL uses the mesh's certificates)", m)
 			}
 		}
-	case networking.ClientTLSSettings_SIMPLE:
+		if m == networking.ClientTLSSettings_DISABLE && (tls.GetSni() != "" || len(tls.GetSubjectAltNames()) > 0) {
+			p.addf(f+".mode", "DISABLE makes no TLS: sni and subjectAltNames are not read with it")
+		}
+		checkSANs(tls, f, p)
+	case networking.ClientTLSSettings_SIMPLE, networking.ClientTLSSettings_MUTUAL:
 		if ca := tls.GetCaCertificates(); ca != "" && !strings.HasPrefix(ca, "/") {
 			p.addf(f+".caCertificates", "%q must be an absolute path (a file on the proxy's filesystem)", ca)
 		}
 		if tls.GetCredentialName() != "" && tls.GetCaCertificates() != "" {
 			p.addf(f+".caCertificates", "is ignored when credentialName is set (as in Istio): set one of them")
 		}
-		for i, s := range tls.GetSubjectAltNames() {
-			if s == "" {
-				p.addf(fmt.Sprintf("%s.subjectAltNames[%d]", f, i), "must not be empty")
-			}
+		if m == networking.ClientTLSSettings_MUTUAL && tls.GetCredentialName() == "" && tls.GetClientCertificate() == "" {
+			p.addf(f+".credentialName", "is required for mode MUTUAL: the name of a Secret holding the client certificate (tls.crt/tls.key, or cert/key) and, to verify the server, its CA (ca.crt or cacert, or the Secret <name>-cacert)")
 		}
-	case networking.ClientTLSSettings_MUTUAL:
-		p.addf(f+".mode", "MUTUAL is not supported by meshlab yet (it needs client certificates: clientCertificate/privateKey or credentialName); SIMPLE, ISTIO_MUTUAL and DISABLE are")
+		checkSANs(tls, f, p)
 	default:
-		p.addf(f+".mode", "%s is not a mode meshlab knows (DISABLE, SIMPLE or ISTIO_MUTUAL)", m)
+		p.addf(f+".mode", "%s is not a mode meshlab knows (DISABLE, SIMPLE, MUTUAL or ISTIO_MUTUAL)", m)
+	}
+}
+
+func checkSANs(tls *networking.ClientTLSSettings, f string, p problems) {
+	for i, s := range tls.GetSubjectAltNames() {
+		if s == "" {
+			p.addf(fmt.Sprintf("%s.subjectAltNames[%d]", f, i), "must not be empty")
+		}
 	}
 }

@@ -230,15 +230,21 @@ func TestLoadSecurityErrors(t *testing.T) {
   trafficPolicy: {tls: {mode: MUTUAL, subjectAltNames: [x]}}
   subsets:
   - {name: v1, labels: {version: v1}, trafficPolicy: {tls: {mode: SIMPLE, caCertificates: ca.pem, credentialName: c, subjectAltNames: [""]}}}
-  - {name: v2, labels: {version: v2}, trafficPolicy: {tls: {mode: ISTIO_MUTUAL, sni: x.example}}}
+  - {name: v2, labels: {version: v2}, trafficPolicy: {tls: {mode: ISTIO_MUTUAL, sni: x.example, credentialName: c}}}
+  - {name: v4, labels: {version: v4}, trafficPolicy: {tls: {mode: MUTUAL, credentialName: client, clientCertificate: /c.pem, privateKey: /k.pem}}}
+  - {name: v5, labels: {version: v5}, trafficPolicy: {tls: {mode: SIMPLE, clientCertificate: /c.pem}}}
+  - {name: v6, labels: {version: v6}, trafficPolicy: {tls: {mode: MUTUAL, credentialName: client, sni: backend.example, subjectAltNames: [backend.example]}}}
   - {name: v3, labels: {version: v3}, trafficPolicy: {tls: {mode: SIMPLE, sni: backend.example, subjectAltNames: [backend.example], caCertificates: /etc/ca.pem}}}
 `)},
 			want: []string{
-				"t.yaml: DestinationRule default/other: spec.trafficPolicy.tls.mode: MUTUAL is not supported by meshlab yet (it needs client certificates: clientCertificate/privateKey or credentialName); SIMPLE, ISTIO_MUTUAL and DISABLE are",
+				"t.yaml: DestinationRule default/other: spec.trafficPolicy.tls.credentialName: is required for mode MUTUAL: the name of a Secret holding the client certificate (tls.crt/tls.key, or cert/key) and, to verify the server, its CA (ca.crt or cacert, or the Secret <name>-cacert)",
 				`t.yaml: DestinationRule default/other: spec.subsets[0].trafficPolicy.tls.caCertificates: "ca.pem" must be an absolute path (a file on the proxy's filesystem)`,
 				"t.yaml: DestinationRule default/other: spec.subsets[0].trafficPolicy.tls.caCertificates: is ignored when credentialName is set (as in Istio): set one of them",
 				"t.yaml: DestinationRule default/other: spec.subsets[0].trafficPolicy.tls.subjectAltNames[0]: must not be empty",
-				"t.yaml: DestinationRule default/other: spec.subsets[1].trafficPolicy.tls.sni: is supported by meshlab with mode SIMPLE only (the mode here is ISTIO_MUTUAL)",
+				"t.yaml: DestinationRule default/other: spec.subsets[1].trafficPolicy.tls.credentialName: is read with modes SIMPLE and MUTUAL only (the mode here is ISTIO_MUTUAL; ISTIO_MUTUAL uses the mesh's certificates)",
+				"t.yaml: DestinationRule default/other: spec.subsets[2].trafficPolicy.tls.clientCertificate: file paths are not read by meshlab: its pods mount no volumes, so the file would be the host's, read by the root agent and handed to the pod's proxy; put the client certificate in a Secret (kubernetes.io/tls, or generic with tls.crt/tls.key/ca.crt) and name it in credentialName, as Istio's egress TLS origination task does",
+				"t.yaml: DestinationRule default/other: spec.subsets[2].trafficPolicy.tls.privateKey: file paths are not read by meshlab: its pods mount no volumes, so the file would be the host's, read by the root agent and handed to the pod's proxy; put the client certificate in a Secret (kubernetes.io/tls, or generic with tls.crt/tls.key/ca.crt) and name it in credentialName, as Istio's egress TLS origination task does",
+				"t.yaml: DestinationRule default/other: spec.subsets[3].trafficPolicy.tls.clientCertificate: is read with mode MUTUAL only (the mode here is SIMPLE)",
 			},
 		},
 	}

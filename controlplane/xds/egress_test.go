@@ -7,6 +7,7 @@ import (
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	tcpproxy "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 	networking "istio.io/api/networking/v1alpha3"
@@ -281,5 +282,87 @@ func TestEgressCredentialNameCA(t *testing.T) {
 	// Another pod's namespace has no such Secret: nothing is served there.
 	for _, r := range generate(t, m, "tester")[resource.SecretType] {
 		t.Errorf("pod in qa got secret %s; the Secret lives in default", r.(*tlsv3.Secret).GetName())
+	}
+}
+
+// A MUTUAL rule with credentialName presents the Secret's certificate and verifies
+// the server against its CA, both over ADS as istiod's SecretGen serves them
+// (kubernetes://<name>, kubernetes://<name>-cacert), in Generate and in the scoped
+// generation the discovery server pushes; a pod of another namespace gets neither.
+func TestEgressMutualOrigination(t *testing.T) {
+	t.Parallel()
+	m := istioModel()
+	m.Istio.ServiceEntries = append(m.Istio.ServiceEntries, cnnSE())
+	m.Istio.DestinationRules = append(m.Istio.DestinationRules, cnnOrigination(&networking.ClientTLSSettings{
+		Mode: networking.ClientTLSSettings_MUTUAL, CredentialName: "client-credential", Sni: "edition.cnn.com",
+	}))
+	sec := &model.Secret{
+		Name: "client-credential", Namespace: "default",
+		Cert: []byte("client cert"), Key: []byte("client key"), CACert: []byte("server ca"),
+	}
+	m.Secrets = append(m.Secrets, sec)
+	res := generate(t, m, "productpage-v1")
+	u := upstreamTLS(t, findCluster(t, res, "outbound|80||edition.cnn.com"))
+	certs := u.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs()
+	if len(certs) != 1 || certs[0].GetName() != "kubernetes://client-credential" || certs[0].GetSdsConfig().GetAds() == nil {
+		t.Errorf("client certificate configs %v, want kubernetes://client-credential over ADS", certs)
+	}
+	vs := u.GetCommonTlsContext().GetCombinedValidationContext().GetValidationContextSdsSecretConfig()
+	if vs.GetName() != "kubernetes://client-credential-cacert" || vs.GetSdsConfig().GetAds() == nil {
+		t.Errorf("validation secret %q, want kubernetes://client-credential-cacert over ADS", vs.GetName())
+	}
+	if u.GetSni() != "edition.cnn.com" {
+		t.Errorf("sni %q, want the rule's", u.GetSni())
+	}
+	scoped, err := GenerateTypes(m, m.Pod("productpage-v1"), resource.SecretType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, secrets := range map[string][]types.Resource{"Generate": res[resource.SecretType], "GenerateTypes": scoped[resource.SecretType]} {
+		got := map[string]*tlsv3.Secret{}
+		for _, r := range secrets {
+			got[r.(*tlsv3.Secret).GetName()] = r.(*tlsv3.Secret)
+		}
+		cert, ca := got["kubernetes://client-credential"], got["kubernetes://client-credential-cacert"]
+		if len(got) != 2 || string(cert.GetTlsCertificate().GetCertificateChain().GetInlineBytes()) != "client cert" ||
+			string(cert.GetTlsCertificate().GetPrivateKey().GetInlineBytes()) != "client key" ||
+			string(ca.GetValidationContext().GetTrustedCa().GetInlineBytes()) != "server ca" {
+			t.Errorf("%s secrets %v: want the Secret's certificate and key, and its CA", name, got)
+		}
+	}
+	for _, r := range generate(t, m, "tester")[resource.SecretType] {
+		t.Errorf("pod in qa got secret %s; the Secret lives in default", r.(*tlsv3.Secret).GetName())
+	}
+	// A DestinationRule change alone re-sends secrets (its credentialName may be new).
+	old := *m
+	old.Istio.DestinationRules = m.Istio.DestinationRules[:len(m.Istio.DestinationRules)-1]
+	if typs := ChangedTypes(&old, m); !slices.Contains(typs, resource.SecretType) {
+		t.Errorf("ChangedTypes after a DestinationRule change = %v, want secrets among them", typs)
+	}
+}
+
+// ISTIO_MUTUAL takes the rule's sni and subjectAltNames, as istiod: the egress gateway
+// task reaches the gateway's ISTIO_MUTUAL server by the external host's name.
+func TestIstioMutualSNI(t *testing.T) {
+	t.Parallel()
+	m := istioModel()
+	m.Istio.DestinationRules = append(m.Istio.DestinationRules, dr("reviews", &networking.DestinationRule{
+		Host: "reviews",
+		TrafficPolicy: &networking.TrafficPolicy{Tls: &networking.ClientTLSSettings{
+			Mode: networking.ClientTLSSettings_ISTIO_MUTUAL, Sni: "nginx.example.com",
+		}},
+	}))
+	res := generate(t, m, "productpage-v1")
+	u := upstreamTLS(t, findCluster(t, res, "outbound|9080||reviews.default.svc.cluster.local"))
+	if u.GetSni() != "nginx.example.com" {
+		t.Errorf("sni %q, want the rule's nginx.example.com", u.GetSni())
+	}
+	if c := u.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs(); len(c) != 1 || c[0].GetName() != SecretCertificate {
+		t.Errorf("certificate %v, want the workload's (%s)", c, SecretCertificate)
+	}
+	m.Istio.DestinationRules[len(m.Istio.DestinationRules)-1].Spec.TrafficPolicy.Tls.Sni = ""
+	u = upstreamTLS(t, findCluster(t, generate(t, m, "productpage-v1"), "outbound|9080||reviews.default.svc.cluster.local"))
+	if u.GetSni() != "outbound_.9080_._.reviews.default.svc.cluster.local" {
+		t.Errorf("sni without the rule's %q, want the cluster's", u.GetSni())
 	}
 }

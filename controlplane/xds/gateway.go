@@ -40,7 +40,7 @@ type gatewayServer struct {
 }
 
 // terminatesTLS reports whether the server is HTTPS or TLS with TLS terminated here
-// (SIMPLE, MUTUAL).
+// (SIMPLE, MUTUAL, ISTIO_MUTUAL).
 func (g gatewayServer) terminatesTLS() bool {
 	return (g.proto == "HTTPS" || g.proto == "TLS") && g.s.GetTls() != nil && !g.passthrough()
 }

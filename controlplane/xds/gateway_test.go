@@ -236,6 +236,45 @@ func TestGatewayTLS(t *testing.T) {
 	}
 }
 
+// An HTTPS server in mode ISTIO_MUTUAL (the egress gateway's in Istio's mutual TLS
+// origination task) presents the gateway's workload certificate and asks for a mesh
+// client's, both from its agent over SDS, on a chain matched by the server's host; it
+// brings no credential secrets.
+func TestGatewayIstioMutual(t *testing.T) {
+	t.Parallel()
+	m := gatewayModel([]*model.IstioConfig[*networking.Gateway]{gateway("istio-egressgateway", &networking.Server{
+		Port:  &networking.Port{Number: 443, Name: "https", Protocol: "HTTPS"},
+		Hosts: []string{"my-nginx.mesh-external.svc.cluster.local"},
+		Tls:   &networking.ServerTLSSettings{Mode: networking.ServerTLSSettings_ISTIO_MUTUAL},
+	})}, vs("nginx", &networking.VirtualService{
+		Hosts: []string{"my-nginx.mesh-external.svc.cluster.local"}, Gateways: []string{"istio-egressgateway"},
+		Http: []*networking.HTTPRoute{{Route: []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: "reviews.default.svc.cluster.local"}}}}},
+	}))
+	res := generateGateway(t, m, ingressPod)
+	if len(res[resource.SecretType]) != 0 {
+		t.Errorf("secrets %q, want none (the workload certificate comes from the agent)", names(res[resource.SecretType]))
+	}
+	l := res[resource.ListenerType][0].(*listener.Listener)
+	if len(l.GetFilterChains()) != 1 {
+		t.Fatalf("listener %s has %d chains, want 1", l.GetName(), len(l.GetFilterChains()))
+	}
+	fc := l.GetFilterChains()[0]
+	if sni := fc.GetFilterChainMatch().GetServerNames(); !slices.Equal(sni, []string{"my-nginx.mesh-external.svc.cluster.local"}) {
+		t.Errorf("chain matches SNI %q, want the server's host", sni)
+	}
+	var ctx tlsv3.DownstreamTlsContext
+	if err := fc.GetTransportSocket().GetTypedConfig().UnmarshalTo(&ctx); err != nil {
+		t.Fatal(err)
+	}
+	cert := ctx.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs()
+	roots := ctx.GetCommonTlsContext().GetCombinedValidationContext().GetValidationContextSdsSecretConfig()
+	if !ctx.GetRequireClientCertificate().GetValue() || len(cert) != 1 || cert[0].GetName() != SecretCertificate ||
+		cert[0].GetSdsConfig().GetApiConfigSource().GetGrpcServices()[0].GetEnvoyGrpc().GetClusterName() != SDSCluster ||
+		roots.GetName() != SecretRootCA {
+		t.Errorf("tls context %v: want the workload certificate and ROOTCA from %s, client certificate required", &ctx, SDSCluster)
+	}
+}
+
 // A TCP server proxies to the first tcp route of a bound VirtualService, on the
 // server's own port when the gateway Service has no such port.
 func TestGatewayTCP(t *testing.T) {

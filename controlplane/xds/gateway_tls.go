@@ -6,6 +6,7 @@ import (
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	matcher "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -20,7 +21,8 @@ import (
 // "kubernetes://<credentialName>", and for MUTUAL the CA that verifies clients as
 // "kubernetes://<credentialName>-cacert" (the Secret's own ca.crt/cacert, else the
 // Secret "<credentialName>-cacert"). The Secret is read in the gateway pod's
-// namespace, as Istio reads credentials.
+// namespace, as Istio reads credentials. A server in mode ISTIO_MUTUAL presents the
+// gateway's workload certificate instead and takes clients of the mesh.
 
 // CredentialResourcePrefix is the SDS resource name prefix of a credentialName.
 const CredentialResourcePrefix = "kubernetes://"
@@ -38,7 +40,24 @@ func gatewayTLSSocket(g gatewayServer) (*core.TransportSocket, error) {
 			TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{{Name: name, SdsConfig: adsConfigSource()}},
 		},
 	}
-	if t.GetMode() == networking.ServerTLSSettings_MUTUAL {
+	switch t.GetMode() {
+	case networking.ServerTLSSettings_ISTIO_MUTUAL:
+		// As istiod's ApplyToCommonTLSContext: the gateway's own workload certificate
+		// and the mesh root, from its agent over SDS, and a client certificate required
+		// (a sidecar's, reaching the gateway with ISTIO_MUTUAL).
+		sans := make([]*matcher.StringMatcher, 0, len(t.GetSubjectAltNames()))
+		for _, s := range t.GetSubjectAltNames() {
+			sans = append(sans, &matcher.StringMatcher{MatchPattern: &matcher.StringMatcher_Exact{Exact: s}})
+		}
+		ctx.RequireClientCertificate = wrapperspb.Bool(true)
+		ctx.CommonTlsContext.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{sdsSecretConfig(SecretCertificate)}
+		ctx.CommonTlsContext.ValidationContextType = &tlsv3.CommonTlsContext_CombinedValidationContext{
+			CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
+				DefaultValidationContext:         &tlsv3.CertificateValidationContext{MatchSubjectAltNames: sans}, //nolint:staticcheck // deprecated, and istiod still sends it.
+				ValidationContextSdsSecretConfig: sdsSecretConfig(SecretRootCA),
+			},
+		}
+	case networking.ServerTLSSettings_MUTUAL:
 		ctx.RequireClientCertificate = wrapperspb.Bool(true)
 		ctx.CommonTlsContext.ValidationContextType = &tlsv3.CommonTlsContext_CombinedValidationContext{
 			CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
@@ -67,7 +86,7 @@ func gatewaySecrets(m *model.Model, pod *model.Pod) []types.Resource {
 		}
 	}
 	for _, g := range gatewayServers(m, pod) {
-		if !g.terminatesTLS() {
+		if !g.terminatesTLS() || g.s.GetTls().GetMode() == networking.ServerTLSSettings_ISTIO_MUTUAL {
 			continue
 		}
 		cred := g.s.GetTls().GetCredentialName()

@@ -20,13 +20,14 @@ const (
 
 // applyClusterTLS sets how an outbound cluster of a mesh service reaches its endpoints,
 // as Istio does: DestinationRule tls.mode ISTIO_MUTUAL makes every connection mTLS,
-// DISABLE (or a mode meshlab cannot serve: SIMPLE, MUTUAL) leaves it plaintext, and no
+// SIMPLE and MUTUAL originate TLS with the user's certificates, DISABLE leaves it
+// plaintext, and no
 // mode means auto-mTLS: mTLS to the endpoints marked tlsMode "istio", plaintext to the
 // rest. ServiceEntry clusters get no TLS.
 func applyClusterTLS(c *cluster.Cluster, m *model.Model, sp servicePort, oc outboundClusterSpec) error {
 	mode := oc.policy.GetTls().GetMode()
-	if mode == networking.ClientTLSSettings_SIMPLE {
-		return applySimpleTLS(c, sp, oc.policy.GetTls()) // transportsocket.go
+	if mode == networking.ClientTLSSettings_SIMPLE || mode == networking.ClientTLSSettings_MUTUAL {
+		return applyOriginationTLS(c, sp, oc.policy.GetTls()) // transportsocket.go
 	}
 	if sp.se != nil {
 		return nil
@@ -34,13 +35,25 @@ func applyClusterTLS(c *cluster.Cluster, m *model.Model, sp servicePort, oc outb
 	if oc.policy.GetTls() != nil && mode != networking.ClientTLSSettings_ISTIO_MUTUAL {
 		return nil // DISABLE, or a mode with user-supplied certificates meshlab does not serve
 	}
+	if mode == networking.ClientTLSSettings_ISTIO_MUTUAL {
+		// As istiod: the rule's sni (else the cluster's name form) and subjectAltNames
+		// (else the service's accounts), e.g. to reach a gateway's ISTIO_MUTUAL server,
+		// which picks its chain by SNI.
+		tls := oc.policy.GetTls()
+		sans := tls.GetSubjectAltNames()
+		if len(sans) == 0 {
+			sans = serviceSANs(m, sp, oc.labels)
+		}
+		mtls, err := upstreamMTLSSocketSNI(sp.port.Port, oc.subset, sp.host, sp.port.Protocol, sans, tls.GetSni())
+		if err != nil {
+			return err
+		}
+		c.TransportSocket = mtls
+		return nil
+	}
 	mtls, err := upstreamMTLSSocket(sp.port.Port, oc.subset, sp.host, sp.port.Protocol, serviceSANs(m, sp, oc.labels))
 	if err != nil {
 		return err
-	}
-	if mode == networking.ClientTLSSettings_ISTIO_MUTUAL {
-		c.TransportSocket = mtls
-		return nil
 	}
 	raw, err := rawBufferSocket()
 	if err != nil {

@@ -108,7 +108,8 @@ func GenerateShared(m *model.Model, pod *model.Pod, sh *Shared, typs ...resource
 		out[resource.EndpointType] = endpoints(m, pod)
 	}
 	if want(resource.SecretType) {
-		out[resource.SecretType] = gatewaySecrets(m, pod) // credentials of a gateway's TLS servers
+		// credentials of a gateway's TLS servers and of the pod's TLS origination
+		out[resource.SecretType] = withOriginationSecrets(gatewaySecrets(m, pod), m, pod) // transportsocket.go
 	}
 	for typ, rs := range out {
 		if err := validateAll(rs); err != nil {
@@ -123,8 +124,8 @@ func GenerateShared(m *model.Model, pod *model.Pod, sh *Shared, typs ...resource
 // pod of both models, by what each type's generation reads (istiod's ConfigsUpdated
 // scoping): when only VirtualServices differ, routes, and listeners too when a
 // VirtualService of either model has TCP or TLS routes (those are in listeners, and
-// which VirtualService a host takes may change with any); when only DestinationRules differ, clusters and
-// endpoints (subsets); when both, those four; anything else (services, pods, mesh
+// which VirtualService a host takes may change with any); when only DestinationRules differ, clusters,
+// endpoints (subsets) and secrets (credentialName); when both, those five; anything else (services, pods, mesh
 // config, other Istio kinds, a field added to the model later) every type. Specs are
 // compared with proto.Equal, the rest field by field; what cannot be compared counts as
 // changed. A nil model changes every type.
@@ -149,7 +150,8 @@ func ChangedTypes(old, cur *model.Model) []resource.Type {
 		}
 	}
 	if !equalValue(reflect.ValueOf(old.Istio.DestinationRules), reflect.ValueOf(cur.Istio.DestinationRules)) {
-		out = append(out, resource.ClusterType, resource.EndpointType)
+		// Secrets too: a rule's credentialName brings the Secret's SDS resources.
+		out = append(out, resource.ClusterType, resource.EndpointType, resource.SecretType)
 	}
 	return out
 }

@@ -101,6 +101,12 @@ func commonTLSContext(alpn []string, sans []*matcher.StringMatcher) *tlsv3.Commo
 // cluster); an HTTP request's own (istio-http/1.1, istio-h2...) is put first by the
 // istio.alpn filter of the outbound connection manager.
 func upstreamMTLSSocket(port uint16, subset, host string, protocol model.Protocol, sans []string) (*core.TransportSocket, error) {
+	return upstreamMTLSSocketSNI(port, subset, host, protocol, sans, "")
+}
+
+// upstreamMTLSSocketSNI is upstreamMTLSSocket with the SNI a DestinationRule's
+// ISTIO_MUTUAL names ("" for the cluster's).
+func upstreamMTLSSocketSNI(port uint16, subset, host string, protocol model.Protocol, sans []string, sni string) (*core.TransportSocket, error) {
 	alpn := alpnUpstreamTCP
 	if isHTTP2(protocol) {
 		alpn = alpnUpstreamMeshH2
@@ -111,7 +117,7 @@ func upstreamMTLSSocket(port uint16, subset, host string, protocol model.Protoco
 	}
 	cfg, err := typed(&tlsv3.UpstreamTlsContext{
 		CommonTlsContext: commonTLSContext(alpn, matchers),
-		Sni:              "outbound_." + strconv.Itoa(int(port)) + "_." + subset + "_." + host,
+		Sni:              cmp.Or(sni, "outbound_."+strconv.Itoa(int(port))+"_."+subset+"_."+host),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("build upstream tls: %w", err)
@@ -171,17 +177,20 @@ const (
 	SecretSystemRoots    = SecretFileRootPrefix + "system"
 )
 
-// applySimpleTLS gives cluster c the client TLS of a DestinationRule's SIMPLE mode (TLS
-// origination), as istiod's constructUpstreamTLS: no client certificate, TLS 1.2 to
-// 1.3, the server verified against the Secret credentialName names (served over ADS as
+// applyOriginationTLS gives cluster c the client TLS of a DestinationRule's SIMPLE or
+// MUTUAL mode (TLS origination), as istiod's constructUpstreamTLS: TLS 1.2 to 1.3, the
+// server verified against the Secret credentialName names (served over ADS as
 // "kubernetes://<name>-cacert"), else the caCertificates file, else the system roots
 // (both served by the agent over SDS), with the rule's subjectAltNames; h2 is offered
-// on an HTTP/2 port. Departure: istiod leaves sni empty and sets the cluster's
-// upstream_http_protocol_options auto_sni and auto_san_validation, so Envoy takes both
-// from each request's Host; meshlab's proxy has no auto_sni, so an unset sni is the
-// cluster's host and the certificate must carry that host as a SAN, which is what
-// Envoy does for the requests a ServiceEntry host receives.
-func applySimpleTLS(c *cluster.Cluster, sp servicePort, tls *networking.ClientTLSSettings) error {
+// on an HTTP/2 port. MUTUAL also presents the client certificate of that Secret,
+// "kubernetes://<name>" over ADS (istiod's ApplyCustomSDSToClientCommonTLSContext);
+// the config loader refuses MUTUAL without credentialName. Departure: istiod leaves sni
+// empty and sets the cluster's upstream_http_protocol_options auto_sni and
+// auto_san_validation, so Envoy takes both from each request's Host; meshlab's proxy
+// has no auto_sni, so an unset sni is the cluster's host and the certificate must
+// carry that host as a SAN, which is what Envoy does for the requests a ServiceEntry
+// host receives.
+func applyOriginationTLS(c *cluster.Cluster, sp servicePort, tls *networking.ClientTLSSettings) error {
 	sni := tls.GetSni()
 	sans := tls.GetSubjectAltNames()
 	if sni == "" {
@@ -212,6 +221,9 @@ func applySimpleTLS(c *cluster.Cluster, sp servicePort, tls *networking.ClientTL
 			},
 		},
 	}
+	if tls.GetMode() == networking.ClientTLSSettings_MUTUAL && tls.GetCredentialName() != "" {
+		common.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{{Name: CredentialResourcePrefix + tls.GetCredentialName(), SdsConfig: adsConfigSource()}}
+	}
 	if isHTTP2(sp.port.Protocol) {
 		common.AlpnProtocols = []string{"h2"}
 	}
@@ -224,24 +236,33 @@ func applySimpleTLS(c *cluster.Cluster, sp servicePort, tls *networking.ClientTL
 	return nil
 }
 
-// withOriginationSecrets adds to secrets (a pod's gateway secrets) the CA secrets its
-// clusters' SIMPLE TLS names by credentialName, "kubernetes://<name>-cacert": the CA of
-// the Secret <name> (its ca.crt or cacert), else the Secret "<name>-cacert", read in the
-// pod's namespace as istiod reads credentials. A Secret that is missing is left out, so
-// the proxy waits for it as Envoy waits for istiod.
+// withOriginationSecrets adds to secrets (a pod's gateway secrets) the secrets its
+// clusters' SIMPLE and MUTUAL TLS name by credentialName: "kubernetes://<name>-cacert",
+// the CA of the Secret <name> (its ca.crt or cacert), else of the Secret
+// "<name>-cacert"; and for MUTUAL "kubernetes://<name>", the Secret's certificate and
+// key. They are read in the pod's namespace, as istiod reads credentials. A Secret that
+// is missing is left out, so the proxy waits for it as Envoy waits for istiod.
 func withOriginationSecrets(secrets []types.Resource, m *model.Model, pod *model.Pod) []types.Resource {
 	seen := map[string]bool{}
 	for _, s := range secrets {
 		seen[cachev3.GetResourceName(s)] = true
 	}
-	for _, cred := range simpleTLSCredentials(m) {
-		name := CredentialResourcePrefix + cred + credentialCASuffix
+	for _, cred := range originationCredentials(m) {
+		name := CredentialResourcePrefix + cred.name
+		if sec := m.Secret(pod.Namespace, cred.name); cred.mutual && !seen[name] && sec != nil && sec.Cert != nil {
+			seen[name] = true
+			secrets = append(secrets, &tlsv3.Secret{Name: name, Type: &tlsv3.Secret_TlsCertificate{TlsCertificate: &tlsv3.TlsCertificate{
+				CertificateChain: inlineBytes(sec.Cert),
+				PrivateKey:       inlineBytes(sec.Key),
+			}}})
+		}
+		name += credentialCASuffix
 		if seen[name] {
 			continue
 		}
-		ca := m.Secret(pod.Namespace, cred)
+		ca := m.Secret(pod.Namespace, cred.name)
 		if ca == nil || ca.CACert == nil {
-			ca = m.Secret(pod.Namespace, cred+credentialCASuffix)
+			ca = m.Secret(pod.Namespace, cred.name+credentialCASuffix)
 		}
 		if ca == nil || ca.CACert == nil {
 			continue
@@ -254,13 +275,29 @@ func withOriginationSecrets(secrets []types.Resource, m *model.Model, pod *model
 	return secrets
 }
 
-// simpleTLSCredentials returns the credentialNames of the SIMPLE tls settings of every
-// DestinationRule (rule-wide, per port, per subset), each once, in model order.
-func simpleTLSCredentials(m *model.Model) []string {
-	var out []string
+// originationCredential is a credentialName of a DestinationRule's TLS origination, and
+// whether a MUTUAL setting names it (its certificate is then needed too).
+type originationCredential struct {
+	name   string
+	mutual bool
+}
+
+// originationCredentials returns the credentialNames of the SIMPLE and MUTUAL tls
+// settings of every DestinationRule (rule-wide, per port, per subset), each once, in
+// model order.
+func originationCredentials(m *model.Model) []originationCredential {
+	var out []originationCredential
 	add := func(tls *networking.ClientTLSSettings) {
-		if tls.GetMode() == networking.ClientTLSSettings_SIMPLE && tls.GetCredentialName() != "" && !slices.Contains(out, tls.GetCredentialName()) {
-			out = append(out, tls.GetCredentialName())
+		mode := tls.GetMode()
+		if (mode != networking.ClientTLSSettings_SIMPLE && mode != networking.ClientTLSSettings_MUTUAL) || tls.GetCredentialName() == "" {
+			return
+		}
+		mutual := mode == networking.ClientTLSSettings_MUTUAL
+		i := slices.IndexFunc(out, func(c originationCredential) bool { return c.name == tls.GetCredentialName() })
+		if i < 0 {
+			out = append(out, originationCredential{name: tls.GetCredentialName(), mutual: mutual})
+		} else if mutual {
+			out[i].mutual = true
 		}
 	}
 	policy := func(tp *networking.TrafficPolicy) {
