@@ -12,19 +12,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/internal/testutil"
 	"github.com/meshlab/meshlab/lab"
-	"github.com/meshlab/meshlab/web"
 )
 
 // caStatus runs `meshlab ca status -o json`.
-func caStatus(t *testing.T, name string) web.CAStatus {
+func caStatus(t *testing.T, name string) api.CAStatus {
 	t.Helper()
 	out, err := meshlab(t, "ca", "status", "--name", name, "-o", "json")
 	if err != nil {
 		t.Fatalf("meshlab ca status: %v\n%s", err, out)
 	}
-	var st web.CAStatus
+	var st api.CAStatus
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatalf("decode ca status: %v\n%s", err, out)
 	}
@@ -41,8 +41,8 @@ func TestRootRotationUnderLoad(t *testing.T) {
 	t.Parallel()
 	l := startLab(t)
 	paths := lab.PathsFor(lab.DefaultRunRoot, l.name)
-	api := web.NewUnixClient(paths.APISocket())
-	t.Cleanup(api.Close)
+	lc := api.NewUnixClient(paths.APISocket())
+	t.Cleanup(lc.Close)
 
 	before := caStatus(t, l.name)
 	if before.Phase != "stable" || len(before.Bundle) != 1 || len(before.Pods) != 3 {
@@ -66,7 +66,7 @@ spec:
 	if out, err := meshlab(t, "apply", "--name", l.name, "-f", drFile); err != nil {
 		t.Fatalf("apply: %v\n%s", err, out)
 	}
-	load := startLoad(t, l.name, "frontend-v1", podIP(t, api, "backend-v1"), 100)
+	load := startLoad(t, l.name, "frontend-v1", podIP(t, lc, "backend-v1"), 100)
 	okBefore := load.ok.Load()
 	// Twice: the second rotation starts from a rotated root (files ca-root-2 and -3).
 	var out string
@@ -101,7 +101,7 @@ spec:
 	if out, err := meshlab(t, "proxy", "restart", "frontend-v1", "--name", l.name); err != nil {
 		t.Fatalf("meshlab proxy restart: %v\n%s", err, out)
 	}
-	again := startLoad(t, l.name, "frontend-v1", podIP(t, api, "backend-v1"), 100)
+	again := startLoad(t, l.name, "frontend-v1", podIP(t, lc, "backend-v1"), 100)
 	if ok, failed, errs := again.stop(); failed != 0 {
 		t.Fatalf("after the rotation and a new frontend epoch: %d ok, %d failed, e.g. %q", ok, failed, errs)
 	}
@@ -126,7 +126,7 @@ spec:
 			t.Errorf("pod %s after rotation: %+v, want issued by and trusting %s alone", p.Pod, p, after.Signing.Serial)
 		}
 	}
-	pods, err := api.Pods(t.Context())
+	pods, err := lc.Pods(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ spec:
 	client.Transport.(*http.Transport).DisableKeepAlives = true
 	burst := func() (ok, failed int, errs []string) {
 		for range 20 {
-			req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+net.JoinHostPort(podIP(t, api, "backend-v1"), "8080")+"/", nil)
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+net.JoinHostPort(podIP(t, lc, "backend-v1"), "8080")+"/", nil)
 			req.Host = "backend:8080"
 			resp, err := client.Do(req)
 			if err == nil {

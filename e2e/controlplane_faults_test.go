@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/internal/testutil"
-	"github.com/meshlab/meshlab/web"
 )
 
 // TestControlPlaneFaultsAndHistory breaks the control plane of one hello lab in turn
@@ -98,7 +98,7 @@ spec:
 	})
 
 	// history and diff show the applied VirtualService's route.
-	var h web.PodHistory
+	var h api.PodHistory
 	if err := json.Unmarshal([]byte(mustML("history", "frontend-v1", "-o", "json")), &h); err != nil {
 		t.Fatal(err)
 	}

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/internal/testutil"
 	"github.com/meshlab/meshlab/lab"
-	"github.com/meshlab/meshlab/web"
 )
 
 // BenchmarkApplyConvergence measures the time from `meshlab apply` of a VirtualService to
@@ -30,8 +30,8 @@ func BenchmarkApplyConvergence(b *testing.B) {
 				b.Fatal(err)
 			}
 			l := startLab(b, scenario)
-			api := web.NewUnixClient(lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
-			b.Cleanup(api.Close)
+			lc := api.NewUnixClient(lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
+			b.Cleanup(lc.Close)
 			files := [2]string{filepath.Join(b.TempDir(), "a.yaml"), filepath.Join(b.TempDir(), "b.yaml")}
 			for i, w := range []int{90, 10} {
 				if err := os.WriteFile(files[i], []byte(fmt.Sprintf(splitTemplate, w, 100-w)), 0o644); err != nil {
@@ -41,7 +41,7 @@ func BenchmarkApplyConvergence(b *testing.B) {
 			var samples []time.Duration
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				d, err := applyAndWait(b, l.name, api, files[i%2], n)
+				d, err := applyAndWait(b, l.name, lc, files[i%2], n)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -83,9 +83,9 @@ func scaleScenario(n int) string {
 
 // applyAndWait runs `meshlab apply -f file` and returns the time until every one of n
 // proxies is SYNCED on a new RDS version.
-func applyAndWait(b *testing.B, name string, api *web.Client, file string, n int) (time.Duration, error) {
+func applyAndWait(b *testing.B, name string, lc *api.Client, file string, n int) (time.Duration, error) {
 	b.Helper()
-	before, err := api.ProxyStatus(b.Context())
+	before, err := lc.ProxyStatus(b.Context())
 	if err != nil {
 		return 0, err
 	}
@@ -101,7 +101,7 @@ func applyAndWait(b *testing.B, name string, api *web.Client, file string, n int
 		b.Logf("apply returned after %v", time.Since(start))
 	}
 	for deadline := start.Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
-		st, err := api.ProxyStatus(b.Context())
+		st, err := lc.ProxyStatus(b.Context())
 		if err != nil {
 			return 0, err
 		}

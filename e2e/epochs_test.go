@@ -16,11 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/dataplane/agent"
 	"github.com/meshlab/meshlab/internal/testutil"
 	"github.com/meshlab/meshlab/lab"
 	"github.com/meshlab/meshlab/netns"
-	"github.com/meshlab/meshlab/web"
 )
 
 // restartsUnderLoad is how many new epochs the restart tests start.
@@ -93,8 +93,8 @@ func proxyRestartsUnderLoad(tb testing.TB, rate int, upArgs ...string) ([]time.D
 	tb.Helper()
 	l := startLab(tb, upArgs...)
 	paths := lab.PathsFor(lab.DefaultRunRoot, l.name)
-	api := web.NewUnixClient(paths.APISocket())
-	tb.Cleanup(api.Close)
+	lc := api.NewUnixClient(paths.APISocket())
+	tb.Cleanup(lc.Close)
 	const pod = "frontend-v1"
 
 	// Short drain and parent shutdown times, so that parents exit within the test; this
@@ -112,13 +112,13 @@ func proxyRestartsUnderLoad(tb testing.TB, rate int, upArgs ...string) ([]time.D
 		tb.Fatalf("PUT /proxy-config = %d %s", resp.StatusCode, answer)
 	}
 
-	backend := podIP(tb, api, "backend-v1")
+	backend := podIP(tb, lc, "backend-v1")
 	load := startLoad(tb, l.name, pod, backend, rate)
 	exits := map[int]*int{} // pid -> exit code, nil while running
 	var order []int         // pids in epoch order
-	observe := func() web.AgentStatus {
+	observe := func() api.AgentStatus {
 		tb.Helper()
-		d, err := api.PodDetail(context.Background(), pod)
+		d, err := lc.PodDetail(context.Background(), pod)
 		if err != nil || d.Proxy == nil {
 			tb.Fatalf("describe %s: %+v %v", pod, d, err)
 		}
@@ -130,11 +130,11 @@ func proxyRestartsUnderLoad(tb testing.TB, rate int, upArgs ...string) ([]time.D
 		}
 		return *d.Proxy
 	}
-	waitEpochLive(tb, api, pod, 1)
+	waitEpochLive(tb, lc, pod, 1)
 	observe()
 	var took []time.Duration
 	for i := 2; i <= restartsUnderLoad; i++ {
-		r, err := api.RestartProxy(context.Background(), pod, true)
+		r, err := lc.RestartProxy(context.Background(), pod, true)
 		if err != nil || !r.Live || r.Epoch != i {
 			st := observe()
 			tb.Fatalf("restart %d: %+v %v\nagent: %s", i, r, err, st.Message)
@@ -185,11 +185,11 @@ func proxyRestartsUnderLoad(tb testing.TB, rate int, upArgs ...string) ([]time.D
 
 // waitEpochLive waits until pod's proxy epoch is live; it fails at once when that epoch
 // exits instead.
-func waitEpochLive(tb testing.TB, api *web.Client, pod string, epoch int) {
+func waitEpochLive(tb testing.TB, lc *api.Client, pod string, epoch int) {
 	tb.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		d, err := api.PodDetail(context.Background(), pod)
+		d, err := lc.PodDetail(context.Background(), pod)
 		if err == nil && d.Proxy != nil {
 			for _, e := range d.Proxy.Epochs {
 				if e.Epoch == epoch && e.State == "live" {
@@ -207,9 +207,9 @@ func waitEpochLive(tb testing.TB, api *web.Client, pod string, epoch int) {
 	}
 }
 
-func podIP(tb testing.TB, api *web.Client, pod string) string {
+func podIP(tb testing.TB, lc *api.Client, pod string) string {
 	tb.Helper()
-	pods, err := api.Pods(context.Background())
+	pods, err := lc.Pods(context.Background())
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/internal/testutil"
 	"github.com/meshlab/meshlab/lab"
-	"github.com/meshlab/meshlab/web"
 )
 
 // TestProxylessGRPCLab runs Istio's proxyless gRPC in a real lab: Deployments injected
@@ -26,13 +26,13 @@ func TestProxylessGRPCLab(t *testing.T) {
 	t.Parallel()
 	l := startLab(t, "testdata/grpc-lab.yaml")
 	bin := meshlabBin(t)
-	c := web.NewUnixClient(lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
+	c := api.NewUnixClient(lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
 	defer c.Close()
 	pods, err := c.Pods(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	byPrefix := map[string]web.PodStatus{}
+	byPrefix := map[string]api.PodStatus{}
 	for _, p := range pods {
 		if !p.Ready {
 			t.Errorf("pod %s not ready: %s", p.Name, p.Message)

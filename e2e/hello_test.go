@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/internal/testutil"
 	"github.com/meshlab/meshlab/lab"
-	"github.com/meshlab/meshlab/web"
 )
 
 // TestHelloLab is the walking skeleton end to end: 100 requests from frontend to backend
@@ -51,13 +51,13 @@ func TestHelloLab(t *testing.T) {
 	}
 
 	// The sidecars counted the traffic, so it really went through them.
-	c := web.NewUnixClient(lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
+	c := api.NewUnixClient(lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
 	defer c.Close()
 	pods, err := c.Pods(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	byName := map[string]web.PodStatus{}
+	byName := map[string]api.PodStatus{}
 	for _, p := range pods {
 		byName[p.Name] = p
 	}

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/internal/testutil"
 	"github.com/meshlab/meshlab/lab"
-	"github.com/meshlab/meshlab/web"
 )
 
 // TestEveryPodGetsItsIdentity: each pod's agent holds a certificate for exactly its own
@@ -21,10 +21,10 @@ func TestEveryPodGetsItsIdentity(t *testing.T) {
 	t.Parallel()
 	l := startLab(t)
 	paths := lab.PathsFor(lab.DefaultRunRoot, l.name)
-	c := web.NewUnixClient(paths.APISocket())
+	c := api.NewUnixClient(paths.APISocket())
 	defer c.Close()
 	for pod, sa := range map[string]string{"frontend-v1": "frontend", "backend-v1": "backend", "backend-v2": "backend"} {
-		var d web.PodDetail
+		var d api.PodDetail
 		deadline := time.Now().Add(10 * time.Second)
 		for {
 			var err error

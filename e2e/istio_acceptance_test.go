@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/internal/testutil"
 	"github.com/meshlab/meshlab/lab"
-	"github.com/meshlab/meshlab/web"
 )
 
 // TestIstioAcceptance applies, to a running lab, configs Istio accepts although they look
@@ -26,9 +26,9 @@ func TestIstioAcceptance(t *testing.T) {
 	testutil.RequireRoot(t)
 	// Not parallel (tparallel): its subtests share the test's lab and run one after another.
 	l := startLab(t, "testdata/traffic.yaml")
-	api := web.NewUnixClient(lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
-	t.Cleanup(api.Close)
-	var topo web.Topology
+	lc := api.NewUnixClient(lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
+	t.Cleanup(lc.Close)
+	var topo api.Topology
 	apiGet(t, l.name, "/v1/topology", &topo)
 	var url string
 	for _, s := range topo.Services {
@@ -43,7 +43,7 @@ func TestIstioAcceptance(t *testing.T) {
 	t.Cleanup(client.CloseIdleConnections)
 
 	t.Run("relative weights", func(t *testing.T) {
-		applyAndSync(t, l.name, api, vsYAML("backend", "  http:\n  - route:\n    - {destination: {host: backend, subset: v1}, weight: 1}\n    - {destination: {host: backend, subset: v2}, weight: 3}\n"))
+		applyAndSync(t, l.name, lc, vsYAML("backend", "  http:\n  - route:\n    - {destination: {host: backend, subset: v1}, weight: 1}\n    - {destination: {host: backend, subset: v2}, weight: 3}\n"))
 		counts := sendRequests(t, client, url, 400, nil)
 		// Binomial(400, 0.25): mean 100, sd 8.7; 60..140 is more than four sd either side.
 		if v1 := counts["backend-v1"]; v1 < 60 || v1 > 140 || v1+counts["backend-v2"] != 400 {
@@ -58,8 +58,8 @@ func TestIstioAcceptance(t *testing.T) {
 		if out, err := meshlab(t, "delete", "--name", l.name, "vs", "backend"); err != nil {
 			t.Fatalf("delete vs backend: %v\n%s", err, out)
 		}
-		applyAndSync(t, l.name, api, vsYAML("backend-b", "  http: [{route: [{destination: {host: backend.default.svc.cluster.local, subset: v2}}]}]\n"))
-		applyAndSync(t, l.name, api, vsYAML("backend-a", "  http: [{route: [{destination: {host: backend, subset: v1}}]}]\n"))
+		applyAndSync(t, l.name, lc, vsYAML("backend-b", "  http: [{route: [{destination: {host: backend.default.svc.cluster.local, subset: v2}}]}]\n"))
+		applyAndSync(t, l.name, lc, vsYAML("backend-a", "  http: [{route: [{destination: {host: backend, subset: v1}}]}]\n"))
 		if got := sendRequests(t, client, url, 50, nil); got["backend-v1"] != 50 {
 			t.Errorf("answers by pod %v; want all 50 from backend-v1 (VirtualService backend-a)", got)
 		}
@@ -79,7 +79,7 @@ func TestIstioAcceptance(t *testing.T) {
 		if !strings.Contains(out, "DestinationRule default/ratings created") {
 			t.Errorf("apply: %s", out)
 		}
-		applyAndSync(t, l.name, api, vsYAML("backend", "  http: [{route: [{destination: {host: backend, subset: v2}}]}]\n"))
+		applyAndSync(t, l.name, lc, vsYAML("backend", "  http: [{route: [{destination: {host: backend, subset: v2}}]}]\n"))
 		if got := sendRequests(t, client, url, 20, nil); got["backend-v2"] != 20 {
 			t.Errorf("answers by pod %v; want all 20 from backend-v2", got)
 		}
@@ -89,7 +89,7 @@ func TestIstioAcceptance(t *testing.T) {
 		// istiod merges them: the lab's rule "backend" keeps v1 and v2, and
 		// "backend-canary" adds the subset canary.
 		dr := "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: backend-canary}\nspec:\n  host: backend.default.svc.cluster.local\n  subsets: [{name: canary, labels: {version: v2}}]\n"
-		applyAndSync(t, l.name, api, dr+"---\n"+vsYAML("backend", "  http: [{route: [{destination: {host: backend, subset: canary}, weight: 1}, {destination: {host: backend, subset: v1}, weight: 1}]}]\n"))
+		applyAndSync(t, l.name, lc, dr+"---\n"+vsYAML("backend", "  http: [{route: [{destination: {host: backend, subset: canary}, weight: 1}, {destination: {host: backend, subset: v1}, weight: 1}]}]\n"))
 		counts := sendRequests(t, client, url, 100, nil)
 		if counts["backend-v1"] < 25 || counts["backend-v2"] < 25 || counts["backend-v1"]+counts["backend-v2"] != 100 {
 			t.Errorf("answers by pod %v; want both subsets (canary from backend-canary, v1 from backend) answering", counts)
@@ -100,7 +100,7 @@ func TestIstioAcceptance(t *testing.T) {
 	})
 
 	t.Run("subset no DestinationRule defines", func(t *testing.T) {
-		applyAndSync(t, l.name, api, vsYAML("backend", "  http: [{route: [{destination: {host: backend, subset: v3}}]}]\n"))
+		applyAndSync(t, l.name, lc, vsYAML("backend", "  http: [{route: [{destination: {host: backend, subset: v3}}]}]\n"))
 		resp := getWithID(t, client, url, "accept-nc")
 		if resp.StatusCode != http.StatusServiceUnavailable {
 			t.Errorf("status %d, want 503", resp.StatusCode)
@@ -112,7 +112,7 @@ func TestIstioAcceptance(t *testing.T) {
 
 	t.Run("subset that selects no pod", func(t *testing.T) {
 		dr := "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: backend}\nspec:\n  host: backend\n  subsets:\n  - {name: v1, labels: {version: v1}}\n  - {name: v2, labels: {version: v2}}\n  - {name: v3, labels: {version: v3}}\n"
-		applyAndSync(t, l.name, api, dr+"---\n"+vsYAML("backend", "  http: [{route: [{destination: {host: backend, subset: v3}}]}]\n"))
+		applyAndSync(t, l.name, lc, dr+"---\n"+vsYAML("backend", "  http: [{route: [{destination: {host: backend, subset: v3}}]}]\n"))
 		resp := getWithID(t, client, url, "accept-uh")
 		if resp.StatusCode != http.StatusServiceUnavailable || resp.body != "no healthy upstream" {
 			t.Errorf("answer %d %q, want 503 \"no healthy upstream\"", resp.StatusCode, resp.body)
@@ -123,7 +123,7 @@ func TestIstioAcceptance(t *testing.T) {
 	})
 
 	t.Run("fault.delay.percent", func(t *testing.T) {
-		applyAndSync(t, l.name, api, vsYAML("backend", "  http:\n  - fault: {delay: {fixedDelay: 400ms, percent: 100}}\n    route: [{destination: {host: backend}}]\n"))
+		applyAndSync(t, l.name, lc, vsYAML("backend", "  http:\n  - fault: {delay: {fixedDelay: 400ms, percent: 100}}\n    route: [{destination: {host: backend}}]\n"))
 		start := time.Now()
 		if resp := getWithID(t, client, url, "accept-delay"); resp.StatusCode != http.StatusOK {
 			t.Errorf("status %d, want 200", resp.StatusCode)
@@ -132,7 +132,7 @@ func TestIstioAcceptance(t *testing.T) {
 			t.Errorf("answered in %v, want a 400ms delay (percent: 100)", d)
 		}
 		// Without percent or percentage, Istio injects the delay into no request.
-		applyAndSync(t, l.name, api, vsYAML("backend", "  http:\n  - fault: {delay: {fixedDelay: 2s}}\n    route: [{destination: {host: backend}}]\n"))
+		applyAndSync(t, l.name, lc, vsYAML("backend", "  http:\n  - fault: {delay: {fixedDelay: 2s}}\n    route: [{destination: {host: backend}}]\n"))
 		start = time.Now()
 		if resp := getWithID(t, client, url, "accept-nodelay"); resp.StatusCode != http.StatusOK || time.Since(start) > 1500*time.Millisecond {
 			t.Errorf("status %d after %v, want 200 without the delay", resp.StatusCode, time.Since(start))
@@ -244,10 +244,10 @@ func TestPassthroughFollowsMTLSAndAuthz(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := startLab(t, file)
-	api := web.NewUnixClient(lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
-	t.Cleanup(api.Close)
-	backend := "http://" + net.JoinHostPort(podIP(t, api, "backend-v1"), "9000") + "/"
-	var topo web.Topology
+	lc := api.NewUnixClient(lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
+	t.Cleanup(lc.Close)
+	backend := "http://" + net.JoinHostPort(podIP(t, lc, "backend-v1"), "9000") + "/"
+	var topo api.Topology
 	apiGet(t, l.name, "/v1/topology", &topo)
 	var declared string
 	for _, s := range topo.Services {
@@ -266,7 +266,7 @@ func TestPassthroughFollowsMTLSAndAuthz(t *testing.T) {
 		t.Errorf("STRICT, undeclared port in plaintext: answers %v, want every connection refused", got)
 	}
 
-	waitLDS(t, api, func() {
+	waitLDS(t, lc, func() {
 		applyFile(t, l.name, `apiVersion: security.istio.io/v1
 kind: PeerAuthentication
 metadata: {name: default, namespace: istio-system}
@@ -292,9 +292,9 @@ spec:
 
 // waitLDS runs apply and waits until every proxy has ACKed an LDS version newer than
 // the one it ran before.
-func waitLDS(t *testing.T, api *web.Client, apply func()) {
+func waitLDS(t *testing.T, lc *api.Client, apply func()) {
 	t.Helper()
-	before, err := api.ProxyStatus(t.Context())
+	before, err := lc.ProxyStatus(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +305,7 @@ func waitLDS(t *testing.T, api *web.Client, apply func()) {
 	apply()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		st, err := api.ProxyStatus(t.Context())
+		st, err := lc.ProxyStatus(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/internal/testutil"
 	"github.com/meshlab/meshlab/lab"
-	"github.com/meshlab/meshlab/web"
 )
 
 // TestBookinfoTasks runs Bookinfo from Deployments naming the sample's images, then Istio's
@@ -19,7 +19,7 @@ func TestBookinfoTasks(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
 	l := startLab(t, "testdata/kube-bookinfo.yaml")
-	c := web.NewUnixClient(lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
+	c := api.NewUnixClient(lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
 	defer c.Close()
 	pods, err := c.Pods(t.Context())
 	if err != nil {

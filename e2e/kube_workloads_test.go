@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/internal/testutil"
 	"github.com/meshlab/meshlab/lab"
-	"github.com/meshlab/meshlab/web"
 )
 
 // TestKubernetesSampleWorkloads loads Deployments written as Istio's samples write them:
@@ -20,7 +20,7 @@ func TestKubernetesSampleWorkloads(t *testing.T) {
 	t.Parallel()
 	l := startLab(t, "testdata/kube-samples.yaml")
 
-	c := web.NewUnixClient(lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
+	c := api.NewUnixClient(lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
 	defer c.Close()
 	pods, err := c.Pods(t.Context())
 	if err != nil {

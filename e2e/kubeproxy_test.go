@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/internal/testutil"
 	"github.com/meshlab/meshlab/lab"
 	"github.com/meshlab/meshlab/netns/capture"
-	"github.com/meshlab/meshlab/web"
 )
 
 // TestKubeProxy proves the kube-proxy rules of the node namespace on a real lab: a pod with
@@ -133,7 +133,7 @@ func kubeProxyVIP(t *testing.T, name, svc string) string {
 		t.Fatalf("GET /v1/topology: %v", err)
 	}
 	defer resp.Body.Close()
-	var topo web.Topology
+	var topo api.Topology
 	if err := json.NewDecoder(resp.Body).Decode(&topo); err != nil {
 		t.Fatalf("decode topology: %v", err)
 	}

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/internal/testutil"
 	"github.com/meshlab/meshlab/scenarios"
-	"github.com/meshlab/meshlab/web"
 )
 
 // walkthroughParallel bounds how many labs walk at once: each is a whole mesh.
@@ -62,7 +62,7 @@ func walkLab(t *testing.T, labName string) {
 		}
 		return string(stdout) + stderr.String(), err
 	}
-	var st web.GuideState
+	var st api.GuideState
 	if _, err := guide(&st, "show"); err != nil {
 		t.Fatalf("lab show: %v", err)
 	}
@@ -81,7 +81,7 @@ func walkLab(t *testing.T, labName string) {
 			}
 		}
 
-		var before web.GuideCheck
+		var before api.GuideCheck
 		text, err := guide(&before, "check")
 		if err == nil || before.Passed {
 			t.Fatalf("step %d (%s): check passed before the attendee did anything: the setup did the task, or the check sees no change\n%s", st.Step, st.StepName, text)
@@ -96,7 +96,7 @@ func walkLab(t *testing.T, labName string) {
 			runTask(t, path, task)
 		}
 
-		var after web.GuideCheck
+		var after api.GuideCheck
 		if text, err := guide(&after, "check"); err != nil || !after.Passed {
 			t.Fatalf("step %d (%s): check failed after the attendee ran the step's commands: %v\n%s", st.Step, st.StepName, err, text)
 		}
@@ -111,7 +111,7 @@ func walkLab(t *testing.T, labName string) {
 			}
 			break
 		}
-		var next web.GuideState
+		var next api.GuideState
 		if _, err := guide(&next, "next"); err != nil || next.Step != st.Step+1 {
 			t.Fatalf("lab next from step %d: %v, now on step %d", st.Step, err, next.Step)
 		}
@@ -134,7 +134,7 @@ func attendeePath(t *testing.T, name string) string {
 
 // runTask runs one of a step's commands in a shell, its YAML on stdin, as a person
 // pasting it would.
-func runTask(t *testing.T, path string, task web.GuideTask) {
+func runTask(t *testing.T, path string, task api.GuideTask) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/internal/testutil"
 	"github.com/meshlab/meshlab/lab"
 	"github.com/meshlab/meshlab/netns"
-	"github.com/meshlab/meshlab/web"
 )
 
 // TestLivePods deploys Istio's sample apps into a running lab as the docs' tasks do
@@ -31,15 +31,15 @@ func TestLivePods(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
 	l := startLab(t, "testdata/live-pods-base.yaml")
-	c := web.NewUnixClient(lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
+	c := api.NewUnixClient(lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
 	defer c.Close()
-	podsNow := func() map[string]web.PodStatus {
+	podsNow := func() map[string]api.PodStatus {
 		t.Helper()
 		ps, err := c.Pods(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}
-		out := map[string]web.PodStatus{}
+		out := map[string]api.PodStatus{}
 		for _, p := range ps {
 			out[p.Name] = p
 		}
@@ -329,7 +329,7 @@ func TestLivePodsReplaceFailAndPlain(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
 	l := startLab(t, "testdata/live-pods-base.yaml", "--timeout", "10s")
-	c := web.NewUnixClient(lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
+	c := api.NewUnixClient(lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
 	defer c.Close()
 	pods, err := c.Pods(t.Context())
 	if err != nil || len(pods) != 1 {

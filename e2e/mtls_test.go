@@ -13,17 +13,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/dataplane/statstext"
 	"github.com/meshlab/meshlab/internal/testutil"
 	"github.com/meshlab/meshlab/lab"
-	"github.com/meshlab/meshlab/web"
 )
 
 // meshLab is a running testdata/mtls.yaml lab with a client per pod namespace.
 type meshLab struct {
 	*runningLab
-	api     *web.Client
-	pods    map[string]web.PodStatus
+	api     *api.Client
+	pods    map[string]api.PodStatus
 	clients map[string]*http.Client
 	vips    map[string]string // service name -> VIP
 }
@@ -31,8 +31,8 @@ type meshLab struct {
 func startMTLSLab(t *testing.T) *meshLab {
 	t.Helper()
 	l := startLab(t, "testdata/mtls.yaml")
-	m := &meshLab{runningLab: l, pods: map[string]web.PodStatus{}, clients: map[string]*http.Client{}, vips: map[string]string{}}
-	m.api = web.NewUnixClient(lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
+	m := &meshLab{runningLab: l, pods: map[string]api.PodStatus{}, clients: map[string]*http.Client{}, vips: map[string]string{}}
+	m.api = api.NewUnixClient(lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
 	t.Cleanup(m.api.Close)
 	pods, err := m.api.Pods(t.Context())
 	if err != nil {
@@ -45,7 +45,7 @@ func startMTLSLab(t *testing.T) *meshLab {
 		m.clients[p.Name] = c
 		t.Cleanup(c.CloseIdleConnections)
 	}
-	var topo web.Topology
+	var topo api.Topology
 	apiGet(t, l.name, "/v1/topology", &topo)
 	for _, s := range topo.Services {
 		m.vips[s.Name] = s.VIP.String()

@@ -19,10 +19,10 @@ import (
 	"fortio.org/fortio/fhttp"
 	flog "fortio.org/log"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/internal/testutil"
 	"github.com/meshlab/meshlab/lab"
 	"github.com/meshlab/meshlab/netns"
-	"github.com/meshlab/meshlab/web"
 )
 
 // The data path benchmark runs fortio's HTTP load generator (as a library) inside a pod
@@ -148,7 +148,7 @@ type proxyProc struct {
 }
 
 // sidecars returns the `meshlab proxy` (or envoy) processes in the pods' namespaces.
-func sidecars(b *testing.B, pods map[string]web.PodStatus, names ...string) []proxyProc {
+func sidecars(b *testing.B, pods map[string]api.PodStatus, names ...string) []proxyProc {
 	b.Helper()
 	var procs []proxyProc
 	for _, name := range names {
@@ -235,7 +235,7 @@ func cpuTicks(b *testing.B, pid int) float64 {
 }
 
 // labTopology reads the lab API's /v1/topology.
-func labTopology(b *testing.B, name string) web.Topology {
+func labTopology(b *testing.B, name string) api.Topology {
 	b.Helper()
 	sock := lab.PathsFor(lab.DefaultRunRoot, name).APISocket()
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -248,7 +248,7 @@ func labTopology(b *testing.B, name string) web.Topology {
 		b.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var topo web.Topology
+	var topo api.Topology
 	if err := json.NewDecoder(resp.Body).Decode(&topo); err != nil {
 		b.Fatal(err)
 	}
@@ -300,10 +300,10 @@ func checkTransport(b *testing.B, ns, url string, wantMTLS bool) {
 func BenchmarkDataPath(b *testing.B) {
 	testutil.RequireRoot(b)
 	l := startLab(b, "testdata/perf.yaml")
-	api := web.NewUnixClient(lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
-	b.Cleanup(api.Close)
-	pods := map[string]web.PodStatus{}
-	list, err := api.Pods(b.Context())
+	lc := api.NewUnixClient(lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
+	b.Cleanup(lc.Close)
+	pods := map[string]api.PodStatus{}
+	list, err := lc.Pods(b.Context())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -11,9 +11,9 @@ import (
 	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/internal/testutil"
 	"github.com/meshlab/meshlab/lab"
-	"github.com/meshlab/meshlab/web"
 )
 
 // frontendWithDebug is hello's frontend Workload with a changed proxy log level.
@@ -36,10 +36,10 @@ func TestApplyProxySettingsStartsEpoch(t *testing.T) {
 	t.Parallel()
 	l := startLab(t)
 	paths := lab.PathsFor(lab.DefaultRunRoot, l.name)
-	api := web.NewUnixClient(paths.APISocket())
-	t.Cleanup(api.Close)
+	lc := api.NewUnixClient(paths.APISocket())
+	t.Cleanup(lc.Close)
 	const pod = "frontend-v1"
-	waitEpochLive(t, api, pod, 0)
+	waitEpochLive(t, lc, pod, 0)
 
 	file := filepath.Join(t.TempDir(), "frontend.yaml")
 	if err := os.WriteFile(file, []byte(frontendWithDebug), 0o644); err != nil {
@@ -49,8 +49,8 @@ func TestApplyProxySettingsStartsEpoch(t *testing.T) {
 	if err != nil || !strings.Contains(out, "Workload default/frontend-v1") {
 		t.Fatalf("apply: %v\n%s", err, out)
 	}
-	waitEpochLive(t, api, pod, 1)
-	d, err := api.PodDetail(context.Background(), pod)
+	waitEpochLive(t, lc, pod, 1)
+	d, err := lc.PodDetail(context.Background(), pod)
 	if err != nil || d.Proxy == nil {
 		t.Fatalf("describe %s: %+v %v", pod, d, err)
 	}
@@ -76,7 +76,7 @@ func TestApplyProxySettingsStartsEpoch(t *testing.T) {
 	if err != nil {
 		t.Fatalf("re-apply: %v\n%s", err, out)
 	}
-	d, err = api.PodDetail(context.Background(), pod)
+	d, err = lc.PodDetail(context.Background(), pod)
 	if err != nil || d.Proxy == nil {
 		t.Fatalf("describe %s: %v", pod, err)
 	}

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/internal/testutil"
 	"github.com/meshlab/meshlab/lab"
-	"github.com/meshlab/meshlab/web"
 )
 
 // traceVS routes every request for backend through a VirtualService (no subsets), so
@@ -34,17 +34,17 @@ func TestTrace(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
 	l := startLab(t)
-	api := web.NewUnixClient(lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
-	t.Cleanup(api.Close)
+	lc := api.NewUnixClient(lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
+	t.Cleanup(lc.Close)
 
 	res := trace(t, l.name, "frontend-v1", "http://backend:8080/")
 	checkTrace(t, res)
 	testutil.Golden(t, "trace-hello", []byte(stableTrace(res)))
 
-	applyAndSync(t, l.name, api, traceVS)
+	applyAndSync(t, l.name, lc, traceVS)
 	res = trace(t, l.name, "frontend-v1", "backend:8080")
 	checkTrace(t, res)
-	out := hop(t, res, web.HopProxy, "outbound")
+	out := hop(t, res, api.HopProxy, "outbound")
 	wantOrigin := "/apis/networking.istio.io/v1/namespaces/default/virtual-service/backend"
 	if out.Route == nil || out.Route.Origin != wantOrigin || out.Route.Name != "all-to-backend" {
 		t.Errorf("route %+v; want all-to-backend from %s", out.Route, wantOrigin)
@@ -69,13 +69,13 @@ func TestTrace(t *testing.T) {
 }
 
 // trace runs `meshlab trace -o json`.
-func trace(t *testing.T, name, pod, target string) web.TraceResult {
+func trace(t *testing.T, name, pod, target string) api.TraceResult {
 	t.Helper()
 	out, err := meshlab(t, "trace", "--name", name, pod, target, "-o", "json")
 	if err != nil {
 		t.Fatalf("meshlab trace %s %s: %v\n%s", pod, target, err, out)
 	}
-	var res web.TraceResult
+	var res api.TraceResult
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("decode trace: %v\n%s", err, out)
 	}
@@ -83,7 +83,7 @@ func trace(t *testing.T, name, pod, target string) web.TraceResult {
 }
 
 // hop returns the trace's first hop of kind (and direction, for proxies).
-func hop(t *testing.T, res web.TraceResult, kind, direction string) web.TraceHop {
+func hop(t *testing.T, res api.TraceResult, kind, direction string) api.TraceHop {
 	t.Helper()
 	for _, h := range res.Hops {
 		if h.Kind == kind && h.Direction == direction {
@@ -91,20 +91,20 @@ func hop(t *testing.T, res web.TraceResult, kind, direction string) web.TraceHop
 		}
 	}
 	t.Fatalf("trace has no %s %s hop: %+v", kind, direction, res.Hops)
-	return web.TraceHop{}
+	return api.TraceHop{}
 }
 
 // checkTrace asserts the path of a request from frontend-v1 to backend, hop by hop.
-func checkTrace(t *testing.T, res web.TraceResult) {
+func checkTrace(t *testing.T, res api.TraceResult) {
 	t.Helper()
 	if res.Status != 200 || len(res.Hops) != 5 {
 		t.Fatalf("trace: status %d, %d hops; want 200 and 5 hops: %+v", res.Status, len(res.Hops), res)
 	}
 	src := res.Hops[0]
-	if src.Kind != web.HopCapture || src.Pod != "frontend-v1" || !hasRule(src.Rules, "ISTIO_OUTPUT", "ISTIO_REDIRECT") || !hasRule(src.Rules, "ISTIO_REDIRECT", "REDIRECT --to-ports 15001") {
+	if src.Kind != api.HopCapture || src.Pod != "frontend-v1" || !hasRule(src.Rules, "ISTIO_OUTPUT", "ISTIO_REDIRECT") || !hasRule(src.Rules, "ISTIO_REDIRECT", "REDIRECT --to-ports 15001") {
 		t.Errorf("source capture hop %+v; want frontend-v1's ISTIO_OUTPUT -> ISTIO_REDIRECT -> 15001 rules with positive deltas", src)
 	}
-	out := hop(t, res, web.HopProxy, "outbound")
+	out := hop(t, res, api.HopProxy, "outbound")
 	const cluster = "outbound|8080||backend.default.svc.cluster.local"
 	if out.Pod != "frontend-v1" || out.Listener == nil || out.Listener.Name != "0.0.0.0_8080" || out.Cluster == nil || out.Cluster.Name != cluster {
 		t.Errorf("outbound hop listener %+v cluster %+v; want 0.0.0.0_8080 and %s", out.Listener, out.Cluster, cluster)
@@ -116,17 +116,17 @@ func checkTrace(t *testing.T, res web.TraceResult) {
 		t.Errorf("outbound mTLS %v peer %q; want mTLS with spiffe://cluster.local/ns/default/sa/backend", out.MTLS, out.PeerIdentity)
 	}
 	app := res.Hops[4]
-	if app.Kind != web.HopApp || !strings.HasPrefix(app.Pod, "backend-v") || app.Status != 200 {
+	if app.Kind != api.HopApp || !strings.HasPrefix(app.Pod, "backend-v") || app.Status != 200 {
 		t.Errorf("app hop %+v; want a backend pod answering 200", app)
 	}
 	if out.Endpoint == "" || !strings.HasSuffix(out.Endpoint, ":8080") {
 		t.Errorf("outbound endpoint %q; want %s's address on 8080", out.Endpoint, app.Pod)
 	}
 	dst := res.Hops[2]
-	if dst.Kind != web.HopCapture || dst.Pod != app.Pod || !hasRule(dst.Rules, "PREROUTING", "ISTIO_INBOUND") || !hasRule(dst.Rules, "ISTIO_IN_REDIRECT", "15006") {
+	if dst.Kind != api.HopCapture || dst.Pod != app.Pod || !hasRule(dst.Rules, "PREROUTING", "ISTIO_INBOUND") || !hasRule(dst.Rules, "ISTIO_IN_REDIRECT", "15006") {
 		t.Errorf("destination capture hop %+v; want %s's PREROUTING -> ISTIO_INBOUND -> 15006 rules", dst, app.Pod)
 	}
-	in := hop(t, res, web.HopProxy, "inbound")
+	in := hop(t, res, api.HopProxy, "inbound")
 	if in.Pod != app.Pod || in.Listener == nil || in.Listener.Name != "virtualInbound" || in.FilterChain == nil ||
 		in.FilterChain.Name != "0.0.0.0_8080" || in.FilterChain.Origin != "/apis/v1/namespaces/default/services/backend" {
 		t.Errorf("inbound hop %+v; want virtualInbound, chain 0.0.0.0_8080 from the backend service", in)
@@ -136,7 +136,7 @@ func checkTrace(t *testing.T, res web.TraceResult) {
 	}
 	// Both proxies' access log lines for the request (found by its x-request-id) are the
 	// hops' account of it.
-	for _, h := range []web.TraceHop{out, in} {
+	for _, h := range []api.TraceHop{out, in} {
 		if !strings.Contains(h.AccessLog, `"`+res.RequestID+`"`) || !strings.Contains(h.AccessLog, `"GET / HTTP/1.1" 200 `) ||
 			h.DurationMs == nil || h.ResponseFlags != "" || h.Route == nil || !strings.Contains(h.AccessLog, " "+h.Route.Name) {
 			t.Errorf("%s hop: access log %q, duration %v, flags %q, route %+v; want the request's line, 200, a duration, no flags and the route it names",
@@ -149,7 +149,7 @@ func checkTrace(t *testing.T, res web.TraceResult) {
 }
 
 // hasRule reports whether a rule of chain containing s counted packets.
-func hasRule(rules []web.TraceRule, chain, s string) bool {
+func hasRule(rules []api.TraceRule, chain, s string) bool {
 	for _, r := range rules {
 		if r.Chain == chain && strings.Contains(r.Rule, s) && r.Packets > 0 {
 			return true
@@ -164,12 +164,12 @@ var traceAddrRE = regexp.MustCompile(`\b\d+\.\d+\.\d+\.\d+:`)
 // resources and origins, mTLS and peers, the capture rules of the ISTIO_* chains that
 // take the request to the sidecars (other rules count unrelated packets), the answer.
 // The backend pod that answered is masked (backend-vN), as are addresses.
-func stableTrace(res web.TraceResult) string {
+func stableTrace(res api.TraceResult) string {
 	var b strings.Builder
 	mask := func(s string) string {
 		return traceAddrRE.ReplaceAllString(strings.NewReplacer("backend-v1", "backend-vN", "backend-v2", "backend-vN").Replace(s), "IP:")
 	}
-	res2 := func(x *web.TraceResource) string {
+	res2 := func(x *api.TraceResource) string {
 		if x == nil {
 			return "-"
 		}
@@ -184,11 +184,11 @@ func stableTrace(res web.TraceResult) string {
 				fmt.Fprintf(&b, "  rule %s: %s\n", r.Chain, r.Comment)
 			}
 		}
-		if h.Kind == web.HopProxy {
+		if h.Kind == api.HopProxy {
 			fmt.Fprintf(&b, "  listener %s\n  chain %s\n  vhost %s\n  route %s\n  cluster %s\n  endpoint %s\n  mtls %v peer %s rbac %q\n",
 				res2(h.Listener), res2(h.FilterChain), res2(h.VirtualHost), res2(h.Route), res2(h.Cluster), mask(h.Endpoint), h.MTLS, h.PeerIdentity, h.RBAC)
 		}
-		if h.Kind == web.HopApp {
+		if h.Kind == api.HopApp {
 			fmt.Fprintf(&b, "  status %d\n", h.Status)
 		}
 	}

@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/dataplane/statstext"
 	"github.com/meshlab/meshlab/internal/testutil"
 	"github.com/meshlab/meshlab/lab"
 	"github.com/meshlab/meshlab/netns"
-	"github.com/meshlab/meshlab/web"
 )
 
 // The tests in this file prove issue 6's traffic management on real traffic: each brings
@@ -306,8 +306,8 @@ spec:
 // faultLab is a running lab with a pod named "client" to send traffic from.
 type faultLab struct {
 	name     string
-	api      *web.Client
-	topo     web.Topology
+	api      *api.Client
+	topo     api.Topology
 	clientNS string
 	client   *http.Client
 }
@@ -316,7 +316,7 @@ func startFaultLab(t *testing.T, scenario string) *faultLab {
 	t.Helper()
 	l := startLab(t, scenario)
 	f := &faultLab{name: l.name, clientNS: lab.NamespaceName(l.name, "client")}
-	f.api = web.NewUnixClient(lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
+	f.api = api.NewUnixClient(lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
 	t.Cleanup(f.api.Close)
 	apiGet(t, l.name, "/v1/topology", &f.topo)
 	f.client = podClient(f.clientNS)
@@ -371,7 +371,7 @@ func (f *faultLab) apply(t *testing.T, typ, yaml string) {
 	}
 	before, _ := acked()
 	start := time.Now()
-	changes, err := f.api.Apply(t.Context(), []web.ConfigFile{{Name: "test.yaml", Data: yaml}})
+	changes, err := f.api.Apply(t.Context(), []api.ConfigFile{{Name: "test.yaml", Data: yaml}})
 	if err != nil {
 		t.Fatalf("apply: %v", err)
 	}

@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/internal/testutil"
 	"github.com/meshlab/meshlab/lab"
 	"github.com/meshlab/meshlab/netns"
-	"github.com/meshlab/meshlab/web"
 )
 
 const splitVS = `apiVersion: networking.istio.io/v1
@@ -54,10 +54,10 @@ func TestTrafficSplitAndHeaderMatch(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
 	l := startLab(t, "testdata/traffic.yaml")
-	api := web.NewUnixClient(lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
-	t.Cleanup(api.Close)
+	lc := api.NewUnixClient(lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
+	t.Cleanup(lc.Close)
 
-	var topo web.Topology
+	var topo api.Topology
 	apiGet(t, l.name, "/v1/topology", &topo)
 	var vip string
 	for _, s := range topo.Services {
@@ -71,7 +71,7 @@ func TestTrafficSplitAndHeaderMatch(t *testing.T) {
 	client := podClient(lab.NamespaceName(l.name, "frontend-v1"))
 	t.Cleanup(client.CloseIdleConnections)
 
-	applyAndSync(t, l.name, api, splitVS)
+	applyAndSync(t, l.name, lc, splitVS)
 	counts := sendRequests(t, client, "http://"+vip+"/", 1000, nil)
 	t.Logf("90/10 split: answers by pod %v", counts)
 	// Binomial(1000, 0.9): sd 9.5, so 850..950 is about five sd either side.
@@ -79,7 +79,7 @@ func TestTrafficSplitAndHeaderMatch(t *testing.T) {
 		t.Errorf("answers by pod %v; want backend-v1 850..950 of 1000 and the rest backend-v2", counts)
 	}
 
-	applyAndSync(t, l.name, api, headerVS)
+	applyAndSync(t, l.name, lc, headerVS)
 	if got := sendRequests(t, client, "http://"+vip+"/", 100, http.Header{"X-Canary": {"yes"}}); got["backend-v2"] != 100 {
 		t.Errorf("with x-canary: yes, answers by pod %v; want all 100 from backend-v2", got)
 	}
@@ -104,7 +104,7 @@ func TestTrafficSplitAndHeaderMatch(t *testing.T) {
 	}
 
 	// An invalid apply is refused with file, object and field, and pushes nothing.
-	before, err := api.ProxyStatus(t.Context())
+	before, err := lc.ProxyStatus(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestTrafficSplitAndHeaderMatch(t *testing.T) {
 	if err == nil || !strings.Contains(out, `bad.yaml: VirtualService default/backend: spec.http[0].route[1].weight: -10 must not be negative`) {
 		t.Errorf("apply of a negative weight: err %v, output %q", err, out)
 	}
-	after, err := api.ProxyStatus(t.Context())
+	after, err := lc.ProxyStatus(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,9 +135,9 @@ func TestTrafficSplitAndHeaderMatch(t *testing.T) {
 
 // applyAndSync applies yaml with `meshlab apply -f` and waits until every proxy has
 // ACKed a version newer than the one it ran before.
-func applyAndSync(t *testing.T, name string, api *web.Client, yaml string) {
+func applyAndSync(t *testing.T, name string, lc *api.Client, yaml string) {
 	t.Helper()
-	before, err := api.ProxyStatus(t.Context())
+	before, err := lc.ProxyStatus(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func applyAndSync(t *testing.T, name string, api *web.Client, yaml string) {
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		st, err := api.ProxyStatus(t.Context())
+		st, err := lc.ProxyStatus(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/controlplane/config"
 	"github.com/meshlab/meshlab/controlplane/discovery"
 	"github.com/meshlab/meshlab/controlplane/model"
@@ -43,7 +44,7 @@ func (l *Lab) currentScenario() (*config.Scenario, error) {
 // pushProxySettings). Running pods and Services keep their addresses. Besides the
 // objects' changes it returns one line per pod made or deleted.
 // It implements web.ConfigStore.
-func (l *Lab) Apply(ctx context.Context, files []web.ConfigFile) ([]string, error) {
+func (l *Lab) Apply(ctx context.Context, files []api.ConfigFile) ([]string, error) {
 	defer releaseMemory()
 	l.live.applyMu.Lock()
 	defer l.live.applyMu.Unlock()
@@ -59,7 +60,7 @@ func (l *Lab) Apply(ctx context.Context, files []web.ConfigFile) ([]string, erro
 		}
 		next, changes, err := sc.Apply(configFiles(files)...)
 		if err != nil {
-			return nil, podPlan{}, &web.ConfigError{Err: err}
+			return nil, podPlan{}, &api.ConfigError{Err: err}
 		}
 		plan, err := l.commit(ctx, next, changes)
 		return changes, plan, err
@@ -72,13 +73,13 @@ func (l *Lab) Apply(ctx context.Context, files []web.ConfigFile) ([]string, erro
 
 // Delete removes objects from the running lab, named by refs or by the objects of files,
 // with Apply's guarantees. It implements web.ConfigStore.
-func (l *Lab) Delete(ctx context.Context, files []web.ConfigFile, refs []web.ObjectRef) ([]string, error) {
+func (l *Lab) Delete(ctx context.Context, files []api.ConfigFile, refs []api.ObjectRef) ([]string, error) {
 	defer releaseMemory()
 	var all []config.Ref
 	for _, f := range files {
 		rs, err := config.Refs(f.Name, []byte(f.Data))
 		if err != nil {
-			return nil, &web.ConfigError{Err: err}
+			return nil, &api.ConfigError{Err: err}
 		}
 		all = append(all, rs...)
 	}
@@ -99,7 +100,7 @@ func (l *Lab) Delete(ctx context.Context, files []web.ConfigFile, refs []web.Obj
 		}
 		next, changes, err := sc.Delete(all...)
 		if err != nil {
-			return nil, podPlan{}, &web.ConfigError{Err: err}
+			return nil, podPlan{}, &api.ConfigError{Err: err}
 		}
 		plan, err := l.commit(ctx, next, changes)
 		return changes, plan, err
@@ -137,15 +138,15 @@ func (l *Lab) commit(ctx context.Context, next *config.Scenario, changes []confi
 	}
 	m, err := next.Build(config.BuildOptions{PodCIDR: l.opts.PodCIDR, ServiceCIDR: l.opts.ServiceCIDR, Keep: config.AllocationsOf(l.model)})
 	if err != nil {
-		return podPlan{}, &web.ConfigError{Err: err}
+		return podPlan{}, &api.ConfigError{Err: err}
 	}
 	plan := planPods(l.model, m)
 	if err := l.checkPodPlan(l.model, plan); err != nil {
-		return podPlan{}, &web.ConfigError{Err: err}
+		return podPlan{}, &api.ConfigError{Err: err}
 	}
 	if err := l.updateProxies(ctx, m, applyTrigger(changes)); err != nil {
 		// Config that validates but cannot be generated is still the caller's to fix.
-		return podPlan{}, &web.ConfigError{Err: fmt.Errorf("generate proxy config: %w", err)}
+		return podPlan{}, &api.ConfigError{Err: fmt.Errorf("generate proxy config: %w", err)}
 	}
 	prev := l.model
 	l.model, l.scenario = m, next
@@ -174,7 +175,7 @@ func (l *Lab) commit(ctx context.Context, next *config.Scenario, changes []confi
 
 // Objects lists the lab's objects of kind (any when "" or "all") and name (any when ""),
 // in namespace ns (any when ""). It implements web.ConfigStore.
-func (l *Lab) Objects(kind, ns, name string) ([]web.ConfigObject, error) {
+func (l *Lab) Objects(kind, ns, name string) ([]api.ConfigObject, error) {
 	l.mu.Lock()
 	sc, err := l.currentScenario()
 	l.mu.Unlock()
@@ -186,21 +187,21 @@ func (l *Lab) Objects(kind, ns, name string) ([]web.ConfigObject, error) {
 	}
 	objs, err := sc.Find(kind, name)
 	if err != nil {
-		return nil, &web.ConfigError{Err: err}
+		return nil, &api.ConfigError{Err: err}
 	}
-	out := []web.ConfigObject{}
+	out := []api.ConfigObject{}
 	for _, o := range objs {
 		if ns != "" && o.Origin.Namespace != ns {
 			continue
 		}
-		out = append(out, web.ConfigObject{Kind: o.Origin.Kind, Namespace: o.Origin.Namespace, Name: o.Origin.Name, File: o.Origin.File, Object: o.JSON})
+		out = append(out, api.ConfigObject{Kind: o.Origin.Kind, Namespace: o.Origin.Namespace, Name: o.Origin.Name, File: o.Origin.File, Object: o.JSON})
 	}
 	return out, nil
 }
 
 // ProxyStatus reports what the discovery server knows of each proxy, by pod. It
 // implements web.ProxyStatusReader.
-func (l *Lab) ProxyStatus() []web.ProxyStatus {
+func (l *Lab) ProxyStatus() []api.ProxyStatus {
 	l.mu.Lock()
 	m := l.model
 	l.mu.Unlock()
@@ -208,9 +209,9 @@ func (l *Lab) ProxyStatus() []web.ProxyStatus {
 	for _, p := range m.Pods {
 		pods[p.NodeID()] = p
 	}
-	var out []web.ProxyStatus
+	var out []api.ProxyStatus
 	for _, st := range l.disc.Status() {
-		ps := web.ProxyStatus{NodeID: st.NodeID, Connected: st.Connected, Types: map[string]web.TypeStatus{}}
+		ps := api.ProxyStatus{NodeID: st.NodeID, Connected: st.Connected, Types: map[string]api.TypeStatus{}}
 		if p := pods[st.NodeID]; p != nil {
 			ps.Pod, ps.Namespace = p.Name, p.Namespace
 		}
@@ -222,8 +223,8 @@ func (l *Lab) ProxyStatus() []web.ProxyStatus {
 	return out
 }
 
-func typeStatus(t discovery.TypeStatus) web.TypeStatus {
-	return web.TypeStatus{Want: t.Want, Sent: t.Sent, Acked: t.Acked, Nonce: t.Nonce, NackError: t.NackError, LastNack: t.LastNack}
+func typeStatus(t discovery.TypeStatus) api.TypeStatus {
+	return api.TypeStatus{Want: t.Want, Sent: t.Sent, Acked: t.Acked, Nonce: t.Nonce, NackError: t.NackError, LastNack: t.LastNack}
 }
 
 // shortType names an xDS type URL as istioctl does: CDS, LDS, EDS, RDS, SDS.
@@ -243,7 +244,7 @@ func shortType(url string) string {
 	return url
 }
 
-func configFiles(in []web.ConfigFile) []config.File {
+func configFiles(in []api.ConfigFile) []config.File {
 	out := make([]config.File, len(in))
 	for i, f := range in {
 		out[i] = config.File{Name: f.Name, Data: []byte(f.Data)}

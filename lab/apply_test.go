@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/controlplane/discovery"
 	"github.com/meshlab/meshlab/internal/testutil"
 	"github.com/meshlab/meshlab/scenarios"
-	"github.com/meshlab/meshlab/web"
 )
 
 // applyLab returns a Lab with the hello scenario's model and a running discovery server,
@@ -73,8 +73,8 @@ func TestLabApplyIsAtomic(t *testing.T) {
 	// The VirtualService is valid, its DestinationRule in the same call is not: nothing
 	// changes.
 	badDR := strings.Replace(testDR, "ROUND", "", 1) + "  trafficPolicy: {loadBalancer: {simple: PASSTHROUGH}}\n"
-	_, err := l.Apply(ctx, []web.ConfigFile{{Name: "vs.yaml", Data: testVS}, {Name: "dr.yaml", Data: badDR}})
-	var ce *web.ConfigError
+	_, err := l.Apply(ctx, []api.ConfigFile{{Name: "vs.yaml", Data: testVS}, {Name: "dr.yaml", Data: badDR}})
+	var ce *api.ConfigError
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "dr.yaml: DestinationRule default/backend: spec.trafficPolicy.loadBalancer.simple: PASSTHROUGH is not supported") {
 		t.Fatalf("Apply with a bad DestinationRule: err = %v, want a ConfigError naming file, object and field", err)
 	}
@@ -84,7 +84,7 @@ func TestLabApplyIsAtomic(t *testing.T) {
 	if objs, _ := l.Objects("vs", "", ""); len(objs) != 0 {
 		t.Fatalf("a failed apply left objects: %v", objs)
 	}
-	changes, err := l.Apply(ctx, []web.ConfigFile{{Name: "dr.yaml", Data: testDR}, {Name: "vs.yaml", Data: testVS}})
+	changes, err := l.Apply(ctx, []api.ConfigFile{{Name: "dr.yaml", Data: testDR}, {Name: "vs.yaml", Data: testVS}})
 	if err != nil {
 		t.Fatalf("Apply: %v", err)
 	}
@@ -109,12 +109,12 @@ func TestLabApplyIsAtomic(t *testing.T) {
 	}
 	// Re-applying changes nothing and pushes nothing.
 	applied := l.model
-	if changes, err := l.Apply(ctx, []web.ConfigFile{{Name: "vs.yaml", Data: testVS}}); err != nil || changes[0] != "VirtualService default/backend unchanged" || l.model != applied {
+	if changes, err := l.Apply(ctx, []api.ConfigFile{{Name: "vs.yaml", Data: testVS}}); err != nil || changes[0] != "VirtualService default/backend unchanged" || l.model != applied {
 		t.Errorf("re-Apply: %q, %v", changes, err)
 	}
 	// A pod named as the lab's own namespaces is refused before anything changes.
 	reserved := "apiVersion: meshlab.dev/v1alpha1\nkind: Workload\nmetadata: {name: world}\nspec: {labels: {app: backend, version: v3}, ports: [8080]}\n"
-	if _, err := l.Apply(ctx, []web.ConfigFile{{Name: "w.yaml", Data: reserved}}); !errors.As(err, &ce) ||
+	if _, err := l.Apply(ctx, []api.ConfigFile{{Name: "w.yaml", Data: reserved}}); !errors.As(err, &ce) ||
 		!strings.Contains(err.Error(), `w.yaml: Workload default/world: metadata.name: pod name "world" is reserved for the lab's own namespace ml-t-world`) {
 		t.Errorf("Apply adding a pod named world: err = %v", err)
 	}
@@ -123,15 +123,15 @@ func TestLabApplyIsAtomic(t *testing.T) {
 	}
 	// Relabelling a pod is fine: it only moves endpoints.
 	relabel := "apiVersion: meshlab.dev/v1alpha1\nkind: Workload\nmetadata: {name: backend-v2}\nspec: {labels: {app: backend, version: v2, track: canary}, serviceAccount: backend, ports: [8080], app: {}}\n"
-	if _, err := l.Apply(ctx, []web.ConfigFile{{Name: "w.yaml", Data: relabel}}); err != nil {
+	if _, err := l.Apply(ctx, []api.ConfigFile{{Name: "w.yaml", Data: relabel}}); err != nil {
 		t.Errorf("Apply relabelling a pod: %v", err)
 	}
 	// Deleting what does not exist is refused (deleting the DestinationRule a route's
 	// subsets come from is accepted, as in Istio); both objects together go.
-	if _, err := l.Delete(ctx, nil, []web.ObjectRef{{Kind: "dr", Name: "nope"}}); err == nil || !strings.Contains(err.Error(), "not found") {
+	if _, err := l.Delete(ctx, nil, []api.ObjectRef{{Kind: "dr", Name: "nope"}}); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Errorf("Delete of a missing DestinationRule: err = %v", err)
 	}
-	changes, err = l.Delete(ctx, []web.ConfigFile{{Name: "x.yaml", Data: testVS + "---\n" + testDR}}, nil)
+	changes, err = l.Delete(ctx, []api.ConfigFile{{Name: "x.yaml", Data: testVS + "---\n" + testDR}}, nil)
 	if err != nil || len(changes) != 2 || len(l.model.Istio.VirtualServices) != 0 {
 		t.Errorf("Delete: %q, %v", changes, err)
 	}

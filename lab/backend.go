@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/controlplane/model"
 	"github.com/meshlab/meshlab/web"
 )
@@ -16,28 +17,28 @@ import (
 var _ web.Backend = (*Lab)(nil)
 
 // Info implements web.LabReader.
-func (l *Lab) Info() web.LabInfo {
-	return web.LabInfo{
+func (l *Lab) Info() api.LabInfo {
+	return api.LabInfo{
 		Name: l.rec.Name, PID: l.rec.PID, Scenario: l.rec.Scenario, PodCIDR: l.rec.PodCIDR,
 		ServiceCIDR: l.rec.ServiceCIDR, XDSAddr: l.rec.XDSAddr, Created: l.rec.Created,
 	}
 }
 
 // Pods implements web.PodLister, asking every agent in parallel.
-func (l *Lab) Pods(ctx context.Context) ([]web.PodStatus, error) {
+func (l *Lab) Pods(ctx context.Context) ([]api.PodStatus, error) {
 	l.mu.Lock()
 	m := l.model
 	l.mu.Unlock()
-	out := make([]web.PodStatus, len(m.Pods))
+	out := make([]api.PodStatus, len(m.Pods))
 	var wg sync.WaitGroup
 	for i, p := range m.Pods {
-		out[i] = web.PodStatus{Name: p.Name, Namespace: p.Namespace, NetNS: NamespaceName(l.opts.Name, p.Name), IP: p.IP, Sidecar: p.Sidecar.Inject, Epoch: -1}
+		out[i] = api.PodStatus{Name: p.Name, Namespace: p.Namespace, NetNS: NamespaceName(l.opts.Name, p.Name), IP: p.IP, Sidecar: p.Sidecar.Inject, Epoch: -1}
 		if !p.Sidecar.Inject {
 			out[i].Ready = true
 			continue
 		}
 		wg.Add(1)
-		go func(ps *web.PodStatus) {
+		go func(ps *api.PodStatus) {
 			defer wg.Done()
 			l.fillPodStatus(ctx, ps)
 		}(&out[i])
@@ -46,7 +47,7 @@ func (l *Lab) Pods(ctx context.Context) ([]web.PodStatus, error) {
 	return out, nil
 }
 
-func (l *Lab) fillPodStatus(ctx context.Context, ps *web.PodStatus) {
+func (l *Lab) fillPodStatus(ctx context.Context, ps *api.PodStatus) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	c := newAgentClient(l.paths.AgentSocket(ps.Name))
@@ -78,7 +79,7 @@ func (l *Lab) fillPodStatus(ctx context.Context, ps *web.PodStatus) {
 }
 
 // NameTable implements web.NameTableSource.
-func (l *Lab) NameTable(ctx context.Context, pod string, version uint64) (web.NameTable, error) {
+func (l *Lab) NameTable(ctx context.Context, pod string, version uint64) (api.NameTable, error) {
 	return l.names.get(ctx, pod, version)
 }
 
@@ -111,22 +112,22 @@ func (t *nameTables) update(m *model.Model) {
 	t.changed = make(chan struct{})
 }
 
-func (t *nameTables) get(ctx context.Context, pod string, version uint64) (web.NameTable, error) {
+func (t *nameTables) get(ctx context.Context, pod string, version uint64) (api.NameTable, error) {
 	for {
 		t.mu.Lock()
 		m, v, changed, world := t.model, t.version, t.changed, t.world
 		t.mu.Unlock()
 		p := m.Pod(pod)
 		if p == nil {
-			return web.NameTable{}, web.ErrUnknownPod
+			return api.NameTable{}, api.ErrUnknownPod
 		}
 		if v != version {
-			return web.NameTable{Version: v, Names: withWorld(m.NameTable(p.Namespace), world)}, nil
+			return api.NameTable{Version: v, Names: withWorld(m.NameTable(p.Namespace), world)}, nil
 		}
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return web.NameTable{Version: v, Names: withWorld(m.NameTable(p.Namespace), world)}, nil
+			return api.NameTable{Version: v, Names: withWorld(m.NameTable(p.Namespace), world)}, nil
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/controlplane/ca"
 	"github.com/meshlab/meshlab/controlplane/model"
 	"github.com/meshlab/meshlab/dataplane/agent"
@@ -39,7 +40,7 @@ func (l *Lab) startCA() (func(*grpc.Server), error) {
 var _ web.CABackend = (*Lab)(nil)
 
 // errNoCA is the answer of a lab without a CA (a bare Lab in unit tests).
-func errNoCA(op string) error { return fmt.Errorf("%s: %w: the lab has no CA", op, web.ErrCARequest) }
+func errNoCA(op string) error { return fmt.Errorf("%s: %w: the lab has no CA", op, api.ErrCARequest) }
 
 // RotateRoot rotates the lab CA to a new root it makes (lab/caops); a lab whose root the
 // user supplied refuses it.
@@ -78,9 +79,9 @@ func (l *Lab) PauseCertRenewal(pod string, paused bool) error {
 }
 
 // CAStatus implements web.CABackend.
-func (l *Lab) CAStatus(ctx context.Context) (web.CAStatus, error) {
+func (l *Lab) CAStatus(ctx context.Context) (api.CAStatus, error) {
 	if l.ca == nil {
-		return web.CAStatus{}, errNoCA("ca status")
+		return api.CAStatus{}, errNoCA("ca status")
 	}
 	return l.ca.Status(ctx), nil
 }
@@ -113,20 +114,20 @@ func (l *Lab) writePodToken(p *model.Pod) error {
 }
 
 // workloadCert converts the agent's certificate status to the API's shape.
-func workloadCert(c *agent.CertStatus) *web.WorkloadCert {
+func workloadCert(c *agent.CertStatus) *api.WorkloadCert {
 	if c == nil {
 		return nil
 	}
-	return &web.WorkloadCert{SPIFFEID: c.SPIFFEID, Serial: c.Serial, NotBefore: c.NotBefore, NotAfter: c.NotAfter,
+	return &api.WorkloadCert{SPIFFEID: c.SPIFFEID, Serial: c.Serial, NotBefore: c.NotBefore, NotAfter: c.NotAfter,
 		RotateAt: c.RotateAt, Rotations: c.Rotations, Error: c.Error,
-		Trust: &web.CertTrust{Issuer: c.Issuer, IssuerKeyID: c.IssuerKeyID, Intermediates: certRefs(c.Intermediates),
+		Trust: &api.CertTrust{Issuer: c.Issuer, IssuerKeyID: c.IssuerKeyID, Intermediates: certRefs(c.Intermediates),
 			TrustBundle: certRefs(c.TrustBundle), Paused: c.Paused, ErrorAt: c.ErrorAt}}
 }
 
-func certRefs(rs []agent.CertRef) []web.CARef {
-	var out []web.CARef
+func certRefs(rs []agent.CertRef) []api.CARef {
+	var out []api.CARef
 	for _, r := range rs {
-		out = append(out, web.CARef{Serial: r.Serial, Subject: r.Subject, KeyID: r.KeyID, NotAfter: r.NotAfter})
+		out = append(out, api.CARef{Serial: r.Serial, Subject: r.Subject, KeyID: r.KeyID, NotAfter: r.NotAfter})
 	}
 	return out
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/controlplane/discovery"
 	"github.com/meshlab/meshlab/lab/observe"
 	"github.com/meshlab/meshlab/web"
@@ -35,14 +36,14 @@ type Bus struct {
 	mu      sync.Mutex
 	now     func() time.Time
 	seq     uint64
-	ring    []web.Event // the last len(ring) events, oldest at head once cap(ring) is reached
+	ring    []api.Event // the last len(ring) events, oldest at head once cap(ring) is reached
 	head    int
 	subs    map[*subscriber]struct{}
 	dropped uint64
 }
 
 type subscriber struct {
-	ch chan web.Event
+	ch chan api.Event
 }
 
 var _ web.EventSource = (*Bus)(nil)
@@ -54,13 +55,13 @@ func NewBus(history int) *Bus {
 
 func newBus(history int, now func() time.Time) *Bus {
 	history = max(history, 1)
-	return &Bus{now: now, ring: make([]web.Event, 0, history), subs: map[*subscriber]struct{}{}}
+	return &Bus{now: now, ring: make([]api.Event, 0, history), subs: map[*subscriber]struct{}{}}
 }
 
 // Publish numbers e, stamps it (unless it carries a time), retains it and hands it to
 // every subscriber. A subscriber whose buffer is full is cut off: its channel is closed
 // so that it re-subscribes from the last event it saw instead of silently missing some.
-func (b *Bus) Publish(e web.Event) web.Event {
+func (b *Bus) Publish(e api.Event) api.Event {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.seq++
@@ -88,14 +89,14 @@ func (b *Bus) Publish(e web.Event) web.Event {
 }
 
 // Recent returns the retained events, oldest first.
-func (b *Bus) Recent() []web.Event {
+func (b *Bus) Recent() []api.Event {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.recentAfter(0)
 }
 
-func (b *Bus) recentAfter(after uint64) []web.Event {
-	out := make([]web.Event, 0, len(b.ring))
+func (b *Bus) recentAfter(after uint64) []api.Event {
+	out := make([]api.Event, 0, len(b.ring))
 	for i := range b.ring {
 		e := b.ring[(b.head+i)%len(b.ring)]
 		if e.Seq > after {
@@ -106,8 +107,8 @@ func (b *Bus) recentAfter(after uint64) []web.Event {
 }
 
 // Subscribe implements web.EventSource.
-func (b *Bus) Subscribe(after uint64, buffer int) ([]web.Event, <-chan web.Event, func()) {
-	s := &subscriber{ch: make(chan web.Event, max(buffer, 1))}
+func (b *Bus) Subscribe(after uint64, buffer int) ([]api.Event, <-chan api.Event, func()) {
+	s := &subscriber{ch: make(chan api.Event, max(buffer, 1))}
 	b.mu.Lock()
 	history := b.recentAfter(after)
 	b.subs[s] = struct{}{}
@@ -147,7 +148,7 @@ func (l *Lab) publish(kind, pod, msg string, fields map[string]any) {
 	if l.bus == nil {
 		return
 	}
-	l.bus.Publish(web.Event{Kind: kind, Pod: pod, Message: msg, Fields: fields})
+	l.bus.Publish(api.Event{Kind: kind, Pod: pod, Message: msg, Fields: fields})
 	if e, ok := policyEvent(kind, msg, fields); ok {
 		l.bus.Publish(e)
 	}

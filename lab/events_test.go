@@ -6,14 +6,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshlab/meshlab/web"
+	"github.com/meshlab/meshlab/api"
 )
 
 func TestBusHistoryThenLive(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	b := newBus(3, func() time.Time { return at })
 	for i := range 5 {
-		b.Publish(web.Event{Kind: "k", Message: fmt.Sprint(i)})
+		b.Publish(api.Event{Kind: "k", Message: fmt.Sprint(i)})
 	}
 	recent := b.Recent()
 	if len(recent) != 3 || recent[0].Seq != 3 || recent[2].Seq != 5 || recent[2].Message != "4" || !recent[0].Time.Equal(at) {
@@ -24,7 +24,7 @@ func TestBusHistoryThenLive(t *testing.T) {
 	if len(history) != 1 || history[0].Seq != 5 {
 		t.Errorf("history after 4 = %+v; want only seq 5", history)
 	}
-	b.Publish(web.Event{Kind: "pod.ready", Pod: "p", Fields: map[string]any{"ms": 3}})
+	b.Publish(api.Event{Kind: "pod.ready", Pod: "p", Fields: map[string]any{"ms": 3}})
 	select {
 	case e := <-live:
 		if e.Seq != 6 || e.Pod != "p" || e.Fields["ms"] != 3 {
@@ -38,7 +38,7 @@ func TestBusHistoryThenLive(t *testing.T) {
 func TestBusCopiesFields(t *testing.T) {
 	b := NewBus(10)
 	f := map[string]any{"a": 1}
-	b.Publish(web.Event{Kind: "k", Fields: f})
+	b.Publish(api.Event{Kind: "k", Fields: f})
 	f["a"] = 2
 	if got := b.Recent()[0].Fields["a"]; got != 1 {
 		t.Errorf("retained event's field changed with the caller's map: %v", got)
@@ -54,7 +54,7 @@ func TestBusCutsOffSlowSubscriber(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		for range 10 {
-			b.Publish(web.Event{Kind: "k"})
+			b.Publish(api.Event{Kind: "k"})
 		}
 		close(done)
 	}()
@@ -85,7 +85,7 @@ func TestBusConcurrentPublishAndCancel(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 200 {
-				b.Publish(web.Event{Kind: "k", Pod: fmt.Sprint(i)})
+				b.Publish(api.Event{Kind: "k", Pod: fmt.Sprint(i)})
 			}
 		}()
 		go func() {

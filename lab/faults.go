@@ -11,9 +11,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/dataplane/agent"
 	"github.com/meshlab/meshlab/netns"
-	"github.com/meshlab/meshlab/web"
 )
 
 // Fault events on the lab's bus.
@@ -34,16 +34,16 @@ type faultSet struct {
 
 // activeFault is one fault in force and how to undo it.
 type activeFault struct {
-	web.Fault
+	api.Fault
 	nodes []string    // node ids of Pods
 	timer *time.Timer // ends a fault that clears itself
 }
 
 // Faults lists the active faults. It implements web.FaultBackend.
-func (l *Lab) Faults() []web.Fault {
+func (l *Lab) Faults() []api.Fault {
 	l.faults.mu.Lock()
 	defer l.faults.mu.Unlock()
-	out := make([]web.Fault, 0, len(l.faults.active))
+	out := make([]api.Fault, 0, len(l.faults.active))
 	for _, f := range l.faults.active {
 		out = append(out, f.Fault)
 	}
@@ -53,52 +53,52 @@ func (l *Lab) Faults() []web.Fault {
 // AddFault checks spec, puts the fault in force and publishes fault.added. One-shot
 // faults (kill-proxy, kill-agent) are done when it returns and are not listed. It
 // implements web.FaultBackend.
-func (l *Lab) AddFault(ctx context.Context, spec web.FaultSpec) (web.Fault, error) {
+func (l *Lab) AddFault(ctx context.Context, spec api.FaultSpec) (api.Fault, error) {
 	nodes, err := l.checkFault(spec)
 	if err != nil {
-		return web.Fault{}, err
+		return api.Fault{}, err
 	}
 	l.faults.mu.Lock()
 	defer l.faults.mu.Unlock()
 	for _, f := range l.faults.active {
-		if f.Kind == spec.Kind && (spec.Kind == web.FaultDiscoveryStop || overlaps(f.Pods, spec.Pods)) {
-			return web.Fault{}, fmt.Errorf("%w: %s (%s) is already in force; clear it first with `meshlab fault clear %s`",
-				web.ErrFaultExists, f.ID, describeFault(f.FaultSpec), f.ID)
+		if f.Kind == spec.Kind && (spec.Kind == api.FaultDiscoveryStop || overlaps(f.Pods, spec.Pods)) {
+			return api.Fault{}, fmt.Errorf("%w: %s (%s) is already in force; clear it first with `meshlab fault clear %s`",
+				api.ErrFaultExists, f.ID, describeFault(f.FaultSpec), f.ID)
 		}
 	}
 	l.faults.next++
-	f := &activeFault{Fault: web.Fault{ID: "f" + strconv.Itoa(l.faults.next), FaultSpec: spec, Started: time.Now()}, nodes: nodes}
+	f := &activeFault{Fault: api.Fault{ID: "f" + strconv.Itoa(l.faults.next), FaultSpec: spec, Started: time.Now()}, nodes: nodes}
 	keep := true
 	switch spec.Kind {
-	case web.FaultDelayPush:
+	case api.FaultDelayPush:
 		for _, n := range nodes {
 			l.disc.SetPushDelay(n, spec.Delay)
 		}
-	case web.FaultHoldPush:
+	case api.FaultHoldPush:
 		for _, n := range nodes {
 			l.disc.HoldPushes(n)
 		}
-	case web.FaultNack:
+	case api.FaultNack:
 		if err := l.disc.SetNack(ctx, nodes[0], true); err != nil {
 			_ = l.disc.SetNack(context.WithoutCancel(ctx), nodes[0], false)
-			return web.Fault{}, fmt.Errorf("add nack fault on %s: %w", spec.Pods[0], err)
+			return api.Fault{}, fmt.Errorf("add nack fault on %s: %w", spec.Pods[0], err)
 		}
-	case web.FaultDiscoveryStop:
+	case api.FaultDiscoveryStop:
 		until := f.Started.Add(spec.Duration)
 		f.Until = &until
 		l.disc.StopFor(spec.Duration)
 		f.timer = time.AfterFunc(spec.Duration, func() { l.expireFault(f) })
-	case web.FaultCAClock:
+	case api.FaultCAClock:
 		l.SetCAClockOffset(spec.Offset)
-	case web.FaultKillProxy:
+	case api.FaultKillProxy:
 		keep = false
 		if f.Message, err = l.killProxy(ctx, spec.Pods[0]); err != nil {
-			return web.Fault{}, err
+			return api.Fault{}, err
 		}
-	case web.FaultKillAgent:
+	case api.FaultKillAgent:
 		keep = false
 		if f.Message, err = l.killAgent(spec.Pods[0]); err != nil {
-			return web.Fault{}, err
+			return api.Fault{}, err
 		}
 	}
 	if keep {
@@ -115,7 +115,7 @@ func (l *Lab) AddFault(ctx context.Context, spec web.FaultSpec) (web.Fault, erro
 
 // ClearFaults undoes the fault id, or every fault when id is "", and publishes
 // fault.cleared for each. It implements web.FaultBackend.
-func (l *Lab) ClearFaults(ctx context.Context, id string) ([]web.Fault, error) {
+func (l *Lab) ClearFaults(ctx context.Context, id string) ([]api.Fault, error) {
 	l.faults.mu.Lock()
 	var clear []*activeFault
 	if id == "" {
@@ -128,13 +128,13 @@ func (l *Lab) ClearFaults(ctx context.Context, id string) ([]web.Fault, error) {
 				ids = append(ids, f.ID)
 			}
 			l.faults.mu.Unlock()
-			return nil, fmt.Errorf("%w %q (active: %s)", web.ErrUnknownFault, id, orNone(ids))
+			return nil, fmt.Errorf("%w %q (active: %s)", api.ErrUnknownFault, id, orNone(ids))
 		}
 		clear = []*activeFault{l.faults.active[i]}
 		l.faults.active = slices.Delete(l.faults.active, i, i+1)
 	}
 	l.faults.mu.Unlock()
-	out := []web.Fault{}
+	out := []api.Fault{}
 	var errs []string
 	for _, f := range clear {
 		if err := l.undoFault(ctx, f); err != nil {
@@ -153,22 +153,22 @@ func (l *Lab) ClearFaults(ctx context.Context, id string) ([]web.Fault, error) {
 // undoFault takes f out of force.
 func (l *Lab) undoFault(ctx context.Context, f *activeFault) error {
 	switch f.Kind {
-	case web.FaultDelayPush:
+	case api.FaultDelayPush:
 		for _, n := range f.nodes {
 			l.disc.SetPushDelay(n, 0)
 		}
-	case web.FaultHoldPush:
+	case api.FaultHoldPush:
 		for _, n := range f.nodes {
 			l.disc.ReleasePushes(n)
 		}
-	case web.FaultNack:
+	case api.FaultNack:
 		if err := l.disc.SetNack(ctx, f.nodes[0], false); err != nil {
 			return fmt.Errorf("clear nack fault on %s: %w", f.Pods[0], err)
 		}
-	case web.FaultDiscoveryStop:
+	case api.FaultDiscoveryStop:
 		f.timer.Stop()
 		l.disc.StopFor(0)
-	case web.FaultCAClock:
+	case api.FaultCAClock:
 		l.SetCAClockOffset(0)
 	}
 	return nil
@@ -188,17 +188,17 @@ func (l *Lab) expireFault(f *activeFault) {
 }
 
 // checkFault validates spec and returns the node ids of its pods.
-func (l *Lab) checkFault(spec web.FaultSpec) ([]string, error) {
+func (l *Lab) checkFault(spec api.FaultSpec) ([]string, error) {
 	bad := func(format string, a ...any) error {
-		return fmt.Errorf("%w: %s: %s", web.ErrBadFault, spec.Kind, fmt.Sprintf(format, a...))
+		return fmt.Errorf("%w: %s: %s", api.ErrBadFault, spec.Kind, fmt.Sprintf(format, a...))
 	}
 	wantPods := map[string][2]int{ // min, max
-		web.FaultDelayPush: {1, 1 << 20}, web.FaultHoldPush: {1, 1 << 20}, web.FaultNack: {1, 1},
-		web.FaultKillProxy: {1, 1}, web.FaultKillAgent: {1, 1}, web.FaultDiscoveryStop: {0, 0}, web.FaultCAClock: {0, 0},
+		api.FaultDelayPush: {1, 1 << 20}, api.FaultHoldPush: {1, 1 << 20}, api.FaultNack: {1, 1},
+		api.FaultKillProxy: {1, 1}, api.FaultKillAgent: {1, 1}, api.FaultDiscoveryStop: {0, 0}, api.FaultCAClock: {0, 0},
 	}
 	want, ok := wantPods[spec.Kind]
 	if !ok {
-		return nil, fmt.Errorf("%w: unknown kind %q (valid: %s)", web.ErrBadFault, spec.Kind, strings.Join(web.FaultKinds, ", "))
+		return nil, fmt.Errorf("%w: unknown kind %q (valid: %s)", api.ErrBadFault, spec.Kind, strings.Join(api.FaultKinds, ", "))
 	}
 	switch n := len(spec.Pods); {
 	case want[1] == 0 && n > 0:
@@ -209,15 +209,15 @@ func (l *Lab) checkFault(spec web.FaultSpec) ([]string, error) {
 		return nil, bad("takes exactly one pod, got %d", n)
 	}
 	switch spec.Kind {
-	case web.FaultDelayPush:
+	case api.FaultDelayPush:
 		if spec.Delay <= 0 {
 			return nil, bad("needs a delay above zero")
 		}
-	case web.FaultDiscoveryStop:
+	case api.FaultDiscoveryStop:
 		if spec.Duration <= 0 || spec.Duration > maxStop {
 			return nil, bad("needs a duration above zero and at most %s", maxStop)
 		}
-	case web.FaultCAClock:
+	case api.FaultCAClock:
 		if spec.Offset == 0 {
 			return nil, bad("needs a non-zero offset (e.g. -25h)")
 		}
@@ -253,7 +253,7 @@ func (l *Lab) killProxy(ctx context.Context, pod string) (string, error) {
 			return fmt.Sprintf("killed proxy epoch %d (pid %d)", e.Epoch, e.PID), nil
 		}
 	}
-	return "", fmt.Errorf("kill proxy of %s: %w: no live epoch", pod, web.ErrBadFault)
+	return "", fmt.Errorf("kill proxy of %s: %w: no live epoch", pod, api.ErrBadFault)
 }
 
 // killAgent SIGKILLs the agent of pod (found among the processes in the pod's
@@ -297,19 +297,19 @@ func orNone(s []string) string {
 }
 
 // describeFault says in a few words what spec does.
-func describeFault(spec web.FaultSpec) string {
+func describeFault(spec api.FaultSpec) string {
 	switch spec.Kind {
-	case web.FaultDelayPush:
+	case api.FaultDelayPush:
 		return fmt.Sprintf("delay-push %s to %s", spec.Delay, strings.Join(spec.Pods, ", "))
-	case web.FaultDiscoveryStop:
+	case api.FaultDiscoveryStop:
 		return fmt.Sprintf("discovery-stop for %s", spec.Duration)
-	case web.FaultCAClock:
+	case api.FaultCAClock:
 		return fmt.Sprintf("ca-clock offset %s", spec.Offset)
 	}
 	return spec.Kind + " " + strings.Join(spec.Pods, ", ")
 }
 
-func faultFields(f web.Fault) map[string]any {
+func faultFields(f api.Fault) map[string]any {
 	m := map[string]any{"id": f.ID, "kind": f.Kind, "pods": f.Pods}
 	if f.Delay > 0 {
 		m["delayMs"] = f.Delay.Milliseconds()

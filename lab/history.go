@@ -7,10 +7,10 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/controlplane/config"
 	"github.com/meshlab/meshlab/controlplane/discovery"
 	"github.com/meshlab/meshlab/controlplane/model"
-	"github.com/meshlab/meshlab/web"
 )
 
 // applyTrigger names the objects an apply or delete changed, for the config history.
@@ -31,7 +31,7 @@ func (l *Lab) sidecarPod(name string) (*model.Pod, error) {
 		return nil, fmt.Errorf("%w (pods with a sidecar: %s)", err, strings.Join(l.sidecarPodNames(), ", "))
 	}
 	if !p.Sidecar.Inject {
-		return nil, fmt.Errorf("pod %s: %w", name, web.ErrNoSidecar)
+		return nil, fmt.Errorf("pod %s: %w", name, api.ErrNoSidecar)
 	}
 	return p, nil
 }
@@ -52,17 +52,17 @@ func (l *Lab) sidecarPodNames() []string {
 }
 
 // PodHistory implements web.HistoryReader.
-func (l *Lab) PodHistory(pod string) (web.PodHistory, error) {
+func (l *Lab) PodHistory(pod string) (api.PodHistory, error) {
 	p, err := l.sidecarPod(pod)
 	if err != nil {
-		return web.PodHistory{}, err
+		return api.PodHistory{}, err
 	}
-	out := web.PodHistory{Pod: p.Name, NodeID: p.NodeID(), Snapshots: []web.HistorySnapshot{}}
+	out := api.PodHistory{Pod: p.Name, NodeID: p.NodeID(), Snapshots: []api.HistorySnapshot{}}
 	for _, s := range l.disc.History(p.NodeID()) {
-		hs := web.HistorySnapshot{Version: s.Version, Time: s.Time, Trigger: s.Trigger, Types: map[string]web.HistoryType{}}
+		hs := api.HistorySnapshot{Version: s.Version, Time: s.Time, Trigger: s.Trigger, Types: map[string]api.HistoryType{}}
 		for _, typ := range slices.Sorted(maps.Keys(s.Types)) {
 			t := s.Types[typ]
-			hs.Types[shortType(typ)] = web.HistoryType{Resources: t.Resources, State: t.State, Error: t.Error}
+			hs.Types[shortType(typ)] = api.HistoryType{Resources: t.Resources, State: t.State, Error: t.Error}
 		}
 		out.Snapshots = append(out.Snapshots, hs)
 	}
@@ -70,25 +70,25 @@ func (l *Lab) PodHistory(pod string) (web.PodHistory, error) {
 }
 
 // PodDiff implements web.HistoryReader.
-func (l *Lab) PodDiff(pod, from, to string) (web.ConfigDiff, error) {
+func (l *Lab) PodDiff(pod, from, to string) (api.ConfigDiff, error) {
 	p, err := l.sidecarPod(pod)
 	if err != nil {
-		return web.ConfigDiff{}, err
+		return api.ConfigDiff{}, err
 	}
 	d, err := l.disc.Diff(p.NodeID(), from, to)
 	if errors.Is(err, discovery.ErrUnknownVersion) {
-		return web.ConfigDiff{}, fmt.Errorf("pod %s: %w: %w", pod, web.ErrUnknownVersion, err)
+		return api.ConfigDiff{}, fmt.Errorf("pod %s: %w: %w", pod, api.ErrUnknownVersion, err)
 	}
 	if err != nil {
-		return web.ConfigDiff{}, err
+		return api.ConfigDiff{}, err
 	}
-	out := web.ConfigDiff{Pod: p.Name, From: d.From, To: d.To, Types: []web.ConfigTypeDiff{}}
+	out := api.ConfigDiff{Pod: p.Name, From: d.From, To: d.To, Types: []api.ConfigTypeDiff{}}
 	for _, td := range d.Types {
-		wt := web.ConfigTypeDiff{Type: shortType(td.TypeURL), Added: td.Added, Removed: td.Removed}
+		wt := api.ConfigTypeDiff{Type: shortType(td.TypeURL), Added: td.Added, Removed: td.Removed}
 		for _, rc := range td.Changed {
-			wc := web.ConfigResourceChange{Name: rc.Name}
+			wc := api.ConfigResourceChange{Name: rc.Name}
 			for _, f := range rc.Fields {
-				wc.Fields = append(wc.Fields, web.ConfigFieldChange{Path: f.Path, Old: f.Old, New: f.New})
+				wc.Fields = append(wc.Fields, api.ConfigFieldChange{Path: f.Path, Old: f.Old, New: f.New})
 			}
 			wt.Changed = append(wt.Changed, wc)
 		}

@@ -8,23 +8,23 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/netns/capture"
-	"github.com/meshlab/meshlab/web"
 )
 
 // logTailBytes bounds how much of a log file is read for its tail.
 const logTailBytes = 256 << 10
 
 // InspectPod implements web.PodInspector.
-func (l *Lab) InspectPod(ctx context.Context, pod string, lines int) (web.PodInspection, error) {
+func (l *Lab) InspectPod(ctx context.Context, pod string, lines int) (api.PodInspection, error) {
 	l.mu.Lock()
 	m := l.model
 	l.mu.Unlock()
 	p := m.Pod(pod)
 	if p == nil {
-		return web.PodInspection{}, web.ErrUnknownPod
+		return api.PodInspection{}, api.ErrUnknownPod
 	}
-	out := web.PodInspection{Pod: pod, XDS: []web.XDSTypeState{}, Logs: map[string][]string{}}
+	out := api.PodInspection{Pod: pod, XDS: []api.XDSTypeState{}, Logs: map[string][]string{}}
 	dir := l.paths.PodDir(pod)
 	for _, name := range []string{"proxy", "app", "agent"} {
 		out.Logs[name] = tailLines(dir+"/"+name+".log", lines)
@@ -50,7 +50,7 @@ func (l *Lab) InspectPod(ctx context.Context, pod string, lines int) (web.PodIns
 		}
 		out.XDSConnected = ps.Connected
 		for typeURL, ts := range ps.Types {
-			x := web.XDSTypeState{TypeURL: typeURL, Sent: ts.Sent, Acked: ts.Acked, Nonce: ts.Nonce, Synced: ts.Synced(), NackError: ts.NackError}
+			x := api.XDSTypeState{TypeURL: typeURL, Sent: ts.Sent, Acked: ts.Acked, Nonce: ts.Nonce, Synced: ts.Synced(), NackError: ts.NackError}
 			if !ts.LastNack.IsZero() {
 				at := ts.LastNack
 				x.LastNack = &at

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/controlplane/config"
 	"github.com/meshlab/meshlab/controlplane/model"
-	"github.com/meshlab/meshlab/web"
 )
 
 func podNames(ps []*model.Pod) []string {
@@ -220,10 +220,10 @@ func TestApplyRefusedWhileStopping(t *testing.T) {
 	l := applyLab(t)
 	before := l.model
 	l.stopLivePods()
-	if _, err := l.Apply(t.Context(), []web.ConfigFile{{Name: "dr.yaml", Data: testDR}}); !errors.Is(err, errLabStopping) {
+	if _, err := l.Apply(t.Context(), []api.ConfigFile{{Name: "dr.yaml", Data: testDR}}); !errors.Is(err, errLabStopping) {
 		t.Errorf("Apply while stopping: %v, want %v", err, errLabStopping)
 	}
-	if _, err := l.Delete(t.Context(), nil, []web.ObjectRef{{Kind: "Workload", Name: "backend-v2"}}); !errors.Is(err, errLabStopping) {
+	if _, err := l.Delete(t.Context(), nil, []api.ObjectRef{{Kind: "Workload", Name: "backend-v2"}}); !errors.Is(err, errLabStopping) {
 		t.Errorf("Delete while stopping: %v, want %v", err, errLabStopping)
 	}
 	if l.model != before {

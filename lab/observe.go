@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/lab/observe"
 	"github.com/meshlab/meshlab/web"
 )
@@ -18,16 +19,16 @@ type topoPoller = observe.Topology
 
 // WatchTopology implements web.TopologySource: while ctx lasts, a topology a second,
 // polled while the lab's servers run.
-func (l *Lab) WatchTopology(ctx context.Context) <-chan web.Topology {
+func (l *Lab) WatchTopology(ctx context.Context) <-chan api.Topology {
 	return l.topo.Watch(ctx, l.serverCtx, l.below())
 }
 
 // Topology implements web.TopologySource: one fresh sample.
-func (l *Lab) Topology(ctx context.Context) (web.Topology, error) {
+func (l *Lab) Topology(ctx context.Context) (api.Topology, error) {
 	return l.topo.Sample(ctx, l.below()), nil
 }
 
 // SendTraffic implements web.TrafficSender from inside the pod's namespace.
-func (l *Lab) SendTraffic(ctx context.Context, r web.TrafficRequest) (web.TrafficResult, error) {
+func (l *Lab) SendTraffic(ctx context.Context, r api.TrafficRequest) (api.TrafficResult, error) {
 	return observe.SendTraffic(ctx, l.below(), r)
 }

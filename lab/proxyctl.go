@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/controlplane/model"
 	"github.com/meshlab/meshlab/dataplane/agent"
 	"github.com/meshlab/meshlab/web"
@@ -21,13 +22,13 @@ var _ web.ProxyBackend = (*Lab)(nil)
 const restartPoll = 10 * time.Millisecond
 
 // PodDetail implements web.PodDescriber: the pod's summary and its agent's full status.
-func (l *Lab) PodDetail(ctx context.Context, name string) (web.PodDetail, error) {
+func (l *Lab) PodDetail(ctx context.Context, name string) (api.PodDetail, error) {
 	p, err := l.podNamed(name)
 	if err != nil {
-		return web.PodDetail{}, err
+		return api.PodDetail{}, err
 	}
-	d := web.PodDetail{
-		PodStatus: web.PodStatus{Name: p.Name, Namespace: p.Namespace, NetNS: NamespaceName(l.opts.Name, p.Name),
+	d := api.PodDetail{
+		PodStatus: api.PodStatus{Name: p.Name, Namespace: p.Namespace, NetNS: NamespaceName(l.opts.Name, p.Name),
 			IP: p.IP, Sidecar: p.Sidecar.Inject, Epoch: -1},
 		Labels: p.Labels, ServiceAccount: p.ServiceAccount,
 	}
@@ -51,22 +52,22 @@ func (l *Lab) PodDetail(ctx context.Context, name string) (web.PodDetail, error)
 // RestartProxy implements web.ProxyRestarter: it asks the pod's agent for a new epoch
 // (which the agent starts once the current one is LIVE) and, when wait is set, polls
 // until the new epoch is LIVE, exits, or ctx ends.
-func (l *Lab) RestartProxy(ctx context.Context, name string, wait bool) (web.ProxyRestart, error) {
+func (l *Lab) RestartProxy(ctx context.Context, name string, wait bool) (api.ProxyRestart, error) {
 	p, err := l.podNamed(name)
 	if err != nil {
-		return web.ProxyRestart{}, err
+		return api.ProxyRestart{}, err
 	}
 	if !p.Sidecar.Inject {
-		return web.ProxyRestart{}, fmt.Errorf("restart proxy of pod %s: %w", name, web.ErrNoSidecar)
+		return api.ProxyRestart{}, fmt.Errorf("restart proxy of pod %s: %w", name, api.ErrNoSidecar)
 	}
 	start := time.Now()
 	c := newAgentClient(l.paths.AgentSocket(p.Name))
 	defer c.close()
 	var res agent.RestartResult
 	if err := c.post(ctx, "/restart", &res); err != nil {
-		return web.ProxyRestart{}, fmt.Errorf("restart proxy of pod %s: %w", name, err)
+		return api.ProxyRestart{}, fmt.Errorf("restart proxy of pod %s: %w", name, err)
 	}
-	out := web.ProxyRestart{Pod: name, Epoch: res.Epoch}
+	out := api.ProxyRestart{Pod: name, Epoch: res.Epoch}
 	if !res.Restarted {
 		out.Message = "no epoch was started: the pod's proxy has failed (see meshlab describe pod " + name + ")"
 		return out, nil
@@ -107,14 +108,14 @@ func (l *Lab) RestartProxy(ctx context.Context, name string, wait bool) (web.Pro
 	}
 }
 
-// podNamed returns the named pod of the current model, or web.ErrUnknownPod.
+// podNamed returns the named pod of the current model, or api.ErrUnknownPod.
 func (l *Lab) podNamed(name string) (*model.Pod, error) {
 	l.mu.Lock()
 	m := l.model
 	l.mu.Unlock()
 	p := m.Pod(name)
 	if p == nil {
-		return nil, fmt.Errorf("pod %q: %w", name, web.ErrUnknownPod)
+		return nil, fmt.Errorf("pod %q: %w", name, api.ErrUnknownPod)
 	}
 	return p, nil
 }
@@ -129,12 +130,12 @@ func findEpoch(eps []agent.EpochStatus, epoch int) (agent.EpochStatus, bool) {
 }
 
 // agentStatus converts the agent's Status to the API's shape.
-func agentStatus(st agent.Status) *web.AgentStatus {
-	out := &web.AgentStatus{
+func agentStatus(st agent.Status) *api.AgentStatus {
+	out := &api.AgentStatus{
 		Ready: st.Ready, ProxyPath: st.ProxyPath, ProxyVersion: st.ProxyVersion, DataPlane: st.DataPlane,
 		Restarts: st.Restarts, Message: st.Message, Failed: st.Failed, ConsecutiveFailures: st.ConsecutiveFailures,
 		NextRestartAt: st.NextRestartAt,
-		Settings: web.ProxySettings{
+		Settings: api.ProxySettings{
 			LogLevel: st.Settings.LogLevel, Concurrency: st.Settings.Concurrency,
 			DrainDuration:          time.Duration(st.Settings.DrainDuration).String(),
 			ParentShutdownDuration: time.Duration(st.Settings.ParentShutdownDuration).String(),
@@ -143,7 +144,7 @@ func agentStatus(st agent.Status) *web.AgentStatus {
 	}
 	out.Cert = workloadCert(st.Cert)
 	if pl := st.Proxyless; pl != nil {
-		out.Proxyless = &web.ProxylessAgent{Bootstrap: pl.Bootstrap, XDSSocket: pl.XDSSocket, CertDir: pl.CertDir,
+		out.Proxyless = &api.ProxylessAgent{Bootstrap: pl.Bootstrap, XDSSocket: pl.XDSSocket, CertDir: pl.CertDir,
 			Relayed: pl.Relay.Total, LastError: pl.Relay.LastError, LastErrorAt: pl.Relay.LastErrorAt}
 		for _, s := range pl.Relay.Streams {
 			kind := "sotw"
@@ -154,7 +155,7 @@ func agentStatus(st agent.Status) *web.AgentStatus {
 		}
 	}
 	for _, e := range st.Epochs {
-		out.Epochs = append(out.Epochs, web.ProxyEpoch{
+		out.Epochs = append(out.Epochs, api.ProxyEpoch{
 			Epoch: e.Epoch, PID: e.PID, State: e.State, StartedAt: e.StartedAt, ExitedAt: e.ExitedAt,
 			ExitCode: e.ExitCode, Error: e.Error, Reason: e.Reason, ProxyPath: e.ProxyPath,
 			ProxyVersion: e.ProxyVersion, DataPlane: e.DataPlane,

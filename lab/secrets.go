@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/web"
 )
 
@@ -16,14 +17,14 @@ var _ web.ProxySecretsReader = (*Lab)(nil)
 
 // ProxySecrets implements web.ProxySecretsReader: each sidecar's dynamic_active_secrets
 // from its proxy's /config_dump, read through the pod's agent, all pods at once.
-func (l *Lab) ProxySecrets(ctx context.Context) []web.PodSecrets {
+func (l *Lab) ProxySecrets(ctx context.Context) []api.PodSecrets {
 	l.mu.Lock()
 	m := l.model
 	l.mu.Unlock()
 	var (
 		mu  sync.Mutex
 		wg  sync.WaitGroup
-		out []web.PodSecrets
+		out []api.PodSecrets
 	)
 	for _, p := range m.Pods {
 		if !p.Sidecar.Inject {
@@ -32,7 +33,7 @@ func (l *Lab) ProxySecrets(ctx context.Context) []web.PodSecrets {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ps := web.PodSecrets{Pod: p.Name}
+			ps := api.PodSecrets{Pod: p.Name}
 			secrets, err := proxySecrets(ctx, l.paths.AgentSocket(p.Name))
 			if err != nil {
 				ps.Error = err.Error()
@@ -44,7 +45,7 @@ func (l *Lab) ProxySecrets(ctx context.Context) []web.PodSecrets {
 		}()
 	}
 	wg.Wait()
-	slices.SortFunc(out, func(a, b web.PodSecrets) int { return strings.Compare(a.Pod, b.Pod) })
+	slices.SortFunc(out, func(a, b api.PodSecrets) int { return strings.Compare(a.Pod, b.Pod) })
 	return out
 }
 
@@ -63,7 +64,7 @@ type secretsDump struct {
 }
 
 // proxySecrets reads one proxy's active secrets through the agent at sock.
-func proxySecrets(ctx context.Context, sock string) ([]web.ProxySecret, error) {
+func proxySecrets(ctx context.Context, sock string) ([]api.ProxySecret, error) {
 	c := newAgentClient(sock)
 	defer c.close()
 	resp, err := c.get(ctx, "/admin/config_dump?resource=dynamic_active_secrets")
@@ -75,7 +76,7 @@ func proxySecrets(ctx context.Context, sock string) ([]web.ProxySecret, error) {
 	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil {
 		return nil, fmt.Errorf("decode the proxy's secrets: %w", err)
 	}
-	out := make([]web.ProxySecret, 0, len(d.Configs))
+	out := make([]api.ProxySecret, 0, len(d.Configs))
 	for _, s := range d.Configs {
 		kind := ""
 		switch {
@@ -84,7 +85,7 @@ func proxySecrets(ctx context.Context, sock string) ([]web.ProxySecret, error) {
 		case len(s.Secret.ValidationContext) > 0:
 			kind = "validation"
 		}
-		out = append(out, web.ProxySecret{Name: s.Name, Kind: kind, Version: s.VersionInfo, LastUpdated: s.LastUpdated})
+		out = append(out, api.ProxySecret{Name: s.Name, Kind: kind, Version: s.VersionInfo, LastUpdated: s.LastUpdated})
 	}
 	return out, nil
 }

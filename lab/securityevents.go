@@ -3,8 +3,8 @@ package lab
 import (
 	"strings"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/lab/observe"
-	"github.com/meshlab/meshlab/web"
 )
 
 // Security event kinds: policies applied and workload certificates seen changing.
@@ -24,18 +24,18 @@ var policyKinds = map[string]bool{"PeerAuthentication": true, "AuthorizationPoli
 
 // policyEvent returns the policy.applied event that goes with a config.<action> event,
 // and whether there is one.
-func policyEvent(kind, msg string, fields map[string]any) (web.Event, bool) {
+func policyEvent(kind, msg string, fields map[string]any) (api.Event, bool) {
 	action, ok := strings.CutPrefix(kind, "config.")
 	if !ok {
-		return web.Event{}, false
+		return api.Event{}, false
 	}
 	k, _ := fields["kind"].(string)
 	if !policyKinds[k] {
-		return web.Event{}, false
+		return api.Event{}, false
 	}
 	f := map[string]any{"action": action}
 	for _, key := range []string{"kind", "namespace", "name"} {
 		f[key] = fields[key]
 	}
-	return web.Event{Kind: EventPolicyApplied, Message: msg + " " + action, Fields: f}, true
+	return api.Event{Kind: EventPolicyApplied, Message: msg + " " + action, Fields: f}, true
 }

@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/lab/trace"
 	"github.com/meshlab/meshlab/web"
 )
@@ -10,6 +11,6 @@ import (
 var _ web.Tracer = (*Lab)(nil)
 
 // Trace implements web.Tracer (lab/trace): one request from the pod, explained.
-func (l *Lab) Trace(ctx context.Context, r web.TraceRequest) (web.TraceResult, error) {
+func (l *Lab) Trace(ctx context.Context, r api.TraceRequest) (api.TraceResult, error) {
 	return trace.Trace(ctx, l.below(), r)
 }

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/meshlab/meshlab/web"
+	"github.com/meshlab/meshlab/api"
 )
 
 // loadPause separates the rounds of a load.
@@ -34,7 +34,7 @@ func (r *Runner) runActions(ctx context.Context, l *Lab, actions []Action, st *s
 func (r *Runner) runAction(ctx context.Context, l *Lab, a Action, st *stepState) error {
 	switch {
 	case a.Apply != nil:
-		lines, err := r.Backend.Apply(ctx, []web.ConfigFile{{Name: l.File, Data: string(a.Apply.data)}})
+		lines, err := r.Backend.Apply(ctx, []api.ConfigFile{{Name: l.File, Data: string(a.Apply.data)}})
 		if err != nil {
 			return err
 		}
@@ -46,9 +46,9 @@ func (r *Runner) runAction(ctx context.Context, l *Lab, a Action, st *stepState)
 		}
 		return r.waitSynced(ctx)
 	case a.Delete != nil:
-		refs := make([]web.ObjectRef, len(a.Delete.Objects))
+		refs := make([]api.ObjectRef, len(a.Delete.Objects))
 		for i, o := range a.Delete.Objects {
-			refs[i] = web.ObjectRef{Kind: o.Kind, Namespace: o.Namespace, Name: o.Name}
+			refs[i] = api.ObjectRef{Kind: o.Kind, Namespace: o.Namespace, Name: o.Name}
 		}
 		lines, err := r.Backend.Delete(ctx, nil, refs)
 		if err != nil {
@@ -67,11 +67,11 @@ func (r *Runner) runAction(ctx context.Context, l *Lab, a Action, st *stepState)
 		r.printf("  sent %d requests from %s to %s: %s, p50 %.1fms\n", res.Sent, t.From, t.URL, counts(res.Statuses), res.P50Ms)
 		st.traffic = &res
 		if st.byPod == nil {
-			st.byPod = map[string]*web.TrafficResult{}
+			st.byPod = map[string]*api.TrafficResult{}
 		}
 		st.byPod[t.From] = &res
 	case a.ControlPlaneStop != nil:
-		f, err := r.Backend.AddFault(ctx, web.FaultSpec{Kind: web.FaultDiscoveryStop, Duration: a.ControlPlaneStop.Duration.D()})
+		f, err := r.Backend.AddFault(ctx, api.FaultSpec{Kind: api.FaultDiscoveryStop, Duration: a.ControlPlaneStop.Duration.D()})
 		if err != nil {
 			return err
 		}
@@ -178,7 +178,7 @@ func (r *Runner) waitSynced(ctx context.Context) error {
 	if timeout == 0 {
 		timeout = 15 * time.Second
 	}
-	if slices.ContainsFunc(r.Backend.Faults(), func(f web.Fault) bool { return f.Kind == web.FaultDiscoveryStop }) {
+	if slices.ContainsFunc(r.Backend.Faults(), func(f api.Fault) bool { return f.Kind == api.FaultDiscoveryStop }) {
 		return nil
 	}
 	return r.poll(ctx, timeout, func() (bool, string) {

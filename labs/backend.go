@@ -10,34 +10,34 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/dataplane/statstext"
 	"github.com/meshlab/meshlab/lab"
-	"github.com/meshlab/meshlab/web"
 )
 
 // Backend is what the runner needs of a running lab. Safe for concurrent use; every
 // method may block on the lab's agents and honours ctx.
 type Backend interface {
-	Apply(ctx context.Context, files []web.ConfigFile) ([]string, error)
-	Delete(ctx context.Context, files []web.ConfigFile, refs []web.ObjectRef) ([]string, error)
-	SendTraffic(ctx context.Context, r web.TrafficRequest) (web.TrafficResult, error)
-	RestartProxy(ctx context.Context, pod string, wait bool) (web.ProxyRestart, error)
-	PodDetail(ctx context.Context, pod string) (web.PodDetail, error)
-	ProxyStatus() []web.ProxyStatus
+	Apply(ctx context.Context, files []api.ConfigFile) ([]string, error)
+	Delete(ctx context.Context, files []api.ConfigFile, refs []api.ObjectRef) ([]string, error)
+	SendTraffic(ctx context.Context, r api.TrafficRequest) (api.TrafficResult, error)
+	RestartProxy(ctx context.Context, pod string, wait bool) (api.ProxyRestart, error)
+	PodDetail(ctx context.Context, pod string) (api.PodDetail, error)
+	ProxyStatus() []api.ProxyStatus
 	// Stats returns the counters and gauges of the pod's proxy (admin /stats).
 	Stats(ctx context.Context, pod string) (map[string]uint64, error)
 	// AddFault adds a fault to the lab's machinery (here: discovery-stop).
-	AddFault(ctx context.Context, spec web.FaultSpec) (web.Fault, error)
+	AddFault(ctx context.Context, spec api.FaultSpec) (api.Fault, error)
 	// RotateRoot rotates the lab CA to a new root, returning once every agent renewed.
 	RotateRoot(ctx context.Context) error
 	// KillProxy sends SIGKILL to the pod's live proxy and returns its pid.
 	KillProxy(ctx context.Context, pod string) (int, error)
 	// ClearFaults clears the fault id, or every fault when id is "".
-	ClearFaults(ctx context.Context, id string) ([]web.Fault, error)
+	ClearFaults(ctx context.Context, id string) ([]api.Fault, error)
 	// Faults lists the faults in effect.
-	Faults() []web.Fault
+	Faults() []api.Fault
 	// CAStatus reports the lab CA's roots and every pod's certificate.
-	CAStatus(ctx context.Context) (web.CAStatus, error)
+	CAStatus(ctx context.Context) (api.CAStatus, error)
 }
 
 // LabBackend is a Backend over a lab running in this process.

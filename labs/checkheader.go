@@ -6,12 +6,12 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/meshlab/meshlab/web"
+	"github.com/meshlab/meshlab/api"
 )
 
 // header evaluates a header check against the step's last traffic. The traffic tool
 // keeps per header name the number of answers carrying it and up to
-// web.MaxHeaderValues distinct values; with Value set, the count is exact only while
+// api.MaxHeaderValues distinct values; with Value set, the count is exact only while
 // every carrying answer had that one value, so the check then counts answers only when
 // Value is the sole value seen (or none, when Value was never seen).
 func header(h HeaderCheck, st *stepState, res *Result) {
@@ -57,12 +57,12 @@ func header(h HeaderCheck, st *stepState, res *Result) {
 
 // headerCount returns how many answers carried the header with value (any value when
 // empty), and whether that count is exact.
-func headerCount(seen web.HeaderSeen, value string) (int, bool) {
+func headerCount(seen api.HeaderSeen, value string) (int, bool) {
 	switch {
 	case value == "":
 		return seen.Count, true
 	case !slices.Contains(seen.Values, value):
-		return 0, len(seen.Values) < web.MaxHeaderValues
+		return 0, len(seen.Values) < api.MaxHeaderValues
 	case len(seen.Values) == 1:
 		return seen.Count, true
 	default:

@@ -5,11 +5,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/meshlab/meshlab/web"
+	"github.com/meshlab/meshlab/api"
 )
 
 func TestHeaderCheck(t *testing.T) {
-	var tr web.TrafficResult
+	var tr api.TrafficResult
 	tr.Sent = 10
 	tr.Statuses = map[string]int{"200": 10}
 	for i := range 10 {

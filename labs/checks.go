@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshlab/meshlab/web"
+	"github.com/meshlab/meshlab/api"
 )
 
 // Result is the outcome of one check.
@@ -24,8 +24,8 @@ type Result struct {
 
 // stepState is what a step's actions leave for its checks.
 type stepState struct {
-	traffic  *web.TrafficResult            // the last traffic action's answers
-	byPod    map[string]*web.TrafficResult // the last traffic from each pod
+	traffic  *api.TrafficResult            // the last traffic action's answers
+	byPod    map[string]*api.TrafficResult // the last traffic from each pod
 	load     *loadResult                   // the background load, once stopped
 	loadStop func()                        // stops a running load
 	load0    *TrafficAction                // the load the step's actions started, to restart it
@@ -111,7 +111,7 @@ func (r *Runner) evaluate(ctx context.Context, l *Lab, c Check, st *stepState) R
 }
 
 // needTraffic returns the step's last traffic (from the pod from, when set).
-func needTraffic(st *stepState, from string, res *Result) *web.TrafficResult {
+func needTraffic(st *stepState, from string, res *Result) *api.TrafficResult {
 	t := st.traffic
 	if from != "" {
 		t = st.byPod[from]
@@ -241,16 +241,16 @@ func latency(c LatencyCheck, st *stepState, res *Result) {
 	res.Passed = (c.Below == 0 || got < c.Below.D()) && (c.Above == 0 || got > c.Above.D())
 }
 
-func findProxy(all []web.ProxyStatus, pod string) (web.ProxyStatus, bool) {
+func findProxy(all []api.ProxyStatus, pod string) (api.ProxyStatus, bool) {
 	for _, p := range all {
 		if p.Pod == pod {
 			return p, true
 		}
 	}
-	return web.ProxyStatus{}, false
+	return api.ProxyStatus{}, false
 }
 
-func proxySynced(all []web.ProxyStatus, c ProxySyncedCheck, res *Result) {
+func proxySynced(all []api.ProxyStatus, c ProxySyncedCheck, res *Result) {
 	res.Want = c.Pod + " SYNCED for " + cmpOr(c.Type, "every type")
 	res.Hint = "see meshlab proxy-status; a NACK names the field the proxy refused"
 	ps, ok := findProxy(all, c.Pod)
@@ -276,7 +276,7 @@ func proxySynced(all []web.ProxyStatus, c ProxySyncedCheck, res *Result) {
 	res.Saw = strings.Join(saw, ", ")
 }
 
-func nack(all []web.ProxyStatus, c NackCheck, res *Result) {
+func nack(all []api.ProxyStatus, c NackCheck, res *Result) {
 	res.Want = fmt.Sprintf("a NACK from %s containing %q", c.Pod, c.Message)
 	res.Hint = "a proxy NACKs a resource it cannot apply: see meshlab proxy-status"
 	ps, _ := findProxy(all, c.Pod)
@@ -297,7 +297,7 @@ func nack(all []web.ProxyStatus, c NackCheck, res *Result) {
 	res.Saw = strings.Join(saw, "; ")
 }
 
-func proxyStale(all []web.ProxyStatus, pod string, res *Result) {
+func proxyStale(all []api.ProxyStatus, pod string, res *Result) {
 	res.Want = pod + " cut off from the control plane's current config (disconnected, or STALE)"
 	res.Hint = "stop the discovery server first (meshlab fault add discovery-stop --duration D), then change the config"
 	ps, ok := findProxy(all, pod)

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/web"
 )
 
@@ -41,7 +42,7 @@ func NewGuide(l *Lab, r Runner) *Guide {
 }
 
 // Begin attaches the running lab and runs the first step's actions.
-func (g *Guide) Begin(ctx context.Context, b Backend) web.GuideState {
+func (g *Guide) Begin(ctx context.Context, b Backend) api.GuideState {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.runner.Backend = b
@@ -84,16 +85,16 @@ func (g *Guide) stopLoad() {
 }
 
 // Guide implements web.GuideBackend.
-func (g *Guide) Guide() (web.GuideState, error) {
+func (g *Guide) Guide() (api.GuideState, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.runner.Backend == nil {
-		return web.GuideState{}, web.ErrNoGuide
+		return api.GuideState{}, api.ErrNoGuide
 	}
 	return g.stateLocked(), nil
 }
 
-func (g *Guide) stateLocked() web.GuideState {
+func (g *Guide) stateLocked() api.GuideState {
 	st := g.lab.Steps[g.step]
 	passed := 0
 	for _, p := range g.passed {
@@ -101,7 +102,7 @@ func (g *Guide) stateLocked() web.GuideState {
 			passed++
 		}
 	}
-	return web.GuideState{
+	return api.GuideState{
 		Lab: g.lab.Name, Title: g.lab.Title, Introduction: g.lab.Introduction,
 		Step: g.step + 1, Steps: len(g.lab.Steps), StepName: st.Name, Instructions: instructions(g.lab, g.step),
 		Tasks: Tasks(g.lab, g.step), Error: g.err, Passed: passed, Done: g.passed[len(g.passed)-1],
@@ -110,21 +111,21 @@ func (g *Guide) stateLocked() web.GuideState {
 
 // CheckStep implements web.GuideBackend: it waits for the proxies to take the current
 // config, sends the step's verify traffic afresh and judges the step.
-func (g *Guide) CheckStep(ctx context.Context) (web.GuideCheck, error) {
+func (g *Guide) CheckStep(ctx context.Context) (api.GuideCheck, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.runner.Backend == nil {
-		return web.GuideCheck{}, web.ErrNoGuide
+		return api.GuideCheck{}, api.ErrNoGuide
 	}
 	return g.checkLocked(ctx, ""), nil
 }
 
-func (g *Guide) checkLocked(ctx context.Context, actionErr string) web.GuideCheck {
+func (g *Guide) checkLocked(ctx context.Context, actionErr string) api.GuideCheck {
 	// The load ran while the person worked: its totals are what no-failures judges.
 	g.stopLoad()
 	st := g.state
 	st.traffic, st.byPod = nil, nil
-	out := web.GuideCheck{Step: g.step + 1, Error: actionErr}
+	out := api.GuideCheck{Step: g.step + 1, Error: actionErr}
 	if out.Error == "" && g.err != "" {
 		out.Error = "the step's setup failed: " + g.err
 	}
@@ -141,7 +142,7 @@ func (g *Guide) checkLocked(ctx context.Context, actionErr string) web.GuideChec
 	out.Passed = out.Error == ""
 	if out.Error == "" {
 		for _, r := range g.runner.Check(ctx, g.lab, g.step, st) {
-			out.Results = append(out.Results, web.CheckResult{Check: r.Check, Passed: r.Passed, Saw: r.Saw, Want: r.Want, Hint: r.Hint})
+			out.Results = append(out.Results, api.CheckResult{Check: r.Check, Passed: r.Passed, Saw: r.Saw, Want: r.Want, Hint: r.Hint})
 			out.Passed = out.Passed && r.Passed
 		}
 	}
@@ -158,31 +159,31 @@ func (g *Guide) checkLocked(ctx context.Context, actionErr string) web.GuideChec
 
 // NextStep implements web.GuideBackend. On the last step it moves nowhere: once that
 // step passed it answers the state, Done; before, ErrLastStep saying what is left.
-func (g *Guide) NextStep(ctx context.Context) (web.GuideState, error) {
+func (g *Guide) NextStep(ctx context.Context) (api.GuideState, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.runner.Backend == nil {
-		return web.GuideState{}, web.ErrNoGuide
+		return api.GuideState{}, api.ErrNoGuide
 	}
 	switch {
 	case g.step+1 < len(g.lab.Steps):
 		g.enter(ctx, g.step+1)
 	case !g.passed[g.step]:
-		return web.GuideState{}, fmt.Errorf("%w: step %d (%s) has not passed yet: do its task, then meshlab lab check", web.ErrLastStep, g.step+1, g.lab.Steps[g.step].Name)
+		return api.GuideState{}, fmt.Errorf("%w: step %d (%s) has not passed yet: do its task, then meshlab lab check", api.ErrLastStep, g.step+1, g.lab.Steps[g.step].Name)
 	}
 	return g.stateLocked(), nil
 }
 
 // SolveStep implements web.GuideBackend: it runs the step's solution, then checks the
 // step as CheckStep does. A step without a solution answers ErrNoSolution.
-func (g *Guide) SolveStep(ctx context.Context) (web.GuideCheck, error) {
+func (g *Guide) SolveStep(ctx context.Context) (api.GuideCheck, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.runner.Backend == nil {
-		return web.GuideCheck{}, web.ErrNoGuide
+		return api.GuideCheck{}, api.ErrNoGuide
 	}
 	if len(g.lab.Steps[g.step].Solution) == 0 {
-		return web.GuideCheck{}, fmt.Errorf("step %d (%s): %w: do what its instructions say, then meshlab lab check", g.step+1, g.lab.Steps[g.step].Name, web.ErrNoSolution)
+		return api.GuideCheck{}, fmt.Errorf("step %d (%s): %w: do what its instructions say, then meshlab lab check", g.step+1, g.lab.Steps[g.step].Name, api.ErrNoSolution)
 	}
 	msg := ""
 	if err := g.runner.runActions(g.stepCtx, g.lab, g.lab.Steps[g.step].Solution, g.state); err != nil {

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/internal/testutil"
 	"github.com/meshlab/meshlab/scenarios"
-	"github.com/meshlab/meshlab/web"
 )
 
 const guideLab = `apiVersion: meshlab.dev/v1alpha1
@@ -44,7 +44,7 @@ func TestGuideChecksFreshTraffic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeBackend{traffic: web.TrafficResult{Sent: 10, Statuses: map[string]int{"503": 10}}}
+	f := &fakeBackend{traffic: api.TrafficResult{Sent: 10, Statuses: map[string]int{"503": 10}}}
 	g := NewGuide(l, Runner{Logger: testutil.Logger(t)})
 	t.Cleanup(g.Close)
 	st := g.Begin(t.Context(), f)
@@ -67,7 +67,7 @@ func TestGuideChecksFreshTraffic(t *testing.T) {
 	}
 	// The attendee fixes it; the next check must see it with new traffic.
 	f.mu.Lock()
-	f.traffic = web.TrafficResult{Sent: 10, Statuses: map[string]int{"200": 10}}
+	f.traffic = api.TrafficResult{Sent: 10, Statuses: map[string]int{"200": 10}}
 	f.mu.Unlock()
 	c, err = g.CheckStep(t.Context())
 	if err != nil || !c.Passed || c.Done {
@@ -81,20 +81,20 @@ func TestGuideChecksFreshTraffic(t *testing.T) {
 	if err != nil || st.Step != 2 || st.Passed != 1 || st.Done || len(st.Tasks) != 0 {
 		t.Fatalf("next: %+v, %v", st, err)
 	}
-	if _, err := g.SolveStep(t.Context()); !errors.Is(err, web.ErrNoSolution) || !strings.Contains(err.Error(), "step 2 (look)") {
+	if _, err := g.SolveStep(t.Context()); !errors.Is(err, api.ErrNoSolution) || !strings.Contains(err.Error(), "step 2 (look)") {
 		t.Errorf("solve without a solution: %v", err)
 	}
 	f.mu.Lock()
-	f.traffic = web.TrafficResult{Sent: 10, Statuses: map[string]int{"503": 10}}
+	f.traffic = api.TrafficResult{Sent: 10, Statuses: map[string]int{"503": 10}}
 	f.mu.Unlock()
 	if c, _ := g.CheckStep(t.Context()); c.Passed {
 		t.Fatalf("check passed with no 200: %+v", c)
 	}
-	if _, err := g.NextStep(t.Context()); !errors.Is(err, web.ErrLastStep) || !strings.Contains(err.Error(), "has not passed yet") {
+	if _, err := g.NextStep(t.Context()); !errors.Is(err, api.ErrLastStep) || !strings.Contains(err.Error(), "has not passed yet") {
 		t.Errorf("next on an unfinished last step: %v", err)
 	}
 	f.mu.Lock()
-	f.traffic = web.TrafficResult{Sent: 10, Statuses: map[string]int{"200": 10}}
+	f.traffic = api.TrafficResult{Sent: 10, Statuses: map[string]int{"200": 10}}
 	f.mu.Unlock()
 	if c, _ := g.CheckStep(t.Context()); !c.Passed || !c.Done {
 		t.Fatalf("the last step's check: %+v, want passed and done", c)

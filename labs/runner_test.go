@@ -8,25 +8,25 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/internal/testutil"
 	"github.com/meshlab/meshlab/scenarios"
-	"github.com/meshlab/meshlab/web"
 )
 
 // fakeBackend records what the runner asks and answers from fixed state.
 type fakeBackend struct {
 	mu       sync.Mutex
 	calls    []string
-	traffic  web.TrafficResult
-	status   []web.ProxyStatus
+	traffic  api.TrafficResult
+	status   []api.ProxyStatus
 	stats    map[string]uint64
-	epochs   []web.ProxyEpoch
+	epochs   []api.ProxyEpoch
 	loadSeen int
-	ca       web.CAStatus
+	ca       api.CAStatus
 }
 
 // Faults: the fake has no machinery faults in effect.
-func (f *fakeBackend) Faults() []web.Fault { return nil }
+func (f *fakeBackend) Faults() []api.Fault { return nil }
 
 var _ Backend = (*fakeBackend)(nil)
 
@@ -36,50 +36,50 @@ func (f *fakeBackend) record(s string) {
 	f.calls = append(f.calls, s)
 }
 
-func (f *fakeBackend) Apply(_ context.Context, files []web.ConfigFile) ([]string, error) {
+func (f *fakeBackend) Apply(_ context.Context, files []api.ConfigFile) ([]string, error) {
 	f.record("apply " + files[0].Name)
 	return []string{"applied"}, nil
 }
 
-func (f *fakeBackend) Delete(_ context.Context, _ []web.ConfigFile, refs []web.ObjectRef) ([]string, error) {
+func (f *fakeBackend) Delete(_ context.Context, _ []api.ConfigFile, refs []api.ObjectRef) ([]string, error) {
 	f.record("delete " + refs[0].Kind + "/" + refs[0].Name)
 	return nil, nil
 }
 
-func (f *fakeBackend) SendTraffic(_ context.Context, r web.TrafficRequest) (web.TrafficResult, error) {
+func (f *fakeBackend) SendTraffic(_ context.Context, r api.TrafficRequest) (api.TrafficResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if r.N == 5 { // a load round
 		f.loadSeen++
-		return web.TrafficResult{Sent: 5, Statuses: map[string]int{"200": 5}}, nil
+		return api.TrafficResult{Sent: 5, Statuses: map[string]int{"200": 5}}, nil
 	}
 	f.calls = append(f.calls, "traffic "+r.Pod+" "+r.URL)
 	return f.traffic, nil
 }
 
-func (f *fakeBackend) RestartProxy(_ context.Context, pod string, _ bool) (web.ProxyRestart, error) {
+func (f *fakeBackend) RestartProxy(_ context.Context, pod string, _ bool) (api.ProxyRestart, error) {
 	f.record("restart " + pod)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.epochs = append(f.epochs, web.ProxyEpoch{Epoch: len(f.epochs), PID: 100 + len(f.epochs), State: "live"})
-	return web.ProxyRestart{Pod: pod, Epoch: len(f.epochs) - 1, Live: true}, nil
+	f.epochs = append(f.epochs, api.ProxyEpoch{Epoch: len(f.epochs), PID: 100 + len(f.epochs), State: "live"})
+	return api.ProxyRestart{Pod: pod, Epoch: len(f.epochs) - 1, Live: true}, nil
 }
 
-func (f *fakeBackend) PodDetail(_ context.Context, pod string) (web.PodDetail, error) {
+func (f *fakeBackend) PodDetail(_ context.Context, pod string) (api.PodDetail, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return web.PodDetail{Proxy: &web.AgentStatus{Epochs: slicesClone(f.epochs)}}, nil
+	return api.PodDetail{Proxy: &api.AgentStatus{Epochs: slicesClone(f.epochs)}}, nil
 }
 
-func slicesClone(e []web.ProxyEpoch) []web.ProxyEpoch { return append([]web.ProxyEpoch(nil), e...) }
+func slicesClone(e []api.ProxyEpoch) []api.ProxyEpoch { return append([]api.ProxyEpoch(nil), e...) }
 
-func (f *fakeBackend) ProxyStatus() []web.ProxyStatus { return f.status }
+func (f *fakeBackend) ProxyStatus() []api.ProxyStatus { return f.status }
 
 func (f *fakeBackend) Stats(context.Context, string) (map[string]uint64, error) { return f.stats, nil }
 
-func (f *fakeBackend) AddFault(_ context.Context, spec web.FaultSpec) (web.Fault, error) {
+func (f *fakeBackend) AddFault(_ context.Context, spec api.FaultSpec) (api.Fault, error) {
 	f.record("fault " + spec.Kind + " " + spec.Duration.String())
-	return web.Fault{ID: "f1", FaultSpec: spec}, nil
+	return api.Fault{ID: "f1", FaultSpec: spec}, nil
 }
 
 func (f *fakeBackend) RotateRoot(context.Context) error {
@@ -87,12 +87,12 @@ func (f *fakeBackend) RotateRoot(context.Context) error {
 	return nil
 }
 
-func (f *fakeBackend) ClearFaults(_ context.Context, id string) ([]web.Fault, error) {
+func (f *fakeBackend) ClearFaults(_ context.Context, id string) ([]api.Fault, error) {
 	f.record("clear-faults " + id)
-	return []web.Fault{{ID: "f1"}}, nil
+	return []api.Fault{{ID: "f1"}}, nil
 }
 
-func (f *fakeBackend) CAStatus(context.Context) (web.CAStatus, error) {
+func (f *fakeBackend) CAStatus(context.Context) (api.CAStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.ca, nil
@@ -153,14 +153,14 @@ func TestRunnerPassesAndFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := &fakeBackend{
-		traffic: web.TrafficResult{Sent: 10, Statuses: map[string]int{"200": 9, "503": 1},
+		traffic: api.TrafficResult{Sent: 10, Statuses: map[string]int{"200": 9, "503": 1},
 			Pods: map[string]int{"backend-v1": 4, "backend-v2": 5, "": 1}, P50Ms: 12},
-		status: []web.ProxyStatus{{Pod: "frontend-v1", Connected: true, Types: map[string]web.TypeStatus{
+		status: []api.ProxyStatus{{Pod: "frontend-v1", Connected: true, Types: map[string]api.TypeStatus{
 			"RDS": {Sent: "2", Acked: "2"}, "LDS": {Sent: "3", Acked: "2", NackError: "listener: unknown field foo"},
 		}}},
 		stats: map[string]uint64{"cluster.x.upstream_rq_200": 7, "http.inbound.rbac.denied": 2,
 			"cluster.outbound|8080||backend.default.svc.cluster.local.ssl.handshake": 2, "listener.0.0.0.0_15006.ssl.handshake": 1},
-		epochs: []web.ProxyEpoch{{Epoch: 0, PID: 100, State: "live"}},
+		epochs: []api.ProxyEpoch{{Epoch: 0, PID: 100, State: "live"}},
 	}
 	var out bytes.Buffer
 	r := &Runner{Backend: f, Out: &out, Logger: testutil.Logger(t), SyncTimeout: 1}
@@ -173,7 +173,7 @@ func TestRunnerPassesAndFails(t *testing.T) {
 		t.Errorf("step 2 error %q does not say which proxy is not synced", rep.Steps[1].Error)
 	}
 	// Now with every type synced, step 2's checks run.
-	f.status[0].Types["LDS"] = web.TypeStatus{Sent: "3", Acked: "3", NackError: "listener: unknown field foo"}
+	f.status[0].Types["LDS"] = api.TypeStatus{Sent: "3", Acked: "3", NackError: "listener: unknown field foo"}
 	out.Reset()
 	st := r.RunStep(t.Context(), l, 1, l.Steps[1].Solution)
 	for _, c := range st.Checks {
@@ -197,7 +197,7 @@ func TestChecksFail(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := &fakeBackend{
-		traffic: web.TrafficResult{Sent: 10, Statuses: map[string]int{"200": 5, "503": 5},
+		traffic: api.TrafficResult{Sent: 10, Statuses: map[string]int{"200": 5, "503": 5},
 			Pods: map[string]int{"backend-v1": 10}, P50Ms: 80},
 		stats: map[string]uint64{},
 	}

@@ -11,14 +11,14 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/meshlab/meshlab/web"
+	"github.com/meshlab/meshlab/api"
 )
 
 // Tasks renders step i's solution as what an attendee runs: one shell command line per
 // action (the YAML an apply reads on its stdin beside it). The commands are the CLI's
 // own verbs, so that running them does what `lab solve` does.
-func Tasks(l *Lab, i int) []web.GuideTask {
-	var out []web.GuideTask
+func Tasks(l *Lab, i int) []api.GuideTask {
+	var out []api.GuideTask
 	for _, a := range l.Steps[i].Solution {
 		if t, ok := task(a); ok {
 			out = append(out, t)
@@ -27,10 +27,10 @@ func Tasks(l *Lab, i int) []web.GuideTask {
 	return out
 }
 
-func task(a Action) (web.GuideTask, bool) {
+func task(a Action) (api.GuideTask, bool) {
 	switch {
 	case a.Apply != nil:
-		return web.GuideTask{Command: "meshlab apply -f -", Stdin: applyYAML(a.Apply)}, true
+		return api.GuideTask{Command: "meshlab apply -f -", Stdin: applyYAML(a.Apply)}, true
 	case a.Delete != nil:
 		var cmds []string
 		for _, o := range a.Delete.Objects {
@@ -40,25 +40,25 @@ func task(a Action) (web.GuideTask, bool) {
 			}
 			cmds = append(cmds, c)
 		}
-		return web.GuideTask{Command: strings.Join(cmds, " && ")}, true
+		return api.GuideTask{Command: strings.Join(cmds, " && ")}, true
 	case a.Traffic != nil:
-		return web.GuideTask{Command: curlCommand(*a.Traffic)}, true
+		return api.GuideTask{Command: curlCommand(*a.Traffic)}, true
 	case a.RestartProxy != nil:
-		return web.GuideTask{Command: "meshlab proxy restart " + a.RestartProxy.Pod}, true
+		return api.GuideTask{Command: "meshlab proxy restart " + a.RestartProxy.Pod}, true
 	case a.KillProxy != nil:
-		return web.GuideTask{Command: "meshlab fault add kill-proxy " + a.KillProxy.Pod}, true
+		return api.GuideTask{Command: "meshlab fault add kill-proxy " + a.KillProxy.Pod}, true
 	case a.ControlPlaneStop != nil:
-		return web.GuideTask{Command: "meshlab fault add discovery-stop --duration " + shortDuration(a.ControlPlaneStop.Duration.D())}, true
+		return api.GuideTask{Command: "meshlab fault add discovery-stop --duration " + shortDuration(a.ControlPlaneStop.Duration.D())}, true
 	case a.RotateCerts != nil || a.Kind == "rotate-certs":
-		return web.GuideTask{Command: "meshlab ca rotate-root"}, true
+		return api.GuideTask{Command: "meshlab ca rotate-root"}, true
 	case a.ClearFaults != nil || a.Kind == "clear-faults":
-		return web.GuideTask{Command: "meshlab fault clear"}, true
+		return api.GuideTask{Command: "meshlab fault clear"}, true
 	case a.Wait != nil && a.Wait.Until == nil:
-		return web.GuideTask{Command: "sleep " + strconv.FormatFloat(a.Wait.Duration.D().Seconds(), 'f', -1, 64)}, true
+		return api.GuideTask{Command: "sleep " + strconv.FormatFloat(a.Wait.Duration.D().Seconds(), 'f', -1, 64)}, true
 	}
 	// A wait until a check passes is what `lab check` does anyway; a load is refused
 	// in a solution by validate.
-	return web.GuideTask{}, false
+	return api.GuideTask{}, false
 }
 
 // shortDuration writes d as a person would: 10m, not 10m0s.
@@ -119,7 +119,7 @@ func shellQuote(s string) string {
 }
 
 // TaskText renders tasks as shell a person can paste: an apply's YAML as a here-document.
-func TaskText(tasks []web.GuideTask) string {
+func TaskText(tasks []api.GuideTask) string {
 	var b strings.Builder
 	for _, t := range tasks {
 		b.WriteString(t.Command)

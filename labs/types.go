@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/meshlab/meshlab/web"
+	"github.com/meshlab/meshlab/api"
 )
 
 // APIVersion and Kind identify a lab document.
@@ -100,8 +100,8 @@ type TrafficAction struct {
 }
 
 // request is the traffic tool's request for t, n requests.
-func (t TrafficAction) request(n int) web.TrafficRequest {
-	return web.TrafficRequest{Pod: t.From, URL: t.URL, N: n, Method: t.Method, Headers: t.Headers}
+func (t TrafficAction) request(n int) api.TrafficRequest {
+	return api.TrafficRequest{Pod: t.From, URL: t.URL, N: n, Method: t.Method, Headers: t.Headers}
 }
 
 // PodRef names a pod.

@@ -8,11 +8,12 @@ import (
 	"strings"
 	"time"
 
+	"sigs.k8s.io/yaml"
+
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/controlplane/config"
 	"github.com/meshlab/meshlab/controlplane/model"
 	"github.com/meshlab/meshlab/lab"
-	"github.com/meshlab/meshlab/web"
-	"sigs.k8s.io/yaml"
 )
 
 // xdsTypes are the types proxy-synced and nack may name.
@@ -201,7 +202,7 @@ func (v *validator) traffic(t TrafficAction, path string, maxN int) {
 	if t.N < 0 || t.N > maxN {
 		v.p.addf(path+".count", "want 1..%d, got %d", maxN, t.N)
 	}
-	if err := (web.TrafficRequest{Pod: "-", URL: "http://x/", N: 1, Method: t.Method, Headers: t.Headers}).Validate(); err != nil {
+	if err := (api.TrafficRequest{Pod: "-", URL: "http://x/", N: 1, Method: t.Method, Headers: t.Headers}).Validate(); err != nil {
 		v.p.addf(path, "%v", err)
 	}
 	u, err := url.Parse(t.URL)

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/meshlab/meshlab/web"
+	"github.com/meshlab/meshlab/api"
 )
 
 // Difference is one fact that differs between the recorded lab and the rebuilt one.
@@ -73,7 +73,7 @@ func lastTypes(p PodFacts) string {
 	if len(p.History) == 0 {
 		return "no history"
 	}
-	last := map[string]web.HistoryType{}
+	last := map[string]api.HistoryType{}
 	for _, s := range p.History {
 		maps.Copy(last, s.Types)
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshlab/meshlab/web"
+	"github.com/meshlab/meshlab/api"
 )
 
 // Facts is what a repro file records of a lab, besides its objects.
@@ -26,20 +26,20 @@ type PodFacts struct {
 	Capture      []string `json:"capture,omitempty"` // nat rules, without counters and comments
 	CaptureError string   `json:"captureError,omitempty"`
 	// History is the xDS history the control plane kept for the pod's proxy.
-	History []web.HistorySnapshot `json:"history,omitempty"`
+	History []api.HistorySnapshot `json:"history,omitempty"`
 }
 
-// Source is the lab API a repro reads; *web.Client implements it.
+// Source is the lab API a repro reads; *api.Client implements it.
 type Source interface {
-	Lab(ctx context.Context) (web.LabInfo, error)
-	Pods(ctx context.Context) ([]web.PodStatus, error)
-	Objects(ctx context.Context, kind, namespace, name string) ([]web.ConfigObject, error)
-	PodDetail(ctx context.Context, pod string) (web.PodDetail, error)
-	PodHistory(ctx context.Context, pod string) (web.PodHistory, error)
-	InspectPod(ctx context.Context, pod string, lines int) (web.PodInspection, error)
+	Lab(ctx context.Context) (api.LabInfo, error)
+	Pods(ctx context.Context) ([]api.PodStatus, error)
+	Objects(ctx context.Context, kind, namespace, name string) ([]api.ConfigObject, error)
+	PodDetail(ctx context.Context, pod string) (api.PodDetail, error)
+	PodHistory(ctx context.Context, pod string) (api.PodHistory, error)
+	InspectPod(ctx context.Context, pod string, lines int) (api.PodInspection, error)
 }
 
-var _ Source = (*web.Client)(nil)
+var _ Source = (*api.Client)(nil)
 
 // Collect reads the facts of every pod of the lab behind src.
 func Collect(ctx context.Context, src Source, now time.Time) (Facts, error) {

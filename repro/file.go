@@ -10,15 +10,15 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/labs"
-	"github.com/meshlab/meshlab/web"
 )
 
 // AnnotationKey is the Lab document's annotation holding the recorded Facts.
 const AnnotationKey = "meshlab.dev/repro"
 
 // Write writes a repro file: the Lab document with facts, then every object.
-func Write(w io.Writer, facts Facts, objects []web.ConfigObject) error {
+func Write(w io.Writer, facts Facts, objects []api.ConfigObject) error {
 	factsJSON, err := json.MarshalIndent(facts, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode facts: %w", err)

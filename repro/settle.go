@@ -4,12 +4,12 @@ import (
 	"context"
 	"time"
 
-	"github.com/meshlab/meshlab/web"
+	"github.com/meshlab/meshlab/api"
 )
 
-// ProxyStatusReader lists the proxies' xDS state; *web.Client implements it.
+// ProxyStatusReader lists the proxies' xDS state; *api.Client implements it.
 type ProxyStatusReader interface {
-	ProxyStatus(ctx context.Context) ([]web.ProxyStatus, error)
+	ProxyStatus(ctx context.Context) ([]api.ProxyStatus, error)
 }
 
 // Settle waits, up to timeout, until every proxy is connected and has answered (ACK or
@@ -32,7 +32,7 @@ func Settle(ctx context.Context, src ProxyStatusReader, timeout time.Duration) b
 	}
 }
 
-func synced(all []web.ProxyStatus) bool {
+func synced(all []api.ProxyStatus) bool {
 	for _, p := range all {
 		if !p.Connected || len(p.Types) == 0 {
 			return false

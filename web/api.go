@@ -1,6 +1,6 @@
-// Package web serves the lab API (and, later, the dashboard): the one JSON API that the
-// CLI, the agents and the dashboard read. Handlers depend only on the narrow read-only
-// interfaces below, never on the lab's concrete types.
+// Package web serves the lab API and the dashboard: gin handlers over narrow read-only
+// backend interfaces (never the lab's concrete types), the dashboard's guard (token, Host
+// and Origin checks), SSE and the UI. The wire types and the client live in package api.
 package web
 
 import (
@@ -9,68 +9,31 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/meshlab/meshlab/api"
 )
-
-// LabInfo is what GET /v1/lab answers.
-type LabInfo struct {
-	Name        string       `json:"name"`
-	PID         int          `json:"pid"`
-	Scenario    string       `json:"scenario"`
-	PodCIDR     netip.Prefix `json:"podCIDR"`
-	ServiceCIDR netip.Prefix `json:"serviceCIDR"`
-	XDSAddr     string       `json:"xdsAddr,omitempty"`
-	Created     time.Time    `json:"created"`
-}
-
-// PodStatus is one pod as GET /v1/pods reports it.
-type PodStatus struct {
-	Name      string     `json:"name"`
-	Namespace string     `json:"namespace"`
-	NetNS     string     `json:"netns"`
-	IP        netip.Addr `json:"ip"`
-	Sidecar   bool       `json:"sidecar"`
-	Ready     bool       `json:"ready"`
-	Epoch     int        `json:"epoch"`     // the live proxy epoch, -1 when none
-	DataPlane string     `json:"dataPlane"` // "envoy" or "meshlab-proxy"
-	Restarts  int        `json:"restarts"`
-	Message   string     `json:"message,omitempty"`
-	// RequestsOut counts requests this pod's sidecar sent to outbound clusters, RequestsIn
-	// those it delivered to its own app (upstream_rq_total of outbound|... and inbound|...).
-	RequestsOut uint64 `json:"requestsOut"`
-	RequestsIn  uint64 `json:"requestsIn"`
-}
-
-// NameTable is the DNS name table an agent serves, as the agent reads it.
-type NameTable struct {
-	Version uint64                  `json:"version"`
-	Names   map[string][]netip.Addr `json:"names"`
-}
 
 // LabReader reads the lab's description. Implementations must be safe for concurrent use.
 type LabReader interface {
-	Info() LabInfo
+	Info() api.LabInfo
 }
 
 // PodLister lists the lab's pods with their live status; it may block on the agents, and
 // must honour ctx. Safe for concurrent use.
 type PodLister interface {
-	Pods(ctx context.Context) ([]PodStatus, error)
+	Pods(ctx context.Context) ([]api.PodStatus, error)
 }
 
 // NameTableSource hands an agent its pod's DNS name table. It answers at once when the
 // table's version differs from version, else blocks until it changes or ctx ends, and
 // then answers the current table. ErrUnknownPod for a pod the lab does not have.
 type NameTableSource interface {
-	NameTable(ctx context.Context, pod string, version uint64) (NameTable, error)
+	NameTable(ctx context.Context, pod string, version uint64) (api.NameTable, error)
 }
-
-// ErrUnknownPod is returned for a pod the lab does not have.
-var ErrUnknownPod = errors.New("unknown pod")
 
 // Backend is everything the API reads.
 type Backend interface {
@@ -116,7 +79,7 @@ func NewHandler(b Backend, log *slog.Logger, features ...Routes) http.Handler {
 		defer cancel()
 		t, err := b.NameTable(ctx, c.Param("pod"), version)
 		switch {
-		case errors.Is(err, ErrUnknownPod):
+		case errors.Is(err, api.ErrUnknownPod):
 			c.JSON(http.StatusNotFound, gin.H{"error": err.Error()})
 		case err != nil:
 			c.JSON(http.StatusInternalServerError, gin.H{"error": err.Error()})

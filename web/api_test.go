@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/internal/testutil"
 )
 
@@ -25,17 +26,17 @@ type fakeBackend struct {
 	bump chan struct{}
 }
 
-func (f *fakeBackend) Info() LabInfo { return LabInfo{Name: "demo", PID: 42} }
+func (f *fakeBackend) Info() api.LabInfo { return api.LabInfo{Name: "demo", PID: 42} }
 
-func (f *fakeBackend) Pods(context.Context) ([]PodStatus, error) {
-	return []PodStatus{{Name: "backend-v1", IP: netip.MustParseAddr("10.244.0.3"), Ready: true, RequestsIn: 7}}, nil
+func (f *fakeBackend) Pods(context.Context) ([]api.PodStatus, error) {
+	return []api.PodStatus{{Name: "backend-v1", IP: netip.MustParseAddr("10.244.0.3"), Ready: true, RequestsIn: 7}}, nil
 }
 
-func (f *fakeBackend) NameTable(ctx context.Context, pod string, version uint64) (NameTable, error) {
+func (f *fakeBackend) NameTable(ctx context.Context, pod string, version uint64) (api.NameTable, error) {
 	if pod != "backend-v1" {
-		return NameTable{}, ErrUnknownPod
+		return api.NameTable{}, api.ErrUnknownPod
 	}
-	t := NameTable{Version: 1, Names: map[string][]netip.Addr{"backend": {netip.MustParseAddr("10.96.0.10")}}}
+	t := api.NameTable{Version: 1, Names: map[string][]netip.Addr{"backend": {netip.MustParseAddr("10.96.0.10")}}}
 	if version != t.Version {
 		return t, nil
 	}
@@ -73,12 +74,12 @@ func getJSON(t *testing.T, url string, want int, out any) {
 
 func TestLabAndPods(t *testing.T) {
 	srv := newTestServer(t, &fakeBackend{})
-	var info LabInfo
+	var info api.LabInfo
 	getJSON(t, srv.URL+"/v1/lab", http.StatusOK, &info)
 	if info.Name != "demo" || info.PID != 42 {
 		t.Errorf("lab = %+v", info)
 	}
-	var pods []PodStatus
+	var pods []api.PodStatus
 	getJSON(t, srv.URL+"/v1/pods", http.StatusOK, &pods)
 	if len(pods) != 1 || pods[0].Name != "backend-v1" || pods[0].RequestsIn != 7 || pods[0].IP.String() != "10.244.0.3" {
 		t.Errorf("pods = %+v", pods)
@@ -90,15 +91,15 @@ func TestNameTableLongPoll(t *testing.T) {
 	srv := newTestServer(t, b)
 
 	// A stale version answers at once.
-	var nt NameTable
+	var nt api.NameTable
 	getJSON(t, srv.URL+"/v1/agents/backend-v1/nametable?version=0", http.StatusOK, &nt)
 	if nt.Version != 1 || nt.Names["backend"][0].String() != "10.96.0.10" {
 		t.Fatalf("name table = %+v", nt)
 	}
 	// The current version is held until the table changes.
-	got := make(chan NameTable, 1)
+	got := make(chan api.NameTable, 1)
 	go func() {
-		var nt NameTable
+		var nt api.NameTable
 		resp, err := http.Get(srv.URL + "/v1/agents/backend-v1/nametable?version=1")
 		if err == nil {
 			_ = json.NewDecoder(resp.Body).Decode(&nt)
@@ -143,7 +144,7 @@ func TestUnixClient(t *testing.T) {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	c := NewUnixClient(sock)
+	c := api.NewUnixClient(sock)
 	defer c.Close()
 	pods, err := c.Pods(ctx)
 	if err != nil || len(pods) != 1 {

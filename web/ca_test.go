@@ -1,9 +1,13 @@
 package web
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -11,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/internal/testutil"
 )
 
@@ -22,17 +27,17 @@ type fakeCABackend struct {
 	rotated []string
 }
 
-func (f *fakeCABackend) CAStatus(context.Context) (CAStatus, error) {
+func (f *fakeCABackend) CAStatus(context.Context) (api.CAStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return CAStatus{Phase: "stable", ClockOffset: f.offset.String(), Signing: CARef{Serial: "r1"}}, nil
+	return api.CAStatus{Phase: "stable", ClockOffset: f.offset.String(), Signing: api.CARef{Serial: "r1"}}, nil
 }
 
 func (f *fakeCABackend) RotateRootWith(_ context.Context, cert, key []byte) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if cert == nil {
-		return fmt.Errorf("rotate root: %w: need the new root", ErrCARequest)
+		return fmt.Errorf("rotate root: %w: need the new root", api.ErrCARequest)
 	}
 	f.rotated = append(f.rotated, string(cert)+"/"+string(key))
 	return nil
@@ -55,7 +60,7 @@ func (f *fakeCABackend) PauseCertRenewal(pod string, paused bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if pod != "backend-v1" {
-		return fmt.Errorf("pod %q: %w", pod, ErrUnknownPod)
+		return fmt.Errorf("pod %q: %w", pod, api.ErrUnknownPod)
 	}
 	f.paused[pod] = paused
 	return nil
@@ -72,7 +77,7 @@ func TestCARoutes(t *testing.T) {
 	srv.Listener = ln
 	srv.Start()
 	t.Cleanup(srv.Close)
-	c := NewUnixClient(sock)
+	c := api.NewUnixClient(sock)
 	t.Cleanup(c.Close)
 	ctx := context.Background()
 
@@ -98,8 +103,20 @@ func TestCARoutes(t *testing.T) {
 	if err := c.PauseCertRenewal(ctx, "nope", true); err == nil || !strings.Contains(err.Error(), "unknown pod") {
 		t.Fatalf("pause unknown pod = %v", err)
 	}
-	var out map[string]any
-	if err := c.postJSON(ctx, "/v1/ca/clock", CAClockRequest{Offset: "soon"}, &out); err == nil || !strings.Contains(err.Error(), "offset") {
-		t.Fatalf("bad offset = %v", err)
+	// The client only sends durations; a hand-made body carries one that is not.
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	}}}
+	t.Cleanup(hc.CloseIdleConnections)
+	body, _ := json.Marshal(api.CAClockRequest{Offset: "soon"})
+	resp, err := hc.Post("http://lab/v1/ca/clock", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(answer), "offset") {
+		t.Fatalf("bad offset = %d %s", resp.StatusCode, answer)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/internal/testutil"
 )
 
@@ -23,13 +24,13 @@ func TestApplyBodyLimit(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- Serve(ctx, ln, NewHandler(&fakeBackend{}, testutil.Logger(t), ConfigRoutes(f, f))) }()
-	c := NewUnixClient(sock)
+	c := api.NewUnixClient(sock)
 	t.Cleanup(func() {
 		c.Close()
 		cancel()
 		<-done
 	})
-	_, err = c.Apply(ctx, []ConfigFile{{Name: "huge.yaml", Data: strings.Repeat("#", MaxConfigRequestBytes)}})
+	_, err = c.Apply(ctx, []api.ConfigFile{{Name: "huge.yaml", Data: strings.Repeat("#", MaxConfigRequestBytes)}})
 	if err == nil || !strings.Contains(err.Error(), "larger than the limit of 67108864 bytes") {
 		t.Errorf("Apply of a body above the limit: err = %v", err)
 	}

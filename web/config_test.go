@@ -8,39 +8,40 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/internal/testutil"
 )
 
 // fakeConfig records what it is sent and fails on files named "bad.yaml".
 type fakeConfig struct {
-	applied []ConfigFile
-	deleted []ObjectRef
+	applied []api.ConfigFile
+	deleted []api.ObjectRef
 }
 
-func (f *fakeConfig) Apply(_ context.Context, files []ConfigFile) ([]string, error) {
+func (f *fakeConfig) Apply(_ context.Context, files []api.ConfigFile) ([]string, error) {
 	for _, fl := range files {
 		if fl.Name == "bad.yaml" {
-			return nil, &ConfigError{Err: errors.New("bad.yaml: VirtualService default/x: spec.hosts: at least one host is required")}
+			return nil, &api.ConfigError{Err: errors.New("bad.yaml: VirtualService default/x: spec.hosts: at least one host is required")}
 		}
 	}
 	f.applied = append(f.applied, files...)
 	return []string{"VirtualService default/x created"}, nil
 }
 
-func (f *fakeConfig) Delete(_ context.Context, _ []ConfigFile, refs []ObjectRef) ([]string, error) {
+func (f *fakeConfig) Delete(_ context.Context, _ []api.ConfigFile, refs []api.ObjectRef) ([]string, error) {
 	f.deleted = append(f.deleted, refs...)
 	return []string{"VirtualService default/x deleted"}, nil
 }
 
-func (f *fakeConfig) Objects(kind, _, _ string) ([]ConfigObject, error) {
+func (f *fakeConfig) Objects(kind, _, _ string) ([]api.ConfigObject, error) {
 	if kind == "gateway" {
-		return nil, &ConfigError{Err: errors.New(`unknown kind "gateway"`)}
+		return nil, &api.ConfigError{Err: errors.New(`unknown kind "gateway"`)}
 	}
-	return []ConfigObject{{Kind: "VirtualService", Namespace: "default", Name: "x", File: "vs.yaml", Object: []byte(`{"kind":"VirtualService"}`)}}, nil
+	return []api.ConfigObject{{Kind: "VirtualService", Namespace: "default", Name: "x", File: "vs.yaml", Object: []byte(`{"kind":"VirtualService"}`)}}, nil
 }
 
-func (f *fakeConfig) ProxyStatus() []ProxyStatus {
-	return []ProxyStatus{{Pod: "backend-v1", Namespace: "default", Connected: true, Types: map[string]TypeStatus{"CDS": {Sent: "v2", Acked: "v2"}}}}
+func (f *fakeConfig) ProxyStatus() []api.ProxyStatus {
+	return []api.ProxyStatus{{Pod: "backend-v1", Namespace: "default", Connected: true, Types: map[string]api.TypeStatus{"CDS": {Sent: "v2", Acked: "v2"}}}}
 }
 
 func TestConfigRoutesThroughClient(t *testing.T) {
@@ -54,24 +55,24 @@ func TestConfigRoutesThroughClient(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- Serve(ctx, ln, NewHandler(&fakeBackend{}, testutil.Logger(t), ConfigRoutes(f, f))) }()
-	c := NewUnixClient(sock)
+	c := api.NewUnixClient(sock)
 	t.Cleanup(func() {
 		c.Close()
 		cancel()
 		<-done
 	})
-	changes, err := c.Apply(ctx, []ConfigFile{{Name: "vs.yaml", Data: "kind: VirtualService"}})
+	changes, err := c.Apply(ctx, []api.ConfigFile{{Name: "vs.yaml", Data: "kind: VirtualService"}})
 	if err != nil || len(changes) != 1 || changes[0] != "VirtualService default/x created" || f.applied[0].Data != "kind: VirtualService" {
 		t.Errorf("Apply = %q, %v; applied %+v", changes, err, f.applied)
 	}
 	// The lab's message comes back as the error, unwrapped, so the CLI prints it as is.
-	if _, err := c.Apply(ctx, []ConfigFile{{Name: "bad.yaml"}}); err == nil || err.Error() != "bad.yaml: VirtualService default/x: spec.hosts: at least one host is required" {
+	if _, err := c.Apply(ctx, []api.ConfigFile{{Name: "bad.yaml"}}); err == nil || err.Error() != "bad.yaml: VirtualService default/x: spec.hosts: at least one host is required" {
 		t.Errorf("Apply of a bad file: err = %v", err)
 	}
 	if _, err := c.Apply(ctx, nil); err == nil || err.Error() != "no files to apply" {
 		t.Errorf("Apply of nothing: err = %v", err)
 	}
-	if _, err := c.Delete(ctx, DeleteRequest{Refs: []ObjectRef{{Kind: "vs", Name: "x"}}}); err != nil || f.deleted[0].Name != "x" {
+	if _, err := c.Delete(ctx, api.DeleteRequest{Refs: []api.ObjectRef{{Kind: "vs", Name: "x"}}}); err != nil || f.deleted[0].Name != "x" {
 		t.Errorf("Delete: %v, %+v", err, f.deleted)
 	}
 	objs, err := c.Objects(ctx, "vs", "", "")
@@ -90,14 +91,14 @@ func TestConfigRoutesThroughClient(t *testing.T) {
 func TestTypeStatusState(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		ts   TypeStatus
+		ts   api.TypeStatus
 		want string
 	}{
-		{TypeStatus{}, "NOT SENT"},
-		{TypeStatus{Sent: "v3", Acked: "v3"}, "SYNCED"},
-		{TypeStatus{Sent: "v3", Acked: "v2"}, "STALE"},
-		{TypeStatus{Sent: "v3", Acked: "v2", NackError: "bad cluster"}, "NACK"},
-		{TypeStatus{Sent: "v4", Acked: "v4", NackError: "old"}, "SYNCED"},
+		{api.TypeStatus{}, "NOT SENT"},
+		{api.TypeStatus{Sent: "v3", Acked: "v3"}, "SYNCED"},
+		{api.TypeStatus{Sent: "v3", Acked: "v2"}, "STALE"},
+		{api.TypeStatus{Sent: "v3", Acked: "v2", NackError: "bad cluster"}, "NACK"},
+		{api.TypeStatus{Sent: "v4", Acked: "v4", NackError: "old"}, "SYNCED"},
 	}
 	for _, tt := range tests {
 		if got := tt.ts.State(); got != tt.want {

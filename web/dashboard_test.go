@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/dataplane/agent"
 	"github.com/meshlab/meshlab/internal/testutil"
 )
@@ -20,13 +21,13 @@ const testToken = "s3cret-token"
 // dashFake is a backend for every dashboard feature, answering from fixed data.
 type dashFake struct {
 	fakeBackend
-	events  []Event
-	live    chan Event
-	traffic []TrafficRequest
+	events  []api.Event
+	live    chan api.Event
+	traffic []api.TrafficRequest
 }
 
-func (f *dashFake) Subscribe(after uint64, _ int) ([]Event, <-chan Event, func()) {
-	var h []Event
+func (f *dashFake) Subscribe(after uint64, _ int) ([]api.Event, <-chan api.Event, func()) {
+	var h []api.Event
 	for _, e := range f.events {
 		if e.Seq > after {
 			h = append(h, e)
@@ -35,17 +36,17 @@ func (f *dashFake) Subscribe(after uint64, _ int) ([]Event, <-chan Event, func()
 	return h, f.live, func() {}
 }
 
-func (f *dashFake) Topology(context.Context) (Topology, error) {
-	return Topology{
-		Services: []TopologyService{{Name: "backend", Namespace: "default", Hostname: "backend.default.svc.cluster.local", Pods: []string{"backend-v1"}}},
-		Pods:     []TopologyPod{{Name: "frontend-v1", Ready: true}, {Name: "backend-v1", Ready: true, RBACDenied: 3}},
-		Edges: []TopologyEdge{{From: "frontend-v1", To: "backend.default.svc.cluster.local", Requests: 10, RPS: 2.5,
+func (f *dashFake) Topology(context.Context) (api.Topology, error) {
+	return api.Topology{
+		Services: []api.TopologyService{{Name: "backend", Namespace: "default", Hostname: "backend.default.svc.cluster.local", Pods: []string{"backend-v1"}}},
+		Pods:     []api.TopologyPod{{Name: "frontend-v1", Ready: true}, {Name: "backend-v1", Ready: true, RBACDenied: 3}},
+		Edges: []api.TopologyEdge{{From: "frontend-v1", To: "backend.default.svc.cluster.local", Requests: 10, RPS: 2.5,
 			MTLS: true, Handshakes: 1, MTLSEndpoints: 2, Denied: 3}},
 	}, nil
 }
 
-func (f *dashFake) WatchTopology(ctx context.Context) <-chan Topology {
-	ch := make(chan Topology)
+func (f *dashFake) WatchTopology(ctx context.Context) <-chan api.Topology {
+	ch := make(chan api.Topology)
 	go func() {
 		defer close(ch)
 		for i := 0; ; i++ {
@@ -61,31 +62,31 @@ func (f *dashFake) WatchTopology(ctx context.Context) <-chan Topology {
 	return ch
 }
 
-func (f *dashFake) InspectPod(_ context.Context, pod string, lines int) (PodInspection, error) {
+func (f *dashFake) InspectPod(_ context.Context, pod string, lines int) (api.PodInspection, error) {
 	if pod != "backend-v1" {
-		return PodInspection{}, ErrUnknownPod
+		return api.PodInspection{}, api.ErrUnknownPod
 	}
-	return PodInspection{
+	return api.PodInspection{
 		Pod:     pod,
 		Agent:   &agent.Status{Pod: pod, Ready: true, Epochs: []agent.EpochStatus{{Epoch: 0, PID: 10, State: agent.EpochLive}}},
 		Capture: "[3:180] -A ISTIO_OUTPUT -m comment --comment \"why\" -j RETURN\n",
-		XDS:     []XDSTypeState{{TypeURL: "type.googleapis.com/envoy.config.cluster.v3.Cluster", Sent: "v1", Acked: "v1", Synced: true}},
+		XDS:     []api.XDSTypeState{{TypeURL: "type.googleapis.com/envoy.config.cluster.v3.Cluster", Sent: "v1", Acked: "v1", Synced: true}},
 		Logs:    map[string][]string{"proxy": make([]string, lines)},
 	}, nil
 }
 
-func (f *dashFake) SendTraffic(_ context.Context, r TrafficRequest) (TrafficResult, error) {
+func (f *dashFake) SendTraffic(_ context.Context, r api.TrafficRequest) (api.TrafficResult, error) {
 	f.traffic = append(f.traffic, r)
 	if r.URL == "http://nowhere/" {
-		return TrafficResult{}, ErrBadTraffic
+		return api.TrafficResult{}, api.ErrBadTraffic
 	}
-	return TrafficResult{Sent: r.N, Statuses: map[string]int{"200": r.N}, Pods: map[string]int{"backend-v1": r.N}, P50Ms: 1}, nil
+	return api.TrafficResult{Sent: r.N, Statuses: map[string]int{"200": r.N}, Pods: map[string]int{"backend-v1": r.N}, P50Ms: 1}, nil
 }
 
 func newDashFake() *dashFake {
 	return &dashFake{
-		events: []Event{{Seq: 1, Kind: "pod.created", Pod: "backend-v1", Message: "one"}, {Seq: 2, Kind: "pod.ready", Pod: "backend-v1", Message: "two"}},
-		live:   make(chan Event, 4),
+		events: []api.Event{{Seq: 1, Kind: "pod.created", Pod: "backend-v1", Message: "one"}, {Seq: 2, Kind: "pod.ready", Pod: "backend-v1", Message: "two"}},
+		live:   make(chan api.Event, 4),
 	}
 }
 
@@ -281,7 +282,7 @@ func TestEventsStreamHistoryThenLive(t *testing.T) {
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Fatalf("Content-Type = %q", ct)
 	}
-	f.live <- Event{Seq: 3, Kind: "epoch.state", Message: "three"}
+	f.live <- api.Event{Seq: 3, Kind: "epoch.state", Message: "three"}
 	got := readSSE(t, resp.Body, 2)
 	if !strings.Contains(got[0], "id: 2\n") || !strings.Contains(got[0], `"message":"two"`) {
 		t.Errorf("first event = %q; want history after Last-Event-ID 1, i.e. seq 2", got[0])

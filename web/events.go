@@ -9,19 +9,9 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-)
 
-// Event is one thing that happened in the lab (pod created, epoch live, config pushed,
-// NACK...), as the event bus carries it and GET /v1/events streams it.
-type Event struct {
-	// Seq numbers events from 1 in publication order; it is the SSE event id.
-	Seq     uint64         `json:"seq"`
-	Time    time.Time      `json:"time"`
-	Kind    string         `json:"kind"`          // e.g. "pod.created", "epoch.live", "xds.nack"
-	Pod     string         `json:"pod,omitempty"` // the pod it concerns, if any
-	Message string         `json:"message"`       // one line for people
-	Fields  map[string]any `json:"fields,omitempty"`
-}
+	"github.com/meshlab/meshlab/api"
+)
 
 // EventSource is the lab's event bus as the API reads it. Safe for concurrent use.
 type EventSource interface {
@@ -29,7 +19,7 @@ type EventSource interface {
 	// channel of every later event. The channel holds up to buffer events; a subscriber
 	// that falls further behind has its channel closed (it may subscribe again from the
 	// last Seq it saw). cancel releases the subscription and must be called.
-	Subscribe(after uint64, buffer int) (history []Event, live <-chan Event, cancel func())
+	Subscribe(after uint64, buffer int) (history []api.Event, live <-chan api.Event, cancel func())
 }
 
 // sseHeartbeat keeps idle streams (and the proxies between) from timing out.
@@ -98,7 +88,7 @@ func sseWrite(w gin.ResponseWriter, id string, v any) error {
 	return nil
 }
 
-func streamEvents(ctx context.Context, w gin.ResponseWriter, history []Event, live <-chan Event) {
+func streamEvents(ctx context.Context, w gin.ResponseWriter, history []api.Event, live <-chan api.Event) {
 	sseStart(w)
 	for _, e := range history {
 		if sseWrite(w, strconv.FormatUint(e.Seq, 10), e) != nil {

@@ -10,31 +10,32 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/internal/testutil"
 )
 
 // fakeFaults accepts hold-push on backend-v1 once and knows nothing else.
-type fakeFaults struct{ active []Fault }
+type fakeFaults struct{ active []api.Fault }
 
-func (f *fakeFaults) AddFault(_ context.Context, spec FaultSpec) (Fault, error) {
+func (f *fakeFaults) AddFault(_ context.Context, spec api.FaultSpec) (api.Fault, error) {
 	switch {
-	case spec.Kind != FaultHoldPush:
-		return Fault{}, fmt.Errorf("%w: unknown kind %q", ErrBadFault, spec.Kind)
+	case spec.Kind != api.FaultHoldPush:
+		return api.Fault{}, fmt.Errorf("%w: unknown kind %q", api.ErrBadFault, spec.Kind)
 	case len(spec.Pods) != 1 || spec.Pods[0] != "backend-v1":
-		return Fault{}, fmt.Errorf("pod %q: %w (pods with a sidecar: backend-v1)", spec.Pods, ErrUnknownPod)
+		return api.Fault{}, fmt.Errorf("pod %q: %w (pods with a sidecar: backend-v1)", spec.Pods, api.ErrUnknownPod)
 	case len(f.active) > 0:
-		return Fault{}, fmt.Errorf("%w: f1", ErrFaultExists)
+		return api.Fault{}, fmt.Errorf("%w: f1", api.ErrFaultExists)
 	}
-	fl := Fault{ID: "f1", FaultSpec: spec, Started: time.Unix(1, 0)}
+	fl := api.Fault{ID: "f1", FaultSpec: spec, Started: time.Unix(1, 0)}
 	f.active = append(f.active, fl)
 	return fl, nil
 }
 
-func (f *fakeFaults) Faults() []Fault { return append([]Fault{}, f.active...) }
+func (f *fakeFaults) Faults() []api.Fault { return append([]api.Fault{}, f.active...) }
 
-func (f *fakeFaults) ClearFaults(_ context.Context, id string) ([]Fault, error) {
+func (f *fakeFaults) ClearFaults(_ context.Context, id string) ([]api.Fault, error) {
 	if id != "" && (len(f.active) == 0 || f.active[0].ID != id) {
-		return nil, fmt.Errorf("%w %q", ErrUnknownFault, id)
+		return nil, fmt.Errorf("%w %q", api.ErrUnknownFault, id)
 	}
 	out := f.active
 	f.active = nil
@@ -44,19 +45,19 @@ func (f *fakeFaults) ClearFaults(_ context.Context, id string) ([]Fault, error) 
 // fakeHistory keeps v1 and v2 of backend-v1.
 type fakeHistory struct{}
 
-func (fakeHistory) PodHistory(pod string) (PodHistory, error) {
+func (fakeHistory) PodHistory(pod string) (api.PodHistory, error) {
 	if pod != "backend-v1" {
-		return PodHistory{}, ErrUnknownPod
+		return api.PodHistory{}, api.ErrUnknownPod
 	}
-	return PodHistory{Pod: pod, Snapshots: []HistorySnapshot{{Version: "v1", Trigger: "start"}, {Version: "v2", Trigger: "apply"}}}, nil
+	return api.PodHistory{Pod: pod, Snapshots: []api.HistorySnapshot{{Version: "v1", Trigger: "start"}, {Version: "v2", Trigger: "apply"}}}, nil
 }
 
-func (fakeHistory) PodDiff(pod, from, to string) (ConfigDiff, error) {
+func (fakeHistory) PodDiff(pod, from, to string) (api.ConfigDiff, error) {
 	if from != "v1" || to != "v2" {
-		return ConfigDiff{}, fmt.Errorf("%w %q", ErrUnknownVersion, from)
+		return api.ConfigDiff{}, fmt.Errorf("%w %q", api.ErrUnknownVersion, from)
 	}
-	return ConfigDiff{Pod: pod, From: from, To: to, Types: []ConfigTypeDiff{{Type: "RDS", Changed: []ConfigResourceChange{{
-		Name: "8080", Fields: []ConfigFieldChange{{Path: "virtual_hosts[b].routes[0].route.timeout", Old: `"0s"`, New: `"3s"`}},
+	return api.ConfigDiff{Pod: pod, From: from, To: to, Types: []api.ConfigTypeDiff{{Type: "RDS", Changed: []api.ConfigResourceChange{{
+		Name: "8080", Fields: []api.ConfigFieldChange{{Path: "virtual_hosts[b].routes[0].route.timeout", Old: `"0s"`, New: `"3s"`}},
 	}}}}}, nil
 }
 
@@ -72,30 +73,30 @@ func TestFaultAndHistoryRoutes(t *testing.T) {
 	srv.Listener = ln
 	srv.Start()
 	t.Cleanup(srv.Close)
-	c := NewUnixClient(sock)
+	c := api.NewUnixClient(sock)
 	t.Cleanup(c.Close)
 	ctx := context.Background()
 
 	for _, tc := range []struct {
 		name string
-		spec FaultSpec
+		spec api.FaultSpec
 		want string
 	}{
-		{"unknown kind", FaultSpec{Kind: "explode"}, `unknown kind "explode"`},
-		{"unknown pod", FaultSpec{Kind: FaultHoldPush, Pods: []string{"nope"}}, "pods with a sidecar: backend-v1"},
+		{"unknown kind", api.FaultSpec{Kind: "explode"}, `unknown kind "explode"`},
+		{"unknown pod", api.FaultSpec{Kind: api.FaultHoldPush, Pods: []string{"nope"}}, "pods with a sidecar: backend-v1"},
 	} {
 		if _, err := c.AddFault(ctx, tc.spec); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: AddFault error %v, want %q", tc.name, err, tc.want)
 		}
 	}
-	f, err := c.AddFault(ctx, FaultSpec{Kind: FaultHoldPush, Pods: []string{"backend-v1"}})
+	f, err := c.AddFault(ctx, api.FaultSpec{Kind: api.FaultHoldPush, Pods: []string{"backend-v1"}})
 	if err != nil || f.ID != "f1" || f.Pods[0] != "backend-v1" {
 		t.Fatalf("AddFault = %+v, %v", f, err)
 	}
-	if _, err := c.AddFault(ctx, FaultSpec{Kind: FaultHoldPush, Pods: []string{"backend-v1"}}); err == nil || !strings.Contains(err.Error(), "already active") {
+	if _, err := c.AddFault(ctx, api.FaultSpec{Kind: api.FaultHoldPush, Pods: []string{"backend-v1"}}); err == nil || !strings.Contains(err.Error(), "already active") {
 		t.Errorf("second fault: %v, want already active", err)
 	}
-	if fs, err := c.Faults(ctx); err != nil || len(fs) != 1 || fs[0].Kind != FaultHoldPush {
+	if fs, err := c.Faults(ctx); err != nil || len(fs) != 1 || fs[0].Kind != api.FaultHoldPush {
 		t.Errorf("Faults = %+v, %v", fs, err)
 	}
 	if _, err := c.ClearFaults(ctx, "f9"); err == nil || !strings.Contains(err.Error(), "unknown fault") {

@@ -5,6 +5,8 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"testing"
+
+	"github.com/meshlab/meshlab/api"
 )
 
 // FuzzTrafficRequest checks that Validate never panics and accepts only http URLs with
@@ -14,12 +16,12 @@ func FuzzTrafficRequest(f *testing.F) {
 		f.Add("frontend-v1", s, 10)
 	}
 	f.Fuzz(func(t *testing.T, pod, rawURL string, n int) {
-		r := TrafficRequest{Pod: pod, URL: rawURL, N: n}
+		r := api.TrafficRequest{Pod: pod, URL: rawURL, N: n}
 		if r.Validate() != nil {
 			return
 		}
 		u, err := url.Parse(rawURL)
-		if err != nil || u.Scheme != "http" || u.Host == "" || u.User != nil || n < 1 || n > MaxTrafficRequests || pod == "" {
+		if err != nil || u.Scheme != "http" || u.Host == "" || u.User != nil || n < 1 || n > api.MaxTrafficRequests || pod == "" {
 			t.Errorf("accepted %+v", r)
 		}
 	})

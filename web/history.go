@@ -1,76 +1,19 @@
 package web
 
 import (
-	"context"
 	"errors"
 	"net/http"
-	"net/url"
-	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/meshlab/meshlab/api"
 )
-
-// PodHistory is what GET /v1/pods/:pod/history answers: the config versions the control
-// plane keeps of the pod's proxy, oldest first.
-type PodHistory struct {
-	Pod       string            `json:"pod"`
-	NodeID    string            `json:"nodeId"`
-	Snapshots []HistorySnapshot `json:"snapshots"`
-}
-
-// HistorySnapshot is one config version of one proxy.
-type HistorySnapshot struct {
-	Version string    `json:"version"`
-	Time    time.Time `json:"time"`
-	Trigger string    `json:"trigger"`
-	// Types holds, by short type (CDS, LDS, ...), the resource count and the proxy's answer.
-	Types map[string]HistoryType `json:"types"`
-}
-
-// HistoryType is one resource type of a HistorySnapshot.
-type HistoryType struct {
-	Resources int    `json:"resources"`
-	State     string `json:"state,omitempty"` // ACK, NACK, or "" (no answer)
-	Error     string `json:"error,omitempty"`
-}
-
-// ConfigDiff is what GET /v1/pods/:pod/diff?from=V1&to=V2 answers.
-type ConfigDiff struct {
-	Pod   string           `json:"pod"`
-	From  string           `json:"from"`
-	To    string           `json:"to"`
-	Types []ConfigTypeDiff `json:"types"`
-}
-
-// ConfigTypeDiff is what differs in one resource type (short name: LDS, RDS, ...).
-type ConfigTypeDiff struct {
-	Type    string                 `json:"type"`
-	Added   []string               `json:"added,omitempty"`
-	Removed []string               `json:"removed,omitempty"`
-	Changed []ConfigResourceChange `json:"changed,omitempty"`
-}
-
-// ConfigResourceChange is one changed resource and its changed fields.
-type ConfigResourceChange struct {
-	Name   string              `json:"name"`
-	Fields []ConfigFieldChange `json:"fields"`
-}
-
-// ConfigFieldChange is one changed field path; Old and New are JSON texts, "" when absent.
-type ConfigFieldChange struct {
-	Path string `json:"path"`
-	Old  string `json:"old,omitempty"`
-	New  string `json:"new,omitempty"`
-}
-
-// ErrUnknownVersion is returned for a config version the control plane does not keep.
-var ErrUnknownVersion = errors.New("unknown config version")
 
 // HistoryReader reads the control plane's config history of pods. ErrUnknownPod,
 // ErrNoSidecar, ErrUnknownVersion. Safe for concurrent use.
 type HistoryReader interface {
-	PodHistory(pod string) (PodHistory, error)
-	PodDiff(pod, from, to string) (ConfigDiff, error)
+	PodHistory(pod string) (api.PodHistory, error)
+	PodDiff(pod, from, to string) (api.ConfigDiff, error)
 }
 
 // HistoryRoutes returns GET /v1/pods/:pod/history and GET /v1/pods/:pod/diff?from=&to=.
@@ -96,22 +39,9 @@ func HistoryRoutes(b HistoryReader) Routes {
 }
 
 func writeHistoryError(c *gin.Context, err error) {
-	if errors.Is(err, ErrUnknownVersion) {
+	if errors.Is(err, api.ErrUnknownVersion) {
 		c.JSON(http.StatusNotFound, gin.H{"error": err.Error()})
 		return
 	}
 	writeError(c, err)
-}
-
-// PodHistory returns the config versions the control plane keeps of pod's proxy.
-func (c *Client) PodHistory(ctx context.Context, pod string) (PodHistory, error) {
-	var out PodHistory
-	return out, c.call(ctx, http.MethodGet, "/v1/pods/"+url.PathEscape(pod)+"/history", nil, &out)
-}
-
-// PodDiff returns the semantic difference between two config versions of pod's proxy.
-func (c *Client) PodDiff(ctx context.Context, pod, from, to string) (ConfigDiff, error) {
-	var out ConfigDiff
-	q := url.Values{"from": {from}, "to": {to}}
-	return out, c.call(ctx, http.MethodGet, "/v1/pods/"+url.PathEscape(pod)+"/diff?"+q.Encode(), nil, &out)
 }

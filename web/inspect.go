@@ -5,46 +5,16 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/meshlab/meshlab/dataplane/agent"
+	"github.com/meshlab/meshlab/api"
 )
-
-// PodInspection is everything the dashboard's pod page shows about one pod.
-type PodInspection struct {
-	Pod string `json:"pod"`
-	// Agent is the agent's status (epochs, restarts); nil for a pod without a sidecar
-	// or when the agent did not answer (AgentError says why).
-	Agent      *agent.Status `json:"agent,omitempty"`
-	AgentError string        `json:"agentError,omitempty"`
-	// Capture is `iptables-save -c -t nat` in the pod's namespace: the capture rules with
-	// their comments and packet/byte counters.
-	Capture      string `json:"capture"`
-	CaptureError string `json:"captureError,omitempty"`
-	// XDS is the discovery server's view of the pod's proxy, one entry per type URL.
-	XDSConnected bool           `json:"xdsConnected"`
-	XDS          []XDSTypeState `json:"xds"`
-	// Logs holds the last lines of the pod's proxy, app and agent logs, by name.
-	Logs map[string][]string `json:"logs"`
-}
-
-// XDSTypeState is one resource type as the discovery server sent it to a proxy.
-type XDSTypeState struct {
-	TypeURL   string     `json:"typeUrl"`
-	Sent      string     `json:"sent"`  // version last sent
-	Acked     string     `json:"acked"` // version the proxy last applied
-	Nonce     string     `json:"nonce"`
-	Synced    bool       `json:"synced"`              // Sent == Acked
-	NackError string     `json:"nackError,omitempty"` // the last NACK's error, kept as history
-	LastNack  *time.Time `json:"lastNack,omitempty"`
-}
 
 // PodInspector reads one pod's details. Safe for concurrent use; ErrUnknownPod for a
 // pod the lab does not have.
 type PodInspector interface {
-	InspectPod(ctx context.Context, pod string, logLines int) (PodInspection, error)
+	InspectPod(ctx context.Context, pod string, logLines int) (api.PodInspection, error)
 }
 
 // maxLogLines bounds ?lines= of the inspection.
@@ -65,7 +35,7 @@ func InspectRoutes(src PodInspector) Routes {
 			}
 			pi, err := src.InspectPod(c.Request.Context(), c.Param("pod"), lines)
 			switch {
-			case errors.Is(err, ErrUnknownPod):
+			case errors.Is(err, api.ErrUnknownPod):
 				c.JSON(http.StatusNotFound, gin.H{"error": err.Error()})
 			case err != nil:
 				c.JSON(http.StatusInternalServerError, gin.H{"error": err.Error()})

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/internal/testutil"
 )
 
@@ -18,26 +19,26 @@ type fakeProxyBackend struct {
 	waits []bool
 }
 
-func (f *fakeProxyBackend) PodDetail(_ context.Context, pod string) (PodDetail, error) {
+func (f *fakeProxyBackend) PodDetail(_ context.Context, pod string) (api.PodDetail, error) {
 	switch pod {
 	case "backend-v1":
-		return PodDetail{PodStatus: PodStatus{Name: pod, Sidecar: true, Epoch: 1},
-			Proxy: &AgentStatus{Ready: true, Epochs: []ProxyEpoch{{Epoch: 0, State: "exited"}, {Epoch: 1, State: "live", PID: 42}}}}, nil
+		return api.PodDetail{PodStatus: api.PodStatus{Name: pod, Sidecar: true, Epoch: 1},
+			Proxy: &api.AgentStatus{Ready: true, Epochs: []api.ProxyEpoch{{Epoch: 0, State: "exited"}, {Epoch: 1, State: "live", PID: 42}}}}, nil
 	case "db":
-		return PodDetail{PodStatus: PodStatus{Name: pod}}, nil
+		return api.PodDetail{PodStatus: api.PodStatus{Name: pod}}, nil
 	}
-	return PodDetail{}, fmt.Errorf("pod %q: %w", pod, ErrUnknownPod)
+	return api.PodDetail{}, fmt.Errorf("pod %q: %w", pod, api.ErrUnknownPod)
 }
 
-func (f *fakeProxyBackend) RestartProxy(_ context.Context, pod string, wait bool) (ProxyRestart, error) {
+func (f *fakeProxyBackend) RestartProxy(_ context.Context, pod string, wait bool) (api.ProxyRestart, error) {
 	f.waits = append(f.waits, wait)
 	switch pod {
 	case "backend-v1":
-		return ProxyRestart{Pod: pod, Epoch: 2, Live: wait, Elapsed: 120 * time.Millisecond}, nil
+		return api.ProxyRestart{Pod: pod, Epoch: 2, Live: wait, Elapsed: 120 * time.Millisecond}, nil
 	case "db":
-		return ProxyRestart{}, fmt.Errorf("restart proxy of pod db: %w", ErrNoSidecar)
+		return api.ProxyRestart{}, fmt.Errorf("restart proxy of pod db: %w", api.ErrNoSidecar)
 	}
-	return ProxyRestart{}, fmt.Errorf("pod %q: %w", pod, ErrUnknownPod)
+	return api.ProxyRestart{}, fmt.Errorf("pod %q: %w", pod, api.ErrUnknownPod)
 }
 
 func TestProxyRoutes(t *testing.T) {
@@ -51,7 +52,7 @@ func TestProxyRoutes(t *testing.T) {
 	srv.Listener = ln
 	srv.Start()
 	t.Cleanup(srv.Close)
-	c := NewUnixClient(sock)
+	c := api.NewUnixClient(sock)
 	t.Cleanup(c.Close)
 	ctx := context.Background()
 

@@ -8,14 +8,16 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/meshlab/meshlab/api"
 )
 
 type fakeSecrets struct{ deadline bool }
 
-func (f *fakeSecrets) ProxySecrets(ctx context.Context) []PodSecrets {
+func (f *fakeSecrets) ProxySecrets(ctx context.Context) []api.PodSecrets {
 	_, f.deadline = ctx.Deadline()
-	return []PodSecrets{
-		{Pod: "a", Secrets: []ProxySecret{{Name: "default", Kind: "certificate", Version: "01", LastUpdated: time.Unix(1, 0).UTC()}}},
+	return []api.PodSecrets{
+		{Pod: "a", Secrets: []api.ProxySecret{{Name: "default", Kind: "certificate", Version: "01", LastUpdated: time.Unix(1, 0).UTC()}}},
 		{Pod: "b", Error: "read the proxy's secrets: connection refused"},
 	}
 }
@@ -29,7 +31,7 @@ func TestSecretsRoutes(t *testing.T) {
 	if rec.Code != http.StatusOK {
 		t.Fatalf("status %d: %s", rec.Code, rec.Body)
 	}
-	var got []PodSecrets
+	var got []api.PodSecrets
 	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
 		t.Fatal(err)
 	}
@@ -51,12 +53,12 @@ func TestAnsweredBy(t *testing.T) {
 		sidecar bool
 		want    string
 	}{
-		{name: "app names its pod", h: timed, pod: "backend-v1", sidecar: true, want: AnsweredByApp},
-		{name: "upstream names none", h: timed, sidecar: true, want: AnsweredByUpstream},
-		{name: "local reply", h: http.Header{}, sidecar: true, want: AnsweredBySidecar},
-		{name: "no sidecar", h: http.Header{}, sidecar: false, want: AnsweredByUpstream},
+		{name: "app names its pod", h: timed, pod: "backend-v1", sidecar: true, want: api.AnsweredByApp},
+		{name: "upstream names none", h: timed, sidecar: true, want: api.AnsweredByUpstream},
+		{name: "local reply", h: http.Header{}, sidecar: true, want: api.AnsweredBySidecar},
+		{name: "no sidecar", h: http.Header{}, sidecar: false, want: api.AnsweredByUpstream},
 	} {
-		if got := AnsweredBy(c.h, c.pod, c.sidecar); got != c.want {
+		if got := api.AnsweredBy(c.h, c.pod, c.sidecar); got != c.want {
 			t.Errorf("%s: AnsweredBy = %q, want %q", c.name, got, c.want)
 		}
 	}

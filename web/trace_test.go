@@ -9,20 +9,21 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/internal/testutil"
 )
 
 // fakeTracer traces frontend-v1 to backend:8080 only.
 type fakeTracer struct{}
 
-func (fakeTracer) Trace(_ context.Context, r TraceRequest) (TraceResult, error) {
+func (fakeTracer) Trace(_ context.Context, r api.TraceRequest) (api.TraceResult, error) {
 	switch {
 	case r.Pod != "frontend-v1":
-		return TraceResult{}, fmt.Errorf("pod %q: %w (pods: frontend-v1)", r.Pod, ErrUnknownPod)
+		return api.TraceResult{}, fmt.Errorf("pod %q: %w (pods: frontend-v1)", r.Pod, api.ErrUnknownPod)
 	case r.Target != "backend:8080":
-		return TraceResult{}, fmt.Errorf("%w: target %q does not resolve", ErrBadTraffic, r.Target)
+		return api.TraceResult{}, fmt.Errorf("%w: target %q does not resolve", api.ErrBadTraffic, r.Target)
 	}
-	return TraceResult{Pod: r.Pod, Status: 200, Hops: []TraceHop{{Kind: HopApp, Pod: "backend-v1", Status: 200}}}, nil
+	return api.TraceResult{Pod: r.Pod, Status: 200, Hops: []api.TraceHop{{Kind: api.HopApp, Pod: "backend-v1", Status: 200}}}, nil
 }
 
 func TestTraceRoutes(t *testing.T) {
@@ -36,22 +37,22 @@ func TestTraceRoutes(t *testing.T) {
 	srv.Listener = ln
 	srv.Start()
 	t.Cleanup(srv.Close)
-	c := NewUnixClient(sock)
+	c := api.NewUnixClient(sock)
 	t.Cleanup(c.Close)
 
-	res, err := c.Trace(t.Context(), TraceRequest{Pod: "frontend-v1", Target: "backend:8080"})
+	res, err := c.Trace(t.Context(), api.TraceRequest{Pod: "frontend-v1", Target: "backend:8080"})
 	if err != nil || res.Status != 200 || len(res.Hops) != 1 || res.Hops[0].Pod != "backend-v1" {
 		t.Fatalf("Trace = %+v, %v", res, err)
 	}
 	for _, tc := range []struct {
 		name string
-		req  TraceRequest
+		req  api.TraceRequest
 		want string
 	}{
-		{"no pod", TraceRequest{Target: "backend:8080"}, "pod: required"},
-		{"no target", TraceRequest{Pod: "frontend-v1"}, "target: required"},
-		{"unknown pod", TraceRequest{Pod: "nope", Target: "backend:8080"}, "pods: frontend-v1"},
-		{"unresolvable", TraceRequest{Pod: "frontend-v1", Target: "nowhere:1"}, "does not resolve"},
+		{"no pod", api.TraceRequest{Target: "backend:8080"}, "pod: required"},
+		{"no target", api.TraceRequest{Pod: "frontend-v1"}, "target: required"},
+		{"unknown pod", api.TraceRequest{Pod: "nope", Target: "backend:8080"}, "pods: frontend-v1"},
+		{"unresolvable", api.TraceRequest{Pod: "frontend-v1", Target: "nowhere:1"}, "does not resolve"},
 	} {
 		if _, err := c.Trace(t.Context(), tc.req); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err %v; want it to contain %q", tc.name, err, tc.want)

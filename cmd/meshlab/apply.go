@@ -10,9 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/controlplane/config"
 	"github.com/meshlab/meshlab/lab"
-	"github.com/meshlab/meshlab/web"
 )
 
 // applyConfig is what `meshlab apply` and `meshlab delete -f` read.
@@ -61,15 +61,15 @@ changes; an error names the file, the object and the field.`,
 }
 
 // readConfigFiles reads every file named, expanding directories (not recursively).
-func readConfigFiles(names []string, stdin io.Reader) ([]web.ConfigFile, error) {
-	var out []web.ConfigFile
+func readConfigFiles(names []string, stdin io.Reader) ([]api.ConfigFile, error) {
+	var out []api.ConfigFile
 	for _, n := range names {
 		if n == "-" {
 			data, err := config.ReadLimited("stdin", stdin)
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, web.ConfigFile{Name: "<stdin>", Data: string(data)})
+			out = append(out, api.ConfigFile{Name: "<stdin>", Data: string(data)})
 			continue
 		}
 		fi, err := os.Stat(n)
@@ -98,17 +98,17 @@ func readConfigFiles(names []string, stdin io.Reader) ([]web.ConfigFile, error) 
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, web.ConfigFile{Name: p, Data: string(data)})
+			out = append(out, api.ConfigFile{Name: p, Data: string(data)})
 		}
 	}
 	return out, nil
 }
 
 // apiClient returns a client of the running lab's API.
-func (g *globalFlags) apiClient() (*web.Client, error) {
+func (g *globalFlags) apiClient() (*api.Client, error) {
 	name, err := g.existingLab()
 	if err != nil {
 		return nil, err
 	}
-	return web.NewUnixClient(lab.PathsFor(g.runRoot, name).APISocket()), nil
+	return api.NewUnixClient(lab.PathsFor(g.runRoot, name).APISocket()), nil
 }

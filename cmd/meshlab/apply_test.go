@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshlab/meshlab/web"
+	"github.com/meshlab/meshlab/api"
 )
 
 func TestReadConfigFiles(t *testing.T) {
@@ -44,11 +44,11 @@ func TestReadConfigFiles(t *testing.T) {
 func TestPrintProxyStatus(t *testing.T) {
 	t.Parallel()
 	var b bytes.Buffer
-	err := printProxyStatus(&b, []web.ProxyStatus{
-		{Pod: "backend-v1", Namespace: "default", Connected: true, Types: map[string]web.TypeStatus{
+	err := printProxyStatus(&b, []api.ProxyStatus{
+		{Pod: "backend-v1", Namespace: "default", Connected: true, Types: map[string]api.TypeStatus{
 			"CDS": {Sent: "v2", Acked: "v2"}, "LDS": {Sent: "v2", Acked: "v2"}, "EDS": {Sent: "v2", Acked: "v2"}, "RDS": {Sent: "v2", Acked: "v2"},
 		}},
-		{Pod: "frontend-v1", Namespace: "default", Connected: true, Types: map[string]web.TypeStatus{
+		{Pod: "frontend-v1", Namespace: "default", Connected: true, Types: map[string]api.TypeStatus{
 			"CDS": {Sent: "v3", Acked: "v2", NackError: "unknown field", LastNack: time.Unix(1, 0)}, "LDS": {Sent: "v3", Acked: "v2"}, "EDS": {Sent: "v2", Acked: "v2"},
 		}},
 	})

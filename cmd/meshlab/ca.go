@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/meshlab/meshlab/web"
+	"github.com/meshlab/meshlab/api"
 )
 
 // newCACmd returns `meshlab ca`: the lab CA's status, root rotation, clock offset and
@@ -56,7 +56,7 @@ type rotateRootResult struct {
 	Root        string       `json:"root"`     // serial of the new signing root
 	Duration    string       `json:"duration"` // how long the rotation took
 	PodsRenewed int          `json:"podsRenewed"`
-	Status      web.CAStatus `json:"status"` // the CA after the rotation
+	Status      api.CAStatus `json:"status"` // the CA after the rotation
 }
 
 func newCARotateCmd(g *globalFlags) *cobra.Command {
@@ -118,7 +118,7 @@ A lab started with --ca-cert/--ca-key needs the new root as --new-ca-cert/--new-
 type caClockResult struct {
 	Offset  string       `json:"offset"`  // the CA clock's offset now
 	Renewed bool         `json:"renewed"` // whether the agents were asked to renew
-	Status  web.CAStatus `json:"status"`  // the CA after the change
+	Status  api.CAStatus `json:"status"`  // the CA after the change
 }
 
 func newCAClockCmd(g *globalFlags) *cobra.Command {
@@ -208,12 +208,12 @@ func newCARenewalCmd(g *globalFlags) *cobra.Command {
 }
 
 // printCAStatus writes st as a table, JSON or YAML.
-func printCAStatus(w io.Writer, st web.CAStatus, output string, now time.Time) error {
+func printCAStatus(w io.Writer, st api.CAStatus, output string, now time.Time) error {
 	return printOutput(w, output, st, func(w io.Writer) error { return printCAStatusText(w, st, now) })
 }
 
 // printCAStatusText writes st as tables.
-func printCAStatusText(w io.Writer, st web.CAStatus, now time.Time) error {
+func printCAStatusText(w io.Writer, st api.CAStatus, now time.Time) error {
 	fmt.Fprintf(w, "Trust domain:\t%s\nPhase:\t%s\n", st.TrustDomain, st.Phase)
 	if st.ClockOffset != "0s" && st.ClockOffset != "" {
 		fmt.Fprintf(w, "Clock offset:\t%s\n", st.ClockOffset)

@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/meshlab/meshlab/web"
+	"github.com/meshlab/meshlab/api"
 )
 
 // deleteConfig is what `meshlab delete` reads.
@@ -26,7 +26,7 @@ func newDeleteCmd(g *globalFlags) *cobra.Command {
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			var r web.DeleteRequest
+			var r api.DeleteRequest
 			switch {
 			case len(cfg.files) > 0 && len(args) > 0:
 				return errors.New("give -f or KIND NAME, not both")
@@ -37,7 +37,7 @@ func newDeleteCmd(g *globalFlags) *cobra.Command {
 				}
 				r.Files = files
 			case len(args) == 2:
-				r.Refs = []web.ObjectRef{{Kind: args[0], Namespace: cfg.namespace, Name: args[1]}}
+				r.Refs = []api.ObjectRef{{Kind: args[0], Namespace: cfg.namespace, Name: args[1]}}
 			default:
 				return errors.New("give -f FILE or KIND NAME")
 			}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/meshlab/meshlab/web"
+	"github.com/meshlab/meshlab/api"
 )
 
 // newDescribeCmd returns `meshlab describe pod|service NAME`.
@@ -50,7 +50,7 @@ func newDescribeCmd(g *globalFlags) *cobra.Command {
 }
 
 // printPodDetail writes d as `meshlab describe pod` shows it; now dates the ages.
-func printPodDetail(w io.Writer, d web.PodDetail, now time.Time) error {
+func printPodDetail(w io.Writer, d api.PodDetail, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "Name:\t%s\n", d.Name)
 	fmt.Fprintf(tw, "Namespace:\t%s\n", d.Namespace)
@@ -134,7 +134,7 @@ func printPodDetail(w io.Writer, d web.PodDetail, now time.Time) error {
 
 // printProxyless writes a proxyless gRPC pod's agent: no proxy or epochs, the files its
 // app reads and the XDS proxy relaying the app's streams.
-func printProxyless(w io.Writer, tw *tabwriter.Writer, d web.PodDetail, now time.Time) error {
+func printProxyless(w io.Writer, tw *tabwriter.Writer, d api.PodDetail, now time.Time) error {
 	p, pl := d.Proxy, d.Proxy.Proxyless
 	fmt.Fprintf(tw, "Sidecar:\tnone: proxyless gRPC (grpc-agent template); the agent runs no proxy\n")
 	fmt.Fprintf(tw, "  Bootstrap:\t%s (GRPC_XDS_BOOTSTRAP)\n", pl.Bootstrap)

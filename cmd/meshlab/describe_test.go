@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/internal/testutil"
-	"github.com/meshlab/meshlab/web"
 )
 
 func TestPrintPodDetail(t *testing.T) {
@@ -18,17 +18,17 @@ func TestPrintPodDetail(t *testing.T) {
 	ptr := func(t time.Time) *time.Time { return &t }
 	code := func(c int) *int { return &c }
 	next := now.Add(400 * time.Millisecond)
-	d := web.PodDetail{
-		PodStatus: web.PodStatus{Name: "backend-v1", Namespace: "default", NetNS: "ml-demo-backend-v1",
+	d := api.PodDetail{
+		PodStatus: api.PodStatus{Name: "backend-v1", Namespace: "default", NetNS: "ml-demo-backend-v1",
 			IP: netip.MustParseAddr("10.244.0.3"), Sidecar: true, Ready: true, Epoch: 1},
 		Labels: map[string]string{"version": "v1", "app": "backend"}, ServiceAccount: "backend",
-		Proxy: &web.AgentStatus{
+		Proxy: &api.AgentStatus{
 			Ready: true, ProxyPath: "/usr/local/bin/meshlab", ProxyVersion: "meshlab proxy version: 1.0", DataPlane: "meshlab-proxy",
 			Restarts: 2, ConsecutiveFailures: 1, NextRestartAt: &next,
-			Cert: &web.WorkloadCert{SPIFFEID: "spiffe://cluster.local/ns/default/sa/backend", Serial: "3f2a9c",
+			Cert: &api.WorkloadCert{SPIFFEID: "spiffe://cluster.local/ns/default/sa/backend", Serial: "3f2a9c",
 				NotBefore: at(time.Hour), NotAfter: now.Add(23 * time.Hour), RotateAt: now.Add(18*time.Hour + 12*time.Minute), Rotations: 1},
-			Settings: web.ProxySettings{LogLevel: "info", Concurrency: 2, DrainDuration: "45s", ParentShutdownDuration: "1m0s"},
-			Epochs: []web.ProxyEpoch{
+			Settings: api.ProxySettings{LogLevel: "info", Concurrency: 2, DrainDuration: "45s", ParentShutdownDuration: "1m0s"},
+			Epochs: []api.ProxyEpoch{
 				{Epoch: 0, PID: 100, State: "live", Reason: "initial", StartedAt: at(time.Minute), ProxyVersion: "1.0"},
 				{Epoch: 1, PID: 101, State: "exited", Reason: "restart", StartedAt: at(2 * time.Second), ExitedAt: ptr(at(time.Second)),
 					ExitCode: code(1), ProxyVersion: "1.0", Error: "proxy epoch 1 exited: exit status 1\nmore"},
@@ -43,7 +43,7 @@ func TestPrintPodDetail(t *testing.T) {
 	testutil.Golden(t, "describe-pod", b.Bytes())
 
 	b.Reset()
-	if err := printPodDetail(&b, web.PodDetail{PodStatus: web.PodStatus{Name: "db", Ready: true}}, now); err != nil {
+	if err := printPodDetail(&b, api.PodDetail{PodStatus: api.PodStatus{Name: "db", Ready: true}}, now); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Golden(t, "describe-pod-no-sidecar", b.Bytes())
@@ -52,12 +52,12 @@ func TestPrintPodDetail(t *testing.T) {
 // A proxyless gRPC pod shows its agent's files and relayed streams, not epochs.
 func TestPrintPodDetailProxyless(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	d := web.PodDetail{
-		PodStatus: web.PodStatus{Name: "echo-v1", Namespace: "default", NetNS: "ml-demo-echo-v1",
+	d := api.PodDetail{
+		PodStatus: api.PodStatus{Name: "echo-v1", Namespace: "default", NetNS: "ml-demo-echo-v1",
 			IP: netip.MustParseAddr("10.244.0.2"), Sidecar: true, Ready: true, Epoch: -1},
-		Proxy: &web.AgentStatus{Ready: true, DataPlane: "proxyless-grpc",
-			Cert: &web.WorkloadCert{SPIFFEID: "spiffe://cluster.local/ns/default/sa/echo", NotAfter: now.Add(time.Hour)},
-			Proxyless: &web.ProxylessAgent{Bootstrap: "/run/meshlab/demo/pods/echo-v1/istio-xds/grpc-bootstrap.json",
+		Proxy: &api.AgentStatus{Ready: true, DataPlane: "proxyless-grpc",
+			Cert: &api.WorkloadCert{SPIFFEID: "spiffe://cluster.local/ns/default/sa/echo", NotAfter: now.Add(time.Hour)},
+			Proxyless: &api.ProxylessAgent{Bootstrap: "/run/meshlab/demo/pods/echo-v1/istio-xds/grpc-bootstrap.json",
 				XDSSocket: "/run/meshlab/demo/pods/echo-v1/istio-xds/XDS", CertDir: "/run/meshlab/demo/pods/echo-v1/istio-data",
 				Streams: []string{"sidecar~10.244.0.2~echo-v1.default~default.svc.cluster.local (sotw, 2 requests, 1 responses)"}, Relayed: 3,
 				LastError: "node x: refused", LastErrorAt: now.Add(-time.Minute)},

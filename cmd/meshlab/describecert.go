@@ -6,12 +6,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshlab/meshlab/web"
+	"github.com/meshlab/meshlab/api"
 )
 
 // printCert writes the workload certificate lines of `meshlab describe pod`, and a
 // "Problem:" line when peers will refuse the certificate.
-func printCert(w io.Writer, pod string, c *web.WorkloadCert, now time.Time) {
+func printCert(w io.Writer, pod string, c *api.WorkloadCert, now time.Time) {
 	if c == nil {
 		return
 	}
@@ -49,7 +49,7 @@ func printCert(w io.Writer, pod string, c *web.WorkloadCert, now time.Time) {
 // certProblem explains why peers will refuse c, with what error, since when, why it was
 // not renewed and what to do; "" when nothing is wrong. The wording of the errors is
 // what the proxies log (Go crypto/x509 and crypto/tls).
-func certProblem(pod string, c *web.WorkloadCert, now time.Time) string {
+func certProblem(pod string, c *api.WorkloadCert, now time.Time) string {
 	if c.Serial == "" {
 		if c.Error == "" {
 			return ""

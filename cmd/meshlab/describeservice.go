@@ -23,10 +23,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/controlplane/model"
 	"github.com/meshlab/meshlab/controlplane/xds"
 	"github.com/meshlab/meshlab/lab"
-	"github.com/meshlab/meshlab/web"
 )
 
 // ServiceView is `meshlab describe service`: a Service with what serves it and what
@@ -121,7 +121,7 @@ func describeService(ctx context.Context, g *globalFlags, name string) (ServiceV
 	paths := lab.PathsFor(g.runRoot, labName)
 	// The VIP, from the name table the lab serves its agents.
 	if len(pods) > 0 {
-		var nt web.NameTable
+		var nt api.NameTable
 		if err := unixGetJSON(ctx, paths.APISocket(), "/v1/agents/"+pods[0].Name+"/nametable?version=0", &nt); err == nil {
 			if a := nt.Names[v.Hostname]; len(a) > 0 {
 				v.VIP = a[0].String()
@@ -149,7 +149,7 @@ func describeService(ctx context.Context, g *globalFlags, name string) (ServiceV
 
 // buildServiceView computes the view of Service name from the lab's objects and pods.
 // An unknown name is an error listing the services there are.
-func buildServiceView(objs []web.ConfigObject, pods []web.PodStatus, name string) (ServiceView, error) {
+func buildServiceView(objs []api.ConfigObject, pods []api.PodStatus, name string) (ServiceView, error) {
 	var svc *corev1.Service
 	var names []string
 	for _, o := range objs {
@@ -268,7 +268,7 @@ func buildServiceView(objs []web.ConfigObject, pods []web.PodStatus, name string
 // meshOf returns a model holding what the proxy's mTLS mode is computed from: every
 // PeerAuthentication of the lab, in the model's order (namespace, then name), and the
 // MeshConfig's root namespace.
-func meshOf(objs []web.ConfigObject) *model.Model {
+func meshOf(objs []api.ConfigObject) *model.Model {
 	m := &model.Model{}
 	for _, o := range objs {
 		spec, err := specOf(o.Object)

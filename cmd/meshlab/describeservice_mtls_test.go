@@ -9,9 +9,9 @@ import (
 	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/controlplane/config"
 	"github.com/meshlab/meshlab/controlplane/xds"
-	"github.com/meshlab/meshlab/web"
 )
 
 const mtlsBase = `apiVersion: v1
@@ -89,13 +89,13 @@ func TestDescribeServiceMTLSAgreesWithProxy(t *testing.T) {
 			if err != nil {
 				t.Fatalf("build: %v", err)
 			}
-			var objs []web.ConfigObject
+			var objs []api.ConfigObject
 			for _, o := range s.Objects {
-				objs = append(objs, web.ConfigObject{Kind: o.Origin.Kind, Namespace: o.Origin.Namespace, Name: o.Origin.Name, File: o.Origin.File, Object: o.JSON})
+				objs = append(objs, api.ConfigObject{Kind: o.Origin.Kind, Namespace: o.Origin.Namespace, Name: o.Origin.Name, File: o.Origin.File, Object: o.JSON})
 			}
-			var pods []web.PodStatus
+			var pods []api.PodStatus
 			for _, p := range m.Pods {
-				pods = append(pods, web.PodStatus{Name: p.Name, Namespace: p.Namespace, IP: p.IP})
+				pods = append(pods, api.PodStatus{Name: p.Name, Namespace: p.Namespace, IP: p.IP})
 			}
 			v, err := buildServiceView(objs, pods, "backend")
 			if err != nil {

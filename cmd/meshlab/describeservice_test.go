@@ -7,20 +7,20 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/internal/testutil"
-	"github.com/meshlab/meshlab/web"
 )
 
-func obj(t *testing.T, kind, name, js string) web.ConfigObject {
+func obj(t *testing.T, kind, name, js string) api.ConfigObject {
 	t.Helper()
 	if !json.Valid([]byte(js)) {
 		t.Fatalf("bad JSON for %s %s", kind, name)
 	}
-	return web.ConfigObject{Kind: kind, Namespace: "default", Name: name, File: "s.yaml", Object: json.RawMessage(js)}
+	return api.ConfigObject{Kind: kind, Namespace: "default", Name: name, File: "s.yaml", Object: json.RawMessage(js)}
 }
 
 func TestBuildServiceView(t *testing.T) {
-	objs := []web.ConfigObject{
+	objs := []api.ConfigObject{
 		obj(t, "Service", "backend", `{"spec":{"selector":{"app":"backend"},"ports":[{"name":"http","port":8080},{"name":"tcp-db","port":9000,"targetPort":9001}]}}`),
 		obj(t, "Workload", "backend-v1", `{"spec":{"labels":{"app":"backend","version":"v1"}}}`),
 		obj(t, "Workload", "frontend", `{"spec":{"labels":{"app":"frontend"}}}`),
@@ -30,7 +30,7 @@ func TestBuildServiceView(t *testing.T) {
 		obj(t, "PeerAuthentication", "db", `{"spec":{"selector":{"matchLabels":{"app":"backend"}},"portLevelMtls":{"9001":{"mode":"PERMISSIVE"}}}}`),
 		obj(t, "AuthorizationPolicy", "allow-frontend", `{"spec":{"selector":{"matchLabels":{"app":"backend"}},"action":"ALLOW"}}`),
 	}
-	pods := []web.PodStatus{
+	pods := []api.PodStatus{
 		{Name: "backend-v1", Namespace: "default", IP: netip.MustParseAddr("10.244.0.3"), Ready: true},
 		{Name: "frontend", Namespace: "default", IP: netip.MustParseAddr("10.244.0.2"), Ready: true},
 	}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/meshlab/meshlab/web"
+	"github.com/meshlab/meshlab/api"
 )
 
 // newDiffCmd returns `meshlab diff POD V1 V2`: a semantic diff of two config versions of
@@ -45,7 +45,7 @@ old -> new values.`,
 }
 
 // printDiff writes d as text.
-func printDiff(w io.Writer, d web.ConfigDiff) error {
+func printDiff(w io.Writer, d api.ConfigDiff) error {
 	fmt.Fprintf(w, "pod %s: %s -> %s\n", d.Pod, d.From, d.To)
 	if len(d.Types) == 0 {
 		_, err := fmt.Fprintln(w, "no difference")

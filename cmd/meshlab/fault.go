@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/meshlab/meshlab/web"
+	"github.com/meshlab/meshlab/api"
 )
 
 // faultAddFlags are the flags of `meshlab fault add`.
@@ -29,7 +29,7 @@ func newFaultCmd(g *globalFlags) *cobra.Command {
 	caClock.Use, caClock.Short, caClock.Long = "ca-clock --offset D", "Shift the CA's clock (same as `fault add ca-clock --offset D`)", ""
 	caClock.Args = cobra.NoArgs
 	runAdd := caClock.RunE
-	caClock.RunE = func(cmd *cobra.Command, _ []string) error { return runAdd(cmd, []string{web.FaultCAClock}) }
+	caClock.RunE = func(cmd *cobra.Command, _ []string) error { return runAdd(cmd, []string{api.FaultCAClock}) }
 	cmd.AddCommand(newFaultAddCmd(g), newFaultListCmd(g), newFaultClearCmd(g), caClock)
 	return cmd
 }
@@ -41,7 +41,7 @@ func newFaultAddCmd(g *globalFlags) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "add KIND [POD...]",
-		Short: "Add a fault (" + strings.Join(web.FaultKinds, ", ") + ")",
+		Short: "Add a fault (" + strings.Join(api.FaultKinds, ", ") + ")",
 		Long: `Adds a fault to the running lab and prints its id; ` + "`meshlab fault clear ID`" + ` undoes it.
 
   delay-push POD... --delay D   pushes of config to the pods' proxies wait D
@@ -57,12 +57,12 @@ func newFaultAddCmd(g *globalFlags) *cobra.Command {
 		Args:              cobra.MinimumNArgs(1),
 		SilenceUsage:      true,
 		SilenceErrors:     true,
-		ValidArgsFunction: completeArgs(true, fixedNames(web.FaultKinds...), labPods(g, true)),
+		ValidArgsFunction: completeArgs(true, fixedNames(api.FaultKinds...), labPods(g, true)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			spec := web.FaultSpec{Kind: args[0], Pods: args[1:], Delay: f.delay, Duration: f.duration, Offset: f.offset}
+			spec := api.FaultSpec{Kind: args[0], Pods: args[1:], Delay: f.delay, Duration: f.duration, Offset: f.offset}
 			c, err := g.apiClient()
 			if err != nil {
 				return err
@@ -141,7 +141,7 @@ func newFaultClearCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			if fs == nil {
-				fs = []web.Fault{}
+				fs = []api.Fault{}
 			}
 			return printOutput(cmd.OutOrStdout(), output, fs, func(out io.Writer) error {
 				if len(fs) == 0 {
@@ -159,7 +159,7 @@ func newFaultClearCmd(g *globalFlags) *cobra.Command {
 }
 
 // faultSummary says in a few words what f does.
-func faultSummary(f web.Fault) string {
+func faultSummary(f api.Fault) string {
 	s := f.Kind
 	if len(f.Pods) > 0 {
 		s += " " + strings.Join(f.Pods, ",")
@@ -177,7 +177,7 @@ func faultSummary(f web.Fault) string {
 }
 
 // printFaults writes the faults in force as a table.
-func printFaults(w io.Writer, fs []web.Fault, now time.Time) error {
+func printFaults(w io.Writer, fs []api.Fault, now time.Time) error {
 	if len(fs) == 0 {
 		_, err := fmt.Fprintln(w, "no fault in force")
 		return err

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/controlplane/config"
 	"github.com/meshlab/meshlab/lab"
-	"github.com/meshlab/meshlab/web"
 )
 
 // printGatewayAPIGateways prints Gateway API Gateways as `kubectl get gateways.gateway.
@@ -18,12 +18,12 @@ import (
 // Service "<gateway>-istio", from the name table the lab serves its agents), PROGRAMMED
 // (True once that deployment's pod is ready) and AGE, which meshlab does not record
 // (kubectl's "<unknown>" for an object without a creation time).
-func printGatewayAPIGateways(ctx context.Context, g *globalFlags, c *web.Client, objs []web.ConfigObject, out io.Writer) error {
+func printGatewayAPIGateways(ctx context.Context, g *globalFlags, c *api.Client, objs []api.ConfigObject, out io.Writer) error {
 	pods, err := c.Pods(ctx)
 	if err != nil {
 		return err
 	}
-	var nt web.NameTable
+	var nt api.NameTable
 	if len(pods) > 0 {
 		labName, _ := g.labName()
 		_ = unixGetJSON(ctx, lab.PathsFor(g.runRoot, labName).APISocket(), "/v1/agents/"+pods[0].Name+"/nametable?version=0", &nt)

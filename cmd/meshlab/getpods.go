@@ -7,7 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/meshlab/meshlab/web"
+	"github.com/meshlab/meshlab/api"
 )
 
 // isPodsKind reports whether kind is kubectl's spelling of pods.
@@ -22,12 +22,12 @@ func isPodsKind(kind string) bool {
 // getPods prints the lab's pods as kubectl get pods -o wide does: READY counts the app and
 // the sidecar, RESTARTS the sidecar's. With a name, only that pod (an unknown name is
 // an error listing the pods).
-func getPods(ctx context.Context, c *web.Client, cfg *getConfig, name string, out io.Writer) error {
+func getPods(ctx context.Context, c *api.Client, cfg *getConfig, name string, out io.Writer) error {
 	pods, err := c.Pods(ctx)
 	if err != nil {
 		return err
 	}
-	var shown []web.PodStatus
+	var shown []api.PodStatus
 	var names []string
 	for _, p := range pods {
 		names = append(names, p.Name)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/meshlab/meshlab/web"
+	"github.com/meshlab/meshlab/api"
 )
 
 // historyTypes are the xDS types shown, in istioctl's column order.
@@ -47,7 +47,7 @@ func newHistoryCmd(g *globalFlags) *cobra.Command {
 
 // printHistory writes one line per version: time, trigger, then per type the proxy's
 // answer and the resource count ("ACK/6"), then one line per NACK with its error.
-func printHistory(w io.Writer, h web.PodHistory) error {
+func printHistory(w io.Writer, h api.PodHistory) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
 	fmt.Fprint(tw, "VERSION\tTIME")
 	for _, t := range historyTypes {

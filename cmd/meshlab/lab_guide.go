@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/lab"
 	"github.com/meshlab/meshlab/labs"
 	"github.com/meshlab/meshlab/web"
@@ -84,7 +85,7 @@ func newLabStartCmd(g *globalFlags) *cobra.Command {
 
 // printGuideState prints the step: its instructions, with the task's shell block
 // (Markdown for the dashboard) indented as a terminal shows code.
-func printGuideState(w io.Writer, st web.GuideState) {
+func printGuideState(w io.Writer, st api.GuideState) {
 	fmt.Fprintf(w, "\nStep %d of %d: %s\n\n", st.Step, st.Steps, st.StepName)
 	code := false
 	for _, line := range strings.Split(strings.TrimSpace(st.Instructions), "\n") {
@@ -109,7 +110,7 @@ func labDone(w io.Writer, lab string, passed, steps int, name string) {
 
 // printGuideCheck prints each check: what it saw, what it wanted and, when it failed, a
 // hint.
-func printGuideCheck(w io.Writer, r web.GuideCheck) {
+func printGuideCheck(w io.Writer, r api.GuideCheck) {
 	if r.Error != "" {
 		fmt.Fprintf(w, "FAIL %s\n", r.Error)
 	}
@@ -126,7 +127,7 @@ func printGuideCheck(w io.Writer, r web.GuideCheck) {
 }
 
 // stepNotDone is the error of a check that failed: what is left to do.
-func stepNotDone(r web.GuideCheck) error {
+func stepNotDone(r api.GuideCheck) error {
 	failed := 0
 	for _, c := range r.Results {
 		if !c.Passed {
@@ -208,7 +209,7 @@ func newLabGuideCmd(g *globalFlags, verb, short string) *cobra.Command {
 					return nil
 				})
 			}
-			var r web.GuideCheck
+			var r api.GuideCheck
 			if verb == "solve" {
 				r, err = c.GuideSolve(ctx)
 			} else {
@@ -218,7 +219,7 @@ func newLabGuideCmd(g *globalFlags, verb, short string) *cobra.Command {
 				return err
 			}
 			if r.Results == nil {
-				r.Results = []web.CheckResult{}
+				r.Results = []api.CheckResult{}
 			}
 			if err := printOutput(out, output, r, func(w io.Writer) error {
 				printGuideCheck(w, r)

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/controlplane/config"
-	"github.com/meshlab/meshlab/web"
 )
 
 // kindNames are the object kinds `get` and `delete` take, as users type them (kubectl's
@@ -34,7 +34,7 @@ func validList(valid []string) string {
 
 // objectNames returns the names of the lab's objects of kind (any spelling the lab API
 // takes), namespaced as "ns/name" when the lab holds that kind in more than one namespace.
-func objectNames(ctx context.Context, c *web.Client, kind string) ([]string, error) {
+func objectNames(ctx context.Context, c *api.Client, kind string) ([]string, error) {
 	objs, err := c.Objects(ctx, kind, "", "")
 	if err != nil {
 		return nil, err
@@ -58,7 +58,7 @@ func objectNames(ctx context.Context, c *web.Client, kind string) ([]string, err
 // checkObject returns nil when the lab holds an object of kind named name (in namespace,
 // when set), else an error listing the objects of that kind it does hold. An unknown
 // kind comes back from the lab API with the kinds it knows.
-func checkObject(ctx context.Context, c *web.Client, kind, namespace, name string) error {
+func checkObject(ctx context.Context, c *api.Client, kind, namespace, name string) error {
 	objs, err := c.Objects(ctx, kind, namespace, name)
 	if err != nil {
 		return err

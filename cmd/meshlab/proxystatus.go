@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/meshlab/meshlab/web"
+	"github.com/meshlab/meshlab/api"
 )
 
 // proxyStatusTypes are the xDS types shown, in istioctl's column order.
@@ -42,7 +42,7 @@ func newProxyStatusCmd(g *globalFlags) *cobra.Command {
 }
 
 // printProxyStatus writes the table, then one line per NACK with the proxy's error.
-func printProxyStatus(w io.Writer, st []web.ProxyStatus) error {
+func printProxyStatus(w io.Writer, st []api.ProxyStatus) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tCDS\tLDS\tEDS\tRDS\tVERSION\tCONNECTED")
 	var nacks []string

@@ -10,9 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/lab"
 	"github.com/meshlab/meshlab/repro"
-	"github.com/meshlab/meshlab/web"
 )
 
 // newReproCmd returns `meshlab repro`: export a running lab as one reproducible file,
@@ -103,7 +103,7 @@ func newReproRunCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			c := web.NewUnixClient(lab.PathsFor(g.runRoot, name).APISocket())
+			c := api.NewUnixClient(lab.PathsFor(g.runRoot, name).APISocket())
 			if !repro.Settle(ctx, c, 10*time.Second) {
 				fmt.Fprintln(out, "warning: not every proxy was SYNCED after 10s; comparing anyway")
 			}

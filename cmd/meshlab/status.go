@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/lab"
-	"github.com/meshlab/meshlab/web"
 )
 
 // labSummary is one lab in `meshlab status -o json|yaml` when several labs exist.
@@ -22,8 +22,8 @@ type labSummary struct {
 
 // labStatus is `meshlab status -o json|yaml` for one lab.
 type labStatus struct {
-	Lab  web.LabInfo     `json:"lab"`
-	Pods []web.PodStatus `json:"pods"`
+	Lab  api.LabInfo     `json:"lab"`
+	Pods []api.PodStatus `json:"pods"`
 }
 
 func newStatusCmd(g *globalFlags) *cobra.Command {
@@ -74,7 +74,7 @@ func newStatusCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c := web.NewUnixClient(lab.PathsFor(g.runRoot, name).APISocket())
+			c := api.NewUnixClient(lab.PathsFor(g.runRoot, name).APISocket())
 			defer c.Close()
 			info, err := c.Lab(cmd.Context())
 			if err != nil {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/meshlab/meshlab/web"
+	"github.com/meshlab/meshlab/api"
 )
 
 // newTraceCmd returns `meshlab trace POD URL|HOST:PORT`: one request from the pod, its path
@@ -38,7 +38,7 @@ listener and filter chain, RBAC decision, and the app's answer.`,
 				return err
 			}
 			defer c.Close()
-			res, err := c.Trace(cmd.Context(), web.TraceRequest{Pod: args[0], Target: args[1]})
+			res, err := c.Trace(cmd.Context(), api.TraceRequest{Pod: args[0], Target: args[1]})
 			if err != nil {
 				return err
 			}
@@ -50,7 +50,7 @@ listener and filter chain, RBAC decision, and the app's answer.`,
 }
 
 // printTrace renders a trace as indented text, one block per hop.
-func printTrace(w io.Writer, r web.TraceResult) error {
+func printTrace(w io.Writer, r api.TraceResult) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "GET %s from %s (x-request-id %s) -> %s\n", r.URL, r.Pod, r.RequestID, r.Address)
 	if r.Error != "" {
@@ -58,7 +58,7 @@ func printTrace(w io.Writer, r web.TraceResult) error {
 	}
 	for i, h := range r.Hops {
 		switch h.Kind {
-		case web.HopCapture:
+		case api.HopCapture:
 			fmt.Fprintf(&b, "%d. %s: capture rules hit\n", i+1, h.Pod)
 			if len(h.Rules) == 0 {
 				b.WriteString("     (no nat rule counted a packet)\n")
@@ -66,9 +66,9 @@ func printTrace(w io.Writer, r web.TraceResult) error {
 			for _, rl := range h.Rules {
 				fmt.Fprintf(&b, "     %-18s +%d  %s\n", rl.Chain, rl.Packets, rl.Comment)
 			}
-		case web.HopProxy:
+		case api.HopProxy:
 			fmt.Fprintf(&b, "%d. %s: sidecar, %s\n", i+1, h.Pod, h.Direction)
-			res := func(label string, x *web.TraceResource) {
+			res := func(label string, x *api.TraceResource) {
 				if x == nil {
 					return
 				}
@@ -121,7 +121,7 @@ func printTrace(w io.Writer, r web.TraceResult) error {
 			if len(keys) > 0 {
 				fmt.Fprintf(&b, "     %-13s %s\n", "stats", fmt.Sprintf("%d counters rose (-o json lists them)", len(keys)))
 			}
-		case web.HopApp:
+		case api.HopApp:
 			fmt.Fprintf(&b, "%d. %s: app answered %d", i+1, h.Pod, h.Status)
 			if h.Version != "" {
 				fmt.Fprintf(&b, " (version %s)", h.Version)

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/internal/testutil"
-	"github.com/meshlab/meshlab/web"
 )
 
 // TestPrintTraceShowsEachProxysAccessLog pins the text view of a trace: each sidecar hop
@@ -13,18 +13,18 @@ import (
 // the line itself; a hop without access log lines (logs off) shows none of the three.
 func TestPrintTraceShowsEachProxysAccessLog(t *testing.T) {
 	ms := func(n int) *int { return &n }
-	res := web.TraceResult{Pod: "frontend-v1", URL: "http://backend:8080/", RequestID: "meshlab-trace-1", Address: "10.96.0.10:8080",
-		Status: 200, DurationMs: 3.2, Hops: []web.TraceHop{
-			{Kind: web.HopCapture, Pod: "frontend-v1", Rules: []web.TraceRule{{Table: "nat", Chain: "ISTIO_OUTPUT", Packets: 1, Comment: "redirect app traffic to the sidecar"}}},
-			{Kind: web.HopProxy, Pod: "frontend-v1", Direction: "outbound",
-				Listener: &web.TraceResource{Name: "0.0.0.0_8080"}, Cluster: &web.TraceResource{Name: "outbound|8080||backend.default.svc.cluster.local"},
+	res := api.TraceResult{Pod: "frontend-v1", URL: "http://backend:8080/", RequestID: "meshlab-trace-1", Address: "10.96.0.10:8080",
+		Status: 200, DurationMs: 3.2, Hops: []api.TraceHop{
+			{Kind: api.HopCapture, Pod: "frontend-v1", Rules: []api.TraceRule{{Table: "nat", Chain: "ISTIO_OUTPUT", Packets: 1, Comment: "redirect app traffic to the sidecar"}}},
+			{Kind: api.HopProxy, Pod: "frontend-v1", Direction: "outbound",
+				Listener: &api.TraceResource{Name: "0.0.0.0_8080"}, Cluster: &api.TraceResource{Name: "outbound|8080||backend.default.svc.cluster.local"},
 				Endpoint: "10.0.0.3:8080", MTLS: true, PeerIdentity: "spiffe://cluster.local/ns/default/sa/backend",
 				DurationMs: ms(2), ResponseFlags: "-",
 				AccessLog: `[2026-01-02T03:04:05.678Z] "GET / HTTP/1.1" 200 - via_upstream - "-" 0 2 2 1 "-" "curl/8" "meshlab-trace-1" "backend:8080" "10.0.0.3:8080" outbound|8080||backend.default.svc.cluster.local 10.0.0.2:41000 10.96.0.10:8080 10.0.0.2:40000 - default` + "\n"},
-			{Kind: web.HopProxy, Pod: "backend-v1", Direction: "inbound", FilterChain: &web.TraceResource{Name: "0.0.0.0_8080"}, MTLS: true,
+			{Kind: api.HopProxy, Pod: "backend-v1", Direction: "inbound", FilterChain: &api.TraceResource{Name: "0.0.0.0_8080"}, MTLS: true,
 				PeerIdentity: "spiffe://cluster.local/ns/default/sa/frontend", DurationMs: ms(0), ResponseFlags: "UF"},
-			{Kind: web.HopProxy, Pod: "backend-v2", Direction: "inbound"},
-			{Kind: web.HopApp, Pod: "backend-v1", Status: 200, Version: "v1"},
+			{Kind: api.HopProxy, Pod: "backend-v2", Direction: "inbound"},
+			{Kind: api.HopApp, Pod: "backend-v1", Status: 200, Version: "v1"},
 		}}
 	var b strings.Builder
 	if err := printTrace(&b, res); err != nil {

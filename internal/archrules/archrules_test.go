@@ -25,12 +25,12 @@ type rule struct {
 var rules = []rule{
 	{
 		from:   "controlplane",
-		mayNot: []string{"dataplane", "netns", "lab", "labs", "web", "repro", "demoapp", "cmd"},
+		mayNot: []string{"api", "dataplane", "netns", "lab", "labs", "web", "repro", "demoapp", "cmd"},
 		why:    "the control plane is a pure model -> xDS generator plus its servers; it never reaches into pods or the UI",
 	},
 	{
 		from:   "dataplane/proxy",
-		mayNot: []string{"controlplane", "dataplane/agent", "lab", "labs", "web", "repro", "cmd", "demoapp"},
+		mayNot: []string{"api", "controlplane", "dataplane/agent", "lab", "labs", "web", "repro", "cmd", "demoapp"},
 		why:    "like Envoy, the proxy knows only its command line, its bootstrap and what arrives over xDS",
 	},
 	{
@@ -40,12 +40,12 @@ var rules = []rule{
 	},
 	{
 		from:   "netns",
-		mayNot: []string{"controlplane", "dataplane/agent", "lab", "labs", "web", "repro", "cmd", "demoapp"},
+		mayNot: []string{"api", "controlplane", "dataplane/agent", "lab", "labs", "web", "repro", "cmd", "demoapp"},
 		why:    "netns knows nothing of meshes: it makes the namespaces, links and rules it is given",
 	},
 	{
 		from:   "demoapp",
-		mayNot: []string{"controlplane", "dataplane", "netns", "lab", "labs", "web", "repro", "cmd"},
+		mayNot: []string{"api", "controlplane", "dataplane", "netns", "lab", "labs", "web", "repro", "cmd"},
 		why:    "the demo app is an ordinary workload; it knows nothing of the mesh it runs in",
 	},
 	{

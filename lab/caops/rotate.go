@@ -10,9 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/controlplane/ca"
 	"github.com/meshlab/meshlab/dataplane/agent"
-	"github.com/meshlab/meshlab/web"
 )
 
 // Event kinds of the CA and the workload certificates.
@@ -50,10 +50,10 @@ func (c *CA) RotateRoot(ctx context.Context) error { return c.RotateRootWith(ctx
 // renews; (3) the old root leaves the bundle, every agent renews again. Each step is an
 // event; the new root is written to the run directory (key 0600). A rotation that failed
 // half-way is finished by calling it again without a root. A request the CA refuses
-// wraps web.ErrCARequest.
+// wraps api.ErrCARequest.
 func (c *CA) RotateRootWith(ctx context.Context, certPEM, keyPEM []byte) error {
 	if !c.mu.TryLock() {
-		return fmt.Errorf("rotate root: %w: a rotation is already running", web.ErrCARequest)
+		return fmt.Errorf("rotate root: %w: a rotation is already running", api.ErrCARequest)
 	}
 	defer c.mu.Unlock()
 	err := c.rotateRoot(ctx, certPEM, keyPEM)
@@ -67,7 +67,7 @@ func (c *CA) rotateRoot(ctx context.Context, certPEM, keyPEM []byte) error {
 	authority := c.ca
 	phase := authority.State().Phase
 	if phase != ca.PhaseStable && certPEM != nil {
-		return fmt.Errorf("rotate root: %w: a rotation is in phase %s; run rotate-root without a new root to finish it", web.ErrCARequest, phase)
+		return fmt.Errorf("rotate root: %w: a rotation is in phase %s; run rotate-root without a new root to finish it", api.ErrCARequest, phase)
 	}
 	old := authority.State().Signing
 	if phase == ca.PhaseStable {
@@ -138,7 +138,7 @@ func (c *CA) rotateRoot(ctx context.Context, certPEM, keyPEM []byte) error {
 // directory as ca-root-<n>-cert.pem and ca-root-<n>-key.pem (0600).
 func (c *CA) newRoot(certPEM, keyPEM []byte) (*ca.Root, error) {
 	if c.cfg.userRoot() && certPEM == nil {
-		return nil, fmt.Errorf("rotate root: %w: this lab's root was supplied with --ca-cert/--ca-key; give the new one with --new-ca-cert and --new-ca-key", web.ErrCARequest)
+		return nil, fmt.Errorf("rotate root: %w: this lab's root was supplied with --ca-cert/--ca-key; give the new one with --new-ca-cert and --new-ca-key", api.ErrCARequest)
 	}
 	c.gen++
 	gen := c.gen + 1 // the lab's first root is 1
@@ -148,7 +148,7 @@ func (c *CA) newRoot(certPEM, keyPEM []byte) (*ca.Root, error) {
 	)
 	if certPEM != nil {
 		if next, err = ca.ParseRoot(certPEM, keyPEM); err != nil {
-			return nil, fmt.Errorf("rotate root: %w: %w", web.ErrCARequest, err)
+			return nil, fmt.Errorf("rotate root: %w: %w", api.ErrCARequest, err)
 		}
 	} else if next, err = ca.NewNamedRoot(c.ca.TrustDomain(), fmt.Sprintf("meshlab root CA %d", gen), time.Now()); err != nil {
 		return nil, fmt.Errorf("rotate root: %w", err)
@@ -229,15 +229,15 @@ func (c *CA) SetClockOffset(d time.Duration) {
 }
 
 // PauseCertRenewal pauses (or resumes) a pod agent's certificate renewal, so that with a
-// short --cert-ttl its certificate really expires. An unknown pod is web.ErrUnknownPod,
-// one without an agent web.ErrNoSidecar.
+// short --cert-ttl its certificate really expires. An unknown pod is api.ErrUnknownPod,
+// one without an agent api.ErrNoSidecar.
 func (c *CA) PauseCertRenewal(ctx context.Context, pod string, paused bool) error {
 	p := c.deps.Model().Pod(pod)
 	if p == nil {
-		return fmt.Errorf("pod %q: %w", pod, web.ErrUnknownPod)
+		return fmt.Errorf("pod %q: %w", pod, api.ErrUnknownPod)
 	}
 	if !p.Sidecar.Inject {
-		return fmt.Errorf("pause certificate renewal of pod %s: %w", pod, web.ErrNoSidecar)
+		return fmt.Errorf("pause certificate renewal of pod %s: %w", pod, api.ErrNoSidecar)
 	}
 	ctx, cancel := context.WithTimeout(ctx, pauseTimeout)
 	defer cancel()
@@ -254,10 +254,10 @@ func (c *CA) PauseCertRenewal(ctx context.Context, pod string, paused bool) erro
 }
 
 // Status is the CA's state and every agent's certificate, read concurrently.
-func (c *CA) Status(ctx context.Context) web.CAStatus {
+func (c *CA) Status(ctx context.Context) api.CAStatus {
 	st := c.ca.State()
-	out := web.CAStatus{TrustDomain: st.TrustDomain, Phase: st.Phase, UserSupplied: c.cfg.userRoot(),
-		ClockOffset: st.ClockOffset.String(), Signing: caRef(st.Signing), Pods: []web.CAPodCert{}}
+	out := api.CAStatus{TrustDomain: st.TrustDomain, Phase: st.Phase, UserSupplied: c.cfg.userRoot(),
+		ClockOffset: st.ClockOffset.String(), Signing: caRef(st.Signing), Pods: []api.CAPodCert{}}
 	byKey := map[string]string{}
 	for _, r := range st.Bundle {
 		out.Bundle = append(out.Bundle, caRef(r))
@@ -268,7 +268,7 @@ func (c *CA) Status(ctx context.Context) web.CAStatus {
 		out.CrossSigned = &r
 	}
 	pods := c.sidecarPods()
-	certs := make([]web.CAPodCert, len(pods))
+	certs := make([]api.CAPodCert, len(pods))
 	var wg sync.WaitGroup
 	for i, p := range pods {
 		wg.Go(func() { certs[i] = c.podCert(ctx, p.Name, byKey) })
@@ -279,10 +279,10 @@ func (c *CA) Status(ctx context.Context) web.CAStatus {
 }
 
 // podCert reads one agent's certificate for Status.
-func (c *CA) podCert(ctx context.Context, pod string, rootByKey map[string]string) web.CAPodCert {
+func (c *CA) podCert(ctx context.Context, pod string, rootByKey map[string]string) api.CAPodCert {
 	ctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
-	out := web.CAPodCert{Pod: pod, IssuingRoot: "unknown", Bundle: []string{}}
+	out := api.CAPodCert{Pod: pod, IssuingRoot: "unknown", Bundle: []string{}}
 	st, err := c.deps.AgentCert(ctx, pod, CertRead)
 	if err != nil {
 		out.Error = err.Error()
@@ -298,6 +298,6 @@ func (c *CA) podCert(ctx context.Context, pod string, rootByKey map[string]strin
 	return out
 }
 
-func caRef(r ca.RootInfo) web.CARef {
-	return web.CARef{Serial: r.Serial, Subject: r.Subject, KeyID: r.KeyID, NotAfter: r.NotAfter, Signing: r.Signing}
+func caRef(r ca.RootInfo) api.CARef {
+	return api.CARef{Serial: r.Serial, Subject: r.Subject, KeyID: r.KeyID, NotAfter: r.NotAfter, Signing: r.Signing}
 }

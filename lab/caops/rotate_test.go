@@ -19,11 +19,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/controlplane/ca"
 	"github.com/meshlab/meshlab/controlplane/model"
 	"github.com/meshlab/meshlab/dataplane/agent"
 	"github.com/meshlab/meshlab/internal/testutil"
-	"github.com/meshlab/meshlab/web"
 )
 
 // fakeLab is Deps over fake agents that get their certificates from the real CA, as an
@@ -38,7 +38,7 @@ type fakeLab struct {
 	certs  map[string]agent.CertStatus
 	paused map[string]bool
 	down   map[string]bool // agents that do not answer
-	events []web.Event
+	events []api.Event
 }
 
 var _ Deps = (*fakeLab)(nil)
@@ -57,7 +57,7 @@ func (f *fakeLab) Model() *model.Model { return f.model }
 func (f *fakeLab) Publish(kind, pod, msg string, fields map[string]any) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.events = append(f.events, web.Event{Kind: kind, Pod: pod, Message: msg, Fields: fields})
+	f.events = append(f.events, api.Event{Kind: kind, Pod: pod, Message: msg, Fields: fields})
 }
 
 func (f *fakeLab) AgentCert(_ context.Context, pod string, op CertOp) (agent.CertStatus, error) {
@@ -250,7 +250,7 @@ func TestRotationStopsAtAnAgentThatCannotRenewAndFinishesLater(t *testing.T) {
 	if ev.Kind != EventCARotationFailed || ev.Fields["phase"] != ca.PhaseTrustAdded {
 		t.Fatalf("last event %+v, want %s in phase %s", ev, EventCARotationFailed, ca.PhaseTrustAdded)
 	}
-	if err := c.RotateRootWith(context.Background(), []byte("x"), []byte("y")); !errors.Is(err, web.ErrCARequest) {
+	if err := c.RotateRootWith(context.Background(), []byte("x"), []byte("y")); !errors.Is(err, api.ErrCARequest) {
 		t.Fatalf("a new root during a rotation = %v, want ErrCARequest", err)
 	}
 	f.paused["backend"] = false
@@ -270,7 +270,7 @@ func TestRotationRefusedWhileOneRuns(t *testing.T) {
 	c.mu.Lock()
 	err := c.RotateRoot(context.Background())
 	c.mu.Unlock()
-	if !errors.Is(err, web.ErrCARequest) {
+	if !errors.Is(err, api.ErrCARequest) {
 		t.Fatalf("a second rotation = %v, want ErrCARequest", err)
 	}
 }
@@ -282,13 +282,13 @@ func TestRotateUserRootNeedsTheNewOne(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(c.cfg.Dir, KeyFile)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a user's root key was copied to the run directory: %v", err)
 	}
-	if err := c.RotateRoot(context.Background()); !errors.Is(err, web.ErrCARequest) {
+	if err := c.RotateRoot(context.Background()); !errors.Is(err, api.ErrCARequest) {
 		t.Fatalf("RotateRoot of a user-supplied root = %v, want ErrCARequest", err)
 	}
 	if c.Authority().State().Phase != ca.PhaseStable {
 		t.Fatal("a refused rotation changed the CA")
 	}
-	if err := c.RotateRootWith(context.Background(), []byte("junk"), []byte("junk")); !errors.Is(err, web.ErrCARequest) {
+	if err := c.RotateRootWith(context.Background(), []byte("junk"), []byte("junk")); !errors.Is(err, api.ErrCARequest) {
 		t.Fatalf("RotateRootWith(junk) = %v, want ErrCARequest", err)
 	}
 	next, err := ca.NewNamedRoot(ca.DefaultTrustDomain, "user root 2", time.Now())
@@ -366,10 +366,10 @@ func TestPauseCertRenewal(t *testing.T) {
 	f := newFakeLab(t)
 	c := newCA(t, f, false)
 	ctx := context.Background()
-	if err := c.PauseCertRenewal(ctx, "nope", true); !errors.Is(err, web.ErrUnknownPod) {
+	if err := c.PauseCertRenewal(ctx, "nope", true); !errors.Is(err, api.ErrUnknownPod) {
 		t.Fatalf("PauseCertRenewal(unknown) = %v, want ErrUnknownPod", err)
 	}
-	if err := c.PauseCertRenewal(ctx, "plain", true); !errors.Is(err, web.ErrNoSidecar) {
+	if err := c.PauseCertRenewal(ctx, "plain", true); !errors.Is(err, api.ErrNoSidecar) {
 		t.Fatalf("PauseCertRenewal(plain) = %v, want ErrNoSidecar", err)
 	}
 	if err := c.PauseCertRenewal(ctx, "frontend", true); err != nil || !f.paused["frontend"] {
@@ -397,7 +397,7 @@ func TestStatusNamesEachPodsIssuingRoot(t *testing.T) {
 	if st.Phase != ca.PhaseStable || st.UserSupplied || st.Signing.Serial != signing.Serial || len(st.Bundle) != 1 || st.CrossSigned != nil {
 		t.Fatalf("status %+v", st)
 	}
-	byPod := map[string]web.CAPodCert{}
+	byPod := map[string]api.CAPodCert{}
 	for _, p := range st.Pods {
 		byPod[p.Pod] = p
 	}

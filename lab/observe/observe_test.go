@@ -16,9 +16,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/controlplane/model"
 	"github.com/meshlab/meshlab/dataplane/agent"
-	"github.com/meshlab/meshlab/web"
 )
 
 func TestEdgesFromStats(t *testing.T) {
@@ -117,16 +117,16 @@ func TestPercentile(t *testing.T) {
 
 func TestSendTrafficRefusesBadRequests(t *testing.T) {
 	d := &fakeDeps{model: hello()}
-	for _, r := range []web.TrafficRequest{
+	for _, r := range []api.TrafficRequest{
 		{Pod: "frontend-v1", URL: "http://example.com/", N: 1},
 		{Pod: "frontend-v1", URL: "ftp://backend/", N: 1},
 		{Pod: "frontend-v1", URL: "http://backend/", N: 0},
 	} {
-		if _, err := SendTraffic(t.Context(), d, r); !errors.Is(err, web.ErrBadTraffic) {
+		if _, err := SendTraffic(t.Context(), d, r); !errors.Is(err, api.ErrBadTraffic) {
 			t.Errorf("SendTraffic(%+v) = %v; want a bad-traffic error", r, err)
 		}
 	}
-	if _, err := SendTraffic(t.Context(), d, web.TrafficRequest{Pod: "nope", URL: "http://backend/", N: 1}); !errors.Is(err, web.ErrUnknownPod) {
+	if _, err := SendTraffic(t.Context(), d, api.TrafficRequest{Pod: "nope", URL: "http://backend/", N: 1}); !errors.Is(err, api.ErrUnknownPod) {
 		t.Errorf("unknown pod: %v", err)
 	}
 }
@@ -166,7 +166,7 @@ type fakeDeps struct {
 	stats  map[string]map[string]uint64
 	get    map[string]string // "pod path" -> body
 	mu     sync.Mutex
-	events []web.Event
+	events []api.Event
 }
 
 func (f *fakeDeps) Model() *model.Model { return f.model }
@@ -203,7 +203,7 @@ func (f *fakeDeps) AgentGet(_ context.Context, pod, path string) (io.ReadCloser,
 func (f *fakeDeps) Publish(kind, pod, msg string, fields map[string]any) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.events = append(f.events, web.Event{Kind: kind, Pod: pod, Message: msg, Fields: fields})
+	f.events = append(f.events, api.Event{Kind: kind, Pod: pod, Message: msg, Fields: fields})
 }
 
 // TestSampleThroughDeps samples a lab through Deps only: the edges come from the
@@ -228,7 +228,7 @@ istio_requests_total{reporter="source",destination_service="backend.default.svc.
 	}
 	var p Topology
 	top := p.Sample(t.Context(), d)
-	if len(top.Edges) != 1 || top.Edges[0].From != "frontend-v1" || top.Edges[0].To != host || top.Edges[0].Requests != 10 || top.Edges[0].Errors != 5 || top.Edges[0].Metric != web.EdgeMetricIstio {
+	if len(top.Edges) != 1 || top.Edges[0].From != "frontend-v1" || top.Edges[0].To != host || top.Edges[0].Requests != 10 || top.Edges[0].Errors != 5 || top.Edges[0].Metric != api.EdgeMetricIstio {
 		t.Fatalf("edges = %+v; want frontend-v1 -> %s from istio_requests_total: 4 aborted + 6 sent, 4+1 5xx", top.Edges, host)
 	}
 	if be := top.Pods[0]; be.Name != "backend-v1" || be.Ready || be.Epoch != -1 {

@@ -8,9 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/controlplane/model"
 	"github.com/meshlab/meshlab/dataplane/agent"
-	"github.com/meshlab/meshlab/web"
 )
 
 // topologyInterval is how often sidecar stats are polled while someone watches.
@@ -53,7 +53,7 @@ type podSample struct {
 // and keeps the previous sample to turn counters into rates. The zero value is ready.
 type Topology struct {
 	mu      sync.Mutex
-	subs    map[chan web.Topology]struct{}
+	subs    map[chan api.Topology]struct{}
 	running bool
 	wg      sync.WaitGroup
 
@@ -65,11 +65,11 @@ type Topology struct {
 
 // Watch is the lab's web.TopologySource: a sample a second on the channel until ctx ends.
 // The poll runs while anyone watches and life (the lab's servers) lasts.
-func (p *Topology) Watch(ctx, life context.Context, d Deps) <-chan web.Topology {
-	ch := make(chan web.Topology, 1)
+func (p *Topology) Watch(ctx, life context.Context, d Deps) <-chan api.Topology {
+	ch := make(chan api.Topology, 1)
 	p.mu.Lock()
 	if p.subs == nil {
-		p.subs = map[chan web.Topology]struct{}{}
+		p.subs = map[chan api.Topology]struct{}{}
 	}
 	p.subs[ch] = struct{}{}
 	if !p.running {
@@ -125,7 +125,7 @@ func (p *Topology) poll(life context.Context, d Deps) {
 // (rates against the previous sample, when there is one); pods whose agent does not
 // answer in time appear without edges. Epoch and certificate changes since the previous
 // sample are published.
-func (p *Topology) Sample(ctx context.Context, d Deps) web.Topology {
+func (p *Topology) Sample(ctx context.Context, d Deps) api.Topology {
 	m := d.Model()
 	samples := make([]podSample, len(m.Pods))
 	sem := make(chan struct{}, pollParallel)
@@ -226,10 +226,10 @@ func rbacDenied(stats map[string]uint64) uint64 {
 
 // buildTopology lays out the model's services and pods with the sampled status and
 // edges (counters only; rates are added by the poller).
-func buildTopology(m *model.Model, samples []podSample) web.Topology {
-	t := web.Topology{Services: []web.TopologyService{}, Pods: []web.TopologyPod{}, Edges: []web.TopologyEdge{}}
+func buildTopology(m *model.Model, samples []podSample) api.Topology {
+	t := api.Topology{Services: []api.TopologyService{}, Pods: []api.TopologyPod{}, Edges: []api.TopologyEdge{}}
 	for _, s := range m.Services {
-		ts := web.TopologyService{Name: s.Name, Namespace: s.Namespace, Hostname: s.Hostname(), VIP: s.VIP, Pods: []string{}}
+		ts := api.TopologyService{Name: s.Name, Namespace: s.Namespace, Hostname: s.Hostname(), VIP: s.VIP, Pods: []string{}}
 		for _, p := range s.Ports {
 			ts.Ports = append(ts.Ports, p.Port)
 		}
@@ -242,7 +242,7 @@ func buildTopology(m *model.Model, samples []podSample) web.Topology {
 		t.Services = append(t.Services, ts)
 	}
 	for i, p := range m.Pods {
-		tp := web.TopologyPod{Name: p.Name, Namespace: p.Namespace, IP: p.IP, Sidecar: p.Sidecar.Inject, Ready: !p.Sidecar.Inject, Epoch: -1, Gateway: p.Router}
+		tp := api.TopologyPod{Name: p.Name, Namespace: p.Namespace, IP: p.IP, Sidecar: p.Sidecar.Inject, Ready: !p.Sidecar.Inject, Epoch: -1, Gateway: p.Router}
 		s := samples[i]
 		tp.RBACDenied = s.rbacDenied
 		if st := s.status; st != nil {
@@ -258,18 +258,18 @@ func buildTopology(m *model.Model, samples []podSample) web.Topology {
 			if c.requests == 0 {
 				continue
 			}
-			t.Edges = append(t.Edges, web.TopologyEdge{From: p.Name, To: host, Metric: c.metric(), Requests: c.requests, Errors: c.errors, MTLS: c.mtls(),
+			t.Edges = append(t.Edges, api.TopologyEdge{From: p.Name, To: host, Metric: c.metric(), Requests: c.requests, Errors: c.errors, MTLS: c.mtls(),
 				Handshakes: c.handshakes, MTLSEndpoints: c.mtlsMatches, PlaintextEndpoints: c.rawMatches, Denied: c.denied})
 		}
 	}
 	for host, c := range hostEdges(m, samples) {
-		t.Edges = append(t.Edges, web.TopologyEdge{From: web.HostNode, To: host, Metric: web.EdgeMetricGateway, Requests: c.requests, Errors: c.errors})
+		t.Edges = append(t.Edges, api.TopologyEdge{From: api.HostNode, To: host, Metric: api.EdgeMetricGateway, Requests: c.requests, Errors: c.errors})
 	}
 	sortEdges(t.Edges)
 	return t
 }
 
-func sortEdges(es []web.TopologyEdge) {
+func sortEdges(es []api.TopologyEdge) {
 	for i := 1; i < len(es); i++ { // few edges per lab: insertion sort keeps it dependency-free
 		for j := i; j > 0 && (es[j].From < es[j-1].From || es[j].From == es[j-1].From && es[j].To < es[j-1].To); j-- {
 			es[j], es[j-1] = es[j-1], es[j]
@@ -279,7 +279,7 @@ func sortEdges(es []web.TopologyEdge) {
 
 // rates fills each edge's RPS and ErrorRate from the previous sample, then keeps this
 // one. A counter that went down (a proxy restarted without its stats) counts from zero.
-func (p *Topology) rates(t *web.Topology, samples []podSample, m *model.Model, now time.Time) {
+func (p *Topology) rates(t *api.Topology, samples []podSample, m *model.Model, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	cur := map[string]edgeCounters{}
@@ -289,7 +289,7 @@ func (p *Topology) rates(t *web.Topology, samples []podSample, m *model.Model, n
 		}
 	}
 	for host, c := range hostEdges(m, samples) {
-		cur[web.HostNode+"|"+host] = c
+		cur[api.HostNode+"|"+host] = c
 	}
 	if dt := now.Sub(p.prevAt).Seconds(); p.prev != nil && dt > 0 {
 		for i := range t.Edges {

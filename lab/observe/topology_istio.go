@@ -11,8 +11,8 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/controlplane/model"
-	"github.com/meshlab/meshlab/web"
 )
 
 // istioRequestsFilter selects the caller-reported Istio request counts
@@ -163,7 +163,7 @@ func hostEdges(m *model.Model, samples []podSample) map[string]edgeCounters {
 // edgeMetric names what an edge's counters were read from.
 func (c edgeCounters) metric() string {
 	if c.istio {
-		return web.EdgeMetricIstio
+		return api.EdgeMetricIstio
 	}
-	return web.EdgeMetricCluster
+	return api.EdgeMetricCluster
 }

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/controlplane/model"
-	"github.com/meshlab/meshlab/web"
 )
 
 // istioText is what a client's sidecar printed for /stats/prometheus?filter=<istioRequestsFilter>
@@ -57,13 +57,13 @@ func TestIstioRequestsOnEdges(t *testing.T) {
 		"elsewhere:80":                      {requests: 3, errors: 3},
 		"idle:8080":                         {},
 	})
-	if e := edges["backend.default.svc.cluster.local"]; e.requests != 10 || e.errors != 6 || !e.istio || e.handshakes != 2 || e.metric() != web.EdgeMetricIstio {
+	if e := edges["backend.default.svc.cluster.local"]; e.requests != 10 || e.errors != 6 || !e.istio || e.handshakes != 2 || e.metric() != api.EdgeMetricIstio {
 		t.Errorf("backend edge = %+v, want Istio's 10 requests, 6 5xx, the cluster's 2 handshakes kept", e)
 	}
 	if e := edges["frontend.default.svc.cluster.local"]; e.requests != 1 || e.errors != 1 || !e.istio {
 		t.Errorf("frontend edge = %+v: an edge only Istio's metrics saw (aborted) must appear", e)
 	}
-	if e := edges["idle.default.svc.cluster.local"]; e.requests != 3 || e.istio || e.metric() != web.EdgeMetricCluster {
+	if e := edges["idle.default.svc.cluster.local"]; e.requests != 3 || e.istio || e.metric() != api.EdgeMetricCluster {
 		t.Errorf("idle edge = %+v: with no Istio requests the cluster stats must stay", e)
 	}
 	if len(edges) != 3 {
@@ -96,7 +96,7 @@ func gatewayLab() *model.Model {
 // TestGatewayAndHostEdges samples a lab with an ingress gateway: the gateway pod and its
 // service are marked, the gateway's own Istio metrics make its edge to productpage, and
 // the requests it received that no sidecar sent (port-forward's, from the host) make an
-// edge from web.HostNode to the gateway service, with rates.
+// edge from api.HostNode to the gateway service, with rates.
 func TestGatewayAndHostEdges(t *testing.T) {
 	const gwHost, ppHost = "istio-ingressgateway.istio-system.svc.cluster.local", "productpage.default.svc.cluster.local"
 	stats := func(gwTotal, gw5xx, testerSent uint64) map[string]map[string]uint64 {
@@ -132,14 +132,14 @@ istio_requests_total{reporter="source",source_workload="istio-ingressgateway",de
 	if !gwPod || !gwSvc {
 		t.Fatalf("no gateway pod or service in %+v", top)
 	}
-	got := map[string]web.TopologyEdge{}
+	got := map[string]api.TopologyEdge{}
 	for _, e := range top.Edges {
 		got[e.From+" -> "+e.To] = e
 	}
-	if e, ok := got["istio-ingressgateway-0 -> "+ppHost]; !ok || e.Requests != 25 || e.Errors != 5 || e.Metric != web.EdgeMetricIstio {
+	if e, ok := got["istio-ingressgateway-0 -> "+ppHost]; !ok || e.Requests != 25 || e.Errors != 5 || e.Metric != api.EdgeMetricIstio {
 		t.Errorf("gateway -> productpage = %+v (found %v); want 25 requests, 5 5xx from istio_requests_total", e, ok)
 	}
-	if e, ok := got[web.HostNode+" -> "+gwHost]; !ok || e.Requests != 20 || e.Errors != 5 || e.Metric != web.EdgeMetricGateway {
+	if e, ok := got[api.HostNode+" -> "+gwHost]; !ok || e.Requests != 20 || e.Errors != 5 || e.Metric != api.EdgeMetricGateway {
 		t.Errorf("host -> gateway = %+v (found %v); want the 25 received less tester's 5, 5 5xx", e, ok)
 	}
 	if e, ok := got["tester -> "+gwHost]; !ok || e.Requests != 5 {
@@ -154,9 +154,9 @@ istio_requests_total{reporter="source",source_workload="istio-ingressgateway",de
 	d.stats = stats(35, 5, 5)
 	d.get = nil
 	top = p.Sample(t.Context(), d)
-	var host *web.TopologyEdge
+	var host *api.TopologyEdge
 	for i := range top.Edges {
-		if top.Edges[i].From == web.HostNode {
+		if top.Edges[i].From == api.HostNode {
 			host = &top.Edges[i]
 		}
 	}

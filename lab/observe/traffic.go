@@ -17,8 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/controlplane/model"
-	"github.com/meshlab/meshlab/web"
 )
 
 // Limits of the traffic tool.
@@ -36,19 +36,19 @@ const BodyMax = 64 << 10
 // inside the pod's namespace as root, which the capture rules redirect to the pod's sidecar
 // as they do the app's traffic. The URL's host is resolved with the lab's own name table
 // (what the pod's DNS proxy answers), never the host's resolver.
-func SendTraffic(ctx context.Context, d Deps, r web.TrafficRequest) (web.TrafficResult, error) {
+func SendTraffic(ctx context.Context, d Deps, r api.TrafficRequest) (api.TrafficResult, error) {
 	if err := r.Validate(); err != nil {
-		return web.TrafficResult{}, fmt.Errorf("%w: %w", web.ErrBadTraffic, err)
+		return api.TrafficResult{}, fmt.Errorf("%w: %w", api.ErrBadTraffic, err)
 	}
 	m := d.Model()
 	p := m.Pod(r.Pod)
 	if p == nil {
-		return web.TrafficResult{}, web.ErrUnknownPod
+		return api.TrafficResult{}, api.ErrUnknownPod
 	}
 	u, _ := url.Parse(r.URL) // Validate parsed it
 	target, err := ResolveTarget(m, p, u)
 	if err != nil {
-		return web.TrafficResult{}, fmt.Errorf("%w: %w", web.ErrBadTraffic, err)
+		return api.TrafficResult{}, fmt.Errorf("%w: %w", api.ErrBadTraffic, err)
 	}
 	tr := &http.Transport{
 		Proxy: nil,
@@ -104,13 +104,13 @@ func countsText(counts map[string]int) string {
 
 // sendAll sends n requests (r's URL, method and headers) with a few in flight and
 // summarises the answers, from a pod with a sidecar.
-func sendAll(ctx context.Context, hc *http.Client, r web.TrafficRequest, n int) web.TrafficResult {
+func sendAll(ctx context.Context, hc *http.Client, r api.TrafficRequest, n int) api.TrafficResult {
 	return sendAllFrom(ctx, hc, r, n, true)
 }
 
 // sendAllFrom is sendAll from a pod with or without a sidecar (which tells who answered).
-func sendAllFrom(ctx context.Context, hc *http.Client, r web.TrafficRequest, n int, sidecar bool) web.TrafficResult {
-	res := web.TrafficResult{Statuses: map[string]int{}, Pods: map[string]int{}}
+func sendAllFrom(ctx context.Context, hc *http.Client, r api.TrafficRequest, n int, sidecar bool) api.TrafficResult {
+	res := api.TrafficResult{Statuses: map[string]int{}, Pods: map[string]int{}}
 	var mu sync.Mutex
 	latencies := make([]time.Duration, 0, n)
 	next := make(chan struct{})
@@ -126,14 +126,14 @@ func sendAllFrom(ctx context.Context, hc *http.Client, r web.TrafficRequest, n i
 				latencies = append(latencies, d)
 				if err != nil {
 					res.Statuses["error"]++
-					res.AddAnswer("", web.AnsweredByNone, "error")
+					res.AddAnswer("", api.AnsweredByNone, "error")
 					if len(res.Errors) < trafficErrorMax {
 						res.Errors = append(res.Errors, err.Error())
 					}
 				} else {
 					res.Statuses[strconv.Itoa(status)]++
 					res.Pods[pod]++
-					res.AddAnswer(pod, web.AnsweredBy(hdr, pod, sidecar), strconv.Itoa(status))
+					res.AddAnswer(pod, api.AnsweredBy(hdr, pod, sidecar), strconv.Itoa(status))
 					res.AddResponseHeaders(hdr)
 				}
 				mu.Unlock()
@@ -162,7 +162,7 @@ func sendAllFrom(ctx context.Context, hc *http.Client, r web.TrafficRequest, n i
 
 // sendOne sends one request and returns the status, the answering pod, the response
 // headers and the latency.
-func sendOne(ctx context.Context, hc *http.Client, r web.TrafficRequest) (int, string, http.Header, time.Duration, error) {
+func sendOne(ctx context.Context, hc *http.Client, r api.TrafficRequest) (int, string, http.Header, time.Duration, error) {
 	start := time.Now()
 	req, err := http.NewRequestWithContext(ctx, cmp.Or(r.Method, http.MethodGet), r.URL, nil)
 	if err != nil {

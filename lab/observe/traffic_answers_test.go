@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/meshlab/meshlab/web"
+	"github.com/meshlab/meshlab/api"
 )
 
 // TestSendAllAnswers sends to a server that answers as a sidecar would: in turn an app
@@ -31,19 +31,19 @@ func TestSendAllAnswers(t *testing.T) {
 		}
 	}))
 	t.Cleanup(srv.Close)
-	r := web.TrafficRequest{Pod: "client", URL: srv.URL + "/", N: 9}
+	r := api.TrafficRequest{Pod: "client", URL: srv.URL + "/", N: 9}
 	res := sendAllFrom(t.Context(), srv.Client(), r, r.N, true)
-	want := []web.TrafficAnswer{
-		{By: web.AnsweredByUpstream, Status: "200", Count: 3},
-		{Pod: "backend-v1", By: web.AnsweredByApp, Status: "200", Count: 3},
-		{By: web.AnsweredBySidecar, Status: "503", Count: 3},
+	want := []api.TrafficAnswer{
+		{By: api.AnsweredByUpstream, Status: "200", Count: 3},
+		{Pod: "backend-v1", By: api.AnsweredByApp, Status: "200", Count: 3},
+		{By: api.AnsweredBySidecar, Status: "503", Count: 3},
 	}
 	if !reflect.DeepEqual(res.Answers, want) {
 		t.Errorf("answers from a pod with a sidecar:\n got %+v\nwant %+v", res.Answers, want)
 	}
 	res = sendAllFrom(t.Context(), srv.Client(), r, r.N, false)
 	for _, a := range res.Answers {
-		if a.By == web.AnsweredBySidecar {
+		if a.By == api.AnsweredBySidecar {
 			t.Errorf("from a pod without a sidecar, %d answers are put on a sidecar: %+v", a.Count, res.Answers)
 		}
 	}
@@ -57,9 +57,9 @@ func TestSendAllTransportError(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
 	srv.Close() // nothing listens any more
-	r := web.TrafficRequest{Pod: "client", URL: url + "/", N: 2}
+	r := api.TrafficRequest{Pod: "client", URL: url + "/", N: 2}
 	res := sendAllFrom(t.Context(), http.DefaultClient, r, r.N, true)
-	want := []web.TrafficAnswer{{By: web.AnsweredByNone, Status: "error", Count: 2}}
+	want := []api.TrafficAnswer{{By: api.AnsweredByNone, Status: "error", Count: 2}}
 	if !reflect.DeepEqual(res.Answers, want) {
 		t.Errorf("answers: got %+v, want %+v", res.Answers, want)
 	}

@@ -5,7 +5,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/meshlab/meshlab/web"
+	"github.com/meshlab/meshlab/api"
 )
 
 // TestSendAllHeadersAndMethod sends with a method and request headers to a local server
@@ -17,7 +17,7 @@ func TestSendAllHeadersAndMethod(t *testing.T) {
 		_, _ = w.Write([]byte(`{"pod":"backend-v2"}`))
 	}))
 	t.Cleanup(srv.Close)
-	r := web.TrafficRequest{Pod: "p", URL: srv.URL + "/", N: 5, Method: http.MethodPost, Headers: map[string]string{"end-user": "jason"}}
+	r := api.TrafficRequest{Pod: "p", URL: srv.URL + "/", N: 5, Method: http.MethodPost, Headers: map[string]string{"end-user": "jason"}}
 	res := sendAll(t.Context(), srv.Client(), r, r.N)
 	if res.Statuses["200"] != 5 || res.Pods["backend-v2"] != 5 {
 		t.Fatalf("result %+v", res)

@@ -13,8 +13,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/controlplane/model"
-	"github.com/meshlab/meshlab/web"
 )
 
 // fakeLab is a lab seen through Deps: every pod dials the one app server, and each
@@ -105,7 +105,7 @@ func TestTraceThroughDeps(t *testing.T) {
 		},
 		reads: map[string]int{},
 	}
-	res, err := Trace(t.Context(), f, web.TraceRequest{Pod: "frontend-v1", Target: "backend:8080"})
+	res, err := Trace(t.Context(), f, api.TraceRequest{Pod: "frontend-v1", Target: "backend:8080"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,10 +141,10 @@ func TestTraceThroughDeps(t *testing.T) {
 	if len(f.events) != 1 || !strings.HasPrefix(f.events[0], "traffic.traced frontend-v1 traced http://backend:8080/: 200") {
 		t.Errorf("events = %q", f.events)
 	}
-	if _, err := Trace(t.Context(), f, web.TraceRequest{Pod: "nope", Target: "backend:8080"}); !errors.Is(err, web.ErrUnknownPod) || !strings.Contains(err.Error(), "frontend-v1") {
+	if _, err := Trace(t.Context(), f, api.TraceRequest{Pod: "nope", Target: "backend:8080"}); !errors.Is(err, api.ErrUnknownPod) || !strings.Contains(err.Error(), "frontend-v1") {
 		t.Errorf("unknown pod: %v; want ErrUnknownPod naming the pods there are", err)
 	}
-	if _, err := Trace(t.Context(), f, web.TraceRequest{Pod: "frontend-v1", Target: "example.com:80"}); !errors.Is(err, web.ErrBadTraffic) {
+	if _, err := Trace(t.Context(), f, api.TraceRequest{Pod: "frontend-v1", Target: "example.com:80"}); !errors.Is(err, api.ErrBadTraffic) {
 		t.Errorf("a target outside the lab: %v; want ErrBadTraffic", err)
 	}
 }

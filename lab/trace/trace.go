@@ -18,9 +18,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/controlplane/model"
 	"github.com/meshlab/meshlab/lab/observe"
-	"github.com/meshlab/meshlab/web"
 )
 
 // traceTimeout bounds one traced request and each admin read around it.
@@ -50,9 +50,9 @@ type traceAnswer struct {
 // (captured like the app's traffic), snapshots again and explains the request's path from
 // the deltas, the proxies' config_dump (with the origin metadata of each resource) and
 // the demo app's echo of the request (x-forwarded-client-cert tells mTLS and identities).
-func Trace(ctx context.Context, d Deps, r web.TraceRequest) (web.TraceResult, error) {
+func Trace(ctx context.Context, d Deps, r api.TraceRequest) (api.TraceResult, error) {
 	if err := r.Validate(); err != nil {
-		return web.TraceResult{}, fmt.Errorf("%w: %w", web.ErrBadTraffic, err)
+		return api.TraceResult{}, fmt.Errorf("%w: %w", api.ErrBadTraffic, err)
 	}
 	m := d.Model()
 	p := m.Pod(r.Pod)
@@ -61,15 +61,15 @@ func Trace(ctx context.Context, d Deps, r web.TraceRequest) (web.TraceResult, er
 		for _, q := range m.Pods {
 			names = append(names, q.Name)
 		}
-		return web.TraceResult{}, fmt.Errorf("pod %q: %w (pods: %s)", r.Pod, web.ErrUnknownPod, strings.Join(names, ", "))
+		return api.TraceResult{}, fmt.Errorf("pod %q: %w (pods: %s)", r.Pod, api.ErrUnknownPod, strings.Join(names, ", "))
 	}
 	u, err := parseTraceTarget(r.Target)
 	if err != nil {
-		return web.TraceResult{}, fmt.Errorf("%w: %w", web.ErrBadTraffic, err)
+		return api.TraceResult{}, fmt.Errorf("%w: %w", api.ErrBadTraffic, err)
 	}
 	target, err := observe.ResolveTarget(m, p, u)
 	if err != nil {
-		return web.TraceResult{}, fmt.Errorf("%w: target %q does not resolve: %w", web.ErrBadTraffic, r.Target, err)
+		return api.TraceResult{}, fmt.Errorf("%w: target %q does not resolve: %w", api.ErrBadTraffic, r.Target, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*traceTimeout)
 	defer cancel()
@@ -78,8 +78,8 @@ func Trace(ctx context.Context, d Deps, r web.TraceRequest) (web.TraceResult, er
 	ans := sendTraced(ctx, d, p, target, u.String(), id)
 	after := snapshotPods(ctx, d, m)
 
-	res := web.TraceResult{Pod: p.Name, URL: u.String(), RequestID: id, Address: target.String(),
-		Status: ans.status, DurationMs: observe.Ms(ans.duration), Hops: []web.TraceHop{}}
+	res := api.TraceResult{Pod: p.Name, URL: u.String(), RequestID: id, Address: target.String(),
+		Status: ans.status, DurationMs: observe.Ms(ans.duration), Hops: []api.TraceHop{}}
 	if ans.err != nil {
 		res.Error = ans.err.Error()
 	}
@@ -97,7 +97,7 @@ func Trace(ctx context.Context, d Deps, r web.TraceRequest) (web.TraceResult, er
 		if dst.Sidecar.Inject {
 			res.Hops = append(res.Hops, inboundHop(ctx, d, dst, inPort, xfcc, before[dst.Name], after[dst.Name], logs[dst.Name]))
 		}
-		res.Hops = append(res.Hops, web.TraceHop{Kind: web.HopApp, Pod: dst.Name, Version: ans.app.Version, Status: ans.status})
+		res.Hops = append(res.Hops, api.TraceHop{Kind: api.HopApp, Pod: dst.Name, Version: ans.app.Version, Status: ans.status})
 	}
 	d.Publish("traffic.traced", p.Name, fmt.Sprintf("traced %s: %d", u.String(), ans.status),
 		map[string]any{"url": u.String(), "requestId": id, "status": ans.status})
@@ -235,13 +235,13 @@ func inboundPort(dst *model.Pod, before, after map[string]podSnapshot) uint16 {
 }
 
 // captureHop lists the pod's nat rules that counted packets during the request.
-func captureHop(pod string, before, after podSnapshot) web.TraceHop {
-	return web.TraceHop{Kind: web.HopCapture, Pod: pod, Rules: ruleDeltas(before.rules, after.rules)}
+func captureHop(pod string, before, after podSnapshot) api.TraceHop {
+	return api.TraceHop{Kind: api.HopCapture, Pod: pod, Rules: ruleDeltas(before.rules, after.rules)}
 }
 
 // outboundHop explains the source sidecar's handling from its config_dump and stats.
-func outboundHop(ctx context.Context, deps Deps, p *model.Pod, u *url.URL, target netip.AddrPort, dst *model.Pod, inPort uint16, xfcc string, a traceAnswer, before, after podSnapshot, al *accessLogEntry) web.TraceHop {
-	h := web.TraceHop{Kind: web.HopProxy, Pod: p.Name, Direction: "outbound"}
+func outboundHop(ctx context.Context, deps Deps, p *model.Pod, u *url.URL, target netip.AddrPort, dst *model.Pod, inPort uint16, xfcc string, a traceAnswer, before, after podSnapshot, al *accessLogEntry) api.TraceHop {
+	h := api.TraceHop{Kind: api.HopProxy, Pod: p.Name, Direction: "outbound"}
 	deltas := statDeltas(before.stats, after.stats)
 	h.Stats = deltas
 	dctx, cancel := context.WithTimeout(ctx, traceTimeout)
@@ -252,22 +252,22 @@ func outboundHop(ctx context.Context, deps Deps, p *model.Pod, u *url.URL, targe
 	}
 	var rcs []dumpRouteConfig
 	if lis, ok := d.outboundListener(target.Addr().String(), target.Port()); ok {
-		h.Listener = &web.TraceResource{Name: lis.Name, Origin: lis.Metadata.origin()}
+		h.Listener = &api.TraceResource{Name: lis.Name, Origin: lis.Metadata.origin()}
 		if lis.Name != "virtualOutbound" {
 			h.Notes = "virtualOutbound (port 15001) handed the connection to " + lis.Name + " by its original destination " + target.String()
 		}
 		if len(lis.FilterChains) > 0 {
 			fc := lis.FilterChains[0]
-			h.FilterChain = &web.TraceResource{Name: fc.Name, Origin: fc.Metadata.origin()}
+			h.FilterChain = &api.TraceResource{Name: fc.Name, Origin: fc.Metadata.origin()}
 			if len(fc.Filters) > 0 {
 				if rc, ok := d.routes[fc.Filters[len(fc.Filters)-1].TypedConfig.RDS.RouteConfigName]; ok {
 					rcs = append(rcs, rc)
 					vh, rt, ok := routeFor(rc, u.Host, u.Path)
 					if vh.Name != "" {
-						h.VirtualHost = &web.TraceResource{Name: vh.Name, Origin: vh.Metadata.origin()}
+						h.VirtualHost = &api.TraceResource{Name: vh.Name, Origin: vh.Metadata.origin()}
 					}
 					if ok {
-						h.Route = &web.TraceResource{Name: rt.Name, Origin: rt.Metadata.origin()}
+						h.Route = &api.TraceResource{Name: rt.Name, Origin: rt.Metadata.origin()}
 						if h.Route.Name == "" {
 							h.Route.Name = rc.Name
 						}
@@ -277,7 +277,7 @@ func outboundHop(ctx context.Context, deps Deps, p *model.Pod, u *url.URL, targe
 		}
 	}
 	if c := usedCluster(deltas, "outbound"); c != "" {
-		h.Cluster = &web.TraceResource{Name: c, Origin: d.clusters[c].Metadata.origin()}
+		h.Cluster = &api.TraceResource{Name: c, Origin: d.clusters[c].Metadata.origin()}
 	}
 	if dst != nil && inPort != 0 {
 		h.Endpoint = netip.AddrPortFrom(dst.IP, inPort).String()
@@ -293,8 +293,8 @@ func outboundHop(ctx context.Context, deps Deps, p *model.Pod, u *url.URL, targe
 }
 
 // inboundHop explains the destination sidecar's handling.
-func inboundHop(ctx context.Context, deps Deps, p *model.Pod, port uint16, xfcc string, before, after podSnapshot, al *accessLogEntry) web.TraceHop {
-	h := web.TraceHop{Kind: web.HopProxy, Pod: p.Name, Direction: "inbound"}
+func inboundHop(ctx context.Context, deps Deps, p *model.Pod, port uint16, xfcc string, before, after podSnapshot, al *accessLogEntry) api.TraceHop {
+	h := api.TraceHop{Kind: api.HopProxy, Pod: p.Name, Direction: "inbound"}
 	deltas := statDeltas(before.stats, after.stats)
 	h.Stats = deltas
 	dctx, cancel := context.WithTimeout(ctx, traceTimeout)
@@ -304,7 +304,7 @@ func inboundHop(ctx context.Context, deps Deps, p *model.Pod, port uint16, xfcc 
 		h.Notes = "config_dump unavailable: " + err.Error()
 	}
 	if lis, ok := d.listener("virtualInbound"); ok {
-		h.Listener = &web.TraceResource{Name: lis.Name, Origin: lis.Metadata.origin()}
+		h.Listener = &api.TraceResource{Name: lis.Name, Origin: lis.Metadata.origin()}
 	}
 	transport := "raw_buffer"
 	if xfcc != "" {
@@ -313,7 +313,7 @@ func inboundHop(ctx context.Context, deps Deps, p *model.Pod, port uint16, xfcc 
 	}
 	var rcs []dumpRouteConfig
 	if fc, ok := d.inboundChain(port, transport); ok {
-		h.FilterChain = &web.TraceResource{Name: fc.Name, Origin: fc.Metadata.origin()}
+		h.FilterChain = &api.TraceResource{Name: fc.Name, Origin: fc.Metadata.origin()}
 		for _, f := range fc.Filters {
 			if f.TypedConfig.RouteConfig != nil {
 				rcs = append(rcs, *f.TypedConfig.RouteConfig)
@@ -321,7 +321,7 @@ func inboundHop(ctx context.Context, deps Deps, p *model.Pod, port uint16, xfcc 
 		}
 	}
 	if c := usedCluster(deltas, "inbound"); c != "" {
-		h.Cluster = &web.TraceResource{Name: c, Origin: d.clusters[c].Metadata.origin()}
+		h.Cluster = &api.TraceResource{Name: c, Origin: d.clusters[c].Metadata.origin()}
 	}
 	for k := range deltas {
 		switch {

@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/controlplane/model"
-	"github.com/meshlab/meshlab/web"
 )
 
 // accessLogEntry is what a trace reads from one proxy's access log line for its request.
@@ -164,7 +164,7 @@ func traceAccessLogs(ctx context.Context, d Deps, meshPath, id string, pods ...*
 // duration and response flags. What the line does not say keeps what the config dump and
 // stats deltas gave. rcs are the route configurations of the hop's filter chain, where the
 // route's origin is looked up.
-func applyAccessLog(h *web.TraceHop, e *accessLogEntry, d proxyDump, rcs []dumpRouteConfig, outbound bool) {
+func applyAccessLog(h *api.TraceHop, e *accessLogEntry, d proxyDump, rcs []dumpRouteConfig, outbound bool) {
 	if e == nil {
 		return
 	}
@@ -175,10 +175,10 @@ func applyAccessLog(h *web.TraceHop, e *accessLogEntry, d proxyDump, rcs []dumpR
 		h.UpstreamServiceTimeMs = e.UpstreamServiceTimeMs
 	}
 	if c := e.UpstreamCluster; c != "" && (h.Cluster == nil || h.Cluster.Name != c) {
-		h.Cluster = &web.TraceResource{Name: c, Origin: d.clusters[c].Metadata.origin()}
+		h.Cluster = &api.TraceResource{Name: c, Origin: d.clusters[c].Metadata.origin()}
 	}
 	if r := e.RouteName; r != "" && (h.Route == nil || h.Route.Name != r) {
-		h.Route = &web.TraceResource{Name: r, Origin: routeOrigin(rcs, r)}
+		h.Route = &api.TraceResource{Name: r, Origin: routeOrigin(rcs, r)}
 	}
 	if outbound && e.UpstreamHost != "" {
 		h.Endpoint = e.UpstreamHost

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshlab/meshlab/web"
+	"github.com/meshlab/meshlab/api"
 )
 
 const istioLine = `[2026-01-02T03:04:05.678Z] "GET / HTTP/1.1" 200 - via_upstream - "-" 0 81 12 7 "-" "meshlab-trace" "meshlab-trace-abc" "backend:8080" "10.244.0.4:8080" outbound|8080||backend.default.svc.cluster.local 10.244.0.3:41000 10.96.0.10:8080 10.244.0.3:40000 - all-to-backend`
@@ -75,7 +75,7 @@ func TestFindAccessLogWaitsForTheLine(t *testing.T) {
 
 func TestApplyAccessLogPrefersTheProxysAccount(t *testing.T) {
 	var d proxyDump
-	h := web.TraceHop{Cluster: &web.TraceResource{Name: "outbound|8080||other"}, Endpoint: "1.2.3.4:8080"}
+	h := api.TraceHop{Cluster: &api.TraceResource{Name: "outbound|8080||other"}, Endpoint: "1.2.3.4:8080"}
 	e := parseAccessLogLine(istioLine)
 	applyAccessLog(&h, &e, d, nil, true)
 	if h.AccessLog != istioLine || h.Cluster.Name != "outbound|8080||backend.default.svc.cluster.local" || h.Route == nil || h.Route.Name != "all-to-backend" ||
@@ -94,7 +94,7 @@ func TestApplyAccessLogRouteOriginFromTheChainsRoutes(t *testing.T) {
 	if err := json.Unmarshal([]byte(js), &rcs); err != nil {
 		t.Fatal(err)
 	}
-	var h web.TraceHop
+	var h api.TraceHop
 	e := parseAccessLogLine(istioLine)
 	applyAccessLog(&h, &e, proxyDump{}, rcs, false)
 	if h.Route == nil || h.Route.Origin != "/apis/x/virtual-service/backend" || h.Endpoint != "" {

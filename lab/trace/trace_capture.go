@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/meshlab/meshlab/web"
+	"github.com/meshlab/meshlab/api"
 )
 
 // counterLine matches one rule of `iptables-save -c`: "[packets:bytes] -A CHAIN spec".
@@ -46,7 +46,7 @@ func parseCounters(save string) []savedRule {
 
 // ruleDeltas returns the rules of after whose packet counter rose since before (rules
 // are matched by table, chain, text and position among identical rules), in after's order.
-func ruleDeltas(before, after []savedRule) []web.TraceRule {
+func ruleDeltas(before, after []savedRule) []api.TraceRule {
 	seen := map[string]int{}
 	prev := map[string]int64{}
 	key := func(r savedRule) string {
@@ -58,13 +58,13 @@ func ruleDeltas(before, after []savedRule) []web.TraceRule {
 		prev[key(r)] = r.packets
 	}
 	clear(seen)
-	out := []web.TraceRule{}
+	out := []api.TraceRule{}
 	for _, r := range after {
 		d := r.packets - prev[key(r)]
 		if d <= 0 {
 			continue
 		}
-		out = append(out, web.TraceRule{Table: r.table, Chain: r.chain, Rule: "-A " + r.chain + " " + r.spec, Comment: ruleComment(r.spec), Packets: d})
+		out = append(out, api.TraceRule{Table: r.table, Chain: r.chain, Rule: "-A " + r.chain + " " + r.spec, Comment: ruleComment(r.spec), Packets: d})
 	}
 	return out
 }

@@ -1,0 +1,45 @@
+package api
+
+import (
+	"errors"
+	"net/netip"
+	"time"
+)
+
+// LabInfo is what GET /v1/lab answers.
+type LabInfo struct {
+	Name        string       `json:"name"`
+	PID         int          `json:"pid"`
+	Scenario    string       `json:"scenario"`
+	PodCIDR     netip.Prefix `json:"podCIDR"`
+	ServiceCIDR netip.Prefix `json:"serviceCIDR"`
+	XDSAddr     string       `json:"xdsAddr,omitempty"`
+	Created     time.Time    `json:"created"`
+}
+
+// PodStatus is one pod as GET /v1/pods reports it.
+type PodStatus struct {
+	Name      string     `json:"name"`
+	Namespace string     `json:"namespace"`
+	NetNS     string     `json:"netns"`
+	IP        netip.Addr `json:"ip"`
+	Sidecar   bool       `json:"sidecar"`
+	Ready     bool       `json:"ready"`
+	Epoch     int        `json:"epoch"`     // the live proxy epoch, -1 when none
+	DataPlane string     `json:"dataPlane"` // "envoy" or "meshlab-proxy"
+	Restarts  int        `json:"restarts"`
+	Message   string     `json:"message,omitempty"`
+	// RequestsOut counts requests this pod's sidecar sent to outbound clusters, RequestsIn
+	// those it delivered to its own app (upstream_rq_total of outbound|... and inbound|...).
+	RequestsOut uint64 `json:"requestsOut"`
+	RequestsIn  uint64 `json:"requestsIn"`
+}
+
+// NameTable is the DNS name table an agent serves, as the agent reads it.
+type NameTable struct {
+	Version uint64                  `json:"version"`
+	Names   map[string][]netip.Addr `json:"names"`
+}
+
+// ErrUnknownPod is returned for a pod the lab does not have.
+var ErrUnknownPod = errors.New("unknown pod")
