@@ -208,7 +208,7 @@ func describeGateway(name string) string {
 func gatewayServicePorts(name string) []model.ServicePort {
 	ports := []model.ServicePort{
 		{Name: "http2", Port: 80, TargetPort: 8080, Protocol: model.ProtocolHTTP2},
-		{Name: "https", Port: 443, TargetPort: 8443, Protocol: model.ProtocolTCP},
+		{Name: "https", Port: 443, TargetPort: 8443, Protocol: model.ProtocolHTTPS},
 	}
 	if name == model.IngressGatewayName {
 		ports = append([]model.ServicePort{{Name: "status-port", Port: 15021, TargetPort: 15021, Protocol: model.ProtocolTCP}}, ports...)
@@ -367,13 +367,11 @@ func secretsOf(objs []*Object) []*model.Secret {
 
 // validateTLSRoutes checks a VirtualService's tls routes as Istio's validateTLSRoute:
 // each has at least one match, each match at least one SNI host that one of the
-// VirtualService's hosts covers, and destinations with valid weights. meshlab routes
-// them on gateways (PASSTHROUGH servers); a sidecar's HTTPS and TLS ports are opaque
-// TCP to meshlab, so tls routes bound to the mesh are refused by name.
+// VirtualService's hosts covers, and destinations with valid weights. Gateways route
+// them on PASSTHROUGH servers, sidecars on their TLS and HTTPS ports (by SNI, as
+// istiod's buildSidecarOutboundTLSFilterChainOpts); the match fields meshlab does not
+// evaluate (sourceLabels, sourceNamespace, destinationSubnets) are refused by name.
 func validateTLSRoutes(vs *networking.VirtualService, p problems) {
-	if len(vs.GetTls()) > 0 && model.AppliesToMesh(vs) {
-		p.addf("spec.tls", "tls routes are served on gateways only: meshlab's sidecars treat HTTPS and TLS ports as opaque TCP (use tcp routes, or name the Gateway in spec.gateways without \"mesh\")")
-	}
 	for i, r := range vs.GetTls() {
 		f := fmt.Sprintf("spec.tls[%d]", i)
 		if len(r.GetMatch()) == 0 {

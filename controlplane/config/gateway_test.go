@@ -228,18 +228,19 @@ func TestGatewayLoadErrors(t *testing.T) {
     route: [{destination: {host: productpage}}]
 `), strings.Replace(vs(`  hosts: [productpage]
   tls:
-  - match: [{sniHosts: [productpage]}]
+  - match: [{sniHosts: [productpage], sourceNamespace: qa, destinationSubnets: [10.0.0.0/8]}]
     route: [{destination: {host: productpage}}]
 `), "name: backend", "name: meshvs", 1)),
 			want: []string{
 				`t.yaml: VirtualService default/backend: spec.tls[3].match[0].sourceLabels: is not supported by meshlab`,
+				`t.yaml: VirtualService default/meshvs: spec.tls[0].match[0].sourceNamespace: is not supported by meshlab`,
+				`t.yaml: VirtualService default/meshvs: spec.tls[0].match[0].destinationSubnets: is not supported by meshlab`,
 				`t.yaml: VirtualService default/backend: spec.tls[0].match[0].sniHosts[2]: "other.org" is not covered by any of the VirtualService's hosts [nginx.example.com *.shop.com]`,
 				`t.yaml: VirtualService default/backend: spec.tls[0].match[0].sniHosts[3]: "Bad.com" is not a lowercase DNS name`,
 				`t.yaml: VirtualService default/backend: spec.tls[0].match[0].port: 70000 is out of range 1-65535`,
 				`t.yaml: VirtualService default/backend: spec.tls[1].match[0].sniHosts: at least one SNI host is required`,
 				`t.yaml: VirtualService default/backend: spec.tls[2].match: at least one match is required`,
 				`t.yaml: VirtualService default/backend: spec.tls[2].route[0].weight: -1 must not be negative`,
-				`t.yaml: VirtualService default/meshvs: spec.tls: tls routes are served on gateways only`,
 			},
 		},
 		{
@@ -390,5 +391,66 @@ spec:
 	tr := m.Istio.VirtualServices[0].Spec.GetTls()
 	if len(tr) != 1 || tr[0].GetRoute()[0].GetDestination().GetHost() != "productpage.default.svc.cluster.local" {
 		t.Errorf("tls routes = %v", tr)
+	}
+}
+
+// The HTTPS section of the "Egress Gateways" task loads as the task writes it: a TLS
+// ServiceEntry, a PASSTHROUGH TLS server on the egress gateway, and a VirtualService
+// bound to the mesh and the gateway whose tls routes send SNI edition.cnn.com from the
+// sidecars to the gateway's cnn subset and from the gateway to the site.
+func TestMeshTLSRoutesLoad(t *testing.T) {
+	t.Parallel()
+	m := buildModel(t, docs(productpageService, `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: cnn}
+spec:
+  hosts: [edition.cnn.com]
+  ports: [{number: 443, name: tls, protocol: TLS}]
+  resolution: DNS
+`, `apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: istio-egressgateway}
+spec:
+  selector: {istio: egressgateway}
+  servers:
+  - port: {number: 443, name: tls, protocol: TLS}
+    hosts: [edition.cnn.com]
+    tls: {mode: PASSTHROUGH}
+`, `apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: egressgateway-for-cnn}
+spec:
+  host: istio-egressgateway.istio-system.svc.cluster.local
+  subsets: [{name: cnn}]
+`, `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: direct-cnn-through-egress-gateway}
+spec:
+  hosts: [edition.cnn.com]
+  gateways: [mesh, istio-egressgateway]
+  tls:
+  - match: [{gateways: [mesh], port: 443, sniHosts: [edition.cnn.com]}]
+    route: [{destination: {host: istio-egressgateway.istio-system.svc.cluster.local, subset: cnn, port: {number: 443}}}]
+  - match: [{gateways: [istio-egressgateway], port: 443, sniHosts: [edition.cnn.com]}]
+    route: [{destination: {host: edition.cnn.com, port: {number: 443}}, weight: 100}]
+`))
+	if len(m.Istio.VirtualServices) != 1 || !model.AppliesToMesh(m.Istio.VirtualServices[0].Spec) {
+		t.Fatalf("virtual services = %v, want the task's, bound to the mesh", m.Istio.VirtualServices)
+	}
+	if len(m.Istio.VirtualServices[0].Spec.GetTls()) != 2 {
+		t.Errorf("tls routes = %v", m.Istio.VirtualServices[0].Spec.GetTls())
+	}
+	var https *model.ServicePort
+	for _, s := range m.Services {
+		if s.Name == model.EgressGatewayName {
+			for i, p := range s.Ports {
+				if p.Port == 443 {
+					https = &s.Ports[i]
+				}
+			}
+		}
+	}
+	if https == nil || https.Protocol != model.ProtocolHTTPS {
+		t.Errorf("the egress gateway Service's port 443 = %+v, want protocol HTTPS", https)
 	}
 }

@@ -12,7 +12,8 @@ import (
 //
 // Istio sniffs the protocol of a port it cannot classify; meshlab has no sniffing, so an
 // unnamed or unrecognised port is HTTP, which is what sniffing finds for the demo app.
-// Protocols Istio treats as opaque bytes (tcp, tls, https, mongo, mysql, redis...) are TCP.
+// Protocols Istio treats as opaque bytes (tcp, mongo, mysql, redis...) are TCP; tls and
+// https are opaque too but routed by SNI (model.Protocol.IsTLS).
 func protocolFor(name string, appProtocol *string) model.Protocol {
 	if appProtocol != nil {
 		if p, ok := parseProtocol(*appProtocol); ok {
@@ -35,7 +36,11 @@ func parseProtocol(s string) (model.Protocol, bool) {
 		return model.ProtocolHTTP2, true
 	case "grpc", "grpc-web":
 		return model.ProtocolGRPC, true
-	case "tcp", "tls", "https", "mongo", "mysql", "redis", "thrift":
+	case "tls":
+		return model.ProtocolTLS, true
+	case "https":
+		return model.ProtocolHTTPS, true
+	case "tcp", "mongo", "mysql", "redis", "thrift":
 		return model.ProtocolTCP, true
 	}
 	return 0, false

@@ -33,6 +33,10 @@ const (
 	ProtocolHTTP2
 	ProtocolGRPC
 	ProtocolTCP
+	// ProtocolTLS and ProtocolHTTPS are opaque bytes to a sidecar, as TCP, told apart
+	// only by the SNI of the client's TLS handshake (istiod's Protocol.IsTLS).
+	ProtocolTLS
+	ProtocolHTTPS
 )
 
 // String returns the protocol's name as Istio spells it.
@@ -46,12 +50,20 @@ func (p Protocol) String() string {
 		return "GRPC"
 	case ProtocolTCP:
 		return "TCP"
+	case ProtocolTLS:
+		return "TLS"
+	case ProtocolHTTPS:
+		return "HTTPS"
 	}
 	return fmt.Sprintf("Protocol(%d)", int(p))
 }
 
 // IsHTTP reports whether the protocol is served by an HTTP connection manager.
-func (p Protocol) IsHTTP() bool { return p != ProtocolTCP }
+func (p Protocol) IsHTTP() bool { return p == ProtocolHTTP || p == ProtocolHTTP2 || p == ProtocolGRPC }
+
+// IsTLS reports whether the port carries the client's own TLS (TLS or HTTPS), which a
+// sidecar routes by SNI without terminating it.
+func (p Protocol) IsTLS() bool { return p == ProtocolTLS || p == ProtocolHTTPS }
 
 // ServicePort is one port of a Service.
 type ServicePort struct {

@@ -32,7 +32,7 @@ func gatewayModel(gws []*model.IstioConfig[*networking.Gateway], vss ...*model.I
 		Ports: []model.ServicePort{
 			{Name: "status-port", Port: 15021, TargetPort: 15021, Protocol: model.ProtocolTCP},
 			{Name: "http2", Port: 80, TargetPort: 8080, Protocol: model.ProtocolHTTP2},
-			{Name: "https", Port: 443, TargetPort: 8443, Protocol: model.ProtocolTCP},
+			{Name: "https", Port: 443, TargetPort: 8443, Protocol: model.ProtocolHTTPS},
 		},
 	}
 	pod := &model.Pod{

@@ -44,6 +44,14 @@ func listeners(m *model.Model, pod *model.Pod) ([]types.Resource, error) {
 		if sp.port.Protocol.IsHTTP() || !sp.svc.VIP.IsValid() {
 			continue
 		}
+		if sp.port.Protocol.IsTLS() {
+			l, err := outboundTLSListener(m, sp, byHost) // tlsroute.go
+			if err != nil {
+				return nil, fmt.Errorf("build listener %s: %w", OutboundTCPListenerName(sp.svc.VIP, sp.port.Port), err)
+			}
+			out = append(out, l)
+			continue
+		}
 		l, err := outboundTCPListener(m, sp, byHost)
 		if err != nil {
 			return nil, fmt.Errorf("build listener %s: %w", OutboundTCPListenerName(sp.svc.VIP, sp.port.Port), err)

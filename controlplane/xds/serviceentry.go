@@ -6,12 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
-	tlsinspector "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
-	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/meshlab/meshlab/controlplane/model"
@@ -51,7 +46,11 @@ func entryProtocol(s string) model.Protocol {
 		return model.ProtocolHTTP2
 	case "grpc", "grpc-web":
 		return model.ProtocolGRPC
-	case "tcp", "tls", "https", "mongo", "mysql", "redis", "thrift":
+	case "tls":
+		return model.ProtocolTLS
+	case "https":
+		return model.ProtocolHTTPS
+	case "tcp", "mongo", "mysql", "redis", "thrift":
 		return model.ProtocolTCP
 	}
 	return model.ProtocolHTTP
@@ -133,23 +132,6 @@ func labelsMatch(selector, labels map[string]string) bool {
 	return true
 }
 
-// tlsPort reports whether sp is a ServiceEntry port of protocol TLS or HTTPS: opaque
-// bytes to the sidecar, told apart by the SNI of the client's handshake.
-func (sp servicePort) tlsPort() bool {
-	if sp.se == nil {
-		return false
-	}
-	for _, p := range sp.se.Spec.GetPorts() {
-		if p.GetNumber() == uint32(sp.port.Port) {
-			switch strings.ToUpper(p.GetProtocol()) {
-			case "TLS", "HTTPS":
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // passthroughResolved reports whether sp belongs to a ServiceEntry with resolution NONE:
 // its cluster sends each connection to the address the client dialled (ORIGINAL_DST).
 func (sp servicePort) passthroughResolved() bool {
@@ -160,12 +142,12 @@ func (sp servicePort) passthroughResolved() bool {
 // ServiceEntry ports that are not HTTP and have no address (e.g. the egress tasks'
 // `www.google.com:443 HTTPS, resolution DNS`), as istiod builds them for a service
 // without a VIP: no address to match, so the port number alone selects the listener.
-// TLS and HTTPS ports get one chain per host matched on the SNI the client sends
-// (tls_inspector reads it), to the host's cluster; a TCP port gets one chain without a
-// match, to the first such host's cluster (istiod's conflict rule: the first wins).
-// Connections matching no chain take the default PassthroughFilterChain, to
-// PassthroughCluster, or BlackHoleCluster under REGISTRY_ONLY. A port that is also an
-// HTTP service port is left to the HTTP listener of that port.
+// TLS and HTTPS ports get sidecarTLSChains' (tlsroute.go): a chain per host matched on
+// the SNI the client sends, to the host's cluster or where its VirtualService's tls
+// routes say; a TCP port gets one chain without a match, to the first such host's
+// cluster (istiod's conflict rule: the first wins, as for any two chains with the same
+// match). Connections matching no chain take the default PassthroughFilterChain. A port
+// that is also an HTTP service port is left to the HTTP listener of that port.
 func entryWildcardListeners(m *model.Model) ([]*listener.Listener, error) {
 	httpPort := map[uint16]bool{}
 	for _, p := range httpPorts(m) {
@@ -196,63 +178,28 @@ func entryWildcardListeners(m *model.Model) ([]*listener.Listener, error) {
 }
 
 func entryWildcardListener(m *model.Model, port uint16, sps []servicePort, byHost map[string][]servicePort) (*listener.Listener, error) {
-	var chains []*listener.FilterChain
-	sniSeen := map[string]bool{}
-	tcpChain := false
+	var chains []networkChain
 	for _, sp := range sps {
-		f, err := outboundTCPFilter(m, sp, byHost)
-		if err != nil {
-			return nil, err
-		}
-		fc := &listener.FilterChain{
-			Filters:                       []*listener.Filter{f},
-			TransportSocketConnectTimeout: transportSocketConnectTimeout,
-			Metadata:                      tcpOrigin(m, sp),
-		}
-		switch {
-		case sp.tlsPort():
-			if sniSeen[sp.host] {
-				continue
+		var incoming []networkChain
+		if sp.port.Protocol.IsTLS() {
+			cs, err := sidecarTLSChains(m, sp, true, byHost)
+			if err != nil {
+				return nil, err
 			}
-			sniSeen[sp.host] = true
-			fc.FilterChainMatch = &listener.FilterChainMatch{ServerNames: []string{sp.host}}
-		case tcpChain:
-			continue // one match-less chain per port: the first entry's
-		default:
-			tcpChain = true
+			incoming = cs
+		} else {
+			f, err := outboundTCPFilter(m, sp, byHost)
+			if err != nil {
+				return nil, err
+			}
+			incoming = []networkChain{{filter: f, metadata: tcpOrigin(m, sp)}}
 		}
-		chains = append(chains, fc)
+		chains = mergeNetworkChains(chains, incoming)
 	}
-	catchAll := PassthroughCluster
-	if m.Mesh.OutboundTrafficPolicy == model.RegistryOnly {
-		catchAll = BlackHoleCluster
-	}
-	passthrough, err := tcpProxyFilter(catchAll, catchAll)
+	l, err := outboundNetworkListener(OutboundHTTPListenerName(port), wildcardAddr, port, chains, catchAllCluster(m))
 	if err != nil {
 		return nil, err
 	}
-	l := &listener.Listener{
-		Name:             OutboundHTTPListenerName(port),
-		Address:          socketAddress(wildcardAddr, port),
-		BindToPort:       wrapperspb.Bool(false),
-		TrafficDirection: core.TrafficDirection_OUTBOUND,
-		FilterChains:     chains,
-		DefaultFilterChain: &listener.FilterChain{
-			Name:             PassthroughFilterChain,
-			FilterChainMatch: &listener.FilterChainMatch{},
-			Filters:          []*listener.Filter{passthrough},
-		},
-		Metadata: meshOrigin(m),
-	}
-	if len(sniSeen) > 0 {
-		ti, err := typed(&tlsinspector.TlsInspector{})
-		if err != nil {
-			return nil, err
-		}
-		l.ListenerFilters = []*listener.ListenerFilter{{Name: wellknown.TlsInspector, ConfigType: &listener.ListenerFilter_TypedConfig{TypedConfig: ti}}}
-		// Istio's default protocolDetectionTimeout: 0s, no timeout.
-		l.ListenerFiltersTimeout = durationpb.New(0)
-		l.ContinueOnListenerFiltersTimeout = true
-	}
+	l.Metadata = meshOrigin(m)
 	return l, nil
 }
