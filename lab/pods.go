@@ -3,6 +3,7 @@ package lab
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -233,15 +234,34 @@ type notReadyError struct {
 func (e *notReadyError) Error() string { return e.msg }
 func (e *notReadyError) Unwrap() error { return e.err }
 
-// waitReady polls the pod's agent until it reports ready. It returns a *notReadyError at
+// Waiting for a pod's readiness: the agent answers GET /status?wait=ready when its proxy
+// becomes ready or fails (a push by long poll, dataplane/agent's sock.go), for at most
+// readyLongPoll. An agent that is not listening yet, or one that answers at once without
+// waiting (proxyless pods, an older agent), is asked again after a backoff from
+// readyRetryFirst doubling to readyRetryLast: a bounded fallback, not a 20 ms poll.
+const (
+	readyLongPoll   = 30 * time.Second
+	readyRetryFirst = 10 * time.Millisecond
+	readyRetryLast  = 250 * time.Millisecond
+)
+
+// waitReady waits until the pod's agent reports ready. It returns a *notReadyError at
 // once when the agent reports its proxy failed (a binary that cannot start, a crash
 // loop), or when ctx's deadline passes.
 func (l *Lab) waitReady(ctx context.Context, pod string) error {
 	c := newAgentClient(l.paths.AgentSocket(pod))
 	defer c.close()
 	var last string
+	retry := readyRetryFirst
 	for {
-		st, err := c.status(ctx)
+		// The agent answers a little before ctx's deadline, so a pod that is not ready
+		// in time is reported with the agent's reason.
+		wait := readyLongPoll
+		if d, ok := ctx.Deadline(); ok {
+			wait = max(min(wait, time.Until(d)*9/10), readyRetryFirst).Round(time.Millisecond)
+		}
+		asked := time.Now()
+		st, err := waitStatus(ctx, c, wait)
 		if err == nil && st.Ready {
 			return nil
 		}
@@ -250,6 +270,9 @@ func (l *Lab) waitReady(ctx context.Context, pod string) error {
 			if st.Failed {
 				return &notReadyError{err: errPodFailed,
 					msg: fmt.Sprintf("%s (see %s)", failureReason(st.Message), l.paths.PodDir(pod))}
+			}
+			if time.Since(asked) >= wait/2 {
+				retry = 0 // the agent held the request: it pushes, ask again at once
 			}
 		}
 		select {
@@ -262,9 +285,23 @@ func (l *Lab) waitReady(ctx context.Context, pod string) error {
 				return &notReadyError{err: ctx.Err(), msg: fmt.Sprintf("%s (see %s)", msg, l.paths.PodDir(pod))}
 			}
 			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(retry):
 		}
+		retry = min(max(2*retry, readyRetryFirst), readyRetryLast)
 	}
+}
+
+// waitStatus asks the agent for its status once it is ready or failed, waiting at most
+// wait (GET /status?wait=ready). A ctx deadline ends the request: the agent then stops
+// waiting too.
+func waitStatus(ctx context.Context, c *agentClient, wait time.Duration) (agent.Status, error) {
+	var st agent.Status
+	resp, err := c.get(ctx, "/status?wait=ready&timeout="+wait.String())
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	return st, json.NewDecoder(resp.Body).Decode(&st)
 }
 
 // upSummary is the line `up` ends with: "lab x is up: 3 pods ready in 312ms", or with

@@ -125,7 +125,7 @@ func run(ctx context.Context, c Config, log *slog.Logger, d deps) (err error) {
 		})
 	}
 	service("agent.sock", func(ctx context.Context) error {
-		h := sockHandler(status, mgr, c.AdminPort, log)
+		h := sockHandler(status, mgr.changes, mgr, c.AdminPort, log)
 		if certs != nil {
 			h = withCertRoutes(h, certs, log) // certsock.go
 		}

@@ -507,6 +507,43 @@ func TestRunRestartsAndReconfiguresTheProxy(t *testing.T) {
 
 // A proxy binary that does not exist fails the pod at once with a clear message, and
 // the agent keeps serving its status.
+// TestRunPushesReadiness asks a starting agent for its status with ?wait=ready: the
+// one answer says ready (the lab learns it by this long poll instead of polling), and for
+// a pod whose proxy cannot start it says failed.
+func TestRunPushesReadiness(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		proxyPath string
+		check     func(Status) bool
+	}{
+		{name: "ready", check: func(s Status) bool {
+			return s.Ready && !s.Failed && len(s.Epochs) == 1 && s.Epochs[0].State == EpochLive
+		}},
+		{name: "failed", proxyPath: "/nonexistent/envoy", check: func(s Status) bool { return !s.Ready && s.Failed }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := startAgentWith(t, "", func(c *Config) {
+				if tc.proxyPath != "" {
+					c.ProxyPath = tc.proxyPath
+				}
+			})
+			var st Status
+			eventually(t, "one answer from GET /status?wait=ready", func() error {
+				resp, err := r.sock.Get("http://agent/status?wait=ready&timeout=4s") // the client's timeout is 5s
+				if err != nil {
+					return err // agent.sock not bound yet
+				}
+				defer resp.Body.Close()
+				return json.NewDecoder(resp.Body).Decode(&st)
+			})
+			if !tc.check(st) {
+				t.Errorf("status after waiting = %+v", st)
+			}
+			r.stop(t)
+		})
+	}
+}
+
 func TestRunWithMissingProxyBinaryFailsThePod(t *testing.T) {
 	r := startAgentWith(t, "", func(c *Config) { c.ProxyPath = "/nonexistent/envoy" })
 	st := waitStatus(t, r, "pod failed", func(s Status) bool { return s.Failed })

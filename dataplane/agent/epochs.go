@@ -91,7 +91,8 @@ type epochManager struct {
 	log               *slog.Logger
 	terminationDrain  time.Duration
 	startPollInterval time.Duration // server_info polling until the epoch is live
-	pollInterval      time.Duration // and after
+	pollInterval      time.Duration // and after, doubling while nothing changes
+	maxPollInterval   time.Duration // up to this: an idle pod's proxy is asked rarely
 	budget            int           // unexpected exits in a row before the pod is failed
 	liveTimeout       time.Duration // a new epoch must be LIVE within this
 
@@ -109,6 +110,10 @@ type epochManager struct {
 	failed       bool
 	nextRestart  *time.Time
 	lastExit     string // error and last stderr lines of the last unexpected exit
+	// changed is closed and replaced (notifyLocked) whenever an epoch starts, changes
+	// state or exits, or the pod is marked failed or cleared: readiness waiters and the
+	// state pollers wake on it instead of polling.
+	changed chan struct{}
 }
 
 func newEpochManager(p proxy, info serverInfoReader, s ProxySettings, terminationDrain time.Duration, log *slog.Logger) *epochManager {
@@ -119,6 +124,7 @@ func newEpochManager(p proxy, info serverInfoReader, s ProxySettings, terminatio
 		terminationDrain:  terminationDrain,
 		startPollInterval: 50 * time.Millisecond,
 		pollInterval:      500 * time.Millisecond,
+		maxPollInterval:   5 * time.Second,
 		budget:            DefaultRestartBudget,
 		liveTimeout:       DefaultLiveTimeout,
 		statusCh:          make(chan exitStatus),
@@ -127,7 +133,22 @@ func newEpochManager(p proxy, info serverInfoReader, s ProxySettings, terminatio
 		activeEpochs:      make(map[int]chan error),
 		aborted:           make(map[int]error),
 		settings:          s.withDefaults(),
+		changed:           make(chan struct{}),
 	}
+}
+
+// changes returns a channel closed at the next change of the epochs' states or of the
+// failed mark. Safe for concurrent use.
+func (m *epochManager) changes() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.changed
+}
+
+// notifyLocked wakes everyone waiting on changes. m.mu must be held.
+func (m *epochManager) notifyLocked() {
+	close(m.changed)
+	m.changed = make(chan struct{})
 }
 
 // Restart asks for a new epoch. With s nil it always starts one (same settings); with s
@@ -184,14 +205,21 @@ func (m *epochManager) Run(ctx context.Context) error {
 		}
 	}()
 	for {
+		// The ticker is read only while something waits on an epoch's state (a pending
+		// restart, a live timeout): an idle pod's agent does not wake up for it.
+		var tickC <-chan time.Time
+		if m.waiting(ls) {
+			tickC = tick.C
+		}
 		select {
 		case req := <-m.restartCh:
 			m.onRestart(ls, req)
-		case <-tick.C:
+		case <-tickC:
 			m.checkLiveTimeout()
 			m.tryStart(ls)
 		case st := <-m.statusCh:
 			m.onExit(ls, st)
+			m.tryStart(ls) // a pending epoch may have waited for this one to be gone
 		case <-ls.retryC:
 			ls.retryC = nil
 			m.mu.Lock()
@@ -212,6 +240,19 @@ func (m *epochManager) Run(ctx context.Context) error {
 	}
 }
 
+// waiting reports whether the control loop has to look at the epochs on its own: a
+// restart is pending (it starts once the newest epoch is LIVE and the one before its
+// parent is gone) or the newest epoch is still starting (its live timeout).
+func (m *epochManager) waiting(ls *loopState) bool {
+	if len(ls.pending) > 0 {
+		return true
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st, ok := m.newestRunningLocked()
+	return ok && st.State == EpochStarting
+}
+
 // onRestart handles a Restart request.
 func (m *epochManager) onRestart(ls *loopState, req restartReq) {
 	m.mu.Lock()
@@ -227,6 +268,9 @@ func (m *epochManager) onRestart(ls *loopState, req restartReq) {
 		reason = ReasonConfig
 	}
 	// A restart asked for by a person clears a failed pod and its backoff.
+	if m.failed {
+		m.notifyLocked()
+	}
 	m.failed = false
 	m.failures = 0
 	m.nextRestart = nil
@@ -335,6 +379,7 @@ func (m *epochManager) fail(ls *loopState, why string) {
 	m.mu.Lock()
 	m.failed = true
 	m.nextRestart = nil
+	m.notifyLocked()
 	if m.lastExit != "" {
 		m.lastExit = why + "\n" + m.lastExit
 	} else {
@@ -383,6 +428,7 @@ func (m *epochManager) startEpoch(epoch int, reason string) {
 	delete(m.aborted, epoch)
 	m.epochs = append(m.epochs, st)
 	m.trimLocked()
+	m.notifyLocked()
 	s := m.settings
 	m.mu.Unlock()
 	m.log.Info("starting proxy epoch", "epoch", epoch, "reason", reason)
@@ -405,17 +451,22 @@ func (m *epochManager) runWait(epoch int, s ProxySettings, st *EpochStatus, abor
 }
 
 // pollState follows one epoch's server_info state until ctx ends: often while it
-// starts, so readiness follows quickly, then at a slower pace.
+// starts, so readiness follows quickly, then at pollInterval, doubling up to
+// maxPollInterval while nothing changes, so that an idle pod's agent and proxy sleep.
+// Any change of the epochs (a new epoch, a state, an exit; notifyLocked) brings it back
+// to the start pace: a hot restart's parent sees its child's LIVE at once.
 //
 // The admin port belongs to one process at a time (a hot-restarting child asks its
 // parent to close it), so an answer is attributed by its restart_epoch: the epoch's own
 // answer sets its state; a newer epoch's LIVE answer means this one is draining.
 func (m *epochManager) pollState(ctx context.Context, st *EpochStatus) {
+	interval := m.startPollInterval
 	for {
-		interval := m.startPollInterval
+		changed := m.changes()
 		if si, err := m.info.serverInfo(ctx); err == nil {
 			reported := int(si.GetCommandLineOptions().GetRestartEpoch())
 			m.mu.Lock()
+			was := st.State
 			switch {
 			case st.State == EpochExited:
 			case reported == st.Epoch:
@@ -423,15 +474,27 @@ func (m *epochManager) pollState(ctx context.Context, st *EpochStatus) {
 			case reported > st.Epoch && si.GetState() == adminv3.ServerInfo_LIVE:
 				st.State = EpochDraining
 			}
-			if st.State == EpochLive || st.State == EpochDraining {
+			switch {
+			case st.State != was:
+				m.notifyLocked()
 				interval = m.pollInterval
+			case st.State == EpochLive || st.State == EpochDraining:
+				interval = min(max(2*interval, m.pollInterval), max(m.maxPollInterval, m.pollInterval))
+			}
+			if st.State == EpochStarting {
+				interval = m.startPollInterval
 			}
 			m.mu.Unlock()
 		}
+		t := time.NewTimer(interval)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
-		case <-time.After(interval):
+		case <-t.C:
+		case <-changed:
+			t.Stop()
+			interval = m.startPollInterval
 		}
 	}
 }
@@ -477,6 +540,7 @@ func (m *epochManager) recordExit(x exitStatus) exitRecord {
 		}
 		r.ran = now.Sub(st.StartedAt)
 		st.State = EpochExited
+		m.notifyLocked()
 		st.ExitedAt = &now
 		st.ExitCode = &code
 		switch {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -613,4 +614,56 @@ func TestEpochManagerRapidRestartsWithCrashesKeepProgress(t *testing.T) {
 		}
 	}
 	waitLive(t, m, newest)
+}
+
+// countingInfo counts the server_info requests of the manager.
+type countingInfo struct {
+	r serverInfoReader
+	n atomic.Int64
+}
+
+func (c *countingInfo) serverInfo(ctx context.Context) (*adminv3.ServerInfo, error) {
+	c.n.Add(1)
+	return c.r.serverInfo(ctx)
+}
+
+// An idle pod's proxy is asked for its state less and less often (down to
+// maxPollInterval), yet a change of the epochs brings the pace back at once: a hot
+// restart's parent sees its child LIVE without waiting out the slow interval.
+func TestEpochManagerIdlePollingBacksOff(t *testing.T) {
+	p := newFakeProxy()
+	ci := &countingInfo{r: p}
+	m, _, _ := startManager(t, p, 0, func(m *epochManager) {
+		m.info = ci
+		m.startPollInterval, m.pollInterval, m.maxPollInterval = time.Millisecond, 10*time.Millisecond, time.Minute
+	})
+	recv(t, p)
+	waitLive(t, m, 0)
+	time.Sleep(time.Second)
+	before := ci.n.Load()
+	time.Sleep(time.Second)
+	// At a fixed 10 ms this would be about 100 requests; backing off from 10 ms it is at
+	// most one or two (the interval is past 1 s after seven doublings).
+	if n := ci.n.Load() - before; n > 3 {
+		t.Errorf("idle live epoch: %d server_info requests in 1s, want at most 3", n)
+	}
+
+	p.setAutoLive(false)
+	res := restartAsync(m, nil)
+	if r := recv(t, p); r.epoch != 1 {
+		t.Fatalf("started epoch %d, want 1", r.epoch)
+	}
+	<-res
+	start := time.Now()
+	p.setState(1, adminv3.ServerInfo_LIVE)
+	waitLive(t, m, 1)
+	eventually(t, "parent draining", func() error {
+		if s := m.snapshot(); s.epochs[0].State != EpochDraining {
+			return fmt.Errorf("parent is %s", s.epochs[0].State)
+		}
+		return nil
+	})
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("parent seen draining %s after its child went LIVE, want well under the 1 min idle interval", took)
+	}
 }

@@ -23,12 +23,15 @@ type restarter interface {
 
 var _ restarter = (*epochManager)(nil)
 
-// sockHandler serves agent.sock: GET /status as JSON; POST /restart (a new epoch with the
+// sockHandler serves agent.sock: GET /status as JSON (with ?wait=ready it answers once
+// the pod is ready or failed, or after ?timeout, default and at most maxReadyWait: the
+// lab learns of readiness by this long poll, not by asking again and again; changes
+// wakes the waiter); POST /restart (a new epoch with the
 // same settings); GET and PUT /proxy-config (the proxy settings; a change starts a new
 // epoch, an unchanged PUT is a no-op); and GET|POST /admin/<path>?<query> proxied to the
 // proxy's admin API at 127.0.0.1:adminPort/<path>?<query>, so that the lab process,
 // outside the pod's namespace, can read it.
-func sockHandler(status func(context.Context) Status, rs restarter, adminPort uint16, log *slog.Logger) http.Handler {
+func sockHandler(status func(context.Context) Status, changes func() <-chan struct{}, rs restarter, adminPort uint16, log *slog.Logger) http.Handler {
 	adminHost := "127.0.0.1:" + strconv.Itoa(int(adminPort))
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
@@ -46,10 +49,25 @@ func sockHandler(status func(context.Context) Status, rs restarter, adminPort ui
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		var st Status
+		switch wait := r.URL.Query().Get("wait"); wait {
+		case "":
+			st = status(r.Context())
+		case "ready":
+			d, err := readyWaitTimeout(r.URL.Query().Get("timeout"))
+			if err != nil {
+				writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()}, log)
+				return
+			}
+			st = waitReady(r.Context(), status, changes, d)
+		default:
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("GET /status: wait=%q: the only condition is \"ready\"", wait)}, log)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(status(r.Context())); err != nil {
+		if err := enc.Encode(st); err != nil {
 			log.Debug("write status", "err", err)
 		}
 	})
@@ -74,6 +92,65 @@ func sockHandler(status func(context.Context) Status, rs restarter, adminPort ui
 	mux.Handle("GET /admin/", rp)
 	mux.Handle("POST /admin/", rp)
 	return mux
+}
+
+// maxReadyWait bounds GET /status?wait=ready; readyRecheck is how often a waiter looks
+// again without a change of the epochs: a LIVE proxy becomes ready when it has accepted
+// its first LDS and CDS, which its admin API shows but no state change announces (Envoy
+// goes LIVE without them when the initial fetch times out).
+const (
+	maxReadyWait = 60 * time.Second
+	readyRecheck = 100 * time.Millisecond
+)
+
+// readyWaitTimeout parses ?timeout of GET /status?wait=ready (a Go duration; empty is
+// maxReadyWait).
+func readyWaitTimeout(v string) (time.Duration, error) {
+	if v == "" {
+		return maxReadyWait, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 || d > maxReadyWait {
+		return 0, fmt.Errorf("GET /status: timeout=%q: want a duration in (0, %s]", v, maxReadyWait)
+	}
+	return d, nil
+}
+
+// waitReady returns the status once it says ready or failed, once d has passed, or once
+// ctx ends (the caller went away), whichever comes first. It looks again at each change
+// of the epochs and, while the serving epoch is LIVE but not ready, every readyRecheck.
+func waitReady(ctx context.Context, status func(context.Context) Status, changes func() <-chan struct{}, d time.Duration) Status {
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	for {
+		ch := changes()
+		st := status(ctx)
+		if st.Ready || st.Failed {
+			return st
+		}
+		var recheck <-chan time.Time
+		if servingLive(st) {
+			recheck = time.After(readyRecheck)
+		}
+		select {
+		case <-ch:
+		case <-recheck:
+		case <-deadline.C:
+			return st
+		case <-ctx.Done():
+			return st
+		}
+	}
+}
+
+// servingLive reports whether a running epoch of st is LIVE.
+func servingLive(st Status) bool {
+	for _, e := range st.Epochs {
+		if e.State == EpochLive {
+			return true
+		}
+	}
+	return false
 }
 
 // writeRestart answers a restart request: the result, 400 for invalid settings, 503

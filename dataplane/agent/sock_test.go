@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/meshlab/meshlab/internal/testutil"
 )
@@ -44,7 +46,9 @@ func TestAgentSocket(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- serveHTTP(ctx, ln, sockHandler(status, nopRestarter{}, adminPort, testutil.Logger(t))) }()
+	go func() {
+		done <- serveHTTP(ctx, ln, sockHandler(status, neverChanges, nopRestarter{}, adminPort, testutil.Logger(t)))
+	}()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -126,4 +130,134 @@ type nopRestarter struct{}
 
 func (nopRestarter) Restart(context.Context, *ProxySettings) (RestartResult, error) {
 	return RestartResult{Epoch: -1}, nil
+}
+
+// neverChanges is a changes func for handlers whose status never changes.
+func neverChanges() <-chan struct{} { return nil }
+
+// waitableStatus is a status that a test changes, announcing each change as the epoch
+// manager does.
+type waitableStatus struct {
+	mu      sync.Mutex
+	st      Status
+	changed chan struct{}
+	reads   int
+}
+
+func (w *waitableStatus) status(context.Context) Status {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.reads++
+	return w.st
+}
+
+func (w *waitableStatus) changes() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.changed
+}
+
+func (w *waitableStatus) set(f func(*Status)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	f(&w.st)
+	close(w.changed)
+	w.changed = make(chan struct{})
+}
+
+func (w *waitableStatus) readCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.reads
+}
+
+// TestStatusWaitReady holds GET /status?wait=ready to its contract: it answers when a
+// change makes the pod ready or failed, not before and without asking again and again
+// while nothing changes; after ?timeout with the status as it is; and refuses a bad
+// condition or timeout by name.
+func TestStatusWaitReady(t *testing.T) {
+	ws := &waitableStatus{st: Status{Pod: "p", Epochs: []EpochStatus{{Epoch: 0, State: EpochStarting}}}, changed: make(chan struct{})}
+	h := sockHandler(ws.status, ws.changes, nopRestarter{}, 1, testutil.Logger(t))
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	get := func(query string) (int, Status, string) {
+		t.Helper()
+		resp, err := http.Get(srv.URL + "/status" + query)
+		if err != nil {
+			t.Error(err)
+			return 0, Status{}, ""
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		var st Status
+		_ = json.Unmarshal(body, &st)
+		return resp.StatusCode, st, string(body)
+	}
+
+	type answer struct {
+		st   Status
+		took time.Duration
+	}
+	waited := func(f func(*Status)) answer {
+		t.Helper()
+		start := time.Now()
+		got := make(chan answer, 1)
+		go func() {
+			_, st, _ := get("?wait=ready&timeout=20s")
+			got <- answer{st, time.Since(start)}
+		}()
+		time.Sleep(300 * time.Millisecond)
+		select {
+		case a := <-got:
+			t.Fatalf("answered before any change: %+v", a.st)
+		default:
+		}
+		if n := ws.readCount(); n > 2 {
+			t.Errorf("status read %d times while nothing changed, want at most 2 (no polling)", n)
+		}
+		ws.set(f)
+		select {
+		case a := <-got:
+			return a
+		case <-time.After(10 * time.Second):
+			t.Fatal("no answer 10s after the change")
+			return answer{}
+		}
+	}
+
+	a := waited(func(s *Status) { s.Ready, s.Epochs[0].State = true, EpochLive })
+	if !a.st.Ready || a.took > 5*time.Second {
+		t.Errorf("wait for ready = %+v after %s, want ready soon after the change", a.st, a.took)
+	}
+
+	ws.set(func(s *Status) { *s = Status{Pod: "p"} })
+	ws.mu.Lock()
+	ws.reads = 0
+	ws.mu.Unlock()
+	a = waited(func(s *Status) { s.Failed, s.Message = true, "proxy cannot be started" })
+	if a.st.Ready || !a.st.Failed || a.st.Message != "proxy cannot be started" {
+		t.Errorf("wait for a failing pod = %+v, want failed with its message", a.st)
+	}
+
+	ws.set(func(s *Status) { *s = Status{Pod: "p"} })
+	start := time.Now()
+	if code, st, _ := get("?wait=ready&timeout=200ms"); code != http.StatusOK || st.Ready || st.Pod != "p" {
+		t.Errorf("timed-out wait = %d %+v, want 200 with the not-ready status", code, st)
+	}
+	if took := time.Since(start); took < 200*time.Millisecond || took > 5*time.Second {
+		t.Errorf("timed-out wait took %s, want about 200ms", took)
+	}
+
+	for _, tc := range []struct{ name, query, want string }{
+		{name: "unknown condition", query: "?wait=live", want: `wait=\"live\"`},
+		{name: "bad timeout", query: "?wait=ready&timeout=soon", want: `timeout=\"soon\"`},
+		{name: "timeout too long", query: "?wait=ready&timeout=2h", want: `timeout=\"2h\"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, body := get(tc.query)
+			if code != http.StatusBadRequest || !strings.Contains(body, tc.want) {
+				t.Errorf("GET /status%s = %d %s, want 400 naming %s", tc.query, code, body, tc.want)
+			}
+		})
+	}
 }

@@ -1,0 +1,185 @@
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshlab/meshlab/dataplane/agent"
+)
+
+// fakeAgentSock serves GET /status on a pod's agent.sock. With push set it holds
+// ?wait=ready requests until the status is ready or failed or ?timeout passes, as the
+// agent does; without it, it answers at once (an agent that cannot push).
+type fakeAgentSock struct {
+	push bool
+
+	mu       sync.Mutex
+	st       agent.Status
+	changed  chan struct{}
+	requests int
+}
+
+func (f *fakeAgentSock) set(st agent.Status) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.st = st
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+func (f *fakeAgentSock) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.requests
+}
+
+func (f *fakeAgentSock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	f.requests++
+	f.mu.Unlock()
+	var deadline <-chan time.Time
+	if f.push && r.URL.Query().Get("wait") == "ready" {
+		d, err := time.ParseDuration(r.URL.Query().Get("timeout"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		deadline = time.After(d)
+	}
+	for {
+		f.mu.Lock()
+		st, changed := f.st, f.changed
+		f.mu.Unlock()
+		if deadline == nil || st.Ready || st.Failed {
+			_ = json.NewEncoder(w).Encode(st)
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			deadline = nil
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+// serveFakeAgent binds pod's agent.sock of l (after delay, as an agent that is still
+// starting) and serves f on it until the test ends.
+func serveFakeAgent(t *testing.T, l *Lab, pod string, f *fakeAgentSock, delay time.Duration) {
+	t.Helper()
+	sock := l.paths.AgentSocket(pod)
+	if err := os.MkdirAll(filepath.Dir(sock), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: f, ReadHeaderTimeout: 5 * time.Second}
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Go(func() {
+		select {
+		case <-time.After(delay):
+		case <-stop:
+			return
+		}
+		ln, err := net.Listen("unix", sock)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		_ = srv.Serve(ln)
+	})
+	t.Cleanup(func() {
+		close(stop)
+		_ = srv.Close()
+		wg.Wait()
+	})
+}
+
+func testLab(t *testing.T, readyTimeout time.Duration) *Lab {
+	t.Helper()
+	root, err := os.MkdirTemp("", "ml-ready-") // short: unix socket paths are limited
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	return &Lab{paths: PathsFor(root, "x"), opts: Options{ReadyTimeout: readyTimeout}}
+}
+
+// TestWaitReady holds the lab's wait for a pod to its contract: an agent that pushes is
+// asked once and answered when its proxy becomes ready; one that cannot push, or is not
+// listening yet, is asked again with a bounded backoff, not every 20 ms; a failed proxy
+// or the ready timeout end the wait with the agent's reason.
+func TestWaitReady(t *testing.T) {
+	notReady := agent.Status{Pod: "p", Message: "not ready: proxy epoch 0 is starting"}
+	ready := agent.Status{Pod: "p", Ready: true}
+
+	t.Run("push", func(t *testing.T) {
+		l := testLab(t, 20*time.Second)
+		f := &fakeAgentSock{push: true, st: notReady, changed: make(chan struct{})}
+		serveFakeAgent(t, l, "p", f, 0)
+		time.AfterFunc(500*time.Millisecond, func() { f.set(ready) })
+		start := time.Now()
+		if err := l.waitReady(t.Context(), "p"); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took < 500*time.Millisecond {
+			t.Errorf("ready after %s, before the agent said so (500ms)", took)
+		}
+		if n := f.count(); n != 1 {
+			t.Errorf("agent asked %d times, want once (it pushes)", n)
+		}
+	})
+
+	t.Run("fallback", func(t *testing.T) {
+		l := testLab(t, 20*time.Second)
+		f := &fakeAgentSock{st: notReady, changed: make(chan struct{})}
+		serveFakeAgent(t, l, "p", f, 200*time.Millisecond) // not listening at first
+		time.AfterFunc(1500*time.Millisecond, func() { f.set(ready) })
+		if err := l.waitReady(t.Context(), "p"); err != nil {
+			t.Fatal(err)
+		}
+		// 1.3 s of answers at once: a 20 ms poll asks 65 times; the backoff (10 ms
+		// doubling to 250 ms) about 8.
+		if n := f.count(); n < 2 || n > 15 {
+			t.Errorf("agent that cannot push asked %d times in 1.3s, want 2-15", n)
+		}
+	})
+
+	t.Run("failed", func(t *testing.T) {
+		l := testLab(t, 20*time.Second)
+		f := &fakeAgentSock{push: true, st: notReady, changed: make(chan struct{})}
+		serveFakeAgent(t, l, "p", f, 0)
+		time.AfterFunc(100*time.Millisecond, func() {
+			f.set(agent.Status{Pod: "p", Failed: true, Message: "last unexpected proxy exit: proxy cannot be started: exec /nope: no such file"})
+		})
+		err := l.waitReady(t.Context(), "p")
+		var nr *notReadyError
+		if !errors.As(err, &nr) || !errors.Is(err, errPodFailed) || !strings.Contains(err.Error(), "exec /nope") {
+			t.Errorf("waitReady = %v, want a notReadyError (proxy failed) with the agent's reason", err)
+		}
+	})
+
+	t.Run("timeout", func(t *testing.T) {
+		l := testLab(t, time.Second)
+		f := &fakeAgentSock{push: true, st: notReady, changed: make(chan struct{})}
+		serveFakeAgent(t, l, "p", f, 0)
+		ctx, cancel := context.WithTimeout(t.Context(), l.opts.ReadyTimeout)
+		defer cancel()
+		err := l.waitReady(ctx, "p")
+		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "not ready within 1s: not ready: proxy epoch 0 is starting") {
+			t.Errorf("waitReady = %v, want the ready timeout with the agent's reason", err)
+		}
+		if n := f.count(); n > 6 {
+			t.Errorf("agent asked %d times in 1s, want at most 6 (it pushes; a 20 ms poll asks 50)", n)
+		}
+	})
+}
