@@ -5,7 +5,11 @@ import (
 	"encoding/json"
 	"io"
 	"net"
+	"os"
+	"strconv"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/meshlab/meshlab/controlplane/model"
 	"github.com/meshlab/meshlab/dataplane/agent"
@@ -15,7 +19,7 @@ import (
 )
 
 // below is the lab as the packages below it see it (the Deps of lab/observe,
-// lab/trace and lab/caops): its model, its pods' agents, namespaces and proxy logs, and
+// lab/trace, lab/caops and lab/faults): its model, its pods' agents, namespaces and proxy logs, and
 // its event bus. It holds no state of its own.
 type below struct{ l *Lab }
 
@@ -117,3 +121,29 @@ func (b below) AgentCert(ctx context.Context, pod string, op caops.CertOp) (agen
 	}
 	return st, nil
 }
+
+// SidecarPod is the pod named name if it has a sidecar.
+func (b below) SidecarPod(name string) (*model.Pod, error) { return b.l.sidecarPod(name) }
+
+// SidecarPodNames lists the pods with a sidecar, sorted.
+func (b below) SidecarPodNames() []string { return b.l.sidecarPodNames() }
+
+// SetCAClockOffset shifts the lab CA's clock.
+func (b below) SetCAClockOffset(d time.Duration) { b.l.SetCAClockOffset(d) }
+
+// PodPIDs lists the processes in the pod's network namespace.
+func (b below) PodPIDs(pod string) ([]int, error) {
+	return netns.PIDsIn(NamespaceName(b.l.opts.Name, pod))
+}
+
+// Cmdline is the process's argv from /proc; nil for a process that is gone.
+func (below) Cmdline(pid int) []string {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return nil
+	}
+	return strings.Split(strings.TrimSuffix(string(raw), "\x00"), "\x00")
+}
+
+// Kill sends the process SIGKILL.
+func (below) Kill(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }

@@ -2,11 +2,10 @@
 // starts the discovery server, the lab API, one agent and one app per pod, supervises them,
 // and removes everything again. Everything is recorded in the lab's run directory before
 // it is created, so Clean can remove a lab whose process died. Its jobs are wiring,
-// supervision, the journal, apply and events; it also serves the lab API's backends,
-// machinery faults (faults.go) among them, and hands observation (topology, traffic,
-// metrics) to lab/observe, request traces to lab/trace and CA operations (rotation,
-// clock, renewal) to lab/caops, which see the lab only through the narrow view in
-// deps.go.
+// supervision, the journal, apply and events; it also serves the lab API's backends, and
+// hands observation (topology, traffic, metrics) to lab/observe, request traces to
+// lab/trace, CA operations (rotation, clock, renewal) to lab/caops and machinery faults
+// to lab/faults, which see the lab only through the narrow view in deps.go.
 package lab
 
 import (
@@ -26,6 +25,7 @@ import (
 	"github.com/meshlab/meshlab/controlplane/discovery"
 	"github.com/meshlab/meshlab/controlplane/model"
 	"github.com/meshlab/meshlab/lab/caops"
+	"github.com/meshlab/meshlab/lab/faults"
 	"github.com/meshlab/meshlab/web"
 )
 
@@ -93,10 +93,10 @@ type Lab struct {
 	kubeDNS *kubeDNS
 	// metrics are the control plane's Prometheus metrics (nil in unit tests' bare Labs).
 	metrics *metrics
-	faults  faultSet  // control-plane faults (lab/faults.go)
-	world   *world    // the outside world (lab/world.go); nil until created
-	jwks    jwksCache // key sets fetched for jwksUri (lab/jwks.go)
-	live    livePods  // pods added and removed while the lab runs (lab/livepods.go)
+	faults  faults.Set // machinery faults in force (lab/faults)
+	world   *world     // the outside world (lab/world.go); nil until created
+	jwks    jwksCache  // key sets fetched for jwksUri (lab/jwks.go)
+	live    livePods   // pods added and removed while the lab runs (lab/livepods.go)
 
 	mu       sync.Mutex
 	model    *model.Model
