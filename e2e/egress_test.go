@@ -339,3 +339,80 @@ func TestEgressWithoutSidecar(t *testing.T) {
 		t.Errorf("http://edition.cnn.com/ from a pod without a sidecar: exit %d %q, want 301", r.code, r.out)
 	}
 }
+
+// googleCNNSplitYAML is a VirtualService of tls routes for the mesh: the sidecars send
+// half the connections for SNI www.google.com to edition.cnn.com's cluster.
+const googleCNNSplitYAML = `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata:
+  name: google-split
+spec:
+  hosts:
+  - www.google.com
+  tls:
+  - match:
+    - port: 443
+      sniHosts:
+      - www.google.com
+    route:
+    - destination:
+        host: www.google.com
+        port:
+          number: 443
+      weight: 50
+    - destination:
+        host: edition.cnn.com
+        port:
+          number: 443
+      weight: 50
+`
+
+// TestEgressTLSBySNI is "Accessing External Services" with TLS ServiceEntries under
+// REGISTRY_ONLY: two external hosts share port 443 and the sidecar tells them apart by
+// the SNI of curl's handshake (one 0.0.0.0_443 listener, a chain per host), so both
+// answer HTTP/2 200 once their entries exist, each through its own cluster, while
+// https://httpbin.org (no entry on 443) is still reset (exit 35). A VirtualService of
+// tls routes then splits SNI www.google.com between both sites' clusters: with -k,
+// both sites' pages come back for https://www.google.com/.
+func TestEgressTLSBySNI(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	l := startLab(t, "testdata/egress-world.yaml")
+	checkWorldIsolated(t, l.name)
+
+	applyYAML(t, l.name, registryOnlyYAML)
+	eventually(t, l.name, "curl exit code 35", func(r curlResult) bool { return r.code == 35 }, "-sSI", "https://edition.cnn.com")
+	applyYAML(t, l.name, googleYAML)
+	applyYAML(t, l.name, egressCNNTLSEntry) // istio_authz_tasks_test.go
+	for _, u := range []string{"https://www.google.com", "https://edition.cnn.com"} {
+		eventually(t, l.name, "HTTP/2 200", statusLine("HTTP/2 200"), "-sSI", u)
+	}
+	if r := curlIn(t, l.name, "-sSI", "https://httpbin.org"); r.code != 35 {
+		t.Errorf("httpbin.org has no ServiceEntry on 443 under REGISTRY_ONLY: exit %d, want 35\n%s", r.code, r.out)
+	}
+	logs, err := meshlab(t, "logs", "--name", l.name, curlPod(t, l.name), "-c", "proxy")
+	if err != nil || grepLines(logs, "outbound|443||www.google.com", " www.google.com ") == "" || grepLines(logs, "outbound|443||edition.cnn.com", " edition.cnn.com ") == "" {
+		t.Errorf("curl's sidecar log (err %v) does not show each SNI sent to its own host's cluster:\n%s", err, logs)
+	}
+
+	applyYAML(t, l.name, googleCNNSplitYAML)
+	page := func(r curlResult) string {
+		for _, h := range []string{"www.google.com", "edition.cnn.com"} {
+			if r.code == 0 && strings.Contains(r.out, "<h1>"+h+"</h1>") {
+				return h
+			}
+		}
+		return ""
+	}
+	get := []string{"-sk", "https://www.google.com/"}
+	eventually(t, l.name, "edition.cnn.com's page for SNI www.google.com", func(r curlResult) bool { return page(r) == "edition.cnn.com" }, get...)
+	seen := map[string]int{}
+	for range 20 {
+		r := curlIn(t, l.name, get...)
+		seen[page(r)]++
+	}
+	t.Logf("20 connections for SNI www.google.com reached %v", seen)
+	if seen["www.google.com"] == 0 || seen["edition.cnn.com"] == 0 || seen[""] != 0 {
+		t.Errorf("20 connections for SNI www.google.com reached %v, want both sites and no failure", seen)
+	}
+}
