@@ -34,6 +34,7 @@ require (
 	cloud.google.com/go/compute/metadata v0.9.0 // indirect
 	github.com/spiffe/go-spiffe/v2 v2.8.1 // indirect
 	golang.org/x/oauth2 v0.36.0 // indirect
+	k8s.io/client-go v0.37.2 // indirect
 )
 
 require (

@@ -44,6 +44,7 @@ func (l *Lab) features() []web.Routes {
 		web.ConfigRoutes(l, l), web.ProxyRoutes(l), web.FaultRoutes(l), web.HistoryRoutes(l),
 		web.CARoutes(l), web.TraceRoutes(l), // lab/carotate.go, lab/trace.go
 		web.SecretsRoutes(l), // lab/secrets.go
+		web.KubeRoutes(l),    // lab/kubeview.go
 	}, l.opts.Routes...)
 }
 

@@ -23,6 +23,11 @@ func isPodsKind(kind string) bool {
 // the sidecar, RESTARTS the sidecar's. With a name, only that pod (an unknown name is
 // an error listing the pods).
 func getPods(ctx context.Context, c *api.Client, cfg *getConfig, name string, out io.Writer) error {
+	return getPodsWhere(ctx, c, cfg, name, out, func(api.PodStatus) bool { return true })
+}
+
+// getPodsWhere is getPods of the pods keep reports.
+func getPodsWhere(ctx context.Context, c *api.Client, cfg *getConfig, name string, out io.Writer, keep func(api.PodStatus) bool) error {
 	pods, err := c.Pods(ctx)
 	if err != nil {
 		return err
@@ -31,11 +36,11 @@ func getPods(ctx context.Context, c *api.Client, cfg *getConfig, name string, ou
 	var names []string
 	for _, p := range pods {
 		names = append(names, p.Name)
-		if (name == "" || p.Name == name) && (cfg.namespace == "" || p.Namespace == cfg.namespace) {
+		if (name == "" || p.Name == name) && (cfg.namespace == "" || p.Namespace == cfg.namespace) && keep(p) {
 			shown = append(shown, p)
 		}
 	}
-	if name != "" && len(shown) == 0 {
+	if name != "" && len(shown) == 0 && cfg.selector == "" {
 		return unknownName("pod", name, names)
 	}
 	return printOutput(out, cfg.output, shown, func(w io.Writer) error {

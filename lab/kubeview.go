@@ -1,0 +1,381 @@
+package lab
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/meshlab/meshlab/api"
+	"github.com/meshlab/meshlab/controlplane/config"
+	"github.com/meshlab/meshlab/controlplane/model"
+)
+
+// KubeObjects answers what kubectl would read from an API server for kind in namespace
+// ("" for every namespace) whose labels selector matches (kubectl's -l; "" selects
+// all), named name when it is not "": Pods, Services, Deployments and Gateway API
+// Gateways as the lab runs them, with the status their controllers would write (see
+// kubeView); any other kind as written. It is what `get -o jsonpath` and `wait` read.
+func (l *Lab) KubeObjects(ctx context.Context, kind, namespace, name, selector string) ([]api.KubeObject, error) {
+	sel, err := labels.Parse(selector)
+	if err != nil {
+		return nil, &api.ConfigError{Err: fmt.Errorf("selector %q: %w", selector, err)}
+	}
+	k, err := kubeKind(kind)
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	m := l.model
+	sc, err := l.currentScenario()
+	l.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	v := kubeView{model: m, ready: map[string]bool{}}
+	if k == "Pod" || k == "Deployment" || k == config.GatewayAPIGatewayKind {
+		statuses, err := l.Pods(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range statuses {
+			v.ready[p.Namespace+"/"+p.Name] = p.Ready
+		}
+	}
+	if sc != nil {
+		v.objects = sc.Objects
+	}
+	return v.selected(k, namespace, name, sel)
+}
+
+// kubeKind returns the kind a kubectl spelling names (pods too), or a *api.ConfigError.
+func kubeKind(kind string) (string, error) {
+	if isPodKind(kind) {
+		return "Pod", nil
+	}
+	if k, ok := config.CanonicalKind(kind); ok {
+		return k, nil
+	}
+	return "", &api.ConfigError{Err: fmt.Errorf("unknown kind %q (meshlab has pods, %s)", kind, joinKinds())}
+}
+
+// selected renders the objects of kind in namespace ("" any) named name ("" any) whose
+// labels sel matches.
+func (v kubeView) selected(kind, namespace, name string, sel labels.Selector) ([]api.KubeObject, error) {
+	k, err := kubeKind(kind)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := v.list(k)
+	if err != nil {
+		return nil, err
+	}
+	out := []api.KubeObject{}
+	for _, o := range objs {
+		meta := o.meta()
+		if (namespace != "" && meta.Namespace != namespace) || (name != "" && meta.Name != name) || !sel.Matches(labels.Set(meta.Labels)) {
+			continue
+		}
+		b, err := json.Marshal(o)
+		if err != nil {
+			return nil, fmt.Errorf("render %s %s/%s: %w", k, meta.Namespace, meta.Name, err)
+		}
+		out = append(out, api.KubeObject{Kind: k, Namespace: meta.Namespace, Name: meta.Name, Object: b})
+	}
+	return out, nil
+}
+
+func isPodKind(kind string) bool {
+	switch kind {
+	case "pod", "pods", "po", "Pod":
+		return true
+	}
+	return false
+}
+
+func joinKinds() string { return strings.Join(config.Kinds(), ", ") }
+
+// kubeView renders the lab as the Kubernetes objects an API server would hold for it.
+// Decisions (docs/ARCHITECTURE.md "kubectl's view"): a pod is Running and Ready when
+// its agent says ready (a pod without sidecar as soon as it exists); a Deployment's
+// status counts its pods as the Deployment controller does, Available once
+// replicas - maxUnavailable (25% rounded down by default) are ready; a Service made for
+// a gateway is of type LoadBalancer whose ingress address is its VIP (the address every
+// pod of the lab reaches it at: a lab has no load balancer outside it); a Gateway API
+// Gateway is Accepted, addressed at its automated Service's VIP and Programmed once
+// that deployment's pod is ready.
+type kubeView struct {
+	model   *model.Model
+	objects []*config.Object
+	ready   map[string]bool // "namespace/pod" -> ready
+}
+
+// kubeObject is one rendered object.
+type kubeObject interface {
+	meta() *metav1.ObjectMeta
+}
+
+type (
+	kubePod        struct{ corev1.Pod }
+	kubeService    struct{ corev1.Service }
+	kubeDeployment struct{ appsv1.Deployment }
+	kubeGateway    struct{ gwv1.Gateway }
+	kubeWritten    struct {
+		json.RawMessage
+		m metav1.ObjectMeta
+	}
+)
+
+func (p kubePod) meta() *metav1.ObjectMeta        { return &p.ObjectMeta }
+func (s kubeService) meta() *metav1.ObjectMeta    { return &s.ObjectMeta }
+func (d kubeDeployment) meta() *metav1.ObjectMeta { return &d.ObjectMeta }
+func (g kubeGateway) meta() *metav1.ObjectMeta    { return &g.ObjectMeta }
+func (w kubeWritten) meta() *metav1.ObjectMeta    { return &w.m }
+
+// MarshalJSON keeps the embedded objects' own JSON (the wrappers add only meta).
+func (p kubePod) MarshalJSON() ([]byte, error)        { return json.Marshal(p.Pod) }
+func (s kubeService) MarshalJSON() ([]byte, error)    { return json.Marshal(s.Service) }
+func (d kubeDeployment) MarshalJSON() ([]byte, error) { return json.Marshal(d.Deployment) }
+func (g kubeGateway) MarshalJSON() ([]byte, error)    { return json.Marshal(g.Gateway) }
+func (w kubeWritten) MarshalJSON() ([]byte, error)    { return w.RawMessage, nil }
+
+// list renders the objects of canonical kind k, sorted by namespace and name.
+func (v kubeView) list(k string) ([]kubeObject, error) {
+	var out []kubeObject
+	switch k {
+	case "Pod":
+		for _, p := range v.model.Pods {
+			out = append(out, kubePod{v.pod(p)})
+		}
+	case "Service":
+		for _, s := range v.model.Services {
+			out = append(out, kubeService{v.service(s)})
+		}
+	case "Deployment":
+		for _, d := range v.deployments() {
+			out = append(out, kubeDeployment{d})
+		}
+	case config.GatewayAPIGatewayKind:
+		for _, o := range v.objects {
+			if o.KubeGateway != nil {
+				out = append(out, kubeGateway{v.gateway(o)})
+			}
+		}
+	default:
+		for _, o := range v.objects {
+			if o.Origin.Kind != k {
+				continue
+			}
+			var m struct {
+				Metadata metav1.ObjectMeta `json:"metadata"`
+			}
+			if err := json.Unmarshal(o.JSON, &m); err != nil {
+				return nil, fmt.Errorf("read %s: %w", o.Origin, err)
+			}
+			m.Metadata.Namespace, m.Metadata.Name = o.Origin.Namespace, o.Origin.Name
+			out = append(out, kubeWritten{RawMessage: o.JSON, m: m.Metadata})
+		}
+	}
+	slices.SortFunc(out, func(a, b kubeObject) int {
+		return cmp.Or(cmp.Compare(a.meta().Namespace, b.meta().Namespace), cmp.Compare(a.meta().Name, b.meta().Name))
+	})
+	return out, nil
+}
+
+func (v kubeView) pod(p *model.Pod) corev1.Pod {
+	ready := v.ready[p.Namespace+"/"+p.Name]
+	out := corev1.Pod{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: maps.Clone(p.Labels)},
+		Spec:       corev1.PodSpec{ServiceAccountName: p.ServiceAccount, NodeName: "meshlab"},
+		Status:     corev1.PodStatus{Phase: corev1.PodPending, PodIP: p.IP.String(), PodIPs: []corev1.PodIP{{IP: p.IP.String()}}},
+	}
+	if !p.Router {
+		out.Spec.Containers = append(out.Spec.Containers, corev1.Container{Name: p.Workload, Image: p.App.Image})
+	}
+	if p.Sidecar.Inject && !p.Sidecar.GRPCAgent {
+		out.Spec.Containers = append(out.Spec.Containers, corev1.Container{Name: "istio-proxy", Image: "docker.io/istio/proxyv2"})
+	}
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+		out.Status.Phase = corev1.PodRunning
+	}
+	out.Status.Conditions = []corev1.PodCondition{
+		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue},
+		{Type: corev1.PodInitialized, Status: corev1.ConditionTrue},
+		{Type: corev1.ContainersReady, Status: status},
+		{Type: corev1.PodReady, Status: status},
+	}
+	return out
+}
+
+// isGatewayService reports whether s is a Service meshlab made for a gateway deployment
+// (istioctl's or Istio's automated one for a Gateway API Gateway): type LoadBalancer, as
+// theirs are.
+func (v kubeView) isGatewayService(s *model.Service) bool {
+	for _, o := range v.objects {
+		if o.Service != nil && o.Origin.Namespace == s.Namespace && o.Origin.Name == s.Name {
+			return false
+		}
+	}
+	return s.Selector[model.GatewayAPINameLabel] != "" || (s.Namespace == "istio-system" && s.Origin.Kind == "Service" && slices.Contains([]string{model.IngressGatewayName, model.EgressGatewayName}, s.Name))
+}
+
+func (v kubeView) service(s *model.Service) corev1.Service {
+	out := corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Selector: maps.Clone(s.Selector)},
+	}
+	for _, o := range v.objects {
+		if o.Service != nil && o.Origin.Namespace == s.Namespace && o.Origin.Name == s.Name {
+			out.Labels, out.Annotations = maps.Clone(o.Service.Labels), maps.Clone(o.Service.Annotations)
+			if o.Service.Spec.Type != "" {
+				out.Spec.Type = o.Service.Spec.Type
+			}
+		}
+	}
+	gateway := v.isGatewayService(s)
+	if gateway {
+		out.Spec.Type = corev1.ServiceTypeLoadBalancer
+		out.Labels = maps.Clone(s.Selector)
+	}
+	if s.VIP.IsValid() {
+		out.Spec.ClusterIP, out.Spec.ClusterIPs = s.VIP.String(), []string{s.VIP.String()}
+	} else {
+		out.Spec.ClusterIP = corev1.ClusterIPNone
+	}
+	for _, p := range s.Ports {
+		out.Spec.Ports = append(out.Spec.Ports, corev1.ServicePort{Name: p.Name, Protocol: corev1.ProtocolTCP, Port: int32(p.Port), TargetPort: intstr.FromInt32(int32(p.TargetPort))})
+	}
+	if gateway && s.VIP.IsValid() {
+		vip := corev1.LoadBalancerIPModeVIP
+		out.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: s.VIP.String(), IPMode: &vip}}
+	}
+	return out
+}
+
+// deployments renders every Deployment the lab runs: those written (with their spec)
+// and those meshlab makes as istioctl and Istio's gateway controller do.
+func (v kubeView) deployments() []appsv1.Deployment {
+	type key struct{ ns, name string }
+	written := map[key]*appsv1.Deployment{}
+	for _, o := range v.objects {
+		if o.Origin.Kind != "Deployment" {
+			continue
+		}
+		d := &appsv1.Deployment{}
+		if err := json.Unmarshal(o.JSON, d); err != nil {
+			continue // it loaded strictly once; a copy that no longer reads shows no spec
+		}
+		written[key{o.Origin.Namespace, o.Origin.Name}] = d
+	}
+	pods := map[key][]*model.Pod{}
+	for _, p := range v.model.Pods {
+		if p.Origin.Kind == "Deployment" {
+			k := key{p.Origin.Namespace, p.Origin.Name}
+			pods[k] = append(pods[k], p)
+		}
+	}
+	var out []appsv1.Deployment
+	for _, k := range slices.SortedFunc(maps.Keys(pods), func(a, b key) int { return cmp.Or(cmp.Compare(a.ns, b.ns), cmp.Compare(a.name, b.name)) }) {
+		d := written[k]
+		if d == nil {
+			d = &appsv1.Deployment{}
+			replicas := int32(len(pods[k]))
+			d.Spec.Replicas = &replicas
+			d.Spec.Selector = &metav1.LabelSelector{MatchLabels: maps.Clone(pods[k][0].Labels)}
+			d.Spec.Template.Labels = maps.Clone(pods[k][0].Labels)
+			d.Labels = maps.Clone(pods[k][0].Labels)
+		}
+		d.APIVersion, d.Kind = "apps/v1", "Deployment"
+		d.Namespace, d.Name = k.ns, k.name
+		d.Status = deploymentStatus(d, pods[k], v.ready)
+		out = append(out, *d)
+	}
+	return out
+}
+
+// deploymentStatus is what the Deployment controller writes for d running pods: counts,
+// and Available once replicas - maxUnavailable pods are ready (maxUnavailable from the
+// rolling update strategy, 25% rounded down by default).
+func deploymentStatus(d *appsv1.Deployment, pods []*model.Pod, ready map[string]bool) appsv1.DeploymentStatus {
+	want := int32(1)
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
+	}
+	st := appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: int32(len(pods)), UpdatedReplicas: int32(len(pods))}
+	for _, p := range pods {
+		if ready[p.Namespace+"/"+p.Name] {
+			st.ReadyReplicas++
+		}
+	}
+	st.AvailableReplicas = st.ReadyReplicas
+	st.UnavailableReplicas = max(0, want-st.AvailableReplicas)
+	maxUnavailable := intstr.FromString("25%")
+	if ru := d.Spec.Strategy.RollingUpdate; d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType && ru != nil && ru.MaxUnavailable != nil {
+		maxUnavailable = *ru.MaxUnavailable
+	}
+	if d.Spec.Strategy.Type == appsv1.RecreateDeploymentStrategyType {
+		maxUnavailable = intstr.FromInt32(0)
+	}
+	unavailable, err := intstr.GetScaledValueFromIntOrPercent(&maxUnavailable, int(want), false)
+	if err != nil {
+		unavailable = 0
+	}
+	available := corev1.ConditionFalse
+	reason, message := "MinimumReplicasUnavailable", "Deployment does not have minimum availability."
+	if st.AvailableReplicas >= want-int32(unavailable) {
+		available, reason, message = corev1.ConditionTrue, "MinimumReplicasAvailable", "Deployment has minimum availability."
+	}
+	st.Conditions = []appsv1.DeploymentCondition{
+		{Type: appsv1.DeploymentAvailable, Status: available, Reason: reason, Message: message},
+		{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable", Message: fmt.Sprintf("ReplicaSet %q has successfully progressed.", d.Name)},
+	}
+	return st
+}
+
+// gateway renders a Gateway API Gateway with the status Istio's gateway controller
+// writes: Accepted, its automated Service's VIP as address, Programmed once that
+// deployment's pod is ready.
+func (v kubeView) gateway(o *config.Object) gwv1.Gateway {
+	gw := *o.KubeGateway.DeepCopy()
+	gw.APIVersion, gw.Kind = gwv1.GroupVersion.String(), "Gateway"
+	gw.Namespace, gw.Name = o.Origin.Namespace, o.Origin.Name
+	svc := config.GatewayAPIServiceName(o.Origin.Name)
+	programmed, reason, message := metav1.ConditionFalse, "Invalid", "the gateway's deployment "+svc+" has no ready pod yet"
+	for _, p := range v.model.Pods {
+		if p.Namespace == gw.Namespace && p.Router && p.Labels[model.GatewayAPINameLabel] == gw.Name && v.ready[p.Namespace+"/"+p.Name] {
+			programmed, reason, message = metav1.ConditionTrue, "Programmed", "Resource programmed, assigned to service(s) "+svc+"."+gw.Namespace+".svc.cluster.local:"+firstListenerPort(&gw)
+		}
+	}
+	for _, s := range v.model.Services {
+		if s.Namespace == gw.Namespace && s.Name == svc && s.VIP.IsValid() {
+			ip := gwv1.IPAddressType
+			gw.Status.Addresses = []gwv1.GatewayStatusAddress{{Type: &ip, Value: s.VIP.String()}}
+		}
+	}
+	gw.Status.Conditions = []metav1.Condition{
+		{Type: string(gwv1.GatewayConditionAccepted), Status: metav1.ConditionTrue, Reason: string(gwv1.GatewayReasonAccepted), Message: "Resource accepted", ObservedGeneration: 1},
+		{Type: string(gwv1.GatewayConditionProgrammed), Status: programmed, Reason: reason, Message: message, ObservedGeneration: 1},
+	}
+	return gw
+}
+
+func firstListenerPort(gw *gwv1.Gateway) string {
+	if len(gw.Spec.Listeners) == 0 {
+		return ""
+	}
+	return fmt.Sprint(gw.Spec.Listeners[0].Port)
+}
