@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -207,5 +208,96 @@ func TestSecureIngressMutualTask(t *testing.T) {
 	if out, code, ok := teapot("--cacert", f("example.com.crt"), "--cert", filepath.Join(other, "client.example.com.crt"),
 		"--key", filepath.Join(other, "client.example.com.key"), url); ok || code == 0 {
 		t.Errorf("a client certificate of another CA: curl exit %d\n%s\nwant the handshake refused", code, out)
+	}
+}
+
+// The Secure Gateways task's Gateway API form: an HTTPS listener terminating TLS with
+// the Secret httpbin-credential, admitting the routes of namespace default by label.
+const secureGatewayAPIYAML = `apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata:
+  name: mygateway
+  namespace: istio-system
+spec:
+  gatewayClassName: istio
+  listeners:
+  - name: https
+    hostname: "httpbin.example.com"
+    port: 443
+    protocol: HTTPS
+    tls:
+      mode: Terminate
+      certificateRefs:
+      - name: httpbin-credential
+    allowedRoutes:
+      namespaces:
+        from: Selector
+        selector:
+          matchLabels:
+            kubernetes.io/metadata.name: default
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: httpbin
+spec:
+  parentRefs:
+  - name: mygateway
+    namespace: istio-system
+  hostnames: ["httpbin.example.com"]
+  rules:
+  - matches:
+    - path:
+        type: PathPrefix
+        value: /status
+    - path:
+        type: PathPrefix
+        value: /delay
+    backendRefs:
+    - name: httpbin
+      port: 8000
+`
+
+// TestSecureGatewayAPITask runs the Gateway API form of the Secure Gateways task from
+// the host: the task's kubernetes.io/tls Secret in istio-system, then its Gateway (an
+// HTTPS listener with tls Terminate and a certificateRef) and HTTPRoute applied live
+// bring the automated deployment mygateway-istio; through `port-forward
+// svc/mygateway-istio :443`, curl --resolve --cacert gets the teapot, verifying the
+// Secret's certificate for httpbin.example.com; trusting another CA fails.
+func TestSecureGatewayAPITask(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl is not installed on the host")
+	}
+	certs := taskCerts(t, "httpbin.example.com")
+	f := func(name string) string { return filepath.Join(certs, name) }
+	l := startLab(t, "testdata/secure-ingress-httpbin.yaml")
+	applyYAML(t, l.name, secretFromFiles(t, "istio-system", "httpbin-credential", "kubernetes.io/tls",
+		map[string]string{"tls.crt": f("httpbin.example.com.crt"), "tls.key": f("httpbin.example.com.key")})+"---\n"+secureGatewayAPIYAML)
+	addr := portForwardSvc(t, l.name, "istio-system", "svc/mygateway-istio", "443")
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"-sS", "-HHost:httpbin.example.com", "--resolve", "httpbin.example.com:" + port + ":127.0.0.1",
+		"--cacert", f("example.com.crt"), "https://httpbin.example.com:" + port + "/status/418"}
+	deadline := time.Now().Add(40 * time.Second)
+	for {
+		out, code := hostCurl(t, args...)
+		if code == 0 && strings.Contains(out, "-=[ teapot ]=-") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("curl %s: exit %d\n%s\nwant httpbin's teapot over TLS", strings.Join(args, " "), code, out)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	// The gateway presents the Secret's certificate: trusting another CA fails (60).
+	other := taskCerts(t, "httpbin.example.com")
+	bad := slices.Clone(args)
+	bad[slices.Index(bad, f("example.com.crt"))] = filepath.Join(other, "example.com.crt")
+	if out, code := hostCurl(t, bad...); code != 60 {
+		t.Errorf("curl trusting another CA: exit %d\n%s\nwant 60 (the peer certificate cannot be verified)", code, out)
 	}
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/meshlab/meshlab/controlplane/model"
 )
 
-// The Kubernetes Gateway API (gateway.networking.k8s.io/v1) for HTTP, as Istio reads it:
+// The Kubernetes Gateway API (gateway.networking.k8s.io/v1) for HTTP and HTTPS, as Istio reads it:
 // GatewayClass istio, Gateway and HTTPRoute, decoded strictly into the project's Go
 // types. As istiod does (pilot/pkg/config/kube/gateway), meshlab converts them into its
 // own Gateway and VirtualService config (gatewayAPIIstio): a Gateway listener becomes an
@@ -54,9 +54,12 @@ var (
 	gatewayClassFields = fieldSet("controllerName description")
 	kubeGatewayFields  = fieldSet(strings.Join([]string{
 		"gatewayClassName listeners",
-		expand("listeners", "name hostname port protocol allowedRoutes"),
+		expand("listeners", "name hostname port protocol allowedRoutes tls"),
+		expand("listeners.tls", "mode certificateRefs"),
+		expand("listeners.tls.certificateRefs", "group kind name namespace"),
 		expand("listeners.allowedRoutes", "namespaces kinds"),
-		expand("listeners.allowedRoutes.namespaces", "from"),
+		expand("listeners.allowedRoutes.namespaces", "from selector"),
+		expand("listeners.allowedRoutes.namespaces.selector", "matchLabels matchLabels.*"),
 		expand("listeners.allowedRoutes.kinds", "group kind"),
 	}, " "))
 	httpRouteFields = fieldSet(strings.Join([]string{
@@ -118,7 +121,7 @@ func decodeGatewayAPI(top map[string]any, js []byte, o *Object, p problems) {
 		gw := &gwv1.Gateway{}
 		if decodeStrict(top, js, gw, p) && refuseGatewayAPIFields(spec, kubeGatewayFields, "Gateway", p) {
 			o.KubeGateway = gw
-			validateKubeGateway(gw, p)
+			validateKubeGateway(gw, o.Origin.Namespace, p)
 		}
 	case "HTTPRoute":
 		hr := &gwv1.HTTPRoute{}
@@ -137,6 +140,9 @@ func refuseGatewayAPIFields(spec map[string]any, allowed map[string]bool, kind s
 	walk = func(v any, path, full string) {
 		switch val := v.(type) {
 		case map[string]any:
+			if allowed[joinPath(path, "*")] {
+				return // a map of the user's keys (matchLabels)
+			}
 			for _, k := range slices.Sorted(maps.Keys(val)) {
 				pp := joinPath(path, k)
 				if !allowed[pp] {
@@ -183,7 +189,7 @@ func validateGatewayClass(gc *gwv1.GatewayClass, p problems) {
 	}
 }
 
-func validateKubeGateway(gw *gwv1.Gateway, p problems) {
+func validateKubeGateway(gw *gwv1.Gateway, ns string, p problems) {
 	checkName(p, "metadata.name", gw.Name, 63-len("-istio"))
 	if gw.Spec.GatewayClassName != gatewayClassIstio {
 		p.addf("spec.gatewayClassName", "%q: meshlab implements the GatewayClass %q only (Istio's automated deployment)", gw.Spec.GatewayClassName, gatewayClassIstio)
@@ -206,11 +212,18 @@ func validateKubeGateway(gw *gwv1.Gateway, p problems) {
 		} else if l.Port == 15021 || l.Port == 15000 || l.Port == 15090 {
 			p.addf(f+".port", "%d is a port of the gateway proxy itself", l.Port)
 		}
-		if l.Protocol != gwv1.HTTPProtocolType {
-			p.addf(f+".protocol", "%q is not supported by meshlab's Gateway API (HTTP; use Istio's Gateway for HTTPS, TLS and TCP)", l.Protocol)
+		switch l.Protocol {
+		case gwv1.HTTPProtocolType:
+			if l.TLS != nil {
+				p.addf(f+".tls", "is only read on an HTTPS listener (protocol is HTTP)")
+			}
+		case gwv1.HTTPSProtocolType:
+			checkListenerTLS(l.TLS, ns, f+".tls", p)
+		default:
+			p.addf(f+".protocol", "%q is not supported by meshlab's Gateway API (HTTP, HTTPS; use Istio's Gateway for TLS and TCP)", l.Protocol)
 		}
 		if prev, ok := ports[l.Port]; ok {
-			p.addf(f+".port", "%d is also the port of listener %q: meshlab serves one HTTP listener per port", l.Port, prev)
+			p.addf(f+".port", "%d is also the port of listener %q: meshlab serves one listener per port", l.Port, prev)
 		}
 		ports[l.Port] = string(l.Name)
 		if l.Hostname != nil {
@@ -223,8 +236,15 @@ func validateKubeGateway(gw *gwv1.Gateway, p problems) {
 			if ar.Namespaces != nil && ar.Namespaces.From != nil {
 				switch *ar.Namespaces.From {
 				case gwv1.NamespacesFromSame, gwv1.NamespacesFromAll:
+					if ar.Namespaces.Selector != nil {
+						p.addf(f+".allowedRoutes.namespaces.selector", "is only read with from: Selector (from is %s)", *ar.Namespaces.From)
+					}
+				case gwv1.NamespacesFromSelector:
+					if ar.Namespaces.Selector == nil || len(ar.Namespaces.Selector.MatchLabels) == 0 {
+						p.addf(f+".allowedRoutes.namespaces.selector.matchLabels", "is required with from: Selector (meshlab reads matchLabels)")
+					}
 				default:
-					p.addf(f+".allowedRoutes.namespaces.from", "%q is not supported by meshlab (Same, All)", *ar.Namespaces.From)
+					p.addf(f+".allowedRoutes.namespaces.from", "%q is not supported by meshlab (Same, All, Selector)", *ar.Namespaces.From)
 				}
 			}
 			for j, k := range ar.Kinds {
@@ -428,7 +448,11 @@ func gatewayAPIDeployments(objs []*Object) ([]*model.Service, []*model.Pod, erro
 			if slices.ContainsFunc(ports, func(sp model.ServicePort) bool { return sp.Port == uint16(l.Port) }) {
 				continue
 			}
-			ports = append(ports, model.ServicePort{Name: string(l.Name), Port: uint16(l.Port), TargetPort: uint16(l.Port), Protocol: model.ProtocolHTTP})
+			proto := model.ProtocolHTTP
+			if l.Protocol == gwv1.HTTPSProtocolType {
+				proto = model.ProtocolHTTPS
+			}
+			ports = append(ports, model.ServicePort{Name: string(l.Name), Port: uint16(l.Port), TargetPort: uint16(l.Port), Protocol: proto})
 		}
 		origin := model.Origin{File: o.Origin.File, Kind: "Deployment", Namespace: ns, Name: name}
 		svcs = append(svcs, &model.Service{
@@ -466,6 +490,12 @@ func gatewayAPIListenerGateway(gateway string, listener gwv1.SectionName) string
 func gatewayAPIIstio(objs []*Object) []*Object {
 	var out []*Object
 	gateways := map[string]*Object{}
+	nsLabels := map[string]map[string]string{}
+	for _, o := range objs {
+		if o.KubeNamespace != nil {
+			nsLabels[o.Origin.Name] = o.KubeNamespace.Labels
+		}
+	}
 	for _, o := range objs {
 		gw := o.KubeGateway
 		if gw == nil {
@@ -474,12 +504,22 @@ func gatewayAPIIstio(objs []*Object) []*Object {
 		gateways[o.Origin.Namespace+"/"+o.Origin.Name] = o
 		for _, l := range gw.Spec.Listeners {
 			nsPart := o.Origin.Namespace
-			if ar := l.AllowedRoutes; ar != nil && ar.Namespaces != nil && ptrOr(ar.Namespaces.From, gwv1.NamespacesFromSame) == gwv1.NamespacesFromAll {
-				nsPart = "*"
+			if ar := l.AllowedRoutes; ar != nil && ar.Namespaces != nil && ptrOr(ar.Namespaces.From, gwv1.NamespacesFromSame) != gwv1.NamespacesFromSame {
+				nsPart = "*" // All, or Selector (which routes attach is decided below)
 			}
 			host := "*"
 			if l.Hostname != nil {
 				host = string(*l.Hostname)
+			}
+			server := &networking.Server{
+				Port:  &networking.Port{Number: uint32(l.Port), Protocol: "HTTP", Name: string(l.Name)},
+				Hosts: []string{nsPart + "/" + host},
+			}
+			if l.Protocol == gwv1.HTTPSProtocolType && l.TLS != nil && len(l.TLS.CertificateRefs) > 0 {
+				// As istiod's buildTLS for Terminate: TLS ends here with the Secret's
+				// certificate (read in the Gateway's namespace, where its pod runs).
+				server.Port.Protocol = "HTTPS"
+				server.Tls = &networking.ServerTLSSettings{Mode: networking.ServerTLSSettings_SIMPLE, CredentialName: string(l.TLS.CertificateRefs[0].Name)}
 			}
 			name := gatewayAPIListenerGateway(o.Origin.Name, l.Name)
 			out = append(out, &Object{
@@ -487,10 +527,7 @@ func gatewayAPIIstio(objs []*Object) []*Object {
 				Doc:    o.Doc, Line: o.Line,
 				Gateway: &networking.Gateway{
 					Selector: map[string]string{gatewayNameLabel: o.Origin.Name},
-					Servers: []*networking.Server{{
-						Port:  &networking.Port{Number: uint32(l.Port), Protocol: "HTTP", Name: string(l.Name)},
-						Hosts: []string{nsPart + "/" + host},
-					}},
+					Servers:  []*networking.Server{server},
 				},
 			})
 		}
@@ -514,7 +551,7 @@ func gatewayAPIIstio(objs []*Object) []*Object {
 				if pr.SectionName != nil && *pr.SectionName != l.Name {
 					continue
 				}
-				if ns != o.Origin.Namespace && !allowsRoutesFromAllNamespaces(l) {
+				if !admitsRoutesFrom(l, ns, o.Origin.Namespace, nsLabels) {
 					continue
 				}
 				if ref := ns + "/" + gatewayAPIListenerGateway(string(pr.Name), l.Name); !slices.Contains(binds, ref) {
@@ -739,11 +776,65 @@ func headerOperations(h *gwv1.HTTPHeaderFilter) *networking.Headers_HeaderOperat
 	return ops
 }
 
-// allowsRoutesFromAllNamespaces reports whether listener l takes routes from every
-// namespace (allowedRoutes.namespaces.from: All); the default, Same, takes only its own.
-func allowsRoutesFromAllNamespaces(l gwv1.Listener) bool {
+// admitsRoutesFrom reports whether listener l of a Gateway in namespace gwNS takes
+// routes from namespace ns: the default, Same, only its own; All every one; Selector
+// those whose labels (nsLabels, with Kubernetes' kubernetes.io/metadata.name) match
+// its matchLabels.
+func admitsRoutesFrom(l gwv1.Listener, gwNS, ns string, nsLabels map[string]map[string]string) bool {
 	if l.AllowedRoutes == nil || l.AllowedRoutes.Namespaces == nil {
-		return false
+		return ns == gwNS
 	}
-	return ptrOr(l.AllowedRoutes.Namespaces.From, gwv1.NamespacesFromSame) == gwv1.NamespacesFromAll
+	switch ptrOr(l.AllowedRoutes.Namespaces.From, gwv1.NamespacesFromSame) {
+	case gwv1.NamespacesFromAll:
+		return true
+	case gwv1.NamespacesFromSelector:
+		labels := maps.Clone(nsLabels[ns])
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[namespaceNameLabel] = ns
+		sel := l.AllowedRoutes.Namespaces.Selector
+		return sel != nil && len(sel.MatchLabels) > 0 && (&model.Service{Selector: sel.MatchLabels}).Selects(labels)
+	}
+	return ns == gwNS
+}
+
+// namespaceNameLabel is the label Kubernetes gives every namespace, its own name.
+const namespaceNameLabel = "kubernetes.io/metadata.name"
+
+// checkListenerTLS checks an HTTPS listener's tls as meshlab serves it: mode Terminate
+// (the default) with one certificateRef to a Secret of the Gateway's namespace (a
+// kubernetes.io/tls Secret, or generic with tls.crt/tls.key), which istiod reads as the
+// server's credential. Passthrough needs a TLSRoute and another namespace a
+// ReferenceGrant, neither of which meshlab reads: both are refused by name.
+func checkListenerTLS(t *gwv1.ListenerTLSConfig, ns, f string, p problems) {
+	if t == nil {
+		p.addf(f, "is required for an HTTPS listener (mode Terminate with certificateRefs to a Secret)")
+		return
+	}
+	if m := ptrOr(t.Mode, gwv1.TLSModeTerminate); m != gwv1.TLSModeTerminate {
+		p.addf(f+".mode", "%q is not supported by meshlab (Terminate; Passthrough needs a TLSRoute, which meshlab does not read)", m)
+	}
+	switch len(t.CertificateRefs) {
+	case 0:
+		p.addf(f+".certificateRefs", "at least one is required with mode Terminate (a Secret holding tls.crt and tls.key)")
+	case 1:
+	default:
+		p.addf(f+".certificateRefs", "%d references: meshlab serves one certificate per listener", len(t.CertificateRefs))
+	}
+	for i, r := range t.CertificateRefs {
+		rf := fmt.Sprintf("%s.certificateRefs[%d]", f, i)
+		if r.Group != nil && *r.Group != "" {
+			p.addf(rf+".group", "%q: a certificate is a core Secret (group \"\")", *r.Group)
+		}
+		if r.Kind != nil && *r.Kind != "Secret" {
+			p.addf(rf+".kind", "%q: a certificate is a Secret", *r.Kind)
+		}
+		if r.Namespace != nil && string(*r.Namespace) != ns {
+			p.addf(rf+".namespace", "%q: a Secret of another namespace needs a ReferenceGrant, which meshlab does not read; put the Secret in the Gateway's namespace %s", *r.Namespace, ns)
+		}
+		if msg := checkDNSLabel(string(r.Name), 253); msg != "" {
+			p.addf(rf+".name", "%q %s", r.Name, msg)
+		}
+	}
 }

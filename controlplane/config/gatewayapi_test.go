@@ -204,13 +204,43 @@ spec: {gatewayClassName: istio, listeners: [{name: http, port: 80, protocol: HTT
 		{"tls listener", `apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: {name: g}
+spec: {gatewayClassName: istio, listeners: [{name: tls, port: 443, protocol: TLS}]}
+`, `spec.listeners[0].protocol: "TLS" is not supported by meshlab's Gateway API (HTTP, HTTPS; use Istio's Gateway for TLS and TCP)`},
+		{"https without tls", `apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: g}
 spec: {gatewayClassName: istio, listeners: [{name: https, port: 443, protocol: HTTPS}]}
-`, `spec.listeners[0].protocol: "HTTPS" is not supported by meshlab's Gateway API`},
-		{"listener tls field", `apiVersion: gateway.networking.k8s.io/v1
+`, `spec.listeners[0].tls: is required for an HTTPS listener (mode Terminate with certificateRefs to a Secret)`},
+		{"https without certificate", `apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: {name: g}
 spec: {gatewayClassName: istio, listeners: [{name: https, port: 443, protocol: HTTPS, tls: {mode: Terminate}}]}
-`, `spec.listeners[0].tls: is not supported by meshlab's Gateway (it reads allowedRoutes, hostname, name, port, protocol)`},
+`, `spec.listeners[0].tls.certificateRefs: at least one is required with mode Terminate (a Secret holding tls.crt and tls.key)`},
+		{"passthrough", `apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: g}
+spec: {gatewayClassName: istio, listeners: [{name: https, port: 443, protocol: HTTPS, tls: {mode: Passthrough, certificateRefs: [{name: c}]}}]}
+`, `spec.listeners[0].tls.mode: "Passthrough" is not supported by meshlab (Terminate; Passthrough needs a TLSRoute, which meshlab does not read)`},
+		{"certificate in another namespace", `apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: g, namespace: istio-system}
+spec: {gatewayClassName: istio, listeners: [{name: https, port: 443, protocol: HTTPS, tls: {certificateRefs: [{name: c, namespace: default}]}}]}
+`, `spec.listeners[0].tls.certificateRefs[0].namespace: "default": a Secret of another namespace needs a ReferenceGrant, which meshlab does not read; put the Secret in the Gateway's namespace istio-system`},
+		{"certificate of another kind", `apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: g}
+spec: {gatewayClassName: istio, listeners: [{name: https, port: 443, protocol: HTTPS, tls: {certificateRefs: [{name: c, kind: ConfigMap}]}}]}
+`, `spec.listeners[0].tls.certificateRefs[0].kind: "ConfigMap": a certificate is a Secret`},
+		{"tls options", `apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: g}
+spec: {gatewayClassName: istio, listeners: [{name: https, port: 443, protocol: HTTPS, tls: {certificateRefs: [{name: c}], options: {a: b}}}]}
+`, `spec.listeners[0].tls.options: is not supported by meshlab's Gateway (it reads certificateRefs, mode)`},
+		{"tls on http", `apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: g}
+spec: {gatewayClassName: istio, listeners: [{name: http, port: 80, protocol: HTTP, tls: {certificateRefs: [{name: c}]}}]}
+`, `spec.listeners[0].tls: is only read on an HTTPS listener (protocol is HTTP)`},
 		{"other class", `apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: {name: g}
@@ -220,7 +250,12 @@ spec: {gatewayClassName: nginx, listeners: [{name: http, port: 80, protocol: HTT
 kind: Gateway
 metadata: {name: g}
 spec: {gatewayClassName: istio, listeners: [{name: http, port: 80, protocol: HTTP, allowedRoutes: {namespaces: {from: Selector}}}]}
-`, `spec.listeners[0].allowedRoutes.namespaces.from: "Selector" is not supported by meshlab (Same, All)`},
+`, `spec.listeners[0].allowedRoutes.namespaces.selector.matchLabels: is required with from: Selector (meshlab reads matchLabels)`},
+		{"selector expressions", `apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: g}
+spec: {gatewayClassName: istio, listeners: [{name: http, port: 80, protocol: HTTP, allowedRoutes: {namespaces: {from: Selector, selector: {matchExpressions: [{key: a, operator: Exists}]}}}}]}
+`, `spec.listeners[0].allowedRoutes.namespaces.selector.matchExpressions: is not supported by meshlab's Gateway (it reads matchLabels)`},
 		{"timeouts", `apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: {name: r}
@@ -306,5 +341,96 @@ spec:
 	refs, err := Refs("gw.yaml", []byte(httpbinGatewayAPI))
 	if err != nil || len(refs) != 3 || refs[1].Kind != GatewayAPIGatewayKind {
 		t.Errorf("Refs: %v %v; want the Gateway API Gateway as %s", refs, err, GatewayAPIGatewayKind)
+	}
+}
+
+// secureGatewayAPI is the Gateway API form of Istio's Secure Gateways task: a Gateway in
+// istio-system with an HTTPS listener terminating TLS with the Secret
+// httpbin-credential, admitting routes from the namespaces labelled
+// kubernetes.io/metadata.name: default, and the task's HTTPRoute in default.
+const secureGatewayAPI = `apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata:
+  name: mygateway
+  namespace: istio-system
+spec:
+  gatewayClassName: istio
+  listeners:
+  - name: https
+    hostname: "httpbin.example.com"
+    port: 443
+    protocol: HTTPS
+    tls:
+      mode: Terminate
+      certificateRefs:
+      - name: httpbin-credential
+    allowedRoutes:
+      namespaces:
+        from: Selector
+        selector:
+          matchLabels:
+            kubernetes.io/metadata.name: default
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: httpbin
+spec:
+  parentRefs:
+  - name: mygateway
+    namespace: istio-system
+  hostnames: ["httpbin.example.com"]
+  rules:
+  - matches:
+    - path:
+        type: PathPrefix
+        value: /status
+    - path:
+        type: PathPrefix
+        value: /delay
+    backendRefs:
+    - name: httpbin
+      port: 8000
+`
+
+// An HTTPS listener becomes, as istiod converts it, an Istio Gateway server of protocol
+// HTTPS terminating TLS (SIMPLE) with the Secret its certificateRef names; its
+// automated deployment's Service port is HTTPS; from: Selector admits the route of the
+// namespace whose kubernetes.io/metadata.name matches, not a route of another.
+func TestGatewayAPIHTTPSListener(t *testing.T) {
+	m := buildGatewayAPI(t, secureGatewayAPI)
+	if len(m.Istio.Gateways) != 1 {
+		t.Fatalf("gateways %v, want one", m.Istio.Gateways)
+	}
+	srv := m.Istio.Gateways[0].Spec.GetServers()[0]
+	if srv.GetPort().GetProtocol() != "HTTPS" || srv.GetTls().GetMode().String() != "SIMPLE" ||
+		srv.GetTls().GetCredentialName() != "httpbin-credential" || !slices.Equal(srv.GetHosts(), []string{"*/httpbin.example.com"}) {
+		t.Errorf("server %v: want HTTPS, SIMPLE with credentialName httpbin-credential, hosts */httpbin.example.com", srv)
+	}
+	if len(m.Istio.VirtualServices) != 1 || m.Istio.VirtualServices[0].Namespace != "default" {
+		t.Fatalf("virtual services %v, want the route of default attached", m.Istio.VirtualServices)
+	}
+	var svc *model.Service
+	for _, s := range m.Services {
+		if s.Namespace == "istio-system" && s.Name == "mygateway-istio" {
+			svc = s
+		}
+	}
+	if svc == nil {
+		t.Fatal("no Service istio-system/mygateway-istio")
+	}
+	if i := slices.IndexFunc(svc.Ports, func(p model.ServicePort) bool { return p.Port == 443 }); i < 0 || svc.Ports[i].Protocol != model.ProtocolHTTPS {
+		t.Errorf("service ports %v, want 443 of protocol HTTPS", svc.Ports)
+	}
+	// The selector names default: a route of another namespace does not attach.
+	other := strings.Replace(secureGatewayAPI, "kubernetes.io/metadata.name: default", "kubernetes.io/metadata.name: other", 1)
+	if m := buildGatewayAPI(t, other); len(m.Istio.VirtualServices) != 0 {
+		t.Errorf("a route in default attached to a listener selecting namespace other: %v", m.Istio.VirtualServices[0].Spec)
+	}
+	// A label of a Namespace object is matched too.
+	labelled := strings.Replace(secureGatewayAPI, "kubernetes.io/metadata.name: default", "shared-gateway-access: \"true\"", 1) +
+		"---\napiVersion: v1\nkind: Namespace\nmetadata: {name: default, labels: {shared-gateway-access: \"true\"}}\n"
+	if m := buildGatewayAPI(t, labelled); len(m.Istio.VirtualServices) != 1 {
+		t.Errorf("a route in a namespace labelled as the selector asks did not attach")
 	}
 }

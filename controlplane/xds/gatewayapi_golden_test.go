@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 
 	"github.com/meshlab/meshlab/controlplane/config"
@@ -170,5 +172,78 @@ spec:
 	if len(wc) != 2 || wc[0].GetWeight().GetValue() != 75 || wc[1].GetWeight().GetValue() != 25 ||
 		wc[1].GetName() != "outbound|8000||httpbin-v2.default.svc.cluster.local" {
 		t.Errorf("/get weighted clusters = %v; want httpbin 75, httpbin-v2 25", wc)
+	}
+}
+
+// The Secure Gateways task's Gateway API form: an HTTPS listener terminating TLS with
+// the Secret httpbin-credential of the Gateway's namespace. The automated deployment's
+// router pod gets istiod's HTTPS server: 0.0.0.0_443 with a chain matched on the
+// listener's hostname, its certificate over ADS as kubernetes://httpbin-credential (the
+// Secret sent with it), and its own route configuration with httpbin.example.com:443.
+func TestGatewayAPIHTTPS(t *testing.T) {
+	t.Parallel()
+	scenario := strings.SplitN(gatewayAPIScenario, "---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway", 2)[0] + `---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: mygateway, namespace: istio-system}
+spec:
+  gatewayClassName: istio
+  listeners:
+  - name: https
+    hostname: httpbin.example.com
+    port: 443
+    protocol: HTTPS
+    tls: {mode: Terminate, certificateRefs: [{name: httpbin-credential}]}
+    allowedRoutes: {namespaces: {from: Selector, selector: {matchLabels: {kubernetes.io/metadata.name: default}}}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: httpbin}
+spec:
+  parentRefs: [{name: mygateway, namespace: istio-system}]
+  hostnames: ["httpbin.example.com"]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /status}}]
+    backendRefs: [{name: httpbin, port: 8000}]
+`
+	s, err := config.Load("secure-gateway-api.yaml", []byte(scenario))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.Build(config.BuildOptions{PodCIDR: netip.MustParsePrefix("10.244.0.0/16"), ServiceCIDR: netip.MustParsePrefix("10.96.0.0/16")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Secrets = append(m.Secrets,
+		&model.Secret{Name: "httpbin-credential", Namespace: "istio-system", Cert: []byte("CERT"), Key: []byte("KEY")},
+		&model.Secret{Name: "httpbin-credential", Namespace: "default", Cert: []byte("WRONG"), Key: []byte("WRONG")})
+	i := slices.IndexFunc(m.Pods, func(p *model.Pod) bool { return p.Router })
+	if i < 0 || m.Pods[i].Namespace != "istio-system" {
+		t.Fatal("no router pod for the Gateway in istio-system")
+	}
+	res := generateGateway(t, m, m.Pods[i].Name)
+	testutil.Golden(t, "gatewayapi-https", dumpJSON(t, res))
+	if got := names(res[resource.ListenerType]); !slices.Equal(got, []string{"0.0.0.0_443"}) {
+		t.Fatalf("listeners = %q; want [0.0.0.0_443]", got)
+	}
+	fc := res[resource.ListenerType][0].(*listener.Listener).GetFilterChains()
+	if len(fc) != 1 || !slices.Equal(fc[0].GetFilterChainMatch().GetServerNames(), []string{"httpbin.example.com"}) {
+		t.Fatalf("chains %v; want one matched on httpbin.example.com", fc)
+	}
+	var ctx tlsv3.DownstreamTlsContext
+	if err := fc[0].GetTransportSocket().GetTypedConfig().UnmarshalTo(&ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c := ctx.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs(); len(c) != 1 || c[0].GetName() != "kubernetes://httpbin-credential" {
+		t.Errorf("certificate %v; want kubernetes://httpbin-credential", c)
+	}
+	secrets := res[resource.SecretType]
+	if len(secrets) != 1 || string(secrets[0].(*tlsv3.Secret).GetTlsCertificate().GetCertificateChain().GetInlineBytes()) != "CERT" {
+		t.Errorf("secrets %v; want istio-system's httpbin-credential", secrets)
+	}
+	rc := res[resource.RouteType]
+	if len(rc) != 1 || len(rc[0].(*route.RouteConfiguration).GetVirtualHosts()) != 1 ||
+		rc[0].(*route.RouteConfiguration).GetVirtualHosts()[0].GetName() != "httpbin.example.com:443" {
+		t.Errorf("routes %v; want one configuration with virtual host httpbin.example.com:443", names(rc))
 	}
 }
