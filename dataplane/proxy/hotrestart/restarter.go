@@ -87,10 +87,13 @@ type Parent interface {
 func (r *Restarter) ServeChild(ctx context.Context, p Parent) error {
 	log := r.opts.Logger
 	to := SocketName(r.opts.SocketPath, RoleChild, r.opts.BaseID, r.opts.Epoch+1)
+	// The loop sleeps in recv until a child writes: an idle proxy does not wake up for
+	// it. The end of ctx sets a read deadline in the past, which no recv here replaces,
+	// so the loop sees it whether it is in recv or about to enter it.
+	stop := context.AfterFunc(ctx, r.parent.interrupt)
+	defer stop()
 	for ctx.Err() == nil {
-		// A short deadline lets the loop notice ctx without racing a deadline set from
-		// another goroutine.
-		m, f, err := r.parent.recv(time.Now().Add(200 * time.Millisecond))
+		m, f, err := r.parent.recv(time.Time{})
 		closeFile(f) // a child never sends fds
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {

@@ -50,11 +50,18 @@ func (s *rpcSocket) send(to string, m *Message, f *os.File) error {
 	return nil
 }
 
-// recv reads the next whole message, waiting until deadline (zero: forever). A file
-// received as SCM_RIGHTS is returned with it (the caller owns it).
+// interrupt makes a recv without a deadline, waiting now or later, return
+// os.ErrDeadlineExceeded: a deadline in the past stays until recv is given another.
+func (s *rpcSocket) interrupt() { _ = s.conn.SetReadDeadline(time.Unix(1, 0)) }
+
+// recv reads the next whole message, waiting until deadline; a zero deadline leaves the
+// socket's read deadline as it is (none, unless interrupt set one). A file received as
+// SCM_RIGHTS is returned with it (the caller owns it).
 func (s *rpcSocket) recv(deadline time.Time) (*Message, *os.File, error) {
-	if err := s.conn.SetReadDeadline(deadline); err != nil {
-		return nil, nil, fmt.Errorf("set read deadline: %w", err)
+	if !deadline.IsZero() {
+		if err := s.conn.SetReadDeadline(deadline); err != nil {
+			return nil, nil, fmt.Errorf("set read deadline: %w", err)
+		}
 	}
 	buf := make([]byte, MaxDatagram)
 	oob := make([]byte, syscall.CmsgSpace(4*4))
