@@ -21,7 +21,8 @@ import (
 // is up" line), `meshlab down` to the lab process gone, and, in the last iteration, the
 // idle pods' cost: Pss per pod by process role (/proc/PID/smaps_rollup of every process
 // in each pod's network namespace) and the CPU the 100 pods use over idleWindow while
-// nothing happens (utime+stime from /proc/PID/stat), as a percentage of one core. Run:
+// nothing happens (utime+stime from /proc/PID/stat), as a percentage of one core, and
+// the CPU time starting them took (per pod by role, and the lab process's). Run:
 //
 //	sudo go test ./e2e -run '^$' -bench UpScale -benchtime 3x
 //
@@ -82,6 +83,10 @@ func BenchmarkUpScale(b *testing.B) {
 	b.ReportMetric(pssTotal/pods/1024, "pss-MB/pod")
 	b.ReportMetric(idle.total(), "idle-cpu-%core")
 	b.ReportMetric(idle.labCPU, "idle-cpu-lab-%core")
+	for _, role := range podRoles {
+		b.ReportMetric(idle.startCPU[role]/pods*1000, "start-cpu-"+role+"-ms/pod")
+	}
+	b.ReportMetric(idle.labStart, "start-cpu-lab-s")
 	b.Logf("%d pods, %d processes measured; idle window %s", services*2, idle.procs, idleWindow)
 }
 
@@ -111,12 +116,15 @@ func median(d []time.Duration) time.Duration {
 }
 
 // idleCost is what the idle pods of a lab cost: Pss in kB and CPU in percent of one core,
-// by role, and the lab process's own CPU.
+// by role, and the lab process's own CPU; and what starting them cost: the CPU seconds
+// the pods' processes and the lab process had used when the window began.
 type idleCost struct {
-	pss    map[string]float64
-	cpu    map[string]float64
-	labCPU float64
-	procs  int
+	pss      map[string]float64
+	cpu      map[string]float64
+	labCPU   float64
+	procs    int
+	startCPU map[string]float64
+	labStart float64
 }
 
 func (c *idleCost) total() float64 {
@@ -151,7 +159,13 @@ func measureIdle(l *runningLab, pods int) (*idleCost, error) {
 		return nil, err
 	}
 	time.Sleep(idleWindow)
-	c := &idleCost{pss: map[string]float64{}, cpu: map[string]float64{}}
+	c := &idleCost{pss: map[string]float64{}, cpu: map[string]float64{}, startCPU: map[string]float64{},
+		labStart: float64(labBefore) / clockTicks}
+	for role, ps := range procs {
+		for _, p := range ps {
+			c.startCPU[role] += float64(before[p]) / clockTicks
+		}
+	}
 	pct := func(ticks uint64) float64 {
 		return float64(ticks) / clockTicks / idleWindow.Seconds() * 100
 	}

@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"sync"
 )
@@ -18,14 +20,26 @@ type deps struct {
 	lookup     lookup
 	listenHost string              // where the status port listens: "0.0.0.0" in a pod, loopback in tests
 	tune       func(*epochManager) // optional: tests shorten the manager's timings
+	// settled is called once, when the first proxy epoch is LIVE (optional): Run returns
+	// the start-up's garbage to the OS then.
+	settled func()
 }
 
 // Run runs one pod's agent: it binds agent.sock, the status port and the DNS proxy, starts
 // the proxy (epoch 0) and the name-table poller, and blocks until ctx ends. Then it drains
 // and stops the proxy, stops its servers, removes agent.sock and returns. It returns an
 // error if c is invalid, a port or socket cannot be bound, or a server fails.
+//
+// It tunes the Go runtime for a supervisor that idles: one P (the agent's work is a few
+// requests at a time; one P also keeps one set of per-P span caches instead of one per
+// core, and stops the runtime's periodic GOMAXPROCS re-reading), unless GOMAXPROCS is set
+// in the environment; and once the proxy is LIVE the heap of the start-up (certificate,
+// bootstrap, first status reads) is collected and handed back to the OS.
 func Run(ctx context.Context, c Config, log *slog.Logger) error {
-	return run(ctx, c, log, deps{launch: execLauncher{}, lookup: osLookup, listenHost: "0.0.0.0"})
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
+	}
+	return run(ctx, c, log, deps{launch: execLauncher{}, lookup: osLookup, listenHost: "0.0.0.0", settled: debug.FreeOSMemory})
 }
 
 func run(ctx context.Context, c Config, log *slog.Logger, d deps) (err error) {
@@ -98,6 +112,9 @@ func run(ctx context.Context, c Config, log *slog.Logger, d deps) (err error) {
 		d.tune(mgr)
 	}
 	ready := readiness{serving: mgr.serving, admin: admin}
+	if d.settled != nil {
+		go whenLive(ctx, mgr, d.settled)
+	}
 	names := &nameStore{}
 	status := func(ctx context.Context) Status {
 		st := buildStatus(ctx, c.Pod, mgr, ready)
@@ -167,6 +184,22 @@ func run(ctx context.Context, c Config, log *slog.Logger, d deps) (err error) {
 	}
 	log.Info("agent stopped")
 	return nil
+}
+
+// whenLive calls f once an epoch of mgr is LIVE, unless ctx ends first.
+func whenLive(ctx context.Context, mgr *epochManager, f func()) {
+	for {
+		ch := mgr.changes()
+		if st, _, ok := mgr.serving(); ok && st.State == EpochLive {
+			f()
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // listenAPIAndStatus binds what the agent serves in both modes, sidecar and proxyless: its

@@ -667,3 +667,25 @@ func TestEpochManagerIdlePollingBacksOff(t *testing.T) {
 		t.Errorf("parent seen draining %s after its child went LIVE, want well under the 1 min idle interval", took)
 	}
 }
+
+// whenLive runs its func once the first epoch is LIVE (the agent frees its start-up
+// heap then), not before.
+func TestWhenLive(t *testing.T) {
+	p := newFakeProxy()
+	p.setAutoLive(false)
+	m, _, _ := startManager(t, p, 0)
+	recv(t, p)
+	called := make(chan struct{})
+	go whenLive(t.Context(), m, func() { close(called) })
+	select {
+	case <-called:
+		t.Fatal("called while the epoch is starting")
+	case <-time.After(100 * time.Millisecond):
+	}
+	p.setState(0, adminv3.ServerInfo_LIVE)
+	select {
+	case <-called:
+	case <-time.After(5 * time.Second):
+		t.Fatal("not called 5s after the epoch went LIVE")
+	}
+}
