@@ -17,7 +17,10 @@ import (
 // killed with SIGKILL, or is still running (it is killed first): every process it started,
 // every process still inside one of its namespaces, its namespaces (and with them every
 // link), and its run directory. Clean is idempotent and safe to run on a lab that is gone.
-func Clean(root, name string, log *slog.Logger) error {
+func Clean(root, name string, log *slog.Logger) error { return clean(host, root, name, log) }
+
+// clean is Clean on the system sys.
+func clean(sys system, root, name string, log *slog.Logger) error {
 	if err := ValidateName(name); err != nil {
 		return err
 	}
@@ -26,8 +29,8 @@ func Clean(root, name string, log *slog.Logger) error {
 
 	// The lab process first, so it does not restart what we kill.
 	if r, err := ReadRecord(p); err == nil && r.PID != os.Getpid() {
-		killProcess(r.PID, r.PIDStart, syscall.SIGKILL)
-		waitGone(r.PID, r.PIDStart, 2*time.Second)
+		signalIfAlive(sys.procs, r.PID, r.PIDStart, syscall.SIGKILL)
+		waitGone(sys.procs, r.PID, r.PIDStart, 2*time.Second)
 	}
 	entries, err := readJournal(p.Journal())
 	if err != nil {
@@ -35,30 +38,30 @@ func Clean(root, name string, log *slog.Logger) error {
 	}
 	for _, e := range entries {
 		if e.Kind == "process" {
-			killProcess(e.PID, e.Start, syscall.SIGKILL)
+			signalIfAlive(sys.procs, e.PID, e.Start, syscall.SIGKILL)
 		}
 	}
 
-	namespaces, err := labNamespaces(root, name, entries)
+	namespaces, err := labNamespaces(sys.ns, root, name, entries)
 	if err != nil {
 		errs = append(errs, err)
 	}
 	// Anything still inside a lab namespace belongs to the lab (a proxy forked by an agent,
 	// a command started with meshlab exec): kill it before the namespace goes.
 	for _, ns := range namespaces {
-		pids, err := netns.PIDsIn(ns)
+		pids, err := sys.procs.PIDsIn(ns)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		for _, pid := range pids {
 			if pid != os.Getpid() {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
+				_ = sys.procs.Signal(pid, syscall.SIGKILL)
 			}
 		}
 	}
 	for _, ns := range namespaces {
-		if err := netns.Delete(ns); err != nil {
+		if err := sys.ns.Delete(ns); err != nil {
 			errs = append(errs, fmt.Errorf("delete namespace %s: %w", ns, err))
 		} else {
 			log.Debug("deleted namespace", "netns", ns)
@@ -73,7 +76,7 @@ func Clean(root, name string, log *slog.Logger) error {
 // labNamespaces returns the namespaces of lab name: those in its journal, plus any
 // "ml-<name>-*" namespace that no other lab's journal claims (lab "a" must not take
 // "ml-a-b-node" of lab "a-b").
-func labNamespaces(root, name string, entries []entry) ([]string, error) {
+func labNamespaces(nss namespaces, root, name string, entries []entry) ([]string, error) {
 	seen := map[string]bool{}
 	var out []string
 	for _, e := range entries {
@@ -89,7 +92,7 @@ func labNamespaces(root, name string, entries []entry) ([]string, error) {
 		}
 	}
 	prefix := "ml-" + name + "-"
-	all, err := netns.List(prefix)
+	all, err := nss.List(prefix)
 	if err != nil {
 		return out, err
 	}
@@ -223,13 +226,14 @@ func CleanableBy(root string, uid uint32, force bool) (mine []string, skipped []
 	return mine, skipped, nil
 }
 
-func waitGone(pid int, start uint64, d time.Duration) bool {
+// waitGone waits up to d for pid (started at start) to be gone, and reports whether it is.
+func waitGone(p processes, pid int, start uint64, d time.Duration) bool {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
-		if !processAlive(pid, start) {
+		if !p.Alive(pid, start) {
 			return true
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return !processAlive(pid, start)
+	return !p.Alive(pid, start)
 }

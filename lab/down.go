@@ -23,8 +23,8 @@ func Down(root, name string, timeout time.Duration, log *slog.Logger) error {
 		return &NoSuchLabError{Name: name, Known: known}
 	}
 	if r, err := ReadRecord(p); err == nil && processAlive(r.PID, r.PIDStart) {
-		killProcess(r.PID, r.PIDStart, syscall.SIGTERM)
-		if !waitGone(r.PID, r.PIDStart, timeout) {
+		signalIfAlive(host.procs, r.PID, r.PIDStart, syscall.SIGTERM)
+		if !waitGone(host.procs, r.PID, r.PIDStart, timeout) {
 			log.Warn("lab process did not stop in time; cleaning up by force", "pid", r.PID)
 		}
 	}

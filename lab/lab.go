@@ -85,6 +85,7 @@ type Lab struct {
 	log   *slog.Logger
 	out   io.Writer
 	rec   *Record
+	sys   system // the kernel and processes, as Start and Clean reach them (system.go)
 	jr    *journal
 	disc  *discovery.Server
 	ca    *caops.CA // the CA, its pod tokens and rotations (lab/caops); nil in bare unit-test Labs

@@ -275,21 +275,22 @@ func (l *Lab) removePod(p *model.Pod) error {
 	if err := l.jr.add(entry{Kind: entryNetNSDeleted, Name: ns, Pod: p.Name}); err != nil {
 		errs = append(errs, err)
 	}
+	sys := l.syscalls()
 	if netns.Exists(ns) {
-		pids, err := netns.PIDsIn(ns)
+		pids, err := sys.procs.PIDsIn(ns)
 		if err != nil {
 			errs = append(errs, err)
 		}
 		for _, pid := range pids {
 			if pid != os.Getpid() {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
+				_ = sys.procs.Signal(pid, syscall.SIGKILL)
 			}
 		}
 		for _, pid := range pids {
-			waitGone(pid, 0, 2*time.Second)
+			waitGone(sys.procs, pid, 0, 2*time.Second)
 		}
 	}
-	if err := netns.Delete(ns); err != nil {
+	if err := sys.ns.Delete(ns); err != nil {
 		errs = append(errs, fmt.Errorf("delete namespace %s: %w", ns, err))
 	}
 	// The node's end of the pod's veth: deleting it deletes the pair now, even if

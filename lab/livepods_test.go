@@ -204,7 +204,7 @@ func TestLabNamespacesSkipsDeletedPods(t *testing.T) {
 		{Kind: entryNetNSDeleted, Name: "ml-zq9-b"},
 		{Kind: "netns", Name: "ml-zq9-b"},
 	}
-	got, err := labNamespaces(root, "zq9", entries)
+	got, err := labNamespaces(host.ns, root, "zq9", entries)
 	if err != nil {
 		t.Fatal(err)
 	}

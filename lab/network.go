@@ -52,7 +52,7 @@ func (l *Lab) createNetwork() error {
 	if err := l.jr.add(entry{Kind: "netns", Name: ns}); err != nil {
 		return err
 	}
-	if err := netns.SetupNode(netns.NodeConfig{Namespace: ns, Bridge: bridgeName, Gateway: gateway(l.opts.PodCIDR)}); err != nil {
+	if err := l.syscalls().ns.SetupNode(netns.NodeConfig{Namespace: ns, Bridge: bridgeName, Gateway: gateway(l.opts.PodCIDR)}); err != nil {
 		return fmt.Errorf("create node namespace %s: %w", ns, err)
 	}
 	return nil
@@ -66,7 +66,8 @@ func (l *Lab) createPodNetwork(name string, ip netip.Addr, sidecar bool) error {
 		return err
 	}
 	gw := gateway(l.opts.PodCIDR)
-	err := netns.SetupPod(netns.PodConfig{
+	nss := l.syscalls().ns
+	err := nss.SetupPod(netns.PodConfig{
 		Namespace:     ns,
 		NodeNamespace: NodeNamespace(l.opts.Name),
 		Bridge:        bridgeName,
@@ -79,10 +80,7 @@ func (l *Lab) createPodNetwork(name string, ip netip.Addr, sidecar bool) error {
 	}
 	// As container runtimes do for Kubernetes pods: any uid may bind any port, so an app
 	// running unprivileged can still serve on port 80.
-	err = netns.Do(ns, func() error {
-		return os.WriteFile("/proc/sys/net/ipv4/ip_unprivileged_port_start", []byte("0"), 0o644)
-	})
-	if err != nil {
+	if err := nss.AllowLowPorts(ns); err != nil {
 		return fmt.Errorf("allow unprivileged ports in %s: %w", ns, err)
 	}
 	if !sidecar {
@@ -92,7 +90,7 @@ func (l *Lab) createPodNetwork(name string, ip netip.Addr, sidecar bool) error {
 	if err := os.WriteFile(l.paths.PodDir(name)+"/iptables.rules", []byte(rules), 0o644); err != nil {
 		return fmt.Errorf("write capture rules of %s: %w", name, err)
 	}
-	if err := capture.NewApplier().Apply(ns, rules); err != nil {
+	if err := nss.ApplyRules(ns, rules); err != nil {
 		return fmt.Errorf("install capture rules in %s: %w", ns, err)
 	}
 	return nil

@@ -5,7 +5,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 )
 
 // processStart returns the start time of pid (field 22 of /proc/<pid>/stat, clock ticks
@@ -47,11 +46,4 @@ func processAlive(pid int, start uint64) bool {
 	}
 	got, err := processStart(pid)
 	return err == nil && got == start
-}
-
-// killProcess sends sig to pid if it is still the process that started at start.
-func killProcess(pid int, start uint64, sig syscall.Signal) {
-	if processAlive(pid, start) {
-		_ = syscall.Kill(pid, sig)
-	}
 }

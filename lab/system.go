@@ -1,0 +1,95 @@
+package lab
+
+import (
+	"os"
+	"syscall"
+
+	"github.com/meshlab/meshlab/netns"
+	"github.com/meshlab/meshlab/netns/capture"
+)
+
+// system is the kernel and the other processes as creating and removing a lab reach
+// them: namespaces with their links and rules, and signals. host is the real one; the
+// unit tests of Start's network and of Clean give a recorder (system_test.go) and compare
+// what it was asked, as netns's plans are compared with their recorder.
+type system struct {
+	ns    namespaces
+	procs processes
+}
+
+// namespaces are the lab's network namespaces. Calls are independent; an implementation
+// is safe for concurrent use.
+type namespaces interface {
+	// List lists the named namespaces whose names start with prefix.
+	List(prefix string) ([]string, error)
+	// Delete removes the named namespace, and with it every link inside it.
+	Delete(name string) error
+	// SetupNode creates the node namespace with its bridge; SetupPod creates a pod's
+	// namespace with its veth on that bridge (netns's plans).
+	SetupNode(c netns.NodeConfig) error
+	SetupPod(c netns.PodConfig) error
+	// AllowLowPorts lets every uid in the namespace bind any port, as container runtimes
+	// do for Kubernetes pods (net.ipv4.ip_unprivileged_port_start=0).
+	AllowLowPorts(name string) error
+	// ApplyRules installs iptables-restore rules in the namespace.
+	ApplyRules(name, rules string) error
+}
+
+// processes are the processes a lab started or that run in its namespaces.
+type processes interface {
+	// PIDsIn lists the processes inside the named network namespace.
+	PIDsIn(ns string) ([]int, error)
+	// Alive reports whether pid runs and is the process that started at start (0: any);
+	// zombies are dead.
+	Alive(pid int, start uint64) bool
+	// Signal sends sig to pid.
+	Signal(pid int, sig syscall.Signal) error
+}
+
+// host is the real system.
+var host = system{ns: hostNamespaces{}, procs: hostProcesses{}}
+
+// syscalls is the system the lab runs on: Lab.sys, or the host for a Lab made without
+// one (the bare Labs of unit tests).
+func (l *Lab) syscalls() system {
+	if l.sys.ns == nil || l.sys.procs == nil {
+		return host
+	}
+	return l.sys
+}
+
+// hostNamespaces are namespaces through package netns.
+type hostNamespaces struct{}
+
+var _ namespaces = hostNamespaces{}
+
+func (hostNamespaces) List(prefix string) ([]string, error) { return netns.List(prefix) }
+func (hostNamespaces) Delete(name string) error             { return netns.Delete(name) }
+func (hostNamespaces) SetupNode(c netns.NodeConfig) error   { return netns.SetupNode(c) }
+func (hostNamespaces) SetupPod(c netns.PodConfig) error     { return netns.SetupPod(c) }
+
+func (hostNamespaces) AllowLowPorts(name string) error {
+	return netns.Do(name, func() error {
+		return os.WriteFile("/proc/sys/net/ipv4/ip_unprivileged_port_start", []byte("0"), 0o644)
+	})
+}
+
+func (hostNamespaces) ApplyRules(name, rules string) error {
+	return capture.NewApplier().Apply(name, rules)
+}
+
+// hostProcesses are processes through /proc and kill(2).
+type hostProcesses struct{}
+
+var _ processes = hostProcesses{}
+
+func (hostProcesses) PIDsIn(ns string) ([]int, error)          { return netns.PIDsIn(ns) }
+func (hostProcesses) Alive(pid int, start uint64) bool         { return processAlive(pid, start) }
+func (hostProcesses) Signal(pid int, sig syscall.Signal) error { return syscall.Kill(pid, sig) }
+
+// signalIfAlive sends sig to pid if it is still the process that started at start.
+func signalIfAlive(p processes, pid int, start uint64, sig syscall.Signal) {
+	if p.Alive(pid, start) {
+		_ = p.Signal(pid, sig)
+	}
+}
