@@ -31,9 +31,10 @@ type proxyState struct {
 
 // typeState is one resource type of a proxy's current snapshot.
 type typeState struct {
-	res   []types.Resource // sorted by name, shared with the history: never modified
-	names []string         // res's names
-	anys  []*anypb.Any     // res encoded, as every SotW response carries them (sotwcache.go)
+	res   []types.Resource    // sorted by name, shared with the history: never modified
+	names []string            // res's names
+	anys  []*anypb.Any        // res encoded, as every SotW response carries them (sotwcache.go)
+	keys  [][sha256.Size]byte // each resource's digest (of its type and encoding), which sum is of
 	sum   [sha256.Size]byte
 	since string // the version whose snapshot first had these resources: a delta proxy's Want
 }
@@ -51,11 +52,12 @@ func (s *Server) Update(ctx context.Context, m *model.Model) error {
 // UpdateFor is Update with what triggered it ("apply: VirtualService default/reviews"),
 // which History shows beside each version it makes.
 //
-// The work is scoped as istiod's: only the resource types the change can touch are
-// generated again (xds.ChangedTypes: a VirtualService change rebuilds routes and
-// listeners, reusing every proxy's clusters and endpoints), on every core (a worker per
-// CPU), and identical resources generated for several proxies are kept once, shared by
-// their snapshots and the history.
+// The work is scoped as istiod's: only what the change can touch is generated again
+// (xds.ChangeScope: a VirtualService change rebuilds routes, reusing every proxy's
+// clusters and endpoints; an endpoint change rebuilds the clusters and load assignments
+// of the Services the pod backs and keeps every other resource), on every core (a
+// worker per CPU), and identical resources generated for several proxies are kept once,
+// shared by their snapshots and the history.
 func (s *Server) UpdateFor(ctx context.Context, m *model.Model, trigger string) error {
 	if m == nil {
 		return errors.New("update xds: nil model")
@@ -63,7 +65,7 @@ func (s *Server) UpdateFor(ctx context.Context, m *model.Model, trigger string) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	version := "v" + strconv.FormatUint(s.version+1, 10)
-	scope := xds.ChangedTypes(s.model, m)
+	scope := xds.ChangeScope(s.model, m)
 
 	var pods []*model.Pod
 	for _, pod := range m.Pods {
@@ -111,6 +113,7 @@ func (s *Server) UpdateFor(ctx context.Context, m *model.Model, trigger string) 
 	for _, r := range pushed {
 		if err := s.cache.setSnapshot(ctx, r.id, r.snap, encode(version, r.state)); err != nil {
 			delete(s.proxies, r.id) // unknown state: the next update sets it again
+			s.model = nil           // some proxies are on m already: the next update is not scoped
 			return fmt.Errorf("update xds %s: set snapshot for %s: %w", version, r.id, err)
 		}
 		s.proxies[r.id] = r.state
@@ -136,7 +139,7 @@ func (s *Server) UpdateFor(ctx context.Context, m *model.Model, trigger string) 
 	s.nodes = slices.Sorted(maps.Keys(seen))
 	s.model = m // for SetNack and the next update's scope: the last model that was pushed
 	s.log.Info("xds updated", "version", version, "proxies", len(seen), "pushed", len(pushed), "removed", len(gone),
-		"scope", scopeNames(scope), "trigger", trigger)
+		"scope", scopeNames(scope.Types), "hosts", len(scope.Hosts), "pods", len(scope.Pods), "trigger", trigger)
 	return nil
 }
 
@@ -152,22 +155,30 @@ type genResult struct {
 }
 
 // generate builds one proxy's snapshot for version: the types in scope generated again
-// (every type for a new proxy or one whose nack fault changed), the others reused from
-// its last snapshot.
-func (s *Server) generate(m *model.Model, pod *model.Pod, scope []resource.Type, version string, in *interner) genResult {
+// (every type for a new proxy, one the scope names, or one whose nack fault changed),
+// the scope's hosts replaced in its clusters and endpoints, the rest reused from its last
+// snapshot.
+func (s *Server) generate(m *model.Model, pod *model.Pod, scope xds.Scope, version string, in *interner) genResult {
 	id := pod.NodeID()
 	r := genResult{id: id}
 	prev := s.proxies[id] // read-only while s.mu is held by UpdateFor
 	nacked := s.faults.nacked(id)
-	typs := scope
-	if prev == nil || prev.nacked != nacked {
+	typs := scope.Types
+	var byHost []resource.Type // types whose scope.Hosts are replaced
+	if prev == nil || prev.nacked != nacked || scope.Pods[id] {
 		typs = xds.GeneratedTypes
+	} else if len(scope.Hosts) > 0 {
+		for _, typ := range []resource.Type{resource.ClusterType, resource.EndpointType} {
+			if !slices.Contains(typs, typ) {
+				byHost = append(byHost, typ)
+			}
+		}
 	}
 	r.state = &proxyState{nacked: nacked, types: map[resource.Type]typeState{}}
 	if prev != nil {
 		maps.Copy(r.state.types, prev.types)
 	}
-	if len(typs) == 0 {
+	if len(typs) == 0 && len(byHost) == 0 {
 		return r
 	}
 	// Types pods share by xds.SharedKey are built once per key; the others for this pod.
@@ -176,8 +187,16 @@ func (s *Server) generate(m *model.Model, pod *model.Pod, scope []resource.Type,
 	var own []resource.Type
 	built := make(map[resource.Type]typeState, len(typs))
 	costs := map[resource.Type]int{}
+	for _, typ := range byHost {
+		ts, cost, err := s.replaceHosts(m, pod, typ, prev.types[typ], scope.Hosts, in)
+		if err != nil {
+			r.err = fmt.Errorf("%s: %w", id, err)
+			return r
+		}
+		built[typ], costs[typ] = ts, cost
+	}
 	for _, typ := range typs {
-		key, ok := xds.SharedKey(typ, pod)
+		key, ok := xds.SharedKey(m, typ, pod)
 		if !ok || (nacked && typ == resource.ListenerType) {
 			own = append(own, typ)
 			continue
@@ -226,7 +245,7 @@ func (s *Server) generate(m *model.Model, pod *model.Pod, scope []resource.Type,
 		}
 	}
 	changed := prev == nil
-	for _, typ := range typs {
+	for _, typ := range append(slices.Clone(typs), byHost...) {
 		ts, cost := built[typ], costs[typ]
 		if old, ok := r.state.types[typ]; !ok || old.sum != ts.sum {
 			changed = true
@@ -258,6 +277,70 @@ func (s *Server) generate(m *model.Model, pod *model.Pod, scope []resource.Type,
 	}
 	r.snap = snap
 	return r
+}
+
+// replaceHosts returns typ's state for pod with the resources of hosts generated again
+// (xds.GenerateHosts) and the others kept from prev, and the encoded bytes of the
+// resources first kept. A type pods share by xds.SharedKey is replaced once per key:
+// every pod of a key had the same resources of the last model.
+func (s *Server) replaceHosts(m *model.Model, pod *model.Pod, typ resource.Type, prev typeState, hosts map[string]bool, in *interner) (typeState, int, error) {
+	build := func() (typeState, int, error) {
+		add, err := xds.GenerateHosts(m, pod, in.xds, typ, hosts)
+		if err != nil {
+			return typeState{}, 0, err
+		}
+		fresh, cost, err := in.intern(typ, add)
+		if err != nil {
+			return typeState{}, 0, err
+		}
+		ts := mergeHosts(typ, prev, fresh, hosts)
+		return ts, cost, checkTypeSize(pod.NodeID(), typ, ts)
+	}
+	key, ok := xds.SharedKey(m, typ, pod)
+	if !ok {
+		return build()
+	}
+	e, first := in.shared(typ, "\x00hosts\x00"+key)
+	e.once.Do(func() { e.ts, e.cost, e.err = build() })
+	if !first {
+		return e.ts, 0, e.err
+	}
+	return e.ts, e.cost, e.err
+}
+
+// mergeHosts returns prev without its resources of hosts (by xds.ResourceHost), with
+// fresh's, sorted by name; both are sorted by name.
+func mergeHosts(typ resource.Type, prev, fresh typeState, hosts map[string]bool) typeState {
+	n := len(prev.names) + len(fresh.names)
+	ts := typeState{res: make([]types.Resource, 0, n), names: make([]string, 0, n), anys: make([]*anypb.Any, 0, n),
+		keys: make([][sha256.Size]byte, 0, n)}
+	take := func(from typeState, i int) {
+		ts.res = append(ts.res, from.res[i])
+		ts.names = append(ts.names, from.names[i])
+		ts.anys = append(ts.anys, from.anys[i])
+		ts.keys = append(ts.keys, from.keys[i])
+	}
+	i, j := 0, 0
+	for i < len(prev.names) || j < len(fresh.names) {
+		if i < len(prev.names) && hosts[xds.ResourceHost(prev.names[i])] {
+			i++
+			continue
+		}
+		if j == len(fresh.names) || (i < len(prev.names) && prev.names[i] < fresh.names[j]) {
+			take(prev, i)
+			i++
+			continue
+		}
+		take(fresh, j)
+		j++
+	}
+	sums := sha256.New()
+	sums.Write([]byte(typ))
+	for _, k := range ts.keys {
+		sums.Write(k[:])
+	}
+	sums.Sum(ts.sum[:0])
+	return ts
 }
 
 // checkTypeSize refuses, as checkPushSize (limits.go) does, a type whose push would
@@ -329,7 +412,8 @@ func newInterner(m *model.Model) *interner {
 // the type's state, sorted by name, and the encoded bytes of the resources kept for the
 // first time.
 func (in *interner) intern(typ resource.Type, rs []types.Resource) (typeState, int, error) {
-	ts := typeState{res: make([]types.Resource, len(rs)), names: make([]string, len(rs)), anys: make([]*anypb.Any, len(rs))}
+	ts := typeState{res: make([]types.Resource, len(rs)), names: make([]string, len(rs)), anys: make([]*anypb.Any, len(rs)),
+		keys: make([][sha256.Size]byte, len(rs))}
 	order := make([]int, len(rs))
 	for i, r := range rs {
 		ts.names[i] = cachev3.GetResourceName(r)
@@ -351,7 +435,7 @@ func (in *interner) intern(typ resource.Type, rs []types.Resource) (typeState, i
 			in.mu.Lock()
 			kept := in.res[key]
 			in.mu.Unlock()
-			ts.res[i], ts.anys[i] = kept.res, kept.any
+			ts.res[i], ts.anys[i], ts.keys[i] = kept.res, kept.any, key
 			continue
 		}
 		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(r)
@@ -372,7 +456,7 @@ func (in *interner) intern(typ resource.Type, rs []types.Resource) (typeState, i
 		}
 		in.byPtr[r] = key
 		in.mu.Unlock()
-		ts.res[i], ts.anys[i] = kept.res, kept.any
+		ts.res[i], ts.anys[i], ts.keys[i] = kept.res, kept.any, key
 	}
 	ts.names = names
 	sums.Sum(ts.sum[:0])

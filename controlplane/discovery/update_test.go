@@ -2,7 +2,9 @@ package discovery
 
 import (
 	"context"
+	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,7 +47,7 @@ func withDR(m *model.Model, svc string, lb networking.LoadBalancerSettings_Simpl
 // TestScopedUpdateMatchesFullGeneration checks that what the scoped, shared, parallel
 // update sets for every proxy is exactly what xds.Generate makes of the model, through
 // a sequence of the common changes and the nack fault, and that a VirtualService change
-// reuses clusters and endpoints while a Service change rebuilds them.
+// reuses clusters and endpoints while a Service change rebuilds its own only.
 func TestScopedUpdateMatchesFullGeneration(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, Options{SocketGID: -1})
@@ -65,6 +67,23 @@ func TestScopedUpdateMatchesFullGeneration(t *testing.T) {
 			return model.New(m.Services, append(slices.Clone(m.Pods), scalePod(1, 2, false)))
 		}()},
 		{"new service", scaleModel(5, 2)},
+		{"pod relabelled to another service", relabelled(scaleModel(5, 2), "svc-001-1", "svc-003", "")},
+		{"pod with another service account", relabelled(scaleModel(5, 2), "svc-001-1", "svc-001", "other-sa")},
+		{"service port renumbered", func() *model.Model {
+			m := scaleModel(5, 2)
+			m.Services[3].Ports[0].Port = 9090
+			return m
+		}()},
+		{"TCP service", func() *model.Model {
+			m := scaleModel(5, 2)
+			m.Services[3].Ports = append(m.Services[3].Ports, model.ServicePort{Name: "tcp", Port: 5000, TargetPort: 5000, Protocol: model.ProtocolTCP})
+			return m
+		}()},
+		{"short host, no service", withVSHost(scaleModel(5, 2), "svc-000", "svc-009.default")},
+		{"short host resolves to a new service", withVSHost(scaleModel(10, 1), "svc-000", "svc-009.default")},
+		{"service removed", withVSHost(scaleModel(9, 1), "svc-000", "svc-009.default")},
+		{"entry on a short host", withEntryAndDR(scaleModel(9, 1), "svc-009.default")},
+		{"service on the entry's short host", withEntryAndDR(scaleModel(10, 1), "svc-009.default")},
 		{"other namespace, sourceLabels", sourceLabelsModel(false)},
 		{"sourceLabels changed", sourceLabelsModel(true)},
 		{"pod gone", scaleModel(5, 1)},
@@ -95,8 +114,10 @@ func TestScopedUpdateMatchesFullGeneration(t *testing.T) {
 		case prevClusters == nil:
 		case st.name == "VirtualService changed" && clusters[name] != prevClusters[name]:
 			t.Errorf("%s: cluster %s was generated again; a VirtualService change reuses clusters", st.name, name)
-		case st.name == "new service" && clusters[name] == prevClusters[name]:
-			t.Errorf("%s: cluster %s was reused; a Service change rebuilds clusters", st.name, name)
+		case st.name == "new service" && clusters[name] != prevClusters[name]:
+			t.Errorf("%s: cluster %s was generated again; a new Service rebuilds only its own", st.name, name)
+		case st.name == "service port renumbered" && clusters[name] != prevClusters[name]:
+			t.Errorf("%s: cluster %s of another service was generated again", st.name, name)
 		}
 		prevClusters = clusters
 	}
@@ -107,6 +128,50 @@ func TestScopedUpdateMatchesFullGeneration(t *testing.T) {
 	if ca, cb := a.GetResources(resource.ClusterType)[name], b.GetResources(resource.ClusterType)[name]; ca == nil || ca != cb {
 		t.Errorf("cluster %s of two proxies: %p and %p, want one shared object", name, ca, cb)
 	}
+}
+
+// relabelled returns m with pod's app label set to app (it then backs that service)
+// and, when sa is set, its service account.
+func relabelled(m *model.Model, pod, app, sa string) *model.Model {
+	for i, p := range m.Pods {
+		if p.Name == pod {
+			c := *p
+			c.Labels = map[string]string{"app": app}
+			if sa != "" {
+				c.ServiceAccount = sa
+			}
+			m.Pods[i] = &c
+		}
+	}
+	return m
+}
+
+// withVSHost returns m with a VirtualService on svc sending its traffic to host.
+func withVSHost(m *model.Model, svc, host string) *model.Model {
+	m.Istio.VirtualServices = append(m.Istio.VirtualServices, &model.IstioConfig[*networking.VirtualService]{
+		Name: svc, Namespace: "default",
+		Spec: &networking.VirtualService{Hosts: []string{svc}, Http: []*networking.HTTPRoute{{
+			Route: []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: host}}},
+		}}},
+	})
+	return m
+}
+
+// withEntryAndDR returns m with a ServiceEntry for host (HTTP 8080, one static
+// address) and a DestinationRule on host.
+func withEntryAndDR(m *model.Model, host string) *model.Model {
+	m.Istio.ServiceEntries = append(m.Istio.ServiceEntries, &model.IstioConfig[*networking.ServiceEntry]{
+		Name: "entry", Namespace: "default",
+		Spec: &networking.ServiceEntry{Hosts: []string{host}, Resolution: networking.ServiceEntry_STATIC,
+			Ports:     []*networking.ServicePort{{Number: 8080, Name: "http", Protocol: "HTTP"}},
+			Endpoints: []*networking.WorkloadEntry{{Address: "10.9.9.9"}}},
+	})
+	m.Istio.DestinationRules = append(m.Istio.DestinationRules, &model.IstioConfig[*networking.DestinationRule]{
+		Name: "entry", Namespace: "default",
+		Spec: &networking.DestinationRule{Host: host, TrafficPolicy: &networking.TrafficPolicy{LoadBalancer: &networking.LoadBalancerSettings{
+			LbPolicy: &networking.LoadBalancerSettings_Simple{Simple: networking.LoadBalancerSettings_RANDOM}}}},
+	})
+	return m
 }
 
 // sourceLabelsModel is scaleModel(5, 2) with a pod in another namespace and a
@@ -208,4 +273,76 @@ func TestHistoryBoundInBytes(t *testing.T) {
 	if big.bytes != 0 || len(big.nodes) != 0 {
 		t.Errorf("after forget: %d bytes, %d nodes; want 0, 0", big.bytes, len(big.nodes))
 	}
+}
+
+// TestEndpointChangeRebuildsOnlyItsService checks, on a running server, that an endpoint
+// change (a pod without a sidecar joins svc-001) pushes every proxy a new version in
+// which only svc-001's load assignment is new: every other resource is the very object
+// of the previous snapshot (kept, not generated again), and svc-001's cluster too (the
+// pod adds no service account). A new Service keeps every other Service's clusters and
+// load assignments and every listener of the pods it does not select.
+func TestEndpointChangeRebuildsOnlyItsService(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, Options{SocketGID: -1})
+	ctx := context.Background()
+	base := scaleModel(4, 2)
+	if err := s.UpdateFor(ctx, base, "start"); err != nil {
+		t.Fatal(err)
+	}
+	snaps := func() map[string]*cachev3.Snapshot {
+		out := map[string]*cachev3.Snapshot{}
+		for _, p := range base.Pods {
+			snap, err := s.cache.GetSnapshot(p.NodeID())
+			if err != nil {
+				t.Fatalf("snapshot of %s: %v", p.Name, err)
+			}
+			out[p.Name] = snap.(*cachev3.Snapshot)
+		}
+		return out
+	}
+	// check compares every proxy's snapshot with before: the resources fresh names are
+	// new objects, every other one is the same object.
+	check := func(step string, before map[string]*cachev3.Snapshot, fresh func(pod string, typ resource.Type, name string) bool) {
+		t.Helper()
+		after := snaps()
+		for pod, a := range after {
+			b := before[pod]
+			if a.GetVersion(resource.EndpointType) == b.GetVersion(resource.EndpointType) {
+				t.Errorf("%s: %s kept version %s; every proxy sees the change", step, pod, a.GetVersion(resource.EndpointType))
+			}
+			for _, typ := range []resource.Type{resource.ClusterType, resource.EndpointType, resource.ListenerType, resource.RouteType} {
+				for name, r := range a.GetResources(typ) {
+					old, had := b.GetResources(typ)[name]
+					if want := fresh(pod, typ, name); want != (!had || old != r) {
+						t.Errorf("%s: %s %s %s: generated again %v, want %v", step, pod, typ, name, !had || old != r, want)
+					}
+				}
+			}
+		}
+	}
+	svc1 := func(name string) bool { return xds.ResourceHost(name) == "svc-001.default.svc.cluster.local" }
+	before := snaps()
+	endpoint := model.New(base.Services, append(slices.Clone(base.Pods), scalePod(1, 2, false)))
+	if err := s.UpdateFor(ctx, endpoint, "endpoint"); err != nil {
+		t.Fatal(err)
+	}
+	checkMatchesGenerate(t, s, endpoint, "endpoint", "")
+	check("endpoint", before, func(_ string, typ resource.Type, name string) bool {
+		return typ == resource.EndpointType && svc1(name)
+	})
+
+	before = snaps()
+	svc := scaleService(1)
+	svc.Name, svc.VIP = "api", netip.MustParseAddr("10.96.9.9")
+	withSvc := model.New(append(slices.Clone(endpoint.Services), svc), endpoint.Pods)
+	if err := s.UpdateFor(ctx, withSvc, "new service"); err != nil {
+		t.Fatal(err)
+	}
+	checkMatchesGenerate(t, s, withSvc, "new service", "")
+	check("new service", before, func(pod string, typ resource.Type, name string) bool {
+		if strings.HasPrefix(pod, "svc-001-") {
+			return true // api selects it: its inbound side, and so everything, is generated again
+		}
+		return typ == resource.RouteType || xds.ResourceHost(name) == "api.default.svc.cluster.local"
+	})
 }

@@ -14,8 +14,16 @@ import (
 // get an answer, even empty. A subset's assignment holds the endpoints whose labels
 // match the subset's.
 func endpoints(m *model.Model, pod *model.Pod) []types.Resource {
+	return hostEndpoints(m, pod, nil)
+}
+
+// hostEndpoints is endpoints, of the hosts in hosts only when hosts is not nil.
+func hostEndpoints(m *model.Model, pod *model.Pod, hosts map[string]bool) []types.Resource {
 	var out []types.Resource
 	for _, sp := range outboundPorts(m) {
+		if hosts != nil && !hosts[sp.host] {
+			continue
+		}
 		if sp.dnsResolved() || sp.passthroughResolved() {
 			continue // STRICT_DNS clusters carry their own load assignment, ORIGINAL_DST ones need none
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"reflect"
 	"slices"
 	"sort"
@@ -14,6 +15,7 @@ import (
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/proto"
+	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/meshlab/meshlab/controlplane/model"
 )
@@ -38,6 +40,8 @@ type Shared struct {
 	m        *model.Model
 	mu       sync.Mutex
 	outbound map[string]*sharedOutbound // by namespace
+	byHosts  map[string]*sharedOutbound // by namespace, of hosts only (GenerateHosts)
+	hosts    map[string]bool            // the hosts of byHosts
 }
 
 type sharedOutbound struct {
@@ -48,7 +52,7 @@ type sharedOutbound struct {
 
 // NewShared returns an empty Shared for m.
 func NewShared(m *model.Model) *Shared {
-	return &Shared{m: m, outbound: map[string]*sharedOutbound{}}
+	return &Shared{m: m}
 }
 
 // GenerateShared is GenerateTypes taking the parts pods share from sh (nil: none),
@@ -120,40 +124,214 @@ func GenerateShared(m *model.Model, pod *model.Pod, sh *Shared, typs ...resource
 	return out, nil
 }
 
-// ChangedTypes returns the types whose resources may differ between old and cur for a
-// pod of both models, by what each type's generation reads (istiod's ConfigsUpdated
-// scoping): when only VirtualServices differ, routes, and listeners too when a
-// VirtualService of either model has TCP or TLS routes (those are in listeners, and
-// which VirtualService a host takes may change with any); when only DestinationRules differ, clusters,
-// endpoints (subsets) and secrets (credentialName); when both, those five; anything else (services, pods, mesh
-// config, other Istio kinds, a field added to the model later) every type. Specs are
-// compared with proto.Equal, the rest field by field; what cannot be compared counts as
-// changed. A nil model changes every type.
-func ChangedTypes(old, cur *model.Model) []resource.Type {
+// Scope is what a change between two models can touch for the proxies of the newer one,
+// as istiod scopes a push by its ConfigsUpdated and an endpoint change by an incremental
+// EDS push. What it leaves out is reused from each proxy's last resources.
+type Scope struct {
+	// Types are generated again, whole, for every proxy.
+	Types []resource.Type
+	// Hosts are the hostnames of Services whose outbound clusters and load assignments
+	// are generated again for every proxy, the other hosts' kept (GenerateHosts), where
+	// ClusterType or EndpointType is not in Types: the Services a change adds, removes
+	// or edits, and those selecting a pod that came, went or changed.
+	Hosts map[string]bool
+	// Pods are the node ids of proxies whose every type is generated again: a pod that
+	// changed in place or that a changed Service selects (its inbound side), and on any
+	// Service or pod change the gateways and proxyless pods, whose generators read
+	// services and endpoints in other ways.
+	Pods map[string]bool
+}
+
+// ChangeScope returns the scope of the change from old to cur, by what each type's
+// generation reads. Istio's networking objects: when only VirtualServices differ,
+// routes, and listeners too when a VirtualService of either model has TCP or TLS routes
+// (those are in listeners, and which VirtualService a host takes may change with any);
+// when only DestinationRules differ, clusters, endpoints (subsets) and secrets (a rule's
+// credentialName brings the Secret's SDS resources). Pods (an endpoint
+// change): the clusters and load assignments of the Services selecting a pod that came,
+// went or changed (its labels pick subsets, its service account the clusters' SANs, its
+// sidecar the endpoint's mTLS mark), and that pod whole. Services: their clusters and
+// load assignments, every proxy's routes (a virtual host per service), listeners when
+// the set of HTTP port numbers changes or a changed Service has a TCP port, and the pods
+// they select whole. What it cannot scope that finely is every type: a change to
+// anything else (mesh config, other Istio kinds, a field added to the model later), a
+// Service change with a ServiceEntry on its host (or on "<name>.<ns>", which a
+// DestinationRule may name either), a pod change with ServiceEntry endpoints naming
+// pods. Values are compared with proto.Equal and
+// field by field; what cannot be compared counts as changed. A nil model changes every
+// type.
+func ChangeScope(old, cur *model.Model) Scope {
+	full := Scope{Types: slices.Clone(GeneratedTypes)}
 	if old == nil || cur == nil {
-		return slices.Clone(GeneratedTypes)
+		return full
 	}
 	rest := func(m *model.Model) model.Model {
 		c := *m
 		c.Istio.VirtualServices, c.Istio.DestinationRules = nil, nil
+		c.Services, c.Pods = nil, nil
 		return c
 	}
 	ro, rc := rest(old), rest(cur)
 	if !equalValue(reflect.ValueOf(&ro).Elem(), reflect.ValueOf(&rc).Elem()) {
-		return slices.Clone(GeneratedTypes)
+		return full
 	}
-	var out []resource.Type
+	var typs []resource.Type
+	add := func(ts ...resource.Type) {
+		for _, t := range ts {
+			if !slices.Contains(typs, t) {
+				typs = append(typs, t)
+			}
+		}
+	}
 	if !equalValue(reflect.ValueOf(old.Istio.VirtualServices), reflect.ValueOf(cur.Istio.VirtualServices)) {
-		out = append(out, resource.RouteType)
+		add(resource.RouteType)
 		if hasNonHTTPRoutes(old) || hasNonHTTPRoutes(cur) {
-			out = append(out, resource.ListenerType)
+			add(resource.ListenerType)
 		}
 	}
 	if !equalValue(reflect.ValueOf(old.Istio.DestinationRules), reflect.ValueOf(cur.Istio.DestinationRules)) {
 		// Secrets too: a rule's credentialName brings the Secret's SDS resources.
-		out = append(out, resource.ClusterType, resource.EndpointType, resource.SecretType)
+		add(resource.ClusterType, resource.EndpointType, resource.SecretType)
+	}
+	svcs := changedObjects(old.Services, cur.Services, func(s *model.Service) string { return s.Namespace + "/" + s.Name })
+	pods := changedObjects(old.Pods, cur.Pods, func(p *model.Pod) string { return p.Namespace + "/" + p.Name })
+	if len(svcs) == 0 && len(pods) == 0 {
+		return Scope{Types: typs}
+	}
+	if len(pods) > 0 && entriesNamePods(cur) {
+		return full
+	}
+	sc := Scope{Hosts: map[string]bool{}, Pods: map[string]bool{}}
+	if len(svcs) > 0 {
+		var short []string
+		for _, c := range svcs {
+			for _, s := range []*model.Service{c.old, c.cur} {
+				if s == nil {
+					continue
+				}
+				sc.Hosts[s.Hostname()] = true
+				short = append(short, s.Name+"."+s.Namespace, s.Name+"."+s.Namespace+".svc")
+				for _, p := range s.Ports {
+					if !p.Protocol.IsHTTP() {
+						add(resource.ListenerType) // its own listener, on its VIP
+					}
+				}
+			}
+		}
+		// A host a VirtualService or DestinationRule writes as "<name>.<ns>" resolves to
+		// the Service when there is one (resolveHost), else stays as written: a change of
+		// what a DestinationRule applies to that scoping misses only when a ServiceEntry
+		// has that host. The rest (routes, TCP and TLS routes) is generated whole below.
+		if entryOnHost(cur, sc.Hosts, short) {
+			return full
+		}
+		add(resource.RouteType) // a virtual host per service of the port
+		if hasNonHTTPRoutes(old) || hasNonHTTPRoutes(cur) || !slices.Equal(httpPorts(old), httpPorts(cur)) {
+			add(resource.ListenerType)
+		}
+		for _, p := range cur.Pods {
+			for _, c := range svcs {
+				if p.Sidecar.Inject && ((c.old != nil && c.old.Namespace == p.Namespace && c.old.Selects(p.Labels)) ||
+					(c.cur != nil && c.cur.Namespace == p.Namespace && c.cur.Selects(p.Labels))) {
+					sc.Pods[p.NodeID()] = true // its inbound side
+				}
+			}
+		}
+	}
+	for _, c := range pods {
+		if c.old != nil {
+			for _, s := range old.ServicesFor(c.old) {
+				sc.Hosts[s.Hostname()] = true
+			}
+		}
+		if c.cur != nil {
+			for _, s := range cur.ServicesFor(c.cur) {
+				sc.Hosts[s.Hostname()] = true
+			}
+			if c.cur.Sidecar.Inject {
+				sc.Pods[c.cur.NodeID()] = true
+			}
+		}
+	}
+	for _, p := range cur.Pods {
+		if p.Sidecar.Inject && (p.Router || p.Sidecar.GRPCAgent) {
+			sc.Pods[p.NodeID()] = true
+		}
+	}
+	sc.Types = typs
+	return sc
+}
+
+// ChangedTypes returns the types whose resources may differ between old and cur for a
+// pod of both models: ChangeScope's types, or every type when its scope also names
+// hosts or pods (a Service or pod change).
+func ChangedTypes(old, cur *model.Model) []resource.Type {
+	sc := ChangeScope(old, cur)
+	if len(sc.Hosts) > 0 || len(sc.Pods) > 0 {
+		return slices.Clone(GeneratedTypes)
+	}
+	return sc.Types
+}
+
+// Full reports whether the scope generates every type of every proxy again.
+func (s Scope) Full() bool { return len(s.Types) == len(GeneratedTypes) }
+
+// changed is one object that a change added (old nil), removed (cur nil) or edited.
+type changed[T any] struct{ old, cur T }
+
+// changedObjects returns the objects of old and cur, matched by key, that differ.
+func changedObjects[T any](old, cur []T, key func(T) string) []changed[T] {
+	byKey := make(map[string]T, len(old))
+	for _, o := range old {
+		byKey[key(o)] = o
+	}
+	var zero T
+	var out []changed[T]
+	for _, c := range cur {
+		k := key(c)
+		o, ok := byKey[k]
+		delete(byKey, k)
+		if !ok {
+			out = append(out, changed[T]{zero, c})
+		} else if !equalValue(reflect.ValueOf(o), reflect.ValueOf(c)) {
+			out = append(out, changed[T]{o, c})
+		}
+	}
+	for _, o := range old {
+		if _, gone := byKey[key(o)]; gone {
+			out = append(out, changed[T]{o, zero})
+		}
 	}
 	return out
+}
+
+// entriesNamePods reports whether a ServiceEntry of m has a STATIC endpoint that names a
+// lab pod instead of an address (instances in serviceentry.go looks the pod up).
+func entriesNamePods(m *model.Model) bool {
+	for _, se := range m.Istio.ServiceEntries {
+		if se.Spec.GetResolution() == networking.ServiceEntry_DNS {
+			continue
+		}
+		for _, we := range se.Spec.GetEndpoints() {
+			if _, err := netip.ParseAddr(we.GetAddress()); err != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// entryOnHost reports whether a ServiceEntry of m has one of hosts or short.
+func entryOnHost(m *model.Model, hosts map[string]bool, short []string) bool {
+	for _, se := range m.Istio.ServiceEntries {
+		for _, h := range se.Spec.GetHosts() {
+			h = strings.TrimSuffix(strings.ToLower(h), ".")
+			if hosts[h] || slices.Contains(short, h) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // hasNonHTTPRoutes reports whether a VirtualService of m has TCP or TLS routes.
@@ -226,13 +404,15 @@ func equalValue(a, b reflect.Value) bool {
 }
 
 // SharedKey returns, for a type whose resources depend on the pod only through some of
-// its fields, a key of those fields: from one model, pods with equal keys get identical
-// resources of the type, so a generator may build them once per key (istiod's XDS
-// cache keys routes and endpoints by what they depend on the same way). Routes read
-// the pod's namespace (the domains' short names) and labels (sourceLabels matches);
-// endpoints its namespace (the DestinationRule it sees). ok is false for the types
-// that depend on the whole pod (listeners and clusters carry its inbound side).
-func SharedKey(typ resource.Type, pod *model.Pod) (key string, ok bool) {
+// its fields, a key of those fields: from one model m, pods with equal keys get
+// identical resources of the type, so a generator may build them once per key (istiod's
+// XDS cache keys routes and endpoints by what they depend on the same way). A sidecar's
+// routes read its namespace (the domains' short names) and its labels only through the
+// sourceLabels matches of m's VirtualServices, so the key holds which of those match; a
+// gateway's routes are its Gateways', chosen by all its labels. Endpoints read the pod's
+// namespace (the DestinationRule it sees). ok is false for the types that depend on the
+// whole pod (listeners and clusters carry its inbound side).
+func SharedKey(m *model.Model, typ resource.Type, pod *model.Pod) (key string, ok bool) {
 	if pod.Sidecar.GRPCAgent {
 		return "", false // a proxyless pod's resources have other shapes (grpc.go)
 	}
@@ -242,9 +422,20 @@ func SharedKey(typ resource.Type, pod *model.Pod) (key string, ok bool) {
 		b.WriteString(pod.Namespace)
 		if pod.Router {
 			b.WriteString("\x00router") // a gateway's routes are its Gateways'
+			for _, k := range slices.Sorted(maps.Keys(pod.Labels)) {
+				b.WriteString("\x00" + k + "=" + pod.Labels[k])
+			}
+			return b.String(), true
 		}
-		for _, k := range slices.Sorted(maps.Keys(pod.Labels)) {
-			b.WriteString("\x00" + k + "=" + pod.Labels[k])
+		b.WriteByte(0)
+		for _, vs := range m.Istio.VirtualServices {
+			for _, h := range vs.Spec.GetHttp() {
+				for _, mt := range h.GetMatch() {
+					if sel := mt.GetSourceLabels(); len(sel) > 0 {
+						b.WriteByte('0' + byte(boolInt(labelsMatch(sel, pod.Labels))))
+					}
+				}
+			}
 		}
 		return b.String(), true
 	case resource.EndpointType:
@@ -253,36 +444,124 @@ func SharedKey(typ resource.Type, pod *model.Pod) (key string, ok bool) {
 	return "", false
 }
 
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // clusters is clusters(m, pod) with the outbound clusters built once per namespace: the
 // same loops, outbound then inbound then the fixed clusters. (TestScopedUpdate in
 // controlplane/discovery checks it against Generate.)
 func (sh *Shared) clusters(pod *model.Pod) ([]types.Resource, error) {
-	m := sh.m
-	sh.mu.Lock()
-	e, ok := sh.outbound[pod.Namespace]
-	if !ok {
-		e = &sharedOutbound{}
-		sh.outbound[pod.Namespace] = e
-	}
-	sh.mu.Unlock()
-	e.once.Do(func() {
-		for _, sp := range outboundPorts(m) {
-			for _, oc := range outboundClustersOf(m, pod, sp) {
-				c, err := outboundCluster(m, sp, oc)
-				if err != nil {
-					e.err = fmt.Errorf("build cluster %s: %w", oc.name, err)
-					return
-				}
-				e.cs = append(e.cs, c)
-			}
-		}
-	})
+	e := sh.entry(&sh.outbound, pod.Namespace)
+	e.once.Do(func() { e.cs, e.err = outboundClusters(sh.m, pod, nil) })
 	if e.err != nil {
 		return nil, e.err
 	}
-	local, err := localClusters(m, pod)
+	local, err := localClusters(sh.m, pod)
 	if err != nil {
 		return nil, err
 	}
 	return append(slices.Clip(e.cs), local...), nil
+}
+
+// entry returns the entry of ns in *by, creating both.
+func (sh *Shared) entry(by *map[string]*sharedOutbound, ns string) *sharedOutbound {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if *by == nil {
+		*by = map[string]*sharedOutbound{}
+	}
+	e, ok := (*by)[ns]
+	if !ok {
+		e = &sharedOutbound{}
+		(*by)[ns] = e
+	}
+	return e
+}
+
+// outboundClusters returns pod's outbound clusters, of the hosts in hosts only when
+// hosts is not nil, in the order clusters builds them.
+func outboundClusters(m *model.Model, pod *model.Pod, hosts map[string]bool) ([]types.Resource, error) {
+	var out []types.Resource
+	for _, sp := range outboundPorts(m) {
+		if hosts != nil && !hosts[sp.host] {
+			continue
+		}
+		for _, oc := range outboundClustersOf(m, pod, sp) {
+			c, err := outboundCluster(m, sp, oc)
+			if err != nil {
+				return nil, fmt.Errorf("build cluster %s: %w", oc.name, err)
+			}
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// GenerateHosts returns the outbound clusters (typ ClusterType) or load assignments
+// (EndpointType) that Generate makes for pod of the hosts in hosts, and nothing else,
+// validated and sorted by name: with ResourceHost, what a generator needs to replace a
+// Scope's Hosts in a pod's last resources of typ. With sh (nil: none) the clusters are
+// built once per namespace; every call on one Shared must pass the same hosts.
+func GenerateHosts(m *model.Model, pod *model.Pod, sh *Shared, typ resource.Type, hosts map[string]bool) ([]types.Resource, error) {
+	if sh != nil && sh.m != m {
+		return nil, errors.New("generate xds: Shared made for another model")
+	}
+	if m == nil || pod == nil {
+		return nil, errors.New("generate xds: nil model or pod")
+	}
+	if pod.Sidecar.GRPCAgent {
+		return nil, fmt.Errorf("generate xds for %s/%s: a proxyless pod's resources are generated whole", pod.Namespace, pod.Name)
+	}
+	var out []types.Resource
+	var err error
+	switch typ {
+	case resource.ClusterType:
+		if sh == nil {
+			out, err = outboundClusters(m, pod, hosts)
+			break
+		}
+		sh.mu.Lock()
+		if sh.hosts == nil {
+			sh.hosts = hosts
+		}
+		same := reflect.ValueOf(sh.hosts).UnsafePointer() == reflect.ValueOf(hosts).UnsafePointer()
+		sh.mu.Unlock()
+		if !same {
+			return nil, errors.New("generate xds: Shared used with other hosts")
+		}
+		e := sh.entry(&sh.byHosts, pod.Namespace)
+		e.once.Do(func() { e.cs, e.err = outboundClusters(m, pod, hosts) })
+		out, err = slices.Clip(e.cs), e.err
+	case resource.EndpointType:
+		out = hostEndpoints(m, pod, hosts)
+	default:
+		return nil, fmt.Errorf("generate xds for %s/%s: type %s is not generated by host", pod.Namespace, pod.Name, typ)
+	}
+	if err == nil {
+		err = validateAll(out)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("generate xds for %s/%s: %s: %w", pod.Namespace, pod.Name, typ, err)
+	}
+	out = slices.Clone(out)
+	sort.SliceStable(out, func(i, j int) bool { return cachev3.GetResourceName(out[i]) < cachev3.GetResourceName(out[j]) })
+	return out, nil
+}
+
+// ResourceHost returns the host of an outbound cluster or load assignment named
+// "outbound|<port>|<subset>|<host>", or "" for any other name.
+func ResourceHost(name string) string {
+	rest, ok := strings.CutPrefix(name, "outbound|")
+	if !ok {
+		return ""
+	}
+	parts := strings.SplitN(rest, "|", 3)
+	if len(parts) != 3 {
+		return ""
+	}
+	return parts[2]
 }
