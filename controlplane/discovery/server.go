@@ -132,6 +132,12 @@ func New(o Options) (*Server, error) {
 		}
 	}
 
+	codec, err := newPushCodec()
+	if err != nil {
+		unixLn.Close()
+		closeIfSet(tcpLn)
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	f := newFaults()
 	hist := newHistory(o.HistorySize, o.HistoryBytes, time.Now)
@@ -146,7 +152,7 @@ func New(o Options) (*Server, error) {
 		path:    o.SocketPath,
 		unixLn:  unixLn,
 		tcpLn:   tcpLn,
-		grpc:    grpc.NewServer(serverOptions(o, log)...),
+		grpc:    grpc.NewServer(append(serverOptions(o, log), grpc.ForceServerCodecV2(codec))...),
 		cache:   newSharedCache(cachev3.NewSnapshotCache(true, cachev3.IDHash{}, slogAdapter{log.With("subsystem", "go-control-plane")})),
 		tracker: newTrackerObserved(log, time.Now, observe),
 		cancel:  cancel,
