@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"net/netip"
 	"time"
 )
@@ -42,4 +41,4 @@ type NameTable struct {
 }
 
 // ErrUnknownPod is returned for a pod the lab does not have.
-var ErrUnknownPod = errors.New("unknown pod")
+var ErrUnknownPod = sentinel("unknown pod", ErrNotFound)

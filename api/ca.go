@@ -1,15 +1,12 @@
 package api
 
 import (
-	"context"
-	"errors"
-	"net/url"
 	"time"
 )
 
 // ErrCARequest is returned for a CA operation the lab refuses as asked (e.g. rotating a
 // user-supplied root without the new one, or while another rotation runs).
-var ErrCARequest = errors.New("invalid CA request")
+var ErrCARequest = sentinel("invalid CA request", ErrInvalid)
 
 // CertTrust is what a workload certificate chains to, as its agent reports it.
 type CertTrust struct {
@@ -66,32 +63,4 @@ type CARotateRequest struct {
 type CAClockRequest struct {
 	Offset string `json:"offset"`          // a Go duration, "0" resets
 	Renew  bool   `json:"renew,omitempty"` // have every agent renew at once, so the offset bites now
-}
-
-// CAStatus returns the lab CA's status.
-func (c *Client) CAStatus(ctx context.Context) (CAStatus, error) {
-	var out CAStatus
-	return out, c.get(ctx, "/v1/ca", &out)
-}
-
-// RotateRoot rotates the lab's root (to certPEM/keyPEM when given) and returns the new status.
-func (c *Client) RotateRoot(ctx context.Context, certPEM, keyPEM []byte) (CAStatus, error) {
-	var out CAStatus
-	return out, c.postJSON(ctx, "/v1/ca/rotate-root", CARotateRequest{CertPEM: string(certPEM), KeyPEM: string(keyPEM)}, &out)
-}
-
-// SetCAClock shifts the CA's clock by offset (0 resets) and returns the new status.
-func (c *Client) SetCAClock(ctx context.Context, offset time.Duration, renew bool) (CAStatus, error) {
-	var out CAStatus
-	return out, c.postJSON(ctx, "/v1/ca/clock", CAClockRequest{Offset: offset.String(), Renew: renew}, &out)
-}
-
-// PauseCertRenewal pauses (or resumes) a pod agent's certificate renewal.
-func (c *Client) PauseCertRenewal(ctx context.Context, pod string, paused bool) error {
-	verb := "resume"
-	if paused {
-		verb = "pause"
-	}
-	var out map[string]any
-	return c.postJSON(ctx, "/v1/pods/"+url.PathEscape(pod)+"/certs/"+verb, struct{}{}, &out)
 }

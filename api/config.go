@@ -1,10 +1,7 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
-	"net/http"
-	"net/url"
 	"time"
 )
 
@@ -33,10 +30,47 @@ type DeleteRequest struct {
 	Refs  []ObjectRef  `json:"refs,omitempty"`
 }
 
-// ChangeResult answers apply and delete: one line per object, as kubectl prints them
-// ("VirtualService default/reviews configured").
+// ChangeResult answers apply and delete: one change per object, then one per pod made or
+// removed, in the order kubectl would print them.
 type ChangeResult struct {
-	Changes []string `json:"changes"`
+	Changes []Change `json:"changes"`
+}
+
+// Actions of a Change.
+const (
+	ActionCreated    = "created"
+	ActionConfigured = "configured"
+	ActionUnchanged  = "unchanged"
+	ActionDeleted    = "deleted"
+	ActionFailed     = "FAILED" // a pod apply could not make, or that did not become ready
+)
+
+// PodKind is the Kind of a Change to a pod (made or removed by an apply or delete of its
+// workload), as `meshlab apply` prints it.
+const PodKind = "pod"
+
+// Change is one object an apply or delete changed, or one pod it made or removed.
+type Change struct {
+	Kind      string `json:"kind"` // the object's kind, or PodKind
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Action    string `json:"action"` // one of the Action constants
+	// Error says why a pod FAILED, or what went wrong removing a deleted one.
+	Error string `json:"error,omitempty"`
+}
+
+// String renders the change as kubectl does: "VirtualService default/reviews configured",
+// "pod default/reviews-v2-0 created", "pod default/x FAILED: why".
+func (c Change) String() string {
+	s := c.Kind + " " + c.Namespace + "/" + c.Name + " " + c.Action
+	switch {
+	case c.Error == "":
+	case c.Action == ActionFailed:
+		s += ": " + c.Error
+	default:
+		s += " with errors: " + c.Error
+	}
+	return s
 }
 
 // ConfigObject is one object of the lab, as GET /v1/objects lists it.
@@ -56,6 +90,9 @@ func (e *ConfigError) Error() string { return e.Err.Error() }
 
 // Unwrap returns the underlying error.
 func (e *ConfigError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrInvalid, the class of every ConfigError.
+func (e *ConfigError) Is(target error) bool { return target == ErrInvalid }
 
 // ProxyStatus is one proxy's xDS state, as `meshlab proxy-status` shows it.
 type ProxyStatus struct {
@@ -92,35 +129,4 @@ func (t TypeStatus) State() string {
 		return "NACK"
 	}
 	return "STALE"
-}
-
-// Apply sends files to the lab as one change and returns what changed.
-func (c *Client) Apply(ctx context.Context, files []ConfigFile) ([]string, error) {
-	var out ChangeResult
-	return out.Changes, c.postJSON(ctx, "/v1/apply", ApplyRequest{Files: files}, &out)
-}
-
-// Delete deletes objects from the lab as one change and returns what changed.
-func (c *Client) Delete(ctx context.Context, r DeleteRequest) ([]string, error) {
-	var out ChangeResult
-	return out.Changes, c.postJSON(ctx, "/v1/delete", r, &out)
-}
-
-// Objects lists the lab's objects (see ConfigStore.Objects).
-func (c *Client) Objects(ctx context.Context, kind, namespace, name string) ([]ConfigObject, error) {
-	q := url.Values{"kind": {kind}, "namespace": {namespace}, "name": {name}}
-	var out []ConfigObject
-	return out, c.get(ctx, "/v1/objects?"+q.Encode(), &out)
-}
-
-// ProxyStatus returns every proxy's xDS state.
-func (c *Client) ProxyStatus(ctx context.Context) ([]ProxyStatus, error) {
-	var out []ProxyStatus
-	return out, c.get(ctx, "/v1/proxy-status", &out)
-}
-
-// postJSON sends in as JSON and decodes the answer into out; an error answer's message is
-// returned as the error, as the lab wrote it.
-func (c *Client) postJSON(ctx context.Context, path string, in, out any) error {
-	return c.call(ctx, http.MethodPost, path, in, out)
 }

@@ -1,14 +1,6 @@
 package api
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-	"net/http"
-	"net/url"
 	"time"
 )
 
@@ -52,69 +44,7 @@ type Fault struct {
 
 // Fault errors, answered as 400, 409 and 404.
 var (
-	ErrBadFault     = errors.New("invalid fault")
-	ErrFaultExists  = errors.New("fault already active")
-	ErrUnknownFault = errors.New("unknown fault")
+	ErrBadFault     = sentinel("invalid fault", ErrInvalid)
+	ErrFaultExists  = sentinel("fault already active", ErrConflict)
+	ErrUnknownFault = sentinel("unknown fault", ErrNotFound)
 )
-
-// AddFault adds a fault to the lab.
-func (c *Client) AddFault(ctx context.Context, spec FaultSpec) (Fault, error) {
-	var out Fault
-	return out, c.call(ctx, http.MethodPost, "/v1/faults", spec, &out)
-}
-
-// Faults lists the lab's active faults.
-func (c *Client) Faults(ctx context.Context) ([]Fault, error) {
-	var out []Fault
-	return out, c.get(ctx, "/v1/faults", &out)
-}
-
-// ClearFaults clears the fault id, or every fault when id is "", and returns those cleared.
-func (c *Client) ClearFaults(ctx context.Context, id string) ([]Fault, error) {
-	var out []Fault
-	path := "/v1/faults"
-	if id != "" {
-		path += "/" + url.PathEscape(id)
-	}
-	return out, c.call(ctx, http.MethodDelete, path, nil, &out)
-}
-
-// call sends in (when not nil) as JSON with method to path and decodes the answer into
-// out; an error answer's message becomes the error.
-func (c *Client) call(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader = http.NoBody
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return fmt.Errorf("encode request %s: %w", path, err)
-		}
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://lab"+path, body)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("call lab API %s: %w", path, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return fmt.Errorf("call lab API %s: %w", path, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(data, &e) == nil && e.Error != "" {
-			return errors.New(e.Error)
-		}
-		return fmt.Errorf("call lab API %s: %s: %s", path, resp.Status, data)
-	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("decode lab API %s: %w", path, err)
-	}
-	return nil
-}

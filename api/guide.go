@@ -1,10 +1,5 @@
 package api
 
-import (
-	"context"
-	"errors"
-)
-
 // GuideState is where a person is in a lab started with `meshlab lab start`.
 type GuideState struct {
 	Lab          string `json:"lab"`
@@ -53,31 +48,7 @@ type CheckResult struct {
 // ErrLastStep a request to move past the last step, ErrNoSolution a request to solve a
 // step that has none.
 var (
-	ErrNoGuide    = errors.New("this lab has no guide: start one with meshlab lab start")
-	ErrLastStep   = errors.New("this is the last step")
-	ErrNoSolution = errors.New("this step has no solution to apply")
+	ErrNoGuide    = sentinel("this lab has no guide: start one with meshlab lab start", ErrNotFound)
+	ErrLastStep   = sentinel("this is the last step", ErrConflict)
+	ErrNoSolution = sentinel("this step has no solution to apply", ErrConflict)
 )
-
-// Guide reads where the lab's guide is.
-func (c *Client) Guide(ctx context.Context) (GuideState, error) {
-	var s GuideState
-	return s, c.get(ctx, "/v1/guide", &s)
-}
-
-// GuideCheck checks the current step.
-func (c *Client) GuideCheck(ctx context.Context) (GuideCheck, error) {
-	var r GuideCheck
-	return r, c.postJSON(ctx, "/v1/guide/check", struct{}{}, &r)
-}
-
-// GuideNext moves to the next step and runs its actions.
-func (c *Client) GuideNext(ctx context.Context) (GuideState, error) {
-	var s GuideState
-	return s, c.postJSON(ctx, "/v1/guide/next", struct{}{}, &s)
-}
-
-// GuideSolve applies the current step's solution and checks it.
-func (c *Client) GuideSolve(ctx context.Context) (GuideCheck, error) {
-	var r GuideCheck
-	return r, c.postJSON(ctx, "/v1/guide/solve", struct{}{}, &r)
-}

@@ -1,10 +1,6 @@
 package api
 
 import (
-	"context"
-	"errors"
-	"net/http"
-	"net/url"
 	"time"
 )
 
@@ -62,17 +58,4 @@ type ConfigFieldChange struct {
 }
 
 // ErrUnknownVersion is returned for a config version the control plane does not keep.
-var ErrUnknownVersion = errors.New("unknown config version")
-
-// PodHistory returns the config versions the control plane keeps of pod's proxy.
-func (c *Client) PodHistory(ctx context.Context, pod string) (PodHistory, error) {
-	var out PodHistory
-	return out, c.call(ctx, http.MethodGet, "/v1/pods/"+url.PathEscape(pod)+"/history", nil, &out)
-}
-
-// PodDiff returns the semantic difference between two config versions of pod's proxy.
-func (c *Client) PodDiff(ctx context.Context, pod, from, to string) (ConfigDiff, error) {
-	var out ConfigDiff
-	q := url.Values{"from": {from}, "to": {to}}
-	return out, c.call(ctx, http.MethodGet, "/v1/pods/"+url.PathEscape(pod)+"/diff?"+q.Encode(), nil, &out)
-}
+var ErrUnknownVersion = sentinel("unknown config version", ErrNotFound)

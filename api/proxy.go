@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"time"
 )
 
@@ -93,4 +92,4 @@ type ProxyRestart struct {
 }
 
 // ErrNoSidecar is returned for proxy operations on a pod without a sidecar.
-var ErrNoSidecar = errors.New("pod has no sidecar")
+var ErrNoSidecar = sentinel("pod has no sidecar", ErrConflict)

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"time"
 )
 
@@ -20,10 +19,4 @@ type PodSecrets struct {
 	Pod     string        `json:"pod"`
 	Secrets []ProxySecret `json:"secrets"`
 	Error   string        `json:"error,omitempty"`
-}
-
-// ProxySecrets returns every sidecar's secrets, read from the proxies.
-func (c *Client) ProxySecrets(ctx context.Context) ([]PodSecrets, error) {
-	var out []PodSecrets
-	return out, c.get(ctx, "/v1/proxy-secrets", &out)
 }

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"errors"
 )
 
@@ -107,11 +106,4 @@ type TraceRule struct {
 type TraceResource struct {
 	Name   string `json:"name"`
 	Origin string `json:"origin,omitempty"`
-}
-
-// Trace calls POST /v1/trace.
-func (c *Client) Trace(ctx context.Context, r TraceRequest) (TraceResult, error) {
-	var out TraceResult
-	err := c.postJSON(ctx, "/v1/trace", r, &out)
-	return out, err
 }

@@ -179,4 +179,4 @@ func (r *TrafficResult) AddResponseHeaders(h http.Header) {
 }
 
 // ErrBadTraffic marks a traffic request the lab cannot send (unknown host, no sidecar...).
-var ErrBadTraffic = errors.New("bad traffic request")
+var ErrBadTraffic = sentinel("bad traffic request", ErrInvalid)

@@ -459,7 +459,8 @@ func TestDashboardSecurityInBrowser(t *testing.T) { //nolint:tparallel // the su
 		waitText(ctx, t, "#pod-fault-msg", "added")
 		waitText(ctx, t, "#pod-faults", "hold-push")
 		apply(t, backendTimeoutVS)
-		waitText(ctx, t, "#config-msg", "applied")
+		// The typed change comes back worded as kubectl words it.
+		waitText(ctx, t, "#config-msg", "applied: VirtualService default/backend")
 		run(ctx, t, "back to frontend-v1", chromedp.Navigate(base+"#pods/frontend-v1"))
 		waitText(ctx, t, "#pod-xds-state", "STALE")
 		waitText(ctx, t, "#pod-xds", "STALE")

@@ -42,9 +42,9 @@ func (l *Lab) currentScenario() (*config.Scenario, error) {
 // removed ones stopped and deleted, changed ones replaced; a change of labels or sidecar
 // proxy settings alone goes to the pod's agent, which starts a new proxy epoch (see
 // pushProxySettings). Running pods and Services keep their addresses. Besides the
-// objects' changes it returns one line per pod made or deleted.
+// objects' changes it returns one per pod made or deleted.
 // It implements web.ConfigStore.
-func (l *Lab) Apply(ctx context.Context, files []api.ConfigFile) ([]string, error) {
+func (l *Lab) Apply(ctx context.Context, files []api.ConfigFile) ([]api.Change, error) {
 	defer releaseMemory()
 	l.live.applyMu.Lock()
 	defer l.live.applyMu.Unlock()
@@ -68,12 +68,12 @@ func (l *Lab) Apply(ctx context.Context, files []api.ConfigFile) ([]string, erro
 	if err != nil {
 		return nil, err
 	}
-	return append(changeStrings(changes), l.reconcilePods(ctx, plan)...), nil
+	return append(apiChanges(changes), l.reconcilePods(ctx, plan)...), nil
 }
 
 // Delete removes objects from the running lab, named by refs or by the objects of files,
 // with Apply's guarantees. It implements web.ConfigStore.
-func (l *Lab) Delete(ctx context.Context, files []api.ConfigFile, refs []api.ObjectRef) ([]string, error) {
+func (l *Lab) Delete(ctx context.Context, files []api.ConfigFile, refs []api.ObjectRef) ([]api.Change, error) {
 	defer releaseMemory()
 	var all []config.Ref
 	for _, f := range files {
@@ -108,7 +108,7 @@ func (l *Lab) Delete(ctx context.Context, files []api.ConfigFile, refs []api.Obj
 	if err != nil {
 		return nil, err
 	}
-	return append(changeStrings(changes), l.reconcilePods(ctx, plan)...), nil
+	return append(apiChanges(changes), l.reconcilePods(ctx, plan)...), nil
 }
 
 // releasingMemory is set while releaseMemory's collection runs.
@@ -252,10 +252,10 @@ func configFiles(in []api.ConfigFile) []config.File {
 	return out
 }
 
-func changeStrings(cs []config.Change) []string {
-	out := make([]string, len(cs))
+func apiChanges(cs []config.Change) []api.Change {
+	out := make([]api.Change, len(cs))
 	for i, c := range cs {
-		out[i] = c.String()
+		out[i] = api.Change{Kind: c.Ref.Kind, Namespace: c.Ref.Namespace, Name: c.Ref.Name, Action: c.Action}
 	}
 	return out
 }

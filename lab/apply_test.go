@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -88,8 +89,11 @@ func TestLabApplyIsAtomic(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Apply: %v", err)
 	}
-	if strings.Join(changes, "; ") != "DestinationRule default/backend created; VirtualService default/backend created" {
-		t.Errorf("changes = %q", changes)
+	if want := []api.Change{
+		{Kind: "DestinationRule", Namespace: "default", Name: "backend", Action: api.ActionCreated},
+		{Kind: "VirtualService", Namespace: "default", Name: "backend", Action: api.ActionCreated},
+	}; !slices.Equal(changes, want) {
+		t.Errorf("changes = %+v, want %+v", changes, want)
 	}
 	if len(l.model.Istio.VirtualServices) != 1 || l.model.Istio.VirtualServices[0].Spec.Hosts[0] != "backend.default.svc.cluster.local" {
 		t.Errorf("model Istio after apply = %+v", l.model.Istio)
@@ -109,8 +113,8 @@ func TestLabApplyIsAtomic(t *testing.T) {
 	}
 	// Re-applying changes nothing and pushes nothing.
 	applied := l.model
-	if changes, err := l.Apply(ctx, []api.ConfigFile{{Name: "vs.yaml", Data: testVS}}); err != nil || changes[0] != "VirtualService default/backend unchanged" || l.model != applied {
-		t.Errorf("re-Apply: %q, %v", changes, err)
+	if changes, err := l.Apply(ctx, []api.ConfigFile{{Name: "vs.yaml", Data: testVS}}); err != nil || changes[0].String() != "VirtualService default/backend unchanged" || l.model != applied {
+		t.Errorf("re-Apply: %v, %v", changes, err)
 	}
 	// A pod named as the lab's own namespaces is refused before anything changes.
 	reserved := "apiVersion: meshlab.dev/v1alpha1\nkind: Workload\nmetadata: {name: world}\nspec: {labels: {app: backend, version: v3}, ports: [8080]}\n"
@@ -133,7 +137,7 @@ func TestLabApplyIsAtomic(t *testing.T) {
 	}
 	changes, err = l.Delete(ctx, []api.ConfigFile{{Name: "x.yaml", Data: testVS + "---\n" + testDR}}, nil)
 	if err != nil || len(changes) != 2 || len(l.model.Istio.VirtualServices) != 0 {
-		t.Errorf("Delete: %q, %v", changes, err)
+		t.Errorf("Delete: %v, %v", changes, err)
 	}
 	if ps := l.ProxyStatus(); len(ps) != 3 || ps[0].Pod == "" {
 		t.Errorf("ProxyStatus = %+v, want the 3 pods by name", ps)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/controlplane/model"
 	"github.com/meshlab/meshlab/netns"
 )
@@ -167,12 +168,12 @@ func withoutPods(m *model.Model, gone []*model.Pod) *model.Model {
 // for a pod that could not be made or did not become ready; such a pod stays in the lab
 // (as a crash-looping pod stays in a Deployment) and `meshlab describe pod` tells more.
 // The caller holds l.live.applyMu, not l.mu.
-func (l *Lab) reconcilePods(ctx context.Context, plan podPlan) []string {
+func (l *Lab) reconcilePods(ctx context.Context, plan podPlan) []api.Change {
 	if plan.empty() {
 		return nil
 	}
 	ctx = context.WithoutCancel(ctx) // a client that goes away does not leave pods half made
-	var out []string
+	var out []api.Change
 	errs := make([]error, len(plan.remove))
 	var wg sync.WaitGroup
 	for i, p := range plan.remove {
@@ -181,10 +182,10 @@ func (l *Lab) reconcilePods(ctx context.Context, plan podPlan) []string {
 	wg.Wait()
 	for i, p := range plan.remove {
 		if errs[i] != nil {
-			out = append(out, fmt.Sprintf("pod %s/%s deleted with errors: %v", p.Namespace, p.Name, errs[i]))
+			out = append(out, podChange(p, api.ActionDeleted, errs[i].Error()))
 			continue
 		}
-		out = append(out, fmt.Sprintf("pod %s/%s deleted", p.Namespace, p.Name))
+		out = append(out, podChange(p, api.ActionDeleted, ""))
 	}
 
 	// The record changes before anything is made, so exec, describe, down and clean see
@@ -230,18 +231,23 @@ func (l *Lab) reconcilePods(ctx context.Context, plan podPlan) []string {
 			out = append(out, l.podFailed(p, started[i]))
 			continue
 		}
-		out = append(out, fmt.Sprintf("pod %s/%s created", p.Namespace, p.Name))
+		out = append(out, podChange(p, api.ActionCreated, ""))
 	}
 	return out
 }
 
 // podFailed reports a pod that apply could not make or that did not become ready, as up
 // reports one (progress line, event), and returns apply's line for it.
-func (l *Lab) podFailed(p *model.Pod, err error) string {
+func (l *Lab) podFailed(p *model.Pod, err error) api.Change {
 	msg := err.Error()
 	fmt.Fprintf(l.out, "pod %-20s %-15s FAILED: %s\n", p.Name, p.IP, strings.ReplaceAll(msg, "\n", "\n    "))
 	l.publish(EventPodFailed, p.Name, msg, map[string]any{"error": msg})
-	return fmt.Sprintf("pod %s/%s FAILED: %s (meshlab describe pod %s)", p.Namespace, p.Name, msg, p.Name)
+	return podChange(p, api.ActionFailed, fmt.Sprintf("%s (meshlab describe pod %s)", msg, p.Name))
+}
+
+// podChange is apply's change of pod p.
+func podChange(p *model.Pod, action, why string) api.Change {
+	return api.Change{Kind: api.PodKind, Namespace: p.Namespace, Name: p.Name, Action: action, Error: why}
 }
 
 // podRecord is pod p's entry in lab.json, without its app uid.

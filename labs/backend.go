@@ -18,8 +18,8 @@ import (
 // Backend is what the runner needs of a running lab. Safe for concurrent use; every
 // method may block on the lab's agents and honours ctx.
 type Backend interface {
-	Apply(ctx context.Context, files []api.ConfigFile) ([]string, error)
-	Delete(ctx context.Context, files []api.ConfigFile, refs []api.ObjectRef) ([]string, error)
+	Apply(ctx context.Context, files []api.ConfigFile) ([]api.Change, error)
+	Delete(ctx context.Context, files []api.ConfigFile, refs []api.ObjectRef) ([]api.Change, error)
 	SendTraffic(ctx context.Context, r api.TrafficRequest) (api.TrafficResult, error)
 	RestartProxy(ctx context.Context, pod string, wait bool) (api.ProxyRestart, error)
 	PodDetail(ctx context.Context, pod string) (api.PodDetail, error)

@@ -36,12 +36,12 @@ func (f *fakeBackend) record(s string) {
 	f.calls = append(f.calls, s)
 }
 
-func (f *fakeBackend) Apply(_ context.Context, files []api.ConfigFile) ([]string, error) {
+func (f *fakeBackend) Apply(_ context.Context, files []api.ConfigFile) ([]api.Change, error) {
 	f.record("apply " + files[0].Name)
-	return []string{"applied"}, nil
+	return []api.Change{{Kind: "VirtualService", Namespace: "default", Name: "backend", Action: api.ActionConfigured}}, nil
 }
 
-func (f *fakeBackend) Delete(_ context.Context, _ []api.ConfigFile, refs []api.ObjectRef) ([]string, error) {
+func (f *fakeBackend) Delete(_ context.Context, _ []api.ConfigFile, refs []api.ObjectRef) ([]api.Change, error) {
 	f.record("delete " + refs[0].Kind + "/" + refs[0].Name)
 	return nil, nil
 }

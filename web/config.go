@@ -14,8 +14,8 @@ import (
 // ConfigStore applies, deletes and lists the lab's objects. Apply and Delete are atomic
 // and serialised; every method is safe for concurrent use.
 type ConfigStore interface {
-	Apply(ctx context.Context, files []api.ConfigFile) ([]string, error)
-	Delete(ctx context.Context, files []api.ConfigFile, refs []api.ObjectRef) ([]string, error)
+	Apply(ctx context.Context, files []api.ConfigFile) ([]api.Change, error)
+	Delete(ctx context.Context, files []api.ConfigFile, refs []api.ObjectRef) ([]api.Change, error)
 	// Objects lists objects by kind ("" or "all" for every kind), namespace and name
 	// ("" for any).
 	Objects(kind, namespace, name string) ([]api.ConfigObject, error)
@@ -30,7 +30,7 @@ type ProxyStatusReader interface {
 // ConfigRoutes serves POST /v1/apply, POST /v1/delete, GET /v1/objects?kind=&namespace=&name=
 // and GET /v1/proxy-status.
 func ConfigRoutes(s ConfigStore, ps ProxyStatusReader) Routes {
-	answer := func(c *gin.Context, changes []string, err error) {
+	answer := func(c *gin.Context, changes []api.Change, err error) {
 		var ce *api.ConfigError
 		switch {
 		case errors.As(err, &ce):

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/meshlab/meshlab/api"
@@ -18,19 +17,19 @@ type fakeConfig struct {
 	deleted []api.ObjectRef
 }
 
-func (f *fakeConfig) Apply(_ context.Context, files []api.ConfigFile) ([]string, error) {
+func (f *fakeConfig) Apply(_ context.Context, files []api.ConfigFile) ([]api.Change, error) {
 	for _, fl := range files {
 		if fl.Name == "bad.yaml" {
 			return nil, &api.ConfigError{Err: errors.New("bad.yaml: VirtualService default/x: spec.hosts: at least one host is required")}
 		}
 	}
 	f.applied = append(f.applied, files...)
-	return []string{"VirtualService default/x created"}, nil
+	return []api.Change{{Kind: "VirtualService", Namespace: "default", Name: "x", Action: api.ActionCreated}}, nil
 }
 
-func (f *fakeConfig) Delete(_ context.Context, _ []api.ConfigFile, refs []api.ObjectRef) ([]string, error) {
+func (f *fakeConfig) Delete(_ context.Context, _ []api.ConfigFile, refs []api.ObjectRef) ([]api.Change, error) {
 	f.deleted = append(f.deleted, refs...)
-	return []string{"VirtualService default/x deleted"}, nil
+	return []api.Change{{Kind: "VirtualService", Namespace: "default", Name: "x", Action: api.ActionDeleted}}, nil
 }
 
 func (f *fakeConfig) Objects(kind, _, _ string) ([]api.ConfigObject, error) {
@@ -62,11 +61,12 @@ func TestConfigRoutesThroughClient(t *testing.T) {
 		<-done
 	})
 	changes, err := c.Apply(ctx, []api.ConfigFile{{Name: "vs.yaml", Data: "kind: VirtualService"}})
-	if err != nil || len(changes) != 1 || changes[0] != "VirtualService default/x created" || f.applied[0].Data != "kind: VirtualService" {
-		t.Errorf("Apply = %q, %v; applied %+v", changes, err, f.applied)
+	if err != nil || len(changes) != 1 || changes[0].String() != "VirtualService default/x created" || f.applied[0].Data != "kind: VirtualService" {
+		t.Errorf("Apply = %v, %v; applied %+v", changes, err, f.applied)
 	}
-	// The lab's message comes back as the error, unwrapped, so the CLI prints it as is.
-	if _, err := c.Apply(ctx, []api.ConfigFile{{Name: "bad.yaml"}}); err == nil || err.Error() != "bad.yaml: VirtualService default/x: spec.hosts: at least one host is required" {
+	// The lab's message comes back as the error, unwrapped, so the CLI prints it as is;
+	// its class (422) is ErrInvalid.
+	if _, err := c.Apply(ctx, []api.ConfigFile{{Name: "bad.yaml"}}); !errors.Is(err, api.ErrInvalid) || err.Error() != "bad.yaml: VirtualService default/x: spec.hosts: at least one host is required" {
 		t.Errorf("Apply of a bad file: err = %v", err)
 	}
 	if _, err := c.Apply(ctx, nil); err == nil || err.Error() != "no files to apply" {
@@ -79,7 +79,7 @@ func TestConfigRoutesThroughClient(t *testing.T) {
 	if err != nil || len(objs) != 1 || string(objs[0].Object) != `{"kind":"VirtualService"}` {
 		t.Errorf("Objects = %+v, %v", objs, err)
 	}
-	if _, err := c.Objects(ctx, "gateway", "", ""); err == nil || !strings.Contains(err.Error(), "400 Bad Request") {
+	if _, err := c.Objects(ctx, "gateway", "", ""); !errors.Is(err, api.ErrInvalid) || err.Error() != `unknown kind "gateway"` {
 		t.Errorf("Objects of an unknown kind: err = %v", err)
 	}
 	st, err := c.ProxyStatus(ctx)

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http/httptest"
@@ -78,14 +79,15 @@ func TestFaultAndHistoryRoutes(t *testing.T) {
 	ctx := context.Background()
 
 	for _, tc := range []struct {
-		name string
-		spec api.FaultSpec
-		want string
+		name  string
+		spec  api.FaultSpec
+		want  string
+		class error
 	}{
-		{"unknown kind", api.FaultSpec{Kind: "explode"}, `unknown kind "explode"`},
-		{"unknown pod", api.FaultSpec{Kind: api.FaultHoldPush, Pods: []string{"nope"}}, "pods with a sidecar: backend-v1"},
+		{"unknown kind", api.FaultSpec{Kind: "explode"}, `unknown kind "explode"`, api.ErrInvalid},
+		{"unknown pod", api.FaultSpec{Kind: api.FaultHoldPush, Pods: []string{"nope"}}, "pods with a sidecar: backend-v1", api.ErrNotFound},
 	} {
-		if _, err := c.AddFault(ctx, tc.spec); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := c.AddFault(ctx, tc.spec); !errors.Is(err, tc.class) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: AddFault error %v, want %q", tc.name, err, tc.want)
 		}
 	}
@@ -93,13 +95,13 @@ func TestFaultAndHistoryRoutes(t *testing.T) {
 	if err != nil || f.ID != "f1" || f.Pods[0] != "backend-v1" {
 		t.Fatalf("AddFault = %+v, %v", f, err)
 	}
-	if _, err := c.AddFault(ctx, api.FaultSpec{Kind: api.FaultHoldPush, Pods: []string{"backend-v1"}}); err == nil || !strings.Contains(err.Error(), "already active") {
+	if _, err := c.AddFault(ctx, api.FaultSpec{Kind: api.FaultHoldPush, Pods: []string{"backend-v1"}}); !errors.Is(err, api.ErrConflict) || !strings.Contains(err.Error(), "already active") {
 		t.Errorf("second fault: %v, want already active", err)
 	}
 	if fs, err := c.Faults(ctx); err != nil || len(fs) != 1 || fs[0].Kind != api.FaultHoldPush {
 		t.Errorf("Faults = %+v, %v", fs, err)
 	}
-	if _, err := c.ClearFaults(ctx, "f9"); err == nil || !strings.Contains(err.Error(), "unknown fault") {
+	if _, err := c.ClearFaults(ctx, "f9"); !errors.Is(err, api.ErrNotFound) || !strings.Contains(err.Error(), "unknown fault") {
 		t.Errorf("clear unknown: %v", err)
 	}
 	if fs, err := c.ClearFaults(ctx, ""); err != nil || len(fs) != 1 {
@@ -117,7 +119,7 @@ func TestFaultAndHistoryRoutes(t *testing.T) {
 	if err != nil || len(d.Types) != 1 || d.Types[0].Changed[0].Fields[0].New != `"3s"` {
 		t.Errorf("PodDiff = %+v, %v", d, err)
 	}
-	if _, err := c.PodDiff(ctx, "backend-v1", "v0", "v2"); err == nil || !strings.Contains(err.Error(), "unknown config version") {
+	if _, err := c.PodDiff(ctx, "backend-v1", "v0", "v2"); !errors.Is(err, api.ErrNotFound) || !strings.Contains(err.Error(), "unknown config version") {
 		t.Errorf("diff of an unknown version: %v", err)
 	}
 }

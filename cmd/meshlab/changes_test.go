@@ -5,33 +5,41 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+
+	"github.com/meshlab/meshlab/api"
 )
 
 func TestPrintChanges(t *testing.T) {
 	t.Parallel()
-	lines := []string{"VirtualService default/reviews configured", "Service default/backend unchanged", "odd line"}
+	changes := []api.Change{
+		{Kind: "VirtualService", Namespace: "default", Name: "reviews", Action: api.ActionConfigured},
+		{Kind: "Service", Namespace: "default", Name: "backend", Action: api.ActionUnchanged},
+		{Kind: api.PodKind, Namespace: "default", Name: "backend-v2-0", Action: api.ActionCreated},
+		{Kind: api.PodKind, Namespace: "default", Name: "backend-v1-0", Action: api.ActionDeleted, Error: "kill agent: no such process"},
+		{Kind: api.PodKind, Namespace: "default", Name: "backend-v3-0", Action: api.ActionFailed, Error: "not ready after 30s (meshlab describe pod backend-v3-0)"},
+	}
 	var text bytes.Buffer
-	if err := printChanges(&text, "", lines); err != nil {
+	if err := printChanges(&text, "", changes); err != nil {
 		t.Fatal(err)
 	}
-	if want := "VirtualService default/reviews configured\nService default/backend unchanged\nodd line\n"; text.String() != want {
+	want := "VirtualService default/reviews configured\n" +
+		"Service default/backend unchanged\n" +
+		"pod default/backend-v2-0 created\n" +
+		"pod default/backend-v1-0 deleted with errors: kill agent: no such process\n" +
+		"pod default/backend-v3-0 FAILED: not ready after 30s (meshlab describe pod backend-v3-0)\n"
+	if text.String() != want {
 		t.Errorf("text:\n%s\nwant:\n%s", text.String(), want)
 	}
 	var js bytes.Buffer
-	if err := printChanges(&js, "json", lines); err != nil {
+	if err := printChanges(&js, "json", changes); err != nil {
 		t.Fatal(err)
 	}
-	var got []objectChange
+	var got []api.Change
 	if err := json.Unmarshal(js.Bytes(), &got); err != nil {
 		t.Fatalf("json %q: %v", js.String(), err)
 	}
-	want := []objectChange{
-		{Kind: "VirtualService", Namespace: "default", Name: "reviews", Action: "configured"},
-		{Kind: "Service", Namespace: "default", Name: "backend", Action: "unchanged"},
-		{Action: "odd line"},
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("json = %+v, want %+v", got, want)
+	if !reflect.DeepEqual(got, changes) {
+		t.Errorf("json = %+v, want %+v", got, changes)
 	}
 	js.Reset()
 	if err := printChanges(&js, "json", nil); err != nil || js.String() != "[]\n" {

@@ -121,8 +121,7 @@ func describeService(ctx context.Context, g *globalFlags, name string) (ServiceV
 	paths := lab.PathsFor(g.runRoot, labName)
 	// The VIP, from the name table the lab serves its agents.
 	if len(pods) > 0 {
-		var nt api.NameTable
-		if err := unixGetJSON(ctx, paths.APISocket(), "/v1/agents/"+pods[0].Name+"/nametable?version=0", &nt); err == nil {
+		if nt, err := c.NameTable(ctx, pods[0].Name, 0); err == nil {
 			if a := nt.Names[v.Hostname]; len(a) > 0 {
 				v.VIP = a[0].String()
 			}
@@ -480,12 +479,4 @@ func unixGet(ctx context.Context, sock, path string) (string, error) {
 		return "", fmt.Errorf("get %s: %s: %s", path, resp.Status, strings.TrimSpace(string(b)))
 	}
 	return string(b), nil
-}
-
-func unixGetJSON(ctx context.Context, sock, path string, out any) error {
-	s, err := unixGet(ctx, sock, path)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal([]byte(s), out)
 }

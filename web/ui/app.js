@@ -814,13 +814,20 @@ function showConfigErrors(lines) {
   ta.scrollTop = Math.max(0, (first - 3) * 16);
 }
 
+// changeText words one change of an apply as kubectl does (api.Change.String).
+function changeText(c) {
+  let s = `${c.kind} ${c.namespace}/${c.name} ${c.action}`;
+  if (c.error) s += c.action === "FAILED" ? `: ${c.error}` : ` with errors: ${c.error}`;
+  return s;
+}
+
 async function applyConfig() {
   $("config-msg").textContent = "applying…";
   $("config-errors").replaceChildren();
   $("config-highlight").hidden = true;
   const r = await api("POST", "/v1/apply", { files: [{ name: "dashboard", data: $("config-yaml").value }] });
   if (r.ok) {
-    $("config-msg").textContent = "applied: " + ((r.data.changes || []).join(", ") || "no change");
+    $("config-msg").textContent = "applied: " + ((r.data.changes || []).map(changeText).join(", ") || "no change");
     loadConfig();
     return;
   }
