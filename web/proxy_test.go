@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http/httptest"
@@ -60,7 +61,7 @@ func TestProxyRoutes(t *testing.T) {
 	if err != nil || d.Proxy == nil || len(d.Proxy.Epochs) != 2 || d.Proxy.Epochs[1].PID != 42 {
 		t.Errorf("PodDetail = %+v, %v", d, err)
 	}
-	if _, err := c.PodDetail(ctx, "nope"); err == nil || !strings.Contains(err.Error(), "404") {
+	if _, err := c.PodDetail(ctx, "nope"); !errors.Is(err, api.ErrNotFound) || !strings.Contains(err.Error(), "unknown pod") {
 		t.Errorf("unknown pod: %v, want a 404", err)
 	}
 	r, err := c.RestartProxy(ctx, "backend-v1", true)
@@ -73,7 +74,7 @@ func TestProxyRoutes(t *testing.T) {
 	if len(fb.waits) != 2 || !fb.waits[0] || fb.waits[1] {
 		t.Errorf("wait flags = %v, want [true false]", fb.waits)
 	}
-	if _, err := c.RestartProxy(ctx, "db", true); err == nil || !strings.Contains(err.Error(), "pod has no sidecar") {
+	if _, err := c.RestartProxy(ctx, "db", true); !errors.Is(err, api.ErrConflict) || !strings.Contains(err.Error(), "pod has no sidecar") {
 		t.Errorf("restart without sidecar: %v", err)
 	}
 }
