@@ -3,7 +3,7 @@ package api
 import (
 	"time"
 
-	"github.com/meshlab/meshlab/dataplane/agent"
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 )
 
 // PodInspection is everything the dashboard's pod page shows about one pod.
@@ -11,8 +11,8 @@ type PodInspection struct {
 	Pod string `json:"pod"`
 	// Agent is the agent's status (epochs, restarts); nil for a pod without a sidecar
 	// or when the agent did not answer (AgentError says why).
-	Agent      *agent.Status `json:"agent,omitempty"`
-	AgentError string        `json:"agentError,omitempty"`
+	Agent      *agentapi.Status `json:"agent,omitempty"`
+	AgentError string           `json:"agentError,omitempty"`
 	// Capture is `iptables-save -c -t nat` in the pod's namespace: the capture rules with
 	// their comments and packet/byte counters.
 	Capture      string `json:"capture"`

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -50,9 +49,9 @@ func (l *Lab) Pods(ctx context.Context) ([]api.PodStatus, error) {
 func (l *Lab) fillPodStatus(ctx context.Context, ps *api.PodStatus) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	c := newAgentClient(l.paths.AgentSocket(ps.Name))
-	defer c.close()
-	st, err := c.status(ctx)
+	c := l.agentClient(ps.Name)
+	defer c.Close()
+	st, err := c.Status(ctx)
 	if err != nil {
 		ps.Message = "agent unreachable: " + err.Error()
 		return
@@ -63,12 +62,12 @@ func (l *Lab) fillPodStatus(ctx context.Context, ps *api.PodStatus) {
 			ps.Epoch = e.Epoch
 		}
 	}
-	stats, err := c.stats(ctx, url.QueryEscape(`^cluster\.(outbound|inbound)\|.*\.upstream_rq_total$`))
+	stats, err := c.Stats(ctx, `^cluster\.(outbound|inbound)\|.*\.upstream_rq_total$`)
 	if err != nil {
 		ps.Message = "stats unavailable: " + err.Error()
 		return
 	}
-	for name, v := range stats {
+	for name, v := range stats.Values {
 		switch {
 		case strings.HasPrefix(name, "cluster.outbound|"):
 			ps.RequestsOut += v

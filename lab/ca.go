@@ -12,7 +12,7 @@ import (
 	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/controlplane/ca"
 	"github.com/meshlab/meshlab/controlplane/model"
-	"github.com/meshlab/meshlab/dataplane/agent"
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 	"github.com/meshlab/meshlab/lab/caops"
 	"github.com/meshlab/meshlab/web"
 )
@@ -114,7 +114,7 @@ func (l *Lab) writePodToken(p *model.Pod) error {
 }
 
 // workloadCert converts the agent's certificate status to the API's shape.
-func workloadCert(c *agent.CertStatus) *api.WorkloadCert {
+func workloadCert(c *agentapi.CertStatus) *api.WorkloadCert {
 	if c == nil {
 		return nil
 	}
@@ -124,7 +124,7 @@ func workloadCert(c *agent.CertStatus) *api.WorkloadCert {
 			TrustBundle: certRefs(c.TrustBundle), Paused: c.Paused, ErrorAt: c.ErrorAt}}
 }
 
-func certRefs(rs []agent.CertRef) []api.CARef {
+func certRefs(rs []agentapi.CertRef) []api.CARef {
 	var out []api.CARef
 	for _, r := range rs {
 		out = append(out, api.CARef{Serial: r.Serial, Subject: r.Subject, KeyID: r.KeyID, NotAfter: r.NotAfter})

@@ -2,7 +2,7 @@ package lab
 
 import (
 	"context"
-	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/meshlab/meshlab/controlplane/model"
-	"github.com/meshlab/meshlab/dataplane/agent"
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 	"github.com/meshlab/meshlab/lab/caops"
 	"github.com/meshlab/meshlab/netns"
 	"github.com/meshlab/meshlab/netns/capture"
@@ -38,40 +38,45 @@ func (b below) DialFrom(ctx context.Context, pod, addr string) (net.Conn, error)
 }
 
 // AgentStatus is the pod agent's /status.
-func (b below) AgentStatus(ctx context.Context, pod string) (agent.Status, error) {
-	c := newAgentClient(b.l.paths.AgentSocket(pod))
-	defer c.close()
-	return c.status(ctx)
+func (b below) AgentStatus(ctx context.Context, pod string) (agentapi.Status, error) {
+	c := b.l.agentClient(pod)
+	defer c.Close()
+	return c.Status(ctx)
 }
 
-// AgentStats is the pod proxy's integer stats whose names match the escaped RE2 filter.
+// AgentStats is the pod proxy's counters and gauges whose names match the RE2 filter.
 func (b below) AgentStats(ctx context.Context, pod, filter string) (map[string]uint64, error) {
-	c := newAgentClient(b.l.paths.AgentSocket(pod))
-	defer c.close()
-	return c.stats(ctx, filter)
+	c := b.l.agentClient(pod)
+	defer c.Close()
+	st, err := c.Stats(ctx, filter)
+	return st.Values, err
 }
 
-// AgentGet GETs path from the pod's agent (an error unless 200); closing the body
-// releases the connection.
+// AgentGet GETs path, "/admin/<path>?<query>", the pod proxy's admin API through its
+// agent (an error unless 200); closing the body releases the connection.
 func (b below) AgentGet(ctx context.Context, pod, path string) (io.ReadCloser, error) {
-	c := newAgentClient(b.l.paths.AgentSocket(pod))
-	resp, err := c.get(ctx, path)
+	pq, ok := strings.CutPrefix(path, agentapi.PathAdmin)
+	if !ok {
+		return nil, fmt.Errorf("get %s from the agent of %s: only %s paths are served to lab packages", path, pod, agentapi.PathAdmin)
+	}
+	c := b.l.agentClient(pod)
+	body, err := c.Admin(ctx, pq)
 	if err != nil {
-		c.close()
+		c.Close()
 		return nil, err
 	}
-	return agentBody{resp.Body, c}, nil
+	return agentBody{body, c}, nil
 }
 
 // agentBody closes the client's connections with the body.
 type agentBody struct {
 	io.ReadCloser
-	c *agentClient
+	c *agentapi.Client
 }
 
 func (a agentBody) Close() error {
 	err := a.ReadCloser.Close()
-	a.c.close()
+	a.c.Close()
 	return err
 }
 
@@ -100,26 +105,19 @@ func (b below) AccessLogFile(pod, meshPath string) string {
 
 // AgentCert reads the pod agent's workload certificate (GET /certs) or asks it to renew,
 // pause or resume (POST /certs/<op>); a renewal the agent refuses because it is paused is
-// agent.ErrRenewalPaused.
-func (b below) AgentCert(ctx context.Context, pod string, op caops.CertOp) (agent.CertStatus, error) {
-	c := newAgentClient(b.l.paths.AgentSocket(pod))
-	defer c.close()
-	var st agent.CertStatus
-	if op == caops.CertRead {
-		resp, err := c.get(ctx, "/certs")
-		if err != nil {
-			return st, err
-		}
-		defer resp.Body.Close()
-		return st, json.NewDecoder(resp.Body).Decode(&st)
+// agentapi.ErrRenewalPaused (errors.Is).
+func (b below) AgentCert(ctx context.Context, pod string, op caops.CertOp) (agentapi.CertStatus, error) {
+	c := b.l.agentClient(pod)
+	defer c.Close()
+	switch op {
+	case caops.CertRead:
+		return c.Cert(ctx)
+	case caops.CertRenew:
+		return c.RenewCert(ctx)
+	case caops.CertPause, caops.CertResume:
+		return c.PauseRenewal(ctx, op == caops.CertPause)
 	}
-	if err := c.post(ctx, "/certs/"+string(op), &st); err != nil {
-		if strings.Contains(err.Error(), agent.ErrRenewalPaused.Error()) {
-			return st, agent.ErrRenewalPaused
-		}
-		return st, err
-	}
-	return st, nil
+	return agentapi.CertStatus{}, fmt.Errorf("certificate operation %q of pod %s: not one of read, renew, pause, resume", op, pod)
 }
 
 // SidecarPod is the pod named name if it has a sidecar.

@@ -32,9 +32,9 @@ func (l *Lab) InspectPod(ctx context.Context, pod string, lines int) (api.PodIns
 	if !p.Sidecar.Inject {
 		return out, nil
 	}
-	c := newAgentClient(l.paths.AgentSocket(pod))
-	defer c.close()
-	if st, err := c.status(ctx); err != nil {
+	c := l.agentClient(pod)
+	defer c.Close()
+	if st, err := c.Status(ctx); err != nil {
 		out.AgentError = err.Error()
 	} else {
 		out.Agent = &st

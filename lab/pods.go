@@ -3,7 +3,6 @@ package lab
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -235,7 +234,7 @@ func (e *notReadyError) Error() string { return e.msg }
 func (e *notReadyError) Unwrap() error { return e.err }
 
 // Waiting for a pod's readiness: the agent answers GET /status?wait=ready when its proxy
-// becomes ready or fails (a push by long poll, dataplane/agent's sock.go), for at most
+// becomes ready or fails (a push by long poll, dataplane/agent's sock.go; agentapi.Client.WaitReady), for at most
 // readyLongPoll. An agent that is not listening yet, or one that answers at once without
 // waiting (proxyless pods, an older agent), is asked again after a backoff from
 // readyRetryFirst doubling to readyRetryLast: a bounded fallback, not a 20 ms poll.
@@ -249,8 +248,8 @@ const (
 // once when the agent reports its proxy failed (a binary that cannot start, a crash
 // loop), or when ctx's deadline passes.
 func (l *Lab) waitReady(ctx context.Context, pod string) error {
-	c := newAgentClient(l.paths.AgentSocket(pod))
-	defer c.close()
+	c := l.agentClient(pod)
+	defer c.Close()
 	var last string
 	retry := readyRetryFirst
 	for {
@@ -261,7 +260,7 @@ func (l *Lab) waitReady(ctx context.Context, pod string) error {
 			wait = max(min(wait, time.Until(d)*9/10), readyRetryFirst).Round(time.Millisecond)
 		}
 		asked := time.Now()
-		st, err := waitStatus(ctx, c, wait)
+		st, err := c.WaitReady(ctx, wait)
 		if err == nil && st.Ready {
 			return nil
 		}
@@ -289,19 +288,6 @@ func (l *Lab) waitReady(ctx context.Context, pod string) error {
 		}
 		retry = min(max(2*retry, readyRetryFirst), readyRetryLast)
 	}
-}
-
-// waitStatus asks the agent for its status once it is ready or failed, waiting at most
-// wait (GET /status?wait=ready). A ctx deadline ends the request: the agent then stops
-// waiting too.
-func waitStatus(ctx context.Context, c *agentClient, wait time.Duration) (agent.Status, error) {
-	var st agent.Status
-	resp, err := c.get(ctx, "/status?wait=ready&timeout="+wait.String())
-	if err != nil {
-		return st, err
-	}
-	defer resp.Body.Close()
-	return st, json.NewDecoder(resp.Body).Decode(&st)
 }
 
 // upSummary is the line `up` ends with: "lab x is up: 3 pods ready in 312ms", or with

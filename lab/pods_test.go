@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshlab/meshlab/dataplane/agent"
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 )
 
 // fakeAgentSock serves GET /status on a pod's agent.sock. With push set it holds
@@ -23,12 +23,12 @@ type fakeAgentSock struct {
 	push bool
 
 	mu       sync.Mutex
-	st       agent.Status
+	st       agentapi.Status
 	changed  chan struct{}
 	requests int
 }
 
-func (f *fakeAgentSock) set(st agent.Status) {
+func (f *fakeAgentSock) set(st agentapi.Status) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.st = st
@@ -119,8 +119,8 @@ func testLab(t *testing.T, readyTimeout time.Duration) *Lab {
 // listening yet, is asked again with a bounded backoff, not every 20 ms; a failed proxy
 // or the ready timeout end the wait with the agent's reason.
 func TestWaitReady(t *testing.T) {
-	notReady := agent.Status{Pod: "p", Message: "not ready: proxy epoch 0 is starting"}
-	ready := agent.Status{Pod: "p", Ready: true}
+	notReady := agentapi.Status{Pod: "p", Message: "not ready: proxy epoch 0 is starting"}
+	ready := agentapi.Status{Pod: "p", Ready: true}
 
 	t.Run("push", func(t *testing.T) {
 		l := testLab(t, 20*time.Second)
@@ -159,7 +159,7 @@ func TestWaitReady(t *testing.T) {
 		f := &fakeAgentSock{push: true, st: notReady, changed: make(chan struct{})}
 		serveFakeAgent(t, l, "p", f, 0)
 		time.AfterFunc(100*time.Millisecond, func() {
-			f.set(agent.Status{Pod: "p", Failed: true, Message: "last unexpected proxy exit: proxy cannot be started: exec /nope: no such file"})
+			f.set(agentapi.Status{Pod: "p", Failed: true, Message: "last unexpected proxy exit: proxy cannot be started: exec /nope: no such file"})
 		})
 		err := l.waitReady(t.Context(), "p")
 		var nr *notReadyError

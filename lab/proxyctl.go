@@ -1,18 +1,13 @@
 package lab
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"strings"
 	"time"
 
 	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/controlplane/model"
-	"github.com/meshlab/meshlab/dataplane/agent"
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 	"github.com/meshlab/meshlab/web"
 )
 
@@ -39,9 +34,9 @@ func (l *Lab) PodDetail(ctx context.Context, name string) (api.PodDetail, error)
 	l.fillPodStatus(ctx, &d.PodStatus)
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	c := newAgentClient(l.paths.AgentSocket(p.Name))
-	defer c.close()
-	st, err := c.status(ctx)
+	c := l.agentClient(p.Name)
+	defer c.Close()
+	st, err := c.Status(ctx)
 	if err != nil {
 		return d, nil // fillPodStatus said why in Message
 	}
@@ -61,10 +56,10 @@ func (l *Lab) RestartProxy(ctx context.Context, name string, wait bool) (api.Pro
 		return api.ProxyRestart{}, fmt.Errorf("restart proxy of pod %s: %w", name, api.ErrNoSidecar)
 	}
 	start := time.Now()
-	c := newAgentClient(l.paths.AgentSocket(p.Name))
-	defer c.close()
-	var res agent.RestartResult
-	if err := c.post(ctx, "/restart", &res); err != nil {
+	c := l.agentClient(p.Name)
+	defer c.Close()
+	res, err := c.Restart(ctx)
+	if err != nil {
 		return api.ProxyRestart{}, fmt.Errorf("restart proxy of pod %s: %w", name, err)
 	}
 	out := api.ProxyRestart{Pod: name, Epoch: res.Epoch}
@@ -73,22 +68,22 @@ func (l *Lab) RestartProxy(ctx context.Context, name string, wait bool) (api.Pro
 		return out, nil
 	}
 	l.publish(EventEpochChanged, name, fmt.Sprintf("proxy epoch %d started by a restart", res.Epoch),
-		map[string]any{"epoch": res.Epoch, "state": agent.EpochStarting})
+		map[string]any{"epoch": res.Epoch, "state": agentapi.EpochStarting})
 	if !wait {
 		out.Elapsed = time.Since(start)
 		return out, nil
 	}
 	for {
-		st, err := c.status(ctx)
+		st, err := c.Status(ctx)
 		if err == nil {
 			if e, ok := findEpoch(st.Epochs, res.Epoch); ok {
 				switch e.State {
-				case agent.EpochLive, agent.EpochDraining:
+				case agentapi.EpochLive, agentapi.EpochDraining:
 					out.Live, out.Elapsed = true, time.Since(start)
 					l.publish(EventEpochChanged, name, fmt.Sprintf("proxy epoch %d is live after %s", res.Epoch, out.Elapsed.Round(time.Millisecond)),
-						map[string]any{"epoch": res.Epoch, "state": agent.EpochLive, "ms": out.Elapsed.Milliseconds()})
+						map[string]any{"epoch": res.Epoch, "state": agentapi.EpochLive, "ms": out.Elapsed.Milliseconds()})
 					return out, nil
-				case agent.EpochExited:
+				case agentapi.EpochExited:
 					out.Elapsed = time.Since(start)
 					out.Message = fmt.Sprintf("epoch %d exited before it was live: %s", res.Epoch, e.Error)
 					if st.Message != "" {
@@ -120,17 +115,17 @@ func (l *Lab) podNamed(name string) (*model.Pod, error) {
 	return p, nil
 }
 
-func findEpoch(eps []agent.EpochStatus, epoch int) (agent.EpochStatus, bool) {
+func findEpoch(eps []agentapi.EpochStatus, epoch int) (agentapi.EpochStatus, bool) {
 	for i := len(eps) - 1; i >= 0; i-- {
 		if eps[i].Epoch == epoch {
 			return eps[i], true
 		}
 	}
-	return agent.EpochStatus{}, false
+	return agentapi.EpochStatus{}, false
 }
 
 // agentStatus converts the agent's Status to the API's shape.
-func agentStatus(st agent.Status) *api.AgentStatus {
+func agentStatus(st agentapi.Status) *api.AgentStatus {
 	out := &api.AgentStatus{
 		Ready: st.Ready, ProxyPath: st.ProxyPath, ProxyVersion: st.ProxyVersion, DataPlane: st.DataPlane,
 		Restarts: st.Restarts, Message: st.Message, Failed: st.Failed, ConsecutiveFailures: st.ConsecutiveFailures,
@@ -162,46 +157,4 @@ func agentStatus(st agent.Status) *api.AgentStatus {
 		})
 	}
 	return out
-}
-
-// post sends an empty POST to the agent and decodes its JSON answer into out.
-func (c *agentClient) post(ctx context.Context, path string, out any) error {
-	return c.send(ctx, http.MethodPost, path, nil, out)
-}
-
-// put sends in as JSON to the agent and decodes its JSON answer into out.
-func (c *agentClient) put(ctx context.Context, path string, in, out any) error {
-	body, err := json.Marshal(in)
-	if err != nil {
-		return fmt.Errorf("encode PUT %s: %w", path, err)
-	}
-	return c.send(ctx, http.MethodPut, path, body, out)
-}
-
-// send makes one request with body (nil: empty) and decodes the JSON answer into out;
-// any status but 200 is an error carrying the agent's answer.
-func (c *agentClient) send(ctx context.Context, method, path string, body []byte, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, "http://agent"+path, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	answer, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(answer)))
-	}
-	if err := json.Unmarshal(answer, out); err != nil {
-		return fmt.Errorf("decode %s %s answer: %w", method, path, err)
-	}
-	return nil
 }

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/meshlab/meshlab/controlplane/model"
-	"github.com/meshlab/meshlab/dataplane/agent"
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 )
 
 // settingsPushTimeout bounds one PUT /proxy-config: the agent answers once the new epoch
@@ -33,13 +33,13 @@ func (l *Lab) pushProxySettings(ctx context.Context, prev, next *model.Model) {
 	wg.Wait()
 }
 
-func (l *Lab) pushPodSettings(ctx context.Context, pod string, s agent.ProxySettings) {
+func (l *Lab) pushPodSettings(ctx context.Context, pod string, s agentapi.ProxySettings) {
 	ctx, cancel := context.WithTimeout(ctx, settingsPushTimeout)
 	defer cancel()
-	c := newAgentClient(l.paths.AgentSocket(pod))
-	defer c.close()
-	var res agent.RestartResult
-	if err := c.put(ctx, "/proxy-config", s, &res); err != nil {
+	c := l.agentClient(pod)
+	defer c.Close()
+	res, err := c.SetProxyConfig(ctx, s)
+	if err != nil {
 		l.log.Error("push proxy settings", "pod", pod, "err", err)
 		l.publish(EventEpochChanged, pod, fmt.Sprintf("proxy settings of pod %s not applied: %v", pod, err),
 			map[string]any{"error": err.Error()})
@@ -51,5 +51,5 @@ func (l *Lab) pushPodSettings(ctx context.Context, pod string, s agent.ProxySett
 	}
 	l.log.Info("proxy settings changed, new epoch started", "pod", pod, "epoch", res.Epoch)
 	l.publish(EventEpochChanged, pod, fmt.Sprintf("proxy epoch %d started: proxy settings changed", res.Epoch),
-		map[string]any{"epoch": res.Epoch, "state": agent.EpochStarting, "reason": agent.ReasonConfig})
+		map[string]any{"epoch": res.Epoch, "state": agentapi.EpochStarting, "reason": agentapi.ReasonConfig})
 }

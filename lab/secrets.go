@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/meshlab/meshlab/api"
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 	"github.com/meshlab/meshlab/web"
 )
 
@@ -65,15 +66,15 @@ type secretsDump struct {
 
 // proxySecrets reads one proxy's active secrets through the agent at sock.
 func proxySecrets(ctx context.Context, sock string) ([]api.ProxySecret, error) {
-	c := newAgentClient(sock)
-	defer c.close()
-	resp, err := c.get(ctx, "/admin/config_dump?resource=dynamic_active_secrets")
+	c := agentapi.NewClient(sock)
+	defer c.Close()
+	body, err := c.Admin(ctx, "config_dump?resource=dynamic_active_secrets")
 	if err != nil {
 		return nil, fmt.Errorf("read the proxy's secrets: %w", err)
 	}
-	defer resp.Body.Close()
+	defer body.Close()
 	var d secretsDump
-	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil {
+	if err := json.NewDecoder(body).Decode(&d); err != nil {
 		return nil, fmt.Errorf("decode the proxy's secrets: %w", err)
 	}
 	out := make([]api.ProxySecret, 0, len(d.Configs))

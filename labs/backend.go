@@ -4,14 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"strings"
 	"syscall"
 
 	"github.com/meshlab/meshlab/api"
-	"github.com/meshlab/meshlab/dataplane/statstext"
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 	"github.com/meshlab/meshlab/lab"
 )
 
@@ -59,26 +55,13 @@ func NewLabBackend(l *lab.Lab, runRoot, name string) *LabBackend {
 
 // Stats reads the pod's proxy stats through its agent's admin proxy.
 func (b *LabBackend) Stats(ctx context.Context, pod string) (map[string]uint64, error) {
-	sock := b.paths.AgentSocket(pod)
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", sock)
-	}}}
-	defer hc.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://agent/admin/stats", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := hc.Do(req)
+	c := agentapi.NewClient(b.paths.AgentSocket(pod))
+	defer c.Close()
+	st, err := c.Stats(ctx, "")
 	if err != nil {
 		return nil, fmt.Errorf("read stats of %s: %w", pod, err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-		return nil, fmt.Errorf("read stats of %s: %s: %s", pod, resp.Status, strings.TrimSpace(string(b)))
-	}
-	return statstext.ParseValues(resp.Body)
+	return st.Values, nil
 }
 
 // KillProxy SIGKILLs the pod's newest live proxy epoch; its agent restarts it.

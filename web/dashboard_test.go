@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/meshlab/meshlab/api"
-	"github.com/meshlab/meshlab/dataplane/agent"
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 	"github.com/meshlab/meshlab/internal/testutil"
 )
 
@@ -68,7 +68,7 @@ func (f *dashFake) InspectPod(_ context.Context, pod string, lines int) (api.Pod
 	}
 	return api.PodInspection{
 		Pod:     pod,
-		Agent:   &agent.Status{Pod: pod, Ready: true, Epochs: []agent.EpochStatus{{Epoch: 0, PID: 10, State: agent.EpochLive}}},
+		Agent:   &agentapi.Status{Pod: pod, Ready: true, Epochs: []agentapi.EpochStatus{{Epoch: 0, PID: 10, State: agentapi.EpochLive}}},
 		Capture: "[3:180] -A ISTIO_OUTPUT -m comment --comment \"why\" -j RETURN\n",
 		XDS:     []api.XDSTypeState{{TypeURL: "type.googleapis.com/envoy.config.cluster.v3.Cluster", Sent: "v1", Acked: "v1", Synced: true}},
 		Logs:    map[string][]string{"proxy": make([]string, lines)},

@@ -136,11 +136,13 @@ func describeService(ctx context.Context, g *globalFlags, name string) (ServiceV
 		if !p.Sidecar || !p.Ready || selected[p.Name] {
 			continue
 		}
-		text, err := unixGet(ctx, paths.AgentSocket(p.Name), "/admin/clusters")
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		text, err := fetchAdmin(actx, paths.AgentSocket(p.Name), "clusters")
+		cancel()
 		if err != nil {
 			continue
 		}
-		v.Endpoints, v.EndpointsFrom = parseClusterHealth(text, v.Hostname), p.Name
+		v.Endpoints, v.EndpointsFrom = parseClusterHealth(string(text), v.Hostname), p.Name
 		break
 	}
 	return v, nil
@@ -453,7 +455,8 @@ func formatSelector(m map[string]string) string {
 	return strings.Join(kv, ",")
 }
 
-// unixGet GETs path over the HTTP-over-unix socket sock and returns the body.
+// unixGet GETs path over the HTTP-over-unix socket sock (the lab's api.sock) and returns
+// the body.
 func unixGet(ctx context.Context, sock, path string) (string, error) {
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {

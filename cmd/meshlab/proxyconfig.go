@@ -4,14 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 	"github.com/meshlab/meshlab/dataplane/proxyconfig"
 )
 
@@ -270,26 +269,7 @@ func readAdmin(ctx context.Context, g *globalFlags, pod, file, path string) ([]b
 
 // fetchAdmin GETs /admin/<path> from the agent listening on sock.
 func fetchAdmin(ctx context.Context, sock, path string) ([]byte, error) {
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", sock)
-	}}}
-	defer hc.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://agent/admin/"+path, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET /%s: %s: %s", path, resp.Status, strings.TrimSpace(string(body)))
-	}
-	return body, nil
+	c := agentapi.NewClient(sock)
+	defer c.Close()
+	return c.AdminBytes(ctx, path)
 }

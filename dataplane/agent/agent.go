@@ -12,6 +12,8 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync"
+
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 )
 
 // deps are the parts of Run that tests replace.
@@ -116,7 +118,7 @@ func run(ctx context.Context, c Config, log *slog.Logger, d deps) (err error) {
 		go whenLive(ctx, mgr, d.settled)
 	}
 	names := &nameStore{}
-	status := func(ctx context.Context) Status {
+	status := func(ctx context.Context) agentapi.Status {
 		st := buildStatus(ctx, c.Pod, mgr, ready)
 		if certs != nil {
 			cs := certs.snapshot()
@@ -190,7 +192,7 @@ func run(ctx context.Context, c Config, log *slog.Logger, d deps) (err error) {
 func whenLive(ctx context.Context, mgr *epochManager, f func()) {
 	for {
 		ch := mgr.changes()
-		if st, _, ok := mgr.serving(); ok && st.State == EpochLive {
+		if st, _, ok := mgr.serving(); ok && st.State == agentapi.EpochLive {
 			f()
 			return
 		}

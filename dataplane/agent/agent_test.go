@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
+
 	"github.com/miekg/dns"
 
 	"github.com/meshlab/meshlab/internal/testutil"
@@ -62,13 +64,13 @@ func sharedDir(t *testing.T) string {
 // fakeLab serves the name-table long-poll on a unix socket, as the lab API does.
 type fakeLab struct {
 	mu      sync.Mutex
-	table   NameTable
+	table   agentapi.NameTable
 	changed chan struct{}
 	fail    int // answer this many requests with 500 first
 	queries []string
 }
 
-func newFakeLab(t *testing.T, socket string, table NameTable) *fakeLab {
+func newFakeLab(t *testing.T, socket string, table agentapi.NameTable) *fakeLab {
 	t.Helper()
 	l := &fakeLab{table: table, changed: make(chan struct{})}
 	ln, err := net.Listen("unix", socket)
@@ -112,7 +114,7 @@ func (l *fakeLab) serve(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(l.table)
 }
 
-func (l *fakeLab) set(t NameTable) {
+func (l *fakeLab) set(t agentapi.NameTable) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.table = t
@@ -149,8 +151,8 @@ func eventually(t *testing.T, what string, f func() error) {
 	}
 }
 
-func getStatus(c *http.Client) (Status, error) {
-	var s Status
+func getStatus(c *http.Client) (agentapi.Status, error) {
+	var s agentapi.Status
 	resp, err := c.Get("http://agent/status")
 	if err != nil {
 		return s, err
@@ -207,7 +209,7 @@ func startAgentTuned(t *testing.T, mode string, mutate func(*Config), tune func(
 	if mutate != nil {
 		mutate(&c)
 	}
-	lab := newFakeLab(t, c.LabSocket, NameTable{Version: 1, Names: map[string][]netip.Addr{
+	lab := newFakeLab(t, c.LabSocket, agentapi.NameTable{Version: 1, Names: map[string][]netip.Addr{
 		"backend.default.svc.cluster.local": {netip.MustParseAddr("10.96.0.10")},
 	}})
 	env := []string{helperEventsEnv + "=" + events}
@@ -316,11 +318,11 @@ func TestRunStartsReadyProxyAndStopsIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !st.Ready || st.Pod != "backend-v1" || st.ProxyVersion != fakeVersion || st.DataPlane != DataPlaneEnvoy ||
+	if !st.Ready || st.Pod != "backend-v1" || st.ProxyVersion != fakeVersion || st.DataPlane != agentapi.DataPlaneEnvoy ||
 		st.ProxyPath != "/opt/test/envoy" || st.Restarts != 0 || st.Message != "" {
 		t.Errorf("status = %+v", st)
 	}
-	if len(st.Epochs) != 1 || st.Epochs[0].Epoch != 0 || st.Epochs[0].PID <= 0 || st.Epochs[0].State != EpochLive {
+	if len(st.Epochs) != 1 || st.Epochs[0].Epoch != 0 || st.Epochs[0].PID <= 0 || st.Epochs[0].State != agentapi.EpochLive {
 		t.Errorf("epochs = %+v, want epoch 0 live with a pid", st.Epochs)
 	}
 	resp, err := r.sock.Get("http://agent/admin/stats?filter=" + "%5Ecluster_manager")
@@ -364,7 +366,7 @@ func TestRunStartsReadyProxyAndStopsIt(t *testing.T) {
 
 func TestRunRestartsCrashedProxy(t *testing.T) {
 	r := startAgent(t, "crash-first")
-	var st Status
+	var st agentapi.Status
 	eventually(t, "proxy restarted and ready", func() error {
 		var err error
 		st, err = getStatus(r.sock)
@@ -380,11 +382,11 @@ func TestRunRestartsCrashedProxy(t *testing.T) {
 		t.Fatalf("epochs = %+v, want the crashed one and the live one", st.Epochs)
 	}
 	crashed, live := st.Epochs[0], st.Epochs[1]
-	if crashed.State != EpochExited || crashed.ExitCode == nil || *crashed.ExitCode != 3 || crashed.ExitedAt == nil ||
+	if crashed.State != agentapi.EpochExited || crashed.ExitCode == nil || *crashed.ExitCode != 3 || crashed.ExitedAt == nil ||
 		!strings.Contains(crashed.Error, "exit status 3") {
 		t.Errorf("crashed epoch = %+v", crashed)
 	}
-	if live.Epoch != 0 || live.State != EpochLive || live.PID == crashed.PID {
+	if live.Epoch != 0 || live.State != agentapi.EpochLive || live.PID == crashed.PID {
 		t.Errorf("restarted epoch = %+v", live)
 	}
 	// The last 20 stderr lines of the crash, and not the first 5.
@@ -430,9 +432,9 @@ func (r *agentRun) do(t *testing.T, method, path, body string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-func waitStatus(t *testing.T, r *agentRun, what string, ok func(Status) bool) Status {
+func waitStatus(t *testing.T, r *agentRun, what string, ok func(agentapi.Status) bool) agentapi.Status {
 	t.Helper()
-	var st Status
+	var st agentapi.Status
 	eventually(t, what, func() error {
 		var err error
 		if st, err = getStatus(r.sock); err != nil {
@@ -452,19 +454,19 @@ func waitStatus(t *testing.T, r *agentRun, what string, ok func(Status) bool) St
 // one starts epoch 2 with the new flags.
 func TestRunRestartsAndReconfiguresTheProxy(t *testing.T) {
 	r := startAgent(t, "")
-	waitStatus(t, r, "epoch 0 ready", func(s Status) bool { return s.Ready })
+	waitStatus(t, r, "epoch 0 ready", func(s agentapi.Status) bool { return s.Ready })
 
 	code, body := r.do(t, http.MethodPost, "/restart", "")
 	if code != http.StatusOK || !strings.Contains(body, `"epoch": 1`) || !strings.Contains(body, `"restarted": true`) {
 		t.Fatalf("POST /restart = %d %s", code, body)
 	}
-	st := waitStatus(t, r, "epoch 1 live, epoch 0 exited cleanly", func(s Status) bool {
-		return s.Ready && len(s.Epochs) == 2 && s.Epochs[1].State == EpochLive && s.Epochs[0].State == EpochExited
+	st := waitStatus(t, r, "epoch 1 live, epoch 0 exited cleanly", func(s agentapi.Status) bool {
+		return s.Ready && len(s.Epochs) == 2 && s.Epochs[1].State == agentapi.EpochLive && s.Epochs[0].State == agentapi.EpochExited
 	})
 	if e := st.Epochs[0]; *e.ExitCode != 0 || e.Error != "" {
 		t.Errorf("parent epoch = %+v, want a clean exit", e)
 	}
-	if e := st.Epochs[1]; e.Reason != ReasonRestart || e.ProxyVersion != fakeVersion || e.PID == st.Epochs[0].PID {
+	if e := st.Epochs[1]; e.Reason != agentapi.ReasonRestart || e.ProxyVersion != fakeVersion || e.PID == st.Epochs[0].PID {
 		t.Errorf("child epoch = %+v", e)
 	}
 	argv := r.proxyArgv()
@@ -489,8 +491,8 @@ func TestRunRestartsAndReconfiguresTheProxy(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(body, `"epoch": 2`) {
 		t.Fatalf("PUT /proxy-config = %d %s", code, body)
 	}
-	waitStatus(t, r, "epoch 2 live", func(s Status) bool {
-		return s.Ready && s.Epochs[len(s.Epochs)-1].Epoch == 2 && s.Epochs[len(s.Epochs)-1].State == EpochLive
+	waitStatus(t, r, "epoch 2 live", func(s agentapi.Status) bool {
+		return s.Ready && s.Epochs[len(s.Epochs)-1].Epoch == 2 && s.Epochs[len(s.Epochs)-1].State == agentapi.EpochLive
 	})
 	argv = r.proxyArgv()
 	if len(argv) != 3 || argValue(argv[2], "--restart-epoch") != "2" || argValue(argv[2], "--log-level") != "warning" ||
@@ -514,12 +516,12 @@ func TestRunPushesReadiness(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		proxyPath string
-		check     func(Status) bool
+		check     func(agentapi.Status) bool
 	}{
-		{name: "ready", check: func(s Status) bool {
-			return s.Ready && !s.Failed && len(s.Epochs) == 1 && s.Epochs[0].State == EpochLive
+		{name: "ready", check: func(s agentapi.Status) bool {
+			return s.Ready && !s.Failed && len(s.Epochs) == 1 && s.Epochs[0].State == agentapi.EpochLive
 		}},
-		{name: "failed", proxyPath: "/nonexistent/envoy", check: func(s Status) bool { return !s.Ready && s.Failed }},
+		{name: "failed", proxyPath: "/nonexistent/envoy", check: func(s agentapi.Status) bool { return !s.Ready && s.Failed }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := startAgentWith(t, "", func(c *Config) {
@@ -527,7 +529,7 @@ func TestRunPushesReadiness(t *testing.T) {
 					c.ProxyPath = tc.proxyPath
 				}
 			})
-			var st Status
+			var st agentapi.Status
 			eventually(t, "one answer from GET /status?wait=ready", func() error {
 				resp, err := r.sock.Get("http://agent/status?wait=ready&timeout=4s") // the client's timeout is 5s
 				if err != nil {
@@ -546,7 +548,7 @@ func TestRunPushesReadiness(t *testing.T) {
 
 func TestRunWithMissingProxyBinaryFailsThePod(t *testing.T) {
 	r := startAgentWith(t, "", func(c *Config) { c.ProxyPath = "/nonexistent/envoy" })
-	st := waitStatus(t, r, "pod failed", func(s Status) bool { return s.Failed })
+	st := waitStatus(t, r, "pod failed", func(s agentapi.Status) bool { return s.Failed })
 	if st.Ready || !strings.Contains(st.Message, "proxy cannot be started") || !strings.Contains(st.Message, "/nonexistent/envoy") {
 		t.Errorf("status = %+v", st)
 	}

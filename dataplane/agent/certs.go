@@ -4,54 +4,22 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 )
 
 // rotateFraction is when a certificate is renewed, as a fraction of its lifetime
 // (Istio's SECRET_GRACE_PERIOD_RATIO is 0.5 with jitter; the issue asks for ~80%).
 const rotateFraction = 0.8
 
-// ErrRenewalPaused is returned by a renewal asked for while renewal is paused.
-var ErrRenewalPaused = errors.New("certificate renewal is paused")
-
-// CertStatus is the workload certificate, as `meshlab describe pod` shows it.
-type CertStatus struct {
-	SPIFFEID  string    `json:"spiffeID"`
-	Serial    string    `json:"serial,omitempty"`
-	NotBefore time.Time `json:"notBefore,omitzero"`
-	NotAfter  time.Time `json:"notAfter,omitzero"`
-	RotateAt  time.Time `json:"rotateAt,omitzero"`
-	Rotations int       `json:"rotations"`       // certificates issued after the first
-	Error     string    `json:"error,omitempty"` // the last failed attempt, until one succeeds
-	ErrorAt   time.Time `json:"errorAt,omitzero"`
-	// IssuerKeyID is the leaf's authority key id (hex): the key of the root (or its
-	// cross-signed certificate) that signed it.
-	IssuerKeyID string `json:"issuerKeyID,omitempty"`
-	Issuer      string `json:"issuer,omitempty"` // the issuer's common name
-	// Intermediates are sent after the leaf in the "default" secret (during a root
-	// rotation: the new root cross-signed by the old one).
-	Intermediates []CertRef `json:"intermediates,omitempty"`
-	// TrustBundle is the ROOTCA secret: the roots peers' certificates are verified against.
-	TrustBundle []CertRef `json:"trustBundle,omitempty"`
-	Paused      bool      `json:"paused"` // renewal paused (POST /certs/pause)
-}
-
-// CertRef names one CA certificate.
-type CertRef struct {
-	Serial   string    `json:"serial"`
-	Subject  string    `json:"subject"`
-	KeyID    string    `json:"keyID,omitempty"` // subject key id, hex
-	NotAfter time.Time `json:"notAfter"`
-}
-
-func certRefs(cs []*x509.Certificate) []CertRef {
-	var out []CertRef
+func certRefs(cs []*x509.Certificate) []agentapi.CertRef {
+	var out []agentapi.CertRef
 	for _, c := range cs {
-		out = append(out, CertRef{Serial: serial(c), Subject: c.Subject.CommonName, KeyID: hex.EncodeToString(c.SubjectKeyId), NotAfter: c.NotAfter})
+		out = append(out, agentapi.CertRef{Serial: serial(c), Subject: c.Subject.CommonName, KeyID: hex.EncodeToString(c.SubjectKeyId), NotAfter: c.NotAfter})
 	}
 	return out
 }
@@ -72,7 +40,7 @@ type certManager struct {
 
 	mu       sync.Mutex
 	cur      *workloadCert
-	status   CertStatus
+	status   agentapi.CertStatus
 	changed  chan struct{} // closed and replaced on every new certificate
 	issuance int
 	next     time.Time // when Run next asks for a certificate (zero: at once)
@@ -81,7 +49,7 @@ type certManager struct {
 
 func newCertManager(s certSigner, id string, ttl time.Duration, log *slog.Logger) *certManager {
 	return &certManager{signer: s, id: id, ttl: ttl, log: log, now: time.Now, kick: make(chan struct{}, 1), acks: newSDSAcks(),
-		status: CertStatus{SPIFFEID: id}, changed: make(chan struct{})}
+		status: agentapi.CertStatus{SPIFFEID: id}, changed: make(chan struct{})}
 }
 
 // current returns the certificate (nil before the first) and a channel closed when it changes.
@@ -92,7 +60,7 @@ func (m *certManager) current() (*workloadCert, <-chan struct{}) {
 }
 
 // snapshot returns the status for Status.Cert.
-func (m *certManager) snapshot() CertStatus {
+func (m *certManager) snapshot() agentapi.CertStatus {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.status
@@ -150,14 +118,14 @@ func (m *certManager) attemptIfDue(ctx context.Context) {
 
 // attempt asks the CA for a certificate once and installs it, or records the error
 // and schedules a retry.
-func (m *certManager) attempt(ctx context.Context) (CertStatus, error) {
+func (m *certManager) attempt(ctx context.Context) (agentapi.CertStatus, error) {
 	m.fetchMu.Lock()
 	defer m.fetchMu.Unlock()
 	return m.attemptLocked(ctx)
 }
 
 // attemptLocked is attempt with fetchMu held.
-func (m *certManager) attemptLocked(ctx context.Context) (CertStatus, error) {
+func (m *certManager) attemptLocked(ctx context.Context) (agentapi.CertStatus, error) {
 	c, err := m.fetch(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -194,9 +162,9 @@ func (m *certManager) attemptLocked(ctx context.Context) (CertStatus, error) {
 // renew gets a new certificate now (and with it the CA's current trust bundle), waits
 // until every proxy's SDS stream ACKed it, and returns the new status; ErrRenewalPaused
 // while paused.
-func (m *certManager) renew(ctx context.Context) (CertStatus, error) {
+func (m *certManager) renew(ctx context.Context) (agentapi.CertStatus, error) {
 	if m.snapshot().Paused {
-		return m.snapshot(), ErrRenewalPaused
+		return m.snapshot(), agentapi.ErrRenewalPaused
 	}
 	st, err := m.attempt(ctx)
 	m.wake()
@@ -210,7 +178,7 @@ func (m *certManager) renew(ctx context.Context) (CertStatus, error) {
 }
 
 // setPaused pauses or resumes renewal. Resuming renews at once if the certificate is due.
-func (m *certManager) setPaused(paused bool) CertStatus {
+func (m *certManager) setPaused(paused bool) agentapi.CertStatus {
 	m.mu.Lock()
 	m.status.Paused = paused
 	st := m.status
@@ -252,7 +220,7 @@ func (m *certManager) install(c *workloadCert) time.Time {
 	}
 	m.issuance++
 	m.next = rotateAt
-	m.status = CertStatus{SPIFFEID: m.id, Serial: serial(c.leaf), NotBefore: c.leaf.NotBefore,
+	m.status = agentapi.CertStatus{SPIFFEID: m.id, Serial: serial(c.leaf), NotBefore: c.leaf.NotBefore,
 		NotAfter: c.leaf.NotAfter, RotateAt: rotateAt, Rotations: m.status.Rotations, Paused: m.status.Paused,
 		IssuerKeyID: hex.EncodeToString(c.leaf.AuthorityKeyId), Issuer: c.leaf.Issuer.CommonName,
 		Intermediates: certRefs(c.inter), TrustBundle: certRefs(c.bundle)}

@@ -1,10 +1,10 @@
 package agent
 
 import (
-	"context"
-	"errors"
 	"log/slog"
 	"net/http"
+
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 )
 
 // withCertRoutes adds the certificate endpoints to agent.sock's handler h:
@@ -25,16 +25,12 @@ func withCertRoutes(h http.Handler, m *certManager, log *slog.Logger) http.Handl
 	})
 	mux.HandleFunc("POST /certs/renew", func(w http.ResponseWriter, r *http.Request) {
 		st, err := m.renew(r.Context())
-		switch {
-		case errors.Is(err, ErrRenewalPaused):
-			writeJSON(w, http.StatusConflict, map[string]string{"error": err.Error()}, log)
-		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-			writeJSON(w, http.StatusGatewayTimeout, map[string]string{"error": err.Error()}, log)
-		case err != nil:
-			writeJSON(w, http.StatusBadGateway, map[string]string{"error": err.Error()}, log)
-		default:
-			writeJSON(w, http.StatusOK, st, log)
+		if err != nil {
+			// 409 while paused, 504 when the request ended, else the CA failed: 502.
+			writeJSON(w, agentapi.StatusCode(err, http.StatusBadGateway), map[string]string{"error": err.Error()}, log)
+			return
 		}
+		writeJSON(w, http.StatusOK, st, log)
 	})
 	mux.HandleFunc("POST /certs/pause", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, m.setPaused(true), log)

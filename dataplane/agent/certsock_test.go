@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
+
 	discoverypb "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
 	"github.com/meshlab/meshlab/controlplane/ca"
@@ -17,14 +19,14 @@ import (
 )
 
 // postCerts POSTs to a /certs endpoint of h and decodes the status it answers.
-func postCerts(t *testing.T, h http.Handler, path string, wantCode int) CertStatus {
+func postCerts(t *testing.T, h http.Handler, path string, wantCode int) agentapi.CertStatus {
 	t.Helper()
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, nil))
 	if rec.Code != wantCode {
 		t.Fatalf("POST %s = %d %s, want %d", path, rec.Code, rec.Body, wantCode)
 	}
-	var st CertStatus
+	var st agentapi.CertStatus
 	if wantCode == http.StatusOK {
 		if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil {
 			t.Fatal(err)
@@ -82,7 +84,7 @@ func TestRootRotationOverSDS(t *testing.T) {
 	}
 	// renew POSTs /certs/renew, which answers only once the stream ACKed the new
 	// secrets, while reading and ACKing the push.
-	renew := func() (st CertStatus, chain, bundle []*x509.Certificate) {
+	renew := func() (st agentapi.CertStatus, chain, bundle []*x509.Certificate) {
 		t.Helper()
 		rec := httptest.NewRecorder()
 		done := make(chan struct{})

@@ -147,7 +147,7 @@ func (c Config) validate() error {
 		errs = append(errs, fmt.Errorf("termination drain duration %s is negative", c.TerminationDrainDuration))
 	}
 	// Concurrency, the drain durations, the data plane choice and the bootstrap override.
-	if err := c.settings().validate(); err != nil {
+	if err := validateSettings(c.settings()); err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
+
 	"github.com/miekg/dns"
 
 	"github.com/meshlab/meshlab/internal/testutil"
@@ -18,7 +20,7 @@ import (
 func startDNS(t *testing.T, names map[string][]netip.Addr) (udpAddr, tcpAddr string) {
 	t.Helper()
 	store := &nameStore{}
-	store.set(NameTable{Version: 1, Names: names})
+	store.set(agentapi.NameTable{Version: 1, Names: names})
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
+
 	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
 )
 
@@ -41,9 +43,6 @@ var (
 	errNotLive    = errors.New("epoch did not become live in time")
 )
 
-// ErrStopping is returned by Restart when the agent is shutting down.
-var ErrStopping = errors.New("agent is stopping")
-
 // serverInfoReader reads the proxy's /server_info; adminClient is the real one. It must be
 // safe for concurrent use.
 type serverInfoReader interface {
@@ -60,16 +59,8 @@ type exitStatus struct {
 // new epoch anyway" (POST /restart); otherwise the new settings, a no-op when they equal
 // the current ones (PUT /proxy-config).
 type restartReq struct {
-	settings *ProxySettings
-	reply    chan RestartResult // buffered 1; nil for the loop's own retries
-}
-
-// RestartResult is what a restart request did.
-type RestartResult struct {
-	// Epoch is the epoch started for this request; -1 when nothing was started.
-	Epoch int `json:"epoch"`
-	// Restarted reports whether a new epoch was started (false: settings unchanged).
-	Restarted bool `json:"restarted"`
+	settings *agentapi.ProxySettings
+	reply    chan agentapi.RestartResult // buffered 1; nil for the loop's own retries
 }
 
 // epochManager owns the proxy processes. Its shape is Istio's pre-2021 pkg/envoy/agent.go:
@@ -101,10 +92,10 @@ type epochManager struct {
 	stopped   chan struct{} // closed when Run returns
 
 	mu           sync.Mutex
-	activeEpochs map[int]chan error // epoch -> abort channel (buffered 1)
-	aborted      map[int]error      // epochs stopped on purpose, and why
-	epochs       []*EpochStatus     // running and recently exited, oldest first
-	settings     ProxySettings      // what new epochs start with
+	activeEpochs map[int]chan error      // epoch -> abort channel (buffered 1)
+	aborted      map[int]error           // epochs stopped on purpose, and why
+	epochs       []*agentapi.EpochStatus // running and recently exited, oldest first
+	settings     agentapi.ProxySettings  // what new epochs start with
 	restarts     int
 	failures     int // unexpected exits of the newest epoch in a row
 	failed       bool
@@ -116,7 +107,7 @@ type epochManager struct {
 	changed chan struct{}
 }
 
-func newEpochManager(p proxy, info serverInfoReader, s ProxySettings, terminationDrain time.Duration, log *slog.Logger) *epochManager {
+func newEpochManager(p proxy, info serverInfoReader, s agentapi.ProxySettings, terminationDrain time.Duration, log *slog.Logger) *epochManager {
 	return &epochManager{
 		proxy:             p,
 		info:              info,
@@ -132,7 +123,7 @@ func newEpochManager(p proxy, info serverInfoReader, s ProxySettings, terminatio
 		stopped:           make(chan struct{}),
 		activeEpochs:      make(map[int]chan error),
 		aborted:           make(map[int]error),
-		settings:          s.withDefaults(),
+		settings:          settingsWithDefaults(s),
 		changed:           make(chan struct{}),
 	}
 }
@@ -155,30 +146,30 @@ func (m *epochManager) notifyLocked() {
 // set it starts one only when s differs from the current settings. It returns once the
 // new epoch is started (which waits until the current one is LIVE), not once the new one
 // is LIVE.
-func (m *epochManager) Restart(ctx context.Context, s *ProxySettings) (RestartResult, error) {
+func (m *epochManager) Restart(ctx context.Context, s *agentapi.ProxySettings) (agentapi.RestartResult, error) {
 	if s != nil {
-		if err := s.validate(); err != nil {
-			return RestartResult{Epoch: -1}, err
+		if err := validateSettings(*s); err != nil {
+			return agentapi.RestartResult{Epoch: -1}, err
 		}
-		d := s.withDefaults()
+		d := settingsWithDefaults(*s)
 		s = &d
 	}
-	req := restartReq{settings: s, reply: make(chan RestartResult, 1)}
+	req := restartReq{settings: s, reply: make(chan agentapi.RestartResult, 1)}
 	select {
 	case m.restartCh <- req:
 	case <-m.stopped:
-		return RestartResult{Epoch: -1}, ErrStopping
+		return agentapi.RestartResult{Epoch: -1}, agentapi.ErrStopping
 	case <-ctx.Done():
-		return RestartResult{Epoch: -1}, fmt.Errorf("request proxy restart: %w", ctx.Err())
+		return agentapi.RestartResult{Epoch: -1}, fmt.Errorf("request proxy restart: %w", ctx.Err())
 	}
 	select {
 	case r, ok := <-req.reply:
 		if !ok {
-			return RestartResult{Epoch: -1}, ErrStopping
+			return agentapi.RestartResult{Epoch: -1}, agentapi.ErrStopping
 		}
 		return r, nil
 	case <-ctx.Done():
-		return RestartResult{Epoch: -1}, fmt.Errorf("wait for proxy restart: %w", ctx.Err())
+		return agentapi.RestartResult{Epoch: -1}, fmt.Errorf("wait for proxy restart: %w", ctx.Err())
 	}
 }
 
@@ -195,7 +186,7 @@ type loopState struct {
 // every epoch and returns once all have exited.
 func (m *epochManager) Run(ctx context.Context) error {
 	defer close(m.stopped)
-	m.startEpoch(0, ReasonInitial)
+	m.startEpoch(0, agentapi.ReasonInitial)
 	ls := &loopState{backoff: minBackoff}
 	tick := time.NewTicker(m.startPollInterval)
 	defer tick.Stop()
@@ -250,22 +241,22 @@ func (m *epochManager) waiting(ls *loopState) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	st, ok := m.newestRunningLocked()
-	return ok && st.State == EpochStarting
+	return ok && st.State == agentapi.EpochStarting
 }
 
 // onRestart handles a Restart request.
 func (m *epochManager) onRestart(ls *loopState, req restartReq) {
 	m.mu.Lock()
-	reason := ReasonRestart
+	reason := agentapi.ReasonRestart
 	if req.settings != nil {
 		if reflect.DeepEqual(*req.settings, m.settings) {
 			m.mu.Unlock()
-			req.reply <- RestartResult{Epoch: -1}
+			req.reply <- agentapi.RestartResult{Epoch: -1}
 			return
 		}
 		m.log.Info("proxy settings changed", "from", m.settings, "to", *req.settings)
 		m.settings = *req.settings
-		reason = ReasonConfig
+		reason = agentapi.ReasonConfig
 	}
 	// A restart asked for by a person clears a failed pod and its backoff.
 	if m.failed {
@@ -298,7 +289,7 @@ func (m *epochManager) tryStart(ls *loopState) {
 	m.mu.Unlock()
 	next := 0
 	if ok {
-		if newest.State != EpochLive {
+		if newest.State != agentapi.EpochLive {
 			return // Istio: "waiting for epoch N to go live before performing a hot restart"
 		}
 		next = newest.Epoch + 1
@@ -312,15 +303,15 @@ func (m *epochManager) tryStart(ls *loopState) {
 	}
 	reason := ls.reason
 	if reason == "" {
-		reason = ReasonRetry
+		reason = agentapi.ReasonRetry
 		if !ok {
-			reason = ReasonCrash
+			reason = agentapi.ReasonCrash
 		}
 	}
 	m.startEpoch(next, reason)
 	for _, r := range ls.pending {
 		if r.reply != nil {
-			r.reply <- RestartResult{Epoch: next, Restarted: true}
+			r.reply <- agentapi.RestartResult{Epoch: next, Restarted: true}
 		}
 	}
 	ls.pending, ls.reason = nil, ""
@@ -388,7 +379,7 @@ func (m *epochManager) fail(ls *loopState, why string) {
 	m.mu.Unlock()
 	for _, r := range ls.pending {
 		if r.reply != nil {
-			r.reply <- RestartResult{Epoch: -1}
+			r.reply <- agentapi.RestartResult{Epoch: -1}
 		}
 	}
 	ls.pending, ls.reason = nil, ""
@@ -400,7 +391,7 @@ func (m *epochManager) checkLiveTimeout() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	st, ok := m.newestRunningLocked()
-	if !ok || st.State != EpochStarting || time.Since(st.StartedAt) < m.liveTimeout {
+	if !ok || st.State != agentapi.EpochStarting || time.Since(st.StartedAt) < m.liveTimeout {
 		return
 	}
 	abort, ok := m.activeEpochs[st.Epoch]
@@ -416,7 +407,7 @@ func (m *epochManager) checkLiveTimeout() {
 // keeps at most two epochs, so any epoch older than epoch-1 is stopped first.
 func (m *epochManager) startEpoch(epoch int, reason string) {
 	abort := make(chan error, 1)
-	st := &EpochStatus{Epoch: epoch, State: EpochStarting, StartedAt: time.Now(), Reason: reason}
+	st := &agentapi.EpochStatus{Epoch: epoch, State: agentapi.EpochStarting, StartedAt: time.Now(), Reason: reason}
 	m.mu.Lock()
 	for e, ch := range m.activeEpochs {
 		if e < epoch-1 && m.aborted[e] == nil {
@@ -435,7 +426,7 @@ func (m *epochManager) startEpoch(epoch int, reason string) {
 	go m.runWait(epoch, s, st, abort)
 }
 
-func (m *epochManager) runWait(epoch int, s ProxySettings, st *EpochStatus, abort chan error) {
+func (m *epochManager) runWait(epoch int, s agentapi.ProxySettings, st *agentapi.EpochStatus, abort chan error) {
 	pollCtx, stopPoll := context.WithCancel(context.Background())
 	var polls sync.WaitGroup
 	err := m.proxy.Run(epoch, s, abort, func(pi processInfo) {
@@ -459,7 +450,7 @@ func (m *epochManager) runWait(epoch int, s ProxySettings, st *EpochStatus, abor
 // The admin port belongs to one process at a time (a hot-restarting child asks its
 // parent to close it), so an answer is attributed by its restart_epoch: the epoch's own
 // answer sets its state; a newer epoch's LIVE answer means this one is draining.
-func (m *epochManager) pollState(ctx context.Context, st *EpochStatus) {
+func (m *epochManager) pollState(ctx context.Context, st *agentapi.EpochStatus) {
 	interval := m.startPollInterval
 	for {
 		changed := m.changes()
@@ -468,20 +459,20 @@ func (m *epochManager) pollState(ctx context.Context, st *EpochStatus) {
 			m.mu.Lock()
 			was := st.State
 			switch {
-			case st.State == EpochExited:
+			case st.State == agentapi.EpochExited:
 			case reported == st.Epoch:
 				st.State = epochState(si.GetState())
 			case reported > st.Epoch && si.GetState() == adminv3.ServerInfo_LIVE:
-				st.State = EpochDraining
+				st.State = agentapi.EpochDraining
 			}
 			switch {
 			case st.State != was:
 				m.notifyLocked()
 				interval = m.pollInterval
-			case st.State == EpochLive || st.State == EpochDraining:
+			case st.State == agentapi.EpochLive || st.State == agentapi.EpochDraining:
 				interval = min(max(2*interval, m.pollInterval), max(m.maxPollInterval, m.pollInterval))
 			}
-			if st.State == EpochStarting {
+			if st.State == agentapi.EpochStarting {
 				interval = m.startPollInterval
 			}
 			m.mu.Unlock()
@@ -503,11 +494,11 @@ func (m *epochManager) pollState(ctx context.Context, st *EpochStatus) {
 func epochState(s adminv3.ServerInfo_State) string {
 	switch s {
 	case adminv3.ServerInfo_LIVE:
-		return EpochLive
+		return agentapi.EpochLive
 	case adminv3.ServerInfo_DRAINING:
-		return EpochDraining
+		return agentapi.EpochDraining
 	default:
-		return EpochStarting
+		return agentapi.EpochStarting
 	}
 }
 
@@ -535,11 +526,11 @@ func (m *epochManager) recordExit(x exitStatus) exitRecord {
 		}
 	}
 	for _, st := range m.epochs {
-		if st.Epoch != x.epoch || st.State == EpochExited {
+		if st.Epoch != x.epoch || st.State == agentapi.EpochExited {
 			continue
 		}
 		r.ran = now.Sub(st.StartedAt)
-		st.State = EpochExited
+		st.State = agentapi.EpochExited
 		m.notifyLocked()
 		st.ExitedAt = &now
 		st.ExitCode = &code
@@ -583,7 +574,7 @@ func (m *epochManager) trimLocked() {
 	for len(m.epochs) > keptEpochs {
 		i := -1
 		for j, st := range m.epochs {
-			if st.State == EpochExited {
+			if st.State == agentapi.EpochExited {
 				i = j
 				break
 			}
@@ -637,29 +628,29 @@ func (m *epochManager) active() int {
 }
 
 // newestRunningLocked returns the newest epoch that has not exited. m.mu must be held.
-func (m *epochManager) newestRunningLocked() (EpochStatus, bool) {
-	var best *EpochStatus
+func (m *epochManager) newestRunningLocked() (agentapi.EpochStatus, bool) {
+	var best *agentapi.EpochStatus
 	for _, st := range m.epochs {
-		if st.State != EpochExited && (best == nil || st.Epoch >= best.Epoch) {
+		if st.State != agentapi.EpochExited && (best == nil || st.Epoch >= best.Epoch) {
 			best = st
 		}
 	}
 	if best == nil {
-		return EpochStatus{}, false
+		return agentapi.EpochStatus{}, false
 	}
 	return *best, true
 }
 
 // oldestRunningLocked returns the oldest epoch that has not exited. m.mu must be held.
-func (m *epochManager) oldestRunningLocked() (EpochStatus, bool) {
-	var best *EpochStatus
+func (m *epochManager) oldestRunningLocked() (agentapi.EpochStatus, bool) {
+	var best *agentapi.EpochStatus
 	for _, st := range m.epochs {
-		if st.State != EpochExited && (best == nil || st.Epoch < best.Epoch) {
+		if st.State != agentapi.EpochExited && (best == nil || st.Epoch < best.Epoch) {
 			best = st
 		}
 	}
 	if best == nil {
-		return EpochStatus{}, false
+		return agentapi.EpochStatus{}, false
 	}
 	return *best, true
 }
@@ -668,16 +659,16 @@ func (m *epochManager) oldestRunningLocked() (EpochStatus, bool) {
 // running one. handedOver reports whether an epoch was started after it (running or
 // not): that epoch may have taken the admin port over, even if it failed later, so
 // the admin API no longer speaks for the serving epoch.
-func (m *epochManager) serving() (st EpochStatus, handedOver, ok bool) {
+func (m *epochManager) serving() (st agentapi.EpochStatus, handedOver, ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	newest, ok := m.newestRunningLocked()
 	if !ok {
-		return EpochStatus{}, false, false
+		return agentapi.EpochStatus{}, false, false
 	}
 	st = newest
 	for i := len(m.epochs) - 1; i >= 0; i-- {
-		if e := m.epochs[i]; e.State == EpochLive {
+		if e := m.epochs[i]; e.State == agentapi.EpochLive {
 			st = *e
 			break
 		}
@@ -692,20 +683,20 @@ func (m *epochManager) serving() (st EpochStatus, handedOver, ok bool) {
 
 // epochSnapshot is a copy of the manager's state for Status.
 type epochSnapshot struct {
-	epochs      []EpochStatus
+	epochs      []agentapi.EpochStatus
 	restarts    int
 	failures    int
 	failed      bool
 	nextRestart *time.Time
 	lastExit    string
-	settings    ProxySettings
+	settings    agentapi.ProxySettings
 }
 
 // snapshot returns a copy of the manager's state.
 func (m *epochManager) snapshot() epochSnapshot {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]EpochStatus, len(m.epochs))
+	out := make([]agentapi.EpochStatus, len(m.epochs))
 	for i, st := range m.epochs {
 		out[i] = *st
 	}

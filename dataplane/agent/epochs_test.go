@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
+
 	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
 
 	"github.com/meshlab/meshlab/internal/testutil"
@@ -31,7 +33,7 @@ type fakeProxy struct {
 
 type fakeRun struct {
 	epoch    int
-	settings ProxySettings
+	settings agentapi.ProxySettings
 	exit     chan error
 }
 
@@ -78,7 +80,7 @@ func (f *fakeProxy) serverInfo(context.Context) (*adminv3.ServerInfo, error) {
 		CommandLineOptions: &adminv3.CommandLineOptions{RestartEpoch: uint32(owner)}}, nil
 }
 
-func (f *fakeProxy) Run(epoch int, s ProxySettings, abort <-chan error, started func(processInfo)) error {
+func (f *fakeProxy) Run(epoch int, s agentapi.ProxySettings, abort <-chan error, started func(processInfo)) error {
 	f.mu.Lock()
 	state := adminv3.ServerInfo_PRE_INITIALIZING
 	if f.autoLive {
@@ -92,7 +94,7 @@ func (f *fakeProxy) Run(epoch int, s ProxySettings, abort <-chan error, started 
 		f.mu.Unlock()
 	}()
 	f.record(fmt.Sprintf("start %d", epoch))
-	started(processInfo{PID: 1000 + epoch, Path: "/fake/envoy", Version: "fake 1.0", DataPlane: DataPlaneEnvoy})
+	started(processInfo{PID: 1000 + epoch, Path: "/fake/envoy", Version: "fake 1.0", DataPlane: agentapi.DataPlaneEnvoy})
 	r := fakeRun{epoch: epoch, settings: s, exit: make(chan error)}
 	f.runs <- r
 	select {
@@ -114,7 +116,7 @@ func (f *fakeProxy) recorded() []string {
 	return slices.Clone(f.events)
 }
 
-var baseSettings = ProxySettings{LogLevel: "info", Concurrency: 2, DrainDuration: Duration(time.Second), ParentShutdownDuration: Duration(2 * time.Second)}
+var baseSettings = agentapi.ProxySettings{LogLevel: "info", Concurrency: 2, DrainDuration: agentapi.Duration(time.Second), ParentShutdownDuration: agentapi.Duration(2 * time.Second)}
 
 func startManager(t *testing.T, p *fakeProxy, drain time.Duration, tune ...func(*epochManager)) (*epochManager, context.CancelFunc, chan error) {
 	t.Helper()
@@ -163,12 +165,12 @@ func noStart(t *testing.T, p *fakeProxy, d time.Duration) {
 }
 
 // restartAsync calls Restart in a goroutine and returns its result channel.
-func restartAsync(m *epochManager, s *ProxySettings) chan RestartResult {
-	out := make(chan RestartResult, 1)
+func restartAsync(m *epochManager, s *agentapi.ProxySettings) chan agentapi.RestartResult {
+	out := make(chan agentapi.RestartResult, 1)
 	go func() {
 		r, err := m.Restart(context.Background(), s)
 		if err != nil {
-			r = RestartResult{Epoch: -2}
+			r = agentapi.RestartResult{Epoch: -2}
 		}
 		out <- r
 	}()
@@ -178,7 +180,7 @@ func restartAsync(m *epochManager, s *ProxySettings) chan RestartResult {
 func waitLive(t *testing.T, m *epochManager, epoch int) {
 	t.Helper()
 	eventually(t, fmt.Sprintf("epoch %d live", epoch), func() error {
-		if st, _, ok := m.serving(); !ok || st.Epoch != epoch || st.State != EpochLive {
+		if st, _, ok := m.serving(); !ok || st.Epoch != epoch || st.State != agentapi.EpochLive {
 			return fmt.Errorf("serving = %+v %t", st, ok)
 		}
 		return nil
@@ -205,8 +207,8 @@ func TestEpochManagerShutdownOrder(t *testing.T) {
 		t.Errorf("aborted %s after draining, want at least the termination drain %s", gap, drain)
 	}
 	s := m.snapshot()
-	if len(s.epochs) != 1 || s.epochs[0].State != EpochExited || *s.epochs[0].ExitCode != 0 || s.restarts != 0 || s.lastExit != "" ||
-		s.epochs[0].Reason != ReasonInitial || s.epochs[0].ProxyVersion != "fake 1.0" {
+	if len(s.epochs) != 1 || s.epochs[0].State != agentapi.EpochExited || *s.epochs[0].ExitCode != 0 || s.restarts != 0 || s.lastExit != "" ||
+		s.epochs[0].Reason != agentapi.ReasonInitial || s.epochs[0].ProxyVersion != "fake 1.0" {
 		t.Errorf("after shutdown: %+v", s)
 	}
 }
@@ -266,8 +268,8 @@ func TestEpochManagerRestartsWithBackoff(t *testing.T) {
 	if want := "proxy epoch 0 exited: exit status 3\nboom\ntry 2"; s.lastExit != want {
 		t.Errorf("last exit = %q, want %q", s.lastExit, want)
 	}
-	if len(s.epochs) != 4 || s.epochs[3].State == EpochExited || !strings.Contains(s.epochs[2].Error, "exit status 3") ||
-		s.epochs[3].Reason != ReasonCrash {
+	if len(s.epochs) != 4 || s.epochs[3].State == agentapi.EpochExited || !strings.Contains(s.epochs[2].Error, "exit status 3") ||
+		s.epochs[3].Reason != agentapi.ReasonCrash {
 		t.Errorf("epochs = %+v", s.epochs)
 	}
 }
@@ -337,10 +339,10 @@ func TestEpochManagerRestartIsANoOpForEqualSettings(t *testing.T) {
 	if got := <-res; got.Epoch != 1 || !got.Restarted {
 		t.Errorf("result %+v", got)
 	}
-	if s := m.snapshot(); s.settings.LogLevel != "debug" || s.epochs[1].Reason != ReasonConfig {
+	if s := m.snapshot(); s.settings.LogLevel != "debug" || s.epochs[1].Reason != agentapi.ReasonConfig {
 		t.Errorf("snapshot %+v", s)
 	}
-	if _, err := m.Restart(context.Background(), &ProxySettings{LogLevel: "loud"}); err == nil || !strings.Contains(err.Error(), `log level "loud"`) {
+	if _, err := m.Restart(context.Background(), &agentapi.ProxySettings{LogLevel: "loud"}); err == nil || !strings.Contains(err.Error(), `log level "loud"`) {
 		t.Errorf("invalid settings: err = %v", err)
 	}
 }
@@ -357,7 +359,7 @@ func TestEpochManagerRestartWaitsForLiveParent(t *testing.T) {
 	if r := recv(t, p); r.epoch != 1 {
 		t.Fatalf("started epoch %d, want 1", r.epoch)
 	}
-	for _, ch := range []chan RestartResult{res, res2} {
+	for _, ch := range []chan agentapi.RestartResult{res, res2} {
 		if r := <-ch; r.Epoch != 1 {
 			t.Errorf("restart result %+v, want epoch 1", r)
 		}
@@ -370,7 +372,7 @@ func TestEpochManagerRestartWaitsForLiveParent(t *testing.T) {
 	p.setState(1, adminv3.ServerInfo_LIVE)
 	waitLive(t, m, 1)
 	eventually(t, "parent draining", func() error {
-		if s := m.snapshot(); s.epochs[0].State != EpochDraining {
+		if s := m.snapshot(); s.epochs[0].State != agentapi.EpochDraining {
 			return fmt.Errorf("parent is %s", s.epochs[0].State)
 		}
 		return nil
@@ -389,7 +391,7 @@ func TestEpochManagerParentCrashDuringDrain(t *testing.T) {
 	waitLive(t, m, 1)
 	r0.exit <- &exitError{Err: errors.New("proxy epoch 0 exited: signal: segmentation fault")}
 	eventually(t, "parent exited", func() error {
-		if s := m.snapshot(); s.epochs[0].State != EpochExited {
+		if s := m.snapshot(); s.epochs[0].State != agentapi.EpochExited {
 			return errors.New(s.epochs[0].State)
 		}
 		return nil
@@ -424,7 +426,7 @@ func TestEpochManagerIstio17853FailedChildKeepsParent(t *testing.T) {
 	})
 	// The child may have taken the admin port before failing: the parent still serves
 	// and the pod must not be reported down for the admin API's silence.
-	if st, handedOver, ok := m.serving(); !ok || st.Epoch != 0 || st.State != EpochLive || !handedOver {
+	if st, handedOver, ok := m.serving(); !ok || st.Epoch != 0 || st.State != agentapi.EpochLive || !handedOver {
 		t.Errorf("serving %+v handedOver=%t, want the live parent 0, handed over", st, handedOver)
 	}
 	if slices.ContainsFunc(p.recorded(), func(e string) bool { return strings.HasPrefix(e, "abort 0") }) {
@@ -438,7 +440,7 @@ func TestEpochManagerIstio17853FailedChildKeepsParent(t *testing.T) {
 	if r := recv(t, p); r.epoch != 1 {
 		t.Errorf("retry started epoch %d, want 1", r.epoch)
 	}
-	if s := m.snapshot(); s.epochs[len(s.epochs)-1].Reason != ReasonRetry || s.restarts != 1 {
+	if s := m.snapshot(); s.epochs[len(s.epochs)-1].Reason != agentapi.ReasonRetry || s.restarts != 1 {
 		t.Errorf("retry: %+v", s)
 	}
 }
@@ -533,17 +535,17 @@ func TestEpochManagerShutdownStopsEveryEpoch(t *testing.T) {
 			t.Errorf("events %q lack %q", ev, want)
 		}
 	}
-	if _, err := m.Restart(context.Background(), nil); !errors.Is(err, ErrStopping) {
-		t.Errorf("restart after shutdown: %v, want ErrStopping", err)
+	if _, err := m.Restart(context.Background(), nil); !errors.Is(err, agentapi.ErrStopping) {
+		t.Errorf("restart after shutdown: %v, want agentapi.ErrStopping", err)
 	}
 }
 
 func TestEpochManagerKeepsFewExitedEpochs(t *testing.T) {
 	m := newEpochManager(newFakeProxy(), newFakeProxy(), baseSettings, 0, testutil.Logger(t))
 	for i := range 8 {
-		m.epochs = append(m.epochs, &EpochStatus{Epoch: i, State: EpochExited})
+		m.epochs = append(m.epochs, &agentapi.EpochStatus{Epoch: i, State: agentapi.EpochExited})
 	}
-	m.epochs = append(m.epochs, &EpochStatus{Epoch: 8, State: EpochLive})
+	m.epochs = append(m.epochs, &agentapi.EpochStatus{Epoch: 8, State: agentapi.EpochLive})
 	m.trimLocked()
 	var got []int
 	for _, e := range m.epochs {
@@ -597,7 +599,7 @@ func TestEpochManagerRapidRestartsWithCrashesKeepProgress(t *testing.T) {
 	// Three restarts at once: each is answered with a new epoch after epoch 2 (requests
 	// arriving while a child is still coming up share it), and the newest goes live.
 	p.setAutoLive(true)
-	var results []chan RestartResult
+	var results []chan agentapi.RestartResult
 	for range 3 {
 		results = append(results, restartAsync(m, nil))
 	}
@@ -658,7 +660,7 @@ func TestEpochManagerIdlePollingBacksOff(t *testing.T) {
 	p.setState(1, adminv3.ServerInfo_LIVE)
 	waitLive(t, m, 1)
 	eventually(t, "parent draining", func() error {
-		if s := m.snapshot(); s.epochs[0].State != EpochDraining {
+		if s := m.snapshot(); s.epochs[0].State != agentapi.EpochDraining {
 			return fmt.Errorf("parent is %s", s.epochs[0].State)
 		}
 		return nil

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
+
 	"github.com/spf13/pflag"
 )
 
@@ -26,7 +28,7 @@ func TestArgsRoundTrip(t *testing.T) {
 	full.BaseID = 42
 	full.Labels["weird"] = "a=b,c"
 	full.TerminationDrainDuration = 1500 * time.Millisecond
-	full.DataPlane = DataPlaneChoiceEnvoy
+	full.DataPlane = agentapi.DataPlaneChoiceEnvoy
 	full.BootstrapOverride = `{"stats_flush_interval": "7s"}`
 	full.AppMetricsPort, full.AppMetricsPath = 9090, "/custom/metrics"
 	for _, tc := range []struct {

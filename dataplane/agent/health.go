@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 )
 
 // readiness decides whether the pod is ready, as pilot-agent's /healthz/ready does: the
@@ -13,7 +15,7 @@ import (
 // parent keeps serving and the pod stays ready: the admin API then answers for the
 // child, or for nobody if the child failed after taking it over, so it is not asked.
 type readiness struct {
-	serving func() (st EpochStatus, handedOver, ok bool) // epochManager.serving
+	serving func() (st agentapi.EpochStatus, handedOver, ok bool) // epochManager.serving
 	admin   adminClient
 }
 
@@ -23,7 +25,7 @@ func (r readiness) check(ctx context.Context) error {
 	if !ok {
 		return errors.New("no proxy running")
 	}
-	if ep.State != EpochLive {
+	if ep.State != agentapi.EpochLive {
 		return fmt.Errorf("proxy epoch %d is %s", ep.Epoch, ep.State)
 	}
 	if handedOver {

@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 )
 
 // fakeAdmin is an httptest admin API whose /ready and /stats answers a test sets.
@@ -37,23 +39,29 @@ func (f *fakeAdmin) start(t *testing.T) adminClient {
 
 func TestReadiness(t *testing.T) {
 	const bothUpdated = "cluster_manager.cds.update_success: 1\nlistener_manager.lds.update_success: 3\n"
-	live := func() (EpochStatus, bool, bool) { return EpochStatus{Epoch: 0, State: EpochLive}, false, true }
+	live := func() (agentapi.EpochStatus, bool, bool) {
+		return agentapi.EpochStatus{Epoch: 0, State: agentapi.EpochLive}, false, true
+	}
 	for _, tc := range []struct {
 		name   string
-		newest func() (EpochStatus, bool, bool)
+		newest func() (agentapi.EpochStatus, bool, bool)
 		admin  fakeAdmin
 		down   bool // admin not reachable
 		want   string
 	}{
 		{name: "ready", newest: live, admin: fakeAdmin{readyCode: 200, readyBody: "LIVE", stats: bothUpdated}},
-		{name: "no proxy", newest: func() (EpochStatus, bool, bool) { return EpochStatus{}, false, false },
+		{name: "no proxy", newest: func() (agentapi.EpochStatus, bool, bool) { return agentapi.EpochStatus{}, false, false },
 			want: "no proxy running"},
-		{name: "epoch starting", newest: func() (EpochStatus, bool, bool) { return EpochStatus{Epoch: 2, State: EpochStarting}, false, true },
+		{name: "epoch starting", newest: func() (agentapi.EpochStatus, bool, bool) {
+			return agentapi.EpochStatus{Epoch: 2, State: agentapi.EpochStarting}, false, true
+		},
 			want: "proxy epoch 2 is starting"},
 		// A hot restart: the live parent serves while the child starts and already owns
 		// the admin port, so the admin API is not asked.
 		{name: "parent serves during restart", down: true,
-			newest: func() (EpochStatus, bool, bool) { return EpochStatus{Epoch: 1, State: EpochLive}, true, true }},
+			newest: func() (agentapi.EpochStatus, bool, bool) {
+				return agentapi.EpochStatus{Epoch: 1, State: agentapi.EpochLive}, true, true
+			}},
 		{name: "admin down", newest: live, down: true, want: "proxy admin not reachable"},
 		{name: "initializing", newest: live, admin: fakeAdmin{readyCode: 503, readyBody: "INITIALIZING", stats: bothUpdated},
 			want: "proxy state is INITIALIZING"},

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 )
 
 // nameTablePollTimeout bounds one long-poll: the lab holds a request up to 30s.
@@ -27,17 +29,17 @@ func normalizeName(name string) string {
 // nameStore holds the current name table. It is safe for concurrent use; the DNS server
 // reads it while the poller replaces it.
 type nameStore struct {
-	t atomic.Pointer[NameTable]
+	t atomic.Pointer[agentapi.NameTable]
 }
 
 // set replaces the table, normalising its names.
-func (s *nameStore) set(t NameTable) {
+func (s *nameStore) set(t agentapi.NameTable) {
 	names := make(map[string][]netip.Addr, len(t.Names))
 	for n, addrs := range t.Names {
 		k := normalizeName(n)
 		names[k] = append(names[k], addrs...)
 	}
-	s.t.Store(&NameTable{Version: t.Version, Names: names})
+	s.t.Store(&agentapi.NameTable{Version: t.Version, Names: names})
 }
 
 // version returns the current table's version (0 before the first table).
@@ -123,27 +125,27 @@ func (p *nameTablePoller) Run(ctx context.Context) error {
 }
 
 // fetch is one long-poll: GET /v1/agents/<pod>/nametable?version=<v>.
-func (p *nameTablePoller) fetch(ctx context.Context, version uint64) (NameTable, error) {
+func (p *nameTablePoller) fetch(ctx context.Context, version uint64) (agentapi.NameTable, error) {
 	u := "http://lab/v1/agents/" + url.PathEscape(p.pod) + "/nametable?version=" + strconv.FormatUint(version, 10)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return NameTable{}, fmt.Errorf("build name table request: %w", err)
+		return agentapi.NameTable{}, fmt.Errorf("build name table request: %w", err)
 	}
 	resp, err := p.client.Do(req)
 	if err != nil {
-		return NameTable{}, fmt.Errorf("get name table: %w", err)
+		return agentapi.NameTable{}, fmt.Errorf("get name table: %w", err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
-		return NameTable{}, fmt.Errorf("read name table: %w", err)
+		return agentapi.NameTable{}, fmt.Errorf("read name table: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return NameTable{}, fmt.Errorf("get name table: status %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))
+		return agentapi.NameTable{}, fmt.Errorf("get name table: status %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))
 	}
-	var t NameTable
+	var t agentapi.NameTable
 	if err := json.Unmarshal(body, &t); err != nil {
-		return NameTable{}, fmt.Errorf("parse name table: %w", err)
+		return agentapi.NameTable{}, fmt.Errorf("parse name table: %w", err)
 	}
 	return t, nil
 }

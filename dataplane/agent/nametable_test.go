@@ -9,12 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
+
 	"github.com/meshlab/meshlab/internal/testutil"
 )
 
 func TestNameTableLongPoll(t *testing.T) {
 	socket := filepath.Join(t.TempDir(), "api.sock")
-	lab := newFakeLab(t, socket, NameTable{Version: 3, Names: map[string][]netip.Addr{
+	lab := newFakeLab(t, socket, agentapi.NameTable{Version: 3, Names: map[string][]netip.Addr{
 		"Backend.Default.": {netip.MustParseAddr("10.96.0.10")},
 	}})
 	lab.fail = 2 // the first polls fail: the poller retries with backoff
@@ -46,7 +48,7 @@ func TestNameTableLongPoll(t *testing.T) {
 		}
 		return nil
 	})
-	lab.set(NameTable{Version: 4, Names: map[string][]netip.Addr{"ratings.default": {netip.MustParseAddr("10.96.0.11")}}})
+	lab.set(agentapi.NameTable{Version: 4, Names: map[string][]netip.Addr{"ratings.default": {netip.MustParseAddr("10.96.0.11")}}})
 	eventually(t, "updated table", func() error {
 		if store.version() != 4 {
 			return fmt.Errorf("version %d", store.version())
@@ -69,7 +71,7 @@ func TestNameTableLongPoll(t *testing.T) {
 func TestNameTableKeepsLastTableOnErrors(t *testing.T) {
 	socket := filepath.Join(t.TempDir(), "api.sock") // nothing listens: every poll fails
 	store := &nameStore{}
-	store.set(NameTable{Version: 9, Names: map[string][]netip.Addr{"a": {netip.MustParseAddr("10.96.0.1")}}})
+	store.set(agentapi.NameTable{Version: 9, Names: map[string][]netip.Addr{"a": {netip.MustParseAddr("10.96.0.1")}}})
 	p := newNameTablePoller(socket, "backend-v1", store, testutil.Logger(t))
 	p.minBackoff, p.maxBackoff = time.Millisecond, 4*time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
+
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 )
@@ -17,19 +19,19 @@ import (
 func TestProxySettingsValidateDataPlaneAndOverride(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		s    ProxySettings
+		s    agentapi.ProxySettings
 		want string
 	}{
-		{name: "envoy", s: ProxySettings{DataPlane: "envoy", ProxyPath: "/opt/envoy"}},
-		{name: "meshlab", s: ProxySettings{DataPlane: "meshlab"}},
-		{name: "unknown data plane", s: ProxySettings{DataPlane: "nginx"}, want: `data plane "nginx" is not "envoy" or "meshlab"`},
-		{name: "meshlab with a path", s: ProxySettings{DataPlane: "meshlab", ProxyPath: "/opt/envoy"}, want: `proxy path "/opt/envoy" needs data plane "envoy"`},
-		{name: "override", s: ProxySettings{BootstrapOverride: `{"stats_flush_interval": "7s"}`}},
-		{name: "override unknown field", s: ProxySettings{BootstrapOverride: `{"stats_flush": "7s"}`}, want: `parse bootstrap override: `},
-		{name: "override not json", s: ProxySettings{BootstrapOverride: `admin:`}, want: `parse bootstrap override: `},
+		{name: "envoy", s: agentapi.ProxySettings{DataPlane: "envoy", ProxyPath: "/opt/envoy"}},
+		{name: "meshlab", s: agentapi.ProxySettings{DataPlane: "meshlab"}},
+		{name: "unknown data plane", s: agentapi.ProxySettings{DataPlane: "nginx"}, want: `data plane "nginx" is not "envoy" or "meshlab"`},
+		{name: "meshlab with a path", s: agentapi.ProxySettings{DataPlane: "meshlab", ProxyPath: "/opt/envoy"}, want: `proxy path "/opt/envoy" needs data plane "envoy"`},
+		{name: "override", s: agentapi.ProxySettings{BootstrapOverride: `{"stats_flush_interval": "7s"}`}},
+		{name: "override unknown field", s: agentapi.ProxySettings{BootstrapOverride: `{"stats_flush": "7s"}`}, want: `parse bootstrap override: `},
+		{name: "override not json", s: agentapi.ProxySettings{BootstrapOverride: `admin:`}, want: `parse bootstrap override: `},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := tc.s.validate()
+			err := validateSettings(tc.s)
 			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 				t.Errorf("validate = %v, want %q", err, tc.want)
 			}
@@ -82,16 +84,16 @@ func TestResolveProxyDataPlaneChoice(t *testing.T) {
 	noEnvoy := func(string) (string, error) { return "", errors.New("not found") }
 	self := func() (string, error) { return "/bin/meshlab", nil }
 	l := lookup{getenv: func(string) string { return "" }, lookPath: noEnvoy, executable: self}
-	if _, err := resolveProxy(Config{DataPlane: DataPlaneChoiceEnvoy}, l); !errors.Is(err, errNoEnvoy) {
+	if _, err := resolveProxy(Config{DataPlane: agentapi.DataPlaneChoiceEnvoy}, l); !errors.Is(err, errNoEnvoy) {
 		t.Errorf("envoy chosen, none found: %v, want errNoEnvoy", err)
 	}
 	withEnvoy := l
 	withEnvoy.lookPath = func(string) (string, error) { return "/usr/bin/envoy", nil }
-	got, err := resolveProxy(Config{DataPlane: DataPlaneChoiceMeshlab}, withEnvoy)
-	if err != nil || got.Path != "/bin/meshlab" || got.DataPlane != DataPlaneMeshlabProxy {
+	got, err := resolveProxy(Config{DataPlane: agentapi.DataPlaneChoiceMeshlab}, withEnvoy)
+	if err != nil || got.Path != "/bin/meshlab" || got.DataPlane != agentapi.DataPlaneMeshlabProxy {
 		t.Errorf("meshlab chosen while envoy is on PATH: %+v %v, want the built-in proxy", got, err)
 	}
-	got, err = resolveProxy(Config{DataPlane: DataPlaneChoiceEnvoy}, withEnvoy)
+	got, err = resolveProxy(Config{DataPlane: agentapi.DataPlaneChoiceEnvoy}, withEnvoy)
 	if err != nil || got.Path != "/usr/bin/envoy" {
 		t.Errorf("envoy chosen and on PATH: %+v %v", got, err)
 	}
@@ -107,7 +109,7 @@ func TestRunUnstartableProxyFailsThePod(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := startAgentWith(t, "", func(c *Config) { c.ProxyPath = bin; c.MeshlabPath = "" })
-		st := waitStatus(t, r, "pod failed", func(s Status) bool { return s.Failed })
+		st := waitStatus(t, r, "pod failed", func(s agentapi.Status) bool { return s.Failed })
 		if st.Ready || !strings.Contains(st.Message, "proxy cannot be started") || !strings.Contains(st.Message, "permission denied") {
 			t.Errorf("status = %+v", st)
 		}
@@ -115,7 +117,7 @@ func TestRunUnstartableProxyFailsThePod(t *testing.T) {
 	})
 	t.Run("bootstrap override breaks the bootstrap", func(t *testing.T) {
 		r := startAgentWith(t, "", func(c *Config) { c.BootstrapOverride = `{"static_resources": {"clusters": [{"name": ""}]}}` })
-		st := waitStatus(t, r, "pod failed", func(s Status) bool { return s.Failed })
+		st := waitStatus(t, r, "pod failed", func(s agentapi.Status) bool { return s.Failed })
 		if st.Ready || !strings.Contains(st.Message, "validate bootstrap") {
 			t.Errorf("status = %+v", st)
 		}
@@ -124,7 +126,7 @@ func TestRunUnstartableProxyFailsThePod(t *testing.T) {
 		if code != http.StatusOK || !strings.Contains(body, `"restarted": true`) {
 			t.Fatalf("PUT /proxy-config = %d %s", code, body)
 		}
-		waitStatus(t, r, "ready after the fix", func(s Status) bool { return s.Ready && !s.Failed })
+		waitStatus(t, r, "ready after the fix", func(s agentapi.Status) bool { return s.Ready && !s.Failed })
 		r.stop(t)
 	})
 }
@@ -140,7 +142,7 @@ func TestRunAdminPortTakenFailsThePod(t *testing.T) {
 	}
 	t.Cleanup(func() { ln.Close() })
 	r := startAgentTuned(t, "", func(c *Config) { c.AdminPort = port }, func(m *epochManager) { m.budget = 1 })
-	st := waitStatus(t, r, "pod failed", func(s Status) bool { return s.Failed })
+	st := waitStatus(t, r, "pod failed", func(s agentapi.Status) bool { return s.Failed })
 	if st.Ready || !strings.Contains(st.Message, "exited unexpectedly 2 times in a row") || !strings.Contains(st.Message, "address already in use") {
 		t.Errorf("status = %+v, want a failed pod whose message names the taken port", st)
 	}

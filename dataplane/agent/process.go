@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 )
 
 // killGrace is how long a proxy has to exit after SIGTERM before it gets SIGKILL.
@@ -44,7 +46,7 @@ type proxy interface {
 	// process: SIGTERM, then SIGKILL after killGrace. A process that exits on its own
 	// with an error returns an *exitError; one that cannot be started at all (binary
 	// missing or not executable) returns a *startError.
-	Run(epoch int, s ProxySettings, abort <-chan error, started func(processInfo)) error
+	Run(epoch int, s agentapi.ProxySettings, abort <-chan error, started func(processInfo)) error
 	// Drain asks the running proxy to drain its inbound listeners gracefully.
 	Drain(ctx context.Context) error
 	// Cleanup removes what epoch left behind (its bootstrap file).
@@ -100,7 +102,7 @@ type envoyProxy struct {
 }
 
 // binary resolves the data plane for s and reads its version once per path.
-func (p *envoyProxy) binary(s ProxySettings) (proxyBinary, string, error) {
+func (p *envoyProxy) binary(s agentapi.ProxySettings) (proxyBinary, string, error) {
 	bin, err := resolveProxy(p.cfg.withSettings(s), p.lookup)
 	if err != nil {
 		return proxyBinary{}, "", err
@@ -128,7 +130,7 @@ func (p *envoyProxy) binary(s ProxySettings) (proxyBinary, string, error) {
 var _ proxy = (*envoyProxy)(nil)
 
 // args returns the proxy's command line for epoch with settings s, after bin.Prefix.
-func (p *envoyProxy) args(epoch int, s ProxySettings) []string {
+func (p *envoyProxy) args(epoch int, s agentapi.ProxySettings) []string {
 	c := p.cfg.withSettings(s)
 	return []string{
 		"-c", c.bootstrapPath(epoch),
@@ -148,7 +150,7 @@ func (p *envoyProxy) args(epoch int, s ProxySettings) []string {
 
 // command builds epoch's process: uid/gid 1337, its own process group (so a signal to
 // the agent's group does not reach it), SIGKILL if the agent dies.
-func (p *envoyProxy) command(epoch int, s ProxySettings, bin proxyBinary, out, errOut io.Writer) *exec.Cmd {
+func (p *envoyProxy) command(epoch int, s agentapi.ProxySettings, bin proxyBinary, out, errOut io.Writer) *exec.Cmd {
 	args := append(append([]string{}, bin.Prefix...), p.args(epoch, s)...)
 	cmd := exec.Command(bin.Path, args...)
 	cmd.Dir = p.cfg.RunDir
@@ -162,7 +164,7 @@ func (p *envoyProxy) command(epoch int, s ProxySettings, bin proxyBinary, out, e
 	return cmd
 }
 
-func (p *envoyProxy) Run(epoch int, s ProxySettings, abort <-chan error, started func(processInfo)) error {
+func (p *envoyProxy) Run(epoch int, s agentapi.ProxySettings, abort <-chan error, started func(processInfo)) error {
 	bin, version, err := p.binary(s)
 	if err != nil {
 		return &startError{Err: err}

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 )
 
 // Proxyless gRPC in a pod (Istio's grpc-agent template, DISABLE_ENVOY=true): the agent
@@ -21,8 +23,6 @@ import (
 // /etc/istio/proxy) and GRPCCertDir (istio-data, on /var/lib/istio/data). The lab binds
 // them into the app's sandbox at the same paths, so the bootstrap's paths hold for both.
 const (
-	// DataPlaneProxyless is Status.DataPlane of a proxyless pod: no proxy process.
-	DataPlaneProxyless = "proxyless-grpc"
 	// GRPCXDSSocketFile is the XDS proxy's socket in GRPCXDSDir, as Istio's
 	// /etc/istio/proxy/XDS.
 	GRPCXDSSocketFile = "XDS"
@@ -39,14 +39,6 @@ func GRPCCertDir(runDir string) string { return filepath.Join(runDir, "istio-dat
 // GRPCBootstrapPath is the bootstrap a proxyless pod's app gets in GRPCBootstrapEnv.
 func GRPCBootstrapPath(runDir string) string {
 	return filepath.Join(GRPCXDSDir(runDir), GRPCBootstrapFile)
-}
-
-// ProxylessStatus is what a proxyless agent reports in Status.Proxyless.
-type ProxylessStatus struct {
-	Bootstrap string         `json:"bootstrap"` // the file GRPC_XDS_BOOTSTRAP names
-	XDSSocket string         `json:"xdsSocket"` // the XDS proxy's socket the bootstrap names
-	CertDir   string         `json:"certDir"`   // the file_watcher provider's files
-	Relay     XDSRelayStatus `json:"relay"`
 }
 
 // runProxyless is Run for a proxyless pod.
@@ -103,8 +95,8 @@ func runProxyless(ctx context.Context, c Config, log *slog.Logger, d deps) (err 
 	}
 	closers = nil // from here on the servers own the listeners
 
-	status := func(context.Context) Status {
-		st := Status{Pod: c.Pod, DataPlane: DataPlaneProxyless, Settings: c.settings()}
+	status := func(context.Context) agentapi.Status {
+		st := agentapi.Status{Pod: c.Pod, DataPlane: agentapi.DataPlaneProxyless, Settings: c.settings()}
 		if err := grpcReady(bootstrap); err != nil {
 			st.Message = "not ready: " + err.Error()
 		} else {
@@ -112,7 +104,7 @@ func runProxyless(ctx context.Context, c Config, log *slog.Logger, d deps) (err 
 		}
 		cs := certs.snapshot()
 		st.Cert = &cs
-		st.Proxyless = &ProxylessStatus{Bootstrap: bootstrap, XDSSocket: xdsSock, CertDir: certDir, Relay: proxy.status()}
+		st.Proxyless = &agentapi.ProxylessStatus{Bootstrap: bootstrap, XDSSocket: xdsSock, CertDir: certDir, Relay: proxy.status()}
 		return st
 	}
 	svcCtx, stopSvcs := context.WithCancel(ctx)
@@ -169,7 +161,7 @@ func runProxyless(ctx context.Context, c Config, log *slog.Logger, d deps) (err 
 
 // proxylessSockHandler is agent.sock without a proxy: the status, and a clear refusal
 // of what needs one (restart, proxy settings, the admin API).
-func proxylessSockHandler(pod string, status func(context.Context) Status, log *slog.Logger) http.Handler {
+func proxylessSockHandler(pod string, status func(context.Context) agentapi.Status, log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, status(r.Context()), log)

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
+
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	discoverypb "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -124,7 +126,7 @@ func TestProxylessAgent(t *testing.T) {
 	t.Cleanup(stop)
 
 	sock := unixClient(SocketPath(runDir))
-	var st Status
+	var st agentapi.Status
 	eventually(t, "proxyless agent ready", func() error {
 		var err error
 		if st, err = getStatus(sock); err != nil {
@@ -135,7 +137,7 @@ func TestProxylessAgent(t *testing.T) {
 		}
 		return nil
 	})
-	if st.DataPlane != DataPlaneProxyless || len(st.Epochs) != 0 || st.Proxyless == nil || st.Cert == nil {
+	if st.DataPlane != agentapi.DataPlaneProxyless || len(st.Epochs) != 0 || st.Proxyless == nil || st.Cert == nil {
 		t.Fatalf("status: %+v, want a proxyless pod without epochs, with its bootstrap and certificate", st)
 	}
 	wantSock := filepath.Join(runDir, "istio-xds", "XDS")

@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 )
 
 // EnvoyEnv names the environment variable that points at an envoy binary.
@@ -45,17 +47,17 @@ var errNoEnvoy = errors.New("data plane envoy was chosen but no envoy binary was
 // (or this executable) with the `proxy` verb. c.DataPlane narrows the choice: "meshlab"
 // always takes the built-in proxy, "envoy" fails with errNoEnvoy rather than fall back.
 func resolveProxy(c Config, l lookup) (proxyBinary, error) {
-	if c.DataPlane == DataPlaneChoiceMeshlab {
+	if c.DataPlane == agentapi.DataPlaneChoiceMeshlab {
 		return builtinProxy(c, l)
 	}
 	if c.ProxyPath != "" {
-		return proxyBinary{Path: c.ProxyPath, DataPlane: DataPlaneEnvoy}, nil
+		return proxyBinary{Path: c.ProxyPath, DataPlane: agentapi.DataPlaneEnvoy}, nil
 	}
 	if p := l.getenv(EnvoyEnv); p != "" {
-		return proxyBinary{Path: p, DataPlane: DataPlaneEnvoy}, nil
+		return proxyBinary{Path: p, DataPlane: agentapi.DataPlaneEnvoy}, nil
 	}
 	if p, err := l.lookPath("envoy"); err == nil {
-		return proxyBinary{Path: p, DataPlane: DataPlaneEnvoy}, nil
+		return proxyBinary{Path: p, DataPlane: agentapi.DataPlaneEnvoy}, nil
 	}
 	if l.readDir != nil && l.isExec != nil {
 		home := ""
@@ -63,10 +65,10 @@ func resolveProxy(c Config, l lookup) (proxyBinary, error) {
 			home, _ = l.home()
 		}
 		if p, ok := findFuncEEnvoy(FuncEVersionsDirs(l.getenv, home), l.readDir, l.isExec); ok {
-			return proxyBinary{Path: p, DataPlane: DataPlaneEnvoy}, nil
+			return proxyBinary{Path: p, DataPlane: agentapi.DataPlaneEnvoy}, nil
 		}
 	}
-	if c.DataPlane == DataPlaneChoiceEnvoy {
+	if c.DataPlane == agentapi.DataPlaneChoiceEnvoy {
 		return proxyBinary{}, errNoEnvoy
 	}
 	return builtinProxy(c, l)
@@ -82,7 +84,7 @@ func builtinProxy(c Config, l lookup) (proxyBinary, error) {
 		}
 		self = p
 	}
-	return proxyBinary{Path: self, Prefix: []string{"proxy"}, DataPlane: DataPlaneMeshlabProxy}, nil
+	return proxyBinary{Path: self, Prefix: []string{"proxy"}, DataPlane: agentapi.DataPlaneMeshlabProxy}, nil
 }
 
 // versionTimeout bounds `<proxy> --version`.

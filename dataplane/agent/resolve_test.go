@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 )
 
 func TestResolveProxy(t *testing.T) {
@@ -19,15 +21,15 @@ func TestResolveProxy(t *testing.T) {
 		want   proxyBinary
 	}{
 		{name: "explicit path wins", cfg: Config{ProxyPath: "/opt/envoy"}, env: "/env/envoy", onPath: "/usr/bin/envoy",
-			want: proxyBinary{Path: "/opt/envoy", DataPlane: DataPlaneEnvoy}},
+			want: proxyBinary{Path: "/opt/envoy", DataPlane: agentapi.DataPlaneEnvoy}},
 		{name: "env before PATH", env: "/env/envoy", onPath: "/usr/bin/envoy",
-			want: proxyBinary{Path: "/env/envoy", DataPlane: DataPlaneEnvoy}},
+			want: proxyBinary{Path: "/env/envoy", DataPlane: agentapi.DataPlaneEnvoy}},
 		{name: "envoy on PATH", onPath: "/usr/bin/envoy",
-			want: proxyBinary{Path: "/usr/bin/envoy", DataPlane: DataPlaneEnvoy}},
+			want: proxyBinary{Path: "/usr/bin/envoy", DataPlane: agentapi.DataPlaneEnvoy}},
 		{name: "meshlab path", cfg: Config{MeshlabPath: "/usr/local/bin/meshlab"},
-			want: proxyBinary{Path: "/usr/local/bin/meshlab", Prefix: []string{"proxy"}, DataPlane: DataPlaneMeshlabProxy}},
+			want: proxyBinary{Path: "/usr/local/bin/meshlab", Prefix: []string{"proxy"}, DataPlane: agentapi.DataPlaneMeshlabProxy}},
 		{name: "this executable",
-			want: proxyBinary{Path: "/proc/self/exe-ish", Prefix: []string{"proxy"}, DataPlane: DataPlaneMeshlabProxy}},
+			want: proxyBinary{Path: "/proc/self/exe-ish", Prefix: []string{"proxy"}, DataPlane: agentapi.DataPlaneMeshlabProxy}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := lookup{
@@ -84,7 +86,7 @@ func TestResolveProxyFindsFuncEInstalls(t *testing.T) {
 		readDir:    os.ReadDir, isExec: isExecutable,
 	}
 	got, err := resolveProxy(Config{}, l)
-	if want := filepath.Join(xdg, "1.10.0", "bin", "envoy"); err != nil || got.Path != want || got.DataPlane != DataPlaneEnvoy {
+	if want := filepath.Join(xdg, "1.10.0", "bin", "envoy"); err != nil || got.Path != want || got.DataPlane != agentapi.DataPlaneEnvoy {
 		t.Errorf("got %+v %v, want the newest executable func-e install %s", got, err, want)
 	}
 	install(filepath.Join(funce, "versions"), "1.2.0", 0o755)

@@ -5,16 +5,18 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 )
 
 func TestProxySettingsJSON(t *testing.T) {
-	var s ProxySettings
+	var s agentapi.ProxySettings
 	in := `{"logLevel": "debug", "concurrency": 4, "drainDuration": "1.5s", "parentShutdownDuration": 3000000000, "proxyPath": "/opt/envoy"}`
 	if err := json.Unmarshal([]byte(in), &s); err != nil {
 		t.Fatal(err)
 	}
-	want := ProxySettings{LogLevel: "debug", Concurrency: 4, DrainDuration: Duration(1500 * time.Millisecond),
-		ParentShutdownDuration: Duration(3 * time.Second), ProxyPath: "/opt/envoy"}
+	want := agentapi.ProxySettings{LogLevel: "debug", Concurrency: 4, DrainDuration: agentapi.Duration(1500 * time.Millisecond),
+		ParentShutdownDuration: agentapi.Duration(3 * time.Second), ProxyPath: "/opt/envoy"}
 	if s != want {
 		t.Errorf("decoded %+v, want %+v", s, want)
 	}
@@ -32,23 +34,23 @@ func TestProxySettingsJSON(t *testing.T) {
 func TestProxySettingsValidate(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		s    ProxySettings
+		s    agentapi.ProxySettings
 		want string
 	}{
-		{name: "zero is the defaults", s: ProxySettings{}},
-		{name: "bad level", s: ProxySettings{LogLevel: "loud"}, want: `log level "loud"`},
-		{name: "negatives", s: ProxySettings{Concurrency: -1, DrainDuration: -1, ParentShutdownDuration: -1},
+		{name: "zero is the defaults", s: agentapi.ProxySettings{}},
+		{name: "bad level", s: agentapi.ProxySettings{LogLevel: "loud"}, want: `log level "loud"`},
+		{name: "negatives", s: agentapi.ProxySettings{Concurrency: -1, DrainDuration: -1, ParentShutdownDuration: -1},
 			want: "concurrency -1 is negative\ndrain duration -1ns is negative\nparent shutdown duration -1ns is negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := tc.s.validate()
+			err := validateSettings(tc.s)
 			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 				t.Errorf("validate = %v, want %q", err, tc.want)
 			}
 		})
 	}
 	c := Config{}.withDefaults()
-	if got := c.settings().withDefaults(); got != (ProxySettings{}).withDefaults() {
+	if got := settingsWithDefaults(c.settings()); got != settingsWithDefaults(agentapi.ProxySettings{}) {
 		t.Errorf("a default config's settings %+v differ from the default settings", got)
 	}
 }
@@ -61,18 +63,18 @@ func FuzzProxySettings(f *testing.F) {
 	f.Add(`{"parentShutdownDuration": "-3h"}`)
 	f.Add(`null`)
 	f.Fuzz(func(t *testing.T, body string) {
-		var s ProxySettings
+		var s agentapi.ProxySettings
 		if err := json.Unmarshal([]byte(body), &s); err != nil {
 			return
 		}
-		if s.validate() != nil {
+		if validateSettings(s) != nil {
 			return
 		}
 		out, err := json.Marshal(s)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var back ProxySettings
+		var back agentapi.ProxySettings
 		if err := json.Unmarshal(out, &back); err != nil || back != s {
 			t.Errorf("round trip %s -> %+v (%v), want %+v", out, back, err, s)
 		}

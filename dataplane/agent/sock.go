@@ -13,12 +13,14 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 )
 
 // restarter is the part of the epoch manager agent.sock drives. Safe for concurrent use;
 // Restart blocks until the new epoch is started (see epochManager.Restart).
 type restarter interface {
-	Restart(ctx context.Context, s *ProxySettings) (RestartResult, error)
+	Restart(ctx context.Context, s *agentapi.ProxySettings) (agentapi.RestartResult, error)
 }
 
 var _ restarter = (*epochManager)(nil)
@@ -31,7 +33,7 @@ var _ restarter = (*epochManager)(nil)
 // epoch, an unchanged PUT is a no-op); and GET|POST /admin/<path>?<query> proxied to the
 // proxy's admin API at 127.0.0.1:adminPort/<path>?<query>, so that the lab process,
 // outside the pod's namespace, can read it.
-func sockHandler(status func(context.Context) Status, changes func() <-chan struct{}, rs restarter, adminPort uint16, log *slog.Logger) http.Handler {
+func sockHandler(status func(context.Context) agentapi.Status, changes func() <-chan struct{}, rs restarter, adminPort uint16, log *slog.Logger) http.Handler {
 	adminHost := "127.0.0.1:" + strconv.Itoa(int(adminPort))
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
@@ -49,7 +51,7 @@ func sockHandler(status func(context.Context) Status, changes func() <-chan stru
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
-		var st Status
+		var st agentapi.Status
 		switch wait := r.URL.Query().Get("wait"); wait {
 		case "":
 			st = status(r.Context())
@@ -79,7 +81,7 @@ func sockHandler(status func(context.Context) Status, changes func() <-chan stru
 		writeJSON(w, http.StatusOK, status(r.Context()).Settings, log)
 	})
 	mux.HandleFunc("PUT /proxy-config", func(w http.ResponseWriter, r *http.Request) {
-		var s ProxySettings
+		var s agentapi.ProxySettings
 		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&s); err != nil {
@@ -119,7 +121,7 @@ func readyWaitTimeout(v string) (time.Duration, error) {
 // waitReady returns the status once it says ready or failed, once d has passed, or once
 // ctx ends (the caller went away), whichever comes first. It looks again at each change
 // of the epochs and, while the serving epoch is LIVE but not ready, every readyRecheck.
-func waitReady(ctx context.Context, status func(context.Context) Status, changes func() <-chan struct{}, d time.Duration) Status {
+func waitReady(ctx context.Context, status func(context.Context) agentapi.Status, changes func() <-chan struct{}, d time.Duration) agentapi.Status {
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
 	for {
@@ -144,28 +146,24 @@ func waitReady(ctx context.Context, status func(context.Context) Status, changes
 }
 
 // servingLive reports whether a running epoch of st is LIVE.
-func servingLive(st Status) bool {
+func servingLive(st agentapi.Status) bool {
 	for _, e := range st.Epochs {
-		if e.State == EpochLive {
+		if e.State == agentapi.EpochLive {
 			return true
 		}
 	}
 	return false
 }
 
-// writeRestart answers a restart request: the result, 400 for invalid settings, 503
-// while the agent stops.
-func writeRestart(w http.ResponseWriter, res RestartResult, err error, log *slog.Logger) {
-	switch {
-	case errors.Is(err, ErrStopping):
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()}, log)
-	case err != nil && errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		writeJSON(w, http.StatusGatewayTimeout, map[string]string{"error": err.Error()}, log)
-	case err != nil:
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()}, log)
-	default:
-		writeJSON(w, http.StatusOK, res, log)
+// writeRestart answers a restart request: the result, or the error's code
+// (agentapi.StatusCode: 503 while the agent stops, 504 when the request ended, 400 for
+// invalid settings).
+func writeRestart(w http.ResponseWriter, res agentapi.RestartResult, err error, log *slog.Logger) {
+	if err != nil {
+		writeJSON(w, agentapi.StatusCode(err, http.StatusBadRequest), map[string]string{"error": err.Error()}, log)
+		return
 	}
+	writeJSON(w, http.StatusOK, res, log)
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any, log *slog.Logger) {

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
+
 	"github.com/meshlab/meshlab/internal/testutil"
 )
 
@@ -41,8 +43,8 @@ func TestAgentSocket(t *testing.T) {
 	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 || fi.Mode().Type() != os.ModeSocket {
 		t.Errorf("agent.sock = %v %v, want a socket with mode 0600", fi.Mode(), err)
 	}
-	status := func(context.Context) Status {
-		return Status{Pod: "backend-v1", Ready: true, DataPlane: DataPlaneMeshlabProxy, Epochs: []EpochStatus{{Epoch: 0, PID: 42, State: EpochLive}}}
+	status := func(context.Context) agentapi.Status {
+		return agentapi.Status{Pod: "backend-v1", Ready: true, DataPlane: agentapi.DataPlaneMeshlabProxy, Epochs: []agentapi.EpochStatus{{Epoch: 0, PID: 42, State: agentapi.EpochLive}}}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -128,8 +130,8 @@ func TestAgentSocket(t *testing.T) {
 // nopRestarter answers every restart with nothing started.
 type nopRestarter struct{}
 
-func (nopRestarter) Restart(context.Context, *ProxySettings) (RestartResult, error) {
-	return RestartResult{Epoch: -1}, nil
+func (nopRestarter) Restart(context.Context, *agentapi.ProxySettings) (agentapi.RestartResult, error) {
+	return agentapi.RestartResult{Epoch: -1}, nil
 }
 
 // neverChanges is a changes func for handlers whose status never changes.
@@ -139,12 +141,12 @@ func neverChanges() <-chan struct{} { return nil }
 // manager does.
 type waitableStatus struct {
 	mu      sync.Mutex
-	st      Status
+	st      agentapi.Status
 	changed chan struct{}
 	reads   int
 }
 
-func (w *waitableStatus) status(context.Context) Status {
+func (w *waitableStatus) status(context.Context) agentapi.Status {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.reads++
@@ -157,7 +159,7 @@ func (w *waitableStatus) changes() <-chan struct{} {
 	return w.changed
 }
 
-func (w *waitableStatus) set(f func(*Status)) {
+func (w *waitableStatus) set(f func(*agentapi.Status)) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	f(&w.st)
@@ -176,29 +178,29 @@ func (w *waitableStatus) readCount() int {
 // while nothing changes; after ?timeout with the status as it is; and refuses a bad
 // condition or timeout by name.
 func TestStatusWaitReady(t *testing.T) {
-	ws := &waitableStatus{st: Status{Pod: "p", Epochs: []EpochStatus{{Epoch: 0, State: EpochStarting}}}, changed: make(chan struct{})}
+	ws := &waitableStatus{st: agentapi.Status{Pod: "p", Epochs: []agentapi.EpochStatus{{Epoch: 0, State: agentapi.EpochStarting}}}, changed: make(chan struct{})}
 	h := sockHandler(ws.status, ws.changes, nopRestarter{}, 1, testutil.Logger(t))
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	get := func(query string) (int, Status, string) {
+	get := func(query string) (int, agentapi.Status, string) {
 		t.Helper()
 		resp, err := http.Get(srv.URL + "/status" + query)
 		if err != nil {
 			t.Error(err)
-			return 0, Status{}, ""
+			return 0, agentapi.Status{}, ""
 		}
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(resp.Body)
-		var st Status
+		var st agentapi.Status
 		_ = json.Unmarshal(body, &st)
 		return resp.StatusCode, st, string(body)
 	}
 
 	type answer struct {
-		st   Status
+		st   agentapi.Status
 		took time.Duration
 	}
-	waited := func(f func(*Status)) answer {
+	waited := func(f func(*agentapi.Status)) answer {
 		t.Helper()
 		start := time.Now()
 		got := make(chan answer, 1)
@@ -225,21 +227,21 @@ func TestStatusWaitReady(t *testing.T) {
 		}
 	}
 
-	a := waited(func(s *Status) { s.Ready, s.Epochs[0].State = true, EpochLive })
+	a := waited(func(s *agentapi.Status) { s.Ready, s.Epochs[0].State = true, agentapi.EpochLive })
 	if !a.st.Ready || a.took > 5*time.Second {
 		t.Errorf("wait for ready = %+v after %s, want ready soon after the change", a.st, a.took)
 	}
 
-	ws.set(func(s *Status) { *s = Status{Pod: "p"} })
+	ws.set(func(s *agentapi.Status) { *s = agentapi.Status{Pod: "p"} })
 	ws.mu.Lock()
 	ws.reads = 0
 	ws.mu.Unlock()
-	a = waited(func(s *Status) { s.Failed, s.Message = true, "proxy cannot be started" })
+	a = waited(func(s *agentapi.Status) { s.Failed, s.Message = true, "proxy cannot be started" })
 	if a.st.Ready || !a.st.Failed || a.st.Message != "proxy cannot be started" {
 		t.Errorf("wait for a failing pod = %+v, want failed with its message", a.st)
 	}
 
-	ws.set(func(s *Status) { *s = Status{Pod: "p"} })
+	ws.set(func(s *agentapi.Status) { *s = agentapi.Status{Pod: "p"} })
 	start := time.Now()
 	if code, st, _ := get("?wait=ready&timeout=200ms"); code != http.StatusOK || st.Ready || st.Pod != "p" {
 		t.Errorf("timed-out wait = %d %+v, want 200 with the not-ready status", code, st)

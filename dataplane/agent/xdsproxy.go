@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
+
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
@@ -38,27 +40,8 @@ type xdsProxy struct {
 	lastErrAt time.Time
 }
 
-// XDSRelayStatus is the agent's XDS proxy as Status.Proxyless shows it.
-type XDSRelayStatus struct {
-	Upstream string           `json:"upstream"` // the lab's discovery socket
-	Streams  []XDSRelayStream `json:"streams"`  // open streams
-	Total    int              `json:"total"`    // streams relayed since the agent started
-	// LastError is the last relayed stream that ended with an error, and when.
-	LastError   string    `json:"lastError,omitempty"`
-	LastErrorAt time.Time `json:"lastErrorAt,omitzero"`
-}
-
-// XDSRelayStream is one relayed stream: the node it speaks for and what crossed it.
-type XDSRelayStream struct {
-	Node      string    `json:"node"`
-	Delta     bool      `json:"delta"`
-	Since     time.Time `json:"since"`
-	Requests  int       `json:"requests"`
-	Responses int       `json:"responses"`
-}
-
 // relayStream is one open stream's counters (guarded by xdsProxy.mu).
-type relayStream struct{ st XDSRelayStream }
+type relayStream struct{ st agentapi.XDSRelayStream }
 
 // newXDSProxy connects (lazily) to the discovery server on the unix socket xdsSocket.
 func newXDSProxy(xdsSocket string, log *slog.Logger) (*xdsProxy, error) {
@@ -89,10 +72,10 @@ func (p *xdsProxy) serve(ctx context.Context, ln net.Listener) error {
 }
 
 // status returns the relay's state for Status.Proxyless.
-func (p *xdsProxy) status() XDSRelayStatus {
+func (p *xdsProxy) status() agentapi.XDSRelayStatus {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	st := XDSRelayStatus{Upstream: p.target, Total: p.total, LastError: p.lastErr, LastErrorAt: p.lastErrAt}
+	st := agentapi.XDSRelayStatus{Upstream: p.target, Total: p.total, LastError: p.lastErr, LastErrorAt: p.lastErrAt}
 	for rs := range p.streams {
 		st.Streams = append(st.Streams, rs.st)
 	}
@@ -126,7 +109,7 @@ func relay[Req, Resp any](p *xdsProxy, down grpc.BidiStreamingServer[Req, Resp],
 	if n, ok := any(first).(interface{ GetNode() *corev3.Node }); ok {
 		node = n.GetNode().GetId()
 	}
-	rs := &relayStream{st: XDSRelayStream{Node: node, Delta: delta, Since: time.Now()}}
+	rs := &relayStream{st: agentapi.XDSRelayStream{Node: node, Delta: delta, Since: time.Now()}}
 	p.mu.Lock()
 	p.streams[rs] = struct{}{}
 	p.total++

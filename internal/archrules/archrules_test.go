@@ -49,6 +49,21 @@ var rules = []rule{
 		why:    "the demo app is an ordinary workload; it knows nothing of the mesh it runs in",
 	},
 	{
+		from:   "web",
+		mayNot: []string{"github.com/tetratelabs/func-e", "github.com/miekg/dns"},
+		why:    "web reads the agent's wire types from dataplane/agent/agentapi, never through the agent itself (func-e, the DNS server)",
+	},
+	{
+		from:   "api",
+		mayNot: []string{"github.com/tetratelabs/func-e", "github.com/miekg/dns"},
+		why:    "the lab API's contract carries the agent's wire types from dataplane/agent/agentapi, not the agent",
+	},
+	{
+		from:   "dataplane/agent/agentapi",
+		mayNot: []string{"github.com/tetratelabs/func-e", "github.com/miekg/dns", "google.golang.org/grpc", "github.com/envoyproxy/"},
+		why:    "the agent's API is its wire types and a client over a unix socket; whoever talks to the agent imports it without the agent's machinery",
+	},
+	{
 		from:   "",
 		mayNot: []string{"istio.io/istio/"},
 		why:    "Istio's own code is an oracle in fidelity/ (a module of its own), never part of the binary",

@@ -19,7 +19,7 @@ import (
 
 	"github.com/meshlab/meshlab/controlplane/ca"
 	"github.com/meshlab/meshlab/controlplane/model"
-	"github.com/meshlab/meshlab/dataplane/agent"
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 )
 
 // Deps is what the CA operations need of the lab. Its methods are called concurrently
@@ -29,9 +29,9 @@ type Deps interface {
 	Model() *model.Model
 	// AgentCert has the pod's agent answer about its workload certificate: op CertRead
 	// reads it, the others ask for it to be renewed, or its renewal paused or resumed.
-	// An agent whose renewal is paused refuses CertRenew with agent.ErrRenewalPaused
+	// An agent whose renewal is paused refuses CertRenew with agentapi.ErrRenewalPaused
 	// (errors.Is).
-	AgentCert(ctx context.Context, pod string, op CertOp) (agent.CertStatus, error)
+	AgentCert(ctx context.Context, pod string, op CertOp) (agentapi.CertStatus, error)
 	// Publish puts an event on the lab's bus.
 	Publish(kind, pod, msg string, fields map[string]any)
 }

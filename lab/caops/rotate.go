@@ -12,7 +12,7 @@ import (
 
 	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/controlplane/ca"
-	"github.com/meshlab/meshlab/dataplane/agent"
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 )
 
 // Event kinds of the CA and the workload certificates.
@@ -89,8 +89,8 @@ func (c *CA) rotateRoot(ctx context.Context, certPEM, keyPEM []byte) error {
 	}
 	ni := ca.Info(next.Cert)
 	if authority.State().Phase == ca.PhaseTrustAdded {
-		if err := c.renewAll(ctx, "bundle", func(s agent.CertStatus) error {
-			if !slices.ContainsFunc(s.TrustBundle, func(r agent.CertRef) bool { return r.Serial == ni.Serial }) {
+		if err := c.renewAll(ctx, "bundle", func(s agentapi.CertStatus) error {
+			if !slices.ContainsFunc(s.TrustBundle, func(r agentapi.CertRef) bool { return r.Serial == ni.Serial }) {
 				return fmt.Errorf("new root %s is not in its trust bundle", ni.Serial)
 			}
 			return nil
@@ -106,7 +106,7 @@ func (c *CA) rotateRoot(ctx context.Context, certPEM, keyPEM []byte) error {
 		st := authority.State()
 		c.deps.Publish(EventCASigningSwitch, "", fmt.Sprintf("root %s signs; leaves carry it cross-signed (%s)", ni.Serial, st.CrossSigned.Serial),
 			map[string]any{"root": ni.Serial, "cross": st.CrossSigned.Serial})
-		if err := c.renewAll(ctx, "reissue", func(s agent.CertStatus) error {
+		if err := c.renewAll(ctx, "reissue", func(s agentapi.CertStatus) error {
 			if s.IssuerKeyID != ni.KeyID {
 				return fmt.Errorf("its certificate is not from the new root %s (issuer %q)", ni.Serial, s.Issuer)
 			}
@@ -119,7 +119,7 @@ func (c *CA) rotateRoot(ctx context.Context, certPEM, keyPEM []byte) error {
 		}
 		c.deps.Publish(EventCAOldRootDropped, "", fmt.Sprintf("trust bundle is {%s}", ni.Serial), map[string]any{"root": ni.Serial})
 	}
-	if err := c.renewAll(ctx, "final", func(s agent.CertStatus) error {
+	if err := c.renewAll(ctx, "final", func(s agentapi.CertStatus) error {
 		if len(s.TrustBundle) != 1 || s.TrustBundle[0].Serial != ni.Serial || len(s.Intermediates) != 0 {
 			return fmt.Errorf("it does not trust %s alone, or still sends the cross certificate", ni.Serial)
 		}
@@ -176,14 +176,14 @@ func (c *CA) persistRoot(r *ca.Root) error {
 // renewAll asks every agent to renew its certificate now, concurrently, and checks each
 // answer; step names the rotation step in the events ("renew": a plain renewal, which
 // leaves paused agents alone).
-func (c *CA) renewAll(ctx context.Context, step string, check func(agent.CertStatus) error) error {
+func (c *CA) renewAll(ctx context.Context, step string, check func(agentapi.CertStatus) error) error {
 	pods := c.sidecarPods()
 	errs := make([]error, len(pods))
 	var wg sync.WaitGroup
 	for i, p := range pods {
 		wg.Go(func() {
 			st, err := c.renewPod(ctx, p.Name)
-			if errors.Is(err, agent.ErrRenewalPaused) && step == "renew" {
+			if errors.Is(err, agentapi.ErrRenewalPaused) && step == "renew" {
 				return
 			}
 			if err == nil && check != nil {
@@ -202,7 +202,7 @@ func (c *CA) renewAll(ctx context.Context, step string, check func(agent.CertSta
 }
 
 // renewPod has one agent renew now.
-func (c *CA) renewPod(ctx context.Context, pod string) (agent.CertStatus, error) {
+func (c *CA) renewPod(ctx context.Context, pod string) (agentapi.CertStatus, error) {
 	ctx, cancel := context.WithTimeout(ctx, renewTimeout)
 	defer cancel()
 	st, err := c.deps.AgentCert(ctx, pod, CertRenew)

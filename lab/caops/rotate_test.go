@@ -22,7 +22,7 @@ import (
 	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/controlplane/ca"
 	"github.com/meshlab/meshlab/controlplane/model"
-	"github.com/meshlab/meshlab/dataplane/agent"
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 	"github.com/meshlab/meshlab/internal/testutil"
 )
 
@@ -35,7 +35,7 @@ type fakeLab struct {
 	ca    *ca.CA // set once the CA exists
 
 	mu     sync.Mutex
-	certs  map[string]agent.CertStatus
+	certs  map[string]agentapi.CertStatus
 	paused map[string]bool
 	down   map[string]bool // agents that do not answer
 	events []api.Event
@@ -49,7 +49,7 @@ func newFakeLab(t *testing.T) *fakeLab {
 		return &model.Pod{Name: name, Namespace: "default", ServiceAccount: name, IP: netip.MustParseAddr(ip), Sidecar: model.SidecarSpec{Inject: inject}}
 	}
 	m := model.New(nil, []*model.Pod{pod("frontend", "10.244.0.2", true), pod("backend", "10.244.0.3", true), pod("plain", "10.244.0.4", false)})
-	return &fakeLab{t: t, model: m, certs: map[string]agent.CertStatus{}, paused: map[string]bool{}, down: map[string]bool{}}
+	return &fakeLab{t: t, model: m, certs: map[string]agentapi.CertStatus{}, paused: map[string]bool{}, down: map[string]bool{}}
 }
 
 func (f *fakeLab) Model() *model.Model { return f.model }
@@ -60,11 +60,11 @@ func (f *fakeLab) Publish(kind, pod, msg string, fields map[string]any) {
 	f.events = append(f.events, api.Event{Kind: kind, Pod: pod, Message: msg, Fields: fields})
 }
 
-func (f *fakeLab) AgentCert(_ context.Context, pod string, op CertOp) (agent.CertStatus, error) {
+func (f *fakeLab) AgentCert(_ context.Context, pod string, op CertOp) (agentapi.CertStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.down[pod] {
-		return agent.CertStatus{}, fmt.Errorf("GET /certs: dial unix agent.sock: connection refused")
+		return agentapi.CertStatus{}, fmt.Errorf("GET /certs: dial unix agent.sock: connection refused")
 	}
 	switch op {
 	case CertRead:
@@ -72,7 +72,7 @@ func (f *fakeLab) AgentCert(_ context.Context, pod string, op CertOp) (agent.Cer
 		f.paused[pod] = op == CertPause
 	case CertRenew:
 		if f.paused[pod] {
-			return agent.CertStatus{}, agent.ErrRenewalPaused
+			return agentapi.CertStatus{}, agentapi.ErrRenewalPaused
 		}
 		st, err := f.issue(f.model.Pod(pod))
 		if err != nil {
@@ -88,39 +88,39 @@ func (f *fakeLab) AgentCert(_ context.Context, pod string, op CertOp) (agent.Cer
 }
 
 // issue gets pod a certificate from the CA as its agent would.
-func (f *fakeLab) issue(p *model.Pod) (agent.CertStatus, error) {
+func (f *fakeLab) issue(p *model.Pod) (agentapi.CertStatus, error) {
 	id := ca.Identity{Namespace: p.Namespace, ServiceAccount: p.ServiceAccount}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return agent.CertStatus{}, err
+		return agentapi.CertStatus{}, err
 	}
 	u, err := url.Parse(id.SPIFFEID(f.ca.TrustDomain()))
 	if err != nil {
-		return agent.CertStatus{}, err
+		return agentapi.CertStatus{}, err
 	}
 	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{URIs: []*url.URL{u}}, key)
 	if err != nil {
-		return agent.CertStatus{}, err
+		return agentapi.CertStatus{}, err
 	}
 	chain, err := f.ca.Sign(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}), id, 0)
 	if err != nil {
-		return agent.CertStatus{}, err
+		return agentapi.CertStatus{}, err
 	}
 	var certs []*x509.Certificate
 	for _, c := range chain {
 		b, _ := pem.Decode([]byte(c))
 		cert, err := x509.ParseCertificate(b.Bytes)
 		if err != nil {
-			return agent.CertStatus{}, err
+			return agentapi.CertStatus{}, err
 		}
 		certs = append(certs, cert)
 	}
 	leaf := certs[0]
-	st := agent.CertStatus{SPIFFEID: u.String(), Serial: ca.Info(leaf).Serial, NotBefore: leaf.NotBefore, NotAfter: leaf.NotAfter,
+	st := agentapi.CertStatus{SPIFFEID: u.String(), Serial: ca.Info(leaf).Serial, NotBefore: leaf.NotBefore, NotAfter: leaf.NotAfter,
 		IssuerKeyID: hex.EncodeToString(leaf.AuthorityKeyId), Issuer: leaf.Issuer.CommonName}
 	for _, c := range certs[1:] {
 		i := ca.Info(c)
-		ref := agent.CertRef{Serial: i.Serial, Subject: i.Subject, KeyID: i.KeyID, NotAfter: i.NotAfter}
+		ref := agentapi.CertRef{Serial: i.Serial, Subject: i.Subject, KeyID: i.KeyID, NotAfter: i.NotAfter}
 		if c.CheckSignatureFrom(c) == nil {
 			st.TrustBundle = append(st.TrustBundle, ref)
 		} else {
@@ -240,7 +240,7 @@ func TestRotationStopsAtAnAgentThatCannotRenewAndFinishesLater(t *testing.T) {
 	c := newCA(t, f, false)
 	f.paused["backend"] = true
 	err := c.RotateRoot(context.Background())
-	if !errors.Is(err, agent.ErrRenewalPaused) {
+	if !errors.Is(err, agentapi.ErrRenewalPaused) {
 		t.Fatalf("rotation with a paused agent = %v, want ErrRenewalPaused", err)
 	}
 	if ph := c.Authority().State().Phase; ph != ca.PhaseTrustAdded {

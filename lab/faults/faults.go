@@ -18,7 +18,7 @@ import (
 
 	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/controlplane/model"
-	"github.com/meshlab/meshlab/dataplane/agent"
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 )
 
 // Fault events on the lab's bus.
@@ -46,7 +46,7 @@ type Lab interface {
 	// SidecarPodNames lists the pods with a sidecar, sorted.
 	SidecarPodNames() []string
 	// AgentStatus is the pod agent's /status (its proxy epochs and their pids).
-	AgentStatus(ctx context.Context, pod string) (agent.Status, error)
+	AgentStatus(ctx context.Context, pod string) (agentapi.Status, error)
 	// SetCAClockOffset shifts the CA's clock for the certificates it issues; 0 resets it.
 	SetCAClockOffset(d time.Duration)
 	// Publish puts an event on the lab's bus.
@@ -294,7 +294,7 @@ func killProxy(ctx context.Context, d Deps, pod string) (string, error) {
 	}
 	for i := len(st.Epochs) - 1; i >= 0; i-- {
 		e := st.Epochs[i]
-		if e.State == agent.EpochLive && e.PID > 0 {
+		if e.State == agentapi.EpochLive && e.PID > 0 {
 			if err := d.Procs.Kill(e.PID); err != nil {
 				return "", fmt.Errorf("kill proxy epoch %d (pid %d) of %s: %w", e.Epoch, e.PID, pod, err)
 			}

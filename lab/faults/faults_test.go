@@ -13,7 +13,7 @@ import (
 
 	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/controlplane/model"
-	"github.com/meshlab/meshlab/dataplane/agent"
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 	"github.com/meshlab/meshlab/internal/testutil"
 )
 
@@ -26,8 +26,8 @@ type fake struct {
 	mu       sync.Mutex
 	calls    []string
 	events   []api.Event
-	status   map[string]agent.Status // by pod
-	pids     map[string][]int        // by pod
+	status   map[string]agentapi.Status // by pod
+	pids     map[string][]int           // by pod
 	argv     map[int][]string
 	nackErr  error
 	killErr  error
@@ -46,7 +46,7 @@ func newFake() *fake {
 	}
 	return &fake{
 		model:  model.New(nil, []*model.Pod{pod("frontend", "10.244.0.2", true), pod("backend", "10.244.0.3", true), pod("plain", "10.244.0.4", false)}),
-		status: map[string]agent.Status{}, pids: map[string][]int{}, argv: map[int][]string{},
+		status: map[string]agentapi.Status{}, pids: map[string][]int{}, argv: map[int][]string{},
 	}
 }
 
@@ -80,7 +80,7 @@ func (f *fake) SidecarPod(name string) (*model.Pod, error) {
 
 func (f *fake) SidecarPodNames() []string { return []string{"backend", "frontend"} }
 
-func (f *fake) AgentStatus(_ context.Context, pod string) (agent.Status, error) {
+func (f *fake) AgentStatus(_ context.Context, pod string) (agentapi.Status, error) {
 	return f.status[pod], f.statuses
 }
 
@@ -265,8 +265,8 @@ func TestDiscoveryStopEndsByItself(t *testing.T) {
 func TestKillProxyKillsTheNewestLiveEpoch(t *testing.T) {
 	t.Parallel()
 	f := newFake()
-	f.status["frontend"] = agent.Status{Epochs: []agent.EpochStatus{
-		{Epoch: 0, State: agent.EpochLive, PID: 100}, {Epoch: 1, State: agent.EpochLive, PID: 101}, {Epoch: 2, State: agent.EpochStarting, PID: 102},
+	f.status["frontend"] = agentapi.Status{Epochs: []agentapi.EpochStatus{
+		{Epoch: 0, State: agentapi.EpochLive, PID: 100}, {Epoch: 1, State: agentapi.EpochLive, PID: 101}, {Epoch: 2, State: agentapi.EpochStarting, PID: 102},
 	}}
 	var s Set
 	got, err := s.Add(context.Background(), f.deps(), api.FaultSpec{Kind: api.FaultKillProxy, Pods: []string{"frontend"}})
@@ -282,7 +282,7 @@ func TestKillProxyKillsTheNewestLiveEpoch(t *testing.T) {
 	if ev := f.lastEvent(); ev.Message != "f1: kill-proxy frontend: killed proxy epoch 1 (pid 101)" {
 		t.Fatalf("event %q", ev.Message)
 	}
-	f.status["backend"] = agent.Status{Epochs: []agent.EpochStatus{{Epoch: 0, State: agent.EpochStarting, PID: 200}}}
+	f.status["backend"] = agentapi.Status{Epochs: []agentapi.EpochStatus{{Epoch: 0, State: agentapi.EpochStarting, PID: 200}}}
 	if _, err := s.Add(context.Background(), f.deps(), api.FaultSpec{Kind: api.FaultKillProxy, Pods: []string{"backend"}}); !errors.Is(err, api.ErrBadFault) {
 		t.Fatalf("kill-proxy without a live epoch = %v, want ErrBadFault", err)
 	}

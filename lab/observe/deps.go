@@ -12,7 +12,7 @@ import (
 	"net"
 
 	"github.com/meshlab/meshlab/controlplane/model"
-	"github.com/meshlab/meshlab/dataplane/agent"
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 )
 
 // Deps is what observation needs of the lab.
@@ -23,9 +23,9 @@ type Deps interface {
 	// where the pod's capture rules apply to it as to the app's own connections.
 	DialFrom(ctx context.Context, pod, addr string) (net.Conn, error)
 	// AgentStatus is the pod agent's /status.
-	AgentStatus(ctx context.Context, pod string) (agent.Status, error)
-	// AgentStats is the pod proxy's integer /stats whose names match filter (an RE2
-	// expression, already query-escaped).
+	AgentStatus(ctx context.Context, pod string) (agentapi.Status, error)
+	// AgentStats is the pod proxy's counters and gauges (/stats) whose names match
+	// filter, an RE2 expression.
 	AgentStats(ctx context.Context, pod, filter string) (map[string]uint64, error)
 	// AgentGet GETs path ("/admin/...") from the pod's agent; any status other than 200
 	// is an error. The caller closes the body.

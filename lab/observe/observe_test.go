@@ -18,7 +18,7 @@ import (
 
 	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/controlplane/model"
-	"github.com/meshlab/meshlab/dataplane/agent"
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 )
 
 func TestEdgesFromStats(t *testing.T) {
@@ -162,7 +162,7 @@ func BenchmarkTopology100Pods(b *testing.B) {
 // on the host; events are recorded.
 type fakeDeps struct {
 	model  *model.Model
-	status map[string]agent.Status
+	status map[string]agentapi.Status
 	stats  map[string]map[string]uint64
 	get    map[string]string // "pod path" -> body
 	mu     sync.Mutex
@@ -176,7 +176,7 @@ func (f *fakeDeps) DialFrom(ctx context.Context, _, addr string) (net.Conn, erro
 	return d.DialContext(ctx, "tcp", addr)
 }
 
-func (f *fakeDeps) AgentStatus(_ context.Context, pod string) (agent.Status, error) {
+func (f *fakeDeps) AgentStatus(_ context.Context, pod string) (agentapi.Status, error) {
 	st, ok := f.status[pod]
 	if !ok {
 		return st, fmt.Errorf("pod %s: agent unreachable", pod)
@@ -212,10 +212,12 @@ func (f *fakeDeps) Publish(kind, pod, msg string, fields map[string]any) {
 // previous sample is published.
 func TestSampleThroughDeps(t *testing.T) {
 	const host = "backend.default.svc.cluster.local"
-	live := func(epochs ...agent.EpochStatus) agent.Status { return agent.Status{Ready: true, Epochs: epochs} }
+	live := func(epochs ...agentapi.EpochStatus) agentapi.Status {
+		return agentapi.Status{Ready: true, Epochs: epochs}
+	}
 	d := &fakeDeps{
 		model:  hello(), // backend-v1, frontend-v1
-		status: map[string]agent.Status{"frontend-v1": live(agent.EpochStatus{Epoch: 0, State: agent.EpochLive})},
+		status: map[string]agentapi.Status{"frontend-v1": live(agentapi.EpochStatus{Epoch: 0, State: agentapi.EpochLive})},
 		stats: map[string]map[string]uint64{"frontend-v1": {
 			"cluster.outbound|8080||" + host + ".upstream_rq_total": 6,
 			"cluster.outbound|8080||" + host + ".upstream_rq_5xx":   1,
@@ -237,7 +239,7 @@ istio_requests_total{reporter="source",destination_service="backend.default.svc.
 	if fe := top.Pods[1]; !fe.Ready || fe.Epoch != 0 {
 		t.Errorf("frontend-v1 = %+v; want ready in epoch 0", fe)
 	}
-	d.status["frontend-v1"] = live(agent.EpochStatus{Epoch: 0, State: agent.EpochDraining}, agent.EpochStatus{Epoch: 1, State: agent.EpochLive, PID: 42})
+	d.status["frontend-v1"] = live(agentapi.EpochStatus{Epoch: 0, State: agentapi.EpochDraining}, agentapi.EpochStatus{Epoch: 1, State: agentapi.EpochLive, PID: 42})
 	if top = p.Sample(t.Context(), d); top.Pods[1].Epoch != 1 {
 		t.Errorf("after the hot restart, frontend-v1 = %+v; want epoch 1", top.Pods[1])
 	}

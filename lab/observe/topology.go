@@ -2,7 +2,6 @@ package observe
 
 import (
 	"context"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -10,7 +9,7 @@ import (
 
 	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/controlplane/model"
-	"github.com/meshlab/meshlab/dataplane/agent"
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 )
 
 // topologyInterval is how often sidecar stats are polled while someone watches.
@@ -22,7 +21,7 @@ const pollParallel = 16
 // edgeStatsFilter selects the outbound cluster stats edges are computed from, the
 // inbound RBAC denials, and the HTTP listeners' downstream requests (a gateway's, whose
 // listeners are outbound_<address>_<port>, for the traffic entering from the host).
-var edgeStatsFilter = url.QueryEscape(`^cluster\.outbound\|.*\.(upstream_rq_total|upstream_rq_5xx|upstream_rq_403|ssl\.handshake|tlsMode-[a-z]+\.total_match_count)$|rbac\.denied$|^http\.outbound_.*\.downstream_rq_(total|5xx)$`)
+const edgeStatsFilter = `^cluster\.outbound\|.*\.(upstream_rq_total|upstream_rq_5xx|upstream_rq_403|ssl\.handshake|tlsMode-[a-z]+\.total_match_count)$|rbac\.denied$|^http\.outbound_.*\.downstream_rq_(total|5xx)$`
 
 // edgeStatSuffixes are the per-cluster stats an edge sums, checked in order.
 var edgeStatSuffixes = []string{".upstream_rq_total", ".upstream_rq_5xx", ".upstream_rq_403", ".ssl.handshake",
@@ -42,7 +41,7 @@ func (c edgeCounters) mtls() bool {
 
 // podSample is what one poll learned from one pod's agent.
 type podSample struct {
-	status     *agent.Status
+	status     *agentapi.Status
 	edges      map[string]edgeCounters // by destination host
 	rbacDenied uint64                  // inbound requests and connections denied by RBAC
 	// gatewayRequests and gatewayErrors are a gateway pod's downstream requests and 5xx.
@@ -248,7 +247,7 @@ func buildTopology(m *model.Model, samples []podSample) api.Topology {
 		if st := s.status; st != nil {
 			tp.Ready = st.Ready
 			for _, e := range st.Epochs {
-				if e.State == agent.EpochLive && e.Epoch > tp.Epoch {
+				if e.State == agentapi.EpochLive && e.Epoch > tp.Epoch {
 					tp.Epoch = e.Epoch
 				}
 			}

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshlab/meshlab/dataplane/agent"
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 )
 
 func TestEdgesFromStatsMTLSAndDenials(t *testing.T) {
@@ -66,8 +66,8 @@ func TestCertChangeEvents(t *testing.T) {
 	var p Topology
 	m := hello() // backend-v1, frontend-v1
 	sample := func(be, fe string) []podSample {
-		st := func(serial string) *agent.Status {
-			return &agent.Status{Cert: &agent.CertStatus{SPIFFEID: "spiffe://cluster.local/ns/default/sa/x", Serial: serial, NotAfter: time.Unix(2e9, 0)}}
+		st := func(serial string) *agentapi.Status {
+			return &agentapi.Status{Cert: &agentapi.CertStatus{SPIFFEID: "spiffe://cluster.local/ns/default/sa/x", Serial: serial, NotAfter: time.Unix(2e9, 0)}}
 		}
 		return []podSample{{status: st(be)}, {status: st(fe)}}
 	}
