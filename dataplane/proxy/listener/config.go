@@ -222,6 +222,9 @@ func compile(l *listenerv3.Listener) (*Config, error) {
 		}
 		cfg.Chains = append(cfg.Chains, c)
 	}
+	if err := checkChainMatches(l.GetFilterChains()); err != nil {
+		return nil, err
+	}
 	if dfc := l.GetDefaultFilterChain(); dfc != nil {
 		c, err := compileChain(dfc)
 		if err != nil {
