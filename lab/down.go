@@ -11,6 +11,11 @@ import (
 // to timeout for it to remove everything, then cleans whatever is left. A lab whose process
 // is already gone is cleaned.
 func Down(root, name string, timeout time.Duration, log *slog.Logger) error {
+	return down(host, root, name, timeout, log)
+}
+
+// down is Down on the system sys.
+func down(sys system, root, name string, timeout time.Duration, log *slog.Logger) error {
 	if err := ValidateName(name); err != nil {
 		return err
 	}
@@ -22,11 +27,11 @@ func Down(root, name string, timeout time.Duration, log *slog.Logger) error {
 		}
 		return &NoSuchLabError{Name: name, Known: known}
 	}
-	if r, err := ReadRecord(p); err == nil && processAlive(r.PID, r.PIDStart) {
-		signalIfAlive(host.procs, r.PID, r.PIDStart, syscall.SIGTERM)
-		if !waitGone(host.procs, r.PID, r.PIDStart, timeout) {
+	if r, err := ReadRecord(p); err == nil && sys.procs.Alive(r.PID, r.PIDStart) {
+		_ = sys.procs.Signal(r.PID, syscall.SIGTERM)
+		if !waitGone(sys.procs, r.PID, r.PIDStart, timeout) {
 			log.Warn("lab process did not stop in time; cleaning up by force", "pid", r.PID)
 		}
 	}
-	return Clean(root, name, log)
+	return clean(sys, root, name, log)
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/meshlab/meshlab/internal/testutil"
 	"github.com/meshlab/meshlab/netns"
@@ -28,6 +29,7 @@ type recorder struct {
 	pids  map[string][]int // by namespace
 	alive map[int]uint64   // pid -> start
 	fail  map[string]error // call name -> its error
+	stuck map[int]bool     // processes that live on after any signal but SIGKILL
 }
 
 var (
@@ -36,7 +38,7 @@ var (
 )
 
 func newRecorder() *recorder {
-	return &recorder{nss: map[string]bool{}, pids: map[string][]int{}, alive: map[int]uint64{}, fail: map[string]error{}}
+	return &recorder{nss: map[string]bool{}, pids: map[string][]int{}, alive: map[int]uint64{}, fail: map[string]error{}, stuck: map[int]bool{}}
 }
 
 func (r *recorder) system() system { return system{ns: r, procs: r} }
@@ -139,6 +141,9 @@ func (r *recorder) Signal(pid int, sig syscall.Signal) error {
 	defer r.mu.Unlock()
 	if err := r.record("signal", "%d %s", pid, sig); err != nil {
 		return err
+	}
+	if r.stuck[pid] && sig != syscall.SIGKILL {
+		return nil
 	}
 	delete(r.alive, pid)
 	for ns, pids := range r.pids {
@@ -318,4 +323,41 @@ func TestCleanReportsWhatItCouldNotDelete(t *testing.T) {
 	err := clean(rec.system(), root, "c2", testutil.Logger(t))
 	testutil.CheckErr(t, "clean", err, "delete namespace ml-c2-a: device or resource busy")
 	testutil.CheckErr(t, "clean", err, "delete namespace ml-c2-node: device or resource busy")
+}
+
+func TestDownAsksTheLabThenCleans(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		stuck bool
+		want  []string
+	}{
+		{name: "the lab stops", want: []string{"signal 4000 terminated", "delete-netns ml-d1-node"}},
+		{name: "the lab does not stop", stuck: true, want: []string{"signal 4000 terminated", "signal 4000 killed", "delete-netns ml-d1-node"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			root := t.TempDir()
+			rec := newRecorder()
+			p := PathsFor(root, "d1")
+			if err := os.MkdirAll(p.Dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := writeRecord(p.Record(), &Record{Name: "d1", PID: 4000, PIDStart: 7}); err != nil {
+				t.Fatal(err)
+			}
+			rec.nss["ml-d1-node"], rec.alive[4000], rec.stuck[4000] = true, 7, tc.stuck
+			if err := down(rec.system(), root, "d1", 100*time.Millisecond, testutil.Logger(t)); err != nil {
+				t.Fatal(err)
+			}
+			if got := rec.take(); !slices.Equal(got, tc.want) {
+				t.Fatalf("calls %q, want %q", got, tc.want)
+			}
+		})
+	}
+	err := down(newRecorder().system(), t.TempDir(), "d2", time.Second, testutil.Logger(t))
+	var none *NoSuchLabError
+	if !errors.As(err, &none) {
+		t.Fatalf("down of a lab that is not there = %v, want a NoSuchLabError", err)
+	}
 }
