@@ -175,7 +175,7 @@ require (
 	istio.io/client-go v1.31.0-rc.0.0.20260824155257-512e1cfc6c15 // indirect
 	k8s.io/apiextensions-apiserver v0.36.1 // indirect
 	k8s.io/apiserver v0.36.1 // indirect
-	k8s.io/client-go v0.36.1 // indirect
+	k8s.io/client-go v0.37.2 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20260721132016-d427ff9ee9ad // indirect
 	k8s.io/streaming v0.36.1 // indirect
@@ -195,4 +195,5 @@ replace github.com/meshlab/meshlab => ../
 replace (
 	k8s.io/api => k8s.io/api v0.36.1
 	k8s.io/apimachinery => k8s.io/apimachinery v0.36.1
+	k8s.io/client-go => k8s.io/client-go v0.36.1
 )
