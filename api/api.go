@@ -3,6 +3,8 @@ package api
 import (
 	"net/netip"
 	"time"
+
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 )
 
 // LabInfo is what GET /v1/lab answers.
@@ -34,11 +36,9 @@ type PodStatus struct {
 	RequestsIn  uint64 `json:"requestsIn"`
 }
 
-// NameTable is the DNS name table an agent serves, as the agent reads it.
-type NameTable struct {
-	Version uint64                  `json:"version"`
-	Names   map[string][]netip.Addr `json:"names"`
-}
+// NameTable is the DNS name table an agent serves, as the agent reads it: the agent's
+// own wire type (the agent long-polls it from the lab API), so the two cannot drift.
+type NameTable = agentapi.NameTable
 
 // ErrUnknownPod is returned for a pod the lab does not have.
 var ErrUnknownPod = sentinel("unknown pod", ErrNotFound)
