@@ -37,15 +37,20 @@ func ParseListen(s string) (netip.AddrPort, error) {
 	return ap, nil
 }
 
-// features are the API routes the lab adds to the core ones: the dashboard's.
+// features are the API routes the lab adds to the core ones: the dashboard's, and the
+// guide's when Options.Guide is set.
 func (l *Lab) features() []web.Routes {
-	return append([]web.Routes{
+	fs := []web.Routes{
 		web.EventRoutes(l.bus), web.TopologyRoutes(l), web.InspectRoutes(l), web.TrafficRoutes(l),
 		web.ConfigRoutes(l, l), web.ProxyRoutes(l), web.FaultRoutes(l), web.HistoryRoutes(l),
 		web.CARoutes(l), web.TraceRoutes(l), // lab/carotate.go, lab/trace.go
 		web.SecretsRoutes(l), // lab/secrets.go
 		web.KubeRoutes(l),    // lab/kubeview.go
-	}, l.opts.Routes...)
+	}
+	if l.opts.Guide != nil {
+		fs = append(fs, web.GuideRoutes(l.opts.Guide))
+	}
+	return fs
 }
 
 // listenDashboard opens the dashboard's TCP listener: Options.Listen, or, when that is

@@ -73,9 +73,9 @@ type Options struct {
 	// the lab's xds.sock only.
 	XDSListen string
 
-	Out    io.Writer    // progress lines; optional
-	Logger *slog.Logger // required
-	Routes []web.Routes // optional: more lab API features (the guide of `meshlab lab start`)
+	Out    io.Writer        // progress lines; optional
+	Logger *slog.Logger     // required
+	Guide  web.GuideBackend // optional: the guide of `meshlab lab start` (a *labs.Guide), served on /v1/guide
 }
 
 // Lab is a running lab.

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/meshlab/meshlab/api"
-	"github.com/meshlab/meshlab/web"
 )
 
 // checkSyncTimeout bounds how long a check waits for the proxies to take the config the
@@ -18,8 +17,9 @@ const checkSyncTimeout = 45 * time.Second
 // Guide walks a person through a lab one step at a time (`meshlab lab start`): it runs
 // each step's actions when the step begins (the stage, never the answer: a background
 // load keeps running while the person works), and on each check it sends the step's
-// verify traffic afresh before judging. It implements web.GuideBackend; its methods run
-// one at a time.
+// verify traffic afresh before judging. It is the lab's guide backend (lab.Options.Guide,
+// served by the web package, which this package does not import); its methods run one at
+// a time.
 type Guide struct {
 	mu     sync.Mutex
 	lab    *Lab
@@ -33,8 +33,6 @@ type Guide struct {
 	stepCtx context.Context
 	cancel  context.CancelFunc
 }
-
-var _ web.GuideBackend = (*Guide)(nil)
 
 // NewGuide returns a guide for l whose runner is r; it answers ErrNoGuide until Begin.
 func NewGuide(l *Lab, r Runner) *Guide {
@@ -84,7 +82,7 @@ func (g *Guide) stopLoad() {
 	}
 }
 
-// Guide implements web.GuideBackend.
+// Guide answers the guide API.
 func (g *Guide) Guide() (api.GuideState, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -109,7 +107,7 @@ func (g *Guide) stateLocked() api.GuideState {
 	}
 }
 
-// CheckStep implements web.GuideBackend: it waits for the proxies to take the current
+// CheckStep answers the guide API: it waits for the proxies to take the current
 // config, sends the step's verify traffic afresh and judges the step.
 func (g *Guide) CheckStep(ctx context.Context) (api.GuideCheck, error) {
 	g.mu.Lock()
@@ -157,7 +155,7 @@ func (g *Guide) checkLocked(ctx context.Context, actionErr string) api.GuideChec
 	return out
 }
 
-// NextStep implements web.GuideBackend. On the last step it moves nowhere: once that
+// NextStep answers the guide API. On the last step it moves nowhere: once that
 // step passed it answers the state, Done; before, ErrLastStep saying what is left.
 func (g *Guide) NextStep(ctx context.Context) (api.GuideState, error) {
 	g.mu.Lock()
@@ -174,7 +172,7 @@ func (g *Guide) NextStep(ctx context.Context) (api.GuideState, error) {
 	return g.stateLocked(), nil
 }
 
-// SolveStep implements web.GuideBackend: it runs the step's solution, then checks the
+// SolveStep answers the guide API: it runs the step's solution, then checks the
 // step as CheckStep does. A step without a solution answers ErrNoSolution.
 func (g *Guide) SolveStep(ctx context.Context) (api.GuideCheck, error) {
 	g.mu.Lock()

@@ -12,7 +12,6 @@ import (
 	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/lab"
 	"github.com/meshlab/meshlab/labs"
-	"github.com/meshlab/meshlab/web"
 )
 
 type labStartFlags struct {
@@ -48,7 +47,7 @@ func newLabStartCmd(g *globalFlags) *cobra.Command {
 				Name: name, ScenarioFile: l.ScenarioFile, ScenarioData: l.ScenarioData, RunRoot: g.runRoot,
 				ProxyPath: f.proxyPath, TerminationDrain: f.drain, Out: cmd.OutOrStdout(), Logger: log,
 				Listen: f.listen, ListenFallback: !cmd.Flags().Changed("listen"),
-				Routes: []web.Routes{web.GuideRoutes(guide)},
+				Guide: guide,
 			}
 			ctx := cmd.Context()
 			running, err := lab.Start(ctx, opts)
