@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meshlab/meshlab/dataplane/statstext"
 )
 
 // client does not follow redirects: the redirect case reads the 301 itself.
@@ -55,20 +57,17 @@ func get(t *testing.T, url string, h map[string]string) answer {
 	return a
 }
 
-// stats reads the admin's /stats text as name -> value.
-func stats(t *testing.T, admin string) map[string]string {
+// stats reads the admin's /stats text: its counters and gauges by name.
+func stats(t *testing.T, admin string) map[string]uint64 {
 	t.Helper()
 	resp, err := client.Get("http://" + admin + "/stats")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	m := map[string]string{}
-	for _, line := range strings.Split(string(body), "\n") {
-		if name, value, ok := strings.Cut(line, ": "); ok {
-			m[name] = value
-		}
+	m, err := statstext.ParseValues(resp.Body)
+	if err != nil {
+		t.Fatalf("read %s/stats: %v", admin, err)
 	}
 	return m
 }
@@ -123,14 +122,14 @@ func TestHTTPBehaviours(t *testing.T) {
 				}
 			})
 			t.Run("retry on 5xx", func(t *testing.T) {
-				before := stats(t, p.admin)["cluster.flaky.upstream_rq_retry"]
+				before, had := stats(t, p.admin)["cluster.flaky.upstream_rq_retry"]
 				a := get(t, base+"/flaky", nil)
 				if a.code != 200 {
 					t.Errorf("/flaky: %d, want 200 after one retry", a.code)
 				}
 				after := stats(t, p.admin)["cluster.flaky.upstream_rq_retry"]
-				if before != "0" || after != "1" {
-					t.Errorf("cluster.flaky.upstream_rq_retry went %q -> %q, want 0 -> 1", before, after)
+				if !had || before != 0 || after != 1 {
+					t.Errorf("cluster.flaky.upstream_rq_retry went %d (present %v) -> %d, want 0 -> 1", before, had, after)
 				}
 			})
 			t.Run("fault abort", func(t *testing.T) {
@@ -200,20 +199,20 @@ func TestHTTPBehaviours(t *testing.T) {
 				// Envoy counts a request when its stream completes, which may be just after the
 				// client read the response: poll until the counters move (or 2 s passed).
 				names := []string{"cluster.b.upstream_rq_200", "cluster.b.upstream_rq_2xx", "cluster.b.upstream_rq_total", "http.web.downstream_rq_2xx", "http.web.downstream_rq_total"}
-				var after map[string]string
+				var after map[string]uint64
 				for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 					after = stats(t, p.admin)
 					moved := true
 					for _, name := range names {
-						moved = moved && atoi(after[name])-atoi(before[name]) >= 1
+						moved = moved && after[name] > before[name]
 					}
 					if moved || time.Now().After(deadline) {
 						break
 					}
 				}
 				for _, name := range names {
-					if delta := atoi(after[name]) - atoi(before[name]); delta != 1 {
-						t.Errorf("%s went %q -> %q, want +1", name, before[name], after[name])
+					if after[name] != before[name]+1 {
+						t.Errorf("%s went %d -> %d, want +1", name, before[name], after[name])
 					}
 				}
 				for _, name := range []string{"server.live", "server.hot_restart_epoch", fmt.Sprintf("listener.127.0.0.1_%d.downstream_cx_total", port)} {
@@ -221,8 +220,8 @@ func TestHTTPBehaviours(t *testing.T) {
 						t.Errorf("no stat %s", name)
 					}
 				}
-				if after["server.live"] != "1" {
-					t.Errorf("server.live %q, want 1", after["server.live"])
+				if after["server.live"] != 1 {
+					t.Errorf("server.live %d, want 1", after["server.live"])
 				}
 			})
 			t.Run("ready and server_info", func(t *testing.T) {
@@ -252,12 +251,6 @@ func TestHTTPBehaviours(t *testing.T) {
 			})
 		})
 	}
-}
-
-func atoi(s string) int {
-	var n int
-	fmt.Sscan(s, &n)
-	return n
 }
 
 // waitLogLine returns the first access log line containing sub, polling: the access log

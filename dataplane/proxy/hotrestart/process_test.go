@@ -30,6 +30,8 @@ import (
 	"github.com/meshlab/meshlab/dataplane/proxy/hotrestart"
 	"github.com/meshlab/meshlab/internal/testutil"
 	"github.com/meshlab/meshlab/netns"
+
+	"github.com/meshlab/meshlab/dataplane/statstext"
 )
 
 // helperEnv makes the test binary run `meshlab proxy` with its arguments (the
@@ -288,12 +290,11 @@ func (e *epoch) stat(t *testing.T, name string) int64 {
 	if err != nil {
 		t.Fatalf("stats of epoch %d: %v", e.n, err)
 	}
-	_, v, ok := strings.Cut(strings.TrimSpace(body), ": ")
-	if !ok {
-		return 0
+	vals, err := statstext.ParseValues(strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("stats of epoch %d: %v", e.n, err)
 	}
-	n, _ := strconv.ParseInt(v, 10, 64)
-	return n
+	return int64(vals[name])
 }
 
 // waitExit waits for an epoch to exit by itself and checks it exited 0.
