@@ -64,6 +64,11 @@ var rules = []rule{
 		why:    "the agent's API is its wire types and a client over a unix socket; whoever talks to the agent imports it without the agent's machinery",
 	},
 	{
+		from:   "api",
+		mayNot: []string{"controlplane", "dataplane/proxy", "lab", "labs", "web", "repro", "cmd", "demoapp", "netns", "github.com/gin-gonic/"},
+		why:    "the lab API's wire contract links no server and no lab: a client of the API (the CLI, labs, repro) talks to a lab without gin or the lab's code",
+	},
+	{
 		from:   "",
 		mayNot: []string{"istio.io/istio/"},
 		why:    "Istio's own code is an oracle in fidelity/ (a module of its own), never part of the binary",
