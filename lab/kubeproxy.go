@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 
 	"github.com/meshlab/meshlab/controlplane/model"
-	"github.com/meshlab/meshlab/netns/capture"
 	"github.com/meshlab/meshlab/netns/kubeproxy"
 )
 
@@ -37,7 +36,7 @@ func kubeProxyConfig(m *model.Model) kubeproxy.Config {
 // that traffic no sidecar captures (a pod without a sidecar, a sidecar's own connections)
 // still reaches a service. It runs at up, after the node network and before any pod.
 func (l *Lab) setupKubeProxy() error {
-	if err := kubeproxy.PrepareNode(NodeNamespace(l.opts.Name), l.opts.ServiceCIDR, bridgeName); err != nil {
+	if err := l.syscalls().ns.PrepareNode(NodeNamespace(l.opts.Name), l.opts.ServiceCIDR, bridgeName); err != nil {
 		return err
 	}
 	return l.syncKubeProxy()
@@ -58,7 +57,7 @@ func (l *Lab) syncKubeProxy() error {
 		return fmt.Errorf("write kube-proxy rules: %w", err)
 	}
 	ns := NodeNamespace(l.opts.Name)
-	if err := capture.NewApplier().Apply(ns, rules); err != nil {
+	if err := l.syscalls().ns.ApplyRules(ns, rules); err != nil {
 		return fmt.Errorf("install kube-proxy rules in %s: %w", ns, err)
 	}
 	return nil

@@ -1,11 +1,13 @@
 package lab
 
 import (
+	"net/netip"
 	"os"
 	"syscall"
 
 	"github.com/meshlab/meshlab/netns"
 	"github.com/meshlab/meshlab/netns/capture"
+	"github.com/meshlab/meshlab/netns/kubeproxy"
 )
 
 // system is the kernel and the other processes as creating and removing a lab reach
@@ -33,6 +35,9 @@ type namespaces interface {
 	AllowLowPorts(name string) error
 	// ApplyRules installs iptables-restore rules in the namespace.
 	ApplyRules(name, rules string) error
+	// PrepareNode makes the node namespace forward service traffic (kube-proxy's
+	// sysctls and the route of the service CIDR to the bridge dev).
+	PrepareNode(name string, serviceCIDR netip.Prefix, dev string) error
 }
 
 // processes are the processes a lab started or that run in its namespaces.
@@ -76,6 +81,10 @@ func (hostNamespaces) AllowLowPorts(name string) error {
 
 func (hostNamespaces) ApplyRules(name, rules string) error {
 	return capture.NewApplier().Apply(name, rules)
+}
+
+func (hostNamespaces) PrepareNode(name string, serviceCIDR netip.Prefix, dev string) error {
+	return kubeproxy.PrepareNode(name, serviceCIDR, dev)
 }
 
 // hostProcesses are processes through /proc and kill(2).

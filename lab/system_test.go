@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshlab/meshlab/controlplane/model"
 	"github.com/meshlab/meshlab/internal/testutil"
 	"github.com/meshlab/meshlab/netns"
 	"github.com/meshlab/meshlab/netns/capture"
@@ -121,6 +123,12 @@ func (r *recorder) ApplyRules(name, rules string) error {
 		what = "capture.DefaultConfig"
 	}
 	return r.record("apply-rules", "%s %s", name, what)
+}
+
+func (r *recorder) PrepareNode(name string, serviceCIDR netip.Prefix, dev string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.record("prepare-node", "%s %s %s", name, serviceCIDR, dev)
 }
 
 func (r *recorder) PIDsIn(ns string) ([]int, error) {
@@ -360,4 +368,34 @@ func TestDownAsksTheLabThenCleans(t *testing.T) {
 	if !errors.As(err, &none) {
 		t.Fatalf("down of a lab that is not there = %v, want a NoSuchLabError", err)
 	}
+}
+
+func TestStartKubeProxyPreparesTheNodeThenInstallsTheRulesItWrote(t *testing.T) {
+	t.Parallel()
+	rec := newRecorder()
+	l := networkLab(t, rec, "kp1")
+	l.opts.ServiceCIDR = DefaultServiceCIDR
+	back := &model.Pod{Name: "backend-v1", Namespace: "default", IP: netip.MustParseAddr("10.244.0.7"), Labels: map[string]string{"app": "backend"}}
+	svc := &model.Service{Name: "backend", Namespace: "default", VIP: netip.MustParseAddr("10.96.0.10"), Selector: map[string]string{"app": "backend"},
+		Ports: []model.ServicePort{{Name: "http", Port: 8080, TargetPort: 9080, Protocol: model.ProtocolHTTP}}}
+	l.model = model.New([]*model.Service{svc}, []*model.Pod{back})
+	if err := l.setupKubeProxy(); err != nil {
+		t.Fatal(err)
+	}
+	rules, err := os.ReadFile(filepath.Join(l.paths.Dir, kubeProxyRulesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(rules), "10.96.0.10/32") || !strings.Contains(string(rules), "10.244.0.7:9080") {
+		t.Fatalf("kube-proxy rules do not send 10.96.0.10:8080 to 10.244.0.7:9080:\n%s", rules)
+	}
+	want := []string{
+		"prepare-node ml-kp1-node 10.96.0.0/16 mlbr0",
+		fmt.Sprintf("apply-rules ml-kp1-node %d lines", strings.Count(string(rules), "\n")),
+	}
+	if got := rec.take(); !slices.Equal(got, want) {
+		t.Fatalf("calls %q, want %q", got, want)
+	}
+	rec.fail["apply-rules"] = errors.New("iptables-restore: exit status 2")
+	testutil.CheckErr(t, "sync kube-proxy", l.syncKubeProxy(), "install kube-proxy rules in ml-kp1-node: iptables-restore: exit status 2")
 }
