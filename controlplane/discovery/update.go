@@ -267,8 +267,10 @@ func (s *Server) generate(m *model.Model, pod *model.Pod, scope xds.Scope, versi
 	snap, err := cachev3.NewSnapshot(version, r.res)
 	// Consistent cannot check a proxyless pod's snapshot: its route configurations are
 	// named by api_listeners, which go-control-plane does not read (xds/grpc.go keeps
-	// them consistent, tested there).
-	if err == nil && !pod.Sidecar.GRPCAgent {
+	// them consistent, tested there). It decodes every listener's connection managers,
+	// so it is skipped when the references are those of the proxy's last snapshot,
+	// which was checked.
+	if err == nil && !pod.Sidecar.GRPCAgent && !sameReferences(prev, r.state) {
 		err = snap.Consistent()
 	}
 	if err != nil {
@@ -277,6 +279,26 @@ func (s *Server) generate(m *model.Model, pod *model.Pod, scope xds.Scope, versi
 	}
 	r.snap = snap
 	return r
+}
+
+// sameReferences reports whether cur's listeners and clusters are prev's, and the
+// route configurations and load assignments they name have prev's names: what
+// Snapshot.Consistent checks is then as it was.
+func sameReferences(prev, cur *proxyState) bool {
+	if prev == nil {
+		return false
+	}
+	for _, typ := range []resource.Type{resource.ListenerType, resource.ClusterType} {
+		if o, ok := prev.types[typ]; !ok || o.sum != cur.types[typ].sum {
+			return false
+		}
+	}
+	for _, typ := range []resource.Type{resource.RouteType, resource.EndpointType} {
+		if !slices.Equal(prev.types[typ].names, cur.types[typ].names) {
+			return false
+		}
+	}
+	return true
 }
 
 // replaceHosts returns typ's state for pod with the resources of hosts generated again

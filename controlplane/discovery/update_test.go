@@ -346,3 +346,32 @@ func TestEndpointChangeRebuildsOnlyItsService(t *testing.T) {
 		return typ == resource.RouteType || xds.ResourceHost(name) == "api.default.svc.cluster.local"
 	})
 }
+
+// TestSameReferences checks when a snapshot's consistency check may be skipped: only
+// when its listeners and clusters are the last snapshot's and the routes and load
+// assignments they name have the same names.
+func TestSameReferences(t *testing.T) {
+	t.Parallel()
+	state := func(lds, rdsName string) *proxyState {
+		return &proxyState{types: map[resource.Type]typeState{
+			resource.ListenerType: {sum: [32]byte{lds[0]}},
+			resource.ClusterType:  {sum: [32]byte{1}},
+			resource.RouteType:    {names: []string{rdsName}},
+			resource.EndpointType: {names: []string{"outbound|80||a"}},
+		}}
+	}
+	for _, c := range []struct {
+		name      string
+		prev, cur *proxyState
+		want      bool
+	}{
+		{"first snapshot", nil, state("a", "80"), false},
+		{"same", state("a", "80"), state("a", "80"), true},
+		{"listeners changed", state("a", "80"), state("b", "80"), false},
+		{"a route renamed", state("a", "80"), state("a", "8080"), false},
+	} {
+		if got := sameReferences(c.prev, c.cur); got != c.want {
+			t.Errorf("%s: sameReferences = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
