@@ -60,7 +60,11 @@ func Generate(m *model.Model, pod *model.Pod) (map[resource.Type][]types.Resourc
 
 // validateAll checks each resource against the constraints of Envoy's API and rejects
 // duplicate names, which a model with clashing services could produce.
-func validateAll(rs []types.Resource) error {
+func validateAll(rs []types.Resource) error { return validateAllBut(rs, nil) }
+
+// validateAllBut is validateAll without validating the resources valid reports valid
+// already (nil: none), names still checked.
+func validateAllBut(rs []types.Resource, valid func(types.Resource) bool) error {
 	seen := make(map[string]bool, len(rs))
 	for _, r := range rs {
 		name := cachev3.GetResourceName(r)
@@ -68,6 +72,9 @@ func validateAll(rs []types.Resource) error {
 			return fmt.Errorf("duplicate resource %q", name)
 		}
 		seen[name] = true
+		if valid != nil && valid(r) {
+			continue
+		}
 		if v, ok := r.(validator); ok {
 			if err := v.ValidateAll(); err != nil {
 				return fmt.Errorf("validate %q: %w", name, err)
