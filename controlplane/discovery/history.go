@@ -33,6 +33,9 @@ type Snapshot struct {
 	// costs is, by type, the encoded bytes of the resources this snapshot holds that no
 	// older snapshot kept did: what dropping it frees, once no newer snapshot shares them.
 	costs map[resource.Type]int
+	// since is, by type URL, the version in which the type's resources last changed:
+	// the version the proxy is sent and ACKs for it (sotwcache.go).
+	since map[string]string
 	seq   uint64
 }
 
@@ -78,15 +81,27 @@ func newHistory(size, maxBytes int, now func() time.Time) *history {
 }
 
 // add records a snapshot set for node; costs is, by type, the encoded bytes of the
-// resources it was the first to hold. It then drops node's oldest beyond the ring's
-// size and the oldest snapshots of any proxy beyond the bound in bytes.
-func (h *history) add(node, version, trigger string, res map[resource.Type][]types.Resource, costs map[resource.Type]int) {
-	snap := &Snapshot{Version: version, Time: h.now(), Trigger: trigger, Types: map[string]SnapshotType{}, res: res, costs: costs}
-	for typ, rs := range res {
-		snap.Types[typ] = SnapshotType{Resources: len(rs)}
-	}
+// resources it was the first to hold, and since the version in which each type last
+// changed (nil: version). A type it keeps from an older snapshot keeps that one's ACK
+// or NACK. It then drops node's oldest beyond the ring's size and the oldest snapshots
+// of any proxy beyond the bound in bytes.
+func (h *history) add(node, version, trigger string, res map[resource.Type][]types.Resource, costs map[resource.Type]int, since map[string]string) {
+	snap := &Snapshot{Version: version, Time: h.now(), Trigger: trigger, Types: map[string]SnapshotType{}, res: res, costs: costs, since: since}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	list := h.nodes[node]
+	for typ, rs := range res {
+		st := SnapshotType{Resources: len(rs)}
+		if v := snap.sinceOf(typ); v != version {
+			for i := len(list) - 1; i >= 0; i-- {
+				if list[i].sinceOf(typ) == v {
+					st.State, st.Error = list[i].Types[typ].State, list[i].Types[typ].Error
+					break
+				}
+			}
+		}
+		snap.Types[typ] = st
+	}
 	h.seq++
 	snap.seq = h.seq
 	h.nodes[node] = append(h.nodes[node], snap)
@@ -165,7 +180,16 @@ func (h *history) forget(ids []string) {
 	}
 }
 
-// observe records ACKs and NACKs on the snapshot of the version they name.
+// sinceOf is the version in which the snapshot's typ last changed.
+func (s *Snapshot) sinceOf(typ string) string {
+	if v, ok := s.since[typ]; ok {
+		return v
+	}
+	return s.Version
+}
+
+// observe records ACKs and NACKs on the snapshots whose version of the type is the
+// one they name.
 func (h *history) observe(e Event) {
 	if e.Kind != EventACK && e.Kind != EventNACK {
 		return
@@ -173,12 +197,9 @@ func (h *history) observe(e Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, snap := range h.nodes[e.NodeID] {
-		if snap.Version != e.Version {
-			continue
-		}
 		st, ok := snap.Types[e.TypeURL]
-		if !ok {
-			return
+		if !ok || snap.sinceOf(e.TypeURL) != e.Version {
+			continue
 		}
 		if e.Kind == EventNACK {
 			st.State, st.Error = "NACK", e.Error
@@ -186,7 +207,6 @@ func (h *history) observe(e Event) {
 			st.State = "ACK"
 		}
 		snap.Types[e.TypeURL] = st
-		return
 	}
 }
 

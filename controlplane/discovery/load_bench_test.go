@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -238,7 +237,7 @@ func startLoadServer(b *testing.B, onEvent func(Event)) (*Server, func()) {
 type ackWaiter struct {
 	mu      sync.Mutex
 	acked   map[string]map[string]string // node id -> type URL -> version ACKed
-	target  map[string]string            // node id -> version every type must reach
+	target  map[string]map[string]string // node id -> type URL -> version to reach (the type's last change)
 	pending int                          // (node, type) pairs not at their target
 	done    chan struct{}
 }
@@ -265,7 +264,7 @@ func (w *ackWaiter) observe(e Event) {
 	if w.target == nil || was == e.Version {
 		return
 	}
-	want := w.target[e.NodeID]
+	want := w.target[e.NodeID][e.TypeURL]
 	switch {
 	case e.Version == want:
 		w.pending--
@@ -278,16 +277,23 @@ func (w *ackWaiter) observe(e Event) {
 	}
 }
 
-// wait returns once every proxy holding a snapshot has ACKed its version of every type.
+// wait returns once every proxy holding a snapshot has ACKed, of every type, the
+// version in which the type last changed (what it is pushed: sotwcache.go).
 func (w *ackWaiter) wait(b *testing.B, s *Server) {
 	b.Helper()
 	s.mu.Lock()
-	target := maps.Clone(s.wants)
+	target := make(map[string]map[string]string, len(s.proxies))
+	for id, st := range s.proxies {
+		target[id] = map[string]string{}
+		for _, typ := range loadTypes {
+			target[id][typ] = st.types[typ].since
+		}
+	}
 	s.mu.Unlock()
 	w.mu.Lock()
 	w.target, w.pending = target, 0
-	for id, v := range target {
-		for _, typ := range loadTypes {
+	for id, vs := range target {
+		for typ, v := range vs {
 			if w.acked[id][typ] != v {
 				w.pending++
 			}

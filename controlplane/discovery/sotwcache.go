@@ -19,10 +19,12 @@ import (
 // again for each response on each stream. Delta watches, and the snapshots' other
 // uses, are the embedded snapshot cache's, which every snapshot is also set in.
 //
-// Its SotW behaviour is the snapshot cache's in ADS mode: a watch is answered at once
-// when the proxy's snapshot has another version than the request's, or names a
-// subscribed resource the proxy was not sent yet; otherwise when a snapshot of another
-// version is set; answers to one proxy go out in type order (go-control-plane's
+// Its SotW behaviour is the snapshot cache's in ADS mode, with a version per type as
+// istiod pushes only the types a change touches: a watch is answered at once when the
+// proxy's snapshot has another version of the type than the request's (the version in
+// which the type last changed), or names a subscribed resource the proxy was not sent
+// yet; otherwise when a snapshot with another version of the type is set; answers to
+// one proxy go out in type order (go-control-plane's
 // GetResponseType: endpoints, clusters, routes, listeners). An RDS or EDS request naming
 // a resource the snapshot lacks is not answered until a snapshot has it (Envoy asks only
 // for what an LDS or CDS answer named). A named LDS or CDS request, as a proxyless gRPC
@@ -51,15 +53,24 @@ type sotwWatch struct {
 
 // encodedSnapshot is one version of a proxy's resources, encoded.
 type encodedSnapshot struct {
-	version string
+	version string // the snapshot's, which a type it lacks is answered under
 	types   map[resource.Type]encodedType
 }
 
+// typeVersion is the version of typ's resources in enc.
+func (enc *encodedSnapshot) typeVersion(typ string) string {
+	if et, ok := enc.types[typ]; ok {
+		return et.version
+	}
+	return enc.version
+}
+
 // encodedType is one type's resources, sorted by name, and their encodings (shared,
-// never modified).
+// never modified), under the version in which they last changed.
 type encodedType struct {
-	names []string
-	anys  []*anypb.Any
+	version string
+	names   []string
+	anys    []*anypb.Any
 }
 
 func newSharedCache(inner cachev3.SnapshotCache) *sharedCache {
@@ -70,7 +81,7 @@ func newSharedCache(inner cachev3.SnapshotCache) *sharedCache {
 func encode(version string, st *proxyState) *encodedSnapshot {
 	es := &encodedSnapshot{version: version, types: make(map[resource.Type]encodedType, len(st.types))}
 	for typ, ts := range st.types {
-		es.types[typ] = encodedType{names: ts.names, anys: ts.anys}
+		es.types[typ] = encodedType{version: ts.since, names: ts.names, anys: ts.anys}
 	}
 	return es
 }
@@ -97,8 +108,8 @@ func (c *sharedCache) setSnapshot(ctx context.Context, node string, snap *cachev
 	})
 	for _, id := range ids {
 		w := n.watches[id]
-		if w.req.GetVersionInfo() == enc.version {
-			continue
+		if w.req.GetVersionInfo() == enc.typeVersion(w.req.GetTypeUrl()) {
+			continue // this type did not change
 		}
 		if resp := respond(w, enc); resp != nil {
 			delete(n.watches, id)
@@ -142,7 +153,7 @@ func (c *sharedCache) CreateWatch(req *cachev3.Request, sub cachev3.Subscription
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := c.node(id)
-	if enc := n.snap; enc != nil && (req.GetVersionInfo() != enc.version || unsent(w, enc)) {
+	if enc := n.snap; enc != nil && (req.GetVersionInfo() != enc.typeVersion(req.GetTypeUrl()) || unsent(w, enc)) {
 		if resp := respond(w, enc); resp != nil {
 			ch <- resp // the stream's channel has room for one answer per type
 			return func() {}, nil
@@ -207,7 +218,8 @@ func answersAbsent(typ string) bool {
 func respond(w sotwWatch, enc *encodedSnapshot) cachev3.Response {
 	typ := w.req.GetTypeUrl()
 	et := enc.types[typ]
-	out := &discoverypb.DiscoveryResponse{VersionInfo: enc.version, TypeUrl: typ}
+	version := enc.typeVersion(typ)
+	out := &discoverypb.DiscoveryResponse{VersionInfo: version, TypeUrl: typ}
 	returned := make(map[string]string, len(et.names))
 	if names := w.req.GetResourceNames(); len(names) > 0 && !slices.Contains(names, "*") {
 		for _, name := range names {
@@ -221,13 +233,13 @@ func respond(w sotwWatch, enc *encodedSnapshot) cachev3.Response {
 			}
 			if _, dup := returned[name]; !dup {
 				out.Resources = append(out.Resources, et.anys[i])
-				returned[name] = enc.version
+				returned[name] = version
 			}
 		}
 	} else {
 		out.Resources = slices.Clone(et.anys)
 		for _, name := range et.names {
-			returned[name] = enc.version
+			returned[name] = version
 		}
 	}
 	return &cachev3.PassthroughResponse{Request: w.req, DiscoveryResponse: out, ReturnedResources: returned}

@@ -118,7 +118,11 @@ func (s *Server) UpdateFor(ctx context.Context, m *model.Model, trigger string) 
 		}
 		s.proxies[r.id] = r.state
 		s.wants[r.id] = version
-		s.history.add(r.id, version, trigger, r.res, r.costs)
+		since := make(map[string]string, len(r.state.types))
+		for typ, ts := range r.state.types {
+			since[typ] = ts.since
+		}
+		s.history.add(r.id, version, trigger, r.res, r.costs, since)
 	}
 	for _, r := range results {
 		if r.snap == nil {
@@ -265,13 +269,11 @@ func (s *Server) generate(m *model.Model, pod *model.Pod, scope xds.Scope, versi
 		r.res[typ] = ts.res
 	}
 	snap, err := cachev3.NewSnapshot(version, r.res)
-	// Consistent cannot check a proxyless pod's snapshot: its route configurations are
-	// named by api_listeners, which go-control-plane does not read (xds/grpc.go keeps
-	// them consistent, tested there). It decodes every listener's connection managers,
-	// so it is skipped when the references are those of the proxy's last snapshot,
-	// which was checked.
-	if err == nil && !pod.Sidecar.GRPCAgent && !sameReferences(prev, r.state) {
-		err = snap.Consistent()
+	// Consistency cannot be checked of a proxyless pod's snapshot: its route
+	// configurations are named by api_listeners, which go-control-plane does not read
+	// (xds/grpc.go keeps them consistent, tested there).
+	if err == nil && !pod.Sidecar.GRPCAgent {
+		err = consistent(prev, r.state, version)
 	}
 	if err != nil {
 		r.err = fmt.Errorf("snapshot for %s: %w", id, err)
@@ -281,24 +283,26 @@ func (s *Server) generate(m *model.Model, pod *model.Pod, scope xds.Scope, versi
 	return r
 }
 
-// sameReferences reports whether cur's listeners and clusters are prev's, and the
-// route configurations and load assignments they name have prev's names: what
-// Snapshot.Consistent checks is then as it was.
-func sameReferences(prev, cur *proxyState) bool {
-	if prev == nil {
-		return false
-	}
-	for _, typ := range []resource.Type{resource.ListenerType, resource.ClusterType} {
-		if o, ok := prev.types[typ]; !ok || o.sum != cur.types[typ].sum {
-			return false
+// consistent is go-control-plane's Snapshot.Consistent for cur (every load assignment
+// and route configuration its clusters and listeners name, and only those), checking
+// each pair only when it may differ from prev's, which was checked: Consistent decodes
+// every listener's connection managers, which an endpoint or route change leaves as
+// they were.
+func consistent(prev, cur *proxyState, version string) error {
+	for _, pair := range [][2]resource.Type{{resource.ClusterType, resource.EndpointType}, {resource.ListenerType, resource.RouteType}} {
+		from, to := pair[0], pair[1]
+		if prev != nil && prev.types[from].sum == cur.types[from].sum && slices.Equal(prev.types[to].names, cur.types[to].names) {
+			continue
+		}
+		snap, err := cachev3.NewSnapshot(version, map[resource.Type][]types.Resource{from: cur.types[from].res, to: cur.types[to].res})
+		if err == nil {
+			err = snap.Consistent()
+		}
+		if err != nil {
+			return err
 		}
 	}
-	for _, typ := range []resource.Type{resource.RouteType, resource.EndpointType} {
-		if !slices.Equal(prev.types[typ].names, cur.types[typ].names) {
-			return false
-		}
-	}
-	return true
+	return nil
 }
 
 // replaceHosts returns typ's state for pod with the resources of hosts generated again
@@ -509,8 +513,10 @@ func (s *Server) Status() []ProxyStatus {
 		}
 		for typ, ts := range ps.Types {
 			ts.Want = want
-			if st := s.proxies[ps.NodeID]; ps.Delta && st != nil {
-				ts.Want = st.types[typ].since // pushed only when it changed
+			if st := s.proxies[ps.NodeID]; st != nil {
+				if t, ok := st.types[typ]; ok {
+					ts.Want = t.since // pushed only when it changed (SotW and delta alike)
+				}
 			}
 			ps.Types[typ] = ts
 		}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
@@ -267,8 +269,8 @@ func TestHistoryBoundInBytes(t *testing.T) {
 	}
 	big := newHistory(20, 1<<30, time.Now)
 	res := map[resource.Type][]types.Resource{resource.ClusterType: {}}
-	big.add("a", "v1", "t", res, map[resource.Type]int{resource.ClusterType: 10})
-	big.add("a", "v2", "t", res, map[resource.Type]int{resource.ClusterType: 5})
+	big.add("a", "v1", "t", res, map[resource.Type]int{resource.ClusterType: 10}, nil)
+	big.add("a", "v2", "t", res, map[resource.Type]int{resource.ClusterType: 5}, nil)
 	big.forget([]string{"a"})
 	if big.bytes != 0 || len(big.nodes) != 0 {
 		t.Errorf("after forget: %d bytes, %d nodes; want 0, 0", big.bytes, len(big.nodes))
@@ -347,31 +349,44 @@ func TestEndpointChangeRebuildsOnlyItsService(t *testing.T) {
 	})
 }
 
-// TestSameReferences checks when a snapshot's consistency check may be skipped: only
-// when its listeners and clusters are the last snapshot's and the routes and load
-// assignments they name have the same names.
-func TestSameReferences(t *testing.T) {
+// TestConsistentChecksWhatChanged checks that a snapshot whose clusters name a load
+// assignment it lacks is refused when its clusters or load assignments changed, and
+// that the check is skipped (listeners are not decoded again) when neither did.
+func TestConsistentChecksWhatChanged(t *testing.T) {
 	t.Parallel()
-	state := func(lds, rdsName string) *proxyState {
-		return &proxyState{types: map[resource.Type]typeState{
-			resource.ListenerType: {sum: [32]byte{lds[0]}},
-			resource.ClusterType:  {sum: [32]byte{1}},
-			resource.RouteType:    {names: []string{rdsName}},
-			resource.EndpointType: {names: []string{"outbound|80||a"}},
-		}}
+	eds := func(name string) *cluster.Cluster {
+		return &cluster.Cluster{Name: name, ClusterDiscoveryType: &cluster.Cluster_Type{Type: cluster.Cluster_EDS},
+			EdsClusterConfig: &cluster.Cluster_EdsClusterConfig{ServiceName: name}}
 	}
+	state := func(sum byte, clusters []string, cla ...string) *proxyState {
+		st := &proxyState{types: map[resource.Type]typeState{
+			resource.ClusterType: {sum: [32]byte{sum}}, resource.EndpointType: {names: cla},
+			resource.ListenerType: {}, resource.RouteType: {},
+		}}
+		cs, es := st.types[resource.ClusterType], st.types[resource.EndpointType]
+		for _, c := range clusters {
+			cs.res = append(cs.res, eds(c))
+		}
+		for _, n := range cla {
+			es.res = append(es.res, &endpoint.ClusterLoadAssignment{ClusterName: n})
+		}
+		st.types[resource.ClusterType], st.types[resource.EndpointType] = cs, es
+		return st
+	}
+	good := state(1, []string{"a"}, "a")
 	for _, c := range []struct {
 		name      string
 		prev, cur *proxyState
-		want      bool
+		ok        bool
 	}{
-		{"first snapshot", nil, state("a", "80"), false},
-		{"same", state("a", "80"), state("a", "80"), true},
-		{"listeners changed", state("a", "80"), state("b", "80"), false},
-		{"a route renamed", state("a", "80"), state("a", "8080"), false},
+		{"first snapshot, consistent", nil, good, true},
+		{"first snapshot, a load assignment missing", nil, state(1, []string{"a", "b"}, "a"), false},
+		{"clusters changed, a load assignment missing", good, state(2, []string{"a", "b"}, "a"), false},
+		{"load assignments renamed", good, state(1, []string{"a"}, "b"), false},
+		{"nothing either names changed: not checked", good, state(1, []string{"a", "b"}, "a"), true},
 	} {
-		if got := sameReferences(c.prev, c.cur); got != c.want {
-			t.Errorf("%s: sameReferences = %v, want %v", c.name, got, c.want)
+		if err := consistent(c.prev, c.cur, "v1"); (err == nil) != c.ok {
+			t.Errorf("%s: consistent = %v, want ok %v", c.name, err, c.ok)
 		}
 	}
 }

@@ -1,0 +1,122 @@
+package discovery
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	discoverypb "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+
+	"github.com/meshlab/meshlab/controlplane/model"
+)
+
+// TestPushesOnlyChangedTypes checks, over a real ADS stream, that a change pushes a proxy
+// only the types it changed, as istiod's scoped pushes do: a VirtualService change its
+// routes alone, an endpoint change its load assignments alone; that proxy status wants
+// of each type the version it last changed in (so an unchanged type stays synced); and
+// that the history marks every type the proxy asks for ACKed in the new version, the
+// unchanged ones by their earlier ACK.
+func TestPushesOnlyChangedTypes(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, Options{SocketGID: -1})
+	ctx := context.Background()
+	m := helloModel()
+	if err := s.UpdateFor(ctx, m, "start"); err != nil {
+		t.Fatal(err)
+	}
+	node := m.Pod("frontend-v1").NodeID()
+	ads := dialADS(t, "unix://"+s.path, node)
+	resps := make(chan *discoverypb.DiscoveryResponse, 16)
+	go func() {
+		for {
+			r, err := ads.stream.Recv()
+			if err != nil {
+				close(resps)
+				return
+			}
+			resps <- r
+		}
+	}()
+	next := func(what string) *discoverypb.DiscoveryResponse {
+		t.Helper()
+		select {
+		case r, ok := <-resps:
+			if !ok {
+				t.Fatalf("%s: stream ended", what)
+			}
+			return r
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: no response within 10s", what)
+		}
+		return nil
+	}
+	ack := func(r *discoverypb.DiscoveryResponse, names ...string) {
+		t.Helper()
+		ads.send(&discoverypb.DiscoveryRequest{TypeUrl: r.GetTypeUrl(), VersionInfo: r.GetVersionInfo(), ResponseNonce: r.GetNonce(), ResourceNames: names})
+	}
+	eds := []string{"outbound|8080||backend.default.svc.cluster.local", "outbound|8080||frontend.default.svc.cluster.local"}
+	ads.send(&discoverypb.DiscoveryRequest{TypeUrl: resource.ClusterType})
+	ack(next("CDS"))
+	ads.send(&discoverypb.DiscoveryRequest{TypeUrl: resource.ListenerType})
+	ack(next("LDS"))
+	ads.send(&discoverypb.DiscoveryRequest{TypeUrl: resource.EndpointType, ResourceNames: eds})
+	ack(next("EDS"), eds...)
+	ads.send(&discoverypb.DiscoveryRequest{TypeUrl: resource.RouteType, ResourceNames: []string{"8080"}})
+	ack(next("RDS"), "8080")
+	waitStatus(t, s, node, "every type ACKed at v1", func(ps ProxyStatus) bool { return len(ps.Types) == 4 && synced(ps) })
+
+	onlyPush := func(step, typ, version string, names ...string) {
+		t.Helper()
+		r := next(step)
+		if r.GetTypeUrl() != typ || r.GetVersionInfo() != version {
+			t.Fatalf("%s: pushed %s %s, want only %s %s", step, r.GetTypeUrl(), r.GetVersionInfo(), typ, version)
+		}
+		ack(r, names...)
+		select {
+		case r := <-resps:
+			t.Fatalf("%s: also pushed %s %s; only %s changed", step, r.GetTypeUrl(), r.GetVersionInfo(), typ)
+		case <-time.After(300 * time.Millisecond):
+		}
+		ps := waitStatus(t, s, node, step+" synced", synced)
+		for tu, ts := range ps.Types {
+			if want := map[bool]string{true: version, false: ts.Sent}[tu == typ]; ts.Want != want || ts.Acked != want {
+				t.Errorf("%s: %s want %q acked %q, want both %q", step, tu, ts.Want, ts.Acked, want)
+			}
+		}
+		h := s.History(node)
+		last := h[len(h)-1]
+		for tu, st := range last.Types {
+			if _, asked := ps.Types[tu]; asked && st.State != "ACK" {
+				t.Errorf("%s: history of %s: %s is %q, want ACK", step, last.Version, tu, st.State)
+			}
+		}
+	}
+
+	vs := withVS(helloModel(), "backend", time.Second)
+	if err := s.UpdateFor(ctx, vs, "VirtualService"); err != nil {
+		t.Fatal(err)
+	}
+	onlyPush("VirtualService", resource.RouteType, "v2", "8080")
+
+	plain := &model.Pod{Name: "backend-v3", Namespace: "default", Labels: map[string]string{"app": "backend"},
+		ServiceAccount: "backend", IP: netip.MustParseAddr("10.244.0.9"), Ports: []uint16{8080}}
+	endpoint := model.New(vs.Services, append(slices.Clone(vs.Pods), plain))
+	endpoint.Istio = vs.Istio
+	if err := s.UpdateFor(ctx, endpoint, "endpoint"); err != nil {
+		t.Fatal(err)
+	}
+	onlyPush("endpoint", resource.EndpointType, "v3", eds...)
+}
+
+// synced reports whether every type of ps is ACKed at the version it wants.
+func synced(ps ProxyStatus) bool {
+	for _, ts := range ps.Types {
+		if !ts.Synced() {
+			return false
+		}
+	}
+	return true
+}
