@@ -108,6 +108,7 @@ func run(ctx context.Context, c Config, log *slog.Logger, d deps) (err error) {
 	closers = nil // from here on the servers own the listeners
 
 	admin := newAdminClient(c.AdminPort)
+	defer admin.close()
 	mgr := newEpochManager(&envoyProxy{cfg: c, lookup: d.lookup, launch: d.launch, admin: admin, log: log},
 		admin, c.settings(), c.TerminationDrainDuration, log)
 	if d.tune != nil {

@@ -49,6 +49,15 @@ type serverInfoReader interface {
 	serverInfo(ctx context.Context) (*adminv3.ServerInfo, error)
 }
 
+// stateReader reads the proxy's server state alone (GET /ready), which does not say which
+// epoch answers; adminClient is one. A serverInfoReader that is one too is asked this way
+// while only one epoch runs, when the answer can only be that epoch's.
+type stateReader interface {
+	state(ctx context.Context) (adminv3.ServerInfo_State, error)
+}
+
+var _ stateReader = adminClient{}
+
 // exitStatus is one epoch's end, reported on the manager's status channel.
 type exitStatus struct {
 	epoch int
@@ -454,7 +463,7 @@ func (m *epochManager) pollState(ctx context.Context, st *agentapi.EpochStatus) 
 	interval := m.startPollInterval
 	for {
 		changed := m.changes()
-		if si, err := m.info.serverInfo(ctx); err == nil {
+		if si, err := m.readState(ctx, st.Epoch); err == nil {
 			reported := int(si.GetCommandLineOptions().GetRestartEpoch())
 			m.mu.Lock()
 			was := st.State
@@ -488,6 +497,30 @@ func (m *epochManager) pollState(ctx context.Context, st *agentapi.EpochStatus) 
 			interval = m.startPollInterval
 		}
 	}
+}
+
+// readState asks the proxy for its state on behalf of epoch: by GET /ready when that
+// epoch is the only one running and the reader can (stateReader), else by /server_info,
+// whose restart_epoch says who answered.
+func (m *epochManager) readState(ctx context.Context, epoch int) (*adminv3.ServerInfo, error) {
+	sr, ok := m.info.(stateReader)
+	if ok {
+		m.mu.Lock()
+		for _, e := range m.epochs {
+			if e.State != agentapi.EpochExited && e.Epoch != epoch {
+				ok = false
+			}
+		}
+		m.mu.Unlock()
+	}
+	if !ok {
+		return m.info.serverInfo(ctx)
+	}
+	state, err := sr.state(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &adminv3.ServerInfo{State: state, CommandLineOptions: &adminv3.CommandLineOptions{RestartEpoch: uint32(epoch)}}, nil
 }
 
 // epochState maps Envoy's server state to an EpochStatus state.

@@ -691,3 +691,49 @@ func TestWhenLive(t *testing.T) {
 		t.Fatal("not called 5s after the epoch went LIVE")
 	}
 }
+
+// statingInfo is a proxy admin that also answers GET /ready (stateReader), counting
+// which of the two the manager asks.
+type statingInfo struct {
+	p            *fakeProxy
+	infos, reads atomic.Int64
+}
+
+func (s *statingInfo) serverInfo(ctx context.Context) (*adminv3.ServerInfo, error) {
+	s.infos.Add(1)
+	return s.p.serverInfo(ctx)
+}
+
+func (s *statingInfo) state(ctx context.Context) (adminv3.ServerInfo_State, error) {
+	s.reads.Add(1)
+	si, err := s.p.serverInfo(ctx)
+	return si.GetState(), err
+}
+
+// While one epoch runs the manager reads the cheap /ready; while a hot restart has two,
+// /server_info, whose restart_epoch tells the parent's answer from the child's.
+func TestEpochManagerReadsReadyWhileAlone(t *testing.T) {
+	p := newFakeProxy()
+	si := &statingInfo{p: p}
+	m, _, _ := startManager(t, p, 0, func(m *epochManager) { m.info = si })
+	recv(t, p)
+	waitLive(t, m, 0)
+	if si.reads.Load() == 0 || si.infos.Load() != 0 {
+		t.Errorf("one epoch: %d /ready and %d /server_info reads, want only /ready", si.reads.Load(), si.infos.Load())
+	}
+	p.setAutoLive(false)
+	res := restartAsync(m, nil)
+	recv(t, p)
+	<-res
+	p.setState(1, adminv3.ServerInfo_LIVE)
+	waitLive(t, m, 1)
+	eventually(t, "parent draining", func() error {
+		if s := m.snapshot(); s.epochs[0].State != agentapi.EpochDraining {
+			return fmt.Errorf("parent is %s", s.epochs[0].State)
+		}
+		return nil
+	})
+	if si.infos.Load() == 0 {
+		t.Error("two epochs: no /server_info read")
+	}
+}
