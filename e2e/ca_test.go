@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/meshlab/meshlab/api"
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 	"github.com/meshlab/meshlab/internal/testutil"
 	"github.com/meshlab/meshlab/lab"
 )
@@ -89,12 +90,12 @@ spec:
 
 	// A new frontend epoch handshakes again, with the new certificates.
 	handshakes := func() string {
-		resp, err := agentClient(paths.AgentSocket("backend-v1")).Get("http://agent/admin/stats?filter=ssl.handshake")
+		c := agentapi.NewClient(paths.AgentSocket("backend-v1"))
+		defer c.Close()
+		b, err := c.AdminBytes(t.Context(), "stats?filter=ssl.handshake")
 		if err != nil {
 			return err.Error()
 		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
 		return strings.TrimSpace(string(b))
 	}
 	hsBefore := handshakes()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/dataplane/agent"
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 	"github.com/meshlab/meshlab/internal/testutil"
 	"github.com/meshlab/meshlab/lab"
 	"github.com/meshlab/meshlab/netns"
@@ -99,17 +100,12 @@ func proxyRestartsUnderLoad(tb testing.TB, rate int, upArgs ...string) ([]time.D
 
 	// Short drain and parent shutdown times, so that parents exit within the test; this
 	// settings change is itself the first new epoch.
-	agentSock := agentClient(paths.AgentSocket(pod))
-	body := `{"logLevel": "info", "concurrency": 2, "drainDuration": "1s", "parentShutdownDuration": "2s"}`
-	req, _ := http.NewRequest(http.MethodPut, "http://agent/proxy-config", strings.NewReader(body))
-	resp, err := agentSock.Do(req)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	answer, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(answer), `"restarted": true`) {
-		tb.Fatalf("PUT /proxy-config = %d %s", resp.StatusCode, answer)
+	ac := agentapi.NewClient(paths.AgentSocket(pod))
+	tb.Cleanup(ac.Close)
+	res, err := ac.SetProxyConfig(context.Background(), agentapi.ProxySettings{LogLevel: "info", Concurrency: 2,
+		DrainDuration: agentapi.Duration(time.Second), ParentShutdownDuration: agentapi.Duration(2 * time.Second)})
+	if err != nil || !res.Restarted {
+		tb.Fatalf("PUT /proxy-config = %+v, %v", res, err)
 	}
 
 	backend := podIP(tb, lc, "backend-v1")
@@ -220,17 +216,6 @@ func podIP(tb testing.TB, lc *api.Client, pod string) string {
 	}
 	tb.Fatalf("no pod %s in %+v", pod, pods)
 	return ""
-}
-
-// agentClient is an HTTP client for an agent.sock.
-func agentClient(sock string) *http.Client {
-	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-		DisableKeepAlives: true,
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", sock)
-		},
-	}}
 }
 
 // loadGen sends a steady rate of requests from inside a pod (each on a new connection,

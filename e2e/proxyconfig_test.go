@@ -1,17 +1,14 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 	"github.com/meshlab/meshlab/internal/testutil"
 )
 
@@ -156,19 +153,11 @@ func TestProxyConfigLive(t *testing.T) {
 // agentGet GETs path from the agent serving on the unix socket sock.
 func agentGet(t *testing.T, sock, path string) []byte {
 	t.Helper()
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", sock)
-	}}}
-	defer hc.CloseIdleConnections()
-	resp, err := hc.Get("http://agent" + path)
+	c := agentapi.NewClient(sock)
+	defer c.Close()
+	b, err := c.AdminBytes(t.Context(), strings.TrimPrefix(path, agentapi.PathAdmin))
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %v %s", path, err, resp.Status)
 	}
 	return b
 }

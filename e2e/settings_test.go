@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/meshlab/meshlab/api"
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 	"github.com/meshlab/meshlab/internal/testutil"
 	"github.com/meshlab/meshlab/lab"
 )
@@ -90,12 +90,9 @@ func TestApplyProxySettingsStartsEpoch(t *testing.T) {
 // serverInfo reads the proxy's /server_info through the agent socket.
 func serverInfo(t *testing.T, sock string) *adminv3.ServerInfo {
 	t.Helper()
-	resp, err := agentClient(sock).Get("http://agent/admin/server_info")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	c := agentapi.NewClient(sock)
+	defer c.Close()
+	body, err := c.AdminBytes(t.Context(), "server_info")
 	if err != nil {
 		t.Fatal(err)
 	}
