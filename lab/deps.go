@@ -131,7 +131,7 @@ func (b below) SetCAClockOffset(d time.Duration) { b.l.SetCAClockOffset(d) }
 
 // PodPIDs lists the processes in the pod's network namespace.
 func (b below) PodPIDs(pod string) ([]int, error) {
-	return netns.PIDsIn(NamespaceName(b.l.opts.Name, pod))
+	return b.l.syscalls().procs.PIDsIn(NamespaceName(b.l.opts.Name, pod))
 }
 
 // Cmdline is the process's argv from /proc; nil for a process that is gone.
@@ -144,4 +144,4 @@ func (below) Cmdline(pid int) []string {
 }
 
 // Kill sends the process SIGKILL.
-func (below) Kill(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
+func (b below) Kill(pid int) error { return b.l.syscalls().procs.Signal(pid, syscall.SIGKILL) }

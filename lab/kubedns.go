@@ -165,7 +165,7 @@ func (l *Lab) serveKubeDNS(pod *model.Pod) error {
 			l.log.Warn("cluster DNS stopped", "pod", pod.Name, "err", err)
 		}
 	}()
-	if err := capture.NewApplier().Apply(ns, capture.KubeDNSRules(kubeDNSPort)); err != nil {
+	if err := l.syscalls().ns.ApplyRules(ns, capture.KubeDNSRules(kubeDNSPort)); err != nil {
 		return fmt.Errorf("send the DNS of %s to cluster DNS: %w", pod.Name, err)
 	}
 	return nil
