@@ -9,6 +9,8 @@ import (
 
 	discoverypb "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
 
 	"github.com/meshlab/meshlab/controlplane/model"
 )
@@ -68,7 +70,7 @@ func TestPushesOnlyChangedTypes(t *testing.T) {
 	ack(next("RDS"), "8080")
 	waitStatus(t, s, node, "every type ACKed at v1", func(ps ProxyStatus) bool { return len(ps.Types) == 4 && synced(ps) })
 
-	onlyPush := func(step, typ, version string, names ...string) {
+	onlyPush := func(step, typ, version string, names ...string) *discoverypb.DiscoveryResponse {
 		t.Helper()
 		r := next(step)
 		if r.GetTypeUrl() != typ || r.GetVersionInfo() != version {
@@ -93,6 +95,7 @@ func TestPushesOnlyChangedTypes(t *testing.T) {
 				t.Errorf("%s: history of %s: %s is %q, want ACK", step, last.Version, tu, st.State)
 			}
 		}
+		return r
 	}
 
 	vs := withVS(helloModel(), "backend", time.Second)
@@ -108,7 +111,43 @@ func TestPushesOnlyChangedTypes(t *testing.T) {
 	if err := s.UpdateFor(ctx, endpoint, "endpoint"); err != nil {
 		t.Fatal(err)
 	}
-	onlyPush("endpoint", resource.EndpointType, "v3", eds...)
+	r := onlyPush("endpoint", resource.EndpointType, "v3", eds...)
+	// Only the load assignment that changed, as istiod's incremental EDS push: the
+	// proxy keeps the other, as the xDS protocol lets it for EDS and RDS.
+	if got := resourceNames(t, r); !slices.Equal(got, eds[:1]) {
+		t.Errorf("endpoint push carries %q, want only %q", got, eds[:1])
+	}
+
+	// A proxy that NACKs is sent everything again on the next change, not what changed
+	// since the version it refused.
+	plain2 := *plain
+	plain2.Name, plain2.IP = "backend-v4", netip.MustParseAddr("10.244.0.10")
+	more := model.New(endpoint.Services, append(slices.Clone(endpoint.Pods), &plain2))
+	more.Istio = vs.Istio
+	if err := s.UpdateFor(ctx, more, "endpoint again"); err != nil {
+		t.Fatal(err)
+	}
+	r = next("endpoint again")
+	ads.send(&discoverypb.DiscoveryRequest{TypeUrl: resource.EndpointType, VersionInfo: "v3", ResponseNonce: r.GetNonce(),
+		ResourceNames: eds, ErrorDetail: &status.Status{Code: int32(codes.InvalidArgument), Message: "refused"}})
+	waitStatus(t, s, node, "EDS NACKed", func(ps ProxyStatus) bool { return ps.Types[resource.EndpointType].NackError != "" })
+	last := withVS(helloModel(), "backend", 2*time.Second)
+	last = model.New(last.Services, more.Pods)
+	last.Istio = withVS(helloModel(), "backend", 2*time.Second).Istio
+	plain3 := plain2
+	plain3.Name, plain3.IP = "backend-v5", netip.MustParseAddr("10.244.0.11")
+	last = model.New(last.Services, append(slices.Clone(more.Pods), &plain3))
+	if err := s.UpdateFor(ctx, last, "after the NACK"); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		r = next("after the NACK")
+		if r.GetTypeUrl() == resource.EndpointType {
+			if got := resourceNames(t, r); !slices.Equal(got, eds) {
+				t.Errorf("push after a NACK carries %q, want all of %q", got, eds)
+			}
+		}
+	}
 }
 
 // synced reports whether every type of ps is ACKed at the version it wants.

@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"context"
+	"crypto/sha256"
 	"maps"
 	"slices"
 	"sync"
@@ -41,7 +42,10 @@ type sharedCache struct {
 
 // sotwNode is one proxy's current encoded snapshot and open SotW watches.
 type sotwNode struct {
-	snap    *encodedSnapshot // nil until set
+	snap *encodedSnapshot // nil until set
+	// before holds, by type, the type's resources before their last change: a proxy
+	// that ACKed them is sent only what changed since (partialTypes).
+	before  map[resource.Type]encodedType
 	watches map[int64]sotwWatch
 }
 
@@ -71,6 +75,7 @@ type encodedType struct {
 	version string
 	names   []string
 	anys    []*anypb.Any
+	keys    [][sha256.Size]byte // each resource's digest
 }
 
 func newSharedCache(inner cachev3.SnapshotCache) *sharedCache {
@@ -81,7 +86,7 @@ func newSharedCache(inner cachev3.SnapshotCache) *sharedCache {
 func encode(version string, st *proxyState) *encodedSnapshot {
 	es := &encodedSnapshot{version: version, types: make(map[resource.Type]encodedType, len(st.types))}
 	for typ, ts := range st.types {
-		es.types[typ] = encodedType{version: ts.since, names: ts.names, anys: ts.anys}
+		es.types[typ] = encodedType{version: ts.since, names: ts.names, anys: ts.anys, keys: ts.keys}
 	}
 	return es
 }
@@ -96,6 +101,13 @@ func (c *sharedCache) setSnapshot(ctx context.Context, node string, snap *cachev
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := c.node(node)
+	if old := n.snap; old != nil {
+		for typ, et := range enc.types {
+			if was, ok := old.types[typ]; ok && was.version != et.version {
+				n.before[typ] = was
+			}
+		}
+	}
 	n.snap = enc
 	ids := slices.Collect(maps.Keys(n.watches))
 	slices.SortFunc(ids, func(a, b int64) int {
@@ -111,7 +123,7 @@ func (c *sharedCache) setSnapshot(ctx context.Context, node string, snap *cachev
 		if w.req.GetVersionInfo() == enc.typeVersion(w.req.GetTypeUrl()) {
 			continue // this type did not change
 		}
-		if resp := respond(w, enc); resp != nil {
+		if resp := respond(w, enc, n.before[w.req.GetTypeUrl()]); resp != nil {
 			delete(n.watches, id)
 			select {
 			case w.ch <- resp:
@@ -140,7 +152,7 @@ func (c *sharedCache) ClearSnapshot(node string) {
 func (c *sharedCache) node(id string) *sotwNode {
 	n, ok := c.nodes[id]
 	if !ok {
-		n = &sotwNode{watches: map[int64]sotwWatch{}}
+		n = &sotwNode{watches: map[int64]sotwWatch{}, before: map[resource.Type]encodedType{}}
 		c.nodes[id] = n
 	}
 	return n
@@ -154,7 +166,7 @@ func (c *sharedCache) CreateWatch(req *cachev3.Request, sub cachev3.Subscription
 	defer c.mu.Unlock()
 	n := c.node(id)
 	if enc := n.snap; enc != nil && (req.GetVersionInfo() != enc.typeVersion(req.GetTypeUrl()) || unsent(w, enc)) {
-		if resp := respond(w, enc); resp != nil {
+		if resp := respond(w, enc, n.before[w.req.GetTypeUrl()]); resp != nil {
 			ch <- resp // the stream's channel has room for one answer per type
 			return func() {}, nil
 		}
@@ -212,16 +224,27 @@ func answersAbsent(typ string) bool {
 	return typ == resource.ListenerType || typ == resource.ClusterType
 }
 
+// partialTypes are the types a SotW response may carry only some of, the others kept
+// by the proxy as they were (the xDS protocol's rule for RDS and EDS, which istiod's
+// incremental EDS push uses).
+var partialTypes = []string{resource.EndpointType, resource.RouteType}
+
 // respond builds the answer to w from enc: every resource of the type, or those the
 // request names; for RDS and EDS nil when it names one enc lacks, for LDS and CDS
-// without it (answersAbsent).
-func respond(w sotwWatch, enc *encodedSnapshot) cachev3.Response {
+// without it (answersAbsent). For RDS and EDS, when the request ACKs before (the type
+// before its last change), only the named resources that changed since, and those the
+// proxy was not sent, as istiod's incremental EDS push (all of them when none did).
+func respond(w sotwWatch, enc *encodedSnapshot, before encodedType) cachev3.Response {
 	typ := w.req.GetTypeUrl()
 	et := enc.types[typ]
 	version := enc.typeVersion(typ)
 	out := &discoverypb.DiscoveryResponse{VersionInfo: version, TypeUrl: typ}
 	returned := make(map[string]string, len(et.names))
 	if names := w.req.GetResourceNames(); len(names) > 0 && !slices.Contains(names, "*") {
+		partial := slices.Contains(partialTypes, typ) && before.version != "" &&
+			w.req.GetVersionInfo() == before.version && w.req.GetErrorDetail() == nil
+		known := w.sub.ReturnedResources()
+		var kept int
 		for _, name := range names {
 			i, ok := slices.BinarySearch(et.names, name)
 			if !ok {
@@ -231,10 +254,20 @@ func respond(w sotwWatch, enc *encodedSnapshot) cachev3.Response {
 				returned[name] = answeredAbsent
 				continue
 			}
-			if _, dup := returned[name]; !dup {
-				out.Resources = append(out.Resources, et.anys[i])
-				returned[name] = version
+			if _, dup := returned[name]; dup {
+				continue
 			}
+			returned[name] = version
+			if _, sent := known[name]; partial && sent {
+				if j, ok := slices.BinarySearch(before.names, name); ok && before.keys[j] == et.keys[i] {
+					kept++
+					continue // the proxy has it
+				}
+			}
+			out.Resources = append(out.Resources, et.anys[i])
+		}
+		if kept > 0 && len(out.Resources) == 0 {
+			return respond(w, enc, encodedType{}) // nothing it asks for changed: all of them
 		}
 	} else {
 		out.Resources = slices.Clone(et.anys)
