@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
-	"net/http"
 	"net/netip"
 	"slices"
 	"strings"
@@ -453,33 +451,4 @@ func formatSelector(m map[string]string) string {
 		kv = append(kv, k+"="+m[k])
 	}
 	return strings.Join(kv, ",")
-}
-
-// unixGet GETs path over the HTTP-over-unix socket sock (the lab's api.sock) and returns
-// the body.
-func unixGet(ctx context.Context, sock, path string) (string, error) {
-	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", sock)
-		},
-	}}
-	defer hc.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://unix"+path, nil)
-	if err != nil {
-		return "", err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("get %s: %w", path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return "", fmt.Errorf("read %s: %w", path, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("get %s: %s: %s", path, resp.Status, strings.TrimSpace(string(b)))
-	}
-	return string(b), nil
 }
