@@ -4,7 +4,9 @@
 // each epoch's state through the admin API, serves pod readiness on the status port
 // (15020), answers DNS for the lab's service names on 127.0.0.1:15053 from a name table
 // long-polled from the lab API, and serves agent.sock (status and the proxy's admin API)
-// to the lab process, which lives outside the pod's namespace.
+// to the lab process, which lives outside the pod's namespace. agent.sock's wire types,
+// the status codes it answers refusals with and the client its callers use are in
+// dataplane/agent/agentapi, so that talking to an agent never means importing it.
 //
 // With a CA token it also gets the workload certificate (csr.go, certs.go) and serves it
 // over SDS (sds.go) as "default" and "ROOTCA". The CA's chain ends with the trust bundle
