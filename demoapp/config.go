@@ -66,6 +66,10 @@ type Config struct {
 	// PersonaArgs are the persona's own arguments, as the sample image takes them (the
 	// container's args; tcp-echo's ports and prefix) (optional).
 	PersonaArgs []string
+	// VolumeRoot is where the pod's volume files are, each below it at its path in the
+	// container (/etc/nginx/nginx.conf as <root>/etc/nginx/nginx.conf): the nginx
+	// persona reads its nginx.conf and certificates there (optional).
+	VolumeRoot string
 
 	// Injectable faults, for labs.
 
@@ -87,7 +91,7 @@ func Args(c Config) []string {
 	add := func(name, value string) { args = append(args, "--"+name+"="+value) }
 	for _, f := range []struct{ name, value string }{
 		{"service", c.Service}, {"pod", c.Pod}, {"namespace", c.Namespace}, {"version", c.Version},
-		{"persona", c.Persona},
+		{"persona", c.Persona}, {"volume-root", c.VolumeRoot},
 	} {
 		if f.value != "" {
 			add(f.name, f.value)
@@ -135,6 +139,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Version, "version", "", "version the app reports")
 	fs.StringVar(&c.Persona, "persona", "", "sample app to stand in for: "+strings.Join(Personas, ", ")+" (default: the demo app)")
 	fs.StringArrayVar(&c.PersonaArgs, "persona-arg", nil, "argument of the persona, as its sample image takes it (repeatable, in order)")
+	fs.StringVar(&c.VolumeRoot, "volume-root", "", "directory holding the pod's volume files at their container paths (the nginx persona reads /etc/nginx/nginx.conf there)")
 	fs.Var((*portsValue)(&c.Ports), "port", "port to listen on (repeatable)")
 	fs.TextVar(&c.Address, "address", netip.Addr{}, "address to listen on (default 0.0.0.0)")
 	fs.StringArrayVar(&c.Upstreams, "upstream", nil, "URL to call on each request to / (repeatable, in order)")

@@ -19,14 +19,18 @@ import (
 	"time"
 )
 
-// The nginx persona stands in for the TLS server of Istio's "ingress gateway without TLS
-// termination" task (the nginx image serving HTTPS on 443): it ends TLS itself, so a
-// client reaching it through a PASSTHROUGH gateway sees this server's certificate, not
-// the gateway's. meshlab reads no volumes, so it cannot load the task's
-// nginx-server-certs Secret; instead it presents, for each server name a client asks
-// for (SNI), a certificate of its own minted by a CA that lives only in this process
-// ("<pod> nginx CA"). Plain HTTP is not served: like the task's nginx.conf, every
-// declared port speaks TLS.
+// The nginx persona stands in for the TLS servers of Istio's tasks that run the nginx
+// image. Without an nginx.conf among its volumes (the "ingress gateway without TLS
+// termination" task's nginx-server-certs are mounted but meshlab's persona then needs
+// no config) it presents, for each server name a client asks for (SNI), a certificate
+// of its own minted by a CA that lives only in this process ("<pod> nginx CA"). With
+// the pod's /etc/nginx/nginx.conf (a ConfigMap volume, as the egress TLS origination
+// task mounts it) it reads the TLS directives of its server as nginx does:
+// ssl_certificate and ssl_certificate_key (the task's nginx-server-certs Secret),
+// ssl_client_certificate and ssl_verify_client. With ssl_verify_client on, a client
+// without a certificate, or with one its CA did not sign, gets nginx's 400 page ("No
+// required SSL certificate was sent", "The SSL certificate error"), as the task shows.
+// Plain HTTP is not served: like the tasks' nginx.conf, every declared port speaks TLS.
 
 // PersonaNginx serves nginx's welcome page over TLS on every port.
 const PersonaNginx = "nginx"
@@ -34,19 +38,33 @@ const PersonaNginx = "nginx"
 // nginxWelcome is the start of nginx's default index page, what the task's curl shows.
 const nginxWelcome = "<!DOCTYPE html>\n<html>\n<head>\n<title>Welcome to nginx!</title>\n</head>\n<body>\n<h1>Welcome to nginx!</h1>\n</body>\n</html>\n"
 
-// serveNginx serves nginx's welcome page over TLS on every listener until ctx ends.
-func serveNginx(ctx context.Context, lns []net.Listener, pod string, log *slog.Logger) error {
-	certs, err := newSNICertificates(pod + " nginx CA")
+// serveNginx serves nginx's welcome page over TLS on every listener until ctx ends,
+// configured by the nginx.conf below volumeRoot when there is one.
+func serveNginx(ctx context.Context, lns []net.Listener, pod, volumeRoot string, log *slog.Logger) error {
+	conf, err := readNginxConf(volumeRoot)
 	if err != nil {
 		return err
 	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}, GetCertificate: certs.get}
+	var cfg *tls.Config
+	var handler http.Handler = http.HandlerFunc(nginxWelcomePage)
+	if conf == nil || conf.certificate == nil {
+		certs, err := newSNICertificates(pod + " nginx CA")
+		if err != nil {
+			return err
+		}
+		cfg = &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}, GetCertificate: certs.get}
+	} else {
+		log.Info("nginx.conf read", "ssl_certificate", conf.certPath, "ssl_verify_client", conf.verifyClient)
+		cfg = &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}, Certificates: []tls.Certificate{*conf.certificate}}
+		if conf.verifyClient != "off" {
+			// nginx asks for a certificate and verifies it itself, answering 400 to a
+			// missing or bad one instead of failing the handshake.
+			cfg.ClientAuth = tls.RequestClientCert
+			handler = conf.verifying(handler)
+		}
+	}
 	srv := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Server", "nginx")
-			w.Header().Set("Content-Type", "text/html")
-			_, _ = io.WriteString(w, nginxWelcome)
-		}),
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
@@ -73,6 +91,12 @@ func serveNginx(ctx context.Context, lns []net.Listener, pod string, log *slog.L
 	}
 	log.Info("stopped")
 	return failed
+}
+
+func nginxWelcomePage(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Server", "nginx")
+	w.Header().Set("Content-Type", "text/html")
+	_, _ = io.WriteString(w, nginxWelcome)
 }
 
 // sniCertificates mints, once per server name, a certificate signed by its own CA.

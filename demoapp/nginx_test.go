@@ -24,7 +24,7 @@ func TestNginxServesTLSWithItsOwnCertificatePerSNI(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() { done <- serveNginx(ctx, []net.Listener{ln}, "my-nginx-abc", slog.New(slog.DiscardHandler)) }()
+	go func() { done <- serveNginx(ctx, []net.Listener{ln}, "my-nginx-abc", "", slog.New(slog.DiscardHandler)) }()
 
 	var issuers []string
 	for _, sni := range []string{"nginx.example.com", "other.example.org"} {

@@ -58,7 +58,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger) error {
 		return serveGRPCEcho(ctx, lns, c.Pod, log) // grpcecho.go
 	}
 	if c.Persona == PersonaNginx {
-		return serveNginx(ctx, lns, c.Pod, log) // nginx.go
+		return serveNginx(ctx, lns, c.Pod, c.VolumeRoot, log) // nginx.go
 	}
 	h := newHandler(c, log)
 	// Startup calls go out at once, while the app already serves: as an app that calls

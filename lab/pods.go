@@ -221,6 +221,9 @@ func (l *Lab) appArgv(p *model.Pod) []string {
 		Persona:      p.App.Persona,
 		PersonaArgs:  personaArgs(p.App),
 	}
+	if len(p.App.Files) > 0 && p.App.Persona == demoapp.PersonaNginx {
+		cfg.VolumeRoot = podVolumeRoot(l.paths.PodDir(p.Name)) // sandbox.go
+	}
 	return append([]string{l.opts.MeshlabPath, "app"}, demoapp.Args(cfg)...)
 }
 

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -152,11 +153,59 @@ func (l *Lab) podSandbox(slot int, p *model.Pod) (*netns.Sandbox, error) {
 	if err := os.WriteFile(hosts, []byte(podHosts(p.Name, p.IP)), 0o644); err != nil {
 		return nil, fmt.Errorf("sandbox of pod %s: write %s: %w", p.Name, hosts, err)
 	}
-	return &netns.Sandbox{
+	sb := &netns.Sandbox{
 		UID: uid, GID: uid, Hostname: podHostname(p.Name),
 		ResolvConf: resolv, Hosts: hosts, TrustBundle: l.worldTrustBundle(),
 		Hide: []string{l.opts.RunRoot, netns.RunDir},
-	}, nil
+	}
+	if len(p.App.Files) > 0 {
+		root := podVolumeRoot(dir)
+		if err := writeVolumeFiles(root, p.App.Files, int(uid)); err != nil {
+			return nil, fmt.Errorf("sandbox of pod %s: %w", p.Name, err)
+		}
+		sb.Binds = append(sb.Binds, netns.Bind{Src: root, Dst: root})
+	}
+	return sb, nil
+}
+
+// podVolumeRoot is where a pod's volume files are written, each at its container path
+// below it (the app is told this root: meshlab makes no directories in the host's
+// /etc, so the files cannot sit at the container's own paths).
+func podVolumeRoot(podDir string) string { return filepath.Join(podDir, "volumes") }
+
+// writeVolumeFiles writes the files of a pod's Secret and ConfigMap volumes below root,
+// afresh, readable by the app's uid only (the root directory 0500, files 0400, as
+// kubelet's secret volumes are the container's alone). A path cannot leave root: it
+// is cleaned as an absolute path first.
+func writeVolumeFiles(root string, files []model.File, uid int) error {
+	if err := os.RemoveAll(root); err != nil {
+		return fmt.Errorf("clear volume files %s: %w", root, err)
+	}
+	var dirs []string
+	for _, f := range files {
+		p := filepath.Join(root, filepath.Clean("/"+f.Path))
+		for d := filepath.Dir(p); d != root && strings.HasPrefix(d, root+"/") && !slices.Contains(dirs, d); d = filepath.Dir(d) {
+			dirs = append(dirs, d)
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			return fmt.Errorf("write volume file %s: %w", f.Path, err)
+		}
+		if err := os.WriteFile(p, f.Data, 0o400); err != nil {
+			return fmt.Errorf("write volume file %s: %w", f.Path, err)
+		}
+		if err := os.Chown(p, uid, uid); err != nil {
+			return fmt.Errorf("write volume file %s: %w", f.Path, err)
+		}
+	}
+	for _, d := range append(dirs, root) {
+		if err := os.Chown(d, uid, uid); err != nil {
+			return fmt.Errorf("own volume directory %s: %w", d, err)
+		}
+		if err := os.Chmod(d, 0o500); err != nil {
+			return fmt.Errorf("own volume directory %s: %w", d, err)
+		}
+	}
+	return nil
 }
 
 // podResolvConf is the resolv.conf kubelet writes for a ClusterFirst pod: the search list

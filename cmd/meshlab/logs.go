@@ -58,6 +58,13 @@ func newLogsCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			path := filepath.Join(paths.PodDir(p.Name), container+".log")
+			if _, err := os.Stat(path); os.IsNotExist(err) && !cmd.Flags().Changed("container") {
+				// A gateway pod has one container, istio-proxy: kubectl logs prints it
+				// without -c, as `kubectl logs -l istio=egressgateway` in the tasks.
+				if proxy := filepath.Join(paths.PodDir(p.Name), "proxy.log"); fileExists(proxy) {
+					path = proxy
+				}
+			}
 			return printLog(cmd.Context(), cmd.OutOrStdout(), path, f.tail, f.follow)
 		},
 	}
@@ -145,4 +152,10 @@ func lastLines(data []byte, n int) []byte {
 		return nil
 	}
 	return data[start+1:]
+}
+
+// fileExists reports whether path names an existing file.
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

@@ -241,6 +241,7 @@ var kindAliases = map[string]string{
 	"gtw": GatewayAPIGatewayKind, "gateways.gateway.networking.k8s.io": GatewayAPIGatewayKind, "gateway.gateway.networking.k8s.io": GatewayAPIGatewayKind,
 	"gatewayclass": "GatewayClass", "gatewayclasses": "GatewayClass", "gc": "GatewayClass",
 	"httproute": "HTTPRoute", "httproutes": "HTTPRoute", "secret": "Secret", "secrets": "Secret",
+	"configmap": "ConfigMap", "configmaps": "ConfigMap", "cm": "ConfigMap",
 	"peerauthentication": "PeerAuthentication", "peerauthentications": "PeerAuthentication", "pa": "PeerAuthentication",
 	"authorizationpolicy": "AuthorizationPolicy", "authorizationpolicies": "AuthorizationPolicy", "ap": "AuthorizationPolicy",
 	"requestauthentication": "RequestAuthentication", "requestauthentications": "RequestAuthentication", "ra": "RequestAuthentication",
@@ -255,5 +256,5 @@ func CanonicalKind(s string) (string, bool) {
 
 // Kinds returns the kinds a lab holds, sorted.
 func Kinds() []string {
-	return []string{"AuthorizationPolicy", "DaemonSet", "Deployment", "DestinationRule", "Gateway", GatewayAPIGatewayKind, "GatewayClass", "HTTPRoute", "MeshConfig", "Namespace", "PeerAuthentication", "ReplicaSet", "RequestAuthentication", "Secret", "Service", "ServiceAccount", "ServiceEntry", "StatefulSet", "VirtualService", "Workload"}
+	return []string{"AuthorizationPolicy", "ConfigMap", "DaemonSet", "Deployment", "DestinationRule", "Gateway", GatewayAPIGatewayKind, "GatewayClass", "HTTPRoute", "MeshConfig", "Namespace", "PeerAuthentication", "ReplicaSet", "RequestAuthentication", "Secret", "Service", "ServiceAccount", "ServiceEntry", "StatefulSet", "VirtualService", "Workload"}
 }

@@ -77,6 +77,7 @@ func (s *Scenario) Build(o BuildOptions) (*model.Model, error) {
 		}
 	}
 	injectPods(s.Objects, pods)
+	mountVolumes(s.Objects, pods) // volumes.go
 	gwSvcs, gwPods, err := gatewayDeployments(s.Objects)
 	if err != nil {
 		return nil, fmt.Errorf("build model: %w", err)
@@ -232,5 +233,6 @@ func clonePod(p *model.Pod) *model.Pod {
 	c.App.Command = append([]string(nil), p.App.Command...)
 	c.App.Upstreams = append([]string(nil), p.App.Upstreams...)
 	c.App.Args = append([]string(nil), p.App.Args...)
+	c.App.Files = append([]model.File(nil), p.App.Files...)
 	return &c
 }

@@ -300,9 +300,9 @@ func validateSecret(s *corev1.Secret, origin model.Origin, p problems) *model.Se
 		if data[genericCert] == nil && data[tlsCertKey] != nil {
 			certKey, keyKey, caKey = tlsCertKey, tlsKeyKey, tlsCAKey
 		}
-		if data[certKey] == nil && data[caKey] == nil {
-			p.addf("data", "holds no credential: a generic Secret needs %s and %s, or %s (or %s, %s and %s)", genericCert, genericKey, genericCACert, tlsCertKey, tlsKeyKey, tlsCAKey)
-		}
+		// A generic Secret without those keys is data, not a credential (a pod's
+		// secret volume, as the egress task's nginx-ca-certs): it loads, and a
+		// credentialName naming it finds no certificate, so the proxy waits.
 		if (data[certKey] == nil) != (data[keyKey] == nil) {
 			p.addf("data", "needs both %s and %s, or neither", certKey, keyKey)
 		}

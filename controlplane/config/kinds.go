@@ -25,6 +25,7 @@ const (
 	kindKubeWorkload // Pod, Deployment, ReplicaSet, StatefulSet, DaemonSet
 	kindGateway
 	kindSecret
+	kindConfigMap
 	kindGatewayAPI // gateway.networking.k8s.io GatewayClass, Gateway, HTTPRoute
 )
 
@@ -99,6 +100,12 @@ func decoderFor(apiVersion, k string, p problems) kind {
 			return kindRefused
 		}
 		return kindSecret
+	case k == "ConfigMap":
+		if apiVersion != coreAPIVersion {
+			p.addf("apiVersion", "%q is not an apiVersion of kind ConfigMap (want %q)", apiVersion, coreAPIVersion)
+			return kindRefused
+		}
+		return kindConfigMap
 	case k == "Namespace" || k == "ServiceAccount":
 		if apiVersion != coreAPIVersion {
 			p.addf("apiVersion", "%q is not an apiVersion of kind %s (want %q)", apiVersion, k, coreAPIVersion)
@@ -148,7 +155,7 @@ func decoderFor(apiVersion, k string, p problems) kind {
 
 // knownKinds lists the kinds meshlab reads, for messages.
 func knownKinds() string {
-	return "v1 Service, Namespace, ServiceAccount, Secret and Pod, apps/v1 Deployment, ReplicaSet, StatefulSet and DaemonSet, " + workloadAPIVersion + " Workload and MeshConfig, networking.istio.io VirtualService, DestinationRule, ServiceEntry and Gateway, " +
+	return "v1 Service, Namespace, ServiceAccount, Secret, ConfigMap and Pod, apps/v1 Deployment, ReplicaSet, StatefulSet and DaemonSet, " + workloadAPIVersion + " Workload and MeshConfig, networking.istio.io VirtualService, DestinationRule, ServiceEntry and Gateway, " +
 		"security.istio.io PeerAuthentication, AuthorizationPolicy and RequestAuthentication, gateway.networking.k8s.io GatewayClass, Gateway and HTTPRoute"
 }
 

@@ -55,6 +55,8 @@ type Object struct {
 	// credentials a Gateway names).
 	Gateway *networking.Gateway
 	Secret  *corev1.Secret
+	// ConfigMap holds a v1 ConfigMap: files a pod's configMap volumes mount.
+	ConfigMap *corev1.ConfigMap
 	// GatewayClass, KubeGateway and HTTPRoute hold a Kubernetes Gateway API object
 	// (gateway.networking.k8s.io); a Gateway's Origin.Kind is GatewayAPIGatewayKind.
 	GatewayClass *gwv1.GatewayClass
@@ -220,6 +222,12 @@ func decodeDocument(file string, d document, errs *ErrorList) (*Object, bool) {
 		if decodeStrict(top, js, sec, p) {
 			o.Secret = sec
 			o.secret = validateSecret(sec, o.Origin, p)
+		}
+	case kindConfigMap:
+		cm := &corev1.ConfigMap{}
+		if decodeStrict(top, js, cm, p) {
+			o.ConfigMap = cm
+			checkName(p, "metadata.name", cm.Name, 253)
 		}
 	case kindMeshConfig:
 		mc := &meshv1alpha1.MeshConfig{}

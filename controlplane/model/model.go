@@ -125,6 +125,16 @@ type AppSpec struct {
 	Image, Persona, ImageNote string
 	// Args are the container's args, which some personas read as their image does.
 	Args []string
+	// Files are what the container's Secret and ConfigMap volumes hold, each at the
+	// path the container would see it (mountPath and key), in path order; the nginx
+	// persona reads its nginx.conf and certificates from them.
+	Files []File
+}
+
+// File is one file of a pod's volumes: its absolute path in the container and content.
+type File struct {
+	Path string
+	Data []byte
 }
 
 // SidecarSpec holds the pod's proxy settings, as Istio's sidecar annotations do.

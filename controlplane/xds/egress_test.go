@@ -1,10 +1,12 @@
 package xds
 
 import (
+	"net/netip"
 	"slices"
 	"testing"
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	tcpproxy "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
@@ -364,5 +366,46 @@ func TestIstioMutualSNI(t *testing.T) {
 	u = upstreamTLS(t, findCluster(t, generate(t, m, "productpage-v1"), "outbound|9080||reviews.default.svc.cluster.local"))
 	if u.GetSni() != "outbound_.9080_._.reviews.default.svc.cluster.local" {
 		t.Errorf("sni without the rule's %q, want the cluster's", u.GetSni())
+	}
+}
+
+// istiod's port-80 rule: a mesh VirtualService's host without an HTTP port 80 (the
+// egress task's my-nginx, a Service of port 443 only) gets a virtual host "<host>:80"
+// on route 80 with the VirtualService's port-80 routes; other routes do not get it.
+func TestPort80VirtualServiceHost(t *testing.T) {
+	t.Parallel()
+	m := istioModel()
+	m.Services = append(m.Services, &model.Service{
+		Name: "web", Namespace: "default", VIP: netip.MustParseAddr("10.96.0.30"), Selector: map[string]string{"app": "web"},
+		Ports: []model.ServicePort{{Name: "http", Port: 80, TargetPort: 8080, Protocol: model.ProtocolHTTP}},
+	})
+	m.Istio.VirtualServices = append(m.Istio.VirtualServices, vs("db", &networking.VirtualService{
+		Hosts: []string{"db.default.svc.cluster.local"},
+		Http: []*networking.HTTPRoute{{
+			Match: []*networking.HTTPMatchRequest{{Port: 80}},
+			Route: []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: "reviews.default.svc.cluster.local", Port: &networking.PortSelector{Number: 9080}}}},
+		}},
+	}))
+	res := generate(t, m, "productpage-v1")
+	var found bool
+	for _, r := range res[resource.RouteType] {
+		rc := r.(*route.RouteConfiguration)
+		for _, vh := range rc.GetVirtualHosts() {
+			if vh.GetName() != "db.default.svc.cluster.local:80" {
+				continue
+			}
+			if rc.GetName() != "80" {
+				t.Errorf("route %s has %s; only route 80 should", rc.GetName(), vh.GetName())
+				continue
+			}
+			found = true
+			if !slices.Equal(vh.GetDomains(), []string{"db.default.svc.cluster.local"}) ||
+				vh.GetRoutes()[0].GetRoute().GetCluster() != "outbound|9080||reviews.default.svc.cluster.local" {
+				t.Errorf("virtual host %v: want domain db.default.svc.cluster.local routed to reviews:9080", vh)
+			}
+		}
+	}
+	if !found {
+		t.Error("route 80 has no virtual host db.default.svc.cluster.local:80")
 	}
 }

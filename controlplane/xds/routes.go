@@ -5,6 +5,7 @@ import (
 	"net"
 	"sort"
 	"strconv"
+	"strings"
 
 	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
@@ -54,6 +55,13 @@ func routeConfig(m *model.Model, pod *model.Pod, port uint16, byHost map[string]
 			IncludeRequestAttemptCount: true,
 		})
 	}
+	if port == 80 {
+		extra, err := port80VirtualHosts(m, pod, byHost, vhosts)
+		if err != nil {
+			return nil, err
+		}
+		vhosts = append(vhosts, extra...)
+	}
 	sort.Slice(vhosts, func(i, j int) bool { return vhosts[i].GetName() < vhosts[j].GetName() })
 	vhosts = append(vhosts, catchAllVirtualHost(m.Mesh.OutboundTrafficPolicy))
 	return &route.RouteConfiguration{
@@ -66,6 +74,47 @@ func routeConfig(m *model.Model, pod *model.Pod, port uint16, byHost map[string]
 		IgnorePortInHostMatching:       true,
 		MaxDirectResponseBodySizeBytes: wrapperspb.UInt32(1 << 20),
 	}, nil
+}
+
+// port80VirtualHosts is istiod's port-80 rule (route.buildSidecarVirtualHostsForVirtualService,
+// its "gross HACK"): on route 80, a mesh-bound VirtualService's host that has no HTTP
+// port 80 of its own still gets a virtual host "<host>:80" matching the host, with the
+// VirtualService's routes for port 80, so plain HTTP to port 80 of such a host (the
+// egress TLS origination task's http://my-nginx.mesh-external.svc.cluster.local, a
+// Service of port 443 only) is routed as the VirtualService says. have are the virtual
+// hosts the route already holds.
+func port80VirtualHosts(m *model.Model, pod *model.Pod, byHost map[string][]servicePort, have []*route.VirtualHost) ([]*route.VirtualHost, error) {
+	taken := map[string]bool{}
+	for _, vh := range have {
+		for _, d := range vh.GetDomains() {
+			taken[d] = true
+		}
+	}
+	var out []*route.VirtualHost
+	for _, vs := range m.Istio.VirtualServices {
+		if !model.AppliesToMesh(vs.Spec) || len(vs.Spec.GetHttp()) == 0 {
+			continue
+		}
+		for _, h := range vs.Spec.GetHosts() {
+			host := resolveHost(m, h, vs.Namespace)
+			if strings.Contains(host, "*") || taken[host] || virtualServiceFor(m, host) != vs {
+				continue
+			}
+			rs, err := vsRouteBuilder{m: m, pod: pod, vs: vs, port: 80, byHost: byHost}.routes()
+			if err != nil {
+				return nil, fmt.Errorf("VirtualService %s/%s: %w", vs.Namespace, vs.Name, err)
+			}
+			if len(rs) == 0 {
+				continue
+			}
+			taken[host] = true
+			out = append(out, &route.VirtualHost{
+				Name: net.JoinHostPort(host, "80"), Domains: []string{host}, Routes: rs,
+				IncludeRequestAttemptCount: true,
+			})
+		}
+	}
+	return out, nil
 }
 
 // serviceRoutes returns the routes of one service port: its VirtualService's http routes
