@@ -113,8 +113,9 @@ func (p *envoyProxy) binary(s agentapi.ProxySettings) (proxyBinary, string, erro
 	if ok {
 		return bin, v, nil
 	}
-	v, err = proxyVersion(context.Background(), bin, p.launch)
-	if err != nil {
+	if own, ok := ownProxyVersion(bin, p.lookup); ok {
+		v = own
+	} else if v, err = proxyVersion(context.Background(), bin, p.launch); err != nil {
 		p.log.Warn("read proxy version", "path", bin.Path, "err", err)
 		return bin, "", nil // a binary that cannot say its version may still run
 	}
@@ -128,6 +129,29 @@ func (p *envoyProxy) binary(s agentapi.ProxySettings) (proxyBinary, string, erro
 }
 
 var _ proxy = (*envoyProxy)(nil)
+
+// BuiltinProxyVersion is the first line `meshlab proxy --version` prints (cmd/meshlab's
+// tests hold the two equal).
+const BuiltinProxyVersion = "meshlab proxy  version: meshlab/1.0.0-dev/Clean/RELEASE/Go"
+
+// ownProxyVersion returns BuiltinProxyVersion when bin is `meshlab proxy` of this very
+// executable, whose version the agent knows without starting it: one process start less
+// per pod, which a 100-pod `up` felt (every start runs the whole binary's package init).
+func ownProxyVersion(bin proxyBinary, l lookup) (string, bool) {
+	if bin.DataPlane != agentapi.DataPlaneMeshlabProxy || l.executable == nil {
+		return "", false
+	}
+	self, err := l.executable()
+	if err != nil {
+		return "", false
+	}
+	a, errA := os.Stat(self)
+	b, errB := os.Stat(bin.Path)
+	if errA != nil || errB != nil || !os.SameFile(a, b) {
+		return "", false
+	}
+	return BuiltinProxyVersion, true
+}
 
 // args returns the proxy's command line for epoch with settings s, after bin.Prefix.
 func (p *envoyProxy) args(epoch int, s agentapi.ProxySettings) []string {

@@ -108,3 +108,38 @@ func TestCompareVersions(t *testing.T) {
 		t.Errorf("sorted %q, want %q", vs, want)
 	}
 }
+
+// The version of `meshlab proxy` of the agent's own executable is known without running
+// it; any other binary is asked.
+func TestOwnProxyVersion(t *testing.T) {
+	dir := t.TempDir()
+	self, other := filepath.Join(dir, "meshlab"), filepath.Join(dir, "meshlab-other")
+	for _, p := range []string{self, other} {
+		if err := os.WriteFile(p, []byte(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(self, link); err != nil {
+		t.Fatal(err)
+	}
+	l := lookup{executable: func() (string, error) { return self, nil }}
+	for _, tc := range []struct {
+		name string
+		bin  proxyBinary
+		want bool
+	}{
+		{name: "own binary", bin: proxyBinary{Path: self, Prefix: []string{"proxy"}, DataPlane: agentapi.DataPlaneMeshlabProxy}, want: true},
+		{name: "own binary by another name", bin: proxyBinary{Path: link, Prefix: []string{"proxy"}, DataPlane: agentapi.DataPlaneMeshlabProxy}, want: true},
+		{name: "another meshlab", bin: proxyBinary{Path: other, Prefix: []string{"proxy"}, DataPlane: agentapi.DataPlaneMeshlabProxy}},
+		{name: "envoy", bin: proxyBinary{Path: self, DataPlane: agentapi.DataPlaneEnvoy}},
+		{name: "missing", bin: proxyBinary{Path: filepath.Join(dir, "gone"), Prefix: []string{"proxy"}, DataPlane: agentapi.DataPlaneMeshlabProxy}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, ok := ownProxyVersion(tc.bin, l)
+			if ok != tc.want || (ok && v != BuiltinProxyVersion) {
+				t.Errorf("ownProxyVersion = %q, %t; want known=%t", v, ok, tc.want)
+			}
+		})
+	}
+}
