@@ -109,6 +109,16 @@ func (c *Client) KubeObjects(ctx context.Context, kind, namespace, name, selecto
 	return out, c.do(ctx, http.MethodGet, "/v1/kube?"+q.Encode(), nil, &out)
 }
 
+// DescribeService describes the Service name of namespace ("" for the one of any
+// namespace that has that name): its ports with the mTLS mode the proxies enforce, its
+// pods, one client proxy's view of its endpoints, and the Istio objects that apply.
+// ErrUnknownService (ErrNotFound) for a name the lab does not have.
+func (c *Client) DescribeService(ctx context.Context, namespace, name string) (ServiceView, error) {
+	var out ServiceView
+	q := url.Values{"namespace": {namespace}}
+	return out, c.do(ctx, http.MethodGet, "/v1/services/"+url.PathEscape(name)+"?"+q.Encode(), nil, &out)
+}
+
 // ProxyStatus returns every proxy's xDS state.
 func (c *Client) ProxyStatus(ctx context.Context) ([]ProxyStatus, error) {
 	var out []ProxyStatus

@@ -46,6 +46,7 @@ func (l *Lab) features() []web.Routes {
 		web.CARoutes(l), web.TraceRoutes(l), // lab/carotate.go, lab/trace.go
 		web.SecretsRoutes(l), // lab/secrets.go
 		web.KubeRoutes(l),    // lab/kubeview.go
+		web.ServiceRoutes(l), // lab/describeservice.go
 	}
 	if l.opts.Guide != nil {
 		fs = append(fs, web.GuideRoutes(l.opts.Guide))

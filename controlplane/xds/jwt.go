@@ -34,7 +34,7 @@ func jwtRulesFor(m *model.Model, pod *model.Pod) []*security.JWTRule {
 	root := m.Mesh.Root()
 	var rules []*security.JWTRule
 	for _, ra := range m.Istio.RequestAuthentications {
-		if ra == nil || ra.Spec == nil || !selects(ra.Namespace, ra.Spec.GetSelector(), root, pod) {
+		if ra == nil || ra.Spec == nil || !PolicySelects(ra.Namespace, ra.Spec.GetSelector(), root, pod) {
 			continue
 		}
 		rules = append(rules, ra.Spec.GetJwtRules()...)

@@ -60,10 +60,12 @@ func EffectiveMTLSMode(m *model.Model, pod *model.Pod, port uint16) MTLSMode {
 	return MTLSPermissive
 }
 
-// selects reports whether a security policy (PeerAuthentication or AuthorizationPolicy)
-// of namespace ns with selector sel applies to pod: a selector picks pods of ns by
-// labels, no selector every pod of ns, and no selector in the root namespace every pod.
-func selects(ns string, sel *typev1beta1.WorkloadSelector, root string, pod *model.Pod) bool {
+// PolicySelects reports whether a security policy (PeerAuthentication,
+// AuthorizationPolicy, RequestAuthentication) of namespace ns with selector sel applies
+// to pod: a selector picks pods of ns by labels, no selector every pod of ns, and no
+// selector in the root namespace root every pod. The RBAC and JWT filters are built with
+// it, and `describe service` lists the policies that apply with it.
+func PolicySelects(ns string, sel *typev1beta1.WorkloadSelector, root string, pod *model.Pod) bool {
 	if labels := sel.GetMatchLabels(); len(labels) > 0 {
 		return ns == pod.Namespace && labelsMatch(labels, pod.Labels)
 	}

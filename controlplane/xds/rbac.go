@@ -52,7 +52,7 @@ func authzFor(m *model.Model, pod *model.Pod, forTCP bool) authz {
 	}
 	root := m.Mesh.Root()
 	for _, ap := range m.Istio.AuthorizationPolicies {
-		if ap == nil || ap.Spec == nil || !selects(ap.Namespace, ap.Spec.GetSelector(), root, pod) {
+		if ap == nil || ap.Spec == nil || !PolicySelects(ap.Namespace, ap.Spec.GetSelector(), root, pod) {
 			continue
 		}
 		var set **rbacpb.RBAC
