@@ -114,13 +114,16 @@ type outboundClusterSpec struct {
 	labels map[string]string // the subset's labels; nil selects every endpoint
 	dr     *model.IstioConfig[*networking.DestinationRule]
 	policy *networking.TrafficPolicy // merged for the port and subset; nil without a rule
+	// proxyNS is the namespace of the proxy the cluster is for (where a rule's
+	// credentialName is read).
+	proxyNS string
 }
 
 // outboundClustersOf returns the default cluster of sp and, when a DestinationRule
 // applies to its host, one cluster per subset, in the rule's order.
 func outboundClustersOf(m *model.Model, pod *model.Pod, sp servicePort) []outboundClusterSpec {
 	dr := destinationRuleFor(m, sp.host, pod.Namespace, sp.svc.Namespace)
-	def := outboundClusterSpec{name: sp.clusterName(), dr: dr}
+	def := outboundClusterSpec{name: sp.clusterName(), dr: dr, proxyNS: pod.Namespace}
 	if dr == nil {
 		return []outboundClusterSpec{def}
 	}
@@ -132,7 +135,8 @@ func outboundClustersOf(m *model.Model, pod *model.Pod, sp servicePort) []outbou
 			subset: s.GetName(),
 			labels: s.GetLabels(),
 			dr:     dr,
-			policy: mergeTrafficPolicy(dr.Spec.GetTrafficPolicy(), s.GetTrafficPolicy(), sp.port.Port),
+			policy:  mergeTrafficPolicy(dr.Spec.GetTrafficPolicy(), s.GetTrafficPolicy(), sp.port.Port),
+			proxyNS: pod.Namespace,
 		})
 	}
 	return out

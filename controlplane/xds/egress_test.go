@@ -332,8 +332,14 @@ func TestEgressMutualOrigination(t *testing.T) {
 			t.Errorf("%s secrets %v: want the Secret's certificate and key, and its CA", name, got)
 		}
 	}
-	for _, r := range generate(t, m, "tester")[resource.SecretType] {
+	tester := generate(t, m, "tester")
+	for _, r := range tester[resource.SecretType] {
 		t.Errorf("pod in qa got secret %s; the Secret lives in default", r.(*tlsv3.Secret).GetName())
+	}
+	// Without the Secret in its namespace, the proxy gets no TLS for the rule (as
+	// istiod's sidecars), never a cluster waiting for a credential nothing provides.
+	if ts := findCluster(t, tester, "outbound|80||edition.cnn.com").GetTransportSocket(); ts != nil {
+		t.Errorf("pod in qa (no client-credential there) got a TLS socket %v", ts)
 	}
 	// A DestinationRule change alone re-sends secrets (its credentialName may be new).
 	old := *m

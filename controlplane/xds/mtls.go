@@ -27,6 +27,13 @@ const (
 func applyClusterTLS(c *cluster.Cluster, m *model.Model, sp servicePort, oc outboundClusterSpec) error {
 	mode := oc.policy.GetTls().GetMode()
 	if mode == networking.ClientTLSSettings_SIMPLE || mode == networking.ClientTLSSettings_MUTUAL {
+		if cred := oc.policy.GetTls().GetCredentialName(); cred != "" &&
+			m.Secret(oc.proxyNS, cred) == nil && m.Secret(oc.proxyNS, cred+credentialCASuffix) == nil {
+			// As istiod for a sidecar and a rule without workloadSelector: no TLS,
+			// rather than a cluster waiting for a credential no object provides (Envoy
+			// would hold the proxy's initialization for it).
+			return nil
+		}
 		return applyOriginationTLS(c, sp, oc.policy.GetTls()) // transportsocket.go
 	}
 	if sp.se != nil {
