@@ -307,13 +307,13 @@ data: {tls.key: %s, tls.crt: %s, ca.crt: %s}
 		time.Sleep(300 * time.Millisecond)
 	}
 
-	// A client certificate nginx's CA did not sign: nginx refuses it with its 400.
+	// A client certificate nginx's CA did not sign: nginx refuses it with its 400. The
+	// rule names a second credential (the gateway's pooled connections were made with
+	// the first), which keeps the task's CA to verify nginx.
 	other := egressTaskCerts(t)
-	otherCred := credential(other)
-	// Keep the CA that verifies nginx (ca.crt) the task's, change only the client's.
-	caLine := "ca.crt: " + read("example.com.crt")
-	otherCred = otherCred[:strings.Index(otherCred, "ca.crt: ")] + caLine + "}\n"
-	applyYAML(t, l.name, otherCred)
+	otherCred := strings.Replace(credential(other), "name: client-credential,", "name: other-credential,", 1)
+	otherCred = otherCred[:strings.Index(otherCred, "ca.crt: ")] + "ca.crt: " + read("example.com.crt") + "}\n"
+	applyYAML(t, l.name, otherCred+"---\n"+strings.Replace(egressMTLSOriginationYAML, "credentialName: client-credential", "credentialName: other-credential", 1))
 	eventually(t, l.name, "nginx's 400 for a client certificate of another CA", statusLine("The SSL certificate error"),
 		"-sS", "http://my-nginx.mesh-external.svc.cluster.local")
 }

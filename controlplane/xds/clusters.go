@@ -131,10 +131,10 @@ func outboundClustersOf(m *model.Model, pod *model.Pod, sp servicePort) []outbou
 	out := []outboundClusterSpec{def}
 	for _, s := range dr.Spec.GetSubsets() {
 		out = append(out, outboundClusterSpec{
-			name:   OutboundClusterName(sp.port.Port, s.GetName(), sp.host),
-			subset: s.GetName(),
-			labels: s.GetLabels(),
-			dr:     dr,
+			name:    OutboundClusterName(sp.port.Port, s.GetName(), sp.host),
+			subset:  s.GetName(),
+			labels:  s.GetLabels(),
+			dr:      dr,
 			policy:  mergeTrafficPolicy(dr.Spec.GetTrafficPolicy(), s.GetTrafficPolicy(), sp.port.Port),
 			proxyNS: pod.Namespace,
 		})
