@@ -231,7 +231,8 @@ spec:
 // istio-system; the egress gateway's ISTIO_MUTUAL server; the sidecar's plain HTTP to
 // my-nginx sent to the gateway, which originates MUTUAL TLS with the credential. Then
 // curl gets nginx's welcome page and the gateway's access log shows the request; with
-// a credential of another CA nginx answers 400 "The SSL certificate error".
+// a credential of another CA nginx answers 400 "The SSL certificate error". Then the
+// curl sidecar itself originates MUTUAL with a credential of its namespace.
 func TestEgressMutualTLSOriginationTask(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
@@ -316,6 +317,21 @@ data: {tls.key: %s, tls.crt: %s, ca.crt: %s}
 	applyYAML(t, l.name, otherCred+"---\n"+strings.Replace(egressMTLSOriginationYAML, "credentialName: client-credential", "credentialName: other-credential", 1))
 	eventually(t, l.name, "nginx's 400 for a client certificate of another CA", statusLine("The SSL certificate error"),
 		"-sS", "http://my-nginx.mesh-external.svc.cluster.local")
+
+	// A sidecar originates MUTUAL too. The rule of istio-system names a credential the
+	// default namespace lacks, so the curl sidecar's my-nginx:443 has no TLS (as
+	// istiod's sidecars): nginx gets plaintext on its TLS port. With the credential and
+	// a rule in default (the proxy's namespace wins), plain HTTP from curl to port 443
+	// leaves the sidecar as mutual TLS and nginx answers.
+	if r := curlIn(t, l.name, "-sS", "http://my-nginx.mesh-external.svc.cluster.local:443/"); strings.Contains(r.out, "Welcome to nginx!") {
+		t.Errorf("plain HTTP to my-nginx:443 without a credential in default reached nginx:\n%s", r.out)
+	}
+	sidecarCred := strings.Replace(credential(certs), "namespace: istio-system", "namespace: default", 1)
+	sidecarRule := strings.Replace(strings.Replace(egressMTLSOriginationYAML, "namespace: istio-system", "namespace: default", 1),
+		"name: originate-mtls-for-nginx", "name: originate-mtls-in-sidecar", 1)
+	applyYAML(t, l.name, sidecarCred+"---\n"+sidecarRule)
+	eventually(t, l.name, "nginx's welcome page through the sidecar's mutual TLS", statusLine("<title>Welcome to nginx!</title>"),
+		"-sS", "http://my-nginx.mesh-external.svc.cluster.local:443/")
 }
 
 // indent prefixes every line of s with p.
