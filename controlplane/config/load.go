@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"google.golang.org/protobuf/proto"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
 	security "istio.io/api/security/v1beta1"
@@ -166,96 +167,66 @@ func decodeDocument(file string, d document, errs *ErrorList) (*Object, bool) {
 	n := len(*errs)
 	switch decoderFor(apiVersion, o.Origin.Kind, p) {
 	case kindService:
-		svc := &corev1.Service{}
-		if decodeStrict(top, js, svc, p) {
-			o.Service = svc
-			o.svc = validateService(svc, p)
-		}
+		o.Service = decodeKube(top, js, p, func(s *corev1.Service) { o.svc = validateService(s, p) })
 	case kindWorkload:
-		w := &Workload{}
-		if decodeStrict(top, js, w, p) {
-			o.Workload = w
-			o.pods = validateWorkload(w, p)
-		}
+		o.Workload = decodeKube(top, js, p, func(w *Workload) { o.pods = validateWorkload(w, p) })
 	case kindNamespace:
-		ns := &corev1.Namespace{}
-		if decodeStrict(top, js, ns, p) {
-			o.KubeNamespace = ns
-			validateNamespace(ns, p)
-		}
+		o.KubeNamespace = decodeKube(top, js, p, func(ns *corev1.Namespace) { validateNamespace(ns, p) })
 	case kindServiceAccount:
-		sa := &corev1.ServiceAccount{}
-		if decodeStrict(top, js, sa, p) {
-			o.ServiceAccount = sa
-			validateServiceAccount(sa, p)
-		}
+		o.ServiceAccount = decodeKube(top, js, p, func(sa *corev1.ServiceAccount) { validateServiceAccount(sa, p) })
 	case kindKubeWorkload:
 		o.pods = decodeKubeWorkload(o.Origin.Kind, top, js, o, p)
 	case kindVirtualService:
-		vs := &networking.VirtualService{}
-		if decodeProtoObject(top, js, vs, p) {
-			o.VirtualService = vs
-			validateVirtualService(vs, p)
-		}
+		o.VirtualService = decodeIstio(top, js, p, validateVirtualService)
 	case kindDestinationRule:
-		dr := &networking.DestinationRule{}
-		if decodeProtoObject(top, js, dr, p) {
-			o.DestinationRule = dr
-			validateDestinationRule(dr, p)
-		}
+		o.DestinationRule = decodeIstio(top, js, p, validateDestinationRule)
 	case kindServiceEntry:
-		se := &networking.ServiceEntry{}
-		if decodeProtoObject(top, js, se, p) {
-			o.ServiceEntry = se
-			validateServiceEntry(se, p)
-		}
+		o.ServiceEntry = decodeIstio(top, js, p, validateServiceEntry)
 	case kindGatewayAPI:
 		decodeGatewayAPI(top, js, o, p)
 	case kindGateway:
-		gw := &networking.Gateway{}
-		if decodeProtoObject(top, js, gw, p) {
-			o.Gateway = gw
-			validateGateway(gw, p)
-		}
+		o.Gateway = decodeIstio(top, js, p, validateGateway)
 	case kindSecret:
-		sec := &corev1.Secret{}
-		if decodeStrict(top, js, sec, p) {
-			o.Secret = sec
-			o.secret = validateSecret(sec, o.Origin, p)
-		}
+		o.Secret = decodeKube(top, js, p, func(sec *corev1.Secret) { o.secret = validateSecret(sec, o.Origin, p) })
 	case kindConfigMap:
-		cm := &corev1.ConfigMap{}
-		if decodeStrict(top, js, cm, p) {
-			o.ConfigMap = cm
-			checkName(p, "metadata.name", cm.Name, 253)
-		}
+		o.ConfigMap = decodeKube(top, js, p, func(cm *corev1.ConfigMap) { checkName(p, "metadata.name", cm.Name, 253) })
 	case kindMeshConfig:
-		mc := &meshv1alpha1.MeshConfig{}
-		if decodeProtoObject(top, js, mc, p) {
-			o.MeshConfig = mc
-			validateMeshConfig(mc, p)
-		}
+		o.MeshConfig = decodeIstio(top, js, p, validateMeshConfig)
 	case kindPeerAuthentication:
-		pa := &security.PeerAuthentication{}
-		if decodeProtoObject(top, js, pa, p) {
-			o.PeerAuthentication = pa
-			validatePeerAuthentication(pa, p)
-		}
+		o.PeerAuthentication = decodeIstio(top, js, p, validatePeerAuthentication)
 	case kindAuthorizationPolicy:
-		ap := &security.AuthorizationPolicy{}
-		if decodeProtoObject(top, js, ap, p) {
-			o.AuthorizationPolicy = ap
-			validateAuthorizationPolicy(ap, p)
-		}
+		o.AuthorizationPolicy = decodeIstio(top, js, p, validateAuthorizationPolicy)
 	case kindRequestAuthentication:
-		ra := &security.RequestAuthentication{}
-		if decodeProtoObject(top, js, ra, p) {
-			o.RequestAuthentication = ra
-			validateRequestAuthentication(ra, p)
-		}
+		o.RequestAuthentication = decodeIstio(top, js, p, validateRequestAuthentication)
 	}
 	o.JSON = compactJSON(js)
 	return o, len(*errs) == n
+}
+
+// decodeKube decodes a Kubernetes-shaped document strictly (decodeStrict) into a new T
+// and, when that worked, hands it to validate. It returns nil when the document does
+// not decode.
+func decodeKube[T any](top map[string]any, js []byte, p problems, validate func(*T)) *T {
+	out := new(T)
+	if !decodeStrict(top, js, out, p) {
+		return nil
+	}
+	validate(out)
+	return out
+}
+
+// decodeIstio decodes an Istio object (decodeProtoObject) into a new message and, when
+// that worked, validates it. It returns nil when the document does not decode.
+func decodeIstio[T any, M interface {
+	*T
+	proto.Message
+}](top map[string]any, js []byte, p problems, validate func(M, problems)) M {
+	out := M(new(T))
+	if !decodeProtoObject(top, js, out, p) {
+		return nil
+	}
+	validate(out, p)
+	return out
 }
 
 // readHeader fills origin's kind, namespace and name from the document's top level,
