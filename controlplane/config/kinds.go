@@ -82,57 +82,52 @@ func IsLabDocument(apiVersion, k string) bool {
 	return apiVersion == workloadAPIVersion && k == "Lab"
 }
 
+// fixedKinds are the kinds other than Istio's and the pod-making Kubernetes kinds
+// (kubeWorkloadKinds) that meshlab reads, each under its one apiVersion.
+var fixedKinds = map[string]struct {
+	apiVersion string
+	kind       kind
+}{
+	"Service":        {serviceAPIVersion, kindService},
+	"Secret":         {coreAPIVersion, kindSecret},
+	"ConfigMap":      {coreAPIVersion, kindConfigMap},
+	"Namespace":      {coreAPIVersion, kindNamespace},
+	"ServiceAccount": {coreAPIVersion, kindServiceAccount},
+	"Workload":       {workloadAPIVersion, kindWorkload},
+	"MeshConfig":     {meshConfigAPIVersion, kindMeshConfig},
+}
+
+// fixedKind returns the one apiVersion of kind k (a fixed kind or a Kubernetes kind that
+// makes pods) and how it is decoded; kindRefused for any other kind.
+func fixedKind(k string) (string, kind) {
+	if f, ok := fixedKinds[k]; ok {
+		return f.apiVersion, f.kind
+	}
+	if v := kubeWorkloadKinds[k]; v != "" {
+		return v, kindKubeWorkload
+	}
+	return "", kindRefused
+}
+
+// fixedKindOK reports whether k is a kind fixedKind knows.
+func fixedKindOK(k string) bool {
+	_, kd := fixedKind(k)
+	return kd != kindRefused
+}
+
 // decoderFor says how to decode an object of the given apiVersion and kind, recording a
 // problem (and returning kindRefused) when meshlab does not read it.
 func decoderFor(apiVersion, k string, p problems) kind {
 	switch {
 	case isGatewayAPI(apiVersion):
 		return gatewayAPIDecoder(apiVersion, k, p)
-	case k == "Service":
-		if apiVersion != serviceAPIVersion {
-			p.addf("apiVersion", "%q is not an apiVersion of kind Service (want %q)", apiVersion, serviceAPIVersion)
-			return kindRefused
-		}
-		return kindService
-	case k == "Secret":
-		if apiVersion != coreAPIVersion {
-			p.addf("apiVersion", "%q is not an apiVersion of kind Secret (want %q)", apiVersion, coreAPIVersion)
-			return kindRefused
-		}
-		return kindSecret
-	case k == "ConfigMap":
-		if apiVersion != coreAPIVersion {
-			p.addf("apiVersion", "%q is not an apiVersion of kind ConfigMap (want %q)", apiVersion, coreAPIVersion)
-			return kindRefused
-		}
-		return kindConfigMap
-	case k == "Namespace" || k == "ServiceAccount":
-		if apiVersion != coreAPIVersion {
-			p.addf("apiVersion", "%q is not an apiVersion of kind %s (want %q)", apiVersion, k, coreAPIVersion)
-			return kindRefused
-		}
-		if k == "Namespace" {
-			return kindNamespace
-		}
-		return kindServiceAccount
-	case kubeWorkloadKinds[k] != "":
-		if want := kubeWorkloadKinds[k]; apiVersion != want {
+	case fixedKindOK(k):
+		want, kd := fixedKind(k)
+		if apiVersion != want {
 			p.addf("apiVersion", "%q is not an apiVersion of kind %s (want %q)", apiVersion, k, want)
 			return kindRefused
 		}
-		return kindKubeWorkload
-	case k == "Workload":
-		if apiVersion != workloadAPIVersion {
-			p.addf("apiVersion", "%q is not an apiVersion of kind Workload (want %q)", apiVersion, workloadAPIVersion)
-			return kindRefused
-		}
-		return kindWorkload
-	case k == "MeshConfig":
-		if apiVersion != meshConfigAPIVersion {
-			p.addf("apiVersion", "%q is not an apiVersion of kind MeshConfig (want %q)", apiVersion, meshConfigAPIVersion)
-			return kindRefused
-		}
-		return kindMeshConfig
+		return kd
 	case istioKinds[k] != "":
 		group := istioKinds[k]
 		if !strings.HasPrefix(apiVersion, group+"/") {

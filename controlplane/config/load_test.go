@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -404,5 +405,25 @@ func TestLoadBundledScenarios(t *testing.T) {
 		if _, err := Load(file, data); err != nil {
 			t.Errorf("bundled scenario %s does not load:\n%v", file, err)
 		}
+	}
+}
+
+// Every kind with one apiVersion refuses another, naming the one it wants.
+func TestFixedKindsRefuseOtherAPIVersions(t *testing.T) {
+	t.Parallel()
+	kinds := []string{"Service", "Secret", "ConfigMap", "Namespace", "ServiceAccount", "Workload", "MeshConfig", "Pod", "Deployment", "StatefulSet"}
+	for _, k := range kinds {
+		want, kd := fixedKind(k)
+		if kd == kindRefused {
+			t.Errorf("kind %s: not a fixed kind", k)
+			continue
+		}
+		_, err := Load("k.yaml", []byte("apiVersion: wrong/v9\nkind: "+k+"\nmetadata: {name: x}\n"))
+		if msg := fmt.Sprintf("apiVersion: \"wrong/v9\" is not an apiVersion of kind %s (want %q)", k, want); err == nil || !strings.Contains(err.Error(), msg) {
+			t.Errorf("kind %s: err = %v, want %q", k, err, msg)
+		}
+	}
+	if _, kd := fixedKind("VirtualService"); kd != kindRefused {
+		t.Errorf("VirtualService is an Istio kind, not a fixed one")
 	}
 }
