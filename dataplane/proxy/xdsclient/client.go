@@ -228,11 +228,6 @@ func (c *Client) connected(ok bool) {
 	}
 }
 
-type recvResult struct {
-	resp *discoveryv3.DiscoveryResponse
-	err  error
-}
-
 func (c *Client) stream(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -267,15 +262,30 @@ func (c *Client) stream(ctx context.Context) error {
 		return err
 	}
 	c.connected(true)
-	recv := make(chan recvResult)
+	return pump(ctx, cancel, c.kick, s.Recv, c.handle, send, func() error { return c.flush(send) })
+}
+
+// pump serves one ADS stream (state of the world or delta) once its first requests went
+// out: a goroutine receives the responses, and the loop answers each with handle's ACK
+// or NACK, then sends what subscriptions changed (flush), which it also does when
+// kicked, until ctx ends or the stream fails. cancel ends the receiving goroutine's
+// stream; pump waits for the goroutine before it returns.
+func pump[Resp, Req any](ctx context.Context, cancel context.CancelFunc, kick <-chan struct{},
+	recvFn func() (Resp, error), handle func(Resp) Req, send func(Req) error, flush func() error,
+) error {
+	type result struct {
+		resp Resp
+		err  error
+	}
+	recv := make(chan result)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		for {
-			resp, err := s.Recv()
+			resp, err := recvFn()
 			select {
-			case recv <- recvResult{resp, err}:
+			case recv <- result{resp, err}:
 			case <-ctx.Done():
 				return
 			}
@@ -290,18 +300,18 @@ func (c *Client) stream(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-c.kick:
-			if err := c.flush(send); err != nil {
+		case <-kick:
+			if err := flush(); err != nil {
 				return err
 			}
 		case r := <-recv:
 			if r.err != nil {
 				return fmt.Errorf("receive: %w", r.err)
 			}
-			if err := send(c.handle(r.resp)); err != nil {
+			if err := send(handle(r.resp)); err != nil {
 				return err
 			}
-			if err := c.flush(send); err != nil {
+			if err := flush(); err != nil {
 				return err
 			}
 		}

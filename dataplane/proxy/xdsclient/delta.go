@@ -6,7 +6,6 @@ import (
 	"maps"
 	"slices"
 	"sort"
-	"sync"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/genproto/googleapis/rpc/status"
@@ -56,49 +55,7 @@ func (c *Client) deltaStream(ctx context.Context) error {
 		return err
 	}
 	c.connected(true)
-	type result struct {
-		resp *discoveryv3.DeltaDiscoveryResponse
-		err  error
-	}
-	recv := make(chan result)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			resp, err := s.Recv()
-			select {
-			case recv <- result{resp, err}:
-			case <-ctx.Done():
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	defer wg.Wait()
-	defer cancel()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-c.kick:
-			if err := c.deltaFlush(send); err != nil {
-				return err
-			}
-		case r := <-recv:
-			if r.err != nil {
-				return fmt.Errorf("receive: %w", r.err)
-			}
-			if err := send(c.deltaHandle(r.resp)); err != nil {
-				return err
-			}
-			if err := c.deltaFlush(send); err != nil {
-				return err
-			}
-		}
-	}
+	return pump(ctx, cancel, c.kick, s.Recv, c.deltaHandle, send, func() error { return c.deltaFlush(send) })
 }
 
 // deltaHandle applies one incremental response to a copy of its type's resources and
