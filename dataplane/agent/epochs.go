@@ -93,8 +93,13 @@ type epochManager struct {
 	startPollInterval time.Duration // server_info polling until the epoch is live
 	pollInterval      time.Duration // and after, doubling while nothing changes
 	maxPollInterval   time.Duration // up to this: an idle pod's proxy is asked rarely
-	budget            int           // unexpected exits in a row before the pod is failed
-	liveTimeout       time.Duration // a new epoch must be LIVE within this
+	// An epoch still starting after startFastFor is asked every slowStartPollInterval:
+	// on a quiet machine a proxy is LIVE well within it; on a loaded one (a 100-pod up)
+	// fast polls of slow starters were a fifth of the agents' CPU.
+	startFastFor          time.Duration
+	slowStartPollInterval time.Duration
+	budget                int           // unexpected exits in a row before the pod is failed
+	liveTimeout           time.Duration // a new epoch must be LIVE within this
 
 	statusCh  chan exitStatus
 	restartCh chan restartReq
@@ -125,15 +130,18 @@ func newEpochManager(p proxy, info serverInfoReader, s agentapi.ProxySettings, t
 		startPollInterval: 50 * time.Millisecond,
 		pollInterval:      500 * time.Millisecond,
 		maxPollInterval:   5 * time.Second,
-		budget:            DefaultRestartBudget,
-		liveTimeout:       DefaultLiveTimeout,
-		statusCh:          make(chan exitStatus),
-		restartCh:         make(chan restartReq),
-		stopped:           make(chan struct{}),
-		activeEpochs:      make(map[int]chan error),
-		aborted:           make(map[int]error),
-		settings:          settingsWithDefaults(s),
-		changed:           make(chan struct{}),
+
+		startFastFor:          time.Second,
+		slowStartPollInterval: 200 * time.Millisecond,
+		budget:                DefaultRestartBudget,
+		liveTimeout:           DefaultLiveTimeout,
+		statusCh:              make(chan exitStatus),
+		restartCh:             make(chan restartReq),
+		stopped:               make(chan struct{}),
+		activeEpochs:          make(map[int]chan error),
+		aborted:               make(map[int]error),
+		settings:              settingsWithDefaults(s),
+		changed:               make(chan struct{}),
 	}
 }
 
@@ -451,7 +459,8 @@ func (m *epochManager) runWait(epoch int, s agentapi.ProxySettings, st *agentapi
 }
 
 // pollState follows one epoch's server_info state until ctx ends: often while it
-// starts, so readiness follows quickly, then at pollInterval, doubling up to
+// starts (every startPollInterval for startFastFor, then every slowStartPollInterval),
+// so readiness follows quickly, then at pollInterval, doubling up to
 // maxPollInterval while nothing changes, so that an idle pod's agent and proxy sleep.
 // Any change of the epochs (a new epoch, a state, an exit; notifyLocked) brings it back
 // to the start pace: a hot restart's parent sees its child's LIVE at once.
@@ -481,11 +490,16 @@ func (m *epochManager) pollState(ctx context.Context, st *agentapi.EpochStatus) 
 			case st.State == agentapi.EpochLive || st.State == agentapi.EpochDraining:
 				interval = min(max(2*interval, m.pollInterval), max(m.maxPollInterval, m.pollInterval))
 			}
-			if st.State == agentapi.EpochStarting {
-				interval = m.startPollInterval
-			}
 			m.mu.Unlock()
 		}
+		m.mu.Lock()
+		if st.State == agentapi.EpochStarting {
+			interval = m.startPollInterval
+			if time.Since(st.StartedAt) > m.startFastFor {
+				interval = max(m.slowStartPollInterval, m.startPollInterval)
+			}
+		}
+		m.mu.Unlock()
 		t := time.NewTimer(interval)
 		select {
 		case <-ctx.Done():

@@ -737,3 +737,29 @@ func TestEpochManagerReadsReadyWhileAlone(t *testing.T) {
 		t.Error("two epochs: no /server_info read")
 	}
 }
+
+// An epoch that takes long to start is asked less often after startFastFor, and is
+// still seen LIVE soon after it gets there.
+func TestEpochManagerSlowStarterIsAskedLessOften(t *testing.T) {
+	p := newFakeProxy()
+	p.setAutoLive(false)
+	ci := &countingInfo{r: p}
+	m, _, _ := startManager(t, p, 0, func(m *epochManager) {
+		m.info = ci
+		m.startPollInterval, m.startFastFor, m.slowStartPollInterval = time.Millisecond, 200*time.Millisecond, 100*time.Millisecond
+	})
+	recv(t, p)
+	time.Sleep(300 * time.Millisecond)
+	before := ci.n.Load()
+	time.Sleep(time.Second)
+	// At 1 ms this would be hundreds of reads; at 100 ms about 10.
+	if n := ci.n.Load() - before; n < 3 || n > 15 {
+		t.Errorf("starting epoch: %d state reads in 1s after its fast start, want about 10", n)
+	}
+	start := time.Now()
+	p.setState(0, adminv3.ServerInfo_LIVE)
+	waitLive(t, m, 0)
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("LIVE seen after %s, want within a slow poll interval", took)
+	}
+}
