@@ -592,9 +592,12 @@ func ResourceHost(name string) string {
 	if !ok {
 		return ""
 	}
-	parts := strings.SplitN(rest, "|", 3)
-	if len(parts) != 3 {
-		return ""
+	for range 2 { // past the port and the subset, without allocating
+		i := strings.IndexByte(rest, '|')
+		if i < 0 {
+			return ""
+		}
+		rest = rest[i+1:]
 	}
-	return parts[2]
+	return rest
 }

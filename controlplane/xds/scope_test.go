@@ -201,3 +201,20 @@ func checkScopeSuffices(t *testing.T, old, cur *model.Model, sc Scope) {
 		}
 	}
 }
+
+// TestResourceHost checks the host read from resource names: an outbound cluster's or
+// load assignment's, with or without a subset, and none from any other name.
+func TestResourceHost(t *testing.T) {
+	t.Parallel()
+	for name, want := range map[string]string{
+		OutboundClusterName(8080, "", "a.default.svc.cluster.local"):   "a.default.svc.cluster.local",
+		OutboundClusterName(9080, "v1", "b.default.svc.cluster.local"): "b.default.svc.cluster.local",
+		InboundClusterName(8080): "",
+		"PassthroughCluster":     "",
+		"outbound|8080":          "",
+	} {
+		if got := ResourceHost(name); got != want {
+			t.Errorf("ResourceHost(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
