@@ -163,14 +163,15 @@ func GenerateShared(m *model.Model, pod *model.Pod, sh *Shared, typs ...resource
 type Scope struct {
 	// Types are generated again, whole, for every proxy.
 	Types []resource.Type
-	// Hosts are the hostnames of Services whose outbound clusters and load assignments
-	// are generated again for every proxy, the other hosts' kept (GenerateHosts), where
-	// ClusterType or EndpointType is not in Types: the Services a change adds, removes
-	// or edits, and those selecting a pod that came, went or changed.
+	// Hosts are the hostnames whose outbound clusters and load assignments are generated
+	// again for every proxy, the other hosts' kept (GenerateHosts), where ClusterType or
+	// EndpointType is not in Types: the Services a change adds, removes or edits, those
+	// selecting a pod that came, went or changed, and the hosts of changed
+	// DestinationRules.
 	Hosts map[string]bool
 	// Pods are the node ids of proxies whose every type is generated again: a pod that
 	// changed in place or that a changed Service selects (its inbound side), and on any
-	// Service or pod change the gateways and proxyless pods, whose generators read
+	// Service, pod or DestinationRule change the gateways and proxyless pods, whose generators read
 	// services and endpoints in other ways.
 	Pods map[string]bool
 }
@@ -179,8 +180,9 @@ type Scope struct {
 // generation reads. Istio's networking objects: when only VirtualServices differ,
 // routes, and listeners too when a VirtualService of either model has TCP or TLS routes
 // (those are in listeners, and which VirtualService a host takes may change with any);
-// when only DestinationRules differ, clusters, endpoints (subsets) and secrets (a rule's
-// credentialName brings the Secret's SDS resources). Pods (an endpoint
+// DestinationRules: the clusters and load assignments (subsets) of the hosts a changed
+// rule resolves to, and every proxy's secrets (a rule's credentialName brings the
+// Secret's SDS resources). Pods (an endpoint
 // change): the clusters and load assignments of the Services selecting a pod that came,
 // went or changed (its labels pick subsets, its service account the clusters' SANs, its
 // sidecar the endpoint's mTLS mark), and that pod whole. Services: their clusters and
@@ -222,19 +224,29 @@ func ChangeScope(old, cur *model.Model) Scope {
 			add(resource.ListenerType)
 		}
 	}
-	if !equalValue(reflect.ValueOf(old.Istio.DestinationRules), reflect.ValueOf(cur.Istio.DestinationRules)) {
-		// Secrets too: a rule's credentialName brings the Secret's SDS resources.
-		add(resource.ClusterType, resource.EndpointType, resource.SecretType)
+	sc := Scope{Hosts: map[string]bool{}, Pods: map[string]bool{}}
+	// A DestinationRule shapes the clusters and load assignments (subsets) of the one host
+	// it resolves to (destinationRuleFor matches hosts exactly), in either model; its
+	// credentialName brings secrets, generated whole.
+	drs := changedObjects(old.Istio.DestinationRules, cur.Istio.DestinationRules,
+		func(d *model.IstioConfig[*networking.DestinationRule]) string { return d.Namespace + "/" + d.Name })
+	for _, c := range drs {
+		for _, d := range []*model.IstioConfig[*networking.DestinationRule]{c.old, c.cur} {
+			if d != nil {
+				sc.Hosts[resolveHost(old, d.Spec.GetHost(), d.Namespace)] = true
+				sc.Hosts[resolveHost(cur, d.Spec.GetHost(), d.Namespace)] = true
+			}
+		}
+		add(resource.SecretType)
 	}
 	svcs := changedObjects(old.Services, cur.Services, func(s *model.Service) string { return s.Namespace + "/" + s.Name })
 	pods := changedObjects(old.Pods, cur.Pods, func(p *model.Pod) string { return p.Namespace + "/" + p.Name })
-	if len(svcs) == 0 && len(pods) == 0 {
+	if len(svcs) == 0 && len(pods) == 0 && len(drs) == 0 {
 		return Scope{Types: typs}
 	}
 	if len(pods) > 0 && entriesNamePods(cur) {
 		return full
 	}
-	sc := Scope{Hosts: map[string]bool{}, Pods: map[string]bool{}}
 	if len(svcs) > 0 {
 		var short []string
 		for _, c := range svcs {
@@ -286,7 +298,7 @@ func ChangeScope(old, cur *model.Model) Scope {
 			}
 		}
 	}
-	for _, p := range cur.Pods {
+	for _, p := range cur.Pods { // their generators read services, endpoints and rules in other ways
 		if p.Sidecar.Inject && (p.Router || p.Sidecar.GRPCAgent) {
 			sc.Pods[p.NodeID()] = true
 		}

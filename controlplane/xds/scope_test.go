@@ -72,7 +72,19 @@ func TestChangeScope(t *testing.T) {
 			m.Istio.DestinationRules = []*model.IstioConfig[*networking.DestinationRule]{{Name: "b", Namespace: "default",
 				Spec: &networking.DestinationRule{Host: "backend"}}}
 			return m
-		}, want: Scope{Types: []resource.Type{resource.ClusterType, resource.EndpointType, resource.SecretType}}},
+		}, want: Scope{Types: []resource.Type{resource.SecretType}, Hosts: map[string]bool{host("backend"): true}, Pods: map[string]bool{}}},
+		{name: "DestinationRule subsets beside a gateway",
+			base: withPods(func(ps []*model.Pod) []*model.Pod {
+				return append(ps, &model.Pod{Name: "gw", Namespace: "default", Labels: map[string]string{"istio": "ingressgateway"},
+					IP: netip.MustParseAddr("10.244.0.8"), Router: true, Sidecar: model.SidecarSpec{Inject: true}})
+			}),
+			change: func(m *model.Model) *model.Model {
+				m.Istio.DestinationRules = []*model.IstioConfig[*networking.DestinationRule]{{Name: "b", Namespace: "default",
+					Spec: &networking.DestinationRule{Host: "backend.default.svc.cluster.local", Subsets: []*networking.Subset{
+						{Name: "v2", Labels: map[string]string{"version": "v2"}}}}}}
+				return m
+			}, want: Scope{Types: []resource.Type{resource.SecretType}, Hosts: map[string]bool{host("backend"): true}, Pods: map[string]bool{
+				(&model.Pod{Name: "gw", Namespace: "default", IP: netip.MustParseAddr("10.244.0.8"), Router: true}).NodeID(): true}}},
 		{name: "endpoint without a sidecar", change: withPods(func(ps []*model.Pod) []*model.Pod { return append(ps, plainPod) }),
 			want: Scope{Hosts: map[string]bool{host("backend"): true}, Pods: map[string]bool{}}},
 		{name: "endpoint with a sidecar", change: withPods(func(ps []*model.Pod) []*model.Pod {
