@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"maps"
@@ -23,19 +24,9 @@ func newDescribeServiceCmd(g *globalFlags) *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeServices(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			c, err := g.apiClient()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			v, err := c.DescribeService(cmd.Context(), namespace, args[0])
-			if err != nil {
-				return err
-			}
-			return printOutput(cmd.OutOrStdout(), output, v, func(w io.Writer) error { return printServiceView(w, v) })
+			return queryLab(cmd, g, output, func(ctx context.Context, c *api.Client) (api.ServiceView, error) {
+				return c.DescribeService(ctx, namespace, args[0])
+			}, printServiceView)
 		},
 	}
 	addOutputFlag(cmd, &output)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 
@@ -25,19 +26,9 @@ old -> new values.`,
 		SilenceUsage:      true,
 		SilenceErrors:     true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			c, err := g.apiClient()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			d, err := c.PodDiff(cmd.Context(), args[0], args[1], args[2])
-			if err != nil {
-				return err
-			}
-			return printOutput(cmd.OutOrStdout(), output, d, func(w io.Writer) error { return printDiff(w, d) })
+			return queryLab(cmd, g, output, func(ctx context.Context, c *api.Client) (api.ConfigDiff, error) {
+				return c.PodDiff(ctx, args[0], args[1], args[2])
+			}, printDiff)
 		},
 	}
 	addOutputFlag(cmd, &output)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -95,19 +96,7 @@ func newFaultListCmd(g *globalFlags) *cobra.Command {
 		Short: "List the faults in force",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			c, err := g.apiClient()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			fs, err := c.Faults(cmd.Context())
-			if err != nil {
-				return err
-			}
-			return printOutput(cmd.OutOrStdout(), output, fs, func(w io.Writer) error { return printFaults(w, fs, time.Now()) })
+			return queryLab(cmd, g, output, func(ctx context.Context, c *api.Client) ([]api.Fault, error) { return c.Faults(ctx) }, func(w io.Writer, fs []api.Fault) error { return printFaults(w, fs, time.Now()) })
 		},
 	}
 	addOutputFlag(cmd, &output)

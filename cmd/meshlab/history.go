@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -26,19 +27,9 @@ func newHistoryCmd(g *globalFlags) *cobra.Command {
 		SilenceUsage:      true,
 		SilenceErrors:     true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			c, err := g.apiClient()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			h, err := c.PodHistory(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			return printOutput(cmd.OutOrStdout(), output, h, func(w io.Writer) error { return printHistory(w, h) })
+			return queryLab(cmd, g, output, func(ctx context.Context, c *api.Client) (api.PodHistory, error) {
+				return c.PodHistory(ctx, args[0])
+			}, printHistory)
 		},
 	}
 	addOutputFlag(cmd, &output)

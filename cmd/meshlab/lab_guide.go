@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -148,19 +149,7 @@ func newLabShowCmd(g *globalFlags) *cobra.Command {
 		Short: "Show the current step of a started lab: its instructions and the commands to run",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			c, err := g.apiClient()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			st, err := c.Guide(cmd.Context())
-			if err != nil {
-				return err
-			}
-			return printOutput(cmd.OutOrStdout(), output, st, func(w io.Writer) error {
+			return queryLab(cmd, g, output, func(ctx context.Context, c *api.Client) (api.GuideState, error) { return c.Guide(ctx) }, func(w io.Writer, st api.GuideState) error {
 				fmt.Fprintf(w, "%s (%d of %d steps passed)\n", st.Title, st.Passed, st.Steps)
 				printGuideState(w, st)
 				return nil

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
+
+	"github.com/meshlab/meshlab/api"
 )
 
 // addOutputFlag registers the -o flag every verb that prints data shares, with its
@@ -46,4 +49,22 @@ func printOutput(w io.Writer, format string, v any, text func(io.Writer) error) 
 		return text(w)
 	}
 	return checkOutput(format)
+}
+
+// queryLab is the whole run of a verb that reads the lab: it checks -o, asks the lab API
+// with ask, and prints the answer as JSON or YAML, or with text.
+func queryLab[T any](cmd *cobra.Command, g *globalFlags, output string, ask func(context.Context, *api.Client) (T, error), text func(io.Writer, T) error) error {
+	if err := checkOutput(output); err != nil {
+		return err
+	}
+	c, err := g.apiClient()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	v, err := ask(cmd.Context(), c)
+	if err != nil {
+		return err
+	}
+	return printOutput(cmd.OutOrStdout(), output, v, func(w io.Writer) error { return text(w, v) })
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"slices"
@@ -22,19 +23,10 @@ func newProxyStatusCmd(g *globalFlags) *cobra.Command {
 		Short: "Show whether every proxy runs the latest config (SYNCED, STALE or NACK), like istioctl proxy-status",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			c, err := g.apiClient()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			st, err := c.ProxyStatus(cmd.Context())
-			if err != nil {
-				return err
-			}
-			return printOutput(cmd.OutOrStdout(), output, nonNil(st), func(w io.Writer) error { return printProxyStatus(w, st) })
+			return queryLab(cmd, g, output, func(ctx context.Context, c *api.Client) ([]api.ProxyStatus, error) {
+				st, err := c.ProxyStatus(ctx)
+				return nonNil(st), err
+			}, printProxyStatus)
 		},
 	}
 	addOutputFlag(cmd, &output)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"sort"
@@ -30,19 +31,9 @@ listener and filter chain, RBAC decision, and the app's answer.`,
 		SilenceUsage:      true,
 		SilenceErrors:     true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			c, err := g.apiClient()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			res, err := c.Trace(cmd.Context(), api.TraceRequest{Pod: args[0], Target: args[1]})
-			if err != nil {
-				return err
-			}
-			return printOutput(cmd.OutOrStdout(), output, res, func(w io.Writer) error { return printTrace(w, res) })
+			return queryLab(cmd, g, output, func(ctx context.Context, c *api.Client) (api.TraceResult, error) {
+				return c.Trace(ctx, api.TraceRequest{Pod: args[0], Target: args[1]})
+			}, printTrace)
 		},
 	}
 	addOutputFlag(cmd, &output)
