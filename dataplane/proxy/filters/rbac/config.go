@@ -8,6 +8,7 @@ import (
 	rbacv3 "github.com/envoyproxy/go-control-plane/envoy/config/rbac/v3"
 	httprbacv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
 	netrbacv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/rbac/v3"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/fieldcheck"
@@ -72,17 +73,7 @@ type NetworkConfig struct {
 // CompileHTTP validates and compiles an HTTP RBAC typed_config. Fields the proxy does
 // not implement (shadow_rules, matcher, conditions, metadata matchers...) are refused.
 func CompileHTTP(a *anypb.Any) (*HTTPConfig, error) {
-	var r httprbacv3.RBAC
-	if err := a.UnmarshalTo(&r); err != nil {
-		return nil, fmt.Errorf("unpack RBAC: %w", err)
-	}
-	if err := r.ValidateAll(); err != nil {
-		return nil, err
-	}
-	if err := httpAllow.Check(&r); err != nil {
-		return nil, err
-	}
-	e, err := compileRules(r.GetRules())
+	r, e, err := compile[httprbacv3.RBAC](a, httpAllow)
 	if err != nil {
 		return nil, err
 	}
@@ -91,21 +82,36 @@ func CompileHTTP(a *anypb.Any) (*HTTPConfig, error) {
 
 // CompileNetwork validates and compiles a network RBAC typed_config.
 func CompileNetwork(a *anypb.Any) (*NetworkConfig, error) {
-	var r netrbacv3.RBAC
-	if err := a.UnmarshalTo(&r); err != nil {
-		return nil, fmt.Errorf("unpack RBAC: %w", err)
-	}
-	if err := r.ValidateAll(); err != nil {
-		return nil, err
-	}
-	if err := networkAllow.Check(&r); err != nil {
-		return nil, err
-	}
-	e, err := compileRules(r.GetRules())
+	r, e, err := compile[netrbacv3.RBAC](a, networkAllow)
 	if err != nil {
 		return nil, err
 	}
 	return &NetworkConfig{Engine: e, StatPrefix: r.GetStatPrefix()}, nil
+}
+
+// compile unpacks a typed_config of either RBAC filter (HTTP or network), validates it,
+// refuses the fields allow does not list and compiles its rules.
+func compile[T any, M interface {
+	*T
+	proto.Message
+	ValidateAll() error
+	GetRules() *rbacv3.RBAC
+}](a *anypb.Any, allow fieldcheck.Allow) (M, *Engine, error) {
+	r := M(new(T))
+	if err := a.UnmarshalTo(r); err != nil {
+		return nil, nil, fmt.Errorf("unpack RBAC: %w", err)
+	}
+	if err := r.ValidateAll(); err != nil {
+		return nil, nil, err
+	}
+	if err := allow.Check(r); err != nil {
+		return nil, nil, err
+	}
+	e, err := compileRules(r.GetRules())
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, e, nil
 }
 
 func compileRules(r *rbacv3.RBAC) (*Engine, error) {

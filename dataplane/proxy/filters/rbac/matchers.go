@@ -96,11 +96,17 @@ func compilePermission(p *rbacv3.Permission) (matchFunc, error) {
 }
 
 func compilePermissions(ps []*rbacv3.Permission, field string) ([]matchFunc, error) {
-	out := make([]matchFunc, 0, len(ps))
-	for i, p := range ps {
-		m, err := compilePermission(p)
+	return compileEach(ps, field+".rules", compilePermission)
+}
+
+// compileEach compiles the rules of a list field (and_rules.rules, or_ids.ids...), an
+// error naming the element at fault.
+func compileEach[T any](items []T, field string, compile func(T) (matchFunc, error)) ([]matchFunc, error) {
+	out := make([]matchFunc, 0, len(items))
+	for i, it := range items {
+		m, err := compile(it)
 		if err != nil {
-			return nil, fmt.Errorf("%s.rules[%d].%w", field, i, err)
+			return nil, fmt.Errorf("%s[%d].%w", field, i, err)
 		}
 		out = append(out, m)
 	}
@@ -154,15 +160,7 @@ func compilePrincipal(p *rbacv3.Principal) (matchFunc, error) {
 }
 
 func compilePrincipals(ps []*rbacv3.Principal, field string) ([]matchFunc, error) {
-	out := make([]matchFunc, 0, len(ps))
-	for i, p := range ps {
-		m, err := compilePrincipal(p)
-		if err != nil {
-			return nil, fmt.Errorf("%s.ids[%d].%w", field, i, err)
-		}
-		out = append(out, m)
-	}
-	return out, nil
+	return compileEach(ps, field+".ids", compilePrincipal)
 }
 
 // compileAuthenticated matches as Envoy's AuthenticatedMatcher: a TLS connection with a

@@ -167,6 +167,9 @@ func TestAllowNothingAndNoRules(t *testing.T) {
 func TestCompileRefusesWhatIsNotImplemented(t *testing.T) {
 	//nolint:staticcheck // the deprecated metadata permission Envoy still honours
 	meta := &rbacv3.Permission{Rule: &rbacv3.Permission_Metadata{Metadata: &matcherv3.MetadataMatcher{Filter: "f", Path: []*matcherv3.MetadataMatcher_PathSegment{{Segment: &matcherv3.MetadataMatcher_PathSegment_Key{Key: "k"}}}, Value: &matcherv3.ValueMatcher{MatchPattern: &matcherv3.ValueMatcher_DoubleMatch{DoubleMatch: &matcherv3.DoubleMatcher{MatchPattern: &matcherv3.DoubleMatcher_Exact{Exact: 1}}}}}}}
+	badPath := &rbacv3.Permission{Rule: &rbacv3.Permission_UrlPath{UrlPath: &matcherv3.PathMatcher{Rule: &matcherv3.PathMatcher_Path{Path: regex("(")}}}}
+	andRules := &rbacv3.Permission{Rule: &rbacv3.Permission_AndRules{AndRules: &rbacv3.Permission_Set{Rules: []*rbacv3.Permission{anyPerm, badPath}}}}
+	orIDs := &rbacv3.Principal{Identifier: &rbacv3.Principal_OrIds{OrIds: &rbacv3.Principal_Set{Ids: []*rbacv3.Principal{anyID, anyID, authn(regex("("))}}}}
 	tests := []struct {
 		name string
 		msg  proto.Message
@@ -177,6 +180,8 @@ func TestCompileRefusesWhatIsNotImplemented(t *testing.T) {
 		{"metadata_double_match", &httprbacv3.RBAC{Rules: &rbacv3.RBAC{Policies: map[string]*rbacv3.Policy{"p": {Permissions: []*rbacv3.Permission{meta}, Principals: []*rbacv3.Principal{anyID}}}}}, false, "rules.policies[p].permissions[0].metadata.value.double_match: field is not supported"},
 		{"log_action", &httprbacv3.RBAC{Rules: &rbacv3.RBAC{Action: rbacv3.RBAC_LOG}}, false, "rules.action: LOG is not supported"},
 		{"network_shadow", &netrbacv3.RBAC{StatPrefix: "tcp.", ShadowRules: &rbacv3.RBAC{}}, true, "shadow_rules: field is not supported"},
+		{"nested_and_rules", &httprbacv3.RBAC{Rules: &rbacv3.RBAC{Policies: map[string]*rbacv3.Policy{"p": {Permissions: []*rbacv3.Permission{andRules}, Principals: []*rbacv3.Principal{anyID}}}}}, false, "rules.policies[p].permissions[0].and_rules.rules[1].url_path.path.safe_regex.regex"},
+		{"nested_or_ids", &netrbacv3.RBAC{StatPrefix: "tcp.", Rules: &rbacv3.RBAC{Policies: map[string]*rbacv3.Policy{"p": {Permissions: []*rbacv3.Permission{anyPerm}, Principals: []*rbacv3.Principal{orIDs}}}}}, true, "rules.policies[p].principals[0].or_ids.ids[2].authenticated.principal_name.safe_regex.regex"},
 		{"bad_regex", &netrbacv3.RBAC{StatPrefix: "tcp.", Rules: &rbacv3.RBAC{Policies: map[string]*rbacv3.Policy{"p": {Permissions: []*rbacv3.Permission{anyPerm}, Principals: []*rbacv3.Principal{authn(regex("("))}}}}}, true, "rules.policies[p].principals[0].authenticated.principal_name.safe_regex.regex"},
 	}
 	for _, tc := range tests {
