@@ -41,7 +41,8 @@ import (
 // over real gRPC on the server's unix socket, which behave as Envoy: CDS and LDS
 // wildcard, then EDS and RDS by the names those name, ACKing every response and decoding
 // only what changed) to a discovery server, then times the common changes from the
-// Update call to every proxy having ACKed its new version of every type. The proxies run
+// Update call to every proxy having ACKed, of every type, the version the type last
+// changed in (a change pushes only the types it touches: sotwcache.go). The proxies run
 // in a child process (TestPilotLoadClients; MESHLAB_LOAD_INPROC=1 keeps them in), so
 // the CPU, heap and RSS reported are the server's. Sizes: 100 proxies (50 services x 2,
 // the 100-pod lab) and 1000 proxies (100 services x 10);
