@@ -118,26 +118,13 @@ func sortedClusters(d *ConfigDump) ([]*clusterv3.Cluster, error) {
 	if !ok {
 		return nil, errNoSection(dump)
 	}
-	var clusters []*clusterv3.Cluster
-	for _, c := range dump.GetDynamicActiveClusters() {
-		if c.GetCluster() == nil {
-			continue
-		}
-		cl, err := unpack(c.GetCluster(), &clusterv3.Cluster{})
-		if err != nil {
-			return nil, fmt.Errorf("decode dynamic cluster %s: %w", c.GetCluster().GetTypeUrl(), err)
-		}
-		clusters = append(clusters, cl)
+	clusters, err := unpackEach([]*clusterv3.Cluster(nil), dump.GetDynamicActiveClusters(), (*adminv3.ClustersConfigDump_DynamicCluster).GetCluster, "dynamic cluster")
+	if err != nil {
+		return nil, err
 	}
-	for _, c := range dump.GetStaticClusters() {
-		if c.GetCluster() == nil {
-			continue
-		}
-		cl, err := unpack(c.GetCluster(), &clusterv3.Cluster{})
-		if err != nil {
-			return nil, fmt.Errorf("decode static cluster %s: %w", c.GetCluster().GetTypeUrl(), err)
-		}
-		clusters = append(clusters, cl)
+	clusters, err = unpackEach(clusters, dump.GetStaticClusters(), (*adminv3.ClustersConfigDump_StaticCluster).GetCluster, "static cluster")
+	if err != nil {
+		return nil, err
 	}
 	if len(clusters) == 0 {
 		return nil, noneFound("clusters")

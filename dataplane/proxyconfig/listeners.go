@@ -12,6 +12,7 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tcpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	"google.golang.org/protobuf/types/known/anypb"
 )
 
 const (
@@ -139,27 +140,16 @@ func listListeners(d *ConfigDump) ([]*listenerv3.Listener, error) {
 	if !ok {
 		return nil, fmt.Errorf("listener dump: %w", errNoSection(dump))
 	}
-	var out []*listenerv3.Listener
-	for _, l := range dump.GetDynamicListeners() {
-		a := l.GetActiveState().GetListener()
-		if a == nil {
-			continue
-		}
-		lis, err := unpack(a, &listenerv3.Listener{})
-		if err != nil {
-			return nil, fmt.Errorf("decode listener %s: %w", l.GetName(), err)
-		}
-		out = append(out, lis)
+	activeListener := func(l *adminv3.ListenersConfigDump_DynamicListener) *anypb.Any {
+		return l.GetActiveState().GetListener()
 	}
-	for _, l := range dump.GetStaticListeners() {
-		if l.GetListener() == nil {
-			continue
-		}
-		lis, err := unpack(l.GetListener(), &listenerv3.Listener{})
-		if err != nil {
-			return nil, fmt.Errorf("decode static listener: %w", err)
-		}
-		out = append(out, lis)
+	out, err := unpackEach([]*listenerv3.Listener(nil), dump.GetDynamicListeners(), activeListener, "listener")
+	if err != nil {
+		return nil, err
+	}
+	out, err = unpackEach(out, dump.GetStaticListeners(), (*adminv3.ListenersConfigDump_StaticListener).GetListener, "static listener")
+	if err != nil {
+		return nil, err
 	}
 	if len(out) == 0 {
 		return nil, noneFound("listeners")

@@ -137,6 +137,27 @@ func unpack[T proto.Message](a *anypb.Any, m T) (T, error) {
 	return m, err
 }
 
+// unpackEach appends to out the resource get finds in each item of a dump section,
+// decoded into a new M; items without one (a warming or removed entry) are skipped. A
+// decoding failure names what was decoded and its type URL.
+func unpackEach[S any, T any, M interface {
+	*T
+	proto.Message
+}](out []M, items []S, get func(S) *anypb.Any, what string) ([]M, error) {
+	for _, it := range items {
+		a := get(it)
+		if a == nil {
+			continue
+		}
+		m, err := unpack(a, M(new(T)))
+		if err != nil {
+			return nil, fmt.Errorf("decode %s %s: %w", what, a.GetTypeUrl(), err)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
 // marshalList renders msgs as istioctl's proto.MessageSlice through
 // json.MarshalIndent(..., "", "    "): protobuf JSON names, four-space indent.
 func marshalList[T proto.Message](msgs []T, format Format) ([]byte, error) {

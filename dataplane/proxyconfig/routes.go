@@ -83,26 +83,13 @@ func sortedRoutes(d *ConfigDump) ([]*routev3.RouteConfiguration, error) {
 	if !ok {
 		return nil, errNoSection(dump)
 	}
-	var routes []*routev3.RouteConfiguration
-	for _, r := range dump.GetDynamicRouteConfigs() {
-		if r.GetRouteConfig() == nil {
-			continue
-		}
-		rc, err := unpack(r.GetRouteConfig(), &routev3.RouteConfiguration{})
-		if err != nil {
-			return nil, fmt.Errorf("decode route configuration: %w", err)
-		}
-		routes = append(routes, rc)
+	routes, err := unpackEach([]*routev3.RouteConfiguration(nil), dump.GetDynamicRouteConfigs(), (*adminv3.RoutesConfigDump_DynamicRouteConfig).GetRouteConfig, "route configuration")
+	if err != nil {
+		return nil, err
 	}
-	for _, r := range dump.GetStaticRouteConfigs() {
-		if r.GetRouteConfig() == nil {
-			continue
-		}
-		rc, err := unpack(r.GetRouteConfig(), &routev3.RouteConfiguration{})
-		if err != nil {
-			return nil, fmt.Errorf("decode static route configuration: %w", err)
-		}
-		routes = append(routes, rc)
+	routes, err = unpackEach(routes, dump.GetStaticRouteConfigs(), (*adminv3.RoutesConfigDump_StaticRouteConfig).GetRouteConfig, "static route configuration")
+	if err != nil {
+		return nil, err
 	}
 	if len(routes) == 0 {
 		return nil, noneFound("routes")
