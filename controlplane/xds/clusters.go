@@ -8,19 +8,25 @@ import (
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	caresv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/network/dns_resolver/cares/v3"
 	upstreamhttp "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	xdstype "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/meshlab/meshlab/controlplane/model"
 )
 
-// dnsRefreshRate is how often a STRICT_DNS cluster re-resolves (Istio's mesh default).
-var dnsRefreshRate = durationpb.New(60e9)
+// dnsRefreshRate is how often a STRICT_DNS cluster re-resolves (Istio's mesh default),
+// and dnsJitter the random extra istiod adds to each refresh (PILOT_DNS_JITTER_DURATION).
+var (
+	dnsRefreshRate = durationpb.New(60e9)
+	dnsJitter      = durationpb.New(100e6)
+)
 
 // clusters returns the proxy's clusters: for each service port in the model an outbound
 // cluster plus one per subset of its DestinationRule, an inbound cluster per app port of
@@ -164,8 +170,14 @@ func outboundCluster(m *model.Model, sp servicePort, oc outboundClusterSpec) (*c
 	case sp.dnsResolved():
 		c.ClusterDiscoveryType = &cluster.Cluster_Type{Type: cluster.Cluster_STRICT_DNS}
 		c.DnsLookupFamily = cluster.Cluster_V4_ONLY
-		c.DnsRefreshRate = dnsRefreshRate //nolint:staticcheck // deprecated, and istiod still sets it on DNS clusters.
-		c.RespectDnsTtl = true            //nolint:staticcheck // as above.
+		c.DnsRefreshRate = dnsRefreshRate                                                           //nolint:staticcheck // deprecated, and istiod still sets it on DNS clusters.
+		c.RespectDnsTtl = true                                                                      //nolint:staticcheck // as above.
+		c.DnsJitter = dnsJitter                                                                     //nolint:staticcheck // as above.
+		cares, err := typed(&caresv3.CaresDnsResolverConfig{UdpMaxQueries: wrapperspb.UInt32(100)}) // PILOT_DNS_CARES_UDP_MAX_QUERIES
+		if err != nil {
+			return nil, err
+		}
+		c.TypedDnsResolverConfig = &core.TypedExtensionConfig{Name: "envoy.network.dns_resolver.cares", TypedConfig: cares}
 		c.LoadAssignment = loadAssignment(m, oc.name, subsetInstances(sp.instances(m), oc.labels))
 	default:
 		c.ClusterDiscoveryType = &cluster.Cluster_Type{Type: cluster.Cluster_EDS}

@@ -223,7 +223,7 @@ func gatewayListener(m *model.Model, port uint16, servers []gatewayServer) (*lis
 		MaxConnectionsToAcceptPerSocketEvent: wrapperspb.UInt32(maxConnectionsPerSocketEvent),
 	}
 	if sni {
-		ti, err := typed(&tlsinspector.TlsInspector{})
+		ti, err := typed(&tlsinspector.TlsInspector{InitialReadBufferSize: wrapperspb.UInt32(512)}) // istiod's xdsfilters.TLSInspector
 		if err != nil {
 			return nil, err
 		}

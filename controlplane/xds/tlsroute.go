@@ -143,7 +143,7 @@ func outboundNetworkListener(name, addr string, port uint16, chains []networkCha
 		ListenerFiltersTimeout:           durationpb.New(0),
 	}
 	if slices.ContainsFunc(chains, func(c networkChain) bool { return len(c.sni) > 0 }) {
-		ti, err := typed(&tlsinspector.TlsInspector{})
+		ti, err := typed(&tlsinspector.TlsInspector{InitialReadBufferSize: wrapperspb.UInt32(512)}) // istiod's xdsfilters.TLSInspector
 		if err != nil {
 			return nil, err
 		}

@@ -4,12 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"strings"
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	caresv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/network/dns_resolver/cares/v3"
+
+	"github.com/meshlab/meshlab/dataplane/proxy/fieldcheck"
 )
 
 // DefaultDNSServer is where STRICT_DNS clusters send their queries: the pod agent's DNS
@@ -21,7 +26,19 @@ const DefaultDNSServer = "127.0.0.1:15053"
 type DNSConfig struct {
 	Targets     []DNSTarget
 	RefreshRate time.Duration // dns_refresh_rate, default 5s
-	V4Only      bool          // dns_lookup_family V4_ONLY
+	// Jitter is dns_jitter: each refresh waits a random extra in [0, Jitter), so many
+	// proxies do not ask at once (istiod sets 100ms on its DNS clusters); 0 is none.
+	Jitter time.Duration
+	V4Only bool // dns_lookup_family V4_ONLY
+}
+
+// nextRefresh returns how long to wait before the next resolution: the refresh rate
+// plus rnd(Jitter) when there is jitter (rnd returns a value in [0, n), as rand.N).
+func (d *DNSConfig) nextRefresh(rnd func(n time.Duration) time.Duration) time.Duration {
+	if d.Jitter <= 0 {
+		return d.RefreshRate
+	}
+	return d.RefreshRate + rnd(d.Jitter)
 }
 
 // DNSTarget is one endpoint of a STRICT_DNS load assignment: a name (or literal IP) and
@@ -50,6 +67,12 @@ func (cfg *Config) fillDNS(c *clusterv3.Cluster) error {
 	if r := c.GetDnsRefreshRate(); r != nil { //nolint:staticcheck // Istio still sends the deprecated dns_refresh_rate and Envoy honours it
 		d.RefreshRate = r.AsDuration()
 	}
+	if err := checkDNSResolver(c.GetTypedDnsResolverConfig()); err != nil {
+		return fmt.Errorf("typed_dns_resolver_config.%w", err)
+	}
+	if j := c.GetDnsJitter(); j != nil { //nolint:staticcheck // istiod still sets the deprecated dns_jitter and Envoy honours it
+		d.Jitter = j.AsDuration()
+	}
 	switch c.GetDnsLookupFamily() {
 	case clusterv3.Cluster_V4_ONLY:
 		d.V4Only = true
@@ -73,6 +96,34 @@ func (cfg *Config) fillDNS(c *clusterv3.Cluster) error {
 	return nil
 }
 
+// caresName is Envoy's c-ares DNS resolver, the one istiod names on its DNS clusters.
+const caresName = "envoy.network.dns_resolver.cares"
+
+// caresAllow lists what the proxy honours of the c-ares resolver's config: only
+// udp_max_queries (istiod sets 100), a limit on queries per UDP socket before c-ares opens
+// a new one, which changes nothing the proxy's resolver shows (it asks the agent's DNS
+// proxy one query per socket). Resolver addresses and the other options are refused.
+var caresAllow = fieldcheck.Allow{"envoy.extensions.network.dns_resolver.cares.v3.CaresDnsResolverConfig": {"udp_max_queries"}}
+
+// checkDNSResolver accepts a STRICT_DNS cluster's typed_dns_resolver_config when it is
+// c-ares with what caresAllow lists, and refuses any other resolver by name.
+func checkDNSResolver(tc *corev3.TypedExtensionConfig) error {
+	if tc == nil {
+		return nil
+	}
+	m, err := tc.GetTypedConfig().UnmarshalNew()
+	if err != nil {
+		return fmt.Errorf("typed_config: %w", err)
+	}
+	if _, ok := m.(*caresv3.CaresDnsResolverConfig); !ok || tc.GetName() != caresName {
+		return fmt.Errorf("name: unsupported DNS resolver %s (%s); meshlab proxy resolves with %s's options only", tc.GetName(), m.ProtoReflect().Descriptor().FullName(), caresName)
+	}
+	if err := caresAllow.Check(m); err != nil {
+		return fmt.Errorf("typed_config.%w", err)
+	}
+	return nil
+}
+
 // resolveLoop resolves the cluster's targets now and every refresh interval until ctx
 // ends, replacing the host set after each successful resolution (Envoy keeps the last
 // good hosts when a resolution fails). respect_dns_ttl is accepted but the refresh rate
@@ -89,7 +140,7 @@ func (c *Cluster) resolveLoop(ctx context.Context, r Resolver) {
 		} else if ctx.Err() == nil {
 			failure.Inc()
 		}
-		t := time.NewTimer(c.cfg.DNS.RefreshRate)
+		t := time.NewTimer(c.cfg.DNS.nextRefresh(rand.N[time.Duration]))
 		select {
 		case <-ctx.Done():
 			t.Stop()
