@@ -40,21 +40,33 @@ var buildOptions = config.BuildOptions{
 	PodCIDR: netip.MustParsePrefix("10.244.0.0/16"), ServiceCIDR: netip.MustParsePrefix("10.96.0.0/16"),
 }
 
-// scenarios returns every shipped scenario: scenarios/hello.yaml and scenarios/labs/*.yaml.
+// scenarios returns every shipped scenario (scenarios/hello.yaml and
+// scenarios/labs/*.yaml), then the ratchet's own (testdata/scenarios/*.yaml: what no
+// shipped scenario exercises, e.g. TLS routing by SNI).
 func scenarios(t *testing.T) []string {
 	t.Helper()
 	labs, err := filepath.Glob(filepath.Join("..", "scenarios", "labs", "*.yaml"))
 	if err != nil || len(labs) == 0 {
 		t.Fatalf("find scenarios: %v (%d found)", err, len(labs))
 	}
-	return append([]string{filepath.Join("..", "scenarios", "hello.yaml")}, labs...)
+	own, err := filepath.Glob(filepath.Join("testdata", "scenarios", "*.yaml"))
+	if err != nil {
+		t.Fatalf("find the ratchet's scenarios: %v", err)
+	}
+	return append(append([]string{filepath.Join("..", "scenarios", "hello.yaml")}, labs...), own...)
 }
 
-// scenarioName names a scenario file in tables and known lists: hello, labs-bookinfo...
+// scenarioName names a scenario file in tables and known lists: hello, labs-bookinfo,
+// and fidelity-<name> for the ratchet's own.
 func scenarioName(path string) string {
 	base := strings.TrimSuffix(filepath.Base(path), ".yaml")
-	if filepath.Base(filepath.Dir(path)) == "labs" {
+	switch filepath.Base(filepath.Dir(path)) {
+	case "labs":
 		return "labs-" + base
+	case "scenarios":
+		if filepath.Base(filepath.Dir(filepath.Dir(path))) == "testdata" {
+			return "fidelity-" + base
+		}
 	}
 	return base
 }
