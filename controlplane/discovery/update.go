@@ -337,6 +337,9 @@ func (s *Server) replaceHosts(m *model.Model, pod *model.Pod, typ resource.Type,
 // mergeHosts returns prev without its resources of hosts (by xds.ResourceHost), with
 // fresh's, sorted by name; both are sorted by name.
 func mergeHosts(typ resource.Type, prev, fresh typeState, hosts map[string]bool) typeState {
+	if sameHostResources(prev, fresh, hosts) {
+		return prev // the hosts' resources came out as they were: keep prev whole
+	}
 	n := len(prev.names) + len(fresh.names)
 	ts := typeState{res: make([]types.Resource, 0, n), names: make([]string, 0, n), anys: make([]*anypb.Any, 0, n),
 		keys: make([][sha256.Size]byte, 0, n)}
@@ -367,6 +370,22 @@ func mergeHosts(typ resource.Type, prev, fresh typeState, hosts map[string]bool)
 	}
 	sums.Sum(ts.sum[:0])
 	return ts
+}
+
+// sameHostResources reports whether prev's resources of hosts are fresh's, by name and
+// digest, in order.
+func sameHostResources(prev, fresh typeState, hosts map[string]bool) bool {
+	j := 0
+	for i, name := range prev.names {
+		if !hosts[xds.ResourceHost(name)] {
+			continue
+		}
+		if j == len(fresh.names) || fresh.names[j] != name || fresh.keys[j] != prev.keys[i] {
+			return false
+		}
+		j++
+	}
+	return j == len(fresh.names)
 }
 
 // checkTypeSize refuses, as checkPushSize (limits.go) does, a type whose push would

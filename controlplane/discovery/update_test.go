@@ -14,6 +14,7 @@ import (
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	networking "istio.io/api/networking/v1alpha3"
 
@@ -387,6 +388,41 @@ func TestConsistentChecksWhatChanged(t *testing.T) {
 	} {
 		if err := consistent(c.prev, c.cur, "v1"); (err == nil) != c.ok {
 			t.Errorf("%s: consistent = %v, want ok %v", c.name, err, c.ok)
+		}
+	}
+}
+
+// TestMergeHostsKeepsUnchangedState checks that replacing hosts whose resources came out
+// as they were keeps the previous state itself (no copy per proxy), and that any
+// difference in a name or digest, or a resource more or less, makes a new one.
+func TestMergeHostsKeepsUnchangedState(t *testing.T) {
+	t.Parallel()
+	a := xds.OutboundClusterName(80, "", "a.default.svc.cluster.local")
+	b := xds.OutboundClusterName(80, "", "b.default.svc.cluster.local")
+	bv1 := xds.OutboundClusterName(80, "v1", "b.default.svc.cluster.local")
+	ts := func(names []string, keys ...byte) typeState {
+		st := typeState{names: names, res: make([]types.Resource, len(names)), anys: make([]*anypb.Any, len(names))}
+		for _, k := range keys {
+			st.keys = append(st.keys, [32]byte{k})
+		}
+		return st
+	}
+	hosts := map[string]bool{"b.default.svc.cluster.local": true}
+	prev := ts([]string{a, b}, 1, 2)
+	for _, c := range []struct {
+		name  string
+		fresh typeState
+		kept  bool
+		names []string
+	}{
+		{"same", ts([]string{b}, 2), true, []string{a, b}},
+		{"digest differs", ts([]string{b}, 3), false, []string{a, b}},
+		{"a subset more", ts([]string{b, bv1}, 2, 4), false, []string{a, b, bv1}},
+		{"gone", ts(nil), false, []string{a}},
+	} {
+		got := mergeHosts(resource.ClusterType, prev, c.fresh, hosts)
+		if kept := len(got.names) > 0 && &got.names[0] == &prev.names[0]; kept != c.kept || !slices.Equal(got.names, c.names) {
+			t.Errorf("%s: kept %v names %q, want kept %v names %q", c.name, kept, got.names, c.kept, c.names)
 		}
 	}
 }
