@@ -166,23 +166,34 @@ func (b *breaker) acquire(ctx context.Context) (func(), error) {
 // acquireStream admits one request on a multiplexed (HTTP/2) cluster: it fails with
 // ErrOverflow (upstream_rq_pending_overflow) when max_requests are active.
 func (b *breaker) acquireStream() (func(), error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.active >= b.th.MaxRequests {
-		b.pendingOverflow.Inc()
+	release, ok := b.admit(&b.active, b.th.MaxRequests, b.pendingOverflow)
+	if !ok {
 		return nil, ErrOverflow
 	}
-	b.active++
+	return release, nil
+}
+
+// admit counts one more in *n unless limit are in already, in which case it counts an
+// overflow instead; the release it returns (idempotent) counts it out again. Both
+// refresh the gauges.
+func (b *breaker) admit(n *uint64, limit uint64, overflow *stats.Stat) (func(), bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if *n >= limit {
+		overflow.Inc()
+		return nil, false
+	}
+	*n++
 	b.update()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			b.mu.Lock()
-			b.active--
+			*n--
 			b.update()
 			b.mu.Unlock()
 		})
-	}, nil
+	}, true
 }
 
 func (b *breaker) removeWaiter(ch chan struct{}) bool {
@@ -233,23 +244,7 @@ func (b *breaker) update() {
 // acquireRetry admits one retry under max_retries, counting upstream_rq_retry_overflow
 // when the budget is spent.
 func (b *breaker) acquireRetry() (func(), bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.retries >= b.th.MaxRetries {
-		b.rtOverflow.Inc()
-		return nil, false
-	}
-	b.retries++
-	b.update()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			b.mu.Lock()
-			b.retries--
-			b.update()
-			b.mu.Unlock()
-		})
-	}, true
+	return b.admit(&b.retries, b.th.MaxRetries, b.rtOverflow)
 }
 
 // Breakers returns the thresholds the cluster enforces for the default priority, as
