@@ -101,11 +101,7 @@ func virtualOutbound(policy model.OutboundTrafficPolicy) (*listener.Listener, er
 	if err != nil {
 		return nil, err
 	}
-	catchAll := PassthroughCluster
-	if policy == model.RegistryOnly {
-		catchAll = BlackHoleCluster
-	}
-	passthrough, err := tcpProxyFilter(catchAll, catchAll)
+	passthrough, err := catchAllFilter(policy)
 	if err != nil {
 		return nil, err
 	}
@@ -129,6 +125,16 @@ func virtualOutbound(policy model.OutboundTrafficPolicy) (*listener.Listener, er
 	}, nil
 }
 
+// catchAllFilter is the tcp_proxy for traffic no service claims: to PassthroughCluster
+// under ALLOW_ANY, to BlackHoleCluster under REGISTRY_ONLY.
+func catchAllFilter(policy model.OutboundTrafficPolicy) (*listener.Filter, error) {
+	catchAll := PassthroughCluster
+	if policy == model.RegistryOnly {
+		catchAll = BlackHoleCluster
+	}
+	return tcpProxyFilter(catchAll, catchAll)
+}
+
 // outboundHTTPListener is the handoff target for HTTP to any service on port: it routes
 // by Host header with route configuration "<port>", fetched over ADS. As istiod's, the HTTP chain matches what the HTTP
 // inspector detects (plaintext HTTP/1.1 or h2c); any other traffic to the port, e.g. a
@@ -150,11 +156,7 @@ func outboundHTTPListener(port uint16, policy model.OutboundTrafficPolicy) (*lis
 	if err != nil {
 		return nil, err
 	}
-	catchAll := PassthroughCluster
-	if policy == model.RegistryOnly {
-		catchAll = BlackHoleCluster
-	}
-	passthrough, err := tcpProxyFilter(catchAll, catchAll)
+	passthrough, err := catchAllFilter(policy)
 	if err != nil {
 		return nil, err
 	}
