@@ -20,8 +20,12 @@ type LabInfo struct {
 
 // PodStatus is one pod as GET /v1/pods reports it.
 type PodStatus struct {
-	Name      string     `json:"name"`
-	Namespace string     `json:"namespace"`
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	// Key names the pod in every other call of the API (and its network namespace and
+	// run directory): "<name>" in namespace default, "<name>.<namespace>" elsewhere, as
+	// istioctl names a pod; names may repeat across namespaces, keys do not.
+	Key       string     `json:"key"`
 	NetNS     string     `json:"netns"`
 	IP        netip.Addr `json:"ip"`
 	Sidecar   bool       `json:"sidecar"`

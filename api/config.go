@@ -9,6 +9,8 @@ import (
 type ConfigFile struct {
 	Name string `json:"name"` // used in messages
 	Data string `json:"data"`
+	// Namespace is that of the objects that name none, as kubectl's -n ("" for default).
+	Namespace string `json:"namespace,omitempty"`
 }
 
 // ObjectRef names one object.

@@ -29,12 +29,15 @@ type TopologyService struct {
 
 // TopologyPod is one pod node.
 type TopologyPod struct {
-	Name      string     `json:"name"`
-	Namespace string     `json:"namespace"`
-	IP        netip.Addr `json:"ip"`
-	Sidecar   bool       `json:"sidecar"`
-	Ready     bool       `json:"ready"`
-	Epoch     int        `json:"epoch"` // the live proxy epoch, -1 when none
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	// Key names the pod in the API and in the topology's services and edges (see
+	// PodStatus.Key).
+	Key     string     `json:"key"`
+	IP      netip.Addr `json:"ip"`
+	Sidecar bool       `json:"sidecar"`
+	Ready   bool       `json:"ready"`
+	Epoch   int        `json:"epoch"` // the live proxy epoch, -1 when none
 	// RBACDenied counts the requests and connections the pod's sidecar refused by an
 	// AuthorizationPolicy (its inbound filters' rbac.denied stats, since the proxy started).
 	RBACDenied uint64 `json:"rbacDenied"`

@@ -77,7 +77,7 @@ func (l *Lab) Delete(ctx context.Context, files []api.ConfigFile, refs []api.Obj
 	defer releaseMemory()
 	var all []config.Ref
 	for _, f := range files {
-		rs, err := config.Refs(f.Name, []byte(f.Data))
+		rs, err := config.Refs(f.Name, f.Namespace, []byte(f.Data))
 		if err != nil {
 			return nil, &api.ConfigError{Err: err}
 		}
@@ -247,7 +247,7 @@ func shortType(url string) string {
 func configFiles(in []api.ConfigFile) []config.File {
 	out := make([]config.File, len(in))
 	for i, f := range in {
-		out[i] = config.File{Name: f.Name, Data: []byte(f.Data)}
+		out[i] = config.File{Name: f.Name, Data: []byte(f.Data), Namespace: f.Namespace}
 	}
 	return out
 }

@@ -31,7 +31,7 @@ func (l *Lab) Pods(ctx context.Context) ([]api.PodStatus, error) {
 	out := make([]api.PodStatus, len(m.Pods))
 	var wg sync.WaitGroup
 	for i, p := range m.Pods {
-		out[i] = api.PodStatus{Name: p.Name, Namespace: p.Namespace, NetNS: NamespaceName(l.opts.Name, p.Name), IP: p.IP, Sidecar: p.Sidecar.Inject, Epoch: -1}
+		out[i] = api.PodStatus{Name: p.Name, Namespace: p.Namespace, Key: p.Key(), NetNS: NamespaceName(l.opts.Name, p.Key()), IP: p.IP, Sidecar: p.Sidecar.Inject, Epoch: -1}
 		if !p.Sidecar.Inject {
 			out[i].Ready = true
 			continue
@@ -49,7 +49,7 @@ func (l *Lab) Pods(ctx context.Context) ([]api.PodStatus, error) {
 func (l *Lab) fillPodStatus(ctx context.Context, ps *api.PodStatus) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	c := l.agentClient(ps.Name)
+	c := l.agentClient(ps.Key)
 	defer c.Close()
 	st, err := c.Status(ctx)
 	if err != nil {
@@ -144,7 +144,7 @@ func (l *Lab) ExampleRequest() (pod, url string, ok bool) {
 	l.mu.Unlock()
 	for _, p := range m.Pods {
 		if p.Sidecar.Inject && len(p.App.Upstreams) > 0 {
-			return p.Name, p.App.Upstreams[0], true
+			return p.Key(), p.App.Upstreams[0], true
 		}
 	}
 	for _, p := range m.Pods {
@@ -157,7 +157,7 @@ func (l *Lab) ExampleRequest() (pod, url string, ok bool) {
 			}
 			for _, sp := range s.Ports {
 				if sp.Protocol.IsHTTP() {
-					return p.Name, fmt.Sprintf("http://%s:%d/", s.Name, sp.Port), true
+					return p.Key(), fmt.Sprintf("http://%s:%d/", s.Name, sp.Port), true
 				}
 			}
 		}

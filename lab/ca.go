@@ -92,11 +92,11 @@ func (l *Lab) tokenPath(pod string) string { return filepath.Join(l.paths.PodDir
 // writePodToken issues the pod's CA token and writes it, mode 0600 and owned by the lab
 // (root), so the agent can read it and the app (uid 65532) cannot.
 func (l *Lab) writePodToken(p *model.Pod) error {
-	tok, err := l.ca.Tokens().Issue(ca.Caller{Pod: p.Name, Identity: ca.Identity{Namespace: p.Namespace, ServiceAccount: p.ServiceAccount}})
+	tok, err := l.ca.Tokens().Issue(ca.Caller{Pod: p.Key(), Identity: ca.Identity{Namespace: p.Namespace, ServiceAccount: p.ServiceAccount}})
 	if err != nil {
 		return fmt.Errorf("issue CA token of pod %s: %w", p.Name, err)
 	}
-	f, err := os.OpenFile(l.tokenPath(p.Name), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := os.OpenFile(l.tokenPath(p.Key()), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fmt.Errorf("write CA token of pod %s: %w", p.Name, err)
 	}

@@ -32,21 +32,31 @@ func (b below) Model() *model.Model {
 	return b.l.model
 }
 
+// key resolves a pod reference (its key, or a name as model.LookupPod reads one) to the
+// pod's key, which names its namespace and run directory; a reference that names no pod
+// is returned as it is (the call then fails on a path that does not exist).
+func (b below) key(pod string) string {
+	if p := b.Model().Pod(pod); p != nil {
+		return p.Key()
+	}
+	return pod
+}
+
 // DialFrom connects to addr over TCP from inside the pod's namespace.
 func (b below) DialFrom(ctx context.Context, pod, addr string) (net.Conn, error) {
-	return netns.DialContext(ctx, NamespaceName(b.l.opts.Name, pod), "tcp", addr)
+	return netns.DialContext(ctx, NamespaceName(b.l.opts.Name, b.key(pod)), "tcp", addr)
 }
 
 // AgentStatus is the pod agent's /status.
 func (b below) AgentStatus(ctx context.Context, pod string) (agentapi.Status, error) {
-	c := b.l.agentClient(pod)
+	c := b.l.agentClient(b.key(pod))
 	defer c.Close()
 	return c.Status(ctx)
 }
 
 // AgentStats is the pod proxy's counters and gauges whose names match the RE2 filter.
 func (b below) AgentStats(ctx context.Context, pod, filter string) (map[string]uint64, error) {
-	c := b.l.agentClient(pod)
+	c := b.l.agentClient(b.key(pod))
 	defer c.Close()
 	st, err := c.Stats(ctx, filter)
 	return st.Values, err
@@ -59,7 +69,7 @@ func (b below) AgentGet(ctx context.Context, pod, path string) (io.ReadCloser, e
 	if !ok {
 		return nil, fmt.Errorf("get %s from the agent of %s: only %s paths are served to lab packages", path, pod, agentapi.PathAdmin)
 	}
-	c := b.l.agentClient(pod)
+	c := b.l.agentClient(b.key(pod))
 	body, err := c.Admin(ctx, pq)
 	if err != nil {
 		c.Close()
@@ -87,7 +97,7 @@ func (b below) Publish(kind, pod, msg string, fields map[string]any) {
 
 // CaptureRules is `iptables-save -c` in the pod's namespace.
 func (b below) CaptureRules(pod string) (string, error) {
-	return capture.Save(NamespaceName(b.l.opts.Name, pod))
+	return capture.Save(NamespaceName(b.l.opts.Name, b.key(pod)))
 }
 
 // AccessLogFile is where a pod's proxy writes its access log: the pod's proxy log for
@@ -98,7 +108,7 @@ func (b below) AccessLogFile(pod, meshPath string) string {
 	case "":
 		return ""
 	case "/dev/stdout", "/dev/stderr":
-		return b.l.paths.PodDir(pod) + "/proxy.log"
+		return b.l.paths.PodDir(b.key(pod)) + "/proxy.log"
 	}
 	return meshPath
 }
@@ -107,7 +117,7 @@ func (b below) AccessLogFile(pod, meshPath string) string {
 // pause or resume (POST /certs/<op>); a renewal the agent refuses because it is paused is
 // agentapi.ErrRenewalPaused (errors.Is).
 func (b below) AgentCert(ctx context.Context, pod string, op caops.CertOp) (agentapi.CertStatus, error) {
-	c := b.l.agentClient(pod)
+	c := b.l.agentClient(b.key(pod))
 	defer c.Close()
 	switch op {
 	case caops.CertRead:
@@ -131,7 +141,7 @@ func (b below) SetCAClockOffset(d time.Duration) { b.l.SetCAClockOffset(d) }
 
 // PodPIDs lists the processes in the pod's network namespace.
 func (b below) PodPIDs(pod string) ([]int, error) {
-	return b.l.syscalls().procs.PIDsIn(NamespaceName(b.l.opts.Name, pod))
+	return b.l.syscalls().procs.PIDsIn(NamespaceName(b.l.opts.Name, b.key(pod)))
 }
 
 // Cmdline is the process's argv from /proc; nil for a process that is gone.

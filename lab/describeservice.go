@@ -34,7 +34,7 @@ func (l *Lab) DescribeService(ctx context.Context, namespace, name string) (api.
 	}
 	selected := map[string]bool{}
 	for i := range v.Pods {
-		selected[v.Pods[i].Name] = true
+		selected[model.PodKey(v.Namespace, v.Pods[i].Name)] = true
 		for _, p := range pods {
 			if p.Name == v.Pods[i].Name && p.Namespace == v.Namespace {
 				v.Pods[i].Ready = p.Ready
@@ -42,18 +42,18 @@ func (l *Lab) DescribeService(ctx context.Context, namespace, name string) (api.
 		}
 	}
 	for _, p := range pods {
-		if !p.Sidecar || !p.Ready || selected[p.Name] {
+		if !p.Sidecar || !p.Ready || selected[p.Key] {
 			continue
 		}
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		c := l.agentClient(p.Name)
+		c := l.agentClient(p.Key)
 		text, err := c.AdminBytes(actx, "clusters")
 		c.Close()
 		cancel()
 		if err != nil {
 			continue
 		}
-		v.Endpoints, v.EndpointsFrom = clusterHealth(string(text), v.Hostname), p.Name
+		v.Endpoints, v.EndpointsFrom = clusterHealth(string(text), v.Hostname), p.Key
 		break
 	}
 	return v, nil

@@ -36,7 +36,7 @@ func (l *Lab) sidecarPod(name string) (*model.Pod, error) {
 	return p, nil
 }
 
-// sidecarPodNames lists the pods with a sidecar, sorted.
+// sidecarPodNames lists the keys of the pods with a sidecar, sorted.
 func (l *Lab) sidecarPodNames() []string {
 	l.mu.Lock()
 	m := l.model
@@ -44,7 +44,7 @@ func (l *Lab) sidecarPodNames() []string {
 	var out []string
 	for _, p := range m.Pods {
 		if p.Sidecar.Inject {
-			out = append(out, p.Name)
+			out = append(out, p.Key())
 		}
 	}
 	slices.Sort(out)
@@ -57,7 +57,7 @@ func (l *Lab) PodHistory(pod string) (api.PodHistory, error) {
 	if err != nil {
 		return api.PodHistory{}, err
 	}
-	out := api.PodHistory{Pod: p.Name, NodeID: p.NodeID(), Snapshots: []api.HistorySnapshot{}}
+	out := api.PodHistory{Pod: p.Key(), NodeID: p.NodeID(), Snapshots: []api.HistorySnapshot{}}
 	for _, s := range l.disc.History(p.NodeID()) {
 		hs := api.HistorySnapshot{Version: s.Version, Time: s.Time, Trigger: s.Trigger, Types: map[string]api.HistoryType{}}
 		for _, typ := range slices.Sorted(maps.Keys(s.Types)) {
@@ -82,7 +82,7 @@ func (l *Lab) PodDiff(pod, from, to string) (api.ConfigDiff, error) {
 	if err != nil {
 		return api.ConfigDiff{}, err
 	}
-	out := api.ConfigDiff{Pod: p.Name, From: d.From, To: d.To, Types: []api.ConfigTypeDiff{}}
+	out := api.ConfigDiff{Pod: p.Key(), From: d.From, To: d.To, Types: []api.ConfigTypeDiff{}}
 	for _, td := range d.Types {
 		wt := api.ConfigTypeDiff{Type: shortType(td.TypeURL), Added: td.Added, Removed: td.Removed}
 		for _, rc := range td.Changed {

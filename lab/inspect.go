@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"sort"
@@ -20,10 +21,14 @@ func (l *Lab) InspectPod(ctx context.Context, pod string, lines int) (api.PodIns
 	l.mu.Lock()
 	m := l.model
 	l.mu.Unlock()
-	p := m.Pod(pod)
+	p, err := m.LookupPod(pod)
+	if err != nil {
+		return api.PodInspection{}, fmt.Errorf("%w (%w)", err, api.ErrUnknownPod)
+	}
 	if p == nil {
 		return api.PodInspection{}, api.ErrUnknownPod
 	}
+	pod = p.Key()
 	out := api.PodInspection{Pod: pod, XDS: []api.XDSTypeState{}, Logs: map[string][]string{}}
 	dir := l.paths.PodDir(pod)
 	for _, name := range []string{"proxy", "app", "agent"} {

@@ -140,7 +140,7 @@ func (k *kubeDNS) answer(ns string, r *dns.Msg) *dns.Msg {
 // in the pod's namespace, serves there until the lab's servers stop or the pod is
 // removed (podContext), and installs the rule that sends the pod's queries to it.
 func (l *Lab) serveKubeDNS(pod *model.Pod) error {
-	ns := NamespaceName(l.opts.Name, pod.Name)
+	ns := NamespaceName(l.opts.Name, pod.Key())
 	addr := net.JoinHostPort("127.0.0.1", fmt.Sprint(kubeDNSPort))
 	var pc net.PacketConn
 	var ln net.Listener
@@ -161,12 +161,12 @@ func (l *Lab) serveKubeDNS(pod *model.Pod) error {
 	l.servers.Add(1)
 	go func() {
 		defer l.servers.Done()
-		if err := agent.ServeDNS(l.podContext(pod.Name), pc, ln, l.kubeDNS.handler(pod.Namespace)); err != nil {
-			l.log.Warn("cluster DNS stopped", "pod", pod.Name, "err", err)
+		if err := agent.ServeDNS(l.podContext(pod.Key()), pc, ln, l.kubeDNS.handler(pod.Namespace)); err != nil {
+			l.log.Warn("cluster DNS stopped", "pod", pod.Key(), "err", err)
 		}
 	}()
 	if err := l.syscalls().ns.ApplyRules(ns, capture.KubeDNSRules(kubeDNSPort)); err != nil {
-		return fmt.Errorf("send the DNS of %s to cluster DNS: %w", pod.Name, err)
+		return fmt.Errorf("send the DNS of %s to cluster DNS: %w", pod.Key(), err)
 	}
 	return nil
 }

@@ -148,7 +148,7 @@ func prepare(o *Options) (*model.Model, error) {
 		return nil, err
 	}
 	for _, p := range m.Pods {
-		if p.Name == nodePodName || p.Name == worldPodName {
+		if p.Key() == nodePodName || p.Key() == worldPodName {
 			return nil, fmt.Errorf("%s: Workload %s/%s: metadata.name: %q is reserved for the lab's own namespace %s", o.ScenarioFile, p.Namespace, p.Workload, p.Name, NamespaceName(o.Name, p.Name))
 		}
 	}
@@ -220,7 +220,7 @@ func (l *Lab) create(ctx context.Context) error {
 		PodCIDR: l.opts.PodCIDR, ServiceCIDR: l.opts.ServiceCIDR, Created: time.Now().UTC(),
 	}
 	for _, p := range l.model.Pods {
-		l.rec.Pods = append(l.rec.Pods, PodRecord{Name: p.Name, Namespace: p.Namespace, NetNS: NamespaceName(l.opts.Name, p.Name), IP: p.IP, Sidecar: p.Sidecar.Inject, Workload: p.Workload, Persona: p.App.Persona})
+		l.rec.Pods = append(l.rec.Pods, podRecord(l.opts.Name, p))
 	}
 	l.rec.Services = serviceRecords(l.model)
 	if err := writeRecord(l.paths.Record(), l.rec); err != nil {

@@ -114,18 +114,18 @@ func podSpec(p *model.Pod) model.Pod {
 }
 
 // planPods returns the pods that next adds to cur, removes from it, and replaces (in both
-// lists): pods are matched by name, which is unique in a lab.
+// lists): pods are matched by key (namespace and name).
 func planPods(cur, next *model.Model) podPlan {
 	var plan podPlan
 	for _, p := range cur.Pods {
-		n := next.Pod(p.Name)
-		if n == nil || n.Namespace != p.Namespace || !reflect.DeepEqual(podSpec(p), podSpec(n)) {
+		n := next.Pod(p.Key())
+		if n == nil || !reflect.DeepEqual(podSpec(p), podSpec(n)) {
 			plan.remove = append(plan.remove, p)
 		}
 	}
 	for _, p := range next.Pods {
-		c := cur.Pod(p.Name)
-		if c == nil || c.Namespace != p.Namespace || !reflect.DeepEqual(podSpec(c), podSpec(p)) {
+		c := cur.Pod(p.Key())
+		if c == nil || !reflect.DeepEqual(podSpec(c), podSpec(p)) {
 			plan.add = append(plan.add, p)
 		}
 	}
@@ -137,7 +137,7 @@ func planPods(cur, next *model.Model) podPlan {
 func (l *Lab) checkPodPlan(cur *model.Model, plan podPlan) error {
 	var problems []string
 	for _, p := range plan.add {
-		if p.Name == nodePodName || p.Name == worldPodName {
+		if p.Key() == nodePodName || p.Key() == worldPodName {
 			problems = append(problems, fmt.Sprintf("%s: metadata.name: pod name %q is reserved for the lab's own namespace ml-%s-%s", p.Origin, p.Name, l.opts.Name, p.Name))
 		}
 	}
@@ -191,7 +191,7 @@ func (l *Lab) reconcilePods(ctx context.Context, plan podPlan) []api.Change {
 	// The record changes before anything is made, so exec, describe, down and clean see
 	// the new pods from the start.
 	l.rec.Pods = slices.DeleteFunc(l.rec.Pods, func(r PodRecord) bool {
-		return slices.ContainsFunc(plan.remove, func(p *model.Pod) bool { return p.Name == r.Name })
+		return slices.ContainsFunc(plan.remove, func(p *model.Pod) bool { return p.Key() == r.key() })
 	})
 	for _, p := range plan.add {
 		l.rec.Pods = append(l.rec.Pods, podRecord(l.opts.Name, p))
@@ -218,7 +218,7 @@ func (l *Lab) reconcilePods(ctx context.Context, plan podPlan) []api.Change {
 	started := make([]error, len(plan.add))
 	for i, p := range plan.add {
 		wg.Go(func() {
-			slot, err := l.podSlot(p.Name)
+			slot, err := l.podSlot(p.Key())
 			if err == nil {
 				err = l.startPod(readyCtx, slot, p)
 			}
@@ -240,9 +240,9 @@ func (l *Lab) reconcilePods(ctx context.Context, plan podPlan) []api.Change {
 // reports one (progress line, event), and returns apply's line for it.
 func (l *Lab) podFailed(p *model.Pod, err error) api.Change {
 	msg := err.Error()
-	fmt.Fprintf(l.out, "pod %-20s %-15s FAILED: %s\n", p.Name, p.IP, strings.ReplaceAll(msg, "\n", "\n    "))
-	l.publish(EventPodFailed, p.Name, msg, map[string]any{"error": msg})
-	return podChange(p, api.ActionFailed, fmt.Sprintf("%s (meshlab describe pod %s)", msg, p.Name))
+	fmt.Fprintf(l.out, "pod %-20s %-15s FAILED: %s\n", p.Key(), p.IP, strings.ReplaceAll(msg, "\n", "\n    "))
+	l.publish(EventPodFailed, p.Key(), msg, map[string]any{"error": msg})
+	return podChange(p, api.ActionFailed, fmt.Sprintf("%s (meshlab describe pod -n %s %s)", msg, p.Namespace, p.Name))
 }
 
 // podChange is apply's change of pod p.
@@ -252,7 +252,7 @@ func podChange(p *model.Pod, action, why string) api.Change {
 
 // podRecord is pod p's entry in lab.json, without its app uid.
 func podRecord(lab string, p *model.Pod) PodRecord {
-	return PodRecord{Name: p.Name, Namespace: p.Namespace, NetNS: NamespaceName(lab, p.Name), IP: p.IP, Sidecar: p.Sidecar.Inject, Workload: p.Workload, Persona: p.App.Persona}
+	return PodRecord{Name: p.Name, Namespace: p.Namespace, Key: p.Key(), NetNS: NamespaceName(lab, p.Key()), IP: p.IP, Sidecar: p.Sidecar.Inject, Workload: p.Workload, Persona: p.App.Persona}
 }
 
 // EventPodDeleted reports a pod removed from a running lab (Fields: ms).
@@ -269,16 +269,16 @@ const entryNetNSDeleted = "netns-deleted"
 // after an error and returns them all.
 func (l *Lab) removePod(p *model.Pod) error {
 	start := time.Now()
-	ns := NamespaceName(l.opts.Name, p.Name)
+	ns := NamespaceName(l.opts.Name, p.Key())
 	if l.apps != nil {
-		l.apps.stopPod(p.Name)
+		l.apps.stopPod(p.Key())
 	}
 	if l.agents != nil {
-		l.agents.stopPod(p.Name)
+		l.agents.stopPod(p.Key())
 	}
-	l.endPodContext(p.Name)
+	l.endPodContext(p.Key())
 	var errs []error
-	if err := l.jr.add(entry{Kind: entryNetNSDeleted, Name: ns, Pod: p.Name}); err != nil {
+	if err := l.jr.add(entry{Kind: entryNetNSDeleted, Name: ns, Pod: p.Key()}); err != nil {
 		errs = append(errs, err)
 	}
 	sys := l.syscalls()
@@ -302,18 +302,18 @@ func (l *Lab) removePod(p *model.Pod) error {
 	// The node's end of the pod's veth: deleting it deletes the pair now, even if
 	// something still holds the pod's namespace, and frees its name for a pod made again
 	// under the same name.
-	if err := deleteNodeLink(NodeNamespace(l.opts.Name), netns.HostIfName(l.opts.Name, p.Name)); err != nil {
+	if err := deleteNodeLink(NodeNamespace(l.opts.Name), netns.HostIfName(l.opts.Name, p.Key())); err != nil {
 		errs = append(errs, err)
 	}
 	if l.ca != nil {
-		l.ca.Tokens().RevokePod(p.Name)
+		l.ca.Tokens().RevokePod(p.Key())
 	}
-	if err := os.RemoveAll(l.paths.PodDir(p.Name)); err != nil {
-		errs = append(errs, fmt.Errorf("remove run directory of pod %s: %w", p.Name, err))
+	if err := os.RemoveAll(l.paths.PodDir(p.Key())); err != nil {
+		errs = append(errs, fmt.Errorf("remove run directory of pod %s: %w", p.Key(), err))
 	}
 	took := time.Since(start).Round(time.Millisecond)
-	l.publish(EventPodDeleted, p.Name, fmt.Sprintf("pod %s deleted in %s", p.Name, took), map[string]any{"ms": took.Milliseconds()})
-	fmt.Fprintf(l.out, "pod %-20s %-15s deleted in %s\n", p.Name, p.IP, took)
+	l.publish(EventPodDeleted, p.Key(), fmt.Sprintf("pod %s deleted in %s", p.Key(), took), map[string]any{"ms": took.Milliseconds()})
+	fmt.Fprintf(l.out, "pod %-20s %-15s deleted in %s\n", p.Key(), p.IP, took)
 	return errors.Join(errs...)
 }
 

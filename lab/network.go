@@ -60,6 +60,8 @@ func (l *Lab) createNetwork() error {
 
 // createPodNetwork makes the pod's namespace, links it to the bridge and, when the pod has
 // a sidecar, installs the capture rules.
+// createPodNetwork takes the pod's key (model.PodKey), which names its namespace, link
+// and run directory.
 func (l *Lab) createPodNetwork(name string, ip netip.Addr, sidecar bool) error {
 	ns := NamespaceName(l.opts.Name, name)
 	if err := l.jr.add(entry{Kind: "netns", Name: ns}); err != nil {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/meshlab/meshlab/controlplane/model"
 )
 
 // workloadKinds are the kinds a pod reference may name its workload by, as kubectl's
@@ -18,8 +20,10 @@ var workloadKinds = map[string]bool{
 
 // FindPod returns the pod a reference names, as kubectl reads one: "NAME" or "pod/NAME"
 // names a pod, "deploy/NAME" (or another workload kind) the first pod, by name, of that
-// workload. namespace, when not empty, restricts the search to it. The error lists what
-// the reference could have named.
+// workload; istioctl's "NAME.NAMESPACE" names a pod too. namespace, when not empty,
+// restricts the search to it. Without it, a name found in one namespace is that pod; a
+// name several namespaces hold is the one in default, as kubectl's current namespace,
+// else an error that asks for -n. The errors list what the reference could have named.
 func (r *Record) FindPod(ref, namespace string) (PodRecord, error) {
 	kind, name, typed := strings.Cut(ref, "/")
 	if !typed {
@@ -29,6 +33,9 @@ func (r *Record) FindPod(ref, namespace string) (PodRecord, error) {
 	byPod := kind == "pod" || kind == "pods" || kind == "po"
 	if !byPod && !workloadKinds[kind] {
 		return PodRecord{}, fmt.Errorf("%q: %s is not a kind that has pods (pod, deploy, rs, sts, ds, workload)", ref, kind)
+	}
+	if n, ns, dotted := strings.Cut(name, "."); dotted && namespace == "" {
+		name, namespace = n, ns
 	}
 	var valid []string
 	var found []PodRecord
@@ -40,19 +47,40 @@ func (r *Record) FindPod(ref, namespace string) (PodRecord, error) {
 		if !byPod {
 			key = p.Workload
 		}
-		valid = append(valid, key)
+		if namespace == "" && p.Namespace != model.DefaultNamespace {
+			valid = append(valid, key+" (-n "+p.Namespace+")")
+		} else {
+			valid = append(valid, key)
+		}
 		if key == name {
 			found = append(found, p)
 		}
 	}
+	what := "pod"
+	if !byPod {
+		what = kind
+	}
 	if len(found) == 0 {
-		what := "pod"
-		if !byPod {
-			what = kind
-		}
 		slices.Sort(valid)
-		return PodRecord{}, fmt.Errorf("unknown %s %q in lab %s (valid: %s)", what, name, r.Name, strings.Join(slices.Compact(valid), ", "))
+		in := ""
+		if namespace != "" {
+			in = " in namespace " + namespace
+		}
+		return PodRecord{}, fmt.Errorf("unknown %s %q%s in lab %s (valid: %s)", what, name, in, r.Name, strings.Join(slices.Compact(valid), ", "))
+	}
+	var namespaces []string
+	for _, p := range found {
+		namespaces = append(namespaces, p.Namespace)
+	}
+	slices.Sort(namespaces)
+	if namespaces = slices.Compact(namespaces); len(namespaces) > 1 {
+		if !slices.Contains(namespaces, model.DefaultNamespace) {
+			return PodRecord{}, fmt.Errorf("%s %q is in namespaces %s of lab %s: choose one with -n NAMESPACE", what, name, strings.Join(namespaces, ", "), r.Name)
+		}
+		found = slices.DeleteFunc(found, func(p PodRecord) bool { return p.Namespace != model.DefaultNamespace })
 	}
 	slices.SortFunc(found, func(a, b PodRecord) int { return strings.Compare(a.Name, b.Name) })
-	return found[0], nil
+	p := found[0]
+	p.Key = p.key()
+	return p, nil
 }

@@ -3,6 +3,8 @@ package lab
 import (
 	"strings"
 	"testing"
+
+	"github.com/meshlab/meshlab/controlplane/model"
 )
 
 func TestFindPodAsKubectl(t *testing.T) {
@@ -12,25 +14,44 @@ func TestFindPodAsKubectl(t *testing.T) {
 		{Name: "reviews-v1-7c4b99cd-b5k9q", Namespace: "default", Workload: "reviews-v1"},
 		{Name: "curl-5f9cc9ddf9-65db7", Namespace: "legacy", Workload: "curl"},
 		{Name: "frontend-v1", Namespace: "default", Workload: "frontend-v1"},
+		// The mtls-migration task's shape: one Deployment's pods named the same in
+		// three namespaces, and a bare pod in two, none of them default.
+		{Name: "httpbin-5b7d9c8d4-qk2vz", Namespace: "foo", Workload: "httpbin"},
+		{Name: "httpbin-5b7d9c8d4-qk2vz", Namespace: "bar", Workload: "httpbin"},
+		{Name: "httpbin-5b7d9c8d4-qk2vz", Namespace: "default", Workload: "httpbin"},
+		{Name: "sleep", Namespace: "foo", Workload: "sleep"},
+		{Name: "sleep", Namespace: "bar", Workload: "sleep"},
 	}}
 	for _, tt := range []struct {
-		ref, ns, want, err string
+		ref, ns, want, wantNS, err string
 	}{
 		{ref: "frontend-v1", want: "frontend-v1"},
 		{ref: "pod/frontend-v1", want: "frontend-v1"},
 		{ref: "deploy/reviews-v1", want: "reviews-v1-7c4b99cd-b5k9q"}, // the first by name
 		{ref: "deployments.apps/reviews-v1", want: "reviews-v1-7c4b99cd-b5k9q"},
 		{ref: "deploy/curl", ns: "legacy", want: "curl-5f9cc9ddf9-65db7"},
-		{ref: "deploy/curl", ns: "default", err: `unknown deploy "curl" in lab t (valid: frontend-v1, reviews-v1)`},
+		{ref: "deploy/curl", ns: "default", err: `unknown deploy "curl" in namespace default in lab t (valid: frontend-v1, httpbin, reviews-v1)`},
 		{ref: "svc/reviews", err: `"svc/reviews": svc is not a kind that has pods`},
-		{ref: "nope", err: `unknown pod "nope" in lab t (valid: curl-5f9cc9ddf9-65db7, frontend-v1, reviews-v1-7c4b99cd-b5k9q, reviews-v1-7c4b99cd-x7z2b)`},
+		{ref: "nope", err: `unknown pod "nope" in lab t (valid: curl-5f9cc9ddf9-65db7 (-n legacy), frontend-v1, httpbin-5b7d9c8d4-qk2vz, httpbin-5b7d9c8d4-qk2vz (-n bar), httpbin-5b7d9c8d4-qk2vz (-n foo), reviews-v1-7c4b99cd-b5k9q, reviews-v1-7c4b99cd-x7z2b, sleep (-n bar), sleep (-n foo))`},
+		// A name several namespaces hold: default's, as kubectl's current namespace;
+		// -n or istioctl's NAME.NAMESPACE choose; without default, -n is asked for.
+		{ref: "httpbin-5b7d9c8d4-qk2vz", want: "httpbin-5b7d9c8d4-qk2vz", wantNS: "default"},
+		{ref: "httpbin-5b7d9c8d4-qk2vz", ns: "foo", want: "httpbin-5b7d9c8d4-qk2vz", wantNS: "foo"},
+		{ref: "deploy/httpbin", ns: "bar", want: "httpbin-5b7d9c8d4-qk2vz", wantNS: "bar"},
+		{ref: "httpbin-5b7d9c8d4-qk2vz.bar", want: "httpbin-5b7d9c8d4-qk2vz", wantNS: "bar"},
+		{ref: "sleep", err: `pod "sleep" is in namespaces bar, foo of lab t: choose one with -n NAMESPACE`},
+		{ref: "deploy/sleep", err: `deploy "sleep" is in namespaces bar, foo of lab t: choose one with -n NAMESPACE`},
+		{ref: "sleep", ns: "foo", want: "sleep", wantNS: "foo"},
+		{ref: "sleep.legacy", err: `unknown pod "sleep" in namespace legacy`},
 	} {
 		p, err := r.FindPod(tt.ref, tt.ns)
 		switch {
 		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
 			t.Errorf("FindPod(%q, %q) = %v, %v; want error %q", tt.ref, tt.ns, p.Name, err, tt.err)
-		case tt.err == "" && (err != nil || p.Name != tt.want):
-			t.Errorf("FindPod(%q, %q) = %v, %v; want %s", tt.ref, tt.ns, p.Name, err, tt.want)
+		case tt.err == "" && (err != nil || p.Name != tt.want || (tt.wantNS != "" && p.Namespace != tt.wantNS)):
+			t.Errorf("FindPod(%q, %q) = %s/%s, %v; want %s/%s", tt.ref, tt.ns, p.Namespace, p.Name, err, tt.wantNS, tt.want)
+		case tt.err == "" && p.Key != model.PodKey(p.Namespace, p.Name):
+			t.Errorf("FindPod(%q, %q): key %q, want %q", tt.ref, tt.ns, p.Key, model.PodKey(p.Namespace, p.Name))
 		}
 	}
 }

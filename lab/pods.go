@@ -55,7 +55,7 @@ func (l *Lab) startPods(ctx context.Context) ([]podFailure, error) {
 		failed []podFailure
 	)
 	for _, p := range l.model.Pods {
-		slot, err := l.podSlot(p.Name)
+		slot, err := l.podSlot(p.Key())
 		if err != nil {
 			return nil, err
 		}
@@ -66,10 +66,10 @@ func (l *Lab) startPods(ctx context.Context) ([]podFailure, error) {
 				return err
 			}
 			msg := strings.ReplaceAll(nr.Error(), "\n", "\n    ")
-			fmt.Fprintf(l.out, "pod %-20s %-15s FAILED: %s\n", p.Name, p.IP, msg)
-			l.publish(EventPodFailed, p.Name, nr.Error(), map[string]any{"error": nr.Error()})
+			fmt.Fprintf(l.out, "pod %-20s %-15s FAILED: %s\n", p.Key(), p.IP, msg)
+			l.publish(EventPodFailed, p.Key(), nr.Error(), map[string]any{"error": nr.Error()})
 			mu.Lock()
-			failed = append(failed, podFailure{Pod: p.Name, Err: nr})
+			failed = append(failed, podFailure{Pod: p.Key(), Err: nr})
 			mu.Unlock()
 			return nil
 		})
@@ -86,11 +86,11 @@ func (l *Lab) startPods(ctx context.Context) ([]podFailure, error) {
 // in the lab's app uid block (podSlot).
 func (l *Lab) startPod(ctx context.Context, slot int, p *model.Pod) error {
 	start := time.Now()
-	dir := l.paths.PodDir(p.Name)
+	dir := l.paths.PodDir(p.Key())
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("create run directory of pod %s: %w", p.Name, err)
+		return fmt.Errorf("create run directory of pod %s: %w", p.Key(), err)
 	}
-	if err := l.createPodNetwork(p.Name, p.IP, captures(p)); err != nil {
+	if err := l.createPodNetwork(p.Key(), p.IP, captures(p)); err != nil {
 		return err
 	}
 	if !captures(p) {
@@ -98,9 +98,9 @@ func (l *Lab) startPod(ctx context.Context, slot int, p *model.Pod) error {
 			return err
 		}
 	}
-	l.publish(EventPodCreated, p.Name, fmt.Sprintf("pod %s created: namespace %s, %s", p.Name, NamespaceName(l.opts.Name, p.Name), p.IP),
+	l.publish(EventPodCreated, p.Key(), fmt.Sprintf("pod %s created: namespace %s, %s", p.Key(), NamespaceName(l.opts.Name, p.Key()), p.IP),
 		map[string]any{"ip": p.IP.String(), "sidecar": p.Sidecar.Inject})
-	ns := NamespaceName(l.opts.Name, p.Name)
+	ns := NamespaceName(l.opts.Name, p.Key())
 	startApp := func() error {
 		sb, err := l.podSandbox(slot, p)
 		if err != nil {
@@ -110,7 +110,7 @@ func (l *Lab) startPod(ctx context.Context, slot int, p *model.Pod) error {
 			proxylessSandbox(sb, dir) // grpcagent.go
 		}
 		return l.apps.start(processSpec{
-			Role: "app", Pod: p.Name, NetNS: ns, Argv: l.appArgv(p), Sandbox: sb,
+			Role: "app", Pod: p.Key(), NetNS: ns, Argv: l.appArgv(p), Sandbox: sb,
 			LogPath: dir + "/app.log", Grace: 5 * time.Second,
 		})
 	}
@@ -132,7 +132,7 @@ func (l *Lab) startPod(ctx context.Context, slot int, p *model.Pod) error {
 		}
 		argv := append([]string{l.opts.MeshlabPath, "agent", "--log-level=info"}, agent.Args(l.agentConfig(slot, p))...)
 		err := l.agents.start(processSpec{
-			Role: "agent", Pod: p.Name, NetNS: ns, Argv: argv, LogPath: dir + "/agent.log",
+			Role: "agent", Pod: p.Key(), NetNS: ns, Argv: argv, LogPath: dir + "/agent.log",
 			Grace: l.opts.TerminationDrain + 10*time.Second,
 		})
 		if err != nil {
@@ -140,7 +140,7 @@ func (l *Lab) startPod(ctx context.Context, slot int, p *model.Pod) error {
 		}
 	}
 	if held && !p.Router {
-		if err := l.waitReady(ctx, p.Name); err != nil {
+		if err := l.waitReady(ctx, p.Key()); err != nil {
 			return err
 		}
 		if err := startApp(); err != nil {
@@ -148,13 +148,13 @@ func (l *Lab) startPod(ctx context.Context, slot int, p *model.Pod) error {
 		}
 	}
 	if p.Sidecar.Inject {
-		if err := l.waitReady(ctx, p.Name); err != nil {
+		if err := l.waitReady(ctx, p.Key()); err != nil {
 			return err
 		}
 	}
 	took := time.Since(start).Round(time.Millisecond)
-	l.publish(EventPodReady, p.Name, fmt.Sprintf("pod %s ready in %s", p.Name, took), map[string]any{"ms": took.Milliseconds()})
-	fmt.Fprintf(l.out, "pod %-20s %-15s ready in %s\n", p.Name, p.IP, took)
+	l.publish(EventPodReady, p.Key(), fmt.Sprintf("pod %s ready in %s", p.Key(), took), map[string]any{"ms": took.Milliseconds()})
+	fmt.Fprintf(l.out, "pod %-20s %-15s ready in %s\n", p.Key(), p.IP, took)
 	return nil
 }
 
@@ -171,7 +171,7 @@ func (l *Lab) agentConfig(slot int, p *model.Pod) agent.Config {
 		Workload:                 p.Workload,
 		Labels:                   p.Labels,
 		ServiceAccount:           p.ServiceAccount,
-		RunDir:                   l.paths.PodDir(p.Name),
+		RunDir:                   l.paths.PodDir(p.Key()),
 		XDSSocket:                l.paths.XDSSocket(),
 		LabSocket:                l.paths.APISocket(),
 		ProxyPath:                cmp.Or(p.Sidecar.ProxyPath, l.opts.ProxyPath),
@@ -185,7 +185,7 @@ func (l *Lab) agentConfig(slot int, p *model.Pod) agent.Config {
 		ParentShutdownDuration:   p.Sidecar.ParentShutdownDuration,
 		DataPlane:                p.Sidecar.DataPlane,
 		BootstrapOverride:        p.Sidecar.BootstrapOverride,
-		TokenPath:                l.tokenPath(p.Name),
+		TokenPath:                l.tokenPath(p.Key()),
 		SystemCAFile:             l.worldTrustBundle(),
 		CertTTL:                  l.opts.CertTTL,
 		TerminationDrainDuration: l.opts.TerminationDrain,

@@ -22,7 +22,7 @@ type ServiceRecord struct {
 	Name      string              `json:"name"`
 	Namespace string              `json:"namespace"`
 	Ports     []ServicePortRecord `json:"ports"`
-	Pods      []string            `json:"pods,omitempty"`
+	Pods      []string            `json:"pods,omitempty"` // keys (model.PodKey)
 }
 
 // ServicePortRecord is one port of a ServiceRecord.
@@ -42,7 +42,7 @@ func serviceRecords(m *model.Model) []ServiceRecord {
 		}
 		for _, p := range m.Pods {
 			if p.Namespace == s.Namespace && s.Selects(p.Labels) {
-				r.Pods = append(r.Pods, p.Name)
+				r.Pods = append(r.Pods, p.Key())
 			}
 		}
 		out = append(out, r)
@@ -143,16 +143,16 @@ func (c PortForwardConfig) resolve() (string, []portTarget, error) {
 	for _, m := range c.Ports {
 		out = append(out, portTarget{m: m, addr: netip.AddrPortFrom(p.IP, m.Remote)})
 	}
-	return p.Name, out, nil
+	return p.Key, out, nil
 }
 
-func (c PortForwardConfig) podIP(name string) (netip.Addr, error) {
+func (c PortForwardConfig) podIP(key string) (netip.Addr, error) {
 	for _, p := range c.Record.Pods {
-		if p.Name == name {
+		if p.key() == key {
 			return p.IP, nil
 		}
 	}
-	return netip.Addr{}, fmt.Errorf("pod %s is not in lab %s", name, c.Record.Name)
+	return netip.Addr{}, fmt.Errorf("pod %s is not in lab %s", key, c.Record.Name)
 }
 
 // PortForward listens on the loopback address for each mapping and copies every

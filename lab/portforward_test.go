@@ -34,11 +34,11 @@ func TestPortForwardResolve(t *testing.T) {
 		},
 		Services: []ServiceRecord{{Name: "istio-ingressgateway", Namespace: "istio-system",
 			Ports: []ServicePortRecord{{Port: 80, TargetPort: 8080}, {Port: 443, TargetPort: 8443}},
-			Pods:  []string{"istio-ingressgateway-x-2", "istio-ingressgateway-x-1"}}},
+			Pods:  []string{"istio-ingressgateway-x-2.istio-system", "istio-ingressgateway-x-1.istio-system"}}}, // keys
 	}
 	c := PortForwardConfig{Record: r, Namespace: "istio-system", Target: "svc/istio-ingressgateway", Ports: []PortMapping{{8080, 80}, {0, 443}}}
 	pod, ts, err := c.resolve()
-	if err != nil || pod != "istio-ingressgateway-x-1" || len(ts) != 2 || ts[0].addr.String() != "10.244.0.8:8080" || ts[1].addr.String() != "10.244.0.8:8443" {
+	if err != nil || pod != "istio-ingressgateway-x-1.istio-system" || len(ts) != 2 || ts[0].addr.String() != "10.244.0.8:8080" || ts[1].addr.String() != "10.244.0.8:8443" {
 		t.Errorf("svc: %s %v %v", pod, ts, err)
 	}
 	c = PortForwardConfig{Record: r, Target: "web", Ports: []PortMapping{{9000, 8080}}}

@@ -23,7 +23,7 @@ func (l *Lab) PodDetail(ctx context.Context, name string) (api.PodDetail, error)
 		return api.PodDetail{}, err
 	}
 	d := api.PodDetail{
-		PodStatus: api.PodStatus{Name: p.Name, Namespace: p.Namespace, NetNS: NamespaceName(l.opts.Name, p.Name),
+		PodStatus: api.PodStatus{Name: p.Name, Namespace: p.Namespace, Key: p.Key(), NetNS: NamespaceName(l.opts.Name, p.Key()),
 			IP: p.IP, Sidecar: p.Sidecar.Inject, Epoch: -1},
 		Labels: p.Labels, ServiceAccount: p.ServiceAccount,
 	}
@@ -34,7 +34,7 @@ func (l *Lab) PodDetail(ctx context.Context, name string) (api.PodDetail, error)
 	l.fillPodStatus(ctx, &d.PodStatus)
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	c := l.agentClient(p.Name)
+	c := l.agentClient(p.Key())
 	defer c.Close()
 	st, err := c.Status(ctx)
 	if err != nil {
@@ -56,7 +56,7 @@ func (l *Lab) RestartProxy(ctx context.Context, name string, wait bool) (api.Pro
 		return api.ProxyRestart{}, fmt.Errorf("restart proxy of pod %s: %w", name, api.ErrNoSidecar)
 	}
 	start := time.Now()
-	c := l.agentClient(p.Name)
+	c := l.agentClient(p.Key())
 	defer c.Close()
 	res, err := c.Restart(ctx)
 	if err != nil {
@@ -103,12 +103,24 @@ func (l *Lab) RestartProxy(ctx context.Context, name string, wait bool) (api.Pro
 	}
 }
 
+// PodKey returns the key (model.PodKey) of the pod ref names as model.LookupPod reads
+// it, or ref itself when it names none: the key names the pod's run directory.
+func (l *Lab) PodKey(ref string) string {
+	if p, err := l.podNamed(ref); err == nil {
+		return p.Key()
+	}
+	return ref
+}
+
 // podNamed returns the named pod of the current model, or api.ErrUnknownPod.
 func (l *Lab) podNamed(name string) (*model.Pod, error) {
 	l.mu.Lock()
 	m := l.model
 	l.mu.Unlock()
-	p := m.Pod(name)
+	p, err := m.LookupPod(name)
+	if err != nil {
+		return nil, fmt.Errorf("%w (%w)", err, api.ErrUnknownPod)
+	}
 	if p == nil {
 		return nil, fmt.Errorf("pod %q: %w", name, api.ErrUnknownPod)
 	}

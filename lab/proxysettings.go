@@ -23,12 +23,12 @@ const settingsPushTimeout = 15 * time.Second
 func (l *Lab) pushProxySettings(ctx context.Context, prev, next *model.Model) {
 	var wg sync.WaitGroup
 	for i, p := range next.Pods {
-		old := prev.Pod(p.Name)
+		old := prev.Pod(p.Key())
 		if !p.Sidecar.Inject || old == nil || reflect.DeepEqual(old.Sidecar, p.Sidecar) {
 			continue
 		}
 		settings := l.agentConfig(i, p).ProxySettings()
-		wg.Go(func() { l.pushPodSettings(ctx, p.Name, settings) })
+		wg.Go(func() { l.pushPodSettings(ctx, p.Key(), settings) })
 	}
 	wg.Wait()
 }

@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strconv"
 	"time"
+
+	"github.com/meshlab/meshlab/controlplane/model"
 )
 
 // DefaultRunRoot is where every lab keeps its run directory.
@@ -54,13 +56,15 @@ func (p Paths) XDSSocket() string { return filepath.Join(p.Dir, "xds.sock") }
 // APISocket is the lab API's unix socket.
 func (p Paths) APISocket() string { return filepath.Join(p.Dir, "api.sock") }
 
-// PodDir is the run directory of one pod.
+// PodDir is the run directory of the pod whose key (model.PodKey) is pod.
 func (p Paths) PodDir(pod string) string { return filepath.Join(p.Dir, "pods", pod) }
 
 // AgentSocket is the agent API socket of one pod.
 func (p Paths) AgentSocket(pod string) string { return filepath.Join(p.PodDir(pod), "agent.sock") }
 
-// NamespaceName returns the network namespace of a pod of lab ("ml-<lab>-<pod>").
+// NamespaceName returns the network namespace of the pod of lab whose key is pod
+// (model.PodKey): "ml-<lab>-<name>" in namespace default, "ml-<lab>-<name>.<namespace>"
+// elsewhere.
 func NamespaceName(lab, pod string) string { return "ml-" + lab + "-" + pod }
 
 // NodeNamespace returns the lab's node namespace.
@@ -90,11 +94,15 @@ type Record struct {
 
 // PodRecord is one pod in lab.json.
 type PodRecord struct {
-	Name      string     `json:"name"`
-	Namespace string     `json:"namespace"`
-	NetNS     string     `json:"netns"`
-	IP        netip.Addr `json:"ip"`
-	Sidecar   bool       `json:"sidecar"`
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	// Key is the pod's key (model.PodKey: "<name>" in default, "<name>.<namespace>"
+	// elsewhere), which names its network namespace and run directory; names may repeat
+	// across namespaces, keys do not.
+	Key     string     `json:"key"`
+	NetNS   string     `json:"netns"`
+	IP      netip.Addr `json:"ip"`
+	Sidecar bool       `json:"sidecar"`
 	// Workload is the Workload or Kubernetes workload (Deployment...) that made the pod.
 	Workload string `json:"workload,omitempty"`
 	// AppUID is the uid (and gid) the pod's app runs as, distinct from every other pod's
@@ -103,6 +111,14 @@ type PodRecord struct {
 	// Persona is the built-in app persona the pod runs ("" for the demo app or a
 	// command): `meshlab exec` runs the image's own commands (fortio) by it.
 	Persona string `json:"persona,omitempty"`
+}
+
+// key is the pod's key, also for a record written before pods had keys.
+func (p PodRecord) key() string {
+	if p.Key != "" {
+		return p.Key
+	}
+	return model.PodKey(p.Namespace, p.Name)
 }
 
 // writeRecord writes r to path atomically, recording the caller as its creator the first
@@ -135,6 +151,11 @@ func ReadRecord(p Paths) (*Record, error) {
 	var r Record
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("read lab record %s: %w", p.Record(), err)
+	}
+	for i, pr := range r.Pods {
+		if pr.Key == "" { // a record written before pods had keys
+			r.Pods[i].Key = model.PodKey(pr.Namespace, pr.Name)
+		}
 	}
 	return &r, nil
 }

@@ -116,7 +116,7 @@ func (l *Lab) assignAppUIDs() error {
 // up it is the pod's index in model order.
 func (l *Lab) podSlot(pod string) (int, error) {
 	for _, p := range l.rec.Pods {
-		if p.Name == pod && p.AppUID != 0 {
+		if p.key() == pod && p.AppUID != 0 {
 			return int(p.AppUID - l.rec.AppUIDBase), nil
 		}
 	}
@@ -145,7 +145,7 @@ func (l *Lab) podSandbox(slot int, p *model.Pod) (*netns.Sandbox, error) {
 	if err != nil && !os.IsNotExist(err) {
 		return nil, fmt.Errorf("sandbox of pod %s: read the host's resolv.conf: %w", p.Name, err)
 	}
-	dir := l.paths.PodDir(p.Name)
+	dir := l.paths.PodDir(p.Key())
 	resolv, hosts := filepath.Join(dir, "resolv.conf"), filepath.Join(dir, "hosts")
 	if err := os.WriteFile(resolv, []byte(podResolvConf(p.Namespace, host)), 0o644); err != nil {
 		return nil, fmt.Errorf("sandbox of pod %s: write %s: %w", p.Name, resolv, err)

@@ -34,8 +34,8 @@ func (l *Lab) ProxySecrets(ctx context.Context) []api.PodSecrets {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ps := api.PodSecrets{Pod: p.Name}
-			secrets, err := proxySecrets(ctx, l.paths.AgentSocket(p.Name))
+			ps := api.PodSecrets{Pod: p.Key()}
+			secrets, err := proxySecrets(ctx, l.paths.AgentSocket(p.Key()))
 			if err != nil {
 				ps.Error = err.Error()
 			}

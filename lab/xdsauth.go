@@ -85,15 +85,15 @@ func (l *Lab) authorizeProxy(ctx context.Context, nodes proxyNodes, nodeID strin
 	if !ok {
 		return status.Error(codes.Unauthenticated, "unknown bearer token")
 	}
-	if caller.Pod != pod.Name || caller.Identity.Namespace != pod.Namespace {
-		return status.Errorf(codes.PermissionDenied, "the token of pod %s/%s may not speak for node id %q", caller.Identity.Namespace, caller.Pod, nodeID)
+	if caller.Pod != pod.Key() || caller.Identity.Namespace != pod.Namespace {
+		return status.Errorf(codes.PermissionDenied, "the token of pod %s (namespace %s) may not speak for node id %q", caller.Pod, caller.Identity.Namespace, nodeID)
 	}
 	return nil
 }
 
 // authorizeUnixPeer accepts a unix socket peer whose network namespace is pod's.
 func (l *Lab) authorizeUnixPeer(pc discovery.PeerCred, pod *model.Pod) error {
-	ns := NamespaceName(l.opts.Name, pod.Name)
+	ns := NamespaceName(l.opts.Name, pod.Key())
 	var want unix.Stat_t
 	if err := unix.Stat(netns.Path(ns), &want); err != nil {
 		return status.Errorf(codes.PermissionDenied, "pod %s/%s has no network namespace: %v", pod.Namespace, pod.Name, err)

@@ -55,7 +55,7 @@ func NewLabBackend(l *lab.Lab, runRoot, name string) *LabBackend {
 
 // Stats reads the pod's proxy stats through its agent's admin proxy.
 func (b *LabBackend) Stats(ctx context.Context, pod string) (map[string]uint64, error) {
-	c := agentapi.NewClient(b.paths.AgentSocket(pod))
+	c := agentapi.NewClient(b.paths.AgentSocket(b.PodKey(pod)))
 	defer c.Close()
 	st, err := c.Stats(ctx, "")
 	if err != nil {

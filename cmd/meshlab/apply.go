@@ -17,14 +17,15 @@ import (
 
 // applyConfig is what `meshlab apply` and `meshlab delete -f` read.
 type applyConfig struct {
-	files []string // -f: files, directories, or "-" for stdin
+	files     []string // -f: files, directories, or "-" for stdin
+	namespace string   // -n: the namespace of objects that name none ("" for default)
 }
 
 func newApplyCmd(g *globalFlags) *cobra.Command {
 	cfg := &applyConfig{}
 	var output string
 	cmd := &cobra.Command{
-		Use:   "apply -f FILE|DIR|-",
+		Use:   "apply [-n NAMESPACE] -f FILE|DIR|-",
 		Short: "Create or replace Services, Workloads and Istio objects in a running lab, atomically",
 		Long: `apply sends objects to a running lab: VirtualService, DestinationRule and ServiceEntry
 (networking.istio.io v1alpha3, v1beta1 or v1), meshlab's MeshConfig, Services, and
@@ -42,6 +43,9 @@ changes; an error names the file, the object and the field.`,
 			if err != nil {
 				return err
 			}
+			for i := range files {
+				files[i].Namespace = cfg.namespace
+			}
 			c, err := g.apiClient()
 			if err != nil {
 				return err
@@ -56,6 +60,7 @@ changes; an error names the file, the object and the field.`,
 	}
 	addOutputFlag(cmd, &output)
 	cmd.Flags().StringSliceVarP(&cfg.files, "filename", "f", nil, "file, directory (its .yaml, .yml and .json files) or - for stdin; repeatable")
+	cmd.Flags().StringVarP(&cfg.namespace, "namespace", "n", "", "namespace of the objects that name none, as kubectl apply -n (default: default); an object naming another is refused")
 	_ = cmd.MarkFlagRequired("filename")
 	return cmd
 }

@@ -183,9 +183,11 @@ func newCARenewalCmd(g *globalFlags) *cobra.Command {
 			if pause == resume {
 				return fmt.Errorf("give one of --pause and --resume")
 			}
-			if _, err := g.podPaths(args[0], true); err != nil {
+			_, key, err := g.podPaths(args[0], true)
+			if err != nil {
 				return err
 			}
+			args[0] = key // the pod's key names it to the lab even where its name repeats
 			c, err := g.apiClient()
 			if err != nil {
 				return err

@@ -72,7 +72,7 @@ func podNames(g *globalFlags, sidecar bool) []string {
 	var out []string
 	for _, p := range r.Pods {
 		if p.Sidecar || !sidecar {
-			out = append(out, p.Name)
+			out = append(out, p.Key)
 		}
 	}
 	return out

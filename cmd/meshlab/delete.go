@@ -35,6 +35,11 @@ func newDeleteCmd(g *globalFlags) *cobra.Command {
 				if err != nil {
 					return err
 				}
+				for i := range files {
+					if cmd.Flags().Changed("namespace") {
+						files[i].Namespace = cfg.namespace
+					}
+				}
 				r.Files = files
 			case len(args) == 2:
 				r.Refs = []api.ObjectRef{{Kind: args[0], Namespace: cfg.namespace, Name: args[1]}}
@@ -60,6 +65,6 @@ func newDeleteCmd(g *globalFlags) *cobra.Command {
 	}
 	addOutputFlag(cmd, &output)
 	cmd.Flags().StringSliceVarP(&cfg.files, "filename", "f", nil, "file, directory or - for stdin naming the objects to delete")
-	cmd.Flags().StringVarP(&cfg.namespace, "namespace", "n", "default", "namespace of KIND NAME")
+	cmd.Flags().StringVarP(&cfg.namespace, "namespace", "n", "default", "namespace of KIND NAME, or of -f's objects that name none")
 	return cmd
 }

@@ -29,9 +29,11 @@ func newDescribeCmd(g *globalFlags) *cobra.Command {
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			if _, err := g.podPaths(args[0], false); err != nil {
+			_, key, err := g.podPaths(args[0], false)
+			if err != nil {
 				return err
 			}
+			args[0] = key // the pod's key names it to the lab even where its name repeats
 			c, err := g.apiClient()
 			if err != nil {
 				return err

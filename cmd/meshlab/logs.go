@@ -57,11 +57,11 @@ func newLogsCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			path := filepath.Join(paths.PodDir(p.Name), container+".log")
+			path := filepath.Join(paths.PodDir(p.Key), container+".log")
 			if _, err := os.Stat(path); os.IsNotExist(err) && !cmd.Flags().Changed("container") {
 				// A gateway pod has one container, istio-proxy: kubectl logs prints it
 				// without -c, as `kubectl logs -l istio=egressgateway` in the tasks.
-				if proxy := filepath.Join(paths.PodDir(p.Name), "proxy.log"); fileExists(proxy) {
+				if proxy := filepath.Join(paths.PodDir(p.Key), "proxy.log"); fileExists(proxy) {
 					path = proxy
 				}
 			}

@@ -256,11 +256,11 @@ func readAdmin(ctx context.Context, g *globalFlags, pod, file, path string) ([]b
 		}
 		return b, nil
 	}
-	paths, err := g.podPaths(pod, true)
+	paths, key, err := g.podPaths(pod, true)
 	if err != nil {
 		return nil, err
 	}
-	b, err := fetchAdmin(ctx, paths.AgentSocket(pod), path)
+	b, err := fetchAdmin(ctx, paths.AgentSocket(key), path)
 	if err != nil {
 		return nil, fmt.Errorf("read the config of %s's proxy: %w", pod, err)
 	}

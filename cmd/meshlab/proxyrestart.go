@@ -33,9 +33,11 @@ Prints the new epoch and the time until it was LIVE.`,
 		SilenceUsage:      true,
 		SilenceErrors:     true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if _, err := g.podPaths(args[0], true); err != nil {
+			_, key, err := g.podPaths(args[0], true)
+			if err != nil {
 				return err
 			}
+			args[0] = key // the pod's key names it to the lab even where its name repeats
 			c, err := g.apiClient()
 			if err != nil {
 				return err

@@ -114,29 +114,28 @@ func requireRoot(verb string) error {
 
 // podPaths resolves the lab and checks that it has pod (with a sidecar, when sidecar is
 // set), returning the lab's paths; the error lists the pods it does have.
-func (g *globalFlags) podPaths(pod string, sidecar bool) (lab.Paths, error) {
+func (g *globalFlags) podPaths(pod string, sidecar bool) (lab.Paths, string, error) {
 	name, err := g.existingLab()
 	if err != nil {
-		return lab.Paths{}, err
+		return lab.Paths{}, "", err
 	}
 	paths := lab.PathsFor(g.runRoot, name)
 	r, err := lab.ReadRecord(paths)
 	if err != nil {
-		return lab.Paths{}, fmt.Errorf("lab %s: %w", name, err)
+		return lab.Paths{}, "", fmt.Errorf("lab %s: %w", name, err)
 	}
 	var pods []string
-	exists := false
 	for _, p := range r.Pods {
-		if p.Name == pod && (p.Sidecar || !sidecar) {
-			return paths, nil
-		}
-		exists = exists || p.Name == pod
 		if p.Sidecar || !sidecar {
-			pods = append(pods, p.Name)
+			pods = append(pods, p.Key)
 		}
 	}
-	if exists {
-		return lab.Paths{}, fmt.Errorf("pod %q in lab %s has no sidecar (pods with one: %s)", pod, name, validList(pods))
+	p, err := r.FindPod(pod, "")
+	if err != nil {
+		return lab.Paths{}, "", err
 	}
-	return lab.Paths{}, unknownPod(name, pod, pods)
+	if sidecar && !p.Sidecar {
+		return lab.Paths{}, "", fmt.Errorf("pod %q in lab %s has no sidecar (pods with one: %s)", pod, name, validList(pods))
+	}
+	return paths, p.Key, nil
 }

@@ -145,7 +145,7 @@ func meshVersions(ctx context.Context, g *globalFlags, rep *versionReport) error
 			continue
 		}
 		info := proxyInfo{ID: p.Name + "." + p.Namespace, Type: "sidecar"}
-		b, err := fetchAdmin(ctx, paths.AgentSocket(p.Name), "server_info")
+		b, err := fetchAdmin(ctx, paths.AgentSocket(p.Key), "server_info")
 		var si struct {
 			Version string `json:"version"`
 		}

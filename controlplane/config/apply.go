@@ -15,7 +15,13 @@ import (
 type File struct {
 	Name string `json:"name"` // used in messages
 	Data []byte `json:"data"`
+	// Namespace is that of the objects that name none, as kubectl's apply -n ("" for
+	// default); an object naming another is refused, as kubectl does.
+	Namespace string `json:"namespace,omitempty"`
 }
+
+// clusterScoped are the kinds that belong to no namespace: -n does not apply to them.
+var clusterScoped = map[string]bool{"Namespace": true, "GatewayClass": true}
 
 // Ref names one object.
 type Ref struct {
@@ -59,7 +65,7 @@ func (s *Scenario) Apply(files ...File) (*Scenario, []Change, error) {
 			if !checkDocumentSize(f.Name, d, &errs) {
 				continue
 			}
-			o, ok := decodeDocument(f.Name, d, &errs)
+			o, ok := decodeDocument(f.Name, f.Namespace, d, &errs)
 			if o == nil || !ok {
 				continue
 			}
@@ -154,8 +160,9 @@ func sameSpec(a, b *Object) bool {
 }
 
 // Refs returns the objects a file names, reading only each document's header (for
-// `meshlab delete -f`, whose file need not be valid against the lab).
-func Refs(file string, data []byte) ([]Ref, error) {
+// `meshlab delete -f`, whose file need not be valid against the lab). namespace is that of
+// the objects that name none ("" for default), as kubectl's delete -n.
+func Refs(file, namespace string, data []byte) ([]Ref, error) {
 	var errs ErrorList
 	var refs []Ref
 	if !checkFileSize(file, data, &errs) {
@@ -169,7 +176,7 @@ func Refs(file string, data []byte) ([]Ref, error) {
 		if len(d.data) > MaxObjectBytes {
 			// Too large to parse; its header lines name it well enough to delete it.
 			if h := scanHeader(d.data); h.kind != "" && h.name != "" {
-				refs = append(refs, Ref{Kind: h.kind, Namespace: cmp.Or(h.namespace, DefaultNamespace), Name: h.name})
+				refs = append(refs, Ref{Kind: h.kind, Namespace: cmp.Or(h.namespace, namespace, DefaultNamespace), Name: h.name})
 			} else {
 				checkDocumentSize(file, d, &errs)
 			}
@@ -190,7 +197,7 @@ func Refs(file string, data []byte) ([]Ref, error) {
 		}
 		var origin model.Origin
 		origin.File = file
-		if _, ok := readHeader(top, &origin, p); ok {
+		if _, ok := readHeader(top, &origin, p, namespace); ok {
 			refs = append(refs, Ref{Kind: origin.Kind, Namespace: origin.Namespace, Name: origin.Name})
 		}
 	}

@@ -23,7 +23,8 @@ func checkScenario(valid, invalid []*Object, selectors bool, errs *ErrorList) {
 	slices.SortFunc(all, func(a, b *Object) int { return cmp.Compare(a.Doc, b.Doc) })
 	type key struct{ kind, ns, name string }
 	firstObj := map[key]*Object{}
-	firstPod := map[string]*Object{}
+	firstPod := map[string]*Object{} // by pod key: names repeat across namespaces
+
 	for _, o := range all {
 		p := problems{origin: o.Origin, doc: o.Doc, list: errs}
 		k := key{o.Origin.Kind, o.Origin.Namespace, o.Origin.Name}
@@ -32,15 +33,14 @@ func checkScenario(valid, invalid []*Object, selectors bool, errs *ErrorList) {
 			continue
 		}
 		firstObj[k] = o
-		// Pod names must be unique across namespaces: each is a network namespace
-		// ml-<lab>-<pod>.
+		// Pod names are unique within a namespace, as Kubernetes'.
 		for _, pod := range o.pods {
-			if prev, dup := firstPod[pod.Name]; dup {
+			if prev, dup := firstPod[pod.Key()]; dup {
 				p.addf("metadata.name", "pod %q is also made by %s %s/%s in document %d",
 					pod.Name, prev.Origin.Kind, prev.Origin.Namespace, prev.Origin.Name, prev.Doc)
 				break
 			}
-			firstPod[pod.Name] = o
+			firstPod[pod.Key()] = o
 		}
 	}
 	for _, o := range invalid {

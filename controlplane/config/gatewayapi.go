@@ -464,7 +464,7 @@ func gatewayAPIDeployments(objs []*Object) ([]*model.Service, []*model.Pod, erro
 		tmpl.Spec.ServiceAccountName = name
 		tmpl.Spec.Containers = []corev1.Container{{Name: "istio-proxy", Image: proxyImage, Args: []string{"proxy", "router"}}}
 		pods = append(pods, &model.Pod{
-			Name: suffixedNamesIn(name+"-"+podTemplateHash(tmpl), ns, 1)[0], Namespace: ns, Workload: name, Labels: labels,
+			Name: suffixedNames(name+"-"+podTemplateHash(tmpl), 1)[0], Namespace: ns, Workload: name, Labels: labels,
 			ServiceAccount: name,
 			App:            model.AppSpec{Image: proxyImage},
 			Sidecar:        model.SidecarSpec{Inject: true},

@@ -338,7 +338,7 @@ spec:
 			t.Errorf("Find(%s): %v %v; want one %s", kind, objs, err, want)
 		}
 	}
-	refs, err := Refs("gw.yaml", []byte(httpbinGatewayAPI))
+	refs, err := Refs("gw.yaml", "", []byte(httpbinGatewayAPI))
 	if err != nil || len(refs) != 3 || refs[1].Kind != GatewayAPIGatewayKind {
 		t.Errorf("Refs: %v %v; want the Gateway API Gateway as %s", refs, err, GatewayAPIGatewayKind)
 	}

@@ -430,7 +430,7 @@ func TestScenarioApplyAndDelete(t *testing.T) {
 	if _, _, err := next.Delete(Ref{Kind: "vs", Name: "nope"}); err == nil || err.Error() != "delete: not found: VirtualService default/nope" {
 		t.Errorf("Delete of a missing object: err = %v", err)
 	}
-	refs, err := Refs("x.yaml", []byte(docs(split, backendDR)))
+	refs, err := Refs("x.yaml", "", []byte(docs(split, backendDR)))
 	if err != nil {
 		t.Fatal(err)
 	}

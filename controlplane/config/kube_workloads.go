@@ -86,7 +86,7 @@ func decodeKubeWorkload(kind string, top map[string]any, js []byte, o *Object, p
 		}
 		tmpl, selector = d.Spec.Template, labelSelector(d.Spec.Selector, p)
 		replicas = replicaCount(d.Spec.Replicas, p)
-		names = func(hash string) []string { return suffixedNamesIn(name+"-"+hash, p.origin.Namespace, replicas) }
+		names = func(hash string) []string { return suffixedNames(name+"-"+hash, replicas) }
 	case "ReplicaSet":
 		var rs appsv1.ReplicaSet
 		if !decodeStrict(top, js, &rs, p) {
@@ -94,7 +94,7 @@ func decodeKubeWorkload(kind string, top map[string]any, js []byte, o *Object, p
 		}
 		tmpl, selector = rs.Spec.Template, labelSelector(rs.Spec.Selector, p)
 		replicas = replicaCount(rs.Spec.Replicas, p)
-		names = func(string) []string { return suffixedNamesIn(name, p.origin.Namespace, replicas) }
+		names = func(string) []string { return suffixedNames(name, replicas) }
 	case "StatefulSet":
 		var ss appsv1.StatefulSet
 		if !decodeStrict(top, js, &ss, p) {
@@ -110,7 +110,7 @@ func decodeKubeWorkload(kind string, top map[string]any, js []byte, o *Object, p
 		}
 		// A lab is one node: a DaemonSet makes one pod.
 		tmpl, selector = ds.Spec.Template, labelSelector(ds.Spec.Selector, p)
-		names = func(string) []string { return suffixedNamesIn(name, p.origin.Namespace, 1) }
+		names = func(string) []string { return suffixedNames(name, 1) }
 	}
 	n := len(*p.list)
 	checkName(p, "metadata.name", name, 63)
@@ -133,6 +133,9 @@ func decodeKubeWorkload(kind string, top map[string]any, js []byte, o *Object, p
 	for _, pn := range podNames {
 		if len(pn) > maxPodName {
 			p.addf("metadata.name", "pod name %q is %d characters, more than %d (each pod is a network namespace ml-<lab>-<pod>)", pn, len(pn), maxPodName)
+			break
+		}
+		if !checkPodKey(p, "metadata.namespace", p.origin.Namespace, pn) {
 			break
 		}
 	}
@@ -459,24 +462,16 @@ func podTemplateHash(t *corev1.PodTemplateSpec) string {
 	return safeEncode(h.Sum32())
 }
 
-// suffixedNames is suffixedNamesIn for a name whose suffix does not depend on its
-// namespace (the gateways' pods).
-func suffixedNames(base string, n int) []string { return suffixedNamesIn(base, "", n) }
-
-// suffixedNamesIn returns n names base-<5 characters>, as a ReplicaSet names its pods; the
-// suffixes are drawn from base, the namespace and the index, so the same scenario gives
-// the same names, and the same Deployment in two namespaces (the mtls-migration task's
-// httpbin and curl in foo and bar) makes pods of different names, as Kubernetes' random
-// suffixes do (a pod's name is its network namespace's, unique in the lab).
-func suffixedNamesIn(base, namespace string, n int) []string {
+// suffixedNames returns n names base-<5 characters>, as a ReplicaSet names its pods; the
+// suffixes are drawn from base and the index, so the same scenario gives the same names.
+// The same Deployment in two namespaces (the mtls-migration task's httpbin and curl in
+// foo, bar and legacy) makes pods of the same names, which Kubernetes allows: a pod is
+// keyed by namespace and name (model.PodKey).
+func suffixedNames(base string, n int) []string {
 	out := make([]string, 0, n)
-	key := base
-	if namespace != "" && namespace != "default" {
-		key = namespace + "/" + base // names in default stay as they were
-	}
 	for i := range n {
 		h := fnv.New32a()
-		_, _ = fmt.Fprintf(h, "%s/%d", key, i)
+		_, _ = fmt.Fprintf(h, "%s/%d", base, i)
 		// The low digits vary most; five of them, as Kubernetes' random suffix.
 		suffix := safeEncode(h.Sum32() | 1<<31) // at least 10 digits
 		out = append(out, base+"-"+suffix[len(suffix)-5:])

@@ -255,11 +255,11 @@ func TestReadLimited(t *testing.T) {
 // TestRefsOfOversizeFile: `delete -f` of the 10 MB probe names it from its header lines
 // without parsing it; a file above MaxFileBytes is refused.
 func TestRefsOfOversizeFile(t *testing.T) {
-	refs, err := Refs("big.yaml", []byte(bigVirtualService("big", 127672)))
+	refs, err := Refs("big.yaml", "", []byte(bigVirtualService("big", 127672)))
 	if err != nil || len(refs) != 1 || refs[0] != (Ref{Kind: "VirtualService", Namespace: "default", Name: "big"}) {
 		t.Errorf("Refs of the 10 MB VirtualService = %v, %v", refs, err)
 	}
-	if _, err := Refs("huge.yaml", make([]byte, MaxFileBytes+1)); err == nil || !strings.Contains(err.Error(), "above the limit of 16.0 MiB for one file") {
+	if _, err := Refs("huge.yaml", "", make([]byte, MaxFileBytes+1)); err == nil || !strings.Contains(err.Error(), "above the limit of 16.0 MiB for one file") {
 		t.Errorf("Refs of a file above MaxFileBytes: %v", err)
 	}
 }

@@ -111,7 +111,7 @@ func Load(file string, data []byte) (*Scenario, error) {
 		if !checkDocumentSize(file, d, &errs) {
 			continue
 		}
-		o, ok := decodeDocument(file, d, &errs)
+		o, ok := decodeDocument(file, "", d, &errs)
 		switch {
 		case o == nil:
 		case ok:
@@ -130,9 +130,10 @@ func Load(file string, data []byte) (*Scenario, error) {
 }
 
 // decodeDocument parses one YAML document into an Object, recording its problems, and
-// reports whether it is valid on its own. The Object is nil for an empty document and for
+// reports whether it is valid on its own. namespace is that of an object that names none
+// ("" for default, as kubectl's -n). The Object is nil for an empty document and for
 // one whose header (apiVersion, kind, metadata.name) could not be read.
-func decodeDocument(file string, d document, errs *ErrorList) (*Object, bool) {
+func decodeDocument(file, namespace string, d document, errs *ErrorList) (*Object, bool) {
 	p := problems{origin: model.Origin{File: file}, doc: d.index, list: errs}
 	js, err := yaml.YAMLToJSONStrict(d.padded())
 	if err != nil {
@@ -153,7 +154,7 @@ func decodeDocument(file string, d document, errs *ErrorList) (*Object, bool) {
 		return nil, false
 	}
 	o := &Object{Doc: d.index, Line: d.line, Origin: model.Origin{File: file}}
-	apiVersion, ok := readHeader(top, &o.Origin, p)
+	apiVersion, ok := readHeader(top, &o.Origin, p, namespace)
 	if !ok {
 		return nil, false
 	}
@@ -232,7 +233,7 @@ func decodeIstio[T any, M interface {
 // readHeader fills origin's kind, namespace and name from the document's top level,
 // recording what is missing, and returns the apiVersion. It reports whether the header is
 // complete enough to go on.
-func readHeader(top map[string]any, origin *model.Origin, p problems) (string, bool) {
+func readHeader(top map[string]any, origin *model.Origin, p problems, namespace string) (string, bool) {
 	n := len(*p.list)
 	str := func(m map[string]any, key, field string) string {
 		v, ok := m[key]
@@ -262,10 +263,21 @@ func readHeader(top map[string]any, origin *model.Origin, p problems) (string, b
 	}
 	origin.Name = str(meta, "name", "metadata.name")
 	origin.Namespace = str(meta, "namespace", "metadata.namespace")
+	mismatch := false
+	switch {
+	case namespace == "" || clusterScoped[origin.Kind]:
+	case origin.Namespace == "":
+		origin.Namespace = namespace
+	case origin.Namespace != namespace:
+		mismatch = true
+	}
 	if origin.Namespace == "" {
 		origin.Namespace = DefaultNamespace
 	}
 	p.origin = *origin
+	if mismatch {
+		p.addf("metadata.namespace", "%q does not match the namespace %q given with -n (kubectl refuses it too)", origin.Namespace, namespace)
+	}
 	if apiVersion == "" {
 		p.addf("apiVersion", "is required")
 	}

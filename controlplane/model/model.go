@@ -280,14 +280,76 @@ func New(services []*Service, pods []*Pod) *Model {
 	return m
 }
 
-// Pod returns the pod with the given name in any namespace, or nil.
-func (m *Model) Pod(name string) *Pod {
-	for _, p := range m.Pods {
-		if p.Name == name {
-			return p
-		}
+// DefaultNamespace is the namespace of objects that name none, kubectl's current
+// namespace.
+const DefaultNamespace = "default"
+
+// PodKey returns the one string that names pod namespace/name in a lab, as istioctl
+// names a pod: "<name>" in namespace default, "<name>.<namespace>" elsewhere. Pod and
+// namespace names are DNS labels (no '.'), so keys are unique; a key names the pod's
+// network namespace (ml-<lab>-<key>), run directory, agent and API paths, as pod names
+// may repeat across namespaces.
+func PodKey(namespace, name string) string {
+	if namespace == DefaultNamespace || namespace == "" {
+		return name
 	}
-	return nil
+	return name + "." + namespace
+}
+
+// Key returns the pod's key (PodKey).
+func (p *Pod) Key() string { return PodKey(p.Namespace, p.Name) }
+
+// Pod returns the pod ref names, or nil (see LookupPod).
+func (m *Model) Pod(ref string) *Pod {
+	p, _ := m.LookupPod(ref)
+	return p
+}
+
+// LookupPod returns the pod ref names: "<name>.<namespace>" (istioctl's form, also for
+// default), else a name, as kubectl reads one in namespace default, or, when default has
+// no pod of that name, the one pod of that name in the lab. A name that several other
+// namespaces hold is an *AmbiguousPodError; an unknown one is (nil, nil).
+func (m *Model) LookupPod(ref string) (*Pod, error) {
+	if name, ns, ok := strings.Cut(ref, "."); ok {
+		for _, p := range m.Pods {
+			if p.Name == name && p.Namespace == ns {
+				return p, nil
+			}
+		}
+		return nil, nil
+	}
+	var found []*Pod
+	for _, p := range m.Pods {
+		if p.Name != ref {
+			continue
+		}
+		if p.Namespace == DefaultNamespace {
+			return p, nil
+		}
+		found = append(found, p)
+	}
+	switch len(found) {
+	case 0:
+		return nil, nil
+	case 1:
+		return found[0], nil
+	}
+	e := &AmbiguousPodError{Name: ref}
+	for _, p := range found {
+		e.Namespaces = append(e.Namespaces, p.Namespace)
+	}
+	slices.Sort(e.Namespaces)
+	return nil, e
+}
+
+// AmbiguousPodError is a pod name that several namespaces hold, none of them default.
+type AmbiguousPodError struct {
+	Name       string
+	Namespaces []string
+}
+
+func (e *AmbiguousPodError) Error() string {
+	return fmt.Sprintf("pod %q is in namespaces %s: choose one with -n NAMESPACE (or name it %s.%s)", e.Name, strings.Join(e.Namespaces, ", "), e.Name, e.Namespaces[0])
 }
 
 // Endpoints returns the addresses serving port of svc: every pod in the service's

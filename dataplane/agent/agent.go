@@ -160,7 +160,8 @@ func run(ctx context.Context, c Config, log *slog.Logger, d deps) (err error) {
 	service("dns", func(ctx context.Context) error {
 		return ServeDNS(ctx, dnsUDP, dnsTCP, &dnsHandler{names: names, log: log})
 	})
-	service("nametable", newNameTablePoller(c.LabSocket, c.Pod, names, log).Run)
+	// The pod as istioctl names it, "<pod>.<namespace>": pod names repeat across namespaces.
+	service("nametable", newNameTablePoller(c.LabSocket, c.Pod+"."+c.Namespace, names, log).Run)
 	if certs != nil {
 		service("certs", certs.Run)
 		service("sds", func(ctx context.Context) error { return serveSDS(ctx, sdsLn, certs, c.SystemCAFile, log) })

@@ -93,7 +93,7 @@ func (l *fakeLab) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "lab not ready", http.StatusInternalServerError)
 		return
 	}
-	if r.URL.Path != "/v1/agents/backend-v1/nametable" {
+	if r.URL.Path != "/v1/agents/backend-v1.default/nametable" { // the pod as istioctl names it
 		l.mu.Unlock()
 		http.NotFound(w, r)
 		return

@@ -182,7 +182,7 @@ func (c *CA) renewAll(ctx context.Context, step string, check func(agentapi.Cert
 	var wg sync.WaitGroup
 	for i, p := range pods {
 		wg.Go(func() {
-			st, err := c.renewPod(ctx, p.Name)
+			st, err := c.renewPod(ctx, p.Key())
 			if errors.Is(err, agentapi.ErrRenewalPaused) && step == "renew" {
 				return
 			}
@@ -190,10 +190,10 @@ func (c *CA) renewAll(ctx context.Context, step string, check func(agentapi.Cert
 				err = check(st)
 			}
 			if err != nil {
-				errs[i] = fmt.Errorf("pod %s: %w", p.Name, err)
+				errs[i] = fmt.Errorf("pod %s: %w", p.Key(), err)
 				return
 			}
-			c.deps.Publish(EventCertRenewed, p.Name, fmt.Sprintf("certificate %s from %q, trusting %d root(s)", st.Serial, st.Issuer, len(st.TrustBundle)),
+			c.deps.Publish(EventCertRenewed, p.Key(), fmt.Sprintf("certificate %s from %q, trusting %d root(s)", st.Serial, st.Issuer, len(st.TrustBundle)),
 				map[string]any{"serial": st.Serial, "issuer": st.Issuer, "bundle": len(st.TrustBundle), "step": step})
 		})
 	}
@@ -271,7 +271,7 @@ func (c *CA) Status(ctx context.Context) api.CAStatus {
 	certs := make([]api.CAPodCert, len(pods))
 	var wg sync.WaitGroup
 	for i, p := range pods {
-		wg.Go(func() { certs[i] = c.podCert(ctx, p.Name, byKey) })
+		wg.Go(func() { certs[i] = c.podCert(ctx, p.Key(), byKey) })
 	}
 	wg.Wait()
 	out.Pods = append(out.Pods, certs...)

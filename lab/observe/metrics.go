@@ -36,9 +36,9 @@ func WriteMetrics(ctx context.Context, d Deps, cp prometheus.Gatherer, log *slog
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			fams, err := proxyMetrics(ctx, d, p.Name)
+			fams, err := proxyMetrics(ctx, d, p.Key())
 			if err != nil {
-				log.Debug("proxy metrics unavailable", "pod", p.Name, "err", err)
+				log.Debug("proxy metrics unavailable", "pod", p.Key(), "err", err)
 				return
 			}
 			mu.Lock()

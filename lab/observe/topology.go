@@ -154,10 +154,10 @@ func (p *Topology) Sample(ctx context.Context, d Deps) api.Topology {
 // samplePod reads one pod's agent status, edge stats and fault aborts.
 func samplePod(ctx context.Context, d Deps, m *model.Model, pod *model.Pod) podSample {
 	var s podSample
-	if st, err := d.AgentStatus(ctx, pod.Name); err == nil {
+	if st, err := d.AgentStatus(ctx, pod.Key()); err == nil {
 		s.status = &st
 	}
-	stats, err := d.AgentStats(ctx, pod.Name, edgeStatsFilter)
+	stats, err := d.AgentStats(ctx, pod.Key(), edgeStatsFilter)
 	if err != nil {
 		return s
 	}
@@ -166,7 +166,7 @@ func samplePod(ctx context.Context, d Deps, m *model.Model, pod *model.Pod) podS
 	if pod.Router {
 		s.gatewayRequests, s.gatewayErrors = gatewayRequests(stats)
 	}
-	if istio, err := istioRequests(ctx, d, pod.Name); err == nil { // topology_istio.go
+	if istio, err := istioRequests(ctx, d, pod.Key()); err == nil { // topology_istio.go
 		useIstioRequests(m, pod.Namespace, s.edges, istio)
 	}
 	return s
@@ -234,14 +234,14 @@ func buildTopology(m *model.Model, samples []podSample) api.Topology {
 		}
 		for _, p := range m.Pods {
 			if p.Namespace == s.Namespace && s.Selects(p.Labels) {
-				ts.Pods = append(ts.Pods, p.Name)
+				ts.Pods = append(ts.Pods, p.Key())
 				ts.Gateway = ts.Gateway || p.Router
 			}
 		}
 		t.Services = append(t.Services, ts)
 	}
 	for i, p := range m.Pods {
-		tp := api.TopologyPod{Name: p.Name, Namespace: p.Namespace, IP: p.IP, Sidecar: p.Sidecar.Inject, Ready: !p.Sidecar.Inject, Epoch: -1, Gateway: p.Router}
+		tp := api.TopologyPod{Name: p.Name, Namespace: p.Namespace, Key: p.Key(), IP: p.IP, Sidecar: p.Sidecar.Inject, Ready: !p.Sidecar.Inject, Epoch: -1, Gateway: p.Router}
 		s := samples[i]
 		tp.RBACDenied = s.rbacDenied
 		if st := s.status; st != nil {
@@ -257,7 +257,7 @@ func buildTopology(m *model.Model, samples []podSample) api.Topology {
 			if c.requests == 0 {
 				continue
 			}
-			t.Edges = append(t.Edges, api.TopologyEdge{From: p.Name, To: host, Metric: c.metric(), Requests: c.requests, Errors: c.errors, MTLS: c.mtls(),
+			t.Edges = append(t.Edges, api.TopologyEdge{From: p.Key(), To: host, Metric: c.metric(), Requests: c.requests, Errors: c.errors, MTLS: c.mtls(),
 				Handshakes: c.handshakes, MTLSEndpoints: c.mtlsMatches, PlaintextEndpoints: c.rawMatches, Denied: c.denied})
 		}
 	}
@@ -284,7 +284,7 @@ func (p *Topology) rates(t *api.Topology, samples []podSample, m *model.Model, n
 	cur := map[string]edgeCounters{}
 	for i, pod := range m.Pods {
 		for host, c := range samples[i].edges {
-			cur[pod.Name+"|"+host] = c
+			cur[pod.Key()+"|"+host] = c
 		}
 	}
 	for host, c := range hostEdges(m, samples) {
@@ -322,10 +322,10 @@ func (p *Topology) publishEpochChanges(d Deps, m *model.Model, samples []podSamp
 		if st == nil {
 			continue
 		}
-		known := p.epochs[pod.Name]
+		known := p.epochs[pod.Key()]
 		if known == nil {
 			known = map[int]string{}
-			p.epochs[pod.Name] = known
+			p.epochs[pod.Key()] = known
 		}
 		for _, e := range st.Epochs {
 			if known[e.Epoch] == e.State {
@@ -333,7 +333,7 @@ func (p *Topology) publishEpochChanges(d Deps, m *model.Model, samples []podSamp
 			}
 			known[e.Epoch] = e.State
 			if !first {
-				d.Publish(EventEpochChanged, pod.Name, "proxy epoch "+strconv.Itoa(e.Epoch)+" is "+e.State,
+				d.Publish(EventEpochChanged, pod.Key(), "proxy epoch "+strconv.Itoa(e.Epoch)+" is "+e.State,
 					map[string]any{"epoch": e.Epoch, "state": e.State, "pid": e.PID})
 			}
 		}
@@ -356,20 +356,20 @@ func (p *Topology) publishCertChanges(d Deps, m *model.Model, samples []podSampl
 			continue
 		}
 		c := st.Cert
-		old, seen := p.serials[pod.Name]
+		old, seen := p.serials[pod.Key()]
 		if old == c.Serial {
 			continue
 		}
-		p.serials[pod.Name] = c.Serial
+		p.serials[pod.Key()] = c.Serial
 		if first {
 			continue
 		}
 		fields := map[string]any{"serial": c.Serial, "notAfter": c.NotAfter, "rotations": c.Rotations, "spiffeID": c.SPIFFEID}
 		if !seen || old == "" {
-			d.Publish(EventCertIssued, pod.Name, "certificate "+c.Serial+" issued for "+c.SPIFFEID, fields)
+			d.Publish(EventCertIssued, pod.Key(), "certificate "+c.Serial+" issued for "+c.SPIFFEID, fields)
 			continue
 		}
 		fields["previous"] = old
-		d.Publish(EventCertRotated, pod.Name, "certificate rotated: "+old+" -> "+c.Serial, fields)
+		d.Publish(EventCertRotated, pod.Key(), "certificate rotated: "+old+" -> "+c.Serial, fields)
 	}
 }

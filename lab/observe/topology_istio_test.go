@@ -101,7 +101,7 @@ func TestGatewayAndHostEdges(t *testing.T) {
 	const gwHost, ppHost = "istio-ingressgateway.istio-system.svc.cluster.local", "productpage.default.svc.cluster.local"
 	stats := func(gwTotal, gw5xx, testerSent uint64) map[string]map[string]uint64 {
 		return map[string]map[string]uint64{
-			"istio-ingressgateway-0": {
+			"istio-ingressgateway-0.istio-system": { // the pod's key
 				"http.outbound_0.0.0.0_8080.downstream_rq_total":          gwTotal,
 				"http.outbound_0.0.0.0_8080.downstream_rq_5xx":            gw5xx,
 				"cluster.outbound|9080||" + ppHost + ".upstream_rq_total": gwTotal,
@@ -110,7 +110,7 @@ func TestGatewayAndHostEdges(t *testing.T) {
 		}
 	}
 	d := &fakeDeps{model: gatewayLab(), stats: stats(25, 5, 5), get: map[string]string{
-		"istio-ingressgateway-0 /admin/stats/prometheus?filter=" + istioRequestsFilter: `# TYPE istio_requests_total counter
+		"istio-ingressgateway-0.istio-system /admin/stats/prometheus?filter=" + istioRequestsFilter: `# TYPE istio_requests_total counter
 istio_requests_total{reporter="source",source_workload="istio-ingressgateway",destination_service="productpage.default.svc.cluster.local",response_code="200"} 20
 istio_requests_total{reporter="source",source_workload="istio-ingressgateway",destination_service="productpage.default.svc.cluster.local",response_code="503"} 5
 `}}
@@ -136,7 +136,7 @@ istio_requests_total{reporter="source",source_workload="istio-ingressgateway",de
 	for _, e := range top.Edges {
 		got[e.From+" -> "+e.To] = e
 	}
-	if e, ok := got["istio-ingressgateway-0 -> "+ppHost]; !ok || e.Requests != 25 || e.Errors != 5 || e.Metric != api.EdgeMetricIstio {
+	if e, ok := got["istio-ingressgateway-0.istio-system -> "+ppHost]; !ok || e.Requests != 25 || e.Errors != 5 || e.Metric != api.EdgeMetricIstio {
 		t.Errorf("gateway -> productpage = %+v (found %v); want 25 requests, 5 5xx from istio_requests_total", e, ok)
 	}
 	if e, ok := got[api.HostNode+" -> "+gwHost]; !ok || e.Requests != 20 || e.Errors != 5 || e.Metric != api.EdgeMetricGateway {

@@ -53,7 +53,7 @@ func SendTraffic(ctx context.Context, d Deps, r api.TrafficRequest) (api.Traffic
 	tr := &http.Transport{
 		Proxy: nil,
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return d.DialFrom(ctx, p.Name, target.String())
+			return d.DialFrom(ctx, p.Key(), target.String())
 		},
 		MaxIdleConnsPerHost: trafficParallel,
 	}
@@ -86,7 +86,7 @@ func ResolveTarget(m *model.Model, p *model.Pod, u *url.URL) (netip.AddrPort, er
 	}
 	vips := m.NameTable(p.Namespace)[host]
 	if len(vips) == 0 {
-		return netip.AddrPort{}, fmt.Errorf("url: host %q is not a service pod %s can resolve", u.Hostname(), p.Name)
+		return netip.AddrPort{}, fmt.Errorf("url: host %q is not a service pod %s can resolve", u.Hostname(), p.Key())
 	}
 	return netip.AddrPortFrom(vips[0], port), nil
 }

@@ -38,9 +38,10 @@ type traceAnswer struct {
 	duration time.Duration
 	header   http.Header
 	app      struct {
-		Pod     string            `json:"pod"`
-		Version string            `json:"version"`
-		Headers map[string]string `json:"headers"`
+		Pod       string            `json:"pod"`
+		Namespace string            `json:"namespace"`
+		Version   string            `json:"version"`
+		Headers   map[string]string `json:"headers"`
 	}
 	err error
 }
@@ -59,7 +60,7 @@ func Trace(ctx context.Context, d Deps, r api.TraceRequest) (api.TraceResult, er
 	if p == nil {
 		names := make([]string, 0, len(m.Pods))
 		for _, q := range m.Pods {
-			names = append(names, q.Name)
+			names = append(names, q.Key())
 		}
 		return api.TraceResult{}, fmt.Errorf("pod %q: %w (pods: %s)", r.Pod, api.ErrUnknownPod, strings.Join(names, ", "))
 	}
@@ -78,7 +79,7 @@ func Trace(ctx context.Context, d Deps, r api.TraceRequest) (api.TraceResult, er
 	ans := sendTraced(ctx, d, p, target, u.String(), id)
 	after := snapshotPods(ctx, d, m)
 
-	res := api.TraceResult{Pod: p.Name, URL: u.String(), RequestID: id, Address: target.String(),
+	res := api.TraceResult{Pod: p.Key(), URL: u.String(), RequestID: id, Address: target.String(),
 		Status: ans.status, DurationMs: observe.Ms(ans.duration), Hops: []api.TraceHop{}}
 	if ans.err != nil {
 		res.Error = ans.err.Error()
@@ -88,18 +89,18 @@ func Trace(ctx context.Context, d Deps, r api.TraceRequest) (api.TraceResult, er
 	inPort := inboundPort(dst, before, after)
 	logs := traceAccessLogs(ctx, d, m.Mesh.AccessLogPath(), id, p, dst)
 
-	res.Hops = append(res.Hops, captureHop(p.Name, before[p.Name], after[p.Name]))
+	res.Hops = append(res.Hops, captureHop(p.Key(), before[p.Key()], after[p.Key()]))
 	if p.Sidecar.Inject {
-		res.Hops = append(res.Hops, outboundHop(ctx, d, p, u, target, dst, inPort, xfcc, ans, before[p.Name], after[p.Name], logs[p.Name]))
+		res.Hops = append(res.Hops, outboundHop(ctx, d, p, u, target, dst, inPort, xfcc, ans, before[p.Key()], after[p.Key()], logs[p.Key()]))
 	}
 	if dst != nil {
-		res.Hops = append(res.Hops, captureHop(dst.Name, before[dst.Name], after[dst.Name]))
+		res.Hops = append(res.Hops, captureHop(dst.Key(), before[dst.Key()], after[dst.Key()]))
 		if dst.Sidecar.Inject {
-			res.Hops = append(res.Hops, inboundHop(ctx, d, dst, inPort, xfcc, before[dst.Name], after[dst.Name], logs[dst.Name]))
+			res.Hops = append(res.Hops, inboundHop(ctx, d, dst, inPort, xfcc, before[dst.Key()], after[dst.Key()], logs[dst.Key()]))
 		}
-		res.Hops = append(res.Hops, api.TraceHop{Kind: api.HopApp, Pod: dst.Name, Version: ans.app.Version, Status: ans.status})
+		res.Hops = append(res.Hops, api.TraceHop{Kind: api.HopApp, Pod: dst.Key(), Version: ans.app.Version, Status: ans.status})
 	}
-	d.Publish("traffic.traced", p.Name, fmt.Sprintf("traced %s: %d", u.String(), ans.status),
+	d.Publish("traffic.traced", p.Key(), fmt.Sprintf("traced %s: %d", u.String(), ans.status),
 		map[string]any{"url": u.String(), "requestId": id, "status": ans.status})
 	return res, nil
 }
@@ -145,14 +146,14 @@ func snapshotPods(ctx context.Context, d Deps, m *model.Model) map[string]podSna
 		go func() {
 			defer wg.Done()
 			var s podSnapshot
-			if save, err := d.CaptureRules(p.Name); err == nil {
+			if save, err := d.CaptureRules(p.Key()); err == nil {
 				s.rules = parseCounters(save)
 			}
 			sctx, cancel := context.WithTimeout(ctx, traceTimeout)
 			defer cancel()
-			s.stats, _ = proxyCounters(sctx, d, p.Name)
+			s.stats, _ = proxyCounters(sctx, d, p.Key())
 			mu.Lock()
-			out[p.Name] = s
+			out[p.Key()] = s
 			mu.Unlock()
 		}()
 	}
@@ -165,7 +166,7 @@ func sendTraced(ctx context.Context, d Deps, p *model.Pod, target netip.AddrPort
 	var a traceAnswer
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return d.DialFrom(ctx, p.Name, target.String())
+			return d.DialFrom(ctx, p.Key(), target.String())
 		},
 		DisableKeepAlives: true,
 	}
@@ -196,7 +197,7 @@ func sendTraced(ctx context.Context, d Deps, p *model.Pod, target netip.AddrPort
 // sidecar pod whose inbound clusters counted a request.
 func destinationPod(m *model.Model, a traceAnswer, before, after map[string]podSnapshot) *model.Pod {
 	if a.app.Pod != "" {
-		if p := m.Pod(a.app.Pod); p != nil {
+		if p := m.Pod(model.PodKey(a.app.Namespace, a.app.Pod)); p != nil {
 			return p
 		}
 	}
@@ -221,7 +222,7 @@ func inboundPort(dst *model.Pod, before, after map[string]podSnapshot) uint16 {
 	if dst == nil {
 		return 0
 	}
-	for k := range statDeltas(before[dst.Name].stats, after[dst.Name].stats) {
+	for k := range statDeltas(before[dst.Key()].stats, after[dst.Key()].stats) {
 		rest, ok := strings.CutPrefix(k, "cluster.inbound|")
 		if !ok || !strings.HasSuffix(k, ".upstream_rq_total") {
 			continue
@@ -241,12 +242,12 @@ func captureHop(pod string, before, after podSnapshot) api.TraceHop {
 
 // outboundHop explains the source sidecar's handling from its config_dump and stats.
 func outboundHop(ctx context.Context, deps Deps, p *model.Pod, u *url.URL, target netip.AddrPort, dst *model.Pod, inPort uint16, xfcc string, a traceAnswer, before, after podSnapshot, al *accessLogEntry) api.TraceHop {
-	h := api.TraceHop{Kind: api.HopProxy, Pod: p.Name, Direction: "outbound"}
+	h := api.TraceHop{Kind: api.HopProxy, Pod: p.Key(), Direction: "outbound"}
 	deltas := statDeltas(before.stats, after.stats)
 	h.Stats = deltas
 	dctx, cancel := context.WithTimeout(ctx, traceTimeout)
 	defer cancel()
-	d, err := readProxyDump(dctx, deps, p.Name)
+	d, err := readProxyDump(dctx, deps, p.Key())
 	if err != nil {
 		h.Notes = "config_dump unavailable: " + err.Error()
 	}
@@ -294,12 +295,12 @@ func outboundHop(ctx context.Context, deps Deps, p *model.Pod, u *url.URL, targe
 
 // inboundHop explains the destination sidecar's handling.
 func inboundHop(ctx context.Context, deps Deps, p *model.Pod, port uint16, xfcc string, before, after podSnapshot, al *accessLogEntry) api.TraceHop {
-	h := api.TraceHop{Kind: api.HopProxy, Pod: p.Name, Direction: "inbound"}
+	h := api.TraceHop{Kind: api.HopProxy, Pod: p.Key(), Direction: "inbound"}
 	deltas := statDeltas(before.stats, after.stats)
 	h.Stats = deltas
 	dctx, cancel := context.WithTimeout(ctx, traceTimeout)
 	defer cancel()
-	d, err := readProxyDump(dctx, deps, p.Name)
+	d, err := readProxyDump(dctx, deps, p.Key())
 	if err != nil {
 		h.Notes = "config_dump unavailable: " + err.Error()
 	}

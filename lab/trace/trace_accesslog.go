@@ -140,7 +140,7 @@ func traceAccessLogs(ctx context.Context, d Deps, meshPath, id string, pods ...*
 	for _, p := range pods {
 		file := ""
 		if p != nil && p.Sidecar.Inject {
-			file = d.AccessLogFile(p.Name, meshPath)
+			file = d.AccessLogFile(p.Key(), meshPath)
 		}
 		if file == "" {
 			continue
@@ -150,7 +150,7 @@ func traceAccessLogs(ctx context.Context, d Deps, meshPath, id string, pods ...*
 			defer wg.Done()
 			if e, ok := findAccessLog(ctx, file, id); ok {
 				mu.Lock()
-				out[p.Name] = &e
+				out[p.Key()] = &e
 				mu.Unlock()
 			}
 		}()

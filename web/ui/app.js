@@ -57,16 +57,20 @@ function route() {
 }
 
 // ---- pods list (selects) ----
+// podKey is the string that names a pod to the API: "<name>" in namespace default,
+// "<name>.<namespace>" elsewhere (pod names may repeat across namespaces).
+function podKey(p) { return p.key || p.name; }
+
 async function loadPods() {
   const r = await api("GET", "/v1/pods");
   if (!r.ok) return;
   state.pods = r.data || [];
   for (const sel of [$("pod-select"), $("traffic-pod")]) {
     const cur = sel.value;
-    sel.replaceChildren(...state.pods.map((p) => h("option", { value: p.name }, p.name)));
+    sel.replaceChildren(...state.pods.map((p) => h("option", { value: podKey(p) }, podKey(p))));
     if (cur) sel.value = cur;
   }
-  if (!state.pod && state.pods.length) state.pod = state.pods[0].name;
+  if (!state.pod && state.pods.length) state.pod = podKey(state.pods[0]);
   $("pod-select").value = state.pod;
 }
 
@@ -183,14 +187,14 @@ function textWidth(text, bold) {
 function drawTopology(t) {
   const dead = state.dead;
   const podService = {}, podInfo = {};
-  for (const p of t.pods) podInfo[p.name] = p;
+  for (const p of t.pods) podInfo[podKey(p)] = p;
   for (const svc of t.services) for (const p of svc.pods) if (!(p in podService)) podService[p] = svc.hostname;
   const boxes = t.services.map((svc) => ({ id: svc.hostname, title: svc.name + "." + svc.namespace, sub: svc.vip + " :" + (svc.ports || []).join(","), pods: svc.pods, gateway: !!svc.gateway }));
   if (t.edges.some((e) => e.from === HOST_NODE)) { // traffic from the host: its own box, first
     boxes.unshift({ id: HOST_NODE, title: "host", sub: "meshlab port-forward (127.0.0.1)", pods: [HOST_NODE], host: true });
     podService[HOST_NODE] = HOST_NODE;
   }
-  const lone = t.pods.filter((p) => !(p.name in podService)).map((p) => p.name);
+  const lone = t.pods.filter((p) => !(podKey(p) in podService)).map(podKey);
   if (lone.length) {
     boxes.push({ id: "(no service)", title: "pods of no service", sub: "", pods: lone });
     for (const p of lone) podService[p] = "(no service)";
@@ -351,11 +355,11 @@ function drawTopology(t) {
   const svcsOf = {};
   for (const svc of t.services) for (const p of svc.pods) (svcsOf[p] = svcsOf[p] || []).push(svc.name);
   $("topo-pods").tBodies[0].replaceChildren(...t.pods.map((p) => h("tr", {},
-    h("td", {}, h("a", { href: "#pods/" + encodeURIComponent(p.name) }, p.name)), h("td", {}, p.namespace), h("td", {}, p.ip),
+    h("td", {}, h("a", { href: "#pods/" + encodeURIComponent(podKey(p)) }, p.name)), h("td", {}, p.namespace), h("td", {}, p.ip),
     dead ? h("td", { class: "unknown" }, "unknown (lab down)") : h("td", { class: p.ready ? "ok" : "bad" }, p.ready ? "ready" : "not ready"),
     h("td", { class: "num" }, p.epoch < 0 || dead ? "-" : p.epoch),
     h("td", { class: "num" + (p.rbacDenied > 0 ? " bad" : "") }, p.rbacDenied || 0),
-    h("td", {}, (svcsOf[p.name] || []).join(", ")))));
+    h("td", {}, (svcsOf[podKey(p)] || []).join(", ")))));
 }
 
 // edgeTitle explains how an edge's health, mTLS and denials were measured.
@@ -626,12 +630,12 @@ function answerText(a) {
 // service with the most pods. With pod set, only calls from that pod are considered.
 async function pickCall(pod) {
   const [ob, tp] = await Promise.all([api("GET", "/v1/objects?kind=Workload"), api("GET", "/v1/topology")]);
-  const pods = pod ? [pod] : state.pods.map((p) => p.name);
+  const pods = pod ? [pod] : state.pods.map(podKey);
   const topo = tp.ok ? tp.data : { services: [], edges: [] };
   const services = topo.services || [];
   const svcOf = (p) => services.filter((s) => (s.pods || []).includes(p));
   const urlOf = (svc, p) => {
-    const info = state.pods.find((x) => x.name === p);
+    const info = state.pods.find((x) => podKey(x) === p);
     const host = info && info.namespace !== svc.namespace ? `${svc.name}.${svc.namespace}` : svc.name;
     return `http://${host}:${(svc.ports || [80])[0]}/`;
   };
