@@ -20,11 +20,6 @@ func unknownName(what, name string, valid []string) error {
 	return fmt.Errorf("unknown %s %q (valid: %s)", what, name, validList(valid))
 }
 
-// unknownPod is unknownName for a pod of lab labName.
-func unknownPod(labName, pod string, valid []string) error {
-	return fmt.Errorf("unknown pod %q in lab %s (valid: %s)", pod, labName, validList(valid))
-}
-
 func validList(valid []string) string {
 	if len(valid) == 0 {
 		return "none"
