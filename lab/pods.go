@@ -222,7 +222,7 @@ func (l *Lab) appArgv(p *model.Pod) []string {
 		PersonaArgs:  personaArgs(p.App),
 	}
 	if len(p.App.Files) > 0 && p.App.Persona == demoapp.PersonaNginx {
-		cfg.VolumeRoot = podVolumeRoot(l.paths.PodDir(p.Name)) // sandbox.go
+		cfg.VolumeRoot = podVolumeRoot(l.paths.PodDir(p.Key())) // sandbox.go
 	}
 	return append([]string{l.opts.MeshlabPath, "app"}, demoapp.Args(cfg)...)
 }
