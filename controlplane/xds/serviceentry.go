@@ -196,7 +196,7 @@ func entryWildcardListener(m *model.Model, port uint16, sps []servicePort, byHos
 		}
 		chains = mergeNetworkChains(chains, incoming)
 	}
-	l, err := outboundNetworkListener(OutboundHTTPListenerName(port), wildcardAddr, port, chains, catchAllCluster(m))
+	l, err := outboundNetworkListener(OutboundHTTPListenerName(port), wildcardAddr, port, chains, m.Mesh.OutboundTrafficPolicy)
 	if err != nil {
 		return nil, err
 	}

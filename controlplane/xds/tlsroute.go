@@ -132,8 +132,9 @@ func tlsMatchAppliesToSidecar(match *networking.TLSMatchAttributes, port uint16)
 // outboundNetworkListener assembles an outbound listener of network chains as istiod's
 // buildListenerFromEntry: a tls_inspector when a chain matches on SNI, no listener
 // filter timeout, a match-all chain as the default chain when there are others (alone,
-// the only chain), else the PassthroughFilterChain to catchAll; server_names sorted.
-func outboundNetworkListener(name, addr string, port uint16, chains []networkChain, catchAll string) (*listener.Listener, error) {
+// the only chain), else the PassthroughFilterChain to the policy's catch-all;
+// server_names sorted.
+func outboundNetworkListener(name, addr string, port uint16, chains []networkChain, policy model.OutboundTrafficPolicy) (*listener.Listener, error) {
 	l := &listener.Listener{
 		Name:                             name,
 		Address:                          socketAddress(addr, port),
@@ -168,7 +169,7 @@ func outboundNetworkListener(name, addr string, port uint16, chains []networkCha
 	case l.DefaultFilterChain != nil && len(l.FilterChains) == 0:
 		l.FilterChains, l.DefaultFilterChain = []*listener.FilterChain{l.DefaultFilterChain}, nil
 	case l.DefaultFilterChain == nil:
-		passthrough, err := tcpProxyFilter(catchAll, catchAll)
+		passthrough, err := catchAllFilter(policy) // listeners.go
 		if err != nil {
 			return nil, err
 		}
@@ -189,19 +190,10 @@ func outboundTLSListener(m *model.Model, sp servicePort, byHost map[string][]ser
 	if err != nil {
 		return nil, err
 	}
-	l, err := outboundNetworkListener(OutboundTCPListenerName(sp.svc.VIP, sp.port.Port), sp.svc.VIP.String(), sp.port.Port, chains, catchAllCluster(m))
+	l, err := outboundNetworkListener(OutboundTCPListenerName(sp.svc.VIP, sp.port.Port), sp.svc.VIP.String(), sp.port.Port, chains, m.Mesh.OutboundTrafficPolicy)
 	if err != nil {
 		return nil, err
 	}
 	l.Metadata = chains[0].metadata
 	return l, nil
-}
-
-// catchAllCluster is where traffic to no known destination goes: PassthroughCluster, or
-// BlackHoleCluster under REGISTRY_ONLY.
-func catchAllCluster(m *model.Model) string {
-	if m.Mesh.OutboundTrafficPolicy == model.RegistryOnly {
-		return BlackHoleCluster
-	}
-	return PassthroughCluster
 }
