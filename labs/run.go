@@ -32,9 +32,13 @@ type RunOptions struct {
 	Lab    *Lab        // required
 	Up     lab.Options // required: Name, Logger (the scenario is the lab's)
 	Runner Runner      // Out and Logger; Backend is set by RunLab
+	// JUnit is a file the steps' JUnit XML report is written to once any step ran
+	// (optional; "" writes none).
+	JUnit string
 }
 
-// RunLab brings the lab up in this process, runs every step and tears it down.
+// RunLab brings the lab up in this process, runs every step and tears it down. Its
+// error says why the lab could not start or stop, else which steps failed (Report.Err).
 func RunLab(ctx context.Context, o RunOptions) (Report, error) {
 	o.Up.ScenarioFile, o.Up.ScenarioData = o.Lab.ScenarioFile, o.Lab.ScenarioData
 	l, err := lab.Start(ctx, o.Up)
@@ -44,8 +48,33 @@ func RunLab(ctx context.Context, o RunOptions) (Report, error) {
 	r := o.Runner
 	r.Backend = NewLabBackend(l, o.Up.RunRoot, o.Up.Name)
 	rep := r.Run(ctx, o.Lab)
-	if err := l.Close(); err != nil {
-		return rep, fmt.Errorf("stop lab %s: %w", o.Lab.Name, err)
+	err = l.Close()
+	if err != nil {
+		err = fmt.Errorf("stop lab %s: %w", o.Lab.Name, err)
 	}
-	return rep, nil
+	if o.JUnit != "" && len(rep.Steps) > 0 {
+		if jerr := writeJUnitFile(o.JUnit, rep); jerr != nil {
+			return rep, jerr
+		}
+	}
+	if err != nil {
+		return rep, err
+	}
+	return rep, rep.Err()
+}
+
+// writeJUnitFile writes rep's JUnit XML to path.
+func writeJUnitFile(path string, rep Report) error {
+	w, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("write junit: %w", err)
+	}
+	if err := WriteJUnit(w, rep); err != nil {
+		w.Close()
+		return err
+	}
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("write junit: %w", err)
+	}
+	return nil
 }

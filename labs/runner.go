@@ -38,6 +38,20 @@ func (r Report) Passed() bool {
 	return len(r.Steps) > 0
 }
 
+// Err is nil when the lab passed, else an error saying how many steps passed.
+func (r Report) Err() error {
+	if r.Passed() {
+		return nil
+	}
+	passed := 0
+	for _, s := range r.Steps {
+		if s.Passed() {
+			passed++
+		}
+	}
+	return fmt.Errorf("lab %s failed: %d of %d steps passed (the FAIL lines above say what each check saw and wanted)", r.Lab, passed, len(r.Steps))
+}
+
 // StepReport is the outcome of one step.
 type StepReport struct {
 	Name     string

@@ -3,6 +3,8 @@ package labs
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -237,5 +239,41 @@ func TestJUnitRoundTrip(t *testing.T) {
 	}
 	if len(suites) != 1 || suites[0].Tests != 3 || suites[0].Failures != 2 || suites[0].Cases[1].Failure.Message != "saw 1; want 2" {
 		t.Fatalf("suites %+v", suites)
+	}
+}
+
+// A failed report's error counts the steps that passed; a passed one has none. The
+// JUnit file is what WriteJUnit writes, and a path that cannot be made says so.
+func TestReportErrAndJUnitFile(t *testing.T) {
+	t.Parallel()
+	rep := Report{Lab: "x", Steps: []StepReport{
+		{Name: "a", Checks: []Result{{Check: "status", Passed: true}}},
+		{Name: "b", Error: "boom"},
+		{Name: "c"},
+	}}
+	if err := rep.Err(); err == nil || !strings.HasPrefix(err.Error(), "lab x failed: 2 of 3 steps passed") {
+		t.Errorf("Err = %v", err)
+	}
+	if err := (Report{Lab: "x", Steps: rep.Steps[:1]}).Err(); err != nil {
+		t.Errorf("passed report: Err = %v", err)
+	}
+	if err := (Report{Lab: "x"}).Err(); err == nil {
+		t.Errorf("a report without steps passed")
+	}
+	path := filepath.Join(t.TempDir(), "j.xml")
+	if err := writeJUnitFile(path, rep); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	suites, err := ReadJUnit(f)
+	if err != nil || len(suites) != 1 || suites[0].Tests != 2 || suites[0].Failures != 1 {
+		t.Errorf("junit file: %+v, %v", suites, err)
+	}
+	if err := writeJUnitFile(filepath.Join(t.TempDir(), "no", "j.xml"), rep); err == nil || !strings.HasPrefix(err.Error(), "write junit: ") {
+		t.Errorf("unwritable path: err = %v", err)
 	}
 }

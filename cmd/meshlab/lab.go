@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -94,38 +93,14 @@ func newLabRunCmd(g *globalFlags) *cobra.Command {
 				name = defaultLabName(l.Name)
 			}
 			log := g.logger()
-			rep, err := labs.RunLab(cmd.Context(), labs.RunOptions{
+			_, err = labs.RunLab(cmd.Context(), labs.RunOptions{
 				Lab: l,
 				Up: lab.Options{Name: name, RunRoot: g.runRoot, ProxyPath: f.proxyPath, Logger: log, TerminationDrain: f.drain,
 					Out: cmd.ErrOrStderr(), Listen: ""},
 				Runner: labs.Runner{Out: cmd.OutOrStdout(), Logger: log},
+				JUnit:  f.junit,
 			})
-			if f.junit != "" && len(rep.Steps) > 0 {
-				w, ferr := os.Create(f.junit)
-				if ferr != nil {
-					return fmt.Errorf("write junit: %w", ferr)
-				}
-				if jerr := labs.WriteJUnit(w, rep); jerr != nil {
-					w.Close()
-					return jerr
-				}
-				if cerr := w.Close(); cerr != nil {
-					return fmt.Errorf("write junit: %w", cerr)
-				}
-			}
-			if err != nil {
-				return err
-			}
-			if !rep.Passed() {
-				passed := 0
-				for _, s := range rep.Steps {
-					if s.Passed() {
-						passed++
-					}
-				}
-				return fmt.Errorf("lab %s failed: %d of %d steps passed (the FAIL lines above say what each check saw and wanted)", l.Name, passed, len(rep.Steps))
-			}
-			return nil
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&f.junit, "junit", "", "write a JUnit XML report to this file")
