@@ -156,6 +156,16 @@ metadata:
 	if out := must("describe", "pod", curlPod+".legacy"); !regexp.MustCompile(`(?m)^Namespace:\s+legacy$`).MatchString(out) {
 		t.Fatalf("describe pod %s.legacy:\n%s", curlPod, out)
 	}
+	if out := must("describe", "pod", "-n", "foo", curlPod); !regexp.MustCompile(`(?m)^Namespace:\s+foo$`).MatchString(out) {
+		t.Fatalf("describe pod -n foo %s:\n%s", curlPod, out)
+	}
+	if out := must("proxy-config", "cluster", "-n", "bar", httpbinPod, "--fqdn", "httpbin.foo.svc.cluster.local"); !strings.Contains(out, "httpbin.foo.svc.cluster.local") {
+		t.Fatalf("proxy-config cluster -n bar %s:\n%s", httpbinPod, out)
+	}
+	if out, err := run("proxy-config", "cluster", httpbinPod); err == nil || !strings.Contains(out, "choose one with -n") {
+		t.Fatalf("proxy-config cluster %s without -n: %v\n%s", httpbinPod, err, out)
+	}
+	must("logs", "-n", "legacy", curlPod)
 	if out := must("proxy-status"); strings.Count(out, curlPod) != 2 || strings.Count(out, httpbinPod) != 2 {
 		t.Fatalf("proxy-status: want the curl and httpbin proxies of foo and bar (legacy has no sidecars):\n%s", out)
 	}

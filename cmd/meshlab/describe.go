@@ -19,7 +19,7 @@ func newDescribeCmd(g *globalFlags) *cobra.Command {
 		Use:   "describe",
 		Short: "Show one object of the running lab in detail",
 	}
-	var output string
+	var output, namespace string
 	podCmd := &cobra.Command{
 		Use:               "pod NAME",
 		Short:             "Show a pod: its address, readiness, and its sidecar's epochs, restarts and last failure",
@@ -29,7 +29,7 @@ func newDescribeCmd(g *globalFlags) *cobra.Command {
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			_, key, err := g.podPaths(args[0], false)
+			_, key, err := g.podPathsIn(args[0], namespace, false)
 			if err != nil {
 				return err
 			}
@@ -47,6 +47,7 @@ func newDescribeCmd(g *globalFlags) *cobra.Command {
 		},
 	}
 	addOutputFlag(podCmd, &output)
+	podCmd.Flags().StringVarP(&namespace, "namespace", "n", "", "the pod's namespace (needed only when its name is in several; NAME.NAMESPACE also works)")
 	cmd.AddCommand(podCmd, newDescribeServiceCmd(g))
 	return cmd
 }

@@ -27,6 +27,7 @@ type pcConfig struct {
 	routeName               string
 	cluster, status         string
 	withHeaders             bool
+	namespace               string // -n: the pod's namespace, as istioctl's
 }
 
 // proxyConfigTypes are the types `proxy-config` shows, with istioctl's names and aliases.
@@ -88,6 +89,7 @@ secret(s). The lab is --lab: in route and all, --name is istioctl's route filter
 	// types where istioctl has none, it still names the lab.
 	cmd.PersistentFlags().StringVar(&cfg.routeName, "name", "", "route and all: filter routes by route name, as istioctl; other types: the lab, as --lab")
 	cmd.PersistentFlags().StringVarP(&cfg.output, "output", "o", "", "output format: short, json or yaml (default: short; json for bootstrap)")
+	cmd.PersistentFlags().StringVarP(&cfg.namespace, "namespace", "n", "", "the pod's namespace, as istioctl's (needed only when its name is in several; POD.NAMESPACE also works)")
 	cmd.PersistentFlags().StringVarP(&cfg.file, "file", "f", "", "read a saved /config_dump (for endpoints: /clusters?format=json) instead of a pod's proxy")
 	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"short", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
 	for _, t := range proxyConfigTypes {
@@ -187,7 +189,7 @@ func runProxyConfig(ctx context.Context, g *globalFlags, cfg *pcConfig, use, pod
 	if use == "endpoint" {
 		path = "clusters?format=json"
 	}
-	body, err := readAdmin(ctx, g, pod, cfg.file, path)
+	body, err := readAdmin(ctx, g, pod, cfg.namespace, cfg.file, path)
 	if err != nil {
 		return err
 	}
@@ -248,7 +250,7 @@ func source(pod, file string) string {
 
 // readAdmin returns file's content, or GET /<path> from pod's proxy admin API through
 // the agent's socket (the admin listens inside the pod's namespace).
-func readAdmin(ctx context.Context, g *globalFlags, pod, file, path string) ([]byte, error) {
+func readAdmin(ctx context.Context, g *globalFlags, pod, namespace, file, path string) ([]byte, error) {
 	if file != "" {
 		b, err := os.ReadFile(file)
 		if err != nil {
@@ -256,7 +258,7 @@ func readAdmin(ctx context.Context, g *globalFlags, pod, file, path string) ([]b
 		}
 		return b, nil
 	}
-	paths, key, err := g.podPaths(pod, true)
+	paths, key, err := g.podPathsIn(pod, namespace, true)
 	if err != nil {
 		return nil, err
 	}

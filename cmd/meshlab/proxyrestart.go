@@ -11,8 +11,9 @@ import (
 
 // proxyRestartFlags are the flags of `meshlab proxy restart`.
 type proxyRestartFlags struct {
-	noWait  bool
-	timeout time.Duration
+	noWait    bool
+	timeout   time.Duration
+	namespace string // -n
 }
 
 // newProxyRestartCmd returns `meshlab proxy restart POD`: a new proxy epoch (hot restart)
@@ -33,7 +34,7 @@ Prints the new epoch and the time until it was LIVE.`,
 		SilenceUsage:      true,
 		SilenceErrors:     true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, key, err := g.podPaths(args[0], true)
+			_, key, err := g.podPathsIn(args[0], f.namespace, true)
 			if err != nil {
 				return err
 			}
@@ -67,6 +68,7 @@ Prints the new epoch and the time until it was LIVE.`,
 			return nil
 		},
 	}
+	cmd.Flags().StringVarP(&f.namespace, "namespace", "n", "", "the pod's namespace (needed only when its name is in several; NAME.NAMESPACE also works)")
 	cmd.Flags().BoolVar(&f.noWait, "no-wait", false, "return once the new epoch is started, not once it is live")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 0, "give up waiting after this long (default: the lab's limit, 60s)")
 	cmd.Flags().StringVar(&g.name, "lab", g.name, "the lab (default: the only lab you started)")

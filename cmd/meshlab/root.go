@@ -115,6 +115,12 @@ func requireRoot(verb string) error {
 // podPaths resolves the lab and checks that it has pod (with a sidecar, when sidecar is
 // set), returning the lab's paths; the error lists the pods it does have.
 func (g *globalFlags) podPaths(pod string, sidecar bool) (lab.Paths, string, error) {
+	return g.podPathsIn(pod, "", sidecar)
+}
+
+// podPathsIn is podPaths for a pod of namespace (-n; "" reads pod as FindPod does: a
+// name, or istioctl's NAME.NAMESPACE).
+func (g *globalFlags) podPathsIn(pod, namespace string, sidecar bool) (lab.Paths, string, error) {
 	name, err := g.existingLab()
 	if err != nil {
 		return lab.Paths{}, "", err
@@ -130,7 +136,7 @@ func (g *globalFlags) podPaths(pod string, sidecar bool) (lab.Paths, string, err
 			pods = append(pods, p.Key)
 		}
 	}
-	p, err := r.FindPod(pod, "")
+	p, err := r.FindPod(pod, namespace)
 	if err != nil {
 		return lab.Paths{}, "", err
 	}
