@@ -206,6 +206,7 @@ func (p restartParent) Stats() *hotrestart.Stats {
 // DrainListeners stops accepting at once and drains open connections.
 func (p restartParent) DrainListeners() {
 	s := p.s
+	s.parentUntil.Store(time.Now().Add(s.opts.ParentShutdownTime).UnixNano())
 	s.draining.Store(true)
 	s.listeners.StopListeners(false)
 	s.listeners.Drain(false)
@@ -215,3 +216,36 @@ func (p restartParent) DrainListeners() {
 
 // Terminate shuts the server down, as Envoy's parent does on the child's request.
 func (p restartParent) Terminate() { p.s.Quit() }
+
+// maxParentFinish bounds how long finishParentDrain waits, below the agent's 5 s grace
+// between SIGTERM and SIGKILL (dataplane/agent killGrace): a superseded epoch holding a
+// long-lived stream (an upgrade, a gRPC stream) still exits on its own, and that stream
+// is cut as Envoy would cut it.
+const maxParentFinish = 3 * time.Second
+
+// finishParentDrain runs as a draining hot restart parent shuts down: until its child
+// would have terminated it (--parent-shutdown-time-s after DrainListeners, when the
+// child went LIVE), the requests it has already read are answered before Run closes its
+// connections. Envoy's parent keeps its connections, drained or not, until that
+// Terminate and then exits at once; but restarts in quick succession end a parent
+// earlier (a grandchild's start terminates it, in Envoy too, and the agent stops an
+// epoch superseded by a third), which cut the requests in flight: a client whose request
+// was read on a fresh connection saw EOF and did not retry. A parent past that time
+// exits at once, as Envoy's.
+func (s *Server) finishParentDrain() {
+	until := s.parentUntil.Load()
+	if until == 0 {
+		return
+	}
+	deadline := time.Unix(0, until)
+	if d := time.Now().Add(maxParentFinish); d.Before(deadline) {
+		deadline = d
+	}
+	left := time.Until(deadline)
+	n := s.listeners.ConnCount()
+	if left <= 0 || n == 0 {
+		return
+	}
+	s.log.Info(fmt.Sprintf("hot restart: %d connections open: requests already read are answered before exiting (for at most %s)", n, left.Round(time.Millisecond)))
+	s.listeners.Finish(deadline)
+}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +17,8 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/meshlab/meshlab/internal/testutil"
 )
 
 // drainBootstrap is a static HTTP listener "web" on 127.0.0.1:0 routing to a STATIC
@@ -202,5 +205,145 @@ func TestGradualDrainRampsUpConnectionClose(t *testing.T) {
 	}
 	if el := time.Since(started); el < 1900*time.Millisecond {
 		t.Errorf("idle connection closed after %s, before the 2s drain time", el)
+	}
+}
+
+// TestHotRestartParentTerminatedMidDrainAnswersReadRequests pins what a parent does
+// when it is terminated before its child's --parent-shutdown-time-s (restarts in quick
+// succession: its grandchild started, or the agent stopped it as superseded), here after
+// its drain time: a request it has already read is answered, with Connection: close,
+// before it exits; it does not cut the connection under the request (the client, on a
+// fresh connection, would see EOF and not retry). Run returns once that connection is
+// gone.
+func TestHotRestartParentTerminatedMidDrainAnswersReadRequests(t *testing.T) {
+	release := make(chan struct{})
+	arrived := make(chan struct{}, 1)
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			arrived <- struct{}{}
+			<-release
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(be.Close)
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release) // a failed test must not leave the backend's handler blocked
+		}
+	})
+	path := writeBootstrap(t, t.TempDir(), drainBootstrap(t, netip.MustParseAddrPort(be.Listener.Addr().String())))
+	opts, err := ParseArgs([]string{"-c", path, "--drain-time-s", "1", "--parent-shutdown-time-s", "60", "--drain-strategy", "immediate"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(opts, testutil.Logger(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(context.Background()) }()
+	t.Cleanup(func() {
+		srv.Quit()
+		<-done
+	})
+	<-srv.Started()
+	addr, ok := srv.ListenerAddr("web")
+	if !ok {
+		t.Fatal("listener web is not bound")
+	}
+	c, err := net.Dial("tcp", addr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	if _, err := io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: web\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	<-arrived
+
+	restartParent{srv}.DrainListeners()
+	restartParent{srv}.Terminate()
+
+	// Run must wait for the request: the backend has not answered yet.
+	select {
+	case err := <-done:
+		done <- err // for the cleanup
+		t.Fatalf("Run returned (%v) while a request it had read was in flight", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(release)
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("in-flight request of a terminated parent: %v", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != 200 || !resp.Close {
+		t.Errorf("in-flight response: status %d, close %v; want 200 with Connection: close", resp.StatusCode, resp.Close)
+	}
+	select {
+	case err := <-done:
+		done <- err
+		if err != nil {
+			t.Errorf("run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("Run did not return once its last connection ended")
+	}
+}
+
+// TestHotRestartParentTerminatedAfterDrainExitsAtOnce pins the other side: past
+// DrainListeners + --parent-shutdown-time-s, a parent exits on Terminate at once, as
+// Envoy's, even with a request in flight.
+func TestHotRestartParentTerminatedAfterDrainExitsAtOnce(t *testing.T) {
+	release := make(chan struct{})
+	arrived := make(chan struct{}, 1)
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(be.Close)
+	t.Cleanup(func() { close(release) })
+	path := writeBootstrap(t, t.TempDir(), drainBootstrap(t, netip.MustParseAddrPort(be.Listener.Addr().String())))
+	opts, err := ParseArgs([]string{"-c", path, "--drain-time-s", "1", "--parent-shutdown-time-s", "1", "--drain-strategy", "immediate"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(opts, testutil.Logger(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(context.Background()) }()
+	<-srv.Started()
+	addr, ok := srv.ListenerAddr("web")
+	if !ok {
+		t.Fatal("listener web is not bound")
+	}
+	c, err := net.Dial("tcp", addr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	if _, err := io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: web\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	<-arrived
+	restartParent{srv}.DrainListeners()
+	time.Sleep(opts.ParentShutdownTime + 100*time.Millisecond)
+	restartParent{srv}.Terminate()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a parent terminated after its parent shutdown time waited for its in-flight request")
 	}
 }

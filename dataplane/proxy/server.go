@@ -76,6 +76,7 @@ type Server struct {
 	quitOnce     sync.Once
 	healthFailed atomic.Bool
 	draining     atomic.Bool   // hot restart parent told to drain: state DRAINING
+	parentUntil  atomic.Int64  // unix ns: DrainListeners + --parent-shutdown-time-s (its child's Terminate)
 	liveCh       chan struct{} // closed when the server goes LIVE
 	hr           *hotRestart   // nil: hot restart off
 	bg           sync.WaitGroup
@@ -297,6 +298,7 @@ func (s *Server) Run(ctx context.Context) error {
 	case <-s.quit:
 	}
 	s.log.Info("shutting down server instance")
+	s.finishParentDrain()
 	s.bgCancel()
 	s.bg.Wait()
 	return nil

@@ -133,3 +133,39 @@ func TestFilterChainOnlyUpdateDrainsOnlyTheChangedChain(t *testing.T) {
 		t.Error("a listener-level update left a connection open after the drain time")
 	}
 }
+
+// TestFinishDoesNotWaitForTCPProxyConnections pins what Finish waits for: the HTTP
+// connections' requests, not a tcp_proxy connection, which no drain ends (Close cuts it,
+// as Envoy's exit does).
+func TestFinishDoesNotWaitForTCPProxyConnections(t *testing.T) {
+	st := stats.NewStore()
+	cm := cluster.NewManager(st)
+	t.Cleanup(cm.Close)
+	cm.AddStatic([]*cluster.Config{staticCluster(t, "echo", echoServer(t), nil)})
+	m := NewManager(Deps{Clusters: cm, Routes: httpconn.NewRouteStore(), Stats: st, Logger: testutil.Logger(t),
+		DrainTime: time.Minute})
+	t.Cleanup(m.Close)
+	cfg, err := Compile(&listenerv3.Listener{Name: "l", Address: addr("127.0.0.1", 0),
+		FilterChains: []*listenerv3.FilterChain{{Filters: tcpFilter(t, "echo")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.ApplyLDS([]*Config{cfg}); err != nil {
+		t.Fatal(err)
+	}
+	at, _ := m.Addr("l")
+	c := dialFrom(t, "127.0.0.1", at)
+	if !c.echo() {
+		t.Fatal("echo through tcp_proxy failed")
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); m.Finish(time.Now().Add(time.Minute)) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Finish waited for a tcp_proxy connection")
+	}
+	if !c.echo() {
+		t.Error("Finish closed the tcp_proxy connection; Close does that")
+	}
+}

@@ -81,13 +81,21 @@ type Manager struct {
 	mu        sync.Mutex
 	listeners map[string]*active
 	static    map[string]bool
-	conns     map[net.Conn]struct{}
+	conns     map[net.Conn]bool // open connections: true for those Finish waits for
 	wg        sync.WaitGroup
 	total     *stats.Stat
 	workers   chan struct{} // closed once listeners may accept
 	startOnce sync.Once
-	mxOnce    sync.Once
-	mx        *peer.MXStats
+	// finishing is closed by Finish: every HTTP connection drains at once, whatever the
+	// drain strategy. answering counts the open connections Finish waits for (all but
+	// tcp_proxy ones, which a drain does not end); answered, when set, is closed as that
+	// count drops to zero.
+	finishing  chan struct{}
+	finishOnce sync.Once
+	answering  int
+	answered   chan struct{}
+	mxOnce     sync.Once
+	mx         *peer.MXStats
 }
 
 // active is one running listener; its socket (when bound) outlives config updates that
@@ -181,9 +189,10 @@ func NewManager(deps Deps) *Manager {
 		deps: deps, ctx: ctx, cancel: cancel,
 		listeners: map[string]*active{},
 		static:    map[string]bool{},
-		conns:     map[net.Conn]struct{}{},
+		conns:     map[net.Conn]bool{},
 		total:     deps.Stats.Named("listener_manager").Gauge("total_listeners_active"),
 		workers:   workers,
+		finishing: make(chan struct{}),
 	}
 }
 
@@ -368,6 +377,36 @@ func (m *Manager) StopListeners(inboundOnly bool) {
 	}
 }
 
+// Finish closes the listen sockets, drains every listener at once (idle HTTP/1.1
+// connections close, an active one after its response, which carries Connection: close;
+// HTTP/2 gets GOAWAY) and waits until the open connections other than tcp_proxy ones
+// have ended or deadline passes. It is what a hot restart parent does when it has to exit
+// before its child would have terminated it (its grandchild started, or it was sent
+// SIGTERM): a request it has already read is answered rather than cut. Close then closes
+// whatever is left.
+func (m *Manager) Finish(deadline time.Time) {
+	m.mu.Lock()
+	for _, a := range m.listeners {
+		a.close()
+		a.drainOnce.Do(func() { close(a.drain) })
+	}
+	m.finishOnce.Do(func() { close(m.finishing) })
+	if m.answering == 0 {
+		m.mu.Unlock()
+		return
+	}
+	gone := make(chan struct{})
+	m.answered = gone
+	m.mu.Unlock()
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-gone:
+	case <-t.C:
+	case <-m.ctx.Done():
+	}
+}
+
 // Close stops every listener, closes every open connection and waits for their
 // goroutines.
 func (m *Manager) Close() {
@@ -405,10 +444,24 @@ func (m *Manager) acceptLoop(a *active, ln net.Listener) {
 			_ = conn.Close()
 			return
 		}
-		m.conns[conn] = struct{}{}
+		m.conns[conn] = true
+		m.answering++
 		m.wg.Add(1)
 		m.mu.Unlock()
 		go m.handle(a, conn)
+	}
+}
+
+// notAnsweringLocked takes c out of the connections Finish waits for.
+func (m *Manager) notAnsweringLocked(c net.Conn) {
+	if !m.conns[c] {
+		return
+	}
+	m.conns[c] = false
+	m.answering--
+	if m.answering == 0 && m.answered != nil {
+		close(m.answered)
+		m.answered = nil
 	}
 }
 
@@ -419,6 +472,7 @@ func (m *Manager) handle(a *active, conn net.Conn) {
 	defer func() {
 		_ = raw.Close()
 		m.mu.Lock()
+		m.notAnsweringLocked(raw)
 		delete(m.conns, raw)
 		m.mu.Unlock()
 	}()
@@ -518,6 +572,9 @@ func (m *Manager) handle(a *active, conn net.Conn) {
 	gone := gen.chainGone(fc)
 	switch {
 	case fc.TCP != nil:
+		m.mu.Lock()
+		m.notAnsweringLocked(raw)
+		m.mu.Unlock()
 		done := make(chan struct{})
 		defer close(done)
 		go func() {
@@ -545,7 +602,17 @@ func (m *Manager) handle(a *active, conn net.Conn) {
 		var drainStart atomic.Int64 // unix nanoseconds; 0 until the drain starts
 		gradual := m.deps.DrainGradual && m.deps.DrainTime >= time.Second
 		drainClose := drainCloseFunc(m.deps.HealthCheckFailed, gradual, &drainStart, m.deps.DrainTime)
-		if !gradual {
+		if gradual {
+			more := drainClose
+			drainClose = func() bool {
+				select {
+				case <-m.finishing:
+					return true
+				default:
+				}
+				return more()
+			}
+		} else {
 			// Asked as each request arrives: a request sent after the listener update
 			// returned is answered with Connection: close, whichever goroutine runs first.
 			more := drainClose
@@ -576,6 +643,7 @@ func (m *Manager) handle(a *active, conn net.Conn) {
 				defer t.Stop()
 				select {
 				case <-t.C:
+				case <-m.finishing:
 				case <-done:
 					return
 				}
