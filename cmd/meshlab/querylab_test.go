@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,8 +32,13 @@ func (fakeServices) DescribeService(_ context.Context, namespace, name string) (
 
 type fakeLabInfo struct{}
 
-func (fakeLabInfo) Info() api.LabInfo                             { return api.LabInfo{Name: "q"} }
-func (fakeLabInfo) Pods(context.Context) ([]api.PodStatus, error) { return nil, nil }
+func (fakeLabInfo) Info() api.LabInfo {
+	return api.LabInfo{Name: "q", Scenario: "hello.yaml", PodCIDR: netip.MustParsePrefix("10.244.0.0/16"), ServiceCIDR: netip.MustParsePrefix("10.96.0.0/16")}
+}
+
+func (fakeLabInfo) Pods(context.Context) ([]api.PodStatus, error) {
+	return []api.PodStatus{{Name: "frontend", Sidecar: true, Ready: true, Epoch: 1, DataPlane: "meshlab proxy", RequestsOut: 7}}, nil
+}
 func (fakeLabInfo) NameTable(context.Context, string, uint64) (api.NameTable, error) {
 	return api.NameTable{}, api.ErrUnknownPod
 }
@@ -96,5 +102,15 @@ func TestQueryLab(t *testing.T) {
 	}
 	if _, err = run("describe", "service", "nope"); err == nil || err.Error() != `unknown service "nope" (services: backend)` {
 		t.Errorf("unknown service: err=%v, want the lab's message", err)
+	}
+
+	out, err = run("status")
+	if err != nil || !strings.Contains(out, "lab q (hello.yaml), pods 10.244.0.0/16") || !strings.Contains(out, "frontend") || !strings.Contains(out, "meshlab proxy") {
+		t.Errorf("status: err=%v\n%s", err, out)
+	}
+	out, err = run("status", "-o", "json")
+	var st labStatus
+	if err != nil || json.Unmarshal([]byte(out), &st) != nil || st.Lab.Name != "q" || len(st.Pods) != 1 || st.Pods[0].RequestsOut != 7 {
+		t.Errorf("status -o json: err=%v\n%s", err, out)
 	}
 }
