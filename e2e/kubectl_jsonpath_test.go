@@ -116,7 +116,12 @@ spec:
 	if !regexp.MustCompile(`^curl-[a-z0-9]+-[a-z0-9]{5}$`).MatchString(pod) {
 		t.Fatalf("SOURCE_POD=%q", pod)
 	}
-	host := run("get", "-n", "istio-system", "service", "istio-ingressgateway", "-o", "jsonpath={.status.loadBalancer.ingress[0].ip}")
+	// kubectl -n istio-system get service ..., the docs' order: -n before the verb.
+	hostOut, err := meshlab(t, "-n", "istio-system", "get", "--name", l.name, "service", "istio-ingressgateway", "-o", "jsonpath={.status.loadBalancer.ingress[0].ip}")
+	if err != nil {
+		t.Fatalf("meshlab -n istio-system get service: %v\n%s", err, hostOut)
+	}
+	host := hostOut
 	port := run("get", "-n", "istio-system", "service", "istio-ingressgateway", "-o", `jsonpath={.spec.ports[?(@.name=="http2")].port}`)
 	if !regexp.MustCompile(`^10\.96\.\d+\.\d+$`).MatchString(host) || port != "80" {
 		t.Fatalf("INGRESS_HOST=%q INGRESS_PORT=%q", host, port)

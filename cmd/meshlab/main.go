@@ -13,7 +13,9 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newRootCmd().ExecuteContext(ctx)
+	root := newRootCmd()
+	root.SetArgs(namespaceFirst(os.Args[1:])) // kubectl -n NS VERB, as Istio's docs write it
+	err := root.ExecuteContext(ctx)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "meshlab:", err)
