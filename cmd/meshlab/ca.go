@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -32,19 +33,8 @@ func newCAStatusCmd(g *globalFlags) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			c, err := g.apiClient()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			st, err := c.CAStatus(cmd.Context())
-			if err != nil {
-				return err
-			}
-			return printCAStatus(cmd.OutOrStdout(), st, output, time.Now())
+			return queryLab(cmd, g, output, func(ctx context.Context, c *api.Client) (api.CAStatus, error) { return c.CAStatus(ctx) },
+				func(w io.Writer, st api.CAStatus) error { return printCAStatusText(w, st, time.Now()) })
 		},
 	}
 	addOutputFlag(cmd, &output)
@@ -207,11 +197,6 @@ func newCARenewalCmd(g *globalFlags) *cobra.Command {
 	cmd.Flags().BoolVar(&pause, "pause", false, "stop renewing")
 	cmd.Flags().BoolVar(&resume, "resume", false, "renew again")
 	return cmd
-}
-
-// printCAStatus writes st as a table, JSON or YAML.
-func printCAStatus(w io.Writer, st api.CAStatus, output string, now time.Time) error {
-	return printOutput(w, output, st, func(w io.Writer) error { return printCAStatusText(w, st, now) })
 }
 
 // printCAStatusText writes st as tables.

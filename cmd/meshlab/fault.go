@@ -60,20 +60,8 @@ func newFaultAddCmd(g *globalFlags) *cobra.Command {
 		SilenceErrors:     true,
 		ValidArgsFunction: completeArgs(true, fixedNames(api.FaultKinds...), labPods(g, true)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
 			spec := api.FaultSpec{Kind: args[0], Pods: args[1:], Delay: f.delay, Duration: f.duration, Offset: f.offset}
-			c, err := g.apiClient()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			fault, err := c.AddFault(cmd.Context(), spec)
-			if err != nil {
-				return err
-			}
-			return printOutput(cmd.OutOrStdout(), output, fault, func(out io.Writer) error {
+			return queryLab(cmd, g, output, func(ctx context.Context, c *api.Client) (api.Fault, error) { return c.AddFault(ctx, spec) }, func(out io.Writer, fault api.Fault) error {
 				fmt.Fprintf(out, "fault %s added: %s\n", fault.ID, faultSummary(fault))
 				if fault.Message != "" {
 					fmt.Fprintln(out, fault.Message)
