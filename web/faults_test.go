@@ -4,15 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/meshlab/meshlab/api"
-	"github.com/meshlab/meshlab/internal/testutil"
 )
 
 // fakeFaults accepts hold-push on backend-v1 once and knows nothing else.
@@ -64,18 +60,8 @@ func (fakeHistory) PodDiff(pod, from, to string) (api.ConfigDiff, error) {
 
 func TestFaultAndHistoryRoutes(t *testing.T) {
 	t.Parallel()
-	sock := filepath.Join(t.TempDir(), "api.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
 	fb := &fakeFaults{}
-	srv := httptest.NewUnstartedServer(NewHandler(&fakeBackend{}, testutil.Logger(t), FaultRoutes(fb), HistoryRoutes(fakeHistory{})))
-	srv.Listener = ln
-	srv.Start()
-	t.Cleanup(srv.Close)
-	c := api.NewUnixClient(sock)
-	t.Cleanup(c.Close)
+	c := serveUnix(t, FaultRoutes(fb), HistoryRoutes(fakeHistory{}))
 	ctx := context.Background()
 
 	for _, tc := range []struct {

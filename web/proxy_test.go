@@ -4,15 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/meshlab/meshlab/api"
-	"github.com/meshlab/meshlab/internal/testutil"
 )
 
 // fakeProxyBackend knows one pod with a sidecar ("backend-v1") and one without ("db").
@@ -44,17 +40,7 @@ func (f *fakeProxyBackend) RestartProxy(_ context.Context, pod string, wait bool
 
 func TestProxyRoutes(t *testing.T) {
 	fb := &fakeProxyBackend{}
-	sock := filepath.Join(t.TempDir(), "api.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewUnstartedServer(NewHandler(&fakeBackend{}, testutil.Logger(t), ProxyRoutes(fb)))
-	srv.Listener = ln
-	srv.Start()
-	t.Cleanup(srv.Close)
-	c := api.NewUnixClient(sock)
-	t.Cleanup(c.Close)
+	c := serveUnix(t, ProxyRoutes(fb))
 	ctx := context.Background()
 
 	d, err := c.PodDetail(ctx, "backend-v1")

@@ -4,13 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http/httptest"
-	"path/filepath"
 	"testing"
 
 	"github.com/meshlab/meshlab/api"
-	"github.com/meshlab/meshlab/internal/testutil"
 )
 
 // fakeServices knows Service backend in namespace default; it records what it was asked.
@@ -32,17 +28,7 @@ func (f *fakeServices) DescribeService(_ context.Context, namespace, name string
 func TestServiceRoutes(t *testing.T) {
 	t.Parallel()
 	fs := &fakeServices{}
-	sock := filepath.Join(t.TempDir(), "api.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewUnstartedServer(NewHandler(&fakeBackend{}, testutil.Logger(t), ServiceRoutes(fs)))
-	srv.Listener = ln
-	srv.Start()
-	t.Cleanup(srv.Close)
-	c := api.NewUnixClient(sock)
-	t.Cleanup(c.Close)
+	c := serveUnix(t, ServiceRoutes(fs))
 	ctx := context.Background()
 
 	v, err := c.DescribeService(ctx, "default", "backend")

@@ -3,14 +3,10 @@ package web
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/meshlab/meshlab/api"
-	"github.com/meshlab/meshlab/internal/testutil"
 )
 
 // fakeTracer traces frontend-v1 to backend:8080 only.
@@ -28,17 +24,7 @@ func (fakeTracer) Trace(_ context.Context, r api.TraceRequest) (api.TraceResult,
 
 func TestTraceRoutes(t *testing.T) {
 	t.Parallel()
-	sock := filepath.Join(t.TempDir(), "api.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewUnstartedServer(NewHandler(&fakeBackend{}, testutil.Logger(t), TraceRoutes(fakeTracer{})))
-	srv.Listener = ln
-	srv.Start()
-	t.Cleanup(srv.Close)
-	c := api.NewUnixClient(sock)
-	t.Cleanup(c.Close)
+	c := serveUnix(t, TraceRoutes(fakeTracer{}))
 
 	res, err := c.Trace(t.Context(), api.TraceRequest{Pod: "frontend-v1", Target: "backend:8080"})
 	if err != nil || res.Status != 200 || len(res.Hops) != 1 || res.Hops[0].Pod != "backend-v1" {
