@@ -21,7 +21,7 @@ func TestNameTableLongPoll(t *testing.T) {
 	}})
 	lab.fail = 2 // the first polls fail: the poller retries with backoff
 	store := &nameStore{}
-	p := newNameTablePoller(socket, "backend-v1", store, testutil.Logger(t))
+	p := newNameTablePoller(socket, "backend-v1.default", store, testutil.Logger(t))
 	p.minBackoff = 10 * time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -43,7 +43,7 @@ func TestNameTableLongPoll(t *testing.T) {
 	eventually(t, "held poll", func() error {
 		lab.mu.Lock()
 		defer lab.mu.Unlock()
-		if last := lab.queries[len(lab.queries)-1]; last != "/v1/agents/backend-v1/nametable?version=3" {
+		if last := lab.queries[len(lab.queries)-1]; last != "/v1/agents/backend-v1.default/nametable?version=3" {
 			return fmt.Errorf("last query %s", last)
 		}
 		return nil
@@ -72,7 +72,7 @@ func TestNameTableKeepsLastTableOnErrors(t *testing.T) {
 	socket := filepath.Join(t.TempDir(), "api.sock") // nothing listens: every poll fails
 	store := &nameStore{}
 	store.set(agentapi.NameTable{Version: 9, Names: map[string][]netip.Addr{"a": {netip.MustParseAddr("10.96.0.1")}}})
-	p := newNameTablePoller(socket, "backend-v1", store, testutil.Logger(t))
+	p := newNameTablePoller(socket, "backend-v1.default", store, testutil.Logger(t))
 	p.minBackoff, p.maxBackoff = time.Millisecond, 4*time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()

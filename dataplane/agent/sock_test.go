@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -150,7 +151,9 @@ func (w *waitableStatus) status(context.Context) agentapi.Status {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.reads++
-	return w.st
+	st := w.st
+	st.Epochs = slices.Clone(w.st.Epochs) // the handler reads it after set changed w.st's
+	return st
 }
 
 func (w *waitableStatus) changes() <-chan struct{} {

@@ -5,13 +5,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -89,12 +89,16 @@ func Trace(ctx context.Context, d Deps, r api.TraceRequest) (api.TraceResult, er
 	inPort := inboundPort(dst, before, after)
 	logs := traceAccessLogs(ctx, d, m.Mesh.AccessLogPath(), id, p, dst)
 
-	res.Hops = append(res.Hops, captureHop(p.Key(), before[p.Key()], after[p.Key()]))
+	res.Hops = append(res.Hops, captureHop(p.Key(), before[p.Key()], after[p.Key()], true))
 	if p.Sidecar.Inject {
 		res.Hops = append(res.Hops, outboundHop(ctx, d, p, u, target, dst, inPort, xfcc, ans, before[p.Key()], after[p.Key()], logs[p.Key()]))
 	}
 	if dst != nil {
-		res.Hops = append(res.Hops, captureHop(dst.Key(), before[dst.Key()], after[dst.Key()]))
+		in := captureHop(dst.Key(), before[dst.Key()], after[dst.Key()], false)
+		if len(in.Rules) == 0 && p.Sidecar.Inject && dst.Sidecar.Inject && ans.err == nil {
+			in.Notes = pooledNote(p.Key(), dst.Key())
+		}
+		res.Hops = append(res.Hops, in)
 		if dst.Sidecar.Inject {
 			res.Hops = append(res.Hops, inboundHop(ctx, d, dst, inPort, xfcc, before[dst.Key()], after[dst.Key()], logs[dst.Key()]))
 		}
@@ -235,9 +239,35 @@ func inboundPort(dst *model.Pod, before, after map[string]podSnapshot) uint16 {
 	return 0
 }
 
-// captureHop lists the pod's nat rules that counted packets during the request.
-func captureHop(pod string, before, after podSnapshot) api.TraceHop {
-	return api.TraceHop{Kind: api.HopCapture, Pod: pod, Rules: ruleDeltas(before.rules, after.rules)}
+// captureHop lists the pod's nat rules that counted packets during the request, on the
+// request's side of the pod: the chains a connection the pod opens walks (outbound) or
+// the chains a connection into the pod walks. The other side's counters also move with
+// the pod's own chatter (its agent asking the proxy's admin port over loopback), which is
+// not the request's path.
+func captureHop(pod string, before, after podSnapshot, outbound bool) api.TraceHop {
+	rules := slices.DeleteFunc(ruleDeltas(before.rules, after.rules), func(r api.TraceRule) bool {
+		return outboundChain(r.Chain) != outbound
+	})
+	return api.TraceHop{Kind: api.HopCapture, Pod: pod, Rules: rules}
+}
+
+// outboundChain tells the nat chains a connection the pod opens walks (OUTPUT and the
+// chains istio-iptables hangs from it) from those a connection into the pod walks.
+func outboundChain(chain string) bool {
+	switch chain {
+	case "PREROUTING", "ISTIO_INBOUND", "ISTIO_IN_REDIRECT":
+		return false
+	}
+	return true
+}
+
+// pooledNote explains a destination capture hop without rules: nat rules count only a
+// connection's first packet, and a sidecar sends a request over a connection of its
+// pool when one is open (as Envoy does), so a request that reached the pod on such a
+// connection moved no counter.
+func pooledNote(src, dst string) string {
+	return "no capture rule counted this request: " + src + "'s sidecar sent it over a connection it already had open to " +
+		dst + " (nat rules count only a connection's first packet: that connection walked PREROUTING -> ISTIO_INBOUND -> ISTIO_IN_REDIRECT when it was opened)"
 }
 
 // outboundHop explains the source sidecar's handling from its config_dump and stats.

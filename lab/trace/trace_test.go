@@ -104,3 +104,23 @@ func FuzzParseTraceTarget(f *testing.F) {
 		}
 	})
 }
+
+// TestCaptureHopKeepsTheRequestsSide: a pod's counters move on both sides during a trace
+// (its agent asks the proxy's admin port over loopback while the request comes in), and
+// the hop keeps only the side the request walks: outbound chains for the source,
+// inbound chains for the destination.
+func TestCaptureHopKeepsTheRequestsSide(t *testing.T) {
+	after := strings.NewReplacer("[4:240]", "[5:300]", "[2:120]", "[3:180]").Replace(saveBefore)
+	before, now := podSnapshot{rules: parseCounters(saveBefore)}, podSnapshot{rules: parseCounters(after)}
+	in := captureHop("backend-v1", before, now, false)
+	if len(in.Rules) != 1 || in.Rules[0].Chain != "PREROUTING" {
+		t.Errorf("inbound hop rules %+v; want PREROUTING only", in.Rules)
+	}
+	out := captureHop("frontend-v1", before, now, true)
+	if len(out.Rules) != 1 || out.Rules[0].Chain != "ISTIO_OUTPUT" {
+		t.Errorf("outbound hop rules %+v; want ISTIO_OUTPUT only", out.Rules)
+	}
+	if got := captureHop("backend-v1", before, podSnapshot{rules: parseCounters(strings.ReplaceAll(saveBefore, "[2:120]", "[3:180]"))}, false); len(got.Rules) != 0 {
+		t.Errorf("inbound hop with only loopback chatter: rules %+v; want none", got.Rules)
+	}
+}
