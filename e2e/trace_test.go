@@ -128,7 +128,7 @@ func checkTrace(t *testing.T, res api.TraceResult) {
 	dst := res.Hops[2]
 	fresh := hasRule(dst.Rules, "PREROUTING", "ISTIO_INBOUND") && hasRule(dst.Rules, "ISTIO_IN_REDIRECT", "15006")
 	pooled := len(dst.Rules) == 0 && strings.Contains(dst.Notes, "over a connection it already had open to "+app.Pod)
-	if dst.Kind != api.HopCapture || dst.Pod != app.Pod || !(fresh || pooled) {
+	if dst.Kind != api.HopCapture || dst.Pod != app.Pod || (!fresh && !pooled) {
 		t.Errorf("destination capture hop %+v; want %s's PREROUTING -> ISTIO_INBOUND -> 15006 rules, or none and a note that the request came over an open connection", dst, app.Pod)
 	}
 	for _, r := range dst.Rules {
