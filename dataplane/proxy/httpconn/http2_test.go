@@ -196,8 +196,12 @@ func TestH2cPriorKnowledgeDownstreamToH2cAndHTTP1Upstreams(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.HasPrefix(body, "HTTP/1.1") || resp.Trailer.Get("Grpc-Status") != "0" {
 		t.Fatalf("h2c to http/1.1 upstream: %d %q trailer %v", resp.StatusCode, body, resp.Trailer)
 	}
-	// An HTTP/1.1 client on the same HCM (codec AUTO).
-	resp, body = doGet(t, &http.Client{}, "http://"+p.addr+"/h2")
+	// An HTTP/1.1 client on the same HCM (codec AUTO), with a pool of its own: the
+	// default transport's idle connections are other tests' (a port the kernel hands out
+	// again), and the connection counts below are this test's.
+	h1 := &http.Transport{}
+	t.Cleanup(h1.CloseIdleConnections)
+	resp, body = doGet(t, &http.Client{Transport: h1, Timeout: 10 * time.Second}, "http://"+p.addr+"/h2")
 	if resp.StatusCode != 200 || resp.ProtoMajor != 1 || !strings.HasPrefix(body, "HTTP/2.0") {
 		t.Fatalf("http/1.1 to h2 upstream: %d %s %q", resp.StatusCode, resp.Proto, body)
 	}
