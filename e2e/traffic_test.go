@@ -141,9 +141,15 @@ func applyAndSync(t *testing.T, name string, lc *api.Client, yaml string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rds := map[string]string{}
+	// The server versions each type by the change it last changed in, and the apply's
+	// update is done when apply answers: the change has reached every proxy when all are
+	// SYNCED and some type moved (a DestinationRule that only adds a subset changes CDS
+	// and EDS, not RDS).
+	acked := map[string]string{}
 	for _, ps := range before {
-		rds[ps.Pod] = ps.Types["RDS"].Acked
+		for typ, ts := range ps.Types {
+			acked[ps.Pod+" "+typ] = ts.Acked
+		}
 	}
 	file := filepath.Join(t.TempDir(), "vs.yaml")
 	if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
@@ -159,14 +165,14 @@ func applyAndSync(t *testing.T, name string, lc *api.Client, yaml string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		synced := len(st) == 3
+		synced, moved := len(st) == 3, false
 		for _, ps := range st {
 			for _, typ := range []string{"CDS", "LDS", "EDS", "RDS"} {
 				synced = synced && ps.Types[typ].State() == "SYNCED"
+				moved = moved || ps.Types[typ].Acked != acked[ps.Pod+" "+typ]
 			}
-			synced = synced && ps.Types["RDS"].Acked != rds[ps.Pod]
 		}
-		if synced {
+		if synced && moved {
 			t.Logf("apply to every proxy ACKing: %v", time.Since(start).Round(time.Millisecond))
 			return
 		}
