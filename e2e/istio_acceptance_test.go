@@ -67,10 +67,10 @@ func TestIstioAcceptance(t *testing.T) {
 		if !strings.Contains(out, "[IST0109]") || !strings.Contains(out, "default/backend-a,default/backend-b") {
 			t.Errorf("analyze: %v\n%s\nwant IST0109 naming both VirtualServices", err, out)
 		}
-		for _, n := range []string{"backend-a", "backend-b"} {
-			if out, err := meshlab(t, "delete", "--name", l.name, "vs", n); err != nil {
-				t.Fatalf("delete vs %s: %v\n%s", n, err, out)
-			}
+		// kubectl's TYPE/NAME form, two objects in one (atomic) delete.
+		out, err = meshlab(t, "delete", "--name", l.name, "vs/backend-a", "virtualservice/backend-b")
+		if err != nil || !strings.Contains(out, "VirtualService default/backend-a deleted") || !strings.Contains(out, "VirtualService default/backend-b deleted") {
+			t.Fatalf("delete vs/backend-a virtualservice/backend-b: %v\n%s", err, out)
 		}
 	})
 

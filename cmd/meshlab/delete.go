@@ -2,6 +2,8 @@ package main
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -18,9 +20,9 @@ func newDeleteCmd(g *globalFlags) *cobra.Command {
 	cfg := &deleteConfig{}
 	var output string
 	cmd := &cobra.Command{
-		Use:               "delete (-f FILE|DIR|- | KIND NAME)",
+		Use:               "delete (-f FILE|DIR|- | KIND NAME... | KIND/NAME...)",
 		Short:             "Delete objects from a running lab, atomically",
-		Args:              cobra.RangeArgs(0, 2),
+		Args:              cobra.ArbitraryArgs,
 		ValidArgsFunction: completeArgs(false, fixedNames(kindNames...), labObjects(g)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(output); err != nil {
@@ -41,10 +43,14 @@ func newDeleteCmd(g *globalFlags) *cobra.Command {
 					}
 				}
 				r.Files = files
-			case len(args) == 2:
-				r.Refs = []api.ObjectRef{{Kind: args[0], Namespace: cfg.namespace, Name: args[1]}}
+			case len(args) > 0:
+				refs, err := deleteRefs(args, cfg.namespace)
+				if err != nil {
+					return err
+				}
+				r.Refs = refs
 			default:
-				return errors.New("give -f FILE or KIND NAME")
+				return errors.New("give -f FILE, KIND NAME or KIND/NAME")
 			}
 			c, err := g.apiClient()
 			if err != nil {
@@ -67,4 +73,30 @@ func newDeleteCmd(g *globalFlags) *cobra.Command {
 	cmd.Flags().StringSliceVarP(&cfg.files, "filename", "f", nil, "file, directory or - for stdin naming the objects to delete")
 	cmd.Flags().StringVarP(&cfg.namespace, "namespace", "n", "default", "namespace of KIND NAME, or of -f's objects that name none")
 	return cmd
+}
+
+// deleteRefs reads kubectl delete's object arguments: KIND NAME [NAME...], or
+// KIND/NAME [KIND/NAME...] (kubectl refuses mixing the two forms, and so does this).
+func deleteRefs(args []string, namespace string) ([]api.ObjectRef, error) {
+	var refs []api.ObjectRef
+	if kind, _, slash := strings.Cut(args[0], "/"); !slash {
+		if len(args) == 1 {
+			return nil, fmt.Errorf("delete %s: give the names to delete (KIND NAME...), or KIND/NAME", kind)
+		}
+		for _, name := range args[1:] {
+			if strings.Contains(name, "/") || name == "" {
+				return nil, fmt.Errorf("delete %s: %q: after a KIND, give names, not KIND/NAME", kind, name)
+			}
+			refs = append(refs, api.ObjectRef{Kind: kind, Namespace: namespace, Name: name})
+		}
+		return refs, nil
+	}
+	for _, a := range args {
+		kind, name, ok := strings.Cut(a, "/")
+		if !ok || kind == "" || name == "" || strings.Contains(name, "/") {
+			return nil, fmt.Errorf("delete: %q: want KIND/NAME as every argument after the first KIND/NAME", a)
+		}
+		refs = append(refs, api.ObjectRef{Kind: kind, Namespace: namespace, Name: name})
+	}
+	return refs, nil
 }
