@@ -11,13 +11,13 @@ import (
 	"time"
 
 	"github.com/meshlab/meshlab/internal/testutil"
-	"github.com/meshlab/meshlab/labs"
 	"github.com/meshlab/meshlab/scenarios"
+	"github.com/meshlab/meshlab/scenarios/runner"
 )
 
 // runLab runs `meshlab lab run ref` as a unique lab and returns its output, whether it
 // exited 0, and the JUnit suites it wrote. Cleanup removes whatever the lab left.
-func runLab(t *testing.T, ref string) (string, bool, []labs.JUnitSuite) {
+func runLab(t *testing.T, ref string) (string, bool, []runner.JUnitSuite) {
 	t.Helper()
 	bin := meshlabBin(t)
 	name := testutil.UniqueName(t)
@@ -36,7 +36,7 @@ func runLab(t *testing.T, ref string) (string, bool, []labs.JUnitSuite) {
 		t.Fatalf("lab run %s wrote no junit: %v\n%s", ref, err, out)
 	}
 	defer f.Close()
-	suites, jerr := labs.ReadJUnit(f)
+	suites, jerr := runner.ReadJUnit(f)
 	if jerr != nil {
 		t.Fatal(jerr)
 	}

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/meshlab/meshlab/internal/testutil"
-	"github.com/meshlab/meshlab/repro"
+	"github.com/meshlab/meshlab/scenarios/repro"
 )
 
 const reproVS = `apiVersion: networking.istio.io/v1

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/meshlab/meshlab/controlplane/config"
-	"github.com/meshlab/meshlab/labs"
+	"github.com/meshlab/meshlab/scenarios/runner"
 )
 
 // loadScenario loads a shipped scenario with meshlab's own loaders. A lab file
@@ -18,7 +18,7 @@ func loadScenario(path string) (*config.Scenario, error) {
 	if filepath.Base(filepath.Dir(path)) != "labs" {
 		return config.LoadFile(path)
 	}
-	l, err := labs.Load(path)
+	l, err := runner.Load(path)
 	if err != nil {
 		return nil, fmt.Errorf("load lab %s: %w", path, err)
 	}
@@ -27,7 +27,7 @@ func loadScenario(path string) (*config.Scenario, error) {
 		return nil, fmt.Errorf("load the scenario of lab %s: %w", path, err)
 	}
 	for i, st := range l.Steps {
-		for _, a := range append(append([]labs.Action(nil), st.Actions...), st.Solution...) {
+		for _, a := range append(append([]runner.Action(nil), st.Actions...), st.Solution...) {
 			if sc, err = applyAction(sc, a, filepath.Dir(path)); err != nil {
 				return nil, fmt.Errorf("lab %s step %d (%s): %w", path, i+1, st.Name, err)
 			}
@@ -37,7 +37,7 @@ func loadScenario(path string) (*config.Scenario, error) {
 }
 
 // applyAction applies one lab action that changes objects; other actions change nothing.
-func applyAction(sc *config.Scenario, a labs.Action, dir string) (*config.Scenario, error) {
+func applyAction(sc *config.Scenario, a runner.Action, dir string) (*config.Scenario, error) {
 	switch {
 	case a.Apply != nil:
 		data := bytes.Join(toBytes(a.Apply.Objects), []byte("\n---\n"))

@@ -75,7 +75,7 @@ type Options struct {
 
 	Out    io.Writer        // progress lines; optional
 	Logger *slog.Logger     // required
-	Guide  web.GuideBackend // optional: the guide of `meshlab lab start` (a *labs.Guide), served on /v1/guide
+	Guide  web.GuideBackend // optional: the guide of `meshlab lab start` (a *runner.Guide), served on /v1/guide
 }
 
 // Lab is a running lab.

@@ -9,8 +9,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/meshlab/meshlab/lab"
-	"github.com/meshlab/meshlab/labs"
 	"github.com/meshlab/meshlab/scenarios"
+	"github.com/meshlab/meshlab/scenarios/runner"
 )
 
 func newLabCmd(g *globalFlags) *cobra.Command {
@@ -44,7 +44,7 @@ func newLabListCmd() *cobra.Command {
 			}
 			var list []bundledLab
 			for _, n := range scenarios.LabNames() {
-				l, err := labs.Load(n)
+				l, err := runner.Load(n)
 				if err != nil {
 					return err
 				}
@@ -77,7 +77,7 @@ func newLabRunCmd(g *globalFlags) *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeNamesOrFiles(bundledLabs),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			l, err := labs.Load(args[0])
+			l, err := runner.Load(args[0])
 			if err != nil {
 				return err
 			}
@@ -93,11 +93,11 @@ func newLabRunCmd(g *globalFlags) *cobra.Command {
 				name = defaultLabName(l.Name)
 			}
 			log := g.logger()
-			_, err = labs.RunLab(cmd.Context(), labs.RunOptions{
+			_, err = runner.RunLab(cmd.Context(), runner.RunOptions{
 				Lab: l,
 				Up: lab.Options{Name: name, RunRoot: g.runRoot, ProxyPath: f.proxyPath, Logger: log, TerminationDrain: f.drain,
 					Out: cmd.ErrOrStderr(), Listen: ""},
-				Runner: labs.Runner{Out: cmd.OutOrStdout(), Logger: log},
+				Runner: runner.Runner{Out: cmd.OutOrStdout(), Logger: log},
 				JUnit:  f.junit,
 			})
 			return err

@@ -12,7 +12,7 @@ import (
 
 	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/lab"
-	"github.com/meshlab/meshlab/labs"
+	"github.com/meshlab/meshlab/scenarios/runner"
 )
 
 type labStartFlags struct {
@@ -31,7 +31,7 @@ func newLabStartCmd(g *globalFlags) *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeNamesOrFiles(bundledLabs),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			l, err := labs.Load(args[0])
+			l, err := runner.Load(args[0])
 			if err != nil {
 				return err
 			}
@@ -43,7 +43,7 @@ func newLabStartCmd(g *globalFlags) *cobra.Command {
 				name = defaultLabName(l.Name)
 			}
 			log := g.logger()
-			guide := labs.NewGuide(l, labs.Runner{Logger: log})
+			guide := runner.NewGuide(l, runner.Runner{Logger: log})
 			opts := lab.Options{
 				Name: name, ScenarioFile: l.ScenarioFile, ScenarioData: l.ScenarioData, RunRoot: g.runRoot,
 				ProxyPath: f.proxyPath, TerminationDrain: f.drain, Out: cmd.OutOrStdout(), Logger: log,
@@ -56,7 +56,7 @@ func newLabStartCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			st := guide.Begin(ctx, labs.NewLabBackend(running, g.runRoot, name))
+			st := guide.Begin(ctx, runner.NewLabBackend(running, g.runRoot, name))
 			self := "meshlab"
 			if strings.Contains(os.Args[0], "/") {
 				self = os.Args[0]

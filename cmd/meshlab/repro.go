@@ -12,7 +12,7 @@ import (
 
 	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/lab"
-	"github.com/meshlab/meshlab/repro"
+	"github.com/meshlab/meshlab/scenarios/repro"
 )
 
 // newReproCmd returns `meshlab repro`: export a running lab as one reproducible file,

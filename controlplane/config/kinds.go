@@ -77,7 +77,7 @@ var istioKinds = map[string]string{
 }
 
 // IsLabDocument reports whether a document is a `kind: Lab` (meshlab.dev/v1alpha1): the
-// lab runner (package labs) reads those; scenario loading skips them.
+// lab runner (package scenarios/runner) reads those; scenario loading skips them.
 func IsLabDocument(apiVersion, k string) bool {
 	return apiVersion == workloadAPIVersion && k == "Lab"
 }

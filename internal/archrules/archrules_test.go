@@ -25,27 +25,27 @@ type rule struct {
 var rules = []rule{
 	{
 		from:   "controlplane",
-		mayNot: []string{"api", "dataplane", "netns", "lab", "labs", "web", "repro", "demoapp", "cmd"},
+		mayNot: []string{"api", "dataplane", "netns", "lab", "scenarios/runner", "web", "scenarios/repro", "demoapp", "cmd"},
 		why:    "the control plane is a pure model -> xDS generator plus its servers; it never reaches into pods or the UI",
 	},
 	{
 		from:   "dataplane/proxy",
-		mayNot: []string{"api", "controlplane", "dataplane/agent", "lab", "labs", "web", "repro", "cmd", "demoapp"},
+		mayNot: []string{"api", "controlplane", "dataplane/agent", "lab", "scenarios/runner", "web", "scenarios/repro", "cmd", "demoapp"},
 		why:    "like Envoy, the proxy knows only its command line, its bootstrap and what arrives over xDS",
 	},
 	{
 		from:   "dataplane/agent",
-		mayNot: []string{"controlplane", "dataplane/proxy", "lab", "labs", "web", "repro", "cmd", "demoapp", "netns"},
+		mayNot: []string{"controlplane", "dataplane/proxy", "lab", "scenarios/runner", "web", "scenarios/repro", "cmd", "demoapp", "netns"},
 		why:    "the agent talks to the lab and the proxy only over sockets, never by importing them",
 	},
 	{
 		from:   "netns",
-		mayNot: []string{"api", "controlplane", "dataplane/agent", "lab", "labs", "web", "repro", "cmd", "demoapp"},
+		mayNot: []string{"api", "controlplane", "dataplane/agent", "lab", "scenarios/runner", "web", "scenarios/repro", "cmd", "demoapp"},
 		why:    "netns knows nothing of meshes: it makes the namespaces, links and rules it is given",
 	},
 	{
 		from:   "demoapp",
-		mayNot: []string{"api", "controlplane", "dataplane", "netns", "lab", "labs", "web", "repro", "cmd"},
+		mayNot: []string{"api", "controlplane", "dataplane", "netns", "lab", "scenarios/runner", "web", "scenarios/repro", "cmd"},
 		why:    "the demo app is an ordinary workload; it knows nothing of the mesh it runs in",
 	},
 	{
@@ -65,8 +65,8 @@ var rules = []rule{
 	},
 	{
 		from:   "api",
-		mayNot: []string{"controlplane", "dataplane/proxy", "lab", "labs", "web", "repro", "cmd", "demoapp", "netns", "github.com/gin-gonic/"},
-		why:    "the lab API's wire contract links no server and no lab: a client of the API (the CLI, labs, repro) talks to a lab without gin or the lab's code",
+		mayNot: []string{"controlplane", "dataplane/proxy", "lab", "scenarios/runner", "web", "scenarios/repro", "cmd", "demoapp", "netns", "github.com/gin-gonic/"},
+		why:    "the lab API's wire contract links no server and no lab: a client of the API (the CLI, the lab runner, repro) talks to a lab without gin or the lab's code",
 	},
 	{
 		from:   "",
@@ -165,7 +165,7 @@ func TestRulesCanFail(t *testing.T) {
 	if !slices.ContainsFunc(pkgs[i].Deps, func(d string) bool { return forbidden(d, "lab") }) {
 		t.Error("the checker did not see cmd/meshlab's dependency on lab")
 	}
-	if forbidden(module+"labs", "lab") || !forbidden(module+"lab/trace", "lab") {
+	if forbidden(module+"scenarios/runner", "lab") || !forbidden(module+"lab/trace", "lab") {
 		t.Error("forbidden must match a package and the packages below it, not a sibling with the same prefix")
 	}
 }

@@ -11,8 +11,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/meshlab/meshlab/api"
-	"github.com/meshlab/meshlab/labs"
 	"github.com/meshlab/meshlab/scenarios"
+	"github.com/meshlab/meshlab/scenarios/runner"
 )
 
 // fakeSource answers like a hello lab whose backend-v1 proxy NACKed a route once.
@@ -99,7 +99,7 @@ func TestExportRoundTrip(t *testing.T) {
 		t.Fatalf("capture %q", c)
 	}
 	// The file is a lab file: the lab runner takes it, scenario and all.
-	l, err := labs.Parse("repro.yaml", b.Bytes(), labs.Sources{})
+	l, err := runner.Parse("repro.yaml", b.Bytes(), runner.Sources{})
 	if err != nil {
 		t.Fatalf("parse as lab: %v\n%s", err, b.String())
 	}

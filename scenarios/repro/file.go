@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/meshlab/meshlab/api"
-	"github.com/meshlab/meshlab/labs"
+	"github.com/meshlab/meshlab/scenarios/runner"
 )
 
 // AnnotationKey is the Lab document's annotation holding the recorded Facts.
@@ -37,8 +37,8 @@ func Write(w io.Writer, facts Facts, objects []api.ConfigObject) error {
 		step["checks"] = checks
 	}
 	doc := map[string]any{
-		"apiVersion": labs.APIVersion,
-		"kind":       labs.Kind,
+		"apiVersion": runner.APIVersion,
+		"kind":       runner.Kind,
 		"metadata": map[string]any{
 			"name":        cmpOr(facts.Lab, "repro"),
 			"annotations": map[string]string{AnnotationKey: string(factsJSON)},
@@ -88,7 +88,7 @@ func Read(data []byte) (Facts, error) {
 		if err := yaml.Unmarshal([]byte(d), &doc); err != nil {
 			return Facts{}, fmt.Errorf("read repro file: %w", err)
 		}
-		if doc.APIVersion != labs.APIVersion || doc.Kind != labs.Kind {
+		if doc.APIVersion != runner.APIVersion || doc.Kind != runner.Kind {
 			continue
 		}
 		raw, ok := doc.Metadata.Annotations[AnnotationKey]

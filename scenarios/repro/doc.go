@@ -3,7 +3,7 @@
 //
 // # Format
 //
-// A repro file is a lab file (see package labs): YAML documents separated by "---".
+// A repro file is a lab file (see package scenarios/runner): YAML documents separated by "---".
 //
 //   - The first document is a `kind: Lab` (apiVersion meshlab.dev/v1alpha1) with no
 //     spec.scenario, so the other documents of the file are the lab's scenario. Its one

@@ -1,4 +1,4 @@
-package labs
+package runner
 
 import (
 	"encoding/xml"
