@@ -37,9 +37,14 @@ func TestMain(m *testing.M) {
 }
 
 // meshlabBin builds the binary once, in a directory the app uid can enter (apps run as an
-// unprivileged uid and must be able to execute it).
+// unprivileged uid and must be able to execute it). MESHLAB_E2E_BIN names a prebuilt
+// binary instead (it must sit where the app uid can execute it): benchmarks compare two
+// builds side by side with one test binary.
 func meshlabBin(tb testing.TB) string {
 	tb.Helper()
+	if p := os.Getenv("MESHLAB_E2E_BIN"); p != "" {
+		return p
+	}
 	buildOnce.Do(func() {
 		binDir, buildErr = os.MkdirTemp("", "meshlab-e2e-")
 		if buildErr != nil {
