@@ -4,13 +4,28 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
+	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	filev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/meshlab/meshlab/internal/testutil"
 )
@@ -28,30 +43,84 @@ func fixedPod() Config {
 }
 
 func TestBootstrapGolden(t *testing.T) {
-	b, err := buildBootstrap(fixedPod())
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := marshalBootstrap(b)
+	data, err := renderBootstrap(fixedPod())
 	if err != nil {
 		t.Fatal(err)
 	}
 	testutil.Golden(t, "bootstrap", data)
 }
 
-func TestBootstrapValidates(t *testing.T) {
-	b, err := buildBootstrap(fixedPod())
-	if err != nil {
-		t.Fatal(err)
+// The template renders exactly the typed envoy.config.bootstrap.v3.Bootstrap below (the
+// form it replaced), for pods whose values need quoting, escaping or are left empty, and
+// what it renders passes the Bootstrap's field rules, typed configs included.
+func TestBootstrapMatchesTypedBuild(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(*Config)
+	}{
+		{name: "golden pod", mutate: func(*Config) {}},
+		{name: "no workload and no labels", mutate: func(c *Config) { c.Workload, c.Labels = "", nil }},
+		{name: "values that need escaping", mutate: func(c *Config) {
+			c.Labels = map[string]string{
+				`quote"d`: `back\slash`, "html": "<a href=x>&amp;</a>", "ctl": "tab\there\nnewline",
+				"unicode": "pod-é-中-\u2028", "app.kubernetes.io/name": "reviews", "empty": "",
+			}
+			c.Namespace, c.Pod, c.ServiceAccount = "ns-ü", `p"od`, "sa\\x"
+			c.NodeID = `sidecar~10.244.0.3~p"od.ns~ns.svc.cluster.local`
+			c.ServiceCluster = `<cluster>&"q\\`
+			c.RunDir, c.XDSSocket = `/run/meshlab/l "x"/pods/p`, `/run/meshlab/l "x"/xds.sock`
+		}},
+		{name: "other ports", mutate: func(c *Config) { c.AdminPort, c.StatusPort = 15100, 1 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fixedPod()
+			tc.mutate(&c)
+			data, err := renderBootstrap(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got bootstrapv3.Bootstrap
+			if err := protojson.Unmarshal(data, &got); err != nil {
+				t.Fatalf("rendered bootstrap does not parse: %v\n%s", err, data)
+			}
+			want := typedBootstrap(t, c)
+			if !proto.Equal(want, &got) {
+				w, _ := marshalBootstrap(want)
+				t.Errorf("rendered bootstrap differs from the typed one\ntyped:\n%s\nrendered:\n%s", w, data)
+			}
+			if err := got.ValidateAll(); err != nil {
+				t.Errorf("rendered bootstrap: %v", err)
+			}
+			// admin access log, xds and sds-grpc http protocol options, and per listener an
+			// HCM and a router.
+			if n := validateAnys(t, got.ProtoReflect()); n != 7 {
+				t.Errorf("validated %d typed configs, want 7", n)
+			}
+		})
 	}
-	if err := b.ValidateAll(); err != nil {
-		t.Fatalf("bootstrap: %v", err)
-	}
-	n := validateAnys(t, b.ProtoReflect())
-	// admin access log, xds and sds-grpc http protocol options, and per listener an HCM
-	// and a router.
-	if n != 7 {
-		t.Errorf("validated %d typed configs, want 7", n)
+}
+
+// A value that is not UTF-8 is refused with its name (JSON cannot carry it; encoding/json
+// would have replaced it quietly).
+func TestBootstrapRefusesInvalidUTF8(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(*Config)
+		want   string
+	}{
+		{name: "label value", mutate: func(c *Config) { c.Labels = map[string]string{"app": "a\xff"} }, want: `label "app"`},
+		{name: "namespace", mutate: func(c *Config) { c.Namespace = "n\xfe" }, want: "NAMESPACE"},
+		{name: "node id", mutate: func(c *Config) { c.NodeID = "s\xff" }, want: "node id"},
+		{name: "xds socket", mutate: func(c *Config) { c.XDSSocket = "/x\xff" }, want: "xds socket"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fixedPod()
+			tc.mutate(&c)
+			_, err := renderBootstrap(c)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "UTF-8") {
+				t.Errorf("renderBootstrap = %v, want an error naming %s and UTF-8", err, tc.want)
+			}
+		})
 	}
 }
 
@@ -116,14 +185,169 @@ func TestWriteBootstrap(t *testing.T) {
 	if err := protojson.Unmarshal(data, &got); err != nil {
 		t.Fatalf("parse written bootstrap: %v", err)
 	}
-	want, err := buildBootstrap(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !proto.Equal(&got, want) {
-		t.Errorf("written bootstrap does not parse back to the built one")
+	if !proto.Equal(&got, typedBootstrap(t, c)) {
+		t.Errorf("written bootstrap does not parse back to the typed one")
 	}
 	if _, err := os.Stat(path + ".tmp"); !os.IsNotExist(err) {
 		t.Errorf("temporary file left behind: %v", err)
+	}
+}
+
+// Names in the bootstrap that xDS resources and Istio tooling refer to.
+const (
+	xdsClusterName         = "xds-grpc"
+	prometheusClusterName  = "prometheus_stats"
+	agentClusterName       = "agent"
+	sdsClusterName         = "sds-grpc"
+	httpProtocolOptionsKey = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
+)
+
+// typedBootstrap is the bootstrap of c built as a typed proto: the oracle the template is
+// held to (the agent built it this way before it rendered the template).
+func typedBootstrap(t *testing.T, c Config) *bootstrapv3.Bootstrap {
+	t.Helper()
+	meta, err := structpb.NewStruct(nodeMetadata(c))
+	if err != nil {
+		t.Fatalf("node metadata: %v", err)
+	}
+	ads := func() *corev3.ConfigSource {
+		return &corev3.ConfigSource{
+			ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
+			InitialFetchTimeout:   durationpb.New(0),
+			ResourceApiVersion:    corev3.ApiVersion_V3,
+		}
+	}
+	return &bootstrapv3.Bootstrap{
+		Node: &corev3.Node{
+			Id:            c.NodeID,
+			Cluster:       c.ServiceCluster,
+			Metadata:      meta,
+			UserAgentName: "envoy",
+			UserAgentVersionType: &corev3.Node_UserAgentBuildVersion{UserAgentBuildVersion: &corev3.BuildVersion{
+				Version: &typev3.SemanticVersion{MajorNumber: 1},
+				Metadata: &structpb.Struct{Fields: map[string]*structpb.Value{
+					"build.label":     structpb.NewStringValue("dev"),
+					"revision.status": structpb.NewStringValue("Clean"),
+					"build.type":      structpb.NewStringValue("RELEASE"),
+					"ssl.version":     structpb.NewStringValue("Go"),
+				}},
+			}},
+		},
+		Admin: &bootstrapv3.Admin{
+			AccessLog: []*accesslogv3.AccessLog{{
+				Name:       "envoy.access_loggers.file",
+				ConfigType: &accesslogv3.AccessLog_TypedConfig{TypedConfig: mustAny(t, &filev3.FileAccessLog{Path: "/dev/null"})},
+			}},
+			Address: tcpAddress("127.0.0.1", uint32(c.AdminPort)),
+		},
+		DynamicResources: &bootstrapv3.Bootstrap_DynamicResources{
+			LdsConfig: ads(),
+			CdsConfig: ads(),
+			AdsConfig: &corev3.ApiConfigSource{
+				ApiType:                   corev3.ApiConfigSource_GRPC,
+				SetNodeOnFirstMessageOnly: true,
+				TransportApiVersion:       corev3.ApiVersion_V3,
+				GrpcServices: []*corev3.GrpcService{{
+					TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{
+						EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: xdsClusterName},
+					},
+				}},
+			},
+		},
+		StaticResources: &bootstrapv3.Bootstrap_StaticResources{
+			Clusters: []*clusterv3.Cluster{
+				grpcPipeCluster(t, xdsClusterName, c.XDSSocket),
+				grpcPipeCluster(t, sdsClusterName, SDSSocketPath(c.RunDir)),
+				staticCluster(prometheusClusterName, tcpAddress("127.0.0.1", uint32(c.AdminPort))),
+				staticCluster(agentClusterName, tcpAddress("127.0.0.1", uint32(c.StatusPort))),
+			},
+			Listeners: []*listenerv3.Listener{
+				httpListener(t, "stats", PrometheusPort, "/stats/prometheus", prometheusClusterName),
+				httpListener(t, "agent", HealthPort, "/healthz/ready", agentClusterName),
+			},
+		},
+	}
+}
+
+func mustAny(t *testing.T, m proto.Message) *anypb.Any {
+	t.Helper()
+	a, err := anypb.New(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func tcpAddress(ip string, port uint32) *corev3.Address {
+	return &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+		Protocol:      corev3.SocketAddress_TCP,
+		Address:       ip,
+		PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port},
+	}}}
+}
+
+func staticCluster(name string, addr *corev3.Address) *clusterv3.Cluster {
+	return &clusterv3.Cluster{
+		Name:                 name,
+		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
+		ConnectTimeout:       durationpb.New(time.Second),
+		LoadAssignment: &endpointv3.ClusterLoadAssignment{
+			ClusterName: name,
+			Endpoints: []*endpointv3.LocalityLbEndpoints{{
+				LbEndpoints: []*endpointv3.LbEndpoint{{
+					HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: addr}},
+				}},
+			}},
+		},
+	}
+}
+
+// grpcPipeCluster is a gRPC upstream on a unix socket, spoken to over HTTP/2.
+func grpcPipeCluster(t *testing.T, name, socket string) *clusterv3.Cluster {
+	t.Helper()
+	cl := staticCluster(name, &corev3.Address{Address: &corev3.Address_Pipe{Pipe: &corev3.Pipe{Path: socket}}})
+	cl.TypedExtensionProtocolOptions = map[string]*anypb.Any{httpProtocolOptionsKey: mustAny(t, &httpv3.HttpProtocolOptions{
+		UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{
+			ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
+				ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{
+					Http2ProtocolOptions: &corev3.Http2ProtocolOptions{},
+				},
+			},
+		},
+	})}
+	return cl
+}
+
+// httpListener is a static 0.0.0.0:port listener whose HTTP connection manager routes
+// one path prefix to one cluster, as Istio's 15090 and 15021 listeners.
+func httpListener(t *testing.T, statPrefix string, port uint32, prefix, cluster string) *listenerv3.Listener {
+	t.Helper()
+	hcm := mustAny(t, &hcmv3.HttpConnectionManager{
+		StatPrefix: statPrefix,
+		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{
+			VirtualHosts: []*routev3.VirtualHost{{
+				Name:    "backend",
+				Domains: []string{"*"},
+				Routes: []*routev3.Route{{
+					Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: prefix}},
+					Action: &routev3.Route_Route{Route: &routev3.RouteAction{
+						ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: cluster},
+					}},
+				}},
+			}},
+		}},
+		HttpFilters: []*hcmv3.HttpFilter{{
+			Name:       "envoy.filters.http.router",
+			ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(t, &routerv3.Router{})},
+		}},
+	})
+	return &listenerv3.Listener{
+		Address: tcpAddress("0.0.0.0", port),
+		FilterChains: []*listenerv3.FilterChain{{
+			Filters: []*listenerv3.Filter{{
+				Name:       "envoy.filters.network.http_connection_manager",
+				ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: hcm},
+			}},
+		}},
 	}
 }
