@@ -92,6 +92,13 @@ func (c *Client) Delete(ctx context.Context, r DeleteRequest) ([]Change, error) 
 	return out.Changes, c.do(ctx, http.MethodPost, "/v1/delete", r, &out)
 }
 
+// Kinds returns the kinds of object the lab holds, with every spelling of each (the
+// lab's discovery: GET /v1/kinds).
+func (c *Client) Kinds(ctx context.Context) (Kinds, error) {
+	var out Kinds
+	return out, c.do(ctx, http.MethodGet, "/v1/kinds", nil, &out)
+}
+
 // Objects lists the lab's objects by kind ("" or "all" for every kind), namespace and
 // name ("" for any).
 func (c *Client) Objects(ctx context.Context, kind, namespace, name string) ([]ConfigObject, error) {

@@ -259,3 +259,19 @@ func apiChanges(cs []config.Change) []api.Change {
 	}
 	return out
 }
+
+// Kinds lists the kinds of object the lab holds, each with its API group and every
+// spelling a user may type for it (the lab's discovery, as an API server's). It
+// implements web.ConfigStore.
+func (l *Lab) Kinds() api.Kinds {
+	return labKinds()
+}
+
+// labKinds is controlplane/config's kind table as the lab API answers it.
+func labKinds() api.Kinds {
+	var out api.Kinds
+	for _, k := range config.Kinds() {
+		out = append(out, api.Kind{Kind: k, Group: config.KindGroup(k), Names: config.KindSpellings(k)})
+	}
+	return out
+}

@@ -41,6 +41,10 @@ const (
 	AppUID   = 65532
 )
 
+// DefaultXDSHistory is how many config versions the control plane keeps per proxy
+// unless Options.XDSHistory says otherwise (`up --xds-history`).
+const DefaultXDSHistory = discovery.DefaultHistorySize
+
 // Options configure a lab.
 type Options struct {
 	Name         string // required
@@ -61,7 +65,7 @@ type Options struct {
 	CACertFile, CAKeyFile string
 	CertTTL               time.Duration
 	// XDSHistory is how many config versions the control plane keeps per proxy;
-	// optional, 0 = discovery.DefaultHistorySize.
+	// optional, 0 = DefaultXDSHistory.
 	XDSHistory int
 	// Listen is the TCP address (a specific IP and port) of the dashboard and the API;
 	// optional, "" serves them on the unix socket only. ListenFallback picks a free port

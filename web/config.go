@@ -19,6 +19,8 @@ type ConfigStore interface {
 	// Objects lists objects by kind ("" or "all" for every kind), namespace and name
 	// ("" for any).
 	Objects(kind, namespace, name string) ([]api.ConfigObject, error)
+	// Kinds lists the kinds of object the lab holds, with every spelling of each.
+	Kinds() api.Kinds
 }
 
 // ProxyStatusReader reports every proxy's xDS state. Safe for concurrent use; it does not
@@ -27,8 +29,8 @@ type ProxyStatusReader interface {
 	ProxyStatus() []api.ProxyStatus
 }
 
-// ConfigRoutes serves POST /v1/apply, POST /v1/delete, GET /v1/objects?kind=&namespace=&name=
-// and GET /v1/proxy-status.
+// ConfigRoutes serves POST /v1/apply, POST /v1/delete, GET /v1/objects?kind=&namespace=&name=,
+// GET /v1/kinds and GET /v1/proxy-status.
 func ConfigRoutes(s ConfigStore, ps ProxyStatusReader) Routes {
 	answer := func(c *gin.Context, changes []api.Change, err error) {
 		var ce *api.ConfigError
@@ -77,6 +79,9 @@ func ConfigRoutes(s ConfigStore, ps ProxyStatusReader) Routes {
 			default:
 				c.JSON(http.StatusOK, objs)
 			}
+		})
+		v1.GET("/kinds", func(c *gin.Context) {
+			c.JSON(http.StatusOK, s.Kinds())
 		})
 		v1.GET("/proxy-status", func(c *gin.Context) {
 			c.JSON(http.StatusOK, ps.ProxyStatus())

@@ -39,6 +39,10 @@ func (f *fakeConfig) Objects(kind, _, _ string) ([]api.ConfigObject, error) {
 	return []api.ConfigObject{{Kind: "VirtualService", Namespace: "default", Name: "x", File: "vs.yaml", Object: []byte(`{"kind":"VirtualService"}`)}}, nil
 }
 
+func (f *fakeConfig) Kinds() api.Kinds {
+	return api.Kinds{{Kind: "VirtualService", Group: "networking.istio.io", Names: []string{"virtualservice", "virtualservices", "vs"}}}
+}
+
 func (f *fakeConfig) ProxyStatus() []api.ProxyStatus {
 	return []api.ProxyStatus{{Pod: "backend-v1", Namespace: "default", Connected: true, Types: map[string]api.TypeStatus{"CDS": {Sent: "v2", Acked: "v2"}}}}
 }
@@ -74,6 +78,11 @@ func TestConfigRoutesThroughClient(t *testing.T) {
 	}
 	if _, err := c.Delete(ctx, api.DeleteRequest{Refs: []api.ObjectRef{{Kind: "vs", Name: "x"}}}); err != nil || f.deleted[0].Name != "x" {
 		t.Errorf("Delete: %v, %+v", err, f.deleted)
+	}
+	if ks, err := c.Kinds(ctx); err != nil || len(ks) != 1 || ks[0].Group != "networking.istio.io" {
+		t.Errorf("Kinds = %+v, %v", ks, err)
+	} else if k, ok := ks.Lookup("VS"); !ok || k.Kind != "VirtualService" {
+		t.Errorf("Kinds.Lookup(VS) = %+v, %v", k, ok)
 	}
 	objs, err := c.Objects(ctx, "vs", "", "")
 	if err != nil || len(objs) != 1 || string(objs[0].Object) != `{"kind":"VirtualService"}` {

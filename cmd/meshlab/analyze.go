@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"github.com/meshlab/meshlab/controlplane/analyze"
-	"github.com/meshlab/meshlab/controlplane/config"
 )
 
 // analyzeConfig is what `meshlab analyze` reads.
@@ -52,11 +50,10 @@ istioctl analyze; 0 otherwise; 1 when analyze itself failed.`,
 			if err != nil {
 				return err
 			}
-			files, err := analyzeInput(cmd.Context(), g, cfg.files)
+			fs, err := analyzeInput(cmd.Context(), g, cfg.files)
 			if err != nil {
 				return err
 			}
-			fs := analyze.Analyze(files)
 			if err := printOutput(cmd.OutOrStdout(), cfg.output, nonNil(fs), func(w io.Writer) error {
 				return printFindings(w, fs)
 			}); err != nil {
@@ -74,40 +71,26 @@ istioctl analyze; 0 otherwise; 1 when analyze itself failed.`,
 	return cmd
 }
 
-// analyzeInput reads the files, or the running lab's objects when there are none.
-func analyzeInput(ctx context.Context, g *globalFlags, paths []string) ([]config.File, error) {
-	if len(paths) == 0 {
-		c, err := g.apiClient()
-		if err != nil {
-			return nil, err
-		}
-		defer c.Close()
-		objs, err := c.Objects(ctx, "all", "", "")
-		if err != nil {
-			return nil, err
-		}
-		var files []config.File
-		for _, o := range objs {
-			// JSON is YAML: each object becomes one document, named by its file.
-			files = append(files, config.File{Name: o.File, Data: o.Object})
-		}
-		return files, nil
+// analyzeInput analyses the files, or the running lab's objects when there are none.
+func analyzeInput(ctx context.Context, g *globalFlags, paths []string) ([]analyze.Finding, error) {
+	if len(paths) > 0 {
+		return analyze.Files(paths, os.Stdin)
 	}
-	var files []config.File
-	for _, p := range paths {
-		var b []byte
-		var err error
-		if p == "-" {
-			b, err = io.ReadAll(os.Stdin)
-		} else {
-			b, err = os.ReadFile(p)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", p, err)
-		}
-		files = append(files, config.File{Name: filepath.Base(p), Data: b})
+	c, err := g.apiClient()
+	if err != nil {
+		return nil, err
 	}
-	return files, nil
+	defer c.Close()
+	objs, err := c.Objects(ctx, "all", "", "")
+	if err != nil {
+		return nil, err
+	}
+	docs := make([]analyze.Document, 0, len(objs))
+	for _, o := range objs {
+		// JSON is YAML: each object becomes one document, named by its file.
+		docs = append(docs, analyze.Document{Name: o.File, Data: o.Object})
+	}
+	return analyze.Documents(docs), nil
 }
 
 func printFindings(w io.Writer, fs []analyze.Finding) error {

@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/meshlab/meshlab/api"
-	"github.com/meshlab/meshlab/controlplane/config"
 	"github.com/meshlab/meshlab/lab"
 )
 
@@ -70,7 +69,7 @@ func readConfigFiles(names []string, stdin io.Reader) ([]api.ConfigFile, error) 
 	var out []api.ConfigFile
 	for _, n := range names {
 		if n == "-" {
-			data, err := config.ReadLimited("stdin", stdin)
+			data, err := api.ReadLimited("stdin", stdin)
 			if err != nil {
 				return nil, err
 			}
@@ -99,7 +98,7 @@ func readConfigFiles(names []string, stdin io.Reader) ([]api.ConfigFile, error) 
 			}
 		}
 		for _, p := range paths {
-			data, err := config.ReadFileLimited(p)
+			data, err := api.ReadFileLimited(p)
 			if err != nil {
 				return nil, err
 			}

@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/meshlab/meshlab/api"
-	"github.com/meshlab/meshlab/controlplane/config"
 )
 
 // getConfig is what `meshlab get` reads.
@@ -66,8 +65,14 @@ func newGetCmd(g *globalFlags) *cobra.Command {
 			if isPodsKind(args[0]) {
 				return getPods(cmd.Context(), c, cfg, name, cmd.OutOrStdout())
 			}
-			if _, ok := config.CanonicalKind(args[0]); !ok && args[0] != "all" {
-				return fmt.Errorf("unknown kind %q: meshlab has pods, %s (or all)", args[0], strings.Join(config.Kinds(), ", "))
+			if args[0] != "all" {
+				kinds, err := c.Kinds(cmd.Context())
+				if err != nil {
+					return err
+				}
+				if _, ok := kinds.Lookup(args[0]); !ok {
+					return fmt.Errorf("unknown kind %q: meshlab has pods, %s (or all)", args[0], strings.Join(kinds.KindNames(), ", "))
+				}
 			}
 			objs, err := c.Objects(cmd.Context(), args[0], cfg.namespace, name)
 			if err != nil {
@@ -115,7 +120,11 @@ func printObjects(ctx context.Context, c *api.Client, cfg *getConfig, kind strin
 			fmt.Fprint(out, string(y))
 		}
 	default:
-		if k, _ := config.CanonicalKind(kind); k == config.GatewayAPIGatewayKind {
+		k, ok, err := lookupKind(ctx, c, kind)
+		if err != nil {
+			return err
+		}
+		if ok && k.Kind == api.GatewayAPIGatewayKind {
 			return printGatewayAPIGateways(ctx, c, objs, out)
 		}
 		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)

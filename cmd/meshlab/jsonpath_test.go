@@ -240,7 +240,7 @@ func TestRunWait(t *testing.T) {
 
 	f := &fakeKube{readyAt: 4, pods: pods}
 	var out strings.Builder
-	if err := runWait(t.Context(), f.list, cfg(5*time.Second), ready, []waitTarget{{kind: "pod"}}, &out); err != nil {
+	if err := runWait(t.Context(), f.list, nil, cfg(5*time.Second), ready, []waitTarget{{kind: "pod"}}, &out); err != nil {
 		t.Fatal(err)
 	}
 	if out.String() != "pod/curl-1 condition met\npod/curl-2 condition met\n" {
@@ -251,7 +251,7 @@ func TestRunWait(t *testing.T) {
 	}
 
 	start := time.Now()
-	err = runWait(t.Context(), (&fakeKube{pods: pods}).list, cfg(100*time.Millisecond), ready, []waitTarget{{kind: "pod"}}, &out)
+	err = runWait(t.Context(), (&fakeKube{pods: pods}).list, nil, cfg(100*time.Millisecond), ready, []waitTarget{{kind: "pod"}}, &out)
 	if !errors.Is(err, errWaitTimeout) || err.Error() != "timed out waiting for the condition on pods/curl-1" {
 		t.Fatalf("never ready: %v", err)
 	}
@@ -259,12 +259,12 @@ func TestRunWait(t *testing.T) {
 		t.Fatalf("timeout 100ms took %s", took)
 	}
 
-	if err := runWait(t.Context(), (&fakeKube{pods: pods}).list, cfg(time.Second), ready, []waitTarget{{kind: "pod", name: "curl-9"}}, &out); err == nil || err.Error() != `pod "curl-9" not found` {
+	if err := runWait(t.Context(), (&fakeKube{pods: pods}).list, nil, cfg(time.Second), ready, []waitTarget{{kind: "pod", name: "curl-9"}}, &out); err == nil || err.Error() != `pod "curl-9" not found` {
 		t.Fatalf("an unknown name: %v", err)
 	}
 	c := cfg(time.Second)
 	c.selector = "app=none"
-	if err := runWait(t.Context(), (&fakeKube{pods: pods}).list, c, ready, []waitTarget{{kind: "pod"}}, &out); err == nil || err.Error() != "no matching resources found" {
+	if err := runWait(t.Context(), (&fakeKube{pods: pods}).list, nil, c, ready, []waitTarget{{kind: "pod"}}, &out); err == nil || err.Error() != "no matching resources found" {
 		t.Fatalf("a selector matching nothing: %v", err)
 	}
 	del, err := parseWaitFor("delete")
@@ -272,20 +272,29 @@ func TestRunWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	out.Reset()
-	if err := runWait(t.Context(), (&fakeKube{}).list, cfg(time.Second), del, []waitTarget{{kind: "pod", name: "gone"}}, &out); err != nil || out.String() != "" {
+	if err := runWait(t.Context(), (&fakeKube{}).list, nil, cfg(time.Second), del, []waitTarget{{kind: "pod", name: "gone"}}, &out); err != nil || out.String() != "" {
 		t.Fatalf("delete of what is gone: %v, %q", err, out.String())
 	}
 }
 
 func TestResourceNames(t *testing.T) {
 	t.Parallel()
-	for kind, want := range map[string]string{"pod": "pod", "deploy": "deployment.apps", "gtw": "gateway.gateway.networking.k8s.io", "svc": "service", "ap": "authorizationpolicy.security.istio.io"} {
-		if got := resourceName(kind, false); got != want {
+	// The lab's discovery, as GET /v1/kinds answers it (lab.TestKindsAreConfigs holds
+	// the lab's answer to controlplane/config's table).
+	kinds := api.Kinds{
+		{Kind: "Deployment", Group: "apps", Names: []string{"deploy", "deployment", "deployments"}},
+		{Kind: api.GatewayAPIGatewayKind, Group: "gateway.networking.k8s.io", Names: []string{"gtw", "gateway.gateway.networking.k8s.io"}},
+		{Kind: "Service", Names: []string{"service", "services", "svc"}},
+		{Kind: "AuthorizationPolicy", Group: "security.istio.io", Names: []string{"ap", "authorizationpolicy"}},
+		{Kind: "ServiceEntry", Group: "networking.istio.io", Names: []string{"se", "serviceentry"}},
+	}
+	for kind, want := range map[string]string{"pod": "pod", "deploy": "deployment.apps", "gtw": "gateway.gateway.networking.k8s.io", "svc": "service", "ap": "authorizationpolicy.security.istio.io", "nope": "nope"} {
+		if got := resourceName(kinds, kind, false); got != want {
 			t.Errorf("resourceName(%s) = %s, want %s", kind, got, want)
 		}
 	}
 	for kind, want := range map[string]string{"po": "pods", "deployment": "deployments", "gtw": "gateways", "ap": "authorizationpolicies", "se": "serviceentries"} {
-		if got := resourceName(kind, true); got != want {
+		if got := resourceName(kinds, kind, true); got != want {
 			t.Errorf("resourceName(%s, plural) = %s, want %s", kind, got, want)
 		}
 	}

@@ -7,12 +7,23 @@ import (
 	"strings"
 
 	"github.com/meshlab/meshlab/api"
-	"github.com/meshlab/meshlab/controlplane/config"
 )
 
 // kindNames are the object kinds `get` and `delete` take, as users type them (kubectl's
 // short names where there is one); the lab API also takes the full and plural names.
 var kindNames = []string{"svc", "workload", "vs", "dr", "se", "meshconfig", "pa", "ap"}
+
+// lookupKind resolves a kind as the user typed it against the lab's list of kinds (its
+// discovery, as kubectl resolves resource names against an API server's), reporting
+// whether the lab holds such a kind.
+func lookupKind(ctx context.Context, c *api.Client, kind string) (api.Kind, bool, error) {
+	kinds, err := c.Kinds(ctx)
+	if err != nil {
+		return api.Kind{}, false, err
+	}
+	k, ok := kinds.Lookup(kind)
+	return k, ok, nil
+}
 
 // unknownName is the one error shape for a name the lab does not have: what was asked,
 // and every name it could have been.
@@ -66,8 +77,12 @@ func checkObject(ctx context.Context, c *api.Client, kind, namespace, name strin
 		return err
 	}
 	what := kind
-	if k, ok := config.CanonicalKind(kind); ok {
-		what = k
+	k, ok, err := lookupKind(ctx, c, kind)
+	if err != nil {
+		return err
+	}
+	if ok {
+		what = k.Kind
 	}
 	if namespace != "" {
 		return unknownName(what, namespace+"/"+name, names)

@@ -9,8 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/meshlab/meshlab/controlplane/config"
-	"github.com/meshlab/meshlab/controlplane/discovery"
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/lab"
 	"github.com/meshlab/meshlab/scenarios"
 )
@@ -90,7 +89,7 @@ func newUpCmd(g *globalFlags) *cobra.Command {
 	cmd.Flags().StringVar(&f.caCert, "ca-cert", "", "PEM root certificate of the lab's CA (with --ca-key; default: a new root per lab)")
 	cmd.Flags().StringVar(&f.caKey, "ca-key", "", "PEM private key (ECDSA) of --ca-cert")
 	cmd.Flags().DurationVar(&f.certTTL, "cert-ttl", 24*time.Hour, "lifetime of workload certificates (at least 1s; rotated at ~80%)")
-	cmd.Flags().IntVar(&f.xdsHistory, "xds-history", discovery.DefaultHistorySize, "config versions the control plane keeps per proxy for meshlab history and meshlab diff")
+	cmd.Flags().IntVar(&f.xdsHistory, "xds-history", lab.DefaultXDSHistory, "config versions the control plane keeps per proxy for meshlab history and meshlab diff")
 	cmd.Flags().StringVar(&f.xdsListen, "xds-listen", "", "also serve xDS and the CA on this loopback TCP address (e.g. 127.0.0.1:15010), to callers that send a pod's token as \"authorization: Bearer <token>\"; default: the lab's unix socket only")
 	cmd.Flags().BoolVar(&f.dryRun, "dry-run", false, "validate the scenario and exit, creating nothing")
 	cmd.Flags().StringVar(&f.listen, "listen", lab.DefaultListen, "address of the dashboard and the API on TCP (a specific IP; \"\" for none; another port is chosen when the default is taken)")
@@ -139,7 +138,7 @@ Stop the lab: Ctrl-C here, or from another terminal:
 // readScenario reads ref as a file when one exists, else as a built-in scenario name.
 func readScenario(ref string) (string, []byte, error) {
 	if _, err := os.Stat(ref); err == nil {
-		data, err := config.ReadFileLimited(ref)
+		data, err := api.ReadFileLimited(ref)
 		if err != nil {
 			return "", nil, fmt.Errorf("read scenario: %w", err)
 		}

@@ -14,7 +14,6 @@ import (
 	"k8s.io/client-go/util/jsonpath"
 
 	"github.com/meshlab/meshlab/api"
-	"github.com/meshlab/meshlab/controlplane/config"
 )
 
 // waitConfig is what `meshlab wait` reads.
@@ -52,7 +51,11 @@ func newWaitCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			return runWait(cmd.Context(), c.KubeObjects, cfg, cond, targets, cmd.OutOrStdout())
+			kinds, err := c.Kinds(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return runWait(cmd.Context(), c.KubeObjects, kinds, cfg, cond, targets, cmd.OutOrStdout())
 		},
 	}
 	cmd.Flags().StringVar(&cfg.forSpec, "for", "", "condition=NAME[=VALUE] (value default true), jsonpath='{EXPR}'[=VALUE] or delete (required)")
@@ -193,7 +196,7 @@ var errWaitTimeout = errors.New("timed out waiting for the condition")
 // printing "<resource>/<name> condition met" for each as it does; the objects are
 // those present when it starts (none is an error, except for delete). On timeout the
 // error names the first object still waited on.
-func runWait(ctx context.Context, list kubeLister, cfg *waitConfig, cond waitFor, targets []waitTarget, out io.Writer) error {
+func runWait(ctx context.Context, list kubeLister, kinds api.Kinds, cfg *waitConfig, cond waitFor, targets []waitTarget, out io.Writer) error {
 	timeout := cfg.timeout
 	if timeout < 0 {
 		timeout = 7 * 24 * time.Hour
@@ -214,7 +217,7 @@ func runWait(ctx context.Context, list kubeLister, cfg *waitConfig, cond waitFor
 		}
 		if len(objs) == 0 && cond.kind != "delete" {
 			if t.name != "" {
-				return fmt.Errorf("%s %q not found%s", resourceName(t.kind, false), t.name, inNamespace(cfg.namespace))
+				return fmt.Errorf("%s %q not found%s", resourceName(kinds, t.kind, false), t.name, inNamespace(cfg.namespace))
 			}
 			return errors.New("no matching resources found")
 		}
@@ -235,15 +238,15 @@ func runWait(ctx context.Context, list kubeLister, cfg *waitConfig, cond waitFor
 					return err
 				}
 				if ok, err = cond.met(obj); err != nil {
-					return fmt.Errorf("wait on %s/%s: %w", resourceName(p.kind, false), p.name, err)
+					return fmt.Errorf("wait on %s/%s: %w", resourceName(kinds, p.kind, false), p.name, err)
 				}
 			}
 			if ok {
-				fmt.Fprintf(out, "%s/%s condition met\n", resourceName(p.kind, false), p.name)
+				fmt.Fprintf(out, "%s/%s condition met\n", resourceName(kinds, p.kind, false), p.name)
 				break
 			}
 			if !time.Now().Before(deadline) {
-				return fmt.Errorf("%w on %s/%s", errWaitTimeout, resourceName(p.kind, true), p.name)
+				return fmt.Errorf("%w on %s/%s", errWaitTimeout, resourceName(kinds, p.kind, true), p.name)
 			}
 			select {
 			case <-ctx.Done():
@@ -263,36 +266,15 @@ func inNamespace(ns string) string {
 }
 
 // resourceName is kubectl's name of a kind in its messages: "pod", "deployment.apps",
-// "gateway.gateway.networking.k8s.io" (plural without the group: "pods", "deployments").
-func resourceName(kind string, plural bool) string {
-	k, ok := config.CanonicalKind(kind)
+// "gateway.gateway.networking.k8s.io" (plural without the group: "pods", "deployments"),
+// for a kind as the user typed it, resolved against the lab's kinds.
+func resourceName(kinds api.Kinds, kind string, plural bool) string {
 	if isPodsKind(kind) {
-		k, ok = "Pod", true
+		return api.Kind{Kind: "Pod"}.Resource(plural)
 	}
+	k, ok := kinds.Lookup(kind)
 	if !ok {
 		return kind
 	}
-	group := map[string]string{
-		"Deployment": "apps", "ReplicaSet": "apps", "StatefulSet": "apps", "DaemonSet": "apps",
-		config.GatewayAPIGatewayKind: "gateway.networking.k8s.io", "HTTPRoute": "gateway.networking.k8s.io", "GatewayClass": "gateway.networking.k8s.io",
-		"Gateway": "networking.istio.io", "VirtualService": "networking.istio.io", "DestinationRule": "networking.istio.io", "ServiceEntry": "networking.istio.io",
-		"PeerAuthentication": "security.istio.io", "AuthorizationPolicy": "security.istio.io", "RequestAuthentication": "security.istio.io",
-	}[k]
-	name := strings.ToLower(k)
-	if k == config.GatewayAPIGatewayKind {
-		name = "gateway"
-	}
-	if plural {
-		switch {
-		case strings.HasSuffix(name, "y") && !strings.ContainsAny(name[len(name)-2:len(name)-1], "aeiou"):
-			return strings.TrimSuffix(name, "y") + "ies"
-		case strings.HasSuffix(name, "s"):
-			return name + "es"
-		}
-		return name + "s"
-	}
-	if group != "" {
-		return name + "." + group
-	}
-	return name
+	return k.Resource(plural)
 }

@@ -261,6 +261,38 @@ func CanonicalKind(s string) (string, bool) {
 	return k, ok
 }
 
+// KindSpellings returns the spellings CanonicalKind takes for kind k, lower case and
+// sorted (k itself lower-cased among them): the lab's discovery answers them.
+func KindSpellings(k string) []string {
+	out := []string{strings.ToLower(k)}
+	for alias, kind := range kindAliases {
+		if kind == k {
+			out = append(out, alias)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// KindGroup returns the API group of kind k as kubectl names its resource
+// ("networking.istio.io", "apps", "meshlab.dev"), "" for Kubernetes' core group.
+func KindGroup(k string) string {
+	apiVersion := ""
+	switch {
+	case istioKinds[k] != "": // Istio's Gateway before the Gateway API's
+		return istioKinds[k]
+	case k == GatewayAPIGatewayKind || gatewayAPIKinds[k]:
+		return gatewayAPIGroup
+	case fixedKindOK(k):
+		apiVersion, _ = fixedKind(k)
+	}
+	group, _, ok := strings.Cut(apiVersion, "/")
+	if !ok {
+		return ""
+	}
+	return group
+}
+
 // Kinds returns the kinds a lab holds, sorted.
 func Kinds() []string {
 	return []string{"AuthorizationPolicy", "ConfigMap", "DaemonSet", "Deployment", "DestinationRule", "Gateway", GatewayAPIGatewayKind, "GatewayClass", "HTTPRoute", "MeshConfig", "Namespace", "PeerAuthentication", "ReplicaSet", "RequestAuthentication", "Secret", "Service", "ServiceAccount", "ServiceEntry", "StatefulSet", "VirtualService", "Workload"}
