@@ -232,6 +232,12 @@ func (c *Client) GuideSolve(ctx context.Context) (GuideCheck, error) {
 	return r, c.do(ctx, http.MethodPost, "/v1/guide/solve", struct{}{}, &r)
 }
 
+// MaxAnswerBytes bounds what a Client reads of one answer: far above the largest the
+// lab gives (every object of a lab is at most 32 MiB as JSON), so that no answer, from
+// a lab or from whatever listens on the socket, can take the caller's memory (the
+// agent's name-table poller is a client too).
+const MaxAnswerBytes = 64 << 20
+
 // maxErrorBody bounds what an *Error keeps of an answer that is not the API's JSON error.
 const maxErrorBody = 1024
 
@@ -259,9 +265,12 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 		return &Error{Method: method, Path: path, Err: err}
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
+	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxAnswerBytes+1))
 	if err != nil {
 		return &Error{Method: method, Path: path, Err: err}
+	}
+	if len(data) > MaxAnswerBytes {
+		return fmt.Errorf("read lab API %s: the answer is larger than the limit of %d bytes", path, MaxAnswerBytes)
 	}
 	if resp.StatusCode != http.StatusOK {
 		e := &Error{Method: method, Path: path, Status: resp.StatusCode}

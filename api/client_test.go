@@ -163,3 +163,32 @@ func TestSentinelClasses(t *testing.T) {
 		t.Error("two sentinels of one class match each other")
 	}
 }
+
+// TestClientBoundsTheAnswer: an answer above MaxAnswerBytes is refused after reading
+// just past the limit, not held whole; one at the limit's side is decoded.
+func TestClientBoundsTheAnswer(t *testing.T) {
+	t.Parallel()
+	c := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("version") == "1" {
+			_, _ = io.WriteString(w, `{"version":2,"names":{}}`)
+			return
+		}
+		chunk := make([]byte, 1<<20)
+		for i := range chunk {
+			chunk[i] = ' '
+		}
+		for range MaxAnswerBytes/len(chunk) + 8 {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	}))
+	if nt, err := c.NameTable(t.Context(), "a", 1); err != nil || nt.Version != 2 {
+		t.Fatalf("a small answer: %+v, %v", nt, err)
+	}
+	_, err := c.NameTable(t.Context(), "a", 0)
+	want := fmt.Sprintf("read lab API /v1/agents/a/nametable?version=0: the answer is larger than the limit of %d bytes", MaxAnswerBytes)
+	if err == nil || err.Error() != want {
+		t.Fatalf("an answer above the limit: %v", err)
+	}
+}

@@ -2,19 +2,13 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"net/netip"
-	"net/url"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 )
 
@@ -62,8 +56,10 @@ func (s *nameStore) lookup(name string) ([]netip.Addr, bool) {
 
 // nameTablePoller long-polls the lab API for this pod's name table and keeps store
 // current. Errors are retried with backoff; the store keeps the last table meanwhile.
+// It asks through api.Client, the one client of the lab API (bounded answers, status
+// codes as errors): the agent imports the API's contract, never the lab.
 type nameTablePoller struct {
-	client     *http.Client
+	client     *api.Client
 	pod        string
 	store      *nameStore
 	log        *slog.Logger
@@ -72,15 +68,8 @@ type nameTablePoller struct {
 }
 
 func newNameTablePoller(labSocket, pod string, store *nameStore, log *slog.Logger) *nameTablePoller {
-	tr := &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", labSocket)
-		},
-		DisableKeepAlives: true, // one request per long-poll; nothing may outlive Run
-	}
 	return &nameTablePoller{
-		client:     &http.Client{Transport: tr, Timeout: nameTablePollTimeout},
+		client:     api.NewUnixClient(labSocket),
 		pod:        pod,
 		store:      store,
 		log:        log,
@@ -91,6 +80,7 @@ func newNameTablePoller(labSocket, pod string, store *nameStore, log *slog.Logge
 
 // Run polls until ctx ends.
 func (p *nameTablePoller) Run(ctx context.Context) error {
+	defer p.client.Close() // nothing may outlive Run
 	backoff := p.minBackoff
 	for {
 		have := p.store.version()
@@ -126,26 +116,7 @@ func (p *nameTablePoller) Run(ctx context.Context) error {
 
 // fetch is one long-poll: GET /v1/agents/<pod>/nametable?version=<v>.
 func (p *nameTablePoller) fetch(ctx context.Context, version uint64) (agentapi.NameTable, error) {
-	u := "http://lab/v1/agents/" + url.PathEscape(p.pod) + "/nametable?version=" + strconv.FormatUint(version, 10)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return agentapi.NameTable{}, fmt.Errorf("build name table request: %w", err)
-	}
-	resp, err := p.client.Do(req)
-	if err != nil {
-		return agentapi.NameTable{}, fmt.Errorf("get name table: %w", err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return agentapi.NameTable{}, fmt.Errorf("read name table: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return agentapi.NameTable{}, fmt.Errorf("get name table: status %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))
-	}
-	var t agentapi.NameTable
-	if err := json.Unmarshal(body, &t); err != nil {
-		return agentapi.NameTable{}, fmt.Errorf("parse name table: %w", err)
-	}
-	return t, nil
+	ctx, cancel := context.WithTimeout(ctx, nameTablePollTimeout)
+	defer cancel()
+	return p.client.NameTable(ctx, p.pod, version)
 }
