@@ -49,7 +49,9 @@ import (
 // MESHLAB_LOAD_PROXIES=1000 runs one size only. Metrics per change: p50/p99 of
 // push-to-all-ACKed and of the Update call itself, the server's CPU per change and the
 // proxies', the server's heap in use after the change and its peak RSS so far.
-// MESHLAB_LOAD_HEAPPROFILE=path writes the live heap after each change to path.<change>-<n>.
+// MESHLAB_LOAD_HEAPPROFILE=path writes the live heap after each change to path.<change>-<n>,
+// MESHLAB_LOAD_CPUPROFILE=path the server's CPU profile of each change's runs to
+// path.<change>-<n>.
 //
 //	go test -run '^$' -bench PilotLoad -benchtime 20x ./controlplane/discovery
 func BenchmarkPilotLoad(b *testing.B) {
@@ -135,6 +137,10 @@ func pilotLoad(b *testing.B, services, replicas int) {
 		b.Run(c.name, func(b *testing.B) {
 			var push, update []time.Duration
 			cpu0, ccpu0 := processCPU(), clients.cpu()
+			if path := os.Getenv("MESHLAB_LOAD_CPUPROFILE"); path != "" {
+				stop := startCPUProfile(b, fmt.Sprintf("%s.%s-%d", path, c.name, proxies))
+				defer stop()
+			}
 			b.ResetTimer()
 			for i := range b.N {
 				m := changed
@@ -676,6 +682,24 @@ func peakRSS() int64 {
 		}
 	}
 	return 0
+}
+
+// startCPUProfile profiles this process's CPU (the server's) into path until the
+// returned function is called.
+func startCPUProfile(b *testing.B, path string) func() {
+	b.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatalf("cpu profile: %v", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		b.Fatalf("cpu profile %s: %v", path, err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
 }
 
 // writeHeapProfile writes the live heap (servers and simulated proxies alike) to path, for
