@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"reflect"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -156,8 +157,8 @@ func (l *Lab) commit(ctx context.Context, next *config.Scenario, changes []confi
 	if err := l.syncKubeProxy(); err != nil {
 		l.log.Warn("kube-proxy rules not updated", "err", err)
 	}
-	if l.rec != nil && l.jr != nil {
-		l.rec.Services = serviceRecords(m) // port-forward reads them
+	if svcs := serviceRecords(m); l.rec != nil && l.jr != nil && !reflect.DeepEqual(svcs, l.rec.Services) {
+		l.rec.Services = svcs // port-forward reads them
 		if err := writeRecord(l.paths.Record(), l.rec); err != nil {
 			l.log.Warn("lab record not updated", "err", err)
 		}

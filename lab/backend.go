@@ -3,7 +3,9 @@ package lab
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -102,13 +104,42 @@ func newNameTables(m *model.Model) *nameTables {
 	return &nameTables{model: m, version: 1, changed: make(chan struct{})}
 }
 
+// update makes the tables m's. It wakes the agents' long polls only when a pod's table
+// changed, or a pod came or went: an apply that changes routing alone (a
+// VirtualService, a DestinationRule) would otherwise send every agent its unchanged
+// table in the middle of the push it causes.
 func (t *nameTables) update(m *model.Model) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	same := sameNameTables(t.model, m)
 	t.model = m
+	if same {
+		return
+	}
 	t.version++
 	close(t.changed)
 	t.changed = make(chan struct{})
+}
+
+// sameNameTables reports whether a and b have the same pods and give each the same
+// name table.
+func sameNameTables(a, b *model.Model) bool {
+	if a == nil || b == nil || len(a.Pods) != len(b.Pods) {
+		return false
+	}
+	namespaces := map[string]bool{}
+	for _, p := range b.Pods {
+		if a.Pod(p.Key()) == nil {
+			return false
+		}
+		namespaces[p.Namespace] = true
+	}
+	for ns := range namespaces {
+		if !maps.EqualFunc(a.NameTable(ns), b.NameTable(ns), slices.Equal) {
+			return false
+		}
+	}
+	return true
 }
 
 func (t *nameTables) get(ctx context.Context, pod string, version uint64) (api.NameTable, error) {

@@ -43,7 +43,10 @@ func (l *Lab) setupKubeProxy() error {
 }
 
 // syncKubeProxy renders the current model's rules and replaces the node's with them, as
-// kube-proxy's full sync does. The caller holds l.mu or is creating the lab.
+// kube-proxy's full sync does, unless they are the rules it installed last: most
+// changes (a VirtualService, a DestinationRule) leave Services and endpoints as they
+// were, and an iptables-restore costs tens of milliseconds of every apply. The caller
+// holds l.mu or is creating the lab.
 func (l *Lab) syncKubeProxy() error {
 	if l.jr == nil {
 		return nil // the lab never created its network (a Lab made by unit tests)
@@ -53,6 +56,10 @@ func (l *Lab) syncKubeProxy() error {
 		return fmt.Errorf("render kube-proxy rules: %w", err)
 	}
 	rules := c.Render()
+	if rules == l.kubeProxyRules {
+		return nil
+	}
+	l.kubeProxyRules = "" // unknown until installed
 	if err := os.WriteFile(filepath.Join(l.paths.Dir, kubeProxyRulesFile), []byte(rules), 0o644); err != nil {
 		return fmt.Errorf("write kube-proxy rules: %w", err)
 	}
@@ -60,5 +67,6 @@ func (l *Lab) syncKubeProxy() error {
 	if err := l.syscalls().ns.ApplyRules(ns, rules); err != nil {
 		return fmt.Errorf("install kube-proxy rules in %s: %w", ns, err)
 	}
+	l.kubeProxyRules = rules
 	return nil
 }

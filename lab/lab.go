@@ -106,6 +106,9 @@ type Lab struct {
 	mu       sync.Mutex
 	model    *model.Model
 	scenario *config.Scenario // the objects as applied; nil until first needed (lab/apply.go)
+	// kubeProxyRules are the rules last installed in the node namespace ("" when none
+	// or unknown): a change that leaves them as they are installs nothing (kubeproxy.go).
+	kubeProxyRules string
 
 	cancelServers context.CancelFunc
 	serverCtx     context.Context // ends when the servers stop

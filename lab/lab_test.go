@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	networking "istio.io/api/networking/v1alpha3"
+
 	"github.com/meshlab/meshlab/controlplane/model"
 )
 
@@ -153,6 +155,27 @@ func TestNameTablesLongPoll(t *testing.T) {
 	defer cancel()
 	if got, _ := nt.get(tctx, "frontend-v1", 2); got.Version != 2 {
 		t.Errorf("timed-out poll answered version %d, want the current 2", got.Version)
+	}
+	// A change that leaves every pod's names as they were (a VirtualService, or a new
+	// model of the same objects) wakes no poll; a pod that comes or goes does.
+	same := model.New([]*model.Service{svc, svc2}, []*model.Pod{pod})
+	same.Istio.VirtualServices = []*model.IstioConfig[*networking.VirtualService]{{Name: "backend", Namespace: "default",
+		Spec: &networking.VirtualService{Hosts: []string{"backend"}}}}
+	nt.update(same)
+	tctx, cancel = context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if got, _ := nt.get(tctx, "frontend-v1", 2); got.Version != 2 {
+		t.Errorf("after an update with the same names: version %d, want 2 still", got.Version)
+	}
+	other := &model.Pod{Name: "client", Namespace: "default", IP: netip.MustParseAddr("10.244.0.3")}
+	nt.update(model.New([]*model.Service{svc, svc2}, []*model.Pod{pod, other}))
+	if got, err := nt.get(ctx, "frontend-v1", 2); err != nil || got.Version != 3 {
+		t.Errorf("after a pod came: %+v, %v; want version 3", got, err)
+	}
+	svc3 := &model.Service{Name: "other", Namespace: "default", VIP: netip.MustParseAddr("10.96.0.12")}
+	nt.update(model.New([]*model.Service{svc, svc3}, []*model.Pod{pod, other}))
+	if got, err := nt.get(ctx, "frontend-v1", 3); err != nil || got.Version != 4 || got.Names["other"][0] != svc3.VIP {
+		t.Errorf("after a Service's address changed: %+v, %v; want version 4 with other at %s", got, err, svc3.VIP)
 	}
 }
 

@@ -396,6 +396,25 @@ func TestStartKubeProxyPreparesTheNodeThenInstallsTheRulesItWrote(t *testing.T) 
 	if got := rec.take(); !slices.Equal(got, want) {
 		t.Fatalf("calls %q, want %q", got, want)
 	}
+	// An apply that leaves Services and endpoints as they were installs nothing.
+	l.model = model.New([]*model.Service{svc}, []*model.Pod{back})
+	if err := l.syncKubeProxy(); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.take(); len(got) != 0 {
+		t.Fatalf("sync with the rules unchanged: calls %q, want none", got)
+	}
+	back2 := &model.Pod{Name: "backend-v2", Namespace: "default", IP: netip.MustParseAddr("10.244.0.8"), Labels: map[string]string{"app": "backend"}}
+	l.model = model.New([]*model.Service{svc}, []*model.Pod{back, back2})
 	rec.fail["apply-rules"] = errors.New("iptables-restore: exit status 2")
 	testutil.CheckErr(t, "sync kube-proxy", l.syncKubeProxy(), "install kube-proxy rules in ml-kp1-node: iptables-restore: exit status 2")
+	rec.take()
+	// Rules that failed to install are installed by the next sync, though unchanged.
+	delete(rec.fail, "apply-rules")
+	if err := l.syncKubeProxy(); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.take(); len(got) != 1 || !strings.HasPrefix(got[0], "apply-rules ml-kp1-node") {
+		t.Fatalf("sync after a failed install: calls %q, want the rules applied again", got)
+	}
 }
