@@ -51,7 +51,8 @@ import (
 // proxies', the server's heap in use after the change and its peak RSS so far.
 // MESHLAB_LOAD_HEAPPROFILE=path writes the live heap after each change to path.<change>-<n>,
 // MESHLAB_LOAD_CPUPROFILE=path the server's CPU profile of each change's runs to
-// path.<change>-<n>.
+// path.<change>-<n>; MESHLAB_LOAD_CLIENTS_CPUPROFILE=path the simulated proxies' CPU
+// profile of the whole run.
 //
 //	go test -run '^$' -bench PilotLoad -benchtime 20x ./controlplane/discovery
 func BenchmarkPilotLoad(b *testing.B) {
@@ -406,6 +407,17 @@ func TestPilotLoadClients(t *testing.T) {
 	if _, err := fmt.Sscanf(os.Getenv("MESHLAB_LOAD_SHAPE"), "%d,%d", &services, &replicas); err != nil {
 		t.Fatalf("MESHLAB_LOAD_SHAPE: %v", err)
 	}
+	if path := os.Getenv("MESHLAB_LOAD_CLIENTS_CPUPROFILE"); path != "" { // the whole run, set-up included
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			t.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	sp := connectSimProxies(t, path, scaleModel(services, replicas))
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	sp.close()
@@ -426,10 +438,18 @@ type simProxies struct {
 // gRPC connections (Envoy opens one per proxy; the server's per-stream work is the same).
 func connectSimProxies(tb testing.TB, path string, m *model.Model) *simProxies {
 	tb.Helper()
+	// The clients decode with the server's codec: gRPC's default one materialises every
+	// 32 KiB-1 MiB response into a zeroed 1 MiB buffer (codec.go), which cost the
+	// simulated proxies (on the server's cores) more than decoding the response did.
+	codec, err := newPushCodec()
+	if err != nil {
+		tb.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	sp := &simProxies{cancel: cancel}
 	for range 8 {
-		conn, err := grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		conn, err := grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithDefaultCallOptions(grpc.ForceCodecV2(codec)))
 		if err != nil {
 			tb.Fatalf("dial %s: %v", path, err)
 		}
