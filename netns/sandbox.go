@@ -31,7 +31,8 @@ const podExecEnv = "MESHLAB_POD_EXEC"
 func init() {
 	switch {
 	case podinit.AppPID > 0:
-		// podinit started the app as this process's package initializer ran.
+		// podinit started the app as this process's package initializer ran, and could
+		// not exec its reaper (see podinit's reaper.go).
 		os.Exit(reap(podinit.AppPID))
 	case os.Getenv(podExecEnv) != "":
 		os.Exit(podExec(os.Getenv(podExecEnv), os.Args[1:]))
@@ -78,7 +79,8 @@ func StartSandboxed(name string, cmd *exec.Cmd, sb Sandbox) error {
 }
 
 // reap is the rest of the pod's init (PID 1 of the pod's PID namespace) once podinit has
-// started the app: it reaps every process of the namespace (orphans are re-parented to
+// started the app, where podinit's reaper (the same loop, a few hundred bytes of machine
+// code) cannot run: it reaps every process of the namespace (orphans are re-parented to
 // it) and passes terminating signals on to the app until the app exits, then exits with
 // its status, which ends the namespace.
 func reap(app int) int {

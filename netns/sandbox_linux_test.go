@@ -3,11 +3,15 @@ package netns
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -115,5 +119,84 @@ func TestSandboxValidate(t *testing.T) {
 	}
 	if err := (Sandbox{UID: 5, GID: 5, Hide: []string{"/run/x"}}).Validate(); err != nil {
 		t.Errorf("valid sandbox: %v", err)
+	}
+}
+
+// TestSandboxInitIsTheReaper: once the app runs, the pod's init is the reaper (a memfd
+// ELF, not a Go process) that keeps a few pages, keeps the argv `meshlab exec` finds the
+// sandbox by, reaps orphans re-parented to it, and passes SIGTERM on to the app, exiting
+// with 128+15.
+func TestSandboxInitIsTheReaper(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	if runtime.GOARCH != "amd64" {
+		t.Skipf("no reaper on %s: the Go init stays", runtime.GOARCH)
+	}
+	ns := testNames(t) + "rp"
+	if err := Create(ns); err != nil {
+		t.Fatal(err)
+	}
+	sb := Sandbox{UID: 1879113730, GID: 1879113730, Hostname: "pod-r"}
+	// The subshell's sleep is orphaned at once: the init must reap it when it exits.
+	cmd := exec.Command("/bin/sh", "-c", "(sleep 0.2 &); exec sleep 1000")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.WaitDelay = time.Second
+	if err := StartSandboxed(ns, cmd, sb); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	init := cmd.Process.Pid
+	var exe string
+	deadline := time.Now().Add(10 * time.Second)
+	for ; time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		exe, _ = os.Readlink(fmt.Sprintf("/proc/%d/exe", init))
+		if strings.Contains(exe, "memfd:meshlab-pod-init") {
+			break
+		}
+	}
+	if !strings.Contains(exe, "memfd:meshlab-pod-init") {
+		t.Fatalf("the pod's init is %q, want the reaper's memfd\n%s", exe, out.String())
+	}
+	pid, got, ok, err := PodInit(ns)
+	if err != nil || !ok || pid != init || got.Hostname != "pod-r" {
+		t.Errorf("PodInit(%s) = %d %+v %v %v, want the init %d and its sandbox", ns, pid, got, ok, err, init)
+	}
+	time.Sleep(600 * time.Millisecond) // the orphan's sleep has exited
+	pids, err := PIDsIn(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pids {
+		st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+		if f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:])); len(f) > 0 && f[0] == "Z" {
+			t.Errorf("process %d in the pod is a zombie: the init does not reap: %s", p, st)
+		}
+	}
+	if len(pids) != 2 {
+		t.Errorf("pod processes %v, want the init and the app", pids)
+	}
+	roll, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", init))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := regexp.MustCompile(`(?m)^Pss:\s+(\d+) kB`).FindSubmatch(roll); m == nil {
+		t.Errorf("no Pss in smaps_rollup of %d:\n%s", init, roll)
+	} else if kb, _ := strconv.Atoi(string(m[1])); kb > 64 {
+		t.Errorf("the pod's idle init has Pss %d kB, want at most 64", kb)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 128+15 {
+			t.Errorf("after SIGTERM the init exited with %v, want status 143 (the app ended by the SIGTERM passed on)\n%s", err, out.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("SIGTERM to the init did not end the app\n%s", out.String())
 	}
 }

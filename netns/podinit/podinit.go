@@ -3,8 +3,10 @@
 // app from its package initializer, before the rest of the binary's packages initialize.
 // It imports nothing that the protobuf runtime does not, so that Go initializes it before
 // the binary's generated protobuf packages (some 20ms): an app sandboxed or not starts as
-// soon, and races its sidecar as it would in a Kubernetes pod. netns, initialized later,
-// then runs the init's reaper loop.
+// soon, and races its sidecar as it would in a Kubernetes pod. The init then replaces
+// itself with a reaper of a few hundred bytes (reaper.go), so a pod's init costs a few
+// pages, not a Go process; where that cannot be, netns, initialized later, runs the same
+// reaper loop in Go.
 package podinit
 
 import (
@@ -116,8 +118,8 @@ func (s Sandbox) Validate() error {
 // argv = Arg0, the Sandbox as JSON, the app's absolute path, the app's arguments.
 const Arg0 = "meshlab-pod-init"
 
-// AppPID is the app's pid when this process is a pod's init that started it; netns's
-// initializer then runs the reaper loop (netns.StartSandboxed).
+// AppPID is the app's pid when this process is a pod's init that started it and could not
+// exec the reaper; netns's initializer then runs the reaper loop (netns.StartSandboxed).
 var AppPID int
 
 func init() {
@@ -129,13 +131,18 @@ func init() {
 		fmt.Fprintf(os.Stderr, "meshlab pod init: %v\n", err)
 		os.Exit(127)
 	}
+	err = execReaper(pid, os.Args) // returns only on failure
+	if !errors.Is(err, errNoReaper) {
+		fmt.Fprintf(os.Stderr, "meshlab pod init: %v; the Go init stays\n", err)
+	}
 	AppPID = pid
 }
 
 // start sets the sandbox up (the init is root in fresh PID, mount and UTS namespaces) and
-// starts the app from this thread, restricted as the app must be.
+// starts the app from a thread of its own, restricted as the app must be; that thread ends
+// with it, so the init's other threads keep the capabilities its reaper needs to signal
+// the app's uid.
 func start(conf string, argv []string) (int, error) {
-	runtime.LockOSThread() // prctl and seccomp are per thread; the app is forked from it
 	var sb Sandbox
 	if err := json.Unmarshal([]byte(conf), &sb); err != nil {
 		return 0, fmt.Errorf("decode sandbox: %w", err)
@@ -151,22 +158,35 @@ func start(conf string, argv []string) (int, error) {
 			return 0, fmt.Errorf("set hostname %q: %w", sb.Hostname, err)
 		}
 	}
-	if err := RestrictThread(); err != nil {
-		return 0, err
+	type started struct {
+		pid int
+		err error
 	}
-	pid, err := syscall.ForkExec(argv[0], argv, &syscall.ProcAttr{
-		Dir:   "/",
-		Env:   sb.Environ(os.Environ()),
-		Files: []uintptr{0, 1, 2},
-		Sys: &syscall.SysProcAttr{
-			Credential: &syscall.Credential{Uid: sb.UID, Gid: sb.GID, Groups: []uint32{}},
-			Setsid:     true,
-		},
-	})
-	if err != nil {
-		return 0, fmt.Errorf("start app %s: %w", argv[0], err)
-	}
-	return pid, nil
+	done := make(chan started, 1)
+	go func() {
+		// prctl and seccomp are per thread and the app is forked from this one; never
+		// unlocked, so the thread exits with this goroutine, its restrictions with it.
+		runtime.LockOSThread()
+		if err := RestrictThread(); err != nil {
+			done <- started{err: err}
+			return
+		}
+		pid, err := syscall.ForkExec(argv[0], argv, &syscall.ProcAttr{
+			Dir:   "/",
+			Env:   sb.Environ(os.Environ()),
+			Files: []uintptr{0, 1, 2},
+			Sys: &syscall.SysProcAttr{
+				Credential: &syscall.Credential{Uid: sb.UID, Gid: sb.GID, Groups: []uint32{}},
+				Setsid:     true,
+			},
+		})
+		if err != nil {
+			err = fmt.Errorf("start app %s: %w", argv[0], err)
+		}
+		done <- started{pid, err}
+	}()
+	s := <-done
+	return s.pid, s.err
 }
 
 // mountAll makes the mount namespace the app sees: nothing it mounts propagates back, /proc
