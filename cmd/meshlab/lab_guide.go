@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -42,65 +40,16 @@ func newLabStartCmd(g *globalFlags) *cobra.Command {
 			if name == "" {
 				name = defaultLabName(l.Name)
 			}
-			log := g.logger()
-			guide := runner.NewGuide(l, runner.Runner{Logger: log})
-			opts := lab.Options{
-				Name: name, ScenarioFile: l.ScenarioFile, ScenarioData: l.ScenarioData, RunRoot: g.runRoot,
-				ProxyPath: f.proxyPath, TerminationDrain: f.drain, Out: cmd.OutOrStdout(), Logger: log,
-				Listen: f.listen, ListenFallback: !cmd.Flags().Changed("listen"),
-				Guide: guide,
-			}
-			ctx := cmd.Context()
-			running, err := lab.Start(ctx, opts)
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			st := guide.Begin(ctx, runner.NewLabBackend(running, g.runRoot, name))
-			self := "meshlab"
-			if strings.Contains(os.Args[0], "/") {
-				self = os.Args[0]
-			}
-			fmt.Fprintf(out, "\n%s\n\n%s\n", l.Title, strings.TrimSpace(l.Introduction))
-			printGuideState(out, st)
-			if u := running.DashboardURL(); u != "" {
-				fmt.Fprintf(out, "\nDashboard: %s\n", u)
-			}
-			fmt.Fprintf(out, "\nFrom another terminal:\n  sudo %[1]s lab check --name %[2]s   # send the step's traffic and check it\n  sudo %[1]s lab next --name %[2]s    # go on\n  sudo %[1]s lab show --name %[2]s    # show the current step again\n  sudo %[1]s lab solve --name %[2]s   # apply the step's solution\nStop with Ctrl-C.\n", self, name)
-			running.Wait(ctx)
-			fmt.Fprintln(out, "stopping lab", name)
-			guide.Close()
-			err = running.Close()
-			if err == nil {
-				fmt.Fprintln(out, "lab", name, "stopped")
-			}
-			return err
+			return runner.StartGuided(cmd.Context(), runner.StartOptions{Lab: l, Out: cmd.OutOrStdout(), Up: lab.Options{
+				Name: name, RunRoot: g.runRoot, ProxyPath: f.proxyPath, TerminationDrain: f.drain,
+				Out: cmd.OutOrStdout(), Logger: g.logger(), Listen: f.listen, ListenFallback: !cmd.Flags().Changed("listen"),
+			}})
 		},
 	}
 	cmd.Flags().StringVar(&f.listen, "listen", lab.DefaultListen, "address of the dashboard and the API on TCP (\"\" for none)")
 	cmd.Flags().StringVar(&f.proxyPath, "envoy-path", "", "Envoy binary for every sidecar (default: the agent's discovery)")
 	cmd.Flags().DurationVar(&f.drain, "drain-duration", 5*time.Second, "how long sidecars drain connections when the lab stops")
 	return cmd
-}
-
-// printGuideState prints the step: its instructions, with the task's shell block
-// (Markdown for the dashboard) indented as a terminal shows code.
-func printGuideState(w io.Writer, st api.GuideState) {
-	fmt.Fprintf(w, "\nStep %d of %d: %s\n\n", st.Step, st.Steps, st.StepName)
-	code := false
-	for _, line := range strings.Split(strings.TrimSpace(st.Instructions), "\n") {
-		switch {
-		case strings.HasPrefix(line, "```"):
-			code = !code
-		case code:
-			fmt.Fprintf(w, "    %s\n", line)
-		default:
-			fmt.Fprintln(w, line)
-		}
-	}
-	if st.Error != "" {
-		fmt.Fprintf(w, "\nThe step's setup failed: %s\n", st.Error)
-	}
 }
 
 // labDone says that the lab is finished and how to stop it.
@@ -151,7 +100,7 @@ func newLabShowCmd(g *globalFlags) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return queryLab(cmd, g, output, func(ctx context.Context, c *api.Client) (api.GuideState, error) { return c.Guide(ctx) }, func(w io.Writer, st api.GuideState) error {
 				fmt.Fprintf(w, "%s (%d of %d steps passed)\n", st.Title, st.Passed, st.Steps)
-				printGuideState(w, st)
+				runner.WriteStep(w, st)
 				return nil
 			})
 		},
@@ -193,7 +142,7 @@ func newLabGuideCmd(g *globalFlags, verb, short string) *cobra.Command {
 						labDone(w, st.Lab, st.Passed, st.Steps, name)
 						return nil
 					}
-					printGuideState(w, st)
+					runner.WriteStep(w, st)
 					return nil
 				})
 			}

@@ -139,13 +139,6 @@ func TestVersion(t *testing.T) {
 	testutil.CheckErr(t, "version with several labs", err, "several labs of yours are present")
 }
 
-func TestRenderProxyVersions(t *testing.T) {
-	got := renderProxyVersions([]proxyInfo{{IstioVersion: "b"}, {IstioVersion: "a"}, {IstioVersion: "b"}})
-	if got != "a (1 proxies), b (2 proxies)" {
-		t.Errorf("got %q", got)
-	}
-}
-
 // TestHelpTexts: cobra reads a backquoted word in a flag's usage as the flag's value
 // name, so up --help must not carry one; proxy --help (Envoy's flags) must point at the
 // lab verb behind it.
