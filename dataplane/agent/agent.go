@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 )
@@ -36,12 +37,56 @@ type deps struct {
 // requests at a time; one P also keeps one set of per-P span caches instead of one per
 // core, and stops the runtime's periodic GOMAXPROCS re-reading), unless GOMAXPROCS is set
 // in the environment; and once the proxy is LIVE the heap of the start-up (certificate,
-// bootstrap, first status reads) is collected and handed back to the OS.
+// bootstrap, first status reads) is collected and handed back to the OS. Until then (at
+// most startupGCPauseMax) its collector is paused (pauseGC).
 func Run(ctx context.Context, c Config, log *slog.Logger) error {
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(1)
 	}
-	return run(ctx, c, log, deps{launch: execLauncher{}, lookup: osLookup, listenHost: "0.0.0.0", settled: debug.FreeOSMemory})
+	resume := pauseGC(os.Getenv)
+	t := time.AfterFunc(startupGCPauseMax, resume)
+	defer t.Stop()
+	settled := func() {
+		resume()
+		debug.FreeOSMemory()
+	}
+	return run(ctx, c, log, deps{launch: execLauncher{}, lookup: osLookup, listenHost: "0.0.0.0", settled: settled})
+}
+
+// The agent's collector while it starts: paused, under a memory limit.
+const (
+	startupMemoryLimit = 32 << 20
+	startupGCPauseMax  = 10 * time.Second
+)
+
+// pauseGC pauses the collector, under startupMemoryLimit (unless GOMEMLIMIT is set),
+// when GOGC is not set in the environment (getenv), and returns the func that resumes
+// it (idempotent; safe from any goroutine).
+//
+// Why: the agent's start (certificate, SDS, bootstrap, the proxy's first states)
+// allocates a few MB over the package inits' live heap, and with Go's default trigger
+// each collection marked all of it and the large binary's globals: the collector was a
+// fifth of the agent's start CPU in a `perf record` of a 100-pod `up`
+// (docs/BENCHMARKS.md, "100 pods"). The garbage is handed back once LIVE (settled).
+func pauseGC(getenv func(string) string) (resume func()) {
+	if getenv("GOGC") != "" {
+		return func() {}
+	}
+	percent := debug.SetGCPercent(-1)
+	limit := getenv("GOMEMLIMIT") == ""
+	prev := int64(-1)
+	if limit {
+		prev = debug.SetMemoryLimit(startupMemoryLimit)
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			if limit {
+				debug.SetMemoryLimit(prev)
+			}
+			debug.SetGCPercent(percent)
+		})
+	}
 }
 
 func run(ctx context.Context, c Config, log *slog.Logger, d deps) (err error) {

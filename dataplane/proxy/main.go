@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strconv"
+	"sync"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/envoylog"
 	"github.com/meshlab/meshlab/dataplane/proxy/hotrestart"
@@ -61,9 +62,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	logger := slog.New(envoylog.NewHandler(logw, levels, os.Getpid()))
-	tuneGC(os.Getenv)
+	started := tuneGC(os.Getenv)
 	setWorkers(opts.Concurrency, os.Getenv)
-	return run(ctx, opts, logger, levels, stdout)
+	return run(ctx, opts, logger, levels, stdout, started)
 }
 
 // proxyGCPercent is the proxy's GOGC unless the environment sets one. The proxy's live
@@ -74,10 +75,39 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // memory.go hands the headroom back to the OS once the proxy is idle again.
 const proxyGCPercent = 200
 
-// tuneGC sets the proxy's GC percent when GOGC is not set in the environment (getenv).
-func tuneGC(getenv func(string) string) {
-	if getenv("GOGC") == "" {
-		debug.SetGCPercent(proxyGCPercent)
+// startupMemoryLimit is the proxy's memory limit while it starts with its collector
+// paused (tuneGC): a start-up that allocates more than this still collects.
+const startupMemoryLimit = 64 << 20
+
+// tuneGC sets the proxy's GC when GOGC is not set in the environment (getenv): paused
+// while the proxy starts, under startupMemoryLimit (unless GOMEMLIMIT is set), and the
+// steady-state GC percent, proxyGCPercent, from when the returned started func is called
+// (once the initial configuration is applied: memory.go).
+//
+// Why paused: a proxy's start allocates ~10 MB over a live heap of ~6 MB (the package
+// inits' registries, then the bootstrap's and the first xDS responses' protobuf types),
+// and every cycle marks all of it plus the large binary's globals: with Go's default
+// trigger the collector was a fifth of the proxy's start CPU in a `perf record` of a
+// 100-pod `up` (docs/BENCHMARKS.md, "100 pods"). The garbage is returned to the OS once
+// LIVE by the memory trimmer's first trim.
+func tuneGC(getenv func(string) string) (started func()) {
+	if getenv("GOGC") != "" {
+		return func() {}
+	}
+	debug.SetGCPercent(-1)
+	limit := getenv("GOMEMLIMIT") == ""
+	prev := int64(-1)
+	if limit {
+		prev = debug.SetMemoryLimit(startupMemoryLimit)
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			if limit {
+				debug.SetMemoryLimit(prev)
+			}
+			debug.SetGCPercent(proxyGCPercent)
+		})
 	}
 }
 
@@ -92,7 +122,7 @@ func setWorkers(n uint32, getenv func(string) string) {
 	runtime.GOMAXPROCS(max(int(n), 1))
 }
 
-func run(ctx context.Context, opts Options, logger *slog.Logger, levels *envoylog.Levels, stdout io.Writer) int {
+func run(ctx context.Context, opts Options, logger *slog.Logger, levels *envoylog.Levels, stdout io.Writer, started func()) int {
 	hrVersion := HotRestartVersion
 	if opts.DisableHotRestart {
 		hrVersion = "disabled"
@@ -124,7 +154,7 @@ func run(ctx context.Context, opts Options, logger *slog.Logger, levels *envoylo
 			return 1
 		}
 	}
-	defer trimMemory(ctx, srv.liveCh)()
+	defer trimMemory(ctx, srv.liveCh, started)()
 	if err := srv.Run(ctx); err != nil {
 		logger.Log(ctx, envoylog.LevelCritical, fmt.Sprintf("error: %v", err))
 		return 1
@@ -133,14 +163,17 @@ func run(ctx context.Context, opts Options, logger *slog.Logger, levels *envoylo
 	return 0
 }
 
-// trimMemory starts the proxy's memory trimmer (memory.go), which first trims when live
-// is closed, and returns the func that stops it and waits for it to end.
-func trimMemory(ctx context.Context, live <-chan struct{}) (stop func()) {
+// trimMemory starts the proxy's memory trimmer (memory.go), which calls started and
+// first trims when live is closed, and returns the func that stops it and waits for it
+// to end.
+func trimMemory(ctx context.Context, live <-chan struct{}, started func()) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		newMemTrimmer().run(ctx, live)
+		m := newMemTrimmer()
+		m.started = started
+		m.run(ctx, live)
 	}()
 	return func() {
 		cancel()

@@ -27,6 +27,9 @@ const (
 	// trimMinGarbage: trim only once this much was allocated since the last trim, so an
 	// idle proxy that allocates nothing is left alone.
 	trimMinGarbage = 1 << 20
+	// startupGCPauseMax: a proxy not LIVE this long after it started (waiting for xDS
+	// that does not come) gets its steady-state GC anyway.
+	startupGCPauseMax = 10 * time.Second
 )
 
 // memTrimmer returns the proxy's free heap to the OS once the initial configuration is
@@ -39,16 +42,21 @@ type memTrimmer struct {
 	idle      uint64 // a period allocating fewer bytes is idle
 	minGarb   uint64 // fewer bytes allocated since the last trim: nothing to trim
 	tick      func(time.Duration) (<-chan time.Time, func())
+	// started is optional: called once, when live is closed or after startupWait,
+	// whichever comes first (tuneGC's end of the start-up GC pause).
+	started     func()
+	startupWait time.Duration
 }
 
 // newMemTrimmer returns a trimmer over the Go runtime.
 func newMemTrimmer() *memTrimmer {
 	return &memTrimmer{
-		allocated: heapAllocated,
-		free:      debug.FreeOSMemory,
-		period:    trimPeriod,
-		idle:      trimIdleBytes,
-		minGarb:   trimMinGarbage,
+		allocated:   heapAllocated,
+		free:        debug.FreeOSMemory,
+		period:      trimPeriod,
+		startupWait: startupGCPauseMax,
+		idle:        trimIdleBytes,
+		minGarb:     trimMinGarbage,
 		tick: func(d time.Duration) (<-chan time.Time, func()) {
 			t := time.NewTicker(d)
 			return t.C, t.Stop
@@ -56,13 +64,34 @@ func newMemTrimmer() *memTrimmer {
 	}
 }
 
-// run trims once live is closed, then after every idle period, until ctx ends.
+// run calls started and trims once live is closed, then trims after every idle period,
+// until ctx ends. started is called after startupWait if live is not closed by then.
 func (m *memTrimmer) run(ctx context.Context, live <-chan struct{}) {
-	select {
-	case <-ctx.Done():
-		return
-	case <-live:
+	once := false
+	started := func() {
+		if m.started != nil && !once {
+			m.started()
+		}
+		once = true
 	}
+	var late <-chan time.Time
+	if m.startupWait > 0 {
+		t := time.NewTimer(m.startupWait)
+		defer t.Stop()
+		late = t.C
+	}
+	for live != nil {
+		select {
+		case <-ctx.Done():
+			return
+		case <-late:
+			started()
+			late = nil
+		case <-live:
+			live = nil
+		}
+	}
+	started()
 	m.free()
 	st := trimState{lastTrim: m.allocated()}
 	st.prev = st.lastTrim

@@ -123,6 +123,59 @@ func TestHeapAllocatedCountsAllocations(t *testing.T) {
 func TestTrimMemoryStopsAndWaits(t *testing.T) {
 	live := make(chan struct{})
 	close(live)
-	stop := trimMemory(context.Background(), live)
+	stop := trimMemory(context.Background(), live, nil)
 	stop() // returns only once the goroutine is gone (goleak checks at TestMain's end)
+}
+
+// started (the end of the start-up GC pause) is called once the server is LIVE, before
+// the first trim; or after startupWait when it never goes LIVE, and only once.
+func TestMemTrimmerCallsStartedOnLiveOrLate(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		startupWait time.Duration
+		goLive      bool
+	}{
+		{name: "live", startupWait: time.Hour, goLive: true},
+		{name: "never live", startupWait: 10 * time.Millisecond},
+		{name: "late, then live", startupWait: 10 * time.Millisecond, goLive: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, h := newFakeTrimmer()
+			calls := make(chan struct{}, 4)
+			m.started = func() { calls <- struct{}{} }
+			m.startupWait = tc.startupWait
+			ctx, cancel := context.WithCancel(context.Background())
+			live := make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() { defer wg.Done(); m.run(ctx, live) }()
+			t.Cleanup(func() { cancel(); wg.Wait() })
+
+			if tc.startupWait < time.Second {
+				select {
+				case <-calls:
+				case <-time.After(5 * time.Second):
+					t.Fatal("started not called after startupWait")
+				}
+			} else {
+				select {
+				case <-calls:
+					t.Fatal("started called before the server went LIVE")
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+			if !tc.goLive {
+				return
+			}
+			close(live)
+			h.expectFree(t, "the server went LIVE")
+			want := 1 // called on LIVE, before the trim
+			if tc.startupWait < time.Second {
+				want = 0 // already called when late
+			}
+			if n := len(calls); n != want {
+				t.Errorf("started called %d more times by the first trim, want %d", n, want)
+			}
+		})
+	}
 }

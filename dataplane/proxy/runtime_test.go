@@ -1,27 +1,63 @@
 package proxy
 
 import (
+	"math"
 	"runtime"
 	"runtime/debug"
 	"testing"
 )
 
-func TestTuneGCSetsPercentUnlessGOGCIsSet(t *testing.T) {
+// Without GOGC the collector is paused under a memory limit until started is called,
+// then runs at proxyGCPercent with the limit it had before; GOGC in the environment
+// leaves both alone, GOMEMLIMIT leaves the limit alone.
+func TestTuneGCPausesUntilStartedUnlessGOGCIsSet(t *testing.T) {
 	orig := debug.SetGCPercent(100)
-	t.Cleanup(func() { debug.SetGCPercent(orig) })
-
-	tuneGC(func(string) string { return "" })
-	if got := debug.SetGCPercent(100); got != proxyGCPercent {
-		t.Errorf("GC percent without GOGC = %d, want %d", got, proxyGCPercent)
-	}
-	tuneGC(func(k string) string {
-		if k == "GOGC" {
-			return "50"
+	origLimit := debug.SetMemoryLimit(math.MaxInt64)
+	t.Cleanup(func() { debug.SetGCPercent(orig); debug.SetMemoryLimit(origLimit) })
+	env := func(kv ...string) func(string) string {
+		return func(k string) string {
+			for i := 0; i+1 < len(kv); i += 2 {
+				if kv[i] == k {
+					return kv[i+1]
+				}
+			}
+			return ""
 		}
-		return ""
-	})
+	}
+
+	started := tuneGC(env())
+	if got := debug.SetGCPercent(-1); got != -1 {
+		t.Errorf("GC percent while starting = %d, want -1 (paused)", got)
+	}
+	if got := debug.SetMemoryLimit(-1); got != startupMemoryLimit {
+		t.Errorf("memory limit while starting = %d, want %d", got, startupMemoryLimit)
+	}
+	started()
+	started() // a second call changes nothing
+	if got := debug.SetGCPercent(100); got != proxyGCPercent {
+		t.Errorf("GC percent once started = %d, want %d", got, proxyGCPercent)
+	}
+	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
+		t.Errorf("memory limit once started = %d, want the previous one (none)", got)
+	}
+
+	debug.SetMemoryLimit(1 << 40)
+	started = tuneGC(env("GOMEMLIMIT", "1TiB"))
+	if got := debug.SetMemoryLimit(-1); got != 1<<40 {
+		t.Errorf("memory limit while starting with GOMEMLIMIT set = %d, want it unchanged", got)
+	}
+	started()
+	if got := debug.SetGCPercent(100); got != proxyGCPercent {
+		t.Errorf("GC percent once started (GOMEMLIMIT set) = %d, want %d", got, proxyGCPercent)
+	}
+
+	started = tuneGC(env("GOGC", "50"))
 	if got := debug.SetGCPercent(100); got != 100 {
 		t.Errorf("GC percent with GOGC set = %d, want 100 (unchanged)", got)
+	}
+	started()
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("GC percent with GOGC set, once started = %d, want 100 (unchanged)", got)
 	}
 }
 
