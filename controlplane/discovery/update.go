@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
@@ -294,6 +295,14 @@ func consistent(prev, cur *proxyState, version string) error {
 		if prev != nil && prev.types[from].sum == cur.types[from].sum && slices.Equal(prev.types[to].names, cur.types[to].names) {
 			continue
 		}
+		if from == resource.ClusterType {
+			if checked, err := clustersConsistent(cur.types[from], cur.types[to]); checked {
+				if err != nil {
+					return err
+				}
+				continue
+			}
+		}
 		snap, err := cachev3.NewSnapshot(version, map[resource.Type][]types.Resource{from: cur.types[from].res, to: cur.types[to].res})
 		if err == nil {
 			err = snap.Consistent()
@@ -303,6 +312,44 @@ func consistent(prev, cur *proxyState, version string) error {
 		}
 	}
 	return nil
+}
+
+// clustersConsistent is Snapshot.Consistent of clusters and load assignments (sorted
+// by name): the load assignments the EDS clusters name (by their EDS service name,
+// else their own) are exactly those there are. It reads the clusters' fields where
+// Consistent builds maps of both types for every proxy (a new Service changes every
+// proxy's clusters). checked is false when a resource is not a Cluster; the caller then
+// asks Consistent.
+func clustersConsistent(clusters, endpoints typeState) (checked bool, err error) {
+	named := make([]bool, len(endpoints.names))
+	distinct := 0
+	for _, r := range clusters.res {
+		c, isCluster := r.(*cluster.Cluster)
+		if !isCluster {
+			return false, nil
+		}
+		if c.GetType() != cluster.Cluster_EDS {
+			continue
+		}
+		name := c.GetEdsClusterConfig().GetServiceName()
+		if name == "" {
+			name = c.GetName()
+		}
+		i, found := slices.BinarySearch(endpoints.names, name)
+		if !found {
+			return true, fmt.Errorf("inconsistent %q reference: cluster %s names load assignment %s, which does not exist",
+				resource.EndpointType, c.GetName(), name)
+		}
+		if !named[i] {
+			named[i] = true
+			distinct++
+		}
+	}
+	if distinct != len(endpoints.names) {
+		return true, fmt.Errorf("mismatched %q reference and resource lengths: clusters name %d load assignments, there are %d",
+			resource.EndpointType, distinct, len(endpoints.names))
+	}
+	return true, nil
 }
 
 // replaceHosts returns typ's state for pod with the resources of hosts generated again

@@ -385,10 +385,37 @@ func TestConsistentChecksWhatChanged(t *testing.T) {
 		{"clusters changed, a load assignment missing", good, state(2, []string{"a", "b"}, "a"), false},
 		{"load assignments renamed", good, state(1, []string{"a"}, "b"), false},
 		{"nothing either names changed: not checked", good, state(1, []string{"a", "b"}, "a"), true},
+		{"a load assignment no cluster names", nil, state(1, []string{"a"}, "a", "b"), false},
+		{"two clusters name one load assignment", nil, state(1, []string{"a", "a"}, "a"), true},
+		{"no clusters, no load assignments", nil, state(1, nil), true},
 	} {
-		if err := consistent(c.prev, c.cur, "v1"); (err == nil) != c.ok {
+		err := consistent(c.prev, c.cur, "v1")
+		if (err == nil) != c.ok {
 			t.Errorf("%s: consistent = %v, want ok %v", c.name, err, c.ok)
 		}
+		if c.prev != nil {
+			continue
+		}
+		// clustersConsistent answers as go-control-plane's Consistent.
+		snap, serr := cachev3.NewSnapshot("v1", map[resource.Type][]types.Resource{
+			resource.ClusterType: c.cur.types[resource.ClusterType].res, resource.EndpointType: c.cur.types[resource.EndpointType].res,
+		})
+		if serr == nil {
+			serr = snap.Consistent()
+		}
+		if (serr == nil) != (err == nil) {
+			t.Errorf("%s: consistent = %v, go-control-plane's Consistent = %v", c.name, err, serr)
+		}
+	}
+	// A cluster that is not EDS names nothing; one without a service name names itself.
+	static := &cluster.Cluster{Name: "s", ClusterDiscoveryType: &cluster.Cluster_Type{Type: cluster.Cluster_STATIC}}
+	own := &cluster.Cluster{Name: "o", ClusterDiscoveryType: &cluster.Cluster_Type{Type: cluster.Cluster_EDS}}
+	checked, err := clustersConsistent(typeState{res: []types.Resource{static, own}}, typeState{names: []string{"o"}})
+	if !checked || err != nil {
+		t.Errorf("static and self-named EDS cluster: checked %v, %v; want checked, consistent", checked, err)
+	}
+	if checked, _ := clustersConsistent(typeState{res: []types.Resource{&endpoint.ClusterLoadAssignment{}}}, typeState{}); checked {
+		t.Error("a resource that is not a Cluster was checked, want it left to Consistent")
 	}
 }
 
