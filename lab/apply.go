@@ -8,7 +8,8 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
-	"sync/atomic"
+	"sync"
+	"time"
 
 	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/controlplane/config"
@@ -112,21 +113,32 @@ func (l *Lab) Delete(ctx context.Context, files []api.ConfigFile, refs []api.Obj
 	return append(apiChanges(changes), l.reconcilePods(ctx, plan)...), nil
 }
 
-// releasingMemory is set while releaseMemory's collection runs.
-var releasingMemory atomic.Bool
+// releaseDelay is how long after an apply or delete the lab returns freed memory to the
+// OS: long enough for the push the change caused to be ACKed (a forced collection in
+// the middle of it took half the lab's CPU of a 100-proxy VirtualService apply), short
+// enough that the RSS a user watches falls right after.
+const releaseDelay = 300 * time.Millisecond
+
+// release is releaseMemory's timer; applies within releaseDelay of each other share
+// one collection.
+var release struct {
+	mu    sync.Mutex
+	timer *time.Timer
+}
 
 // releaseMemory returns what an apply or delete left unused (a large config replaced or
-// reverted, a large input refused) to the OS, in the background. Go returns freed heap
-// lazily, so without it the lab's RSS stays at its peak for minutes after a revert; one
-// collection per config change costs milliseconds.
+// reverted, a large input refused) to the OS, releaseDelay after the last one, in the
+// background. Go returns freed heap lazily, so without it the lab's RSS stays at its
+// peak for minutes after a revert; one collection per burst of config changes costs
+// milliseconds.
 func releaseMemory() {
-	if !releasingMemory.CompareAndSwap(false, true) {
+	release.mu.Lock()
+	defer release.mu.Unlock()
+	if release.timer == nil {
+		release.timer = time.AfterFunc(releaseDelay, debug.FreeOSMemory)
 		return
 	}
-	go func() {
-		defer releasingMemory.Store(false)
-		debug.FreeOSMemory()
-	}()
+	release.timer.Reset(releaseDelay)
 }
 
 // commit builds next's model, keeping the running pods' and Services' addresses, checks
