@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"sync"
 	"syscall"
 	"time"
@@ -31,6 +30,7 @@ type processSpec struct {
 type group struct {
 	log    *slog.Logger
 	jr     *journal
+	procs  processes // where its processes start
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -40,9 +40,9 @@ type group struct {
 	publish func(kind, pod, msg string, fields map[string]any)
 }
 
-func newGroup(log *slog.Logger, jr *journal) *group {
+func newGroup(log *slog.Logger, jr *journal, procs processes) *group {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &group{log: log, jr: jr, ctx: ctx, cancel: cancel}
+	return &group{log: log, jr: jr, procs: procs, ctx: ctx, cancel: cancel}
 }
 
 // supervised is one process the group supervises: cancel stops it, done is closed once
@@ -97,40 +97,28 @@ func (g *group) stopPod(pod string) {
 	}
 }
 
-func (g *group) launch(spec processSpec) (*exec.Cmd, error) {
+func (g *group) launch(spec processSpec) (proc, error) {
 	logf, err := os.OpenFile(spec.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open %s log of %s: %w", spec.Role, spec.Pod, err)
 	}
 	defer logf.Close() // the child holds its own copy
-	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
-	cmd.Dir = "/"
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/"}
-	// Its own process group, so a Ctrl-C at the lab's terminal reaches only the lab process,
-	// which then stops everything in order.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	startIn := netns.Start
-	switch {
-	case spec.Sandbox != nil:
-		startIn = func(ns string, cmd *exec.Cmd) error { return netns.StartSandboxed(ns, cmd, *spec.Sandbox) }
-	case spec.UID != 0:
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: spec.UID, Gid: spec.UID}
-	}
-	if err := startIn(spec.NetNS, cmd); err != nil {
+	p, err := g.procs.Start(spec, logf)
+	if err != nil {
 		return nil, fmt.Errorf("start %s of %s: %w", spec.Role, spec.Pod, err)
 	}
-	start, _ := processStart(cmd.Process.Pid)
-	if err := g.jr.add(entry{Kind: "process", PID: cmd.Process.Pid, Start: start, Role: spec.Role, Pod: spec.Pod}); err != nil {
+	pid := p.PID()
+	start, _ := processStart(pid)
+	if err := g.jr.add(entry{Kind: "process", PID: pid, Start: start, Role: spec.Role, Pod: spec.Pod}); err != nil {
 		g.log.Error("record process", "err", err)
 	}
-	g.log.Debug("started", "role", spec.Role, "pod", spec.Pod, "pid", cmd.Process.Pid)
-	g.event(EventProcStarted, spec.Pod, fmt.Sprintf("%s of %s started (pid %d)", spec.Role, spec.Pod, cmd.Process.Pid),
-		map[string]any{"role": spec.Role, "pid": cmd.Process.Pid})
-	return cmd, nil
+	g.log.Debug("started", "role", spec.Role, "pod", spec.Pod, "pid", pid)
+	g.event(EventProcStarted, spec.Pod, fmt.Sprintf("%s of %s started (pid %d)", spec.Role, spec.Pod, pid),
+		map[string]any{"role": spec.Role, "pid": pid})
+	return p, nil
 }
 
-func (g *group) supervise(ctx context.Context, spec processSpec, cmd *exec.Cmd) {
+func (g *group) supervise(ctx context.Context, spec processSpec, cmd proc) {
 	backoff := 100 * time.Millisecond
 	for {
 		done := make(chan error, 1)
@@ -147,17 +135,17 @@ func (g *group) supervise(ctx context.Context, spec processSpec, cmd *exec.Cmd) 
 				status = err.Error()
 			}
 			g.event(EventProcExited, spec.Pod, fmt.Sprintf("%s of %s exited (%s); restarting in %s", spec.Role, spec.Pod, status, backoff),
-				map[string]any{"role": spec.Role, "pid": cmd.Process.Pid, "error": status, "backoffMs": backoff.Milliseconds()})
+				map[string]any{"role": spec.Role, "pid": cmd.PID(), "error": status, "backoffMs": backoff.Milliseconds()})
 			if time.Since(started) > time.Minute {
 				backoff = 100 * time.Millisecond
 			}
 		case <-ctx.Done():
-			_ = syscall.Kill(cmd.Process.Pid, syscall.SIGTERM)
+			_ = cmd.Signal(syscall.SIGTERM)
 			select {
 			case <-done:
 			case <-time.After(spec.Grace):
 				g.log.Warn("process did not stop in time; killing", "role", spec.Role, "pod", spec.Pod)
-				_ = cmd.Process.Kill()
+				_ = cmd.Signal(syscall.SIGKILL)
 				<-done
 			}
 			return
@@ -172,7 +160,7 @@ func (g *group) supervise(ctx context.Context, spec processSpec, cmd *exec.Cmd) 
 
 // relaunch waits out the backoff and starts spec again, retrying until it starts or the
 // group stops (ok false).
-func (g *group) relaunch(ctx context.Context, spec processSpec, backoff *time.Duration) (*exec.Cmd, bool) {
+func (g *group) relaunch(ctx context.Context, spec processSpec, backoff *time.Duration) (proc, bool) {
 	for {
 		select {
 		case <-time.After(*backoff):
@@ -182,8 +170,8 @@ func (g *group) relaunch(ctx context.Context, spec processSpec, backoff *time.Du
 		*backoff = min(*backoff*2, 10*time.Second)
 		cmd, err := g.launch(spec)
 		if err == nil {
-			g.event(EventProcRestart, spec.Pod, fmt.Sprintf("%s of %s restarted (pid %d)", spec.Role, spec.Pod, cmd.Process.Pid),
-				map[string]any{"role": spec.Role, "pid": cmd.Process.Pid})
+			g.event(EventProcRestart, spec.Pod, fmt.Sprintf("%s of %s restarted (pid %d)", spec.Role, spec.Pod, cmd.PID()),
+				map[string]any{"role": spec.Role, "pid": cmd.PID()})
 			return cmd, true
 		}
 		g.log.Error("restart failed", "role", spec.Role, "pod", spec.Pod, "err", err)

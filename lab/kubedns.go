@@ -12,7 +12,6 @@ import (
 
 	"github.com/meshlab/meshlab/controlplane/model"
 	"github.com/meshlab/meshlab/dataplane/agent"
-	"github.com/meshlab/meshlab/netns"
 	"github.com/meshlab/meshlab/netns/capture"
 )
 
@@ -142,20 +141,14 @@ func (k *kubeDNS) answer(ns string, r *dns.Msg) *dns.Msg {
 func (l *Lab) serveKubeDNS(pod *model.Pod) error {
 	ns := NamespaceName(l.opts.Name, pod.Key())
 	addr := net.JoinHostPort("127.0.0.1", fmt.Sprint(kubeDNSPort))
-	var pc net.PacketConn
-	var ln net.Listener
-	err := netns.Do(ns, func() error {
-		var err error
-		if pc, err = net.ListenPacket("udp4", addr); err != nil {
-			return err
-		}
-		if ln, err = net.Listen("tcp4", addr); err != nil {
-			pc.Close()
-			return err
-		}
-		return nil
-	})
+	sys := l.syscalls().ns
+	pc, err := sys.ListenPacket(ns, "udp4", addr)
 	if err != nil {
+		return fmt.Errorf("listen for cluster DNS in %s: %w", ns, err)
+	}
+	ln, err := sys.Listen(ns, "tcp4", addr)
+	if err != nil {
+		pc.Close()
 		return fmt.Errorf("listen for cluster DNS in %s: %w", ns, err)
 	}
 	l.servers.Add(1)

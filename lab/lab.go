@@ -170,7 +170,10 @@ func Validate(o Options) error {
 
 // Start validates the scenario, creates the lab and returns once every pod is ready (or
 // fails, having removed whatever it created).
-func Start(ctx context.Context, o Options) (*Lab, error) {
+func Start(ctx context.Context, o Options) (*Lab, error) { return start(ctx, o, host) }
+
+// start is Start on the system sys.
+func start(ctx context.Context, o Options, sys system) (*Lab, error) {
 	m, err := prepare(&o)
 	if err != nil {
 		return nil, err
@@ -198,12 +201,12 @@ func Start(ctx context.Context, o Options) (*Lab, error) {
 	}
 	if _, err := os.Stat(paths.Dir); err == nil {
 		o.Logger.Info("removing what a previous run of this lab left behind", "lab", o.Name)
-		if err := Clean(o.RunRoot, o.Name, o.Logger); err != nil {
+		if err := clean(sys, o.RunRoot, o.Name, o.Logger); err != nil {
 			return nil, fmt.Errorf("clean up previous run of lab %q: %w", o.Name, err)
 		}
 	}
 
-	l := &Lab{opts: o, paths: paths, log: o.Logger.With("lab", o.Name), out: o.Out, model: m, bus: NewBus(defaultHistory), metrics: newMetrics()}
+	l := &Lab{opts: o, paths: paths, sys: sys, log: o.Logger.With("lab", o.Name), out: o.Out, model: m, bus: NewBus(defaultHistory), metrics: newMetrics()}
 	if err := l.create(ctx); err != nil {
 		l.Close()
 		return nil, err
@@ -284,7 +287,7 @@ func (l *Lab) startServers() error {
 	disc, err := discovery.New(discovery.Options{
 		Logger:      l.log.With("component", "discovery"),
 		SocketPath:  l.paths.XDSSocket(),
-		SocketGID:   ProxyUID,
+		SocketGID:   l.syscalls().proxyGID,
 		TCPAddr:     l.opts.XDSListen,
 		Authorize:   l.proxyAuthorizer(newProxyNodes(l.model)),
 		OnRefused:   l.publishXDSRefused,
@@ -352,7 +355,7 @@ func (l *Lab) Close() error {
 	if l.jr != nil {
 		_ = l.jr.close()
 	}
-	return Clean(l.opts.RunRoot, l.opts.Name, l.log)
+	return clean(l.syscalls(), l.opts.RunRoot, l.opts.Name, l.log)
 }
 
 // baseID gives each pod its own Envoy --base-id. Envoy's shared memory and domain sockets

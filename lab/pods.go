@@ -41,8 +41,8 @@ var errPodFailed = errors.New("proxy failed")
 // its status for `meshlab describe pod`. Failing to create a pod's namespace or
 // processes is an error.
 func (l *Lab) startPods(ctx context.Context) ([]podFailure, error) {
-	l.agents = newGroup(l.log.With("component", "supervisor"), l.jr)
-	l.apps = newGroup(l.log.With("component", "supervisor"), l.jr)
+	l.agents = newGroup(l.log.With("component", "supervisor"), l.jr, l.syscalls().procs)
+	l.apps = newGroup(l.log.With("component", "supervisor"), l.jr, l.syscalls().procs)
 	l.agents.publish, l.apps.publish = l.publish, l.publish
 	if err := l.allocateAppUIDs(); err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package lab
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -32,6 +33,14 @@ type recorder struct {
 	alive map[int]uint64   // pid -> start
 	fail  map[string]error // call name -> its error
 	stuck map[int]bool     // processes that live on after any signal but SIGKILL
+
+	nextPID int
+	exited  map[int]chan struct{} // a started process's Wait returns once it is closed
+	// onStart, when set, runs as a process starts (the test's stand-in for what the
+	// process would serve, e.g. an agent's agent.sock); it runs without the lock.
+	onStart func(spec processSpec)
+	// failIf, when set, fails the calls for which it returns an error.
+	failIf func(line string) error
 }
 
 var (
@@ -40,13 +49,24 @@ var (
 )
 
 func newRecorder() *recorder {
-	return &recorder{nss: map[string]bool{}, pids: map[string][]int{}, alive: map[int]uint64{}, fail: map[string]error{}, stuck: map[int]bool{}}
+	return &recorder{
+		nss: map[string]bool{}, pids: map[string][]int{}, alive: map[int]uint64{}, fail: map[string]error{}, stuck: map[int]bool{},
+		nextPID: 1 << 22, exited: map[int]chan struct{}{},
+	}
 }
 
-func (r *recorder) system() system { return system{ns: r, procs: r} }
+// system is a system on r; the proxies' group is the test's own (a test without root
+// cannot give a socket group 1337).
+func (r *recorder) system() system { return system{ns: r, procs: r, proxyGID: os.Getgid()} }
 
 func (r *recorder) record(call, format string, a ...any) error {
-	r.calls = append(r.calls, call+" "+fmt.Sprintf(format, a...))
+	line := call + " " + fmt.Sprintf(format, a...)
+	r.calls = append(r.calls, line)
+	if r.failIf != nil {
+		if err := r.failIf(line); err != nil {
+			return err
+		}
+	}
 	return r.fail[call]
 }
 
@@ -131,6 +151,70 @@ func (r *recorder) PrepareNode(name string, serviceCIDR netip.Prefix, dev string
 	return r.record("prepare-node", "%s %s %s", name, serviceCIDR, dev)
 }
 
+func (r *recorder) SetupWorld(c netns.WorldConfig) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.create("setup-world", c.Namespace, "%s link %s in %s %s, %d hosts", c.Namespace, c.NodeIfName, c.NodeNamespace, c.NodeAddress, len(c.Addresses))
+}
+
+// Listen records the listener and listens on loopback instead (any port): the namespace
+// and its address are the recorder's fiction.
+func (r *recorder) Listen(ns, network, address string) (net.Listener, error) {
+	r.mu.Lock()
+	err := r.record("listen", "%s %s %s", ns, network, address)
+	r.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return net.Listen("tcp4", "127.0.0.1:0")
+}
+
+func (r *recorder) ListenPacket(ns, network, address string) (net.PacketConn, error) {
+	r.mu.Lock()
+	err := r.record("listen", "%s %s %s", ns, network, address)
+	r.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return net.ListenPacket("udp4", "127.0.0.1:0")
+}
+
+// Start records the process and makes it alive in its namespace until a signal ends it.
+func (r *recorder) Start(spec processSpec, _ *os.File) (proc, error) {
+	r.mu.Lock()
+	as := fmt.Sprintf("uid %d", spec.UID)
+	if spec.Sandbox != nil {
+		as = fmt.Sprintf("sandboxed as uid %d", spec.Sandbox.UID)
+	}
+	if err := r.record("start", "%s of %s in %s %s: %s", spec.Role, spec.Pod, spec.NetNS, as, strings.Join(spec.Argv[1:min(2, len(spec.Argv))], " ")); err != nil {
+		r.mu.Unlock()
+		return nil, err
+	}
+	r.nextPID++
+	pid := r.nextPID
+	r.alive[pid] = 0
+	r.pids[spec.NetNS] = append(r.pids[spec.NetNS], pid)
+	done := make(chan struct{})
+	r.exited[pid] = done
+	hook := r.onStart
+	r.mu.Unlock()
+	if hook != nil {
+		hook(spec)
+	}
+	return recordedProc{r: r, pid: pid, done: done}, nil
+}
+
+// recordedProc is a process of the recorder: it runs until signalled.
+type recordedProc struct {
+	r    *recorder
+	pid  int
+	done chan struct{}
+}
+
+func (p recordedProc) PID() int                        { return p.pid }
+func (p recordedProc) Wait() error                     { <-p.done; return errors.New("signal: terminated") }
+func (p recordedProc) Signal(sig syscall.Signal) error { return p.r.Signal(p.pid, sig) }
+
 func (r *recorder) PIDsIn(ns string) ([]int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -154,6 +238,10 @@ func (r *recorder) Signal(pid int, sig syscall.Signal) error {
 		return nil
 	}
 	delete(r.alive, pid)
+	if done, ok := r.exited[pid]; ok {
+		close(done)
+		delete(r.exited, pid)
+	}
 	for ns, pids := range r.pids {
 		r.pids[ns] = slices.DeleteFunc(pids, func(p int) bool { return p == pid })
 	}

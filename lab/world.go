@@ -129,7 +129,7 @@ func (l *Lab) createWorld() error {
 	for _, h := range demoapp.ExternalHosts {
 		cfg.Addresses = append(cfg.Addresses, w.addrs[h])
 	}
-	if err := netns.SetupWorld(cfg); err != nil {
+	if err := l.syscalls().ns.SetupWorld(cfg); err != nil {
 		return fmt.Errorf("create the outside world %s: %w", ns, err)
 	}
 	certs, err := w.makeCA(l.opts.Name, time.Now())
@@ -235,12 +235,7 @@ func (l *Lab) serveWorldHost(ns, host string, addr netip.Addr, tlsOn bool, cert 
 	if tlsOn {
 		port = 443
 	}
-	var ln net.Listener
-	err = netns.Do(ns, func() error {
-		var err error
-		ln, err = net.Listen("tcp4", net.JoinHostPort(addr.String(), fmt.Sprint(port)))
-		return err
-	})
+	ln, err := l.syscalls().ns.Listen(ns, "tcp4", net.JoinHostPort(addr.String(), fmt.Sprint(port)))
 	if err != nil {
 		return fmt.Errorf("outside world: listen for %s on %s:%d: %w", host, addr, port, err)
 	}
