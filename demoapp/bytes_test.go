@@ -41,7 +41,7 @@ func TestBytesAnswersExactlyNBytes(t *testing.T) {
 				if len(body) != tc.wantLen || resp.ContentLength != int64(tc.wantLen) {
 					t.Errorf("body %d bytes, content-length %d; want %d", len(body), resp.ContentLength, tc.wantLen)
 				}
-				if tc.wantLen > 0 && !strings.HasPrefix(bytesChunk, string(body[:min(len(body), 100)])) {
+				if tc.wantLen > 0 && !strings.HasPrefix(bytesChunk(), string(body[:min(len(body), 100)])) {
 					t.Errorf("body does not start with the fixed pattern: %q", body[:20])
 				}
 				if ct := resp.Header.Get("Content-Type"); ct != "application/octet-stream" {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -90,7 +91,9 @@ const maxBytes = 10 << 20
 // readable, and the same for every request.
 const bytesPattern = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ\n"
 
-var bytesChunk = strings.Repeat(bytesPattern, 512) // 32 KiB
+// bytesChunk is built on the first /bytes request: a table built at package init would be
+// built (and kept) in every process of the binary, agents and proxies too.
+var bytesChunk = sync.OnceValue(func() string { return strings.Repeat(bytesPattern, 512) }) // 32 KiB
 
 // serveBytes answers GET /bytes/{n} with exactly n bytes (as httpbin's /bytes and
 // fortio's ?size=): a fixed payload size for load tests and benchmarks.
@@ -104,7 +107,8 @@ func serveBytes(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", strconv.Itoa(n))
 	for n > 0 {
-		part := bytesChunk[:min(n, len(bytesChunk))]
+		chunk := bytesChunk()
+		part := chunk[:min(n, len(chunk))]
 		if _, err := io.WriteString(w, part); err != nil {
 			return
 		}

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/meshlab/meshlab/controlplane/model"
@@ -25,12 +26,12 @@ const DefaultName = "default"
 // nodePodName is reserved: the node namespace is ml-<lab>-node.
 const nodePodName = "node"
 
-var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,18}[a-z0-9])?$`)
+var nameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,18}[a-z0-9])?$`) })
 
 // ValidateName reports whether name can name a lab: lowercase letters, digits and '-',
 // at most 20 characters, so that namespace names stay readable.
 func ValidateName(name string) error {
-	if !nameRE.MatchString(name) {
+	if !nameRE().MatchString(name) {
 		return fmt.Errorf("invalid lab name %q: use 1-20 lowercase letters, digits or '-', starting and ending with a letter or digit", name)
 	}
 	return nil

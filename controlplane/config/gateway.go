@@ -21,12 +21,14 @@ import (
 // selecting `istio: ingressgateway` brings istio-system/istio-ingressgateway, one
 // selecting `istio: egressgateway` brings istio-egressgateway.
 
-var gatewayFields = fieldSet(strings.Join([]string{
-	"selector servers",
-	expand("servers", "port hosts tls name"),
-	expand("servers.port", "number protocol name"),
-	expand("servers.tls", "mode credentialName"),
-}, " "))
+var gatewayFields = lazyFields(func() string {
+	return strings.Join([]string{
+		"selector servers",
+		expand("servers", "port hosts tls name"),
+		expand("servers.port", "number protocol name"),
+		expand("servers.tls", "mode credentialName"),
+	}, " ")
+})
 
 // gatewayProtocols are the server protocols meshlab serves, as Istio spells them.
 var gatewayProtocols = []string{"HTTP", "HTTP2", "GRPC", "HTTPS", "TCP", "TLS"}
@@ -37,7 +39,7 @@ const gatewayNamespace = "istio-system"
 // validateGateway checks a Gateway on its own, as Istio's ValidateGateway, refusing what
 // meshlab does not serve by name.
 func validateGateway(gw *networking.Gateway, p problems) {
-	refuseUnimplemented(gw.ProtoReflect(), gatewayFields, "Gateway", p)
+	refuseUnimplemented(gw.ProtoReflect(), gatewayFields(), "Gateway", p)
 	if len(gw.GetSelector()) == 0 {
 		p.addf("spec.selector", "is required: meshlab's gateways are %s and %s", describeGateway(model.IngressGatewayName), describeGateway(model.EgressGatewayName))
 	} else if len(selectedGateways(gw)) == 0 {

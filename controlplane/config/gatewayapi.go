@@ -51,38 +51,42 @@ var gatewayAPIRefused = []string{"GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute"
 // The fields meshlab implements, by path below spec (list indexes dropped); any other
 // field set is refused by name.
 var (
-	gatewayClassFields = fieldSet("controllerName description")
-	kubeGatewayFields  = fieldSet(strings.Join([]string{
-		"gatewayClassName listeners",
-		expand("listeners", "name hostname port protocol allowedRoutes tls"),
-		expand("listeners.tls", "mode certificateRefs"),
-		expand("listeners.tls.certificateRefs", "group kind name namespace"),
-		expand("listeners.allowedRoutes", "namespaces kinds"),
-		expand("listeners.allowedRoutes.namespaces", "from selector"),
-		expand("listeners.allowedRoutes.namespaces.selector", "matchLabels matchLabels.*"),
-		expand("listeners.allowedRoutes.kinds", "group kind"),
-	}, " "))
-	httpRouteFields = fieldSet(strings.Join([]string{
-		"parentRefs hostnames rules",
-		expand("parentRefs", "group kind namespace name sectionName"),
-		expand("rules", "name matches filters backendRefs"),
-		expand("rules.matches", "path headers queryParams method"),
-		expand("rules.matches.path", "type value"),
-		expand("rules.matches.headers", "type name value"),
-		expand("rules.matches.queryParams", "type name value"),
-		expand("rules.filters", "type requestHeaderModifier responseHeaderModifier requestRedirect urlRewrite"),
-		expand("rules.filters.requestHeaderModifier", "set add remove"),
-		expand("rules.filters.requestHeaderModifier.set", "name value"),
-		expand("rules.filters.requestHeaderModifier.add", "name value"),
-		expand("rules.filters.responseHeaderModifier", "set add remove"),
-		expand("rules.filters.responseHeaderModifier.set", "name value"),
-		expand("rules.filters.responseHeaderModifier.add", "name value"),
-		expand("rules.filters.requestRedirect", "hostname path statusCode"),
-		expand("rules.filters.requestRedirect.path", "type replaceFullPath"),
-		expand("rules.filters.urlRewrite", "hostname path"),
-		expand("rules.filters.urlRewrite.path", "type replacePrefixMatch"),
-		expand("rules.backendRefs", "group kind name namespace port weight"),
-	}, " "))
+	gatewayClassFields = lazyFields(func() string { return "controllerName description" })
+	kubeGatewayFields  = lazyFields(func() string {
+		return strings.Join([]string{
+			"gatewayClassName listeners",
+			expand("listeners", "name hostname port protocol allowedRoutes tls"),
+			expand("listeners.tls", "mode certificateRefs"),
+			expand("listeners.tls.certificateRefs", "group kind name namespace"),
+			expand("listeners.allowedRoutes", "namespaces kinds"),
+			expand("listeners.allowedRoutes.namespaces", "from selector"),
+			expand("listeners.allowedRoutes.namespaces.selector", "matchLabels matchLabels.*"),
+			expand("listeners.allowedRoutes.kinds", "group kind"),
+		}, " ")
+	})
+	httpRouteFields = lazyFields(func() string {
+		return strings.Join([]string{
+			"parentRefs hostnames rules",
+			expand("parentRefs", "group kind namespace name sectionName"),
+			expand("rules", "name matches filters backendRefs"),
+			expand("rules.matches", "path headers queryParams method"),
+			expand("rules.matches.path", "type value"),
+			expand("rules.matches.headers", "type name value"),
+			expand("rules.matches.queryParams", "type name value"),
+			expand("rules.filters", "type requestHeaderModifier responseHeaderModifier requestRedirect urlRewrite"),
+			expand("rules.filters.requestHeaderModifier", "set add remove"),
+			expand("rules.filters.requestHeaderModifier.set", "name value"),
+			expand("rules.filters.requestHeaderModifier.add", "name value"),
+			expand("rules.filters.responseHeaderModifier", "set add remove"),
+			expand("rules.filters.responseHeaderModifier.set", "name value"),
+			expand("rules.filters.responseHeaderModifier.add", "name value"),
+			expand("rules.filters.requestRedirect", "hostname path statusCode"),
+			expand("rules.filters.requestRedirect.path", "type replaceFullPath"),
+			expand("rules.filters.urlRewrite", "hostname path"),
+			expand("rules.filters.urlRewrite.path", "type replacePrefixMatch"),
+			expand("rules.backendRefs", "group kind name namespace port weight"),
+		}, " ")
+	})
 )
 
 // isGatewayAPI reports whether apiVersion is of the Gateway API group.
@@ -113,19 +117,19 @@ func decodeGatewayAPI(top map[string]any, js []byte, o *Object, p problems) {
 	switch strings.TrimSuffix(o.Origin.Kind, "."+gatewayAPIGroup) {
 	case "GatewayClass":
 		gc := &gwv1.GatewayClass{}
-		if decodeStrict(top, js, gc, p) && refuseGatewayAPIFields(spec, gatewayClassFields, "GatewayClass", p) {
+		if decodeStrict(top, js, gc, p) && refuseGatewayAPIFields(spec, gatewayClassFields(), "GatewayClass", p) {
 			o.GatewayClass = gc
 			validateGatewayClass(gc, p)
 		}
 	case "Gateway":
 		gw := &gwv1.Gateway{}
-		if decodeStrict(top, js, gw, p) && refuseGatewayAPIFields(spec, kubeGatewayFields, "Gateway", p) {
+		if decodeStrict(top, js, gw, p) && refuseGatewayAPIFields(spec, kubeGatewayFields(), "Gateway", p) {
 			o.KubeGateway = gw
 			validateKubeGateway(gw, o.Origin.Namespace, p)
 		}
 	case "HTTPRoute":
 		hr := &gwv1.HTTPRoute{}
-		if decodeStrict(top, js, hr, p) && refuseGatewayAPIFields(spec, httpRouteFields, "HTTPRoute", p) {
+		if decodeStrict(top, js, hr, p) && refuseGatewayAPIFields(spec, httpRouteFields(), "HTTPRoute", p) {
 			o.HTTPRoute = hr
 			validateKubeHTTPRoute(hr, o.Origin.Namespace, p)
 		}

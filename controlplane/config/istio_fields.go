@@ -1,75 +1,90 @@
 package config
 
-import "strings"
+import (
+	"strings"
+	"sync"
+)
 
 // The Istio fields meshlab implements, by path of JSON names with list indexes dropped and
 // map keys as "*". Every other field set in an object is refused by name.
 var (
-	virtualServiceFields  = fieldSet(virtualServicePaths)
-	destinationRuleFields = fieldSet(destinationRulePaths)
-	serviceEntryFields    = fieldSet(serviceEntryPaths)
-	meshConfigFields      = fieldSet("outboundTrafficPolicy outboundTrafficPolicy.mode rootNamespace accessLogFile accessLogEncoding accessLogFormat")
+	virtualServiceFields  = lazyFields(virtualServicePaths)
+	destinationRuleFields = lazyFields(destinationRulePaths)
+	serviceEntryFields    = lazyFields(serviceEntryPaths)
+	meshConfigFields      = lazyFields(func() string {
+		return "outboundTrafficPolicy outboundTrafficPolicy.mode rootNamespace accessLogFile accessLogEncoding accessLogFormat"
+	})
 
-	peerAuthenticationFields  = fieldSet(peerAuthenticationPaths)
-	authorizationPolicyFields = fieldSet(authorizationPolicyPaths)
+	peerAuthenticationFields  = lazyFields(peerAuthenticationPaths)
+	authorizationPolicyFields = lazyFields(authorizationPolicyPaths)
 )
 
 const stringMatch = "exact prefix regex"
 
-var virtualServicePaths = strings.Join([]string{
-	"hosts gateways http tcp tls",
-	"http.name http.match http.route http.timeout http.retries http.fault http.rewrite http.redirect",
-	"http.mirror http.mirrorPercentage http.mirrorPercentage.value http.headers",
-	expand("http.match", "name uri headers queryParams method sourceLabels port gateways"),
-	expand("http.match.uri", stringMatch),
-	expand("http.match.headers.*", stringMatch),
-	expand("http.match.queryParams.*", stringMatch),
-	expand("http.match.method", stringMatch),
-	expand("http.route", "destination weight headers"),
-	destination("http.route.destination"),
-	headerOps("http.route.headers"),
-	headerOps("http.headers"),
-	expand("http.retries", "attempts perTryTimeout retryOn"),
-	expand("http.fault", "delay abort"),
-	expand("http.fault.delay", "fixedDelay percent percentage percentage.value"),
-	expand("http.fault.abort", "httpStatus percentage percentage.value"),
-	expand("http.rewrite", "uri authority"),
-	expand("http.redirect", "uri authority redirectCode"),
-	destination("http.mirror"),
-	expand("tcp", "match route"),
-	expand("tcp.match", "port"),
-	expand("tcp.route", "destination weight"),
-	destination("tcp.route.destination"),
-	expand("tls", "match route"),
-	expand("tls.match", "sniHosts port gateways"),
-	expand("tls.route", "destination weight"),
-	destination("tls.route.destination"),
-}, " ")
+func virtualServicePaths() string {
+	return strings.Join([]string{
+		"hosts gateways http tcp tls",
+		"http.name http.match http.route http.timeout http.retries http.fault http.rewrite http.redirect",
+		"http.mirror http.mirrorPercentage http.mirrorPercentage.value http.headers",
+		expand("http.match", "name uri headers queryParams method sourceLabels port gateways"),
+		expand("http.match.uri", stringMatch),
+		expand("http.match.headers.*", stringMatch),
+		expand("http.match.queryParams.*", stringMatch),
+		expand("http.match.method", stringMatch),
+		expand("http.route", "destination weight headers"),
+		destination("http.route.destination"),
+		headerOps("http.route.headers"),
+		headerOps("http.headers"),
+		expand("http.retries", "attempts perTryTimeout retryOn"),
+		expand("http.fault", "delay abort"),
+		expand("http.fault.delay", "fixedDelay percent percentage percentage.value"),
+		expand("http.fault.abort", "httpStatus percentage percentage.value"),
+		expand("http.rewrite", "uri authority"),
+		expand("http.redirect", "uri authority redirectCode"),
+		destination("http.mirror"),
+		expand("tcp", "match route"),
+		expand("tcp.match", "port"),
+		expand("tcp.route", "destination weight"),
+		destination("tcp.route.destination"),
+		expand("tls", "match route"),
+		expand("tls.match", "sniHosts port gateways"),
+		expand("tls.route", "destination weight"),
+		destination("tls.route.destination"),
+	}, " ")
+}
 
-var destinationRulePaths = strings.Join([]string{
-	"host subsets trafficPolicy",
-	expand("subsets", "name labels trafficPolicy"),
-	trafficPolicy("trafficPolicy", true),
-	trafficPolicy("subsets.trafficPolicy", true),
-}, " ")
+func destinationRulePaths() string {
+	return strings.Join([]string{
+		"host subsets trafficPolicy",
+		expand("subsets", "name labels trafficPolicy"),
+		trafficPolicy("trafficPolicy", true),
+		trafficPolicy("subsets.trafficPolicy", true),
+	}, " ")
+}
 
-var serviceEntryPaths = strings.Join([]string{
-	"hosts addresses ports location resolution endpoints",
-	expand("ports", "number protocol name targetPort"),
-	expand("endpoints", "address ports labels"),
-}, " ")
+func serviceEntryPaths() string {
+	return strings.Join([]string{
+		"hosts addresses ports location resolution endpoints",
+		expand("ports", "number protocol name targetPort"),
+		expand("endpoints", "address ports labels"),
+	}, " ")
+}
 
-var peerAuthenticationPaths = strings.Join([]string{
-	"selector selector.matchLabels mtls mtls.mode portLevelMtls portLevelMtls.*.mode",
-}, " ")
+func peerAuthenticationPaths() string {
+	return strings.Join([]string{
+		"selector selector.matchLabels mtls mtls.mode portLevelMtls portLevelMtls.*.mode",
+	}, " ")
+}
 
-var authorizationPolicyPaths = strings.Join([]string{
-	"selector selector.matchLabels action rules",
-	expand("rules", "from to when"),
-	"rules.from.source " + expand("rules.from.source", "principals notPrincipals namespaces notNamespaces requestPrincipals notRequestPrincipals ipBlocks notIpBlocks remoteIpBlocks notRemoteIpBlocks"),
-	"rules.to.operation " + expand("rules.to.operation", "methods notMethods paths notPaths ports notPorts"),
-	expand("rules.when", "key values notValues"),
-}, " ")
+func authorizationPolicyPaths() string {
+	return strings.Join([]string{
+		"selector selector.matchLabels action rules",
+		expand("rules", "from to when"),
+		"rules.from.source " + expand("rules.from.source", "principals notPrincipals namespaces notNamespaces requestPrincipals notRequestPrincipals ipBlocks notIpBlocks remoteIpBlocks notRemoteIpBlocks"),
+		"rules.to.operation " + expand("rules.to.operation", "methods notMethods paths notPaths ports notPorts"),
+		expand("rules.when", "key values notValues"),
+	}, " ")
+}
 
 func destination(prefix string) string {
 	return prefix + " " + expand(prefix, "host subset port port.number")
@@ -104,6 +119,13 @@ func expand(prefix, names string) string {
 		f[i] = prefix + "." + n
 	}
 	return strings.Join(f, " ")
+}
+
+// lazyFields is the fieldSet of paths, built on first use: a table built at package init
+// would be built (and kept) in every process of the binary, every pod's agent, proxy and
+// app too.
+func lazyFields(paths func() string) func() map[string]bool {
+	return sync.OnceValue(func() map[string]bool { return fieldSet(paths()) })
 }
 
 func fieldSet(paths string) map[string]bool {

@@ -21,13 +21,13 @@ func TestEveryUnimplementedFieldIsRefused(t *testing.T) {
 		msg  proto.Message
 		set  map[string]bool
 	}{
-		{"VirtualService", &networking.VirtualService{}, virtualServiceFields},
-		{"DestinationRule", &networking.DestinationRule{}, destinationRuleFields},
-		{"ServiceEntry", &networking.ServiceEntry{}, serviceEntryFields},
-		{"MeshConfig", &meshv1alpha1.MeshConfig{}, meshConfigFields},
-		{"PeerAuthentication", &security.PeerAuthentication{}, peerAuthenticationFields},
-		{"AuthorizationPolicy", &security.AuthorizationPolicy{}, authorizationPolicyFields},
-		{"RequestAuthentication", &security.RequestAuthentication{}, requestAuthenticationFields},
+		{"VirtualService", &networking.VirtualService{}, virtualServiceFields()},
+		{"DestinationRule", &networking.DestinationRule{}, destinationRuleFields()},
+		{"ServiceEntry", &networking.ServiceEntry{}, serviceEntryFields()},
+		{"MeshConfig", &meshv1alpha1.MeshConfig{}, meshConfigFields()},
+		{"PeerAuthentication", &security.PeerAuthentication{}, peerAuthenticationFields()},
+		{"AuthorizationPolicy", &security.AuthorizationPolicy{}, authorizationPolicyFields()},
+		{"RequestAuthentication", &security.RequestAuthentication{}, requestAuthenticationFields()},
 	}
 	for _, k := range kinds {
 		var chains [][]protoreflect.FieldDescriptor

@@ -384,7 +384,7 @@ func TestImplementedFieldsExist(t *testing.T) {
 	t.Parallel()
 	// Exercised through TestLoadIstioEveryImplementedField for the common paths; here
 	// check that each set's top-level names are real fields.
-	for kind, set := range map[string]map[string]bool{"vs": virtualServiceFields, "dr": destinationRuleFields, "se": serviceEntryFields} {
+	for kind, set := range map[string]map[string]bool{"vs": virtualServiceFields(), "dr": destinationRuleFields(), "se": serviceEntryFields()} {
 		if len(set) < 5 {
 			t.Errorf("%s: only %d implemented fields", kind, len(set))
 		}

@@ -18,7 +18,7 @@ import (
 
 // validateVirtualService checks a VirtualService on its own.
 func validateVirtualService(vs *networking.VirtualService, p problems) {
-	refuseUnimplemented(vs.ProtoReflect(), virtualServiceFields, "VirtualService", p)
+	refuseUnimplemented(vs.ProtoReflect(), virtualServiceFields(), "VirtualService", p)
 	checkVirtualServiceGateways(vs, p)
 	if len(vs.GetHttp()) == 0 && len(vs.GetTcp()) == 0 && len(vs.GetTls()) == 0 {
 		p.addf("spec", "at least one http, tcp or tls route is required")
@@ -134,7 +134,7 @@ func validateHTTPRoute(r *networking.HTTPRoute, f string, p problems) {
 
 // validateDestinationRule checks a DestinationRule on its own.
 func validateDestinationRule(dr *networking.DestinationRule, p problems) {
-	refuseUnimplemented(dr.ProtoReflect(), destinationRuleFields, "DestinationRule", p)
+	refuseUnimplemented(dr.ProtoReflect(), destinationRuleFields(), "DestinationRule", p)
 	if dr.GetHost() == "" {
 		p.addf("spec.host", "is required")
 	} else {
@@ -204,7 +204,7 @@ func checkTrafficPolicy(tp *networking.TrafficPolicy, f string, p problems) {
 
 // validateServiceEntry checks a ServiceEntry on its own.
 func validateServiceEntry(se *networking.ServiceEntry, p problems) {
-	refuseUnimplemented(se.ProtoReflect(), serviceEntryFields, "ServiceEntry", p)
+	refuseUnimplemented(se.ProtoReflect(), serviceEntryFields(), "ServiceEntry", p)
 	checkHosts(se.GetHosts(), "spec.hosts", p)
 	for i, a := range se.GetAddresses() {
 		if addr, err := netip.ParseAddr(a); err != nil || !addr.Is4() {

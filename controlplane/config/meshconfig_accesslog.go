@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 
@@ -13,7 +14,7 @@ import (
 
 // accessLogOperator is the shape of one Envoy command operator: a name, an optional
 // parenthesised argument and an optional :max_length.
-var accessLogOperator = regexp.MustCompile(`^[A-Z][A-Z0-9_]*(\([^)]*\))?(:[0-9]+)?$`)
+var accessLogOperator = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Z][A-Z0-9_]*(\([^)]*\))?(:[0-9]+)?$`) })
 
 // validateAccessLog checks a MeshConfig's accessLogFile, accessLogEncoding and
 // accessLogFormat as Istio reads them: the format is an Envoy format string for TEXT and a
@@ -73,7 +74,7 @@ func checkTextLogFormat(s string) string {
 		if end < 0 {
 			return fmt.Sprintf("unterminated command operator at position %d (write %%%% for a literal %%)", i)
 		}
-		if cmd := s[i+1 : i+1+end]; !accessLogOperator.MatchString(cmd) {
+		if cmd := s[i+1 : i+1+end]; !accessLogOperator().MatchString(cmd) {
 			return fmt.Sprintf("%q is not a command operator (OPERATOR, OPERATOR(arg) or OPERATOR(arg):length)", "%"+cmd+"%")
 		}
 		i += end + 1

@@ -19,18 +19,20 @@ import (
 // jwksUri in every rule, a jwksUri istiod could fetch (http or https), inline jwks
 // that parse as a JSON Web Key Set, non-empty audiences, locations and claim headers.
 
-var requestAuthenticationPaths = strings.Join([]string{
-	"selector selector.matchLabels jwtRules",
-	expand("jwtRules", "issuer audiences jwksUri jwks fromHeaders fromParams outputPayloadToHeader forwardOriginalToken outputClaimToHeaders"),
-	expand("jwtRules.fromHeaders", "name prefix"),
-	expand("jwtRules.outputClaimToHeaders", "header claim"),
-}, " ")
+func requestAuthenticationPaths() string {
+	return strings.Join([]string{
+		"selector selector.matchLabels jwtRules",
+		expand("jwtRules", "issuer audiences jwksUri jwks fromHeaders fromParams outputPayloadToHeader forwardOriginalToken outputClaimToHeaders"),
+		expand("jwtRules.fromHeaders", "name prefix"),
+		expand("jwtRules.outputClaimToHeaders", "header claim"),
+	}, " ")
+}
 
-var requestAuthenticationFields = fieldSet(requestAuthenticationPaths)
+var requestAuthenticationFields = lazyFields(requestAuthenticationPaths)
 
 // validateRequestAuthentication checks a RequestAuthentication on its own.
 func validateRequestAuthentication(ra *security.RequestAuthentication, p problems) {
-	refuseUnimplemented(ra.ProtoReflect(), requestAuthenticationFields, "RequestAuthentication", p)
+	refuseUnimplemented(ra.ProtoReflect(), requestAuthenticationFields(), "RequestAuthentication", p)
 	checkSelector(ra.GetSelector(), "spec.selector", p)
 	for i, r := range ra.GetJwtRules() {
 		checkJWTRule(r, fmt.Sprintf("spec.jwtRules[%d]", i), p)

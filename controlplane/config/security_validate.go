@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 	security "istio.io/api/security/v1beta1"
@@ -20,7 +21,7 @@ import (
 
 // validateMeshConfig checks a MeshConfig on its own.
 func validateMeshConfig(mc *meshv1alpha1.MeshConfig, p problems) {
-	refuseUnimplemented(mc.ProtoReflect(), meshConfigFields, "MeshConfig", p)
+	refuseUnimplemented(mc.ProtoReflect(), meshConfigFields(), "MeshConfig", p)
 	if ns := mc.GetRootNamespace(); ns != "" {
 		checkName(p, "spec.rootNamespace", ns, 63)
 	}
@@ -29,7 +30,7 @@ func validateMeshConfig(mc *meshv1alpha1.MeshConfig, p problems) {
 
 // validatePeerAuthentication checks a PeerAuthentication on its own.
 func validatePeerAuthentication(pa *security.PeerAuthentication, p problems) {
-	refuseUnimplemented(pa.ProtoReflect(), peerAuthenticationFields, "PeerAuthentication", p)
+	refuseUnimplemented(pa.ProtoReflect(), peerAuthenticationFields(), "PeerAuthentication", p)
 	checkSelector(pa.GetSelector(), "spec.selector", p)
 	if pa.GetMtls() != nil {
 		checkMTLSMode(pa.GetMtls().GetMode(), "spec.mtls.mode", p)
@@ -83,7 +84,7 @@ func checkSelector(sel *typev1beta1.WorkloadSelector, f string, p problems) {
 
 // validateAuthorizationPolicy checks an AuthorizationPolicy on its own.
 func validateAuthorizationPolicy(ap *security.AuthorizationPolicy, p problems) {
-	refuseUnimplemented(ap.ProtoReflect(), authorizationPolicyFields, "AuthorizationPolicy", p)
+	refuseUnimplemented(ap.ProtoReflect(), authorizationPolicyFields(), "AuthorizationPolicy", p)
 	checkSelector(ap.GetSelector(), "spec.selector", p)
 	switch a := ap.GetAction(); a {
 	case security.AuthorizationPolicy_ALLOW, security.AuthorizationPolicy_DENY:
@@ -186,8 +187,8 @@ func checkOperation(op *security.Operation, f string, p problems) {
 // (nested claims as [a][b]), request.auth.principal, request.auth.audiences,
 // request.auth.presenter, source.ip and remote.ip.
 var (
-	whenHeaderKey = regexp.MustCompile(`^request\.headers\[([^\[\]]+)\]$`)
-	whenClaimKey  = regexp.MustCompile(`^request\.auth\.claims(\[[^\[\]]+\])+$`)
+	whenHeaderKey = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^request\.headers\[([^\[\]]+)\]$`) })
+	whenClaimKey  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^request\.auth\.claims(\[[^\[\]]+\])+$`) })
 )
 
 // Condition keys with a fixed name.
@@ -206,7 +207,7 @@ func checkCondition(c *security.Condition, f string, p problems) {
 		p.addf(f+".key", "is required")
 	case k == whenSourceIP || k == whenRemoteIP:
 		ips = true
-	case whenHeaderKey.MatchString(k), whenClaimKey.MatchString(k),
+	case whenHeaderKey().MatchString(k), whenClaimKey().MatchString(k),
 		k == whenRequestPrincipal, k == whenRequestAudiences, k == whenRequestPresenter:
 	default:
 		p.addf(f+".key", "%q is not supported by meshlab (supported keys: request.headers[<name>], request.auth.claims[<name>], request.auth.principal, request.auth.audiences, request.auth.presenter, source.ip, remote.ip)", k)

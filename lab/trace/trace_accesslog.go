@@ -29,7 +29,9 @@ type accessLogEntry struct {
 
 // istioTextLine matches a line of Istio's default TEXT access log format
 // (controlplane/xds.IstioTextLogFormat).
-var istioTextLine = regexp.MustCompile(`^\[[^\]]*\] "[^"]*" (\S+) (\S+) \S+ \S+ "[^"]*" \S+ \S+ (\S+) (\S+) "[^"]*" "[^"]*" "[^"]*" "[^"]*" "([^"]*)" (\S+) \S+ \S+ \S+ \S+ (\S+)$`)
+var istioTextLine = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^\[[^\]]*\] "[^"]*" (\S+) (\S+) \S+ \S+ "[^"]*" \S+ \S+ (\S+) (\S+) "[^"]*" "[^"]*" "[^"]*" "[^"]*" "([^"]*)" (\S+) \S+ \S+ \S+ \S+ (\S+)$`)
+})
 
 // parseAccessLogLine reads the fields a trace needs from a line in Istio's default TEXT
 // or JSON format; a line in another format keeps only Raw.
@@ -69,7 +71,7 @@ func parseAccessLogLine(line string) accessLogEntry {
 		e.DurationMs, e.UpstreamServiceTimeMs = num(str("duration")), num(str("upstream_service_time"))
 		return e
 	}
-	m := istioTextLine.FindStringSubmatch(line)
+	m := istioTextLine().FindStringSubmatch(line)
 	if m == nil {
 		return e
 	}

@@ -4,15 +4,16 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/meshlab/meshlab/api"
 )
 
 // counterLine matches one rule of `iptables-save -c`: "[packets:bytes] -A CHAIN spec".
-var counterLine = regexp.MustCompile(`^\[(\d+):\d+\] -A (\S+) (.*)$`)
+var counterLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^\[(\d+):\d+\] -A (\S+) (.*)$`) })
 
 // commentArg finds a rule's -m comment, quoted or not, as iptables-save prints it.
-var commentArg = regexp.MustCompile(`--comment (?:"((?:[^"\\]|\\.)*)"|(\S+))`)
+var commentArg = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`--comment (?:"((?:[^"\\]|\\.)*)"|(\S+))`) })
 
 // savedRule is one rule of a table with its packet counter.
 type savedRule struct {
@@ -31,7 +32,7 @@ func parseCounters(save string) []savedRule {
 			table = t
 			continue
 		}
-		m := counterLine.FindStringSubmatch(line)
+		m := counterLine().FindStringSubmatch(line)
 		if m == nil {
 			continue
 		}
@@ -71,7 +72,7 @@ func ruleDeltas(before, after []savedRule) []api.TraceRule {
 
 // ruleComment returns the rule's -m comment, unquoted.
 func ruleComment(spec string) string {
-	m := commentArg.FindStringSubmatch(spec)
+	m := commentArg().FindStringSubmatch(spec)
 	if m == nil {
 		return ""
 	}
