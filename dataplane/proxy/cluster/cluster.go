@@ -105,7 +105,11 @@ type Cluster struct {
 	transport *http.Transport
 	h1        *h1Pool          // HTTP/1.1 requests with replayable bodies; nil for HTTP/2
 	h2        *http2.Transport //nolint:staticcheck // see newCluster: net/http has no equivalent; set for an HTTP/2 cluster, which sends every request on it
-	perHost   sync.Map         // hostKey -> *hostState
+	// perHost is read several times per request (pick, admit, send, report): a plain
+	// map under a read lock, as a sync.Map would box every hostKey into an interface,
+	// one allocation per lookup.
+	perHostMu sync.RWMutex
+	perHost   map[hostKey]*hostState
 	breaker   *breaker
 	outlier   *outlier // nil without outlier_detection
 	secrets   *tlsctx.Store
@@ -116,6 +120,7 @@ type Cluster struct {
 // hostState is what the cluster tracks per upstream host: /clusters counters, active
 // requests (LEAST_REQUEST) and outlier detection state (guarded by outlier.mu).
 type hostState struct {
+	addr                                         string // the host's address as a URL host, formatted once
 	cxTotal, cxActive, cxFail, rqTotal, rqActive atomic.Int64
 	ejected                                      atomic.Bool
 	consecutive5xx, consecutiveGw, numEjections  uint32
@@ -386,11 +391,26 @@ func (c *Cluster) handshake(ctx context.Context, conn net.Conn, ctxTLS *tlsctx.C
 
 func (c *Cluster) hostState(h Host) *hostState {
 	k := h.key()
-	if v, ok := c.perHost.Load(k); ok {
-		return v.(*hostState)
+	c.perHostMu.RLock()
+	hs, ok := c.perHost[k]
+	c.perHostMu.RUnlock()
+	if ok {
+		return hs
 	}
-	v, _ := c.perHost.LoadOrStore(k, &hostState{})
-	return v.(*hostState)
+	c.perHostMu.Lock()
+	defer c.perHostMu.Unlock()
+	if hs, ok := c.perHost[k]; ok {
+		return hs
+	}
+	if c.perHost == nil {
+		c.perHost = map[hostKey]*hostState{}
+	}
+	hs = &hostState{}
+	if h.Pipe == "" {
+		hs.addr = h.Addr.String()
+	}
+	c.perHost[k] = hs
+	return hs
 }
 
 // dialForTransport dials the host named by the request URL's host, which RoundTrip set
@@ -458,9 +478,9 @@ func (c *Cluster) RoundTripUpstream(req *http.Request, h Host, up *UpstreamInfo)
 	if tc, _ := c.cfg.Transport(h); tc != nil && h2 {
 		req.URL.Scheme = "https" // Envoy's upstream :scheme follows the transport socket
 	}
-	req.URL.Host = h.Addr.String()
-	c.stats.UpstreamRqTotal.Inc()
 	hs := c.hostState(h)
+	req.URL.Host = hs.addr
+	c.stats.UpstreamRqTotal.Inc()
 	hs.rqTotal.Add(1)
 	hs.rqActive.Add(1)
 	c.stats.UpstreamRqActive.Inc()
@@ -495,10 +515,7 @@ func (c *Cluster) RoundTripUpstream(req *http.Request, h Host, up *UpstreamInfo)
 		c.stats.UpstreamRqActive.Dec()
 		return nil, err
 	}
-	resp.Body = &doneBody{ReadCloser: resp.Body, done: func() {
-		hs.rqActive.Add(-1)
-		c.stats.UpstreamRqActive.Dec()
-	}}
+	resp.Body = &doneBody{ReadCloser: resp.Body, c: c, hs: hs}
 	return resp, nil
 }
 
@@ -514,17 +531,23 @@ func (c *Cluster) countRequest(req *http.Request, conn net.Conn) {
 	}
 }
 
+// doneBody ends the request's rq_active (the host's and the cluster's) when its
+// response body is closed, once.
 type doneBody struct {
 	io.ReadCloser
-	once sync.Once
-	done func()
+	c      *Cluster
+	hs     *hostState
+	closed atomic.Bool
 }
 
 // Unwrap returns the transport's body: after a 101 it is the upgraded connection.
 func (b *doneBody) Unwrap() io.ReadCloser { return b.ReadCloser }
 
 func (b *doneBody) Close() error {
-	b.once.Do(b.done)
+	if b.closed.CompareAndSwap(false, true) {
+		b.hs.rqActive.Add(-1)
+		b.c.stats.UpstreamRqActive.Dec()
+	}
 	return b.ReadCloser.Close()
 }
 

@@ -295,9 +295,7 @@ func (rt *router) respond(x *exchange, a attempt) int {
 	if rt.cfg.Peer != nil {
 		rt.cfg.Peer.OnResponse(h, &x.peer)
 	}
-	for _, k := range hopByHop {
-		h.Del(k)
-	}
+	delHopByHop(h)
 	if x.weighted != nil {
 		x.weighted.Headers.resp.apply(h, nil)
 	}

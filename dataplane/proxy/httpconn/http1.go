@@ -65,13 +65,16 @@ type h1Conn struct {
 	draining atomic.Bool // the next response is the connection's last
 	drainOne sync.Once
 
-	// The disconnect watch of the request being served.
-	watchMu    sync.Mutex
-	watchOpen  bool   // a request is being served: its watch may be armed
-	watchGen   uint64 // counts armed watches, so a late timer of an earlier request does nothing
-	watchTimer *time.Timer
-	watchDone  chan struct{} // closed when the watch goroutine returned; nil if none ran
-	aborting   atomic.Bool
+	// The disconnect watch of the request being served. One timer per connection, reset
+	// for each request (a timer per request was two allocations and a timer heap entry).
+	watchMu     sync.Mutex
+	watchOpen   bool // a request is being served: its watch may be armed
+	watchArmed  bool // the timer runs for the request being served
+	watchAt     time.Time
+	watchCancel context.CancelFunc
+	watchTimer  *time.Timer   // nil until the connection's first request armed it
+	watchDone   chan struct{} // closed when the watch goroutine returned; nil if none ran
+	aborting    atomic.Bool
 }
 
 // headLimiter reads from the connection, failing with errHeadTooLarge once more than
@@ -294,38 +297,48 @@ func (c *h1Conn) codecError(err error) {
 func (c *h1Conn) armWatch(cancel context.CancelFunc) {
 	c.watchMu.Lock()
 	defer c.watchMu.Unlock()
-	if !c.watchOpen || c.watchTimer != nil {
+	if !c.watchOpen || c.watchArmed {
 		return
 	}
-	c.watchGen++
-	gen := c.watchGen
-	c.watchTimer = time.AfterFunc(disconnectWatchDelay, func() {
-		c.watchMu.Lock()
-		defer c.watchMu.Unlock()
-		if c.watchTimer == nil || c.watchGen != gen {
-			return // the request ended first
+	c.watchArmed, c.watchAt, c.watchCancel = true, time.Now(), cancel
+	if c.watchTimer == nil {
+		c.watchTimer = time.AfterFunc(disconnectWatchDelay, c.startWatch)
+	} else {
+		c.watchTimer.Reset(disconnectWatchDelay)
+	}
+}
+
+// startWatch is the watch timer's function: it starts watching the connection once the
+// request being served ran for disconnectWatchDelay. A late run of the timer armed for an
+// earlier request finds the request ended (not armed) or armed too recently, and does
+// nothing: the timer reset for this request runs it again.
+func (c *h1Conn) startWatch() {
+	c.watchMu.Lock()
+	defer c.watchMu.Unlock()
+	if !c.watchArmed || c.watchDone != nil || time.Since(c.watchAt) < disconnectWatchDelay {
+		return
+	}
+	done := make(chan struct{})
+	c.watchDone = done
+	cancel := c.watchCancel
+	go func() {
+		defer close(done)
+		// The request body is read to its end, so the next bytes are the next
+		// request (kept in the buffer) or the end of the connection.
+		if _, err := c.br.Peek(1); err != nil && !c.aborting.Load() {
+			cancel()
 		}
-		done := make(chan struct{})
-		c.watchDone = done
-		go func() {
-			defer close(done)
-			// The request body is read to its end, so the next bytes are the next
-			// request (kept in the buffer) or the end of the connection.
-			if _, err := c.br.Peek(1); err != nil && !c.aborting.Load() {
-				cancel()
-			}
-		}()
-	})
+	}()
 }
 
 // stopWatch ends the disconnect watch of the request that finished: the timer is
 // stopped, or the watching read is interrupted and waited for.
 func (c *h1Conn) stopWatch() {
 	c.watchMu.Lock()
-	t, done := c.watchTimer, c.watchDone
-	c.watchTimer, c.watchDone, c.watchOpen = nil, nil, false
+	armed, t, done := c.watchArmed, c.watchTimer, c.watchDone
+	c.watchArmed, c.watchCancel, c.watchDone, c.watchOpen = false, nil, nil, false
 	c.watchMu.Unlock()
-	if t == nil {
+	if !armed {
 		return
 	}
 	t.Stop()

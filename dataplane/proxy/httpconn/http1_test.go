@@ -3,6 +3,7 @@ package httpconn
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -191,6 +192,58 @@ func TestHTTP1ClientGoneCancelsTheUpstreamRequest(t *testing.T) {
 	}
 	if !strings.Contains(string(entry), " DC ") {
 		t.Errorf("access log %q lacks the DC flag", entry)
+	}
+}
+
+// TestHTTP1DisconnectWatchOnAKeptConnection: the connection's one watch timer serves
+// request after request: slow requests (watched) and fast ones (never watched) answer
+// on the same connection, nothing is cancelled while the client stays, and the last
+// request is still cancelled when the client goes away.
+func TestHTTP1DisconnectWatchOnAKeptConnection(t *testing.T) {
+	cancelled := make(chan string, 8)
+	up := backend(t, "", func(w http.ResponseWriter, r *http.Request) {
+		d, _ := time.ParseDuration(r.URL.Query().Get("d"))
+		select {
+		case <-r.Context().Done():
+			cancelled <- r.URL.RawQuery
+		case <-time.After(d):
+			_, _ = io.WriteString(w, r.URL.RawQuery)
+		}
+	})
+	l := newLab(t, []*cluster.Config{staticCluster(t, "up", up)}, routeTo(prefix("/"), to("up")))
+	c, err := net.Dial("tcp", l.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReader(c)
+	for i, d := range []string{"20ms", "0s", "15ms", "0s", "0s", "30ms"} {
+		q := fmt.Sprintf("d=%s&i=%d", d, i)
+		_, _ = io.WriteString(c, "GET /?"+q+" HTTP/1.1\r\nHost: a\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("request %d (%s): %v", i, q, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 || string(body) != q {
+			t.Fatalf("request %d: %d %q, want 200 %q", i, resp.StatusCode, body, q)
+		}
+	}
+	select {
+	case q := <-cancelled:
+		t.Fatalf("request %s was cancelled while its client stayed", q)
+	default:
+	}
+	_, _ = io.WriteString(c, "GET /?d=10s HTTP/1.1\r\nHost: a\r\n\r\n")
+	time.Sleep(50 * time.Millisecond) // the request reached the upstream
+	c.Close()
+	select {
+	case q := <-cancelled:
+		if q != "d=10s" {
+			t.Errorf("cancelled %q, want the last request", q)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the upstream request was not cancelled after the client went away")
 	}
 }
 

@@ -138,8 +138,16 @@ func (s *hcmStats) record(code int) {
 	s.rqDone.Inc()
 }
 
-// hopByHop are the headers Envoy never forwards.
+// hopByHop are the headers Envoy never forwards (in canonical form).
 var hopByHop = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade", "Te", "Trailer"}
+
+// delHopByHop removes the hop-by-hop headers from h: a map delete per name, as the
+// names are canonical already (Header.Del would canonicalize each again, every request).
+func delHopByHop(h http.Header) {
+	for _, k := range hopByHop {
+		delete(h, k)
+	}
+}
 
 // exchange is one request's state: what the access log and the stats report.
 type exchange struct {
@@ -433,15 +441,15 @@ func (rt *router) outgoing(x *exchange, timeout time.Duration) *http.Request {
 	out := r.Clone(r.Context())
 	out.RequestURI = ""
 	out.Close = false
-	for _, h := range hopByHop {
-		out.Header.Del(h)
-	}
+	delHopByHop(out.Header)
 	if teTrailers(r.Header) {
 		out.Header.Set("Te", "trailers") // the one TE value Envoy forwards (gRPC needs it)
 	}
-	for _, h := range strings.Split(r.Header.Get("Connection"), ",") {
-		if h = strings.TrimSpace(h); h != "" {
-			out.Header.Del(h)
+	if conn := r.Header.Get("Connection"); conn != "" {
+		for h := range strings.SplitSeq(conn, ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				out.Header.Del(h)
+			}
 		}
 	}
 	host := r.Host
