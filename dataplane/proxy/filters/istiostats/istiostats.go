@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/types/known/anypb"
@@ -92,11 +91,12 @@ type Config struct {
 	TCPReportInterval time.Duration
 	drop              map[string]bool
 	remove            map[string]map[string]bool // metric -> tag -> removed
-	// sets caches the metrics of each distinct request description (httpKey ->
-	// *httpSet), so a request resolves its four metrics with one map lookup instead of
-	// building 25 tags and four names; at most maxCachedSets entries.
-	sets  sync.Map
-	nsets atomic.Int64
+	// sets caches the metrics of each distinct request description, so a request
+	// resolves its four metrics with one map lookup instead of building 25 tags and four
+	// names; at most maxCachedSets entries. A plain map under a read lock: a sync.Map
+	// boxed the ~200-byte key into an interface, one allocation per request.
+	setsMu sync.RWMutex
+	sets   map[httpKey]*httpSet
 }
 
 const maxCachedSets = 4096
@@ -375,14 +375,24 @@ func (c *Config) RecordHTTP(st *stats.Store, s *Side, r *Request) {
 		route: s.RouteName, peerSAN: s.PeerSAN, localSAN: s.LocalSAN, endpoint: s.Endpoint, peer: s.Peer,
 		flags: r.Flags, grpcStatus: r.GRPCStatus, meta: s.ClusterIstio}
 	if cacheable {
-		if v, ok := c.sets.Load(k); ok {
-			v.(*httpSet).record(r)
+		c.setsMu.RLock()
+		set, ok := c.sets[k]
+		c.setsMu.RUnlock()
+		if ok {
+			set.record(r)
 			return
 		}
 	}
 	set := c.resolveHTTP(st, s, r)
-	if cacheable && c.nsets.Add(1) <= maxCachedSets {
-		c.sets.Store(k, set)
+	if cacheable {
+		c.setsMu.Lock()
+		if c.sets == nil {
+			c.sets = map[httpKey]*httpSet{}
+		}
+		if len(c.sets) < maxCachedSets {
+			c.sets[k] = set
+		}
+		c.setsMu.Unlock()
 	}
 	set.record(r)
 }

@@ -3,7 +3,6 @@ package peer
 import (
 	"net/http"
 	"sync"
-	"sync/atomic"
 
 	"google.golang.org/protobuf/types/known/structpb"
 )
@@ -83,13 +82,14 @@ func (f *HTTPFilter) OnResponse(h http.Header, st *HTTPState) {
 	}
 }
 
-// headerCache holds parsed x-envoy-peer-metadata values (string -> *Workload), as
-// istio-proxy caches peers by id: a sidecar sees few distinct peers, and parsing is a
-// base64 decode and a protobuf unmarshal per request otherwise. Bounded: it is emptied
-// when it reaches maxCachedPeers.
+// headerCache holds parsed x-envoy-peer-metadata values, as istio-proxy caches peers
+// by id: a sidecar sees few distinct peers, and parsing is a base64 decode and a
+// protobuf unmarshal per request otherwise. Bounded: it is emptied when it reaches
+// maxCachedPeers. A plain map under a read lock (a sync.Map boxed the ~1 KB key into an
+// interface on every lookup).
 var (
-	headerCache sync.Map
-	cachedPeers atomic.Int64
+	headerMu    sync.RWMutex
+	headerCache = map[string]*Workload{}
 )
 
 const maxCachedPeers = 1024
@@ -100,17 +100,21 @@ func parseCached(v string, extra []string) (*Workload, bool) {
 	if len(extra) > 0 {
 		return ParseHeader(v, extra)
 	}
-	if w, ok := headerCache.Load(v); ok {
-		return w.(*Workload), true
+	headerMu.RLock()
+	w, ok := headerCache[v]
+	headerMu.RUnlock()
+	if ok {
+		return w, true
 	}
-	w, ok := ParseHeader(v, nil)
+	w, ok = ParseHeader(v, nil)
 	if !ok {
 		return nil, false
 	}
-	if cachedPeers.Add(1) > maxCachedPeers {
-		headerCache.Clear()
-		cachedPeers.Store(1)
+	headerMu.Lock()
+	if len(headerCache) >= maxCachedPeers {
+		clear(headerCache)
 	}
-	headerCache.Store(v, w)
+	headerCache[v] = w
+	headerMu.Unlock()
 	return w, true
 }
