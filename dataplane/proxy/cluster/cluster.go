@@ -487,22 +487,25 @@ func (c *Cluster) RoundTripUpstream(req *http.Request, h Host, up *UpstreamInfo)
 	var resp *http.Response
 	var err error
 	if !h2 && c.h1 != nil && c.h1.handles(req) {
-		resp, err = c.h1.roundTrip(req, func(conn net.Conn) {
+		r1 := req // the closure's own: capturing req, which the other branch reassigns, moved it to the heap
+		resp, err = c.h1.roundTrip(r1, func(conn net.Conn) {
 			if up != nil {
 				up.LocalAddr, up.Conn = conn.LocalAddr(), conn
 			}
-			c.countRequest(req, conn)
+			c.countRequest(r1, conn)
 		})
 	} else {
 		if c.cfg.MaxRequestsPerConnection > 0 || up != nil {
-			req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+			var traced *http.Request
+			traced = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
 				GotConn: func(info httptrace.GotConnInfo) {
 					if up != nil {
 						up.LocalAddr, up.Conn = info.Conn.LocalAddr(), info.Conn
 					}
-					c.countRequest(req, info.Conn)
+					c.countRequest(traced, info.Conn)
 				},
 			}))
+			req = traced
 		}
 		if h2 {
 			resp, err = c.h2.RoundTrip(req) //nolint:staticcheck // x/net/http2, see newCluster

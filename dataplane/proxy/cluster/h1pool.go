@@ -27,13 +27,13 @@ type h1Pool struct {
 	idleTimeout time.Duration // an idle connection is closed after this long
 
 	mu   sync.Mutex
-	idle map[string][]*h1Conn // by dial address, most recently used last
+	idle map[poolKey][]*h1Conn // most recently used last
 }
 
 // h1Conn is one upstream HTTP/1.1 connection.
 type h1Conn struct {
 	pool   *h1Pool
-	addr   string // the pool key: dial address and ALPN override
+	addr   poolKey
 	conn   net.Conn
 	br     *bufio.Reader
 	bw     *bufio.Writer
@@ -42,7 +42,7 @@ type h1Conn struct {
 }
 
 func newH1Pool(dial func(ctx context.Context, network, addr string) (net.Conn, error), maxIdle int, idleTimeout time.Duration) *h1Pool {
-	return &h1Pool{dial: dial, maxIdle: maxIdle, idleTimeout: idleTimeout, idle: map[string][]*h1Conn{}}
+	return &h1Pool{dial: dial, maxIdle: maxIdle, idleTimeout: idleTimeout, idle: map[poolKey][]*h1Conn{}}
 }
 
 // handles reports whether the pool can send req: a plaintext-scheme request (TLS, when
@@ -61,7 +61,7 @@ func (p *h1Pool) handles(req *http.Request) bool {
 // connection; the other idle connections to that address are closed too, since a
 // server that went away took them all.
 func (p *h1Pool) roundTrip(req *http.Request, gotConn func(net.Conn)) (*http.Response, error) {
-	key := poolKey(req)
+	key := poolKeyOf(req)
 	for attempt := 0; ; attempt++ {
 		pc, err := p.get(req.Context(), req.URL.Host, key, attempt > 0)
 		if err != nil {
@@ -86,17 +86,23 @@ func (p *h1Pool) roundTrip(req *http.Request, gotConn func(net.Conn)) (*http.Res
 	}
 }
 
-// poolKey is the idle-pool key of a request: its address and, under an ALPN override
+// poolKey is the idle pool's key: the dial address and, under an ALPN override
 // (istio.alpn), the protocols offered, since Envoy keys its connection pools by them.
-func poolKey(req *http.Request) string {
-	if p := tlsctx.ALPNFrom(req.Context()); p != nil {
-		return req.URL.Host + "|" + strings.Join(p, ",")
+type poolKey struct {
+	addr, alpn string
+}
+
+// poolKeyOf returns the pool key of a request.
+func poolKeyOf(req *http.Request) poolKey {
+	k := poolKey{addr: req.URL.Host}
+	if a := tlsctx.ALPNFrom(req.Context()); a != nil {
+		k.alpn = a.Key
 	}
-	return req.URL.Host
+	return k
 }
 
 // get returns an idle connection of pool key, or dials addr (always when fresh).
-func (p *h1Pool) get(ctx context.Context, addr, key string, fresh bool) (*h1Conn, error) {
+func (p *h1Pool) get(ctx context.Context, addr string, key poolKey, fresh bool) (*h1Conn, error) {
 	p.mu.Lock()
 	for list := p.idle[key]; !fresh && len(list) > 0; list = p.idle[key] {
 		pc := list[len(list)-1]
@@ -164,7 +170,7 @@ func (p *h1Pool) closeIdle() {
 }
 
 // closeIdleTo closes the idle connections to addr.
-func (p *h1Pool) closeIdleTo(addr string) {
+func (p *h1Pool) closeIdleTo(addr poolKey) {
 	p.mu.Lock()
 	all := stopIdle(nil, p.idle[addr])
 	delete(p.idle, addr)

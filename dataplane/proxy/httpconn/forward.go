@@ -25,7 +25,8 @@ const maxBufferedBody = 1 << 20
 type attempt struct {
 	resp    *http.Response
 	rqTime  *stats.Histogram // the cluster's upstream_rq_time, set with resp
-	release func()
+	cancel  context.CancelFunc // ends the per-try timeout of a response; nil without one
+	admit   func()             // releases the circuit breaker's slot of a response
 	host    cluster.Host
 	err     error
 	kind    failure
@@ -49,7 +50,7 @@ const (
 func (rt *router) forward(x *exchange, cl *cluster.Cluster) int {
 	x.routed = time.Now()
 	route := x.route
-	ctx := x.r.Context()
+	ctx := x.upstreamContext(x.r.Context())
 	timeout := route.timeoutFor(x.r)
 	if timeout > 0 {
 		var cancel context.CancelFunc
@@ -93,7 +94,6 @@ func (rt *router) forward(x *exchange, cl *cluster.Cluster) int {
 		a := rt.try(ctx, x, cl, out, body, policy, tried)
 		endRetry()
 		endRetry = func() {}
-		tried = append(tried, a.host)
 		retriable := false
 		if policy != nil {
 			switch a.kind {
@@ -118,6 +118,7 @@ func (rt *router) forward(x *exchange, cl *cluster.Cluster) int {
 				if !rt.backoff(ctx, policy, retries) {
 					return rt.fail(x, cl, attempt{kind: failGlobalTimeout})
 				}
+				tried = append(tried, a.host) // only a retry needs them: no slice per request
 				continue
 			}
 		}
@@ -192,7 +193,7 @@ func (rt *router) try(ctx context.Context, x *exchange, cl *cluster.Cluster, out
 	if err == nil {
 		cl.ReportResult(host, resp.StatusCode)
 		cl.Stats().RecordResponse(resp.StatusCode)
-		return attempt{resp: resp, rqTime: cl.Stats().UpstreamRqTime, host: host, release: func() { cancel(); release() }, cl: cl}
+		return attempt{resp: resp, rqTime: cl.Stats().UpstreamRqTime, host: host, cancel: cancel, admit: release, cl: cl}
 	}
 	cancel()
 	release()
@@ -219,15 +220,23 @@ func (rt *router) try(ctx context.Context, x *exchange, cl *cluster.Cluster, out
 	return a
 }
 
+// release ends the attempt's per-try timeout and frees its circuit breaker slot.
+func (a *attempt) release() {
+	if a.cancel != nil {
+		a.cancel()
+	}
+	if a.admit != nil {
+		a.admit()
+	}
+}
+
 // discard drops a response that will be retried.
 func (a *attempt) discard() {
 	if a.resp != nil {
 		_, _ = io.CopyN(io.Discard, a.resp.Body, 64*1024)
 		a.resp.Body.Close()
 	}
-	if a.release != nil {
-		a.release()
-	}
+	a.release()
 }
 
 // fail sends the local reply for an attempt that got no response.
@@ -356,7 +365,7 @@ func (rt *router) mirror(x *exchange, out *http.Request, body []byte) {
 		if timeout == 0 {
 			timeout = DefaultRouteTimeout
 		}
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(x.r.Context()), timeout)
+		ctx, cancel := context.WithTimeout(x.upstreamContext(context.WithoutCancel(x.r.Context())), timeout)
 		req := out.Clone(ctx)
 		u := *out.URL
 		req.URL = &u

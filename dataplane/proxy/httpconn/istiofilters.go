@@ -17,6 +17,7 @@ import (
 	"github.com/meshlab/meshlab/dataplane/proxy/fieldcheck"
 	"github.com/meshlab/meshlab/dataplane/proxy/fraction"
 	"github.com/meshlab/meshlab/dataplane/proxy/stats"
+	"github.com/meshlab/meshlab/dataplane/proxy/tlsctx"
 )
 
 // Names of the HTTP filters Istio adds to every HCM besides fault and RBAC.
@@ -51,7 +52,7 @@ var istioFiltersAllow = fieldcheck.Allow{
 // offers, chosen by the protocol the request goes upstream with (Envoy's
 // upstreamHttpProtocol), unless the cluster's istio metadata says alpn_override "false".
 type ALPNOverride struct {
-	HTTP10, HTTP11, HTTP2 []string
+	HTTP10, HTTP11, HTTP2 *tlsctx.ALPN
 }
 
 // GRPCStats is the grpc_stats filter with per-cluster stats: a gRPC request counts as
@@ -77,11 +78,11 @@ func (cfg *Config) compileIstioFilter(tc *anypb.Any) (bool, error) {
 		for i, a := range c.GetAlpnOverride() {
 			switch a.GetUpstreamProtocol() {
 			case alpnv2.FilterConfig_HTTP10:
-				o.HTTP10 = a.GetAlpnOverride()
+				o.HTTP10 = tlsctx.NewALPN(a.GetAlpnOverride())
 			case alpnv2.FilterConfig_HTTP11:
-				o.HTTP11 = a.GetAlpnOverride()
+				o.HTTP11 = tlsctx.NewALPN(a.GetAlpnOverride())
 			case alpnv2.FilterConfig_HTTP2:
-				o.HTTP2 = a.GetAlpnOverride()
+				o.HTTP2 = tlsctx.NewALPN(a.GetAlpnOverride())
 			default:
 				return true, fmt.Errorf("typed_config.alpn_override[%d].upstream_protocol: unknown protocol %s", i, a.GetUpstreamProtocol())
 			}
@@ -116,7 +117,7 @@ func (cfg *Config) compileIstioFilter(tc *anypb.Any) (bool, error) {
 
 // alpnFor returns the ALPN override for a request of downstream protocol major.minor
 // routed to cl, nil for none.
-func (o *ALPNOverride) alpnFor(cl *cluster.Cluster, major, minor int) []string {
+func (o *ALPNOverride) alpnFor(cl *cluster.Cluster, major, minor int) *tlsctx.ALPN {
 	if cl.Config().Proto.GetMetadata().GetFilterMetadata()["istio"].GetFields()["alpn_override"].GetStringValue() == "false" {
 		return nil
 	}

@@ -1,6 +1,7 @@
 package httpconn
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/hex"
@@ -151,7 +152,8 @@ func delHopByHop(h http.Header) {
 
 // exchange is one request's state: what the access log and the stats report.
 type exchange struct {
-	w     *countingWriter
+	w     *countingWriter // &cw
+	cw    countingWriter
 	r     *http.Request
 	start time.Time
 	// routed is when the router took the request, after the HTTP filters (a fault
@@ -175,6 +177,17 @@ type exchange struct {
 	upHost cluster.Host
 	// meta is the request's dynamic metadata by filter name (jwt_authn's payload).
 	meta map[string]*structpb.Struct
+	// alpn is istio.alpn's override for the upstream connection, nil for none.
+	alpn *tlsctx.ALPN
+}
+
+// upstreamContext is ctx with what the exchange's upstream connections are dialed
+// under: istio.alpn's override.
+func (x *exchange) upstreamContext(ctx context.Context) context.Context {
+	if x.alpn != nil {
+		return tlsctx.WithALPN(ctx, x.alpn)
+	}
+	return ctx
 }
 
 func (rt *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -182,8 +195,9 @@ func (rt *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt.st.rqTotal.Inc()
 	rt.st.rqActive.Inc()
 	defer rt.st.rqActive.Dec()
-	cw := &countingWriter{ResponseWriter: w}
-	x := &exchange{w: cw, r: r, start: start}
+	x := &exchange{r: r, start: start}
+	x.cw.ResponseWriter = w
+	x.w = &x.cw // one allocation for both
 	if rt.cfg.Peer != nil {
 		rt.cfg.Peer.OnRequest(r.Header, &x.peer)
 	}
@@ -321,9 +335,10 @@ func (rt *router) serve(x *exchange) int {
 		r.Body = &grpcFrames{ReadCloser: r.Body, counter: cl.Stats().Scope().Counter("grpc.request_message_count")}
 	}
 	if rt.cfg.ALPN != nil {
-		if p := rt.cfg.ALPN.alpnFor(cl, r.ProtoMajor, r.ProtoMinor); p != nil {
-			x.r = r.WithContext(tlsctx.WithALPN(r.Context(), p))
-		}
+		// Carried to the upstream requests' contexts by forward and mirror (a copy of
+		// the downstream request with the override in its context cost two
+		// allocations and a Request copy per request).
+		x.alpn = rt.cfg.ALPN.alpnFor(cl, r.ProtoMajor, r.ProtoMinor)
 	}
 	return rt.forward(x, cl)
 }

@@ -48,15 +48,31 @@ func compileCipherSuites(names []string) ([]uint16, error) {
 
 type alpnKey struct{}
 
+// ALPN is an upstream ALPN override: the protocols a TLS upstream connection offers,
+// and Key, their joined form, which keys connection pools (Envoy keys its pools by
+// them). Made once per configuration, so a request carrying it allocates nothing.
+type ALPN struct {
+	Protos []string
+	Key    string
+}
+
+// NewALPN returns the override offering protos, nil for none.
+func NewALPN(protos []string) *ALPN {
+	if len(protos) == 0 {
+		return nil
+	}
+	return &ALPN{Protos: protos, Key: strings.Join(protos, ",")}
+}
+
 // WithALPN returns ctx carrying an upstream ALPN override (istio.alpn's filter state,
 // Envoy's envoy.network.application_protocols): a TLS upstream connection dialed under
 // ctx offers these protocols instead of the context's alpn_protocols.
-func WithALPN(ctx context.Context, protos []string) context.Context {
-	return context.WithValue(ctx, alpnKey{}, protos)
+func WithALPN(ctx context.Context, a *ALPN) context.Context {
+	return context.WithValue(ctx, alpnKey{}, a)
 }
 
 // ALPNFrom returns the ALPN override of ctx, nil for none.
-func ALPNFrom(ctx context.Context) []string {
-	p, _ := ctx.Value(alpnKey{}).([]string)
-	return p
+func ALPNFrom(ctx context.Context) *ALPN {
+	a, _ := ctx.Value(alpnKey{}).(*ALPN)
+	return a
 }

@@ -47,9 +47,9 @@ func TestCipherSuitesMapEnvoyNamesToGoAndRefuseOthersByName(t *testing.T) {
 }
 
 func TestALPNOverrideTravelsInTheContext(t *testing.T) {
-	ctx := WithALPN(context.Background(), []string{"istio-http/1.1", "istio", "http/1.1"})
-	if got := ALPNFrom(ctx); !slices.Equal(got, []string{"istio-http/1.1", "istio", "http/1.1"}) {
-		t.Errorf("ALPNFrom = %v", got)
+	ctx := WithALPN(context.Background(), NewALPN([]string{"istio-http/1.1", "istio", "http/1.1"}))
+	if got := ALPNFrom(ctx); !slices.Equal(got.Protos, []string{"istio-http/1.1", "istio", "http/1.1"}) || got.Key != "istio-http/1.1,istio,http/1.1" {
+		t.Errorf("ALPNFrom = %+v", got)
 	}
 	if got := ALPNFrom(context.Background()); got != nil {
 		t.Errorf("no override: %v", got)

@@ -176,8 +176,8 @@ func (c *Context) Handshake(ctx context.Context, conn net.Conn, store *Store, sc
 		tc = tls.Server(conn, c.ServerConfig(store))
 	} else {
 		cfg := c.ClientConfig(store)
-		if p := ALPNFrom(ctx); p != nil {
-			cfg.NextProtos = p
+		if a := ALPNFrom(ctx); a != nil {
+			cfg.NextProtos = a.Protos
 		}
 		tc = tls.Client(conn, cfg)
 	}
