@@ -23,14 +23,14 @@ const maxBufferedBody = 1 << 20
 
 // attempt is the outcome of one upstream try.
 type attempt struct {
-	resp    *http.Response
-	rqTime  *stats.Histogram // the cluster's upstream_rq_time, set with resp
-	cancel  context.CancelFunc // ends the per-try timeout of a response; nil without one
-	admit   func()             // releases the circuit breaker's slot of a response
-	host    cluster.Host
-	err     error
-	kind    failure
-	cl      *cluster.Cluster // the cluster of a response
+	resp   *http.Response
+	rqTime *stats.Histogram   // the cluster's upstream_rq_time, set with resp
+	cancel context.CancelFunc // ends the per-try timeout of a response; nil without one
+	admit  func()             // releases the circuit breaker's slot of a response
+	host   cluster.Host
+	err    error
+	kind   failure
+	cl     *cluster.Cluster // the cluster of a response
 }
 
 type failure int
