@@ -35,7 +35,7 @@ func ExternalHandler(host string, tls bool) (http.Handler, error) {
 	case ExternalHTTPBin:
 		return newHTTPBin(nil), nil
 	case ExternalGitHubRaw:
-		return gitHubRaw() // jwtsamples.go
+		return gitHubRaw(), nil // jwtsamples.go
 	}
 	page := externalPage(host)
 	if host == ExternalCNN && !tls {
