@@ -102,6 +102,8 @@ type Lab struct {
 	world   *world     // the outside world (lab/world.go); nil until created
 	jwks    jwksCache  // key sets fetched for jwksUri (lab/jwks.go)
 	live    livePods   // pods added and removed while the lab runs (lab/livepods.go)
+	// netSlots bounds how many pods' networks are made at once (pods.go); nil: no bound.
+	netSlots chan struct{}
 
 	mu       sync.Mutex
 	model    *model.Model
