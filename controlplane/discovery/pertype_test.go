@@ -159,3 +159,74 @@ func synced(ps ProxyStatus) bool {
 	}
 	return true
 }
+
+// TestUnchangedSubscriptionsAnsweredEmpty checks that when an EDS or RDS type changes
+// only in resources a proxy does not subscribe to (a new Service: its load assignment
+// and route configuration), the proxy's watch is answered with the new version and no
+// resource, not with everything it subscribes to again; that the proxy ACKs its way to
+// SYNCED; and that subscribing to the new resource then brings that one alone.
+func TestUnchangedSubscriptionsAnsweredEmpty(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, Options{SocketGID: -1})
+	ctx := context.Background()
+	m := helloModel()
+	if err := s.UpdateFor(ctx, m, "start"); err != nil {
+		t.Fatal(err)
+	}
+	node := m.Pod("frontend-v1").NodeID()
+	ads := dialADS(t, "unix://"+s.path, node)
+	next := func(what string) *discoverypb.DiscoveryResponse {
+		t.Helper()
+		r, err := ads.stream.Recv()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return r
+	}
+	ack := func(r *discoverypb.DiscoveryResponse, names ...string) {
+		t.Helper()
+		ads.send(&discoverypb.DiscoveryRequest{TypeUrl: r.GetTypeUrl(), VersionInfo: r.GetVersionInfo(), ResponseNonce: r.GetNonce(), ResourceNames: names})
+	}
+	eds := []string{"outbound|8080||backend.default.svc.cluster.local", "outbound|8080||frontend.default.svc.cluster.local"}
+	ads.send(&discoverypb.DiscoveryRequest{TypeUrl: resource.ClusterType})
+	ack(next("CDS"))
+	ads.send(&discoverypb.DiscoveryRequest{TypeUrl: resource.ListenerType})
+	ack(next("LDS"))
+	ads.send(&discoverypb.DiscoveryRequest{TypeUrl: resource.EndpointType, ResourceNames: eds})
+	ack(next("EDS"), eds...)
+	ads.send(&discoverypb.DiscoveryRequest{TypeUrl: resource.RouteType, ResourceNames: []string{"8080"}})
+	ack(next("RDS"), "8080")
+	waitStatus(t, s, node, "every type ACKed at v1", func(ps ProxyStatus) bool { return len(ps.Types) == 4 && synced(ps) })
+
+	if err := s.UpdateFor(ctx, helloModel("api"), "new service"); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]*discoverypb.DiscoveryResponse{}
+	for range 4 { // every type changed: the new Service's port is a new listener too
+		r := next("new service")
+		got[r.GetTypeUrl()] = r
+	}
+	for _, typ := range []string{resource.EndpointType, resource.RouteType} {
+		r := got[typ]
+		if r.GetVersionInfo() != "v2" || len(r.GetResources()) != 0 {
+			t.Errorf("%s push after a new Service: version %q with %q, want v2 with no resource (nothing subscribed changed)",
+				typ, r.GetVersionInfo(), resourceNames(t, r))
+		}
+	}
+	if n := len(got[resource.ClusterType].GetResources()); n < 3 {
+		t.Errorf("CDS push after a new Service carries %d clusters, want every cluster (SotW)", n)
+	}
+	api := "outbound|9090||api.default.svc.cluster.local"
+	ack(got[resource.ClusterType])
+	ack(got[resource.ListenerType])
+	ack(got[resource.RouteType], "8080")
+	ack(got[resource.EndpointType], eds...)
+	ads.send(&discoverypb.DiscoveryRequest{TypeUrl: resource.EndpointType, VersionInfo: "v2",
+		ResponseNonce: got[resource.EndpointType].GetNonce(), ResourceNames: append(slices.Clone(eds), api)})
+	r := next("EDS with the new cluster")
+	if names := resourceNames(t, r); r.GetVersionInfo() != "v2" || !slices.Equal(names, []string{api}) {
+		t.Errorf("EDS after subscribing to %s: version %q with %q, want v2 with it alone", api, r.GetVersionInfo(), names)
+	}
+	ack(r, append(slices.Clone(eds), api)...)
+	waitStatus(t, s, node, "every type ACKed at v2", func(ps ProxyStatus) bool { return len(ps.Types) == 4 && synced(ps) })
+}

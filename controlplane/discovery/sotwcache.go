@@ -233,7 +233,8 @@ var partialTypes = []string{resource.EndpointType, resource.RouteType}
 // request names; for RDS and EDS nil when it names one enc lacks, for LDS and CDS
 // without it (answersAbsent). For RDS and EDS, when the request ACKs before (the type
 // before its last change), only the named resources that changed since, and those the
-// proxy was not sent, as istiod's incremental EDS push (all of them when none did).
+// proxy was not sent, as istiod's incremental EDS push (none when none did); when it
+// ACKed this version and asks for more names, only the resources it was not sent.
 func respond(w sotwWatch, enc *encodedSnapshot, before encodedType) cachev3.Response {
 	typ := w.req.GetTypeUrl()
 	et := enc.types[typ]
@@ -241,10 +242,13 @@ func respond(w sotwWatch, enc *encodedSnapshot, before encodedType) cachev3.Resp
 	out := &discoverypb.DiscoveryResponse{VersionInfo: version, TypeUrl: typ}
 	returned := make(map[string]string, len(et.names))
 	if names := w.req.GetResourceNames(); len(names) > 0 && !slices.Contains(names, "*") {
-		partial := slices.Contains(partialTypes, typ) && before.version != "" &&
-			w.req.GetVersionInfo() == before.version && w.req.GetErrorDetail() == nil
+		// partial: the proxy ACKed the type's previous version, and has each resource it
+		// was sent as it was then; current: it ACKed this version (and asks for more
+		// names), and has each resource it was sent as it is.
+		acked := slices.Contains(partialTypes, typ) && w.req.GetErrorDetail() == nil
+		partial := acked && before.version != "" && w.req.GetVersionInfo() == before.version
+		current := acked && w.req.GetVersionInfo() == version
 		known := w.sub.ReturnedResources()
-		var kept int
 		for _, name := range names {
 			i, ok := slices.BinarySearch(et.names, name)
 			if !ok {
@@ -258,17 +262,21 @@ func respond(w sotwWatch, enc *encodedSnapshot, before encodedType) cachev3.Resp
 				continue
 			}
 			returned[name] = version
-			if _, sent := known[name]; partial && sent {
+			if v, sent := known[name]; sent && current && v == version {
+				continue // the proxy has it
+			}
+			if _, sent := known[name]; sent && partial {
 				if j, ok := slices.BinarySearch(before.names, name); ok && before.keys[j] == et.keys[i] {
-					kept++
 					continue // the proxy has it
 				}
 			}
 			out.Resources = append(out.Resources, et.anys[i])
 		}
-		if kept > 0 && len(out.Resources) == 0 {
-			return respond(w, enc, encodedType{}) // nothing it asks for changed: all of them
-		}
+		// When nothing it asks for changed (the type changed in resources it does not
+		// subscribe to, as a new Service's load assignment before its cluster reaches
+		// the proxy), the answer carries no resource: it moves the proxy to the version,
+		// and Envoy updates no subscription a response has no resource for (its SotW
+		// mux), where sending them all cost every proxy its whole EDS.
 	} else {
 		out.Resources = slices.Clone(et.anys)
 		for _, name := range et.names {
