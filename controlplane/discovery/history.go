@@ -196,11 +196,24 @@ func (h *history) observe(e Event) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, snap := range h.nodes[e.NodeID] {
+	// The snapshots that have the type at that version are one run of the list (a
+	// type's version only moves forward, oldest first), usually the newest: walk back
+	// from the newest and stop where the run ends.
+	list := h.nodes[e.NodeID]
+	matched := false
+	for i := len(list) - 1; i >= 0; i-- {
+		snap := list[i]
 		st, ok := snap.Types[e.TypeURL]
-		if !ok || snap.sinceOf(e.TypeURL) != e.Version {
+		if !ok {
 			continue
 		}
+		if snap.sinceOf(e.TypeURL) != e.Version {
+			if matched {
+				break
+			}
+			continue
+		}
+		matched = true
 		if e.Kind == EventNACK {
 			st.State, st.Error = "NACK", e.Error
 		} else if st.State == "" {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 )
 
@@ -76,4 +77,31 @@ func TestDiffValueNamesChangedFieldPaths(t *testing.T) {
 		t.Errorf("changes = %+v\nwant %+v", got, want)
 	}
 	_ = time.Second
+}
+
+// TestHistoryObserveMarksTheRunOfItsVersion checks that an ACK marks every kept snapshot
+// that has the type at the ACKed version (those in which it did not change since), and
+// no other, whether that run is the newest or an older one.
+func TestHistoryObserveMarksTheRunOfItsVersion(t *testing.T) {
+	t.Parallel()
+	h := newHistory(10, 0, time.Now)
+	cds, eds := resource.ClusterType, resource.EndpointType
+	// CDS changes in v1 and v3; EDS in v1, v2, v4.
+	for _, s := range []struct{ version, cdsSince, edsSince string }{
+		{"v1", "v1", "v1"}, {"v2", "v1", "v2"}, {"v3", "v3", "v2"}, {"v4", "v3", "v4"}, {"v5", "v3", "v4"},
+	} {
+		h.add("n", s.version, "t", map[resource.Type][]types.Resource{cds: nil, eds: nil}, nil,
+			map[string]string{cds: s.cdsSince, eds: s.edsSince})
+	}
+	h.observe(Event{Kind: EventACK, NodeID: "n", TypeURL: cds, Version: "v3"})
+	h.observe(Event{Kind: EventACK, NodeID: "n", TypeURL: eds, Version: "v2"})
+	h.observe(Event{Kind: EventNACK, NodeID: "n", TypeURL: eds, Version: "v4", Error: "refused"})
+	var got []string
+	for _, s := range h.list("n") {
+		got = append(got, s.Version+":"+s.Types[cds].State+","+s.Types[eds].State)
+	}
+	want := []string{"v1:,", "v2:,ACK", "v3:ACK,ACK", "v4:ACK,NACK", "v5:ACK,NACK"}
+	if !slices.Equal(got, want) {
+		t.Errorf("states by version (CDS,EDS) = %q, want %q", got, want)
+	}
 }
