@@ -191,7 +191,7 @@ func TestCLIConsistency(t *testing.T) {
 		}{
 			{[]string{"describe", "pod", ""}, []string{"backend-v1", "backend-v2", "frontend-v1"}},
 			{[]string{"proxy", "restart", ""}, []string{"backend-v1", "frontend-v1"}},
-			{[]string{"get", ""}, []string{"vs", "svc", "all"}},
+			{[]string{"get", ""}, []string{"vs", "svc", "gw", "gtw", "deploy", "cm", "pods", "all"}}, // the lab's discovery
 			{[]string{"get", "svc", ""}, []string{"backend", "frontend"}},
 			{[]string{"fault", "add", ""}, []string{"hold-push", "kill-proxy"}},
 			{[]string{"fault", "add", "hold-push", ""}, []string{"backend-v1", "frontend-v1"}},

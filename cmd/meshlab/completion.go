@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -139,6 +140,31 @@ func fixedNames(names ...string) argNames {
 // labPods offers the resolved lab's pods (with a sidecar only, when sidecar is set).
 func labPods(g *globalFlags, sidecar bool) argNames {
 	return func(context.Context, []string) []string { return podNames(g, sidecar) }
+}
+
+// labKinds offers the kinds the lab holds (its discovery), each by its shortest spelling
+// (kubectl's short name where there is one), then extra, as kubectl completes resource
+// types from the API server's discovery.
+func labKinds(g *globalFlags, extra ...string) argNames {
+	return func(ctx context.Context, _ []string) []string {
+		c, err := g.apiClient()
+		if err != nil {
+			return extra
+		}
+		defer c.Close()
+		kinds, err := c.Kinds(ctx)
+		if err != nil {
+			return extra
+		}
+		names := make([]string, 0, len(kinds)+len(extra))
+		for _, k := range kinds {
+			if len(k.Names) > 0 {
+				names = append(names, slices.MinFunc(k.Names, func(a, b string) int { return cmp.Or(cmp.Compare(len(a), len(b)), cmp.Compare(a, b)) }))
+			}
+		}
+		slices.Sort(names)
+		return append(names, extra...)
+	}
 }
 
 // labObjects offers the names of the lab's objects of the kind typed as argument 0.

@@ -23,7 +23,7 @@ func newDeleteCmd(g *globalFlags) *cobra.Command {
 		Use:               "delete (-f FILE|DIR|- | KIND NAME... | KIND/NAME...)",
 		Short:             "Delete objects from a running lab, atomically",
 		Args:              cobra.ArbitraryArgs,
-		ValidArgsFunction: completeArgs(false, fixedNames(kindNames...), labObjects(g)),
+		ValidArgsFunction: completeArgs(false, labKinds(g), labObjects(g)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(output); err != nil {
 				return err

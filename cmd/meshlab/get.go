@@ -33,7 +33,7 @@ func newGetCmd(g *globalFlags) *cobra.Command {
   meshlab get -n istio-system service istio-ingressgateway -o jsonpath='{.spec.ports[?(@.name=="http2")].port}'
   meshlab get gtw httpbin-gateway -o jsonpath='{.status.addresses[0].value}'`,
 		Args:              cobra.RangeArgs(1, 2),
-		ValidArgsFunction: completeArgs(false, fixedNames(append(kindNames, "pods", "all")...), labObjects(g)),
+		ValidArgsFunction: completeArgs(false, labKinds(g, "pods", "all"), labObjects(g)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			tmpl, asJSON, isJSONPath, err := jsonpathOutput(cfg.output)
 			if err != nil {

@@ -9,10 +9,6 @@ import (
 	"github.com/meshlab/meshlab/api"
 )
 
-// kindNames are the object kinds `get` and `delete` take, as users type them (kubectl's
-// short names where there is one); the lab API also takes the full and plural names.
-var kindNames = []string{"svc", "workload", "vs", "dr", "se", "meshconfig", "pa", "ap"}
-
 // lookupKind resolves a kind as the user typed it against the lab's list of kinds (its
 // discovery, as kubectl resolves resource names against an API server's), reporting
 // whether the lab holds such a kind.
