@@ -21,6 +21,8 @@ type processSpec struct {
 	UID     uint32         // 0 = root
 	Sandbox *netns.Sandbox // set: run as a sandboxed app (netns.StartSandboxed), UID unused
 	LogPath string
+	// Env is optional: added to the clean environment the process starts with.
+	Env []string
 	// Grace is how long the process gets between SIGTERM and SIGKILL.
 	Grace time.Duration
 }

@@ -135,6 +135,7 @@ func (l *Lab) startPod(ctx context.Context, slot int, p *model.Pod) error {
 		argv := append([]string{l.opts.MeshlabPath, "agent", "--log-level=info"}, agent.Args(l.agentConfig(slot, p))...)
 		err := l.agents.start(processSpec{
 			Role: "agent", Pod: p.Key(), NetNS: ns, Argv: argv, LogPath: dir + "/agent.log",
+			Env:   agent.StartupGCEnv(), // its collector paused until its proxy is LIVE
 			Grace: l.opts.TerminationDrain + 10*time.Second,
 		})
 		if err != nil {

@@ -130,7 +130,7 @@ func TestStartRecordsItsSequence(t *testing.T) {
 		}
 	}
 	web := only(calls, "ml-st1-web")
-	wantWeb := []string{"setup-pod", "allow-low-ports", "apply-rules ml-st1-web capture.DefaultConfig", "start app of web in ml-st1-web sandboxed as uid", "start agent of web in ml-st1-web uid 0: agent"}
+	wantWeb := []string{"setup-pod", "allow-low-ports", "apply-rules ml-st1-web capture.DefaultConfig", "start app of web in ml-st1-web sandboxed as uid", "start agent of web in ml-st1-web uid 0 with GOGC=off GOMEMLIMIT=64MiB MESHLAB_START_GC=paused: agent"}
 	plain := only(calls, "ml-st1-plain")
 	wantPlain := []string{"setup-pod", "allow-low-ports", "listen ml-st1-plain udp4 127.0.0.1:53", "listen ml-st1-plain tcp4 127.0.0.1:53", "apply-rules ml-st1-plain", "start app of plain in ml-st1-plain sandboxed as uid"}
 	for _, tc := range []struct {

@@ -145,7 +145,7 @@ func (hostProcesses) Start(spec processSpec, out *os.File) (proc, error) {
 	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
 	cmd.Dir = "/"
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/"}
+	cmd.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/"}, spec.Env...)
 	// Its own process group, so a Ctrl-C at the lab's terminal reaches only the lab process,
 	// which then stops everything in order.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

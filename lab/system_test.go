@@ -186,6 +186,9 @@ func (r *recorder) Start(spec processSpec, _ *os.File) (proc, error) {
 	if spec.Sandbox != nil {
 		as = fmt.Sprintf("sandboxed as uid %d", spec.Sandbox.UID)
 	}
+	if len(spec.Env) > 0 {
+		as += " with " + strings.Join(spec.Env, " ")
+	}
 	if err := r.record("start", "%s of %s in %s %s: %s", spec.Role, spec.Pod, spec.NetNS, as, strings.Join(spec.Argv[1:min(2, len(spec.Argv))], " ")); err != nil {
 		r.mu.Unlock()
 		return nil, err

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"runtime"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -59,6 +61,34 @@ const (
 	startupGCPauseMax  = 10 * time.Second
 )
 
+// StartGCEnv names the environment variable that says a process of the meshlab binary
+// was started with its collector paused by the environment (StartupGCEnv) and is to
+// resume its own steady-state GC once started; the agent and `meshlab proxy` read it.
+const StartGCEnv = "MESHLAB_START_GC"
+
+// StartupGCEnv is the environment the lab starts agents with and an agent starts its
+// proxy with: the collector off from the first instruction, under a memory limit, until
+// the process resumes it (pauseGC; the proxy's tuneGC). Pausing from main is too late
+// for one collection: package init allocates past the runtime's 4 MB first goal, and that
+// collection cost each process 3-5 ms of CPU (`perf stat -r 30 meshlab version`, GOGC=off
+// against the default).
+func StartupGCEnv() []string {
+	return []string{"GOGC=off", "GOMEMLIMIT=64MiB", StartGCEnv + "=paused"}
+}
+
+// withStartupGCEnv returns env without any GOGC, GOMEMLIMIT or StartGCEnv, plus
+// StartupGCEnv.
+func withStartupGCEnv(env []string) []string {
+	out := make([]string, 0, len(env)+3)
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if k != "GOGC" && k != "GOMEMLIMIT" && k != StartGCEnv {
+			out = append(out, kv)
+		}
+	}
+	return append(out, StartupGCEnv()...)
+}
+
 // pauseGC pauses the collector, under startupMemoryLimit (unless GOMEMLIMIT is set),
 // when GOGC is not set in the environment (getenv), and returns the func that resumes
 // it (idempotent; safe from any goroutine).
@@ -68,7 +98,19 @@ const (
 // each collection marked all of it and the large binary's globals: the collector was a
 // fifth of the agent's start CPU in a `perf record` of a 100-pod `up`
 // (docs/BENCHMARKS.md, "100 pods"). The garbage is handed back once LIVE (settled).
+//
+// Started with StartupGCEnv (by the lab), the collector is already paused by the
+// environment; resume then sets Go's defaults (GC percent 100, no memory limit).
 func pauseGC(getenv func(string) string) (resume func()) {
+	var once sync.Once
+	if getenv(StartGCEnv) == "paused" {
+		return func() {
+			once.Do(func() {
+				debug.SetMemoryLimit(math.MaxInt64)
+				debug.SetGCPercent(100)
+			})
+		}
+	}
 	if getenv("GOGC") != "" {
 		return func() {}
 	}
@@ -78,7 +120,6 @@ func pauseGC(getenv func(string) string) (resume func()) {
 	if limit {
 		prev = debug.SetMemoryLimit(startupMemoryLimit)
 	}
-	var once sync.Once
 	return func() {
 		once.Do(func() {
 			if limit {

@@ -180,6 +180,8 @@ func (p *envoyProxy) command(epoch int, s agentapi.ProxySettings, bin proxyBinar
 	cmd.Dir = p.cfg.RunDir
 	cmd.Stdout = out
 	cmd.Stderr = errOut
+	// Each epoch starts with its collector paused (StartupGCEnv; Envoy ignores it).
+	cmd.Env = withStartupGCEnv(os.Environ())
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Credential: &syscall.Credential{Uid: p.cfg.ProxyUID, Gid: p.cfg.ProxyGID},
 		Pdeathsig:  syscall.SIGKILL,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -75,6 +76,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // memory.go hands the headroom back to the OS once the proxy is idle again.
 const proxyGCPercent = 200
 
+// startGCEnv is dataplane/agent's StartGCEnv (the proxy may not import the agent): set
+// to "paused" in the environment of a proxy whose collector the environment paused.
+const startGCEnv = "MESHLAB_START_GC"
+
 // startupMemoryLimit is the proxy's memory limit while it starts with its collector
 // paused (tuneGC): a start-up that allocates more than this still collects.
 const startupMemoryLimit = 64 << 20
@@ -90,7 +95,20 @@ const startupMemoryLimit = 64 << 20
 // trigger the collector was a fifth of the proxy's start CPU in a `perf record` of a
 // 100-pod `up` (docs/BENCHMARKS.md, "100 pods"). The garbage is returned to the OS once
 // LIVE by the memory trimmer's first trim.
+//
+// Started by the agent, the collector is already paused by the environment (GOGC=off
+// and a GOMEMLIMIT, with startGCEnv=paused: the agent's StartupGCEnv, so package init's
+// collection is skipped too); started then sets proxyGCPercent and no memory limit.
 func tuneGC(getenv func(string) string) (started func()) {
+	var once sync.Once
+	if getenv(startGCEnv) == "paused" {
+		return func() {
+			once.Do(func() {
+				debug.SetMemoryLimit(math.MaxInt64)
+				debug.SetGCPercent(proxyGCPercent)
+			})
+		}
+	}
 	if getenv("GOGC") != "" {
 		return func() {}
 	}
@@ -100,7 +118,6 @@ func tuneGC(getenv func(string) string) (started func()) {
 	if limit {
 		prev = debug.SetMemoryLimit(startupMemoryLimit)
 	}
-	var once sync.Once
 	return func() {
 		once.Do(func() {
 			if limit {

@@ -85,3 +85,23 @@ func TestConcurrencySetsTheWorkerCountAsEnvoy(t *testing.T) {
 		t.Errorf("GOMAXPROCS in the environment: %d, want 5 (unchanged)", got)
 	}
 }
+
+// Started by the agent (the agent's StartupGCEnv), the collector is already paused by the
+// environment: tuneGC leaves it until started, which sets proxyGCPercent and no limit.
+func TestTuneGCStartedPausedByTheAgent(t *testing.T) {
+	orig := debug.SetGCPercent(-1) // as GOGC=off left it
+	origLimit := debug.SetMemoryLimit(64 << 20)
+	t.Cleanup(func() { debug.SetGCPercent(orig); debug.SetMemoryLimit(origLimit) })
+	env := map[string]string{"GOGC": "off", "GOMEMLIMIT": "64MiB", startGCEnv: "paused"}
+	started := tuneGC(func(k string) string { return env[k] })
+	if got := debug.SetGCPercent(-1); got != -1 {
+		t.Errorf("GC percent while starting = %d, want -1 (left paused)", got)
+	}
+	started()
+	if got := debug.SetGCPercent(100); got != proxyGCPercent {
+		t.Errorf("GC percent once started = %d, want %d", got, proxyGCPercent)
+	}
+	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
+		t.Errorf("memory limit once started = %d, want none", got)
+	}
+}
