@@ -41,8 +41,8 @@ const (
 
 // apply returns the normalized request target (path and query) and what to do with it.
 func (n PathNormalization) apply(target string) (string, pathResult) {
-	path, query, hasQuery := strings.Cut(target, "?")
-	res := pathContinue
+	orig, query, hasQuery := strings.Cut(target, "?")
+	path, res := orig, pathContinue
 	if n.EscapedSlashes != EscapedSlashesKeep && hasEscapedSlash(path) {
 		switch n.EscapedSlashes {
 		case EscapedSlashesReject:
@@ -61,6 +61,9 @@ func (n PathNormalization) apply(target string) (string, pathResult) {
 	}
 	if n.MergeSlashes {
 		path = mergeSlashes(path)
+	}
+	if path == orig {
+		return target, res // unchanged: no new string for the target
 	}
 	if hasQuery {
 		path += "?" + query
@@ -102,6 +105,32 @@ func unescapeSlashes(p string) string {
 // the root), percent-encoded unreserved characters are decoded and other escapes get
 // upper-case hex. A path that does not start with "/" fails.
 func normalizePath(p string) (string, bool) {
+	if isNormal(p) {
+		return p, true // most requests: nothing to decode or remove, nothing allocated
+	}
+	return canonicalizePath(p)
+}
+
+// isNormal reports whether normalizePath leaves p as it is: absolute, no backslash, no
+// escape, no "." or ".." segment.
+func isNormal(p string) bool {
+	if !strings.HasPrefix(p, "/") || strings.IndexByte(p, '\\') >= 0 || strings.IndexByte(p, '%') >= 0 {
+		return false
+	}
+	for rest := p[1:]; ; {
+		seg, after, more := strings.Cut(rest, "/")
+		if seg == "." || seg == ".." {
+			return false
+		}
+		if !more {
+			return true
+		}
+		rest = after
+	}
+}
+
+// canonicalizePath is normalizePath's work on a path that needs it.
+func canonicalizePath(p string) (string, bool) {
 	if !strings.HasPrefix(p, "/") && !strings.HasPrefix(p, `\`) {
 		return p, false
 	}

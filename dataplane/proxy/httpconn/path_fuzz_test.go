@@ -38,3 +38,18 @@ func FuzzPathNormalization(f *testing.F) {
 		}
 	})
 }
+
+// FuzzNormalPathFastPath: the fast path (a path with nothing to normalize is returned as
+// it is) agrees with the full canonicalization on every input.
+func FuzzNormalPathFastPath(f *testing.F) {
+	for _, s := range []string{"/", "/a/b", "/a/./b", "/a/../b", "/.", "/..", "/a/.", "/a/..", "/.a/..b/", "//x", `/a\b`, "/a%2e", "/%41", "x", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		got, ok := normalizePath(p)
+		want, wantOK := canonicalizePath(p)
+		if got != want || ok != wantOK {
+			t.Fatalf("normalizePath(%q) = %q, %v; canonicalization gives %q, %v", p, got, ok, want, wantOK)
+		}
+	})
+}
