@@ -27,7 +27,7 @@ import (
 // backend. "istio" and "envoy-default": fault filter, access log, header match, retry
 // policy. "istio-sidecar": an outbound sidecar's HCM as istiod sends it for the data-path
 // benchmark (e2e BenchmarkDataPath): istio.alpn, peer_metadata, istio.stats, fault and
-// router filters, no access log, no route timeout, Istio's default retry policy, and a
+// router filters, normalize_path, no access log, no route timeout, Istio's default retry policy, and a
 // backend answering 1 KB with its peer metadata, as the server's sidecar does.
 // Run: go test ./dataplane/proxy/httpconn -run '^$' -bench Forward -benchmem
 func BenchmarkForward(b *testing.B) {
@@ -114,6 +114,7 @@ func benchmarkSidecar(b *testing.B) {
 	}}
 	mutate := func(h *hcmv3.HttpConnectionManager) {
 		h.StreamIdleTimeout = durationpb.New(0)
+		h.NormalizePath = wrapperspb.Bool(true) // Istio's default path normalization, BASE
 		h.AccessLog = nil
 		h.HttpFilters = []*hcmv3.HttpFilter{
 			{Name: ALPNFilterName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(b, alpn)}},
