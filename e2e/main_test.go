@@ -75,22 +75,8 @@ type runningLab struct {
 	err    error
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is the shared test helper's.
+type syncBuffer = testutil.SyncBuffer
 
 // startLab runs `meshlab up` for a unique lab and waits until it says it is up. Cleanup
 // stops it and removes anything left, even when the test fails.

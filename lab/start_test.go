@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net"
@@ -42,7 +43,9 @@ spec:
 // startOnRecorder runs Start's whole sequence on rec: servers on sockets in a temporary
 // run root, everything that reaches the kernel or starts a process recorded. Each agent
 // the lab starts is stood in for by an agent.sock that says the pod is ready.
-func startOnRecorder(t *testing.T, rec *recorder, name string) (*Lab, Options, error) {
+//
+// With run, it calls run with the lab's options instead of start.
+func startOnRecorder(t *testing.T, rec *recorder, name string, run func(Options) error) (*Lab, Options, error) {
 	t.Helper()
 	root := t.TempDir()
 	var mu sync.Mutex
@@ -80,8 +83,11 @@ func startOnRecorder(t *testing.T, rec *recorder, name string) (*Lab, Options, e
 		MeshlabPath: "/bin/true", ReadyTimeout: 20 * time.Second, TerminationDrain: time.Millisecond,
 		Logger: testutil.Logger(t),
 	}
-	l, err := start(t.Context(), o, rec.system())
-	return l, o, err
+	if run == nil {
+		l, err := start(t.Context(), o, rec.system())
+		return l, o, err
+	}
+	return nil, o, run(o)
 }
 
 // only keeps the calls that name ns (a namespace's own sequence, whatever the other
@@ -103,7 +109,7 @@ func only(calls []string, ns string) []string {
 func TestStartRecordsItsSequence(t *testing.T) {
 	t.Parallel()
 	rec := newRecorder()
-	l, o, err := startOnRecorder(t, rec, "st1")
+	l, o, err := startOnRecorder(t, rec, "st1", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +179,7 @@ func TestStartFailureUndoesWhatItMade(t *testing.T) {
 		}
 		return nil
 	}
-	l, o, err := startOnRecorder(t, rec, "st2")
+	l, o, err := startOnRecorder(t, rec, "st2", nil)
 	if l != nil {
 		t.Fatal("Start returned a lab with its error")
 	}
@@ -207,4 +213,48 @@ func checkAllUndone(t *testing.T, rec *recorder, o Options) {
 	if _, err := os.Stat(PathsFor(o.RunRoot, o.Name).Dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("run directory left: %v", err)
 	}
+}
+
+// TestUpPrintsHowToReachItThenStops: `meshlab up` (Up) prints the lab's hints with the
+// binary and the lab as run, keeps the lab until its context ends, then removes it all.
+func TestUpPrintsHowToReachItThenStops(t *testing.T) {
+	t.Parallel()
+	rec := newRecorder()
+	var out testutil.SyncBuffer
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	var opts Options
+	_, _, _ = startOnRecorder(t, rec, "st3", func(o Options) error {
+		o.Out, opts = &out, o
+		go func() { done <- up(ctx, o, rec.system()) }()
+		return nil
+	})
+	self := "meshlab"
+	if strings.Contains(os.Args[0], "/") {
+		self = os.Args[0]
+	}
+	hint := "Stop the lab: Ctrl-C here, or from another terminal:\n  sudo " + self + " --lab st3 down\n"
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(out.String(), hint) {
+		select {
+		case err := <-done:
+			t.Fatalf("up returned before its context ended: %v\n%s", err, out.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no hint to stop the lab in:\n%s", out.String())
+		}
+	}
+	if !strings.Contains(out.String(), "lab st3 is up: 2 pods ready") {
+		t.Errorf("no summary line in:\n%s", out.String())
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "lab st3 is down (") {
+		t.Errorf("no down line in:\n%s", out.String())
+	}
+	checkAllUndone(t, rec, opts)
 }

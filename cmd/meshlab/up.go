@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -78,7 +77,7 @@ func newUpCmd(g *globalFlags) *cobra.Command {
 			if err := requireRoot("meshlab up"); err != nil {
 				return err
 			}
-			return runUp(cmd, opts)
+			return lab.Up(cmd.Context(), opts)
 		},
 	}
 	cmd.Flags().StringVar(&f.podCIDR, "pod-cidr", lab.DefaultPodCIDR.String(), "address range of pods")
@@ -94,45 +93,6 @@ func newUpCmd(g *globalFlags) *cobra.Command {
 	cmd.Flags().BoolVar(&f.dryRun, "dry-run", false, "validate the scenario and exit, creating nothing")
 	cmd.Flags().StringVar(&f.listen, "listen", lab.DefaultListen, "address of the dashboard and the API on TCP (a specific IP; \"\" for none; another port is chosen when the default is taken)")
 	return cmd
-}
-
-func runUp(cmd *cobra.Command, opts lab.Options) error {
-	ctx := cmd.Context()
-	l, err := lab.Start(ctx, opts)
-	if err != nil {
-		if ctx.Err() != nil {
-			return fmt.Errorf("interrupted before lab %s was up; what it had created was removed", opts.Name)
-		}
-		return err
-	}
-	out := cmd.OutOrStdout()
-	// Hints name the binary as it was run (./bin/meshlab from make demo) and the lab.
-	self := "meshlab"
-	if strings.Contains(os.Args[0], "/") {
-		self = os.Args[0]
-	}
-	if opts.Name != lab.DefaultName {
-		self += " --lab " + opts.Name
-	}
-	if u := l.DashboardURL(); u != "" {
-		fmt.Fprintf(out, "\nDashboard (the link logs you in; keep it private):\n  %s\n", u)
-	}
-	if pod, url, ok := l.ExampleRequest(); ok {
-		fmt.Fprintf(out, "\nSend a request through the mesh:\n  sudo %s exec %s -- curl -s %s\n", self, pod, url)
-	}
-	fmt.Fprintf(out, `See pods and the requests their sidecars counted:
-  sudo %[1]s status
-Stop the lab: Ctrl-C here, or from another terminal:
-  sudo %[1]s down
-`, self)
-	l.Wait(ctx)
-	start := time.Now()
-	fmt.Fprintf(out, "stopping lab %s: its sidecars drain their connections, then everything it created is removed\n", opts.Name)
-	if err := l.Close(); err != nil {
-		return fmt.Errorf("stop lab %s: %w", opts.Name, err)
-	}
-	fmt.Fprintf(out, "lab %s is down (%.1fs)\n", opts.Name, time.Since(start).Seconds())
-	return nil
 }
 
 // readScenario reads ref as a file when one exists, else as a built-in scenario name.
