@@ -12,9 +12,12 @@ import (
 type CodeCounters struct {
 	scope   Scope
 	prefix  string
-	codes   [500]atomic.Pointer[Stat] // 100..599
-	classes [6]atomic.Pointer[Stat]   // 1xx..5xx (index 0 unused)
+	codes   [6]atomic.Pointer[codeTable] // by class: codes N00..N99 (index 0 unused)
+	classes [6]atomic.Pointer[Stat]      // 1xx..5xx (index 0 unused)
 }
+
+// codeTable caches the counters of one class's codes.
+type codeTable [100]atomic.Pointer[Stat]
 
 // NewCodeCounters returns the code counters named prefix+code in sc, e.g. prefix
 // "upstream_rq_".
@@ -27,7 +30,12 @@ func (c *CodeCounters) Code(code int) *Stat {
 	if code < 100 || code > 599 {
 		return c.scope.Counter(c.prefix + strconv.Itoa(code))
 	}
-	p := &c.codes[code-100]
+	t := c.codes[code/100].Load()
+	if t == nil {
+		c.codes[code/100].CompareAndSwap(nil, new(codeTable))
+		t = c.codes[code/100].Load()
+	}
+	p := &t[code%100]
 	if s := p.Load(); s != nil {
 		return s
 	}

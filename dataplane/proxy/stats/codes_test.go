@@ -1,6 +1,9 @@
 package stats
 
-import "testing"
+import (
+	"testing"
+	"unsafe"
+)
 
 // TestCodeCountersAreTheNamedStats pins that the cached per code counters are the very
 // stats a lookup by Envoy's name returns (upstream_rq_200 tagged envoy.response_code,
@@ -31,6 +34,26 @@ func TestCodeCountersAreTheNamedStats(t *testing.T) {
 	st, _ := s.Lookup("cluster.c.upstream_rq_200")
 	if len(st.tags) != 2 || st.tags[1] != (Tag{Name: TagResponseCode, Value: "200"}) {
 		t.Errorf("upstream_rq_200 tags = %v", st.tags)
+	}
+}
+
+// TestCodeCountersIdleCost: code counters nothing was counted in hold no table of codes
+// (every cluster has them; most clusters of a mesh are idle), and counting makes the
+// table of that class only.
+func TestCodeCountersIdleCost(t *testing.T) {
+	cc := NewCodeCounters(NewStore().Cluster("c"), "upstream_rq_")
+	if size := unsafe.Sizeof(*cc); size > 256 {
+		t.Errorf("idle CodeCounters are %d bytes, want at most 256", size)
+	}
+	first := cc.Code(503)
+	first.Inc()
+	for class := range cc.codes {
+		if made := cc.codes[class].Load() != nil; made != (class == 5) {
+			t.Errorf("after a 503, the table of class %d made: %v", class, made)
+		}
+	}
+	if again := cc.Code(503); again != first || again.Value() != 1 {
+		t.Error("the 503 counter is not cached or lost its count")
 	}
 }
 
