@@ -16,7 +16,7 @@ func (s *Store) TaggedCounter(name string, tags []Tag) *Stat {
 }
 
 func (s *Store) tagged(name string, tags []Tag, kind Kind) *Stat {
-	st := s.get(taggedName(name, tags), name, tags, kind)
+	st := s.get(taggedName(name, tags), name, tags, kind, false)
 	if !st.explicit.Load() {
 		st.explicit.Store(true)
 	}
@@ -25,7 +25,7 @@ func (s *Store) tagged(name string, tags []Tag, kind Kind) *Stat {
 
 // TaggedHistogram is TaggedCounter for a histogram.
 func (s *Store) TaggedHistogram(name string, tags []Tag) *Histogram {
-	h := s.histogram(taggedName(name, tags), name, tags)
+	h := s.histogram(taggedName(name, tags), name, tags, false)
 	if !h.explicit.Load() {
 		h.explicit.Store(true)
 	}

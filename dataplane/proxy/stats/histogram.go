@@ -165,10 +165,10 @@ func quantiles(bins []bin, qs []float64) []float64 {
 
 // Histogram returns the histogram named prefix+leaf, creating it on first use.
 func (sc Scope) Histogram(leaf string) *Histogram {
-	return sc.store.histogram(sc.prefix+leaf, sc.extracted+leaf, sc.tags)
+	return sc.store.histogram(sc.prefix+leaf, sc.extracted+leaf, sc.tags, true)
 }
 
-func (s *Store) histogram(name, extracted string, tags []Tag) *Histogram {
+func (s *Store) histogram(name, extracted string, tags []Tag, shared bool) *Histogram {
 	s.mu.RLock()
 	h, ok := s.histograms[name]
 	s.mu.RUnlock()
@@ -180,7 +180,7 @@ func (s *Store) histogram(name, extracted string, tags []Tag) *Histogram {
 	if h, ok := s.histograms[name]; ok {
 		return h
 	}
-	h = &Histogram{name: name, extracted: extracted, tags: append([]Tag(nil), tags...), bins: map[uint64]uint64{}}
+	h = &Histogram{name: name, extracted: intern(extracted), tags: keepTags(tags, shared), bins: map[uint64]uint64{}}
 	s.histograms[name] = h
 	return h
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"regexp"
 	"testing"
+	"unsafe"
 
 	"github.com/meshlab/meshlab/internal/testutil"
 )
@@ -60,5 +61,28 @@ func TestResponseCodeTagExtraction(t *testing.T) {
 		if tc.wantTag == "" && len(tags) != 0 || tc.wantTag != "" && (len(tags) != 1 || tags[0] != Tag{tc.wantTag, tc.wantValue}) {
 			t.Errorf("%s: tags %v, want %s=%s", tc.leaf, tags, tc.wantTag, tc.wantValue)
 		}
+	}
+}
+
+// TestStatsShareExtractedNamesAndTags: the same stat of two clusters keeps one copy of
+// its tag-extracted name, and a stat keeps its scope's tags rather than a copy of them
+// (a sidecar of a 50-Service lab has ~1500 cluster stats: 307 -> 234 bytes each); a
+// tagged stat copies the caller's slice, which the caller may reuse.
+func TestStatsShareExtractedNamesAndTags(t *testing.T) {
+	s := NewStore()
+	a, b := s.Cluster("a").Counter("upstream_rq_total"), s.Cluster("b").Counter("upstream_rq_total")
+	if a.extracted != "cluster.upstream_rq_total" || unsafe.StringData(a.extracted) != unsafe.StringData(b.extracted) {
+		t.Errorf("extracted names %q and %q are not one string", a.extracted, b.extracted)
+	}
+	sc := s.Cluster("c")
+	x, y := sc.Counter("upstream_cx_total"), sc.Gauge("upstream_cx_active")
+	if len(x.tags) != 1 || &x.tags[0] != &y.tags[0] {
+		t.Errorf("two stats of one scope keep copies of its tags: %v %v", x.tags, y.tags)
+	}
+	mine := []Tag{{Name: "source_app", Value: "a"}}
+	st := s.TaggedCounter("istiocustom.istio_requests_total", mine)
+	mine[0].Value = "changed"
+	if st.tags[0].Value != "a" {
+		t.Errorf("a tagged stat kept the caller's slice: tags %v", st.tags)
 	}
 }
