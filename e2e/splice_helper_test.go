@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshlab/meshlab/dataplane/proxy/origdst"
 	"github.com/meshlab/meshlab/netns"
 	"github.com/meshlab/meshlab/netns/capture"
-	"github.com/meshlab/meshlab/netns/origdst"
 )
 
 // The "plain TCP splice" path of BenchmarkDataPath: the cost of interception alone. The

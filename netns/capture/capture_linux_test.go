@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshlab/meshlab/dataplane/proxy/origdst"
 	"github.com/meshlab/meshlab/internal/testutil"
 	"github.com/meshlab/meshlab/netns"
-	"github.com/meshlab/meshlab/netns/origdst"
 	"golang.org/x/sys/unix"
 )
 

@@ -20,10 +20,10 @@ import (
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/peer"
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/rbac"
 	"github.com/meshlab/meshlab/dataplane/proxy/httpconn"
+	"github.com/meshlab/meshlab/dataplane/proxy/origdst"
 	"github.com/meshlab/meshlab/dataplane/proxy/stats"
 	"github.com/meshlab/meshlab/dataplane/proxy/tcpproxy"
 	"github.com/meshlab/meshlab/dataplane/proxy/tlsctx"
-	"github.com/meshlab/meshlab/netns/origdst"
 )
 
 // Deps are what the listener manager needs from the rest of the proxy.
