@@ -8,6 +8,8 @@ package fieldcheck
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -39,75 +41,123 @@ func (e *UnsupportedError) Error() string {
 	return fmt.Sprintf("%s: field is not supported by meshlab proxy", e.Path)
 }
 
-// Check returns an *UnsupportedError for the first (in field-number order, depth first)
+// Check returns an *UnsupportedError for the first (in declaration order, depth first)
 // field of m that is set but not allowed.
+//
+// It runs on every resource a proxy applies, so it visits only the fields that are set
+// and spells a field's path only for the one it refuses.
 func (a Allow) Check(m proto.Message) error {
 	if m == nil {
 		return nil
 	}
-	return a.check(m.ProtoReflect(), "")
-}
-
-func (a Allow) check(m protoreflect.Message, path string) error {
-	allowed, listed := a[m.Descriptor().FullName()]
-	if !listed {
-		return nil
+	c := &checker{allow: a}
+	c.collect = func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
+		if !fd.IsExtension() {
+			c.set = append(c.set, fd)
+		}
+		return true
 	}
-	fields := m.Descriptor().Fields()
-	for i := 0; i < fields.Len(); i++ {
-		fd := fields.Get(i)
-		if !m.Has(fd) {
-			continue
-		}
-		p := join(path, string(fd.Name()))
-		if !contains(allowed, string(fd.Name())) {
-			return &UnsupportedError{Path: p}
-		}
-		if fd.Kind() != protoreflect.MessageKind && fd.Kind() != protoreflect.GroupKind {
-			continue
-		}
-		v := m.Get(fd)
-		switch {
-		case fd.IsList():
-			l := v.List()
-			for j := 0; j < l.Len(); j++ {
-				if err := a.check(l.Get(j).Message(), fmt.Sprintf("%s[%d]", p, j)); err != nil {
-					return err
-				}
-			}
-		case fd.IsMap():
-			if fd.MapValue().Kind() != protoreflect.MessageKind {
-				continue
-			}
-			var err error
-			v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
-				err = a.check(mv.Message(), fmt.Sprintf("%s[%v]", p, k.Interface()))
-				return err == nil
-			})
-			if err != nil {
-				return err
-			}
-		default:
-			if err := a.check(v.Message(), p); err != nil {
-				return err
-			}
-		}
+	if c.check(m.ProtoReflect()) {
+		return &UnsupportedError{Path: c.path()}
 	}
 	return nil
 }
 
-func join(path, name string) string {
-	if path == "" {
-		return name
-	}
-	return path + "." + name
+// step is one element of the path from the checked message to a field: the field, and
+// which element of it when it is a list (index) or a map (key).
+type step struct {
+	fd    protoreflect.FieldDescriptor
+	index int // list element, -1 for none
+	key   protoreflect.MapKey
+	isKey bool
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
+// checker walks a message; steps lead to the field being looked at.
+type checker struct {
+	allow Allow
+	steps []step
+	// set holds the set fields of the messages being walked, innermost last; collect
+	// appends to it (one closure for the whole walk).
+	set     []protoreflect.FieldDescriptor
+	collect func(protoreflect.FieldDescriptor, protoreflect.Value) bool
+}
+
+// check reports whether m holds a field that is set but not allowed, leaving c.steps at
+// that field.
+func (c *checker) check(m protoreflect.Message) bool {
+	allowed, listed := c.allow[m.Descriptor().FullName()]
+	if !listed {
+		return false
+	}
+	// The fields that are set, in declaration order (Range's order is unspecified).
+	start := len(c.set)
+	m.Range(c.collect)
+	defer func() { c.set = c.set[:start] }()
+	slices.SortFunc(c.set[start:], func(x, y protoreflect.FieldDescriptor) int { return x.Index() - y.Index() })
+	for i := start; i < len(c.set); i++ {
+		fd := c.set[i]
+		c.steps = append(c.steps, step{fd: fd, index: -1})
+		if !slices.Contains(allowed, string(fd.Name())) {
 			return true
 		}
+		if fd.Kind() == protoreflect.MessageKind || fd.Kind() == protoreflect.GroupKind {
+			if c.checkValue(fd, m.Get(fd)) {
+				return true
+			}
+		}
+		c.steps = c.steps[:len(c.steps)-1]
 	}
 	return false
+}
+
+// checkValue checks the message, list or map value of a message field whose step is the
+// last of c.steps.
+func (c *checker) checkValue(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+	last := len(c.steps) - 1
+	switch {
+	case fd.IsList():
+		l := v.List()
+		for j := 0; j < l.Len(); j++ {
+			c.steps[last].index = j
+			if c.check(l.Get(j).Message()) {
+				return true
+			}
+		}
+		c.steps[last].index = -1
+	case fd.IsMap():
+		if fd.MapValue().Kind() != protoreflect.MessageKind {
+			return false
+		}
+		found := false
+		v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
+			c.steps[last].key, c.steps[last].isKey = k, true
+			found = c.check(mv.Message())
+			return !found
+		})
+		if !found {
+			c.steps[last].isKey = false
+		}
+		return found
+	default:
+		return c.check(v.Message())
+	}
+	return false
+}
+
+// path spells c.steps as "filter_chains[1].filter_chain_match.server_names".
+func (c *checker) path() string {
+	var b strings.Builder
+	for i, s := range c.steps {
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(string(s.fd.Name()))
+		switch {
+		case s.isKey:
+			fmt.Fprintf(&b, "[%v]", s.key.Interface())
+		case s.index >= 0:
+			fmt.Fprintf(&b, "[%d]", s.index)
+		}
+	}
+	return b.String()
 }
