@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"unicode/utf8"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/raw_buffer/v3" // registers RawBuffer: Istio's tlsMode-disabled match carries it
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -114,6 +117,23 @@ func Compile(ts *corev3.TransportSocket, server bool) (*Context, error) {
 	if tc.MessageName() == "envoy.extensions.transport_sockets.raw_buffer.v3.RawBuffer" {
 		return nil, nil
 	}
+	key, sni, ok := cacheKey(tc, server)
+	if ok {
+		if c := compiled.get(key); c != nil {
+			cp := *c
+			cp.SNI = sni
+			return &cp, nil
+		}
+	}
+	c, err := compile(tc, server)
+	if err == nil && ok {
+		compiled.put(key, c)
+	}
+	return c, err
+}
+
+// compile compiles a TLS context from its typed_config.
+func compile(tc *anypb.Any, server bool) (*Context, error) {
 	var common *tlsv3.CommonTlsContext
 	c := &Context{Server: server, Sources: map[string]Source{}}
 	if server {
@@ -141,6 +161,81 @@ func Compile(ts *corev3.TransportSocket, server bool) (*Context, error) {
 		return nil, fmt.Errorf("typed_config.common_tls_context.%w", err)
 	}
 	return c, nil
+}
+
+// compiled holds compiled contexts by what they were compiled from (see cacheKey), so
+// that the clusters of a sidecar, whose ISTIO_MUTUAL contexts differ only in their SNI,
+// unpack, validate and check one context and share its secrets, SANs and ALPN.
+var compiled = &contextCache{m: map[string]*Context{}}
+
+// maxCachedContexts bounds the cache; when full it starts again.
+const maxCachedContexts = 512
+
+type contextCache struct {
+	mu sync.Mutex
+	m  map[string]*Context
+}
+
+func (cc *contextCache) get(key string) *Context {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	return cc.m[key]
+}
+
+func (cc *contextCache) put(key string, c *Context) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if len(cc.m) >= maxCachedContexts {
+		clear(cc.m)
+	}
+	cc.m[key] = c
+}
+
+// upstreamSNIField is UpstreamTlsContext.sni's field number.
+const upstreamSNIField = 2
+
+// cacheKey returns the key of a typed_config in the cache and, for an
+// UpstreamTlsContext, its SNI: a DownstreamTlsContext is keyed by its bytes, an
+// UpstreamTlsContext by its bytes without sni, which no other field's compilation reads
+// (a hit copies the cached context with this SNI). It reports false when the bytes are
+// not a well-formed message or the SNI is one that unpacking or validation would refuse:
+// those are compiled in full, so that their errors are Compile's.
+func cacheKey(tc *anypb.Any, server bool) (key, sni string, ok bool) {
+	if server {
+		if tc.MessageName() != "envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext" {
+			return "", "", false
+		}
+		return "d" + string(tc.GetValue()), "", true
+	}
+	if tc.MessageName() != "envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext" {
+		return "", "", false
+	}
+	b := tc.GetValue()
+	var rest []byte
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return "", "", false
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if m < 0 {
+			return "", "", false
+		}
+		if num == upstreamSNIField {
+			v, k := protowire.ConsumeBytes(b[n:])
+			if typ != protowire.BytesType || k < 0 {
+				return "", "", false
+			}
+			sni = string(v) // the last one counts, as in unmarshalling
+		} else {
+			rest = append(rest, b[:n+m]...)
+		}
+		b = b[n+m:]
+	}
+	if !utf8.ValidString(sni) || (&tlsv3.UpstreamTlsContext{Sni: sni}).ValidateAll() != nil {
+		return "", "", false
+	}
+	return "u" + string(rest), sni, true
 }
 
 func unpack(tc *anypb.Any, m interface {
