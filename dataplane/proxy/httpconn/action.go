@@ -389,6 +389,10 @@ type headerOp struct {
 	key, value string
 	action     corev3.HeaderValueOption_HeaderAppendAction
 	keepEmpty  bool
+	// canonical is key in canonical form and values is value as header values, both
+	// made once per config (see sharedValues).
+	canonical string
+	values    []string
 }
 
 // headerMutation is one level's headers to remove, then add.
@@ -426,6 +430,7 @@ func compileHeaderMutation(add []*corev3.HeaderValueOption, remove []string, fie
 				op.action = corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD
 			}
 		}
+		op.canonical, op.values = http.CanonicalHeaderKey(op.key), sharedValues(op.value)
 		hm.add = append(hm.add, op)
 	}
 	return hm, nil
@@ -446,19 +451,23 @@ func (m *headerMutation) apply(h http.Header, host *string) {
 			}
 			continue
 		}
-		_, exists := h[http.CanonicalHeaderKey(op.key)]
+		old, exists := h[op.canonical]
 		switch op.action {
 		case corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD:
-			h.Add(op.key, op.value)
+			if exists {
+				h[op.canonical] = append(old, op.value)
+			} else {
+				h[op.canonical] = op.values
+			}
 		case corev3.HeaderValueOption_ADD_IF_ABSENT:
 			if !exists {
-				h.Set(op.key, op.value)
+				h[op.canonical] = op.values
 			}
 		case corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD:
-			h.Set(op.key, op.value)
+			h[op.canonical] = op.values
 		case corev3.HeaderValueOption_OVERWRITE_IF_EXISTS:
 			if exists {
-				h.Set(op.key, op.value)
+				h[op.canonical] = op.values
 			}
 		}
 	}

@@ -166,20 +166,20 @@ func (rt *router) mutateRequestHeaders(x *exchange) {
 		}
 		// The prior hop is not trusted (xff_num_trusted_hops 0): x-forwarded-proto is
 		// this connection's.
-		proto := "http"
+		proto := protoHTTP
 		if r.TLS != nil {
-			proto = "https"
+			proto = protoHTTPS
 		}
-		h.Set("X-Forwarded-Proto", proto)
+		h["X-Forwarded-Proto"] = proto
 	} else {
 		x.remote = lastXFF(h)
 	}
 	if !cfg.UseRemoteAddress && h.Get("X-Forwarded-Proto") == "" {
-		proto := "http"
+		proto := protoHTTP
 		if r.TLS != nil {
-			proto = "https"
+			proto = protoHTTPS
 		}
-		h.Set("X-Forwarded-Proto", proto)
+		h["X-Forwarded-Proto"] = proto
 	}
 	for _, k := range internalOnlyHeaders {
 		if _, ok := h[k]; ok {

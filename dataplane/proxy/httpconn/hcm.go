@@ -65,6 +65,9 @@ type Config struct {
 	Inline       *RouteTable // set for an inline route_config
 	ServerName   string      // "envoy" unless server_name is set
 	ServerHeader ServerHeader
+	// serverValues is ServerName as the Server header's values, made once by Compile
+	// and shared by every response (see sharedValues).
+	serverValues []string
 	Filters      []Filter // the HTTP filters before the router, in filter chain order
 	AccessLogs   []*accesslog.Logger
 	XFCC         XFCC // forward_client_cert_details
@@ -174,6 +177,7 @@ func Compile(a *anypb.Any) (*Config, error) {
 	if h.GetServerName() != "" {
 		cfg.ServerName = h.GetServerName()
 	}
+	cfg.serverValues = sharedValues(cfg.ServerName)
 	if err := cfg.compileStreamOptions(&h); err != nil {
 		return nil, err
 	}

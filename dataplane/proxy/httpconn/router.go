@@ -150,6 +150,20 @@ func delHopByHop(h http.Header) {
 	}
 }
 
+// sharedValues returns a constant header value as header values made once per config
+// and shared by every request: http.Header.Set allocates a one-element slice per call.
+// Sharing is safe because the slice has len == cap, so an append by a later mutation
+// copies it, and nothing on the proxy's path writes a header's values in place.
+func sharedValues(v string) []string {
+	return []string{v}[:1:1]
+}
+
+// The x-forwarded-proto values, shared by every request (see sharedValues).
+var (
+	protoHTTP  = sharedValues("http")
+	protoHTTPS = sharedValues("https")
+)
+
 // exchange is one request's state: what the access log and the stats report.
 type exchange struct {
 	w     *countingWriter // &cw
@@ -505,12 +519,16 @@ func (rt *router) outgoing(x *exchange, timeout time.Duration) *http.Request {
 }
 
 func (rt *router) setServer(h http.Header) {
+	vs := rt.cfg.serverValues
+	if vs == nil || vs[0] != rt.cfg.ServerName { // a Config not made by Compile
+		vs = []string{rt.cfg.ServerName}
+	}
 	switch rt.cfg.ServerHeader {
 	case ServerHeaderOverwrite:
-		h.Set("Server", rt.cfg.ServerName)
+		h["Server"] = vs
 	case ServerHeaderAppendIfAbsent:
 		if h.Get("Server") == "" {
-			h.Set("Server", rt.cfg.ServerName)
+			h["Server"] = vs
 		}
 	}
 }

@@ -43,8 +43,22 @@ func (f *HTTPFilter) InjectUpstream(h http.Header, cluster string, istioMeta *st
 		return
 	}
 	n := Local()
-	h.Set(HeaderMetadataID, n.ID)
-	h.Set(HeaderMetadata, n.Header)
+	setShared(h, canonicalID, n.idValues)
+	setShared(h, canonicalMetadata, n.headerValues)
+}
+
+// The exchange headers' canonical keys.
+var (
+	canonicalID       = http.CanonicalHeaderKey(HeaderMetadataID)
+	canonicalMetadata = http.CanonicalHeaderKey(HeaderMetadata)
+)
+
+// setShared sets a header to values made once and shared by every request (the local
+// node's metadata, 1 KB of it): Header.Set would allocate a one-element slice per
+// request. vs has len == cap, so an append by a later filter copies it, and nothing on
+// the proxy's path writes a header's values in place.
+func setShared(h http.Header, canonicalKey string, vs []string) {
+	h[canonicalKey] = vs
 }
 
 func (f *HTTPFilter) skip(cluster string, istioMeta *structpb.Struct) bool {
@@ -74,10 +88,10 @@ func (f *HTTPFilter) OnResponse(h http.Header, st *HTTPState) {
 	if f.PropagateDownstream {
 		n := Local()
 		if st.reqID {
-			h.Set(HeaderMetadataID, n.ID)
+			setShared(h, canonicalID, n.idValues)
 		}
 		if st.reqMeta {
-			h.Set(HeaderMetadata, n.Header)
+			setShared(h, canonicalMetadata, n.headerValues)
 		}
 	}
 }

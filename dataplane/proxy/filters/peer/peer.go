@@ -146,6 +146,9 @@ type Node struct {
 	Header string
 	// Metadata is the node's metadata as the bootstrap has it.
 	Metadata *structpb.Struct
+	// idValues and headerValues are ID and Header as header values, made once and
+	// shared by every request's headers (see setShared).
+	idValues, headerValues []string
 }
 
 var local atomic.Pointer[Node]
@@ -153,7 +156,13 @@ var local atomic.Pointer[Node]
 // SetLocal records the local node (the bootstrap's node) for every peer filter.
 func SetLocal(n *corev3.Node) {
 	w := FromStruct(n.GetMetadata(), nil)
-	local.Store(&Node{ID: n.GetId(), Workload: w, Header: w.HeaderValue(), Metadata: n.GetMetadata()})
+	local.Store(newNode(n.GetId(), w, n.GetMetadata()))
+}
+
+func newNode(id string, w *Workload, md *structpb.Struct) *Node {
+	h := w.HeaderValue()
+	return &Node{ID: id, Workload: w, Header: h, Metadata: md,
+		idValues: []string{id}[:1:1], headerValues: []string{h}[:1:1]}
 }
 
 // Local returns the local node; an empty one before SetLocal.
@@ -161,8 +170,10 @@ func Local() *Node {
 	if n := local.Load(); n != nil {
 		return n
 	}
-	return &Node{Workload: &Workload{}}
+	return emptyNode
 }
+
+var emptyNode = newNode("", &Workload{}, nil)
 
 // SANNamespace returns the namespace of a SPIFFE principal
 // (".../ns/<namespace>/sa/<account>"), "" when it has none.

@@ -35,7 +35,7 @@ func node(t *testing.T, id, pod, ns, app, version string) *Node {
 		t.Fatal(err)
 	}
 	w := FromStruct(md, nil)
-	return &Node{ID: id, Workload: w, Header: w.HeaderValue(), Metadata: md}
+	return newNode(id, w, md)
 }
 
 func TestWorkloadHeaderRoundTrip(t *testing.T) {
@@ -293,5 +293,32 @@ func TestHTTPFilterExchangesHeaders(t *testing.T) {
 		if h.Get(HeaderMetadata) != "" {
 			t.Errorf("metadata sent to %s %v", c.cluster, c.meta)
 		}
+	}
+}
+
+// TestSharedExchangeHeaders pins that the local node's exchange headers are set from
+// values made once (no allocation per request) and that a later filter appending to
+// one of them cannot change what the next request carries.
+func TestSharedExchangeHeaders(t *testing.T) {
+	SetLocal(&corev3.Node{Id: "sidecar~10.0.0.3~a.default~default.svc.cluster.local", Metadata: node(t, "", "a-1", "default", "a", "v1").Metadata})
+	t.Cleanup(func() { local.Store(nil) })
+	f := &HTTPFilter{PropagateUpstream: true, PropagateDownstream: true}
+	h := http.Header{}
+	allocs := testing.AllocsPerRun(100, func() {
+		f.InjectUpstream(h, "outbound|80||a.default.svc.cluster.local", nil)
+		f.OnResponse(h, &HTTPState{reqID: true, reqMeta: true})
+	})
+	if allocs != 0 {
+		t.Errorf("InjectUpstream and OnResponse allocate %v objects per request, want 0 (shared values)", allocs)
+	}
+	h.Add(HeaderMetadataID, "appended")
+	h.Add(HeaderMetadata, "appended")
+	next := http.Header{}
+	f.InjectUpstream(next, "outbound|80||a.default.svc.cluster.local", nil)
+	if got := next.Values(HeaderMetadataID); len(got) != 1 || got[0] != Local().ID {
+		t.Errorf("next request's %s = %q, want only %q", HeaderMetadataID, got, Local().ID)
+	}
+	if got := next.Values(HeaderMetadata); len(got) != 1 || got[0] != Local().Header {
+		t.Errorf("next request's %s = %d values, want only the local node's", HeaderMetadata, len(got))
 	}
 }
