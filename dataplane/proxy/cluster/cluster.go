@@ -475,8 +475,10 @@ func (c *Cluster) RoundTripUpstream(req *http.Request, h Host, up *UpstreamInfo)
 	}
 	req.URL.Scheme = "http"
 	h2 := c.sendsHTTP2(req)
-	if tc, _ := c.cfg.Transport(h); tc != nil && h2 {
-		req.URL.Scheme = "https" // Envoy's upstream :scheme follows the transport socket
+	if h2 { // only then: resolving a host's transport socket match parses its metadata
+		if tc, _ := c.cfg.Transport(h); tc != nil {
+			req.URL.Scheme = "https" // Envoy's upstream :scheme follows the transport socket
+		}
 	}
 	hs := c.hostState(h)
 	req.URL.Host = hs.addr

@@ -66,7 +66,7 @@ func alpnServer(t *testing.T) (string, func() [][]string) {
 	}
 }
 
-func tlsCluster(t *testing.T, name, host string, alpnOverride string) *cluster.Config {
+func tlsCluster(t testing.TB, name, host string, alpnOverride string) *cluster.Config {
 	t.Helper()
 	base := staticCluster(t, name, host)
 	c := base.Proto

@@ -1,6 +1,7 @@
 package httpconn
 
 import (
+	"crypto/x509"
 	"fmt"
 	"net/http"
 	"time"
@@ -90,10 +91,8 @@ func (rt *router) recordIstioStats(x *exchange, code int) {
 		side.Peer, side.PeerKey, side.Endpoint = x.peer.Upstream, x.peer.UpstreamRaw, x.upHost.Workload
 		if c := x.upstream.Conn; c != nil {
 			if cs, ok := peer.TLSState(c); ok && len(cs.PeerCertificates) > 0 && len(cs.PeerCertificates[0].URIs) > 0 {
-				side.PeerSAN = cs.PeerCertificates[0].URIs[0].String()
-				if haveCluster {
-					side.LocalSAN = cl.LocalURISAN(x.upHost)
-				}
+				sans := rt.upstreamSANs(cs.PeerCertificates[0], cl, x.upHost)
+				side.PeerSAN, side.LocalSAN = sans.peer, sans.local
 			}
 		}
 	}
@@ -106,6 +105,36 @@ func (rt *router) recordIstioStats(x *exchange, code int) {
 		r.GRPCStatus = grpcStatus(x.w.Header())
 	}
 	rt.cfg.IstioStats.RecordHTTP(rt.deps.Stats, side, r)
+}
+
+// upstreamSANs are the URI SANs istio.stats reports for an outbound request over mTLS:
+// the upstream peer's and the certificate the cluster presents to its host.
+type upstreamSANs struct {
+	// The key: the peer's leaf (crypto/tls shares one parsed certificate between the
+	// connections to a peer), the cluster and the host (its transport socket match).
+	leaf        *x509.Certificate
+	cl          *cluster.Cluster
+	host        cluster.Host
+	peer, local string
+}
+
+// upstreamSANs returns the SANs of an outbound mTLS request to host of cl whose peer
+// presented leaf. They are formatted once per peer certificate, cluster and host on
+// this downstream connection (a URL's String allocates, and the local one resolves the
+// host's transport socket), not per request. The local SAN is read when the entry is
+// made: as Envoy reports the certificate the connection was made with, a rotation
+// shows on the next downstream connection (and Istio's rotation keeps the identity).
+// cl is nil when the cluster went away: no local SAN.
+func (rt *router) upstreamSANs(leaf *x509.Certificate, cl *cluster.Cluster, host cluster.Host) *upstreamSANs {
+	if s := rt.sans.Load(); s != nil && s.leaf == leaf && s.cl == cl && s.host == host {
+		return s
+	}
+	s := &upstreamSANs{leaf: leaf, cl: cl, host: host, peer: leaf.URIs[0].String()}
+	if cl != nil {
+		s.local = cl.LocalURISAN(host)
+	}
+	rt.sans.Store(s)
+	return s
 }
 
 // grpcStatus returns a response's grpc-status: its trailer, else its header (a

@@ -77,6 +77,9 @@ type router struct {
 	deps Deps
 	ds   Downstream
 	st   *hcmStats
+	// sans is the last outbound mTLS request's SANs for istio.stats; HTTP/2 streams
+	// read and replace it concurrently.
+	sans atomic.Pointer[upstreamSANs]
 }
 
 type hcmStats struct {
