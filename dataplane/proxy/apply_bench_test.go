@@ -3,7 +3,6 @@ package proxy
 import (
 	"compress/gzip"
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"os"
@@ -12,29 +11,26 @@ import (
 	"testing"
 	"time"
 
-	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
-	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/types/known/anypb"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/xdsclient"
 )
 
 // sidecarXDS is one response per type, in the order ADS delivers them to a starting proxy.
-type sidecarXDS []struct {
-	typeURL   string
-	resources []*anypb.Any
-}
+type sidecarXDS []*discoveryv3.DiscoveryResponse
 
-// loadSidecarXDS reads testdata/xds-sidecar-50svc.json.gz: what meshlab's generator sends
-// the sidecar svc-00-0 of BenchmarkUpScale's lab (50 Services x 2 replicas; 54 clusters,
-// 50 load assignments, 3 listeners, 1 route configuration), written as the contract
-// files are. Listeners that bind are moved to 127.0.0.1:0.
+// loadSidecarXDS reads testdata/xds-sidecar-50svc.pb.gz: what meshlab's generator
+// (controlplane/xds.Generate) sends the sidecar svc-00-0 of BenchmarkUpScale's lab (50
+// Services x 2 replicas; 54 clusters, 50 load assignments, 3 listeners, 1 route
+// configuration), as CDS, EDS, LDS and RDS DiscoveryResponses in the wire encoding, each
+// preceded by its length as a varint; the listeners that bind are moved to 127.0.0.1:0.
+// It is binary so that reading it decodes no resource type: the first Apply in a fresh
+// process pays protobuf's per-type setup, as a starting proxy does.
 func loadSidecarXDS(tb testing.TB) sidecarXDS {
 	tb.Helper()
-	f, err := os.Open(filepath.Join("testdata", "xds-sidecar-50svc.json.gz"))
+	f, err := os.Open(filepath.Join("testdata", "xds-sidecar-50svc.pb.gz"))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -47,42 +43,27 @@ func loadSidecarXDS(tb testing.TB) sidecarXDS {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	var doc map[string][]json.RawMessage
-	if err := json.Unmarshal(data, &doc); err != nil {
-		tb.Fatal(err)
-	}
 	var out sidecarXDS
-	for _, step := range []struct {
-		key, typeURL string
-		newMsg       func() protoMessage
-	}{
-		{"clusters", xdsclient.ClusterType, func() protoMessage { return &clusterv3.Cluster{} }},
-		{"endpoints", xdsclient.EndpointType, func() protoMessage { return &endpointv3.ClusterLoadAssignment{} }},
-		{"listeners", xdsclient.ListenerType, func() protoMessage { return &listenerv3.Listener{} }},
-		{"routes", xdsclient.RouteType, func() protoMessage { return &routev3.RouteConfiguration{} }},
-	} {
-		var anys []*anypb.Any
-		for _, raw := range doc[step.key] {
-			m := step.newMsg()
-			if err := protojson.Unmarshal(raw, m); err != nil {
-				tb.Fatalf("%s: %v", step.key, err)
-			}
-			if l, ok := m.(*listenerv3.Listener); ok && (l.GetBindToPort() == nil || l.GetBindToPort().GetValue()) {
-				l.Address = socketAddr("127.0.0.1", 0)
-			}
-			a, err := anypb.New(m)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			anys = append(anys, a)
+	for len(data) > 0 {
+		b, n := protowire.ConsumeBytes(data)
+		if n < 0 {
+			tb.Fatal(protowire.ParseError(n))
 		}
-		if len(anys) == 0 {
-			tb.Fatalf("no %s in the sidecar's xDS", step.key)
+		data = data[n:]
+		r := &discoveryv3.DiscoveryResponse{}
+		if err := proto.Unmarshal(b, r); err != nil {
+			tb.Fatal(err)
 		}
-		out = append(out, struct {
-			typeURL   string
-			resources []*anypb.Any
-		}{step.typeURL, anys})
+		out = append(out, r)
+	}
+	want := []string{xdsclient.ClusterType, xdsclient.EndpointType, xdsclient.ListenerType, xdsclient.RouteType}
+	if len(out) != len(want) {
+		tb.Fatalf("%d responses, want %d", len(out), len(want))
+	}
+	for i, r := range out {
+		if r.GetTypeUrl() != want[i] || len(r.GetResources()) == 0 {
+			tb.Fatalf("response %d: %s with %d resources, want %s", i, r.GetTypeUrl(), len(r.GetResources()), want[i])
+		}
 	}
 	return out
 }
@@ -114,8 +95,8 @@ func BenchmarkApplySidecarXDS(b *testing.B) {
 		before := processCPU(b)
 		b.StartTimer()
 		for _, r := range x {
-			if err := srv.Apply(r.typeURL, "v1", r.resources); err != nil {
-				b.Fatalf("%s refused: %v", r.typeURL, err)
+			if err := srv.Apply(r.GetTypeUrl(), r.GetVersionInfo(), r.GetResources()); err != nil {
+				b.Fatalf("%s refused: %v", r.GetTypeUrl(), err)
 			}
 		}
 		b.StopTimer()
