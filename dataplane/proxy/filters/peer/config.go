@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	udpav1 "github.com/cncf/xds/go/udpa/type/v1"
 	xdstypev3 "github.com/cncf/xds/go/xds/type/v3"
@@ -91,8 +92,44 @@ func decodeStrict(typeName string, value *structpb.Struct, v any) error {
 }
 
 // CompileMX compiles an istio.metadata_exchange network filter (upstream false) or
-// upstream cluster filter (upstream true) from its TypedStruct.
+// upstream cluster filter (upstream true) from its TypedStruct. Every cluster of a
+// sidecar carries the same one, so a compiled filter is kept by its encoding and shared
+// (an MX is immutable).
 func CompileMX(a *anypb.Any, upstream bool) (*MX, error) {
+	key := "d"
+	if upstream {
+		key = "u"
+	}
+	key += a.GetTypeUrl() + "\x00" + string(a.GetValue())
+	mxCache.mu.Lock()
+	mx, ok := mxCache.m[key]
+	mxCache.mu.Unlock()
+	if ok {
+		return mx, nil
+	}
+	mx, err := compileMX(a, upstream)
+	if err != nil {
+		return nil, err
+	}
+	mxCache.mu.Lock()
+	if len(mxCache.m) >= maxCachedMX {
+		clear(mxCache.m)
+	}
+	mxCache.m[key] = mx
+	mxCache.mu.Unlock()
+	return mx, nil
+}
+
+// mxCache holds compiled metadata exchange filters by CompileMX's key.
+var mxCache = struct {
+	mu sync.Mutex
+	m  map[string]*MX
+}{m: map[string]*MX{}}
+
+// maxCachedMX bounds mxCache; when full it starts again.
+const maxCachedMX = 64
+
+func compileMX(a *anypb.Any, upstream bool) (*MX, error) {
 	name, value, ok, err := TypedStruct(a)
 	if err != nil {
 		return nil, fmt.Errorf("typed_config: %w", err)

@@ -322,3 +322,29 @@ func TestSharedExchangeHeaders(t *testing.T) {
 		t.Errorf("next request's %s = %d values, want only the local node's", HeaderMetadata, len(got))
 	}
 }
+
+// TestCompileMXSharesOneFilterPerEncoding compiles a sidecar's clusters' one metadata
+// exchange filter twice: the second is the first; the listener's filter of the same
+// encoding is its own (it is not upstream), and a refused one stays refused.
+func TestCompileMXSharesOneFilterPerEncoding(t *testing.T) {
+	t.Parallel()
+	a := typedStruct(t, MXConfigType, map[string]any{"protocol": "istio-peer-exchange", "additional_labels": []any{"cache-test"}})
+	first, err := CompileMX(a, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := CompileMX(typedStruct(t, MXConfigType, map[string]any{"protocol": "istio-peer-exchange", "additional_labels": []any{"cache-test"}}), true)
+	if err != nil || second != first {
+		t.Errorf("second compilation: %p %v, want the first (%p)", second, err, first)
+	}
+	down, err := CompileMX(a, false)
+	if err != nil || down.Upstream || !first.Upstream || !reflect.DeepEqual(down.Labels, []string{"cache-test"}) {
+		t.Errorf("listener filter: %+v %v; cluster filter %+v", down, err, first)
+	}
+	bad := typedStruct(t, MXConfigType, map[string]any{"protocol": "p", "cache-bogus": 1})
+	for range 2 {
+		if _, err := CompileMX(bad, true); err == nil {
+			t.Error("unknown field accepted")
+		}
+	}
+}
