@@ -95,6 +95,7 @@ func typedStructAny(tb testing.TB, typ string, v map[string]any) *anypb.Any {
 // presenting a SPIFFE certificate as the server's sidecar does under ISTIO_MUTUAL (no
 // client certificate: the proxy's side of the handshake is not what is measured).
 func benchmarkSidecar(b *testing.B, mtls bool) {
+	b.Helper()
 	// The server's sidecar answers with its own metadata; the local node (process-wide)
 	// is the client's.
 	peer.SetLocal(sidecarNode(b, "server-0", "server"))

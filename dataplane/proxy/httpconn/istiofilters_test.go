@@ -66,22 +66,22 @@ func alpnServer(t *testing.T) (string, func() [][]string) {
 	}
 }
 
-func tlsCluster(t testing.TB, name, host string, alpnOverride string) *cluster.Config {
-	t.Helper()
-	base := staticCluster(t, name, host)
+func tlsCluster(tb testing.TB, name, host string, alpnOverride string) *cluster.Config {
+	tb.Helper()
+	base := staticCluster(tb, name, host)
 	c := base.Proto
 	c.TransportSocket = &corev3.TransportSocket{Name: "envoy.transport_sockets.tls", ConfigType: &corev3.TransportSocket_TypedConfig{
-		TypedConfig: mustAny(t, &tlsv3.UpstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{AlpnProtocols: []string{"istio-peer-exchange", "istio", "http/1.1"}}})}}
+		TypedConfig: mustAny(tb, &tlsv3.UpstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{AlpnProtocols: []string{"istio-peer-exchange", "istio", "http/1.1"}}})}}
 	if alpnOverride != "" {
 		md, err := structpb.NewStruct(map[string]any{"alpn_override": alpnOverride})
 		if err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
 		c.Metadata = &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{"istio": md}}
 	}
 	cfg, err := cluster.Compile(c)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return cfg
 }
