@@ -82,6 +82,13 @@ type syncBuffer = testutil.SyncBuffer
 // stops it and removes anything left, even when the test fails.
 func startLab(tb testing.TB, args ...string) *runningLab {
 	tb.Helper()
+	return startLabWithin(tb, 90*time.Second, args...)
+}
+
+// startLabWithin is startLab waiting at most wait for the lab to be up: a large lab's
+// `up` waits for its pods for longer (lab.ReadyTimeoutFor).
+func startLabWithin(tb testing.TB, wait time.Duration, args ...string) *runningLab {
+	tb.Helper()
 	bin := meshlabBin(tb)
 	name := testutil.UniqueName(tb)
 	all := append([]string{"up", "--name", name, "--drain-duration", "0", "--log-level", "info"}, args...)
@@ -127,8 +134,8 @@ func startLab(tb testing.TB, args ...string) *runningLab {
 	case <-up:
 	case <-l.exited:
 		tb.Fatalf("meshlab up exited before the lab was up: %v\n%s", l.err, out.String())
-	case <-time.After(90 * time.Second):
-		tb.Fatalf("lab not up after 90s:\n%s", out.String())
+	case <-time.After(wait):
+		tb.Fatalf("lab not up after %s:\n%s", wait, out.String())
 	}
 	return l
 }

@@ -47,9 +47,14 @@ func BenchmarkUpScale(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
-		l := startLab(b, scenario)
+		l := startLabWithin(b, lab.ReadyTimeoutFor(services*2)+30*time.Second, scenario)
 		ups = append(ups, time.Since(start))
 		b.StopTimer()
+		// "is up" is also said of a lab whose late pods failed ("407 of 500 pods ready"):
+		// their cost would be measured as idle pods'.
+		if want := fmt.Sprintf("lab %s is up: %d pods ready", l.name, services*2); !strings.Contains(l.out.String(), want) {
+			b.Fatalf("not every pod became ready, want %q:\n%s", want, lastLines(l.out.String(), 20))
+		}
 		if i == b.N-1 {
 			c, err := measureIdle(l, services*2)
 			if err != nil {
@@ -107,6 +112,12 @@ func replicatedScenario(services, replicas int) string {
 			fmt.Sprintf("apiVersion: meshlab.dev/v1alpha1\nkind: Workload\nmetadata: {name: %s}\nspec: {replicas: %d, labels: {app: %s}, ports: [8080], app: {}}\n", name, replicas, name))
 	}
 	return strings.Join(docs, "---\n")
+}
+
+// lastLines is the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 func median(d []time.Duration) time.Duration {

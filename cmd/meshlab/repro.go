@@ -121,7 +121,7 @@ func newReproRunCmd(g *globalFlags) *cobra.Command {
 		},
 	}
 	cmd.Flags().DurationVar(&drain, "drain-duration", 5*time.Second, "how long sidecars drain connections when the lab stops")
-	cmd.Flags().DurationVar(&timeout, "timeout", 60*time.Second, "how long to wait for every pod to become ready")
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, fmt.Sprintf("how long to wait for every pod to become ready (default: %s, or %s per pod when that is longer)", lab.DefaultReadyTimeout, lab.ReadyTimeoutPerPod))
 	return cmd
 }
 

@@ -84,7 +84,7 @@ func newUpCmd(g *globalFlags) *cobra.Command {
 	cmd.Flags().StringVar(&f.serviceCIDR, "service-cidr", lab.DefaultServiceCIDR.String(), "address range of service VIPs")
 	cmd.Flags().StringVar(&f.proxyPath, "envoy-path", "", "Envoy binary for every sidecar (default: envoy on PATH, else the built-in meshlab proxy)")
 	cmd.Flags().DurationVar(&f.drain, "drain-duration", 5*time.Second, "how long sidecars drain connections when the lab stops (Istio's terminationDrainDuration)")
-	cmd.Flags().DurationVar(&f.timeout, "timeout", 60*time.Second, "how long to wait for every pod to become ready")
+	cmd.Flags().DurationVar(&f.timeout, "timeout", 0, fmt.Sprintf("how long to wait for every pod to become ready (default: %s, or %s per pod when that is longer)", lab.DefaultReadyTimeout, lab.ReadyTimeoutPerPod))
 	cmd.Flags().StringVar(&f.caCert, "ca-cert", "", "PEM root certificate of the lab's CA (with --ca-key; default: a new root per lab)")
 	cmd.Flags().StringVar(&f.caKey, "ca-key", "", "PEM private key (ECDSA) of --ca-cert")
 	cmd.Flags().DurationVar(&f.certTTL, "cert-ttl", 24*time.Hour, "lifetime of workload certificates (at least 1s; rotated at ~80%)")
