@@ -62,7 +62,7 @@ func (rt *router) forward(x *exchange, cl *cluster.Cluster) int {
 	if policy != nil && policy.PerTryTimeout > 0 && (expected == 0 || policy.PerTryTimeout < expected) {
 		expected = policy.PerTryTimeout
 	}
-	out := rt.outgoing(x, expected)
+	out := rt.outgoing(ctx, x, expected)
 	if rt.cfg.Peer != nil {
 		rt.cfg.Peer.InjectUpstream(out.Header, cl.Config().Name, clusterIstio(cl))
 	}
@@ -177,14 +177,22 @@ func (rt *router) try(ctx context.Context, x *exchange, cl *cluster.Cluster, out
 	if p != nil && p.PerTryTimeout > 0 {
 		tctx, cancel = context.WithTimeout(ctx, p.PerTryTimeout)
 	}
-	req := out.WithContext(tctx)
-	if body != nil {
-		req.Body = io.NopCloser(bytes.NewReader(body))
-		req.ContentLength = int64(len(body))
-		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	req := out
+	if tctx != out.Context() || body != nil || len(tried) > 0 {
+		// A copy with its own URL (RoundTripUpstream sets its scheme and host) and
+		// body, for a per-try timeout, a replayed body or a retry: an earlier attempt's
+		// transport may still hold the request it was given. The first plain attempt
+		// sends out itself (a copy was two allocations per request).
+		req = out.WithContext(tctx)
+		req.Close = false // as outgoing made it: the first attempt may have set it
+		if body != nil {
+			req.Body = io.NopCloser(bytes.NewReader(body))
+			req.ContentLength = int64(len(body))
+			req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		}
+		u := *out.URL
+		req.URL = &u
 	}
-	u := *out.URL
-	req.URL = &u
 	var up *cluster.UpstreamInfo
 	if len(rt.cfg.AccessLogs) > 0 || rt.cfg.IstioStats != nil {
 		up = &x.upstream // the last attempt's connection is the one logged, as in Envoy
@@ -295,7 +303,9 @@ func (rt *router) respond(x *exchange, a attempt) int {
 	defer a.release()
 	resp := a.resp
 	defer resp.Body.Close()
-	x.info.UpstreamHost = a.host.String()
+	if len(rt.cfg.AccessLogs) > 0 { // only %UPSTREAM_HOST% reads it
+		x.info.UpstreamHost = a.host.String()
+	}
 	x.upHost = a.host
 	h := x.w.Header()
 	for k, vs := range resp.Header {

@@ -468,9 +468,11 @@ func (rt *router) redirect(x *exchange) int {
 
 // outgoing builds the upstream request: hop-by-hop headers removed, header mutations
 // (weighted cluster, route, virtual host), path and authority rewrites, Envoy's headers.
-func (rt *router) outgoing(x *exchange, timeout time.Duration) *http.Request {
+// ctx is the upstream requests' context, so a first attempt without a per-try timeout
+// needs no copy of out (see try).
+func (rt *router) outgoing(ctx context.Context, x *exchange, timeout time.Duration) *http.Request {
 	r, route := x.r, x.route
-	out := r.Clone(r.Context())
+	out := r.Clone(ctx)
 	out.RequestURI = ""
 	out.Close = false
 	delHopByHop(out.Header)
