@@ -60,6 +60,11 @@ const (
 	ReadyTimeoutPerPod = 300 * time.Millisecond
 )
 
+// MaxPods is the most pods a lab holds: each pod's link is a port of the node's bridge,
+// and Linux numbers a bridge's ports in 10 bits, port 0 unused (BR_MAX_PORTS); the 1024th
+// would fail deep into `up` with "exchange full".
+const MaxPods = 1023
+
 // ReadyTimeoutFor is the default ReadyTimeout of a lab of pods pods: DefaultReadyTimeout,
 // or ReadyTimeoutPerPod per pod when that is longer.
 func ReadyTimeoutFor(pods int) time.Duration {
@@ -184,6 +189,9 @@ func prepare(o *Options) (*model.Model, error) {
 			return nil, fmt.Errorf("%s: Workload %s/%s: metadata.name: %q is reserved for the lab's own namespace %s", o.ScenarioFile, p.Namespace, p.Workload, p.Name, NamespaceName(o.Name, p.Name))
 		}
 	}
+	if len(m.Pods) > MaxPods {
+		return nil, fmt.Errorf("%s: %d pods: a lab's pods are ports of one Linux bridge (%s in %s), which holds at most %d; split the scenario into labs of at most %d pods", o.ScenarioFile, len(m.Pods), bridgeName, NodeNamespace(o.Name), MaxPods, MaxPods)
+	}
 	if o.ReadyTimeout == 0 {
 		o.ReadyTimeout = ReadyTimeoutFor(len(m.Pods))
 	}
@@ -219,6 +227,9 @@ func start(ctx context.Context, o Options, sys system) (*Lab, error) {
 	}
 	if err := checkExecutableByApps(o.MeshlabPath); err != nil {
 		return nil, err
+	}
+	if w := hostNeighbourWarning(len(m.Pods)); w != "" {
+		fmt.Fprintln(o.Out, w)
 	}
 	paths := PathsFor(o.RunRoot, o.Name)
 	if Running(paths) {
