@@ -13,6 +13,7 @@ package peer
 import (
 	"encoding/base64"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -170,10 +171,12 @@ func Local() *Node {
 	if n := local.Load(); n != nil {
 		return n
 	}
-	return emptyNode
+	return emptyNode()
 }
 
-var emptyNode = newNode("", &Workload{}, nil)
+// emptyNode is made on first use: its header value is a protobuf encoding, whose
+// first use costs every process of the binary ~29 KB at package init otherwise.
+var emptyNode = sync.OnceValue(func() *Node { return newNode("", &Workload{}, nil) })
 
 // SANNamespace returns the namespace of a SPIFFE principal
 // (".../ns/<namespace>/sa/<account>"), "" when it has none.
