@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/miekg/dns"
 )
@@ -37,6 +38,9 @@ func (h *dnsHandler) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 	}
 }
 
+// firstTableWait bounds how long a query waits for the agent's first name table.
+const firstTableWait = 2 * time.Second
+
 // answer builds the reply to r: A (and AAAA) records for names in the table with TTL 30,
 // NOERROR with no answers for other types of a known name, NXDOMAIN for any other name.
 func (h *dnsHandler) answer(r *dns.Msg) *dns.Msg {
@@ -53,6 +57,7 @@ func (h *dnsHandler) answer(r *dns.Msg) *dns.Msg {
 		return m
 	}
 	q := r.Question[0]
+	h.names.waitFirst(firstTableWait)
 	addrs, ok := h.names.lookup(q.Name)
 	if !ok {
 		m.SetRcode(r, dns.RcodeNameError)

@@ -167,3 +167,29 @@ func TestDNSRejectsMalformedQueries(t *testing.T) {
 		t.Errorf("notify: rcode %s", dns.RcodeToString[r.Rcode])
 	}
 }
+
+// TestDNSWaitsForTheFirstNameTable asks for a name before the agent has its first name
+// table, as a proxy resolving a STRICT_DNS cluster right after start does: the answer
+// waits for the table instead of saying NXDOMAIN (which would leave the cluster without
+// hosts until its next refresh).
+func TestDNSWaitsForTheFirstNameTable(t *testing.T) {
+	t.Parallel()
+	store := &nameStore{}
+	h := &dnsHandler{names: store, log: testutil.Logger(t)}
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		store.set(agentapi.NameTable{Version: 1, Names: map[string][]netip.Addr{"edition.cnn.com": {netip.MustParseAddr("240.240.0.1")}}})
+	}()
+	m := new(dns.Msg)
+	m.SetQuestion("edition.cnn.com.", dns.TypeA)
+	r := h.answer(m)
+	if r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 {
+		t.Fatalf("answer before the first table: rcode %s, %d answers; want the address once the table came", dns.RcodeToString[r.Rcode], len(r.Answer))
+	}
+	// With a table, an unknown name is NXDOMAIN at once.
+	start := time.Now()
+	m.SetQuestion("unknown.example.", dns.TypeA)
+	if r := h.answer(m); r.Rcode != dns.RcodeNameError || time.Since(start) > time.Second {
+		t.Errorf("unknown name with a table: rcode %s after %v", dns.RcodeToString[r.Rcode], time.Since(start))
+	}
+}

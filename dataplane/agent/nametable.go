@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,6 +25,33 @@ func normalizeName(name string) string {
 // reads it while the poller replaces it.
 type nameStore struct {
 	t atomic.Pointer[agentapi.NameTable]
+
+	firstOnce sync.Once
+	first     chan struct{} // closed by the first set; made by firstSet
+	closeOnce sync.Once
+}
+
+// firstSet returns the channel the first table closes.
+func (s *nameStore) firstSet() chan struct{} {
+	s.firstOnce.Do(func() { s.first = make(chan struct{}) })
+	return s.first
+}
+
+// waitFirst waits up to d for the first table. The agent binds its DNS port before it
+// starts the proxy, and the proxy resolves its STRICT_DNS clusters at once: answered
+// NXDOMAIN before the table arrives, a cluster would stay without hosts until its next
+// refresh (istiod's dns_refresh_rate is 60 s). A resolver that answers late is what a
+// pod's resolver is before its DNS server knows the names.
+func (s *nameStore) waitFirst(d time.Duration) {
+	if s.t.Load() != nil {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-s.firstSet():
+	case <-t.C:
+	}
 }
 
 // set replaces the table, normalising its names.
@@ -34,6 +62,7 @@ func (s *nameStore) set(t agentapi.NameTable) {
 		names[k] = append(names[k], addrs...)
 	}
 	s.t.Store(&agentapi.NameTable{Version: t.Version, Names: names})
+	s.closeOnce.Do(func() { close(s.firstSet()) })
 }
 
 // version returns the current table's version (0 before the first table).

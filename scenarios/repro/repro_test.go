@@ -162,10 +162,33 @@ func (f *fakeStatus) ProxyStatus(context.Context) ([]api.ProxyStatus, error) {
 	return []api.ProxyStatus{{Pod: "a", Connected: true, Types: map[string]api.TypeStatus{"CDS": ts}}}, nil
 }
 
+type scriptedStatus struct {
+	steps []map[string]api.TypeStatus
+	calls int
+}
+
+func (f *scriptedStatus) ProxyStatus(context.Context) ([]api.ProxyStatus, error) {
+	types := f.steps[min(f.calls, len(f.steps)-1)]
+	f.calls++
+	return []api.ProxyStatus{{Pod: "a", NodeID: "a", Connected: true, Types: types}}, nil
+}
+
 func TestSettle(t *testing.T) {
 	f := &fakeStatus{}
-	if !Settle(context.Background(), f, 5*time.Second) || f.calls != 3 {
-		t.Fatalf("settled after %d calls", f.calls)
+	if !Settle(context.Background(), f, 5*time.Second) || f.calls != 4 {
+		t.Fatalf("settled after %d calls, want 4 (synced at the third, still at the fourth)", f.calls)
+	}
+	// LDS applied and RDS not yet asked for looks synced; the next poll shows RDS sent
+	// and not applied: not settled until RDS is applied and stays so.
+	lds := api.TypeStatus{Sent: "1", Acked: "1"}
+	script := &scriptedStatus{steps: []map[string]api.TypeStatus{
+		{"LDS": lds},
+		{"LDS": lds, "RDS": {Sent: "1"}},
+		{"LDS": lds, "RDS": {Sent: "1", Acked: "1"}},
+		{"LDS": lds, "RDS": {Sent: "1", Acked: "1"}},
+	}}
+	if !Settle(context.Background(), script, 5*time.Second) || script.calls != 4 {
+		t.Fatalf("settled after %d calls, want 4 (RDS applied twice in a row)", script.calls)
 	}
 	never := &fakeStatus{calls: -1 << 30}
 	if Settle(context.Background(), never, 120*time.Millisecond) {

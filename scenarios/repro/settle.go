@@ -2,6 +2,9 @@ package repro
 
 import (
 	"context"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/meshlab/meshlab/api"
@@ -20,9 +23,19 @@ func Settle(ctx context.Context, src ProxyStatusReader, timeout time.Duration) b
 	defer cancel()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
+	// Synced twice in a row with nothing sent in between: a proxy asks for RDS and EDS
+	// only once it has applied the LDS and CDS that name them, so right after those ACKs
+	// it looks answered with its routes not yet sent.
+	last := ""
 	for {
 		if all, err := src.ProxyStatus(ctx); err == nil && synced(all) {
-			return true
+			v := sentVersions(all)
+			if v == last {
+				return true
+			}
+			last = v
+		} else {
+			last = ""
 		}
 		select {
 		case <-ctx.Done():
@@ -45,4 +58,17 @@ func synced(all []api.ProxyStatus) bool {
 		}
 	}
 	return true
+}
+
+// sentVersions lists every proxy's sent version of every type, in a stable order.
+func sentVersions(all []api.ProxyStatus) string {
+	var b strings.Builder
+	for _, p := range all {
+		b.WriteString(p.NodeID)
+		for _, t := range slices.Sorted(maps.Keys(p.Types)) {
+			b.WriteString(" " + t + "=" + p.Types[t].Sent)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
 }
