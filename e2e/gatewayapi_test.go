@@ -188,8 +188,11 @@ func TestGatewayAPIAtUp(t *testing.T) {
 	t.Parallel()
 	l := startLab(t, "testdata/gatewayapi-ingress.yaml")
 	want := "Gateway istio-ingress/httpbin-gateway: meshlab port-forward --name " + l.name + " -n istio-ingress svc/httpbin-gateway-istio 8080:80 &"
-	if !strings.Contains(l.out.String(), want) {
-		t.Errorf("up output lacks %q:\n%s", want, l.out.String())
+	// up prints its hints after the "is up" line startLab waits for.
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(l.out.String(), want); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("up output lacks %q:\n%s", want, l.out.String())
+		}
 	}
 	addr := portForwardSvc(t, l.name, "istio-ingress", "svc/httpbin-gateway-istio", "80")
 	for path, code := range map[string]string{"/status/418": "418", "/headers": "404"} {
