@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net"
 	"net/http"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
+	"github.com/meshlab/meshlab/dataplane/startgc"
 )
 
 // deps are the parts of Run that tests replace.
@@ -64,7 +64,7 @@ const (
 // StartGCEnv names the environment variable that says a process of the meshlab binary
 // was started with its collector paused by the environment (StartupGCEnv) and is to
 // resume its own steady-state GC once started; the agent and `meshlab proxy` read it.
-const StartGCEnv = "MESHLAB_START_GC"
+const StartGCEnv = startgc.Env
 
 // StartupGCEnv is the environment the lab starts agents with and an agent starts its
 // proxy with: the collector off from the first instruction, under a memory limit, until
@@ -101,33 +101,9 @@ func withStartupGCEnv(env []string) []string {
 //
 // Started with StartupGCEnv (by the lab), the collector is already paused by the
 // environment; resume then sets Go's defaults (GC percent 100, no memory limit).
+// Otherwise resume puts back the limit found and GC percent 100 (GOGC is unset here).
 func pauseGC(getenv func(string) string) (resume func()) {
-	var once sync.Once
-	if getenv(StartGCEnv) == "paused" {
-		return func() {
-			once.Do(func() {
-				debug.SetMemoryLimit(math.MaxInt64)
-				debug.SetGCPercent(100)
-			})
-		}
-	}
-	if getenv("GOGC") != "" {
-		return func() {}
-	}
-	percent := debug.SetGCPercent(-1)
-	limit := getenv("GOMEMLIMIT") == ""
-	prev := int64(-1)
-	if limit {
-		prev = debug.SetMemoryLimit(startupMemoryLimit)
-	}
-	return func() {
-		once.Do(func() {
-			if limit {
-				debug.SetMemoryLimit(prev)
-			}
-			debug.SetGCPercent(percent)
-		})
-	}
+	return startgc.Pause(getenv, startupMemoryLimit, 100)
 }
 
 func run(ctx context.Context, c Config, log *slog.Logger, d deps) (err error) {

@@ -6,16 +6,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"math/rand/v2"
 	"os"
 	"runtime"
-	"runtime/debug"
 	"strconv"
-	"sync"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/envoylog"
 	"github.com/meshlab/meshlab/dataplane/proxy/hotrestart"
+	"github.com/meshlab/meshlab/dataplane/startgc"
 )
 
 // Main runs the proxy with Envoy's command line and returns the process exit status:
@@ -76,13 +74,13 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // memory.go hands the headroom back to the OS once the proxy is idle again.
 const proxyGCPercent = 200
 
-// startGCEnv is dataplane/agent's StartGCEnv (the proxy may not import the agent): set
-// to "paused" in the environment of a proxy whose collector the environment paused.
-const startGCEnv = "MESHLAB_START_GC"
-
 // startupMemoryLimit is the proxy's memory limit while it starts with its collector
 // paused (tuneGC): a start-up that allocates more than this still collects.
 const startupMemoryLimit = 64 << 20
+
+// startGCEnv is startgc.Env, the variable the agent sets to "paused" for a proxy whose
+// collector its environment paused.
+const startGCEnv = startgc.Env
 
 // tuneGC sets the proxy's GC when GOGC is not set in the environment (getenv): paused
 // while the proxy starts, under startupMemoryLimit (unless GOMEMLIMIT is set), and the
@@ -97,35 +95,10 @@ const startupMemoryLimit = 64 << 20
 // LIVE by the memory trimmer's first trim.
 //
 // Started by the agent, the collector is already paused by the environment (GOGC=off
-// and a GOMEMLIMIT, with startGCEnv=paused: the agent's StartupGCEnv, so package init's
+// and a GOMEMLIMIT, with startgc.Env=paused: the agent's StartupGCEnv, so package init's
 // collection is skipped too); started then sets proxyGCPercent and no memory limit.
 func tuneGC(getenv func(string) string) (started func()) {
-	var once sync.Once
-	if getenv(startGCEnv) == "paused" {
-		return func() {
-			once.Do(func() {
-				debug.SetMemoryLimit(math.MaxInt64)
-				debug.SetGCPercent(proxyGCPercent)
-			})
-		}
-	}
-	if getenv("GOGC") != "" {
-		return func() {}
-	}
-	debug.SetGCPercent(-1)
-	limit := getenv("GOMEMLIMIT") == ""
-	prev := int64(-1)
-	if limit {
-		prev = debug.SetMemoryLimit(startupMemoryLimit)
-	}
-	return func() {
-		once.Do(func() {
-			if limit {
-				debug.SetMemoryLimit(prev)
-			}
-			debug.SetGCPercent(proxyGCPercent)
-		})
-	}
+	return startgc.Pause(getenv, startupMemoryLimit, proxyGCPercent)
 }
 
 // setWorkers gives the proxy as many Go Ps (threads running Go code at once) as Envoy would
