@@ -108,7 +108,9 @@ func (p podPlan) empty() bool { return len(p.remove) == 0 && len(p.add) == 0 }
 // sidecar's proxy settings (the agent starts a new proxy epoch, pushProxySettings).
 func podSpec(p *model.Pod) model.Pod {
 	c := *p
-	c.Labels, c.Origin = nil, model.Origin{}
+	// Labels and annotations change on a running pod, as in Kubernetes (ambient
+	// enrollment reads both): a change of either alone does not replace the pod.
+	c.Labels, c.Annotations, c.Origin = nil, nil, model.Origin{}
 	c.Sidecar = c.Sidecar.WithoutProxySettings()
 	return c
 }

@@ -89,6 +89,7 @@ func (s *Scenario) Build(o BuildOptions) (*model.Model, error) {
 	gwSvcs, gwPods = append(gwSvcs, apiSvcs...), append(gwPods, apiPods...)
 	m := model.New(append(svcs, gwSvcs...), append(pods, gwPods...))
 	m.Secrets = secretsOf(s.Objects)
+	m.Namespaces = namespacesOf(s.Objects)
 	var keepPods map[PodKey]netip.Addr
 	var keepVIPs map[string]netip.Addr
 	if o.Keep != nil {
@@ -229,6 +230,7 @@ func cloneService(s *model.Service) *model.Service {
 func clonePod(p *model.Pod) *model.Pod {
 	c := *p
 	c.Labels = maps.Clone(p.Labels)
+	c.Annotations = maps.Clone(p.Annotations)
 	c.Ports = append([]uint16(nil), p.Ports...)
 	c.App.Command = append([]string(nil), p.App.Command...)
 	c.App.Upstreams = append([]string(nil), p.App.Upstreams...)

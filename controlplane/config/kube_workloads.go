@@ -162,6 +162,7 @@ func decodeKubeWorkload(kind string, top map[string]any, js []byte, o *Object, p
 			Namespace:      p.origin.Namespace,
 			Workload:       name,
 			Labels:         pl,
+			Annotations:    maps.Clone(tmpl.Annotations),
 			ServiceAccount: sa,
 			Ports:          slices.Clone(ports),
 			App:            app,
@@ -497,6 +498,24 @@ func validateNamespace(ns *corev1.Namespace, p problems) {
 	if v, ok := ns.Labels[namespaceInjectLabel]; ok && v != "enabled" && v != "disabled" {
 		p.addf("metadata.labels."+namespaceInjectLabel, "%q is neither enabled nor disabled", v)
 	}
+}
+
+// namespacesOf returns the scenario's declared namespaces with their metadata, sorted by
+// name, as the model holds them.
+func namespacesOf(objs []*Object) []*model.Namespace {
+	var out []*model.Namespace
+	for _, o := range objs {
+		if o.KubeNamespace == nil {
+			continue
+		}
+		out = append(out, &model.Namespace{
+			Name:        o.Origin.Name,
+			Labels:      maps.Clone(o.KubeNamespace.Labels),
+			Annotations: maps.Clone(o.KubeNamespace.Annotations),
+		})
+	}
+	slices.SortFunc(out, func(a, b *model.Namespace) int { return strings.Compare(a.Name, b.Name) })
+	return slices.CompactFunc(out, func(a, b *model.Namespace) bool { return a.Name == b.Name })
 }
 
 // validateServiceAccount checks a ServiceAccount object: its name is an identity

@@ -363,3 +363,34 @@ func TestPrometheusAnnotationsReachTheAgent(t *testing.T) {
 		}
 	}
 }
+
+func TestAmbientMetadataReachesTheModel(t *testing.T) {
+	t.Parallel()
+	m := buildScenario(t, docs(
+		"apiVersion: v1\nkind: Namespace\nmetadata: {name: mesh, labels: {istio.io/dataplane-mode: ambient}, annotations: {note: x}}\n",
+		"apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: a, namespace: mesh}\nspec:\n"+
+			"  selector: {matchLabels: {app: a}}\n  template:\n    metadata: {labels: {app: a}, annotations: {ambient.istio.io/redirection: enabled}}\n"+
+			"    spec: {containers: [{name: c, image: curlimages/curl}]}\n",
+		"apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: b, namespace: mesh}\nspec:\n"+
+			"  selector: {matchLabels: {app: b}}\n  template:\n    metadata: {labels: {app: b, istio.io/dataplane-mode: none}}\n"+
+			"    spec: {containers: [{name: c, image: curlimages/curl}]}\n",
+		"apiVersion: meshlab.dev/v1alpha1\nkind: Workload\nmetadata: {name: w, annotations: {k: v}}\nspec: {labels: {app: w}}\n",
+	))
+	ns := m.Namespace("mesh")
+	if ns == nil || ns.Labels[model.LabelDataplaneMode] != "ambient" || ns.Annotations["note"] != "x" {
+		t.Fatalf("namespace mesh = %+v", ns)
+	}
+	if m.Namespace("default") != nil {
+		t.Error("an undeclared namespace is in the model")
+	}
+	a, b, w := podsOf(m, "a")[0], podsOf(m, "b")[0], podsOf(m, "w")[0]
+	if !a.AmbientRedirected() || model.DataplaneMode(m, a) != model.DataplaneAmbient {
+		t.Errorf("pod a: annotations %v, mode %s", a.Annotations, model.DataplaneMode(m, a))
+	}
+	if got := model.DataplaneMode(m, b); got != model.DataplaneNone {
+		t.Errorf("pod b labelled none: mode %s", got)
+	}
+	if w.Annotations["k"] != "v" || model.DataplaneMode(m, w) != model.DataplaneSidecar {
+		t.Errorf("workload w: annotations %v, mode %s", w.Annotations, model.DataplaneMode(m, w))
+	}
+}

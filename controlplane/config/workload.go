@@ -13,8 +13,8 @@ type Workload struct {
 type ObjectMeta struct {
 	Name      string `json:"name"`
 	Namespace string `json:"namespace,omitempty"` // optional; "default"
-	// Labels and Annotations are accepted for familiarity; pods take their labels from
-	// spec.labels. One annotation is read, as on a Kubernetes pod template:
+	// Labels are accepted for familiarity; pods take their labels from spec.labels.
+	// Annotations are the pods' annotations, as a Kubernetes pod template's:
 	// inject.istio.io/templates: grpc-agent makes the pods proxyless gRPC.
 	Labels      map[string]string `json:"labels,omitempty"`
 	Annotations map[string]string `json:"annotations,omitempty"`

@@ -72,6 +72,7 @@ func validateWorkload(w *Workload, p problems) []*model.Pod {
 			Namespace:      p.origin.Namespace,
 			Workload:       w.Metadata.Name,
 			Labels:         labels,
+			Annotations:    maps.Clone(w.Metadata.Annotations),
 			ServiceAccount: sa,
 			Ports:          append([]uint16(nil), ports...),
 			App: model.AppSpec{

@@ -179,10 +179,13 @@ func (s SidecarSpec) WithoutProxySettings() SidecarSpec {
 // Pod is one pseudo-pod: a network namespace with an address, an app and (usually) a
 // sidecar.
 type Pod struct {
-	Name           string
-	Namespace      string
-	Workload       string // the Workload object this pod was made from
-	Labels         map[string]string
+	Name      string
+	Namespace string
+	Workload  string // the Workload object this pod was made from
+	Labels    map[string]string
+	// Annotations are the pod's annotations (its template's, as Kubernetes copies them),
+	// plus those the lab sets on a running pod (ambient.istio.io/redirection).
+	Annotations    map[string]string
 	ServiceAccount string
 	IP             netip.Addr
 	// Ports are the container ports the app listens on.
@@ -258,6 +261,9 @@ type Model struct {
 	// Secrets are the TLS Secrets gateways serve by credentialName (see gateway.go), set
 	// by the config loader after New.
 	Secrets []*Secret
+	// Namespaces are the scenario's declared Namespace objects, sorted by name (see
+	// ambient.go), set by the config loader after New.
+	Namespaces []*Namespace
 }
 
 // New returns a model over the given services and pods, sorted for deterministic output.
