@@ -26,7 +26,18 @@ func Do(name string, fn func() error) error {
 		return err
 	}
 	defer unix.Close(target)
+	return doIn(target, fmt.Sprintf("%q", name), fn)
+}
 
+// DoFd is Do for a namespace held as an open file descriptor (one handed over by another
+// process, as istio-cni hands a pod's namespace to ztunnel) instead of a name. fd stays
+// open and owned by the caller; the thread caveats of Do hold.
+func DoFd(fd int, fn func() error) error {
+	return doIn(fd, fmt.Sprintf("fd %d", fd), fn)
+}
+
+// doIn runs fn on a locked thread inside the namespace target (label names it in errors).
+func doIn(target int, label string, fn func() error) error {
 	type result struct {
 		err   error
 		panic any
@@ -43,7 +54,7 @@ func Do(name string, fn func() error) error {
 		defer unix.Close(origin)
 		if err := unix.Setns(target, unix.CLONE_NEWNET); err != nil {
 			runtime.UnlockOSThread()
-			done <- result{err: fmt.Errorf("enter netns %q: %w", name, err)}
+			done <- result{err: fmt.Errorf("enter netns %s: %w", label, err)}
 			return
 		}
 		var res result
@@ -54,7 +65,7 @@ func Do(name string, fn func() error) error {
 		if err := unix.Setns(origin, unix.CLONE_NEWNET); err != nil {
 			// Leave the thread locked: the runtime discards it when this goroutine ends.
 			if res.err == nil {
-				res.err = fmt.Errorf("restore netns after %q: %w", name, err)
+				res.err = fmt.Errorf("restore netns after %s: %w", label, err)
 			}
 			done <- res
 			return
