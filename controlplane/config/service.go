@@ -147,11 +147,20 @@ func servicePorts(in []corev1.ServicePort, p problems) []model.ServicePort {
 			continue
 		}
 		out = append(out, model.ServicePort{
-			Name:       sp.Name,
-			Port:       uint16(sp.Port),
-			TargetPort: uint16(target),
-			Protocol:   protocolFor(sp.Name, sp.AppProtocol),
+			Name:        sp.Name,
+			Port:        uint16(sp.Port),
+			TargetPort:  uint16(target),
+			Protocol:    protocolFor(sp.Name, sp.AppProtocol),
+			AppProtocol: appProtocolOf(sp),
 		})
 	}
 	return out
+}
+
+// appProtocolOf returns the port's appProtocol, "" when it has none.
+func appProtocolOf(sp corev1.ServicePort) string {
+	if sp.AppProtocol == nil {
+		return ""
+	}
+	return *sp.AppProtocol
 }

@@ -71,6 +71,10 @@ type ServicePort struct {
 	Port       uint16 // the port clients dial on the service VIP
 	TargetPort uint16 // the port the pod's app listens on
 	Protocol   Protocol
+	// AppProtocol is the port's appProtocol as written ("" when none): Protocol is
+	// meshlab's choice for every port, while istiod's ambient index classifies the port
+	// from its name and appProtocol alone, leaving an unnamed port UNKNOWN.
+	AppProtocol string
 }
 
 // Service is a Kubernetes-style Service: a stable virtual IP and name in front of the pods
