@@ -45,6 +45,9 @@ const (
 	ActionUnchanged  = "unchanged"
 	ActionDeleted    = "deleted"
 	ActionFailed     = "FAILED" // a pod apply could not make, or that did not become ready
+	// ActionSkipped is an object of a cluster's dump that the lab makes, derives or has no
+	// use for (an EndpointSlice, a ReplicaSet its Deployment made...); Reason says which.
+	ActionSkipped = "skipped"
 )
 
 // PodKind is the Kind of a Change to a pod (made or removed by an apply or delete of its
@@ -59,6 +62,8 @@ type Change struct {
 	Action    string `json:"action"` // one of the Action constants
 	// Error says why a pod FAILED, or what went wrong removing a deleted one.
 	Error string `json:"error,omitempty"`
+	// Reason says why an object was skipped.
+	Reason string `json:"reason,omitempty"`
 }
 
 // String renders the change as kubectl does: "VirtualService default/reviews configured",
@@ -66,6 +71,8 @@ type Change struct {
 func (c Change) String() string {
 	s := c.Kind + " " + c.Namespace + "/" + c.Name + " " + c.Action
 	switch {
+	case c.Reason != "":
+		s += ": " + c.Reason
 	case c.Error == "":
 	case c.Action == ActionFailed:
 		s += ": " + c.Error

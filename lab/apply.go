@@ -146,7 +146,7 @@ func releaseMemory() {
 // and makes it current. It returns how the pods must change (reconcilePods). The caller
 // holds l.mu and l.live.applyMu.
 func (l *Lab) commit(ctx context.Context, next *config.Scenario, changes []config.Change) (podPlan, error) {
-	if !slices.ContainsFunc(changes, func(c config.Change) bool { return c.Action != "unchanged" }) {
+	if !slices.ContainsFunc(changes, func(c config.Change) bool { return c.Action != "unchanged" && c.Action != config.ActionSkipped }) {
 		return podPlan{}, nil
 	}
 	m, err := next.Build(config.BuildOptions{PodCIDR: l.opts.PodCIDR, ServiceCIDR: l.opts.ServiceCIDR, Keep: config.AllocationsOf(l.model)})
@@ -176,7 +176,7 @@ func (l *Lab) commit(ctx context.Context, next *config.Scenario, changes []confi
 		}
 	}
 	for _, c := range changes {
-		if c.Action != "unchanged" {
+		if c.Action != "unchanged" && c.Action != config.ActionSkipped {
 			l.log.Info("config "+c.Action, "object", c.Ref.String())
 			l.publish("config."+c.Action, "", c.Ref.String(), map[string]any{"kind": c.Ref.Kind, "namespace": c.Ref.Namespace, "name": c.Ref.Name})
 		}
@@ -268,7 +268,7 @@ func configFiles(in []api.ConfigFile) []config.File {
 func apiChanges(cs []config.Change) []api.Change {
 	out := make([]api.Change, len(cs))
 	for i, c := range cs {
-		out[i] = api.Change{Kind: c.Ref.Kind, Namespace: c.Ref.Namespace, Name: c.Ref.Name, Action: c.Action}
+		out[i] = api.Change{Kind: c.Ref.Kind, Namespace: c.Ref.Namespace, Name: c.Ref.Name, Action: c.Action, Reason: c.Reason}
 	}
 	return out
 }

@@ -17,7 +17,7 @@ import (
 func applyTrigger(changes []config.Change) string {
 	var objs []string
 	for _, c := range changes {
-		if c.Action != "unchanged" {
+		if c.Action != "unchanged" && c.Action != config.ActionSkipped {
 			objs = append(objs, c.Ref.String()+" "+c.Action)
 		}
 	}

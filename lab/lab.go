@@ -180,7 +180,14 @@ func prepare(o *Options) (*model.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := sc.Build(config.BuildOptions{PodCIDR: o.PodCIDR, ServiceCIDR: o.ServiceCIDR})
+	note := func(string) {}
+	if o.Out != nil {
+		note = func(s string) { fmt.Fprintln(o.Out, s) }
+	}
+	for _, c := range sc.Skipped {
+		note(c.String())
+	}
+	m, err := sc.Build(config.BuildOptions{PodCIDR: o.PodCIDR, ServiceCIDR: o.ServiceCIDR, Note: note})
 	if err != nil {
 		return nil, err
 	}

@@ -2,7 +2,6 @@ package analyze
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/meshlab/meshlab/controlplane/config"
@@ -35,7 +34,7 @@ func loaderFindings(files []config.File, have []Finding) []Finding {
 	for _, e := range list {
 		ref := Object{Kind: e.Origin.Kind, Namespace: e.Origin.Namespace, Name: e.Origin.Name}
 		if ref.Kind == "" || ref.Name == "" {
-			ref = Object{Kind: "document", Name: fmt.Sprint(e.Doc)}
+			ref = Object{Kind: "document", Name: documentName(e.Doc, e.Item)}
 		}
 		if covered(have, ref, e.Origin.File, e.Field) {
 			continue

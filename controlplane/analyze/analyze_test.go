@@ -104,3 +104,21 @@ func readFile(tb testing.TB, name string) config.File {
 	}
 	return config.File{Name: name, Data: b}
 }
+
+// A cluster's dump (`kubectl get -A -o yaml`: one List, the cluster's machinery beside the
+// mesh's objects) is analysed as its items; a bad item is named by its index.
+func TestAnalyzeKubectlList(t *testing.T) {
+	data, err := os.ReadFile("../config/testdata/kubectl-get-all.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Only fortio, a client no Service selects, is worth a word.
+	if fs := Analyze([]config.File{{Name: "dump.yaml", Data: data}}); len(fs) != 1 || fs[0].Code != CodeWorkloadInNoService || fs[0].Object.Name != "fortio-deploy" {
+		t.Errorf("findings on the dump: %v, want one ML0104 on the fortio pod", fs)
+	}
+	bad := "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: networking.istio.io/v1, kind: DestinationRule, metadata: {name: d}, spec: {host: [1]}}\n"
+	fs := Analyze([]config.File{{Name: "bad.yaml", Data: []byte(bad)}})
+	if len(fs) == 0 || fs[0].Code != CodeSchemaValidationError || fs[0].Object.Name != "d" {
+		t.Errorf("findings %v, want a schema validation error on DestinationRule d", fs)
+	}
+}

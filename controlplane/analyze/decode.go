@@ -1,11 +1,9 @@
 package analyze
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -54,10 +52,11 @@ func decodeFiles(files []config.File) ([]*object, []Finding) {
 	var objs []*object
 	var fs []Finding
 	for _, f := range files {
-		for i, doc := range splitDocuments(f.Data) {
-			o, err := decodeDocument(f.Name, doc)
+		raws, _ := config.RawObjects(f.Name, f.Data)
+		for _, raw := range raws {
+			o, err := decodeDocument(f.Name, raw.Data)
 			if err != nil {
-				ref := Object{Kind: "document", Name: fmt.Sprint(i + 1)}
+				ref := Object{Kind: "document", Name: documentName(raw.Doc, raw.Item)}
 				if o != nil {
 					ref = o.ref
 				}
@@ -73,23 +72,13 @@ func decodeFiles(files []config.File) ([]*object, []Finding) {
 	return objs, fs
 }
 
-// splitDocuments splits multi-document YAML on "---" lines.
-func splitDocuments(data []byte) [][]byte {
-	var docs [][]byte
-	var cur bytes.Buffer
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 64*1024), 16<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "---") && strings.TrimSpace(strings.TrimPrefix(line, "---")) == "" {
-			docs = append(docs, bytes.Clone(cur.Bytes()))
-			cur.Reset()
-			continue
-		}
-		cur.WriteString(line)
-		cur.WriteByte('\n')
+// documentName names a document that could not be decoded in a finding: its index, and
+// its index in a List's items when it is one ("1 items[3]").
+func documentName(doc, item int) string {
+	if item > 0 {
+		return fmt.Sprintf("%d items[%d]", doc, item-1)
 	}
-	return append(docs, cur.Bytes())
+	return fmt.Sprint(doc)
 }
 
 // decodeDocument returns nil, nil for an empty document.
@@ -123,6 +112,8 @@ func decodeDocument(file string, doc []byte) (*object, error) {
 		var w config.Workload
 		err = json.Unmarshal(js, &w)
 		o.workload, o.labels, o.ports = true, w.Spec.Labels, w.Spec.Ports
+	case "Pod", "Deployment", "ReplicaSet", "StatefulSet", "DaemonSet":
+		o.workload, o.labels, o.ports, err = kubePodTemplate(h.Kind, js)
 	case "VirtualService":
 		o.vs = &networking.VirtualService{}
 		msg = o.vs
@@ -146,4 +137,44 @@ func decodeDocument(file string, doc []byte) (*object, error) {
 		return o, fmt.Errorf("decode %s spec: %w", h.Kind, err)
 	}
 	return o, nil
+}
+
+// kubePodTemplate reads what the workload checks need of a Kubernetes object that makes
+// pods: its pods' labels and their first container's ports.
+func kubePodTemplate(kind string, js []byte) (bool, map[string]string, []int, error) {
+	type podSpec struct {
+		Containers []struct {
+			Ports []struct {
+				ContainerPort int `json:"containerPort"`
+			} `json:"ports"`
+		} `json:"containers"`
+	}
+	var obj struct {
+		Metadata struct {
+			Labels map[string]string `json:"labels"`
+		} `json:"metadata"`
+		Spec struct {
+			podSpec
+			Template struct {
+				Metadata struct {
+					Labels map[string]string `json:"labels"`
+				} `json:"metadata"`
+				Spec podSpec `json:"spec"`
+			} `json:"template"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(js, &obj); err != nil {
+		return false, nil, nil, err
+	}
+	labels, spec := obj.Spec.Template.Metadata.Labels, obj.Spec.Template.Spec
+	if kind == "Pod" {
+		labels, spec = obj.Metadata.Labels, obj.Spec.podSpec
+	}
+	var ports []int
+	if len(spec.Containers) > 0 {
+		for _, p := range spec.Containers[0].Ports {
+			ports = append(ports, p.ContainerPort)
+		}
+	}
+	return true, labels, ports, nil
 }

@@ -3,7 +3,6 @@ package config
 import (
 	"bytes"
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -41,11 +40,19 @@ func RefOf(o *Object) Ref {
 // Change is what Apply or Delete did to one object, as kubectl reports it.
 type Change struct {
 	Ref    Ref    `json:"ref"`
-	Action string `json:"action"` // "created", "configured", "unchanged" or "deleted"
+	Action string `json:"action"` // "created", "configured", "unchanged", "deleted" or ActionSkipped
+	// Reason says why an object was skipped.
+	Reason string `json:"reason,omitempty"`
 }
 
-// String renders the change as kubectl does: "VirtualService default/reviews configured".
-func (c Change) String() string { return c.Ref.String() + " " + c.Action }
+// String renders the change as kubectl does: "VirtualService default/reviews configured",
+// "EndpointSlice shop/cart-x7 skipped: the lab derives endpoints from its pods and Services".
+func (c Change) String() string {
+	if c.Reason != "" {
+		return c.Ref.String() + " " + c.Action + ": " + c.Reason
+	}
+	return c.Ref.String() + " " + c.Action
+}
 
 // Apply returns a new scenario: s with the objects of files created or replaced (matched
 // by kind, namespace and name), the whole set validated as Load validates one file. s is
@@ -53,6 +60,12 @@ func (c Change) String() string { return c.Ref.String() + " " + c.Action }
 func (s *Scenario) Apply(files ...File) (*Scenario, []Change, error) {
 	var errs ErrorList
 	var added []*Object
+	type fileDocs struct {
+		f    File
+		docs []document
+	}
+	var read []fileDocs
+	var all []document
 	for _, f := range files {
 		if !checkFileSize(f.Name, f.Data, &errs) {
 			continue
@@ -61,11 +74,23 @@ func (s *Scenario) Apply(files ...File) (*Scenario, []Change, error) {
 		if !checkDocumentCount(f.Name, len(docs), &errs) {
 			continue
 		}
-		for _, d := range docs {
-			if !checkDocumentSize(f.Name, d, &errs) {
+		docs = readDocuments(f.Name, docs, &errs)
+		read = append(read, fileDocs{f, docs})
+		all = append(all, docs...)
+	}
+	// Owners are looked for across the files, as one apply of a directory would.
+	reasons := machinery(all)
+	var skipped []Change
+	for _, fd := range read {
+		for _, d := range fd.docs {
+			why := reasons[0]
+			reasons = reasons[1:]
+			if why != "" {
+				h := headerOf(d.top)
+				skipped = append(skipped, Change{Ref: Ref{Kind: h.kind, Namespace: cmp.Or(h.namespace, fd.f.Namespace, DefaultNamespace), Name: h.name}, Action: ActionSkipped, Reason: why})
 				continue
 			}
-			o, ok := decodeDocument(f.Name, f.Namespace, d, &errs)
+			o, ok := decodeDocument(fd.f.Name, fd.f.Namespace, d, &errs)
 			if o == nil || !ok {
 				continue
 			}
@@ -75,7 +100,7 @@ func (s *Scenario) Apply(files ...File) (*Scenario, []Change, error) {
 	seen := map[Ref]*Object{}
 	for _, o := range added {
 		if prev, dup := seen[RefOf(o)]; dup {
-			p := problems{origin: o.Origin, doc: o.Doc, list: &errs}
+			p := problems{origin: o.Origin, doc: o.Doc, item: o.Item, list: &errs}
 			p.addf("metadata.name", "duplicate of the %s in %s", o.Origin.Kind, prev.Origin.File)
 		}
 		seen[RefOf(o)] = o
@@ -90,18 +115,18 @@ func (s *Scenario) Apply(files ...File) (*Scenario, []Change, error) {
 		switch {
 		case i < 0:
 			next.Objects = append(next.Objects, o)
-			changes = append(changes, Change{RefOf(o), "created"})
+			changes = append(changes, Change{Ref: RefOf(o), Action: "created"})
 		case sameSpec(next.Objects[i], o):
-			changes = append(changes, Change{RefOf(o), "unchanged"})
+			changes = append(changes, Change{Ref: RefOf(o), Action: "unchanged"})
 		default:
 			next.Objects[i] = o
-			changes = append(changes, Change{RefOf(o), "configured"})
+			changes = append(changes, Change{Ref: RefOf(o), Action: "configured"})
 		}
 	}
 	if err := next.check(); err != nil {
 		return nil, nil, err
 	}
-	return next, changes, nil
+	return next, append(changes, skipped...), nil
 }
 
 // Delete returns a new scenario: s without the objects refs name, validated as a whole
@@ -124,7 +149,7 @@ func (s *Scenario) Delete(refs ...Ref) (*Scenario, []Change, error) {
 			continue
 		}
 		next.Objects = slices.Delete(next.Objects, i, i+1)
-		changes = append(changes, Change{r, "deleted"})
+		changes = append(changes, Change{Ref: r, Action: "deleted"})
 	}
 	if len(missing) > 0 {
 		return nil, nil, fmt.Errorf("delete: not found: %s", strings.Join(missing, ", "))
@@ -149,7 +174,7 @@ func (s *Scenario) check() error {
 
 func sortErrors(errs ErrorList) ErrorList {
 	slices.SortStableFunc(errs, func(a, b *Error) int {
-		return cmp.Or(cmp.Compare(a.Origin.File, b.Origin.File), cmp.Compare(a.Doc, b.Doc))
+		return cmp.Or(cmp.Compare(a.Origin.File, b.Origin.File), cmp.Compare(a.Doc, b.Doc), cmp.Compare(a.Item, b.Item))
 	})
 	return capErrors(errs)
 }
@@ -172,8 +197,9 @@ func Refs(file, namespace string, data []byte) ([]Ref, error) {
 	if !checkDocumentCount(file, len(docs), &errs) {
 		return nil, errs
 	}
+	var parsed []document
 	for _, d := range docs {
-		if len(d.data) > MaxObjectBytes {
+		if len(d.data) > MaxObjectBytes && !isListKind(scanHeader(d.data).kind) {
 			// Too large to parse; its header lines name it well enough to delete it.
 			if h := scanHeader(d.data); h.kind != "" && h.name != "" {
 				refs = append(refs, Ref{Kind: h.kind, Namespace: cmp.Or(h.namespace, namespace, DefaultNamespace), Name: h.name})
@@ -182,22 +208,34 @@ func Refs(file, namespace string, data []byte) ([]Ref, error) {
 			}
 			continue
 		}
-		p := problems{origin: model.Origin{File: file}, doc: d.index, list: &errs}
-		var top map[string]any
-		js, err := yamlToJSON(d.padded())
-		if err == nil {
-			err = json.Unmarshal(js, &top)
-		}
-		if err != nil {
-			p.addf("", "parse YAML: %v", err)
+		d.parse()
+		if d.top == nil {
+			if _, err := yamlToJSON(d.padded()); err != nil {
+				p := problems{origin: model.Origin{File: file}, doc: d.index, list: &errs}
+				p.addf("", "parse YAML: %v", err)
+			}
 			continue
 		}
-		if top == nil {
+		items, isList := listItems(d.top)
+		if !isList {
+			parsed = append(parsed, d)
 			continue
 		}
-		var origin model.Origin
-		origin.File = file
-		if _, ok := readHeader(top, &origin, p, namespace); ok {
+		for i, it := range items {
+			if m, ok := it.(map[string]any); ok {
+				parsed = append(parsed, document{index: d.index, item: i + 1, line: d.line, parsed: true, top: m})
+			}
+		}
+	}
+	// What a load skips is not in the lab: deleting it is not asked for.
+	for i, why := range machinery(parsed) {
+		if why != "" {
+			continue
+		}
+		d := parsed[i]
+		p := problems{origin: model.Origin{File: file}, doc: d.index, item: d.item, list: &errs}
+		origin := model.Origin{File: file}
+		if _, ok := readHeader(d.top, &origin, p, namespace); ok {
 			refs = append(refs, Ref{Kind: origin.Kind, Namespace: origin.Namespace, Name: origin.Name})
 		}
 	}

@@ -27,6 +27,9 @@ type BuildOptions struct {
 	// a kept one nor anything in Keep holds (a removed pod's address may still be on its
 	// draining namespace). Nil allocates in model order from the start of each range.
 	Keep *Allocations
+	// Note, when set, is told what Build did that the input did not ask for: a Service's
+	// clusterIP that does not fit ServiceCIDR, and the address it got instead.
+	Note func(string)
 }
 
 // PodKey names a pod for address allocation: pod names may repeat across namespaces.
@@ -111,17 +114,58 @@ func (s *Scenario) Build(o BuildOptions) (*model.Model, error) {
 	for i, svc := range m.Services {
 		hosts[i] = svc.Hostname()
 	}
-	vips, err := allocate(svcCIDR, vipOffset, hosts, keepVIPs)
+	want, asked := declaredVIPs(s.Objects, svcCIDR, keepVIPs, o.Note)
+	vips, err := allocate(svcCIDR, vipOffset, hosts, want)
 	if err != nil {
 		return nil, fmt.Errorf("assign service VIPs in %s (from offset %d): %w", svcCIDR, vipOffset, err)
 	}
 	for i, svc := range m.Services {
 		svc.VIP = vips[i]
+		if a, ok := asked[svc.Hostname()]; ok && a != svc.VIP && o.Note != nil {
+			o.Note(fmt.Sprintf("%s: spec.clusterIP %s is taken by another Service: it gets %s", svc.Origin, a, svc.VIP))
+		}
 	}
 	if m.Istio, m.Mesh, err = istioModel(s.Objects, m); err != nil {
 		return nil, fmt.Errorf("build model: %w", err)
 	}
 	return m, nil
+}
+
+// declaredVIPs returns keep (a running lab's VIPs, which win: Kubernetes never
+// renumbers a Service) with the clusterIP each new Service of objs asks for, when it lies
+// in the service range past the addresses Kubernetes keeps (vipOffset); note is told of
+// each clusterIP that does not fit, which then gets an address of the range. asked holds
+// the clusterIPs that fit, by hostname.
+func declaredVIPs(objs []*Object, svcCIDR netip.Prefix, keep map[string]netip.Addr, note func(string)) (out, asked map[string]netip.Addr) {
+	out, asked = maps.Clone(keep), map[string]netip.Addr{}
+	first := svcCIDR.Addr()
+	for range vipOffset {
+		first = first.Next()
+	}
+	for _, o := range objs {
+		if o.svc == nil || o.Service == nil {
+			continue
+		}
+		want, err := netip.ParseAddr(o.Service.Spec.ClusterIP)
+		host := o.svc.Hostname()
+		if err != nil {
+			continue
+		}
+		if _, kept := keep[host]; kept {
+			continue
+		}
+		if !svcCIDR.Contains(want) || want.Compare(first) < 0 || want == lastAddr(svcCIDR) {
+			if note != nil {
+				note(fmt.Sprintf("%s: spec.clusterIP %s is outside the lab's service range %s (from %s): the Service gets an address of the range (choose the range with --service-cidr)", o.Origin, want, svcCIDR, first))
+			}
+			continue
+		}
+		if out == nil {
+			out = map[string]netip.Addr{}
+		}
+		out[host], asked[host] = want, want
+	}
+	return out, asked
 }
 
 // Gateway returns the gateway address of a pod CIDR: its first host, which the node

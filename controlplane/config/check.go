@@ -26,7 +26,7 @@ func checkScenario(valid, invalid []*Object, selectors bool, errs *ErrorList) {
 	firstPod := map[string]*Object{} // by pod key: names repeat across namespaces
 
 	for _, o := range all {
-		p := problems{origin: o.Origin, doc: o.Doc, list: errs}
+		p := problems{origin: o.Origin, doc: o.Doc, item: o.Item, list: errs}
 		k := key{o.Origin.Kind, o.Origin.Namespace, o.Origin.Name}
 		if prev, dup := firstObj[k]; dup {
 			p.addf("metadata.name", "duplicate of the %s in document %d", o.Origin.Kind, prev.Doc)
@@ -60,7 +60,7 @@ func checkScenario(valid, invalid []*Object, selectors bool, errs *ErrorList) {
 		}
 		sel := o.Service.Spec.Selector
 		if !selectsAny(o.Origin.Namespace, sel, all) {
-			p := problems{origin: o.Origin, doc: o.Doc, list: errs}
+			p := problems{origin: o.Origin, doc: o.Doc, item: o.Item, list: errs}
 			p.addf("spec.selector", "matches no Workload (no Workload in namespace %s has the labels %s)",
 				o.Origin.Namespace, formatLabels(sel))
 		}

@@ -14,6 +14,9 @@ type Error struct {
 	Origin model.Origin
 	// Doc is the 1-based index of the YAML document in the file.
 	Doc int
+	// Item is the 1-based index of the object in its document's List items (printed
+	// 0-based, as items[i]); 0 when the document is not a List.
+	Item int
 	// Field is the path of the offending field, e.g. "spec.ports[0].port"; empty when the
 	// problem concerns the whole document.
 	Field string
@@ -25,6 +28,12 @@ type Error struct {
 func (e *Error) Error() string {
 	var b strings.Builder
 	switch {
+	case e.Item > 0 && e.Origin.Kind != "" && e.Origin.Name != "":
+		fmt.Fprintf(&b, "%s: document %d items[%d]: %s %s/%s", e.Origin.File, e.Doc, e.Item-1, e.Origin.Kind, e.Origin.Namespace, e.Origin.Name)
+	case e.Item > 0 && e.Origin.Kind != "":
+		fmt.Fprintf(&b, "%s: document %d items[%d] (%s)", e.Origin.File, e.Doc, e.Item-1, e.Origin.Kind)
+	case e.Item > 0:
+		fmt.Fprintf(&b, "%s: document %d items[%d]", e.Origin.File, e.Doc, e.Item-1)
 	case e.Origin.Kind != "" && e.Origin.Name != "":
 		b.WriteString(e.Origin.String())
 	case e.Origin.Kind != "":
@@ -58,10 +67,11 @@ func (l ErrorList) Error() string {
 type problems struct {
 	origin model.Origin
 	doc    int
+	item   int
 	list   *ErrorList
 }
 
 // addf records a problem with field (which may be empty).
 func (p problems) addf(field, format string, args ...any) {
-	*p.list = append(*p.list, &Error{Origin: p.origin, Doc: p.doc, Field: field, Msg: fmt.Sprintf(format, args...)})
+	*p.list = append(*p.list, &Error{Origin: p.origin, Doc: p.doc, Item: p.item, Field: field, Msg: fmt.Sprintf(format, args...)})
 }

@@ -406,7 +406,7 @@ func checkGatewayAPIRefs(all []*Object, errs *ErrorList) {
 		if o.HTTPRoute == nil {
 			continue
 		}
-		p := problems{origin: o.Origin, doc: o.Doc, list: errs}
+		p := problems{origin: o.Origin, doc: o.Doc, item: o.Item, list: errs}
 		for i, r := range o.HTTPRoute.Spec.Rules {
 			for j, b := range r.BackendRefs {
 				f := fmt.Sprintf("spec.rules[%d].backendRefs[%d]", i, j)

@@ -23,7 +23,7 @@ var istioTopFields = []string{"apiVersion", "kind", "metadata", "spec"}
 // ones `kubectl get -o yaml` prints are tolerated so a config copied from a cluster loads.
 var istioMetaFields = []string{
 	"name", "namespace", "labels", "annotations", "uid", "resourceVersion", "generation",
-	"creationTimestamp", "managedFields", "selfLink",
+	"creationTimestamp", "managedFields", "selfLink", "ownerReferences", "finalizers", "generateName",
 }
 
 // decodeProtoObject decodes an object whose spec is a proto message of istio.io/api (a

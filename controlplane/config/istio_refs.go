@@ -78,7 +78,7 @@ func (r *registry) hasPort(fqdn string, n uint32) bool {
 // xds.virtualServiceFor). meshlab analyze reports them as istioctl analyze does.
 func checkIstioRefs(objs []*Object, errs *ErrorList) {
 	r := newRegistry(objs)
-	prob := func(o *Object) problems { return problems{origin: o.Origin, doc: o.Doc, list: errs} }
+	prob := func(o *Object) problems { return problems{origin: o.Origin, doc: o.Doc, item: o.Item, list: errs} }
 	var mesh *Object
 	for _, o := range objs {
 		if o.MeshConfig == nil {

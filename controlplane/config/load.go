@@ -30,6 +30,9 @@ type Scenario struct {
 	File string
 	// Objects are the file's objects in file order.
 	Objects []*Object
+	// Skipped are the objects of a cluster's dump that the lab makes, derives or has no
+	// use for (clusterdump.go), each with its reason, in file order.
+	Skipped []Change
 }
 
 // Object is one document of a scenario, decoded into the type of its kind.
@@ -39,6 +42,9 @@ type Object struct {
 	// Doc is the 1-based index of the document in the file; Line is the line of its
 	// "---" separator (1 for the first document).
 	Doc, Line int
+	// Item is the 1-based index of the object in its document's List items; 0 when the
+	// document is not a List.
+	Item int
 	// Service is set when the kind is Service.
 	Service *corev1.Service
 	// Workload is set when the kind is Workload.
@@ -107,10 +113,8 @@ func Load(file string, data []byte) (*Scenario, error) {
 	if !checkDocumentCount(file, len(docs), &errs) {
 		return nil, errs
 	}
+	docs, s.Skipped = skipMachinery(readDocuments(file, docs, &errs))
 	for _, d := range docs {
-		if !checkDocumentSize(file, d, &errs) {
-			continue
-		}
 		o, ok := decodeDocument(file, "", d, &errs)
 		switch {
 		case o == nil:
@@ -122,7 +126,7 @@ func Load(file string, data []byte) (*Scenario, error) {
 	}
 	checkScenario(s.Objects, bad, true, &errs)
 	checkTotal(file, s.Objects, &errs)
-	slices.SortStableFunc(errs, func(a, b *Error) int { return cmp.Compare(a.Doc, b.Doc) })
+	slices.SortStableFunc(errs, func(a, b *Error) int { return cmp.Or(cmp.Compare(a.Doc, b.Doc), cmp.Compare(a.Item, b.Item)) })
 	if len(errs) > 0 {
 		return nil, capErrors(errs)
 	}
@@ -134,26 +138,29 @@ func Load(file string, data []byte) (*Scenario, error) {
 // ("" for default, as kubectl's -n). The Object is nil for an empty document and for
 // one whose header (apiVersion, kind, metadata.name) could not be read.
 func decodeDocument(file, namespace string, d document, errs *ErrorList) (*Object, bool) {
-	p := problems{origin: model.Origin{File: file}, doc: d.index, list: errs}
-	js, err := yaml.YAMLToJSONStrict(d.padded())
-	if err != nil {
-		p.addf("", "parse YAML: %v", err)
-		return nil, false
+	p := problems{origin: model.Origin{File: file}, doc: d.index, item: d.item, list: errs}
+	js, top := d.js, d.top
+	if top == nil {
+		var err error
+		if js, err = yaml.YAMLToJSONStrict(d.padded()); err != nil {
+			p.addf("", "parse YAML: %v", err)
+			return nil, false
+		}
+		var raw any
+		if err := json.Unmarshal(js, &raw); err != nil {
+			p.addf("", "parse YAML: %v", err)
+			return nil, false
+		}
+		if raw == nil {
+			return nil, true // only comments or blank lines
+		}
+		var ok bool
+		if top, ok = raw.(map[string]any); !ok {
+			p.addf("", "document is not a mapping of fields (apiVersion, kind, metadata...)")
+			return nil, false
+		}
 	}
-	var raw any
-	if err := json.Unmarshal(js, &raw); err != nil {
-		p.addf("", "parse YAML: %v", err)
-		return nil, false
-	}
-	if raw == nil {
-		return nil, true // only comments or blank lines
-	}
-	top, ok := raw.(map[string]any)
-	if !ok {
-		p.addf("", "document is not a mapping of fields (apiVersion, kind, metadata...)")
-		return nil, false
-	}
-	o := &Object{Doc: d.index, Line: d.line, Origin: model.Origin{File: file}}
+	o := &Object{Doc: d.index, Item: d.item, Line: d.line, Origin: model.Origin{File: file}}
 	apiVersion, ok := readHeader(top, &o.Origin, p, namespace)
 	if !ok {
 		return nil, false

@@ -33,7 +33,7 @@ func checkMeshWidePeerAuthentication(objs []*Object, errs *ErrorList) {
 	}
 	slices.SortStableFunc(mesh, func(a, b *Object) int { return cmp.Compare(a.Origin.Name, b.Origin.Name) })
 	for _, o := range mesh[min(1, len(mesh)):] {
-		p := problems{origin: o.Origin, doc: o.Doc, list: errs}
+		p := problems{origin: o.Origin, doc: o.Doc, item: o.Item, list: errs}
 		p.addf("spec.selector", "a mesh has one mesh-wide PeerAuthentication (no selector, in the root namespace %s); %s is already one", root, mesh[0].Origin)
 	}
 }

@@ -10,8 +10,14 @@ import (
 // document is one YAML document of a multi-document file.
 type document struct {
 	index int    // 1-based
+	item  int    // 1-based index in its List document's items; 0 when not a List's item
 	line  int    // 1-based line of its first content line in the file
 	data  []byte // the document's text
+	// parsed is set once js and top hold the document's JSON form and top level (nil when
+	// it did not parse).
+	parsed bool
+	js     []byte
+	top    map[string]any
 }
 
 // padded returns the document preceded by blank lines, so that the YAML decoder's line
