@@ -35,17 +35,24 @@ type BuildOptions struct {
 // PodKey names a pod for address allocation: pod names may repeat across namespaces.
 type PodKey struct{ Namespace, Name string }
 
-// Allocations are the addresses a model holds: pod IPs by pod, Service VIPs by hostname.
+// Allocations are what a running model's pods and Services keep across a change: pod
+// IPs by pod, Service VIPs by hostname, and the sidecar choice of each pod a Kubernetes
+// workload made (Istio's injector decides it once, when the pod is created: a namespace
+// labelled later changes the pods made after, not the running ones).
 type Allocations struct {
-	Pods map[PodKey]netip.Addr
-	VIPs map[string]netip.Addr
+	Pods     map[PodKey]netip.Addr
+	VIPs     map[string]netip.Addr
+	Injected map[PodKey]bool
 }
 
 // AllocationsOf returns the addresses m's pods and Services hold, for BuildOptions.Keep.
 func AllocationsOf(m *model.Model) *Allocations {
-	a := &Allocations{Pods: map[PodKey]netip.Addr{}, VIPs: map[string]netip.Addr{}}
+	a := &Allocations{Pods: map[PodKey]netip.Addr{}, VIPs: map[string]netip.Addr{}, Injected: map[PodKey]bool{}}
 	for _, p := range m.Pods {
 		a.Pods[PodKey{p.Namespace, p.Name}] = p.IP
+		if kubeWorkloadKinds[p.Origin.Kind] != "" {
+			a.Injected[PodKey{p.Namespace, p.Name}] = p.Sidecar.Inject
+		}
 	}
 	for _, s := range m.Services {
 		a.VIPs[s.Hostname()] = s.VIP
@@ -79,7 +86,11 @@ func (s *Scenario) Build(o BuildOptions) (*model.Model, error) {
 			pods = append(pods, clonePod(p))
 		}
 	}
-	injectPods(s.Objects, pods)
+	var injected map[PodKey]bool
+	if o.Keep != nil {
+		injected = o.Keep.Injected
+	}
+	injectPods(s.Objects, pods, injected)
 	mountVolumes(s.Objects, pods) // volumes.go
 	gwSvcs, gwPods, err := gatewayDeployments(s.Objects)
 	if err != nil {

@@ -362,8 +362,11 @@ func namespaceInjects(ns string, objs []*Object) bool {
 }
 
 // injectPods sets the sidecar choice of the pods made by Kubernetes workloads, once every
-// object is known: the pod's own label or annotation, else its namespace's labels.
-func injectPods(objs []*Object, pods []*model.Pod) {
+// object is known: the pod's own label or annotation, else the choice a running pod of
+// that name was made with (injected: the injector acts when a pod is created, so a
+// namespace labelled since changes only the pods made after), else its namespace's
+// labels.
+func injectPods(objs []*Object, pods []*model.Pod, injected map[PodKey]bool) {
 	byName := map[string]*Object{}
 	for _, o := range objs {
 		if o.kube != nil {
@@ -377,9 +380,13 @@ func injectPods(objs []*Object, pods []*model.Pod) {
 		if o == nil || o.Origin.Namespace != p.Namespace {
 			continue
 		}
-		if o.kube.inject != nil {
+		kept, running := injected[PodKey{p.Namespace, p.Name}]
+		switch {
+		case o.kube.inject != nil:
 			p.Sidecar.Inject = *o.kube.inject
-		} else {
+		case running:
+			p.Sidecar.Inject = kept
+		default:
 			p.Sidecar.Inject = namespaceInjects(p.Namespace, objs)
 		}
 		p.Sidecar.GRPCAgent = p.Sidecar.Inject && grpcAgentTemplate(o.kube.template.Annotations)

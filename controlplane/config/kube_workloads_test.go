@@ -394,3 +394,46 @@ func TestAmbientMetadataReachesTheModel(t *testing.T) {
 		t.Errorf("workload w: annotations %v, mode %s", w.Annotations, model.DataplaneMode(m, w))
 	}
 }
+
+// Istio's injector decides a pod's sidecar when the pod is created: labelling a
+// namespace (kubectl label, an apply of its Namespace) changes the pods made after, and
+// the running pods keep theirs until they are replaced.
+func TestInjectionDecidedAtPodCreation(t *testing.T) {
+	t.Parallel()
+	deploy := func(name string) string {
+		return "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: " + name + "}\nspec:\n" +
+			"  selector: {matchLabels: {app: " + name + "}}\n  template:\n    metadata: {labels: {app: " + name + "}}\n" +
+			"    spec: {containers: [{name: c, image: curlimages/curl}]}\n"
+	}
+	sc, err := Load("s.yaml", []byte(deploy("old")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	running, err := sc.Build(defaultOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, _, err := sc.Apply(File{Name: "ns.yaml", Data: []byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: default, labels: {istio-injection: disabled}}\n")},
+		File{Name: "new.yaml", Data: []byte(deploy("new"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := defaultOpts
+	o.Keep = AllocationsOf(running)
+	m, err := next.Build(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]bool{"old": true, "new": false} {
+		if pods := podsOf(m, name); len(pods) != 1 || pods[0].Sidecar.Inject != want {
+			t.Errorf("deployment %s after labelling default istio-injection=disabled: pods %v, want one with sidecar %v", name, pods, want)
+		}
+	}
+	// Without a running lab (a fresh up) the namespace's label decides for every pod.
+	if m, err = next.Build(defaultOpts); err != nil {
+		t.Fatal(err)
+	}
+	if pods := podsOf(m, "old"); len(pods) != 1 || pods[0].Sidecar.Inject {
+		t.Errorf("fresh build: old's pod has a sidecar in a namespace labelled disabled")
+	}
+}
