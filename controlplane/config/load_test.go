@@ -341,7 +341,7 @@ spec: {labels: {app: reviews}, ports: [9080]}
 	svc := s.Objects[0].svc
 	want := []model.ServicePort{
 		{Name: "http", Port: 9080, TargetPort: 9080, Protocol: model.ProtocolHTTP},
-		{Name: "metrics", Port: 9090, TargetPort: 19090, Protocol: model.ProtocolTCP},
+		{Name: "metrics", Port: 9090, TargetPort: 19090, Protocol: model.ProtocolTCP, AppProtocol: "tcp"},
 	}
 	if len(svc.Ports) != 2 || svc.Ports[0] != want[0] || svc.Ports[1] != want[1] {
 		t.Errorf("ports = %+v, want %+v", svc.Ports, want)
