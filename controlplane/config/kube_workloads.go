@@ -265,6 +265,7 @@ var imagePersonas = map[string]string{
 	"istio/examples-bookinfo-reviews-v2":             "bookinfo-reviews-v2",
 	"istio/examples-bookinfo-reviews-v3":             "bookinfo-reviews-v3",
 	"istio/examples-bookinfo-ratings-v1":             "bookinfo-ratings",
+	"istio/examples-bookinfo-ratings-v2":             "bookinfo-ratings", // its database is not run: it answers as v1
 	"istio/examples-helloworld-v1":                   "helloworld",
 	"istio/examples-helloworld-v2":                   "helloworld",
 	"istio/tcp-echo-server":                          "tcp-echo",
@@ -276,8 +277,15 @@ var imagePersonas = map[string]string{
 	"library/nginx":                                  "nginx",
 }
 
+// istioRegistry is the registry Istio's samples name today; its release/ and testing/
+// repositories are Docker Hub's istio/ and istio-testing/ ones
+// (registry.istio.io/release/examples-bookinfo-details-v1 is docker.io/istio/examples-bookinfo-details-v1).
+const istioRegistry = "registry.istio.io"
+
 // imageRepository strips an image reference's registry host, tag and digest:
-// "docker.io/kong/httpbin:0.1.0" -> "kong/httpbin".
+// "docker.io/kong/httpbin:0.1.0" -> "kong/httpbin"; Istio's registry's repositories are
+// named as on Docker Hub: "registry.istio.io/release/tcp-echo-server:1.3" ->
+// "istio/tcp-echo-server".
 func imageRepository(image string) string {
 	ref, _, _ := strings.Cut(image, "@")
 	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
@@ -285,6 +293,13 @@ func imageRepository(image string) string {
 	}
 	if first, rest, ok := strings.Cut(ref, "/"); ok && (strings.ContainsAny(first, ".:") || first == "localhost") {
 		ref = rest
+		if first == istioRegistry {
+			if r, ok := strings.CutPrefix(rest, "release/"); ok {
+				ref = "istio/" + r
+			} else if r, ok := strings.CutPrefix(rest, "testing/"); ok {
+				ref = "istio-testing/" + r
+			}
+		}
 	}
 	return ref
 }

@@ -322,12 +322,14 @@ func TestKubernetesWorkloadErrors(t *testing.T) {
 func TestImageRepository(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{
-		"docker.io/kong/httpbin:0.1.0":                  "kong/httpbin",
-		"curlimages/curl":                               "curlimages/curl",
-		"localhost:5000/team/app:v1":                    "team/app",
-		"busybox@sha256:abc":                            "busybox",
-		"gcr.io/istio-release/app:1.2":                  "istio-release/app",
-		"registry.example.org:443/mccutchen/go-httpbin": "mccutchen/go-httpbin",
+		"docker.io/kong/httpbin:0.1.0":                                  "kong/httpbin",
+		"curlimages/curl":                                               "curlimages/curl",
+		"localhost:5000/team/app:v1":                                    "team/app",
+		"busybox@sha256:abc":                                            "busybox",
+		"gcr.io/istio-release/app:1.2":                                  "istio-release/app",
+		"registry.example.org:443/mccutchen/go-httpbin":                 "mccutchen/go-httpbin",
+		"registry.istio.io/release/examples-bookinfo-details-v1:1.20.3": "istio/examples-bookinfo-details-v1",
+		"registry.istio.io/testing/app:latest":                          "istio-testing/app",
 	} {
 		if got := imageRepository(in); got != want {
 			t.Errorf("imageRepository(%q) = %q, want %q", in, got, want)
