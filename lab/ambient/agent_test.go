@@ -1,0 +1,396 @@
+package ambient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meshlab/meshlab/ambientapi/zds"
+	"github.com/meshlab/meshlab/controlplane/model"
+	"github.com/meshlab/meshlab/internal/testutil"
+	"github.com/meshlab/meshlab/netns/inpod"
+)
+
+// fakeZtunnel is ztunnel's side of ZDS: it dials, says hello and acks every request,
+// recording each as a line ("add <ns>/<name> fd", "del <uid>", "snapshot_sent").
+type fakeZtunnel struct {
+	t      *testing.T
+	u      *net.UnixConn
+	ackErr func(*zds.WorkloadRequest) string // optional: the error to ack a request with
+
+	mu   sync.Mutex
+	got  []string
+	uids map[string]string // pod ns/name -> uid
+	done chan struct{}
+}
+
+func dialZtunnel(t *testing.T, socket string, ackErr func(*zds.WorkloadRequest) string) *fakeZtunnel {
+	t.Helper()
+	var u *net.UnixConn
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var err error
+		u, err = net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: socket, Net: "unixpacket"})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dial ZDS: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	z := &fakeZtunnel{t: t, u: u, ackErr: ackErr, uids: map[string]string{}, done: make(chan struct{})}
+	hello, _ := proto.Marshal(&zds.ZdsHello{Version: zds.Version_V1})
+	if _, err := u.Write(hello); err != nil {
+		t.Fatal(err)
+	}
+	go z.serve()
+	t.Cleanup(z.close)
+	return z
+}
+
+func (z *fakeZtunnel) close() {
+	z.u.Close()
+	<-z.done
+}
+
+func (z *fakeZtunnel) serve() {
+	defer close(z.done)
+	for {
+		buf := make([]byte, 1024)
+		oob := make([]byte, unix.CmsgSpace(4*4))
+		n, oobn, _, _, err := z.u.ReadMsgUnix(buf, oob)
+		if err != nil || n == 0 {
+			return
+		}
+		var fds []int
+		if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
+			for _, m := range msgs {
+				if got, err := unix.ParseUnixRights(&m); err == nil {
+					fds = append(fds, got...)
+				}
+			}
+		}
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		var req zds.WorkloadRequest
+		if err := proto.Unmarshal(buf[:n], &req); err != nil {
+			return
+		}
+		var line string
+		switch p := req.Payload.(type) {
+		case *zds.WorkloadRequest_Add:
+			info := p.Add.GetWorkloadInfo()
+			line = fmt.Sprintf("add %s/%s sa=%s fds=%d", info.GetNamespace(), info.GetName(), info.GetServiceAccount(), len(fds))
+			z.mu.Lock()
+			z.uids[info.GetNamespace()+"/"+info.GetName()] = p.Add.GetUid()
+			z.mu.Unlock()
+		case *zds.WorkloadRequest_Del:
+			z.mu.Lock()
+			for k, uid := range z.uids {
+				if uid == p.Del.GetUid() {
+					line = "del " + k
+				}
+			}
+			z.mu.Unlock()
+		case *zds.WorkloadRequest_SnapshotSent:
+			line = "snapshot_sent"
+		}
+		ackErr := ""
+		if z.ackErr != nil {
+			ackErr = z.ackErr(&req)
+		}
+		z.mu.Lock()
+		z.got = append(z.got, line)
+		z.mu.Unlock()
+		ack, _ := proto.Marshal(&zds.WorkloadResponse{Payload: &zds.WorkloadResponse_Ack{Ack: &zds.Ack{Error: ackErr}}})
+		if _, err := z.u.Write(ack); err != nil {
+			return
+		}
+	}
+}
+
+// waitFor waits until the fake has received want (in order).
+func (z *fakeZtunnel) waitFor(want ...string) {
+	z.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		z.mu.Lock()
+		got := slices.Clone(z.got)
+		z.mu.Unlock()
+		if slices.Equal(got, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			z.t.Fatalf("ztunnel received:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// lab is the fake lab of a NodeAgent: namespaces are files in a temp dir, rules go to a
+// recorder, annotations to a map.
+type lab struct {
+	dir   string
+	rules *inpod.Recorder
+
+	mu          sync.Mutex
+	annotations []string // "+key" / "-key", in order
+	starts      int
+}
+
+func newAgent(t *testing.T) (*NodeAgent, *lab) {
+	t.Helper()
+	l := &lab{dir: t.TempDir(), rules: &inpod.Recorder{}}
+	socketDir, err := os.MkdirTemp("/tmp", "zds") // a socket path must stay short
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(socketDir) })
+	a := New(Deps{
+		Log:         testutil.Logger(t),
+		Socket:      filepath.Join(socketDir, "ztunnel.sock"),
+		NetNS:       func(key string) string { return "ml-x-" + key },
+		NetNSPath:   func(ns string) string { return filepath.Join(l.dir, ns) },
+		Rules:       l.rules,
+		RulesConfig: inpod.DefaultConfig(),
+		SetRedirection: func(key string, on bool) {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			l.annotations = append(l.annotations, map[bool]string{true: "+", false: "-"}[on]+key)
+		},
+		StartZtunnel: func() error { l.mu.Lock(); l.starts++; l.mu.Unlock(); return nil },
+	})
+	a.keepalive = 20 * time.Millisecond
+	if err := a.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return a, l
+}
+
+// makeNetNS makes the pod's namespace file (again: a new inode, a new incarnation).
+func (l *lab) makeNetNS(t *testing.T, key string) {
+	t.Helper()
+	path := filepath.Join(l.dir, "ml-x-"+key)
+	_ = os.Remove(path)
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (l *lab) annotated() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.annotations)
+}
+
+func (l *lab) ruleCalls() []string {
+	var out []string
+	for _, c := range l.rules.Calls() {
+		out = append(out, c.Op+" "+c.Namespace)
+	}
+	return out
+}
+
+func pod(name, mode string) *model.Pod {
+	p := &model.Pod{Name: name, Namespace: "default", ServiceAccount: "sa-" + name, Labels: map[string]string{}}
+	if mode != "" {
+		p.Labels["istio.io/dataplane-mode"] = mode
+	}
+	return p
+}
+
+func waitEnrolled(t *testing.T, a *NodeAgent, keys ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := a.WaitEnrolled(ctx, keys); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestEnrollBeforeZtunnelConnects(t *testing.T) {
+	a, l := newAgent(t)
+	for _, k := range []string{"a", "b", "plain"} {
+		l.makeNetNS(t, k)
+	}
+	m := model.New(nil, []*model.Pod{pod("a", "ambient"), pod("b", "ambient"), pod("plain", "")})
+	if err := a.Reconcile(m); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := l.ruleCalls(), []string{"install ml-x-a", "install ml-x-b"}; !slices.Equal(got, want) {
+		t.Fatalf("rules %v, want %v", got, want)
+	}
+	if got := l.annotated(); len(got) != 0 || a.Mode("a") != "pending" {
+		t.Fatalf("annotated %v (mode %q) before ztunnel acknowledged anything", got, a.Mode("a"))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := a.WaitEnrolled(ctx, []string{"a"}); err == nil || !strings.Contains(err.Error(), "not connected") {
+		t.Fatalf("WaitEnrolled without ztunnel = %v, want not connected", err)
+	}
+	z := dialZtunnel(t, a.d.Socket, nil)
+	z.waitFor("add default/a sa=sa-a fds=1", "add default/b sa=sa-b fds=1", "snapshot_sent")
+	waitEnrolled(t, a, "a", "b")
+	if got := l.annotated(); !slices.Equal(got, []string{"+a", "+b"}) {
+		t.Fatalf("annotations %v", got)
+	}
+	if l.starts != 1 {
+		t.Fatalf("StartZtunnel called %d times, want once", l.starts)
+	}
+}
+
+func TestEnrollRemoveLive(t *testing.T) {
+	a, l := newAgent(t)
+	z := dialZtunnel(t, a.d.Socket, nil)
+	z.waitFor("snapshot_sent")
+	l.makeNetNS(t, "a")
+	if err := a.Reconcile(model.New(nil, []*model.Pod{pod("a", "ambient")})); err != nil {
+		t.Fatal(err)
+	}
+	// Reconcile returns after ztunnel's ack and the annotation.
+	if got := l.annotated(); !slices.Equal(got, []string{"+a"}) || a.Mode("a") != "enabled" {
+		t.Fatalf("annotations %v, mode %q", got, a.Mode("a"))
+	}
+	z.waitFor("snapshot_sent", "add default/a sa=sa-a fds=1")
+
+	// The same model again (labels may change): nothing happens.
+	p := pod("a", "ambient")
+	p.Labels["version"] = "v2"
+	if err := a.Reconcile(model.New(nil, []*model.Pod{p})); err != nil {
+		t.Fatal(err)
+	}
+	// Opted out by its label: annotation off, rules out, ztunnel lets go.
+	if err := a.Reconcile(model.New(nil, []*model.Pod{pod("a", "none")})); err != nil {
+		t.Fatal(err)
+	}
+	z.waitFor("snapshot_sent", "add default/a sa=sa-a fds=1", "del default/a")
+	if got := l.annotated(); !slices.Equal(got, []string{"+a", "-a"}) {
+		t.Fatalf("annotations %v", got)
+	}
+	if got, want := l.ruleCalls(), []string{"install ml-x-a", "remove ml-x-a"}; !slices.Equal(got, want) {
+		t.Fatalf("rules %v, want %v", got, want)
+	}
+	if a.Mode("a") != "" {
+		t.Fatalf("mode %q after removal", a.Mode("a"))
+	}
+}
+
+func TestPodMadeAgainIsEnrolledAgain(t *testing.T) {
+	a, l := newAgent(t)
+	z := dialZtunnel(t, a.d.Socket, nil)
+	z.waitFor("snapshot_sent")
+	l.makeNetNS(t, "a")
+	m := model.New(nil, []*model.Pod{pod("a", "ambient")})
+	if err := a.Reconcile(m); err != nil {
+		t.Fatal(err)
+	}
+	l.makeNetNS(t, "a") // replaced under the same name: a new namespace
+	if err := a.Reconcile(m); err != nil {
+		t.Fatal(err)
+	}
+	z.waitFor("snapshot_sent", "add default/a sa=sa-a fds=1", "del default/a", "add default/a sa=sa-a fds=1")
+	// A deleted pod: its namespace is gone, no rules to remove, ztunnel still told.
+	os.Remove(filepath.Join(l.dir, "ml-x-a"))
+	if err := a.Reconcile(model.New(nil, nil)); err != nil {
+		t.Fatal(err)
+	}
+	z.waitFor("snapshot_sent", "add default/a sa=sa-a fds=1", "del default/a", "add default/a sa=sa-a fds=1", "del default/a")
+	if got, want := l.ruleCalls(), []string{"install ml-x-a", "remove ml-x-a", "install ml-x-a"}; !slices.Equal(got, want) {
+		t.Fatalf("rules %v, want %v", got, want)
+	}
+}
+
+func TestReconnectResendsEveryPod(t *testing.T) {
+	a, l := newAgent(t)
+	z := dialZtunnel(t, a.d.Socket, nil)
+	z.waitFor("snapshot_sent")
+	for _, k := range []string{"a", "b"} {
+		l.makeNetNS(t, k)
+	}
+	if err := a.Reconcile(model.New(nil, []*model.Pod{pod("a", "ambient"), pod("b", "ambient")})); err != nil {
+		t.Fatal(err)
+	}
+	z.waitFor("snapshot_sent", "add default/a sa=sa-a fds=1", "add default/b sa=sa-b fds=1")
+	z.close() // ztunnel died
+	deadline := time.Now().Add(5 * time.Second)
+	for a.Connected() {
+		if time.Now().After(deadline) {
+			t.Fatal("the agent did not notice ztunnel's death")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The rules stay: no traffic goes around the missing proxy.
+	if got := l.ruleCalls(); slices.ContainsFunc(got, func(s string) bool { return strings.HasPrefix(s, "remove") }) {
+		t.Fatalf("rules removed while ztunnel was away: %v", got)
+	}
+	z2 := dialZtunnel(t, a.d.Socket, nil)
+	z2.waitFor("add default/a sa=sa-a fds=1", "add default/b sa=sa-b fds=1", "snapshot_sent")
+	waitEnrolled(t, a, "a", "b")
+	if got := l.annotated(); !slices.Equal(got, []string{"+a", "+b"}) {
+		t.Fatalf("annotations %v: a reconnect must not annotate again", got)
+	}
+}
+
+func TestAckErrorFailsEnrollment(t *testing.T) {
+	a, l := newAgent(t)
+	z := dialZtunnel(t, a.d.Socket, func(r *zds.WorkloadRequest) string {
+		if r.GetAdd() != nil {
+			return "no such workload"
+		}
+		return ""
+	})
+	z.waitFor("snapshot_sent")
+	l.makeNetNS(t, "a")
+	err := a.Reconcile(model.New(nil, []*model.Pod{pod("a", "ambient")}))
+	var ack *AckError
+	if !errors.As(err, &ack) || !strings.Contains(err.Error(), "no such workload") {
+		t.Fatalf("Reconcile = %v, want ztunnel's refusal", err)
+	}
+	if got := l.annotated(); len(got) != 0 {
+		t.Fatalf("annotated %v after a refusal", got)
+	}
+}
+
+func TestSidecarAndGatewayPodsAreNeverEnrolled(t *testing.T) {
+	a, l := newAgent(t)
+	side := pod("side", "ambient")
+	side.Sidecar.Inject = true
+	gw := pod("gw", "ambient")
+	gw.Router = true
+	if err := a.Reconcile(model.New(nil, []*model.Pod{side, gw})); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.ruleCalls(); len(got) != 0 {
+		t.Fatalf("rules %v for pods that are not ambient", got)
+	}
+}
+
+func TestPodUID(t *testing.T) {
+	p := pod("a", "")
+	u1, u2 := podUID(p, 1), podUID(p, 2)
+	if u1 == u2 || u1 != podUID(p, 1) || len(u1) != 36 || u1[14] != '5' {
+		t.Fatalf("uids %q %q: want stable per inode, UUID-shaped", u1, u2)
+	}
+}
