@@ -78,6 +78,25 @@ type PodDetail struct {
 	Labels         map[string]string `json:"labels,omitempty"`
 	ServiceAccount string            `json:"serviceAccount,omitempty"`
 	Proxy          *AgentStatus      `json:"proxy,omitempty"`
+	// DataplaneMode is how the pod's traffic joins the mesh: "sidecar", "ambient" or "none".
+	DataplaneMode string `json:"dataplaneMode,omitempty"`
+	// Ambient is an ambient pod's enrollment by the node agent; nil for other pods.
+	Ambient *AmbientStatus `json:"ambient,omitempty"`
+}
+
+// AmbientStatus is an ambient pod's enrollment, as istio-cni's node agent holds it.
+type AmbientStatus struct {
+	// Redirection is the pod's ambient.istio.io/redirection: "enabled" once ztunnel has
+	// it, "pending" while its rules are in and ztunnel has not acknowledged it, "" when
+	// not enrolled.
+	Redirection string `json:"redirection"`
+	// Rules are istio-cni's in-pod rules in the pod's namespace with their packet and
+	// byte counters, as iptables-save -c prints them (mangle, nat and raw).
+	Rules string `json:"rules,omitempty"`
+	// Routing is the pod's policy routing (ip rule and table 100).
+	Routing string `json:"routing,omitempty"`
+	// Error says why the rules or routing could not be read.
+	Error string `json:"error,omitempty"`
 }
 
 // ProxyRestart is what POST /v1/pods/:pod/proxy/restart answers.

@@ -70,7 +70,9 @@ func (l *Lab) Apply(ctx context.Context, files []api.ConfigFile) ([]api.Change, 
 	if err != nil {
 		return nil, err
 	}
-	return append(apiChanges(changes), l.reconcilePods(ctx, plan)...), nil
+	out := append(apiChanges(changes), l.reconcilePods(ctx, plan)...)
+	reconcileAmbient(l) // nodeagent.go: enrollment follows labels and pods
+	return out, nil
 }
 
 // Delete removes objects from the running lab, named by refs or by the objects of files,
@@ -110,7 +112,9 @@ func (l *Lab) Delete(ctx context.Context, files []api.ConfigFile, refs []api.Obj
 	if err != nil {
 		return nil, err
 	}
-	return append(apiChanges(changes), l.reconcilePods(ctx, plan)...), nil
+	out := append(apiChanges(changes), l.reconcilePods(ctx, plan)...)
+	reconcileAmbient(l) // nodeagent.go: enrollment follows labels and pods
+	return out, nil
 }
 
 // releaseDelay is how long after an apply or delete the lab returns freed memory to the
@@ -153,6 +157,7 @@ func (l *Lab) commit(ctx context.Context, next *config.Scenario, changes []confi
 	if err != nil {
 		return podPlan{}, &api.ConfigError{Err: err}
 	}
+	m = withEnrolled(l, m) // nodeagent.go: the running pods' redirection annotations
 	plan := planPods(l.model, m)
 	if err := l.checkPodPlan(l.model, plan); err != nil {
 		return podPlan{}, &api.ConfigError{Err: err}

@@ -24,6 +24,7 @@ import (
 	"github.com/meshlab/meshlab/controlplane/config"
 	"github.com/meshlab/meshlab/controlplane/discovery"
 	"github.com/meshlab/meshlab/controlplane/model"
+	"github.com/meshlab/meshlab/lab/ambient"
 	"github.com/meshlab/meshlab/lab/caops"
 	"github.com/meshlab/meshlab/lab/faults"
 	"github.com/meshlab/meshlab/web"
@@ -128,6 +129,8 @@ type Lab struct {
 	metrics *metrics
 	faults  faults.Set // machinery faults in force (lab/faults)
 	world   *world     // the outside world (lab/world.go); nil until created
+	// ambient is istio-cni's node agent (nodeagent.go, lab/ambient); nil in bare unit-test Labs.
+	ambient *ambient.NodeAgent
 	jwks    jwksCache  // key sets fetched for jwksUri (lab/jwks.go)
 	live    livePods   // pods added and removed while the lab runs (lab/livepods.go)
 	// netSlots bounds how many pods' networks are made at once (pods.go); nil: no bound.
@@ -355,6 +358,9 @@ func (l *Lab) startServers() error {
 	}
 	l.names = newNameTables(l.model)
 	l.kubeDNS = newKubeDNS(l.model, l.log.With("component", "kube-dns"))
+	if l.ambient, err = newNodeAgent(sctx, l); err != nil { // nodeagent.go
+		return err
+	}
 
 	_ = os.Remove(l.paths.APISocket())
 	ln, err := net.Listen("unix", l.paths.APISocket())

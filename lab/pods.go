@@ -100,6 +100,21 @@ func (l *Lab) startPod(ctx context.Context, slot int, p *model.Pod) error {
 			return err
 		}
 	}
+	// An ambient pod's app starts once its traffic is redirected to ztunnel and ztunnel
+	// has it, as istio-cni's CNI plugin holds the pod's sandbox until then (nodeagent.go).
+	// When ztunnel does not take it in time the app starts anyway and the pod is reported
+	// not ready; ztunnel's next connection takes it.
+	var ambientErr error
+	if ok, err := enrollAmbientPod(l, p); ok {
+		if err == nil {
+			err = waitAmbientPod(ctx, l, p)
+		}
+		var nr *notReadyError
+		if err != nil && !errors.As(err, &nr) {
+			err = &notReadyError{err: err, msg: err.Error()}
+		}
+		ambientErr = err
+	}
 	l.publish(EventPodCreated, p.Key(), fmt.Sprintf("pod %s created: namespace %s, %s", p.Key(), NamespaceName(l.opts.Name, p.Key()), p.IP),
 		map[string]any{"ip": p.IP.String(), "sidecar": p.Sidecar.Inject})
 	ns := NamespaceName(l.opts.Name, p.Key())
@@ -154,6 +169,9 @@ func (l *Lab) startPod(ctx context.Context, slot int, p *model.Pod) error {
 		if err := l.waitReady(ctx, p.Key()); err != nil {
 			return err
 		}
+	}
+	if ambientErr != nil {
+		return ambientErr
 	}
 	took := time.Since(start).Round(time.Millisecond)
 	l.publish(EventPodReady, p.Key(), fmt.Sprintf("pod %s ready in %s", p.Key(), took), map[string]any{"ms": took.Milliseconds()})

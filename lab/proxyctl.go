@@ -27,8 +27,9 @@ func (l *Lab) PodDetail(ctx context.Context, name string) (api.PodDetail, error)
 			IP: p.IP, Sidecar: p.Sidecar.Inject, Epoch: -1},
 		Labels: p.Labels, ServiceAccount: p.ServiceAccount,
 	}
+	fillDataplane(l, p, &d) // nodeagent.go
 	if !p.Sidecar.Inject {
-		d.Ready = true
+		d.Ready = d.Ambient == nil || d.Ambient.Redirection == model.AmbientRedirectionEnabled
 		return d, nil
 	}
 	l.fillPodStatus(ctx, &d.PodStatus)

@@ -75,6 +75,12 @@ func printPodDetail(w io.Writer, d api.PodDetail, now time.Time) error {
 		fmt.Fprintf(tw, "Labels:\t%s\n", strings.Join(kv, ","))
 	}
 	fmt.Fprintf(tw, "Ready:\t%t\n", d.Ready)
+	if d.DataplaneMode != "" {
+		fmt.Fprintf(tw, "Data-plane mode:\t%s\n", d.DataplaneMode)
+	}
+	if d.Ambient != nil {
+		return printAmbient(w, tw, d.Ambient)
+	}
 	if !d.Sidecar {
 		fmt.Fprintf(tw, "Sidecar:\tnone\n")
 		return tw.Flush()
@@ -172,4 +178,36 @@ func ago(now, t time.Time) string {
 func firstLine(s string) string {
 	first, _, _ := strings.Cut(s, "\n")
 	return first
+}
+
+// printAmbient writes an ambient pod's enrollment and its in-pod rules with counters.
+func printAmbient(w io.Writer, tw *tabwriter.Writer, a *api.AmbientStatus) error {
+	redirection := a.Redirection
+	switch redirection {
+	case "":
+		redirection = "none (not enrolled)"
+	case "pending":
+		redirection = "pending (in-pod rules installed; ztunnel has not acknowledged the pod)"
+	}
+	fmt.Fprintf(tw, "Sidecar:\tnone (ambient: its traffic goes through ztunnel)\n")
+	fmt.Fprintf(tw, "Redirection:\t%s (ambient.istio.io/redirection)\n", redirection)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if a.Error != "" {
+		fmt.Fprintf(w, "\nIn-pod rules: %s\n", a.Error)
+	}
+	if a.Rules != "" {
+		fmt.Fprintln(w, "\nIn-pod rules (istio-cni's, [packets:bytes]):")
+		for _, line := range strings.Split(strings.TrimSpace(a.Rules), "\n") {
+			fmt.Fprintln(w, "  "+line)
+		}
+	}
+	if a.Routing != "" {
+		fmt.Fprintln(w, "\nIn-pod routing:")
+		for _, line := range strings.Split(strings.TrimSpace(a.Routing), "\n") {
+			fmt.Fprintln(w, "  "+line)
+		}
+	}
+	return nil
 }

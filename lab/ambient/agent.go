@@ -148,6 +148,29 @@ func (a *NodeAgent) Reconcile(m *model.Model) error {
 	return errors.Join(errs...)
 }
 
+// Enroll enrolls p, a pod of m in ambient mode that is being made, unless the agent holds
+// it already; it returns once ztunnel has acknowledged it or, when no ztunnel is
+// connected, once its rules are in place (WaitEnrolled waits for the rest).
+func (a *NodeAgent) Enroll(m *model.Model, p *model.Pod) error {
+	if !isAmbient(m, p) {
+		return nil
+	}
+	a.reconcileMu.Lock()
+	defer a.reconcileMu.Unlock()
+	a.mu.Lock()
+	e, ok := a.pods[p.Key()]
+	a.mu.Unlock()
+	if ok {
+		if a.sameIncarnation(e, p) {
+			return nil
+		}
+		if err := a.remove(e); err != nil {
+			return err
+		}
+	}
+	return a.enroll(p)
+}
+
 // sameIncarnation reports whether e's namespace is still the one pod p lives in.
 func (a *NodeAgent) sameIncarnation(e *enrolled, p *model.Pod) bool {
 	ino, err := inode(a.path(a.d.NetNS(p.Key())))

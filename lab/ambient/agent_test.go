@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -392,5 +393,22 @@ func TestPodUID(t *testing.T) {
 	u1, u2 := podUID(p, 1), podUID(p, 2)
 	if u1 == u2 || u1 != podUID(p, 1) || len(u1) != 36 || u1[14] != '5' {
 		t.Fatalf("uids %q %q: want stable per inode, UUID-shaped", u1, u2)
+	}
+}
+
+func TestZtunnelNameAndIP(t *testing.T) {
+	if a, b := ZtunnelPodName("demo"), ZtunnelPodName("demo"); a != b || len(a) != len("ztunnel-")+5 || ZtunnelPodName("other") == a {
+		t.Fatalf("ZtunnelPodName: %q %q %q", a, b, ZtunnelPodName("other"))
+	}
+	for cidr, want := range map[string]string{"10.244.0.0/16": "10.244.255.254", "10.1.2.0/24": "10.1.2.254"} {
+		if got := ZtunnelIP(netip.MustParsePrefix(cidr)); got.String() != want {
+			t.Errorf("ZtunnelIP(%s) = %s, want %s", cidr, got, want)
+		}
+	}
+	env := ZtunnelConfig{Socket: "/s", XDSAddress: "unix:///x", NodeName: "n", PodName: "p", InstanceIP: netip.MustParseAddr("10.0.0.1"), TrustDomain: "cluster.local", TokenFile: "/t", RootCert: "/r"}.Env()
+	for _, want := range []string{"INPOD_UDS=/s", "CA_ADDRESS=unix:///x", "POD_NAMESPACE=istio-system", "SERVICE_ACCOUNT=ztunnel", "CLUSTER_ID=Kubernetes", "INSTANCE_IP=10.0.0.1"} {
+		if !slices.Contains(env, want) {
+			t.Errorf("env lacks %s: %v", want, env)
+		}
 	}
 }

@@ -1,0 +1,263 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/meshlab/meshlab/api"
+	"github.com/meshlab/meshlab/controlplane/ca"
+	"github.com/meshlab/meshlab/controlplane/model"
+	"github.com/meshlab/meshlab/lab/ambient"
+	"github.com/meshlab/meshlab/netns/inpod"
+)
+
+// The lab's istio-cni node agent (lab/ambient) and its ztunnel. An ambient pod costs its
+// app only: no agent, no proxy, no sidecar capture rules; its cluster DNS is kube-dns as
+// for any pod without a sidecar (kubedns.go). Before its app starts the node agent puts
+// istio-cni's in-pod rules in its namespace (the kube-dns rule stays first in nat OUTPUT),
+// then hands the namespace to ztunnel and, on ztunnel's ack, annotates the pod in the
+// model (ambient.istio.io/redirection: enabled), which makes WDS give it HBONE; the pod is
+// ready once annotated. A model change (apply, delete, a label on a namespace or pod)
+// reconciles every pod's enrollment live, without touching its app. The annotations live
+// in the running model: a model rebuilt by apply gets them again before it is pushed.
+
+// ztunnelDir is where the ztunnel's run files live: its ZDS socket, log, token, root.
+func ztunnelDir(p Paths) string { return filepath.Join(p.Dir, "ztunnel") }
+
+// newNodeAgent makes the lab's node agent and starts serving ZDS.
+func newNodeAgent(ctx context.Context, l *Lab) (*ambient.NodeAgent, error) {
+	dir := ztunnelDir(l.paths)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create ztunnel run directory: %w", err)
+	}
+	a := ambient.New(ambient.Deps{
+		Log:            l.log.With("component", "istio-cni"),
+		Socket:         filepath.Join(dir, "ztunnel.sock"),
+		NetNS:          func(key string) string { return NamespaceName(l.opts.Name, key) },
+		Rules:          inpod.NewApplier(),
+		RulesConfig:    inpod.DefaultConfig(),
+		SetRedirection: func(key string, on bool) { setRedirection(l, key, on) },
+		StartZtunnel:   func() error { return startZtunnel(l) },
+		Publish:        l.publish,
+	})
+	if err := a.Listen(); err != nil {
+		return nil, err
+	}
+	l.servers.Add(1)
+	go func() {
+		defer l.servers.Done()
+		if err := a.Run(ctx); err != nil {
+			l.log.Error("ZDS server stopped", "err", err)
+		}
+	}()
+	return a, nil
+}
+
+// enrollAmbientPod enrolls pod p, which is about to start its app, when it is in ambient
+// mode; it reports whether it is.
+func enrollAmbientPod(l *Lab, p *model.Pod) (bool, error) {
+	if l.ambient == nil {
+		return false, nil
+	}
+	l.mu.Lock()
+	m := l.model
+	l.mu.Unlock()
+	if model.DataplaneMode(m, p) != model.DataplaneAmbient {
+		return false, nil
+	}
+	return true, l.ambient.Enroll(m, p)
+}
+
+// waitAmbientPod waits until ztunnel has pod p and the pod is annotated, as a sidecar pod
+// waits for its proxy: a pod that is not in time is a *notReadyError.
+func waitAmbientPod(ctx context.Context, l *Lab, p *model.Pod) error {
+	err := l.ambient.WaitEnrolled(ctx, []string{p.Key()})
+	if err == nil || ctx.Err() == nil {
+		return err
+	}
+	return &notReadyError{err: ctx.Err(), msg: fmt.Sprintf("not in ambient mode within %s: %v (see %s)", l.opts.ReadyTimeout, err, ztunnelDir(l.paths))}
+}
+
+// reconcileAmbient makes every pod's enrollment follow the current model, after an
+// apply or delete changed it. The caller holds no lab lock.
+func reconcileAmbient(l *Lab) {
+	if l.ambient == nil {
+		return
+	}
+	l.mu.Lock()
+	m := l.model
+	l.mu.Unlock()
+	if err := l.ambient.Reconcile(m); err != nil {
+		l.log.Warn("ambient enrollment", "err", err)
+	}
+}
+
+// withEnrolled returns m with the redirection annotation on every pod the node agent has
+// annotated: apply rebuilds the model from the scenario, which does not carry it.
+func withEnrolled(l *Lab, m *model.Model) *model.Model {
+	if l.ambient == nil {
+		return m
+	}
+	for _, p := range m.Pods {
+		if l.ambient.Annotated(p.Key()) && !p.AmbientRedirected() {
+			m = withRedirection(m, p.Key(), true)
+		}
+	}
+	return m
+}
+
+// setRedirection sets or removes the pod's redirection annotation in the running model
+// and pushes it to the control plane.
+func setRedirection(l *Lab, key string, on bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m := withRedirection(l.model, key, on)
+	if m == l.model {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := l.updateProxies(ctx, m, "ambient"); err != nil {
+		l.log.Warn("push the redirection annotation", "pod", key, "err", err)
+	}
+	l.model = m
+}
+
+// withRedirection returns a copy of m whose pod key has (on) or lacks the annotation; m
+// itself when it already is so or has no such pod. m is not changed: readers hold it.
+func withRedirection(m *model.Model, key string, on bool) *model.Model {
+	i := slices.IndexFunc(m.Pods, func(p *model.Pod) bool { return p.Key() == key })
+	if i < 0 || m.Pods[i].AmbientRedirected() == on {
+		return m
+	}
+	next := *m
+	next.Pods = slices.Clone(m.Pods)
+	p := *m.Pods[i]
+	p.Annotations = maps.Clone(p.Annotations)
+	if on {
+		if p.Annotations == nil {
+			p.Annotations = map[string]string{}
+		}
+		p.Annotations[model.AnnotationAmbientRedirection] = model.AmbientRedirectionEnabled
+	} else {
+		delete(p.Annotations, model.AnnotationAmbientRedirection)
+	}
+	next.Pods[i] = &p
+	return &next
+}
+
+// ztunnelKey is the pod key of the lab's ztunnel.
+func ztunnelKey(l *Lab) string {
+	return model.PodKey(ambient.ZtunnelNamespace, ambient.ZtunnelPodName(l.opts.Name))
+}
+
+// startZtunnel makes the ztunnel pod: its namespace on the node's bridge, its token and
+// the mesh's root in its run directory, and `meshlab ztunnel` supervised like a pod's
+// agent (restarted when it exits).
+func startZtunnel(l *Lab) error {
+	key := ztunnelKey(l)
+	name := ambient.ZtunnelPodName(l.opts.Name)
+	dir := ztunnelDir(l.paths)
+	ip := ambient.ZtunnelIP(l.opts.PodCIDR)
+	if err := os.MkdirAll(l.paths.PodDir(key), 0o755); err != nil {
+		return fmt.Errorf("create run directory of %s: %w", key, err)
+	}
+	if err := l.createPodNetwork(key, ip, false); err != nil {
+		return err
+	}
+	if l.ca == nil {
+		return fmt.Errorf("start %s: the lab has no CA", key)
+	}
+	tok, err := l.ca.Tokens().Issue(ca.Caller{Pod: key, Identity: ca.Identity{Namespace: ambient.ZtunnelNamespace, ServiceAccount: ambient.ZtunnelServiceAccount}})
+	if err != nil {
+		return fmt.Errorf("issue the CA token of %s: %w", key, err)
+	}
+	tokenFile, rootFile := filepath.Join(dir, "token"), filepath.Join(dir, "root-cert.pem")
+	if err := os.WriteFile(tokenFile, []byte(tok), 0o600); err != nil {
+		return fmt.Errorf("write the CA token of %s: %w", key, err)
+	}
+	if err := os.WriteFile(rootFile, l.ca.Authority().RootPEM(), 0o644); err != nil {
+		return fmt.Errorf("write the mesh root for %s: %w", key, err)
+	}
+	cfg := ambient.ZtunnelConfig{
+		Socket:      filepath.Join(dir, "ztunnel.sock"),
+		XDSAddress:  "unix://" + l.paths.XDSSocket(),
+		NodeName:    NodeNamespace(l.opts.Name),
+		PodName:     name,
+		InstanceIP:  ip,
+		TrustDomain: l.ca.Authority().TrustDomain(),
+		TokenFile:   tokenFile,
+		RootCert:    rootFile,
+	}
+	err = l.agents.start(processSpec{
+		Role: "ztunnel", Pod: key, NetNS: NamespaceName(l.opts.Name, key),
+		Argv: []string{l.opts.MeshlabPath, "ztunnel"}, Env: cfg.Env(),
+		LogPath: filepath.Join(dir, "ztunnel.log"), Grace: 5 * time.Second,
+	})
+	if err != nil {
+		return err
+	}
+	l.publish(EventPodCreated, key, fmt.Sprintf("ztunnel %s started: namespace %s, %s", key, NamespaceName(l.opts.Name, key), ip),
+		map[string]any{"ip": ip.String(), "ztunnel": true})
+	fmt.Fprintf(l.out, "pod %-20s %-15s ztunnel started\n", key, ip)
+	return nil
+}
+
+// ambientPodKeys are the keys of m's ambient pods, sorted.
+func ambientPodKeys(m *model.Model) []string {
+	var keys []string
+	for _, p := range m.Pods {
+		if model.DataplaneMode(m, p) == model.DataplaneAmbient {
+			keys = append(keys, p.Key())
+		}
+	}
+	return keys
+}
+
+// fillDataplane sets d's data-plane mode and, for an ambient pod, its enrollment and its
+// in-pod rules with their counters, as `describe pod` shows them.
+func fillDataplane(l *Lab, p *model.Pod, d *api.PodDetail) {
+	l.mu.Lock()
+	m := l.model
+	l.mu.Unlock()
+	mode := model.DataplaneMode(m, p)
+	d.DataplaneMode = mode.String()
+	if mode != model.DataplaneAmbient || l.ambient == nil {
+		return
+	}
+	st := &api.AmbientStatus{Redirection: l.ambient.Mode(p.Key())}
+	d.Ambient = st
+	ns := NamespaceName(l.opts.Name, p.Key())
+	saved, err := inpod.Save(ns, inpod.IPv4)
+	if err != nil {
+		st.Error = err.Error()
+		return
+	}
+	st.Rules = inpodLines(saved)
+	cfg := inpod.DefaultConfig()
+	if st.Routing, err = inpod.Routing(ns, cfg.RouteTable); err != nil {
+		st.Error = err.Error()
+	}
+}
+
+// inpodLines keeps of iptables-save -c output the table headers and the rules that are
+// istio-cni's (in or jumping to its chains).
+func inpodLines(saved string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(saved, "\n") {
+		switch {
+		case strings.HasPrefix(line, "*"):
+			b.WriteString(line + "\n")
+		case strings.Contains(line, " -A ") && strings.Contains(line, inpod.ChainPrerouting),
+			strings.Contains(line, " -A ") && strings.Contains(line, inpod.ChainOutput):
+			b.WriteString(line + "\n")
+		}
+	}
+	return b.String()
+}
