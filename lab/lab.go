@@ -131,8 +131,8 @@ type Lab struct {
 	world   *world     // the outside world (lab/world.go); nil until created
 	// ambient is istio-cni's node agent (nodeagent.go, lab/ambient); nil in bare unit-test Labs.
 	ambient *ambient.NodeAgent
-	jwks    jwksCache  // key sets fetched for jwksUri (lab/jwks.go)
-	live    livePods   // pods added and removed while the lab runs (lab/livepods.go)
+	jwks    jwksCache // key sets fetched for jwksUri (lab/jwks.go)
+	live    livePods  // pods added and removed while the lab runs (lab/livepods.go)
 	// netSlots bounds how many pods' networks are made at once (pods.go); nil: no bound.
 	netSlots chan struct{}
 

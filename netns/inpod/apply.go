@@ -208,7 +208,9 @@ type Recorder struct {
 }
 
 // Install records the call.
-func (r *Recorder) Install(namespace string, c Config) error { return r.record("install", namespace, c) }
+func (r *Recorder) Install(namespace string, c Config) error {
+	return r.record("install", namespace, c)
+}
 
 // Remove records the call.
 func (r *Recorder) Remove(namespace string, c Config) error { return r.record("remove", namespace, c) }
