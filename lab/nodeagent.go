@@ -209,17 +209,6 @@ func startZtunnel(l *Lab) error {
 	return nil
 }
 
-// ambientPodKeys are the keys of m's ambient pods, sorted.
-func ambientPodKeys(m *model.Model) []string {
-	var keys []string
-	for _, p := range m.Pods {
-		if model.DataplaneMode(m, p) == model.DataplaneAmbient {
-			keys = append(keys, p.Key())
-		}
-	}
-	return keys
-}
-
 // fillDataplane sets d's data-plane mode and, for an ambient pod, its enrollment and its
 // in-pod rules with their counters, as `describe pod` shows them.
 func fillDataplane(l *Lab, p *model.Pod, d *api.PodDetail) {

@@ -36,9 +36,6 @@ const (
 // maxMessage is the largest datagram read; a larger one is a protocol error.
 const maxMessage = 1024
 
-// errNotConnected is a request made while no ztunnel is connected.
-var errNotConnected = errors.New("ztunnel is not connected")
-
 // conn is one ztunnel's connection.
 type conn struct {
 	u   *net.UnixConn

@@ -196,8 +196,7 @@ func dial(t *testing.T, ns string, addr netip.AddrPort, mark int) error {
 // 15001, inbound on 15006, 15008 is not redirected, the proxy's marked packets are left
 // alone, and after Remove nothing is redirected.
 func TestRedirectBehaviour(t *testing.T) {
-	testutil.RequireRoot(t)
-	t.Parallel()
+	testutil.RequireRoot(t) // not parallel: its subtests share listeners and run in order
 	p := setupPods(t)
 	c := DefaultConfig()
 	a := NewApplier()
