@@ -1,12 +1,17 @@
 package ztunnel
 
 import (
+	"errors"
 	"log/slog"
 	"net/netip"
+	"strings"
+	"sync"
 	"time"
 
-	"github.com/meshlab/meshlab/ambientapi/security"
 	"github.com/meshlab/meshlab/ambientapi/workload"
+	"github.com/meshlab/meshlab/dataplane/ztunnel/metrics"
+	"github.com/meshlab/meshlab/dataplane/ztunnel/rbac"
+	"github.com/meshlab/meshlab/dataplane/ztunnel/state"
 )
 
 // ConnInfo is the connection a destination ztunnel authorizes.
@@ -16,37 +21,50 @@ type ConnInfo struct {
 	PeerID string         // the client certificate's SPIFFE id; "" for plaintext (15006)
 }
 
-// Authorizer is the L4 policy engine (dataplane/ztunnel/rbac). Authorize is called for
-// every new inbound connection and again for live ones when WDS changes; it must be safe
-// for concurrent use and must not block.
-type Authorizer interface {
-	// Authorize decides c into dst given every policy ztunnel holds; reason explains it
-	// (ztunnel's words) for the log.
-	Authorize(policies []*security.Authorization, dst *workload.Workload, c ConnInfo) (allowed bool, reason string)
+// policies decides inbound connections with dataplane/ztunnel/rbac, on a compiled set
+// rebuilt when WADS changes. Safe for concurrent use.
+type policies struct {
+	store *state.Store
+	log   *slog.Logger
+
+	mu      sync.Mutex
+	version uint64
+	set     *rbac.Set
 }
 
-// denyAll is used when no Authorizer is wired: it allows a connection only when no policy
-// at all applies to the destination (failing closed rather than open).
-type denyAll struct{}
-
-func (denyAll) Authorize(policies []*security.Authorization, dst *workload.Workload, _ ConnInfo) (bool, string) {
-	for _, p := range policies {
-		switch p.GetScope() {
-		case security.Scope_GLOBAL:
-			return false, "no policy engine wired: a policy applies"
-		case security.Scope_NAMESPACE:
-			if p.GetNamespace() == dst.GetNamespace() {
-				return false, "no policy engine wired: a policy applies"
-			}
-		case security.Scope_WORKLOAD_SELECTOR:
-			for _, name := range dst.GetAuthorizationPolicies() {
-				if name == p.GetNamespace()+"/"+p.GetName() {
-					return false, "no policy engine wired: a policy applies"
-				}
-			}
+// authorize decides c into dst; reason is ztunnel's rejection message when denied.
+func (p *policies) authorize(dst *state.Workload, c ConnInfo) (bool, string) {
+	set := p.current()
+	conn := rbac.Conn{Src: c.Src, Dst: c.Dst}
+	if c.PeerID != "" {
+		id, err := rbac.ParseIdentity(c.PeerID)
+		if err != nil {
+			return false, "peer identity: " + err.Error()
 		}
+		conn.SrcIdentity = &id
 	}
-	return true, "no policies"
+	d := set.Evaluate(dst.Workload, conn)
+	if len(d.Unknown) > 0 {
+		p.log.Warn("skipping unknown policies", "policies", strings.Join(d.Unknown, ","), "workload", dst.GetUid())
+	}
+	if err := d.Err(); err != nil {
+		return false, err.Error()
+	}
+	return true, d.Reason.String()
+}
+
+func (p *policies) current() *rbac.Set {
+	v := p.store.Version()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.set == nil || p.version != v {
+		set, errs := rbac.NewSet(p.store.Policies())
+		for _, err := range errs {
+			p.log.Warn("authorization policy rejected", "err", err)
+		}
+		p.set, p.version = set, v
+	}
+	return p.set
 }
 
 // Direction is which side of a connection a ztunnel reports (ztunnel's reporter).
@@ -73,29 +91,89 @@ type ConnEvent struct {
 	Start       time.Time
 }
 
-// Observer sees every connection ztunnel proxies (dataplane/ztunnel/metrics and
-// accesslog). Its methods are called from the connection's goroutines, concurrently, and
-// must not block.
+// Observer sees every connection ztunnel proxies. Its methods are called from the
+// connections' goroutines, concurrently, and must not block.
 type Observer interface {
-	Opened(e *ConnEvent)
-	// Closed reports the bytes sent to and received from the destination side and the
-	// error that ended the connection (nil for a clean end).
-	Closed(e *ConnEvent, sent, received int64, err error)
-	// Denied reports an inbound connection refused by policy.
-	Denied(e *ConnEvent, reason string)
+	// Open reports a connection established to its destination; the tracker counts it.
+	Open(e *ConnEvent) Tracker
+	// Failed reports a connection that never got through (policy, no upstream, dial).
+	Failed(e *ConnEvent, flag metrics.ResponseFlag, err error)
 }
 
-// logObserver is the default Observer: ztunnel's "connection complete" line.
-type logObserver struct{ log *slog.Logger }
+// Tracker counts one open connection's bytes and its end.
+type Tracker interface {
+	// Sent counts bytes from the destination side to the client (istio_tcp_sent_bytes).
+	Sent(n int)
+	// Received counts bytes from the client to the destination side.
+	Received(n int)
+	// Close ends the connection; err nil for a clean end.
+	Close(err error)
+}
 
-func (logObserver) Opened(*ConnEvent) {}
+// observer is ztunnel's metrics (dataplane/ztunnel/metrics) and its access log line.
+type observer struct {
+	reg *metrics.Registry
+	log *slog.Logger
+}
 
-func (o logObserver) Closed(e *ConnEvent, sent, received int64, err error) {
+func (o *observer) open(e *ConnEvent) metrics.Open {
+	rep := metrics.Source
+	if e.Direction == Inbound {
+		rep = metrics.Destination
+	}
+	mo := metrics.Open{Reporter: rep, Source: e.SrcWorkload, Destination: e.DstWorkload}
+	if e.Protocol == HBONE {
+		mo.SecurityPolicy = metrics.MutualTLS
+	}
+	if e.SrcWorkload == nil && e.SrcIdentity != "" {
+		if id, err := rbac.ParseIdentity(e.SrcIdentity); err == nil {
+			mo.DerivedSource = &metrics.Derived{Namespace: id.Namespace, Identity: e.SrcIdentity}
+		}
+	}
+	if s := e.DstService; s != nil {
+		mo.DestinationService = &metrics.ServiceDescription{Hostname: s.GetHostname(), Name: s.GetName(), Namespace: s.GetNamespace()}
+	}
+	return mo
+}
+
+func (o *observer) Open(e *ConnEvent) Tracker {
+	return &conn{o: o, e: e, m: o.reg.Open(o.open(e))}
+}
+
+func (o *observer) Failed(e *ConnEvent, flag metrics.ResponseFlag, err error) {
+	res := o.reg.Open(o.open(e)).Close(flag)
+	o.logLine(e, res, err)
+}
+
+type conn struct {
+	o *observer
+	e *ConnEvent
+	m *metrics.Conn
+}
+
+func (c *conn) Sent(n int)     { c.m.AddSent(n) }
+func (c *conn) Received(n int) { c.m.AddReceived(n) }
+func (c *conn) Close(err error) {
+	flag := metrics.FlagNone
+	if err != nil && !errors.Is(err, errClosedByPolicy) {
+		flag = metrics.FlagConnectFailure
+	}
+	if errors.Is(err, errClosedByPolicy) {
+		flag = metrics.FlagDenied
+	}
+	c.o.logLine(c.e, c.m.Close(flag), err)
+}
+
+// errClosedByPolicy ends a live connection a policy change denies.
+var errClosedByPolicy = errors.New("connection closed due to policy change")
+
+// logLine is ztunnel's "connection complete" access log line.
+func (o *observer) logLine(e *ConnEvent, res metrics.Result, err error) {
 	args := []any{
-		"src.addr", e.Src, "src.workload", e.SrcWorkload.GetName(), "src.identity", e.SrcIdentity,
-		"dst.addr", e.Dst, "dst.workload", e.DstWorkload.GetName(), "dst.identity", e.DstIdentity,
-		"direction", string(e.Direction), "protocol", e.Protocol.String(),
-		"bytes_sent", sent, "bytes_recv", received, "duration", time.Since(e.Start).Round(time.Millisecond).String(),
+		"src.addr", e.Src, "src.workload", e.SrcWorkload.GetName(), "src.namespace", e.SrcWorkload.GetNamespace(), "src.identity", e.SrcIdentity,
+		"dst.addr", e.Dst, "dst.workload", e.DstWorkload.GetName(), "dst.namespace", e.DstWorkload.GetNamespace(), "dst.identity", e.DstIdentity,
+		"direction", string(e.Direction), "bytes_sent", res.Sent, "bytes_recv", res.Received,
+		"duration", res.Duration.Round(time.Millisecond).String(),
 	}
 	if e.HBONEAddr.IsValid() {
 		args = append(args, "dst.hbone_addr", e.HBONEAddr)
@@ -107,9 +185,4 @@ func (o logObserver) Closed(e *ConnEvent, sent, received int64, err error) {
 		args = append(args, "error", err.Error())
 	}
 	o.log.Info("connection complete", args...)
-}
-
-func (o logObserver) Denied(e *ConnEvent, reason string) {
-	o.log.Info("connection complete", "src.addr", e.Src, "src.identity", e.SrcIdentity, "dst.addr", e.Dst,
-		"dst.workload", e.DstWorkload.GetName(), "direction", string(e.Direction), "error", "policy rejection: "+reason)
 }

@@ -41,8 +41,8 @@ type pod struct {
 	info state.WorkloadInfo
 	ns   *inpod.Netns
 
-	ctx    context.Context
-	cancel context.CancelFunc
+	ctx     context.Context
+	cancel  context.CancelFunc
 	closers []io.Closer
 	wg      sync.WaitGroup
 
@@ -246,6 +246,9 @@ func (z *Ztunnel) accept(p *pod, ln *net.TCPListener, serve func(*pod, *net.TCPC
 		go func() {
 			defer p.wg.Done()
 			defer c.Close()
+			// The pod's removal ends its connections (the copies then end both ways).
+			stop := context.AfterFunc(p.ctx, func() { _ = c.Close() })
+			defer stop()
 			serve(p, c)
 		}()
 	}

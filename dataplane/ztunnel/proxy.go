@@ -2,8 +2,8 @@ package ztunnel
 
 import (
 	"context"
-	"crypto/tls"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -19,6 +19,7 @@ import (
 
 	"github.com/meshlab/meshlab/dataplane/ztunnel/hbone"
 	"github.com/meshlab/meshlab/dataplane/ztunnel/inpod"
+	"github.com/meshlab/meshlab/dataplane/ztunnel/metrics"
 	"github.com/meshlab/meshlab/dataplane/ztunnel/state"
 )
 
@@ -66,8 +67,7 @@ func (z *Ztunnel) serveOutbound(p *pod, c *net.TCPConn) {
 		SrcWorkload: src.Workload, SrcIdentity: src.Identity(), Start: time.Now(),
 	}
 	if err != nil {
-		z.obs.Opened(ev)
-		z.obs.Closed(ev, 0, 0, err)
+		z.obs.Failed(ev, metrics.FlagConnectFailure, err)
 		reset(c)
 		return
 	}
@@ -89,14 +89,18 @@ func (z *Ztunnel) serveOutbound(p *pod, c *net.TCPConn) {
 		ev.Dst, ev.HBONEAddr = req.HBONETarget, req.Actual
 		up, err = z.connectHBONE(ctx, p, src, ev.Src, req)
 	}
-	z.obs.Opened(ev)
 	if err != nil {
-		z.obs.Closed(ev, 0, 0, err)
+		flag := metrics.FlagConnectFailure
+		var se *hbone.StatusError
+		if errors.As(err, &se) && se.Code == http.StatusUnauthorized {
+			flag = metrics.FlagDenied
+		}
+		z.obs.Failed(ev, flag, err)
 		reset(c)
 		return
 	}
-	sent, recv, err := splice(c, up)
-	z.obs.Closed(ev, sent, recv, err)
+	tr := z.obs.Open(ev)
+	tr.Close(splice(c, &counted{ReadWriteCloser: up, tr: tr}))
 }
 
 // connectHBONE opens a tunnel stream for req from the pod's identity.
@@ -156,13 +160,12 @@ func traceparent() string {
 }
 
 // splice copies both ways until both directions end, half-closing each side as the other
-// ends; it returns the bytes sent to up and received from it.
-func splice(down *net.TCPConn, up io.ReadWriteCloser) (sent, recv int64, err error) {
+// ends.
+func splice(down *net.TCPConn, up io.ReadWriteCloser) error {
 	defer up.Close()
 	errc := make(chan error, 1)
 	go func() {
-		n, err := io.Copy(up, down)
-		atomic.StoreInt64(&sent, n)
+		_, err := io.Copy(up, down)
 		if cw, ok := up.(interface{ CloseWrite() error }); ok && err == nil {
 			_ = cw.CloseWrite()
 		} else {
@@ -170,15 +173,73 @@ func splice(down *net.TCPConn, up io.ReadWriteCloser) (sent, recv int64, err err
 		}
 		errc <- err
 	}()
-	n, rerr := io.Copy(down, up)
-	recv = n
+	_, rerr := io.Copy(down, up)
 	if rerr != nil {
 		reset(down)
 	} else {
 		_ = down.CloseWrite()
 	}
-	werr := <-errc
-	return atomic.LoadInt64(&sent), recv, errors.Join(werr, rerr)
+	return errors.Join(<-errc, rerr)
+}
+
+// counted is the destination side of a connection, counting its bytes for the tracker:
+// read from it is sent to the client, written to it was received from the client.
+type counted struct {
+	io.ReadWriteCloser
+	tr Tracker
+}
+
+func (c *counted) Read(b []byte) (int, error) {
+	n, err := c.ReadWriteCloser.Read(b)
+	if n > 0 {
+		c.tr.Sent(n)
+	}
+	return n, err
+}
+
+func (c *counted) Write(b []byte) (int, error) {
+	n, err := c.ReadWriteCloser.Write(b)
+	if n > 0 {
+		c.tr.Received(n)
+	}
+	return n, err
+}
+
+// CloseWrite half-closes the destination side when it can.
+func (c *counted) CloseWrite() error {
+	if cw, ok := c.ReadWriteCloser.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Close()
+}
+
+// countedConn is counted for a net.Conn (the app's side of an inbound tunnel).
+type countedConn struct {
+	net.Conn
+	tr Tracker
+}
+
+func (c *countedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 {
+		c.tr.Sent(n)
+	}
+	return n, err
+}
+
+func (c *countedConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	if n > 0 {
+		c.tr.Received(n)
+	}
+	return n, err
+}
+
+func (c *countedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
 }
 
 // tracked is a live inbound connection, re-authorized when policies change.
@@ -206,7 +267,7 @@ func (p *pod) untrack(t *tracked) {
 
 // authorize decides an inbound connection into w.
 func (z *Ztunnel) authorize(w *state.Workload, c ConnInfo) (bool, string) {
-	return z.authz.Authorize(z.store.Policies(), w.Workload, c)
+	return z.policy.authorize(w, c)
 }
 
 // serveHBONE is the pod's 15008: mTLS HTTP/2 CONNECT from other ztunnels and sidecars.
@@ -251,31 +312,33 @@ func (z *Ztunnel) inboundHBONE(ctx context.Context, p *pod, r *hbone.ConnectRequ
 	}
 	// The target must be this pod (ztunnel's validate_destination; waypoints are part 2).
 	if !slices.Contains(w.IPs, r.Authority.Addr()) {
-		z.obs.Denied(ev, fmt.Sprintf("HBONE target %s is not this pod (%v)", r.Authority, w.IPs))
+		z.obs.Failed(ev, metrics.FlagConnectFailure, fmt.Errorf("HBONE target %s is not this pod (%v)", r.Authority, w.IPs))
 		return hbone.Upstream{}, http.StatusBadRequest
 	}
 	if ok, reason := z.authorize(w, ci); !ok {
-		z.obs.Denied(ev, reason)
+		z.obs.Failed(ev, metrics.FlagDenied, errors.New(reason))
 		return hbone.Upstream{}, http.StatusUnauthorized
 	}
 	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
 	up, err := p.ns.Dial(dctx, "tcp", r.Remote.Addr(), r.Authority)
 	if err != nil {
-		z.obs.Opened(ev)
-		z.obs.Closed(ev, 0, 0, err)
+		z.obs.Failed(ev, metrics.FlagConnectFailure, err)
 		return hbone.Upstream{}, http.StatusServiceUnavailable
 	}
-	t := &tracked{info: ci, dst: w.GetUid(), close: func() { _ = up.Close() }}
+	var closedBy atomic.Value
+	t := &tracked{info: ci, dst: w.GetUid(), close: func() { closedBy.Store(errClosedByPolicy); _ = up.Close() }}
 	if !p.track(t) {
 		_ = up.Close()
 		return hbone.Upstream{}, http.StatusServiceUnavailable
 	}
-	z.obs.Opened(ev)
-	return hbone.Upstream{Conn: up, Done: func(fromClient, toClient int64, err error) {
+	tr := z.obs.Open(ev)
+	return hbone.Upstream{Conn: &countedConn{Conn: up, tr: tr}, Done: func(_, _ int64, err error) {
 		p.untrack(t)
-		// The destination side reports bytes sent to the app and received from it.
-		z.obs.Closed(ev, fromClient, toClient, err)
+		if e, ok := closedBy.Load().(error); ok {
+			err = e
+		}
+		tr.Close(err)
 	}}, http.StatusOK
 }
 
@@ -302,34 +365,42 @@ func (z *Ztunnel) servePlaintext(p *pod, c *net.TCPConn) {
 		ev.SrcWorkload = sw.Workload
 	}
 	if !slices.Contains(w.IPs, dst.Addr()) || dst.Port() == HBONEPort {
-		z.obs.Denied(ev, "plaintext to "+dst.String()+", which is not this pod's")
+		z.obs.Failed(ev, metrics.FlagConnectFailure, errors.New("plaintext to "+dst.String()+", which is not this pod's"))
 		reset(c)
 		return
 	}
 	if ok, reason := z.authorize(w, ci); !ok {
-		z.obs.Denied(ev, reason)
+		z.obs.Failed(ev, metrics.FlagDenied, errors.New(reason))
 		reset(c)
 		return
 	}
 	ctx, cancel := context.WithTimeout(p.ctx, dialTimeout)
 	up, err := p.ns.Dial(ctx, "tcp", src.Addr(), dst)
 	cancel()
-	z.obs.Opened(ev)
 	if err != nil {
-		z.obs.Closed(ev, 0, 0, err)
+		z.obs.Failed(ev, metrics.FlagConnectFailure, err)
 		reset(c)
 		return
 	}
-	var once sync.Once
-	t := &tracked{info: ci, dst: w.GetUid(), close: func() { once.Do(func() { reset(c); _ = up.Close() }) }}
+	var (
+		once     sync.Once
+		closedBy atomic.Value
+	)
+	t := &tracked{info: ci, dst: w.GetUid(), close: func() {
+		once.Do(func() { closedBy.Store(errClosedByPolicy); reset(c); _ = up.Close() })
+	}}
 	if !p.track(t) {
 		_ = up.Close()
 		reset(c)
 		return
 	}
 	defer p.untrack(t)
-	sent, recv, err := splice(c, up)
-	z.obs.Closed(ev, sent, recv, err)
+	tr := z.obs.Open(ev)
+	err = splice(c, &counted{ReadWriteCloser: up, tr: tr})
+	if e, ok := closedBy.Load().(error); ok {
+		err = e
+	}
+	tr.Close(err)
 }
 
 // recheckLoop re-authorizes every live inbound connection whenever WDS changes and

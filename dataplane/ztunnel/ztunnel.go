@@ -32,19 +32,21 @@ import (
 	"github.com/meshlab/meshlab/dataplane/ztunnel/hbone"
 	"github.com/meshlab/meshlab/dataplane/ztunnel/identity"
 	"github.com/meshlab/meshlab/dataplane/ztunnel/inpod"
+	"github.com/meshlab/meshlab/dataplane/ztunnel/metrics"
 	"github.com/meshlab/meshlab/dataplane/ztunnel/state"
 	"github.com/meshlab/meshlab/dataplane/ztunnel/xdsclient"
 )
 
 // Ztunnel is one running ztunnel: its WDS state, certificates, tunnels and pods.
 type Ztunnel struct {
-	cfg   Config
-	log   *slog.Logger
-	store *state.Store
-	certs *identity.Manager
-	pool  *hbone.Pool
-	authz Authorizer
-	obs   Observer
+	cfg    Config
+	log    *slog.Logger
+	store  *state.Store
+	certs  *identity.Manager
+	pool   *hbone.Pool
+	policy *policies
+	obs    Observer
+	reg    *metrics.Registry
 
 	rootsMu sync.RWMutex
 	roots   *x509.CertPool
@@ -56,11 +58,11 @@ type Ztunnel struct {
 	zdsOnce   sync.Once
 }
 
-// Options are what Run wires besides the Config: the policy engine and the observers of
-// connections (metrics, access log). Both optional.
+// Options are what Run wires besides the Config.
 type Options struct {
-	Authorizer Authorizer
-	Observer   Observer
+	// Observer sees every connection (optional: the default counts ztunnel's metrics and
+	// logs ztunnel's access log line).
+	Observer Observer
 }
 
 // Run runs ztunnel until ctx ends. It returns an error only when it cannot start.
@@ -101,13 +103,19 @@ func Run(ctx context.Context, cfg Config, opts Options, log *slog.Logger) error 
 		return fmt.Errorf("listen for readiness: %w", err)
 	}
 	srv := &http.Server{Handler: z.ReadinessHandler(), ReadHeaderTimeout: 5 * time.Second}
+	metricsLn, err := net.Listen("tcp", fmt.Sprintf(":%d", MetricsPort))
+	if err != nil {
+		_ = readiness.Close()
+		return fmt.Errorf("listen for metrics: %w", err)
+	}
+	msrv := &http.Server{Handler: z.reg.Handler(), ReadHeaderTimeout: 5 * time.Second}
 
 	var wg sync.WaitGroup
 	for _, run := range []func(){
 		func() { _ = xc.Run(ctx) },
 		func() { _ = zc.Run(ctx) },
-		func() { z.recheckLoop(ctx) },
 		func() { _ = srv.Serve(readiness) },
+		func() { _ = msrv.Serve(metricsLn) },
 	} {
 		wg.Add(1)
 		go func() { defer wg.Done(); run() }()
@@ -115,6 +123,7 @@ func Run(ctx context.Context, cfg Config, opts Options, log *slog.Logger) error 
 	log.Info("ztunnel started", "node", cfg.NodeName, "node_id", cfg.NodeID(), "inpod_uds", cfg.InpodUDS)
 	<-ctx.Done()
 	_ = srv.Close()
+	_ = msrv.Close()
 	z.pods.closeAll()
 	wg.Wait()
 	return nil
@@ -129,19 +138,18 @@ func New(ctx context.Context, cfg Config, signer identity.Signer, roots *x509.Ce
 		store:     state.New(cfg.NodeName),
 		certs:     identity.NewManager(ctx, signer, log.With("component", "certs")),
 		pool:      hbone.NewPool(),
-		authz:     opts.Authorizer,
 		obs:       opts.Observer,
+		reg:       metrics.New(),
 		roots:     roots,
 		xdsSynced: make(chan struct{}),
 		zdsSynced: make(chan struct{}),
 	}
-	if z.authz == nil {
-		z.authz = denyAll{}
-	}
+	z.policy = &policies{store: z.store, log: log.With("component", "rbac")}
 	if z.obs == nil {
-		z.obs = logObserver{log: log.With("component", "access")}
+		z.obs = &observer{reg: z.reg, log: log.With("component", "access")}
 	}
 	z.pods = &podManager{z: z, ctx: ctx, pods: map[string]*pod{}}
+	go z.recheckLoop(ctx)
 	return z
 }
 
@@ -150,6 +158,9 @@ func (z *Ztunnel) Store() *state.Store { return z.store }
 
 // Certificates is the certificate manager (for the admin's config_dump).
 func (z *Ztunnel) Certificates() *identity.Manager { return z.certs }
+
+// Metrics is ztunnel's metrics registry (served on 15020).
+func (z *Ztunnel) Metrics() *metrics.Registry { return z.reg }
 
 // Pods returns the pods served, by ZDS uid (for the admin's workloadState).
 func (z *Ztunnel) Pods() []PodInfo { return z.pods.list() }

@@ -62,6 +62,12 @@ func (e *StatusError) Error() string {
 }
 
 // Pool holds the client tunnels. Safe for concurrent use.
+//
+// It uses x/net/http2's ClientConn rather than net/http's: a tunnel is one connection this
+// package dialled from inside a pod (marked, TLS done here), which net/http's transport
+// does not hand over as a conn of its own.
+//
+//nolint:staticcheck // SA1019: x/net/http2's per-connection API, see above
 type Pool struct {
 	t *http2.Transport
 
@@ -70,6 +76,8 @@ type Pool struct {
 }
 
 // NewPool makes an empty pool.
+//
+//nolint:staticcheck // SA1019: see Pool
 func NewPool() *Pool {
 	t1 := &http.Transport{HTTP2: &http.HTTP2Config{
 		MaxReceiveBufferPerStream:     streamWindow,
@@ -130,6 +138,8 @@ func (p *Pool) Connect(ctx context.Context, req Request) (*Stream, error) {
 }
 
 // conn returns a pooled connection able to take a stream, or dials one.
+//
+//nolint:staticcheck // SA1019: see Pool
 func (p *Pool) conn(ctx context.Context, req Request) (*http2.ClientConn, error) {
 	p.mu.Lock()
 	live := p.conns[req.Key][:0]

@@ -36,9 +36,14 @@ type Handler func(ctx context.Context, req *ConnectRequest) (Upstream, int)
 
 // Serve runs the HBONE server on one accepted TCP connection until it or ctx ends: TLS
 // handshake with cfg (ServerConfig), then HTTP/2 with ztunnel's windows, one Handler call
-// per stream.
+// per stream. x/net/http2's ServeConn, like the proxy's (dataplane/proxy/httpconn): the
+// connection is one already accepted in a pod and handshaken here.
+//
+//nolint:staticcheck // SA1019: x/net/http2's ServeConn serves one accepted connection
 func Serve(ctx context.Context, raw net.Conn, cfg *tls.Config, h Handler, log *slog.Logger) {
 	defer raw.Close()
+	stop := context.AfterFunc(ctx, func() { _ = raw.Close() }) // x/net's ServeConn does not watch ctx
+	defer stop()
 	tc := tls.Server(raw, cfg)
 	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	err := tc.HandshakeContext(hctx)

@@ -76,6 +76,7 @@ type Store struct {
 	byVIP     map[netip.Addr][]*Service
 	policies  map[string]*security.Authorization // by "<ns>/<name>"
 	changed   chan struct{}                      // closed and replaced on every change
+	version   uint64                             // counts changes
 }
 
 // New makes an empty store for a ztunnel on node.
@@ -98,7 +99,15 @@ func (s *Store) Changed() <-chan struct{} {
 	return s.changed
 }
 
+// Version counts the store's changes (for caches of what is derived from it).
+func (s *Store) Version() uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.version
+}
+
 func (s *Store) notifyLocked() {
+	s.version++
 	close(s.changed)
 	s.changed = make(chan struct{})
 }
