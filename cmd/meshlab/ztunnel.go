@@ -1,7 +1,9 @@
 package main
 
 import (
+	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -10,7 +12,9 @@ import (
 
 // newZtunnelCmd is `meshlab ztunnel`, the node proxy of ambient mode the lab starts in
 // ztunnel's own network namespace; like the real ztunnel it is configured by its
-// environment (INPOD_UDS, XDS_ADDRESS, NODE_NAME, ...), not by flags.
+// environment (INPOD_UDS, XDS_ADDRESS, NODE_NAME, ...), not by flags. RUST_LOG's level
+// (error, warn, info, debug, trace) is its log level, changed at runtime by the admin's
+// /logging.
 func newZtunnelCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:    "ztunnel",
@@ -22,7 +26,17 @@ func newZtunnelCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return ztunnel.Run(cmd.Context(), cfg, ztunnel.Options{}, agentLogger(cmd))
+			level := new(slog.LevelVar)
+			switch strings.ToLower(os.Getenv("RUST_LOG")) {
+			case "error":
+				level.Set(slog.LevelError)
+			case "warn":
+				level.Set(slog.LevelWarn)
+			case "debug", "trace":
+				level.Set(slog.LevelDebug)
+			}
+			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			return ztunnel.Run(cmd.Context(), cfg, ztunnel.Options{Level: level, AccessLog: os.Stderr}, log)
 		},
 	}
 }

@@ -2,6 +2,7 @@ package ztunnel
 
 import (
 	"errors"
+	"io"
 	"log/slog"
 	"net/netip"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/meshlab/meshlab/ambientapi/workload"
+	"github.com/meshlab/meshlab/dataplane/ztunnel/accesslog"
 	"github.com/meshlab/meshlab/dataplane/ztunnel/metrics"
 	"github.com/meshlab/meshlab/dataplane/ztunnel/rbac"
 	"github.com/meshlab/meshlab/dataplane/ztunnel/state"
@@ -110,10 +112,13 @@ type Tracker interface {
 	Close(err error)
 }
 
-// observer is ztunnel's metrics (dataplane/ztunnel/metrics) and its access log line.
+// observer is ztunnel's metrics (dataplane/ztunnel/metrics) and its access log line
+// (dataplane/ztunnel/accesslog).
 type observer struct {
 	reg *metrics.Registry
-	log *slog.Logger
+
+	mu  sync.Mutex
+	out io.Writer
 }
 
 func (o *observer) open(e *ConnEvent) metrics.Open {
@@ -125,7 +130,9 @@ func (o *observer) open(e *ConnEvent) metrics.Open {
 	if e.Protocol == HBONE {
 		mo.SecurityPolicy = metrics.MutualTLS
 	}
-	if e.SrcWorkload == nil && e.SrcIdentity != "" {
+	// The source principal comes from the handshake (or, outbound, from ztunnel's own
+	// certificate for the pod), never from WDS: it rides on the derived source.
+	if e.Protocol == HBONE && e.SrcIdentity != "" {
 		if id, err := rbac.ParseIdentity(e.SrcIdentity); err == nil {
 			mo.DerivedSource = &metrics.Derived{Namespace: id.Namespace, Identity: e.SrcIdentity}
 		}
@@ -167,22 +174,16 @@ func (c *conn) Close(err error) {
 // errClosedByPolicy ends a live connection a policy change denies.
 var errClosedByPolicy = errors.New("connection closed due to policy change")
 
-// logLine is ztunnel's "connection complete" access log line.
+// logLine writes ztunnel's "connection complete" access log line. dst.addr is where the
+// connection went (the peer's 15008 for HBONE), dst.hbone_addr the tunnel's target.
 func (o *observer) logLine(e *ConnEvent, res metrics.Result, err error) {
-	args := []any{
-		"src.addr", e.Src, "src.workload", e.SrcWorkload.GetName(), "src.namespace", e.SrcWorkload.GetNamespace(), "src.identity", e.SrcIdentity,
-		"dst.addr", e.Dst, "dst.workload", e.DstWorkload.GetName(), "dst.namespace", e.DstWorkload.GetNamespace(), "dst.identity", e.DstIdentity,
-		"direction", string(e.Direction), "bytes_sent", res.Sent, "bytes_recv", res.Received,
-		"duration", res.Duration.Round(time.Millisecond).String(),
-	}
+	dst, target := e.Dst, netip.AddrPort{}
 	if e.HBONEAddr.IsValid() {
-		args = append(args, "dst.hbone_addr", e.HBONEAddr)
+		dst, target = e.HBONEAddr, e.Dst
 	}
-	if e.DstService != nil {
-		args = append(args, "dst.service", e.DstService.GetHostname())
-	}
-	if err != nil {
-		args = append(args, "error", err.Error())
-	}
-	o.log.Info("connection complete", args...)
+	names := accesslog.Names{Src: e.SrcWorkload.GetName(), Dst: e.DstWorkload.GetName()}
+	line := accesslog.FromResult(res, e.Src, dst, target, names, err).Line(time.Now())
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, _ = io.WriteString(o.out, line+"\n")
 }

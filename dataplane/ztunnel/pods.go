@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"sort"
 	"sync"
 	"time"
 
@@ -52,16 +51,6 @@ type pod struct {
 	identity string // its SPIFFE id, a certificate of which is held while it lives
 	state    string // ztunnel's workloadState: pending, up
 	conns    map[*tracked]struct{}
-}
-
-// PodInfo is what the admin shows of a pod (ztunnel's workloadState).
-type PodInfo struct {
-	UID         string
-	Info        state.WorkloadInfo
-	State       string // "pending" until the workload and certificate are there, then "up"
-	WorkloadUID string
-	Identity    string
-	Inbound     []ConnInfo
 }
 
 func (m *podManager) AddPod(uid string, info *zds.WorkloadInfo, f *os.File) error {
@@ -157,21 +146,6 @@ func (m *podManager) all() []*pod {
 	for _, p := range m.pods {
 		out = append(out, p)
 	}
-	return out
-}
-
-func (m *podManager) list() []PodInfo {
-	var out []PodInfo
-	for _, p := range m.all() {
-		p.mu.Lock()
-		pi := PodInfo{UID: p.uid, Info: p.info, State: p.state, WorkloadUID: p.wlUID, Identity: p.identity}
-		for t := range p.conns {
-			pi.Inbound = append(pi.Inbound, t.info)
-		}
-		p.mu.Unlock()
-		out = append(out, pi)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].UID < out[j].UID })
 	return out
 }
 

@@ -99,6 +99,10 @@ func (z *Ztunnel) serveOutbound(p *pod, c *net.TCPConn) {
 		reset(c)
 		return
 	}
+	t := &tracked{info: ConnInfo{Src: ev.Src, Dst: ev.Dst}, dir: Outbound, actual: req.Actual, proto: req.Protocol, close: func() { reset(c) }}
+	if p.track(t) {
+		defer p.untrack(t)
+	}
 	tr := z.obs.Open(ev)
 	tr.Close(splice(c, &counted{ReadWriteCloser: up, tr: tr}))
 }
@@ -244,9 +248,12 @@ func (c *countedConn) CloseWrite() error {
 
 // tracked is a live inbound connection, re-authorized when policies change.
 type tracked struct {
-	info  ConnInfo
-	dst   string // the destination workload's uid
-	close func()
+	info   ConnInfo
+	dst    string // the destination workload's uid ("" for outbound: not re-checked here)
+	dir    Direction
+	actual netip.AddrPort // where the connection went (ip:15008 for HBONE)
+	proto  Protocol
+	close  func()
 }
 
 func (p *pod) track(t *tracked) bool {
@@ -327,7 +334,7 @@ func (z *Ztunnel) inboundHBONE(ctx context.Context, p *pod, r *hbone.ConnectRequ
 		return hbone.Upstream{}, http.StatusServiceUnavailable
 	}
 	var closedBy atomic.Value
-	t := &tracked{info: ci, dst: w.GetUid(), close: func() { closedBy.Store(errClosedByPolicy); _ = up.Close() }}
+	t := &tracked{info: ci, dst: w.GetUid(), dir: Inbound, actual: r.Authority, proto: HBONE, close: func() { closedBy.Store(errClosedByPolicy); _ = up.Close() }}
 	if !p.track(t) {
 		_ = up.Close()
 		return hbone.Upstream{}, http.StatusServiceUnavailable
@@ -386,7 +393,7 @@ func (z *Ztunnel) servePlaintext(p *pod, c *net.TCPConn) {
 		once     sync.Once
 		closedBy atomic.Value
 	)
-	t := &tracked{info: ci, dst: w.GetUid(), close: func() {
+	t := &tracked{info: ci, dst: w.GetUid(), dir: Inbound, actual: dst, proto: TCP, close: func() {
 		once.Do(func() { closedBy.Store(errClosedByPolicy); reset(c); _ = up.Close() })
 	}}
 	if !p.track(t) {
@@ -426,6 +433,9 @@ func (z *Ztunnel) recheck() {
 		}
 		p.mu.Unlock()
 		for _, t := range conns {
+			if t.dir != Inbound {
+				continue
+			}
 			w := z.store.WorkloadByUID(t.dst)
 			if w == nil {
 				continue

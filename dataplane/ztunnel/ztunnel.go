@@ -12,6 +12,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -29,6 +30,7 @@ import (
 
 	"github.com/meshlab/meshlab/ambientapi/security"
 	"github.com/meshlab/meshlab/ambientapi/workload"
+	"github.com/meshlab/meshlab/dataplane/ztunnel/admin"
 	"github.com/meshlab/meshlab/dataplane/ztunnel/hbone"
 	"github.com/meshlab/meshlab/dataplane/ztunnel/identity"
 	"github.com/meshlab/meshlab/dataplane/ztunnel/inpod"
@@ -61,12 +63,18 @@ type Ztunnel struct {
 // Options are what Run wires besides the Config.
 type Options struct {
 	// Observer sees every connection (optional: the default counts ztunnel's metrics and
-	// logs ztunnel's access log line).
+	// writes ztunnel's access log line to AccessLog).
 	Observer Observer
+	// AccessLog receives the "connection complete" lines (optional: os.Stderr).
+	AccessLog io.Writer
+	// Level is the log level the admin's /logging reads and sets (optional).
+	Level *slog.LevelVar
 }
 
 // Run runs ztunnel until ctx ends. It returns an error only when it cannot start.
 func Run(ctx context.Context, cfg Config, opts Options, log *slog.Logger) error {
+	ctx, cancel := context.WithCancel(ctx) // the admin's /quitquitquit cancels it
+	defer cancel()
 	roots, err := loadRoots(cfg.RootCertFile)
 	if err != nil {
 		return err
@@ -98,32 +106,48 @@ func Run(ctx context.Context, cfg Config, opts Options, log *slog.Logger) error 
 	}()
 	zc := &inpod.Client{Path: cfg.InpodUDS, Handler: z.pods, Log: log.With("component", "zds")}
 
-	readiness, err := net.Listen("tcp", fmt.Sprintf(":%d", ReadinessPort))
-	if err != nil {
-		return fmt.Errorf("listen for readiness: %w", err)
+	ready := func() bool { return z.Ready() == nil }
+	servers := []struct {
+		addr string
+		h    http.Handler
+	}{
+		{fmt.Sprintf(":%d", ReadinessPort), admin.ReadyHandler(ready)},
+		{fmt.Sprintf(":%d", MetricsPort), z.reg.Handler()},
+		{fmt.Sprintf("127.0.0.1:%d", AdminPort), admin.Handler(admin.Options{
+			State: adminState{z}, Config: cfg, Level: opts.Level, Shutdown: cancel, Ready: ready,
+			Build: admin.Build{Version: "meshlab", BuildProfile: "release", BuildStatus: "Clean"},
+		})},
 	}
-	srv := &http.Server{Handler: z.ReadinessHandler(), ReadHeaderTimeout: 5 * time.Second}
-	metricsLn, err := net.Listen("tcp", fmt.Sprintf(":%d", MetricsPort))
-	if err != nil {
-		_ = readiness.Close()
-		return fmt.Errorf("listen for metrics: %w", err)
+	var https []*http.Server
+	var lns []net.Listener
+	for _, s := range servers {
+		ln, err := net.Listen("tcp", s.addr)
+		if err != nil {
+			for _, l := range lns {
+				_ = l.Close()
+			}
+			return fmt.Errorf("listen on %s: %w", s.addr, err)
+		}
+		lns = append(lns, ln)
+		https = append(https, &http.Server{Handler: s.h, ReadHeaderTimeout: 5 * time.Second})
 	}
-	msrv := &http.Server{Handler: z.reg.Handler(), ReadHeaderTimeout: 5 * time.Second}
-
 	var wg sync.WaitGroup
 	for _, run := range []func(){
 		func() { _ = xc.Run(ctx) },
 		func() { _ = zc.Run(ctx) },
-		func() { _ = srv.Serve(readiness) },
-		func() { _ = msrv.Serve(metricsLn) },
 	} {
 		wg.Add(1)
 		go func() { defer wg.Done(); run() }()
 	}
+	for i, srv := range https {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = srv.Serve(lns[i]) }()
+	}
 	log.Info("ztunnel started", "node", cfg.NodeName, "node_id", cfg.NodeID(), "inpod_uds", cfg.InpodUDS)
 	<-ctx.Done()
-	_ = srv.Close()
-	_ = msrv.Close()
+	for _, srv := range https {
+		_ = srv.Close()
+	}
 	z.pods.closeAll()
 	wg.Wait()
 	return nil
@@ -146,7 +170,11 @@ func New(ctx context.Context, cfg Config, signer identity.Signer, roots *x509.Ce
 	}
 	z.policy = &policies{store: z.store, log: log.With("component", "rbac")}
 	if z.obs == nil {
-		z.obs = &observer{reg: z.reg, log: log.With("component", "access")}
+		out := opts.AccessLog
+		if out == nil {
+			out = os.Stderr
+		}
+		z.obs = &observer{reg: z.reg, out: out}
 	}
 	z.pods = &podManager{z: z, ctx: ctx, pods: map[string]*pod{}}
 	go z.recheckLoop(ctx)
@@ -162,8 +190,8 @@ func (z *Ztunnel) Certificates() *identity.Manager { return z.certs }
 // Metrics is ztunnel's metrics registry (served on 15020).
 func (z *Ztunnel) Metrics() *metrics.Registry { return z.reg }
 
-// Pods returns the pods served, by ZDS uid (for the admin's workloadState).
-func (z *Ztunnel) Pods() []PodInfo { return z.pods.list() }
+// Admin is ztunnel's admin state (for dataplane/ztunnel/admin).
+func (z *Ztunnel) Admin() admin.State { return adminState{z} }
 
 // grpcTarget turns unix:///path (ztunnel's form) or a host:port into a gRPC target.
 func grpcTarget(addr string) string {
@@ -275,17 +303,4 @@ func (z *Ztunnel) Ready() error {
 		return errors.New("waiting for the node agent's snapshot")
 	}
 	return nil
-}
-
-// ReadinessHandler serves /healthz/ready as ztunnel's readiness server on 15021.
-func (z *Ztunnel) ReadinessHandler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz/ready", func(w http.ResponseWriter, _ *http.Request) {
-		if err := z.Ready(); err != nil {
-			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ready\n"))
-	})
-	return mux
 }

@@ -249,7 +249,8 @@ func TestAmbientPath(t *testing.T) {
 	roots.AddCert(ca.cert)
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := Config{NodeName: "node", TrustDomain: "cluster.local", ClusterID: "Kubernetes", DNSUpstream: netip.MustParseAddrPort("127.0.0.1:53")}
-	z := New(ctx, cfg, ca, roots, Options{}, testutil.Logger(t))
+	accessLog := &testutil.SyncBuffer{}
+	z := New(ctx, cfg, ca, roots, Options{AccessLog: accessLog}, testutil.Logger(t))
 	t.Cleanup(func() { z.pods.closeAll(); z.pool.Close(); cancel() })
 	z.store.ApplyAddresses(wds("node"), nil)
 	addPod(t, z, l, "a")
@@ -334,6 +335,11 @@ func TestAmbientPath(t *testing.T) {
 	_ = z.Metrics().WriteText(&buf)
 	if !strings.Contains(buf.String(), `connection_security_policy="mutual_tls"`) || !strings.Contains(buf.String(), `reporter="destination"`) {
 		t.Errorf("metrics lack the HBONE connections:\n%s", buf.String())
+	}
+
+	if log := accessLog.String(); !strings.Contains(log, `src.identity="spiffe://cluster.local/ns/default/sa/a"`) ||
+		!strings.Contains(log, `direction="inbound"`) || !strings.Contains(log, "dst.hbone_addr=10.77.0.2:8080") {
+		t.Errorf("access log lacks the HBONE connection:\n%s", log)
 	}
 
 	// Removing b closes its sockets: nothing listens on its 15008 any more.

@@ -163,6 +163,25 @@ func (m *Manager) Certificates() []*Cert {
 	return out
 }
 
+// State is one identity's certificate or why there is none yet.
+type State struct {
+	Identity string
+	Cert     *Cert // nil while the first fetch is under way or after it failed
+	Err      error // the last failure when Cert is nil
+}
+
+// States returns every identity kept, sorted, with its certificate or error.
+func (m *Manager) States() []State {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]State, 0, len(m.certs))
+	for id, e := range m.certs {
+		out = append(out, State{Identity: id, Cert: e.cert, Err: e.err})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Identity < out[j].Identity })
+	return out
+}
+
 // keep fetches id's certificate and renews it until ctx ends; a failure retries with
 // backoff (1 s doubling to 30 s).
 func (m *Manager) keep(ctx context.Context, id string, e *entry) {
