@@ -6,11 +6,13 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/meshlab/meshlab/internal/testutil"
 	"github.com/meshlab/meshlab/lab"
+	"github.com/meshlab/meshlab/lab/ambient"
 )
 
 // requireZtunnel skips an ambient test whose traffic needs ztunnel while the binary has
@@ -102,6 +104,21 @@ func TestAmbientBookinfo(t *testing.T) {
 	}
 	if n := packets(t, ppNS, "e2e-9080"); n != 0 {
 		t.Errorf("%d packets from the curl pod reached productpage on 9080 in plaintext", n)
+	}
+
+	// Killing ztunnel: the pods' traffic fails (nothing listens on 15001 while it is away;
+	// no plaintext goes around it), the lab restarts it, gives it every pod again, and
+	// traffic flows again.
+	zns := "ml-" + l.name + "-" + ambient.ZtunnelPodName(l.name) + ".istio-system"
+	for _, pid := range strings.Fields(pidsIn(t, zns)) {
+		if n, err := strconv.Atoi(pid); err == nil {
+			_ = syscall.Kill(n, syscall.SIGKILL)
+		}
+	}
+	eventually(t, l.name, "the product page after ztunnel's restart", statusLine("<title>Simple Bookstore App</title>"),
+		"-s", "http://productpage:9080/productpage")
+	if n := packets(t, ppNS, "e2e-9080"); n != 0 {
+		t.Errorf("%d packets from the curl pod reached productpage on 9080 in plaintext around ztunnel's restart", n)
 	}
 
 	applyYAML(t, l.name, `apiVersion: security.istio.io/v1

@@ -66,6 +66,9 @@ type NodeAgent struct {
 
 	reconcileMu sync.Mutex // one Reconcile at a time
 
+	podLocksMu sync.Mutex
+	podLocks   map[string]*sync.Mutex // per pod key: one enrollment or removal of a pod at a time
+
 	mu      sync.Mutex
 	pods    map[string]*enrolled // by pod key: pods whose rules are installed
 	conn    *conn                // the connected ztunnel, nil when none
@@ -118,34 +121,61 @@ func (a *NodeAgent) Reconcile(m *model.Model) error {
 	defer a.reconcileMu.Unlock()
 	want := ambientPods(m)
 	a.mu.Lock()
-	have := maps.Clone(a.pods)
+	keys := slices.Collect(maps.Keys(a.pods))
 	a.mu.Unlock()
-	var errs []error
-	for _, key := range slices.Sorted(maps.Keys(have)) {
-		e := have[key]
-		p, ok := want[key]
-		if ok && a.sameIncarnation(e, p) {
-			a.mu.Lock()
-			e.pod = p // labels or annotations changed: the pod stays
-			a.mu.Unlock()
-			continue
-		}
-		if err := a.remove(e); err != nil {
-			errs = append(errs, err)
+	for k := range want {
+		if !slices.Contains(keys, k) {
+			keys = append(keys, k)
 		}
 	}
-	for _, key := range slices.Sorted(maps.Keys(want)) {
-		a.mu.Lock()
-		_, ok := a.pods[key]
-		a.mu.Unlock()
-		if ok {
-			continue
-		}
-		if err := a.enroll(want[key]); err != nil {
+	slices.Sort(keys)
+	var errs []error
+	for _, key := range keys {
+		if err := a.reconcilePod(key, want[key]); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// reconcilePod makes pod key enrolled when p is not nil (as p), removed otherwise.
+func (a *NodeAgent) reconcilePod(key string, p *model.Pod) error {
+	unlock := a.lockPod(key)
+	defer unlock()
+	a.mu.Lock()
+	e, ok := a.pods[key]
+	a.mu.Unlock()
+	if ok && p != nil && a.sameIncarnation(e, p) {
+		a.mu.Lock()
+		e.pod = p // labels or annotations changed: the pod stays
+		a.mu.Unlock()
+		return nil
+	}
+	if ok {
+		if err := a.remove(e); err != nil {
+			return err
+		}
+	}
+	if p == nil {
+		return nil
+	}
+	return a.enroll(p)
+}
+
+// lockPod serialises the enrollment and removal of one pod; pods go in parallel.
+func (a *NodeAgent) lockPod(key string) (unlock func()) {
+	a.podLocksMu.Lock()
+	if a.podLocks == nil {
+		a.podLocks = map[string]*sync.Mutex{}
+	}
+	mu := a.podLocks[key]
+	if mu == nil {
+		mu = &sync.Mutex{}
+		a.podLocks[key] = mu
+	}
+	a.podLocksMu.Unlock()
+	mu.Lock()
+	return mu.Unlock
 }
 
 // Enroll enrolls p, a pod of m in ambient mode that is being made, unless the agent holds
@@ -155,20 +185,7 @@ func (a *NodeAgent) Enroll(m *model.Model, p *model.Pod) error {
 	if !isAmbient(m, p) {
 		return nil
 	}
-	a.reconcileMu.Lock()
-	defer a.reconcileMu.Unlock()
-	a.mu.Lock()
-	e, ok := a.pods[p.Key()]
-	a.mu.Unlock()
-	if ok {
-		if a.sameIncarnation(e, p) {
-			return nil
-		}
-		if err := a.remove(e); err != nil {
-			return err
-		}
-	}
-	return a.enroll(p)
+	return a.reconcilePod(p.Key(), p)
 }
 
 // sameIncarnation reports whether e's namespace is still the one pod p lives in.

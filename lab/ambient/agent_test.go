@@ -412,3 +412,53 @@ func TestZtunnelNameAndIP(t *testing.T) {
 		}
 	}
 }
+
+// TestParallelEnroll enrolls pods being made at once, as up does, while ztunnel connects
+// in the middle: every pod reaches ztunnel exactly once.
+func TestParallelEnroll(t *testing.T) {
+	a, l := newAgent(t)
+	var pods []*model.Pod
+	for i := range 20 {
+		k := fmt.Sprintf("p%02d", i)
+		l.makeNetNS(t, k)
+		pods = append(pods, pod(k, "ambient"))
+	}
+	m := model.New(nil, pods)
+	var wg sync.WaitGroup
+	var z *fakeZtunnel
+	for i, p := range pods {
+		if i == 10 {
+			z = dialZtunnel(t, a.d.Socket, nil)
+		}
+		wg.Go(func() {
+			if err := a.Enroll(m, p); err != nil {
+				t.Errorf("Enroll %s: %v", p.Key(), err)
+			}
+		})
+	}
+	wg.Wait()
+	var keys []string
+	for _, p := range pods {
+		keys = append(keys, p.Key())
+	}
+	waitEnrolled(t, a, keys...)
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	adds := map[string]int{}
+	for _, line := range z.got {
+		if strings.HasPrefix(line, "add ") {
+			adds[line]++
+		}
+	}
+	if len(adds) != 20 {
+		t.Fatalf("ztunnel got %d pods, want 20:\n%s", len(adds), strings.Join(z.got, "\n"))
+	}
+	for line, n := range adds {
+		if n != 1 {
+			t.Errorf("%s sent %d times", line, n)
+		}
+	}
+	if got := l.annotated(); len(got) != 20 {
+		t.Errorf("annotations %v, want 20", got)
+	}
+}
