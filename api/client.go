@@ -86,6 +86,13 @@ func (c *Client) Apply(ctx context.Context, files []ConfigFile) ([]Change, error
 	return out.Changes, c.do(ctx, http.MethodPost, "/v1/apply", ApplyRequest{Files: files}, &out)
 }
 
+// WaitSynced waits, at most timeout, until the proxies run the lab's current config
+// (GET /v1/synced): every change applied so far pushed and every proxy SYNCED.
+func (c *Client) WaitSynced(ctx context.Context, timeout time.Duration) error {
+	var out SyncResult
+	return c.do(ctx, http.MethodGet, "/v1/synced?timeout="+url.QueryEscape(timeout.String()), nil, &out)
+}
+
 // Delete deletes objects from the lab as one change and returns what changed.
 func (c *Client) Delete(ctx context.Context, r DeleteRequest) ([]Change, error) {
 	var out ChangeResult

@@ -112,6 +112,11 @@ type ProxyStatus struct {
 	Types     map[string]TypeStatus `json:"types"` // by CDS, LDS, EDS, RDS, SDS
 }
 
+// SyncResult is what GET /v1/synced answers once the proxies run the lab's config.
+type SyncResult struct {
+	Synced bool `json:"synced"`
+}
+
 // TypeStatus is the state of one xDS type on one proxy.
 type TypeStatus struct {
 	Want      string    `json:"want,omitempty"` // version of the proxy's current snapshot, to be sent
@@ -120,6 +125,7 @@ type TypeStatus struct {
 	Nonce     string    `json:"nonce"`
 	NackError string    `json:"nackError,omitempty"` // the last rejection, kept as history
 	LastNack  time.Time `json:"lastNack,omitzero"`
+	LastAck   time.Time `json:"lastAck,omitzero"` // when the last ACK arrived
 }
 
 // State renders the type's state as istioctl proxy-status does: SYNCED when the proxy

@@ -64,7 +64,7 @@ spec:
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := meshlab(t, "apply", "--name", l.name, "-f", drFile); err != nil {
+	if out, err := meshlab(t, "apply", "--wait", "--name", l.name, "-f", drFile); err != nil {
 		t.Fatalf("apply: %v\n%s", err, out)
 	}
 	load := startLoad(t, l.name, "frontend-v1", podIP(t, lc, "backend-v1"), 100)

@@ -19,8 +19,13 @@ import (
 // with 10, 50 and 100 proxies, and reports the median and p99; and the same of the
 // `meshlab apply` process alone (apply-median-ms, apply-p99-ms: from its start to its
 // exit, as kubectl apply returns once the object is stored). The apply alternates the
-// weights of a 90/10 split, so every proxy's routes change on every apply. The times
-// include the CLI's process start. Run:
+// weights of a 90/10 split, so every proxy's routes change on every apply. These times
+// include the CLI's process start.
+//
+// Each iteration then applies the other split through the lab's API from this process
+// (api-apply-*: the request alone; api-ack-*: from the request to the last proxy's RDS
+// ACK, the discovery server's own time of it (TypeStatus.LastAck), or the first poll
+// that saw every proxy SYNCED where the lab does not report it), without any CLI. Run:
 //
 //	sudo go test ./e2e -run '^$' -bench ApplyConvergence -benchtime 20x
 func BenchmarkApplyConvergence(b *testing.B) {
@@ -40,7 +45,7 @@ func BenchmarkApplyConvergence(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			var samples, applies []time.Duration
+			var samples, applies, apiApplies, apiAcks []time.Duration
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				d, a, err := applyAndWait(b, l.name, lc, files[i%2], n)
@@ -48,13 +53,22 @@ func BenchmarkApplyConvergence(b *testing.B) {
 					b.Fatal(err)
 				}
 				samples, applies = append(samples, d), append(applies, a)
+				data, err := os.ReadFile(files[(i+1)%2])
+				if err != nil {
+					b.Fatal(err)
+				}
+				a, d, err = apiApplyAndWait(b, lc, string(data), n)
+				if err != nil {
+					b.Fatal(err)
+				}
+				apiApplies, apiAcks = append(apiApplies, a), append(apiAcks, d)
 			}
 			b.StopTimer()
 			ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 			for _, s := range []struct {
 				prefix string
 				ds     []time.Duration
-			}{{"", samples}, {"apply-", applies}} {
+			}{{"", samples}, {"apply-", applies}, {"api-apply-", apiApplies}, {"api-ack-", apiAcks}} {
 				sort.Slice(s.ds, func(i, j int) bool { return s.ds[i] < s.ds[j] })
 				b.ReportMetric(ms(s.ds[len(s.ds)/2]), s.prefix+"median-ms")
 				b.ReportMetric(ms(s.ds[(len(s.ds)*99)/100]), s.prefix+"p99-ms")
@@ -122,6 +136,53 @@ func applyAndWait(b *testing.B, name string, lc *api.Client, file string, n int)
 		}
 		if done {
 			return time.Since(start), applied, nil
+		}
+	}
+	return 0, 0, fmt.Errorf("proxies not SYNCED on a new version 30s after apply")
+}
+
+// apiApplyAndWait applies yaml through the lab's API and returns how long the request
+// took and the time from its start to the last of n proxies' ACK of a new RDS version:
+// the discovery server's time of that ACK (LastAck) when the lab reports it, else the
+// time of the first poll that saw every proxy SYNCED on a new version.
+func apiApplyAndWait(b *testing.B, lc *api.Client, yaml string, n int) (applied, acked time.Duration, err error) {
+	b.Helper()
+	before, err := lc.ProxyStatus(b.Context())
+	if err != nil {
+		return 0, 0, err
+	}
+	prev := map[string]string{}
+	for _, ps := range before {
+		prev[ps.Pod] = ps.Types["RDS"].Acked
+	}
+	start := time.Now()
+	if _, err := lc.Apply(b.Context(), []api.ConfigFile{{Name: "split.yaml", Data: yaml}}); err != nil {
+		return 0, 0, fmt.Errorf("apply: %w", err)
+	}
+	applied = time.Since(start)
+	for deadline := start.Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		st, err := lc.ProxyStatus(b.Context())
+		if err != nil {
+			return 0, 0, err
+		}
+		seen := time.Since(start)
+		done := len(st) == n
+		var last time.Time
+		for _, ps := range st {
+			for _, typ := range []string{"CDS", "LDS", "EDS", "RDS"} {
+				done = done && ps.Types[typ].State() == "SYNCED"
+			}
+			rds := ps.Types["RDS"]
+			done = done && rds.Acked != prev[ps.Pod]
+			if rds.LastAck.After(last) {
+				last = rds.LastAck
+			}
+		}
+		if done {
+			if last.After(start) {
+				return applied, last.Sub(start), nil
+			}
+			return applied, seen, nil
 		}
 	}
 	return 0, 0, fmt.Errorf("proxies not SYNCED on a new version 30s after apply")

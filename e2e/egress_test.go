@@ -128,7 +128,7 @@ func applyYAML(t *testing.T, labName, doc string) {
 	if err := os.WriteFile(f, []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := meshlab(t, "apply", "--name", labName, "-f", f); err != nil {
+	if out, err := meshlab(t, "apply", "--wait", "--name", labName, "-f", f); err != nil {
 		t.Fatalf("meshlab apply:\n%s\n%v\n%s", doc, err, out)
 	}
 }

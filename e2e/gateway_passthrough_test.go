@@ -106,7 +106,7 @@ func TestIngressPassthrough(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
 	l := startLab(t, writeTemp(t, "nginx.yaml", nginxManifest))
-	if out, err := meshlab(t, "apply", "--name", l.name, "-f", writeTemp(t, "gateway.yaml", passthroughGateway)); err != nil {
+	if out, err := meshlab(t, "apply", "--wait", "--name", l.name, "-f", writeTemp(t, "gateway.yaml", passthroughGateway)); err != nil {
 		t.Fatalf("apply Gateway: %v\n%s", err, out)
 	}
 	if out, err := meshlab(t, "get", "pods", "--name", l.name, "-n", "istio-system"); err != nil || !strings.Contains(out, "istio-ingressgateway-") {

@@ -102,7 +102,7 @@ func TestIngressGateway(t *testing.T) {
 
 	// The Gateway and VirtualService now name one host, as the docs' httpbin.example.com.
 	hostOnly := strings.ReplaceAll(string(gw), `"*"`, "bookinfo.example.com")
-	if out, err := meshlab(t, "apply", "--name", l.name, "-f", writeTemp(t, "host.yaml", hostOnly)); err != nil {
+	if out, err := meshlab(t, "apply", "--wait", "--name", l.name, "-f", writeTemp(t, "host.yaml", hostOnly)); err != nil {
 		t.Fatalf("apply: %v\n%s", err, out)
 	}
 	waitFor("a host the Gateway does not list gives 404", func() (bool, string) {
@@ -132,7 +132,7 @@ spec:
     tls: {mode: SIMPLE, credentialName: bookinfo-credential}
     hosts: [bookinfo.example.com]
 `, b64(certPEM), b64(keyPEM))
-	if out, err := meshlab(t, "apply", "--name", l.name, "-f", writeTemp(t, "tls.yaml", tlsObjects)); err != nil {
+	if out, err := meshlab(t, "apply", "--wait", "--name", l.name, "-f", writeTemp(t, "tls.yaml", tlsObjects)); err != nil {
 		t.Fatalf("apply TLS: %v\n%s", err, out)
 	}
 	tlsAddr := portForward(t, l.name, "443")

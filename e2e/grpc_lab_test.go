@@ -106,7 +106,7 @@ func TestProxylessGRPCLab(t *testing.T) {
 	}
 
 	// The VirtualService's 80/20 split.
-	if out, err := meshlab(t, "apply", "--name", l.name, "-f", "testdata/grpc-lab-split.yaml"); err != nil {
+	if out, err := meshlab(t, "apply", "--wait", "--name", l.name, "-f", "testdata/grpc-lab-split.yaml"); err != nil {
 		t.Fatalf("apply split: %v\n%s", err, out)
 	}
 	got = eventually("80/20 split", "200", func(got map[string]int) bool {
@@ -118,7 +118,7 @@ func TestProxylessGRPCLab(t *testing.T) {
 	}
 
 	// STRICT with ISTIO_MUTUAL: the servers see the client's identity; plaintext is refused.
-	if out, err := meshlab(t, "apply", "--name", l.name, "-f", "testdata/grpc-lab-strict.yaml"); err != nil {
+	if out, err := meshlab(t, "apply", "--wait", "--name", l.name, "-f", "testdata/grpc-lab-strict.yaml"); err != nil {
 		t.Fatalf("apply strict: %v\n%s", err, out)
 	}
 	clientID := "spiffe://cluster.local/ns/default/sa/grpc-client"

@@ -55,7 +55,7 @@ func TestIstioAcceptance(t *testing.T) {
 		// backend-b, applied first, routes everything to v2; backend-a, applied later,
 		// to v1. istiod keeps one VirtualService per host, the oldest then the first by
 		// name: objects applied in one lab have no creation time, so backend-a wins.
-		if out, err := meshlab(t, "delete", "--name", l.name, "vs", "backend"); err != nil {
+		if out, err := meshlab(t, "delete", "--wait", "--name", l.name, "vs", "backend"); err != nil {
 			t.Fatalf("delete vs backend: %v\n%s", err, out)
 		}
 		applyAndSync(t, l.name, lc, vsYAML("backend-b", "  http: [{route: [{destination: {host: backend.default.svc.cluster.local, subset: v2}}]}]\n"))
@@ -68,7 +68,7 @@ func TestIstioAcceptance(t *testing.T) {
 			t.Errorf("analyze: %v\n%s\nwant IST0109 naming both VirtualServices", err, out)
 		}
 		// kubectl's TYPE/NAME form, two objects in one (atomic) delete.
-		out, err = meshlab(t, "delete", "--name", l.name, "vs/backend-a", "virtualservice/backend-b")
+		out, err = meshlab(t, "delete", "--wait", "--name", l.name, "vs/backend-a", "virtualservice/backend-b")
 		if err != nil || !strings.Contains(out, "VirtualService default/backend-a deleted") || !strings.Contains(out, "VirtualService default/backend-b deleted") {
 			t.Fatalf("delete vs/backend-a virtualservice/backend-b: %v\n%s", err, out)
 		}
@@ -94,7 +94,7 @@ func TestIstioAcceptance(t *testing.T) {
 		if counts["backend-v1"] < 25 || counts["backend-v2"] < 25 || counts["backend-v1"]+counts["backend-v2"] != 100 {
 			t.Errorf("answers by pod %v; want both subsets (canary from backend-canary, v1 from backend) answering", counts)
 		}
-		if out, err := meshlab(t, "delete", "--name", l.name, "dr", "backend-canary"); err != nil {
+		if out, err := meshlab(t, "delete", "--wait", "--name", l.name, "dr", "backend-canary"); err != nil {
 			t.Fatalf("delete dr backend-canary: %v\n%s", err, out)
 		}
 	})
@@ -152,7 +152,7 @@ func applyFile(t *testing.T, name, yaml string) string {
 	if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := meshlab(t, "apply", "--name", name, "-f", file)
+	out, err := meshlab(t, "apply", "--wait", "--name", name, "-f", file)
 	if err != nil {
 		t.Fatalf("apply: %v\n%s", err, out)
 	}

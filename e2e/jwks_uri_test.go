@@ -22,7 +22,7 @@ func TestJWTTaskWithJwksUri(t *testing.T) {
 	l := startLab(t, writeTemp(t, "samples.yaml", jwtSamples))
 	apply := func(name, body string) {
 		t.Helper()
-		if out, err := meshlab(t, "apply", "--name", l.name, "-f", writeTemp(t, name, body)); err != nil {
+		if out, err := meshlab(t, "apply", "--wait", "--name", l.name, "-f", writeTemp(t, name, body)); err != nil {
 			t.Fatalf("apply %s: %v\n%s", name, err, out)
 		}
 	}

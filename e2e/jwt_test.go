@@ -121,7 +121,7 @@ func TestJWTAuthenticationAndAuthorization(t *testing.T) {
 	l := startLab(t, write("samples.yaml", jwtSamples))
 	apply := func(name, body string) {
 		t.Helper()
-		if out, err := meshlab(t, "apply", "--name", l.name, "-f", write(name, body)); err != nil {
+		if out, err := meshlab(t, "apply", "--wait", "--name", l.name, "-f", write(name, body)); err != nil {
 			t.Fatalf("apply %s: %v\n%s", name, err, out)
 		}
 	}

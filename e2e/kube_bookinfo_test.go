@@ -70,7 +70,7 @@ func TestBookinfoTasks(t *testing.T) {
 		t.Errorf("pages without routing showed stars %v; want all three reviews versions", seen)
 	}
 
-	if out, err := meshlab(t, "apply", "--name", l.name, "-f", "testdata/bookinfo-routing.yaml"); err != nil {
+	if out, err := meshlab(t, "apply", "--wait", "--name", l.name, "-f", "testdata/bookinfo-routing.yaml"); err != nil {
 		t.Fatalf("apply the tasks' objects: %v\n%s", err, out)
 	}
 	// apply returns once the config is accepted; the proxies converge right after.

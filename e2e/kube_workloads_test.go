@@ -112,7 +112,7 @@ func TestTCPTrafficShifting(t *testing.T) {
 	if seen["one"] == 0 || seen["two"] == 0 || len(seen) != 2 {
 		t.Errorf("12 connections without routing were answered %v; want both versions (one, two)", seen)
 	}
-	if out, err := meshlab(t, "apply", "--name", l.name, "-f", "testdata/tcp-echo-all-v1.yaml"); err != nil {
+	if out, err := meshlab(t, "apply", "--wait", "--name", l.name, "-f", "testdata/tcp-echo-all-v1.yaml"); err != nil {
 		t.Fatalf("apply: %v\n%s", err, out)
 	}
 	deadline := time.Now().Add(20 * time.Second)

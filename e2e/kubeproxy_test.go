@@ -66,7 +66,7 @@ spec:
 		if err := os.WriteFile(f, []byte(se), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if out, err := meshlab(t, "apply", "--name", l.name, "-f", f); err != nil {
+		if out, err := meshlab(t, "apply", "--wait", "--name", l.name, "-f", f); err != nil {
 			t.Fatalf("apply: %v\n%s", err, out)
 		}
 		before := kubeSvcPackets(t, node)

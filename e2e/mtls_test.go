@@ -111,7 +111,7 @@ func (m *meshLab) apply(t *testing.T, yaml string) {
 	if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := meshlab(t, "apply", "--name", m.name, "-f", file); err != nil {
+	if out, err := meshlab(t, "apply", "--wait", "--name", m.name, "-f", file); err != nil {
 		t.Fatalf("apply: %v\n%s", err, out)
 	}
 	deadline := time.Now().Add(20 * time.Second)

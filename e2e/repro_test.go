@@ -39,7 +39,7 @@ func TestReproExportRun(t *testing.T) {
 	if err := os.WriteFile(vs, []byte(reproVS), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := meshlab(t, "apply", "--name", l.name, "-f", vs); err != nil {
+	if out, err := meshlab(t, "apply", "--wait", "--name", l.name, "-f", vs); err != nil {
 		t.Fatalf("apply: %v\n%s", err, out)
 	}
 	routesBefore, err := meshlab(t, "proxy-config", "routes", "frontend-v1", "--lab", l.name, "-o", "json")

@@ -339,7 +339,7 @@ func TestApplyLimits(t *testing.T) {
 	// A large but valid VirtualService (4,000 routes, about 400 KB) applies, is pushed
 	// and ACKed, then is deleted.
 	large := write("large.yaml", bigVirtualService("large", 4000))
-	if out, err := meshlab(t, "apply", "--name", l.name, "-f", large); err != nil || !strings.Contains(out, "created") {
+	if out, err := meshlab(t, "apply", "--wait", "--name", l.name, "-f", large); err != nil || !strings.Contains(out, "created") {
 		t.Fatalf("apply of 4,000 routes: %v\n%s", err, out)
 	}
 	deadline := time.Now().Add(30 * time.Second)
@@ -348,7 +348,7 @@ func TestApplyLimits(t *testing.T) {
 	}
 	synced("after the large apply")
 	rss2 := settledRSS(t, l)
-	if out, err := meshlab(t, "delete", "--name", l.name, "-f", large); err != nil {
+	if out, err := meshlab(t, "delete", "--wait", "--name", l.name, "-f", large); err != nil {
 		t.Fatalf("delete: %v\n%s", err, out)
 	}
 	rss3 := settledRSS(t, l)

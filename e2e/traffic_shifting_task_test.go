@@ -85,7 +85,7 @@ func TestTrafficShiftingTask(t *testing.T) {
 	l := startLab(t, "testdata/kube-bookinfo.yaml")
 	apply := func(name, body string) {
 		t.Helper()
-		if out, err := meshlab(t, "apply", "--name", l.name, "-f", writeTemp(t, name, body)); err != nil {
+		if out, err := meshlab(t, "apply", "--wait", "--name", l.name, "-f", writeTemp(t, name, body)); err != nil {
 			t.Fatalf("apply %s: %v\n%s", name, err, out)
 		}
 	}

@@ -141,10 +141,10 @@ func applyAndSync(t *testing.T, name string, lc *api.Client, yaml string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The server versions each type by the change it last changed in, and the apply's
-	// update is done when apply answers: the change has reached every proxy when all are
-	// SYNCED and some type moved (a DestinationRule that only adds a subset changes CDS
-	// and EDS, not RDS).
+	// The server versions each type by the change it last changed in; apply answers once
+	// the change is stored and proxy-status waits for its push, so the change has reached
+	// every proxy when all are SYNCED and some type moved (a DestinationRule that only
+	// adds a subset changes CDS and EDS, not RDS).
 	acked := map[string]string{}
 	for _, ps := range before {
 		for typ, ts := range ps.Types {

@@ -146,9 +146,10 @@ func releaseMemory() {
 }
 
 // commit builds next's model, keeping the running pods' and Services' addresses, checks
-// the lab can make its pods, pushes it to the proxies, the name tables and kube-proxy,
-// and makes it current. It returns how the pods must change (reconcilePods). The caller
-// holds l.mu and l.live.applyMu.
+// the lab can make its pods, makes it current, queues its push to the proxies
+// (lab/push: the push runs after commit returns, unless pods change, when commit waits
+// for it) and updates the name tables and kube-proxy. It returns how the pods must
+// change (reconcilePods). The caller holds l.mu and l.live.applyMu.
 func (l *Lab) commit(ctx context.Context, next *config.Scenario, changes []config.Change) (podPlan, error) {
 	if !slices.ContainsFunc(changes, func(c config.Change) bool { return c.Action != "unchanged" && c.Action != config.ActionSkipped }) {
 		return podPlan{}, nil
@@ -162,12 +163,23 @@ func (l *Lab) commit(ctx context.Context, next *config.Scenario, changes []confi
 	if err := l.checkPodPlan(l.model, plan); err != nil {
 		return podPlan{}, &api.ConfigError{Err: err}
 	}
-	if err := l.updateProxies(ctx, m, applyTrigger(changes)); err != nil {
-		// Config that validates but cannot be generated is still the caller's to fix.
-		return podPlan{}, &api.ConfigError{Err: fmt.Errorf("generate proxy config: %w", err)}
-	}
 	prev := l.model
 	l.model, l.scenario = m, next
+	// The proxies' config is generated and pushed after the change is stored, in the
+	// background (lab/push); pods change only once it is pushed, as before.
+	l.push.Store(applyTrigger(changes), func(ctx context.Context, trigger string) error {
+		if err := l.updateProxies(ctx, m, trigger); err != nil {
+			l.log.Error("proxy config not pushed", "trigger", trigger, "err", err)
+			l.publish(EventPushFailed, "", "proxy config not pushed: "+err.Error(), map[string]any{"error": err.Error(), "trigger": trigger})
+			return fmt.Errorf("generate proxy config: %w", err)
+		}
+		return nil
+	})
+	if !plan.empty() {
+		if err := l.push.Flush(ctx); err != nil {
+			return podPlan{}, err
+		}
+	}
 	l.setProxyNodes(m)
 	l.names.update(m)
 	l.kubeDNS.update(m)
@@ -220,6 +232,7 @@ func (l *Lab) Objects(kind, ns, name string) ([]api.ConfigObject, error) {
 // ProxyStatus reports what the discovery server knows of each proxy, by pod. It
 // implements web.ProxyStatusReader.
 func (l *Lab) ProxyStatus() []api.ProxyStatus {
+	l.push.Settle(settleTimeout) // an apply that returned shows its push (STALE until ACKed)
 	l.mu.Lock()
 	m := l.model
 	l.mu.Unlock()
@@ -241,8 +254,13 @@ func (l *Lab) ProxyStatus() []api.ProxyStatus {
 	return out
 }
 
+// settleTimeout bounds how long a reader of the proxies' state waits for the pushes of
+// changes already applied (lab/push): a push takes milliseconds to a second at 1000
+// proxies.
+const settleTimeout = 10 * time.Second
+
 func typeStatus(t discovery.TypeStatus) api.TypeStatus {
-	return api.TypeStatus{Want: t.Want, Sent: t.Sent, Acked: t.Acked, Nonce: t.Nonce, NackError: t.NackError, LastNack: t.LastNack}
+	return api.TypeStatus{Want: t.Want, Sent: t.Sent, Acked: t.Acked, Nonce: t.Nonce, NackError: t.NackError, LastNack: t.LastNack, LastAck: t.LastAck}
 }
 
 // shortType names an xDS type URL as istioctl does: CDS, LDS, EDS, RDS, SDS.
@@ -292,4 +310,60 @@ func labKinds() api.Kinds {
 		out = append(out, api.Kind{Kind: k, Group: config.KindGroup(k), Names: config.KindSpellings(k)})
 	}
 	return out
+}
+
+// syncWaiter is the lab as web.SyncWaiter sees it (GET /v1/synced, `apply --wait`).
+type syncWaiter struct{ l *Lab }
+
+var _ web.SyncWaiter = syncWaiter{}
+
+// syncPoll is how often WaitSynced reads the proxies' state.
+const syncPoll = 5 * time.Millisecond
+
+// WaitSynced waits until every change applied so far is pushed and every proxy of the
+// lab's pods is connected and SYNCED on every type it was sent (istioctl's SYNCED: it
+// applied the version it was last sent, and the lab has no newer one for it). A push
+// that failed is returned at once; a proxy that keeps rejecting its config, or one that
+// is not connected, is waited for until ctx ends, and the error then names it.
+func (w syncWaiter) WaitSynced(ctx context.Context) error {
+	l := w.l
+	if err := l.push.Flush(ctx); err != nil {
+		return err
+	}
+	for {
+		why := unsynced(l.ProxyStatus())
+		if why == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("proxies not synced: %s: %w", why, ctx.Err())
+		case <-time.After(syncPoll):
+		}
+	}
+}
+
+// unsynced names the first pod's proxy of st that does not run its current config, and
+// why ("" when every one does).
+func unsynced(st []api.ProxyStatus) string {
+	for _, ps := range st {
+		if ps.Pod == "" {
+			continue // not a pod of the model (one being removed, still draining)
+		}
+		key := ps.Namespace + "/" + ps.Pod
+		if !ps.Connected {
+			return "pod " + key + " is not connected"
+		}
+		for _, typ := range slices.Sorted(maps.Keys(ps.Types)) {
+			t := ps.Types[typ]
+			switch s := t.State(); s {
+			case "SYNCED", "NOT SENT":
+			case "NACK":
+				return fmt.Sprintf("pod %s rejected %s %s: %s", key, typ, t.Sent, t.NackError)
+			default:
+				return fmt.Sprintf("pod %s is %s for %s (want %s, sent %s, acked %s)", key, s, typ, t.Want, t.Sent, t.Acked)
+			}
+		}
+	}
+	return ""
 }

@@ -24,6 +24,7 @@ const (
 	EventProcExited   = "process.exited"          // it exited unexpectedly (Fields: role, pid, error)
 	EventProcRestart  = "process.restarted"       // the supervisor started it again
 	EventEpochChanged = observe.EventEpochChanged // a proxy epoch changed state (seen while the dashboard watches)
+	EventPushFailed   = "config.push-failed"      // an applied change's proxy config could not be generated (Fields: error, trigger)
 )
 
 // defaultHistory is how many events the bus retains for late subscribers.

@@ -57,6 +57,7 @@ func (l *Lab) PodHistory(pod string) (api.PodHistory, error) {
 	if err != nil {
 		return api.PodHistory{}, err
 	}
+	l.push.Settle(settleTimeout) // an apply that returned shows its version
 	out := api.PodHistory{Pod: p.Key(), NodeID: p.NodeID(), Snapshots: []api.HistorySnapshot{}}
 	for _, s := range l.disc.History(p.NodeID()) {
 		hs := api.HistorySnapshot{Version: s.Version, Time: s.Time, Trigger: s.Trigger, Types: map[string]api.HistoryType{}}

@@ -27,6 +27,7 @@ import (
 	"github.com/meshlab/meshlab/lab/ambient"
 	"github.com/meshlab/meshlab/lab/caops"
 	"github.com/meshlab/meshlab/lab/faults"
+	"github.com/meshlab/meshlab/lab/push"
 	"github.com/meshlab/meshlab/web"
 )
 
@@ -131,8 +132,9 @@ type Lab struct {
 	world   *world     // the outside world (lab/world.go); nil until created
 	// ambient is istio-cni's node agent (nodeagent.go, lab/ambient); nil in bare unit-test Labs.
 	ambient *ambient.NodeAgent
-	jwks    jwksCache // key sets fetched for jwksUri (lab/jwks.go)
-	live    livePods  // pods added and removed while the lab runs (lab/livepods.go)
+	jwks    jwksCache  // key sets fetched for jwksUri (lab/jwks.go)
+	live    livePods   // pods added and removed while the lab runs (lab/livepods.go)
+	push    push.Queue // applied changes' pushes to the proxies, after apply returns (lab/push)
 	// netSlots bounds how many pods' networks are made at once (pods.go); nil: no bound.
 	netSlots chan struct{}
 
@@ -396,6 +398,7 @@ func (l *Lab) Close() error {
 	if l.agents != nil {
 		l.agents.stop()
 	}
+	l.push.Settle(settleTimeout) // an applied change's push ends before the servers stop
 	if l.cancelServers != nil {
 		l.cancelServers()
 		l.servers.Wait()

@@ -123,7 +123,10 @@ func setRedirection(l *Lab, key string, on bool) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := l.updateProxies(ctx, m, "ambient"); err != nil {
+	// Through the push queue (lab/push), after any applied change still being pushed, so
+	// that an older model's push never lands after this one.
+	l.push.Store("ambient", func(ctx context.Context, trigger string) error { return l.updateProxies(ctx, m, trigger) })
+	if err := l.push.Flush(ctx); err != nil {
 		l.log.Warn("push the redirection annotation", "pod", key, "err", err)
 	}
 	l.model = m

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -16,8 +17,10 @@ import (
 
 // applyConfig is what `meshlab apply` and `meshlab delete -f` read.
 type applyConfig struct {
-	files     []string // -f: files, directories, or "-" for stdin
-	namespace string   // -n: the namespace of objects that name none ("" for default)
+	files     []string      // -f: files, directories, or "-" for stdin
+	namespace string        // -n: the namespace of objects that name none ("" for default)
+	wait      bool          // --wait: return once every proxy runs the change
+	timeout   time.Duration // --timeout: how long --wait waits
 }
 
 func newApplyCmd(g *globalFlags) *cobra.Command {
@@ -32,7 +35,12 @@ Deployments, Pods and Workloads, whose pods are made, replaced or removed as Kub
 would (running pods and Services keep their addresses; apply waits for new pods and
 prints a line for each). Objects replace those of the same kind, namespace and name.
 Everything sent is validated together against the lab's objects before anything
-changes; an error names the file, the object and the field.`,
+changes; an error names the file, the object and the field.
+
+apply returns once the change is validated and stored, as kubectl apply returns once
+the API server has the objects; the proxies' new config is pushed after it (proxy-status
+shows STALE until each proxy ACKs). --wait returns only once every proxy runs it
+(all SYNCED), as after ` + "`meshlab wait`" + ` for convergence.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutput(output); err != nil {
@@ -54,12 +62,20 @@ changes; an error names the file, the object and the field.`,
 			if err != nil {
 				return err
 			}
-			return printChanges(cmd.OutOrStdout(), output, changes)
+			if err := printChanges(cmd.OutOrStdout(), output, changes); err != nil {
+				return err
+			}
+			if !cfg.wait {
+				return nil
+			}
+			return c.WaitSynced(cmd.Context(), cfg.timeout)
 		},
 	}
 	addOutputFlag(cmd, &output)
 	cmd.Flags().StringSliceVarP(&cfg.files, "filename", "f", nil, "file, directory (its .yaml, .yml and .json files) or - for stdin; repeatable")
 	cmd.Flags().StringVarP(&cfg.namespace, "namespace", "n", "", "namespace of the objects that name none, as kubectl apply -n (default: default); an object naming another is refused")
+	cmd.Flags().BoolVar(&cfg.wait, "wait", false, "return once every proxy runs the change (all SYNCED), not once it is stored")
+	cmd.Flags().DurationVar(&cfg.timeout, "timeout", 30*time.Second, "how long --wait waits")
 	_ = cmd.MarkFlagRequired("filename")
 	return cmd
 }

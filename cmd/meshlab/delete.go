@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -14,6 +15,8 @@ import (
 type deleteConfig struct {
 	files     []string
 	namespace string
+	wait      bool          // --wait: return once every proxy runs the change
+	timeout   time.Duration // --timeout: how long --wait waits
 }
 
 func newDeleteCmd(g *globalFlags) *cobra.Command {
@@ -66,12 +69,17 @@ func newDeleteCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printChanges(cmd.OutOrStdout(), output, changes)
+			if err := printChanges(cmd.OutOrStdout(), output, changes); err != nil || !cfg.wait {
+				return err
+			}
+			return c.WaitSynced(cmd.Context(), cfg.timeout)
 		},
 	}
 	addOutputFlag(cmd, &output)
 	cmd.Flags().StringSliceVarP(&cfg.files, "filename", "f", nil, "file, directory or - for stdin naming the objects to delete")
 	cmd.Flags().StringVarP(&cfg.namespace, "namespace", "n", "default", "namespace of KIND NAME, or of -f's objects that name none")
+	cmd.Flags().BoolVar(&cfg.wait, "wait", false, "return once every proxy runs the change (all SYNCED), not once it is stored")
+	cmd.Flags().DurationVar(&cfg.timeout, "timeout", 30*time.Second, "how long --wait waits")
 	return cmd
 }
 

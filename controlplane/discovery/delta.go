@@ -71,7 +71,7 @@ func (t *tracker) onDeltaRequest(streamID int64, req *discoverypb.DeltaDiscovery
 		t.emit(Event{Kind: EventNACK, NodeID: st.node, TypeURL: typ, Version: sent.version, Error: detail.GetMessage()})
 		return nil
 	}
-	ts.Acked = sent.version
+	ts.Acked, ts.LastAck = sent.version, t.now()
 	t.log.Debug("proxy acked config", "node", st.node, "type", typ, "version", sent.version)
 	t.emit(Event{Kind: EventACK, NodeID: st.node, TypeURL: typ, Version: sent.version})
 	return nil

@@ -43,6 +43,9 @@ type TypeStatus struct {
 	NackError string
 	// LastNack is when the last NACK arrived (zero if none).
 	LastNack time.Time
+	// LastAck is when the last ACK arrived (zero if none): with a push's start, how long
+	// the proxy took to apply it.
+	LastAck time.Time
 }
 
 // Synced reports whether the proxy has applied the last version sent.
@@ -169,6 +172,7 @@ func (t *tracker) onRequest(streamID int64, req *discoverypb.DiscoveryRequest) e
 			t.emit(Event{Kind: EventNACK, NodeID: id, TypeURL: req.GetTypeUrl(), Version: rejected, Error: detail.GetMessage()})
 		} else {
 			t.log.Debug("proxy acked config", "node", id, "type", req.GetTypeUrl(), "version", req.GetVersionInfo())
+			ts.LastAck = t.now()
 			t.emit(Event{Kind: EventACK, NodeID: id, TypeURL: req.GetTypeUrl(), Version: req.GetVersionInfo()})
 		}
 	}
