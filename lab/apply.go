@@ -276,6 +276,10 @@ func shortType(url string) string {
 		return "RDS"
 	case strings.HasSuffix(url, ".Secret"):
 		return "SDS"
+	case strings.HasSuffix(url, ".istio.workload.Address"):
+		return "WDS"
+	case strings.HasSuffix(url, ".istio.security.Authorization"):
+		return "WADS"
 	}
 	return url
 }

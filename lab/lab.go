@@ -24,6 +24,7 @@ import (
 	"github.com/meshlab/meshlab/controlplane/config"
 	"github.com/meshlab/meshlab/controlplane/discovery"
 	"github.com/meshlab/meshlab/controlplane/model"
+	"github.com/meshlab/meshlab/controlplane/xds"
 	"github.com/meshlab/meshlab/lab/ambient"
 	"github.com/meshlab/meshlab/lab/caops"
 	"github.com/meshlab/meshlab/lab/faults"
@@ -343,6 +344,7 @@ func (l *Lab) startServers() error {
 		OnEvent:     l.publishXDS,
 		Register:    registerCA,
 		HistorySize: l.opts.XDSHistory,
+		WDS:         xds.WDSOptions{Node: NodeNamespace(l.opts.Name), TrustDomain: l.ca.Authority().TrustDomain()},
 	})
 	if err != nil {
 		return fmt.Errorf("start discovery server: %w", err)

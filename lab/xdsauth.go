@@ -61,6 +61,17 @@ func (l *Lab) setProxyNodes(m *model.Model) {
 }
 
 func (l *Lab) authorizeProxy(ctx context.Context, nodes proxyNodes, nodeID string) error {
+	if discovery.IsZtunnel(nodeID) {
+		// ztunnel runs in no pod of the model: its own token (ca.Tokens.IssueZtunnel),
+		// on xds.sock too, makes it a ztunnel node, as istiod authenticates ztunnel's
+		// service account token.
+		caller, ok := l.ca.Tokens().Lookup(discovery.BearerToken(ctx))
+		if !ok || caller.Identity != ca.ZtunnelIdentity {
+			return status.Errorf(codes.PermissionDenied, "node id %q is a ztunnel's: it needs ztunnel's token (identity %s/%s) as \"authorization: Bearer <token>\"",
+				nodeID, ca.ZtunnelIdentity.Namespace, ca.ZtunnelIdentity.ServiceAccount)
+		}
+		return nil
+	}
 	pod := nodes[nodeID]
 	if pod == nil {
 		return status.Errorf(codes.PermissionDenied, "node id %q is not the node id of any pod of lab %s", nodeID, l.opts.Name)

@@ -29,6 +29,11 @@ func TestAuthorizeProxyOverTCP(t *testing.T) {
 		return tok
 	}
 	frontendTok, backendTok, plainTok := issue(m.Pod("frontend")), issue(m.Pod("backend")), issue(m.Pod("plain"))
+	ztTok, err := tokens.IssueZtunnel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ztNode = "ztunnel~10.244.0.200~ztunnel-x.istio-system~istio-system.svc.cluster.local"
 	l := &Lab{opts: Options{Name: "t"}, ca: labCA}
 	authorize := l.proxyAuthorizer(newProxyNodes(m))
 	bearer := func(tok string) context.Context {
@@ -45,6 +50,10 @@ func TestAuthorizeProxyOverTCP(t *testing.T) {
 		{name: "unknown token", ctx: bearer("x"), node: m.Pod("backend").NodeID(), want: codes.Unauthenticated},
 		{name: "another pod's token", ctx: bearer(frontendTok), node: m.Pod("backend").NodeID(), want: codes.PermissionDenied},
 		{name: "pod without a sidecar", ctx: bearer(plainTok), node: m.Pod("plain").NodeID(), want: codes.PermissionDenied},
+		{name: "ztunnel's token as a ztunnel", ctx: bearer(ztTok), node: ztNode, want: codes.OK},
+		{name: "a sidecar's token as a ztunnel", ctx: bearer(backendTok), node: ztNode, want: codes.PermissionDenied},
+		{name: "no token as a ztunnel", ctx: context.Background(), node: ztNode, want: codes.PermissionDenied},
+		{name: "ztunnel's token as a sidecar", ctx: bearer(ztTok), node: m.Pod("backend").NodeID(), want: codes.PermissionDenied},
 		{name: "made-up node id", ctx: bearer(backendTok), node: "sidecar~10.244.0.3~backend.other~other.svc.cluster.local", want: codes.PermissionDenied},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

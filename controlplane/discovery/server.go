@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/meshlab/meshlab/controlplane/model"
+	"github.com/meshlab/meshlab/controlplane/xds"
 )
 
 // stopGrace bounds how long Run waits for streams to end before closing them hard.
@@ -64,6 +65,9 @@ type Options struct {
 	// HistorySize is how many snapshots to keep per proxy for History and Diff.
 	// Optional; DefaultHistorySize when zero.
 	HistorySize int
+	// WDS is what ztunnels' WDS needs beyond the model (the lab's node name, trust
+	// domain). Optional; without a node name no pod is on a ztunnel's node.
+	WDS xds.WDSOptions
 	// HistoryBytes bounds the encoded size of the resources the history keeps, across
 	// proxies; the oldest snapshots go first, never a proxy's current one. Optional;
 	// DefaultHistoryBytes when zero.
@@ -94,6 +98,10 @@ type Server struct {
 	proxies map[string]*proxyState
 	// wants holds, per node id, the version of its current snapshot (TypeStatus.Want).
 	wants map[string]string
+
+	wds  xds.WDSOptions
+	ztMu sync.Mutex // guards zt; taken after mu when both are
+	zt   ztunnels   // ztunnel.go
 
 	runOnce sync.Once
 }
@@ -159,7 +167,9 @@ func New(o Options) (*Server, error) {
 		ctx:     ctx,
 		faults:  f,
 		history: hist,
+		wds:     o.WDS,
 	}
+	s.cache.beforeDelta = s.beforeDeltaWatch
 	s.tracker.beforeSend = func(sctx context.Context, node string) { f.gate(sctx, ctx, node) }
 	xds := serverv3.NewServer(ctx, s.cache, s.tracker.callbacks())
 	discoverygrpc.RegisterAggregatedDiscoveryServiceServer(s.grpc, xds)

@@ -38,6 +38,18 @@ type sharedCache struct {
 	mu     sync.Mutex
 	nodes  map[string]*sotwNode
 	nextID int64
+
+	// beforeDelta, when set, decides a delta watch before the snapshot cache does:
+	// false drops the watch (it is never answered). Set once, before serving.
+	beforeDelta func(node, typeURL string) bool
+}
+
+// CreateDeltaWatch is the snapshot cache's, after beforeDelta.
+func (c *sharedCache) CreateDeltaWatch(req *cachev3.DeltaRequest, sub cachev3.Subscription, ch chan cachev3.DeltaResponse) (func(), error) {
+	if c.beforeDelta != nil && !c.beforeDelta(req.GetNode().GetId(), req.GetTypeUrl()) {
+		return func() {}, nil
+	}
+	return c.SnapshotCache.CreateDeltaWatch(req, sub, ch)
 }
 
 // sotwNode is one proxy's current encoded snapshot and open SotW watches.

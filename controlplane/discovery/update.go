@@ -130,6 +130,13 @@ func (s *Server) UpdateFor(ctx context.Context, m *model.Model, trigger string) 
 			s.proxies[r.id].nacked = r.state.nacked
 		}
 	}
+	ztChanged, err := s.updateZtunnels(ctx, m, version)
+	if ztChanged && len(pushed) == 0 {
+		s.version++
+	}
+	if err != nil {
+		return err
+	}
 	var gone []string
 	for _, id := range s.nodes {
 		if !seen[id] {
@@ -569,10 +576,19 @@ func (s *Server) Status() []ProxyStatus {
 	s.mu.Lock()
 	known := slices.Clone(s.nodes)
 	s.mu.Unlock()
+	zts, ztSince := s.ztunnelNodes()
+	known = append(known, zts...)
 	out := s.tracker.status(known)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ps := range out {
+		if IsZtunnel(ps.NodeID) {
+			for typ, ts := range ps.Types {
+				ts.Want = ztSince[typ]
+				ps.Types[typ] = ts
+			}
+			continue
+		}
 		want := s.wants[ps.NodeID]
 		if want == "" {
 			continue

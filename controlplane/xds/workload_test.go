@@ -259,7 +259,7 @@ func TestWorkloadShapeAsIstiod(t *testing.T) {
 func TestCanonicalService(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		labels             map[string]string
+		labels            map[string]string
 		wantName, wantRev string
 	}{
 		{nil, "wl", "latest"},

@@ -1,0 +1,238 @@
+package discovery
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meshlab/meshlab/controlplane/model"
+	"github.com/meshlab/meshlab/controlplane/xds"
+)
+
+// ztunnel's xDS, as istiod serves it: a node whose id starts "ztunnel~" is sent the
+// mesh's WDS (istio.workload.Address) and L4 policies (istio.security.Authorization)
+// over delta ADS, every resource to every ztunnel (a wildcard subscription: ztunnel's
+// default), and never an Envoy type; sidecars are never sent these two. Every ztunnel
+// shares one snapshot, made from the model by controlplane/xds, and it is made only once
+// a ztunnel has connected: a lab without ambient pays nothing for it.
+//
+// go-control-plane's delta server does the protocol: a resource is sent when its version
+// (a hash of its encoding, as istiod's, though not the same hash) differs from the one the ztunnel holds, a
+// resource the snapshot no longer has is sent as removed, and a reconnecting ztunnel's
+// initial_resource_versions spare it what it already holds. As istiod on a wildcard
+// stream, resources carry no aliases.
+
+// ztunnelPrefix starts a ztunnel's node id: ztunnel~<ip>~<pod>.<ns>~<ns>.svc.cluster.local.
+const ztunnelPrefix = "ztunnel~"
+
+// IsZtunnel reports whether nodeID is a ztunnel's.
+func IsZtunnel(nodeID string) bool { return strings.HasPrefix(nodeID, ztunnelPrefix) }
+
+// ztunnelTypes are the types a ztunnel is served, in the order istiod registers them.
+var ztunnelTypes = []string{xds.AddressType, xds.AuthorizationType}
+
+// wdsSnapshot is the ztunnels' snapshot: per type, the resources by name and their
+// versions. It implements go-control-plane's ResourceSnapshot, which the snapshot cache
+// serves delta watches from; it is never modified once made.
+type wdsSnapshot struct {
+	types map[string]*wdsType
+}
+
+var _ cachev3.ResourceSnapshot = (*wdsSnapshot)(nil)
+
+// wdsType is one type of the ztunnels' snapshot.
+type wdsType struct {
+	since    string // the update that last changed the type's resources (TypeStatus.Want)
+	res      map[string]types.Resource
+	versions map[string]string
+	sum      [sha256.Size]byte // of the names and versions, to tell a change
+}
+
+func (s *wdsSnapshot) GetVersion(typeURL string) string {
+	if t := s.types[typeURL]; t != nil {
+		return t.since
+	}
+	return ""
+}
+
+func (s *wdsSnapshot) GetResources(typeURL string) map[string]types.Resource {
+	if t := s.types[typeURL]; t != nil {
+		return t.res
+	}
+	return nil
+}
+
+func (s *wdsSnapshot) GetResourcesAndTTL(typeURL string) map[string]types.ResourceWithTTL {
+	res := s.GetResources(typeURL)
+	out := make(map[string]types.ResourceWithTTL, len(res))
+	for name, r := range res {
+		out[name] = types.ResourceWithTTL{Resource: r}
+	}
+	return out
+}
+
+// ConstructVersionMap does nothing: the versions are made with the snapshot.
+func (s *wdsSnapshot) ConstructVersionMap() error { return nil }
+
+func (s *wdsSnapshot) GetVersionMap(typeURL string) map[string]string {
+	if t := s.types[typeURL]; t != nil {
+		return t.versions
+	}
+	return nil
+}
+
+// buildWDS makes the ztunnels' snapshot of m for version, keeping prev's version of a
+// type whose resources did not change; changed reports whether any did.
+func buildWDS(m *model.Model, o xds.WDSOptions, prev *wdsSnapshot, version string) (snap *wdsSnapshot, changed bool, err error) {
+	named := map[string]map[string]proto.Message{xds.AddressType: {}, xds.AuthorizationType: {}}
+	for _, a := range xds.Addresses(m, o) {
+		named[xds.AddressType][xds.AddressName(a)] = a
+	}
+	for _, a := range xds.Authorizations(m) {
+		named[xds.AuthorizationType][xds.AuthorizationName(a)] = a
+	}
+	snap = &wdsSnapshot{types: map[string]*wdsType{}}
+	for _, typ := range ztunnelTypes {
+		t := &wdsType{since: version, res: make(map[string]types.Resource, len(named[typ])), versions: make(map[string]string, len(named[typ]))}
+		sum := sha256.New()
+		for _, name := range sortedKeys(named[typ]) {
+			// The version is go-control-plane's hash of the encoding, which it sends as
+			// Resource.version and compares with what a ztunnel holds.
+			b, err := cachev3.MarshalResource(named[typ][name])
+			if err != nil {
+				return nil, false, fmt.Errorf("marshal %s %s: %w", typ, name, err)
+			}
+			v := cachev3.HashResource(b)
+			t.res[name], t.versions[name] = named[typ][name], v
+			fmt.Fprintf(sum, "%s\x00%s\x00", name, v)
+		}
+		sum.Sum(t.sum[:0])
+		if p := prev.typ(typ); p != nil && p.sum == t.sum {
+			t = p
+		} else {
+			changed = true
+		}
+		snap.types[typ] = t
+	}
+	return snap, changed, nil
+}
+
+func (s *wdsSnapshot) typ(typeURL string) *wdsType {
+	if s == nil {
+		return nil
+	}
+	return s.types[typeURL]
+}
+
+// ztunnels is the server's ztunnel state: the last model, the snapshot made of it once a
+// ztunnel connected, and the ztunnels it is set for.
+type ztunnels struct {
+	model   *model.Model
+	version string // the update that gave model
+	snap    *wdsSnapshot
+	nodes   map[string]bool
+}
+
+// updateZtunnels records m as the ztunnels' model and, when a ztunnel is known, pushes
+// the snapshot made of it. It reports whether the snapshot changed. s.mu is held.
+func (s *Server) updateZtunnels(ctx context.Context, m *model.Model, version string) (bool, error) {
+	s.ztMu.Lock()
+	defer s.ztMu.Unlock()
+	s.zt.model, s.zt.version = m, version
+	if len(s.zt.nodes) == 0 {
+		s.zt.snap = nil // made again when a ztunnel connects
+		return false, nil
+	}
+	return s.pushZtunnels(ctx)
+}
+
+// pushZtunnels makes the snapshot of the ztunnels' model and sets it for every ztunnel
+// when it changed. s.ztMu is held.
+func (s *Server) pushZtunnels(ctx context.Context) (bool, error) {
+	if s.zt.model == nil {
+		return false, nil
+	}
+	start := time.Now()
+	snap, changed, err := buildWDS(s.zt.model, s.wds, s.zt.snap, s.zt.version)
+	if err != nil {
+		return false, fmt.Errorf("update ztunnel config %s: %w", s.zt.version, err)
+	}
+	if !changed {
+		return false, nil
+	}
+	s.zt.snap = snap
+	for _, id := range sortedKeys(s.zt.nodes) {
+		//nolint:staticcheck // QF1008: the embedded snapshot cache serves delta watches
+		if err := s.cache.SnapshotCache.SetSnapshot(ctx, id, snap); err != nil {
+			return true, fmt.Errorf("set ztunnel snapshot for %s: %w", id, err)
+		}
+	}
+	s.log.Info("ztunnel config updated", "version", s.zt.version, "ztunnels", len(s.zt.nodes),
+		"addresses", len(snap.types[xds.AddressType].res), "authorizations", len(snap.types[xds.AuthorizationType].res),
+		"took", time.Since(start).Round(time.Microsecond))
+	return true, nil
+}
+
+// ztunnelConnecting gives a ztunnel node the ztunnels' snapshot before its first watch,
+// making the snapshot when it is the first ztunnel. The cache calls it for every delta
+// watch of a ztunnel node.
+func (s *Server) ztunnelConnecting(ctx context.Context, id string) {
+	s.ztMu.Lock()
+	defer s.ztMu.Unlock()
+	if s.zt.nodes[id] {
+		return
+	}
+	if s.zt.nodes == nil {
+		s.zt.nodes = map[string]bool{}
+	}
+	s.zt.nodes[id] = true
+	if s.zt.snap == nil {
+		if _, err := s.pushZtunnels(ctx); err != nil {
+			s.log.Error("ztunnel config", "node", id, "err", err)
+		}
+		return // pushZtunnels set it for every node, this one included
+	}
+	//nolint:staticcheck // QF1008: the embedded snapshot cache serves delta watches
+	if err := s.cache.SnapshotCache.SetSnapshot(ctx, id, s.zt.snap); err != nil {
+		s.log.Error("set ztunnel snapshot", "node", id, "err", err)
+	}
+}
+
+// ztunnelNodes returns the ztunnels the server has served, and the version in which each
+// of their types last changed.
+func (s *Server) ztunnelNodes() ([]string, map[string]string) {
+	s.ztMu.Lock()
+	defer s.ztMu.Unlock()
+	since := map[string]string{}
+	if s.zt.snap != nil {
+		for typ, t := range s.zt.snap.types {
+			since[typ] = t.since
+		}
+	}
+	return sortedKeys(s.zt.nodes), since
+}
+
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
+
+// beforeDeltaWatch gives a ztunnel its snapshot before its first watch, and drops the
+// watches a node is never answered: an Envoy type asked by a ztunnel, a ztunnel type
+// asked by any other node.
+func (s *Server) beforeDeltaWatch(node, typeURL string) bool {
+	isZT := IsZtunnel(node)
+	if isZT != slices.Contains(ztunnelTypes, typeURL) {
+		s.log.Debug("delta watch not served", "node", node, "type", typeURL)
+		return false
+	}
+	if isZT {
+		s.ztunnelConnecting(s.ctx, node)
+	}
+	return true
+}
