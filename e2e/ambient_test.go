@@ -75,7 +75,7 @@ func inNetns(t *testing.T, ns string, args ...string) string {
 // packets reads the packet counter of the mangle PREROUTING rule carrying comment.
 func packets(t *testing.T, ns, comment string) int {
 	t.Helper()
-	re := regexp.MustCompile(`\[(\d+):\d+\] -A PREROUTING .*--comment "?` + regexp.QuoteMeta(comment) + `"? `)
+	re := regexp.MustCompile(`(?m)^\[(\d+):\d+\] -A PREROUTING .*--comment "?` + regexp.QuoteMeta(comment) + `"?( |$)`)
 	m := re.FindStringSubmatch(inNetns(t, ns, "iptables-save", "-c", "-t", "mangle"))
 	if m == nil {
 		t.Fatalf("no counting rule %q in %s", comment, ns)
@@ -108,10 +108,11 @@ func TestAmbientBookinfo(t *testing.T) {
 		}
 	}
 
-	// Count, before nat redirects anything, what arrives from the curl pod: on 15008 (HBONE)
-	// and on 9080 (plaintext to the app).
+	// Count, before nat redirects anything, what arrives from the curl pod on the wire
+	// (eth0): on 15008 (HBONE) and on 9080 (plaintext to the app). ztunnel's own dial to
+	// the app keeps the curl pod's address but comes over lo.
 	for _, port := range []string{"15008", "9080"} {
-		inNetns(t, ppNS, "iptables", "-t", "mangle", "-I", "PREROUTING", "1", "-s", curlIP, "-p", "tcp", "--dport", port,
+		inNetns(t, ppNS, "iptables", "-t", "mangle", "-I", "PREROUTING", "1", "-i", "eth0", "-s", curlIP, "-p", "tcp", "--dport", port,
 			"-m", "comment", "--comment", "e2e-"+port)
 	}
 	eventually(t, l.name, "the product page", statusLine("<title>Simple Bookstore App</title>"),
