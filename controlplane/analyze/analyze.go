@@ -16,6 +16,7 @@ func Analyze(files []config.File) []Finding {
 	fs = append(fs, checkPorts(objs)...)
 	fs = append(fs, checkWorkloads(r, objs)...)
 	fs = append(fs, checkSecurity(r, objs)...)
+	fs = append(fs, checkAmbient(objs)...)
 	fs = append(fs, loaderFindings(files, fs)...)
 	sortFindings(fs)
 	return fs

@@ -24,6 +24,13 @@ type object struct {
 	labels map[string]string
 	// ports are a Workload's container ports.
 	ports []int
+	// annotations are a pod template's; inject is a Workload's spec.sidecar.inject
+	// (nil: not set), or a pod template's sidecar.istio.io/inject label or annotation.
+	annotations map[string]string
+	inject      *bool
+	// nsLabels are a Namespace's labels (namespace is set for a Namespace).
+	namespace bool
+	nsLabels  map[string]string
 
 	svc      *corev1.Service
 	workload bool
@@ -112,8 +119,19 @@ func decodeDocument(file string, doc []byte) (*object, error) {
 		var w config.Workload
 		err = json.Unmarshal(js, &w)
 		o.workload, o.labels, o.ports = true, w.Spec.Labels, w.Spec.Ports
+		o.annotations = w.Metadata.Annotations
+		inject := true // a Workload's pods get a sidecar unless spec.sidecar.inject is false
+		if w.Spec.Sidecar != nil && w.Spec.Sidecar.Inject != nil {
+			inject = *w.Spec.Sidecar.Inject
+		}
+		o.inject = &inject
 	case "Pod", "Deployment", "ReplicaSet", "StatefulSet", "DaemonSet":
-		o.workload, o.labels, o.ports, err = kubePodTemplate(h.Kind, js)
+		o.workload, o.labels, o.annotations, o.ports, err = kubePodTemplate(h.Kind, js)
+		o.inject = injectChoice(o.labels, o.annotations)
+	case "Namespace":
+		var ns corev1.Namespace
+		err = json.Unmarshal(js, &ns)
+		o.ref.Namespace, o.namespace, o.nsLabels = "", true, ns.Labels
 	case "VirtualService":
 		o.vs = &networking.VirtualService{}
 		msg = o.vs
@@ -141,7 +159,7 @@ func decodeDocument(file string, doc []byte) (*object, error) {
 
 // kubePodTemplate reads what the workload checks need of a Kubernetes object that makes
 // pods: its pods' labels and their first container's ports.
-func kubePodTemplate(kind string, js []byte) (bool, map[string]string, []int, error) {
+func kubePodTemplate(kind string, js []byte) (bool, map[string]string, map[string]string, []int, error) {
 	type podSpec struct {
 		Containers []struct {
 			Ports []struct {
@@ -149,26 +167,26 @@ func kubePodTemplate(kind string, js []byte) (bool, map[string]string, []int, er
 			} `json:"ports"`
 		} `json:"containers"`
 	}
+	type meta struct {
+		Labels      map[string]string `json:"labels"`
+		Annotations map[string]string `json:"annotations"`
+	}
 	var obj struct {
-		Metadata struct {
-			Labels map[string]string `json:"labels"`
-		} `json:"metadata"`
-		Spec struct {
+		Metadata meta `json:"metadata"`
+		Spec     struct {
 			podSpec
 			Template struct {
-				Metadata struct {
-					Labels map[string]string `json:"labels"`
-				} `json:"metadata"`
-				Spec podSpec `json:"spec"`
+				Metadata meta    `json:"metadata"`
+				Spec     podSpec `json:"spec"`
 			} `json:"template"`
 		} `json:"spec"`
 	}
 	if err := json.Unmarshal(js, &obj); err != nil {
-		return false, nil, nil, err
+		return false, nil, nil, nil, err
 	}
-	labels, spec := obj.Spec.Template.Metadata.Labels, obj.Spec.Template.Spec
+	m, spec := obj.Spec.Template.Metadata, obj.Spec.Template.Spec
 	if kind == "Pod" {
-		labels, spec = obj.Metadata.Labels, obj.Spec.podSpec
+		m, spec = obj.Metadata, obj.Spec.podSpec
 	}
 	var ports []int
 	if len(spec.Containers) > 0 {
@@ -176,5 +194,5 @@ func kubePodTemplate(kind string, js []byte) (bool, map[string]string, []int, er
 			ports = append(ports, p.ContainerPort)
 		}
 	}
-	return true, labels, ports, nil
+	return true, m.Labels, m.Annotations, ports, nil
 }

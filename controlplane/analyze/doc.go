@@ -1,8 +1,10 @@
 // Package analyze finds Istio's classic configuration mistakes offline, as `istioctl
 // analyze` does: a VirtualService routing to a host no Service or ServiceEntry defines, a
 // subset no DestinationRule defines, conflicting PeerAuthentications, ports whose name or
-// appProtocol Istio cannot classify, Services that select no pod, and the rest of what
-// meshlab's own loader refuses (reported as IST0106 SchemaValidationError).
+// appProtocol Istio cannot classify, Services that select no pod, ambient mode's bad
+// input (ambient.go: dataplane-mode labels, pods both injected and ambient, policies
+// ztunnel enforces only in part), and the rest of what meshlab's own loader refuses
+// (reported as IST0106 SchemaValidationError).
 //
 // It is pure: files in, findings out. Objects are decoded leniently (an object meshlab
 // refuses is still analysed), so one run reports every mistake rather than the first

@@ -69,6 +69,12 @@ const (
 	CodeWorkloadInNoService                       = "ML0104"
 	CodeAppProtocolNameMismatch                   = "ML0105"
 	CodeVirtualServiceHostNotFound                = "ML0107"
+	// Ambient mode (ambient.go).
+	CodeNamespaceMultipleInjectionLabels = "IST0123"
+	CodeNegativeConditionStatus          = "IST0171"
+	CodeDataplaneModeInvalid             = "ML0110"
+	CodeInjectedAndAmbient               = "ML0111"
+	CodeZtunnelPartialPolicy             = "ML0112"
 )
 
 // Object names the object a finding is about.
