@@ -15,8 +15,8 @@ import (
 
 // Entry is one completed connection.
 type Entry struct {
-	Src         netip.AddrPort
-	SrcWorkload string // the source pod's name, else its canonical service
+	Src          netip.AddrPort
+	SrcWorkload  string // the source pod's name, else its canonical service
 	SrcNamespace string
 	SrcIdentity  string // only over mTLS
 	SrcCluster   string

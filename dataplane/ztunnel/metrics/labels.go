@@ -107,7 +107,7 @@ type Labels struct {
 
 	// Locality is written (source_region, source_zone, destination_region,
 	// destination_zone) once any workload is known, as ztunnel writes it.
-	Locality                                                    bool
+	Locality                                                     bool
 	SourceRegion, SourceZone, DestinationRegion, DestinationZone string
 }
 

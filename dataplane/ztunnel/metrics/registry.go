@@ -66,13 +66,13 @@ func (r *Registry) SocketClosed(rep Reporter) { r.sockets[rep&1].Add(-1) }
 // Conn is one connection's metrics from open to close, as ztunnel's ConnectionResult. Its
 // byte counters are safe for concurrent use (the two copy directions); Close once.
 type Conn struct {
-	r       *Registry
-	labels  Labels
-	open    *series
-	start   time.Time
-	sent    atomic.Uint64
-	recv    atomic.Uint64
-	closed  atomic.Bool
+	r      *Registry
+	labels Labels
+	open   *series
+	start  time.Time
+	sent   atomic.Uint64
+	recv   atomic.Uint64
+	closed atomic.Bool
 }
 
 // Open counts a connection opened with o's labels and returns its handle.
