@@ -2,9 +2,7 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -23,20 +21,6 @@ func requireZtunnel(t *testing.T) {
 	t.Helper()
 	if out, err := exec.Command(meshlabBin(t), "ztunnel", "--help").CombinedOutput(); err != nil {
 		t.Skipf("skipped: this meshlab has no ztunnel yet (meshlab ztunnel --help: %v: %s)", err, firstLineOf(string(out)))
-	}
-}
-
-// skipIfXDSRefused skips when the lab's control plane refuses its ztunnel's xDS stream
-// (the ztunnel node authorization lands separately from ztunnel itself): nothing could
-// flow. Remove once both are on main.
-func skipIfXDSRefused(t *testing.T, labName string) {
-	t.Helper()
-	time.Sleep(2 * time.Second)
-	logs, _ := filepath.Glob(filepath.Join(lab.DefaultRunRoot, labName, "ztunnel", "ztunnel.log"))
-	for _, f := range logs {
-		if b, err := os.ReadFile(f); err == nil && strings.Contains(string(b), "PermissionDenied") {
-			t.Skip("skipped: this lab's control plane refuses ztunnel's xDS stream (ztunnel's node authorization is not in this build)")
-		}
 	}
 }
 
@@ -94,8 +78,8 @@ func TestAmbientBookinfo(t *testing.T) {
 	testutil.RequireRoot(t)
 	requireZtunnel(t)
 	l := startLab(t, "ambient")
-	skipIfXDSRefused(t, l.name)
 
+	t.Log("lab up")
 	pp, ppNS, _ := ambientPodOf(t, l.name, "productpage-v1-")
 	_, _, curlIP := ambientPodOf(t, l.name, "curl-")
 	out, err := meshlab(t, "describe", "pod", "--name", l.name, pp)
@@ -127,6 +111,7 @@ func TestAmbientBookinfo(t *testing.T) {
 	// Killing ztunnel: the pods' traffic fails (nothing listens on 15001 while it is away;
 	// no plaintext goes around it), the lab restarts it, gives it every pod again, and
 	// traffic flows again.
+	t.Log("HBONE on 15008 seen; killing ztunnel")
 	zns := "ml-" + l.name + "-" + ambient.ZtunnelPodName(l.name) + ".istio-system"
 	for _, pid := range strings.Fields(pidsIn(t, zns)) {
 		if n, err := strconv.Atoi(pid); err == nil {
@@ -139,6 +124,7 @@ func TestAmbientBookinfo(t *testing.T) {
 		t.Errorf("%d packets from the curl pod reached productpage on 9080 in plaintext around ztunnel's restart", n)
 	}
 
+	t.Log("traffic back after ztunnel's restart; applying the L4 policy")
 	applyYAML(t, l.name, `apiVersion: security.istio.io/v1
 kind: AuthorizationPolicy
 metadata:
@@ -174,7 +160,6 @@ func TestAmbientLabelLive(t *testing.T) {
 	testutil.RequireRoot(t)
 	requireZtunnel(t)
 	l := startLab(t, "ambient")
-	skipIfXDSRefused(t, l.name)
 	_, ns, _ := ambientPodOf(t, l.name, "details-v1-")
 	if !strings.Contains(inNetns(t, ns, "iptables-save", "-t", "nat"), "ISTIO_OUTPUT") {
 		t.Fatal("an ambient pod has no in-pod rules")

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/meshlab/meshlab/api"
-	"github.com/meshlab/meshlab/controlplane/ca"
 	"github.com/meshlab/meshlab/controlplane/model"
 	"github.com/meshlab/meshlab/lab/ambient"
 	"github.com/meshlab/meshlab/netns/inpod"
@@ -177,7 +176,7 @@ func startZtunnel(l *Lab) error {
 	if l.ca == nil {
 		return fmt.Errorf("start %s: the lab has no CA", key)
 	}
-	tok, err := l.ca.Tokens().Issue(ca.Caller{Pod: key, Identity: ca.Identity{Namespace: ambient.ZtunnelNamespace, ServiceAccount: ambient.ZtunnelServiceAccount}})
+	tok, err := l.ca.Tokens().IssueZtunnel() // identity istio-system/ztunnel, istiod's trusted node account
 	if err != nil {
 		return fmt.Errorf("issue the CA token of %s: %w", key, err)
 	}
