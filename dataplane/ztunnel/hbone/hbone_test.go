@@ -35,7 +35,7 @@ type testCA struct {
 	pool *x509.CertPool
 }
 
-func newCA(t *testing.T) *testCA {
+func newCA(t testing.TB) *testCA {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -56,7 +56,7 @@ func newCA(t *testing.T) *testCA {
 	return &testCA{cert: c, key: key, pool: pool}
 }
 
-func (ca *testCA) issue(t *testing.T, id string) *tls.Certificate {
+func (ca *testCA) issue(t testing.TB, id string) *tls.Certificate {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -92,7 +92,7 @@ type fixture struct {
 	wg     sync.WaitGroup
 }
 
-func newFixture(t *testing.T, deny string) *fixture {
+func newFixture(t testing.TB, deny string) *fixture {
 	t.Helper()
 	f := &fixture{seen: make(chan *ConnectRequest, 16), ca: newCA(t)}
 	app, err := net.Listen("tcp", "127.0.0.1:0")
@@ -161,7 +161,7 @@ func newFixture(t *testing.T, deny string) *fixture {
 	return f
 }
 
-func (f *fixture) request(t *testing.T, cert *tls.Certificate, sans []string, authority netip.AddrPort) Request {
+func (f *fixture) request(t testing.TB, cert *tls.Certificate, sans []string, authority netip.AddrPort) Request {
 	t.Helper()
 	h := http.Header{}
 	h.Set("baggage", "k8s.cluster.name=Kubernetes,k8s.namespace.name=a")
@@ -289,5 +289,46 @@ func TestTLSVersionAndALPN(t *testing.T) {
 	srv := ServerConfig(nil, nil, "cluster.local")
 	if srv.ClientAuth != tls.RequireAnyClientCert || srv.MinVersion != tls.VersionTLS13 {
 		t.Errorf("server config: client auth %v min version %x", srv.ClientAuth, srv.MinVersion)
+	}
+}
+
+// BenchmarkTunnel pushes bytes through one HBONE stream on loopback (TLS 1.3, h2 windows as
+// ztunnel's) to an echo app and reads them back: b.SetBytes is the payload one way.
+func BenchmarkTunnel(b *testing.B) {
+	f := newFixture(b, "")
+	pool := NewPool()
+	defer pool.Close()
+	client := f.ca.issue(b, clientID)
+	ctx := context.Background()
+	s, err := pool.Connect(ctx, f.request(b, client, []string{serverID}, f.app))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	<-f.seen
+	buf := make([]byte, 64<<10)
+	back := make([]byte, 64<<10)
+	b.SetBytes(int64(len(buf)))
+	b.ResetTimer()
+	errc := make(chan error, 1)
+	go func() {
+		for range b.N {
+			if _, err := s.Write(buf); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- nil
+	}()
+	total := 0
+	for total < b.N*len(buf) {
+		n, err := s.Read(back)
+		if err != nil {
+			b.Fatal(err)
+		}
+		total += n
+	}
+	if err := <-errc; err != nil {
+		b.Fatal(err)
 	}
 }
