@@ -35,11 +35,11 @@ type testCA struct {
 	pool *x509.CertPool
 }
 
-func newCA(t testing.TB) *testCA {
-	t.Helper()
+func newCA(tb testing.TB) *testCA {
+	tb.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{Organization: []string{"cluster.local"}},
@@ -48,7 +48,7 @@ func newCA(t testing.TB) *testCA {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	c, _ := x509.ParseCertificate(der)
 	pool := x509.NewCertPool()
@@ -56,11 +56,11 @@ func newCA(t testing.TB) *testCA {
 	return &testCA{cert: c, key: key, pool: pool}
 }
 
-func (ca *testCA) issue(t testing.TB, id string) *tls.Certificate {
-	t.Helper()
+func (ca *testCA) issue(tb testing.TB, id string) *tls.Certificate {
+	tb.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	u, _ := url.Parse(id)
 	tmpl := &x509.Certificate{
@@ -70,7 +70,7 @@ func (ca *testCA) issue(t testing.TB, id string) *tls.Certificate {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
@@ -92,22 +92,22 @@ type fixture struct {
 	wg     sync.WaitGroup
 }
 
-func newFixture(t testing.TB, deny string) *fixture {
-	t.Helper()
-	f := &fixture{seen: make(chan *ConnectRequest, 16), ca: newCA(t)}
+func newFixture(tb testing.TB, deny string) *fixture {
+	tb.Helper()
+	f := &fixture{seen: make(chan *ConnectRequest, 16), ca: newCA(tb)}
 	app, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	f.app = app.Addr().(*net.TCPAddr).AddrPort()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	f.addr = ln.Addr().(*net.TCPAddr).AddrPort()
 	ctx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel
-	serverCert := f.ca.issue(t, serverID)
+	serverCert := f.ca.issue(tb, serverID)
 	cfg := ServerConfig(func() (*tls.Certificate, error) { return serverCert, nil }, func() *x509.CertPool { return f.ca.pool }, "cluster.local")
 	cfg.GetConfigForClient = func(h *tls.ClientHelloInfo) (*tls.Config, error) {
 		f.sni.Store(h.ServerName)
@@ -152,7 +152,7 @@ func newFixture(t testing.TB, deny string) *fixture {
 			}()
 		}
 	}()
-	t.Cleanup(func() {
+	tb.Cleanup(func() {
 		cancel()
 		_ = ln.Close()
 		_ = app.Close()
@@ -161,8 +161,8 @@ func newFixture(t testing.TB, deny string) *fixture {
 	return f
 }
 
-func (f *fixture) request(t testing.TB, cert *tls.Certificate, sans []string, authority netip.AddrPort) Request {
-	t.Helper()
+func (f *fixture) request(tb testing.TB, cert *tls.Certificate, sans []string, authority netip.AddrPort) Request {
+	tb.Helper()
 	h := http.Header{}
 	h.Set("baggage", "k8s.cluster.name=Kubernetes,k8s.namespace.name=a")
 	h.Set("forwarded", `for="10.0.0.1:1234"`)
