@@ -93,10 +93,10 @@ func TestCLIConsistency(t *testing.T) {
 				t.Errorf("%v -o %s: action %q, want %q", c.args, c.format, got, c.want)
 			}
 		}
-		if out, _, err := run("apply", "-f", dr); err != nil || out != "DestinationRule default/cli-output created\n" {
+		if out, _, err := run("apply", "-f", dr); err != nil || out != "destinationrule.networking.istio.io/cli-output created\n" {
 			t.Errorf("apply text: %v %q", err, out)
 		}
-		if out, _, err := run("delete", "-f", dr); err != nil || out != "DestinationRule default/cli-output deleted\n" {
+		if out, _, err := run("delete", "-f", dr); err != nil || out != "destinationrule.networking.istio.io \"cli-output\" deleted\n" {
 			t.Errorf("delete text: %v %q", err, out)
 		}
 

@@ -69,14 +69,14 @@ func TestIstioAcceptance(t *testing.T) {
 		}
 		// kubectl's TYPE/NAME form, two objects in one (atomic) delete.
 		out, err = meshlab(t, "delete", "--wait", "--name", l.name, "vs/backend-a", "virtualservice/backend-b")
-		if err != nil || !strings.Contains(out, "VirtualService default/backend-a deleted") || !strings.Contains(out, "VirtualService default/backend-b deleted") {
+		if err != nil || !strings.Contains(out, `virtualservice.networking.istio.io "backend-a" deleted`) || !strings.Contains(out, `virtualservice.networking.istio.io "backend-b" deleted`) {
 			t.Fatalf("delete vs/backend-a virtualservice/backend-b: %v\n%s", err, out)
 		}
 	})
 
 	t.Run("DestinationRule for a host with no Service", func(t *testing.T) {
 		out := applyFile(t, l.name, "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: ratings}\nspec:\n  host: ratings\n  subsets: [{name: v1, labels: {version: v1}}]\n")
-		if !strings.Contains(out, "DestinationRule default/ratings created") {
+		if !strings.Contains(out, "destinationrule.networking.istio.io/ratings created") {
 			t.Errorf("apply: %s", out)
 		}
 		applyAndSync(t, l.name, lc, vsYAML("backend", "  http: [{route: [{destination: {host: backend, subset: v2}}]}]\n"))

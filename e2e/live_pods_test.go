@@ -56,7 +56,7 @@ func TestLivePods(t *testing.T) {
 		t.Fatalf("apply httpbin and curl: %v\n%s", err, out)
 	}
 	created := regexp.MustCompile(`(?m)^pod default/((httpbin|curl)-[a-z0-9]+-[a-z0-9]{5}) created$`).FindAllStringSubmatch(out, -1)
-	if len(created) != 2 || !strings.Contains(out, "Deployment default/httpbin created") {
+	if len(created) != 2 || !strings.Contains(out, "deployment.apps/httpbin created") {
 		t.Fatalf("apply httpbin and curl:\n%s\nwant both Deployments created and one pod of each created", out)
 	}
 	pods := podsNow()
@@ -98,7 +98,7 @@ func TestLivePods(t *testing.T) {
 		t.Fatalf("scale httpbin to 2: %v\n%s", err, out)
 	}
 	added := regexp.MustCompile(`(?m)^pod default/(httpbin-[a-z0-9]+-[a-z0-9]{5}) created$`).FindAllStringSubmatch(out, -1)
-	if len(added) != 1 || strings.Contains(out, "deleted") || !strings.Contains(out, "Deployment default/httpbin configured") {
+	if len(added) != 1 || strings.Contains(out, "deleted") || !strings.Contains(out, "deployment.apps/httpbin configured") {
 		t.Fatalf("scale httpbin to 2:\n%s\nwant one pod created and none deleted", out)
 	}
 	pods = podsNow()
@@ -347,7 +347,7 @@ func TestLivePodsReplaceFailAndPlain(t *testing.T) {
 		t.Fatalf("apply: %v\n%s", err, out)
 	}
 	for _, want := range []string{
-		"Workload default/greeter-v1 configured\n",
+		"workload.meshlab.dev/greeter-v1 configured\n",
 		"pod default/greeter-v1 deleted\n",
 		"pod default/greeter-v1 created\n",
 		"pod default/broken FAILED: proxy cannot be started",

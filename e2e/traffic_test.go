@@ -125,7 +125,7 @@ func TestTrafficSplitAndHeaderMatch(t *testing.T) {
 			t.Errorf("a refused apply pushed config to %s: RDS %s -> %s", after[i].Pod, before[i].Types["RDS"].Sent, after[i].Types["RDS"].Sent)
 		}
 	}
-	if out, err := meshlab(t, "delete", "--name", l.name, "vs", "backend"); err != nil || strings.TrimSpace(out) != "VirtualService default/backend deleted" {
+	if out, err := meshlab(t, "delete", "--name", l.name, "vs", "backend"); err != nil || strings.TrimSpace(out) != `virtualservice.networking.istio.io "backend" deleted` {
 		t.Errorf("delete vs backend: %v\n%s", err, out)
 	}
 	if out, err := meshlab(t, "get", "vs", "--name", l.name); err != nil || strings.Contains(out, "backend") {

@@ -62,7 +62,8 @@ shows STALE until each proxy ACKs). --wait returns only once every proxy runs it
 			if err != nil {
 				return err
 			}
-			if err := printChanges(cmd.OutOrStdout(), output, changes); err != nil {
+			kinds, _ := c.Kinds(cmd.Context())
+			if err := printChanges(cmd.OutOrStdout(), output, changes, kinds); err != nil {
 				return err
 			}
 			if !cfg.wait {

@@ -14,16 +14,28 @@ func TestPrintChanges(t *testing.T) {
 	changes := []api.Change{
 		{Kind: "VirtualService", Namespace: "default", Name: "reviews", Action: api.ActionConfigured},
 		{Kind: "Service", Namespace: "default", Name: "backend", Action: api.ActionUnchanged},
+		{Kind: "Deployment", Namespace: "default", Name: "details-v1", Action: api.ActionCreated},
+		{Kind: api.GatewayAPIGatewayKind, Namespace: "default", Name: "bookinfo-gateway", Action: api.ActionCreated},
+		{Kind: "Service", Namespace: "default", Name: "details", Action: api.ActionDeleted},
 		{Kind: api.PodKind, Namespace: "default", Name: "backend-v2-0", Action: api.ActionCreated},
 		{Kind: api.PodKind, Namespace: "default", Name: "backend-v1-0", Action: api.ActionDeleted, Error: "kill agent: no such process"},
 		{Kind: api.PodKind, Namespace: "default", Name: "backend-v3-0", Action: api.ActionFailed, Error: "not ready after 30s (meshlab describe pod backend-v3-0)"},
 	}
 	var text bytes.Buffer
-	if err := printChanges(&text, "", changes); err != nil {
+	kinds := api.Kinds{
+		{Kind: "Deployment", Group: "apps", Names: []string{"deployment", "deployments", "deploy"}},
+		{Kind: api.GatewayAPIGatewayKind, Group: "gateway.networking.k8s.io", Names: []string{"gateway"}},
+		{Kind: "Service", Names: []string{"service", "svc"}},
+		{Kind: "VirtualService", Group: "networking.istio.io", Names: []string{"virtualservice", "vs"}},
+	}
+	if err := printChanges(&text, "", changes, kinds); err != nil {
 		t.Fatal(err)
 	}
-	want := "VirtualService default/reviews configured\n" +
-		"Service default/backend unchanged\n" +
+	want := "virtualservice.networking.istio.io/reviews configured\n" +
+		"service/backend unchanged\n" +
+		"deployment.apps/details-v1 created\n" +
+		"gateway.gateway.networking.k8s.io/bookinfo-gateway created\n" +
+		"service \"details\" deleted\n" +
 		"pod default/backend-v2-0 created\n" +
 		"pod default/backend-v1-0 deleted with errors: kill agent: no such process\n" +
 		"pod default/backend-v3-0 FAILED: not ready after 30s (meshlab describe pod backend-v3-0)\n"
@@ -31,7 +43,7 @@ func TestPrintChanges(t *testing.T) {
 		t.Errorf("text:\n%s\nwant:\n%s", text.String(), want)
 	}
 	var js bytes.Buffer
-	if err := printChanges(&js, "json", changes); err != nil {
+	if err := printChanges(&js, "json", changes, kinds); err != nil {
 		t.Fatal(err)
 	}
 	var got []api.Change
@@ -42,7 +54,7 @@ func TestPrintChanges(t *testing.T) {
 		t.Errorf("json = %+v, want %+v", got, changes)
 	}
 	js.Reset()
-	if err := printChanges(&js, "json", nil); err != nil || js.String() != "[]\n" {
+	if err := printChanges(&js, "json", nil, kinds); err != nil || js.String() != "[]\n" {
 		t.Errorf("no change: %q, %v; want []", js.String(), err)
 	}
 }

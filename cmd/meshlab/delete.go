@@ -69,7 +69,8 @@ func newDeleteCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := printChanges(cmd.OutOrStdout(), output, changes); err != nil || !cfg.wait {
+			kinds, _ := c.Kinds(cmd.Context())
+			if err := printChanges(cmd.OutOrStdout(), output, changes, kinds); err != nil || !cfg.wait {
 				return err
 			}
 			return c.WaitSynced(cmd.Context(), cfg.timeout)
