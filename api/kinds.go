@@ -25,12 +25,18 @@ type Kind struct {
 // Kinds is the lab's list of kinds, sorted by Kind.
 type Kinds []Kind
 
-// Lookup returns the kind that s names, in any case ("vs", "VirtualService"), reporting
-// whether one does.
+// Lookup returns the kind that s names: a kind as the lab records it ("Gateway" is
+// Istio's), else one of its spellings in any case ("vs", "virtualservice", "gateway",
+// which is the Gateway API's as kubectl resolves it), reporting whether one does.
 func (ks Kinds) Lookup(s string) (Kind, bool) {
+	for _, k := range ks {
+		if k.Kind == s {
+			return k, true
+		}
+	}
 	s = strings.ToLower(s)
 	for _, k := range ks {
-		if strings.ToLower(k.Kind) == s || slices.Contains(k.Names, s) {
+		if slices.Contains(k.Names, s) {
 			return k, true
 		}
 	}

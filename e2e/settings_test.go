@@ -46,7 +46,7 @@ func TestApplyProxySettingsStartsEpoch(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err := meshlab(t, "apply", "--name", l.name, "-f", file)
-	if err != nil || !strings.Contains(out, "Workload default/frontend-v1") {
+	if err != nil || !strings.Contains(out, "workload.meshlab.dev/frontend-v1 ") {
 		t.Fatalf("apply: %v\n%s", err, out)
 	}
 	waitEpochLive(t, lc, pod, 1)

@@ -281,8 +281,10 @@ var kindAliases = map[string]string{
 	"destinationrule": "DestinationRule", "destinationrules": "DestinationRule", "dr": "DestinationRule",
 	"serviceentry": "ServiceEntry", "serviceentries": "ServiceEntry", "se": "ServiceEntry",
 	"meshconfig": "MeshConfig", "meshconfigs": "MeshConfig",
-	"gateway": "Gateway", "gateways": "Gateway", "gw": "Gateway",
-	"gateways.networking.istio.io": "Gateway", "gateway.networking.istio.io": "Gateway",
+	// With both Gateway kinds installed kubectl resolves gateway(s) to the Gateway API's
+	// (Istio's Getting Started prints `kubectl get gateway` so); gw is Istio's short name.
+	"gw": "Gateway", "gateways.networking.istio.io": "Gateway", "gateway.networking.istio.io": "Gateway",
+	"gateway": GatewayAPIGatewayKind, "gateways": GatewayAPIGatewayKind,
 	"gtw": GatewayAPIGatewayKind, "gateways.gateway.networking.k8s.io": GatewayAPIGatewayKind, "gateway.gateway.networking.k8s.io": GatewayAPIGatewayKind,
 	"gatewayclass": "GatewayClass", "gatewayclasses": "GatewayClass", "gc": "GatewayClass",
 	"httproute": "HTTPRoute", "httproutes": "HTTPRoute", "secret": "Secret", "secrets": "Secret",
@@ -293,8 +295,13 @@ var kindAliases = map[string]string{
 }
 
 // CanonicalKind returns the kind a user's spelling names ("vs", "virtualservices" and
-// "VirtualService" all name VirtualService), reporting whether it names one.
+// "VirtualService" all name VirtualService), reporting whether it names one. A kind as
+// the lab records it names itself ("Gateway" is Istio's, though "gateway" is the
+// Gateway API's).
 func CanonicalKind(s string) (string, bool) {
+	if slices.Contains(Kinds(), s) {
+		return s, true
+	}
 	k, ok := kindAliases[strings.ToLower(s)]
 	return k, ok
 }
@@ -302,7 +309,10 @@ func CanonicalKind(s string) (string, bool) {
 // KindSpellings returns the spellings CanonicalKind takes for kind k, lower case and
 // sorted (k itself lower-cased among them): the lab's discovery answers them.
 func KindSpellings(k string) []string {
-	out := []string{strings.ToLower(k)}
+	var out []string
+	if other, ok := kindAliases[strings.ToLower(k)]; !ok || other == k {
+		out = append(out, strings.ToLower(k))
+	}
 	for alias, kind := range kindAliases {
 		if kind == k {
 			out = append(out, alias)

@@ -332,7 +332,7 @@ spec:
 	if !ok || k != GatewayAPIGatewayKind {
 		t.Fatalf("CanonicalKind(gtw) = %q, %v", k, ok)
 	}
-	for kind, want := range map[string]string{"gtw": GatewayAPIGatewayKind, "gateways.gateway.networking.k8s.io": GatewayAPIGatewayKind, "gateway": "Gateway"} {
+	for kind, want := range map[string]string{"gtw": GatewayAPIGatewayKind, "gateways.gateway.networking.k8s.io": GatewayAPIGatewayKind, "gateway": GatewayAPIGatewayKind, "gw": "Gateway", "Gateway": "Gateway", "gateways.networking.istio.io": "Gateway"} {
 		objs, err := s.Find(kind, "httpbin-gateway")
 		if err != nil || len(objs) != 1 || objs[0].Origin.Kind != want {
 			t.Errorf("Find(%s): %v %v; want one %s", kind, objs, err, want)
