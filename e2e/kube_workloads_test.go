@@ -61,7 +61,7 @@ func TestKubernetesSampleWorkloads(t *testing.T) {
 	}
 
 	out, err = meshlab(t, "get", "--name", l.name, "deploy")
-	if err != nil || !strings.Contains(out, "Deployment") || !strings.Contains(out, "httpbin") {
+	if err != nil || !strings.Contains(out, "UP-TO-DATE") || !strings.Contains(out, "httpbin") {
 		t.Errorf("meshlab get deploy: %v\n%s", err, out)
 	}
 }

@@ -156,7 +156,7 @@ func applyAndSync(t *testing.T, name string, lc *api.Client, yaml string) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	if out, err := meshlab(t, "apply", "--name", name, "-f", file); err != nil || !strings.Contains(out, "virtualservice.networking.istio.io/backend ") {
+	if out, err := meshlab(t, "apply", "--name", name, "-f", file); err != nil || !strings.Contains(out, "virtualservice.networking.istio.io/backend") {
 		t.Fatalf("apply: %v\n%s", err, out)
 	}
 	deadline := time.Now().Add(20 * time.Second)

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -42,7 +44,10 @@ func (l *Lab) KubeObjects(ctx context.Context, kind, namespace, name, selector s
 	if err != nil {
 		return nil, err
 	}
-	v := kubeView{model: m, ready: map[string]bool{}}
+	v := kubeView{model: m, ready: map[string]bool{}, serviceCIDR: l.opts.ServiceCIDR}
+	if l.rec != nil {
+		v.started = l.rec.Created
+	}
 	if k == "Pod" || k == "Deployment" || k == config.GatewayAPIGatewayKind {
 		statuses, err := l.Pods(ctx)
 		if err != nil {
@@ -118,6 +123,45 @@ type kubeView struct {
 	model   *model.Model
 	objects []*config.Object
 	ready   map[string]bool // "namespace/pod" -> ready
+	// started is when the lab came up: the creation time of what no object of the lab
+	// made (istioctl's gateways, the kubernetes Service).
+	started time.Time
+	// serviceCIDR holds the kubernetes Service's address (its first host, as a
+	// cluster's API server Service).
+	serviceCIDR netip.Prefix
+}
+
+// created returns when the object that made something of kind, namespace and name was
+// created (kubectl's AGE), else when the lab started.
+func (v kubeView) created(kind, namespace, name string) metav1.Time {
+	for _, o := range v.objects {
+		if o.Origin.Kind == kind && o.Origin.Namespace == namespace && o.Origin.Name == name && !o.Created.IsZero() {
+			return metav1.NewTime(o.Created.Truncate(time.Second))
+		}
+	}
+	// A Gateway API Gateway's automated Service and Deployment are made with it.
+	for _, o := range v.objects {
+		if o.KubeGateway != nil && o.Origin.Namespace == namespace && config.GatewayAPIServiceName(o.Origin.Name) == name && !o.Created.IsZero() {
+			return metav1.NewTime(o.Created.Truncate(time.Second))
+		}
+	}
+	return metav1.NewTime(v.started.Truncate(time.Second))
+}
+
+// kubernetesService is the API server's Service every cluster has in default,
+// https on the first address of the service range.
+func (v kubeView) kubernetesService() (corev1.Service, bool) {
+	if !v.serviceCIDR.IsValid() {
+		return corev1.Service{}, false
+	}
+	ip := v.serviceCIDR.Masked().Addr().Next().String()
+	return corev1.Service{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: "default", CreationTimestamp: metav1.NewTime(v.started.Truncate(time.Second)),
+			Labels: map[string]string{"component": "apiserver", "provider": "kubernetes"}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: ip, ClusterIPs: []string{ip},
+			Ports: []corev1.ServicePort{{Name: "https", Protocol: corev1.ProtocolTCP, Port: 443, TargetPort: intstr.FromInt32(6443)}}},
+	}, true
 }
 
 // kubeObject is one rendered object.
@@ -161,6 +205,9 @@ func (v kubeView) list(k string) ([]kubeObject, error) {
 		for _, s := range v.model.Services {
 			out = append(out, kubeService{v.service(s)})
 		}
+		if k, ok := v.kubernetesService(); ok && !slices.ContainsFunc(v.model.Services, func(s *model.Service) bool { return s.Namespace == "default" && s.Name == "kubernetes" }) {
+			out = append(out, kubeService{k})
+		}
 	case "Deployment":
 		for _, d := range v.deployments() {
 			out = append(out, kubeDeployment{d})
@@ -183,7 +230,8 @@ func (v kubeView) list(k string) ([]kubeObject, error) {
 				return nil, fmt.Errorf("read %s: %w", o.Origin, err)
 			}
 			m.Metadata.Namespace, m.Metadata.Name = o.Origin.Namespace, o.Origin.Name
-			out = append(out, kubeWritten{RawMessage: o.JSON, m: m.Metadata})
+			m.Metadata.CreationTimestamp = v.created(o.Origin.Kind, o.Origin.Namespace, o.Origin.Name)
+			out = append(out, kubeWritten{RawMessage: withCreationTimestamp(o.JSON, m.Metadata.CreationTimestamp), m: m.Metadata})
 		}
 	}
 	slices.SortFunc(out, func(a, b kubeObject) int {
@@ -192,13 +240,40 @@ func (v kubeView) list(k string) ([]kubeObject, error) {
 	return out, nil
 }
 
+// withCreationTimestamp returns an object as written with the creation time an API
+// server adds to its metadata.
+func withCreationTimestamp(raw json.RawMessage, t metav1.Time) json.RawMessage {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) != nil {
+		return raw
+	}
+	var meta map[string]json.RawMessage
+	if json.Unmarshal(obj["metadata"], &meta) != nil || meta == nil {
+		return raw
+	}
+	ts, err := json.Marshal(t)
+	if err != nil {
+		return raw
+	}
+	meta["creationTimestamp"] = ts
+	if obj["metadata"], err = json.Marshal(meta); err != nil {
+		return raw
+	}
+	out, err := json.Marshal(obj)
+	if err != nil {
+		return raw
+	}
+	return out
+}
+
 func (v kubeView) pod(p *model.Pod) corev1.Pod {
 	ready := v.ready[p.Namespace+"/"+p.Name]
 	out := corev1.Pod{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: maps.Clone(p.Labels)},
-		Spec:       corev1.PodSpec{ServiceAccountName: p.ServiceAccount, NodeName: "meshlab"},
-		Status:     corev1.PodStatus{Phase: corev1.PodPending, PodIP: p.IP.String(), PodIPs: []corev1.PodIP{{IP: p.IP.String()}}},
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: maps.Clone(p.Labels),
+			CreationTimestamp: v.created(p.Origin.Kind, p.Origin.Namespace, p.Origin.Name)},
+		Spec:   corev1.PodSpec{ServiceAccountName: p.ServiceAccount, NodeName: "meshlab"},
+		Status: corev1.PodStatus{Phase: corev1.PodPending, PodIP: p.IP.String(), PodIPs: []corev1.PodIP{{IP: p.IP.String()}}},
 	}
 	if !p.Router {
 		out.Spec.Containers = append(out.Spec.Containers, corev1.Container{Name: p.Workload, Image: p.App.Image})
@@ -235,7 +310,7 @@ func (v kubeView) isGatewayService(s *model.Service) bool {
 func (v kubeView) service(s *model.Service) corev1.Service {
 	out := corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, CreationTimestamp: v.created(s.Origin.Kind, s.Origin.Namespace, s.Origin.Name)},
 		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Selector: maps.Clone(s.Selector)},
 	}
 	for _, o := range v.objects {
@@ -250,6 +325,9 @@ func (v kubeView) service(s *model.Service) corev1.Service {
 	if gateway {
 		out.Spec.Type = corev1.ServiceTypeLoadBalancer
 		out.Labels = maps.Clone(s.Selector)
+		if gw := v.gatewayAPIObject(s.Namespace, s.Selector[model.GatewayAPINameLabel]); gw != nil && gatewayServiceType(gw) == corev1.ServiceTypeClusterIP {
+			out.Spec.Type, gateway = corev1.ServiceTypeClusterIP, false
+		}
 	}
 	if s.VIP.IsValid() {
 		out.Spec.ClusterIP, out.Spec.ClusterIPs = s.VIP.String(), []string{s.VIP.String()}
@@ -264,6 +342,31 @@ func (v kubeView) service(s *model.Service) corev1.Service {
 		out.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: s.VIP.String(), IPMode: &vip}}
 	}
 	return out
+}
+
+// serviceTypeAnnotation is Istio's annotation of a Gateway API Gateway choosing its
+// automated Service's type (LoadBalancer by default).
+const serviceTypeAnnotation = "networking.istio.io/service-type"
+
+// gatewayServiceType is the type of a Gateway API Gateway's automated Service.
+func gatewayServiceType(o *config.Object) corev1.ServiceType {
+	if t := o.KubeGateway.Annotations[serviceTypeAnnotation]; t != "" {
+		return corev1.ServiceType(t)
+	}
+	return corev1.ServiceTypeLoadBalancer
+}
+
+// gatewayAPIObject returns the Gateway API Gateway namespace/name, nil when there is none.
+func (v kubeView) gatewayAPIObject(namespace, name string) *config.Object {
+	if name == "" {
+		return nil
+	}
+	for _, o := range v.objects {
+		if o.KubeGateway != nil && o.Origin.Namespace == namespace && o.Origin.Name == name {
+			return o
+		}
+	}
+	return nil
 }
 
 // deployments renders every Deployment the lab runs: those written (with their spec)
@@ -301,6 +404,7 @@ func (v kubeView) deployments() []appsv1.Deployment {
 		}
 		d.APIVersion, d.Kind = "apps/v1", "Deployment"
 		d.Namespace, d.Name = k.ns, k.name
+		d.CreationTimestamp = v.created("Deployment", k.ns, k.name)
 		d.Status = deploymentStatus(d, pods[k], v.ready)
 		out = append(out, *d)
 	}
@@ -353,6 +457,7 @@ func (v kubeView) gateway(o *config.Object) gwv1.Gateway {
 	gw := *o.KubeGateway.DeepCopy()
 	gw.APIVersion, gw.Kind = gwv1.GroupVersion.String(), "Gateway"
 	gw.Namespace, gw.Name = o.Origin.Namespace, o.Origin.Name
+	gw.CreationTimestamp = v.created(o.Origin.Kind, o.Origin.Namespace, o.Origin.Name)
 	svc := config.GatewayAPIServiceName(o.Origin.Name)
 	programmed, reason, message := metav1.ConditionFalse, "Invalid", "the gateway's deployment "+svc+" has no ready pod yet"
 	for _, p := range v.model.Pods {
@@ -362,8 +467,13 @@ func (v kubeView) gateway(o *config.Object) gwv1.Gateway {
 	}
 	for _, s := range v.model.Services {
 		if s.Namespace == gw.Namespace && s.Name == svc && s.VIP.IsValid() {
-			ip := gwv1.IPAddressType
+			// A LoadBalancer Service's address is its VIP (see kubeView); a ClusterIP one
+			// is addressed by its name, as Istio writes it.
+			ip, host := gwv1.IPAddressType, gwv1.HostnameAddressType
 			gw.Status.Addresses = []gwv1.GatewayStatusAddress{{Type: &ip, Value: s.VIP.String()}}
+			if gatewayServiceType(o) == corev1.ServiceTypeClusterIP {
+				gw.Status.Addresses = []gwv1.GatewayStatusAddress{{Type: &host, Value: svc + "." + gw.Namespace + ".svc.cluster.local"}}
+			}
 		}
 	}
 	gw.Status.Conditions = []metav1.Condition{

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
@@ -20,13 +20,21 @@ type getConfig struct {
 	namespace string // "" for every namespace
 	all       bool   // -A: every namespace, as kubectl's --all-namespaces (wins over -n)
 	selector  string // -l: kubectl's label selector, "" for all
+	errOut    io.Writer
+	// typedNames prints pods as pod/NAME (kubectl get all).
+	typedNames bool
+}
+
+// textOutput reports whether -o asks for a table: kubectl's default or -o wide.
+func (cfg *getConfig) textOutput() bool {
+	return cfg.output == "" || cfg.output == "text" || cfg.output == "wide"
 }
 
 func newGetCmd(g *globalFlags) *cobra.Command {
 	cfg := &getConfig{}
 	cmd := &cobra.Command{
 		Use:   "get KIND|all [NAME]",
-		Short: "List the objects of a running lab (pods, vs, dr, se, svc, workload, meshconfig, all)",
+		Short: "List the objects of a running lab as kubectl get does (pods, svc, deploy, gateway, vs, dr, se, all...)",
 		Example: `  meshlab get pods -n foo
   meshlab get pod -l app=curl -o jsonpath={.items..metadata.name}
   meshlab get -n istio-system service istio-ingressgateway -o jsonpath='{.status.loadBalancer.ingress[0].ip}'
@@ -39,14 +47,12 @@ func newGetCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if !isJSONPath {
+			if !isJSONPath && cfg.output != "wide" {
 				if err := checkOutput(cfg.output); err != nil {
 					return err
 				}
 			}
-			if cfg.all {
-				cfg.namespace = ""
-			}
+			cfg.errOut = cmd.ErrOrStderr()
 			name := ""
 			if len(args) == 2 {
 				name = args[1]
@@ -56,6 +62,22 @@ func newGetCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			defer c.Close()
+			// kubectl's namespaces: -n's, else default, every one with -A; a
+			// cluster-scoped kind has none.
+			switch {
+			case cfg.all:
+				cfg.namespace = ""
+			case cfg.namespace == "":
+				cfg.namespace = "default"
+			}
+			if args[0] != "all" && !isPodsKind(args[0]) {
+				if k, ok, err := lookupKind(cmd.Context(), c, args[0]); err == nil && ok && clusterScoped(k) {
+					cfg.namespace = ""
+				}
+			}
+			if cfg.textOutput() && !isJSONPath {
+				return getText(cmd.Context(), c, cfg, args[0], name, cmd.OutOrStdout())
+			}
 			if isJSONPath {
 				return getJSONPath(cmd.Context(), c, cfg, args[0], name, tmpl, asJSON, cmd.OutOrStdout())
 			}
@@ -79,21 +101,29 @@ func newGetCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			if name != "" && len(objs) == 0 {
-				return checkObject(cmd.Context(), c, args[0], cfg.namespace, name)
+				// Not written but made by the lab (istioctl's gateways' Services and
+				// Deployments, the kubernetes Service): the lab's Kubernetes view has it.
+				views, err := c.KubeObjects(cmd.Context(), args[0], cfg.namespace, name, "")
+				if err != nil || len(views) == 0 {
+					return checkObject(cmd.Context(), c, args[0], cfg.namespace, name)
+				}
+				for _, v := range views {
+					objs = append(objs, api.ConfigObject{Kind: v.Kind, Namespace: v.Namespace, Name: v.Name, Object: v.Object})
+				}
 			}
 			return printObjects(cmd.Context(), c, cfg, args[0], objs, cmd.OutOrStdout())
 		},
 	}
 	addOutputFlag(cmd, &cfg.output)
-	cmd.Flags().StringVarP(&cfg.namespace, "namespace", "n", "", "only this namespace (default: all)")
-	cmd.Flags().BoolVarP(&cfg.all, "all-namespaces", "A", false, "every namespace, as kubectl's -A (the default without -n; wins over -n)")
+	cmd.Flags().StringVarP(&cfg.namespace, "namespace", "n", "", "the namespace, as kubectl's (default: default)")
+	cmd.Flags().BoolVarP(&cfg.all, "all-namespaces", "A", false, "every namespace, as kubectl's -A (wins over -n)")
 	cmd.Flags().StringVarP(&cfg.selector, "selector", "l", "", "label selector, as kubectl's (app=curl, 'app in (a,b)', !canary)")
-	cmd.Flags().Lookup("output").Usage = "output format: json, yaml, jsonpath=TEMPLATE, jsonpath-as-json=TEMPLATE or jsonpath-file=FILE (default: text)"
+	cmd.Flags().Lookup("output").Usage = "output format: wide, json, yaml, jsonpath=TEMPLATE, jsonpath-as-json=TEMPLATE or jsonpath-file=FILE (default: kubectl's table)"
 	return cmd
 }
 
-// printObjects prints objects as written, in get's json, yaml or text form.
-func printObjects(ctx context.Context, c *api.Client, cfg *getConfig, kind string, objs []api.ConfigObject, out io.Writer) error {
+// printObjects prints objects as written, in get's json or yaml form.
+func printObjects(_ context.Context, _ *api.Client, cfg *getConfig, _ string, objs []api.ConfigObject, out io.Writer) error {
 	switch cfg.output {
 	case "json":
 		list := make([]json.RawMessage, len(objs))
@@ -119,20 +149,68 @@ func printObjects(ctx context.Context, c *api.Client, cfg *getConfig, kind strin
 			}
 			fmt.Fprint(out, string(y))
 		}
-	default:
-		k, ok, err := lookupKind(ctx, c, kind)
-		if err != nil {
-			return err
-		}
-		if ok && k.Kind == api.GatewayAPIGatewayKind {
-			return printGatewayAPIGateways(ctx, c, objs, out)
-		}
-		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "KIND\tNAMESPACE\tNAME\tFILE")
-		for _, o := range objs {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", o.Kind, o.Namespace, o.Name, o.File)
-		}
-		return tw.Flush()
 	}
 	return nil
+}
+
+// getText prints kind (or all) as kubectl get's tables.
+func getText(ctx context.Context, c *api.Client, cfg *getConfig, kindArg, name string, out io.Writer) error {
+	if isPodsKind(kindArg) {
+		if cfg.selector != "" {
+			return getSelected(ctx, c, cfg, kindArg, name, out)
+		}
+		return getPods(ctx, c, cfg, name, out)
+	}
+	kinds, err := c.Kinds(ctx)
+	if err != nil {
+		return err
+	}
+	if kindArg != "all" {
+		k, ok := kinds.Lookup(kindArg)
+		if !ok {
+			return fmt.Errorf("the server doesn't have a resource type %q (meshlab has pods, %s)", kindArg, strings.Join(kinds.KindNames(), ", "))
+		}
+		return getTable(ctx, c, k, cfg.namespace, name, cfg.selector, out, cfg.errOut)
+	}
+	// kubectl get all: pods, services and the workload kinds (its "all" category), as
+	// sections named kind/name.
+	now, printed := time.Now(), false
+	section := func(k api.Kind) error {
+		objs, err := c.KubeObjects(ctx, k.Kind, cfg.namespace, "", cfg.selector)
+		if err != nil || len(objs) == 0 {
+			return err
+		}
+		if printed {
+			fmt.Fprintln(out)
+		}
+		printed = true
+		return printKubeTable(out, k, objs, cfg.namespace == "" && !clusterScoped(k), true, now)
+	}
+	if err := getAllPods(ctx, c, cfg, out, &printed); err != nil {
+		return err
+	}
+	for _, kn := range []string{"Service", "DaemonSet", "Deployment", "ReplicaSet", "StatefulSet"} {
+		if k, ok := kinds.Lookup(kn); ok {
+			if err := section(k); err != nil {
+				return err
+			}
+		}
+	}
+	if !printed {
+		return noResources(cfg.namespace, cfg.errOut)
+	}
+	return nil
+}
+
+// getAllPods is get all's pods section: getPods' table with names as pod/NAME.
+func getAllPods(ctx context.Context, c *api.Client, cfg *getConfig, out io.Writer, printed *bool) error {
+	var buf strings.Builder
+	all := *cfg
+	all.errOut, all.typedNames = io.Discard, true
+	if err := getPods(ctx, c, &all, "", &buf); err != nil || buf.Len() == 0 {
+		return err
+	}
+	*printed = true
+	_, err := io.WriteString(out, buf.String())
+	return err
 }

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/meshlab/meshlab/api"
 )
@@ -19,9 +21,10 @@ func isPodsKind(kind string) bool {
 	return false
 }
 
-// getPods prints the lab's pods as kubectl get pods -o wide does: READY counts the app and
-// the sidecar, RESTARTS the sidecar's. With a name, only that pod (an unknown name is
-// an error listing the pods).
+// getPods prints the lab's pods as kubectl get pods does: NAME READY STATUS RESTARTS AGE
+// (NAMESPACE first with -A; -o wide adds IP, NODE, NOMINATED NODE and READINESS GATES).
+// READY counts the app and the sidecar, RESTARTS the sidecar's. With a name, only that
+// pod (an unknown name is kubectl's NotFound).
 func getPods(ctx context.Context, c *api.Client, cfg *getConfig, name string, out io.Writer) error {
 	return getPodsWhere(ctx, c, cfg, name, out, func(api.PodStatus) bool { return true })
 }
@@ -33,19 +36,45 @@ func getPodsWhere(ctx context.Context, c *api.Client, cfg *getConfig, name strin
 		return err
 	}
 	var shown []api.PodStatus
-	var names []string
 	for _, p := range pods {
-		names = append(names, p.Name)
 		if (name == "" || p.Name == name) && (cfg.namespace == "" || p.Namespace == cfg.namespace) && keep(p) {
 			shown = append(shown, p)
 		}
 	}
 	if name != "" && len(shown) == 0 && cfg.selector == "" {
-		return unknownName("pod", name, names)
+		return notFoundAmong(ctx, c, api.Kind{Kind: "Pod"}, cfg.namespace, name)
 	}
-	return printOutput(out, cfg.output, shown, func(w io.Writer) error {
+	if len(shown) == 0 && (cfg.output == "" || cfg.output == "text" || cfg.output == "wide") {
+		return noResources(cfg.namespace, cfg.errOut)
+	}
+	created := map[string]string{}
+	if views, err := c.KubeObjects(ctx, "pod", cfg.namespace, name, ""); err == nil {
+		for _, v := range views {
+			var m struct {
+				Metadata struct {
+					CreationTimestamp string `json:"creationTimestamp"`
+				} `json:"metadata"`
+			}
+			if json.Unmarshal(v.Object, &m) == nil {
+				created[v.Namespace+"/"+v.Name] = m.Metadata.CreationTimestamp
+			}
+		}
+	}
+	format := cfg.output
+	if format == "wide" {
+		format = ""
+	}
+	return printOutput(out, format, shown, func(w io.Writer) error {
 		tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tNAMESPACE\tREADY\tSTATUS\tRESTARTS\tIP")
+		heads := []string{"NAME", "READY", "STATUS", "RESTARTS", "AGE"}
+		if cfg.namespace == "" {
+			heads = append([]string{"NAMESPACE"}, heads...)
+		}
+		if cfg.output == "wide" {
+			heads = append(heads, "IP", "NODE", "NOMINATED NODE", "READINESS GATES")
+		}
+		fmt.Fprintln(tw, strings.Join(heads, "\t"))
+		now := time.Now()
 		for _, p := range shown {
 			containers, ready := 1, 0
 			if p.Sidecar {
@@ -57,7 +86,18 @@ func getPodsWhere(ctx context.Context, c *api.Client, cfg *getConfig, name strin
 			} else if p.Message != "" {
 				status = p.Message
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\t%d\t%s\n", p.Name, p.Namespace, ready, containers, status, p.Restarts, p.IP)
+			name := p.Name
+			if cfg.typedNames {
+				name = "pod/" + name
+			}
+			row := []string{name, fmt.Sprintf("%d/%d", ready, containers), status, fmt.Sprint(p.Restarts), age(created[p.Namespace+"/"+p.Name], now)}
+			if cfg.namespace == "" {
+				row = append([]string{p.Namespace}, row...)
+			}
+			if cfg.output == "wide" {
+				row = append(row, p.IP.String(), "meshlab", "<none>", "<none>")
+			}
+			fmt.Fprintln(tw, strings.Join(row, "\t"))
 		}
 		return tw.Flush()
 	})

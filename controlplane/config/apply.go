@@ -119,6 +119,7 @@ func (s *Scenario) Apply(files ...File) (*Scenario, []Change, error) {
 		case sameSpec(next.Objects[i], o):
 			changes = append(changes, Change{Ref: RefOf(o), Action: "unchanged"})
 		default:
+			o.Created = next.Objects[i].Created
 			next.Objects[i] = o
 			changes = append(changes, Change{Ref: RefOf(o), Action: "configured"})
 		}

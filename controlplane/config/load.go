@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
@@ -45,6 +46,9 @@ type Object struct {
 	// Item is the 1-based index of the object in its document's List items; 0 when the
 	// document is not a List.
 	Item int
+	// Created is when the object was first loaded or applied (kept when an apply
+	// replaces it, as an API server keeps creationTimestamp): kubectl's AGE.
+	Created time.Time
 	// Service is set when the kind is Service.
 	Service *corev1.Service
 	// Workload is set when the kind is Workload.
@@ -160,7 +164,7 @@ func decodeDocument(file, namespace string, d document, errs *ErrorList) (*Objec
 			return nil, false
 		}
 	}
-	o := &Object{Doc: d.index, Item: d.item, Line: d.line, Origin: model.Origin{File: file}}
+	o := &Object{Doc: d.index, Item: d.item, Line: d.line, Origin: model.Origin{File: file}, Created: time.Now()}
 	apiVersion, ok := readHeader(top, &o.Origin, p, namespace)
 	if !ok {
 		return nil, false

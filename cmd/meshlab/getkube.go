@@ -1,0 +1,290 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/duration"
+
+	"github.com/meshlab/meshlab/api"
+)
+
+// kubectl get's tables: the lab's Kubernetes view (GET /v1/kube, the objects an API
+// server would hold, with the status their controllers write) printed in the columns
+// kubectl prints for each kind (its server-side table columns for the built-in kinds,
+// the CRDs' additionalPrinterColumns for Istio's and the Gateway API's), NAMESPACE first
+// with -A, AGE from the object's creation.
+
+// kubeColumns are a kind's columns after NAME and before AGE (AGE last for every kind
+// but those whose CRD puts it elsewhere), and how to read them from an object.
+type kubeColumns struct {
+	heads []string
+	cells func(obj map[string]any) []string
+	// noAge: the kind's table has no AGE column.
+	noAge bool
+}
+
+// kubeTables are kubectl's columns by the lab's kind name.
+var kubeTables = map[string]kubeColumns{
+	"Service": {heads: []string{"TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)"}, cells: serviceCells},
+	"Deployment": {heads: []string{"READY", "UP-TO-DATE", "AVAILABLE"}, cells: func(o map[string]any) []string {
+		want := intAt(o, 1, "spec", "replicas")
+		return []string{fmt.Sprintf("%d/%d", intAt(o, 0, "status", "readyReplicas"), want), fmt.Sprint(intAt(o, 0, "status", "updatedReplicas")), fmt.Sprint(intAt(o, 0, "status", "availableReplicas"))}
+	}},
+	"ReplicaSet": {heads: []string{"DESIRED", "CURRENT", "READY"}, cells: func(o map[string]any) []string {
+		want := intAt(o, 1, "spec", "replicas")
+		return []string{fmt.Sprint(want), fmt.Sprint(want), fmt.Sprint(want)}
+	}},
+	"StatefulSet": {heads: []string{"READY"}, cells: func(o map[string]any) []string {
+		want := intAt(o, 1, "spec", "replicas")
+		return []string{fmt.Sprintf("%d/%d", want, want)}
+	}},
+	"DaemonSet": {heads: []string{"DESIRED", "CURRENT", "READY", "UP-TO-DATE", "AVAILABLE", "NODE SELECTOR"}, cells: func(map[string]any) []string {
+		return []string{"1", "1", "1", "1", "1", "<none>"}
+	}},
+	"Namespace":      {heads: []string{"STATUS"}, cells: func(map[string]any) []string { return []string{"Active"} }},
+	"ServiceAccount": {heads: []string{"SECRETS"}, cells: func(map[string]any) []string { return []string{"0"} }},
+	"Secret": {heads: []string{"TYPE", "DATA"}, cells: func(o map[string]any) []string {
+		typ := strAt(o, "type")
+		if typ == "" {
+			typ = "Opaque"
+		}
+		return []string{typ, fmt.Sprint(len(mapAt(o, "data")) + len(mapAt(o, "stringData")))}
+	}},
+	"ConfigMap": {heads: []string{"DATA"}, cells: func(o map[string]any) []string {
+		return []string{fmt.Sprint(len(mapAt(o, "data")) + len(mapAt(o, "binaryData")))}
+	}},
+	"VirtualService": {heads: []string{"GATEWAYS", "HOSTS"}, cells: func(o map[string]any) []string {
+		return []string{listCell(o, "spec", "gateways"), listCell(o, "spec", "hosts")}
+	}},
+	"DestinationRule": {heads: []string{"HOST"}, cells: func(o map[string]any) []string { return []string{strAt(o, "spec", "host")} }},
+	"ServiceEntry": {heads: []string{"HOSTS", "LOCATION", "RESOLUTION"}, cells: func(o map[string]any) []string {
+		return []string{listCell(o, "spec", "hosts"), strAt(o, "spec", "location"), strAt(o, "spec", "resolution")}
+	}},
+	"PeerAuthentication": {heads: []string{"MODE"}, cells: func(o map[string]any) []string { return []string{strAt(o, "spec", "mtls", "mode")} }},
+	"AuthorizationPolicy": {heads: []string{"ACTION"}, cells: func(o map[string]any) []string {
+		a := strAt(o, "spec", "action")
+		if a == "" {
+			a = "ALLOW"
+		}
+		return []string{a}
+	}},
+	api.GatewayAPIGatewayKind: {heads: []string{"CLASS", "ADDRESS", "PROGRAMMED"}, cells: func(o map[string]any) []string {
+		addr := ""
+		if as := listAt(o, "status", "addresses"); len(as) > 0 {
+			if a, ok := as[0].(map[string]any); ok {
+				addr = strAt(a, "value")
+			}
+		}
+		return []string{strAt(o, "spec", "gatewayClassName"), addr, condition(o, "Programmed")}
+	}},
+	"GatewayClass": {heads: []string{"CONTROLLER", "ACCEPTED"}, cells: func(o map[string]any) []string {
+		accepted := condition(o, "Accepted")
+		if accepted == "" {
+			accepted = "True"
+		}
+		return []string{strAt(o, "spec", "controllerName"), accepted}
+	}},
+	"HTTPRoute": {heads: []string{"HOSTNAMES"}, cells: func(o map[string]any) []string { return []string{listCell(o, "spec", "hostnames")} }},
+}
+
+// getTable prints the objects of kind (in namespace, "" for every one; named name
+// unless "") as kubectl get's table.
+func getTable(ctx context.Context, c *api.Client, kind api.Kind, namespace, name, selector string, out, errOut io.Writer) error {
+	objs, err := c.KubeObjects(ctx, kind.Kind, namespace, name, selector)
+	if err != nil {
+		return err
+	}
+	if len(objs) == 0 {
+		if name != "" {
+			return notFoundAmong(ctx, c, kind, namespace, name)
+		}
+		return noResources(namespace, errOut)
+	}
+	return printKubeTable(out, kind, objs, namespace == "" && !clusterScoped(kind), false, time.Now())
+}
+
+// notFoundAmong is kubectl's NotFound for a named object, with the names the lab does
+// hold of that kind in the namespace.
+func notFoundAmong(ctx context.Context, c *api.Client, kind api.Kind, namespace, name string) error {
+	err := notFound(kind, name)
+	objs, lerr := c.KubeObjects(ctx, kind.Kind, namespace, "", "")
+	if lerr != nil {
+		return err
+	}
+	names := make([]string, len(objs))
+	for i, o := range objs {
+		names[i] = o.Name
+	}
+	where := "in " + namespace
+	if namespace == "" {
+		where = "in every namespace"
+	}
+	return fmt.Errorf("%w (the lab's %s %s: %s)", err, kind.Resource(true), where, validList(names))
+}
+
+// noResources is kubectl's note for an empty list (on stderr; not an error).
+func noResources(namespace string, errOut io.Writer) error {
+	if namespace == "" {
+		fmt.Fprintln(errOut, "No resources found")
+		return nil
+	}
+	fmt.Fprintf(errOut, "No resources found in %s namespace.\n", namespace)
+	return nil
+}
+
+// printKubeTable writes objs of one kind as kubectl's table; withNamespace adds -A's
+// NAMESPACE column, typedNames prints names as kind/name (kubectl get all).
+func printKubeTable(w io.Writer, kind api.Kind, objs []api.KubeObject, withNamespace, typedNames bool, now time.Time) error {
+	cols := kubeTables[kind.Kind]
+	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
+	heads := append([]string{"NAME"}, cols.heads...)
+	if withNamespace {
+		heads = append([]string{"NAMESPACE"}, heads...)
+	}
+	if !cols.noAge {
+		heads = append(heads, "AGE")
+	}
+	fmt.Fprintln(tw, strings.Join(heads, "\t"))
+	for _, o := range objs {
+		var obj map[string]any
+		if err := json.Unmarshal(o.Object, &obj); err != nil {
+			return fmt.Errorf("read %s %s/%s: %w", o.Kind, o.Namespace, o.Name, err)
+		}
+		name := o.Name
+		if typedNames {
+			name = kind.Resource(false) + "/" + name
+		}
+		row := []string{name}
+		if withNamespace {
+			row = append([]string{o.Namespace}, row...)
+		}
+		if cols.cells != nil {
+			for _, cell := range cols.cells(obj) {
+				if cell == "" {
+					cell = "<none>"
+				}
+				row = append(row, cell)
+			}
+		}
+		if !cols.noAge {
+			row = append(row, age(strAt(obj, "metadata", "creationTimestamp"), now))
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	return tw.Flush()
+}
+
+// age renders a creation time as kubectl's AGE ("42s", "5m3s", "2d"), "<unknown>"
+// without one.
+func age(ts string, now time.Time) string {
+	t, err := time.Parse(time.RFC3339, ts)
+	if err != nil {
+		return "<unknown>"
+	}
+	return duration.HumanDuration(now.Sub(t))
+}
+
+// serviceCells are kubectl's TYPE, CLUSTER-IP, EXTERNAL-IP and PORT(S) of a Service.
+func serviceCells(o map[string]any) []string {
+	typ := strAt(o, "spec", "type")
+	if typ == "" {
+		typ = "ClusterIP"
+	}
+	external := "<none>"
+	if typ == "LoadBalancer" {
+		external = "<pending>"
+		var ips []string
+		for _, in := range listAt(o, "status", "loadBalancer", "ingress") {
+			if m, ok := in.(map[string]any); ok {
+				ips = append(ips, strAt(m, "ip")+strAt(m, "hostname"))
+			}
+		}
+		if len(ips) > 0 {
+			external = strings.Join(ips, ",")
+		}
+	}
+	var ports []string
+	for _, p := range listAt(o, "spec", "ports") {
+		m, ok := p.(map[string]any)
+		if !ok {
+			continue
+		}
+		proto := strAt(m, "protocol")
+		if proto == "" {
+			proto = "TCP"
+		}
+		port := fmt.Sprint(intAt(m, 0, "port"))
+		if np := intAt(m, 0, "nodePort"); np != 0 {
+			port += fmt.Sprintf(":%d", np)
+		}
+		ports = append(ports, port+"/"+proto)
+	}
+	cell := strings.Join(ports, ",")
+	if cell == "" {
+		cell = "<none>"
+	}
+	return []string{typ, strAt(o, "spec", "clusterIP"), external, cell}
+}
+
+// condition returns the status of the object's status condition of type typ.
+func condition(o map[string]any, typ string) string {
+	for _, c := range listAt(o, "status", "conditions") {
+		if m, ok := c.(map[string]any); ok && strAt(m, "type") == typ {
+			return strAt(m, "status")
+		}
+	}
+	return ""
+}
+
+func at(o map[string]any, path ...string) any {
+	var v any = o
+	for _, p := range path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[p]
+	}
+	return v
+}
+
+func strAt(o map[string]any, path ...string) string {
+	s, _ := at(o, path...).(string)
+	return s
+}
+
+func intAt(o map[string]any, def int, path ...string) int {
+	if f, ok := at(o, path...).(float64); ok {
+		return int(f)
+	}
+	return def
+}
+
+func listAt(o map[string]any, path ...string) []any {
+	l, _ := at(o, path...).([]any)
+	return l
+}
+
+func mapAt(o map[string]any, path ...string) map[string]any {
+	m, _ := at(o, path...).(map[string]any)
+	return m
+}
+
+// listCell renders a list of strings as kubectl's printer columns do: ["a","b"].
+func listCell(o map[string]any, path ...string) string {
+	l := listAt(o, path...)
+	if len(l) == 0 {
+		return ""
+	}
+	b, err := json.Marshal(l)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
