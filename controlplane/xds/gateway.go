@@ -240,9 +240,11 @@ func gatewayOrigin(g gatewayServer) *core.Metadata {
 // gatewayHCM is a gateway chain's HTTP connection manager, as Istio's
 // buildGatewayConnectionManager: the client's address is the remote address
 // (use_remote_address), x-forwarded-client-cert is sanitized and set from a client
-// certificate, and routes come over RDS.
+// certificate, the server header is istio-envoy (a gateway's listener class is not
+// sidecar outbound, the one that keeps Envoy's "envoy"), and routes come over RDS.
 func gatewayHCM(listenerName, routeName string) (*listener.Filter, error) {
 	return hcmFilter("outbound_"+listenerName, true, func(m *hcm.HttpConnectionManager) {
+		m.ServerName = InboundServerName
 		m.UseRemoteAddress = wrapperspb.Bool(true)
 		m.ForwardClientCertDetails = hcm.HttpConnectionManager_SANITIZE_SET
 		// Istio also sets cert (the PEM of the client's certificate), which the built-in
