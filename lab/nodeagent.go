@@ -2,7 +2,9 @@ package lab
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -252,3 +254,17 @@ func inpodLines(saved string) string {
 	}
 	return b.String()
 }
+
+// ZtunnelAdmin GETs path from the lab's ztunnel's admin (127.0.0.1:15000 in its network
+// namespace), for the lab API (ztunnel-config and the like); the caller closes the body.
+// A lab that has had no ambient pod runs no ztunnel: ErrNoZtunnel.
+func (b below) ZtunnelAdmin(ctx context.Context, path string) (io.ReadCloser, error) {
+	l := b.l
+	if l.ambient == nil || !l.ambient.ZtunnelStarted() {
+		return nil, ErrNoZtunnel
+	}
+	return ambient.AdminGet(ctx, NamespaceName(l.opts.Name, ztunnelKey(l)), path)
+}
+
+// ErrNoZtunnel is asking a lab without ambient pods for its ztunnel.
+var ErrNoZtunnel = errors.New("the lab runs no ztunnel: it starts with the lab's first ambient pod (label a namespace istio.io/dataplane-mode=ambient)")

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/meshlab/meshlab/controlplane/model"
@@ -32,5 +33,12 @@ func TestInpodLines(t *testing.T) {
 	want := "*nat\n[2:120] -A OUTPUT -j ISTIO_OUTPUT\n[3:180] -A ISTIO_OUTPUT -p tcp -j REDIRECT --to-ports 15001\n"
 	if got := inpodLines(saved); got != want {
 		t.Fatalf("inpodLines:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestZtunnelAdminWithoutZtunnel(t *testing.T) {
+	_, err := (&Lab{}).below().ZtunnelAdmin(t.Context(), "/config_dump")
+	if !errors.Is(err, ErrNoZtunnel) {
+		t.Fatalf("ZtunnelAdmin of a lab without ambient pods = %v, want ErrNoZtunnel", err)
 	}
 }

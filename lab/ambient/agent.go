@@ -369,6 +369,13 @@ func (a *NodeAgent) Connected() bool {
 	return a.conn != nil
 }
 
+// ZtunnelStarted reports whether the agent has started the lab's ztunnel.
+func (a *NodeAgent) ZtunnelStarted() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.started
+}
+
 // startZtunnel starts the lab's ztunnel the first time a pod is enrolled.
 func (a *NodeAgent) startZtunnel() error {
 	a.mu.Lock()
