@@ -265,14 +265,20 @@ func (z *Ztunnel) resolve(p *pod) {
 	z.log.Info("pod ready", "pod", p.info.Namespace+"/"+p.info.Name, "workload", w.GetUid(), "identity", id)
 }
 
-// release drops the pod's hold on its identity's certificate.
+// release drops the pod's hold on its identity's certificate and closes the tunnels it
+// originated.
 func (z *Ztunnel) release(p *pod) {
 	p.mu.Lock()
-	id := p.identity
+	id, uid := p.identity, p.wlUID
 	p.identity = ""
 	p.mu.Unlock()
 	if id != "" {
 		z.certs.Release(id)
+	}
+	if w := z.store.WorkloadByUID(uid); w != nil {
+		for _, ip := range w.IPs {
+			z.pool.CloseFrom(ip)
+		}
 	}
 }
 

@@ -107,6 +107,21 @@ func (p *Pool) Close() {
 	}
 }
 
+// CloseFrom closes the pooled connections of source address src (a pod that went away).
+func (p *Pool) CloseFrom(src netip.Addr) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k, cs := range p.conns {
+		if k.Src != src {
+			continue
+		}
+		for _, c := range cs {
+			_ = c.Close()
+		}
+		delete(p.conns, k)
+	}
+}
+
 // Connect opens a tunnel stream to req.Authority through a pooled connection for req.Key,
 // dialling one when none can take a stream. A non-200 answer is a *StatusError.
 func (p *Pool) Connect(ctx context.Context, req Request) (*Stream, error) {
