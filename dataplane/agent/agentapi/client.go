@@ -137,9 +137,26 @@ func (c *Client) AdminBytes(ctx context.Context, pathQuery string) ([]byte, erro
 // Stats is the proxy's text /stats through the agent, parsed; filter is an RE2 the
 // names must match ("" for every stat), sent as Envoy's ?filter=.
 func (c *Client) Stats(ctx context.Context, filter string) (statstext.Stats, error) {
-	pq := "stats"
+	return c.stats(ctx, filter, false)
+}
+
+// UsedStats is Stats of the stats ever updated only (Envoy's ?usedonly): what a sum of
+// counters needs, and a pass over the proxy's stats instead of a match of every name.
+func (c *Client) UsedStats(ctx context.Context, filter string) (statstext.Stats, error) {
+	return c.stats(ctx, filter, true)
+}
+
+func (c *Client) stats(ctx context.Context, filter string, usedOnly bool) (statstext.Stats, error) {
+	q := url.Values{}
 	if filter != "" {
-		pq += "?filter=" + url.QueryEscape(filter)
+		q.Set("filter", filter)
+	}
+	if usedOnly {
+		q.Set("usedonly", "")
+	}
+	pq := "stats"
+	if len(q) > 0 {
+		pq += "?" + q.Encode()
 	}
 	body, err := c.Admin(ctx, pq)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -46,23 +47,53 @@ func (f Filter) keep(s *Stat) bool {
 	return f.Regexp == nil || f.Regexp.MatchString(s.name)
 }
 
+// selected returns the stats f keeps, sorted by name: it filters before sorting, so a
+// narrow filter (the lab's status asks every proxy for its upstream_rq_total counters,
+// ?usedonly) costs a pass over the stats, not a sort of all of them (a sidecar of a
+// 250-Service lab has about 20 000).
+// The store's lock is held only for the cheap ?usedonly test; names are matched after.
+func (s *Store) selected(f Filter) []*Stat {
+	s.mu.RLock()
+	out := make([]*Stat, 0, len(s.stats))
+	for _, st := range s.stats {
+		if !f.UsedOnly || st.Used() {
+			out = append(out, st)
+		}
+	}
+	s.mu.RUnlock()
+	out = slices.DeleteFunc(out, func(st *Stat) bool { return !f.keep(st) })
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+// selectedHistograms is selected for histograms.
+func (s *Store) selectedHistograms(f Filter) []*Histogram {
+	s.mu.RLock()
+	out := make([]*Histogram, 0, len(s.histograms))
+	for _, h := range s.histograms {
+		if !f.UsedOnly || h.Used() {
+			out = append(out, h)
+		}
+	}
+	s.mu.RUnlock()
+	out = slices.DeleteFunc(out, func(h *Histogram) bool { return !f.keepHistogram(h) })
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
 // WriteText writes Envoy's /stats text form: "name: value" lines sorted by name.
 func (s *Store) WriteText(w io.Writer, f Filter) error {
 	f.cfg = s.config()
 	var b strings.Builder
-	for _, st := range s.All() {
-		if f.keep(st) {
-			fmt.Fprintf(&b, "%s: %d\n", st.name, st.Value())
-		}
+	for _, st := range s.selected(f) {
+		fmt.Fprintf(&b, "%s: %d\n", st.name, st.Value())
 	}
-	for _, h := range s.Histograms() {
-		if f.keepHistogram(h) {
-			summary := quantileSummary(h)
-			if f.Buckets != "" {
-				summary = bucketSummary(h, f.Buckets == BucketsDisjoint)
-			}
-			fmt.Fprintf(&b, "%s: %s\n", h.name, summary)
+	for _, h := range s.selectedHistograms(f) {
+		summary := quantileSummary(h)
+		if f.Buckets != "" {
+			summary = bucketSummary(h, f.Buckets == BucketsDisjoint)
 		}
+		fmt.Fprintf(&b, "%s: %s\n", h.name, summary)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -79,10 +110,8 @@ type jsonStat struct {
 func (s *Store) WriteJSON(w io.Writer, f Filter) error {
 	f.cfg = s.config()
 	list := []any{}
-	for _, st := range s.All() {
-		if f.keep(st) {
-			list = append(list, jsonStat{Name: st.name, Value: st.Value()})
-		}
+	for _, st := range s.selected(f) {
+		list = append(list, jsonStat{Name: st.name, Value: st.Value()})
 	}
 	if hs := jsonHistograms(s, f); hs != nil {
 		list = append(list, hs)
