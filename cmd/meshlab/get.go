@@ -62,6 +62,9 @@ func newGetCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			defer c.Close()
+			if isCRDKind(args[0]) {
+				return getCRDs(cmd.Context(), c, name, cmd.OutOrStdout())
+			}
 			// kubectl's namespaces: -n's, else default, every one with -A; a
 			// cluster-scoped kind has none.
 			switch {
