@@ -58,9 +58,15 @@ const (
 // Service for every Kubernetes Service and every ServiceEntry host, by resource name.
 func Addresses(m *model.Model, o WDSOptions) []*workload.Address {
 	svcs := wdsServices(m)
+	byNamespace := map[string][]*wdsService{}
+	for _, s := range svcs {
+		if len(s.selector) > 0 {
+			byNamespace[s.namespace] = append(byNamespace[s.namespace], s)
+		}
+	}
 	out := make([]*workload.Address, 0, len(m.Pods)+len(svcs))
 	for _, p := range m.Pods {
-		if w := PodWorkload(m, p, svcs, o); w != nil {
+		if w := podWorkload(m, p, byNamespace[p.Namespace], o); w != nil {
 			out = append(out, &workload.Address{Type: &workload.Address_Workload{Workload: w}})
 		}
 	}
@@ -108,9 +114,10 @@ func PodUID(clusterID, namespace, name string) string {
 	return cmp.Or(clusterID, DefaultClusterID) + "//Pod/" + namespace + "/" + name
 }
 
-// PodWorkload returns pod p's Workload as istiod's podWorkloadBuilder makes it, or nil
-// for a pod without an IP. svcs are the mesh's WDS services (wdsServices).
-func PodWorkload(m *model.Model, p *model.Pod, svcs []*wdsService, o WDSOptions) *workload.Workload {
+// podWorkload returns pod p's Workload as istiod's podWorkloadBuilder makes it, or nil
+// for a pod without an IP. svcs are the WDS services of its namespace that have a
+// selector (wdsServices).
+func podWorkload(m *model.Model, p *model.Pod, svcs []*wdsService, o WDSOptions) *workload.Workload {
 	if !p.IP.IsValid() {
 		return nil
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/netip"
+	"strconv"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -319,5 +320,29 @@ func TestServiceShapeAsIstiod(t *testing.T) {
 	}
 	if !rng.GetService().Canonical {
 		t.Error("a ServiceEntry alone on its host is not canonical")
+	}
+}
+
+// BenchmarkAddresses is WDS at scale: n pods, a Service per 4 pods, in 10 namespaces.
+func BenchmarkAddresses(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		var svcs []*model.Service
+		var pods []*model.Pod
+		for i := range n {
+			ns := "ns" + strconv.Itoa(i%10)
+			app := "app" + strconv.Itoa(i/4)
+			if i%4 == 0 {
+				svcs = append(svcs, &model.Service{Name: app, Namespace: ns, VIP: netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}),
+					Selector: map[string]string{"app": app}, Ports: []model.ServicePort{{Name: "http", Port: 80, TargetPort: 8080}}})
+			}
+			pods = append(pods, &model.Pod{Name: "p" + strconv.Itoa(i), Namespace: ns, Workload: app, Labels: map[string]string{"app": app},
+				ServiceAccount: app, IP: netip.AddrFrom4([4]byte{10, 244, byte(i >> 8), byte(i)})})
+		}
+		m := model.New(svcs, pods)
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			for b.Loop() {
+				Addresses(m, wdsOpts)
+			}
+		})
 	}
 }
