@@ -51,14 +51,19 @@ func TestPrintProxyStatus(t *testing.T) {
 		{Pod: "frontend-v1", Namespace: "default", Connected: true, Types: map[string]api.TypeStatus{
 			"CDS": {Sent: "v3", Acked: "v2", NackError: "unknown field", LastNack: time.Unix(1, 0)}, "LDS": {Sent: "v3", Acked: "v2"}, "EDS": {Sent: "v2", Acked: "v2"},
 		}},
+		{NodeID: "ztunnel~10.244.255.254~ztunnel-x.istio-system~istio-system.svc.cluster.local", Connected: true, Types: map[string]api.TypeStatus{
+			"WDS": {Sent: "v3", Acked: "v3"}, "WADS": {Sent: "v3", Acked: "v2", NackError: "bad policy", LastNack: time.Unix(1, 0)},
+		}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `NAME                  CDS      LDS      EDS      RDS        VERSION   CONNECTED
-backend-v1.default    SYNCED   SYNCED   SYNCED   SYNCED     v2        true
-frontend-v1.default   NACK     STALE    SYNCED   NOT SENT   v2        true
+	want := `NAME                     CDS       LDS       EDS       RDS        VERSION   CONNECTED
+backend-v1.default       SYNCED    SYNCED    SYNCED    SYNCED     v2        true
+frontend-v1.default      NACK      STALE     SYNCED    NOT SENT   v2        true
+ztunnel-x.istio-system   IGNORED   IGNORED   IGNORED   IGNORED    v3,v2     true
 NACK frontend-v1.default CDS: unknown field
+NACK ztunnel-x.istio-system WADS: bad policy
 `
 	if b.String() != want {
 		t.Errorf("output:\n%s\nwant:\n%s", b.String(), want)

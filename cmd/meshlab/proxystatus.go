@@ -43,9 +43,29 @@ func printProxyStatus(w io.Writer, st []api.ProxyStatus) error {
 		if ps.Pod == "" {
 			name = ps.NodeID
 		}
+		// A ztunnel is sent WDS and WADS only: istioctl shows the Envoy types IGNORED and
+		// the ztunnel by its pod (the node id's third field).
+		ztunnel := strings.HasPrefix(ps.NodeID, "ztunnel~")
+		if f := strings.Split(ps.NodeID, "~"); ztunnel && len(f) == 4 {
+			name = f[2]
+		}
 		var cols, versions []string
-		for _, typ := range proxyStatusTypes {
+		types := proxyStatusTypes
+		if ztunnel {
+			types = []string{"WDS", "WADS"}
+			cols = []string{"IGNORED", "IGNORED", "IGNORED", "IGNORED"}
+		}
+		for _, typ := range types {
 			t, ok := ps.Types[typ]
+			if ztunnel {
+				if ok && t.State() == "NACK" {
+					nacks = append(nacks, fmt.Sprintf("%s %s: %s", name, typ, t.NackError))
+				}
+				if ok && t.Acked != "" && !slices.Contains(versions, t.Acked) {
+					versions = append(versions, t.Acked)
+				}
+				continue
+			}
 			if !ok {
 				cols = append(cols, "NOT SENT")
 				continue
