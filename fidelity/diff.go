@@ -28,8 +28,13 @@ func (d difference) String() string {
 // path. A submessage or resource present on one side only is one difference, not one per
 // field inside it.
 func diffResources(istiod map[string]map[string]proto.Message, meshlab map[string]map[string]proto.Message) []difference {
+	return diffTypes(typeOrder, istiod, meshlab)
+}
+
+// diffTypes is diffResources over the given types, in that order.
+func diffTypes(types []string, istiod, meshlab map[string]map[string]proto.Message) []difference {
 	var out []difference
-	for _, typ := range typeOrder {
+	for _, typ := range types {
 		short := shortNames[typ]
 		names := map[string]bool{}
 		for n := range istiod[typ] {

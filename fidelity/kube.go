@@ -3,6 +3,7 @@ package fidelity
 import (
 	"cmp"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -138,8 +139,21 @@ func endpointSlice(m *model.Model, s *model.Service) *discoveryv1.EndpointSlice 
 // The model's hosts are FQDNs already (the loader resolved short names in the object's
 // namespace), which a config loaded from a string needs: it has no domain suffix.
 func istioConfigs(m *model.Model) (string, error) {
+	docs, err := istioDocs(m)
+	if err != nil {
+		return "", err
+	}
+	return joinYAML(docs)
+}
+
+// istioDocs returns the model's Istio objects of the given kinds (all when none is
+// given) as Kubernetes objects.
+func istioDocs(m *model.Model, kinds ...string) ([]any, error) {
 	var docs []any
 	add := func(apiVersion, kind, ns, name string, spec proto.Message) error {
+		if len(kinds) > 0 && !slices.Contains(kinds, kind) {
+			return nil
+		}
 		js, err := protojson.Marshal(spec)
 		if err != nil {
 			return fmt.Errorf("marshal %s %s/%s: %w", kind, ns, name, err)
@@ -158,30 +172,30 @@ func istioConfigs(m *model.Model) (string, error) {
 	const net, sec = "networking.istio.io/v1", "security.istio.io/v1"
 	for _, c := range m.Istio.VirtualServices {
 		if err := add(net, "VirtualService", c.Namespace, c.Name, c.Spec); err != nil {
-			return "", err
+			return nil, err
 		}
 	}
 	for _, c := range m.Istio.DestinationRules {
 		if err := add(net, "DestinationRule", c.Namespace, c.Name, c.Spec); err != nil {
-			return "", err
+			return nil, err
 		}
 	}
 	for _, c := range m.Istio.ServiceEntries {
 		if err := add(net, "ServiceEntry", c.Namespace, c.Name, c.Spec); err != nil {
-			return "", err
+			return nil, err
 		}
 	}
 	for _, c := range m.Istio.PeerAuthentications {
 		if err := add(sec, "PeerAuthentication", c.Namespace, c.Name, c.Spec); err != nil {
-			return "", err
+			return nil, err
 		}
 	}
 	for _, c := range m.Istio.AuthorizationPolicies {
 		if err := add(sec, "AuthorizationPolicy", c.Namespace, c.Name, c.Spec); err != nil {
-			return "", err
+			return nil, err
 		}
 	}
-	return joinYAML(docs)
+	return docs, nil
 }
 
 func joinYAML(docs []any) (string, error) {

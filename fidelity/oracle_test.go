@@ -14,6 +14,7 @@ import (
 // the proxy's IP, else by its labels), knows every Service (an outbound cluster each) and
 // its endpoints are the selected pods, from the EndpointSlices.
 func TestOracleSeesTheLab(t *testing.T) {
+	skipInAmbientMode(t)
 	sc, err := loadScenario(filepath.Join("..", "scenarios", "hello.yaml"))
 	if err != nil {
 		t.Fatal(err)
