@@ -19,4 +19,10 @@
 // the fake istiod, relay.go records an ADS stream, sidecar.go runs a meshlab proxy,
 // accept.go judges what it accepted, meshlab.go runs meshlab's generator, diff.go
 // compares resources, known.go keeps the ratchet, report.go prints the tables.
+//
+// Ambient (run with PILOT_ENABLE_AMBIENT=true, see docs/FIDELITY.md): ambient.go serves a
+// scenario from istiod's ambient index and collects its WDS as a ztunnel, ambient_meshlab.go
+// runs meshlab's WDS generator, ambient_accept.go feeds istiod's WDS to meshlab's ztunnel
+// client and state, ambient_report.go prints the tables; protocompat.go compares
+// meshlab's ambientapi descriptors with Istio's.
 package fidelity
