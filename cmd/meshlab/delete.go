@@ -1,22 +1,26 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
 
 	"github.com/meshlab/meshlab/api"
 )
 
 // deleteConfig is what `meshlab delete` reads.
 type deleteConfig struct {
-	files     []string
-	namespace string
-	wait      bool          // --wait: return once every proxy runs the change
-	timeout   time.Duration // --timeout: how long --wait waits
+	files          []string
+	namespace      string
+	ignoreNotFound bool
+	wait           bool          // --wait: return once every proxy runs the change
+	timeout        time.Duration // --timeout: how long --wait waits
 }
 
 func newDeleteCmd(g *globalFlags) *cobra.Command {
@@ -60,10 +64,27 @@ func newDeleteCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			for _, ref := range r.Refs {
-				if err := checkObject(cmd.Context(), c, ref.Kind, ref.Namespace, ref.Name); err != nil {
+			if cfg.ignoreNotFound && len(r.Files) > 0 {
+				// kubectl deletes what exists of the files' objects: name them, then keep
+				// those the lab has.
+				if r.Refs, err = fileRefs(r.Files, cfg.namespace); err != nil {
 					return err
 				}
+				r.Files = nil
+			}
+			var kept []api.ObjectRef
+			for _, ref := range r.Refs {
+				if err := checkObject(cmd.Context(), c, ref.Kind, ref.Namespace, ref.Name); err != nil {
+					if cfg.ignoreNotFound {
+						continue
+					}
+					return err
+				}
+				kept = append(kept, ref)
+			}
+			r.Refs = kept
+			if len(r.Refs) == 0 && len(r.Files) == 0 {
+				return nil // everything named was already gone (--ignore-not-found)
 			}
 			changes, err := c.Delete(cmd.Context(), r)
 			if err != nil {
@@ -78,6 +99,7 @@ func newDeleteCmd(g *globalFlags) *cobra.Command {
 	}
 	addOutputFlag(cmd, &output)
 	cmd.Flags().StringSliceVarP(&cfg.files, "filename", "f", nil, "file, directory or - for stdin naming the objects to delete")
+	cmd.Flags().BoolVar(&cfg.ignoreNotFound, "ignore-not-found", false, "treat an object the lab does not have as deleted, as kubectl's")
 	cmd.Flags().StringVarP(&cfg.namespace, "namespace", "n", "default", "namespace of KIND NAME, or of -f's objects that name none")
 	cmd.Flags().BoolVar(&cfg.wait, "wait", false, "return once every proxy runs the change (all SYNCED), not once it is stored")
 	cmd.Flags().DurationVar(&cfg.timeout, "timeout", 30*time.Second, "how long --wait waits")
@@ -106,6 +128,38 @@ func deleteRefs(args []string, namespace string) ([]api.ObjectRef, error) {
 			return nil, fmt.Errorf("delete: %q: want KIND/NAME as every argument after the first KIND/NAME", a)
 		}
 		refs = append(refs, api.ObjectRef{Kind: kind, Namespace: namespace, Name: name})
+	}
+	return refs, nil
+}
+
+// fileRefs names the objects of files by their headers (kind, metadata.name and
+// namespace, else namespace), as kubectl reads them to delete; a Gateway API Gateway is
+// named as the lab records it.
+func fileRefs(files []api.ConfigFile, namespace string) ([]api.ObjectRef, error) {
+	var refs []api.ObjectRef
+	for _, f := range files {
+		for _, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(f.Data, -1) {
+			var h struct {
+				APIVersion string `json:"apiVersion"`
+				Kind       string `json:"kind"`
+				Metadata   struct {
+					Name      string `json:"name"`
+					Namespace string `json:"namespace"`
+				} `json:"metadata"`
+			}
+			if err := yaml.Unmarshal([]byte(doc), &h); err != nil {
+				return nil, fmt.Errorf("%s: %w", f.Name, err)
+			}
+			if h.Kind == "" || h.Metadata.Name == "" {
+				continue
+			}
+			kind := h.Kind
+			if kind == "Gateway" && strings.HasPrefix(h.APIVersion, "gateway.networking.k8s.io/") {
+				kind = api.GatewayAPIGatewayKind
+			}
+			ns := cmp.Or(h.Metadata.Namespace, f.Namespace, namespace, "default")
+			refs = append(refs, api.ObjectRef{Kind: kind, Namespace: ns, Name: h.Metadata.Name})
+		}
 	}
 	return refs, nil
 }

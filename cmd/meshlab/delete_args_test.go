@@ -2,6 +2,7 @@ package main
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -37,5 +38,14 @@ func TestDeleteRefs(t *testing.T) {
 		if err != nil || !reflect.DeepEqual(got, c.want) {
 			t.Errorf("deleteRefs(%q) = %+v, %v; want %+v", c.args, got, err, c.want)
 		}
+	}
+}
+
+func TestFileRefsForIgnoreNotFound(t *testing.T) {
+	t.Parallel()
+	refs, err := fileRefs([]api.ConfigFile{{Name: "gw.yaml", Data: "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata:\n  name: bookinfo-gateway\n---\napiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: reviews, namespace: foo}\n---\n# only a comment\n"}}, "bar")
+	want := []api.ObjectRef{{Kind: api.GatewayAPIGatewayKind, Namespace: "bar", Name: "bookinfo-gateway"}, {Kind: "VirtualService", Namespace: "foo", Name: "reviews"}}
+	if err != nil || !slices.Equal(refs, want) {
+		t.Errorf("fileRefs = %v, %v; want %v", refs, err, want)
 	}
 }
