@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/meshlab/meshlab/ambientapi/workload"
@@ -70,10 +71,123 @@ func Addresses(m *model.Model, o WDSOptions) []*workload.Address {
 			out = append(out, &workload.Address{Type: &workload.Address_Workload{Workload: w}})
 		}
 	}
+	for _, se := range m.Istio.ServiceEntries {
+		for _, w := range serviceEntryWorkloads(m, se, svcs, o) {
+			out = append(out, &workload.Address{Type: &workload.Address_Workload{Workload: w}})
+		}
+	}
 	for _, s := range svcs {
 		out = append(out, &workload.Address{Type: &workload.Address_Service{Service: s.svc}})
 	}
 	return out
+}
+
+// serviceEntryWorkloads returns a ServiceEntry's endpoints as Workloads (istiod's
+// serviceEntryWorkloadBuilder): one per endpoint, or, for a DNS resolution without
+// endpoints nor workloadSelector, one per host named by that host. Each is served by the
+// ServiceEntry's WDS services that survived deduplication (none: no workload), its port
+// named as a service port taking that port; uid
+// <cluster>/networking.istio.io/ServiceEntry/<ns>/<name>/<address>. meshlab does not keep a
+// ServiceEntry's own labels, so its workloads' canonical name is the ServiceEntry's and no
+// selector policy names them.
+func serviceEntryWorkloads(m *model.Model, se *model.IstioConfig[*networking.ServiceEntry], svcs []*wdsService, o WDSOptions) []*workload.Workload {
+	spec := se.Spec
+	if spec == nil {
+		return nil
+	}
+	eps := spec.GetEndpoints()
+	res := spec.GetResolution()
+	implicit := len(eps) == 0 && spec.GetWorkloadSelector() == nil &&
+		(res == networking.ServiceEntry_DNS || res == networking.ServiceEntry_DNS_ROUND_ROBIN || res == networking.ServiceEntry_DYNAMIC_DNS)
+	if len(eps) == 0 && !implicit {
+		return nil
+	}
+	var own []*wdsService
+	for _, s := range svcs {
+		if s.entry == se {
+			own = append(own, s)
+		}
+	}
+	if len(own) == 0 {
+		return nil
+	}
+	if implicit {
+		eps = nil
+		for _, s := range own {
+			eps = append(eps, &networking.WorkloadEntry{Address: s.svc.Hostname})
+		}
+	}
+	cluster := cmp.Or(o.ClusterID, DefaultClusterID)
+	policies := workloadPolicies(m, &model.Pod{Namespace: se.Namespace})
+	out := make([]*workload.Workload, 0, len(eps))
+	for i, wle := range eps {
+		served := own
+		if implicit {
+			served = own[i : i+1]
+		}
+		w := &workload.Workload{
+			Uid:                   cluster + "/networking.istio.io/ServiceEntry/" + se.Namespace + "/" + se.Name + "/" + wle.GetAddress(),
+			Name:                  se.Name,
+			Namespace:             se.Namespace,
+			Network:               wle.GetNetwork(),
+			ClusterId:             cluster,
+			ServiceAccount:        wle.GetServiceAccount(),
+			Services:              entryEndpointServices(wle, served),
+			AuthorizationPolicies: policies,
+			Status:                workload.WorkloadStatus_HEALTHY,
+			Locality:              entryLocality(wle.GetLocality()),
+			WorkloadName:          se.Name,
+			WorkloadType:          workload.WorkloadType_POD,
+		}
+		if td := cmp.Or(o.TrustDomain, model.DefaultTrustDomain); td != "cluster.local" {
+			w.TrustDomain = td
+		}
+		if wle.GetWeight() > 0 {
+			w.Capacity = wrapperspb.UInt32(wle.GetWeight())
+		}
+		if a, err := netip.ParseAddr(wle.GetAddress()); err == nil {
+			w.Addresses = [][]byte{a.AsSlice()}
+		} else {
+			w.Hostname = wle.GetAddress()
+		}
+		w.CanonicalName, w.CanonicalRevision = CanonicalService(nil, w.WorkloadName)
+		out = append(out, w)
+	}
+	return out
+}
+
+// entryEndpointServices is a ServiceEntry endpoint's services map: each port's target
+// is the endpoint's port of the service port's name, else the service's target port.
+func entryEndpointServices(wle *networking.WorkloadEntry, svcs []*wdsService) map[string]*workload.PortList {
+	out := map[string]*workload.PortList{}
+	for _, s := range svcs {
+		pl := &workload.PortList{}
+		for _, port := range s.svc.Ports {
+			target := port.TargetPort
+			if name, ok := s.portNames[port.ServicePort]; ok {
+				if tv, ok := wle.GetPorts()[name]; ok {
+					target = tv
+				} else if target == 0 {
+					target = port.ServicePort
+				}
+			}
+			pl.Ports = append(pl.Ports, &workload.Port{ServicePort: port.ServicePort, TargetPort: target})
+		}
+		out[s.namespace+"/"+s.svc.Hostname] = pl
+	}
+	return out
+}
+
+// entryLocality parses a WorkloadEntry's locality, region/zone/subzone (nil when empty).
+func entryLocality(s string) *workload.Locality {
+	if s == "" {
+		return nil
+	}
+	parts := append(strings.SplitN(s, "/", 3), "", "")
+	if parts[0] == "" && parts[1] == "" && parts[2] == "" {
+		return nil
+	}
+	return &workload.Locality{Region: parts[0], Zone: parts[1], Subzone: parts[2]}
 }
 
 // AddressName returns the resource name of a WDS address as istiod names it: a
@@ -181,6 +295,10 @@ type wdsService struct {
 	// selector picks the pods of namespace whose services map names the service: a
 	// Service's selector, a ServiceEntry's workloadSelector (nil: none).
 	selector map[string]string
+	// entry is the ServiceEntry the service is of (nil for a Service), and portNames
+	// its ports' names by number.
+	entry     *model.IstioConfig[*networking.ServiceEntry]
+	portNames map[uint32]string
 }
 
 // podServices returns the pod's services map: every service of its namespace whose
@@ -300,6 +418,10 @@ func serviceEntryServices(se *model.IstioConfig[*networking.ServiceEntry]) []*wd
 	if spec.GetResolution() == networking.ServiceEntry_NONE {
 		lb = &workload.LoadBalancing{Mode: workload.LoadBalancing_PASSTHROUGH, HealthPolicy: workload.LoadBalancing_ALLOW_ALL}
 	}
+	names := map[uint32]string{}
+	for _, p := range spec.GetPorts() {
+		names[p.GetNumber()] = p.GetName()
+	}
 	out := make([]*wdsService, 0, len(spec.GetHosts()))
 	for _, h := range spec.GetHosts() {
 		out = append(out, &wdsService{
@@ -314,6 +436,8 @@ func serviceEntryServices(se *model.IstioConfig[*networking.ServiceEntry]) []*wd
 			},
 			namespace: se.Namespace,
 			selector:  maps.Clone(spec.GetWorkloadSelector().GetLabels()),
+			entry:     se,
+			portNames: names,
 		})
 	}
 	return out

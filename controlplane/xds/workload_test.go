@@ -112,6 +112,16 @@ var wdsCases = []struct {
 				Hosts: []string{"reviews.default.svc.cluster.local"}, Ports: []*networking.ServicePort{{Number: 9080, Name: "http", Protocol: "HTTP"}},
 				Resolution: networking.ServiceEntry_STATIC,
 			}),
+			// Endpoints become Workloads, an endpoint's named port taking the port.
+			se("vms", &networking.ServiceEntry{
+				Hosts: []string{"vm.mesh.internal"}, Addresses: []string{"240.0.0.5"},
+				Ports:      []*networking.ServicePort{{Number: 80, Name: "http", Protocol: "HTTP", TargetPort: 8080}, {Number: 9000, Name: "tcp-admin", Protocol: "TCP"}},
+				Resolution: networking.ServiceEntry_STATIC,
+				Endpoints: []*networking.WorkloadEntry{
+					{Address: "192.0.2.20", ServiceAccount: "vm", Ports: map[string]uint32{"http": 9080}, Locality: "us-east/zone-a", Weight: 3},
+					{Address: "vm2.example.com", Network: "far"},
+				},
+			}),
 			// A workloadSelector puts the ServiceEntry in the selected pods' services maps.
 			se("db-alias", &networking.ServiceEntry{
 				Hosts: []string{"db.mesh.internal"}, Ports: []*networking.ServicePort{{Number: 5432, Name: "tcp", Protocol: "TCP", TargetPort: 5433}},
