@@ -27,7 +27,9 @@ type zcView struct {
 
 var zcViews = []zcView{
 	{name: "workloads",
-		meshlab:  func(w ztunnelconfig.Writer, d *ztunnelconfig.Dump) error { return w.Workloads(d, ztunnelconfig.WorkloadFilter{}, ztunnelconfig.Short) },
+		meshlab: func(w ztunnelconfig.Writer, d *ztunnelconfig.Dump) error {
+			return w.Workloads(d, ztunnelconfig.WorkloadFilter{}, ztunnelconfig.Short)
+		},
 		istioctl: func(cw *zconfigdump.ConfigWriter) error { return cw.PrintWorkloadSummary(zconfigdump.WorkloadFilter{}) }},
 	{name: "workloads --workload-namespace default --workload-node ml-lab-node",
 		meshlab: func(w ztunnelconfig.Writer, d *ztunnelconfig.Dump) error {
@@ -44,10 +46,16 @@ var zcViews = []zcView{
 			return cw.PrintWorkloadDump(zconfigdump.WorkloadFilter{Address: "10.10.0.12"}, "json")
 		}},
 	{name: "workloads -o yaml", ordered: true,
-		meshlab:  func(w ztunnelconfig.Writer, d *ztunnelconfig.Dump) error { return w.Workloads(d, ztunnelconfig.WorkloadFilter{}, ztunnelconfig.YAML) },
-		istioctl: func(cw *zconfigdump.ConfigWriter) error { return cw.PrintWorkloadDump(zconfigdump.WorkloadFilter{}, "yaml") }},
+		meshlab: func(w ztunnelconfig.Writer, d *ztunnelconfig.Dump) error {
+			return w.Workloads(d, ztunnelconfig.WorkloadFilter{}, ztunnelconfig.YAML)
+		},
+		istioctl: func(cw *zconfigdump.ConfigWriter) error {
+			return cw.PrintWorkloadDump(zconfigdump.WorkloadFilter{}, "yaml")
+		}},
 	{name: "services",
-		meshlab:  func(w ztunnelconfig.Writer, d *ztunnelconfig.Dump) error { return w.Services(d, ztunnelconfig.NamespaceFilter{}, ztunnelconfig.Short) },
+		meshlab: func(w ztunnelconfig.Writer, d *ztunnelconfig.Dump) error {
+			return w.Services(d, ztunnelconfig.NamespaceFilter{}, ztunnelconfig.Short)
+		},
 		istioctl: func(cw *zconfigdump.ConfigWriter) error { return cw.PrintServiceSummary(zconfigdump.ServiceFilter{}) }},
 	{name: "services --service-namespace default -o json",
 		meshlab: func(w ztunnelconfig.Writer, d *ztunnelconfig.Dump) error {
@@ -57,22 +65,34 @@ var zcViews = []zcView{
 			return cw.PrintServiceDump(zconfigdump.ServiceFilter{Namespace: "default"}, "json")
 		}},
 	{name: "policies",
-		meshlab:  func(w ztunnelconfig.Writer, d *ztunnelconfig.Dump) error { return w.Policies(d, ztunnelconfig.NamespaceFilter{}, ztunnelconfig.Short) },
+		meshlab: func(w ztunnelconfig.Writer, d *ztunnelconfig.Dump) error {
+			return w.Policies(d, ztunnelconfig.NamespaceFilter{}, ztunnelconfig.Short)
+		},
 		istioctl: func(cw *zconfigdump.ConfigWriter) error { return cw.PrintPolicySummary(zconfigdump.PolicyFilter{}) }},
 	{name: "policies -o yaml",
-		meshlab:  func(w ztunnelconfig.Writer, d *ztunnelconfig.Dump) error { return w.Policies(d, ztunnelconfig.NamespaceFilter{}, ztunnelconfig.YAML) },
-		istioctl: func(cw *zconfigdump.ConfigWriter) error { return cw.PrintPolicyDump(zconfigdump.PolicyFilter{}, "yaml") }},
+		meshlab: func(w ztunnelconfig.Writer, d *ztunnelconfig.Dump) error {
+			return w.Policies(d, ztunnelconfig.NamespaceFilter{}, ztunnelconfig.YAML)
+		},
+		istioctl: func(cw *zconfigdump.ConfigWriter) error {
+			return cw.PrintPolicyDump(zconfigdump.PolicyFilter{}, "yaml")
+		}},
 	{name: "certificates", ordered: true,
-		meshlab:  func(w ztunnelconfig.Writer, d *ztunnelconfig.Dump) error { return w.Certificates(d, ztunnelconfig.Short) },
+		meshlab: func(w ztunnelconfig.Writer, d *ztunnelconfig.Dump) error {
+			return w.Certificates(d, ztunnelconfig.Short)
+		},
 		istioctl: func(cw *zconfigdump.ConfigWriter) error { return cw.PrintSecretSummary() }},
 	{name: "certificates -o json", ordered: true,
-		meshlab:  func(w ztunnelconfig.Writer, d *ztunnelconfig.Dump) error { return w.Certificates(d, ztunnelconfig.JSON) },
+		meshlab: func(w ztunnelconfig.Writer, d *ztunnelconfig.Dump) error {
+			return w.Certificates(d, ztunnelconfig.JSON)
+		},
 		istioctl: func(cw *zconfigdump.ConfigWriter) error { return cw.PrintSecretDump("json") }},
 	{name: "connections",
 		meshlab: func(w ztunnelconfig.Writer, d *ztunnelconfig.Dump) error {
 			return w.Connections(d, ztunnelconfig.ConnectionsFilter{}, ztunnelconfig.Short)
 		},
-		istioctl: func(cw *zconfigdump.ConfigWriter) error { return cw.PrintConnectionsSummary(zconfigdump.ConnectionsFilter{}) }},
+		istioctl: func(cw *zconfigdump.ConfigWriter) error {
+			return cw.PrintConnectionsSummary(zconfigdump.ConnectionsFilter{})
+		}},
 	{name: "connections --raw --direction outbound",
 		meshlab: func(w ztunnelconfig.Writer, d *ztunnelconfig.Dump) error {
 			return w.Connections(d, ztunnelconfig.ConnectionsFilter{Raw: true, Direction: "outbound"}, ztunnelconfig.Short)
