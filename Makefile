@@ -10,7 +10,7 @@ export PATH := $(dir $(GO)):$(PATH)
 # the demo tells you to run inside a pod) and util-linux's nsenter (meshlab exec enters a
 # pod's namespaces with it). The tests also need gcc: -race needs cgo.
 
-.PHONY: all build demo test test-short bench lint deps browser race-deps clean-labs fidelity
+.PHONY: all build demo test test-short bench lint deps browser race-deps clean-labs fidelity istiod
 
 all: build
 
@@ -55,6 +55,7 @@ test: deps browser race-deps
 	$(GO) vet ./...
 	$(MAKE) lint
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 15m $(RACE_PKGS)
+	$(MAKE) istiod
 	$(GO) test -count=1 -timeout 30m ./e2e/...
 	$(MAKE) fidelity
 
@@ -79,6 +80,26 @@ FIDELITY_ENV := GOLANG_PROTOBUF_REGISTRATION_CONFLICT=warn
 fidelity:
 	cd fidelity && $(GO) vet . && $(FIDELITY_ENV) $(GO) test -count=1 -timeout 8m -v . && \
 		$(FIDELITY_ENV) PILOT_ENABLE_AMBIENT=true $(GO) test -count=1 -timeout 4m -v -run '^TestAmbient' .
+
+# istiod builds bin/meshlab-istiod: Istio's own istiod as a lab's control plane (`meshlab
+# up --control-plane=istiod`), from the module istiod/ (which alone, with fidelity/,
+# requires istio.io/istio) at the Istio version it pins. The first build compiles Istio
+# (minutes on 2 cores); Go's build cache makes the next ones take seconds, so `make test`
+# builds it before the end-to-end tests. ISTIO_VERSION=<istio.io/istio module version>
+# builds another Istio in a scratch copy of the module (docs/ARCHITECTURE.md: the
+# supported range); the checked-in go.mod is left as it is.
+ISTIOD_BIN := bin/meshlab-istiod
+ISTIO_VERSION ?=
+istiod:
+ifeq ($(ISTIO_VERSION),)
+	cd istiod && $(GO) build -o ../$(ISTIOD_BIN) .
+else
+	rm -rf .istiod-build && mkdir .istiod-build && cp istiod/*.go istiod/go.mod istiod/go.sum .istiod-build/
+	cd .istiod-build && $(GO) mod edit -dropreplace=k8s.io/api -dropreplace=k8s.io/apimachinery -dropreplace=k8s.io/client-go && \
+		$(GO) get istio.io/istio@$(ISTIO_VERSION) && $(GO) build -mod=mod -o ../$(ISTIOD_BIN) .
+	rm -rf .istiod-build
+endif
+	@chmod 0755 $(ISTIOD_BIN)
 
 test-short:
 	$(GO) test -count=1 -short ./...

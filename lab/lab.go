@@ -28,6 +28,7 @@ import (
 	"github.com/meshlab/meshlab/lab/ambient"
 	"github.com/meshlab/meshlab/lab/caops"
 	"github.com/meshlab/meshlab/lab/faults"
+	"github.com/meshlab/meshlab/lab/istiodcp"
 	"github.com/meshlab/meshlab/lab/push"
 	"github.com/meshlab/meshlab/web"
 )
@@ -107,6 +108,10 @@ type Options struct {
 	// that authenticate with a pod's token (lab/xdsauth.go); optional, "" serves them on
 	// the lab's xds.sock only.
 	XDSListen string
+	// ControlPlane is what generates the proxies' config: "" or "meshlab" (meshlab's own
+	// generator) or "istiod" (Istio's istiod, the meshlab-istiod binary: lab/istiodcp).
+	// IstiodPath names that binary; optional, found beside MeshlabPath or on PATH.
+	ControlPlane, IstiodPath string
 
 	Out    io.Writer        // progress lines; optional
 	Logger *slog.Logger     // required
@@ -123,8 +128,10 @@ type Lab struct {
 	sys   system // the kernel and processes, as Start and Clean reach them (system.go)
 	jr    *journal
 	disc  *discovery.Server
-	ca    *caops.CA // the CA, its pod tokens and rotations (lab/caops); nil in bare unit-test Labs
-	names *nameTables
+	// istiod is Istio's istiod when it is the control plane (lab/istiodcp); nil otherwise.
+	istiod *istiodcp.Istiod
+	ca     *caops.CA // the CA, its pod tokens and rotations (lab/caops); nil in bare unit-test Labs
+	names  *nameTables
 	// kubeDNS is the cluster DNS of the pods without a sidecar (kubedns.go).
 	kubeDNS *kubeDNS
 	// metrics are the control plane's Prometheus metrics (nil in unit tests' bare Labs).
@@ -173,6 +180,21 @@ func prepare(o *Options) (*model.Model, error) {
 		if _, err := ParseXDSListen(o.XDSListen); err != nil {
 			return nil, err
 		}
+	}
+	switch o.ControlPlane {
+	case "", istiodcp.ControlPlaneMeshlab:
+	case istiodcp.ControlPlaneIstiod:
+		meshlab := o.MeshlabPath
+		if meshlab == "" {
+			meshlab, _ = os.Executable()
+		}
+		p, err := istiodcp.Find(o.IstiodPath, meshlab)
+		if err != nil {
+			return nil, err
+		}
+		o.IstiodPath = p
+	default:
+		return nil, fmt.Errorf("--control-plane %q: want %s or %s", o.ControlPlane, istiodcp.ControlPlaneMeshlab, istiodcp.ControlPlaneIstiod)
 	}
 	if o.PodCIDR.Overlaps(o.ServiceCIDR) {
 		return nil, fmt.Errorf("--pod-cidr %s overlaps --service-cidr %s", o.PodCIDR, o.ServiceCIDR)
@@ -333,7 +355,28 @@ func (l *Lab) startServers() error {
 	if err != nil {
 		return err
 	}
+	// With istiod as the control plane (lab/istiodcp), the discovery server relays the
+	// proxies' authenticated streams to it. Certificates stay the lab's CA's: the agents'
+	// SDS serves them, and istiod's clusters name the same SDS secrets.
+	upstream := ""
+	if l.opts.ControlPlane == istiodcp.ControlPlaneIstiod {
+		d, err := istiodcp.Start(sctx, istiodcp.Options{
+			Path: l.opts.IstiodPath, Dir: l.paths.Dir, Model: l.model, Logger: l.log.With("component", "istiod"),
+			OnExit: func(err error) {
+				l.log.Error("istiod stopped", "err", err)
+				l.publish("istiod.exited", "", err.Error(), nil)
+			},
+		})
+		if err != nil {
+			return err
+		}
+		l.istiod, upstream = d, "unix://"+istiodcp.XDSSocket(l.paths.Dir)
+		if v, err := d.Version(sctx); err == nil {
+			fmt.Fprintf(l.out, "control plane: istiod %s (%s)\n", v, l.opts.IstiodPath)
+		}
+	}
 	disc, err := discovery.New(discovery.Options{
+		Upstream:    upstream,
 		Logger:      l.log.With("component", "discovery"),
 		SocketPath:  l.paths.XDSSocket(),
 		SocketGID:   l.syscalls().proxyGID,
@@ -405,6 +448,9 @@ func (l *Lab) Close() error {
 		l.cancelServers()
 		l.servers.Wait()
 		l.topo.Wait()
+	}
+	if l.istiod != nil {
+		l.istiod.Stop()
 	}
 	if l.jr != nil {
 		_ = l.jr.close()

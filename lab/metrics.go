@@ -77,6 +77,9 @@ func (l *Lab) updateProxies(ctx context.Context, m *model.Model, trigger string)
 	start := time.Now()
 	m = l.withJWKS(ctx, m) // jwks.go: istiod inlines the keys of a jwksUri
 	err := l.disc.UpdateFor(ctx, m, trigger)
+	if l.istiod != nil && err == nil {
+		err = l.istiod.Feed(ctx, m) // istiodcp: istiod generates, the relay serves
+	}
 	if l.metrics != nil {
 		l.metrics.timeUpdate(start)
 	}

@@ -68,6 +68,10 @@ type Options struct {
 	// WDS is what ztunnels' WDS needs beyond the model (the lab's node name, trust
 	// domain). Optional; without a node name no pod is on a ztunnel's node.
 	WDS xds.WDSOptions
+	// Upstream, when set, is the gRPC target of another control plane (istiod, e.g.
+	// "unix:///run/meshlab/<lab>/istiod-xds.sock"): every authenticated ADS stream is
+	// relayed to it (relay.go) and Update generates nothing. Optional.
+	Upstream string
 	// HistoryBytes bounds the encoded size of the resources the history keeps, across
 	// proxies; the oldest snapshots go first, never a proxy's current one. Optional;
 	// DefaultHistoryBytes when zero.
@@ -87,6 +91,7 @@ type Server struct {
 	ctx     context.Context    // ends with cancel: releases held pushes
 	faults  *faults
 	history *history
+	relay   *relay // set with Options.Upstream
 
 	mu      sync.Mutex // serialises Update; guards version and nodes
 	version uint64
@@ -172,7 +177,17 @@ func New(o Options) (*Server, error) {
 	s.cache.beforeDelta = s.beforeDeltaWatch
 	s.tracker.beforeSend = func(sctx context.Context, node string) { f.gate(sctx, ctx, node) }
 	xds := serverv3.NewServer(ctx, s.cache, s.tracker.callbacks())
-	discoverygrpc.RegisterAggregatedDiscoveryServiceServer(s.grpc, xds)
+	if o.Upstream != "" {
+		if s.relay, err = newRelay(s, o.Upstream); err != nil {
+			cancel()
+			unixLn.Close()
+			closeIfSet(tcpLn)
+			return nil, err
+		}
+		discoverygrpc.RegisterAggregatedDiscoveryServiceServer(s.grpc, s.relay)
+	} else {
+		discoverygrpc.RegisterAggregatedDiscoveryServiceServer(s.grpc, xds)
+	}
 	listenerservice.RegisterListenerDiscoveryServiceServer(s.grpc, xds)
 	clusterservice.RegisterClusterDiscoveryServiceServer(s.grpc, xds)
 	routeservice.RegisterRouteDiscoveryServiceServer(s.grpc, xds)
@@ -276,6 +291,9 @@ func (s *Server) run(ctx context.Context) error {
 	}
 	if err := os.Remove(s.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return errors.Join(serveErr, fmt.Errorf("remove socket: %w", err))
+	}
+	if s.relay != nil {
+		_ = s.relay.close()
 	}
 	s.log.Info("xds stopped")
 	return serveErr

@@ -1,0 +1,51 @@
+package discovery
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	discoverypb "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+)
+
+// A relaying server hands a proxy what the upstream control plane generates, and keeps
+// its own view of the stream: status synced after the ACK, a history of what was sent,
+// and Update generating nothing.
+func TestRelayForwardsAndTracks(t *testing.T) {
+	m := helloModel()
+	upstream := startServer(t, Options{SocketGID: -1})
+	if err := upstream.Update(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	relay := startServer(t, Options{SocketGID: -1, Upstream: "unix://" + upstream.path})
+	if err := relay.Update(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	node := m.Pod("backend-v1").NodeID()
+	ads := dialADS(t, "unix://"+relay.path, node)
+	ads.send(&discoverypb.DiscoveryRequest{TypeUrl: resource.ListenerType})
+	resp := ads.recv()
+	if resp.GetTypeUrl() != resource.ListenerType || len(resp.GetResources()) == 0 {
+		t.Fatalf("relayed response %s with %d resources", resp.GetTypeUrl(), len(resp.GetResources()))
+	}
+	want := resourceNames(t, resp)
+	ads.send(&discoverypb.DiscoveryRequest{TypeUrl: resource.ListenerType, VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce()})
+	ps := waitStatus(t, relay, node, "LDS synced", func(ps ProxyStatus) bool {
+		return ps.Connected && ps.Types[resource.ListenerType].Synced()
+	})
+	if got := ps.Types[resource.ListenerType].Sent; got != resp.GetVersionInfo() {
+		t.Errorf("relay's status sent %q, want upstream's version %q", got, resp.GetVersionInfo())
+	}
+	// The upstream sees the ACK too.
+	waitStatus(t, upstream, node, "LDS acked upstream", func(ps ProxyStatus) bool { return ps.Types[resource.ListenerType].Synced() })
+
+	deadline := time.Now().Add(5 * time.Second)
+	for len(relay.History(node)) == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	h := relay.History(node)
+	if len(h) != 1 || h[0].Version != resp.GetVersionInfo() || h[0].Types[resource.ListenerType].Resources != len(want) {
+		t.Fatalf("relay history %+v, want one snapshot of version %s with %d listeners", h, resp.GetVersionInfo(), len(want))
+	}
+}

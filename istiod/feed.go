@@ -1,0 +1,280 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+
+	"istio.io/istio/pilot/pkg/config/kube/crd"
+	"istio.io/istio/pilot/test/xds"
+	"istio.io/istio/pkg/config"
+	kubelib "istio.io/istio/pkg/kube"
+)
+
+// maxStateBytes bounds one PUT /state: the lab's own limit on all its objects (32 MiB)
+// plus room for the pods and EndpointSlices it derives.
+const maxStateBytes = 64 << 20
+
+// object is one object of the lab's state: its key, its text (to tell a change), and its
+// decoded form, a Kubernetes object or an Istio config.
+type object struct {
+	key   string
+	text  string
+	kube  runtime.Object
+	istio *config.Config
+}
+
+// state is the lab's objects by key.
+type state map[string]object
+
+// parseState reads multi-document YAML: Istio's and the Gateway API's kinds become configs
+// of istiod's config store, the rest Kubernetes objects of its fake API server.
+func parseState(data []byte) (state, error) {
+	out := state{}
+	decode := kubelib.IstioCodec.UniversalDeserializer().Decode
+	for i, doc := range strings.Split(string(data), "\n---\n") {
+		if strings.TrimSpace(doc) == "" {
+			continue
+		}
+		if isConfig(doc) {
+			cfgs, _, err := crd.ParseInputs(doc)
+			if err != nil {
+				return nil, fmt.Errorf("document %d: %w", i+1, err)
+			}
+			for j := range cfgs {
+				c := cfgs[j]
+				key := c.GroupVersionKind.Kind + "/" + c.Namespace + "/" + c.Name
+				out[key] = object{key: key, text: doc, istio: &c}
+			}
+			continue
+		}
+		o, gvk, err := decode([]byte(doc), nil, nil)
+		if err != nil {
+			return nil, fmt.Errorf("document %d: %w", i+1, err)
+		}
+		m, err := metaOf(o)
+		if err != nil {
+			return nil, fmt.Errorf("document %d: %w", i+1, err)
+		}
+		key := gvk.Kind + "/" + m.GetNamespace() + "/" + m.GetName()
+		out[key] = object{key: key, text: doc, kube: o}
+	}
+	return out, nil
+}
+
+// isConfig reports whether a document is one istiod reads from its config store.
+func isConfig(doc string) bool {
+	for _, l := range strings.Split(doc, "\n") {
+		if v, ok := strings.CutPrefix(l, "apiVersion:"); ok {
+			v = strings.TrimSpace(v)
+			return strings.Contains(v, "istio.io/") || strings.HasPrefix(v, "gateway.networking.k8s.io/")
+		}
+	}
+	return false
+}
+
+func metaOf(o runtime.Object) (metav1.Object, error) {
+	m, ok := o.(metav1.Object)
+	if !ok {
+		return nil, fmt.Errorf("%T has no metadata", o)
+	}
+	return m, nil
+}
+
+func (s state) kubeObjects() []runtime.Object {
+	var out []runtime.Object
+	for _, o := range s {
+		if o.kube != nil {
+			out = append(out, o.kube)
+		}
+	}
+	return out
+}
+
+func (s state) istioConfigs() []config.Config {
+	var out []config.Config
+	for _, o := range s {
+		if o.istio != nil {
+			out = append(out, *o.istio)
+		}
+	}
+	return out
+}
+
+// feed keeps istiod's inputs equal to the lab's objects.
+type feed struct {
+	fake *xds.FakeDiscoveryServer
+	mu   sync.Mutex
+	cur  state
+}
+
+func newFeed(fake *xds.FakeDiscoveryServer, initial state) *feed {
+	if initial == nil {
+		initial = state{}
+	}
+	return &feed{fake: fake, cur: initial}
+}
+
+func (f *feed) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("PUT /state", func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(io.LimitReader(r.Body, maxStateBytes+1))
+		if err != nil || len(b) > maxStateBytes {
+			http.Error(w, fmt.Sprintf("read state: %v (at most %d bytes)", err, maxStateBytes), http.StatusBadRequest)
+			return
+		}
+		next, err := parseState(b)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusUnprocessableEntity)
+			return
+		}
+		n, err := f.set(r.Context(), next)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusUnprocessableEntity)
+			return
+		}
+		fmt.Fprintf(w, "%d changes\n", n)
+	})
+	mux.HandleFunc("GET /version", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, istioVersion()) })
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.Handle("/debug/", f.fake.DiscoveryDebug)
+	return mux
+}
+
+// set makes istiod's inputs next: deletes first (what is gone), then creates and updates,
+// each one a watch event or a config store event, as a cluster's would be. It returns how
+// many objects changed.
+func (f *feed) set(ctx context.Context, next state) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	kc := f.fake.KubeClient().Kube()
+	store := f.fake.Store()
+	n := 0
+	var errs []string
+	for key, o := range f.cur {
+		if _, ok := next[key]; ok {
+			continue
+		}
+		n++
+		var err error
+		if o.istio != nil {
+			err = store.Delete(o.istio.GroupVersionKind, o.istio.Name, o.istio.Namespace, nil)
+		} else {
+			err = deleteKube(ctx, kc, o.kube)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("delete %s: %v", key, err))
+		}
+	}
+	for key, o := range next {
+		prev, had := f.cur[key]
+		if had && prev.text == o.text {
+			continue
+		}
+		n++
+		var err error
+		switch {
+		case o.istio != nil && had:
+			_, err = store.Update(*o.istio)
+		case o.istio != nil:
+			_, err = store.Create(*o.istio)
+		default:
+			err = applyKube(ctx, kc, o.kube, had)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("apply %s: %v", key, err))
+		}
+	}
+	f.cur = next
+	if len(errs) > 0 {
+		log.Printf("feed: %s", strings.Join(errs, "; "))
+		return n, fmt.Errorf("%s", strings.Join(errs, "\n"))
+	}
+	return n, nil
+}
+
+// applyKube creates or updates a Kubernetes object in the fake API server.
+func applyKube(ctx context.Context, c kubernetes.Interface, o runtime.Object, update bool) error {
+	var err error
+	switch x := o.(type) {
+	case *corev1.Namespace:
+		err = upsert(ctx, update, x, c.CoreV1().Namespaces().Create, c.CoreV1().Namespaces().Update)
+	case *corev1.Service:
+		err = upsert(ctx, update, x, c.CoreV1().Services(x.Namespace).Create, c.CoreV1().Services(x.Namespace).Update)
+	case *corev1.Pod:
+		err = upsert(ctx, update, x, c.CoreV1().Pods(x.Namespace).Create, c.CoreV1().Pods(x.Namespace).Update)
+	case *corev1.ServiceAccount:
+		err = upsert(ctx, update, x, c.CoreV1().ServiceAccounts(x.Namespace).Create, c.CoreV1().ServiceAccounts(x.Namespace).Update)
+	case *corev1.Secret:
+		err = upsert(ctx, update, x, c.CoreV1().Secrets(x.Namespace).Create, c.CoreV1().Secrets(x.Namespace).Update)
+	case *corev1.ConfigMap:
+		err = upsert(ctx, update, x, c.CoreV1().ConfigMaps(x.Namespace).Create, c.CoreV1().ConfigMaps(x.Namespace).Update)
+	case *discoveryv1.EndpointSlice:
+		err = upsert(ctx, update, x, c.DiscoveryV1().EndpointSlices(x.Namespace).Create, c.DiscoveryV1().EndpointSlices(x.Namespace).Update)
+	default:
+		return fmt.Errorf("kind %T is not fed to istiod", o)
+	}
+	return err
+}
+
+// upsert creates or updates obj; an update of what is missing creates it, a create of
+// what exists updates it.
+func upsert[T any](ctx context.Context, update bool, obj T,
+	create func(context.Context, T, metav1.CreateOptions) (T, error),
+	upd func(context.Context, T, metav1.UpdateOptions) (T, error),
+) error {
+	if update {
+		_, err := upd(ctx, obj, metav1.UpdateOptions{})
+		if kerrors.IsNotFound(err) {
+			_, err = create(ctx, obj, metav1.CreateOptions{})
+		}
+		return err
+	}
+	_, err := create(ctx, obj, metav1.CreateOptions{})
+	if kerrors.IsAlreadyExists(err) {
+		_, err = upd(ctx, obj, metav1.UpdateOptions{})
+	}
+	return err
+}
+
+// deleteKube deletes a Kubernetes object from the fake API server.
+func deleteKube(ctx context.Context, c kubernetes.Interface, o runtime.Object) error {
+	m, err := metaOf(o)
+	if err != nil {
+		return err
+	}
+	ns, name, opts := m.GetNamespace(), m.GetName(), metav1.DeleteOptions{}
+	switch o.(type) {
+	case *corev1.Namespace:
+		err = c.CoreV1().Namespaces().Delete(ctx, name, opts)
+	case *corev1.Service:
+		err = c.CoreV1().Services(ns).Delete(ctx, name, opts)
+	case *corev1.Pod:
+		err = c.CoreV1().Pods(ns).Delete(ctx, name, opts)
+	case *corev1.ServiceAccount:
+		err = c.CoreV1().ServiceAccounts(ns).Delete(ctx, name, opts)
+	case *corev1.Secret:
+		err = c.CoreV1().Secrets(ns).Delete(ctx, name, opts)
+	case *corev1.ConfigMap:
+		err = c.CoreV1().ConfigMaps(ns).Delete(ctx, name, opts)
+	case *discoveryv1.EndpointSlice:
+		err = c.DiscoveryV1().EndpointSlices(ns).Delete(ctx, name, opts)
+	default:
+		return fmt.Errorf("kind %T is not fed to istiod", o)
+	}
+	if kerrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}

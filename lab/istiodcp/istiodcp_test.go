@@ -1,0 +1,93 @@
+package istiodcp
+
+import (
+	"errors"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	networking "istio.io/api/networking/v1alpha3"
+	"sigs.k8s.io/yaml"
+
+	"github.com/meshlab/meshlab/controlplane/model"
+)
+
+func testModel() *model.Model {
+	svc := &model.Service{Name: "backend", Namespace: "default", VIP: netip.MustParseAddr("10.96.0.10"),
+		Ports: []model.ServicePort{{Name: "http", Port: 8080, TargetPort: 8080, Protocol: model.ProtocolHTTP}}, Selector: map[string]string{"app": "backend"}}
+	pod := func(name, ip string, sidecar bool) *model.Pod {
+		return &model.Pod{Name: name, Namespace: "default", Workload: name, Labels: map[string]string{"app": "backend", "version": "v1"},
+			ServiceAccount: "backend", IP: netip.MustParseAddr(ip), Ports: []uint16{8080}, Sidecar: model.SidecarSpec{Inject: sidecar}}
+	}
+	m := model.New([]*model.Service{svc}, []*model.Pod{pod("backend-v1", "10.244.0.3", true), pod("plain", "10.244.0.4", false)})
+	m.Istio.VirtualServices = []*model.IstioConfig[*networking.VirtualService]{{Name: "backend", Namespace: "default",
+		Spec: &networking.VirtualService{Hosts: []string{"backend.default.svc.cluster.local"}}}}
+	return m
+}
+
+// The lab's objects reach istiod as a cluster's API server holds them.
+func TestObjects(t *testing.T) {
+	b, err := Objects(testModel())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string][]map[string]any{}
+	for _, doc := range strings.Split(string(b), "---\n") {
+		var o map[string]any
+		if err := yaml.Unmarshal([]byte(doc), &o); err != nil {
+			t.Fatalf("%v in\n%s", err, doc)
+		}
+		kinds[o["kind"].(string)] = append(kinds[o["kind"].(string)], o)
+	}
+	for kind, n := range map[string]int{"Namespace": 2, "ServiceAccount": 1, "Service": 1, "Pod": 2, "EndpointSlice": 1, "VirtualService": 1} {
+		if len(kinds[kind]) != n {
+			t.Errorf("%d %s objects, want %d", len(kinds[kind]), kind, n)
+		}
+	}
+	text := string(b)
+	for _, want := range []string{"clusterIP: 10.96.0.10", "podIP: 10.244.0.3", "sidecar.istio.io/status", "security.istio.io/tlsMode: istio",
+		"kubernetes.io/service-name: backend", "- 10.244.0.4", "backend.default.svc.cluster.local"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("objects lack %q:\n%s", want, text)
+		}
+	}
+	// Only the sidecar pod carries the injector's marks.
+	for _, p := range kinds["Pod"] {
+		meta := p["metadata"].(map[string]any)
+		ann, _ := meta["annotations"].(map[string]any)
+		_, injected := ann["sidecar.istio.io/status"]
+		if injected != (meta["name"] == "backend-v1") {
+			t.Errorf("pod %v: injected=%v", meta["name"], injected)
+		}
+	}
+	mc, err := MeshConfig(model.MeshConfig{OutboundTrafficPolicy: model.RegistryOnly})
+	if err != nil || !strings.Contains(string(mc), "REGISTRY_ONLY") || !strings.Contains(string(mc), "rootNamespace: istio-system") {
+		t.Errorf("mesh config %s (%v)", mc, err)
+	}
+}
+
+// Find: the flag's path, else beside meshlab, else PATH, else how to build it.
+func TestFind(t *testing.T) {
+	dir := t.TempDir()
+	meshlab := filepath.Join(dir, "meshlab")
+	bin := filepath.Join(dir, Binary)
+	t.Setenv("PATH", t.TempDir())
+	if _, err := Find("", meshlab); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "make istiod") {
+		t.Errorf("Find without a binary: %v; want ErrNotFound saying how to build it", err)
+	}
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := Find("", meshlab); err != nil || p != bin {
+		t.Errorf("Find beside meshlab = %q, %v; want %s", p, err, bin)
+	}
+	if _, err := Find(filepath.Join(dir, "nope"), meshlab); err == nil || !strings.Contains(err.Error(), "--istiod-path") {
+		t.Errorf("Find of a missing --istiod-path: %v", err)
+	}
+	t.Setenv("PATH", dir)
+	if p, err := Find("", "/elsewhere/meshlab"); err != nil || p != bin {
+		t.Errorf("Find on PATH = %q, %v", p, err)
+	}
+}
