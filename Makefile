@@ -82,7 +82,7 @@ fidelity:
 		$(FIDELITY_ENV) PILOT_ENABLE_AMBIENT=true $(GO) test -count=1 -timeout 4m -v -run '^TestAmbient' .
 
 # istiod builds bin/meshlab-istiod: Istio's own istiod as a lab's control plane (`meshlab
-# up --control-plane=istiod`), from the module fidelity/istiod/ (which alone, with
+# up --control-plane=istiod`), from the module istiod/ (which alone, with
 # fidelity/, requires istio.io/istio) at the Istio version it pins. The first build compiles Istio
 # (minutes on 2 cores); Go's build cache makes the next ones take seconds, so `make test`
 # builds it before the end-to-end tests. ISTIO_VERSION=<istio.io/istio module version>
@@ -92,9 +92,9 @@ ISTIOD_BIN := bin/meshlab-istiod
 ISTIO_VERSION ?=
 istiod:
 ifeq ($(ISTIO_VERSION),)
-	cd fidelity/istiod && $(GO) build -o ../../$(ISTIOD_BIN) .
+	cd istiod && $(GO) build -o ../$(ISTIOD_BIN) .
 else
-	rm -rf .istiod-build && mkdir .istiod-build && cp fidelity/istiod/*.go fidelity/istiod/go.mod fidelity/istiod/go.sum .istiod-build/
+	rm -rf .istiod-build && mkdir .istiod-build && cp istiod/*.go istiod/go.mod istiod/go.sum .istiod-build/
 	cd .istiod-build && $(GO) mod edit -dropreplace=k8s.io/api -dropreplace=k8s.io/apimachinery -dropreplace=k8s.io/client-go && \
 		$(GO) get istio.io/istio@$(ISTIO_VERSION) && $(GO) build -mod=mod -o ../$(ISTIOD_BIN) .
 	rm -rf .istiod-build

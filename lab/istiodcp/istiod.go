@@ -1,6 +1,6 @@
 // Package istiodcp runs Istio's own istiod as a lab's control plane (`up
 // --control-plane=istiod`): it finds the meshlab-istiod binary (built from the module
-// fidelity/istiod/ by `make istiod`, so that istio.io/istio never enters meshlab), starts it with
+// istiod/ by `make istiod`, so that istio.io/istio never enters meshlab), starts it with
 // the lab's objects, keeps it fed with every change as Kubernetes objects (kube.go), and
 // reaches its debug endpoints. The lab's discovery server relays its proxies'
 // authenticated streams to istiod's ADS socket (controlplane/discovery's relay).

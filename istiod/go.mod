@@ -1,4 +1,4 @@
-module github.com/meshlab/meshlab/fidelity/istiod
+module github.com/meshlab/meshlab/istiod
 
 go 1.26.8
 
