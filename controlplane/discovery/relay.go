@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	discoverypb "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
@@ -38,7 +37,7 @@ const relayStreamBase = int64(1) << 40
 const relayFlush = 200 * time.Millisecond
 
 type relay struct {
-	discoverygrpc.UnimplementedAggregatedDiscoveryServiceServer
+	discoverypb.UnimplementedAggregatedDiscoveryServiceServer
 	s    *Server
 	conn *grpc.ClientConn
 	ids  atomic.Int64
@@ -70,7 +69,7 @@ func newRelay(s *Server, upstream string) (*relay, error) {
 func (r *relay) close() error { return r.conn.Close() }
 
 // StreamAggregatedResources relays one SotW stream.
-func (r *relay) StreamAggregatedResources(down discoverygrpc.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
+func (r *relay) StreamAggregatedResources(down discoverypb.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
 	id := relayStreamBase + r.ids.Add(1)
 	t := r.s.tracker
 	ctx, cancel := context.WithCancel(down.Context())
@@ -78,7 +77,7 @@ func (r *relay) StreamAggregatedResources(down discoverygrpc.AggregatedDiscovery
 	defer context.AfterFunc(r.s.ctx, cancel)()
 	_ = t.onOpen(ctx, id, "")
 	defer t.onClosed(id, nil)
-	up, err := discoverygrpc.NewAggregatedDiscoveryServiceClient(r.conn).StreamAggregatedResources(ctx)
+	up, err := discoverypb.NewAggregatedDiscoveryServiceClient(r.conn).StreamAggregatedResources(ctx)
 	if err != nil {
 		return status.Errorf(codes.Unavailable, "control plane: %v", err)
 	}
@@ -115,7 +114,7 @@ func (r *relay) StreamAggregatedResources(down discoverygrpc.AggregatedDiscovery
 }
 
 // DeltaAggregatedResources relays one delta stream.
-func (r *relay) DeltaAggregatedResources(down discoverygrpc.AggregatedDiscoveryService_DeltaAggregatedResourcesServer) error {
+func (r *relay) DeltaAggregatedResources(down discoverypb.AggregatedDiscoveryService_DeltaAggregatedResourcesServer) error {
 	id := relayStreamBase + r.ids.Add(1)
 	t := r.s.tracker
 	ctx, cancel := context.WithCancel(down.Context())
@@ -123,7 +122,7 @@ func (r *relay) DeltaAggregatedResources(down discoverygrpc.AggregatedDiscoveryS
 	defer context.AfterFunc(r.s.ctx, cancel)()
 	_ = t.onDeltaOpen(ctx, id, "")
 	defer t.onDeltaClosed(id, nil)
-	up, err := discoverygrpc.NewAggregatedDiscoveryServiceClient(r.conn).DeltaAggregatedResources(ctx)
+	up, err := discoverypb.NewAggregatedDiscoveryServiceClient(r.conn).DeltaAggregatedResources(ctx)
 	if err != nil {
 		return status.Errorf(codes.Unavailable, "control plane: %v", err)
 	}

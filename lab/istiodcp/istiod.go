@@ -137,13 +137,17 @@ func Start(ctx context.Context, o Options) (*Istiod, error) {
 	}}
 	go func() {
 		err := cmd.Wait()
+		if err == nil {
+			// istiod never ends by itself; an exit with status 0 is still one.
+			err = errExitedCleanly
+		}
 		d.mu.Lock()
 		stopping := d.stopping
 		d.mu.Unlock()
 		d.err = err
 		close(d.done)
 		if !stopping && o.OnExit != nil {
-			o.OnExit(fmt.Errorf("istiod exited: %v (see %s)", err, LogPath(o.Dir)))
+			o.OnExit(fmt.Errorf("istiod exited: %w (see %s)", err, LogPath(o.Dir)))
 		}
 	}()
 	if err := d.waitReady(ctx, 2*time.Minute); err != nil {
@@ -152,6 +156,9 @@ func Start(ctx context.Context, o Options) (*Istiod, error) {
 	}
 	return d, nil
 }
+
+// errExitedCleanly is istiod's exit with status 0, which is still an end it should not reach.
+var errExitedCleanly = errors.New("exit status 0")
 
 // waitReady waits for istiod's ADS socket and feed.
 func (d *Istiod) waitReady(ctx context.Context, timeout time.Duration) error {
@@ -164,7 +171,7 @@ func (d *Istiod) waitReady(ctx context.Context, timeout time.Duration) error {
 		}
 		select {
 		case <-d.done:
-			return fmt.Errorf("istiod exited while starting: %v; its log (%s):\n%s", d.err, LogPath(d.dir), tail(LogPath(d.dir)))
+			return fmt.Errorf("istiod exited while starting: %w; its log (%s):\n%s", d.err, LogPath(d.dir), tail(LogPath(d.dir)))
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):
