@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/controlplane/model"
@@ -330,7 +331,12 @@ func deleteNodeLink(nodeNS, name string) error {
 			}
 			return err
 		}
-		return netlink.LinkDel(link)
+		// The pair goes with the pod's namespace: when that namespace is torn down between
+		// the lookup and the delete, the link is already gone, which is what was asked.
+		if err := netlink.LinkDel(link); err != nil && !errors.Is(err, unix.ENODEV) {
+			return err
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("delete link %s in %s: %w", name, nodeNS, err)
