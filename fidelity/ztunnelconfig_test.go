@@ -110,7 +110,7 @@ var zcViews = []zcView{
 	{name: "all --with-headers", ordered: true,
 		meshlab:  func(w ztunnelconfig.Writer, d *ztunnelconfig.Dump) error { return w.All(d, true, ztunnelconfig.Short) },
 		istioctl: func(cw *zconfigdump.ConfigWriter) error { return cw.PrintFullSummary(true) }},
-	{name: "all -o yaml",
+	{name: "all -o yaml", ordered: true,
 		meshlab:  func(w ztunnelconfig.Writer, d *ztunnelconfig.Dump) error { return w.All(d, false, ztunnelconfig.YAML) },
 		istioctl: func(cw *zconfigdump.ConfigWriter) error { return cw.PrintFullDump("yaml") }},
 }
