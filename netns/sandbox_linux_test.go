@@ -147,18 +147,29 @@ func TestSandboxInitIsTheReaper(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	init := cmd.Process.Pid
-	var exe string
+	// execve switches /proc/<pid>/exe before it lays out the new argv, so for a moment the
+	// exe is the memfd while cmdline is empty: wait for both.
+	var (
+		exe     string
+		pid     int
+		got     Sandbox
+		ok      bool
+		initErr error
+	)
 	deadline := time.Now().Add(10 * time.Second)
 	for ; time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		exe, _ = os.Readlink(fmt.Sprintf("/proc/%d/exe", init))
-		if strings.Contains(exe, "memfd:meshlab-pod-init") {
+		if !strings.Contains(exe, "memfd:meshlab-pod-init") {
+			continue
+		}
+		if pid, got, ok, initErr = PodInit(ns); ok || initErr != nil {
 			break
 		}
 	}
 	if !strings.Contains(exe, "memfd:meshlab-pod-init") {
 		t.Fatalf("the pod's init is %q, want the reaper's memfd\n%s", exe, out.String())
 	}
-	pid, got, ok, err := PodInit(ns)
+	err := initErr
 	if err != nil || !ok || pid != init || got.Hostname != "pod-r" {
 		t.Errorf("PodInit(%s) = %d %+v %v %v, want the init %d and its sandbox", ns, pid, got, ok, err, init)
 	}
