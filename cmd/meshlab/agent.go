@@ -14,15 +14,21 @@ import (
 // each pod's network namespace; its flags are agent.Args of an agent.Config.
 func newAgentCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:    "agent",
+		Use:    "agent [proxy sidecar|router|waypoint]",
 		Short:  "run the pod agent (internal; started by the lab)",
 		Hidden: true,
-		Args:   cobra.NoArgs,
+		Args: func(_ *cobra.Command, args []string) error {
+			_, err := agent.ParseProxyArgs(args)
+			return err
+		},
 	}
 	config := agent.BindFlags(cmd.Flags())
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		cfg, err := config()
 		if err != nil {
+			return err
+		}
+		if cfg.ProxyType, err = agent.ParseProxyArgs(args); err != nil {
 			return err
 		}
 		return agent.Run(cmd.Context(), cfg, agentLogger(cmd))

@@ -47,6 +47,11 @@ type bootstrapParams struct {
 	StatusPort     uint16
 	PrometheusPort uint16
 	HealthPort     uint16
+
+	// Waypoint is Istio's waypoint bootstrap (pkg/bootstrap/config.go for a "waypoint~"
+	// node): delta ADS, and the bootstrap extensions metadata_discovery (WDS Workload
+	// over ADS) and envoy.bootstrap.internal_listener (64 KiB buffers).
+	Waypoint bool
 }
 
 // renderBootstrap returns the bootstrap of one epoch as Envoy's JSON, shaped as Istio's
@@ -76,6 +81,7 @@ func renderBootstrap(c Config) ([]byte, error) {
 		StatusPort:     c.StatusPort,
 		PrometheusPort: PrometheusPort,
 		HealthPort:     HealthPort,
+		Waypoint:       c.proxyType() == ProxyTypeWaypoint,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("render bootstrap: %w", err)

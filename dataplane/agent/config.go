@@ -31,11 +31,14 @@ const (
 // Config is everything one pod's agent needs. Zero optional fields take the defaults
 // above; ProxyUID and ProxyGID 0 also mean 1337, so the proxy never runs as root.
 type Config struct {
-	Lab            string            // required
-	Pod            string            // required
-	Namespace      string            // required
-	PodIP          netip.Addr        // required
-	NodeID         string            // required, e.g. "sidecar~10.244.0.3~backend-v1.default~default.svc.cluster.local"
+	Lab       string     // required
+	Pod       string     // required
+	Namespace string     // required
+	PodIP     netip.Addr // required
+	NodeID    string     // required, e.g. "sidecar~10.244.0.3~backend-v1.default~default.svc.cluster.local"
+	// ProxyType is optional: pilot-agent's `proxy TYPE` (sidecar, router or waypoint). ""
+	// takes the node id's type; when set, the node id's type must be the same.
+	ProxyType      string
 	ServiceCluster string            // required, e.g. "backend.default"
 	Workload       string            // optional
 	Labels         map[string]string // optional
@@ -136,6 +139,9 @@ func (c Config) validate() error {
 	}
 	if !c.PodIP.IsValid() {
 		errs = append(errs, errors.New("pod ip is required"))
+	}
+	if err := c.checkProxyType(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Proxyless && c.TokenPath == "" {
 		errs = append(errs, errors.New("token path is required in proxyless mode (the app's certificate files)"))

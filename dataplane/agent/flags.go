@@ -51,7 +51,8 @@ const (
 	flagAppUID                   = "app-uid"
 )
 
-// Args returns the argv after "meshlab agent" that makes BindFlags produce c again.
+// Args returns the argv after "meshlab agent" that makes BindFlags (and ParseProxyArgs,
+// for the positional `proxy TYPE` at the end) produce c again.
 // Zero fields are left out (they mean "default"); labels are sorted, one --label each.
 func Args(c Config) []string {
 	var a []string
@@ -114,6 +115,9 @@ func Args(c Config) []string {
 		a = append(a, "--"+flagProxyless)
 	}
 	num(flagAppUID, uint64(c.AppUID))
+	if c.ProxyType != "" {
+		a = append(a, "proxy", c.ProxyType) // pilot-agent's `proxy TYPE`; ParseProxyArgs reads it
+	}
 	return a
 }
 

@@ -18,7 +18,12 @@ func parseArgs(t *testing.T, args []string) (Config, error) {
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}
-	return build()
+	c, err := build()
+	if err != nil {
+		return Config{}, err
+	}
+	c.ProxyType, err = ParseProxyArgs(fs.Args())
+	return c, err
 }
 
 func TestArgsRoundTrip(t *testing.T) {
@@ -38,6 +43,7 @@ func TestArgsRoundTrip(t *testing.T) {
 		{name: "full", cfg: full},
 		{name: "proxyless", cfg: Config{Pod: "p", Proxyless: true, AppUID: 1879113729, TokenPath: "/t"}},
 		{name: "zero", cfg: Config{}},
+		{name: "proxy waypoint", cfg: Config{Pod: "w", ProxyType: ProxyTypeWaypoint}},
 		{name: "required only", cfg: Config{Lab: "l", Pod: "p", Namespace: "ns", PodIP: full.PodIP, NodeID: "n",
 			ServiceCluster: "c", ServiceAccount: "sa", RunDir: "/r", XDSSocket: "/x", LabSocket: "/a"}},
 	} {
