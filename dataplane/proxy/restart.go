@@ -121,8 +121,8 @@ func (s *Server) terminateParent() {
 }
 
 // superviseParent runs Envoy's child sequence after start: merge the parent's stats on
-// every flush; once LIVE send DrainListeners; once LIVE and --parent-shutdown-time-s
-// after the start, send Terminate.
+// every flush; once LIVE send DrainListeners and, --parent-shutdown-time-s later,
+// Terminate.
 func (s *Server) superviseParent(ctx context.Context) {
 	if s.hr == nil || !s.hr.parentAlive {
 		return
@@ -144,7 +144,12 @@ func (s *Server) superviseParent(ctx context.Context) {
 			if err := s.hr.r.DrainListeners(); err != nil {
 				s.log.Warn(fmt.Sprintf("hot restart: drain parent listeners: %v", err))
 			}
-			t := time.NewTimer(time.Until(s.start.Add(s.opts.ParentShutdownTime)))
+			// Envoy arms the parent shutdown timer when its workers start (DrainManager's
+			// startParentShutdownSequence), not at process start: timed from the start, a
+			// child slow to go LIVE left its parent less than --parent-shutdown-time-s to
+			// drain, and the parent still answered requests after the child's last pull
+			// of its counters.
+			t := time.NewTimer(s.opts.ParentShutdownTime)
 			defer t.Stop()
 			shutdown = t.C
 		case <-shutdown:
