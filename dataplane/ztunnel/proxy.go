@@ -61,7 +61,7 @@ func (z *Ztunnel) serveOutbound(p *pod, c *net.TCPConn) {
 		reset(c)
 		return
 	}
-	req, err := buildRequest(z.store, src, dst)
+	req, err := buildRequest(z.store, src, tcpAddr(c.RemoteAddr()).Addr(), dst)
 	ev := &ConnEvent{
 		Direction: Outbound, Protocol: req.Protocol, Src: tcpAddr(c.RemoteAddr()), Dst: dst,
 		SrcWorkload: src.Workload, SrcIdentity: src.Identity(), Start: time.Now(),
@@ -317,8 +317,9 @@ func (z *Ztunnel) inboundHBONE(ctx context.Context, p *pod, r *hbone.ConnectRequ
 	if sw := z.store.WorkloadByIP(r.Remote.Addr()); sw != nil {
 		ev.SrcWorkload = sw.Workload
 	}
-	// The target must be this pod (ztunnel's validate_destination; waypoints are part 2).
-	if !slices.Contains(w.IPs, r.Authority.Addr()) {
+	// The target must be this pod, or a service or workload whose waypoint this pod is
+	// (ztunnel's validate_destination).
+	if !slices.Contains(w.IPs, r.Authority.Addr()) && !z.store.IsWaypointFor(r.Authority.Addr(), w) {
 		z.obs.Failed(ev, metrics.FlagConnectFailure, fmt.Errorf("HBONE target %s is not this pod (%v)", r.Authority, w.IPs))
 		return hbone.Upstream{}, http.StatusBadRequest
 	}

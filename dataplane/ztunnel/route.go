@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/meshlab/meshlab/ambientapi/workload"
 	"github.com/meshlab/meshlab/dataplane/ztunnel/state"
 )
 
@@ -45,19 +46,21 @@ type Request struct {
 // refused, as ztunnel's NoHealthyUpstream).
 var ErrNoHealthyUpstream = errors.New("no healthy upstream")
 
-// ErrWaypoint is a destination behind a waypoint, which needs issue 26's part 2.
-var ErrWaypoint = errors.New("destination uses a waypoint, which this ztunnel does not support yet")
-
-// buildRequest decides where a connection from src to dst goes, in ztunnel's order: a
-// service VIP with a waypoint (refused: waypoints are part 2); the upstream workload
-// resolved through the service or by IP, none meaning passthrough to dst unless the
-// service should have had one; a workload-addressed destination with a waypoint
-// (refused likewise); else the destination workload's tunnel protocol: HBONE to its
-// ip:15008 with :authority ip:targetPort, or plain TCP to ip:targetPort.
-func buildRequest(st *state.Store, src *state.Workload, dst netip.AddrPort) (Request, error) {
+// buildRequest decides where a connection from src (at srcIP) to dst goes, in
+// ztunnel's order (build_request): a service VIP whose service has a waypoint goes over
+// HBONE to a waypoint pod's HBONE port with :authority the VIP:port; else the upstream
+// workload resolved through the service or by IP, none meaning passthrough to dst unless
+// the service should have had one; a workload-addressed destination with a waypoint goes
+// to that waypoint likewise, unless the connection comes from that waypoint; else the
+// destination workload's tunnel protocol: HBONE to its ip:15008 with :authority
+// ip:targetPort, or plain TCP to ip:targetPort. A waypoint that resolves to no pod fails
+// the connection (state.ErrUnknownWaypoint); it is never gone around.
+func buildRequest(st *state.Store, src *state.Workload, srcIP netip.Addr, dst netip.AddrPort) (Request, error) {
 	up, svc, passthrough, found := st.FindUpstream(src, dst)
-	if svc != nil && (svc.GetWaypoint() != nil || len(svc.GetWeightedWaypoints()) > 0) {
-		return Request{}, fmt.Errorf("service %s: %w", svc.GetHostname(), ErrWaypoint)
+	if svc != nil {
+		if gw, ok := state.ServiceWaypoint(svc); ok {
+			return toWaypoint(st, src, gw, dst, svc)
+		}
 	}
 	if !found {
 		if svc != nil && !passthrough {
@@ -65,8 +68,8 @@ func buildRequest(st *state.Store, src *state.Workload, dst netip.AddrPort) (Req
 		}
 		return Request{Protocol: TCP, Actual: dst}, nil
 	}
-	if svc == nil && up.Workload.GetWaypoint() != nil {
-		return Request{}, fmt.Errorf("workload %s: %w", up.Workload.GetUid(), ErrWaypoint)
+	if svc == nil && up.Workload.GetWaypoint() != nil && !st.FromWaypoint(up.Workload, src.Identity(), srcIP) {
+		return toWaypoint(st, src, up.Workload.GetWaypoint(), dst, nil)
 	}
 	if up.Workload.HBONE() {
 		return Request{
@@ -79,4 +82,22 @@ func buildRequest(st *state.Store, src *state.Workload, dst netip.AddrPort) (Req
 		}, nil
 	}
 	return Request{Protocol: TCP, Actual: up.Address(), Upstream: up.Workload, Service: svc, SANs: up.SANs()}, nil
+}
+
+// toWaypoint is the request through waypoint gw: HBONE to the waypoint pod's HBONE port,
+// :authority the original destination (not translated), the waypoint's identities as
+// SANs; Upstream is the waypoint, Service the one the client addressed.
+func toWaypoint(st *state.Store, src *state.Workload, gw *workload.GatewayAddress, dst netip.AddrPort, svc *state.Service) (Request, error) {
+	wp, err := st.FindWaypoint(src, gw)
+	if err != nil {
+		return Request{}, err
+	}
+	return Request{
+		Protocol:    HBONE,
+		Actual:      wp.Address(),
+		HBONETarget: dst,
+		Upstream:    wp.Workload,
+		Service:     svc,
+		SANs:        wp.SANs(),
+	}, nil
 }

@@ -32,6 +32,27 @@ func ports(pairs ...uint32) []*workload.Port {
 	return out
 }
 
+// waypointXDS is a waypoint as istiod describes it: its Service (VIP 127.0.0.11, port
+// 15008) and its pod at 127.0.0.10 (not captured: tunnel protocol NONE).
+func waypointXDS() []*workload.Address {
+	return []*workload.Address{
+		svcAddr(&workload.Service{Name: "waypoint", Namespace: "ns", Hostname: "waypoint.ns.svc.cluster.local", Addresses: vip("127.0.0.11"), Ports: ports(15008, 15008)}),
+		wlAddr(&workload.Workload{
+			Uid: "cluster1//v1/Pod/ns/waypoint-workload", Name: "waypoint-workload", Namespace: "ns", ServiceAccount: "waypoint-sa",
+			Addresses: [][]byte{ip4("127.0.0.10")},
+			Services:  map[string]*workload.PortList{"ns/waypoint.ns.svc.cluster.local": {Ports: ports(15008, 15008)}},
+		}),
+	}
+}
+
+// waypointByVIP is the waypoint reference istiod sets: the waypoint Service's VIP.
+func waypointByVIP() *workload.GatewayAddress {
+	return &workload.GatewayAddress{
+		Destination:   &workload.GatewayAddress_Address{Address: &workload.NetworkAddress{Address: ip4("127.0.0.11")}},
+		HboneMtlsPort: 15008,
+	}
+}
+
 // TestBuildRequest is ztunnel's build_request_* table (src/proxy/outbound.rs) as
 // meshlab's: the source is "source-workload" in ns at 127.0.0.1 on local-node.
 func TestBuildRequest(t *testing.T) {
@@ -66,6 +87,7 @@ func TestBuildRequest(t *testing.T) {
 	}
 	cases := []struct {
 		name    string
+		from    string // the source workload's uid; "" is source-workload
 		to      string
 		xds     []*workload.Address
 		want    Request // Protocol, Actual, HBONETarget compared; SANs when set
@@ -157,13 +179,60 @@ func TestBuildRequest(t *testing.T) {
 			wantErr: ErrNoHealthyUpstream,
 		},
 		{
-			name: "destination_waypoint (part 2): refused, never sent around the waypoint", to: "127.0.0.2:80",
-			xds: []*workload.Address{wlAddr(&workload.Workload{
+			name: "destination_waypoint: workload-addressed traffic goes to the workload's waypoint, authority the original dst", to: "127.0.0.2:80",
+			xds: append(waypointXDS(), wlAddr(&workload.Workload{
 				Uid: "cluster1//v1/Pod/ns/test-tcp", Name: "test-tcp", Namespace: "ns", Addresses: [][]byte{ip4("127.0.0.2")},
-				TunnelProtocol: workload.TunnelProtocol_HBONE,
-				Waypoint:       &workload.GatewayAddress{Destination: &workload.GatewayAddress_Address{Address: &workload.NetworkAddress{Address: ip4("127.0.0.10")}}, HboneMtlsPort: 15008},
-			})},
-			wantErr: ErrWaypoint,
+				TunnelProtocol: workload.TunnelProtocol_HBONE, Waypoint: waypointByVIP(),
+			})),
+			want: Request{
+				Protocol: HBONE, Actual: netip.MustParseAddrPort("127.0.0.10:15008"), HBONETarget: netip.MustParseAddrPort("127.0.0.2:80"),
+				SANs: []string{"spiffe://cluster.local/ns/ns/sa/waypoint-sa"},
+			},
+		},
+		{
+			name: "destination_waypoint: traffic from the waypoint itself goes straight to the workload", to: "127.0.0.2:80",
+			from: "cluster1//v1/Pod/ns/waypoint-workload",
+			xds: append(waypointXDS(), wlAddr(&workload.Workload{
+				Uid: "cluster1//v1/Pod/ns/test-tcp", Name: "test-tcp", Namespace: "ns", Addresses: [][]byte{ip4("127.0.0.2")},
+				TunnelProtocol: workload.TunnelProtocol_HBONE, Waypoint: waypointByVIP(),
+			})),
+			want: Request{Protocol: HBONE, Actual: netip.MustParseAddrPort("127.0.0.2:15008"), HBONETarget: netip.MustParseAddrPort("127.0.0.2:80")},
+		},
+		{
+			name: "service_waypoint: a VIP whose service has a waypoint goes to it, authority VIP:port", to: "127.0.0.3:80",
+			xds: append(waypointXDS(),
+				example(func(s *workload.Service) { s.Waypoint = waypointByVIP() }),
+				endpoint("pod", "127.0.0.2", workload.TunnelProtocol_HBONE, 80, 8080, nil)),
+			want: Request{
+				Protocol: HBONE, Actual: netip.MustParseAddrPort("127.0.0.10:15008"), HBONETarget: netip.MustParseAddrPort("127.0.0.3:80"),
+				SANs: []string{"spiffe://cluster.local/ns/ns/sa/waypoint-sa"},
+			},
+		},
+		{
+			name: "service_waypoint by hostname, even with no endpoint of its own", to: "127.0.0.3:80",
+			xds: append(waypointXDS(), example(func(s *workload.Service) {
+				s.Waypoint = &workload.GatewayAddress{
+					Destination:   &workload.GatewayAddress_Hostname{Hostname: &workload.NamespacedHostname{Namespace: "ns", Hostname: "waypoint.ns.svc.cluster.local"}},
+					HboneMtlsPort: 15008,
+				}
+			})),
+			want: Request{Protocol: HBONE, Actual: netip.MustParseAddrPort("127.0.0.10:15008"), HBONETarget: netip.MustParseAddrPort("127.0.0.3:80")},
+		},
+		{
+			name: "service_waypoint: a waypoint without a pod fails, never goes around it", to: "127.0.0.3:80",
+			xds: []*workload.Address{
+				example(func(s *workload.Service) { s.Waypoint = waypointByVIP() }),
+				endpoint("pod", "127.0.0.2", workload.TunnelProtocol_HBONE, 80, 8080, nil),
+			},
+			wantErr: state.ErrUnknownWaypoint,
+		},
+		{
+			name: "service-addressed traffic goes to the waypoint even from the waypoint (only workload-addressed traffic is checked)", to: "127.0.0.3:80",
+			from: "cluster1//v1/Pod/ns/waypoint-workload",
+			xds: append(waypointXDS(),
+				example(func(s *workload.Service) { s.Waypoint = waypointByVIP() }),
+				endpoint("pod", "127.0.0.2", workload.TunnelProtocol_HBONE, 80, 8080, nil)),
+			want: Request{Protocol: HBONE, Actual: netip.MustParseAddrPort("127.0.0.10:15008"), HBONETarget: netip.MustParseAddrPort("127.0.0.3:80")},
 		},
 		{
 			name: "a namespace-visible service of another namespace is not this client's", to: "127.0.0.3:80",
@@ -178,8 +247,12 @@ func TestBuildRequest(t *testing.T) {
 			t.Parallel()
 			st := state.New("local-node")
 			st.ApplyAddresses(append([]*workload.Address{wlAddr(source)}, tc.xds...), nil)
-			src := st.WorkloadByUID(source.GetUid())
-			got, err := buildRequest(st, src, netip.MustParseAddrPort(tc.to))
+			from := source.GetUid()
+			if tc.from != "" {
+				from = tc.from
+			}
+			src := st.WorkloadByUID(from)
+			got, err := buildRequest(st, src, src.IPs[0], netip.MustParseAddrPort(tc.to))
 			if tc.wantErr != nil {
 				if !errors.Is(err, tc.wantErr) {
 					t.Fatalf("err = %v, want %v", err, tc.wantErr)
