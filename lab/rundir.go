@@ -1,6 +1,8 @@
 package lab
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -57,8 +59,26 @@ func (p Paths) XDSSocket() string { return filepath.Join(p.Dir, "xds.sock") }
 // APISocket is the lab API's unix socket.
 func (p Paths) APISocket() string { return filepath.Join(p.Dir, "api.sock") }
 
-// PodDir is the run directory of the pod whose key (model.PodKey) is pod.
-func (p Paths) PodDir(pod string) string { return filepath.Join(p.Dir, "pods", pod) }
+// PodDir is the run directory of the pod whose key (model.PodKey) is pod. A key longer
+// than maxPodDirName (a long pod name in a long namespace, as Kubernetes allows) is cut
+// and ends with a hash of the whole key, so that the unix sockets inside (agent.sock,
+// sds.sock) stay within Linux's 108-byte sun_path with a lab name of 20 characters.
+func (p Paths) PodDir(pod string) string { return filepath.Join(p.Dir, "pods", podDirName(pod)) }
+
+// maxPodDirName is the longest pod directory name: /run/meshlab/<20>/pods/<40>/agent.sock
+// is 90 bytes.
+const maxPodDirName = 40
+
+// podDirName is the name of the run directory of the pod whose key is pod: the key itself,
+// or when longer than maxPodDirName its first 31 characters, '-' and 8 hex digits of its
+// SHA-256, which keep two long keys with one prefix apart.
+func podDirName(pod string) string {
+	if len(pod) <= maxPodDirName {
+		return pod
+	}
+	sum := sha256.Sum256([]byte(pod))
+	return pod[:maxPodDirName-9] + "-" + hex.EncodeToString(sum[:4])
+}
 
 // AgentSocket is the agent API socket of one pod.
 func (p Paths) AgentSocket(pod string) string { return filepath.Join(p.PodDir(pod), "agent.sock") }

@@ -1,8 +1,12 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/meshlab/meshlab/internal/testutil"
 )
 
 // curlSample is Istio's curl sample as it is applied with `kubectl apply -n NS -f`: no
@@ -61,5 +65,33 @@ func TestApplyWithNamespaceAsKubectl(t *testing.T) {
 	refs, err := Refs("curl.yaml", "legacy", []byte(curlSample))
 	if err != nil || len(refs) != 2 || refs[1].Namespace != "legacy" {
 		t.Fatalf("delete -n legacy -f curl.yaml: %v %v", refs, err)
+	}
+}
+
+// The TCP traffic shifting task applies Istio's tcp-echo sample in namespace
+// istio-io-tcp-traffic-shifting: pods with keys longer than a short run directory name
+// (the run directory cuts them, lab.Paths.PodDir) are accepted, as Kubernetes accepts them.
+func TestApplyLongNamespaceAsKubectl(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile(filepath.Join(testutil.IstioSamples(t), "tcp-echo", "tcp-echo-services.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := Load("base.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ns = "istio-io-tcp-traffic-shifting"
+	if sc, _, err = sc.Apply(File{Name: "tcp-echo-services.yaml", Data: data, Namespace: ns}); err != nil {
+		t.Fatalf("apply -n %s: %v", ns, err)
+	}
+	var keys []string
+	for _, o := range sc.Objects {
+		for _, p := range o.pods {
+			keys = append(keys, p.Key())
+		}
+	}
+	if len(keys) != 2 || len(keys[0]) <= 56 {
+		t.Fatalf("pod keys %v: want tcp-echo-v1 and -v2 in %s, longer than the old 56-character limit", keys, ns)
 	}
 }

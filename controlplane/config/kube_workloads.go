@@ -135,9 +135,6 @@ func decodeKubeWorkload(kind string, top map[string]any, js []byte, o *Object, p
 			p.addf("metadata.name", "pod name %q is %d characters, more than %d (each pod is a network namespace ml-<lab>-<pod>)", pn, len(pn), maxPodName)
 			break
 		}
-		if !checkPodKey(p, "metadata.namespace", p.origin.Namespace, pn) {
-			break
-		}
 	}
 	if len(*p.list) > n {
 		return nil

@@ -123,12 +123,6 @@ func TestLoadErrors(t *testing.T) {
 			want: []string{`t.yaml: Pod default/backend: metadata.name: pod "backend" is also made by Workload default/backend in document 2`},
 		},
 		{
-			name: "pod key too long for the run directory's sockets",
-			yaml: docs(service(okService), workload("backend", okWorkload),
-				"apiVersion: meshlab.dev/v1alpha1\nkind: Workload\nmetadata: {name: backend-with-a-long-name, namespace: a-namespace-of-thirty-three-chars}\nspec: {}\n"),
-			want: []string{`t.yaml: Workload a-namespace-of-thirty-three-chars/backend-with-a-long-name: metadata.namespace: pod a-namespace-of-thirty-three-chars/backend-with-a-long-name: its key "backend-with-a-long-name.a-namespace-of-thirty-three-chars" is 58 characters, more than 56 (the pod's run directory /run/meshlab/<lab>/pods/<key>/ holds unix sockets, whose paths Linux limits to 108 bytes): shorten the name or the namespace`},
-		},
-		{
 			name: "service port out of range zero and duplicate",
 			yaml: docs(service("  selector: {app: backend}\n  ports:\n  - {port: 70000}\n  - {port: 0}\n  - {port: 80, name: a}\n  - {port: 80, name: b, targetPort: 99999}\n"), workload("backend", okWorkload)),
 			want: []string{

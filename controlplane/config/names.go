@@ -2,28 +2,14 @@ package config
 
 import (
 	"fmt"
-
-	"github.com/meshlab/meshlab/controlplane/model"
 )
 
 // maxPodName is the longest pod name meshlab accepts: the pod's network namespace is
 // "ml-<lab>-<pod key>", and names that long are already hard to read in `ip netns list`.
+// A pod's key (name and namespace) has no limit of its own: a namespace may be as long as
+// Kubernetes allows (63), the network namespace's name still fits a file name, and the
+// run directory's name is cut with a hash when long (lab.Paths.PodDir).
 const maxPodName = 40
-
-// maxPodKey is the longest pod key (model.PodKey: "<name>" in default,
-// "<name>.<namespace>" elsewhere): the key names the pod's run directory
-// /run/meshlab/<lab>/pods/<key>/, whose unix sockets (agent.sock) must fit Linux's
-// 108-byte sun_path with a lab name of 20 characters.
-const maxPodKey = 56
-
-// checkPodKey records a problem at field when pod namespace/name's key is too long.
-func checkPodKey(p problems, field, namespace, name string) bool {
-	if k := model.PodKey(namespace, name); len(k) > maxPodKey {
-		p.addf(field, "pod %s/%s: its key %q is %d characters, more than %d (the pod's run directory /run/meshlab/<lab>/pods/<key>/ holds unix sockets, whose paths Linux limits to 108 bytes): shorten the name or the namespace", namespace, name, k, len(k), maxPodKey)
-		return false
-	}
-	return true
-}
 
 // checkDNSLabel returns why name is not a DNS-1123 label (lowercase letters, digits and
 // '-', starting and ending with a letter or digit, at most max characters), or "".

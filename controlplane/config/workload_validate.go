@@ -54,9 +54,6 @@ func validateWorkload(w *Workload, p problems) []*model.Pod {
 			p.addf("spec.replicas", "pod name %q is %d characters, more than %d", name, len(name), maxPodName)
 			break
 		}
-		if !checkPodKey(p, "metadata.namespace", p.origin.Namespace, name) {
-			break
-		}
 	}
 	if len(*p.list) > n {
 		return nil

@@ -1,0 +1,37 @@
+package lab
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A pod's run directory keeps its sockets within Linux's 108-byte sun_path whatever the
+// pod's key: a long key (Istio's tcp-echo in istio-io-tcp-traffic-shifting) is cut with a
+// hash, and two long keys that share a prefix stay apart.
+func TestPodDirFitsSocketPaths(t *testing.T) {
+	t.Parallel()
+	p := PathsFor("/run/meshlab", strings.Repeat("l", 20))
+	short := "details-v1-7d8f6c9b5-x2x4k"
+	if got := p.PodDir(short); got != filepath.Join(p.Dir, "pods", short) {
+		t.Errorf("PodDir(%q) = %q, want the key itself", short, got)
+	}
+	a := "tcp-echo-v1-6b5cf8c4b7-q9z2x.istio-io-tcp-traffic-shifting"
+	b := "tcp-echo-v2-6b5cf8c4b7-q9z2x.istio-io-tcp-traffic-shifting"
+	long := strings.Repeat("p", 40) + "." + strings.Repeat("n", 63)
+	seen := map[string]string{}
+	for _, key := range []string{a, b, long} {
+		sock := p.AgentSocket(key)
+		if len(sock) >= 108 {
+			t.Errorf("AgentSocket(%q) = %q, %d bytes: over sun_path's 108", key, sock, len(sock))
+		}
+		dir := filepath.Base(p.PodDir(key))
+		if other, ok := seen[dir]; ok {
+			t.Errorf("keys %q and %q share the directory %q", other, key, dir)
+		}
+		seen[dir] = key
+		if p.PodDir(key) != p.PodDir(key) {
+			t.Errorf("PodDir(%q) is not stable", key)
+		}
+	}
+}
