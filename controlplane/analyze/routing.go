@@ -31,9 +31,10 @@ func checkRouting(r *registry, objs []*object) []Finding {
 		for i, h := range vs.GetHosts() {
 			if _, ok := r.lookup(h, o.ref.Namespace); !ok {
 				// istioctl has no analyzer for this: Istio accepts the VirtualService and
-				// applies it to plain HTTP on port 80 for that name; meshlab's loader refuses it.
-				fs = append(fs, o.finding(Error, CodeVirtualServiceHostNotFound, fmt.Sprintf("spec.hosts[%d]", i),
-					fmt.Sprintf("Host %q names no Service or ServiceEntry of the lab: meshlab refuses it (Istio accepts it, and applies it only to port 80 requests for that name).", h)))
+				// applies it to plain HTTP on port 80 for that name; meshlab accepts it too
+				// (its Service may have been deleted first) and routes nothing by it.
+				fs = append(fs, o.finding(Warning, CodeVirtualServiceHostNotFound, fmt.Sprintf("spec.hosts[%d]", i),
+					fmt.Sprintf("Host %q names no Service or ServiceEntry of the lab: meshlab's sidecars route nothing by it (Istio applies it only to port 80 requests for that name).", h)))
 			}
 		}
 		for i, hr := range vs.GetHttp() {

@@ -244,16 +244,6 @@ func TestGatewayLoadErrors(t *testing.T) {
 			},
 		},
 		{
-			name: "tls route destination",
-			yaml: docs(productpageService, vs(`  hosts: ["nginx.example.com"]
-  gateways: [mygateway]
-  tls:
-  - match: [{sniHosts: [nginx.example.com]}]
-    route: [{destination: {host: nowhere}}]
-`)),
-			want: []string{`t.yaml: VirtualService default/backend: spec.tls[0].route[0].destination.host: "nowhere" names no Service or ServiceEntry (seen from namespace default)`},
-		},
-		{
 			name: "virtual service bound to gateways",
 			yaml: docs(productpageService, vs(`  hosts: ["*.example.com", "*", "a.*.com"]
   gateways: [bookinfo-gateway, "istio-system/x", "Bad/x"]

@@ -74,8 +74,11 @@ func (r *registry) hasPort(fqdn string, n uint32) bool {
 // DestinationRule for a host no Service or ServiceEntry has (it applies to nothing),
 // several DestinationRules for one host (merged, as in istiod), a
 // route to a subset no DestinationRule defines (its cluster does not exist: 503 at run
-// time), and several VirtualServices for one host (one wins, as in istiod; see
-// xds.virtualServiceFor). meshlab analyze reports them as istioctl analyze does.
+// time), several VirtualServices for one host (one wins, as in istiod; see
+// xds.virtualServiceFor), and a VirtualService whose hosts or destinations name no
+// Service or ServiceEntry (deleted before it, in any order, as Kubernetes deletes them:
+// its routes lead to a cluster that does not exist, 503 with NC, as istiod's do). meshlab
+// analyze reports them as istioctl analyze does.
 func checkIstioRefs(objs []*Object, errs *ErrorList) {
 	r := newRegistry(objs)
 	prob := func(o *Object) problems { return problems{origin: o.Origin, doc: o.Doc, item: o.Item, list: errs} }
@@ -144,14 +147,6 @@ func checkIstioRefs(objs []*Object, errs *ErrorList) {
 			continue
 		}
 		p := prob(o)
-		for i, h := range vs.GetHosts() {
-			if !model.AppliesToMesh(vs) {
-				break // a gateway's hosts are the names its clients use (see gateway.go)
-			}
-			if _, ok := r.lookup(h, o.Origin.Namespace); !ok {
-				p.addf(fmt.Sprintf("spec.hosts[%d]", i), "%q names no Service or ServiceEntry (seen from namespace %s)", h, o.Origin.Namespace)
-			}
-		}
 		for i, hr := range vs.GetHttp() {
 			for j, rd := range hr.GetRoute() {
 				checkDestinationRef(r, rd.GetDestination(), o.Origin.Namespace, fmt.Sprintf("spec.http[%d].route[%d].destination", i, j), p)
@@ -179,8 +174,7 @@ func checkDestinationRef(r *registry, d *networking.Destination, ns, f string, p
 	}
 	fqdn, ok := r.lookup(d.GetHost(), ns)
 	if !ok {
-		p.addf(f+".host", "%q names no Service or ServiceEntry (seen from namespace %s)", d.GetHost(), ns)
-		return
+		return // accepted, as Kubernetes and istiod accept it: a route to no cluster (503 NC; analyze: IST0101)
 	}
 	if d.GetPort() != nil && !r.hasPort(fqdn, d.GetPort().GetNumber()) {
 		p.addf(f+".port.number", "%d is not a port of %s", d.GetPort().GetNumber(), fqdn)
@@ -215,7 +209,7 @@ func istioModel(objs []*Object, m *model.Model) (model.Istio, model.MeshConfig, 
 		if fqdn, ok := r.lookup(h, ns); ok {
 			return fqdn
 		}
-		return h
+		return model.HostCandidates(h, ns)[0] // a name of nothing, made an FQDN as istiod makes it
 	}
 	resolveDest := func(d *networking.Destination, ns string) {
 		if d != nil {

@@ -323,8 +323,6 @@ func TestLoadIstioErrors(t *testing.T) {
 				"apiVersion: meshlab.dev/v1alpha1\nkind: MeshConfig\nmetadata: {name: b}\nspec: {}\n",
 			},
 			want: []string{
-				`t.yaml: VirtualService default/backend: spec.hosts[0]: "reviews" names no Service or ServiceEntry (seen from namespace default)`,
-				`t.yaml: VirtualService default/backend: spec.http[0].route[1].destination.host: "backend.prod" names no Service or ServiceEntry (seen from namespace default)`,
 				"t.yaml: VirtualService default/backend: spec.http[0].mirror.port.number: 9090 is not a port of frontend.default.svc.cluster.local",
 				"t.yaml: DestinationRule default/front: spec.trafficPolicy.portLevelSettings[0].port.number: 9 is not a port of frontend.default.svc.cluster.local",
 				`t.yaml: ServiceEntry default/pay: spec.hosts[0]: "backend" is already the Service t.yaml: Service default/backend`,
