@@ -105,9 +105,8 @@ func TestProxylessGRPCLab(t *testing.T) {
 		t.Errorf("no routing rules: answers %v, want both pods over plaintext", got)
 	}
 
-	// The VirtualService's 80/20 split. No --wait: a proxyless client is sent only the types a
-	// change touches, so apply --wait sees its other types STALE; the checks poll instead.
-	if out, err := meshlab(t, "apply", "--name", l.name, "-f", "testdata/grpc-lab-split.yaml"); err != nil {
+	// The VirtualService's 80/20 split.
+	if out, err := meshlab(t, "apply", "--wait", "--timeout", "30s", "--name", l.name, "-f", "testdata/grpc-lab-split.yaml"); err != nil {
 		t.Fatalf("apply split: %v\n%s", err, out)
 	}
 	got = eventually("80/20 split", "200", func(got map[string]int) bool {
@@ -119,7 +118,7 @@ func TestProxylessGRPCLab(t *testing.T) {
 	}
 
 	// STRICT with ISTIO_MUTUAL: the servers see the client's identity; plaintext is refused.
-	if out, err := meshlab(t, "apply", "--name", l.name, "-f", "testdata/grpc-lab-strict.yaml"); err != nil {
+	if out, err := meshlab(t, "apply", "--wait", "--timeout", "30s", "--name", l.name, "-f", "testdata/grpc-lab-strict.yaml"); err != nil {
 		t.Fatalf("apply strict: %v\n%s", err, out)
 	}
 	clientID := "spiffe://cluster.local/ns/default/sa/grpc-client"

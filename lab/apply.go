@@ -325,17 +325,20 @@ var _ web.SyncWaiter = syncWaiter{}
 const syncPoll = 5 * time.Millisecond
 
 // WaitSynced waits until every change applied so far is pushed and every proxy of the
-// lab's pods is connected and SYNCED on every type it was sent (istioctl's SYNCED: it
-// applied the version it was last sent, and the lab has no newer one for it). A push
-// that failed is returned at once; a proxy that keeps rejecting its config, or one that
-// is not connected, is waited for until ctx ends, and the error then names it.
+// lab's pods runs the config it was sent: on each of its open streams, every response is
+// ACKed and nothing newer is pending for it (discovery.Server.Unsynced). A sidecar or
+// gateway pod's proxy must also be connected, as Envoy always holds a stream; a proxyless
+// gRPC pod's app opens streams only while it uses xDS (a client's call), so it is judged
+// by the streams it has open, which are all a proxyless client is ever sent. A push that
+// failed is returned at once; a proxy that keeps rejecting its config, or one that is
+// not connected, is waited for until ctx ends, and the error then names it.
 func (w syncWaiter) WaitSynced(ctx context.Context) error {
 	l := w.l
 	if err := l.push.Flush(ctx); err != nil {
 		return err
 	}
 	for {
-		why := unsynced(l.ProxyStatus())
+		why := w.unsynced()
 		if why == "" {
 			return nil
 		}
@@ -347,27 +350,27 @@ func (w syncWaiter) WaitSynced(ctx context.Context) error {
 	}
 }
 
-// unsynced names the first pod's proxy of st that does not run its current config, and
-// why ("" when every one does).
-func unsynced(st []api.ProxyStatus) string {
-	for _, ps := range st {
-		if ps.Pod == "" {
-			continue // not a pod of the model (one being removed, still draining)
-		}
-		key := ps.Namespace + "/" + ps.Pod
-		if !ps.Connected {
-			return "pod " + key + " is not connected"
-		}
-		for _, typ := range slices.Sorted(maps.Keys(ps.Types)) {
-			t := ps.Types[typ]
-			switch s := t.State(); s {
-			case "SYNCED", "NOT SENT":
-			case "NACK":
-				return fmt.Sprintf("pod %s rejected %s %s: %s", key, typ, t.Sent, t.NackError)
-			default:
-				return fmt.Sprintf("pod %s is %s for %s (want %s, sent %s, acked %s)", key, s, typ, t.Want, t.Sent, t.Acked)
-			}
+// unsynced names the first pod's proxy that does not run its current config, and why
+// ("" when every one does). Streams of nodes that are not the model's pods (a removed
+// pod's proxy draining, ztunnel) are not waited for.
+func (w syncWaiter) unsynced() string {
+	l := w.l
+	l.mu.Lock()
+	m := l.model
+	l.mu.Unlock()
+	pods := map[string]*model.Pod{}
+	for _, p := range m.Pods {
+		pods[p.NodeID()] = p
+	}
+	for _, st := range l.disc.Status() {
+		if p := pods[st.NodeID]; p != nil && !st.Connected && !p.Sidecar.GRPCAgent {
+			return "pod " + p.Namespace + "/" + p.Name + " is not connected"
 		}
 	}
-	return ""
+	node, why := l.disc.Unsynced(func(node string) bool { return pods[node] != nil })
+	if node == "" {
+		return ""
+	}
+	p := pods[node]
+	return "pod " + p.Namespace + "/" + p.Name + " " + why
 }

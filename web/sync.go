@@ -11,9 +11,10 @@ import (
 )
 
 // SyncWaiter waits until the proxies run the lab's current config: every change applied
-// so far pushed, and every proxy connected and SYNCED on every type. It fails at once
-// when a push failed or a proxy rejected its config, and with ctx's error when ctx
-// ends first. Safe for concurrent use.
+// so far pushed and, on every open stream of every proxy, what was sent ACKed and
+// nothing newer pending (a proxyless pod's app is sent only what it subscribes to, and
+// only while its stream is open). It fails at once when a push failed, and with ctx's
+// error when ctx ends first. Safe for concurrent use.
 type SyncWaiter interface {
 	WaitSynced(ctx context.Context) error
 }

@@ -63,6 +63,8 @@ func (t *tracker) onDeltaRequest(streamID int64, req *discoverypb.DeltaDiscovery
 	if sent.nonce != req.GetResponseNonce() {
 		return nil // answers a superseded response
 	}
+	sent.answered, sent.nack = true, req.GetErrorDetail().GetMessage()
+	st.sent[typ] = sent
 	if detail := req.GetErrorDetail(); detail != nil {
 		ts.NackError = detail.GetMessage()
 		ts.LastNack = t.now()

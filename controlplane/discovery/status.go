@@ -1,10 +1,14 @@
 package discovery
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -70,9 +74,12 @@ type streamState struct {
 	delta bool
 }
 
-// sentResponse identifies one response sent.
+// sentResponse identifies one response sent, and whether the proxy answered it on the
+// stream: answered is set by its ACK or NACK (nack holds the NACK's message).
 type sentResponse struct {
 	version, nonce string
+	answered       bool
+	nack           string
 }
 
 // tracker observes ADS streams through go-control-plane's callbacks, which it calls
@@ -159,6 +166,10 @@ func (t *tracker) onRequest(streamID int64, req *discoverypb.DiscoveryRequest) e
 	ts := n.types[req.GetTypeUrl()]
 	if req.GetResponseNonce() != "" {
 		ts.Acked = req.GetVersionInfo()
+		if sent := st.sent[req.GetTypeUrl()]; sent.nonce == req.GetResponseNonce() {
+			sent.answered, sent.nack = true, req.GetErrorDetail().GetMessage()
+			st.sent[req.GetTypeUrl()] = sent
+		}
 		if detail := req.GetErrorDetail(); detail != nil {
 			ts.NackError = detail.GetMessage()
 			ts.LastNack = t.now()
@@ -277,4 +288,55 @@ func (t *tracker) status(known []string) []ProxyStatus {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].NodeID < out[j].NodeID })
 	return out
+}
+
+// Unsynced returns the node id of the first open stream, of a proxy include accepts, that
+// does not run the config it was sent, and why ("", "" when every one does). A stream is synced when, for every
+// type it was sent, the proxy answered the last response with an ACK (a NACK is named
+// with its error) and nothing newer is pending for it: the type's Want (the version the
+// server is to send, Status) is the version sent, or unknown. Only open streams count: a
+// closed stream's types (a proxyless app's call that ended, while the pod's agent keeps
+// a stream of its own) are neither ACKed nor pending, and its proxy gets the current
+// config when it opens another. A proxy with no open stream is include's to judge.
+func (s *Server) Unsynced(include func(node string) bool) (node, why string) {
+	want := map[string]map[string]string{}
+	for _, ps := range s.Status() {
+		w := map[string]string{}
+		for typ, ts := range ps.Types {
+			w[typ] = ts.Want
+		}
+		want[ps.NodeID] = w
+	}
+	return s.tracker.unsynced(include, func(node, typ string) string { return want[node][typ] })
+}
+
+// unsynced is Unsynced over the tracker's open streams, in node id order.
+func (t *tracker) unsynced(include func(node string) bool, want func(node, typ string) string) (node, why string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ids := slices.Collect(maps.Keys(t.streams))
+	slices.SortFunc(ids, func(a, b int64) int {
+		if c := strings.Compare(t.streams[a].node, t.streams[b].node); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	for _, id := range ids {
+		st := t.streams[id]
+		if include != nil && !include(st.node) {
+			continue
+		}
+		for _, typ := range slices.Sorted(maps.Keys(st.sent)) {
+			sent, short := st.sent[typ], typ[strings.LastIndex(typ, ".")+1:]
+			switch w := want(st.node, typ); {
+			case !sent.answered:
+				return st.node, fmt.Sprintf("has not answered %s %s yet", short, sent.version)
+			case sent.nack != "":
+				return st.node, fmt.Sprintf("rejected %s %s: %s", short, sent.version, sent.nack)
+			case w != "" && w != sent.version:
+				return st.node, fmt.Sprintf("is to be sent %s %s (sent %s)", short, w, sent.version)
+			}
+		}
+	}
+	return "", ""
 }
