@@ -101,9 +101,15 @@ func (s *Scenario) Build(o BuildOptions) (*model.Model, error) {
 		return nil, fmt.Errorf("build model: %w", err)
 	}
 	gwSvcs, gwPods = append(gwSvcs, apiSvcs...), append(gwPods, apiPods...)
+	wpSvcs, wpPods, err := waypointDeployments(s.Objects)
+	if err != nil {
+		return nil, fmt.Errorf("build model: %w", err)
+	}
+	gwSvcs, gwPods = append(gwSvcs, wpSvcs...), append(gwPods, wpPods...)
 	m := model.New(append(svcs, gwSvcs...), append(pods, gwPods...))
 	m.Secrets = secretsOf(s.Objects)
 	m.Namespaces = namespacesOf(s.Objects)
+	m.Waypoints = waypointsOf(s.Objects)
 	var keepPods map[PodKey]netip.Addr
 	var keepVIPs map[string]netip.Addr
 	if o.Keep != nil {
@@ -279,6 +285,7 @@ func cloneService(s *model.Service) *model.Service {
 	c := *s
 	c.Ports = append([]model.ServicePort(nil), s.Ports...)
 	c.Selector = maps.Clone(s.Selector)
+	c.Labels = maps.Clone(s.Labels)
 	return &c
 }
 

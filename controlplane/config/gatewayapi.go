@@ -185,6 +185,10 @@ func gatewayAPIFieldsBelow(allowed map[string]bool, path string) string {
 }
 
 func validateGatewayClass(gc *gwv1.GatewayClass, p problems) {
+	if gc.Name == model.WaypointGatewayClass {
+		validateWaypointClass(gc, p) // waypoint.go
+		return
+	}
 	if gc.Name != gatewayClassIstio {
 		p.addf("metadata.name", "%q: meshlab runs Istio's GatewayClass %q only", gc.Name, gatewayClassIstio)
 	}
@@ -194,9 +198,13 @@ func validateGatewayClass(gc *gwv1.GatewayClass, p problems) {
 }
 
 func validateKubeGateway(gw *gwv1.Gateway, ns string, p problems) {
+	if gw.Spec.GatewayClassName == model.WaypointGatewayClass {
+		validateWaypoint(gw, p) // waypoint.go
+		return
+	}
 	checkName(p, "metadata.name", gw.Name, 63-len("-istio"))
 	if gw.Spec.GatewayClassName != gatewayClassIstio {
-		p.addf("spec.gatewayClassName", "%q: meshlab implements the GatewayClass %q only (Istio's automated deployment)", gw.Spec.GatewayClassName, gatewayClassIstio)
+		p.addf("spec.gatewayClassName", "%q: meshlab implements the GatewayClasses %q (Istio's automated deployment) and %q (a waypoint)", gw.Spec.GatewayClassName, gatewayClassIstio, model.WaypointGatewayClass)
 	}
 	if len(gw.Spec.Listeners) == 0 {
 		p.addf("spec.listeners", "at least one listener is required")
@@ -437,8 +445,8 @@ func gatewayAPIDeployments(objs []*Object) ([]*model.Service, []*model.Pod, erro
 	var pods []*model.Pod
 	for _, o := range objs {
 		gw := o.KubeGateway
-		if gw == nil {
-			continue
+		if gw == nil || isWaypoint(o) {
+			continue // a waypoint's deployment is waypointDeployments'
 		}
 		ns, name := o.Origin.Namespace, GatewayAPIServiceName(o.Origin.Name)
 		for _, other := range objs {
@@ -502,8 +510,8 @@ func gatewayAPIIstio(objs []*Object) []*Object {
 	}
 	for _, o := range objs {
 		gw := o.KubeGateway
-		if gw == nil {
-			continue
+		if gw == nil || isWaypoint(o) {
+			continue // a waypoint is configured by istiod's waypoint generator
 		}
 		gateways[o.Origin.Namespace+"/"+o.Origin.Name] = o
 		for _, l := range gw.Spec.Listeners {

@@ -245,7 +245,7 @@ spec: {gatewayClassName: istio, listeners: [{name: http, port: 80, protocol: HTT
 kind: Gateway
 metadata: {name: g}
 spec: {gatewayClassName: nginx, listeners: [{name: http, port: 80, protocol: HTTP}]}
-`, `spec.gatewayClassName: "nginx": meshlab implements the GatewayClass "istio" only`},
+`, `spec.gatewayClassName: "nginx": meshlab implements the GatewayClasses "istio" (Istio's automated deployment) and "istio-waypoint" (a waypoint)`},
 		{"selector namespaces", `apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: {name: g}

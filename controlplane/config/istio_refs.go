@@ -268,7 +268,7 @@ func istioModel(objs []*Object, m *model.Model) (model.Istio, model.MeshConfig, 
 					ep.Address = resolve(ep.Address, ns)
 				}
 			}
-			out.ServiceEntries = append(out.ServiceEntries, &model.IstioConfig[*networking.ServiceEntry]{Name: o.Origin.Name, Namespace: ns, Spec: se, Origin: o.Origin})
+			out.ServiceEntries = append(out.ServiceEntries, &model.IstioConfig[*networking.ServiceEntry]{Name: o.Origin.Name, Namespace: ns, Spec: se, Origin: o.Origin, Labels: objectLabels(o)})
 		case o.Gateway != nil:
 			out.Gateways = append(out.Gateways, &model.IstioConfig[*networking.Gateway]{Name: o.Origin.Name, Namespace: ns, Spec: proto.Clone(o.Gateway).(*networking.Gateway), Origin: o.Origin})
 		case o.MeshConfig != nil:

@@ -128,6 +128,7 @@ func decodeKubeWorkload(kind string, top map[string]any, js []byte, o *Object, p
 	}
 	app, ports, sa := podTemplateApp(&tmpl, prefix, p)
 	prometheusAppMetrics(tmpl.Annotations, prefix+"metadata.annotations", p) // checked here, used by injectPods
+	checkUseWaypoint(tmpl.Labels, prefix+"metadata.labels", p)               // waypoint.go
 	hash := podTemplateHash(&tmpl)
 	podNames := names(hash)
 	for _, pn := range podNames {
@@ -517,6 +518,7 @@ func validateNamespace(ns *corev1.Namespace, p problems) {
 	if v, ok := ns.Labels[namespaceInjectLabel]; ok && v != "enabled" && v != "disabled" {
 		p.addf("metadata.labels."+namespaceInjectLabel, "%q is neither enabled nor disabled", v)
 	}
+	checkUseWaypoint(ns.Labels, "metadata.labels", p) // waypoint.go
 }
 
 // namespacesOf returns the scenario's declared namespaces with their metadata, sorted by

@@ -194,6 +194,14 @@ func decodeDocument(file, namespace string, d document, errs *ErrorList) (*Objec
 		o.DestinationRule = decodeIstio(top, js, p, validateDestinationRule)
 	case kindServiceEntry:
 		o.ServiceEntry = decodeIstio(top, js, p, validateServiceEntry)
+		if meta, ok := top["metadata"].(map[string]any); ok {
+			labels := map[string]string{}
+			written, _ := meta["labels"].(map[string]any)
+			for k, v := range written {
+				labels[k], _ = v.(string)
+			}
+			checkUseWaypoint(labels, "metadata.labels", p) // waypoint.go
+		}
 	case kindGatewayAPI:
 		decodeGatewayAPI(top, js, o, p)
 	case kindGateway:

@@ -20,6 +20,7 @@ func validateService(s *corev1.Service, p problems) *model.Service {
 	}
 	checkName(p, "metadata.namespace", p.origin.Namespace, 63)
 	checkServiceSpec(&s.Spec, p)
+	checkUseWaypoint(s.Labels, "metadata.labels", p) // waypoint.go
 	ports := servicePorts(s.Spec.Ports, p)
 	if len(s.Spec.Selector) == 0 {
 		p.addf("spec.selector", "is required (meshlab has no manually managed Endpoints)")
@@ -32,6 +33,7 @@ func validateService(s *corev1.Service, p problems) *model.Service {
 		Namespace: p.origin.Namespace,
 		Ports:     ports,
 		Selector:  maps.Clone(s.Spec.Selector),
+		Labels:    maps.Clone(s.Labels),
 		Origin:    p.origin,
 	}
 }

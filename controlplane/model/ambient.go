@@ -73,6 +73,8 @@ func (d Dataplane) String() string {
 // namespaced pod is "not none"); `meshlab analyze` reports such a value.
 func DataplaneMode(m *Model, p *Pod) Dataplane {
 	switch {
+	case p.Waypoint:
+		return DataplaneNone // its proxy is the pod itself, labelled dataplane-mode none
 	case p.Sidecar.Inject:
 		return DataplaneSidecar
 	case p.Router:

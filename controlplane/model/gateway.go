@@ -57,8 +57,8 @@ func (m *Model) Secret(ns, name string) *Secret {
 // against pods of every namespace, and an empty selector matches every gateway pod.
 // A sidecar pod has none.
 func (m *Model) GatewaysFor(p *Pod) []*IstioConfig[*networking.Gateway] {
-	if p == nil || !p.Router {
-		return nil
+	if p == nil || !p.Router || p.Waypoint {
+		return nil // a waypoint is configured by istiod's waypoint generator, not by Gateways
 	}
 	var out []*IstioConfig[*networking.Gateway]
 	for _, g := range m.Istio.Gateways {

@@ -11,6 +11,9 @@ type IstioConfig[T any] struct {
 	Namespace string
 	Spec      T
 	Origin    Origin
+	// Labels are the object's metadata.labels (kept for ServiceEntries, which
+	// istio.io/use-waypoint attaches to a waypoint).
+	Labels map[string]string
 }
 
 // OutboundTrafficPolicy is the mesh's outboundTrafficPolicy.mode.

@@ -85,6 +85,9 @@ type Service struct {
 	VIP       netip.Addr
 	Ports     []ServicePort
 	Selector  map[string]string
+	// Labels are the Service's own labels (istio.io/use-waypoint and the deployment
+	// controller's labels on a waypoint's Service).
+	Labels map[string]string
 	// Origin is where the object came from, for error messages and xDS metadata.
 	Origin Origin
 }
@@ -200,16 +203,23 @@ type Pod struct {
 	// Router reports whether the pod is a standalone gateway (Istio's router node type,
 	// see gateway.go): its proxy is the pod's only process and nothing is captured.
 	Router bool
+	// Waypoint reports whether the pod is a waypoint's (see waypoint.go): a Router pod
+	// whose proxy runs with node type waypoint, configured by istiod's waypoint
+	// generator, never by the Gateways that select router pods.
+	Waypoint bool
 }
 
 // NodeID returns the proxy's xDS node id, shaped like Istio's:
 // "sidecar~10.44.0.2~backend-v1.default~default.svc.cluster.local", "router~..." for a
-// gateway.
+// gateway, "waypoint~..." for a waypoint.
 func (p *Pod) NodeID() string {
 	return fmt.Sprintf("%s~%s~%s.%s~%s.svc.%s", p.nodeType(), p.IP, p.Name, p.Namespace, p.Namespace, DefaultClusterDomain)
 }
 
 func (p *Pod) nodeType() string {
+	if p.Waypoint {
+		return "waypoint"
+	}
 	if p.Router {
 		return "router"
 	}
@@ -268,6 +278,9 @@ type Model struct {
 	// Namespaces are the scenario's declared Namespace objects, sorted by name (see
 	// ambient.go), set by the config loader after New.
 	Namespaces []*Namespace
+	// Waypoints are the Gateways of class istio-waypoint, sorted by namespace, then
+	// name (see waypoint.go), set by the config loader after New.
+	Waypoints []*Waypoint
 }
 
 // New returns a model over the given services and pods, sorted for deterministic output.

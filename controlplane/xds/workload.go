@@ -43,6 +43,10 @@ type WDSOptions struct {
 	// Unhealthy reports whether a pod is not ready (Workload.status UNHEALTHY, as istiod
 	// reads the PodReady condition). Optional: nil means every pod is ready.
 	Unhealthy func(*model.Pod) bool
+	// WaypointReady reports whether a waypoint counts: istiod reads a waypoint only once
+	// its Gateway's status has addresses, which the deployment controller writes when
+	// the waypoint's pod is ready. Optional: nil means every waypoint is ready.
+	WaypointReady func(*model.Waypoint) bool
 }
 
 // Labels and values istiod reads for WDS.
@@ -58,7 +62,7 @@ const (
 // pods and gateways too, as istiod sends them all), in the model's pod order, then a
 // Service for every Kubernetes Service and every ServiceEntry host, by resource name.
 func Addresses(m *model.Model, o WDSOptions) []*workload.Address {
-	svcs := wdsServices(m)
+	svcs := wdsServices(m, o)
 	byNamespace := map[string][]*wdsService{}
 	for _, s := range svcs {
 		if len(s.selector) > 0 {
@@ -122,8 +126,13 @@ func serviceEntryWorkloads(m *model.Model, se *model.IstioConfig[*networking.Ser
 	out := make([]*workload.Workload, 0, len(eps))
 	for i, wle := range eps {
 		served := own
+		var wp *model.Waypoint
 		if implicit {
 			served = own[i : i+1]
+		} else {
+			// An endpoint attaches to a workload waypoint by its own labels, else its
+			// namespace's (istiod's computeWaypoint on the endpoint).
+			wp = m.WaypointOfWorkload(&model.Pod{Namespace: se.Namespace, Labels: wle.GetLabels()}, o.WaypointReady).Waypoint
 		}
 		w := &workload.Workload{
 			Uid:                   cluster + "/networking.istio.io/ServiceEntry/" + se.Namespace + "/" + se.Name + "/" + wle.GetAddress(),
@@ -135,6 +144,7 @@ func serviceEntryWorkloads(m *model.Model, se *model.IstioConfig[*networking.Ser
 			Services:              entryEndpointServices(wle, served),
 			AuthorizationPolicies: policies,
 			Status:                workload.WorkloadStatus_HEALTHY,
+			Waypoint:              GatewayAddress(wp),
 			Locality:              entryLocality(wle.GetLocality()),
 			WorkloadName:          se.Name,
 			WorkloadType:          workload.WorkloadType_POD,
@@ -247,6 +257,7 @@ func podWorkload(m *model.Model, p *model.Pod, svcs []*wdsService, o WDSOptions)
 		Services:              podServices(p, svcs),
 		AuthorizationPolicies: workloadPolicies(m, p),
 		Status:                workload.WorkloadStatus_HEALTHY,
+		Waypoint:              GatewayAddress(m.WaypointOfWorkload(p, o.WaypointReady).Waypoint),
 		WorkloadName:          cmp.Or(p.Workload, p.Name),
 		WorkloadType:          workload.WorkloadType_POD,
 	}
@@ -264,6 +275,22 @@ func podWorkload(m *model.Model, p *model.Pod, svcs []*wdsService, o WDSOptions)
 		w.TunnelProtocol, w.NativeTunnel = workload.TunnelProtocol_HBONE, true
 	}
 	return w
+}
+
+// GatewayAddress returns the WDS address of waypoint w (nil for none) as istiod writes
+// it from the Gateway's status: the waypoint Service's hostname in its namespace (istiod
+// prefers a hostname address to an IP, and Istio's deployment controller reports both
+// for the istio-waypoint class) and the HBONE port 15008.
+func GatewayAddress(w *model.Waypoint) *workload.GatewayAddress {
+	if w == nil {
+		return nil
+	}
+	return &workload.GatewayAddress{
+		Destination: &workload.GatewayAddress_Hostname{Hostname: &workload.NamespacedHostname{
+			Namespace: w.Namespace, Hostname: w.Hostname(),
+		}},
+		HboneMtlsPort: model.WaypointPort,
+	}
 }
 
 // CanonicalService returns a workload's canonical service name and revision as Istio's
@@ -324,14 +351,20 @@ func podServices(p *model.Pod, svcs []*wdsService) map[string]*workload.PortList
 // one service per namespace (a Kubernetes Service wins, else the oldest ServiceEntry:
 // meshlab has no creation times, so the first in model order), and one of them across
 // namespaces is canonical: the Kubernetes Service, else the first ServiceEntry.
-func wdsServices(m *model.Model) []*wdsService {
+func wdsServices(m *model.Model, o WDSOptions) []*wdsService {
 	var all []*wdsService
 	for _, s := range m.Services {
-		all = append(all, kubeService(s))
+		ws := kubeService(s)
+		ws.svc.Waypoint = GatewayAddress(m.WaypointOfService(s.Namespace, s.Labels, o.WaypointReady).Waypoint)
+		all = append(all, ws)
 	}
 	kube := len(all)
 	for _, se := range m.Istio.ServiceEntries {
-		all = append(all, serviceEntryServices(se)...)
+		wp := GatewayAddress(m.WaypointOfService(se.Namespace, se.Labels, o.WaypointReady).Waypoint)
+		for _, ws := range serviceEntryServices(se) {
+			ws.svc.Waypoint = wp
+			all = append(all, ws)
+		}
 	}
 	// Keep one per (namespace, hostname); Kubernetes Services come first, so they win.
 	seen := map[string]bool{}
