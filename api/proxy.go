@@ -82,6 +82,20 @@ type PodDetail struct {
 	DataplaneMode string `json:"dataplaneMode,omitempty"`
 	// Ambient is an ambient pod's enrollment by the node agent; nil for other pods.
 	Ambient *AmbientStatus `json:"ambient,omitempty"`
+	// Ztunnel is set for the lab's ztunnel pod (istio-system/ztunnel-<x>) only.
+	Ztunnel *ZtunnelPodStatus `json:"ztunnel,omitempty"`
+}
+
+// ZtunnelPodStatus is the lab's ztunnel as `describe pod` shows it.
+type ZtunnelPodStatus struct {
+	// Connected reports whether ztunnel is connected to the node agent over ZDS.
+	Connected bool `json:"connected"`
+	// Pods counts the ambient pods ztunnel has (acknowledged over ZDS).
+	Pods int `json:"pods"`
+	// Restarts counts the times the lab restarted ztunnel after it exited.
+	Restarts int `json:"restarts"`
+	// Log is ztunnel's log file.
+	Log string `json:"log"`
 }
 
 // AmbientStatus is an ambient pod's enrollment, as istio-cni's node agent holds it.

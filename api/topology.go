@@ -43,6 +43,12 @@ type TopologyPod struct {
 	RBACDenied uint64 `json:"rbacDenied"`
 	// Gateway reports whether the pod is a standalone gateway (Istio's router node type).
 	Gateway bool `json:"gateway,omitempty"`
+	// DataplaneMode is how the pod's traffic joins the mesh: "sidecar", "ambient" (its
+	// traffic goes through the node's ztunnel) or "none".
+	DataplaneMode string `json:"dataplaneMode,omitempty"`
+	// Ztunnel reports whether the pod is the lab's ztunnel (istio-system/ztunnel-<x>),
+	// ready when its metrics answered.
+	Ztunnel bool `json:"ztunnel,omitempty"`
 }
 
 // HostNode is the From of an edge that entered the mesh from the host: requests a
@@ -61,11 +67,17 @@ const (
 	// EdgeMetricGateway: the gateway's downstream requests (http.outbound_*.
 	// downstream_rq_total, _5xx) less those the mesh's sidecars sent it.
 	EdgeMetricGateway = "downstream_rq_total"
+	// EdgeMetricZtunnel: an ambient pod's connections as the node's ztunnel counted them,
+	// istio_tcp_connections_opened_total{reporter="source"} by source workload and
+	// destination_service; Errors are istio_tcp_connections_failed_total. Requests are
+	// then TCP connections (ztunnel is L4: it sees no request).
+	EdgeMetricZtunnel = "istio_tcp_connections_opened_total"
 )
 
 // TopologyEdge is traffic from a pod's sidecar to a service: the sidecar's Istio
 // metrics for that service when it has some, else its outbound clusters of that service
-// (every port and subset); or traffic from the host (From is HostNode) to a gateway.
+// (every port and subset); from an ambient pod, the connections the ztunnel carried for
+// it (EdgeMetricZtunnel); or traffic from the host (From is HostNode) to a gateway.
 type TopologyEdge struct {
 	From string `json:"from"` // pod name, or HostNode
 	// Metric names what Requests and Errors were counted from (EdgeMetric*).
@@ -90,4 +102,8 @@ type TopologyEdge struct {
 	// Denied counts 403 answers the sidecar got from the service: an AuthorizationPolicy
 	// denial at the server's sidecar answers 403 "RBAC: access denied" (upstream_rq_403).
 	Denied uint64 `json:"denied"`
+	// HBONE reports whether the edge's connections went over HBONE (mutual TLS from the
+	// caller's ztunnel to the destination pod's 15008): ztunnel reported them with
+	// connection_security_policy="mutual_tls".
+	HBONE bool `json:"hbone,omitempty"`
 }

@@ -58,6 +58,9 @@ func (l *Lab) Pods(ctx context.Context) ([]api.PodStatus, error) {
 		}(&out[i])
 	}
 	wg.Wait()
+	if z := ztunnelPod(l); z != nil { // ztunnel.go: istio-system's ztunnel-<x>, as kubectl lists it
+		out = append(out, ztunnelStatus(l, z))
+	}
 	return out, nil
 }
 

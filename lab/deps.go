@@ -13,6 +13,7 @@ import (
 
 	"github.com/meshlab/meshlab/controlplane/model"
 	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
+	"github.com/meshlab/meshlab/lab/ambient"
 	"github.com/meshlab/meshlab/lab/caops"
 	"github.com/meshlab/meshlab/netns"
 	"github.com/meshlab/meshlab/netns/capture"
@@ -151,6 +152,19 @@ func (below) Cmdline(pid int) []string {
 		return nil
 	}
 	return strings.Split(strings.TrimSuffix(string(raw), "\x00"), "\x00")
+}
+
+// Ztunnel is the lab's ztunnel pod, nil when it runs none (ztunnel.go).
+func (b below) Ztunnel() *model.Pod { return ztunnelPod(b.l) }
+
+// ZtunnelMetrics is the ztunnel's /stats/prometheus (15020 in its namespace);
+// ErrNoZtunnel when the lab runs none.
+func (b below) ZtunnelMetrics(ctx context.Context) (io.ReadCloser, error) {
+	z := ztunnelPod(b.l)
+	if z == nil {
+		return nil, ErrNoZtunnel
+	}
+	return ambient.MetricsGet(ctx, NamespaceName(b.l.opts.Name, z.Key()), "/stats/prometheus")
 }
 
 // Kill sends the process SIGKILL.

@@ -38,6 +38,8 @@ type group struct {
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	byPod  map[string][]supervised // what runs for each pod, for stopPod
+	// restarts counts each pod's processes started again after an exit.
+	restarts map[string]int
 	// publish, when set, puts the group's process events on the lab's bus.
 	publish func(kind, pod, msg string, fields map[string]any)
 }
@@ -172,6 +174,12 @@ func (g *group) relaunch(ctx context.Context, spec processSpec, backoff *time.Du
 		*backoff = min(*backoff*2, 10*time.Second)
 		cmd, err := g.launch(spec)
 		if err == nil {
+			g.mu.Lock()
+			if g.restarts == nil {
+				g.restarts = map[string]int{}
+			}
+			g.restarts[spec.Pod]++
+			g.mu.Unlock()
 			g.event(EventProcRestart, spec.Pod, fmt.Sprintf("%s of %s restarted (pid %d)", spec.Role, spec.Pod, cmd.PID()),
 				map[string]any{"role": spec.Role, "pid": cmd.PID()})
 			return cmd, true
@@ -184,6 +192,13 @@ func (g *group) event(kind, pod, msg string, fields map[string]any) {
 	if g.publish != nil {
 		g.publish(kind, pod, msg, fields)
 	}
+}
+
+// restartsOf counts the times pod's processes were started again after they exited.
+func (g *group) restartsOf(pod string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.restarts[pod]
 }
 
 // stop sends SIGTERM to every process and waits for all of them (SIGKILL after Grace).

@@ -40,11 +40,12 @@ func (l *Lab) KubeObjects(ctx context.Context, kind, namespace, name, selector s
 	l.mu.Lock()
 	m := l.model
 	sc, err := l.currentScenario()
+	since := l.ztunnelSince
 	l.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	v := kubeView{model: m, ready: map[string]bool{}, serviceCIDR: l.opts.ServiceCIDR}
+	v := kubeView{model: m, ready: map[string]bool{}, serviceCIDR: l.opts.ServiceCIDR, ztunnel: ztunnelPod(l), ztunnelSince: since}
 	if l.rec != nil {
 		v.started = l.rec.Created
 	}
@@ -129,6 +130,10 @@ type kubeView struct {
 	// serviceCIDR holds the kubernetes Service's address (its first host, as a
 	// cluster's API server Service).
 	serviceCIDR netip.Prefix
+	// ztunnel is the lab's ztunnel pod (nil when none runs), made at ztunnelSince: a pod
+	// of istio-system as Istio's DaemonSet makes it, outside the model (lab/ztunnel.go).
+	ztunnel      *model.Pod
+	ztunnelSince time.Time
 }
 
 // created returns when the object that made something of kind, namespace and name was
@@ -200,6 +205,9 @@ func (v kubeView) list(k string) ([]kubeObject, error) {
 	case "Pod":
 		for _, p := range v.model.Pods {
 			out = append(out, kubePod{v.pod(p)})
+		}
+		if v.ztunnel != nil {
+			out = append(out, kubePod{v.ztunnelPod()})
 		}
 	case "Service":
 		for _, s := range v.model.Services {
@@ -292,6 +300,17 @@ func (v kubeView) pod(p *model.Pod) corev1.Pod {
 		{Type: corev1.ContainersReady, Status: status},
 		{Type: corev1.PodReady, Status: status},
 	}
+	return out
+}
+
+// ztunnelPod renders the lab's ztunnel as its DaemonSet's pod: one container,
+// istio-proxy, running Istio's ztunnel image.
+func (v kubeView) ztunnelPod() corev1.Pod {
+	z := v.ztunnel
+	out := v.pod(z)
+	out.CreationTimestamp = metav1.NewTime(v.ztunnelSince.Truncate(time.Second))
+	out.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "ztunnel"}}
+	out.Spec.Containers = []corev1.Container{{Name: "istio-proxy", Image: "docker.io/istio/ztunnel"}}
 	return out
 }
 

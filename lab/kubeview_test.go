@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -277,5 +278,35 @@ func TestKubeViewWrittenKindsAndBadInput(t *testing.T) {
 	}
 	if _, err := l.KubeObjects(t.Context(), "widgets", "", "", ""); err == nil {
 		t.Fatal("an unknown kind was accepted")
+	}
+}
+
+func TestKubeViewZtunnelPod(t *testing.T) {
+	t.Parallel()
+	v := newKubeView(t)
+	if got := kubeSelect(t, v, "Pod", "istio-system", "", "app=ztunnel"); len(got) != 0 {
+		t.Fatalf("a lab without ztunnel lists %d ztunnel pods", len(got))
+	}
+	since := time.Date(2026, 11, 28, 20, 0, 0, 0, time.UTC)
+	v.ztunnel = &model.Pod{Name: "ztunnel-x2b9q", Namespace: "istio-system", Workload: "ztunnel", IP: netip.MustParseAddr("10.244.3.254"),
+		ServiceAccount: "ztunnel", Labels: ztunnelLabels()}
+	v.ztunnelSince = since
+	v.ready["istio-system/ztunnel-x2b9q"] = true
+	got := kubeSelect(t, v, "Pod", "istio-system", "", "app=ztunnel")
+	if len(got) != 1 {
+		t.Fatalf("-n istio-system -l app=ztunnel selected %d pods, want the ztunnel", len(got))
+	}
+	var p corev1.Pod
+	if err := json.Unmarshal(got[0], &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Name != "ztunnel-x2b9q" || p.Status.Phase != corev1.PodRunning || !p.CreationTimestamp.Time.Equal(since) || p.Spec.ServiceAccountName != "ztunnel" {
+		t.Fatalf("ztunnel pod = %s %s created %s sa %s; want ztunnel-x2b9q Running created %s sa ztunnel", p.Name, p.Status.Phase, p.CreationTimestamp, p.Spec.ServiceAccountName, since)
+	}
+	if len(p.Spec.Containers) != 1 || p.Spec.Containers[0].Name != "istio-proxy" || len(p.OwnerReferences) != 1 || p.OwnerReferences[0].Kind != "DaemonSet" {
+		t.Fatalf("ztunnel pod containers %+v owners %+v; want istio-proxy alone, owned by DaemonSet ztunnel", p.Spec.Containers, p.OwnerReferences)
+	}
+	if p.Labels[model.LabelDataplaneMode] != model.DataplaneModeNone {
+		t.Fatalf("ztunnel pod labels %v: want %s=none as Istio's chart sets", p.Labels, model.LabelDataplaneMode)
 	}
 }

@@ -149,6 +149,8 @@ type Lab struct {
 	mu       sync.Mutex
 	model    *model.Model
 	scenario *config.Scenario // the objects as applied; nil until first needed (lab/apply.go)
+	// ztunnelSince is when the lab's ztunnel pod was made (kubectl's AGE); zero before.
+	ztunnelSince time.Time
 	// kubeProxyRules are the rules last installed in the node namespace ("" when none
 	// or unknown): a change that leaves them as they are installs nothing (kubeproxy.go).
 	kubeProxyRules string

@@ -172,6 +172,9 @@ func startZtunnel(l *Lab) error {
 	if err := os.MkdirAll(l.paths.PodDir(key), 0o755); err != nil {
 		return fmt.Errorf("create run directory of %s: %w", key, err)
 	}
+	l.mu.Lock()
+	l.ztunnelSince = time.Now()
+	l.mu.Unlock()
 	if err := l.createPodNetwork(key, ip, false); err != nil {
 		return err
 	}

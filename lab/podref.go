@@ -39,7 +39,11 @@ func (r *Record) FindPod(ref, namespace string) (PodRecord, error) {
 	}
 	var valid []string
 	var found []PodRecord
-	for _, p := range r.Pods {
+	pods := r.Pods
+	if r.ztunnel != nil {
+		pods = append(slices.Clone(pods), *r.ztunnel)
+	}
+	for _, p := range pods {
 		if namespace != "" && p.Namespace != namespace {
 			continue
 		}

@@ -1,10 +1,13 @@
 package lab
 
 import (
+	"net/netip"
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/meshlab/meshlab/controlplane/model"
+	"github.com/meshlab/meshlab/lab/ambient"
 )
 
 func TestFindPodAsKubectl(t *testing.T) {
@@ -53,5 +56,50 @@ func TestFindPodAsKubectl(t *testing.T) {
 		case tt.err == "" && p.Key != model.PodKey(p.Namespace, p.Name):
 			t.Errorf("FindPod(%q, %q): key %q, want %q", tt.ref, tt.ns, p.Key, model.PodKey(p.Namespace, p.Name))
 		}
+	}
+}
+
+func TestFindPodKnowsTheZtunnelOnceItHasALog(t *testing.T) {
+	t.Parallel()
+	p := PathsFor(t.TempDir(), "zt")
+	if err := os.MkdirAll(p.Dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeRecord(p.Record(), &Record{Name: "zt", PodCIDR: netip.MustParsePrefix("10.244.0.0/22"),
+		Pods: []PodRecord{{Name: "curl", Namespace: "default", Workload: "curl"}}}); err != nil {
+		t.Fatal(err)
+	}
+	name := ambient.ZtunnelPodName("zt")
+	r, err := ReadRecord(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.FindPod(name, "istio-system"); err == nil {
+		t.Fatalf("FindPod(%s) found a ztunnel that never started", name)
+	}
+	if err := os.MkdirAll(ztunnelDir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(ZtunnelLogFile(p), []byte("started\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r, err = ReadRecord(p); err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range []struct{ ref, ns string }{{name, "istio-system"}, {name, ""}, {"ds/ztunnel", "istio-system"}, {name + ".istio-system", ""}} {
+		got, err := r.FindPod(ref.ref, ref.ns)
+		if err != nil {
+			t.Fatalf("FindPod(%q, %q): %v", ref.ref, ref.ns, err)
+		}
+		if !got.Ztunnel || got.Name != name || got.Key != name+".istio-system" || got.IP != netip.MustParseAddr("10.244.3.254") {
+			t.Fatalf("FindPod(%q, %q) = %+v; want the ztunnel pod %s at 10.244.3.254", ref.ref, ref.ns, got, name)
+		}
+	}
+	b, err := os.ReadFile(p.Record())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "ztunnel") {
+		t.Fatalf("lab.json names the ztunnel, which is derived: %s", b)
 	}
 }

@@ -18,6 +18,9 @@ const restartPoll = 10 * time.Millisecond
 
 // PodDetail implements web.PodDescriber: the pod's summary and its agent's full status.
 func (l *Lab) PodDetail(ctx context.Context, name string) (api.PodDetail, error) {
+	if z := ztunnelPod(l); z != nil && (name == z.Key() || name == z.Name) {
+		return ztunnelDetail(l, z), nil // ztunnel.go
+	}
 	p, err := l.podNamed(name)
 	if err != nil {
 		return api.PodDetail{}, err

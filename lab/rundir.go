@@ -111,6 +111,9 @@ type Record struct {
 	Pods       []PodRecord `json:"pods"`
 	// Services are the lab's Services (see portforward.go).
 	Services []ServiceRecord `json:"services,omitempty"`
+	// ztunnel is the lab's ztunnel pod once it has started (ReadRecord finds its log):
+	// FindPod knows it as kubectl knows a DaemonSet's pod. Not written: it is derived.
+	ztunnel *PodRecord
 }
 
 // PodRecord is one pod in lab.json.
@@ -132,6 +135,9 @@ type PodRecord struct {
 	// Persona is the built-in app persona the pod runs ("" for the demo app or a
 	// command): `meshlab exec` runs the image's own commands (fortio) by it.
 	Persona string `json:"persona,omitempty"`
+	// Ztunnel reports whether the pod is the lab's ztunnel, whose log is ZtunnelLogFile
+	// (never written to lab.json: see Record.ztunnel).
+	Ztunnel bool `json:"-"`
 }
 
 // key is the pod's key, also for a record written before pods had keys.
@@ -178,6 +184,7 @@ func ReadRecord(p Paths) (*Record, error) {
 			r.Pods[i].Key = model.PodKey(pr.Namespace, pr.Name)
 		}
 	}
+	r.ztunnel = ztunnelRecord(p, &r) // ztunnel.go
 	return &r, nil
 }
 

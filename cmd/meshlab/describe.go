@@ -81,6 +81,15 @@ func printPodDetail(w io.Writer, d api.PodDetail, now time.Time) error {
 	if d.Ambient != nil {
 		return printAmbient(w, tw, d.Ambient)
 	}
+	if z := d.Ztunnel; z != nil {
+		fmt.Fprintf(tw, "Ztunnel:\tthe lab's node proxy (istio-system/ztunnel DaemonSet's pod, service account ztunnel)\n")
+		fmt.Fprintf(tw, "  ZDS:\t%s\n", map[bool]string{true: "connected to the node agent", false: "not connected to the node agent"}[z.Connected])
+		fmt.Fprintf(tw, "  Ambient pods:\t%d\n", z.Pods)
+		fmt.Fprintf(tw, "  Restarts:\t%d\n", z.Restarts)
+		fmt.Fprintf(tw, "  Log:\t%s (meshlab logs %s -n %s)\n", z.Log, d.Name, d.Namespace)
+		fmt.Fprintf(tw, "  Admin:\t127.0.0.1:15000 in %s (meshlab ztunnel-config all)\n", d.NetNS)
+		return tw.Flush()
+	}
 	if !d.Sidecar {
 		fmt.Fprintf(tw, "Sidecar:\tnone\n")
 		return tw.Flush()

@@ -85,3 +85,18 @@ func TestPrintPodDetailProxyless(t *testing.T) {
 		t.Errorf("a proxyless pod has no epochs to show:\n%s", got)
 	}
 }
+
+// The lab's ztunnel pod shows its node-proxy status, where its log is and how to read it.
+func TestPrintPodDetailZtunnel(t *testing.T) {
+	d := api.PodDetail{
+		PodStatus: api.PodStatus{Name: "ztunnel-x2b9q", Namespace: "istio-system", NetNS: "ml-demo-ztunnel-x2b9q.istio-system",
+			IP: netip.MustParseAddr("10.244.3.254"), Ready: true, Restarts: 1},
+		Labels: map[string]string{"app": "ztunnel"}, ServiceAccount: "ztunnel", DataplaneMode: "none",
+		Ztunnel: &api.ZtunnelPodStatus{Connected: true, Pods: 3, Restarts: 1, Log: "/run/meshlab/demo/ztunnel/ztunnel.log"},
+	}
+	var b bytes.Buffer
+	if err := printPodDetail(&b, d, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Golden(t, "describe-pod-ztunnel", b.Bytes())
+}

@@ -33,16 +33,14 @@ func newLogsCmd(g *globalFlags) *cobra.Command {
 		Short: "Print a pod's app, proxy or agent log (like kubectl logs)",
 		Example: `  sudo meshlab logs backend-v1                 # the app
   sudo meshlab logs backend-v1 -c proxy -f     # follow the sidecar's log
-  sudo meshlab logs -n istio-system deploy/istio-egressgateway -c istio-proxy`,
+  sudo meshlab logs -n istio-system deploy/istio-egressgateway -c istio-proxy
+  sudo meshlab logs -n istio-system ds/ztunnel  # the lab's ztunnel (an ambient lab)`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completePods(g, false),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			container := f.container
 			if container == istioProxyContainer {
 				container = "proxy" // kubectl's container name for the proxy's log
-			}
-			if !slices.Contains(logContainers, container) {
-				return fmt.Errorf("-c %q: choose one of %v (or %s)", f.container, logContainers, istioProxyContainer)
 			}
 			name, err := g.existingLab()
 			if err != nil {
@@ -56,6 +54,16 @@ func newLogsCmd(g *globalFlags) *cobra.Command {
 			p, err := r.FindPod(args[0], f.namespace)
 			if err != nil {
 				return err
+			}
+			if p.Ztunnel {
+				// The ztunnel pod's one container, istio-proxy, is ztunnel.
+				if cmd.Flags().Changed("container") && container != "proxy" {
+					return fmt.Errorf("-c %q: pod %s has one container, %s", f.container, p.Name, istioProxyContainer)
+				}
+				return printLog(cmd.Context(), cmd.OutOrStdout(), lab.ZtunnelLogFile(paths), f.tail, f.follow)
+			}
+			if !slices.Contains(logContainers, container) {
+				return fmt.Errorf("-c %q: choose one of %v (or %s)", f.container, logContainers, istioProxyContainer)
 			}
 			path := filepath.Join(paths.PodDir(p.Key), container+".log")
 			if _, err := os.Stat(path); os.IsNotExist(err) && !cmd.Flags().Changed("container") {

@@ -25,6 +25,9 @@ const (
 	ZtunnelServiceAccount = "ztunnel"
 	// ZtunnelAdminAddr is ztunnel's admin listener inside its namespace.
 	ZtunnelAdminAddr = "127.0.0.1:15000"
+	// ZtunnelMetricsAddr reaches ztunnel's metrics listener (:15020, /stats/prometheus)
+	// inside its namespace.
+	ZtunnelMetricsAddr = "127.0.0.1:15020"
 )
 
 // ZtunnelPodName is the name of lab's ztunnel pod: ztunnel-<5 characters>, as a
@@ -100,6 +103,17 @@ func (c ZtunnelConfig) Env() []string {
 // pod: the answer's body when the status is 200, else an error with the start of it.
 // The caller closes the body.
 func AdminGet(ctx context.Context, ns, path string) (io.ReadCloser, error) {
+	return get(ctx, ns, ZtunnelAdminAddr, "admin", path)
+}
+
+// MetricsGet GETs path from ztunnel's metrics listener (15020) inside its network
+// namespace ns, as AdminGet does its admin.
+func MetricsGet(ctx context.Context, ns, path string) (io.ReadCloser, error) {
+	return get(ctx, ns, ZtunnelMetricsAddr, "metrics", path)
+}
+
+// get GETs path from addr inside ns; what names the listener in errors.
+func get(ctx context.Context, ns, addr, what, path string) (io.ReadCloser, error) {
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			return netns.DialContext(ctx, ns, network, addr)
@@ -110,18 +124,18 @@ func AdminGet(ctx context.Context, ns, path string) (io.ReadCloser, error) {
 	if !strings.HasPrefix(path, "/") {
 		path = "/" + path
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+ZtunnelAdminAddr+path, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
 	if err != nil {
 		return nil, err
 	}
 	resp, err := (&http.Client{Transport: tr}).Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("get %s from ztunnel's admin: %w", path, err)
+		return nil, fmt.Errorf("get %s from ztunnel's %s: %w", path, what, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		resp.Body.Close()
-		return nil, fmt.Errorf("get %s from ztunnel's admin: %s: %s", path, resp.Status, strings.TrimSpace(string(body)))
+		return nil, fmt.Errorf("get %s from ztunnel's %s: %s: %s", path, what, resp.Status, strings.TrimSpace(string(body)))
 	}
 	return resp.Body, nil
 }

@@ -32,6 +32,12 @@ type Deps interface {
 	AgentGet(ctx context.Context, pod, path string) (io.ReadCloser, error)
 	// Publish puts an event on the lab's bus.
 	Publish(kind, pod, msg string, fields map[string]any)
+	// Ztunnel is the lab's ztunnel pod (istio-system/ztunnel-<x>, not one of the
+	// model's), nil when the lab runs none.
+	Ztunnel() *model.Pod
+	// ZtunnelMetrics is the ztunnel's /stats/prometheus (its metrics listener, 15020,
+	// OpenMetrics text). The caller closes the body.
+	ZtunnelMetrics(ctx context.Context) (io.ReadCloser, error)
 }
 
 // Event kinds published while the topology is polled.

@@ -13,11 +13,17 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"google.golang.org/protobuf/proto"
+
+	ztmetrics "github.com/meshlab/meshlab/dataplane/ztunnel/metrics"
 )
 
 // WriteMetrics is the lab's web.MetricsWriter: the control plane's metrics (cp), then
-// every sidecar's /stats/prometheus with pod and namespace labels added, families merged
-// by name. A sidecar that does not answer is left out (logged at debug level).
+// every sidecar's /stats/prometheus and the ztunnel's with pod and namespace labels
+// added (as Prometheus's pod scrape adds them), families merged by name: ztunnel's
+// istio_tcp_* series (reporter source and destination, connection_security_policy
+// mutual_tls over HBONE) sit beside the sidecars' in one family, so one query sees the
+// sidecar and the ambient traffic. A proxy that does not answer is left out (logged at
+// debug level).
 func WriteMetrics(ctx context.Context, d Deps, cp prometheus.Gatherer, log *slog.Logger, w io.Writer) error {
 	families, err := cp.Gather()
 	if err != nil {
@@ -44,6 +50,20 @@ func WriteMetrics(ctx context.Context, d Deps, cp prometheus.Gatherer, log *slog
 			mu.Lock()
 			defer mu.Unlock()
 			mergeFamilies(merged, fams, p.Name, p.Namespace)
+		}()
+	}
+	if z := d.Ztunnel(); z != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fams, err := ztunnelMetrics(ctx, d)
+			if err != nil {
+				log.Debug("ztunnel metrics unavailable", "pod", z.Key(), "err", err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			mergeFamilies(merged, fams, z.Name, z.Namespace)
 		}()
 	}
 	wg.Wait()
@@ -75,6 +95,20 @@ func proxyMetrics(ctx context.Context, d Deps, pod string) (map[string]*dto.Metr
 	defer body.Close()
 	var p expfmt.TextParser
 	return p.TextToMetricFamilies(body)
+}
+
+// ztunnelMetrics reads and parses the ztunnel's /stats/prometheus (OpenMetrics text,
+// whose counter families ztunnel names without _total: metrics.Families names them as
+// Prometheus text and the sidecars do).
+func ztunnelMetrics(ctx context.Context, d Deps) (map[string]*dto.MetricFamily, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	body, err := d.ZtunnelMetrics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer body.Close()
+	return ztmetrics.Families(body)
 }
 
 // mergeFamilies adds fams into into, each metric labelled with its pod and namespace.

@@ -165,8 +165,21 @@ type fakeDeps struct {
 	status map[string]agentapi.Status
 	stats  map[string]map[string]uint64
 	get    map[string]string // "pod path" -> body
-	mu     sync.Mutex
-	events []api.Event
+	// ztunnel is the lab's ztunnel pod (nil: none) and ztunnelMetrics its
+	// /stats/prometheus ("": it does not answer).
+	ztunnel        *model.Pod
+	ztunnelMetrics string
+	mu             sync.Mutex
+	events         []api.Event
+}
+
+func (f *fakeDeps) Ztunnel() *model.Pod { return f.ztunnel }
+
+func (f *fakeDeps) ZtunnelMetrics(context.Context) (io.ReadCloser, error) {
+	if f.ztunnel == nil || f.ztunnelMetrics == "" {
+		return nil, errors.New("ztunnel unreachable")
+	}
+	return io.NopCloser(strings.NewReader(f.ztunnelMetrics)), nil
 }
 
 func (f *fakeDeps) Model() *model.Model { return f.model }

@@ -32,6 +32,9 @@ type edgeCounters struct {
 	requests, errors, denied, handshakes uint64
 	mtlsMatches, rawMatches              uint64 // auto-mTLS socket matches: tlsMode-istio, tlsMode-disabled
 	istio                                bool   // requests and errors are istio_requests_total's
+	// ztunnel: the counters are an ambient pod's connections as ztunnel counted them
+	// (topology_ztunnel.go); mtlsMatches and rawMatches count its HBONE and plaintext ones.
+	ztunnel bool
 }
 
 // mtls reports whether the edge's connections are mutual TLS.
@@ -129,6 +132,12 @@ func (p *Topology) Sample(ctx context.Context, d Deps) api.Topology {
 	samples := make([]podSample, len(m.Pods))
 	sem := make(chan struct{}, pollParallel)
 	var wg sync.WaitGroup
+	var zs ztunnelSample
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		zs = sampleZtunnel(ctx, d, m) // topology_ztunnel.go: the ambient pods' edges
+	}()
 	for i, pod := range m.Pods {
 		if !pod.Sidecar.Inject {
 			continue
@@ -142,8 +151,16 @@ func (p *Topology) Sample(ctx context.Context, d Deps) api.Topology {
 		}()
 	}
 	wg.Wait()
+	for i, pod := range m.Pods {
+		if e, ok := zs.edges[pod.Key()]; ok && !pod.Sidecar.Inject {
+			samples[i].edges = e
+		}
+	}
 	now := time.Now()
 	t := buildTopology(m, samples)
+	if zs.pod != nil {
+		t.Pods = append(t.Pods, ztunnelTopologyPod(zs))
+	}
 	t.Time = now
 	p.rates(&t, samples, m, now)
 	p.publishEpochChanges(d, m, samples)
@@ -241,7 +258,8 @@ func buildTopology(m *model.Model, samples []podSample) api.Topology {
 		t.Services = append(t.Services, ts)
 	}
 	for i, p := range m.Pods {
-		tp := api.TopologyPod{Name: p.Name, Namespace: p.Namespace, Key: p.Key(), IP: p.IP, Sidecar: p.Sidecar.Inject, Ready: !p.Sidecar.Inject, Epoch: -1, Gateway: p.Router}
+		tp := api.TopologyPod{Name: p.Name, Namespace: p.Namespace, Key: p.Key(), IP: p.IP, Sidecar: p.Sidecar.Inject, Ready: !p.Sidecar.Inject, Epoch: -1, Gateway: p.Router,
+			DataplaneMode: model.DataplaneMode(m, p).String()}
 		s := samples[i]
 		tp.RBACDenied = s.rbacDenied
 		if st := s.status; st != nil {
@@ -257,8 +275,12 @@ func buildTopology(m *model.Model, samples []podSample) api.Topology {
 			if c.requests == 0 {
 				continue
 			}
-			t.Edges = append(t.Edges, api.TopologyEdge{From: p.Key(), To: host, Metric: c.metric(), Requests: c.requests, Errors: c.errors, MTLS: c.mtls(),
-				Handshakes: c.handshakes, MTLSEndpoints: c.mtlsMatches, PlaintextEndpoints: c.rawMatches, Denied: c.denied})
+			e := api.TopologyEdge{From: p.Key(), To: host, Metric: c.metric(), Requests: c.requests, Errors: c.errors, MTLS: c.mtls(),
+				Handshakes: c.handshakes, MTLSEndpoints: c.mtlsMatches, PlaintextEndpoints: c.rawMatches, Denied: c.denied}
+			if c.ztunnel { // its matches are connections by security policy, not endpoints
+				e.HBONE, e.MTLSEndpoints, e.PlaintextEndpoints = c.mtls(), 0, 0
+			}
+			t.Edges = append(t.Edges, e)
 		}
 	}
 	for host, c := range hostEdges(m, samples) {

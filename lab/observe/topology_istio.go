@@ -147,7 +147,7 @@ func hostEdges(m *model.Model, samples []podSample) map[string]edgeCounters {
 				in.requests += samples[i].gatewayRequests
 				in.errors += samples[i].gatewayErrors
 			}
-			if c, ok := samples[i].edges[s.Hostname()]; ok {
+			if c, ok := samples[i].edges[s.Hostname()]; ok && !c.ztunnel { // connections, not requests
 				mesh.requests += c.requests
 				mesh.errors += c.errors
 			}
@@ -162,6 +162,9 @@ func hostEdges(m *model.Model, samples []podSample) map[string]edgeCounters {
 
 // edgeMetric names what an edge's counters were read from.
 func (c edgeCounters) metric() string {
+	if c.ztunnel {
+		return api.EdgeMetricZtunnel
+	}
 	if c.istio {
 		return api.EdgeMetricIstio
 	}
