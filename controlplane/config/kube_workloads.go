@@ -189,35 +189,35 @@ func podTemplateApp(t *corev1.PodTemplateSpec, prefix string, p problems) (model
 		p.addf(field+"containers", "is required (one container)")
 		return model.AppSpec{}, nil, ""
 	}
-	for i := range spec.Containers[1:] {
-		p.addf(fmt.Sprintf("%scontainers[%d]", field, i+1), "meshlab runs one app container per pod (the sidecar is its own)")
-	}
 	if len(spec.InitContainers) > 0 {
 		p.addf(field+"initContainers", "is not supported (no container runtime; the sidecar's init is meshlab's own)")
 	}
-	c := &spec.Containers[0]
-	cf := field + "containers[0]"
-	if c.Image == "" {
-		p.addf(cf+".image", "is required")
-	}
+	main := mainContainer(spec)
+	c := &spec.Containers[main]
 	var ports []uint16
 	seen := map[int32]bool{}
-	for i, cp := range c.Ports {
-		pf := fmt.Sprintf("%s.ports[%d]", cf, i)
-		if msg := checkAppPort(int64(cp.ContainerPort)); msg != "" {
-			p.addf(pf+".containerPort", "%s", msg)
-			continue
+	for ci := range spec.Containers {
+		cf := fmt.Sprintf("%scontainers[%d]", field, ci)
+		if spec.Containers[ci].Image == "" {
+			p.addf(cf+".image", "is required")
 		}
-		if cp.Protocol != "" && cp.Protocol != corev1.ProtocolTCP {
-			p.addf(pf+".protocol", "%s is not supported (meshlab's apps serve TCP)", cp.Protocol)
-			continue
-		}
-		if cp.HostPort != 0 {
-			p.addf(pf+".hostPort", "is not supported: nothing of a lab is reachable from the host's network")
-		}
-		if !seen[cp.ContainerPort] {
-			seen[cp.ContainerPort] = true
-			ports = append(ports, uint16(cp.ContainerPort))
+		for i, cp := range spec.Containers[ci].Ports {
+			pf := fmt.Sprintf("%s.ports[%d]", cf, i)
+			if msg := checkAppPort(int64(cp.ContainerPort)); msg != "" {
+				p.addf(pf+".containerPort", "%s", msg)
+				continue
+			}
+			if cp.Protocol != "" && cp.Protocol != corev1.ProtocolTCP {
+				p.addf(pf+".protocol", "%s is not supported (meshlab's apps serve TCP)", cp.Protocol)
+				continue
+			}
+			if cp.HostPort != 0 {
+				p.addf(pf+".hostPort", "is not supported: nothing of a lab is reachable from the host's network")
+			}
+			if !seen[cp.ContainerPort] {
+				seen[cp.ContainerPort] = true
+				ports = append(ports, uint16(cp.ContainerPort))
+			}
 		}
 	}
 	sa := spec.ServiceAccountName
@@ -228,7 +228,40 @@ func podTemplateApp(t *corev1.PodTemplateSpec, prefix string, p problems) (model
 		sa = "default"
 	}
 	checkName(p, field+"serviceAccountName", sa, 63)
-	return appForImage(c, len(ports) > 0), ports, sa
+	app := appForImage(c, len(ports) > 0)
+	for i := range spec.Containers {
+		if i != main {
+			app.ImageNote = strings.TrimPrefix(app.ImageNote+"; "+fmt.Sprintf("container %s (image %s) is a helper meshlab does not run: a lab pod runs one app, that of container %s", spec.Containers[i].Name, spec.Containers[i].Image, c.Name), "; ")
+		}
+	}
+	return app, ports, sa
+}
+
+// helperImages are the images Istio's samples run beside a pod's app (addons' config
+// reloaders), never the container whose app a pod runs.
+var helperImages = map[string]bool{
+	"prometheus-operator/prometheus-config-reloader": true,
+	"jimmidyson/configmap-reload":                    true,
+	"kiwigrid/k8s-sidecar":                           true,
+}
+
+// mainContainer returns the index of the container whose app a pod runs: the first whose
+// image has a persona, else the first that is not a known helper, else the first. A
+// sample's other containers are helpers (Prometheus' config reloader beside
+// prometheus-server): accepted, described, not run, and their ports are the pod's ports
+// all the same.
+func mainContainer(spec *corev1.PodSpec) int {
+	for i := range spec.Containers {
+		if imagePersonas[imageRepository(spec.Containers[i].Image)] != "" {
+			return i
+		}
+	}
+	for i := range spec.Containers {
+		if !helperImages[imageRepository(spec.Containers[i].Image)] {
+			return i
+		}
+	}
+	return 0
 }
 
 // Personas of the built-in app, chosen by image (the names demoapp.Personas lists; the lab

@@ -2,12 +2,15 @@ package config
 
 import (
 	"net/netip"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/meshlab/meshlab/controlplane/model"
+	"github.com/meshlab/meshlab/internal/testutil"
 )
 
 // The manifests below are written the way Istio's samples write theirs (Deployments naming
@@ -272,11 +275,6 @@ func TestKubernetesWorkloadErrors(t *testing.T) {
 			want: "k.yaml: Pod default/p: spec.hostNetwork: is not supported: every meshlab pod has its own network namespace",
 		},
 		{
-			name: "two containers",
-			yaml: "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, image: x}, {name: d, image: z}]}\n",
-			want: "k.yaml: Pod default/p: spec.containers[1]: meshlab runs one app container per pod (the sidecar is its own)",
-		},
-		{
 			name: "selector not matching the template",
 			yaml: "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  selector: {matchLabels: {app: x}}\n  template: {metadata: {labels: {app: w}}, spec: {containers: [{name: c, image: x}]}}\n",
 			want: "k.yaml: Deployment default/d: spec.selector: does not match spec.template.metadata.labels (app=x): Kubernetes refuses such a Deployment",
@@ -437,5 +435,51 @@ func TestInjectionDecidedAtPodCreation(t *testing.T) {
 	}
 	if pods := podsOf(m, "old"); len(pods) != 1 || pods[0].Sidecar.Inject {
 		t.Errorf("fresh build: old's pod has a sidecar in a namespace labelled disabled")
+	}
+}
+
+// Istio's samples/addons/prometheus.yaml loads as Kubernetes takes it: its ClusterRole and
+// ClusterRoleBinding are accepted and skipped with their reason (a lab has no API
+// clients), and its pod's second container (the config reloader, listed first) is a
+// helper: the pod runs prometheus-server's app with every container's ports.
+func TestIstioPrometheusAddonLoads(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile(filepath.Join(testutil.IstioSamples(t), "addons", "prometheus.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := Load("base.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, changes, err := sc.Apply(File{Name: "prometheus.yaml", Data: data})
+	if err != nil {
+		t.Fatalf("apply prometheus.yaml: %v", err)
+	}
+	skipped := map[string]string{}
+	for _, c := range changes {
+		if c.Action == ActionSkipped {
+			skipped[c.Ref.Kind] = c.Reason
+		}
+	}
+	for _, k := range []string{"ClusterRole", "ClusterRoleBinding"} {
+		if !strings.Contains(skipped[k], "RBAC") {
+			t.Errorf("%s: skipped %q, want accepted and skipped for RBAC's reason (changes %+v)", k, skipped[k], changes)
+		}
+	}
+	var pod *model.Pod
+	for _, o := range sc.Objects {
+		if o.Origin.Kind == "Deployment" && o.Origin.Name == "prometheus" {
+			pod = o.pods[0]
+		}
+	}
+	if pod == nil {
+		t.Fatal("no prometheus pod")
+	}
+	if pod.App.Image != "docker.io/prom/prometheus:v3.10.0" && !strings.Contains(pod.App.Image, "prom/prometheus") {
+		t.Errorf("app image %q, want prometheus-server's", pod.App.Image)
+	}
+	if !strings.Contains(pod.App.ImageNote, "prometheus-server-configmap-reload") || !slices.Contains(pod.Ports, 9090) {
+		t.Errorf("note %q ports %v: want the reloader named as a helper and port 9090", pod.App.ImageNote, pod.Ports)
 	}
 }

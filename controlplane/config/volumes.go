@@ -36,7 +36,7 @@ func mountVolumes(objs []*Object, pods []*model.Pod) {
 		if o == nil || len(o.kube.template.Spec.Containers) == 0 {
 			continue
 		}
-		p.App.Files = volumeFiles(objs, p.Namespace, o.kube.template.Spec.Volumes, o.kube.template.Spec.Containers[0].VolumeMounts)
+		p.App.Files = volumeFiles(objs, p.Namespace, o.kube.template.Spec.Volumes, o.kube.template.Spec.Containers[mainContainer(&o.kube.template.Spec)].VolumeMounts)
 	}
 }
 
