@@ -22,7 +22,7 @@ import (
 func requestAuthenticationPaths() string {
 	return strings.Join([]string{
 		"selector selector.matchLabels jwtRules",
-		expand("jwtRules", "issuer audiences jwksUri jwks fromHeaders fromParams outputPayloadToHeader forwardOriginalToken outputClaimToHeaders"),
+		expand("jwtRules", "issuer audiences jwksUri jwks fromHeaders fromParams outputPayloadToHeader forwardOriginalToken outputClaimToHeaders spaceDelimitedClaims"),
 		expand("jwtRules.fromHeaders", "name prefix"),
 		expand("jwtRules.outputClaimToHeaders", "header claim"),
 	}, " ")

@@ -45,6 +45,7 @@ func TestLoadRequestAuthentication(t *testing.T) {
     outputPayloadToHeader: x-jwt-payload
     forwardOriginalToken: true
     outputClaimToHeaders: [{header: x-jwt-group, claim: groups}]
+    spaceDelimitedClaims: [roles]
   - issuer: other
     jwksUri: http://jwks.default.svc.cluster.local:8000/jwks.json
 `)
@@ -81,7 +82,7 @@ func TestLoadRequestAuthentication(t *testing.T) {
 		t.Errorf("an empty selector must be nil in the model")
 	}
 	r := m.Istio.RequestAuthentications[0].Spec.GetJwtRules()[0]
-	if r.GetOutputClaimToHeaders()[0].GetClaim() != "groups" || !r.GetForwardOriginalToken() || r.GetFromParams()[0] != "my_token" {
+	if r.GetOutputClaimToHeaders()[0].GetClaim() != "groups" || !r.GetForwardOriginalToken() || r.GetFromParams()[0] != "my_token" || !slices.Equal(r.GetSpaceDelimitedClaims(), []string{"roles"}) {
 		t.Errorf("rule not kept as written: %v", r)
 	}
 	if got := len(m.Istio.AuthorizationPolicies); got != 1 {

@@ -65,7 +65,7 @@ func jwtFilter(m *model.Model, pod *model.Pod) (*hcm.HttpFilter, error) {
 			ForwardPayloadHeader: r.GetOutputPayloadToHeader(),
 			PayloadInMetadata:    JWTPayloadKey,
 			NormalizePayloadInMetadata: &jwtauthn.JwtProvider_NormalizePayload{
-				SpaceDelimitedClaims: []string{"permission", "scope"},
+				SpaceDelimitedClaims: spaceDelimitedClaims(r.GetSpaceDelimitedClaims()),
 			},
 			FromParams: r.GetFromParams(),
 		}
@@ -120,4 +120,14 @@ func requiresAny(rs ...*jwtauthn.JwtRequirement) *jwtauthn.JwtRequirement {
 	return &jwtauthn.JwtRequirement{RequiresType: &jwtauthn.JwtRequirement_RequiresAny{
 		RequiresAny: &jwtauthn.JwtRequirementOrList{Requirements: rs},
 	}}
+}
+
+// spaceDelimitedClaims are the claims the JWT filter splits on spaces into lists (so an
+// AuthorizationPolicy's request.auth.claims[...] matches one item), as istiod's
+// buildSpaceDelimitedClaims: "permission" and "scope" always, with the rule's own
+// spaceDelimitedClaims, sorted and without repeats.
+func spaceDelimitedClaims(own []string) []string {
+	out := append([]string{"permission", "scope"}, own...)
+	slices.Sort(out)
+	return slices.Compact(out)
 }

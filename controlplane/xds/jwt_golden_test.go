@@ -34,6 +34,8 @@ var jwtCases = []struct {
 				FromHeaders: []*security.JWTHeader{{Name: "x-jwt-assertion", Prefix: "Bearer "}}, FromParams: []string{"token"},
 				OutputPayloadToHeader: "x-jwt-payload", ForwardOriginalToken: true,
 				OutputClaimToHeaders: []*security.ClaimToHeader{{Header: "x-jwt-group", Claim: "groups"}},
+				// split on spaces as "scope" and "permission" always are (istiod's buildSpaceDelimitedClaims)
+				SpaceDelimitedClaims: []string{"roles", "scope"},
 			}},
 		}))
 		m.Istio.AuthorizationPolicies = append(m.Istio.AuthorizationPolicies, ap("default", "require-jwt", &security.AuthorizationPolicy{
