@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"istio.io/istio/pilot/pkg/features"
 	"istio.io/istio/pilot/test/xds"
@@ -105,11 +106,43 @@ func ambientKubeObjects(m *model.Model) (string, error) {
 	for _, s := range m.Services {
 		docs = append(docs, endpointSlice(m, s))
 	}
+	for _, w := range m.Waypoints {
+		docs = append(docs, waypointGateway(m, w))
+	}
 	istio, err := istioDocs(m, "AuthorizationPolicy", "PeerAuthentication", "ServiceEntry")
 	if err != nil {
 		return "", err
 	}
 	return joinYAML(append(docs, istio...))
+}
+
+// waypointGateway returns waypoint w as the Gateway istiod's ambient index reads, with
+// the status Istio's deployment controller writes once the waypoint's pod is ready (the
+// index ignores a Gateway without status addresses): its Service's VIP and hostname, as
+// the istio-waypoint class reports both address types.
+func waypointGateway(m *model.Model, w *model.Waypoint) *gwv1.Gateway {
+	gw := &gwv1.Gateway{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "gateway.networking.k8s.io/v1", Kind: "Gateway"},
+		ObjectMeta: metav1.ObjectMeta{Name: w.Name, Namespace: w.Namespace, Labels: w.Labels},
+		Spec: gwv1.GatewaySpec{
+			GatewayClassName: model.WaypointGatewayClass,
+			Listeners:        []gwv1.Listener{{Name: model.WaypointListener, Port: model.WaypointPort, Protocol: "HBONE"}},
+		},
+	}
+	if w.From != "" && w.From != string(gwv1.NamespacesFromSame) {
+		from := gwv1.FromNamespaces(w.From)
+		ns := &gwv1.RouteNamespaces{From: &from}
+		if len(w.FromSelector) > 0 {
+			ns.Selector = &metav1.LabelSelector{MatchLabels: w.FromSelector}
+		}
+		gw.Spec.Listeners[0].AllowedRoutes = &gwv1.AllowedRoutes{Namespaces: ns}
+	}
+	ip, host := gwv1.IPAddressType, gwv1.HostnameAddressType
+	if s := m.WaypointService(w); s != nil {
+		gw.Status.Addresses = append(gw.Status.Addresses, gwv1.GatewayStatusAddress{Type: &ip, Value: s.VIP.String()})
+	}
+	gw.Status.Addresses = append(gw.Status.Addresses, gwv1.GatewayStatusAddress{Type: &host, Value: w.Hostname()})
+	return gw
 }
 
 // setController gives a pod of a Kubernetes workload what its controller gives it in a

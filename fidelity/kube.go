@@ -38,7 +38,7 @@ func kubeObjects(m *model.Model) (string, error) {
 func kubeService(s *model.Service) *corev1.Service {
 	svc := &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, Labels: s.Labels},
 		Spec: corev1.ServiceSpec{
 			ClusterIP: s.VIP.String(),
 			Selector:  s.Selector,

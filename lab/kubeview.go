@@ -21,6 +21,7 @@ import (
 	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/controlplane/config"
 	"github.com/meshlab/meshlab/controlplane/model"
+	"github.com/meshlab/meshlab/lab/waypoint"
 )
 
 // KubeObjects answers what kubectl would read from an API server for kind in namespace
@@ -477,6 +478,11 @@ func (v kubeView) gateway(o *config.Object) gwv1.Gateway {
 	gw.APIVersion, gw.Kind = gwv1.GroupVersion.String(), "Gateway"
 	gw.Namespace, gw.Name = o.Origin.Namespace, o.Origin.Name
 	gw.CreationTimestamp = v.created(o.Origin.Kind, o.Origin.Namespace, o.Origin.Name)
+	if w := v.model.Waypoint(gw.Namespace, gw.Name); w != nil && gw.Spec.GatewayClassName == model.WaypointGatewayClass {
+		ready := func(p *model.Pod) bool { return v.ready[p.Namespace+"/"+p.Name] }
+		gw.Status = waypoint.Deps{Model: v.model, PodReady: ready}.Status(w)
+		return gw
+	}
 	svc := config.GatewayAPIServiceName(o.Origin.Name)
 	programmed, reason, message := metav1.ConditionFalse, "Invalid", "the gateway's deployment "+svc+" has no ready pod yet"
 	for _, p := range v.model.Pods {
