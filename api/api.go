@@ -16,6 +16,11 @@ type LabInfo struct {
 	ServiceCIDR netip.Prefix `json:"serviceCIDR"`
 	XDSAddr     string       `json:"xdsAddr,omitempty"`
 	Created     time.Time    `json:"created"`
+	// ControlPlane is what generates the proxies' config: "meshlab" or "istiod" (up
+	// --control-plane); with istiod, its Istio version and, once it exited, why.
+	ControlPlane        string `json:"controlPlane,omitempty"`
+	ControlPlaneVersion string `json:"controlPlaneVersion,omitempty"`
+	ControlPlaneError   string `json:"controlPlaneError,omitempty"`
 }
 
 // PodStatus is one pod as GET /v1/pods reports it.

@@ -19,10 +19,12 @@ var _ web.Backend = (*Lab)(nil)
 
 // Info implements web.LabReader.
 func (l *Lab) Info() api.LabInfo {
-	return api.LabInfo{
+	info := api.LabInfo{
 		Name: l.rec.Name, PID: l.rec.PID, Scenario: l.rec.Scenario, PodCIDR: l.rec.PodCIDR,
 		ServiceCIDR: l.rec.ServiceCIDR, XDSAddr: l.rec.XDSAddr, Created: l.rec.Created,
 	}
+	controlPlaneInfo(l, &info) // istiod.go
+	return info
 }
 
 // podStatusParallel bounds how many agents Pods asks at once, and podStatusTimeout is

@@ -49,6 +49,7 @@ func (l *Lab) features() []web.Routes {
 		web.ServiceRoutes(l),               // lab/describeservice.go
 		web.SyncRoutes(syncWaiter{l}),      // lab/apply.go
 		web.ZtunnelRoutes(ztunnelAdmin{l}), // lab/ztunnel.go
+		web.IstiodRoutes(istiodView{l}),    // lab/istiod.go
 	}
 	if l.opts.Guide != nil {
 		fs = append(fs, web.GuideRoutes(l.opts.Guide))

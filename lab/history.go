@@ -76,7 +76,17 @@ func (l *Lab) PodDiff(pod, from, to string) (api.ConfigDiff, error) {
 	if err != nil {
 		return api.ConfigDiff{}, err
 	}
-	d, err := l.disc.Diff(p.NodeID(), from, to)
+	var d discovery.SnapshotDiff
+	if to == discovery.GeneratorVersion {
+		// With istiod as the control plane: istiod's config (from, "" for its latest)
+		// against what meshlab's generator makes for the pod now.
+		d, err = l.disc.DiffGenerated(p.NodeID(), from)
+	} else {
+		d, err = l.disc.Diff(p.NodeID(), from, to)
+	}
+	if errors.Is(err, discovery.ErrNoUpstream) {
+		return api.ConfigDiff{}, fmt.Errorf("%w: %w", api.ErrNoIstiod, err)
+	}
 	if errors.Is(err, discovery.ErrUnknownVersion) {
 		return api.ConfigDiff{}, fmt.Errorf("pod %s: %w: %w", pod, api.ErrUnknownVersion, err)
 	}

@@ -183,6 +183,13 @@ func prepare(o *Options) (*model.Model, error) {
 			return nil, err
 		}
 	}
+	settings, err := scenarioSettings(o.ScenarioFile, o.ScenarioData) // settings.go
+	if err != nil {
+		return nil, err
+	}
+	if o.ControlPlane == "" {
+		o.ControlPlane = settings.ControlPlane
+	}
 	switch o.ControlPlane {
 	case "", istiodcp.ControlPlaneMeshlab:
 	case istiodcp.ControlPlaneIstiod:
@@ -373,7 +380,9 @@ func (l *Lab) startServers() error {
 			return err
 		}
 		l.istiod, upstream = d, "unix://"+istiodcp.XDSSocket(l.paths.Dir)
+		l.rec.ControlPlane, l.rec.IstiodPID = istiodcp.ControlPlaneIstiod, d.PID()
 		if v, err := d.Version(sctx); err == nil {
+			l.rec.IstiodVersion = v
 			fmt.Fprintf(l.out, "control plane: istiod %s (%s)\n", v, l.opts.IstiodPath)
 		}
 	}

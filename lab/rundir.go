@@ -100,7 +100,13 @@ type Record struct {
 	PodCIDR     netip.Prefix `json:"podCIDR"`
 	ServiceCIDR netip.Prefix `json:"serviceCIDR"`
 	XDSAddr     string       `json:"xdsAddr,omitempty"` // 127.0.0.1 TCP address of the discovery server
-	Created     time.Time    `json:"created"`
+	// ControlPlane is "istiod" when Istio's istiod generates the proxies' config (up
+	// --control-plane=istiod; "" is meshlab's generator), with istiod's process and the
+	// Istio version it was built from, for `version` and `status`.
+	ControlPlane  string    `json:"controlPlane,omitempty"`
+	IstiodPID     int       `json:"istiodPID,omitempty"`
+	IstiodVersion string    `json:"istiodVersion,omitempty"`
+	Created       time.Time `json:"created"`
 	// CreatorUID is the user who made the lab (SUDO_UID under sudo): `clean --all` only
 	// touches labs whose creator is the user running it. Absent in records of old labs.
 	CreatorUID *uint32 `json:"creatorUID,omitempty"`

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
+	"github.com/meshlab/meshlab/lab/istiodcp"
 )
 
 // BuildInfo is istioctl's version.BuildInfo, with its JSON names.
@@ -122,6 +123,9 @@ func meshVersions(ctx context.Context, paths Paths, release string, rep *Version
 		return fmt.Errorf("read the control plane's build (pid %d): %w", r.PID, err)
 	}
 	rep.MeshVersion = []ServerInfo{{Component: "control plane", Revision: "default", Info: BuildInfoOf(cp, release)}}
+	if r.ControlPlane == istiodcp.ControlPlaneIstiod {
+		rep.MeshVersion = append(rep.MeshVersion, istiodServerInfo(r))
+	}
 	for _, p := range r.Pods {
 		if !p.Sidecar {
 			continue
@@ -144,6 +148,32 @@ func meshVersions(ctx context.Context, paths Paths, release string, rep *Version
 		rep.DataPlaneVersion = append(rep.DataPlaneVersion, info)
 	}
 	return nil
+}
+
+// istiodServerInfo is the lab's istiod (up --control-plane=istiod) as a control plane
+// component: the istio.io/istio module version its binary was built from (a release tag,
+// or a pseudo-version whose suffix is the commit), read from its running binary, else as
+// recorded when it started (it has exited).
+func istiodServerInfo(r *Record) ServerInfo {
+	info := BuildInfo{Version: r.IstiodVersion, GitRevision: "unknown", BuildStatus: "unknown"}
+	if bi, err := buildinfo.ReadFile("/proc/" + strconv.Itoa(r.IstiodPID) + "/exe"); err == nil && r.IstiodPID > 0 {
+		info.GolangVersion = bi.GoVersion
+		for _, d := range bi.Deps {
+			if d.Path != "istio.io/istio" {
+				continue
+			}
+			if d.Replace != nil {
+				d = d.Replace
+			}
+			info.Version = d.Version
+		}
+		info.BuildStatus = "Clean"
+	}
+	if i := strings.LastIndex(info.Version, "-"); i > 0 && strings.Count(info.Version, "-") >= 2 {
+		info.GitRevision = info.Version[i+1:]
+	}
+	info.GitTag = info.Version
+	return ServerInfo{Component: "istiod", Revision: "default", Info: info}
 }
 
 // write prints rep as json, yaml, or istioctl's text (short or long form).

@@ -17,12 +17,21 @@ import (
 var proxyStatusTypes = []string{"CDS", "LDS", "EDS", "RDS"}
 
 func newProxyStatusCmd(g *globalFlags) *cobra.Command {
-	var output string
+	var (
+		output string
+		istiod bool
+	)
 	cmd := &cobra.Command{
 		Use:   "proxy-status",
 		Short: "Show whether every proxy runs the latest config (SYNCED, STALE or NACK), like istioctl proxy-status",
-		Args:  cobra.NoArgs,
+		Long: `Shows, for every proxy, whether it runs the latest config of each type, as the lab's
+xDS server saw it (what it relayed, with --control-plane=istiod). --istiod shows istiod's
+own view instead, read from its /debug/syncz as istioctl proxy-status does.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if istiod {
+				return queryLab(cmd, g, output, istiodProxyStatus, printIstiodProxyStatus) // istiod.go
+			}
 			return queryLab(cmd, g, output, func(ctx context.Context, c *api.Client) ([]api.ProxyStatus, error) {
 				st, err := c.ProxyStatus(ctx)
 				return nonNil(st), err
@@ -30,6 +39,7 @@ func newProxyStatusCmd(g *globalFlags) *cobra.Command {
 		},
 	}
 	addOutputFlag(cmd, &output)
+	cmd.Flags().BoolVar(&istiod, "istiod", false, "istiod's own view (its /debug/syncz), with --control-plane=istiod")
 	return cmd
 }
 

@@ -74,7 +74,15 @@ func printLabStatus(w io.Writer, st labStatus) error {
 	if info.XDSAddr != "" {
 		xdsOn = info.XDSAddr + " (a pod's token or certificate required)"
 	}
-	fmt.Fprintf(w, "lab %s (%s), pods %s, services %s, xDS on %s\n\n", info.Name, info.Scenario, info.PodCIDR, info.ServiceCIDR, xdsOn)
+	fmt.Fprintf(w, "lab %s (%s), pods %s, services %s, xDS on %s\n", info.Name, info.Scenario, info.PodCIDR, info.ServiceCIDR, xdsOn)
+	if info.ControlPlane == "istiod" {
+		state := "running"
+		if info.ControlPlaneError != "" {
+			state = "EXITED: " + info.ControlPlaneError + "; the proxies keep their last config"
+		}
+		fmt.Fprintf(w, "control plane: istiod %s, %s\n", info.ControlPlaneVersion, state)
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "POD\tIP\tREADY\tEPOCH\tDATA PLANE\tRESTARTS\tRQ OUT\tRQ IN\tMESSAGE")
 	for _, ps := range st.Pods {

@@ -92,7 +92,7 @@ func newUpCmd(g *globalFlags) *cobra.Command {
 	cmd.Flags().DurationVar(&f.certTTL, "cert-ttl", 24*time.Hour, "lifetime of workload certificates (at least 1s; rotated at ~80%)")
 	cmd.Flags().IntVar(&f.xdsHistory, "xds-history", lab.DefaultXDSHistory, "config versions the control plane keeps per proxy for meshlab history and meshlab diff")
 	cmd.Flags().StringVar(&f.xdsListen, "xds-listen", "", "also serve xDS and the CA on this loopback TCP address (e.g. 127.0.0.1:15010), to callers that send a pod's token as \"authorization: Bearer <token>\"; default: the lab's unix socket only")
-	cmd.Flags().StringVar(&f.controlPlane, "control-plane", "meshlab", "what generates the proxies' config: meshlab (its own generator) or istiod (Istio's istiod, the meshlab-istiod binary that `make istiod` builds)")
+	cmd.Flags().StringVar(&f.controlPlane, "control-plane", "", "what generates the proxies' config: meshlab (its own generator) or istiod (Istio's istiod, the meshlab-istiod binary that `make istiod` builds); default: the scenario's LabSettings spec.controlPlane, else meshlab")
 	cmd.Flags().StringVar(&f.istiodPath, "istiod-path", "", "the meshlab-istiod binary for --control-plane=istiod (default: beside meshlab, else on PATH)")
 	cmd.Flags().BoolVar(&f.dryRun, "dry-run", false, "validate the scenario and exit, creating nothing")
 	cmd.Flags().StringVar(&f.listen, "listen", lab.DefaultListen, "address of the dashboard and the API on TCP (a specific IP; \"\" for none; another port is chosen when the default is taken)")

@@ -76,10 +76,16 @@ var istioKinds = map[string]string{
 	"WasmPlugin":            "extensions.istio.io",
 }
 
-// IsLabDocument reports whether a document is a `kind: Lab` (meshlab.dev/v1alpha1): the
-// lab runner (package scenarios/runner) reads those; scenario loading skips them.
+// LabSettingsKind is the kind (meshlab.dev/v1alpha1) of a scenario's settings for the lab
+// itself rather than for the mesh (spec.controlPlane: meshlab or istiod), which the lab
+// reads when it starts (lab/settings.go).
+const LabSettingsKind = "LabSettings"
+
+// IsLabDocument reports whether a document is a `kind: Lab` or `kind: LabSettings`
+// (meshlab.dev/v1alpha1): the lab runner (package scenarios/runner) and the lab's start
+// read those; scenario loading skips them.
 func IsLabDocument(apiVersion, k string) bool {
-	return apiVersion == workloadAPIVersion && k == "Lab"
+	return apiVersion == workloadAPIVersion && (k == "Lab" || k == LabSettingsKind)
 }
 
 // fixedKinds are the kinds other than Istio's and the pod-making Kubernetes kinds

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +19,9 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/meshlab/meshlab/controlplane/model"
+	"github.com/meshlab/meshlab/controlplane/xds"
 )
 
 // The relay serves ADS on the lab's sockets with another control plane's config: with
@@ -262,4 +266,58 @@ func nameOfResource(m types.Resource) string {
 		return x.GetName()
 	}
 	return ""
+}
+
+// GeneratorVersion is how DiffGenerated names meshlab's generator's config.
+const GeneratorVersion = "meshlab"
+
+// ErrNoUpstream is returned by DiffGenerated when the server generates the config itself
+// (there is no other control plane's config to compare it with).
+var ErrNoUpstream = errors.New("the lab's control plane is meshlab's generator: there is no istiod config to compare it with (up --control-plane=istiod)")
+
+// DiffGenerated compares what the upstream control plane (istiod) sent the proxy with
+// node id node, at version ("" for the latest the history keeps), with what meshlab's own
+// generator (controlplane/xds) makes for the same pod from the model the lab last gave
+// Update: where meshlab's generator and istiod differ on the running lab. Only the types
+// the upstream sent are compared (certificates stay the agents' SDS either way).
+func (s *Server) DiffGenerated(node, version string) (SnapshotDiff, error) {
+	if s.relay == nil {
+		return SnapshotDiff{}, ErrNoUpstream
+	}
+	s.mu.Lock()
+	m := s.model
+	s.mu.Unlock()
+	var snap *Snapshot
+	if version == "" {
+		if kept := s.history.list(node); len(kept) > 0 {
+			snap = &kept[len(kept)-1]
+		}
+	} else {
+		snap = s.history.find(node, version)
+	}
+	if snap == nil {
+		return SnapshotDiff{}, fmt.Errorf("diff %s: %w %q (kept: %s)", node, ErrUnknownVersion, version,
+			strings.Join(s.history.versions(node), ", "))
+	}
+	var pod *model.Pod
+	if m != nil {
+		for _, p := range m.Pods {
+			if p.NodeID() == node {
+				pod = p
+				break
+			}
+		}
+	}
+	if pod == nil {
+		return SnapshotDiff{}, fmt.Errorf("diff %s: no pod of the lab has this node id", node)
+	}
+	gen, err := xds.Generate(m, pod)
+	if err != nil {
+		return SnapshotDiff{}, fmt.Errorf("meshlab's generator: %w", err)
+	}
+	ours := make(map[resource.Type][]types.Resource, len(snap.res))
+	for typ := range snap.res {
+		ours[typ] = gen[typ]
+	}
+	return diffResources(node, snap.Version, GeneratorVersion, snap.res, ours)
 }

@@ -239,6 +239,20 @@ func (d *Istiod) get(ctx context.Context, path string) ([]byte, error) {
 	return b, err
 }
 
+// PID is istiod's process id.
+func (d *Istiod) PID() int { return d.cmd.Process.Pid }
+
+// Exited returns why istiod exited (nil while it runs): its exit status, with where its
+// log is.
+func (d *Istiod) Exited() error {
+	select {
+	case <-d.done:
+		return fmt.Errorf("istiod exited: %w (see %s)", d.err, LogPath(d.dir))
+	default:
+		return nil
+	}
+}
+
 // Running reports whether istiod has not exited.
 func (d *Istiod) Running() bool {
 	select {
