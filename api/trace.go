@@ -46,6 +46,7 @@ const (
 	HopCapture = "capture" // iptables rules the connection hit in a pod's namespace
 	HopProxy   = "proxy"   // a sidecar's handling of the request
 	HopApp     = "app"     // the destination app's answer
+	HopZtunnel = "ztunnel" // the node's ztunnel carrying an ambient pod's connection
 )
 
 // TraceHop is one step of a traced request. Kind says which fields are set:
@@ -63,6 +64,14 @@ const (
 //     rose during the request. AccessLog is the proxy's access log line for the request
 //     (found by its x-request-id; "" when access logs are off), and DurationMs and
 //     ResponseFlags are read from it.
+//   - "ztunnel": the lab's ztunnel (Pod is its key) for an ambient pod's connection,
+//     explained from its access log line for the connection (AccessLog): Direction
+//     "outbound" (its 15001 listener in the source pod's namespace; Endpoint the
+//     destination's 15008 and Target the HBONE :authority, or the plaintext target) or
+//     "inbound" (its 15008 listener in the destination pod's namespace, or 15006 for
+//     plaintext; Endpoint the app's address); Protocol "HBONE" or "TCP"; MTLS and
+//     PeerIdentity as for a sidecar; RBAC ztunnel's L4 policy verdict ("allowed",
+//     "denied") with its reason in Notes.
 //   - "app": Pod, Version and Status of the answer.
 type TraceHop struct {
 	Kind  string `json:"kind"`
@@ -86,6 +95,8 @@ type TraceHop struct {
 	AccessLog             string           `json:"accessLog,omitempty"`
 	DurationMs            *int             `json:"durationMs,omitempty"`
 	ResponseFlags         string           `json:"responseFlags,omitempty"`
+	Protocol              string           `json:"protocol,omitempty"` // ztunnel: HBONE or TCP
+	Target                string           `json:"target,omitempty"`   // ztunnel: the HBONE :authority
 
 	Version string `json:"version,omitempty"`
 	Status  int    `json:"status,omitempty"`

@@ -157,6 +157,9 @@ func (below) Cmdline(pid int) []string {
 // Ztunnel is the lab's ztunnel pod, nil when it runs none (ztunnel.go).
 func (b below) Ztunnel() *model.Pod { return ztunnelPod(b.l) }
 
+// ZtunnelLogFile is the ztunnel's log (ztunnel.go).
+func (b below) ZtunnelLogFile() string { return ZtunnelLogFile(b.l.paths) }
+
 // ZtunnelMetrics is the ztunnel's /stats/prometheus (15020 in its namespace);
 // ErrNoZtunnel when the lab runs none.
 func (b below) ZtunnelMetrics(ctx context.Context) (io.ReadCloser, error) {

@@ -24,8 +24,12 @@ prints the request's path: the capture rules it hit in the source pod (nat packe
 deltas), the source sidecar's listener, filter chain, virtual host, route and cluster, each
 with the config object it was generated from, the endpoint chosen, whether the hop was
 mTLS and with which peer identity, then the destination pod's capture rules, inbound
-listener and filter chain, RBAC decision, and the app's answer.`,
-		Example:           "  meshlab trace frontend-v1 http://backend:8080/\n  meshlab trace frontend-v1 backend:8080 -o json",
+listener and filter chain, RBAC decision, and the app's answer. From an ambient pod (or to
+one), the hops are the node's ztunnel's: istio-cni's in-pod rule that sent the connection
+to ztunnel's 15001, ztunnel's outbound side (HBONE to the destination pod's 15008, the
+peer's identity), the destination's in-pod chains, ztunnel's inbound side with its L4
+policy verdict, each with ztunnel's access log line for the connection.`,
+		Example:           "  meshlab trace frontend-v1 http://backend:8080/\n  meshlab trace frontend-v1 backend:8080 -o json\n  meshlab trace curl-5f9cc9ddf9-65db7 http://productpage:9080/productpage   # an ambient pod",
 		Args:              cobra.ExactArgs(2),
 		ValidArgsFunction: completePods(g, false),
 		SilenceUsage:      true,
@@ -57,6 +61,11 @@ func printTrace(w io.Writer, r api.TraceResult) error {
 			for _, rl := range h.Rules {
 				fmt.Fprintf(&b, "     %-18s +%d  %s\n", rl.Chain, rl.Packets, rl.Comment)
 			}
+			if h.Notes != "" {
+				fmt.Fprintf(&b, "     note: %s\n", h.Notes)
+			}
+		case api.HopZtunnel:
+			printZtunnelHop(&b, i, h)
 		case api.HopProxy:
 			fmt.Fprintf(&b, "%d. %s: sidecar, %s\n", i+1, h.Pod, h.Direction)
 			res := func(label string, x *api.TraceResource) {
@@ -123,4 +132,35 @@ func printTrace(w io.Writer, r api.TraceResult) error {
 	fmt.Fprintf(&b, "status %d in %.1f ms\n", r.Status, r.DurationMs)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// printZtunnelHop renders one side of ztunnel's handling of an ambient pod's connection.
+func printZtunnelHop(b *strings.Builder, i int, h api.TraceHop) {
+	fmt.Fprintf(b, "%d. %s: ztunnel, %s\n", i+1, h.Pod, h.Direction)
+	line := func(label, v string) {
+		if v != "" {
+			fmt.Fprintf(b, "     %-13s %s\n", label, v)
+		}
+	}
+	if h.Listener != nil {
+		line("listener", h.Listener.Name)
+	}
+	line("protocol", h.Protocol)
+	line("endpoint", h.Endpoint)
+	line(":authority", h.Target)
+	if h.Protocol != "" {
+		if h.MTLS {
+			line("mTLS", "yes, peer "+h.PeerIdentity)
+		} else {
+			line("mTLS", "no")
+		}
+	}
+	if h.RBAC != "" {
+		line("L4 policy", h.RBAC)
+	}
+	if h.DurationMs != nil {
+		line("duration", fmt.Sprintf("%d ms", *h.DurationMs))
+	}
+	line("access log", strings.TrimRight(h.AccessLog, "\n"))
+	line("note", h.Notes)
 }

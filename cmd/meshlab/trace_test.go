@@ -32,3 +32,26 @@ func TestPrintTraceShowsEachProxysAccessLog(t *testing.T) {
 	}
 	testutil.Golden(t, "trace-access-log", []byte(b.String()))
 }
+
+// An ambient pod's trace shows istio-cni's in-pod rule, then ztunnel's two sides with
+// HBONE, the peers' identities, the L4 policy's verdict and ztunnel's access log lines.
+func TestPrintTraceAmbient(t *testing.T) {
+	ms := func(n int) *int { return &n }
+	res := api.TraceResult{Pod: "curl-5f9cc9ddf9-65db7", URL: "http://productpage:9080/productpage", RequestID: "meshlab-trace-2", Address: "10.96.0.12:9080",
+		Status: 200, DurationMs: 6.1, Hops: []api.TraceHop{
+			{Kind: api.HopCapture, Pod: "curl-5f9cc9ddf9-65db7", Notes: "istio-cni's in-pod rules (nat ISTIO_OUTPUT) redirect the app's connection to ztunnel's 15001",
+				Rules: []api.TraceRule{{Table: "nat", Chain: "ISTIO_OUTPUT", Packets: 1, Comment: "all other outbound TCP not from the node proxy goes to its outbound port 15001"}}},
+			{Kind: api.HopZtunnel, Pod: "ztunnel-x2b9q.istio-system", Direction: "outbound", Listener: &api.TraceResource{Name: "outbound 15001 (in curl-5f9cc9ddf9-65db7's network namespace)"},
+				Protocol: "HBONE", Endpoint: "10.244.0.7:15008", Target: "10.244.0.7:9080", MTLS: true, PeerIdentity: "spiffe://cluster.local/ns/default/sa/bookinfo-productpage",
+				DurationMs: ms(5), AccessLog: "2026-11-28T20:00:00.000000Z\tinfo\taccess\tconnection complete\tsrc.addr=10.244.0.9:41000 direction=\"outbound\""},
+			{Kind: api.HopCapture, Pod: "productpage-v1-7c4b99cd-x7z2b"},
+			{Kind: api.HopZtunnel, Pod: "ztunnel-x2b9q.istio-system", Direction: "inbound", Listener: &api.TraceResource{Name: "inbound 15008 (HBONE) (in productpage-v1-7c4b99cd-x7z2b's network namespace)"},
+				Protocol: "HBONE", Endpoint: "10.244.0.7:9080", MTLS: true, PeerIdentity: "spiffe://cluster.local/ns/default/sa/curl", RBAC: "allowed"},
+			{Kind: api.HopApp, Pod: "productpage-v1-7c4b99cd-x7z2b", Status: 200},
+		}}
+	var b strings.Builder
+	if err := printTrace(&b, res); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Golden(t, "trace-ambient", []byte(b.String()))
+}

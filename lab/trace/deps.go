@@ -31,4 +31,8 @@ type Deps interface {
 	AccessLogFile(pod, meshPath string) string
 	// Publish puts an event on the lab's bus.
 	Publish(kind, pod, msg string, fields map[string]any)
+	// Ztunnel is the lab's ztunnel pod, nil when the lab runs none.
+	Ztunnel() *model.Pod
+	// ZtunnelLogFile is the ztunnel's log, where its access log lines are.
+	ZtunnelLogFile() string
 }

@@ -28,13 +28,36 @@ type fakeLab struct {
 	mu     sync.Mutex
 	reads  map[string]int
 	events []string
+	// ztunnel is the lab's ztunnel (nil: none) and ztunnelLog its log file; onClose, when
+	// set, is called with the traced connection's addresses when the client closes it.
+	ztunnel    *model.Pod
+	ztunnelLog string
+	onClose    func(local, remote net.Addr)
 }
 
 func (f *fakeLab) Model() *model.Model { return f.model }
 
 func (f *fakeLab) DialFrom(ctx context.Context, _, _ string) (net.Conn, error) {
 	var d net.Dialer
-	return d.DialContext(ctx, "tcp", f.app)
+	c, err := d.DialContext(ctx, "tcp", f.app)
+	if err != nil || f.onClose == nil {
+		return c, err
+	}
+	return &closeHook{Conn: c, f: f.onClose}, nil
+}
+
+// closeHook calls f once when the connection is closed, as ztunnel logs a connection
+// when it ends.
+type closeHook struct {
+	net.Conn
+	f    func(local, remote net.Addr)
+	once sync.Once
+}
+
+func (c *closeHook) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { c.f(c.LocalAddr(), c.RemoteAddr()) })
+	return err
 }
 
 // read counts one read of what; the first read is "before", any later one "after".
@@ -66,6 +89,10 @@ func (f *fakeLab) CaptureRules(pod string) (string, error) {
 }
 
 func (f *fakeLab) AccessLogFile(string, string) string { return "" }
+
+func (f *fakeLab) Ztunnel() *model.Pod { return f.ztunnel }
+
+func (f *fakeLab) ZtunnelLogFile() string { return f.ztunnelLog }
 
 func (f *fakeLab) Publish(kind, pod, msg string, _ map[string]any) {
 	f.mu.Lock()

@@ -44,6 +44,14 @@ type traceAnswer struct {
 		Headers   map[string]string `json:"headers"`
 	}
 	err error
+	// local is the traced connection's own address in the pod's namespace (ztunnel's
+	// outbound access log line names it as src.addr).
+	local netip.AddrPort
+}
+
+// ambient reports whether p is in ambient mode (its traffic goes through ztunnel).
+func ambient(m *model.Model, p *model.Pod) bool {
+	return p != nil && model.DataplaneMode(m, p) == model.DataplaneAmbient
 }
 
 // Trace is the lab's web.Tracer: it snapshots every sidecar pod's capture counters and
@@ -76,6 +84,7 @@ func Trace(ctx context.Context, d Deps, r api.TraceRequest) (api.TraceResult, er
 	defer cancel()
 	id := newRequestID()
 	before := snapshotPods(ctx, d, m)
+	zlog := ztunnelLogFrom(d) // trace_ambient.go
 	ans := sendTraced(ctx, d, p, target, u.String(), id)
 	after := snapshotPods(ctx, d, m)
 
@@ -88,19 +97,42 @@ func Trace(ctx context.Context, d Deps, r api.TraceRequest) (api.TraceResult, er
 	xfcc := headerValue(ans.app.Headers, "x-forwarded-client-cert")
 	inPort := inboundPort(dst, before, after)
 	logs := traceAccessLogs(ctx, d, m.Mesh.AccessLogPath(), id, p, dst)
+	srcAmbient, dstAmbient := ambient(m, p), ambient(m, dst)
+	zl := findZtunnelLines(ctx, zlog, ans.local, p, srcAmbient, dstAmbient, dst)
+	if dst == nil && zl.outbound != nil { // an app that does not echo: ztunnel's line names the pod
+		dst = m.Pod(model.PodKey(zl.outbound.Fields["dst.namespace"], zl.outbound.Fields["dst.workload"]))
+		if dstAmbient = ambient(m, dst); dstAmbient {
+			zl = findZtunnelLines(ctx, zlog, ans.local, p, srcAmbient, true, dst)
+		}
+	}
+	z := d.Ztunnel()
 
-	res.Hops = append(res.Hops, captureHop(p.Key(), before[p.Key()], after[p.Key()], true))
-	if p.Sidecar.Inject {
+	src := captureHop(p.Key(), before[p.Key()], after[p.Key()], true)
+	if srcAmbient {
+		src.Notes = ambientCaptureNote(true)
+	}
+	res.Hops = append(res.Hops, src)
+	switch {
+	case p.Sidecar.Inject:
 		res.Hops = append(res.Hops, outboundHop(ctx, d, p, u, target, dst, inPort, xfcc, ans, before[p.Key()], after[p.Key()], logs[p.Key()]))
+	case srcAmbient && z != nil:
+		res.Hops = append(res.Hops, ztunnelHop(z, p, "outbound", zl.outbound))
 	}
 	if dst != nil {
 		in := captureHop(dst.Key(), before[dst.Key()], after[dst.Key()], false)
+		if dstAmbient { // ztunnel's dial to the app walks the pod's OUTPUT chains too
+			in.Rules = ruleDeltas(before[dst.Key()].rules, after[dst.Key()].rules)
+			in.Notes = ambientCaptureNote(false)
+		}
 		if len(in.Rules) == 0 && p.Sidecar.Inject && dst.Sidecar.Inject && ans.err == nil {
 			in.Notes = pooledNote(p.Key(), dst.Key())
 		}
 		res.Hops = append(res.Hops, in)
-		if dst.Sidecar.Inject {
+		switch {
+		case dst.Sidecar.Inject:
 			res.Hops = append(res.Hops, inboundHop(ctx, d, dst, inPort, xfcc, before[dst.Key()], after[dst.Key()], logs[dst.Key()]))
+		case dstAmbient && z != nil:
+			res.Hops = append(res.Hops, ztunnelHop(z, dst, "inbound", zl.inbound))
 		}
 		res.Hops = append(res.Hops, api.TraceHop{Kind: api.HopApp, Pod: dst.Key(), Version: ans.app.Version, Status: ans.status})
 	}
@@ -136,14 +168,15 @@ func newRequestID() string {
 	return "meshlab-trace-" + hex.EncodeToString(b)
 }
 
-// snapshotPods reads every sidecar pod's nat counters and proxy stats in parallel; what
-// cannot be read stays empty (the trace then shows no delta for it).
+// snapshotPods reads every sidecar pod's nat counters and proxy stats, and every ambient
+// pod's nat counters (istio-cni's in-pod rules), in parallel; what cannot be read stays
+// empty (the trace then shows no delta for it).
 func snapshotPods(ctx context.Context, d Deps, m *model.Model) map[string]podSnapshot {
 	out := map[string]podSnapshot{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, p := range m.Pods {
-		if !p.Sidecar.Inject {
+		if !p.Sidecar.Inject && !ambient(m, p) {
 			continue
 		}
 		wg.Add(1)
@@ -155,7 +188,9 @@ func snapshotPods(ctx context.Context, d Deps, m *model.Model) map[string]podSna
 			}
 			sctx, cancel := context.WithTimeout(ctx, traceTimeout)
 			defer cancel()
-			s.stats, _ = proxyCounters(sctx, d, p.Key())
+			if p.Sidecar.Inject {
+				s.stats, _ = proxyCounters(sctx, d, p.Key())
+			}
 			mu.Lock()
 			out[p.Key()] = s
 			mu.Unlock()
@@ -166,11 +201,25 @@ func snapshotPods(ctx context.Context, d Deps, m *model.Model) map[string]podSna
 }
 
 // sendTraced sends the one GET from the pod's namespace on a fresh connection.
-func sendTraced(ctx context.Context, d Deps, p *model.Pod, target netip.AddrPort, rawURL, id string) traceAnswer {
-	var a traceAnswer
+func sendTraced(ctx context.Context, d Deps, p *model.Pod, target netip.AddrPort, rawURL, id string) (a traceAnswer) {
+	var mu sync.Mutex // the transport dials on a goroutine of its own
+	local := netip.AddrPort{}
+	defer func() {
+		mu.Lock()
+		a.local = local
+		mu.Unlock()
+	}()
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return d.DialFrom(ctx, p.Key(), target.String())
+			c, err := d.DialFrom(ctx, p.Key(), target.String())
+			if err == nil {
+				if ap, perr := netip.ParseAddrPort(c.LocalAddr().String()); perr == nil {
+					mu.Lock()
+					local = ap
+					mu.Unlock()
+				}
+			}
+			return c, err
 		},
 		DisableKeepAlives: true,
 	}
@@ -255,7 +304,7 @@ func captureHop(pod string, before, after podSnapshot, outbound bool) api.TraceH
 // chains istio-iptables hangs from it) from those a connection into the pod walks.
 func outboundChain(chain string) bool {
 	switch chain {
-	case "PREROUTING", "ISTIO_INBOUND", "ISTIO_IN_REDIRECT":
+	case "PREROUTING", "ISTIO_INBOUND", "ISTIO_IN_REDIRECT", "ISTIO_PRERT": // ISTIO_PRERT: istio-cni's in-pod chain
 		return false
 	}
 	return true

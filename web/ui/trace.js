@@ -66,6 +66,18 @@ function traceRows(hop) {
       add("stats", h("details", {}, h("summary", {}, `${stats.length} counters rose`),
         h("ul", { class: "mono" }, stats.map(([k, v]) => h("li", {}, `${k} +${v}`)))));
     }
+  } else if (hop.kind === "ztunnel") { // the node's ztunnel, for an ambient pod: from its access log line
+    if (hop.listener) add("listener", h("code", {}, hop.listener.name));
+    if (hop.protocol) add("protocol", hop.protocol === "HBONE" ? h("span", { class: "ok" }, "HBONE (HTTP/2 CONNECT over mTLS)") : h("span", { class: "msg" }, hop.protocol));
+    if (hop.endpoint) add("endpoint", h("code", {}, hop.endpoint));
+    if (hop.target) add(":authority", h("code", {}, hop.target));
+    if (hop.protocol) {
+      const peer = hop.direction === "inbound" ? "from" : "to";
+      add("mTLS", hop.mtls ? h("span", { class: "ok" }, `mTLS ${peer} `, h("code", {}, hop.peerIdentity || "(no peer identity)")) : h("span", { class: "msg" }, "plaintext"));
+    }
+    if (hop.rbac) add("L4 policy", h("span", { class: hop.rbac === "denied" ? "bad" : "ok" }, hop.rbac));
+    if (typeof hop.durationMs === "number") add("duration", `${hop.durationMs} ms`);
+    if (hop.accessLog) add("access log", h("code", { class: "mono" }, hop.accessLog));
   } else if (hop.kind === "app") {
     if (hop.version) add("version", hop.version);
     add("status", h("span", { class: hop.status >= 200 && hop.status < 400 ? "ok" : "bad" }, hop.status || "-"));
@@ -78,6 +90,7 @@ function traceHopTitle(hop) {
   switch (hop.kind) {
     case "capture": return `capture · iptables in ${hop.pod}`;
     case "proxy": return `${hop.direction || ""} sidecar · ${hop.pod}`;
+    case "ztunnel": return `${hop.direction || ""} ztunnel · ${hop.pod}`;
     case "app": return `app · ${hop.pod}`;
     default: return `${hop.kind} · ${hop.pod}`;
   }
