@@ -293,6 +293,7 @@ var kindAliases = map[string]string{
 	"peerauthentication": "PeerAuthentication", "peerauthentications": "PeerAuthentication", "pa": "PeerAuthentication",
 	"authorizationpolicy": "AuthorizationPolicy", "authorizationpolicies": "AuthorizationPolicy", "ap": "AuthorizationPolicy",
 	"requestauthentication": "RequestAuthentication", "requestauthentications": "RequestAuthentication", "ra": "RequestAuthentication",
+	"telemetry": "Telemetry", "telemetries": "Telemetry", "telemetries.telemetry.istio.io": "Telemetry",
 }
 
 // CanonicalKind returns the kind a user's spelling names ("vs", "virtualservices" and
@@ -344,5 +345,5 @@ func KindGroup(k string) string {
 
 // Kinds returns the kinds a lab holds, sorted.
 func Kinds() []string {
-	return []string{"AuthorizationPolicy", "ConfigMap", "DaemonSet", "Deployment", "DestinationRule", "Gateway", GatewayAPIGatewayKind, "GatewayClass", "HTTPRoute", "MeshConfig", "Namespace", "PeerAuthentication", "ReplicaSet", "RequestAuthentication", "Secret", "Service", "ServiceAccount", "ServiceEntry", "StatefulSet", "VirtualService", "Workload"}
+	return []string{"AuthorizationPolicy", "ConfigMap", "DaemonSet", "Deployment", "DestinationRule", "Gateway", GatewayAPIGatewayKind, "GatewayClass", "HTTPRoute", "MeshConfig", "Namespace", "PeerAuthentication", "ReplicaSet", "RequestAuthentication", "Secret", "Service", "ServiceAccount", "ServiceEntry", "StatefulSet", "Telemetry", "VirtualService", "Workload"}
 }

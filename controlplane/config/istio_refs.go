@@ -283,6 +283,8 @@ func istioModel(objs []*Object, m *model.Model) (model.Istio, model.MeshConfig, 
 			out.AuthorizationPolicies = append(out.AuthorizationPolicies, authorizationPolicyModel(o))
 		case o.RequestAuthentication != nil:
 			out.RequestAuthentications = append(out.RequestAuthentications, requestAuthenticationModel(o))
+		case o.Telemetry != nil:
+			out.Telemetries = append(out.Telemetries, telemetryModel(o))
 		}
 	}
 	sortIstio(out.VirtualServices)
@@ -292,6 +294,7 @@ func istioModel(objs []*Object, m *model.Model) (model.Istio, model.MeshConfig, 
 	sortIstio(out.PeerAuthentications)
 	sortIstio(out.AuthorizationPolicies)
 	sortIstio(out.RequestAuthentications)
+	sortIstio(out.Telemetries)
 	return out, mesh, nil
 }
 

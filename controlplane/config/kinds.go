@@ -27,6 +27,7 @@ const (
 	kindSecret
 	kindConfigMap
 	kindGatewayAPI // gateway.networking.k8s.io GatewayClass, Gateway, HTTPRoute
+	kindTelemetry
 )
 
 // Object kinds and API groups meshlab reads.
@@ -42,6 +43,7 @@ const (
 var istioVersions = map[string][]string{
 	"networking.istio.io": {"v1alpha3", "v1beta1", "v1"},
 	"security.istio.io":   {"v1beta1", "v1"},
+	"telemetry.istio.io":  {"v1alpha1", "v1"},
 }
 
 // implementedIstioKinds are the Istio kinds meshlab reads.
@@ -55,6 +57,8 @@ var implementedIstioKinds = map[string]kind{
 	"AuthorizationPolicy": kindAuthorizationPolicy,
 
 	"RequestAuthentication": kindRequestAuthentication,
+
+	"Telemetry": kindTelemetry,
 }
 
 // istioKinds maps each Istio kind to its API group. They are recognised so that a file

@@ -14,6 +14,7 @@ import (
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
 	security "istio.io/api/security/v1beta1"
+	telemetry "istio.io/api/telemetry/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
@@ -79,6 +80,8 @@ type Object struct {
 	AuthorizationPolicy *security.AuthorizationPolicy
 	// RequestAuthentication holds the spec of a security.istio.io RequestAuthentication.
 	RequestAuthentication *security.RequestAuthentication
+	// Telemetry holds the spec of a telemetry.istio.io Telemetry (v1alpha1 and v1).
+	Telemetry *telemetry.Telemetry
 	// MeshConfig is set when the kind is MeshConfig: Istio's MeshConfig, of which meshlab
 	// reads outboundTrafficPolicy and rootNamespace.
 	MeshConfig *meshv1alpha1.MeshConfig
@@ -218,6 +221,8 @@ func decodeDocument(file, namespace string, d document, errs *ErrorList) (*Objec
 		o.AuthorizationPolicy = decodeIstio(top, js, p, validateAuthorizationPolicy)
 	case kindRequestAuthentication:
 		o.RequestAuthentication = decodeIstio(top, js, p, validateRequestAuthentication)
+	case kindTelemetry:
+		o.Telemetry = decodeIstio(top, js, p, validateTelemetry)
 	}
 	o.JSON = compactJSON(js)
 	return o, len(*errs) == n

@@ -3,6 +3,7 @@ package model
 import (
 	networking "istio.io/api/networking/v1alpha3"
 	security "istio.io/api/security/v1beta1"
+	telemetry "istio.io/api/telemetry/v1alpha1"
 )
 
 // IstioConfig is one validated Istio object of the mesh, its spec in istio.io/api's types.
@@ -110,6 +111,10 @@ type Istio struct {
 	AuthorizationPolicies []*IstioConfig[*security.AuthorizationPolicy]
 	// RequestAuthentications carry the JWT rules (jwtRules) of the workloads they select.
 	RequestAuthentications []*IstioConfig[*security.RequestAuthentication]
+	// Telemetries are telemetry.istio.io Telemetry objects: their access logging (the
+	// built-in provider envoy, on or disabled) decides the access log of the proxies
+	// they select (xds.MeshFor).
+	Telemetries []*IstioConfig[*telemetry.Telemetry]
 	// JWKS holds the key sets fetched for jwksUri values, by URI, as istiod resolves
 	// them before generating (the lab fills it; a URI without an entry fails closed).
 	JWKS map[string]string

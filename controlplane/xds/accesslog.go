@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/structpb"
+	telemetry "istio.io/api/telemetry/v1alpha1"
 
 	"github.com/meshlab/meshlab/controlplane/model"
 )
@@ -183,4 +184,51 @@ func addAccessLog(f *listener.Filter, logs []*accesslogv3.AccessLog) error {
 	}
 	f.ConfigType = &listener.Filter_TypedConfig{TypedConfig: cfg}
 	return nil
+}
+
+// MeshFor returns the mesh settings the proxy of pod is generated with: the lab's
+// MeshConfig, its access log decided by the most specific Telemetry with access logging
+// that applies to the pod (one whose selector matches it in its namespace, else its
+// namespace's without a selector, else the root namespace's), as istiod lets a
+// Telemetry's accessLogging override MeshConfig's accessLogFile. The one provider is
+// Istio's built-in envoy (/dev/stdout, in the mesh's format and encoding); an entry with
+// disabled: true turns the log off.
+func MeshFor(m *model.Model, pod *model.Pod) model.MeshConfig {
+	mesh := m.Mesh
+	if pod == nil {
+		return mesh
+	}
+	root := mesh.Root()
+	var best *model.IstioConfig[*telemetry.Telemetry]
+	rank := func(t *model.IstioConfig[*telemetry.Telemetry]) int {
+		switch {
+		case len(t.Spec.GetSelector().GetMatchLabels()) > 0:
+			return 3
+		case t.Namespace == pod.Namespace:
+			return 2
+		}
+		return 1
+	}
+	for _, t := range m.Istio.Telemetries {
+		if len(t.Spec.GetAccessLogging()) == 0 || !PolicySelects(t.Namespace, t.Spec.GetSelector(), root, pod) {
+			continue
+		}
+		if best == nil || rank(t) > rank(best) {
+			best = t // Telemetries are sorted by namespace and name: the first of a rank wins
+		}
+	}
+	if best == nil {
+		return mesh
+	}
+	off := false
+	for _, al := range best.Spec.GetAccessLogging() {
+		if al.GetDisabled().GetValue() {
+			off = true
+		}
+	}
+	mesh.AccessLogOff = off
+	if !off {
+		mesh.AccessLogFile = model.DefaultAccessLogFile // the envoy provider's path
+	}
+	return mesh
 }

@@ -13,6 +13,9 @@ import (
 	tcpproxy "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	telemetry "istio.io/api/telemetry/v1alpha1"
+	typev1beta1 "istio.io/api/type/v1beta1"
 
 	"github.com/meshlab/meshlab/controlplane/model"
 )
@@ -169,5 +172,50 @@ func TestListenerAccessLog(t *testing.T) {
 				t.Errorf("%s/%s logs; want no access log on a blackhole chain", l.GetName(), fc.GetName())
 			}
 		}
+	}
+}
+
+// A Telemetry's access logging overrides MeshConfig's for the proxies it selects: the
+// Access Logs task's mesh-wide envoy provider turns logs on with accessLogFile "", and a
+// more specific one (the pod's namespace, then a selector) disables them.
+func TestTelemetryAccessLog(t *testing.T) {
+	t.Parallel()
+	tel := func(ns, name string, sel map[string]string, disabled bool) *model.IstioConfig[*telemetry.Telemetry] {
+		spec := &telemetry.Telemetry{AccessLogging: []*telemetry.AccessLogging{{Providers: []*telemetry.ProviderRef{{Name: "envoy"}}}}}
+		if disabled {
+			spec.AccessLogging[0].Disabled = wrapperspb.Bool(true)
+		}
+		if sel != nil {
+			spec.Selector = &typev1beta1.WorkloadSelector{MatchLabels: sel}
+		}
+		return &model.IstioConfig[*telemetry.Telemetry]{Name: name, Namespace: ns, Spec: spec}
+	}
+	count := func(m *model.Model) (n int) {
+		for key, fls := range fileAccessLogs(t, m, "frontend-v1") {
+			for _, fl := range fls {
+				if fl.GetPath() != "/dev/stdout" {
+					t.Errorf("%s: path %q, want the envoy provider's /dev/stdout", key, fl.GetPath())
+				}
+				n++
+			}
+		}
+		return n
+	}
+	m := helloModel()
+	m.Mesh.AccessLogOff = true
+	if count(m) != 0 {
+		t.Fatal("logs with accessLogFile \"\" and no Telemetry")
+	}
+	m.Istio.Telemetries = []*model.IstioConfig[*telemetry.Telemetry]{tel("istio-system", "mesh-default", nil, false)}
+	if count(m) == 0 {
+		t.Fatal("no access log with the mesh-wide Telemetry's envoy provider")
+	}
+	m.Istio.Telemetries = append(m.Istio.Telemetries, tel(m.Pod("frontend-v1").Namespace, "ns-off", nil, true))
+	if n := count(m); n != 0 {
+		t.Fatalf("%d access logs with the namespace's Telemetry disabled, want none", n)
+	}
+	m.Istio.Telemetries = append(m.Istio.Telemetries, tel(m.Pod("frontend-v1").Namespace, "pod-on", m.Pod("frontend-v1").Labels, false))
+	if count(m) == 0 {
+		t.Fatal("no access log with a selector's Telemetry on over the namespace's disabled one")
 	}
 }

@@ -132,7 +132,7 @@ func gatewayListeners(m *model.Model, pod *model.Pod) ([]types.Resource, error) 
 			out = append(out, l)
 		}
 	}
-	logs, err := accessLogs(m.Mesh)
+	logs, err := accessLogs(MeshFor(m, pod))
 	if err != nil {
 		return nil, err
 	}

@@ -73,7 +73,7 @@ func listeners(m *model.Model, pod *model.Pod) ([]types.Resource, error) {
 	}
 	vi.Metadata = meshOrigin(m)
 	out = append(out, vi)
-	logs, err := accessLogs(m.Mesh)
+	logs, err := accessLogs(MeshFor(m, pod))
 	if err != nil {
 		return nil, err
 	}

@@ -204,6 +204,9 @@ func istioObjects(m *model.Model) ([]any, error) {
 	for _, c := range m.Istio.RequestAuthentications {
 		errs = append(errs, add(sec, "RequestAuthentication", c.Namespace, c.Name, c.Spec))
 	}
+	for _, c := range m.Istio.Telemetries {
+		errs = append(errs, add("telemetry.istio.io/v1", "Telemetry", c.Namespace, c.Name, c.Spec))
+	}
 	for _, err := range errs {
 		if err != nil {
 			return nil, err

@@ -1,0 +1,57 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+	telemetry "istio.io/api/telemetry/v1alpha1"
+
+	"github.com/meshlab/meshlab/controlplane/model"
+)
+
+// Telemetry (telemetry.istio.io v1alpha1 and v1, one schema) is read for its access
+// logging, the Access Logs task's use: the built-in provider envoy (Istio's default
+// MeshConfig has it: /dev/stdout in the mesh's format) turned on or disabled for the
+// workloads a Telemetry selects (the root namespace's for the mesh, a namespace's for its
+// pods, a selector's for the pods it matches; the most specific wins, as istiod merges
+// them). What would change behaviour and is not built is refused by name: metrics
+// overrides, tracing, targetRefs, log filters and client/server matches, providers the
+// lab has not.
+
+func telemetryPaths() string {
+	return strings.Join([]string{
+		"selector selector.matchLabels accessLogging",
+		expand("accessLogging", "providers disabled"),
+		expand("accessLogging.providers", "name"),
+	}, " ")
+}
+
+var telemetryFields = lazyFields(telemetryPaths)
+
+// TelemetryAccessLogProvider is the one access log provider a lab has: Istio's built-in
+// "envoy" (envoyFileAccessLog to /dev/stdout, formatted as the mesh's accessLogFormat).
+const TelemetryAccessLogProvider = "envoy"
+
+// validateTelemetry checks a Telemetry on its own.
+func validateTelemetry(t *telemetry.Telemetry, p problems) {
+	refuseUnimplemented(t.ProtoReflect(), telemetryFields(), "Telemetry", p)
+	checkSelector(t.GetSelector(), "spec.selector", p)
+	for i, al := range t.GetAccessLogging() {
+		for j, pr := range al.GetProviders() {
+			if n := pr.GetName(); n != TelemetryAccessLogProvider {
+				p.addf(fmt.Sprintf("spec.accessLogging[%d].providers[%d].name", i, j), "%q is not an access log provider of the lab (it has %q, Istio's built-in one to the proxy's stdout)", n, TelemetryAccessLogProvider)
+			}
+		}
+	}
+}
+
+// telemetryModel is the model form of a Telemetry: the spec with an empty selector made
+// nil (it selects the whole namespace, as no selector).
+func telemetryModel(o *Object) *model.IstioConfig[*telemetry.Telemetry] {
+	t := proto.Clone(o.Telemetry).(*telemetry.Telemetry)
+	if len(t.GetSelector().GetMatchLabels()) == 0 {
+		t.Selector = nil
+	}
+	return &model.IstioConfig[*telemetry.Telemetry]{Name: o.Origin.Name, Namespace: o.Origin.Namespace, Spec: t, Origin: o.Origin}
+}
