@@ -292,8 +292,9 @@ func checkTransport(b *testing.B, ns, url string, wantMTLS bool) {
 // BenchmarkDataPath measures latency and throughput of HTTP through the data path, side
 // by side in one lab (testdata/perf.yaml) and one run: baseline (no sidecars, no capture
 // rules), splice (the capture rules with a plain Go TCP splice in place of each sidecar:
-// the cost of interception alone), the sidecar pair in plaintext, and the sidecar pair
-// with mTLS; each at a fixed 1000 qps and at the maximum rate, 4 connections, 5 s, 1 KB
+// the cost of interception alone), the sidecar pair in plaintext, the sidecar pair with
+// mTLS, and the ambient pair (two ambient pods; the lab's one ztunnel is both ends of the
+// HBONE tunnel, so the pair's CPU is ztunnel's; reportAmbientVsSidecar); each at a fixed 1000 qps and at the maximum rate, 4 connections, 5 s, 1 KB
 // answers (the demo app's /bytes/1024). It reports p50/p90/p99 in ms, the achieved qps,
 // the sidecars' (or splice helpers') memory (VmRSS, its private RssAnon and shared
 // RssFile parts, and Pss) and their CPU per 1000 requests; then, per sidecar path,
@@ -333,7 +334,11 @@ func BenchmarkDataPath(b *testing.B) {
 		{"splice", "splice-client", url(pods["splice-server"].IP.String()), nil, false, true},
 		{"sidecar-plain", "client", url(vips["server-plain"]), []string{"client", "server-plain"}, false, false},
 		{"sidecar-mtls", "client", url(vips["server-mtls"]), []string{"client", "server-mtls"}, true, false},
+		{"ambient", "ambient-client", url(vips["ambient-server"]), nil, false, false},
 	}
+	// The ambient pair's proxy is the lab's one ztunnel, both ends of the tunnel.
+	ztPID, ztNS := ztunnelPID(b, l.name)
+	ztunnel := []proxyProc{{pod: "ztunnel", pid: ztPID}}
 	// The splice path: capture rules and a splice helper in place of each sidecar.
 	splicers := []*spliceProc{startSplice(b, pods["splice-client"].NetNS), startSplice(b, pods["splice-server"].NetNS)}
 	var spliceProcs []proxyProc
@@ -352,6 +357,7 @@ func BenchmarkDataPath(b *testing.B) {
 		b.Fatalf("splice path not intercepted: client helper accepted %d outbound, server helper %d inbound:\n%s\n%s",
 			out, in, splicers[0].out.String(), splicers[1].out.String())
 	}
+	checkHBONE(b, ztNS, "ambient-server")
 	cells := map[string]perfCell{} // "path/rate" -> what its cell measured
 	for _, rate := range []struct {
 		name string
@@ -360,8 +366,11 @@ func BenchmarkDataPath(b *testing.B) {
 		for _, p := range paths {
 			b.Run(p.name+"/"+rate.name, func(b *testing.B) {
 				procs := sidecars(b, pods, p.sidecars...)
-				if p.splice {
+				switch {
+				case p.splice:
 					procs = spliceProcs
+				case p.name == "ambient":
+					procs = ztunnel
 				}
 				var idle, idleAnon, idleFile, idlePss float64
 				for _, pr := range procs {
@@ -436,6 +445,87 @@ func BenchmarkDataPath(b *testing.B) {
 		}
 	}
 	reportVsSplice(b, cells)
+	reportAmbientVsSidecar(b, cells)
+}
+
+// reportAmbientVsSidecar reports issue 26's data-path figures: the ambient pair (one
+// ztunnel, both ends of the HBONE tunnel) against the sidecar pair with mTLS of the same
+// run, as sub-benchmark "ambient-vs-sidecar":
+//   - max-ratio: ambient's max rate / the sidecar pair's (target >= 1);
+//   - cpu-ratio-max: ztunnel's CPU per request / both sidecars' at the max rate (target <= 1);
+//   - cpu-added-us/req-max: ztunnel's CPU per request minus the splice helpers' (the
+//     pair's own cost over the floor; the sidecar pair's is twice proxy-cpu-us/req-max);
+//   - p90-added-ms: ambient's p90 minus the sidecar pair's at 1000 qps.
+func reportAmbientVsSidecar(b *testing.B, cells map[string]perfCell) {
+	b.Helper()
+	aMax, ok1 := cells["ambient/max"]
+	a1k, ok2 := cells["ambient/qps1000"]
+	sMax, ok3 := cells["sidecar-mtls/max"]
+	s1k, ok4 := cells["sidecar-mtls/qps1000"]
+	splMax, ok5 := cells["splice/max"]
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 {
+		return // -bench selected a subset
+	}
+	b.Run("ambient-vs-sidecar", func(b *testing.B) {
+		if sMax.qps <= 0 || sMax.pairCPUus <= 0 || aMax.pairCPUus <= 0 {
+			b.Fatalf("a cell measured nothing: sidecar %+v, ambient %+v", sMax, aMax)
+		}
+		b.ReportMetric(0, "ns/op")
+		b.ReportMetric(aMax.qps/sMax.qps, "max-ratio")
+		b.ReportMetric(aMax.pairCPUus/sMax.pairCPUus, "cpu-ratio-max")
+		b.ReportMetric(aMax.pairCPUus-splMax.pairCPUus, "cpu-added-us/req-max")
+		b.ReportMetric(a1k.p90-s1k.p90, "p90-added-ms")
+	})
+}
+
+// ztunnelPID is the pid of lab name's ztunnel (`meshlab ztunnel` in one of the lab's
+// network namespaces).
+func ztunnelPID(b *testing.B, name string) (pid int, ns string) {
+	b.Helper()
+	nss, err := netns.List("ml-" + name + "-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, ns := range nss {
+		pids, err := netns.PIDsIn(ns)
+		if err != nil {
+			continue
+		}
+		for _, pid := range pids {
+			cl, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+			if err != nil {
+				continue
+			}
+			if args := strings.Split(string(cl), "\x00"); len(args) > 1 && args[1] == "ztunnel" {
+				b.Logf("ztunnel: pid %d in %s", pid, ns)
+				return pid, ns
+			}
+		}
+	}
+	b.Fatalf("no ztunnel process in lab %s's namespaces", name)
+	return 0, ""
+}
+
+// checkHBONE fails unless ztunnel's metrics (15020 in its namespace) count a connection
+// into workload dst over mutual TLS, reported by the destination: the ambient pair's check
+// request went through ztunnel and HBONE.
+func checkHBONE(b *testing.B, ztNS, dst string) {
+	b.Helper()
+	c := podClient(ztNS)
+	defer c.CloseIdleConnections()
+	resp, err := c.Get("http://127.0.0.1:15020/metrics")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, "istio_tcp_connections_opened_total{") && strings.Contains(line, `reporter="destination"`) &&
+			strings.Contains(line, `destination_workload="`+dst+`"`) && strings.Contains(line, `connection_security_policy="mutual_tls"`) {
+			return
+		}
+	}
+	b.Fatalf("ztunnel counted no mutual TLS connection into %s:\n%s", dst, body)
 }
 
 // perfCell is what one path at one rate measured, kept for the figures derived across
@@ -463,7 +553,7 @@ func reportVsSplice(b *testing.B, cells map[string]perfCell) {
 	if !ok1 || !ok2 {
 		return // -bench selected a subset: nothing to derive
 	}
-	for _, path := range []string{"sidecar-plain", "sidecar-mtls"} {
+	for _, path := range []string{"sidecar-plain", "sidecar-mtls", "ambient"} {
 		pMax, ok1 := cells[path+"/max"]
 		p1k, ok2 := cells[path+"/qps1000"]
 		if !ok1 || !ok2 {

@@ -1,16 +1,22 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/internal/testutil"
 	"github.com/meshlab/meshlab/lab"
 	"github.com/meshlab/meshlab/netns"
@@ -282,4 +288,312 @@ func pssKB(pid int) (float64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no Pss line in /proc/%d/smaps_rollup", pid)
+}
+
+// BenchmarkAmbientUpScale measures ambient labs (issue 26's "Performance and scale"):
+// pods that carry only their app, in a namespace labelled istio.io/dataplane-mode=ambient,
+// written as scenarios/ambient.yaml is (Namespace, Services, Deployments of Istio's
+// go-httpbin image). For each size, side by side in one run:
+//   - up-s: cold `meshlab up` from process start to "is up" (every pod enrolled: its
+//     in-pod rules installed, ztunnel's ZDS ack, the redirection annotation pushed);
+//   - serving-s: from process start until every pod has answered an HTTP GET sent from
+//     the next pod's network namespace, so through both pods' in-pod rules, the client's
+//     ztunnel socket, HBONE and the server's (target at 100 pods: <= 3 s);
+//   - down-s: `meshlab down` to the lab process gone;
+//   - in the last iteration, the whole lab's memory: Pss of every process in the lab's
+//     network namespaces (the apps, their pod-init reapers, ztunnel) and of the lab
+//     process, by role (target at 1000 pods: <= 6 GB), and the machine's MemAvailable
+//     before `up` minus while up (kernel memory included: namespaces, links, rules, socket
+//     buffers; other users of the machine move it too).
+//
+// Run:
+//
+//	sudo go test ./e2e -run '^$' -bench 'AmbientUpScale/pods=100$' -benchtime 3x
+//	sudo go test ./e2e -run '^$' -bench 'AmbientUpScale/pods=1000$' -benchtime 1x
+func BenchmarkAmbientUpScale(b *testing.B) {
+	testutil.RequireRoot(b)
+	for _, pods := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("pods=%d", pods), func(b *testing.B) { benchAmbientUp(b, pods) })
+	}
+}
+
+func benchAmbientUp(b *testing.B, pods int) {
+	const replicas = 2
+	scenario := filepath.Join(b.TempDir(), "ambient-scale.yaml")
+	if err := os.WriteFile(scenario, []byte(ambientScaleScenario(pods/replicas, replicas)), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	meshlabBin(b) // built before the clock starts
+	var ups, servings, downs []time.Duration
+	var mem *labMemory
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		availBefore, err := memAvailableKB()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		start := time.Now()
+		l := startLabWithin(b, lab.ReadyTimeoutFor(pods)+60*time.Second, scenario)
+		ups = append(ups, time.Since(start))
+		if want := fmt.Sprintf("lab %s is up: %d pods ready", l.name, pods); !strings.Contains(l.out.String(), want) {
+			b.Fatalf("not every pod became ready, want %q:\n%s", want, lastLines(l.out.String(), 20))
+		}
+		if err := waitAllServing(b, l.name, pods, 2*time.Minute); err != nil {
+			b.Fatal(err)
+		}
+		servings = append(servings, time.Since(start))
+		b.StopTimer()
+		if i == b.N-1 {
+			m, err := measureLabMemory(l)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if availUp, err := memAvailableKB(); err == nil {
+				m.availDropKB = availBefore - availUp
+			}
+			mem = m
+		}
+		b.StartTimer()
+		start = time.Now()
+		if out, err := meshlab(b, "down", "--name", l.name); err != nil {
+			b.Fatalf("down: %v\n%s", err, out)
+		}
+		<-l.exited
+		downs = append(downs, time.Since(start))
+		b.StopTimer()
+		assertNothingLeft(b, l.name)
+		b.StartTimer()
+	}
+	b.StopTimer()
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(median(ups).Seconds(), "up-s")
+	b.ReportMetric(median(servings).Seconds(), "serving-s")
+	b.ReportMetric(median(downs).Seconds(), "down-s")
+	var total float64
+	for role, kb := range mem.pss {
+		total += kb
+		b.ReportMetric(kb/1024, "pss-"+role+"-MB")
+	}
+	b.ReportMetric(total/1024/1024, "pss-lab-GB")
+	b.ReportMetric(mem.pss["app"]/1024/float64(pods), "pss-app-MB/pod")
+	var cpu float64
+	for role, s := range mem.cpu {
+		cpu += s
+		b.ReportMetric(s, "start-cpu-"+role+"-s")
+	}
+	b.ReportMetric(cpu, "start-cpu-s")
+	b.ReportMetric(float64(mem.availDropKB)/1024/1024, "memavail-drop-GB")
+	b.Logf("%d pods: %d processes measured: %v", pods, mem.procs, mem.count)
+}
+
+// ambientScaleScenario is an ambient namespace of services Services, svc-00 ..., each
+// selecting a Deployment of replicas go-httpbin pods (the built-in app's httpbin persona
+// on 8080), in the form of scenarios/ambient.yaml.
+func ambientScaleScenario(services, replicas int) string {
+	docs := []string{"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: default\n  labels:\n    istio.io/dataplane-mode: ambient\n"}
+	for i := range services {
+		name := fmt.Sprintf("svc-%02d", i)
+		docs = append(docs,
+			fmt.Sprintf("apiVersion: v1\nkind: Service\nmetadata: {name: %s}\nspec:\n  selector: {app: %s}\n  ports: [{name: http, port: 8080}]\n", name, name),
+			fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: %[1]s}
+spec:
+  replicas: %[2]d
+  selector:
+    matchLabels: {app: %[1]s}
+  template:
+    metadata:
+      labels: {app: %[1]s}
+    spec:
+      containers:
+      - name: httpbin
+        image: docker.io/mccutchen/go-httpbin:v2.15.0
+        ports:
+        - containerPort: 8080
+`, name, replicas))
+	}
+	return strings.Join(docs, "---\n")
+}
+
+// waitAllServing waits until every pod of the lab has answered a GET /get sent from the
+// next pod's network namespace (pod i+1 calls pod i), i.e. through ztunnel and HBONE.
+func waitAllServing(b *testing.B, name string, want int, within time.Duration) error {
+	b.Helper()
+	lc := api.NewUnixClient(lab.PathsFor(lab.DefaultRunRoot, name).APISocket())
+	defer lc.Close()
+	list, err := lc.Pods(b.Context())
+	if err != nil {
+		return err
+	}
+	var pods []api.PodStatus
+	for _, p := range list {
+		if p.Namespace == "default" {
+			pods = append(pods, p)
+		}
+	}
+	if len(pods) != want {
+		return fmt.Errorf("lab has %d pods in default, want %d", len(pods), want)
+	}
+	deadline := time.Now().Add(within)
+	pending := make([]int, len(pods))
+	for i := range pending {
+		pending[i] = i
+	}
+	var lastErr error
+	for len(pending) > 0 {
+		var next []int
+		var mu sync.Mutex
+		sem := make(chan struct{}, 16)
+		var wg sync.WaitGroup
+		for _, i := range pending {
+			from, to := pods[(i+1)%len(pods)], pods[i]
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				err := getOnce(from.NetNS, "http://"+net.JoinHostPort(to.IP.String(), "8080")+"/get")
+				if err != nil {
+					mu.Lock()
+					next = append(next, i)
+					lastErr = fmt.Errorf("%s -> %s: %w", from.Name, to.Name, err)
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		pending = next
+		if len(pending) > 0 {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%d of %d pods not serving after %s; last: %v", len(pending), len(pods), within, lastErr)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// getOnce sends one GET from network namespace ns on a new connection and wants a 200.
+func getOnce(ns, url string) error {
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return netns.DialContext(ctx, ns, network, addr)
+		},
+	}}
+	resp, err := c.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// labMemory is the Pss of a lab's processes in kB, by role.
+type labMemory struct {
+	pss         map[string]float64
+	cpu         map[string]float64 // CPU seconds used so far (utime+stime; the lab's with its reaped children's)
+	count       map[string]int
+	procs       int
+	availDropKB int64
+}
+
+// measureLabMemory sums the Pss of every process in the lab's network namespaces and of
+// the lab process, by role: app, podinit, ztunnel, lab, other.
+func measureLabMemory(l *runningLab) (*labMemory, error) {
+	nss, err := netns.List("ml-" + l.name + "-")
+	if err != nil {
+		return nil, err
+	}
+	inodes := map[uint64]bool{}
+	for _, ns := range nss {
+		var st syscall.Stat_t
+		if err := syscall.Stat(netns.Path(ns), &st); err == nil {
+			inodes[st.Ino] = true
+		}
+	}
+	m := &labMemory{pss: map[string]float64{}, cpu: map[string]float64{}, count: map[string]int{}}
+	add := func(role string, pid int) {
+		kb, err := pssKB(pid)
+		if err != nil {
+			return // exited meanwhile
+		}
+		if ticks, err := procCPUTicks(pid); err == nil {
+			m.cpu[role] += float64(ticks) / clockTicks
+		}
+		m.pss[role] += kb
+		m.count[role]++
+		m.procs++
+	}
+	add("lab", l.cmd.Process.Pid)
+	// The lab's reaped children: iptables-restore and -save, ip, the tools it runs.
+	if ticks, err := procChildCPUTicks(l.cmd.Process.Pid); err == nil {
+		m.cpu["lab-tools"] = float64(ticks) / clockTicks
+	}
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		pid, _ := strconv.Atoi(filepath.Base(d))
+		if pid == l.cmd.Process.Pid {
+			continue
+		}
+		var st syscall.Stat_t
+		if syscall.Stat(d+"/ns/net", &st) != nil || !inodes[st.Ino] {
+			continue
+		}
+		cmd, err := os.ReadFile(d + "/cmdline")
+		if err != nil {
+			continue
+		}
+		argv := strings.Split(string(cmd), "\x00")
+		role := "other"
+		switch {
+		case filepath.Base(argv[0]) == "meshlab-pod-init":
+			role = "podinit"
+		case len(argv) > 1 && (argv[1] == "app" || argv[1] == "ztunnel"):
+			role = argv[1]
+		}
+		add(role, pid)
+	}
+	if m.count["ztunnel"] != 1 {
+		return nil, fmt.Errorf("found %d ztunnel processes, want 1", m.count["ztunnel"])
+	}
+	return m, nil
+}
+
+// procChildCPUTicks is cutime+cstime of pid: the CPU of its children it has waited for.
+func procChildCPUTicks(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	if len(f) < 15 {
+		return 0, fmt.Errorf("parse /proc/%d/stat: %d fields", pid, len(f))
+	}
+	// cutime and cstime are fields 16 and 17.
+	ut, err1 := strconv.ParseUint(f[13], 10, 64)
+	st, err2 := strconv.ParseUint(f[14], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("parse /proc/%d/stat: cutime %q cstime %q", pid, f[13], f[14])
+	}
+	return ut + st, nil
+}
+
+// memAvailableKB is MemAvailable of /proc/meminfo.
+func memAvailableKB() (int64, error) {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
+			return strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("no MemAvailable in /proc/meminfo")
 }
