@@ -114,23 +114,29 @@ func withEnrolled(l *Lab, m *model.Model) *model.Model {
 }
 
 // setRedirection sets or removes the pod's redirection annotation in the running model
-// and pushes it to the control plane.
+// and pushes it to the control plane; it returns once the push that carries it has run.
+// The model changes under l.mu and the push is queued there, as an apply's; the wait is
+// outside it, so the pods ztunnel acknowledges while a push runs are carried by one
+// next push (lab/push merges them: each model holds every earlier annotation), not one
+// push each: a push generates WDS for every pod, and one per pod made a large ambient
+// `up` quadratic (1000 pods: ~1000 pushes of 1500 addresses, one after another).
 func setRedirection(l *Lab, key string, on bool) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	m := withRedirection(l.model, key, on)
 	if m == l.model {
+		l.mu.Unlock()
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	l.model = m
 	// Through the push queue (lab/push), after any applied change still being pushed, so
 	// that an older model's push never lands after this one.
 	l.push.Store("ambient", func(ctx context.Context, trigger string) error { return l.updateProxies(ctx, m, trigger) })
+	l.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	if err := l.push.Flush(ctx); err != nil {
 		l.log.Warn("push the redirection annotation", "pod", key, "err", err)
 	}
-	l.model = m
 }
 
 // withRedirection returns a copy of m whose pod key has (on) or lacks the annotation; m

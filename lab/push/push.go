@@ -60,8 +60,12 @@ func (q *Queue) Store(trigger string, push Func) uint64 {
 }
 
 // mergeTriggers joins the triggers of two merged changes; the history shows the result
-// beside the version the push makes.
+// beside the version the push makes. A trigger the merged ones end with already is not
+// repeated: the node agent's annotations of many pods at once are one "ambient".
 func mergeTriggers(older, newer string) string {
+	if older == newer || strings.HasSuffix(older, "; "+newer) {
+		return older
+	}
 	const prefix = "apply: "
 	if o, ok := strings.CutPrefix(older, prefix); ok {
 		if n, ok := strings.CutPrefix(newer, prefix); ok {

@@ -83,6 +83,9 @@ func TestMergeTriggers(t *testing.T) {
 	for _, c := range []struct{ older, newer, want string }{
 		{"apply: VirtualService default/a created", "apply: DestinationRule default/b configured", "apply: VirtualService default/a created, DestinationRule default/b configured"},
 		{"start", "apply: x", "start; apply: x"},
+		{"ambient", "ambient", "ambient"},
+		{"apply: x; ambient", "ambient", "apply: x; ambient"},
+		{"ambient", "apply: x", "ambient; apply: x"},
 	} {
 		if got := mergeTriggers(c.older, c.newer); got != c.want {
 			t.Errorf("mergeTriggers(%q, %q) = %q, want %q", c.older, c.newer, got, c.want)
