@@ -16,7 +16,8 @@ all: build
 
 build:
 	$(GO) build -o $(BIN) ./cmd/meshlab
-	@chmod 0755 $(BIN)
+	$(GO) build -o $(dir $(BIN))meshlab-app ./cmd/meshlab-app
+	@chmod 0755 $(BIN) $(dir $(BIN))meshlab-app
 
 # deps installs what is missing, and only that, with apt-get.
 deps:

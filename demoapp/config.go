@@ -33,7 +33,22 @@ const (
 	// demoapp/fortio, which `meshlab app` runs instead of Run; `fortio load` and `fortio
 	// curl` run in its pod with `meshlab exec`.
 	PersonaFortio = "fortio"
+	// PersonaGRPCEcho is a proxyless gRPC app, as Istio's grpc-echo sample: it serves the
+	// standard gRPC health service on its ports as an xDS-enabled gRPC server when the pod
+	// has a gRPC bootstrap (GRPC_XDS_BOOTSTRAP, the grpc-agent template), else as a plain
+	// one. Every answer carries the serving pod ("x-pod") and the SPIFFE identity of the
+	// caller it saw over mTLS ("x-peer", "none" over plaintext), so a caller learns who
+	// answered and whether the connection was mutual TLS. Package demoapp/grpcecho serves
+	// it, registered with RegisterGRPCEcho (`meshlab app` links it, meshlab-app does not).
+	PersonaGRPCEcho = "grpc-echo"
 )
+
+// LinksAll reports whether persona is served by `meshlab app` only: fortio's server and
+// grpc-echo bring packages (fortio's, gRPC's xDS client with Envoy's API types) the small
+// meshlab-app binary leaves out so that an app costs little to start and to keep.
+func LinksAll(persona string) bool {
+	return persona == PersonaFortio || persona == PersonaGRPCEcho
+}
 
 // Personas are the sample apps the built-in app stands in for (bookinfo.go has Bookinfo's).
 var Personas = []string{

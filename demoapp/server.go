@@ -13,6 +13,21 @@ import (
 	"time"
 )
 
+// serveGRPCEcho serves the grpc-echo persona; package demoapp/grpcecho sets it.
+var serveGRPCEcho func(ctx context.Context, lns []net.Listener, pod string, log *slog.Logger) error
+
+// RegisterGRPCEcho makes Run serve the grpc-echo persona with serve (package
+// demoapp/grpcecho calls it when linked); serve owns the listeners.
+func RegisterGRPCEcho(serve func(ctx context.Context, lns []net.Listener, pod string, log *slog.Logger) error) {
+	serveGRPCEcho = serve
+}
+
+func closeAll(lns []net.Listener) {
+	for _, l := range lns {
+		_ = l.Close()
+	}
+}
+
 // shutdownGrace is how long in-flight requests may finish once Run's context ends.
 const shutdownGrace = 5 * time.Second
 
@@ -55,7 +70,11 @@ func Run(ctx context.Context, c Config, log *slog.Logger) error {
 		return serveTCPEcho(ctx, lns, prefix, log)
 	}
 	if c.Persona == PersonaGRPCEcho {
-		return serveGRPCEcho(ctx, lns, c.Pod, log) // grpcecho.go
+		if serveGRPCEcho == nil {
+			closeAll(lns)
+			return errors.New("persona grpc-echo is served by package demoapp/grpcecho, which this binary does not link (meshlab app does)")
+		}
+		return serveGRPCEcho(ctx, lns, c.Pod, log)
 	}
 	if c.Persona == PersonaNginx {
 		return serveNginx(ctx, lns, c.Pod, c.VolumeRoot, log) // nginx.go

@@ -28,7 +28,7 @@ import (
 	"github.com/meshlab/meshlab/controlplane/discovery"
 	"github.com/meshlab/meshlab/controlplane/model"
 	"github.com/meshlab/meshlab/dataplane/agent"
-	"github.com/meshlab/meshlab/demoapp"
+	"github.com/meshlab/meshlab/demoapp/grpcecho"
 	"github.com/meshlab/meshlab/internal/testutil"
 )
 
@@ -170,7 +170,7 @@ func TestProxylessGRPCWithGRPCGo(t *testing.T) {
 	}
 	for _, name := range []string{"echo-v1", "echo-v2"} {
 		p := m.Pod(name)
-		s, err := demoapp.NewGRPCEchoServer(demoapp.GRPCEchoOptions{Pod: name, Bootstrap: bootstraps[name]})
+		s, err := grpcecho.NewServer(grpcecho.Options{Pod: name, Bootstrap: bootstraps[name]})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -187,7 +187,7 @@ func TestProxylessGRPCWithGRPCGo(t *testing.T) {
 		t.Helper()
 		cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
 		defer ccancel()
-		replies, err := demoapp.GRPCEchoCall(cctx, target, n, demoapp.GRPCEchoOptions{Bootstrap: bootstraps["client"]})
+		replies, err := grpcecho.Call(cctx, target, n, grpcecho.Options{Bootstrap: bootstraps["client"]})
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}

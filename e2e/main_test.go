@@ -37,9 +37,10 @@ func TestMain(m *testing.M) {
 }
 
 // meshlabBin builds the binary once, in a directory the app uid can enter (apps run as an
-// unprivileged uid and must be able to execute it). MESHLAB_E2E_BIN names a prebuilt
-// binary instead (it must sit where the app uid can execute it): benchmarks compare two
-// builds side by side with one test binary.
+// unprivileged uid and must be able to execute it), with meshlab-app beside it, as make
+// builds them. MESHLAB_E2E_BIN names a prebuilt binary instead (it must sit where the app
+// uid can execute it; a meshlab-app beside it is used): benchmarks compare two builds side
+// by side with one test binary.
 func meshlabBin(tb testing.TB) string {
 	tb.Helper()
 	if p := os.Getenv("MESHLAB_E2E_BIN"); p != "" {
@@ -57,6 +58,13 @@ func meshlabBin(tb testing.TB) string {
 		out, err := exec.Command("go", "build", "-o", binPath, "../cmd/meshlab").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
+			return
+		}
+		// The small app binary beside it, as make builds both: the lab runs pods' apps
+		// with it (lab.SmallAppName).
+		out, err = exec.Command("go", "build", "-o", filepath.Join(binDir, lab.SmallAppName), "../cmd/meshlab-app").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build meshlab-app: %w\n%s", err, out)
 		}
 	})
 	if buildErr != nil {

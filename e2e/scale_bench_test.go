@@ -247,6 +247,8 @@ func podProcesses(labName string) (map[string][]int, error) {
 		switch {
 		case filepath.Base(argv[0]) == "meshlab-pod-init":
 			role = "podinit"
+		case filepath.Base(argv[0]) == lab.SmallAppName:
+			role = "app"
 		case len(argv) > 1 && (argv[1] == "agent" || argv[1] == "proxy" || argv[1] == "app"):
 			role = argv[1]
 		}
@@ -318,6 +320,7 @@ func BenchmarkAmbientUpScale(b *testing.B) {
 }
 
 func benchAmbientUp(b *testing.B, pods int) {
+	b.Helper()
 	const replicas = 2
 	scenario := filepath.Join(b.TempDir(), "ambient-scale.yaml")
 	if err := os.WriteFile(scenario, []byte(ambientScaleScenario(pods/replicas, replicas)), 0o644); err != nil {
@@ -466,7 +469,7 @@ func waitAllServing(b *testing.B, name string, want int, within time.Duration) e
 		pending = next
 		if len(pending) > 0 {
 			if time.Now().After(deadline) {
-				return fmt.Errorf("%d of %d pods not serving after %s; last: %v", len(pending), len(pods), within, lastErr)
+				return fmt.Errorf("%d of %d pods not serving after %s; last: %w", len(pending), len(pods), within, lastErr)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -554,6 +557,8 @@ func measureLabMemory(l *runningLab) (*labMemory, error) {
 		switch {
 		case filepath.Base(argv[0]) == "meshlab-pod-init":
 			role = "podinit"
+		case filepath.Base(argv[0]) == lab.SmallAppName:
+			role = "app"
 		case len(argv) > 1 && (argv[1] == "app" || argv[1] == "ztunnel"):
 			role = argv[1]
 		}

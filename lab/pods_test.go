@@ -8,13 +8,16 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/meshlab/meshlab/controlplane/model"
 	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
+	"github.com/meshlab/meshlab/demoapp"
 )
 
 // fakeAgentSock serves GET /status on a pod's agent.sock. With push set it holds
@@ -233,5 +236,47 @@ func TestWithNetSlotBoundsConcurrentNetworks(t *testing.T) {
 	bare := &Lab{}
 	if err := bare.withNetSlot(func() error { return errBoom }); !errors.Is(err, errBoom) {
 		t.Errorf("without slots: %v, want the func's error", err)
+	}
+}
+
+// An app runs as meshlab-app when that binary sits beside meshlab, except the personas
+// only meshlab links (fortio, grpc-echo); without it every app is `meshlab app`.
+func TestAppArgvRunsTheSmallAppBesideMeshlab(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil { // the apps' uids must be able to enter it
+		t.Fatal(err)
+	}
+	for d := filepath.Dir(dir); d != "/"; d = filepath.Dir(d) {
+		if fi, err := os.Stat(d); err != nil || fi.Mode().Perm()&0o001 == 0 {
+			t.Skipf("%s is not searchable by other users: the lab would not run binaries under it", d)
+		}
+	}
+	meshlab := filepath.Join(dir, "meshlab")
+	if err := os.WriteFile(meshlab, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pod := &model.Pod{Name: "web-0", Namespace: "default", Labels: map[string]string{"app": "web"}, Ports: []uint16{8080}}
+	fortio := &model.Pod{Name: "fortio-0", Namespace: "default", Ports: []uint16{8080}, App: model.AppSpec{Persona: demoapp.PersonaFortio}}
+	l := &Lab{opts: Options{MeshlabPath: meshlab}, model: model.New(nil, []*model.Pod{pod, fortio})}
+	if got := l.appArgv(pod); got[0] != meshlab || got[1] != "app" {
+		t.Errorf("without meshlab-app: argv %q, want meshlab app", got)
+	}
+	small := filepath.Join(dir, SmallAppName)
+	if err := os.WriteFile(small, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	got := l.appArgv(pod)
+	if got[0] != small || !slices.Contains(got, "--pod=web-0") || slices.Contains(got, "app") {
+		t.Errorf("with meshlab-app: argv %q, want %s and the app's flags", got, small)
+	}
+	if got := l.appArgv(fortio); got[0] != meshlab || got[1] != "app" {
+		t.Errorf("fortio persona: argv %q, want meshlab app (meshlab-app does not link it)", got)
+	}
+	if err := os.Chmod(small, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.appArgv(pod); got[0] != meshlab {
+		t.Errorf("meshlab-app not executable by the apps' uids: argv %q, want meshlab app", got)
 	}
 }

@@ -40,8 +40,8 @@ func init() {
 }
 
 // StartSandboxed starts cmd (not yet started, its Path and Args the app's) inside the
-// named network namespace and in sb: it starts this binary again as the pod's init, in
-// new PID, mount and UTS namespaces, which sets the sandbox up and starts the app. The
+// named network namespace and in sb: it starts this binary again (or sb.Init) as the
+// pod's init, in new PID, mount and UTS namespaces, which sets the sandbox up and starts the app. The
 // caller supervises the returned process as it would the app: SIGTERM and the other
 // terminating signals are passed on to the app, the init exits with the app's status,
 // and killing the init kills the app (the PID namespace goes with it).
@@ -65,9 +65,11 @@ func StartSandboxed(name string, cmd *exec.Cmd, sb Sandbox) error {
 	if err != nil {
 		return fmt.Errorf("start %s in netns %q: %w", cmd.Path, name, err)
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("start %s in netns %q: find own binary for the pod init: %w", appPath, name, err)
+	self := sb.Init
+	if self == "" {
+		if self, err = os.Executable(); err != nil {
+			return fmt.Errorf("start %s in netns %q: find own binary for the pod init: %w", appPath, name, err)
+		}
 	}
 	args := append([]string{podinit.Arg0, string(conf), appPath}, cmd.Args[1:]...)
 	cmd.Path, cmd.Args = self, args

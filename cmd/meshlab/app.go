@@ -10,6 +10,7 @@ import (
 
 	"github.com/meshlab/meshlab/demoapp"
 	"github.com/meshlab/meshlab/demoapp/fortio"
+	"github.com/meshlab/meshlab/demoapp/grpcecho" // also registers the grpc-echo persona with demoapp
 )
 
 // newAppCmd returns `meshlab app`, the built-in demo workload the lab starts in a pod
@@ -50,7 +51,7 @@ func newAppGRPCCallCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			return demoapp.GRPCEchoCallMain(ctx, cmd.OutOrStdout(), args[0], n, plaintext)
+			return grpcecho.CallMain(ctx, cmd.OutOrStdout(), args[0], n, plaintext)
 		},
 	}
 	cmd.Flags().IntVarP(&n, "calls", "n", 1, "number of calls on one channel")

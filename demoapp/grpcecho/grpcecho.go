@@ -1,4 +1,8 @@
-package demoapp
+// Package grpcecho is the built-in app's grpc-echo persona (demoapp.PersonaGRPCEcho), a
+// proxyless gRPC app as Istio's grpc-echo sample, and its client. It is a package of its
+// own because gRPC's xDS client brings Envoy's API types with it: `meshlab app` links it
+// (and registers it with demoapp), the small meshlab-app binary does not.
+package grpcecho
 
 import (
 	"cmp"
@@ -23,40 +27,36 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/xds" // also registers the xds:/// resolver and the file_watcher provider
+
+	"github.com/meshlab/meshlab/demoapp"
 )
 
-// PersonaGRPCEcho is a proxyless gRPC app, as Istio's grpc-echo sample: it serves the
-// standard gRPC health service on its ports as an xDS-enabled gRPC server when the pod
-// has a gRPC bootstrap (GRPC_XDS_BOOTSTRAP, the grpc-agent template), else as a plain
-// one. Every answer carries the serving pod ("x-pod") and the SPIFFE identity of the
-// caller it saw over mTLS ("x-peer", "none" over plaintext), so a caller learns who
-// answered and whether the connection was mutual TLS.
-const PersonaGRPCEcho = "grpc-echo"
+func init() { demoapp.RegisterGRPCEcho(Serve) }
 
-// GRPCEchoOptions configures a grpc-echo server or client.
-type GRPCEchoOptions struct {
+// Options configures a grpc-echo server or client.
+type Options struct {
 	// Pod is the name the server answers with (server only).
 	Pod string
 	// Bootstrap is the gRPC xDS bootstrap's content; nil reads the file
 	// GRPC_XDS_BOOTSTRAP names, and without it the server is a plain gRPC server.
 	// Optional.
 	Bootstrap []byte
-	// Plaintext makes GRPCEchoCall a client without xDS: plaintext credentials, no
+	// Plaintext makes Call a client without xDS: plaintext credentials, no
 	// resolver of the bootstrap (the target is host:port), as an app outside the mesh
 	// (client only). Optional.
 	Plaintext bool
 }
 
-// NewGRPCEchoServer returns grpc-echo's server: xDS-enabled (its listeners, routes and
+// NewServer returns grpc-echo's server: xDS-enabled (its listeners, routes and
 // mTLS from the control plane) when there is a bootstrap, with plaintext as the
 // fallback credentials istiod's plaintext listeners ask for.
-func NewGRPCEchoServer(o GRPCEchoOptions) (interface {
+func NewServer(o Options) (interface {
 	Serve(net.Listener) error
 	Stop()
 	GracefulStop()
 }, error,
 ) {
-	h := &grpcEchoHealth{pod: o.Pod}
+	h := &health{pod: o.Pod}
 	if o.Bootstrap == nil && os.Getenv("GRPC_XDS_BOOTSTRAP") == "" {
 		s := grpc.NewServer()
 		healthpb.RegisterHealthServer(s, h)
@@ -78,13 +78,13 @@ func NewGRPCEchoServer(o GRPCEchoOptions) (interface {
 	return s, nil
 }
 
-// grpcEchoHealth answers Check with SERVING and who answered whom.
-type grpcEchoHealth struct {
+// health answers Check with SERVING and who answered whom.
+type health struct {
 	healthpb.UnimplementedHealthServer
 	pod string
 }
 
-func (h *grpcEchoHealth) Check(ctx context.Context, _ *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+func (h *health) Check(ctx context.Context, _ *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
 	if err := grpc.SetHeader(ctx, metadata.Pairs("x-pod", h.pod, "x-peer", peerIdentity(ctx))); err != nil {
 		return nil, status.Errorf(codes.Internal, "set header: %v", err)
 	}
@@ -107,9 +107,9 @@ func peerIdentity(ctx context.Context) string {
 	return "none"
 }
 
-// serveGRPCEcho serves grpc-echo on every listener until ctx ends.
-func serveGRPCEcho(ctx context.Context, lns []net.Listener, pod string, log *slog.Logger) error {
-	s, err := NewGRPCEchoServer(GRPCEchoOptions{Pod: pod})
+// Serve serves grpc-echo on every listener until ctx ends, answering as pod.
+func Serve(ctx context.Context, lns []net.Listener, pod string, log *slog.Logger) error {
+	s, err := NewServer(Options{Pod: pod})
 	if err != nil {
 		return err
 	}
@@ -135,20 +135,20 @@ func serveGRPCEcho(ctx context.Context, lns []net.Listener, pod string, log *slo
 	return errors.Join(errs...)
 }
 
-// GRPCEchoReply is one call's outcome: who answered and which identity it saw, or the
+// Reply is one call's outcome: who answered and which identity it saw, or the
 // call's status code.
-type GRPCEchoReply struct {
+type Reply struct {
 	Pod  string     `json:"pod,omitempty"`
 	Peer string     `json:"peer,omitempty"`
 	Code codes.Code `json:"code"`
 	Err  string     `json:"err,omitempty"`
 }
 
-// GRPCEchoCall makes n health checks to target (for instance
+// Call makes n health checks to target (for instance
 // "xds:///echo.default.svc.cluster.local:7070") on one channel, as a proxyless client:
 // xDS credentials (mTLS when the control plane says so, else plaintext) and the
 // resolver of the bootstrap (o.Bootstrap, else the file GRPC_XDS_BOOTSTRAP names).
-func GRPCEchoCall(ctx context.Context, target string, n int, o GRPCEchoOptions) ([]GRPCEchoReply, error) {
+func Call(ctx context.Context, target string, n int, o Options) ([]Reply, error) {
 	creds, err := xdscreds.NewClientCredentials(xdscreds.ClientOptions{FallbackCreds: insecure.NewCredentials()})
 	if err != nil {
 		return nil, fmt.Errorf("grpc-echo: xds client credentials: %w", err)
@@ -170,13 +170,13 @@ func GRPCEchoCall(ctx context.Context, target string, n int, o GRPCEchoOptions) 
 	}
 	defer conn.Close()
 	client := healthpb.NewHealthClient(conn)
-	out := make([]GRPCEchoReply, 0, n)
+	out := make([]Reply, 0, n)
 	for range n {
 		var md metadata.MD
 		// An xDS channel waits for its first resources; a plaintext one fails at once
 		// when the server refuses it (a STRICT server refuses plaintext).
 		_, err := client.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Header(&md), grpc.WaitForReady(!o.Plaintext))
-		r := GRPCEchoReply{Code: status.Code(err)}
+		r := Reply{Code: status.Code(err)}
 		if err != nil {
 			r.Err = err.Error()
 		}
@@ -194,17 +194,17 @@ func GRPCEchoCall(ctx context.Context, target string, n int, o GRPCEchoOptions) 
 	return out, nil
 }
 
-// GRPCEchoCallMain is `meshlab app grpc-call`: n calls to target from inside a pod (the
+// CallMain is `meshlab app grpc-call`: n calls to target from inside a pod (the
 // bootstrap of GRPC_XDS_BOOTSTRAP for xds:/// targets), one line per call with the pod
 // that answered, the identity it saw and the status code; it fails when a call failed.
-func GRPCEchoCallMain(ctx context.Context, w io.Writer, target string, n int, plaintext bool) error {
+func CallMain(ctx context.Context, w io.Writer, target string, n int, plaintext bool) error {
 	if n < 1 {
 		return fmt.Errorf("grpc-call: -n %d: want at least 1 call", n)
 	}
 	if !plaintext && strings.HasPrefix(target, "xds:") && os.Getenv("GRPC_XDS_BOOTSTRAP") == "" {
 		return fmt.Errorf("grpc-call %s: GRPC_XDS_BOOTSTRAP is not set: run it in a pod injected with the grpc-agent template (meshlab exec POD -- meshlab app grpc-call ...)", target)
 	}
-	replies, err := GRPCEchoCall(ctx, target, n, GRPCEchoOptions{Plaintext: plaintext})
+	replies, err := Call(ctx, target, n, Options{Plaintext: plaintext})
 	if err != nil {
 		return err
 	}
