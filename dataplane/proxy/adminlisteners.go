@@ -18,12 +18,13 @@ func (b adminBackend) Listeners() *adminv3.Listeners {
 		if bound, ok := b.s.listeners.Addr(cfg.Name); ok {
 			addr = bound
 		}
-		out.ListenerStatuses = append(out.ListenerStatuses, &adminv3.ListenerStatus{
-			Name: cfg.Name,
-			LocalAddress: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
-				Address: addr.Addr().String(), PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: uint32(addr.Port())},
-			}}},
-		})
+		local := &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+			Address: addr.Addr().String(), PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: uint32(addr.Port())},
+		}}}
+		if cfg.Internal {
+			local = internalAddress(cfg.Name, "")
+		}
+		out.ListenerStatuses = append(out.ListenerStatuses, &adminv3.ListenerStatus{Name: cfg.Name, LocalAddress: local})
 	}
 	return out
 }
@@ -56,7 +57,9 @@ func (b adminBackend) Clusters() *adminv3.Clusters {
 
 func hostStatus(c *cluster.Cluster, h cluster.Host) *adminv3.HostStatus {
 	addr := &corev3.Address{Address: &corev3.Address_Pipe{Pipe: &corev3.Pipe{Path: h.Pipe}}}
-	if h.Pipe == "" {
+	if h.Internal.Listener != "" {
+		addr = internalAddress(h.Internal.Listener, h.Internal.EndpointID)
+	} else if h.Pipe == "" {
 		addr = &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
 			Address: h.Addr.Addr().String(), PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: uint32(h.Addr.Port())},
 		}}}
@@ -90,4 +93,12 @@ func thresholds(prio corev3.RoutingPriority, th cluster.Thresholds) *clusterv3.C
 		MaxRequests:        u32(th.MaxRequests),
 		MaxRetries:         u32(th.MaxRetries),
 	}
+}
+
+// internalAddress is an envoy_internal_address.
+func internalAddress(listener, endpointID string) *corev3.Address {
+	return &corev3.Address{Address: &corev3.Address_EnvoyInternalAddress{EnvoyInternalAddress: &corev3.EnvoyInternalAddress{
+		AddressNameSpecifier: &corev3.EnvoyInternalAddress_ServerListenerName{ServerListenerName: listener},
+		EndpointId:           endpointID,
+	}}}
 }

@@ -15,8 +15,10 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/peer"
+	"github.com/meshlab/meshlab/dataplane/proxy/internalconn"
 	"github.com/meshlab/meshlab/dataplane/proxy/stats"
 	"github.com/meshlab/meshlab/dataplane/proxy/tlsctx"
 )
@@ -113,8 +115,9 @@ type Cluster struct {
 	breaker   *breaker
 	outlier   *outlier // nil without outlier_detection
 	secrets   *tlsctx.Store
-	stopDNS   func()        // STRICT_DNS: stops re-resolution
-	mx        *peer.MXStats // metadata_exchange.* counters; nil without an MX filter
+	internal  *internalconn.Registry // the proxy's internal listeners
+	stopDNS   func()                 // STRICT_DNS: stops re-resolution
+	mx        *peer.MXStats          // metadata_exchange.* counters; nil without an MX filter
 }
 
 // hostState is what the cluster tracks per upstream host: /clusters counters, active
@@ -261,12 +264,27 @@ func (c *Cluster) setHosts(hosts []Host) {
 // destination for ORIGINAL_DST clusters, else the next healthy host in round-robin order.
 // It returns ErrNoHealthyUpstream (and counts upstream_cx_none_healthy) when there is none.
 func (c *Cluster) Pick(originalDst netip.AddrPort) (Host, error) {
+	return c.PickFor(originalDst, nil)
+}
+
+// PickFor is Pick for a downstream with dynamic metadata md, which an ORIGINAL_DST
+// cluster's original_dst_lb_config.metadata_key may take the host from.
+func (c *Cluster) PickFor(originalDst netip.AddrPort, md map[string]*structpb.Struct) (Host, error) {
 	if c.cfg.Type == TypeOriginalDst {
-		if !originalDst.IsValid() {
+		dst := originalDst
+		if od := c.cfg.OrigDst; od != nil {
+			if ap, ok := metadataAddr(md, od.MetadataNS, od.MetadataPath); ok {
+				dst = ap
+			}
+			if od.PortOverride != 0 && dst.IsValid() {
+				dst = netip.AddrPortFrom(dst.Addr(), uint16(od.PortOverride))
+			}
+		}
+		if !dst.IsValid() {
 			c.stats.UpstreamCxNone.Inc()
 			return Host{}, ErrNoHealthyUpstream
 		}
-		return Host{Addr: originalDst, Healthy: true}, nil
+		return Host{Addr: dst, Healthy: true}, nil
 	}
 	hosts := c.available(c.hosts.Load())
 	if len(hosts) == 0 {
@@ -348,7 +366,13 @@ func (c *Cluster) Dial(ctx context.Context, h Host) (net.Conn, error) {
 	if c.cfg.BindSource.IsValid() && h.Pipe == "" {
 		d.LocalAddr = &net.TCPAddr{IP: c.cfg.BindSource.AsSlice()}
 	}
-	conn, err := d.DialContext(ctx, h.Network(), h.DialAddr())
+	var conn net.Conn
+	var err error
+	if h.Internal.Listener != "" {
+		conn, err = c.dialInternal(ctx, h)
+	} else {
+		conn, err = d.DialContext(ctx, h.Network(), h.DialAddr())
+	}
 	if tc, _ := c.cfg.Transport(h); err == nil && tc != nil {
 		conn, err = c.handshake(ctx, conn, tc)
 	}
@@ -406,7 +430,10 @@ func (c *Cluster) hostState(h Host) *hostState {
 		c.perHost = map[hostKey]*hostState{}
 	}
 	hs = &hostState{}
-	if h.Pipe == "" {
+	switch {
+	case h.Internal.Listener != "":
+		hs.addr = internalURLHost(h.Internal)
+	case h.Pipe == "":
 		hs.addr = h.Addr.String()
 	}
 	c.perHost[k] = hs
@@ -430,6 +457,14 @@ func (c *Cluster) dialCounted(ctx context.Context, addr string, h2 bool) (net.Co
 		c.stats.scope.Counter("upstream_cx_http2_total").Inc()
 	} else {
 		c.stats.scope.Counter("upstream_cx_http1_total").Inc()
+	}
+	if ia, ok := parseInternalURLHost(addr); ok {
+		for _, known := range c.Hosts() {
+			if known.Internal == ia {
+				return c.Dial(ctx, known) // with its metadata for passthrough
+			}
+		}
+		return nil, fmt.Errorf("dial %s: %w", ia, errInternalHost)
 	}
 	ap, err := netip.ParseAddrPort(addr)
 	if err != nil {

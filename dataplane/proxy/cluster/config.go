@@ -19,9 +19,11 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/fieldcheck"
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/peer"
+	"github.com/meshlab/meshlab/dataplane/proxy/internalconn"
 	"github.com/meshlab/meshlab/dataplane/proxy/tlsctx"
 )
 
@@ -94,13 +96,40 @@ type Config struct {
 	// MX is the upstream istio.metadata_exchange cluster filter (the cluster's only
 	// supported upstream network filter), nil without it.
 	MX *peer.MX
+	// OrigDst is original_dst_lb_config (ORIGINAL_DST only); nil without it.
+	OrigDst *OrigDstLB
+	// Passthrough is set when the transport socket is internal_upstream: the metadata
+	// namespaces its passthrough_metadata hands an internal listener's downstream.
+	Passthrough *Passthrough
+	// Metadata is the cluster's filter_metadata (for passthrough of kind cluster).
+	Metadata map[string]*structpb.Struct
+}
+
+// OrigDstLB is an ORIGINAL_DST cluster's original_dst_lb_config: the host is the
+// downstream's dynamic metadata value at MetadataKey ("ip:port") when there is one, else
+// the original destination; PortOverride (when not 0) replaces the host's port.
+type OrigDstLB struct {
+	PortOverride uint32
+	// MetadataNS and MetadataPath are metadata_key: the filter namespace and the path of
+	// keys in it; MetadataNS "" for none.
+	MetadataNS   string
+	MetadataPath []string
+}
+
+// Passthrough is an internal_upstream transport socket's passthrough_metadata: the
+// namespaces of the host's and of the cluster's filter_metadata given, as dynamic
+// metadata, to the internal listener the connection reaches.
+type Passthrough struct {
+	Host, Cluster []string
 }
 
 // AddressAllow lists the address fields the proxy implements.
 var AddressAllow = fieldcheck.Allow{
-	"envoy.config.core.v3.Address":       {"socket_address", "pipe"},
-	"envoy.config.core.v3.SocketAddress": {"address", "port_value", "protocol"},
-	"envoy.config.core.v3.Pipe":          {"path", "mode"},
+	"envoy.config.core.v3.Address": {"socket_address", "pipe", "envoy_internal_address"},
+	// An internal address names an internal listener of this proxy (internalconn).
+	"envoy.config.core.v3.EnvoyInternalAddress": {"server_listener_name", "endpoint_id"},
+	"envoy.config.core.v3.SocketAddress":        {"address", "port_value", "protocol"},
+	"envoy.config.core.v3.Pipe":                 {"path", "mode"},
 }
 
 // ConfigSourceAllow lists the config source fields the proxy implements (ADS only).
@@ -116,8 +145,11 @@ var clusterAllow = fieldcheck.Allow{
 		"circuit_breakers", "outlier_detection", "common_lb_config", "max_requests_per_connection",
 		"dns_lookup_family", "dns_refresh_rate", "dns_jitter", "respect_dns_ttl", "typed_dns_resolver_config", "transport_socket",
 		"transport_socket_matches", "alt_stat_name", "cleanup_interval", "upstream_connection_options",
-		"filters",
+		"filters", "original_dst_lb_config",
 	},
+	"envoy.config.cluster.v3.Cluster.OriginalDstLbConfig":  {"upstream_port_override", "metadata_key"},
+	"envoy.type.metadata.v3.MetadataKey":                   {"key", "path"},
+	"envoy.type.metadata.v3.MetadataKey.PathSegment":       {"key"},
 	"envoy.config.cluster.v3.Filter":                       {"name", "typed_config"},
 	"envoy.config.core.v3.TypedExtensionConfig":            {"name", "typed_config"},
 	"envoy.config.cluster.v3.UpstreamConnectionOptions":    {"tcp_keepalive"},
@@ -248,16 +280,29 @@ func (cfg *Config) fill(c *clusterv3.Cluster) error {
 		}
 		cfg.MX = mx
 	}
-	tc, err := tlsctx.Compile(c.GetTransportSocket(), false)
+	ts := c.GetTransportSocket()
+	if pt, inner, err := compileInternalUpstream(ts); err != nil {
+		return fmt.Errorf("transport_socket.%w", err)
+	} else if pt != nil {
+		cfg.Passthrough, ts = pt, inner
+	}
+	tc, err := tlsctx.Compile(ts, false)
 	if err != nil {
 		return fmt.Errorf("transport_socket.%w", err)
 	}
+	if tc != nil && cfg.Passthrough != nil {
+		return errors.New("transport_socket.typed_config.transport_socket: only raw_buffer inside internal_upstream is supported by meshlab proxy")
+	}
 	cfg.TLS = tc
+	cfg.Metadata = c.GetMetadata().GetFilterMetadata()
 	if cfg.SocketMatches, err = compileSocketMatches(c.GetTransportSocketMatches()); err != nil {
 		return err
 	}
 	if d := c.GetConnectTimeout(); d != nil {
 		cfg.ConnectTimeout = d.AsDuration()
+	}
+	if c.GetOriginalDstLbConfig() != nil && c.GetType() != clusterv3.Cluster_ORIGINAL_DST {
+		return errors.New("original_dst_lb_config: only for ORIGINAL_DST clusters")
 	}
 	switch c.GetType() {
 	case clusterv3.Cluster_STATIC:
@@ -273,6 +318,12 @@ func (cfg *Config) fill(c *clusterv3.Cluster) error {
 		}
 	case clusterv3.Cluster_ORIGINAL_DST:
 		cfg.Type = TypeOriginalDst
+		if lb := c.GetOriginalDstLbConfig(); lb != nil {
+			cfg.OrigDst = &OrigDstLB{PortOverride: lb.GetUpstreamPortOverride().GetValue(), MetadataNS: lb.GetMetadataKey().GetKey()}
+			for _, seg := range lb.GetMetadataKey().GetPath() {
+				cfg.OrigDst.MetadataPath = append(cfg.OrigDst.MetadataPath, seg.GetKey())
+			}
+		}
 	case clusterv3.Cluster_STRICT_DNS:
 		cfg.Type = TypeStrictDNS
 		if err := cfg.fillDNS(c); err != nil {
@@ -358,6 +409,9 @@ func HostsFromAssignment(la *endpointv3.ClusterLoadAssignment) ([]Host, error) {
 			h.Healthy = isHealthy(lb.GetHealthStatus())
 			h.SocketMatch = socketMatchKey(lb.GetMetadata())
 			h.Workload = lb.GetMetadata().GetFilterMetadata()["istio"].GetFields()["workload"].GetStringValue()
+			if h.Internal.Listener != "" {
+				h.Metadata = lb.GetMetadata()
+			}
 			hosts = append(hosts, h)
 		}
 	}
@@ -382,8 +436,14 @@ func HostFromAddress(a *corev3.Address) (Host, error) {
 			return Host{}, err
 		}
 		return Host{Addr: ap, Healthy: true}, nil
+	case a.GetEnvoyInternalAddress() != nil:
+		ia := a.GetEnvoyInternalAddress()
+		if ia.GetServerListenerName() == "" {
+			return Host{}, errors.New("envoy_internal_address.server_listener_name: empty")
+		}
+		return Host{Internal: internalconn.Addr{Listener: ia.GetServerListenerName(), EndpointID: ia.GetEndpointId()}, Healthy: true}, nil
 	}
-	return Host{}, errors.New("address: neither socket_address nor pipe is set")
+	return Host{}, errors.New("address: neither socket_address, pipe nor envoy_internal_address is set")
 }
 
 // SocketAddr converts a TCP socket address with a literal IP to an AddrPort.

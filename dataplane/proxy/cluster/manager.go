@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meshlab/meshlab/dataplane/proxy/internalconn"
 	"github.com/meshlab/meshlab/dataplane/proxy/stats"
 	"github.com/meshlab/meshlab/dataplane/proxy/tlsctx"
 )
@@ -22,6 +23,7 @@ type Manager struct {
 	active      *stats.Stat
 	resolver    Resolver
 	secrets     *tlsctx.Store
+	internal    *internalconn.Registry
 }
 
 // NewManager returns an empty Manager counting into store.
@@ -33,8 +35,13 @@ func NewManager(store *stats.Store) *Manager {
 		assignments: map[string][]Host{},
 		active:      store.Named("cluster_manager").Gauge("active_clusters"),
 		resolver:    NewDNSResolver(DefaultDNSServer),
+		internal:    internalconn.NewRegistry(),
 	}
 }
+
+// Internal returns the proxy's internal listeners, which endpoints with an
+// envoy_internal_address connect to and the listener manager registers.
+func (m *Manager) Internal() *internalconn.Registry { return m.internal }
 
 // SetResolver replaces the resolver of STRICT_DNS clusters created from now on.
 func (m *Manager) SetResolver(r Resolver) {
@@ -56,7 +63,7 @@ func (m *Manager) AddStatic(cfgs []*Config) {
 	defer m.mu.Unlock()
 	for _, cfg := range cfgs {
 		c := newCluster(cfg, m.store)
-		c.secrets = m.secrets
+		c.secrets, c.internal = m.secrets, m.internal
 		c.startDNS(m.resolver)
 		m.clusters[cfg.Name] = c
 		m.static[cfg.Name] = true
@@ -92,7 +99,7 @@ func (m *Manager) ApplyCDS(cfgs []*Config) {
 			old.close()
 		}
 		c := newCluster(cfg, m.store)
-		c.secrets = m.secrets
+		c.secrets, c.internal = m.secrets, m.internal
 		if cfg.Type == TypeEDS {
 			c.setHosts(m.assignments[cfg.ServiceName])
 		}

@@ -49,8 +49,18 @@ var listenerAllow = fieldcheck.Allow{
 		// Envoy's global connection limit and overload manager, neither of which the proxy
 		// has: every listener already behaves as exempt.
 		"ignore_global_conn_limit", "bypass_overload_manager",
+		"internal_listener",
+		// connection_balance_config with exact_balance spreads accepted connections evenly
+		// over Envoy's worker threads, each of which owns its connections; the proxy has
+		// one accept loop handing every connection to its own goroutine on a shared
+		// scheduler, so every connection is already "balanced" and the knob has no
+		// observable effect (extend_balance, a named balancer, is refused).
+		"connection_balance_config",
 	},
-	"envoy.config.listener.v3.FilterChain": {"filter_chain_match", "filters", "name", "metadata", "transport_socket", "transport_socket_connect_timeout"},
+	"envoy.config.listener.v3.Listener.ConnectionBalanceConfig":              {"exact_balance"},
+	"envoy.config.listener.v3.Listener.ConnectionBalanceConfig.ExactBalance": {},
+	"envoy.config.listener.v3.Listener.InternalListenerConfig":               {},
+	"envoy.config.listener.v3.FilterChain":                                   {"filter_chain_match", "filters", "name", "metadata", "transport_socket", "transport_socket_connect_timeout"},
 	"envoy.config.listener.v3.FilterChainMatch": {
 		"destination_port", "prefix_ranges", "source_prefix_ranges",
 		"transport_protocol", "application_protocols", "server_names",
@@ -66,8 +76,11 @@ var listenerAllow = fieldcheck.Allow{
 
 // Config is a compiled listener. Immutable.
 type Config struct {
-	Name              string
-	Addr              netip.AddrPort
+	Name string
+	Addr netip.AddrPort // invalid for an internal listener
+	// Internal is internal_listener: the listener has no socket; endpoints whose
+	// envoy_internal_address names it connect to it inside the proxy (internalconn).
+	Internal          bool
 	BindToPort        bool
 	UseOriginalDst    bool
 	OriginalDstFilter bool
@@ -188,21 +201,33 @@ func compile(l *listenerv3.Listener) (*Config, error) {
 	if err := listenerAllow.Check(l); err != nil {
 		return nil, err
 	}
-	sa := l.GetAddress().GetSocketAddress()
-	if sa == nil {
-		return nil, errors.New("address: only socket addresses are supported")
-	}
-	addr, err := cluster.SocketAddr(sa)
-	if err != nil {
-		return nil, fmt.Errorf("address.%w", err)
+	internal := l.GetInternalListener() != nil
+	var addr netip.AddrPort
+	var err error
+	switch {
+	case internal && l.GetAddress() != nil && l.GetAddress().GetEnvoyInternalAddress() == nil:
+		return nil, errors.New("address: an internal listener's address must be an envoy_internal_address")
+	case internal:
+		if n := l.GetAddress().GetEnvoyInternalAddress().GetServerListenerName(); n != "" && n != l.GetName() {
+			return nil, fmt.Errorf("address.envoy_internal_address.server_listener_name: %s is not the listener's name", n)
+		}
+	default:
+		sa := l.GetAddress().GetSocketAddress()
+		if sa == nil {
+			return nil, errors.New("address: only socket addresses are supported")
+		}
+		if addr, err = cluster.SocketAddr(sa); err != nil {
+			return nil, fmt.Errorf("address.%w", err)
+		}
 	}
 	cfg := &Config{
 		Name:           l.GetName(),
 		Addr:           addr,
-		BindToPort:     l.GetBindToPort() == nil || l.GetBindToPort().GetValue(),
+		Internal:       internal,
+		BindToPort:     !internal && (l.GetBindToPort() == nil || l.GetBindToPort().GetValue()),
 		UseOriginalDst: l.GetUseOriginalDst().GetValue(),
 		Inbound:        l.GetTrafficDirection() == corev3.TrafficDirection_INBOUND,
-		StatName:       stats.ListenerStatName(addr.String()),
+		StatName:       listenerStatName(internal, l.GetName(), addr),
 		FiltersTimeout: 15 * time.Second,
 	}
 	if d := l.GetListenerFiltersTimeout(); d != nil {
@@ -253,6 +278,16 @@ func compile(l *listenerv3.Listener) (*Config, error) {
 		cfg.Default = c
 	}
 	return cfg, nil
+}
+
+// listenerStatName names a listener's stats: its address as Envoy's, or for an internal
+// listener (no socket address) its name, as Envoy's stat prefix for an envoy internal
+// address is the listener name.
+func listenerStatName(internal bool, name string, addr netip.AddrPort) string {
+	if internal {
+		return stats.ListenerStatName(name)
+	}
+	return stats.ListenerStatName(addr.String())
 }
 
 // HTTPInspectorName is the listener filter that detects plaintext HTTP/1.x and h2c.

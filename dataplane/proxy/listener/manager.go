@@ -15,11 +15,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/protobuf/types/known/structpb"
+
 	"github.com/meshlab/meshlab/dataplane/proxy/accesslog"
 	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/peer"
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/rbac"
 	"github.com/meshlab/meshlab/dataplane/proxy/httpconn"
+	"github.com/meshlab/meshlab/dataplane/proxy/internalconn"
 	"github.com/meshlab/meshlab/dataplane/proxy/origdst"
 	"github.com/meshlab/meshlab/dataplane/proxy/stats"
 	"github.com/meshlab/meshlab/dataplane/proxy/tcpproxy"
@@ -251,6 +254,9 @@ func (m *Manager) apply(cfgs []*Config, static bool) error {
 			if _, keep := want[name]; !keep && !m.static[name] {
 				a.close()
 				delete(m.listeners, name)
+				if a.config().Internal {
+					m.deps.Clusters.Internal().Unregister(name)
+				}
 			}
 		}
 	}
@@ -270,6 +276,13 @@ func (m *Manager) apply(cfgs []*Config, static bool) error {
 		m.listeners[name] = a
 		if static {
 			m.static[name] = true
+		}
+	}
+	for name, c := range want {
+		if c.Internal {
+			m.deps.Clusters.Internal().Register(name, m.acceptInternal(name))
+		} else {
+			m.deps.Clusters.Internal().Unregister(name) // it was internal, is no more
 		}
 	}
 	m.total.Set(int64(len(m.listeners)))
@@ -452,6 +465,54 @@ func (m *Manager) acceptLoop(a *active, ln net.Listener) {
 	}
 }
 
+// acceptInternal returns the accept function of internal listener name: the connection
+// is served by the listener's configuration at the time it arrives, as one accepted on a
+// socket; a stopped or removed listener refuses it (closes it).
+func (m *Manager) acceptInternal(name string) func(*internalconn.Conn) {
+	return func(c *internalconn.Conn) {
+		m.mu.Lock()
+		a, ok := m.listeners[name]
+		if !ok || m.ctx.Err() != nil || a.stopped.Load() || !a.config().Internal {
+			m.mu.Unlock()
+			_ = c.Close()
+			return
+		}
+		m.conns[c] = true
+		m.answering++
+		m.wg.Add(1)
+		m.mu.Unlock()
+		go m.handle(a, c)
+	}
+}
+
+// internalAddrs are the local and remote addresses of a connection an internal listener
+// accepted. The original_dst listener filter restores them as Envoy's does on an
+// internal listener: the local address from the passthrough dynamic metadata
+// envoy.filters.listener.original_dst "local", else from the shared filter state
+// envoy.filters.listener.original_dst.local_ip; the remote address from
+// envoy.filters.listener.original_dst.remote_ip. Without them (or the filter) both are
+// invalid: an internal address is no IP address.
+func internalAddrs(c *internalconn.Conn, originalDst bool) (local, remote netip.AddrPort) {
+	if !originalDst {
+		return local, remote
+	}
+	parse := func(s string) netip.AddrPort {
+		ap, err := netip.ParseAddrPort(s)
+		if err != nil {
+			return netip.AddrPort{}
+		}
+		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	}
+	if v := c.Metadata[OriginalDstFilterName].GetFields()["local"]; v != nil {
+		local = parse(v.GetStringValue())
+	}
+	if !local.IsValid() {
+		local = parse(c.FilterState[OriginalDstFilterName+".local_ip"])
+	}
+	remote = parse(c.FilterState[OriginalDstFilterName+".remote_ip"])
+	return local, remote
+}
+
 // notAnsweringLocked takes c out of the connections Finish waits for.
 func (m *Manager) notAnsweringLocked(c net.Conn) {
 	if !m.conns[c] {
@@ -482,6 +543,11 @@ func (m *Manager) handle(a *active, conn net.Conn) {
 	remote, _ := netip.ParseAddrPort(conn.RemoteAddr().String())
 	local = netip.AddrPortFrom(local.Addr().Unmap(), local.Port())
 	remote = netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port())
+	var dynamicMD map[string]*structpb.Struct
+	if ic, ok := conn.(*internalconn.Conn); ok {
+		local, remote = internalAddrs(ic, cfg.OriginalDstFilter)
+		dynamicMD = ic.Metadata
+	}
 	if cfg.UseOriginalDst || cfg.OriginalDstFilter {
 		if tc, ok := conn.(*net.TCPConn); ok {
 			if od, err := m.deps.OriginalDst(tc); err == nil {
@@ -593,7 +659,7 @@ func (m *Manager) handle(a *active, conn net.Conn) {
 			}
 		}()
 		tcpproxy.Serve(m.ctx, fc.TCP, tcpproxy.Deps{Clusters: m.deps.Clusters, Stats: m.deps.Stats, Logger: m.deps.Logger}, conn,
-			tcpproxy.Downstream{Local: local, FilterChainName: fc.Name, ServerName: sni, Authorize: authorize,
+			tcpproxy.Downstream{Local: local, Metadata: dynamicMD, FilterChainName: fc.Name, ServerName: sni, Authorize: authorize,
 				Inbound: cfg.Inbound, IstioStats: fc.IstioStats, MX: fc.MX != nil, Exchange: ist.Exchange, PeerSAN: ist.PeerSAN, LocalSAN: ist.LocalSAN})
 	case fc.HTTP != nil:
 		draining := make(chan struct{})

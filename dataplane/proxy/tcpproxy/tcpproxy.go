@@ -19,6 +19,7 @@ import (
 
 	tcpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/accesslog"
 	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
@@ -124,6 +125,10 @@ type Downstream struct {
 	// Local is the connection's (restored original) destination, the target of
 	// ORIGINAL_DST clusters.
 	Local netip.AddrPort
+	// Metadata is the connection's dynamic metadata (what an internal_upstream transport
+	// socket passed through to an internal listener), which an ORIGINAL_DST cluster's
+	// metadata_key may name the upstream by; nil for none.
+	Metadata map[string]*structpb.Struct
 	// FilterChainName is the name of the filter chain that took the connection
 	// (%FILTER_CHAIN_NAME%); ServerName is its TLS SNI (%REQUESTED_SERVER_NAME%). Empty
 	// when unnamed or plaintext.
@@ -184,7 +189,7 @@ func Serve(ctx context.Context, cfg *Config, deps Deps, conn net.Conn, ds Downst
 		info.Flags |= accesslog.NoClusterFound
 		return
 	}
-	host, err := cl.Pick(local)
+	host, err := cl.PickFor(local, ds.Metadata)
 	if err != nil {
 		info.Flags |= accesslog.NoHealthyUpstream
 		return

@@ -1,0 +1,142 @@
+package cluster
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	internalv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/internal_upstream/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/meshlab/meshlab/dataplane/proxy/fieldcheck"
+	"github.com/meshlab/meshlab/dataplane/proxy/internalconn"
+)
+
+// InternalUpstreamName is the transport socket that passes metadata to internal listeners.
+const InternalUpstreamName = "envoy.transport_sockets.internal_upstream"
+
+var internalUpstreamAllow = fieldcheck.Allow{
+	"envoy.extensions.transport_sockets.internal_upstream.v3.InternalUpstreamTransport":                     {"passthrough_metadata", "transport_socket"},
+	"envoy.extensions.transport_sockets.internal_upstream.v3.InternalUpstreamTransport.MetadataValueSource": {"kind", "name"},
+	"envoy.type.metadata.v3.MetadataKind":                                                                   {"host", "cluster"},
+	"envoy.type.metadata.v3.MetadataKind.Host":                                                              {},
+	"envoy.type.metadata.v3.MetadataKind.Cluster":                                                           {},
+	"envoy.config.core.v3.TransportSocket":                                                                  {"name", "typed_config"},
+}
+
+// compileInternalUpstream reads an internal_upstream transport socket: its passthrough
+// metadata and the transport socket it wraps. It returns nil, nil, nil for any other
+// transport socket. Errors name the field relative to transport_socket.
+func compileInternalUpstream(ts *corev3.TransportSocket) (*Passthrough, *corev3.TransportSocket, error) {
+	a := ts.GetTypedConfig()
+	if a == nil || a.MessageName() != "envoy.extensions.transport_sockets.internal_upstream.v3.InternalUpstreamTransport" {
+		return nil, nil, nil
+	}
+	var iu internalv3.InternalUpstreamTransport
+	if err := a.UnmarshalTo(&iu); err != nil {
+		return nil, nil, fmt.Errorf("typed_config: %w", err)
+	}
+	if err := iu.ValidateAll(); err != nil {
+		return nil, nil, fmt.Errorf("typed_config: %w", err)
+	}
+	if err := internalUpstreamAllow.Check(&iu); err != nil {
+		return nil, nil, fmt.Errorf("typed_config.%w", err)
+	}
+	pt := &Passthrough{}
+	for i, src := range iu.GetPassthroughMetadata() {
+		switch {
+		case src.GetKind().GetHost() != nil:
+			pt.Host = append(pt.Host, src.GetName())
+		case src.GetKind().GetCluster() != nil:
+			pt.Cluster = append(pt.Cluster, src.GetName())
+		default:
+			return nil, nil, fmt.Errorf("typed_config.passthrough_metadata[%d].kind: only host and cluster are supported by meshlab proxy", i)
+		}
+	}
+	return pt, iu.GetTransportSocket(), nil
+}
+
+// passthroughMetadata is the dynamic metadata an internal connection to h carries: the
+// namespaces named by the cluster's passthrough_metadata, from the host's and the
+// cluster's filter_metadata (the host's first, as Envoy applies them in order).
+func (c *Cluster) passthroughMetadata(h Host) map[string]*structpb.Struct {
+	pt := c.cfg.Passthrough
+	if pt == nil {
+		return nil
+	}
+	out := map[string]*structpb.Struct{}
+	for _, ns := range pt.Cluster {
+		if v := c.cfg.Metadata[ns]; v != nil {
+			out[ns] = v
+		}
+	}
+	for _, ns := range pt.Host {
+		if v := h.Metadata.GetFilterMetadata()[ns]; v != nil {
+			out[ns] = v
+		}
+	}
+	return out
+}
+
+// dialInternal connects to the internal listener h names.
+func (c *Cluster) dialInternal(ctx context.Context, h Host) (net.Conn, error) {
+	if c.internal == nil {
+		return nil, fmt.Errorf("%s: %w", h.Internal, internalconn.ErrNoListener)
+	}
+	if c.cfg.ConnectTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.cfg.ConnectTimeout)
+		defer cancel()
+	}
+	return c.internal.Dial(ctx, h.Internal, c.passthroughMetadata(h))
+}
+
+// internalURLHost is the URL host that stands for an internal host in requests the HTTP
+// transports dial (a URL host cannot hold envoy://): the address, hex-encoded, under the
+// reserved .internal.invalid name with port 1. parseInternalURLHost reverses it.
+func internalURLHost(a internalconn.Addr) string {
+	return hex.EncodeToString([]byte(a.Listener+"\x00"+a.EndpointID)) + ".internal.invalid:1"
+}
+
+func parseInternalURLHost(s string) (internalconn.Addr, bool) {
+	enc, ok := strings.CutSuffix(s, ".internal.invalid:1")
+	if !ok {
+		return internalconn.Addr{}, false
+	}
+	b, err := hex.DecodeString(enc)
+	if err != nil {
+		return internalconn.Addr{}, false
+	}
+	l, id, ok := strings.Cut(string(b), "\x00")
+	if !ok {
+		return internalconn.Addr{}, false
+	}
+	return internalconn.Addr{Listener: l, EndpointID: id}, true
+}
+
+var errInternalHost = errors.New("internal host not in the cluster")
+
+// metadataAddr reads an "ip:port" string at path in namespace ns of md.
+func metadataAddr(md map[string]*structpb.Struct, ns string, path []string) (netip.AddrPort, bool) {
+	if ns == "" || len(path) == 0 {
+		return netip.AddrPort{}, false
+	}
+	st := md[ns]
+	var v *structpb.Value
+	for i, k := range path {
+		v = st.GetFields()[k]
+		if i < len(path)-1 {
+			st = v.GetStructValue()
+		}
+	}
+	ap, err := netip.ParseAddrPort(v.GetStringValue())
+	if err != nil {
+		return netip.AddrPort{}, false
+	}
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), true
+}
