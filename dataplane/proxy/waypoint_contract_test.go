@@ -82,7 +82,7 @@ var stillRefused = map[string]string{
 	"LDS connect_originate":       "tunneling_config: field is not supported",
 	"LDS connect_terminate":       "http2_protocol_options.allow_connect: field is not supported",
 	"LDS inner_connect_originate": "not propagate_endpoint_meta",
-	"LDS main_internal":           "filter_chain_matcher: field is not supported",
+	"LDS main_internal":           "not connect_authority (envoy.extensions.filters.network.set_filter_state.v3.Config)",
 	"LDS outer_connect_originate": "tunneling_config: field is not supported",
 }
 

@@ -49,7 +49,7 @@ var listenerAllow = fieldcheck.Allow{
 		// Envoy's global connection limit and overload manager, neither of which the proxy
 		// has: every listener already behaves as exempt.
 		"ignore_global_conn_limit", "bypass_overload_manager",
-		"internal_listener",
+		"internal_listener", "filter_chain_matcher",
 		// connection_balance_config with exact_balance spreads accepted connections evenly
 		// over Envoy's worker threads, each of which owns its connections; the proxy has
 		// one accept loop handing every connection to its own goroutine on a shared
@@ -88,8 +88,11 @@ type Config struct {
 	StatName          string // listener.<StatName>.*
 	Chains            []*FilterChain
 	Default           *FilterChain
-	TLSInspector      bool // envoy.filters.listener.tls_inspector
-	HTTPInspector     bool // envoy.filters.listener.http_inspector
+	// Matcher is filter_chain_matcher (unified.go): when set it picks the chain by name
+	// and the chains' filter_chain_match is not consulted; nil without it.
+	Matcher       *chainMatcher
+	TLSInspector  bool // envoy.filters.listener.tls_inspector
+	HTTPInspector bool // envoy.filters.listener.http_inspector
 	// TLSInspectorOff and HTTPInspectorOff are the inspectors' filter_disabled
 	// predicates: the inspector skips a connection they match; nil matches none.
 	TLSInspectorOff  *Predicate
@@ -267,7 +270,18 @@ func compile(l *listenerv3.Listener) (*Config, error) {
 		}
 		cfg.Chains = append(cfg.Chains, c)
 	}
-	if err := checkChainMatches(l.GetFilterChains()); err != nil {
+	if fcm := l.GetFilterChainMatcher(); fcm != nil {
+		names := map[string]bool{}
+		for i, fc := range l.GetFilterChains() {
+			if fc.GetName() == "" || names[fc.GetName()] {
+				return nil, fmt.Errorf("filter_chains[%d].name: with filter_chain_matcher every filter chain needs a unique name", i)
+			}
+			names[fc.GetName()] = true
+		}
+		if cfg.Matcher, err = compileChainMatcher(fcm, names); err != nil {
+			return nil, fmt.Errorf("filter_chain_matcher.%w", err)
+		}
+	} else if err := checkChainMatches(l.GetFilterChains()); err != nil {
 		return nil, err
 	}
 	if dfc := l.GetDefaultFilterChain(); dfc != nil {

@@ -28,8 +28,19 @@ func (c *Config) SelectChain(local, remote netip.AddrPort) *FilterChain {
 // destination IP by longest prefix, server name (exact, then longest wildcard),
 // transport protocol, application protocols, then source IP by longest prefix), and a
 // chain that is less specific at one level is excluded even if it would match later. It
-// returns the default filter chain, or nil, when nothing matches.
+// returns the default filter chain, or nil, when nothing matches. A listener with a
+// filter_chain_matcher picks by the matcher only.
 func (c *Config) Select(ci ConnInfo) *FilterChain {
+	if c.Matcher != nil {
+		if name, ok := c.Matcher.match(ci); ok {
+			for _, fc := range c.Chains {
+				if fc.Name == name {
+					return fc
+				}
+			}
+		}
+		return c.Default
+	}
 	cands := c.Chains
 	cands = narrowPort(cands, uint32(ci.Local.Port()))
 	cands = narrowPrefix(cands, ci.Local.Addr().Unmap(), func(fc *FilterChain) []netip.Prefix { return fc.Prefixes })

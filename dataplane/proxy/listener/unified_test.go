@@ -1,0 +1,87 @@
+package listener
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	xdscorev3 "github.com/cncf/xds/go/xds/core/v3"
+	matcherv3 "github.com/cncf/xds/go/xds/type/matcher/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	networkinputsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/matching/common_inputs/network/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+func typedExt(t *testing.T, name string, m proto.Message) *xdscorev3.TypedExtensionConfig {
+	t.Helper()
+	a, err := anypb.New(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &xdscorev3.TypedExtensionConfig{Name: name, TypedConfig: a}
+}
+
+func chainAction(t *testing.T, chain string) *matcherv3.Matcher_OnMatch {
+	return &matcherv3.Matcher_OnMatch{OnMatch: &matcherv3.Matcher_OnMatch_Action{Action: typedExt(t, chain, wrapperspb.String(chain))}}
+}
+
+// portMap is a destination-port exact match map of port -> chain.
+func portMap(t *testing.T, ports map[string]string) *matcherv3.Matcher {
+	m := map[string]*matcherv3.Matcher_OnMatch{}
+	for p, c := range ports {
+		m[p] = chainAction(t, c)
+	}
+	return &matcherv3.Matcher{MatcherType: &matcherv3.Matcher_MatcherTree_{MatcherTree: &matcherv3.Matcher_MatcherTree{
+		Input:    typedExt(t, "port", &networkinputsv3.DestinationPortInput{}),
+		TreeType: &matcherv3.Matcher_MatcherTree_ExactMatchMap{ExactMatchMap: &matcherv3.Matcher_MatcherTree_MatchMap{Map: m}},
+	}}}
+}
+
+// istiod's main_internal matcher: destination IP (a VIP /32, and a wider range) then
+// destination port by exact match; no match anywhere falls back to a wider range when
+// the narrower one is not exclusive, then to on_no_match.
+func TestFilterChainMatcher(t *testing.T) {
+	chain := func(name string) *listenerv3.FilterChain {
+		return &listenerv3.FilterChain{Name: name, Filters: tcpFilter(t, name)}
+	}
+	ipm := &matcherv3.IPMatcher{RangeMatchers: []*matcherv3.IPMatcher_IPRangeMatcher{
+		{Ranges: []*xdscorev3.CidrRange{{AddressPrefix: "10.96.0.14", PrefixLen: wrapperspb.UInt32(32)}},
+			OnMatch: &matcherv3.Matcher_OnMatch{OnMatch: &matcherv3.Matcher_OnMatch_Matcher{Matcher: portMap(t, map[string]string{"9080": "inbound-vip|9080|http|reviews"})}}},
+		{Ranges: []*xdscorev3.CidrRange{{AddressPrefix: "10.0.0.0", PrefixLen: wrapperspb.UInt32(8)}},
+			OnMatch: &matcherv3.Matcher_OnMatch{OnMatch: &matcherv3.Matcher_OnMatch_Matcher{Matcher: portMap(t, map[string]string{"9080": "direct-http", "5432": "direct-tcp"})}}},
+	}}
+	l := &listenerv3.Listener{
+		Name:               "main_internal",
+		ListenerSpecifier:  &listenerv3.Listener_InternalListener{InternalListener: &listenerv3.Listener_InternalListenerConfig{}},
+		FilterChains:       []*listenerv3.FilterChain{chain("inbound-vip|9080|http|reviews"), chain("direct-http"), chain("direct-tcp")},
+		DefaultFilterChain: chain("default"),
+		FilterChainMatcher: &matcherv3.Matcher{MatcherType: &matcherv3.Matcher_MatcherTree_{MatcherTree: &matcherv3.Matcher_MatcherTree{
+			Input:    typedExt(t, "ip", &networkinputsv3.DestinationIPInput{}),
+			TreeType: &matcherv3.Matcher_MatcherTree_CustomMatch{CustomMatch: typedExt(t, "ip", ipm)},
+		}}},
+	}
+	cfg, err := Compile(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ dst, want string }{
+		{"10.96.0.14:9080", "inbound-vip|9080|http|reviews"},
+		{"10.96.0.14:5432", "direct-tcp"}, // /32 has no 5432: the non-exclusive /8 decides
+		{"10.244.0.6:9080", "direct-http"},
+		{"10.244.0.6:1", "default"},
+		{"192.168.0.1:9080", "default"},
+	} {
+		fc := cfg.Select(ConnInfo{Local: netip.MustParseAddrPort(tc.dst)})
+		if fc == nil || fc.Name != tc.want {
+			t.Errorf("%s: chain %v, want %s", tc.dst, fc, tc.want)
+		}
+	}
+	// An action naming no chain is refused, as Envoy refuses it.
+	ipm.RangeMatchers[0].OnMatch = chainAction(t, "gone")
+	l.FilterChainMatcher.GetMatcherTree().TreeType = &matcherv3.Matcher_MatcherTree_CustomMatch{CustomMatch: typedExt(t, "ip", ipm)}
+	if _, err := Compile(l); err == nil || !strings.Contains(err.Error(), "filter chain 'gone' not found") {
+		t.Errorf("unknown chain: %v", err)
+	}
+}
