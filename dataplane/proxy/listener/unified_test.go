@@ -24,11 +24,13 @@ func typedExt(t *testing.T, name string, m proto.Message) *xdscorev3.TypedExtens
 }
 
 func chainAction(t *testing.T, chain string) *matcherv3.Matcher_OnMatch {
+	t.Helper()
 	return &matcherv3.Matcher_OnMatch{OnMatch: &matcherv3.Matcher_OnMatch_Action{Action: typedExt(t, chain, wrapperspb.String(chain))}}
 }
 
 // portMap is a destination-port exact match map of port -> chain.
 func portMap(t *testing.T, ports map[string]string) *matcherv3.Matcher {
+	t.Helper()
 	m := map[string]*matcherv3.Matcher_OnMatch{}
 	for p, c := range ports {
 		m[p] = chainAction(t, c)
