@@ -97,6 +97,20 @@ func reconcileAmbient(l *Lab) {
 	if err := l.ambient.Reconcile(m); err != nil {
 		l.log.Warn("ambient enrollment", "err", err)
 	}
+	// The first pod enrolled starts ztunnel, whose first snapshot then carries the pods:
+	// wait for it, as an apply waits for the pods it makes, so that traffic sent once
+	// apply (or label) returned finds them in the mesh.
+	var keys []string
+	for _, p := range m.Pods {
+		if model.DataplaneMode(m, p) == model.DataplaneAmbient {
+			keys = append(keys, p.Key())
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), l.opts.ReadyTimeout)
+	defer cancel()
+	if err := l.ambient.WaitEnrolled(ctx, keys); err != nil {
+		l.log.Warn("ambient enrollment", "err", err)
+	}
 }
 
 // withEnrolled returns m with the redirection annotation on every pod the node agent has
@@ -211,7 +225,7 @@ func startZtunnel(l *Lab) error {
 	err = l.agents.start(processSpec{
 		Role: "ztunnel", Pod: key, NetNS: NamespaceName(l.opts.Name, key),
 		Argv: []string{l.opts.MeshlabPath, "ztunnel"}, Env: cfg.Env(),
-		LogPath: filepath.Join(dir, "ztunnel.log"), Grace: 5 * time.Second,
+		LogPath: l.paths.ZtunnelLog(), Grace: 5 * time.Second,
 	})
 	if err != nil {
 		return err

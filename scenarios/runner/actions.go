@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -51,6 +52,19 @@ func (r *Runner) runAction(ctx context.Context, l *Lab, a Action, st *stepState)
 			refs[i] = api.ObjectRef{Kind: o.Kind, Namespace: o.Namespace, Name: o.Name}
 		}
 		lines, err := r.Backend.Delete(ctx, nil, refs)
+		if err != nil {
+			return err
+		}
+		for _, s := range lines {
+			r.printf("  %s\n", s)
+		}
+		return r.waitSynced(ctx)
+	case a.Label != nil:
+		js, err := json.Marshal(labelObject(*a.Label))
+		if err != nil {
+			return err
+		}
+		lines, err := r.Backend.Apply(ctx, []api.ConfigFile{{Name: l.File, Data: string(js)}})
 		if err != nil {
 			return err
 		}
@@ -252,5 +266,13 @@ func (r *Runner) startLoad(ctx context.Context, t TrafficAction, st *stepState) 
 		wg.Wait()
 		st.load = res
 		st.loadStop = nil
+	}
+}
+
+// labelObject is the Namespace a label action applies: the namespace with its labels.
+func labelObject(a LabelAction) map[string]any {
+	return map[string]any{
+		"apiVersion": "v1", "kind": "Namespace",
+		"metadata": map[string]any{"name": a.Namespace, "labels": a.Labels},
 	}
 }

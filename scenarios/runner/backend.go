@@ -4,11 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
 	"syscall"
+	"time"
 
 	"github.com/meshlab/meshlab/api"
+	"github.com/meshlab/meshlab/controlplane/model"
 	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
+	"github.com/meshlab/meshlab/dataplane/ztunnel"
 	"github.com/meshlab/meshlab/lab"
+	"github.com/meshlab/meshlab/lab/ambient"
+	"github.com/meshlab/meshlab/netns"
 )
 
 // Backend is what the runner needs of a running lab. Safe for concurrent use; every
@@ -34,12 +43,18 @@ type Backend interface {
 	Faults() []api.Fault
 	// CAStatus reports the lab CA's roots and every pod's certificate.
 	CAStatus(ctx context.Context) (api.CAStatus, error)
+	// ZtunnelMetrics returns the lab's ztunnel's metrics (Prometheus text, its 15020
+	// /stats/prometheus) and ZtunnelLog the end of its log; both fail while the lab runs
+	// no ztunnel (no pod is in ambient mode yet).
+	ZtunnelMetrics(ctx context.Context) ([]byte, error)
+	ZtunnelLog() ([]byte, error)
 }
 
 // LabBackend is a Backend over a lab running in this process.
 type LabBackend struct {
 	*lab.Lab
 	paths lab.Paths
+	name  string
 }
 
 var _ Backend = (*LabBackend)(nil)
@@ -50,7 +65,7 @@ func NewLabBackend(l *lab.Lab, runRoot, name string) *LabBackend {
 	if runRoot == "" {
 		runRoot = lab.DefaultRunRoot
 	}
-	return &LabBackend{Lab: l, paths: lab.PathsFor(runRoot, name)}
+	return &LabBackend{Lab: l, paths: lab.PathsFor(runRoot, name), name: name}
 }
 
 // Stats reads the pod's proxy stats through its agent's admin proxy.
@@ -95,4 +110,60 @@ func livePID(ctx context.Context, b Backend, pod string) (int, error) {
 		return 0, errors.New("pod " + pod + " has no live proxy")
 	}
 	return pid, nil
+}
+
+// ztunnelLogTail bounds how much of ztunnel's log a check reads: its end.
+const ztunnelLogTail = 1 << 20
+
+// ZtunnelMetrics GETs /stats/prometheus from ztunnel's metrics port inside its network
+// namespace, as Prometheus scrapes it.
+func (b *LabBackend) ZtunnelMetrics(ctx context.Context) ([]byte, error) {
+	key := model.PodKey(ambient.ZtunnelNamespace, ambient.ZtunnelPodName(b.name))
+	ns := lab.NamespaceName(b.name, key)
+	if _, err := os.Stat(b.paths.ZtunnelLog()); err != nil {
+		return nil, lab.ErrNoZtunnel // it writes its log from its start
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return netns.DialContext(ctx, ns, network, addr)
+		},
+		DisableKeepAlives: true,
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/stats/prometheus", ztunnel.MetricsPort), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("read %s's metrics: %w", key, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, api.MaxAnswerBytes))
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("%s", resp.Status)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s's metrics: %w", key, err)
+	}
+	return body, nil
+}
+
+// ZtunnelLog reads the end of the lab's ztunnel's log.
+func (b *LabBackend) ZtunnelLog() ([]byte, error) {
+	f, err := os.Open(b.paths.ZtunnelLog())
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, lab.ErrNoZtunnel
+		}
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > ztunnelLogTail {
+		if _, err := f.Seek(st.Size()-ztunnelLogTail, io.SeekStart); err != nil {
+			return nil, err
+		}
+	}
+	return io.ReadAll(f)
 }

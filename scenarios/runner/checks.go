@@ -95,6 +95,8 @@ func (r *Runner) evaluate(ctx context.Context, l *Lab, c Check, st *stepState) R
 		epoch(ctx, r.Backend, *c.Epoch, &res)
 	case "mtls":
 		r.mtls(ctx, l, *c.MTLS, &res)
+	case "hbone":
+		r.hbone(ctx, l, *c.HBONE, &res)
 	case "no-failures":
 		res.Want = "the background load ran with 0 failed requests"
 		res.Hint = "a request failed while the actions ran: look at the proxy's drain and restart settings"

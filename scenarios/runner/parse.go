@@ -19,8 +19,8 @@ import (
 // actionKinds and checkKinds are the recognised keys; pending ones are refused with a
 // clear message until the lab API they need exists.
 var (
-	actionKinds  = []string{"apply", "delete", "traffic", "restart-proxy", "kill-proxy", "wait", "load", "control-plane-stop", "rotate-certs", "clear-faults"}
-	checkKinds   = []string{"distribution", "status", "latency", "proxy-synced", "nack", "stat", "epoch", "no-failures", "denied", "mtls", "header", "proxy-stale", "root-rotated", "proxy-restarted"}
+	actionKinds  = []string{"apply", "delete", "traffic", "restart-proxy", "kill-proxy", "wait", "load", "control-plane-stop", "rotate-certs", "clear-faults", "label"}
+	checkKinds   = []string{"distribution", "status", "latency", "proxy-synced", "nack", "stat", "epoch", "no-failures", "denied", "mtls", "header", "proxy-stale", "root-rotated", "proxy-restarted", "hbone"}
 	pendingKinds = map[string]string{}
 	// emptyKinds may be written with no fields (`rotate-certs: {}` or `rotate-certs:`).
 	emptyKinds = []string{"no-failures", "rotate-certs", "clear-faults", "root-rotated"}

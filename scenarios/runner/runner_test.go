@@ -3,6 +3,7 @@ package runner
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -25,6 +26,23 @@ type fakeBackend struct {
 	epochs   []api.ProxyEpoch
 	loadSeen int
 	ca       api.CAStatus
+	// ztunnel's metrics and log; nil: the lab runs no ztunnel.
+	zMetrics, zLog []byte
+	applied        []string // the data of every apply
+}
+
+func (f *fakeBackend) ZtunnelMetrics(context.Context) ([]byte, error) {
+	if f.zMetrics == nil {
+		return nil, errors.New("no ztunnel")
+	}
+	return f.zMetrics, nil
+}
+
+func (f *fakeBackend) ZtunnelLog() ([]byte, error) {
+	if f.zLog == nil {
+		return nil, errors.New("no ztunnel")
+	}
+	return f.zLog, nil
 }
 
 // Faults: the fake has no machinery faults in effect.
@@ -40,6 +58,9 @@ func (f *fakeBackend) record(s string) {
 
 func (f *fakeBackend) Apply(_ context.Context, files []api.ConfigFile) ([]api.Change, error) {
 	f.record("apply " + files[0].Name)
+	f.mu.Lock()
+	f.applied = append(f.applied, files[0].Data)
+	f.mu.Unlock()
 	return []api.Change{{Kind: "VirtualService", Namespace: "default", Name: "backend", Action: api.ActionConfigured}}, nil
 }
 

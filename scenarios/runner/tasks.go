@@ -41,6 +41,12 @@ func task(a Action) (api.GuideTask, bool) {
 			cmds = append(cmds, c)
 		}
 		return api.GuideTask{Command: strings.Join(cmds, " && ")}, true
+	case a.Label != nil:
+		c := "meshlab label namespace " + a.Label.Namespace
+		for _, k := range slices.Sorted(maps.Keys(a.Label.Labels)) {
+			c += " " + shellQuote(k+"="+a.Label.Labels[k])
+		}
+		return api.GuideTask{Command: c}, true
 	case a.Traffic != nil:
 		return api.GuideTask{Command: curlCommand(*a.Traffic)}, true
 	case a.RestartProxy != nil:

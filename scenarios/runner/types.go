@@ -28,6 +28,9 @@ type Lab struct {
 	// hosts maps it to the hostnames of the services that select it, for mtls checks.
 	versions map[string]string
 	hosts    map[string][]string
+	// workloads maps a pod name to its workload's name (its own for a bare pod), as
+	// ztunnel's metrics name it, for hbone checks.
+	workloads map[string]string
 }
 
 // Step is one step of a lab: Actions set the stage when the step begins (never the
@@ -60,6 +63,16 @@ type Action struct {
 	RotateCerts      *struct{}   `json:"rotate-certs,omitempty"`
 	// ClearFaults clears every fault in force (meshlab fault clear).
 	ClearFaults *struct{} `json:"clear-faults,omitempty"`
+	// Label sets labels on a namespace, as `meshlab label namespace` (kubectl label)
+	// does: istio.io/dataplane-mode=ambient enrolls its pods.
+	Label *LabelAction `json:"label,omitempty"`
+}
+
+// LabelAction sets Labels on Namespace (`meshlab label namespace NAME K=V...`). The lab
+// may not declare the namespace: the action applies it with these labels alone.
+type LabelAction struct {
+	Namespace string            `json:"namespace"`
+	Labels    map[string]string `json:"labels"`
 }
 
 // StopAction stops the control plane for Duration (at most 10 minutes).
@@ -140,6 +153,18 @@ type Check struct {
 	// ProxyRestarted wants the pod's live proxy to be another process than when the
 	// step began (a hot restart, or a new epoch after a kill), and live.
 	ProxyRestarted *PodRef `json:"proxy-restarted,omitempty"`
+	// HBONE wants the edge From -> To (ambient pods) carried by the lab's ztunnel over
+	// HBONE: see HBONECheck.
+	HBONE *HBONECheck `json:"hbone,omitempty"`
+}
+
+// HBONECheck wants ztunnel to have carried connections From -> To (pods) over HBONE:
+// its metrics count them, reported by the destination with
+// connection_security_policy="mutual_tls", and its access log has a "connection
+// complete" line for them with dst.hbone_addr (the tunnel to To's 15008).
+type HBONECheck struct {
+	From string `json:"from"`
+	To   string `json:"to"`
 }
 
 // DistributionCheck compares the share of answers per version (the answering pod's

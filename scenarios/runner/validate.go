@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
 	"github.com/meshlab/meshlab/api"
@@ -35,9 +36,10 @@ func validate(l *Lab, errs *ErrorList) {
 		p.addf("spec.scenario", "the lab's scenario is not valid: %v", err)
 		return
 	}
-	l.versions, l.hosts = map[string]string{}, map[string][]string{}
+	l.versions, l.hosts, l.workloads = map[string]string{}, map[string][]string{}, map[string]string{}
 	for _, pod := range m.Pods {
 		l.versions[pod.Name] = pod.Labels["version"]
+		l.workloads[pod.Name] = pod.Workload
 		for _, svc := range m.ServicesFor(pod) {
 			l.hosts[pod.Name] = append(l.hosts[pod.Name], svc.Hostname())
 		}
@@ -163,6 +165,8 @@ func (v *validator) action(a Action, path string) {
 				v.p.addf(fmt.Sprintf("%s.objects[%d]", path, i), "kind and name are required")
 			}
 		}
+	case a.Label != nil:
+		v.label(*a.Label, path)
 	case a.Traffic != nil:
 		v.traffic(*a.Traffic, path, 200)
 	case a.Load != nil:
@@ -193,6 +197,31 @@ func (v *validator) action(a Action, path string) {
 				return
 			}
 			v.check(*w.Until, path+".until."+w.Until.Kind)
+		}
+	}
+}
+
+// label checks a label action: a namespace the lab does not declare (the action
+// applies it with its labels alone, which would drop declared ones), and labels that
+// are labels.
+func (v *validator) label(a LabelAction, path string) {
+	if a.Namespace == "" {
+		v.p.addf(path+".namespace", "required")
+	}
+	if len(a.Labels) == 0 {
+		v.p.addf(path+".labels", "required")
+	}
+	for _, ns := range v.m.Namespaces {
+		if ns.Name == a.Namespace && (len(ns.Labels) > 0 || len(ns.Annotations) > 0) {
+			v.p.addf(path+".namespace", "the lab declares namespace %q with labels or annotations; label a namespace it does not declare", a.Namespace)
+		}
+	}
+	for k, val := range a.Labels {
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			v.p.addf(path+".labels", "key %q: %s", k, strings.Join(errs, "; "))
+		}
+		if errs := validation.IsValidLabelValue(val); len(errs) > 0 {
+			v.p.addf(path+".labels."+k, "%s", strings.Join(errs, "; "))
 		}
 	}
 }
@@ -297,6 +326,9 @@ func (v *validator) check(c Check, path string) {
 		if h.Absent && (h.Min != nil || h.Max != nil || h.Fraction != nil) {
 			v.p.addf(path+".absent", "absent excludes min, max and fraction")
 		}
+	case c.HBONE != nil:
+		v.pod(c.HBONE.From, path+".from", false)
+		v.pod(c.HBONE.To, path+".to", false)
 	case c.MTLS != nil:
 		v.pod(c.MTLS.From, path+".from", true)
 		if to := v.pod(c.MTLS.To, path+".to", true); to != nil && len(v.m.ServicesFor(to)) == 0 {
@@ -362,6 +394,8 @@ func (c *Check) set(kind string) bool {
 		return c.RootRotated != nil
 	case "proxy-restarted":
 		return c.ProxyRestarted != nil
+	case "hbone":
+		return c.HBONE != nil
 	}
 	return false
 }
