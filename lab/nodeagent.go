@@ -225,7 +225,7 @@ func startZtunnel(l *Lab) error {
 	err = l.agents.start(processSpec{
 		Role: "ztunnel", Pod: key, NetNS: NamespaceName(l.opts.Name, key),
 		Argv: []string{l.opts.MeshlabPath, "ztunnel"}, Env: cfg.Env(),
-		LogPath: l.paths.ZtunnelLog(), Grace: 5 * time.Second,
+		LogPath: ZtunnelLogFile(l.paths), Grace: 5 * time.Second,
 	})
 	if err != nil {
 		return err

@@ -80,9 +80,6 @@ func podDirName(pod string) string {
 	return pod[:maxPodDirName-9] + "-" + hex.EncodeToString(sum[:4])
 }
 
-// ZtunnelLog is the log of the lab's ztunnel (its run files are under ztunnel/).
-func (p Paths) ZtunnelLog() string { return filepath.Join(ztunnelDir(p), "ztunnel.log") }
-
 // AgentSocket is the agent API socket of one pod.
 func (p Paths) AgentSocket(pod string) string { return filepath.Join(p.PodDir(pod), "agent.sock") }
 

@@ -134,3 +134,21 @@ func ztunnelDetail(l *Lab, z *model.Pod) api.PodDetail {
 	return api.PodDetail{PodStatus: st, Labels: z.Labels, ServiceAccount: z.ServiceAccount, DataplaneMode: model.DataplaneNone.String(),
 		Ztunnel: &api.ZtunnelPodStatus{Connected: st.Ready, Pods: enrolled, Restarts: st.Restarts, Log: ZtunnelLogFile(l.paths)}}
 }
+
+// ZtunnelMetrics reads the /stats/prometheus of the ztunnel of lab labName (15020 in its
+// namespace), for the lab runner's checks: Prometheus text.
+func ZtunnelMetrics(ctx context.Context, labName string) ([]byte, error) {
+	key := model.PodKey(ambient.ZtunnelNamespace, ambient.ZtunnelPodName(labName))
+	ctx, cancel := context.WithTimeout(ctx, ztunnelAdminTimeout)
+	defer cancel()
+	body, err := ambient.MetricsGet(ctx, NamespaceName(labName, key), "/stats/prometheus")
+	if err != nil {
+		return nil, err
+	}
+	defer body.Close()
+	b, err := io.ReadAll(io.LimitReader(body, api.MaxAnswerBytes))
+	if err != nil {
+		return nil, fmt.Errorf("read %s's metrics: %w", key, err)
+	}
+	return b, nil
+}

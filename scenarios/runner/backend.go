@@ -5,19 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"syscall"
-	"time"
 
 	"github.com/meshlab/meshlab/api"
-	"github.com/meshlab/meshlab/controlplane/model"
 	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
-	"github.com/meshlab/meshlab/dataplane/ztunnel"
 	"github.com/meshlab/meshlab/lab"
-	"github.com/meshlab/meshlab/lab/ambient"
-	"github.com/meshlab/meshlab/netns"
 )
 
 // Backend is what the runner needs of a running lab. Safe for concurrent use; every
@@ -115,44 +108,17 @@ func livePID(ctx context.Context, b Backend, pod string) (int, error) {
 // ztunnelLogTail bounds how much of ztunnel's log a check reads: its end.
 const ztunnelLogTail = 1 << 20
 
-// ZtunnelMetrics GETs /stats/prometheus from ztunnel's metrics port inside its network
-// namespace, as Prometheus scrapes it.
+// ZtunnelMetrics reads ztunnel's metrics (lab.ZtunnelMetrics).
 func (b *LabBackend) ZtunnelMetrics(ctx context.Context) ([]byte, error) {
-	key := model.PodKey(ambient.ZtunnelNamespace, ambient.ZtunnelPodName(b.name))
-	ns := lab.NamespaceName(b.name, key)
-	if _, err := os.Stat(b.paths.ZtunnelLog()); err != nil {
+	if _, err := os.Stat(lab.ZtunnelLogFile(b.paths)); err != nil {
 		return nil, lab.ErrNoZtunnel // it writes its log from its start
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	tr := &http.Transport{
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			return netns.DialContext(ctx, ns, network, addr)
-		},
-		DisableKeepAlives: true,
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/stats/prometheus", ztunnel.MetricsPort), nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := (&http.Client{Transport: tr}).Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("read %s's metrics: %w", key, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, api.MaxAnswerBytes))
-	if err == nil && resp.StatusCode != http.StatusOK {
-		err = fmt.Errorf("%s", resp.Status)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read %s's metrics: %w", key, err)
-	}
-	return body, nil
+	return lab.ZtunnelMetrics(ctx, b.name)
 }
 
 // ZtunnelLog reads the end of the lab's ztunnel's log.
 func (b *LabBackend) ZtunnelLog() ([]byte, error) {
-	f, err := os.Open(b.paths.ZtunnelLog())
+	f, err := os.Open(lab.ZtunnelLogFile(b.paths))
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, lab.ErrNoZtunnel

@@ -22,7 +22,7 @@ const hboneLogWait = 5 * time.Second
 func (r *Runner) hbone(ctx context.Context, l *Lab, c HBONECheck, res *Result) {
 	res.Want = fmt.Sprintf("%s -> %s carried by ztunnel over HBONE: connections in its metrics with connection_security_policy=\"mutual_tls\" and \"connection complete\" lines with dst.hbone_addr in its log", c.From, c.To)
 	res.Hint = "is the namespace in ambient mode (meshlab zc workloads shows PROTOCOL HBONE)? read ztunnel's log (" +
-		"meshlab logs -n istio-system ztunnel-...) and its metrics (curl -s localhost:15020/stats/prometheus in its namespace)"
+		"meshlab logs ds/ztunnel -n istio-system) and its metrics (localhost:15020/stats/prometheus in its namespace)"
 	metrics, err := r.Backend.ZtunnelMetrics(ctx)
 	if err != nil {
 		res.Saw = err.Error()
