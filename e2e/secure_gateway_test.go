@@ -151,8 +151,9 @@ func TestSecureIngressMutualTask(t *testing.T) {
 	l := startLab(t, "testdata/secure-ingress-httpbin.yaml")
 
 	// Configure a TLS ingress gateway for a single host.
-	applyYAML(t, l.name, secretFromFiles(t, "istio-system", "httpbin-credential", "kubernetes.io/tls",
-		map[string]string{"tls.crt": f("httpbin.example.com.crt"), "tls.key": f("httpbin.example.com.key")})+"---\n"+secureGatewayYAML)
+	meshlabSays(t, "secret/httpbin-credential created", "create", "--name", l.name, "-n", "istio-system", "secret", "tls", "httpbin-credential",
+		"--key="+f("httpbin.example.com.key"), "--cert="+f("httpbin.example.com.crt"))
+	applyYAML(t, l.name, secureGatewayYAML)
 	addr := portForward(t, l.name, "443")
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -182,9 +183,10 @@ func TestSecureIngressMutualTask(t *testing.T) {
 
 	// Configure a mutual TLS ingress gateway: the secret now holds the CA that
 	// verifies clients, and the server asks for a client certificate.
-	applyYAML(t, l.name, secretFromFiles(t, "istio-system", "httpbin-credential", "",
-		map[string]string{"tls.crt": f("httpbin.example.com.crt"), "tls.key": f("httpbin.example.com.key"), "ca.crt": f("example.com.crt")})+
-		"---\n"+strings.Replace(secureGatewayYAML, "mode: SIMPLE", "mode: MUTUAL", 1))
+	meshlabSays(t, `secret "httpbin-credential" deleted`, "delete", "--name", l.name, "-n", "istio-system", "secret", "httpbin-credential")
+	meshlabSays(t, "secret/httpbin-credential created", "create", "--name", l.name, "-n", "istio-system", "secret", "generic", "httpbin-credential",
+		"--from-file=tls.key="+f("httpbin.example.com.key"), "--from-file=tls.crt="+f("httpbin.example.com.crt"), "--from-file=ca.crt="+f("example.com.crt"))
+	applyYAML(t, l.name, strings.Replace(secureGatewayYAML, "mode: SIMPLE", "mode: MUTUAL", 1))
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		out, code, ok := teapot("--cacert", f("example.com.crt"), url)
@@ -299,5 +301,13 @@ func TestSecureGatewayAPITask(t *testing.T) {
 	bad[slices.Index(bad, f("example.com.crt"))] = filepath.Join(other, "example.com.crt")
 	if out, code := hostCurl(t, bad...); code != 60 {
 		t.Errorf("curl trusting another CA: exit %d\n%s\nwant 60 (the peer certificate cannot be verified)", code, out)
+	}
+}
+
+// meshlabSays runs meshlab with args and fails unless it succeeds and prints want.
+func meshlabSays(t *testing.T, want string, args ...string) {
+	t.Helper()
+	if out := mustMeshlab(t, args...); !strings.Contains(out, want) {
+		t.Fatalf("meshlab %s:\n%s\nwant %q", strings.Join(args, " "), out, want)
 	}
 }

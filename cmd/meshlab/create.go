@@ -13,10 +13,12 @@ import (
 // newCreateCmd is kubectl create's imperative forms that Istio's docs use.
 func newCreateCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "create (namespace|ns) NAME",
+		Use:   "create (namespace|ns NAME | secret (tls|generic) NAME)",
 		Short: "Create an object in a running lab from the command line, as kubectl create",
 	}
-	cmd.AddCommand(newCreateNamespaceCmd(g))
+	var namespace string
+	cmd.PersistentFlags().StringVarP(&namespace, "namespace", "n", "", "namespace of the object (default: default; not for namespaces)")
+	cmd.AddCommand(newCreateNamespaceCmd(g), newCreateSecretCmd(g, &namespace))
 	return cmd
 }
 
