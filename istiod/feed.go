@@ -16,9 +16,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 
+	meshconfig "istio.io/api/mesh/v1alpha1"
 	"istio.io/istio/pilot/pkg/config/kube/crd"
+	"istio.io/istio/pilot/pkg/model"
 	"istio.io/istio/pilot/test/xds"
 	"istio.io/istio/pkg/config"
+	"istio.io/istio/pkg/config/mesh"
 	kubelib "istio.io/istio/pkg/kube"
 )
 
@@ -146,10 +149,41 @@ func (f *feed) handler() http.Handler {
 		}
 		fmt.Fprintf(w, "%d changes\n", n)
 	})
+	mux.HandleFunc("PUT /mesh", func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if err := f.setMesh(string(b)); err != nil {
+			http.Error(w, err.Error(), http.StatusUnprocessableEntity)
+			return
+		}
+		fmt.Fprintln(w, "mesh config set")
+	})
 	mux.HandleFunc("GET /version", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, istioVersion()) })
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.Handle("/debug/", f.fake.DiscoveryDebug)
 	return mux
+}
+
+// setMesh replaces istiod's mesh config with text (YAML over Istio's defaults), as a
+// change of the istio ConfigMap reaches istiod's mesh watcher, and pushes every proxy in
+// full, as istiod's mesh handler does.
+func (f *feed) setMesh(text string) error {
+	mc, err := mesh.ApplyMeshConfigDefaults(text)
+	if err != nil {
+		return fmt.Errorf("mesh config: %w", err)
+	}
+	w, ok := f.fake.Discovery.Env.Watcher.(interface{ Set(*meshconfig.MeshConfig) })
+	if !ok {
+		return fmt.Errorf("istiod's mesh watcher (%T) cannot be set", f.fake.Discovery.Env.Watcher)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w.Set(mc)
+	f.fake.Discovery.ConfigUpdate(&model.PushRequest{Forced: true, Reason: model.NewReasonStats(model.GlobalUpdate)})
+	return nil
 }
 
 // set makes istiod's inputs next: deletes first (what is gone), then creates and updates,

@@ -8,7 +8,8 @@
 // its proxies' authenticated streams there, recording what istiod sends), and --feed, an
 // HTTP API where the lab sends everything it holds as Kubernetes objects (PUT /state, the
 // whole set each time: what is new is created, what changed updated, what is gone
-// deleted, each reaching istiod's controllers as the API server's watch event would) and
+// deleted, each reaching istiod's controllers as the API server's watch event would; PUT
+// /mesh, the mesh config, as a change of the istio ConfigMap reaches istiod) and
 // reaches istiod's debug endpoints (/debug/syncz, /debug/config_dump?proxyID=...,
 // /debug/push_status) and its version (/version).
 package main
@@ -35,7 +36,7 @@ import (
 
 func main() {
 	xdsSock := flag.String("xds", "", "unix socket to serve ADS on")
-	feedSock := flag.String("feed", "", "unix socket of the feed API (PUT /state, /debug/..., /version)")
+	feedSock := flag.String("feed", "", "unix socket of the feed API (PUT /state, PUT /mesh, /debug/..., /version)")
 	meshFile := flag.String("mesh", "", "MeshConfig (YAML) file; Istio's defaults when empty")
 	stateFile := flag.String("state", "", "the lab's objects at start (multi-document YAML)")
 	debounce := flag.Duration("debounce", 100*time.Millisecond, "istiod's push debounce (PILOT_DEBOUNCE_AFTER)")

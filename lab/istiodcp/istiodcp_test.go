@@ -24,6 +24,7 @@ func testModel() *model.Model {
 	m := model.New([]*model.Service{svc}, []*model.Pod{pod("backend-v1", "10.244.0.3", true), pod("plain", "10.244.0.4", false)})
 	m.Istio.VirtualServices = []*model.IstioConfig[*networking.VirtualService]{{Name: "backend", Namespace: "default",
 		Spec: &networking.VirtualService{Hosts: []string{"backend.default.svc.cluster.local"}}}}
+	m.Secrets = []*model.Secret{{Name: "shop-credential", Namespace: "istio-system", Cert: []byte("CERT"), Key: []byte("KEY")}}
 	return m
 }
 
@@ -41,14 +42,15 @@ func TestObjects(t *testing.T) {
 		}
 		kinds[o["kind"].(string)] = append(kinds[o["kind"].(string)], o)
 	}
-	for kind, n := range map[string]int{"Namespace": 2, "ServiceAccount": 1, "Service": 1, "Pod": 2, "EndpointSlice": 1, "VirtualService": 1} {
+	for kind, n := range map[string]int{"Namespace": 2, "ServiceAccount": 1, "Service": 1, "Pod": 2, "EndpointSlice": 1, "VirtualService": 1, "Secret": 1} {
 		if len(kinds[kind]) != n {
 			t.Errorf("%d %s objects, want %d", len(kinds[kind]), kind, n)
 		}
 	}
 	text := string(b)
 	for _, want := range []string{"clusterIP: 10.96.0.10", "podIP: 10.244.0.3", "sidecar.istio.io/status", "security.istio.io/tlsMode: istio",
-		"kubernetes.io/service-name: backend", "- 10.244.0.4", "backend.default.svc.cluster.local"} {
+		"kubernetes.io/service-name: backend", "- 10.244.0.4", "backend.default.svc.cluster.local",
+		"type: kubernetes.io/tls", "tls.crt: Q0VSVA=="} {
 		if !strings.Contains(text, want) {
 			t.Errorf("objects lack %q:\n%s", want, text)
 		}

@@ -23,7 +23,8 @@ import (
 // API server would hold for it, as multi-document YAML in a stable order: namespaces,
 // service accounts, Services with their VIPs, pods with their IPs, labels, readiness and
 // the injector's status annotation, one EndpointSlice per Service as the endpoint
-// controller writes it, and the Istio objects (hosts as the loader resolved them: FQDNs).
+// controller writes it, the gateways' TLS Secrets, and the Istio objects (hosts as the
+// loader resolved them: FQDNs).
 func Objects(m *model.Model) ([]byte, error) {
 	var docs []any
 	nss := map[string]bool{"istio-system": true}
@@ -58,6 +59,9 @@ func Objects(m *model.Model) ([]byte, error) {
 	for _, s := range m.Services {
 		docs = append(docs, endpointSlice(m, s))
 	}
+	for _, s := range m.Secrets {
+		docs = append(docs, secret(s))
+	}
 	cfgs, err := istioObjects(m)
 	if err != nil {
 		return nil, err
@@ -84,6 +88,21 @@ func service(s *model.Service) *corev1.Service {
 		svc.Spec.Ports = append(svc.Spec.Ports, sp)
 	}
 	return svc
+}
+
+// secret is a TLS Secret a gateway serves by credentialName, as kubectl create secret tls
+// (and generic, with ca.crt for MUTUAL) makes it.
+func secret(s *model.Secret) *corev1.Secret {
+	out := &corev1.Secret{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace},
+		Type:       corev1.SecretTypeTLS,
+		Data:       map[string][]byte{corev1.TLSCertKey: s.Cert, corev1.TLSPrivateKeyKey: s.Key},
+	}
+	if s.CACert != nil {
+		out.Data["ca.crt"] = s.CACert
+	}
+	return out
 }
 
 // pod is p as the API server holds it once scheduled and ready; a pod with a sidecar has
