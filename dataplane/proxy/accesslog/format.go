@@ -336,3 +336,19 @@ func (i *Info) remote() netip.AddrPort {
 	}
 	return i.DownstreamPeer
 }
+
+// FormatString is a compiled Envoy format string outside an access log (a substitution
+// format string such as tcp_proxy's tunneling_config.hostname).
+type FormatString struct{ f format }
+
+// CompileFormatString compiles s with the access log's command operators.
+func CompileFormatString(s string) (*FormatString, error) {
+	f, err := parseFormat(s)
+	if err != nil {
+		return nil, err
+	}
+	return &FormatString{f: f}, nil
+}
+
+// Render formats the string for i (an absent value renders as "-", as in a log line).
+func (fs *FormatString) Render(i *Info) string { return fs.f.render(i) }

@@ -175,7 +175,9 @@ var protocolOptionsAllow = fieldcheck.Allow{
 	"envoy.config.core.v3.HttpProtocolOptions":                                       {"max_requests_per_connection", "idle_timeout"},
 	"envoy.extensions.upstreams.http.v3.HttpProtocolOptions.ExplicitHttpConfig":      {"http_protocol_options", "http2_protocol_options"},
 	"envoy.config.core.v3.Http1ProtocolOptions":                                      {},
-	"envoy.config.core.v3.Http2ProtocolOptions":                                      {},
+	// allow_connect lets CONNECT streams go out on the cluster's HTTP/2 connections, as
+	// tcp_proxy's tunneling_config sends them (tcpproxy/tunnel.go).
+	"envoy.config.core.v3.Http2ProtocolOptions": {"allow_connect"},
 }
 
 const httpProtocolOptionsName = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"

@@ -33,7 +33,8 @@ import (
 const FilterName = "envoy.filters.network.tcp_proxy"
 
 var allow = fieldcheck.Allow{
-	"envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy":                               {"stat_prefix", "cluster", "weighted_clusters", "access_log", "idle_timeout", "max_downstream_connection_duration"},
+	"envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy":                               {"stat_prefix", "cluster", "weighted_clusters", "access_log", "idle_timeout", "max_downstream_connection_duration", "tunneling_config"},
+	"envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy.TunnelingConfig":               {"hostname"},
 	"envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy.WeightedCluster":               {"clusters"},
 	"envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy.WeightedCluster.ClusterWeight": {"name", "weight"},
 }
@@ -52,6 +53,8 @@ type Config struct {
 	// MaxDuration closes both connections this long after the downstream one was
 	// accepted (max_downstream_connection_duration; 0: never).
 	MaxDuration time.Duration
+	// Tunnel is tunneling_config (tunnel.go); nil: the bytes go upstream as they are.
+	Tunnel *Tunnel
 }
 
 // WeightedCluster is one target of weighted_clusters.
@@ -110,6 +113,9 @@ func Compile(a *anypb.Any) (*Config, error) {
 		return nil, err
 	}
 	cfg.AccessLogs = logs
+	if cfg.Tunnel, err = compileTunnel(p.GetTunnelingConfig()); err != nil {
+		return nil, err
+	}
 	return cfg, nil
 }
 
@@ -202,6 +208,13 @@ func Serve(ctx context.Context, cfg *Config, deps Deps, conn net.Conn, ds Downst
 		return
 	}
 	up, err := cl.Dial(ctx, host)
+	if err == nil && cfg.Tunnel != nil {
+		var tun net.Conn
+		if tun, err = cfg.Tunnel.open(ctx, up, info); err != nil {
+			_ = up.Close()
+		}
+		up = tun
+	}
 	if err != nil {
 		deps.Logger.Debug("tcp_proxy upstream connect failed", "cluster", name, "err", err)
 		cl.ReportResult(host, 503)
