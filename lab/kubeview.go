@@ -324,6 +324,9 @@ func (v kubeView) isGatewayService(s *model.Service) bool {
 			return false
 		}
 	}
+	if s.Labels[model.LabelGatewayManaged] == model.ManagedByMeshController {
+		return false // a waypoint's Service: ClusterIP, as the istio-waypoint class makes it
+	}
 	return s.Selector[model.GatewayAPINameLabel] != "" || (s.Namespace == "istio-system" && s.Origin.Kind == "Service" && slices.Contains([]string{model.IngressGatewayName, model.EgressGatewayName}, s.Name))
 }
 
@@ -333,6 +336,7 @@ func (v kubeView) service(s *model.Service) corev1.Service {
 		ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, CreationTimestamp: v.created(s.Origin.Kind, s.Origin.Namespace, s.Origin.Name)},
 		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Selector: maps.Clone(s.Selector)},
 	}
+	out.Labels = maps.Clone(s.Labels) // a waypoint's Service (deployment controller's labels)
 	for _, o := range v.objects {
 		if o.Service != nil && o.Origin.Namespace == s.Namespace && o.Origin.Name == s.Name {
 			out.Labels, out.Annotations = maps.Clone(o.Service.Labels), maps.Clone(o.Service.Annotations)
