@@ -113,6 +113,10 @@ function levels(t, podService) {
   return lv;
 }
 
+// ZTUNNEL_BOX is the id of the ztunnel's box; ZTUNNEL_METRIC the Metric of the edges
+// ztunnel counted (an ambient pod's connections, api.EdgeMetricZtunnel).
+const ZTUNNEL_BOX = "(ztunnel)", ZTUNNEL_METRIC = "istio_tcp_connections_opened_total";
+
 // HOST_NODE is the From of edges that entered the mesh from the host through a gateway
 // (web.HostNode): `meshlab port-forward` traffic, drawn as a box of its own left of the
 // gateways.
@@ -194,6 +198,13 @@ function drawTopology(t) {
     boxes.unshift({ id: HOST_NODE, title: "host", sub: "meshlab port-forward (127.0.0.1)", pods: [HOST_NODE], host: true });
     podService[HOST_NODE] = HOST_NODE;
   }
+  // The node's ztunnel (an ambient lab's) gets a box of its own, first: it carries every
+  // ambient pod's traffic, drawn as the HBONE edges between those pods.
+  const zt = t.pods.find((p) => p.ztunnel);
+  if (zt) {
+    boxes.unshift({ id: ZTUNNEL_BOX, title: zt.name + " · " + zt.namespace, sub: "ztunnel: the node proxy (HBONE :15008)", pods: [podKey(zt)], ztunnel: true });
+    podService[podKey(zt)] = ZTUNNEL_BOX;
+  }
   const lone = t.pods.filter((p) => !(podKey(p) in podService)).map(podKey);
   if (lone.length) {
     boxes.push({ id: "(no service)", title: "pods of no service", sub: "", pods: lone });
@@ -233,12 +244,12 @@ function drawTopology(t) {
   for (const b of boxes) {
     const p = pos[b.id];
     obstacles.push({ x: p.x - 4, y: p.y - 4, w: p.w + 8, h: p.h + 8 });
-    const g = s("g", { class: "svc" + (b.gateway ? " gateway" : "") + (b.host ? " host" : ""), "data-service": b.id });
+    const g = s("g", { class: "svc" + (b.gateway ? " gateway" : "") + (b.host ? " host" : "") + (b.ztunnel ? " ztunnel" : ""), "data-service": b.id });
     g.append(s("rect", { x: p.x, y: p.y, width: p.w, height: p.h, rx: b.gateway ? 2 : 8 }));
     g.append(s("text", { x: p.x + 8, y: p.y + 17, class: "title" }, b.title));
     g.append(s("text", { x: p.x + 8, y: p.y + 32 }, b.sub));
-    if (b.gateway || b.host) { // a tab on the box's top border, right: what the box is
-      const tag = b.gateway ? "gateway" : "outside the mesh", tw = textWidth(tag, true) + 8;
+    if (b.gateway || b.host || b.ztunnel) { // a tab on the box's top border, right: what the box is
+      const tag = b.gateway ? "gateway" : b.ztunnel ? "ztunnel" : "outside the mesh", tw = textWidth(tag, true) + 8;
       g.append(s("rect", { x: p.x + p.w - tw - 8, y: p.y - 7, width: tw, height: 13, rx: 3, class: "tag" }));
       g.append(s("text", { x: p.x + p.w - tw - 4, y: p.y + 3, class: "tag" }, tag));
     }
@@ -253,11 +264,15 @@ function drawTopology(t) {
     for (const [i, name] of b.pods.entries()) {
       const pp = b.xy[i], info = podInfo[name] || {};
       const health = dead ? "unknown" : info.ready ? "ready" : "unready";
-      const cls = "pod " + health + (info.rbacDenied > 0 ? " denying" : "") + (info.gateway ? " gateway" : "");
-      const c = info.gateway // a gateway pod is a diamond
-        ? s("path", { d: `M ${pp.x} ${pp.y - 8} L ${pp.x + 8} ${pp.y} L ${pp.x} ${pp.y + 8} L ${pp.x - 8} ${pp.y} Z`, class: cls, "data-pod": name })
-        : s("circle", { cx: pp.x, cy: pp.y, r: 6, class: cls, "data-pod": name });
-      c.append(s("title", {}, dead ? `${name}: unknown, the lab is down` : `${name} ${info.ip || ""} epoch ${info.epoch}` + (info.rbacDenied > 0 ? ` · ${info.rbacDenied} denied by RBAC` : "")));
+      const mode = info.dataplaneMode || "";
+      const cls = "pod " + health + (info.rbacDenied > 0 ? " denying" : "") + (info.gateway ? " gateway" : "") + (mode === "ambient" ? " ambient" : "") + (info.ztunnel ? " ztunnel" : "");
+      const attrs = { class: cls, "data-pod": name, "data-mode": info.ztunnel ? "ztunnel" : mode };
+      const c = info.gateway // a gateway pod is a diamond, the ztunnel a square
+        ? s("path", { d: `M ${pp.x} ${pp.y - 8} L ${pp.x + 8} ${pp.y} L ${pp.x} ${pp.y + 8} L ${pp.x - 8} ${pp.y} Z`, ...attrs })
+        : info.ztunnel ? s("rect", { x: pp.x - 6, y: pp.y - 6, width: 12, height: 12, ...attrs })
+          : s("circle", { cx: pp.x, cy: pp.y, r: 6, ...attrs });
+      const what = info.ztunnel ? " · ztunnel, the node proxy of the ambient pods" : mode === "ambient" ? " · ambient: no sidecar, its traffic goes through ztunnel" : ` epoch ${info.epoch}`;
+      c.append(s("title", {}, dead ? `${name}: unknown, the lab is down` : `${name} ${info.ip || ""}${what}` + (info.rbacDenied > 0 ? ` · ${info.rbacDenied} denied by RBAC` : "")));
       c.addEventListener("click", () => { location.hash = "#pods/" + encodeURIComponent(name); });
       g.append(c);
       if (p.named) { // a name too long for the box is cut, whole in its tooltip
@@ -307,7 +322,7 @@ function drawTopology(t) {
     }
     const hl = edgeHealth(e);
     const level = dead ? "dead" : hl.level;
-    const cls = "edge " + level + (hl.idle ? " idle" : " busy") + (e.mtls ? " mtls" : " plain") + (e.denied > 0 ? " denied" : "");
+    const cls = "edge " + level + (hl.idle ? " idle" : " busy") + (e.mtls ? " mtls" : " plain") + (e.denied > 0 ? " denied" : "") + (e.hbone ? " hbone" : "");
     const d = `M ${pts[0][0]} ${pts[0][1]} C ${pts[1][0]} ${pts[1][1]}, ${pts[2][0]} ${pts[2][1]}, ${pts[3][0]} ${pts[3][1]}`;
     const path = s("path", { d, class: cls, "marker-end": `url(#arrow-${level})`, "data-from": e.from, "data-to": e.to,
       "data-level": level, "data-error-rate": hl.rate.toFixed(3), "data-rps": hl.rps.toFixed(2) });
@@ -315,8 +330,10 @@ function drawTopology(t) {
     path.append(s("title", {}, edgeTitle(e, hl)));
     edgeLayer.append(path);
     const rate = `${(hl.rate * 100).toFixed(0)}% 5xx`;
-    const label = dead ? "lab down: no data" : (hl.idle ? `0 rps · ${rate} of ${e.requests}` : `${hl.rps.toFixed(1)} rps · ${rate}`) +
-      ` · ${e.mtls ? "mTLS" : "plaintext"}${e.denied > 0 ? ` · ${e.denied} denied` : ""}`;
+    const label = dead ? "lab down: no data" : e.metric === ZTUNNEL_METRIC // ztunnel counts connections (L4), not requests
+      ? (hl.idle ? `0 conn/s · ${e.requests} conns` : `${hl.rps.toFixed(1)} conn/s`) + (e.errors > 0 ? ` · ${e.errors} failed` : "") + ` · ${e.hbone ? "HBONE mTLS" : "plaintext"}`
+      : (hl.idle ? `0 rps · ${rate} of ${e.requests}` : `${hl.rps.toFixed(1)} rps · ${rate}`) +
+        ` · ${e.mtls ? "mTLS" : "plaintext"}${e.denied > 0 ? ` · ${e.denied} denied` : ""}`;
     const lw = textWidth(label, level === "bad" || e.denied > 0) + 8, lh = 15;
     // Candidate spots along the curve, away from both ends (the arrowhead and the source
     // box): the middle first, then either side, above the line and then below it.
@@ -354,8 +371,9 @@ function drawTopology(t) {
   $("topo-graph").replaceChildren(svg);
   const svcsOf = {};
   for (const svc of t.services) for (const p of svc.pods) (svcsOf[p] = svcsOf[p] || []).push(svc.name);
-  $("topo-pods").tBodies[0].replaceChildren(...t.pods.map((p) => h("tr", {},
+  $("topo-pods").tBodies[0].replaceChildren(...t.pods.map((p) => h("tr", { "data-mode": p.ztunnel ? "ztunnel" : p.dataplaneMode || "" },
     h("td", {}, h("a", { href: "#pods/" + encodeURIComponent(podKey(p)) }, p.name)), h("td", {}, p.namespace), h("td", {}, p.ip),
+    h("td", { class: "mode" }, p.ztunnel ? "ztunnel" : p.dataplaneMode || "-"),
     dead ? h("td", { class: "unknown" }, "unknown (lab down)") : h("td", { class: p.ready ? "ok" : "bad" }, p.ready ? "ready" : "not ready"),
     h("td", { class: "num" }, p.epoch < 0 || dead ? "-" : p.epoch),
     h("td", { class: "num" + (p.rbacDenied > 0 ? " bad" : "") }, p.rbacDenied || 0),
@@ -364,6 +382,11 @@ function drawTopology(t) {
 
 // edgeTitle explains how an edge's health, mTLS and denials were measured.
 function edgeTitle(e, hl) {
+  if (e.metric === ZTUNNEL_METRIC) {
+    const now = hl.idle ? "no new connection in the last few seconds" : `${hl.rps.toFixed(1)} connections/s over the last ${Math.round(hl.windowS) || 1} s`;
+    return `${e.from} → ${e.to}: ${now}; ${e.requests} connections, ${e.errors} failed, counted by ztunnel (istio_tcp_connections_opened_total{reporter="source"}, _failed_total); ` +
+      (e.hbone ? "HBONE: mutual TLS from the caller's ztunnel to the destination pod's 15008 (connection_security_policy=\"mutual_tls\")" : "plaintext: the destination does not speak HBONE");
+  }
   const tls = e.mtls ? `mTLS: ${e.handshakes || 0} TLS handshakes, ${e.mtlsEndpoints || 0} endpoints matched tlsMode-istio`
     : `plaintext: no TLS handshake${e.plaintextEndpoints ? `, ${e.plaintextEndpoints} endpoints matched the raw (tlsMode-disabled) socket` : ""}`;
   const now = hl.idle ? "no request in the last few seconds" : `${hl.rps.toFixed(1)} requests/s and ${(hl.rate * 100).toFixed(1)}% 5xx over the last ${Math.round(hl.windowS) || 1} s`;
