@@ -144,4 +144,3 @@ func ruleTexts(rs []api.TraceRule) []string {
 	}
 	return out
 }
-
