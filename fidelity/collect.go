@@ -28,6 +28,11 @@ func collectIstiod(ctx context.Context, addr string, p *model.Pod) (map[string]m
 	if err != nil {
 		return nil, fmt.Errorf("build node metadata: %w", err)
 	}
+	return collectIstiodNode(ctx, addr, &corev3.Node{Id: nodeID(p), Cluster: p.Workload + "." + p.Namespace, Metadata: meta})
+}
+
+// collectIstiodNode is collectIstiod for any node (a waypoint's).
+func collectIstiodNode(ctx context.Context, addr string, node *corev3.Node) (map[string]map[string]proto.Message, error) {
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return nil, fmt.Errorf("dial istiod: %w", err)
@@ -39,7 +44,6 @@ func collectIstiod(ctx context.Context, addr string, p *model.Pod) (map[string]m
 	if err != nil {
 		return nil, fmt.Errorf("open ADS stream to istiod: %w", err)
 	}
-	node := &corev3.Node{Id: nodeID(p), Cluster: p.Workload + "." + p.Namespace, Metadata: meta}
 	for _, typ := range []string{clusterType, listenerType} {
 		if err := stream.Send(&discoveryv3.DiscoveryRequest{Node: node, TypeUrl: typ}); err != nil {
 			return nil, fmt.Errorf("subscribe %s: %w", shortNames[typ], err)

@@ -24,5 +24,9 @@
 // scenario from istiod's ambient index and collects its WDS as a ztunnel, ambient_meshlab.go
 // runs meshlab's WDS generator, ambient_accept.go feeds istiod's WDS to meshlab's ztunnel
 // client and state, ambient_report.go prints the tables; protocompat.go compares
-// meshlab's ambientapi descriptors with Istio's.
+// meshlab's ambientapi descriptors with Istio's. Waypoints (the same run): waypoint.go
+// serves a waypoint scenario's Gateway, pod and Service to istiod, collects what istiod
+// generates for the waypoint's proxy and runs meshlab's waypoint generator;
+// waypoint_test.go diffs them and feeds istiod's configuration to a meshlab proxy running
+// as the waypoint.
 package fidelity

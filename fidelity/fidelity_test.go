@@ -25,12 +25,10 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	// The ambient run (PILOT_ENABLE_AMBIENT=true) runs no sidecar.
-	if !ambientMode() {
-		if meshlabBin, err = buildMeshlab(dir); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
+	// The sidecar run's proxies and the ambient run's waypoints.
+	if meshlabBin, err = buildMeshlab(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
 	}
 	quietIstio()
 	code := m.Run()

@@ -66,14 +66,19 @@ func nodeMetadata(p *model.Pod) map[string]any {
 // the agent's static listeners) whose ADS cluster xds-grpc dials the unix socket xdsSock,
 // as a lab's sidecars dial theirs.
 func bootstrap(p *model.Pod, xdsSock string, adminPort int) ([]byte, error) {
+	return bootstrapNode(nodeID(p), p.Workload+"."+p.Namespace, nodeMetadata(p), xdsSock, adminPort)
+}
+
+// bootstrapNode is bootstrap for any node: its id, cluster and metadata.
+func bootstrapNode(id, cluster string, meta map[string]any, xdsSock string, adminPort int) ([]byte, error) {
 	sock := func(h, port string) map[string]any {
 		return map[string]any{"socket_address": map[string]any{"address": h, "port_value": json.Number(port)}}
 	}
 	ads := map[string]any{"ads": map[string]any{}, "initial_fetch_timeout": "0s", "resource_api_version": "V3"}
 	return json.MarshalIndent(map[string]any{
 		"node": map[string]any{
-			"id": nodeID(p), "cluster": p.Workload + "." + p.Namespace,
-			"metadata": nodeMetadata(p), "user_agent_name": "envoy",
+			"id": id, "cluster": cluster,
+			"metadata": meta, "user_agent_name": "envoy",
 		},
 		"admin": map[string]any{"address": sock("127.0.0.1", fmt.Sprint(adminPort))},
 		"dynamic_resources": map[string]any{
@@ -126,11 +131,17 @@ const adminPort = 15000
 // (0.0.0.0:15001, 15006...) bind there, never on the host; its log goes to
 // dir/<ns>.<pod>.log.
 func startSidecar(bin, dir string, p *model.Pod, xdsSock string) (*sidecar, error) {
-	port := adminPort
-	boot, err := bootstrap(p, xdsSock, port)
+	boot, err := bootstrap(p, xdsSock, adminPort)
 	if err != nil {
 		return nil, err
 	}
+	return startProxy(bin, dir, p, boot, xdsSock)
+}
+
+// startProxy runs `meshlab proxy` with the bootstrap boot for pod p (whose identity its
+// SDS serves) as startSidecar does.
+func startProxy(bin, dir string, p *model.Pod, boot []byte, xdsSock string) (*sidecar, error) {
+	port := adminPort
 	cfg := filepath.Join(dir, p.Namespace+"."+p.Name+".json")
 	if err := os.WriteFile(cfg, boot, 0o600); err != nil {
 		return nil, fmt.Errorf("write bootstrap: %w", err)

@@ -29,6 +29,9 @@ func Generate(m *model.Model, pod *model.Pod) (map[resource.Type][]types.Resourc
 	if pod.Sidecar.GRPCAgent {
 		return generateGRPC(m, pod, GeneratedTypes...) // proxyless gRPC (grpc.go)
 	}
+	if w, ok := WaypointOf(m, pod); ok {
+		return generateWaypointTypes(m, w, GeneratedTypes...) // a waypoint's own shapes (waypoint.go)
+	}
 	fail := func(err error) error { return fmt.Errorf("generate xds for %s/%s: %w", pod.Namespace, pod.Name, err) }
 	rs, err := routes(m, pod)
 	if err != nil {

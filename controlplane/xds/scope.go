@@ -106,6 +106,9 @@ func GenerateShared(m *model.Model, pod *model.Pod, sh *Shared, typs ...resource
 			return nil, fmt.Errorf("generate xds for %s/%s: type %s is not generated", pod.Namespace, pod.Name, t)
 		}
 	}
+	if w, ok := WaypointOf(m, pod); ok {
+		return generateWaypointTypes(m, w, typs...) // a waypoint's own shapes (waypoint.go)
+	}
 	if pod.Sidecar.GRPCAgent {
 		return generateGRPC(m, pod, typs...) // proxyless gRPC: istiod's gRPC generator (grpc.go)
 	}
@@ -458,8 +461,8 @@ func equalValue(a, b reflect.Value) bool {
 // namespace (the DestinationRule it sees). ok is false for the types that depend on the
 // whole pod (listeners and clusters carry its inbound side).
 func SharedKey(m *model.Model, typ resource.Type, pod *model.Pod) (key string, ok bool) {
-	if pod.Sidecar.GRPCAgent {
-		return "", false // a proxyless pod's resources have other shapes (grpc.go)
+	if pod.Sidecar.GRPCAgent || IsWaypointPod(pod) {
+		return "", false // a proxyless pod's or a waypoint's resources have other shapes (grpc.go, waypoint.go)
 	}
 	switch typ {
 	case resource.RouteType:

@@ -1,0 +1,228 @@
+package xds
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+
+	"github.com/meshlab/meshlab/controlplane/model"
+)
+
+// A waypoint is the Envoy of ambient mode that applies L7 policy for the services (or
+// workloads) that use it. istiod generates it a configuration of its own, in shapes no
+// sidecar sees (pilot/pkg/networking/core/listener_waypoint.go, cluster_waypoint.go),
+// which meshlab's generator follows resource for resource, held to istiod by the
+// fidelity module's waypoint scenarios (docs/FIDELITY.md):
+//
+//   - connect_terminate: the only listener bound to a port (0.0.0.0:15008). It accepts
+//     HBONE (mutual TLS 1.3, ALPN h2, HTTP/2 CONNECT) from ztunnels and sends each
+//     CONNECT stream, the :authority (the VIP:port the client dialled) saved as the
+//     original destination, to the internal listener main_internal;
+//   - main_internal: an internal listener whose unified filter-chain matcher picks a
+//     chain by that destination, one per service port, inbound-vip|<port>|http|<host>
+//     (an HTTP connection manager routing to the service's cluster) or
+//     inbound-vip|<port>|tcp|<host> (tcp_proxy); destinations no service matches take
+//     direct-http or direct-tcp to the encap cluster;
+//   - the inbound-vip clusters: EDS clusters whose endpoints are not addresses but the
+//     internal listener connect_originate, each carrying the pod's address as the
+//     original destination in its metadata (passed through by the internal upstream
+//     transport);
+//   - connect_originate: the internal listener (and ORIGINAL_DST cluster) that opens
+//     HBONE to that pod's 15008, CONNECT to the pod's address and port.
+//
+// inner_connect_originate and outer_connect_originate are istiod's double-HBONE pair
+// (to a service on another network through its east-west gateway); a one-host lab has a
+// single network, and meshlab generates them only for the shape.
+const (
+	ConnectTerminateListener = "connect_terminate"
+	MainInternalListener     = "main_internal"
+	ConnectOriginateListener = "connect_originate"
+	EncapCluster             = "encap"
+	InnerConnectOriginate    = "inner_connect_originate"
+	OuterConnectOriginate    = "outer_connect_originate"
+	// HBONEPort is the port a waypoint (and every ambient pod's ztunnel) accepts HBONE on.
+	HBONEPort = 15008
+)
+
+// Waypoint labels, as Istio spells them: a namespace, Service or pod names the waypoint
+// it uses (and the waypoint's namespace when not its own); "none" opts out.
+const (
+	LabelUseWaypoint          = "istio.io/use-waypoint"
+	LabelUseWaypointNamespace = "istio.io/use-waypoint-namespace"
+	WaypointNone              = "none"
+)
+
+// WaypointSpec is the waypoint a configuration is generated for: its Gateway's name and
+// namespace, the traffic it is for (istio.io/waypoint-for: service, workload, all, none)
+// and the addresses of its pod and Service.
+type WaypointSpec struct {
+	Name, Namespace string
+	For             string
+	IP, VIP         netip.Addr
+}
+
+// forServices reports whether the waypoint takes service-addressed traffic.
+func (w WaypointSpec) forServices() bool {
+	switch w.For {
+	case "", "service", "all":
+		return true
+	}
+	return false
+}
+
+// InboundVIPClusterName is the name istiod gives a waypoint's chain and cluster for one
+// service port: inbound-vip|<port>|<http or tcp>|<host>.
+func InboundVIPClusterName(port uint16, protocol, host string) string {
+	return fmt.Sprintf("inbound-vip|%d|%s|%s", port, protocol, host)
+}
+
+// waypointPort is one service port a waypoint serves.
+type waypointPort struct {
+	svc  *model.Service
+	port model.ServicePort
+}
+
+func (p waypointPort) protocol() string {
+	if p.port.Protocol.IsHTTP() {
+		return "http"
+	}
+	return "tcp"
+}
+
+func (p waypointPort) name() string {
+	return InboundVIPClusterName(p.port.Port, p.protocol(), p.svc.Hostname())
+}
+
+// WaypointServices returns the services that use waypoint w, sorted by hostname: those
+// whose namespace is labelled istio.io/use-waypoint=<w's name> (with
+// istio.io/use-waypoint-namespace naming w's namespace, or unset in w's own namespace),
+// when w is for service traffic. The waypoint's own Service never uses a waypoint.
+func WaypointServices(m *model.Model, w WaypointSpec) []*model.Service {
+	if !w.forServices() {
+		return nil
+	}
+	var out []*model.Service
+	for _, s := range m.Services {
+		if s.Namespace == w.Namespace && s.Name == w.Name {
+			continue
+		}
+		ns := m.Namespace(s.Namespace)
+		if ns == nil {
+			continue
+		}
+		name := ns.Labels[LabelUseWaypoint]
+		if name == "" || name == WaypointNone || name != w.Name {
+			continue
+		}
+		if cmp.Or(ns.Labels[LabelUseWaypointNamespace], s.Namespace) != w.Namespace {
+			continue
+		}
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b *model.Service) int { return strings.Compare(a.Hostname(), b.Hostname()) })
+	return out
+}
+
+// waypointPorts returns every port of the services, in service then port order.
+func waypointPorts(svcs []*model.Service) []waypointPort {
+	var out []waypointPort
+	for _, s := range svcs {
+		if !s.VIP.IsValid() {
+			continue // a headless service has no VIP to send to a waypoint
+		}
+		for _, p := range s.Ports {
+			out = append(out, waypointPort{svc: s, port: p})
+		}
+	}
+	return out
+}
+
+// GenerateWaypoint returns waypoint w's resources, by type: its listeners, clusters and
+// the endpoints of its inbound-vip clusters (routes are inline, as istiod's are; no RDS).
+func GenerateWaypoint(m *model.Model, w WaypointSpec) (map[resource.Type][]types.Resource, error) {
+	if m == nil {
+		return nil, errors.New("generate waypoint: nil model")
+	}
+	fail := func(err error) error { return fmt.Errorf("generate waypoint %s/%s: %w", w.Namespace, w.Name, err) }
+	ports := waypointPorts(WaypointServices(m, w))
+	ls, err := waypointListeners(m, ports)
+	if err != nil {
+		return nil, fail(err)
+	}
+	cs, err := waypointClusters(w, ports)
+	if err != nil {
+		return nil, fail(err)
+	}
+	out := map[resource.Type][]types.Resource{
+		resource.ListenerType: ls,
+		resource.ClusterType:  cs,
+		resource.EndpointType: waypointEndpoints(m, ports),
+	}
+	for typ, rs := range out {
+		if err := validateAll(rs); err != nil {
+			return nil, fail(fmt.Errorf("%s: %w", typ, err))
+		}
+	}
+	return out, nil
+}
+
+// The labels Istio's deployment controller gives a waypoint's pod (and its Service):
+// the Gateway's name, and the mesh controller as its manager (an ingress Gateway's pods
+// say istio.io-gateway-controller).
+const (
+	LabelGatewayName           = "gateway.networking.k8s.io/gateway-name"
+	LabelGatewayManaged        = "gateway.istio.io/managed"
+	ManagedByMeshController    = "istio.io-mesh-controller"
+	LabelWaypointFor           = "istio.io/waypoint-for"
+	defaultWaypointTrafficType = "service"
+)
+
+// IsWaypointPod reports whether pod runs a waypoint's proxy: it carries the labels Istio's
+// deployment controller gives a waypoint's pods.
+func IsWaypointPod(pod *model.Pod) bool {
+	return pod != nil && pod.Labels[LabelGatewayName] != "" && pod.Labels[LabelGatewayManaged] == ManagedByMeshController
+}
+
+// WaypointOf returns the waypoint pod runs, from its labels and its Gateway's Service of
+// the same name in its namespace; ok is false for any other pod.
+func WaypointOf(m *model.Model, pod *model.Pod) (w WaypointSpec, ok bool) {
+	if !IsWaypointPod(pod) {
+		return WaypointSpec{}, false
+	}
+	w = WaypointSpec{
+		Name: pod.Labels[LabelGatewayName], Namespace: pod.Namespace,
+		For: cmp.Or(pod.Labels[LabelWaypointFor], defaultWaypointTrafficType), IP: pod.IP,
+	}
+	for _, s := range m.Services {
+		if s.Namespace == w.Namespace && s.Name == w.Name {
+			w.VIP = s.VIP
+		}
+	}
+	return w, true
+}
+
+// generateWaypointTypes is GenerateWaypoint's resources of the types typs (every type of
+// GeneratedTypes is present: a waypoint has no routes nor secrets of its own).
+func generateWaypointTypes(m *model.Model, w WaypointSpec, typs ...resource.Type) (map[resource.Type][]types.Resource, error) {
+	all, err := GenerateWaypoint(m, w)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[resource.Type][]types.Resource, len(typs))
+	for _, t := range typs {
+		rs := all[t]
+		if rs == nil {
+			rs = []types.Resource{}
+		}
+		slices.SortStableFunc(rs, func(a, b types.Resource) int { return strings.Compare(cachev3.GetResourceName(a), cachev3.GetResourceName(b)) })
+		out[t] = rs
+	}
+	return out, nil
+}

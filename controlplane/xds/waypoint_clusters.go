@@ -1,0 +1,337 @@
+package xds
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+
+	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	internalupstream "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/internal_upstream/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	upstreamhttp "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	matcher "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	metadatav3 "github.com/envoyproxy/go-control-plane/envoy/type/metadata/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/meshlab/meshlab/controlplane/model"
+)
+
+// originalDstMetadata is the metadata namespace Envoy's original_dst listener filter
+// reads an internal connection's destination from (key "local"), and the namespace the
+// connect_originate cluster's metadata key lives in.
+const originalDstMetadata = "envoy.filters.listener.original_dst"
+
+// waypointClusters returns the waypoint's clusters: main_internal and encap (to the
+// internal listeners of those names), connect_originate (HBONE to the destination pod's
+// 15008), the double-HBONE pair, and one inbound-vip EDS cluster per service port.
+func waypointClusters(w WaypointSpec, ports []waypointPort) ([]types.Resource, error) {
+	var out []types.Resource
+	for _, c := range []struct{ name, listener string }{
+		{MainInternalListener, MainInternalListener},
+		{EncapCluster, ConnectOriginateListener},
+	} {
+		cl, err := internalCluster(c.name, c.listener)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, cl)
+	}
+	// connect_originate also accepts the identities of the waypoint's own namespace, as
+	// istiod's does.
+	co, err := hboneOriginateCluster(ConnectOriginateListener, true, "spiffe://"+model.DefaultTrustDomain+"/ns/"+w.Namespace+"/sa/")
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, co)
+	inner, err := innerConnectOriginateCluster()
+	if err != nil {
+		return nil, err
+	}
+	outer, err := hboneOriginateCluster(OuterConnectOriginate, false)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, inner, outer)
+	for _, p := range ports {
+		c, err := inboundVIPCluster(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// statName is istiod's alt_stat_name for a waypoint cluster: its name and the delimiter.
+func statName(name string) string { return name + ";" }
+
+// internalCluster is a static cluster whose one endpoint is the internal listener
+// listenerName, speaking what the downstream spoke, over the internal upstream transport.
+func internalCluster(name, listenerName string) (*cluster.Cluster, error) {
+	opts, err := typed(&upstreamhttp.HttpProtocolOptions{
+		CommonHttpProtocolOptions: &core.HttpProtocolOptions{IdleTimeout: durationpb.New(300e9)},
+		UpstreamProtocolOptions: &upstreamhttp.HttpProtocolOptions_UseDownstreamProtocolConfig{
+			UseDownstreamProtocolConfig: &upstreamhttp.HttpProtocolOptions_UseDownstreamHttpConfig{
+				HttpProtocolOptions:  &core.Http1ProtocolOptions{},
+				Http2ProtocolOptions: &core.Http2ProtocolOptions{},
+			},
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	ts, err := internalUpstreamSocket(false)
+	if err != nil {
+		return nil, err
+	}
+	return &cluster.Cluster{
+		Name:                 name,
+		AltStatName:          statName(name),
+		ClusterDiscoveryType: &cluster.Cluster_Type{Type: cluster.Cluster_STATIC},
+		LoadAssignment: &endpoint.ClusterLoadAssignment{
+			ClusterName: name,
+			Endpoints:   []*endpoint.LocalityLbEndpoints{{LbEndpoints: []*endpoint.LbEndpoint{internalEndpoint(listenerName, "")}}},
+		},
+		CircuitBreakers:               defaultCircuitBreakers(),
+		TypedExtensionProtocolOptions: map[string]*anypb.Any{HTTPProtocolOptionsKey: opts},
+		TransportSocket:               ts,
+	}, nil
+}
+
+// internalEndpoint is an endpoint that is the internal listener listenerName (with an
+// endpoint id telling apart several endpoints on one listener).
+func internalEndpoint(listenerName, id string) *endpoint.LbEndpoint {
+	return &endpoint.LbEndpoint{HostIdentifier: &endpoint.LbEndpoint_Endpoint{Endpoint: &endpoint.Endpoint{
+		Address: &core.Address{Address: &core.Address_EnvoyInternalAddress{EnvoyInternalAddress: &core.EnvoyInternalAddress{
+			AddressNameSpecifier: &core.EnvoyInternalAddress_ServerListenerName{ServerListenerName: listenerName},
+			EndpointId:           id,
+		}}},
+	}}}
+}
+
+// internalUpstreamSocket is the internal upstream transport over plaintext; with
+// passthrough, it hands the endpoint's original-destination and istio metadata to the
+// internal listener's connection (which connect_originate dials from).
+func internalUpstreamSocket(passthrough bool) (*core.TransportSocket, error) {
+	raw, err := rawBufferSocket()
+	if err != nil {
+		return nil, err
+	}
+	raw.Name = "raw_buffer" // istiod's short name here, where sidecars get Envoy's
+	t := &internalupstream.InternalUpstreamTransport{TransportSocket: raw}
+	if passthrough {
+		host := &metadatav3.MetadataKind{Kind: &metadatav3.MetadataKind_Host_{Host: &metadatav3.MetadataKind_Host{}}}
+		t.PassthroughMetadata = []*internalupstream.InternalUpstreamTransport_MetadataValueSource{
+			{Kind: host, Name: originalDstMetadata},
+			{Kind: host, Name: "istio"},
+		}
+	}
+	cfg, err := typed(t)
+	if err != nil {
+		return nil, err
+	}
+	return &core.TransportSocket{Name: "internal_upstream", ConfigType: &core.TransportSocket_TypedConfig{TypedConfig: cfg}}, nil
+}
+
+// hboneTLSContext is the client side of HBONE's mutual TLS: TLS 1.3 only, ALPN h2, the
+// workload certificate, the peer checked against the trust domain's SPIFFE prefix (and
+// extra prefixes).
+func hboneTLSContext(extraPrefixes ...string) *tlsv3.CommonTlsContext {
+	sans := []*tlsv3.SubjectAltNameMatcher{}
+	for _, p := range append([]string{"spiffe://" + model.DefaultTrustDomain + "/"}, extraPrefixes...) {
+		sans = append(sans, &tlsv3.SubjectAltNameMatcher{
+			SanType: tlsv3.SubjectAltNameMatcher_URI,
+			Matcher: &matcher.StringMatcher{MatchPattern: &matcher.StringMatcher_Prefix{Prefix: p}},
+		})
+	}
+	return &tlsv3.CommonTlsContext{
+		TlsParams: &tlsv3.TlsParameters{
+			TlsMinimumProtocolVersion: tlsv3.TlsParameters_TLSv1_3,
+			TlsMaximumProtocolVersion: tlsv3.TlsParameters_TLSv1_3,
+		},
+		AlpnProtocols:                  []string{"h2"},
+		TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{sdsSecretConfig(SecretCertificate)},
+		ValidationContextType: &tlsv3.CommonTlsContext_CombinedValidationContext{
+			CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
+				DefaultValidationContext:         &tlsv3.CertificateValidationContext{MatchTypedSubjectAltNames: sans},
+				ValidationContextSdsSecretConfig: sdsSecretConfig(SecretRootCA),
+			},
+		},
+	}
+}
+
+// hboneUpstreamSocket is the TLS transport socket of an HBONE origination.
+func hboneUpstreamSocket(extraPrefixes ...string) (*core.TransportSocket, error) {
+	cfg, err := typed(&tlsv3.UpstreamTlsContext{CommonTlsContext: hboneTLSContext(extraPrefixes...)})
+	if err != nil {
+		return nil, err
+	}
+	return &core.TransportSocket{Name: "tls", ConfigType: &core.TransportSocket_TypedConfig{TypedConfig: cfg}}, nil
+}
+
+// connectProtocolOptions is HTTP/2 with CONNECT, connections kept an hour idle; single
+// makes every tunnel a connection of its own (the double-HBONE pair).
+func connectProtocolOptions(single bool) (*anypb.Any, error) {
+	common := &core.HttpProtocolOptions{IdleTimeout: durationpb.New(3600e9)}
+	if single {
+		common.MaxRequestsPerConnection = wrapperspb.UInt32(1)
+	}
+	return typed(&upstreamhttp.HttpProtocolOptions{
+		CommonHttpProtocolOptions: common,
+		UpstreamProtocolOptions: &upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig{
+			ProtocolConfig: &upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{
+				Http2ProtocolOptions: &core.Http2ProtocolOptions{AllowConnect: true},
+			},
+		}},
+	})
+}
+
+// hboneOriginateCluster is an ORIGINAL_DST cluster opening HBONE (HTTP/2 CONNECT over
+// mutual TLS) to the destination's port 15008. connect_originate reads the destination
+// from the connection's metadata ("waypoint" under original_dst's namespace) and accepts
+// any identity of the trust domain; the outer double-HBONE cluster dials the
+// connection's own destination, one tunnel per connection.
+func hboneOriginateCluster(name string, metadataKey bool, extraPrefixes ...string) (*cluster.Cluster, error) {
+	opts, err := connectProtocolOptions(!metadataKey)
+	if err != nil {
+		return nil, err
+	}
+	ts, err := hboneUpstreamSocket(extraPrefixes...)
+	if err != nil {
+		return nil, err
+	}
+	lb := &cluster.Cluster_OriginalDstLbConfig{UpstreamPortOverride: wrapperspb.UInt32(HBONEPort)}
+	if metadataKey {
+		lb.MetadataKey = &metadatav3.MetadataKey{Key: originalDstMetadata, Path: []*metadatav3.MetadataKey_PathSegment{
+			{Segment: &metadatav3.MetadataKey_PathSegment_Key{Key: "waypoint"}},
+		}}
+	}
+	return &cluster.Cluster{
+		Name:                          name,
+		AltStatName:                   statName(name),
+		ClusterDiscoveryType:          &cluster.Cluster_Type{Type: cluster.Cluster_ORIGINAL_DST},
+		ConnectTimeout:                connectTimeout,
+		LbPolicy:                      cluster.Cluster_CLUSTER_PROVIDED,
+		CircuitBreakers:               defaultCircuitBreakers(),
+		TypedExtensionProtocolOptions: map[string]*anypb.Any{HTTPProtocolOptionsKey: opts},
+		CleanupInterval:               durationpb.New(60e9),
+		LbConfig:                      &cluster.Cluster_OriginalDstLbConfig_{OriginalDstLbConfig: lb},
+		TransportSocket:               ts,
+	}, nil
+}
+
+// innerConnectOriginateCluster is the inner tunnel of double HBONE: CONNECT over mutual
+// TLS carried by the internal listener outer_connect_originate.
+func innerConnectOriginateCluster() (*cluster.Cluster, error) {
+	opts, err := connectProtocolOptions(true)
+	if err != nil {
+		return nil, err
+	}
+	tls, err := hboneUpstreamSocket()
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := typed(&internalupstream.InternalUpstreamTransport{TransportSocket: tls})
+	if err != nil {
+		return nil, err
+	}
+	return &cluster.Cluster{
+		Name:                 InnerConnectOriginate,
+		AltStatName:          statName(InnerConnectOriginate),
+		ClusterDiscoveryType: &cluster.Cluster_Type{Type: cluster.Cluster_STATIC},
+		LoadAssignment: &endpoint.ClusterLoadAssignment{
+			ClusterName: InnerConnectOriginate,
+			Endpoints:   []*endpoint.LocalityLbEndpoints{{LbEndpoints: []*endpoint.LbEndpoint{internalEndpoint(OuterConnectOriginate, "")}}},
+		},
+		CircuitBreakers:               defaultCircuitBreakers(),
+		TypedExtensionProtocolOptions: map[string]*anypb.Any{HTTPProtocolOptionsKey: opts},
+		TransportSocket:               &core.TransportSocket{Name: "internal_upstream_with_tls", ConfigType: &core.TransportSocket_TypedConfig{TypedConfig: cfg}},
+	}, nil
+}
+
+// inboundVIPCluster is the EDS cluster of one service port: least-request over the
+// service's pods, each reached through connect_originate with its address passed along.
+func inboundVIPCluster(p waypointPort) (*cluster.Cluster, error) {
+	ts, err := internalUpstreamSocket(true)
+	if err != nil {
+		return nil, err
+	}
+	md := servicesMetadata([]*structpb.Value{serviceMetadataOf(p.svc)})
+	md.FilterMetadata["istio"].Fields["subset"] = structpb.NewStringValue(p.protocol())
+	name := p.name()
+	return &cluster.Cluster{
+		Name:                 name,
+		AltStatName:          statName(name),
+		ClusterDiscoveryType: &cluster.Cluster_Type{Type: cluster.Cluster_EDS},
+		EdsClusterConfig:     &cluster.Cluster_EdsClusterConfig{EdsConfig: adsConfigSource(), ServiceName: name},
+		ConnectTimeout:       connectTimeout,
+		LbPolicy:             cluster.Cluster_LEAST_REQUEST,
+		CircuitBreakers:      defaultCircuitBreakers(),
+		CommonLbConfig:       &cluster.Cluster_CommonLbConfig{HealthyPanicThreshold: &typev3.Percent{}},
+		TransportSocket:      ts,
+		Metadata:             md,
+	}, nil
+}
+
+// serviceMetadataOf is a Kubernetes service's entry in a cluster's istio services list.
+func serviceMetadataOf(s *model.Service) *structpb.Value {
+	return structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
+		"host":      structpb.NewStringValue(s.Hostname()),
+		"name":      structpb.NewStringValue(s.Name),
+		"namespace": structpb.NewStringValue(s.Namespace),
+	}})
+}
+
+// waypointEndpoints returns the load assignment of every inbound-vip cluster: the
+// service's pods (by address), each the internal listener connect_originate with the
+// pod's address:target port as endpoint id and as original destination, and the pod's
+// Istio workload.
+func waypointEndpoints(m *model.Model, ports []waypointPort) []types.Resource {
+	out := make([]types.Resource, 0, len(ports))
+	for _, p := range ports {
+		var pods []*model.Pod
+		for _, pod := range m.Pods {
+			if pod.Namespace == p.svc.Namespace && pod.IP.IsValid() && p.svc.Selects(pod.Labels) {
+				pods = append(pods, pod)
+			}
+		}
+		slices.SortFunc(pods, func(a, b *model.Pod) int { return a.IP.Compare(b.IP) })
+		la := &endpoint.ClusterLoadAssignment{ClusterName: p.name()}
+		if len(pods) > 0 {
+			loc := &endpoint.LocalityLbEndpoints{Locality: &core.Locality{}, LoadBalancingWeight: wrapperspb.UInt32(uint32(len(pods)))}
+			for _, pod := range pods {
+				target := netip.AddrPortFrom(pod.IP, p.port.TargetPort).String()
+				e := internalEndpoint(ConnectOriginateListener, target)
+				e.HealthStatus = core.HealthStatus_HEALTHY
+				e.LoadBalancingWeight = wrapperspb.UInt32(1)
+				e.Metadata = &core.Metadata{FilterMetadata: map[string]*structpb.Struct{
+					originalDstMetadata: {Fields: map[string]*structpb.Value{"local": structpb.NewStringValue(target)}},
+					"istio":             {Fields: map[string]*structpb.Value{"workload": structpb.NewStringValue(ambientWorkloadID(pod))}},
+				}}
+				loc.LbEndpoints = append(loc.LbEndpoints, e)
+			}
+			la.Endpoints = []*endpoint.LocalityLbEndpoints{loc}
+		}
+		out = append(out, la)
+	}
+	return out
+}
+
+// portString is a port as the filter-chain matcher's exact map keys it.
+func portString(p uint16) string { return strconv.Itoa(int(p)) }
+
+// ambientWorkloadID is workloadID for a pod without a sidecar: no injector gave it a
+// canonical revision label, so the revision is its version label or empty.
+func ambientWorkloadID(pod *model.Pod) string {
+	svc := cmp.Or(pod.Labels["app"], pod.Workload)
+	return fmt.Sprintf("%s;%s;%s;%s;Kubernetes", pod.Workload, pod.Namespace, svc, pod.Labels["version"])
+}
