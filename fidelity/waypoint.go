@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,90 +20,25 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"sigs.k8s.io/yaml"
 
 	"istio.io/istio/pilot/pkg/features"
 	"istio.io/istio/pilot/test/xds"
 
-	"github.com/meshlab/meshlab/controlplane/config"
 	"github.com/meshlab/meshlab/controlplane/model"
 	cpxds "github.com/meshlab/meshlab/controlplane/xds"
 )
 
-// waypointClass is the GatewayClass istiod makes waypoints of.
-const waypointClass = "istio-waypoint"
-
-// waypointDecl is a waypoint a scenario declares (a Gateway of class istio-waypoint) with
-// what Istio's deployment controller makes for it: a pod running the waypoint proxy and a
-// Service `<name>` with port mesh 15008 (appProtocol hbone) selecting it.
+// waypointDecl is a waypoint of the scenario (model.Waypoints) with its pod, as the
+// config loader makes them (Istio's deployment controller's Deployment, Service and pod).
 type waypointDecl struct {
-	Name, Namespace string
-	For             string // istio.io/waypoint-for: service (the default), workload, all, none
-	Pod             *model.Pod
-	VIP             netip.Addr
+	W   *model.Waypoint
+	Pod *model.Pod
 }
 
-// The addresses the oracle gives the i-th waypoint's pod and Service: outside what the
-// loader allocates to the scenario's pods and services, as the lab's are.
-func waypointIP(i int) netip.Addr  { return netip.AddrFrom4([4]byte{10, 244, 254, byte(i + 1)}) }
-func waypointVIP(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 96, 254, byte(i + 1)}) }
-
-// loadWaypointScenario loads a waypoint scenario: its waypoint Gateways as the oracle
-// reads them, and every other object with meshlab's loader. (meshlab's loader learns the
-// waypoint Gateway in controlplane/config; until then the harness reads it from the file.)
+// loadWaypointScenario loads a waypoint scenario with meshlab's loader and returns its
+// model and its waypoints, each with its first pod.
 func loadWaypointScenario(path string) (*model.Model, []*waypointDecl, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	var rest [][]byte
-	var ws []*waypointDecl
-	for _, doc := range splitDocs(data) {
-		var obj struct {
-			Kind     string `json:"kind"`
-			Metadata struct {
-				Name      string            `json:"name"`
-				Namespace string            `json:"namespace"`
-				Labels    map[string]string `json:"labels"`
-			} `json:"metadata"`
-			Spec struct {
-				GatewayClassName string `json:"gatewayClassName"`
-			} `json:"spec"`
-		}
-		if err := yaml.Unmarshal(doc, &obj); err != nil {
-			return nil, nil, fmt.Errorf("read %s: %w", path, err)
-		}
-		if obj.Kind != "Gateway" || obj.Spec.GatewayClassName != waypointClass {
-			rest = append(rest, doc)
-			continue
-		}
-		ns := obj.Metadata.Namespace
-		if ns == "" {
-			ns = "default"
-		}
-		w := &waypointDecl{Name: obj.Metadata.Name, Namespace: ns, For: obj.Metadata.Labels["istio.io/waypoint-for"], VIP: waypointVIP(len(ws))}
-		if w.For == "" {
-			w.For = "service"
-		}
-		w.Pod = &model.Pod{
-			Name: w.Name + "-5c9f8d7b6-wp" + fmt.Sprint(len(ws)), Namespace: ns, Workload: w.Name,
-			ServiceAccount: w.Name, IP: waypointIP(len(ws)),
-			Labels: map[string]string{
-				"gateway.networking.k8s.io/gateway-name": w.Name,
-				"gateway.istio.io/managed":               "istio.io-mesh-controller",
-				model.LabelDataplaneMode:                 model.DataplaneModeNone,
-				"service.istio.io/canonical-name":        w.Name,
-				"service.istio.io/canonical-revision":    "latest",
-				"sidecar.istio.io/inject":                "false",
-			},
-		}
-		ws = append(ws, w)
-	}
-	sc, err := config.Load(filepath.Base(path), bytes.Join(rest, []byte("\n---\n")))
+	sc, err := loadScenario(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("load %s: %w", path, err)
 	}
@@ -112,105 +46,60 @@ func loadWaypointScenario(path string) (*model.Model, []*waypointDecl, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("build model of %s: %w", path, err)
 	}
+	var ws []*waypointDecl
+	for _, w := range m.Waypoints {
+		pods := m.WaypointPods(w)
+		if len(pods) == 0 {
+			return nil, nil, fmt.Errorf("%s: waypoint %s has no pod", path, w.ResourceName())
+		}
+		ws = append(ws, &waypointDecl{W: w, Pod: pods[0]})
+	}
 	return m, ws, nil
 }
 
-// splitDocs splits a multi-document YAML file at its "---" lines, dropping empty documents.
-func splitDocs(data []byte) [][]byte {
-	var out [][]byte
-	for _, d := range bytes.Split(append([]byte("\n"), data...), []byte("\n---")) {
-		if len(bytes.TrimSpace(stripComments(d))) > 0 {
-			out = append(out, d)
-		}
+// waypointGatewayDoc is w's Gateway as the cluster holds it once programmed: its status
+// carries the Service's address and hostname, without which istiod's ambient index
+// ignores it.
+func waypointGatewayDoc(m *model.Model, w *model.Waypoint) map[string]any {
+	var addrs []any
+	if s := m.WaypointService(w); s != nil {
+		addrs = append(addrs, map[string]any{"type": "IPAddress", "value": s.VIP.String()})
 	}
-	return out
-}
-
-func stripComments(d []byte) []byte {
-	var out [][]byte
-	for _, l := range bytes.Split(d, []byte("\n")) {
-		if !bytes.HasPrefix(bytes.TrimSpace(l), []byte("#")) {
-			out = append(out, l)
+	addrs = append(addrs, map[string]any{"type": "Hostname", "value": w.Hostname()})
+	listener := map[string]any{"name": model.WaypointListener, "port": model.WaypointPort, "protocol": "HBONE"}
+	if w.From != "" && w.From != "Same" {
+		ns := map[string]any{"from": w.From}
+		if len(w.FromSelector) > 0 {
+			ns["selector"] = map[string]any{"matchLabels": w.FromSelector}
 		}
+		listener["allowedRoutes"] = map[string]any{"namespaces": ns}
 	}
-	return bytes.Join(out, []byte("\n"))
-}
-
-// waypointKubeObjects are the kube objects of a waypoint as a cluster has them once its
-// deployment is ready: the Gateway (with the status address the ambient index needs),
-// its GatewayClass, its pod, Service and EndpointSlice.
-func waypointKubeObjects(ws []*waypointDecl) []any {
-	docs := []any{map[string]any{
-		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
-		"metadata": map[string]any{"name": waypointClass},
-		"spec":     map[string]any{"controllerName": "istio.io/mesh-controller"},
-	}}
-	for _, w := range ws {
-		docs = append(docs, waypointGateway(w))
-		pod := kubePod(w.Pod)
-		pod.Spec.Containers = []corev1.Container{{Name: "istio-proxy", Image: "meshlab/proxy"}}
-		pod.Spec.NodeName = ambientNode
-		docs = append(docs, pod)
-		hbone, port, proto := "hbone", int32(15008), corev1.ProtocolTCP
-		managed := map[string]string{
-			"gateway.istio.io/managed":               "istio.io-mesh-controller",
-			"gateway.networking.k8s.io/gateway-name": w.Name,
-		}
-		single := corev1.IPFamilyPolicySingleStack
-		docs = append(docs, &corev1.Service{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-			ObjectMeta: metav1.ObjectMeta{Name: w.Name, Namespace: w.Namespace, Labels: managed},
-			Spec: corev1.ServiceSpec{
-				ClusterIP: w.VIP.String(), Type: corev1.ServiceTypeClusterIP,
-				IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol}, IPFamilyPolicy: &single,
-				Selector: map[string]string{"gateway.networking.k8s.io/gateway-name": w.Name},
-				Ports: []corev1.ServicePort{{
-					Name: "mesh", Port: port, Protocol: proto, AppProtocol: &hbone, TargetPort: intstr.FromInt32(port),
-				}},
-			},
-		})
-		ready, name := true, "mesh"
-		docs = append(docs, &discoveryv1.EndpointSlice{
-			TypeMeta: metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSlice"},
-			ObjectMeta: metav1.ObjectMeta{
-				Name: w.Name + "-meshlab", Namespace: w.Namespace,
-				Labels: map[string]string{discoveryv1.LabelServiceName: w.Name},
-			},
-			AddressType: discoveryv1.AddressTypeIPv4,
-			Ports:       []discoveryv1.EndpointPort{{Name: &name, Port: &port, Protocol: &proto}},
-			Endpoints: []discoveryv1.Endpoint{{
-				Addresses:  []string{w.Pod.IP.String()},
-				Conditions: discoveryv1.EndpointConditions{Ready: &ready},
-				TargetRef:  &corev1.ObjectReference{Kind: "Pod", Name: w.Pod.Name, Namespace: w.Namespace},
-			}},
-		})
+	labels := map[string]any{}
+	for k, v := range w.Labels {
+		labels[k] = v
 	}
-	return docs
-}
-
-// waypointGateway is w's Gateway as the cluster holds it once programmed: its status
-// carries the Service's hostname, without which istiod's ambient index ignores it.
-func waypointGateway(w *waypointDecl) map[string]any {
 	return map[string]any{
 		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-		"metadata": map[string]any{
-			"name": w.Name, "namespace": w.Namespace,
-			"labels": map[string]any{"istio.io/waypoint-for": w.For},
-		},
-		"spec": map[string]any{
-			"gatewayClassName": waypointClass,
-			"listeners":        []any{map[string]any{"name": "mesh", "port": 15008, "protocol": "HBONE"}},
-		},
-		"status": map[string]any{"addresses": []any{map[string]any{
-			"type": "Hostname", "value": w.Name + "." + w.Namespace + ".svc.cluster.local",
-		}}},
+		"metadata": map[string]any{"name": w.Name, "namespace": w.Namespace, "labels": labels},
+		"spec":     map[string]any{"gatewayClassName": model.WaypointGatewayClass, "listeners": []any{listener}},
+		"status":   map[string]any{"addresses": addrs},
 	}
 }
 
-// startWaypointOracle starts istiod with ambient on over m's objects and the waypoints'.
-// The Gateways go to both its Kubernetes client (the ambient index reads them there) and
-// its config store (its Gateway API controller), as Istio's own waypoint tests pass them.
-func startWaypointOracle(t *testing.T, m *model.Model, ws []*waypointDecl) (*oracle, error) {
+// waypointClassDoc is the GatewayClass istiod makes for waypoints.
+func waypointClassDoc() map[string]any {
+	return map[string]any{
+		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+		"metadata": map[string]any{"name": model.WaypointGatewayClass},
+		"spec":     map[string]any{"controllerName": model.WaypointController},
+	}
+}
+
+// startWaypointOracle starts istiod with ambient on over m's objects as the ambient run
+// gives them (the waypoints' Services and pods among them), the waypoints' Gateways and
+// their GatewayClass. The Gateways go to both istiod's Kubernetes client (the ambient
+// index reads them there) and its config store, as Istio's own waypoint tests pass them.
+func startWaypointOracle(t *testing.T, m *model.Model) (*oracle, error) {
 	t.Helper()
 	if !features.EnableAmbient {
 		return nil, errNoAmbient
@@ -219,7 +108,15 @@ func startWaypointOracle(t *testing.T, m *model.Model, ws []*waypointDecl) (*ora
 	if err != nil {
 		return nil, fmt.Errorf("convert kubernetes objects: %w", err)
 	}
-	wobjs, err := joinYAML(waypointKubeObjects(ws))
+	extra := []any{waypointClassDoc()}
+	var gws []any
+	for _, w := range m.Waypoints {
+		gws = append(gws, waypointGatewayDoc(m, w))
+	}
+	if !strings.Contains(objs, "kind: Gateway\n") { // the ambient run may give them already
+		extra = append(extra, gws...)
+	}
+	more, err := joinYAML(extra)
 	if err != nil {
 		return nil, err
 	}
@@ -227,16 +124,12 @@ func startWaypointOracle(t *testing.T, m *model.Model, ws []*waypointDecl) (*ora
 	if err != nil {
 		return nil, fmt.Errorf("convert istio objects: %w", err)
 	}
-	var gws []any
-	for _, w := range ws {
-		gws = append(gws, waypointGateway(w))
-	}
 	gwcfg, err := joinYAML(gws)
 	if err != nil {
 		return nil, err
 	}
 	fake := xds.NewFakeDiscoveryServer(t, xds.FakeOptions{
-		KubernetesObjectString: objs + "\n---\n" + wobjs,
+		KubernetesObjectString: objs + "\n---\n" + more,
 		ConfigString:           strings.TrimSpace(cfgs + "\n---\n" + gwcfg),
 		MeshConfig:             meshConfig(m.Mesh),
 		ListenerBuilder:        func() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") },
@@ -264,19 +157,27 @@ func waypointNode(w *waypointDecl) (*corev3.Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build the waypoint's node metadata: %w", err)
 	}
-	return &corev3.Node{Id: waypointNodeID(w), Cluster: w.Name + "." + w.Namespace, Metadata: meta}, nil
+	return &corev3.Node{Id: waypointNodeID(w), Cluster: w.W.Name + "." + w.W.Namespace, Metadata: meta}, nil
 }
 
-// waypointSpec is w as meshlab's generator takes it.
-func waypointSpec(w *waypointDecl) cpxds.WaypointSpec {
-	return cpxds.WaypointSpec{Name: w.Name, Namespace: w.Namespace, For: w.For, IP: w.Pod.IP, VIP: w.VIP}
+// waypointSpec is w as meshlab's generator takes it (discovery's xds.WaypointOf).
+func waypointSpec(m *model.Model, w *waypointDecl) (cpxds.WaypointSpec, error) {
+	spec, ok := cpxds.WaypointOf(m, w.Pod)
+	if !ok {
+		return spec, fmt.Errorf("pod %s is not waypoint %s's", w.Pod.Name, w.W.ResourceName())
+	}
+	return spec, nil
 }
 
 // meshlabWaypoint returns what meshlab's generator sends waypoint w, by type URL and name.
 func meshlabWaypoint(m *model.Model, w *waypointDecl) (map[string]map[string]proto.Message, error) {
-	gen, err := cpxds.GenerateWaypoint(m, waypointSpec(w))
+	spec, err := waypointSpec(m, w)
 	if err != nil {
-		return nil, fmt.Errorf("generate meshlab's waypoint %s/%s: %w", w.Namespace, w.Name, err)
+		return nil, err
+	}
+	gen, err := cpxds.GenerateWaypoint(m, spec)
+	if err != nil {
+		return nil, fmt.Errorf("generate meshlab's waypoint %s: %w", w.W.ResourceName(), err)
 	}
 	return byTypeURL(gen), nil
 }

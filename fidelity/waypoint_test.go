@@ -65,10 +65,10 @@ func runWaypointScenario(t *testing.T, path string, update bool) []podResult {
 		t.Fatal(err)
 	}
 	if len(ws) == 0 {
-		t.Fatalf("%s declares no Gateway of class %s", path, waypointClass)
+		t.Fatalf("%s declares no Gateway of class %s", path, model.WaypointGatewayClass)
 	}
 	enroll(m)
-	o, err := startWaypointOracle(t, m, ws)
+	o, err := startWaypointOracle(t, m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func runWaypointScenario(t *testing.T, path string, update bool) []podResult {
 	for _, w := range ws {
 		r, err := measureWaypoint(t, o, m, w, strings.TrimSuffix(path, ".yaml")+".istiod.json", update)
 		if err != nil {
-			t.Fatalf("waypoint %s/%s: %v", w.Namespace, w.Name, err)
+			t.Fatalf("waypoint %s: %v", w.W.ResourceName(), err)
 		}
 		results = append(results, r)
 	}
@@ -101,7 +101,7 @@ func measureWaypoint(t *testing.T, o *oracle, m *model.Model, w *waypointDecl, d
 		}
 	}
 	if d := os.Getenv("MESHLAB_FIDELITY_DUMP"); d != "" {
-		if err := writeDump(filepath.Join(d, w.Namespace+"."+w.Name+".istiod.json"), istiod); err != nil {
+		if err := writeDump(filepath.Join(d, w.W.Namespace+"."+w.W.Name+".istiod.json"), istiod); err != nil {
 			return podResult{}, err
 		}
 	}
@@ -124,7 +124,7 @@ func feedWaypoint(t *testing.T, o *oracle, w *waypointDecl) ([]verdict, error) {
 		return nil, err
 	}
 	defer r.stop()
-	boot, err := bootstrapNode(waypointNodeID(w), w.Name+"."+w.Namespace, waypointMetadata(w), r.addr, adminPort)
+	boot, err := bootstrapNode(waypointNodeID(w), w.W.Name+"."+w.W.Namespace, waypointMetadata(w), r.addr, adminPort)
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +135,7 @@ func feedWaypoint(t *testing.T, o *oracle, w *waypointDecl) ([]verdict, error) {
 	log := ""
 	defer func() {
 		if t.Failed() && log != "" {
-			t.Logf("proxy log of waypoint %s:\n%s", w.Name, truncate(log, 4000))
+			t.Logf("proxy log of waypoint %s:\n%s", w.W.Name, truncate(log, 4000))
 		}
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

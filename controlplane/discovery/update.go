@@ -181,7 +181,9 @@ func (s *Server) generate(m *model.Model, pod *model.Pod, scope xds.Scope, versi
 	nacked := s.faults.nacked(id)
 	typs := scope.Types
 	var byHost []resource.Type // types whose scope.Hosts are replaced
-	if prev == nil || prev.nacked != nacked || scope.Pods[id] {
+	// A waypoint's resources are all its services' (xds/waypoint.go): any change the
+	// scope names may touch each of its types, so they are made again every time.
+	if prev == nil || prev.nacked != nacked || scope.Pods[id] || pod.Waypoint {
 		typs = xds.GeneratedTypes
 	} else if len(scope.Hosts) > 0 {
 		for _, typ := range []resource.Type{resource.ClusterType, resource.EndpointType} {

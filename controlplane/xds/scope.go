@@ -461,7 +461,7 @@ func equalValue(a, b reflect.Value) bool {
 // namespace (the DestinationRule it sees). ok is false for the types that depend on the
 // whole pod (listeners and clusters carry its inbound side).
 func SharedKey(m *model.Model, typ resource.Type, pod *model.Pod) (key string, ok bool) {
-	if pod.Sidecar.GRPCAgent || IsWaypointPod(pod) {
+	if pod.Sidecar.GRPCAgent || pod.Waypoint {
 		return "", false // a proxyless pod's or a waypoint's resources have other shapes (grpc.go, waypoint.go)
 	}
 	switch typ {

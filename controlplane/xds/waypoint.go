@@ -1,7 +1,6 @@
 package xds
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -51,14 +50,6 @@ const (
 	HBONEPort = 15008
 )
 
-// Waypoint labels, as Istio spells them: a namespace, Service or pod names the waypoint
-// it uses (and the waypoint's namespace when not its own); "none" opts out.
-const (
-	LabelUseWaypoint          = "istio.io/use-waypoint"
-	LabelUseWaypointNamespace = "istio.io/use-waypoint-namespace"
-	WaypointNone              = "none"
-)
-
 // WaypointSpec is the waypoint a configuration is generated for: its Gateway's name and
 // namespace, the traffic it is for (istio.io/waypoint-for: service, workload, all, none)
 // and the addresses of its pod and Service.
@@ -66,15 +57,6 @@ type WaypointSpec struct {
 	Name, Namespace string
 	For             string
 	IP, VIP         netip.Addr
-}
-
-// forServices reports whether the waypoint takes service-addressed traffic.
-func (w WaypointSpec) forServices() bool {
-	switch w.For {
-	case "", "service", "all":
-		return true
-	}
-	return false
 }
 
 // InboundVIPClusterName is the name istiod gives a waypoint's chain and cluster for one
@@ -100,31 +82,17 @@ func (p waypointPort) name() string {
 	return InboundVIPClusterName(p.port.Port, p.protocol(), p.svc.Hostname())
 }
 
-// WaypointServices returns the services that use waypoint w, sorted by hostname: those
-// whose namespace is labelled istio.io/use-waypoint=<w's name> (with
-// istio.io/use-waypoint-namespace naming w's namespace, or unset in w's own namespace),
-// when w is for service traffic. The waypoint's own Service never uses a waypoint.
+// WaypointServices returns the Kubernetes Services whose traffic waypoint w takes, sorted
+// by hostname: those model.WaypointOfService binds to w (the Service's own
+// istio.io/use-waypoint, else its namespace's; none for the waypoint's own Service, or
+// when w takes no service traffic).
 func WaypointServices(m *model.Model, w WaypointSpec) []*model.Service {
-	if !w.forServices() {
-		return nil
-	}
 	var out []*model.Service
 	for _, s := range m.Services {
-		if s.Namespace == w.Namespace && s.Name == w.Name {
-			continue
+		b := m.WaypointOfService(s.Namespace, s.Labels, nil)
+		if b.Waypoint != nil && b.Waypoint.Namespace == w.Namespace && b.Waypoint.Name == w.Name {
+			out = append(out, s)
 		}
-		ns := m.Namespace(s.Namespace)
-		if ns == nil {
-			continue
-		}
-		name := ns.Labels[LabelUseWaypoint]
-		if name == "" || name == WaypointNone || name != w.Name {
-			continue
-		}
-		if cmp.Or(ns.Labels[LabelUseWaypointNamespace], s.Namespace) != w.Namespace {
-			continue
-		}
-		out = append(out, s)
 	}
 	slices.SortFunc(out, func(a, b *model.Service) int { return strings.Compare(a.Hostname(), b.Hostname()) })
 	return out
@@ -173,37 +141,16 @@ func GenerateWaypoint(m *model.Model, w WaypointSpec) (map[resource.Type][]types
 	return out, nil
 }
 
-// The labels Istio's deployment controller gives a waypoint's pod (and its Service):
-// the Gateway's name, and the mesh controller as its manager (an ingress Gateway's pods
-// say istio.io-gateway-controller).
-const (
-	LabelGatewayName           = "gateway.networking.k8s.io/gateway-name"
-	LabelGatewayManaged        = "gateway.istio.io/managed"
-	ManagedByMeshController    = "istio.io-mesh-controller"
-	LabelWaypointFor           = "istio.io/waypoint-for"
-	defaultWaypointTrafficType = "service"
-)
-
-// IsWaypointPod reports whether pod runs a waypoint's proxy: it carries the labels Istio's
-// deployment controller gives a waypoint's pods.
-func IsWaypointPod(pod *model.Pod) bool {
-	return pod != nil && pod.Labels[LabelGatewayName] != "" && pod.Labels[LabelGatewayManaged] == ManagedByMeshController
-}
-
-// WaypointOf returns the waypoint pod runs, from its labels and its Gateway's Service of
-// the same name in its namespace; ok is false for any other pod.
+// WaypointOf returns the waypoint pod runs (model.Pod.Waypoint), with its pod's and its
+// Service's addresses; ok is false for any other pod.
 func WaypointOf(m *model.Model, pod *model.Pod) (w WaypointSpec, ok bool) {
-	if !IsWaypointPod(pod) {
+	wp := m.WaypointOfPod(pod)
+	if wp == nil {
 		return WaypointSpec{}, false
 	}
-	w = WaypointSpec{
-		Name: pod.Labels[LabelGatewayName], Namespace: pod.Namespace,
-		For: cmp.Or(pod.Labels[LabelWaypointFor], defaultWaypointTrafficType), IP: pod.IP,
-	}
-	for _, s := range m.Services {
-		if s.Namespace == w.Namespace && s.Name == w.Name {
-			w.VIP = s.VIP
-		}
+	w = WaypointSpec{Name: wp.Name, Namespace: wp.Namespace, For: wp.For, IP: pod.IP}
+	if s := m.WaypointService(wp); s != nil {
+		w.VIP = s.VIP
 	}
 	return w, true
 }
@@ -221,7 +168,9 @@ func generateWaypointTypes(m *model.Model, w WaypointSpec, typs ...resource.Type
 		if rs == nil {
 			rs = []types.Resource{}
 		}
-		slices.SortStableFunc(rs, func(a, b types.Resource) int { return strings.Compare(cachev3.GetResourceName(a), cachev3.GetResourceName(b)) })
+		slices.SortStableFunc(rs, func(a, b types.Resource) int {
+			return strings.Compare(cachev3.GetResourceName(a), cachev3.GetResourceName(b))
+		})
 		out[t] = rs
 	}
 	return out, nil

@@ -264,9 +264,12 @@ func mainInternalListener(ports []waypointPort, logs []*accesslogv3.AccessLog) (
 				DestinationPortRange: &typev3.Int32Range{Start: int32(p), End: int32(p) + 1},
 			}})
 		}
-		inspector.FilterDisabled = &listener.ListenerFilterChainMatchPredicate{Rule: &listener.ListenerFilterChainMatchPredicate_OrMatch{
-			OrMatch: &listener.ListenerFilterChainMatchPredicate_MatchSet{Rules: rules},
-		}}
+		inspector.FilterDisabled = rules[0] // one port: its rule (an or_match takes two or more)
+		if len(rules) > 1 {
+			inspector.FilterDisabled = &listener.ListenerFilterChainMatchPredicate{Rule: &listener.ListenerFilterChainMatchPredicate_OrMatch{
+				OrMatch: &listener.ListenerFilterChainMatchPredicate_MatchSet{Rules: rules},
+			}}
+		}
 	}
 	fcm, err := vipPortMatcher(ports)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 
@@ -18,8 +19,17 @@ import (
 
 // waypointScenario is an ambient namespace `shop` whose services use the waypoint
 // `waypoint` of their namespace (an HTTP and a TCP service), a namespace `other` whose
-// service uses it across namespaces, and a namespace `optout` that opts out.
-const waypointScenario = `apiVersion: v1
+// service uses it across namespaces (the waypoint allows attachment from all), and a
+// namespace `optout` that opts out.
+const waypointScenario = `apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: waypoint, namespace: shop}
+spec:
+  gatewayClassName: istio-waypoint
+  listeners:
+  - {name: mesh, port: 15008, protocol: HBONE, allowedRoutes: {namespaces: {from: All}}}
+---
+apiVersion: v1
 kind: Namespace
 metadata:
   name: shop
@@ -118,30 +128,34 @@ func waypointModel(t *testing.T) *model.Model {
 	return m
 }
 
-var shopWaypoint = WaypointSpec{
-	Name: "waypoint", Namespace: "shop", For: "service",
-	IP: netip.MustParseAddr("10.244.254.1"), VIP: netip.MustParseAddr("10.96.254.1"),
+// shopWaypoint is the waypoint of m's waypoint pod, as discovery generates it.
+func shopWaypoint(t *testing.T, m *model.Model) WaypointSpec {
+	t.Helper()
+	for _, p := range m.Pods {
+		if w, ok := WaypointOf(m, p); ok {
+			if w.Name != "waypoint" || w.Namespace != "shop" || w.For != model.WaypointForService || !w.IP.IsValid() || !w.VIP.IsValid() {
+				t.Fatalf("WaypointOf(%s) = %+v", p.Name, w)
+			}
+			return w
+		}
+	}
+	t.Fatal("no waypoint pod in the model")
+	return WaypointSpec{}
 }
 
 func TestWaypointServices(t *testing.T) {
 	t.Parallel()
 	m := waypointModel(t)
+	wp := shopWaypoint(t, m)
 	var got []string
-	for _, s := range WaypointServices(m, shopWaypoint) {
+	for _, s := range WaypointServices(m, wp) {
 		got = append(got, s.Hostname())
 	}
 	want := []string{"api.other.svc.cluster.local", "db.shop.svc.cluster.local", "web.shop.svc.cluster.local"}
 	if !slices.Equal(got, want) {
 		t.Errorf("WaypointServices = %v, want %v", got, want)
 	}
-	for _, f := range []string{"workload", "none"} {
-		w := shopWaypoint
-		w.For = f
-		if s := WaypointServices(m, w); len(s) != 0 {
-			t.Errorf("a waypoint for %s serves services %v", f, s)
-		}
-	}
-	other := shopWaypoint
+	other := wp
 	other.Namespace = "other"
 	if s := WaypointServices(m, other); len(s) != 0 {
 		t.Errorf("waypoint other/waypoint serves %v; other's namespace names shop's", s)
@@ -151,7 +165,7 @@ func TestWaypointServices(t *testing.T) {
 func TestGenerateWaypoint(t *testing.T) {
 	t.Parallel()
 	m := waypointModel(t)
-	res, err := GenerateWaypoint(m, shopWaypoint)
+	res, err := GenerateWaypoint(m, shopWaypoint(t, m))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,3 +229,52 @@ func TestGenerateWaypoint(t *testing.T) {
 	}
 	testutil.Golden(t, "waypoint-shop", dumpJSON(t, res))
 }
+
+// TestGenerateDispatchesWaypoint: discovery's path (Generate, GenerateShared) gives a
+// waypoint's pod the waypoint's resources, never a sidecar's or a gateway's.
+func TestGenerateDispatchesWaypoint(t *testing.T) {
+	t.Parallel()
+	m := waypointModel(t)
+	var pod *model.Pod
+	for _, p := range m.Pods {
+		if p.Waypoint {
+			pod = p
+		}
+	}
+	if pod == nil {
+		t.Fatal("no waypoint pod")
+	}
+	want, err := GenerateWaypoint(m, shopWaypoint(t, m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, gen := range map[string]func() (map[resource.Type][]types.Resource, error){
+		"Generate": func() (map[resource.Type][]types.Resource, error) { return Generate(m, pod) },
+		"GenerateShared": func() (map[resource.Type][]types.Resource, error) {
+			return GenerateShared(m, pod, NewShared(m), GeneratedTypes...)
+		},
+	} {
+		got, err := gen()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, typ := range GeneratedTypes {
+			if g, w := resourceNames(got[typ]), resourceNames(want[typ]); !slices.Equal(g, sortedCopy(w)) {
+				t.Errorf("%s %s = %v, want %v", name, typ, g, w)
+			}
+		}
+	}
+	if _, ok := SharedKey(m, resource.EndpointType, pod); ok {
+		t.Error("a waypoint's endpoints are shared with sidecars by SharedKey")
+	}
+}
+
+func resourceNames(rs []types.Resource) []string {
+	out := []string{}
+	for _, r := range rs {
+		out = append(out, cachev3.GetResourceName(r))
+	}
+	return out
+}
+
+func sortedCopy(l []string) []string { return slices.Sorted(slices.Values(l)) }
