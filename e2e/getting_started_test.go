@@ -20,9 +20,9 @@ import (
 // `deployment.apps/details-v1 created` lines; `get services` with the kubernetes Service
 // and kubectl's columns; `get pods` 2/2 Running; the product page's title from the
 // ratings pod; the Gateway API gateway, annotated ClusterIP, in `get gateway` as
-// NAME CLASS ADDRESS PROGRAMMED AGE with its hostname; the page through it. Not walked:
-// `istioctl install -f samples/bookinfo/demo-profile-no-gateways.yaml -y` (a lab has its
-// control plane from the start).
+// NAME CLASS ADDRESS PROGRAMMED AGE with its hostname; the page through it. The first
+// step, `istioctl install -f samples/bookinfo/demo-profile-no-gateways.yaml -y`, prints
+// istioctl's lines (a lab has its control plane from the start).
 func TestGettingStartedSidecarTask(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
@@ -48,6 +48,9 @@ func TestGettingStartedSidecarTask(t *testing.T) {
 		return rows
 	}
 
+	if out := run("install", "-f", filepath.Join(samples, "bookinfo/demo-profile-no-gateways.yaml"), "-y"); out != "✔ Istio core installed ⛵️\n✔ Istiod installed 🧠\n✔ Installation complete\nMade this installation the default for injection and validation.\n" {
+		t.Errorf("install -f demo-profile-no-gateways.yaml -y:\n%s", out)
+	}
 	if out := run("label", "namespace", "default", "istio-injection=enabled"); out != "namespace/default labeled\n" {
 		t.Errorf("label namespace default: %q", out)
 	}

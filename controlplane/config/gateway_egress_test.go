@@ -59,3 +59,29 @@ spec:
 		t.Fatalf("the route's destination in the model = %q", dest)
 	}
 }
+
+// A destination naming nothing becomes the FQDN istiod would make of it, while a
+// gateway's hosts ("*", the names clients use) stay as written.
+func TestDanglingDestinationKeepsGatewayHosts(t *testing.T) {
+	t.Parallel()
+	const vs = `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: vs}
+spec:
+  hosts: ["*"]
+  gateways: [gw]
+  http: [{route: [{destination: {host: nowhere, port: {number: 80}}}]}]
+`
+	sc, err := Load("t.yaml", []byte(vs))
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	m, err := sc.Build(defaultOpts)
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	spec := m.Istio.VirtualServices[0].Spec
+	if spec.GetHosts()[0] != "*" || spec.GetHttp()[0].GetRoute()[0].GetDestination().GetHost() != "nowhere.default.svc.cluster.local" {
+		t.Fatalf("hosts %v destination %q: want * kept and nowhere.default.svc.cluster.local", spec.GetHosts(), spec.GetHttp()[0].GetRoute()[0].GetDestination().GetHost())
+	}
+}

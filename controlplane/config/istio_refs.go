@@ -209,11 +209,16 @@ func istioModel(objs []*Object, m *model.Model) (model.Istio, model.MeshConfig, 
 		if fqdn, ok := r.lookup(h, ns); ok {
 			return fqdn
 		}
-		return model.HostCandidates(h, ns)[0] // a name of nothing, made an FQDN as istiod makes it
+		return h // a gateway's host ("*", a client's name) or a name of nothing
 	}
 	resolveDest := func(d *networking.Destination, ns string) {
-		if d != nil {
-			d.Host = resolve(d.GetHost(), ns)
+		if d == nil {
+			return
+		}
+		if fqdn, ok := r.lookup(d.GetHost(), ns); ok {
+			d.Host = fqdn
+		} else if d.GetHost() != "" {
+			d.Host = model.HostCandidates(d.GetHost(), ns)[0] // a name of nothing, made an FQDN as istiod makes it
 		}
 	}
 	podIPs := map[string]netip.Addr{}
