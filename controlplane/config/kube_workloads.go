@@ -413,16 +413,17 @@ func namespaceInjects(ns string, objs []*Object) bool {
 // namespace labelled since changes only the pods made after), else its namespace's
 // labels.
 func injectPods(objs []*Object, pods []*model.Pod, injected map[PodKey]bool) {
-	byName := map[string]*Object{}
+	// By namespace and name: two namespaces may each have a pod of one name.
+	byKey := map[PodKey]*Object{}
 	for _, o := range objs {
 		if o.kube != nil {
 			for _, p := range o.pods {
-				byName[p.Name] = o
+				byKey[PodKey{p.Namespace, p.Name}] = o
 			}
 		}
 	}
 	for _, p := range pods {
-		o := byName[p.Name]
+		o := byKey[PodKey{p.Namespace, p.Name}]
 		if o == nil || o.Origin.Namespace != p.Namespace {
 			continue
 		}

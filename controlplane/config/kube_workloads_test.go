@@ -483,3 +483,29 @@ func TestIstioPrometheusAddonLoads(t *testing.T) {
 		t.Errorf("note %q ports %v: want the reloader named as a helper and port 9090", pod.App.ImageNote, pod.Ports)
 	}
 }
+
+// Two namespaces may each have a pod of one name: each pod's sidecar is its own
+// namespace's choice (a lookup by name alone gave the injected namespace's to both).
+func TestInjectionSamePodNameTwoNamespaces(t *testing.T) {
+	t.Parallel()
+	pod := func(ns string) string {
+		return "apiVersion: v1\nkind: Pod\nmetadata: {name: httpbin, namespace: " + ns + "}\nspec: {containers: [{name: c, image: curlimages/curl}]}\n"
+	}
+	sc, err := Load("s.yaml", []byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: plain}\n---\n"+
+		"apiVersion: v1\nkind: Namespace\nmetadata: {name: side, labels: {istio-injection: enabled}}\n---\n"+pod("plain")+"---\n"+pod("side")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := sc.Build(defaultOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range m.Pods {
+		if want := p.Namespace == "side"; p.Sidecar.Inject != want {
+			t.Errorf("pod %s/%s has sidecar %v, want %v", p.Namespace, p.Name, p.Sidecar.Inject, want)
+		}
+	}
+	if len(m.Pods) != 2 {
+		t.Fatalf("pods %v", m.Pods)
+	}
+}

@@ -1,0 +1,154 @@
+package e2e
+
+import (
+	"errors"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshlab/meshlab/internal/testutil"
+)
+
+// ambientInteropLab has, in one lab, an ambient namespace (default: curl and httpbin),
+// a sidecar namespace (side: sleep and httpbin, injected) and a namespace of neither
+// (plain: a curl pod outside the mesh).
+const ambientInteropLab = `apiVersion: v1
+kind: Namespace
+metadata: {name: default, labels: {istio.io/dataplane-mode: ambient}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: side, labels: {istio-injection: enabled}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: plain}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: httpbin, namespace: default, labels: {app: httpbin}}
+spec:
+  ports: [{name: http, port: 8000, targetPort: 8080}]
+  selector: {app: httpbin}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: httpbin, namespace: default, labels: {app: httpbin}}
+spec:
+  containers: [{name: httpbin, image: docker.io/kennethreitz/httpbin, ports: [{containerPort: 8080}]}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: curl, namespace: default, labels: {app: curl}}
+spec:
+  containers: [{name: curl, image: curlimages/curl, command: ["/bin/sleep", "infinity"]}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: httpbin, namespace: side, labels: {app: httpbin}}
+spec:
+  ports: [{name: http, port: 8000, targetPort: 8080}]
+  selector: {app: httpbin}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: httpbin, namespace: side, labels: {app: httpbin}}
+spec:
+  containers: [{name: httpbin, image: docker.io/kennethreitz/httpbin, ports: [{containerPort: 8080}]}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: sleep, namespace: side, labels: {app: sleep}}
+spec:
+  containers: [{name: sleep, image: curlimages/curl, command: ["/bin/sleep", "infinity"]}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: outsider, namespace: plain, labels: {app: outsider}}
+spec:
+  containers: [{name: outsider, image: curlimages/curl, command: ["/bin/sleep", "infinity"]}]
+`
+
+// TestAmbientSidecarInterop sends traffic both ways between an ambient pod and a sidecar
+// pod of one lab, and shows STRICT peer authentication on the ambient namespace refusing
+// plaintext from a pod outside the mesh while HBONE from an ambient pod still passes.
+// Ambient -> sidecar is what Istio's ztunnel does for a destination WDS gives no HBONE (a
+// sidecar pod without the networking.istio.io/tunnel label, as Istio's injector leaves
+// it by default): plaintext to the pod's port, which its sidecar takes in PERMISSIVE.
+func TestAmbientSidecarInterop(t *testing.T) {
+	testutil.RequireRoot(t)
+	requireZtunnel(t)
+	t.Parallel()
+	l := startLab(t, writeTemp(t, "interop.yaml", ambientInteropLab))
+	// curlFrom runs curl in pod (-n ns) and returns its output and exit code.
+	curlFrom := func(pod, ns string, args ...string) (string, int) {
+		t.Helper()
+		out, err := meshlab(t, append([]string{"exec", "--name", l.name, "-n", ns, pod, "--", "curl", "-sS", "--max-time", "10"}, args...)...)
+		var ee *exec.ExitError
+		switch {
+		case errors.As(err, &ee):
+			return out, ee.ExitCode()
+		case err != nil:
+			t.Fatalf("meshlab exec %s: %v\n%s", pod, err, out)
+		}
+		return out, 0
+	}
+	// until polls curl from pod until its exit code is code, for at most 20 s.
+	until := func(what string, code int, pod, ns string, args ...string) string {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			out, got := curlFrom(pod, ns, args...)
+			if got == code {
+				return out
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: curl exit %d, want %d\n%s", what, got, code, out)
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+	}
+	status := []string{"-o", "/dev/null", "-w", "%{http_code}"}
+
+	if out := until("ambient -> sidecar", 0, "curl", "default", append(status, "http://httpbin.side:8000/get")...); out != "200" {
+		t.Errorf("ambient -> sidecar answered %q, want 200", out)
+	}
+	if out := until("sidecar -> ambient", 0, "sleep", "side", append(status, "http://httpbin.default:8000/get")...); out != "200" {
+		t.Errorf("sidecar -> ambient answered %q, want 200", out)
+	}
+	// ztunnel's outbound line for curl -> the sidecar pod: plaintext, no tunnel.
+	deadline := time.Now().Add(20 * time.Second)
+	line := regexp.MustCompile(`(?m)^.*connection complete\t.*src\.workload="curl".*dst\.workload="httpbin" dst\.namespace="side".*direction="outbound".*$`)
+	for {
+		out, _ := meshlab(t, "logs", "--name", l.name, "ds/ztunnel", "-n", "istio-system")
+		if m := line.FindString(out); m != "" {
+			if strings.Contains(m, "dst.hbone_addr=") || strings.Contains(m, "error=") {
+				t.Errorf("ztunnel's line for ambient -> sidecar: %s\nwant plaintext to the sidecar pod (no dst.hbone_addr), no error", m)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ztunnel logged no outbound connection from curl to side/httpbin:\n%s", out)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+
+	// Outside the mesh, plaintext reaches the ambient pod (ztunnel's inbound plaintext
+	// port, PERMISSIVE) until STRICT, which ztunnel enforces by resetting it.
+	until("outsider -> ambient in PERMISSIVE", 0, "outsider", "plain", append(status, "http://httpbin.default:8000/get")...)
+	applyYAML(t, l.name, `apiVersion: security.istio.io/v1
+kind: PeerAuthentication
+metadata:
+  name: default
+  namespace: default
+spec:
+  mtls:
+    mode: STRICT
+`)
+	until("outsider -> ambient under STRICT", 56, "outsider", "plain", append(status, "http://httpbin.default:8000/get")...)
+	if out, code := curlFrom("curl", "default", append(status, "http://httpbin.default:8000/get")...); code != 0 || out != "200" {
+		t.Errorf("ambient -> ambient under STRICT: exit %d, %q; want 200 over HBONE", code, out)
+	}
+}
