@@ -124,6 +124,11 @@ func TestKubectlLabelAnnotateCreate(t *testing.T) {
 	run("deployment.apps/curl annotated", "annotate", "-n", "foo", "deployment", "curl", "team=docs")
 	run("deployment.apps/curl labeled", "label", "-n", "foo", "deploy", "--all", "tier=tools")
 	fails("is made from a workload's template", "label", "-n", "foo", "pod", strings.TrimSpace(mustMeshlab(t, "--lab", l.name, "get", "pods", "-n", "foo", "-o", "jsonpath={.items[0].metadata.name}")), "x=y")
+	// delete KIND -l SELECTOR deletes what the selector matches, and only that.
+	if out := mustMeshlab(t, "--lab", l.name, "delete", "-n", "foo", "deployment", "-l", "tier=tools"); !strings.HasPrefix(out, `deployment.apps "curl" deleted`+"\n") {
+		t.Fatalf("delete -n foo deployment -l tier=tools:\n%s\nwant the curl deployment deleted", out)
+	}
+	run("No resources found in foo namespace.", "delete", "-n", "foo", "deployment", "-l", "tier=tools")
 }
 
 // mustMeshlab runs the binary and fails the test on an error.

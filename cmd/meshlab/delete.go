@@ -21,6 +21,7 @@ type deleteConfig struct {
 	ignoreNotFound bool
 	wait           bool          // --wait: return once every proxy runs the change
 	timeout        time.Duration // --timeout: how long --wait waits
+	selector       string        // -l: delete KIND's objects whose labels match
 }
 
 func newDeleteCmd(g *globalFlags) *cobra.Command {
@@ -50,6 +51,10 @@ func newDeleteCmd(g *globalFlags) *cobra.Command {
 					}
 				}
 				r.Files = files
+			case cfg.selector != "" && len(args) != 1:
+				return errors.New("delete -l SELECTOR: give one KIND (kubectl delete KIND -l SELECTOR)")
+			case cfg.selector != "":
+				// resolved below, with the lab's objects
 			case len(args) > 0:
 				refs, err := deleteRefs(args, cfg.namespace)
 				if err != nil {
@@ -64,6 +69,27 @@ func newDeleteCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			defer c.Close()
+			if cfg.selector != "" {
+				lookup, err := kindResolver(cmd.Context(), c)
+				if err != nil {
+					return err
+				}
+				k, err := lookup(args[0])
+				if err != nil {
+					return err
+				}
+				objs, err := selectMetaObjects(cmd.Context(), c, k, cfg.namespace, cfg.selector)
+				if err != nil {
+					return err
+				}
+				for _, o := range objs {
+					r.Refs = append(r.Refs, api.ObjectRef{Kind: o.kind.Kind, Namespace: o.namespace, Name: o.name})
+				}
+				if len(r.Refs) == 0 {
+					fmt.Fprintf(cmd.ErrOrStderr(), "No resources found in %s namespace.\n", cfg.namespace)
+					return nil
+				}
+			}
 			if cfg.ignoreNotFound && len(r.Files) > 0 {
 				// kubectl deletes what exists of the files' objects: name them, then keep
 				// those the lab has.
@@ -101,6 +127,7 @@ func newDeleteCmd(g *globalFlags) *cobra.Command {
 	cmd.Flags().StringSliceVarP(&cfg.files, "filename", "f", nil, "file, directory or - for stdin naming the objects to delete")
 	cmd.Flags().BoolVar(&cfg.ignoreNotFound, "ignore-not-found", false, "treat an object the lab does not have as deleted, as kubectl's")
 	cmd.Flags().StringVarP(&cfg.namespace, "namespace", "n", "default", "namespace of KIND NAME, or of -f's objects that name none")
+	cmd.Flags().StringVarP(&cfg.selector, "selector", "l", "", "delete KIND's objects whose labels match (=, ==, !=, in, notin, exists)")
 	cmd.Flags().BoolVar(&cfg.wait, "wait", false, "return once every proxy runs the change (all SYNCED), not once it is stored")
 	cmd.Flags().DurationVar(&cfg.timeout, "timeout", 30*time.Second, "how long --wait waits")
 	return cmd
