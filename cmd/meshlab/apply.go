@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -21,6 +22,7 @@ type applyConfig struct {
 	namespace string        // -n: the namespace of objects that name none ("" for default)
 	wait      bool          // --wait: return once every proxy runs the change
 	timeout   time.Duration // --timeout: how long --wait waits
+	selector  string        // -l: only the files' objects whose labels match
 }
 
 func newApplyCmd(g *globalFlags) *cobra.Command {
@@ -53,6 +55,15 @@ shows STALE until each proxy ACKs). --wait returns only once every proxy runs it
 			for i := range files {
 				files[i].Namespace = cfg.namespace
 			}
+			if cfg.selector != "" {
+				var n int
+				if files, n, err = selectFileObjects(files, cfg.selector); err != nil {
+					return err
+				}
+				if n == 0 {
+					return errors.New("no objects passed to apply")
+				}
+			}
 			c, err := g.apiClient()
 			if err != nil {
 				return err
@@ -75,6 +86,7 @@ shows STALE until each proxy ACKs). --wait returns only once every proxy runs it
 	addOutputFlag(cmd, &output)
 	cmd.Flags().StringSliceVarP(&cfg.files, "filename", "f", nil, "file, directory (its .yaml, .yml and .json files) or - for stdin; repeatable")
 	cmd.Flags().StringVarP(&cfg.namespace, "namespace", "n", "", "namespace of the objects that name none, as kubectl apply -n (default: default); an object naming another is refused")
+	cmd.Flags().StringVarP(&cfg.selector, "selector", "l", "", "apply only the objects whose labels match, as kubectl apply -l (app=reviews, 'version in (v1,v2)')")
 	cmd.Flags().BoolVar(&cfg.wait, "wait", false, "return once every proxy runs the change (all SYNCED), not once it is stored")
 	cmd.Flags().DurationVar(&cfg.timeout, "timeout", 30*time.Second, "how long --wait waits")
 	_ = cmd.MarkFlagRequired("filename")

@@ -50,6 +50,16 @@ func newDeleteCmd(g *globalFlags) *cobra.Command {
 						files[i].Namespace = cfg.namespace
 					}
 				}
+				if cfg.selector != "" {
+					var n int
+					if files, n, err = selectFileObjects(files, cfg.selector); err != nil {
+						return err
+					}
+					if n == 0 {
+						fmt.Fprintln(cmd.ErrOrStderr(), "No resources found")
+						return nil
+					}
+				}
 				r.Files = files
 			case cfg.selector != "" && len(args) != 1:
 				return errors.New("delete -l SELECTOR: give one KIND (kubectl delete KIND -l SELECTOR)")
@@ -69,7 +79,7 @@ func newDeleteCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			if cfg.selector != "" {
+			if cfg.selector != "" && len(cfg.files) == 0 {
 				lookup, err := kindResolver(cmd.Context(), c)
 				if err != nil {
 					return err
@@ -127,7 +137,7 @@ func newDeleteCmd(g *globalFlags) *cobra.Command {
 	cmd.Flags().StringSliceVarP(&cfg.files, "filename", "f", nil, "file, directory or - for stdin naming the objects to delete")
 	cmd.Flags().BoolVar(&cfg.ignoreNotFound, "ignore-not-found", false, "treat an object the lab does not have as deleted, as kubectl's")
 	cmd.Flags().StringVarP(&cfg.namespace, "namespace", "n", "default", "namespace of KIND NAME, or of -f's objects that name none")
-	cmd.Flags().StringVarP(&cfg.selector, "selector", "l", "", "delete KIND's objects whose labels match (=, ==, !=, in, notin, exists)")
+	cmd.Flags().StringVarP(&cfg.selector, "selector", "l", "", "delete KIND's objects (or -f's objects) whose labels match (=, ==, !=, in, notin, exists)")
 	cmd.Flags().BoolVar(&cfg.wait, "wait", false, "return once every proxy runs the change (all SYNCED), not once it is stored")
 	cmd.Flags().DurationVar(&cfg.timeout, "timeout", 30*time.Second, "how long --wait waits")
 	return cmd
