@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
+
+	"github.com/meshlab/meshlab/api"
 )
 
 // installProfiles are istioctl's profiles a lab stands for, each with the components
@@ -31,8 +34,8 @@ var installLines = map[string]string{
 	"ingress": "✔ Ingress gateways installed 🛬",
 }
 
-// istioOperator is the part of an IstioOperator file install reads: the profile and the
-// gateways turned on or off (Getting Started's demo-profile-no-gateways.yaml).
+// istioOperator is the part of an IstioOperator file install reads: the profile, the mesh
+// config and the gateways turned on or off (Getting Started's demo-profile-no-gateways.yaml).
 type istioOperator struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
@@ -41,7 +44,8 @@ type istioOperator struct {
 		Namespace string `json:"namespace,omitempty"`
 	} `json:"metadata"`
 	Spec struct {
-		Profile    string `json:"profile,omitempty"`
+		Profile    string         `json:"profile,omitempty"`
+		MeshConfig map[string]any `json:"meshConfig,omitempty"`
 		Components struct {
 			IngressGateways []iopGateway `json:"ingressGateways,omitempty"`
 			EgressGateways  []iopGateway `json:"egressGateways,omitempty"`
@@ -58,17 +62,18 @@ type iopGateway struct {
 // plane from the start: meshlab's own istiod, the node agent and ztunnel for ambient pods,
 // and the ingress and egress gateways that a Gateway selecting them brings. So install
 // checks what it is given (a profile the lab stands for, an IstioOperator it reads,
-// refusing by name what it does not) and prints istioctl's lines for the profile's
-// components; it changes nothing in the lab.
+// refusing by name what it does not), makes the lab's mesh config the one the install
+// describes (meshConfig.* from --set and the file, over the profile's: see
+// installMeshConfig) and prints istioctl's lines for the profile's components.
 func newInstallCmd(g *globalFlags) *cobra.Command {
 	var sets, files []string
 	var yes bool
 	cmd := &cobra.Command{
-		Use:   "install [--set profile=demo|default|minimal|ambient] [-f ISTIO_OPERATOR.yaml] [-y]",
-		Short: "Install Istio into the lab, as istioctl install (a lab has its control plane already: this checks the profile and says what it has)",
+		Use:   "install [--set profile=demo|default|minimal|ambient] [--set meshConfig.FIELD=VALUE] [-f ISTIO_OPERATOR.yaml] [-y]",
+		Short: "Install Istio into the lab, as istioctl install (a lab has its control plane already: this sets the mesh config and says what the profile has)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			components, profile, err := installComponents(sets, files)
+			plan, err := readInstall(sets, files)
 			if err != nil {
 				return err
 			}
@@ -76,26 +81,29 @@ func newInstallCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c.Close()
+			defer c.Close()
 			out := cmd.OutOrStdout()
 			if !yes {
-				fmt.Fprintf(out, "This will install the Istio profile %q into the cluster. Proceed? (y/N) ", profile)
+				fmt.Fprintf(out, "This will install the Istio profile %q into the cluster. Proceed? (y/N) ", plan.profile)
 				if !confirmed(cmd.InOrStdin()) {
 					return fmt.Errorf("cancelled")
 				}
 			}
-			for _, comp := range components {
+			if err := setMeshConfig(cmd.Context(), c, plan.meshConfig()); err != nil {
+				return err
+			}
+			for _, comp := range plan.components {
 				fmt.Fprintln(out, installLines[comp])
 			}
 			fmt.Fprintln(out, "✔ Installation complete")
-			if profile != "ambient" {
+			if plan.profile != "ambient" {
 				fmt.Fprintln(out, "Made this installation the default for injection and validation.")
 			}
 			return nil
 		},
 	}
-	cmd.Flags().StringArrayVar(&sets, "set", nil, "profile=NAME (the one setting a lab reads)")
-	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "an IstioOperator file (spec.profile and spec.components' gateways)")
+	cmd.Flags().StringArrayVar(&sets, "set", nil, "profile=NAME, or meshConfig.FIELD=VALUE for the mesh config fields a lab honours ("+strings.Join(meshConfigInstallFields, ", ")+")")
+	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "an IstioOperator file (spec.profile, spec.meshConfig and spec.components' gateways)")
 	cmd.Flags().BoolVarP(&yes, "skip-confirmation", "y", false, "do not ask before installing")
 	return cmd
 }
@@ -107,25 +115,70 @@ func confirmed(in io.Reader) bool {
 	return a == "y" || a == "yes"
 }
 
-// installComponents returns the components install reports and the profile, from the
-// --set values and IstioOperator files in istioctl's order (files, then --set).
+// meshConfigInstallFields are the MeshConfig fields install sets in the lab (meshlab's
+// MeshConfig honours these; any other meshConfig field is refused by name).
+var meshConfigInstallFields = []string{"accessLogEncoding", "accessLogFile", "accessLogFormat", "outboundTrafficPolicy.mode", "rootNamespace"}
+
+// installPlan is what an install describes: the profile, the components istioctl
+// reports, and the meshConfig fields given (dotted paths, as --set spells them).
+type installPlan struct {
+	profile    string
+	components []string
+	mesh       map[string]string
+}
+
+// meshConfig is the spec of the lab's MeshConfig after the install: the fields given,
+// over the profile's. Istio's demo profile logs access to /dev/stdout, as a lab does by
+// default; its other profiles log none (accessLogFile "").
+func (p installPlan) meshConfig() map[string]any {
+	spec := map[string]any{}
+	if p.profile != "demo" {
+		spec["accessLogFile"] = ""
+	}
+	for k, v := range p.mesh {
+		if parent, child, ok := strings.Cut(k, "."); ok {
+			m, _ := spec[parent].(map[string]any)
+			if m == nil {
+				m = map[string]any{}
+				spec[parent] = m
+			}
+			m[child] = v
+			continue
+		}
+		spec[k] = v
+	}
+	return spec
+}
+
+// installComponents returns the components install reports and the profile.
 func installComponents(sets, files []string) ([]string, string, error) {
+	p, err := readInstall(sets, files)
+	return p.components, p.profile, err
+}
+
+// readInstall reads the --set values and IstioOperator files in istioctl's order (files,
+// then --set).
+func readInstall(sets, files []string) (installPlan, error) {
 	profile := "default"
 	gateways := map[string]bool{}
+	mesh := map[string]string{}
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
-			return nil, "", err
+			return installPlan{}, err
 		}
 		var iop istioOperator
 		if err := yaml.UnmarshalStrict(data, &iop); err != nil {
-			return nil, "", fmt.Errorf("%s: %w (meshlab's install reads an IstioOperator's spec.profile and spec.components' ingressGateways and egressGateways; mesh settings go in a MeshConfig object with meshlab apply)", f, err)
+			return installPlan{}, fmt.Errorf("%s: %w (meshlab's install reads an IstioOperator's spec.profile, spec.meshConfig and spec.components' ingressGateways and egressGateways)", f, err)
 		}
 		if iop.Kind != "IstioOperator" {
-			return nil, "", fmt.Errorf("%s: kind %q, want IstioOperator", f, iop.Kind)
+			return installPlan{}, fmt.Errorf("%s: kind %q, want IstioOperator", f, iop.Kind)
 		}
 		if iop.Spec.Profile != "" {
 			profile = iop.Spec.Profile
+		}
+		if err := flattenMeshConfig("", iop.Spec.MeshConfig, mesh); err != nil {
+			return installPlan{}, fmt.Errorf("%s: spec.meshConfig.%w", f, err)
 		}
 		for kind, gws := range map[string][]iopGateway{"ingress": iop.Spec.Components.IngressGateways, "egress": iop.Spec.Components.EgressGateways} {
 			for _, gw := range gws {
@@ -137,10 +190,18 @@ func installComponents(sets, files []string) ([]string, string, error) {
 	}
 	for _, s := range sets {
 		k, v, ok := strings.Cut(s, "=")
-		if !ok || k != "profile" {
-			return nil, "", fmt.Errorf("--set %s: meshlab's install reads only profile=NAME (mesh settings go in a MeshConfig object with meshlab apply)", s)
+		switch {
+		case ok && k == "profile":
+			profile = v
+		case ok && strings.HasPrefix(k, "meshConfig."):
+			field := strings.TrimPrefix(k, "meshConfig.")
+			if !slices.Contains(meshConfigInstallFields, field) {
+				return installPlan{}, fmt.Errorf("--set %s: meshlab's mesh config does not honour meshConfig.%s (it honours %s)", s, field, strings.Join(meshConfigInstallFields, ", "))
+			}
+			mesh[field] = v
+		default:
+			return installPlan{}, fmt.Errorf("--set %s: meshlab's install reads profile=NAME and meshConfig.FIELD=VALUE (%s); values.* and components.* shape a Kubernetes install a lab does not have", s, strings.Join(meshConfigInstallFields, ", "))
 		}
-		profile = v
 	}
 	comps, ok := installProfiles[profile]
 	if !ok {
@@ -149,7 +210,7 @@ func installComponents(sets, files []string) ([]string, string, error) {
 			names = append(names, n)
 		}
 		slices.Sort(names)
-		return nil, "", fmt.Errorf("profile %q is not one a lab stands for (%s)", profile, strings.Join(names, ", "))
+		return installPlan{}, fmt.Errorf("profile %q is not one a lab stands for (%s)", profile, strings.Join(names, ", "))
 	}
 	var out []string
 	for _, c := range comps {
@@ -163,5 +224,54 @@ func installComponents(sets, files []string) ([]string, string, error) {
 			out = append(out, c)
 		}
 	}
-	return out, profile, nil
+	return installPlan{profile: profile, components: out, mesh: mesh}, nil
+}
+
+// flattenMeshConfig adds an IstioOperator's meshConfig to mesh as dotted paths, refusing
+// a field the lab's mesh config does not honour.
+func flattenMeshConfig(prefix string, m map[string]any, mesh map[string]string) error {
+	for k, v := range m {
+		path := prefix + k
+		if sub, ok := v.(map[string]any); ok {
+			if err := flattenMeshConfig(path+".", sub, mesh); err != nil {
+				return err
+			}
+			continue
+		}
+		if !slices.Contains(meshConfigInstallFields, path) {
+			return fmt.Errorf("%s: meshlab's mesh config does not honour it (it honours %s)", path, strings.Join(meshConfigInstallFields, ", "))
+		}
+		mesh[path] = fmt.Sprint(v)
+	}
+	return nil
+}
+
+// setMeshConfig makes spec the lab's one MeshConfig, replacing the one it has (install
+// owns the mesh config, as istioctl owns the istio ConfigMap); an empty spec removes it.
+func setMeshConfig(ctx context.Context, c *api.Client, spec map[string]any) error {
+	have, err := c.Objects(ctx, "MeshConfig", "", "")
+	if err != nil {
+		return err
+	}
+	name, namespace := "mesh", ""
+	if len(have) > 0 {
+		name, namespace = have[0].Name, have[0].Namespace
+	}
+	if len(spec) == 0 {
+		if len(have) == 0 {
+			return nil
+		}
+		_, err := c.Delete(ctx, api.DeleteRequest{Refs: []api.ObjectRef{{Kind: "MeshConfig", Namespace: namespace, Name: name}}})
+		return err
+	}
+	meta := map[string]any{"name": name}
+	if namespace != "" {
+		meta["namespace"] = namespace
+	}
+	data, err := yaml.Marshal(map[string]any{"apiVersion": "meshlab.dev/v1alpha1", "kind": "MeshConfig", "metadata": meta, "spec": spec})
+	if err != nil {
+		return err
+	}
+	_, err = c.Apply(ctx, []api.ConfigFile{{Name: "istioctl install", Data: string(data)}})
+	return err
 }

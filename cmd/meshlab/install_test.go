@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -25,7 +27,8 @@ func TestInstallComponents(t *testing.T) {
 		{sets: []string{"profile=ambient"}, want: []string{"core", "istiod", "cni", "ztunnel"}},
 		{sets: []string{"profile=minimal"}, want: []string{"core", "istiod"}},
 		{sets: []string{"profile=openshift"}, err: `profile "openshift" is not one a lab stands for`},
-		{sets: []string{"meshConfig.accessLogFile=/dev/stdout"}, err: "--set meshConfig.accessLogFile=/dev/stdout: meshlab's install reads only profile=NAME"},
+		{sets: []string{"meshConfig.enableTracing=true"}, err: "--set meshConfig.enableTracing=true: meshlab's mesh config does not honour meshConfig.enableTracing"},
+		{sets: []string{"values.pilot.traceSampling=100"}, err: "values.* and components.* shape a Kubernetes install"},
 	} {
 		got, _, err := installComponents(tc.sets, tc.files)
 		if tc.err != "" {
@@ -37,5 +40,39 @@ func TestInstallComponents(t *testing.T) {
 		if err != nil || !slices.Equal(got, tc.want) {
 			t.Errorf("%v %v: %v %v, want %v", tc.sets, tc.files, got, err, tc.want)
 		}
+	}
+}
+
+// install's meshConfig fields, from --set and an IstioOperator file, over the profile's.
+func TestInstallMeshConfig(t *testing.T) {
+	t.Parallel()
+	iop := filepath.Join(t.TempDir(), "iop.yaml")
+	if err := os.WriteFile(iop, []byte("apiVersion: install.istio.io/v1alpha1\nkind: IstioOperator\nspec:\n  profile: demo\n  meshConfig:\n    accessLogEncoding: JSON\n    outboundTrafficPolicy:\n      mode: REGISTRY_ONLY\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		sets, files []string
+		want        string
+	}{
+		{sets: []string{"profile=demo"}, want: `{}`},
+		{want: `{"accessLogFile":""}`},
+		{sets: []string{"meshConfig.accessLogFile=/dev/stdout"}, want: `{"accessLogFile":"/dev/stdout"}`},
+		{files: []string{iop}, sets: []string{"meshConfig.accessLogFile=/tmp/a.log"}, want: `{"accessLogEncoding":"JSON","accessLogFile":"/tmp/a.log","outboundTrafficPolicy":{"mode":"REGISTRY_ONLY"}}`},
+	} {
+		p, err := readInstall(tc.sets, tc.files)
+		if err != nil {
+			t.Fatalf("%v %v: %v", tc.sets, tc.files, err)
+		}
+		got, _ := json.Marshal(p.meshConfig())
+		if string(got) != tc.want {
+			t.Errorf("%v %v: mesh config %s, want %s", tc.sets, tc.files, got, tc.want)
+		}
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("apiVersion: install.istio.io/v1alpha1\nkind: IstioOperator\nspec:\n  meshConfig:\n    enableTracing: true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readInstall(nil, []string{bad}); err == nil || !strings.Contains(err.Error(), "spec.meshConfig.enableTracing: meshlab's mesh config does not honour it") {
+		t.Errorf("meshConfig.enableTracing in a file: %v, want it refused by name", err)
 	}
 }
