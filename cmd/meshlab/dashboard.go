@@ -1,18 +1,47 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 	"github.com/meshlab/meshlab/lab"
 )
 
+// dashboardFlags are istioctl dashboard's flags.
+type dashboardFlags struct {
+	address string // --address: localhost or a loopback IP
+	port    int    // -p: the local port (0: the UI's own port, else a free one)
+	browser bool   // --browser: istioctl opens a browser; meshlab never does (it runs as root)
+}
+
 func newDashboardCmd(g *globalFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "dashboard",
-		Short: "Print the running lab's dashboard URL (with its login token)",
-		Args:  cobra.NoArgs,
+	f := &dashboardFlags{}
+	cmd := &cobra.Command{
+		Use:   "dashboard [prometheus|envoy POD|proxy POD|grafana|kiali|jaeger|zipkin|controlz]",
+		Short: "Print the running lab's dashboard URL, or serve an Istio UI on localhost as istioctl dashboard",
+		Long: `Without a component, dashboard prints the lab's own dashboard URL (with its login
+token). With one, it is istioctl dashboard: it serves the component on localhost (its own
+port, else a free one), prints its URL and serves until Ctrl-C.
+
+  prometheus      the lab's metrics (every proxy's and ztunnel's, merged as Prometheus
+                  would scrape them) at /metrics: a lab runs no Prometheus server
+  envoy|proxy POD the pod's proxy admin (Envoy's admin API, read-only)
+  grafana, kiali, jaeger, zipkin, skywalking, controlz: refused with the reason`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			name, err := g.labName()
 			if err != nil {
@@ -30,4 +59,152 @@ func newDashboardCmd(g *globalFlags) *cobra.Command {
 			return nil
 		},
 	}
+	cmd.PersistentFlags().IntVarP(&f.port, "port", "p", 0, "local port to listen on (default: the component's own, else a free one)")
+	cmd.PersistentFlags().StringVar(&f.address, "address", "localhost", "address to listen on: localhost or a loopback IP (a lab is reached from this host only)")
+	cmd.PersistentFlags().BoolVar(&f.browser, "browser", true, "istioctl's: open a browser (meshlab never does, it runs as root; it prints the URL)")
+	cmd.AddCommand(newPrometheusDashCmd(g, f))
+	for _, use := range []string{"envoy", "proxy"} {
+		cmd.AddCommand(newProxyDashCmd(g, f, use))
+	}
+	for _, a := range absentAddons {
+		cmd.AddCommand(&cobra.Command{
+			Use:   a.name,
+			Short: "Refused: " + a.why,
+			RunE: func(*cobra.Command, []string) error {
+				return fmt.Errorf("dashboard %s: %s", a.name, a.why)
+			},
+			DisableFlagParsing: true,
+		})
+	}
+	return cmd
+}
+
+// absentAddons are the UIs of istioctl dashboard a lab cannot serve, and why.
+var absentAddons = []struct{ name, why string }{
+	{"grafana", "a lab runs no Grafana (samples/addons/grafana.yaml's image has no persona in meshlab); the lab's metrics are at `meshlab dashboard prometheus` and its own dashboard at `meshlab dashboard`"},
+	{"kiali", "a lab runs no Kiali (samples/addons/kiali.yaml's image has no persona in meshlab); the mesh's graph is in the lab's own dashboard: `meshlab dashboard`"},
+	{"jaeger", "a lab runs no Jaeger and its proxies send no spans to a tracer; a request's path through the mesh is `meshlab trace`"},
+	{"zipkin", "a lab runs no Zipkin and its proxies send no spans to a tracer; a request's path through the mesh is `meshlab trace`"},
+	{"skywalking", "a lab runs no SkyWalking and its proxies send no spans to a tracer; a request's path through the mesh is `meshlab trace`"},
+	{"controlz", "meshlab's control plane serves no ControlZ; its state is `meshlab proxy-status`, `meshlab x istiod-debug` and the lab's dashboard"},
+}
+
+func newPrometheusDashCmd(g *globalFlags, f *dashboardFlags) *cobra.Command {
+	var uiPort int
+	cmd := &cobra.Command{
+		Use:   "prometheus",
+		Short: "Serve the lab's metrics (every proxy's, merged) at http://localhost:9090/metrics until Ctrl-C",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			name, err := g.existingLab()
+			if err != nil {
+				return err
+			}
+			sock := lab.PathsFor(g.runRoot, name).APISocket()
+			rp := &httputil.ReverseProxy{
+				Rewrite: func(r *httputil.ProxyRequest) {
+					r.SetURL(&url.URL{Scheme: "http", Host: "lab"})
+				},
+				Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+					var d net.Dialer
+					return d.DialContext(ctx, "unix", sock)
+				}},
+			}
+			mux := http.NewServeMux()
+			mux.Handle("GET /metrics", rp)
+			mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+				fmt.Fprintf(w, "Lab %s runs no Prometheus server: /metrics is every proxy's and ztunnel's metrics, merged as Prometheus would scrape them.\n", name)
+			})
+			fmt.Fprintf(cmd.ErrOrStderr(), "lab %s runs no Prometheus server: serving the lab's merged metrics at /metrics (PromQL queries need a Prometheus)\n", name)
+			return serveDashboard(cmd, f, uiPort, mux)
+		},
+	}
+	cmd.Flags().IntVar(&uiPort, "ui-port", 9090, "the component's port")
+	return cmd
+}
+
+func newProxyDashCmd(g *globalFlags, f *dashboardFlags, use string) *cobra.Command {
+	var namespace string
+	var uiPort int
+	cmd := &cobra.Command{
+		Use:   use + " [<type>/]<name>[.<namespace>]",
+		Short: "Serve a pod's proxy admin (read-only) at http://localhost:15000 until Ctrl-C",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			paths, key, err := g.podPathsIn(args[0], namespace, true)
+			if err != nil {
+				return err
+			}
+			sock := paths.AgentSocket(key)
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Method != http.MethodGet && r.Method != http.MethodHead {
+					http.Error(w, "meshlab's dashboard serves the proxy admin read-only (GET)", http.StatusMethodNotAllowed)
+					return
+				}
+				c := agentapi.NewClient(sock)
+				defer c.Close()
+				body, err := c.AdminBytes(r.Context(), r.URL.RequestURI())
+				if err != nil {
+					http.Error(w, err.Error(), http.StatusBadGateway)
+					return
+				}
+				w.Header().Set("Content-Type", http.DetectContentType(body))
+				if bytes.HasPrefix(bytes.TrimSpace(body), []byte("{")) {
+					w.Header().Set("Content-Type", "application/json")
+				}
+				_, _ = w.Write(body)
+			})
+			return serveDashboard(cmd, f, uiPort, h)
+		},
+	}
+	cmd.Flags().IntVar(&uiPort, "ui-port", 15000, "the component's port")
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "namespace of the pod (default: any)")
+	return cmd
+}
+
+// serveDashboard listens on the dashboard's address (port -p, else uiPort, else a free
+// one, as istioctl), prints the URL as istioctl does and serves h until Ctrl-C.
+func serveDashboard(cmd *cobra.Command, f *dashboardFlags, uiPort int, h http.Handler) error {
+	host := f.address
+	ip := host
+	if host == "localhost" {
+		ip = "127.0.0.1"
+	}
+	if a := net.ParseIP(ip); a == nil || !a.IsLoopback() {
+		return fmt.Errorf("--address %q: give localhost or a loopback IP (a lab is reached from this host only)", f.address)
+	}
+	prefs := []int{uiPort, 0}
+	if f.port != 0 {
+		prefs = []int{f.port}
+	}
+	var ln net.Listener
+	var err error
+	for _, p := range prefs {
+		if ln, err = net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(p))); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("failure running port forward process: %w", err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	out := cmd.OutOrStdout()
+	fmt.Fprintf(out, "http://%s\n", net.JoinHostPort(host, strconv.Itoa(port)))
+	if !f.browser {
+		fmt.Fprint(out, "skipping opening a browser")
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
 }
