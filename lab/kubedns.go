@@ -136,8 +136,10 @@ func (k *kubeDNS) answer(ns string, r *dns.Msg) *dns.Msg {
 }
 
 // serveKubeDNS gives pod, which has no sidecar, its cluster DNS: it listens on 127.0.0.1:53
-// in the pod's namespace, serves there until the lab's servers stop or the pod is
-// removed (podContext), and installs the rule that sends the pod's queries to it.
+// in the pod's namespace and serves there until the lab's servers stop or the pod is
+// removed (podContext). The rules that send the pod's queries to it are
+// capture.KubeDNSRules(kubeDNSPort), installed by the caller: an ambient pod's go in with
+// its in-pod rules, in one iptables-restore (nodeagent.go).
 func (l *Lab) serveKubeDNS(pod *model.Pod) error {
 	ns := NamespaceName(l.opts.Name, pod.Key())
 	addr := net.JoinHostPort("127.0.0.1", fmt.Sprint(kubeDNSPort))
@@ -158,6 +160,12 @@ func (l *Lab) serveKubeDNS(pod *model.Pod) error {
 			l.log.Warn("cluster DNS stopped", "pod", pod.Key(), "err", err)
 		}
 	}()
+	return nil
+}
+
+// installKubeDNSRules sends pod's DNS queries to its cluster DNS (serveKubeDNS).
+func (l *Lab) installKubeDNSRules(pod *model.Pod) error {
+	ns := NamespaceName(l.opts.Name, pod.Key())
 	if err := l.syscalls().ns.ApplyRules(ns, capture.KubeDNSRules(kubeDNSPort)); err != nil {
 		return fmt.Errorf("send the DNS of %s to cluster DNS: %w", pod.Key(), err)
 	}

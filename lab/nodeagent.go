@@ -60,19 +60,22 @@ func newNodeAgent(ctx context.Context, l *Lab) (*ambient.NodeAgent, error) {
 	return a, nil
 }
 
-// enrollAmbientPod enrolls pod p, which is about to start its app, when it is in ambient
-// mode; it reports whether it is.
-func enrollAmbientPod(l *Lab, p *model.Pod) (bool, error) {
+// enrollAmbientPod enrolls pod p, whose namespace was just made and which is about to
+// start its app, when it is in ambient mode; it reports whether it is, and whether
+// podRules (the pod's own iptables-restore input: its cluster DNS) went in with istio-cni's
+// rules, in one iptables-restore; when not, the caller installs them.
+func enrollAmbientPod(l *Lab, p *model.Pod, podRules string) (ambient, installed bool, err error) {
 	if l.ambient == nil {
-		return false, nil
+		return false, false, nil
 	}
 	l.mu.Lock()
 	m := l.model
 	l.mu.Unlock()
 	if model.DataplaneMode(m, p) != model.DataplaneAmbient {
-		return false, nil
+		return false, false, nil
 	}
-	return true, l.ambient.Enroll(m, p)
+	installed, err = l.ambient.Enroll(m, p, podRules)
+	return true, installed, err
 }
 
 // waitAmbientPod waits until ztunnel has pod p and the pod is annotated, as a sidecar pod

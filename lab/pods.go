@@ -18,6 +18,7 @@ import (
 	"github.com/meshlab/meshlab/controlplane/model"
 	"github.com/meshlab/meshlab/dataplane/agent"
 	"github.com/meshlab/meshlab/demoapp"
+	"github.com/meshlab/meshlab/netns/capture"
 )
 
 // Ports of the pod agent, as pilot-agent's.
@@ -96,17 +97,25 @@ func (l *Lab) startPod(ctx context.Context, slot int, p *model.Pod) error {
 	if err := l.withNetSlot(func() error { return l.createPodNetwork(p.Key(), p.IP, captures(p)) }); err != nil {
 		return err
 	}
+	var dnsRules string
 	if !captures(p) {
 		if err := l.serveKubeDNS(p); err != nil {
 			return err
 		}
+		dnsRules = capture.KubeDNSRules(kubeDNSPort)
 	}
 	// An ambient pod's app starts once its traffic is redirected to ztunnel and ztunnel
 	// has it, as istio-cni's CNI plugin holds the pod's sandbox until then (nodeagent.go).
 	// When ztunnel does not take it in time the app starts anyway and the pod is reported
 	// not ready; ztunnel's next connection takes it.
 	var ambientErr error
-	if ok, err := enrollAmbientPod(l, p); ok {
+	ok, installed, err := enrollAmbientPod(l, p, dnsRules)
+	if dnsRules != "" && !installed {
+		if err := l.installKubeDNSRules(p); err != nil {
+			return err
+		}
+	}
+	if ok {
 		if err == nil {
 			err = waitAmbientPod(ctx, l, p)
 		}

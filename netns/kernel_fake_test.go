@@ -1,6 +1,7 @@
 package netns
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 )
@@ -35,4 +36,28 @@ func (k *recordingKernel) text() string {
 		b.WriteByte('\n')
 	}
 	return b.String()
+}
+
+var _ batchKernel = (*batchingKernel)(nil)
+
+// batchingKernel is the fake of a kernel that takes runs of steps in one namespace at
+// once: it records which steps came together, and can fail one of them as a batch does.
+type batchingKernel struct {
+	recordingKernel
+	batches []int // the number of steps of each apply or applyAll, in order
+}
+
+func (k *batchingKernel) apply(s step) error {
+	k.batches = append(k.batches, 1)
+	return k.recordingKernel.apply(s)
+}
+
+func (k *batchingKernel) applyAll(steps []step) error {
+	k.batches = append(k.batches, len(steps))
+	for _, s := range steps {
+		if err := k.recordingKernel.apply(s); err != nil {
+			return fmt.Errorf("%s: %w", s, err)
+		}
+	}
+	return nil
 }

@@ -41,12 +41,28 @@ func setupPod(c PodConfig, k kernel) error {
 	return nil
 }
 
-// run applies steps in order and stops at the first failure, naming the step.
+// run applies steps in order and stops at the first failure, naming the step. A kernel
+// that can (batchKernel) gets each run of consecutive steps in one namespace at once.
 func run(k kernel, steps []step) error {
-	for _, s := range steps {
-		if err := k.apply(s); err != nil {
-			return fmt.Errorf("%s: %w", s, err)
+	b, batches := k.(batchKernel)
+	for i := 0; i < len(steps); {
+		j := i + 1
+		if batches && steps[i].op != opEnsureNamespace {
+			for j < len(steps) && steps[j].op != opEnsureNamespace && steps[j].namespace == steps[i].namespace {
+				j++
+			}
 		}
+		if j-i > 1 {
+			if err := b.applyAll(steps[i:j]); err != nil {
+				return err
+			}
+			i = j
+			continue
+		}
+		if err := k.apply(steps[i]); err != nil {
+			return fmt.Errorf("%s: %w", steps[i], err)
+		}
+		i = j
 	}
 	return nil
 }

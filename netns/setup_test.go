@@ -2,6 +2,7 @@ package netns
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -69,6 +70,34 @@ func TestSetupStopsAtFirstFailure(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "type veth peer name eth0") {
 		t.Errorf("error %q does not name the failing step", err)
+	}
+}
+
+// TestSetupPodBatches: a kernel that batches gets a pod's steps as the runs of one
+// namespace (the pod's, the node's, the pod's again), one entry each, in the same order as
+// step by step, and a failure inside a run still names its step.
+func TestSetupPodBatches(t *testing.T) {
+	one, batched := &recordingKernel{}, &batchingKernel{}
+	if err := setupPod(basePod(), one); err != nil {
+		t.Fatal(err)
+	}
+	if err := setupPod(basePod(), batched); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := batched.text(), one.text(); got != want {
+		t.Errorf("batched steps:\n%s\nwant as step by step:\n%s", got, want)
+	}
+	if got, want := fmt.Sprint(batched.batches), "[1 2 3 3]"; got != want {
+		t.Errorf("batches %s, want %s (create; pod: IPv6 off, lo up; node: veth, master, up; pod: address, up, route)", got, want)
+	}
+	boom := errors.New("boom")
+	k := &batchingKernel{recordingKernel: recordingKernel{failAt: 5, err: boom}}
+	err := setupPod(basePod(), k)
+	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "master mlbr0") {
+		t.Errorf("setupPod error = %v, want %v naming the failing step (link set ... master mlbr0)", err, boom)
+	}
+	if len(k.steps) != 5 {
+		t.Errorf("applied %d steps after a failure at step 5, want 5", len(k.steps))
 	}
 }
 

@@ -159,7 +159,7 @@ func (a *NodeAgent) reconcilePod(key string, p *model.Pod) error {
 	if p == nil {
 		return nil
 	}
-	return a.enroll(p)
+	return a.enroll(p, nil)
 }
 
 // lockPod serialises the enrollment and removal of one pod; pods go in parallel.
@@ -178,14 +178,39 @@ func (a *NodeAgent) lockPod(key string) (unlock func()) {
 	return mu.Unlock
 }
 
-// Enroll enrolls p, a pod of m in ambient mode that is being made, unless the agent holds
-// it already; it returns once ztunnel has acknowledged it or, when no ztunnel is
-// connected, once its rules are in place (WaitEnrolled waits for the rest).
-func (a *NodeAgent) Enroll(m *model.Model, p *model.Pod) error {
+// Enroll enrolls p, a pod of m in ambient mode that is being made (its network namespace
+// is new), unless the agent holds it already; it returns once ztunnel has acknowledged it
+// or, when no ztunnel is connected, once its rules are in place (WaitEnrolled waits for
+// the annotation). podRules, the iptables-restore input of the pod's own rules (its
+// cluster DNS), go in with istio-cni's, ahead of them, in one iptables-restore
+// (inpod.Applier.InstallNew). Enroll reports whether it installed podRules: when it did
+// not (p is not in ambient mode, the agent held it already, or installing failed) the
+// caller installs them itself.
+func (a *NodeAgent) Enroll(m *model.Model, p *model.Pod, podRules string) (bool, error) {
 	if !isAmbient(m, p) {
-		return nil
+		return false, nil
 	}
-	return a.reconcilePod(p.Key(), p)
+	key := p.Key()
+	unlock := a.lockPod(key)
+	defer unlock()
+	a.mu.Lock()
+	e, held := a.pods[key]
+	a.mu.Unlock()
+	if held && a.sameIncarnation(e, p) {
+		return false, nil // a Reconcile of the new model took it first
+	}
+	if held { // the pod of that name before this one
+		if err := a.remove(e); err != nil {
+			return false, err
+		}
+	}
+	installed := false
+	err := a.enroll(p, func(ns string) error {
+		err := a.d.Rules.InstallNew(ns, a.d.RulesConfig, podRules)
+		installed = err == nil
+		return err
+	})
+	return installed, err
 }
 
 // sameIncarnation reports whether e's namespace is still the one pod p lives in.
@@ -209,8 +234,9 @@ func inode(path string) (uint64, error) {
 	return st.Ino, nil
 }
 
-// enroll adds p to the mesh.
-func (a *NodeAgent) enroll(p *model.Pod) error {
+// enroll adds p to the mesh. install puts the rules in the pod's namespace ns; nil is
+// Rules.Install (a namespace that may have them already).
+func (a *NodeAgent) enroll(p *model.Pod, install func(ns string) error) error {
 	key := p.Key()
 	ns := a.d.NetNS(key)
 	fail := func(err error) error {
@@ -227,7 +253,10 @@ func (a *NodeAgent) enroll(p *model.Pod) error {
 		fd.Close()
 		return fail(err)
 	}
-	if err := a.d.Rules.Install(ns, a.d.RulesConfig); err != nil {
+	if install == nil {
+		install = func(ns string) error { return a.d.Rules.Install(ns, a.d.RulesConfig) }
+	}
+	if err := install(ns); err != nil {
 		fd.Close()
 		return fail(err)
 	}

@@ -431,8 +431,8 @@ func TestParallelEnroll(t *testing.T) {
 			z = dialZtunnel(t, a.d.Socket, nil)
 		}
 		wg.Go(func() {
-			if err := a.Enroll(m, p); err != nil {
-				t.Errorf("Enroll %s: %v", p.Key(), err)
+			if installed, err := a.Enroll(m, p, "dns "+p.Key()); err != nil || !installed {
+				t.Errorf("Enroll %s = %v, %v; want the pod's rules installed", p.Key(), installed, err)
 			}
 		})
 	}
@@ -460,5 +460,32 @@ func TestParallelEnroll(t *testing.T) {
 	}
 	if got := l.annotated(); len(got) != 20 {
 		t.Errorf("annotations %v, want 20", got)
+	}
+	// A pod being made costs one iptables-restore: its own rules with istio-cni's.
+	for _, c := range l.rules.Calls() {
+		if c.Op != "install-new" || c.Before != "dns "+strings.TrimPrefix(c.Namespace, "ml-x-") {
+			t.Errorf("rules call %s %s with %q, want install-new with the pod's own rules", c.Op, c.Namespace, c.Before)
+		}
+	}
+}
+
+// TestEnrollHeldPod: a pod being made that a Reconcile of the new model enrolled first
+// is left as it is, and Enroll says it did not install the pod's own rules, which the
+// lab then installs itself; a pod that is not in ambient mode is not enrolled.
+func TestEnrollHeldPod(t *testing.T) {
+	a, l := newAgent(t)
+	l.makeNetNS(t, "a")
+	l.makeNetNS(t, "b")
+	m := model.New(nil, []*model.Pod{pod("a", "ambient"), pod("b", "none")})
+	if err := a.Reconcile(m); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range m.Pods {
+		if installed, err := a.Enroll(m, p, "dns"); err != nil || installed {
+			t.Errorf("Enroll %s = %v, %v; want false, nil", p.Key(), installed, err)
+		}
+	}
+	if got, want := l.ruleCalls(), []string{"install ml-x-a"}; !slices.Equal(got, want) {
+		t.Errorf("rules calls %v, want %v", got, want)
 	}
 }

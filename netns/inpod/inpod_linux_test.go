@@ -15,6 +15,7 @@ import (
 	"github.com/meshlab/meshlab/dataplane/proxy/origdst"
 	"github.com/meshlab/meshlab/internal/testutil"
 	"github.com/meshlab/meshlab/netns"
+	"github.com/meshlab/meshlab/netns/capture"
 )
 
 // pods are an ambient pod (a) and a plain client pod (b) on one node bridge.
@@ -133,6 +134,45 @@ func TestInstallRemoveRealKernel(t *testing.T) {
 	}
 	if err := a.Remove(p.a, c); err != nil {
 		t.Errorf("second Remove: %v", err)
+	}
+}
+
+// TestInstallNewRealKernel: on a new pod, InstallNew's one iptables-restore (the lab's
+// cluster-DNS rules ahead of istio-cni's) leaves the same tables and routing as the lab's
+// rules restored first (as the lab restores them alone) and Install after them (an
+// iptables-save, then a restore), and Remove takes out istio-cni's alone.
+func TestInstallNewRealKernel(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	p := setupPods(t)
+	podRule := capture.KubeDNSRules(53)
+	c := DefaultConfig()
+	a := NewApplier()
+	if _, err := runIn(p.b, podRule, "iptables-restore"); err != nil {
+		t.Fatal(err)
+	}
+	before := saved(t, p.b)
+	if err := a.Install(p.b, c); err != nil {
+		t.Fatalf("Install: %v", err)
+	}
+	if err := a.InstallNew(p.a, c, podRule); err != nil {
+		t.Fatalf("InstallNew: %v", err)
+	}
+	if got, want := saved(t, p.a), saved(t, p.b); got != want {
+		t.Errorf("InstallNew's tables differ from the pod rule and Install's:\n%s\n---\n%s", got, want)
+	}
+	got, err := Routing(p.a, c.RouteTable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, _ := Routing(p.b, c.RouteTable); got != want {
+		t.Errorf("InstallNew's routing differs from Install's:\n%s\n---\n%s", got, want)
+	}
+	if err := a.Remove(p.a, c); err != nil {
+		t.Fatalf("Remove: %v", err)
+	}
+	if after := saved(t, p.a); after != before {
+		t.Errorf("Remove after InstallNew left something else than the pod's rule:\n%s\n---\n%s", after, before)
 	}
 }
 

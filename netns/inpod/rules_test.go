@@ -253,13 +253,16 @@ func TestRecorder(t *testing.T) {
 	if err := r.Install("ml-x-a", c); err != nil {
 		t.Fatal(err)
 	}
+	if err := r.InstallNew("ml-x-b", c, "*nat\nCOMMIT\n"); err != nil {
+		t.Fatal(err)
+	}
 	boom := errors.New("boom")
 	r.Err = boom
 	if err := r.Remove("ml-x-a", c); !errors.Is(err, boom) {
 		t.Fatalf("Remove = %v, want %v", err, boom)
 	}
 	got := fmt.Sprint(r.Calls())
-	want := fmt.Sprint([]Call{{"install", "ml-x-a", c}, {"remove", "ml-x-a", c}})
+	want := fmt.Sprint([]Call{{"install", "ml-x-a", c, ""}, {"install-new", "ml-x-b", c, "*nat\nCOMMIT\n"}, {"remove", "ml-x-a", c, ""}})
 	if got != want {
 		t.Fatalf("Calls() = %s, want %s", got, want)
 	}
