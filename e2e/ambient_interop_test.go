@@ -9,11 +9,13 @@ import (
 	"time"
 
 	"github.com/meshlab/meshlab/internal/testutil"
+	"github.com/meshlab/meshlab/lab"
 )
 
-// ambientInteropLab has, in one lab, an ambient namespace (default: curl and httpbin),
-// a sidecar namespace (side: sleep and httpbin, injected) and a namespace of neither
-// (plain: a curl pod outside the mesh).
+// ambientInteropLab has, in one lab, an ambient namespace (default: curl and httpbin,
+// and a ServiceEntry whose host only Istio's DNS proxies know), a sidecar namespace
+// (side: sleep and httpbin, injected) and a namespace of neither (plain: a curl pod
+// outside the mesh).
 const ambientInteropLab = `apiVersion: v1
 kind: Namespace
 metadata: {name: default, labels: {istio.io/dataplane-mode: ambient}}
@@ -64,6 +66,16 @@ metadata: {name: sleep, namespace: side, labels: {app: sleep}}
 spec:
   containers: [{name: sleep, image: curlimages/curl, command: ["/bin/sleep", "infinity"]}]
 ---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: ext-api, namespace: default}
+spec:
+  hosts: [api.ext.example]
+  addresses: [192.0.2.80]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  location: MESH_EXTERNAL
+  resolution: NONE
+---
 apiVersion: v1
 kind: Pod
 metadata: {name: outsider, namespace: plain, labels: {app: outsider}}
@@ -111,6 +123,23 @@ func TestAmbientSidecarInterop(t *testing.T) {
 		}
 	}
 	status := []string{"-o", "/dev/null", "-w", "%{http_code}"}
+
+	// DNS: istio-cni's rule sends the ambient pod's queries to ztunnel's DNS proxy (its
+	// jump is ahead of the lab's kube-dns rule), which answers the ServiceEntry's host from
+	// WDS; kube-dns, which a pod outside the mesh asks, does not know it.
+	getent := func(pod, ns string) (string, error) {
+		return meshlab(t, "exec", "--name", l.name, "-n", ns, pod, "--", "getent", "hosts", "api.ext.example")
+	}
+	if out, err := getent("curl", "default"); err != nil || !strings.HasPrefix(out, "192.0.2.80 ") {
+		t.Errorf("the ambient pod resolved api.ext.example to %q (%v), want 192.0.2.80 from ztunnel's DNS proxy", out, err)
+	}
+	if out, err := getent("outsider", "plain"); err == nil {
+		t.Errorf("a pod outside the mesh resolved api.ext.example (%q): kube-dns should not know a ServiceEntry host", out)
+	}
+	fams := scrapeMetrics(t, lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
+	if n := counterValue(fams["istio_dns_requests_total"], map[string]string{"namespace": "istio-system", "request_query_type": "a", "source_canonical_service": "curl"}); n == 0 {
+		t.Errorf("ztunnel counted no DNS query from the ambient pod curl (istio_dns_requests_total)")
+	}
 
 	if out := until("ambient -> sidecar", 0, "curl", "default", append(status, "http://httpbin.side:8000/get")...); out != "200" {
 		t.Errorf("ambient -> sidecar answered %q, want 200", out)

@@ -21,7 +21,8 @@ import (
 // The lab's istio-cni node agent (lab/ambient) and its ztunnel. An ambient pod costs its
 // app only: no agent, no proxy, no sidecar capture rules; its cluster DNS is kube-dns as
 // for any pod without a sidecar (kubedns.go). Before its app starts the node agent puts
-// istio-cni's in-pod rules in its namespace (the kube-dns rule stays first in nat OUTPUT),
+// istio-cni's in-pod rules in its namespace (their jumps ahead of the kube-dns rule, which
+// then gets only what ztunnel's DNS proxy forwards),
 // then hands the namespace to ztunnel and, on ztunnel's ack, annotates the pod in the
 // model (ambient.istio.io/redirection: enabled), which makes WDS give it HBONE; the pod is
 // ready once annotated. A model change (apply, delete, a label on a namespace or pod)

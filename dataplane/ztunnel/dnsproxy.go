@@ -17,6 +17,16 @@ func (z *Ztunnel) serveDNS(p *pod, pc net.PacketConn, ln *net.TCPListener) {
 		Store:     z.store,
 		Namespace: p.info.Namespace,
 		Log:       z.log.With("component", "dns", "pod", p.info.Namespace+"/"+p.info.Name),
+		Metrics:   z.reg,
+		Source: func() (string, string) {
+			p.mu.Lock()
+			uid := p.wlUID
+			p.mu.Unlock()
+			if w := z.store.WorkloadByUID(uid); w != nil {
+				return w.GetCanonicalName(), w.GetCanonicalRevision()
+			}
+			return "", ""
+		},
 		Forward: dns.NewForwarder(func(ctx context.Context, network string) (net.Conn, error) {
 			return p.ns.Dial(ctx, network, netip.Addr{}, upstream)
 		}),

@@ -9,7 +9,8 @@
 // apply: Config.Rules and the Render functions are pure and golden-tested (the rules are
 // istio-cni's REDIRECT-mode rules, rule for rule, each with a comment saying why); an
 // Applier installs the text with iptables-restore --noflush, so rules already in the
-// namespace (a pod's cluster-DNS rule) stay, and removes exactly what it installed.
+// namespace (a pod's cluster-DNS rule) stay, after istio-cni's jumps (Render inserts
+// those at the head of their built-in chains), and removes exactly what it installed.
 package inpod
 
 import (

@@ -105,6 +105,11 @@ func TestInstallRemoveRealKernel(t *testing.T) {
 	if !strings.Contains(got, otherRule) {
 		t.Errorf("Install removed the rule already there:\n%s", got)
 	}
+	// The jump to istio-cni's chain comes first: the pod's queries go to the node proxy's
+	// DNS port, and the rule already there sees only what the chain lets through.
+	if jump := strings.Index(got, "-A OUTPUT -m comment --comment \"connections the pod opens"); jump < 0 || jump > strings.Index(got, otherRule) {
+		t.Errorf("the jump to %s is not ahead of the rule already in nat OUTPUT:\n%s", ChainOutput, got)
+	}
 	routing, err := Routing(p.a, c.RouteTable)
 	if err != nil {
 		t.Fatal(err)

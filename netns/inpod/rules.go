@@ -58,7 +58,24 @@ func (r Rule) Line() string { return r.line("-A") }
 
 func (r Rule) line(op string) string {
 	matches, target, _ := strings.Cut(r.Spec, "-j ")
-	return fmt.Sprintf("%s %s %s-m comment --comment %q -j %s", op, r.Chain, matches, r.Comment, target)
+	chain := r.Chain
+	if op == "-I" {
+		chain += " 1"
+	}
+	return fmt.Sprintf("%s %s %s-m comment --comment %q -j %s", op, chain, matches, r.Comment, target)
+}
+
+// installLine renders the rule for Render: a jump from a built-in chain is inserted at
+// the chain's head (-I CHAIN 1), a rule of istio-cni's own chains appended. In a real pod
+// the built-in chains are empty when istio-cni appends its jumps; a lab pod's may
+// already hold the lab's stand-in for what lies beyond the pod (the cluster-DNS redirect,
+// kube-proxy's part), which must see only what istio-cni's chains let through, as the
+// node sees it.
+func (r Rule) installLine() string {
+	if !r.Builtin() {
+		return r.Line()
+	}
+	return r.line("-I")
 }
 
 // Builtin reports whether the rule sits in a built-in chain (a jump to istio-cni's chain).
@@ -159,7 +176,7 @@ func (c Config) render(f Family, replace bool) string {
 		}
 		for _, r := range rules {
 			if r.Table == table {
-				b.WriteString(r.Line())
+				b.WriteString(r.installLine())
 				b.WriteByte('\n')
 			}
 		}

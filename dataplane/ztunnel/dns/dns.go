@@ -19,6 +19,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/meshlab/meshlab/ambientapi/workload"
+	"github.com/meshlab/meshlab/dataplane/ztunnel/metrics"
 	"github.com/meshlab/meshlab/dataplane/ztunnel/state"
 )
 
@@ -38,6 +39,12 @@ type Handler struct {
 	Namespace string       // required: the pod's namespace
 	Forward   Forwarder    // required
 	Log       *slog.Logger // required
+	// Metrics counts every query and every forward, as ztunnel's istio_dns_* counters;
+	// optional.
+	Metrics *metrics.Registry
+	// Source returns the client pod's canonical service and revision, the metrics'
+	// source labels; optional ("unknown").
+	Source func() (service, revision string)
 }
 
 var _ dns.Handler = (*Handler)(nil)
@@ -55,6 +62,10 @@ func (h *Handler) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 
 // Answer is the reply to r: from WDS when its name is a service's, else the upstream's.
 func (h *Handler) Answer(network string, r *dns.Msg) *dns.Msg {
+	labels := h.labels(network, r)
+	if h.Metrics != nil {
+		h.Metrics.DNSRequest(labels)
+	}
 	if r.Opcode != dns.OpcodeQuery || len(r.Question) != 1 {
 		m := new(dns.Msg)
 		m.SetRcode(r, dns.RcodeNotImplemented)
@@ -84,6 +95,9 @@ func (h *Handler) Answer(network string, r *dns.Msg) *dns.Msg {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	resp, err := h.Forward(ctx, network, r)
+	if h.Metrics != nil {
+		h.Metrics.DNSForwarded(labels, err != nil)
+	}
 	if err != nil {
 		h.Log.Debug("forward dns query", "name", q.Name, "err", err)
 		m := new(dns.Msg)
@@ -92,6 +106,18 @@ func (h *Handler) Answer(network string, r *dns.Msg) *dns.Msg {
 	}
 	resp.Id = r.Id
 	return resp
+}
+
+// labels are the metrics' labels of query r over network.
+func (h *Handler) labels(network string, r *dns.Msg) metrics.DNSLabels {
+	l := metrics.DNSLabels{Protocol: network}
+	if len(r.Question) > 0 {
+		l.QueryType = strings.ToLower(dns.TypeToString[r.Question[0].Qtype])
+	}
+	if h.Source != nil {
+		l.SourceCanonicalService, l.SourceCanonicalRevision = h.Source()
+	}
+	return l
 }
 
 // lookup returns the addresses of the service name names for a client of h.Namespace:

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"log/slog"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/miekg/dns"
 
 	"github.com/meshlab/meshlab/ambientapi/workload"
+	"github.com/meshlab/meshlab/dataplane/ztunnel/metrics"
 	"github.com/meshlab/meshlab/dataplane/ztunnel/state"
 )
 
@@ -36,7 +38,9 @@ func TestAnswer(t *testing.T) {
 			Services:  map[string]*workload.PortList{"default/headless.default.svc.cluster.local": {}}}}},
 	}, nil)
 	forwarded := 0
-	h := &Handler{Store: st, Namespace: "default", Log: slog.New(slog.DiscardHandler),
+	reg := metrics.New()
+	h := &Handler{Store: st, Namespace: "default", Log: slog.New(slog.DiscardHandler), Metrics: reg,
+		Source: func() (string, string) { return "curl", "v1" },
 		Forward: func(_ context.Context, _ string, q *dns.Msg) (*dns.Msg, error) {
 			forwarded++
 			if q.Question[0].Name == "fail." {
@@ -86,6 +90,22 @@ func TestAnswer(t *testing.T) {
 		}
 		if m.Id != q.Id {
 			t.Errorf("%s: id %d, want %d", tc.name, m.Id, q.Id)
+		}
+	}
+	// ztunnel's DNS counters: every query, the forwarded ones, the one that failed.
+	var text strings.Builder
+	if err := reg.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	src := `source_canonical_service="curl",source_canonical_revision="v1"`
+	for _, want := range []string{
+		`istio_dns_requests_total{request_query_type="a",request_protocol="udp",` + src + `} 9`,
+		`istio_dns_requests_total{request_query_type="aaaa",request_protocol="udp",` + src + `} 1`,
+		`istio_dns_upstream_requests_total{request_query_type="a",request_protocol="udp",` + src + `} 3`,
+		`istio_dns_upstream_failures_total{request_query_type="a",request_protocol="udp",` + src + `} 1`,
+	} {
+		if !strings.Contains(text.String(), want+"\n") {
+			t.Errorf("metrics lack %s:\n%s", want, text.String())
 		}
 	}
 }

@@ -34,6 +34,7 @@ const (
 type Registry struct {
 	mu     sync.RWMutex
 	series map[Labels]*series
+	dns    map[DNSLabels]*dnsSeries // dns.go
 	// sockets are istio_tcp_sockets_open by reporter.
 	sockets [2]atomic.Int64
 }
@@ -181,6 +182,7 @@ func (r *Registry) WriteText(w io.Writer) error {
 			bw.WriteString(`istio_tcp_sockets_open{reporter="` + rep.String() + `"} ` + strconv.FormatInt(v, 10) + "\n")
 		}
 	}
+	r.writeDNS(bw)
 	bw.WriteString("# EOF\n")
 	return bw.Flush()
 }
