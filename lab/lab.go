@@ -143,6 +143,8 @@ type Lab struct {
 	jwks    jwksCache  // key sets fetched for jwksUri (lab/jwks.go)
 	live    livePods   // pods added and removed while the lab runs (lab/livepods.go)
 	push    push.Queue // applied changes' pushes to the proxies, after apply returns (lab/push)
+	// readiness is the pods' PodReady condition, which WDS reads (podready.go).
+	readiness podReadiness
 	// netSlots bounds how many pods' networks are made at once (pods.go); nil: no bound.
 	netSlots chan struct{}
 
@@ -398,7 +400,7 @@ func (l *Lab) startServers() error {
 		OnEvent:     l.publishXDS,
 		Register:    registerCA,
 		HistorySize: l.opts.XDSHistory,
-		WDS:         xds.WDSOptions{Node: NodeNamespace(l.opts.Name), TrustDomain: l.ca.Authority().TrustDomain()},
+		WDS:         xds.WDSOptions{Node: NodeNamespace(l.opts.Name), TrustDomain: l.ca.Authority().TrustDomain(), Unhealthy: l.readiness.unhealthy},
 	})
 	if err != nil {
 		return fmt.Errorf("start discovery server: %w", err)

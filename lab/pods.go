@@ -88,7 +88,8 @@ func (l *Lab) startPods(ctx context.Context) ([]podFailure, error) {
 // startPod creates pod p: its run directory, namespace, link and capture rules (or its
 // cluster DNS), its app and agent, and waits until its proxy is ready. slot is its place
 // in the lab's app uid block (podSlot).
-func (l *Lab) startPod(ctx context.Context, slot int, p *model.Pod) error {
+func (l *Lab) startPod(ctx context.Context, slot int, p *model.Pod) (err error) {
+	defer func() { notePodStarted(l, p, err) }() // podready.go: WDS's status of the pod
 	start := time.Now()
 	dir := l.paths.PodDir(p.Key())
 	if err := os.MkdirAll(dir, 0o755); err != nil {
