@@ -75,13 +75,7 @@ func istiodWaypoint(t *testing.T) map[string][]*anypb.Any {
 // stillRefused are istiod's waypoint resources the proxy does not implement yet, each
 // with the field its refusal names (issue 27). The list only shrinks: a resource that
 // starts being accepted, or refused for another reason, fails the test.
-var stillRefused = map[string]string{
-	"CDS inner_connect_originate": "only raw_buffer inside internal_upstream",
-	"LDS connect_terminate":       "http2_protocol_options.allow_connect: field is not supported",
-	"LDS inner_connect_originate": "not propagate_endpoint_meta",
-	"LDS main_internal":           "not connect_authority (envoy.extensions.filters.network.set_filter_state.v3.Config)",
-	"LDS outer_connect_originate": "tunneling_config.headers_to_add: field is not supported",
-}
+var stillRefused = map[string]string{}
 
 // Each of istiod's waypoint resources is accepted, or refused naming the field the
 // proxy does not implement (stillRefused), never ignored.

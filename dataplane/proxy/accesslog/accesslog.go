@@ -21,9 +21,14 @@ import (
 const FileLoggerName = "envoy.access_loggers.file"
 
 var allow = fieldcheck.Allow{
-	"envoy.config.accesslog.v3.AccessLog":                   {"name", "typed_config", "filter"},
-	"envoy.config.accesslog.v3.AccessLogFilter":             {"response_flag_filter"},
-	"envoy.config.accesslog.v3.ResponseFlagFilter":          {"flags"},
+	"envoy.config.accesslog.v3.AccessLog":          {"name", "typed_config", "filter"},
+	"envoy.config.accesslog.v3.AccessLogFilter":    {"response_flag_filter", "status_code_filter"},
+	"envoy.config.accesslog.v3.ResponseFlagFilter": {"flags"},
+	"envoy.config.accesslog.v3.StatusCodeFilter":   {"comparison"},
+	"envoy.config.accesslog.v3.ComparisonFilter":   {"op", "value"},
+	// runtime_key: the proxy's runtime has no keys, so every key reads its default, as
+	// Envoy's does for a key no layer sets (Istio's is istio.io/unset).
+	"envoy.config.core.v3.RuntimeUInt32":                    {"default_value", "runtime_key"},
 	"envoy.extensions.access_loggers.file.v3.FileAccessLog": {"path", "format", "json_format", "log_format"},
 	"envoy.config.core.v3.SubstitutionFormatString":         {"text_format", "json_format", "text_format_source", "omit_empty_values", "content_type"},
 	"envoy.config.core.v3.DataSource":                       {"inline_string", "inline_bytes"},
@@ -39,6 +44,27 @@ type Logger struct {
 	// of these flags (any flag when filterAny). Unfiltered when both are zero.
 	filter    Flags
 	filterAny bool
+	// status is the status_code_filter, nil without it.
+	status *statusFilter
+}
+
+// statusFilter is status_code_filter: the entry is written when its response code (0
+// without a response) compares to the value by the operator.
+type statusFilter struct {
+	op    accesslogv3.ComparisonFilter_Op
+	value uint32
+}
+
+func (f *statusFilter) match(code int) bool {
+	c := uint32(max(code, 0))
+	switch f.op {
+	case accesslogv3.ComparisonFilter_GE:
+		return c >= f.value
+	case accesslogv3.ComparisonFilter_LE:
+		return c <= f.value
+	default:
+		return c == f.value
+	}
 }
 
 // Compile validates access_log entries and compiles them.
@@ -73,8 +99,11 @@ func compileOne(l *accesslogv3.AccessLog) (*Logger, error) {
 		return nil, fmt.Errorf("typed_config.%w", err)
 	}
 	lg := &Logger{path: f.GetPath()}
-	if l.GetFilter() != nil && l.GetFilter().GetResponseFlagFilter() == nil {
-		return nil, errors.New("filter: a response_flag_filter is required (the only filter meshlab proxy implements)")
+	if l.GetFilter() != nil && l.GetFilter().GetResponseFlagFilter() == nil && l.GetFilter().GetStatusCodeFilter() == nil {
+		return nil, errors.New("filter: a response_flag_filter or status_code_filter is required (the filters meshlab proxy implements)")
+	}
+	if sf := l.GetFilter().GetStatusCodeFilter(); sf != nil {
+		lg.status = &statusFilter{op: sf.GetComparison().GetOp(), value: sf.GetComparison().GetValue().GetDefaultValue()}
 	}
 	if rf := l.GetFilter().GetResponseFlagFilter(); rf != nil {
 		if len(rf.GetFlags()) == 0 {
@@ -131,6 +160,9 @@ func (l *Logger) Render(i *Info) string {
 
 // Log writes one entry; write errors are dropped as Envoy drops them.
 func (l *Logger) Log(i *Info) {
+	if l.status != nil && !l.status.match(i.Code) {
+		return
+	}
 	if (l.filterAny && i.Flags == 0) || (l.filter != 0 && i.Flags&l.filter == 0) {
 		return
 	}

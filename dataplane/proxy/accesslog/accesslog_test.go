@@ -107,18 +107,18 @@ func TestCompileRefusesWhatIsNotImplemented(t *testing.T) {
 				Format: &corev3.SubstitutionFormatString_TextFormatSource{TextFormatSource: &corev3.DataSource{
 					Specifier: &corev3.DataSource_InlineString{InlineString: "%NOT_A_THING%"}}}}}})
 		}, "not supported field in StreamInfo: NOT_A_THING"},
-		{"access log status code filter", func(t *testing.T) *accesslogv3.AccessLog {
+		{"access log duration filter", func(t *testing.T) *accesslogv3.AccessLog {
 			t.Helper()
 			l := fileLog(t, &filev3.FileAccessLog{Path: "/dev/null"})
-			l.Filter = &accesslogv3.AccessLogFilter{FilterSpecifier: &accesslogv3.AccessLogFilter_StatusCodeFilter{StatusCodeFilter: &accesslogv3.StatusCodeFilter{}}}
+			l.Filter = &accesslogv3.AccessLogFilter{FilterSpecifier: &accesslogv3.AccessLogFilter_DurationFilter{DurationFilter: &accesslogv3.DurationFilter{}}}
 			return l
-		}, "access_log[0].filter.status_code_filter: field is not supported"},
+		}, "access_log[0].filter.duration_filter: field is not supported"},
 		{"access log filter without a specifier", func(t *testing.T) *accesslogv3.AccessLog {
 			t.Helper()
 			l := fileLog(t, &filev3.FileAccessLog{Path: "/dev/null"})
 			l.Filter = &accesslogv3.AccessLogFilter{}
 			return l
-		}, "access_log[0].filter: a response_flag_filter is required"},
+		}, "access_log[0].filter: a response_flag_filter or status_code_filter is required"},
 		{"access log unknown response flag", func(t *testing.T) *accesslogv3.AccessLog {
 			t.Helper()
 			l := fileLog(t, &filev3.FileAccessLog{Path: "/dev/null"})

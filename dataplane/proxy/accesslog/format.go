@@ -49,6 +49,14 @@ type Info struct {
 	RequestedServerName            string // %REQUESTED_SERVER_NAME%: the downstream TLS SNI
 	UpstreamTransportFailureReason string // %UPSTREAM_TRANSPORT_FAILURE_REASON%
 	ConnectionTerminationDetails   string // %CONNECTION_TERMINATION_DETAILS%
+	// FilterState are the stream's (or connection's) filter state objects in their
+	// string form, for %FILTER_STATE(key:PLAIN)%; DynamicMetadata its dynamic metadata by
+	// filter namespace, for %DYNAMIC_METADATA(ns:key...)%.
+	FilterState     map[string]string
+	DynamicMetadata map[string]*structpb.Struct
+	// PeerURISAN and LocalURISAN are the first URI SANs of the downstream TLS peer's and
+	// of the local certificate (%DOWNSTREAM_PEER_URI_SAN%, %DOWNSTREAM_LOCAL_URI_SAN%).
+	PeerURISAN, LocalURISAN string
 }
 
 // value is one rendered operator: a string, a number, or absent ("-" in text, null in JSON).
@@ -122,9 +130,11 @@ var simpleOps = map[string]operator{
 	"DOWNSTREAM_DIRECT_REMOTE_ADDRESS_WITHOUT_PORT": func(i *Info) value {
 		return addr(i.DownstreamPeer, false)
 	},
-	"REQUESTED_SERVER_NAME": func(i *Info) value { return str(i.RequestedServerName) },
-	"FILTER_CHAIN_NAME":     func(i *Info) value { return str(i.FilterChainName) },
-	"ROUTE_NAME":            func(i *Info) value { return str(i.RouteName) },
+	"REQUESTED_SERVER_NAME":    func(i *Info) value { return str(i.RequestedServerName) },
+	"DOWNSTREAM_PEER_URI_SAN":  func(i *Info) value { return str(i.PeerURISAN) },
+	"DOWNSTREAM_LOCAL_URI_SAN": func(i *Info) value { return str(i.LocalURISAN) },
+	"FILTER_CHAIN_NAME":        func(i *Info) value { return str(i.FilterChainName) },
+	"ROUTE_NAME":               func(i *Info) value { return str(i.RouteName) },
 	"START_TIME": func(i *Info) value {
 		return value{s: i.Start.UTC().Format("2006-01-02T15:04:05.000Z")}
 	},
@@ -206,6 +216,12 @@ func compileOperator(cmd string) (operator, error) {
 			}
 			return value{absent: true}
 		}, nil
+	}
+	if strings.HasPrefix(cmd, "FILTER_STATE(") {
+		return filterStateOperator(cmd)
+	}
+	if strings.HasPrefix(cmd, "DYNAMIC_METADATA(") {
+		return dynamicMetadataOperator(cmd)
 	}
 	if cmd == "START_TIME" || strings.HasPrefix(cmd, "START_TIME(") {
 		return nil, fmt.Errorf("%%%s%%: custom START_TIME formats are not supported by meshlab proxy", cmd)
@@ -352,3 +368,80 @@ func CompileFormatString(s string) (*FormatString, error) {
 
 // Render formats the string for i (an absent value renders as "-", as in a log line).
 func (fs *FormatString) Render(i *Info) string { return fs.f.render(i) }
+
+// filterStateOperator compiles %FILTER_STATE(KEY:PLAIN)%: the object's string form.
+// Objects here are strings (set_filter_state's), so only the PLAIN serialization is
+// implemented; Envoy's default TYPED one (the object's proto as JSON) is refused.
+func filterStateOperator(cmd string) (operator, error) {
+	inner, tail, ok := strings.Cut(strings.TrimPrefix(cmd, "FILTER_STATE("), ")")
+	if !ok || tail != "" {
+		return nil, fmt.Errorf("%%%s%%: expected FILTER_STATE(key:PLAIN)", cmd)
+	}
+	key, ser, _ := strings.Cut(inner, ":")
+	if key == "" || ser != "PLAIN" {
+		return nil, fmt.Errorf("%%%s%%: only FILTER_STATE(key:PLAIN) is supported by meshlab proxy", cmd)
+	}
+	return func(i *Info) value {
+		v, ok := i.FilterState[key]
+		if !ok {
+			return value{absent: true}
+		}
+		return value{s: v}
+	}, nil
+}
+
+// dynamicMetadataOperator compiles %DYNAMIC_METADATA(NAMESPACE:KEY:...)%: the value at
+// the key path in the namespace's struct, a string as it is, anything else as JSON; the
+// whole namespace without keys.
+func dynamicMetadataOperator(cmd string) (operator, error) {
+	inner, tail, ok := strings.Cut(strings.TrimPrefix(cmd, "DYNAMIC_METADATA("), ")")
+	if !ok || (tail != "" && !strings.HasPrefix(tail, ":")) {
+		return nil, fmt.Errorf("%%%s%%: expected DYNAMIC_METADATA(namespace:key...)", cmd)
+	}
+	if tail != "" {
+		return nil, fmt.Errorf("%%%s%%: a length limit on DYNAMIC_METADATA is not supported by meshlab proxy", cmd)
+	}
+	parts := strings.Split(inner, ":")
+	if parts[0] == "" {
+		return nil, fmt.Errorf("%%%s%%: a filter namespace is required", cmd)
+	}
+	ns, path := parts[0], parts[1:]
+	return func(i *Info) value {
+		st := i.DynamicMetadata[ns]
+		if st == nil {
+			return value{absent: true}
+		}
+		v := structpb.NewStructValue(st)
+		for _, k := range path {
+			next, ok := v.GetStructValue().GetFields()[k]
+			if !ok {
+				return value{absent: true}
+			}
+			v = next
+		}
+		if s, ok := v.GetKind().(*structpb.Value_StringValue); ok {
+			return value{s: s.StringValue}
+		}
+		b, err := v.MarshalJSON()
+		if err != nil {
+			return value{absent: true}
+		}
+		return value{s: string(b)}
+	}, nil
+}
+
+// RenderHeader formats the string as a header value: an absent value renders empty, as
+// Envoy's header formatters do.
+func (fs *FormatString) RenderHeader(i *Info) string {
+	var b strings.Builder
+	for _, s := range fs.f {
+		if s.op == nil {
+			b.WriteString(s.lit)
+			continue
+		}
+		if v := s.op(i); !v.absent {
+			b.WriteString(v.s)
+		}
+	}
+	return b.String()
+}

@@ -517,6 +517,11 @@ func (c *Cluster) RoundTripUpstream(req *http.Request, h Host, up *UpstreamInfo)
 	}
 	hs := c.hostState(h)
 	req.URL.Host = hs.addr
+	if h.Internal.Listener != "" {
+		if d := sharedDigest(internalconn.FilterStateFrom(req.Context())); d != "" {
+			req.URL.Host = internalURLHostShared(h.Internal, d)
+		}
+	}
 	c.stats.UpstreamRqTotal.Inc()
 	hs.rqTotal.Add(1)
 	hs.rqActive.Add(1)

@@ -292,9 +292,10 @@ func (cfg *Config) fill(c *clusterv3.Cluster) error {
 	if err != nil {
 		return fmt.Errorf("transport_socket.%w", err)
 	}
-	if tc != nil && cfg.Passthrough != nil {
-		return errors.New("transport_socket.typed_config.transport_socket: only raw_buffer inside internal_upstream is supported by meshlab proxy")
-	}
+	// A TLS transport socket inside internal_upstream (istiod's inner_connect_originate)
+	// runs its handshake over the in-memory connection to the internal listener, as
+	// Envoy's internal upstream wraps the inner socket: Dial handshakes whatever
+	// connection it made.
 	cfg.TLS = tc
 	cfg.Metadata = c.GetMetadata().GetFilterMetadata()
 	if cfg.SocketMatches, err = compileSocketMatches(c.GetTransportSocketMatches()); err != nil {

@@ -2,11 +2,13 @@ package cluster
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"sort"
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -100,7 +102,34 @@ func (c *Cluster) dialInternal(ctx context.Context, h Host) (net.Conn, error) {
 // transports dial (a URL host cannot hold envoy://): the address, hex-encoded, under the
 // reserved .internal.invalid name with port 1. parseInternalURLHost reverses it.
 func internalURLHost(a internalconn.Addr) string {
-	return hex.EncodeToString([]byte(a.Listener+"\x00"+a.EndpointID)) + ".internal.invalid:1"
+	return internalURLHostShared(a, "")
+}
+
+// internalURLHostShared is internalURLHost for a request that shares filter state with
+// its upstream connection: the objects' digest is part of the host, so the transports
+// pool connections per host and shared state, as Envoy keys its connection pools by
+// the objects a stream shares (a connection made for one downstream's objects never
+// carries another's requests).
+func internalURLHostShared(a internalconn.Addr, sharedDigest string) string {
+	return hex.EncodeToString([]byte(a.Listener+"\x00"+a.EndpointID+"\x00"+sharedDigest)) + ".internal.invalid:1"
+}
+
+// sharedDigest identifies the filter state objects fs shares with upstream ("" for none).
+func sharedDigest(fs map[string]internalconn.Object) string {
+	if len(fs) == 0 {
+		return ""
+	}
+	keys := make([]string, 0, len(fs))
+	for k := range fs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	h := sha256.New()
+	for _, k := range keys {
+		o := fs[k]
+		fmt.Fprintf(h, "%s\x00%s\x00%d\x00", k, o.Value, o.Sharing)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:12])
 }
 
 func parseInternalURLHost(s string) (internalconn.Addr, bool) {
@@ -112,11 +141,11 @@ func parseInternalURLHost(s string) (internalconn.Addr, bool) {
 	if err != nil {
 		return internalconn.Addr{}, false
 	}
-	l, id, ok := strings.Cut(string(b), "\x00")
-	if !ok {
+	parts := strings.Split(string(b), "\x00")
+	if len(parts) != 3 {
 		return internalconn.Addr{}, false
 	}
-	return internalconn.Addr{Listener: l, EndpointID: id}, true
+	return internalconn.Addr{Listener: parts[0], EndpointID: parts[1]}, true
 }
 
 var errInternalHost = errors.New("internal host not in the cluster")

@@ -106,8 +106,16 @@ func (r *Route) compileRouteAction(a *routev3.RouteAction, vh *VirtualHost) erro
 	}
 	for i, u := range a.GetUpgradeConfigs() {
 		t := strings.ToLower(u.GetUpgradeType())
-		if t != "websocket" {
-			return fmt.Errorf("route.upgrade_configs[%d].upgrade_type: only websocket upgrades are supported by meshlab proxy, not %q", i, u.GetUpgradeType())
+		switch {
+		case t == UpgradeConnect && u.GetConnectConfig() == nil:
+			// Without connect_config Envoy sends the CONNECT on upstream as a request.
+			return fmt.Errorf("route.upgrade_configs[%d].connect_config: required by meshlab proxy for CONNECT (it terminates CONNECT; proxying it upstream is not implemented)", i)
+		case t == UpgradeConnect:
+			r.ConnectTerminate = true
+		case t != "websocket":
+			return fmt.Errorf("route.upgrade_configs[%d].upgrade_type: only websocket and CONNECT upgrades are supported by meshlab proxy, not %q", i, u.GetUpgradeType())
+		case u.GetConnectConfig() != nil:
+			return fmt.Errorf("route.upgrade_configs[%d].connect_config: only for CONNECT", i)
 		}
 		if r.Upgrades == nil {
 			r.Upgrades = map[string]bool{}

@@ -19,6 +19,7 @@ import (
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/jwtauthn"
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/peer"
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/rbac"
+	"github.com/meshlab/meshlab/dataplane/proxy/filters/setstate"
 )
 
 // Names of the HCM and the router filter.
@@ -38,9 +39,12 @@ var hcmAllow = fieldcheck.Allow{
 	"envoy.config.core.v3.HttpProtocolOptions": {"idle_timeout", "headers_with_underscores_action"},
 	// accept_http_10: the codec serves HTTP/1.0 requests (Istio sets it when HTTP/1.0 is
 	// enabled); that is already the codec's behaviour, also without it.
-	"envoy.config.core.v3.Http1ProtocolOptions":                                                                     {"accept_http_10"},
-	"envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager.UpgradeConfig":               {"upgrade_type", "enabled"},
-	"envoy.config.core.v3.Http2ProtocolOptions":                                                                     {"max_concurrent_streams"},
+	"envoy.config.core.v3.Http1ProtocolOptions":                                                       {"accept_http_10"},
+	"envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager.UpgradeConfig": {"upgrade_type", "enabled"},
+	// allow_connect: the HTTP/2 codec takes CONNECT requests (istiod's connect_terminate);
+	// connection_keepalive: PINGs on an idle connection (keepalive.go).
+	"envoy.config.core.v3.Http2ProtocolOptions": {"max_concurrent_streams", "allow_connect", "connection_keepalive"},
+	"envoy.config.core.v3.KeepaliveSettings":    {"interval", "timeout"},
 	"envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager.SetCurrentClientCertDetails": {"subject", "uri", "dns"},
 	"envoy.extensions.filters.network.http_connection_manager.v3.Rds":                                               {"config_source", "route_config_name"},
 	"envoy.extensions.filters.network.http_connection_manager.v3.HttpFilter":                                        {"name", "typed_config"},
@@ -75,6 +79,13 @@ type Config struct {
 	// MaxConcurrentStreams is http2_protocol_options.max_concurrent_streams (0: Envoy's
 	// default, 2^31-1).
 	MaxConcurrentStreams uint32
+	// AllowConnect is http2_protocol_options.allow_connect: without it an HTTP/2 CONNECT
+	// stream is reset, as Envoy's codec refuses it.
+	AllowConnect bool
+	// KeepaliveInterval and KeepaliveTimeout are http2_protocol_options.connection_keepalive:
+	// a PING after Interval with nothing received, the connection closed when its ack
+	// does not come within Timeout (Envoy's default 15 s when unset); 0: no keepalive.
+	KeepaliveInterval, KeepaliveTimeout time.Duration
 	// DrainTimeout is the HCM's drain_timeout (0: DefaultDrainTimeout).
 	DrainTimeout time.Duration
 	// UseRemoteAddress is use_remote_address: the connection's peer is the client
@@ -143,6 +154,8 @@ type Filter struct {
 	Fault *fault.Config
 	RBAC  *rbac.HTTPConfig
 	JWT   *jwtauthn.Config // envoy.filters.http.jwt_authn (jwtauthn.go)
+	// SetState is envoy.filters.http.set_filter_state (connect.go).
+	SetState *setstate.Config
 }
 
 // Compile validates an HCM typed_config and compiles it. Only the fault, rbac and router
@@ -171,6 +184,14 @@ func Compile(a *anypb.Any) (*Config, error) {
 	if v := h.GetHttp2ProtocolOptions().GetMaxConcurrentStreams(); v != nil {
 		cfg.MaxConcurrentStreams = v.GetValue()
 	}
+	cfg.AllowConnect = h.GetHttp2ProtocolOptions().GetAllowConnect()
+	if ka := h.GetHttp2ProtocolOptions().GetConnectionKeepalive(); ka != nil {
+		cfg.KeepaliveInterval = ka.GetInterval().AsDuration()
+		cfg.KeepaliveTimeout = 15 * time.Second
+		if d := ka.GetTimeout(); d != nil {
+			cfg.KeepaliveTimeout = d.AsDuration()
+		}
+	}
 	if d := h.GetDrainTimeout(); d != nil {
 		cfg.DrainTimeout = d.AsDuration()
 	}
@@ -195,6 +216,9 @@ func Compile(a *anypb.Any) (*Config, error) {
 		cfg.Inline = t
 	default:
 		return nil, errors.New("route_specifier: only rds and route_config are supported")
+	}
+	if err := cfg.checkConnectRoutes(); err != nil {
+		return nil, err
 	}
 	logs, err := accesslog.Compile(h.GetAccessLog())
 	if err != nil {
@@ -261,6 +285,13 @@ func compileHTTPFilter(f *hcmv3.HttpFilter) (*Filter, error) {
 		}
 		return &Filter{JWT: c}, nil
 	}
+	if tc.MessageName() == setstate.HTTPConfigType {
+		c, err := setstate.CompileHTTP(tc)
+		if err != nil {
+			return nil, err
+		}
+		return &Filter{SetState: c}, nil
+	}
 	if tc.MessageName() == rbac.HTTPConfigType {
 		c, err := rbac.CompileHTTP(tc)
 		if err != nil {
@@ -323,8 +354,8 @@ func (cfg *Config) compileStreamOptions(h *hcmv3.HttpConnectionManager) error {
 	}
 	for i, u := range h.GetUpgradeConfigs() {
 		t := strings.ToLower(u.GetUpgradeType())
-		if t != "websocket" {
-			return fmt.Errorf("upgrade_configs[%d].upgrade_type: only websocket upgrades are supported by meshlab proxy, not %q", i, u.GetUpgradeType())
+		if t != "websocket" && t != UpgradeConnect {
+			return fmt.Errorf("upgrade_configs[%d].upgrade_type: only websocket and CONNECT upgrades are supported by meshlab proxy, not %q", i, u.GetUpgradeType())
 		}
 		if cfg.Upgrades == nil {
 			cfg.Upgrades = map[string]bool{}

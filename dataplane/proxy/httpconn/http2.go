@@ -47,8 +47,11 @@ func serveHTTP2(ctx context.Context, cfg *Config, deps Deps, conn net.Conn, hand
 	// x/net/http2 rather than net/http: the proxy serves one already-accepted connection
 	// whose frames it watches and answers (GOAWAY on drain), which needs ServeConn; net/http
 	// has no per-connection equivalent.
-	h2s := &http2.Server{MaxConcurrentStreams: streams, IdleTimeout: cfg.IdleTimeout} //nolint:staticcheck // SA1019: see above
-	if err := http2.ConfigureServer(base, h2s); err != nil {                          //nolint:staticcheck // SA1019: see above
+	// connection_keepalive: a PING once the connection received nothing for the
+	// interval, the connection closed when the ack does not come within the timeout.
+	h2s := &http2.Server{MaxConcurrentStreams: streams, IdleTimeout: cfg.IdleTimeout, //nolint:staticcheck // SA1019: see above
+		ReadIdleTimeout: cfg.KeepaliveInterval, PingTimeout: cfg.KeepaliveTimeout} //nolint:staticcheck // SA1019: see above
+	if err := http2.ConfigureServer(base, h2s); err != nil { //nolint:staticcheck // SA1019: see above
 		deps.Logger.Debug("configure http2 server", "err", err)
 		_ = conn.Close()
 		return

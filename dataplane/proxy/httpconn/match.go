@@ -18,12 +18,13 @@ import (
 
 // matchAllow lists the RouteMatch fields and matchers the proxy implements.
 var matchAllow = fieldcheck.Allow{
-	"envoy.config.route.v3.RouteMatch":              {"prefix", "path", "safe_regex", "case_sensitive", "headers", "query_parameters", "runtime_fraction"},
-	"envoy.config.route.v3.HeaderMatcher":           {"name", "string_match", "present_match", "invert_match", "exact_match", "prefix_match", "suffix_match", "contains_match", "safe_regex_match"},
-	"envoy.config.route.v3.QueryParameterMatcher":   {"name", "string_match", "present_match"},
-	"envoy.type.matcher.v3.StringMatcher":           {"exact", "prefix", "suffix", "safe_regex", "contains", "ignore_case"},
-	"envoy.config.core.v3.RuntimeFractionalPercent": {"default_value", "runtime_key"},
-	"envoy.type.v3.FractionalPercent":               {"numerator", "denominator"},
+	"envoy.config.route.v3.RouteMatch":                {"prefix", "path", "safe_regex", "connect_matcher", "case_sensitive", "headers", "query_parameters", "runtime_fraction"},
+	"envoy.config.route.v3.RouteMatch.ConnectMatcher": {},
+	"envoy.config.route.v3.HeaderMatcher":             {"name", "string_match", "present_match", "invert_match", "exact_match", "prefix_match", "suffix_match", "contains_match", "safe_regex_match"},
+	"envoy.config.route.v3.QueryParameterMatcher":     {"name", "string_match", "present_match"},
+	"envoy.type.matcher.v3.StringMatcher":             {"exact", "prefix", "suffix", "safe_regex", "contains", "ignore_case"},
+	"envoy.config.core.v3.RuntimeFractionalPercent":   {"default_value", "runtime_key"},
+	"envoy.type.v3.FractionalPercent":                 {"numerator", "denominator"},
 }
 
 // Request is what route matching looks at.

@@ -22,6 +22,7 @@ import (
 	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/fault"
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/jwtauthn"
+	"github.com/meshlab/meshlab/dataplane/proxy/internalconn"
 	"github.com/meshlab/meshlab/dataplane/proxy/stats"
 	"github.com/meshlab/meshlab/dataplane/proxy/tlsctx"
 )
@@ -69,6 +70,9 @@ type Downstream struct {
 	// PeerSAN and LocalSAN are the first URI SANs of the downstream TLS peer's and the
 	// local certificate ("" for plaintext), for istio.stats.
 	PeerSAN, LocalSAN string
+	// FilterState is the connection's filter state (set_filter_state, or shared by the
+	// upstream side of an internal connection); nil for none.
+	FilterState map[string]internalconn.Object
 }
 
 // router serves the requests of one downstream connection.
@@ -196,11 +200,16 @@ type exchange struct {
 	meta map[string]*structpb.Struct
 	// alpn is istio.alpn's override for the upstream connection, nil for none.
 	alpn *tlsctx.ALPN
+	// fs is the stream's filter state once a set_filter_state filter ran (fsSet); until
+	// then the connection's (Downstream.FilterState).
+	fs    map[string]internalconn.Object
+	fsSet bool
 }
 
 // upstreamContext is ctx with what the exchange's upstream connections are dialed
-// under: istio.alpn's override.
+// under: istio.alpn's override and the filter state the stream shares.
 func (x *exchange) upstreamContext(ctx context.Context) context.Context {
+	ctx = x.streamFilterState(ctx)
 	if x.alpn != nil {
 		return tlsctx.WithALPN(ctx, x.alpn)
 	}
@@ -305,8 +314,21 @@ func (rt *router) serve(x *exchange) int {
 	}
 	rt.mutateRequestHeaders(x)
 	rt.cfg.XFCC.apply(r.Header, r.TLS, rt.ds.LocalCert)
+	connect := r.Method == http.MethodConnect
+	if connect && !rt.connectAllowed(r) {
+		x.info.CodeDetails = "http2.invalid.header.field"
+		x.info.Flags |= accesslog.DownstreamProtocolError
+		if ab, ok := unwrapAborter(x.w); ok {
+			ab.Abort()
+		}
+		return 0
+	}
 	if t := rt.table(); t != nil {
-		x.vh, x.route = t.MatchRequest(&Request{Method: r.Method, Authority: r.Host, Path: requestPath(r), Scheme: "http", Header: r.Header})
+		path := requestPath(r)
+		if connect {
+			path = "" // a CONNECT has no :path
+		}
+		x.vh, x.route = t.MatchRequest(&Request{Method: r.Method, Authority: r.Host, Path: path, Scheme: "http", Header: r.Header})
 	}
 	if code, done := rt.applyFilters(x); done {
 		return code
@@ -317,7 +339,13 @@ func (rt *router) serve(x *exchange) int {
 		}
 	}
 	route := x.route
-	if up := requestedUpgrade(r); up != "" {
+	if connect {
+		if !rt.upgradeAllowed(route, UpgradeConnect) {
+			x.info.CodeDetails = "upgrade_failed"
+			return rt.localReply(x, http.StatusForbidden, "")
+		}
+		x.upgrade = UpgradeConnect
+	} else if up := requestedUpgrade(r); up != "" {
 		if !rt.upgradeAllowed(route, up) {
 			// Envoy refuses an upgrade no upgrade_configs enables.
 			x.info.CodeDetails = "upgrade_failed"
@@ -348,6 +376,18 @@ func (rt *router) serve(x *exchange) int {
 		x.info.CodeDetails = "cluster_not_found"
 		return rt.localReply(x, http.StatusServiceUnavailable, "")
 	}
+	if connect {
+		if !route.ConnectTerminate {
+			// Proxying a CONNECT upstream as a request (a route without connect_config)
+			// is not implemented: the stream is reset rather than answered otherwise.
+			x.info.CodeDetails = "upgrade_failed"
+			if ab, ok := unwrapAborter(x.w); ok {
+				ab.Abort()
+			}
+			return 0
+		}
+		return rt.connectTerminate(x, cl)
+	}
 	if rt.cfg.GRPCStats != nil && r.Body != nil && r.Body != http.NoBody && isGRPC(r) {
 		r.Body = &grpcFrames{ReadCloser: r.Body, counter: cl.Stats().Scope().Counter("grpc.request_message_count")}
 	}
@@ -365,6 +405,10 @@ func (rt *router) serve(x *exchange) int {
 // config). It reports whether the request was answered.
 func (rt *router) applyFilters(x *exchange) (int, bool) {
 	for _, f := range rt.cfg.Filters {
+		if f.SetState != nil {
+			rt.applySetState(x, f.SetState)
+			continue
+		}
 		if f.JWT != nil {
 			if code, done := rt.applyJWT(x, f.JWT); done {
 				return code, true

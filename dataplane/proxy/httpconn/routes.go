@@ -55,20 +55,22 @@ var routeAllow = fieldcheck.Allow{
 	"envoy.type.matcher.v3.RegexMatcher": {"regex", "google_re2"},
 	"envoy.config.route.v3.RouteAction": {"cluster", "weighted_clusters", "timeout", "retry_policy", "prefix_rewrite", "regex_rewrite",
 		"host_rewrite_literal", "request_mirror_policies", "max_stream_duration", "max_grpc_timeout", "upgrade_configs"},
-	"envoy.config.route.v3.RouteAction.MaxStreamDuration":   {"max_stream_duration", "grpc_timeout_header_max"},
-	"envoy.config.route.v3.RouteAction.UpgradeConfig":       {"upgrade_type", "enabled"},
-	"envoy.config.route.v3.WeightedCluster":                 {"clusters", "total_weight"},
-	"envoy.config.route.v3.WeightedCluster.ClusterWeight":   {"name", "weight", "host_rewrite_literal", "request_headers_to_add", "request_headers_to_remove", "response_headers_to_add", "response_headers_to_remove"},
-	"envoy.config.route.v3.DirectResponseAction":            {"status", "body"},
-	"envoy.config.core.v3.DataSource":                       {"inline_string", "inline_bytes"},
-	"envoy.config.route.v3.RetryPolicy":                     {"retry_on", "num_retries", "per_try_timeout", "retry_host_predicate", "host_selection_retry_max_attempts", "retriable_status_codes", "retry_back_off"},
-	"envoy.config.route.v3.RetryPolicy.RetryBackOff":        {"base_interval", "max_interval"},
-	"envoy.config.route.v3.RetryPolicy.RetryHostPredicate":  {"name", "typed_config"},
-	"envoy.config.route.v3.RedirectAction":                  {"https_redirect", "scheme_redirect", "host_redirect", "port_redirect", "path_redirect", "prefix_rewrite", "response_code", "strip_query"},
-	"envoy.config.route.v3.RouteAction.RequestMirrorPolicy": {"cluster", "runtime_fraction", "trace_sampled"},
-	"envoy.type.matcher.v3.RegexMatchAndSubstitute":         {"pattern", "substitution"},
-	"envoy.config.core.v3.HeaderValueOption":                {"header", "append", "append_action", "keep_empty_value"},
-	"envoy.config.core.v3.HeaderValue":                      {"key", "value"},
+	"envoy.config.route.v3.RouteAction.MaxStreamDuration": {"max_stream_duration", "grpc_timeout_header_max"},
+	"envoy.config.route.v3.RouteAction.UpgradeConfig":     {"upgrade_type", "enabled", "connect_config"},
+	// connect_config's proxy_protocol_config and allow_post are refused.
+	"envoy.config.route.v3.RouteAction.UpgradeConfig.ConnectConfig": {},
+	"envoy.config.route.v3.WeightedCluster":                         {"clusters", "total_weight"},
+	"envoy.config.route.v3.WeightedCluster.ClusterWeight":           {"name", "weight", "host_rewrite_literal", "request_headers_to_add", "request_headers_to_remove", "response_headers_to_add", "response_headers_to_remove"},
+	"envoy.config.route.v3.DirectResponseAction":                    {"status", "body"},
+	"envoy.config.core.v3.DataSource":                               {"inline_string", "inline_bytes"},
+	"envoy.config.route.v3.RetryPolicy":                             {"retry_on", "num_retries", "per_try_timeout", "retry_host_predicate", "host_selection_retry_max_attempts", "retriable_status_codes", "retry_back_off"},
+	"envoy.config.route.v3.RetryPolicy.RetryBackOff":                {"base_interval", "max_interval"},
+	"envoy.config.route.v3.RetryPolicy.RetryHostPredicate":          {"name", "typed_config"},
+	"envoy.config.route.v3.RedirectAction":                          {"https_redirect", "scheme_redirect", "host_redirect", "port_redirect", "path_redirect", "prefix_rewrite", "response_code", "strip_query"},
+	"envoy.config.route.v3.RouteAction.RequestMirrorPolicy":         {"cluster", "runtime_fraction", "trace_sampled"},
+	"envoy.type.matcher.v3.RegexMatchAndSubstitute":                 {"pattern", "substitution"},
+	"envoy.config.core.v3.HeaderValueOption":                        {"header", "append", "append_action", "keep_empty_value"},
+	"envoy.config.core.v3.HeaderValue":                              {"key", "value"},
 }.Merge(matchAllow)
 
 // RouteTable is a compiled RouteConfiguration. Immutable.
@@ -124,6 +126,10 @@ type Route struct {
 	CORS *CORSPolicy
 	// Upgrades is the route's upgrade_configs, overriding the HCM's per type; nil: none.
 	Upgrades map[string]bool
+	// ConnectTerminate is a CONNECT upgrade_config with connect_config: the proxy answers
+	// the CONNECT itself and carries the stream's bytes over a TCP connection to the
+	// cluster's host (connect.go).
+	ConnectTerminate bool
 	// GRPCTimeoutMax, when set, makes a gRPC request's grpc-timeout header its timeout,
 	// capped by the value (0: no cap): max_grpc_timeout or
 	// max_stream_duration.grpc_timeout_header_max.
@@ -150,6 +156,9 @@ const (
 	matchPrefix matchKind = iota
 	matchPath
 	matchRegex
+	// matchConnect is connect_matcher: any CONNECT request (which has no :path), and no
+	// other.
+	matchConnect
 )
 
 // CompileRoutes validates rc and compiles it, refusing fields the proxy does not implement.
@@ -249,6 +258,8 @@ func compileRoute(pr *routev3.Route, vh *VirtualHost) (*Route, error) {
 		return nil, err
 	}
 	switch {
+	case m.GetConnectMatcher() != nil:
+		r.kind = matchConnect
 	case m.GetSafeRegex() != nil:
 		re, err := compileRegex(m.GetSafeRegex().GetRegex())
 		if err != nil {
@@ -310,8 +321,12 @@ func (t *RouteTable) MatchRequest(r *Request) (*VirtualHost, *Route) {
 		return nil, nil
 	}
 	var query url.Values
+	connect := r.Method == http.MethodConnect
 	for _, rt := range vh.Routes {
-		if !rt.matchesPath(r.Path) {
+		if rt.kind == matchConnect && !connect {
+			continue
+		}
+		if rt.kind != matchConnect && !rt.matchesPath(r.Path) {
 			continue
 		}
 		if !rt.matchesRest(r, &query) {

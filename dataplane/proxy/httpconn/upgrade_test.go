@@ -143,10 +143,19 @@ func TestUpgradeWithoutUpgradeConfigsIsForbidden(t *testing.T) {
 	}
 }
 
-func TestUpgradeConfigOtherThanWebsocketIsRefused(t *testing.T) {
+func TestUpgradeConfigOtherThanWebsocketOrConnectIsRefused(t *testing.T) {
 	err := (&Config{}).compileStreamOptions(&hcmv3.HttpConnectionManager{
-		UpgradeConfigs: []*hcmv3.HttpConnectionManager_UpgradeConfig{{UpgradeType: "CONNECT"}}})
+		UpgradeConfigs: []*hcmv3.HttpConnectionManager_UpgradeConfig{{UpgradeType: "spdy/3"}}})
 	if err == nil || !strings.Contains(err.Error(), "upgrade_configs[0].upgrade_type") {
-		t.Errorf("err = %v, want the CONNECT upgrade refused by name", err)
+		t.Errorf("err = %v, want the spdy/3 upgrade refused by name", err)
+	}
+	// CONNECT needs routes that terminate it, known when the HCM compiles.
+	cfg := &Config{}
+	if err := cfg.compileStreamOptions(&hcmv3.HttpConnectionManager{
+		UpgradeConfigs: []*hcmv3.HttpConnectionManager_UpgradeConfig{{UpgradeType: "CONNECT"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.checkConnectRoutes(); err == nil || !strings.Contains(err.Error(), "inline route_config") {
+		t.Errorf("CONNECT with routes from RDS: err = %v, want it refused by name", err)
 	}
 }

@@ -41,9 +41,62 @@ type Conn struct {
 	// Metadata is the passthrough metadata by filter namespace (the downstream's dynamic
 	// metadata on the listener side); nil without any.
 	Metadata map[string]*structpb.Struct
-	// FilterState are the filter state objects shared with this connection, by key, as
-	// their string form.
-	FilterState map[string]string
+	// FilterState are the filter state objects the dialing side shared with this
+	// connection, by key: an object shared once arrives unshared (it goes no further), a
+	// transitive one stays transitive.
+	FilterState map[string]Object
+}
+
+// Sharing is how a filter state object passes to the upstream connections made under it,
+// as Envoy's StreamSharing (set_filter_state's shared_with_upstream).
+type Sharing uint8
+
+// The sharing modes: none; once (the next internal listener's connection receives it,
+// unshared); transitive (every internal hop after it receives it, still transitive).
+const (
+	SharedNone Sharing = iota
+	SharedOnce
+	SharedTransitive
+)
+
+// Object is one filter state object in its string form (what %FILTER_STATE(key:PLAIN)%
+// prints) and its sharing.
+type Object struct {
+	Value   string
+	Sharing Sharing
+}
+
+// Values returns the plain values of fs by key (nil for an empty fs).
+func Values(fs map[string]Object) map[string]string {
+	if len(fs) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(fs))
+	for k, o := range fs {
+		out[k] = o.Value
+	}
+	return out
+}
+
+// Received is what an internal listener's connection holds of the objects shared with
+// it: once-shared objects lose their sharing, transitive ones keep it, unshared ones do
+// not pass.
+func Received(fs map[string]Object) map[string]Object {
+	var out map[string]Object
+	for k, o := range fs {
+		switch o.Sharing {
+		case SharedOnce:
+			o.Sharing = SharedNone
+		case SharedTransitive:
+		default:
+			continue
+		}
+		if out == nil {
+			out = map[string]Object{}
+		}
+		out[k] = o
+	}
+	return out
 }
 
 // LocalAddr implements net.Conn.
@@ -102,31 +155,37 @@ func (r *Registry) Dial(ctx context.Context, addr Addr, md map[string]*structpb.
 	}
 	client, server := net.Pipe()
 	peer := Addr{Listener: addr.Listener, EndpointID: "client"}
-	accept(&Conn{Conn: server, Local: addr, Remote: peer, Metadata: md, FilterState: FilterStateFrom(ctx)})
+	accept(&Conn{Conn: server, Local: addr, Remote: peer, Metadata: md, FilterState: Received(FilterStateFrom(ctx))})
 	return &Conn{Conn: client, Local: peer, Remote: addr}, nil
 }
 
 type filterStateKey struct{}
 
-// WithFilterState returns ctx carrying the filter state objects shared with upstream
-// connections made under it (added to any ctx already carries; fs wins).
-func WithFilterState(ctx context.Context, fs map[string]string) context.Context {
-	if len(fs) == 0 {
+// WithFilterState returns ctx carrying the filter state objects fs shares with the
+// upstream connections made under it (those fs shares, over any ctx already carries).
+func WithFilterState(ctx context.Context, fs map[string]Object) context.Context {
+	var merged map[string]Object
+	for k, o := range fs {
+		if o.Sharing == SharedNone {
+			continue
+		}
+		if merged == nil {
+			merged = map[string]Object{}
+			for k, v := range FilterStateFrom(ctx) {
+				merged[k] = v
+			}
+		}
+		merged[k] = o
+	}
+	if merged == nil {
 		return ctx
-	}
-	merged := map[string]string{}
-	for k, v := range FilterStateFrom(ctx) {
-		merged[k] = v
-	}
-	for k, v := range fs {
-		merged[k] = v
 	}
 	return context.WithValue(ctx, filterStateKey{}, merged)
 }
 
-// FilterStateFrom returns the filter state shared through ctx, nil without any. The map
-// must not be changed.
-func FilterStateFrom(ctx context.Context) map[string]string {
-	fs, _ := ctx.Value(filterStateKey{}).(map[string]string)
+// FilterStateFrom returns the filter state objects shared through ctx, nil without any.
+// The map must not be changed.
+func FilterStateFrom(ctx context.Context) map[string]Object {
+	fs, _ := ctx.Value(filterStateKey{}).(map[string]Object)
 	return fs
 }

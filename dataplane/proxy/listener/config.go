@@ -26,6 +26,7 @@ import (
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/istiostats"
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/peer"
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/rbac"
+	"github.com/meshlab/meshlab/dataplane/proxy/filters/setstate"
 	"github.com/meshlab/meshlab/dataplane/proxy/httpconn"
 	"github.com/meshlab/meshlab/dataplane/proxy/stats"
 	"github.com/meshlab/meshlab/dataplane/proxy/tcpproxy"
@@ -131,8 +132,11 @@ type FilterChain struct {
 	MX *peer.MX
 	// IstioStats is the istio.stats network filter (TCP metrics), nil without it.
 	IstioStats *istiostats.Config
-	TCP        *tcpproxy.Config
-	HTTP       *httpconn.Config
+	// SetState are the envoy.filters.network.set_filter_state filters, in chain order:
+	// they set the connection's filter state when it is accepted.
+	SetState []*setstate.Config
+	TCP      *tcpproxy.Config
+	HTTP     *httpconn.Config
 	// Digest identifies the FilterChain resource (its deterministic encoding).
 	Digest [sha256.Size]byte
 }
@@ -401,7 +405,8 @@ func compileChain(fc *listenerv3.FilterChain) (*FilterChain, error) {
 }
 
 // compileNetworkFilter compiles one network filter before the terminal filter:
-// envoy.filters.network.rbac, istio.metadata_exchange or istio.stats. The error starts
+// envoy.filters.network.rbac, envoy.filters.network.set_filter_state,
+// istio.metadata_exchange or istio.stats. The error starts
 // with the field path below the filter (".typed_config...") or ": ".
 func (c *FilterChain) compileNetworkFilter(f *listenerv3.Filter) error {
 	tc := f.GetTypedConfig()
@@ -430,6 +435,12 @@ func (c *FilterChain) compileNetworkFilter(f *listenerv3.Filter) error {
 			return fmt.Errorf(".%w", err)
 		}
 		c.MX = mx
+	case setstate.NetworkConfigType:
+		st, err := setstate.CompileNetwork(tc)
+		if err != nil {
+			return fmt.Errorf(".%w", err)
+		}
+		c.SetState = append(c.SetState, st)
 	case istiostats.ConfigType:
 		if c.IstioStats != nil {
 			return errors.New(": only one istio.stats filter per chain is supported by meshlab proxy")
@@ -440,7 +451,7 @@ func (c *FilterChain) compileNetworkFilter(f *listenerv3.Filter) error {
 		}
 		c.IstioStats = st
 	default:
-		return fmt.Errorf(": only envoy.filters.network.rbac, istio.metadata_exchange and istio.stats are supported before the terminal filter, not %s (%s)", f.GetName(), typeName)
+		return fmt.Errorf(": only envoy.filters.network.rbac, envoy.filters.network.set_filter_state, istio.metadata_exchange and istio.stats are supported before the terminal filter, not %s (%s)", f.GetName(), typeName)
 	}
 	return nil
 }

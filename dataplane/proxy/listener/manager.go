@@ -507,9 +507,9 @@ func internalAddrs(c *internalconn.Conn, originalDst bool) (local, remote netip.
 		local = parse(v.GetStringValue())
 	}
 	if !local.IsValid() {
-		local = parse(c.FilterState[OriginalDstFilterName+".local_ip"])
+		local = parse(c.FilterState[OriginalDstFilterName+".local_ip"].Value)
 	}
-	remote = parse(c.FilterState[OriginalDstFilterName+".remote_ip"])
+	remote = parse(c.FilterState[OriginalDstFilterName+".remote_ip"].Value)
 	return local, remote
 }
 
@@ -544,9 +544,10 @@ func (m *Manager) handle(a *active, conn net.Conn) {
 	local = netip.AddrPortFrom(local.Addr().Unmap(), local.Port())
 	remote = netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port())
 	var dynamicMD map[string]*structpb.Struct
+	var filterState map[string]internalconn.Object
 	if ic, ok := conn.(*internalconn.Conn); ok {
 		local, remote = internalAddrs(ic, cfg.OriginalDstFilter)
-		dynamicMD = ic.Metadata
+		dynamicMD, filterState = ic.Metadata, ic.FilterState
 	}
 	if cfg.UseOriginalDst || cfg.OriginalDstFilter {
 		if tc, ok := conn.(*net.TCPConn); ok {
@@ -619,6 +620,15 @@ func (m *Manager) handle(a *active, conn net.Conn) {
 		}
 	}
 	conn, ist := m.istioConn(fc, conn, localCert, peer)
+	if len(fc.SetState) > 0 {
+		info := &accesslog.Info{Start: accepted, DownstreamLocal: local, DownstreamPeer: remote, DynamicMetadata: dynamicMD,
+			FilterChainName: fc.Name, RequestedServerName: sni, PeerURISAN: ist.PeerSAN, LocalURISAN: ist.LocalSAN}
+		for _, s := range fc.SetState {
+			filterState = s.Apply(filterState, info)
+		}
+	}
+	// Upstream connections made for this connection carry the objects it shares.
+	ctx := internalconn.WithFilterState(m.ctx, filterState)
 	in := &rbac.Input{Local: local, DirectRemote: remote, Remote: remote, TLS: fc.TLS != nil, Peer: peer}
 	authorize := func() (bool, string) {
 		for _, r := range fc.RBAC {
@@ -658,8 +668,8 @@ func (m *Manager) handle(a *active, conn net.Conn) {
 			case <-done:
 			}
 		}()
-		tcpproxy.Serve(m.ctx, fc.TCP, tcpproxy.Deps{Clusters: m.deps.Clusters, Stats: m.deps.Stats, Logger: m.deps.Logger}, conn,
-			tcpproxy.Downstream{Local: local, Metadata: dynamicMD, FilterChainName: fc.Name, ServerName: sni, Authorize: authorize,
+		tcpproxy.Serve(ctx, fc.TCP, tcpproxy.Deps{Clusters: m.deps.Clusters, Stats: m.deps.Stats, Logger: m.deps.Logger}, conn,
+			tcpproxy.Downstream{Local: local, Metadata: dynamicMD, FilterState: filterState, FilterChainName: fc.Name, ServerName: sni, Authorize: authorize,
 				Inbound: cfg.Inbound, IstioStats: fc.IstioStats, MX: fc.MX != nil, Exchange: ist.Exchange, PeerSAN: ist.PeerSAN, LocalSAN: ist.LocalSAN})
 	case fc.HTTP != nil:
 		draining := make(chan struct{})
@@ -716,9 +726,9 @@ func (m *Manager) handle(a *active, conn net.Conn) {
 			}
 			close(draining)
 		}()
-		httpconn.ServeConn(m.ctx, fc.HTTP, httpconn.Deps{Routes: m.deps.Routes, Clusters: m.deps.Clusters, Stats: m.deps.Stats, Logger: m.deps.Logger,
+		httpconn.ServeConn(ctx, fc.HTTP, httpconn.Deps{Routes: m.deps.Routes, Clusters: m.deps.Clusters, Stats: m.deps.Stats, Logger: m.deps.Logger,
 			Draining: draining, DrainClose: drainClose},
-			conn, httpconn.Downstream{Local: local, Remote: remote, LocalCert: localCert, FilterChainName: fc.Name, ServerName: sni,
+			conn, httpconn.Downstream{Local: local, Remote: remote, LocalCert: localCert, FilterChainName: fc.Name, ServerName: sni, FilterState: filterState,
 				Inbound: cfg.Inbound, PeerSAN: ist.PeerSAN, LocalSAN: ist.LocalSAN})
 	}
 }

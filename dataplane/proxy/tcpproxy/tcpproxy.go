@@ -26,6 +26,7 @@ import (
 	"github.com/meshlab/meshlab/dataplane/proxy/fieldcheck"
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/istiostats"
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/peer"
+	"github.com/meshlab/meshlab/dataplane/proxy/internalconn"
 	"github.com/meshlab/meshlab/dataplane/proxy/stats"
 )
 
@@ -34,7 +35,9 @@ const FilterName = "envoy.filters.network.tcp_proxy"
 
 var allow = fieldcheck.Allow{
 	"envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy":                               {"stat_prefix", "cluster", "weighted_clusters", "access_log", "idle_timeout", "max_downstream_connection_duration", "tunneling_config"},
-	"envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy.TunnelingConfig":               {"hostname"},
+	"envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy.TunnelingConfig":               {"hostname", "headers_to_add"},
+	"envoy.config.core.v3.HeaderValueOption":                                               {"header", "append_action", "keep_empty_value"},
+	"envoy.config.core.v3.HeaderValue":                                                     {"key", "value"},
 	"envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy.WeightedCluster":               {"clusters"},
 	"envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy.WeightedCluster.ClusterWeight": {"name", "weight"},
 }
@@ -135,6 +138,8 @@ type Downstream struct {
 	// socket passed through to an internal listener), which an ORIGINAL_DST cluster's
 	// metadata_key may name the upstream by; nil for none.
 	Metadata map[string]*structpb.Struct
+	// FilterState is the connection's filter state (%FILTER_STATE%); nil for none.
+	FilterState map[string]internalconn.Object
 	// FilterChainName is the name of the filter chain that took the connection
 	// (%FILTER_CHAIN_NAME%); ServerName is its TLS SNI (%REQUESTED_SERVER_NAME%). Empty
 	// when unnamed or plaintext.
@@ -163,7 +168,9 @@ type Downstream struct {
 // newInfo starts the access log entry of a downstream connection.
 func newInfo(conn net.Conn, ds Downstream) *accesslog.Info {
 	info := &accesslog.Info{Start: time.Now(), DownstreamLocal: ds.Local,
-		FilterChainName: ds.FilterChainName, RequestedServerName: ds.ServerName}
+		FilterChainName: ds.FilterChainName, RequestedServerName: ds.ServerName,
+		FilterState: internalconn.Values(ds.FilterState), DynamicMetadata: ds.Metadata,
+		PeerURISAN: ds.PeerSAN, LocalURISAN: ds.LocalSAN}
 	info.DownstreamPeer, _ = netip.ParseAddrPort(conn.RemoteAddr().String())
 	return info
 }

@@ -8,8 +8,10 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tcpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	"golang.org/x/net/http2"
 
@@ -24,6 +26,19 @@ import (
 // failure (UF), as Envoy's tunnel does.
 type Tunnel struct {
 	Hostname *accesslog.FormatString
+	// Headers are headers_to_add: headers of the CONNECT request, each value a format
+	// string rendered for the connection, applied in order.
+	Headers []TunnelHeader
+}
+
+// TunnelHeader is one of tunneling_config's headers_to_add.
+type TunnelHeader struct {
+	Name   string // canonical
+	Value  *accesslog.FormatString
+	Action corev3.HeaderValueOption_HeaderAppendAction
+	// KeepEmpty is keep_empty_value: a value that renders empty is still sent (else
+	// the header is skipped, as Envoy's header parser does).
+	KeepEmpty bool
 }
 
 func compileTunnel(tc *tcpv3.TcpProxy_TunnelingConfig) (*Tunnel, error) {
@@ -34,7 +49,47 @@ func compileTunnel(tc *tcpv3.TcpProxy_TunnelingConfig) (*Tunnel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tunneling_config.hostname: %w", err)
 	}
-	return &Tunnel{Hostname: h}, nil
+	t := &Tunnel{Hostname: h}
+	for i, o := range tc.GetHeadersToAdd() {
+		v, err := accesslog.CompileFormatString(o.GetHeader().GetValue())
+		if err != nil {
+			return nil, fmt.Errorf("tunneling_config.headers_to_add[%d].header.value: %w", i, err)
+		}
+		name := strings.ToLower(o.GetHeader().GetKey())
+		if strings.HasPrefix(name, ":") || name == "host" {
+			return nil, fmt.Errorf("tunneling_config.headers_to_add[%d].header.key: %s cannot be set", i, name)
+		}
+		t.Headers = append(t.Headers, TunnelHeader{Name: http.CanonicalHeaderKey(name), Value: v,
+			Action: o.GetAppendAction(), KeepEmpty: o.GetKeepEmptyValue()})
+	}
+	return t, nil
+}
+
+// header renders the CONNECT request's headers for info.
+func (t *Tunnel) header(info *accesslog.Info) http.Header {
+	h := http.Header{}
+	for _, th := range t.Headers {
+		v := th.Value.RenderHeader(info)
+		if v == "" && !th.KeepEmpty {
+			continue
+		}
+		_, exists := h[th.Name]
+		switch th.Action {
+		case corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD:
+			h[th.Name] = append(h[th.Name], v)
+		case corev3.HeaderValueOption_ADD_IF_ABSENT:
+			if !exists {
+				h[th.Name] = []string{v}
+			}
+		case corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD:
+			h[th.Name] = []string{v}
+		case corev3.HeaderValueOption_OVERWRITE_IF_EXISTS:
+			if exists {
+				h[th.Name] = []string{v}
+			}
+		}
+	}
+	return h
 }
 
 // errTunnelRefused is a non-2xx answer to the CONNECT.
@@ -52,7 +107,7 @@ func (t *Tunnel) open(ctx context.Context, up net.Conn, info *accesslog.Info) (n
 	pr, pw := io.Pipe()
 	req := (&http.Request{
 		Method: http.MethodConnect, URL: &url.URL{Host: authority}, Host: authority,
-		Header: http.Header{}, Body: pr, ContentLength: -1,
+		Header: t.header(info), Body: pr, ContentLength: -1,
 	}).WithContext(context.WithoutCancel(ctx))
 	resp, err := cc.RoundTrip(req)
 	if err != nil {

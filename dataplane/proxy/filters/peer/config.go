@@ -209,11 +209,6 @@ func CompileHTTP(a *anypb.Any) (*HTTPFilter, error) {
 	if err := decodeStrict(name, value, &c); err != nil {
 		return nil, fmt.Errorf("typed_config.value: %w", err)
 	}
-	if c.SharedWithUpstream {
-		// Sharing the peer with the upstream connection's filter state matters only to
-		// waypoints (HBONE), which this proxy does not run.
-		return nil, errors.New("typed_config.value.shared_with_upstream: not supported by meshlab proxy (waypoint only)")
-	}
 	f := &HTTPFilter{Labels: c.AdditionalLabels}
 	disc := func(field string, ms []discoveryMethod) (bool, error) {
 		headers := false
@@ -235,6 +230,14 @@ func CompileHTTP(a *anypb.Any) (*HTTPFilter, error) {
 	}
 	if f.UpstreamHeaders, err = disc("upstream_discovery", c.UpstreamDiscovery); err != nil {
 		return nil, err
+	}
+	if c.SharedWithUpstream && f.DownstreamHeaders {
+		// shared_with_upstream hands the downstream peer this filter discovered to the
+		// upstream (internal) connection's filter state. Only a peer found by
+		// istio_headers could be handed on here (workload_discovery finds none in this
+		// proxy, so with it alone there is nothing to share), and the proxy does not
+		// carry peer objects across internal connections.
+		return nil, errors.New("typed_config.value.shared_with_upstream: not supported by meshlab proxy with istio_headers downstream discovery")
 	}
 	for i, m := range c.DownstreamPropagation {
 		if m.IstioHeaders == nil {

@@ -231,7 +231,7 @@ func TestCompileIstiodConfigs(t *testing.T) {
 		{name: "unknown mx field", a: typedStruct(t, MXConfigType, map[string]any{"protocol": "p", "bogus": 1}), want: `unknown field "bogus"`},
 		{name: "mx without protocol", a: typedStruct(t, MXConfigType, map[string]any{}), want: "protocol: required"},
 		{name: "baggage", http: true, a: typedStruct(t, PeerMetadataConfigType, map[string]any{"downstream_discovery": []any{map[string]any{"baggage": map[string]any{}}}}), want: "downstream_discovery[0].baggage: not supported"},
-		{name: "shared with upstream", http: true, a: typedStruct(t, PeerMetadataConfigType, map[string]any{"shared_with_upstream": true}), want: "shared_with_upstream"},
+		{name: "shared with upstream", http: true, a: typedStruct(t, PeerMetadataConfigType, map[string]any{"shared_with_upstream": true, "downstream_discovery": []any{map[string]any{"istio_headers": map[string]any{}}}}), want: "shared_with_upstream"},
 		{name: "unknown http field", http: true, a: typedStruct(t, PeerMetadataConfigType, map[string]any{"upstream_propagation": []any{map[string]any{"istio_headers": map[string]any{"nope": true}}}}), want: `unknown field "nope"`},
 	} {
 		var err error
