@@ -118,10 +118,12 @@ func (l *Lab) Delete(ctx context.Context, files []api.ConfigFile, refs []api.Obj
 }
 
 // releaseDelay is how long after an apply or delete the lab returns freed memory to the
-// OS: long enough for the push the change caused to be ACKed (a forced collection in
-// the middle of it took half the lab's CPU of a 100-proxy VirtualService apply), short
-// enough that the RSS a user watches falls right after.
-const releaseDelay = 300 * time.Millisecond
+// OS: long enough for the push the change caused to be ACKed, and for the next change
+// of a quick series to come first (the forced collection and the scavenging of every
+// free page cost ~30 ms of CPU at 100 proxies, more than the rest of a VirtualService
+// apply, and at 300 ms they fell inside the next apply's push: issue 30), short enough
+// that the RSS a user watches falls right after.
+const releaseDelay = time.Second
 
 // release is releaseMemory's timer; applies within releaseDelay of each other share
 // one collection.
@@ -349,6 +351,10 @@ func (w syncWaiter) WaitSynced(ctx context.Context) error {
 		}
 	}
 }
+
+// WaitSynced is l's GET /v1/synced (`apply --wait`), for callers in this process (the
+// scenario runner): see syncWaiter.WaitSynced.
+func WaitSynced(ctx context.Context, l *Lab) error { return syncWaiter{l}.WaitSynced(ctx) }
 
 // unsynced names the first pod's proxy that does not run its current config, and why
 // ("" when every one does). Streams of nodes that are not the model's pods (a removed

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -184,9 +183,11 @@ func (r *Runner) poll(ctx context.Context, timeout time.Duration, ok func() (boo
 }
 
 // waitSynced waits until every proxy is connected and applied the last config it was
-// sent. While a discovery-stop fault holds the control plane down there is nothing to
-// wait for; once it is cleared the proxies reconnect each at its own backoff (Envoy's:
-// up to 30 s), and are waited for.
+// sent, as `apply --wait` does: the lab judges each xDS stream (a proxyless gRPC client's
+// closed call stream, whose types the node's merged state kept STALE, is not waited
+// for), after the pushes of every change applied so far. While a discovery-stop fault
+// holds the control plane down there is nothing to wait for; once it is cleared the
+// proxies reconnect each at its own backoff (Envoy's: up to 30 s), and are waited for.
 func (r *Runner) waitSynced(ctx context.Context) error {
 	timeout := r.SyncTimeout
 	if timeout == 0 {
@@ -195,19 +196,13 @@ func (r *Runner) waitSynced(ctx context.Context) error {
 	if slices.ContainsFunc(r.Backend.Faults(), func(f api.Fault) bool { return f.Kind == api.FaultDiscoveryStop }) {
 		return nil
 	}
-	return r.poll(ctx, timeout, func() (bool, string) {
-		for _, ps := range r.Backend.ProxyStatus() {
-			if !ps.Connected {
-				return false, ps.Pod + " is not connected"
-			}
-			for _, t := range slices.Sorted(maps.Keys(ps.Types)) {
-				if s := ps.Types[t].State(); s != "SYNCED" && s != "NOT SENT" {
-					return false, fmt.Sprintf("%s is %s for %s", ps.Pod, s, t)
-				}
-			}
-		}
-		return true, ""
-	})
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := r.Backend.WaitSynced(wctx)
+	if err != nil && ctx.Err() == nil && wctx.Err() != nil {
+		return fmt.Errorf("%w after %v: %w", errGaveUp, timeout, err)
+	}
+	return err
 }
 
 // startLoad sends rounds of requests until the returned stop is called, which waits for

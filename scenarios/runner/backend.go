@@ -22,6 +22,10 @@ type Backend interface {
 	RestartProxy(ctx context.Context, pod string, wait bool) (api.ProxyRestart, error)
 	PodDetail(ctx context.Context, pod string) (api.PodDetail, error)
 	ProxyStatus() []api.ProxyStatus
+	// WaitSynced waits until every change applied so far is pushed and every proxy of
+	// the lab's pods runs the config it was sent, judged per xDS stream as `apply --wait`
+	// judges it (lab.WaitSynced), and names the first proxy that does not when ctx ends.
+	WaitSynced(ctx context.Context) error
 	// Stats returns the counters and gauges of the pod's proxy (admin /stats).
 	Stats(ctx context.Context, pod string) (map[string]uint64, error)
 	// AddFault adds a fault to the lab's machinery (here: discovery-stop).
@@ -60,6 +64,10 @@ func NewLabBackend(l *lab.Lab, runRoot, name string) *LabBackend {
 	}
 	return &LabBackend{Lab: l, paths: lab.PathsFor(runRoot, name), name: name}
 }
+
+// WaitSynced is `apply --wait`'s wait (GET /v1/synced): per stream, not the node's
+// merged state.
+func (b *LabBackend) WaitSynced(ctx context.Context) error { return lab.WaitSynced(ctx, b.Lab) }
 
 // Stats reads the pod's proxy stats through its agent's admin proxy.
 func (b *LabBackend) Stats(ctx context.Context, pod string) (map[string]uint64, error) {

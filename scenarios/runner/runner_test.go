@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/internal/testutil"
@@ -97,6 +101,41 @@ func (f *fakeBackend) PodDetail(_ context.Context, pod string) (api.PodDetail, e
 func slicesClone(e []api.ProxyEpoch) []api.ProxyEpoch { return append([]api.ProxyEpoch(nil), e...) }
 
 func (f *fakeBackend) ProxyStatus() []api.ProxyStatus { return f.status }
+
+// WaitSynced judges f.status as the lab judges its streams: every type's last sent
+// version answered, and not by a NACK; it waits until ctx ends and names the first
+// proxy that is not synced.
+func (f *fakeBackend) WaitSynced(ctx context.Context) error {
+	for {
+		why := ""
+		for _, ps := range f.ProxyStatus() {
+			if !ps.Connected {
+				why = "pod " + ps.Pod + " is not connected"
+				break
+			}
+			for _, typ := range slices.Sorted(maps.Keys(ps.Types)) {
+				if ts := ps.Types[typ]; ts.Sent != ts.Acked {
+					why = "pod " + ps.Pod + " has not answered " + typ + " " + ts.Sent
+					if ts.NackError != "" {
+						why = "pod " + ps.Pod + " rejected " + typ + " " + ts.Sent + ": " + ts.NackError
+					}
+					break
+				}
+			}
+			if why != "" {
+				break
+			}
+		}
+		if why == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("proxies not synced: %s: %w", why, ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
 
 func (f *fakeBackend) Stats(context.Context, string) (map[string]uint64, error) { return f.stats, nil }
 
@@ -192,7 +231,8 @@ func TestRunnerPassesAndFails(t *testing.T) {
 	if rep.Passed() || !rep.Steps[0].Passed() || rep.Steps[1].Error == "" || !rep.Steps[2].Passed() {
 		t.Fatalf("report %+v\n%s", rep, out.String())
 	}
-	if !strings.Contains(rep.Steps[1].Error, "frontend-v1 is NACK for LDS") {
+	if !strings.Contains(rep.Steps[1].Error, "pod frontend-v1 rejected LDS 3: listener: unknown field foo") ||
+		!strings.Contains(rep.Steps[1].Error, "gave up after") {
 		t.Errorf("step 2 error %q does not say which proxy is not synced", rep.Steps[1].Error)
 	}
 	// Now with every type synced, step 2's checks run.
