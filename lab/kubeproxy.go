@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 
 	"github.com/meshlab/meshlab/controlplane/model"
 	"github.com/meshlab/meshlab/netns/kubeproxy"
@@ -45,13 +46,18 @@ func (l *Lab) setupKubeProxy() error {
 // syncKubeProxy renders the current model's rules and replaces the node's with them, as
 // kube-proxy's full sync does, unless they are the rules it installed last: most
 // changes (a VirtualService, a DestinationRule) leave Services and endpoints as they
-// were, and an iptables-restore costs tens of milliseconds of every apply. The caller
-// holds l.mu or is creating the lab.
+// were, and an iptables-restore costs tens of milliseconds of every apply. Nor does it
+// render them when the Services and endpoints they come from are those of the rules
+// installed last (rendering 100 pods' rules was most of a VirtualService apply's own
+// CPU). The caller holds l.mu or is creating the lab.
 func (l *Lab) syncKubeProxy() error {
 	if l.jr == nil {
 		return nil // the lab never created its network (a Lab made by unit tests)
 	}
 	c := kubeProxyConfig(l.model)
+	if l.kubeProxyRules != "" && reflect.DeepEqual(c, l.kubeProxyFrom) {
+		return nil
+	}
 	if err := c.Validate(); err != nil {
 		return fmt.Errorf("render kube-proxy rules: %w", err)
 	}
@@ -67,6 +73,6 @@ func (l *Lab) syncKubeProxy() error {
 	if err := l.syscalls().ns.ApplyRules(ns, rules); err != nil {
 		return fmt.Errorf("install kube-proxy rules in %s: %w", ns, err)
 	}
-	l.kubeProxyRules = rules
+	l.kubeProxyRules, l.kubeProxyFrom = rules, c
 	return nil
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/meshlab/meshlab/lab/faults"
 	"github.com/meshlab/meshlab/lab/istiodcp"
 	"github.com/meshlab/meshlab/lab/push"
+	"github.com/meshlab/meshlab/netns/kubeproxy"
 	"github.com/meshlab/meshlab/web"
 )
 
@@ -156,6 +157,9 @@ type Lab struct {
 	// kubeProxyRules are the rules last installed in the node namespace ("" when none
 	// or unknown): a change that leaves them as they are installs nothing (kubeproxy.go).
 	kubeProxyRules string
+	// kubeProxyFrom is the configuration kubeProxyRules were rendered from: a change
+	// that leaves it as it is renders nothing either.
+	kubeProxyFrom kubeproxy.Config
 
 	cancelServers context.CancelFunc
 	serverCtx     context.Context // ends when the servers stop
