@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -419,15 +420,56 @@ func TestIstiodCircuitBreakerDump(t *testing.T) {
 	bin := istiodBin(t)
 	t.Parallel()
 	l := startLabWithin(t, 3*time.Minute, "../controlplane/config/testdata/kubectl-get-all.yaml", "--control-plane=istiod", "--istiod-path", bin)
-	const url = "http://httpbin.shop:8000/get"
+	circuitBreakerTrips(t, l.name, "fortio-deploy", "http://httpbin.shop:8000/get")
+}
+
+// TestIstiodBugReport brings up, on both control planes, what `istioctl bug-report`
+// wrote of a shop (scenarios/bugreport's fixture, archived as istioctl archives it: a
+// .tar.gz whose entries are under bug-report/): its Services keep their cluster IPs,
+// its mesh config turns access logs on, and its DestinationRule's one-connection pool
+// trips with Envoy's 503 UO under fortio's concurrent load, as on the cluster.
+func TestIstiodBugReport(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	archive := filepath.Join(t.TempDir(), "bug-report.tar.gz")
+	if out, err := exec.Command("tar", "-czf", archive, "-C", "../scenarios/bugreport/testdata", "bug-report").CombinedOutput(); err != nil {
+		t.Fatalf("tar: %v\n%s", err, out)
+	}
+	for _, cp := range []string{"meshlab", "istiod"} {
+		t.Run(cp, func(t *testing.T) {
+			args := []string{"--from-bug-report", archive, "--control-plane=" + cp}
+			if cp == "istiod" {
+				args = append(args, "--istiod-path", istiodBin(t))
+			}
+			t.Parallel()
+			l := startLabWithin(t, 3*time.Minute, args...)
+			for _, want := range []string{"bug-report: the cluster ran Istio 1.28.0 (versions)", "bug-report: cluster/k8s-resources: ConfigMap istio-system/istio: the mesh config"} {
+				if !strings.Contains(l.out.String(), want) {
+					t.Errorf("up did not say %q:\n%s", want, l.out.String())
+				}
+			}
+			out, err := meshlab(t, "get", "svc", "-n", "shop", "--name", l.name, "httpbin", "-o", "jsonpath={.spec.clusterIP}")
+			if err != nil || strings.TrimSpace(out) != "10.96.45.7" {
+				t.Errorf("httpbin's cluster IP: %q (%v); want the cluster's 10.96.45.7", out, err)
+			}
+			circuitBreakerTrips(t, l.name, "deploy/fortio-deploy", "http://httpbin.shop:8000/get")
+		})
+	}
+}
+
+// circuitBreakerTrips checks, in lab labName, that fortio (exec target ref) reaches url
+// and that its concurrent load overflows httpbin's pool of one connection and one
+// pending request: some 200s, some 503s, and fortio's sidecar logging 503 UO.
+func circuitBreakerTrips(t *testing.T, labName, ref, url string) {
+	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		out, code := execIn(t, l.name, nil, "fortio-deploy", "fortio", "curl", "-quiet", url)
+		out, code := execIn(t, labName, nil, ref, "fortio", "curl", "-quiet", url)
 		if code == 0 && strings.Contains(out, "HTTP/1.1 200 OK") {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("fortio curl %s through istiod's config: exit %d\n%s", url, code, out)
+			t.Fatalf("fortio curl %s: exit %d\n%s", url, code, out)
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
@@ -436,7 +478,7 @@ func TestIstiodCircuitBreakerDump(t *testing.T) {
 	// without overlap; a few runs make the overflow certain.
 	var codes map[int]int
 	for run := 0; run < 5; run++ {
-		out, code := execIn(t, l.name, nil, "fortio-deploy", "fortio", "load", "-c", "3", "-qps", "0", "-n", "30", "-loglevel", "Warning", url)
+		out, code := execIn(t, labName, nil, ref, "fortio", "load", "-c", "3", "-qps", "0", "-n", "30", "-loglevel", "Warning", url)
 		codes = fortioCodes(t, out)
 		if code != 0 || codes[200]+codes[503] != 30 {
 			t.Fatalf("fortio load -c 3 -n 30: exit %d, codes %v\n%s\nwant every call answered 200 or 503", code, codes, out)
@@ -449,9 +491,9 @@ func TestIstiodCircuitBreakerDump(t *testing.T) {
 	if codes[503] == 0 || codes[200] == 0 {
 		t.Fatalf("codes %v; want some 200s and some 503s (the circuit breaker tripping)", codes)
 	}
-	out, err := meshlab(t, "logs", "--name", l.name, "fortio-deploy", "-c", "istio-proxy")
+	out, err := meshlab(t, "logs", "--name", labName, ref, "-c", "istio-proxy")
 	if err != nil {
-		t.Fatalf("logs fortio-deploy -c istio-proxy: %v\n%s", err, out)
+		t.Fatalf("logs %s -c istio-proxy: %v\n%s", ref, err, out)
 	}
 	uo := 0
 	for line := range strings.SplitSeq(out, "\n") {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -11,6 +12,7 @@ import (
 	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/lab"
 	"github.com/meshlab/meshlab/scenarios"
+	"github.com/meshlab/meshlab/scenarios/bugreport"
 )
 
 type upFlags struct {
@@ -26,6 +28,7 @@ type upFlags struct {
 	xdsListen            string
 	controlPlane         string
 	istiodPath           string
+	fromBugReport        string
 }
 
 func newUpCmd(g *globalFlags) *cobra.Command {
@@ -34,7 +37,8 @@ func newUpCmd(g *globalFlags) *cobra.Command {
 		Use:   "up [scenario]",
 		Short: "Bring a lab up from a scenario file or a built-in scenario (default: hello)",
 		Example: `  sudo meshlab up                      # the built-in hello lab
-  sudo meshlab up scenarios/hello.yaml --lab second --pod-cidr 10.245.0.0/16`,
+  sudo meshlab up scenarios/hello.yaml --lab second --pod-cidr 10.245.0.0/16
+  sudo meshlab up --from-bug-report bug-report.tar.gz --control-plane=istiod`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: completeNamesOrFiles(bundledScenarios),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -42,8 +46,19 @@ func newUpCmd(g *globalFlags) *cobra.Command {
 			if len(args) == 1 {
 				ref = args[0]
 			}
-			file, data, err := readScenario(ref)
-			if err != nil {
+			var report *bugreport.Report
+			var file string
+			var data []byte
+			var err error
+			if f.fromBugReport != "" {
+				if len(args) == 1 {
+					return fmt.Errorf("--from-bug-report %s: give no scenario beside it (got %s)", f.fromBugReport, args[0])
+				}
+				if report, err = bugReportScenario(cmd, f); err != nil {
+					return err
+				}
+				file, data = report.Source, report.Scenario
+			} else if file, data, err = readScenario(ref); err != nil {
 				return err
 			}
 			name := g.name
@@ -71,7 +86,7 @@ func newUpCmd(g *globalFlags) *cobra.Command {
 			}
 			if f.dryRun {
 				if err := lab.Validate(opts); err != nil {
-					return err
+					return locate(report, err)
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "%s is valid\n", file)
 				return nil
@@ -79,7 +94,7 @@ func newUpCmd(g *globalFlags) *cobra.Command {
 			if err := requireRoot("meshlab up"); err != nil {
 				return err
 			}
-			return lab.Up(cmd.Context(), opts)
+			return locate(report, lab.Up(cmd.Context(), opts))
 		},
 	}
 	cmd.Flags().StringVar(&f.podCIDR, "pod-cidr", lab.DefaultPodCIDR.String(), "address range of pods")
@@ -94,9 +109,43 @@ func newUpCmd(g *globalFlags) *cobra.Command {
 	cmd.Flags().StringVar(&f.xdsListen, "xds-listen", "", "also serve xDS and the CA on this loopback TCP address (e.g. 127.0.0.1:15010), to callers that send a pod's token as \"authorization: Bearer <token>\"; default: the lab's unix socket only")
 	cmd.Flags().StringVar(&f.controlPlane, "control-plane", "", "what generates the proxies' config: meshlab (its own generator) or istiod (Istio's istiod, the meshlab-istiod binary that `make istiod` builds); default: the scenario's LabSettings spec.controlPlane, else meshlab")
 	cmd.Flags().StringVar(&f.istiodPath, "istiod-path", "", "the meshlab-istiod binary for --control-plane=istiod (default: beside meshlab, else on PATH)")
+	cmd.Flags().StringVar(&f.fromBugReport, "from-bug-report", "", "make the lab of what `istioctl bug-report` wrote (its bug-report.tar.gz, or the directory it extracts to): the cluster's objects, its mesh config, its Services' addresses where --service-cidr allows")
 	cmd.Flags().BoolVar(&f.dryRun, "dry-run", false, "validate the scenario and exit, creating nothing")
 	cmd.Flags().StringVar(&f.listen, "listen", lab.DefaultListen, "address of the dashboard and the API on TCP (a specific IP; \"\" for none; another port is chosen when the default is taken)")
 	return cmd
+}
+
+// bugReportScenario reads the bug report --from-bug-report names and says, one line
+// each, what it read, ignored and chose. Without --service-cidr the lab takes the /16
+// holding the report's Service addresses, so that they are kept.
+func bugReportScenario(cmd *cobra.Command, f *upFlags) (*bugreport.Report, error) {
+	r, err := bugreport.Read(f.fromBugReport)
+	if err != nil {
+		return nil, err
+	}
+	out := cmd.OutOrStdout()
+	for _, n := range r.Notes {
+		fmt.Fprintln(out, n)
+	}
+	if r.IstioVersion != "" {
+		fmt.Fprintf(out, "bug-report: the cluster ran Istio %s (%s)\n", r.IstioVersion, r.VersionFrom)
+	}
+	if len(r.Proxies) > 0 {
+		fmt.Fprintf(out, "bug-report: it holds the config dumps of %d proxies (%s): not loaded into the lab\n", len(r.Proxies), strings.Join(r.Proxies, ", "))
+	}
+	if !cmd.Flags().Changed("service-cidr") && r.ServiceCIDR.IsValid() && r.ServiceCIDR.String() != f.serviceCIDR {
+		f.serviceCIDR = r.ServiceCIDR.String()
+		fmt.Fprintf(out, "bug-report: --service-cidr %s, the range of the cluster's Service addresses\n", f.serviceCIDR)
+	}
+	return r, nil
+}
+
+// locate names the bug report's files in the loader's errors on it.
+func locate(r *bugreport.Report, err error) error {
+	if r == nil || err == nil {
+		return err
+	}
+	return r.Locate(err)
 }
 
 // readScenario reads ref as a file when one exists, else as a built-in scenario name.
