@@ -27,6 +27,9 @@ const (
 const (
 	// PersonaHTTPBin makes the app answer as httpbin (httpbin.go).
 	PersonaHTTPBin = "httpbin"
+	// PersonaGoHTTPBin makes the app answer as go-httpbin (gohttpbin.go), the image
+	// Istio's samples/httpbin runs today.
+	PersonaGoHTTPBin = "go-httpbin"
 	// PersonaSleep serves nothing: a pod to exec into, as Istio's curl/sleep sample.
 	PersonaSleep = "sleep"
 	// PersonaFortio is fortio's server (its echo on 8080), served by package
@@ -52,7 +55,7 @@ func LinksAll(persona string) bool {
 
 // Personas are the sample apps the built-in app stands in for (bookinfo.go has Bookinfo's).
 var Personas = []string{
-	PersonaHTTPBin, PersonaSleep, PersonaProductPage, PersonaDetails,
+	PersonaHTTPBin, PersonaGoHTTPBin, PersonaSleep, PersonaProductPage, PersonaDetails,
 	PersonaReviewsV1, PersonaReviewsV2, PersonaReviewsV3, PersonaRatings,
 	PersonaHelloWorld, PersonaTCPEcho, PersonaGRPCEcho, PersonaFortio, PersonaNginx,
 }

@@ -66,6 +66,10 @@ func newHandler(c Config, log *slog.Logger) *handler {
 		h.mux = newHTTPBin(nil)
 		h.access = accessLog(os.Stdout, h.mux) // httpbin logs every request, as its image does
 		return h
+	case PersonaGoHTTPBin:
+		h.mux = newGoHTTPBin(nil)
+		h.access = accessLog(os.Stdout, h.mux)
+		return h
 	case PersonaHelloWorld:
 		h.mux = newHelloWorld(c.Version, c.Pod)
 		return h

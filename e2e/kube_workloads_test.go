@@ -44,19 +44,19 @@ func TestKubernetesSampleWorkloads(t *testing.T) {
 	if err != nil {
 		t.Fatalf("curl /status/418: %v\n%s", err, out)
 	}
-	if !strings.Contains(out, "418") || !strings.Contains(out, "-=[ teapot ]=-") || !strings.Contains(strings.ToLower(out), "server: envoy") {
-		t.Errorf("curl /status/418 from the curl pod:\n%s\nwant httpbin's teapot, answered through the sidecar (server: envoy)", out)
+	if !strings.Contains(out, "418") || !strings.Contains(out, "I'm a teapot!") || !strings.Contains(strings.ToLower(out), "server: envoy") {
+		t.Errorf("curl /status/418 from the curl pod:\n%s\nwant go-httpbin's teapot, answered through the sidecar (server: envoy)", out)
 	}
 
 	out, err = meshlab(t, "exec", "--name", l.name, curl, "--", "curl", "-sS", "--max-time", "5", "http://httpbin:8000/headers")
 	if err != nil {
 		t.Fatalf("curl /headers: %v\n%s", err, out)
 	}
-	var h struct{ Headers map[string]string }
+	var h struct{ Headers map[string][]string } // go-httpbin lists every header's values
 	if err := json.Unmarshal([]byte(out), &h); err != nil {
-		t.Fatalf("/headers is not httpbin's JSON: %v\n%s", err, out)
+		t.Fatalf("/headers is not go-httpbin's JSON: %v\n%s", err, out)
 	}
-	if xfcc := h.Headers["X-Forwarded-Client-Cert"]; !strings.Contains(xfcc, "URI=spiffe://cluster.local/ns/default/sa/curl") {
+	if xfcc := strings.Join(h.Headers["X-Forwarded-Client-Cert"], ","); !strings.Contains(xfcc, "URI=spiffe://cluster.local/ns/default/sa/curl") {
 		t.Errorf("httpbin saw X-Forwarded-Client-Cert %q; want the curl service account's identity (mTLS between the sidecars)", xfcc)
 	}
 

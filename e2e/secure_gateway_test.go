@@ -163,7 +163,7 @@ func TestSecureIngressMutualTask(t *testing.T) {
 	resolve := "httpbin.example.com:" + port + ":127.0.0.1"
 	teapot := func(args ...string) (string, int, bool) {
 		out, code := hostCurl(t, append([]string{"-sS", "-HHost:httpbin.example.com", "--resolve", resolve}, args...)...)
-		return out, code, code == 0 && strings.Contains(out, "-=[ teapot ]=-")
+		return out, code, code == 0 && strings.Contains(out, "I'm a teapot!")
 	}
 	waitTeapot := func(what string, args ...string) {
 		t.Helper()
@@ -287,7 +287,7 @@ func TestSecureGatewayAPITask(t *testing.T) {
 	deadline := time.Now().Add(40 * time.Second)
 	for {
 		out, code := hostCurl(t, args...)
-		if code == 0 && strings.Contains(out, "-=[ teapot ]=-") {
+		if code == 0 && strings.Contains(out, "I'm a teapot!") {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -267,15 +267,16 @@ func mainContainer(spec *corev1.PodSpec) int {
 // Personas of the built-in app, chosen by image (the names demoapp.Personas lists; the lab
 // checks them when it starts an app).
 const (
-	personaHTTPBin = "httpbin"
-	personaSleep   = "sleep"
+	personaHTTPBin   = "httpbin"
+	personaGoHTTPBin = "go-httpbin" // the image Istio's samples/httpbin runs today
+	personaSleep     = "sleep"
 )
 
 // imagePersonas maps an image repository (registry and tag removed) to the built-in app
 // persona that answers as that image does.
 var imagePersonas = map[string]string{
 	"kong/httpbin":            personaHTTPBin,
-	"mccutchen/go-httpbin":    personaHTTPBin,
+	"mccutchen/go-httpbin":    personaGoHTTPBin,
 	"kennethreitz/httpbin":    personaHTTPBin,
 	"citizenstig/httpbin":     personaHTTPBin,
 	"curlimages/curl":         personaSleep,

@@ -160,8 +160,8 @@ func TestKubernetesWorkloadsMakePodsAsKubernetes(t *testing.T) {
 	if hb.ServiceAccount != "httpbin" || !slices.Equal(hb.Ports, []uint16{8080}) || !hb.Sidecar.Inject {
 		t.Errorf("httpbin pod: sa %q ports %v inject %v", hb.ServiceAccount, hb.Ports, hb.Sidecar.Inject)
 	}
-	if hb.App.Persona != personaHTTPBin || hb.App.Image != "docker.io/mccutchen/go-httpbin:v2.15.0" || hb.App.ImageNote != "" {
-		t.Errorf("httpbin pod app = %+v, want the httpbin persona", hb.App)
+	if hb.App.Persona != personaGoHTTPBin || hb.App.Image != "docker.io/mccutchen/go-httpbin:v2.15.0" || hb.App.ImageNote != "" {
+		t.Errorf("httpbin pod app = %+v, want the go-httpbin persona", hb.App)
 	}
 	if svcs := m.ServicesFor(hb); len(svcs) != 1 || svcs[0].Name != "httpbin" {
 		t.Errorf("the httpbin Service does not select the Deployment's pod")
