@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
 )
@@ -102,6 +103,15 @@ func Received(fs map[string]Object) map[string]Object {
 // LocalAddr implements net.Conn.
 func (c *Conn) LocalAddr() net.Addr { return c.Local }
 
+// CloseWrite half-closes the connection: the other side reads EOF, this side can still
+// read what it sends (Envoy's internal connections carry half-closes).
+func (c *Conn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
 // RemoteAddr implements net.Conn.
 func (c *Conn) RemoteAddr() net.Addr { return c.Remote }
 
@@ -142,7 +152,8 @@ func (r *Registry) Has(name string) bool {
 }
 
 // Dial connects to the internal listener of addr, handing it md and the filter state
-// shared through ctx (WithFilterState). The connection is a synchronous in-memory pipe.
+// shared through ctx (WithFilterState). The connection is a synchronous in-memory pipe
+// that carries half-closes.
 func (r *Registry) Dial(ctx context.Context, addr Addr, md map[string]*structpb.Struct) (net.Conn, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -153,7 +164,7 @@ func (r *Registry) Dial(ctx context.Context, addr Addr, md map[string]*structpb.
 	if accept == nil {
 		return nil, fmt.Errorf("%s: %w %q", addr, ErrNoListener, addr.Listener)
 	}
-	client, server := net.Pipe()
+	client, server := pipe()
 	peer := Addr{Listener: addr.Listener, EndpointID: "client"}
 	accept(&Conn{Conn: server, Local: addr, Remote: peer, Metadata: md, FilterState: Received(FilterStateFrom(ctx))})
 	return &Conn{Conn: client, Local: peer, Remote: addr}, nil
@@ -189,3 +200,42 @@ func FilterStateFrom(ctx context.Context) map[string]Object {
 	fs, _ := ctx.Value(filterStateKey{}).(map[string]Object)
 	return fs
 }
+
+// pipe returns the two ends of an in-memory connection: one synchronous pipe per
+// direction, so either end can end its direction (CloseWrite) and keep reading the
+// other. Deadlines are the pipes': a read deadline on the reading one, a write deadline
+// on the writing one.
+func pipe() (net.Conn, net.Conn) {
+	aToB, bFromA := net.Pipe()
+	bToA, aFromB := net.Pipe()
+	return &halfConn{Conn: aToB, in: aFromB}, &halfConn{Conn: bToA, in: bFromA}
+}
+
+// halfConn is one end of pipe: writes go to the embedded pipe (whose addresses it
+// reports), reads come from in.
+type halfConn struct {
+	net.Conn          // the writing direction
+	in       net.Conn // the reading direction
+	once     sync.Once
+}
+
+// Read reads the peer's direction: io.EOF once the peer ended it (CloseWrite or Close).
+func (c *halfConn) Read(b []byte) (int, error) { return c.in.Read(b) }
+
+// CloseWrite ends this end's direction.
+func (c *halfConn) CloseWrite() error { return c.Conn.Close() }
+
+func (c *halfConn) Close() error {
+	c.once.Do(func() {
+		_ = c.Conn.Close()
+		_ = c.in.Close()
+	})
+	return nil
+}
+
+func (c *halfConn) SetDeadline(t time.Time) error {
+	_ = c.in.SetReadDeadline(t)
+	return c.Conn.SetWriteDeadline(t)
+}
+
+func (c *halfConn) SetReadDeadline(t time.Time) error { return c.in.SetReadDeadline(t) }

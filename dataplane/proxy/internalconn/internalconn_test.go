@@ -1,0 +1,60 @@
+package internalconn
+
+import (
+	"context"
+	"errors"
+	"io"
+	"testing"
+	"time"
+)
+
+// An internal connection carries half-closes: the side that ends its direction still
+// reads the other's, which reads EOF.
+func TestHalfClose(t *testing.T) {
+	r := NewRegistry()
+	served := make(chan error, 1)
+	r.Register("l", func(c *Conn) {
+		go func() {
+			defer c.Close()
+			b, err := io.ReadAll(c) // until the client's CloseWrite
+			if err == nil {
+				_, err = c.Write(append([]byte("got "), b...))
+			}
+			served <- err
+		}()
+	})
+	c, err := r.Dial(context.Background(), Addr{Listener: "l"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.(*Conn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(c)
+	if err != nil || string(b) != "got ping" {
+		t.Fatalf("read %q, %v", b, err)
+	}
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write([]byte("late")); !errors.Is(err, io.ErrClosedPipe) {
+		t.Errorf("write after CloseWrite: %v, want io.ErrClosedPipe", err)
+	}
+}
+
+// Objects shared once arrive unshared; transitive ones stay transitive; unshared ones
+// do not pass.
+func TestFilterStateSharing(t *testing.T) {
+	ctx := WithFilterState(context.Background(), map[string]Object{
+		"once": {Value: "1", Sharing: SharedOnce}, "trans": {Value: "2", Sharing: SharedTransitive}, "none": {Value: "3"},
+	})
+	got := Received(FilterStateFrom(ctx))
+	if len(got) != 2 || got["once"] != (Object{Value: "1"}) || got["trans"] != (Object{Value: "2", Sharing: SharedTransitive}) {
+		t.Errorf("received %v", got)
+	}
+}
