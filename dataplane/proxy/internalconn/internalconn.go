@@ -235,7 +235,7 @@ func (c *halfConn) Close() error {
 
 func (c *halfConn) SetDeadline(t time.Time) error {
 	_ = c.in.SetReadDeadline(t)
-	return c.Conn.SetWriteDeadline(t)
+	return c.SetWriteDeadline(t) // the writing direction's
 }
 
 func (c *halfConn) SetReadDeadline(t time.Time) error { return c.in.SetReadDeadline(t) }
