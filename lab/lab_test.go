@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -57,6 +59,34 @@ func TestJournalRoundTripSkipsTornLine(t *testing.T) {
 	}
 	if got, err := readJournal(filepath.Join(t.TempDir(), "absent")); err != nil || got != nil {
 		t.Errorf("missing journal = %v, %v; want empty", got, err)
+	}
+}
+
+// TestJournalConcurrentAdds: adds from many goroutines at once (a 100-pod up), which share
+// fsyncs, each return with its entry in the file, whole.
+func TestJournalConcurrentAdds(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal")
+	j, err := openJournal(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.close()
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Go(func() {
+			if err := j.add(entry{Kind: "process", PID: i + 1}); err != nil {
+				t.Error(err)
+				return
+			}
+			got, err := readJournal(path)
+			if err != nil || !slices.ContainsFunc(got, func(e entry) bool { return e.PID == i+1 }) {
+				t.Errorf("entry %d not in the journal once add returned (%v)", i+1, err)
+			}
+		})
+	}
+	wg.Wait()
+	if got, _ := readJournal(path); len(got) != 50 {
+		t.Errorf("journal has %d entries, want 50", len(got))
 	}
 }
 

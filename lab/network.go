@@ -61,29 +61,41 @@ func (l *Lab) createNetwork() error {
 // createPodNetwork makes the pod's namespace, links it to the bridge and, when the pod has
 // a sidecar, installs the capture rules.
 // createPodNetwork takes the pod's key (model.PodKey), which names its namespace, link
-// and run directory.
+// and run directory. The namespace and its link are made in a net slot (withNetSlot),
+// the journal entry before it and the capture rules after it.
 func (l *Lab) createPodNetwork(name string, ip netip.Addr, sidecar bool) error {
+	return l.makePodNetwork(name, ip, sidecar, l.withNetSlot)
+}
+
+// makePodNetwork is createPodNetwork with the namespace and link made inside slot.
+func (l *Lab) makePodNetwork(name string, ip netip.Addr, sidecar bool, slot func(func() error) error) error {
 	ns := NamespaceName(l.opts.Name, name)
 	if err := l.jr.add(entry{Kind: "netns", Name: ns}); err != nil {
 		return err
 	}
 	gw := gateway(l.opts.PodCIDR)
 	nss := l.syscalls().ns
-	err := nss.SetupPod(netns.PodConfig{
-		Namespace:     ns,
-		NodeNamespace: NodeNamespace(l.opts.Name),
-		Bridge:        bridgeName,
-		HostIfName:    netns.HostIfName(l.opts.Name, name),
-		Address:       netip.PrefixFrom(ip, l.opts.PodCIDR.Bits()),
-		Gateway:       gw.Addr(),
+	err := slot(func() error {
+		err := nss.SetupPod(netns.PodConfig{
+			Namespace:     ns,
+			NodeNamespace: NodeNamespace(l.opts.Name),
+			Bridge:        bridgeName,
+			HostIfName:    netns.HostIfName(l.opts.Name, name),
+			Address:       netip.PrefixFrom(ip, l.opts.PodCIDR.Bits()),
+			Gateway:       gw.Addr(),
+		})
+		if err != nil {
+			return fmt.Errorf("create pod namespace %s: %w", ns, err)
+		}
+		// As container runtimes do for Kubernetes pods: any uid may bind any port, so an
+		// app running unprivileged can still serve on port 80.
+		if err := nss.AllowLowPorts(ns); err != nil {
+			return fmt.Errorf("allow unprivileged ports in %s: %w", ns, err)
+		}
+		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("create pod namespace %s: %w", ns, err)
-	}
-	// As container runtimes do for Kubernetes pods: any uid may bind any port, so an app
-	// running unprivileged can still serve on port 80.
-	if err := nss.AllowLowPorts(ns); err != nil {
-		return fmt.Errorf("allow unprivileged ports in %s: %w", ns, err)
+		return err
 	}
 	if !sidecar {
 		return nil

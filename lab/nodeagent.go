@@ -79,10 +79,17 @@ func enrollAmbientPod(l *Lab, p *model.Pod, podRules string) (ambient, installed
 	return true, installed, err
 }
 
-// waitAmbientPod waits until ztunnel has pod p and the pod is annotated, as a sidecar pod
-// waits for its proxy: a pod that is not in time is a *notReadyError.
-func waitAmbientPod(ctx context.Context, l *Lab, p *model.Pod) error {
-	err := l.ambient.WaitEnrolled(ctx, []string{p.Key()})
+// waitAmbientPod waits until ztunnel has pod p and, when annotated, until the pod is
+// annotated too (its redirection pushed), as a sidecar pod waits for its proxy: a pod
+// that is not in time is a *notReadyError. The app starts after the first wait, the pod
+// is ready after the second.
+func waitAmbientPod(ctx context.Context, l *Lab, p *model.Pod, annotated bool) error {
+	var err error
+	if annotated {
+		err = l.ambient.WaitEnrolled(ctx, []string{p.Key()})
+	} else {
+		err = l.ambient.WaitAcked(ctx, p.Key())
+	}
 	if err == nil || ctx.Err() == nil {
 		return err
 	}
@@ -199,7 +206,8 @@ func startZtunnel(l *Lab) error {
 	l.mu.Lock()
 	l.ztunnelSince = time.Now()
 	l.mu.Unlock()
-	if err := l.createPodNetwork(key, ip, false); err != nil {
+	// Ahead of the pods waiting for a net slot: every one of them waits for ztunnel.
+	if err := l.makePodNetwork(key, ip, false, func(fn func() error) error { return fn() }); err != nil {
 		return err
 	}
 	if l.ca == nil {

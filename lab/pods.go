@@ -95,7 +95,7 @@ func (l *Lab) startPod(ctx context.Context, slot int, p *model.Pod) (err error) 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create run directory of pod %s: %w", p.Key(), err)
 	}
-	if err := l.withNetSlot(func() error { return l.createPodNetwork(p.Key(), p.IP, captures(p)) }); err != nil {
+	if err := l.createPodNetwork(p.Key(), p.IP, captures(p)); err != nil {
 		return err
 	}
 	var dnsRules string
@@ -110,15 +110,15 @@ func (l *Lab) startPod(ctx context.Context, slot int, p *model.Pod) (err error) 
 	// When ztunnel does not take it in time the app starts anyway and the pod is reported
 	// not ready; ztunnel's next connection takes it.
 	var ambientErr error
-	ok, installed, err := enrollAmbientPod(l, p, dnsRules)
+	inAmbient, installed, err := enrollAmbientPod(l, p, dnsRules)
 	if dnsRules != "" && !installed {
 		if err := l.installKubeDNSRules(p); err != nil {
 			return err
 		}
 	}
-	if ok {
+	if inAmbient {
 		if err == nil {
-			err = waitAmbientPod(ctx, l, p)
+			err = waitAmbientPod(ctx, l, p, false)
 		}
 		var nr *notReadyError
 		if err != nil && !errors.As(err, &nr) {
@@ -184,6 +184,10 @@ func (l *Lab) startPod(ctx context.Context, slot int, p *model.Pod) (err error) 
 		if err := l.waitReady(ctx, p.Key()); err != nil {
 			return err
 		}
+	}
+	if inAmbient && ambientErr == nil {
+		// Ready once the control plane has its annotation too, which the app did not wait for.
+		ambientErr = waitAmbientPod(ctx, l, p, true)
 	}
 	if ambientErr != nil {
 		return ambientErr
@@ -398,13 +402,14 @@ func personaArgs(app model.AppSpec) []string {
 	return app.Args
 }
 
-// withNetSlot runs fn, which makes a pod's network, once fewer than cap(l.netSlots) others
-// are doing so. Every pod of an `up` starts at once, but their namespaces, links and
-// rules are kernel work serialised on the RTNL lock, and a disable_ipv6 write that finds
-// the lock taken restarts its system call until it gets it (addrconf_sysctl_disable's
-// rtnl_trylock): with 100 pods at once that spinning was a fifth of the lab process's
-// start CPU (docs/BENCHMARKS.md, "100 pods"). As many at once as the lab has Ps keeps
-// the cores busy without it; processes and readiness stay fully concurrent.
+// withNetSlot runs fn, which makes a pod's namespace and link, once fewer than
+// cap(l.netSlots) others are doing so. Every pod of an `up` starts at once, but their
+// namespaces and links are kernel work serialised on the RTNL lock, and a disable_ipv6
+// write that finds the lock taken restarts its system call until it gets it
+// (addrconf_sysctl_disable's rtnl_trylock): with 100 pods at once that spinning was a
+// fifth of the lab process's start CPU (docs/BENCHMARKS.md, "100 pods"). As many at once
+// as the lab has Ps keeps the cores busy without it; journal entries, rules, processes
+// and readiness stay fully concurrent.
 func (l *Lab) withNetSlot(fn func() error) error {
 	if l.netSlots == nil {
 		return fn()

@@ -70,7 +70,11 @@ func Create(name string) error {
 }
 
 // runDirMu serializes prepareRunDir: two Creates must not both self-bind RunDir.
-var runDirMu sync.Mutex
+// runDirReady: it succeeded once in this process, and RunDir stays a shared mount point.
+var (
+	runDirMu    sync.Mutex
+	runDirReady bool
+)
 
 // prepareRunDir makes RunDir a mount point of its own with shared propagation before the
 // first namespace is bound under it, as iproute2 does (`mount --make-rshared /run/netns`,
@@ -82,9 +86,16 @@ var runDirMu sync.Mutex
 // A RunDir that is no mount point but already holds namespaces (made by a meshlab or a
 // tool that did not do this) is left alone: a recursive self-bind now would stack copies
 // on those namespaces and break whoever owns them. IsRunDirMounted tells which case holds.
+//
+// It does so once per process: read again for every namespace, the mount table (one line
+// per namespace) and the recursive remount (one change per mount under RunDir) made
+// each Create cost more than the one before, quadratic over a 1000-pod lab.
 func prepareRunDir() error {
 	runDirMu.Lock()
 	defer runDirMu.Unlock()
+	if runDirReady {
+		return nil
+	}
 	if err := os.MkdirAll(RunDir, 0o755); err != nil {
 		return err
 	}
@@ -107,6 +118,7 @@ func prepareRunDir() error {
 	if err := unix.Mount("", RunDir, "none", unix.MS_SHARED|unix.MS_REC, ""); err != nil {
 		return fmt.Errorf("make %s shared: %w", RunDir, err)
 	}
+	runDirReady = true
 	return nil
 }
 

@@ -49,8 +49,9 @@ type Deps struct {
 	RulesConfig inpod.Config
 	// SetRedirection sets (enabled) or removes the pod's ambient.istio.io/redirection
 	// annotation in the lab's model and pushes the model to the control plane. Required.
-	// It is called without the agent's locks held, never from Reconcile's caller's
-	// goroutine while that caller holds a lock SetRedirection takes.
+	// It is called holding that pod's lock of the agent only (setting it, from a
+	// goroutine of the agent's; removing it, from Reconcile's): Reconcile's and Enroll's
+	// callers must not hold a lock SetRedirection takes.
 	SetRedirection func(podKey string, enabled bool)
 	// StartZtunnel starts the lab's ztunnel (a supervised process the lab restarts when
 	// it dies). Optional: the agent calls it once, when the lab first has an ambient pod.
@@ -78,6 +79,8 @@ type NodeAgent struct {
 	closed  bool
 
 	keepalive time.Duration // how often an idle connection is checked (tests shorten it)
+
+	annotations sync.WaitGroup // annotate's goroutines; Run waits for them
 }
 
 // enrolled is a pod in the mesh (or on its way): its rules are installed.
@@ -87,9 +90,10 @@ type enrolled struct {
 	uid   string   // stable for this incarnation of the pod (its namespace's inode)
 	fd    *os.File // the pod's network namespace, held open while enrolled, as istio-cni's cache
 	ino   uint64
-	// acked: the connected ztunnel acknowledged its add. annotated: SetRedirection(true)
-	// was called (it stays across ztunnel restarts, as istio-cni leaves the annotation).
-	acked, annotated bool
+	// acked: the connected ztunnel acknowledged its add. annotating: the annotation was
+	// asked for (annotate). annotated: SetRedirection(true) returned (both stay across
+	// ztunnel restarts, as istio-cni leaves the annotation).
+	acked, annotating, annotated bool
 }
 
 // New returns the node agent; it listens once Run is called.
@@ -115,7 +119,8 @@ func ambientPods(m *model.Model) map[string]*model.Pod {
 // whose namespace is new, a pod replaced under the same name) is enrolled, a pod no longer
 // in ambient mode or gone is removed. Enrolling a pod installs its rules, sends it to
 // ztunnel when one is connected and waits for the ack (else the snapshot of ztunnel's
-// next connection carries it), then annotates it. It returns every pod's failure.
+// next connection carries it); the annotation follows on its own (annotate), and
+// WaitEnrolled waits for it. It returns every pod's failure.
 func (a *NodeAgent) Reconcile(m *model.Model) error {
 	a.reconcileMu.Lock()
 	defer a.reconcileMu.Unlock()
@@ -319,8 +324,8 @@ func (a *NodeAgent) remove(e *enrolled) error {
 	return nil
 }
 
-// acked records that ztunnel on c acknowledged e's add and annotates the pod the first
-// time.
+// acked records that ztunnel on c acknowledged e's add and, the first time, has the pod
+// annotated.
 func (a *NodeAgent) acked(c *conn, e *enrolled) {
 	a.mu.Lock()
 	if a.conn != c || a.pods[e.pod.Key()] != e {
@@ -328,14 +333,39 @@ func (a *NodeAgent) acked(c *conn, e *enrolled) {
 		return // a newer connection's snapshot, or the pod left meanwhile
 	}
 	e.acked = true
-	first := !e.annotated
-	e.annotated = true
+	first := !e.annotating
+	e.annotating = true
 	a.notifyLocked()
 	a.mu.Unlock()
 	if first {
-		a.d.SetRedirection(e.pod.Key(), true)
-		a.publish(EventEnrolled, e.pod.Key(), fmt.Sprintf("pod %s in ambient mode: in-pod rules, ztunnel, HBONE", e.pod.Key()), map[string]any{"uid": e.uid})
+		a.annotate(e)
 	}
+}
+
+// annotate sets e's redirection annotation on a goroutine of its own, as istio-cni's node
+// agent patches the pod once ztunnel has it: the pod's app does not wait for the control
+// plane's push (WaitAcked), its readiness does (WaitEnrolled), and the pods ztunnel
+// acknowledges together (a snapshot of a hundred) share pushes instead of waiting for one
+// each in turn. It takes the pod's lock, so an annotation and the pod's removal happen in
+// the order they were decided: a pod removed first is not annotated.
+func (a *NodeAgent) annotate(e *enrolled) {
+	key := e.pod.Key()
+	a.annotations.Go(func() {
+		unlock := a.lockPod(key)
+		defer unlock()
+		a.mu.Lock()
+		current := a.pods[key] == e
+		a.mu.Unlock()
+		if !current {
+			return
+		}
+		a.d.SetRedirection(key, true)
+		a.mu.Lock()
+		e.annotated = true
+		a.notifyLocked()
+		a.mu.Unlock()
+		a.publish(EventEnrolled, key, fmt.Sprintf("pod %s in ambient mode: in-pod rules, ztunnel, HBONE", key), map[string]any{"uid": e.uid})
+	})
 }
 
 // notifyLocked wakes WaitEnrolled. The caller holds a.mu.
@@ -345,13 +375,25 @@ func (a *NodeAgent) notifyLocked() {
 }
 
 // WaitEnrolled waits until every pod of keys that is to be enrolled is annotated (ztunnel
-// acknowledged it), or ctx ends; it returns which are not, if any.
+// acknowledged it and the annotation was pushed), or ctx ends; it returns which are not,
+// if any.
 func (a *NodeAgent) WaitEnrolled(ctx context.Context, keys []string) error {
+	return a.wait(ctx, keys, func(e *enrolled) bool { return e.annotated })
+}
+
+// WaitAcked waits until ztunnel has the pod key (it acknowledged the pod's add, or did
+// before it last reconnected and the annotation stays), or ctx ends: what istio-cni's CNI
+// plugin waits for before the pod's containers start.
+func (a *NodeAgent) WaitAcked(ctx context.Context, key string) error {
+	return a.wait(ctx, []string{key}, func(e *enrolled) bool { return e.acked || e.annotated })
+}
+
+func (a *NodeAgent) wait(ctx context.Context, keys []string, done func(*enrolled) bool) error {
 	for {
 		a.mu.Lock()
 		var missing []string
 		for _, k := range keys {
-			if e, ok := a.pods[k]; !ok || !e.annotated {
+			if e, ok := a.pods[k]; !ok || !done(e) {
 				missing = append(missing, k)
 			}
 		}
@@ -464,6 +506,7 @@ func (a *NodeAgent) Run(ctx context.Context) error {
 			c.close()
 		}
 		wg.Wait()
+		a.annotations.Wait()
 		a.mu.Lock()
 		for _, e := range a.pods {
 			e.fd.Close()
@@ -542,9 +585,7 @@ func (a *NodeAgent) sendSnapshot(c *conn) error {
 		case err != nil:
 			return err
 		}
-		c.mu.Unlock() // acked may annotate, which must not wait on c
 		a.acked(c, e)
-		c.mu.Lock()
 	}
 	if err := c.sendLocked(snapshotSent, -1); err != nil {
 		return err

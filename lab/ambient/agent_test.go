@@ -270,7 +270,14 @@ func TestEnrollRemoveLive(t *testing.T) {
 	if err := a.Reconcile(model.New(nil, []*model.Pod{pod("a", "ambient")})); err != nil {
 		t.Fatal(err)
 	}
-	// Reconcile returns after ztunnel's ack and the annotation.
+	// Reconcile returns after ztunnel's ack; the annotation follows (WaitEnrolled).
+	if a.Mode("a") != "pending" && a.Mode("a") != "enabled" {
+		t.Fatalf("mode %q after Reconcile, want the pod held", a.Mode("a"))
+	}
+	if err := a.WaitAcked(context.Background(), "a"); err != nil {
+		t.Fatal(err)
+	}
+	waitEnrolled(t, a, "a")
 	if got := l.annotated(); !slices.Equal(got, []string{"+a"}) || a.Mode("a") != "enabled" {
 		t.Fatalf("annotations %v, mode %q", got, a.Mode("a"))
 	}
