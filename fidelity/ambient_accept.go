@@ -2,7 +2,6 @@ package fidelity
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -17,7 +16,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/meshlab/meshlab/ambientapi/security"
 	"github.com/meshlab/meshlab/ambientapi/workload"
 	"github.com/meshlab/meshlab/dataplane/ztunnel/state"
 	"github.com/meshlab/meshlab/dataplane/ztunnel/xdsclient"
@@ -67,7 +65,7 @@ func ztunnelAccepts(ctx context.Context, t *testing.T, addr string, sent map[str
 }
 
 // recordingHandler applies WDS deltas to ztunnel's state as `meshlab ztunnel` does
-// (decode, refuse an Address that is neither workload nor service), recording what it
+// (xdsclient.ApplyTo, the decoder `meshlab ztunnel` applies with), recording what it
 // refused by resource name.
 type recordingHandler struct {
 	store *state.Store
@@ -76,7 +74,7 @@ type recordingHandler struct {
 }
 
 func (h *recordingHandler) Apply(typeURL string, resources []*discoveryv3.Resource, removed []string) error {
-	err := h.apply(typeURL, resources, removed)
+	err := xdsclient.ApplyTo(h.store, typeURL, resources, removed)
 	if err != nil {
 		h.mu.Lock()
 		for _, r := range resources {
@@ -85,37 +83,6 @@ func (h *recordingHandler) Apply(typeURL string, resources []*discoveryv3.Resour
 		h.mu.Unlock()
 	}
 	return err
-}
-
-func (h *recordingHandler) apply(typeURL string, resources []*discoveryv3.Resource, removed []string) error {
-	switch typeURL {
-	case xdsclient.AddressType:
-		addrs := make([]*workload.Address, 0, len(resources))
-		for _, r := range resources {
-			a := &workload.Address{}
-			if err := proto.Unmarshal(r.GetResource().GetValue(), a); err != nil {
-				return fmt.Errorf("decode address %q: %w", r.GetName(), err)
-			}
-			if a.GetWorkload() == nil && a.GetService() == nil {
-				return fmt.Errorf("address %q is neither a workload nor a service", r.GetName())
-			}
-			addrs = append(addrs, a)
-		}
-		h.store.ApplyAddresses(addrs, removed)
-	case xdsclient.AuthorizationType:
-		auths := make([]*security.Authorization, 0, len(resources))
-		for _, r := range resources {
-			a := &security.Authorization{}
-			if err := proto.Unmarshal(r.GetResource().GetValue(), a); err != nil {
-				return fmt.Errorf("decode authorization %q: %w", r.GetName(), err)
-			}
-			auths = append(auths, a)
-		}
-		h.store.ApplyAuthorizations(auths, removed)
-	default:
-		return fmt.Errorf("unexpected type %s", typeURL)
-	}
-	return nil
 }
 
 func (h *recordingHandler) nackList() []string {

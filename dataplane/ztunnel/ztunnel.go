@@ -25,11 +25,8 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/meshlab/meshlab/ambientapi/security"
-	"github.com/meshlab/meshlab/ambientapi/workload"
 	"github.com/meshlab/meshlab/dataplane/ztunnel/admin"
 	"github.com/meshlab/meshlab/dataplane/ztunnel/hbone"
 	"github.com/meshlab/meshlab/dataplane/ztunnel/identity"
@@ -259,34 +256,7 @@ func (z *Ztunnel) node() *corev3.Node {
 
 // Apply implements xdsclient.Handler: Address and Authorization deltas into the store.
 func (z *Ztunnel) Apply(typeURL string, resources []*discoveryv3.Resource, removed []string) error {
-	switch typeURL {
-	case xdsclient.AddressType:
-		addrs := make([]*workload.Address, 0, len(resources))
-		for _, r := range resources {
-			a := &workload.Address{}
-			if err := proto.Unmarshal(r.GetResource().GetValue(), a); err != nil {
-				return fmt.Errorf("decode address %q: %w", r.GetName(), err)
-			}
-			if a.GetWorkload() == nil && a.GetService() == nil {
-				return fmt.Errorf("address %q is neither a workload nor a service", r.GetName())
-			}
-			addrs = append(addrs, a)
-		}
-		z.store.ApplyAddresses(addrs, removed)
-	case xdsclient.AuthorizationType:
-		auths := make([]*security.Authorization, 0, len(resources))
-		for _, r := range resources {
-			a := &security.Authorization{}
-			if err := proto.Unmarshal(r.GetResource().GetValue(), a); err != nil {
-				return fmt.Errorf("decode authorization %q: %w", r.GetName(), err)
-			}
-			auths = append(auths, a)
-		}
-		z.store.ApplyAuthorizations(auths, removed)
-	default:
-		return fmt.Errorf("unexpected type %s", typeURL)
-	}
-	return nil
+	return xdsclient.ApplyTo(z.store, typeURL, resources, removed)
 }
 
 // Ready reports whether ztunnel is ready: WDS synced and the node agent's first snapshot
