@@ -3,7 +3,6 @@ package fidelity
 import (
 	"fmt"
 	"io"
-	"sort"
 	"text/tabwriter"
 
 	"google.golang.org/protobuf/proto"
@@ -21,18 +20,8 @@ type ambientResult struct {
 }
 
 func (r ambientResult) counts(typ string) (sent, accepted, refused int) {
-	sent = len(r.Sent[typ])
-	for _, v := range r.Verdicts {
-		if v.Type != shortNames[typ] {
-			continue
-		}
-		if v.Accepted {
-			accepted++
-		} else {
-			refused++
-		}
-	}
-	return sent, accepted, refused
+	accepted, refused = tally(r.Verdicts, shortNames[typ])
+	return len(r.Sent[typ]), accepted, refused
 }
 
 // writeAmbientTable prints one ambient scenario's table: per type, istiod's resources,
@@ -52,47 +41,22 @@ func writeAmbientTable(w io.Writer, scenario string, r ambientResult) {
 	}
 	tw.Flush()
 	reasons := map[string]int{}
-	for _, v := range r.Verdicts {
-		if !v.Accepted {
-			reasons[v.Type+": "+v.Reason]++
-		}
-	}
-	if len(reasons) == 0 {
-		fmt.Fprintln(w, "refusal reasons: none")
-		return
-	}
-	keys := make([]string, 0, len(reasons))
-	for k := range reasons {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	fmt.Fprintf(w, "distinct refusal reasons: %d\n", len(keys))
-	for _, k := range keys {
-		fmt.Fprintf(w, "  %4dx %s\n", reasons[k], truncate(k, 300))
-	}
+	addReasons(reasons, r.Verdicts)
+	writeReasons(w, reasons)
 }
 
-// ambientSummary is one ambient scenario's line in the closing table.
-type ambientSummary struct {
-	Scenario                                      string
-	AmbientPods, Sent, Accepted, Refused, Reasons int
-	Diffs                                         int
-}
-
-func summarizeAmbient(scenario string, r ambientResult) ambientSummary {
-	s := ambientSummary{Scenario: scenario, AmbientPods: r.AmbientPods, Diffs: len(r.Diffs)}
-	reasons := map[string]bool{}
+// summarizeAmbient is one ambient scenario's line in the closing table (summary, Pods
+// its ambient pods).
+func summarizeAmbient(scenario string, r ambientResult) summary {
+	s := summary{Scenario: scenario, Pods: r.AmbientPods, Diffs: len(r.Diffs)}
 	for _, typ := range ambientTypes {
 		sent, acc, ref := r.counts(typ)
 		s.Sent += sent
 		s.Accepted += acc
 		s.Refused += ref
 	}
-	for _, v := range r.Verdicts {
-		if !v.Accepted {
-			reasons[v.Type+": "+v.Reason] = true
-		}
-	}
+	reasons := map[string]int{}
+	addReasons(reasons, r.Verdicts)
 	s.Reasons = len(reasons)
 	return s
 }
@@ -100,19 +64,6 @@ func summarizeAmbient(scenario string, r ambientResult) ambientSummary {
 // writeAmbientSummary prints the closing ambient table: per scenario, its ambient pods,
 // istiod's WDS resources, how many meshlab's ztunnel accepted and refused, the distinct
 // refusal reasons and meshlab's generator's differences.
-func writeAmbientSummary(w io.Writer, rows []ambientSummary) {
-	fmt.Fprintln(w, "\n== ambient fidelity summary (istiod's WDS for one ztunnel) ==")
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SCENARIO\tAMBIENT PODS\tSENT\tACCEPTED\tREFUSED\tREASONS\tDIFFS")
-	var t ambientSummary
-	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\n", r.Scenario, r.AmbientPods, r.Sent, r.Accepted, r.Refused, r.Reasons, r.Diffs)
-		t.AmbientPods += r.AmbientPods
-		t.Sent += r.Sent
-		t.Accepted += r.Accepted
-		t.Refused += r.Refused
-		t.Diffs += r.Diffs
-	}
-	fmt.Fprintf(tw, "total\t%d\t%d\t%d\t%d\t-\t%d\n", t.AmbientPods, t.Sent, t.Accepted, t.Refused, t.Diffs)
-	tw.Flush()
+func writeAmbientSummary(w io.Writer, rows []summary) {
+	writeSummaryTable(w, "ambient fidelity summary (istiod's WDS for one ztunnel)", "AMBIENT PODS", rows)
 }

@@ -2,7 +2,6 @@ package fidelity
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -63,7 +62,7 @@ func TestAmbientFidelity(t *testing.T) {
 	if len(paths) == 0 {
 		t.Fatal("no ambient scenario found")
 	}
-	var rows []ambientSummary
+	var rows []summary
 	defer func() { writeAmbientSummary(os.Stdout, rows) }()
 	for i, path := range paths {
 		name := names[i]
@@ -72,46 +71,9 @@ func TestAmbientFidelity(t *testing.T) {
 			writeAmbientTable(os.Stdout, name, r)
 			rows = append(rows, summarizeAmbient(name, r))
 			found := map[string]bool{}
-			for _, v := range r.Verdicts {
-				if !v.Accepted {
-					found[fmt.Sprintf("refuse %s %s: %s", v.Type, v.Name, v.Reason)] = true
-				}
-			}
-			for _, d := range r.Diffs {
-				found["diff "+d.String()] = true
-			}
+			addFound(found, r.Verdicts, r.Diffs)
 			checkKnown(t, name, found, update)
 		})
-	}
-}
-
-// checkKnown holds found to the scenario's known list (or rewrites it when update).
-func checkKnown(t *testing.T, name string, found map[string]bool, update bool) {
-	t.Helper()
-	kp := knownPath(name)
-	known, err := readKnown(kp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if update {
-		patterns, err := readPatterns(reasonsPath)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := writeKnown(kp, name, known, found, patterns); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	added, gone := known.compare(found)
-	fmt.Printf("known list %s: %d entries, %d found, %d new, %d gone\n", kp, len(known), len(found), len(added), len(gone))
-	if len(added) > 0 {
-		t.Errorf("%d refusals or differences from istiod are not in %s (fix them, or document them: MESHLAB_UPDATE_GOLDEN=1 and write their reason):\n  %s",
-			len(added), kp, strings.Join(head(added, 40), "\n  "))
-	}
-	if len(gone) > 0 {
-		t.Errorf("%d entries of %s are gone, remove them (MESHLAB_UPDATE_GOLDEN=1 does):\n  %s",
-			len(gone), kp, strings.Join(head(gone, 40), "\n  "))
 	}
 }
 

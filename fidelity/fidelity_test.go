@@ -88,41 +88,54 @@ func TestFidelity(t *testing.T) {
 			rows = append(rows, summarize(name, results))
 			found := map[string]bool{}
 			for _, r := range results {
-				for _, v := range r.Verdicts {
-					if !v.Accepted {
-						found[fmt.Sprintf("refuse %s %s: %s", v.Type, v.Name, v.Reason)] = true
-					}
-				}
-				for _, d := range r.Diffs {
-					found["diff "+d.String()] = true
-				}
+				addFound(found, r.Verdicts, r.Diffs)
 			}
-			kp := knownPath(name)
-			known, err := readKnown(kp)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if update {
-				patterns, err := readPatterns(reasonsPath)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := writeKnown(kp, name, known, found, patterns); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			added, gone := known.compare(found)
-			fmt.Printf("known list %s: %d entries, %d found, %d new, %d gone\n", kp, len(known), len(found), len(added), len(gone))
-			if len(added) > 0 {
-				t.Errorf("%d refusals or differences from istiod are not in %s (fix them, or document them: MESHLAB_UPDATE_GOLDEN=1 and write their reason):\n  %s",
-					len(added), kp, strings.Join(head(added, 40), "\n  "))
-			}
-			if len(gone) > 0 {
-				t.Errorf("%d entries of %s are gone, remove them (MESHLAB_UPDATE_GOLDEN=1 does):\n  %s",
-					len(gone), kp, strings.Join(head(gone, 40), "\n  "))
-			}
+			checkKnown(t, name, found, update)
 		})
+	}
+}
+
+// addFound adds the refusals of verdicts and the differences diffs to found, as the known
+// lists write them.
+func addFound(found map[string]bool, verdicts []verdict, diffs []difference) {
+	for _, v := range verdicts {
+		if !v.Accepted {
+			found[fmt.Sprintf("refuse %s %s: %s", v.Type, v.Name, v.Reason)] = true
+		}
+	}
+	for _, d := range diffs {
+		found["diff "+d.String()] = true
+	}
+}
+
+// checkKnown holds found (refusals and differences, the sidecar run's or the ambient
+// run's) to the scenario's known list, or rewrites the list when update.
+func checkKnown(t *testing.T, name string, found map[string]bool, update bool) {
+	t.Helper()
+	kp := knownPath(name)
+	known, err := readKnown(kp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if update {
+		patterns, err := readPatterns(reasonsPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := writeKnown(kp, name, known, found, patterns); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	added, gone := known.compare(found)
+	fmt.Printf("known list %s: %d entries, %d found, %d new, %d gone\n", kp, len(known), len(found), len(added), len(gone))
+	if len(added) > 0 {
+		t.Errorf("%d refusals or differences from istiod are not in %s (fix them, or document them: MESHLAB_UPDATE_GOLDEN=1 and write their reason):\n  %s",
+			len(added), kp, strings.Join(head(added, 40), "\n  "))
+	}
+	if len(gone) > 0 {
+		t.Errorf("%d entries of %s are gone, remove them (MESHLAB_UPDATE_GOLDEN=1 does):\n  %s",
+			len(gone), kp, strings.Join(head(gone, 40), "\n  "))
 	}
 }
 

@@ -17,18 +17,50 @@ type podResult struct {
 
 // counts returns sent, accepted and refused resources of one type ("" for all).
 func (r podResult) counts(typ string) (sent, accepted, refused int) {
-	for _, v := range r.Verdicts {
+	accepted, refused = tally(r.Verdicts, typ)
+	return accepted + refused, accepted, refused
+}
+
+// tally counts the accepted and refused verdicts of one type (a short name; "" for all).
+func tally(verdicts []verdict, typ string) (accepted, refused int) {
+	for _, v := range verdicts {
 		if typ != "" && v.Type != typ {
 			continue
 		}
-		sent++
 		if v.Accepted {
 			accepted++
 		} else {
 			refused++
 		}
 	}
-	return sent, accepted, refused
+	return accepted, refused
+}
+
+// addReasons counts verdicts' refusal reasons ("<type>: <reason>") into reasons.
+func addReasons(reasons map[string]int, verdicts []verdict) {
+	for _, v := range verdicts {
+		if !v.Accepted {
+			reasons[v.Type+": "+v.Reason]++
+		}
+	}
+}
+
+// writeReasons prints the distinct refusal reasons with their counts, or that there are
+// none.
+func writeReasons(w io.Writer, reasons map[string]int) {
+	if len(reasons) == 0 {
+		fmt.Fprintln(w, "refusal reasons: none")
+		return
+	}
+	keys := make([]string, 0, len(reasons))
+	for k := range reasons {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	fmt.Fprintf(w, "distinct refusal reasons: %d\n", len(keys))
+	for _, k := range keys {
+		fmt.Fprintf(w, "  %4dx %s\n", reasons[k], truncate(k, 300))
+	}
 }
 
 // writeTable prints one scenario's table: per pod and type, istiod's resources sent,
@@ -49,26 +81,10 @@ func writeTable(w io.Writer, scenario string, results []podResult) {
 			sent, acc, ref := r.counts(s)
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\n", r.Pod, s, sent, acc, ref, diffs[s])
 		}
-		for _, v := range r.Verdicts {
-			if !v.Accepted {
-				reasons[v.Type+": "+v.Reason]++
-			}
-		}
+		addReasons(reasons, r.Verdicts)
 	}
 	tw.Flush()
-	if len(reasons) == 0 {
-		fmt.Fprintln(w, "refusal reasons: none")
-		return
-	}
-	keys := make([]string, 0, len(reasons))
-	for k := range reasons {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	fmt.Fprintf(w, "distinct refusal reasons: %d\n", len(keys))
-	for _, k := range keys {
-		fmt.Fprintf(w, "  %4dx %s\n", reasons[k], truncate(k, 300))
-	}
+	writeReasons(w, reasons)
 }
 
 func truncate(s string, n int) string {
@@ -79,11 +95,11 @@ func truncate(s string, n int) string {
 	return s[:n] + "..."
 }
 
-// summary is one scenario's line in the closing table.
+// summary is one scenario's line in a closing table (the sidecar run's, the ambient run's).
 type summary struct {
 	Scenario                               string
-	Pods, Sent, Accepted, Refused, Reasons int
-	Diffs                                  int // distinct differences (type, name, path, kind)
+	Pods, Sent, Accepted, Refused, Reasons int // Pods: sidecars, or ambient pods
+	Diffs                                  int // differences (type, name, path, kind)
 }
 
 func summarize(scenario string, results []podResult) summary {
@@ -111,9 +127,15 @@ func summarize(scenario string, results []podResult) summary {
 // were sent, accepted and refused, the distinct refusal reasons and the distinct
 // differences of meshlab's generator from istiod's.
 func writeSummary(w io.Writer, rows []summary) {
-	fmt.Fprintln(w, "\n== fidelity summary (all sidecars of each scenario) ==")
+	writeSummaryTable(w, "fidelity summary (all sidecars of each scenario)", "SIDECARS", rows)
+}
+
+// writeSummaryTable prints a closing table titled title, its pod column headed pods, and
+// a total line.
+func writeSummaryTable(w io.Writer, title, pods string, rows []summary) {
+	fmt.Fprintf(w, "\n== %s ==\n", title)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SCENARIO\tSIDECARS\tSENT\tACCEPTED\tREFUSED\tREASONS\tDIFFS")
+	fmt.Fprintf(tw, "SCENARIO\t%s\tSENT\tACCEPTED\tREFUSED\tREASONS\tDIFFS\n", pods)
 	var t summary
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\n", r.Scenario, r.Pods, r.Sent, r.Accepted, r.Refused, r.Reasons, r.Diffs)
