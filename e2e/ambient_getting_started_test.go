@@ -34,11 +34,7 @@ func TestAmbientGettingStartedIstioSamples(t *testing.T) {
 	l := startLab(t, cluster)
 	run := func(args ...string) string {
 		t.Helper()
-		out, err := meshlab(t, append([]string{"--lab", l.name}, args...)...)
-		if err != nil {
-			t.Fatalf("meshlab %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return out
+		return mustMeshlab(t, append([]string{"--lab", l.name}, args...)...)
 	}
 	// poll runs the command until ok accepts its output (a loaded machine is slow to
 	// bring pods up and push config), for at most 30 s.
@@ -113,34 +109,9 @@ func TestAmbientGettingStartedIstioSamples(t *testing.T) {
 	}, "logs", "ds/ztunnel", "-n", "istio-system")
 
 	step("ztunnel-config and log seen")
-	applyYAML(t, l.name, `apiVersion: security.istio.io/v1
-kind: AuthorizationPolicy
-metadata:
-  name: productpage-ztunnel
-  namespace: default
-spec:
-  selector:
-    matchLabels:
-      app: productpage
-  action: ALLOW
-  rules:
-  - from:
-    - source:
-        principals:
-        - cluster.local/ns/default/sa/bookinfo-gateway-istio
-`)
+	applyYAML(t, l.name, productpageZtunnelPolicy)
 	poll("the policy, ALLOW, scoped to the workload selector", func(out string) bool {
 		return regexp.MustCompile(`(?m)^default\s+productpage-ztunnel\s+Allow\s+WorkloadSelector$`).MatchString(out)
 	}, "zc", "policies")
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		r := curlIn(t, l.name, "-s", "http://productpage:9080/productpage")
-		if r.code == 56 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("curl under the L4 policy: exit %d, want the page's 56 (reset by ztunnel)\n%s", r.code, r.out)
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
+	curlUntilExit(t, l.name, 56, 20*time.Second, "curl under the L4 policy (the page's 56, reset by ztunnel)", "-s", "http://productpage:9080/productpage")
 }

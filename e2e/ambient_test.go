@@ -33,21 +33,38 @@ func firstLineOf(s string) string {
 	return line
 }
 
-// ambientPodOf returns the name and network namespace of the lab's pod whose name starts with
-// prefix (a Deployment's pod).
+// ambientPodOf returns the name, network namespace and IP of the lab's pod whose name
+// starts with prefix (a Deployment's pod), in any namespace.
 func ambientPodOf(t *testing.T, labName, prefix string) (name, netns, ip string) {
+	t.Helper()
+	return podIn(t, labName, "", prefix)
+}
+
+// podIn is ambientPodOf in namespace ns ("" for any).
+func podIn(t *testing.T, labName, ns, prefix string) (name, netns, ip string) {
 	t.Helper()
 	rec, err := lab.ReadRecord(lab.PathsFor(lab.DefaultRunRoot, labName))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range rec.Pods {
-		if strings.HasPrefix(p.Name, prefix) {
+		if strings.HasPrefix(p.Name, prefix) && (ns == "" || p.Namespace == ns) {
 			return p.Name, p.NetNS, p.IP.String()
 		}
 	}
-	t.Fatalf("no pod %s* in %+v", prefix, rec.Pods)
+	t.Fatalf("no pod %s* in namespace %q in %+v", prefix, ns, rec.Pods)
 	return "", "", ""
+}
+
+// countArrivals inserts, in network namespace ns, a counting rule per port for TCP that
+// arrives on eth0 from src, before nat redirects anything; packets reads them by the
+// comment "e2e-<port>".
+func countArrivals(t *testing.T, ns, src string, ports ...string) {
+	t.Helper()
+	for _, port := range ports {
+		inNetns(t, ns, "iptables", "-t", "mangle", "-I", "PREROUTING", "1", "-i", "eth0", "-s", src, "-p", "tcp", "--dport", port,
+			"-m", "comment", "--comment", "e2e-"+port)
+	}
 }
 
 // inNetns runs a command in a pod's network namespace (the test is root).
@@ -99,10 +116,7 @@ func TestAmbientBookinfo(t *testing.T) {
 	// Count, before nat redirects anything, what arrives from the curl pod on the wire
 	// (eth0): on 15008 (HBONE) and on 9080 (plaintext to the app). ztunnel's own dial to
 	// the app keeps the curl pod's address but comes over lo.
-	for _, port := range []string{"15008", "9080"} {
-		inNetns(t, ppNS, "iptables", "-t", "mangle", "-I", "PREROUTING", "1", "-i", "eth0", "-s", curlIP, "-p", "tcp", "--dport", port,
-			"-m", "comment", "--comment", "e2e-"+port)
-	}
+	countArrivals(t, ppNS, curlIP, "15008", "9080")
 	eventually(t, l.name, "the product page", statusLine("<title>Simple Bookstore App</title>"),
 		"-s", "http://productpage:9080/productpage")
 	if n := packets(t, ppNS, "e2e-15008"); n == 0 {
@@ -129,7 +143,13 @@ func TestAmbientBookinfo(t *testing.T) {
 	}
 
 	t.Log("traffic back after ztunnel's restart; applying the L4 policy")
-	applyYAML(t, l.name, `apiVersion: security.istio.io/v1
+	applyYAML(t, l.name, productpageZtunnelPolicy)
+	curlUntilExit(t, l.name, 56, 15*time.Second, "curl under the L4 policy (reset by ztunnel)", "-s", "http://productpage:9080/productpage")
+}
+
+// productpageZtunnelPolicy is the L4 policy of Istio's ambient Getting Started:
+// productpage takes connections from the ingress gateway's service account only.
+const productpageZtunnelPolicy = `apiVersion: security.istio.io/v1
 kind: AuthorizationPolicy
 metadata:
   name: productpage-ztunnel
@@ -144,15 +164,20 @@ spec:
     - source:
         principals:
         - cluster.local/ns/default/sa/bookinfo-gateway-istio
-`)
-	deadline := time.Now().Add(15 * time.Second)
+`
+
+// curlUntilExit runs curl in the lab's curl pod (curlIn) until it exits with code, for at
+// most d; what names the wait in the failure.
+func curlUntilExit(t *testing.T, labName string, code int, d time.Duration, what string, args ...string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for {
-		r := curlIn(t, l.name, "-s", "http://productpage:9080/productpage")
-		if r.code == 56 {
-			break
+		r := curlIn(t, labName, args...)
+		if r.code == code {
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("curl under the L4 policy: exit %d, want 56 (reset by ztunnel)\n%s", r.code, r.out)
+			t.Fatalf("%s: curl exit %d, want %d\n%s", what, r.code, code, r.out)
 		}
 		time.Sleep(300 * time.Millisecond)
 	}

@@ -34,11 +34,7 @@ func TestGettingStartedSidecarTask(t *testing.T) {
 	l := startLab(t, empty)
 	run := func(args ...string) string {
 		t.Helper()
-		out, err := meshlab(t, append([]string{"--lab", l.name}, args...)...)
-		if err != nil {
-			t.Fatalf("meshlab %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return out
+		return mustMeshlab(t, append([]string{"--lab", l.name}, args...)...)
 	}
 	table := func(out string) [][]string {
 		var rows [][]string

@@ -187,8 +187,8 @@ func (a *NodeAgent) lockPod(key string) (unlock func()) {
 // is new), unless the agent holds it already; it returns once ztunnel has acknowledged it
 // or, when no ztunnel is connected, once its rules are in place (WaitEnrolled waits for
 // the annotation). podRules, the iptables-restore input of the pod's own rules (its
-// cluster DNS), go in with istio-cni's, ahead of them, in one iptables-restore
-// (inpod.Applier.InstallNew). Enroll reports whether it installed podRules: when it did
+// cluster DNS), go in with istio-cni's in one iptables-restore
+// (inpod.Applier.InstallNew), which inserts istio-cni's jumps ahead of them. Enroll reports whether it installed podRules: when it did
 // not (p is not in ambient mode, the agent held it already, or installing failed) the
 // caller installs them itself.
 func (a *NodeAgent) Enroll(m *model.Model, p *model.Pod, podRules string) (bool, error) {
