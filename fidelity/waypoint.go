@@ -95,11 +95,102 @@ func waypointClassDoc() map[string]any {
 	}
 }
 
+// scenarioHTTPRoutes returns the scenario's HTTPRoutes as written, for istiod's own
+// Gateway API conversion (GAMMA routes among them).
+func scenarioHTTPRoutes(path string) ([]any, error) {
+	sc, err := loadScenario(path)
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", path, err)
+	}
+	var out []any
+	for _, o := range sc.Objects {
+		if o.HTTPRoute == nil {
+			continue
+		}
+		var doc map[string]any
+		if err := json.Unmarshal(o.JSON, &doc); err != nil {
+			return nil, fmt.Errorf("read %s: %w", o.Origin, err)
+		}
+		if md, ok := doc["metadata"].(map[string]any); ok {
+			md["namespace"] = o.Origin.Namespace
+		}
+		defaultHTTPRoute(doc)
+		out = append(out, doc)
+	}
+	return out, nil
+}
+
+// defaultHTTPRoute sets the defaults Kubernetes' API server gives an HTTPRoute from its
+// CRD, which istiod's conversion relies on: a rule without matches matches PathPrefix
+// "/", a match without path too; header and query matches are Exact; a backend is a core
+// Service of weight 1.
+func defaultHTTPRoute(doc map[string]any) {
+	spec, _ := doc["spec"].(map[string]any)
+	rules, _ := spec["rules"].([]any)
+	prefix := func() map[string]any { return map[string]any{"type": "PathPrefix", "value": "/"} }
+	for _, r := range rules {
+		rule, _ := r.(map[string]any)
+		if rule == nil {
+			continue
+		}
+		matches, _ := rule["matches"].([]any)
+		if len(matches) == 0 {
+			matches = []any{map[string]any{}}
+		}
+		for _, mm := range matches {
+			m, _ := mm.(map[string]any)
+			if m == nil {
+				continue
+			}
+			if _, ok := m["path"]; !ok {
+				m["path"] = prefix()
+			}
+			for _, key := range []string{"headers", "queryParams"} {
+				hs, _ := m[key].([]any)
+				for _, h := range hs {
+					if hm, ok := h.(map[string]any); ok && hm["type"] == nil {
+						hm["type"] = "Exact"
+					}
+				}
+			}
+		}
+		rule["matches"] = matches
+		brs, _ := rule["backendRefs"].([]any)
+		for _, b := range brs {
+			if bm, ok := b.(map[string]any); ok {
+				if bm["group"] == nil {
+					bm["group"] = ""
+				}
+				if bm["kind"] == nil {
+					bm["kind"] = "Service"
+				}
+				if bm["weight"] == nil {
+					bm["weight"] = 1
+				}
+			}
+		}
+	}
+}
+
+// withoutMeshRoutes returns m with the VirtualServices meshlab derives from HTTPRoutes
+// whose parent is a Service left out: istiod is given the HTTPRoutes themselves.
+func withoutMeshRoutes(m *model.Model) *model.Model {
+	c := *m
+	c.Istio.VirtualServices = nil
+	for _, vs := range m.Istio.VirtualServices {
+		if !model.IsMeshRoute(vs.Name) {
+			c.Istio.VirtualServices = append(c.Istio.VirtualServices, vs)
+		}
+	}
+	return &c
+}
+
 // startWaypointOracle starts istiod with ambient on over m's objects as the ambient run
 // gives them (the waypoints' Services and pods among them), the waypoints' Gateways and
-// their GatewayClass. The Gateways go to both istiod's Kubernetes client (the ambient
-// index reads them there) and its config store, as Istio's own waypoint tests pass them.
-func startWaypointOracle(t *testing.T, m *model.Model) (*oracle, error) {
+// their GatewayClass, and routes, the scenario's HTTPRoutes as written. The Gateways and
+// routes go to both istiod's Kubernetes client (the ambient index reads them there) and
+// its config store, as Istio's own waypoint tests pass them.
+func startWaypointOracle(t *testing.T, m *model.Model, routes []any) (*oracle, error) {
 	t.Helper()
 	if !features.EnableAmbient {
 		return nil, errNoAmbient
@@ -116,11 +207,13 @@ func startWaypointOracle(t *testing.T, m *model.Model) (*oracle, error) {
 	if !strings.Contains(objs, "kind: Gateway\n") { // the ambient run may give them already
 		extra = append(extra, gws...)
 	}
+	extra = append(extra, routes...)
+	gws = append(gws, routes...)
 	more, err := joinYAML(extra)
 	if err != nil {
 		return nil, err
 	}
-	cfgs, err := istioConfigs(m)
+	cfgs, err := istioConfigs(withoutMeshRoutes(m))
 	if err != nil {
 		return nil, fmt.Errorf("convert istio objects: %w", err)
 	}

@@ -68,7 +68,11 @@ func runWaypointScenario(t *testing.T, path string, update bool) []podResult {
 		t.Fatalf("%s declares no Gateway of class %s", path, model.WaypointGatewayClass)
 	}
 	enroll(m)
-	o, err := startWaypointOracle(t, m)
+	routes, err := scenarioHTTPRoutes(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := startWaypointOracle(t, m, routes)
 	if err != nil {
 		t.Fatal(err)
 	}

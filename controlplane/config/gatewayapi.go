@@ -8,8 +8,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	networking "istio.io/api/networking/v1alpha3"
 	corev1 "k8s.io/api/core/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -67,8 +69,10 @@ var (
 	httpRouteFields = lazyFields(func() string {
 		return strings.Join([]string{
 			"parentRefs hostnames rules",
-			expand("parentRefs", "group kind namespace name sectionName"),
-			expand("rules", "name matches filters backendRefs"),
+			expand("parentRefs", "group kind namespace name sectionName port"),
+			expand("rules", "name matches filters backendRefs timeouts retry"),
+			expand("rules.timeouts", "request backendRequest"),
+			expand("rules.retry", "attempts codes"),
 			expand("rules.matches", "path headers queryParams method"),
 			expand("rules.matches.path", "type value"),
 			expand("rules.matches.headers", "type name value"),
@@ -273,17 +277,9 @@ func validateKubeGateway(gw *gwv1.Gateway, ns string, p problems) {
 func validateKubeHTTPRoute(hr *gwv1.HTTPRoute, ns string, p problems) {
 	checkName(p, "metadata.name", hr.Name, 253)
 	if len(hr.Spec.ParentRefs) == 0 {
-		p.addf("spec.parentRefs", "at least one parent Gateway is required")
+		p.addf("spec.parentRefs", "at least one parent (a Gateway, or a Service for the mesh) is required")
 	}
-	for i, pr := range hr.Spec.ParentRefs {
-		f := fmt.Sprintf("spec.parentRefs[%d]", i)
-		if pr.Group != nil && *pr.Group != gatewayAPIGroup || pr.Kind != nil && *pr.Kind != "Gateway" {
-			p.addf(f, "parents other than a %s Gateway are not supported by meshlab (the mesh as a parent, GAMMA, is not)", gatewayAPIGroup)
-		}
-		if msg := checkDNSLabel(string(pr.Name), 63); msg != "" {
-			p.addf(f+".name", "%q %s", pr.Name, msg)
-		}
-	}
+	checkParentRefs(hr.Spec.ParentRefs, ns, p)
 	for i, h := range hr.Spec.Hostnames {
 		checkWildcardHost(string(h), string(h), fmt.Sprintf("spec.hostnames[%d]", i), p)
 	}
@@ -357,6 +353,7 @@ func validateKubeHTTPRoute(hr *gwv1.HTTPRoute, ns string, p problems) {
 		if len(r.BackendRefs) > 0 && redirect {
 			p.addf(f+".backendRefs", "a rule with a RequestRedirect filter has no backends")
 		}
+		checkTimeoutsRetry(r.Timeouts, r.Retry, f, p)
 		if len(r.BackendRefs) > 0 && !slices.ContainsFunc(r.BackendRefs, func(b gwv1.HTTPBackendRef) bool { return ptrOr(b.Weight, 1) > 0 }) {
 			p.addf(f+".backendRefs", "every weight is 0: meshlab does not serve a rule without a backend (Istio answers it 500)")
 		}
@@ -373,6 +370,66 @@ func validateKubeHTTPRoute(hr *gwv1.HTTPRoute, ns string, p problems) {
 			}
 			if w := ptrOr(b.Weight, 1); w < 0 || w > 1000000 {
 				p.addf(bf+".weight", "%d is out of range (0 to 1000000)", w)
+			}
+		}
+	}
+}
+
+// checkParentRefs checks a route's parents: a Gateway API Gateway (by listener with
+// sectionName; port is not read), or a core Service of the route's namespace (GAMMA: the
+// route configures the mesh's traffic to that Service, optionally one port of it).
+// A consumer route (a Service of another namespace) is refused by name.
+func checkParentRefs(refs []gwv1.ParentReference, ns string, p problems) {
+	for i, pr := range refs {
+		f := fmt.Sprintf("spec.parentRefs[%d]", i)
+		switch {
+		case isServiceParent(pr):
+			if pr.Namespace != nil && string(*pr.Namespace) != ns {
+				p.addf(f+".namespace", "%q: a route for a Service of another namespace (a consumer route) is not supported by meshlab; put the route in the Service's namespace %s", *pr.Namespace, ns)
+			}
+			if pr.SectionName != nil {
+				p.addf(f+".sectionName", "is not supported by meshlab for a Service parent (select the port with port)")
+			}
+		case ptrOr(pr.Group, gatewayAPIGroup) == gatewayAPIGroup && ptrOr(pr.Kind, "Gateway") == "Gateway":
+			if pr.Port != nil {
+				p.addf(f+".port", "is not supported by meshlab for a Gateway parent (select the listener with sectionName)")
+			}
+		default:
+			p.addf(f, "parents other than a %s Gateway or a core Service are not supported by meshlab", gatewayAPIGroup)
+		}
+		if msg := checkDNSLabel(string(pr.Name), 63); msg != "" {
+			p.addf(f+".name", "%q %s", pr.Name, msg)
+		}
+	}
+}
+
+// isServiceParent reports whether a parent is a core Service (the mesh, GAMMA).
+func isServiceParent(pr gwv1.ParentReference) bool {
+	return pr.Kind != nil && *pr.Kind == "Service" && (pr.Group == nil || *pr.Group == "" || *pr.Group == "core")
+}
+
+// checkTimeoutsRetry checks a rule's timeouts (Gateway API durations) and retry.
+func checkTimeoutsRetry(t *gwv1.HTTPRouteTimeouts, r *gwv1.HTTPRouteRetry, f string, p problems) {
+	if t != nil {
+		for _, d := range []struct {
+			name string
+			v    *gwv1.Duration
+		}{{"request", t.Request}, {"backendRequest", t.BackendRequest}} {
+			if d.v == nil {
+				continue
+			}
+			if _, err := time.ParseDuration(string(*d.v)); err != nil {
+				p.addf(f+".timeouts."+d.name, "%q is not a duration (e.g. 10s, 500ms)", *d.v)
+			}
+		}
+	}
+	if r != nil {
+		if a := ptrOr(r.Attempts, 2); a < 0 {
+			p.addf(f+".retry.attempts", "%d must not be negative", a)
+		}
+		for j, c := range r.Codes {
+			if c < 400 || c > 599 {
+				p.addf(fmt.Sprintf("%s.retry.codes[%d]", f, j), "%d is not an HTTP error status (400-599)", c)
 			}
 		}
 	}
@@ -415,6 +472,20 @@ func checkGatewayAPIRefs(all []*Object, errs *ErrorList) {
 			continue
 		}
 		p := problems{origin: o.Origin, doc: o.Doc, item: o.Item, list: errs}
+		for i, pr := range o.HTTPRoute.Spec.ParentRefs {
+			if !isServiceParent(pr) {
+				continue
+			}
+			f := fmt.Sprintf("spec.parentRefs[%d]", i)
+			svc := svcs[o.Origin.Namespace+"/"+string(pr.Name)]
+			if svc == nil {
+				p.addf(f+".name", "%q names no Service in namespace %s", pr.Name, o.Origin.Namespace)
+				continue
+			}
+			if pr.Port != nil && !slices.ContainsFunc(svc.Spec.Ports, func(sp corev1.ServicePort) bool { return sp.Port == int32(*pr.Port) }) {
+				p.addf(f+".port", "%d is not a port of Service %s/%s", *pr.Port, o.Origin.Namespace, pr.Name)
+			}
+		}
 		for i, r := range o.HTTPRoute.Spec.Rules {
 			for j, b := range r.BackendRefs {
 				f := fmt.Sprintf("spec.rules[%d].backendRefs[%d]", i, j)
@@ -549,8 +620,22 @@ func gatewayAPIIstio(objs []*Object) []*Object {
 		if hr == nil {
 			continue
 		}
+		for _, vs := range meshRoutes(o) {
+			// istiod merges the routes of every HTTPRoute of one parent into one
+			// VirtualService (in route order here).
+			if i := slices.IndexFunc(out, func(x *Object) bool {
+				return x.Origin.Kind == "VirtualService" && x.Origin.Name == vs.Origin.Name && x.Origin.Namespace == vs.Origin.Namespace
+			}); i >= 0 {
+				out[i].VirtualService.Http = append(out[i].VirtualService.Http, vs.VirtualService.Http...)
+				continue
+			}
+			out = append(out, vs)
+		}
 		var binds []string
 		for _, pr := range hr.Spec.ParentRefs {
+			if isServiceParent(pr) {
+				continue // the mesh's (meshRoutes)
+			}
 			ns := o.Origin.Namespace
 			if pr.Namespace != nil {
 				ns = string(*pr.Namespace)
@@ -592,6 +677,46 @@ func gatewayAPIIstio(objs []*Object) []*Object {
 	return out
 }
 
+// meshRoutes returns the VirtualServices istiod derives from an HTTPRoute's Service
+// parents (GAMMA): per parent, one of the Service's hostname bound to the mesh, named
+// model.MeshRouteName, whose routes are the rules' (with the parent's port, when set, in
+// every match). Sidecars and the Service's waypoint take it as any mesh VirtualService.
+// Routes of the same parent are merged into one (gatewayAPIIstio).
+func meshRoutes(o *Object) []*Object {
+	hr := o.HTTPRoute
+	var out []*Object
+	for _, pr := range hr.Spec.ParentRefs {
+		if !isServiceParent(pr) {
+			continue
+		}
+		ns := o.Origin.Namespace
+		if pr.Namespace != nil {
+			ns = string(*pr.Namespace)
+		}
+		rules := httpRouteRules(hr, o.Origin.Namespace)
+		port := uint16(0)
+		if pr.Port != nil {
+			port = uint16(*pr.Port)
+			for _, r := range rules {
+				for _, m := range r.Match {
+					m.Port = uint32(port)
+				}
+			}
+		}
+		host := string(pr.Name) + "." + ns + ".svc." + model.DefaultClusterDomain
+		out = append(out, &Object{
+			Origin: model.Origin{File: o.Origin.File, Kind: "VirtualService", Namespace: o.Origin.Namespace, Name: model.MeshRouteName(o.Origin.Namespace, port, host)},
+			Doc:    o.Doc, Line: o.Line,
+			VirtualService: &networking.VirtualService{
+				Hosts:    []string{host},
+				Gateways: []string{model.MeshGateway},
+				Http:     rules,
+			},
+		})
+	}
+	return out
+}
+
 // httpRouteRules converts an HTTPRoute's rules as istiod's convertHTTPRoute: one http
 // route per match (a rule without matches matches prefix "/"; a PathPrefix other than
 // "/" matches the path and what follows it after a "/"), sorted by the Gateway
@@ -607,13 +732,17 @@ func httpRouteRules(hr *gwv1.HTTPRoute, ns string) []*networking.HTTPRoute {
 		query  int
 	}
 	var all []ranked
-	for _, rule := range hr.Spec.Rules {
+	for i, rule := range hr.Spec.Rules {
 		matches := rule.Matches
 		if len(matches) == 0 {
 			matches = []gwv1.HTTPRouteMatch{{}}
 		}
 		for _, m := range matches {
 			r := ranked{r: convertRule(rule, ns)}
+			if r.r.Name == "" {
+				// istiod names a rule without a name "<namespace>.<route>.<index>".
+				r.r.Name = fmt.Sprintf("%s.%s.%d", ns, hr.Name, i)
+			}
 			hm := &networking.HTTPMatchRequest{}
 			t, v := gwv1.PathMatchPathPrefix, "/"
 			if m.Path != nil {
@@ -735,6 +864,7 @@ func convertRule(rule gwv1.HTTPRouteRule, ns string) *networking.HTTPRoute {
 			r.Rewrite = rw
 		}
 	}
+	retryTimeouts(r, rule.Timeouts, rule.Retry)
 	total := int32(0)
 	for _, b := range rule.BackendRefs {
 		total += ptrOr(b.Weight, 1)
@@ -751,6 +881,40 @@ func convertRule(rule gwv1.HTTPRouteRule, ns string) *networking.HTTPRoute {
 	}
 	fixWeights(r.Route, total, rule)
 	return r
+}
+
+// retryTimeouts sets a route's retries and timeout as istiod converts a rule's retry and
+// timeouts: a retry retries connection errors and the listed codes, 2 attempts unless
+// set (none: no retryOn); timeouts.request is the route's timeout, backendRequest each
+// try's when the rule retries, else the route's.
+func retryTimeouts(r *networking.HTTPRoute, t *gwv1.HTTPRouteTimeouts, rt *gwv1.HTTPRouteRetry) {
+	if rt != nil {
+		on := []string{"connect-failure", "refused-stream", "unavailable", "cancelled"}
+		for _, c := range rt.Codes {
+			on = append(on, strconv.Itoa(int(c)))
+		}
+		r.Retries = &networking.HTTPRetry{Attempts: int32(ptrOr(rt.Attempts, 2)), RetryOn: strings.Join(on, ",")}
+		if r.Retries.Attempts == 0 {
+			r.Retries.RetryOn = ""
+		}
+	}
+	if t == nil {
+		return
+	}
+	if t.Request != nil {
+		if d, _ := time.ParseDuration(string(*t.Request)); d != 0 {
+			r.Timeout = durationpb.New(d)
+		}
+	}
+	if t.BackendRequest != nil {
+		if d, _ := time.ParseDuration(string(*t.BackendRequest)); d != 0 {
+			if r.Retries != nil {
+				r.Retries.PerTryTimeout = durationpb.New(d)
+			} else {
+				r.Timeout = durationpb.New(d)
+			}
+		}
+	}
 }
 
 // fixWeights gives the rounding remainder of percentage weights to the first nonzero

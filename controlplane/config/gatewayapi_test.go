@@ -259,8 +259,33 @@ spec: {gatewayClassName: istio, listeners: [{name: http, port: 80, protocol: HTT
 		{"timeouts", `apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: {name: r}
-spec: {parentRefs: [{name: g}], rules: [{backendRefs: [{name: httpbin, port: 8000}], timeouts: {request: 1s}}]}
-`, `HTTPRoute default/r: spec.rules[0].timeouts: is not supported by meshlab's HTTPRoute (it reads backendRefs, filters, matches, name)`},
+spec: {parentRefs: [{name: g}], rules: [{backendRefs: [{name: httpbin, port: 8000}], timeouts: {request: 1x}}]}
+`, `HTTPRoute default/r: spec.rules[0].timeouts.request: "1x" is not a duration (e.g. 10s, 500ms)`},
+		{"retry backoff", `apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r}
+spec: {parentRefs: [{name: g}], rules: [{backendRefs: [{name: httpbin, port: 8000}], retry: {attempts: 3, backoff: 1s}}]}
+`, `HTTPRoute default/r: spec.rules[0].retry.backoff: is not supported by meshlab's HTTPRoute (it reads attempts, codes)`},
+		{"consumer route", `apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r}
+spec: {parentRefs: [{kind: Service, group: "", name: httpbin, namespace: other}], rules: [{backendRefs: [{name: httpbin, port: 8000}]}]}
+`, `spec.parentRefs[0].namespace: "other": a route for a Service of another namespace (a consumer route) is not supported by meshlab`},
+		{"service parent missing", `apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r}
+spec: {parentRefs: [{kind: Service, group: "", name: nope}], rules: [{backendRefs: [{name: httpbin, port: 8000}]}]}
+`, `spec.parentRefs[0].name: "nope" names no Service in namespace default`},
+		{"service parent port", `apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r}
+spec: {parentRefs: [{kind: Service, group: "", name: httpbin, port: 9999}], rules: [{backendRefs: [{name: httpbin, port: 8000}]}]}
+`, `spec.parentRefs[0].port: 9999 is not a port of Service default/httpbin`},
+		{"gateway parent port", `apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r}
+spec: {parentRefs: [{name: g, port: 80}], rules: [{backendRefs: [{name: httpbin, port: 8000}]}]}
+`, `spec.parentRefs[0].port: is not supported by meshlab for a Gateway parent (select the listener with sectionName)`},
 		{"mirror filter", `apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: {name: r}

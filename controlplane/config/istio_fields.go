@@ -78,7 +78,9 @@ func peerAuthenticationPaths() string {
 
 func authorizationPolicyPaths() string {
 	return strings.Join([]string{
-		"selector selector.matchLabels action rules",
+		"selector selector.matchLabels action rules targetRef targetRefs",
+		expand("targetRef", "group kind name namespace"),
+		expand("targetRefs", "group kind name namespace"),
 		expand("rules", "from to when"),
 		"rules.from.source " + expand("rules.from.source", "principals notPrincipals namespaces notNamespaces requestPrincipals notRequestPrincipals ipBlocks notIpBlocks remoteIpBlocks notRemoteIpBlocks"),
 		"rules.to.operation " + expand("rules.to.operation", "methods notMethods paths notPaths ports notPorts"),

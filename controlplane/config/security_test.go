@@ -169,18 +169,34 @@ func TestLoadSecurityErrors(t *testing.T) {
 			want: []string{`t.yaml: MeshConfig default/m: spec.rootNamespace: "Istio_System" is not a DNS-1123 label (lowercase letters, digits and '-', starting and ending with a letter or digit)`},
 		},
 		{
+			name: "targetRefs as Istio validates them",
+			docs: []string{
+				ap("both", "  selector: {matchLabels: {app: a}}\n  targetRefs: [{kind: Gateway, group: gateway.networking.k8s.io, name: waypoint}]\n"),
+				ap("ns", "  targetRefs: [{kind: Service, group: \"\", name: a, namespace: other}]\n"),
+				ap("kind", "  targetRef: {kind: Deployment, group: apps, name: a}\n"),
+				ap("se", "  targetRefs: [{kind: ServiceEntry, group: networking.istio.io, name: a}]\n"),
+				ap("noname", "  targetRefs: [{kind: GatewayClass, group: gateway.networking.k8s.io}]\n"),
+				ap("ok", "  targetRefs: [{kind: Gateway, group: gateway.networking.k8s.io, name: waypoint}, {kind: Service, name: a}, {kind: GatewayClass, group: gateway.networking.k8s.io, name: istio-waypoint}]\n"),
+			},
+			want: []string{
+				"t.yaml: AuthorizationPolicy default/both: spec: only one of selector, targetRef or targetRefs can be set",
+				"t.yaml: AuthorizationPolicy default/ns: spec.targetRefs[0].namespace: must not be set: a policy targets objects of its own namespace (Istio does not support cross-namespace targetRefs)",
+				"t.yaml: AuthorizationPolicy default/kind: spec.targetRef: must be to a gateway.networking.k8s.io Gateway or GatewayClass, or a core Service (was apps/Deployment)",
+				"t.yaml: AuthorizationPolicy default/se: spec.targetRefs[0]: a ServiceEntry target is not supported by meshlab (its waypoint chains are not generated; target the Gateway or a Service)",
+				"t.yaml: AuthorizationPolicy default/noname: spec.targetRefs[0].name: is required",
+			},
+		},
+		{
 			name: "unimplemented fields by name",
-			docs: []string{ap("p", `  targetRef: {kind: Service, name: backend}
-  provider: {name: ext}
+			docs: []string{ap("p", `  provider: {name: ext}
   rules:
   - from: [{source: {serviceAccounts: [x], requestPrincipals: [x], ipBlocks: [10.0.0.0/8], principals: [a]}}]
     to: [{operation: {hosts: [x], methods: [GET]}}]
 `)},
 			want: []string{
-				"t.yaml: AuthorizationPolicy default/p: spec.targetRef: is not supported by meshlab (AuthorizationPolicy supports here: action, rules, selector)",
 				"t.yaml: AuthorizationPolicy default/p: spec.rules[0].from[0].source.serviceAccounts: is not supported by meshlab (AuthorizationPolicy supports in rules.from.source: ipBlocks, namespaces, notIpBlocks, notNamespaces, notPrincipals, notRemoteIpBlocks, notRequestPrincipals, principals, remoteIpBlocks, requestPrincipals)",
 				"t.yaml: AuthorizationPolicy default/p: spec.rules[0].to[0].operation.hosts: is not supported by meshlab (AuthorizationPolicy supports in rules.to.operation: methods, notMethods, notPaths, notPorts, paths, ports)",
-				"t.yaml: AuthorizationPolicy default/p: spec.provider: is not supported by meshlab (AuthorizationPolicy supports here: action, rules, selector)",
+				"t.yaml: AuthorizationPolicy default/p: spec.provider: is not supported by meshlab (AuthorizationPolicy supports here: action, rules, selector, targetRef, targetRefs)",
 			},
 		},
 		{

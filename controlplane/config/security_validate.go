@@ -13,6 +13,8 @@ import (
 	security "istio.io/api/security/v1beta1"
 	typev1beta1 "istio.io/api/type/v1beta1"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/meshlab/meshlab/controlplane/model"
 )
 
 // The checks below follow Istio's validation of PeerAuthentication and AuthorizationPolicy
@@ -86,6 +88,7 @@ func checkSelector(sel *typev1beta1.WorkloadSelector, f string, p problems) {
 func validateAuthorizationPolicy(ap *security.AuthorizationPolicy, p problems) {
 	refuseUnimplemented(ap.ProtoReflect(), authorizationPolicyFields(), "AuthorizationPolicy", p)
 	checkSelector(ap.GetSelector(), "spec.selector", p)
+	checkPolicyTargets(ap.GetSelector(), ap.GetTargetRef(), ap.GetTargetRefs(), p)
 	switch a := ap.GetAction(); a {
 	case security.AuthorizationPolicy_ALLOW, security.AuthorizationPolicy_DENY:
 	default:
@@ -102,6 +105,44 @@ func validateAuthorizationPolicy(ap *security.AuthorizationPolicy, p problems) {
 		for j, c := range r.GetWhen() {
 			checkCondition(c, fmt.Sprintf("%s.when[%d]", f, j), p)
 		}
+	}
+}
+
+// checkPolicyTargets checks a policy's targetRef and targetRefs as Istio's validation:
+// at most one of selector, targetRef and targetRefs; each reference names an object of
+// its own namespace (no namespace) of an allowed kind. Istio also allows a ServiceEntry,
+// whose waypoint chains meshlab does not generate: refused by name.
+func checkPolicyTargets(sel *typev1beta1.WorkloadSelector, ref *typev1beta1.PolicyTargetReference, refs []*typev1beta1.PolicyTargetReference, p problems) {
+	set := 0
+	for _, b := range []bool{sel != nil, ref != nil, len(refs) > 0} {
+		if b {
+			set++
+		}
+	}
+	if set > 1 {
+		p.addf("spec", "only one of selector, targetRef or targetRefs can be set")
+	}
+	if ref != nil {
+		checkPolicyTarget(ref, "spec.targetRef", p)
+	}
+	for i, r := range refs {
+		checkPolicyTarget(r, fmt.Sprintf("spec.targetRefs[%d]", i), p)
+	}
+}
+
+func checkPolicyTarget(r *typev1beta1.PolicyTargetReference, f string, p problems) {
+	if r.GetName() == "" {
+		p.addf(f+".name", "is required")
+	}
+	if r.GetNamespace() != "" {
+		p.addf(f+".namespace", "must not be set: a policy targets objects of its own namespace (Istio does not support cross-namespace targetRefs)")
+	}
+	switch model.PolicyTargetKind(r) {
+	case model.TargetGateway, model.TargetService, model.TargetGatewayClass:
+	case model.TargetServiceEntry:
+		p.addf(f, "a ServiceEntry target is not supported by meshlab (its waypoint chains are not generated; target the Gateway or a Service)")
+	default:
+		p.addf(f, "must be to a gateway.networking.k8s.io Gateway or GatewayClass, or a core Service (was %s/%s)", r.GetGroup(), r.GetKind())
 	}
 }
 

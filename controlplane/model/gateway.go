@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -84,6 +85,21 @@ func labelsSelect(selector, labels map[string]string) bool {
 // MeshGateway is the reserved gateway name of a VirtualService's gateways that stands for
 // every sidecar of the mesh.
 const MeshGateway = "mesh"
+
+// MeshRouteName is the name of the VirtualService istiod derives from the Gateway API
+// routes of namespace ns whose parent is the Service of hostname host (GAMMA), on one
+// port of it (0: all): "<ns>~[<port>~]<host>", a name no Kubernetes object can have.
+func MeshRouteName(ns string, port uint16, host string) string {
+	if port == 0 {
+		return ns + "~" + host
+	}
+	return fmt.Sprintf("%s~%d~%s", ns, port, host)
+}
+
+// IsMeshRoute reports whether a VirtualService of that name is derived from Gateway API
+// routes with a Service parent (MeshRouteName), whose routes istiod builds with the
+// Gateway API's semantics (an unknown backend answers 500).
+func IsMeshRoute(name string) bool { return strings.Contains(name, "~") }
 
 // AppliesToMesh reports whether a VirtualService configures sidecars: it names no
 // gateways, or names "mesh" among them.

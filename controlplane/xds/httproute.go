@@ -43,6 +43,9 @@ type vsRouteBuilder struct {
 	// gateway is the Gateway whose server the routes are for; nil for a sidecar (the
 	// reserved gateway "mesh").
 	gateway *model.IstioConfig[*networking.Gateway]
+	// cluster, when set, names a destination's cluster (a waypoint's: waypointCluster);
+	// else it is the sidecar's outbound cluster (destinationCluster).
+	cluster func(*networking.Destination) string
 }
 
 // routes returns the VirtualService's routes in order: one per match of each http route
@@ -56,7 +59,7 @@ func (b vsRouteBuilder) routes() ([]*route.Route, error) {
 			matches = []*networking.HTTPMatchRequest{nil}
 		}
 		for _, mt := range matches {
-			if mt != nil && (!labelsMatch(mt.GetSourceLabels(), b.pod.Labels) || !b.matchApplies(mt)) {
+			if mt != nil && (!b.sourceMatches(mt) || !b.matchApplies(mt)) {
 				continue
 			}
 			r, err := b.translate(h, mt)
@@ -70,6 +73,15 @@ func (b vsRouteBuilder) routes() ([]*route.Route, error) {
 		}
 	}
 	return out, nil
+}
+
+// sourceMatches reports whether the proxy has a match's sourceLabels. A waypoint (no
+// pod) has none: it drops every match with sourceLabels, as istiod does in ambient.
+func (b vsRouteBuilder) sourceMatches(mt *networking.HTTPMatchRequest) bool {
+	if b.pod == nil {
+		return len(mt.GetSourceLabels()) == 0
+	}
+	return labelsMatch(mt.GetSourceLabels(), b.pod.Labels)
 }
 
 // matchApplies reports whether a match's port and gateways select the routes being
@@ -126,6 +138,11 @@ func (b vsRouteBuilder) translate(in *networking.HTTPRoute, mt *networking.HTTPM
 // and retries.
 func (b vsRouteBuilder) routeAction(out *route.Route, in *networking.HTTPRoute, authority string) {
 	action := &route.RouteAction{Timeout: durationpb.New(0)}
+	if model.IsMeshRoute(b.vs.Name) {
+		// A Gateway API route's backend that names no cluster answers 500, as istiod's
+		// gateway semantics.
+		action.ClusterNotFoundResponseCode = route.RouteAction_INTERNAL_SERVER_ERROR
+	}
 	if in.GetTimeout() != nil {
 		action.Timeout = in.GetTimeout()
 	}
@@ -192,6 +209,9 @@ func (b vsRouteBuilder) routeAction(out *route.Route, in *networking.HTTPRoute, 
 // destinationCluster returns the cluster of a destination as Istio's
 // GetDestinationCluster: its port, else the service's only port, else the listener's.
 func (b vsRouteBuilder) destinationCluster(d *networking.Destination) string {
+	if b.cluster != nil {
+		return b.cluster(d)
+	}
 	return destinationCluster(b.m, b.vs.Namespace, d, b.port, b.byHost)
 }
 

@@ -45,14 +45,21 @@ type authz struct {
 // policy and keeps only its TCP fields in a DENY policy. AUDIT and CUSTOM policies are
 // ignored.
 func authzFor(m *model.Model, pod *model.Pod, forTCP bool) authz {
-	var out authz
+	root := m.Mesh.Root()
+	out := policyAuthz(m, func(ap *model.IstioConfig[*security.AuthorizationPolicy]) bool { return policyAttaches(ap, root, pod) }, forTCP)
 	if !forTCP {
 		// The config loader validated every jwtRule, so building the filter cannot fail.
 		out.jwt, _ = jwtFilter(m, pod)
 	}
-	root := m.Mesh.Root()
+	return out
+}
+
+// policyAuthz translates the ALLOW and DENY AuthorizationPolicies that apply (in model
+// order) into RBAC rules for an HTTP chain, or a TCP chain when forTCP (see authzFor).
+func policyAuthz(m *model.Model, applies func(*model.IstioConfig[*security.AuthorizationPolicy]) bool, forTCP bool) authz {
+	var out authz
 	for _, ap := range m.Istio.AuthorizationPolicies {
-		if ap == nil || ap.Spec == nil || !PolicySelects(ap.Namespace, ap.Spec.GetSelector(), root, pod) {
+		if ap == nil || ap.Spec == nil || !applies(ap) {
 			continue
 		}
 		var set **rbacpb.RBAC
@@ -75,6 +82,18 @@ func authzFor(m *model.Model, pod *model.Pod, forTCP bool) authz {
 		}
 	}
 	return out
+}
+
+// policyAttaches reports whether AuthorizationPolicy ap applies to pod's own proxy (a
+// sidecar or a gateway; a waypoint's are waypointAuthz's), as istiod's policy matcher: a
+// policy with targets only to the pods of the Gateway it names (a sidecar never takes
+// one), any other by its selector.
+func policyAttaches(ap *model.IstioConfig[*security.AuthorizationPolicy], root string, pod *model.Pod) bool {
+	if model.HasTargets(ap.Spec) {
+		gw, ok := pod.Labels[model.GatewayAPINameLabel]
+		return ok && ap.Namespace == pod.Namespace && model.TargetsGateway(ap.Spec, pod.Namespace, gw)
+	}
+	return PolicySelects(ap.Namespace, ap.Spec.GetSelector(), root, pod)
 }
 
 // field is one attribute of a rule with its values and notValues; httpOnly fields never

@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -83,7 +84,7 @@ func (p waypointPort) name() string {
 }
 
 // WaypointServices returns the Kubernetes Services whose traffic waypoint w takes, sorted
-// by hostname: those model.WaypointOfService binds to w (the Service's own
+// as istiod orders them: those model.WaypointOfService binds to w (the Service's own
 // istio.io/use-waypoint, else its namespace's; none for the waypoint's own Service, or
 // when w takes no service traffic).
 func WaypointServices(m *model.Model, w WaypointSpec) []*model.Service {
@@ -94,7 +95,11 @@ func WaypointServices(m *model.Model, w WaypointSpec) []*model.Service {
 			out = append(out, s)
 		}
 	}
-	slices.SortFunc(out, func(a, b *model.Service) int { return strings.Compare(a.Hostname(), b.Hostname()) })
+	// istiod orders them by creation time, then name, then namespace (a lab's objects have
+	// no creation time).
+	slices.SortFunc(out, func(a, b *model.Service) int {
+		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.Namespace, b.Namespace))
+	})
 	return out
 }
 
@@ -120,7 +125,11 @@ func GenerateWaypoint(m *model.Model, w WaypointSpec) (map[resource.Type][]types
 	}
 	fail := func(err error) error { return fmt.Errorf("generate waypoint %s/%s: %w", w.Namespace, w.Name, err) }
 	ports := waypointPorts(WaypointServices(m, w))
-	ls, err := waypointListeners(m, ports)
+	wp := m.Waypoint(w.Namespace, w.Name)
+	if wp == nil {
+		return nil, fail(errors.New("no such waypoint in the model"))
+	}
+	ls, err := waypointListeners(m, wp, ports)
 	if err != nil {
 		return nil, fail(err)
 	}

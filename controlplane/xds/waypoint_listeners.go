@@ -40,7 +40,7 @@ const (
 
 // waypointListeners returns the waypoint's listeners: connect_terminate, main_internal,
 // connect_originate and the double-HBONE pair.
-func waypointListeners(m *model.Model, ports []waypointPort) ([]types.Resource, error) {
+func waypointListeners(m *model.Model, w *model.Waypoint, ports []waypointPort) ([]types.Resource, error) {
 	logs, err := accessLogs(m.Mesh)
 	if err != nil {
 		return nil, err
@@ -49,7 +49,7 @@ func waypointListeners(m *model.Model, ports []waypointPort) ([]types.Resource, 
 	if err != nil {
 		return nil, err
 	}
-	mi, err := mainInternalListener(ports, logs)
+	mi, err := mainInternalListener(m, w, ports, logs)
 	if err != nil {
 		return nil, err
 	}
@@ -226,9 +226,9 @@ func connectTerminateListener(logs []*accesslogv3.AccessLog) (*listener.Listener
 
 // mainInternalListener is the internal listener connect_terminate's tunnels arrive on,
 // their destination restored by original_dst: a unified matcher picks the chain by
-// destination VIP then port, one chain per service port (HTTP ports skip the HTTP
+// destination VIP then port, one chain per service port (ports of a known protocol skip the HTTP
 // inspector); other destinations fall to direct-tcp or direct-http.
-func mainInternalListener(ports []waypointPort, logs []*accesslogv3.AccessLog) (*listener.Listener, error) {
+func mainInternalListener(m *model.Model, w *model.Waypoint, ports []waypointPort, logs []*accesslogv3.AccessLog) (*listener.Listener, error) {
 	od, err := typed(&originaldst.OriginalDst{})
 	if err != nil {
 		return nil, err
@@ -237,29 +237,33 @@ func mainInternalListener(ports []waypointPort, logs []*accesslogv3.AccessLog) (
 	if err != nil {
 		return nil, err
 	}
-	var httpPorts []uint16
+	var knownPorts []uint16
 	var chains []*listener.FilterChain
+	served := map[string]*model.Service{}
 	for _, p := range ports {
-		fc, err := inboundVIPChain(p, logs)
+		served[p.svc.Hostname()] = p.svc
+	}
+	for _, p := range ports {
+		fc, err := inboundVIPChain(m, w, served, p, logs)
 		if err != nil {
 			return nil, err
 		}
 		chains = append(chains, fc)
-		if p.port.Protocol.IsHTTP() {
-			httpPorts = append(httpPorts, p.port.Port)
-		}
+		// Every port of a declared protocol skips the inspector (istiod sniffs only
+		// ports of no protocol, which a lab's ports always have).
+		knownPorts = append(knownPorts, p.port.Port)
 	}
-	direct, err := directChains(logs)
+	direct, err := directChains(m, w, logs)
 	if err != nil {
 		return nil, err
 	}
 	chains = append(chains, direct...)
-	slices.Sort(httpPorts)
-	httpPorts = slices.Compact(httpPorts)
+	slices.Sort(knownPorts)
+	knownPorts = slices.Compact(knownPorts)
 	inspector := &listener.ListenerFilter{Name: wellknown.HTTPInspector, ConfigType: &listener.ListenerFilter_TypedConfig{TypedConfig: hi}}
-	if len(httpPorts) > 0 {
+	if len(knownPorts) > 0 {
 		var rules []*listener.ListenerFilterChainMatchPredicate
-		for _, p := range httpPorts {
+		for _, p := range knownPorts {
 			rules = append(rules, &listener.ListenerFilterChainMatchPredicate{Rule: &listener.ListenerFilterChainMatchPredicate_DestinationPortRange{
 				DestinationPortRange: &typev3.Int32Range{Start: int32(p), End: int32(p) + 1},
 			}})
@@ -347,15 +351,21 @@ func vipPortMatcher(ports []waypointPort) (*xdsmatcher.Matcher, error) {
 }
 
 // waypointHCM is a main_internal connection manager: a sidecar inbound one (hcmFilter)
-// with the waypoint's upstream peer_metadata before the router, the route inline.
-func waypointHCM(statPrefix string, rc *route.RouteConfiguration, logs []*accesslogv3.AccessLog) (*listener.Filter, error) {
+// with the chain's authorization filters (authz.httpFilters) first and the waypoint's
+// upstream peer_metadata before the router, the route inline.
+func waypointHCM(statPrefix string, rc *route.RouteConfiguration, logs []*accesslogv3.AccessLog, az authz) (*listener.Filter, error) {
 	peer, err := waypointPeerMetadata(false)
+	if err != nil {
+		return nil, err
+	}
+	pre, err := az.httpFilters()
 	if err != nil {
 		return nil, err
 	}
 	return hcmFilter(statPrefix, false, func(h *hcm.HttpConnectionManager) {
 		n := len(h.HttpFilters)
-		h.HttpFilters = append(h.HttpFilters[:n-1:n-1], peer, h.HttpFilters[n-1])
+		fs := append(slices.Clone(pre), h.HttpFilters[:n-1]...)
+		h.HttpFilters = append(fs, peer, h.HttpFilters[n-1])
 		h.ServerName = "istio-envoy"
 		h.AccessLog = logs
 		h.RouteSpecifier = &hcm.HttpConnectionManager_RouteConfig{RouteConfig: rc}
@@ -378,7 +388,7 @@ func inboundVIPRoute(name, vhost, cluster, operation string) *route.RouteConfigu
 
 // inboundVIPChain is main_internal's chain of one service port: HTTP through a
 // connection manager routing to the port's cluster, anything else through tcp_proxy.
-func inboundVIPChain(p waypointPort, logs []*accesslogv3.AccessLog) (*listener.FilterChain, error) {
+func inboundVIPChain(m *model.Model, w *model.Waypoint, served map[string]*model.Service, p waypointPort, logs []*accesslogv3.AccessLog) (*listener.FilterChain, error) {
 	name := p.name()
 	statPrefix := "inbound_0.0.0.0_" + portString(p.port.Port) + ";"
 	if !p.port.Protocol.IsHTTP() {
@@ -390,10 +400,17 @@ func inboundVIPChain(p waypointPort, logs []*accesslogv3.AccessLog) (*listener.F
 		if err != nil {
 			return nil, err
 		}
-		return &listener.FilterChain{Name: name, Filters: []*listener.Filter{f}}, nil
+		fs, err := waypointTCPFilters(waypointAuthz(m, w, p.svc, true), f)
+		if err != nil {
+			return nil, err
+		}
+		return &listener.FilterChain{Name: name, Filters: fs}, nil
 	}
-	rc := inboundVIPRoute(name, "inbound|http|"+portString(p.port.Port), name, p.svc.Hostname()+":"+portString(p.port.Port)+"/*")
-	f, err := waypointHCM(statPrefix, rc, logs)
+	rc, err := waypointRouteConfig(m, w, served, p)
+	if err != nil {
+		return nil, err
+	}
+	f, err := waypointHCM(statPrefix, rc, logs, waypointAuthz(m, w, p.svc, false))
 	if err != nil {
 		return nil, err
 	}
@@ -403,14 +420,10 @@ func inboundVIPChain(p waypointPort, logs []*accesslogv3.AccessLog) (*listener.F
 // directChains are main_internal's chains for destinations no service matches (a
 // workload addressed directly): the destination re-set for the upstream, then to the
 // encap cluster (connect_originate) as TCP or HTTP.
-func directChains(logs []*accesslogv3.AccessLog) ([]*listener.FilterChain, error) {
+func directChains(m *model.Model, w *model.Waypoint, logs []*accesslogv3.AccessLog) ([]*listener.FilterChain, error) {
 	keep, err := networkFilter(connectAuthority, &netsetstate.Config{OnNewConnection: []*setstate.FilterStateValue{
 		stateValue(originalDstLocalIP, "", "%FILTER_STATE("+originalDstLocalIP+":PLAIN)%", setstate.FilterStateValue_ONCE),
 	}})
-	if err != nil {
-		return nil, err
-	}
-	mx, err := mxConfig()
 	if err != nil {
 		return nil, err
 	}
@@ -422,15 +435,36 @@ func directChains(logs []*accesslogv3.AccessLog) ([]*listener.FilterChain, error
 	if err != nil {
 		return nil, err
 	}
+	tcpFilters, err := waypointTCPFilters(waypointAuthz(m, w, nil, true), tcp)
+	if err != nil {
+		return nil, err
+	}
 	rc := inboundVIPRoute(EncapCluster, "inbound|http|0", EncapCluster, ":0/*")
-	h, err := waypointHCM("inbound_0.0.0.0_0;", rc, logs)
+	h, err := waypointHCM("inbound_0.0.0.0_0;", rc, logs, waypointAuthz(m, w, nil, false))
 	if err != nil {
 		return nil, err
 	}
 	return []*listener.FilterChain{
-		{Name: "direct-tcp", Filters: []*listener.Filter{keep, {Name: MetadataExchangeFilter, ConfigType: &listener.Filter_TypedConfig{TypedConfig: mx}}, tcp}},
+		{Name: "direct-tcp", Filters: append([]*listener.Filter{keep}, tcpFilters...)},
 		{Name: "direct-http", Filters: []*listener.Filter{keep, h}},
 	}, nil
+}
+
+// waypointTCPFilters is the network filter stack of a waypoint's TCP chain ending in
+// tcp: the metadata exchange first, then the chain's network RBAC filters, as istiod's
+// buildCompleteNetworkFilters for a waypoint.
+func waypointTCPFilters(az authz, tcp *listener.Filter) ([]*listener.Filter, error) {
+	mx, err := mxConfig()
+	if err != nil {
+		return nil, err
+	}
+	rbac, err := az.networkFilters()
+	if err != nil {
+		return nil, err
+	}
+	fs := []*listener.Filter{{Name: MetadataExchangeFilter, ConfigType: &listener.Filter_TypedConfig{TypedConfig: mx}}}
+	fs = append(fs, rbac...)
+	return append(fs, tcp), nil
 }
 
 // internalListener is an internal listener (no address) of the given chains.
