@@ -49,7 +49,7 @@ func newKubeInjectCmd() *cobra.Command {
 			}
 			var out bytes.Buffer
 			for _, f := range files {
-				var in io.Reader = cmd.InOrStdin()
+				in := cmd.InOrStdin()
 				if f != "-" {
 					data, err := os.ReadFile(f)
 					if err != nil {
@@ -104,24 +104,26 @@ func injectDocument(raw []byte) ([]byte, error) {
 	if err := yaml.Unmarshal(raw, &tm); err != nil {
 		return nil, err
 	}
+	// obj is decoded in place: top is its metadata, meta and spec its pods'.
 	var obj any
-	var tmpl func() (*metav1.ObjectMeta, *corev1.PodSpec, string)
+	var top, meta *metav1.ObjectMeta
+	var spec *corev1.PodSpec
 	switch tm.APIVersion + "/" + tm.Kind {
 	case "v1/Pod":
 		p := &corev1.Pod{}
-		obj, tmpl = p, func() (*metav1.ObjectMeta, *corev1.PodSpec, string) { return &p.ObjectMeta, &p.Spec, p.Name }
+		obj, top, meta, spec = p, &p.ObjectMeta, &p.ObjectMeta, &p.Spec
 	case "apps/v1/Deployment":
 		d := &appsv1.Deployment{}
-		obj, tmpl = d, func() (*metav1.ObjectMeta, *corev1.PodSpec, string) { return &d.Spec.Template.ObjectMeta, &d.Spec.Template.Spec, d.Name }
+		obj, top, meta, spec = d, &d.ObjectMeta, &d.Spec.Template.ObjectMeta, &d.Spec.Template.Spec
 	case "apps/v1/StatefulSet":
-		s := &appsv1.StatefulSet{}
-		obj, tmpl = s, func() (*metav1.ObjectMeta, *corev1.PodSpec, string) { return &s.Spec.Template.ObjectMeta, &s.Spec.Template.Spec, s.Name }
+		d := &appsv1.StatefulSet{}
+		obj, top, meta, spec = d, &d.ObjectMeta, &d.Spec.Template.ObjectMeta, &d.Spec.Template.Spec
 	case "apps/v1/DaemonSet":
-		s := &appsv1.DaemonSet{}
-		obj, tmpl = s, func() (*metav1.ObjectMeta, *corev1.PodSpec, string) { return &s.Spec.Template.ObjectMeta, &s.Spec.Template.Spec, s.Name }
+		d := &appsv1.DaemonSet{}
+		obj, top, meta, spec = d, &d.ObjectMeta, &d.Spec.Template.ObjectMeta, &d.Spec.Template.Spec
 	case "apps/v1/ReplicaSet":
-		s := &appsv1.ReplicaSet{}
-		obj, tmpl = s, func() (*metav1.ObjectMeta, *corev1.PodSpec, string) { return &s.Spec.Template.ObjectMeta, &s.Spec.Template.Spec, s.Name }
+		d := &appsv1.ReplicaSet{}
+		obj, top, meta, spec = d, &d.ObjectMeta, &d.Spec.Template.ObjectMeta, &d.Spec.Template.Spec
 	default:
 		// istioctl re-encodes the kinds it knows and leaves the others as they are;
 		// meshlab leaves every object without a pod template as written (re-encoded, a
@@ -131,19 +133,12 @@ func injectDocument(raw []byte) ([]byte, error) {
 	if err := yaml.UnmarshalStrict(raw, obj); err != nil {
 		return nil, fmt.Errorf("%s: %w", tm.Kind, err)
 	}
-	if tmpl != nil {
-		meta, spec, name := tmpl()
-		var top struct {
-			Metadata metav1.ObjectMeta `json:"metadata"`
-		}
-		_ = yaml.Unmarshal(raw, &top)
-		ns := firstOf(top.Metadata.Namespace, "default")
-		owner := "kubernetes://apis/v1/namespaces/" + ns + "/pods/" + name
-		if tm.Kind != "Pod" {
-			owner = "kubernetes://apis/apps/v1/namespaces/" + ns + "/" + strings.ToLower(tm.Kind) + "s/" + name
-		}
-		injectSidecar(meta, spec, name, owner)
+	ns := firstOf(top.Namespace, "default")
+	owner := "kubernetes://apis/v1/namespaces/" + ns + "/pods/" + top.Name
+	if tm.Kind != "Pod" {
+		owner = "kubernetes://apis/apps/v1/namespaces/" + ns + "/" + strings.ToLower(tm.Kind) + "s/" + top.Name
 	}
+	injectSidecar(meta, spec, top.Name, owner)
 	return yaml.Marshal(obj)
 }
 
