@@ -167,6 +167,10 @@ func (f *feed) handler() http.Handler {
 	return mux
 }
 
+// meshKey is the istio ConfigMap of istio-system: its key mesh is the mesh config
+// istiod's mesh watcher reads.
+const meshKey = "ConfigMap/istio-system/istio"
+
 // setMesh replaces istiod's mesh config with text (YAML over Istio's defaults), as a
 // change of the istio ConfigMap reaches istiod's mesh watcher, and pushes every proxy in
 // full, as istiod's mesh handler does.
@@ -175,23 +179,56 @@ func (f *feed) setMesh(text string) error {
 	if err != nil {
 		return fmt.Errorf("mesh config: %w", err)
 	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.setMeshLocked(mc)
+}
+
+func (f *feed) setMeshLocked(mc *meshconfig.MeshConfig) error {
 	w, ok := f.fake.Discovery.Env.Watcher.(interface{ Set(*meshconfig.MeshConfig) })
 	if !ok {
 		return fmt.Errorf("istiod's mesh watcher (%T) cannot be set", f.fake.Discovery.Env.Watcher)
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	w.Set(mc)
 	f.fake.Discovery.ConfigUpdate(&model.PushRequest{Forced: true, Reason: model.NewReasonStats(model.GlobalUpdate)})
 	return nil
 }
 
-// set makes istiod's inputs next: deletes first (what is gone), then creates and updates,
-// each one a watch event or a config store event, as a cluster's would be. It returns how
-// many objects changed.
+// changedMesh returns the mesh config of next's istio ConfigMap when it differs from
+// the current one's (nil when it does not, or next holds none), refusing one istiod
+// would not read.
+func (f *feed) changedMesh(next state) (*meshconfig.MeshConfig, error) {
+	o, ok := next[meshKey]
+	if !ok || f.cur[meshKey].text == o.text {
+		return nil, nil
+	}
+	cm, ok := o.kube.(*corev1.ConfigMap)
+	if !ok {
+		return nil, nil
+	}
+	mc, err := mesh.ApplyMeshConfigDefaults(cm.Data["mesh"])
+	if err != nil {
+		return nil, fmt.Errorf("%s: data.mesh: %w", meshKey, err)
+	}
+	return mc, nil
+}
+
+// set makes istiod's inputs next: a changed mesh config first (the istio ConfigMap, set
+// on istiod's mesh watcher), then deletes (what is gone), then creates and updates, each
+// one a watch event or a config store event, as a cluster's would be. It returns how many
+// objects changed. A mesh config istiod would not read refuses the whole set.
 func (f *feed) set(ctx context.Context, next state) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	mc, err := f.changedMesh(next)
+	if err != nil {
+		return 0, err
+	}
+	if mc != nil {
+		if err := f.setMeshLocked(mc); err != nil {
+			return 0, err
+		}
+	}
 	kc := f.fake.KubeClient().Kube()
 	store := f.fake.Store()
 	n := 0

@@ -91,7 +91,6 @@ type Istiod struct {
 
 	mu       sync.Mutex // serialises Feed
 	stopping bool
-	mesh     []byte // the mesh config istiod has (MeshConfig's YAML)
 }
 
 // XDSSocket and feedSocket are istiod's sockets in the lab's run directory.
@@ -130,7 +129,7 @@ func Start(ctx context.Context, o Options) (*Istiod, error) {
 		return nil, fmt.Errorf("start %s: %w", o.Path, err)
 	}
 	sock := feedSocket(o.Dir)
-	d := &Istiod{cmd: cmd, dir: o.Dir, log: o.Logger, done: make(chan struct{}), mesh: mesh, client: &http.Client{
+	d := &Istiod{cmd: cmd, dir: o.Dir, log: o.Logger, done: make(chan struct{}), client: &http.Client{
 		Timeout: 30 * time.Second,
 		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
@@ -184,26 +183,17 @@ func (d *Istiod) waitReady(ctx context.Context, timeout time.Duration) error {
 }
 
 // Feed makes istiod's objects the model's: what is new is created, what changed updated,
-// what is gone deleted, each a watch event to istiod's controllers. A changed mesh config
-// (the lab's MeshConfig object) is set first, as a change of the istio ConfigMap reaches
-// istiod's mesh watcher, and pushes every proxy in full.
+// what is gone deleted, each a watch event to istiod's controllers. The mesh config
+// travels in the istio ConfigMap (MeshConfigMap), which meshlab-istiod sets on istiod's
+// mesh watcher before the other changes, pushing every proxy in full, as istiod's mesh
+// handler does.
 func (d *Istiod) Feed(ctx context.Context, m *model.Model) error {
 	state, err := Objects(m)
 	if err != nil {
 		return fmt.Errorf("istiod: the lab's objects: %w", err)
 	}
-	mesh, err := MeshConfig(m.Mesh)
-	if err != nil {
-		return fmt.Errorf("istiod: mesh config: %w", err)
-	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !bytes.Equal(mesh, d.mesh) {
-		if err := d.put(ctx, "/mesh", mesh); err != nil {
-			return fmt.Errorf("istiod refused the lab's mesh config: %w", err)
-		}
-		d.mesh = mesh
-	}
 	if err := d.put(ctx, "/state", state); err != nil {
 		return fmt.Errorf("istiod refused the lab's objects: %w", err)
 	}

@@ -42,7 +42,7 @@ func TestObjects(t *testing.T) {
 		}
 		kinds[o["kind"].(string)] = append(kinds[o["kind"].(string)], o)
 	}
-	for kind, n := range map[string]int{"Namespace": 2, "ServiceAccount": 1, "Service": 1, "Pod": 2, "EndpointSlice": 1, "VirtualService": 1, "Secret": 1} {
+	for kind, n := range map[string]int{"Namespace": 2, "ServiceAccount": 1, "Service": 1, "Pod": 2, "EndpointSlice": 1, "VirtualService": 1, "Secret": 1, "ConfigMap": 2} {
 		if len(kinds[kind]) != n {
 			t.Errorf("%d %s objects, want %d", len(kinds[kind]), kind, n)
 		}
@@ -63,6 +63,21 @@ func TestObjects(t *testing.T) {
 		if injected != (meta["name"] == "backend-v1") {
 			t.Errorf("pod %v: injected=%v", meta["name"], injected)
 		}
+	}
+	// The mesh config reaches istiod in the istio ConfigMap, as an install writes it.
+	cms := map[string]map[string]any{}
+	for _, cm := range kinds["ConfigMap"] {
+		meta := cm["metadata"].(map[string]any)
+		if meta["namespace"] != "istio-system" {
+			t.Errorf("ConfigMap %v in %v; want istio-system", meta["name"], meta["namespace"])
+		}
+		cms[meta["name"].(string)], _ = cm["data"].(map[string]any)
+	}
+	if mesh, _ := cms[MeshConfigMap]["mesh"].(string); !strings.Contains(mesh, "outboundTrafficPolicy:") || !strings.Contains(mesh, "accessLogFile: /dev/stdout") {
+		t.Errorf("ConfigMap %s's mesh: %q", MeshConfigMap, mesh)
+	}
+	if v, _ := cms[InjectorConfigMap]["values"].(string); !strings.Contains(v, `"istioNamespace":"istio-system"`) {
+		t.Errorf("ConfigMap %s's values: %q", InjectorConfigMap, v)
 	}
 	mc, err := MeshConfig(model.MeshConfig{OutboundTrafficPolicy: model.RegistryOnly})
 	if err != nil || !strings.Contains(string(mc), "REGISTRY_ONLY") || !strings.Contains(string(mc), "rootNamespace: istio-system") {
