@@ -164,40 +164,31 @@ func (p *pod) close() {
 	_ = p.ns.Close()
 }
 
-// open creates the pod's sockets inside its namespace and starts serving them.
+// open creates the pod's sockets inside its namespace, in one entry into it, and starts
+// serving them.
 func (z *Ztunnel) open(p *pod) error {
-	type tcpSock struct {
-		port  int
-		addr  string
-		serve func(*pod, *net.TCPConn)
+	dnsAddr := fmt.Sprintf("127.0.0.1:%d", DNSPort)
+	serves := []func(*pod, *net.TCPConn){z.serveOutbound, z.servePlaintext, z.serveHBONE}
+	socks, err := p.ns.ListenAll([]inpod.Socket{
+		{Network: "tcp", Addr: fmt.Sprintf(":%d", OutboundPort)},
+		{Network: "tcp", Addr: fmt.Sprintf(":%d", InboundPort)},
+		{Network: "tcp", Addr: fmt.Sprintf(":%d", HBONEPort)},
+		{Network: "udp4", Addr: dnsAddr},
+		{Network: "tcp4", Addr: dnsAddr},
+	})
+	if err != nil {
+		return fmt.Errorf("pod %s/%s: %w", p.info.Namespace, p.info.Name, err)
 	}
-	for _, s := range []tcpSock{
-		{OutboundPort, fmt.Sprintf(":%d", OutboundPort), z.serveOutbound},
-		{InboundPort, fmt.Sprintf(":%d", InboundPort), z.servePlaintext},
-		{HBONEPort, fmt.Sprintf(":%d", HBONEPort), z.serveHBONE},
-	} {
-		ln, err := p.ns.Listen("tcp", s.addr)
-		if err != nil {
-			return fmt.Errorf("pod %s/%s: %w", p.info.Namespace, p.info.Name, err)
-		}
-		p.closers = append(p.closers, ln)
+	p.closers = append(p.closers, socks...)
+	for i, serve := range serves {
+		ln := socks[i].(*net.TCPListener)
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
-			z.accept(p, ln, s.serve)
+			z.accept(p, ln, serve)
 		}()
 	}
-	dnsAddr := fmt.Sprintf("127.0.0.1:%d", DNSPort)
-	pc, err := p.ns.ListenPacket("udp4", dnsAddr)
-	if err != nil {
-		return fmt.Errorf("pod %s/%s: %w", p.info.Namespace, p.info.Name, err)
-	}
-	p.closers = append(p.closers, pc)
-	dln, err := p.ns.Listen("tcp4", dnsAddr)
-	if err != nil {
-		return fmt.Errorf("pod %s/%s: %w", p.info.Namespace, p.info.Name, err)
-	}
-	p.closers = append(p.closers, dln)
+	pc, dln := socks[3].(net.PacketConn), socks[4].(*net.TCPListener)
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()

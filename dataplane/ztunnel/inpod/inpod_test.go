@@ -311,3 +311,51 @@ func markOf(t *testing.T, c syscall.Conn) int {
 	}
 	return m
 }
+
+// TestListenAll: the sockets ListenAll opens in one entry are of the kind asked, in the
+// pod's namespace and marked; one that cannot be opened fails the call and closes the
+// others.
+func TestListenAll(t *testing.T) {
+	name, n := testNetns(t)
+	ip(t, name, "addr", "add", "10.98.0.6/32", "dev", "lo")
+	socks, err := n.ListenAll([]Socket{{"tcp", ":15001"}, {"udp4", "127.0.0.1:15053"}, {"tcp4", "127.0.0.1:15053"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, s := range socks {
+			s.Close()
+		}
+	}()
+	ln, ok := socks[0].(*net.TCPListener)
+	if !ok {
+		t.Fatalf("socket 0 is a %T, want a TCP listener", socks[0])
+	}
+	if m := markOf(t, ln); m != Mark {
+		t.Errorf("listener mark = %#x, want %#x", m, Mark)
+	}
+	if _, ok := socks[1].(net.PacketConn); !ok {
+		t.Errorf("socket 1 is a %T, want a UDP socket", socks[1])
+	}
+	if _, ok := socks[2].(*net.TCPListener); !ok {
+		t.Errorf("socket 2 is a %T, want a TCP listener", socks[2])
+	}
+	if err := n.Do(func() error {
+		c, err := net.DialTimeout("tcp", "10.98.0.6:15001", time.Second)
+		if err == nil {
+			_ = c.Close()
+		}
+		return err
+	}); err != nil {
+		t.Errorf("dial the pod's 15001 from inside the pod: %v", err)
+	}
+	// 15001 is taken now: the second socket fails and the first is closed again.
+	if _, err := n.ListenAll([]Socket{{"tcp", ":15002"}, {"tcp", ":15001"}}); err == nil {
+		t.Fatal("ListenAll on a port in use succeeded")
+	}
+	again, err := n.ListenAll([]Socket{{"tcp", ":15002"}})
+	if err != nil {
+		t.Fatalf("15002 still held after a failed ListenAll: %v", err)
+	}
+	again[0].Close()
+}

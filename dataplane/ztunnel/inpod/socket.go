@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -94,6 +96,46 @@ func (n *Netns) Listen(network, addr string) (*net.TCPListener, error) {
 		return nil, fmt.Errorf("listen %s %s in pod: %w", network, addr, err)
 	}
 	return ln.(*net.TCPListener), nil
+}
+
+// Socket is one socket ListenAll opens: Network "tcp", "tcp4" or "tcp6" for a listener
+// as Listen's, "udp", "udp4" or "udp6" for a socket as ListenPacket's; Addr its address.
+type Socket struct{ Network, Addr string }
+
+// ListenAll opens every one of socks in one entry into the namespace: each entry is a
+// locked thread and two setns, and ztunnel opens five sockets in every pod it takes,
+// one pod after another while the node agent waits for its ack. The i-th result is a
+// *net.TCPListener or a net.PacketConn, as socks[i] asks; on failure, those opened are
+// closed.
+func (n *Netns) ListenAll(socks []Socket) ([]io.Closer, error) {
+	out := make([]io.Closer, 0, len(socks))
+	err := n.Do(func() error {
+		for _, s := range socks {
+			if strings.HasPrefix(s.Network, "udp") {
+				lc := net.ListenConfig{Control: markControl(false, false, false)}
+				pc, err := lc.ListenPacket(context.Background(), s.Network, s.Addr)
+				if err != nil {
+					return fmt.Errorf("listen %s %s in pod: %w", s.Network, s.Addr, err)
+				}
+				out = append(out, pc)
+				continue
+			}
+			lc := net.ListenConfig{Control: markControl(true, false, false)}
+			ln, err := lc.Listen(context.Background(), s.Network, s.Addr)
+			if err != nil {
+				return fmt.Errorf("listen %s %s in pod: %w", s.Network, s.Addr, err)
+			}
+			out = append(out, ln.(*net.TCPListener))
+		}
+		return nil
+	})
+	if err != nil {
+		for _, c := range out {
+			_ = c.Close()
+		}
+		return nil, err
+	}
+	return out, nil
 }
 
 // ListenPacket opens a UDP socket at addr inside the namespace (marked).
