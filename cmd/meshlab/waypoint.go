@@ -519,6 +519,7 @@ func runWaypointStatus(ctx context.Context, c *api.Client, f *waypointFlags, ns 
 	t := time.NewTicker(f.poll)
 	defer t.Stop()
 	for _, gw := range waypoints(gws) {
+		last := ""
 		for {
 			select {
 			case <-ctx.Done():
@@ -531,10 +532,15 @@ func runWaypointStatus(ctx context.Context, c *api.Client, f *waypointFlags, ns 
 				cur = got[0]
 			}
 			cond, ok := programmed(cur)
+			row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\n", cur.Name, cond.Status, cond.Type, cond.Reason, cond.Message)
 			if ns == "" {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", cur.Namespace, cur.Name, cond.Status, cond.Type, cond.Reason, cond.Message)
-			} else {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", cur.Name, cond.Status, cond.Type, cond.Reason, cond.Message)
+				row = cur.Namespace + "\t" + row
+			}
+			// A waypoint's row is printed once, then again only when its condition
+			// changes (istioctl repeats it every second while it waits).
+			if row != last {
+				fmt.Fprint(w, row)
+				last = row
 			}
 			if !f.statusWait || ok {
 				break
