@@ -49,6 +49,15 @@ type waypointFlags struct {
 	poll time.Duration
 }
 
+// scope is the namespace list and status read: -n (default "default"), or every
+// namespace ("") with -A.
+func (f *waypointFlags) scope() string {
+	if f.allNamespaces {
+		return ""
+	}
+	return cmp.Or(f.namespace, "default")
+}
+
 func newWaypointCmd(g *globalFlags) *cobra.Command {
 	f := &waypointFlags{poll: time.Second}
 	cmd := &cobra.Command{
@@ -76,7 +85,15 @@ func newWaypointCmd(g *globalFlags) *cobra.Command {
 	}
 	cmd.PersistentFlags().StringVar(&f.name, "name", waypointDefaultName, "name of the waypoint")
 	cmd.PersistentFlags().StringVarP(&f.namespace, "namespace", "n", "", "the namespace (default: default)")
-	client := func() (*api.Client, error) { return g.apiClient() }
+	// withClient runs do with a client of the lab's API, closed after.
+	withClient := func(do func(*api.Client) error) error {
+		c, err := g.apiClient()
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		return do(c)
+	}
 
 	generate := &cobra.Command{
 		Use:     "generate",
@@ -114,12 +131,7 @@ func newWaypointCmd(g *globalFlags) *cobra.Command {
   meshlab waypoint apply --enroll-namespace --wait`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := client()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			return runWaypointApply(cmd.Context(), c, f, cmd.OutOrStdout())
+			return withClient(func(c *api.Client) error { return runWaypointApply(cmd.Context(), c, f, cmd.OutOrStdout()) })
 		},
 	}
 	apply.Flags().StringVar(&f.trafficType, "for", "", fmt.Sprintf("Specify the traffic type %v for the waypoint", waypointTrafficTypes))
@@ -140,20 +152,13 @@ func newWaypointCmd(g *globalFlags) *cobra.Command {
   meshlab waypoint list -A`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := client()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			ns := cmp.Or(f.namespace, "default")
-			if f.allNamespaces {
-				ns = ""
-			}
-			gws, err := labGateways(cmd.Context(), c, ns, "")
-			if err != nil {
-				return err
-			}
-			return printWaypointList(cmd.OutOrStdout(), gws, f.allNamespaces)
+			return withClient(func(c *api.Client) error {
+				gws, err := labGateways(cmd.Context(), c, f.scope(), "")
+				if err != nil {
+					return err
+				}
+				return printWaypointList(cmd.OutOrStdout(), gws, f.allNamespaces)
+			})
 		},
 	}
 	list.Flags().BoolVarP(&f.allNamespaces, "all-namespaces", "A", false, "List all waypoints in all namespaces")
@@ -180,12 +185,9 @@ func newWaypointCmd(g *globalFlags) *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := client()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			return runWaypointDelete(cmd.Context(), c, cmp.Or(f.namespace, "default"), args, f.revision, cmd.OutOrStdout())
+			return withClient(func(c *api.Client) error {
+				return runWaypointDelete(cmd.Context(), c, cmp.Or(f.namespace, "default"), args, f.revision, cmd.OutOrStdout())
+			})
 		},
 	}
 	del.Flags().BoolVar(&f.deleteAll, "all", false, "Delete all waypoints in the namespace")
@@ -210,16 +212,7 @@ func newWaypointCmd(g *globalFlags) *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := client()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			ns := cmp.Or(f.namespace, "default")
-			if f.allNamespaces {
-				ns = ""
-			}
-			return runWaypointStatus(cmd.Context(), c, f, ns, cmd.OutOrStdout())
+			return withClient(func(c *api.Client) error { return runWaypointStatus(cmd.Context(), c, f, f.scope(), cmd.OutOrStdout()) })
 		},
 	}
 	status.Flags().BoolVarP(&f.statusWait, "wait", "w", true, "Wait for the waypoint to be ready")
