@@ -35,11 +35,7 @@ func (rt *router) applySetState(x *exchange, c *setstate.Config) {
 	if !info.DownstreamPeer.IsValid() {
 		info.DownstreamPeer, _ = netip.ParseAddrPort(r.RemoteAddr)
 	}
-	fs := x.fs
-	if !x.fsSet {
-		fs = rt.ds.FilterState
-	}
-	x.fs, x.fsSet = c.Apply(fs, info), true
+	x.fs, x.fsSet = c.Apply(x.filterState(rt.ds.FilterState), info), true
 }
 
 // connectAllowed reports whether a CONNECT request may go on: an HTTP/2 CONNECT needs
@@ -187,4 +183,13 @@ func (cfg *Config) checkConnectRoutes() error {
 		}
 	}
 	return nil
+}
+
+// filterState is the stream's filter state: the objects set on it, else the
+// connection's (conn).
+func (x *exchange) filterState(conn map[string]internalconn.Object) map[string]internalconn.Object {
+	if x.fsSet {
+		return x.fs
+	}
+	return conn
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/rbac"
+	"github.com/meshlab/meshlab/dataplane/proxy/internalconn"
 )
 
 // applyRBAC runs one envoy.filters.http.rbac: a denied request gets Envoy's 403 local
@@ -18,6 +19,7 @@ func (rt *router) applyRBAC(x *exchange, cfg *rbac.HTTPConfig) (int, bool) {
 		TLS:             r.TLS != nil,
 		Header:          requestHeader(r),
 		DynamicMetadata: x.meta,
+		FilterState:     internalconn.Values(x.filterState(rt.ds.FilterState)),
 	}
 	if x.remote.IsValid() {
 		in.Remote = x.remote // remote_ip follows x-forwarded-for, direct_remote_ip the peer

@@ -629,7 +629,8 @@ func (m *Manager) handle(a *active, conn net.Conn) {
 	}
 	// Upstream connections made for this connection carry the objects it shares.
 	ctx := internalconn.WithFilterState(m.ctx, filterState)
-	in := &rbac.Input{Local: local, DirectRemote: remote, Remote: remote, TLS: fc.TLS != nil, Peer: peer}
+	in := &rbac.Input{Local: local, DirectRemote: remote, Remote: remote, TLS: fc.TLS != nil, Peer: peer,
+		FilterState: internalconn.Values(filterState)}
 	authorize := func() (bool, string) {
 		for _, r := range fc.RBAC {
 			if ok, policy := r.NetworkStats(m.deps.Stats).Check(r.Engine, in); !ok {

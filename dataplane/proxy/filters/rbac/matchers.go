@@ -149,6 +149,21 @@ func compilePrincipal(p *rbacv3.Principal) (matchFunc, error) {
 			return nil, fmt.Errorf("metadata.%w", err)
 		}
 		return m, nil
+	case *rbacv3.Principal_FilterState:
+		fs := id.FilterState
+		if fs.GetStringMatch() == nil {
+			return nil, fmt.Errorf("filter_state: only string_match is supported by meshlab proxy")
+		}
+		m, err := compileStringMatcher(fs.GetStringMatch())
+		if err != nil {
+			return nil, fmt.Errorf("filter_state.string_match.%w", err)
+		}
+		key := fs.GetKey()
+		// As Envoy's FilterStateMatcher: an absent object never matches.
+		return func(in *Input) bool {
+			v, ok := in.FilterState[key]
+			return ok && m(v)
+		}, nil
 	case *rbacv3.Principal_UrlPath:
 		m, err := compileStringMatcher(id.UrlPath.GetPath())
 		if err != nil {

@@ -39,6 +39,10 @@ type Input struct {
 	// DynamicMetadata is the request's dynamic metadata by filter name (the JWT
 	// filter's payload under "envoy.filters.http.jwt_authn"); nil on a network filter.
 	DynamicMetadata map[string]*structpb.Struct
+	// FilterState are the stream's (or connection's) filter state objects in their
+	// string form (a waypoint's io.istio.peer_principal, set by connect_terminate and
+	// shared with main_internal); nil for none.
+	FilterState map[string]string
 }
 
 func (in *Input) header(name string) (string, bool) {

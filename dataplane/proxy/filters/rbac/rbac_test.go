@@ -111,6 +111,10 @@ func TestMatchersAsEnvoy(t *testing.T) {
 		{"and_ids", princ(&rbacv3.Principal{Identifier: &rbacv3.Principal_AndIds{AndIds: &rbacv3.Principal_Set{Ids: []*rbacv3.Principal{anyID, authn(exact(frontend))}}}}), input("", nil), false},
 		{"or_ids", princ(&rbacv3.Principal{Identifier: &rbacv3.Principal_OrIds{OrIds: &rbacv3.Principal_Set{Ids: []*rbacv3.Principal{authn(exact(frontend)), anyID}}}}), input("", nil), true},
 		{"principal_header", princ(&rbacv3.Principal{Identifier: &rbacv3.Principal_Header{Header: header("x-user", exact("alice"))}}), input("", get), true},
+		// istiod's waypoint principals: the peer's SAN connect_terminate saved.
+		{"filter_state", princ(peerPrincipal(exact(frontend))), withState(input("", nil), "io.istio.peer_principal", frontend), true},
+		{"filter_state_other", princ(peerPrincipal(exact(frontend))), withState(input("", nil), "io.istio.peer_principal", "spiffe://cluster.local/ns/x/sa/y"), false},
+		{"filter_state_absent", princ(peerPrincipal(regex(".*"))), input(frontend, nil), false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -211,4 +215,14 @@ func FuzzCompileHTTP(f *testing.F) {
 		}
 		cfg.Engine.Allowed(input("spiffe://x/ns/y/sa/z", map[string]string{":path": "/"}))
 	})
+}
+
+func peerPrincipal(m *matcherv3.StringMatcher) *rbacv3.Principal {
+	return &rbacv3.Principal{Identifier: &rbacv3.Principal_FilterState{FilterState: &matcherv3.FilterStateMatcher{
+		Key: "io.istio.peer_principal", Matcher: &matcherv3.FilterStateMatcher_StringMatch{StringMatch: m}}}}
+}
+
+func withState(in *Input, key, value string) *Input {
+	in.FilterState = map[string]string{key: value}
+	return in
 }
