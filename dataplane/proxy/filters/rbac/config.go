@@ -27,14 +27,14 @@ const (
 const DeniedBody = "RBAC: access denied"
 
 var rulesAllow = fieldcheck.Allow{
-	"envoy.config.rbac.v3.RBAC":                         {"action", "policies"},
-	"envoy.config.rbac.v3.Policy":                       {"permissions", "principals"},
-	"envoy.config.rbac.v3.Permission":                   {"any", "and_rules", "or_rules", "not_rule", "header", "url_path", "destination_ip", "destination_port", "destination_port_range", "metadata"},
-	"envoy.config.rbac.v3.Permission.Set":               {"rules"},
-	"envoy.config.rbac.v3.Principal":                    {"any", "and_ids", "or_ids", "not_id", "authenticated", "source_ip", "direct_remote_ip", "remote_ip", "header", "url_path", "metadata", "filter_state"},
+	"envoy.config.rbac.v3.RBAC":           {"action", "policies"},
+	"envoy.config.rbac.v3.Policy":         {"permissions", "principals"},
+	"envoy.config.rbac.v3.Permission":     {"any", "and_rules", "or_rules", "not_rule", "header", "url_path", "destination_ip", "destination_port", "destination_port_range", "metadata"},
+	"envoy.config.rbac.v3.Permission.Set": {"rules"},
+	"envoy.config.rbac.v3.Principal":      {"any", "and_ids", "or_ids", "not_id", "authenticated", "source_ip", "direct_remote_ip", "remote_ip", "header", "url_path", "metadata", "filter_state"},
 	// filter_state: a string match on the object's string form (istiod's waypoint
 	// principals, io.istio.peer_principal); other matchers are refused.
-	"envoy.type.matcher.v3.FilterStateMatcher": {"key", "string_match"},
+	"envoy.type.matcher.v3.FilterStateMatcher":          {"key", "string_match"},
 	"envoy.type.matcher.v3.MetadataMatcher":             {"filter", "path", "value", "invert"},
 	"envoy.type.matcher.v3.MetadataMatcher.PathSegment": {"key"},
 	"envoy.type.matcher.v3.ValueMatcher":                {"null_match", "string_match", "bool_match", "present_match", "list_match", "or_match"},
