@@ -31,7 +31,9 @@ import (
 // clusters and listeners with Istio's SDS transport sockets warm as they do in a pod
 // (without it the proxy waits for their secrets and never asks for listeners). The
 // certificates are throwaway: a fresh root per pod, the leaf naming the pod's SPIFFE ID.
-func startSDS(sock string, p *model.Pod) (stop func(), err error) {
+// node is the node id the proxy announces (a sidecar's or a waypoint's): the secrets
+// are served to it.
+func startSDS(sock, node string, p *model.Pod) (stop func(), err error) {
 	rootKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -75,7 +77,7 @@ func startSDS(sock string, p *model.Pod) (stop func(), err error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	if err := cache.SetSnapshot(ctx, nodeID(p), snap); err != nil {
+	if err := cache.SetSnapshot(ctx, node, snap); err != nil {
 		cancel()
 		return nil, err
 	}

@@ -135,12 +135,12 @@ func startSidecar(bin, dir string, p *model.Pod, xdsSock string) (*sidecar, erro
 	if err != nil {
 		return nil, err
 	}
-	return startProxy(bin, dir, p, boot, xdsSock)
+	return startProxy(bin, dir, p, nodeID(p), boot, xdsSock)
 }
 
 // startProxy runs `meshlab proxy` with the bootstrap boot for pod p (whose identity its
-// SDS serves) as startSidecar does.
-func startProxy(bin, dir string, p *model.Pod, boot []byte, xdsSock string) (*sidecar, error) {
+// SDS serves to node, the node id boot announces) as startSidecar does.
+func startProxy(bin, dir string, p *model.Pod, node string, boot []byte, xdsSock string) (*sidecar, error) {
 	port := adminPort
 	cfg := filepath.Join(dir, p.Namespace+"."+p.Name+".json")
 	if err := os.WriteFile(cfg, boot, 0o600); err != nil {
@@ -150,7 +150,7 @@ func startProxy(bin, dir string, p *model.Pod, boot []byte, xdsSock string) (*si
 	if err != nil {
 		return nil, fmt.Errorf("create proxy log: %w", err)
 	}
-	stopSDS, err := startSDS(sdsSocket(xdsSock), p)
+	stopSDS, err := startSDS(sdsSocket(xdsSock), node, p)
 	if err != nil {
 		log.Close()
 		return nil, err

@@ -132,7 +132,7 @@ func feedWaypoint(t *testing.T, o *oracle, w *waypointDecl) (_ []verdict, err er
 	if err != nil {
 		return nil, err
 	}
-	sc, err := startProxy(meshlabBin, dir, w.Pod, boot, r.addr)
+	sc, err := startProxy(meshlabBin, dir, w.Pod, waypointNodeID(w), boot, r.addr)
 	if err != nil {
 		return nil, err
 	}
