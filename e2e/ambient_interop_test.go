@@ -15,7 +15,8 @@ import (
 // ambientInteropLab has, in one lab, an ambient namespace (default: curl and httpbin,
 // and a ServiceEntry whose host only Istio's DNS proxies know), a sidecar namespace
 // (side: sleep and httpbin, injected) and a namespace of neither (plain: a curl pod
-// outside the mesh).
+// outside the mesh). Service flaky in default has a ready ambient pod and a sidecar pod
+// whose proxy cannot start (never ready).
 const ambientInteropLab = `apiVersion: v1
 kind: Namespace
 metadata: {name: default, labels: {istio.io/dataplane-mode: ambient}}
@@ -66,6 +67,20 @@ metadata: {name: sleep, namespace: side, labels: {app: sleep}}
 spec:
   containers: [{name: sleep, image: curlimages/curl, command: ["/bin/sleep", "infinity"]}]
 ---
+apiVersion: v1
+kind: Service
+metadata: {name: flaky, namespace: default, labels: {app: flaky}}
+spec:
+  ports: [{name: http, port: 8000, targetPort: 8080}]
+  selector: {app: flaky}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: flaky-good, namespace: default, labels: {app: flaky}}
+spec:
+  containers: [{name: httpbin, image: docker.io/kennethreitz/httpbin, ports: [{containerPort: 8080}]}]
+---
+`+flakyBroken+`---
 apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata: {name: ext-api, namespace: default}
@@ -81,6 +96,17 @@ kind: Pod
 metadata: {name: outsider, namespace: plain, labels: {app: outsider}}
 spec:
   containers: [{name: outsider, image: curlimages/curl, command: ["/bin/sleep", "infinity"]}]
+`
+
+// flakyBroken is a pod of Service flaky whose sidecar cannot start: never ready.
+const flakyBroken = `apiVersion: meshlab.dev/v1alpha1
+kind: Workload
+metadata: {name: flaky-broken, namespace: default}
+spec:
+  labels: {app: flaky}
+  ports: [8080]
+  app: {}
+  sidecar: {proxyPath: /nonexistent/envoy}
 `
 
 // TestAmbientSidecarInterop sends traffic both ways between an ambient pod and a sidecar
@@ -164,6 +190,27 @@ func TestAmbientSidecarInterop(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 	}
 
+	// Readiness: flaky-broken never became ready, so WDS gives it UNHEALTHY and ztunnel
+	// sends every connection to flaky-good (one not ready would be reset: nothing takes
+	// its sidecar's capture). Each request on a new connection, so each picks again.
+	flaky := []string{"-H", "Connection: close"}
+	for range 12 {
+		flaky = append(flaky, "-o", "/dev/null", "-w", "%{http_code}\n", "http://flaky:8000/get")
+	}
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		out, code := curlFrom("curl", "default", flaky...)
+		if code == 0 && strings.Count(out, "200\n") == 12 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ambient -> flaky (a ready pod and one not ready): exit %d\n%s\nwant 12 answers of 200: ztunnel picked the pod that is not ready", code, out)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	// It goes, so that apply --wait below waits for proxies that can connect.
+	mustMeshlab(t, "delete", "--name", l.name, "-f", writeTemp(t, "flaky-broken.yaml", flakyBroken))
+
 	// Outside the mesh, plaintext reaches the ambient pod (ztunnel's inbound plaintext
 	// port, PERMISSIVE) until STRICT, which ztunnel enforces by resetting it.
 	until("outsider -> ambient in PERMISSIVE", 0, "outsider", "plain", append(status, "http://httpbin.default:8000/get")...)
@@ -179,5 +226,22 @@ spec:
 	until("outsider -> ambient under STRICT", 56, "outsider", "plain", append(status, "http://httpbin.default:8000/get")...)
 	if out, code := curlFrom("curl", "default", append(status, "http://httpbin.default:8000/get")...); code != 0 || out != "200" {
 		t.Errorf("ambient -> ambient under STRICT: exit %d, %q; want 200 over HBONE", code, out)
+	}
+
+	// Sidecar -> ambient under STRICT: the sidecar tunnels to the ambient pod's 15008
+	// (HBONE, as istiod's endpoint for a pod that speaks it), which ztunnel takes, where
+	// Istio mTLS or plaintext to 8080 would be reset. Seen from the ambient pod's kernel:
+	// the sleep pod's packets arrive on 15008, none on 8080.
+	_, _, sleepIP := podIn(t, l.name, "side", "sleep")
+	_, binNS, _ := podIn(t, l.name, "default", "httpbin")
+	countArrivals(t, binNS, sleepIP, "15008", "8080")
+	if out := until("sidecar -> ambient under STRICT", 0, "sleep", "side", append(status, "http://httpbin.default:8000/get")...); out != "200" {
+		t.Errorf("sidecar -> ambient under STRICT answered %q, want 200", out)
+	}
+	if n := packets(t, binNS, "e2e-15008"); n == 0 {
+		t.Errorf("no packet from the sidecar pod (%s) reached the ambient pod on 15008: not HBONE", sleepIP)
+	}
+	if n := packets(t, binNS, "e2e-8080"); n != 0 {
+		t.Errorf("%d packets from the sidecar pod reached the ambient pod on 8080, around ztunnel", n)
 	}
 }

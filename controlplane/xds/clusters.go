@@ -53,10 +53,13 @@ func clusters(m *model.Model, pod *model.Pod) ([]types.Resource, error) {
 // services as seen from its namespace: an inbound cluster per app port, then the three
 // fixed clusters.
 func localClusters(m *model.Model, pod *model.Pod) ([]types.Resource, error) {
-	if pod.Router {
-		return []types.Resource{blackHoleCluster()}, nil // a gateway has no inbound side nor passthrough
+	out, err := connectOriginateCluster(m) // hbone_send.go
+	if err != nil {
+		return nil, err
 	}
-	var out []types.Resource
+	if pod.Router {
+		return append(out, blackHoleCluster()), nil // a gateway has no inbound side nor passthrough
+	}
 	for _, ip := range inboundPorts(m, pod) {
 		c := originalDstCluster(InboundClusterName(ip.target), true)
 		c.Metadata = inboundServicesMetadata(m, pod, ip.target)

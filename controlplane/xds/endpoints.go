@@ -20,6 +20,7 @@ func endpoints(m *model.Model, pod *model.Pod) []types.Resource {
 // hostEndpoints is endpoints, of the hosts in hosts only when hosts is not nil.
 func hostEndpoints(m *model.Model, pod *model.Pod, hosts map[string]bool) []types.Resource {
 	var out []types.Resource
+	hbone := sendsHBONE(m) // hbone_send.go
 	for _, sp := range outboundPorts(m) {
 		if hosts != nil && !hosts[sp.host] {
 			continue
@@ -29,7 +30,12 @@ func hostEndpoints(m *model.Model, pod *model.Pod, hosts map[string]bool) []type
 		}
 		all := sp.instances(m)
 		for _, oc := range outboundClustersOf(m, pod, sp) {
-			out = append(out, loadAssignment(m, oc.name, subsetInstances(all, oc.labels)))
+			ins := subsetInstances(all, oc.labels)
+			cla := loadAssignment(m, oc.name, ins)
+			if hbone {
+				tunnelEndpoints(cla, ins)
+			}
+			out = append(out, cla)
 		}
 	}
 	return out

@@ -17,10 +17,10 @@ import (
 	"github.com/meshlab/meshlab/controlplane/model"
 )
 
-// listeners returns the proxy's listeners, each with its origin in metadata (see
+// proxyListeners returns the proxy's listeners, each with its origin in metadata (see
 // origin.go): virtualOutbound, one outbound listener per HTTP port number and per TCP
 // service port, and virtualInbound.
-func listeners(m *model.Model, pod *model.Pod) ([]types.Resource, error) {
+func proxyListeners(m *model.Model, pod *model.Pod) ([]types.Resource, error) {
 	if pod.Router {
 		return gatewayListeners(m, pod)
 	}

@@ -78,6 +78,14 @@ func applyClusterTLS(c *cluster.Cluster, m *model.Model, sp servicePort, oc outb
 			TransportSocket: raw,
 		},
 	}
+	if sendsHBONE(m) && c.GetType() != cluster.Cluster_ORIGINAL_DST { // hbone_send.go: HBONE first, to endpoints that speak it
+		hbone, err := hboneSocketMatch()
+		if err != nil {
+			return err
+		}
+		c.TransportSocketMatches = append([]*cluster.Cluster_TransportSocketMatch{hbone}, c.TransportSocketMatches...)
+		disableMXWhenAllTunnel(c, subsetInstances(sp.instances(m), oc.labels))
+	}
 	return nil
 }
 

@@ -213,6 +213,9 @@ func ChangeScope(old, cur *model.Model) Scope {
 	if !equalValue(reflect.ValueOf(&ro).Elem(), reflect.ValueOf(&rc).Elem()) {
 		return full
 	}
+	if sendsHBONE(old) != sendsHBONE(cur) {
+		return full // every proxy gains or loses connect_originate (hbone_send.go)
+	}
 	var typs []resource.Type
 	add := func(ts ...resource.Type) {
 		for _, t := range ts {

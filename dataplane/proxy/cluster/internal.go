@@ -67,7 +67,7 @@ func compileInternalUpstream(ts *corev3.TransportSocket) (*Passthrough, *corev3.
 // namespaces named by the cluster's passthrough_metadata, from the host's and the
 // cluster's filter_metadata (the host's first, as Envoy applies them in order).
 func (c *Cluster) passthroughMetadata(h Host) map[string]*structpb.Struct {
-	pt := c.cfg.Passthrough
+	pt := c.cfg.passthroughFor(h) // hbone_sidecar.go
 	if pt == nil {
 		return nil
 	}

@@ -16,21 +16,23 @@ const SocketMatchFilter = "envoy.transport_socket_match"
 
 // SocketMatch is one transport_socket_matches entry: endpoints whose
 // filter_metadata["envoy.transport_socket_match"] has every key/value of Match use TLS
-// (nil: plaintext).
+// (nil: plaintext), or, with Passthrough, an internal_upstream to the internal listener
+// the endpoint names (hbone_sidecar.go).
 type SocketMatch struct {
-	Name  string
-	Match map[string]any
-	TLS   *tlsctx.Context
+	Name        string
+	Match       map[string]any
+	TLS         *tlsctx.Context
+	Passthrough *Passthrough
 }
 
 func compileSocketMatches(ms []*clusterv3.Cluster_TransportSocketMatch) ([]SocketMatch, error) {
 	var out []SocketMatch
 	for i, m := range ms {
-		tc, err := tlsctx.Compile(m.GetTransportSocket(), false)
+		sm, err := compileSocketMatch(m)
 		if err != nil {
 			return nil, fmt.Errorf("transport_socket_matches[%d].transport_socket.%w", i, err)
 		}
-		out = append(out, SocketMatch{Name: m.GetName(), Match: m.GetMatch().AsMap(), TLS: tc})
+		out = append(out, sm)
 	}
 	return out, nil
 }
@@ -54,19 +56,28 @@ func socketMatchKey(md *corev3.Metadata) string {
 // endpoint metadata, else the cluster's transport_socket ("default"). A nil context
 // is plaintext.
 func (cfg *Config) Transport(h Host) (*tlsctx.Context, string) {
+	if m := cfg.match(h); m != nil {
+		return m.TLS, m.Name
+	}
+	return cfg.TLS, "default"
+}
+
+// match is the first of the cluster's transport_socket_matches host h matches, nil for
+// none (the cluster's transport_socket).
+func (cfg *Config) match(h Host) *SocketMatch {
 	if len(cfg.SocketMatches) == 0 {
-		return cfg.TLS, "default"
+		return nil
 	}
 	var md map[string]any
 	if h.SocketMatch != "" {
 		_ = json.Unmarshal([]byte(h.SocketMatch), &md)
 	}
-	for _, m := range cfg.SocketMatches {
-		if labelsMatch(m.Match, md) {
-			return m.TLS, m.Name
+	for i := range cfg.SocketMatches {
+		if labelsMatch(cfg.SocketMatches[i].Match, md) {
+			return &cfg.SocketMatches[i]
 		}
 	}
-	return cfg.TLS, "default"
+	return nil
 }
 
 // labelsMatch reports whether every key of want is in md with an equal value, as
