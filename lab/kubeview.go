@@ -240,13 +240,36 @@ func (v kubeView) list(k string) ([]kubeObject, error) {
 			}
 			m.Metadata.Namespace, m.Metadata.Name = o.Origin.Namespace, o.Origin.Name
 			m.Metadata.CreationTimestamp = v.created(o.Origin.Kind, o.Origin.Namespace, o.Origin.Name)
-			out = append(out, kubeWritten{RawMessage: withCreationTimestamp(o.JSON, m.Metadata.CreationTimestamp), m: m.Metadata})
+			raw := json.RawMessage(o.JSON)
+			if o.HTTPRoute != nil {
+				// istiod's gateway controller writes each route's parent status.
+				raw = withStatus(raw, config.HTTPRouteStatus(v.objects, o))
+			}
+			out = append(out, kubeWritten{RawMessage: withCreationTimestamp(raw, m.Metadata.CreationTimestamp), m: m.Metadata})
 		}
 	}
 	slices.SortFunc(out, func(a, b kubeObject) int {
 		return cmp.Or(cmp.Compare(a.meta().Namespace, b.meta().Namespace), cmp.Compare(a.meta().Name, b.meta().Name))
 	})
 	return out, nil
+}
+
+// withStatus returns an object as written with the status a controller writes.
+func withStatus(raw json.RawMessage, status any) json.RawMessage {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) != nil || obj == nil {
+		return raw
+	}
+	st, err := json.Marshal(status)
+	if err != nil {
+		return raw
+	}
+	obj["status"] = st
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return raw
+	}
+	return b
 }
 
 // withCreationTimestamp returns an object as written with the creation time an API
