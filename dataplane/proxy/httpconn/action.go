@@ -122,6 +122,16 @@ func (r *Route) compileRouteAction(a *routev3.RouteAction, vh *VirtualHost) erro
 		}
 		r.Upgrades[t] = u.GetEnabled() == nil || u.GetEnabled().GetValue()
 	}
+	switch a.GetClusterNotFoundResponseCode() {
+	case routev3.RouteAction_SERVICE_UNAVAILABLE:
+		r.ClusterNotFoundCode = http.StatusServiceUnavailable
+	case routev3.RouteAction_NOT_FOUND:
+		r.ClusterNotFoundCode = http.StatusNotFound
+	case routev3.RouteAction_INTERNAL_SERVER_ERROR:
+		r.ClusterNotFoundCode = http.StatusInternalServerError
+	default:
+		return fmt.Errorf("route.cluster_not_found_response_code: unknown code %s", a.GetClusterNotFoundResponseCode())
+	}
 	r.Cluster = a.GetCluster()
 	for i, w := range a.GetWeightedClusters().GetClusters() {
 		hm, err := compileHeaderMutations(w.GetRequestHeadersToAdd(), w.GetRequestHeadersToRemove(), w.GetResponseHeadersToAdd(), w.GetResponseHeadersToRemove())

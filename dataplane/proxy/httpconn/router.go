@@ -374,7 +374,11 @@ func (rt *router) serve(x *exchange) int {
 		rt.st.noCl.Inc()
 		x.info.Flags |= accesslog.NoClusterFound
 		x.info.CodeDetails = "cluster_not_found"
-		return rt.localReply(x, http.StatusServiceUnavailable, "")
+		code := route.ClusterNotFoundCode
+		if code == 0 {
+			code = http.StatusServiceUnavailable
+		}
+		return rt.localReply(x, code, "")
 	}
 	if connect {
 		if !route.ConnectTerminate {

@@ -54,7 +54,8 @@ var routeAllow = fieldcheck.Allow{
 		"request_headers_to_add", "request_headers_to_remove", "response_headers_to_add", "response_headers_to_remove"},
 	"envoy.type.matcher.v3.RegexMatcher": {"regex", "google_re2"},
 	"envoy.config.route.v3.RouteAction": {"cluster", "weighted_clusters", "timeout", "retry_policy", "prefix_rewrite", "regex_rewrite",
-		"host_rewrite_literal", "request_mirror_policies", "max_stream_duration", "max_grpc_timeout", "upgrade_configs"},
+		"host_rewrite_literal", "request_mirror_policies", "max_stream_duration", "max_grpc_timeout", "upgrade_configs",
+		"cluster_not_found_response_code"},
 	"envoy.config.route.v3.RouteAction.MaxStreamDuration": {"max_stream_duration", "grpc_timeout_header_max"},
 	"envoy.config.route.v3.RouteAction.UpgradeConfig":     {"upgrade_type", "enabled", "connect_config"},
 	// connect_config's proxy_protocol_config and allow_post are refused.
@@ -134,6 +135,9 @@ type Route struct {
 	// capped by the value (0: no cap): max_grpc_timeout or
 	// max_stream_duration.grpc_timeout_header_max.
 	GRPCTimeoutMax *time.Duration
+	// ClusterNotFoundCode is cluster_not_found_response_code: the status of the local
+	// reply when the route's cluster does not exist (Envoy's default 503).
+	ClusterNotFoundCode int
 }
 
 // WeightedCluster is one target of weighted_clusters.
