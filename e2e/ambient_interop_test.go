@@ -80,7 +80,7 @@ metadata: {name: flaky-good, namespace: default, labels: {app: flaky}}
 spec:
   containers: [{name: httpbin, image: docker.io/kennethreitz/httpbin, ports: [{containerPort: 8080}]}]
 ---
-`+flakyBroken+`---
+` + flakyBroken + `---
 apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata: {name: ext-api, namespace: default}

@@ -437,11 +437,11 @@ func TestIstiodBugReport(t *testing.T) {
 	}
 	for _, cp := range []string{"meshlab", "istiod"} {
 		t.Run(cp, func(t *testing.T) {
+			t.Parallel()
 			args := []string{"--from-bug-report", archive, "--control-plane=" + cp}
 			if cp == "istiod" {
 				args = append(args, "--istiod-path", istiodBin(t))
 			}
-			t.Parallel()
 			l := startLabWithin(t, 3*time.Minute, args...)
 			for _, want := range []string{"bug-report: the cluster ran Istio 1.28.0 (versions)", "bug-report: cluster/k8s-resources: ConfigMap istio-system/istio: the mesh config"} {
 				if !strings.Contains(l.out.String(), want) {
