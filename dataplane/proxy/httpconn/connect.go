@@ -128,29 +128,7 @@ func (rt *router) connectTerminateHTTP1(x *exchange, hj hijacker, up net.Conn) i
 		_ = conn.Close()
 		return http.StatusOK
 	}
-	var wg sync.WaitGroup
-	var received int64
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		received, _ = io.Copy(up, brw.Reader)
-		closeWrite(up)
-	}()
-	sent, _ := io.Copy(conn, up)
-	closeWrite(conn)
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(upgradeHalfCloseGrace):
-	}
-	_ = up.Close()
-	_ = conn.Close()
-	wg.Wait()
-	x.w.n += sent
-	if x.rx != nil {
-		x.rx.n += received
-	}
+	x.bridge(conn, brw.Reader, up)
 	return http.StatusOK
 }
 

@@ -118,19 +118,27 @@ func (rt *router) tunnel(x *exchange, a attempt, h http.Header) int {
 		return http.StatusSwitchingProtocols
 	}
 	x.info.CodeDetails = "via_upstream"
+	x.bridge(conn, brw.Reader, up)
+	return http.StatusSwitchingProtocols
+}
+
+// bridge carries a stream taken over from HTTP (an upgrade the upstream accepted, a
+// CONNECT the proxy terminated) both ways until each side has ended, passing on each
+// side's end as a half-close, and counts its bytes in x's stats. What the client sent
+// after the request (already buffered in client) goes first. The client may still be
+// sending after the upstream finished: it gets the time Envoy's drain of a half-closed
+// stream allows, then both close.
+func (x *exchange) bridge(conn net.Conn, client io.Reader, up io.ReadWriteCloser) {
 	var wg sync.WaitGroup
 	var received int64
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		// What the client sent after the request (already buffered) goes first.
-		received, _ = io.Copy(up, brw.Reader)
+		received, _ = io.Copy(up, client)
 		closeWrite(up)
 	}()
 	sent, _ := io.Copy(conn, up)
 	closeWrite(conn)
-	// The client may still be sending after the upstream finished: give it the time
-	// Envoy's drain of a half-closed stream allows, then close both.
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	select {
@@ -144,7 +152,6 @@ func (rt *router) tunnel(x *exchange, a attempt, h http.Header) int {
 	if x.rx != nil {
 		x.rx.n += received
 	}
-	return http.StatusSwitchingProtocols
 }
 
 // upgradeHalfCloseGrace bounds how long an upgraded stream waits for the client's half

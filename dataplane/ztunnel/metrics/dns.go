@@ -2,9 +2,6 @@ package metrics
 
 import (
 	"bufio"
-	"slices"
-	"strconv"
-	"strings"
 	"sync/atomic"
 )
 
@@ -45,11 +42,7 @@ const (
 	dnsFailed
 )
 
-var dnsFamilies = []struct {
-	name, help string
-	id         int
-	value      func(*dnsSeries) uint64
-}{
+var dnsFamilies = []counterFamily[*dnsSeries]{
 	{"istio_dns_requests", "Total number of DNS requests (unstable).", dnsRequests, func(s *dnsSeries) uint64 { return s.requests.Load() }},
 	{"istio_dns_upstream_requests", "Total number of DNS requests forwarded to upstream (unstable).", dnsForwarded, func(s *dnsSeries) uint64 { return s.forwarded.Load() }},
 	{"istio_dns_upstream_failures", "Total number of DNS requests that failed to forward upstream (unstable).", dnsFailed, func(s *dnsSeries) uint64 { return s.failed.Load() }},
@@ -93,25 +86,13 @@ func (r *Registry) DNSForwarded(l DNSLabels, failed bool) {
 	}
 }
 
+// holds reports whether the series is in the DNS family of index id.
+func (s *dnsSeries) holds(id int) bool { return s.made[id].Load() }
+
 // writeDNS writes the DNS families, series sorted by their labels.
 func (r *Registry) writeDNS(bw *bufio.Writer) {
 	r.mu.RLock()
-	type entry struct {
-		key string
-		s   *dnsSeries
-	}
-	entries := make([]entry, 0, len(r.dns))
-	for l, s := range r.dns {
-		entries = append(entries, entry{formatLabels(l.pairs()), s})
-	}
+	entries := byLabels(r.dns, func(l DNSLabels) string { return formatLabels(l.pairs()) })
 	r.mu.RUnlock()
-	slices.SortFunc(entries, func(a, b entry) int { return strings.Compare(a.key, b.key) })
-	for _, f := range dnsFamilies {
-		bw.WriteString("# HELP " + f.name + " " + f.help + "\n# TYPE " + f.name + " counter\n")
-		for _, e := range entries {
-			if e.s.made[f.id].Load() {
-				bw.WriteString(f.name + "_total" + e.key + " " + strconv.FormatUint(f.value(e.s), 10) + "\n")
-			}
-		}
-	}
+	writeCounters(bw, dnsFamilies, entries)
 }

@@ -136,18 +136,20 @@ func (c *Conn) Close(flag ResponseFlag) Result {
 }
 
 // family is one metric family in ztunnel's registration order.
-type family struct {
-	name, help, kind string
-	id               int
-	value            func(*series) uint64
+// counterFamily is a counter family of the series type S: its name and help, the index
+// of the made flag that says a series holds it, and how its value is read.
+type counterFamily[S interface{ holds(int) bool }] struct {
+	name, help string
+	id         int
+	value      func(S) uint64
 }
 
-var families = []family{
-	{"istio_tcp_connections_opened", "The total number of TCP connections opened.", "counter", famOpened, func(s *series) uint64 { return s.opened.Load() }},
-	{"istio_tcp_connections_closed", "The total number of TCP connections closed.", "counter", famClosed, func(s *series) uint64 { return s.closed.Load() }},
-	{"istio_tcp_received_bytes", "The size of total bytes received during request in case of a TCP connection.", "counter", famReceived, func(s *series) uint64 { return s.received.Load() }},
-	{"istio_tcp_sent_bytes", "The size of total bytes sent during response in case of a TCP connection.", "counter", famSent, func(s *series) uint64 { return s.sent.Load() }},
-	{"istio_tcp_connections_failed", "The total number of TCP connections that failed to establish (unstable).", "counter", famFailed, func(s *series) uint64 { return s.failed.Load() }},
+var families = []counterFamily[*series]{
+	{"istio_tcp_connections_opened", "The total number of TCP connections opened.", famOpened, func(s *series) uint64 { return s.opened.Load() }},
+	{"istio_tcp_connections_closed", "The total number of TCP connections closed.", famClosed, func(s *series) uint64 { return s.closed.Load() }},
+	{"istio_tcp_received_bytes", "The size of total bytes received during request in case of a TCP connection.", famReceived, func(s *series) uint64 { return s.received.Load() }},
+	{"istio_tcp_sent_bytes", "The size of total bytes sent during response in case of a TCP connection.", famSent, func(s *series) uint64 { return s.sent.Load() }},
+	{"istio_tcp_connections_failed", "The total number of TCP connections that failed to establish (unstable).", famFailed, func(s *series) uint64 { return s.failed.Load() }},
 }
 
 // WriteText writes the registry as ztunnel's /stats/prometheus does: OpenMetrics text
@@ -156,26 +158,10 @@ var families = []family{
 // at close).
 func (r *Registry) WriteText(w io.Writer) error {
 	r.mu.RLock()
-	type entry struct {
-		key string
-		s   *series
-	}
-	entries := make([]entry, 0, len(r.series))
-	for l, s := range r.series {
-		entries = append(entries, entry{formatLabels(l.Pairs()), s})
-	}
+	entries := byLabels(r.series, func(l Labels) string { return formatLabels(l.Pairs()) })
 	r.mu.RUnlock()
-	slices.SortFunc(entries, func(a, b entry) int { return strings.Compare(a.key, b.key) })
-
 	bw := bufio.NewWriter(w)
-	for _, f := range families {
-		bw.WriteString("# HELP " + f.name + " " + f.help + "\n# TYPE " + f.name + " " + f.kind + "\n")
-		for _, e := range entries {
-			if e.s.made[f.id].Load() {
-				bw.WriteString(f.name + "_total" + e.key + " " + strconv.FormatUint(f.value(e.s), 10) + "\n")
-			}
-		}
-	}
+	writeCounters(bw, families, entries)
 	bw.WriteString("# HELP istio_tcp_sockets_open The current number of open TCP sockets (unstable).\n# TYPE istio_tcp_sockets_open gauge\n")
 	for _, rep := range []Reporter{Source, Destination} {
 		if v := r.sockets[rep].Load(); v != 0 {
@@ -185,6 +171,39 @@ func (r *Registry) WriteText(w io.Writer) error {
 	r.writeDNS(bw)
 	bw.WriteString("# EOF\n")
 	return bw.Flush()
+}
+
+// holds reports whether the series is in the family of index id.
+func (s *series) holds(id int) bool { return s.made[id].Load() }
+
+// labelled is a series with its labels formatted.
+type labelled[S any] struct {
+	key string
+	s   S
+}
+
+// byLabels lists the series of m in the order of their formatted labels, ztunnel's order
+// (the caller holds the registry's lock).
+func byLabels[K comparable, S any](m map[K]S, labels func(K) string) []labelled[S] {
+	entries := make([]labelled[S], 0, len(m))
+	for l, s := range m {
+		entries = append(entries, labelled[S]{labels(l), s})
+	}
+	slices.SortFunc(entries, func(a, b labelled[S]) int { return strings.Compare(a.key, b.key) })
+	return entries
+}
+
+// writeCounters writes counter families as ztunnel does: each family's HELP and TYPE,
+// then the samples of the series that hold it.
+func writeCounters[S interface{ holds(int) bool }](bw *bufio.Writer, fams []counterFamily[S], entries []labelled[S]) {
+	for _, f := range fams {
+		bw.WriteString("# HELP " + f.name + " " + f.help + "\n# TYPE " + f.name + " counter\n")
+		for _, e := range entries {
+			if e.s.holds(f.id) {
+				bw.WriteString(f.name + "_total" + e.key + " " + strconv.FormatUint(f.value(e.s), 10) + "\n")
+			}
+		}
+	}
 }
 
 // formatLabels is {k="v",...} with the text format's escapes.
