@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -37,19 +36,7 @@ func TestDocsAccessLogsTask(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
 	samples := testutil.IstioSamples(t)
-	empty := filepath.Join(t.TempDir(), "empty.yaml")
-	if err := os.WriteFile(empty, []byte("# a cluster before the task\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	l := startLab(t, empty)
-	run := func(args ...string) string {
-		t.Helper()
-		out, err := meshlab(t, append([]string{"--lab", l.name}, args...)...)
-		if err != nil {
-			t.Fatalf("meshlab %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return out
-	}
+	l, run := startTaskLab(t)
 	// within polls f until it reports done, for at most d (the lab's pods and proxies
 	// converge in their own time on a loaded machine).
 	within := func(what string, d time.Duration, f func() (string, bool)) string {

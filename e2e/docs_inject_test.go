@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -19,11 +18,7 @@ func TestDocsManualInjection(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
 	samples := testutil.IstioSamples(t)
-	empty := filepath.Join(t.TempDir(), "empty.yaml")
-	if err := os.WriteFile(empty, []byte("# a cluster before the task\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	l := startLab(t, empty)
+	l, _ := startTaskLab(t)
 	bin := meshlabBin(t)
 	sleep := filepath.Join(samples, "sleep/sleep.yaml")
 	out, err := exec.Command("bash", "-c", `"$0" --lab "$1" apply -f <("$0" kube-inject -f "$2")`, bin, l.name, sleep).CombinedOutput()

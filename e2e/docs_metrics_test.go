@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -28,19 +27,7 @@ func TestDocsQueryingMetricsTask(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
 	samples := testutil.IstioSamples(t)
-	empty := filepath.Join(t.TempDir(), "empty.yaml")
-	if err := os.WriteFile(empty, []byte("# a cluster before the task\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	l := startLab(t, empty)
-	run := func(args ...string) string {
-		t.Helper()
-		out, err := meshlab(t, append([]string{"--lab", l.name}, args...)...)
-		if err != nil {
-			t.Fatalf("meshlab %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return out
-	}
+	l, run := startTaskLab(t)
 	run("label", "namespace", "default", "istio-injection=enabled")
 	run("apply", "-f", filepath.Join(samples, "bookinfo/platform/kube/bookinfo.yaml"))
 	if out := run("apply", "-f", filepath.Join(samples, "addons/prometheus.yaml")); !strings.Contains(out, "service/prometheus created\n") || !strings.Contains(out, "deployment.apps/prometheus created\n") {

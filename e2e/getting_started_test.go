@@ -3,7 +3,6 @@ package e2e
 import (
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -27,15 +26,7 @@ func TestGettingStartedSidecarTask(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
 	samples := testutil.IstioSamples(t)
-	empty := filepath.Join(t.TempDir(), "empty.yaml")
-	if err := os.WriteFile(empty, []byte("# a cluster before the task\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	l := startLab(t, empty)
-	run := func(args ...string) string {
-		t.Helper()
-		return mustMeshlab(t, append([]string{"--lab", l.name}, args...)...)
-	}
+	l, run := startTaskLab(t)
 	table := func(out string) [][]string {
 		var rows [][]string
 		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
