@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -27,34 +26,9 @@ func TestAmbientGettingStartedIstioSamples(t *testing.T) {
 	requireZtunnel(t)
 	t.Parallel()
 	samples := testutil.IstioSamples(t)
-	cluster := filepath.Join(t.TempDir(), "cluster.yaml")
-	if err := os.WriteFile(cluster, []byte("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: default\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	l := startLab(t, cluster)
-	run := func(args ...string) string {
-		t.Helper()
-		return mustMeshlab(t, append([]string{"--lab", l.name}, args...)...)
-	}
-	// poll runs the command until ok accepts its output (a loaded machine is slow to
-	// bring pods up and push config), for at most 30 s.
-	poll := func(what string, ok func(string) bool, args ...string) string {
-		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			out, _ := meshlab(t, append([]string{"--lab", l.name}, args...)...)
-			if ok(out) {
-				return out
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("meshlab %s:\n%s\nwant %s", strings.Join(args, " "), out, what)
-			}
-			time.Sleep(300 * time.Millisecond)
-		}
-	}
+	tl := startTaskLabFrom(t, ambientClusterYAML)
+	l, run, poll, step := tl.runningLab, tl.run, tl.poll, tl.step
 
-	start := time.Now()
-	step := func(what string) { t.Logf("%v: %s", time.Since(start).Round(time.Millisecond), what) }
 	run("apply", "-f", filepath.Join(samples, "bookinfo/platform/kube/bookinfo.yaml"))
 	step("bookinfo applied")
 	run("apply", "-f", filepath.Join(samples, "curl/curl.yaml"))
