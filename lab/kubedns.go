@@ -12,7 +12,6 @@ import (
 
 	"github.com/meshlab/meshlab/controlplane/model"
 	"github.com/meshlab/meshlab/dataplane/agent"
-	"github.com/meshlab/meshlab/netns/capture"
 )
 
 // Cluster DNS for pods without a sidecar, as kube-dns (CoreDNS) serves every Kubernetes
@@ -160,14 +159,5 @@ func (l *Lab) serveKubeDNS(pod *model.Pod) error {
 			l.log.Warn("cluster DNS stopped", "pod", pod.Key(), "err", err)
 		}
 	}()
-	return nil
-}
-
-// installKubeDNSRules sends pod's DNS queries to its cluster DNS (serveKubeDNS).
-func (l *Lab) installKubeDNSRules(pod *model.Pod) error {
-	ns := NamespaceName(l.opts.Name, pod.Key())
-	if err := l.syscalls().ns.ApplyRules(ns, capture.KubeDNSRules(kubeDNSPort)); err != nil {
-		return fmt.Errorf("send the DNS of %s to cluster DNS: %w", pod.Key(), err)
-	}
 	return nil
 }

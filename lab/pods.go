@@ -112,8 +112,9 @@ func (l *Lab) startPod(ctx context.Context, slot int, p *model.Pod) (err error) 
 	var ambientErr error
 	inAmbient, installed, err := enrollAmbientPod(l, p, dnsRules)
 	if dnsRules != "" && !installed {
-		if err := l.installKubeDNSRules(p); err != nil {
-			return err
+		// The pod's DNS goes to its cluster DNS (serveKubeDNS).
+		if err := l.syscalls().ns.ApplyRules(NamespaceName(l.opts.Name, p.Key()), dnsRules); err != nil {
+			return fmt.Errorf("send the DNS of %s to cluster DNS: %w", p.Key(), err)
 		}
 	}
 	if inAmbient {
