@@ -134,7 +134,9 @@ func (r *Restarter) answer(p Parent, req *Request) (*Message, *os.File) {
 		f := p.ListenSocket(req.Address)
 		fd := int32(-1)
 		if f != nil {
-			fd = int32(f.Fd())
+			if n, err := rawFD(f); err == nil {
+				fd = int32(n)
+			}
 		}
 		log.Info(fmt.Sprintf("hot restart: pass listen socket %s to child: fd %d", req.Address, fd))
 		return &Message{Reply: &Reply{Kind: KindPassListenSocket, FD: fd}}, f

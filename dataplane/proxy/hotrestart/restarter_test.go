@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/meshlab/meshlab/internal/testutil"
+	"golang.org/x/sys/unix"
 )
 
 // testBaseID returns a base id no other test (or test process) uses, since abstract
@@ -206,5 +207,65 @@ func TestUnknownRequestIsAnsweredDidntRecognize(t *testing.T) {
 	})
 	if _, _, err := child.request(&Request{Kind: 9}, true); err == nil || !strings.Contains(err.Error(), "did not recognize") {
 		t.Errorf("error = %v, want did not recognize", err)
+	}
+}
+
+// TestPassListenSocketLeavesParentNonBlocking pins the fix for a parent whose drain
+// hung: passing its listen socket must not put the file description it shares with the
+// child in blocking mode, or its accept waits in the kernel, and closing the listener
+// (the drain) waits for that accept.
+func TestPassListenSocketLeavesParentNonBlocking(t *testing.T) {
+	t.Parallel()
+	base := testBaseID(t)
+	parent := newRestarter(t, base, 0)
+	child := newRestarter(t, base, 1)
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	fp := &fakeParent{ln: ln, termed: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- parent.ServeChild(ctx, fp) }()
+	t.Cleanup(func() {
+		cancel()
+		<-served
+	})
+	f, err := child.PassListenSocket("tcp://" + ln.Addr().String())
+	if err != nil || f == nil {
+		t.Fatalf("PassListenSocket = %v, %v; want the parent's socket", f, err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	sc, err := ln.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nb bool
+	var nbErr error
+	if err := sc.Control(func(fd uintptr) {
+		fl, err := unix.FcntlInt(fd, unix.F_GETFL, 0)
+		nb, nbErr = fl&unix.O_NONBLOCK != 0, err
+	}); err != nil || nbErr != nil {
+		t.Fatalf("read the listener's mode: %v, %v", err, nbErr)
+	}
+	if !nb {
+		t.Fatal("the parent's listen socket is in blocking mode after it was passed to the child")
+	}
+	accepted := make(chan struct{})
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			_ = c.Close()
+		}
+		close(accepted)
+	}()
+	time.Sleep(50 * time.Millisecond) // let Accept wait
+	closed := make(chan struct{})
+	go func() { _ = ln.Close(); close(closed) }()
+	select {
+	case <-closed:
+		<-accepted
+	case <-time.After(5 * time.Second):
+		t.Fatal("closing the parent's listener waited for its pending accept")
 	}
 }

@@ -38,7 +38,11 @@ func (s *rpcSocket) send(to string, m *Message, f *os.File) error {
 			if len(frames) > 1 {
 				return errors.New("send message: a message carrying an fd must fit one datagram")
 			}
-			oob = syscall.UnixRights(int(f.Fd()))
+			fd, err := rawFD(f)
+			if err != nil {
+				return fmt.Errorf("send %s to %s: %w", kindOf(m), to, err)
+			}
+			oob = syscall.UnixRights(fd)
 		}
 		if _, _, err := s.conn.WriteMsgUnix(d, oob, addr); err != nil {
 			if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
@@ -136,4 +140,21 @@ func kindOf(m *Message) string {
 		return "reply " + m.Reply.Kind.String()
 	}
 	return "message"
+}
+
+// rawFD returns f's descriptor without os.File.Fd's side effect. Fd puts the descriptor
+// in blocking mode, and a listen socket's mode belongs to the file description that the
+// hot restart parent and child share: an accept in either would then wait in the kernel,
+// where closing the listener cannot wake it, and the parent's drain (which closes its
+// listeners) hung until the next connection came.
+func rawFD(f *os.File) (int, error) {
+	sc, err := f.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	fd := -1
+	if err := sc.Control(func(u uintptr) { fd = int(u) }); err != nil {
+		return -1, err
+	}
+	return fd, nil
 }
