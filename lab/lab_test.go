@@ -131,12 +131,6 @@ func TestBaseIDsDifferAcrossPodsAndLabs(t *testing.T) {
 	}
 }
 
-func TestGateway(t *testing.T) {
-	if got := gateway(netip.MustParsePrefix("10.244.0.0/16")); got.String() != "10.244.0.1/16" {
-		t.Errorf("gateway = %s", got)
-	}
-}
-
 func TestProcessAliveTracksStartTime(t *testing.T) {
 	cmd := exec.Command("sleep", "30")
 	if err := cmd.Start(); err != nil {

@@ -8,16 +8,11 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/meshlab/meshlab/lab/podnet"
 	"github.com/meshlab/meshlab/netns"
-	"github.com/meshlab/meshlab/netns/capture"
 )
 
 const bridgeName = "mlbr0"
-
-// gateway is the node's address on the bridge: the first host of the pod CIDR.
-func gateway(pods netip.Prefix) netip.Prefix {
-	return netip.PrefixFrom(pods.Masked().Addr().Next(), pods.Bits())
-}
 
 // checkHostOverlap refuses a lab range that overlaps a route of the host (other than a
 // default route): the lab would shadow a real network for anyone reading addresses.
@@ -52,62 +47,27 @@ func (l *Lab) createNetwork() error {
 	if err := l.jr.add(entry{Kind: "netns", Name: ns}); err != nil {
 		return err
 	}
-	if err := l.syscalls().ns.SetupNode(netns.NodeConfig{Namespace: ns, Bridge: bridgeName, Gateway: gateway(l.opts.PodCIDR)}); err != nil {
+	if err := l.syscalls().ns.SetupNode(netns.NodeConfig{Namespace: ns, Bridge: bridgeName, Gateway: podnet.Gateway(l.opts.PodCIDR)}); err != nil {
 		return fmt.Errorf("create node namespace %s: %w", ns, err)
 	}
 	return nil
 }
 
-// createPodNetwork makes the pod's namespace, links it to the bridge and, when the pod has
-// a sidecar, installs the capture rules.
-// createPodNetwork takes the pod's key (model.PodKey), which names its namespace, link
-// and run directory. The namespace and its link are made in a net slot (withNetSlot),
-// the journal entry before it and the capture rules after it.
-func (l *Lab) createPodNetwork(name string, ip netip.Addr, sidecar bool) error {
-	return l.makePodNetwork(name, ip, sidecar, l.withNetSlot)
-}
-
-// makePodNetwork is createPodNetwork with the namespace and link made inside slot.
-func (l *Lab) makePodNetwork(name string, ip netip.Addr, sidecar bool, slot func(func() error) error) error {
-	ns := NamespaceName(l.opts.Name, name)
-	if err := l.jr.add(entry{Kind: "netns", Name: ns}); err != nil {
-		return err
-	}
-	gw := gateway(l.opts.PodCIDR)
-	nss := l.syscalls().ns
-	err := slot(func() error {
-		err := nss.SetupPod(netns.PodConfig{
-			Namespace:     ns,
-			NodeNamespace: NodeNamespace(l.opts.Name),
-			Bridge:        bridgeName,
-			HostIfName:    netns.HostIfName(l.opts.Name, name),
-			Address:       netip.PrefixFrom(ip, l.opts.PodCIDR.Bits()),
-			Gateway:       gw.Addr(),
-		})
-		if err != nil {
-			return fmt.Errorf("create pod namespace %s: %w", ns, err)
-		}
-		// As container runtimes do for Kubernetes pods: any uid may bind any port, so an
-		// app running unprivileged can still serve on port 80.
-		if err := nss.AllowLowPorts(ns); err != nil {
-			return fmt.Errorf("allow unprivileged ports in %s: %w", ns, err)
-		}
-		return nil
+// podNetworks makes the lab's pods' networks (lab/podnet), at most cap(l.netSlots) at
+// once while an `up` starts them all.
+func (l *Lab) podNetworks() *podnet.Maker {
+	name := l.opts.Name
+	return podnet.New(podnet.Deps{
+		NS:            l.syscalls().ns,
+		Journal:       func(ns string) error { return l.jr.add(entry{Kind: "netns", Name: ns}) },
+		Namespace:     func(key string) string { return NamespaceName(name, key) },
+		HostIfName:    func(key string) string { return netns.HostIfName(name, key) },
+		PodDir:        l.paths.PodDir,
+		NodeNamespace: NodeNamespace(name),
+		Bridge:        bridgeName,
+		PodCIDR:       l.opts.PodCIDR,
+		Slots:         l.netSlots,
 	})
-	if err != nil {
-		return err
-	}
-	if !sidecar {
-		return nil
-	}
-	rules := capture.DefaultConfig().Render()
-	if err := os.WriteFile(l.paths.PodDir(name)+"/iptables.rules", []byte(rules), 0o644); err != nil {
-		return fmt.Errorf("write capture rules of %s: %w", name, err)
-	}
-	if err := nss.ApplyRules(ns, rules); err != nil {
-		return fmt.Errorf("install capture rules in %s: %w", ns, err)
-	}
-	return nil
 }
 
 // checkExecutableByApps makes sure the apps' uids can run the meshlab binary: apps run as

@@ -207,7 +207,7 @@ func startZtunnel(l *Lab) error {
 	l.ztunnelSince = time.Now()
 	l.mu.Unlock()
 	// Ahead of the pods waiting for a net slot: every one of them waits for ztunnel.
-	if err := l.makePodNetwork(key, ip, false, func(fn func() error) error { return fn() }); err != nil {
+	if err := l.podNetworks().MakeNow(key, ip); err != nil {
 		return err
 	}
 	if l.ca == nil {

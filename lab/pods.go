@@ -95,7 +95,7 @@ func (l *Lab) startPod(ctx context.Context, slot int, p *model.Pod) (err error) 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create run directory of pod %s: %w", p.Key(), err)
 	}
-	if err := l.createPodNetwork(p.Key(), p.IP, captures(p)); err != nil {
+	if err := l.podNetworks().Make(p.Key(), p.IP, captures(p)); err != nil {
 		return err
 	}
 	var dnsRules string
@@ -401,21 +401,4 @@ func personaArgs(app model.AppSpec) []string {
 		return nil
 	}
 	return app.Args
-}
-
-// withNetSlot runs fn, which makes a pod's namespace and link, once fewer than
-// cap(l.netSlots) others are doing so. Every pod of an `up` starts at once, but their
-// namespaces and links are kernel work serialised on the RTNL lock, and a disable_ipv6
-// write that finds the lock taken restarts its system call until it gets it
-// (addrconf_sysctl_disable's rtnl_trylock): with 100 pods at once that spinning was a
-// fifth of the lab process's start CPU (docs/BENCHMARKS.md, "100 pods"). As many at once
-// as the lab has Ps keeps the cores busy without it; journal entries, rules, processes
-// and readiness stay fully concurrent.
-func (l *Lab) withNetSlot(fn func() error) error {
-	if l.netSlots == nil {
-		return fn()
-	}
-	l.netSlots <- struct{}{}
-	defer func() { <-l.netSlots }()
-	return fn()
 }

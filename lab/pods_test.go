@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -186,57 +185,6 @@ func TestWaitReady(t *testing.T) {
 			t.Errorf("agent asked %d times in 1s, want at most 6 (it pushes; a 20 ms poll asks 50)", n)
 		}
 	})
-}
-
-// withNetSlot lets at most cap(netSlots) pods make their networks at once, runs every
-// one of them, and passes their errors on; without slots (a pod added by apply) it just
-// runs.
-func TestWithNetSlotBoundsConcurrentNetworks(t *testing.T) {
-	l := &Lab{netSlots: make(chan struct{}, 2)}
-	var (
-		running, most, ran atomic.Int32
-		wg                 sync.WaitGroup
-	)
-	errBoom := errors.New("boom")
-	for i := range 20 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := l.withNetSlot(func() error {
-				n := running.Add(1)
-				for {
-					m := most.Load()
-					if n <= m || most.CompareAndSwap(m, n) {
-						break
-					}
-				}
-				time.Sleep(2 * time.Millisecond)
-				running.Add(-1)
-				ran.Add(1)
-				if i == 7 {
-					return errBoom
-				}
-				return nil
-			})
-			if (i == 7) != errors.Is(err, errBoom) {
-				t.Errorf("pod %d: withNetSlot = %v", i, err)
-			}
-		}()
-	}
-	wg.Wait()
-	if m := most.Load(); m != 2 {
-		t.Errorf("at most %d networks made at once, want 2 (the slots)", m)
-	}
-	if n := ran.Load(); n != 20 {
-		t.Errorf("%d of 20 networks made", n)
-	}
-	if len(l.netSlots) != 0 {
-		t.Errorf("%d slots still held", len(l.netSlots))
-	}
-	bare := &Lab{}
-	if err := bare.withNetSlot(func() error { return errBoom }); !errors.Is(err, errBoom) {
-		t.Errorf("without slots: %v, want the func's error", err)
-	}
 }
 
 // An app runs as meshlab-app when that binary sits beside meshlab, except the personas

@@ -289,7 +289,7 @@ func createPods(l *Lab, pods map[string]bool) error {
 		if err := os.MkdirAll(l.paths.PodDir(n), 0o755); err != nil {
 			return err
 		}
-		if err := l.createPodNetwork(n, netip.AddrFrom4([4]byte{10, 244, 0, byte(2 + i)}), pods[n]); err != nil {
+		if err := l.podNetworks().Make(n, netip.AddrFrom4([4]byte{10, 244, 0, byte(2 + i)}), pods[n]); err != nil {
 			return err
 		}
 	}
