@@ -85,7 +85,7 @@ func newBookinfo(persona, pod string, client *http.Client, up bookinfoUpstream, 
 	})
 	switch persona {
 	case PersonaProductPage:
-		p := &productPage{client: client, up: up, timeout: to.page, attempts: to.attempts}
+		p := &productPage{client: unpooled(client), up: up, timeout: to.page, attempts: to.attempts}
 		mux.HandleFunc("GET /{$}", p.serveIndex)
 		mux.HandleFunc("GET /productpage", p.serveProductPage)
 		mux.HandleFunc("POST /login", p.serveLogin)
@@ -109,6 +109,26 @@ func newBookinfo(persona, pod string, client *http.Client, up bookinfoUpstream, 
 		return nil
 	}
 	return mux
+}
+
+// unpooled returns client with a transport that opens a new connection for every request,
+// as the sample's productpage does (it calls details and reviews with requests.get, a new
+// session each time, to spread its calls across the backends' versions). A pooled client
+// would keep a connection made before a waypoint existed, which ztunnel then keeps sending
+// around the waypoint.
+func unpooled(client *http.Client) *http.Client {
+	t, ok := client.Transport.(*http.Transport)
+	if client.Transport == nil {
+		t, ok = http.DefaultTransport.(*http.Transport), true
+	}
+	if !ok {
+		return client
+	}
+	t = t.Clone()
+	t.DisableKeepAlives = true
+	c := *client
+	c.Transport = t
+	return &c
 }
 
 // The book every Bookinfo page is about.

@@ -2,6 +2,7 @@ package demoapp
 
 import (
 	"io"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -159,5 +160,43 @@ func TestBookinfoTimeoutsAreTheSamples(t *testing.T) {
 	t.Parallel()
 	if productPageTimeout != 3*time.Second || productPageAttempts != 2 || reviewsBlackStarsWait != 10*time.Second || reviewsRedStarsWait != 2500*time.Millisecond {
 		t.Error("Bookinfo's timeouts changed; Istio's fault-injection and request-timeouts tasks depend on them")
+	}
+}
+
+// TestBookinfoProductPageConnectionPerCall: productpage opens a new connection to reviews
+// for every page, as the sample's does (requests.get, no pool): in ambient mode a
+// connection kept from before a waypoint existed would keep going around it.
+func TestBookinfoProductPageConnectionPerCall(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	conns := map[string]int{}
+	servers := map[string]*httptest.Server{}
+	up := func(service string) string { return servers[service].URL }
+	for _, name := range []string{"details", "reviews"} {
+		persona := map[string]string{"details": PersonaDetails, "reviews": PersonaReviewsV1}[name]
+		srv := httptest.NewUnstartedServer(newBookinfo(persona, name+"-x", &http.Client{}, up, sampleTimeouts))
+		srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+			if s == http.StateNew {
+				mu.Lock()
+				conns[name]++
+				mu.Unlock()
+			}
+		}
+		srv.Start()
+		t.Cleanup(srv.Close)
+		servers[name] = srv
+	}
+	pp := httptest.NewServer(newBookinfo(PersonaProductPage, "productpage-x", &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}, up, sampleTimeouts))
+	t.Cleanup(pp.Close)
+	lab := &bookinfoLab{productpage: pp}
+	for range 3 {
+		if page := lab.page(t, http.DefaultClient); strings.Contains(page, "unavailable") {
+			t.Fatalf("a call failed:\n%s", page)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if conns["details"] != 3 || conns["reviews"] != 3 {
+		t.Errorf("3 pages opened %v connections; want 3 to each of details and reviews", conns)
 	}
 }

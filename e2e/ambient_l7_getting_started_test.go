@@ -84,13 +84,11 @@ func TestAmbientGettingStartedL7(t *testing.T) {
 	run("apply", "-f", filepath.Join(samples, "bookinfo/platform/kube/bookinfo.yaml"))
 	run("apply", "-f", filepath.Join(samples, "curl/curl.yaml"))
 	run("label", "namespace", "default", "istio.io/dataplane-mode=ambient")
-	// Ready when productpage answers its health check, not its page: the page would make
-	// productpage open keep-alive connections to reviews now, which ztunnel sends straight
-	// to a reviews pod (no waypoint yet) and which keep bypassing the waypoint after it
-	// comes (meshlab's productpage reuses connections; the sample's opens one per call),
-	// so the 90/10 route below would never apply to them.
-	poll("productpage's health", func(out string) bool { return strings.Contains(out, "healthy") },
-		"exec", "deploy/curl", "--", "curl", "-sS", "--max-time", "10", "http://productpage:9080/health")
+	// Ready when productpage serves its page: it calls details and reviews on a new
+	// connection each time, as the sample does, so the calls it makes now (no waypoint
+	// yet) leave nothing behind that would bypass the waypoint later.
+	poll("productpage's page", func(out string) bool { return strings.Contains(out, title) },
+		"exec", "deploy/curl", "--", "curl", "-sS", "--max-time", "10", page)
 	step("productpage answers through ztunnel")
 
 	// The page: istioctl waypoint apply --enroll-namespace --wait.
