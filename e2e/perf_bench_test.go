@@ -293,8 +293,10 @@ func checkTransport(b *testing.B, ns, url string, wantMTLS bool) {
 // by side in one lab (testdata/perf.yaml) and one run: baseline (no sidecars, no capture
 // rules), splice (the capture rules with a plain Go TCP splice in place of each sidecar:
 // the cost of interception alone), the sidecar pair in plaintext, the sidecar pair with
-// mTLS, and the ambient pair (two ambient pods; the lab's one ztunnel is both ends of the
-// HBONE tunnel, so the pair's CPU is ztunnel's; reportAmbientVsSidecar); each at a fixed 1000 qps and at the maximum rate, 4 connections, 5 s, 1 KB
+// mTLS, the ambient pair (two ambient pods; the lab's one ztunnel is both ends of the
+// HBONE tunnel, so the pair's CPU is ztunnel's; reportAmbientVsSidecar) and the waypoint
+// path (the ambient client to a Service that uses a waypoint: ztunnel, the waypoint,
+// ztunnel; its CPU is ztunnel's and the waypoint's; reportWaypointVsSidecar); each at a fixed 1000 qps and at the maximum rate, 4 connections, 5 s, 1 KB
 // answers (the demo app's /bytes/1024). It reports p50/p90/p99 in ms, the achieved qps,
 // the sidecars' (or splice helpers') memory (VmRSS, its private RssAnon and shared
 // RssFile parts, and Pss) and their CPU per 1000 requests; then, per sidecar path,
@@ -303,7 +305,8 @@ func checkTransport(b *testing.B, ns, url string, wantMTLS bool) {
 // throughput >= 0.6x baseline, RSS <= 15 MB per proxy; issue 16's max rate >= 0.8x the
 // splice path's, p90 <= 0.15 ms over it at 1000 qps, <= 15 µs of CPU per request per proxy.
 // Run: sudo go test ./e2e -run '^$' -bench DataPath -benchtime 1x (MESHLAB_E2E_BIN runs a
-// prebuilt meshlab, to compare two builds with one test binary).
+// prebuilt meshlab, to compare two builds with one test binary; MESHLAB_BENCH_PERF=<dir>
+// records each cell's proxies with perf, recordPerf).
 func BenchmarkDataPath(b *testing.B) {
 	testutil.RequireRoot(b)
 	l := startLab(b, "testdata/perf.yaml")
@@ -335,10 +338,26 @@ func BenchmarkDataPath(b *testing.B) {
 		{"sidecar-plain", "client", url(vips["server-plain"]), []string{"client", "server-plain"}, false, false},
 		{"sidecar-mtls", "client", url(vips["server-mtls"]), []string{"client", "server-mtls"}, true, false},
 		{"ambient", "ambient-client", url(vips["ambient-server"]), nil, false, false},
+		{"waypoint", "ambient-client", url(vips["via-waypoint"]), nil, false, false},
 	}
 	// The ambient pair's proxy is the lab's one ztunnel, both ends of the tunnel.
 	ztPID, ztNS := ztunnelPID(b, l.name)
 	ztunnel := []proxyProc{{pod: "ztunnel", pid: ztPID}}
+	// The waypoint path's proxies are that ztunnel (both of its hops) and the waypoint's.
+	var waypointPod string
+	for name := range pods {
+		if strings.HasPrefix(name, "waypoint-") {
+			waypointPod = name
+		}
+	}
+	if waypointPod == "" {
+		b.Fatal("the lab has no waypoint pod")
+	}
+	viaWaypoint := sidecars(b, pods, waypointPod)
+	for i := range viaWaypoint {
+		viaWaypoint[i].pod = "waypoint" // its metrics' name, without the pod's hash
+	}
+	viaWaypoint = append(viaWaypoint, ztunnel...)
 	// The splice path: capture rules and a splice helper in place of each sidecar.
 	splicers := []*spliceProc{startSplice(b, pods["splice-client"].NetNS), startSplice(b, pods["splice-server"].NetNS)}
 	var spliceProcs []proxyProc
@@ -357,7 +376,9 @@ func BenchmarkDataPath(b *testing.B) {
 		b.Fatalf("splice path not intercepted: client helper accepted %d outbound, server helper %d inbound:\n%s\n%s",
 			out, in, splicers[0].out.String(), splicers[1].out.String())
 	}
-	checkHBONE(b, ztNS, "ambient-server")
+	checkHBONE(b, ztNS, "ambient-server", "")
+	// The waypoint path's check request reached via-waypoint from the waypoint's identity.
+	checkHBONE(b, ztNS, "via-waypoint", "spiffe://cluster.local/ns/default/sa/waypoint")
 	cells := map[string]perfCell{} // "path/rate" -> what its cell measured
 	for _, rate := range []struct {
 		name string
@@ -371,6 +392,8 @@ func BenchmarkDataPath(b *testing.B) {
 					procs = spliceProcs
 				case p.name == "ambient":
 					procs = ztunnel
+				case p.name == "waypoint":
+					procs = viaWaypoint
 				}
 				var idle, idleAnon, idleFile, idlePss float64
 				for _, pr := range procs {
@@ -381,20 +404,25 @@ func BenchmarkDataPath(b *testing.B) {
 				}
 				var results []loadResult
 				var ticks, userTicks float64
+				procTicks := make([]float64, len(procs))
 				for i := 0; i < b.N; i++ {
 					var before, beforeUser float64
-					for _, pr := range procs {
+					for j, pr := range procs {
 						u, s := cpuTimes(b, pr.pid)
 						before += u + s
 						beforeUser += u
+						procTicks[j] -= u + s
 					}
+					stopPerf := recordPerf(b, p.name+"-"+rate.name, procs)
 					results = append(results, runLoad(b, pods[p.client].NetNS, loadSpec{
 						URL: p.url + perfPath, QPS: rate.qps, Connections: perfConnections, Duration: perfDuration,
 					}))
-					for _, pr := range procs {
+					stopPerf()
+					for j, pr := range procs {
 						u, s := cpuTimes(b, pr.pid)
 						ticks += u + s
 						userTicks += u
+						procTicks[j] += u + s
 					}
 					ticks -= before
 					userTicks -= beforeUser
@@ -441,11 +469,84 @@ func BenchmarkDataPath(b *testing.B) {
 				cell.pairUserus = userTicks * 10 * 1000 / float64(requests)
 				b.ReportMetric(cell.pairCPUus, "pair-cpu-ms/1k-req") // µs per request = ms per 1k requests
 				b.ReportMetric(cell.pairUserus, "pair-user-ms/1k-req")
+				if len(procs) > 1 { // each proxy's part of the pair's CPU
+					for j, pr := range procs {
+						b.ReportMetric(procTicks[j]*10*1000/float64(requests), pr.pod+"-cpu-ms/1k-req")
+					}
+				}
 			})
 		}
 	}
 	reportVsSplice(b, cells)
 	reportAmbientVsSidecar(b, cells)
+	reportWaypointVsSidecar(b, cells)
+}
+
+// reportWaypointVsSidecar reports issue 27's figure: what a waypoint adds to a request
+// (the waypoint path, ztunnel -> waypoint -> ztunnel, minus the ambient pair's ztunnel ->
+// ztunnel) against what the sidecar pair with mTLS costs (its two proxies' CPU; its p90
+// over the baseline's), same run, as sub-benchmark "waypoint-vs-sidecar":
+//   - cpu-added-us/req-max: the waypoint path's CPU per request (the waypoint's proxy and
+//     ztunnel) minus the ambient pair's (ztunnel), at the max rate;
+//   - pair-cpu-us/req-max: the sidecar pair's CPU per request (both proxies) at the max rate;
+//   - cpu-ratio-max: the first over the second (target <= 1);
+//   - p90-added-ms: the waypoint path's p90 minus the ambient pair's at 1000 qps, and
+//     pair-p90-added-ms the sidecar pair's minus the baseline's (target: not above it);
+//   - max-ratio: the waypoint path's max rate / the sidecar pair's.
+func reportWaypointVsSidecar(b *testing.B, cells map[string]perfCell) {
+	b.Helper()
+	need := []string{"waypoint/max", "waypoint/qps1000", "ambient/max", "ambient/qps1000",
+		"sidecar-mtls/max", "sidecar-mtls/qps1000", "baseline/qps1000"}
+	for _, k := range need {
+		if _, ok := cells[k]; !ok {
+			return // -bench selected a subset
+		}
+	}
+	wMax, w1k, aMax, a1k := cells["waypoint/max"], cells["waypoint/qps1000"], cells["ambient/max"], cells["ambient/qps1000"]
+	sMax, s1k, base1k := cells["sidecar-mtls/max"], cells["sidecar-mtls/qps1000"], cells["baseline/qps1000"]
+	b.Run("waypoint-vs-sidecar", func(b *testing.B) {
+		if sMax.qps <= 0 || sMax.pairCPUus <= 0 || wMax.pairCPUus <= 0 || aMax.pairCPUus <= 0 {
+			b.Fatalf("a cell measured nothing: sidecar %+v, waypoint %+v, ambient %+v", sMax, wMax, aMax)
+		}
+		added := wMax.pairCPUus - aMax.pairCPUus
+		b.ReportMetric(0, "ns/op")
+		b.ReportMetric(added, "cpu-added-us/req-max")
+		b.ReportMetric(sMax.pairCPUus, "pair-cpu-us/req-max")
+		b.ReportMetric(added/sMax.pairCPUus, "cpu-ratio-max")
+		b.ReportMetric(w1k.p90-a1k.p90, "p90-added-ms")
+		b.ReportMetric(s1k.p90-base1k.p90, "pair-p90-added-ms")
+		b.ReportMetric(wMax.qps/sMax.qps, "max-ratio")
+	})
+}
+
+// recordPerf, when MESHLAB_BENCH_PERF names a directory, samples the call stacks of the
+// cell's proxies with perf(1) while the load runs, into <dir>/<cell>.perf.data (read with
+// `perf report -i`); the returned func stops it. perf's sampling costs CPU of its own:
+// a run that records is for finding where the time goes, not for the figures.
+func recordPerf(b *testing.B, cell string, procs []proxyProc) (stop func()) {
+	b.Helper()
+	dir := os.Getenv("MESHLAB_BENCH_PERF")
+	if dir == "" || len(procs) == 0 {
+		return func() {}
+	}
+	var pids []string
+	for _, pr := range procs {
+		pids = append(pids, strconv.Itoa(pr.pid))
+	}
+	data := filepath.Join(dir, cell+".perf.data")
+	cmd := exec.Command("perf", "record", "-F", "499", "-g", "-o", data, "-p", strings.Join(pids, ","))
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		b.Fatalf("perf record: %v", err)
+	}
+	return func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait() // perf ends by the signal: its output says whether it wrote
+		if _, err := os.Stat(data); err != nil {
+			b.Logf("perf record %s wrote nothing: %v\n%s", cell, err, out.String())
+		}
+	}
 }
 
 // reportAmbientVsSidecar reports issue 26's data-path figures: the ambient pair (one
@@ -507,9 +608,10 @@ func ztunnelPID(b *testing.B, name string) (pid int, ns string) {
 }
 
 // checkHBONE fails unless ztunnel's metrics (15020 in its namespace) count a connection
-// into workload dst over mutual TLS, reported by the destination: the ambient pair's check
-// request went through ztunnel and HBONE.
-func checkHBONE(b *testing.B, ztNS, dst string) {
+// into workload dst over mutual TLS, reported by the destination (and, when src is set,
+// from that source principal): the ambient pair's check request went through ztunnel and
+// HBONE, the waypoint path's through the waypoint.
+func checkHBONE(b *testing.B, ztNS, dst, src string) {
 	b.Helper()
 	c := podClient(ztNS)
 	defer c.CloseIdleConnections()
@@ -521,11 +623,12 @@ func checkHBONE(b *testing.B, ztNS, dst string) {
 	body, _ := io.ReadAll(resp.Body)
 	for _, line := range strings.Split(string(body), "\n") {
 		if strings.HasPrefix(line, "istio_tcp_connections_opened_total{") && strings.Contains(line, `reporter="destination"`) &&
-			strings.Contains(line, `destination_workload="`+dst+`"`) && strings.Contains(line, `connection_security_policy="mutual_tls"`) {
+			strings.Contains(line, `destination_workload="`+dst+`"`) && strings.Contains(line, `connection_security_policy="mutual_tls"`) &&
+			(src == "" || strings.Contains(line, `source_principal="`+src+`"`)) {
 			return
 		}
 	}
-	b.Fatalf("ztunnel counted no mutual TLS connection into %s:\n%s", dst, body)
+	b.Fatalf("ztunnel counted no mutual TLS connection into %s (source %q):\n%s", dst, src, body)
 }
 
 // perfCell is what one path at one rate measured, kept for the figures derived across
@@ -553,7 +656,7 @@ func reportVsSplice(b *testing.B, cells map[string]perfCell) {
 	if !ok1 || !ok2 {
 		return // -bench selected a subset: nothing to derive
 	}
-	for _, path := range []string{"sidecar-plain", "sidecar-mtls", "ambient"} {
+	for _, path := range []string{"sidecar-plain", "sidecar-mtls", "ambient", "waypoint"} {
 		pMax, ok1 := cells[path+"/max"]
 		p1k, ok2 := cells[path+"/qps1000"]
 		if !ok1 || !ok2 {
