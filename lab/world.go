@@ -124,7 +124,7 @@ func (l *Lab) createWorld() error {
 	cfg := netns.WorldConfig{
 		Namespace: ns, NodeNamespace: NodeNamespace(l.opts.Name), NodeIfName: worldIfName,
 		NodeAddress: netip.PrefixFrom(subnet.Masked().Addr().Next(), subnet.Bits()),
-		PodCIDR:     l.opts.PodCIDR,
+		PodCIDR:     l.opts.PodCIDR, ServiceCIDR: l.opts.ServiceCIDR,
 	}
 	for _, h := range demoapp.ExternalHosts {
 		cfg.Addresses = append(cfg.Addresses, w.addrs[h])

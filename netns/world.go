@@ -7,8 +7,10 @@ import (
 )
 
 // WorldConfig describes a lab's outside world: a namespace of its own joined to the node
-// namespace by one veth pair, on a private range of the lab's own. The world has a route
-// back to the pods and no default route: nothing in it reaches anything but the lab.
+// namespace by one veth pair, on a private range of the lab's own. The world has routes
+// back to the pods and to the lab's Service addresses (where a cluster's load balancer
+// answers the Internet: the docs' reader curls $INGRESS_HOST from outside the cluster)
+// and no default route: nothing in it reaches anything but the lab.
 type WorldConfig struct {
 	Namespace     string       // required, e.g. "ml-demo-world"; created if absent
 	NodeNamespace string       // required
@@ -18,6 +20,9 @@ type WorldConfig struct {
 	// subnet: one per outside host. At least one.
 	Addresses []netip.Addr
 	PodCIDR   netip.Prefix // required: routed back via the node
+	// ServiceCIDR, when valid, is routed via the node too: the node's kube-proxy rules
+	// take a LoadBalancer Service's address from the world as from a pod.
+	ServiceCIDR netip.Prefix
 }
 
 // Validate reports what is missing or malformed in c.
@@ -40,6 +45,9 @@ func (c WorldConfig) Validate() error {
 	} else if c.NodeAddress.IsValid() && c.PodCIDR.Overlaps(c.NodeAddress) {
 		errs = append(errs, fmt.Errorf("world subnet %s overlaps the pod CIDR %s", c.NodeAddress.Masked(), c.PodCIDR))
 	}
+	if c.ServiceCIDR.IsValid() && c.NodeAddress.IsValid() && c.ServiceCIDR.Overlaps(c.NodeAddress) {
+		errs = append(errs, fmt.Errorf("world subnet %s overlaps the service CIDR %s", c.NodeAddress.Masked(), c.ServiceCIDR))
+	}
 	if len(c.Addresses) == 0 {
 		errs = append(errs, errors.New("addresses: at least one is required"))
 	}
@@ -53,8 +61,8 @@ func (c WorldConfig) Validate() error {
 
 // SetupWorld creates the world namespace with lo up and IPv6 off, a veth pair made from
 // the node namespace with its world end (eth0) already in the world namespace, the
-// node's address on its end, the world's addresses on eth0, and in the world one route,
-// to the pod CIDR via the node. The node routes the world's subnet on its link (a
+// node's address on its end, the world's addresses on eth0, and in the world a route to
+// the pod CIDR (and one to the service CIDR when given) via the node. The node routes the world's subnet on its link (a
 // connected route) and forwards between pods and world (ip_forward is on in the node).
 func SetupWorld(c WorldConfig) error {
 	return setupWorld(c, netlinkKernel{})
@@ -84,8 +92,12 @@ func planWorld(c WorldConfig) []step {
 	for _, a := range c.Addresses {
 		steps = append(steps, step{op: opAddAddr, namespace: world, link: DefaultPodIfName, prefix: netip.PrefixFrom(a, c.NodeAddress.Bits())})
 	}
-	return append(steps,
+	steps = append(steps,
 		step{op: opLinkUp, namespace: world, link: DefaultPodIfName},
 		step{op: opRoute, namespace: world, link: DefaultPodIfName, prefix: c.PodCIDR.Masked(), gateway: c.NodeAddress.Addr()},
 	)
+	if c.ServiceCIDR.IsValid() {
+		steps = append(steps, step{op: opRoute, namespace: world, link: DefaultPodIfName, prefix: c.ServiceCIDR.Masked(), gateway: c.NodeAddress.Addr()})
+	}
+	return steps
 }

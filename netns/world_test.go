@@ -16,6 +16,7 @@ func baseWorld() WorldConfig {
 		NodeAddress:   netip.MustParsePrefix("172.31.255.1/24"),
 		Addresses:     []netip.Addr{netip.MustParseAddr("172.31.255.10"), netip.MustParseAddr("172.31.255.11")},
 		PodCIDR:       netip.MustParsePrefix("10.244.0.0/16"),
+		ServiceCIDR:   netip.MustParsePrefix("10.96.0.0/16"),
 	}
 }
 
@@ -42,6 +43,7 @@ func TestWorldConfigValidate(t *testing.T) {
 		want   string
 	}{
 		{"overlaps pods", func(c *WorldConfig) { c.PodCIDR = netip.MustParsePrefix("172.31.0.0/16") }, "overlaps the pod CIDR"},
+		{"overlaps services", func(c *WorldConfig) { c.ServiceCIDR = netip.MustParsePrefix("172.31.0.0/16") }, "overlaps the service CIDR"},
 		{"address outside", func(c *WorldConfig) { c.Addresses = []netip.Addr{netip.MustParseAddr("10.0.0.1")} }, "not a host of the world subnet"},
 		{"node's own address", func(c *WorldConfig) { c.Addresses = []netip.Addr{c.NodeAddress.Addr()} }, "not a host of the world subnet"},
 		{"no addresses", func(c *WorldConfig) { c.Addresses = nil }, "at least one"},

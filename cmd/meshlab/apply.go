@@ -74,7 +74,7 @@ shows STALE until each proxy ACKs). --wait returns only once every proxy runs it
 				return err
 			}
 			kinds, _ := c.Kinds(cmd.Context())
-			if err := printChanges(cmd.OutOrStdout(), output, changes, kinds); err != nil {
+			if err := printChanges(cmd.OutOrStdout(), cmd.ErrOrStderr(), output, changes, kinds); err != nil {
 				return err
 			}
 			if !cfg.wait {

@@ -127,7 +127,7 @@ func newDeleteCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			kinds, _ := c.Kinds(cmd.Context())
-			if err := printChanges(cmd.OutOrStdout(), output, changes, kinds); err != nil || !cfg.wait {
+			if err := printChanges(cmd.OutOrStdout(), cmd.ErrOrStderr(), output, changes, kinds); err != nil || !cfg.wait {
 				return err
 			}
 			return c.WaitSynced(cmd.Context(), cfg.timeout)

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -86,5 +87,23 @@ func imageCommand(p lab.PodRecord, container string, argv []string) ([]string, e
 	if p.Persona == demoapp.PersonaFortio && (name == "fortio" || name == "/usr/bin/fortio") {
 		return append([]string{self, "fortio"}, argv[1:]...), nil
 	}
+	if p.Persona == demoapp.PersonaSleep {
+		return busyboxCommand(self, argv), nil
+	}
 	return argv, nil
+}
+
+// busyboxCommand returns argv as the curl image's busybox runs it: its nc is meshlab's
+// (`meshlab nc`), run directly (`nc HOST PORT`) or from a shell script (`sh -c "(date;
+// sleep 1) | nc $INGRESS_HOST $TCP_INGRESS_PORT"`, where a shell function named nc,
+// defined before the script, wins over the host's PATH, which may have no nc).
+func busyboxCommand(self string, argv []string) []string {
+	switch {
+	case argv[0] == "nc" || argv[0] == "/usr/bin/nc":
+		return append([]string{self, "nc"}, argv[1:]...)
+	case (argv[0] == "sh" || argv[0] == "/bin/sh") && len(argv) >= 3 && argv[1] == "-c" && strings.Contains(argv[2], "nc"):
+		script := "nc() { '" + strings.ReplaceAll(self, "'", `'\''`) + "' nc \"$@\"; }\n" + argv[2]
+		return append([]string{argv[0], "-c", script}, argv[3:]...)
+	}
+	return argv
 }

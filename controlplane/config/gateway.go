@@ -205,8 +205,9 @@ func describeGateway(name string) string {
 }
 
 // gatewayServicePorts are the ports of the gateway Services of istioctl's demo profile
-// that meshlab serves: HTTP on 80 and HTTPS on 443 to the proxy's unprivileged 8080 and
-// 8443, and the ingress gateway's status port.
+// (manifests/charts/base/files/profile-demo.yaml): HTTP on 80 and HTTPS on 443 to the
+// proxy's unprivileged 8080 and 8443, and on the ingress gateway its status port, tcp
+// 31400 (the TCP tasks' $TCP_INGRESS_PORT) and tls 15443, each to the same port.
 func gatewayServicePorts(name string) []model.ServicePort {
 	ports := []model.ServicePort{
 		{Name: "http2", Port: 80, TargetPort: 8080, Protocol: model.ProtocolHTTP2},
@@ -214,6 +215,9 @@ func gatewayServicePorts(name string) []model.ServicePort {
 	}
 	if name == model.IngressGatewayName {
 		ports = append([]model.ServicePort{{Name: "status-port", Port: 15021, TargetPort: 15021, Protocol: model.ProtocolTCP}}, ports...)
+		ports = append(ports,
+			model.ServicePort{Name: "tcp", Port: 31400, TargetPort: 31400, Protocol: model.ProtocolTCP},
+			model.ServicePort{Name: "tls", Port: 15443, TargetPort: 15443, Protocol: model.ProtocolTLS})
 	}
 	return ports
 }

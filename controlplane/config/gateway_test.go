@@ -105,7 +105,7 @@ func TestGatewayBringsIngressGateway(t *testing.T) {
 	for _, p := range svc.Ports {
 		ports = append(ports, p.Name+":"+itoa(p.Port)+"->"+itoa(p.TargetPort))
 	}
-	if got := strings.Join(ports, " "); got != "status-port:15021->15021 http2:80->8080 https:443->8443" {
+	if got := strings.Join(ports, " "); got != "status-port:15021->15021 http2:80->8080 https:443->8443 tcp:31400->31400 tls:15443->15443" {
 		t.Errorf("ports = %s", got)
 	}
 	var gw *model.Pod

@@ -1,0 +1,445 @@
+package e2e
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshlab/meshlab/internal/testutil"
+	"github.com/meshlab/meshlab/lab"
+)
+
+// The gateway task pages of istio.io walked as they write them, on Istio's sample files,
+// each kubectl/istioctl command changed only to meshlab. The reader's own commands
+// (curl, openssl) run as the page writes them; the ones the page runs on the reader's
+// machine, outside the cluster, run in the lab's outside world (ml-<lab>-world), which
+// reaches a gateway's LoadBalancer address as the Internet reaches a cluster's load
+// balancer. Outputs are compared with the page's where it prints them: its lines in
+// order, "..." standing for any lines (istio.io's own _verify_elided).
+
+// docsLab is a task lab with the page's command forms: stdout alone (what the page
+// prints), stdin for `kubectl apply -f - <<EOF`, and the reader's commands outside.
+type docsLab struct {
+	*taskLab
+	t *testing.T
+}
+
+func startDocsLab(t *testing.T) *docsLab {
+	t.Helper()
+	return &docsLab{taskLab: startTaskLabFrom(t, "# a cluster before the task\n"), t: t}
+}
+
+// kubectl runs a meshlab command with stdin (or none) and returns its stdout, failing
+// the test when it fails; its stderr (meshlab's notes on the pods it made) is logged.
+func (d *docsLab) kubectl(stdin string, args ...string) string {
+	d.t.Helper()
+	cmd := exec.Command(meshlabBin(d.t), append([]string{"--lab", d.name}, args...)...)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		d.t.Fatalf("meshlab %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.String())
+	}
+	if stderr.Len() > 0 {
+		d.t.Logf("meshlab %s (stderr):\n%s", strings.Join(args, " "), stderr.String())
+	}
+	return string(out)
+}
+
+// says runs kubectl and fails unless its stdout is want exactly.
+func (d *docsLab) says(want, stdin string, args ...string) {
+	d.t.Helper()
+	if out := d.kubectl(stdin, args...); out != want {
+		d.t.Errorf("meshlab %s:\n%s\nwant (as kubectl prints it):\n%s", strings.Join(args, " "), out, want)
+	}
+}
+
+// outside runs the reader's command in the lab's outside world and returns its output
+// (stdout and stderr) and exit code.
+func (d *docsLab) outside(args ...string) (string, int) {
+	d.t.Helper()
+	cmd := exec.Command("ip", append([]string{"netns", "exec", lab.WorldNamespace(d.name)}, args...)...)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		return string(out), ee.ExitCode()
+	case err != nil:
+		d.t.Fatalf("%s: %v", strings.Join(args, " "), err)
+	}
+	return string(out), 0
+}
+
+// until runs f until ok accepts its output, for at most 30 s (config reaches the
+// gateway over xDS after apply returns, and a loaded machine is slow), and returns the
+// accepted output.
+func (d *docsLab) until(what string, f func() string, ok func(string) bool) string {
+	d.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out := f()
+		if ok(out) {
+			return out
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("not within 30 s: %s; last output:\n%s", what, out)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// elided reports whether got holds want's lines in order, "..." in want standing for
+// any lines, as istio.io's tests compare a page's elided output.
+func elided(got, want string) bool {
+	lines := strings.Split(strings.ReplaceAll(got, "\r", ""), "\n")
+	i := 0
+	for _, w := range strings.Split(strings.TrimSpace(want), "\n") {
+		if w == "..." {
+			continue
+		}
+		for i < len(lines) && lines[i] != w {
+			i++
+		}
+		if i == len(lines) {
+			return false
+		}
+		i++
+	}
+	return true
+}
+
+// requireHostTool fails (CI) or skips when the reader's tool is missing on the host.
+func requireHostTool(t *testing.T, name string) {
+	t.Helper()
+	if _, err := exec.LookPath(name); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is not installed; the page runs it", name)
+		}
+		t.Skipf("%s is not installed; the page runs it", name)
+	}
+}
+
+// The Ingress Gateways page's objects, Istio API and Gateway API, as it writes them.
+const (
+	docsHTTPBinGateway = `apiVersion: networking.istio.io/v1alpha3
+kind: Gateway
+metadata:
+  name: httpbin-gateway
+spec:
+  selector:
+    istio: ingressgateway # use Istio default gateway implementation
+  servers:
+  - port:
+      number: 80
+      name: http
+      protocol: HTTP
+    hosts:
+    - "httpbin.example.com"
+`
+	docsHTTPBinVirtualService = `apiVersion: networking.istio.io/v1alpha3
+kind: VirtualService
+metadata:
+  name: httpbin
+spec:
+  hosts:
+  - "httpbin.example.com"
+  gateways:
+  - httpbin-gateway
+  http:
+  - match:
+    - uri:
+        prefix: /status
+    - uri:
+        prefix: /delay
+    route:
+    - destination:
+        port:
+          number: 8000
+        host: httpbin
+`
+	docsHTTPBinWildcard = `apiVersion: networking.istio.io/v1alpha3
+kind: Gateway
+metadata:
+  name: httpbin-gateway
+spec:
+  selector:
+    istio: ingressgateway # use Istio default gateway implementation
+  servers:
+  - port:
+      number: 80
+      name: http
+      protocol: HTTP
+    hosts:
+    - "*"
+---
+apiVersion: networking.istio.io/v1alpha3
+kind: VirtualService
+metadata:
+  name: httpbin
+spec:
+  hosts:
+  - "*"
+  gateways:
+  - httpbin-gateway
+  http:
+  - match:
+    - uri:
+        prefix: /headers
+    route:
+    - destination:
+        port:
+          number: 8000
+        host: httpbin
+`
+	docsHTTPBinK8sGateway = `apiVersion: gateway.networking.k8s.io/v1beta1
+kind: Gateway
+metadata:
+  name: httpbin-gateway
+spec:
+  gatewayClassName: istio
+  listeners:
+  - name: http
+    hostname: "httpbin.example.com"
+    port: 80
+    protocol: HTTP
+    allowedRoutes:
+      namespaces:
+        from: Same
+`
+	docsHTTPBinHTTPRoute = `apiVersion: gateway.networking.k8s.io/v1beta1
+kind: HTTPRoute
+metadata:
+  name: httpbin
+spec:
+  parentRefs:
+  - name: httpbin-gateway
+  hostnames: ["httpbin.example.com"]
+  rules:
+  - matches:
+    - path:
+        type: PathPrefix
+        value: /status
+    - path:
+        type: PathPrefix
+        value: /delay
+    backendRefs:
+    - name: httpbin
+      port: 8000
+`
+)
+
+// TestDocsIngressGatewaysTask walks istio.io's "Ingress Gateways": httpbin, the Istio
+// API's Gateway and VirtualService, `get svc istio-ingressgateway -n istio-system` (a
+// LoadBalancer with an EXTERNAL-IP), INGRESS_HOST and the ports from the page's
+// jsonpath, the page's curl -s -I for /status/200 (200, server: istio-envoy) and for
+// /headers (404) from outside the cluster, the browser section's wildcard host, the
+// page's cleanup; then the Gateway API tab on the same httpbin: its Gateway, `wait
+// --for=condition=programmed` (the page's `condition=ready` is a condition today's
+// Istio no longer sets), the HTTPRoute, INGRESS_HOST from the Gateway's status, the same
+// two curls, and its cleanup.
+func TestDocsIngressGatewaysTask(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	requireHostTool(t, "curl")
+	samples := testutil.IstioSamples(t)
+	d := startDocsLab(t)
+
+	d.run("install", "--set", "profile=default", "-y")
+	d.says("namespace/default labeled\n", "", "label", "namespace", "default", "istio-injection=enabled", "--overwrite")
+	d.says("serviceaccount/httpbin created\nservice/httpbin created\ndeployment.apps/httpbin created\n", "",
+		"apply", "-f", filepath.Join(samples, "httpbin/httpbin.yaml"))
+	d.says("gateway.networking.istio.io/httpbin-gateway created\n", docsHTTPBinGateway, "apply", "-f", "-")
+	d.says("virtualservice.networking.istio.io/httpbin created\n", docsHTTPBinVirtualService, "apply", "-f", "-")
+
+	// Determining the ingress IP and ports.
+	svc := d.kubectl("", "get", "svc", "istio-ingressgateway", "-n", "istio-system")
+	if !regexp.MustCompile(`^NAME\s+TYPE\s+CLUSTER-IP\s+EXTERNAL-IP\s+PORT\(S\)\s+AGE\nistio-ingressgateway\s+LoadBalancer\s+\d+\.\d+\.\d+\.\d+\s+\d+\.\d+\.\d+\.\d+\s+\S+\s+\S+\n$`).MatchString(svc) {
+		t.Errorf("get svc istio-ingressgateway -n istio-system:\n%s\nwant one LoadBalancer row with its EXTERNAL-IP set", svc)
+	}
+	jsonpath := func(path string) string {
+		return d.kubectl("", "-n", "istio-system", "get", "service", "istio-ingressgateway", "-o", "jsonpath="+path)
+	}
+	host := jsonpath("{.status.loadBalancer.ingress[0].ip}")
+	port := jsonpath(`{.spec.ports[?(@.name=="http2")].port}`)
+	secure := jsonpath(`{.spec.ports[?(@.name=="https")].port}`)
+	tcp := jsonpath(`{.spec.ports[?(@.name=="tcp")].port}`)
+	if !strings.Contains(svc, " "+host+" ") || port != "80" || secure != "443" || tcp != "31400" {
+		t.Fatalf("INGRESS_HOST=%q INGRESS_PORT=%q SECURE_INGRESS_PORT=%q TCP_INGRESS_PORT=%q; want the EXTERNAL-IP, 80, 443 and 31400", host, port, secure, tcp)
+	}
+
+	// Accessing ingress services, from outside the cluster.
+	head := func(path string) func() string {
+		return func() string {
+			out, _ := d.outside("curl", "-s", "-I", "-HHost:httpbin.example.com", "http://"+host+":"+port+path)
+			return out
+		}
+	}
+	d.until("curl -s -I -HHost:httpbin.example.com http://$INGRESS_HOST:$INGRESS_PORT/status/200 prints the page's output", head("/status/200"),
+		func(out string) bool { return elided(out, "HTTP/1.1 200 OK\nserver: istio-envoy\n...") })
+	if out := head("/headers")(); !elided(out, "HTTP/1.1 404 Not Found\n...") {
+		t.Errorf("curl -s -I -HHost:httpbin.example.com http://$INGRESS_HOST:$INGRESS_PORT/headers:\n%s\nwant HTTP/1.1 404 Not Found", out)
+	}
+
+	// Accessing ingress services using a browser: any host, /headers.
+	d.says("gateway.networking.istio.io/httpbin-gateway configured\nvirtualservice.networking.istio.io/httpbin configured\n", docsHTTPBinWildcard, "apply", "-f", "-")
+	d.until("curl -s -I http://$INGRESS_HOST:$INGRESS_PORT/headers answers 200 without a Host", func() string {
+		out, _ := d.outside("curl", "-s", "-I", "http://"+host+":"+port+"/headers")
+		return out
+	}, func(out string) bool { return strings.Contains(out, "HTTP/1.1 200 OK") })
+
+	// Cleanup (Istio API). With the Gateway API's kinds installed, `gateway` names the
+	// Gateway API's Gateway, as kubectl resolves it in such a cluster: the page's
+	// `delete gateway httpbin-gateway` finds nothing there, and Istio's short name gw is
+	// the one that names the Istio Gateway.
+	if out, err := meshlab(t, "--lab", d.name, "delete", "gateway", "httpbin-gateway"); err == nil {
+		t.Errorf("delete gateway httpbin-gateway with no Gateway API Gateway of that name: %s\nwant it not found, as kubectl", out)
+	}
+	d.says("gateway.networking.istio.io \"httpbin-gateway\" deleted\n", "", "delete", "gw", "httpbin-gateway")
+	d.says("virtualservice.networking.istio.io \"httpbin\" deleted\n", "", "delete", "virtualservice", "httpbin")
+
+	// The Gateway API tab, on the same httpbin.
+	d.says("gateway.gateway.networking.k8s.io/httpbin-gateway created\n", docsHTTPBinK8sGateway, "apply", "-f", "-")
+	d.says("gateway.gateway.networking.k8s.io/httpbin-gateway condition met\n", "", "wait", "--for=condition=programmed", "gtw", "httpbin-gateway", "--timeout=60s")
+	d.says("httproute.gateway.networking.k8s.io/httpbin created\n", docsHTTPBinHTTPRoute, "apply", "-f", "-")
+	host = d.kubectl("", "get", "gtw", "httpbin-gateway", "-o", "jsonpath={.status.addresses[*].value}")
+	port = d.kubectl("", "get", "gtw", "httpbin-gateway", "-o", `jsonpath={.spec.listeners[?(@.name=="http")].port}`)
+	if !regexp.MustCompile(`^\d+\.\d+\.\d+\.\d+$`).MatchString(host) || port != "80" {
+		t.Fatalf("Gateway API INGRESS_HOST=%q INGRESS_PORT=%q", host, port)
+	}
+	d.until("Gateway API: curl -s -I .../status/200 prints the page's output", head("/status/200"),
+		func(out string) bool { return elided(out, "HTTP/1.1 200 OK\nserver: istio-envoy\n...") })
+	if out := head("/headers")(); !elided(out, "HTTP/1.1 404 Not Found\n...") {
+		t.Errorf("Gateway API: curl -s -I .../headers:\n%s\nwant HTTP/1.1 404 Not Found", out)
+	}
+	d.says("gateway.gateway.networking.k8s.io \"httpbin-gateway\" deleted\n", "", "delete", "gtw", "httpbin-gateway")
+	d.says("httproute.gateway.networking.k8s.io \"httpbin\" deleted\n", "", "delete", "httproute", "httpbin")
+	d.says("serviceaccount \"httpbin\" deleted\nservice \"httpbin\" deleted\ndeployment.apps \"httpbin\" deleted\n", "",
+		"delete", "--ignore-not-found=true", "-f", filepath.Join(samples, "httpbin/httpbin.yaml"))
+	d.run("uninstall", "-y", "--purge")
+}
+
+// TestDocsTCPTrafficShiftingTask walks istio.io's "TCP Traffic Shifting" (Istio API):
+// its namespace, Istio's sleep and tcp-echo samples applied with -n, tcp-echo-all-v1
+// (Gateway on the ingress gateway's 31400, subsets v1 and v2, all to v1), INGRESS_HOST
+// and TCP_INGRESS_PORT from the Ingress Gateways page's jsonpath, and the page's loop
+// `exec $SLEEP -c sleep -- sh -c "(date; sleep 1) | nc $INGRESS_HOST $TCP_INGRESS_PORT"`
+// (the curl image's busybox nc: meshlab's), every answer "one <date>"; then
+// tcp-echo-20-v2 and `get virtualservice tcp-echo -o yaml` showing the page's 80/20
+// route, after which both "one" and "two" answer, "one" the more. The loop's iterations
+// run a few at once (each holds its connection for the page's second).
+func TestDocsTCPTrafficShiftingTask(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	samples := testutil.IstioSamples(t)
+	d := startDocsLab(t)
+	const ns = "istio-io-tcp-traffic-shifting"
+
+	d.run("install", "--set", "profile=demo", "-y")
+	d.says("namespace/"+ns+" created\n", "", "create", "namespace", ns)
+	d.says("serviceaccount/sleep created\nservice/sleep created\ndeployment.apps/sleep created\n", "",
+		"apply", "-f", filepath.Join(samples, "sleep/sleep.yaml"), "-n", ns)
+	d.says("service/tcp-echo created\ndeployment.apps/tcp-echo-v1 created\ndeployment.apps/tcp-echo-v2 created\n", "",
+		"apply", "-f", filepath.Join(samples, "tcp-echo/tcp-echo-services.yaml"), "-n", ns)
+	d.says("gateway.networking.istio.io/tcp-echo-gateway created\ndestinationrule.networking.istio.io/tcp-echo-destination created\nvirtualservice.networking.istio.io/tcp-echo created\n", "",
+		"apply", "-f", filepath.Join(samples, "tcp-echo/tcp-echo-all-v1.yaml"), "-n", ns)
+	host := d.kubectl("", "-n", "istio-system", "get", "service", "istio-ingressgateway", "-o", "jsonpath={.status.loadBalancer.ingress[0].ip}")
+	port := d.kubectl("", "-n", "istio-system", "get", "service", "istio-ingressgateway", "-o", `jsonpath={.spec.ports[?(@.name=="tcp")].port}`)
+	if port != "31400" {
+		t.Fatalf("TCP_INGRESS_PORT=%q, want 31400", port)
+	}
+	sleep := d.until("SLEEP=$(get pod -l app=sleep -o jsonpath=...)", func() string {
+		out, _ := meshlab(t, "--lab", d.name, "get", "pod", "-l", "app=sleep", "-n", ns, "-o", "jsonpath={.items..metadata.name}")
+		return out
+	}, func(s string) bool { return strings.HasPrefix(s, "sleep-") && !strings.Contains(s, " ") })
+
+	// loop runs the page's command n times, a few at once, and returns what each printed.
+	loop := func(n int) []string {
+		out := make([]string, n)
+		var wg sync.WaitGroup
+		slots := make(chan struct{}, 5)
+		for i := range out {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				slots <- struct{}{}
+				defer func() { <-slots }()
+				o, _ := meshlab(t, "--lab", d.name, "exec", sleep, "-c", "sleep", "-n", ns, "--",
+					"sh", "-c", "(date; sleep 1) | nc "+host+" "+port)
+				out[i] = strings.TrimSpace(o)
+			}()
+		}
+		wg.Wait()
+		return out
+	}
+	answer := regexp.MustCompile(`^(one|two) \w{3} \w{3} +\d+ \d\d:\d\d:\d\d UTC \d{4}$`)
+	count := func(lines []string) (one, two int, bad []string) {
+		for _, l := range lines {
+			m := answer.FindStringSubmatch(l)
+			switch {
+			case m == nil:
+				bad = append(bad, l)
+			case m[1] == "one":
+				one++
+			default:
+				two++
+			}
+		}
+		return one, two, bad
+	}
+	// The gateway's listener on 31400 comes with the Gateway: wait for one answer.
+	d.until("(date; sleep 1) | nc $INGRESS_HOST $TCP_INGRESS_PORT answers \"one <date>\"", func() string { return loop(1)[0] },
+		func(s string) bool { return answer.MatchString(s) && strings.HasPrefix(s, "one ") })
+	if one, two, bad := count(loop(10)); one != 10 {
+		t.Errorf("all to v1: %d one, %d two, other: %q; want every answer \"one <date>\"", one, two, bad)
+	}
+
+	d.says("virtualservice.networking.istio.io/tcp-echo configured\n", "", "apply", "-f", filepath.Join(samples, "tcp-echo/tcp-echo-20-v2.yaml"), "-n", ns)
+	vs := d.kubectl("", "get", "virtualservice", "tcp-echo", "-o", "yaml", "-n", ns)
+	if !elided(vs, `kind: VirtualService
+...
+spec:
+...
+  tcp:
+  - match:
+    - port: 31400
+    route:
+    - destination:
+        host: tcp-echo
+        port:
+          number: 9000
+        subset: v1
+      weight: 80
+    - destination:
+        host: tcp-echo
+        port:
+          number: 9000
+        subset: v2
+      weight: 20`) {
+		t.Errorf("get virtualservice tcp-echo -o yaml:\n%s\nwant the page's 80/20 tcp route", vs)
+	}
+	// The gateway runs the new route once a "two" answers; from then on, count.
+	var lines []string
+	d.until("a \"two\" after tcp-echo-20-v2", func() string {
+		lines = loop(10)
+		return strings.Join(lines, "\n")
+	}, func(string) bool { _, two, _ := count(lines); return two > 0 })
+	lines = append(lines, loop(20)...)
+	if one, two, bad := count(lines); len(bad) > 0 || two == 0 || one <= two {
+		t.Errorf("80/20: %d one, %d two, other: %q; want both, one the more", one, two, bad)
+	}
+
+	d.says("gateway.networking.istio.io \"tcp-echo-gateway\" deleted\ndestinationrule.networking.istio.io \"tcp-echo-destination\" deleted\nvirtualservice.networking.istio.io \"tcp-echo\" deleted\n", "",
+		"delete", "-f", filepath.Join(samples, "tcp-echo/tcp-echo-all-v1.yaml"), "-n", ns)
+	d.run("delete", "-f", filepath.Join(samples, "sleep/sleep.yaml"), "-n", ns)
+	d.run("delete", "-f", filepath.Join(samples, "tcp-echo/tcp-echo-services.yaml"), "-n", ns)
+	d.says("namespace \""+ns+"\" deleted\n", "", "delete", "namespace", ns)
+}
