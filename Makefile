@@ -10,7 +10,7 @@ export PATH := $(dir $(GO)):$(PATH)
 # the demo tells you to run inside a pod) and util-linux's nsenter (meshlab exec enters a
 # pod's namespaces with it). The tests also need gcc: -race needs cgo.
 
-.PHONY: all build demo test test-short bench lint deps browser race-deps clean-labs fidelity istiod
+.PHONY: all build demo test test-short bench lint deps browser prometheus race-deps clean-labs fidelity istiod
 
 all: build
 
@@ -47,12 +47,23 @@ browser:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq firefox-esr; \
 	}
 
+# prometheus installs Debian's prometheus, which a lab runs for Istio's
+# samples/addons/prometheus.yaml (the metrics task's PromQL), when missing. A lab runs its
+# own in the addon's pod: the package's host service is not wanted, so where systemd runs
+# it is stopped and disabled.
+prometheus:
+	@command -v prometheus >/dev/null 2>&1 || { \
+		echo "installing: prometheus (for samples/addons/prometheus.yaml in a lab)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; \
+		if [ -d /run/systemd/system ]; then systemctl disable --now prometheus >/dev/null 2>&1 || true; fi; \
+	}
+
 # test runs every test, privileged ones included (they need root: run with sudo): the
 # golangci-lint, the packages' own tests under the race detector, the end-to-end tests
 # (which run meshlab's processes, so -race in the test binary would see nothing of them)
 # and the fidelity checks against real Istio.
 RACE_PKGS = $(shell $(GO) list ./... | grep -v '/e2e$$')
-test: deps browser race-deps
+test: deps browser prometheus race-deps
 	$(GO) vet ./...
 	$(MAKE) lint
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 15m $(RACE_PKGS)

@@ -435,6 +435,11 @@ func (l *Lab) startServers() error {
 		ln.Close()
 		return fmt.Errorf("listen on lab API socket: %w", err)
 	}
+	l.servers.Add(1)
+	go func() {
+		defer l.servers.Done()
+		watchPromTargets(sctx, l) // promaddon.go
+	}()
 	h := web.NewHandler(l, l.log.With("component", "api"), l.features()...)
 	l.servers.Add(1)
 	go func() {

@@ -139,6 +139,11 @@ func (l *Lab) startPod(ctx context.Context, slot int, p *model.Pod) (err error) 
 			proxylessSandbox(sb, dir) // grpcagent.go
 		}
 		argv := l.appArgv(p)
+		if prom, ok, err := prometheusApp(l, p, sb); err != nil { // promaddon.go
+			return err
+		} else if ok {
+			argv = prom
+		}
 		if filepath.Base(argv[0]) == SmallAppName {
 			sb.Init = argv[0] // it links the pod init: the init costs its start, not meshlab's
 		}

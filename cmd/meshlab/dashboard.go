@@ -8,9 +8,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -19,6 +21,8 @@ import (
 
 	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 	"github.com/meshlab/meshlab/lab"
+	"github.com/meshlab/meshlab/lab/promserver"
+	"github.com/meshlab/meshlab/netns"
 )
 
 // dashboardFlags are istioctl dashboard's flags.
@@ -37,8 +41,9 @@ func newDashboardCmd(g *globalFlags) *cobra.Command {
 token). With one, it is istioctl dashboard: it serves the component on localhost (its own
 port, else a free one), prints its URL and serves until Ctrl-C.
 
-  prometheus      the lab's metrics (every proxy's and ztunnel's, merged as Prometheus
-                  would scrape them) at /metrics: a lab runs no Prometheus server
+  prometheus      the Prometheus of samples/addons/prometheus.yaml (Debian's prometheus
+                  in the addon's pod, scraping the lab's proxies and ztunnel); without
+                  the addon, the lab's merged metrics at /metrics
   envoy|proxy POD the pod's proxy admin (Envoy's admin API, read-only)
   grafana, kiali, jaeger, zipkin, skywalking, controlz: refused with the reason`,
 		Args: cobra.NoArgs,
@@ -93,12 +98,18 @@ func newPrometheusDashCmd(g *globalFlags, f *dashboardFlags) *cobra.Command {
 	var uiPort int
 	cmd := &cobra.Command{
 		Use:   "prometheus",
-		Short: "Serve the lab's metrics (every proxy's, merged) at http://localhost:9090/metrics until Ctrl-C",
+		Short: "Forward http://localhost:9090 to the Prometheus addon's pod until Ctrl-C (without the addon: the lab's merged metrics at /metrics)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			name, err := g.existingLab()
 			if err != nil {
 				return err
+			}
+			if h, ok, err := prometheusPod(g, name); err != nil || ok {
+				if err != nil {
+					return err
+				}
+				return serveDashboard(cmd, f, uiPort, h)
 			}
 			sock := lab.PathsFor(g.runRoot, name).APISocket()
 			rp := &httputil.ReverseProxy{
@@ -122,6 +133,32 @@ func newPrometheusDashCmd(g *globalFlags, f *dashboardFlags) *cobra.Command {
 	}
 	cmd.Flags().IntVar(&uiPort, "ui-port", 9090, "the component's port")
 	return cmd
+}
+
+// prometheusPod is a reverse proxy to port 9090 of the lab's Prometheus addon pod (the
+// one running Debian's prometheus), dialled in the lab's node namespace as port-forward
+// does, as istioctl forwards to the pod labelled app.kubernetes.io/name=prometheus; ok
+// is false when the lab has none.
+func prometheusPod(g *globalFlags, name string) (http.Handler, bool, error) {
+	r, err := lab.ReadRecord(lab.PathsFor(g.runRoot, name))
+	if err != nil {
+		return nil, false, fmt.Errorf("lab %s: %w", name, err)
+	}
+	i := slices.IndexFunc(r.Pods, func(p lab.PodRecord) bool { return p.Persona == promserver.Persona && p.IP.IsValid() })
+	if i < 0 {
+		return nil, false, nil
+	}
+	target := netip.AddrPortFrom(r.Pods[i].IP, 9090).String()
+	node := lab.NodeNamespace(name)
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(&url.URL{Scheme: "http", Host: target})
+			pr.Out.Host = pr.In.Host
+		},
+		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return netns.DialContext(ctx, node, "tcp", target)
+		}},
+	}, true, nil
 }
 
 func newProxyDashCmd(g *globalFlags, f *dashboardFlags, use string) *cobra.Command {

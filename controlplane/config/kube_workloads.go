@@ -270,6 +270,9 @@ const (
 	personaHTTPBin   = "httpbin"
 	personaGoHTTPBin = "go-httpbin" // the image Istio's samples/httpbin runs today
 	personaSleep     = "sleep"
+	// personaPrometheus is not a built-in app: the lab runs Debian's prometheus with the
+	// container's args and its ConfigMap volume (lab/promserver).
+	personaPrometheus = "prometheus"
 )
 
 // imagePersonas maps an image repository (registry and tag removed) to the built-in app
@@ -305,6 +308,7 @@ var imagePersonas = map[string]string{
 	"istio-testing/app":                              "grpc-echo", // Istio's echo app, as its proxyless gRPC examples run it
 	"istio/app":                                      "grpc-echo",
 	"istio-release/app":                              "grpc-echo",
+	"prom/prometheus":                                personaPrometheus,
 	"nginx":                                          "nginx", // demoapp/nginx.go: TLS on every port
 	"library/nginx":                                  "nginx",
 }

@@ -482,6 +482,20 @@ func TestIstioPrometheusAddonLoads(t *testing.T) {
 	if !strings.Contains(pod.App.ImageNote, "prometheus-server-configmap-reload") || !slices.Contains(pod.Ports, 9090) {
 		t.Errorf("note %q ports %v: want the reloader named as a helper and port 9090", pod.App.ImageNote, pod.Ports)
 	}
+	// The lab runs Debian's prometheus on the container's args and its ConfigMap volume.
+	m, err := sc.Build(defaultOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range m.Pods {
+		if p.Namespace == "istio-system" && p.Workload == "prometheus" {
+			pod = p
+		}
+	}
+	if pod.App.Persona != personaPrometheus || !slices.Contains(pod.App.Args, "--config.file=/etc/config/prometheus.yml") ||
+		!slices.ContainsFunc(pod.App.Files, func(f model.File) bool { return f.Path == "/etc/config/prometheus.yml" }) {
+		t.Errorf("persona %q args %v files %d: want prometheus with the container's args and /etc/config/prometheus.yml", pod.App.Persona, pod.App.Args, len(pod.App.Files))
+	}
 }
 
 // Two namespaces may each have a pod of one name: each pod's sidecar is its own

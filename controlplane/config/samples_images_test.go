@@ -21,7 +21,6 @@ var notPersonas = map[string]string{
 	"istio/health":                                   "the health-check sample: not implemented",
 	"istio/examples-bookinfo-mysqldb":                "Bookinfo's databases: ratings answers without them",
 	"istio/examples-bookinfo-mongodb":                "Bookinfo's databases: ratings answers without them",
-	"prom/prometheus":                                "an addon: Prometheus is not an image of the lab",
 	"prometheus-operator/prometheus-config-reloader": "an addon's helper container",
 	"kiali/kiali":                                    "an addon",
 	"grafana/grafana":                                "an addon",

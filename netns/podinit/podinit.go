@@ -44,7 +44,8 @@ type Sandbox struct {
 	// Binds are directories of the pod shared with the app, as a volume mounted into two
 	// containers (a proxyless pod's bootstrap, XDS socket and certificate files): each is
 	// bound read-only at its Dst, which may lie in a Hide directory (its path is then
-	// made in the tmpfs, and nothing else of the hidden directory shows).
+	// made in the tmpfs, and nothing else of the hidden directory shows); a Writable one
+	// is bound read-write, as an emptyDir volume.
 	Binds []Bind `json:"binds,omitempty"`
 	// Env is added to the app's environment and to what `meshlab exec` runs in the pod
 	// ("KEY=VALUE", replacing an inherited KEY), as a container's env.
@@ -58,8 +59,9 @@ type Sandbox struct {
 
 // Bind is one directory bound into the app's view: Src (as the lab sees it) at Dst.
 type Bind struct {
-	Src string `json:"src"`
-	Dst string `json:"dst"`
+	Src      string `json:"src"`
+	Dst      string `json:"dst"`
+	Writable bool   `json:"writable,omitempty"` // the app may write in it (Prometheus' TSDB)
 }
 
 // Environ is base with s.Env added, each replacing the same key of base.
@@ -251,7 +253,11 @@ func (s Sandbox) mountAll() error {
 				}
 			}
 		}
-		if err := bindReadOnly("/proc/self/fd/"+strconv.Itoa(srcs[i]), b.Dst); err != nil {
+		bind := bindReadOnly
+		if b.Writable {
+			bind = bindWritable
+		}
+		if err := bind("/proc/self/fd/"+strconv.Itoa(srcs[i]), b.Dst); err != nil {
 			return fmt.Errorf("bind %s on %s: %w", b.Src, b.Dst, err)
 		}
 	}
@@ -318,6 +324,13 @@ func bindReadOnly(src, dst string) error {
 		return err
 	}
 	return unix.Mount("", dst, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, "")
+}
+
+func bindWritable(src, dst string) error {
+	if err := unix.Mount(src, dst, "", unix.MS_BIND, ""); err != nil {
+		return err
+	}
+	return unix.Mount("", dst, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NODEV, "")
 }
 
 // RestrictThread empties the calling thread's capability bounding and ambient sets, sets
