@@ -3,6 +3,7 @@ package proxy
 import (
 	"compress/gzip"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -11,9 +12,12 @@ import (
 	"testing"
 	"time"
 
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/xdsclient"
 )
@@ -73,41 +77,61 @@ func loadSidecarXDS(tb testing.TB) sidecarXDS {
 // the proxy's start CPU). The proxy's construction is not measured.
 func BenchmarkApplySidecarXDS(b *testing.B) {
 	x := loadSidecarXDS(b)
+	opts := benchProxyOptions(b)
+	b.ReportAllocs()
+	var cpu time.Duration // the process's utime+stime while applying: the machine is shared
+	for b.Loop() {
+		b.StopTimer()
+		srv, stop := runBenchProxy(b, opts)
+		before := processCPU(b)
+		b.StartTimer()
+		applyAll(b, srv, x)
+		b.StopTimer()
+		cpu += processCPU(b) - before
+		stop()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-us/op")
+}
+
+// benchProxyOptions are the options of a proxy with a static bootstrap.
+func benchProxyOptions(b *testing.B) Options {
 	path := writeBootstrap(b, b.TempDir(), staticBootstrap(b))
 	opts, err := ParseArgs([]string{"-c", path, "--drain-time-s", "1"})
 	if err != nil {
 		b.Fatal(err)
 	}
+	return opts
+}
+
+// runBenchProxy runs a proxy with an xDS client that connects nowhere (the benchmark
+// applies responses itself) until stop.
+func runBenchProxy(b *testing.B, opts Options) (srv *Server, stop func()) {
 	log := slog.New(slog.DiscardHandler)
-	b.ReportAllocs()
-	var cpu time.Duration // the process's utime+stime while applying: the machine is shared
-	for b.Loop() {
-		b.StopTimer()
-		srv, err := New(opts, log, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		srv.xds = xdsclient.New(xdsclient.Options{Logger: log})
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- srv.Run(ctx) }()
-		<-srv.Started()
-		before := processCPU(b)
-		b.StartTimer()
-		for _, r := range x {
-			if err := srv.Apply(r.GetTypeUrl(), r.GetVersionInfo(), r.GetResources()); err != nil {
-				b.Fatalf("%s refused: %v", r.GetTypeUrl(), err)
-			}
-		}
-		b.StopTimer()
-		cpu += processCPU(b) - before
+	srv, err := New(opts, log, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv.xds = xdsclient.New(xdsclient.Options{Logger: log})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	<-srv.Started()
+	return srv, func() {
 		cancel()
 		if err := <-done; err != nil {
-			b.Fatal(err)
+			b.Error(err)
 		}
-		b.StartTimer()
 	}
-	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-us/op")
+}
+
+// applyAll applies the responses in order.
+func applyAll(b *testing.B, srv *Server, x sidecarXDS) {
+	for _, r := range x {
+		if err := srv.Apply(r.GetTypeUrl(), r.GetVersionInfo(), r.GetResources()); err != nil {
+			b.Fatalf("%s refused: %v", r.GetTypeUrl(), err)
+		}
+	}
 }
 
 // processCPU returns the process's user and system CPU time so far.
@@ -118,4 +142,48 @@ func processCPU(tb testing.TB) time.Duration {
 		tb.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkApplyRDSOneServiceChanged measures a running proxy applying an RDS update in
+// which one virtual host changed, as a one-service VirtualService change reaches every
+// sidecar (issue 30): the 50-Service lab sidecar's route configuration of
+// testdata/xds-sidecar-50svc.pb.gz, whose first virtual host's route timeout alternates
+// between two values on every apply.
+func BenchmarkApplyRDSOneServiceChanged(b *testing.B) {
+	x := loadSidecarXDS(b)
+	srv, stop := runBenchProxy(b, benchProxyOptions(b))
+	b.Cleanup(stop)
+	applyAll(b, srv, x)
+	rds := x[len(x)-1].GetResources()
+	var variants [2][]*anypb.Any
+	for i, timeout := range []time.Duration{3 * time.Second, 4 * time.Second} {
+		for _, a := range rds {
+			rc := &routev3.RouteConfiguration{}
+			if err := a.UnmarshalTo(rc); err != nil {
+				b.Fatal(err)
+			}
+			if len(rc.GetVirtualHosts()) > 1 {
+				for _, r := range rc.GetVirtualHosts()[0].GetRoutes() {
+					if ra := r.GetRoute(); ra != nil {
+						ra.Timeout = durationpb.New(timeout)
+					}
+				}
+			}
+			v, err := anypb.New(rc)
+			if err != nil {
+				b.Fatal(err)
+			}
+			variants[i] = append(variants[i], v)
+		}
+	}
+	b.ReportAllocs()
+	before := processCPU(b)
+	n := 0
+	for b.Loop() {
+		if err := srv.Apply(xdsclient.RouteType, fmt.Sprint("v", n), variants[n%2]); err != nil {
+			b.Fatalf("refused: %v", err)
+		}
+		n++
+	}
+	b.ReportMetric(float64((processCPU(b)-before).Microseconds())/float64(n), "cpu-us/op")
 }

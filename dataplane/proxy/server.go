@@ -62,13 +62,15 @@ type Server struct {
 	staticClusters  []*cluster.Config
 	staticListeners []*listener.Config
 
-	stats     *stats.Store
-	clusters  *cluster.Manager
-	routes    *httpconn.RouteStore
-	listeners *listener.Manager
-	xds       *xdsclient.Client
-	secrets   *tlsctx.Store // SDS secrets, by name
-	sds       *sdsClients
+	stats    *stats.Store
+	clusters *cluster.Manager
+	routes   *httpconn.RouteStore
+	// routeCache decodes and compiles RDS route configurations.
+	routeCache *httpconn.RouteCache
+	listeners  *listener.Manager
+	xds        *xdsclient.Client
+	secrets    *tlsctx.Store // SDS secrets, by name
+	sds        *sdsClients
 
 	start        time.Time
 	started      chan struct{}
@@ -103,7 +105,7 @@ func New(opts Options, logger *slog.Logger, levels *envoylog.Levels) (*Server, e
 	}
 	s := &Server{
 		opts: opts, log: logger, levels: levels,
-		stats: stats.NewStore(), routes: httpconn.NewRouteStore(),
+		stats: stats.NewStore(), routes: httpconn.NewRouteStore(), routeCache: httpconn.NewRouteCache(),
 		started: make(chan struct{}), quit: make(chan struct{}),
 		dyn: map[string]*typeDump{}, start: time.Now(), liveCh: make(chan struct{}),
 	}

@@ -266,11 +266,19 @@ func (s *Server) applyRoutes(version string, resources []*anypb.Any) error {
 		statScope: "http_route_config.rds", // meshlab's count; Envoy's own counters are per subscription
 		newMsg:    func() *routev3.RouteConfiguration { return &routev3.RouteConfiguration{} },
 		name:      (*routev3.RouteConfiguration).GetName,
-		current:   s.routes.Get,
-		compile:   httpconn.CompileRoutes,
-		stats:     s.rdsStats,
-		replace:   s.routes.Replace,
-		done:      func() { s.init.rdsDone = true },
+		decode: func(a *anypb.Any) (*routev3.RouteConfiguration, bool) {
+			if a.GetTypeUrl() != xdsclient.RouteType {
+				return nil, false
+			}
+			rc := s.routeCache.Decode(a.GetValue())
+			return rc, rc != nil
+		},
+		current: s.routes.Get,
+		compile: s.routeCache.Compile,
+		stats:   s.rdsStats,
+		replace: s.routes.Replace,
+		retain:  s.routeCache.Retain,
+		done:    func() { s.init.rdsDone = true },
 	})
 }
 
@@ -279,11 +287,13 @@ func (s *Server) applyRoutes(version string, resources []*anypb.Any) error {
 type subscribedType[M checked, C any] struct {
 	typeURL, kind, statScope string
 	newMsg                   func() M
+	decode                   func(*anypb.Any) (M, bool) // optional: decodeAllNamed's fast
 	name                     func(M) string
 	current                  func(name string) (C, bool) // the applied configuration; s.mu held
 	compile                  func(M) (C, error)
 	stats                    func(name string) stats.Scope // per subscription
 	replace                  func(map[string]C)            // installs every subscription's configuration
+	retain                   func(subscribed []string)     // optional: forget what compile kept of the others
 	done                     func()                        // marks the type initialised; s.mu held
 }
 
@@ -299,7 +309,7 @@ type subscribedType[M checked, C any] struct {
 func applySubscribed[M checked, C any](s *Server, version string, resources []*anypb.Any, t subscribedType[M, C]) error {
 	sc := s.stats.Named(t.statScope)
 	sc.Counter("update_attempt").Inc()
-	ms, err := decodeAllNamed(resources, t.newMsg, t.kind, t.name)
+	ms, err := decodeAllNamed(resources, t.newMsg, t.kind, t.name, t.decode)
 	if err != nil {
 		sc.Counter("update_rejected").Inc()
 		for _, name := range s.xds.Names(t.typeURL) {
@@ -342,6 +352,9 @@ func applySubscribed[M checked, C any](s *Server, version string, resources []*a
 	t.replace(all)
 	s.record(t.typeURL, version, msgs, false)
 	s.prune(t.typeURL, order)
+	if t.retain != nil {
+		t.retain(order)
+	}
 	t.done()
 	s.checkInitLocked()
 	if refused != nil {

@@ -47,10 +47,16 @@ func (e *UnsupportedError) Error() string {
 // It runs on every resource a proxy applies, so it visits only the fields that are set
 // and spells a field's path only for the one it refuses.
 func (a Allow) Check(m proto.Message) error {
+	return a.CheckExcept(m, "")
+}
+
+// CheckExcept is Check without the field named skip of m itself (not of the messages in
+// it): a caller that checked that field's values on their own checks the rest with it.
+func (a Allow) CheckExcept(m proto.Message, skip protoreflect.Name) error {
 	if m == nil {
 		return nil
 	}
-	c := &checker{allow: a}
+	c := &checker{allow: a, skip: skip}
 	c.collect = func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
 		if !fd.IsExtension() {
 			c.set = append(c.set, fd)
@@ -75,6 +81,7 @@ type step struct {
 // checker walks a message; steps lead to the field being looked at.
 type checker struct {
 	allow Allow
+	skip  protoreflect.Name // a field of the checked message itself not to check
 	steps []step
 	// set holds the set fields of the messages being walked, innermost last; collect
 	// appends to it (one closure for the whole walk).
@@ -94,8 +101,12 @@ func (c *checker) check(m protoreflect.Message) bool {
 	m.Range(c.collect)
 	defer func() { c.set = c.set[:start] }()
 	slices.SortFunc(c.set[start:], func(x, y protoreflect.FieldDescriptor) int { return x.Index() - y.Index() })
+	top := len(c.steps) == 0
 	for i := start; i < len(c.set); i++ {
 		fd := c.set[i]
+		if top && fd.Name() == c.skip {
+			continue
+		}
 		c.steps = append(c.steps, step{fd: fd, index: -1})
 		if !slices.Contains(allowed, string(fd.Name())) {
 			return true

@@ -82,7 +82,8 @@ type RouteTable struct {
 	prefixes   []wildcard // "foo.*", longest first
 	defaultVH  *VirtualHost
 	vhostOrder []*VirtualHost
-	ignorePort bool // ignore_port_in_host_matching
+	ignorePort bool            // ignore_port_in_host_matching
+	domains    map[string]bool // while virtual hosts are added: the domains seen
 }
 
 type wildcard struct {
@@ -176,65 +177,108 @@ func CompileRoutes(rc *routev3.RouteConfiguration) (*RouteTable, error) {
 	if err := routeAllow.Check(rc); err != nil {
 		return nil, fmt.Errorf("route configuration '%s': %w", rc.GetName(), err)
 	}
-	t := &RouteTable{Name: rc.GetName(), exact: map[string]*VirtualHost{}, ignorePort: rc.GetIgnorePortInHostMatching()}
-	maxBody := uint32(defaultMaxDirectResponseBody)
-	if v := rc.GetMaxDirectResponseBodySizeBytes(); v != nil {
-		maxBody = v.GetValue()
-	}
-	seen := map[string]bool{}
+	maxBody := maxDirectResponseBody(rc)
+	t := newRouteTable(rc)
 	for i, pvh := range rc.GetVirtualHosts() {
-		vh := &VirtualHost{Name: pvh.GetName(), AttemptCount: pvh.GetIncludeRequestAttemptCount()}
-		var err error
-		if vh.Headers, err = compileHeaderMutations(pvh.GetRequestHeadersToAdd(), pvh.GetRequestHeadersToRemove(), pvh.GetResponseHeadersToAdd(), pvh.GetResponseHeadersToRemove()); err != nil {
-			return nil, fmt.Errorf("route configuration '%s': virtual_hosts[%d].%w", rc.GetName(), i, err)
-		}
-		if pvh.GetRetryPolicy() != nil {
-			if vh.Retry, err = compileRetryPolicy(pvh.GetRetryPolicy()); err != nil {
-				return nil, fmt.Errorf("route configuration '%s': virtual_hosts[%d].retry_policy.%w", rc.GetName(), i, err)
-			}
-		}
-		vhCORS, vhFaults, err := compilePerFilterConfigs(pvh.GetTypedPerFilterConfig())
+		vh, err := compileVirtualHost(pvh, maxBody)
 		if err != nil {
 			return nil, fmt.Errorf("route configuration '%s': virtual_hosts[%d].%w", rc.GetName(), i, err)
 		}
-		for j, pr := range pvh.GetRoutes() {
-			r, err := compileRoute(pr, vh)
-			if err == nil {
-				r.inheritPerFilter(vhCORS, vhFaults)
-			}
-			if err != nil {
-				return nil, fmt.Errorf("route configuration '%s': virtual_hosts[%d].routes[%d].%w", rc.GetName(), i, j, err)
-			}
-			if r.Direct != nil && len(r.Direct.Body) > int(maxBody) {
-				return nil, fmt.Errorf("route configuration '%s': virtual_hosts[%d].routes[%d].direct_response.body: response body size is %d bytes; maximum is %d", rc.GetName(), i, j, len(r.Direct.Body), maxBody)
-			}
-			vh.Routes = append(vh.Routes, r)
+		if err := t.add(rc.GetName(), pvh.GetDomains(), vh); err != nil {
+			return nil, err
 		}
-		for _, d := range pvh.GetDomains() {
-			d = strings.ToLower(d)
-			if seen[d] {
-				return nil, fmt.Errorf("route configuration '%s': only unique values for domains are permitted. Duplicate entry of domain %s in route %s", rc.GetName(), d, rc.GetName())
-			}
-			seen[d] = true
-			switch {
-			case d == "*":
-				t.defaultVH = vh
-			case strings.HasPrefix(d, "*"):
-				t.suffixes = append(t.suffixes, wildcard{affix: d[1:], vh: vh})
-			case strings.HasSuffix(d, "*"):
-				t.prefixes = append(t.prefixes, wildcard{affix: d[:len(d)-1], vh: vh})
-			default:
-				t.exact[d] = vh
-			}
-		}
-		t.vhostOrder = append(t.vhostOrder, vh)
 	}
+	t.sortWildcards()
+	return t, nil
+}
+
+// maxDirectResponseBody is rc's max_direct_response_body_size_bytes, or Envoy's default.
+func maxDirectResponseBody(rc *routev3.RouteConfiguration) uint32 {
+	if v := rc.GetMaxDirectResponseBodySizeBytes(); v != nil {
+		return v.GetValue()
+	}
+	return defaultMaxDirectResponseBody
+}
+
+// compileVirtualHost compiles one virtual host of a checked route configuration whose
+// direct responses may carry up to maxBody bytes. It depends on nothing else, so a
+// compiled virtual host can serve every table whose configuration has it unchanged
+// (RouteCache). Its errors name the field from the virtual host down.
+func compileVirtualHost(pvh *routev3.VirtualHost, maxBody uint32) (*VirtualHost, error) {
+	vh := &VirtualHost{Name: pvh.GetName(), AttemptCount: pvh.GetIncludeRequestAttemptCount()}
+	var err error
+	if vh.Headers, err = compileHeaderMutations(pvh.GetRequestHeadersToAdd(), pvh.GetRequestHeadersToRemove(), pvh.GetResponseHeadersToAdd(), pvh.GetResponseHeadersToRemove()); err != nil {
+		return nil, err
+	}
+	if pvh.GetRetryPolicy() != nil {
+		if vh.Retry, err = compileRetryPolicy(pvh.GetRetryPolicy()); err != nil {
+			return nil, fmt.Errorf("retry_policy.%w", err)
+		}
+	}
+	vhCORS, vhFaults, err := compilePerFilterConfigs(pvh.GetTypedPerFilterConfig())
+	if err != nil {
+		return nil, err
+	}
+	for j, pr := range pvh.GetRoutes() {
+		r, err := compileRoute(pr, vh)
+		if err != nil {
+			return nil, fmt.Errorf("routes[%d].%w", j, err)
+		}
+		r.inheritPerFilter(vhCORS, vhFaults)
+		if r.Direct != nil && len(r.Direct.Body) > int(maxBody) {
+			return nil, fmt.Errorf("routes[%d].direct_response.body: response body size is %d bytes; maximum is %d", j, len(r.Direct.Body), maxBody)
+		}
+		vh.Routes = append(vh.Routes, r)
+	}
+	return vh, nil
+}
+
+// newRouteTable returns rc's table without virtual hosts (add adds them), its maps
+// sized for rc's domains.
+func newRouteTable(rc *routev3.RouteConfiguration) *RouteTable {
+	n := 0
+	for _, pvh := range rc.GetVirtualHosts() {
+		n += len(pvh.GetDomains())
+	}
+	return &RouteTable{
+		Name: rc.GetName(), ignorePort: rc.GetIgnorePortInHostMatching(),
+		exact: make(map[string]*VirtualHost, n), domains: make(map[string]bool, n),
+		vhostOrder: make([]*VirtualHost, 0, len(rc.GetVirtualHosts())),
+	}
+}
+
+// add indexes the compiled virtual host vh of the route configuration rcName by its
+// domains; a domain an earlier virtual host has is refused, as Envoy refuses it.
+func (t *RouteTable) add(rcName string, domains []string, vh *VirtualHost) error {
+	for _, d := range domains {
+		d = strings.ToLower(d)
+		if t.domains[d] {
+			return fmt.Errorf("route configuration '%s': only unique values for domains are permitted. Duplicate entry of domain %s in route %s", rcName, d, rcName)
+		}
+		t.domains[d] = true
+		switch {
+		case d == "*":
+			t.defaultVH = vh
+		case strings.HasPrefix(d, "*"):
+			t.suffixes = append(t.suffixes, wildcard{affix: d[1:], vh: vh})
+		case strings.HasSuffix(d, "*"):
+			t.prefixes = append(t.prefixes, wildcard{affix: d[:len(d)-1], vh: vh})
+		default:
+			t.exact[d] = vh
+		}
+	}
+	t.vhostOrder = append(t.vhostOrder, vh)
+	return nil
+}
+
+// sortWildcards puts the longest wildcards first, once every virtual host is added.
+func (t *RouteTable) sortWildcards() {
 	byLen := func(ws []wildcard) {
 		sort.SliceStable(ws, func(i, j int) bool { return len(ws[i].affix) > len(ws[j].affix) })
 	}
 	byLen(t.suffixes)
 	byLen(t.prefixes)
-	return t, nil
+	t.domains = nil
 }
 
 func compileRoute(pr *routev3.Route, vh *VirtualHost) (*Route, error) {

@@ -1,0 +1,183 @@
+package httpconn
+
+import (
+	"sync"
+
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+)
+
+// RouteCache decodes and compiles the route configurations a proxy takes over RDS,
+// reusing what the last configuration of the same name had: a virtual host whose
+// encoding did not change is not decoded, validated, checked or compiled again.
+//
+// A one-service VirtualService change reaches every sidecar as its whole outbound route
+// configuration, one virtual host per Service of the port, of which one changed; Envoy
+// builds its route table afresh from it, and so did the proxy, which cost each of a lab's
+// proxies more CPU on every such change than the rest of the push. A decoded virtual
+// host depends on its encoding alone and a compiled one on that and the configuration's
+// direct response body limit, so reusing them changes nothing but the cost; anything
+// short of a valid configuration is left to the whole decode and compile (Decode
+// returns nil, Compile falls back to CompileRoutes), so refusals read as before.
+//
+// Each name keeps the virtual hosts of its last decode and compile only. Safe for
+// concurrent use.
+type RouteCache struct {
+	mu    sync.Mutex
+	names map[string]routeCacheEntry
+}
+
+// routeCacheEntry is what the last decode and compile of one name had. Its maps are
+// replaced, never changed, so a copy of the entry is read without the lock.
+type routeCacheEntry struct {
+	decoded  map[string]decodedVirtualHost // by encoding
+	compiled map[*routev3.VirtualHost]compiledVirtualHost
+}
+
+// decodedVirtualHost is a decoded, valid virtual host and its encoding (the map's key,
+// kept so the next decode's map shares it instead of copying it).
+type decodedVirtualHost struct {
+	enc string
+	msg *routev3.VirtualHost
+}
+
+// compiledVirtualHost is a checked, compiled virtual host and the direct response body
+// limit it was compiled under.
+type compiledVirtualHost struct {
+	vh      *VirtualHost
+	maxBody uint32
+}
+
+// NewRouteCache returns an empty cache.
+func NewRouteCache() *RouteCache { return &RouteCache{names: map[string]routeCacheEntry{}} }
+
+// virtualHostsField is RouteConfiguration.virtual_hosts' field number.
+var virtualHostsField = (&routev3.RouteConfiguration{}).ProtoReflect().Descriptor().Fields().ByName("virtual_hosts").Number()
+
+// Decode unmarshals and validates (ValidateAll) the encoding of a RouteConfiguration.
+// A virtual host encoded as one of the last decode of the same name is that decode's
+// message, shared. It returns nil when b does not decode or validate: the caller's
+// whole decode then says why.
+func (c *RouteCache) Decode(b []byte) *routev3.RouteConfiguration {
+	rest, hosts, ok := splitVirtualHosts(b)
+	if !ok {
+		return nil
+	}
+	rc := &routev3.RouteConfiguration{}
+	if err := proto.Unmarshal(rest, rc); err != nil || rc.ValidateAll() != nil {
+		return nil
+	}
+	prev := c.entry(rc.GetName())
+	decoded := make(map[string]decodedVirtualHost, len(hosts))
+	rc.VirtualHosts = make([]*routev3.VirtualHost, 0, len(hosts))
+	for _, h := range hosts {
+		d, ok := decoded[string(h)]
+		if !ok {
+			d, ok = prev.decoded[string(h)]
+		}
+		if !ok {
+			d = decodedVirtualHost{enc: string(h), msg: &routev3.VirtualHost{}}
+			if err := proto.Unmarshal(h, d.msg); err != nil || d.msg.ValidateAll() != nil {
+				return nil
+			}
+		}
+		decoded[d.enc] = d
+		rc.VirtualHosts = append(rc.VirtualHosts, d.msg)
+	}
+	c.update(rc.GetName(), func(e *routeCacheEntry) { e.decoded = decoded })
+	return rc
+}
+
+// Compile compiles rc as CompileRoutes does; rc passed ValidateAll (a decode's). A
+// virtual host the last compile of the same name had (the same message, as Decode shares
+// it) under the same body limit is that compile's, shared.
+func (c *RouteCache) Compile(rc *routev3.RouteConfiguration) (*RouteTable, error) {
+	if rc == nil || routeAllow.CheckExcept(rc, "virtual_hosts") != nil {
+		return CompileRoutes(rc)
+	}
+	prev := c.entry(rc.GetName())
+	maxBody := maxDirectResponseBody(rc)
+	compiled := make(map[*routev3.VirtualHost]compiledVirtualHost, len(rc.GetVirtualHosts()))
+	t := newRouteTable(rc)
+	for _, pvh := range rc.GetVirtualHosts() {
+		cv, ok := compiled[pvh]
+		if !ok {
+			cv, ok = prev.compiled[pvh]
+		}
+		if !ok || cv.maxBody != maxBody {
+			// A refusal is CompileRoutes', which names the field from the configuration.
+			if routeAllow.Check(pvh) != nil {
+				return CompileRoutes(rc)
+			}
+			vh, err := compileVirtualHost(pvh, maxBody)
+			if err != nil {
+				return CompileRoutes(rc)
+			}
+			cv = compiledVirtualHost{vh: vh, maxBody: maxBody}
+		}
+		compiled[pvh] = cv
+		if err := t.add(rc.GetName(), pvh.GetDomains(), cv.vh); err != nil {
+			return nil, err
+		}
+	}
+	t.sortWildcards()
+	c.update(rc.GetName(), func(e *routeCacheEntry) { e.compiled = compiled })
+	return t, nil
+}
+
+// Retain forgets the names not in names (the subscriptions that ended).
+func (c *RouteCache) Retain(names []string) {
+	keep := make(map[string]bool, len(names))
+	for _, n := range names {
+		keep[n] = true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for n := range c.names {
+		if !keep[n] {
+			delete(c.names, n)
+		}
+	}
+}
+
+// entry returns what the last decode and compile of name had (nothing: nil maps).
+func (c *RouteCache) entry(name string) routeCacheEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.names[name]
+}
+
+// update replaces name's entry with a copy that set changed.
+func (c *RouteCache) update(name string, set func(*routeCacheEntry)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.names[name]
+	set(&e)
+	c.names[name] = e
+}
+
+// splitVirtualHosts splits the encoding of a RouteConfiguration into the encoding of its
+// fields other than virtual_hosts and the encodings of its virtual hosts, in order. It
+// reports false when b is not a well-formed message.
+func splitVirtualHosts(b []byte) (rest []byte, hosts [][]byte, ok bool) {
+	rest = make([]byte, 0, 64)
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return nil, nil, false
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if m < 0 {
+			return nil, nil, false
+		}
+		if num == virtualHostsField && typ == protowire.BytesType {
+			v, _ := protowire.ConsumeBytes(b[n:])
+			hosts = append(hosts, v)
+		} else {
+			rest = append(rest, b[:n+m]...)
+		}
+		b = b[n+m:]
+	}
+	return rest, hosts, true
+}

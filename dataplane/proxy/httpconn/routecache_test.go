@@ -1,0 +1,141 @@
+package httpconn
+
+import (
+	"testing"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+func encodeRoutes(t *testing.T, rc *routev3.RouteConfiguration) []byte {
+	t.Helper()
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// decodeCompile runs a configuration through the cache as the proxy's RDS apply does.
+func decodeCompile(t *testing.T, c *RouteCache, rc *routev3.RouteConfiguration) (*routev3.RouteConfiguration, *RouteTable) {
+	t.Helper()
+	got := c.Decode(encodeRoutes(t, rc))
+	if got == nil {
+		t.Fatal("Decode refused a valid configuration")
+	}
+	if !proto.Equal(got, rc) {
+		t.Fatalf("Decode = %v, want %v", got, rc)
+	}
+	table, err := c.Compile(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got, table
+}
+
+func TestRouteCacheReusesTheVirtualHostsThatDidNotChange(t *testing.T) {
+	c := NewRouteCache()
+	rc := &routev3.RouteConfiguration{Name: "8080", ValidateClusters: wrapperspb.Bool(false), VirtualHosts: []*routev3.VirtualHost{
+		vh("frontend", "frontend", "frontend:8080"), vh("backend", "backend", "backend:8080"), vh("allow_any", "*"),
+	}}
+	msg1, t1 := decodeCompile(t, c, rc)
+
+	// backend's virtual host changes; frontend's and allow_any's do not.
+	rc2 := proto.Clone(rc).(*routev3.RouteConfiguration)
+	rc2.VirtualHosts[1].Routes[0].GetRoute().ClusterSpecifier = &routev3.RouteAction_Cluster{Cluster: "backend-v2"}
+	msg2, t2 := decodeCompile(t, c, rc2)
+	if msg2.VirtualHosts[0] != msg1.VirtualHosts[0] || msg2.VirtualHosts[2] != msg1.VirtualHosts[2] {
+		t.Error("an unchanged virtual host was decoded again")
+	}
+	if msg2.VirtualHosts[1] == msg1.VirtualHosts[1] {
+		t.Error("the changed virtual host is the old message")
+	}
+	if t2.vhostOrder[0] != t1.vhostOrder[0] || t2.vhostOrder[2] != t1.vhostOrder[2] {
+		t.Error("an unchanged virtual host was compiled again")
+	}
+	if t2.vhostOrder[1] == t1.vhostOrder[1] {
+		t.Error("the changed virtual host is the old compile")
+	}
+	for host, want := range map[string]string{"backend": "backend-v2", "frontend:8080": "frontend", "other": "allow_any"} {
+		if _, r := t2.Match(host, "/"); r == nil || r.Cluster != want {
+			t.Errorf("Match(%q) = %v, want cluster %s", host, r, want)
+		}
+	}
+
+	// Another body limit compiles every virtual host again.
+	rc3 := proto.Clone(rc2).(*routev3.RouteConfiguration)
+	rc3.MaxDirectResponseBodySizeBytes = wrapperspb.UInt32(100)
+	_, t3 := decodeCompile(t, c, rc3)
+	for i := range t3.vhostOrder {
+		if t3.vhostOrder[i] == t2.vhostOrder[i] {
+			t.Errorf("virtual host %d kept its compile under another body limit", i)
+		}
+	}
+}
+
+// A configuration the cache cannot take whole is refused by the whole decode or compile,
+// with the same words as without the cache.
+func TestRouteCacheRefusesAsCompileRoutes(t *testing.T) {
+	c := NewRouteCache()
+	good := &routev3.RouteConfiguration{Name: "80", VirtualHosts: []*routev3.VirtualHost{vh("a", "a"), vh("b", "b")}}
+	decodeCompile(t, c, good)
+
+	if c.Decode([]byte{0xff}) != nil {
+		t.Error("Decode took a malformed encoding")
+	}
+	invalid := proto.Clone(good).(*routev3.RouteConfiguration)
+	invalid.VirtualHosts[1].Name = "" // required
+	if c.Decode(encodeRoutes(t, invalid)) != nil {
+		t.Error("Decode took a virtual host without a name")
+	}
+
+	for name, change := range map[string]func(rc *routev3.RouteConfiguration){
+		"an unimplemented field of a new virtual host": func(rc *routev3.RouteConfiguration) {
+			rc.VirtualHosts[1].RequireTls = routev3.VirtualHost_ALL
+		},
+		"an unimplemented field of the configuration": func(rc *routev3.RouteConfiguration) {
+			rc.ResponseHeadersToAdd = []*corev3.HeaderValueOption{{Header: &corev3.HeaderValue{Key: "x", Value: "y"}}}
+		},
+		"a domain twice": func(rc *routev3.RouteConfiguration) {
+			rc.VirtualHosts[1].Domains = []string{"a"}
+		},
+		"a direct response over the limit": func(rc *routev3.RouteConfiguration) {
+			rc.MaxDirectResponseBodySizeBytes = wrapperspb.UInt32(1)
+			rc.VirtualHosts[1].Routes[0].Action = &routev3.Route_DirectResponse{DirectResponse: &routev3.DirectResponseAction{
+				Status: 200, Body: &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: "too long"}},
+			}}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rc := proto.Clone(good).(*routev3.RouteConfiguration)
+			change(rc)
+			_, want := CompileRoutes(rc)
+			if want == nil {
+				t.Fatal("CompileRoutes took it")
+			}
+			msg := c.Decode(encodeRoutes(t, rc))
+			if msg == nil {
+				t.Fatal("Decode refused a valid configuration")
+			}
+			if _, err := c.Compile(msg); err == nil || err.Error() != want.Error() {
+				t.Errorf("Compile: %v, want %v", err, want)
+			}
+		})
+	}
+}
+
+func TestRouteCacheRetainForgetsEndedSubscriptions(t *testing.T) {
+	c := NewRouteCache()
+	for _, name := range []string{"80", "8080"} {
+		decodeCompile(t, c, &routev3.RouteConfiguration{Name: name, VirtualHosts: []*routev3.VirtualHost{vh("a", "a")}})
+	}
+	c.Retain([]string{"8080"})
+	if _, ok := c.names["80"]; ok {
+		t.Error("80 is still kept")
+	}
+	if _, ok := c.names["8080"]; !ok {
+		t.Error("8080 was forgotten")
+	}
+}
