@@ -55,14 +55,21 @@ func meshlabBin(tb testing.TB) string {
 			return
 		}
 		binPath = filepath.Join(binDir, "meshlab")
-		out, err := exec.Command("go", "build", "-o", binPath, "../cmd/meshlab").CombinedOutput()
+		// Static, as make builds them (CGO_ENABLED=0): a cgo build's app cannot become its
+		// pod's init (podinit's InProcess) and starts one more process per pod.
+		goBuild := func(args ...string) *exec.Cmd {
+			cmd := exec.Command("go", append([]string{"build"}, args...)...)
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+			return cmd
+		}
+		out, err := goBuild("-o", binPath, "../cmd/meshlab").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
 			return
 		}
 		// The small app binary beside it, as make builds both: the lab runs pods' apps
 		// with it (lab.SmallAppName).
-		out, err = exec.Command("go", "build", "-o", filepath.Join(binDir, lab.SmallAppName), "../cmd/meshlab-app").CombinedOutput()
+		out, err = goBuild("-o", filepath.Join(binDir, lab.SmallAppName), "../cmd/meshlab-app").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build meshlab-app: %w\n%s", err, out)
 		}

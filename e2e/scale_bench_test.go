@@ -120,6 +120,17 @@ func replicatedScenario(services, replicas int) string {
 	return strings.Join(docs, "---\n")
 }
 
+// podInitRole is the role of the pod-init process at /proc dir: "podinit" while it runs as
+// root (the reaper of an app it forked), "app" once it runs as the app's uid (it became
+// the app: podinit's InProcess).
+func podInitRole(dir string) string {
+	var st syscall.Stat_t
+	if syscall.Stat(dir, &st) == nil && st.Uid != 0 {
+		return "app"
+	}
+	return "podinit"
+}
+
 // lastLines is the last n lines of s.
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
@@ -246,7 +257,7 @@ func podProcesses(labName string) (map[string][]int, error) {
 		role := "other"
 		switch {
 		case filepath.Base(argv[0]) == "meshlab-pod-init":
-			role = "podinit"
+			role = podInitRole(d)
 		case filepath.Base(argv[0]) == lab.SmallAppName:
 			role = "app"
 		case len(argv) > 1 && (argv[1] == "agent" || argv[1] == "proxy" || argv[1] == "app"):
@@ -566,7 +577,7 @@ func measureLabMemory(l *runningLab) (*labMemory, error) {
 		role := "other"
 		switch {
 		case filepath.Base(argv[0]) == "meshlab-pod-init":
-			role = "podinit"
+			role = podInitRole(d)
 		case filepath.Base(argv[0]) == lab.SmallAppName:
 			role = "app"
 		case len(argv) > 1 && (argv[1] == "app" || argv[1] == "ztunnel"):

@@ -145,7 +145,9 @@ func (l *Lab) startPod(ctx context.Context, slot int, p *model.Pod) (err error) 
 			argv = prom
 		}
 		if filepath.Base(argv[0]) == SmallAppName {
-			sb.Init = argv[0] // it links the pod init: the init costs its start, not meshlab's
+			// It links the pod init and becomes the app in it: the pod is one process,
+			// PID 1 of its PID namespace, as a container's process is.
+			sb.Init, sb.InProcess = argv[0], true
 		}
 		return l.apps.start(processSpec{
 			Role: "app", Pod: p.Key(), NetNS: ns, Argv: argv, Sandbox: sb,

@@ -66,6 +66,9 @@ func StartSandboxed(name string, cmd *exec.Cmd, sb Sandbox) error {
 		return fmt.Errorf("start %s in netns %q: %w", cmd.Path, name, err)
 	}
 	self := sb.Init
+	if sb.InProcess && self != appPath {
+		return fmt.Errorf("start %s in netns %q: sandbox: an app run in its init must be the init's binary (Init %q)", appPath, name, sb.Init)
+	}
 	if self == "" {
 		if self, err = os.Executable(); err != nil {
 			return fmt.Errorf("start %s in netns %q: find own binary for the pod init: %w", appPath, name, err)
@@ -77,6 +80,11 @@ func StartSandboxed(name string, cmd *exec.Cmd, sb Sandbox) error {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Cloneflags |= unix.CLONE_NEWPID | unix.CLONE_NEWNS | unix.CLONE_NEWUTS
+	if sb.InProcess {
+		// The session of its own the init gives a forked app (a new process group too,
+		// whose id is the pid, as Setpgid's).
+		cmd.SysProcAttr.Setpgid, cmd.SysProcAttr.Setsid = false, true
+	}
 	return Start(name, cmd)
 }
 

@@ -18,9 +18,10 @@ import (
 	"syscall"
 
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 
 	"github.com/meshlab/meshlab/demoapp"
-	_ "github.com/meshlab/meshlab/netns" // a pod's init: the lab starts this binary as the pod init of the app it runs (podinit)
+	_ "github.com/meshlab/meshlab/netns" // a pod's init: the lab starts this binary as the pod init that becomes the app (podinit)
 )
 
 func main() {
@@ -45,6 +46,25 @@ func run(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if os.Getpid() == 1 {
+		go reapOrphans() // the pod's init is this app (podinit's InProcess)
+	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "app", "pod", cfg.Pod)
 	return demoapp.Run(ctx, cfg, logger)
+}
+
+// reapOrphans reaps what the pod's processes leave behind when this app is PID 1 of the
+// pod's PID namespace: orphans (of a command `meshlab exec` ran in the pod) are
+// re-parented to it. The app starts no process of its own, so every child is one.
+func reapOrphans() {
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, unix.SIGCHLD)
+	for range sigs {
+		for {
+			var ws unix.WaitStatus
+			if pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil); pid <= 0 || err != nil {
+				break
+			}
+		}
+	}
 }

@@ -55,6 +55,14 @@ type Sandbox struct {
 	// A small binary starts sooner and cheaper than the one binary of a hundred packages.
 	// The starter's only: the init is not told.
 	Init string `json:"-"`
+	// InProcess makes the init become the app rather than fork it: the init binary must
+	// be the app's (Init the app's path), and it continues from this package's
+	// initializer as the app, restricted on every thread, as PID 1 of the pod's PID
+	// namespace, the way a container's process is PID 1 of its own. No fork, no second
+	// Go runtime, no reaper: a pod of the small app (cmd/meshlab-app) starts one process.
+	// Its argv keeps the init's form (Arg0, the Sandbox, the app's path and arguments),
+	// by which `meshlab exec` finds the pod's sandbox; os.Args is the app's.
+	InProcess bool `json:"inProcess,omitempty"`
 }
 
 // Bind is one directory bound into the app's view: Src (as the lab sees it) at Dst.
@@ -133,7 +141,24 @@ func init() {
 	if len(os.Args) < 3 || os.Args[0] != Arg0 {
 		return
 	}
-	pid, err := start(os.Args[1], os.Args[2:])
+	sb, err := prepare(os.Args[1])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "meshlab pod init: %v\n", err)
+		os.Exit(127)
+	}
+	if sb.InProcess {
+		err := becomeApp(sb, os.Args[2])
+		if err == nil {
+			os.Args = os.Args[2:]
+			return
+		}
+		if !errors.Is(err, errNoAllThreads) {
+			fmt.Fprintf(os.Stderr, "meshlab pod init: %v\n", err)
+			os.Exit(127)
+		}
+		// A cgo build cannot change every thread: the init forks the app as for any.
+	}
+	pid, err := start(sb, os.Args[2:])
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "meshlab pod init: %v\n", err)
 		os.Exit(127)
@@ -145,26 +170,31 @@ func init() {
 	AppPID = pid
 }
 
-// start sets the sandbox up (the init is root in fresh PID, mount and UTS namespaces) and
-// starts the app from a thread of its own, restricted as the app must be; that thread ends
-// with it, so the init's other threads keep the capabilities its reaper needs to signal
-// the app's uid.
-func start(conf string, argv []string) (int, error) {
+// prepare sets the sandbox of conf up: the init is root in fresh PID, mount and UTS
+// namespaces, and makes the mounts and hostname the app sees.
+func prepare(conf string) (Sandbox, error) {
 	var sb Sandbox
 	if err := json.Unmarshal([]byte(conf), &sb); err != nil {
-		return 0, fmt.Errorf("decode sandbox: %w", err)
+		return sb, fmt.Errorf("decode sandbox: %w", err)
 	}
 	if err := sb.Validate(); err != nil {
-		return 0, err
+		return sb, err
 	}
 	if err := sb.mountAll(); err != nil {
-		return 0, err
+		return sb, err
 	}
 	if sb.Hostname != "" {
 		if err := unix.Sethostname([]byte(sb.Hostname)); err != nil {
-			return 0, fmt.Errorf("set hostname %q: %w", sb.Hostname, err)
+			return sb, fmt.Errorf("set hostname %q: %w", sb.Hostname, err)
 		}
 	}
+	return sb, nil
+}
+
+// start starts the app of the prepared sandbox from a thread of its own, restricted as
+// the app must be; that thread ends with it, so the init's other threads keep the
+// capabilities its reaper needs to signal the app's uid.
+func start(sb Sandbox, argv []string) (int, error) {
 	type started struct {
 		pid int
 		err error
@@ -356,5 +386,84 @@ func RestrictThread() error {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("set no_new_privs: %w", err)
 	}
-	return installSeccomp()
+	return installSeccomp(false)
+}
+
+// becomeApp makes this process, the init of a prepared sandbox, the app at path (which
+// must be this binary): the app's environment and working directory, then on every
+// thread of the process what RestrictThread does on one, then the app's uid and gid.
+// Threads the runtime makes later are cloned from restricted ones.
+func becomeApp(sb Sandbox, path string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("run the app in the init: find own binary: %w", err)
+	}
+	if self != path {
+		return fmt.Errorf("run the app in the init: the app %s is not the init's binary %s", path, self)
+	}
+	if err := restrictAllThreads(); err != nil {
+		return err
+	}
+	for _, e := range sb.Env {
+		k, v, _ := strings.Cut(e, "=")
+		if err := os.Setenv(k, v); err != nil {
+			return fmt.Errorf("set the app's env %s: %w", k, err)
+		}
+	}
+	if err := os.Chdir("/"); err != nil {
+		return err
+	}
+	// Setgroups, Setgid and Setuid change every thread (Go does it for all).
+	if err := syscall.Setgroups(nil); err != nil {
+		return fmt.Errorf("drop groups: %w", err)
+	}
+	if err := syscall.Setgid(int(sb.GID)); err != nil {
+		return fmt.Errorf("set gid %d: %w", sb.GID, err)
+	}
+	if err := syscall.Setuid(int(sb.UID)); err != nil {
+		return fmt.Errorf("set uid %d: %w", sb.UID, err)
+	}
+	// The uid change made the process undumpable, which an app exec'd as its uid is not
+	// (its /proc files are its own): as it would be.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("set dumpable: %w", err)
+	}
+	return nil
+}
+
+// errNoAllThreads says this build cannot make a system call on every thread (cgo's
+// threads are not the runtime's): the init starts the app as a child instead.
+var errNoAllThreads = errors.New("no system call on every thread in this build")
+
+// restrictAllThreads is RestrictThread on every thread of the process.
+func restrictAllThreads() error {
+	last, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
+	if err != nil {
+		return fmt.Errorf("read the last capability: %w", err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(last)))
+	if err != nil {
+		return fmt.Errorf("read the last capability: %w", err)
+	}
+	prctl := func(what string, op, arg uintptr) error {
+		if _, _, e := syscall.AllThreadsSyscall(unix.SYS_PRCTL, op, arg, 0); e != 0 {
+			return fmt.Errorf("%s on every thread: %w", what, e)
+		}
+		return nil
+	}
+	for c := 0; c <= n; c++ {
+		if err := prctl(fmt.Sprintf("drop capability %d from the bounding set", c), unix.PR_CAPBSET_DROP, uintptr(c)); err != nil {
+			if c == 0 && errors.Is(err, syscall.ENOTSUP) {
+				return errNoAllThreads // nothing changed yet
+			}
+			return err
+		}
+	}
+	if _, _, e := syscall.AllThreadsSyscall6(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0, 0); e != 0 {
+		return fmt.Errorf("clear ambient capabilities on every thread: %w", e)
+	}
+	if err := prctl("set no_new_privs", unix.PR_SET_NO_NEW_PRIVS, 1); err != nil {
+		return err
+	}
+	return installSeccomp(true)
 }

@@ -3,6 +3,7 @@ package podinit
 import (
 	"fmt"
 	"runtime"
+	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -73,17 +74,26 @@ func seccompProgram(arch uint32) []unix.SockFilter {
 	return append(prog, unix.SockFilter{Code: bpfRetK, K: retAllow}, unix.SockFilter{Code: bpfRetK, K: retEPERM})
 }
 
-// installSeccomp installs the filter on the calling thread (no_new_privs must be set).
-func installSeccomp() error {
+// installSeccomp installs the filter on the calling thread, or with all on every thread
+// of the process (no_new_privs must be set on each).
+func installSeccomp(all bool) error {
 	arch, err := seccompArch()
 	if err != nil {
 		return err
 	}
 	prog := seccompProgram(arch)
 	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
-	if err := unix.Prctl(unix.PR_SET_SECCOMP, unix.SECCOMP_MODE_FILTER, uintptr(unsafe.Pointer(&fprog)), 0, 0); err != nil {
-		return fmt.Errorf("install seccomp filter: %w", err)
+	ptr := uintptr(unsafe.Pointer(&fprog))
+	if all {
+		if _, _, e := syscall.AllThreadsSyscall(unix.SYS_PRCTL, unix.PR_SET_SECCOMP, unix.SECCOMP_MODE_FILTER, ptr); e != 0 {
+			err = e
+		}
+	} else {
+		err = unix.Prctl(unix.PR_SET_SECCOMP, unix.SECCOMP_MODE_FILTER, ptr, 0, 0)
 	}
 	runtime.KeepAlive(prog)
+	if err != nil {
+		return fmt.Errorf("install seccomp filter: %w", err)
+	}
 	return nil
 }
