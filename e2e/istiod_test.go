@@ -426,8 +426,9 @@ func TestIstiodCircuitBreakerDump(t *testing.T) {
 // TestIstiodBugReport brings up, on both control planes, what `istioctl bug-report`
 // wrote of a shop (scenarios/bugreport's fixture, archived as istioctl archives it: a
 // .tar.gz whose entries are under bug-report/): its Services keep their cluster IPs,
-// its mesh config turns access logs on, and its DestinationRule's one-connection pool
-// trips with Envoy's 503 UO under fortio's concurrent load, as on the cluster.
+// its mesh config turns access logs on, its DestinationRule's one-connection pool trips
+// with Envoy's 503 UO under fortio's concurrent load, as on the cluster, and diff
+// --against=cluster compares the report's dump of fortio's proxy with the lab's.
 func TestIstiodBugReport(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
@@ -452,9 +453,41 @@ func TestIstiodBugReport(t *testing.T) {
 			if err != nil || strings.TrimSpace(out) != "10.96.45.7" {
 				t.Errorf("httpbin's cluster IP: %q (%v); want the cluster's 10.96.45.7", out, err)
 			}
+			clusterDumpDiff(t, l.name, cp == "istiod")
 			circuitBreakerTrips(t, l.name, "deploy/fortio-deploy", "http://httpbin.shop:8000/get")
 		})
 	}
+}
+
+// clusterDumpDiff checks, in the lab made from the bug report fixture, that diff
+// --against=cluster compares fortio's dump in the report (kept beside the lab) with the
+// lab's fortio proxy: the endpoints differ by the pods' addresses (the cluster's httpbin
+// was 10.244.0.12). The fixture's dumps are what istiod sent, so on istiod (sameConfig)
+// nothing else differs: no listener, route or cluster.
+func clusterDumpDiff(t *testing.T, labName string, sameConfig bool) {
+	t.Helper()
+	var out string
+	var err error
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, err = meshlab(t, "diff", "--name", labName, "deploy/fortio-deploy.shop", "--against=cluster")
+		done := err == nil && strings.Contains(out, `address: "10.244.0.12" -> "`)
+		if done && sameConfig {
+			done = !strings.Contains(out, "\nLDS\n") && !strings.Contains(out, "\nRDS\n") && !strings.Contains(out, "\nCDS\n")
+		}
+		if done {
+			break
+		}
+		if time.Now().After(deadline) { // the lab's proxy may still be taking its config
+			t.Errorf("diff deploy/fortio-deploy.shop --against=cluster: %v\n%.3000s\nwant the endpoints' addresses changed (sameConfig %v)", err, out, sameConfig)
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if !strings.HasPrefix(out, "pod fortio-deploy-") || !strings.Contains(out, ".shop: cluster shop/fortio-deploy-5c4f8b6d9-k8m2p -> lab\n") {
+		t.Errorf("diff's header names not fortio's lab pod and the report's:\n%.500s", out)
+	}
+	t.Logf("diff deploy/fortio-deploy.shop --against=cluster:\n%.1500s", out)
 }
 
 // circuitBreakerTrips checks, in lab labName, that fortio (exec target ref) reaches url

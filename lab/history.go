@@ -93,7 +93,12 @@ func (l *Lab) PodDiff(pod, from, to string) (api.ConfigDiff, error) {
 	if err != nil {
 		return api.ConfigDiff{}, err
 	}
-	out := api.ConfigDiff{Pod: p.Key(), From: d.From, To: d.To, Types: []api.ConfigTypeDiff{}}
+	return ConfigDiffOf(p.Key(), d), nil
+}
+
+// ConfigDiffOf is the API's form of d, the difference of pod's configs.
+func ConfigDiffOf(pod string, d discovery.SnapshotDiff) api.ConfigDiff {
+	out := api.ConfigDiff{Pod: pod, From: d.From, To: d.To, Types: []api.ConfigTypeDiff{}}
 	for _, td := range d.Types {
 		wt := api.ConfigTypeDiff{Type: shortType(td.TypeURL), Added: td.Added, Removed: td.Removed}
 		for _, rc := range td.Changed {
@@ -105,5 +110,5 @@ func (l *Lab) PodDiff(pod, from, to string) (api.ConfigDiff, error) {
 		}
 		out.Types = append(out.Types, wt)
 	}
-	return out, nil
+	return out
 }

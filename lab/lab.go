@@ -114,6 +114,11 @@ type Options struct {
 	// IstiodPath names that binary; optional, found beside MeshlabPath or on PATH.
 	ControlPlane, IstiodPath string
 
+	// Prepare is called once the run directory exists, before anything runs in it, to
+	// keep files beside the lab that down removes with it (up --from-bug-report keeps the
+	// report's proxy dumps there); optional.
+	Prepare func(runDir string) error
+
 	Out    io.Writer        // progress lines; optional
 	Logger *slog.Logger     // required
 	Guide  web.GuideBackend // optional: the guide of `meshlab lab start` (a *runner.Guide), served on /v1/guide
@@ -309,6 +314,11 @@ func (l *Lab) create(ctx context.Context) error {
 	// bootstrap; nothing secret lives in it at this stage.
 	if err := os.Chmod(l.paths.Dir, 0o755); err != nil {
 		return fmt.Errorf("create run directory: %w", err)
+	}
+	if l.opts.Prepare != nil {
+		if err := l.opts.Prepare(l.paths.Dir); err != nil {
+			return err
+		}
 	}
 	pidStart, _ := processStart(os.Getpid())
 	l.rec = &Record{

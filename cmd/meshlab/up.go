@@ -73,6 +73,15 @@ func newUpCmd(g *globalFlags) *cobra.Command {
 				CACertFile: f.caCert, CAKeyFile: f.caKey, CertTTL: f.certTTL, XDSHistory: f.xdsHistory,
 				XDSListen: f.xdsListen, ControlPlane: f.controlPlane, IstiodPath: f.istiodPath,
 			}
+			if report != nil && len(report.Dumps) > 0 {
+				opts.Prepare = func(runDir string) error {
+					kept, err := report.KeepDumps(runDir)
+					if err == nil {
+						fmt.Fprintf(cmd.OutOrStdout(), "bug-report: the config dumps of %d proxies are kept beside the lab: meshlab diff POD --against=cluster\n", len(kept))
+					}
+					return err
+				}
+			}
 			if f.listen != "" {
 				if _, err := lab.ParseListen(f.listen); err != nil {
 					return err
@@ -131,7 +140,7 @@ func bugReportScenario(cmd *cobra.Command, f *upFlags) (*bugreport.Report, error
 		fmt.Fprintf(out, "bug-report: the cluster ran Istio %s (%s)\n", r.IstioVersion, r.VersionFrom)
 	}
 	if len(r.Proxies) > 0 {
-		fmt.Fprintf(out, "bug-report: it holds the config dumps of %d proxies (%s): not loaded into the lab\n", len(r.Proxies), strings.Join(r.Proxies, ", "))
+		fmt.Fprintf(out, "bug-report: it holds the admin output of %d proxies (%s)\n", len(r.Proxies), strings.Join(r.Proxies, ", "))
 	}
 	if !cmd.Flags().Changed("service-cidr") && r.ServiceCIDR.IsValid() && r.ServiceCIDR.String() != f.serviceCIDR {
 		f.serviceCIDR = r.ServiceCIDR.String()

@@ -71,7 +71,27 @@ var typeOrder = []resource.Type{
 }
 
 func diffResources(node, v1, v2 string, a, b map[resource.Type][]types.Resource) (SnapshotDiff, error) {
-	out := SnapshotDiff{NodeID: node, From: v1, To: v2, Types: []TypeDiff{}}
+	da, db := map[resource.Type]map[string]any{}, map[resource.Type]map[string]any{}
+	for _, side := range []struct {
+		in  map[resource.Type][]types.Resource
+		out map[resource.Type]map[string]any
+	}{{a, da}, {b, db}} {
+		for t, rs := range side.in {
+			m, err := byName(rs)
+			if err != nil {
+				return SnapshotDiff{NodeID: node, From: v1, To: v2, Types: []TypeDiff{}}, err
+			}
+			side.out[t] = m
+		}
+	}
+	return DiffDecoded(node, v1, v2, da, db), nil
+}
+
+// DiffDecoded compares two configs of a proxy whose resources are already decoded to
+// JSON values (protojson with proto field names), by type URL and resource name: Diff's
+// comparison for configs read elsewhere, such as a cluster's Envoy config dump.
+func DiffDecoded(node, from, to string, a, b map[resource.Type]map[string]any) SnapshotDiff {
+	out := SnapshotDiff{NodeID: node, From: from, To: to, Types: []TypeDiff{}}
 	typs := slices.Clone(typeOrder)
 	for _, t := range slices.Sorted(maps.Keys(a)) {
 		if !slices.Contains(typs, t) {
@@ -84,14 +104,7 @@ func diffResources(node, v1, v2 string, a, b map[resource.Type][]types.Resource)
 		}
 	}
 	for _, t := range typs {
-		ra, err := byName(a[t])
-		if err != nil {
-			return out, err
-		}
-		rb, err := byName(b[t])
-		if err != nil {
-			return out, err
-		}
+		ra, rb := a[t], b[t]
 		td := TypeDiff{TypeURL: t}
 		for _, name := range slices.Sorted(maps.Keys(ra)) {
 			if _, ok := rb[name]; !ok {
@@ -114,7 +127,7 @@ func diffResources(node, v1, v2 string, a, b map[resource.Type][]types.Resource)
 			out.Types = append(out.Types, td)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // byName decodes each resource's protojson into generic JSON values, by resource name.

@@ -38,6 +38,7 @@ type files struct {
 	data    map[string][]byte // wanted files, by path under root
 	proxies []string          // namespace/pod of each proxies/<ns>/<pod> directory
 	istiods []string          // namespace/pod of each istio/<ns>/<pod> directory
+	unkept  []string          // proxy dumps not read: past maxKeptBytes of them
 }
 
 // wanted reports whether a file under the report's root is one meshlab reads.
@@ -49,6 +50,9 @@ func wanted(rel string) bool {
 	// istiod's own debug/mesh: the mesh config it runs with, read when the istio
 	// ConfigMap is not in the report.
 	parts := strings.Split(rel, "/")
+	if len(parts) == 4 && parts[0] == "proxies" && parts[3] == DumpFile {
+		return true // a proxy's config dump, kept beside the lab for diff --against=cluster
+	}
 	return len(parts) == 5 && parts[0] == "istio" && parts[3] == "debug" && parts[4] == "mesh"
 }
 
@@ -119,6 +123,7 @@ func collect(entries []entry) (*files, error) {
 		fs.root = r
 	}
 	proxies, istiods := map[string]bool{}, map[string]bool{}
+	dumpBytes := 0
 	for _, e := range entries {
 		rel := e.name
 		if fs.root != "" {
@@ -138,6 +143,12 @@ func collect(entries []entry) (*files, error) {
 			continue
 		}
 		data := e.data
+		if parts[0] == "proxies" {
+			if dumpBytes > maxKeptBytes || (e.open == nil && data == nil) {
+				fs.unkept = append(fs.unkept, rel)
+				continue
+			}
+		}
 		if e.open != nil {
 			var err error
 			if data, err = e.open(); err != nil {
@@ -145,6 +156,9 @@ func collect(entries []entry) (*files, error) {
 			}
 		}
 		fs.data[rel] = data
+		if parts[0] == "proxies" {
+			dumpBytes += len(data)
+		}
 	}
 	fs.proxies, fs.istiods = sortedKeys(proxies), sortedKeys(istiods)
 	return fs, nil
@@ -187,6 +201,7 @@ func readTar(r io.Reader) ([]entry, error) {
 	lr := &io.LimitedReader{R: stream, N: MaxArchiveBytes + 1}
 	tr := tar.NewReader(lr)
 	var out []entry
+	dumpBytes := 0
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -206,9 +221,17 @@ func readTar(r io.Reader) ([]entry, error) {
 		}
 		name := cleanName(h.Name)
 		e := entry{name: name}
+		dump := path.Base(name) == DumpFile
+		if dump && dumpBytes > maxKeptBytes {
+			out = append(out, e) // listed, not read: the dumps kept are bounded
+			continue
+		}
 		if mayBeWanted(name) {
 			if e.data, err = readLimited(name, tr); err != nil {
 				return nil, err
+			}
+			if dump {
+				dumpBytes += len(e.data)
 			}
 		}
 		out = append(out, e)

@@ -51,6 +51,9 @@ type Report struct {
 	ServiceCIDR netip.Prefix
 	// Proxies are the namespace/pod of each proxy whose admin output the report holds.
 	Proxies []string
+	// Dumps are the proxies' Envoy config dumps (DumpFile), by namespace/pod: the
+	// cluster's config of each proxy, which KeepDumps keeps beside the lab.
+	Dumps map[string][]byte
 	// Notes are one line each: what was read, skipped or ignored.
 	Notes []string
 
@@ -128,12 +131,35 @@ func Read(src string) (*Report, error) {
 		return nil, fmt.Errorf("--from-bug-report %s: its objects weigh %d MiB together, above the %d MiB of one scenario", src, len(r.Scenario)>>20, config.MaxFileBytes>>20)
 	}
 	r.IstioVersion, r.VersionFrom = istioVersion(fs)
+	r.Dumps = r.proxyDumps(fs)
 	r.ServiceCIDR = serviceRange(fs.data[marker])
 	return r, nil
 }
 
 func (r *Report) note(format string, args ...any) {
 	r.Notes = append(r.Notes, "bug-report: "+fmt.Sprintf(format, args...))
+}
+
+// proxyDumps returns the report's proxy dumps whose namespace and pod are Kubernetes
+// names (read up to about maxKeptBytes together); a note names the ones left out.
+func (r *Report) proxyDumps(fs *files) map[string][]byte {
+	out := map[string][]byte{}
+	for _, proxy := range fs.proxies {
+		data, ok := fs.data[dumpPath(proxy)]
+		if !ok {
+			continue
+		}
+		ns, pod, _ := strings.Cut(proxy, "/")
+		if !k8sName.MatchString(ns) || !k8sName.MatchString(pod) {
+			r.note("%s: not a Kubernetes namespace/pod name: its dump is not kept", dumpPath(proxy))
+			continue
+		}
+		out[proxy] = data
+	}
+	for _, f := range fs.unkept {
+		r.note("%s: past %d MiB of proxy dumps: not kept", f, maxKeptBytes>>20)
+	}
+	return out
 }
 
 // countSeparators counts the lines of text that start a YAML document, as the loader
