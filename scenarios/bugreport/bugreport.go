@@ -150,7 +150,7 @@ func (r *Report) proxyDumps(fs *files) map[string][]byte {
 			continue
 		}
 		ns, pod, _ := strings.Cut(proxy, "/")
-		if !k8sName.MatchString(ns) || !k8sName.MatchString(pod) {
+		if !isK8sName(ns) || !isK8sName(pod) {
 			r.note("%s: not a Kubernetes namespace/pod name: its dump is not kept", dumpPath(proxy))
 			continue
 		}

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 )
@@ -26,9 +25,22 @@ const KeptDir = "bug-report"
 // says which).
 const maxKeptBytes = 256 << 20
 
-// k8sName is a namespace or pod name as Kubernetes allows it (a DNS subdomain): the
-// only names that become directories under the lab's run directory.
-var k8sName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`)
+// isK8sName reports whether s is a namespace or pod name as Kubernetes allows it (a DNS
+// subdomain: lower-case letters, digits, '-' and '.', alphanumeric at both ends, at most
+// 253 characters): the only names that become directories under the lab's run
+// directory.
+func isK8sName(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for i, c := range s {
+		alnum := c >= 'a' && c <= 'z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || i == len(s)-1 || (c != '-' && c != '.')) {
+			return false
+		}
+	}
+	return true
+}
 
 // dumpPath is the report's path of the dump of proxy "<namespace>/<pod>".
 func dumpPath(proxy string) string { return "proxies/" + proxy + "/" + DumpFile }
