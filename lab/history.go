@@ -93,11 +93,18 @@ func (l *Lab) PodDiff(pod, from, to string) (api.ConfigDiff, error) {
 	if err != nil {
 		return api.ConfigDiff{}, err
 	}
-	return ConfigDiffOf(p.Key(), d), nil
+	return configDiffOf(p.Key(), d), nil
 }
 
-// ConfigDiffOf is the API's form of d, the difference of pod's configs.
-func ConfigDiffOf(pod string, d discovery.SnapshotDiff) api.ConfigDiff {
+// DiffDecoded compares two configs of pod's proxy decoded to JSON values by type URL and
+// resource name (discovery.DiffDecoded), such as a cluster's config dump and the lab
+// proxy's (diff --against=cluster), in the API's form.
+func DiffDecoded(pod, from, to string, a, b map[string]map[string]any) api.ConfigDiff {
+	return configDiffOf(pod, discovery.DiffDecoded(pod, from, to, a, b))
+}
+
+// configDiffOf is the API's form of d, the difference of pod's configs.
+func configDiffOf(pod string, d discovery.SnapshotDiff) api.ConfigDiff {
 	out := api.ConfigDiff{Pod: pod, From: d.From, To: d.To, Types: []api.ConfigTypeDiff{}}
 	for _, td := range d.Types {
 		wt := api.ConfigTypeDiff{Type: shortType(td.TypeURL), Added: td.Added, Removed: td.Removed}

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/meshlab/meshlab/api"
-	"github.com/meshlab/meshlab/controlplane/discovery"
 	"github.com/meshlab/meshlab/lab"
 	"github.com/meshlab/meshlab/scenarios/bugreport"
 )
@@ -66,5 +65,5 @@ func clusterDiff(ctx context.Context, g *globalFlags, ref, choice string) (api.C
 	if err != nil {
 		return api.ConfigDiff{}, fmt.Errorf("the config dump of %s's proxy: %w", p.Key, err)
 	}
-	return lab.ConfigDiffOf(p.Key, discovery.DiffDecoded(p.Key, againstCluster+" "+proxy, "lab", a, b)), nil
+	return lab.DiffDecoded(p.Key, againstCluster+" "+proxy, "lab", a, b), nil
 }
