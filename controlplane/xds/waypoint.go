@@ -133,14 +133,15 @@ func GenerateWaypoint(m *model.Model, w WaypointSpec) (map[resource.Type][]types
 	if err != nil {
 		return nil, fail(err)
 	}
-	cs, err := waypointClusters(w, ports)
+	vips := waypointVIPClusters(m, w, ports)
+	cs, err := waypointClusters(w, vips)
 	if err != nil {
 		return nil, fail(err)
 	}
 	out := map[resource.Type][]types.Resource{
 		resource.ListenerType: ls,
 		resource.ClusterType:  cs,
-		resource.EndpointType: waypointEndpoints(m, ports),
+		resource.EndpointType: waypointEndpoints(m, vips),
 	}
 	for typ, rs := range out {
 		if err := validateAll(rs); err != nil {

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/meshlab/meshlab/controlplane/model"
 )
@@ -30,10 +31,57 @@ import (
 // connect_originate cluster's metadata key lives in.
 const originalDstMetadata = "envoy.filters.listener.original_dst"
 
+// vipCluster is one inbound-vip cluster of a service port a waypoint serves: the port's
+// own, or one per subset of the DestinationRule of the service's host, as istiod's
+// buildWaypointInboundVIP makes them (inbound-vip|<port>|<http or tcp>[/<subset>]|<host>).
+type vipCluster struct {
+	p      waypointPort
+	subset string            // the DestinationRule subset; "" for the port's own cluster
+	labels map[string]string // the subset's labels; nil selects every pod of the service
+	dr     *model.IstioConfig[*networking.DestinationRule]
+	// policy is the rule's traffic policy for the port (merged with the subset's); nil
+	// without a rule or when the rule sets none.
+	policy *networking.TrafficPolicy
+}
+
+// kind is the cluster name's protocol part: "http" or "tcp", then "/<subset>".
+func (v vipCluster) kind() string {
+	if v.subset == "" {
+		return v.p.protocol()
+	}
+	return v.p.protocol() + "/" + v.subset
+}
+
+func (v vipCluster) name() string {
+	return InboundVIPClusterName(v.p.port.Port, v.kind(), v.p.svc.Hostname())
+}
+
+// waypointVIPClusters returns the inbound-vip clusters of ports: each port's own, then
+// one per subset of the DestinationRule of its host, looked up as for the waypoint's
+// namespace (its own namespace's rules first, then the service's).
+func waypointVIPClusters(m *model.Model, w WaypointSpec, ports []waypointPort) []vipCluster {
+	var out []vipCluster
+	for _, p := range ports {
+		dr := destinationRuleFor(m, p.svc.Hostname(), w.Namespace, p.svc.Namespace)
+		if dr == nil {
+			out = append(out, vipCluster{p: p})
+			continue
+		}
+		out = append(out, vipCluster{p: p, dr: dr, policy: portTrafficPolicy(dr.Spec.GetTrafficPolicy(), p.port.Port)})
+		for _, s := range dr.Spec.GetSubsets() {
+			out = append(out, vipCluster{
+				p: p, subset: s.GetName(), labels: s.GetLabels(), dr: dr,
+				policy: mergeTrafficPolicy(dr.Spec.GetTrafficPolicy(), s.GetTrafficPolicy(), p.port.Port),
+			})
+		}
+	}
+	return out
+}
+
 // waypointClusters returns the waypoint's clusters: main_internal and encap (to the
 // internal listeners of those names), connect_originate (HBONE to the destination pod's
-// 15008), the double-HBONE pair, and one inbound-vip EDS cluster per service port.
-func waypointClusters(w WaypointSpec, ports []waypointPort) ([]types.Resource, error) {
+// 15008), the double-HBONE pair, and the inbound-vip EDS clusters.
+func waypointClusters(w WaypointSpec, vips []vipCluster) ([]types.Resource, error) {
 	var out []types.Resource
 	for _, c := range []struct{ name, listener string }{
 		{MainInternalListener, MainInternalListener},
@@ -61,8 +109,8 @@ func waypointClusters(w WaypointSpec, ports []waypointPort) ([]types.Resource, e
 		return nil, err
 	}
 	out = append(out, inner, outer)
-	for _, p := range ports {
-		c, err := inboundVIPCluster(p)
+	for _, v := range vips {
+		c, err := inboundVIPCluster(v)
 		if err != nil {
 			return nil, err
 		}
@@ -258,17 +306,27 @@ func innerConnectOriginateCluster() (*cluster.Cluster, error) {
 	}, nil
 }
 
-// inboundVIPCluster is the EDS cluster of one service port: least-request over the
-// service's pods, each reached through connect_originate with its address passed along.
-func inboundVIPCluster(p waypointPort) (*cluster.Cluster, error) {
+// inboundVIPCluster is the EDS cluster of one service port (or subset): least-request
+// over the service's pods (the subset's), each reached through connect_originate with its
+// address passed along, shaped by the DestinationRule's traffic policy when it has one.
+func inboundVIPCluster(v vipCluster) (*cluster.Cluster, error) {
+	name := v.name()
+	if mode := v.policy.GetTls().GetMode(); mode == networking.ClientTLSSettings_SIMPLE || mode == networking.ClientTLSSettings_MUTUAL {
+		// istiod wraps TLS to the app inside the internal upstream transport; meshlab's
+		// generator does not yet.
+		return nil, fmt.Errorf("cluster %s: DestinationRule %s/%s: trafficPolicy.tls mode %s in a waypoint is not supported", name, v.dr.Namespace, v.dr.Name, mode)
+	}
 	ts, err := internalUpstreamSocket(true)
 	if err != nil {
 		return nil, err
 	}
-	md := servicesMetadata([]*structpb.Value{serviceMetadataOf(p.svc)})
-	md.FilterMetadata["istio"].Fields["subset"] = structpb.NewStringValue(p.protocol())
-	name := p.name()
-	return &cluster.Cluster{
+	md := servicesMetadata([]*structpb.Value{serviceMetadataOf(v.p.svc)})
+	md.FilterMetadata["istio"].Fields["subset"] = structpb.NewStringValue(v.kind())
+	if v.policy != nil {
+		// istiod names the rule that shaped the cluster (istioctl's DESTINATION RULE).
+		md.FilterMetadata["istio"].Fields["config"] = structpb.NewStringValue(IstioConfigPath("destination-rule", v.dr.Namespace, v.dr.Name))
+	}
+	c := &cluster.Cluster{
 		Name:                 name,
 		AltStatName:          statName(name),
 		ClusterDiscoveryType: &cluster.Cluster_Type{Type: cluster.Cluster_EDS},
@@ -279,7 +337,14 @@ func inboundVIPCluster(p waypointPort) (*cluster.Cluster, error) {
 		CommonLbConfig:       &cluster.Cluster_CommonLbConfig{HealthyPanicThreshold: &typev3.Percent{}},
 		TransportSocket:      ts,
 		Metadata:             md,
-	}, nil
+	}
+	if v.policy == nil {
+		return c, nil
+	}
+	if err := applyTrafficPolicy(c, v.policy, v.p.port.Protocol); err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", name, err)
+	}
+	return c, applyHTTP2(c, v.p.port.Protocol)
 }
 
 // serviceMetadataOf is a Kubernetes service's entry in a cluster's istio services list.
@@ -292,20 +357,21 @@ func serviceMetadataOf(s *model.Service) *structpb.Value {
 }
 
 // waypointEndpoints returns the load assignment of every inbound-vip cluster: the
-// service's pods (by address), each the internal listener connect_originate with the
-// pod's address:target port as endpoint id and as original destination, and the pod's
-// Istio workload.
-func waypointEndpoints(m *model.Model, ports []waypointPort) []types.Resource {
-	out := make([]types.Resource, 0, len(ports))
-	for _, p := range ports {
+// service's pods (by address; a subset's, those with its labels), each the internal
+// listener connect_originate with the pod's address:target port as endpoint id and as
+// original destination, and the pod's Istio workload.
+func waypointEndpoints(m *model.Model, vips []vipCluster) []types.Resource {
+	out := make([]types.Resource, 0, len(vips))
+	for _, v := range vips {
+		p := v.p
 		var pods []*model.Pod
 		for _, pod := range m.Pods {
-			if pod.Namespace == p.svc.Namespace && pod.IP.IsValid() && p.svc.Selects(pod.Labels) {
+			if pod.Namespace == p.svc.Namespace && pod.IP.IsValid() && p.svc.Selects(pod.Labels) && labelsMatch(v.labels, pod.Labels) {
 				pods = append(pods, pod)
 			}
 		}
 		slices.SortFunc(pods, func(a, b *model.Pod) int { return a.IP.Compare(b.IP) })
-		la := &endpoint.ClusterLoadAssignment{ClusterName: p.name()}
+		la := &endpoint.ClusterLoadAssignment{ClusterName: v.name()}
 		if len(pods) > 0 {
 			loc := &endpoint.LocalityLbEndpoints{Locality: &core.Locality{}, LoadBalancingWeight: wrapperspb.UInt32(uint32(len(pods)))}
 			for _, pod := range pods {

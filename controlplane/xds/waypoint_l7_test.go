@@ -1,7 +1,6 @@
 package xds
 
 import (
-	"net/netip"
 	"os"
 	"slices"
 	"strings"
@@ -16,7 +15,6 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
 
-	"github.com/meshlab/meshlab/controlplane/config"
 	"github.com/meshlab/meshlab/controlplane/model"
 	"github.com/meshlab/meshlab/internal/testutil"
 )
@@ -25,21 +23,18 @@ import (
 // HTTPRoute on reviews, a VirtualService on ratings), the one istiod's output is held to.
 func waypointL7Model(t *testing.T) *model.Model {
 	t.Helper()
-	data, err := os.ReadFile("../../fidelity/testdata/waypoint/ambient-waypoint-l7.yaml")
+	return fidelityWaypointModel(t, "ambient-waypoint-l7")
+}
+
+// fidelityWaypointModel builds fidelity's waypoint scenario name
+// (fidelity/testdata/waypoint/<name>.yaml).
+func fidelityWaypointModel(t *testing.T, name string) *model.Model {
+	t.Helper()
+	data, err := os.ReadFile("../../fidelity/testdata/waypoint/" + name + ".yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc, err := config.Load("ambient-waypoint-l7.yaml", data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := sc.Build(config.BuildOptions{
-		PodCIDR: netip.MustParsePrefix("10.244.0.0/16"), ServiceCIDR: netip.MustParsePrefix("10.96.0.0/16"),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
+	return buildWaypointModel(t, name+".yaml", data)
 }
 
 func waypointChains(t *testing.T, m *model.Model) map[string]*listener.FilterChain {

@@ -115,7 +115,13 @@ spec:
 
 func waypointModel(t *testing.T) *model.Model {
 	t.Helper()
-	sc, err := config.Load("waypoint.yaml", []byte(waypointScenario))
+	return buildWaypointModel(t, "waypoint.yaml", []byte(waypointScenario))
+}
+
+// buildWaypointModel builds the model of scenario data (named name) in the lab's CIDRs.
+func buildWaypointModel(t *testing.T, name string, data []byte) *model.Model {
+	t.Helper()
+	sc, err := config.Load(name, data)
 	if err != nil {
 		t.Fatal(err)
 	}
