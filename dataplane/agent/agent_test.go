@@ -529,17 +529,32 @@ func TestRunPushesReadiness(t *testing.T) {
 					c.ProxyPath = tc.proxyPath
 				}
 			})
+			// Each long poll answers when the pod is ready or has failed, or at its timeout
+			// (4 s, which a loaded machine's proxy start can outlast): an answer before the
+			// timeout must be the awaited one, and one comes within 40 s.
 			var st agentapi.Status
-			eventually(t, "one answer from GET /status?wait=ready", func() error {
-				resp, err := r.sock.Get("http://agent/status?wait=ready&timeout=4s") // the client's timeout is 5s
-				if err != nil {
-					return err // agent.sock not bound yet
+			deadline := time.Now().Add(40 * time.Second)
+			for {
+				var took time.Duration
+				eventually(t, "an answer from GET /status?wait=ready", func() error {
+					start := time.Now()
+					resp, err := r.sock.Get("http://agent/status?wait=ready&timeout=4s") // the client's timeout is 5s
+					if err != nil {
+						return err // agent.sock not bound yet
+					}
+					defer resp.Body.Close()
+					took = time.Since(start)
+					return json.NewDecoder(resp.Body).Decode(&st)
+				})
+				if tc.check(st) {
+					break
 				}
-				defer resp.Body.Close()
-				return json.NewDecoder(resp.Body).Decode(&st)
-			})
-			if !tc.check(st) {
-				t.Errorf("status after waiting = %+v", st)
+				if took < 3*time.Second {
+					t.Fatalf("the long poll answered after %v, before its timeout, with %+v", took, st)
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("status after waiting = %+v", st)
+				}
 			}
 			r.stop(t)
 		})
