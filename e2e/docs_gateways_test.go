@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -442,4 +443,151 @@ spec:
 	d.run("delete", "-f", filepath.Join(samples, "sleep/sleep.yaml"), "-n", ns)
 	d.run("delete", "-f", filepath.Join(samples, "tcp-echo/tcp-echo-services.yaml"), "-n", ns)
 	d.says("namespace \""+ns+"\" deleted\n", "", "delete", "namespace", ns)
+}
+
+// docsCerts runs the Secure Gateways page's openssl lines in a directory of the test's
+// and returns it: example_certs1 (root example.com, httpbin.example.com and
+// client.example.com signed by it) and example_certs2 (another root and its
+// httpbin.example.com).
+func docsCerts(t *testing.T) string {
+	t.Helper()
+	requireHostTool(t, "openssl")
+	dir := t.TempDir()
+	for _, line := range []string{
+		"mkdir example_certs1",
+		"openssl req -x509 -sha256 -nodes -days 365 -newkey rsa:2048 -subj '/O=example Inc./CN=example.com' -keyout example_certs1/example.com.key -out example_certs1/example.com.crt",
+		`openssl req -out example_certs1/httpbin.example.com.csr -newkey rsa:2048 -nodes -keyout example_certs1/httpbin.example.com.key -subj "/CN=httpbin.example.com/O=httpbin organization"`,
+		"openssl x509 -req -sha256 -days 365 -CA example_certs1/example.com.crt -CAkey example_certs1/example.com.key -set_serial 0 -in example_certs1/httpbin.example.com.csr -out example_certs1/httpbin.example.com.crt",
+		"mkdir example_certs2",
+		"openssl req -x509 -sha256 -nodes -days 365 -newkey rsa:2048 -subj '/O=example Inc./CN=example.com' -keyout example_certs2/example.com.key -out example_certs2/example.com.crt",
+		`openssl req -out example_certs2/httpbin.example.com.csr -newkey rsa:2048 -nodes -keyout example_certs2/httpbin.example.com.key -subj "/CN=httpbin.example.com/O=httpbin organization"`,
+		"openssl x509 -req -sha256 -days 365 -CA example_certs2/example.com.crt -CAkey example_certs2/example.com.key -set_serial 0 -in example_certs2/httpbin.example.com.csr -out example_certs2/httpbin.example.com.crt",
+		`openssl req -out example_certs1/client.example.com.csr -newkey rsa:2048 -nodes -keyout example_certs1/client.example.com.key -subj "/CN=client.example.com/O=client organization"`,
+		"openssl x509 -req -sha256 -days 365 -CA example_certs1/example.com.crt -CAkey example_certs1/example.com.key -set_serial 1 -in example_certs1/client.example.com.csr -out example_certs1/client.example.com.crt",
+	} {
+		cmd := exec.Command("sh", "-c", line)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", line, err, out)
+		}
+	}
+	return dir
+}
+
+// The Secure Gateways page's Gateway (SIMPLE; MUTUAL by its own copy with that mode) and
+// VirtualService.
+const (
+	docsMyGateway = `apiVersion: networking.istio.io/v1alpha3
+kind: Gateway
+metadata:
+  name: mygateway
+spec:
+  selector:
+    istio: ingressgateway # use istio default ingress gateway
+  servers:
+  - port:
+      number: 443
+      name: https
+      protocol: HTTPS
+    tls:
+      mode: SIMPLE
+      credentialName: httpbin-credential # must be the same as secret
+    hosts:
+    - httpbin.example.com
+`
+	docsMyGatewayVirtualService = `apiVersion: networking.istio.io/v1alpha3
+kind: VirtualService
+metadata:
+  name: httpbin
+spec:
+  hosts:
+  - "httpbin.example.com"
+  gateways:
+  - mygateway
+  http:
+  - match:
+    - uri:
+        prefix: /status
+    - uri:
+        prefix: /delay
+    route:
+    - destination:
+        port:
+          number: 8000
+        host: httpbin
+`
+)
+
+// TestDocsSecureGatewaysTask walks istio.io's "Secure Gateways" (Istio API) from outside
+// the cluster: the page's openssl certificates, `create -n istio-system secret tls
+// httpbin-credential --key --cert`, its SIMPLE Gateway and VirtualService, INGRESS_HOST
+// and SECURE_INGRESS_PORT from the Ingress Gateways page's jsonpath, and `curl -v
+// -HHost:httpbin.example.com --resolve "httpbin.example.com:$SECURE_INGRESS_PORT:$INGRESS_HOST"
+// --cacert example_certs1/example.com.crt https://httpbin.example.com:$SECURE_INGRESS_PORT/status/418`
+// (HTTP/2 418, go-httpbin's teapot); the secret replaced by example_certs2's, trusted by
+// its own root and refused by the first; then "Configure a mutual TLS ingress gateway": a
+// generic secret with --from-file tls.key, tls.crt and ca.crt, the Gateway's MUTUAL mode,
+// curl without a client certificate refused as the page shows (the TLS alert
+// "certificate required"), and with --cert/--key the teapot.
+func TestDocsSecureGatewaysTask(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	requireHostTool(t, "curl")
+	samples := testutil.IstioSamples(t)
+	certs := docsCerts(t)
+	f := func(name string) string { return filepath.Join(certs, name) }
+	d := startDocsLab(t)
+
+	d.run("install", "--set", "profile=default", "-y")
+	d.run("label", "namespace", "default", "istio-injection=enabled", "--overwrite")
+	d.says("serviceaccount/httpbin created\nservice/httpbin created\ndeployment.apps/httpbin created\n", "",
+		"apply", "-f", filepath.Join(samples, "httpbin/httpbin.yaml"))
+	d.says("secret/httpbin-credential created\n", "", "create", "-n", "istio-system", "secret", "tls", "httpbin-credential",
+		"--key="+f("example_certs1/httpbin.example.com.key"), "--cert="+f("example_certs1/httpbin.example.com.crt"))
+	d.says("gateway.networking.istio.io/mygateway created\n", docsMyGateway, "apply", "-f", "-")
+	d.says("virtualservice.networking.istio.io/httpbin created\n", docsMyGatewayVirtualService, "apply", "-f", "-")
+	host := d.kubectl("", "-n", "istio-system", "get", "service", "istio-ingressgateway", "-o", "jsonpath={.status.loadBalancer.ingress[0].ip}")
+	port := d.kubectl("", "-n", "istio-system", "get", "service", "istio-ingressgateway", "-o", `jsonpath={.spec.ports[?(@.name=="https")].port}`)
+	if port != "443" {
+		t.Fatalf("SECURE_INGRESS_PORT=%q, want 443", port)
+	}
+	curl := func(args ...string) func() string {
+		return func() string {
+			out, code := d.outside(append([]string{"curl", "--max-time", "10", "-v", "-HHost:httpbin.example.com",
+				"--resolve", "httpbin.example.com:" + port + ":" + host}, append(args, "https://httpbin.example.com:"+port+"/status/418")...)...)
+			return out + "\n(curl exit " + strconv.Itoa(code) + ")"
+		}
+	}
+	// The page's "HTTP/2 418" is curl -v's "< HTTP/2 418 "; go-httpbin's teapot says so
+	// in words where the page shows kennethreitz httpbin's drawing.
+	teapot := func(out string) bool {
+		return strings.Contains(strings.ReplaceAll(out, "\r", ""), "\n< HTTP/2 418 \n") && strings.Contains(out, "I'm a teapot!")
+	}
+	d.until("SIMPLE: curl --cacert example_certs1/example.com.crt gets the teapot", curl("--cacert", f("example_certs1/example.com.crt")), teapot)
+
+	// The secret replaced by example_certs2's: its root verifies, the first no longer.
+	d.says("secret \"httpbin-credential\" deleted\n", "", "-n", "istio-system", "delete", "secret", "httpbin-credential")
+	d.says("secret/httpbin-credential created\n", "", "create", "-n", "istio-system", "secret", "tls", "httpbin-credential",
+		"--key="+f("example_certs2/httpbin.example.com.key"), "--cert="+f("example_certs2/httpbin.example.com.crt"))
+	d.until("curl --cacert example_certs2/example.com.crt gets the teapot", curl("--cacert", f("example_certs2/example.com.crt")), teapot)
+	if out := curl("--cacert", f("example_certs1/example.com.crt"))(); teapot(out) || strings.HasSuffix(out, "(curl exit 0)") {
+		t.Errorf("curl --cacert example_certs1/example.com.crt against example_certs2's certificate:\n%s\nwant the handshake refused", out)
+	}
+
+	// Configure a mutual TLS ingress gateway.
+	d.says("secret \"httpbin-credential\" deleted\n", "", "-n", "istio-system", "delete", "secret", "httpbin-credential")
+	d.says("secret/httpbin-credential created\n", "", "create", "-n", "istio-system", "secret", "generic", "httpbin-credential",
+		"--from-file=tls.key="+f("example_certs1/httpbin.example.com.key"),
+		"--from-file=tls.crt="+f("example_certs1/httpbin.example.com.crt"),
+		"--from-file=ca.crt="+f("example_certs1/example.com.crt"))
+	d.says("gateway.networking.istio.io/mygateway configured\n", strings.Replace(docsMyGateway, "mode: SIMPLE", "mode: MUTUAL", 1), "apply", "-f", "-")
+	// The page's failure: the handshake completes, then SSL_read meets the server's TLS
+	// alert (curl exit 56). Envoy's BoringSSL sends "certificate required"; the built-in
+	// proxy's Go TLS sends "bad certificate".
+	d.until("MUTUAL: curl without a client certificate refused as the page shows", curl("--cacert", f("example_certs1/example.com.crt")),
+		func(out string) bool {
+			return strings.Contains(out, "TLS alert") && strings.Contains(out, "SSL_read") && strings.HasSuffix(out, "(curl exit 56)")
+		})
+	d.until("MUTUAL: curl --cert --key gets the teapot", curl("--cacert", f("example_certs1/example.com.crt"),
+		"--cert", f("example_certs1/client.example.com.crt"), "--key", f("example_certs1/client.example.com.key")), teapot)
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -604,6 +605,7 @@ func (m *Manager) handle(a *active, conn net.Conn) {
 				ls.Counter("downstream_cx_transport_socket_connect_timeout").Inc()
 			}
 			m.deps.Logger.Debug("downstream tls handshake failed", "listener", cfg.Name, "remote", remote.String(), "err", err)
+			drainBeforeClose(conn)
 			return
 		}
 		conn = tc
@@ -761,4 +763,17 @@ func (m *Manager) ConnCount() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return len(m.conns)
+}
+
+// drainBeforeClose reads what the client still sends after a failed handshake (in TLS
+// 1.3 a client sends its request before it learns that its certificate was refused), for
+// at most a second, so the close that follows is a FIN and not a reset: a reset would
+// discard the TLS alert in the client's receive queue, and the client could not say why
+// it was refused (curl's "tlsv13 alert certificate required", as the Secure Gateways
+// page shows from Envoy).
+func drainBeforeClose(conn net.Conn) {
+	if err := conn.SetReadDeadline(time.Now().Add(time.Second)); err != nil {
+		return
+	}
+	_, _ = io.Copy(io.Discard, conn)
 }
