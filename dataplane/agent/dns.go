@@ -77,11 +77,17 @@ func (h *dnsHandler) answer(r *dns.Msg) *dns.Msg {
 	return m
 }
 
+// idleDNSReadTimeout bounds one wait of the UDP DNS server for a query.
+const idleDNSReadTimeout = 24 * time.Hour
+
 // ServeDNS serves h on pc (UDP) and ln (TCP) until ctx ends, then shuts both down. The
 // agent serves its DNS proxy with it, and the lab its cluster DNS for pods without a sidecar.
 func ServeDNS(ctx context.Context, pc net.PacketConn, ln net.Listener, h dns.Handler) error {
 	servers := []*dns.Server{
-		{PacketConn: pc, Handler: h},
+		// The UDP server's read waits for the next query however long it takes: with the
+		// library's 2 s default every idle pod's agent woke up every 2 s for nothing.
+		// Shutdown still ends the read (it moves the deadline to the past).
+		{PacketConn: pc, Handler: h, ReadTimeout: idleDNSReadTimeout},
 		{Listener: ln, Handler: h},
 	}
 	errs := make(chan error, len(servers))

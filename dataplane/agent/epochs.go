@@ -129,7 +129,10 @@ func newEpochManager(p proxy, info serverInfoReader, s agentapi.ProxySettings, t
 		terminationDrain:  terminationDrain,
 		startPollInterval: 50 * time.Millisecond,
 		pollInterval:      500 * time.Millisecond,
-		maxPollInterval:   5 * time.Second,
+		// Istio's readiness probe asks a sidecar every 15 s (readinessPeriodSeconds);
+		// every poll wakes the agent and its proxy, and an idle pod has nothing else to
+		// wake them. A change the agent makes (a restart) brings the pace back at once.
+		maxPollInterval: 15 * time.Second,
 
 		startFastFor:          time.Second,
 		slowStartPollInterval: 200 * time.Millisecond,

@@ -25,6 +25,9 @@ var _ admin.Backend = adminBackend{}
 // ServerInfo returns Envoy's /server_info.
 func (b adminBackend) ServerInfo() *adminv3.ServerInfo { return b.s.ServerInfo() }
 
+// State returns the server's state alone (GET /ready).
+func (b adminBackend) State() adminv3.ServerInfo_State { return b.s.State() }
+
 // ServerInfo returns Envoy's /server_info message.
 func (s *Server) ServerInfo() *adminv3.ServerInfo {
 	up := durationpb.New(time.Since(s.start).Truncate(time.Second))

@@ -38,6 +38,13 @@ type Backend interface {
 	Logging(query map[string][]string) (string, error)
 }
 
+// stateBackend is a Backend that tells its state without building the whole
+// ServerInfo: /ready is what a pod's agent and kubelet's probes ask, on every pod, all
+// the time.
+type stateBackend interface {
+	State() adminv3.ServerInfo_State
+}
+
 type endpoint struct {
 	help    string
 	mutates bool
@@ -161,7 +168,12 @@ func (h *Handler) hotRestartVersion(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (h *Handler) ready(w http.ResponseWriter, _ *http.Request) {
-	st := h.b.ServerInfo().GetState()
+	var st adminv3.ServerInfo_State
+	if sb, ok := h.b.(stateBackend); ok {
+		st = sb.State()
+	} else {
+		st = h.b.ServerInfo().GetState()
+	}
 	code := http.StatusOK
 	if st != adminv3.ServerInfo_LIVE {
 		code = http.StatusServiceUnavailable
