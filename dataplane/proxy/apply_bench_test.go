@@ -96,6 +96,7 @@ func BenchmarkApplySidecarXDS(b *testing.B) {
 
 // benchProxyOptions are the options of a proxy with a static bootstrap.
 func benchProxyOptions(b *testing.B) Options {
+	b.Helper()
 	path := writeBootstrap(b, b.TempDir(), staticBootstrap(b))
 	opts, err := ParseArgs([]string{"-c", path, "--drain-time-s", "1"})
 	if err != nil {
@@ -107,6 +108,7 @@ func benchProxyOptions(b *testing.B) Options {
 // runBenchProxy runs a proxy with an xDS client that connects nowhere (the benchmark
 // applies responses itself) until stop.
 func runBenchProxy(b *testing.B, opts Options) (srv *Server, stop func()) {
+	b.Helper()
 	log := slog.New(slog.DiscardHandler)
 	srv, err := New(opts, log, nil)
 	if err != nil {
@@ -127,6 +129,7 @@ func runBenchProxy(b *testing.B, opts Options) (srv *Server, stop func()) {
 
 // applyAll applies the responses in order.
 func applyAll(b *testing.B, srv *Server, x sidecarXDS) {
+	b.Helper()
 	for _, r := range x {
 		if err := srv.Apply(r.GetTypeUrl(), r.GetVersionInfo(), r.GetResources()); err != nil {
 			b.Fatalf("%s refused: %v", r.GetTypeUrl(), err)
