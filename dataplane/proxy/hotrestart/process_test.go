@@ -229,7 +229,7 @@ func (e *epoch) admin(t *testing.T) string {
 
 func waitFor(t *testing.T, what string, cond func() bool, e *epoch) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		select {
 		case <-e.done:
@@ -380,7 +380,7 @@ func (ld *load) check(t *testing.T) {
 func (ld *load) waitServed(t *testing.T, n int64) {
 	t.Helper()
 	target := ld.ok.Load() + n
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for ld.ok.Load() < target {
 		if time.Now().After(deadline) {
 			t.Fatalf("load stalled at %d requests (%d failed: %v)", ld.ok.Load(), ld.failed.Load(), ld.errs)
@@ -407,7 +407,7 @@ func TestHotRestartUnderLoadLosesNoRequest(t *testing.T) {
 		toLive += time.Since(began)
 		ld.waitServed(t, 20)
 		// The parent exits 0 by itself, --parent-shutdown-time-s after the child started.
-		cur.waitExit(t, 10*time.Second)
+		cur.waitExit(t, 30*time.Second)
 		ld.waitServed(t, 20)
 		cur = next
 	}
@@ -474,7 +474,7 @@ func TestCrashOfNewEpochBeforeLiveLeavesOldServing(t *testing.T) {
 	// The agent retries the same epoch: this one takes over and the old one exits 0.
 	retry := l.start(1, false)
 	retry.waitLive(t)
-	old.waitExit(t, 10*time.Second)
+	old.waitExit(t, 30*time.Second)
 	ld.waitServed(t, 50)
 	ld.halt()
 	ld.check(t)
@@ -512,7 +512,7 @@ func TestSecondProcessWithSameEpochFailsToStart(t *testing.T) {
 		if !strings.Contains(dup.log.String(), "unable to bind domain socket") {
 			t.Errorf("log lacks the reason:\n%s", dup.log.String())
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("a fourth concurrent epoch kept running")
 	}
 }
@@ -542,7 +542,7 @@ func TestChildStartTerminatesGrandparent(t *testing.T) {
 		t.Error("epoch 1 exited before epoch 0; it should drain until epoch 2's parent-shutdown time")
 	default:
 	}
-	e1.waitExit(t, 10*time.Second)
+	e1.waitExit(t, 30*time.Second)
 	ld.waitServed(t, 50)
 	ld.halt()
 	ld.check(t)
