@@ -17,10 +17,12 @@ type LabInfo struct {
 	XDSAddr     string       `json:"xdsAddr,omitempty"`
 	Created     time.Time    `json:"created"`
 	// ControlPlane is what generates the proxies' config: "meshlab" or "istiod" (up
-	// --control-plane); with istiod, its Istio version and, once it exited, why.
+	// --control-plane); with istiod, its Istio version, once it exited why, and while it
+	// refuses the lab's last objects why.
 	ControlPlane        string `json:"controlPlane,omitempty"`
 	ControlPlaneVersion string `json:"controlPlaneVersion,omitempty"`
 	ControlPlaneError   string `json:"controlPlaneError,omitempty"`
+	ControlPlaneRefused string `json:"controlPlaneRefused,omitempty"`
 }
 
 // PodStatus is one pod as GET /v1/pods reports it.

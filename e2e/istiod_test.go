@@ -18,7 +18,7 @@ import (
 
 // istiodBin returns bin/meshlab-istiod (`make istiod`; `make test` builds it before the
 // end-to-end tests), skipping the test when it is not built, unless in CI.
-func istiodBin(t *testing.T) string {
+func istiodBin(t testing.TB) string {
 	t.Helper()
 	p, err := filepath.Abs("../bin/meshlab-istiod")
 	if err != nil {

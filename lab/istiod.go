@@ -48,5 +48,7 @@ func controlPlaneInfo(l *Lab, info *api.LabInfo) {
 	info.ControlPlaneVersion = l.rec.IstiodVersion
 	if err := l.istiod.Exited(); err != nil {
 		info.ControlPlaneError = err.Error()
+	} else if err := l.istiod.Refused(); err != nil {
+		info.ControlPlaneRefused = err.Error()
 	}
 }

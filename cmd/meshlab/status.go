@@ -77,8 +77,11 @@ func printLabStatus(w io.Writer, st labStatus) error {
 	fmt.Fprintf(w, "lab %s (%s), pods %s, services %s, xDS on %s\n", info.Name, info.Scenario, info.PodCIDR, info.ServiceCIDR, xdsOn)
 	if info.ControlPlane == "istiod" {
 		state := "running"
-		if info.ControlPlaneError != "" {
+		switch {
+		case info.ControlPlaneError != "":
 			state = "EXITED: " + info.ControlPlaneError + "; the proxies keep their last config"
+		case info.ControlPlaneRefused != "":
+			state = "running, REFUSED the lab's last config: " + info.ControlPlaneRefused + "; istiod and the proxies keep the config it last took"
 		}
 		fmt.Fprintf(w, "control plane: istiod %s, %s\n", info.ControlPlaneVersion, state)
 	}

@@ -91,6 +91,7 @@ type Istiod struct {
 
 	mu       sync.Mutex // serialises Feed
 	stopping bool
+	refused  error // why istiod refused the last feed; nil once it took one (guarded by mu)
 }
 
 // XDSSocket and feedSocket are istiod's sockets in the lab's run directory.
@@ -195,9 +196,20 @@ func (d *Istiod) Feed(ctx context.Context, m *model.Model) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.put(ctx, "/state", state); err != nil {
-		return fmt.Errorf("istiod refused the lab's objects: %w", err)
+		d.refused = fmt.Errorf("istiod refused the lab's objects: %w", err)
+		return d.refused
 	}
+	d.refused = nil
 	return nil
+}
+
+// Refused returns why istiod refused the lab's last objects (nil when it took them):
+// until a later feed is taken, istiod and the proxies keep the config it last had, as a
+// cluster's istiod keeps its last good config when an update fails.
+func (d *Istiod) Refused() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.refused
 }
 
 // put sends body to istiod's feed at path.

@@ -1,11 +1,16 @@
 package istiodcp
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	networking "istio.io/api/networking/v1alpha3"
@@ -106,5 +111,57 @@ func TestFind(t *testing.T) {
 	t.Setenv("PATH", dir)
 	if p, err := Find("", "/elsewhere/meshlab"); err != nil || p != bin {
 		t.Errorf("Find on PATH = %q, %v", p, err)
+	}
+}
+
+// TestFeedRefusedThenTaken: a feed istiod refuses is remembered (status shows it) until
+// a later feed is taken.
+func TestFeedRefusedThenTaken(t *testing.T) {
+	dir, err := os.MkdirTemp("", "icp") // short: a unix socket path
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	ln, err := net.Listen("unix", feedSocket(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	refuse := true
+	var mu sync.Mutex
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if r.Method != http.MethodPut || r.URL.Path != "/state" {
+			http.NotFound(w, r)
+			return
+		}
+		if refuse {
+			http.Error(w, "ConfigMap/istio-system/istio: data.mesh: invalid", http.StatusUnprocessableEntity)
+			return
+		}
+		fmt.Fprintln(w, "1 changes")
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	sock := feedSocket(dir)
+	d := &Istiod{dir: dir, done: make(chan struct{}), client: &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+		}}}}
+	err = d.Feed(t.Context(), testModel())
+	if err == nil || !strings.Contains(err.Error(), "istiod refused the lab's objects: ConfigMap/istio-system/istio: data.mesh: invalid") {
+		t.Fatalf("Feed: %v; want istiod's refusal", err)
+	}
+	if r := d.Refused(); r == nil || r.Error() != err.Error() {
+		t.Errorf("Refused() = %v; want %v", r, err)
+	}
+	mu.Lock()
+	refuse = false
+	mu.Unlock()
+	if err := d.Feed(t.Context(), testModel()); err != nil {
+		t.Fatal(err)
+	}
+	if r := d.Refused(); r != nil {
+		t.Errorf("Refused() after a feed taken = %v; want nil", r)
 	}
 }
