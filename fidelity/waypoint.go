@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	meshconfig "istio.io/api/mesh/v1alpha1"
 	"net"
 	"os"
 	"path/filepath"
@@ -224,10 +225,19 @@ func startWaypointOracle(t *testing.T, m *model.Model, routes []any) (*oracle, e
 	fake := xds.NewFakeDiscoveryServer(t, xds.FakeOptions{
 		KubernetesObjectString: objs + "\n---\n" + more,
 		ConfigString:           strings.TrimSpace(cfgs + "\n---\n" + gwcfg),
-		MeshConfig:             meshConfig(m.Mesh),
+		MeshConfig:             waypointMeshConfig(m.Mesh),
 		ListenerBuilder:        func() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") },
 	})
 	return &oracle{fake: fake, addr: fake.Listener.Addr().String()}, nil
+}
+
+// waypointMeshConfig is meshConfig with Istio's installed default metrics provider
+// (defaultProviders.metrics: prometheus, as the istiod chart sets it), so that istiod
+// sends a waypoint the istio.stats filters meshlab sends (reporter SERVER_GATEWAY).
+func waypointMeshConfig(mc model.MeshConfig) *meshconfig.MeshConfig {
+	m := meshConfig(mc)
+	m.DefaultProviders = &meshconfig.MeshConfig_DefaultProviders{Metrics: []string{"prometheus"}}
+	return m
 }
 
 // waypointNodeID is the node id a waypoint's proxy announces:

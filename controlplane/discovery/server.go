@@ -105,8 +105,9 @@ type Server struct {
 	wants map[string]string
 
 	wds  xds.WDSOptions
-	ztMu sync.Mutex // guards zt; taken after mu when both are
-	zt   ztunnels   // ztunnel.go
+	wp   waypointWDS // waypoint_wds.go; guarded by mu
+	ztMu sync.Mutex  // guards zt; taken after mu when both are
+	zt   ztunnels    // ztunnel.go
 
 	runOnce sync.Once
 }

@@ -105,7 +105,7 @@ func encode(version string, st *proxyState) *encodedSnapshot {
 
 // setSnapshot sets node's snapshot in the embedded cache (for delta watches) and its
 // encoded form for SotW, answering the SotW watches it changes.
-func (c *sharedCache) setSnapshot(ctx context.Context, node string, snap *cachev3.Snapshot, enc *encodedSnapshot) error {
+func (c *sharedCache) setSnapshot(ctx context.Context, node string, snap cachev3.ResourceSnapshot, enc *encodedSnapshot) error {
 	//nolint:staticcheck // QF1008: names the embedded cache on purpose; sharedCache overrides other SnapshotCache methods
 	if err := c.SnapshotCache.SetSnapshot(ctx, node, snap); err != nil {
 		return err

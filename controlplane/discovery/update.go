@@ -106,7 +106,11 @@ func (s *Server) UpdateFor(ctx context.Context, m *model.Model, trigger string) 
 			pushed = append(pushed, r)
 		}
 	}
-	if len(pushed) > 0 {
+	wlChanged, err := s.waypointWorkloadsFor(m, pods, version)
+	if err != nil {
+		return fmt.Errorf("update xds %s: %w", version, err)
+	}
+	if len(pushed) > 0 || wlChanged {
 		s.version++ // even if setting fails below, "vN" never names two different configs
 	}
 	if s.proxies == nil {
@@ -116,7 +120,7 @@ func (s *Server) UpdateFor(ctx context.Context, m *model.Model, trigger string) 
 		s.wants = map[string]string{}
 	}
 	for _, r := range pushed {
-		if err := s.cache.setSnapshot(ctx, r.id, r.snap, encode(version, r.state)); err != nil {
+		if err := s.cache.setSnapshot(ctx, r.id, s.withWorkloads(r.id, r.snap), encode(version, r.state)); err != nil {
 			delete(s.proxies, r.id) // unknown state: the next update sets it again
 			s.model = nil           // some proxies are on m already: the next update is not scoped
 			return fmt.Errorf("update xds %s: set snapshot for %s: %w", version, r.id, err)
@@ -134,8 +138,13 @@ func (s *Server) UpdateFor(ctx context.Context, m *model.Model, trigger string) 
 			s.proxies[r.id].nacked = r.state.nacked
 		}
 	}
+	if wlChanged {
+		if err := s.resetWaypoints(ctx, pushedIDs(pushed), seen); err != nil {
+			return fmt.Errorf("update xds %s: waypoint workloads: %w", version, err)
+		}
+	}
 	ztChanged, err := s.updateZtunnels(ctx, m, version)
-	if ztChanged && len(pushed) == 0 {
+	if ztChanged && len(pushed) == 0 && !wlChanged {
 		s.version++
 	}
 	if err != nil {

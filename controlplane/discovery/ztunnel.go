@@ -101,28 +101,37 @@ func buildWDS(m *model.Model, o xds.WDSOptions, prev *wdsSnapshot, version strin
 	}
 	snap = &wdsSnapshot{types: map[string]*wdsType{}}
 	for _, typ := range ztunnelTypes {
-		t := &wdsType{since: version, res: make(map[string]types.Resource, len(named[typ])), versions: make(map[string]string, len(named[typ]))}
-		sum := sha256.New()
-		for _, name := range sortedKeys(named[typ]) {
-			// The version is go-control-plane's hash of the encoding, which it sends as
-			// Resource.version and compares with what a ztunnel holds.
-			b, err := cachev3.MarshalResource(named[typ][name])
-			if err != nil {
-				return nil, false, fmt.Errorf("marshal %s %s: %w", typ, name, err)
-			}
-			v := cachev3.HashResource(b)
-			t.res[name], t.versions[name] = named[typ][name], v
-			fmt.Fprintf(sum, "%s\x00%s\x00", name, v)
+		t, tChanged, err := makeWDSType(typ, version, named[typ], prev.typ(typ))
+		if err != nil {
+			return nil, false, err
 		}
-		sum.Sum(t.sum[:0])
-		if p := prev.typ(typ); p != nil && p.sum == t.sum {
-			t = p
-		} else {
-			changed = true
-		}
+		changed = changed || tChanged
 		snap.types[typ] = t
 	}
 	return snap, changed, nil
+}
+
+// makeWDSType makes one type of a WDS snapshot for version from its resources by name,
+// keeping prev when they did not change; changed reports whether they did.
+func makeWDSType(typ, version string, named map[string]proto.Message, prev *wdsType) (t *wdsType, changed bool, err error) {
+	t = &wdsType{since: version, res: make(map[string]types.Resource, len(named)), versions: make(map[string]string, len(named))}
+	sum := sha256.New()
+	for _, name := range sortedKeys(named) {
+		// The version is go-control-plane's hash of the encoding, which it sends as
+		// Resource.version and compares with what a proxy holds.
+		b, err := cachev3.MarshalResource(named[name])
+		if err != nil {
+			return nil, false, fmt.Errorf("marshal %s %s: %w", typ, name, err)
+		}
+		v := cachev3.HashResource(b)
+		t.res[name], t.versions[name] = named[name], v
+		fmt.Fprintf(sum, "%s\x00%s\x00", name, v)
+	}
+	sum.Sum(t.sum[:0])
+	if prev != nil && prev.sum == t.sum {
+		return prev, false, nil
+	}
+	return t, true, nil
 }
 
 func (s *wdsSnapshot) typ(typeURL string) *wdsType {

@@ -143,7 +143,7 @@ func TestWaypointAuthorizationByTargetRefs(t *testing.T) {
 			}
 		}
 	}
-	if want := []string{MetadataExchangeFilter, wellknown.RoleBasedAccessControl, wellknown.TCPProxy}; !slices.Equal(names, want) {
+	if want := []string{MetadataExchangeFilter, wellknown.RoleBasedAccessControl, StatsFilter, wellknown.TCPProxy}; !slices.Equal(names, want) {
 		t.Errorf("mongodb chain filters %v, want %v", names, want)
 	}
 	// No sidecar or gateway pod takes a policy with targetRefs.

@@ -53,6 +53,9 @@ func waypointListeners(m *model.Model, w *model.Waypoint, ports []waypointPort) 
 	if err != nil {
 		return nil, err
 	}
+	if err := addWaypointStats(mi); err != nil {
+		return nil, err
+	}
 	co, err := connectOriginateListener(logs)
 	if err != nil {
 		return nil, err

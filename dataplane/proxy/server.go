@@ -369,6 +369,9 @@ func (s *Server) startXDS(ctx context.Context, done chan struct{}) error {
 		wild = append(wild, xdsclient.ListenerType)
 		s.init.ldsRequested = true
 	}
+	if bootstrap.MetadataDiscovery(s.boot) {
+		wild = append(wild, xdsclient.WorkloadType)
+	}
 	connected := s.stats.Named("control_plane").Gauge("connected_state")
 	s.xds = xdsclient.New(xdsclient.Options{
 		Conn: conn, Node: s.node, Handler: s, Logger: s.log.With("component", "config"),

@@ -56,6 +56,8 @@ func (s *Server) Apply(typeURL, version string, resources []*anypb.Any) error {
 		return s.applyRoutes(version, resources)
 	case xdsclient.SecretType:
 		return s.applySecrets(version, resources)
+	case xdsclient.WorkloadType:
+		return applyWorkloads(resources)
 	}
 	return fmt.Errorf("unsupported resource type %s", typeURL)
 }

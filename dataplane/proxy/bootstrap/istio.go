@@ -30,8 +30,9 @@ import (
 //   - bootstrap_extensions envoy.bootstrap.internal_listener: enables Envoy's internal
 //     listeners, which no sidecar listener uses (an internal address is refused by the
 //     listener compiler); metadata_discovery (istio.workload.BootstrapExtension): the
-//     workload metadata source of istio-proxy's peer metadata in ambient mode; no filter
-//     here consults it.
+//     workload metadata source of istio-proxy's peer metadata in ambient mode; the
+//     proxy subscribes to istio.workload.Workload over its ADS stream
+//     (MetadataDiscovery) and the peer filters' workload_discovery reads it.
 
 // bootstrapExtensions are the accepted bootstrap_extensions by name, with their config
 // type (the type a TypedStruct names, or the Any's own type).
@@ -111,4 +112,16 @@ func configType(a *anypb.Any) string {
 		url = url[i+1:]
 	}
 	return url
+}
+
+// MetadataDiscovery reports whether the bootstrap has istio-proxy's metadata discovery
+// extension (istio.workload.BootstrapExtension, a waypoint's), whose workloads the proxy
+// then subscribes to over ADS.
+func MetadataDiscovery(b *bootstrapv3.Bootstrap) bool {
+	for _, ext := range b.GetBootstrapExtensions() {
+		if configType(ext.GetTypedConfig()) == bootstrapExtensions["metadata_discovery"] {
+			return true
+		}
+	}
+	return false
 }

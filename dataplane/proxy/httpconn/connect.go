@@ -74,7 +74,7 @@ func (rt *router) connectTerminate(x *exchange, cl *cluster.Cluster) int {
 	h := x.w.Header()
 	rt.setServer(h)
 	if rt.cfg.Peer != nil {
-		rt.cfg.Peer.OnResponse(h, &x.peer)
+		rt.cfg.Peer.OnResponse(h, &x.peer, discoveryAddr(host))
 	}
 	x.info.CodeDetails = "via_upstream"
 	if hj, ok := unwrapHijacker(x.w); ok && x.r.ProtoMajor == 1 {

@@ -312,7 +312,7 @@ func (rt *router) respond(x *exchange, a attempt) int {
 		h[k] = vs
 	}
 	if rt.cfg.Peer != nil {
-		rt.cfg.Peer.OnResponse(h, &x.peer)
+		rt.cfg.Peer.OnResponse(h, &x.peer, discoveryAddr(a.host))
 	}
 	delHopByHop(h)
 	if x.weighted != nil {

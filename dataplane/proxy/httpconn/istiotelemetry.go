@@ -4,6 +4,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"google.golang.org/protobuf/types/known/anypb"
@@ -74,8 +75,18 @@ func clusterIstio(cl *cluster.Cluster) *structpb.Struct {
 	return cl.Config().Proto.GetMetadata().GetFilterMetadata()["istio"]
 }
 
+// The filter state objects a waypoint's connect_terminate sets from its HBONE
+// connection's certificates, which istio.stats prefers to the connection's own.
+const (
+	keyPeerPrincipal  = "io.istio.peer_principal"
+	keyLocalPrincipal = "io.istio.local_principal"
+)
+
 // recordIstioStats reports a finished request to istio.stats, with the peer from the
 // peer_metadata filter and the TLS identities of the connection on the reporter's side.
+// A server side (inbound, or a waypoint's) takes the downstream peer and the principals
+// from the filter state when the stream's filters did not find them, as istio-proxy
+// does: in a waypoint they were found on connect_terminate and shared with main_internal.
 func (rt *router) recordIstioStats(x *exchange, code int) {
 	side := &istiostats.Side{Inbound: rt.ds.Inbound, Host: x.r.Host, Cluster: x.info.UpstreamCluster}
 	if x.route != nil {
@@ -85,8 +96,21 @@ func (rt *router) recordIstioStats(x *exchange, code int) {
 	if haveCluster {
 		side.ClusterIstio = clusterIstio(cl)
 	}
-	if rt.ds.Inbound {
+	if gw := rt.cfg.IstioStats.Gateway; rt.ds.Inbound || gw {
 		side.Peer, side.PeerKey, side.PeerSAN, side.LocalSAN = x.peer.Downstream, x.peer.DownstreamRaw, rt.ds.PeerSAN, rt.ds.LocalSAN
+		if fs := x.filterState(rt.ds.FilterState); len(fs) > 0 {
+			if p, l := fs[keyPeerPrincipal].Value, fs[keyLocalPrincipal].Value; p != "" || l != "" {
+				side.PeerSAN, side.LocalSAN = p, l
+			}
+			if side.Peer == nil {
+				if w := peer.FromState(fs, peer.KeyDownstreamPeer); w != nil {
+					side.Peer, side.PeerKey = w, fs[peer.KeyDownstreamPeer].Value
+				}
+			}
+		}
+		if gw {
+			side.Upstream = x.peer.Upstream
+		}
 	} else {
 		side.Peer, side.PeerKey, side.Endpoint = x.peer.Upstream, x.peer.UpstreamRaw, x.upHost.Workload
 		if c := x.upstream.Conn; c != nil {
@@ -144,4 +168,40 @@ func grpcStatus(h http.Header) string {
 		return v
 	}
 	return h.Get("Grpc-Status")
+}
+
+// discoveryAddr is the address metadata discovery looks an upstream host up by, as
+// istio-proxy's workload_discovery method: a socket address's IP; for an internal host
+// (a waypoint's connect_originate endpoint) the destination its original_dst metadata
+// names, except for an endpoint behind another network's gateway (istio metadata
+// double_hbone).
+func discoveryAddr(h cluster.Host) netip.Addr {
+	if h.Internal.Listener == "" {
+		return h.Addr.Addr()
+	}
+	md := h.Metadata.GetFilterMetadata()
+	if _, ok := md["istio"].GetFields()["double_hbone"]; ok {
+		return netip.Addr{}
+	}
+	ap, err := netip.ParseAddrPort(md["envoy.filters.listener.original_dst"].GetFields()["local"].GetStringValue())
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr()
+}
+
+// downstreamPeerState runs the peer_metadata filter's downstream discovery on a request
+// and, when the filter shares its peers with upstream, puts the peer found in the
+// stream's filter state for the upstream (internal) connections.
+func (rt *router) downstreamPeerState(x *exchange, r *http.Request) {
+	f := rt.cfg.Peer
+	remote := x.remote
+	if !remote.IsValid() {
+		remote = rt.ds.Remote
+	}
+	f.OnRequest(r.Header, &x.peer, remote.Addr())
+	if f.SharedWithUpstream && x.peer.Downstream != nil {
+		x.fs = peer.WithState(x.filterState(rt.ds.FilterState), peer.KeyDownstreamPeer, x.peer.Downstream, x.peer.DownstreamRaw, true)
+		x.fsSet = true
+	}
 }

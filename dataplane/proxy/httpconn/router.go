@@ -225,7 +225,7 @@ func (rt *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x.cw.ResponseWriter = w
 	x.w = &x.cw // one allocation for both
 	if rt.cfg.Peer != nil {
-		rt.cfg.Peer.OnRequest(r.Header, &x.peer)
+		rt.downstreamPeerState(x, r)
 	}
 	if r.Body != nil && r.Body != http.NoBody {
 		x.rx = &countingBody{ReadCloser: r.Body}
@@ -594,7 +594,7 @@ func (rt *router) localReply(x *exchange, code int, body string) int {
 	}
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	if rt.cfg.Peer != nil {
-		rt.cfg.Peer.OnResponse(h, &x.peer)
+		rt.cfg.Peer.OnResponse(h, &x.peer, netip.Addr{})
 	}
 	rt.setServer(h)
 	x.w.WriteHeader(code)

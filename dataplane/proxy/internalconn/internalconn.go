@@ -61,10 +61,12 @@ const (
 )
 
 // Object is one filter state object in its string form (what %FILTER_STATE(key:PLAIN)%
-// prints) and its sharing.
+// prints) and its sharing. Data is the object itself when it is more than its string
+// (the peer_metadata filter's peers); nil for string objects. It is never modified.
 type Object struct {
 	Value   string
 	Sharing Sharing
+	Data    any
 }
 
 // Values returns the plain values of fs by key (nil for an empty fs).

@@ -42,6 +42,18 @@ func (s *istioSource) Side() (*istiostats.Side, bool) {
 	if s.cl != nil {
 		side.ClusterIstio = s.cl.Config().Proto.GetMetadata().GetFilterMetadata()["istio"]
 	}
+	if s.ds.IstioStats.Gateway {
+		// A waypoint's connection: the client and the principals come from the filter
+		// state its connect_terminate shared (the HBONE connection's); the destination
+		// workload is not known to a TCP chain (no upstream peer discovery runs there).
+		side.PeerSAN, side.LocalSAN = s.ds.PeerSAN, s.ds.LocalSAN
+		fs := s.ds.FilterState
+		if p, l := fs["io.istio.peer_principal"].Value, fs["io.istio.local_principal"].Value; p != "" || l != "" {
+			side.PeerSAN, side.LocalSAN = p, l
+		}
+		side.Peer = peer.FromState(fs, peer.KeyDownstreamPeer)
+		return side, s.connected
+	}
 	if s.ds.Inbound {
 		side.PeerSAN, side.LocalSAN = s.ds.PeerSAN, s.ds.LocalSAN
 		read := false

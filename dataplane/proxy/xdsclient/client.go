@@ -34,9 +34,12 @@ const (
 	ListenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
 	RouteType    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
 	SecretType   = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
+	// WorkloadType is istio-proxy's metadata discovery (a waypoint's bootstrap
+	// extension metadata_discovery): ambient's workloads, a wildcard subscription.
+	WorkloadType = "type.googleapis.com/istio.workload.Workload"
 )
 
-var typeOrder = []string{ClusterType, EndpointType, ListenerType, RouteType, SecretType}
+var typeOrder = []string{ClusterType, EndpointType, ListenerType, RouteType, SecretType, WorkloadType}
 
 // Handler applies the resources of one response.
 //

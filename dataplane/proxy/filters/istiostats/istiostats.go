@@ -10,7 +10,6 @@
 package istiostats
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -82,8 +81,10 @@ var allow = fieldcheck.Allow{
 // Config is a compiled istio.stats filter. Its settings are immutable; the cache of
 // resolved metrics makes it safe for concurrent use, not read-only.
 type Config struct {
-	// Gateway is reporter SERVER_GATEWAY (waypoint); otherwise the reporter follows the
-	// listener's traffic direction.
+	// Gateway is reporter SERVER_GATEWAY (a waypoint): reporter="waypoint", the source
+	// from the downstream peer as an inbound sidecar's, the destination from the upstream
+	// peer (the workload the request went to) instead of the local node. Otherwise the
+	// reporter follows the listener's traffic direction.
 	Gateway                   bool
 	DisableHostHeaderFallback bool
 	// TCPReportInterval is tcp_reporting_duration (default 5 s): how often a TCP
@@ -109,7 +110,7 @@ type httpKey struct {
 	inbound, grpc                                     bool
 	code                                              int
 	host, cluster, route, peerSAN, localSAN, endpoint string
-	peer                                              *peer.Workload
+	peer, upstream                                    *peer.Workload
 	flags, grpcStatus                                 string
 	meta                                              *structpb.Struct
 }
@@ -141,7 +142,7 @@ func Compile(a *anypb.Any) (*Config, error) {
 	switch pc.GetReporter() {
 	case statsapi.Reporter_UNSPECIFIED:
 	case statsapi.Reporter_SERVER_GATEWAY:
-		return nil, errors.New("typed_config.reporter: SERVER_GATEWAY (waypoint) is not supported by meshlab proxy")
+		c.Gateway = true
 	default:
 		return nil, fmt.Errorf("typed_config.reporter: unknown reporter %s", pc.GetReporter())
 	}
@@ -217,17 +218,22 @@ func RecordBuild(st *stats.Store, node *structpb.Struct) {
 // Side is what a report knows of the connection and the peer.
 type Side struct {
 	Inbound bool // the listener's traffic_direction: INBOUND reports as destination
-	// Peer is the peer's metadata (downstream peer inbound, upstream peer outbound);
-	// nil when none arrived. Endpoint is the client side's fallback: the upstream
-	// host's istio "workload" metadata.
+	// Peer is the peer's metadata (downstream peer inbound and in a waypoint, upstream
+	// peer outbound); nil when none arrived. Endpoint is the client side's fallback: the
+	// upstream host's istio "workload" metadata.
 	Peer     *peer.Workload
 	Endpoint string
+	// Upstream is a waypoint's upstream peer (the destination workload), nil when none
+	// was discovered; only the Gateway reporter reads it.
+	Upstream *peer.Workload
 	// PeerKey identifies Peer for the metrics cache: the exchanged metadata as
 	// received; a Peer without one is not cached.
 	PeerKey string
 	// PeerSAN and LocalSAN are the first URI SANs of the peer's and the local
 	// certificate on the connection (downstream inbound, upstream outbound); "" for
-	// plaintext.
+	// plaintext. Inbound, istio-proxy takes them from the filter state objects
+	// io.istio.peer_principal and io.istio.local_principal when either is set (a
+	// waypoint's, from the HBONE connection), and from the connection otherwise.
 	PeerSAN, LocalSAN string
 	// Host is the request's authority (HTTP), used unless DisableHostHeaderFallback.
 	Host string
@@ -244,14 +250,16 @@ func (c *Config) peerTags(s *Side) []stats.Tag {
 	local := peer.Local().Workload
 	tags := make([]stats.Tag, 0, 25)
 	add := func(n, v string) { tags = append(tags, stats.Tag{Name: n, Value: v}) }
-	or := func(v, def string) string {
-		if v == "" {
-			return def
+	or := func(vs ...string) string {
+		for _, v := range vs[:len(vs)-1] {
+			if v != "" {
+				return v
+			}
 		}
-		return v
+		return vs[len(vs)-1]
 	}
 	p := s.Peer
-	if p == nil && !s.Inbound {
+	if p == nil && !s.Inbound && !c.Gateway {
 		if w, ok := peer.FromEndpoint(s.Endpoint); ok {
 			p = w
 		}
@@ -259,7 +267,7 @@ func (c *Config) peerTags(s *Side) []stats.Tag {
 	if p == nil {
 		p = &peer.Workload{}
 	}
-	host, hostName := "", ""
+	host, hostName, hostNS := "", "", ""
 	if !c.DisableHostHeaderFallback && s.Host != "" {
 		host, hostName = s.Host, s.Host
 	}
@@ -278,6 +286,7 @@ func (c *Config) peerTags(s *Side) []stats.Tag {
 				if h, ok := f["host"]; ok {
 					host = h.GetStringValue()
 				}
+				hostNS = f["namespace"].GetStringValue()
 				if n, ok := f["name"]; ok {
 					hostName = n.GetStringValue()
 				} else {
@@ -296,8 +305,12 @@ func (c *Config) peerTags(s *Side) []stats.Tag {
 	if peerNS == "" {
 		peerNS = p.Namespace
 	}
-	if s.Inbound {
-		add("reporter", "destination")
+	if s.Inbound || c.Gateway {
+		if c.Gateway {
+			add("reporter", "waypoint")
+		} else {
+			add("reporter", "destination")
+		}
 		add("source_workload", or(p.WorkloadName, "unknown"))
 		add("source_canonical_service", or(p.CanonicalName, "unknown"))
 		add("source_canonical_revision", or(p.CanonicalRevision, "latest"))
@@ -306,6 +319,9 @@ func (c *Config) peerTags(s *Side) []stats.Tag {
 		add("source_app", or(p.App, "unknown"))
 		add("source_version", or(p.Version, "unknown"))
 		add("source_cluster", or(p.Cluster, "unknown"))
+		if c.Gateway {
+			return c.waypointDestination(tags, s, host, hostName, hostNS)
+		}
 		add("destination_workload", local.WorkloadName)
 		add("destination_workload_namespace", local.Namespace)
 		add("destination_principal", or(s.LocalSAN, "unknown"))
@@ -337,16 +353,44 @@ func (c *Config) peerTags(s *Side) []stats.Tag {
 	add("destination_canonical_service", or(p.CanonicalName, "unknown"))
 	add("destination_canonical_revision", or(p.CanonicalRevision, "latest"))
 	add("destination_service_name", or(hostName, "unknown"))
-	add("destination_service_namespace", or(peerNS, "unknown"))
+	add("destination_service_namespace", or(hostNS, peerNS, "unknown"))
 	add("destination_cluster", or(p.Cluster, "unknown"))
 	return tags
 }
 
-// security is connection_security_policy: the server side knows (mutual_tls when both
-// ends presented a certificate with a URI SAN, else none); the client side reports
-// unknown, as istio-proxy.
-func security(s *Side) string {
-	if !s.Inbound {
+// waypointDestination appends a waypoint's destination tags: the upstream peer's (the
+// destination workload as metadata discovery knows it, its identity the principal), the
+// service from the cluster's metadata, "unknown" for what is not known.
+func (c *Config) waypointDestination(tags []stats.Tag, s *Side, host, hostName, hostNS string) []stats.Tag {
+	up := s.Upstream
+	if up == nil {
+		up = &peer.Workload{}
+	}
+	unknown := func(v string) string {
+		if v == "" {
+			return "unknown"
+		}
+		return v
+	}
+	return append(tags,
+		stats.Tag{Name: "destination_workload", Value: unknown(up.WorkloadName)},
+		stats.Tag{Name: "destination_workload_namespace", Value: unknown(up.Namespace)},
+		stats.Tag{Name: "destination_principal", Value: unknown(up.Identity)},
+		stats.Tag{Name: "destination_app", Value: unknown(up.App)},
+		stats.Tag{Name: "destination_version", Value: unknown(up.Version)},
+		stats.Tag{Name: "destination_service", Value: unknown(host)},
+		stats.Tag{Name: "destination_canonical_service", Value: unknown(up.CanonicalName)},
+		stats.Tag{Name: "destination_canonical_revision", Value: unknown(up.CanonicalRevision)},
+		stats.Tag{Name: "destination_service_name", Value: unknown(hostName)},
+		stats.Tag{Name: "destination_service_namespace", Value: unknown(hostNS)},
+		stats.Tag{Name: "destination_cluster", Value: unknown(up.Cluster)})
+}
+
+// security is connection_security_policy: the server side and a waypoint know
+// (mutual_tls when both ends presented a certificate with a URI SAN, else none); the
+// client side reports unknown, as istio-proxy.
+func (c *Config) security(s *Side) string {
+	if !s.Inbound && !c.Gateway {
 		return "unknown"
 	}
 	if s.PeerSAN != "" && s.LocalSAN != "" {
@@ -372,7 +416,7 @@ type Request struct {
 func (c *Config) RecordHTTP(st *stats.Store, s *Side, r *Request) {
 	cacheable := s.Peer == nil || s.PeerKey != ""
 	k := httpKey{store: st, inbound: s.Inbound, grpc: r.GRPC, code: r.Code, host: s.Host, cluster: s.Cluster,
-		route: s.RouteName, peerSAN: s.PeerSAN, localSAN: s.LocalSAN, endpoint: s.Endpoint, peer: s.Peer,
+		route: s.RouteName, peerSAN: s.PeerSAN, localSAN: s.LocalSAN, endpoint: s.Endpoint, peer: s.Peer, upstream: s.Upstream,
 		flags: r.Flags, grpcStatus: r.GRPCStatus, meta: s.ClusterIstio}
 	if cacheable {
 		c.setsMu.RLock()
@@ -424,7 +468,7 @@ func (c *Config) resolveHTTP(st *stats.Store, s *Side, r *Request) *httpSet {
 		stats.Tag{Name: "response_code", Value: fmt.Sprint(r.Code)},
 		stats.Tag{Name: "grpc_response_status", Value: r.GRPCStatus},
 		stats.Tag{Name: "response_flags", Value: r.Flags},
-		stats.Tag{Name: "connection_security_policy", Value: security(s)})
+		stats.Tag{Name: "connection_security_policy", Value: c.security(s)})
 	return &httpSet{total: c.counter(st, RequestsTotal, tags), dur: c.histogram(st, RequestDuration, tags),
 		reqB: c.histogram(st, RequestBytes, tags), respB: c.histogram(st, ResponseBytes, tags)}
 }

@@ -95,6 +95,50 @@ func TestServerReporterLabels(t *testing.T) {
 	}
 }
 
+// TestWaypointReporterLabels pins reporter SERVER_GATEWAY as istio-proxy reports it in
+// a waypoint: the source from the downstream peer and the HBONE principals, the
+// destination from the upstream peer (the workload the request went to, its identity the
+// principal) and the cluster's service, "unknown" for what neither knows, never the
+// waypoint's own node.
+func TestWaypointReporterLabels(t *testing.T) {
+	setLocal(t)
+	c := mustCompile(t, &statsapi.PluginConfig{Reporter: statsapi.Reporter_SERVER_GATEWAY, DisableHostHeaderFallback: true})
+	st := stats.NewStore()
+	side := &Side{
+		Peer:     &peer.Workload{WorkloadName: "curl", Namespace: "default", App: "curl", Version: "latest", CanonicalName: "curl", CanonicalRevision: "latest", Cluster: "Kubernetes"},
+		PeerKey:  "k",
+		Upstream: &peer.Workload{WorkloadName: "httpbin", Namespace: "default", App: "httpbin", Version: "v1", CanonicalName: "httpbin", CanonicalRevision: "v1", Cluster: "Kubernetes", Identity: "spiffe://cluster.local/ns/default/sa/httpbin"},
+		PeerSAN:  "spiffe://cluster.local/ns/default/sa/curl", LocalSAN: "spiffe://cluster.local/ns/default/sa/waypoint",
+		Host: "httpbin:8000", Cluster: "inbound-vip|8000|http|httpbin.default.svc.cluster.local", ClusterIstio: services("httpbin.default.svc.cluster.local", "httpbin")}
+	c.RecordHTTP(st, side, &Request{Code: 200, Flags: "-"})
+	want := `istio_requests_total{reporter="waypoint",source_workload="curl",source_canonical_service="curl",source_canonical_revision="latest",` +
+		`source_workload_namespace="default",source_principal="spiffe://cluster.local/ns/default/sa/curl",source_app="curl",source_version="latest",` +
+		`source_cluster="Kubernetes",destination_workload="httpbin",destination_workload_namespace="default",` +
+		`destination_principal="spiffe://cluster.local/ns/default/sa/httpbin",destination_app="httpbin",destination_version="v1",` +
+		`destination_service="httpbin.default.svc.cluster.local",destination_canonical_service="httpbin",destination_canonical_revision="v1",` +
+		`destination_service_name="httpbin",destination_service_namespace="default",destination_cluster="Kubernetes",request_protocol="http",` +
+		`response_code="200",grpc_response_status="",response_flags="-",connection_security_policy="mutual_tls"} 1`
+	if out := prom(t, st); !strings.Contains(out, want+"\n") {
+		t.Fatalf("missing\n%s\nin\n%s", want, out)
+	}
+	// Neither peer known, no principals: unknown everywhere istio-proxy says so (its
+	// canonical revision included), the service still from the cluster, and none
+	// of the waypoint's own labels.
+	st = stats.NewStore()
+	c.RecordHTTP(st, &Side{Cluster: side.Cluster, ClusterIstio: side.ClusterIstio}, &Request{Code: 403, Flags: "-"})
+	out := prom(t, st)
+	for _, l := range []string{`reporter="waypoint"`, `source_workload="unknown"`, `source_canonical_revision="latest"`,
+		`destination_workload="unknown"`, `destination_canonical_revision="unknown"`, `destination_principal="unknown"`,
+		`destination_service_name="httpbin"`, `response_code="403"`, `connection_security_policy="none"`} {
+		if !strings.Contains(out, l) {
+			t.Errorf("no %s in\n%s", l, out)
+		}
+	}
+	if strings.Contains(out, "reviews") {
+		t.Errorf("the waypoint's own node in its labels:\n%s", out)
+	}
+}
+
 func TestClientReporterFallsBackToEndpointAndHost(t *testing.T) {
 	setLocal(t)
 	c := mustCompile(t, &statsapi.PluginConfig{})
@@ -145,7 +189,7 @@ func TestOverridesAndRefusals(t *testing.T) {
 	}{
 		{&statsapi.PluginConfig{Metrics: []*statsapi.MetricConfig{{Name: "requests_total", Dimensions: map[string]string{"x": "request.host"}}}}, "dimensions"},
 		{&statsapi.PluginConfig{Definitions: []*statsapi.MetricDefinition{{Name: "x", Value: "1"}}}, "definitions"},
-		{&statsapi.PluginConfig{Reporter: statsapi.Reporter_SERVER_GATEWAY}, "reporter"},
+		{&statsapi.PluginConfig{Reporter: statsapi.Reporter(7)}, "reporter"},
 		{&statsapi.PluginConfig{Metrics: []*statsapi.MetricConfig{{Name: "my_metric"}}}, "metrics[0].name"},
 	} {
 		a, _ := anypb.New(tc.m)

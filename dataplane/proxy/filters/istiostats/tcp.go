@@ -78,7 +78,7 @@ func (t *TCPConn) report(end bool) {
 		t.tags = append(t.c.peerTags(side),
 			stats.Tag{Name: "request_protocol", Value: "tcp"},
 			stats.Tag{Name: "response_flags", Value: t.src.Flags()},
-			stats.Tag{Name: "connection_security_policy", Value: security(side)})
+			stats.Tag{Name: "connection_security_policy", Value: t.c.security(side)})
 		t.open = true
 		if ctr := t.c.counter(t.st, TCPOpened, t.tags); ctr != nil {
 			ctr.Inc()

@@ -144,8 +144,10 @@ func compileMX(a *anypb.Any, upstream bool) (*MX, error) {
 		Protocol string `json:"protocol"`
 		// enable_discovery lets istio-proxy fall back to the workload metadata
 		// discovery (ambient's WDS, the metadata_discovery bootstrap extension) for a
-		// peer that sent no metadata. A sidecar's discovery source holds no workloads
-		// here, so the fallback finds nothing, as in a sidecar-only Istio mesh.
+		// peer that sent no metadata. The TCP exchange here does not consult it: only a
+		// waypoint's bootstrap subscribes to WDS, and a waypoint's TCP chains have no
+		// exchange peer (ztunnel runs none), so the fallback is a waypoint's TCP peers.
+		// TODO(#27): look the waypoint's TCP peers up by address.
 		EnableDiscovery  bool     `json:"enable_discovery"`
 		AdditionalLabels []string `json:"additional_labels"`
 	}
@@ -159,34 +161,51 @@ func compileMX(a *anypb.Any, upstream bool) (*MX, error) {
 }
 
 // HTTPFilter is a compiled peer_metadata HTTP filter (io.istio.http.peer_metadata.Config):
-// which methods discover the downstream and upstream peers, and which propagate the
-// local node's metadata. Immutable.
+// which methods discover the downstream and upstream peers, in order (the first that
+// finds a peer wins), and which propagate the local node's metadata. Immutable.
 type HTTPFilter struct {
-	// DownstreamHeaders and UpstreamHeaders: the istio_headers discovery method reads
-	// x-envoy-peer-metadata(-id) from the request and from the response.
+	// Downstream and Upstream are the discovery methods of each side, in order.
+	Downstream, Upstream []Method
+	// DownstreamHeaders and UpstreamHeaders: an istio_headers method is among them (its
+	// headers are removed from the request, the response).
 	DownstreamHeaders, UpstreamHeaders bool
 	// PropagateDownstream and PropagateUpstream: istio_headers propagation on the
 	// response (only when the request carried the headers) and on the request.
 	PropagateDownstream, PropagateUpstream bool
 	// SkipExternal is istio_headers.skip_external_clusters of upstream propagation.
 	SkipExternal bool
-	Labels       []string
+	// SharedWithUpstream: the discovered peers' filter state objects are shared with the
+	// upstream (internal) connection once, as the filter's shared_with_upstream.
+	SharedWithUpstream bool
+	Labels             []string
 }
 
+// Method is a peer discovery method.
+type Method uint8
+
+// The discovery methods the proxy implements: istio_headers (x-envoy-peer-metadata)
+// and workload_discovery (the metadata discovery index, by the peer's address).
+const (
+	MethodHeaders Method = iota + 1
+	MethodWorkload
+)
+
 type discoveryMethod struct {
-	IstioHeaders *struct{} `json:"istio_headers"`
-	// workload_discovery looks the peer's address up in the workload metadata
-	// discovery (ambient's WDS). A sidecar has no such workloads here, so it finds
-	// nothing, as istio-proxy's method does without a metadata provider; the next
-	// method is tried.
+	IstioHeaders      *struct{} `json:"istio_headers"`
 	WorkloadDiscovery *struct{} `json:"workload_discovery"`
 	Baggage           *struct{} `json:"baggage"`
+	// upstream_filter_state (istiod sends it with AMBIENT_ENABLE_BAGGAGE) reads a peer
+	// the HBONE upstream filters put in the upstream connection's filter state.
+	UpstreamFilterState *struct {
+		PeerMetadataKey string `json:"peer_metadata_key"`
+	} `json:"upstream_filter_state"`
 }
 
 type propagationMethod struct {
 	IstioHeaders *struct {
 		SkipExternalClusters bool `json:"skip_external_clusters"`
 	} `json:"istio_headers"`
+	Baggage *struct{} `json:"baggage"`
 }
 
 // CompileHTTP compiles a peer_metadata HTTP filter from its TypedStruct.
@@ -209,48 +228,53 @@ func CompileHTTP(a *anypb.Any) (*HTTPFilter, error) {
 	if err := decodeStrict(name, value, &c); err != nil {
 		return nil, fmt.Errorf("typed_config.value: %w", err)
 	}
-	f := &HTTPFilter{Labels: c.AdditionalLabels}
-	disc := func(field string, ms []discoveryMethod) (bool, error) {
+	f := &HTTPFilter{Labels: c.AdditionalLabels, SharedWithUpstream: c.SharedWithUpstream}
+	disc := func(field string, ms []discoveryMethod) ([]Method, bool, error) {
+		var out []Method
 		headers := false
 		for i, m := range ms {
 			switch {
 			case m.Baggage != nil:
-				return false, fmt.Errorf("typed_config.value.%s[%d].baggage: not supported by meshlab proxy", field, i)
+				return nil, false, fmt.Errorf("typed_config.value.%s[%d].baggage: not supported by meshlab proxy", field, i)
+			case m.UpstreamFilterState != nil:
+				return nil, false, fmt.Errorf("typed_config.value.%s[%d].upstream_filter_state: not supported by meshlab proxy (no HBONE peer metadata filter sets it)", field, i)
 			case m.IstioHeaders != nil:
 				headers = true
+				out = append(out, MethodHeaders)
 			case m.WorkloadDiscovery != nil:
+				out = append(out, MethodWorkload)
 			default:
-				return false, fmt.Errorf("typed_config.value.%s[%d]: a discovery method is required", field, i)
+				return nil, false, fmt.Errorf("typed_config.value.%s[%d]: a discovery method is required", field, i)
 			}
 		}
-		return headers, nil
+		return out, headers, nil
 	}
-	if f.DownstreamHeaders, err = disc("downstream_discovery", c.DownstreamDiscovery); err != nil {
+	if f.Downstream, f.DownstreamHeaders, err = disc("downstream_discovery", c.DownstreamDiscovery); err != nil {
 		return nil, err
 	}
-	if f.UpstreamHeaders, err = disc("upstream_discovery", c.UpstreamDiscovery); err != nil {
+	if f.Upstream, f.UpstreamHeaders, err = disc("upstream_discovery", c.UpstreamDiscovery); err != nil {
 		return nil, err
 	}
-	if c.SharedWithUpstream && f.DownstreamHeaders {
-		// shared_with_upstream hands the downstream peer this filter discovered to the
-		// upstream (internal) connection's filter state. Only a peer found by
-		// istio_headers could be handed on here (workload_discovery finds none in this
-		// proxy, so with it alone there is nothing to share), and the proxy does not
-		// carry peer objects across internal connections.
-		return nil, errors.New("typed_config.value.shared_with_upstream: not supported by meshlab proxy with istio_headers downstream discovery")
-	}
-	for i, m := range c.DownstreamPropagation {
-		if m.IstioHeaders == nil {
-			return nil, fmt.Errorf("typed_config.value.downstream_propagation[%d]: a propagation method is required", i)
+	prop := func(field string, ms []propagationMethod) (bool, bool, error) {
+		any, skip := false, false
+		for i, m := range ms {
+			switch {
+			case m.Baggage != nil:
+				return false, false, fmt.Errorf("typed_config.value.%s[%d].baggage: not supported by meshlab proxy", field, i)
+			case m.IstioHeaders != nil:
+				any = true
+				skip = skip || m.IstioHeaders.SkipExternalClusters
+			default:
+				return false, false, fmt.Errorf("typed_config.value.%s[%d]: a propagation method is required", field, i)
+			}
 		}
-		f.PropagateDownstream = true
+		return any, skip, nil
 	}
-	for i, m := range c.UpstreamPropagation {
-		if m.IstioHeaders == nil {
-			return nil, fmt.Errorf("typed_config.value.upstream_propagation[%d]: a propagation method is required", i)
-		}
-		f.PropagateUpstream = true
-		f.SkipExternal = f.SkipExternal || m.IstioHeaders.SkipExternalClusters
+	if f.PropagateDownstream, _, err = prop("downstream_propagation", c.DownstreamPropagation); err != nil {
+		return nil, err
+	}
+	if f.PropagateUpstream, f.SkipExternal, err = prop("upstream_propagation", c.UpstreamPropagation); err != nil {
+		return nil, err
 	}
 	return f, nil
 }

@@ -2,6 +2,7 @@ package peer
 
 import (
 	"net/http"
+	"net/netip"
 	"sync"
 
 	"google.golang.org/protobuf/types/known/structpb"
@@ -11,28 +12,57 @@ import (
 type HTTPState struct {
 	// Downstream and Upstream are the discovered peers, nil when none.
 	Downstream, Upstream *Workload
-	// DownstreamRaw and UpstreamRaw are the headers the peers came from, as received.
+	// DownstreamRaw and UpstreamRaw are the headers the peers came from, as received
+	// (the exchange encoding of a peer found by metadata discovery).
 	DownstreamRaw, UpstreamRaw string
 	// reqID and reqMeta report whether the request carried the headers: the downstream
 	// propagation answers only what it was sent.
 	reqID, reqMeta bool
 }
 
-// OnRequest runs downstream discovery on the request headers and removes the exchange
-// headers, as the filter's decodeHeaders.
-func (f *HTTPFilter) OnRequest(h http.Header, st *HTTPState) {
-	if !f.DownstreamHeaders {
-		return
+// OnRequest runs downstream discovery on the request (its headers, then the metadata
+// discovery index at the downstream remote address remote, in the configured order) and
+// removes the exchange headers, as the filter's decodeHeaders.
+func (f *HTTPFilter) OnRequest(h http.Header, st *HTTPState, remote netip.Addr) {
+	if f.DownstreamHeaders {
+		st.reqID, st.reqMeta = h.Get(HeaderMetadataID) != "", h.Get(HeaderMetadata) != ""
 	}
-	id, meta := h.Get(HeaderMetadataID), h.Get(HeaderMetadata)
-	st.reqID, st.reqMeta = id != "", meta != ""
-	if meta != "" {
-		if w, ok := parseCached(meta, f.Labels); ok {
-			st.Downstream, st.DownstreamRaw = w, meta
+	if w, raw := f.discoverFirst(f.Downstream, f.DownstreamHeaders, h, remote); w != nil {
+		st.Downstream, st.DownstreamRaw = w, raw
+	}
+}
+
+// discoverFirst runs the discovery methods ms in order until one finds a peer, then
+// removes the exchange headers from h when istio_headers is among them (headers).
+func (f *HTTPFilter) discoverFirst(ms []Method, headers bool, h http.Header, addr netip.Addr) (w *Workload, raw string) {
+	for _, m := range ms {
+		if w, raw = f.discover(m, h, addr); w != nil {
+			break
 		}
 	}
-	h.Del(HeaderMetadataID)
-	h.Del(HeaderMetadata)
+	if headers {
+		h.Del(HeaderMetadataID)
+		h.Del(HeaderMetadata)
+	}
+	return w, raw
+}
+
+// discover runs one discovery method: the peer and, for a peer from headers, the header
+// it came from.
+func (f *HTTPFilter) discover(m Method, h http.Header, addr netip.Addr) (*Workload, string) {
+	switch m {
+	case MethodHeaders:
+		if meta := h.Get(HeaderMetadata); meta != "" {
+			if w, ok := parseCached(meta, f.Labels); ok {
+				return w, meta
+			}
+		}
+	case MethodWorkload:
+		if w := Discover(addr); w != nil {
+			return w, w.state
+		}
+	}
+	return nil, ""
 }
 
 // InjectUpstream adds the local node's metadata to an upstream request unless the
@@ -72,18 +102,14 @@ func (f *HTTPFilter) skip(cluster string, istioMeta *structpb.Struct) bool {
 	return fields["disable_mx"].GetBoolValue()
 }
 
-// OnResponse runs upstream discovery on the response headers (removing the exchange
-// headers) and then downstream propagation: the local metadata is added to the response
-// only when the request carried the matching header.
-func (f *HTTPFilter) OnResponse(h http.Header, st *HTTPState) {
-	if f.UpstreamHeaders {
-		if meta := h.Get(HeaderMetadata); meta != "" {
-			if w, ok := parseCached(meta, f.Labels); ok {
-				st.Upstream, st.UpstreamRaw = w, meta
-			}
-		}
-		h.Del(HeaderMetadataID)
-		h.Del(HeaderMetadata)
+// OnResponse runs upstream discovery on the response (its headers, then the metadata
+// discovery index at the upstream host's address upstream, in the configured order),
+// removing the exchange headers, and then downstream propagation: the local metadata is
+// added to the response only when the request carried the matching header.
+func (f *HTTPFilter) OnResponse(h http.Header, st *HTTPState, upstream netip.Addr) {
+	// The first peer found stays (a retried request's next response finds it again).
+	if w, raw := f.discoverFirst(f.Upstream, f.UpstreamHeaders, h, upstream); w != nil && st.Upstream == nil {
+		st.Upstream, st.UpstreamRaw = w, raw
 	}
 	if f.PropagateDownstream {
 		n := Local()

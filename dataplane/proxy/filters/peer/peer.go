@@ -47,6 +47,12 @@ type Workload struct {
 	CanonicalRevision string
 	App               string
 	Version           string
+	// Identity is the workload's SPIFFE identity, known only of a workload found by
+	// metadata discovery (istio-proxy's WorkloadMetadataObject identity).
+	Identity string
+	// state is the filter state's string form of a discovered workload (its exchange
+	// encoding), made once.
+	state string
 	// Labels are the additional_labels the filter was asked to keep, beyond the four above.
 	Labels map[string]string
 }

@@ -11,6 +11,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/netip"
 	"reflect"
 	"strings"
 	"testing"
@@ -22,6 +23,8 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/meshlab/meshlab/ambientapi/workload"
+	"github.com/meshlab/meshlab/dataplane/proxy/internalconn"
 	"github.com/meshlab/meshlab/dataplane/proxy/stats"
 )
 
@@ -231,7 +234,8 @@ func TestCompileIstiodConfigs(t *testing.T) {
 		{name: "unknown mx field", a: typedStruct(t, MXConfigType, map[string]any{"protocol": "p", "bogus": 1}), want: `unknown field "bogus"`},
 		{name: "mx without protocol", a: typedStruct(t, MXConfigType, map[string]any{}), want: "protocol: required"},
 		{name: "baggage", http: true, a: typedStruct(t, PeerMetadataConfigType, map[string]any{"downstream_discovery": []any{map[string]any{"baggage": map[string]any{}}}}), want: "downstream_discovery[0].baggage: not supported"},
-		{name: "shared with upstream", http: true, a: typedStruct(t, PeerMetadataConfigType, map[string]any{"shared_with_upstream": true, "downstream_discovery": []any{map[string]any{"istio_headers": map[string]any{}}}}), want: "shared_with_upstream"},
+		{name: "upstream filter state", http: true, a: typedStruct(t, PeerMetadataConfigType, map[string]any{"upstream_discovery": []any{map[string]any{"upstream_filter_state": map[string]any{"peer_metadata_key": "upstream_peer"}}}}), want: "upstream_discovery[0].upstream_filter_state: not supported"},
+		{name: "baggage propagation", http: true, a: typedStruct(t, PeerMetadataConfigType, map[string]any{"downstream_propagation": []any{map[string]any{"baggage": map[string]any{}}}}), want: "downstream_propagation[0].baggage: not supported"},
 		{name: "unknown http field", http: true, a: typedStruct(t, PeerMetadataConfigType, map[string]any{"upstream_propagation": []any{map[string]any{"istio_headers": map[string]any{"nope": true}}}}), want: `unknown field "nope"`},
 	} {
 		var err error
@@ -251,12 +255,12 @@ func TestHTTPFilterExchangesHeaders(t *testing.T) {
 	SetLocal(&corev3.Node{Id: "sidecar~10.0.0.2~reviews-1.default~default.svc.cluster.local", Metadata: node(t, "", "reviews-1", "default", "reviews", "v2").Metadata})
 	t.Cleanup(func() { local.Store(nil) })
 	client := node(t, "client-id", "productpage-1", "default", "productpage", "v1")
-	inbound := &HTTPFilter{DownstreamHeaders: true, PropagateDownstream: true}
+	inbound := &HTTPFilter{Downstream: []Method{MethodHeaders}, DownstreamHeaders: true, PropagateDownstream: true}
 	req := http.Header{}
 	req.Set(HeaderMetadata, client.Header)
 	req.Set(HeaderMetadataID, client.ID)
 	var st HTTPState
-	inbound.OnRequest(req, &st)
+	inbound.OnRequest(req, &st, netip.Addr{})
 	if st.Downstream == nil || st.Downstream.WorkloadName != "productpage-v1" {
 		t.Fatalf("downstream peer %+v", st.Downstream)
 	}
@@ -264,21 +268,21 @@ func TestHTTPFilterExchangesHeaders(t *testing.T) {
 		t.Fatal("exchange headers reached the app")
 	}
 	resp := http.Header{}
-	inbound.OnResponse(resp, &st)
+	inbound.OnResponse(resp, &st, netip.Addr{})
 	w, ok := ParseHeader(resp.Get(HeaderMetadata), nil)
 	if !ok || w.WorkloadName != "reviews-v2" || resp.Get(HeaderMetadataID) != Local().ID {
 		t.Fatalf("response metadata %+v %q", w, resp.Get(HeaderMetadataID))
 	}
 	// A request without the headers gets none back (istio-proxy answers only what it was sent).
 	var bare HTTPState
-	inbound.OnRequest(http.Header{}, &bare)
+	inbound.OnRequest(http.Header{}, &bare, netip.Addr{})
 	resp = http.Header{}
-	inbound.OnResponse(resp, &bare)
+	inbound.OnResponse(resp, &bare, netip.Addr{})
 	if resp.Get(HeaderMetadata) != "" {
 		t.Fatal("metadata added to the response of a request that sent none")
 	}
 
-	outbound := &HTTPFilter{UpstreamHeaders: true, PropagateUpstream: true, SkipExternal: true}
+	outbound := &HTTPFilter{Upstream: []Method{MethodHeaders}, UpstreamHeaders: true, PropagateUpstream: true, SkipExternal: true}
 	up := http.Header{}
 	outbound.InjectUpstream(up, "outbound|9080||reviews.default.svc.cluster.local", nil)
 	if up.Get(HeaderMetadata) != Local().Header {
@@ -307,7 +311,7 @@ func TestSharedExchangeHeaders(t *testing.T) {
 	h := http.Header{}
 	allocs := testing.AllocsPerRun(100, func() {
 		f.InjectUpstream(h, "outbound|80||a.default.svc.cluster.local", nil)
-		f.OnResponse(h, &HTTPState{reqID: true, reqMeta: true})
+		f.OnResponse(h, &HTTPState{reqID: true, reqMeta: true}, netip.Addr{})
 	})
 	if allocs != 0 {
 		t.Errorf("InjectUpstream and OnResponse allocate %v objects per request, want 0 (shared values)", allocs)
@@ -349,5 +353,63 @@ func TestCompileMXSharesOneFilterPerEncoding(t *testing.T) {
 		if _, err := CompileMX(bad, true); err == nil {
 			t.Error("unknown field accepted")
 		}
+	}
+}
+
+// TestWaypointPeerDiscovery pins the waypoint's peer_metadata filters as istiod sends
+// them: connect_terminate's downstream workload_discovery (shared with upstream) finds
+// the client by its address in the WDS index, main_internal's upstream one finds the
+// destination by the address its connect_originate endpoint names; an address the index
+// does not hold finds nobody.
+func TestWaypointPeerDiscovery(t *testing.T) {
+	// SetWorkloads is process-wide: this test is not parallel.
+	SetWorkloads(NewWorkloads([]*workload.Workload{
+		{Name: "curl-5b549b49b8-x", Namespace: "default", ServiceAccount: "curl", WorkloadName: "curl", CanonicalName: "curl",
+			CanonicalRevision: "latest", ClusterId: "Kubernetes", Addresses: [][]byte{netip.MustParseAddr("10.10.0.2").AsSlice()}},
+		{Name: "httpbin-1", Namespace: "", WorkloadName: "httpbin", CanonicalName: "httpbin", CanonicalRevision: "v1",
+			TrustDomain: "example.org", Addresses: [][]byte{netip.MustParseAddr("10.10.0.3").AsSlice()}},
+	}))
+	t.Cleanup(func() { SetWorkloads(nil) })
+	down, err := CompileHTTP(typedStruct(t, PeerMetadataConfigType, map[string]any{
+		"downstream_discovery": []any{map[string]any{"workload_discovery": map[string]any{}}}, "shared_with_upstream": true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, err := CompileHTTP(typedStruct(t, PeerMetadataConfigType, map[string]any{
+		"upstream_discovery": []any{map[string]any{"workload_discovery": map[string]any{}}}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !down.SharedWithUpstream || up.SharedWithUpstream {
+		t.Fatal("shared_with_upstream not compiled")
+	}
+	var st HTTPState
+	down.OnRequest(http.Header{}, &st, netip.MustParseAddr("10.10.0.2"))
+	c := st.Downstream
+	if c == nil || c.WorkloadName != "curl" || c.App != "curl" || c.Version != "latest" || c.Cluster != "Kubernetes" ||
+		c.Identity != "spiffe://cluster.local/ns/default/sa/curl" || st.DownstreamRaw == "" {
+		t.Fatalf("downstream peer %+v (raw %q)", c, st.DownstreamRaw)
+	}
+	up.OnResponse(http.Header{}, &st, netip.MustParseAddr("::ffff:10.10.0.3"))
+	if d := st.Upstream; d == nil || d.Namespace != "default" || d.Identity != "spiffe://example.org/ns/default/sa/default" || d.CanonicalRevision != "v1" {
+		t.Fatalf("upstream peer %+v", st.Upstream)
+	}
+	var none HTTPState
+	down.OnRequest(http.Header{}, &none, netip.MustParseAddr("10.10.0.9"))
+	if none.Downstream != nil {
+		t.Fatalf("a peer found at an unknown address: %+v", none.Downstream)
+	}
+
+	fs := map[string]internalconn.Object{"io.istio.peer_principal": {Value: "spiffe://cluster.local/ns/default/sa/curl", Sharing: internalconn.SharedOnce}}
+	shared := WithState(fs, KeyDownstreamPeer, c, st.DownstreamRaw, true)
+	if len(fs) != 1 || FromState(shared, KeyDownstreamPeer) != c || shared[KeyDownstreamPeer].Sharing != internalconn.SharedOnce {
+		t.Fatalf("filter state %+v", shared)
+	}
+	recv := internalconn.Received(shared)
+	if FromState(recv, KeyDownstreamPeer) != c {
+		t.Fatal("the downstream peer did not reach the internal connection")
+	}
+	if again := WithState(shared, KeyDownstreamPeer, &Workload{}, "", true); FromState(again, KeyDownstreamPeer) != c {
+		t.Fatal("a second discovery replaced the first")
 	}
 }

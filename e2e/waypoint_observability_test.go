@@ -1,0 +1,50 @@
+package e2e
+
+import (
+	"testing"
+
+	"github.com/meshlab/meshlab/internal/testutil"
+)
+
+// TestWaypointObservability is the L7 observability of Istio's ambient docs: in an
+// ambient namespace whose Services use a waypoint, requests from curl to httpbin go
+// through the waypoint, and the waypoint's proxy reports them in its merged metrics
+// (what the docs read with `kubectl exec deploy/waypoint -- curl localhost:15020/stats/prometheus`)
+// as istio_requests_total with reporter="waypoint": the client and the destination
+// workloads as the waypoint learned them from WDS, the principals of the HBONE
+// connection and the destination's identity, the Service from its cluster.
+func TestWaypointObservability(t *testing.T) {
+	testutil.RequireRoot(t)
+	requireZtunnel(t)
+	l := startLab(t, "testdata/ambient-waypoint-traffic.yaml")
+	wp, _, _ := ambientPodOf(t, l.name, "waypoint-")
+	eventually(t, l.name, "httpbin's /get through the waypoint", statusLine(`"url"`), "-s", "http://httpbin:8000/get")
+	curlIn(t, l.name, "-s", "-o", "/dev/null", "http://httpbin:8000/status/418")
+
+	waypoint := map[string]string{
+		"reporter":                       "waypoint",
+		"source_workload":                "curl",
+		"source_workload_namespace":      "default",
+		"source_principal":               "spiffe://cluster.local/ns/default/sa/curl",
+		"source_canonical_service":       "curl",
+		"destination_workload":           "httpbin",
+		"destination_workload_namespace": "default",
+		"destination_principal":          "spiffe://cluster.local/ns/default/sa/httpbin",
+		"destination_canonical_service":  "httpbin",
+		"destination_service":            "httpbin.default.svc.cluster.local",
+		"destination_service_name":       "httpbin",
+		"destination_service_namespace":  "default",
+		"request_protocol":               "http",
+		"connection_security_policy":     "mutual_tls",
+	}
+	with := func(k, v string) map[string]string {
+		m := map[string]string{k: v}
+		for k, v := range waypoint {
+			m[k] = v
+		}
+		return m
+	}
+	waitMetric(t, l.name, wp, 15020, "istio_requests_total", with("response_code", "200"), 1)
+	waitMetric(t, l.name, wp, 15020, "istio_requests_total", with("response_code", "418"), 1)
+	waitMetric(t, l.name, wp, 15020, "istio_request_duration_milliseconds", with("response_code", "418"), 1)
+}
