@@ -144,10 +144,11 @@ func compileMX(a *anypb.Any, upstream bool) (*MX, error) {
 		Protocol string `json:"protocol"`
 		// enable_discovery lets istio-proxy fall back to the workload metadata
 		// discovery (ambient's WDS, the metadata_discovery bootstrap extension) for a
-		// peer that sent no metadata. The TCP exchange here does not consult it: only a
-		// waypoint's bootstrap subscribes to WDS, and a waypoint's TCP chains have no
-		// exchange peer (ztunnel runs none), so the fallback is a waypoint's TCP peers.
-		// TODO(#27): look the waypoint's TCP peers up by address.
+		// peer that sent no metadata. Only a waypoint subscribes to WDS (a sidecar's
+		// index is empty: the fallback finds nothing, as in a sidecar-only mesh), and on
+		// a waypoint's TCP chains (main_internal) the client it would find by the
+		// restored remote address is the downstream_peer connect_terminate already
+		// shared, which istio.stats reads; the exchange itself does not look it up.
 		EnableDiscovery  bool     `json:"enable_discovery"`
 		AdditionalLabels []string `json:"additional_labels"`
 	}
