@@ -99,7 +99,8 @@ func (d *docsLab) until(what string, f func() string, ok func(string) bool) stri
 }
 
 // elided reports whether got holds want's lines in order, "..." in want standing for
-// any lines, as istio.io's tests compare a page's elided output.
+// any lines, as istio.io's tests compare a page's elided output (a line's trailing
+// spaces and carriage return are not compared: curl prints "HTTP/2 200 \r").
 func elided(got, want string) bool {
 	lines := strings.Split(strings.ReplaceAll(got, "\r", ""), "\n")
 	i := 0
@@ -107,7 +108,7 @@ func elided(got, want string) bool {
 		if w == "..." {
 			continue
 		}
-		for i < len(lines) && lines[i] != w {
+		for i < len(lines) && strings.TrimRight(lines[i], " ") != w {
 			i++
 		}
 		if i == len(lines) {
@@ -242,11 +243,8 @@ spec:
 // API's Gateway and VirtualService, `get svc istio-ingressgateway -n istio-system` (a
 // LoadBalancer with an EXTERNAL-IP), INGRESS_HOST and the ports from the page's
 // jsonpath, the page's curl -s -I for /status/200 (200, server: istio-envoy) and for
-// /headers (404) from outside the cluster, the browser section's wildcard host, the
-// page's cleanup; then the Gateway API tab on the same httpbin: its Gateway, `wait
-// --for=condition=programmed` (the page's `condition=ready` is a condition today's
-// Istio no longer sets), the HTTPRoute, INGRESS_HOST from the Gateway's status, the same
-// two curls, and its cleanup.
+// /headers (404) from outside the cluster, the browser section's wildcard host, and the
+// page's cleanup.
 func TestDocsIngressGatewaysTask(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
@@ -306,13 +304,38 @@ func TestDocsIngressGatewaysTask(t *testing.T) {
 	}
 	d.says("gateway.networking.istio.io \"httpbin-gateway\" deleted\n", "", "delete", "gw", "httpbin-gateway")
 	d.says("virtualservice.networking.istio.io \"httpbin\" deleted\n", "", "delete", "virtualservice", "httpbin")
+	d.says("serviceaccount \"httpbin\" deleted\nservice \"httpbin\" deleted\ndeployment.apps \"httpbin\" deleted\n", "",
+		"delete", "--ignore-not-found=true", "-f", filepath.Join(samples, "httpbin/httpbin.yaml"))
+	d.run("uninstall", "-y", "--purge")
+}
 
-	// The Gateway API tab, on the same httpbin.
+// TestDocsIngressGatewaysGatewayAPITask walks the Gateway API tab of istio.io's "Ingress
+// Gateways": httpbin, its Gateway, `wait --for=condition=programmed` (the page's
+// `condition=ready` is a condition today's Istio no longer sets), the HTTPRoute,
+// INGRESS_HOST and INGRESS_PORT from the Gateway's status and listener, the page's two
+// curls from outside the cluster (200 with server: istio-envoy, 404), and its cleanup.
+func TestDocsIngressGatewaysGatewayAPITask(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	requireHostTool(t, "curl")
+	samples := testutil.IstioSamples(t)
+	d := startDocsLab(t)
+
+	d.run("install", "--set", "profile=minimal", "-y")
+	d.run("label", "namespace", "default", "istio-injection=enabled", "--overwrite")
+	d.says("serviceaccount/httpbin created\nservice/httpbin created\ndeployment.apps/httpbin created\n", "",
+		"apply", "-f", filepath.Join(samples, "httpbin/httpbin.yaml"))
 	d.says("gateway.gateway.networking.k8s.io/httpbin-gateway created\n", docsHTTPBinK8sGateway, "apply", "-f", "-")
 	d.says("gateway.gateway.networking.k8s.io/httpbin-gateway condition met\n", "", "wait", "--for=condition=programmed", "gtw", "httpbin-gateway", "--timeout=60s")
 	d.says("httproute.gateway.networking.k8s.io/httpbin created\n", docsHTTPBinHTTPRoute, "apply", "-f", "-")
-	host = d.kubectl("", "get", "gtw", "httpbin-gateway", "-o", "jsonpath={.status.addresses[*].value}")
-	port = d.kubectl("", "get", "gtw", "httpbin-gateway", "-o", `jsonpath={.spec.listeners[?(@.name=="http")].port}`)
+	host := d.kubectl("", "get", "gtw", "httpbin-gateway", "-o", "jsonpath={.status.addresses[*].value}")
+	port := d.kubectl("", "get", "gtw", "httpbin-gateway", "-o", `jsonpath={.spec.listeners[?(@.name=="http")].port}`)
+	head := func(path string) func() string {
+		return func() string {
+			out, _ := d.outside("curl", "-s", "-I", "-HHost:httpbin.example.com", "http://"+host+":"+port+path)
+			return out
+		}
+	}
 	if !regexp.MustCompile(`^\d+\.\d+\.\d+\.\d+$`).MatchString(host) || port != "80" {
 		t.Fatalf("Gateway API INGRESS_HOST=%q INGRESS_PORT=%q", host, port)
 	}
@@ -590,4 +613,148 @@ func TestDocsSecureGatewaysTask(t *testing.T) {
 		})
 	d.until("MUTUAL: curl --cert --key gets the teapot", curl("--cacert", f("example_certs1/example.com.crt"),
 		"--cert", f("example_certs1/client.example.com.crt"), "--key", f("example_certs1/client.example.com.key")), teapot)
+}
+
+// The Egress Gateways page's objects for HTTP traffic (Istio API), as it writes them.
+const (
+	docsCNNEntry = `apiVersion: networking.istio.io/v1alpha3
+kind: ServiceEntry
+metadata:
+  name: cnn
+spec:
+  hosts:
+  - edition.cnn.com
+  ports:
+  - number: 80
+    name: http-port
+    protocol: HTTP
+  - number: 443
+    name: https
+    protocol: HTTPS
+  resolution: DNS
+`
+	docsCNNEgressGateway = `apiVersion: networking.istio.io/v1alpha3
+kind: Gateway
+metadata:
+  name: istio-egressgateway
+spec:
+  selector:
+    istio: egressgateway
+  servers:
+  - port:
+      number: 80
+      name: http
+      protocol: HTTP
+    hosts:
+    - edition.cnn.com
+---
+apiVersion: networking.istio.io/v1alpha3
+kind: DestinationRule
+metadata:
+  name: egressgateway-for-cnn
+spec:
+  host: istio-egressgateway.istio-system.svc.cluster.local
+  subsets:
+  - name: cnn
+`
+	docsCNNThroughEgress = `apiVersion: networking.istio.io/v1alpha3
+kind: VirtualService
+metadata:
+  name: direct-cnn-through-egress-gateway
+spec:
+  hosts:
+  - edition.cnn.com
+  gateways:
+  - istio-egressgateway
+  - mesh
+  http:
+  - match:
+    - gateways:
+      - mesh
+      port: 80
+    route:
+    - destination:
+        host: istio-egressgateway.istio-system.svc.cluster.local
+        subset: cnn
+        port:
+          number: 80
+      weight: 100
+  - match:
+    - gateways:
+      - istio-egressgateway
+      port: 80
+    route:
+    - destination:
+        host: edition.cnn.com
+        port:
+          number: 80
+      weight: 100
+`
+)
+
+// TestDocsEgressGatewaysTask walks istio.io's "Egress Gateways" for HTTP traffic (Istio
+// API) on Istio's sleep sample, edition.cnn.com being the lab's outside world (never the
+// real site): an install with the page's meshConfig.accessLogFile, SOURCE_POD by label,
+// the cnn ServiceEntry and the page's `exec "$SOURCE_POD" -c sleep -- curl -sSL -o
+// /dev/null -D - http://edition.cnn.com/politics` (301 to https, then HTTP/2 200), the
+// Gateway and DestinationRule, `get pod -l istio=egressgateway -n istio-system`, the
+// VirtualService through the gateway, the same curl, `logs -l istio=egressgateway -c
+// istio-proxy -n istio-system` holding the page's "GET /politics HTTP/2" 301 line to
+// outbound|80||edition.cnn.com, and the page's cleanup.
+func TestDocsEgressGatewaysTask(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	samples := testutil.IstioSamples(t)
+	d := startDocsLab(t)
+
+	d.run("install", "--set", "profile=demo", "--set", "meshConfig.accessLogFile=/dev/stdout", "-y")
+	d.run("label", "namespace", "default", "istio-injection=enabled", "--overwrite")
+	d.says("serviceaccount/sleep created\nservice/sleep created\ndeployment.apps/sleep created\n", "", "apply", "-f", filepath.Join(samples, "sleep/sleep.yaml"))
+	source := d.until("SOURCE_POD=$(get pod -l app=sleep -o jsonpath=...)", func() string {
+		out, _ := meshlab(t, "--lab", d.name, "get", "pod", "-l", "app=sleep", "-o", "jsonpath={.items..metadata.name}")
+		return out
+	}, func(s string) bool { return strings.HasPrefix(s, "sleep-") && !strings.Contains(s, " ") })
+
+	d.says("serviceentry.networking.istio.io/cnn created\n", docsCNNEntry, "apply", "-f", "-")
+	const politics = "...\nHTTP/1.1 301 Moved Permanently\n...\nlocation: https://edition.cnn.com/politics\n...\n\nHTTP/2 200\ncontent-type: text/html; charset=utf-8\n..."
+	curl := func() string {
+		out, _ := meshlab(t, "--lab", d.name, "exec", source, "-c", "sleep", "--", "curl", "-sSL", "-o", "/dev/null", "-D", "-", "http://edition.cnn.com/politics")
+		return out
+	}
+	// HTTP/2's header names are lowercase; the page prints this one capitalized.
+	answered := func(out string) bool { return elided(strings.ToLower(out), strings.ToLower(politics)) }
+	d.until("curl -sSL -o /dev/null -D - http://edition.cnn.com/politics prints the page's output", curl, answered)
+
+	d.says("gateway.networking.istio.io/istio-egressgateway created\ndestinationrule.networking.istio.io/egressgateway-for-cnn created\n", docsCNNEgressGateway, "apply", "-f", "-")
+	d.until("get pod -l istio=egressgateway -n istio-system shows the gateway running", func() string {
+		out, _ := meshlab(t, "--lab", d.name, "get", "pod", "-l", "istio=egressgateway", "-n", "istio-system")
+		return out
+	}, func(out string) bool {
+		// Istio's gateway pod is 1/1 (istio-proxy alone); meshlab's get pods counts a
+		// gateway's proxy as a sidecar beside an app and prints 2/2.
+		return regexp.MustCompile(`(?m)^NAME\s+READY\s+STATUS\s+RESTARTS\s+AGE\nistio-egressgateway-\S+\s+(\d)/(\d)\s+Running\s+0\s+\S+$`).MatchString(out)
+	})
+	d.says("virtualservice.networking.istio.io/direct-cnn-through-egress-gateway created\n", docsCNNThroughEgress, "apply", "-f", "-")
+	d.until("the curl through the egress gateway, logged by it", func() string {
+		out := curl()
+		if !answered(out) {
+			return out
+		}
+		logs, _ := meshlab(t, "--lab", d.name, "logs", "-l", "istio=egressgateway", "-c", "istio-proxy", "-n", "istio-system")
+		return logs
+	}, func(logs string) bool {
+		for _, l := range strings.Split(logs, "\n") {
+			if strings.Contains(l, `"GET /politics HTTP/2" 301 `) && strings.Contains(l, " outbound|80||edition.cnn.com ") && strings.Contains(l, `"edition.cnn.com"`) {
+				return true
+			}
+		}
+		return false
+	})
+
+	// Cleanup; `delete gateway` names the Gateway API's kind (see the ingress walk), gw
+	// Istio's.
+	d.says("serviceentry.networking.istio.io \"cnn\" deleted\n", "", "delete", "serviceentry", "cnn")
+	d.says("gateway.networking.istio.io \"istio-egressgateway\" deleted\n", "", "delete", "gw", "istio-egressgateway")
+	d.says("virtualservice.networking.istio.io \"direct-cnn-through-egress-gateway\" deleted\n", "", "delete", "virtualservice", "direct-cnn-through-egress-gateway")
+	d.says("destinationrule.networking.istio.io \"egressgateway-for-cnn\" deleted\n", "", "delete", "destinationrule", "egressgateway-for-cnn")
 }
