@@ -41,7 +41,7 @@ const (
 // waypointListeners returns the waypoint's listeners: connect_terminate, main_internal,
 // connect_originate and the double-HBONE pair.
 func waypointListeners(m *model.Model, w *model.Waypoint, ports []waypointPort) ([]types.Resource, error) {
-	logs, err := accessLogs(m.Mesh)
+	logs, err := accessLogs(waypointMesh(m, w))
 	if err != nil {
 		return nil, err
 	}

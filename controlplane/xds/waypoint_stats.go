@@ -8,6 +8,8 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
 	"google.golang.org/protobuf/types/known/anypb"
 	statsapi "istio.io/api/envoy/extensions/stats"
+
+	"github.com/meshlab/meshlab/controlplane/model"
 )
 
 // A waypoint's request metrics, as istiod sends them under Istio's default mesh config
@@ -17,6 +19,15 @@ import (
 // filter, right before the router (buildWaypointHTTPFilters' telemetry filters); a TCP
 // chain right before tcp_proxy (buildCompleteNetworkFilters' metrics filters). The class
 // is sidecar inbound, so the Host header is never the service (disable_host_header_fallback).
+
+// waypointMesh is the mesh settings of waypoint w's access logs: the lab's MeshConfig
+// with the Telemetry API's access logging of the root namespace, else of the waypoint's
+// own namespace (MeshFor), as istiod's applicableTelemetries for a waypoint proxy; a
+// Telemetry's workload selector never selects a waypoint (istiod attaches only
+// targetRefs to one, which a lab's Telemetry refuses).
+func waypointMesh(m *model.Model, w *model.Waypoint) model.MeshConfig {
+	return MeshFor(m, &model.Pod{Namespace: w.Namespace})
+}
 
 // waypointStatsConfig is the waypoint's stats.PluginConfig.
 func waypointStatsConfig() (*anypb.Any, error) {
