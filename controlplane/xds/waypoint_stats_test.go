@@ -33,37 +33,18 @@ func TestWaypointAccessLogsFollowTelemetry(t *testing.T) {
 		t.Fatal("no connect_originate listener")
 		return 0
 	}
-	const root = `
----
-apiVersion: telemetry.istio.io/v1
-kind: Telemetry
-metadata: {name: mesh-default, namespace: istio-system}
-spec:
-  accessLogging:
-  - providers: [{name: envoy}]
-`
+	tel := func(name, ns, entry string) string {
+		return "\n---\napiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {name: " + name + ", namespace: " + ns +
+			"}\nspec:\n  accessLogging:\n  - " + entry + "\n"
+	}
+	root := tel("mesh-default", "istio-system", "providers: [{name: envoy}]")
 	if n := logs(root); n != 1 {
 		t.Errorf("the root namespace's Telemetry gave the waypoint %d access logs, want 1", n)
 	}
-	other := root + `---
-apiVersion: telemetry.istio.io/v1
-kind: Telemetry
-metadata: {name: quiet, namespace: default}
-spec:
-  accessLogging:
-  - disabled: true
-`
-	if n := logs(other); n != 1 {
+	if n := logs(root + tel("quiet", "default", "disabled: true")); n != 1 {
 		t.Errorf("another namespace's Telemetry changed the waypoint's access logs: %d, want 1", n)
 	}
-	off := root + `---
-apiVersion: telemetry.istio.io/v1
-kind: Telemetry
-metadata: {name: quiet, namespace: shop}
-spec:
-  accessLogging:
-  - disabled: true
-`
+	off := root + tel("quiet", "shop", "disabled: true")
 	if n := logs(off); n != 0 {
 		t.Errorf("the waypoint's namespace disabled access logging, and it has %d access logs", n)
 	}
