@@ -18,17 +18,17 @@ import (
 
 // istiodBin returns bin/meshlab-istiod (`make istiod`; `make test` builds it before the
 // end-to-end tests), skipping the test when it is not built, unless in CI.
-func istiodBin(t testing.TB) string {
-	t.Helper()
+func istiodBin(tb testing.TB) string {
+	tb.Helper()
 	p, err := filepath.Abs("../bin/meshlab-istiod")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	if _, err := os.Stat(p); err != nil {
 		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is not built (make istiod): %v", p, err)
+			tb.Fatalf("%s is not built (make istiod): %v", p, err)
 		}
-		t.Skipf("%s is not built: run `make istiod` (%v)", p, err)
+		tb.Skipf("%s is not built: run `make istiod` (%v)", p, err)
 	}
 	return p
 }
