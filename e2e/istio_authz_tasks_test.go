@@ -343,84 +343,6 @@ spec:
 	within(t, "GET /get with x-token: admin 403 (no ALLOW matches)", code("GET", "/get", "admin"), is("403"))
 }
 
-// The ServiceEntry, Gateway, DestinationRule and VirtualService of "Egress Gateways"
-// (HTTP traffic through the egress gateway).
-const (
-	egressCNNEntry = `apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata:
-  name: cnn
-spec:
-  hosts:
-  - edition.cnn.com
-  ports:
-  - number: 80
-    name: http-port
-    protocol: HTTP
-  - number: 443
-    name: https
-    protocol: HTTPS
-  resolution: DNS
-`
-	egressCNNGateway = `apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata:
-  name: istio-egressgateway
-spec:
-  selector:
-    istio: egressgateway
-  servers:
-  - port:
-      number: 80
-      name: http
-      protocol: HTTP
-    hosts:
-    - edition.cnn.com
----
-apiVersion: networking.istio.io/v1
-kind: DestinationRule
-metadata:
-  name: egressgateway-for-cnn
-spec:
-  host: istio-egressgateway.istio-system.svc.cluster.local
-  subsets:
-  - name: cnn
-`
-	egressCNNRoute = `apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata:
-  name: direct-cnn-through-egress-gateway
-spec:
-  hosts:
-  - edition.cnn.com
-  gateways:
-  - istio-egressgateway
-  - mesh
-  http:
-  - match:
-    - gateways:
-      - mesh
-      port: 80
-    route:
-    - destination:
-        host: istio-egressgateway.istio-system.svc.cluster.local
-        subset: cnn
-        port:
-          number: 80
-      weight: 100
-  - match:
-    - gateways:
-      - istio-egressgateway
-      port: 80
-    route:
-    - destination:
-        host: edition.cnn.com
-        port:
-          number: 80
-      weight: 100
-`
-)
-
 // TestEgressGatewayTask is "Egress Gateways" (HTTP): with the cnn ServiceEntry the curl
 // pod gets edition.cnn.com's 301 to https and, following it, HTTP/2 200; the task's
 // Gateway brings istio-system/istio-egressgateway, and with its DestinationRule and
@@ -438,11 +360,11 @@ func TestEgressGatewayTask(t *testing.T) {
 		return r.code == 0 && containsAll(r.out, "HTTP/1.1 301 Moved Permanently", "location: https://edition.cnn.com/politics", "HTTP/2 200")
 	}
 
-	applyYAML(t, l.name, egressCNNEntry)
+	applyYAML(t, l.name, docsCNNEntry) // docs_gateways_test.go: the page's objects
 	eventually(t, l.name, "301 to https, then HTTP/2 200", redirected, politics...)
 
-	applyYAML(t, l.name, egressCNNGateway)
-	applyYAML(t, l.name, egressCNNRoute)
+	applyYAML(t, l.name, docsCNNEgressGateway)
+	applyYAML(t, l.name, docsCNNThroughEgress)
 	// The task's `kubectl logs -l istio=egressgateway -c istio-proxy -n istio-system`:
 	// meshlab's logs takes no label selector, so the gateway's Deployment names its pod.
 	gwLog := func() string {

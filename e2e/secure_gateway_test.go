@@ -92,46 +92,9 @@ func hostCurl(t *testing.T, args ...string) (string, int) {
 	return string(out), 0
 }
 
-// The Secure Gateways task's Gateway and VirtualService for httpbin.example.com.
-const secureGatewayYAML = `apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata:
-  name: mygateway
-spec:
-  selector:
-    istio: ingressgateway # use istio default ingress gateway
-  servers:
-  - port:
-      number: 443
-      name: https
-      protocol: HTTPS
-    tls:
-      mode: SIMPLE
-      credentialName: httpbin-credential # must be the same as secret
-    hosts:
-    - httpbin.example.com
----
-apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata:
-  name: httpbin
-spec:
-  hosts:
-  - "httpbin.example.com"
-  gateways:
-  - mygateway
-  http:
-  - match:
-    - uri:
-        prefix: /status
-    - uri:
-        prefix: /delay
-    route:
-    - destination:
-        port:
-          number: 8000
-        host: httpbin
-`
+// The Secure Gateways task's Gateway and VirtualService for httpbin.example.com, as the
+// page writes them (docs_gateways_test.go).
+const secureGatewayYAML = docsMyGateway + "---\n" + docsMyGatewayVirtualService
 
 // TestSecureIngressMutualTask runs Istio's "Secure Gateways" task from the host as its
 // reader does: certificates made with openssl, the secrets `kubectl create -n
