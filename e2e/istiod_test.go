@@ -278,8 +278,9 @@ spec:
 `
 
 // TestIstiodBookinfoRoutingAndStrict runs Bookinfo on istiod: the request-routing task's
-// DestinationRule and VirtualService (jason to reviews v2, everyone else to v1) take
-// effect as istiod pushes them, and a mesh-wide PeerAuthentication STRICT keeps the mesh's
+// DestinationRule and VirtualService (jason to reviews v2, everyone else to v1), then
+// fault injection, traffic shifting and request timeouts, take effect as istiod pushes
+// them, and a mesh-wide PeerAuthentication STRICT keeps the mesh's
 // own calls working (istiod's auto mTLS) while the plaintext client from the legacy
 // namespace, answered before, is refused.
 func TestIstiodBookinfoRoutingAndStrict(t *testing.T) {
@@ -387,6 +388,102 @@ spec:
 		jason, err := get(false, "jason")
 		return err == nil && stars(jason) == "black", fmt.Sprintf("jason: %v, stars %s", err, stars(jason))
 	})
+
+	// The other routing tasks on istiod, each as its page applies it: fault injection
+	// (an abort of ratings for jason), traffic shifting (reviews 50/50 v1/v3) and request
+	// timeouts (reviews on v2 within 0.5 s while ratings is delayed 2 s).
+	apply := func(what, yaml string) {
+		t.Helper()
+		f := filepath.Join(t.TempDir(), "task.yaml")
+		if err := os.WriteFile(f, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := meshlab(t, "apply", "--name", l.name, "-f", f); err != nil {
+			t.Fatalf("apply %s: %v\n%s", what, err, out)
+		}
+	}
+	ratingsVS := func(fault string) string {
+		return `apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: ratings}
+spec:
+  host: ratings
+  subsets:
+  - {name: v1, labels: {version: v1}}
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: ratings}
+spec:
+  hosts: [ratings]
+  http:
+` + fault + `  - route:
+    - destination: {host: ratings, subset: v1}
+`
+	}
+	apply("fault injection", ratingsVS(`  - match:
+    - headers:
+        end-user: {exact: jason}
+    fault:
+      abort: {percentage: {value: 100.0}, httpStatus: 500}
+    route:
+    - destination: {host: ratings, subset: v1}
+`))
+	until("fault injection: jason's page says ratings is unavailable, everyone else's has no stars", func() (bool, string) {
+		jason, err := get(false, "jason")
+		if err != nil || !strings.Contains(jason, "Ratings service is currently unavailable") {
+			return false, fmt.Sprintf("jason: %v, stars %s", err, stars(jason))
+		}
+		anon, err := get(false, "")
+		return err == nil && stars(anon) == "none", fmt.Sprintf("anonymous: %v, stars %s", err, stars(anon))
+	})
+	apply("traffic shifting", `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: reviews}
+spec:
+  hosts: [reviews]
+  http:
+  - route:
+    - destination: {host: reviews, subset: v1}
+      weight: 50
+    - destination: {host: reviews, subset: v3}
+      weight: 50
+`)
+	seen := map[string]int{}
+	until("traffic shifting: reviews v1 (no stars) and v3 (red stars) both answer", func() (bool, string) {
+		page, err := get(false, "")
+		if err != nil {
+			return false, err.Error()
+		}
+		seen[stars(page)]++
+		return seen["none"] > 0 && seen["red"] > 0 && seen["black"] == 0, fmt.Sprintf("seen %v", seen)
+	})
+	apply("request timeouts", ratingsVS(`  - fault:
+      delay: {percentage: {value: 100.0}, fixedDelay: 2s}
+    route:
+    - destination: {host: ratings, subset: v1}
+`)+`---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: reviews}
+spec:
+  hosts: [reviews]
+  http:
+  - route:
+    - destination: {host: reviews, subset: v2}
+    timeout: 0.5s
+`)
+	until("request timeouts: reviews unavailable within its 0.5 s", func() (bool, string) {
+		page, err := get(false, "")
+		return err == nil && strings.Contains(page, "Sorry, product reviews are currently unavailable for this book."),
+			fmt.Sprintf("%v, stars %s", err, stars(page))
+	})
+	if out, err := meshlab(t, "delete", "--name", l.name, "virtualservice", "ratings"); err != nil {
+		t.Fatalf("delete virtualservice ratings: %v\n%s", err, out)
+	}
+	if out, err := meshlab(t, "apply", "--name", l.name, "-f", routing); err != nil {
+		t.Fatalf("apply routing again: %v\n%s", err, out)
+	}
 
 	strict := filepath.Join(t.TempDir(), "strict.yaml")
 	if err := os.WriteFile(strict, []byte(`apiVersion: security.istio.io/v1
