@@ -139,3 +139,12 @@ func TestRouteCacheRetainForgetsEndedSubscriptions(t *testing.T) {
 		t.Error("8080 was forgotten")
 	}
 }
+
+// The constant field number is route.proto's.
+func TestVirtualHostsFieldNumber(t *testing.T) {
+	t.Parallel()
+	got := (&routev3.RouteConfiguration{}).ProtoReflect().Descriptor().Fields().ByName("virtual_hosts").Number()
+	if got != virtualHostsField {
+		t.Errorf("RouteConfiguration.virtual_hosts is field %d, virtualHostsField says %d", got, virtualHostsField)
+	}
+}
