@@ -610,6 +610,13 @@ func (s *Server) Status() []ProxyStatus {
 		}
 		for typ, ts := range ps.Types {
 			ts.Want = want
+			if typ == WorkloadType && s.wp.workloads != nil {
+				// A waypoint's workloads are sent when they change, not with its own
+				// resources (waypoint_wds.go).
+				ts.Want = s.wp.workloads.since
+				ps.Types[typ] = ts
+				continue
+			}
 			if st := s.proxies[ps.NodeID]; st != nil {
 				if t, ok := st.types[typ]; ok {
 					ts.Want = t.since // pushed only when it changed (SotW and delta alike)
