@@ -76,24 +76,39 @@ func (p *fakeParent) Terminate() {
 	close(p.termed)
 }
 
-func TestChildTalksToParent(t *testing.T) {
-	t.Parallel()
+// serveChildOf starts epoch 0 serving p to its child until the test ends, and returns
+// the child, epoch 1.
+func serveChildOf(t *testing.T, p Parent) *Restarter {
+	t.Helper()
 	base := testBaseID(t)
 	parent := newRestarter(t, base, 0)
 	child := newRestarter(t, base, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- parent.ServeChild(ctx, p) }()
+	t.Cleanup(func() {
+		cancel()
+		<-served
+	})
+	return child
+}
+
+// listenLocal listens on a free port of 127.0.0.1 until the test ends.
+func listenLocal(t *testing.T) *net.TCPListener {
+	t.Helper()
 	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ln.Close() })
+	return ln
+}
+
+func TestChildTalksToParent(t *testing.T) {
+	t.Parallel()
+	ln := listenLocal(t)
 	fp := &fakeParent{ln: ln, start: time.Unix(1700000000, 0), termed: make(chan struct{})}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- parent.ServeChild(ctx, fp) }()
-	t.Cleanup(func() {
-		cancel()
-		<-served
-	})
+	child := serveChildOf(t, fp)
 
 	start, err := child.ShutdownAdmin()
 	if err != nil || !start.Equal(fp.start) {
@@ -195,16 +210,7 @@ func TestAtMostThreeProcesses(t *testing.T) {
 
 func TestUnknownRequestIsAnsweredDidntRecognize(t *testing.T) {
 	t.Parallel()
-	base := testBaseID(t)
-	parent := newRestarter(t, base, 0)
-	child := newRestarter(t, base, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- parent.ServeChild(ctx, &fakeParent{termed: make(chan struct{})}) }()
-	t.Cleanup(func() {
-		cancel()
-		<-served
-	})
+	child := serveChildOf(t, &fakeParent{termed: make(chan struct{})})
 	if _, _, err := child.request(&Request{Kind: 9}, true); err == nil || !strings.Contains(err.Error(), "did not recognize") {
 		t.Errorf("error = %v, want did not recognize", err)
 	}
@@ -216,22 +222,8 @@ func TestUnknownRequestIsAnsweredDidntRecognize(t *testing.T) {
 // (the drain) waits for that accept.
 func TestPassListenSocketLeavesParentNonBlocking(t *testing.T) {
 	t.Parallel()
-	base := testBaseID(t)
-	parent := newRestarter(t, base, 0)
-	child := newRestarter(t, base, 1)
-	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	fp := &fakeParent{ln: ln, termed: make(chan struct{})}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- parent.ServeChild(ctx, fp) }()
-	t.Cleanup(func() {
-		cancel()
-		<-served
-	})
+	ln := listenLocal(t)
+	child := serveChildOf(t, &fakeParent{ln: ln, termed: make(chan struct{})})
 	f, err := child.PassListenSocket("tcp://" + ln.Addr().String())
 	if err != nil || f == nil {
 		t.Fatalf("PassListenSocket = %v, %v; want the parent's socket", f, err)
