@@ -6,9 +6,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
-	"strings"
 	"sync"
-	"time"
 
 	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/controlplane/model"
@@ -27,76 +25,24 @@ func (l *Lab) Info() api.LabInfo {
 	return info
 }
 
-// podStatusParallel bounds how many agents Pods asks at once, and podStatusTimeout is
-// how long one agent has to answer, counted from when it is asked. Asking every agent at
-// once with one deadline made `meshlab status` of a 500-pod lab on 2 cores report 280 of
-// them "agent unreachable: context deadline exceeded": 1000 requests woke 1000 processes
-// on two cores, and most did not run within 2 s.
-const (
-	podStatusParallel = 16
-	podStatusTimeout  = 2 * time.Second
-)
-
-// Pods implements web.PodLister, asking at most podStatusParallel agents at a time.
+// Pods implements web.PodLister: the model's pods, each sidecar's status from what
+// the lab holds of it or from its agent (lab/podview).
 func (l *Lab) Pods(ctx context.Context) ([]api.PodStatus, error) {
 	l.mu.Lock()
 	m := l.model
 	l.mu.Unlock()
 	out := make([]api.PodStatus, len(m.Pods))
-	sem := make(chan struct{}, podStatusParallel)
-	var wg sync.WaitGroup
 	for i, p := range m.Pods {
 		out[i] = api.PodStatus{Name: p.Name, Namespace: p.Namespace, Key: p.Key(), NetNS: NamespaceName(l.opts.Name, p.Key()), IP: p.IP, Sidecar: p.Sidecar.Inject, Epoch: -1}
 		if !p.Sidecar.Inject {
 			out[i].Ready = true
-			continue
 		}
-		wg.Add(1)
-		go func(ps *api.PodStatus) {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			l.fillPodStatus(ctx, ps)
-		}(&out[i])
 	}
-	wg.Wait()
+	l.podview.Fill(ctx, l.below(), out)
 	if z := ztunnelPod(l); z != nil { // ztunnel.go: istio-system's ztunnel-<x>, as kubectl lists it
 		out = append(out, ztunnelStatus(l, z))
 	}
 	return out, nil
-}
-
-func (l *Lab) fillPodStatus(ctx context.Context, ps *api.PodStatus) {
-	ctx, cancel := context.WithTimeout(ctx, podStatusTimeout)
-	defer cancel()
-	c := l.agentClient(ps.Key)
-	defer c.Close()
-	st, err := c.Status(ctx)
-	if err != nil {
-		ps.Message = "agent unreachable: " + err.Error()
-		return
-	}
-	ps.Ready, ps.DataPlane, ps.Restarts, ps.Message = st.Ready, st.DataPlane, st.Restarts, st.Message
-	for _, e := range st.Epochs {
-		if e.State == "live" && e.Epoch > ps.Epoch {
-			ps.Epoch = e.Epoch
-		}
-	}
-	// Only the counters ever used: a sidecar of a large lab has tens of thousands of
-	// stats, and matching every name took it ~60 ms (BenchmarkStatusStats).
-	stats, err := c.UsedStats(ctx, `^cluster\.(outbound|inbound)\|.*\.upstream_rq_total$`)
-	if err != nil {
-		ps.Message = "stats unavailable: " + err.Error()
-		return
-	}
-	for name, v := range stats.Values {
-		switch {
-		case strings.HasPrefix(name, "cluster.outbound|"):
-			ps.RequestsOut += v
-		case strings.HasPrefix(name, "cluster.inbound|"):
-			ps.RequestsIn += v
-		}
-	}
 }
 
 // NameTable implements web.NameTableSource.

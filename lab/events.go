@@ -146,6 +146,7 @@ func (b *Bus) CutOff() uint64 {
 // (pods, supervisor, and later xDS pushes, ACK/NACK, config applies): kind is
 // "<subject>.<verb>", pod may be empty, fields are copied.
 func (l *Lab) publish(kind, pod, msg string, fields map[string]any) {
+	l.podview.Changed(kind, pod) // what it holds of pod may be out of date now
 	if l.bus == nil {
 		return
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/meshlab/meshlab/lab/caops"
 	"github.com/meshlab/meshlab/lab/faults"
 	"github.com/meshlab/meshlab/lab/istiodcp"
+	"github.com/meshlab/meshlab/lab/podview"
 	"github.com/meshlab/meshlab/lab/push"
 	"github.com/meshlab/meshlab/netns/kubeproxy"
 	"github.com/meshlab/meshlab/web"
@@ -151,6 +152,8 @@ type Lab struct {
 	push    push.Queue // applied changes' pushes to the proxies, after apply returns (lab/push)
 	// readiness is the pods' PodReady condition, which WDS reads (podready.go).
 	readiness podReadiness
+	// podview holds the sidecars' settled agent statuses that Pods answers from (lab/podview).
+	podview podview.View
 	// netSlots bounds how many pods' networks are made at once (pods.go); nil: no bound.
 	netSlots chan struct{}
 

@@ -14,11 +14,12 @@ import (
 
 	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 	"github.com/meshlab/meshlab/internal/testutil"
+	"github.com/meshlab/meshlab/lab/podview"
 )
 
 // TestPodsAsksAFewAgentsAtATime stands in for the agents of a 60-pod lab with slow
 // answers and holds Pods (`meshlab status`, the dashboard's pod list) to at most
-// podStatusParallel agents in flight, every pod answered: asking all at once made a
+// podview.Parallel agents in flight, every pod answered: asking all at once made a
 // 500-pod lab on 2 cores report most agents unreachable.
 func TestPodsAsksAFewAgentsAtATime(t *testing.T) {
 	t.Parallel()
@@ -81,8 +82,8 @@ func TestPodsAsksAFewAgentsAtATime(t *testing.T) {
 			t.Errorf("pod %s: ready %v, requests in %d, message %q; want ready with 3 requests in", ps.Key, ps.Ready, ps.RequestsIn, ps.Message)
 		}
 	}
-	if n := most.Load(); n > podStatusParallel {
-		t.Errorf("%d agents asked at once, want at most %d", n, podStatusParallel)
+	if n := most.Load(); n > podview.Parallel {
+		t.Errorf("%d agents asked at once, want at most %d", n, podview.Parallel)
 	} else if n < 2 {
 		t.Errorf("%d agent asked at once: Pods no longer asks in parallel", n)
 	}

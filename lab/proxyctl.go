@@ -35,14 +35,14 @@ func (l *Lab) PodDetail(ctx context.Context, name string) (api.PodDetail, error)
 		d.Ready = d.Ambient == nil || d.Ambient.Redirection == model.AmbientRedirectionEnabled
 		return d, nil
 	}
-	l.fillPodStatus(ctx, &d.PodStatus)
+	l.podview.FillPod(ctx, l.below(), &d.PodStatus)
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	c := l.agentClient(p.Key())
 	defer c.Close()
 	st, err := c.Status(ctx)
 	if err != nil {
-		return d, nil // fillPodStatus said why in Message
+		return d, nil // FillPod said why in Message
 	}
 	d.Proxy = agentStatus(st)
 	return d, nil

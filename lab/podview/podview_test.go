@@ -1,0 +1,135 @@
+package podview
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/meshlab/meshlab/api"
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
+)
+
+// fakeAgents answers as the pods' agents and counts the status requests.
+type fakeAgents struct {
+	mu       sync.Mutex
+	status   map[string]agentapi.Status
+	asked    map[string]int
+	requests map[string]uint64 // inbound upstream_rq_total
+	onAsk    func(pod string)  // runs while a status request is answered
+}
+
+func (f *fakeAgents) AgentStatus(_ context.Context, pod string) (agentapi.Status, error) {
+	f.mu.Lock()
+	f.asked[pod]++
+	st, ok := f.status[pod]
+	hook := f.onAsk
+	f.mu.Unlock()
+	if hook != nil {
+		hook(pod)
+	}
+	if !ok {
+		return agentapi.Status{}, errors.New("no agent")
+	}
+	return st, nil
+}
+
+func (f *fakeAgents) AgentUsedStats(_ context.Context, pod, _ string) (map[string]uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return map[string]uint64{"cluster.inbound|8080||.upstream_rq_total": f.requests[pod], "cluster.outbound|8080||b.default.svc.cluster.local.upstream_rq_total": 1}, nil
+}
+
+func live(epoch int) agentapi.Status {
+	return agentapi.Status{Ready: true, DataPlane: agentapi.DataPlaneMeshlabProxy, Epochs: []agentapi.EpochStatus{{Epoch: epoch, State: agentapi.EpochLive}}}
+}
+
+func list(names ...string) []api.PodStatus {
+	var out []api.PodStatus
+	for _, n := range names {
+		out = append(out, api.PodStatus{Name: n, Namespace: "default", Key: n, Sidecar: true, Epoch: -1})
+	}
+	return out
+}
+
+// TestViewHoldsSettledStatusUntilAnEventNamesThePod holds View to its contract: a ready
+// pod's agent is asked once until an event names the pod (by key or by the name the
+// discovery server's events use); a pod not settled is asked on every list; the request
+// counters are read every time.
+func TestViewHoldsSettledStatusUntilAnEventNamesThePod(t *testing.T) {
+	t.Parallel()
+	f := &fakeAgents{
+		status: map[string]agentapi.Status{
+			"a": live(0),
+			"b": {Ready: false, Message: "not ready: proxy epoch 0 is starting", Epochs: []agentapi.EpochStatus{{Epoch: 0, State: agentapi.EpochStarting}}},
+			"c": {Ready: true, DataPlane: agentapi.DataPlaneMeshlabProxy, Epochs: []agentapi.EpochStatus{{Epoch: 0, State: agentapi.EpochDraining}, {Epoch: 1, State: agentapi.EpochLive}}},
+		},
+		asked: map[string]int{}, requests: map[string]uint64{"a": 3},
+	}
+	var v View
+	for range 3 {
+		v.Fill(t.Context(), f, list("a", "b", "c"))
+	}
+	if f.asked["a"] != 1 || f.asked["b"] != 3 || f.asked["c"] != 3 {
+		t.Fatalf("agents asked %v, want a once (settled), b and c on every list (starting, draining)", f.asked)
+	}
+	f.mu.Lock()
+	f.status["a"] = live(1)
+	f.requests["a"] = 7
+	f.mu.Unlock()
+	got := list("a")
+	v.Fill(t.Context(), f, got)
+	if got[0].Epoch != 0 || got[0].RequestsIn != 7 || got[0].RequestsOut != 1 {
+		t.Fatalf("a = %+v, want the held epoch 0 with the counters read now (in 7, out 1)", got[0])
+	}
+	v.Changed("xds.ack", "a") // a push's ACK changes no agent status
+	v.Fill(t.Context(), f, got)
+	if f.asked["a"] != 1 {
+		t.Fatalf("a asked %d times after an ACK, want 1", f.asked["a"])
+	}
+	v.Changed("xds.connected", "a")
+	v.Fill(t.Context(), f, got)
+	if f.asked["a"] != 2 || got[0].Epoch != 1 || !got[0].Ready {
+		t.Fatalf("after xds.connected: a asked %d times, status %+v; want asked again, epoch 1", f.asked["a"], got[0])
+	}
+	v.Changed("fault.added", "b,a") // a fault names its pods joined by commas
+	v.Fill(t.Context(), f, got)
+	if f.asked["a"] != 3 {
+		t.Fatalf("a asked %d times after a fault named it, want 3", f.asked["a"])
+	}
+}
+
+// TestViewDoesNotHoldAStatusAnEventOvertook: an event that arrives while the agent is
+// being asked may mean the answer is already old, so it is not held.
+func TestViewDoesNotHoldAStatusAnEventOvertook(t *testing.T) {
+	t.Parallel()
+	var v View
+	f := &fakeAgents{status: map[string]agentapi.Status{"a": live(0)}, asked: map[string]int{}, requests: map[string]uint64{}}
+	f.onAsk = func(pod string) { v.Changed("xds.disconnected", pod) }
+	v.Fill(t.Context(), f, list("a"))
+	f.onAsk = nil
+	v.Fill(t.Context(), f, list("a"))
+	v.Fill(t.Context(), f, list("a"))
+	if f.asked["a"] != 2 {
+		t.Fatalf("a asked %d times, want 2: the first answer, overtaken by an event, is not held", f.asked["a"])
+	}
+}
+
+// TestViewForgetsDeletedPods: a pod no longer listed loses what was held of it, so a pod
+// made again under the same key is asked.
+func TestViewForgetsDeletedPods(t *testing.T) {
+	t.Parallel()
+	var v View
+	f := &fakeAgents{status: map[string]agentapi.Status{"a": live(0), "b": live(0)}, asked: map[string]int{}, requests: map[string]uint64{}}
+	v.Fill(t.Context(), f, list("a", "b"))
+	v.Fill(t.Context(), f, list("b"))
+	v.Fill(t.Context(), f, list("a", "b"))
+	if f.asked["a"] != 2 || f.asked["b"] != 1 {
+		t.Fatalf("asked %v, want a twice (listed again after it was gone), b once", f.asked)
+	}
+	got := list("x")
+	v.Fill(t.Context(), f, got)
+	if got[0].Ready || got[0].Message != "agent unreachable: no agent" {
+		t.Fatalf("x = %+v, want not ready, agent unreachable", got[0])
+	}
+}
