@@ -37,10 +37,11 @@ var (
 )
 
 // NewApplier returns the real Applier: iptables-restore --noflush (ip6tables-restore for
-// IPv6) and netlink, inside the namespace.
-func NewApplier() Applier { return kernelApplier{} }
+// IPv6) and netlink, inside the namespace; InstallNew replays, over netlink, what
+// iptables-restore made for the first new pod (replay.go).
+func NewApplier() Applier { return kernelApplier{replays: newReplays()} }
 
-type kernelApplier struct{}
+type kernelApplier struct{ replays *replays }
 
 func (kernelApplier) Install(namespace string, c Config) error {
 	for _, f := range c.Families() {
@@ -62,13 +63,14 @@ func (kernelApplier) Install(namespace string, c Config) error {
 // InstallNew skips Install's iptables-save: on a new pod that was one of its three
 // iptables processes (cluster DNS, the save, the restore), each a fork and exec of the
 // lab's and ~15 ms of CPU, which a 100-pod ambient lab paid 300 times at `up`.
-func (kernelApplier) InstallNew(namespace string, c Config, before string) error {
+// After the first pod, no process at all: the same input's nf_tables batch is replayed.
+func (k kernelApplier) InstallNew(namespace string, c Config, before string) error {
 	for _, f := range c.Families() {
 		text := c.Render(f)
 		if f == IPv4 {
 			text = before + text
 		}
-		if _, err := runIn(namespace, text, restoreCmd(f), "--noflush"); err != nil {
+		if err := k.replays.installNew(namespace, f, text); err != nil {
 			return fmt.Errorf("install in-pod rules (%s) in %q: %w", f, namespace, err)
 		}
 	}

@@ -323,3 +323,118 @@ func TestRedirectBehaviour(t *testing.T) {
 		}
 	})
 }
+
+// listings is everything a learner reads of a pod's rules, from both iptables and nft:
+// iptables-save with counters, iptables -L -v of each table, nft's whole ruleset (with
+// each rule's expressions) and the policy routing, for family f.
+func listings(t *testing.T, ns string, f Family, table int) string {
+	t.Helper()
+	save, list := "iptables-save", "iptables"
+	if f == IPv6 {
+		save, list = "ip6tables-save", "ip6tables"
+	}
+	var b strings.Builder
+	out, err := runIn(ns, "", save, "-c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		if !strings.HasPrefix(l, "#") { // the time of the save
+			b.WriteString(l + "\n")
+		}
+	}
+	for _, tbl := range Tables {
+		out, err := runIn(ns, "", list, "-t", tbl, "-L", "-v", "-n", "-x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(out)
+	}
+	out, err = runIn(ns, "", "nft", "list", "ruleset")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Write(out)
+	routing, err := Routing(ns, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String() + routing
+}
+
+// TestInstallNewReplayRealKernel holds the replay of a new pod's rules (replay.go) to
+// iptables-restore: a second new pod gets its rules without a process, and everything
+// iptables and nft show of them, counters included, is what iptables-restore made in the
+// first (both families); the replayed rules redirect and count real traffic.
+func TestInstallNewReplayRealKernel(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	p := setupPods(t)
+	var plain []string // namespaces with only lo, which has IPv6 (the pods' links have not)
+	for _, n := range []string{"first", "second"} {
+		ns := "ml-" + testutil.UniqueName(t) + "-" + n
+		if err := netns.Create(ns); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = netns.Delete(ns) })
+		if _, err := runIn(ns, "", "ip", "link", "set", "lo", "up"); err != nil {
+			t.Fatal(err)
+		}
+		plain = append(plain, ns)
+	}
+	c := DefaultConfig()
+	c.IPv6 = true
+	podRule := capture.KubeDNSRules(53)
+	a := NewApplier().(kernelApplier)
+	for _, ns := range plain {
+		if err := a.InstallNew(ns, c, podRule); err != nil {
+			t.Fatalf("InstallNew in %s: %v", ns, err)
+		}
+	}
+	replayed := func(f Family) int {
+		text := c.Render(f)
+		if f == IPv4 {
+			text = podRule + text
+		}
+		if e := a.replays.m[replayKey{f, text}]; e != nil && e.msgs != nil {
+			return e.replayed
+		}
+		return 0
+	}
+	for _, f := range c.Families() {
+		if n := replayed(f); n != 1 {
+			t.Fatalf("%s: the second pod's rules were not replayed (%d replays)", f, n)
+		}
+		if got, want := listings(t, plain[1], f, c.RouteTable), listings(t, plain[0], f, c.RouteTable); got != want {
+			t.Errorf("%s: the replayed pod's rules differ from iptables-restore's:\n%s\n---\n%s", f, got, want)
+		}
+	}
+
+	c.IPv6 = false
+	if err := a.InstallNew(p.a, c, podRule); err != nil {
+		t.Fatalf("InstallNew in a pod: %v", err)
+	}
+	if n := replayed(IPv4); n != 2 {
+		t.Fatalf("the pod's rules were not replayed (%d replays)", n)
+	}
+	outbound := listen(t, p.a, fmt.Sprintf("0.0.0.0:%d", c.OutboundPort))
+	unused := netip.AddrPortFrom(p.gateway, 9999)
+	if err := dial(t, p.a, unused, 0); err != nil {
+		t.Fatalf("dial %s: %v", unused, err)
+	}
+	if got, err := accept(t, outbound); err != nil || got != unused {
+		t.Fatalf("accepted on %d with original destination %v (%v), want %s", c.OutboundPort, got, err, unused)
+	}
+	out, err := Save(p.a, IPv4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, re := range []string{
+		`(?m)^\[[1-9]\d*:\d+\] -A ISTIO_OUTPUT .*--to-ports 15001$`, // a rule's counter
+		`(?m)^:POSTROUTING ACCEPT \[[1-9]\d*:\d+\]$`,                // a base chain's policy (nat's)
+	} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("no %s in the replayed pod's counters:\n%s", re, out)
+		}
+	}
+}
