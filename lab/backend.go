@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"path/filepath"
 	"slices"
 	"sync"
 
 	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/controlplane/model"
+	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
+	"github.com/meshlab/meshlab/dataplane/rqtotals"
 	"github.com/meshlab/meshlab/web"
 )
 
@@ -38,11 +41,31 @@ func (l *Lab) Pods(ctx context.Context) ([]api.PodStatus, error) {
 			out[i].Ready = true
 		}
 	}
-	l.podview.Fill(ctx, l.below(), out)
+	l.podview.Fill(ctx, podAgents{l}, out)
 	if z := ztunnelPod(l); z != nil { // ztunnel.go: istio-system's ztunnel-<x>, as kubectl lists it
 		out = append(out, ztunnelStatus(l, z))
 	}
 	return out, nil
+}
+
+// podAgents is lab/podview's Deps: the pods' agents and request totals, by pod key.
+type podAgents struct{ l *Lab }
+
+func (a podAgents) AgentStatus(ctx context.Context, key string) (agentapi.Status, error) {
+	c := a.l.agentClient(key)
+	defer c.Close()
+	return c.Status(ctx)
+}
+
+func (a podAgents) AgentUsedStats(ctx context.Context, key, filter string) (map[string]uint64, error) {
+	c := a.l.agentClient(key)
+	defer c.Close()
+	st, err := c.UsedStats(ctx, filter)
+	return st.Values, err
+}
+
+func (a podAgents) RequestTotals(key string) (out, in uint64, err error) {
+	return rqtotals.Read(filepath.Join(a.l.paths.PodDir(key), rqtotals.File))
 }
 
 // NameTable implements web.NameTableSource.

@@ -63,15 +63,6 @@ func (b below) AgentStats(ctx context.Context, pod, filter string) (map[string]u
 	return st.Values, err
 }
 
-// AgentUsedStats is the pod proxy's counters and gauges whose names match the RE2
-// filter, without those never used.
-func (b below) AgentUsedStats(ctx context.Context, pod, filter string) (map[string]uint64, error) {
-	c := b.l.agentClient(b.key(pod))
-	defer c.Close()
-	st, err := c.UsedStats(ctx, filter)
-	return st.Values, err
-}
-
 // AgentGet GETs path, "/admin/<path>?<query>", the pod proxy's admin API through its
 // agent (an error unless 200); closing the body releases the connection.
 func (b below) AgentGet(ctx context.Context, pod, path string) (io.ReadCloser, error) {

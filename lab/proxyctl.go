@@ -35,7 +35,7 @@ func (l *Lab) PodDetail(ctx context.Context, name string) (api.PodDetail, error)
 		d.Ready = d.Ambient == nil || d.Ambient.Redirection == model.AmbientRedirectionEnabled
 		return d, nil
 	}
-	l.podview.FillPod(ctx, l.below(), &d.PodStatus)
+	l.podview.FillPod(ctx, podAgents{l}, &d.PodStatus)
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	c := l.agentClient(p.Key())

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
+	"github.com/meshlab/meshlab/dataplane/rqtotals"
 )
 
 // killGrace is how long a proxy has to exit after SIGTERM before it gets SIGKILL.
@@ -182,6 +184,15 @@ func (p *envoyProxy) command(epoch int, s agentapi.ProxySettings, bin proxyBinar
 	cmd.Stderr = errOut
 	// Each epoch starts with its collector paused (StartupGCEnv; Envoy ignores it).
 	cmd.Env = withStartupGCEnv(os.Environ())
+	if bin.DataPlane == agentapi.DataPlaneMeshlabProxy {
+		// The lab reads the pod's request totals from this file (dataplane/rqtotals).
+		path := filepath.Join(p.cfg.RunDir, rqtotals.File)
+		if err := rqtotals.Create(path, int(p.cfg.ProxyUID), int(p.cfg.ProxyGID)); err != nil {
+			p.log.Warn("request totals file", "err", err)
+		} else {
+			cmd.Env = append(cmd.Env, rqtotals.Env+"="+path)
+		}
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Credential: &syscall.Credential{Uid: p.cfg.ProxyUID, Gid: p.cfg.ProxyGID},
 		Pdeathsig:  syscall.SIGKILL,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/meshlab/meshlab/dataplane/proxy/envoylog"
 	"github.com/meshlab/meshlab/dataplane/proxy/hotrestart"
+	"github.com/meshlab/meshlab/dataplane/rqtotals"
 	"github.com/meshlab/meshlab/dataplane/startgc"
 )
 
@@ -21,6 +22,7 @@ import (
 // or a successful --mode validate; 1 for a bad command line or configuration.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	opts, err := ParseArgs(args)
+	opts.RequestTotalsFile = os.Getenv(rqtotals.Env)
 	var pe *ParseError
 	if errors.As(err, &pe) && pe.Help {
 		fmt.Fprintln(stdout, pe.Msg)

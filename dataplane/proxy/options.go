@@ -59,6 +59,9 @@ type Options struct {
 	DisableHotRestart        bool
 	Version                  bool
 	AllowUnknownStaticFields bool
+	// RequestTotalsFile is the file the proxy adds its requests to (dataplane/rqtotals):
+	// the environment's rqtotals.Env, not a flag, so that the command line stays Envoy's.
+	RequestTotalsFile string
 }
 
 // ParseError is a command line Envoy would refuse (exit status 1).

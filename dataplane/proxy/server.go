@@ -41,6 +41,7 @@ import (
 	"github.com/meshlab/meshlab/dataplane/proxy/stats"
 	"github.com/meshlab/meshlab/dataplane/proxy/tlsctx"
 	"github.com/meshlab/meshlab/dataplane/proxy/xdsclient"
+	"github.com/meshlab/meshlab/dataplane/rqtotals"
 )
 
 // Version is the proxy's version string, shaped like Envoy's
@@ -110,6 +111,13 @@ func New(opts Options, logger *slog.Logger, levels *envoylog.Levels) (*Server, e
 		dyn: map[string]*typeDump{}, start: time.Now(), liveCh: make(chan struct{}),
 	}
 	s.startAll = s.start
+	if opts.RequestTotalsFile != "" && opts.Mode != ModeValidate {
+		t, err := rqtotals.Map(opts.RequestTotalsFile)
+		if err != nil {
+			logger.Warn(fmt.Sprintf("request totals not shared: %v", err))
+		}
+		s.stats.SetRequestTotals(t)
+	}
 	b, err := bootstrap.Load(bootstrap.Source{Path: opts.ConfigPath, YAML: opts.ConfigYAML, AllowUnknown: opts.AllowUnknownStaticFields})
 	if err != nil {
 		return nil, err
@@ -248,6 +256,9 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	// As Envoy: the parent's admin listener is shut down before anything is bound.
 	s.startAsChild()
+	if s.hr == nil || !s.hr.parentAlive {
+		s.stats.RequestTotals().Zero() // cold: the counters start at zero, so do the totals
+	}
 	defer s.clusters.Close()
 	s.listeners = listener.NewManager(listener.Deps{
 		Clusters: s.clusters, Routes: s.routes, Stats: s.stats, Logger: s.log.With("component", "conn_handler"),

@@ -8,8 +8,9 @@
 // xds.disconnected of the pod's proxy, or the supervisor's process events of its agent.
 // So a status that is settled (ready, every epoch live or exited) is held until an event
 // names its pod; a status that is not settled is never held and is asked again on every
-// list. The request counters are asked of every sidecar each time: they move with
-// traffic, which no event announces.
+// list. The request counters move with traffic, which no event announces: meshlab-proxy
+// adds every request to a file of the pod's that the lab reads (dataplane/rqtotals), and
+// an Envoy is asked for its stats each time.
 package podview
 
 import (
@@ -29,6 +30,9 @@ type Deps interface {
 	// AgentUsedStats is the pod proxy's counters and gauges whose names match the RE2
 	// filter, leaving out those never used.
 	AgentUsedStats(ctx context.Context, pod, filter string) (map[string]uint64, error)
+	// RequestTotals reads the request totals meshlab-proxy keeps in the pod's run
+	// directory (dataplane/rqtotals), without asking the proxy.
+	RequestTotals(pod string) (out, in uint64, err error)
 }
 
 // Parallel bounds how many agents List asks at once, and Timeout is how long one agent
@@ -129,13 +133,21 @@ func (v *View) fill(ctx context.Context, d Deps, ps *api.PodStatus) {
 		}
 	}
 	ps.Ready, ps.Epoch, ps.DataPlane, ps.Restarts, ps.Message = st.ready, st.epoch, st.dataPlane, st.restarts, st.message
-	// Only the counters ever used: a sidecar of a large lab has tens of thousands of
-	// stats, and matching every name took it ~60 ms (BenchmarkStatusStats).
+	if st.dataPlane == agentapi.DataPlaneMeshlabProxy {
+		if out, in, err := d.RequestTotals(ps.Key); err == nil {
+			ps.RequestsOut, ps.RequestsIn = out, in
+			return
+		}
+	}
+	// Envoy's counters, asked for: only those ever used, since a sidecar of a large lab
+	// has tens of thousands of stats and matching every name took it ~60 ms
+	// (BenchmarkStatusStats).
 	stats, err := d.AgentUsedStats(ctx, ps.Key, requestCounters)
 	if err != nil {
 		ps.Message = "stats unavailable: " + err.Error()
 		return
 	}
+	ps.RequestsOut, ps.RequestsIn = 0, 0
 	for name, n := range stats {
 		switch {
 		case strings.HasPrefix(name, "cluster.outbound|"):

@@ -15,8 +15,20 @@ type fakeAgents struct {
 	mu       sync.Mutex
 	status   map[string]agentapi.Status
 	asked    map[string]int
-	requests map[string]uint64 // inbound upstream_rq_total
-	onAsk    func(pod string)  // runs while a status request is answered
+	requests map[string]uint64    // inbound upstream_rq_total
+	totals   map[string][2]uint64 // the rqtotals file: out, in; none: no file
+	stats    map[string]int       // stats requests
+	onAsk    func(pod string)     // runs while a status request is answered
+}
+
+func (f *fakeAgents) RequestTotals(pod string) (out, in uint64, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, ok := f.totals[pod]
+	if !ok {
+		return 0, 0, errors.New("no such file")
+	}
+	return t[0], t[1], nil
 }
 
 func (f *fakeAgents) AgentStatus(_ context.Context, pod string) (agentapi.Status, error) {
@@ -37,6 +49,10 @@ func (f *fakeAgents) AgentStatus(_ context.Context, pod string) (agentapi.Status
 func (f *fakeAgents) AgentUsedStats(_ context.Context, pod, _ string) (map[string]uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.stats == nil {
+		f.stats = map[string]int{}
+	}
+	f.stats[pod]++
 	return map[string]uint64{"cluster.inbound|8080||.upstream_rq_total": f.requests[pod], "cluster.outbound|8080||b.default.svc.cluster.local.upstream_rq_total": 1}, nil
 }
 
@@ -131,5 +147,36 @@ func TestViewForgetsDeletedPods(t *testing.T) {
 	v.Fill(t.Context(), f, got)
 	if got[0].Ready || got[0].Message != "agent unreachable: no agent" {
 		t.Fatalf("x = %+v, want not ready, agent unreachable", got[0])
+	}
+}
+
+// TestViewReadsMeshlabProxyTotalsFromTheFile: a meshlab-proxy pod's counters come from
+// its request totals file, without a request to its agent; an Envoy's, or a pod whose
+// file cannot be read, from its stats.
+func TestViewReadsMeshlabProxyTotalsFromTheFile(t *testing.T) {
+	t.Parallel()
+	envoy := live(0)
+	envoy.DataPlane = agentapi.DataPlaneEnvoy
+	f := &fakeAgents{
+		status:   map[string]agentapi.Status{"a": live(0), "b": envoy, "c": live(0)},
+		asked:    map[string]int{},
+		requests: map[string]uint64{"b": 4, "c": 5},
+		totals:   map[string][2]uint64{"a": {11, 12}, "b": {99, 99}},
+	}
+	var v View
+	got := list("a", "b", "c")
+	v.Fill(t.Context(), f, got)
+	v.Fill(t.Context(), f, got)
+	if got[0].RequestsOut != 11 || got[0].RequestsIn != 12 || f.stats["a"] != 0 {
+		t.Errorf("a = out %d in %d after %d stats requests, want 11 and 12 from the file, none asked", got[0].RequestsOut, got[0].RequestsIn, f.stats["a"])
+	}
+	if got[1].RequestsIn != 4 || f.stats["b"] != 2 {
+		t.Errorf("b (Envoy) = in %d after %d stats requests, want 4 from its stats, asked each time", got[1].RequestsIn, f.stats["b"])
+	}
+	if got[2].RequestsIn != 5 || f.stats["c"] != 2 {
+		t.Errorf("c (no file) = in %d after %d stats requests, want 5 from its stats", got[2].RequestsIn, f.stats["c"])
+	}
+	if f.asked["a"] != 1 || f.asked["b"] != 1 {
+		t.Errorf("statuses asked %v, want a and b once", f.asked)
 	}
 }

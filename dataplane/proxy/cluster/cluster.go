@@ -28,12 +28,15 @@ var ErrNoHealthyUpstream = errors.New("no healthy upstream")
 
 // Stats are a cluster's counters and gauges under Envoy's names.
 type Stats struct {
-	scope             stats.Scope
-	UpstreamCxTotal   *stats.Stat
-	UpstreamCxActive  *stats.Stat
-	UpstreamCxFail    *stats.Stat
-	UpstreamCxNone    *stats.Stat
-	UpstreamRqTotal   *stats.Stat
+	scope            stats.Scope
+	UpstreamCxTotal  *stats.Stat
+	UpstreamCxActive *stats.Stat
+	UpstreamCxFail   *stats.Stat
+	UpstreamCxNone   *stats.Stat
+	UpstreamRqTotal  *stats.Stat
+	// rqTotal is the pod's shared outbound or inbound total (dataplane/rqtotals); nil
+	// for none.
+	rqTotal           *atomic.Uint64
 	UpstreamRqDone    *stats.Stat
 	UpstreamRqTimeout *stats.Stat
 	MembershipTotal   *stats.Stat
@@ -64,6 +67,7 @@ func newStats(store *stats.Store, name string) *Stats {
 		UpstreamCxFail:    sc.Counter("upstream_cx_connect_fail"),
 		UpstreamCxNone:    sc.Counter("upstream_cx_none_healthy"),
 		UpstreamRqTotal:   sc.Counter("upstream_rq_total"),
+		rqTotal:           store.RequestTotal(name),
 		UpstreamRqDone:    sc.Counter("upstream_rq_completed"),
 		UpstreamRqTimeout: sc.Counter("upstream_rq_timeout"),
 		MembershipTotal:   sc.Gauge("membership_total"),
@@ -523,6 +527,9 @@ func (c *Cluster) RoundTripUpstream(req *http.Request, h Host, up *UpstreamInfo)
 		}
 	}
 	c.stats.UpstreamRqTotal.Inc()
+	if c.stats.rqTotal != nil {
+		c.stats.rqTotal.Add(1)
+	}
 	hs.rqTotal.Add(1)
 	hs.rqActive.Add(1)
 	c.stats.UpstreamRqActive.Inc()

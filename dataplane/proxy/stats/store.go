@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"unique"
+
+	"github.com/meshlab/meshlab/dataplane/rqtotals"
 )
 
 // Kind says whether a stat is a counter or a gauge.
@@ -87,6 +89,37 @@ type Store struct {
 	stats      map[string]*Stat
 	histograms map[string]*Histogram
 	cfg        *Config // stats_config; nil: Envoy's defaults
+	totals     *rqtotals.Totals
+}
+
+// SetRequestTotals makes the clusters created from now on add each request to t's
+// outbound or inbound total as well (by their stat name's "outbound|" or "inbound|").
+func (s *Store) SetRequestTotals(t *rqtotals.Totals) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.totals = t
+}
+
+// RequestTotals is what SetRequestTotals set; nil counts nothing.
+func (s *Store) RequestTotals() *rqtotals.Totals {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.totals
+}
+
+// RequestTotal is the shared total a request of the cluster named statName adds to, nil
+// for none.
+func (s *Store) RequestTotal(statName string) *atomic.Uint64 {
+	t := s.RequestTotals()
+	switch {
+	case t == nil:
+		return nil
+	case strings.HasPrefix(statName, "outbound|"):
+		return t.Out()
+	case strings.HasPrefix(statName, "inbound|"):
+		return t.In()
+	}
+	return nil
 }
 
 // NewStore returns an empty Store.
