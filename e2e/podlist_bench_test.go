@@ -1,0 +1,74 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/meshlab/meshlab/api"
+	"github.com/meshlab/meshlab/internal/testutil"
+	"github.com/meshlab/meshlab/lab"
+)
+
+// BenchmarkPodList measures `meshlab status` of a lab of MESHLAB_BENCH_PROXIES sidecar
+// pods (default 100; issue 30's target is 500 pods in <= 1 s): the lab API's pod list
+// alone (`api-median-ms`, `api-p99-ms`: GET /v1/pods from this process, which `status`,
+// `get pods` and the dashboard ask) and the `meshlab status` process from its start to
+// its exit (`status-median-ms`, `status-p99-ms`). It checks that every pod is listed
+// ready. MESHLAB_E2E_BIN runs an older build beside a newer one with one test binary.
+func BenchmarkPodList(b *testing.B) {
+	testutil.RequireRoot(b)
+	n := 100
+	if v := os.Getenv("MESHLAB_BENCH_PROXIES"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 3 {
+			b.Fatalf("MESHLAB_BENCH_PROXIES=%q: want a number >= 3", v)
+		}
+	}
+	b.Run(fmt.Sprintf("pods=%d", n), func(b *testing.B) {
+		scenario := filepath.Join(b.TempDir(), "scale.yaml")
+		if err := os.WriteFile(scenario, []byte(scaleScenario(n)), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		wait := lab.ReadyTimeoutFor(n) + 4*time.Minute
+		l := startLabWithin(b, wait+30*time.Second, "--timeout", wait.String(), scenario)
+		lc := api.NewUnixClient(lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
+		b.Cleanup(lc.Close)
+		var apiTimes, cliTimes []time.Duration
+		b.ResetTimer()
+		for range b.N {
+			start := time.Now()
+			pods, err := lc.Pods(b.Context())
+			if err != nil {
+				b.Fatal(err)
+			}
+			apiTimes = append(apiTimes, time.Since(start))
+			for _, p := range pods {
+				if !p.Ready {
+					b.Fatalf("pod %s not ready: %s", p.Key, p.Message)
+				}
+			}
+			if len(pods) != n {
+				b.Fatalf("%d pods listed, want %d", len(pods), n)
+			}
+			start = time.Now()
+			if out, err := meshlab(b, "--lab", l.name, "status"); err != nil {
+				b.Fatalf("status: %v\n%s", err, out)
+			}
+			cliTimes = append(cliTimes, time.Since(start))
+		}
+		b.StopTimer()
+		for _, s := range []struct {
+			prefix string
+			ds     []time.Duration
+		}{{"api-", apiTimes}, {"status-", cliTimes}} {
+			sort.Slice(s.ds, func(i, j int) bool { return s.ds[i] < s.ds[j] })
+			b.ReportMetric(float64(s.ds[len(s.ds)/2].Microseconds())/1000, s.prefix+"median-ms")
+			b.ReportMetric(float64(s.ds[(len(s.ds)*99)/100].Microseconds())/1000, s.prefix+"p99-ms")
+		}
+	})
+}
