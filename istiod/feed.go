@@ -14,15 +14,19 @@ import (
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
 
 	meshconfig "istio.io/api/mesh/v1alpha1"
+	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+	securityv1 "istio.io/client-go/pkg/apis/security/v1"
 	"istio.io/istio/pilot/pkg/config/kube/crd"
+	"istio.io/istio/pilot/pkg/features"
 	"istio.io/istio/pilot/pkg/model"
 	"istio.io/istio/pilot/test/xds"
 	"istio.io/istio/pkg/config"
 	"istio.io/istio/pkg/config/mesh"
 	kubelib "istio.io/istio/pkg/kube"
+	"istio.io/istio/pkg/kube/controllers"
+	"istio.io/istio/pkg/kube/kclient"
 )
 
 // maxStateBytes bounds one PUT /state: the lab's own limit on all its objects (32 MiB)
@@ -30,7 +34,8 @@ import (
 const maxStateBytes = 64 << 20
 
 // object is one object of the lab's state: its key, its text (to tell a change), and its
-// decoded form, a Kubernetes object or an Istio config.
+// decoded form, a Kubernetes object or an Istio config; an Istio object that istiod's
+// ambient index reads has both (ambientKinds).
 type object struct {
 	key   string
 	text  string
@@ -58,7 +63,13 @@ func parseState(data []byte) (state, error) {
 			for j := range cfgs {
 				c := cfgs[j]
 				key := c.GroupVersionKind.Kind + "/" + c.Namespace + "/" + c.Name
-				out[key] = object{key: key, text: doc, istio: &c}
+				o := object{key: key, text: doc, istio: &c}
+				if features.EnableAmbient && ambientKinds[c.GroupVersionKind.Kind] && len(cfgs) == 1 {
+					if o.kube, _, err = decode([]byte(doc), nil, nil); err != nil {
+						return nil, fmt.Errorf("document %d: %w", i+1, err)
+					}
+				}
+				out[key] = o
 			}
 			continue
 		}
@@ -75,6 +86,12 @@ func parseState(data []byte) (state, error) {
 	}
 	return out, nil
 }
+
+// ambientKinds are the Istio kinds istiod's ambient index reads from the Kubernetes API
+// (its informers), where its sidecar generators read the config store: with ambient on
+// (PILOT_ENABLE_AMBIENT=true in meshlab-istiod's environment, as an ambient install sets
+// it), the feed writes them to both, as a cluster's API server serves both.
+var ambientKinds = map[string]bool{"AuthorizationPolicy": true, "PeerAuthentication": true, "ServiceEntry": true}
 
 // isConfig reports whether a document is one istiod reads from its config store.
 func isConfig(doc string) bool {
@@ -229,7 +246,7 @@ func (f *feed) set(ctx context.Context, next state) (int, error) {
 			return 0, err
 		}
 	}
-	kc := f.fake.KubeClient().Kube()
+	kc := f.fake.KubeClient()
 	store := f.fake.Store()
 	n := 0
 	var errs []string
@@ -241,7 +258,8 @@ func (f *feed) set(ctx context.Context, next state) (int, error) {
 		var err error
 		if o.istio != nil {
 			err = store.Delete(o.istio.GroupVersionKind, o.istio.Name, o.istio.Namespace, nil)
-		} else {
+		}
+		if o.kube != nil && err == nil {
 			err = deleteKube(ctx, kc, o.kube)
 		}
 		if err != nil {
@@ -260,7 +278,8 @@ func (f *feed) set(ctx context.Context, next state) (int, error) {
 			_, err = store.Update(*o.istio)
 		case o.istio != nil:
 			_, err = store.Create(*o.istio)
-		default:
+		}
+		if o.kube != nil && err == nil {
 			err = applyKube(ctx, kc, o.kube, had)
 		}
 		if err != nil {
@@ -276,9 +295,12 @@ func (f *feed) set(ctx context.Context, next state) (int, error) {
 }
 
 // applyKube creates or updates a Kubernetes object in the fake API server.
-func applyKube(ctx context.Context, c kubernetes.Interface, o runtime.Object, update bool) error {
+func applyKube(ctx context.Context, client kubelib.Client, o runtime.Object, update bool) error {
+	c := client.Kube()
 	var err error
 	switch x := o.(type) {
+	case *corev1.Node:
+		err = upsert(ctx, update, x, c.CoreV1().Nodes().Create, c.CoreV1().Nodes().Update)
 	case *corev1.Namespace:
 		err = upsert(ctx, update, x, c.CoreV1().Namespaces().Create, c.CoreV1().Namespaces().Update)
 	case *corev1.Service:
@@ -293,10 +315,24 @@ func applyKube(ctx context.Context, c kubernetes.Interface, o runtime.Object, up
 		err = upsert(ctx, update, x, c.CoreV1().ConfigMaps(x.Namespace).Create, c.CoreV1().ConfigMaps(x.Namespace).Update)
 	case *discoveryv1.EndpointSlice:
 		err = upsert(ctx, update, x, c.DiscoveryV1().EndpointSlices(x.Namespace).Create, c.DiscoveryV1().EndpointSlices(x.Namespace).Update)
+	case *securityv1.AuthorizationPolicy:
+		err = upsertCRD(ctx, client, update, x)
+	case *securityv1.PeerAuthentication:
+		err = upsertCRD(ctx, client, update, x)
+	case *networkingv1.ServiceEntry:
+		err = upsertCRD(ctx, client, update, x)
 	default:
 		return fmt.Errorf("kind %T is not fed to istiod", o)
 	}
 	return err
+}
+
+// upsertCRD creates or updates an Istio object in the fake API server (ambientKinds).
+func upsertCRD[T controllers.ComparableObject](ctx context.Context, c kubelib.Client, update bool, obj T) error {
+	w := kclient.NewWriteClient[T](c)
+	return upsert(ctx, update, obj,
+		func(_ context.Context, o T, _ metav1.CreateOptions) (T, error) { return w.Create(o) },
+		func(_ context.Context, o T, _ metav1.UpdateOptions) (T, error) { return w.Update(o) })
 }
 
 // upsert creates or updates obj; an update of what is missing creates it, a create of
@@ -320,13 +356,16 @@ func upsert[T any](ctx context.Context, update bool, obj T,
 }
 
 // deleteKube deletes a Kubernetes object from the fake API server.
-func deleteKube(ctx context.Context, c kubernetes.Interface, o runtime.Object) error {
+func deleteKube(ctx context.Context, client kubelib.Client, o runtime.Object) error {
+	c := client.Kube()
 	m, err := metaOf(o)
 	if err != nil {
 		return err
 	}
 	ns, name, opts := m.GetNamespace(), m.GetName(), metav1.DeleteOptions{}
 	switch o.(type) {
+	case *corev1.Node:
+		err = c.CoreV1().Nodes().Delete(ctx, name, opts)
 	case *corev1.Namespace:
 		err = c.CoreV1().Namespaces().Delete(ctx, name, opts)
 	case *corev1.Service:
@@ -341,6 +380,12 @@ func deleteKube(ctx context.Context, c kubernetes.Interface, o runtime.Object) e
 		err = c.CoreV1().ConfigMaps(ns).Delete(ctx, name, opts)
 	case *discoveryv1.EndpointSlice:
 		err = c.DiscoveryV1().EndpointSlices(ns).Delete(ctx, name, opts)
+	case *securityv1.AuthorizationPolicy:
+		err = kclient.NewWriteClient[*securityv1.AuthorizationPolicy](client).Delete(name, ns)
+	case *securityv1.PeerAuthentication:
+		err = kclient.NewWriteClient[*securityv1.PeerAuthentication](client).Delete(name, ns)
+	case *networkingv1.ServiceEntry:
+		err = kclient.NewWriteClient[*networkingv1.ServiceEntry](client).Delete(name, ns)
 	default:
 		return fmt.Errorf("kind %T is not fed to istiod", o)
 	}

@@ -9,6 +9,7 @@ require (
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
 	istio.io/api v1.31.1
+	istio.io/client-go v1.31.0-rc.0.0.20260824155257-512e1cfc6c15
 	istio.io/istio v0.0.0-20260827124520-eed52ebb66ad
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
@@ -172,7 +173,6 @@ require (
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
-	istio.io/client-go v1.31.0-rc.0.0.20260824155257-512e1cfc6c15 // indirect
 	k8s.io/apiextensions-apiserver v0.36.1 // indirect
 	k8s.io/apiserver v0.36.1 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect

@@ -12,6 +12,11 @@
 // /mesh, the mesh config, as a change of the istio ConfigMap reaches istiod) and
 // reaches istiod's debug endpoints (/debug/syncz, /debug/config_dump?proxyID=...,
 // /debug/push_status) and its version (/version).
+//
+// Ambient is istiod's own switch, read once at start: with PILOT_ENABLE_AMBIENT=true in
+// the environment (the lab sets it for an ambient lab, as an ambient install does) istiod
+// builds its ambient index and serves ztunnel WDS; the feed then also writes the Istio
+// kinds that index reads to the Kubernetes API (feed.go, ambientKinds).
 package main
 
 import (
@@ -29,6 +34,7 @@ import (
 	"time"
 
 	meshconfig "istio.io/api/mesh/v1alpha1"
+	"istio.io/istio/pilot/pkg/features"
 	"istio.io/istio/pilot/test/xds"
 	"istio.io/istio/pkg/config/mesh"
 	istiolog "istio.io/istio/pkg/log"
@@ -91,7 +97,7 @@ func run(xdsSock, feedSock, meshFile, stateFile string, debounce time.Duration) 
 	}
 	srv := &http.Server{Handler: feed.handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	log.Printf("istiod %s serving ADS on %s, feed on %s", istioVersion(), xdsSock, feedSock)
+	log.Printf("istiod %s serving ADS on %s, feed on %s (ambient: %v)", istioVersion(), xdsSock, feedSock, features.EnableAmbient)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	<-ctx.Done()

@@ -278,9 +278,9 @@ func shortType(url string) string {
 		return "RDS"
 	case strings.HasSuffix(url, ".Secret"):
 		return "SDS"
-	case strings.HasSuffix(url, ".istio.workload.Address"):
+	case strings.HasSuffix(url, "/istio.workload.Address"):
 		return "WDS"
-	case strings.HasSuffix(url, ".istio.security.Authorization"):
+	case strings.HasSuffix(url, "/istio.security.Authorization"):
 		return "WADS"
 	}
 	return url

@@ -390,6 +390,7 @@ func (l *Lab) startServers() error {
 	if l.opts.ControlPlane == istiodcp.ControlPlaneIstiod {
 		d, err := istiodcp.Start(sctx, istiodcp.Options{
 			Path: l.opts.IstiodPath, Dir: l.paths.Dir, Model: l.model, Logger: l.log.With("component", "istiod"),
+			Node: NodeNamespace(l.opts.Name), Ambient: istiodcp.Ambient(l.model),
 			OnExit: func(err error) {
 				l.log.Error("istiod stopped", "err", err)
 				l.publish("istiod.exited", "", err.Error(), nil)

@@ -111,7 +111,7 @@ func (r *relay) StreamAggregatedResources(down discoverypb.AggregatedDiscoverySe
 			lastMu.Unlock()
 			t.onResponse(ctx, id, req, resp)
 			if node := r.nodeOf(id); node != "" {
-				r.record(node, resp.GetTypeUrl(), resp.GetVersionInfo(), resp.GetResources(), nil, true)
+				r.record(node, resp.GetTypeUrl(), resp.GetVersionInfo(), resp.GetResources(), nil, nil, true)
 			}
 			return down.Send(resp)
 		})
@@ -149,10 +149,11 @@ func (r *relay) DeltaAggregatedResources(down discoverypb.AggregatedDiscoverySer
 			t.onDeltaResponse(id, &discoverypb.DeltaDiscoveryRequest{}, resp)
 			if node := r.nodeOf(deltaKey(id)); node != "" {
 				anys := make([]*anypb.Any, 0, len(resp.GetResources()))
+				names := make([]string, 0, len(resp.GetResources()))
 				for _, res := range resp.GetResources() {
-					anys = append(anys, res.GetResource())
+					anys, names = append(anys, res.GetResource()), append(names, res.GetName())
 				}
-				r.record(node, resp.GetTypeUrl(), resp.GetSystemVersionInfo(), anys, resp.GetRemovedResources(), false)
+				r.record(node, resp.GetTypeUrl(), resp.GetSystemVersionInfo(), anys, names, resp.GetRemovedResources(), false)
 			}
 			return down.Send(resp)
 		})
@@ -192,15 +193,22 @@ func (r *relay) nodeOf(streamID int64) string {
 
 // record merges what the upstream sent node into its latest state: a SotW LDS or CDS
 // response holds the whole type (replace), other responses add or replace by name, a
-// delta response also removes. The push enters the history once its types are in.
-func (r *relay) record(node, typ, version string, anys []*anypb.Any, removed []string, sotw bool) {
+// delta response also removes. A delta resource is keyed by the name it was sent with
+// (names, parallel to anys): a WDS Address has no name field of its own. The push
+// enters the history once its types are in.
+func (r *relay) record(node, typ, version string, anys []*anypb.Any, names, removed []string, sotw bool) {
 	msgs := make([]types.Resource, 0, len(anys))
-	for _, a := range anys {
+	keys := make([]string, 0, len(anys))
+	for i, a := range anys {
 		m, err := a.UnmarshalNew()
 		if err != nil {
 			continue
 		}
-		msgs = append(msgs, m)
+		key := nameOfResource(m)
+		if i < len(names) && names[i] != "" {
+			key = names[i]
+		}
+		msgs, keys = append(msgs, m), append(keys, key)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -217,8 +225,8 @@ func (r *relay) record(node, typ, version string, anys []*anypb.Any, removed []s
 		byName = map[string]types.Resource{}
 		n.res[typ] = byName
 	}
-	for _, m := range msgs {
-		byName[nameOfResource(m)] = m
+	for i, m := range msgs {
+		byName[keys[i]] = m
 	}
 	for _, name := range removed {
 		delete(byName, name)

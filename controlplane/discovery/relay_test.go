@@ -7,6 +7,8 @@ import (
 
 	discoverypb "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+
+	"github.com/meshlab/meshlab/controlplane/xds"
 )
 
 // A relaying server hands a proxy what the upstream control plane generates, and keeps
@@ -47,5 +49,34 @@ func TestRelayForwardsAndTracks(t *testing.T) {
 	h := relay.History(node)
 	if len(h) != 1 || h[0].Version != resp.GetVersionInfo() || h[0].Types[resource.ListenerType].Resources != len(want) {
 		t.Fatalf("relay history %+v, want one snapshot of version %s with %d listeners", h, resp.GetVersionInfo(), len(want))
+	}
+}
+
+// A ztunnel's delta stream is relayed too: the upstream's WDS reaches it, the relay's
+// status has its two types ACKed, and the history keeps every Address by the name it was
+// sent with (an Address has no name of its own).
+func TestRelayZtunnelWDS(t *testing.T) {
+	m := ambientHello()
+	upstream := startServer(t, Options{SocketGID: -1, WDS: xds.WDSOptions{Node: "ml-test-node"}})
+	if err := upstream.Update(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	relay := startServer(t, Options{SocketGID: -1, Upstream: "unix://" + upstream.path})
+	d := dialDelta(t, "unix://"+relay.path, testZtunnel)
+	got := subscribeZtunnel(d, nil)
+	addrs := len(got[xds.AddressType].GetResources())
+	if addrs == 0 {
+		t.Fatal("no Address relayed")
+	}
+	waitStatus(t, relay, testZtunnel, "WDS and WADS acked", func(ps ProxyStatus) bool {
+		return ps.Types[xds.AddressType].Synced() && ps.Types[xds.AuthorizationType].Synced()
+	})
+	deadline := time.Now().Add(5 * time.Second)
+	for len(relay.History(testZtunnel)) == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	h := relay.History(testZtunnel)
+	if len(h) == 0 || h[len(h)-1].Types[xds.AddressType].Resources != addrs {
+		t.Fatalf("relay history %+v, want the %d addresses sent", h, addrs)
 	}
 }

@@ -72,10 +72,18 @@ func executable(p string) error {
 
 // Options start an istiod.
 type Options struct {
-	Path   string       // the binary (Find)
-	Dir    string       // the lab's run directory: sockets, state, istiod.log
-	Model  *model.Model // the lab's objects at start
-	Logger *slog.Logger
+	Path  string       // the binary (Find)
+	Dir   string       // the lab's run directory: sockets, state, istiod.log
+	Model *model.Model // the lab's objects at start
+	// Node is the lab's node (ml-<lab>-node): every pod is scheduled on it (spec.nodeName),
+	// which istiod sends as a WDS Workload's node, the one ztunnel's NODE_NAME serves.
+	Node string
+	// Ambient runs istiod with ambient on (PILOT_ENABLE_AMBIENT=true, as an ambient
+	// install sets it; istiod reads it once, at start): its ambient index, WDS for
+	// ztunnel, and HBONE toward ambient pods in the sidecars' config. Ambient (below)
+	// decides it from the lab's objects at `up`.
+	Ambient bool
+	Logger  *slog.Logger
 	// OnExit, when set, is called once if istiod exits before Stop, with its error.
 	OnExit func(error)
 }
@@ -84,6 +92,7 @@ type Options struct {
 type Istiod struct {
 	cmd    *exec.Cmd
 	dir    string
+	node   string
 	client *http.Client
 	log    *slog.Logger
 	done   chan struct{}
@@ -103,7 +112,7 @@ func LogPath(dir string) string { return filepath.Join(dir, "istiod.log") }
 
 // Start runs istiod with the lab's objects and returns once it serves ADS and its feed.
 func Start(ctx context.Context, o Options) (*Istiod, error) {
-	state, err := Objects(o.Model)
+	state, err := Objects(o.Model, o.Node)
 	if err != nil {
 		return nil, fmt.Errorf("istiod: the lab's objects: %w", err)
 	}
@@ -125,12 +134,13 @@ func Start(ctx context.Context, o Options) (*Istiod, error) {
 	defer logf.Close()
 	cmd := exec.Command(o.Path, "--xds", XDSSocket(o.Dir), "--feed", feedSocket(o.Dir), "--state", stateFile, "--mesh", meshFile)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), fmt.Sprintf("PILOT_ENABLE_AMBIENT=%t", o.Ambient))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", o.Path, err)
 	}
 	sock := feedSocket(o.Dir)
-	d := &Istiod{cmd: cmd, dir: o.Dir, log: o.Logger, done: make(chan struct{}), client: &http.Client{
+	d := &Istiod{cmd: cmd, dir: o.Dir, node: o.Node, log: o.Logger, done: make(chan struct{}), client: &http.Client{
 		Timeout: 30 * time.Second,
 		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
@@ -156,6 +166,28 @@ func Start(ctx context.Context, o Options) (*Istiod, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// Ambient reports whether a lab of m runs istiod with ambient on: when a pod or a
+// namespace is in ambient mode (istio.io/dataplane-mode=ambient) or a waypoint is
+// declared, as a cluster with ambient pods was installed with the ambient profile. It is
+// decided once, at `up` (istiod reads the switch at its start): a lab that enrolls its
+// first namespace later, on an istiod started without ambient, has its ztunnel refused.
+func Ambient(m *model.Model) bool {
+	if len(m.Waypoints) > 0 {
+		return true
+	}
+	for _, ns := range m.Namespaces {
+		if ns.Labels[model.LabelDataplaneMode] == model.DataplaneModeAmbient {
+			return true
+		}
+	}
+	for _, p := range m.Pods {
+		if model.DataplaneMode(m, p) == model.DataplaneAmbient {
+			return true
+		}
+	}
+	return false
 }
 
 // errExitedCleanly is istiod's exit with status 0, which is still an end it should not reach.
@@ -189,7 +221,7 @@ func (d *Istiod) waitReady(ctx context.Context, timeout time.Duration) error {
 // mesh watcher before the other changes, pushing every proxy in full, as istiod's mesh
 // handler does.
 func (d *Istiod) Feed(ctx context.Context, m *model.Model) error {
-	state, err := Objects(m)
+	state, err := Objects(m, d.node)
 	if err != nil {
 		return fmt.Errorf("istiod: the lab's objects: %w", err)
 	}

@@ -35,7 +35,7 @@ func testModel() *model.Model {
 
 // The lab's objects reach istiod as a cluster's API server holds them.
 func TestObjects(t *testing.T) {
-	b, err := Objects(testModel())
+	b, err := Objects(testModel(), "ml-t-node")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,14 +47,14 @@ func TestObjects(t *testing.T) {
 		}
 		kinds[o["kind"].(string)] = append(kinds[o["kind"].(string)], o)
 	}
-	for kind, n := range map[string]int{"Namespace": 2, "ServiceAccount": 1, "Service": 1, "Pod": 2, "EndpointSlice": 1, "VirtualService": 1, "Secret": 1, "ConfigMap": 2} {
+	for kind, n := range map[string]int{"Node": 1, "Namespace": 2, "ServiceAccount": 1, "Service": 1, "Pod": 2, "EndpointSlice": 1, "VirtualService": 1, "Secret": 1, "ConfigMap": 2} {
 		if len(kinds[kind]) != n {
 			t.Errorf("%d %s objects, want %d", len(kinds[kind]), kind, n)
 		}
 	}
 	text := string(b)
 	for _, want := range []string{"clusterIP: 10.96.0.10", "podIP: 10.244.0.3", "sidecar.istio.io/status", "security.istio.io/tlsMode: istio",
-		"kubernetes.io/service-name: backend", "- 10.244.0.4", "backend.default.svc.cluster.local",
+		"kubernetes.io/service-name: backend", "- 10.244.0.4", "nodeName: ml-t-node", "backend.default.svc.cluster.local",
 		"type: kubernetes.io/tls", "tls.crt: Q0VSVA=="} {
 		if !strings.Contains(text, want) {
 			t.Errorf("objects lack %q:\n%s", want, text)
@@ -163,5 +163,23 @@ func TestFeedRefusedThenTaken(t *testing.T) {
 	}
 	if r := d.Refused(); r != nil {
 		t.Errorf("Refused() after a feed taken = %v; want nil", r)
+	}
+}
+
+// istiod runs with ambient on for a lab with an ambient namespace, pod or waypoint, and
+// off for a sidecar lab.
+func TestAmbient(t *testing.T) {
+	m := testModel()
+	if Ambient(m) {
+		t.Error("a sidecar lab runs istiod with ambient on")
+	}
+	m.Pods[1].Labels = map[string]string{model.LabelDataplaneMode: model.DataplaneModeAmbient}
+	if !Ambient(m) {
+		t.Error("a lab with an ambient pod runs istiod without ambient")
+	}
+	m = testModel()
+	m.Namespaces = []*model.Namespace{{Name: "other", Labels: map[string]string{model.LabelDataplaneMode: model.DataplaneModeAmbient}}}
+	if !Ambient(m) {
+		t.Error("a lab with an ambient namespace runs istiod without ambient")
 	}
 }

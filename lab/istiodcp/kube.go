@@ -20,9 +20,13 @@ import (
 // service accounts, Services with their VIPs, pods with their IPs, labels, readiness and
 // the injector's status annotation, one EndpointSlice per Service as the endpoint
 // controller writes it, the gateways' TLS Secrets, and the Istio objects (hosts as the
-// loader resolved them: FQDNs).
-func Objects(m *model.Model) ([]byte, error) {
+// loader resolved them: FQDNs). Every pod is scheduled on node, the lab's one node, which
+// comes first.
+func Objects(m *model.Model, node string) ([]byte, error) {
 	var docs []any
+	if node != "" {
+		docs = append(docs, &corev1.Node{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}, ObjectMeta: metav1.ObjectMeta{Name: node}})
+	}
 	nss := map[string]bool{"istio-system": true}
 	for _, p := range m.Pods {
 		nss[p.Namespace] = true
@@ -50,7 +54,9 @@ func Objects(m *model.Model) ([]byte, error) {
 		docs = append(docs, kubeobj.Service(s))
 	}
 	for _, p := range m.Pods {
-		docs = append(docs, kubeobj.Pod(p))
+		pod := kubeobj.Pod(p)
+		pod.Spec.NodeName = node
+		docs = append(docs, pod)
 	}
 	for _, s := range m.Services {
 		docs = append(docs, kubeobj.EndpointSlice(m, s))

@@ -1,0 +1,82 @@
+package e2e
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshlab/meshlab/internal/testutil"
+	"github.com/meshlab/meshlab/lab"
+	"github.com/meshlab/meshlab/lab/ambient"
+)
+
+// TestIstiodAmbientL4 runs the L4 part of Istio's ambient Getting Started with istiod as
+// the lab's control plane: the ambient lab (Bookinfo and curl, namespace default labelled
+// istio.io/dataplane-mode=ambient) starts istiod with ambient on, the lab's ztunnel gets
+// its workloads, services and policies from istiod over the lab's xDS relay (delta ADS,
+// WDS), every pod is HBONE on the lab's node in ztunnel-config, curl reaches productpage
+// through ztunnel with mutual_tls in ztunnel's metrics, proxy-status shows the ztunnel
+// synced on what istiod sent, and the page's L4 policy, fed to istiod, makes curl (another
+// service account) fail with exit 56.
+func TestIstiodAmbientL4(t *testing.T) {
+	testutil.RequireRoot(t)
+	bin := istiodBin(t)
+	requireZtunnel(t)
+	t.Parallel()
+	l := startLabWithin(t, 3*time.Minute, "ambient", "--control-plane=istiod", "--istiod-path", bin)
+	if !strings.Contains(l.out.String(), "control plane: istiod ") {
+		t.Errorf("up did not say istiod is the control plane:\n%s", l.out.String())
+	}
+	ml := func(args ...string) (string, error) {
+		return meshlab(t, append([]string{"--name", l.name}, args...)...)
+	}
+	poll := func(what string, ok func(string) bool, args ...string) string {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			out, err := ml(args...)
+			if err == nil && ok(out) {
+				return out
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 30s: %v\n%s", what, err, out)
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+	}
+	zt := ambient.ZtunnelPodName(l.name)
+
+	// ztunnel holds every pod as istiod sent it: HBONE (the redirection annotation the
+	// node agent set, fed to istiod) on the lab's node (the pods' spec.nodeName).
+	pods := []string{"curl-", "details-v1-", "productpage-v1-", "ratings-v1-", "reviews-v1-", "reviews-v2-", "reviews-v3-"}
+	poll("every pod HBONE on the lab's node in ztunnel-config", func(out string) bool {
+		n := 0
+		for _, line := range strings.Split(out, "\n") {
+			f := strings.Fields(line)
+			if len(f) == 6 && f[0] == "default" && f[3] == "ml-"+l.name+"-node" && f[5] == "HBONE" {
+				n++
+			}
+		}
+		return n == len(pods)
+	}, "ztunnel-config", "workloads")
+
+	eventually(t, l.name, "the product page through ztunnel", statusLine("<title>Simple Bookstore App</title>"),
+		"-s", "http://productpage:9080/productpage")
+	fams := scrapeMetrics(t, lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
+	want := map[string]string{"pod": zt, "reporter": "destination", "connection_security_policy": "mutual_tls", "destination_canonical_service": "productpage"}
+	if counterValue(fams["istio_tcp_connections_opened_total"], want) == 0 {
+		t.Errorf("ztunnel's metrics have no istio_tcp_connections_opened_total with %v", want)
+	}
+
+	// The relay saw the ztunnel ACK what istiod sent: proxy-status gives its version.
+	poll("the ztunnel's acked version in proxy-status", func(out string) bool {
+		return regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(zt) + `\.istio-system(\s+IGNORED){4}\s+\S+\s+true$`).MatchString(out)
+	}, "proxy-status")
+
+	applyYAML(t, l.name, productpageZtunnelPolicy)
+	poll("istiod's policy in ztunnel-config", func(out string) bool {
+		return regexp.MustCompile(`(?m)^default\s+productpage-ztunnel\s+Allow\s+WorkloadSelector$`).MatchString(out)
+	}, "zc", "policies")
+	curlUntilExit(t, l.name, 56, 20*time.Second, "curl under istiod's L4 policy (reset by ztunnel)", "-s", "http://productpage:9080/productpage")
+}
