@@ -67,7 +67,7 @@ func TestProxyConfigLive(t *testing.T) {
 	// The subset clusters, with the DestinationRule that made them, once pushed.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		got := rows(pc("proxy-config", "clusters", "productpage-v1", "--fqdn", "reviews", "--subset", "v2"))
+		got := rows(pc("proxy-config", "clusters", "deploy/productpage-v1", "--fqdn", "reviews", "--subset", "v2"))
 		if len(got) == 1 && got[0] == "reviews.default.svc.cluster.local 9080 v2 outbound EDS reviews.default" {
 			break
 		}
@@ -79,7 +79,7 @@ func TestProxyConfigLive(t *testing.T) {
 
 	// --name is istioctl's route filter: only route 9080, reviews' vhost naming its
 	// VirtualService (once per route of the VirtualService: the header match and the rest).
-	routes := rows(pc("proxy-config", "routes", "productpage-v1", "--name", "9080"))
+	routes := rows(pc("proxy-config", "routes", "deploy/productpage-v1", "--name", "9080"))
 	vs := 0
 	for _, r := range routes {
 		if !strings.HasPrefix(r, "9080 ") {
@@ -102,18 +102,22 @@ func TestProxyConfigLive(t *testing.T) {
 	if err := json.Unmarshal([]byte(pc("get", "pods", "-o", "json")), &pods); err != nil || len(pods) != 6 {
 		t.Fatalf("get pods -o json: %v (%d pods)", err, len(pods))
 	}
-	ip := ""
+	// The sample's Deployments name their pods <deployment>-<hash>-<suffix>.
+	ip, productpage := "", ""
 	for _, p := range pods {
-		if p.Name == "reviews-v2" {
+		switch {
+		case strings.HasPrefix(p.Name, "reviews-v2-"):
 			ip = p.IP
+		case strings.HasPrefix(p.Name, "productpage-v1-"):
+			productpage = p.Name
 		}
 	}
-	eps := rows(pc("proxy-config", "endpoints", "productpage-v1", "--cluster", "outbound|9080|v2|reviews.default.svc.cluster.local"))
+	eps := rows(pc("proxy-config", "endpoints", "deploy/productpage-v1", "--cluster", "outbound|9080|v2|reviews.default.svc.cluster.local"))
 	if want := ip + ":9080 HEALTHY OK outbound|9080|v2|reviews.default.svc.cluster.local"; len(eps) != 1 || eps[0] != want {
 		t.Errorf("endpoints --cluster ...v2... = %q, want %q", eps, want)
 	}
 
-	secrets := rows(pc("proxy-config", "secret", "productpage-v1"))
+	secrets := rows(pc("proxy-config", "secret", "deploy/productpage-v1"))
 	if len(secrets) != 2 || !strings.HasPrefix(secrets[0], "ROOTCA CA ACTIVE true ") || !strings.HasPrefix(secrets[1], "default Cert Chain ACTIVE true ") {
 		t.Errorf("secret = %q", secrets)
 	}
@@ -121,10 +125,10 @@ func TestProxyConfigLive(t *testing.T) {
 	// The table read from the pod is the table read from the same proxy's dump in a file
 	// (the path istioctl's --file takes).
 	dump := filepath.Join(t.TempDir(), "dump.json")
-	if err := os.WriteFile(dump, agentGet(t, "/run/meshlab/"+l.name+"/pods/productpage-v1/agent.sock", "/admin/config_dump?include_eds"), 0o644); err != nil {
+	if err := os.WriteFile(dump, agentGet(t, "/run/meshlab/"+l.name+"/pods/"+productpage+"/agent.sock", "/admin/config_dump?include_eds"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if fromPod, fromFile := pc("pc", "listeners", "productpage-v1"), pc("pc", "listeners", "-f", dump); fromPod != fromFile {
+	if fromPod, fromFile := pc("pc", "listeners", "deploy/productpage-v1"), pc("pc", "listeners", "-f", dump); fromPod != fromFile {
 		t.Errorf("listeners from the pod:\n%s\nfrom its dump:\n%s", fromPod, fromFile)
 	}
 

@@ -25,14 +25,9 @@ var workloadKinds = map[string]bool{
 // name several namespaces hold is the one in default, as kubectl's current namespace,
 // else an error that asks for -n. The errors list what the reference could have named.
 func (r *Record) FindPod(ref, namespace string) (PodRecord, error) {
-	kind, name, typed := strings.Cut(ref, "/")
-	if !typed {
-		kind, name = "pod", ref
-	}
-	kind = strings.ToLower(kind)
-	byPod := kind == "pod" || kind == "pods" || kind == "po"
-	if !byPod && !workloadKinds[kind] {
-		return PodRecord{}, fmt.Errorf("%q: %s is not a kind that has pods (pod, deploy, rs, sts, ds, workload)", ref, kind)
+	kind, name, byPod, err := SplitPodRef(ref)
+	if err != nil {
+		return PodRecord{}, err
 	}
 	if n, ns, dotted := strings.Cut(name, "."); dotted && namespace == "" {
 		name, namespace = n, ns
@@ -87,4 +82,20 @@ func (r *Record) FindPod(ref, namespace string) (PodRecord, error) {
 	p := found[0]
 	p.Key = p.key()
 	return p, nil
+}
+
+// SplitPodRef reads a pod reference as kubectl does: "NAME", "pod/NAME" (and po, pods)
+// name a pod (byPod); "deploy/NAME" and the other workload kinds name a workload. kind is
+// lower case; a kind that has no pods is an error.
+func SplitPodRef(ref string) (kind, name string, byPod bool, err error) {
+	kind, name, typed := strings.Cut(ref, "/")
+	if !typed {
+		kind, name = "pod", ref
+	}
+	kind = strings.ToLower(kind)
+	byPod = kind == "pod" || kind == "pods" || kind == "po"
+	if !byPod && !workloadKinds[kind] {
+		return "", "", false, fmt.Errorf("%q: %s is not a kind that has pods (pod, deploy, rs, sts, ds, workload)", ref, kind)
+	}
+	return kind, name, byPod, nil
 }

@@ -160,8 +160,8 @@ func sendAllFrom(ctx context.Context, hc *http.Client, r api.TrafficRequest, n i
 	return res
 }
 
-// sendOne sends one request and returns the status, the answering pod, the response
-// headers and the latency.
+// sendOne sends one request and returns the status, the answering pod (as its answer
+// names it), the response headers and the latency.
 func sendOne(ctx context.Context, hc *http.Client, r api.TrafficRequest) (int, string, http.Header, time.Duration, error) {
 	start := time.Now()
 	req, err := http.NewRequestWithContext(ctx, cmp.Or(r.Method, http.MethodGet), r.URL, nil)
@@ -182,11 +182,13 @@ func sendOne(ctx context.Context, hc *http.Client, r api.TrafficRequest) (int, s
 	if err != nil {
 		return 0, "", nil, d, err
 	}
+	// The demo app names its pod "pod"; Bookinfo's reviews, "podname".
 	var identity struct {
-		Pod string `json:"pod"`
+		Pod     string `json:"pod"`
+		Podname string `json:"podname"`
 	}
 	_ = json.Unmarshal(body, &identity) // any other body counts under ""
-	return resp.StatusCode, identity.Pod, resp.Header, d, nil
+	return resp.StatusCode, cmp.Or(identity.Pod, identity.Podname), resp.Header, d, nil
 }
 
 // percentileMs returns the p-th percentile (nearest rank) of sorted durations, in ms.

@@ -50,9 +50,9 @@ func task(a Action) (api.GuideTask, bool) {
 	case a.Traffic != nil:
 		return api.GuideTask{Command: curlCommand(*a.Traffic)}, true
 	case a.RestartProxy != nil:
-		return api.GuideTask{Command: "meshlab proxy restart " + a.RestartProxy.Pod}, true
+		return api.GuideTask{Command: "meshlab proxy restart " + shellPod(cmpOr(a.RestartProxy.shown, a.RestartProxy.Pod))}, true
 	case a.KillProxy != nil:
-		return api.GuideTask{Command: "meshlab fault add kill-proxy " + a.KillProxy.Pod}, true
+		return api.GuideTask{Command: "meshlab fault add kill-proxy " + shellPod(cmpOr(a.KillProxy.shown, a.KillProxy.Pod))}, true
 	case a.ControlPlaneStop != nil:
 		return api.GuideTask{Command: "meshlab fault add discovery-stop --duration " + shortDuration(a.ControlPlaneStop.Duration.D())}, true
 	case a.RotateCerts != nil || a.Kind == "rotate-certs":
@@ -106,7 +106,7 @@ func curlCommand(t TrafficAction) string {
 		args = append(args, "-H", shellQuote(k+": "+t.Headers[k]))
 	}
 	args = append(args, shellQuote(t.URL))
-	c := "meshlab exec " + t.From + " -- " + strings.Join(args, " ")
+	c := "meshlab exec " + shellPod(cmpOr(t.shown, t.From)) + " -- " + strings.Join(args, " ")
 	if n == 1 {
 		return c
 	}

@@ -110,6 +110,7 @@ type TrafficAction struct {
 	N       int               `json:"count,omitempty"` // default 20 (traffic) or 5 per round (load); "n" would be YAML 1.1 false
 	Method  string            `json:"method,omitempty"`
 	Headers map[string]string `json:"headers,omitempty"`
+	shown   string            // From as the lab wrote it (validate resolves From to a pod's name)
 }
 
 // request is the traffic tool's request for t, n requests.
@@ -119,7 +120,8 @@ func (t TrafficAction) request(n int) api.TrafficRequest {
 
 // PodRef names a pod.
 type PodRef struct {
-	Pod string `json:"pod"`
+	Pod   string `json:"pod"`
+	shown string // Pod as the lab wrote it (validate resolves Pod to a pod's name)
 }
 
 // WaitAction waits for a duration, or until a check passes (within Timeout, default 20s).

@@ -126,25 +126,29 @@ func (v *validator) remember(data []byte) {
 	}
 }
 
-// pod checks that the lab has the pod; sidecar asks that it has a proxy too.
-func (v *validator) pod(name, field string, sidecar bool) *model.Pod {
-	if name == "" {
+// pod checks that the lab has the pod *ref names (findPod) and rewrites *ref to that
+// pod's name, which the run asks the lab for; sidecar asks that it has a proxy too.
+func (v *validator) pod(ref *string, field string, sidecar bool) *model.Pod {
+	if *ref == "" {
 		v.p.addf(field, "required")
 		return nil
 	}
-	pod := v.m.Pod(name)
-	if pod == nil {
-		names := make([]string, len(v.m.Pods))
-		for i, p := range v.m.Pods {
-			names[i] = p.Name
-		}
-		v.p.addf(field, "the lab has no pod %q (it has %s)", name, strings.Join(names, ", "))
+	pod, err := findPod(v.m, *ref)
+	if err != nil {
+		v.p.addf(field, "%v", err)
 		return nil
 	}
 	if sidecar && !pod.Sidecar.Inject {
-		v.p.addf(field, "pod %q has no sidecar", name)
+		v.p.addf(field, "pod %q has no sidecar", pod.Name)
 	}
+	*ref = podName(v.m, pod)
 	return pod
+}
+
+// podRef is pod for a PodRef, which keeps what the lab wrote for the commands it shows.
+func (v *validator) podRef(r *PodRef, field string, sidecar bool) {
+	r.shown = cmpOr(r.shown, r.Pod)
+	v.pod(&r.Pod, field, sidecar)
 }
 
 func (v *validator) action(a Action, path string) {
@@ -168,17 +172,17 @@ func (v *validator) action(a Action, path string) {
 	case a.Label != nil:
 		v.label(*a.Label, path)
 	case a.Traffic != nil:
-		v.traffic(*a.Traffic, path, 200)
+		v.traffic(a.Traffic, path, 200)
 	case a.Load != nil:
-		v.traffic(*a.Load, path, 50)
+		v.traffic(a.Load, path, 50)
 	case a.ControlPlaneStop != nil:
 		if d := a.ControlPlaneStop.Duration.D(); d <= 0 || d > 10*time.Minute {
 			v.p.addf(path+".duration", "want a duration up to 10m, got %v", d)
 		}
 	case a.RestartProxy != nil:
-		v.pod(a.RestartProxy.Pod, path+".pod", true)
+		v.podRef(a.RestartProxy, path+".pod", true)
 	case a.KillProxy != nil:
-		v.pod(a.KillProxy.Pod, path+".pod", true)
+		v.podRef(a.KillProxy, path+".pod", true)
 	case a.Wait != nil:
 		w := a.Wait
 		if (w.Duration == 0) == (w.Until == nil) {
@@ -226,8 +230,9 @@ func (v *validator) label(a LabelAction, path string) {
 	}
 }
 
-func (v *validator) traffic(t TrafficAction, path string, maxN int) {
-	pod := v.pod(t.From, path+".from", false)
+func (v *validator) traffic(t *TrafficAction, path string, maxN int) {
+	t.shown = cmpOr(t.shown, t.From)
+	pod := v.pod(&t.From, path+".from", false)
 	if t.N < 0 || t.N > maxN {
 		v.p.addf(path+".count", "want 1..%d, got %d", maxN, t.N)
 	}
@@ -283,7 +288,7 @@ func (v *validator) check(c Check, path string) {
 			v.p.addf(path, "set min, max or fraction")
 		}
 		if s.From != "" {
-			v.pod(s.From, path+".from", false)
+			v.pod(&s.From, path+".from", false)
 		}
 	case c.Latency != nil:
 		l := c.Latency
@@ -294,13 +299,13 @@ func (v *validator) check(c Check, path string) {
 			v.p.addf(path, "set below or above")
 		}
 	case c.ProxySynced != nil:
-		v.pod(c.ProxySynced.Pod, path+".pod", true)
+		v.pod(&c.ProxySynced.Pod, path+".pod", true)
 		v.xdsType(c.ProxySynced.Type, path+".type")
 	case c.Nack != nil:
-		v.pod(c.Nack.Pod, path+".pod", true)
+		v.pod(&c.Nack.Pod, path+".pod", true)
 		v.xdsType(c.Nack.Type, path+".type")
 	case c.Stat != nil:
-		v.pod(c.Stat.Pod, path+".pod", true)
+		v.pod(&c.Stat.Pod, path+".pod", true)
 		if c.Stat.Name == "" {
 			v.p.addf(path+".name", "required")
 		}
@@ -308,16 +313,16 @@ func (v *validator) check(c Check, path string) {
 			v.p.addf(path+".op", "want one of %s, got %q", strings.Join(statOps, " "), c.Stat.Op)
 		}
 	case c.Epoch != nil:
-		v.pod(c.Epoch.Pod, path+".pod", true)
+		v.pod(&c.Epoch.Pod, path+".pod", true)
 		if c.Epoch.AtLeast < 0 {
 			v.p.addf(path+".atLeast", "want 0 or more")
 		}
 	case c.Denied != nil:
-		v.pod(c.Denied.Pod, path+".pod", true)
+		v.podRef(c.Denied, path+".pod", true)
 	case c.ProxyStale != nil:
-		v.pod(c.ProxyStale.Pod, path+".pod", true)
+		v.podRef(c.ProxyStale, path+".pod", true)
 	case c.ProxyRestarted != nil:
-		v.pod(c.ProxyRestarted.Pod, path+".pod", true)
+		v.podRef(c.ProxyRestarted, path+".pod", true)
 	case c.Header != nil:
 		h := c.Header
 		if h.Name == "" {
@@ -327,11 +332,11 @@ func (v *validator) check(c Check, path string) {
 			v.p.addf(path+".absent", "absent excludes min, max and fraction")
 		}
 	case c.HBONE != nil:
-		v.pod(c.HBONE.From, path+".from", false)
-		v.pod(c.HBONE.To, path+".to", false)
+		v.pod(&c.HBONE.From, path+".from", false)
+		v.pod(&c.HBONE.To, path+".to", false)
 	case c.MTLS != nil:
-		v.pod(c.MTLS.From, path+".from", true)
-		if to := v.pod(c.MTLS.To, path+".to", true); to != nil && len(v.m.ServicesFor(to)) == 0 {
+		v.pod(&c.MTLS.From, path+".from", true)
+		if to := v.pod(&c.MTLS.To, path+".to", true); to != nil && len(v.m.ServicesFor(to)) == 0 {
 			v.p.addf(path+".to", "no service selects pod %q", to.Name)
 		}
 		if id := c.MTLS.Identity; id != "" && !strings.HasPrefix(id, "spiffe://") {
