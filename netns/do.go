@@ -26,18 +26,20 @@ func Do(name string, fn func() error) error {
 		return err
 	}
 	defer unix.Close(target)
-	return doIn(target, fmt.Sprintf("%q", name), fn)
+	return doIn(target, fmt.Sprintf("%q", name), fn, false)
 }
 
 // DoFd is Do for a namespace held as an open file descriptor (one handed over by another
 // process, as istio-cni hands a pod's namespace to ztunnel) instead of a name. fd stays
 // open and owned by the caller; the thread caveats of Do hold.
 func DoFd(fd int, fn func() error) error {
-	return doIn(fd, fmt.Sprintf("fd %d", fd), fn)
+	return doIn(fd, fmt.Sprintf("fd %d", fd), fn, false)
 }
 
 // doIn runs fn on a locked thread inside the namespace target (label names it in errors).
-func doIn(target int, label string, fn func() error) error {
+// With discard the thread is never used again (fn changed more of it than its
+// namespace): the runtime ends it with the goroutine.
+func doIn(target int, label string, fn func() error, discard bool) error {
 	type result struct {
 		err   error
 		panic any
@@ -62,6 +64,10 @@ func doIn(target int, label string, fn func() error) error {
 			defer func() { res.panic = recover() }()
 			res.err = fn()
 		}()
+		if discard {
+			done <- res
+			return
+		}
 		if err := unix.Setns(origin, unix.CLONE_NEWNET); err != nil {
 			// Leave the thread locked: the runtime discards it when this goroutine ends.
 			if res.err == nil {

@@ -451,15 +451,25 @@ func restrictAllThreads() error {
 		}
 		return nil
 	}
+	first := true
 	for c := 0; c <= n; c++ {
+		// Every thread has this thread's bounding set (none changed it since the exec):
+		// what the lab left out of it when it started the init need not be dropped.
+		if in, err := unix.PrctlRetInt(unix.PR_CAPBSET_READ, uintptr(c), 0, 0, 0); err == nil && in == 0 {
+			continue
+		}
 		if err := prctl(fmt.Sprintf("drop capability %d from the bounding set", c), unix.PR_CAPBSET_DROP, uintptr(c)); err != nil {
-			if c == 0 && errors.Is(err, syscall.ENOTSUP) {
+			if first && errors.Is(err, syscall.ENOTSUP) {
 				return errNoAllThreads // nothing changed yet
 			}
 			return err
 		}
+		first = false
 	}
 	if _, _, e := syscall.AllThreadsSyscall6(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0, 0); e != 0 {
+		if first && errors.Is(e, syscall.ENOTSUP) {
+			return errNoAllThreads
+		}
 		return fmt.Errorf("clear ambient capabilities on every thread: %w", e)
 	}
 	if err := prctl("set no_new_privs", unix.PR_SET_NO_NEW_PRIVS, 1); err != nil {
