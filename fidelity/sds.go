@@ -26,7 +26,7 @@ import (
 	"github.com/meshlab/meshlab/controlplane/model"
 )
 
-// startSDS serves pod p's workload certificate ("default") and its root ("ROOTCA") over
+// startSDS serves pod p's workload certificate ("default"), its root ("ROOTCA") and the system roots ("file-root:system") over
 // SDS on the unix socket sock, as pilot-agent does for its proxy, so that istiod's
 // clusters and listeners with Istio's SDS transport sockets warm as they do in a pod
 // (without it the proxy waits for their secrets and never asks for listeners). The
@@ -69,6 +69,10 @@ func startSDS(sock, node string, p *model.Pod) (stop func(), err error) {
 		&tlsv3.Secret{Name: "default", Type: &tlsv3.Secret_TlsCertificate{TlsCertificate: &tlsv3.TlsCertificate{
 			CertificateChain: pemOf("CERTIFICATE", leafDER), PrivateKey: pemOf("EC PRIVATE KEY", keyDER)}}},
 		&tlsv3.Secret{Name: "ROOTCA", Type: &tlsv3.Secret_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
+			TrustedCa: pemOf("CERTIFICATE", rootDER)}}},
+		// The system roots, which pilot-agent reads from the proxy's trust store for a
+		// DestinationRule's SIMPLE tls without caCertificates (the pod's root stands in).
+		&tlsv3.Secret{Name: "file-root:system", Type: &tlsv3.Secret_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
 			TrustedCa: pemOf("CERTIFICATE", rootDER)}}},
 	}
 	cache := cachev3.NewSnapshotCache(false, cachev3.IDHash{}, nil)

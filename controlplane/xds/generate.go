@@ -50,7 +50,7 @@ func Generate(m *model.Model, pod *model.Pod) (map[resource.Type][]types.Resourc
 		resource.ClusterType:  cs,
 		resource.RouteType:    rs,
 		resource.EndpointType: endpoints(m, pod),
-		resource.SecretType:   withOriginationSecrets(gatewaySecrets(m, pod), m, pod), // transportsocket.go
+		resource.SecretType:   withOriginationSecrets(gatewaySecrets(m, pod), m, pod.Namespace), // transportsocket.go
 	}
 	for typ, rs := range out {
 		if err := validateAll(rs); err != nil {

@@ -149,7 +149,7 @@ func GenerateShared(m *model.Model, pod *model.Pod, sh *Shared, typs ...resource
 	}
 	if want(resource.SecretType) {
 		// credentials of a gateway's TLS servers and of the pod's TLS origination
-		out[resource.SecretType] = withOriginationSecrets(gatewaySecrets(m, pod), m, pod) // transportsocket.go
+		out[resource.SecretType] = withOriginationSecrets(gatewaySecrets(m, pod), m, pod.Namespace) // transportsocket.go
 	}
 	for typ, rs := range out {
 		if err := validateAllBut(rs, sh.isValid); err != nil {

@@ -191,12 +191,25 @@ const (
 // carry that host as a SAN, which is what Envoy does for the requests a ServiceEntry
 // host receives.
 func applyOriginationTLS(c *cluster.Cluster, sp servicePort, tls *networking.ClientTLSSettings) error {
+	ts, err := originationTLSSocket(sp.host, sp.port.Protocol, tls)
+	if err != nil {
+		return err
+	}
+	c.TransportSocket = ts
+	c.TransportSocketMatches = nil
+	return nil
+}
+
+// originationTLSSocket is the TLS transport socket of a DestinationRule's SIMPLE or
+// MUTUAL setting for a cluster of host on a port of protocol (applyOriginationTLS's;
+// a waypoint wraps it in the internal upstream transport).
+func originationTLSSocket(host string, protocol model.Protocol, tls *networking.ClientTLSSettings) (*core.TransportSocket, error) {
 	sni := tls.GetSni()
 	sans := tls.GetSubjectAltNames()
 	if sni == "" {
-		sni = sp.host
+		sni = host
 		if len(sans) == 0 {
-			sans = []string{sp.host}
+			sans = []string{host}
 		}
 	}
 	matchers := make([]*matcher.StringMatcher, 0, len(sans))
@@ -208,6 +221,9 @@ func applyOriginationTLS(c *cluster.Cluster, sp servicePort, tls *networking.Cli
 		roots = &tlsv3.SdsSecretConfig{Name: CredentialResourcePrefix + cred + credentialCASuffix, SdsConfig: adsConfigSource()}
 	} else {
 		roots = sdsSecretConfig(SecretFileRootPrefix + cmp.Or(tls.GetCaCertificates(), "system"))
+		// istiod sets initial_fetch_timeout on the workload certificate's and root's
+		// secrets only, leaving Envoy's default on a file's.
+		roots.SdsConfig.InitialFetchTimeout = nil
 	}
 	common := &tlsv3.CommonTlsContext{
 		TlsParams: &tlsv3.TlsParameters{
@@ -224,32 +240,30 @@ func applyOriginationTLS(c *cluster.Cluster, sp servicePort, tls *networking.Cli
 	if tls.GetMode() == networking.ClientTLSSettings_MUTUAL && tls.GetCredentialName() != "" {
 		common.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{{Name: CredentialResourcePrefix + tls.GetCredentialName(), SdsConfig: adsConfigSource()}}
 	}
-	if isHTTP2(sp.port.Protocol) {
+	if isHTTP2(protocol) {
 		common.AlpnProtocols = []string{"h2"}
 	}
 	cfg, err := typed(&tlsv3.UpstreamTlsContext{CommonTlsContext: common, Sni: sni})
 	if err != nil {
-		return fmt.Errorf("build upstream tls: %w", err)
+		return nil, fmt.Errorf("build upstream tls: %w", err)
 	}
-	c.TransportSocket = &core.TransportSocket{Name: wellknown.TransportSocketTLS, ConfigType: &core.TransportSocket_TypedConfig{TypedConfig: cfg}}
-	c.TransportSocketMatches = nil
-	return nil
+	return &core.TransportSocket{Name: wellknown.TransportSocketTLS, ConfigType: &core.TransportSocket_TypedConfig{TypedConfig: cfg}}, nil
 }
 
 // withOriginationSecrets adds to secrets (a pod's gateway secrets) the secrets its
 // clusters' SIMPLE and MUTUAL TLS name by credentialName: "kubernetes://<name>-cacert",
 // the CA of the Secret <name> (its ca.crt or cacert), else of the Secret
 // "<name>-cacert"; and for MUTUAL "kubernetes://<name>", the Secret's certificate and
-// key. They are read in the pod's namespace, as istiod reads credentials. A Secret that
-// is missing is left out, so the proxy waits for it as Envoy waits for istiod.
-func withOriginationSecrets(secrets []types.Resource, m *model.Model, pod *model.Pod) []types.Resource {
+// key. They are read in the proxy's namespace ns, as istiod reads credentials. A Secret
+// that is missing is left out, so the proxy waits for it as Envoy waits for istiod.
+func withOriginationSecrets(secrets []types.Resource, m *model.Model, ns string) []types.Resource {
 	seen := map[string]bool{}
 	for _, s := range secrets {
 		seen[cachev3.GetResourceName(s)] = true
 	}
 	for _, cred := range originationCredentials(m) {
 		name := CredentialResourcePrefix + cred.name
-		if sec := m.Secret(pod.Namespace, cred.name); cred.mutual && !seen[name] && sec != nil && sec.Cert != nil {
+		if sec := m.Secret(ns, cred.name); cred.mutual && !seen[name] && sec != nil && sec.Cert != nil {
 			seen[name] = true
 			secrets = append(secrets, &tlsv3.Secret{Name: name, Type: &tlsv3.Secret_TlsCertificate{TlsCertificate: &tlsv3.TlsCertificate{
 				CertificateChain: inlineBytes(sec.Cert),
@@ -260,9 +274,9 @@ func withOriginationSecrets(secrets []types.Resource, m *model.Model, pod *model
 		if seen[name] {
 			continue
 		}
-		ca := m.Secret(pod.Namespace, cred.name)
+		ca := m.Secret(ns, cred.name)
 		if ca == nil || ca.CACert == nil {
-			ca = m.Secret(pod.Namespace, cred.name+credentialCASuffix)
+			ca = m.Secret(ns, cred.name+credentialCASuffix)
 		}
 		if ca == nil || ca.CACert == nil {
 			continue

@@ -117,8 +117,9 @@ func waypointPorts(svcs []*model.Service) []waypointPort {
 	return out
 }
 
-// GenerateWaypoint returns waypoint w's resources, by type: its listeners, clusters and
-// the endpoints of its inbound-vip clusters (routes are inline, as istiod's are; no RDS).
+// GenerateWaypoint returns waypoint w's resources, by type: its listeners, clusters, the
+// endpoints of its inbound-vip clusters and the Secrets a DestinationRule's TLS
+// origination names (routes are inline, as istiod's are; no RDS).
 func GenerateWaypoint(m *model.Model, w WaypointSpec) (map[resource.Type][]types.Resource, error) {
 	if m == nil {
 		return nil, errors.New("generate waypoint: nil model")
@@ -142,6 +143,8 @@ func GenerateWaypoint(m *model.Model, w WaypointSpec) (map[resource.Type][]types
 		resource.ListenerType: ls,
 		resource.ClusterType:  cs,
 		resource.EndpointType: waypointEndpoints(m, vips),
+		// the Secrets its clusters' TLS origination names (transportsocket.go)
+		resource.SecretType: withOriginationSecrets(nil, m, w.Namespace),
 	}
 	for typ, rs := range out {
 		if err := validateAll(rs); err != nil {
@@ -166,7 +169,7 @@ func WaypointOf(m *model.Model, pod *model.Pod) (w WaypointSpec, ok bool) {
 }
 
 // generateWaypointTypes is GenerateWaypoint's resources of the types typs (every type of
-// GeneratedTypes is present: a waypoint has no routes nor secrets of its own).
+// GeneratedTypes is present: a waypoint has no routes of its own).
 func generateWaypointTypes(m *model.Model, w WaypointSpec, typs ...resource.Type) (map[resource.Type][]types.Resource, error) {
 	all, err := GenerateWaypoint(m, w)
 	if err != nil {

@@ -137,7 +137,7 @@ func internalCluster(name, listenerName string) (*cluster.Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	ts, err := internalUpstreamSocket(false)
+	ts, err := internalUpstreamSocket(nil, false)
 	if err != nil {
 		return nil, err
 	}
@@ -166,16 +166,19 @@ func internalEndpoint(listenerName, id string) *endpoint.LbEndpoint {
 	}}}
 }
 
-// internalUpstreamSocket is the internal upstream transport over plaintext; with
-// passthrough, it hands the endpoint's original-destination and istio metadata to the
-// internal listener's connection (which connect_originate dials from).
-func internalUpstreamSocket(passthrough bool) (*core.TransportSocket, error) {
-	raw, err := rawBufferSocket()
-	if err != nil {
-		return nil, err
+// internalUpstreamSocket is the internal upstream transport over inner (nil:
+// plaintext); with passthrough, it hands the endpoint's original-destination and istio
+// metadata to the internal listener's connection (which connect_originate dials from).
+func internalUpstreamSocket(inner *core.TransportSocket, passthrough bool) (*core.TransportSocket, error) {
+	if inner == nil {
+		raw, err := rawBufferSocket()
+		if err != nil {
+			return nil, err
+		}
+		raw.Name = "raw_buffer" // istiod's short name here, where sidecars get Envoy's
+		inner = raw
 	}
-	raw.Name = "raw_buffer" // istiod's short name here, where sidecars get Envoy's
-	t := &internalupstream.InternalUpstreamTransport{TransportSocket: raw}
+	t := &internalupstream.InternalUpstreamTransport{TransportSocket: inner}
 	if passthrough {
 		host := &metadatav3.MetadataKind{Kind: &metadatav3.MetadataKind_Host_{Host: &metadatav3.MetadataKind_Host{}}}
 		t.PassthroughMetadata = []*internalupstream.InternalUpstreamTransport_MetadataValueSource{
@@ -311,12 +314,18 @@ func innerConnectOriginateCluster() (*cluster.Cluster, error) {
 // address passed along, shaped by the DestinationRule's traffic policy when it has one.
 func inboundVIPCluster(v vipCluster) (*cluster.Cluster, error) {
 	name := v.name()
+	var inner *core.TransportSocket
 	if mode := v.policy.GetTls().GetMode(); mode == networking.ClientTLSSettings_SIMPLE || mode == networking.ClientTLSSettings_MUTUAL {
-		// istiod wraps TLS to the app inside the internal upstream transport; meshlab's
-		// generator does not yet.
-		return nil, fmt.Errorf("cluster %s: DestinationRule %s/%s: trafficPolicy.tls mode %s in a waypoint is not supported", name, v.dr.Namespace, v.dr.Name, mode)
+		// As istiod's buildWaypointTLSContext: TLS to the app (credentialName's Secret
+		// whatever the rule's workloadSelector, unlike a sidecar's), inside the internal
+		// upstream transport, so connect_originate tunnels the TLS bytes over HBONE.
+		// ISTIO_MUTUAL adds nothing: HBONE is the mutual TLS.
+		var err error
+		if inner, err = originationTLSSocket(v.p.svc.Hostname(), v.p.port.Protocol, v.policy.GetTls()); err != nil { // transportsocket.go
+			return nil, fmt.Errorf("cluster %s: %w", name, err)
+		}
 	}
-	ts, err := internalUpstreamSocket(true)
+	ts, err := internalUpstreamSocket(inner, true)
 	if err != nil {
 		return nil, err
 	}
