@@ -19,16 +19,7 @@ import (
 func TestWaypointDestinationRuleSubsets(t *testing.T) {
 	t.Parallel()
 	m := fidelityWaypointModel(t, "ambient-waypoint-subsets")
-	var spec WaypointSpec
-	for _, p := range m.Pods {
-		if w, ok := WaypointOf(m, p); ok {
-			spec = w
-		}
-	}
-	res, err := GenerateWaypoint(m, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := generateTestWaypoint(t, m) // waypoint_tls_test.go
 	clusters := map[string]*cluster.Cluster{}
 	for _, r := range res[resource.ClusterType] {
 		c := r.(*cluster.Cluster)
