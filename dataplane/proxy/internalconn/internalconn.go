@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"net"
 	"sync"
-	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
 )
@@ -202,42 +201,3 @@ func FilterStateFrom(ctx context.Context) map[string]Object {
 	fs, _ := ctx.Value(filterStateKey{}).(map[string]Object)
 	return fs
 }
-
-// pipe returns the two ends of an in-memory connection: one synchronous pipe per
-// direction, so either end can end its direction (CloseWrite) and keep reading the
-// other. Deadlines are the pipes': a read deadline on the reading one, a write deadline
-// on the writing one.
-func pipe() (net.Conn, net.Conn) {
-	aToB, bFromA := net.Pipe()
-	bToA, aFromB := net.Pipe()
-	return &halfConn{Conn: aToB, in: aFromB}, &halfConn{Conn: bToA, in: bFromA}
-}
-
-// halfConn is one end of pipe: writes go to the embedded pipe (whose addresses it
-// reports), reads come from in.
-type halfConn struct {
-	net.Conn          // the writing direction
-	in       net.Conn // the reading direction
-	once     sync.Once
-}
-
-// Read reads the peer's direction: io.EOF once the peer ended it (CloseWrite or Close).
-func (c *halfConn) Read(b []byte) (int, error) { return c.in.Read(b) }
-
-// CloseWrite ends this end's direction.
-func (c *halfConn) CloseWrite() error { return c.Conn.Close() }
-
-func (c *halfConn) Close() error {
-	c.once.Do(func() {
-		_ = c.Conn.Close()
-		_ = c.in.Close()
-	})
-	return nil
-}
-
-func (c *halfConn) SetDeadline(t time.Time) error {
-	_ = c.in.SetReadDeadline(t)
-	return c.SetWriteDeadline(t) // the writing direction's
-}
-
-func (c *halfConn) SetReadDeadline(t time.Time) error { return c.in.SetReadDeadline(t) }

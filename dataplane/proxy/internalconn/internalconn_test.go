@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"testing"
 	"time"
+
+	"golang.org/x/net/nettest"
 )
 
 // An internal connection carries half-closes: the side that ends its direction still
@@ -56,5 +59,32 @@ func TestFilterStateSharing(t *testing.T) {
 	got := Received(FilterStateFrom(ctx))
 	if len(got) != 2 || got["once"] != (Object{Value: "1"}) || got["trans"] != (Object{Value: "2", Sharing: SharedTransitive}) {
 		t.Errorf("received %v", got)
+	}
+}
+
+// The buffered pipe behaves as a net.Conn: x/net's conformance tests (I/O, deadlines,
+// close, concurrent use).
+func TestPipeConn(t *testing.T) {
+	nettest.TestConn(t, func() (c1, c2 net.Conn, stop func(), err error) {
+		c1, c2 = pipe()
+		return c1, c2, func() { _ = c1.Close(); _ = c2.Close() }, nil
+	})
+}
+
+// What an end wrote before it closed still reaches the peer, then EOF; a writer does
+// not wait for its reader.
+func TestPipeCloseAfterWrite(t *testing.T) {
+	a, b := pipe()
+	defer b.Close()
+	if _, err := a.Write([]byte("response")); err != nil {
+		t.Fatal(err)
+	}
+	_ = a.Close()
+	got, err := io.ReadAll(b)
+	if err != nil || string(got) != "response" {
+		t.Fatalf("read %q, %v", got, err)
+	}
+	if _, err := b.Write([]byte("x")); !errors.Is(err, io.ErrClosedPipe) {
+		t.Errorf("write to a closed peer: %v, want io.ErrClosedPipe", err)
 	}
 }
