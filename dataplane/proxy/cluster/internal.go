@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"sort"
 	"strings"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	internalv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/internal_upstream/v3"
@@ -168,4 +169,44 @@ func metadataAddr(md map[string]*structpb.Struct, ns string, path []string) (net
 		return netip.AddrPort{}, false
 	}
 	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), true
+}
+
+// HandInternal gives the internal listener h names the connection conn itself (a
+// terminated CONNECT stream), where Dial would connect a pipe to it: the caller runs the
+// returned serve, which serves conn on the caller's goroutine, and the connection counts
+// in the cluster's and host's stats as a dialled one. ok is false when the cluster
+// cannot hand h a connection: h is no internal address, or the connection to it has a
+// transport socket (TLS) or metadata exchange of its own to run; Dial serves those.
+// A listener that is not running, or refuses conn, is a connect failure.
+func (c *Cluster) HandInternal(ctx context.Context, h Host, conn net.Conn) (serve func(), ok bool, err error) {
+	if h.Internal.Listener == "" || c.internal == nil || c.cfg.MX != nil {
+		return nil, false, nil
+	}
+	if tc, _ := c.cfg.Transport(h); tc != nil {
+		return nil, false, nil
+	}
+	hs := c.hostState(h)
+	c.stats.UpstreamCxTotal.Inc()
+	hs.cxTotal.Add(1)
+	inner, err := c.internal.Hand(ctx, h.Internal, c.passthroughMetadata(h), conn)
+	if err == nil && inner == nil {
+		err = fmt.Errorf("%s: refused by the internal listener", h.Internal)
+	}
+	if err != nil {
+		c.stats.UpstreamCxFail.Inc()
+		hs.cxFail.Add(1)
+		return nil, true, fmt.Errorf("connect to %s: %w", h, err)
+	}
+	c.stats.UpstreamCxConnectMs.Record(0)
+	c.stats.UpstreamCxActive.Inc()
+	hs.cxActive.Add(1)
+	connected := time.Now()
+	return func() {
+		defer func() {
+			c.stats.UpstreamCxLengthMs.Record(uint64(time.Since(connected).Milliseconds()))
+			c.stats.UpstreamCxActive.Dec()
+			hs.cxActive.Add(-1)
+		}()
+		inner()
+	}, true, nil
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/accesslog"
@@ -61,6 +62,25 @@ func (rt *router) connectTerminate(x *exchange, cl *cluster.Cluster) int {
 		return rt.fail(x, cl, attempt{kind: failOverflow, host: host, err: err})
 	}
 	defer release()
+	if x.r.ProtoMajor == 2 {
+		// An HTTP/2 stream to an internal listener (istiod's connect_terminate to
+		// main_internal): the listener serves the stream itself, on this goroutine.
+		sc := newStreamConn(x)
+		if serve, ok, err := cl.HandInternal(ctx, host, sc); ok {
+			if err != nil {
+				_ = sc.Close()
+				cl.ReportResult(host, http.StatusServiceUnavailable)
+				return rt.fail(x, cl, attempt{kind: failConnect, host: host, err: err})
+			}
+			x.upstream.LocalAddr = internalconn.Addr{Listener: host.Internal.Listener, EndpointID: "client"}
+			if rt.connectEstablished(x, cl, host) {
+				serve()
+			}
+			sc.finish()
+			return http.StatusOK
+		}
+		// Not an internal listener the stream can be handed to: sc was never read.
+	}
 	// The tunnel outlives the request's own context only as long as the stream does.
 	up, err := cl.Dial(ctx, host)
 	if err != nil {
@@ -68,21 +88,12 @@ func (rt *router) connectTerminate(x *exchange, cl *cluster.Cluster) int {
 		return rt.fail(x, cl, attempt{kind: failConnect, host: host, err: err})
 	}
 	defer up.Close()
-	cl.ReportResult(host, http.StatusOK)
-	cl.Stats().RecordResponse(http.StatusOK)
 	x.upstream.LocalAddr = up.LocalAddr()
-	h := x.w.Header()
-	rt.setServer(h)
-	if rt.cfg.Peer != nil {
-		rt.cfg.Peer.OnResponse(h, &x.peer, discoveryAddr(host))
-	}
-	x.info.CodeDetails = "via_upstream"
 	if hj, ok := unwrapHijacker(x.w); ok && x.r.ProtoMajor == 1 {
+		rt.connected(x, cl, host)
 		return rt.connectTerminateHTTP1(x, hj, up)
 	}
-	x.w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(x.w)
-	if err := rc.Flush(); err != nil {
+	if !rt.connectEstablished(x, cl, host) {
 		return http.StatusOK
 	}
 	var wg sync.WaitGroup
@@ -108,6 +119,96 @@ func (rt *router) connectTerminate(x *exchange, cl *cluster.Cluster) int {
 	wg.Wait()
 	return http.StatusOK
 }
+
+// connected records the CONNECT's upstream connection to host as established and puts
+// the response headers of the 200 in place.
+func (rt *router) connected(x *exchange, cl *cluster.Cluster, host cluster.Host) {
+	cl.ReportResult(host, http.StatusOK)
+	cl.Stats().RecordResponse(http.StatusOK)
+	h := x.w.Header()
+	rt.setServer(h)
+	if rt.cfg.Peer != nil {
+		rt.cfg.Peer.OnResponse(h, &x.peer, discoveryAddr(host))
+	}
+	x.info.CodeDetails = "via_upstream"
+}
+
+// connectEstablished answers an HTTP/2 CONNECT with the 200 once its upstream connection
+// is up; it reports whether the 200 went out (the stream can carry the tunnel).
+func (rt *router) connectEstablished(x *exchange, cl *cluster.Cluster, host cluster.Host) bool {
+	rt.connected(x, cl, host)
+	x.w.WriteHeader(http.StatusOK)
+	return http.NewResponseController(x.w).Flush() == nil
+}
+
+// streamConn is a terminated HTTP/2 CONNECT stream as the connection an internal
+// listener serves: reads are the request body's (read ahead, so that the listener's read
+// deadlines work as on a socket), writes go out as the response's DATA, each flushed.
+// The stream's bytes count in the exchange's stats through x.w and x.r.Body.
+type streamConn struct {
+	ra     *internalconn.ReadAhead
+	w      http.ResponseWriter
+	rc     *http.ResponseController
+	wmu    sync.Mutex  // one write at a time on the response
+	closed atomic.Bool // CloseWrite or Close: writes fail
+}
+
+func newStreamConn(x *exchange) *streamConn {
+	body := x.r.Body
+	if body == nil {
+		body = http.NoBody
+	}
+	return &streamConn{ra: internalconn.NewReadAhead(body), w: x.w, rc: http.NewResponseController(x.w)}
+}
+
+func (c *streamConn) Read(b []byte) (int, error) { return c.ra.Read(b) }
+
+func (c *streamConn) Write(b []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.closed.Load() {
+		return 0, io.ErrClosedPipe
+	}
+	n, err := c.w.Write(b)
+	if err == nil {
+		err = c.rc.Flush()
+	}
+	return n, err
+}
+
+// CloseWrite ends what the listener sends: the stream's end follows when the listener is
+// done with the connection (the CONNECT's handler returns).
+func (c *streamConn) CloseWrite() error {
+	c.closed.Store(true)
+	return nil
+}
+
+// Close ends both ways; the request body is closed and what was read ahead dropped.
+func (c *streamConn) Close() error {
+	c.closed.Store(true)
+	return c.ra.Close()
+}
+
+// finish closes c once its handler is about to return: a write under way ends first,
+// and none starts after (the response is the handler's only until it returns).
+func (c *streamConn) finish() {
+	_ = c.Close()
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+}
+
+func (c *streamConn) LocalAddr() net.Addr  { return internalconn.Addr{} }
+func (c *streamConn) RemoteAddr() net.Addr { return internalconn.Addr{} }
+
+func (c *streamConn) SetDeadline(t time.Time) error {
+	_ = c.ra.SetReadDeadline(t)
+	return c.SetWriteDeadline(t)
+}
+
+func (c *streamConn) SetReadDeadline(t time.Time) error { return c.ra.SetReadDeadline(t) }
+
+// SetWriteDeadline is the stream's: a write that misses it resets the stream.
+func (c *streamConn) SetWriteDeadline(t time.Time) error { return c.rc.SetWriteDeadline(t) }
 
 // connectTerminateHTTP1 is connectTerminate's end on an HTTP/1.1 connection: the 200
 // goes out on the connection, which then carries the tunnel.

@@ -123,15 +123,20 @@ var ErrNoListener = errors.New("no internal listener")
 // Registry holds the running internal listeners by name. Safe for concurrent use.
 type Registry struct {
 	mu        sync.RWMutex
-	listeners map[string]func(*Conn)
+	listeners map[string]Accept
 }
 
-// NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{listeners: map[string]func(*Conn){}} }
+// Accept is an internal listener's side of a connection: it takes conn and returns the
+// function that serves it until the listener is done with it, or nil when it refused
+// conn (and closed it). It must not block: the serving is the returned function's.
+type Accept func(conn *Conn) (serve func())
 
-// Register makes name accept connections with accept (which owns each connection and
-// must not block); a second Register of name replaces the first.
-func (r *Registry) Register(name string, accept func(*Conn)) {
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{listeners: map[string]Accept{}} }
+
+// Register makes name accept connections with accept; a second Register of name
+// replaces the first.
+func (r *Registry) Register(name string, accept Accept) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.listeners[name] = accept
@@ -153,9 +158,29 @@ func (r *Registry) Has(name string) bool {
 }
 
 // Dial connects to the internal listener of addr, handing it md and the filter state
-// shared through ctx (WithFilterState). The connection is a synchronous in-memory pipe
-// that carries half-closes.
+// shared through ctx (WithFilterState). The connection is an in-memory pipe, buffered
+// each way as Envoy's, that carries half-closes; the listener serves it on a goroutine
+// of its own.
 func (r *Registry) Dial(ctx context.Context, addr Addr, md map[string]*structpb.Struct) (net.Conn, error) {
+	client, server := pipe()
+	peer := Addr{Listener: addr.Listener, EndpointID: "client"}
+	serve, err := r.Hand(ctx, addr, md, server)
+	if err != nil {
+		return nil, err
+	}
+	if serve != nil {
+		go serve()
+	}
+	return &Conn{Conn: client, Local: peer, Remote: addr}, nil
+}
+
+// Hand gives the internal listener of addr a connection that already exists (conn: a
+// terminated CONNECT stream), with md and the filter state shared through ctx, as Dial
+// gives it its pipe's end. The caller runs the returned serve (nil when the listener
+// refused conn and closed it) on its own goroutine: the stream's bytes then go between
+// the stream and the listener's filters with no pipe and no copying goroutine between
+// them.
+func (r *Registry) Hand(ctx context.Context, addr Addr, md map[string]*structpb.Struct, conn net.Conn) (serve func(), err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -165,10 +190,8 @@ func (r *Registry) Dial(ctx context.Context, addr Addr, md map[string]*structpb.
 	if accept == nil {
 		return nil, fmt.Errorf("%s: %w %q", addr, ErrNoListener, addr.Listener)
 	}
-	client, server := pipe()
 	peer := Addr{Listener: addr.Listener, EndpointID: "client"}
-	accept(&Conn{Conn: server, Local: addr, Remote: peer, Metadata: md, FilterState: Received(FilterStateFrom(ctx))})
-	return &Conn{Conn: client, Local: peer, Remote: addr}, nil
+	return accept(&Conn{Conn: conn, Local: addr, Remote: peer, Metadata: md, FilterState: Received(FilterStateFrom(ctx))}), nil
 }
 
 type filterStateKey struct{}

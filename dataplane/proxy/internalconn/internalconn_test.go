@@ -16,15 +16,15 @@ import (
 func TestHalfClose(t *testing.T) {
 	r := NewRegistry()
 	served := make(chan error, 1)
-	r.Register("l", func(c *Conn) {
-		go func() {
+	r.Register("l", func(c *Conn) func() {
+		return func() {
 			defer c.Close()
 			b, err := io.ReadAll(c) // until the client's CloseWrite
 			if err == nil {
 				_, err = c.Write(append([]byte("got "), b...))
 			}
 			served <- err
-		}()
+		}
 	})
 	c, err := r.Dial(context.Background(), Addr{Listener: "l"}, nil)
 	if err != nil {

@@ -258,3 +258,60 @@ func isClosed(c <-chan struct{}) bool {
 		return false
 	}
 }
+
+// ReadAhead reads a stream that has no deadlines of its own (a CONNECT stream's request
+// body) ahead into a buffer, on a goroutine of its own, so that its reader can have the
+// deadlines of a socket: a read deadline interrupts a waiting Read, and a later Read goes
+// on with the stream. Reading ahead starts with the first Read and goes on until the
+// stream ends or Close.
+type ReadAhead struct {
+	d             *direction
+	src           io.ReadCloser
+	started, once sync.Once
+}
+
+// NewReadAhead returns a reader of src that reads ahead once read.
+func NewReadAhead(src io.ReadCloser) *ReadAhead {
+	return &ReadAhead{d: newDirection(), src: src}
+}
+
+// readAheadBufs are the read-ahead goroutines' read buffers.
+var readAheadBufs = sync.Pool{New: func() any { return new([16 << 10]byte) }}
+
+func (ra *ReadAhead) pump() {
+	bp := readAheadBufs.Get().(*[16 << 10]byte)
+	defer readAheadBufs.Put(bp)
+	for {
+		n, err := ra.src.Read(bp[:])
+		if n > 0 {
+			if _, werr := ra.d.write(bp[:n]); werr != nil {
+				return // closed
+			}
+		}
+		if err != nil {
+			ra.d.end() // the stream's end or its reset: the reader reads EOF
+			return
+		}
+	}
+}
+
+// Read reads what the stream sent: io.EOF once it ended and everything was read.
+func (ra *ReadAhead) Read(b []byte) (int, error) {
+	ra.started.Do(func() { go ra.pump() })
+	return ra.d.read(b)
+}
+
+// SetReadDeadline sets the deadline of Read.
+func (ra *ReadAhead) SetReadDeadline(t time.Time) error {
+	ra.d.readDL.set(t)
+	return nil
+}
+
+// Close closes the stream and drops what was read ahead: Read fails after it.
+func (ra *ReadAhead) Close() error {
+	ra.once.Do(func() {
+		_ = ra.src.Close()
+		ra.d.drop()
+	})
+	return nil
+}

@@ -469,20 +469,20 @@ func (m *Manager) acceptLoop(a *active, ln net.Listener) {
 // acceptInternal returns the accept function of internal listener name: the connection
 // is served by the listener's configuration at the time it arrives, as one accepted on a
 // socket; a stopped or removed listener refuses it (closes it).
-func (m *Manager) acceptInternal(name string) func(*internalconn.Conn) {
-	return func(c *internalconn.Conn) {
+func (m *Manager) acceptInternal(name string) internalconn.Accept {
+	return func(c *internalconn.Conn) func() {
 		m.mu.Lock()
 		a, ok := m.listeners[name]
 		if !ok || m.ctx.Err() != nil || a.stopped.Load() || !a.config().Internal {
 			m.mu.Unlock()
 			_ = c.Close()
-			return
+			return nil
 		}
 		m.conns[c] = true
 		m.answering++
 		m.wg.Add(1)
 		m.mu.Unlock()
-		go m.handle(a, c)
+		return func() { m.handle(a, c) }
 	}
 }
 
