@@ -315,3 +315,38 @@ func (ra *ReadAhead) Close() error {
 	})
 	return nil
 }
+
+// Pipe is a buffered in-memory byte stream with io.Pipe's ends: a write returns once its
+// bytes are in the buffer, instead of waiting for the reader to take them (a CONNECT
+// tunnel's request body, which the HTTP/2 client reads on a goroutine of its own).
+func Pipe() (*PipeReader, *PipeWriter) {
+	d := newDirection()
+	return &PipeReader{d: d}, &PipeWriter{d: d}
+}
+
+// PipeReader is Pipe's reading end.
+type PipeReader struct{ d *direction }
+
+// Read reads what was written: io.EOF once the writer closed and everything was read,
+// io.ErrClosedPipe once the writer aborted (CloseWithError) or the reader closed.
+func (r *PipeReader) Read(b []byte) (int, error) { return r.d.read(b) }
+
+// Close drops what is buffered; writes fail after it.
+func (r *PipeReader) Close() error {
+	r.d.drop()
+	return nil
+}
+
+// PipeWriter is Pipe's writing end.
+type PipeWriter struct{ d *direction }
+
+func (w *PipeWriter) Write(b []byte) (int, error) { return w.d.write(b) }
+
+// Close ends the stream: the reader reads EOF after what is buffered.
+func (w *PipeWriter) Close() error {
+	w.d.end()
+	return nil
+}
+
+// Abort ends the stream unfinished: the reader's next read fails.
+func (w *PipeWriter) Abort() { w.d.drop() }

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/accesslog"
+	"github.com/meshlab/meshlab/dataplane/proxy/internalconn"
 )
 
 // Tunnel is tcp_proxy's tunneling_config: the connection's bytes go upstream inside an
@@ -104,19 +105,19 @@ func (t *Tunnel) open(ctx context.Context, up net.Conn, info *accesslog.Info) (n
 	if err != nil {
 		return nil, fmt.Errorf("tunnel to %s: %w", authority, err)
 	}
-	pr, pw := io.Pipe()
+	pr, pw := internalconn.Pipe()
 	req := (&http.Request{
 		Method: http.MethodConnect, URL: &url.URL{Host: authority}, Host: authority,
 		Header: t.header(info), Body: pr, ContentLength: -1,
 	}).WithContext(context.WithoutCancel(ctx))
 	resp, err := cc.RoundTrip(req)
 	if err != nil {
-		_ = pw.Close()
+		pw.Abort()
 		_ = cc.Close()
 		return nil, fmt.Errorf("tunnel to %s: %w", authority, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		_ = pw.Close()
+		pw.Abort()
 		_ = resp.Body.Close()
 		_ = cc.Close()
 		return nil, fmt.Errorf("tunnel to %s: %w: %s", authority, errTunnelRefused, resp.Status)
@@ -129,7 +130,7 @@ func (t *Tunnel) open(ctx context.Context, up net.Conn, info *accesslog.Info) (n
 // its HTTP/2 connection. Addresses and deadlines are the underlying connection's.
 type tunnelConn struct {
 	net.Conn
-	w    *io.PipeWriter
+	w    *internalconn.PipeWriter // the request body: buffered, a write does not wait for the HTTP/2 client
 	r    io.ReadCloser
 	cc   *http2.ClientConn //nolint:staticcheck // see open
 	once sync.Once
@@ -143,7 +144,7 @@ func (c *tunnelConn) CloseWrite() error { return c.w.Close() }
 
 func (c *tunnelConn) Close() error {
 	c.once.Do(func() {
-		_ = c.w.CloseWithError(errors.New("tunnel closed"))
+		c.w.Abort() // the stream is reset, not ended
 		_ = c.r.Close()
 		_ = c.cc.Close()
 		_ = c.Conn.Close()
