@@ -333,13 +333,18 @@ func TestServiceShapeAsIstiod(t *testing.T) {
 	}
 }
 
-// BenchmarkAddresses is WDS at scale: n pods, a Service per 4 pods, in 10 namespaces.
+// BenchmarkAddresses is WDS at scale: n pods, a Service per 4 pods, in 10 namespaces, and
+// 1000 pods in one namespace (BenchmarkAmbientUpScale's lab has 500 Services there).
 func BenchmarkAddresses(b *testing.B) {
-	for _, n := range []int{100, 1000} {
+	for _, c := range []struct {
+		n, namespaces int
+		name          string
+	}{{100, 10, "100"}, {1000, 10, "1000"}, {1000, 1, "1000-one-namespace"}} {
+		n := c.n
 		var svcs []*model.Service
 		var pods []*model.Pod
 		for i := range n {
-			ns := "ns" + strconv.Itoa(i%10)
+			ns := "ns" + strconv.Itoa(i%c.namespaces)
 			app := "app" + strconv.Itoa(i/4)
 			if i%4 == 0 {
 				svcs = append(svcs, &model.Service{Name: app, Namespace: ns, VIP: netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}),
@@ -349,7 +354,7 @@ func BenchmarkAddresses(b *testing.B) {
 				ServiceAccount: app, IP: netip.AddrFrom4([4]byte{10, 244, byte(i >> 8), byte(i)})})
 		}
 		m := model.New(svcs, pods)
-		b.Run(strconv.Itoa(n), func(b *testing.B) {
+		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
 				Addresses(m, wdsOpts)
 			}
