@@ -5,6 +5,8 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"time"
+
+	"github.com/meshlab/meshlab/dataplane/startgc"
 )
 
 // Why the proxy hands memory back to the OS itself.
@@ -103,7 +105,7 @@ func (m *memTrimmer) run(ctx context.Context, live <-chan struct{}) {
 			return
 		case <-c:
 		}
-		if m.due(&st, m.allocated()) {
+		if !startgc.Idling() && m.due(&st, m.allocated()) { // idle: the memory limit bounds it
 			m.free()
 			st.trimmed(m.allocated())
 		}

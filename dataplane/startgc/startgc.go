@@ -19,9 +19,9 @@ const Env = "MESHLAB_START_GC"
 
 // Pause pauses the collector, under limit (unless GOMEMLIMIT is set), when GOGC is not
 // set in the environment (getenv), and returns the func that sets the steady state: GC
-// percent steady and the memory limit found (none when the environment paused it). The
-// returned func is idempotent and safe from any goroutine; with GOGC set, Pause and it
-// change nothing.
+// percent steady and the memory limit found (none when the environment paused it), with
+// the collector off while the process is idle (idle.go). The returned func is idempotent
+// and safe from any goroutine; with GOGC set, Pause and it change nothing.
 func Pause(getenv func(string) string, limit int64, steady int) (started func()) {
 	var once sync.Once
 	if getenv(Env) == "paused" {
@@ -29,6 +29,7 @@ func Pause(getenv func(string) string, limit int64, steady int) (started func())
 			once.Do(func() {
 				debug.SetMemoryLimit(math.MaxInt64)
 				debug.SetGCPercent(steady)
+				adaptWhenIdle(steady)
 			})
 		}
 	}
@@ -47,6 +48,9 @@ func Pause(getenv func(string) string, limit int64, steady int) (started func())
 				debug.SetMemoryLimit(prev)
 			}
 			debug.SetGCPercent(steady)
+			if limited && prev == math.MaxInt64 { // a memory limit set otherwise stays as it is
+				adaptWhenIdle(steady)
+			}
 		})
 	}
 }

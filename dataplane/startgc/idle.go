@@ -1,0 +1,94 @@
+package startgc
+
+import (
+	"math"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Why an idle process turns its collector off.
+//
+// An idle sidecar's agent and proxy allocate little (a state poll every 15 s), yet Go
+// collects every two minutes whatever the heap did: that forced collection, marking the
+// large binary's globals and a heap of 6-12 MB, was most of what 100 idle sidecar pods
+// cost (docs/BENCHMARKS.md, issue 30). Go skips it when GOGC is off. So once a process's
+// collections come more than idleAfter apart, it sets GOGC off with a memory limit of
+// what it holds now plus idleHeadroom: the next collection comes when it has allocated
+// that much, and its memory stays within it. A collection that then follows the last
+// within busyWithin (the process allocates idleHeadroom a second or more) puts back the
+// steady state. After each idle collection the limit follows what the process holds.
+const (
+	idleHeadroom = 4 << 20
+	idleAfter    = 60 * time.Second
+	busyWithin   = time.Second
+)
+
+// idling is set while the process's collector is off for idleness.
+var idling atomic.Bool
+
+// Idling reports whether the process's collector is off because it is idle; the proxy's
+// memory trimmer then leaves the heap to the memory limit.
+func Idling() bool { return idling.Load() }
+
+// idleGC switches a process's collector between its steady state and idle; the
+// runtime's side is behind funcs for tests.
+type idleGC struct {
+	steady     int
+	now        func() time.Time
+	setPercent func(int) int
+	setLimit   func(int64) int64
+	inUse      func() int64 // what the memory limit counts: the runtime's memory not released
+	idle       *atomic.Bool // set while the collector is off
+
+	mu   sync.Mutex
+	last time.Time // the end of the last collection (or the start)
+}
+
+// adaptWhenIdle starts switching the collector with every collection from now on.
+func adaptWhenIdle(steady int) {
+	g := &idleGC{steady: steady, now: time.Now, setPercent: debug.SetGCPercent, setLimit: debug.SetMemoryLimit, inUse: memoryInUse, idle: &idling}
+	g.last = g.now()
+	g.arm()
+}
+
+// arm has cycle called after the next collection: a finalizer on an object nothing
+// references runs once a collection found it unreachable.
+func (g *idleGC) arm() {
+	runtime.SetFinalizer(new([32]byte), func(*[32]byte) {
+		g.cycle()
+		g.arm()
+	})
+}
+
+// cycle decides after a collection whether the process is idle.
+func (g *idleGC) cycle() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := g.now()
+	since := now.Sub(g.last)
+	g.last = now
+	switch {
+	case g.idle.Load() && since < busyWithin:
+		g.idle.Store(false)
+		g.setPercent(g.steady)
+		g.setLimit(math.MaxInt64)
+	case g.idle.Load():
+		g.setLimit(g.inUse() + idleHeadroom)
+	case since >= idleAfter:
+		g.idle.Store(true)
+		g.setLimit(g.inUse() + idleHeadroom)
+		g.setPercent(-1)
+	}
+}
+
+// memoryInUse is the memory the runtime's limit counts: all it mapped, less what it
+// returned to the OS.
+func memoryInUse() int64 {
+	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(s)
+	return int64(s[0].Value.Uint64() - s[1].Value.Uint64())
+}

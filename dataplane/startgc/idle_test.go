@@ -1,0 +1,71 @@
+package startgc
+
+import (
+	"math"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestIdleGCSwitches walks idleGC through a process's life: collections a few seconds
+// apart keep the steady state; one more than idleAfter after the last turns the
+// collector off under a limit of what the process holds plus idleHeadroom; the limit
+// follows each idle collection; a collection within busyWithin of the last puts the
+// steady state back.
+func TestIdleGCSwitches(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1000, 0)
+	percent, limit, inUse := 200, int64(math.MaxInt64), int64(10<<20)
+	g := &idleGC{
+		steady: 200, now: func() time.Time { return now },
+		setPercent: func(p int) int { old := percent; percent = p; return old },
+		setLimit:   func(l int64) int64 { old := limit; limit = l; return old },
+		inUse:      func() int64 { return inUse },
+		idle:       new(atomic.Bool),
+		last:       now,
+	}
+	step := func(d time.Duration) {
+		now = now.Add(d)
+		g.cycle()
+	}
+	step(5 * time.Second)
+	if percent != 200 || limit != math.MaxInt64 || g.idle.Load() {
+		t.Fatalf("busy: percent %d limit %d idle %v, want the steady state", percent, limit, g.idle.Load())
+	}
+	step(2 * time.Minute) // Go's forced collection: nothing happened for two minutes
+	if percent != -1 || limit != inUse+idleHeadroom || !g.idle.Load() {
+		t.Fatalf("after an idle stretch: percent %d limit %d idle %v, want off under %d", percent, limit, g.idle.Load(), inUse+idleHeadroom)
+	}
+	inUse = 12 << 20
+	step(10 * time.Minute)
+	if percent != -1 || limit != inUse+idleHeadroom {
+		t.Fatalf("an idle collection: percent %d limit %d, want off under %d", percent, limit, inUse+idleHeadroom)
+	}
+	step(300 * time.Millisecond)
+	if percent != 200 || limit != math.MaxInt64 || g.idle.Load() {
+		t.Fatalf("collections 300ms apart: percent %d limit %d idle %v, want the steady state back", percent, limit, g.idle.Load())
+	}
+}
+
+// TestIdleGCRunsAfterEveryCollection: arm's finalizer hook runs cycle after each
+// collection, again and again.
+func TestIdleGCRunsAfterEveryCollection(t *testing.T) {
+	var cycles atomic.Int32
+	g := &idleGC{
+		steady: 100, now: func() time.Time { cycles.Add(1); return time.Now() },
+		setPercent: func(int) int { return 100 }, setLimit: func(int64) int64 { return math.MaxInt64 },
+		inUse: func() int64 { return 0 }, idle: new(atomic.Bool), last: time.Now(),
+	}
+	g.arm()
+	for want := int32(1); want <= 3; want++ {
+		deadline := time.Now().Add(10 * time.Second)
+		for cycles.Load() < want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d cycles after %d collections", cycles.Load(), want)
+			}
+			runtime.GC()
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
