@@ -20,30 +20,9 @@ import (
 // synced on what istiod sent, and the page's L4 policy, fed to istiod, makes curl (another
 // service account) fail with exit 56.
 func TestIstiodAmbientL4(t *testing.T) {
-	testutil.RequireRoot(t)
-	bin := istiodBin(t)
-	requireZtunnel(t)
-	t.Parallel()
-	l := startLabWithin(t, 3*time.Minute, "ambient", "--control-plane=istiod", "--istiod-path", bin)
+	l, _, poll := startIstiodAmbientLab(t)
 	if !strings.Contains(l.out.String(), "control plane: istiod ") {
 		t.Errorf("up did not say istiod is the control plane:\n%s", l.out.String())
-	}
-	ml := func(args ...string) (string, error) {
-		return meshlab(t, append([]string{"--name", l.name}, args...)...)
-	}
-	poll := func(what string, ok func(string) bool, args ...string) string {
-		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			out, err := ml(args...)
-			if err == nil && ok(out) {
-				return out
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within 30s: %v\n%s", what, err, out)
-			}
-			time.Sleep(300 * time.Millisecond)
-		}
 	}
 	zt := ambient.ZtunnelPodName(l.name)
 
@@ -79,4 +58,61 @@ func TestIstiodAmbientL4(t *testing.T) {
 		return regexp.MustCompile(`(?m)^default\s+productpage-ztunnel\s+Allow\s+WorkloadSelector$`).MatchString(out)
 	}, "zc", "policies")
 	curlUntilExit(t, l.name, 56, 20*time.Second, "curl under istiod's L4 policy (reset by ztunnel)", "-s", "http://productpage:9080/productpage")
+}
+
+// TestIstiodAmbientWaypointL7 runs the L7 part of the ambient Getting Started with istiod
+// as the control plane: `waypoint apply --enroll-namespace --wait` reaches istiod as the
+// waypoint's programmed Gateway, istiod configures the waypoint's proxy (relayed by the
+// lab; proxy-status shows it synced, nothing refused) and tells ztunnel to send productpage's traffic through it, and the page's
+// productpage-viewer policy (targetRefs the Service) makes the waypoint deny curl's
+// DELETE with "RBAC: access denied" and let its GET through.
+func TestIstiodAmbientWaypointL7(t *testing.T) {
+	l, ml, poll := startIstiodAmbientLab(t)
+	const page = "http://productpage:9080/productpage"
+	title := "<title>Simple Bookstore App</title>"
+	eventually(t, l.name, "the product page through ztunnel", statusLine(title), "-s", page)
+	if out, err := ml("waypoint", "apply", "--enroll-namespace", "--wait"); err != nil {
+		t.Fatalf("waypoint apply: %v\n%s", err, out)
+	}
+	poll("productpage's waypoint in ztunnel-config", func(out string) bool {
+		return regexp.MustCompile(`(?m)^default\s+productpage\s+\S+\s+waypoint\s`).MatchString(out)
+	}, "zc", "services")
+	poll("the waypoint's proxy synced on istiod's config, nothing refused", func(out string) bool {
+		return regexp.MustCompile(`(?m)^waypoint-\S+\.default\s+SYNCED\s+SYNCED\s`).MatchString(out) && !strings.Contains(out, "NACK")
+	}, "proxy-status")
+	applyYAML(t, l.name, productpageViewer)
+	poll("DELETE from curl denied by the waypoint", func(out string) bool { return strings.Contains(out, "RBAC: access denied") },
+		"exec", "deploy/curl", "--", "curl", "-s", "--max-time", "10", page, "-X", "DELETE")
+	poll("GET from curl allowed", func(out string) bool { return strings.Contains(out, title) },
+		"exec", "deploy/curl", "--", "curl", "-s", "--max-time", "10", page)
+}
+
+// startIstiodAmbientLab starts the ambient lab on istiod and returns it with ml, which
+// runs meshlab on it (by --lab: waypoint's --name is the waypoint's), and poll, which
+// runs ml until ok holds for its output (at most 30 s) and returns that output.
+func startIstiodAmbientLab(t *testing.T) (l *runningLab, ml func(args ...string) (string, error), poll func(what string, ok func(string) bool, args ...string) string) {
+	t.Helper()
+	testutil.RequireRoot(t)
+	bin := istiodBin(t)
+	requireZtunnel(t)
+	t.Parallel()
+	l = startLabWithin(t, 3*time.Minute, "ambient", "--control-plane=istiod", "--istiod-path", bin)
+	ml = func(args ...string) (string, error) {
+		return meshlab(t, append([]string{"--lab", l.name}, args...)...)
+	}
+	poll = func(what string, ok func(string) bool, args ...string) string {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			out, err := ml(args...)
+			if err == nil && ok(out) {
+				return out
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 30s: %v\n%s", what, err, out)
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+	}
+	return l, ml, poll
 }

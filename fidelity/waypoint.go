@@ -25,6 +25,7 @@ import (
 	"istio.io/istio/pilot/pkg/features"
 	"istio.io/istio/pilot/test/xds"
 
+	"github.com/meshlab/meshlab/controlplane/kubeobj"
 	"github.com/meshlab/meshlab/controlplane/model"
 	cpxds "github.com/meshlab/meshlab/controlplane/xds"
 )
@@ -58,43 +59,14 @@ func loadWaypointScenario(path string) (*model.Model, []*waypointDecl, error) {
 	return m, ws, nil
 }
 
-// waypointGatewayDoc is w's Gateway as the cluster holds it once programmed: its status
-// carries the Service's address and hostname, without which istiod's ambient index
-// ignores it.
+// waypointGatewayDoc is w's Gateway as the cluster holds it once programmed
+// (kubeobj.WaypointGateway, which the lab feeds istiod too).
 func waypointGatewayDoc(m *model.Model, w *model.Waypoint) map[string]any {
-	var addrs []any
-	if s := m.WaypointService(w); s != nil {
-		addrs = append(addrs, map[string]any{"type": "IPAddress", "value": s.VIP.String()})
-	}
-	addrs = append(addrs, map[string]any{"type": "Hostname", "value": w.Hostname()})
-	listener := map[string]any{"name": model.WaypointListener, "port": model.WaypointPort, "protocol": "HBONE"}
-	if w.From != "" && w.From != "Same" {
-		ns := map[string]any{"from": w.From}
-		if len(w.FromSelector) > 0 {
-			ns["selector"] = map[string]any{"matchLabels": w.FromSelector}
-		}
-		listener["allowedRoutes"] = map[string]any{"namespaces": ns}
-	}
-	labels := map[string]any{}
-	for k, v := range w.Labels {
-		labels[k] = v
-	}
-	return map[string]any{
-		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-		"metadata": map[string]any{"name": w.Name, "namespace": w.Namespace, "labels": labels},
-		"spec":     map[string]any{"gatewayClassName": model.WaypointGatewayClass, "listeners": []any{listener}},
-		"status":   map[string]any{"addresses": addrs},
-	}
+	return kubeobj.WaypointGateway(m, w)
 }
 
 // waypointClassDoc is the GatewayClass istiod makes for waypoints.
-func waypointClassDoc() map[string]any {
-	return map[string]any{
-		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
-		"metadata": map[string]any{"name": model.WaypointGatewayClass},
-		"spec":     map[string]any{"controllerName": model.WaypointController},
-	}
-}
+func waypointClassDoc() map[string]any { return kubeobj.WaypointClass() }
 
 // scenarioHTTPRoutes returns the scenario's HTTPRoutes as written, for istiod's own
 // Gateway API conversion (GAMMA routes among them).

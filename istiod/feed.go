@@ -14,6 +14,7 @@ import (
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	meshconfig "istio.io/api/mesh/v1alpha1"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
@@ -64,7 +65,7 @@ func parseState(data []byte) (state, error) {
 				c := cfgs[j]
 				key := c.GroupVersionKind.Kind + "/" + c.Namespace + "/" + c.Name
 				o := object{key: key, text: doc, istio: &c}
-				if features.EnableAmbient && ambientKinds[c.GroupVersionKind.Kind] && len(cfgs) == 1 {
+				if features.EnableAmbient && ambientKinds[c.GroupVersionKind.Group+"/"+c.GroupVersionKind.Kind] && len(cfgs) == 1 {
 					if o.kube, _, err = decode([]byte(doc), nil, nil); err != nil {
 						return nil, fmt.Errorf("document %d: %w", i+1, err)
 					}
@@ -87,11 +88,16 @@ func parseState(data []byte) (state, error) {
 	return out, nil
 }
 
-// ambientKinds are the Istio kinds istiod's ambient index reads from the Kubernetes API
-// (its informers), where its sidecar generators read the config store: with ambient on
-// (PILOT_ENABLE_AMBIENT=true in meshlab-istiod's environment, as an ambient install sets
-// it), the feed writes them to both, as a cluster's API server serves both.
-var ambientKinds = map[string]bool{"AuthorizationPolicy": true, "PeerAuthentication": true, "ServiceEntry": true}
+// ambientKinds are the kinds (group/kind) istiod's ambient index reads from the
+// Kubernetes API (its informers), where its generators read the config store: with
+// ambient on (PILOT_ENABLE_AMBIENT=true in meshlab-istiod's environment, as an ambient
+// install sets it), the feed writes them to both, as a cluster's API server serves both.
+// The waypoints' Gateways and their GatewayClass are among them.
+var ambientKinds = map[string]bool{
+	"security.istio.io/AuthorizationPolicy": true, "security.istio.io/PeerAuthentication": true,
+	"networking.istio.io/ServiceEntry":  true,
+	"gateway.networking.k8s.io/Gateway": true, "gateway.networking.k8s.io/GatewayClass": true,
+}
 
 // isConfig reports whether a document is one istiod reads from its config store.
 func isConfig(doc string) bool {
@@ -321,6 +327,10 @@ func applyKube(ctx context.Context, client kubelib.Client, o runtime.Object, upd
 		err = upsertCRD(ctx, client, update, x)
 	case *networkingv1.ServiceEntry:
 		err = upsertCRD(ctx, client, update, x)
+	case *gatewayv1.Gateway:
+		err = upsertCRD(ctx, client, update, x)
+	case *gatewayv1.GatewayClass:
+		err = upsertCRD(ctx, client, update, x)
 	default:
 		return fmt.Errorf("kind %T is not fed to istiod", o)
 	}
@@ -386,6 +396,10 @@ func deleteKube(ctx context.Context, client kubelib.Client, o runtime.Object) er
 		err = kclient.NewWriteClient[*securityv1.PeerAuthentication](client).Delete(name, ns)
 	case *networkingv1.ServiceEntry:
 		err = kclient.NewWriteClient[*networkingv1.ServiceEntry](client).Delete(name, ns)
+	case *gatewayv1.Gateway:
+		err = kclient.NewWriteClient[*gatewayv1.Gateway](client).Delete(name, ns)
+	case *gatewayv1.GatewayClass:
+		err = kclient.NewWriteClient[*gatewayv1.GatewayClass](client).Delete(name, ns)
 	default:
 		return fmt.Errorf("kind %T is not fed to istiod", o)
 	}

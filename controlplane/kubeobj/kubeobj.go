@@ -189,6 +189,44 @@ func IstioObjects(m *model.Model, kinds ...string) ([]any, error) {
 	return docs, nil
 }
 
+// WaypointGateway is waypoint w's Gateway as the cluster holds it once Istio's deployment
+// controller programmed it: its status carries the waypoint Service's address and
+// hostname, without which istiod's ambient index ignores it.
+func WaypointGateway(m *model.Model, w *model.Waypoint) map[string]any {
+	var addrs []any
+	if s := m.WaypointService(w); s != nil {
+		addrs = append(addrs, map[string]any{"type": "IPAddress", "value": s.VIP.String()})
+	}
+	addrs = append(addrs, map[string]any{"type": "Hostname", "value": w.Hostname()})
+	listener := map[string]any{"name": model.WaypointListener, "port": model.WaypointPort, "protocol": "HBONE"}
+	if w.From != "" && w.From != "Same" {
+		ns := map[string]any{"from": w.From}
+		if len(w.FromSelector) > 0 {
+			ns["selector"] = map[string]any{"matchLabels": w.FromSelector}
+		}
+		listener["allowedRoutes"] = map[string]any{"namespaces": ns}
+	}
+	labels := map[string]any{}
+	for k, v := range w.Labels {
+		labels[k] = v
+	}
+	return map[string]any{
+		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+		"metadata": map[string]any{"name": w.Name, "namespace": w.Namespace, "labels": labels},
+		"spec":     map[string]any{"gatewayClassName": model.WaypointGatewayClass, "listeners": []any{listener}},
+		"status":   map[string]any{"addresses": addrs},
+	}
+}
+
+// WaypointClass is the GatewayClass istiod makes for waypoints.
+func WaypointClass() map[string]any {
+	return map[string]any{
+		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+		"metadata": map[string]any{"name": model.WaypointGatewayClass},
+		"spec":     map[string]any{"controllerName": model.WaypointController},
+	}
+}
+
 // JoinYAML writes docs as one multi-document YAML, in order.
 func JoinYAML(docs []any) ([]byte, error) {
 	parts := make([]string, 0, len(docs))

@@ -20,8 +20,9 @@ import (
 // service accounts, Services with their VIPs, pods with their IPs, labels, readiness and
 // the injector's status annotation, one EndpointSlice per Service as the endpoint
 // controller writes it, the gateways' TLS Secrets, and the Istio objects (hosts as the
-// loader resolved them: FQDNs). Every pod is scheduled on node, the lab's one node, which
-// comes first.
+// loader resolved them: FQDNs), and the waypoints' Gateways, programmed (with their
+// status addresses), and their GatewayClass. Every pod is scheduled on node, the lab's
+// one node, which comes first.
 func Objects(m *model.Model, node string) ([]byte, error) {
 	var docs []any
 	if node != "" {
@@ -74,6 +75,12 @@ func Objects(m *model.Model, node string) ([]byte, error) {
 		return nil, err
 	}
 	docs = append(docs, cfgs...)
+	if len(m.Waypoints) > 0 {
+		docs = append(docs, kubeobj.WaypointClass())
+	}
+	for _, w := range m.Waypoints {
+		docs = append(docs, kubeobj.WaypointGateway(m, w))
+	}
 	return kubeobj.JoinYAML(docs)
 }
 
