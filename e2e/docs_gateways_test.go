@@ -730,9 +730,8 @@ func TestDocsEgressGatewaysTask(t *testing.T) {
 		out, _ := meshlab(t, "--lab", d.name, "get", "pod", "-l", "istio=egressgateway", "-n", "istio-system")
 		return out
 	}, func(out string) bool {
-		// Istio's gateway pod is 1/1 (istio-proxy alone); meshlab's get pods counts a
-		// gateway's proxy as a sidecar beside an app and prints 2/2.
-		return regexp.MustCompile(`(?m)^NAME\s+READY\s+STATUS\s+RESTARTS\s+AGE\nistio-egressgateway-\S+\s+(\d)/(\d)\s+Running\s+0\s+\S+$`).MatchString(out)
+		// Istio's gateway pod is 1/1: istio-proxy alone.
+		return regexp.MustCompile(`(?m)^NAME\s+READY\s+STATUS\s+RESTARTS\s+AGE\nistio-egressgateway-\S+\s+1/1\s+Running\s+0\s+\S+$`).MatchString(out)
 	})
 	d.says("virtualservice.networking.istio.io/direct-cnn-through-egress-gateway created\n", docsCNNThroughEgress, "apply", "-f", "-")
 	d.until("the curl through the egress gateway, logged by it", func() string {

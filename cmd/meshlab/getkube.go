@@ -91,6 +91,55 @@ var kubeTables = map[string]kubeColumns{
 		return []string{strAt(o, "spec", "controllerName"), accepted}
 	}},
 	"HTTPRoute": {heads: []string{"HOSTNAMES"}, cells: func(o map[string]any) []string { return []string{listCell(o, "spec", "hostnames")} }},
+	// Kinds the lab keeps without acting on them (RBAC, budgets, autoscalers).
+	"Role":               {heads: []string{"CREATED AT"}, cells: createdAt, noAge: true},
+	"ClusterRole":        {heads: []string{"CREATED AT"}, cells: createdAt, noAge: true},
+	"RoleBinding":        {heads: []string{"ROLE"}, cells: roleRef},
+	"ClusterRoleBinding": {heads: []string{"ROLE"}, cells: roleRef},
+	"PodDisruptionBudget": {heads: []string{"MIN AVAILABLE", "MAX UNAVAILABLE", "ALLOWED DISRUPTIONS"}, cells: func(o map[string]any) []string {
+		return []string{intOrString(o, "spec", "minAvailable"), intOrString(o, "spec", "maxUnavailable"), fmt.Sprint(intAt(o, 0, "status", "disruptionsAllowed"))}
+	}},
+	"HorizontalPodAutoscaler": {heads: []string{"REFERENCE", "TARGETS", "MINPODS", "MAXPODS", "REPLICAS"}, cells: hpaCells},
+}
+
+// createdAt is kubectl's CREATED AT of the kinds that print it instead of AGE.
+func createdAt(o map[string]any) []string { return []string{strAt(o, "metadata", "creationTimestamp")} }
+
+// roleRef is a binding's ROLE: Role/NAME or ClusterRole/NAME.
+func roleRef(o map[string]any) []string {
+	return []string{strAt(o, "roleRef", "kind") + "/" + strAt(o, "roleRef", "name")}
+}
+
+// intOrString renders an IntOrString field as kubectl does, N/A when unset.
+func intOrString(o map[string]any, path ...string) string {
+	switch v := at(o, path...).(type) {
+	case string:
+		return v
+	case float64:
+		return fmt.Sprint(int(v))
+	}
+	return "N/A"
+}
+
+// hpaCells are kubectl's REFERENCE, TARGETS, MINPODS, MAXPODS and REPLICAS of an
+// autoscaler, which a lab never runs: each metric's current value is <unknown>.
+func hpaCells(o map[string]any) []string {
+	var targets []string
+	for _, m := range listAt(o, "spec", "metrics") {
+		mm, _ := m.(map[string]any)
+		name := strAt(mm, "resource", "name")
+		switch {
+		case at(mm, "resource", "target", "averageUtilization") != nil:
+			targets = append(targets, fmt.Sprintf("%s: <unknown>/%d%%", name, intAt(mm, 0, "resource", "target", "averageUtilization")))
+		case name != "":
+			targets = append(targets, name+": <unknown>")
+		}
+	}
+	if v := intAt(o, -1, "spec", "targetCPUUtilizationPercentage"); v >= 0 { // autoscaling/v1
+		targets = append(targets, fmt.Sprintf("cpu: <unknown>/%d%%", v))
+	}
+	return []string{strAt(o, "spec", "scaleTargetRef", "kind") + "/" + strAt(o, "spec", "scaleTargetRef", "name"), strings.Join(targets, ", "),
+		fmt.Sprint(intAt(o, 1, "spec", "minReplicas")), fmt.Sprint(intAt(o, 0, "spec", "maxReplicas")), fmt.Sprint(intAt(o, 0, "status", "currentReplicas"))}
 }
 
 // getTable prints the objects of kind (in namespace, "" for every one; named name

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -23,7 +24,8 @@ func isPodsKind(kind string) bool {
 
 // getPods prints the lab's pods as kubectl get pods does: NAME READY STATUS RESTARTS AGE
 // (NAMESPACE first with -A; -o wide adds IP, NODE, NOMINATED NODE and READINESS GATES).
-// READY counts the app and the sidecar, RESTARTS the sidecar's. With a name, only that
+// READY counts the pod's containers as its Kubernetes view has them (a gateway's one
+// istio-proxy; an app and its sidecar), RESTARTS the sidecar's. With a name, only that
 // pod (an unknown name is kubectl's NotFound).
 func getPods(ctx context.Context, c *api.Client, cfg *getConfig, name string, out io.Writer) error {
 	return getPodsWhere(ctx, c, cfg, name, out, func(api.PodStatus) bool { return true })
@@ -48,15 +50,22 @@ func getPodsWhere(ctx context.Context, c *api.Client, cfg *getConfig, name strin
 		return noResources(cfg.namespace, cfg.errOut)
 	}
 	created := map[string]string{}
+	containers := map[string][]string{} // by namespace/name: the containers READY counts
 	if views, err := c.KubeObjects(ctx, "pod", cfg.namespace, name, ""); err == nil {
 		for _, v := range views {
 			var m struct {
 				Metadata struct {
 					CreationTimestamp string `json:"creationTimestamp"`
 				} `json:"metadata"`
+				Spec struct {
+					Containers []struct{ Name string } `json:"containers"`
+				} `json:"spec"`
 			}
 			if json.Unmarshal(v.Object, &m) == nil {
 				created[v.Namespace+"/"+v.Name] = m.Metadata.CreationTimestamp
+				for _, ct := range m.Spec.Containers {
+					containers[v.Namespace+"/"+v.Name] = append(containers[v.Namespace+"/"+v.Name], ct.Name)
+				}
 			}
 		}
 	}
@@ -76,13 +85,10 @@ func getPodsWhere(ctx context.Context, c *api.Client, cfg *getConfig, name strin
 		fmt.Fprintln(tw, strings.Join(heads, "\t"))
 		now := time.Now()
 		for _, p := range shown {
-			containers, ready := 1, 0
-			if p.Sidecar {
-				containers = 2
-			}
+			n, ready := readyOf(containers[p.Namespace+"/"+p.Name], p.Sidecar), 0
 			status := "NotReady"
 			if p.Ready {
-				ready, status = containers, "Running"
+				ready, status = n, "Running"
 			} else if p.Message != "" {
 				status = p.Message
 			}
@@ -90,7 +96,7 @@ func getPodsWhere(ctx context.Context, c *api.Client, cfg *getConfig, name strin
 			if cfg.typedNames {
 				name = "pod/" + name
 			}
-			row := []string{name, fmt.Sprintf("%d/%d", ready, containers), status, fmt.Sprint(p.Restarts), age(created[p.Namespace+"/"+p.Name], now)}
+			row := []string{name, fmt.Sprintf("%d/%d", ready, n), status, fmt.Sprint(p.Restarts), age(created[p.Namespace+"/"+p.Name], now)}
 			if cfg.namespace == "" {
 				row = append([]string{p.Namespace}, row...)
 			}
@@ -101,4 +107,19 @@ func getPodsWhere(ctx context.Context, c *api.Client, cfg *getConfig, name strin
 		}
 		return tw.Flush()
 	})
+}
+
+// readyOf is how many containers a pod's READY counts: those its Kubernetes view lists (a
+// gateway's one istio-proxy; an app and its sidecar), the istio-proxy of a proxyless gRPC
+// pod (whose agent the view leaves out) among them; the app and its sidecar when the view
+// has no such pod.
+func readyOf(listed []string, sidecar bool) int {
+	n := len(listed)
+	if n == 0 {
+		n = 1
+	}
+	if sidecar && !slices.Contains(listed, "istio-proxy") {
+		n++
+	}
+	return n
 }

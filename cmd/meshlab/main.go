@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -18,7 +19,11 @@ func main() {
 	err := root.ExecuteContext(ctx)
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "meshlab:", err)
+		if msg := err.Error(); strings.HasPrefix(msg, kubectlErrorPrefix) {
+			fmt.Fprintln(os.Stderr, msg) // kubectl's own line, as the docs print it
+		} else {
+			fmt.Fprintln(os.Stderr, "meshlab:", err)
+		}
 		var ec interface{ ExitCode() int }
 		if errors.As(err, &ec) {
 			os.Exit(ec.ExitCode())
@@ -26,3 +31,7 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// kubectlErrorPrefix begins the errors worded as kubectl's (notFound), printed as kubectl
+// prints them: without meshlab's prefix.
+const kubectlErrorPrefix = "Error from server ("

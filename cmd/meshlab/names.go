@@ -58,8 +58,9 @@ func objectNames(ctx context.Context, c *api.Client, kind string) ([]string, err
 }
 
 // checkObject returns nil when the lab holds an object of kind named name (in namespace,
-// when set), else an error listing the objects of that kind it does hold. An unknown
-// kind comes back from the lab API with the kinds it knows.
+// when set), else kubectl's NotFound (`Error from server (NotFound): services "x" not
+// found`); a kind the lab's discovery does not list gets the objects of that name it
+// holds. An unknown kind comes back from the lab API with the kinds it knows.
 func checkObject(ctx context.Context, c *api.Client, kind, namespace, name string) error {
 	objs, err := c.Objects(ctx, kind, namespace, name)
 	if err != nil {
@@ -68,20 +69,19 @@ func checkObject(ctx context.Context, c *api.Client, kind, namespace, name strin
 	if len(objs) > 0 {
 		return nil
 	}
-	names, err := objectNames(ctx, c, kind)
-	if err != nil {
-		return err
-	}
-	what := kind
 	k, ok, err := lookupKind(ctx, c, kind)
 	if err != nil {
 		return err
 	}
 	if ok {
-		what = k.Kind
+		return notFound(k, name)
+	}
+	names, err := objectNames(ctx, c, kind)
+	if err != nil {
+		return err
 	}
 	if namespace != "" {
-		return unknownName(what, namespace+"/"+name, names)
+		return unknownName(kind, namespace+"/"+name, names)
 	}
-	return unknownName(what, name, names)
+	return unknownName(kind, name, names)
 }

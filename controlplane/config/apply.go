@@ -20,7 +20,7 @@ type File struct {
 }
 
 // clusterScoped are the kinds that belong to no namespace: -n does not apply to them.
-var clusterScoped = map[string]bool{"Namespace": true, "GatewayClass": true}
+var clusterScoped = map[string]bool{"Namespace": true, "GatewayClass": true, "ClusterRole": true, "ClusterRoleBinding": true}
 
 // Ref names one object.
 type Ref struct {
@@ -294,6 +294,12 @@ var kindAliases = map[string]string{
 	"authorizationpolicy": "AuthorizationPolicy", "authorizationpolicies": "AuthorizationPolicy", "ap": "AuthorizationPolicy",
 	"requestauthentication": "RequestAuthentication", "requestauthentications": "RequestAuthentication", "ra": "RequestAuthentication",
 	"telemetry": "Telemetry", "telemetries": "Telemetry", "telemetries.telemetry.istio.io": "Telemetry",
+	"role": "Role", "roles": "Role", "roles.rbac.authorization.k8s.io": "Role",
+	"rolebinding": "RoleBinding", "rolebindings": "RoleBinding", "rolebindings.rbac.authorization.k8s.io": "RoleBinding",
+	"clusterrole": "ClusterRole", "clusterroles": "ClusterRole", "clusterroles.rbac.authorization.k8s.io": "ClusterRole",
+	"clusterrolebinding": "ClusterRoleBinding", "clusterrolebindings": "ClusterRoleBinding", "clusterrolebindings.rbac.authorization.k8s.io": "ClusterRoleBinding",
+	"poddisruptionbudget": "PodDisruptionBudget", "poddisruptionbudgets": "PodDisruptionBudget", "pdb": "PodDisruptionBudget",
+	"horizontalpodautoscaler": "HorizontalPodAutoscaler", "horizontalpodautoscalers": "HorizontalPodAutoscaler", "hpa": "HorizontalPodAutoscaler",
 }
 
 // CanonicalKind returns the kind a user's spelling names ("vs", "virtualservices" and
@@ -331,6 +337,8 @@ func KindGroup(k string) string {
 	switch {
 	case istioKinds[k] != "": // Istio's Gateway before the Gateway API's
 		return istioKinds[k]
+	case storedKinds[k] != "":
+		return storedKinds[k]
 	case k == GatewayAPIGatewayKind || gatewayAPIKinds[k]:
 		return gatewayAPIGroup
 	case fixedKindOK(k):
@@ -345,5 +353,7 @@ func KindGroup(k string) string {
 
 // Kinds returns the kinds a lab holds, sorted.
 func Kinds() []string {
-	return []string{"AuthorizationPolicy", "ConfigMap", "DaemonSet", "Deployment", "DestinationRule", "Gateway", GatewayAPIGatewayKind, "GatewayClass", "HTTPRoute", "MeshConfig", "Namespace", "PeerAuthentication", "ReplicaSet", "RequestAuthentication", "Secret", "Service", "ServiceAccount", "ServiceEntry", "StatefulSet", "Telemetry", "VirtualService", "Workload"}
+	return []string{"AuthorizationPolicy", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet", "Deployment", "DestinationRule", "Gateway", GatewayAPIGatewayKind, "GatewayClass",
+		"HTTPRoute", "HorizontalPodAutoscaler", "MeshConfig", "Namespace", "PeerAuthentication", "PodDisruptionBudget", "ReplicaSet", "RequestAuthentication", "Role", "RoleBinding",
+		"Secret", "Service", "ServiceAccount", "ServiceEntry", "StatefulSet", "Telemetry", "VirtualService", "Workload"}
 }

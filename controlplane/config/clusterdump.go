@@ -242,7 +242,11 @@ var (
 // other objects there are kept.
 func istioOwn(name string) bool { return strings.HasPrefix(name, "istio") || name == "cacerts" }
 
-// inertKinds are Kubernetes kinds that change nothing a lab runs, skipped by name.
+// istioOwnReason is why Istio's own objects (istioOwn) are skipped.
+const istioOwnReason = "Istio's own object (istiod, its gateways, their config): the lab runs its own control plane and makes the gateways its Gateways select"
+
+// inertKinds are Kubernetes kinds that change nothing a lab runs, by why: skipped, but
+// for storedKinds, which a lab keeps.
 var inertKinds = map[string]string{
 	"ControllerRevision":             "a StatefulSet's or DaemonSet's history",
 	"Lease":                          "a controller's lock",
@@ -327,8 +331,12 @@ func machineryReason(h dumpHeader) string {
 		return "the lab derives endpoints from its pods and Services"
 	case slices.Contains(machineryNamespaces, ns):
 		return "namespace " + ns + " is the cluster's own machinery"
-	case inertKinds[h.kind] != "" && !strings.HasSuffix(group, "istio.io"):
+	case inertKinds[h.kind] != "" && storedKinds[h.kind] == "" && !strings.HasSuffix(group, "istio.io"):
 		return inertKinds[h.kind]
+	case storedKinds[h.kind] != "" && (strings.HasPrefix(h.name, "system:") || h.labels["kubernetes.io/bootstrapping"] == "rbac-defaults"):
+		return "Kubernetes' own RBAC defaults"
+	case storedKinds[h.kind] != "" && clusterScoped[h.kind] && istioOwn(h.name):
+		return istioOwnReason
 	case h.kind == "Service" && h.namespace == DefaultNamespace && h.name == "kubernetes":
 		return "the Kubernetes API server's own Service"
 	case h.kind == "ConfigMap" && h.name == "kube-root-ca.crt":
@@ -338,7 +346,7 @@ func machineryReason(h dumpHeader) string {
 	case h.kind == "ServiceAccount" && h.name == "default":
 		return "Kubernetes makes it in every namespace"
 	case h.namespace == istioNamespace && istioOwn(h.name) && h.kind != "Namespace" && !strings.HasSuffix(group, "istio.io") && group != "meshlab.dev":
-		return "Istio's own object (istiod, its gateways, their config): the lab runs its own control plane and makes the gateways its Gateways select"
+		return istioOwnReason
 	}
 	for _, l := range []string{"istio", "app"} {
 		v, _ := h.labels[l].(string)

@@ -28,6 +28,7 @@ const (
 	kindConfigMap
 	kindGatewayAPI // gateway.networking.k8s.io GatewayClass, Gateway, HTTPRoute
 	kindTelemetry
+	kindStored // a Kubernetes kind kept as written, changing nothing (storedKinds)
 )
 
 // Object kinds and API groups meshlab reads.
@@ -78,6 +79,28 @@ var istioKinds = map[string]string{
 	"RequestAuthentication": "security.istio.io",
 	"Telemetry":             "telemetry.istio.io",
 	"WasmPlugin":            "extensions.istio.io",
+}
+
+// storedKinds are the Kubernetes kinds a lab keeps, shows and deletes as an API server
+// does, though they change nothing it runs (why: inertKinds), by their API group: the
+// RBAC of Istio's samples and addons, and the disruption budgets and autoscalers of
+// installs. Any version of the group is read; the object is kept as written.
+var storedKinds = map[string]string{
+	"Role":                    "rbac.authorization.k8s.io",
+	"RoleBinding":             "rbac.authorization.k8s.io",
+	"ClusterRole":             "rbac.authorization.k8s.io",
+	"ClusterRoleBinding":      "rbac.authorization.k8s.io",
+	"PodDisruptionBudget":     "policy",
+	"HorizontalPodAutoscaler": "autoscaling",
+}
+
+// StoredKindNote says why a lab keeps objects of kind k without acting on them ("" for a
+// kind it acts on), for describe.
+func StoredKindNote(k string) string {
+	if storedKinds[k] == "" {
+		return ""
+	}
+	return "stored, no effect: " + inertKinds[k]
 }
 
 // LabSettingsKind is the kind (meshlab.dev/v1alpha1) of a scenario's settings for the lab
@@ -138,6 +161,12 @@ func decoderFor(apiVersion, k string, p problems) kind {
 			return kindRefused
 		}
 		return kd
+	case storedKinds[k] != "":
+		if group := storedKinds[k]; !strings.HasPrefix(apiVersion, group+"/") {
+			p.addf("apiVersion", "%q is not an apiVersion of kind %s (want %s/<version>)", apiVersion, k, group)
+			return kindRefused
+		}
+		return kindStored
 	case istioKinds[k] != "":
 		group := istioKinds[k]
 		if !strings.HasPrefix(apiVersion, group+"/") {

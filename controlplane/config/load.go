@@ -223,6 +223,8 @@ func decodeDocument(file, namespace string, d document, errs *ErrorList) (*Objec
 		o.RequestAuthentication = decodeIstio(top, js, p, validateRequestAuthentication)
 	case kindTelemetry:
 		o.Telemetry = decodeIstio(top, js, p, validateTelemetry)
+	case kindStored:
+		// Kept as written (o.JSON): get, describe and delete see it; nothing reads it.
 	}
 	o.JSON = compactJSON(js)
 	return o, len(*errs) == n

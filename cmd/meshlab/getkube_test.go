@@ -1,0 +1,72 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/meshlab/meshlab/api"
+)
+
+// TestKubeTableOfStoredKinds prints the kinds a lab keeps without acting on them in
+// kubectl's columns: CREATED AT for roles, ROLE for bindings, a budget's and an
+// autoscaler's own.
+func TestKubeTableOfStoredKinds(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 29, 6, 0, 0, 0, time.UTC)
+	const created = `"creationTimestamp":"2026-11-29T05:58:00Z"`
+	for _, tc := range []struct {
+		kind, object, want string
+	}{
+		{"ClusterRole", `{"metadata":{"name":"prometheus",` + created + `}}`,
+			"NAME         CREATED AT\nprometheus   2026-11-29T05:58:00Z\n"},
+		{"ClusterRoleBinding", `{"metadata":{"name":"prometheus",` + created + `},"roleRef":{"kind":"ClusterRole","name":"prometheus"}}`,
+			"NAME         ROLE                     AGE\nprometheus   ClusterRole/prometheus   2m\n"},
+		{"RoleBinding", `{"metadata":{"name":"reader",` + created + `},"roleRef":{"kind":"Role","name":"reader"}}`,
+			"NAME     ROLE          AGE\nreader   Role/reader   2m\n"},
+		{"PodDisruptionBudget", `{"metadata":{"name":"istiod",` + created + `},"spec":{"minAvailable":1}}`,
+			"NAME     MIN AVAILABLE   MAX UNAVAILABLE   ALLOWED DISRUPTIONS   AGE\nistiod   1               N/A               0                     2m\n"},
+		{"HorizontalPodAutoscaler", `{"metadata":{"name":"istiod",` + created + `},"spec":{"scaleTargetRef":{"kind":"Deployment","name":"istiod"},"minReplicas":1,"maxReplicas":5,` +
+			`"metrics":[{"type":"Resource","resource":{"name":"cpu","target":{"type":"Utilization","averageUtilization":80}}}]}}`,
+			"NAME     REFERENCE           TARGETS              MINPODS   MAXPODS   REPLICAS   AGE\nistiod   Deployment/istiod   cpu: <unknown>/80%   1         5         0          2m\n"},
+	} {
+		var out bytes.Buffer
+		var meta struct {
+			Metadata struct{ Name string } `json:"metadata"`
+		}
+		if err := json.Unmarshal([]byte(tc.object), &meta); err != nil {
+			t.Fatal(err)
+		}
+		objs := []api.KubeObject{{Kind: tc.kind, Name: meta.Metadata.Name, Object: []byte(tc.object)}}
+		if err := printKubeTable(&out, api.Kind{Kind: tc.kind}, objs, false, false, now); err != nil {
+			t.Fatal(err)
+		}
+		if got := out.String(); got != tc.want {
+			t.Errorf("%s:\n%s\nwant:\n%s", tc.kind, got, tc.want)
+		}
+	}
+}
+
+// TestReadyOf counts READY's containers as Istio's pods have them: a gateway's
+// istio-proxy alone (1/1), an app with its sidecar (2/2), a proxyless gRPC pod's app with
+// its agent (2/2), an app alone (1/1).
+func TestReadyOf(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		listed  []string
+		sidecar bool
+		want    int
+	}{
+		{[]string{"istio-proxy"}, true, 1},
+		{[]string{"productpage-v1", "istio-proxy"}, true, 2},
+		{[]string{"grpc-client"}, true, 2},
+		{[]string{"curl"}, false, 1},
+		{nil, true, 2},
+		{nil, false, 1},
+	} {
+		if got := readyOf(tc.listed, tc.sidecar); got != tc.want {
+			t.Errorf("readyOf(%v, %v) = %d, want %d", tc.listed, tc.sidecar, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,86 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/meshlab/meshlab/internal/testutil"
+)
+
+// prometheusRBAC is the RBAC of Istio's samples/addons/prometheus.yaml, as it writes it.
+const prometheusRBAC = `apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  labels:
+    app.kubernetes.io/name: prometheus
+  name: prometheus
+rules:
+  - apiGroups: [""]
+    resources: [nodes, nodes/proxy, nodes/metrics, services, endpoints, pods, ingresses, configmaps]
+    verbs: [get, list, watch]
+  - nonResourceURLs: ["/metrics"]
+    verbs: [get]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: prometheus
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: prometheus
+subjects:
+  - kind: ServiceAccount
+    name: prometheus
+    namespace: istio-system
+`
+
+// TestKubectlStoredKindsAndNotFound: the kinds a lab keeps without acting on them (a
+// sample's ClusterRole and ClusterRoleBinding) are created, listed in kubectl's columns,
+// shown with -o yaml and deleted as kubectl does them; deleting what is gone is kubectl's
+// NotFound, and silent with --ignore-not-found.
+func TestKubectlStoredKindsAndNotFound(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	l := startLab(t, "../scenarios/hello.yaml")
+	run := func(args ...string) (string, error) {
+		t.Helper()
+		return meshlab(t, append([]string{"--lab", l.name}, args...)...)
+	}
+	rbac := filepath.Join(t.TempDir(), "rbac.yaml")
+	if err := os.WriteFile(rbac, []byte(prometheusRBAC), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run("apply", "-f", rbac)
+	if err != nil || out != "clusterrole.rbac.authorization.k8s.io/prometheus created\nclusterrolebinding.rbac.authorization.k8s.io/prometheus created\n" {
+		t.Fatalf("apply: %v\n%q", err, out)
+	}
+	if out, err := run("get", "clusterrole", "prometheus"); err != nil || !regexp.MustCompile(`^NAME\s+CREATED AT\nprometheus\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\n$`).MatchString(out) {
+		t.Errorf("get clusterrole prometheus: %v\n%s", err, out)
+	}
+	if out, err := run("get", "clusterrolebindings"); err != nil || !regexp.MustCompile(`^NAME\s+ROLE\s+AGE\nprometheus\s+ClusterRole/prometheus\s+\S+\n$`).MatchString(out) {
+		t.Errorf("get clusterrolebindings: %v\n%s", err, out)
+	}
+	if out, err := run("get", "clusterrole", "prometheus", "-o", "yaml"); err != nil || !strings.Contains(out, "kind: ClusterRole\n") || !strings.Contains(out, "- /metrics\n") {
+		t.Errorf("get clusterrole prometheus -o yaml: %v\n%s", err, out)
+	}
+	if out, err := run("delete", "clusterrole", "prometheus"); err != nil || out != "clusterrole.rbac.authorization.k8s.io \"prometheus\" deleted\n" {
+		t.Errorf("delete clusterrole prometheus: %v\n%q", err, out)
+	}
+	const gone = "Error from server (NotFound): clusterroles.rbac.authorization.k8s.io \"prometheus\" not found\n"
+	if out, err := run("delete", "clusterrole", "prometheus"); err == nil || out != gone {
+		t.Errorf("delete clusterrole prometheus again: %v\n%q, want %q", err, out, gone)
+	}
+	if out, err := run("delete", "virtualservice", "nope"); err == nil || out != "Error from server (NotFound): virtualservices.networking.istio.io \"nope\" not found\n" {
+		t.Errorf("delete virtualservice nope: %v\n%q", err, out)
+	}
+	if out, err := run("delete", "clusterrole", "prometheus", "--ignore-not-found"); err != nil || out != "" {
+		t.Errorf("delete --ignore-not-found: %v\n%q, want nothing", err, out)
+	}
+	if out, err := run("get", "clusterrolebinding", "prometheus"); err != nil || !strings.Contains(out, "ClusterRole/prometheus") {
+		t.Errorf("the binding went with its role: %v\n%s", err, out)
+	}
+}
