@@ -322,7 +322,14 @@ func (l *Lab) waitReady(ctx context.Context, pod string) error {
 	defer c.Close()
 	var last string
 	retry := readyRetryFirst
+	name := pod
+	if m := l.below().Model(); m != nil {
+		if p := m.Pod(pod); p != nil {
+			name = p.Name
+		}
+	}
 	for {
+		offer := l.podview.Before(pod, name) // the pod list holds what the agent answers
 		// The agent answers a little before ctx's deadline, so a pod that is not ready
 		// in time is reported with the agent's reason.
 		wait := readyLongPoll
@@ -332,6 +339,7 @@ func (l *Lab) waitReady(ctx context.Context, pod string) error {
 		asked := time.Now()
 		st, err := c.WaitReady(ctx, wait)
 		if err == nil && st.Ready {
+			offer(st)
 			return nil
 		}
 		if err == nil {

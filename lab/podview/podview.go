@@ -114,6 +114,21 @@ func (v *View) Fill(ctx context.Context, d Deps, pods []api.PodStatus) {
 	wg.Wait()
 }
 
+// Before returns the func that offers a status the pod's agent answers after this call
+// (the lab's wait for a starting pod to be ready): it is held as one Fill read would be,
+// so that the first list after `up` asks no agent. key and name are the pod's.
+func (v *View) Before(key, name string) func(agentapi.Status) {
+	ps := &api.PodStatus{Key: key, Name: name}
+	v.mu.Lock()
+	genKey, genName := v.gen[key], v.gen[name]
+	v.mu.Unlock()
+	return func(st agentapi.Status) {
+		if settled(st) {
+			v.hold(ps, fromAgent(st), genKey, genName)
+		}
+	}
+}
+
 // FillPod completes one sidecar pod as Fill does.
 func (v *View) FillPod(ctx context.Context, d Deps, ps *api.PodStatus) { v.fill(ctx, d, ps) }
 

@@ -180,3 +180,22 @@ func TestViewReadsMeshlabProxyTotalsFromTheFile(t *testing.T) {
 		t.Errorf("statuses asked %v, want a and b once", f.asked)
 	}
 }
+
+// TestViewHoldsWhatTheReadyWaitRead: a status offered through Before (the lab's wait for
+// a starting pod) is held, so the first list asks no agent, unless an event named the
+// pod after Before.
+func TestViewHoldsWhatTheReadyWaitRead(t *testing.T) {
+	t.Parallel()
+	var v View
+	f := &fakeAgents{status: map[string]agentapi.Status{"a": live(0), "b": live(0)}, asked: map[string]int{}, requests: map[string]uint64{},
+		totals: map[string][2]uint64{"a": {1, 2}, "b": {3, 4}}}
+	v.Before("a", "a")(live(0))
+	offerB := v.Before("b", "b")
+	v.Changed("xds.disconnected", "b")
+	offerB(live(0))
+	got := list("a", "b")
+	v.Fill(t.Context(), f, got)
+	if f.asked["a"] != 0 || f.asked["b"] != 1 || !got[0].Ready || got[0].Epoch != 0 || got[0].RequestsIn != 2 {
+		t.Fatalf("asked %v, a = %+v; want a held from its ready wait, b asked (an event came after its wait began)", f.asked, got[0])
+	}
+}
