@@ -48,13 +48,12 @@ func clean(sys system, root, name string, log *slog.Logger) error {
 	}
 	// Anything still inside a lab namespace belongs to the lab (a proxy forked by an agent,
 	// a command started with meshlab exec): kill it before the namespace goes.
+	inside, err := sys.procs.PIDsInEach(namespaces) // one pass over the processes
+	if err != nil {
+		errs = append(errs, err)
+	}
 	for _, ns := range namespaces {
-		pids, err := sys.procs.PIDsIn(ns)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		for _, pid := range pids {
+		for _, pid := range inside[ns] {
 			if pid != os.Getpid() {
 				_ = sys.procs.Signal(pid, syscall.SIGKILL)
 			}

@@ -61,6 +61,8 @@ type processes interface {
 	Start(spec processSpec, out *os.File) (proc, error)
 	// PIDsIn lists the processes inside the named network namespace.
 	PIDsIn(ns string) ([]int, error)
+	// PIDsInEach is PIDsIn of each namespace, by name, in one pass.
+	PIDsInEach(ns []string) (map[string][]int, error)
 	// Alive reports whether pid runs and is the process that started at start (0: any);
 	// zombies are dead.
 	Alive(pid int, start uint64) bool
@@ -169,7 +171,10 @@ func (p hostProc) PID() int                        { return p.cmd.Process.Pid }
 func (p hostProc) Wait() error                     { return p.cmd.Wait() }
 func (p hostProc) Signal(sig syscall.Signal) error { return syscall.Kill(p.cmd.Process.Pid, sig) }
 
-func (hostProcesses) PIDsIn(ns string) ([]int, error)          { return netns.PIDsIn(ns) }
+func (hostProcesses) PIDsIn(ns string) ([]int, error) { return netns.PIDsIn(ns) }
+func (hostProcesses) PIDsInEach(ns []string) (map[string][]int, error) {
+	return netns.PIDsInEach(ns)
+}
 func (hostProcesses) Alive(pid int, start uint64) bool         { return processAlive(pid, start) }
 func (hostProcesses) Signal(pid int, sig syscall.Signal) error { return syscall.Kill(pid, sig) }
 

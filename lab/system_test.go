@@ -224,6 +224,17 @@ func (r *recorder) PIDsIn(ns string) ([]int, error) {
 	return slices.Clone(r.pids[ns]), nil
 }
 
+func (r *recorder) PIDsInEach(ns []string) (map[string][]int, error) {
+	out := map[string][]int{}
+	for _, n := range ns {
+		pids, _ := r.PIDsIn(n)
+		if len(pids) > 0 {
+			out[n] = pids
+		}
+	}
+	return out, nil
+}
+
 func (r *recorder) Alive(pid int, start uint64) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
