@@ -84,7 +84,9 @@ func applyClusterTLS(c *cluster.Cluster, m *model.Model, sp servicePort, oc outb
 			return err
 		}
 		c.TransportSocketMatches = append([]*cluster.Cluster_TransportSocketMatch{hbone}, c.TransportSocketMatches...)
-		disableMXWhenAllTunnel(c, subsetInstances(sp.instances(m), oc.labels))
+		if oc.subset == "" { // istiod weighs the service's instances for its default cluster only
+			disableMXWhenAllTunnel(c, sp.instances(m))
+		}
 	}
 	return nil
 }

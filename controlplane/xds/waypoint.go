@@ -103,6 +103,15 @@ func WaypointServices(m *model.Model, w WaypointSpec) []*model.Service {
 	return out
 }
 
+// servedHosts returns the services of ports by hostname.
+func servedHosts(ports []waypointPort) map[string]*model.Service {
+	served := map[string]*model.Service{}
+	for _, p := range ports {
+		served[p.svc.Hostname()] = p.svc
+	}
+	return served
+}
+
 // waypointPorts returns every port of the services, in service then port order.
 func waypointPorts(svcs []*model.Service) []waypointPort {
 	var out []waypointPort
@@ -139,10 +148,14 @@ func GenerateWaypoint(m *model.Model, w WaypointSpec) (map[resource.Type][]types
 	if err != nil {
 		return nil, fail(err)
 	}
+	outCs, outEps, err := waypointOutbound(m, w, waypointOutboundHosts(m, servedHosts(ports))) // waypoint_outbound.go
+	if err != nil {
+		return nil, fail(err)
+	}
 	out := map[resource.Type][]types.Resource{
 		resource.ListenerType: ls,
-		resource.ClusterType:  cs,
-		resource.EndpointType: waypointEndpoints(m, vips),
+		resource.ClusterType:  append(cs, outCs...),
+		resource.EndpointType: append(waypointEndpoints(m, vips), outEps...),
 		// the Secrets its clusters' TLS origination names (transportsocket.go)
 		resource.SecretType: withOriginationSecrets(nil, m, w.Namespace),
 	}

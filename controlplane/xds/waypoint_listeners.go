@@ -242,10 +242,7 @@ func mainInternalListener(m *model.Model, w *model.Waypoint, ports []waypointPor
 	}
 	var knownPorts []uint16
 	var chains []*listener.FilterChain
-	served := map[string]*model.Service{}
-	for _, p := range ports {
-		served[p.svc.Hostname()] = p.svc
-	}
+	served := servedHosts(ports)
 	for _, p := range ports {
 		fc, err := inboundVIPChain(m, w, served, p, logs)
 		if err != nil {
