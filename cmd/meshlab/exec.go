@@ -57,6 +57,10 @@ func newExecCmd(g *globalFlags) *cobra.Command {
 			return netns.Exec(p.NetNS, args[1:], os.Environ())
 		},
 	}
+	// kubectl's -i and -t (the docs' `exec -it`): the command replaces meshlab, so it
+	// always has meshlab's stdin and terminal.
+	cmd.Flags().BoolP("stdin", "i", false, "pass stdin to the command, as kubectl's (always so: the command replaces meshlab)")
+	cmd.Flags().BoolP("tty", "t", false, "stdin is a terminal, as kubectl's (always meshlab's own terminal)")
 	cmd.Flags().BoolVar(&privileged, "privileged", false, "run as root with every capability in the pod's network namespace only, not as the pod's app (iptables-save, tcpdump)")
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "namespace of POD or TYPE/NAME (default: any)")
 	cmd.Flags().StringVarP(&container, "container", "c", "", "container: istio-proxy runs the command in the pod's network namespace beside the sidecar (pilot-agent request GET stats); any other name is the pod's app container")
