@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -86,5 +87,33 @@ func TestPipeCloseAfterWrite(t *testing.T) {
 	}
 	if _, err := b.Write([]byte("x")); !errors.Is(err, io.ErrClosedPipe) {
 		t.Errorf("write to a closed peer: %v, want io.ErrClosedPipe", err)
+	}
+}
+
+// A read deadline interrupts a ReadAhead's waiting Read, and a later Read goes on with
+// the stream (the HTTP/1 server's disconnect watch interrupts its read this way between
+// requests); the stream's end reads EOF after what it sent.
+func TestReadAheadDeadline(t *testing.T) {
+	pr, pw := io.Pipe()
+	ra := NewReadAhead(pr)
+	defer ra.Close()
+	got := make(chan error, 1)
+	go func() {
+		_, err := ra.Read(make([]byte, 8))
+		got <- err
+	}()
+	time.Sleep(10 * time.Millisecond) // let the Read wait (it returns either way)
+	_ = ra.SetReadDeadline(time.Unix(1, 0))
+	if err := <-got; !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read under a passed deadline: %v, want os.ErrDeadlineExceeded", err)
+	}
+	_ = ra.SetReadDeadline(time.Time{})
+	go func() {
+		_, _ = pw.Write([]byte("next request"))
+		_ = pw.Close()
+	}()
+	b, err := io.ReadAll(ra)
+	if err != nil || string(b) != "next request" {
+		t.Fatalf("read after the deadline was cleared: %q, %v", b, err)
 	}
 }
