@@ -43,7 +43,7 @@ func fsValue(key, factory, format string, share commonsfsv3.FilterStateValue_Sha
 
 // staticInternalCluster is a STATIC cluster whose one endpoint is internal listener
 // listener, behind a plain internal_upstream transport (istiod's main_internal cluster).
-func staticInternalCluster(t *testing.T, name, listener string) *clusterv3.Cluster {
+func staticInternalCluster(t testing.TB, name, listener string) *clusterv3.Cluster {
 	t.Helper()
 	return &clusterv3.Cluster{
 		Name:                 name,
@@ -65,7 +65,7 @@ func staticInternalCluster(t *testing.T, name, listener string) *clusterv3.Clust
 // terminateHCM is istiod's connect_terminate HCM (plaintext here): CONNECT allowed on
 // HTTP/2, the CONNECT route terminating into cluster, set_filter_state saving the
 // :authority as the original destination for the next internal listener.
-func terminateHCM(t *testing.T, cluster string) *listenerv3.Filter {
+func terminateHCM(t testing.TB, cluster string) *listenerv3.Filter {
 	t.Helper()
 	sfs := &httpsfsv3.Config{OnRequestHeaders: []*commonsfsv3.FilterStateValue{
 		fsValue("envoy.filters.listener.original_dst.local_ip", "", "%REQ(:AUTHORITY)%", commonsfsv3.FilterStateValue_ONCE),
@@ -95,7 +95,7 @@ func terminateHCM(t *testing.T, cluster string) *listenerv3.Filter {
 }
 
 // connectStream opens an HTTP/2 (prior knowledge) CONNECT to authority through addr.
-func connectStream(t *testing.T, addr netip.AddrPort, authority string) (io.WriteCloser, *http.Response) {
+func connectStream(t testing.TB, addr netip.AddrPort, authority string) (io.WriteCloser, *http.Response) {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", addr.String(), 5*time.Second)
 	if err != nil {

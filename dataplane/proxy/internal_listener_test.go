@@ -23,7 +23,7 @@ import (
 )
 
 // lineEchoServer accepts on 127.0.0.1 and echoes each line back.
-func lineEchoServer(t *testing.T) netip.AddrPort {
+func lineEchoServer(t testing.TB) netip.AddrPort {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
