@@ -43,8 +43,8 @@ func fsValue(key, factory, format string, share commonsfsv3.FilterStateValue_Sha
 
 // staticInternalCluster is a STATIC cluster whose one endpoint is internal listener
 // listener, behind a plain internal_upstream transport (istiod's main_internal cluster).
-func staticInternalCluster(t testing.TB, name, listener string) *clusterv3.Cluster {
-	t.Helper()
+func staticInternalCluster(tb testing.TB, name, listener string) *clusterv3.Cluster {
+	tb.Helper()
 	return &clusterv3.Cluster{
 		Name:                 name,
 		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
@@ -56,8 +56,8 @@ func staticInternalCluster(t testing.TB, name, listener string) *clusterv3.Clust
 				}},
 			}}}}},
 		}}},
-		TransportSocket: &corev3.TransportSocket{Name: "internal_upstream", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: mustAnyT(t, &internalv3.InternalUpstreamTransport{
-			TransportSocket: &corev3.TransportSocket{Name: "raw_buffer", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: mustAnyT(t, &rawv3.RawBuffer{})}},
+		TransportSocket: &corev3.TransportSocket{Name: "internal_upstream", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: mustAnyT(tb, &internalv3.InternalUpstreamTransport{
+			TransportSocket: &corev3.TransportSocket{Name: "raw_buffer", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: mustAnyT(tb, &rawv3.RawBuffer{})}},
 		})}},
 	}
 }
@@ -65,8 +65,8 @@ func staticInternalCluster(t testing.TB, name, listener string) *clusterv3.Clust
 // terminateHCM is istiod's connect_terminate HCM (plaintext here): CONNECT allowed on
 // HTTP/2, the CONNECT route terminating into cluster, set_filter_state saving the
 // :authority as the original destination for the next internal listener.
-func terminateHCM(t testing.TB, cluster string) *listenerv3.Filter {
-	t.Helper()
+func terminateHCM(tb testing.TB, cluster string) *listenerv3.Filter {
+	tb.Helper()
 	sfs := &httpsfsv3.Config{OnRequestHeaders: []*commonsfsv3.FilterStateValue{
 		fsValue("envoy.filters.listener.original_dst.local_ip", "", "%REQ(:AUTHORITY)%", commonsfsv3.FilterStateValue_ONCE),
 		fsValue("io.istio.connect_authority", "istio.hashable_string", "%REQ(:AUTHORITY)%", commonsfsv3.FilterStateValue_ONCE),
@@ -85,35 +85,35 @@ func terminateHCM(t testing.TB, cluster string) *listenerv3.Filter {
 			}}}},
 		}},
 		HttpFilters: []*hcmv3.HttpFilter{
-			{Name: "connect_authority", ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAnyT(t, sfs)}},
-			{Name: "envoy.filters.http.router", ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAnyT(t, &routercfg.Router{})}},
+			{Name: "connect_authority", ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAnyT(tb, sfs)}},
+			{Name: "envoy.filters.http.router", ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAnyT(tb, &routercfg.Router{})}},
 		},
 		Http2ProtocolOptions: &corev3.Http2ProtocolOptions{AllowConnect: true},
 		UpgradeConfigs:       []*hcmv3.HttpConnectionManager_UpgradeConfig{{UpgradeType: "CONNECT"}},
 	}
-	return &listenerv3.Filter{Name: "envoy.filters.network.http_connection_manager", ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: mustAnyT(t, hcm)}}
+	return &listenerv3.Filter{Name: "envoy.filters.network.http_connection_manager", ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: mustAnyT(tb, hcm)}}
 }
 
 // connectStream opens an HTTP/2 (prior knowledge) CONNECT to authority through addr.
-func connectStream(t testing.TB, addr netip.AddrPort, authority string) (io.WriteCloser, *http.Response) {
-	t.Helper()
+func connectStream(tb testing.TB, addr netip.AddrPort, authority string) (io.WriteCloser, *http.Response) {
+	tb.Helper()
 	c, err := net.DialTimeout("tcp", addr.String(), 5*time.Second)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.Close() })
+	tb.Cleanup(func() { _ = c.Close() })
 	cc, err := (&http2.Transport{AllowHTTP: true, DialTLSContext: func(context.Context, string, string, *tls.Config) (net.Conn, error) { return c, nil }}).NewClientConn(c) //nolint:staticcheck // one dialled connection
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	pr, pw := io.Pipe()
 	req, _ := http.NewRequest(http.MethodConnect, "http://"+authority, pr)
 	req.Host = authority
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
+	tb.Cleanup(cancel)
 	resp, err := cc.RoundTrip(req.WithContext(ctx))
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return pw, resp
 }

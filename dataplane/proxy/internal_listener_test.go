@@ -23,13 +23,13 @@ import (
 )
 
 // lineEchoServer accepts on 127.0.0.1 and echoes each line back.
-func lineEchoServer(t testing.TB) netip.AddrPort {
-	t.Helper()
+func lineEchoServer(tb testing.TB) netip.AddrPort {
+	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { _ = ln.Close() })
+	tb.Cleanup(func() { _ = ln.Close() })
 	go func() {
 		for {
 			c, err := ln.Accept()
