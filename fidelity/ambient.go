@@ -24,6 +24,7 @@ import (
 	istioworkload "istio.io/istio/pkg/workloadapi"
 	istiosecurity "istio.io/istio/pkg/workloadapi/security"
 
+	"github.com/meshlab/meshlab/controlplane/kubeobj"
 	"github.com/meshlab/meshlab/controlplane/model"
 )
 
@@ -94,7 +95,7 @@ func ambientKubeObjects(m *model.Model) (string, error) {
 	for _, p := range m.Pods {
 		pod := kubePod(p)
 		pod.Spec.NodeName = ambientNode
-		setController(pod, p)
+		kubeobj.SetController(pod, p)
 		if len(p.Annotations) > 0 && pod.Annotations == nil {
 			pod.Annotations = map[string]string{}
 		}
@@ -143,28 +144,6 @@ func waypointGateway(m *model.Model, w *model.Waypoint) *gwv1.Gateway {
 	}
 	gw.Status.Addresses = append(gw.Status.Addresses, gwv1.GatewayStatusAddress{Type: &host, Value: w.Hostname()})
 	return gw
-}
-
-// setController gives a pod of a Kubernetes workload what its controller gives it in a
-// cluster: a generated name and the controller's owner reference (a Deployment's pods are
-// owned by its ReplicaSet <deployment>-<pod-template-hash>). istiod names a pod's workload
-// from them; a pod of meshlab's own Workload kind, or a bare Pod, has neither.
-func setController(pod *corev1.Pod, p *model.Pod) {
-	kind, name := p.Origin.Kind, p.Workload
-	switch kind {
-	case "Deployment":
-		hash := p.Labels["pod-template-hash"]
-		if hash == "" {
-			return
-		}
-		kind, name = "ReplicaSet", p.Workload+"-"+hash
-	case "StatefulSet", "DaemonSet":
-	default:
-		return
-	}
-	controller := true
-	pod.GenerateName = name + "-"
-	pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: kind, Name: name, Controller: &controller}}
 }
 
 // ambientPods returns the pods of m in ambient mode.

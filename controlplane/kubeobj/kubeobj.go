@@ -83,6 +83,30 @@ func Pod(p *model.Pod) *corev1.Pod {
 	return out
 }
 
+// SetController gives pod, p as the API server holds it, what its controller gives a pod
+// of a Kubernetes workload: a generated name and the controller's owner reference (a
+// Deployment's pods are owned by its ReplicaSet <deployment>-<pod-template-hash>; a
+// StatefulSet's and a DaemonSet's by the workload). istiod names a pod's workload from
+// them (a Workload's workload_name, ztunnel's and the proxies' workload labels); a pod of
+// meshlab's own Workload kind, or a bare Pod, has neither.
+func SetController(pod *corev1.Pod, p *model.Pod) {
+	kind, name := p.Origin.Kind, p.Workload
+	switch kind {
+	case "Deployment":
+		hash := p.Labels["pod-template-hash"]
+		if hash == "" {
+			return
+		}
+		kind, name = "ReplicaSet", p.Workload+"-"+hash
+	case "StatefulSet", "DaemonSet":
+	default:
+		return
+	}
+	controller := true
+	pod.GenerateName = name + "-"
+	pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: kind, Name: name, Controller: &controller}}
+}
+
 // PodLabels are the pod's labels as Istio's injector leaves them: a sidecar pod also
 // carries security.istio.io/tlsMode=istio (which makes istiod mark its endpoints for
 // mTLS) and the canonical service name and revision (from app/version, else the

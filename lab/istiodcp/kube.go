@@ -22,7 +22,7 @@ import (
 // controller writes it, the gateways' TLS Secrets, and the Istio objects (hosts as the
 // loader resolved them: FQDNs), and the waypoints' Gateways, programmed (with their
 // status addresses), and their GatewayClass. Every pod is scheduled on node, the lab's
-// one node, which comes first.
+// one node, which comes first, and owned by its controller (kubeobj.SetController).
 func Objects(m *model.Model, node string) ([]byte, error) {
 	var docs []any
 	if node != "" {
@@ -57,6 +57,7 @@ func Objects(m *model.Model, node string) ([]byte, error) {
 	for _, p := range m.Pods {
 		pod := kubeobj.Pod(p)
 		pod.Spec.NodeName = node
+		kubeobj.SetController(pod, p)
 		docs = append(docs, pod)
 	}
 	for _, s := range m.Services {
