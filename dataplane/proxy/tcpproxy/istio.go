@@ -45,8 +45,12 @@ func (s *istioSource) Side() (*istiostats.Side, bool) {
 	if s.ds.IstioStats.Gateway {
 		// A waypoint's connection: the client and the principals come from the filter
 		// state its connect_terminate shared (the HBONE connection's); the destination
-		// workload is not known to a TCP chain (no upstream peer discovery runs there).
+		// workload from the upstream endpoint's istio metadata (no upstream peer
+		// discovery runs on a TCP chain), as istio-proxy falls back to it.
 		side.PeerSAN, side.LocalSAN = s.ds.PeerSAN, s.ds.LocalSAN
+		if s.connected {
+			side.Endpoint = s.host.Workload
+		}
 		fs := s.ds.FilterState
 		if p, l := fs["io.istio.peer_principal"].Value, fs["io.istio.local_principal"].Value; p != "" || l != "" {
 			side.PeerSAN, side.LocalSAN = p, l

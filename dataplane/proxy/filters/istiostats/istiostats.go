@@ -359,12 +359,18 @@ func (c *Config) peerTags(s *Side) []stats.Tag {
 }
 
 // waypointDestination appends a waypoint's destination tags: the upstream peer's (the
-// destination workload as metadata discovery knows it, its identity the principal), the
-// service from the cluster's metadata, "unknown" for what is not known.
+// destination workload as metadata discovery knows it, its identity the principal),
+// else the upstream endpoint's istio workload metadata (a TCP chain's, where no
+// upstream discovery runs), the service from the cluster's metadata, "unknown" for what
+// is not known.
 func (c *Config) waypointDestination(tags []stats.Tag, s *Side, host, hostName, hostNS string) []stats.Tag {
 	up := s.Upstream
 	if up == nil {
-		up = &peer.Workload{}
+		if w, ok := peer.FromEndpoint(s.Endpoint); ok {
+			up = w
+		} else {
+			up = &peer.Workload{}
+		}
 	}
 	unknown := func(v string) string {
 		if v == "" {

@@ -137,6 +137,20 @@ func TestWaypointReporterLabels(t *testing.T) {
 	if strings.Contains(out, "reviews") {
 		t.Errorf("the waypoint's own node in its labels:\n%s", out)
 	}
+	// A TCP chain: no upstream peer, the destination from the endpoint's metadata.
+	st = stats.NewStore()
+	tcp := c.StartTCP(st, &fakeTCP{read: true, side: &Side{Peer: side.Peer, PeerSAN: side.PeerSAN, LocalSAN: side.LocalSAN,
+		Endpoint: "mongodb-v1;default;mongodb;v1;Kubernetes", Cluster: "inbound-vip|27017|tcp|mongodb.default.svc.cluster.local",
+		ClusterIstio: services("mongodb.default.svc.cluster.local", "mongodb")}})
+	tcp.Close()
+	out = prom(t, st)
+	for _, l := range []string{`istio_tcp_connections_opened_total{reporter="waypoint",source_workload="curl"`, `destination_workload="mongodb-v1"`,
+		`destination_workload_namespace="default"`, `destination_canonical_service="mongodb"`, `destination_canonical_revision="v1"`,
+		`destination_cluster="Kubernetes"`, `destination_service_name="mongodb"`} {
+		if !strings.Contains(out, l) {
+			t.Errorf("no %s in\n%s", l, out)
+		}
+	}
 }
 
 func TestClientReporterFallsBackToEndpointAndHost(t *testing.T) {
