@@ -21,6 +21,12 @@ import (
 // that much, and its memory stays within it. A collection that then follows the last
 // within busyWithin (the process allocates idleHeadroom a second or more) puts back the
 // steady state. After each idle collection the limit follows what the process holds.
+//
+// An idle process also runs its Go code on one thread (GOMAXPROCS 1; busy puts back
+// what it had, a proxy's --concurrency): a proxy applying a pushed route configuration
+// hands its goroutines to each other, and with a second P idle every hand-off woke
+// another thread to spin looking for work, a fifth of the 100 proxies' CPU per
+// VirtualService apply in a `perf record` (docs/BENCHMARKS.md, issue 30).
 const (
 	idleHeadroom = 4 << 20
 	idleAfter    = 60 * time.Second
@@ -43,14 +49,20 @@ type idleGC struct {
 	setLimit   func(int64) int64
 	inUse      func() int64 // what the memory limit counts: the runtime's memory not released
 	idle       *atomic.Bool // set while the collector is off
+	setProcs   func(int) int // runtime.GOMAXPROCS; nil leaves it alone
+	procs      int           // GOMAXPROCS when busy
 
 	mu   sync.Mutex
 	last time.Time // the end of the last collection (or the start)
 }
 
-// adaptWhenIdle starts switching the collector with every collection from now on.
-func adaptWhenIdle(steady int) {
+// adaptWhenIdle starts switching the collector with every collection from now on, and
+// GOMAXPROCS too when procs is set.
+func adaptWhenIdle(steady int, procs bool) {
 	g := &idleGC{steady: steady, now: time.Now, setPercent: debug.SetGCPercent, setLimit: debug.SetMemoryLimit, inUse: memoryInUse, idle: &idling}
+	if procs {
+		g.setProcs = runtime.GOMAXPROCS
+	}
 	g.last = g.now()
 	g.arm()
 }
@@ -76,12 +88,20 @@ func (g *idleGC) cycle() {
 		g.idle.Store(false)
 		g.setPercent(g.steady)
 		g.setLimit(math.MaxInt64)
+		if g.setProcs != nil && g.procs > 1 {
+			g.setProcs(g.procs)
+		}
 	case g.idle.Load():
 		g.setLimit(g.inUse() + idleHeadroom)
 	case since >= idleAfter:
 		g.idle.Store(true)
 		g.setLimit(g.inUse() + idleHeadroom)
 		g.setPercent(-1)
+		if g.setProcs != nil {
+			if g.procs = g.setProcs(1); g.procs < 1 {
+				g.procs = 1
+			}
+		}
 	}
 }
 

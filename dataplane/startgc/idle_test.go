@@ -16,13 +16,14 @@ import (
 func TestIdleGCSwitches(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1000, 0)
-	percent, limit, inUse := 200, int64(math.MaxInt64), int64(10<<20)
+	percent, limit, inUse, procs := 200, int64(math.MaxInt64), int64(10<<20), 2
 	g := &idleGC{
 		steady: 200, now: func() time.Time { return now },
 		setPercent: func(p int) int { old := percent; percent = p; return old },
 		setLimit:   func(l int64) int64 { old := limit; limit = l; return old },
 		inUse:      func() int64 { return inUse },
 		idle:       new(atomic.Bool),
+		setProcs:   func(n int) int { old := procs; procs = n; return old },
 		last:       now,
 	}
 	step := func(d time.Duration) {
@@ -34,8 +35,8 @@ func TestIdleGCSwitches(t *testing.T) {
 		t.Fatalf("busy: percent %d limit %d idle %v, want the steady state", percent, limit, g.idle.Load())
 	}
 	step(2 * time.Minute) // Go's forced collection: nothing happened for two minutes
-	if percent != -1 || limit != inUse+idleHeadroom || !g.idle.Load() {
-		t.Fatalf("after an idle stretch: percent %d limit %d idle %v, want off under %d", percent, limit, g.idle.Load(), inUse+idleHeadroom)
+	if percent != -1 || limit != inUse+idleHeadroom || !g.idle.Load() || procs != 1 {
+		t.Fatalf("after an idle stretch: percent %d limit %d idle %v procs %d, want off under %d on one P", percent, limit, g.idle.Load(), procs, inUse+idleHeadroom)
 	}
 	inUse = 12 << 20
 	step(10 * time.Minute)
@@ -43,8 +44,8 @@ func TestIdleGCSwitches(t *testing.T) {
 		t.Fatalf("an idle collection: percent %d limit %d, want off under %d", percent, limit, inUse+idleHeadroom)
 	}
 	step(300 * time.Millisecond)
-	if percent != 200 || limit != math.MaxInt64 || g.idle.Load() {
-		t.Fatalf("collections 300ms apart: percent %d limit %d idle %v, want the steady state back", percent, limit, g.idle.Load())
+	if percent != 200 || limit != math.MaxInt64 || g.idle.Load() || procs != 2 {
+		t.Fatalf("collections 300ms apart: percent %d limit %d idle %v procs %d, want the steady state back (2 Ps)", percent, limit, g.idle.Load(), procs)
 	}
 }
 

@@ -20,7 +20,8 @@ const Env = "MESHLAB_START_GC"
 // Pause pauses the collector, under limit (unless GOMEMLIMIT is set), when GOGC is not
 // set in the environment (getenv), and returns the func that sets the steady state: GC
 // percent steady and the memory limit found (none when the environment paused it), with
-// the collector off while the process is idle (idle.go). The returned func is idempotent
+// the collector off and one thread for Go code while the process is idle (idle.go; the
+// threads only when GOMAXPROCS is not set in the environment). The returned func is idempotent
 // and safe from any goroutine; with GOGC set, Pause and it change nothing.
 func Pause(getenv func(string) string, limit int64, steady int) (started func()) {
 	var once sync.Once
@@ -29,7 +30,7 @@ func Pause(getenv func(string) string, limit int64, steady int) (started func())
 			once.Do(func() {
 				debug.SetMemoryLimit(math.MaxInt64)
 				debug.SetGCPercent(steady)
-				adaptWhenIdle(steady)
+				adaptWhenIdle(steady, getenv("GOMAXPROCS") == "")
 			})
 		}
 	}
@@ -49,7 +50,7 @@ func Pause(getenv func(string) string, limit int64, steady int) (started func())
 			}
 			debug.SetGCPercent(steady)
 			if limited && prev == math.MaxInt64 { // a memory limit set otherwise stays as it is
-				adaptWhenIdle(steady)
+				adaptWhenIdle(steady, getenv("GOMAXPROCS") == "")
 			}
 		})
 	}
