@@ -47,8 +47,8 @@ type idleGC struct {
 	now        func() time.Time
 	setPercent func(int) int
 	setLimit   func(int64) int64
-	inUse      func() int64 // what the memory limit counts: the runtime's memory not released
-	idle       *atomic.Bool // set while the collector is off
+	inUse      func() int64  // what the memory limit counts: the runtime's memory not released
+	idle       *atomic.Bool  // set while the collector is off
 	setProcs   func(int) int // runtime.GOMAXPROCS; nil leaves it alone
 	procs      int           // GOMAXPROCS when busy
 
