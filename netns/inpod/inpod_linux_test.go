@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os/exec"
 	"regexp"
 	"strings"
 	"syscall"
@@ -350,11 +351,13 @@ func listings(t *testing.T, ns string, f Family, table int) string {
 		}
 		b.Write(out)
 	}
-	out, err = runIn(ns, "", "nft", "list", "ruleset")
-	if err != nil {
-		t.Fatal(err)
+	if _, err := exec.LookPath("nft"); err == nil { // nft's view of the same objects, where installed
+		out, err = runIn(ns, "", "nft", "list", "ruleset")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(out)
 	}
-	b.Write(out)
 	routing, err := Routing(ns, table)
 	if err != nil {
 		t.Fatal(err)
