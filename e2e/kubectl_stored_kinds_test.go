@@ -39,7 +39,8 @@ subjects:
 `
 
 // TestKubectlStoredKindsAndNotFound: the kinds a lab keeps without acting on them (a
-// sample's ClusterRole and ClusterRoleBinding) are created, listed in kubectl's columns,
+// sample's ClusterRole and ClusterRoleBinding) are created (create -f, which refuses
+// them once they exist, as kubectl's), listed in kubectl's columns,
 // shown with -o yaml and deleted as kubectl does them; deleting what is gone is kubectl's
 // NotFound, and silent with --ignore-not-found.
 func TestKubectlStoredKindsAndNotFound(t *testing.T) {
@@ -54,9 +55,16 @@ func TestKubectlStoredKindsAndNotFound(t *testing.T) {
 	if err := os.WriteFile(rbac, []byte(prometheusRBAC), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := run("apply", "-f", rbac)
+	out, err := run("create", "-f", rbac)
 	if err != nil || out != "clusterrole.rbac.authorization.k8s.io/prometheus created\nclusterrolebinding.rbac.authorization.k8s.io/prometheus created\n" {
-		t.Fatalf("apply: %v\n%q", err, out)
+		t.Fatalf("create -f: %v\n%q", err, out)
+	}
+	// kubectl create refuses what exists; apply takes it.
+	if out, err := run("create", "-f", rbac); err == nil || out != "Error from server (AlreadyExists): error when creating \""+rbac+"\": clusterroles.rbac.authorization.k8s.io \"prometheus\" already exists\n" {
+		t.Errorf("create -f again: %v\n%q", err, out)
+	}
+	if out, err := run("apply", "-f", rbac); err != nil || !strings.Contains(out, "clusterrole.rbac.authorization.k8s.io/prometheus unchanged\n") {
+		t.Errorf("apply after create: %v\n%q", err, out)
 	}
 	if out, err := run("get", "clusterrole", "prometheus"); err != nil || !regexp.MustCompile(`^NAME\s+CREATED AT\nprometheus\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\n$`).MatchString(out) {
 		t.Errorf("get clusterrole prometheus: %v\n%s", err, out)

@@ -2,24 +2,83 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/meshlab/meshlab/api"
 )
 
-// newCreateCmd is kubectl create's imperative forms that Istio's docs use.
+// newCreateCmd is kubectl create -f and the imperative forms that Istio's docs use.
 func newCreateCmd(g *globalFlags) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "create (namespace|ns NAME | secret (tls|generic) NAME)",
-		Short: "Create an object in a running lab from the command line, as kubectl create",
-	}
 	var namespace string
+	var files []string
+	cmd := &cobra.Command{
+		Use:   "create (-f FILE|DIR|- | namespace|ns NAME | secret (tls|generic) NAME)",
+		Short: "Create objects in a running lab from files or the command line, as kubectl create",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(files) == 0 {
+				return errors.New("give -f FILE, or what to create: namespace NAME, secret tls|generic NAME")
+			}
+			return createFiles(cmd, g, files, namespace)
+		},
+	}
 	cmd.PersistentFlags().StringVarP(&namespace, "namespace", "n", "", "namespace of the object (default: default; not for namespaces)")
+	cmd.Flags().StringSliceVarP(&files, "filename", "f", nil, "file, directory or - for stdin whose objects to create (none may exist yet)")
 	cmd.AddCommand(newCreateNamespaceCmd(g), newCreateSecretCmd(g, &namespace))
 	return cmd
+}
+
+// createFiles is kubectl create -f: the files' objects applied as apply does, unless one
+// exists already, which is kubectl's AlreadyExists and creates nothing (kubectl creates
+// the others; a lab's apply is all or nothing).
+func createFiles(cmd *cobra.Command, g *globalFlags, names []string, namespace string) error {
+	files, err := readConfigFiles(names, cmd.InOrStdin())
+	if err != nil {
+		return err
+	}
+	for i := range files {
+		files[i].Namespace = namespace
+	}
+	refs, err := fileRefs(files, namespace)
+	if err != nil {
+		return err
+	}
+	c, err := g.apiClient()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	kinds, err := c.Kinds(cmd.Context())
+	if err != nil {
+		return err
+	}
+	for _, r := range refs {
+		objs, err := c.Objects(cmd.Context(), r.Kind, r.Namespace, r.Name)
+		if err != nil {
+			return err
+		}
+		if len(objs) > 0 {
+			k, ok := kinds.Lookup(r.Kind)
+			if !ok {
+				k = api.Kind{Kind: r.Kind}
+			}
+			res := k.Resource(true)
+			if k.Group != "" {
+				res += "." + k.Group
+			}
+			return fmt.Errorf("Error from server (AlreadyExists): error when creating %q: %s %q already exists", strings.Join(names, ","), res, r.Name) //nolint:staticcheck // kubectl's text
+		}
+	}
+	changes, err := c.Apply(cmd.Context(), files)
+	if err != nil {
+		return err
+	}
+	return printChanges(cmd.OutOrStdout(), cmd.ErrOrStderr(), "", changes, kinds)
 }
 
 // newCreateNamespaceCmd is kubectl create namespace: a Namespace object applied to the
