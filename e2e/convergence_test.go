@@ -37,24 +37,12 @@ import (
 func BenchmarkApplyConvergence(b *testing.B) {
 	testutil.RequireRoot(b)
 	sizes := []int{10, 50, 100}
-	if v := os.Getenv("MESHLAB_BENCH_PROXIES"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 3 {
-			b.Fatalf("MESHLAB_BENCH_PROXIES=%q: want a number >= 3", v)
-		}
+	if n, ok := benchProxies(b); ok {
 		sizes = []int{n}
 	}
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("proxies=%d", n), func(b *testing.B) {
-			scenario := filepath.Join(b.TempDir(), "scale.yaml")
-			if err := os.WriteFile(scenario, []byte(scaleScenario(n)), 0o644); err != nil {
-				b.Fatal(err)
-			}
-			// The pods of a large lab on a loaded machine take longer than up's default.
-			wait := lab.ReadyTimeoutFor(n) + 4*time.Minute
-			l := startLabWithin(b, wait+30*time.Second, "--timeout", wait.String(), scenario)
-			lc := api.NewUnixClient(lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
-			b.Cleanup(lc.Close)
+			l, lc := startScaleLab(b, n)
 			files := [2]string{filepath.Join(b.TempDir(), "a.yaml"), filepath.Join(b.TempDir(), "b.yaml")}
 			for i, w := range []int{90, 10} {
 				if err := os.WriteFile(files[i], []byte(fmt.Sprintf(splitTemplate, w, 100-w)), 0o644); err != nil {
@@ -116,6 +104,36 @@ func scaleScenario(n int) string {
 		fmt.Sprintf("apiVersion: meshlab.dev/v1alpha1\nkind: Workload\nmetadata: {name: backend-v2}\nspec: {replicas: %d, labels: {app: backend, version: v2}, ports: [8080], app: {}}\n", n-1-v1),
 		"apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: backend}\nspec: {host: backend, subsets: [{name: v1, labels: {version: v1}}, {name: v2, labels: {version: v2}}]}\n",
 	}, "---\n")
+}
+
+// benchProxies is MESHLAB_BENCH_PROXIES, the one lab size a scale benchmark is asked to
+// run, and whether it was set.
+func benchProxies(b *testing.B) (int, bool) {
+	v := os.Getenv("MESHLAB_BENCH_PROXIES")
+	if v == "" {
+		return 0, false
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 3 {
+		b.Fatalf("MESHLAB_BENCH_PROXIES=%q: want a number >= 3", v)
+	}
+	return n, true
+}
+
+// startScaleLab starts a lab of scaleScenario(n), waiting for its pods as long as a large
+// lab on a loaded machine takes (longer than up's default), and returns it with a client
+// of its API.
+func startScaleLab(b *testing.B, n int) (*runningLab, *api.Client) {
+	b.Helper()
+	scenario := filepath.Join(b.TempDir(), "scale.yaml")
+	if err := os.WriteFile(scenario, []byte(scaleScenario(n)), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	wait := lab.ReadyTimeoutFor(n) + 4*time.Minute
+	l := startLabWithin(b, wait+30*time.Second, "--timeout", wait.String(), scenario)
+	lc := api.NewUnixClient(lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
+	b.Cleanup(lc.Close)
+	return l, lc
 }
 
 // applyAndWait runs `meshlab apply -f file` and returns the time until every one of n

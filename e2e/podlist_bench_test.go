@@ -2,16 +2,11 @@ package e2e
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
-	"strconv"
 	"testing"
 	"time"
 
-	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/internal/testutil"
-	"github.com/meshlab/meshlab/lab"
 )
 
 // BenchmarkPodList measures `meshlab status` of a lab of MESHLAB_BENCH_PROXIES sidecar
@@ -23,21 +18,11 @@ import (
 func BenchmarkPodList(b *testing.B) {
 	testutil.RequireRoot(b)
 	n := 100
-	if v := os.Getenv("MESHLAB_BENCH_PROXIES"); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil || n < 3 {
-			b.Fatalf("MESHLAB_BENCH_PROXIES=%q: want a number >= 3", v)
-		}
+	if v, ok := benchProxies(b); ok {
+		n = v
 	}
 	b.Run(fmt.Sprintf("pods=%d", n), func(b *testing.B) {
-		scenario := filepath.Join(b.TempDir(), "scale.yaml")
-		if err := os.WriteFile(scenario, []byte(scaleScenario(n)), 0o644); err != nil {
-			b.Fatal(err)
-		}
-		wait := lab.ReadyTimeoutFor(n) + 4*time.Minute
-		l := startLabWithin(b, wait+30*time.Second, "--timeout", wait.String(), scenario)
-		lc := api.NewUnixClient(lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
-		b.Cleanup(lc.Close)
+		l, lc := startScaleLab(b, n)
 		var apiTimes, cliTimes []time.Duration
 		b.ResetTimer()
 		for range b.N {
