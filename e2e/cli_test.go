@@ -155,7 +155,8 @@ func TestCLIConsistency(t *testing.T) {
 			{[]string{"describe", "service", "bogus"}, []string{"backend", "frontend"}},
 			{[]string{"get", "svc", "bogus"}, []string{"backend", "frontend"}},
 			{[]string{"get", "bogus"}, kinds},
-			{[]string{"delete", "svc", "bogus"}, []string{"backend", "frontend"}},
+			// delete says what kubectl says of a missing object (issue 28), names nothing else
+			{[]string{"delete", "svc", "bogus"}, []string{`Error from server (NotFound): services "bogus" not found`}},
 			{[]string{"delete", "bogus", "x"}, kinds},
 			{[]string{"exec", "bogus", "--", "true"}, pods},
 			{[]string{"logs", "bogus"}, pods},
