@@ -109,6 +109,7 @@ func scaleScenario(n int) string {
 // benchProxies is MESHLAB_BENCH_PROXIES, the one lab size a scale benchmark is asked to
 // run, and whether it was set.
 func benchProxies(b *testing.B) (int, bool) {
+	b.Helper()
 	v := os.Getenv("MESHLAB_BENCH_PROXIES")
 	if v == "" {
 		return 0, false
