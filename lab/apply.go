@@ -356,9 +356,12 @@ func (w syncWaiter) WaitSynced(ctx context.Context) error {
 // scenario runner): see syncWaiter.WaitSynced.
 func WaitSynced(ctx context.Context, l *Lab) error { return syncWaiter{l}.WaitSynced(ctx) }
 
-// unsynced names the first pod's proxy that does not run its current config, and why
-// ("" when every one does). Streams of nodes that are not the model's pods (a removed
-// pod's proxy draining, ztunnel) are not waited for.
+// unsynced names the first pod's proxy, or ztunnel, that does not run its current
+// config, and why ("" when every one does). ztunnel's open stream is waited for as a
+// pod's: an L4 policy or an enrollment is enforced there, so a check's traffic right after
+// `apply --wait` must meet it (the ambient lab's policy step saw one request of five pass
+// before ztunnel had the policy). Other streams of nodes that are not the model's pods (a
+// removed pod's proxy draining) are not waited for; a ztunnel that is down has no stream.
 func (w syncWaiter) unsynced() string {
 	l := w.l
 	l.mu.Lock()
@@ -373,10 +376,13 @@ func (w syncWaiter) unsynced() string {
 			return "pod " + p.Namespace + "/" + p.Name + " is not connected"
 		}
 	}
-	node, why := l.disc.Unsynced(func(node string) bool { return pods[node] != nil })
+	node, why := l.disc.Unsynced(func(node string) bool { return pods[node] != nil || discovery.IsZtunnel(node) })
 	if node == "" {
 		return ""
 	}
 	p := pods[node]
+	if p == nil {
+		return "ztunnel " + node + " " + why
+	}
 	return "pod " + p.Namespace + "/" + p.Name + " " + why
 }
