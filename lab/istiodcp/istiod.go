@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -136,9 +137,6 @@ func Start(ctx context.Context, o Options) (*Istiod, error) {
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), fmt.Sprintf("PILOT_ENABLE_AMBIENT=%t", o.Ambient))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", o.Path, err)
-	}
 	sock := feedSocket(o.Dir)
 	d := &Istiod{cmd: cmd, dir: o.Dir, node: o.Node, log: o.Logger, done: make(chan struct{}), client: &http.Client{
 		Timeout: 30 * time.Second,
@@ -146,7 +144,19 @@ func Start(ctx context.Context, o Options) (*Istiod, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
 		}},
 	}}
+	// Pdeathsig fires when the thread that forked istiod exits, not the lab process, and
+	// the runtime retires a thread whenever a goroutine ends locked to it (the lab's
+	// netns and sandbox work does): istiod was killed 150 ms after its start in CI. So one
+	// goroutine, locked to its thread, starts istiod and waits for it (golang/go#27505).
+	started := make(chan error, 1)
 	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
 		err := cmd.Wait()
 		if err == nil {
 			// istiod never ends by itself; an exit with status 0 is still one.
@@ -161,6 +171,9 @@ func Start(ctx context.Context, o Options) (*Istiod, error) {
 			o.OnExit(fmt.Errorf("istiod exited: %w (see %s)", err, LogPath(o.Dir)))
 		}
 	}()
+	if err := <-started; err != nil {
+		return nil, fmt.Errorf("start %s: %w", o.Path, err)
+	}
 	if err := d.waitReady(ctx, 2*time.Minute); err != nil {
 		d.Stop()
 		return nil, err
