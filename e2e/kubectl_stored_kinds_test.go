@@ -42,7 +42,7 @@ subjects:
 // sample's ClusterRole and ClusterRoleBinding) are created (create -f, which refuses
 // them once they exist, as kubectl's), listed in kubectl's columns,
 // shown with -o yaml and deleted as kubectl does them; deleting what is gone is kubectl's
-// NotFound, and silent with --ignore-not-found.
+// NotFound, and silent with --ignore-not-found; several objects are each done on their own.
 func TestKubectlStoredKindsAndNotFound(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
@@ -60,8 +60,10 @@ func TestKubectlStoredKindsAndNotFound(t *testing.T) {
 		t.Fatalf("create -f: %v\n%q", err, out)
 	}
 	// kubectl create refuses what exists; apply takes it.
-	if out, err := run("create", "-f", rbac); err == nil || out != "Error from server (AlreadyExists): error when creating \""+rbac+"\": clusterroles.rbac.authorization.k8s.io \"prometheus\" already exists\n" {
-		t.Errorf("create -f again: %v\n%q", err, out)
+	exists := "Error from server (AlreadyExists): error when creating \"" + rbac + "\": clusterroles.rbac.authorization.k8s.io \"prometheus\" already exists\n" +
+		"Error from server (AlreadyExists): error when creating \"" + rbac + "\": clusterrolebindings.rbac.authorization.k8s.io \"prometheus\" already exists\n"
+	if out, err := run("create", "-f", rbac); err == nil || out != exists {
+		t.Errorf("create -f again: %v\n%q, want %q", err, out, exists)
 	}
 	if out, err := run("apply", "-f", rbac); err != nil || !strings.Contains(out, "clusterrole.rbac.authorization.k8s.io/prometheus unchanged\n") {
 		t.Errorf("apply after create: %v\n%q", err, out)
@@ -90,5 +92,21 @@ func TestKubectlStoredKindsAndNotFound(t *testing.T) {
 	}
 	if out, err := run("get", "clusterrolebinding", "prometheus"); err != nil || !strings.Contains(out, "ClusterRole/prometheus") {
 		t.Errorf("the binding went with its role: %v\n%s", err, out)
+	}
+	// kubectl does each object on its own: create -f makes what is missing and refuses
+	// what exists, delete removes what exists and names what does not, exit status 1.
+	want := "clusterrole.rbac.authorization.k8s.io/prometheus created\n" +
+		"Error from server (AlreadyExists): error when creating \"" + rbac + "\": clusterrolebindings.rbac.authorization.k8s.io \"prometheus\" already exists\n"
+	if out, err := run("create", "-f", rbac); err == nil || out != want {
+		t.Errorf("create -f with the binding there: %v\n%q, want %q", err, out, want)
+	}
+	want = "clusterrole.rbac.authorization.k8s.io \"prometheus\" deleted\n" +
+		"Error from server (NotFound): clusterroles.rbac.authorization.k8s.io \"nope\" not found\n"
+	if out, err := run("delete", "clusterrole", "prometheus", "nope"); err == nil || out != want {
+		t.Errorf("delete clusterrole prometheus nope: %v\n%q, want %q", err, out, want)
+	}
+	want = "clusterrolebinding.rbac.authorization.k8s.io \"prometheus\" deleted\n" + gone
+	if out, err := run("delete", "-f", rbac); err == nil || out != want {
+		t.Errorf("delete -f with the role gone: %v\n%q, want %q", err, out, want)
 	}
 }

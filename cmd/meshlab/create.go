@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -33,9 +32,9 @@ func newCreateCmd(g *globalFlags) *cobra.Command {
 	return cmd
 }
 
-// createFiles is kubectl create -f: the files' objects applied as apply does, unless one
-// exists already, which is kubectl's AlreadyExists and creates nothing (kubectl creates
-// the others; a lab's apply is all or nothing).
+// createFiles is kubectl create -f: each of the files' objects on its own, as kubectl
+// creates them: those the lab does not hold are applied as apply does, each one that
+// exists already is kubectl's AlreadyExists, and any makes exit status 1.
 func createFiles(cmd *cobra.Command, g *globalFlags, names []string, namespace string) error {
 	files, err := readConfigFiles(names, cmd.InOrStdin())
 	if err != nil {
@@ -43,10 +42,6 @@ func createFiles(cmd *cobra.Command, g *globalFlags, names []string, namespace s
 	}
 	for i := range files {
 		files[i].Namespace = namespace
-	}
-	refs, err := fileRefs(files, namespace)
-	if err != nil {
-		return err
 	}
 	c, err := g.apiClient()
 	if err != nil {
@@ -57,28 +52,36 @@ func createFiles(cmd *cobra.Command, g *globalFlags, names []string, namespace s
 	if err != nil {
 		return err
 	}
-	for _, r := range refs {
-		objs, err := c.Objects(cmd.Context(), r.Kind, r.Namespace, r.Name)
-		if err != nil {
-			return err
-		}
-		if len(objs) > 0 {
-			k, ok := kinds.Lookup(r.Kind)
-			if !ok {
-				k = api.Kind{Kind: r.Kind}
-			}
-			res := k.Resource(true)
-			if k.Group != "" {
-				res += "." + k.Group
-			}
-			return fmt.Errorf("Error from server (AlreadyExists): error when creating %q: %s %q already exists", strings.Join(names, ","), res, r.Name) //nolint:staticcheck // kubectl's text
-		}
-	}
-	changes, err := c.Apply(cmd.Context(), files)
+	files, existing, err := takeOut(cmd.Context(), c, kinds, files, namespace, false)
 	if err != nil {
 		return err
 	}
-	return printChanges(cmd.OutOrStdout(), cmd.ErrOrStderr(), "", changes, kinds)
+	var failed []error
+	for _, o := range existing {
+		res := o.kind.Resource(true)
+		if o.kind.Group != "" {
+			res += "." + o.kind.Group
+		}
+		failed = append(failed, fmt.Errorf("Error from server (AlreadyExists): error when creating %q: %s %q already exists", kubectlFileName(o.file), res, o.name)) //nolint:staticcheck // kubectl's text
+	}
+	if len(files) > 0 {
+		changes, err := c.Apply(cmd.Context(), files)
+		if err != nil {
+			return err
+		}
+		if err := printChanges(cmd.OutOrStdout(), cmd.ErrOrStderr(), "", changes, kinds); err != nil {
+			return err
+		}
+	}
+	return errors.Join(failed...)
+}
+
+// kubectlFileName is a file's name as kubectl's messages give it (STDIN for -f -).
+func kubectlFileName(name string) string {
+	if name == "<stdin>" {
+		return "STDIN"
+	}
+	return name
 }
 
 // newCreateNamespaceCmd is kubectl create namespace: a Namespace object applied to the

@@ -1,15 +1,12 @@
 package main
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
 	"github.com/meshlab/meshlab/api"
 )
@@ -29,7 +26,7 @@ func newDeleteCmd(g *globalFlags) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
 		Use:               "delete (-f FILE|DIR|- | KIND NAME... | KIND/NAME...)",
-		Short:             "Delete objects from a running lab, atomically",
+		Short:             "Delete objects from a running lab, each on its own as kubectl does",
 		Args:              cobra.ArbitraryArgs,
 		ValidArgsFunction: completeArgs(false, labKinds(g), labObjects(g)),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -100,37 +97,54 @@ func newDeleteCmd(g *globalFlags) *cobra.Command {
 					return nil
 				}
 			}
-			if cfg.ignoreNotFound && len(r.Files) > 0 {
-				// kubectl deletes what exists of the files' objects: name them, then keep
-				// those the lab has.
-				if r.Refs, err = fileRefs(r.Files, cfg.namespace); err != nil {
+			// kubectl deletes each object on its own: what exists goes, each missing one
+			// is its NotFound (silent with --ignore-not-found), and any makes exit status 1.
+			var missing []error
+			if len(r.Files) > 0 {
+				kinds, err := c.Kinds(cmd.Context())
+				if err != nil {
 					return err
 				}
-				r.Files = nil
+				var gone []takenOut
+				if r.Files, gone, err = takeOut(cmd.Context(), c, kinds, r.Files, cfg.namespace, true); err != nil {
+					return err
+				}
+				for _, o := range gone {
+					missing = append(missing, notFound(o.kind, o.name))
+				}
 			}
 			var kept []api.ObjectRef
 			for _, ref := range r.Refs {
 				if err := checkObject(cmd.Context(), c, ref.Kind, ref.Namespace, ref.Name); err != nil {
-					if cfg.ignoreNotFound {
-						continue
+					if !strings.HasPrefix(err.Error(), kubectlErrorPrefix) {
+						return err
 					}
-					return err
+					missing = append(missing, err)
+					continue
 				}
 				kept = append(kept, ref)
 			}
 			r.Refs = kept
+			if cfg.ignoreNotFound {
+				missing = nil
+			}
 			if len(r.Refs) == 0 && len(r.Files) == 0 {
-				return nil // everything named was already gone (--ignore-not-found)
+				return errors.Join(missing...) // nothing named is there
 			}
 			changes, err := c.Delete(cmd.Context(), r)
 			if err != nil {
 				return err
 			}
 			kinds, _ := c.Kinds(cmd.Context())
-			if err := printChanges(cmd.OutOrStdout(), cmd.ErrOrStderr(), output, changes, kinds); err != nil || !cfg.wait {
+			if err := printChanges(cmd.OutOrStdout(), cmd.ErrOrStderr(), output, changes, kinds); err != nil {
 				return err
 			}
-			return c.WaitSynced(cmd.Context(), cfg.timeout)
+			if cfg.wait {
+				if err := c.WaitSynced(cmd.Context(), cfg.timeout); err != nil {
+					return err
+				}
+			}
+			return errors.Join(missing...)
 		},
 	}
 	addOutputFlag(cmd, &output)
@@ -165,38 +179,6 @@ func deleteRefs(args []string, namespace string) ([]api.ObjectRef, error) {
 			return nil, fmt.Errorf("delete: %q: want KIND/NAME as every argument after the first KIND/NAME", a)
 		}
 		refs = append(refs, api.ObjectRef{Kind: kind, Namespace: namespace, Name: name})
-	}
-	return refs, nil
-}
-
-// fileRefs names the objects of files by their headers (kind, metadata.name and
-// namespace, else namespace), as kubectl reads them to delete; a Gateway API Gateway is
-// named as the lab records it.
-func fileRefs(files []api.ConfigFile, namespace string) ([]api.ObjectRef, error) {
-	var refs []api.ObjectRef
-	for _, f := range files {
-		for _, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(f.Data, -1) {
-			var h struct {
-				APIVersion string `json:"apiVersion"`
-				Kind       string `json:"kind"`
-				Metadata   struct {
-					Name      string `json:"name"`
-					Namespace string `json:"namespace"`
-				} `json:"metadata"`
-			}
-			if err := yaml.Unmarshal([]byte(doc), &h); err != nil {
-				return nil, fmt.Errorf("%s: %w", f.Name, err)
-			}
-			if h.Kind == "" || h.Metadata.Name == "" {
-				continue
-			}
-			kind := h.Kind
-			if kind == "Gateway" && strings.HasPrefix(h.APIVersion, "gateway.networking.k8s.io/") {
-				kind = api.GatewayAPIGatewayKind
-			}
-			ns := cmp.Or(h.Metadata.Namespace, f.Namespace, namespace, "default")
-			refs = append(refs, api.ObjectRef{Kind: kind, Namespace: ns, Name: h.Metadata.Name})
-		}
 	}
 	return refs, nil
 }
