@@ -45,8 +45,11 @@ func doIn(target int, label string, fn func() error, discard bool) error {
 		panic any
 	}
 	done := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
+	start := func(body func()) { go func() { runtime.LockOSThread(); body() }() }
+	if discard {
+		start = onDisposableThread
+	}
+	start(func() {
 		origin, err := unix.Open(threadNSPath(), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			runtime.UnlockOSThread()
@@ -78,12 +81,33 @@ func doIn(target int, label string, fn func() error, discard bool) error {
 		}
 		runtime.UnlockOSThread()
 		done <- res
-	}()
+	})
 	res := <-done
 	if res.panic != nil {
 		panic(res.panic)
 	}
 	return res.err
+}
+
+// onDisposableThread runs fn in a new goroutine locked to a thread that ends with it (fn
+// must not unlock it): for fn that changes its thread for good (its namespaces, fs,
+// capabilities). Never the main thread: the runtime keeps that one, parked, when its
+// locked goroutine ends, and it is the thread /proc/self names, which would then show
+// fn's namespaces to the rest of the process.
+func onDisposableThread(fn func()) {
+	go func() {
+		runtime.LockOSThread()
+		if unix.Gettid() != unix.Getpid() {
+			fn()
+			return
+		}
+		// Hold the main thread while fn runs on another: a locked thread runs only its
+		// own goroutine, so fn's cannot be given this one.
+		defer runtime.UnlockOSThread()
+		ran := make(chan struct{})
+		onDisposableThread(func() { defer close(ran); fn() })
+		<-ran
+	}()
 }
 
 // threadNSPath is the network namespace file of the calling OS thread.

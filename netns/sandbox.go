@@ -106,14 +106,26 @@ var initCaps = []uintptr{
 // inherited by what it forks). The init must still empty the bounding set of every thread
 // it has, one system call on all threads per capability (podinit's restrictAllThreads,
 // ~4 ms of a pod's start in this VM for the 41 of them); with these nine left it has nine
-// to drop. The thread is discarded after the fork.
+// to drop. The init is cloned from the pods' mount namespace (podMountNamespace), whose
+// mount table does not grow with the lab. The thread is discarded after the fork.
 func startInitOnly(name string, cmd *exec.Cmd) error {
 	target, err := openNamespace(name)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(target)
+	mounts, err := podMountNamespace()
+	if err != nil {
+		return fmt.Errorf("start %s in netns %q: %w", cmd.Path, name, err)
+	}
 	err = doIn(target, fmt.Sprintf("%q", name), func() error {
+		// The init's mount namespace is a copy of the pods' one, not of the lab's.
+		if err := unix.Unshare(unix.CLONE_FS); err != nil {
+			return fmt.Errorf("unshare the thread's fs for the pods' mount namespace: %w", err)
+		}
+		if err := unix.Setns(mounts, unix.CLONE_NEWNS); err != nil {
+			return fmt.Errorf("enter the pods' mount namespace: %w", err)
+		}
 		for c := uintptr(0); ; c++ {
 			if slices.Contains(initCaps, c) {
 				continue
