@@ -42,7 +42,8 @@ subjects:
 // sample's ClusterRole and ClusterRoleBinding) are created (create -f, which refuses
 // them once they exist, as kubectl's), listed in kubectl's columns,
 // shown with -o yaml and deleted as kubectl does them; deleting what is gone is kubectl's
-// NotFound, and silent with --ignore-not-found; several objects are each done on their own.
+// NotFound, and silent with --ignore-not-found; several objects are each done on their
+// own. Istio's own ConfigMaps in istio-system hold the lab's mesh config.
 func TestKubectlStoredKindsAndNotFound(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
@@ -92,6 +93,17 @@ func TestKubectlStoredKindsAndNotFound(t *testing.T) {
 	}
 	if out, err := run("get", "clusterrolebinding", "prometheus"); err != nil || !strings.Contains(out, "ClusterRole/prometheus") {
 		t.Errorf("the binding went with its role: %v\n%s", err, out)
+	}
+	// Istio's mesh config as its install keeps it: ConfigMap istio in istio-system, key
+	// mesh (the Egress control page reads it).
+	if out, err := run("get", "configmap", "istio", "-n", "istio-system", "-o", "jsonpath={.data.mesh}"); err != nil || !strings.Contains(out, "outboundTrafficPolicy:\n  mode: ALLOW_ANY\n") {
+		t.Errorf("get configmap istio -n istio-system -o jsonpath={.data.mesh}: %v\n%s", err, out)
+	}
+	if out, err := run("get", "configmap", "istio", "-n", "istio-system", "-o", "yaml"); err != nil || !strings.Contains(out, "  meshNetworks: 'networks: {}'\n") || !strings.Contains(out, "kind: ConfigMap\n") {
+		t.Errorf("get configmap istio -n istio-system -o yaml: %v\n%s", err, out)
+	}
+	if out, err := run("get", "cm", "-n", "istio-system"); err != nil || !regexp.MustCompile(`^NAME\s+DATA\s+AGE\nistio\s+2\s+\S+\nistio-sidecar-injector\s+2\s+\S+\n$`).MatchString(out) {
+		t.Errorf("get cm -n istio-system: %v\n%s", err, out)
 	}
 	// kubectl does each object on its own: create -f makes what is missing and refuses
 	// what exists, delete removes what exists and names what does not, exit status 1.

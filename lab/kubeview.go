@@ -21,6 +21,7 @@ import (
 	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/controlplane/config"
 	"github.com/meshlab/meshlab/controlplane/model"
+	"github.com/meshlab/meshlab/lab/istiodcp"
 	"github.com/meshlab/meshlab/lab/waypoint"
 )
 
@@ -248,9 +249,39 @@ func (v kubeView) list(k string) ([]kubeObject, error) {
 			out = append(out, kubeWritten{RawMessage: withCreationTimestamp(raw, m.Metadata.CreationTimestamp), m: m.Metadata})
 		}
 	}
+	if k == "ConfigMap" {
+		cms, err := v.istioConfigMaps(out)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, cms...)
+	}
 	slices.SortFunc(out, func(a, b kubeObject) int {
 		return cmp.Or(cmp.Compare(a.meta().Namespace, b.meta().Namespace), cmp.Compare(a.meta().Name, b.meta().Name))
 	})
+	return out, nil
+}
+
+// istioConfigMaps renders the ConfigMaps Istio's install keeps in istio-system (the mesh
+// config istiod reads, key mesh, and meshNetworks; the injector's) for the lab's mesh
+// settings, as the lab's istiod is given them; one written to the lab (in written) wins.
+func (v kubeView) istioConfigMaps(written []kubeObject) ([]kubeObject, error) {
+	cms, err := istiodcp.ConfigMaps(v.model.Mesh)
+	if err != nil {
+		return nil, err
+	}
+	var out []kubeObject
+	for _, cm := range cms {
+		if slices.ContainsFunc(written, func(o kubeObject) bool { return o.meta().Namespace == cm.Namespace && o.meta().Name == cm.Name }) {
+			continue
+		}
+		cm.CreationTimestamp = metav1.NewTime(v.started.Truncate(time.Second))
+		b, err := json.Marshal(cm)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, kubeWritten{RawMessage: b, m: cm.ObjectMeta})
+	}
 	return out, nil
 }
 

@@ -66,11 +66,13 @@ func Objects(m *model.Model, node string) ([]byte, error) {
 	for _, s := range m.Secrets {
 		docs = append(docs, secret(s))
 	}
-	cms, err := istioConfigMaps(m.Mesh)
+	cms, err := ConfigMaps(m.Mesh)
 	if err != nil {
 		return nil, err
 	}
-	docs = append(docs, cms...)
+	for _, cm := range cms {
+		docs = append(docs, cm)
+	}
 	cfgs, err := kubeobj.IstioObjects(m)
 	if err != nil {
 		return nil, err
@@ -113,7 +115,9 @@ const (
 // injects sidecars itself, so they only say what an install would.
 const injectorValues = `{"global":{"hub":"docker.io/istio","istioNamespace":"istio-system","proxy":{"image":"proxyv2"}},"revision":"","sidecarInjectorWebhook":{"rewriteAppHTTPProbe":true}}`
 
-func istioConfigMaps(mc model.MeshConfig) ([]any, error) {
+// ConfigMaps returns Istio's own ConfigMaps for the lab's mesh settings, the mesh
+// config first (kubectl's view of the lab shows them as well).
+func ConfigMaps(mc model.MeshConfig) ([]*corev1.ConfigMap, error) {
 	mesh, err := MeshConfig(mc)
 	if err != nil {
 		return nil, fmt.Errorf("mesh config: %w", err)
@@ -126,7 +130,7 @@ func istioConfigMaps(mc model.MeshConfig) ([]any, error) {
 			Data: data,
 		}
 	}
-	return []any{
+	return []*corev1.ConfigMap{
 		cm(MeshConfigMap, map[string]string{"mesh": string(mesh), "meshNetworks": "networks: {}"}),
 		cm(InjectorConfigMap, map[string]string{"values": injectorValues, "config": "policy: enabled\nalwaysInjectSelector: []\nneverInjectSelector: []\n"}),
 	}, nil
