@@ -625,6 +625,10 @@ type countedConn struct {
 // NetConn returns the connection under the counting.
 func (c *countedConn) NetConn() net.Conn { return c.Conn }
 
+// PassThrough returns the connection under the counting, whose reads and writes are this
+// one's (rawio reads and writes it directly).
+func (c *countedConn) PassThrough() net.Conn { return c.Conn }
+
 func (c *countedConn) Close() error {
 	c.once.Do(c.done)
 	return c.Conn.Close()

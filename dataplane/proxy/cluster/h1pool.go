@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshlab/meshlab/dataplane/proxy/rawio"
 	"github.com/meshlab/meshlab/dataplane/proxy/tlsctx"
 )
 
@@ -119,7 +120,7 @@ func (p *h1Pool) get(ctx context.Context, addr string, key poolKey, fresh bool) 
 	if err != nil {
 		return nil, err
 	}
-	return &h1Conn{pool: p, addr: key, conn: conn, br: bufio.NewReader(conn), bw: bufio.NewWriter(conn)}, nil
+	return &h1Conn{pool: p, addr: key, conn: conn, br: bufio.NewReader(rawio.Reader(conn)), bw: bufio.NewWriter(rawio.Writer(conn))}, nil
 }
 
 // put returns a connection whose last response was read completely to the idle pool.

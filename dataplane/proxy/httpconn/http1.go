@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/meshlab/meshlab/dataplane/proxy/rawio"
 )
 
 // HTTP/1.1 downstream codec. Envoy's HTTP/1 codec reads a request, runs the filter chain
@@ -108,11 +110,11 @@ func (l *headLimiter) Read(p []byte) (int, error) {
 // drained configuration, as in Envoy.
 func serveHTTP1(ctx context.Context, deps Deps, conn net.Conn, handler http.Handler, st *hcmStats, idle time.Duration) {
 	c := &h1Conn{conn: conn, handler: handler, st: st, idle: idle}
-	c.lr.r = conn
+	c.lr.r = rawio.Reader(conn)
 	c.br = h1Readers.Get().(*bufio.Reader)
 	c.br.Reset(&c.lr)
 	c.bw = h1Writers.Get().(*bufio.Writer)
-	c.bw.Reset(conn)
+	c.bw.Reset(rawio.Writer(conn))
 	if a := conn.RemoteAddr(); a != nil {
 		c.remote = a.String()
 	}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/meshlab/meshlab/dataplane/proxy/rawio"
 	"github.com/meshlab/meshlab/dataplane/proxy/stats"
 )
 
@@ -172,6 +173,7 @@ func matchSANs(ms []SANMatcher, leaf *x509.Certificate) bool {
 // conn on error.
 func (c *Context) Handshake(ctx context.Context, conn net.Conn, store *Store, scope stats.Scope) (*tls.Conn, error) {
 	var tc *tls.Conn
+	conn = rawio.Conn(conn) // the records' reads and writes without the runtime's syscall bookkeeping
 	if c.Server {
 		tc = tls.Server(conn, c.ServerConfig(store))
 	} else {

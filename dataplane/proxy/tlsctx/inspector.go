@@ -89,6 +89,13 @@ func (p *PrefixConn) Read(b []byte) (int, error) {
 	return p.Conn.Read(b)
 }
 
+// Buffered returns how many replayed bytes are still to be read.
+func (p *PrefixConn) Buffered() int { return len(p.prefix) }
+
+// PassThrough returns the connection under the replayed bytes: past Buffered, reads and
+// writes are its own (rawio reads it directly).
+func (p *PrefixConn) PassThrough() net.Conn { return p.Conn }
+
 // CloseWrite half-closes the underlying connection when it supports it.
 func (p *PrefixConn) CloseWrite() error {
 	if cw, ok := p.Conn.(interface{ CloseWrite() error }); ok {

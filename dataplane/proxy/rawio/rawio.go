@@ -1,0 +1,194 @@
+// Package rawio reads and writes a proxy's plaintext TCP sockets for its HTTP/1 codecs
+// without the Go runtime's blocking-syscall bookkeeping.
+//
+// A read or write of a Go socket is a non-blocking system call wrapped in
+// entersyscall/exitsyscall: the goroutine's P is marked as in a syscall, and sysmon, the
+// runtime's monitor thread, is woken if it was asleep so that it can hand the P to another
+// thread should the call block. On a socket that never blocks (EAGAIN is answered by
+// waiting in the netpoller) that is pure cost: in `perf record` of the sidecars at
+// BenchmarkDataPath's max rate, sysmon's 20 µs naps and the futex wake-ups that start
+// them were about a tenth of each proxy's CPU, re-armed at every request by the first
+// syscall after the proxy went idle. Envoy's worker makes the same calls straight from its
+// event loop. Here the call is made with syscall.RawSyscall inside the socket's RawConn,
+// which keeps the netpoller's waiting, deadlines and Close as net.Conn's Read and Write
+// have them.
+//
+// Only the bytes pass here: the connection itself (its type, Close, CloseWrite,
+// deadlines, TLS) is untouched, and anything that is not a plain TCP socket under
+// pass-through wrappers is read and written as before.
+package rawio
+
+import (
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"unsafe"
+)
+
+// A PassThrough connection wraps another whose reads and writes it passes on unchanged
+// (beyond bytes it reports with Buffered, which it returns first).
+type PassThrough interface {
+	PassThrough() net.Conn
+}
+
+// buffered is a wrapper holding bytes read before it (a listener's inspected prefix).
+type buffered interface {
+	Buffered() int
+}
+
+// socket returns the RawConn of the TCP socket under c's pass-through wrappers and
+// the wrappers that hold bytes of their own, or nil when c is no plain TCP socket.
+func socket(c net.Conn) (syscall.RawConn, []buffered) {
+	var pending []buffered
+	for range 8 {
+		switch x := c.(type) {
+		case *net.TCPConn:
+			rc, err := x.SyscallConn()
+			if err != nil {
+				return nil, nil
+			}
+			return rc, pending
+		case PassThrough:
+			if b, ok := c.(buffered); ok {
+				pending = append(pending, b)
+			}
+			c = x.PassThrough()
+		default:
+			return nil, nil
+		}
+	}
+	return nil, nil
+}
+
+// Reader returns a reader of c: raw reads of its socket when c is a TCP socket under
+// pass-through wrappers, else c itself.
+func Reader(c net.Conn) io.Reader {
+	rc, pending := socket(c)
+	if rc == nil {
+		return c
+	}
+	return &reader{conn: c, rc: rc, pending: pending}
+}
+
+// Writer returns a writer of c: raw writes to its socket when c is a TCP socket under
+// pass-through wrappers, else c itself.
+func Writer(c net.Conn) io.Writer {
+	rc, _ := socket(c)
+	if rc == nil {
+		return c
+	}
+	return &writer{conn: c, rc: rc}
+}
+
+type reader struct {
+	conn    net.Conn
+	rc      syscall.RawConn
+	pending []buffered
+}
+
+func (r *reader) Read(p []byte) (int, error) {
+	for _, b := range r.pending {
+		if b.Buffered() > 0 {
+			return r.conn.Read(p) // the wrapper's own bytes first
+		}
+	}
+	r.pending = nil
+	if len(p) == 0 {
+		return 0, nil
+	}
+	var n int
+	var errno syscall.Errno
+	err := r.rc.Read(func(fd uintptr) bool {
+		for {
+			r1, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+			switch e {
+			case syscall.EINTR:
+				continue
+			case syscall.EAGAIN:
+				return false // wait in the netpoller, as net.Conn's Read does
+			}
+			n, errno = int(r1), e
+			return true
+		}
+	})
+	switch {
+	case err != nil:
+		return 0, err
+	case errno != 0:
+		return 0, opError("read", r.conn, errno)
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+type writer struct {
+	conn net.Conn
+	rc   syscall.RawConn
+}
+
+func (w *writer) Write(p []byte) (int, error) {
+	var n int
+	var errno syscall.Errno
+	err := w.rc.Write(func(fd uintptr) bool {
+		for n < len(p) {
+			rest := p[n:]
+			r1, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&rest[0])), uintptr(len(rest)))
+			switch e {
+			case 0:
+				n += int(r1)
+			case syscall.EINTR:
+			case syscall.EAGAIN:
+				return false // the socket's buffer is full: wait until it drains
+			default:
+				errno = e
+				return true
+			}
+		}
+		return true
+	})
+	switch {
+	case err != nil:
+		return n, err
+	case errno != 0:
+		return n, opError("write", w.conn, errno)
+	}
+	return n, nil
+}
+
+// opError is the error net.Conn's Read or Write returns for errno.
+func opError(op string, c net.Conn, errno syscall.Errno) error {
+	return &net.OpError{Op: op, Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError(op, errno)}
+}
+
+// Conn returns c with raw reads and writes (for a TLS connection over it: crypto/tls
+// reads and writes the connection it is given), or c itself when it is no plain TCP
+// socket under pass-through wrappers. NetConn returns c.
+func Conn(c net.Conn) net.Conn {
+	rc, pending := socket(c)
+	if rc == nil {
+		return c
+	}
+	return &rawConn{Conn: c, r: reader{conn: c, rc: rc, pending: pending}, w: writer{conn: c, rc: rc}}
+}
+
+type rawConn struct {
+	net.Conn
+	r reader
+	w writer
+}
+
+func (c *rawConn) Read(p []byte) (int, error)  { return c.r.Read(p) }
+func (c *rawConn) Write(p []byte) (int, error) { return c.w.Write(p) }
+
+// NetConn returns the connection under the raw reads and writes.
+func (c *rawConn) NetConn() net.Conn { return c.Conn }
+
+// CloseWrite half-closes the connection when it supports it.
+func (c *rawConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}

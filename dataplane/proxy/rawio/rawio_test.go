@@ -1,0 +1,180 @@
+package rawio
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// pair returns the two ends of a loopback TCP connection.
+func pair(t *testing.T) (client, server *net.TCPConn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := <-accepted
+	if s == nil {
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { c.Close(); s.Close() })
+	return c.(*net.TCPConn), s.(*net.TCPConn)
+}
+
+// prefixed holds bytes read before its connection, as tlsctx.PrefixConn.
+type prefixed struct {
+	net.Conn
+	prefix []byte
+}
+
+func (p *prefixed) Read(b []byte) (int, error) {
+	if len(p.prefix) > 0 {
+		n := copy(b, p.prefix)
+		p.prefix = p.prefix[n:]
+		return n, nil
+	}
+	return p.Conn.Read(b)
+}
+func (p *prefixed) Buffered() int         { return len(p.prefix) }
+func (p *prefixed) PassThrough() net.Conn { return p.Conn }
+
+// opaque is a wrapper that does not declare itself pass-through.
+type opaque struct{ net.Conn }
+
+func TestRawReadsAndWrites(t *testing.T) {
+	c, s := pair(t)
+	r, w := Reader(s), Writer(c)
+	if _, ok := r.(*reader); !ok {
+		t.Fatalf("Reader of a TCP socket is %T, want the raw reader", r)
+	}
+	// A write larger than the socket buffers completes across EAGAINs.
+	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<18) // 4 MiB
+	done := make(chan error, 1)
+	go func() {
+		n, err := w.Write(big)
+		if err == nil && n != len(big) {
+			err = io.ErrShortWrite
+		}
+		done <- err
+	}()
+	got := make([]byte, len(big))
+	if _, err := io.ReadFull(r, got); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, big) {
+		t.Fatal("bytes differ")
+	}
+	// The peer's close is EOF.
+	c.Close()
+	if n, err := r.Read(got[:1]); n != 0 || err != io.EOF {
+		t.Fatalf("read after the peer closed: %d, %v; want 0, EOF", n, err)
+	}
+}
+
+func TestRawReadDeadlineAndClose(t *testing.T) {
+	_, s := pair(t)
+	r := Reader(s)
+	_ = s.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	var ne net.Error
+	if _, err := r.Read(make([]byte, 1)); !errors.As(err, &ne) || !ne.Timeout() || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read past the deadline: %v; want a timeout", err)
+	}
+	_ = s.SetReadDeadline(time.Time{})
+	go func() { time.Sleep(20 * time.Millisecond); s.Close() }()
+	if _, err := r.Read(make([]byte, 1)); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("read across Close: %v; want net.ErrClosed", err)
+	}
+}
+
+func TestRawWriteErrorIsNetConns(t *testing.T) {
+	c, s := pair(t)
+	_ = s.SetLinger(0)
+	s.Close() // a reset
+	w := Writer(c)
+	var err error
+	for range 100 {
+		if _, err = w.Write([]byte("x")); err != nil {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Op != "write" || !(errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)) {
+		t.Fatalf("write to a reset connection: %v; want net.OpError with ECONNRESET or EPIPE", err)
+	}
+}
+
+func TestPassThroughWrappers(t *testing.T) {
+	c, s := pair(t)
+	p := &prefixed{Conn: s, prefix: []byte("GET ")}
+	r := Reader(p)
+	if _, ok := r.(*reader); !ok {
+		t.Fatalf("Reader of a pass-through wrapper is %T, want the raw reader", r)
+	}
+	if _, err := c.Write([]byte("/ HTTP/1.1\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 0, 64)
+	buf := make([]byte, 3) // smaller than the prefix: it comes out in two reads
+	for len(got) < len("GET / HTTP/1.1\r\n") {
+		n, err := r.Read(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, buf[:n]...)
+	}
+	if string(got) != "GET / HTTP/1.1\r\n" {
+		t.Fatalf("read %q, want the prefix, then the socket's bytes", got)
+	}
+	if r, w := Reader(opaque{s}), Writer(opaque{s}); r != (opaque{s}) || w != (opaque{s}) {
+		t.Fatalf("an opaque wrapper is read with %T and written with %T, want itself", r, w)
+	}
+}
+
+func TestConn(t *testing.T) {
+	c, s := pair(t)
+	rc := Conn(c)
+	if nc, ok := rc.(interface{ NetConn() net.Conn }); !ok || nc.NetConn() != c {
+		t.Fatalf("Conn of a TCP socket is %T, want the raw conn with NetConn the socket", rc)
+	}
+	if _, err := rc.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 4)
+	if _, err := io.ReadFull(s, got); err != nil || string(got) != "ping" {
+		t.Fatalf("read %q, %v; want ping", got, err)
+	}
+	if _, err := s.Write([]byte("pong")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(rc, got); err != nil || string(got) != "pong" {
+		t.Fatalf("read %q, %v; want pong", got, err)
+	}
+	if err := rc.(interface{ CloseWrite() error }).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Read(got); n != 0 || err != io.EOF {
+		t.Fatalf("read after CloseWrite: %d, %v; want EOF", n, err)
+	}
+	if o := (opaque{s}); Conn(o) != o {
+		t.Fatal("Conn of an opaque wrapper is not itself")
+	}
+}
