@@ -117,7 +117,8 @@ func TestRawWriteErrorIsNetConns(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	var op *net.OpError
-	if !errors.As(err, &op) || op.Op != "write" || !(errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)) {
+	reset := errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+	if !errors.As(err, &op) || op.Op != "write" || !reset {
 		t.Fatalf("write to a reset connection: %v; want net.OpError with ECONNRESET or EPIPE", err)
 	}
 }
@@ -171,7 +172,7 @@ func TestConn(t *testing.T) {
 	if err := rc.(interface{ CloseWrite() error }).CloseWrite(); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := s.Read(got); n != 0 || err != io.EOF {
+	if n, err := s.Read(got); n != 0 || !errors.Is(err, io.EOF) {
 		t.Fatalf("read after CloseWrite: %d, %v; want EOF", n, err)
 	}
 	if o := (opaque{s}); Conn(o) != o {
