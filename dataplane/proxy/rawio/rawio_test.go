@@ -11,46 +11,41 @@ import (
 	"time"
 )
 
-// pair returns the two ends of a loopback TCP connection.
+// pair returns the two ends of a loopback TCP connection (the kernel completes the
+// handshake from the listen backlog, so the dial returns before the accept).
 func pair(t *testing.T) (client, server *net.TCPConn) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		accepted <- c
-	}()
-	c, err := net.Dial("tcp", ln.Addr().String())
+	c, err := net.DialTCP("tcp", nil, ln.Addr().(*net.TCPAddr))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := <-accepted
-	if s == nil {
-		t.Fatal("accept failed")
+	t.Cleanup(func() { c.Close() })
+	s, err := ln.AcceptTCP()
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close(); s.Close() })
-	return c.(*net.TCPConn), s.(*net.TCPConn)
+	t.Cleanup(func() { s.Close() })
+	return c, s
 }
 
-// prefixed holds bytes read before its connection, as tlsctx.PrefixConn.
+// prefixed replays bytes read before its connection, as tlsctx.PrefixConn does.
 type prefixed struct {
 	net.Conn
-	prefix []byte
+	replay *bytes.Reader
 }
 
 func (p *prefixed) Read(b []byte) (int, error) {
-	if len(p.prefix) > 0 {
-		n := copy(b, p.prefix)
-		p.prefix = p.prefix[n:]
-		return n, nil
+	if p.replay.Len() == 0 {
+		return p.Conn.Read(b)
 	}
-	return p.Conn.Read(b)
+	return p.replay.Read(b)
 }
-func (p *prefixed) Buffered() int         { return len(p.prefix) }
+func (p *prefixed) Buffered() int         { return p.replay.Len() }
 func (p *prefixed) PassThrough() net.Conn { return p.Conn }
 
 // opaque is a wrapper that does not declare itself pass-through.
@@ -125,7 +120,7 @@ func TestRawWriteErrorIsNetConns(t *testing.T) {
 
 func TestPassThroughWrappers(t *testing.T) {
 	c, s := pair(t)
-	p := &prefixed{Conn: s, prefix: []byte("GET ")}
+	p := &prefixed{Conn: s, replay: bytes.NewReader([]byte("GET "))}
 	r := Reader(p)
 	if _, ok := r.(*reader); !ok {
 		t.Fatalf("Reader of a pass-through wrapper is %T, want the raw reader", r)
