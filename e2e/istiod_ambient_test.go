@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -116,4 +117,95 @@ func startIstiodAmbientLab(t *testing.T) (l *runningLab, ml func(args ...string)
 		}
 	}
 	return l, ml, poll
+}
+
+// sideSleep is a sidecar namespace with a sleep pod, beside an ambient lab's Bookinfo.
+const sideSleep = `---
+apiVersion: v1
+kind: Namespace
+metadata: {name: side, labels: {istio-injection: enabled}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: sleep, namespace: side, labels: {app: sleep}}
+spec:
+  containers: [{name: sleep, image: curlimages/curl, command: ["/bin/sleep", "infinity"]}]
+`
+
+// TestIstiodAmbientAfterUp runs Istio's ambient Getting Started in its own order on
+// istiod: the lab comes up with Bookinfo and curl in a namespace of no data-plane mode
+// (and a sidecar namespace beside it), so istiod starts without ambient; then the
+// namespace is labelled istio.io/dataplane-mode=ambient. The lab restarts istiod with
+// ambient on and everything it holds, and every proxy reconnects: ztunnel gets every pod
+// HBONE, curl reaches productpage through ztunnel, and the sidecar, re-sent its config
+// by the new istiod, ACKs a new version and reaches the ambient page.
+func TestIstiodAmbientAfterUp(t *testing.T) {
+	testutil.RequireRoot(t)
+	bin := istiodBin(t)
+	requireZtunnel(t)
+	t.Parallel()
+	scenario, err := os.ReadFile("../scenarios/ambient.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const label = "  labels:\n    istio.io/dataplane-mode: ambient\n"
+	if !strings.Contains(string(scenario), label) {
+		t.Fatalf("scenarios/ambient.yaml no longer labels its namespace as %q", label)
+	}
+	plain := strings.Replace(string(scenario), label, "", 1) + sideSleep
+	l := startLabWithin(t, 3*time.Minute, writeTemp(t, "bookinfo.yaml", plain), "--control-plane=istiod", "--istiod-path", bin)
+	ml := func(args ...string) (string, error) { return meshlab(t, append([]string{"--lab", l.name}, args...)...) }
+	poll := func(what string, ok func(string) bool, args ...string) string {
+		t.Helper()
+		deadline := time.Now().Add(45 * time.Second)
+		for {
+			out, err := ml(args...)
+			if err == nil && ok(out) {
+				return out
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 45s: %v\n%s", what, err, out)
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+	}
+	sleepSynced := regexp.MustCompile(`(?m)^sleep\.side\s+SYNCED\s+SYNCED\s+SYNCED\s+SYNCED\s+.*$`)
+	before := sleepSynced.FindString(poll("the sidecar synced on the first istiod", sleepSynced.MatchString, "proxy-status"))
+
+	start := time.Now()
+	if out, err := ml("label", "namespace", "default", "istio.io/dataplane-mode=ambient"); err != nil || out != "namespace/default labeled\n" {
+		t.Fatalf("label namespace default: %v: %q", err, out)
+	}
+	pods := []string{"curl-", "details-v1-", "productpage-v1-", "ratings-v1-", "reviews-v1-", "reviews-v2-", "reviews-v3-"}
+	poll("every pod HBONE on the lab's node in ztunnel-config", func(out string) bool {
+		n := 0
+		for _, line := range strings.Split(out, "\n") {
+			f := strings.Fields(line)
+			if len(f) == 6 && f[0] == "default" && f[3] == "ml-"+l.name+"-node" && f[5] == "HBONE" {
+				n++
+			}
+		}
+		return n == len(pods)
+	}, "ztunnel-config", "workloads")
+	const page, title = "http://productpage:9080/productpage", "<title>Simple Bookstore App</title>"
+	poll("the product page through ztunnel", func(out string) bool { return strings.Contains(out, title) },
+		"exec", "deploy/curl", "--", "curl", "-s", "--max-time", "10", page)
+	t.Logf("ambient on istiod %s after the label", time.Since(start).Round(time.Millisecond))
+	fams := scrapeMetrics(t, lab.PathsFor(lab.DefaultRunRoot, l.name).APISocket())
+	want := map[string]string{"pod": ambient.ZtunnelPodName(l.name), "reporter": "destination", "destination_workload": "productpage-v1"}
+	if counterValue(fams["istio_tcp_connections_opened_total"], want) == 0 {
+		t.Errorf("ztunnel's metrics have no istio_tcp_connections_opened_total with %v", want)
+	}
+
+	// The sidecar reconnected to the new istiod and ACKed what it sent (a new version),
+	// and reaches the ambient page.
+	poll("the sidecar synced on the restarted istiod", func(out string) bool {
+		now := sleepSynced.FindString(out)
+		return now != "" && now != before
+	}, "proxy-status")
+	poll("the product page from the sidecar", func(out string) bool { return strings.Contains(out, title) },
+		"exec", "-n", "side", "sleep", "--", "curl", "-s", "--max-time", "10", "http://productpage.default:9080/productpage")
+	if !strings.Contains(l.out.String(), "istiod restarted") {
+		t.Errorf("the lab's log does not say istiod was restarted:\n%s", l.out.String())
+	}
 }

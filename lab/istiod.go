@@ -52,3 +52,17 @@ func controlPlaneInfo(l *Lab, info *api.LabInfo) {
 		info.ControlPlaneRefused = err.Error()
 	}
 }
+
+// recordIstiodPID records a restarted istiod's process id, which version reads its build
+// from.
+func recordIstiodPID(l *Lab, pid int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.rec == nil {
+		return
+	}
+	l.rec.IstiodPID = pid
+	if err := writeRecord(l.paths.Record(), l.rec); err != nil {
+		l.log.Warn("lab record not updated", "err", err)
+	}
+}

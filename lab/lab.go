@@ -395,6 +395,11 @@ func (l *Lab) startServers() error {
 				l.log.Error("istiod stopped", "err", err)
 				l.publish("istiod.exited", "", err.Error(), nil)
 			},
+			OnRestart: func(reason string, pid int) {
+				l.log.Info("istiod restarted", "reason", reason, "pid", pid)
+				l.publish("istiod.restarted", "", reason, map[string]any{"pid": pid})
+				go recordIstiodPID(l, pid) // istiod.go; Feed may run under commit's l.mu
+			},
 		})
 		if err != nil {
 			return err

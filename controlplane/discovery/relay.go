@@ -14,6 +14,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
@@ -59,11 +60,22 @@ type relayNode struct {
 	timer   *time.Timer
 }
 
+// relayRedial is how often the relay redials an upstream that is gone (a local socket:
+// istiod restarting, lab/istiodcp).
+const relayRedial = 200 * time.Millisecond
+
 // newRelay dials upstream (a gRPC target, e.g. unix:///run/meshlab/lab/istiod-xds.sock);
-// the connection is made on first use and kept.
+// the connection is made on first use and kept. While the upstream is away (istiod
+// restarts when the lab turns ambient) a proxy's new stream waits for it rather than
+// failing, so the proxies, whose streams ended with the old istiod, reconnect once and
+// are served as soon as the new one listens, not after their growing backoff.
 func newRelay(s *Server, upstream string) (*relay, error) {
 	conn, err := grpc.NewClient(upstream, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxRequestBytes)))
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: relayRedial, Multiplier: 1, MaxDelay: relayRedial},
+			MinConnectTimeout: 5 * time.Second,
+		}),
+		grpc.WithDefaultCallOptions(grpc.WaitForReady(true), grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxRequestBytes)))
 	if err != nil {
 		return nil, fmt.Errorf("relay to %s: %w", upstream, err)
 	}

@@ -21,6 +21,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -82,26 +83,36 @@ type Options struct {
 	// Ambient runs istiod with ambient on (PILOT_ENABLE_AMBIENT=true, as an ambient
 	// install sets it; istiod reads it once, at start): its ambient index, WDS for
 	// ztunnel, and HBONE toward ambient pods in the sidecars' config. Ambient (below)
-	// decides it from the lab's objects at `up`.
+	// decides it from the lab's objects; an istiod started without it is restarted with
+	// it by the first Feed of a lab that has turned ambient.
 	Ambient bool
 	Logger  *slog.Logger
 	// OnExit, when set, is called once if istiod exits before Stop, with its error.
 	OnExit func(error)
+	// OnRestart, when set, is called after istiod was restarted (Feed), with why and its
+	// new process id. It must not wait for the Feed that restarted istiod.
+	OnRestart func(reason string, pid int)
 }
 
-// Istiod is a running istiod.
+// Istiod is a running istiod: one process at a time, replaced by Feed when the lab first
+// turns ambient.
 type Istiod struct {
-	cmd    *exec.Cmd
-	dir    string
-	node   string
+	opts   Options
 	client *http.Client
-	log    *slog.Logger
-	done   chan struct{}
-	err    error // set before done closes
+	proc   atomic.Pointer[process]
 
-	mu       sync.Mutex // serialises Feed
-	stopping bool
-	refused  error // why istiod refused the last feed; nil once it took one (guarded by mu)
+	mu      sync.Mutex // serialises Feed, restarts and Stop
+	ambient bool       // the running process has ambient on (guarded by mu)
+	stopped bool       // Stop was called (guarded by mu)
+	refused error      // why istiod refused the last feed; nil once it took one (guarded by mu)
+}
+
+// process is one istiod process.
+type process struct {
+	cmd      *exec.Cmd
+	done     chan struct{}
+	err      error       // set before done closes
+	stopping atomic.Bool // ended on purpose (Stop, a restart): no OnExit
 }
 
 // XDSSocket and feedSocket are istiod's sockets in the lab's run directory.
@@ -113,41 +124,52 @@ func LogPath(dir string) string { return filepath.Join(dir, "istiod.log") }
 
 // Start runs istiod with the lab's objects and returns once it serves ADS and its feed.
 func Start(ctx context.Context, o Options) (*Istiod, error) {
-	state, err := Objects(o.Model, o.Node)
-	if err != nil {
-		return nil, fmt.Errorf("istiod: the lab's objects: %w", err)
-	}
-	mesh, err := MeshConfig(o.Model.Mesh)
-	if err != nil {
-		return nil, fmt.Errorf("istiod: mesh config: %w", err)
-	}
-	stateFile, meshFile := filepath.Join(o.Dir, "istiod-state.yaml"), filepath.Join(o.Dir, "istiod-mesh.yaml")
-	if err := os.WriteFile(stateFile, state, 0o600); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(meshFile, mesh, 0o600); err != nil {
-		return nil, err
-	}
-	logf, err := os.OpenFile(LogPath(o.Dir), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	defer logf.Close()
-	cmd := exec.Command(o.Path, "--xds", XDSSocket(o.Dir), "--feed", feedSocket(o.Dir), "--state", stateFile, "--mesh", meshFile)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = append(os.Environ(), fmt.Sprintf("PILOT_ENABLE_AMBIENT=%t", o.Ambient))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	sock := feedSocket(o.Dir)
-	d := &Istiod{cmd: cmd, dir: o.Dir, node: o.Node, log: o.Logger, done: make(chan struct{}), client: &http.Client{
+	d := &Istiod{opts: o, ambient: o.Ambient, client: &http.Client{
 		Timeout: 30 * time.Second,
 		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
 		}},
 	}}
+	if err := d.start(ctx, o.Model, o.Ambient); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// start runs one istiod process with m's objects and waits until it serves.
+func (d *Istiod) start(ctx context.Context, m *model.Model, ambient bool) error {
+	o := d.opts
+	state, err := Objects(m, o.Node)
+	if err != nil {
+		return fmt.Errorf("istiod: the lab's objects: %w", err)
+	}
+	mesh, err := MeshConfig(m.Mesh)
+	if err != nil {
+		return fmt.Errorf("istiod: mesh config: %w", err)
+	}
+	stateFile, meshFile := filepath.Join(o.Dir, "istiod-state.yaml"), filepath.Join(o.Dir, "istiod-mesh.yaml")
+	if err := os.WriteFile(stateFile, state, 0o600); err != nil {
+		return err
+	}
+	if err := os.WriteFile(meshFile, mesh, 0o600); err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(LogPath(o.Dir), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := exec.Command(o.Path, "--xds", XDSSocket(o.Dir), "--feed", feedSocket(o.Dir), "--state", stateFile, "--mesh", meshFile)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), fmt.Sprintf("PILOT_ENABLE_AMBIENT=%t", ambient))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	p := &process{cmd: cmd, done: make(chan struct{})}
 	// Pdeathsig fires when the thread that forked istiod exits, not the lab process, and
 	// the runtime retires a thread whenever a goroutine ends locked to it (the lab's
 	// netns and sandbox work does): istiod was killed 150 ms after its start in CI. So one
-	// goroutine, locked to its thread, starts istiod and waits for it (golang/go#27505).
+	// goroutine, locked to its thread, starts istiod and waits for it (golang/go#27505);
+	// a restarted istiod gets a goroutine of its own.
 	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -162,30 +184,29 @@ func Start(ctx context.Context, o Options) (*Istiod, error) {
 			// istiod never ends by itself; an exit with status 0 is still one.
 			err = errExitedCleanly
 		}
-		d.mu.Lock()
-		stopping := d.stopping
-		d.mu.Unlock()
-		d.err = err
-		close(d.done)
-		if !stopping && o.OnExit != nil {
+		p.err = err
+		close(p.done)
+		if !p.stopping.Load() && o.OnExit != nil {
 			o.OnExit(fmt.Errorf("istiod exited: %w (see %s)", err, LogPath(o.Dir)))
 		}
 	}()
 	if err := <-started; err != nil {
-		return nil, fmt.Errorf("start %s: %w", o.Path, err)
+		return fmt.Errorf("start %s: %w", o.Path, err)
 	}
-	if err := d.waitReady(ctx, 2*time.Minute); err != nil {
-		d.Stop()
-		return nil, err
+	d.proc.Store(p)
+	if err := d.waitReady(ctx, p, 2*time.Minute); err != nil {
+		p.stop()
+		return err
 	}
-	return d, nil
+	return nil
 }
 
 // Ambient reports whether a lab of m runs istiod with ambient on: when a pod or a
 // namespace is in ambient mode (istio.io/dataplane-mode=ambient) or a waypoint is
-// declared, as a cluster with ambient pods was installed with the ambient profile. It is
-// decided once, at `up` (istiod reads the switch at its start): a lab that enrolls its
-// first namespace later, on an istiod started without ambient, has its ztunnel refused.
+// declared, as a cluster with ambient pods was installed with the ambient profile.
+// istiod reads the switch once, at its start: a lab that turns ambient after `up`
+// (Getting Started labels its namespace once Bookinfo runs, a waypoint is applied) has
+// its istiod restarted by Feed.
 func Ambient(m *model.Model) bool {
 	if len(m.Waypoints) > 0 {
 		return true
@@ -206,24 +227,25 @@ func Ambient(m *model.Model) bool {
 // errExitedCleanly is istiod's exit with status 0, which is still an end it should not reach.
 var errExitedCleanly = errors.New("exit status 0")
 
-// waitReady waits for istiod's ADS socket and feed.
-func (d *Istiod) waitReady(ctx context.Context, timeout time.Duration) error {
+// waitReady waits for p's ADS socket and feed.
+func (d *Istiod) waitReady(ctx context.Context, p *process, timeout time.Duration) error {
+	dir := d.opts.Dir
 	deadline := time.Now().Add(timeout)
 	for {
-		if _, err := os.Stat(XDSSocket(d.dir)); err == nil {
+		if _, err := os.Stat(XDSSocket(dir)); err == nil {
 			if _, err := d.get(ctx, "/healthz"); err == nil {
 				return nil
 			}
 		}
 		select {
-		case <-d.done:
-			return fmt.Errorf("istiod exited while starting: %w; its log (%s):\n%s", d.err, LogPath(d.dir), tail(LogPath(d.dir)))
+		case <-p.done:
+			return fmt.Errorf("istiod exited while starting: %w; its log (%s):\n%s", p.err, LogPath(dir), tail(LogPath(dir)))
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("istiod did not serve within %s; its log: %s", timeout, LogPath(d.dir))
+			return fmt.Errorf("istiod did not serve within %s; its log: %s", timeout, LogPath(dir))
 		}
 	}
 }
@@ -233,18 +255,53 @@ func (d *Istiod) waitReady(ctx context.Context, timeout time.Duration) error {
 // travels in the istio ConfigMap (MeshConfigMap), which meshlab-istiod sets on istiod's
 // mesh watcher before the other changes, pushing every proxy in full, as istiod's mesh
 // handler does.
+//
+// When m has turned ambient and the running istiod was started without it, Feed
+// restarts istiod with ambient on and m's objects, as an ambient install rolls istiod
+// out with PILOT_ENABLE_AMBIENT: the proxies' streams to it end, and each proxy
+// reconnects, is sent the new istiod's config and ACKs it, as after any istiod restart.
 func (d *Istiod) Feed(ctx context.Context, m *model.Model) error {
-	state, err := Objects(m, d.node)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stopped {
+		return nil
+	}
+	if !d.ambient && Ambient(m) {
+		return d.restartLocked(ctx, m, "the lab turned ambient: istiod restarted with PILOT_ENABLE_AMBIENT=true")
+	}
+	state, err := Objects(m, d.opts.Node)
 	if err != nil {
 		return fmt.Errorf("istiod: the lab's objects: %w", err)
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	if err := d.put(ctx, "/state", state); err != nil {
 		d.refused = fmt.Errorf("istiod refused the lab's objects: %w", err)
 		return d.refused
 	}
 	d.refused = nil
+	return nil
+}
+
+// restartLocked replaces the running istiod by one with ambient on, started with m's
+// objects. The caller holds d.mu.
+func (d *Istiod) restartLocked(ctx context.Context, m *model.Model, reason string) error {
+	if old := d.proc.Load(); old != nil {
+		old.stop()
+	}
+	if d.opts.Logger != nil {
+		d.opts.Logger.Info(reason)
+	}
+	if err := d.start(ctx, m, true); err != nil {
+		err = fmt.Errorf("istiod: restart with ambient on: %w", err)
+		d.refused = err
+		if d.opts.OnExit != nil {
+			d.opts.OnExit(err)
+		}
+		return err
+	}
+	d.ambient, d.refused = true, nil
+	if d.opts.OnRestart != nil {
+		d.opts.OnRestart(reason, d.PID())
+	}
 	return nil
 }
 
@@ -307,41 +364,44 @@ func (d *Istiod) get(ctx context.Context, path string) ([]byte, error) {
 	return b, err
 }
 
-// PID is istiod's process id.
-func (d *Istiod) PID() int { return d.cmd.Process.Pid }
+// PID is the running istiod's process id.
+func (d *Istiod) PID() int { return d.proc.Load().cmd.Process.Pid }
 
 // Exited returns why istiod exited (nil while it runs): its exit status, with where its
 // log is.
 func (d *Istiod) Exited() error {
+	p := d.proc.Load()
 	select {
-	case <-d.done:
-		return fmt.Errorf("istiod exited: %w (see %s)", d.err, LogPath(d.dir))
+	case <-p.done:
+		return fmt.Errorf("istiod exited: %w (see %s)", p.err, LogPath(d.opts.Dir))
 	default:
 		return nil
 	}
 }
 
 // Running reports whether istiod has not exited.
-func (d *Istiod) Running() bool {
-	select {
-	case <-d.done:
-		return false
-	default:
-		return true
+func (d *Istiod) Running() bool { return d.Exited() == nil }
+
+// Stop ends istiod (SIGTERM, then SIGKILL after 5 s) and waits for it; a later Feed does
+// nothing.
+func (d *Istiod) Stop() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.stopped = true
+	if p := d.proc.Load(); p != nil {
+		p.stop()
 	}
 }
 
-// Stop ends istiod (SIGTERM, then SIGKILL after 5 s) and waits for it.
-func (d *Istiod) Stop() {
-	d.mu.Lock()
-	d.stopping = true
-	d.mu.Unlock()
-	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+// stop ends p (SIGTERM, then SIGKILL after 5 s) and waits for it.
+func (p *process) stop() {
+	p.stopping.Store(true)
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-d.done:
+	case <-p.done:
 	case <-time.After(5 * time.Second):
-		_ = d.cmd.Process.Kill()
-		<-d.done
+		_ = p.cmd.Process.Kill()
+		<-p.done
 	}
 }
 

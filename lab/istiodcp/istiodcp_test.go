@@ -144,7 +144,7 @@ func TestFeedRefusedThenTaken(t *testing.T) {
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
 	sock := feedSocket(dir)
-	d := &Istiod{dir: dir, done: make(chan struct{}), client: &http.Client{Transport: &http.Transport{
+	d := &Istiod{opts: Options{Dir: dir}, client: &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
 		}}}}
