@@ -68,8 +68,9 @@ func waypointGatewayDoc(m *model.Model, w *model.Waypoint) map[string]any {
 // waypointClassDoc is the GatewayClass istiod makes for waypoints.
 func waypointClassDoc() map[string]any { return kubeobj.WaypointClass() }
 
-// scenarioHTTPRoutes returns the scenario's HTTPRoutes as written, for istiod's own
-// Gateway API conversion (GAMMA routes among them).
+// scenarioHTTPRoutes returns the scenario's HTTPRoutes, GRPCRoutes and TCPRoutes as
+// written (with the API server's defaults), for istiod's own Gateway API conversion
+// (GAMMA routes among them).
 func scenarioHTTPRoutes(path string) ([]any, error) {
 	sc, err := loadScenario(path)
 	if err != nil {
@@ -77,7 +78,7 @@ func scenarioHTTPRoutes(path string) ([]any, error) {
 	}
 	var out []any
 	for _, o := range sc.Objects {
-		if o.HTTPRoute == nil {
+		if o.HTTPRoute == nil && o.GRPCRoute == nil && o.TCPRoute == nil {
 			continue
 		}
 		var doc map[string]any
@@ -87,7 +88,14 @@ func scenarioHTTPRoutes(path string) ([]any, error) {
 		if md, ok := doc["metadata"].(map[string]any); ok {
 			md["namespace"] = o.Origin.Namespace
 		}
-		defaultHTTPRoute(doc)
+		switch {
+		case o.HTTPRoute != nil:
+			defaultHTTPRoute(doc)
+		case o.GRPCRoute != nil:
+			defaultGRPCRoute(doc)
+		default:
+			defaultBackends(doc)
+		}
 		out = append(out, doc)
 	}
 	return out, nil
@@ -128,6 +136,41 @@ func defaultHTTPRoute(doc map[string]any) {
 			}
 		}
 		rule["matches"] = matches
+	}
+	defaultBackends(doc)
+}
+
+// defaultGRPCRoute sets the defaults the API server gives a GRPCRoute: method and header
+// matches are Exact; a backend is a core Service of weight 1.
+func defaultGRPCRoute(doc map[string]any) {
+	spec, _ := doc["spec"].(map[string]any)
+	rules, _ := spec["rules"].([]any)
+	for _, r := range rules {
+		rule, _ := r.(map[string]any)
+		matches, _ := rule["matches"].([]any)
+		for _, mm := range matches {
+			m, _ := mm.(map[string]any)
+			if method, ok := m["method"].(map[string]any); ok && method["type"] == nil {
+				method["type"] = "Exact"
+			}
+			hs, _ := m["headers"].([]any)
+			for _, h := range hs {
+				if hm, ok := h.(map[string]any); ok && hm["type"] == nil {
+					hm["type"] = "Exact"
+				}
+			}
+		}
+	}
+	defaultBackends(doc)
+}
+
+// defaultBackends makes each backend of a route's rules a core Service of weight 1
+// unless written otherwise, as the API server does.
+func defaultBackends(doc map[string]any) {
+	spec, _ := doc["spec"].(map[string]any)
+	rules, _ := spec["rules"].([]any)
+	for _, r := range rules {
+		rule, _ := r.(map[string]any)
 		brs, _ := rule["backendRefs"].([]any)
 		for _, b := range brs {
 			if bm, ok := b.(map[string]any); ok {

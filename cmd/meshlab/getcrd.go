@@ -31,6 +31,7 @@ var crdNames = []string{
 	"requestauthentications.security.istio.io",
 	"serviceentries.networking.istio.io",
 	"sidecars.networking.istio.io",
+	"tcproutes.gateway.networking.k8s.io",
 	"telemetries.telemetry.istio.io",
 	"virtualservices.networking.istio.io",
 	"wasmplugins.extensions.istio.io",

@@ -91,6 +91,7 @@ var kubeTables = map[string]kubeColumns{
 		return []string{strAt(o, "spec", "controllerName"), accepted}
 	}},
 	"HTTPRoute": {heads: []string{"HOSTNAMES"}, cells: func(o map[string]any) []string { return []string{listCell(o, "spec", "hostnames")} }},
+	"GRPCRoute": {heads: []string{"HOSTNAMES"}, cells: func(o map[string]any) []string { return []string{listCell(o, "spec", "hostnames")} }},
 	// Kinds the lab keeps without acting on them (RBAC, budgets, autoscalers).
 	"Role":               {heads: []string{"CREATED AT"}, cells: createdAt, noAge: true},
 	"ClusterRole":        {heads: []string{"CREATED AT"}, cells: createdAt, noAge: true},

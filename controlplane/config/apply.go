@@ -288,7 +288,8 @@ var kindAliases = map[string]string{
 	"gateway": GatewayAPIGatewayKind, "gateways": GatewayAPIGatewayKind,
 	"gtw": GatewayAPIGatewayKind, "gateways.gateway.networking.k8s.io": GatewayAPIGatewayKind, "gateway.gateway.networking.k8s.io": GatewayAPIGatewayKind,
 	"gatewayclass": "GatewayClass", "gatewayclasses": "GatewayClass", "gc": "GatewayClass",
-	"httproute": "HTTPRoute", "httproutes": "HTTPRoute", "secret": "Secret", "secrets": "Secret",
+	"httproute": "HTTPRoute", "httproutes": "HTTPRoute", "grpcroute": "GRPCRoute", "grpcroutes": "GRPCRoute",
+	"tcproute": "TCPRoute", "tcproutes": "TCPRoute", "secret": "Secret", "secrets": "Secret",
 	"configmap": "ConfigMap", "configmaps": "ConfigMap", "cm": "ConfigMap",
 	"peerauthentication": "PeerAuthentication", "peerauthentications": "PeerAuthentication", "pa": "PeerAuthentication",
 	"authorizationpolicy": "AuthorizationPolicy", "authorizationpolicies": "AuthorizationPolicy", "ap": "AuthorizationPolicy",
@@ -353,7 +354,7 @@ func KindGroup(k string) string {
 
 // Kinds returns the kinds a lab holds, sorted.
 func Kinds() []string {
-	return []string{"AuthorizationPolicy", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet", "Deployment", "DestinationRule", "Gateway", GatewayAPIGatewayKind, "GatewayClass",
+	return []string{"AuthorizationPolicy", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet", "Deployment", "DestinationRule", "GRPCRoute", "Gateway", GatewayAPIGatewayKind, "GatewayClass",
 		"HTTPRoute", "HorizontalPodAutoscaler", "MeshConfig", "Namespace", "PeerAuthentication", "PodDisruptionBudget", "ReplicaSet", "RequestAuthentication", "Role", "RoleBinding",
-		"Secret", "Service", "ServiceAccount", "ServiceEntry", "StatefulSet", "Telemetry", "VirtualService", "Workload"}
+		"Secret", "Service", "ServiceAccount", "ServiceEntry", "StatefulSet", "TCPRoute", "Telemetry", "VirtualService", "Workload"}
 }

@@ -205,7 +205,7 @@ spec: {gatewayClassName: istio, listeners: [{name: http, port: 80, protocol: HTT
 kind: Gateway
 metadata: {name: g}
 spec: {gatewayClassName: istio, listeners: [{name: tls, port: 443, protocol: TLS}]}
-`, `spec.listeners[0].protocol: "TLS" is not supported by meshlab's Gateway API (HTTP, HTTPS; use Istio's Gateway for TLS and TCP)`},
+`, `spec.listeners[0].protocol: "TLS" is not supported by meshlab's Gateway API (HTTP, HTTPS, TCP; use Istio's Gateway for TLS)`},
 		{"https without tls", `apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: {name: g}
@@ -316,10 +316,10 @@ kind: HTTPRoute
 metadata: {name: r}
 spec: {parentRefs: [{name: g}], rules: [{backendRefs: [{name: httpbin, port: 8000, weight: 0}]}]}
 `, `spec.rules[0].backendRefs: every weight is 0`},
-		{"tcproute", `apiVersion: gateway.networking.k8s.io/v1alpha2
-kind: TCPRoute
+		{"tlsroute", `apiVersion: gateway.networking.k8s.io/v1alpha2
+kind: TLSRoute
 metadata: {name: r}
-`, `kind TCPRoute (gateway.networking.k8s.io/v1alpha2) is not supported by meshlab`},
+`, `kind TLSRoute (gateway.networking.k8s.io/v1alpha2) is not supported by meshlab`},
 		{"class name", `apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
 metadata: {name: other}

@@ -26,7 +26,7 @@ const (
 	kindGateway
 	kindSecret
 	kindConfigMap
-	kindGatewayAPI // gateway.networking.k8s.io GatewayClass, Gateway, HTTPRoute
+	kindGatewayAPI // gateway.networking.k8s.io GatewayClass, Gateway, HTTPRoute, GRPCRoute, TCPRoute
 	kindTelemetry
 	kindStored // a Kubernetes kind kept as written, changing nothing (storedKinds)
 )
@@ -190,7 +190,7 @@ func decoderFor(apiVersion, k string, p problems) kind {
 // knownKinds lists the kinds meshlab reads, for messages.
 func knownKinds() string {
 	return "v1 Service, Namespace, ServiceAccount, Secret, ConfigMap and Pod, apps/v1 Deployment, ReplicaSet, StatefulSet and DaemonSet, " + workloadAPIVersion + " Workload and MeshConfig, networking.istio.io VirtualService, DestinationRule, ServiceEntry and Gateway, " +
-		"security.istio.io PeerAuthentication, AuthorizationPolicy and RequestAuthentication, gateway.networking.k8s.io GatewayClass, Gateway and HTTPRoute"
+		"security.istio.io PeerAuthentication, AuthorizationPolicy and RequestAuthentication, gateway.networking.k8s.io " + gatewayAPIKindList
 }
 
 // istioKindNames returns the recognised Istio kinds, sorted (for docs and tests).

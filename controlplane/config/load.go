@@ -69,11 +69,14 @@ type Object struct {
 	Secret  *corev1.Secret
 	// ConfigMap holds a v1 ConfigMap: files a pod's configMap volumes mount.
 	ConfigMap *corev1.ConfigMap
-	// GatewayClass, KubeGateway and HTTPRoute hold a Kubernetes Gateway API object
-	// (gateway.networking.k8s.io); a Gateway's Origin.Kind is GatewayAPIGatewayKind.
+	// GatewayClass, KubeGateway, HTTPRoute, GRPCRoute and TCPRoute hold a Kubernetes
+	// Gateway API object (gateway.networking.k8s.io); a Gateway's Origin.Kind is
+	// GatewayAPIGatewayKind.
 	GatewayClass *gwv1.GatewayClass
 	KubeGateway  *gwv1.Gateway
 	HTTPRoute    *gwv1.HTTPRoute
+	GRPCRoute    *gwv1.GRPCRoute
+	TCPRoute     *gwv1.TCPRoute
 	// PeerAuthentication and AuthorizationPolicy hold the spec of a security.istio.io
 	// object of that kind (v1beta1 and v1 share one schema).
 	PeerAuthentication  *security.PeerAuthentication

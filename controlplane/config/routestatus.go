@@ -8,16 +8,17 @@ import (
 // istioGatewayController is the controller name istiod writes in a route's parent status.
 const istioGatewayController = "istio.io/gateway-controller"
 
-// HTTPRouteStatus returns the status istiod's gateway controller writes on HTTPRoute o
-// among objs: per parent, Accepted (a Service parent, GAMMA, always, the loader having
-// checked the Service exists; a Gateway parent when one of its listeners takes the
-// route, else NotAllowedByListeners, or NoMatchingParent for a Gateway the lab lacks),
-// ResolvedRefs (the loader refuses an unresolved backend) and ResolvedWaypoints (istiod
-// reports it with ambient on).
-func HTTPRouteStatus(objs []*Object, o *Object) gwv1.HTTPRouteStatus {
-	var st gwv1.HTTPRouteStatus
-	hr := o.HTTPRoute
-	if hr == nil {
+// RouteStatus returns the status istiod's gateway controller writes on route o (an
+// HTTPRoute, GRPCRoute or TCPRoute) among objs: per parent, Accepted (a Service parent,
+// GAMMA, always, the loader having checked the Service exists; a Gateway parent when one
+// of its listeners takes the route's kind from its namespace, else
+// NotAllowedByListeners, or NoMatchingParent for a Gateway the lab lacks), ResolvedRefs
+// (the loader refuses an unresolved backend) and ResolvedWaypoints (istiod reports it
+// with ambient on).
+func RouteStatus(objs []*Object, o *Object) gwv1.RouteStatus {
+	var st gwv1.RouteStatus
+	parents, _ := routeRefs(o)
+	if parents == nil {
 		return st
 	}
 	nsLabels := map[string]map[string]string{}
@@ -37,7 +38,7 @@ func HTTPRouteStatus(objs []*Object, o *Object) gwv1.HTTPRouteStatus {
 		}
 		return metav1.Condition{Type: typ, Status: s, Reason: reason, Message: msg, ObservedGeneration: 1}
 	}
-	for _, pr := range hr.Spec.ParentRefs {
+	for _, pr := range parents {
 		accepted := cond(string(gwv1.RouteConditionAccepted), string(gwv1.RouteReasonAccepted), "Route was valid", true)
 		if !isServiceParent(pr) {
 			ns := o.Origin.Namespace
@@ -48,7 +49,7 @@ func HTTPRouteStatus(objs []*Object, o *Object) gwv1.HTTPRouteStatus {
 			switch {
 			case g == nil:
 				accepted = cond(string(gwv1.RouteConditionAccepted), string(gwv1.RouteReasonNoMatchingParent), "parent "+ns+"/"+string(pr.Name)+" not found", false)
-			case !routeAdmitted(g, pr, ns, o.Origin.Namespace, nsLabels):
+			case !routeAdmitted(g, pr, ns, o.Origin.Namespace, routeKind(o), nsLabels):
 				accepted = cond(string(gwv1.RouteConditionAccepted), string(gwv1.RouteReasonNotAllowedByListeners), "no listener of "+ns+"/"+string(pr.Name)+" allows routes from namespace "+o.Origin.Namespace, false)
 			}
 		}
@@ -66,13 +67,13 @@ func HTTPRouteStatus(objs []*Object, o *Object) gwv1.HTTPRouteStatus {
 }
 
 // routeAdmitted reports whether a listener of Gateway g (of namespace gwNS) selected by
-// pr takes routes from namespace ns.
-func routeAdmitted(g *Object, pr gwv1.ParentReference, gwNS, ns string, nsLabels map[string]map[string]string) bool {
+// pr takes routes of kind k from namespace ns.
+func routeAdmitted(g *Object, pr gwv1.ParentReference, gwNS, ns, k string, nsLabels map[string]map[string]string) bool {
 	for _, l := range g.KubeGateway.Spec.Listeners {
 		if pr.SectionName != nil && *pr.SectionName != l.Name {
 			continue
 		}
-		if admitsRoutesFrom(l, gwNS, ns, nsLabels) {
+		if admitsRoutesFrom(l, gwNS, ns, nsLabels) && admitsKind(l, k) {
 			return true
 		}
 	}

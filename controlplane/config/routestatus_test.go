@@ -63,7 +63,7 @@ func TestMeshRouteAsIstiod(t *testing.T) {
 			route = o
 		}
 	}
-	st := HTTPRouteStatus(s.Objects, route)
+	st := RouteStatus(s.Objects, route)
 	if len(st.Parents) != 3 {
 		t.Fatalf("%d parents in status, want 3", len(st.Parents))
 	}

@@ -347,12 +347,12 @@ func inboundVIPCluster(v vipCluster) (*cluster.Cluster, error) {
 		TransportSocket:      ts,
 		Metadata:             md,
 	}
-	if v.policy == nil {
-		return c, nil
+	if v.policy != nil {
+		if err := applyTrafficPolicy(c, v.policy, v.p.port.Protocol); err != nil {
+			return nil, fmt.Errorf("cluster %s: %w", name, err)
+		}
 	}
-	if err := applyTrafficPolicy(c, v.policy, v.p.port.Protocol); err != nil {
-		return nil, fmt.Errorf("cluster %s: %w", name, err)
-	}
+	// A gRPC or HTTP/2 port's cluster speaks HTTP/2 upstream, with or without a rule.
 	return c, applyHTTP2(c, v.p.port.Protocol)
 }
 

@@ -353,7 +353,7 @@ func vipPortMatcher(ports []waypointPort) (*xdsmatcher.Matcher, error) {
 // waypointHCM is a main_internal connection manager: a sidecar inbound one (hcmFilter)
 // with the chain's authorization filters (authz.httpFilters) first and the waypoint's
 // upstream peer_metadata before the router, the route inline.
-func waypointHCM(statPrefix string, rc *route.RouteConfiguration, logs []*accesslogv3.AccessLog, az authz) (*listener.Filter, error) {
+func waypointHCM(statPrefix string, rc *route.RouteConfiguration, logs []*accesslogv3.AccessLog, az authz, http2 bool) (*listener.Filter, error) {
 	peer, err := waypointPeerMetadata(false)
 	if err != nil {
 		return nil, err
@@ -369,6 +369,11 @@ func waypointHCM(statPrefix string, rc *route.RouteConfiguration, logs []*access
 		h.ServerName = "istio-envoy"
 		h.AccessLog = logs
 		h.RouteSpecifier = &hcm.HttpConnectionManager_RouteConfig{RouteConfig: rc}
+		if http2 {
+			// A gRPC or HTTP/2 port's chain: istiod's inbound connection manager of
+			// such a port sets (empty) HTTP/2 options.
+			h.Http2ProtocolOptions = &core.Http2ProtocolOptions{}
+		}
 	})
 }
 
@@ -392,11 +397,7 @@ func inboundVIPChain(m *model.Model, w *model.Waypoint, served map[string]*model
 	name := p.name()
 	statPrefix := "inbound_0.0.0.0_" + portString(p.port.Port) + ";"
 	if !p.port.Protocol.IsHTTP() {
-		f, err := networkFilter(wellknown.TCPProxy, &tcpproxy.TcpProxy{
-			StatPrefix:       name,
-			ClusterSpecifier: &tcpproxy.TcpProxy_Cluster{Cluster: name},
-			AccessLog:        logs,
-		})
+		f, err := networkFilter(wellknown.TCPProxy, waypointTCPProxy(m, served, w, p, &tcpproxy.TcpProxy{StatPrefix: name, AccessLog: logs}))
 		if err != nil {
 			return nil, err
 		}
@@ -410,7 +411,7 @@ func inboundVIPChain(m *model.Model, w *model.Waypoint, served map[string]*model
 	if err != nil {
 		return nil, err
 	}
-	f, err := waypointHCM(statPrefix, rc, logs, waypointAuthz(m, w, p.svc, false))
+	f, err := waypointHCM(statPrefix, rc, logs, waypointAuthz(m, w, p.svc, false), isHTTP2(p.port.Protocol))
 	if err != nil {
 		return nil, err
 	}
@@ -440,7 +441,7 @@ func directChains(m *model.Model, w *model.Waypoint, logs []*accesslogv3.AccessL
 		return nil, err
 	}
 	rc := inboundVIPRoute(EncapCluster, "inbound|http|0", EncapCluster, ":0/*")
-	h, err := waypointHCM("inbound_0.0.0.0_0;", rc, logs, waypointAuthz(m, w, nil, false))
+	h, err := waypointHCM("inbound_0.0.0.0_0;", rc, logs, waypointAuthz(m, w, nil, false), false)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	tcpproxy "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1alpha3"
 
@@ -138,4 +139,34 @@ func waypointRouteConfig(m *model.Model, w *model.Waypoint, served map[string]*m
 		VirtualHosts:     []*route.VirtualHost{{Name: vhost, Domains: []string{"*"}, Routes: rs}},
 		ValidateClusters: wrapperspb.Bool(false),
 	}, nil
+}
+
+// waypointTCPProxy sets where a TCP service port's tcp_proxy sends connections, as
+// istiod's buildWaypointInboundVIPTCPFilterChain: the destinations of the first tcp route
+// of the service's VirtualServices that applies to the port (a TCPRoute with the Service
+// as parent among them), one cluster or weighted ones (weight 0 left out), each the
+// waypoint's cluster of that destination; without one, the port's own cluster.
+func waypointTCPProxy(m *model.Model, served map[string]*model.Service, w *model.Waypoint, p waypointPort, tp *tcpproxy.TcpProxy) *tcpproxy.TcpProxy {
+	for _, vs := range waypointVirtualServices(m, w, p.svc) {
+		r := tcpRouteFor(vs, p.port.Port)
+		if r == nil {
+			continue
+		}
+		if len(r.GetRoute()) == 1 {
+			tp.ClusterSpecifier = &tcpproxy.TcpProxy_Cluster{Cluster: waypointCluster(m, served, vs.Namespace, r.GetRoute()[0].GetDestination(), p.port.Port)}
+			return tp
+		}
+		wc := &tcpproxy.TcpProxy_WeightedCluster{}
+		for _, d := range r.GetRoute() {
+			if d.GetWeight() > 0 {
+				wc.Clusters = append(wc.Clusters, &tcpproxy.TcpProxy_WeightedCluster_ClusterWeight{
+					Name: waypointCluster(m, served, vs.Namespace, d.GetDestination(), p.port.Port), Weight: uint32(d.GetWeight()),
+				})
+			}
+		}
+		tp.ClusterSpecifier = &tcpproxy.TcpProxy_WeightedClusters{WeightedClusters: wc}
+		return tp
+	}
+	tp.ClusterSpecifier = &tcpproxy.TcpProxy_Cluster{Cluster: p.name()}
+	return tp
 }

@@ -1,0 +1,314 @@
+package config
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	networking "istio.io/api/networking/v1alpha3"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// GRPCRoute and TCPRoute, as istiod converts them (pilot/pkg/config/kube/gateway's
+// convertGRPCRoute and convertTCPRoute): a GRPCRoute's rules become http routes (its
+// method match a path match on "/<service>/<method>", its headers header matches), a
+// TCPRoute's rules tcp routes. Both take a Gateway parent (the listeners of their
+// protocol) or a Service parent (GAMMA: the mesh's traffic to that Service, on sidecars
+// and on the Service's waypoint), through gatewayAPIIstio as an HTTPRoute does.
+
+// The fields meshlab implements, by path below spec; any other is refused by name.
+var (
+	grpcRouteFields = lazyFields(func() string {
+		return strings.Join([]string{
+			"parentRefs hostnames rules",
+			expand("parentRefs", "group kind namespace name sectionName port"),
+			expand("rules", "name matches filters backendRefs"),
+			expand("rules.matches", "method headers"),
+			expand("rules.matches.method", "type service method"),
+			expand("rules.matches.headers", "type name value"),
+			grpcFilterFields("rules.filters"),
+			expand("rules.backendRefs", "group kind name namespace port weight filters"),
+			grpcFilterFields("rules.backendRefs.filters"),
+		}, " ")
+	})
+	tcpRouteFields = lazyFields(func() string {
+		return strings.Join([]string{
+			"parentRefs rules",
+			expand("parentRefs", "group kind namespace name sectionName port"),
+			expand("rules", "name backendRefs"),
+			expand("rules.backendRefs", "group kind name namespace port weight"),
+		}, " ")
+	})
+)
+
+// grpcFilterFields are the fields of a GRPCRoute filter meshlab reads, below prefix.
+func grpcFilterFields(prefix string) string {
+	var out []string
+	out = append(out, expand(prefix, "type requestHeaderModifier responseHeaderModifier"))
+	for _, m := range []string{"requestHeaderModifier", "responseHeaderModifier"} {
+		out = append(out, expand(prefix+"."+m, "set add remove"), expand(prefix+"."+m+".set", "name value"), expand(prefix+"."+m+".add", "name value"))
+	}
+	return strings.Join(out, " ")
+}
+
+// validateGRPCRoute checks a GRPCRoute on its own (its parents and backends are checked
+// against the lab's Services by checkGatewayAPIRefs).
+func validateGRPCRoute(gr *gwv1.GRPCRoute, ns string, p problems) {
+	checkName(p, "metadata.name", gr.Name, 253)
+	if len(gr.Spec.ParentRefs) == 0 {
+		p.addf("spec.parentRefs", "at least one parent (a Gateway, or a Service for the mesh) is required")
+	}
+	checkParentRefs(gr.Spec.ParentRefs, ns, p)
+	for i, h := range gr.Spec.Hostnames {
+		checkWildcardHost(string(h), string(h), fmt.Sprintf("spec.hostnames[%d]", i), p)
+	}
+	for i, r := range gr.Spec.Rules {
+		f := fmt.Sprintf("spec.rules[%d]", i)
+		for j, m := range r.Matches {
+			mf := fmt.Sprintf("%s.matches[%d]", f, j)
+			if mm := m.Method; mm != nil {
+				if mm.Service == nil && mm.Method == nil {
+					p.addf(mf+".method", "names neither service nor method")
+				}
+				switch t := ptrOr(mm.Type, gwv1.GRPCMethodMatchExact); t {
+				case gwv1.GRPCMethodMatchExact:
+					for _, v := range []*string{mm.Service, mm.Method} {
+						if v != nil && (*v == "" || strings.Contains(*v, "/")) {
+							p.addf(mf+".method", "%q is not a gRPC service or method name (no \"/\")", *v)
+						}
+					}
+				case gwv1.GRPCMethodMatchRegularExpression:
+					for _, v := range []*string{mm.Service, mm.Method} {
+						if v != nil {
+							checkRegex(*v, mf+".method", p)
+						}
+					}
+				default:
+					p.addf(mf+".method.type", "%q is not a method match type (Exact, RegularExpression)", t)
+				}
+			}
+			for k, h := range m.Headers {
+				hf := fmt.Sprintf("%s.headers[%d]", mf, k)
+				if h.Name == "" {
+					p.addf(hf+".name", "is required")
+				}
+				checkMatchType(string(ptrOr(h.Type, gwv1.GRPCHeaderMatchExact)), h.Value, hf, p)
+			}
+		}
+		checkGRPCFilters(r.Filters, f, p)
+		if len(r.BackendRefs) == 0 {
+			p.addf(f+".backendRefs", "at least one backend is required")
+		} else if !slices.ContainsFunc(r.BackendRefs, func(b gwv1.GRPCBackendRef) bool { return ptrOr(b.Weight, 1) > 0 }) {
+			p.addf(f+".backendRefs", "every weight is 0: meshlab does not serve a rule without a backend (Istio answers it 500)")
+		}
+		for j, b := range r.BackendRefs {
+			bf := fmt.Sprintf("%s.backendRefs[%d]", f, j)
+			checkBackendRef(b.BackendRef, bf, ns, p)
+			checkGRPCFilters(b.Filters, bf, p)
+		}
+	}
+}
+
+// checkGRPCFilters checks a GRPCRoute rule's or backend's filters: the header modifiers
+// (RequestMirror, which istiod turns into a VirtualService's mirrors, is refused: the
+// schema above refuses its field).
+func checkGRPCFilters(fs []gwv1.GRPCRouteFilter, f string, p problems) {
+	for j, fl := range fs {
+		ff := fmt.Sprintf("%s.filters[%d]", f, j)
+		switch fl.Type {
+		case gwv1.GRPCRouteFilterRequestHeaderModifier:
+			if fl.RequestHeaderModifier == nil {
+				p.addf(ff+".requestHeaderModifier", "is required for type %s", fl.Type)
+			}
+		case gwv1.GRPCRouteFilterResponseHeaderModifier:
+			if fl.ResponseHeaderModifier == nil {
+				p.addf(ff+".responseHeaderModifier", "is required for type %s", fl.Type)
+			}
+		default:
+			p.addf(ff+".type", "%q is not supported by meshlab's GRPCRoute (RequestHeaderModifier, ResponseHeaderModifier)", fl.Type)
+		}
+	}
+}
+
+// validateTCPRoute checks a TCPRoute on its own.
+func validateTCPRoute(tr *gwv1.TCPRoute, ns string, p problems) {
+	checkName(p, "metadata.name", tr.Name, 253)
+	if len(tr.Spec.ParentRefs) == 0 {
+		p.addf("spec.parentRefs", "at least one parent (a Gateway, or a Service for the mesh) is required")
+	}
+	checkParentRefs(tr.Spec.ParentRefs, ns, p)
+	if len(tr.Spec.Rules) == 0 {
+		p.addf("spec.rules", "at least one rule is required")
+	}
+	for i, r := range tr.Spec.Rules {
+		f := fmt.Sprintf("spec.rules[%d]", i)
+		if len(r.BackendRefs) == 0 {
+			p.addf(f+".backendRefs", "at least one backend is required")
+		} else if !slices.ContainsFunc(r.BackendRefs, func(b gwv1.BackendRef) bool { return ptrOr(b.Weight, 1) > 0 }) {
+			p.addf(f+".backendRefs", "every weight is 0: meshlab does not serve a rule without a backend (Istio refuses its connections)")
+		}
+		for j, b := range r.BackendRefs {
+			checkBackendRef(b, fmt.Sprintf("%s.backendRefs[%d]", f, j), ns, p)
+		}
+	}
+}
+
+// grpcRouteRules converts a GRPCRoute's rules as istiod: one http route per match (a
+// rule without matches matches every request), named as the rule or
+// "<namespace>.<route>.<index>", sorted as istiod's sortHTTPRoutes (exact paths, then
+// prefixes, then regular expressions, the longest first, then the most headers; routes
+// without a match last; ties keep rule order).
+func grpcRouteRules(gr *gwv1.GRPCRoute, ns string) []*networking.HTTPRoute {
+	var out []*networking.HTTPRoute
+	for i, rule := range gr.Spec.Rules {
+		matches := slices.Clone(rule.Matches)
+		if len(matches) == 0 {
+			matches = []gwv1.GRPCRouteMatch{{}}
+		}
+		for _, m := range matches {
+			r := &networking.HTTPRoute{Name: fmt.Sprintf("%s.%s.%d", ns, gr.Name, i)}
+			if rule.Name != nil {
+				r.Name = string(*rule.Name)
+			}
+			if len(rule.Matches) > 0 {
+				hm := &networking.HTTPMatchRequest{Uri: grpcMethodMatch(m.Method)}
+				for _, h := range m.Headers {
+					if hm.Headers == nil {
+						hm.Headers = map[string]*networking.StringMatch{}
+					}
+					hm.Headers[string(h.Name)] = gwStringMatch(string(ptrOr(h.Type, gwv1.GRPCHeaderMatchExact)), h.Value)
+				}
+				r.Match = []*networking.HTTPMatchRequest{hm}
+			}
+			r.Headers = grpcHeaderFilters(rule.Filters)
+			r.Route = grpcDestinations(rule.BackendRefs, ns)
+			out = append(out, r)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b *networking.HTTPRoute) int {
+		if len(a.Match) == 0 || len(b.Match) == 0 {
+			return cmp.Compare(len(b.Match), len(a.Match))
+		}
+		ma, mb := a.Match[0], b.Match[0]
+		ra, la := uriRank(ma.GetUri())
+		rb, lb := uriRank(mb.GetUri())
+		return cmp.Or(cmp.Compare(rb, ra), cmp.Compare(lb, la), cmp.Compare(len(mb.Headers), len(ma.Headers)))
+	})
+	return out
+}
+
+// uriRank ranks a path match as istiod's getURIRank and getURILength: exact 3, prefix 2,
+// regular expression 1, none -1; and its length.
+func uriRank(m *networking.StringMatch) (rank, length int) {
+	switch {
+	case m == nil:
+		return -1, 0
+	case m.GetExact() != "":
+		return 3, len(m.GetExact())
+	case m.GetPrefix() != "":
+		return 2, len(m.GetPrefix())
+	case m.GetRegex() != "":
+		return 1, len(m.GetRegex())
+	}
+	return -1, 0
+}
+
+// grpcMethodMatch is a method match as the path istiod matches ("/<service>/<method>"):
+// Exact with both an exact path, with the service only a prefix "/<service>/", with the
+// method only a regular expression; RegularExpression a regular expression.
+func grpcMethodMatch(mm *gwv1.GRPCMethodMatch) *networking.StringMatch {
+	if mm == nil {
+		return nil
+	}
+	regex := func(v string) *networking.StringMatch {
+		return &networking.StringMatch{MatchType: &networking.StringMatch_Regex{Regex: v}}
+	}
+	svc, method := mm.Service, mm.Method
+	if ptrOr(mm.Type, gwv1.GRPCMethodMatchExact) == gwv1.GRPCMethodMatchRegularExpression {
+		switch {
+		case method == nil:
+			return regex("/" + *svc + "/.+")
+		case svc == nil:
+			return regex("/[^/]+/" + *method)
+		}
+		return regex("/" + *svc + "/" + *method)
+	}
+	switch {
+	case method == nil:
+		return &networking.StringMatch{MatchType: &networking.StringMatch_Prefix{Prefix: "/" + *svc + "/"}}
+	case svc == nil:
+		return regex("/[^/]+/" + *method)
+	}
+	return &networking.StringMatch{MatchType: &networking.StringMatch_Exact{Exact: "/" + *svc + "/" + *method}}
+}
+
+// grpcHeaderFilters returns a GRPCRoute rule's or backend's header modifiers as Istio's
+// headers (nil without any).
+func grpcHeaderFilters(fs []gwv1.GRPCRouteFilter) *networking.Headers {
+	var h *networking.Headers
+	for _, f := range fs {
+		if h == nil {
+			h = &networking.Headers{}
+		}
+		switch f.Type {
+		case gwv1.GRPCRouteFilterRequestHeaderModifier:
+			h.Request = headerOperations(f.RequestHeaderModifier)
+		case gwv1.GRPCRouteFilterResponseHeaderModifier:
+			h.Response = headerOperations(f.ResponseHeaderModifier)
+		}
+	}
+	return h
+}
+
+// grpcDestinations returns a GRPCRoute rule's backends as istiod's buildGRPCDestination:
+// backends of weight 0 left out, the others with their weights as written (none when
+// only one is left), each with its own header modifiers.
+func grpcDestinations(brs []gwv1.GRPCBackendRef, ns string) []*networking.HTTPRouteDestination {
+	var out []*networking.HTTPRouteDestination
+	for _, b := range brs {
+		if ptrOr(b.Weight, 1) == 0 {
+			continue
+		}
+		out = append(out, &networking.HTTPRouteDestination{
+			Destination: backendDestination(b.BackendRef, ns),
+			Weight:      ptrOr(b.Weight, 1),
+			Headers:     grpcHeaderFilters(b.Filters),
+		})
+	}
+	if len(out) == 1 {
+		out[0].Weight = 0
+	}
+	return out
+}
+
+// tcpRouteRules converts a TCPRoute's rules as istiod's convertTCPRoute: one tcp route
+// per rule, its backends of nonzero weight with their weights as written (none when
+// only one is left).
+func tcpRouteRules(tr *gwv1.TCPRoute, ns string) []*networking.TCPRoute {
+	var out []*networking.TCPRoute
+	for _, rule := range tr.Spec.Rules {
+		r := &networking.TCPRoute{}
+		for _, b := range rule.BackendRefs {
+			if ptrOr(b.Weight, 1) == 0 {
+				continue
+			}
+			r.Route = append(r.Route, &networking.RouteDestination{Destination: backendDestination(b, ns), Weight: ptrOr(b.Weight, 1)})
+		}
+		if len(r.Route) == 1 {
+			r.Route[0].Weight = 0
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// backendDestination is a Service backend as an Istio destination: the Service's
+// hostname and the port.
+func backendDestination(b gwv1.BackendRef, ns string) *networking.Destination {
+	d := &networking.Destination{Host: string(b.Name) + "." + ns + ".svc.cluster.local"}
+	if b.Port != nil {
+		d.Port = &networking.PortSelector{Number: uint32(*b.Port)}
+	}
+	return d
+}
