@@ -303,14 +303,7 @@ func validateKubeGateway(gw *gwv1.Gateway, ns string, p problems) {
 // validateKubeHTTPRoute checks an HTTPRoute on its own (its backends are checked against
 // the lab's Services by checkGatewayAPIRefs).
 func validateKubeHTTPRoute(hr *gwv1.HTTPRoute, ns string, p problems) {
-	checkName(p, "metadata.name", hr.Name, 253)
-	if len(hr.Spec.ParentRefs) == 0 {
-		p.addf("spec.parentRefs", "at least one parent (a Gateway, or a Service for the mesh) is required")
-	}
-	checkParentRefs(hr.Spec.ParentRefs, ns, p)
-	for i, h := range hr.Spec.Hostnames {
-		checkWildcardHost(string(h), string(h), fmt.Sprintf("spec.hostnames[%d]", i), p)
-	}
+	checkRouteHead(hr.Name, hr.Spec.ParentRefs, hr.Spec.Hostnames, ns, p)
 	for i, r := range hr.Spec.Rules {
 		f := fmt.Sprintf("spec.rules[%d]", i)
 		for j, m := range r.Matches {
@@ -388,6 +381,19 @@ func validateKubeHTTPRoute(hr *gwv1.HTTPRoute, ns string, p problems) {
 		for j, b := range r.BackendRefs {
 			checkBackendRef(b.BackendRef, fmt.Sprintf("%s.backendRefs[%d]", f, j), ns, p)
 		}
+	}
+}
+
+// checkRouteHead checks what every route kind has: its name, at least one parent and
+// each one's form, its hostnames.
+func checkRouteHead(name string, parents []gwv1.ParentReference, hostnames []gwv1.Hostname, ns string, p problems) {
+	checkName(p, "metadata.name", name, 253)
+	if len(parents) == 0 {
+		p.addf("spec.parentRefs", "at least one parent (a Gateway, or a Service for the mesh) is required")
+	}
+	checkParentRefs(parents, ns, p)
+	for i, h := range hostnames {
+		checkWildcardHost(string(h), string(h), fmt.Sprintf("spec.hostnames[%d]", i), p)
 	}
 }
 

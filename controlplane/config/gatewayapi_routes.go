@@ -55,14 +55,7 @@ func grpcFilterFields(prefix string) string {
 // validateGRPCRoute checks a GRPCRoute on its own (its parents and backends are checked
 // against the lab's Services by checkGatewayAPIRefs).
 func validateGRPCRoute(gr *gwv1.GRPCRoute, ns string, p problems) {
-	checkName(p, "metadata.name", gr.Name, 253)
-	if len(gr.Spec.ParentRefs) == 0 {
-		p.addf("spec.parentRefs", "at least one parent (a Gateway, or a Service for the mesh) is required")
-	}
-	checkParentRefs(gr.Spec.ParentRefs, ns, p)
-	for i, h := range gr.Spec.Hostnames {
-		checkWildcardHost(string(h), string(h), fmt.Sprintf("spec.hostnames[%d]", i), p)
-	}
+	checkRouteHead(gr.Name, gr.Spec.ParentRefs, gr.Spec.Hostnames, ns, p)
 	for i, r := range gr.Spec.Rules {
 		f := fmt.Sprintf("spec.rules[%d]", i)
 		for j, m := range r.Matches {
@@ -133,11 +126,7 @@ func checkGRPCFilters(fs []gwv1.GRPCRouteFilter, f string, p problems) {
 
 // validateTCPRoute checks a TCPRoute on its own.
 func validateTCPRoute(tr *gwv1.TCPRoute, ns string, p problems) {
-	checkName(p, "metadata.name", tr.Name, 253)
-	if len(tr.Spec.ParentRefs) == 0 {
-		p.addf("spec.parentRefs", "at least one parent (a Gateway, or a Service for the mesh) is required")
-	}
-	checkParentRefs(tr.Spec.ParentRefs, ns, p)
+	checkRouteHead(tr.Name, tr.Spec.ParentRefs, nil, ns, p)
 	if len(tr.Spec.Rules) == 0 {
 		p.addf("spec.rules", "at least one rule is required")
 	}
