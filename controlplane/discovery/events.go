@@ -19,9 +19,14 @@ const (
 	EventNACK         = "xds.nack"
 )
 
-// emit hands e to the observer, if any. It is called with the tracker's lock held, so the
-// observer must not block or call back into the server (the lab's bus never blocks).
+// emit hands e to the observer, if any, and wakes the waiters of the streams' next
+// change (changes). It is called with the tracker's lock held, so the observer must not
+// block or call back into the server (the lab's bus never blocks).
 func (t *tracker) emit(e Event) {
+	if t.changed != nil {
+		close(t.changed)
+		t.changed = nil
+	}
 	if t.observe != nil {
 		t.observe(e)
 	}

@@ -96,6 +96,7 @@ type tracker struct {
 	streams map[int64]*streamState    // node id learned from the first request
 	ctxs    map[int64]context.Context // stream contexts, from OnStreamOpen
 	nodes   map[string]*nodeState
+	changed chan struct{} // closed by the next event (emit), then nil; made by changes
 }
 
 func newTrackerObserved(log *slog.Logger, now func() time.Time, observe func(Event)) *tracker {
@@ -308,6 +309,94 @@ func (s *Server) Unsynced(include func(node string) bool) (node, why string) {
 		want[ps.NodeID] = w
 	}
 	return s.tracker.unsynced(include, func(node, typ string) string { return want[node][typ] })
+}
+
+// Synced reports whether Unsynced would name no node. It is the check a waiter repeats
+// on every change of the streams (SyncChanges), so it builds no status and stops at the
+// first unanswered or rejected response; Unsynced says why.
+func (s *Server) Synced(include func(node string) bool) bool {
+	sent, ok := s.tracker.answered(include)
+	if !ok {
+		return false
+	}
+	_, ztSince := s.ztunnelNodes()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range sent {
+		if w := s.wantLocked(r.node, r.typ, ztSince); w != "" && w != r.version {
+			return false
+		}
+	}
+	return true
+}
+
+// SyncChanges returns a channel closed at the next change of what Synced reads of the
+// streams: a stream opened or closed, a response sent, ACKed or NACKed. An update
+// changes what is to be sent too, and the responses it causes are such changes.
+func (s *Server) SyncChanges() <-chan struct{} { return s.tracker.changes() }
+
+// Disconnected returns the first node, in node id order, that include accepts and has
+// no open stream, of those Status lists but ztunnels ("" when every one is connected).
+func (s *Server) Disconnected(include func(node string) bool) string {
+	s.mu.Lock()
+	known := s.nodes // replaced by each update, never modified
+	s.mu.Unlock()
+	return s.tracker.disconnected(known, include)
+}
+
+// disconnected is Disconnected over known and the nodes seen on a stream.
+func (t *tracker) disconnected(known []string, include func(node string) bool) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	first := ""
+	check := func(id string) {
+		if (first == "" || id < first) && include(id) {
+			if n := t.nodes[id]; n == nil || n.streams == 0 {
+				first = id
+			}
+		}
+	}
+	for _, id := range known {
+		check(id)
+	}
+	for id, n := range t.nodes {
+		if n.streams == 0 {
+			check(id)
+		}
+	}
+	return first
+}
+
+// changes returns a channel closed by the next event.
+func (t *tracker) changes() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.changed == nil {
+		t.changed = make(chan struct{})
+	}
+	return t.changed
+}
+
+// sentVersion is the version of a type last sent on a stream of a node.
+type sentVersion struct{ node, typ, version string }
+
+// answered returns the version last sent of each type on each open stream include
+// accepts, or ok false when one of those responses is not answered yet or was rejected.
+func (t *tracker) answered(include func(node string) bool) (sent []sentVersion, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, st := range t.streams {
+		if include != nil && !include(st.node) {
+			continue
+		}
+		for typ, r := range st.sent {
+			if !r.answered || r.nack != "" {
+				return nil, false
+			}
+			sent = append(sent, sentVersion{st.node, typ, r.version})
+		}
+	}
+	return sent, true
 }
 
 // unsynced is Unsynced over the tracker's open streams, in node id order.

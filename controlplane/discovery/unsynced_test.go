@@ -8,6 +8,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoverypb "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 
 	"github.com/meshlab/meshlab/internal/testutil"
@@ -92,5 +93,71 @@ func TestUnsyncedJudgesOpenStreams(t *testing.T) {
 	request(1, lds, "v3", "d", "")
 	if _, why := tr.unsynced(all, wantOf); !strings.Contains(why, "has not answered Listener v4") {
 		t.Errorf("an ACK of an older nonce: %q, want v4 unanswered", why)
+	}
+}
+
+// Synced, the check `apply --wait` repeats on each SyncChanges signal, agrees with
+// Unsynced at each step of a push: a response sent and not answered, ACKed, and a newer
+// version to send; Disconnected names the injected pods with no stream, in node id order.
+func TestSyncedFollowsTheStreams(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, Options{SocketGID: -1})
+	m := helloModel()
+	if err := s.Update(context.Background(), m); err != nil {
+		t.Fatalf("Update: %v", err)
+	}
+	all := func(string) bool { return true }
+	backend, frontend := m.Pod("backend-v1").NodeID(), m.Pod("frontend-v1").NodeID()
+	if got := s.Disconnected(all); got != frontend {
+		t.Errorf("Disconnected with no stream = %q, want the first node %q", got, frontend)
+	}
+	if got := s.Disconnected(func(n string) bool { return n == backend }); got != backend {
+		t.Errorf("Disconnected of backend alone = %q, want it", got)
+	}
+	agree := func(step string, want bool) {
+		t.Helper()
+		node, why := s.Unsynced(all)
+		if got := s.Synced(all); got != want || (node == "") != want {
+			t.Errorf("%s: Synced %v, Unsynced %q %q; want synced %v", step, got, node, why, want)
+		}
+	}
+	changed := s.SyncChanges()
+	ads := dialADS(t, "unix://"+s.path, backend)
+	ads.send(&discoverypb.DiscoveryRequest{TypeUrl: resource.ClusterType})
+	resp := ads.recv()
+	waitChange(t, changed, "CDS sent")
+	waitStatus(t, s, backend, "CDS sent", func(ps ProxyStatus) bool { return ps.Types[resource.ClusterType].Sent == "v1" })
+	agree("CDS v1 sent, not answered", false)
+	if got := s.Disconnected(all); got != frontend {
+		t.Errorf("Disconnected with backend's stream open = %q, want %q", got, frontend)
+	}
+
+	changed = s.SyncChanges()
+	ads.send(&discoverypb.DiscoveryRequest{TypeUrl: resource.ClusterType, VersionInfo: "v1", ResponseNonce: resp.GetNonce()})
+	waitChange(t, changed, "CDS ACKed")
+	agree("CDS v1 ACKed", true)
+
+	changed = s.SyncChanges()
+	if err := s.Update(context.Background(), helloModel("extra")); err != nil {
+		t.Fatalf("Update: %v", err)
+	}
+	resp = ads.recv()
+	waitChange(t, changed, "CDS v2 sent")
+	agree("CDS v2 sent, not answered", false)
+	ads.send(&discoverypb.DiscoveryRequest{TypeUrl: resource.ClusterType, VersionInfo: "v2", ResponseNonce: resp.GetNonce()})
+	waitStatus(t, s, backend, "CDS v2 ACKed", func(ps ProxyStatus) bool { return ps.Types[resource.ClusterType].Synced() })
+	agree("CDS v2 ACKed", true)
+	if !s.Synced(func(n string) bool { return n != backend }) {
+		t.Error("Synced with backend excluded: false, want true")
+	}
+}
+
+// waitChange waits for a SyncChanges channel to close.
+func waitChange(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: no change signalled within 10s", what)
 	}
 }

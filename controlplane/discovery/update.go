@@ -597,33 +597,34 @@ func (s *Server) Status() []ProxyStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ps := range out {
-		if IsZtunnel(ps.NodeID) {
-			for typ, ts := range ps.Types {
-				ts.Want = ztSince[typ]
-				ps.Types[typ] = ts
-			}
-			continue
-		}
-		want := s.wants[ps.NodeID]
-		if want == "" {
-			continue
-		}
 		for typ, ts := range ps.Types {
-			ts.Want = want
-			if typ == WorkloadType && s.wp.workloads != nil {
-				// A waypoint's workloads are sent when they change, not with its own
-				// resources (waypoint_wds.go).
-				ts.Want = s.wp.workloads.since
-				ps.Types[typ] = ts
-				continue
-			}
-			if st := s.proxies[ps.NodeID]; st != nil {
-				if t, ok := st.types[typ]; ok {
-					ts.Want = t.since // pushed only when it changed (SotW and delta alike)
-				}
-			}
+			ts.Want = s.wantLocked(ps.NodeID, typ, ztSince)
 			ps.Types[typ] = ts
 		}
 	}
 	return out
+}
+
+// wantLocked is the version of typ that node is to be sent: the version in which its
+// resources last changed (pushed only when they change, SotW and delta alike), "" when
+// the server has no config for node. The caller holds s.mu; ztSince is ztunnelNodes'.
+func (s *Server) wantLocked(node, typ string, ztSince map[string]string) string {
+	if IsZtunnel(node) {
+		return ztSince[typ]
+	}
+	want := s.wants[node]
+	if want == "" {
+		return ""
+	}
+	if typ == WorkloadType && s.wp.workloads != nil {
+		// A waypoint's workloads are sent when they change, not with its own resources
+		// (waypoint_wds.go).
+		return s.wp.workloads.since
+	}
+	if st := s.proxies[node]; st != nil {
+		if t, ok := st.types[typ]; ok {
+			return t.since
+		}
+	}
+	return want
 }
