@@ -13,6 +13,11 @@
 // which keeps the netpoller's waiting, deadlines and Close as net.Conn's Read and Write
 // have them.
 //
+// It relies on the socket being non-blocking, as Go's net package leaves every socket it
+// made: a RawSyscall on a blocking socket would hold its thread and P until the peer
+// sends (os.File.Fd on a dup of the socket switches it to blocking; the proxy calls File
+// only on listen sockets, for hot restart, never on a connection).
+//
 // Only the bytes pass here: the connection itself (its type, Close, CloseWrite,
 // deadlines, TLS) is untouched, and anything that is not a plain TCP socket under
 // pass-through wrappers is read and written as before.
