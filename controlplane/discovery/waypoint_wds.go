@@ -87,7 +87,7 @@ func (s *Server) waypointWorkloadsFor(m *model.Model, pods []*model.Pod, version
 			named[w.GetUid()] = w
 		}
 	}
-	t, changed, err := makeWDSType(WorkloadType, version, named, s.wp.workloads)
+	t, changed, err := makeWDSType(WorkloadType, version, named, nil, s.wp.workloads)
 	if err != nil {
 		return false, err
 	}

@@ -400,6 +400,20 @@ var protoMessage = reflect.TypeFor[proto.Message]()
 // equalValue reports whether a and b hold equal values: proto messages by proto.Equal,
 // other values field by field, element by element. Functions and channels are equal
 // only when both are nil; a nil and an empty slice or map differ.
+// SameButPods reports whether old and cur differ at most in their pods: every other field
+// equal (compared as ChangeScope compares). Then the WDS addresses that are not pods'
+// (AddressBuilder.Rest), the authorizations, and the Workload of each pod the two share
+// (the same *model.Pod, of the same health) are the same in both, as long as neither has
+// waypoints (a waypoint's readiness is read outside the model).
+func SameButPods(old, cur *model.Model) bool {
+	if old == nil || cur == nil {
+		return false
+	}
+	o, c := *old, *cur
+	o.Pods, c.Pods = nil, nil
+	return equalValue(reflect.ValueOf(&o).Elem(), reflect.ValueOf(&c).Elem())
+}
+
 func equalValue(a, b reflect.Value) bool {
 	if a.Type() != b.Type() {
 		return false

@@ -62,23 +62,70 @@ const (
 // pods and gateways too, as istiod sends them all), in the model's pod order, then a
 // Service for every Kubernetes Service and every ServiceEntry host, by resource name.
 func Addresses(m *model.Model, o WDSOptions) []*workload.Address {
-	svcs := wdsServices(m, o)
-	selecting := selectorIndex{}
-	for _, s := range svcs {
-		selecting.add(s)
-	}
-	out := make([]*workload.Address, 0, len(m.Pods)+len(svcs))
+	b := NewAddressBuilder(m, o)
+	out := make([]*workload.Address, 0, len(m.Pods)+len(b.svcs))
 	for _, p := range m.Pods {
-		if w := podWorkload(m, p, selecting, o); w != nil {
+		if a := b.Pod(p); a != nil {
+			out = append(out, a)
+		}
+	}
+	return append(out, b.Rest()...)
+}
+
+// AddressBuilder makes m's WDS addresses (Addresses) one pod at a time, for a caller that
+// keeps the Workloads of pods that did not change: what every pod's Workload reads
+// besides the pod itself (the model's services and the index of their selectors) is
+// made once, by NewAddressBuilder.
+type AddressBuilder struct {
+	m         *model.Model
+	o         WDSOptions
+	svcs      []*wdsService
+	selecting selectorIndex
+}
+
+// NewAddressBuilder returns the AddressBuilder of m.
+func NewAddressBuilder(m *model.Model, o WDSOptions) *AddressBuilder {
+	b := &AddressBuilder{m: m, o: o, svcs: wdsServices(m, o), selecting: selectorIndex{}}
+	for _, s := range b.svcs {
+		b.selecting.add(s)
+	}
+	return b
+}
+
+// Next returns the AddressBuilder of m with o, for m that differs from b's model at most
+// in its pods (SameButPods): b's services and their index are kept.
+func (b *AddressBuilder) Next(m *model.Model, o WDSOptions) *AddressBuilder {
+	n := *b
+	n.m, n.o = m, o
+	return &n
+}
+
+// PodName is the resource name of pod p's Workload address (its uid).
+func (b *AddressBuilder) PodName(p *model.Pod) string {
+	return PodUID(b.o.ClusterID, p.Namespace, p.Name)
+}
+
+// Pod returns pod p's Workload address, nil for a pod without an IP. It reads p, the
+// model's other fields (not its other pods) and o.Unhealthy(p), and o.WaypointReady when
+// the model has waypoints.
+func (b *AddressBuilder) Pod(p *model.Pod) *workload.Address {
+	w := podWorkload(b.m, p, b.selecting, b.o)
+	if w == nil {
+		return nil
+	}
+	return &workload.Address{Type: &workload.Address_Workload{Workload: w}}
+}
+
+// Rest returns the addresses that are not pods': ServiceEntries' workloads, then every
+// service. They read the model's fields other than its pods.
+func (b *AddressBuilder) Rest() []*workload.Address {
+	var out []*workload.Address
+	for _, se := range b.m.Istio.ServiceEntries {
+		for _, w := range serviceEntryWorkloads(b.m, se, b.svcs, b.o) {
 			out = append(out, &workload.Address{Type: &workload.Address_Workload{Workload: w}})
 		}
 	}
-	for _, se := range m.Istio.ServiceEntries {
-		for _, w := range serviceEntryWorkloads(m, se, svcs, o) {
-			out = append(out, &workload.Address{Type: &workload.Address_Workload{Workload: w}})
-		}
-	}
-	for _, s := range svcs {
+	for _, s := range b.svcs {
 		out = append(out, &workload.Address{Type: &workload.Address_Service{Service: s.svc}})
 	}
 	return out
