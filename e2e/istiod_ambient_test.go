@@ -66,7 +66,8 @@ func TestIstiodAmbientL4(t *testing.T) {
 // waypoint's programmed Gateway, istiod configures the waypoint's proxy (relayed by the
 // lab; proxy-status shows it synced, nothing refused) and tells ztunnel to send productpage's traffic through it, and the page's
 // productpage-viewer policy (targetRefs the Service) makes the waypoint deny curl's
-// DELETE with "RBAC: access denied" and let its GET through.
+// DELETE with "RBAC: access denied" and let its GET through; the waypoint reports both
+// in istio_requests_total (reporter="waypoint").
 func TestIstiodAmbientWaypointL7(t *testing.T) {
 	l, ml, poll := startIstiodAmbientLab(t)
 	const page = "http://productpage:9080/productpage"
@@ -87,6 +88,15 @@ func TestIstiodAmbientWaypointL7(t *testing.T) {
 		"exec", "deploy/curl", "--", "curl", "-s", "--max-time", "10", page, "-X", "DELETE")
 	poll("GET from curl allowed", func(out string) bool { return strings.Contains(out, title) },
 		"exec", "deploy/curl", "--", "curl", "-s", "--max-time", "10", page)
+	// The mesh config fed to istiod names Istio's default metrics provider, as Istio's
+	// chart writes it, so istiod gives the waypoint its istio.stats: the waypoint reports
+	// both requests (the denied one was never routed: no destination workload).
+	wp, _, _ := ambientPodOf(t, l.name, "waypoint-")
+	waitMetric(t, l.name, wp, 15020, "istio_requests_total", map[string]string{"reporter": "waypoint", "response_code": "200",
+		"source_workload": "curl", "destination_workload": "productpage-v1", "destination_service_name": "productpage",
+		"connection_security_policy": "mutual_tls"}, 1)
+	waitMetric(t, l.name, wp, 15020, "istio_requests_total", map[string]string{"reporter": "waypoint", "response_code": "403",
+		"source_workload": "curl"}, 1)
 }
 
 // startIstiodAmbientLab starts the ambient lab on istiod and returns it with ml, which
@@ -99,6 +109,13 @@ func startIstiodAmbientLab(t *testing.T) (l *runningLab, ml func(args ...string)
 	requireZtunnel(t)
 	t.Parallel()
 	l = startLabWithin(t, 3*time.Minute, "ambient", "--control-plane=istiod", "--istiod-path", bin)
+	ml, poll = labCommands(t, l)
+	return l, ml, poll
+}
+
+// labCommands returns ml, which runs meshlab on l (by --lab), and poll, which runs ml
+// until ok holds for its output (at most 45 s: a loaded machine) and returns it.
+func labCommands(t *testing.T, l *runningLab) (ml func(args ...string) (string, error), poll func(what string, ok func(string) bool, args ...string) string) {
 	ml = func(args ...string) (string, error) {
 		return meshlab(t, append([]string{"--lab", l.name}, args...)...)
 	}
@@ -116,7 +133,7 @@ func startIstiodAmbientLab(t *testing.T) (l *runningLab, ml func(args ...string)
 			time.Sleep(300 * time.Millisecond)
 		}
 	}
-	return l, ml, poll
+	return ml, poll
 }
 
 // sideSleep is a sidecar namespace with a sleep pod, beside an ambient lab's Bookinfo.
@@ -154,21 +171,7 @@ func TestIstiodAmbientAfterUp(t *testing.T) {
 	}
 	plain := strings.Replace(string(scenario), label, "", 1) + sideSleep
 	l := startLabWithin(t, 3*time.Minute, writeTemp(t, "bookinfo.yaml", plain), "--control-plane=istiod", "--istiod-path", bin)
-	ml := func(args ...string) (string, error) { return meshlab(t, append([]string{"--lab", l.name}, args...)...) }
-	poll := func(what string, ok func(string) bool, args ...string) string {
-		t.Helper()
-		deadline := time.Now().Add(45 * time.Second)
-		for {
-			out, err := ml(args...)
-			if err == nil && ok(out) {
-				return out
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within 45s: %v\n%s", what, err, out)
-			}
-			time.Sleep(300 * time.Millisecond)
-		}
-	}
+	ml, poll := labCommands(t, l)
 	sleepSynced := regexp.MustCompile(`(?m)^sleep\.side\s+SYNCED\s+SYNCED\s+SYNCED\s+SYNCED\s+.*$`)
 	before := sleepSynced.FindString(poll("the sidecar synced on the first istiod", sleepSynced.MatchString, "proxy-status"))
 

@@ -51,15 +51,16 @@ func (l *Lab) sidecarPodNames() []string {
 	return out
 }
 
-// PodHistory implements web.HistoryReader.
+// PodHistory implements web.HistoryReader: a sidecar pod's, or the lab's ztunnel's
+// (its WDS and WADS versions).
 func (l *Lab) PodHistory(pod string) (api.PodHistory, error) {
-	p, err := l.sidecarPod(pod)
+	key, node, err := historyNode(l, pod)
 	if err != nil {
 		return api.PodHistory{}, err
 	}
 	l.push.Settle(settleTimeout) // an apply that returned shows its version
-	out := api.PodHistory{Pod: p.Key(), NodeID: p.NodeID(), Snapshots: []api.HistorySnapshot{}}
-	for _, s := range l.disc.History(p.NodeID()) {
+	out := api.PodHistory{Pod: key, NodeID: node, Snapshots: []api.HistorySnapshot{}}
+	for _, s := range l.disc.History(node) {
 		hs := api.HistorySnapshot{Version: s.Version, Time: s.Time, Trigger: s.Trigger, Types: map[string]api.HistoryType{}}
 		for _, typ := range slices.Sorted(maps.Keys(s.Types)) {
 			t := s.Types[typ]
@@ -68,6 +69,19 @@ func (l *Lab) PodHistory(pod string) (api.PodHistory, error) {
 		out.Snapshots = append(out.Snapshots, hs)
 	}
 	return out, nil
+}
+
+// historyNode returns the key and node id of pod's proxy: the lab's ztunnel (by its pod
+// name, or name.istio-system) or a pod with a sidecar.
+func historyNode(l *Lab, pod string) (key, node string, err error) {
+	if z := ztunnelPod(l); z != nil && (pod == z.Name || pod == z.Name+"."+z.Namespace) {
+		return z.Key(), fmt.Sprintf("ztunnel~%s~%s.%s~%s.svc.%s", z.IP, z.Name, z.Namespace, z.Namespace, model.DefaultClusterDomain), nil
+	}
+	p, err := l.sidecarPod(pod)
+	if err != nil {
+		return "", "", err
+	}
+	return p.Key(), p.NodeID(), nil
 }
 
 // PodDiff implements web.HistoryReader.

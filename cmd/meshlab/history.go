@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -12,11 +13,16 @@ import (
 	"github.com/meshlab/meshlab/api"
 )
 
-// historyTypes are the xDS types shown, in istioctl's column order.
-var historyTypes = []string{"CDS", "LDS", "EDS", "RDS", "SDS"}
+// historyTypes are the xDS types shown, in istioctl's column order; a ztunnel's are
+// ztunnelHistoryTypes.
+var (
+	historyTypes        = []string{"CDS", "LDS", "EDS", "RDS", "SDS"}
+	ztunnelHistoryTypes = []string{"WDS", "WADS"}
+)
 
 // newHistoryCmd returns `meshlab history POD`: the config versions the control plane
-// keeps of a pod's proxy, with what triggered each and the proxy's answer per type.
+// keeps of a pod's proxy (or of the lab's ztunnel, by its pod), with what triggered each
+// and the proxy's answer per type.
 func newHistoryCmd(g *globalFlags) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
@@ -40,15 +46,19 @@ func newHistoryCmd(g *globalFlags) *cobra.Command {
 // answer and the resource count ("ACK/6"), then one line per NACK with its error.
 func printHistory(w io.Writer, h api.PodHistory) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
+	types := historyTypes
+	if strings.HasPrefix(h.NodeID, "ztunnel~") {
+		types = ztunnelHistoryTypes
+	}
 	fmt.Fprint(tw, "VERSION\tTIME")
-	for _, t := range historyTypes {
+	for _, t := range types {
 		fmt.Fprint(tw, "\t"+t)
 	}
 	fmt.Fprintln(tw, "\tTRIGGER")
 	var nacks []string
 	for _, s := range h.Snapshots {
 		fmt.Fprintf(tw, "%s\t%s", s.Version, s.Time.Format(time.TimeOnly))
-		for _, typ := range historyTypes {
+		for _, typ := range types {
 			t, ok := s.Types[typ]
 			switch {
 			case !ok:

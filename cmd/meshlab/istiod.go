@@ -98,12 +98,25 @@ func printIstiodProxyStatus(w io.Writer, st []istiodSyncStatus) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tCLUSTER\tCDS\tLDS\tEDS\tRDS\tECDS\tISTIOD\tVERSION")
 	for _, s := range st {
+		state := xdsState
+		if s.ProxyType == "ztunnel" {
+			state = ztunnelXDSState
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ProxyID, s.ClusterID,
-			xdsState(s.ClusterSent, s.ClusterAcked), xdsState(s.ListenerSent, s.ListenerAcked),
-			xdsState(s.EndpointSent, s.EndpointAcked), xdsState(s.RouteSent, s.RouteAcked),
-			xdsState(s.ECDSSent, s.ECDSAcked), "meshlab-istiod", s.IstioVersion)
+			state(s.ClusterSent, s.ClusterAcked), state(s.ListenerSent, s.ListenerAcked),
+			state(s.EndpointSent, s.EndpointAcked), state(s.RouteSent, s.RouteAcked),
+			state(s.ECDSSent, s.ECDSAcked), "meshlab-istiod", s.IstioVersion)
 	}
 	return tw.Flush()
+}
+
+// ztunnelXDSState is xdsState for a ztunnel, which istiod never sends Envoy's types:
+// istioctl shows a type not sent to it as IGNORED, not NOT SENT.
+func ztunnelXDSState(sent, acked string) string {
+	if sent == "" {
+		return "IGNORED"
+	}
+	return xdsState(sent, acked)
 }
 
 // xdsState is istioctl's reading of a type's sent and acked nonces.

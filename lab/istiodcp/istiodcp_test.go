@@ -85,7 +85,8 @@ func TestObjects(t *testing.T) {
 		t.Errorf("ConfigMap %s's values: %q", InjectorConfigMap, v)
 	}
 	mc, err := MeshConfig(model.MeshConfig{OutboundTrafficPolicy: model.RegistryOnly})
-	if err != nil || !strings.Contains(string(mc), "REGISTRY_ONLY") || !strings.Contains(string(mc), "rootNamespace: istio-system") {
+	if err != nil || !strings.Contains(string(mc), "REGISTRY_ONLY") || !strings.Contains(string(mc), "rootNamespace: istio-system") ||
+		!strings.Contains(string(mc), "defaultProviders:\n  metrics:\n  - prometheus\n") {
 		t.Errorf("mesh config %s (%v)", mc, err)
 	}
 }

@@ -139,9 +139,14 @@ func ConfigMaps(mc model.MeshConfig) ([]*corev1.ConfigMap, error) {
 // MeshConfig returns the lab's mesh-wide settings as istiod's MeshConfig YAML, which
 // istiod lays over its defaults: the outbound policy, root namespace and access logs.
 // Each field is written out (a zero enum such as REGISTRY_ONLY included), so that none
-// falls back to Istio's default.
+// falls back to Istio's default. Istio's default metrics provider is named as Istio's
+// chart writes it into the istio ConfigMap (defaultProviders.metrics: [prometheus], the
+// prometheus provider being one of istiod's built-in extension providers): istiod gives
+// sidecars, gateways and waypoints their istio.stats filters only with one, and
+// meshlab's generator, like a cluster, assumes it.
 func MeshConfig(mc model.MeshConfig) ([]byte, error) {
 	m := map[string]any{
+		"defaultProviders":      map[string]any{"metrics": []string{"prometheus"}},
 		"rootNamespace":         mc.Root(),
 		"outboundTrafficPolicy": map[string]any{"mode": mc.OutboundTrafficPolicy.String()},
 		"accessLogFile":         mc.AccessLogPath(),
