@@ -18,8 +18,9 @@ import (
 // its workloads, services and policies from istiod over the lab's xDS relay (delta ADS,
 // WDS), every pod is HBONE on the lab's node in ztunnel-config, curl reaches productpage
 // through ztunnel with mutual_tls in ztunnel's metrics, proxy-status shows the ztunnel
-// synced on what istiod sent, and the page's L4 policy, fed to istiod, makes curl (another
-// service account) fail with exit 56.
+// synced on what istiod sent (and, in istiod's own proxy-status, IGNORED for Envoy's
+// types), history lists its WDS versions, and the page's L4 policy, fed to istiod, makes
+// curl (another service account) fail with exit 56.
 func TestIstiodAmbientL4(t *testing.T) {
 	l, _, poll := startIstiodAmbientLab(t)
 	if !strings.Contains(l.out.String(), "control plane: istiod ") {
@@ -53,6 +54,15 @@ func TestIstiodAmbientL4(t *testing.T) {
 	poll("the ztunnel's acked version in proxy-status", func(out string) bool {
 		return regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(zt) + `\.istio-system(\s+IGNORED){4}\s+\S+\s+true$`).MatchString(out)
 	}, "proxy-status")
+	// istiod's own view (syncz), as istioctl prints it: Envoy's types are IGNORED for a
+	// ztunnel, which is never sent them; history takes the ztunnel pod (WDS, WADS).
+	poll("the ztunnel in proxy-status --istiod, Envoy's types IGNORED", func(out string) bool {
+		return regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(zt) + `\.istio-system\s+Kubernetes(\s+IGNORED){5}\s+meshlab-istiod\s`).MatchString(out)
+	}, "proxy-status", "--istiod")
+	poll("the ztunnel's history", func(out string) bool {
+		return strings.HasPrefix(out, "VERSION") && strings.Contains(strings.SplitN(out, "\n", 2)[0], "WDS") &&
+			regexp.MustCompile(`(?m)^\S+\s+\S+\s+ACK/\d+\s`).MatchString(out)
+	}, "history", zt+".istio-system")
 
 	applyYAML(t, l.name, productpageZtunnelPolicy)
 	poll("istiod's policy in ztunnel-config", func(out string) bool {
