@@ -20,6 +20,9 @@ type Kind struct {
 	// Names are every spelling that names the kind, lower case: "virtualservice",
 	// "virtualservices", "vs".
 	Names []string `json:"names"`
+	// Note says why the lab keeps objects of this kind without acting on them ("" for a
+	// kind it acts on); describe prints it.
+	Note string `json:"note,omitempty"`
 }
 
 // Kinds is the lab's list of kinds, sorted by Kind.

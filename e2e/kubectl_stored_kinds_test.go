@@ -40,8 +40,8 @@ subjects:
 
 // TestKubectlStoredKindsAndNotFound: the kinds a lab keeps without acting on them (a
 // sample's ClusterRole and ClusterRoleBinding) are created (create -f, which refuses
-// them once they exist, as kubectl's), listed in kubectl's columns,
-// shown with -o yaml and deleted as kubectl does them; deleting what is gone is kubectl's
+// them once they exist, as kubectl's), listed in kubectl's columns, described as kubectl
+// describes them (with the lab's note on stderr), shown with -o yaml and deleted as kubectl does them; deleting what is gone is kubectl's
 // NotFound, and silent with --ignore-not-found; several objects are each done on their
 // own. Istio's own ConfigMaps in istio-system hold the lab's mesh config.
 func TestKubectlStoredKindsAndNotFound(t *testing.T) {
@@ -77,6 +77,14 @@ func TestKubectlStoredKindsAndNotFound(t *testing.T) {
 	}
 	if out, err := run("get", "clusterrole", "prometheus", "-o", "yaml"); err != nil || !strings.Contains(out, "kind: ClusterRole\n") || !strings.Contains(out, "- /metrics\n") {
 		t.Errorf("get clusterrole prometheus -o yaml: %v\n%s", err, out)
+	}
+	if out, err := run("describe", "clusterrole", "prometheus"); err != nil || !strings.HasPrefix(out, "Name:         prometheus\nLabels:       app.kubernetes.io/name=prometheus\nAnnotations:  <none>\nPolicyRule:\n") ||
+		!regexp.MustCompile(`\n  nodes/metrics +\[\] +\[\] +\[get list watch\]\n`).MatchString(out) ||
+		!strings.HasSuffix(out, "Note (meshlab): clusterrole.rbac.authorization.k8s.io/prometheus is stored, no effect: RBAC: a lab has no API clients to authorize\n") {
+		t.Errorf("describe clusterrole prometheus: %v\n%s", err, out)
+	}
+	if out, err := run("describe", "clusterrolebinding/prometheus"); err != nil || !strings.Contains(out, "Role:\n  Kind:  ClusterRole\n  Name:  prometheus\nSubjects:\n") {
+		t.Errorf("describe clusterrolebinding/prometheus: %v\n%s", err, out)
 	}
 	if out, err := run("delete", "clusterrole", "prometheus"); err != nil || out != "clusterrole.rbac.authorization.k8s.io \"prometheus\" deleted\n" {
 		t.Errorf("delete clusterrole prometheus: %v\n%q", err, out)

@@ -313,7 +313,7 @@ func (l *Lab) Kinds() api.Kinds {
 func labKinds() api.Kinds {
 	var out api.Kinds
 	for _, k := range config.Kinds() {
-		out = append(out, api.Kind{Kind: k, Group: config.KindGroup(k), Names: config.KindSpellings(k)})
+		out = append(out, api.Kind{Kind: k, Group: config.KindGroup(k), Names: config.KindSpellings(k), Note: config.StoredKindNote(k)})
 	}
 	return out
 }

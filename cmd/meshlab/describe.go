@@ -15,11 +15,21 @@ import (
 
 // newDescribeCmd returns `meshlab describe pod|service NAME`.
 func newDescribeCmd(g *globalFlags) *cobra.Command {
+	var output, namespace, kubeNamespace string
 	cmd := &cobra.Command{
-		Use:   "describe",
+		Use:   "describe (pod|service NAME | KIND NAME | KIND/NAME)",
 		Short: "Show one object of the running lab in detail",
+		Long: "Show one object of the running lab in detail: a pod or service as the lab runs it, or an object the lab\n" +
+			"stores as written (clusterrole, clusterrolebinding, role, rolebinding, pdb, hpa) as kubectl describe prints it.",
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.Help()
+			}
+			return describeKube(cmd, g, kubeNamespace, args)
+		},
 	}
-	var output, namespace string
+	cmd.Flags().StringVarP(&kubeNamespace, "namespace", "n", "", "the object's namespace (default: default)")
 	podCmd := &cobra.Command{
 		Use:               "pod NAME",
 		Short:             "Show a pod: its address, readiness, and its sidecar's epochs, restarts and last failure",
