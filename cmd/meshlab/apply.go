@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -144,4 +145,19 @@ func (g *globalFlags) apiClient() (*api.Client, error) {
 		return nil, err
 	}
 	return api.NewUnixClient(lab.PathsFor(g.runRoot, name).APISocket()), nil
+}
+
+// kindsClient returns a client of the running lab's API and the lab's kinds (the caller
+// closes the client).
+func (g *globalFlags) kindsClient(ctx context.Context) (*api.Client, api.Kinds, error) {
+	c, err := g.apiClient()
+	if err != nil {
+		return nil, nil, err
+	}
+	kinds, err := c.Kinds(ctx)
+	if err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	return c, kinds, nil
 }

@@ -43,15 +43,11 @@ func createFiles(cmd *cobra.Command, g *globalFlags, names []string, namespace s
 	for i := range files {
 		files[i].Namespace = namespace
 	}
-	c, err := g.apiClient()
+	c, kinds, err := g.kindsClient(cmd.Context())
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	kinds, err := c.Kinds(cmd.Context())
-	if err != nil {
-		return err
-	}
 	files, existing, err := takeOut(cmd.Context(), c, kinds, files, namespace, false)
 	if err != nil {
 		return err

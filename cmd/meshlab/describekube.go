@@ -30,15 +30,11 @@ func describeKube(cmd *cobra.Command, g *globalFlags, namespace string, args []s
 	default:
 		return errors.New("describe KIND NAME or KIND/NAME (pod, service, clusterrole, clusterrolebinding, role, rolebinding, pdb, hpa)")
 	}
-	c, err := g.apiClient()
+	c, kinds, err := g.kindsClient(cmd.Context())
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	kinds, err := c.Kinds(cmd.Context())
-	if err != nil {
-		return err
-	}
 	k, ok := kinds.Lookup(kind)
 	if !ok {
 		return fmt.Errorf("the server doesn't have a resource type %q", kind)

@@ -46,15 +46,11 @@ func newWaitCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := g.apiClient()
+			c, kinds, err := g.kindsClient(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			kinds, err := c.Kinds(cmd.Context())
-			if err != nil {
-				return err
-			}
 			return runWait(cmd.Context(), c.KubeObjects, kinds, cfg, cond, targets, cmd.OutOrStdout())
 		},
 	}
