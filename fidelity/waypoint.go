@@ -96,6 +96,11 @@ func scenarioHTTPRoutes(path string) ([]any, error) {
 		default:
 			defaultBackends(doc)
 		}
+		if o.GRPCRoute != nil || o.TCPRoute != nil {
+			// The API server serves a v1alpha2 GRPCRoute or TCPRoute at v1 too, the
+			// version istiod watches.
+			doc["apiVersion"] = "gateway.networking.k8s.io/v1"
+		}
 		out = append(out, doc)
 	}
 	return out, nil
