@@ -1,0 +1,109 @@
+package e2e
+
+import (
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/meshlab/meshlab/internal/testutil"
+)
+
+// TestRouteTCPShiftingGatewayAPI walks istio.io's "TCP Traffic Shifting" in its Gateway
+// API form: Istio's sleep and tcp-echo samples in the task's namespace,
+// samples/tcp-echo/gateway-api/tcp-echo-all-v1.yaml (a Gateway of class istio with a TCP
+// listener tcp-31400, Services tcp-echo-v1 and tcp-echo-v2, a v1alpha2 TCPRoute all to
+// v1), INGRESS_HOST and TCP_INGRESS_PORT from the Gateway's status and listener, the
+// page's `(date; sleep 1) | nc $INGRESS_HOST $TCP_INGRESS_PORT` loop answering "one",
+// then tcp-echo-20-v2.yaml (the TCPRoute 80/20) after which both answer, "one" the more.
+func TestRouteTCPShiftingGatewayAPI(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	samples := testutil.IstioSamples(t)
+	d := startDocsLab(t)
+	const ns = "istio-io-tcp-traffic-shifting"
+
+	d.run("install", "--set", "profile=minimal", "-y")
+	d.says("namespace/"+ns+" created\n", "", "create", "namespace", ns)
+	d.run("apply", "-f", filepath.Join(samples, "sleep/sleep.yaml"), "-n", ns)
+	d.run("apply", "-f", filepath.Join(samples, "tcp-echo/tcp-echo-services.yaml"), "-n", ns)
+	d.says("gateway.gateway.networking.k8s.io/tcp-echo-gateway created\nservice/tcp-echo-v1 created\nservice/tcp-echo-v2 created\ntcproute.gateway.networking.k8s.io/tcp-echo created\n", "",
+		"apply", "-f", filepath.Join(samples, "tcp-echo/gateway-api/tcp-echo-all-v1.yaml"), "-n", ns)
+	d.says("gateway.gateway.networking.k8s.io/tcp-echo-gateway condition met\n", "", "wait", "--for=condition=programmed", "gtw", "tcp-echo-gateway", "-n", ns, "--timeout=60s")
+	host := d.kubectl("", "get", "gtw", "tcp-echo-gateway", "-n", ns, "-o", "jsonpath={.status.addresses[0].value}")
+	port := d.kubectl("", "get", "gtw", "tcp-echo-gateway", "-n", ns, "-o", `jsonpath={.spec.listeners[?(@.name=="tcp-31400")].port}`)
+	if !regexp.MustCompile(`^\d+\.\d+\.\d+\.\d+$`).MatchString(host) || port != "31400" {
+		t.Fatalf("INGRESS_HOST=%q TCP_INGRESS_PORT=%q; want the Gateway's address and 31400", host, port)
+	}
+	sleep := d.until("SLEEP=$(get pod -l app=sleep -o jsonpath=...)", func() string {
+		out, _ := meshlab(t, "--lab", d.name, "get", "pod", "-l", "app=sleep", "-n", ns, "-o", "jsonpath={.items..metadata.name}")
+		return out
+	}, func(s string) bool { return strings.HasPrefix(s, "sleep-") && !strings.Contains(s, " ") })
+
+	// loop runs the page's command n times, a few at once, and returns what each printed.
+	loop := func(n int) []string {
+		out := make([]string, n)
+		var wg sync.WaitGroup
+		slots := make(chan struct{}, 5)
+		for i := range out {
+			wg.Go(func() {
+				slots <- struct{}{}
+				defer func() { <-slots }()
+				o, _ := meshlab(t, "--lab", d.name, "exec", sleep, "-c", "sleep", "-n", ns, "--",
+					"sh", "-c", "(date; sleep 1) | nc "+host+" "+port)
+				out[i] = strings.TrimSpace(o)
+			})
+		}
+		wg.Wait()
+		return out
+	}
+	answer := regexp.MustCompile(`^(one|two) \w{3} \w{3} +\d+ \d\d:\d\d:\d\d UTC \d{4}$`)
+	count := func(lines []string) (one, two int, bad []string) {
+		for _, l := range lines {
+			switch m := answer.FindStringSubmatch(l); {
+			case m == nil:
+				bad = append(bad, l)
+			case m[1] == "one":
+				one++
+			default:
+				two++
+			}
+		}
+		return one, two, bad
+	}
+	d.until("(date; sleep 1) | nc $INGRESS_HOST $TCP_INGRESS_PORT answers \"one <date>\"", func() string { return loop(1)[0] },
+		func(s string) bool { return answer.MatchString(s) && strings.HasPrefix(s, "one ") })
+	if one, two, bad := count(loop(10)); one != 10 {
+		t.Errorf("all to v1: %d one, %d two, other: %q; want every answer \"one <date>\"", one, two, bad)
+	}
+
+	d.says("tcproute.gateway.networking.k8s.io/tcp-echo configured\n", "", "apply", "-f", filepath.Join(samples, "tcp-echo/gateway-api/tcp-echo-20-v2.yaml"), "-n", ns)
+	route := d.kubectl("", "get", "tcproute", "tcp-echo", "-o", "yaml", "-n", ns)
+	if !elided(route, `...
+spec:
+  parentRefs:
+  - name: tcp-echo-gateway
+    sectionName: tcp-31400
+  rules:
+  - backendRefs:
+    - name: tcp-echo-v1
+      port: 9000
+      weight: 80
+    - name: tcp-echo-v2
+      port: 9000
+      weight: 20
+...`) {
+		t.Errorf("get tcproute tcp-echo -o yaml:\n%s\nwant the page's 80/20 route", route)
+	}
+	var lines []string
+	d.until("a \"two\" after tcp-echo-20-v2", func() string {
+		lines = loop(10)
+		return strings.Join(lines, "\n")
+	}, func(string) bool { _, two, _ := count(lines); return two > 0 })
+	lines = append(lines, loop(20)...)
+	if one, two, bad := count(lines); len(bad) > 0 || two == 0 || one <= two {
+		t.Errorf("80/20: %d one, %d two, other: %q; want both, one the more", one, two, bad)
+	}
+	d.run("delete", "-f", filepath.Join(samples, "tcp-echo/gateway-api/tcp-echo-all-v1.yaml"), "-n", ns)
+}
