@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -112,11 +113,10 @@ func startLabWithin(tb testing.TB, wait time.Duration, args ...string) *runningL
 	out := &syncBuffer{}
 	cmd.Stdout = io.MultiWriter(out, pw)
 	cmd.Stderr = out
-	if err := cmd.Start(); err != nil {
+	l := &runningLab{name: name, cmd: cmd, out: out, exited: make(chan struct{})}
+	if err := startOwned(cmd, func(err error) { l.err = err; pw.Close(); close(l.exited) }); err != nil {
 		tb.Fatal(err)
 	}
-	l := &runningLab{name: name, cmd: cmd, out: out, exited: make(chan struct{})}
-	go func() { l.err = cmd.Wait(); pw.Close(); close(l.exited) }()
 	tb.Cleanup(func() {
 		select {
 		case <-l.exited:
@@ -153,6 +153,30 @@ func startLabWithin(tb testing.TB, wait time.Duration, args ...string) *runningL
 		tb.Fatalf("lab not up after %s:\n%s", wait, out.String())
 	}
 	return l
+}
+
+// startOwned starts cmd so that it is told to stop (SIGTERM) when the test process dies
+// without running its cleanups (go test's -timeout panics, a kill): the lab then goes
+// down in order rather than outliving its test. The parent-death signal is sent when the
+// thread that forked cmd ends, not the process, so one goroutine locked to its thread
+// starts and waits for cmd, and exited is called with Wait's result.
+func startOwned(cmd *exec.Cmd, exited func(error)) error {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGTERM
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		exited(cmd.Wait())
+	}()
+	return <-started
 }
 
 // meshlab runs the binary and returns its combined output.

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -103,7 +106,9 @@ func newUpCmd(g *globalFlags) *cobra.Command {
 			if err := requireRoot("meshlab up"); err != nil {
 				return err
 			}
-			return locate(report, lab.Up(cmd.Context(), opts))
+			ctx, stop := outliveOutput(cmd.Context())
+			defer stop()
+			return locate(report, lab.Up(ctx, opts))
 		},
 	}
 	cmd.Flags().StringVar(&f.podCIDR, "pod-cidr", lab.DefaultPodCIDR.String(), "address range of pods")
@@ -122,6 +127,21 @@ func newUpCmd(g *globalFlags) *cobra.Command {
 	cmd.Flags().BoolVar(&f.dryRun, "dry-run", false, "validate the scenario and exit, creating nothing")
 	cmd.Flags().StringVar(&f.listen, "listen", lab.DefaultListen, "address of the dashboard and the API on TCP (a specific IP; \"\" for none; another port is chosen when the default is taken)")
 	return cmd
+}
+
+// outliveOutput keeps a running lab from dying midway with its output. Go ends a process
+// whose write to a closed pipe on stdout or stderr raises SIGPIPE: a lab whose reader went
+// away (`up | tee` stopped, a test runner killed) died at its next log line and left its
+// namespaces and processes for `clean`. With SIGPIPE notified the write fails instead and
+// the lab runs on until told to go down. A terminal that closes (SIGHUP) takes it down as
+// Ctrl-C does, unless the lab was started with SIGHUP ignored (nohup), which then stays so.
+// The children the lab starts get both signals' default actions back at exec.
+func outliveOutput(ctx context.Context) (context.Context, context.CancelFunc) {
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	if signal.Ignored(syscall.SIGHUP) {
+		return context.WithCancel(ctx)
+	}
+	return signal.NotifyContext(ctx, syscall.SIGHUP)
 }
 
 // bugReportScenario reads the bug report --from-bug-report names and says, one line
