@@ -126,6 +126,7 @@ func startIstiodAmbientLab(t *testing.T) (l *runningLab, ml func(args ...string)
 // labCommands returns ml, which runs meshlab on l (by --lab), and poll, which runs ml
 // until ok holds for its output (at most 45 s: a loaded machine) and returns it.
 func labCommands(t *testing.T, l *runningLab) (ml func(args ...string) (string, error), poll func(what string, ok func(string) bool, args ...string) string) {
+	t.Helper()
 	ml = func(args ...string) (string, error) {
 		return meshlab(t, append([]string{"--lab", l.name}, args...)...)
 	}
