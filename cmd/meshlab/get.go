@@ -23,6 +23,7 @@ type getConfig struct {
 	errOut    io.Writer
 	// typedNames prints pods as pod/NAME (kubectl get all).
 	typedNames bool
+	labelCols  labelColumns // -L: kubectl's label columns of a table
 }
 
 // textOutput reports whether -o asks for a table: kubectl's default or -o wide.
@@ -63,7 +64,7 @@ func newGetCmd(g *globalFlags) *cobra.Command {
 			}
 			defer c.Close()
 			if isCRDKind(args[0]) {
-				return getCRDs(cmd.Context(), c, name, cmd.OutOrStdout())
+				return getCRDs(cmd.Context(), c, name, cfg.labelCols, cmd.OutOrStdout())
 			}
 			// kubectl's namespaces: -n's, else default, every one with -A; a
 			// cluster-scoped kind has none.
@@ -121,6 +122,7 @@ func newGetCmd(g *globalFlags) *cobra.Command {
 	cmd.Flags().StringVarP(&cfg.namespace, "namespace", "n", "", "the namespace, as kubectl's (default: default)")
 	cmd.Flags().BoolVarP(&cfg.all, "all-namespaces", "A", false, "every namespace, as kubectl's -A (wins over -n)")
 	cmd.Flags().StringVarP(&cfg.selector, "selector", "l", "", "label selector, as kubectl's (app=curl, 'app in (a,b)', !canary)")
+	cmd.Flags().StringSliceVarP((*[]string)(&cfg.labelCols), "label-columns", "L", nil, "labels shown as columns of the table, as kubectl's (-L istio.io/dataplane-mode, repeated or comma-separated)")
 	cmd.Flags().Lookup("output").Usage = "output format: wide, json, yaml, jsonpath=TEMPLATE, jsonpath-as-json=TEMPLATE or jsonpath-file=FILE (default: kubectl's table)"
 	return cmd
 }
@@ -173,7 +175,7 @@ func getText(ctx context.Context, c *api.Client, cfg *getConfig, kindArg, name s
 		if !ok {
 			return fmt.Errorf("the server doesn't have a resource type %q (meshlab has pods, %s)", kindArg, strings.Join(kinds.KindNames(), ", "))
 		}
-		return getTable(ctx, c, k, cfg.namespace, name, cfg.selector, out, cfg.errOut)
+		return getTable(ctx, c, k, cfg, name, out)
 	}
 	// kubectl get all: pods, services and the workload kinds (its "all" category), as
 	// sections named kind/name.
@@ -187,7 +189,7 @@ func getText(ctx context.Context, c *api.Client, cfg *getConfig, kindArg, name s
 			fmt.Fprintln(out)
 		}
 		printed = true
-		return printKubeTable(out, k, objs, cfg.namespace == "" && !clusterScoped(k), true, now)
+		return printKubeTable(out, k, objs, kubeTableForm{withNamespace: cfg.namespace == "" && !clusterScoped(k), typedNames: true, labelCols: cfg.labelCols}, now)
 	}
 	if err := getAllPods(ctx, c, cfg, out, &printed); err != nil {
 		return err

@@ -50,7 +50,7 @@ func isCRDKind(kind string) bool {
 
 // getCRDs prints the lab's CRDs as kubectl get crd: NAME and CREATED AT (the lab's
 // start); a name it does not have is kubectl's NotFound.
-func getCRDs(ctx context.Context, c *api.Client, name string, out io.Writer) error {
+func getCRDs(ctx context.Context, c *api.Client, name string, labelCols labelColumns, out io.Writer) error {
 	names := crdNames
 	if name != "" {
 		if !slices.Contains(crdNames, name) {
@@ -63,9 +63,10 @@ func getCRDs(ctx context.Context, c *api.Client, name string, out io.Writer) err
 		created = info.Created
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 3, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tCREATED AT")
+	fmt.Fprintln(tw, strings.Join(append([]string{"NAME", "CREATED AT"}, labelCols.heads()...), "\t"))
 	for _, n := range names {
-		fmt.Fprintf(tw, "%s\t%s\n", n, created.UTC().Format(time.RFC3339))
+		row := append([]string{n, created.UTC().Format(time.RFC3339)}, labelCols.cells(func(string) string { return "" })...) // the lab's CRDs carry no labels
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
 	return tw.Flush()
 }

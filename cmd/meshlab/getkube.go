@@ -143,20 +143,21 @@ func hpaCells(o map[string]any) []string {
 		fmt.Sprint(intAt(o, 1, "spec", "minReplicas")), fmt.Sprint(intAt(o, 0, "spec", "maxReplicas")), fmt.Sprint(intAt(o, 0, "status", "currentReplicas"))}
 }
 
-// getTable prints the objects of kind (in namespace, "" for every one; named name
+// getTable prints the objects of kind (in cfg's namespace, "" for every one; named name
 // unless "") as kubectl get's table.
-func getTable(ctx context.Context, c *api.Client, kind api.Kind, namespace, name, selector string, out, errOut io.Writer) error {
-	objs, err := c.KubeObjects(ctx, kind.Kind, namespace, name, selector)
+func getTable(ctx context.Context, c *api.Client, kind api.Kind, cfg *getConfig, name string, out io.Writer) error {
+	objs, err := c.KubeObjects(ctx, kind.Kind, cfg.namespace, name, cfg.selector)
 	if err != nil {
 		return err
 	}
 	if len(objs) == 0 {
 		if name != "" {
-			return notFoundAmong(ctx, c, kind, namespace, name)
+			return notFoundAmong(ctx, c, kind, cfg.namespace, name)
 		}
-		return noResources(namespace, errOut)
+		return noResources(cfg.namespace, cfg.errOut)
 	}
-	return printKubeTable(out, kind, objs, namespace == "" && !clusterScoped(kind), false, time.Now())
+	form := kubeTableForm{withNamespace: cfg.namespace == "" && !clusterScoped(kind), labelCols: cfg.labelCols}
+	return printKubeTable(out, kind, objs, form, time.Now())
 }
 
 // notFoundAmong is kubectl's NotFound for a named object, with the names the lab does
@@ -188,18 +189,25 @@ func noResources(namespace string, errOut io.Writer) error {
 	return nil
 }
 
-// printKubeTable writes objs of one kind as kubectl's table; withNamespace adds -A's
-// NAMESPACE column, typedNames prints names as kind/name (kubectl get all).
-func printKubeTable(w io.Writer, kind api.Kind, objs []api.KubeObject, withNamespace, typedNames bool, now time.Time) error {
+// kubeTableForm is how printKubeTable lays a table out.
+type kubeTableForm struct {
+	withNamespace bool         // -A's NAMESPACE column
+	typedNames    bool         // names as kind/name (kubectl get all)
+	labelCols     labelColumns // -L's columns, last
+}
+
+// printKubeTable writes objs of one kind as kubectl's table, in form.
+func printKubeTable(w io.Writer, kind api.Kind, objs []api.KubeObject, form kubeTableForm, now time.Time) error {
 	cols := kubeTables[kind.Kind]
 	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
 	heads := append([]string{"NAME"}, cols.heads...)
-	if withNamespace {
+	if form.withNamespace {
 		heads = append([]string{"NAMESPACE"}, heads...)
 	}
 	if !cols.noAge {
 		heads = append(heads, "AGE")
 	}
+	heads = append(heads, form.labelCols.heads()...)
 	fmt.Fprintln(tw, strings.Join(heads, "\t"))
 	for _, o := range objs {
 		var obj map[string]any
@@ -207,11 +215,11 @@ func printKubeTable(w io.Writer, kind api.Kind, objs []api.KubeObject, withNames
 			return fmt.Errorf("read %s %s/%s: %w", o.Kind, o.Namespace, o.Name, err)
 		}
 		name := o.Name
-		if typedNames {
+		if form.typedNames {
 			name = kind.Resource(false) + "/" + name
 		}
 		row := []string{name}
-		if withNamespace {
+		if form.withNamespace {
 			row = append([]string{o.Namespace}, row...)
 		}
 		if cols.cells != nil {
@@ -225,9 +233,32 @@ func printKubeTable(w io.Writer, kind api.Kind, objs []api.KubeObject, withNames
 		if !cols.noAge {
 			row = append(row, age(strAt(obj, "metadata", "creationTimestamp"), now))
 		}
+		row = append(row, form.labelCols.cells(func(key string) string { return strAt(obj, "metadata", "labels", key) })...)
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
 	return tw.Flush()
+}
+
+// labelColumns are kubectl get's -L keys: one column each, after every other column,
+// headed by the key's last path segment in upper case (istio.io/dataplane-mode:
+// DATAPLANE-MODE), each cell the object's value of that label, empty when it has none.
+type labelColumns []string
+
+func (lc labelColumns) heads() []string {
+	heads := make([]string, len(lc))
+	for i, key := range lc {
+		heads[i] = strings.ToUpper(key[strings.LastIndex(key, "/")+1:])
+	}
+	return heads
+}
+
+// cells are one object's values of lc, read by value.
+func (lc labelColumns) cells(value func(key string) string) []string {
+	cells := make([]string, len(lc))
+	for i, key := range lc {
+		cells[i] = value(key)
+	}
+	return cells
 }
 
 // age renders a creation time as kubectl's AGE ("42s", "5m3s", "2d"), "<unknown>"

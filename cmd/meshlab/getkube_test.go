@@ -39,12 +39,35 @@ func TestKubeTableOfStoredKinds(t *testing.T) {
 			t.Fatal(err)
 		}
 		objs := []api.KubeObject{{Kind: tc.kind, Name: meta.Metadata.Name, Object: []byte(tc.object)}}
-		if err := printKubeTable(&out, api.Kind{Kind: tc.kind}, objs, false, false, now); err != nil {
+		if err := printKubeTable(&out, api.Kind{Kind: tc.kind}, objs, kubeTableForm{}, now); err != nil {
 			t.Fatal(err)
 		}
 		if got := out.String(); got != tc.want {
 			t.Errorf("%s:\n%s\nwant:\n%s", tc.kind, got, tc.want)
 		}
+	}
+}
+
+// TestKubeTableLabelColumns adds kubectl's -L columns after AGE, headed by each key's
+// last segment in upper case, empty where an object lacks the label (the ambient
+// waypoint page's `get ns -L istio.io/dataplane-mode`).
+func TestKubeTableLabelColumns(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 29, 6, 0, 0, 0, time.UTC)
+	objs := []api.KubeObject{
+		{Kind: "Namespace", Name: "default", Object: []byte(`{"metadata":{"name":"default","creationTimestamp":"2026-11-29T05:58:00Z","labels":{"istio.io/dataplane-mode":"ambient","app":"x"}},"status":{"phase":"Active"}}`)},
+		{Kind: "Namespace", Name: "istio-system", Object: []byte(`{"metadata":{"name":"istio-system","creationTimestamp":"2026-11-29T05:58:00Z"},"status":{"phase":"Active"}}`)},
+	}
+	var out bytes.Buffer
+	form := kubeTableForm{labelCols: labelColumns{"istio.io/dataplane-mode", "app"}}
+	if err := printKubeTable(&out, api.Kind{Kind: "Namespace"}, objs, form, now); err != nil {
+		t.Fatal(err)
+	}
+	want := "NAME           STATUS   AGE   DATAPLANE-MODE   APP\n" +
+		"default        Active   2m    ambient          x\n" +
+		"istio-system   Active   2m                     \n"
+	if got := out.String(); got != want {
+		t.Errorf("got:\n%q\nwant:\n%q", got, want)
 	}
 }
 

@@ -50,12 +50,14 @@ func getPodsWhere(ctx context.Context, c *api.Client, cfg *getConfig, name strin
 		return noResources(cfg.namespace, cfg.errOut)
 	}
 	created := map[string]string{}
-	containers := map[string][]string{} // by namespace/name: the containers READY counts
+	labels := map[string]map[string]string{} // by namespace/name, for -L
+	containers := map[string][]string{}      // by namespace/name: the containers READY counts
 	if views, err := c.KubeObjects(ctx, "pod", cfg.namespace, name, ""); err == nil {
 		for _, v := range views {
 			var m struct {
 				Metadata struct {
-					CreationTimestamp string `json:"creationTimestamp"`
+					CreationTimestamp string            `json:"creationTimestamp"`
+					Labels            map[string]string `json:"labels"`
 				} `json:"metadata"`
 				Spec struct {
 					Containers []struct{ Name string } `json:"containers"`
@@ -63,6 +65,7 @@ func getPodsWhere(ctx context.Context, c *api.Client, cfg *getConfig, name strin
 			}
 			if json.Unmarshal(v.Object, &m) == nil {
 				created[v.Namespace+"/"+v.Name] = m.Metadata.CreationTimestamp
+				labels[v.Namespace+"/"+v.Name] = m.Metadata.Labels
 				for _, ct := range m.Spec.Containers {
 					containers[v.Namespace+"/"+v.Name] = append(containers[v.Namespace+"/"+v.Name], ct.Name)
 				}
@@ -82,6 +85,7 @@ func getPodsWhere(ctx context.Context, c *api.Client, cfg *getConfig, name strin
 		if cfg.output == "wide" {
 			heads = append(heads, "IP", "NODE", "NOMINATED NODE", "READINESS GATES")
 		}
+		heads = append(heads, cfg.labelCols.heads()...)
 		fmt.Fprintln(tw, strings.Join(heads, "\t"))
 		now := time.Now()
 		for _, p := range shown {
@@ -103,6 +107,8 @@ func getPodsWhere(ctx context.Context, c *api.Client, cfg *getConfig, name strin
 			if cfg.output == "wide" {
 				row = append(row, p.IP.String(), "meshlab", "<none>", "<none>")
 			}
+			podLabels := labels[p.Namespace+"/"+p.Name]
+			row = append(row, cfg.labelCols.cells(func(key string) string { return podLabels[key] })...)
 			fmt.Fprintln(tw, strings.Join(row, "\t"))
 		}
 		return tw.Flush()
