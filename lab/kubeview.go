@@ -246,8 +246,18 @@ func (v kubeView) list(k string) ([]kubeObject, error) {
 				// istiod's gateway controller writes each route's parent status.
 				raw = withStatus(raw, config.RouteStatus(v.objects, o))
 			}
+			if k == "Namespace" { // the API server's: a namespace is Active until deleted
+				raw = withStatus(raw, corev1.NamespaceStatus{Phase: corev1.NamespaceActive})
+			}
 			out = append(out, kubeWritten{RawMessage: withCreationTimestamp(raw, m.Metadata.CreationTimestamp), m: m.Metadata})
 		}
+	}
+	if k == "Namespace" {
+		nss, err := v.implicitNamespaces(out)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, nss...)
 	}
 	if k == "ConfigMap" {
 		cms, err := v.istioConfigMaps(out)
@@ -257,6 +267,9 @@ func (v kubeView) list(k string) ([]kubeObject, error) {
 		out = append(out, cms...)
 	}
 	slices.SortFunc(out, func(a, b kubeObject) int {
+		if k == "Namespace" { // cluster-scoped: a written one may carry the namespace it was applied in
+			return cmp.Compare(a.meta().Name, b.meta().Name)
+		}
 		return cmp.Or(cmp.Compare(a.meta().Namespace, b.meta().Namespace), cmp.Compare(a.meta().Name, b.meta().Name))
 	})
 	return out, nil
@@ -281,6 +294,53 @@ func (v kubeView) istioConfigMaps(written []kubeObject) ([]kubeObject, error) {
 			return nil, err
 		}
 		out = append(out, kubeWritten{RawMessage: b, m: cm.ObjectMeta})
+	}
+	return out, nil
+}
+
+// clusterNamespaces are the namespaces every cluster with Istio has, written or not.
+var clusterNamespaces = []string{"default", "kube-node-lease", "kube-public", "kube-system", "istio-system"}
+
+// implicitNamespaces are the namespaces an API server would list that no Namespace
+// object of the lab wrote: a cluster's own, and every namespace the lab's pods,
+// Services and objects live in (a cluster would not take them without one). Each is
+// Active since the lab came up, with the kubernetes.io/metadata.name label the API
+// server sets.
+func (v kubeView) implicitNamespaces(written []kubeObject) ([]kubeObject, error) {
+	names := map[string]bool{}
+	for _, n := range clusterNamespaces {
+		names[n] = true
+	}
+	for _, p := range v.model.Pods {
+		names[p.Namespace] = true
+	}
+	for _, s := range v.model.Services {
+		names[s.Namespace] = true
+	}
+	for _, o := range v.objects {
+		if o.Origin.Namespace != "" {
+			names[o.Origin.Namespace] = true
+		}
+	}
+	for _, o := range written {
+		delete(names, o.meta().Name)
+	}
+	var out []kubeObject
+	for _, n := range slices.Sorted(maps.Keys(names)) {
+		ns := corev1.Namespace{
+			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
+			ObjectMeta: metav1.ObjectMeta{
+				Name: n, Labels: map[string]string{corev1.LabelMetadataName: n},
+				CreationTimestamp: metav1.NewTime(v.started.Truncate(time.Second)),
+			},
+			Spec:   corev1.NamespaceSpec{Finalizers: []corev1.FinalizerName{corev1.FinalizerKubernetes}},
+			Status: corev1.NamespaceStatus{Phase: corev1.NamespaceActive},
+		}
+		b, err := json.Marshal(ns)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, kubeWritten{RawMessage: b, m: ns.ObjectMeta})
 	}
 	return out, nil
 }

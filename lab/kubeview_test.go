@@ -310,3 +310,41 @@ func TestKubeViewZtunnelPod(t *testing.T) {
 		t.Fatalf("ztunnel pod labels %v: want %s=none as Istio's chart sets", p.Labels, model.LabelDataplaneMode)
 	}
 }
+
+// TestKubeViewNamespaces lists the namespaces an API server would: a cluster's own and
+// every one the lab's objects live in, none written as a Namespace, each Active with the
+// kubernetes.io/metadata.name label; a written Namespace is listed once, as written.
+func TestKubeViewNamespaces(t *testing.T) {
+	t.Parallel()
+	v := newKubeView(t)
+	names := func() []string {
+		var out []string
+		for _, raw := range kubeSelect(t, v, "Namespace", "", "", "") {
+			var ns corev1.Namespace
+			if err := json.Unmarshal(raw, &ns); err != nil {
+				t.Fatal(err)
+			}
+			if ns.Labels[corev1.LabelMetadataName] != ns.Name && ns.Name != "foo" {
+				t.Errorf("namespace %s: labels %v, want %s=%s", ns.Name, ns.Labels, corev1.LabelMetadataName, ns.Name)
+			}
+			out = append(out, ns.Name+"/"+string(ns.Status.Phase))
+		}
+		return out
+	}
+	want := []string{"bar/Active", "default/Active", "foo/Active", "istio-system/Active", "kube-node-lease/Active", "kube-public/Active", "kube-system/Active"}
+	if got := names(); !slices.Equal(got, want) {
+		t.Fatalf("namespaces %v, want %v", got, want)
+	}
+	sc, err := config.Load("ns.yaml", []byte(kubeViewScenario+"---\napiVersion: v1\nkind: Namespace\nmetadata: {name: foo, labels: {istio-injection: enabled}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.objects = sc.Objects
+	got := kubeSelect(t, v, "Namespace", "", "foo", "istio-injection=enabled")
+	if len(got) != 1 {
+		t.Fatalf("the written foo selected by its label: %d objects", len(got))
+	}
+	if got := names(); !slices.Equal(got, want) {
+		t.Fatalf("namespaces with foo written %v, want %v (foo once, in name order)", got, want)
+	}
+}
