@@ -351,6 +351,87 @@ func TestDocsIngressGatewaysGatewayAPITask(t *testing.T) {
 	d.run("uninstall", "-y", "--purge")
 }
 
+// tcpEchoTask is the TCP Traffic Shifting page's client: `(date; sleep 1) | nc
+// $INGRESS_HOST $TCP_INGRESS_PORT` run from the sleep pod of ns, and tcp-echo's answers
+// ("one <date>", "two <date>") counted by version.
+type tcpEchoTask struct {
+	d              *docsLab
+	ns, host, port string
+	sleep          string // the sleep pod, as the page's SLEEP=$(kubectl get pod -l app=sleep ...)
+}
+
+// tcpEchoAnswer is one answer of tcp-echo: its version's word and the date it was sent.
+var tcpEchoAnswer = regexp.MustCompile(`^(one|two) \w{3} \w{3} +\d+ \d\d:\d\d:\d\d UTC \d{4}$`)
+
+func (d *docsLab) tcpEcho(ns, host, port string) *tcpEchoTask {
+	d.t.Helper()
+	sleep := d.until("SLEEP=$(get pod -l app=sleep -o jsonpath=...)", func() string {
+		out, _ := meshlab(d.t, "--lab", d.name, "get", "pod", "-l", "app=sleep", "-n", ns, "-o", "jsonpath={.items..metadata.name}")
+		return out
+	}, func(s string) bool { return strings.HasPrefix(s, "sleep-") && !strings.Contains(s, " ") })
+	return &tcpEchoTask{d: d, ns: ns, host: host, port: port, sleep: sleep}
+}
+
+// loop runs the page's command n times, a few at once (each holds its connection for
+// the page's second), and returns what each printed.
+func (e *tcpEchoTask) loop(n int) []string {
+	out := make([]string, n)
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, 5)
+	for i := range out {
+		wg.Go(func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			o, _ := meshlab(e.d.t, "--lab", e.d.name, "exec", e.sleep, "-c", "sleep", "-n", e.ns, "--",
+				"sh", "-c", "(date; sleep 1) | nc "+e.host+" "+e.port)
+			out[i] = strings.TrimSpace(o)
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// count counts lines by version, and the lines that are no answer of tcp-echo.
+func (e *tcpEchoTask) count(lines []string) (one, two int, bad []string) {
+	for _, l := range lines {
+		switch m := tcpEchoAnswer.FindStringSubmatch(l); {
+		case m == nil:
+			bad = append(bad, l)
+		case m[1] == "one":
+			one++
+		default:
+			two++
+		}
+	}
+	return one, two, bad
+}
+
+// allToV1 waits for the gateway's listener (it comes with the Gateway) to answer, then
+// wants the page's ten answers all "one".
+func (e *tcpEchoTask) allToV1() {
+	e.d.t.Helper()
+	e.d.until("(date; sleep 1) | nc $INGRESS_HOST $TCP_INGRESS_PORT answers \"one <date>\"", func() string { return e.loop(1)[0] },
+		func(s string) bool { return tcpEchoAnswer.MatchString(s) && strings.HasPrefix(s, "one ") })
+	if one, two, bad := e.count(e.loop(10)); one != 10 {
+		e.d.t.Errorf("all to v1: %d one, %d two, other: %q; want every answer \"one <date>\"", one, two, bad)
+	}
+}
+
+// shifted wants the 80/20 route's answers: the gateway runs it once a "two" answers; from
+// then on, both, "one" the more.
+func (e *tcpEchoTask) shifted() {
+	e.d.t.Helper()
+	var lines []string
+	e.d.until("a \"two\" after tcp-echo-20-v2", func() string {
+		lines = e.loop(10)
+		return strings.Join(lines, "\n")
+	}, func(string) bool { _, two, _ := e.count(lines); return two > 0 })
+	lines = append(lines, e.loop(20)...)
+	if one, two, bad := e.count(lines); len(bad) > 0 || two == 0 || one <= two {
+		e.d.t.Errorf("80/20: %d one, %d two, other: %q; want both, one the more", one, two, bad)
+	}
+}
+
 // TestDocsTCPTrafficShiftingTask walks istio.io's "TCP Traffic Shifting" (Istio API):
 // its namespace, Istio's sleep and tcp-echo samples applied with -n, tcp-echo-all-v1
 // (Gateway on the ingress gateway's 31400, subsets v1 and v2, all to v1), INGRESS_HOST
@@ -380,51 +461,8 @@ func TestDocsTCPTrafficShiftingTask(t *testing.T) {
 	if port != "31400" {
 		t.Fatalf("TCP_INGRESS_PORT=%q, want 31400", port)
 	}
-	sleep := d.until("SLEEP=$(get pod -l app=sleep -o jsonpath=...)", func() string {
-		out, _ := meshlab(t, "--lab", d.name, "get", "pod", "-l", "app=sleep", "-n", ns, "-o", "jsonpath={.items..metadata.name}")
-		return out
-	}, func(s string) bool { return strings.HasPrefix(s, "sleep-") && !strings.Contains(s, " ") })
-
-	// loop runs the page's command n times, a few at once, and returns what each printed.
-	loop := func(n int) []string {
-		out := make([]string, n)
-		var wg sync.WaitGroup
-		slots := make(chan struct{}, 5)
-		for i := range out {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				slots <- struct{}{}
-				defer func() { <-slots }()
-				o, _ := meshlab(t, "--lab", d.name, "exec", sleep, "-c", "sleep", "-n", ns, "--",
-					"sh", "-c", "(date; sleep 1) | nc "+host+" "+port)
-				out[i] = strings.TrimSpace(o)
-			}()
-		}
-		wg.Wait()
-		return out
-	}
-	answer := regexp.MustCompile(`^(one|two) \w{3} \w{3} +\d+ \d\d:\d\d:\d\d UTC \d{4}$`)
-	count := func(lines []string) (one, two int, bad []string) {
-		for _, l := range lines {
-			m := answer.FindStringSubmatch(l)
-			switch {
-			case m == nil:
-				bad = append(bad, l)
-			case m[1] == "one":
-				one++
-			default:
-				two++
-			}
-		}
-		return one, two, bad
-	}
-	// The gateway's listener on 31400 comes with the Gateway: wait for one answer.
-	d.until("(date; sleep 1) | nc $INGRESS_HOST $TCP_INGRESS_PORT answers \"one <date>\"", func() string { return loop(1)[0] },
-		func(s string) bool { return answer.MatchString(s) && strings.HasPrefix(s, "one ") })
-	if one, two, bad := count(loop(10)); one != 10 {
-		t.Errorf("all to v1: %d one, %d two, other: %q; want every answer \"one <date>\"", one, two, bad)
-	}
+	echo := d.tcpEcho(ns, host, port)
+	echo.allToV1()
 
 	d.says("virtualservice.networking.istio.io/tcp-echo configured\n", "", "apply", "-f", filepath.Join(samples, "tcp-echo/tcp-echo-20-v2.yaml"), "-n", ns)
 	vs := d.kubectl("", "get", "virtualservice", "tcp-echo", "-o", "yaml", "-n", ns)
@@ -450,16 +488,7 @@ spec:
       weight: 20`) {
 		t.Errorf("get virtualservice tcp-echo -o yaml:\n%s\nwant the page's 80/20 tcp route", vs)
 	}
-	// The gateway runs the new route once a "two" answers; from then on, count.
-	var lines []string
-	d.until("a \"two\" after tcp-echo-20-v2", func() string {
-		lines = loop(10)
-		return strings.Join(lines, "\n")
-	}, func(string) bool { _, two, _ := count(lines); return two > 0 })
-	lines = append(lines, loop(20)...)
-	if one, two, bad := count(lines); len(bad) > 0 || two == 0 || one <= two {
-		t.Errorf("80/20: %d one, %d two, other: %q; want both, one the more", one, two, bad)
-	}
+	echo.shifted()
 
 	d.says("gateway.networking.istio.io \"tcp-echo-gateway\" deleted\ndestinationrule.networking.istio.io \"tcp-echo-destination\" deleted\nvirtualservice.networking.istio.io \"tcp-echo\" deleted\n", "",
 		"delete", "-f", filepath.Join(samples, "tcp-echo/tcp-echo-all-v1.yaml"), "-n", ns)

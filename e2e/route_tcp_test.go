@@ -3,8 +3,6 @@ package e2e
 import (
 	"path/filepath"
 	"regexp"
-	"strings"
-	"sync"
 	"testing"
 
 	"github.com/meshlab/meshlab/internal/testutil"
@@ -36,47 +34,8 @@ func TestRouteTCPShiftingGatewayAPI(t *testing.T) {
 	if !regexp.MustCompile(`^\d+\.\d+\.\d+\.\d+$`).MatchString(host) || port != "31400" {
 		t.Fatalf("INGRESS_HOST=%q TCP_INGRESS_PORT=%q; want the Gateway's address and 31400", host, port)
 	}
-	sleep := d.until("SLEEP=$(get pod -l app=sleep -o jsonpath=...)", func() string {
-		out, _ := meshlab(t, "--lab", d.name, "get", "pod", "-l", "app=sleep", "-n", ns, "-o", "jsonpath={.items..metadata.name}")
-		return out
-	}, func(s string) bool { return strings.HasPrefix(s, "sleep-") && !strings.Contains(s, " ") })
-
-	// loop runs the page's command n times, a few at once, and returns what each printed.
-	loop := func(n int) []string {
-		out := make([]string, n)
-		var wg sync.WaitGroup
-		slots := make(chan struct{}, 5)
-		for i := range out {
-			wg.Go(func() {
-				slots <- struct{}{}
-				defer func() { <-slots }()
-				o, _ := meshlab(t, "--lab", d.name, "exec", sleep, "-c", "sleep", "-n", ns, "--",
-					"sh", "-c", "(date; sleep 1) | nc "+host+" "+port)
-				out[i] = strings.TrimSpace(o)
-			})
-		}
-		wg.Wait()
-		return out
-	}
-	answer := regexp.MustCompile(`^(one|two) \w{3} \w{3} +\d+ \d\d:\d\d:\d\d UTC \d{4}$`)
-	count := func(lines []string) (one, two int, bad []string) {
-		for _, l := range lines {
-			switch m := answer.FindStringSubmatch(l); {
-			case m == nil:
-				bad = append(bad, l)
-			case m[1] == "one":
-				one++
-			default:
-				two++
-			}
-		}
-		return one, two, bad
-	}
-	d.until("(date; sleep 1) | nc $INGRESS_HOST $TCP_INGRESS_PORT answers \"one <date>\"", func() string { return loop(1)[0] },
-		func(s string) bool { return answer.MatchString(s) && strings.HasPrefix(s, "one ") })
-	if one, two, bad := count(loop(10)); one != 10 {
-		t.Errorf("all to v1: %d one, %d two, other: %q; want every answer \"one <date>\"", one, two, bad)
-	}
+	echo := d.tcpEcho(ns, host, port)
+	echo.allToV1()
 
 	d.says("tcproute.gateway.networking.k8s.io/tcp-echo configured\n", "", "apply", "-f", filepath.Join(samples, "tcp-echo/gateway-api/tcp-echo-20-v2.yaml"), "-n", ns)
 	route := d.kubectl("", "get", "tcproute", "tcp-echo", "-o", "yaml", "-n", ns)
@@ -96,14 +55,6 @@ spec:
 ...`) {
 		t.Errorf("get tcproute tcp-echo -o yaml:\n%s\nwant the page's 80/20 route", route)
 	}
-	var lines []string
-	d.until("a \"two\" after tcp-echo-20-v2", func() string {
-		lines = loop(10)
-		return strings.Join(lines, "\n")
-	}, func(string) bool { _, two, _ := count(lines); return two > 0 })
-	lines = append(lines, loop(20)...)
-	if one, two, bad := count(lines); len(bad) > 0 || two == 0 || one <= two {
-		t.Errorf("80/20: %d one, %d two, other: %q; want both, one the more", one, two, bad)
-	}
+	echo.shifted()
 	d.run("delete", "-f", filepath.Join(samples, "tcp-echo/gateway-api/tcp-echo-all-v1.yaml"), "-n", ns)
 }
