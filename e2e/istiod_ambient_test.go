@@ -31,16 +31,7 @@ func TestIstiodAmbientL4(t *testing.T) {
 	// ztunnel holds every pod as istiod sent it: HBONE (the redirection annotation the
 	// node agent set, fed to istiod) on the lab's node (the pods' spec.nodeName).
 	pods := []string{"curl-", "details-v1-", "productpage-v1-", "ratings-v1-", "reviews-v1-", "reviews-v2-", "reviews-v3-"}
-	poll("every pod HBONE on the lab's node in ztunnel-config", func(out string) bool {
-		n := 0
-		for _, line := range strings.Split(out, "\n") {
-			f := strings.Fields(line)
-			if len(f) == 6 && f[0] == "default" && f[3] == "ml-"+l.name+"-node" && f[5] == "HBONE" {
-				n++
-			}
-		}
-		return n == len(pods)
-	}, "ztunnel-config", "workloads")
+	poll("every pod HBONE on the lab's node in ztunnel-config", allHBONE(l, len(pods)), "ztunnel-config", "workloads")
 
 	poll("the product page through ztunnel", func(out string) bool { return strings.Contains(out, "<title>Simple Bookstore App</title>") },
 		"exec", "deploy/curl", "--", "curl", "-s", "--max-time", "10", "http://productpage:9080/productpage")
@@ -123,6 +114,21 @@ func startIstiodAmbientLab(t *testing.T) (l *runningLab, ml func(args ...string)
 	return l, ml, poll
 }
 
+// allHBONE reports whether `ztunnel-config workloads` shows n pods of default on the
+// lab's node, with HBONE.
+func allHBONE(l *runningLab, n int) func(out string) bool {
+	return func(out string) bool {
+		hbone := 0
+		for _, line := range strings.Split(out, "\n") {
+			f := strings.Fields(line)
+			if len(f) == 6 && f[0] == "default" && f[3] == "ml-"+l.name+"-node" && f[5] == "HBONE" {
+				hbone++
+			}
+		}
+		return hbone == n
+	}
+}
+
 // labCommands returns ml, which runs meshlab on l (by --lab), and poll, which runs ml
 // until ok holds for its output (at most 45 s: a loaded machine) and returns it.
 func labCommands(t *testing.T, l *runningLab) (ml func(args ...string) (string, error), poll func(what string, ok func(string) bool, args ...string) string) {
@@ -191,16 +197,7 @@ func TestIstiodAmbientAfterUp(t *testing.T) {
 		t.Fatalf("label namespace default: %v: %q", err, out)
 	}
 	pods := []string{"curl-", "details-v1-", "productpage-v1-", "ratings-v1-", "reviews-v1-", "reviews-v2-", "reviews-v3-"}
-	poll("every pod HBONE on the lab's node in ztunnel-config", func(out string) bool {
-		n := 0
-		for _, line := range strings.Split(out, "\n") {
-			f := strings.Fields(line)
-			if len(f) == 6 && f[0] == "default" && f[3] == "ml-"+l.name+"-node" && f[5] == "HBONE" {
-				n++
-			}
-		}
-		return n == len(pods)
-	}, "ztunnel-config", "workloads")
+	poll("every pod HBONE on the lab's node in ztunnel-config", allHBONE(l, len(pods)), "ztunnel-config", "workloads")
 	const page, title = "http://productpage:9080/productpage", "<title>Simple Bookstore App</title>"
 	poll("the product page through ztunnel", func(out string) bool { return strings.Contains(out, title) },
 		"exec", "deploy/curl", "--", "curl", "-s", "--max-time", "10", page)

@@ -62,6 +62,10 @@ type history struct {
 	bytes    int                    // sum of the kept snapshots' costs
 	seq      uint64
 	order    []histRef // every kept snapshot once, oldest first (with stale refs)
+	// early holds, by node and type URL, the last ACK or NACK that named a version no
+	// snapshot had yet: the relay adds istiod's push to the history once its types are
+	// in (relayFlush), and a quick proxy answers before that. add applies it.
+	early map[string]map[string]Event
 }
 
 // histRef names one snapshot in the history's order.
@@ -77,7 +81,7 @@ func newHistory(size, maxBytes int, now func() time.Time) *history {
 	if maxBytes <= 0 {
 		maxBytes = DefaultHistoryBytes
 	}
-	return &history{size: size, maxBytes: maxBytes, now: now, nodes: map[string][]*Snapshot{}}
+	return &history{size: size, maxBytes: maxBytes, now: now, nodes: map[string][]*Snapshot{}, early: map[string]map[string]Event{}}
 }
 
 // add records a snapshot set for node; costs is, by type, the encoded bytes of the
@@ -99,6 +103,10 @@ func (h *history) add(node, version, trigger string, res map[resource.Type][]typ
 					break
 				}
 			}
+		}
+		if e, ok := h.early[node][typ]; ok && e.Version == snap.sinceOf(typ) {
+			st.State, st.Error = answerState(e)
+			delete(h.early[node], typ)
 		}
 		snap.Types[typ] = st
 	}
@@ -177,6 +185,7 @@ func (h *history) forget(ids []string) {
 			h.dropOldest(id)
 		}
 		delete(h.nodes, id)
+		delete(h.early, id)
 	}
 }
 
@@ -214,13 +223,25 @@ func (h *history) observe(e Event) {
 			continue
 		}
 		matched = true
-		if e.Kind == EventNACK {
-			st.State, st.Error = "NACK", e.Error
-		} else if st.State == "" {
-			st.State = "ACK"
+		if e.Kind == EventNACK || st.State == "" {
+			st.State, st.Error = answerState(e)
 		}
 		snap.Types[e.TypeURL] = st
 	}
+	if !matched {
+		if h.early[e.NodeID] == nil {
+			h.early[e.NodeID] = map[string]Event{}
+		}
+		h.early[e.NodeID][e.TypeURL] = e
+	}
+}
+
+// answerState is a snapshot type's State and Error after the proxy's answer e.
+func answerState(e Event) (state, errText string) {
+	if e.Kind == EventNACK {
+		return "NACK", e.Error
+	}
+	return "ACK", ""
 }
 
 // list returns copies of node's snapshots, oldest first.

@@ -105,3 +105,25 @@ func TestHistoryObserveMarksTheRunOfItsVersion(t *testing.T) {
 		t.Errorf("states by version (CDS,EDS) = %q, want %q", got, want)
 	}
 }
+
+// TestHistoryKeepsAnAnswerThatCameFirst: the relay adds istiod's push to the history a
+// moment after sending it (relayFlush), and a quick proxy's ACK or NACK comes before it;
+// the snapshot still shows that answer, and only for the version it named.
+func TestHistoryKeepsAnAnswerThatCameFirst(t *testing.T) {
+	t.Parallel()
+	h := newHistory(10, 0, time.Now)
+	wds, wads := "type.googleapis.com/istio.workload.Address", "type.googleapis.com/istio.security.Authorization"
+	h.observe(Event{Kind: EventACK, NodeID: "z", TypeURL: wds, Version: "p/1"})
+	h.observe(Event{Kind: EventNACK, NodeID: "z", TypeURL: wads, Version: "p/0", Error: "old"})
+	h.add("z", "p/1", "istiod push", map[resource.Type][]types.Resource{wds: nil, wads: nil}, nil, nil)
+	h.observe(Event{Kind: EventNACK, NodeID: "z", TypeURL: wds, Version: "p/2", Error: "refused"})
+	h.add("z", "p/2", "istiod push", map[resource.Type][]types.Resource{wds: nil}, nil, nil)
+	var got []string
+	for _, s := range h.list("z") {
+		got = append(got, s.Version+":"+s.Types[wds].State+","+s.Types[wads].State+","+s.Types[wds].Error)
+	}
+	want := []string{"p/1:ACK,,", "p/2:NACK,,refused"}
+	if !slices.Equal(got, want) {
+		t.Errorf("states by version (WDS,WADS,error) = %q, want %q", got, want)
+	}
+}
