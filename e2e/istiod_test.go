@@ -507,17 +507,25 @@ spec:
 	})
 }
 
-// TestIstiodCircuitBreakerDump brings up on istiod what `kubectl get -A -o yaml` printed
-// of a shop (controlplane/config's testdata: a kind: List with status, managedFields,
-// uids and the cluster's own machinery) whose DestinationRule allows httpbin one
+// TestIstiodCircuitBreakerDump brings up, on both control planes, what `kubectl get -A
+// -o yaml` printed of a shop (controlplane/config's testdata: a kind: List with status,
+// managedFields, uids and the cluster's own machinery) whose DestinationRule allows httpbin one
 // connection and one pending request: fortio's concurrent load gets some 503s, which
 // fortio's sidecar logs with Envoy's flag UO (upstream overflow), as on the cluster.
 func TestIstiodCircuitBreakerDump(t *testing.T) {
 	testutil.RequireRoot(t)
-	bin := istiodBin(t)
 	t.Parallel()
-	l := startLabWithin(t, 3*time.Minute, "../controlplane/config/testdata/kubectl-get-all.yaml", "--control-plane=istiod", "--istiod-path", bin)
-	circuitBreakerTrips(t, l.name, "fortio-deploy", "http://httpbin.shop:8000/get")
+	for _, cp := range []string{"meshlab", "istiod"} {
+		t.Run(cp, func(t *testing.T) {
+			t.Parallel()
+			args := []string{"../controlplane/config/testdata/kubectl-get-all.yaml", "--control-plane=" + cp}
+			if cp == "istiod" {
+				args = append(args, "--istiod-path", istiodBin(t))
+			}
+			l := startLabWithin(t, 3*time.Minute, args...)
+			circuitBreakerTrips(t, l.name, "fortio-deploy", "http://httpbin.shop:8000/get")
+		})
+	}
 }
 
 // TestIstiodBugReport brings up, on both control planes, what `istioctl bug-report`
