@@ -110,6 +110,10 @@ type ProxyStatus struct {
 	NodeID    string                `json:"nodeID"`
 	Connected bool                  `json:"connected"`
 	Types     map[string]TypeStatus `json:"types"` // by CDS, LDS, EDS, RDS, SDS
+	// PushError is why the control plane could not generate the proxy's config at its
+	// last update ("" when it could): the proxy keeps the config it had (istiod's push
+	// error for one proxy; the others get theirs).
+	PushError string `json:"pushError,omitempty"`
 }
 
 // SyncResult is what GET /v1/synced answers once the proxies run the lab's config.

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"reflect"
@@ -178,7 +179,9 @@ func (l *Lab) commit(ctx context.Context, next *config.Scenario, changes []confi
 		return nil
 	})
 	if !plan.empty() {
-		if err := l.push.Flush(ctx); err != nil {
+		// A push that left some proxies on their previous config (discovery.ProxyErrors)
+		// gave every other its new one: the pods change as the model says.
+		if err := l.push.Flush(ctx); err != nil && !errors.As(err, new(*discovery.ProxyErrors)) {
 			return podPlan{}, err
 		}
 	}
@@ -244,7 +247,7 @@ func (l *Lab) ProxyStatus() []api.ProxyStatus {
 	}
 	var out []api.ProxyStatus
 	for _, st := range l.disc.Status() {
-		ps := api.ProxyStatus{NodeID: st.NodeID, Connected: st.Connected, Types: map[string]api.TypeStatus{}}
+		ps := api.ProxyStatus{NodeID: st.NodeID, Connected: st.Connected, Types: map[string]api.TypeStatus{}, PushError: st.PushError}
 		if p := pods[st.NodeID]; p != nil {
 			ps.Pod, ps.Namespace = p.Name, p.Namespace
 		}

@@ -169,7 +169,11 @@ func (l *Lab) publishXDS(e discovery.Event) {
 		fields["type"], fields["version"] = short, e.Version
 		msg = short + " " + e.Version
 	}
-	if e.Error != "" {
+	switch {
+	case e.Kind == discovery.EventPushError:
+		fields["version"], fields["error"] = e.Version, e.Error
+		msg = "config " + e.Version + " not generated, the proxy keeps its previous config: " + e.Error
+	case e.Error != "":
 		fields["error"] = e.Error
 		msg += ": " + e.Error
 	}

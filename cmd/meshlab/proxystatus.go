@@ -43,11 +43,12 @@ own view instead, read from its /debug/syncz as istioctl proxy-status does.`,
 	return cmd
 }
 
-// printProxyStatus writes the table, then one line per NACK with the proxy's error.
+// printProxyStatus writes the table, then one line per NACK with the proxy's error, and
+// one per proxy whose config the control plane could not generate (PUSH ERROR).
 func printProxyStatus(w io.Writer, st []api.ProxyStatus) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tCDS\tLDS\tEDS\tRDS\tVERSION\tCONNECTED")
-	var nacks []string
+	var nacks, pushErrs []string
 	for _, ps := range st {
 		name := ps.Pod + "." + ps.Namespace
 		if ps.Pod == "" {
@@ -89,12 +90,18 @@ func printProxyStatus(w io.Writer, st []api.ProxyStatus) error {
 			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\n", name, strings.Join(cols, "\t"), strings.Join(versions, ","), ps.Connected)
+		if ps.PushError != "" {
+			pushErrs = append(pushErrs, name+": "+ps.PushError)
+		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	for _, n := range nacks {
 		fmt.Fprintln(w, "NACK "+n)
+	}
+	for _, e := range pushErrs {
+		fmt.Fprintln(w, "PUSH ERROR "+e)
 	}
 	return nil
 }

@@ -14,8 +14,9 @@ import (
 )
 
 // TestUpdateRefusesPushAboveLimit: a model whose routes would not fit in one xDS message
-// is refused before any proxy gets it, naming the proxy, the type and the largest
-// resource; every proxy keeps its version.
+// is refused for each proxy it would reach, before the proxy gets it, naming the proxy,
+// the type and the largest resource; every proxy keeps its version, and its status
+// says why.
 func TestUpdateRefusesPushAboveLimit(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, Options{SocketGID: -1})
@@ -48,6 +49,12 @@ func TestUpdateRefusesPushAboveLimit(t *testing.T) {
 	}
 	t.Log(err)
 	after := s.Status()
+	for i, ps := range after {
+		if !strings.Contains(ps.PushError, "above the") {
+			t.Errorf("%s: push error %q, want the refusal", ps.NodeID, ps.PushError)
+		}
+		after[i].PushError = ""
+	}
 	if fmt.Sprint(before) != fmt.Sprint(after) {
 		t.Errorf("status changed by a refused update:\nbefore %v\nafter  %v", before, after)
 	}

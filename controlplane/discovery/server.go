@@ -103,6 +103,9 @@ type Server struct {
 	proxies map[string]*proxyState
 	// wants holds, per node id, the version of its current snapshot (TypeStatus.Want).
 	wants map[string]string
+	// failed holds, per node id, why the last update could not generate its config
+	// (ProxyStatus.PushError); a later update that generates it clears it.
+	failed map[string]string
 
 	wds  xds.WDSOptions
 	wp   waypointWDS // waypoint_wds.go; guarded by mu

@@ -28,6 +28,9 @@ type ProxyStatus struct {
 	Delta bool
 	// Types holds the state of each type URL the proxy has requested.
 	Types map[string]TypeStatus
+	// PushError is why the last update could not generate the proxy's config ("" when it
+	// could): the proxy keeps the config it had, as Types shows.
+	PushError string
 }
 
 // TypeStatus is the state of one resource type on one proxy. The proxy runs the latest

@@ -27,7 +27,10 @@ import (
 // update's reuse and skip decisions.
 type proxyState struct {
 	nacked bool // its listeners carry the nack fault's
-	types  map[resource.Type]typeState
+	// stale: an update could not generate this proxy's config, so it kept this state
+	// while the server moved to a newer model; the next update generates every type.
+	stale bool
+	types map[resource.Type]typeState
 }
 
 // typeState is one resource type of a proxy's current snapshot.
@@ -44,8 +47,12 @@ type typeState struct {
 // under one new version ("v1", "v2", ...), to the proxies whose resources changed: the
 // others keep their snapshot and version, as istiod pushes only to affected proxies. It
 // removes the snapshots (and status) of proxies no longer in m. It generates and checks
-// every snapshot before setting any, so an error leaves every proxy on its previous
-// config. Updates are serialised.
+// every snapshot before setting any. A proxy whose config cannot be generated (a push
+// above the size limit, an inconsistent snapshot) keeps its previous config and gets
+// the error, as istiod fails the push of that proxy only: it is logged, sent to
+// OnEvent (EventPushError) and kept in its ProxyStatus.PushError until an update
+// generates its config, and Update returns it in a *ProxyErrors once every other proxy
+// has its new config. Updates are serialised.
 func (s *Server) Update(ctx context.Context, m *model.Model) error {
 	return s.UpdateFor(ctx, m, "update")
 }
@@ -97,11 +104,16 @@ func (s *Server) UpdateFor(ctx context.Context, m *model.Model, trigger string) 
 
 	seen := make(map[string]bool, len(pods))
 	var pushed []genResult
+	var failed *ProxyErrors
 	for _, r := range results {
-		if r.err != nil {
-			return fmt.Errorf("update xds %s: %w", version, r.err)
-		}
 		seen[r.id] = true
+		if r.err != nil {
+			if failed == nil {
+				failed = &ProxyErrors{Version: version, Proxies: len(pods), Errs: map[string]error{}}
+			}
+			failed.Errs[r.id] = r.err
+			continue
+		}
 		if r.snap != nil {
 			pushed = append(pushed, r)
 		}
@@ -134,10 +146,12 @@ func (s *Server) UpdateFor(ctx context.Context, m *model.Model, trigger string) 
 		s.history.add(r.id, version, trigger, r.res, r.costs, since)
 	}
 	for _, r := range results {
-		if r.snap == nil {
-			s.proxies[r.id].nacked = r.state.nacked
+		if r.err == nil && r.snap == nil {
+			st := s.proxies[r.id]
+			st.nacked, st.stale = r.state.nacked, false // generated again, and found unchanged
 		}
 	}
+	s.recordFailures(failed, results)
 	if wlChanged {
 		if err := s.resetWaypoints(ctx, pushedIDs(pushed), seen); err != nil {
 			return fmt.Errorf("update xds %s: waypoint workloads: %w", version, err)
@@ -156,6 +170,7 @@ func (s *Server) UpdateFor(ctx context.Context, m *model.Model, trigger string) 
 			s.cache.ClearSnapshot(id)
 			delete(s.proxies, id)
 			delete(s.wants, id)
+			delete(s.failed, id)
 			gone = append(gone, id)
 		}
 	}
@@ -165,7 +180,73 @@ func (s *Server) UpdateFor(ctx context.Context, m *model.Model, trigger string) 
 	s.model = m // for SetNack and the next update's scope: the last model that was pushed
 	s.log.Info("xds updated", "version", version, "proxies", len(seen), "pushed", len(pushed), "removed", len(gone),
 		"scope", scopeNames(scope.Types), "hosts", len(scope.Hosts), "pods", len(scope.Pods), "trigger", trigger)
+	if failed != nil {
+		return failed
+	}
 	return nil
+}
+
+// recordFailures keeps, for each proxy whose config the update could not generate
+// (failed, nil when none), its error for Status, logs it and sends it to OnEvent, and
+// marks the state it keeps stale (the server's model moves on without it). The errors
+// of proxies generated this time are cleared. The caller holds s.mu.
+func (s *Server) recordFailures(failed *ProxyErrors, results []genResult) {
+	for _, r := range results {
+		if r.err == nil {
+			delete(s.failed, r.id)
+		}
+	}
+	if failed == nil {
+		return
+	}
+	if s.failed == nil {
+		s.failed = map[string]string{}
+	}
+	for _, id := range slices.Sorted(maps.Keys(failed.Errs)) {
+		err := failed.Errs[id]
+		s.failed[id] = err.Error()
+		if prev := s.proxies[id]; prev != nil {
+			prev.stale = true
+		}
+		s.log.Warn("proxy config not generated: it keeps its previous config", "node", id, "version", failed.Version, "err", err)
+		s.tracker.pushFailed(id, failed.Version, err)
+	}
+}
+
+// ProxyErrors is an update's error when the config of some proxies could not be
+// generated. Each of them kept its previous config; every other proxy was given its new
+// one. errors.As finds each proxy's error (a *PushTooLargeError, say).
+type ProxyErrors struct {
+	Version string           // the version the update made
+	Proxies int              // the proxies the update generated config for
+	Errs    map[string]error // by node id
+}
+
+func (e *ProxyErrors) Error() string {
+	ids := slices.Sorted(maps.Keys(e.Errs))
+	var b strings.Builder
+	fmt.Fprintf(&b, "update xds %s: config of %d of %d proxies not generated (each keeps its previous config, the others have the new one): ",
+		e.Version, len(ids), e.Proxies)
+	const shown = 3
+	for i, id := range ids[:min(len(ids), shown)] {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s: %v", id, e.Errs[id])
+	}
+	if len(ids) > shown {
+		fmt.Fprintf(&b, "; and %d more", len(ids)-shown)
+	}
+	return b.String()
+}
+
+// Unwrap returns each proxy's error, in node id order.
+func (e *ProxyErrors) Unwrap() []error {
+	out := make([]error, 0, len(e.Errs))
+	for _, id := range slices.Sorted(maps.Keys(e.Errs)) {
+		out = append(out, e.Errs[id])
+	}
+	return out
 }
 
 // genResult is one proxy's part of an update: a snapshot to set (nil when its
@@ -192,7 +273,7 @@ func (s *Server) generate(m *model.Model, pod *model.Pod, scope xds.Scope, versi
 	var byHost []resource.Type // types whose scope.Hosts are replaced
 	// A waypoint's resources are all its services' (xds/waypoint.go): any change the
 	// scope names may touch each of its types, so they are made again every time.
-	if prev == nil || prev.nacked != nacked || scope.Pods[id] || pod.Waypoint {
+	if prev == nil || prev.stale || prev.nacked != nacked || scope.Pods[id] || pod.Waypoint {
 		typs = xds.GeneratedTypes
 	} else if len(scope.Hosts) > 0 {
 		for _, typ := range []resource.Type{resource.ClusterType, resource.EndpointType} {
@@ -217,7 +298,7 @@ func (s *Server) generate(m *model.Model, pod *model.Pod, scope xds.Scope, versi
 	for _, typ := range byHost {
 		ts, cost, err := s.replaceHosts(m, pod, typ, prev.types[typ], scope.Hosts, in)
 		if err != nil {
-			r.err = fmt.Errorf("%s: %w", id, err)
+			r.err = err
 			return r
 		}
 		built[typ], costs[typ] = ts, cost
@@ -241,7 +322,7 @@ func (s *Server) generate(m *model.Model, pod *model.Pod, scope xds.Scope, versi
 			}
 		})
 		if e.err != nil {
-			r.err = fmt.Errorf("%s: %w", id, e.err)
+			r.err = e.err
 			return r
 		}
 		built[typ] = e.ts
@@ -261,7 +342,7 @@ func (s *Server) generate(m *model.Model, pod *model.Pod, scope xds.Scope, versi
 		for _, typ := range own {
 			ts, cost, err := in.intern(typ, res[typ])
 			if err != nil {
-				r.err = fmt.Errorf("%s: %w", id, err)
+				r.err = err
 				return r
 			}
 			if err := checkTypeSize(id, typ, ts); err != nil {
@@ -299,7 +380,7 @@ func (s *Server) generate(m *model.Model, pod *model.Pod, scope xds.Scope, versi
 		err = consistent(prev, r.state, version)
 	}
 	if err != nil {
-		r.err = fmt.Errorf("snapshot for %s: %w", id, err)
+		r.err = fmt.Errorf("snapshot: %w", err)
 		return r
 	}
 	r.snap = snap
@@ -596,7 +677,8 @@ func (s *Server) Status() []ProxyStatus {
 	out := s.tracker.status(known)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, ps := range out {
+	for i, ps := range out {
+		out[i].PushError = s.failed[ps.NodeID]
 		for typ, ts := range ps.Types {
 			ts.Want = s.wantLocked(ps.NodeID, typ, ztSince)
 			ps.Types[typ] = ts
