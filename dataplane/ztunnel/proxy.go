@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meshlab/meshlab/dataplane/proxy/rawio"
 	"github.com/meshlab/meshlab/dataplane/ztunnel/hbone"
 	"github.com/meshlab/meshlab/dataplane/ztunnel/inpod"
 	"github.com/meshlab/meshlab/dataplane/ztunnel/metrics"
@@ -164,12 +165,13 @@ func traceparent() string {
 }
 
 // splice copies both ways until both directions end, half-closing each side as the other
-// ends.
+// ends. down's bytes are read and written raw (rawio): up is never a bare socket the
+// kernel could splice to.
 func splice(down *net.TCPConn, up io.ReadWriteCloser) error {
 	defer up.Close()
 	errc := make(chan error, 1)
 	go func() {
-		_, err := io.Copy(up, down)
+		_, err := io.Copy(up, rawio.Reader(down))
 		if cw, ok := up.(interface{ CloseWrite() error }); ok && err == nil {
 			_ = cw.CloseWrite()
 		} else {
@@ -177,7 +179,7 @@ func splice(down *net.TCPConn, up io.ReadWriteCloser) error {
 		}
 		errc <- err
 	}()
-	_, rerr := io.Copy(down, up)
+	_, rerr := io.Copy(rawio.Writer(down), up)
 	if rerr != nil {
 		reset(down)
 	} else {
@@ -341,7 +343,7 @@ func (z *Ztunnel) inboundHBONE(ctx context.Context, p *pod, r *hbone.ConnectRequ
 		return hbone.Upstream{}, http.StatusServiceUnavailable
 	}
 	tr := z.obs.Open(ev)
-	return hbone.Upstream{Conn: &countedConn{Conn: up, tr: tr}, Done: func(_, _ int64, err error) {
+	return hbone.Upstream{Conn: &countedConn{Conn: rawio.Conn(up), tr: tr}, Done: func(_, _ int64, err error) {
 		p.untrack(t)
 		if e, ok := closedBy.Load().(error); ok {
 			err = e

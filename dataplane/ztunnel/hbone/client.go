@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+
+	"github.com/meshlab/meshlab/dataplane/proxy/rawio"
 )
 
 // h2 settings as ztunnel's (src/config.rs): 4 MiB stream window, 16 MiB connection
@@ -182,7 +184,7 @@ func (p *Pool) conn(ctx context.Context, req Request) (*http2.ClientConn, error)
 	if err != nil {
 		return nil, err
 	}
-	tc := tls.Client(raw, req.TLS)
+	tc := tls.Client(rawio.Conn(raw), req.TLS) // records without the runtime's syscall bookkeeping (rawio)
 	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := tc.HandshakeContext(hctx); err != nil {

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+
+	"github.com/meshlab/meshlab/dataplane/proxy/rawio"
 )
 
 // ConnectRequest is one CONNECT a pod's 15008 received.
@@ -44,7 +46,7 @@ func Serve(ctx context.Context, raw net.Conn, cfg *tls.Config, h Handler, log *s
 	defer raw.Close()
 	stop := context.AfterFunc(ctx, func() { _ = raw.Close() }) // x/net's ServeConn does not watch ctx
 	defer stop()
-	tc := tls.Server(raw, cfg)
+	tc := tls.Server(rawio.Conn(raw), cfg) // records without the runtime's syscall bookkeeping (rawio)
 	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	err := tc.HandshakeContext(hctx)
 	cancel()
