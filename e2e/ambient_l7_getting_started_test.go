@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/meshlab/meshlab/internal/testutil"
 )
 
 // productpageViewer is the AuthorizationPolicy of istio.io's ambient Getting Started
@@ -71,19 +69,12 @@ spec:
 // manage-traffic: bookinfo-versions.yaml and route-reviews-90-10.yaml, and the page's 100
 // requests split about 90/10 between reviews-v1 and reviews-v2.
 func TestAmbientGettingStartedL7(t *testing.T) {
-	testutil.RequireRoot(t)
-	requireZtunnel(t)
-	t.Parallel()
-	samples := testutil.IstioSamples(t)
-	tl := startTaskLabFrom(t, ambientClusterYAML)
+	tl, samples := startAmbientBookinfo(t)
 	l, run, poll, step := tl.runningLab, tl.run, tl.poll, tl.step
 	const page = "http://productpage:9080/productpage"
 	title := "<title>Simple Bookstore App</title>"
 	denied := func(out string) bool { return strings.Contains(out, "RBAC: access denied") }
 
-	run("apply", "-f", filepath.Join(samples, "bookinfo/platform/kube/bookinfo.yaml"))
-	run("apply", "-f", filepath.Join(samples, "curl/curl.yaml"))
-	run("label", "namespace", "default", "istio.io/dataplane-mode=ambient")
 	// Ready when productpage serves its page: it calls details and reviews on a new
 	// connection each time, as the sample does, so the calls it makes now (no waypoint
 	// yet) leave nothing behind that would bypass the waypoint later.

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meshlab/meshlab/internal/testutil"
 )
 
 // taskLab is a lab an istio.io task page runs in, with the ways the page's commands are
@@ -65,6 +67,22 @@ func startTaskLab(t *testing.T) (*runningLab, func(args ...string) string) {
 	t.Helper()
 	tl := startTaskLabFrom(t, "# a cluster before the task\n")
 	return tl.runningLab, tl.run
+}
+
+// startAmbientBookinfo starts the lab Istio's ambient pages after Getting Started run in:
+// Bookinfo and curl from Istio's samples (unchanged) in the default namespace, labelled
+// istio.io/dataplane-mode=ambient. It returns the lab and the samples' directory.
+func startAmbientBookinfo(t *testing.T) (*taskLab, string) {
+	t.Helper()
+	testutil.RequireRoot(t)
+	requireZtunnel(t)
+	t.Parallel()
+	samples := testutil.IstioSamples(t)
+	tl := startTaskLabFrom(t, ambientClusterYAML)
+	tl.run("apply", "-f", filepath.Join(samples, "bookinfo/platform/kube/bookinfo.yaml"))
+	tl.run("apply", "-f", filepath.Join(samples, "curl/curl.yaml"))
+	tl.run("label", "namespace", "default", "istio.io/dataplane-mode=ambient")
+	return tl, samples
 }
 
 // ambientClusterYAML is the cluster Istio's ambient pages begin from: the default

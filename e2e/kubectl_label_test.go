@@ -115,7 +115,7 @@ func TestKubectlLabelAnnotateCreate(t *testing.T) {
 	// default exists without an object; removing a label needs no --overwrite.
 	run("namespace/default labeled", "label", "namespace", "default", "istio.io/dataplane-mode=ambient")
 	run("istio.io/dataplane-mode=ambient", "label", "ns", "default", "--list")
-	run("namespace/default labeled", "label", "ns/default", "istio.io/dataplane-mode-")
+	run("namespace/default unlabeled", "label", "ns/default", "istio.io/dataplane-mode-")
 	fails(`Error from server (NotFound): namespaces "nope" not found`, "label", "namespace", "nope", "a=b")
 
 	run("namespace/foo annotated", "annotate", "namespace", "foo", "note=one")

@@ -28,7 +28,7 @@ func describeKube(cmd *cobra.Command, g *globalFlags, namespace string, args []s
 	case !slash && len(args) == 2:
 		name = args[1]
 	default:
-		return errors.New("describe KIND NAME or KIND/NAME (pod, service, clusterrole, clusterrolebinding, role, rolebinding, pdb, hpa)")
+		return errors.New("describe KIND NAME or KIND/NAME (pod, service, Istio's and the Gateway API's kinds, clusterrole, clusterrolebinding, role, rolebinding, pdb, hpa)")
 	}
 	c, kinds, err := g.kindsClient(cmd.Context())
 	if err != nil {
@@ -39,13 +39,16 @@ func describeKube(cmd *cobra.Command, g *globalFlags, namespace string, args []s
 	if !ok {
 		return fmt.Errorf("the server doesn't have a resource type %q", kind)
 	}
-	render := kubeDescribers[k.Kind]
-	if render == nil {
-		return fmt.Errorf("describe %s: meshlab describes pods, services and the kinds it stores as written (%s); see `meshlab get %s %s -o yaml`",
-			kind, strings.Join(slices.Sorted(maps.Keys(kubeDescribers)), ", "), kind, name)
-	}
 	if namespace == "" || clusterScoped(k) {
 		namespace = map[bool]string{true: "", false: "default"}[clusterScoped(k)]
+	}
+	render := kubeDescribers[k.Kind]
+	if render == nil && isCustomKind(k) {
+		return describeCustomObject(cmd, c, k, namespace, name)
+	}
+	if render == nil {
+		return fmt.Errorf("describe %s: meshlab describes pods, services, Istio's and the Gateway API's kinds and the kinds it stores as written (%s); see `meshlab get %s %s -o yaml`",
+			kind, strings.Join(slices.Sorted(maps.Keys(kubeDescribers)), ", "), kind, name)
 	}
 	objs, err := c.Objects(cmd.Context(), k.Kind, namespace, name)
 	if err != nil {

@@ -449,7 +449,11 @@ func runMeta(ctx context.Context, c *api.Client, verb metaVerb, cfg *metaConfig,
 			lines = append(lines, o.ref()+" not "+verb.done)
 			continue
 		}
-		lines = append(lines, o.ref()+" "+verb.done)
+		done := verb.done
+		if verb.field == "labels" && !cfg.overwrite && len(next) < len(cur) {
+			done = "unlabeled" // kubectl's word when a label went and none came
+		}
+		lines = append(lines, o.ref()+" "+done)
 		o.setValues(verb.field, next)
 		data, err := json.Marshal(o.obj)
 		if err != nil {
