@@ -8,8 +8,10 @@ package fieldcheck
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
+	"sync"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -44,8 +46,12 @@ func (e *UnsupportedError) Error() string {
 // Check returns an *UnsupportedError for the first (in declaration order, depth first)
 // field of m that is set but not allowed.
 //
-// It runs on every resource a proxy applies, so it visits only the fields that are set
-// and spells a field's path only for the one it refuses.
+// It runs on every resource a proxy applies. A first walk asks each listed message only
+// about the fields it refuses and the message fields it allows, with a's lists compiled
+// once per message type (rules); only when that walk finds a refused field does a
+// second one, over the fields that are set in declaration order, spell its path. An
+// Allow is a package variable, never changed once used: its compiled rules are kept for
+// the process's life.
 func (a Allow) Check(m proto.Message) error {
 	return a.CheckExcept(m, "")
 }
@@ -56,6 +62,10 @@ func (a Allow) CheckExcept(m proto.Message, skip protoreflect.Name) error {
 	if m == nil {
 		return nil
 	}
+	pm := m.ProtoReflect()
+	if a.rules().accepts(pm, skip) {
+		return nil
+	}
 	c := &checker{allow: a, skip: skip}
 	c.collect = func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
 		if !fd.IsExtension() {
@@ -63,10 +73,108 @@ func (a Allow) CheckExcept(m proto.Message, skip protoreflect.Name) error {
 		}
 		return true
 	}
-	if c.check(m.ProtoReflect()) {
+	if c.check(pm) {
 		return &UnsupportedError{Path: c.path()}
 	}
 	return nil
+}
+
+// rules is an Allow compiled for the first walk, one message type at a time, when a
+// check first meets it. Safe for concurrent use.
+type rules struct {
+	allow  Allow
+	byType sync.Map // protoreflect.MessageDescriptor -> *typeRules
+}
+
+// typeRules is what the first walk asks of a message of one type.
+type typeRules struct {
+	listed  bool                           // the type is a key of the Allow: its fields are checked
+	refused []protoreflect.FieldDescriptor // fields not allowed: refused when set
+	walk    []protoreflect.FieldDescriptor // allowed fields holding messages (singular, list, map of messages)
+}
+
+// compiled holds the rules of each Allow checked so far, by the Allow's map.
+var compiled sync.Map // unsafe.Pointer -> *rules
+
+// rules returns a's compiled rules, made on a's first check.
+func (a Allow) rules() *rules {
+	key := reflect.ValueOf(a).UnsafePointer()
+	if r, ok := compiled.Load(key); ok {
+		return r.(*rules)
+	}
+	r, _ := compiled.LoadOrStore(key, &rules{allow: a})
+	return r.(*rules)
+}
+
+// of returns the rules of messages of type md.
+func (r *rules) of(md protoreflect.MessageDescriptor) *typeRules {
+	if tr, ok := r.byType.Load(md); ok {
+		return tr.(*typeRules)
+	}
+	tr := &typeRules{}
+	allowed, listed := r.allow[md.FullName()]
+	if listed {
+		tr.listed = true
+		fields := md.Fields()
+		for i := range fields.Len() {
+			fd := fields.Get(i)
+			switch {
+			case !slices.Contains(allowed, string(fd.Name())):
+				tr.refused = append(tr.refused, fd)
+			case fd.IsMap():
+				if fd.MapValue().Kind() == protoreflect.MessageKind {
+					tr.walk = append(tr.walk, fd)
+				}
+			case fd.Kind() == protoreflect.MessageKind || fd.Kind() == protoreflect.GroupKind:
+				tr.walk = append(tr.walk, fd)
+			}
+		}
+	}
+	got, _ := r.byType.LoadOrStore(md, tr)
+	return got.(*typeRules)
+}
+
+// accepts reports whether m, and every message in it, sets no field its type's rules
+// refuse, leaving out the field named skip of m itself.
+func (r *rules) accepts(m protoreflect.Message, skip protoreflect.Name) bool {
+	tr := r.of(m.Descriptor())
+	if !tr.listed {
+		return true
+	}
+	for _, fd := range tr.refused {
+		if m.Has(fd) && fd.Name() != skip {
+			return false
+		}
+	}
+	for _, fd := range tr.walk {
+		if !m.Has(fd) || fd.Name() == skip {
+			continue
+		}
+		v := m.Get(fd)
+		switch {
+		case fd.IsList():
+			l := v.List()
+			for j := range l.Len() {
+				if !r.accepts(l.Get(j).Message(), "") {
+					return false
+				}
+			}
+		case fd.IsMap():
+			ok := true
+			v.Map().Range(func(_ protoreflect.MapKey, mv protoreflect.Value) bool {
+				ok = r.accepts(mv.Message(), "")
+				return ok
+			})
+			if !ok {
+				return false
+			}
+		default:
+			if !r.accepts(v.Message(), "") {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // step is one element of the path from the checked message to a field: the field, and

@@ -21,32 +21,57 @@ import (
 // short of a valid configuration is left to the whole decode and compile (Decode
 // returns nil, Compile falls back to CompileRoutes), so refusals read as before.
 //
-// Each name keeps the virtual hosts of its last decode and compile only. Safe for
-// concurrent use.
+// Each name keeps the virtual hosts of its last decode and compile only, in order: a
+// virtual host is looked for where it was (near its index: one added or removed before
+// it moves it by one), which costs no map per apply. Safe for concurrent use.
 type RouteCache struct {
 	mu    sync.Mutex
 	names map[string]routeCacheEntry
 }
 
-// routeCacheEntry is what the last decode and compile of one name had. Its maps are
-// replaced, never changed, so a copy of the entry is read without the lock.
+// routeCacheEntry is what the last decode and compile of one name had, in the
+// configuration's order. Its slices are replaced, never changed, so a copy of the entry
+// is read without the lock.
 type routeCacheEntry struct {
-	decoded  map[string]decodedVirtualHost // by encoding
-	compiled map[*routev3.VirtualHost]compiledVirtualHost
+	decoded  []decodedVirtualHost
+	compiled []compiledVirtualHost
 }
 
-// decodedVirtualHost is a decoded, valid virtual host and its encoding (the map's key,
-// kept so the next decode's map shares it instead of copying it).
+// decodedVirtualHost is a decoded, valid virtual host and its encoding (kept so the
+// next decode shares it instead of copying it).
 type decodedVirtualHost struct {
 	enc string
 	msg *routev3.VirtualHost
 }
 
-// compiledVirtualHost is a checked, compiled virtual host and the direct response body
-// limit it was compiled under.
+// compiledVirtualHost is a checked, compiled virtual host, the decoded message it was
+// compiled from and the direct response body limit it was compiled under.
 type compiledVirtualHost struct {
+	src     *routev3.VirtualHost
 	vh      *VirtualHost
 	maxBody uint32
+}
+
+// reuseWindow is how far from its index a virtual host of the last configuration is
+// looked for: one virtual host added, removed or changed before it, and the next ones
+// are found at their new index.
+const reuseWindow = 2
+
+// near returns the element of prev at an index within reuseWindow of i that match
+// accepts, looking at i first.
+func near[T any](prev []T, i int, match func(T) bool) (T, bool) {
+	for d := range 2*reuseWindow + 1 {
+		// i, i+1, i-1, i+2, i-2
+		k := i + (d+1)/2
+		if d%2 == 0 {
+			k = i - d/2
+		}
+		if k >= 0 && k < len(prev) && match(prev[k]) {
+			return prev[k], true
+		}
+	}
+	var zero T
+	return zero, false
 }
 
 // NewRouteCache returns an empty cache.
@@ -72,21 +97,18 @@ func (c *RouteCache) Decode(b []byte) *routev3.RouteConfiguration {
 		return nil
 	}
 	prev := c.entry(rc.GetName())
-	decoded := make(map[string]decodedVirtualHost, len(hosts))
-	rc.VirtualHosts = make([]*routev3.VirtualHost, 0, len(hosts))
-	for _, h := range hosts {
-		d, ok := decoded[string(h)]
-		if !ok {
-			d, ok = prev.decoded[string(h)]
-		}
+	decoded := make([]decodedVirtualHost, len(hosts))
+	rc.VirtualHosts = make([]*routev3.VirtualHost, len(hosts))
+	for i, h := range hosts {
+		d, ok := near(prev.decoded, i, func(d decodedVirtualHost) bool { return d.enc == string(h) })
 		if !ok {
 			d = decodedVirtualHost{enc: string(h), msg: &routev3.VirtualHost{}}
 			if err := proto.Unmarshal(h, d.msg); err != nil || d.msg.ValidateAll() != nil {
 				return nil
 			}
 		}
-		decoded[d.enc] = d
-		rc.VirtualHosts = append(rc.VirtualHosts, d.msg)
+		decoded[i] = d
+		rc.VirtualHosts[i] = d.msg
 	}
 	c.update(rc.GetName(), func(e *routeCacheEntry) { e.decoded = decoded })
 	return rc
@@ -101,14 +123,11 @@ func (c *RouteCache) Compile(rc *routev3.RouteConfiguration) (*RouteTable, error
 	}
 	prev := c.entry(rc.GetName())
 	maxBody := maxDirectResponseBody(rc)
-	compiled := make(map[*routev3.VirtualHost]compiledVirtualHost, len(rc.GetVirtualHosts()))
+	compiled := make([]compiledVirtualHost, len(rc.GetVirtualHosts()))
 	t := newRouteTable(rc)
-	for _, pvh := range rc.GetVirtualHosts() {
-		cv, ok := compiled[pvh]
+	for i, pvh := range rc.GetVirtualHosts() {
+		cv, ok := near(prev.compiled, i, func(cv compiledVirtualHost) bool { return cv.src == pvh && cv.maxBody == maxBody })
 		if !ok {
-			cv, ok = prev.compiled[pvh]
-		}
-		if !ok || cv.maxBody != maxBody {
 			// A refusal is CompileRoutes', which names the field from the configuration.
 			if routeAllow.Check(pvh) != nil {
 				return CompileRoutes(rc)
@@ -117,9 +136,9 @@ func (c *RouteCache) Compile(rc *routev3.RouteConfiguration) (*RouteTable, error
 			if err != nil {
 				return CompileRoutes(rc)
 			}
-			cv = compiledVirtualHost{vh: vh, maxBody: maxBody}
+			cv = compiledVirtualHost{src: pvh, vh: vh, maxBody: maxBody}
 		}
-		compiled[pvh] = cv
+		compiled[i] = cv
 		if err := t.add(rc.GetName(), pvh.GetDomains(), cv.vh); err != nil {
 			return nil, err
 		}

@@ -64,6 +64,23 @@ func TestRouteCacheReusesTheVirtualHostsThatDidNotChange(t *testing.T) {
 		}
 	}
 
+	// A virtual host added first moves every other by one: each is still reused.
+	rcAdded := proto.Clone(rc2).(*routev3.RouteConfiguration)
+	rcAdded.VirtualHosts = append([]*routev3.VirtualHost{vh("added", "added")}, rcAdded.VirtualHosts...)
+	msgAdded, tAdded := decodeCompile(t, c, rcAdded)
+	for i := range msg2.VirtualHosts {
+		if msgAdded.VirtualHosts[i+1] != msg2.VirtualHosts[i] || tAdded.vhostOrder[i+1] != t2.vhostOrder[i] {
+			t.Errorf("virtual host %d, moved by one, was decoded or compiled again", i)
+		}
+	}
+	// Removed again: the others move back and are reused.
+	msgBack, tBack := decodeCompile(t, c, rc2)
+	for i := range msg2.VirtualHosts {
+		if msgBack.VirtualHosts[i] != msg2.VirtualHosts[i] || tBack.vhostOrder[i] != t2.vhostOrder[i] {
+			t.Errorf("virtual host %d, moved back, was decoded or compiled again", i)
+		}
+	}
+
 	// Another body limit compiles every virtual host again.
 	rc3 := proto.Clone(rc2).(*routev3.RouteConfiguration)
 	rc3.MaxDirectResponseBodySizeBytes = wrapperspb.UInt32(100)

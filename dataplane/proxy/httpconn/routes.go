@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -82,8 +83,7 @@ type RouteTable struct {
 	prefixes   []wildcard // "foo.*", longest first
 	defaultVH  *VirtualHost
 	vhostOrder []*VirtualHost
-	ignorePort bool            // ignore_port_in_host_matching
-	domains    map[string]bool // while virtual hosts are added: the domains seen
+	ignorePort bool // ignore_port_in_host_matching
 }
 
 type wildcard struct {
@@ -242,7 +242,7 @@ func newRouteTable(rc *routev3.RouteConfiguration) *RouteTable {
 	}
 	return &RouteTable{
 		Name: rc.GetName(), ignorePort: rc.GetIgnorePortInHostMatching(),
-		exact: make(map[string]*VirtualHost, n), domains: make(map[string]bool, n),
+		exact:      make(map[string]*VirtualHost, n),
 		vhostOrder: make([]*VirtualHost, 0, len(rc.GetVirtualHosts())),
 	}
 }
@@ -252,10 +252,9 @@ func newRouteTable(rc *routev3.RouteConfiguration) *RouteTable {
 func (t *RouteTable) add(rcName string, domains []string, vh *VirtualHost) error {
 	for _, d := range domains {
 		d = strings.ToLower(d)
-		if t.domains[d] {
+		if t.has(d) {
 			return fmt.Errorf("route configuration '%s': only unique values for domains are permitted. Duplicate entry of domain %s in route %s", rcName, d, rcName)
 		}
-		t.domains[d] = true
 		switch {
 		case d == "*":
 			t.defaultVH = vh
@@ -271,6 +270,23 @@ func (t *RouteTable) add(rcName string, domains []string, vh *VirtualHost) error
 	return nil
 }
 
+// has reports whether a virtual host added already has the (lower-case) domain d. The
+// table's own indexes answer it: a set of every domain seen cost a second map as large
+// as exact on every compile of a route configuration (issue 30), and wildcard domains
+// are few.
+func (t *RouteTable) has(d string) bool {
+	switch {
+	case d == "*":
+		return t.defaultVH != nil
+	case strings.HasPrefix(d, "*"):
+		return slices.ContainsFunc(t.suffixes, func(w wildcard) bool { return w.affix == d[1:] })
+	case strings.HasSuffix(d, "*"):
+		return slices.ContainsFunc(t.prefixes, func(w wildcard) bool { return w.affix == d[:len(d)-1] })
+	}
+	_, ok := t.exact[d]
+	return ok
+}
+
 // sortWildcards puts the longest wildcards first, once every virtual host is added.
 func (t *RouteTable) sortWildcards() {
 	byLen := func(ws []wildcard) {
@@ -278,7 +294,6 @@ func (t *RouteTable) sortWildcards() {
 	}
 	byLen(t.suffixes)
 	byLen(t.prefixes)
-	t.domains = nil
 }
 
 func compileRoute(pr *routev3.Route, vh *VirtualHost) (*Route, error) {
