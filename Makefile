@@ -7,8 +7,9 @@ export CGO_ENABLED ?= 0
 export PATH := $(dir $(GO)):$(PATH)
 
 # Debian packages the lab needs at run time: iptables-restore (capture rules), curl (what
-# the demo tells you to run inside a pod) and util-linux's nsenter (meshlab exec enters a
-# pod's namespaces with it). The tests also need gcc: -race needs cgo.
+# the demo tells you to run inside a pod), util-linux's nsenter (meshlab exec enters a
+# pod's namespaces with it) and tcpdump (the proxy image's, which Istio's mTLS migration
+# task runs in istio-proxy). The tests also need gcc: -race needs cgo.
 
 .PHONY: all build demo test test-short bench lint deps browser prometheus race-deps clean-labs fidelity istiod
 
@@ -25,6 +26,7 @@ deps:
 	command -v iptables-restore >/dev/null 2>&1 || missing="$$missing iptables"; \
 	command -v curl >/dev/null 2>&1 || missing="$$missing curl"; \
 	command -v nsenter >/dev/null 2>&1 || missing="$$missing util-linux"; \
+	command -v tcpdump >/dev/null 2>&1 || missing="$$missing tcpdump"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \

@@ -43,6 +43,21 @@ func (ks Kinds) Lookup(s string) (Kind, bool) {
 			return k, true
 		}
 	}
+	// kubectl's RESOURCE.GROUP and RESOURCE.VERSION.GROUP: a spelling of the kind of
+	// that group ("authorizationpolicy.security.istio.io", "deployments.v1.apps").
+	resource, group, ok := strings.Cut(s, ".")
+	if !ok {
+		return Kind{}, false
+	}
+	groups := []string{group}
+	if version, rest, ok := strings.Cut(group, "."); ok && strings.HasPrefix(version, "v") && strings.ContainsAny(version, "0123456789") {
+		groups = append(groups, rest)
+	}
+	for _, k := range ks {
+		if slices.Contains(groups, k.Group) && (slices.Contains(k.Names, resource) || strings.ToLower(k.Kind) == resource) {
+			return k, true
+		}
+	}
 	return Kind{}, false
 }
 

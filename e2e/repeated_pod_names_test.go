@@ -180,6 +180,8 @@ metadata:
 				pod := must("get", "pod", "-l", "app=curl", "-n", from, "-o", "jsonpath={.items..metadata.name}")
 				for _, to := range []string{"foo", "bar"} {
 					out, code := execIn(t, l.name, []string{"-c", "curl", "-n", from}, pod, "curl", "--max-time", "5", "http://httpbin."+to+":8000/ip", "-s", "-o", "/dev/null", "-w", "%{http_code}")
+					// kubectl's "command terminated with exit code N" line follows a failure.
+					out, _, _ = strings.Cut(out, "command terminated with exit code")
 					got["curl."+from+" to httpbin."+to] = out + " exit " + strconv.Itoa(code)
 				}
 			}

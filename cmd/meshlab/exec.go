@@ -1,9 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -47,14 +52,19 @@ func newExecCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if container == istioProxyContainer {
-				return netns.ExecPrivileged(p.NetNS, argv, os.Environ())
+			if os.Getenv(execInPlaceEnv) == "" {
+				return execAndReport()
 			}
-			args = append(args[:1], argv...)
-			if privileged {
-				return netns.ExecPrivileged(p.NetNS, args[1:], os.Environ())
+			env := withoutEnv(os.Environ(), execInPlaceEnv)
+			if container == istioProxyContainer || privileged {
+				err = netns.ExecPrivileged(p.NetNS, argv, env)
+			} else {
+				err = netns.Exec(p.NetNS, argv, env)
 			}
-			return netns.Exec(p.NetNS, args[1:], os.Environ())
+			// The command did not start: as a container runtime's exec, 126.
+			fmt.Fprintln(os.Stderr, "meshlab:", err)
+			os.Exit(execNotStarted)
+			return nil
 		},
 	}
 	// kubectl's -i and -t (the docs' `exec -it`): the command replaces meshlab, so it
@@ -65,6 +75,72 @@ func newExecCmd(g *globalFlags) *cobra.Command {
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "namespace of POD or TYPE/NAME (default: any)")
 	cmd.Flags().StringVarP(&container, "container", "c", "", "container: istio-proxy runs the command in the pod's network namespace beside the sidecar (pilot-agent request GET stats); any other name is the pod's app container")
 	return cmd
+}
+
+// execInPlaceEnv, set, makes `meshlab exec` become the command (execve) once it has
+// found the pod. Unset, meshlab runs itself so, waits, and ends as kubectl exec ends:
+// with the command's exit code and, when that is not 0, kubectl's line "command
+// terminated with exit code N" on stderr (the docs print it: mtls-migration's curl 56).
+const execInPlaceEnv = "MESHLAB_EXEC_IN_PLACE"
+
+// execNotStarted is the exit code of a command that could not be started (not found),
+// as a container runtime's exec reports it.
+const execNotStarted = 126
+
+// execAndReport runs this `meshlab exec` command line again as a child that becomes the
+// command, passes it the signals meshlab gets, and exits as kubectl exec does. The child
+// dies with meshlab (Pdeathsig, from a thread held until it exits).
+func execAndReport() error {
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("exec: find own binary: %w", err)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	child := exec.Command(self, os.Args[1:]...)
+	child.Env = append(os.Environ(), execInPlaceEnv+"=1")
+	child.Stdin, child.Stdout, child.Stderr = os.Stdin, os.Stdout, os.Stderr
+	child.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	signals := make(chan os.Signal, 4)
+	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(signals)
+	if err := child.Start(); err != nil {
+		return fmt.Errorf("exec: %w", err)
+	}
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case s := <-signals:
+				_ = child.Process.Signal(s)
+			case <-done:
+				return
+			}
+		}
+	}()
+	err = child.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return err
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		os.Exit(128 + int(ws.Signal()))
+	}
+	fmt.Fprintf(os.Stderr, "command terminated with exit code %d\n", ee.ExitCode())
+	os.Exit(ee.ExitCode())
+	return nil
+}
+
+// withoutEnv returns env without the variable name.
+func withoutEnv(env []string, name string) []string {
+	out := make([]string, 0, len(env))
+	for _, e := range env {
+		if !strings.HasPrefix(e, name+"=") {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // istioProxyContainer is the sidecar's container name in an Istio pod.
@@ -83,8 +159,18 @@ func imageCommand(p lab.PodRecord, container string, argv []string) ([]string, e
 		if !p.Sidecar {
 			return nil, fmt.Errorf("pod %s has no container %s: it runs without a sidecar", p.Name, istioProxyContainer)
 		}
+		if name == "sudo" && len(argv) > 1 {
+			// The proxy image's sudo (mtls-migration's `sudo tcpdump`): the command
+			// already runs as root with every capability in the pod's network namespace.
+			argv, name = argv[1:], argv[1]
+		}
 		if name == "pilot-agent" || name == "/usr/local/bin/pilot-agent" {
 			return append([]string{self, "pilot-agent"}, argv[1:]...), nil
+		}
+		if name == "tcpdump" {
+			if _, err := exec.LookPath(name); err != nil {
+				return nil, fmt.Errorf("tcpdump is not installed on this machine (the proxy image's tcpdump is the host's): `sudo make deps` installs Debian's tcpdump")
+			}
 		}
 		return argv, nil
 	}

@@ -311,8 +311,34 @@ func CanonicalKind(s string) (string, bool) {
 	if slices.Contains(Kinds(), s) {
 		return s, true
 	}
-	k, ok := kindAliases[strings.ToLower(s)]
-	return k, ok
+	if k, ok := kindAliases[strings.ToLower(s)]; ok {
+		return k, true
+	}
+	return groupedKind(strings.ToLower(s))
+}
+
+// groupedKind resolves kubectl's fully qualified spellings, RESOURCE.GROUP and
+// RESOURCE.VERSION.GROUP ("authorizationpolicy.security.istio.io", Istio's clean-up
+// lines; "deployments.v1.apps"): the resource as the short spellings name it, of the kind
+// whose group is GROUP.
+func groupedKind(s string) (string, bool) {
+	resource, group, ok := strings.Cut(s, ".")
+	if !ok {
+		return "", false
+	}
+	groups := []string{group}
+	if version, rest, ok := strings.Cut(group, "."); ok && strings.HasPrefix(version, "v") && strings.ContainsAny(version, "0123456789") {
+		groups = append(groups, rest)
+	}
+	for _, k := range Kinds() {
+		if !slices.Contains(groups, KindGroup(k)) {
+			continue
+		}
+		if strings.ToLower(k) == resource || (kindAliases[resource] == k) || strings.ToLower(k)+"s" == resource {
+			return k, true
+		}
+	}
+	return "", false
 }
 
 // KindSpellings returns the spellings CanonicalKind takes for kind k, lower case and

@@ -321,3 +321,29 @@ func TestScenarioApplySecurity(t *testing.T) {
 		t.Error("CanonicalKind(pa) failed")
 	}
 }
+
+// TestCanonicalKindGrouped: kubectl's RESOURCE.GROUP and RESOURCE.VERSION.GROUP name the
+// kind of that group (the authz-http page's clean-up deletes
+// authorizationpolicy.security.istio.io/allow-nothing); a group of another kind names none.
+func TestCanonicalKindGrouped(t *testing.T) {
+	for in, want := range map[string]string{
+		"authorizationpolicy.security.istio.io":    "AuthorizationPolicy",
+		"authorizationpolicies.security.istio.io":  "AuthorizationPolicy",
+		"peerauthentications.v1.security.istio.io": "PeerAuthentication",
+		"gateway.networking.istio.io":              "Gateway",
+		"gateways.v1beta1.networking.istio.io":     "Gateway",
+		"gateway.gateway.networking.k8s.io":        GatewayAPIGatewayKind,
+		"httproutes.gateway.networking.k8s.io":     "HTTPRoute",
+		"deployments.apps":                         "Deployment",
+		"deployment.v1.apps":                       "Deployment",
+		"virtualservices.networking.istio.io":      "VirtualService",
+		"authorizationpolicy.networking.istio.io":  "",
+		"virtualservice.security.istio.io":         "",
+		"bogus.security.istio.io":                  "",
+	} {
+		got, ok := CanonicalKind(in)
+		if got != want || ok != (want != "") {
+			t.Errorf("CanonicalKind(%q) = %q, %v; want %q", in, got, ok, want)
+		}
+	}
+}
