@@ -4,19 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
-	"sync"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tcpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
-	"golang.org/x/net/http2"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/accesslog"
-	"github.com/meshlab/meshlab/dataplane/proxy/internalconn"
 )
 
 // Tunnel is tcp_proxy's tunneling_config: the connection's bytes go upstream inside an
@@ -97,32 +92,19 @@ func (t *Tunnel) header(info *accesslog.Info) http.Header {
 var errTunnelRefused = errors.New("tunnel refused")
 
 // open sends the CONNECT on up and returns the stream as a connection.
-//
-//nolint:staticcheck // SA1019: x/net/http2's ClientConn serves one dialled connection, which net/http cannot
 func (t *Tunnel) open(ctx context.Context, up net.Conn, info *accesslog.Info) (net.Conn, error) {
 	authority := t.Hostname.Render(info)
-	cc, err := (&http2.Transport{}).NewClientConn(up)
+	stop := context.AfterFunc(ctx, func() { _ = up.Close() }) // the connection ended before the answer
+	st, status, err := openH2Stream(up, authority, t.header(info))
+	stop()
 	if err != nil {
 		return nil, fmt.Errorf("tunnel to %s: %w", authority, err)
 	}
-	pr, pw := internalconn.Pipe()
-	req := (&http.Request{
-		Method: http.MethodConnect, URL: &url.URL{Host: authority}, Host: authority,
-		Header: t.header(info), Body: pr, ContentLength: -1,
-	}).WithContext(context.WithoutCancel(ctx))
-	resp, err := cc.RoundTrip(req)
-	if err != nil {
-		pw.Abort()
-		_ = cc.Close()
-		return nil, fmt.Errorf("tunnel to %s: %w", authority, err)
+	if status < 200 || status > 299 {
+		_ = st.Close()
+		return nil, fmt.Errorf("tunnel to %s: %w: %d %s", authority, errTunnelRefused, status, http.StatusText(status))
 	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		pw.Abort()
-		_ = resp.Body.Close()
-		_ = cc.Close()
-		return nil, fmt.Errorf("tunnel to %s: %w: %s", authority, errTunnelRefused, resp.Status)
-	}
-	return &tunnelConn{Conn: up, w: pw, r: resp.Body, cc: cc}, nil
+	return &tunnelConn{Conn: up, s: st}, nil
 }
 
 // tunnelConn is a CONNECT stream as a net.Conn: Read and Write carry the stream's DATA,
@@ -130,24 +112,13 @@ func (t *Tunnel) open(ctx context.Context, up net.Conn, info *accesslog.Info) (n
 // its HTTP/2 connection. Addresses and deadlines are the underlying connection's.
 type tunnelConn struct {
 	net.Conn
-	w    *internalconn.PipeWriter // the request body: buffered, a write does not wait for the HTTP/2 client
-	r    io.ReadCloser
-	cc   *http2.ClientConn //nolint:staticcheck // see open
-	once sync.Once
+	s *h2Stream
 }
 
-func (c *tunnelConn) Read(b []byte) (int, error)  { return c.r.Read(b) }
-func (c *tunnelConn) Write(b []byte) (int, error) { return c.w.Write(b) }
+func (c *tunnelConn) Read(b []byte) (int, error)  { return c.s.Read(b) }
+func (c *tunnelConn) Write(b []byte) (int, error) { return c.s.Write(b) }
 
 // CloseWrite half-closes the tunnel.
-func (c *tunnelConn) CloseWrite() error { return c.w.Close() }
+func (c *tunnelConn) CloseWrite() error { return c.s.CloseWrite() }
 
-func (c *tunnelConn) Close() error {
-	c.once.Do(func() {
-		c.w.Abort() // the stream is reset, not ended
-		_ = c.r.Close()
-		_ = c.cc.Close()
-		_ = c.Conn.Close()
-	})
-	return nil
-}
+func (c *tunnelConn) Close() error { return c.s.Close() }
