@@ -52,10 +52,10 @@ type h2Stream struct {
 	initWindow int64  // the peer's SETTINGS_INITIAL_WINDOW_SIZE
 	buf        []byte // DATA read; buf[off:] not yet returned
 	off        int
-	ended      bool   // the peer's END_STREAM was read
-	err        error  // the stream failed (reset, GOAWAY, connection error)
-	unacked    int64  // DATA bytes (with padding) read since the last WINDOW_UPDATE
-	status     int    // the response's :status, once read
+	ended      bool  // the peer's END_STREAM was read
+	err        error // the stream failed (reset, GOAWAY, connection error)
+	unacked    int64 // DATA bytes (with padding) read since the last WINDOW_UPDATE
+	status     int   // the response's :status, once read
 	closeOnce  sync.Once
 }
 
@@ -203,9 +203,10 @@ func (s *h2Stream) readFrame() {
 		}
 	case *http2.WindowUpdateFrame:
 		s.mu.Lock()
-		if f.StreamID == 0 {
+		switch f.StreamID {
+		case 0:
 			s.sendConn += int64(f.Increment)
-		} else if f.StreamID == tunnelStream {
+		case tunnelStream:
 			s.sendStream += int64(f.Increment)
 		}
 		s.cond.Broadcast()
