@@ -35,6 +35,16 @@ func describeKube(cmd *cobra.Command, g *globalFlags, namespace string, args []s
 		return err
 	}
 	defer c.Close()
+	if isIstioOperatorKind(kind) {
+		iop, err := readInstalledState(cmd.Context(), c)
+		if err != nil {
+			return err
+		}
+		if iop == nil || name != installedStateName || (namespace != "" && namespace != installedStateNamespace) {
+			return installedStateNotFound(name)
+		}
+		return describeCustom(cmd.OutOrStdout(), iop)
+	}
 	k, ok := kinds.Lookup(kind)
 	if !ok {
 		return fmt.Errorf("the server doesn't have a resource type %q", kind)

@@ -74,6 +74,9 @@ func newGetCmd(g *globalFlags) *cobra.Command {
 			case cfg.namespace == "":
 				cfg.namespace = "default"
 			}
+			if isIstioOperatorKind(args[0]) {
+				return getIstioOperators(cmd.Context(), c, cfg, name, tmpl, asJSON, isJSONPath, cmd.OutOrStdout())
+			}
 			if args[0] != "all" && !isPodsKind(args[0]) {
 				if k, ok, err := lookupKind(cmd.Context(), c, args[0]); err == nil && ok && clusterScoped(k) {
 					cfg.namespace = ""

@@ -3,11 +3,13 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
@@ -89,7 +91,11 @@ func newInstallCmd(g *globalFlags) *cobra.Command {
 					return fmt.Errorf("cancelled")
 				}
 			}
-			if err := setMeshConfig(cmd.Context(), c, plan.meshConfig()); err != nil {
+			state, err := json.Marshal(installedState(plan, time.Now()))
+			if err != nil {
+				return err
+			}
+			if err := setMeshConfig(cmd.Context(), c, plan.meshConfig(), map[string]any{installedStateAnnotation: string(state)}); err != nil {
 				return err
 			}
 			for _, comp := range plan.components {
@@ -247,8 +253,9 @@ func flattenMeshConfig(prefix string, m map[string]any, mesh map[string]string) 
 }
 
 // setMeshConfig makes spec the lab's one MeshConfig, replacing the one it has (install
-// owns the mesh config, as istioctl owns the istio ConfigMap); an empty spec removes it.
-func setMeshConfig(ctx context.Context, c *api.Client, spec map[string]any) error {
+// owns the mesh config, as istioctl owns the istio ConfigMap), with annotations (install's
+// installed-state); an empty spec without annotations removes it.
+func setMeshConfig(ctx context.Context, c *api.Client, spec, annotations map[string]any) error {
 	have, err := c.Objects(ctx, "MeshConfig", "", "")
 	if err != nil {
 		return err
@@ -257,7 +264,7 @@ func setMeshConfig(ctx context.Context, c *api.Client, spec map[string]any) erro
 	if len(have) > 0 {
 		name, namespace = have[0].Name, have[0].Namespace
 	}
-	if len(spec) == 0 {
+	if len(spec) == 0 && len(annotations) == 0 {
 		if len(have) == 0 {
 			return nil
 		}
@@ -265,6 +272,9 @@ func setMeshConfig(ctx context.Context, c *api.Client, spec map[string]any) erro
 		return err
 	}
 	meta := map[string]any{"name": name}
+	if len(annotations) > 0 {
+		meta["annotations"] = annotations
+	}
 	if namespace != "" {
 		meta["namespace"] = namespace
 	}

@@ -65,7 +65,7 @@ func newUninstallCmd(g *globalFlags) *cobra.Command {
 			} else {
 				fmt.Fprint(out, warning)
 			}
-			if err := setMeshConfig(cmd.Context(), c, nil); err != nil {
+			if err := setMeshConfig(cmd.Context(), c, nil, nil); err != nil {
 				return err
 			}
 			for _, o := range uninstalledObjects {

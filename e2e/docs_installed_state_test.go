@@ -1,0 +1,34 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/meshlab/meshlab/internal/testutil"
+)
+
+// TestDocsInstalledState reads the installed-state IstioOperator as Istio's pages read it
+// (`kubectl get istiooperator installed-state -n istio-system -o jsonpath=...`, the egress
+// pages' check of outboundTrafficPolicy and the install page's `-o yaml`) after `install`
+// as istioctl up to 1.23 wrote it: nothing for the mode after the demo profile (the pages'
+// "the output should be empty"), REGISTRY_ONLY once installed with it, and kubectl's
+// NotFound after `uninstall --purge`.
+func TestDocsInstalledState(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	d := startDocsLab(t)
+	mode := []string{"get", "istiooperator", "installed-state", "-n", "istio-system", "-o", "jsonpath={.spec.meshConfig.outboundTrafficPolicy.mode}"}
+
+	d.run("install", "--set", "profile=demo", "-y")
+	d.says("", "", mode...)
+	if out := d.kubectl("", "-n", "istio-system", "get", "IstioOperator", "installed-state", "-o", "yaml"); !strings.Contains(out, "kind: IstioOperator\n") ||
+		!strings.Contains(out, "  name: installed-state\n") || !strings.Contains(out, "  profile: demo\n") {
+		t.Errorf("get IstioOperator installed-state -o yaml:\n%s\nwant the demo profile's IstioOperator", out)
+	}
+	d.run("install", "--set", "profile=demo", "--set", "meshConfig.outboundTrafficPolicy.mode=REGISTRY_ONLY", "-y")
+	d.says("REGISTRY_ONLY", "", mode...)
+	d.run("uninstall", "-y", "--purge")
+	if out, err := meshlab(t, append([]string{"--lab", d.name}, mode...)...); err == nil || !strings.Contains(out, `Error from server (NotFound): istiooperators.install.istio.io "installed-state" not found`) {
+		t.Errorf("get istiooperator installed-state after uninstall --purge: %v\n%s\nwant kubectl's NotFound", err, out)
+	}
+}
