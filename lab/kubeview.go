@@ -13,6 +13,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -245,6 +246,9 @@ func (v kubeView) list(k string) ([]kubeObject, error) {
 			if o.HTTPRoute != nil || o.GRPCRoute != nil || o.TCPRoute != nil {
 				// istiod's gateway controller writes each route's parent status.
 				raw = withStatus(raw, config.RouteStatus(v.objects, o))
+			}
+			if o.Ingress != nil && config.IsIstioIngress(v.objects, o) {
+				raw = withStatus(raw, v.ingressStatus())
 			}
 			if k == "Namespace" { // the API server's: a namespace is Active until deleted
 				raw = withStatus(raw, corev1.NamespaceStatus{Phase: corev1.NamespaceActive})
@@ -480,6 +484,25 @@ func (v kubeView) service(s *model.Service) corev1.Service {
 		out.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: s.VIP.String(), IPMode: &vip}}
 	}
 	return out
+}
+
+// ingressStatus is the status istiod's ingress controller writes on each Ingress it
+// takes: the ingress gateway Service's load balancer addresses (none without one).
+func (v kubeView) ingressStatus() networkingv1.IngressStatus {
+	st := networkingv1.IngressStatus{LoadBalancer: networkingv1.IngressLoadBalancerStatus{Ingress: []networkingv1.IngressLoadBalancerIngress{}}}
+	for _, s := range v.model.Services {
+		if s.Namespace != model.DefaultRootNamespace || s.Name != model.IngressGatewayName {
+			continue
+		}
+		svc := v.service(s)
+		for _, in := range svc.Status.LoadBalancer.Ingress {
+			st.LoadBalancer.Ingress = append(st.LoadBalancer.Ingress, networkingv1.IngressLoadBalancerIngress{IP: in.IP, Hostname: in.Hostname})
+		}
+		for _, ip := range svc.Spec.ExternalIPs {
+			st.LoadBalancer.Ingress = append(st.LoadBalancer.Ingress, networkingv1.IngressLoadBalancerIngress{IP: ip})
+		}
+	}
+	return st
 }
 
 // serviceTypeAnnotation is Istio's annotation of a Gateway API Gateway choosing its

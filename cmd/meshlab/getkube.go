@@ -27,6 +27,9 @@ type kubeColumns struct {
 	cells func(obj map[string]any) []string
 	// noAge: the kind's table has no AGE column.
 	noAge bool
+	// blank: an empty cell stays blank (kubectl's printer for the kind leaves it so)
+	// rather than <none>.
+	blank bool
 }
 
 // kubeTables are kubectl's columns by the lab's kind name.
@@ -92,6 +95,13 @@ var kubeTables = map[string]kubeColumns{
 	}},
 	"HTTPRoute": {heads: []string{"HOSTNAMES"}, cells: func(o map[string]any) []string { return []string{listCell(o, "spec", "hostnames")} }},
 	"GRPCRoute": {heads: []string{"HOSTNAMES"}, cells: func(o map[string]any) []string { return []string{listCell(o, "spec", "hostnames")} }},
+	// kubectl's Ingress printer: CLASS <none> when unset, HOSTS the rules' hosts (the
+	// first three, then "+ N more..."; "*" when none names one), ADDRESS the load balancer's, PORTS
+	// 80 and 443 with TLS.
+	"Ingress": {heads: []string{"CLASS", "HOSTS", "ADDRESS", "PORTS"}, cells: ingressCells, blank: true},
+	"IngressClass": {heads: []string{"CONTROLLER", "PARAMETERS"}, cells: func(o map[string]any) []string {
+		return []string{strAt(o, "spec", "controller"), "<none>"}
+	}},
 	// Kinds the lab keeps without acting on them (RBAC, budgets, autoscalers).
 	"Role":               {heads: []string{"CREATED AT"}, cells: createdAt, noAge: true},
 	"ClusterRole":        {heads: []string{"CREATED AT"}, cells: createdAt, noAge: true},
@@ -101,6 +111,43 @@ var kubeTables = map[string]kubeColumns{
 		return []string{intOrString(o, "spec", "minAvailable"), intOrString(o, "spec", "maxUnavailable"), fmt.Sprint(intAt(o, 0, "status", "disruptionsAllowed"))}
 	}},
 	"HorizontalPodAutoscaler": {heads: []string{"REFERENCE", "TARGETS", "MINPODS", "MAXPODS", "REPLICAS"}, cells: hpaCells},
+}
+
+// ingressCells are an Ingress's CLASS, HOSTS, ADDRESS and PORTS as kubectl prints them.
+func ingressCells(o map[string]any) []string {
+	class := strAt(o, "spec", "ingressClassName")
+	if class == "" {
+		class = "<none>"
+	}
+	rules := listAt(o, "spec", "rules")
+	var hosts []string
+	for _, r := range rules {
+		rule, _ := r.(map[string]any)
+		if h := strAt(rule, "host"); h != "" && len(hosts) < 3 {
+			hosts = append(hosts, h)
+		}
+	}
+	hostCell := strings.Join(hosts, ",")
+	switch {
+	case len(hosts) == 0:
+		hostCell = "*"
+	case len(rules) > 3:
+		hostCell += fmt.Sprintf(" + %d more...", len(rules)-3)
+	}
+	var addrs []string
+	for _, a := range listAt(o, "status", "loadBalancer", "ingress") {
+		in, _ := a.(map[string]any)
+		if ip := strAt(in, "ip"); ip != "" {
+			addrs = append(addrs, ip)
+		} else if h := strAt(in, "hostname"); h != "" {
+			addrs = append(addrs, h)
+		}
+	}
+	ports := "80"
+	if len(listAt(o, "spec", "tls")) > 0 {
+		ports = "80, 443"
+	}
+	return []string{class, hostCell, strings.Join(addrs, ","), ports}
 }
 
 // createdAt is kubectl's CREATED AT of the kinds that print it instead of AGE.
@@ -224,7 +271,7 @@ func printKubeTable(w io.Writer, kind api.Kind, objs []api.KubeObject, form kube
 		}
 		if cols.cells != nil {
 			for _, cell := range cols.cells(obj) {
-				if cell == "" {
+				if cell == "" && !cols.blank {
 					cell = "<none>"
 				}
 				row = append(row, cell)

@@ -197,7 +197,7 @@ func resolveMetaTargets(lookup func(string) (api.Kind, error), objects []string)
 
 // clusterScoped reports whether objects of kind k belong to no namespace.
 func clusterScoped(k api.Kind) bool {
-	return k.Kind == "Namespace" || k.Kind == "GatewayClass" || strings.HasPrefix(k.Kind, "Cluster")
+	return k.Kind == "Namespace" || k.Kind == "GatewayClass" || k.Kind == "IngressClass" || strings.HasPrefix(k.Kind, "Cluster")
 }
 
 // builtinNamespaces exist in every cluster (istio-system once Istio is installed, which a

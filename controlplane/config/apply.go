@@ -20,7 +20,7 @@ type File struct {
 }
 
 // clusterScoped are the kinds that belong to no namespace: -n does not apply to them.
-var clusterScoped = map[string]bool{"Namespace": true, "GatewayClass": true, "ClusterRole": true, "ClusterRoleBinding": true}
+var clusterScoped = map[string]bool{"Namespace": true, "GatewayClass": true, "IngressClass": true, "ClusterRole": true, "ClusterRoleBinding": true}
 
 // Ref names one object.
 type Ref struct {
@@ -289,7 +289,8 @@ var kindAliases = map[string]string{
 	"gtw": GatewayAPIGatewayKind, "gateways.gateway.networking.k8s.io": GatewayAPIGatewayKind, "gateway.gateway.networking.k8s.io": GatewayAPIGatewayKind,
 	"gatewayclass": "GatewayClass", "gatewayclasses": "GatewayClass", "gc": "GatewayClass",
 	"httproute": "HTTPRoute", "httproutes": "HTTPRoute", "grpcroute": "GRPCRoute", "grpcroutes": "GRPCRoute",
-	"tcproute": "TCPRoute", "tcproutes": "TCPRoute", "secret": "Secret", "secrets": "Secret",
+	"tcproute": "TCPRoute", "tcproutes": "TCPRoute", "ingress": "Ingress", "ingresses": "Ingress", "ing": "Ingress",
+	"ingressclass": "IngressClass", "ingressclasses": "IngressClass", "secret": "Secret", "secrets": "Secret",
 	"configmap": "ConfigMap", "configmaps": "ConfigMap", "cm": "ConfigMap",
 	"peerauthentication": "PeerAuthentication", "peerauthentications": "PeerAuthentication", "pa": "PeerAuthentication",
 	"authorizationpolicy": "AuthorizationPolicy", "authorizationpolicies": "AuthorizationPolicy", "ap": "AuthorizationPolicy",
@@ -381,6 +382,6 @@ func KindGroup(k string) string {
 // Kinds returns the kinds a lab holds, sorted.
 func Kinds() []string {
 	return []string{"AuthorizationPolicy", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet", "Deployment", "DestinationRule", "GRPCRoute", "Gateway", GatewayAPIGatewayKind, "GatewayClass",
-		"HTTPRoute", "HorizontalPodAutoscaler", "MeshConfig", "Namespace", "PeerAuthentication", "PodDisruptionBudget", "ReplicaSet", "RequestAuthentication", "Role", "RoleBinding",
+		"HTTPRoute", "HorizontalPodAutoscaler", "Ingress", "IngressClass", "MeshConfig", "Namespace", "PeerAuthentication", "PodDisruptionBudget", "ReplicaSet", "RequestAuthentication", "Role", "RoleBinding",
 		"Secret", "Service", "ServiceAccount", "ServiceEntry", "StatefulSet", "TCPRoute", "Telemetry", "VirtualService", "Workload"}
 }

@@ -224,7 +224,8 @@ func gatewayServicePorts(name string) []model.ServicePort {
 
 // gatewayDeployments returns the gateway Services and pods the objects' Gateways need,
 // as istioctl's demo profile makes them in istio-system: for each of
-// istio-ingressgateway and istio-egressgateway that a Gateway selects, a Service with
+// istio-ingressgateway and istio-egressgateway that a Gateway selects (the ingress
+// gateway also for an Ingress istiod takes), a Service with
 // its ports and one pod (named as its Deployment's) running the proxy as a router.
 func gatewayDeployments(objs []*Object) ([]*model.Service, []*model.Pod, error) {
 	need := map[string]bool{}
@@ -233,6 +234,9 @@ func gatewayDeployments(objs []*Object) ([]*model.Service, []*model.Pod, error) 
 			for _, n := range selectedGateways(o.Gateway) {
 				need[n] = true
 			}
+		}
+		if IsIstioIngress(objs, o) {
+			need[model.IngressGatewayName] = true // its Gateway selects the ingress gateway (ingress.go)
 		}
 	}
 	var svcs []*model.Service

@@ -28,7 +28,8 @@ const (
 	kindConfigMap
 	kindGatewayAPI // gateway.networking.k8s.io GatewayClass, Gateway, HTTPRoute, GRPCRoute, TCPRoute
 	kindTelemetry
-	kindStored // a Kubernetes kind kept as written, changing nothing (storedKinds)
+	kindStored  // a Kubernetes kind kept as written, changing nothing (storedKinds)
+	kindIngress // networking.k8s.io Ingress, IngressClass
 )
 
 // Object kinds and API groups meshlab reads.
@@ -128,6 +129,8 @@ var fixedKinds = map[string]struct {
 	"ServiceAccount": {coreAPIVersion, kindServiceAccount},
 	"Workload":       {workloadAPIVersion, kindWorkload},
 	"MeshConfig":     {meshConfigAPIVersion, kindMeshConfig},
+	"Ingress":        {ingressAPIVersion, kindIngress},
+	"IngressClass":   {ingressAPIVersion, kindIngress},
 }
 
 // fixedKind returns the one apiVersion of kind k (a fixed kind or a Kubernetes kind that
@@ -189,7 +192,7 @@ func decoderFor(apiVersion, k string, p problems) kind {
 
 // knownKinds lists the kinds meshlab reads, for messages.
 func knownKinds() string {
-	return "v1 Service, Namespace, ServiceAccount, Secret, ConfigMap and Pod, apps/v1 Deployment, ReplicaSet, StatefulSet and DaemonSet, " + workloadAPIVersion + " Workload and MeshConfig, networking.istio.io VirtualService, DestinationRule, ServiceEntry and Gateway, " +
+	return "v1 Service, Namespace, ServiceAccount, Secret, ConfigMap and Pod, apps/v1 Deployment, ReplicaSet, StatefulSet and DaemonSet, " + workloadAPIVersion + " Workload and MeshConfig, networking.k8s.io/v1 Ingress and IngressClass, networking.istio.io VirtualService, DestinationRule, ServiceEntry and Gateway, " +
 		"security.istio.io PeerAuthentication, AuthorizationPolicy and RequestAuthentication, gateway.networking.k8s.io " + gatewayAPIKindList
 }
 

@@ -16,6 +16,7 @@ import (
 	security "istio.io/api/security/v1beta1"
 	telemetry "istio.io/api/telemetry/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	knetworking "k8s.io/api/networking/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
 
@@ -77,6 +78,10 @@ type Object struct {
 	HTTPRoute    *gwv1.HTTPRoute
 	GRPCRoute    *gwv1.GRPCRoute
 	TCPRoute     *gwv1.TCPRoute
+	// Ingress and IngressClass hold a networking.k8s.io/v1 object of that kind
+	// (ingress.go).
+	Ingress      *knetworking.Ingress
+	IngressClass *knetworking.IngressClass
 	// PeerAuthentication and AuthorizationPolicy hold the spec of a security.istio.io
 	// object of that kind (v1beta1 and v1 share one schema).
 	PeerAuthentication  *security.PeerAuthentication
@@ -210,6 +215,8 @@ func decodeDocument(file, namespace string, d document, errs *ErrorList) (*Objec
 		}
 	case kindGatewayAPI:
 		decodeGatewayAPI(top, js, o, p)
+	case kindIngress:
+		decodeIngress(top, js, o, p) // ingress.go
 	case kindGateway:
 		o.Gateway = decodeIstio(top, js, p, validateGateway)
 	case kindSecret:

@@ -1,0 +1,126 @@
+package e2e
+
+import (
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/meshlab/meshlab/internal/testutil"
+)
+
+// The Kubernetes Ingress page's objects (istio.io tasks/traffic-management/ingress/
+// kubernetes-ingress), as it writes them.
+const (
+	docsKubeIngress = `apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  annotations:
+    kubernetes.io/ingress.class: istio
+  name: ingress
+spec:
+  rules:
+  - host: httpbin.example.com
+    http:
+      paths:
+      - path: /status
+        pathType: Prefix
+        backend:
+          service:
+            name: httpbin
+            port:
+              number: 8000
+`
+	docsKubeIngressClass = `apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata:
+  name: istio
+spec:
+  controller: istio.io/ingress-controller
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: ingress
+spec:
+  ingressClassName: istio
+  rules:
+  - host: httpbin.example.com
+    http:
+      paths:
+      - path: /
+        pathType: Prefix
+        backend:
+          service:
+            name: httpbin
+            port:
+              number: 8000
+`
+)
+
+// TestRouteKubernetesIngressTask walks istio.io's "Kubernetes Ingress": the Ingress
+// Gateways page's Before you begin (Istio, httpbin), the page's Ingress with the kubernetes.io/ingress.class
+// annotation, INGRESS_HOST and INGRESS_PORT from the ingress gateway Service, its two curls from outside the cluster (200 with server: istio-envoy for
+// /status/200, 404 for /headers), `get ingress` as kubectl prints it (the address
+// istiod writes: the ingress gateway's), the IngressClass form (path /, so /headers
+// answers), and the page's cleanup.
+func TestRouteKubernetesIngressTask(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	requireHostTool(t, "curl")
+	samples := testutil.IstioSamples(t)
+	d := startDocsLab(t)
+
+	d.run("install", "--set", "profile=default", "-y")
+	d.says("namespace/default labeled\n", "", "label", "namespace", "default", "istio-injection=enabled", "--overwrite")
+	d.says("serviceaccount/httpbin created\nservice/httpbin created\ndeployment.apps/httpbin created\n", "",
+		"apply", "-f", filepath.Join(samples, "httpbin/httpbin.yaml"))
+
+	// Configuring ingress using an Ingress resource. INGRESS_HOST and INGRESS_PORT are
+	// read after it: a lab makes the ingress gateway when config first selects it (here
+	// the Ingress), where a cluster has it from the install on.
+	d.says("ingress.networking.k8s.io/ingress created\n", docsKubeIngress, "apply", "-f", "-")
+	host := d.kubectl("", "-n", "istio-system", "get", "service", "istio-ingressgateway", "-o", "jsonpath={.status.loadBalancer.ingress[0].ip}")
+	port := d.kubectl("", "-n", "istio-system", "get", "service", "istio-ingressgateway", "-o", `jsonpath={.spec.ports[?(@.name=="http2")].port}`)
+	if !regexp.MustCompile(`^\d+\.\d+\.\d+\.\d+$`).MatchString(host) || port != "80" {
+		t.Fatalf("INGRESS_HOST=%q INGRESS_PORT=%q; want the gateway's address and 80", host, port)
+	}
+	head := func(path string) func() string {
+		return func() string {
+			out, _ := d.outside("curl", "-s", "-I", "-HHost:httpbin.example.com", "http://"+host+":"+port+path)
+			return out
+		}
+	}
+	d.until("curl -s -I -HHost:httpbin.example.com http://$INGRESS_HOST:$INGRESS_PORT/status/200 prints the page's output", head("/status/200"),
+		func(out string) bool { return elided(out, "HTTP/1.1 200 OK\nserver: istio-envoy\n...") })
+	if out := head("/headers")(); !elided(out, "HTTP/1.1 404 Not Found\n...") {
+		t.Errorf("curl -s -I -HHost:httpbin.example.com http://$INGRESS_HOST:$INGRESS_PORT/headers:\n%s\nwant the page's HTTP/1.1 404 Not Found", out)
+	}
+	row := func(class string) *regexp.Regexp {
+		return regexp.MustCompile(`^NAME\s+CLASS\s+HOSTS\s+ADDRESS\s+PORTS\s+AGE\ningress\s+` + regexp.QuoteMeta(class) + `\s+httpbin\.example\.com\s+` + regexp.QuoteMeta(host) + `\s+80\s+\d+s\n$`)
+	}
+	if out := d.kubectl("", "get", "ingress"); !row("<none>").MatchString(out) {
+		t.Errorf("get ingress:\n%s\nwant kubectl's columns, CLASS <none>, the ingress gateway's ADDRESS %s, PORTS 80", out, host)
+	}
+
+	// Specifying IngressClass: the page's IngressClass and Ingress (path /).
+	d.says("ingressclass.networking.k8s.io/istio created\ningress.networking.k8s.io/ingress configured\n", docsKubeIngressClass, "apply", "-f", "-")
+	d.until("the IngressClass form's path / routes /headers", head("/headers"), func(out string) bool { return elided(out, "HTTP/1.1 200 OK\nserver: istio-envoy\n...") })
+	if out := d.kubectl("", "get", "ingress"); !row("istio").MatchString(out) {
+		t.Errorf("get ingress:\n%s\nwant CLASS istio", out)
+	}
+	if out := d.kubectl("", "get", "ingressclass"); !regexp.MustCompile(`^NAME\s+CONTROLLER\s+PARAMETERS\s+AGE\nistio\s+istio\.io/ingress-controller\s+<none>\s+\d+s\n$`).MatchString(out) {
+		t.Errorf("get ingressclass:\n%s\nwant kubectl's columns", out)
+	}
+
+	// Cleanup.
+	d.says("ingress.networking.k8s.io \"ingress\" deleted\n", "", "delete", "ingress", "ingress")
+	// The lab's ingress gateway goes with the last config selecting it (a cluster's
+	// stays and answers 404): either way /status/200 is no longer served.
+	d.until("deleting the Ingress removes its routes", head("/status/200"), func(out string) bool { return !strings.Contains(out, "200 OK") })
+	d.says("serviceaccount \"httpbin\" deleted\nservice \"httpbin\" deleted\ndeployment.apps \"httpbin\" deleted\n", "",
+		"delete", "--ignore-not-found=true", "-f", filepath.Join(samples, "httpbin/httpbin.yaml"))
+	if !strings.Contains(d.kubectl("", "get", "ingressclass"), "istio") {
+		t.Errorf("the IngressClass went with the Ingress; the page leaves it")
+	}
+}
