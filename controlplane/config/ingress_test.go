@@ -33,6 +33,8 @@ spec:
             port:
               number: 8000
 `
+	// pageIngressClass is the page's IngressClass form: its IngressClass, and the
+	// Ingress naming it (path /).
 	pageIngressClass = `apiVersion: networking.k8s.io/v1
 kind: IngressClass
 metadata:
@@ -50,13 +52,7 @@ spec:
   - host: httpbin.example.com
     http:
       paths:
-      - path: /
-        pathType: Prefix
-        backend:
-          service:
-            name: httpbin
-            port:
-              number: 8000
+      - {path: /, pathType: Prefix, backend: {service: {name: httpbin, port: {number: 8000}}}}
 `
 )
 
