@@ -248,14 +248,7 @@ spec:
 func TestDocsIngressGatewaysTask(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
-	requireHostTool(t, "curl")
-	samples := testutil.IstioSamples(t)
-	d := startDocsLab(t)
-
-	d.run("install", "--set", "profile=default", "-y")
-	d.says("namespace/default labeled\n", "", "label", "namespace", "default", "istio-injection=enabled", "--overwrite")
-	d.says("serviceaccount/httpbin created\nservice/httpbin created\ndeployment.apps/httpbin created\n", "",
-		"apply", "-f", filepath.Join(samples, "httpbin/httpbin.yaml"))
+	d, samples := httpbinTask(t, "default")
 	d.says("gateway.networking.istio.io/httpbin-gateway created\n", docsHTTPBinGateway, "apply", "-f", "-")
 	d.says("virtualservice.networking.istio.io/httpbin created\n", docsHTTPBinVirtualService, "apply", "-f", "-")
 
@@ -317,14 +310,7 @@ func TestDocsIngressGatewaysTask(t *testing.T) {
 func TestDocsIngressGatewaysGatewayAPITask(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
-	requireHostTool(t, "curl")
-	samples := testutil.IstioSamples(t)
-	d := startDocsLab(t)
-
-	d.run("install", "--set", "profile=minimal", "-y")
-	d.run("label", "namespace", "default", "istio-injection=enabled", "--overwrite")
-	d.says("serviceaccount/httpbin created\nservice/httpbin created\ndeployment.apps/httpbin created\n", "",
-		"apply", "-f", filepath.Join(samples, "httpbin/httpbin.yaml"))
+	d, samples := httpbinTask(t, "minimal")
 	d.says("gateway.gateway.networking.k8s.io/httpbin-gateway created\n", docsHTTPBinK8sGateway, "apply", "-f", "-")
 	d.says("gateway.gateway.networking.k8s.io/httpbin-gateway condition met\n", "", "wait", "--for=condition=programmed", "gtw", "httpbin-gateway", "--timeout=60s")
 	d.says("httproute.gateway.networking.k8s.io/httpbin created\n", docsHTTPBinHTTPRoute, "apply", "-f", "-")
@@ -584,16 +570,9 @@ spec:
 func TestDocsSecureGatewaysTask(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
-	requireHostTool(t, "curl")
-	samples := testutil.IstioSamples(t)
 	certs := docsCerts(t)
 	f := func(name string) string { return filepath.Join(certs, name) }
-	d := startDocsLab(t)
-
-	d.run("install", "--set", "profile=default", "-y")
-	d.run("label", "namespace", "default", "istio-injection=enabled", "--overwrite")
-	d.says("serviceaccount/httpbin created\nservice/httpbin created\ndeployment.apps/httpbin created\n", "",
-		"apply", "-f", filepath.Join(samples, "httpbin/httpbin.yaml"))
+	d, _ := httpbinTask(t, "default")
 	d.says("secret/httpbin-credential created\n", "", "create", "-n", "istio-system", "secret", "tls", "httpbin-credential",
 		"--key="+f("example_certs1/httpbin.example.com.key"), "--cert="+f("example_certs1/httpbin.example.com.crt"))
 	d.says("gateway.networking.istio.io/mygateway created\n", docsMyGateway, "apply", "-f", "-")

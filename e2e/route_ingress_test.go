@@ -9,10 +9,9 @@ import (
 	"github.com/meshlab/meshlab/internal/testutil"
 )
 
-// The Kubernetes Ingress page's objects (istio.io tasks/traffic-management/ingress/
-// kubernetes-ingress), as it writes them.
-const (
-	docsKubeIngress = `apiVersion: networking.k8s.io/v1
+// docsKubeIngress is the Kubernetes Ingress page's Ingress (istio.io
+// tasks/traffic-management/ingress/kubernetes-ingress), as it writes it.
+const docsKubeIngress = `apiVersion: networking.k8s.io/v1
 kind: Ingress
 metadata:
   annotations:
@@ -31,32 +30,32 @@ spec:
             port:
               number: 8000
 `
-	docsKubeIngressClass = `apiVersion: networking.k8s.io/v1
+
+// docsKubeIngressClass is the page's IngressClass example: an IngressClass of Istio's
+// controller and the page's Ingress naming it instead of the annotation, its path "/".
+var docsKubeIngressClass = `apiVersion: networking.k8s.io/v1
 kind: IngressClass
 metadata:
   name: istio
 spec:
   controller: istio.io/ingress-controller
 ---
-apiVersion: networking.k8s.io/v1
-kind: Ingress
-metadata:
-  name: ingress
-spec:
-  ingressClassName: istio
-  rules:
-  - host: httpbin.example.com
-    http:
-      paths:
-      - path: /
-        pathType: Prefix
-        backend:
-          service:
-            name: httpbin
-            port:
-              number: 8000
-`
-)
+` + strings.NewReplacer("  annotations:\n    kubernetes.io/ingress.class: istio\n", "", "spec:\n", "spec:\n  ingressClassName: istio\n", "path: /status", "path: /").Replace(docsKubeIngress)
+
+// httpbinTask starts a lab at the Ingress Gateways page's Before you begin, which the
+// gateway pages share: Istio installed with profile, namespace default labelled for
+// injection, Istio's httpbin sample applied. It returns the lab and Istio's samples.
+func httpbinTask(t *testing.T, profile string) (*docsLab, string) {
+	t.Helper()
+	requireHostTool(t, "curl")
+	samples := testutil.IstioSamples(t)
+	d := startDocsLab(t)
+	d.run("install", "--set", "profile="+profile, "-y")
+	d.says("namespace/default labeled\n", "", "label", "namespace", "default", "istio-injection=enabled", "--overwrite")
+	d.says("serviceaccount/httpbin created\nservice/httpbin created\ndeployment.apps/httpbin created\n", "",
+		"apply", "-f", filepath.Join(samples, "httpbin/httpbin.yaml"))
+	return d, samples
+}
 
 // TestRouteKubernetesIngressTask walks istio.io's "Kubernetes Ingress": the Ingress
 // Gateways page's Before you begin (Istio, httpbin), the page's Ingress with the kubernetes.io/ingress.class
@@ -67,14 +66,7 @@ spec:
 func TestRouteKubernetesIngressTask(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
-	requireHostTool(t, "curl")
-	samples := testutil.IstioSamples(t)
-	d := startDocsLab(t)
-
-	d.run("install", "--set", "profile=default", "-y")
-	d.says("namespace/default labeled\n", "", "label", "namespace", "default", "istio-injection=enabled", "--overwrite")
-	d.says("serviceaccount/httpbin created\nservice/httpbin created\ndeployment.apps/httpbin created\n", "",
-		"apply", "-f", filepath.Join(samples, "httpbin/httpbin.yaml"))
+	d, samples := httpbinTask(t, "default")
 
 	// Configuring ingress using an Ingress resource. INGRESS_HOST and INGRESS_PORT are
 	// read after it: a lab makes the ingress gateway when config first selects it (here

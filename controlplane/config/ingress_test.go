@@ -1,6 +1,8 @@
 package config
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,14 +14,12 @@ import (
 	"github.com/meshlab/meshlab/internal/testutil"
 )
 
-// The Kubernetes Ingress task's objects (istio.io), as the page writes them.
+// The Kubernetes Ingress task's objects (istio.io), in flow style: its Ingress with
+// the class annotation, and its IngressClass form (path /).
 const (
 	pageIngress = `apiVersion: networking.k8s.io/v1
 kind: Ingress
-metadata:
-  annotations:
-    kubernetes.io/ingress.class: istio
-  name: ingress
+metadata: {name: ingress, annotations: {kubernetes.io/ingress.class: istio}}
 spec:
   rules:
   - host: httpbin.example.com
@@ -27,32 +27,19 @@ spec:
       paths:
       - path: /status
         pathType: Prefix
-        backend:
-          service:
-            name: httpbin
-            port:
-              number: 8000
+        backend: {service: {name: httpbin, port: {number: 8000}}}
 `
-	// pageIngressClass is the page's IngressClass form: its IngressClass, and the
-	// Ingress naming it (path /).
 	pageIngressClass = `apiVersion: networking.k8s.io/v1
 kind: IngressClass
-metadata:
-  name: istio
-spec:
-  controller: istio.io/ingress-controller
+metadata: {name: istio}
+spec: {controller: istio.io/ingress-controller}
 ---
 apiVersion: networking.k8s.io/v1
 kind: Ingress
-metadata:
-  name: ingress
+metadata: {name: ingress}
 spec:
   ingressClassName: istio
-  rules:
-  - host: httpbin.example.com
-    http:
-      paths:
-      - {path: /, pathType: Prefix, backend: {service: {name: httpbin, port: {number: 8000}}}}
+  rules: [{host: httpbin.example.com, http: {paths: [{path: /, pathType: Prefix, backend: {service: {name: httpbin, port: {number: 8000}}}}]}}]
 `
 )
 
@@ -130,7 +117,11 @@ spec:
 			if err != nil {
 				t.Fatal(err)
 			}
-			fmt.Fprintf(&b, "%s %s/%s\n%s\n", o.Origin.Kind, o.Origin.Namespace, o.Origin.Name, js)
+			var out bytes.Buffer // protojson's spacing varies from run to run
+			if err := json.Indent(&out, js, "", "  "); err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(&b, "%s %s/%s\n%s\n", o.Origin.Kind, o.Origin.Namespace, o.Origin.Name, out.Bytes())
 		}
 	}
 	testutil.Golden(t, "ingress", []byte(b.String()))
@@ -169,10 +160,10 @@ func TestIngressRefused(t *testing.T) {
 		{strings.Replace(pageIngress, "spec:\n", "spec:\n  bogus: 1\n", 1), "spec.bogus"},
 		{strings.Replace(pageIngress, "        pathType: Prefix\n", "", 1), "spec.rules[0].http.paths[0].pathType: is required"},
 		{strings.Replace(pageIngress, "path: /status", "path: status", 1), "spec.rules[0].http.paths[0].path: \"status\" must be an absolute path"},
-		{strings.Replace(pageIngress, "number: 8000", "name: http\n              number: 8000", 1), "backend.service.port: sets both name and number"},
+		{strings.Replace(pageIngress, "number: 8000", "number: 8000, name: http", 1), "backend.service.port: sets both name and number"},
 		{strings.Replace(pageIngress, "host: httpbin.example.com", "host: 10.0.0.1", 1), "is an IP address"},
-		{strings.Replace(pageIngress, "          service:\n", "          resource: {kind: Bucket, name: b}\n          service:\n", 1), "spec.rules[0].http.paths[0].backend.resource: is not supported by meshlab's Ingress"},
-		{strings.Replace(pageIngressClass, "controller: istio.io/ingress-controller", "controller: istio.io/ingress-controller\n  parameters: {kind: X, name: params}", 1), "spec.parameters: is not supported by meshlab's IngressClass"},
+		{strings.Replace(pageIngress, "backend: {", "backend: {resource: {kind: Bucket, name: b}, ", 1), "spec.rules[0].http.paths[0].backend.resource: is not supported by meshlab's Ingress"},
+		{strings.Replace(pageIngressClass, "controller: istio.io/ingress-controller", "controller: istio.io/ingress-controller, parameters: {kind: X, name: params}", 1), "spec.parameters: is not supported by meshlab's IngressClass"},
 	} {
 		_, err := Load("ingress.yaml", []byte(docs(httpbinManifest, tc.yaml)))
 		var el ErrorList
