@@ -269,17 +269,7 @@ func TestDocsIngressGatewaysTask(t *testing.T) {
 	}
 
 	// Accessing ingress services, from outside the cluster.
-	head := func(path string) func() string {
-		return func() string {
-			out, _ := d.outside("curl", "-s", "-I", "-HHost:httpbin.example.com", "http://"+host+":"+port+path)
-			return out
-		}
-	}
-	d.until("curl -s -I -HHost:httpbin.example.com http://$INGRESS_HOST:$INGRESS_PORT/status/200 prints the page's output", head("/status/200"),
-		func(out string) bool { return elided(out, "HTTP/1.1 200 OK\nserver: istio-envoy\n...") })
-	if out := head("/headers")(); !elided(out, "HTTP/1.1 404 Not Found\n...") {
-		t.Errorf("curl -s -I -HHost:httpbin.example.com http://$INGRESS_HOST:$INGRESS_PORT/headers:\n%s\nwant HTTP/1.1 404 Not Found", out)
-	}
+	d.statusAndHeaders(host, port)
 
 	// Accessing ingress services using a browser: any host, /headers.
 	d.says("gateway.networking.istio.io/httpbin-gateway configured\nvirtualservice.networking.istio.io/httpbin configured\n", docsHTTPBinWildcard, "apply", "-f", "-")
@@ -316,20 +306,10 @@ func TestDocsIngressGatewaysGatewayAPITask(t *testing.T) {
 	d.says("httproute.gateway.networking.k8s.io/httpbin created\n", docsHTTPBinHTTPRoute, "apply", "-f", "-")
 	host := d.kubectl("", "get", "gtw", "httpbin-gateway", "-o", "jsonpath={.status.addresses[*].value}")
 	port := d.kubectl("", "get", "gtw", "httpbin-gateway", "-o", `jsonpath={.spec.listeners[?(@.name=="http")].port}`)
-	head := func(path string) func() string {
-		return func() string {
-			out, _ := d.outside("curl", "-s", "-I", "-HHost:httpbin.example.com", "http://"+host+":"+port+path)
-			return out
-		}
-	}
 	if !regexp.MustCompile(`^\d+\.\d+\.\d+\.\d+$`).MatchString(host) || port != "80" {
 		t.Fatalf("Gateway API INGRESS_HOST=%q INGRESS_PORT=%q", host, port)
 	}
-	d.until("Gateway API: curl -s -I .../status/200 prints the page's output", head("/status/200"),
-		func(out string) bool { return elided(out, "HTTP/1.1 200 OK\nserver: istio-envoy\n...") })
-	if out := head("/headers")(); !elided(out, "HTTP/1.1 404 Not Found\n...") {
-		t.Errorf("Gateway API: curl -s -I .../headers:\n%s\nwant HTTP/1.1 404 Not Found", out)
-	}
+	d.statusAndHeaders(host, port)
 	d.says("gateway.gateway.networking.k8s.io \"httpbin-gateway\" deleted\n", "", "delete", "gtw", "httpbin-gateway")
 	d.says("httproute.gateway.networking.k8s.io \"httpbin\" deleted\n", "", "delete", "httproute", "httpbin")
 	d.says("serviceaccount \"httpbin\" deleted\nservice \"httpbin\" deleted\ndeployment.apps \"httpbin\" deleted\n", "",

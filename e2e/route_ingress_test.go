@@ -57,6 +57,29 @@ func httpbinTask(t *testing.T, profile string) (*docsLab, string) {
 	return d, samples
 }
 
+// httpbinHead returns the gateway pages' `curl -s -I -HHost:httpbin.example.com
+// "http://$INGRESS_HOST:$INGRESS_PORT<path>"`, run outside the cluster, for a path.
+func (d *docsLab) httpbinHead(host, port string) func(path string) func() string {
+	return func(path string) func() string {
+		return func() string {
+			out, _ := d.outside("curl", "-s", "-I", "-HHost:httpbin.example.com", "http://"+host+":"+port+path)
+			return out
+		}
+	}
+}
+
+// statusAndHeaders runs the gateway pages' two curls: /status/200 until it prints the
+// pages' output (200, server: istio-envoy), then /headers, which is not routed (404).
+func (d *docsLab) statusAndHeaders(host, port string) {
+	d.t.Helper()
+	head := d.httpbinHead(host, port)
+	d.until("curl -s -I -HHost:httpbin.example.com http://$INGRESS_HOST:$INGRESS_PORT/status/200 prints the page's output", head("/status/200"),
+		func(out string) bool { return elided(out, "HTTP/1.1 200 OK\nserver: istio-envoy\n...") })
+	if out := head("/headers")(); !elided(out, "HTTP/1.1 404 Not Found\n...") {
+		d.t.Errorf("curl -s -I -HHost:httpbin.example.com http://$INGRESS_HOST:$INGRESS_PORT/headers:\n%s\nwant the page's HTTP/1.1 404 Not Found", out)
+	}
+}
+
 // TestRouteKubernetesIngressTask walks istio.io's "Kubernetes Ingress": the Ingress
 // Gateways page's Before you begin (Istio, httpbin), the page's Ingress with the kubernetes.io/ingress.class
 // annotation, INGRESS_HOST and INGRESS_PORT from the ingress gateway Service, its two curls from outside the cluster (200 with server: istio-envoy for
@@ -77,17 +100,8 @@ func TestRouteKubernetesIngressTask(t *testing.T) {
 	if !regexp.MustCompile(`^\d+\.\d+\.\d+\.\d+$`).MatchString(host) || port != "80" {
 		t.Fatalf("INGRESS_HOST=%q INGRESS_PORT=%q; want the gateway's address and 80", host, port)
 	}
-	head := func(path string) func() string {
-		return func() string {
-			out, _ := d.outside("curl", "-s", "-I", "-HHost:httpbin.example.com", "http://"+host+":"+port+path)
-			return out
-		}
-	}
-	d.until("curl -s -I -HHost:httpbin.example.com http://$INGRESS_HOST:$INGRESS_PORT/status/200 prints the page's output", head("/status/200"),
-		func(out string) bool { return elided(out, "HTTP/1.1 200 OK\nserver: istio-envoy\n...") })
-	if out := head("/headers")(); !elided(out, "HTTP/1.1 404 Not Found\n...") {
-		t.Errorf("curl -s -I -HHost:httpbin.example.com http://$INGRESS_HOST:$INGRESS_PORT/headers:\n%s\nwant the page's HTTP/1.1 404 Not Found", out)
-	}
+	head := d.httpbinHead(host, port)
+	d.statusAndHeaders(host, port)
 	row := func(class string) *regexp.Regexp {
 		return regexp.MustCompile(`^NAME\s+CLASS\s+HOSTS\s+ADDRESS\s+PORTS\s+AGE\ningress\s+` + regexp.QuoteMeta(class) + `\s+httpbin\.example\.com\s+` + regexp.QuoteMeta(host) + `\s+80\s+\d+s\n$`)
 	}

@@ -23,11 +23,7 @@ metadata: {name: ingress, annotations: {kubernetes.io/ingress.class: istio}}
 spec:
   rules:
   - host: httpbin.example.com
-    http:
-      paths:
-      - path: /status
-        pathType: Prefix
-        backend: {service: {name: httpbin, port: {number: 8000}}}
+    http: {paths: [{path: /status, pathType: Prefix, backend: {service: {name: httpbin, port: {number: 8000}}}}]}
 `
 	pageIngressClass = `apiVersion: networking.k8s.io/v1
 kind: IngressClass
@@ -158,7 +154,7 @@ func TestIngressRefused(t *testing.T) {
 		{strings.Replace(pageIngress, "spec:\n", "spec:\n  defaultBackend: {service: {name: httpbin, port: {number: 8000}}}\n", 1),
 			"spec.defaultBackend: is not supported by meshlab: istiod ignores an Ingress's default backend"},
 		{strings.Replace(pageIngress, "spec:\n", "spec:\n  bogus: 1\n", 1), "spec.bogus"},
-		{strings.Replace(pageIngress, "        pathType: Prefix\n", "", 1), "spec.rules[0].http.paths[0].pathType: is required"},
+		{strings.Replace(pageIngress, " pathType: Prefix,", "", 1), "spec.rules[0].http.paths[0].pathType: is required"},
 		{strings.Replace(pageIngress, "path: /status", "path: status", 1), "spec.rules[0].http.paths[0].path: \"status\" must be an absolute path"},
 		{strings.Replace(pageIngress, "number: 8000", "number: 8000, name: http", 1), "backend.service.port: sets both name and number"},
 		{strings.Replace(pageIngress, "host: httpbin.example.com", "host: 10.0.0.1", 1), "is an IP address"},
