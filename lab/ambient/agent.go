@@ -78,8 +78,6 @@ type NodeAgent struct {
 	ln      *net.UnixListener
 	closed  bool
 
-	keepalive time.Duration // how often an idle connection is checked (tests shorten it)
-
 	annotations sync.WaitGroup // annotate's goroutines; Run waits for them
 }
 
@@ -98,7 +96,7 @@ type enrolled struct {
 
 // New returns the node agent; it listens once Run is called.
 func New(d Deps) *NodeAgent {
-	return &NodeAgent{d: d, pods: map[string]*enrolled{}, changed: make(chan struct{}), keepalive: keepaliveEvery}
+	return &NodeAgent{d: d, pods: map[string]*enrolled{}, changed: make(chan struct{})}
 }
 
 // ambientPods are m's pods in ambient mode, by key.
@@ -529,39 +527,33 @@ func (a *NodeAgent) Run(ctx context.Context) error {
 	}
 }
 
-// serve runs one ztunnel connection: hello, snapshot, then keepalives until it ends.
+// serve runs one ztunnel connection: hello, snapshot, then requests until it ends.
 func (a *NodeAgent) serve(ctx context.Context, c *conn) {
+	defer c.wait()
 	defer c.close()
 	if _, err := c.readHello(); err != nil {
 		a.d.Log.Warn("ztunnel connection", "err", err)
 		return
 	}
+	c.start()
 	if err := a.sendSnapshot(c); err != nil {
 		a.d.Log.Warn("send snapshot to ztunnel", "err", err)
 		a.disconnected(c)
 		return
 	}
 	defer a.disconnected(c)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-c.closed:
-			return
-		case <-time.After(a.keepalive):
-			if !c.alive() {
-				return
-			}
-		}
+	select {
+	case <-ctx.Done():
+	case <-c.closed:
 	}
 }
 
 // sendSnapshot makes c the current connection and sends it every enrolled pod, then
-// snapshot_sent. c's lock is held throughout, so an enrollment that saw c as current
-// sends its add after the snapshot, and one that did not is in the snapshot.
+// snapshot_sent. c's write lock is held while they are written, so an enrollment that
+// saw c as current sends its add after the snapshot, and one that did not is in the
+// snapshot. The acks are awaited after the writes (pipelined, see zds.go).
 func (a *NodeAgent) sendSnapshot(c *conn) error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	a.mu.Lock()
 	old := a.conn
 	a.conn = c
@@ -574,8 +566,22 @@ func (a *NodeAgent) sendSnapshot(c *conn) error {
 	if old != nil {
 		old.close()
 	}
-	for _, e := range pods {
-		err := c.sendLocked(addRequest(*e), int(e.fd.Fd()))
+	acks := make([]<-chan error, len(pods))
+	for i, e := range pods {
+		ack, err := c.post(addRequest(*e), int(e.fd.Fd()))
+		if err != nil {
+			c.mu.Unlock()
+			return err
+		}
+		acks[i] = ack
+	}
+	done, err := c.post(snapshotSent, -1)
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	for i, e := range pods {
+		err := <-acks[i]
 		var ack *AckError
 		switch {
 		case errors.As(err, &ack):
@@ -587,7 +593,7 @@ func (a *NodeAgent) sendSnapshot(c *conn) error {
 		}
 		a.acked(c, e)
 	}
-	if err := c.sendLocked(snapshotSent, -1); err != nil {
+	if err := <-done; err != nil {
 		return err
 	}
 	a.d.Log.Info("ztunnel connected; snapshot sent", "pods", len(pods))

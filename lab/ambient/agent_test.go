@@ -30,10 +30,12 @@ type fakeZtunnel struct {
 	u      *net.UnixConn
 	ackErr func(*zds.WorkloadRequest) string // optional: the error to ack a request with
 
-	mu   sync.Mutex
-	got  []string
-	uids map[string]string // pod ns/name -> uid
-	done chan struct{}
+	mu  sync.Mutex
+	got []string
+	// holdAcks: no ack is written before this many requests came.
+	holdAcks int
+	uids     map[string]string // pod ns/name -> uid
+	done     chan struct{}
 }
 
 func dialZtunnel(t *testing.T, socket string, ackErr func(*zds.WorkloadRequest) string) *fakeZtunnel {
@@ -68,6 +70,7 @@ func (z *fakeZtunnel) close() {
 
 func (z *fakeZtunnel) serve() {
 	defer close(z.done)
+	var held [][]byte
 	for {
 		buf := make([]byte, 1024)
 		oob := make([]byte, unix.CmsgSpace(4*4))
@@ -115,11 +118,19 @@ func (z *fakeZtunnel) serve() {
 		}
 		z.mu.Lock()
 		z.got = append(z.got, line)
+		count, hold := len(z.got), z.holdAcks
 		z.mu.Unlock()
 		ack, _ := proto.Marshal(&zds.WorkloadResponse{Payload: &zds.WorkloadResponse_Ack{Ack: &zds.Ack{Error: ackErr}}})
-		if _, err := z.u.Write(ack); err != nil {
-			return
+		held = append(held, ack)
+		if count < hold {
+			continue
 		}
+		for _, ack := range held {
+			if _, err := z.u.Write(ack); err != nil {
+				return
+			}
+		}
+		held = nil
 	}
 }
 
@@ -174,7 +185,6 @@ func newAgent(t *testing.T) (*NodeAgent, *lab) {
 		},
 		StartZtunnel: func() error { l.mu.Lock(); l.starts++; l.mu.Unlock(); return nil },
 	})
-	a.keepalive = 20 * time.Millisecond
 	if err := a.Listen(); err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +264,8 @@ func TestEnrollBeforeZtunnelConnects(t *testing.T) {
 	z := dialZtunnel(t, a.d.Socket, nil)
 	z.waitFor("add default/a sa=sa-a fds=1", "add default/b sa=sa-b fds=1", "snapshot_sent")
 	waitEnrolled(t, a, "a", "b")
-	if got := l.annotated(); !slices.Equal(got, []string{"+a", "+b"}) {
+	// Each annotation is set on a goroutine of its own, in any order.
+	if got := l.annotated(); !slices.Equal(slices.Sorted(slices.Values(got)), []string{"+a", "+b"}) {
 		t.Fatalf("annotations %v", got)
 	}
 	if l.starts != 1 {
@@ -356,7 +367,8 @@ func TestReconnectResendsEveryPod(t *testing.T) {
 	z2 := dialZtunnel(t, a.d.Socket, nil)
 	z2.waitFor("add default/a sa=sa-a fds=1", "add default/b sa=sa-b fds=1", "snapshot_sent")
 	waitEnrolled(t, a, "a", "b")
-	if got := l.annotated(); !slices.Equal(got, []string{"+a", "+b"}) {
+	// Each annotation is set on a goroutine of its own, in any order.
+	if got := l.annotated(); !slices.Equal(slices.Sorted(slices.Values(got)), []string{"+a", "+b"}) {
 		t.Fatalf("annotations %v: a reconnect must not annotate again", got)
 	}
 }
@@ -494,5 +506,63 @@ func TestEnrollHeldPod(t *testing.T) {
 	}
 	if got, want := l.ruleCalls(), []string{"install ml-x-a"}; !slices.Equal(got, want) {
 		t.Errorf("rules calls %v, want %v", got, want)
+	}
+}
+
+// TestRequestsPipelined: pods enrolled at once are all sent before ztunnel's first ack
+// (a lock-step agent would wait for it after the first), each gets its own ack, in order.
+func TestRequestsPipelined(t *testing.T) {
+	a, l := newAgent(t)
+	z := dialZtunnel(t, a.d.Socket, func(r *zds.WorkloadRequest) string {
+		if r.GetAdd().GetWorkloadInfo().GetName() == "p03" {
+			return "no room for p03"
+		}
+		return ""
+	})
+	z.waitFor("snapshot_sent")
+	z.mu.Lock()
+	z.holdAcks = 1 + 6 // snapshot_sent, then six adds
+	z.mu.Unlock()
+	var pods []*model.Pod
+	for i := range 6 {
+		k := fmt.Sprintf("p%02d", i)
+		l.makeNetNS(t, k)
+		pods = append(pods, pod(k, "ambient"))
+	}
+	m := model.New(nil, pods)
+	errs := make([]error, len(pods))
+	var wg sync.WaitGroup
+	for i, p := range pods {
+		wg.Go(func() { _, errs[i] = a.Enroll(m, p, "") })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		var ack *AckError
+		if want := i == 3; errors.As(err, &ack) != want {
+			t.Errorf("Enroll %s: %v; want an AckError: %v", pods[i].Key(), err, want)
+		}
+	}
+	waitEnrolled(t, a, pods[0].Key(), pods[1].Key(), pods[2].Key(), pods[4].Key(), pods[5].Key())
+	if !a.Connected() {
+		t.Error("the connection ended")
+	}
+}
+
+// TestUnaskedMessageClosesConnection: ztunnel speaking unasked breaks the protocol; the
+// agent drops the connection at once (its pods wait for the next).
+func TestUnaskedMessageClosesConnection(t *testing.T) {
+	a, _ := newAgent(t)
+	z := dialZtunnel(t, a.d.Socket, nil)
+	z.waitFor("snapshot_sent")
+	ack, _ := proto.Marshal(&zds.WorkloadResponse{Payload: &zds.WorkloadResponse_Ack{Ack: &zds.Ack{}}})
+	if _, err := z.u.Write(ack); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for a.Connected() {
+		if time.Now().After(deadline) {
+			t.Fatal("still connected after an unasked message")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
