@@ -33,12 +33,11 @@ type namespaces interface {
 	// Delete removes the named namespace, and with it every link inside it.
 	Delete(name string) error
 	// SetupNode creates the node namespace with its bridge; SetupPod creates a pod's
-	// namespace with its veth on that bridge (netns's plans).
+	// namespace with its veth on that bridge (netns's plans), and with c.AllowLowPorts
+	// lets every uid in it bind any port, as container runtimes do for Kubernetes pods
+	// (net.ipv4.ip_unprivileged_port_start=0).
 	SetupNode(c netns.NodeConfig) error
 	SetupPod(c netns.PodConfig) error
-	// AllowLowPorts lets every uid in the namespace bind any port, as container runtimes
-	// do for Kubernetes pods (net.ipv4.ip_unprivileged_port_start=0).
-	AllowLowPorts(name string) error
 	// ApplyRules installs iptables-restore rules in the namespace.
 	ApplyRules(name, rules string) error
 	// PrepareNode makes the node namespace forward service traffic (kube-proxy's
@@ -101,12 +100,6 @@ func (hostNamespaces) List(prefix string) ([]string, error) { return netns.List(
 func (hostNamespaces) Delete(name string) error             { return netns.Delete(name) }
 func (hostNamespaces) SetupNode(c netns.NodeConfig) error   { return netns.SetupNode(c) }
 func (hostNamespaces) SetupPod(c netns.PodConfig) error     { return netns.SetupPod(c) }
-
-func (hostNamespaces) AllowLowPorts(name string) error {
-	return netns.Do(name, func() error {
-		return os.WriteFile("/proc/sys/net/ipv4/ip_unprivileged_port_start", []byte("0"), 0o644)
-	})
-}
 
 func (hostNamespaces) ApplyRules(name, rules string) error {
 	return capture.NewApplier().Apply(name, rules)

@@ -126,13 +126,10 @@ func (r *recorder) SetupNode(c netns.NodeConfig) error {
 func (r *recorder) SetupPod(c netns.PodConfig) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.create("setup-pod", c.Namespace, "%s %s via %s, veth %s on %s in %s", c.Namespace, c.Address, c.Gateway, c.HostIfName, c.Bridge, c.NodeNamespace)
-}
-
-func (r *recorder) AllowLowPorts(name string) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.record("allow-low-ports", "%s", name)
+	if err := r.create("setup-pod", c.Namespace, "%s %s via %s, veth %s on %s in %s", c.Namespace, c.Address, c.Gateway, c.HostIfName, c.Bridge, c.NodeNamespace); err != nil || !c.AllowLowPorts {
+		return err
+	}
+	return r.record("allow-low-ports", "%s", c.Namespace)
 }
 
 func (r *recorder) ApplyRules(name, rules string) error {

@@ -45,6 +45,9 @@ type PodConfig struct {
 	PodIfName     string       // optional, default "eth0"
 	Address       netip.Prefix // required, e.g. 10.244.0.5/16
 	Gateway       netip.Addr   // required, default route via it
+	// AllowLowPorts lets every uid in the namespace bind any port, as container runtimes
+	// set net.ipv4.ip_unprivileged_port_start=0 for a Kubernetes pod.
+	AllowLowPorts bool
 }
 
 // podIfName returns the pod interface name with its default applied.

@@ -3,9 +3,7 @@ package netns
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"net"
-	"os"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -38,27 +36,25 @@ func (netlinkKernel) apply(s step) error {
 		}
 		return Create(s.namespace)
 	}
-	if s.op == opDisableIPv6 {
-		return Do(s.namespace, disableIPv6Here)
-	}
-	return Do(s.namespace, func() error { return applyHere(s) })
+	return Do(s.namespace, func() error {
+		h := newHere()
+		defer h.close()
+		return h.apply(s)
+	})
 }
 
-// applyAll enters the namespace once for all of steps: a pod's nine steps are three runs
-// in two namespaces, and each entry is a locked thread, two setns and a goroutine hop,
-// which a busy lab (a hundred pods at `up`) waits on for a free P every time.
+// applyAll enters the namespace once for all of steps: a pod's steps are three runs in
+// two namespaces, and each entry is a locked thread, two setns and a goroutine hop, which
+// a busy lab (a hundred pods at `up`) waits on for a free P every time. The run shares one
+// netlink socket, the links it looked up and one handle on /proc/sys/net.
 func (netlinkKernel) applyAll(steps []step) error {
 	failed := steps[0] // entering the namespace fails as its first step would
 	err := Do(steps[0].namespace, func() error {
+		h := newHere()
+		defer h.close()
 		for _, s := range steps {
 			failed = s
-			var err error
-			if s.op == opDisableIPv6 {
-				err = disableIPv6Here()
-			} else {
-				err = applyHere(s)
-			}
-			if err != nil {
+			if err := h.apply(s); err != nil {
 				return err
 			}
 		}
@@ -70,56 +66,118 @@ func (netlinkKernel) applyAll(steps []step) error {
 	return nil
 }
 
-// applyHere makes one link change in the calling thread's namespace. The package-level
-// netlink functions open a fresh socket per request, so it is created inside the namespace.
-func applyHere(s step) error {
+// here makes steps in the calling thread's namespace, which it must not leave while here
+// lives: its netlink socket (made at the first request) and /proc/sys/net handle are that
+// namespace's. The package-level netlink functions opened a socket per request, and each
+// link change looked its link up again.
+type here struct {
+	nl      *netlink.Handle
+	links   map[string]netlink.Link // looked up by name; no step renames or deletes one
+	sysctl  int                     // /proc/sys/net of the namespace, -1 until opened
+	noIPv6  bool                    // the kernel has no IPv6
+	checked bool                    // noIPv6 is known
+}
+
+func newHere() *here { return &here{links: map[string]netlink.Link{}, sysctl: -1} }
+
+func (h *here) close() {
+	if h.nl != nil {
+		h.nl.Close()
+	}
+	if h.sysctl >= 0 {
+		unix.Close(h.sysctl)
+	}
+}
+
+func (h *here) handle() (*netlink.Handle, error) {
+	if h.nl == nil {
+		nl, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+		if err != nil {
+			return nil, fmt.Errorf("open netlink: %w", err)
+		}
+		h.nl = nl
+	}
+	return h.nl, nil
+}
+
+func (h *here) link(name string) (netlink.Link, error) {
+	if l, ok := h.links[name]; ok {
+		return l, nil
+	}
+	nl, err := h.handle()
+	if err != nil {
+		return nil, err
+	}
+	l, err := nl.LinkByName(name)
+	if err != nil {
+		return nil, fmt.Errorf("find link %s: %w", name, err)
+	}
+	h.links[name] = l
+	return l, nil
+}
+
+// apply makes one change in the calling thread's namespace.
+func (h *here) apply(s step) error {
+	switch s.op {
+	case opDisableIPv6:
+		return h.disableIPv6()
+	case opAllowLowPorts:
+		if err := h.writeSysctl("ipv4/ip_unprivileged_port_start", "0"); err != nil {
+			return fmt.Errorf("allow unprivileged ports: %w", err)
+		}
+		return nil
+	}
+	nl, err := h.handle()
+	if err != nil {
+		return err
+	}
 	switch s.op {
 	case opAddBridge:
-		if l, err := netlink.LinkByName(s.link); err == nil {
+		if l, err := nl.LinkByName(s.link); err == nil {
 			if l.Type() != "bridge" {
 				return fmt.Errorf("link %s exists and is a %s, not a bridge", s.link, l.Type())
 			}
 			return nil
 		}
-		return netlink.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: s.link}})
+		return nl.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: s.link}})
 	case opAddVeth:
 		peerNS, err := openNamespace(s.peerNamespace)
 		if err != nil {
 			return err
 		}
 		defer unix.Close(peerNS)
-		return netlink.LinkAdd(&netlink.Veth{
+		return nl.LinkAdd(&netlink.Veth{
 			LinkAttrs:     netlink.LinkAttrs{Name: s.link},
 			PeerName:      s.peer,
 			PeerNamespace: netlink.NsFd(peerNS),
 		})
 	}
-	link, err := netlink.LinkByName(s.link)
+	link, err := h.link(s.link)
 	if err != nil {
-		return fmt.Errorf("find link %s: %w", s.link, err)
+		return err
 	}
 	switch s.op {
 	case opSetMaster:
-		master, err := netlink.LinkByName(s.master)
+		master, err := h.link(s.master)
 		if err != nil {
-			return fmt.Errorf("find link %s: %w", s.master, err)
+			return err
 		}
-		return netlink.LinkSetMaster(link, master)
+		return nl.LinkSetMasterByIndex(link, master.Attrs().Index)
 	case opAddAddr:
-		return netlink.AddrReplace(link, &netlink.Addr{IPNet: &net.IPNet{
+		return nl.AddrReplace(link, &netlink.Addr{IPNet: &net.IPNet{
 			IP:   s.prefix.Addr().AsSlice(),
 			Mask: net.CIDRMask(s.prefix.Bits(), s.prefix.Addr().BitLen()),
 		}})
 	case opLinkUp:
-		return netlink.LinkSetUp(link)
+		return nl.LinkSetUp(link)
 	case opDefaultRoute:
-		return netlink.RouteReplace(&netlink.Route{
+		return nl.RouteReplace(&netlink.Route{
 			LinkIndex: link.Attrs().Index,
 			Gw:        s.gateway.AsSlice(),
 			Scope:     netlink.SCOPE_UNIVERSE,
 		})
 	case opRoute:
-		return netlink.RouteReplace(&netlink.Route{
+		return nl.RouteReplace(&netlink.Route{
 			LinkIndex: link.Attrs().Index,
 			Dst:       &net.IPNet{IP: s.prefix.Masked().Addr().AsSlice(), Mask: net.CIDRMask(s.prefix.Bits(), s.prefix.Addr().BitLen())},
 			Gw:        s.gateway.AsSlice(),
@@ -129,25 +187,63 @@ func applyHere(s step) error {
 	return errors.New("unknown step")
 }
 
-// ipv6Sysctls are the switches that keep IPv6 off in a namespace: "all" turns it off on
-// every existing link, "default" on every link created afterwards, lo named for clarity.
+// ipv6Sysctls are the switches, under /proc/sys/net, that keep IPv6 off in a namespace:
+// "all" turns it off on every existing link, "default" on every link created afterwards,
+// lo named for clarity.
 var ipv6Sysctls = []string{
-	"/proc/sys/net/ipv6/conf/all/disable_ipv6",
-	"/proc/sys/net/ipv6/conf/default/disable_ipv6",
-	"/proc/sys/net/ipv6/conf/lo/disable_ipv6",
+	"ipv6/conf/all/disable_ipv6",
+	"ipv6/conf/default/disable_ipv6",
+	"ipv6/conf/lo/disable_ipv6",
 }
 
-// disableIPv6Here turns IPv6 off in the calling thread's network namespace (/proc/sys/net
-// is the namespace of the thread that opens it). A kernel without IPv6 has no such files:
+// disableIPv6 turns IPv6 off in the namespace. A kernel without IPv6 has no such files:
 // there is nothing to turn off.
-func disableIPv6Here() error {
-	if _, err := os.Stat("/proc/sys/net/ipv6"); errors.Is(err, fs.ErrNotExist) {
+func (h *here) disableIPv6() error {
+	if err := h.openSysctl(); err != nil {
+		return fmt.Errorf("disable IPv6: %w", err)
+	}
+	if !h.checked {
+		var st unix.Stat_t
+		err := unix.Fstatat(h.sysctl, "ipv6", &st, 0)
+		h.noIPv6, h.checked = errors.Is(err, unix.ENOENT), true
+	}
+	if h.noIPv6 {
 		return nil
 	}
 	for _, p := range ipv6Sysctls {
-		if err := os.WriteFile(p, []byte("1"), 0o644); err != nil {
-			return fmt.Errorf("disable IPv6: write %s: %w", p, err)
+		if err := h.writeSysctl(p, "1"); err != nil {
+			return fmt.Errorf("disable IPv6: %w", err)
 		}
+	}
+	return nil
+}
+
+// openSysctl opens /proc/sys/net once; it is the namespace of the thread that opens it,
+// and the files under it are reached relative to it (each full path was a walk from /).
+func (h *here) openSysctl() error {
+	if h.sysctl >= 0 {
+		return nil
+	}
+	fd, err := unix.Open("/proc/sys/net", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open /proc/sys/net: %w", err)
+	}
+	h.sysctl = fd
+	return nil
+}
+
+// writeSysctl writes value to the file rel under /proc/sys/net.
+func (h *here) writeSysctl(rel, value string) error {
+	if err := h.openSysctl(); err != nil {
+		return err
+	}
+	fd, err := unix.Openat(h.sysctl, rel, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("write /proc/sys/net/%s: %w", rel, err)
+	}
+	defer unix.Close(fd)
+	if _, err := unix.Write(fd, []byte(value)); err != nil {
+		return fmt.Errorf("write /proc/sys/net/%s: %w", rel, err)
 	}
 	return nil
 }

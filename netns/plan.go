@@ -11,6 +11,7 @@ type op int
 const (
 	opEnsureNamespace op = iota // create Namespace if absent
 	opDisableIPv6               // IPv6 off in Namespace (all, default and lo), before any link is up
+	opAllowLowPorts             // every uid in Namespace may bind any port (ip_unprivileged_port_start 0)
 	opAddBridge                 // bridge Link in Namespace (kept if it exists)
 	opAddVeth                   // veth Link in Namespace, its end Peer created in PeerNamespace
 	opSetMaster                 // attach Link to bridge Master
@@ -39,6 +40,10 @@ func (s step) String() string {
 	switch s.op {
 	case opEnsureNamespace:
 		return "ip netns add " + s.namespace + " # if absent"
+	case opDisableIPv6:
+		return "ip netns exec " + s.namespace + " sysctl -w net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1 net.ipv6.conf.lo.disable_ipv6=1"
+	case opAllowLowPorts:
+		return "ip netns exec " + s.namespace + " sysctl -w net.ipv4.ip_unprivileged_port_start=0"
 	case opAddBridge:
 		return in + "link add " + s.link + " type bridge # if absent"
 	case opAddVeth:
@@ -79,17 +84,25 @@ func planNode(c NodeConfig) []step {
 // already disables IPv6, and the node end in the node namespace, whose default does too.
 // The veth is created from the node namespace with its pod end already in the pod
 // namespace, so no end ever sits in the root namespace and nothing is moved afterwards.
+//
+// With AllowLowPorts the unprivileged-port sysctl goes with IPv6's, in the same entry into
+// the namespace (a pod's start entered it once more for it alone).
 func planPod(c PodConfig) []step {
 	pod, node, podIf := c.Namespace, c.NodeNamespace, c.podIfName()
-	return []step{
+	steps := []step{
 		{op: opEnsureNamespace, namespace: pod},
 		{op: opDisableIPv6, namespace: pod},
-		{op: opLinkUp, namespace: pod, link: "lo"},
-		{op: opAddVeth, namespace: node, link: c.HostIfName, peer: podIf, peerNamespace: pod},
-		{op: opSetMaster, namespace: node, link: c.HostIfName, master: c.Bridge},
-		{op: opLinkUp, namespace: node, link: c.HostIfName},
-		{op: opAddAddr, namespace: pod, link: podIf, prefix: c.Address},
-		{op: opLinkUp, namespace: pod, link: podIf},
-		{op: opDefaultRoute, namespace: pod, link: podIf, gateway: c.Gateway},
 	}
+	if c.AllowLowPorts {
+		steps = append(steps, step{op: opAllowLowPorts, namespace: pod})
+	}
+	return append(steps,
+		step{op: opLinkUp, namespace: pod, link: "lo"},
+		step{op: opAddVeth, namespace: node, link: c.HostIfName, peer: podIf, peerNamespace: pod},
+		step{op: opSetMaster, namespace: node, link: c.HostIfName, master: c.Bridge},
+		step{op: opLinkUp, namespace: node, link: c.HostIfName},
+		step{op: opAddAddr, namespace: pod, link: podIf, prefix: c.Address},
+		step{op: opLinkUp, namespace: pod, link: podIf},
+		step{op: opDefaultRoute, namespace: pod, link: podIf, gateway: c.Gateway},
+	)
 }

@@ -29,7 +29,7 @@ func TestSetupWorldPlan(t *testing.T) {
 		t.Fatalf("setupWorld: %v", err)
 	}
 	text := k.text()
-	if strings.Contains(text, "default") {
+	if strings.Contains(text, "route replace default") {
 		t.Errorf("world plan has a default route:\n%s", text)
 	}
 	testutil.Golden(t, "world-plan", []byte(text))

@@ -17,10 +17,9 @@ import (
 // Namespaces is the kernel as making a pod's network reaches it (the lab's system: the
 // host's, or its tests' recorder).
 type Namespaces interface {
-	// SetupPod creates a pod's namespace with its veth on the node's bridge.
+	// SetupPod creates a pod's namespace with its veth on the node's bridge (and, with
+	// c.AllowLowPorts, lets every uid in it bind any port).
 	SetupPod(c netns.PodConfig) error
-	// AllowLowPorts lets every uid in the namespace bind any port.
-	AllowLowPorts(name string) error
 	// ApplyRules installs iptables-restore rules in the namespace.
 	ApplyRules(name, rules string) error
 }
@@ -89,14 +88,12 @@ func (m *Maker) make(key string, ip netip.Addr, withCapture bool, slot func(func
 			HostIfName:    m.d.HostIfName(key),
 			Address:       netip.PrefixFrom(ip, m.d.PodCIDR.Bits()),
 			Gateway:       Gateway(m.d.PodCIDR).Addr(),
+			// As container runtimes do for Kubernetes pods: any uid may bind any port, so
+			// an app running unprivileged can still serve on port 80.
+			AllowLowPorts: true,
 		})
 		if err != nil {
 			return fmt.Errorf("create pod namespace %s: %w", ns, err)
-		}
-		// As container runtimes do for Kubernetes pods: any uid may bind any port, so an
-		// app running unprivileged can still serve on port 80.
-		if err := m.d.NS.AllowLowPorts(ns); err != nil {
-			return fmt.Errorf("allow unprivileged ports in %s: %w", ns, err)
 		}
 		return nil
 	})

@@ -32,9 +32,15 @@ func (r *recorder) note(call string) error {
 }
 
 func (r *recorder) SetupPod(c netns.PodConfig) error {
-	return r.note("setup " + c.Namespace + " " + c.NodeNamespace + " " + c.Bridge + " " + c.HostIfName + " " + c.Address.String() + " via " + c.Gateway.String())
+	if err := r.note("setup " + c.Namespace + " " + c.NodeNamespace + " " + c.Bridge + " " + c.HostIfName + " " + c.Address.String() + " via " + c.Gateway.String()); err != nil {
+		return err
+	}
+	if c.AllowLowPorts {
+		return r.note("lowports " + c.Namespace)
+	}
+	return nil
 }
-func (r *recorder) AllowLowPorts(name string) error     { return r.note("lowports " + name) }
+
 func (r *recorder) ApplyRules(name, rules string) error { return r.note("rules " + name) }
 
 func deps(t *testing.T, r *recorder, journal *[]string) Deps {
