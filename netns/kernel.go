@@ -46,7 +46,7 @@ func (netlinkKernel) apply(s step) error {
 // applyAll enters the namespace once for all of steps: a pod's steps are three runs in
 // two namespaces, and each entry is a locked thread, two setns and a goroutine hop, which
 // a busy lab (a hundred pods at `up`) waits on for a free P every time. The run shares one
-// netlink socket, the links it looked up and one handle on /proc/sys/net.
+// netlink socket and the links it looked up.
 func (netlinkKernel) applyAll(steps []step) error {
 	failed := steps[0] // entering the namespace fails as its first step would
 	err := Do(steps[0].namespace, func() error {
@@ -67,25 +67,19 @@ func (netlinkKernel) applyAll(steps []step) error {
 }
 
 // here makes steps in the calling thread's namespace, which it must not leave while here
-// lives: its netlink socket (made at the first request) and /proc/sys/net handle are that
-// namespace's. The package-level netlink functions opened a socket per request, and each
-// link change looked its link up again.
+// lives: its netlink socket (made at the first request) is that namespace's. The
+// package-level netlink functions opened a socket per request, and each link change
+// looked its link up again.
 type here struct {
-	nl      *netlink.Handle
-	links   map[string]netlink.Link // looked up by name; no step renames or deletes one
-	sysctl  int                     // /proc/sys/net of the namespace, -1 until opened
-	noIPv6  bool                    // the kernel has no IPv6
-	checked bool                    // noIPv6 is known
+	nl    *netlink.Handle
+	links map[string]netlink.Link // looked up by name; no step renames or deletes one
 }
 
-func newHere() *here { return &here{links: map[string]netlink.Link{}, sysctl: -1} }
+func newHere() *here { return &here{links: map[string]netlink.Link{}} }
 
 func (h *here) close() {
 	if h.nl != nil {
 		h.nl.Close()
-	}
-	if h.sysctl >= 0 {
-		unix.Close(h.sysctl)
 	}
 }
 
@@ -122,8 +116,9 @@ func (h *here) apply(s step) error {
 	case opDisableIPv6:
 		return h.disableIPv6()
 	case opAllowLowPorts:
-		if err := h.writeSysctl("ipv4/ip_unprivileged_port_start", "0"); err != nil {
-			return fmt.Errorf("allow unprivileged ports: %w", err)
+		const p = "/proc/sys/net/ipv4/ip_unprivileged_port_start"
+		if err := writeAt(unix.AT_FDCWD, p, "0"); err != nil {
+			return fmt.Errorf("allow unprivileged ports: write %s: %w", p, err)
 		}
 		return nil
 	}
@@ -187,63 +182,43 @@ func (h *here) apply(s step) error {
 	return errors.New("unknown step")
 }
 
-// ipv6Sysctls are the switches, under /proc/sys/net, that keep IPv6 off in a namespace:
-// "all" turns it off on every existing link, "default" on every link created afterwards,
-// lo named for clarity.
-var ipv6Sysctls = []string{
-	"ipv6/conf/all/disable_ipv6",
-	"ipv6/conf/default/disable_ipv6",
-	"ipv6/conf/lo/disable_ipv6",
-}
+// ipv6Sysctls are the switches, under /proc/sys/net/ipv6/conf, that keep IPv6 off in a
+// namespace: "all" turns it off on every existing link, "default" on every link created
+// afterwards, lo named for clarity.
+var ipv6Sysctls = []string{"all/disable_ipv6", "default/disable_ipv6", "lo/disable_ipv6"}
 
 // disableIPv6 turns IPv6 off in the namespace. A kernel without IPv6 has no such files:
 // there is nothing to turn off.
+//
+// Every namespace has its own ipv4 and ipv6 directories under the one /proc/sys/net, and
+// a lookup of either name there compares against each namespace's entry of that name
+// (proc_sys_compare): O(pods) per path. The three switches are reached from one open of
+// their conf directory, one such lookup instead of one per file.
 func (h *here) disableIPv6() error {
-	if err := h.openSysctl(); err != nil {
-		return fmt.Errorf("disable IPv6: %w", err)
-	}
-	if !h.checked {
-		var st unix.Stat_t
-		err := unix.Fstatat(h.sysctl, "ipv6", &st, 0)
-		h.noIPv6, h.checked = errors.Is(err, unix.ENOENT), true
-	}
-	if h.noIPv6 {
+	dir, err := unix.Open("/proc/sys/net/ipv6/conf", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
 		return nil
 	}
+	if err != nil {
+		return fmt.Errorf("disable IPv6: open /proc/sys/net/ipv6/conf: %w", err)
+	}
+	defer unix.Close(dir)
 	for _, p := range ipv6Sysctls {
-		if err := h.writeSysctl(p, "1"); err != nil {
-			return fmt.Errorf("disable IPv6: %w", err)
+		if err := writeAt(dir, p, "1"); err != nil {
+			return fmt.Errorf("disable IPv6: write /proc/sys/net/ipv6/conf/%s: %w", p, err)
 		}
 	}
 	return nil
 }
 
-// openSysctl opens /proc/sys/net once; it is the namespace of the thread that opens it,
-// and the files under it are reached relative to it (each full path was a walk from /).
-func (h *here) openSysctl() error {
-	if h.sysctl >= 0 {
-		return nil
-	}
-	fd, err := unix.Open("/proc/sys/net", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+// writeAt writes value to the file rel under the directory dir (AT_FDCWD: the current
+// directory, or rel absolute).
+func writeAt(dir int, rel, value string) error {
+	fd, err := unix.Openat(dir, rel, unix.O_WRONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("open /proc/sys/net: %w", err)
-	}
-	h.sysctl = fd
-	return nil
-}
-
-// writeSysctl writes value to the file rel under /proc/sys/net.
-func (h *here) writeSysctl(rel, value string) error {
-	if err := h.openSysctl(); err != nil {
 		return err
 	}
-	fd, err := unix.Openat(h.sysctl, rel, unix.O_WRONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("write /proc/sys/net/%s: %w", rel, err)
-	}
 	defer unix.Close(fd)
-	if _, err := unix.Write(fd, []byte(value)); err != nil {
-		return fmt.Errorf("write /proc/sys/net/%s: %w", rel, err)
-	}
-	return nil
+	_, err = unix.Write(fd, []byte(value))
+	return err
 }

@@ -26,6 +26,7 @@ func TestSetupNodeAndPods(t *testing.T) {
 		podFor(prefix, lab, "a", "10.244.0.5/16"),
 		podFor(prefix, lab, "b", "10.244.0.6/16"),
 	}
+	pods[1].AllowLowPorts = true
 
 	if err := SetupNode(node); err != nil {
 		t.Fatalf("SetupNode: %v", err)
@@ -47,6 +48,18 @@ func TestSetupNodeAndPods(t *testing.T) {
 		checkPod(t, p)
 	}
 	checkRootUntouched(t, node, pods)
+	// Pod b's plan set the unprivileged port start; pod a keeps the kernel's default.
+	for _, p := range pods {
+		var got string
+		err := Do(p.Namespace, func() error {
+			b, err := os.ReadFile("/proc/sys/net/ipv4/ip_unprivileged_port_start")
+			got = strings.TrimSpace(string(b))
+			return err
+		})
+		if want := map[bool]string{true: "0", false: "1024"}[p.AllowLowPorts]; err != nil || got != want {
+			t.Errorf("%s: ip_unprivileged_port_start = %q (%v), want %s", p.Namespace, got, err, want)
+		}
+	}
 
 	t.Run("pods reach each other over TCP", func(t *testing.T) {
 		checkTCP(t, pods[0], pods[1])
