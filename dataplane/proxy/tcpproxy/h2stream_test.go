@@ -12,7 +12,7 @@ import (
 
 // h2cServer serves handler over HTTP/2 with prior knowledge on a loopback port; it
 // returns a dial of a new connection to it.
-func h2cServer(t *testing.T, handler http.HandlerFunc) func() net.Conn {
+func h2cServer(t testing.TB, handler http.HandlerFunc) func() net.Conn {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -160,5 +160,28 @@ func TestH2StreamResetByPeer(t *testing.T) {
 	_ = s.Close()
 	if _, err := s.Write([]byte("x")); err == nil {
 		t.Error("write after Close succeeded")
+	}
+}
+
+// BenchmarkH2StreamRoundTrip is one tunnel's request and answer (1 KB each way) through
+// an echoing HTTP/2 server on loopback: go test ./dataplane/proxy/tcpproxy -run '^$'
+// -bench H2StreamRoundTrip.
+func BenchmarkH2StreamRoundTrip(b *testing.B) {
+	dial := h2cServer(b, echo)
+	s, status, err := openH2Stream(dial(), "10.0.0.1:80", nil)
+	if err != nil || status != http.StatusOK {
+		b.Fatalf("open = %d, %v", status, err)
+	}
+	defer s.Close()
+	msg := make([]byte, 1024)
+	got := make([]byte, 1024)
+	b.ResetTimer()
+	for range b.N {
+		if _, err := s.Write(msg); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadFull(s, got); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
