@@ -12,22 +12,22 @@ import (
 
 // h2cServer serves handler over HTTP/2 with prior knowledge on a loopback port; it
 // returns a dial of a new connection to it.
-func h2cServer(t testing.TB, handler http.HandlerFunc) func() net.Conn {
-	t.Helper()
+func h2cServer(tb testing.TB, handler http.HandlerFunc) func() net.Conn {
+	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	var protos http.Protocols
 	protos.SetUnencryptedHTTP2(true)
 	hs := &http.Server{Handler: handler, Protocols: &protos}
 	done := make(chan struct{})
 	go func() { defer close(done); _ = hs.Serve(ln) }()
-	t.Cleanup(func() { _ = hs.Close(); <-done })
+	tb.Cleanup(func() { _ = hs.Close(); <-done })
 	return func() net.Conn {
 		c, err := net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
 		if err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
 		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
 		return c
