@@ -10,6 +10,8 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -156,6 +158,13 @@ func TestCheckNamesWhatTheReferenceNames(t *testing.T) {
 	if err := full.Check(c); err != nil {
 		t.Fatalf("everything allowed: %v", err)
 	}
+	enc, err := proto.MarshalOptions{Deterministic: true}.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !full.AcceptsEncoding(m.Descriptor(), enc, "") {
+		t.Fatal("everything allowed: AcceptsEncoding refused the encoding")
+	}
 	type field struct {
 		typ  protoreflect.FullName
 		name string
@@ -180,10 +189,49 @@ func TestCheckNamesWhatTheReferenceNames(t *testing.T) {
 			if want == nil || got == nil || got.Error() != want.Error() {
 				t.Errorf("%v and %v refused: got %v, want %v", f1, f2, got, want)
 			}
+			if a.AcceptsEncoding(m.Descriptor(), enc, "") {
+				t.Errorf("%v and %v refused: AcceptsEncoding accepted the encoding", f1, f2)
+			}
 			cases++
 		}
 	}
 	if cases < 200 {
 		t.Errorf("only %d fields refused; the fixture lost its fields", cases)
 	}
+}
+
+// TestAcceptsEncodingLeavesDefaultsToCheck: a field encoded with its default value is on
+// the wire but not set; AcceptsEncoding refuses it and Check of the decoded message
+// accepts it. Unknown fields are not checked, as Check does not see them.
+func TestAcceptsEncodingLeavesDefaultsToCheck(t *testing.T) {
+	allow := Allow{"envoy.config.listener.v3.Listener": {"name"}}
+	l := &listenerv3.Listener{}
+	md := l.ProtoReflect().Descriptor()
+	// name "x", then per_connection_buffer_limit_bytes (5, a message) and
+	// stat_prefix (28, a string) encoded empty, then unknown field 9999.
+	enc := []byte{0x0a, 0x01, 'x', 0x2a, 0x00}
+	if allow.AcceptsEncoding(md, enc, "") {
+		t.Error("AcceptsEncoding took a message field that is not allowed")
+	}
+	empty := append([]byte{0x0a, 0x01, 'x'}, protowireString(28, "")...)
+	if allow.AcceptsEncoding(md, empty, "") {
+		t.Error("AcceptsEncoding took stat_prefix on the wire")
+	}
+	if err := proto.Unmarshal(empty, l); err != nil {
+		t.Fatal(err)
+	}
+	if err := allow.Check(l); err != nil {
+		t.Errorf("Check of the decoded message: %v (stat_prefix is empty: not set)", err)
+	}
+	unknown := append([]byte{0x0a, 0x01, 'x'}, protowireString(9999, "y")...)
+	if !allow.AcceptsEncoding(md, unknown, "") {
+		t.Error("AcceptsEncoding refused an unknown field")
+	}
+	if !allow.AcceptsEncoding(md, enc[:3], "") || !allow.AcceptsEncoding(md, enc, "per_connection_buffer_limit_bytes") {
+		t.Error("AcceptsEncoding refused an allowed or skipped field")
+	}
+}
+
+func protowireString(num protowire.Number, v string) []byte {
+	return protowire.AppendString(protowire.AppendTag(nil, num, protowire.BytesType), v)
 }

@@ -38,10 +38,13 @@ type routeCacheEntry struct {
 }
 
 // decodedVirtualHost is a decoded, valid virtual host and its encoding (kept so the
-// next decode shares it instead of copying it).
+// next decode shares it instead of copying it), and whether its encoding holds only
+// fields the proxy implements (fieldcheck's AcceptsEncoding: Compile then skips the
+// walk of the decoded message).
 type decodedVirtualHost struct {
-	enc string
-	msg *routev3.VirtualHost
+	enc      string
+	msg      *routev3.VirtualHost
+	accepted bool
 }
 
 // compiledVirtualHost is a checked, compiled virtual host, the decoded message it was
@@ -106,6 +109,7 @@ func (c *RouteCache) Decode(b []byte) *routev3.RouteConfiguration {
 			if err := proto.Unmarshal(h, d.msg); err != nil || d.msg.ValidateAll() != nil {
 				return nil
 			}
+			d.accepted = routeAllow.AcceptsEncoding(d.msg.ProtoReflect().Descriptor(), h, "")
 		}
 		decoded[i] = d
 		rc.VirtualHosts[i] = d.msg
@@ -121,7 +125,7 @@ func (c *RouteCache) Compile(rc *routev3.RouteConfiguration) (*RouteTable, error
 	if rc == nil || routeAllow.CheckExcept(rc, "virtual_hosts") != nil {
 		return CompileRoutes(rc)
 	}
-	prev := c.entry(rc.GetName())
+	prev := c.entry(rc.GetName()) // its decoded are rc's own virtual hosts: Decode's
 	maxBody := maxDirectResponseBody(rc)
 	compiled := make([]compiledVirtualHost, len(rc.GetVirtualHosts()))
 	t := newRouteTable(rc)
@@ -129,7 +133,8 @@ func (c *RouteCache) Compile(rc *routev3.RouteConfiguration) (*RouteTable, error
 		cv, ok := near(prev.compiled, i, func(cv compiledVirtualHost) bool { return cv.src == pvh && cv.maxBody == maxBody })
 		if !ok {
 			// A refusal is CompileRoutes', which names the field from the configuration.
-			if routeAllow.Check(pvh) != nil {
+			d, _ := near(prev.decoded, i, func(d decodedVirtualHost) bool { return d.msg == pvh })
+			if !d.accepted && routeAllow.Check(pvh) != nil {
 				return CompileRoutes(rc)
 			}
 			vh, err := compileVirtualHost(pvh, maxBody)
