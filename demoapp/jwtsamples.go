@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 
@@ -73,7 +74,8 @@ func newJWTSamples() (*JWTSamples, error) {
 	return s, nil
 }
 
-// gitHubRaw serves the samples below any branch; everything else is GitHub's 404. The
+// gitHubRaw serves the JWT samples below any branch, and Istio's samples/ from the
+// Istio module (istiosamples.go); everything else is GitHub's 404. The
 // samples (an RSA key: 50-500 ms of CPU) are made on the first request for them, not
 // when the lab makes its outside world: most labs never ask, and the lab's `up` is
 // CPU-bound (docs/BENCHMARKS.md, "100 pods").
@@ -95,6 +97,9 @@ func gitHubRaw() http.Handler {
 			body = s.JWKS
 		case s.Tokens[file] != "":
 			body = []byte(s.Tokens[file])
+		}
+		if local, ok := IstioSampleFile(r.URL.Path); body == nil && ok {
+			body, _ = os.ReadFile(local) // istiosamples.go: the Istio module's samples/
 		}
 		if body == nil {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/meshlab/meshlab/api"
+	"github.com/meshlab/meshlab/demoapp"
 	"github.com/meshlab/meshlab/lab"
 )
 
@@ -94,7 +96,27 @@ shows STALE until each proxy ACKs). --wait returns only once every proxy runs it
 	return cmd
 }
 
-// readConfigFiles reads every file named, expanding directories (not recursively).
+// readConfigURL reads kubectl's -f URL as the lab's outside world answers it: Istio's
+// sample files (https://raw.githubusercontent.com/istio/istio/<ref>/samples/..., as the
+// docs fetch them) from the Istio module meshlab is held to, whatever the ref. meshlab
+// never fetches from the internet.
+func readConfigURL(raw string) (api.ConfigFile, error) {
+	u, err := url.Parse(raw)
+	if err == nil && u.Host == demoapp.ExternalGitHubRaw {
+		if local, ok := demoapp.IstioSampleFile(u.Path); ok {
+			data, err := api.ReadFileLimited(local)
+			if err != nil {
+				return api.ConfigFile{}, err
+			}
+			return api.ConfigFile{Name: raw, Data: string(data)}, nil
+		}
+	}
+	return api.ConfigFile{}, fmt.Errorf("read %s: a lab reaches no internet: its outside world answers https://%s/istio/istio/<ref>/samples/... (Istio's samples, from the module istio.io/istio@%s in %s, whatever the ref) and nothing else; save the file and give -f FILE",
+		raw, demoapp.ExternalGitHubRaw, demoapp.IstioModuleVersion, demoapp.IstioModuleDir())
+}
+
+// readConfigFiles reads every file named, expanding directories (not recursively), and
+// Istio's sample URLs (readConfigURL).
 func readConfigFiles(names []string, stdin io.Reader) ([]api.ConfigFile, error) {
 	var out []api.ConfigFile
 	for _, n := range names {
@@ -104,6 +126,14 @@ func readConfigFiles(names []string, stdin io.Reader) ([]api.ConfigFile, error) 
 				return nil, err
 			}
 			out = append(out, api.ConfigFile{Name: "<stdin>", Data: string(data)})
+			continue
+		}
+		if strings.HasPrefix(n, "https://") || strings.HasPrefix(n, "http://") {
+			f, err := readConfigURL(n)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, f)
 			continue
 		}
 		fi, err := os.Stat(n)

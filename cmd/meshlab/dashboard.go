@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 	"github.com/meshlab/meshlab/lab"
 	"github.com/meshlab/meshlab/lab/promserver"
@@ -45,7 +47,9 @@ port, else a free one), prints its URL and serves until Ctrl-C.
                   in the addon's pod, scraping the lab's proxies and ztunnel); without
                   the addon, the lab's merged metrics at /metrics
   envoy|proxy POD the pod's proxy admin (Envoy's admin API, read-only)
-  grafana, kiali, jaeger, zipkin, skywalking, controlz: refused with the reason`,
+  grafana, kiali, jaeger, zipkin, skywalking: the pod of the samples/addons file
+                  (its app runs meshlab's demo app); without it istioctl's "no pods found"
+  controlz        refused with the reason`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			name, err := g.labName()
@@ -71,27 +75,96 @@ port, else a free one), prints its URL and serves until Ctrl-C.
 	for _, use := range []string{"envoy", "proxy"} {
 		cmd.AddCommand(newProxyDashCmd(g, f, use))
 	}
-	for _, a := range absentAddons {
-		cmd.AddCommand(&cobra.Command{
-			Use:   a.name,
-			Short: "Refused: " + a.why,
-			RunE: func(*cobra.Command, []string) error {
-				return fmt.Errorf("dashboard %s: %s", a.name, a.why)
-			},
-			DisableFlagParsing: true,
-		})
+	for _, a := range addonUIs {
+		cmd.AddCommand(newAddonDashCmd(g, f, a))
 	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "controlz",
+		Short: "Refused: " + controlzRefusal,
+		RunE: func(*cobra.Command, []string) error {
+			return fmt.Errorf("dashboard controlz: %s", controlzRefusal)
+		},
+		DisableFlagParsing: true,
+	})
 	return cmd
 }
 
-// absentAddons are the UIs of istioctl dashboard a lab cannot serve, and why.
-var absentAddons = []struct{ name, why string }{
-	{"grafana", "a lab runs no Grafana (samples/addons/grafana.yaml's image has no persona in meshlab); the lab's metrics are at `meshlab dashboard prometheus` and its own dashboard at `meshlab dashboard`"},
-	{"kiali", "a lab runs no Kiali (samples/addons/kiali.yaml's image has no persona in meshlab); the mesh's graph is in the lab's own dashboard: `meshlab dashboard`"},
-	{"jaeger", "a lab runs no Jaeger and its proxies send no spans to a tracer; a request's path through the mesh is `meshlab trace`"},
-	{"zipkin", "a lab runs no Zipkin and its proxies send no spans to a tracer; a request's path through the mesh is `meshlab trace`"},
-	{"skywalking", "a lab runs no SkyWalking and its proxies send no spans to a tracer; a request's path through the mesh is `meshlab trace`"},
-	{"controlz", "meshlab's control plane serves no ControlZ; its state is `meshlab proxy-status`, `meshlab x istiod-debug` and the lab's dashboard"},
+// addonUI is an istioctl dashboard of one of Istio's samples/addons: istioctl finds the
+// first pod of selector in istio-system, then in the namespace (-n, default), forwards
+// its port and prints the URL.
+type addonUI struct {
+	name, selector string
+	port           int
+	path           string // after the address in the URL istioctl prints ("/kiali")
+}
+
+// addonUIs are istioctl's addon dashboards other than Prometheus (which a lab runs).
+var addonUIs = []addonUI{
+	{"grafana", "app.kubernetes.io/name=grafana", 3000, ""},
+	{"kiali", "app=kiali", 20001, "/kiali"},
+	{"jaeger", "app=jaeger", 16686, ""},
+	{"zipkin", "app=zipkin", 9411, ""},
+	{"skywalking", "app=skywalking-ui", 8080, ""},
+}
+
+const controlzRefusal = "meshlab's control plane serves no ControlZ; its state is `meshlab proxy-status`, `meshlab x istiod-debug` and the lab's dashboard"
+
+// newAddonDashCmd is istioctl dashboard NAME for an addon: without the addon's pod,
+// istioctl's "Error: no pods found with selector ..."; with it (its samples/addons file
+// applied), a forward of the pod's port, printing istioctl's URL. The addon's image has
+// no persona in meshlab, so the pod runs the demo app (it answers with an echo of the
+// request): meshlab says so on stderr.
+func newAddonDashCmd(g *globalFlags, f *dashboardFlags, a addonUI) *cobra.Command {
+	var uiPort int
+	var namespace string
+	cmd := &cobra.Command{
+		Use:   a.name,
+		Short: fmt.Sprintf("Forward http://localhost:%d%s to the pod of samples/addons/%s.yaml until Ctrl-C (%s)", a.port, a.path, a.name, a.selector),
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			name, err := g.existingLab()
+			if err != nil {
+				return err
+			}
+			c, err := g.apiClient()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			var pod api.KubeObject
+			for _, ns := range []string{"istio-system", cmp.Or(namespace, "default")} {
+				pods, err := c.KubeObjects(cmd.Context(), "pod", ns, "", a.selector)
+				if err != nil {
+					return err
+				}
+				if len(pods) > 0 {
+					pod = pods[0]
+					break
+				}
+			}
+			if pod.Name == "" {
+				return errors.New(istioctlErrorPrefix + "no pods found with selector " + a.selector)
+			}
+			r, err := lab.ReadRecord(lab.PathsFor(g.runRoot, name))
+			if err != nil {
+				return fmt.Errorf("lab %s: %w", name, err)
+			}
+			p, err := r.FindPod(pod.Name, pod.Namespace)
+			if err != nil {
+				return err
+			}
+			if !p.IP.IsValid() {
+				return fmt.Errorf("failure running port forward process: pod %s has no IP yet", pod.Name)
+			}
+			if p.Persona == "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "meshlab: pod %s.%s runs meshlab's demo app, not %s (the addon's image has no persona): it answers with an echo of each request; the mesh's graph and metrics are in `meshlab dashboard`\n", pod.Name, pod.Namespace, a.name)
+			}
+			return serveDashboardAt(cmd, f, uiPort, a.path, podForward(name, netip.AddrPortFrom(p.IP, uint16(a.port)).String()))
+		},
+	}
+	cmd.Flags().IntVar(&uiPort, "ui-port", a.port, "the component's port")
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "namespace to look in after istio-system (default: default)")
+	return cmd
 }
 
 func newPrometheusDashCmd(g *globalFlags, f *dashboardFlags) *cobra.Command {
@@ -148,8 +221,13 @@ func prometheusPod(g *globalFlags, name string) (http.Handler, bool, error) {
 	if i < 0 {
 		return nil, false, nil
 	}
-	target := netip.AddrPortFrom(r.Pods[i].IP, 9090).String()
-	node := lab.NodeNamespace(name)
+	return podForward(name, netip.AddrPortFrom(r.Pods[i].IP, 9090).String()), true, nil
+}
+
+// podForward is a reverse proxy to target (a pod's IP:port), dialled in the lab's node
+// namespace as port-forward does.
+func podForward(lab_, target string) http.Handler {
+	node := lab.NodeNamespace(lab_)
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(&url.URL{Scheme: "http", Host: target})
@@ -158,7 +236,7 @@ func prometheusPod(g *globalFlags, name string) (http.Handler, bool, error) {
 		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return netns.DialContext(ctx, node, "tcp", target)
 		}},
-	}, true, nil
+	}
 }
 
 func newProxyDashCmd(g *globalFlags, f *dashboardFlags, use string) *cobra.Command {
@@ -203,6 +281,12 @@ func newProxyDashCmd(g *globalFlags, f *dashboardFlags, use string) *cobra.Comma
 // serveDashboard listens on the dashboard's address (port -p, else uiPort, else a free
 // one, as istioctl), prints the URL as istioctl does and serves h until Ctrl-C.
 func serveDashboard(cmd *cobra.Command, f *dashboardFlags, uiPort int, h http.Handler) error {
+	return serveDashboardAt(cmd, f, uiPort, "", h)
+}
+
+// serveDashboardAt is serveDashboard printing the URL with path, as istioctl prints
+// Kiali's (http://localhost:20001/kiali).
+func serveDashboardAt(cmd *cobra.Command, f *dashboardFlags, uiPort int, path string, h http.Handler) error {
 	host := f.address
 	ip := host
 	if host == "localhost" {
@@ -227,7 +311,7 @@ func serveDashboard(cmd *cobra.Command, f *dashboardFlags, uiPort int, h http.Ha
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	out := cmd.OutOrStdout()
-	fmt.Fprintf(out, "http://%s\n", net.JoinHostPort(host, strconv.Itoa(port)))
+	fmt.Fprintf(out, "http://%s%s\n", net.JoinHostPort(host, strconv.Itoa(port)), path)
 	if !f.browser {
 		fmt.Fprint(out, "skipping opening a browser")
 	}

@@ -19,7 +19,7 @@ func main() {
 	err := root.ExecuteContext(ctx)
 	stop()
 	if err != nil {
-		if msg := err.Error(); strings.HasPrefix(msg, kubectlErrorPrefix) {
+		if msg := err.Error(); strings.HasPrefix(msg, kubectlErrorPrefix) || strings.HasPrefix(msg, istioctlErrorPrefix) {
 			fmt.Fprintln(os.Stderr, msg) // kubectl's own line, as the docs print it
 		} else {
 			fmt.Fprintln(os.Stderr, "meshlab:", err)
@@ -35,3 +35,7 @@ func main() {
 // kubectlErrorPrefix begins the errors worded as kubectl's (notFound), printed as kubectl
 // prints them: without meshlab's prefix.
 const kubectlErrorPrefix = "Error from server ("
+
+// istioctlErrorPrefix begins the errors worded as istioctl's (cobra's "Error: "), printed
+// as istioctl prints them.
+const istioctlErrorPrefix = "Error: "
