@@ -20,7 +20,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 	"github.com/meshlab/meshlab/lab"
 	"github.com/meshlab/meshlab/lab/promserver"
@@ -122,42 +121,12 @@ func newAddonDashCmd(g *globalFlags, f *dashboardFlags, a addonUI) *cobra.Comman
 		Short: fmt.Sprintf("Forward http://localhost:%d%s to the pod of samples/addons/%s.yaml until Ctrl-C (%s)", a.port, a.path, a.name, a.selector),
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			name, err := g.existingLab()
+			name, p, err := addonPod(cmd.Context(), g, a.selector, cmp.Or(namespace, "default"))
 			if err != nil {
 				return err
-			}
-			c, err := g.apiClient()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			var pod api.KubeObject
-			for _, ns := range []string{"istio-system", cmp.Or(namespace, "default")} {
-				pods, err := c.KubeObjects(cmd.Context(), "pod", ns, "", a.selector)
-				if err != nil {
-					return err
-				}
-				if len(pods) > 0 {
-					pod = pods[0]
-					break
-				}
-			}
-			if pod.Name == "" {
-				return errors.New(istioctlErrorPrefix + "no pods found with selector " + a.selector)
-			}
-			r, err := lab.ReadRecord(lab.PathsFor(g.runRoot, name))
-			if err != nil {
-				return fmt.Errorf("lab %s: %w", name, err)
-			}
-			p, err := r.FindPod(pod.Name, pod.Namespace)
-			if err != nil {
-				return err
-			}
-			if !p.IP.IsValid() {
-				return fmt.Errorf("failure running port forward process: pod %s has no IP yet", pod.Name)
 			}
 			if p.Persona == "" {
-				fmt.Fprintf(cmd.ErrOrStderr(), "meshlab: pod %s.%s runs meshlab's demo app, not %s (the addon's image has no persona): it answers with an echo of each request; the mesh's graph and metrics are in `meshlab dashboard`\n", pod.Name, pod.Namespace, a.name)
+				fmt.Fprintf(cmd.ErrOrStderr(), "meshlab: pod %s.%s runs meshlab's demo app, not %s (the addon's image has no persona): it answers with an echo of each request; the mesh's graph and metrics are in `meshlab dashboard`\n", p.Name, p.Namespace, a.name)
 			}
 			return serveDashboardAt(cmd, f, uiPort, a.path, podForward(name, netip.AddrPortFrom(p.IP, uint16(a.port)).String()))
 		},
@@ -165,6 +134,40 @@ func newAddonDashCmd(g *globalFlags, f *dashboardFlags, a addonUI) *cobra.Comman
 	cmd.Flags().IntVar(&uiPort, "ui-port", a.port, "the component's port")
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "namespace to look in after istio-system (default: default)")
 	return cmd
+}
+
+// addonPod finds the addon's pod as istioctl does: the first pod matching selector in
+// istio-system, then in namespace; without one, istioctl's error. It returns the lab's
+// name and the pod's record.
+func addonPod(ctx context.Context, g *globalFlags, selector, namespace string) (string, lab.PodRecord, error) {
+	c, err := g.apiClient()
+	if err != nil {
+		return "", lab.PodRecord{}, err
+	}
+	defer c.Close()
+	for _, ns := range []string{"istio-system", namespace} {
+		pods, err := c.KubeObjects(ctx, "pod", ns, "", selector)
+		if err != nil {
+			return "", lab.PodRecord{}, err
+		}
+		if len(pods) == 0 {
+			continue
+		}
+		name, err := g.existingLab()
+		if err != nil {
+			return "", lab.PodRecord{}, err
+		}
+		r, err := lab.ReadRecord(lab.PathsFor(g.runRoot, name))
+		if err != nil {
+			return "", lab.PodRecord{}, fmt.Errorf("lab %s: %w", name, err)
+		}
+		p, err := r.FindPod(pods[0].Name, pods[0].Namespace)
+		if err == nil && !p.IP.IsValid() {
+			err = fmt.Errorf("failure running port forward process: pod %s has no IP yet", p.Name)
+		}
+		return name, p, err
+	}
+	return "", lab.PodRecord{}, errors.New(istioctlErrorPrefix + "no pods found with selector " + selector)
 }
 
 func newPrometheusDashCmd(g *globalFlags, f *dashboardFlags) *cobra.Command {
