@@ -123,7 +123,11 @@ func TestKubectlLabelAnnotateCreate(t *testing.T) {
 	run("namespace/foo annotated", "annotate", "namespace", "foo", "note=two", "--overwrite")
 	run("deployment.apps/curl annotated", "annotate", "-n", "foo", "deployment", "curl", "team=docs")
 	run("deployment.apps/curl labeled", "label", "-n", "foo", "deploy", "--all", "tier=tools")
-	fails("is made from a workload's template", "label", "-n", "foo", "pod", strings.TrimSpace(mustMeshlab(t, "--lab", l.name, "get", "pods", "-n", "foo", "-o", "jsonpath={.items[0].metadata.name}")), "x=y")
+	// A Deployment's pod takes a label of its own, as a running pod does in Kubernetes.
+	pod := strings.TrimSpace(mustMeshlab(t, "--lab", l.name, "get", "pods", "-n", "foo", "-o", "jsonpath={.items[0].metadata.name}"))
+	run("pod/"+pod+" labeled", "label", "-n", "foo", "pod", pod, "x=y")
+	run(pod, "get", "pods", "-n", "foo", "-l", "x=y", "-o", "jsonpath={.items[0].metadata.name}")
+	fails("is made from a workload's template", "annotate", "-n", "foo", "pod", pod, "x=y")
 	// delete KIND -l SELECTOR deletes what the selector matches, and only that.
 	if out := mustMeshlab(t, "--lab", l.name, "delete", "-n", "foo", "deployment", "-l", "tier=tools"); !strings.HasPrefix(out, `deployment.apps "curl" deleted`+"\n") {
 		t.Fatalf("delete -n foo deployment -l tier=tools:\n%s\nwant the curl deployment deleted", out)

@@ -211,6 +211,9 @@ type metaObject struct {
 	name      string
 	file      string
 	obj       map[string]any
+	// owner is the workload that made this pod (nil for any other object): the pod's
+	// labels are changed in the owner's podLabelsAnnotation, as a running pod's are.
+	owner *metaObject
 }
 
 func (o *metaObject) meta() map[string]any {
@@ -331,14 +334,6 @@ func readMetaObject(ctx context.Context, c *api.Client, namespace string, t meta
 			return nil, notFound(t.kind, t.name)
 		}
 		return &metaObject{kind: t.kind, name: t.name, file: "<namespace " + t.name + ">", obj: namespaceObject(t.name)}, nil
-	case "Pod":
-		pods, err := c.KubeObjects(ctx, "pod", namespace, t.name, "")
-		if err != nil {
-			return nil, err
-		}
-		if len(pods) > 0 {
-			return nil, fmt.Errorf("pod %s/%s is made from a workload's template, whose labels and annotations it has: change them there (spec.template.metadata) and apply it; meshlab keeps no per-pod metadata", namespace, t.name)
-		}
 	}
 	return nil, notFound(t.kind, t.name)
 }
@@ -419,7 +414,12 @@ func runMeta(ctx context.Context, c *api.Client, verb metaVerb, cfg *metaConfig,
 		if err != nil {
 			return err
 		}
-		if objs, err = selectMetaObjects(ctx, c, k, cfg.namespace, cfg.selector); err != nil {
+		if k.Kind == "Pod" {
+			objs, err = podMetaObjects(ctx, c, verb, cfg.namespace, nil, cfg.selector)
+		} else {
+			objs, err = selectMetaObjects(ctx, c, k, cfg.namespace, cfg.selector)
+		}
+		if err != nil {
 			return err
 		}
 		if k.Kind == "Pod" {
@@ -432,12 +432,24 @@ func runMeta(ctx context.Context, c *api.Client, verb metaVerb, cfg *metaConfig,
 		if err != nil {
 			return err
 		}
+		var pods []string
 		for _, t := range targets {
+			if t.kind.Kind == "Pod" {
+				pods = append(pods, t.name)
+				continue
+			}
 			o, err := readMetaObject(ctx, c, cfg.namespace, t)
 			if err != nil {
 				return err
 			}
 			objs = append(objs, o)
+		}
+		if len(pods) > 0 {
+			po, err := podMetaObjects(ctx, c, verb, cfg.namespace, pods, "")
+			if err != nil {
+				return err
+			}
+			objs = append(objs, po...)
 		}
 	}
 	if cfg.list {
@@ -450,6 +462,7 @@ func runMeta(ctx context.Context, c *api.Client, verb metaVerb, cfg *metaConfig,
 		return nil
 	}
 	var files []api.ConfigFile
+	written := map[*metaObject]int{} // a workload's index in files: its pods share it
 	var lines []string
 	for _, o := range objs {
 		cur := o.values(verb.field)
@@ -476,14 +489,26 @@ func runMeta(ctx context.Context, c *api.Client, verb metaVerb, cfg *metaConfig,
 		}
 		lines = append(lines, o.ref()+" "+done)
 		o.setValues(verb.field, next)
-		data, err := json.Marshal(o.obj)
+		target := o
+		if o.owner != nil {
+			if err := o.owner.setPodLabels(o.name, next); err != nil {
+				return err
+			}
+			target = o.owner
+		}
+		data, err := json.Marshal(target.obj)
 		if err != nil {
-			return fmt.Errorf("render %s: %w", o.ref(), err)
+			return fmt.Errorf("render %s: %w", target.ref(), err)
 		}
-		f := api.ConfigFile{Name: o.file, Data: string(data)}
-		if !clusterScoped(o.kind) {
-			f.Namespace = o.namespace
+		f := api.ConfigFile{Name: target.file, Data: string(data)}
+		if !clusterScoped(target.kind) {
+			f.Namespace = target.namespace
 		}
+		if i, ok := written[target]; ok {
+			files[i] = f
+			continue
+		}
+		written[target] = len(files)
 		files = append(files, f)
 	}
 	if len(files) > 0 {
@@ -520,4 +545,108 @@ func checkNoOverwrite(verb metaVerb, cur, set map[string]string) error {
 		return fmt.Errorf("--overwrite is false but found the following declared annotation(s): %s", strings.Join(problems, "; "))
 	}
 	return errors.New(strings.Join(problems, "\n"))
+}
+
+// podLabelsAnnotation is model.AnnotationPodLabels: on a workload, the labels of the pods
+// labelled one by one ({"pod": {"key": "value"}}), which the lab gives those pods
+// instead of their template's.
+const podLabelsAnnotation = "meshlab.dev/pod-labels"
+
+// workloadKinds are the kinds whose objects make pods.
+var workloadKinds = []string{"Deployment", "ReplicaSet", "StatefulSet", "DaemonSet"}
+
+// podMetaObjects returns the pods of namespace that label or annotate changes: those
+// named (nil for any) that selector picks. A Pod object is changed as written; a pod a
+// workload made is changed as kubectl changes a running pod, its labels only (kept on its
+// workload, podLabelsAnnotation; its annotations are its template's).
+func podMetaObjects(ctx context.Context, c *api.Client, verb metaVerb, namespace string, names []string, selector string) ([]*metaObject, error) {
+	podKind := api.Kind{Kind: "Pod", Names: []string{"pod", "pods", "po"}}
+	all, err := c.Objects(ctx, "", namespace, "")
+	if err != nil {
+		return nil, err
+	}
+	written := map[string]api.ConfigObject{}
+	var owners []*metaObject
+	for _, o := range all {
+		switch {
+		case o.Kind == "Pod":
+			written[o.Name] = o
+		case slices.Contains(workloadKinds, o.Kind):
+			k := api.Kind{Kind: o.Kind, Group: "apps"}
+			mo, err := newMetaObject(k, o)
+			if err != nil {
+				return nil, err
+			}
+			owners = append(owners, mo)
+		}
+	}
+	pods, err := c.KubeObjects(ctx, "pod", namespace, "", selector)
+	if err != nil {
+		return nil, err
+	}
+	var out []*metaObject
+	found := map[string]bool{}
+	for _, p := range pods {
+		if names != nil && !slices.Contains(names, p.Name) {
+			continue
+		}
+		found[p.Name] = true
+		if w, ok := written[p.Name]; ok {
+			mo, err := newMetaObject(podKind, w)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, mo)
+			continue
+		}
+		owner := podOwner(owners, p.Name)
+		if owner == nil || verb.field != "labels" {
+			return nil, fmt.Errorf("pod %s/%s is made from a workload's template, whose annotations it has: change them there (spec.template.metadata) and apply it", namespace, p.Name)
+		}
+		view, err := decodeObject(p.Object)
+		if err != nil {
+			return nil, fmt.Errorf("read pod %s/%s: %w", namespace, p.Name, err)
+		}
+		out = append(out, &metaObject{kind: podKind, namespace: p.Namespace, name: p.Name, obj: view, owner: owner})
+	}
+	for _, n := range names {
+		if !found[n] {
+			return nil, notFound(podKind, n)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no objects passed to %s", verb.name)
+	}
+	return out, nil
+}
+
+// podOwner returns the workload that made the pod: the one whose name, with a dash,
+// begins the pod's name (the longest such name, so reviews-v2 over reviews).
+func podOwner(owners []*metaObject, pod string) *metaObject {
+	var best *metaObject
+	for _, o := range owners {
+		if strings.HasPrefix(pod, o.name+"-") && (best == nil || len(o.name) > len(best.name)) {
+			best = o
+		}
+	}
+	return best
+}
+
+// setPodLabels records labels as the whole label set of the workload's pod.
+func (o *metaObject) setPodLabels(pod string, labels map[string]string) error {
+	annotations := o.values("annotations")
+	set := map[string]map[string]string{}
+	if s, ok := annotations[podLabelsAnnotation]; ok {
+		if err := json.Unmarshal([]byte(s), &set); err != nil {
+			return fmt.Errorf("%s: annotation %s: %w", o.ref(), podLabelsAnnotation, err)
+		}
+	}
+	set[pod] = labels
+	b, err := json.Marshal(set)
+	if err != nil {
+		return err
+	}
+	annotations[podLabelsAnnotation] = string(b)
+	o.setValues("annotations", annotations)
+	return nil
 }

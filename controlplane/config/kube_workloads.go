@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/meshlab/meshlab/controlplane/model"
 )
@@ -70,6 +71,7 @@ func decodeKubeWorkload(kind string, top map[string]any, js []byte, o *Object, p
 		prefix   = "spec.template."
 	)
 	name := o.Origin.Name
+	var owner metav1.ObjectMeta // a workload's own metadata (a Pod has none apart from its template's)
 	switch kind {
 	case "Pod":
 		var pod corev1.Pod
@@ -84,7 +86,7 @@ func decodeKubeWorkload(kind string, top map[string]any, js []byte, o *Object, p
 		if !decodeStrict(top, js, &d, p) {
 			return nil
 		}
-		tmpl, selector = d.Spec.Template, labelSelector(d.Spec.Selector, p)
+		owner, tmpl, selector = d.ObjectMeta, d.Spec.Template, labelSelector(d.Spec.Selector, p)
 		replicas = replicaCount(d.Spec.Replicas, p)
 		names = func(hash string) []string { return suffixedNames(name+"-"+hash, replicas) }
 	case "ReplicaSet":
@@ -92,7 +94,7 @@ func decodeKubeWorkload(kind string, top map[string]any, js []byte, o *Object, p
 		if !decodeStrict(top, js, &rs, p) {
 			return nil
 		}
-		tmpl, selector = rs.Spec.Template, labelSelector(rs.Spec.Selector, p)
+		owner, tmpl, selector = rs.ObjectMeta, rs.Spec.Template, labelSelector(rs.Spec.Selector, p)
 		replicas = replicaCount(rs.Spec.Replicas, p)
 		names = func(string) []string { return suffixedNames(name, replicas) }
 	case "StatefulSet":
@@ -100,7 +102,7 @@ func decodeKubeWorkload(kind string, top map[string]any, js []byte, o *Object, p
 		if !decodeStrict(top, js, &ss, p) {
 			return nil
 		}
-		tmpl, selector = ss.Spec.Template, labelSelector(ss.Spec.Selector, p)
+		owner, tmpl, selector = ss.ObjectMeta, ss.Spec.Template, labelSelector(ss.Spec.Selector, p)
 		replicas = replicaCount(ss.Spec.Replicas, p)
 		names = func(string) []string { return ordinalNames(name, replicas) }
 	case "DaemonSet":
@@ -109,7 +111,7 @@ func decodeKubeWorkload(kind string, top map[string]any, js []byte, o *Object, p
 			return nil
 		}
 		// A lab is one node: a DaemonSet makes one pod.
-		tmpl, selector = ds.Spec.Template, labelSelector(ds.Spec.Selector, p)
+		owner, tmpl, selector = ds.ObjectMeta, ds.Spec.Template, labelSelector(ds.Spec.Selector, p)
 		names = func(string) []string { return suffixedNames(name, 1) }
 	}
 	n := len(*p.list)
@@ -129,6 +131,7 @@ func decodeKubeWorkload(kind string, top map[string]any, js []byte, o *Object, p
 	app, ports, sa := podTemplateApp(&tmpl, prefix, p)
 	prometheusAppMetrics(tmpl.Annotations, prefix+"metadata.annotations", p) // checked here, used by injectPods
 	checkUseWaypoint(tmpl.Labels, prefix+"metadata.labels", p)               // waypoint.go
+	podLabels := podLabelOverlay(owner.Annotations, p)
 	hash := podTemplateHash(&tmpl)
 	podNames := names(hash)
 	for _, pn := range podNames {
@@ -155,6 +158,9 @@ func decodeKubeWorkload(kind string, top map[string]any, js []byte, o *Object, p
 		if kind == "StatefulSet" {
 			pl["statefulset.kubernetes.io/pod-name"] = pn
 		}
+		if own, ok := podLabels[pn]; ok {
+			pl = maps.Clone(own)
+		}
 		pods = append(pods, &model.Pod{
 			Name:           pn,
 			Namespace:      p.origin.Namespace,
@@ -171,6 +177,33 @@ func decodeKubeWorkload(kind string, top map[string]any, js []byte, o *Object, p
 		})
 	}
 	return pods
+}
+
+// podLabelOverlay reads a workload's model.AnnotationPodLabels: the labels of the pods
+// labelled one by one, by pod name, each checked as a pod's labels are.
+func podLabelOverlay(annotations map[string]string, p problems) map[string]map[string]string {
+	v, ok := annotations[model.AnnotationPodLabels]
+	if !ok {
+		return nil
+	}
+	field := "metadata.annotations." + model.AnnotationPodLabels
+	var out map[string]map[string]string
+	if err := json.Unmarshal([]byte(v), &out); err != nil {
+		p.addf(field, "is not a JSON object of pod names to labels: %v", err)
+		return nil
+	}
+	for pod, labels := range out {
+		for k, v := range labels {
+			if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+				p.addf(field, "pod %s: label key %q: %s", pod, k, strings.Join(errs, "; "))
+			}
+			if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+				p.addf(field, "pod %s: label %s=%q: %s", pod, k, v, strings.Join(errs, "; "))
+			}
+		}
+		checkUseWaypoint(labels, field+"."+pod, p)
+	}
+	return out
 }
 
 // podTemplateApp reads what runs in the template's pods: the app (by the first container's

@@ -520,3 +520,37 @@ func TestInjectionSamePodNameTwoNamespaces(t *testing.T) {
 		t.Fatalf("pods %v", m.Pods)
 	}
 }
+
+// A pod labelled on its own (kubectl label pod) keeps its labels in its workload's
+// model.AnnotationPodLabels: that pod has them, its siblings their template's, and its
+// name (the template's hash) does not change.
+func TestPodLabelsOfAWorkload(t *testing.T) {
+	t.Parallel()
+	deploy := func(annotation string) string {
+		return "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: r, annotations: {" + annotation + "}}\nspec:\n  replicas: 2\n" +
+			"  selector: {matchLabels: {app: r}}\n  template:\n    metadata: {labels: {app: r}}\n" +
+			"    spec: {containers: [{name: c, image: curlimages/curl}]}\n"
+	}
+	before := podsOf(buildScenario(t, deploy("note: x")), "r")
+	if len(before) != 2 {
+		t.Fatalf("pods of r: %d", len(before))
+	}
+	own := `{"` + before[0].Name + `": {"app": "r", "pod-template-hash": "` + before[0].Labels["pod-template-hash"] + `", "istio.io/use-waypoint": "pw"}}`
+	after := podsOf(buildScenario(t, deploy(model.AnnotationPodLabels+": '"+own+"'")), "r")
+	if len(after) != 2 || after[0].Name != before[0].Name || after[1].Name != before[1].Name {
+		t.Fatalf("pod names changed: %v, then %v", before, after)
+	}
+	if after[0].Labels[model.LabelUseWaypoint] != "pw" || after[0].Labels["app"] != "r" {
+		t.Errorf("the labelled pod's labels: %v", after[0].Labels)
+	}
+	if _, ok := after[1].Labels[model.LabelUseWaypoint]; ok {
+		t.Errorf("its sibling took its label: %v", after[1].Labels)
+	}
+	s, err := Load("k.yaml", []byte(deploy(model.AnnotationPodLabels+": '{\"p\": {\"istio.io/use-waypoint\": \"Not_A_Name\"}}'")))
+	if err == nil {
+		_, err = s.Build(BuildOptions{PodCIDR: netip.MustParsePrefix("10.244.0.0/16"), ServiceCIDR: netip.MustParsePrefix("10.96.0.0/16")})
+	}
+	if err == nil || !strings.Contains(err.Error(), model.AnnotationPodLabels) {
+		t.Errorf("a bad label in %s: %v, want it refused", model.AnnotationPodLabels, err)
+	}
+}

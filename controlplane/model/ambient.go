@@ -43,6 +43,12 @@ const (
 	AmbientRedirectionEnabled    = "enabled"
 )
 
+// AnnotationPodLabels, on a Deployment, ReplicaSet, StatefulSet or DaemonSet, holds the
+// labels of those of its pods that were labelled one by one (`meshlab label pod`, as
+// `kubectl label pod` changes a running pod and not its template): a JSON object from a
+// pod's name to its whole label set. A pod it does not name has its template's labels.
+const AnnotationPodLabels = "meshlab.dev/pod-labels"
+
 // Dataplane is how a pod's traffic joins the mesh.
 type Dataplane int
 
