@@ -72,7 +72,9 @@ type Store struct {
 	mu        sync.RWMutex
 	workloads map[string]*Workload
 	byIP      map[netip.Addr]*Workload
-	services  map[string]*Service // by "<ns>/<hostname>"
+	byInfo    map[WorkloadInfo]map[string]*Workload // this node's, by what ZDS says of a pod (service account defaulted), then uid
+	members   map[string]map[string]*Workload       // by the service key a workload's services map names, then uid
+	services  map[string]*Service                   // by "<ns>/<hostname>"
 	byVIP     map[netip.Addr][]*Service
 	policies  map[string]*security.Authorization // by "<ns>/<name>"
 	changed   chan struct{}                      // closed and replaced on every change
@@ -85,6 +87,8 @@ func New(node string) *Store {
 		node:      node,
 		workloads: map[string]*Workload{},
 		byIP:      map[netip.Addr]*Workload{},
+		byInfo:    map[WorkloadInfo]map[string]*Workload{},
+		members:   map[string]map[string]*Workload{},
 		services:  map[string]*Service{},
 		byVIP:     map[netip.Addr][]*Service{},
 		policies:  map[string]*security.Authorization{},
@@ -113,13 +117,17 @@ func (s *Store) notifyLocked() {
 }
 
 // ApplyAddresses upserts Workloads and Services and removes the named resources (a
-// workload uid or a service's "<ns>/<hostname>"), then re-derives service endpoints.
+// workload uid or a service's "<ns>/<hostname>"), then re-derives the endpoints of the
+// services whose workloads or selves changed. Each WDS push carries only what changed,
+// and a lab coming up pushes about once per pod: re-deriving every service from every
+// workload on each made a 1000-pod `up` quadratic.
 func (s *Store) ApplyAddresses(upserts []*workload.Address, removed []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	dirty := map[string]bool{}
 	for _, name := range removed {
 		if w, ok := s.workloads[name]; ok {
-			s.removeWorkloadLocked(w)
+			s.removeWorkloadLocked(w, dirty)
 			continue
 		}
 		if svc, ok := s.services[name]; ok {
@@ -136,12 +144,9 @@ func (s *Store) ApplyAddresses(upserts []*workload.Address, removed []string) {
 				}
 			}
 			if old, ok := s.workloads[w.GetUid()]; ok {
-				s.removeWorkloadLocked(old)
+				s.removeWorkloadLocked(old, dirty)
 			}
-			s.workloads[w.GetUid()] = w
-			for _, ip := range w.IPs {
-				s.byIP[ip] = w
-			}
+			s.addWorkloadLocked(w, dirty)
 		case a.GetService() != nil:
 			svc := &Service{Service: a.GetService(), Ports: map[uint32]uint32{}}
 			for _, na := range svc.GetAddresses() {
@@ -159,58 +164,113 @@ func (s *Store) ApplyAddresses(upserts []*workload.Address, removed []string) {
 			for _, ip := range svc.VIPs {
 				s.byVIP[ip] = append(s.byVIP[ip], svc)
 			}
+			dirty[svc.Key()] = true
 		}
 	}
-	s.deriveEndpointsLocked()
+	for key := range dirty {
+		s.deriveEndpointsLocked(key)
+	}
 	s.notifyLocked()
 }
 
-func (s *Store) removeWorkloadLocked(w *Workload) {
-	delete(s.workloads, w.GetUid())
+// infoOf is what ZDS would say of w's pod.
+func infoOf(w *Workload) WorkloadInfo {
+	sa := w.GetServiceAccount()
+	if sa == "" {
+		sa = "default"
+	}
+	return WorkloadInfo{Name: w.GetName(), Namespace: w.GetNamespace(), ServiceAccount: sa}
+}
+
+// addWorkloadLocked files w everywhere it is looked up; the services it names are dirty.
+func (s *Store) addWorkloadLocked(w *Workload, dirty map[string]bool) {
+	uid := w.GetUid()
+	s.workloads[uid] = w
+	for _, ip := range w.IPs {
+		s.byIP[ip] = w
+	}
+	if w.GetNode() == s.node {
+		info := infoOf(w)
+		if s.byInfo[info] == nil {
+			s.byInfo[info] = map[string]*Workload{}
+		}
+		s.byInfo[info][uid] = w
+	}
+	for key := range w.GetServices() {
+		if s.members[key] == nil {
+			s.members[key] = map[string]*Workload{}
+		}
+		s.members[key][uid] = w
+		dirty[key] = true
+	}
+}
+
+func (s *Store) removeWorkloadLocked(w *Workload, dirty map[string]bool) {
+	uid := w.GetUid()
+	delete(s.workloads, uid)
 	for _, ip := range w.IPs {
 		if s.byIP[ip] == w {
 			delete(s.byIP, ip)
 		}
+	}
+	info := infoOf(w)
+	if s.byInfo[info][uid] == w {
+		delete(s.byInfo[info], uid)
+		if len(s.byInfo[info]) == 0 {
+			delete(s.byInfo, info)
+		}
+	}
+	for key := range w.GetServices() {
+		if s.members[key][uid] == w {
+			delete(s.members[key], uid)
+			if len(s.members[key]) == 0 {
+				delete(s.members, key)
+			}
+		}
+		dirty[key] = true
 	}
 }
 
 func (s *Store) removeServiceLocked(svc *Service) {
 	delete(s.services, svc.Key())
 	for _, ip := range svc.VIPs {
-		s.byVIP[ip] = slices.DeleteFunc(s.byVIP[ip], func(o *Service) bool { return o == svc })
+		s.byVIP[ip] = slices.DeleteFunc(slices.Clone(s.byVIP[ip]), func(o *Service) bool { return o == svc })
 		if len(s.byVIP[ip]) == 0 {
 			delete(s.byVIP, ip)
 		}
 	}
 }
 
-// deriveEndpointsLocked rebuilds every service's endpoints from the workloads' services
-// maps. Unhealthy workloads are left out unless the service allows all (ztunnel's
-// OnlyHealthy default).
-func (s *Store) deriveEndpointsLocked() {
-	eps := map[string]map[string]Endpoint{}
-	for uid, w := range s.workloads {
-		for key, pl := range w.GetServices() {
-			ports := map[uint32]uint32{}
-			for _, p := range pl.GetPorts() {
-				ports[p.GetServicePort()] = p.GetTargetPort()
-			}
-			if eps[key] == nil {
-				eps[key] = map[string]Endpoint{}
-			}
-			eps[key][uid] = Endpoint{WorkloadUID: uid, Ports: ports}
-		}
+// deriveEndpointsLocked derives the endpoints of the service key from the workloads whose
+// services maps name it, into a new Service value (readers hold the old one). Unhealthy
+// workloads are left out unless the service allows all (ztunnel's OnlyHealthy default).
+func (s *Store) deriveEndpointsLocked(key string) {
+	svc, ok := s.services[key]
+	if !ok {
+		return
 	}
-	for key, svc := range s.services {
-		allowAll := svc.GetLoadBalancing().GetHealthPolicy() == workload.LoadBalancing_ALLOW_ALL
-		got := map[string]Endpoint{}
-		for uid, ep := range eps[key] {
-			if s.workloads[uid].GetStatus() == workload.WorkloadStatus_UNHEALTHY && !allowAll {
-				continue
-			}
-			got[uid] = ep
+	allowAll := svc.GetLoadBalancing().GetHealthPolicy() == workload.LoadBalancing_ALLOW_ALL
+	got := map[string]Endpoint{}
+	for uid, w := range s.members[key] {
+		if w.GetStatus() == workload.WorkloadStatus_UNHEALTHY && !allowAll {
+			continue
 		}
-		svc.Endpoints = got
+		ports := map[uint32]uint32{}
+		for _, p := range w.GetServices()[key].GetPorts() {
+			ports[p.GetServicePort()] = p.GetTargetPort()
+		}
+		got[uid] = Endpoint{WorkloadUID: uid, Ports: ports}
+	}
+	next := *svc
+	next.Endpoints = got
+	s.services[key] = &next
+	for _, ip := range next.VIPs {
+		s.byVIP[ip] = slices.Clone(s.byVIP[ip])
+		for i, o := range s.byVIP[ip] {
+			if o == svc {
+				s.byVIP[ip][i] = &next
+			}
+		}
 	}
 }
 
@@ -235,22 +295,18 @@ type WorkloadInfo struct {
 // FindByInfo returns the workload of this node with the pod's name, namespace and
 // service account (ztunnel's find_by_info: only workloads whose node is this ztunnel's).
 func (s *Store) FindByInfo(info WorkloadInfo) *Workload {
-	sa := info.ServiceAccount
-	if sa == "" {
-		sa = "default"
+	if info.ServiceAccount == "" {
+		info.ServiceAccount = "default"
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	for _, w := range s.workloads {
-		wsa := w.GetServiceAccount()
-		if wsa == "" {
-			wsa = "default"
-		}
-		if w.GetNode() == s.node && w.GetName() == info.Name && w.GetNamespace() == info.Namespace && wsa == sa {
-			return w
+	var found *Workload
+	for uid, w := range s.byInfo[info] { // one, unless WDS names two workloads alike
+		if found == nil || uid < found.GetUid() {
+			found = w
 		}
 	}
-	return nil
+	return found
 }
 
 // WaitForInfo is FindByInfo waiting up to timeout for WDS to name the workload (ztunnel

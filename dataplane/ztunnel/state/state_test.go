@@ -2,6 +2,7 @@ package state
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"slices"
 	"testing"
@@ -125,5 +126,78 @@ func TestPoliciesFor(t *testing.T) {
 	s.ApplyAuthorizations(nil, []string{"default/ns-wide"})
 	if len(s.PoliciesFor(w)) != 3 {
 		t.Errorf("after removal: %d policies, want 3", len(s.PoliciesFor(w)))
+	}
+}
+
+// TestEndpointsFollowEachChange: only the services a change touches are derived again,
+// into new values (a reader's Service stays as it was), and a Service pushed again keeps
+// the endpoints its workloads give it; a workload removed or moved leaves FindByInfo.
+func TestEndpointsFollowEachChange(t *testing.T) {
+	t.Parallel()
+	s := New("n")
+	ports := func(key string) map[string]*workload.PortList {
+		return map[string]*workload.PortList{key: {Ports: []*workload.Port{{ServicePort: 80, TargetPort: 8080}}}}
+	}
+	const a, b = "default/a.default.svc.cluster.local", "default/b.default.svc.cluster.local"
+	s.ApplyAddresses([]*workload.Address{
+		service("default", "a", "10.96.0.1"), service("default", "b", "10.96.0.2"),
+		pod("a1", "default", "", "n", "10.0.0.1", ports(a)),
+		pod("b1", "default", "", "n", "10.0.0.2", ports(b)),
+	}, nil)
+	held := s.ServiceByVIP(netip.MustParseAddr("10.96.0.1"), "default")
+	heldB := s.ServiceByVIP(netip.MustParseAddr("10.96.0.2"), "default")
+	s.ApplyAddresses([]*workload.Address{pod("a2", "default", "", "n", "10.0.0.3", ports(a))}, nil)
+	now := s.ServiceByVIP(netip.MustParseAddr("10.96.0.1"), "default")
+	if len(held.Endpoints) != 1 || len(now.Endpoints) != 2 {
+		t.Errorf("a's endpoints: held %d, now %d; want 1 and 2", len(held.Endpoints), len(now.Endpoints))
+	}
+	if s.ServiceByVIP(netip.MustParseAddr("10.96.0.2"), "default") != heldB {
+		t.Error("b was derived again though nothing of it changed")
+	}
+	s.ApplyAddresses([]*workload.Address{service("default", "a", "10.96.0.1")}, nil)
+	if got := s.ServiceByVIP(netip.MustParseAddr("10.96.0.1"), "default"); len(got.Endpoints) != 2 {
+		t.Errorf("a pushed again has %d endpoints, want 2", len(got.Endpoints))
+	}
+	s.ApplyAddresses([]*workload.Address{pod("a2", "default", "", "other", "10.0.0.3", ports(b))}, []string{"Kubernetes//Pod/default/a1"})
+	if got := s.ServiceByVIP(netip.MustParseAddr("10.96.0.1"), "default"); len(got.Endpoints) != 0 {
+		t.Errorf("a has %d endpoints after its pods left it, want 0", len(got.Endpoints))
+	}
+	if got := s.ServiceByVIP(netip.MustParseAddr("10.96.0.2"), "default"); len(got.Endpoints) != 2 {
+		t.Errorf("b has %d endpoints, want 2", len(got.Endpoints))
+	}
+	for _, name := range []string{"a1", "a2"} {
+		if w := s.FindByInfo(WorkloadInfo{Name: name, Namespace: "default"}); w != nil {
+			t.Errorf("%s found on this node: %s", name, w.GetNode())
+		}
+	}
+	if w := s.FindByInfo(WorkloadInfo{Name: "b1", Namespace: "default"}); w == nil {
+		t.Error("b1 not found")
+	}
+}
+
+// BenchmarkApplyOnePod is one enrollment push as ztunnel gets it at 1000 pods (500
+// services, 2 pods each): one pod's Workload changed, then every pod still waiting for
+// its workload (here: all) looks itself up.
+//
+//	go test ./dataplane/ztunnel/state -run '^$' -bench ApplyOnePod
+func BenchmarkApplyOnePod(b *testing.B) {
+	s := New("n")
+	var all []*workload.Address
+	for i := range 500 {
+		name := fmt.Sprintf("svc-%03d", i)
+		all = append(all, service("default", name, fmt.Sprintf("10.96.%d.%d", i/250, i%250+1)))
+		key := "default/" + name + ".default.svc.cluster.local"
+		for r := range 2 {
+			all = append(all, pod(fmt.Sprintf("%s-%d", name, r), "default", "", "n", fmt.Sprintf("10.0.%d.%d", (2*i+r)/250, (2*i+r)%250+1),
+				map[string]*workload.PortList{key: {Ports: []*workload.Port{{ServicePort: 80, TargetPort: 8080}}}}))
+		}
+	}
+	s.ApplyAddresses(all, nil)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		s.ApplyAddresses([]*workload.Address{all[1+3*(i%500)]}, nil)
+		for j := range 1000 {
+			s.FindByInfo(WorkloadInfo{Name: fmt.Sprintf("svc-%03d-%d", j/2, j%2), Namespace: "default"})
+		}
 	}
 }
