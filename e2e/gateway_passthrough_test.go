@@ -118,7 +118,15 @@ func TestIngressPassthrough(t *testing.T) {
 	}
 	addr := portForward(t, l.name, "443")
 
-	// The task's curl --resolve nginx.example.com:443:$INGRESS_HOST https://nginx.example.com.
+	nginxPassthrough(t, addr)
+}
+
+// nginxPassthrough checks TLS passthrough to my-nginx through a gateway at addr: the
+// task's curl --resolve nginx.example.com:443:$INGRESS_HOST https://nginx.example.com
+// (polled until nginx's welcome page, with nginx's own certificate), and a server name
+// no route lists getting no TLS at all.
+func nginxPassthrough(t *testing.T, addr string) {
+	t.Helper()
 	get := func(sni string) (int, string, *tls.ConnectionState, error) {
 		dialer := &net.Dialer{Timeout: 10 * time.Second}
 		conn, err := tls.DialWithDialer(dialer, "tcp", addr, &tls.Config{

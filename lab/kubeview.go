@@ -243,7 +243,7 @@ func (v kubeView) list(k string) ([]kubeObject, error) {
 			m.Metadata.Namespace, m.Metadata.Name = o.Origin.Namespace, o.Origin.Name
 			m.Metadata.CreationTimestamp = v.created(o.Origin.Kind, o.Origin.Namespace, o.Origin.Name)
 			raw := json.RawMessage(o.JSON)
-			if o.HTTPRoute != nil || o.GRPCRoute != nil || o.TCPRoute != nil {
+			if o.HTTPRoute != nil || o.GRPCRoute != nil || o.TCPRoute != nil || o.TLSRoute != nil {
 				// istiod's gateway controller writes each route's parent status.
 				raw = withStatus(raw, config.RouteStatus(v.objects, o))
 			}

@@ -33,6 +33,7 @@ var crdNames = []string{
 	"sidecars.networking.istio.io",
 	"tcproutes.gateway.networking.k8s.io",
 	"telemetries.telemetry.istio.io",
+	"tlsroutes.gateway.networking.k8s.io",
 	"virtualservices.networking.istio.io",
 	"wasmplugins.extensions.istio.io",
 	"workloadentries.networking.istio.io",

@@ -289,7 +289,7 @@ var kindAliases = map[string]string{
 	"gtw": GatewayAPIGatewayKind, "gateways.gateway.networking.k8s.io": GatewayAPIGatewayKind, "gateway.gateway.networking.k8s.io": GatewayAPIGatewayKind,
 	"gatewayclass": "GatewayClass", "gatewayclasses": "GatewayClass", "gc": "GatewayClass",
 	"httproute": "HTTPRoute", "httproutes": "HTTPRoute", "grpcroute": "GRPCRoute", "grpcroutes": "GRPCRoute",
-	"tcproute": "TCPRoute", "tcproutes": "TCPRoute", "ingress": "Ingress", "ingresses": "Ingress", "ing": "Ingress",
+	"tcproute": "TCPRoute", "tcproutes": "TCPRoute", "tlsroute": "TLSRoute", "tlsroutes": "TLSRoute", "ingress": "Ingress", "ingresses": "Ingress", "ing": "Ingress",
 	"ingressclass": "IngressClass", "ingressclasses": "IngressClass", "secret": "Secret", "secrets": "Secret",
 	"configmap": "ConfigMap", "configmaps": "ConfigMap", "cm": "ConfigMap",
 	"peerauthentication": "PeerAuthentication", "peerauthentications": "PeerAuthentication", "pa": "PeerAuthentication",
@@ -383,5 +383,5 @@ func KindGroup(k string) string {
 func Kinds() []string {
 	return []string{"AuthorizationPolicy", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet", "Deployment", "DestinationRule", "GRPCRoute", "Gateway", GatewayAPIGatewayKind, "GatewayClass",
 		"HTTPRoute", "HorizontalPodAutoscaler", "Ingress", "IngressClass", "MeshConfig", "Namespace", "PeerAuthentication", "PodDisruptionBudget", "ReplicaSet", "RequestAuthentication", "Role", "RoleBinding",
-		"Secret", "Service", "ServiceAccount", "ServiceEntry", "StatefulSet", "TCPRoute", "Telemetry", "VirtualService", "Workload"}
+		"Secret", "Service", "ServiceAccount", "ServiceEntry", "StatefulSet", "TCPRoute", "TLSRoute", "Telemetry", "VirtualService", "Workload"}
 }

@@ -46,16 +46,16 @@ const (
 // served as v1alpha2, which Istio's samples write).
 var gatewayAPIVersions = map[string][]string{
 	"GatewayClass": {"v1", "v1beta1"}, "Gateway": {"v1", "v1beta1"}, "HTTPRoute": {"v1", "v1beta1"},
-	"GRPCRoute": {"v1", "v1alpha2"}, "TCPRoute": {"v1", "v1alpha2"},
+	"GRPCRoute": {"v1", "v1alpha2"}, "TCPRoute": {"v1", "v1alpha2"}, "TLSRoute": {"v1", "v1alpha2", "v1alpha3"},
 }
 
 // gatewayAPIKinds are the kinds of gateway.networking.k8s.io meshlab reads, and the ones
 // it recognises to refuse by name.
-var gatewayAPIKinds = map[string]bool{"GatewayClass": true, "Gateway": true, "HTTPRoute": true, "GRPCRoute": true, "TCPRoute": true}
-var gatewayAPIRefused = []string{"TLSRoute", "UDPRoute", "ReferenceGrant", "BackendTLSPolicy", "ListenerSet"}
+var gatewayAPIKinds = map[string]bool{"GatewayClass": true, "Gateway": true, "HTTPRoute": true, "GRPCRoute": true, "TCPRoute": true, "TLSRoute": true}
+var gatewayAPIRefused = []string{"UDPRoute", "ReferenceGrant", "BackendTLSPolicy", "ListenerSet"}
 
 // gatewayAPIKindList names the kinds meshlab reads, for messages.
-const gatewayAPIKindList = "GatewayClass, Gateway, HTTPRoute, GRPCRoute and TCPRoute"
+const gatewayAPIKindList = "GatewayClass, Gateway, HTTPRoute, GRPCRoute, TCPRoute and TLSRoute"
 
 // The fields meshlab implements, by path below spec (list indexes dropped); any other
 // field set is refused by name.
@@ -157,6 +157,12 @@ func decodeGatewayAPI(top map[string]any, js []byte, o *Object, p problems) {
 			o.TCPRoute = tr
 			validateTCPRoute(tr, o.Origin.Namespace, p) // gatewayapi_routes.go
 		}
+	case "TLSRoute":
+		tr := &gwv1.TLSRoute{}
+		if decodeStrict(top, js, tr, p) && refuseGatewayAPIFields(spec, tlsRouteFields(), "TLSRoute", p) {
+			o.TLSRoute = tr
+			validateTLSRoute(tr, o.Origin.Namespace, p) // gatewayapi_routes.go
+		}
 	}
 }
 
@@ -251,19 +257,27 @@ func validateKubeGateway(gw *gwv1.Gateway, ns string, p problems) {
 		switch l.Protocol {
 		case gwv1.HTTPProtocolType:
 			if l.TLS != nil {
-				p.addf(f+".tls", "is only read on an HTTPS listener (protocol is HTTP)")
+				p.addf(f+".tls", "is only read on an HTTPS or TLS listener (protocol is HTTP)")
 			}
 		case gwv1.HTTPSProtocolType:
 			checkListenerTLS(l.TLS, ns, f+".tls", p)
+		case gwv1.TLSProtocolType:
+			// As istiod's buildTLS for Passthrough: TLS goes through to the backend the
+			// TLSRoute of the SNI names.
+			if l.TLS == nil || ptrOr(l.TLS.Mode, gwv1.TLSModeTerminate) != gwv1.TLSModePassthrough {
+				p.addf(f+".tls.mode", "meshlab serves a TLS listener with mode Passthrough (and TLSRoutes); to end TLS at the gateway use protocol HTTPS")
+			} else if len(l.TLS.CertificateRefs) > 0 {
+				p.addf(f+".tls.certificateRefs", "are not read with mode Passthrough (TLS ends at the backend)")
+			}
 		case gwv1.TCPProtocolType:
 			if l.TLS != nil {
-				p.addf(f+".tls", "is only read on an HTTPS listener (protocol is TCP)")
+				p.addf(f+".tls", "is only read on an HTTPS or TLS listener (protocol is TCP)")
 			}
 			if l.Hostname != nil {
 				p.addf(f+".hostname", "is not read on a TCP listener (a TCP connection names no host)")
 			}
 		default:
-			p.addf(f+".protocol", "%q is not supported by meshlab's Gateway API (HTTP, HTTPS, TCP; use Istio's Gateway for TLS)", l.Protocol)
+			p.addf(f+".protocol", "%q is not supported by meshlab's Gateway API (HTTP, HTTPS, TLS, TCP)", l.Protocol)
 		}
 		if prev, ok := ports[l.Port]; ok {
 			p.addf(f+".port", "%d is also the port of listener %q: meshlab serves one listener per port", l.Port, prev)
@@ -574,6 +588,13 @@ func routeRefs(o *Object) ([]gwv1.ParentReference, []routeBackend) {
 			}
 		}
 		return o.TCPRoute.Spec.ParentRefs, out
+	case o.TLSRoute != nil:
+		for i, r := range o.TLSRoute.Spec.Rules {
+			for j, b := range r.BackendRefs {
+				add(i, j, b)
+			}
+		}
+		return o.TLSRoute.Spec.ParentRefs, out
 	}
 	return nil, nil
 }
@@ -613,6 +634,8 @@ func gatewayAPIDeployments(objs []*Object) ([]*model.Service, []*model.Pod, erro
 				proto = model.ProtocolHTTPS
 			case gwv1.TCPProtocolType:
 				proto = model.ProtocolTCP
+			case gwv1.TLSProtocolType:
+				proto = model.ProtocolTLS
 			}
 			ports = append(ports, model.ServicePort{Name: string(l.Name), Port: uint16(l.Port), TargetPort: uint16(l.Port), Protocol: proto})
 		}
@@ -677,8 +700,12 @@ func gatewayAPIIstio(objs []*Object) []*Object {
 				Port:  &networking.Port{Number: uint32(l.Port), Protocol: "HTTP", Name: string(l.Name)},
 				Hosts: []string{nsPart + "/" + host},
 			}
-			if l.Protocol == gwv1.TCPProtocolType {
+			switch l.Protocol {
+			case gwv1.TCPProtocolType:
 				server.Port.Protocol = "TCP"
+			case gwv1.TLSProtocolType:
+				server.Port.Protocol = "TLS"
+				server.Tls = &networking.ServerTLSSettings{Mode: networking.ServerTLSSettings_PASSTHROUGH}
 			}
 			if l.Protocol == gwv1.HTTPSProtocolType && l.TLS != nil && len(l.TLS.CertificateRefs) > 0 {
 				// As istiod's buildTLS for Terminate: TLS ends here with the Secret's
@@ -698,11 +725,11 @@ func gatewayAPIIstio(objs []*Object) []*Object {
 		}
 	}
 	for _, o := range objs {
-		parents, hostnames, http, tcp := routeSpec(o)
+		parents, hostnames, http, tcp, tls := routeSpec(o)
 		if parents == nil {
 			continue
 		}
-		for _, vs := range meshRoutes(o, parents, http, tcp) {
+		for _, vs := range meshRoutes(o, parents, http, tcp, tls) {
 			// istiod merges the routes of every route of one parent into one
 			// VirtualService (in route order here).
 			if i := slices.IndexFunc(out, func(x *Object) bool {
@@ -710,6 +737,7 @@ func gatewayAPIIstio(objs []*Object) []*Object {
 			}); i >= 0 {
 				out[i].VirtualService.Http = append(out[i].VirtualService.Http, vs.VirtualService.Http...)
 				out[i].VirtualService.Tcp = append(out[i].VirtualService.Tcp, vs.VirtualService.Tcp...)
+				out[i].VirtualService.Tls = append(out[i].VirtualService.Tls, vs.VirtualService.Tls...)
 				continue
 			}
 			out = append(out, vs)
@@ -733,7 +761,7 @@ func gatewayAPIIstio(objs []*Object) []*Object {
 			Origin: model.Origin{File: o.Origin.File, Kind: "VirtualService", Namespace: o.Origin.Namespace, Name: name},
 			Doc:    o.Doc, Line: o.Line,
 			VirtualService: &networking.VirtualService{
-				Hosts: hosts, Gateways: binds, Http: http(), Tcp: tcp(),
+				Hosts: hosts, Gateways: binds, Http: http(), Tcp: tcp(), Tls: tls(),
 			},
 		})
 	}
@@ -741,24 +769,28 @@ func gatewayAPIIstio(objs []*Object) []*Object {
 }
 
 // routeSpec returns a Gateway API route's parents and hostnames and its rules as
-// istiod converts them (http for HTTPRoute and GRPCRoute, tcp for TCPRoute); nil
-// parents for another object. The rules are made afresh on each call.
-func routeSpec(o *Object) (parents []gwv1.ParentReference, hostnames []gwv1.Hostname, http func() []*networking.HTTPRoute, tcp func() []*networking.TCPRoute) {
+// istiod converts them (http for HTTPRoute and GRPCRoute, tcp for TCPRoute, tls for
+// TLSRoute); nil parents for another object. The rules are made afresh on each call.
+func routeSpec(o *Object) (parents []gwv1.ParentReference, hostnames []gwv1.Hostname, http func() []*networking.HTTPRoute, tcp func() []*networking.TCPRoute, tls func() []*networking.TLSRoute) {
 	http = func() []*networking.HTTPRoute { return nil }
 	tcp = func() []*networking.TCPRoute { return nil }
+	tls = func() []*networking.TLSRoute { return nil }
 	ns := o.Origin.Namespace
 	switch {
 	case o.HTTPRoute != nil:
 		hr := o.HTTPRoute
-		return hr.Spec.ParentRefs, hr.Spec.Hostnames, func() []*networking.HTTPRoute { return httpRouteRules(hr, ns) }, tcp
+		return hr.Spec.ParentRefs, hr.Spec.Hostnames, func() []*networking.HTTPRoute { return httpRouteRules(hr, ns) }, tcp, tls
 	case o.GRPCRoute != nil:
 		gr := o.GRPCRoute
-		return gr.Spec.ParentRefs, gr.Spec.Hostnames, func() []*networking.HTTPRoute { return grpcRouteRules(gr, ns) }, tcp
+		return gr.Spec.ParentRefs, gr.Spec.Hostnames, func() []*networking.HTTPRoute { return grpcRouteRules(gr, ns) }, tcp, tls
 	case o.TCPRoute != nil:
 		tr := o.TCPRoute
-		return tr.Spec.ParentRefs, nil, http, func() []*networking.TCPRoute { return tcpRouteRules(tr, ns) }
+		return tr.Spec.ParentRefs, nil, http, func() []*networking.TCPRoute { return tcpRouteRules(tr, ns) }, tls
+	case o.TLSRoute != nil:
+		tr := o.TLSRoute
+		return tr.Spec.ParentRefs, tr.Spec.Hostnames, http, tcp, func() []*networking.TLSRoute { return tlsRouteRules(tr, ns) }
 	}
-	return nil, nil, http, tcp
+	return nil, nil, http, tcp, tls
 }
 
 // routeKind is the Gateway API kind of route o.
@@ -800,8 +832,11 @@ func routeBinds(o *Object, parents []gwv1.ParentReference, gateways map[string]*
 
 // listenerRouteKinds are the route kinds a listener of protocol proto serves.
 func listenerRouteKinds(proto gwv1.ProtocolType) []string {
-	if proto == gwv1.TCPProtocolType {
+	switch proto {
+	case gwv1.TCPProtocolType:
 		return []string{"TCPRoute"}
+	case gwv1.TLSProtocolType:
+		return []string{"TLSRoute"}
 	}
 	return []string{"HTTPRoute", "GRPCRoute"}
 }
@@ -821,7 +856,7 @@ func admitsKind(l gwv1.Listener, k string) bool {
 // every match, or as the only match of a rule without one). Sidecars and the Service's
 // waypoint take it as any mesh VirtualService. Routes of the same parent are merged
 // into one (gatewayAPIIstio).
-func meshRoutes(o *Object, parents []gwv1.ParentReference, http func() []*networking.HTTPRoute, tcp func() []*networking.TCPRoute) []*Object {
+func meshRoutes(o *Object, parents []gwv1.ParentReference, http func() []*networking.HTTPRoute, tcp func() []*networking.TCPRoute, tls func() []*networking.TLSRoute) []*Object {
 	var out []*Object
 	for _, pr := range parents {
 		if !isServiceParent(pr) {
@@ -831,7 +866,20 @@ func meshRoutes(o *Object, parents []gwv1.ParentReference, http func() []*networ
 		if pr.Namespace != nil {
 			ns = string(*pr.Namespace)
 		}
-		rules, tcpRules := http(), tcp()
+		rules, tcpRules, tlsRules := http(), tcp(), tls()
+		host := string(pr.Name) + "." + ns + ".svc." + model.DefaultClusterDomain
+		for _, r := range tlsRules {
+			// As istiod's augmentTLSPortMatch: a route naming no hostname matches the
+			// Service's own, and the parent's port when set.
+			for _, m := range r.Match {
+				if slices.Equal(m.SniHosts, []string{"*"}) {
+					m.SniHosts = []string{host}
+				}
+				if pr.Port != nil {
+					m.Port = uint32(*pr.Port)
+				}
+			}
+		}
 		port := uint16(0)
 		if pr.Port != nil {
 			port = uint16(*pr.Port)
@@ -852,7 +900,6 @@ func meshRoutes(o *Object, parents []gwv1.ParentReference, http func() []*networ
 				}
 			}
 		}
-		host := string(pr.Name) + "." + ns + ".svc." + model.DefaultClusterDomain
 		out = append(out, &Object{
 			Origin: model.Origin{File: o.Origin.File, Kind: "VirtualService", Namespace: o.Origin.Namespace, Name: model.MeshRouteName(o.Origin.Namespace, port, host)},
 			Doc:    o.Doc, Line: o.Line,
@@ -861,6 +908,7 @@ func meshRoutes(o *Object, parents []gwv1.ParentReference, http func() []*networ
 				Gateways: []string{model.MeshGateway},
 				Http:     rules,
 				Tcp:      tcpRules,
+				Tls:      tlsRules,
 			},
 		})
 	}
@@ -1131,15 +1179,16 @@ const namespaceNameLabel = "kubernetes.io/metadata.name"
 // checkListenerTLS checks an HTTPS listener's tls as meshlab serves it: mode Terminate
 // (the default) with one certificateRef to a Secret of the Gateway's namespace (a
 // kubernetes.io/tls Secret, or generic with tls.crt/tls.key), which istiod reads as the
-// server's credential. Passthrough needs a TLSRoute and another namespace a
-// ReferenceGrant, neither of which meshlab reads: both are refused by name.
+// server's credential. Passthrough is a TLS listener's (validateKubeGateway), and a
+// Secret of another namespace needs a ReferenceGrant, which meshlab does not read: both
+// are refused by name.
 func checkListenerTLS(t *gwv1.ListenerTLSConfig, ns, f string, p problems) {
 	if t == nil {
 		p.addf(f, "is required for an HTTPS listener (mode Terminate with certificateRefs to a Secret)")
 		return
 	}
 	if m := ptrOr(t.Mode, gwv1.TLSModeTerminate); m != gwv1.TLSModeTerminate {
-		p.addf(f+".mode", "%q is not supported by meshlab (Terminate; Passthrough needs a TLSRoute, which meshlab does not read)", m)
+		p.addf(f+".mode", "%q is not supported on an HTTPS listener by meshlab (Terminate; for Passthrough use protocol TLS and TLSRoutes)", m)
 	}
 	switch len(t.CertificateRefs) {
 	case 0:

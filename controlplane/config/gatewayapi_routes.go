@@ -32,6 +32,14 @@ var (
 			grpcFilterFields("rules.backendRefs.filters"),
 		}, " ")
 	})
+	tlsRouteFields = lazyFields(func() string {
+		return strings.Join([]string{
+			"parentRefs hostnames rules",
+			expand("parentRefs", "group kind namespace name sectionName port"),
+			expand("rules", "name backendRefs"),
+			expand("rules.backendRefs", "group kind name namespace port weight"),
+		}, " ")
+	})
 	tcpRouteFields = lazyFields(func() string {
 		return strings.Join([]string{
 			"parentRefs rules",
@@ -127,17 +135,31 @@ func checkGRPCFilters(fs []gwv1.GRPCRouteFilter, f string, p problems) {
 // validateTCPRoute checks a TCPRoute on its own.
 func validateTCPRoute(tr *gwv1.TCPRoute, ns string, p problems) {
 	checkRouteHead(tr.Name, tr.Spec.ParentRefs, nil, ns, p)
-	if len(tr.Spec.Rules) == 0 {
+	checkL4Rules(tr.Spec.Rules, func(r gwv1.TCPRouteRule) []gwv1.BackendRef { return r.BackendRefs }, ns, p)
+}
+
+// validateTLSRoute checks a TLSRoute on its own: as a TCPRoute, with hostnames (the
+// SNI names it takes).
+func validateTLSRoute(tr *gwv1.TLSRoute, ns string, p problems) {
+	checkRouteHead(tr.Name, tr.Spec.ParentRefs, tr.Spec.Hostnames, ns, p)
+	checkL4Rules(tr.Spec.Rules, func(r gwv1.TLSRouteRule) []gwv1.BackendRef { return r.BackendRefs }, ns, p)
+}
+
+// checkL4Rules checks the rules of a TCPRoute or TLSRoute: at least one, each with a
+// backend of nonzero weight.
+func checkL4Rules[R any](rules []R, backends func(R) []gwv1.BackendRef, ns string, p problems) {
+	if len(rules) == 0 {
 		p.addf("spec.rules", "at least one rule is required")
 	}
-	for i, r := range tr.Spec.Rules {
+	for i, rule := range rules {
+		brs := backends(rule)
 		f := fmt.Sprintf("spec.rules[%d]", i)
-		if len(r.BackendRefs) == 0 {
+		if len(brs) == 0 {
 			p.addf(f+".backendRefs", "at least one backend is required")
-		} else if !slices.ContainsFunc(r.BackendRefs, func(b gwv1.BackendRef) bool { return ptrOr(b.Weight, 1) > 0 }) {
+		} else if !slices.ContainsFunc(brs, func(b gwv1.BackendRef) bool { return ptrOr(b.Weight, 1) > 0 }) {
 			p.addf(f+".backendRefs", "every weight is 0: meshlab does not serve a rule without a backend (Istio refuses its connections)")
 		}
-		for j, b := range r.BackendRefs {
+		for j, b := range brs {
 			checkBackendRef(b, fmt.Sprintf("%s.backendRefs[%d]", f, j), ns, p)
 		}
 	}
@@ -277,17 +299,45 @@ func grpcDestinations(brs []gwv1.GRPCBackendRef, ns string) []*networking.HTTPRo
 func tcpRouteRules(tr *gwv1.TCPRoute, ns string) []*networking.TCPRoute {
 	var out []*networking.TCPRoute
 	for _, rule := range tr.Spec.Rules {
-		r := &networking.TCPRoute{}
-		for _, b := range rule.BackendRefs {
-			if ptrOr(b.Weight, 1) == 0 {
-				continue
-			}
-			r.Route = append(r.Route, &networking.RouteDestination{Destination: backendDestination(b, ns), Weight: ptrOr(b.Weight, 1)})
+		out = append(out, &networking.TCPRoute{Route: l4Destinations(rule.BackendRefs, ns)})
+	}
+	return out
+}
+
+// tlsRouteRules converts a TLSRoute's rules as istiod's convertTLSRoute: one tls route
+// per rule matching the route's hostnames as SNI ("*" without any), its backends as a
+// TCPRoute's.
+func tlsRouteRules(tr *gwv1.TLSRoute, ns string) []*networking.TLSRoute {
+	sni := []string{"*"}
+	if len(tr.Spec.Hostnames) > 0 {
+		sni = nil
+		for _, h := range tr.Spec.Hostnames {
+			sni = append(sni, string(h))
 		}
-		if len(r.Route) == 1 {
-			r.Route[0].Weight = 0
+	}
+	var out []*networking.TLSRoute
+	for _, rule := range tr.Spec.Rules {
+		out = append(out, &networking.TLSRoute{
+			Match: []*networking.TLSMatchAttributes{{SniHosts: slices.Clone(sni)}},
+			Route: l4Destinations(rule.BackendRefs, ns),
+		})
+	}
+	return out
+}
+
+// l4Destinations are a TCPRoute's or TLSRoute's backends as istiod's
+// buildTCPDestination: those of nonzero weight with their weights as written (none
+// when only one is left).
+func l4Destinations(brs []gwv1.BackendRef, ns string) []*networking.RouteDestination {
+	var out []*networking.RouteDestination
+	for _, b := range brs {
+		if ptrOr(b.Weight, 1) == 0 {
+			continue
 		}
-		out = append(out, r)
+		out = append(out, &networking.RouteDestination{Destination: backendDestination(b, ns), Weight: ptrOr(b.Weight, 1)})
+	}
+	if len(out) == 1 {
+		out[0].Weight = 0
 	}
 	return out
 }

@@ -201,11 +201,16 @@ kind: Gateway
 metadata: {name: g}
 spec: {gatewayClassName: istio, listeners: [{name: http, port: 80, protocol: HTTP, hostnme: a.com}]}
 `, `Gateway.gateway.networking.k8s.io default/g: spec.listeners[0].hostnme: unknown field`},
-		{"tls listener", `apiVersion: gateway.networking.k8s.io/v1
+		{"tls listener terminating", `apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: {name: g}
 spec: {gatewayClassName: istio, listeners: [{name: tls, port: 443, protocol: TLS}]}
-`, `spec.listeners[0].protocol: "TLS" is not supported by meshlab's Gateway API (HTTP, HTTPS, TCP; use Istio's Gateway for TLS)`},
+`, `spec.listeners[0].tls.mode: meshlab serves a TLS listener with mode Passthrough (and TLSRoutes); to end TLS at the gateway use protocol HTTPS`},
+		{"udp listener", `apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: g}
+spec: {gatewayClassName: istio, listeners: [{name: udp, port: 53, protocol: UDP}]}
+`, `spec.listeners[0].protocol: "UDP" is not supported by meshlab's Gateway API (HTTP, HTTPS, TLS, TCP)`},
 		{"https without tls", `apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: {name: g}
@@ -220,7 +225,7 @@ spec: {gatewayClassName: istio, listeners: [{name: https, port: 443, protocol: H
 kind: Gateway
 metadata: {name: g}
 spec: {gatewayClassName: istio, listeners: [{name: https, port: 443, protocol: HTTPS, tls: {mode: Passthrough, certificateRefs: [{name: c}]}}]}
-`, `spec.listeners[0].tls.mode: "Passthrough" is not supported by meshlab (Terminate; Passthrough needs a TLSRoute, which meshlab does not read)`},
+`, `spec.listeners[0].tls.mode: "Passthrough" is not supported on an HTTPS listener by meshlab (Terminate; for Passthrough use protocol TLS and TLSRoutes)`},
 		{"certificate in another namespace", `apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: {name: g, namespace: istio-system}
@@ -240,7 +245,7 @@ spec: {gatewayClassName: istio, listeners: [{name: https, port: 443, protocol: H
 kind: Gateway
 metadata: {name: g}
 spec: {gatewayClassName: istio, listeners: [{name: http, port: 80, protocol: HTTP, tls: {certificateRefs: [{name: c}]}}]}
-`, `spec.listeners[0].tls: is only read on an HTTPS listener (protocol is HTTP)`},
+`, `spec.listeners[0].tls: is only read on an HTTPS or TLS listener (protocol is HTTP)`},
 		{"other class", `apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: {name: g}
@@ -316,10 +321,10 @@ kind: HTTPRoute
 metadata: {name: r}
 spec: {parentRefs: [{name: g}], rules: [{backendRefs: [{name: httpbin, port: 8000, weight: 0}]}]}
 `, `spec.rules[0].backendRefs: every weight is 0`},
-		{"tlsroute", `apiVersion: gateway.networking.k8s.io/v1alpha2
-kind: TLSRoute
+		{"udproute", `apiVersion: gateway.networking.k8s.io/v1alpha2
+kind: UDPRoute
 metadata: {name: r}
-`, `kind TLSRoute (gateway.networking.k8s.io/v1alpha2) is not supported by meshlab`},
+`, `kind UDPRoute (gateway.networking.k8s.io/v1alpha2) is not supported by meshlab`},
 		{"class name", `apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
 metadata: {name: other}

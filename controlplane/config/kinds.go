@@ -26,7 +26,7 @@ const (
 	kindGateway
 	kindSecret
 	kindConfigMap
-	kindGatewayAPI // gateway.networking.k8s.io GatewayClass, Gateway, HTTPRoute, GRPCRoute, TCPRoute
+	kindGatewayAPI // gateway.networking.k8s.io GatewayClass, Gateway, HTTPRoute, GRPCRoute, TCPRoute, TLSRoute
 	kindTelemetry
 	kindStored  // a Kubernetes kind kept as written, changing nothing (storedKinds)
 	kindIngress // networking.k8s.io Ingress, IngressClass

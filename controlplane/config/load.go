@@ -70,7 +70,7 @@ type Object struct {
 	Secret  *corev1.Secret
 	// ConfigMap holds a v1 ConfigMap: files a pod's configMap volumes mount.
 	ConfigMap *corev1.ConfigMap
-	// GatewayClass, KubeGateway, HTTPRoute, GRPCRoute and TCPRoute hold a Kubernetes
+	// GatewayClass, KubeGateway, HTTPRoute, GRPCRoute, TCPRoute and TLSRoute hold a Kubernetes
 	// Gateway API object (gateway.networking.k8s.io); a Gateway's Origin.Kind is
 	// GatewayAPIGatewayKind.
 	GatewayClass *gwv1.GatewayClass
@@ -78,6 +78,7 @@ type Object struct {
 	HTTPRoute    *gwv1.HTTPRoute
 	GRPCRoute    *gwv1.GRPCRoute
 	TCPRoute     *gwv1.TCPRoute
+	TLSRoute     *gwv1.TLSRoute
 	// Ingress and IngressClass hold a networking.k8s.io/v1 object of that kind
 	// (ingress.go).
 	Ingress      *knetworking.Ingress

@@ -62,7 +62,7 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name: "unknown kind",
 			yaml: "apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: web}\n",
-			want: []string{`t.yaml: CronJob default/web: unknown kind "CronJob" in apiVersion "batch/v1" (meshlab reads v1 Service, Namespace, ServiceAccount, Secret, ConfigMap and Pod, apps/v1 Deployment, ReplicaSet, StatefulSet and DaemonSet, meshlab.dev/v1alpha1 Workload and MeshConfig, networking.k8s.io/v1 Ingress and IngressClass, networking.istio.io VirtualService, DestinationRule, ServiceEntry and Gateway, security.istio.io PeerAuthentication, AuthorizationPolicy and RequestAuthentication, gateway.networking.k8s.io GatewayClass, Gateway, HTTPRoute, GRPCRoute and TCPRoute)`},
+			want: []string{`t.yaml: CronJob default/web: unknown kind "CronJob" in apiVersion "batch/v1" (meshlab reads v1 Service, Namespace, ServiceAccount, Secret, ConfigMap and Pod, apps/v1 Deployment, ReplicaSet, StatefulSet and DaemonSet, meshlab.dev/v1alpha1 Workload and MeshConfig, networking.k8s.io/v1 Ingress and IngressClass, networking.istio.io VirtualService, DestinationRule, ServiceEntry and Gateway, security.istio.io PeerAuthentication, AuthorizationPolicy and RequestAuthentication, gateway.networking.k8s.io GatewayClass, Gateway, HTTPRoute, GRPCRoute, TCPRoute and TLSRoute)`},
 		},
 		{
 			name: "istio kind not supported yet",
