@@ -102,25 +102,31 @@ spec:
 			t.Fatalf("%s: load: %v", tc.name, err)
 		}
 		fmt.Fprintf(&b, "# %s\n", tc.name)
-		for _, o := range ingressIstio(s.Objects) {
-			var js []byte
-			switch {
-			case o.Gateway != nil:
-				js, err = protojson.Marshal(o.Gateway)
-			default:
-				js, err = protojson.Marshal(o.VirtualService)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			var out bytes.Buffer // protojson's spacing varies from run to run
-			if err := json.Indent(&out, js, "", "  "); err != nil {
-				t.Fatal(err)
-			}
-			fmt.Fprintf(&b, "%s %s/%s\n%s\n", o.Origin.Kind, o.Origin.Namespace, o.Origin.Name, out.Bytes())
-		}
+		b.WriteString(renderDerived(t, ingressIstio(s.Objects)))
 	}
 	testutil.Golden(t, "ingress", []byte(b.String()))
+}
+
+// renderDerived prints the Istio objects istiod derives (Gateways, VirtualServices) as
+// indented JSON, for golden files.
+func renderDerived(t *testing.T, objs []*Object) string {
+	t.Helper()
+	var b strings.Builder
+	for _, o := range objs {
+		js, err := protojson.Marshal(o.VirtualService)
+		if o.Gateway != nil {
+			js, err = protojson.Marshal(o.Gateway)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer // protojson's spacing varies from run to run
+		if err := json.Indent(&out, js, "", "  "); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%s %s/%s\n%s\n", o.Origin.Kind, o.Origin.Namespace, o.Origin.Name, out.Bytes())
+	}
+	return b.String()
 }
 
 // TestIngressBuild builds the page's Ingress into the model: its Gateway in istio-system

@@ -1,14 +1,9 @@
 package config
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
-
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/meshlab/meshlab/internal/testutil"
 )
@@ -42,22 +37,7 @@ spec:
 	if err != nil {
 		t.Fatalf("load: %v", err)
 	}
-	var b strings.Builder
-	for _, o := range gatewayAPIIstio(s.Objects) {
-		js, err := protojson.Marshal(o.VirtualService)
-		if o.Gateway != nil {
-			js, err = protojson.Marshal(o.Gateway)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out bytes.Buffer // protojson's spacing varies from run to run
-		if err := json.Indent(&out, js, "", "  "); err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprintf(&b, "%s %s/%s\n%s\n", o.Origin.Kind, o.Origin.Namespace, o.Origin.Name, out.Bytes())
-	}
-	testutil.Golden(t, "tlsroute", []byte(b.String()))
+	testutil.Golden(t, "tlsroute", []byte(renderDerived(t, gatewayAPIIstio(s.Objects))))
 }
 
 // TestTLSRouteRefused refuses what meshlab does not read, by name.
