@@ -338,22 +338,6 @@ func readMetaObject(ctx context.Context, c *api.Client, namespace string, t meta
 	return nil, notFound(t.kind, t.name)
 }
 
-// refuseTemplatePods refuses label/annotate -l of pods made from a workload's template
-// (the waypoint page's `label pod -l version=v2,app=reviews istio.io/use-waypoint=...`),
-// as readMetaObject refuses them by name, rather than change none of them silently.
-func refuseTemplatePods(ctx context.Context, c *api.Client, namespace, selector string, written []*metaObject) error {
-	pods, err := c.KubeObjects(ctx, "pod", namespace, "", selector)
-	if err != nil {
-		return err
-	}
-	for _, p := range pods {
-		if !slices.ContainsFunc(written, func(o *metaObject) bool { return o.name == p.Name && o.namespace == p.Namespace }) {
-			return fmt.Errorf("pod %s/%s (-l %s) is made from a workload's template, whose labels and annotations it has: change them there (spec.template.metadata) and apply it; meshlab keeps no per-pod metadata", p.Namespace, p.Name, selector)
-		}
-	}
-	return nil
-}
-
 // objectsOf lists the lab's objects of kind k as written: the lab's kinds, and Pod
 // objects, which the lab API lists among every kind's (its pods are a view of their own).
 func objectsOf(ctx context.Context, c *api.Client, k api.Kind, namespace, name string) ([]api.ConfigObject, error) {
@@ -421,11 +405,6 @@ func runMeta(ctx context.Context, c *api.Client, verb metaVerb, cfg *metaConfig,
 		}
 		if err != nil {
 			return err
-		}
-		if k.Kind == "Pod" {
-			if err := refuseTemplatePods(ctx, c, cfg.namespace, cfg.selector, objs); err != nil {
-				return err
-			}
 		}
 	} else {
 		targets, err := resolveMetaTargets(lookup, objects)
