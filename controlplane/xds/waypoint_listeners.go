@@ -14,12 +14,12 @@ import (
 	httpsetstate "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/set_filter_state/v3"
 	httpinspector "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/http_inspector/v3"
 	originaldst "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/original_dst/v3"
+	tlsinspector "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
 	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	netsetstate "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/set_filter_state/v3"
 	tcpproxy "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	netinputs "github.com/envoyproxy/go-control-plane/envoy/extensions/matching/common_inputs/network/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
-	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
 	"google.golang.org/protobuf/proto"
@@ -240,7 +240,7 @@ func mainInternalListener(m *model.Model, w *model.Waypoint, ports []waypointPor
 	if err != nil {
 		return nil, err
 	}
-	var knownPorts []uint16
+	var knownPorts []uint32
 	var chains []*listener.FilterChain
 	served := servedHosts(ports)
 	for _, p := range ports {
@@ -251,7 +251,7 @@ func mainInternalListener(m *model.Model, w *model.Waypoint, ports []waypointPor
 		chains = append(chains, fc)
 		// Every port of a declared protocol skips the inspector (istiod sniffs only
 		// ports of no protocol, which a lab's ports always have).
-		knownPorts = append(knownPorts, p.port.Port)
+		knownPorts = append(knownPorts, uint32(p.port.Port))
 	}
 	direct, err := directChains(m, w, logs)
 	if err != nil {
@@ -261,19 +261,15 @@ func mainInternalListener(m *model.Model, w *model.Waypoint, ports []waypointPor
 	slices.Sort(knownPorts)
 	knownPorts = slices.Compact(knownPorts)
 	inspector := &listener.ListenerFilter{Name: wellknown.HTTPInspector, ConfigType: &listener.ListenerFilter_TypedConfig{TypedConfig: hi}}
-	if len(knownPorts) > 0 {
-		var rules []*listener.ListenerFilterChainMatchPredicate
-		for _, p := range knownPorts {
-			rules = append(rules, &listener.ListenerFilterChainMatchPredicate{Rule: &listener.ListenerFilterChainMatchPredicate_DestinationPortRange{
-				DestinationPortRange: &typev3.Int32Range{Start: int32(p), End: int32(p) + 1},
-			}})
-		}
-		inspector.FilterDisabled = rules[0] // one port: its rule (an or_match takes two or more)
-		if len(rules) > 1 {
-			inspector.FilterDisabled = &listener.ListenerFilterChainMatchPredicate{Rule: &listener.ListenerFilterChainMatchPredicate_OrMatch{
-				OrMatch: &listener.ListenerFilterChainMatchPredicate_MatchSet{Rules: rules},
-			}}
-		}
+	inspector.FilterDisabled = excludePorts(knownPorts)
+	filters := []*listener.ListenerFilter{
+		{Name: wellknown.OriginalDestination, ConfigType: &listener.ListenerFilter_TypedConfig{TypedConfig: od}},
+		inspector,
+	}
+	if tls, err := waypointTLSInspector(ports); err != nil {
+		return nil, err
+	} else if tls != nil {
+		filters = append(filters, tls)
 	}
 	fcm, err := vipPortMatcher(ports)
 	if err != nil {
@@ -283,14 +279,43 @@ func mainInternalListener(m *model.Model, w *model.Waypoint, ports []waypointPor
 		Name:               MainInternalListener,
 		FilterChainMatcher: fcm,
 		FilterChains:       chains,
-		ListenerFilters: []*listener.ListenerFilter{
-			{Name: wellknown.OriginalDestination, ConfigType: &listener.ListenerFilter_TypedConfig{TypedConfig: od}},
-			inspector,
-		},
-		TrafficDirection:  core.TrafficDirection_INBOUND,
-		AccessLog:         responseFlagLogs(logs, "NR"),
-		ListenerSpecifier: &listener.Listener_InternalListener{InternalListener: &listener.Listener_InternalListenerConfig{}},
+		ListenerFilters:    filters,
+		TrafficDirection:   core.TrafficDirection_INBOUND,
+		AccessLog:          responseFlagLogs(logs, "NR"),
+		ListenerSpecifier:  &listener.Listener_InternalListener{InternalListener: &listener.Listener_InternalListenerConfig{}},
 	}, nil
+}
+
+// waypointTLSInspector is main_internal's TLS inspector, as istiod's waypoint has it: when
+// a service port carries the client's TLS (TLS, HTTPS), the inspector reads its
+// ClientHello (the SNI for logs and policy), disabled on the ports that never carry TLS;
+// without such a port, none (nil).
+func waypointTLSInspector(ports []waypointPort) (*listener.ListenerFilter, error) {
+	tlsPorts, plain := map[uint16]bool{}, map[uint16]bool{}
+	for _, p := range ports {
+		if p.port.Protocol.IsTLS() {
+			tlsPorts[p.port.Port] = true
+		} else {
+			plain[p.port.Port] = true
+		}
+	}
+	if len(tlsPorts) == 0 {
+		return nil, nil
+	}
+	ti, err := typed(&tlsinspector.TlsInspector{InitialReadBufferSize: wrapperspb.UInt32(512)}) // istiod's xdsfilters.TLSInspector
+	if err != nil {
+		return nil, err
+	}
+	f := &listener.ListenerFilter{Name: wellknown.TLSInspector, ConfigType: &listener.ListenerFilter_TypedConfig{TypedConfig: ti}}
+	var off []uint32
+	for p := range plain {
+		if !tlsPorts[p] { // a port number TLS on one service and plain on another keeps it
+			off = append(off, uint32(p))
+		}
+	}
+	slices.Sort(off)
+	f.FilterDisabled = excludePorts(off)
+	return f, nil
 }
 
 // vipPortMatcher is main_internal's unified filter-chain matcher: destination IP (each

@@ -2,6 +2,7 @@ package xds
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
@@ -142,22 +143,17 @@ func waypointRouteConfig(m *model.Model, w *model.Waypoint, served map[string]*m
 }
 
 // waypointTCPProxy sets where a TCP service port's tcp_proxy sends connections, as
-// istiod's buildWaypointInboundVIPTCPFilterChain: the destinations of the first tcp route
-// of the service's VirtualServices that applies to the port (a TCPRoute with the Service
-// as parent among them), one cluster or weighted ones (weight 0 left out), each the
+// istiod's buildWaypointInboundVIPTCPFilterChain: the destinations of the port's L4 route
+// (waypointL4Route), one cluster or weighted ones (weight 0 left out), each the
 // waypoint's cluster of that destination; without one, the port's own cluster.
 func waypointTCPProxy(m *model.Model, served map[string]*model.Service, w *model.Waypoint, p waypointPort, tp *tcpproxy.TcpProxy) *tcpproxy.TcpProxy {
-	for _, vs := range waypointVirtualServices(m, w, p.svc) {
-		r := tcpRouteFor(vs, p.port.Port)
-		if r == nil {
-			continue
-		}
-		if len(r.GetRoute()) == 1 {
-			tp.ClusterSpecifier = &tcpproxy.TcpProxy_Cluster{Cluster: waypointCluster(m, served, vs.Namespace, r.GetRoute()[0].GetDestination(), p.port.Port)}
+	if vs, dests := waypointL4Route(waypointVirtualServices(m, w, p.svc), p.svc.Hostname(), p.port.Port); len(dests) > 0 {
+		if len(dests) == 1 {
+			tp.ClusterSpecifier = &tcpproxy.TcpProxy_Cluster{Cluster: waypointCluster(m, served, vs.Namespace, dests[0].GetDestination(), p.port.Port)}
 			return tp
 		}
 		wc := &tcpproxy.TcpProxy_WeightedCluster{}
-		for _, d := range r.GetRoute() {
+		for _, d := range dests {
 			if d.GetWeight() > 0 {
 				wc.Clusters = append(wc.Clusters, &tcpproxy.TcpProxy_WeightedCluster_ClusterWeight{
 					Name: waypointCluster(m, served, vs.Namespace, d.GetDestination(), p.port.Port), Weight: uint32(d.GetWeight()),
@@ -169,4 +165,47 @@ func waypointTCPProxy(m *model.Model, served map[string]*model.Service, w *model
 	}
 	tp.ClusterSpecifier = &tcpproxy.TcpProxy_Cluster{Cluster: p.name()}
 	return tp
+}
+
+// waypointL4Route returns the destinations a waypoint sends a TCP port's connections to,
+// and the VirtualService they come from, as istiod's getWaypointTCPRoutes: a tls route of
+// any of vss first (Gateway API orders TLSRoute before TCPRoute, GEP-1294), then the
+// first tcp route that applies to port. The waypoint has one chain per service port and
+// no SNI matching, so a tls route counts only when it has no match or a match whose only
+// SNI is the service's own hostname (the form a TLSRoute with the Service as parent
+// takes). None: nil.
+func waypointL4Route(vss []*model.IstioConfig[*networking.VirtualService], hostname string, port uint16) (*model.IstioConfig[*networking.VirtualService], []*networking.RouteDestination) {
+	for _, vs := range vss {
+		for _, r := range vs.Spec.GetTls() {
+			if waypointTLSRouteApplies(r, hostname, port) {
+				return vs, r.GetRoute()
+			}
+		}
+	}
+	for _, vs := range vss {
+		if r := tcpRouteFor(vs, port); r != nil {
+			return vs, r.GetRoute()
+		}
+	}
+	return nil, nil
+}
+
+// waypointTLSRouteApplies reports whether tls route r carries a waypoint's port
+// connections to service hostname: it has no match, or a match naming hostname as its
+// only SNI, the port (or none), no gateway but the mesh, and no source labels or
+// namespace (a waypoint knows neither of its clients).
+func waypointTLSRouteApplies(r *networking.TLSRoute, hostname string, port uint16) bool {
+	if len(r.GetMatch()) == 0 {
+		return true
+	}
+	for _, m := range r.GetMatch() {
+		if len(m.GetSniHosts()) != 1 || m.GetSniHosts()[0] != hostname {
+			continue
+		}
+		meshGateway := len(m.GetGateways()) == 0 || slices.Contains(m.GetGateways(), model.MeshGateway)
+		if meshGateway && (m.GetPort() == 0 || m.GetPort() == uint32(port)) && len(m.GetSourceLabels()) == 0 && m.GetSourceNamespace() == "" {
+			return true
+		}
+	}
+	return false
 }
