@@ -17,7 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/meshlab/meshlab/dataplane/proxy/rawio"
+	"github.com/meshlab/meshlab/dataplane/rawio"
 	"github.com/meshlab/meshlab/dataplane/ztunnel/hbone"
 	"github.com/meshlab/meshlab/dataplane/ztunnel/inpod"
 	"github.com/meshlab/meshlab/dataplane/ztunnel/metrics"

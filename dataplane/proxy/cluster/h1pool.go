@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/meshlab/meshlab/dataplane/proxy/rawio"
 	"github.com/meshlab/meshlab/dataplane/proxy/tlsctx"
+	"github.com/meshlab/meshlab/dataplane/rawio"
 )
 
 // h1Pool is a cluster's HTTP/1.1 client for requests whose body can be replayed (none,

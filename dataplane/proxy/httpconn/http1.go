@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/meshlab/meshlab/dataplane/proxy/rawio"
+	"github.com/meshlab/meshlab/dataplane/rawio"
 )
 
 // HTTP/1.1 downstream codec. Envoy's HTTP/1 codec reads a request, runs the filter chain

@@ -10,8 +10,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/meshlab/meshlab/dataplane/proxy/rawio"
 	"github.com/meshlab/meshlab/dataplane/proxy/stats"
+	"github.com/meshlab/meshlab/dataplane/rawio"
 )
 
 // VerifyError is a peer certificate Envoy's validator refuses. Stat is the ssl.* counter

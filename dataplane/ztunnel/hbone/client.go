@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/net/http2"
 
-	"github.com/meshlab/meshlab/dataplane/proxy/rawio"
+	"github.com/meshlab/meshlab/dataplane/rawio"
 )
 
 // h2 settings as ztunnel's (src/config.rs): 4 MiB stream window, 16 MiB connection

@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/net/http2"
 
-	"github.com/meshlab/meshlab/dataplane/proxy/rawio"
+	"github.com/meshlab/meshlab/dataplane/rawio"
 )
 
 // ConnectRequest is one CONNECT a pod's 15008 received.
