@@ -120,6 +120,11 @@ type Options struct {
 	// report's proxy dumps there); optional.
 	Prepare func(runDir string) error
 
+	// maxPushBytes is the discovery server's limit of one proxy's push of one type;
+	// 0 = discovery.MaxPushBytes. The lab's tests set a small one to make one proxy's
+	// config fail.
+	maxPushBytes int
+
 	Out    io.Writer        // progress lines; optional
 	Logger *slog.Logger     // required
 	Guide  web.GuideBackend // optional: the guide of `meshlab lab start` (a *runner.Guide), served on /v1/guide
@@ -357,7 +362,7 @@ func (l *Lab) create(ctx context.Context) error {
 		return err
 	}
 	if len(jwksURIs(l.model)) > 0 { // jwks.go: the first push came before the world could answer
-		if err := l.updateProxies(ctx, l.model, "jwks"); err != nil {
+		if err := l.updateProxies(ctx, l.model, "jwks"); err != nil && !errors.As(err, new(*discovery.ProxyErrors)) {
 			return fmt.Errorf("push the fetched JWKS: %w", err)
 		}
 	}
@@ -412,18 +417,19 @@ func (l *Lab) startServers() error {
 		}
 	}
 	disc, err := discovery.New(discovery.Options{
-		Upstream:    upstream,
-		Logger:      l.log.With("component", "discovery"),
-		SocketPath:  l.paths.XDSSocket(),
-		SocketGID:   l.syscalls().proxyGID,
-		TCPAddr:     l.opts.XDSListen,
-		Authorize:   l.proxyAuthorizer(newProxyNodes(l.model)),
-		OnRefused:   l.publishXDSRefused,
-		TCPTLS:      l.xdsTLS(),
-		OnEvent:     l.publishXDS,
-		Register:    registerCA,
-		HistorySize: l.opts.XDSHistory,
-		WDS:         xds.WDSOptions{Node: NodeNamespace(l.opts.Name), TrustDomain: l.ca.Authority().TrustDomain(), Unhealthy: l.readiness.unhealthy},
+		Upstream:     upstream,
+		Logger:       l.log.With("component", "discovery"),
+		SocketPath:   l.paths.XDSSocket(),
+		SocketGID:    l.syscalls().proxyGID,
+		TCPAddr:      l.opts.XDSListen,
+		Authorize:    l.proxyAuthorizer(newProxyNodes(l.model)),
+		OnRefused:    l.publishXDSRefused,
+		TCPTLS:       l.xdsTLS(),
+		OnEvent:      l.publishXDS,
+		Register:     registerCA,
+		HistorySize:  l.opts.XDSHistory,
+		MaxPushBytes: l.opts.maxPushBytes,
+		WDS:          xds.WDSOptions{Node: NodeNamespace(l.opts.Name), TrustDomain: l.ca.Authority().TrustDomain(), Unhealthy: l.readiness.unhealthy},
 	})
 	if err != nil {
 		return fmt.Errorf("start discovery server: %w", err)
@@ -436,7 +442,10 @@ func (l *Lab) startServers() error {
 			l.log.Error("discovery server stopped", "err", err)
 		}
 	}()
-	if err := l.updateProxies(sctx, l.model, "start"); err != nil {
+	// A proxy whose config cannot be generated is that proxy's failure, as in later
+	// updates (discovery.ProxyErrors): its pod is reported not ready (waitReady) with the
+	// error, which proxy-status and the event bus have too, and the lab comes up.
+	if err := l.updateProxies(sctx, l.model, "start"); err != nil && !errors.As(err, new(*discovery.ProxyErrors)) {
 		return fmt.Errorf("generate proxy config: %w", err)
 	}
 	l.names = newNameTables(l.model)

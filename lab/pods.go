@@ -295,6 +295,22 @@ func smallApp(meshlab string) string {
 }
 
 // notReadyError is a pod whose proxy failed or was not ready in time.
+// pushError is a *notReadyError when the control plane could not generate the config
+// of pod's proxy (discovery.Server.PushError): the proxy has none to become ready with
+// until a later update generates it, so `up` reports the pod at once instead of at the
+// ready timeout. A function, not a method: *Lab's method set is bounded.
+func pushError(l *Lab, pod string) error {
+	m := l.below().Model()
+	if l.disc == nil || m == nil || m.Pod(pod) == nil {
+		return nil
+	}
+	msg := l.disc.PushError(m.Pod(pod).NodeID())
+	if msg == "" {
+		return nil
+	}
+	return &notReadyError{err: errPodFailed, msg: "its proxy's config was not generated: " + msg}
+}
+
 type notReadyError struct {
 	msg string
 	err error // errPodFailed or context.DeadlineExceeded
@@ -316,7 +332,8 @@ const (
 
 // waitReady waits until the pod's agent reports ready. It returns a *notReadyError at
 // once when the agent reports its proxy failed (a binary that cannot start, a crash
-// loop), or when ctx's deadline passes.
+// loop) or the control plane could not generate its config (pushError), or when ctx's
+// deadline passes.
 func (l *Lab) waitReady(ctx context.Context, pod string) error {
 	c := l.agentClient(pod)
 	defer c.Close()
@@ -329,6 +346,9 @@ func (l *Lab) waitReady(ctx context.Context, pod string) error {
 		}
 	}
 	for {
+		if err := pushError(l, pod); err != nil {
+			return err
+		}
 		offer := l.podview.Before(pod, name) // the pod list holds what the agent answers
 		// The agent answers a little before ctx's deadline, so a pod that is not ready
 		// in time is reported with the agent's reason.

@@ -38,12 +38,14 @@ const (
 	perMessageOverhead  = 512
 )
 
-// PushTooLargeError is Update's refusal of a config whose push would exceed MaxPushBytes.
+// PushTooLargeError is Update's refusal of a config whose push would exceed the server's
+// limit (MaxPushBytes unless Options.MaxPushBytes says otherwise).
 // Its message leaves the proxy to the caller, which names it.
 type PushTooLargeError struct {
 	NodeID  string
 	TypeURL string
 	Bytes   int
+	Limit   int // the limit it is above
 	// Largest names the heaviest resources of the type, heaviest first, with sizes.
 	Largest []string
 	// Origin is the config path of the object that made the heaviest part of them (the
@@ -57,7 +59,7 @@ func (e *PushTooLargeError) Error() string {
 		from = ", most of it from " + e.Origin
 	}
 	return fmt.Sprintf("its %s resources would weigh %d bytes, above the %d-byte limit of one xDS push (largest: %s%s)",
-		shortType(e.TypeURL), e.Bytes, MaxPushBytes, strings.Join(e.Largest, ", "), from)
+		shortType(e.TypeURL), e.Bytes, e.Limit, strings.Join(e.Largest, ", "), from)
 }
 
 // largestOrigin returns the config path recorded on the routes of the largest virtual
@@ -86,9 +88,9 @@ func largestOrigin(rs []types.Resource) string {
 	return ""
 }
 
-// checkPushSize returns a *PushTooLargeError when one type of res would not fit in one
-// response to the proxy.
-func checkPushSize(nodeID string, res map[resource.Type][]types.Resource) error {
+// checkPushSize returns a *PushTooLargeError when one type of res would weigh more than
+// limit bytes in one response to the proxy.
+func checkPushSize(nodeID string, res map[resource.Type][]types.Resource, limit int) error {
 	for _, typ := range slices.Sorted(maps.Keys(res)) {
 		type sized struct {
 			name  string
@@ -101,11 +103,11 @@ func checkPushSize(nodeID string, res map[resource.Type][]types.Resource) error 
 			total += n
 			all = append(all, sized{cachev3.GetResourceName(r), n})
 		}
-		if total <= MaxPushBytes {
+		if total <= limit {
 			continue
 		}
 		slices.SortFunc(all, func(a, b sized) int { return b.bytes - a.bytes })
-		e := &PushTooLargeError{NodeID: nodeID, TypeURL: typ, Bytes: total}
+		e := &PushTooLargeError{NodeID: nodeID, TypeURL: typ, Bytes: total, Limit: limit}
 		for _, s := range all[:min(3, len(all))] {
 			e.Largest = append(e.Largest, fmt.Sprintf("%s (%d bytes)", s.name, s.bytes))
 		}

@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -65,6 +66,10 @@ type Options struct {
 	// HistorySize is how many snapshots to keep per proxy for History and Diff.
 	// Optional; DefaultHistorySize when zero.
 	HistorySize int
+	// MaxPushBytes is the most one proxy's resources of one type may weigh (Update
+	// refuses that proxy's config above it). Optional; MaxPushBytes when zero. A lab's
+	// tests set a small one to make one proxy's config fail.
+	MaxPushBytes int
 	// WDS is what ztunnels' WDS needs beyond the model (the lab's node name, trust
 	// domain). Optional; without a node name no pod is on a ztunnel's node.
 	WDS xds.WDSOptions
@@ -106,6 +111,8 @@ type Server struct {
 	// failed holds, per node id, why the last update could not generate its config
 	// (ProxyStatus.PushError); a later update that generates it clears it.
 	failed map[string]string
+	// maxPush is Options.MaxPushBytes, or MaxPushBytes.
+	maxPush int
 
 	wds  xds.WDSOptions
 	wp   waypointWDS // waypoint_wds.go; guarded by mu
@@ -176,6 +183,7 @@ func New(o Options) (*Server, error) {
 		ctx:     ctx,
 		faults:  f,
 		history: hist,
+		maxPush: cmp.Or(o.MaxPushBytes, MaxPushBytes),
 		wds:     o.WDS,
 	}
 	s.cache.beforeDelta = s.beforeDeltaWatch

@@ -213,6 +213,14 @@ func (s *Server) recordFailures(failed *ProxyErrors, results []genResult) {
 	}
 }
 
+// PushError is why the last update could not generate node's config, "" when it could
+// (its ProxyStatus.PushError, without building every proxy's status).
+func (s *Server) PushError(node string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failed[node]
+}
+
 // ProxyErrors is an update's error when the config of some proxies could not be
 // generated. Each of them kept its previous config; every other proxy was given its new
 // one. errors.As finds each proxy's error (a *PushTooLargeError, say).
@@ -318,7 +326,7 @@ func (s *Server) generate(m *model.Model, pod *model.Pod, scope xds.Scope, versi
 			}
 			e.ts, e.cost, e.err = in.intern(typ, res[typ])
 			if e.err == nil {
-				e.err = checkTypeSize(id, typ, e.ts)
+				e.err = s.checkTypeSize(id, typ, e.ts)
 			}
 		})
 		if e.err != nil {
@@ -345,7 +353,7 @@ func (s *Server) generate(m *model.Model, pod *model.Pod, scope xds.Scope, versi
 				r.err = err
 				return r
 			}
-			if err := checkTypeSize(id, typ, ts); err != nil {
+			if err := s.checkTypeSize(id, typ, ts); err != nil {
 				r.err = err
 				return r
 			}
@@ -470,7 +478,7 @@ func (s *Server) replaceHosts(m *model.Model, pod *model.Pod, typ resource.Type,
 			return typeState{}, 0, err
 		}
 		ts := mergeHosts(typ, prev, fresh, hosts)
-		return ts, cost, checkTypeSize(pod.NodeID(), typ, ts)
+		return ts, cost, s.checkTypeSize(pod.NodeID(), typ, ts)
 	}
 	key, ok := xds.SharedKey(m, typ, pod)
 	if !ok {
@@ -539,17 +547,17 @@ func sameHostResources(prev, fresh typeState, hosts map[string]bool) bool {
 }
 
 // checkTypeSize refuses, as checkPushSize (limits.go) does, a type whose push would
-// exceed MaxPushBytes; it sums the encodings the interner made instead of sizing every
-// resource again, and leaves the refusal's details to checkPushSize.
-func checkTypeSize(id string, typ resource.Type, ts typeState) error {
+// exceed the server's limit; it sums the encodings the interner made instead of sizing
+// every resource again, and leaves the refusal's details to checkPushSize.
+func (s *Server) checkTypeSize(id string, typ resource.Type, ts typeState) error {
 	total := perMessageOverhead
 	for _, a := range ts.anys {
 		total += len(a.GetValue()) + perResourceOverhead
 	}
-	if total <= MaxPushBytes {
+	if total <= s.maxPush {
 		return nil
 	}
-	return checkPushSize(id, map[resource.Type][]types.Resource{typ: ts.res})
+	return checkPushSize(id, map[resource.Type][]types.Resource{typ: ts.res}, s.maxPush)
 }
 
 // interner keeps one copy of each distinct resource generated during one update, so
