@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"sort"
 	"strconv"
+	"strings"
 
 	xdscorev3 "github.com/cncf/xds/go/xds/core/v3"
 	matcherv3 "github.com/cncf/xds/go/xds/type/matcher/v3"
@@ -21,25 +22,28 @@ import (
 // when it is set: matcher trees on the network inputs below, with exact_match_map or the
 // IP matcher (longest prefix first; a non-exclusive range whose nested matcher does not
 // match falls back to shorter ones), on_no_match at every level, and actions that name a
-// chain (google.protobuf.StringValue). No match uses the default filter chain.
+// chain (google.protobuf.StringValue). No match uses the default filter chain. An input
+// with no data (no SNI, no transport or application protocol) matches no key and no
+// range: its node's on_no_match decides, as Envoy's.
 
 // unifiedAllow is what the proxy implements of the unified matcher.
 var unifiedAllow = fieldcheck.Allow{
-	"xds.type.matcher.v3.Matcher":                                               {"matcher_tree", "on_no_match"},
-	"xds.type.matcher.v3.Matcher.MatcherTree":                                   {"input", "exact_match_map", "custom_match"},
-	"xds.type.matcher.v3.Matcher.MatcherTree.MatchMap":                          {"map"},
-	"xds.type.matcher.v3.Matcher.OnMatch":                                       {"matcher", "action"},
-	"xds.core.v3.TypedExtensionConfig":                                          {"name", "typed_config"},
-	"xds.type.matcher.v3.IPMatcher":                                             {"range_matchers"},
-	"xds.type.matcher.v3.IPMatcher.IPRangeMatcher":                              {"ranges", "on_match", "exclusive"},
-	"xds.core.v3.CidrRange":                                                     {"address_prefix", "prefix_len"},
-	"google.protobuf.StringValue":                                               {"value"},
-	"envoy.extensions.matching.common_inputs.network.v3.DestinationIPInput":     {},
-	"envoy.extensions.matching.common_inputs.network.v3.DestinationPortInput":   {},
-	"envoy.extensions.matching.common_inputs.network.v3.SourceIPInput":          {},
-	"envoy.extensions.matching.common_inputs.network.v3.SourcePortInput":        {},
-	"envoy.extensions.matching.common_inputs.network.v3.ServerNameInput":        {},
-	"envoy.extensions.matching.common_inputs.network.v3.TransportProtocolInput": {},
+	"xds.type.matcher.v3.Matcher":                                                 {"matcher_tree", "on_no_match"},
+	"xds.type.matcher.v3.Matcher.MatcherTree":                                     {"input", "exact_match_map", "custom_match"},
+	"xds.type.matcher.v3.Matcher.MatcherTree.MatchMap":                            {"map"},
+	"xds.type.matcher.v3.Matcher.OnMatch":                                         {"matcher", "action"},
+	"xds.core.v3.TypedExtensionConfig":                                            {"name", "typed_config"},
+	"xds.type.matcher.v3.IPMatcher":                                               {"range_matchers"},
+	"xds.type.matcher.v3.IPMatcher.IPRangeMatcher":                                {"ranges", "on_match", "exclusive"},
+	"xds.core.v3.CidrRange":                                                       {"address_prefix", "prefix_len"},
+	"google.protobuf.StringValue":                                                 {"value"},
+	"envoy.extensions.matching.common_inputs.network.v3.DestinationIPInput":       {},
+	"envoy.extensions.matching.common_inputs.network.v3.DestinationPortInput":     {},
+	"envoy.extensions.matching.common_inputs.network.v3.SourceIPInput":            {},
+	"envoy.extensions.matching.common_inputs.network.v3.SourcePortInput":          {},
+	"envoy.extensions.matching.common_inputs.network.v3.ServerNameInput":          {},
+	"envoy.extensions.matching.common_inputs.network.v3.TransportProtocolInput":   {},
+	"envoy.extensions.matching.common_inputs.network.v3.ApplicationProtocolInput": {},
 }
 
 // input is a network matching input.
@@ -52,39 +56,50 @@ const (
 	inSourcePort
 	inServerName
 	inTransportProtocol
+	inApplicationProtocol
 )
 
 var inputTypes = map[protoreflect.FullName]input{
-	"envoy.extensions.matching.common_inputs.network.v3.DestinationIPInput":     inDestinationIP,
-	"envoy.extensions.matching.common_inputs.network.v3.DestinationPortInput":   inDestinationPort,
-	"envoy.extensions.matching.common_inputs.network.v3.SourceIPInput":          inSourceIP,
-	"envoy.extensions.matching.common_inputs.network.v3.SourcePortInput":        inSourcePort,
-	"envoy.extensions.matching.common_inputs.network.v3.ServerNameInput":        inServerName,
-	"envoy.extensions.matching.common_inputs.network.v3.TransportProtocolInput": inTransportProtocol,
+	"envoy.extensions.matching.common_inputs.network.v3.DestinationIPInput":       inDestinationIP,
+	"envoy.extensions.matching.common_inputs.network.v3.DestinationPortInput":     inDestinationPort,
+	"envoy.extensions.matching.common_inputs.network.v3.SourceIPInput":            inSourceIP,
+	"envoy.extensions.matching.common_inputs.network.v3.SourcePortInput":          inSourcePort,
+	"envoy.extensions.matching.common_inputs.network.v3.ServerNameInput":          inServerName,
+	"envoy.extensions.matching.common_inputs.network.v3.TransportProtocolInput":   inTransportProtocol,
+	"envoy.extensions.matching.common_inputs.network.v3.ApplicationProtocolInput": inApplicationProtocol,
 }
 
-func (in input) value(ci ConnInfo) string {
+// value returns the input's value for ci, false when the connection has none (Envoy's
+// input returns no data). The application protocols are the connection's requested
+// ones (TLS ALPN, or the HTTP inspector's http/1.1, http/1.0 or h2c) each in single
+// quotes, comma-separated: 'h2','http/1.1'.
+func (in input) value(ci ConnInfo) (string, bool) {
 	switch in {
 	case inDestinationIP:
 		if !ci.Local.IsValid() {
-			return ""
+			return "", false
 		}
-		return ci.Local.Addr().Unmap().String()
+		return ci.Local.Addr().Unmap().String(), true
 	case inDestinationPort:
-		return strconv.Itoa(int(ci.Local.Port()))
+		return strconv.Itoa(int(ci.Local.Port())), true
 	case inSourceIP:
 		if !ci.Remote.IsValid() {
-			return ""
+			return "", false
 		}
-		return ci.Remote.Addr().Unmap().String()
+		return ci.Remote.Addr().Unmap().String(), true
 	case inSourcePort:
-		return strconv.Itoa(int(ci.Remote.Port()))
+		return strconv.Itoa(int(ci.Remote.Port())), true
 	case inServerName:
-		return ci.ServerName
+		return ci.ServerName, ci.ServerName != ""
 	case inTransportProtocol:
-		return ci.TransportProtocol
+		return ci.TransportProtocol, ci.TransportProtocol != ""
+	case inApplicationProtocol:
+		if len(ci.ALPN) == 0 {
+			return "", false
+		}
+		return "'" + strings.Join(ci.ALPN, "','") + "'", true
 	}
-	return ""
+	return "", false
 }
 
 // chainMatcher is a compiled Matcher.
@@ -109,28 +124,39 @@ type ipRange struct {
 
 // match returns the name of the chain m picks for ci, false for none.
 func (m *chainMatcher) match(ci ConnInfo) (string, bool) {
-	v := m.in.value(ci)
-	if m.exact != nil {
-		if om := m.exact[v]; om != nil {
-			if name, ok := om.match(ci); ok {
-				return name, true
-			}
-		}
-	} else if ip, err := netip.ParseAddr(v); err == nil {
-		for _, r := range m.ranges {
-			if !r.prefix.Contains(ip) {
-				continue
-			}
-			if name, ok := r.on.match(ci); ok {
-				return name, true
-			}
-			if r.exclusive {
-				break
-			}
+	if v, ok := m.in.value(ci); ok {
+		if name, ok := m.matchValue(v, ci); ok {
+			return name, true
 		}
 	}
 	if m.noMatch != nil {
 		return m.noMatch.match(ci)
+	}
+	return "", false
+}
+
+// matchValue looks v up in m's exact map or IP ranges.
+func (m *chainMatcher) matchValue(v string, ci ConnInfo) (string, bool) {
+	if m.exact != nil {
+		if om := m.exact[v]; om != nil {
+			return om.match(ci)
+		}
+		return "", false
+	}
+	ip, err := netip.ParseAddr(v)
+	if err != nil {
+		return "", false
+	}
+	for _, r := range m.ranges {
+		if !r.prefix.Contains(ip) {
+			continue
+		}
+		if name, ok := r.on.match(ci); ok {
+			return name, true
+		}
+		if r.exclusive {
+			break
+		}
 	}
 	return "", false
 }
