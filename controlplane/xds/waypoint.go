@@ -103,6 +103,26 @@ func WaypointServices(m *model.Model, w WaypointSpec) []*model.Service {
 	return out
 }
 
+// WaypointWorkloads returns the pods whose workload-addressed traffic waypoint w takes
+// (model.WaypointOfWorkload binds them to w: the pod's istio.io/use-waypoint, else its
+// namespace's, when w is for workload or all traffic) and that have an address, sorted as
+// istiod orders them (creation time, then WDS uid: namespace, then name).
+func WaypointWorkloads(m *model.Model, w *model.Waypoint) []*model.Pod {
+	var out []*model.Pod
+	for _, p := range m.Pods {
+		if !p.IP.IsValid() {
+			continue
+		}
+		if m.WaypointOfWorkload(p, nil).Waypoint == w {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b *model.Pod) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	})
+	return out
+}
+
 // servedHosts returns the services of ports by hostname.
 func servedHosts(ports []waypointPort) map[string]*model.Service {
 	served := map[string]*model.Service{}

@@ -229,8 +229,10 @@ func connectTerminateListener(logs []*accesslogv3.AccessLog) (*listener.Listener
 
 // mainInternalListener is the internal listener connect_terminate's tunnels arrive on,
 // their destination restored by original_dst: a unified matcher picks the chain by
-// destination VIP then port, one chain per service port (ports of a known protocol skip the HTTP
-// inspector); other destinations fall to direct-tcp or direct-http.
+// destination VIP then port, one chain per service port (ports of a known protocol skip
+// the HTTP inspector), and by the IP of a workload that uses the waypoint then the
+// application protocol the HTTP inspector found, direct-http or direct-tcp (with such a
+// workload any port may carry HTTP, so the inspector runs on every port).
 func mainInternalListener(m *model.Model, w *model.Waypoint, ports []waypointPort, logs []*accesslogv3.AccessLog) (*listener.Listener, error) {
 	od, err := typed(&originaldst.OriginalDst{})
 	if err != nil {
@@ -260,8 +262,11 @@ func mainInternalListener(m *model.Model, w *model.Waypoint, ports []waypointPor
 	chains = append(chains, direct...)
 	slices.Sort(knownPorts)
 	knownPorts = slices.Compact(knownPorts)
+	workloads := WaypointWorkloads(m, w)
 	inspector := &listener.ListenerFilter{Name: wellknown.HTTPInspector, ConfigType: &listener.ListenerFilter_TypedConfig{TypedConfig: hi}}
-	inspector.FilterDisabled = excludePorts(knownPorts)
+	if len(workloads) == 0 {
+		inspector.FilterDisabled = excludePorts(knownPorts)
+	}
 	filters := []*listener.ListenerFilter{
 		{Name: wellknown.OriginalDestination, ConfigType: &listener.ListenerFilter_TypedConfig{TypedConfig: od}},
 		inspector,
@@ -271,7 +276,7 @@ func mainInternalListener(m *model.Model, w *model.Waypoint, ports []waypointPor
 	} else if tls != nil {
 		filters = append(filters, tls)
 	}
-	fcm, err := vipPortMatcher(ports)
+	fcm, err := vipPortMatcher(ports, workloads)
 	if err != nil {
 		return nil, err
 	}
@@ -319,8 +324,9 @@ func waypointTLSInspector(ports []waypointPort) (*listener.ListenerFilter, error
 }
 
 // vipPortMatcher is main_internal's unified filter-chain matcher: destination IP (each
-// service VIP, /32) then destination port (exact) to the chain's name.
-func vipPortMatcher(ports []waypointPort) (*xdsmatcher.Matcher, error) {
+// service VIP, /32) then destination port (exact) to the chain's name; after the VIPs,
+// the workloads' addresses (workloadRange).
+func vipPortMatcher(ports []waypointPort, workloads []*model.Pod) (*xdsmatcher.Matcher, error) {
 	ipInput, err := typed(&netinputs.DestinationIPInput{})
 	if err != nil {
 		return nil, err
@@ -365,6 +371,13 @@ func vipPortMatcher(ports []waypointPort) (*xdsmatcher.Matcher, error) {
 			}}},
 		})
 	}
+	if len(workloads) > 0 {
+		wr, err := workloadRange(workloads)
+		if err != nil {
+			return nil, err
+		}
+		ipm.RangeMatchers = append(ipm.RangeMatchers, wr)
+	}
 	custom, err := typed(ipm)
 	if err != nil {
 		return nil, err
@@ -373,6 +386,47 @@ func vipPortMatcher(ports []waypointPort) (*xdsmatcher.Matcher, error) {
 		Input:    &xdscore.TypedExtensionConfig{Name: "ip", TypedConfig: ipInput},
 		TreeType: &xdsmatcher.Matcher_MatcherTree_CustomMatch{CustomMatch: &xdscore.TypedExtensionConfig{Name: "ip", TypedConfig: custom}},
 	}}}, nil
+}
+
+// workloadRange is main_internal's range matcher of the workloads that use the
+// waypoint: every one's address (/32, /128), then the application protocol the HTTP
+// inspector found, HTTP/1.1 or h2c to direct-http and anything else to direct-tcp, as
+// istiod's waypoint (HTTP/1.0 only with PILOT_HTTP10, which a lab's istiod leaves off).
+func workloadRange(workloads []*model.Pod) (*xdsmatcher.IPMatcher_IPRangeMatcher, error) {
+	protoInput, err := typed(&netinputs.ApplicationProtocolInput{})
+	if err != nil {
+		return nil, err
+	}
+	toChain := func(name string) (*xdsmatcher.Matcher_OnMatch, error) {
+		a, err := typed(wrapperspb.String(name))
+		if err != nil {
+			return nil, err
+		}
+		return &xdsmatcher.Matcher_OnMatch{OnMatch: &xdsmatcher.Matcher_OnMatch_Action{
+			Action: &xdscore.TypedExtensionConfig{Name: name, TypedConfig: a},
+		}}, nil
+	}
+	http, err := toChain("direct-http")
+	if err != nil {
+		return nil, err
+	}
+	tcp, err := toChain("direct-tcp")
+	if err != nil {
+		return nil, err
+	}
+	r := &xdsmatcher.IPMatcher_IPRangeMatcher{OnMatch: &xdsmatcher.Matcher_OnMatch{OnMatch: &xdsmatcher.Matcher_OnMatch_Matcher{Matcher: &xdsmatcher.Matcher{
+		MatcherType: &xdsmatcher.Matcher_MatcherTree_{MatcherTree: &xdsmatcher.Matcher_MatcherTree{
+			Input: &xdscore.TypedExtensionConfig{Name: "application-protocol", TypedConfig: protoInput},
+			TreeType: &xdsmatcher.Matcher_MatcherTree_ExactMatchMap{ExactMatchMap: &xdsmatcher.Matcher_MatcherTree_MatchMap{
+				Map: map[string]*xdsmatcher.Matcher_OnMatch{"'h2c'": http, "'http/1.1'": http},
+			}},
+		}},
+		OnNoMatch: tcp,
+	}}}}
+	for _, p := range workloads {
+		r.Ranges = append(r.Ranges, &xdscore.CidrRange{AddressPrefix: p.IP.String(), PrefixLen: wrapperspb.UInt32(uint32(p.IP.BitLen()))})
+	}
+	return r, nil
 }
 
 // waypointHCM is a main_internal connection manager: a sidecar inbound one (hcmFilter)
