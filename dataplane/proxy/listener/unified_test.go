@@ -41,6 +41,24 @@ func portMap(t *testing.T, ports map[string]string) *matcherv3.Matcher {
 	}}}
 }
 
+// internalWithIPMatcher is an internal listener main_internal of tcp_proxy chains named
+// chains, picked by a destination-IP matcher ipm.
+func internalWithIPMatcher(t *testing.T, ipm *matcherv3.IPMatcher, chains ...string) *listenerv3.Listener {
+	t.Helper()
+	l := &listenerv3.Listener{
+		Name:              "main_internal",
+		ListenerSpecifier: &listenerv3.Listener_InternalListener{InternalListener: &listenerv3.Listener_InternalListenerConfig{}},
+		FilterChainMatcher: &matcherv3.Matcher{MatcherType: &matcherv3.Matcher_MatcherTree_{MatcherTree: &matcherv3.Matcher_MatcherTree{
+			Input:    typedExt(t, "ip", &networkinputsv3.DestinationIPInput{}),
+			TreeType: &matcherv3.Matcher_MatcherTree_CustomMatch{CustomMatch: typedExt(t, "ip", ipm)},
+		}}},
+	}
+	for _, name := range chains {
+		l.FilterChains = append(l.FilterChains, &listenerv3.FilterChain{Name: name, Filters: tcpFilter(t, name)})
+	}
+	return l
+}
+
 // istiod's main_internal matcher: destination IP (a VIP /32, and a wider range) then
 // destination port by exact match; no match anywhere falls back to a wider range when
 // the narrower one is not exclusive, then to on_no_match.
@@ -54,16 +72,8 @@ func TestFilterChainMatcher(t *testing.T) {
 		{Ranges: []*xdscorev3.CidrRange{{AddressPrefix: "10.0.0.0", PrefixLen: wrapperspb.UInt32(8)}},
 			OnMatch: &matcherv3.Matcher_OnMatch{OnMatch: &matcherv3.Matcher_OnMatch_Matcher{Matcher: portMap(t, map[string]string{"9080": "direct-http", "5432": "direct-tcp"})}}},
 	}}
-	l := &listenerv3.Listener{
-		Name:               "main_internal",
-		ListenerSpecifier:  &listenerv3.Listener_InternalListener{InternalListener: &listenerv3.Listener_InternalListenerConfig{}},
-		FilterChains:       []*listenerv3.FilterChain{chain("inbound-vip|9080|http|reviews"), chain("direct-http"), chain("direct-tcp")},
-		DefaultFilterChain: chain("default"),
-		FilterChainMatcher: &matcherv3.Matcher{MatcherType: &matcherv3.Matcher_MatcherTree_{MatcherTree: &matcherv3.Matcher_MatcherTree{
-			Input:    typedExt(t, "ip", &networkinputsv3.DestinationIPInput{}),
-			TreeType: &matcherv3.Matcher_MatcherTree_CustomMatch{CustomMatch: typedExt(t, "ip", ipm)},
-		}}},
-	}
+	l := internalWithIPMatcher(t, ipm, "inbound-vip|9080|http|reviews", "direct-http", "direct-tcp")
+	l.DefaultFilterChain = chain("default")
 	cfg, err := Compile(l)
 	if err != nil {
 		t.Fatal(err)
@@ -92,9 +102,6 @@ func TestFilterChainMatcher(t *testing.T) {
 // then the application protocol the inspectors found ('h2c' or 'http/1.1' to
 // direct-http, anything else, or nothing found, to direct-tcp through on_no_match).
 func TestFilterChainMatcherApplicationProtocol(t *testing.T) {
-	chain := func(name string) *listenerv3.FilterChain {
-		return &listenerv3.FilterChain{Name: name, Filters: tcpFilter(t, name)}
-	}
 	proto := &matcherv3.Matcher{
 		MatcherType: &matcherv3.Matcher_MatcherTree_{MatcherTree: &matcherv3.Matcher_MatcherTree{
 			Input: typedExt(t, "application-protocol", &networkinputsv3.ApplicationProtocolInput{}),
@@ -109,16 +116,7 @@ func TestFilterChainMatcherApplicationProtocol(t *testing.T) {
 		Ranges:  []*xdscorev3.CidrRange{{AddressPrefix: "10.244.0.7", PrefixLen: wrapperspb.UInt32(32)}},
 		OnMatch: &matcherv3.Matcher_OnMatch{OnMatch: &matcherv3.Matcher_OnMatch_Matcher{Matcher: proto}},
 	}}}
-	l := &listenerv3.Listener{
-		Name:              "main_internal",
-		ListenerSpecifier: &listenerv3.Listener_InternalListener{InternalListener: &listenerv3.Listener_InternalListenerConfig{}},
-		FilterChains:      []*listenerv3.FilterChain{chain("direct-http"), chain("direct-tcp")},
-		FilterChainMatcher: &matcherv3.Matcher{MatcherType: &matcherv3.Matcher_MatcherTree_{MatcherTree: &matcherv3.Matcher_MatcherTree{
-			Input:    typedExt(t, "ip", &networkinputsv3.DestinationIPInput{}),
-			TreeType: &matcherv3.Matcher_MatcherTree_CustomMatch{CustomMatch: typedExt(t, "ip", ipm)},
-		}}},
-	}
-	cfg, err := Compile(l)
+	cfg, err := Compile(internalWithIPMatcher(t, ipm, "direct-http", "direct-tcp"))
 	if err != nil {
 		t.Fatal(err)
 	}
