@@ -52,6 +52,25 @@ spec:
       port: 9080
       weight: 10
 `
+	// reviewsV2Viewer is not the page's: it attaches to reviews-v2-pod-waypoint and lets
+	// only GET through, so a request to reviews-v2's pod IP shows that the waypoint is in
+	// its path.
+	reviewsV2Viewer = `apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata:
+  name: reviews-v2-viewer
+  namespace: default
+spec:
+  targetRefs:
+  - kind: Gateway
+    group: gateway.networking.k8s.io
+    name: reviews-v2-pod-waypoint
+  action: ALLOW
+  rules:
+  - to:
+    - operation:
+        methods: ["GET"]
+`
 	// pageGateway is the page's "deploy the generated Gateway resource" manifest: it
 	// has no apiVersion (the page trims istioctl's first line), which kubectl refuses.
 	pageGateway = `kind: Gateway
@@ -80,9 +99,9 @@ spec:
 // policy on the waypoint (GET served, DELETE "RBAC: access denied") and its HTTPRoute on
 // the reviews Service (Accepted), a waypoint for the reviews Service and one `--for
 // workload` with `label pod -l` (kubectl's "pod/NAME labeled"), `ztunnel-config services`
-// and `workloads` and REVIEWS_V2_POD_IP as the page's debugging steps show them, and the
-// page's clean-up. Not walked: the request to that pod IP through reviews-v2-pod-waypoint
-// (meshlab's waypoint generates no chain for the workloads that use it).
+// and `workloads` and REVIEWS_V2_POD_IP as the page's debugging steps show them, the
+// request to that pod IP (through reviews-v2-pod-waypoint: a GET-only policy on that
+// waypoint denies DELETE), and the page's clean-up.
 func TestDocsAmbientWaypointPage(t *testing.T) {
 	// Where the page starts: Getting Started's Bookinfo and curl in the ambient mesh.
 	tl, samples := startAmbientBookinfo(t)
@@ -173,12 +192,23 @@ func TestDocsAmbientWaypointPage(t *testing.T) {
 		t.Errorf("ztunnel-config workloads: reviews-v1 should use no waypoint:\n%s", workloads)
 	}
 	// export REVIEWS_V2_POD_IP=$(kubectl get pod -l version=v2,app=reviews -o jsonpath='{.items[0].status.podIP}')
-	// (the page's next step, curl to that IP through reviews-v2-pod-waypoint, is not
-	// walked: meshlab's waypoint has no chain for the workloads that use it yet, see
-	// notes7/amb7.md).
-	if ip := run("get", "pod", "-l", "version=v2,app=reviews", "-o", "jsonpath={.items[0].status.podIP}"); !strings.HasPrefix(ip, "10.") {
-		t.Errorf("REVIEWS_V2_POD_IP: %q, want reviews-v2's pod IP", ip)
+	// kubectl exec deploy/curl -- curl -s http://$REVIEWS_V2_POD_IP:9080/reviews/1
+	// ztunnel sends the pod-addressed request to reviews-v2-pod-waypoint, whose
+	// main_internal matches the pod's IP and HTTP (direct-http): a policy on that
+	// waypoint decides it.
+	ip := run("get", "pod", "-l", "version=v2,app=reviews", "-o", "jsonpath={.items[0].status.podIP}")
+	if !strings.HasPrefix(ip, "10.") {
+		t.Fatalf("REVIEWS_V2_POD_IP: %q, want reviews-v2's pod IP", ip)
 	}
+	podURL := "http://" + ip + ":9080/reviews/1"
+	poll("reviews-v2's pod answers at its IP through reviews-v2-pod-waypoint", func(out string) bool { return strings.Contains(out, `"podname": "reviews-v2-`) },
+		"exec", "deploy/curl", "--", "curl", "-s", "--max-time", "10", podURL)
+	applyYAML(t, l.name, reviewsV2Viewer)
+	poll("DELETE to reviews-v2's pod IP denied by reviews-v2-pod-waypoint's policy", func(out string) bool { return strings.Contains(out, "RBAC: access denied") },
+		"exec", "deploy/curl", "--", "curl", "-s", "--max-time", "10", podURL, "-X", "DELETE")
+	poll("GET to reviews-v2's pod IP served with the GET-only policy", func(out string) bool { return strings.Contains(out, `"podname": "reviews-v2-`) },
+		"exec", "deploy/curl", "--", "curl", "-s", "--max-time", "10", podURL)
+	step("reviews-v2's pod IP through reviews-v2-pod-waypoint")
 	poll("the page through reviews-svc-waypoint", func(out string) bool { return strings.Contains(out, title) },
 		"exec", "deploy/curl", "--", "curl", "-s", "--max-time", "10", page)
 	step("service and workload waypoints")
