@@ -27,8 +27,13 @@ type h1Pool struct {
 	maxIdle     int           // idle connections kept per host
 	idleTimeout time.Duration // an idle connection is closed after this long
 
-	mu   sync.Mutex
-	idle map[poolKey][]*h1Conn // most recently used last
+	mu    sync.Mutex
+	idle  map[poolKey][]*h1Conn // most recently used last
+	sweep *time.Timer           // closes connections idle too long; nil until needed
+	// sweeping: the sweep timer is set. It is set when a connection goes idle and none
+	// is, and sets itself again while connections stay idle: a request never touches
+	// a timer (a Reset per request could wake a second thread, see put).
+	sweeping bool
 }
 
 // h1Conn is one upstream HTTP/1.1 connection.
@@ -38,7 +43,7 @@ type h1Conn struct {
 	conn   net.Conn
 	br     *bufio.Reader
 	bw     *bufio.Writer
-	timer  *time.Timer // closes the connection when idle too long; nil until first idle
+	since  time.Time // when the connection went idle
 	reused bool
 }
 
@@ -102,20 +107,28 @@ func poolKeyOf(req *http.Request) poolKey {
 	return k
 }
 
-// get returns an idle connection of pool key, or dials addr (always when fresh).
+// get returns an idle connection of pool key, or dials addr (always when fresh). An
+// idle connection past the idle timeout that the sweep has not closed yet is closed.
 func (p *h1Pool) get(ctx context.Context, addr string, key poolKey, fresh bool) (*h1Conn, error) {
 	p.mu.Lock()
-	for list := p.idle[key]; !fresh && len(list) > 0; list = p.idle[key] {
+	if list := p.idle[key]; !fresh && len(list) > 0 {
 		pc := list[len(list)-1]
 		list[len(list)-1] = nil
 		p.idle[key] = list[:len(list)-1]
-		if pc.timer.Stop() {
+		if time.Since(pc.since) < p.idleTimeout {
 			p.mu.Unlock()
 			return pc, nil
 		}
-		// The idle timer fired: its callback closes pc.
+		// The most recently used one is too old: so are the others.
+		stale := append(p.idle[key], pc)
+		delete(p.idle, key)
+		p.mu.Unlock()
+		for _, pc := range stale {
+			pc.close()
+		}
+	} else {
+		p.mu.Unlock()
 	}
-	p.mu.Unlock()
 	conn, err := p.dial(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
@@ -132,28 +145,55 @@ func (p *h1Pool) put(pc *h1Conn) {
 		pc.close()
 		return
 	}
-	if pc.timer == nil {
-		pc.timer = time.AfterFunc(p.idleTimeout, pc.expire)
-	} else {
-		pc.timer.Reset(p.idleTimeout)
-	}
+	pc.since = time.Now()
 	p.idle[pc.addr] = append(p.idle[pc.addr], pc)
-	p.mu.Unlock()
-}
-
-// expire closes an idle connection whose idle timeout passed.
-func (pc *h1Conn) expire() {
-	p := pc.pool
-	p.mu.Lock()
-	list := p.idle[pc.addr]
-	for i, x := range list {
-		if x == pc {
-			p.idle[pc.addr] = append(list[:i:i], list[i+1:]...)
-			break
+	// A timer Reset to a time earlier than its P's next timer wakes the network poller
+	// or starts a second thread (runtime.wakeNetPoller): up to once per request when each
+	// connection had its own idle timer. One sweep timer per pool, set here only when
+	// the pool had no idle connection, costs that at most once per idle timeout.
+	if !p.sweeping {
+		p.sweeping = true
+		if p.sweep == nil {
+			p.sweep = time.AfterFunc(p.idleTimeout, p.expire)
+		} else {
+			p.sweep.Reset(p.idleTimeout)
 		}
 	}
 	p.mu.Unlock()
-	pc.close()
+}
+
+// expire is the sweep timer's function: it closes the connections idle for the idle
+// timeout or longer and sets the timer for the next one to expire, if any.
+func (p *h1Pool) expire() {
+	now := time.Now()
+	var stale []*h1Conn
+	var next time.Duration // until the oldest remaining connection expires; 0: none left
+	p.mu.Lock()
+	for key, list := range p.idle {
+		i := 0 // the list is oldest first: the expired ones are a prefix
+		for ; i < len(list) && now.Sub(list[i].since) >= p.idleTimeout; i++ {
+			stale = append(stale, list[i])
+		}
+		if i == len(list) {
+			delete(p.idle, key)
+			continue
+		}
+		if i > 0 {
+			p.idle[key] = append(list[:0], list[i:]...)
+			clear(list[len(list)-i:])
+		}
+		if d := p.idleTimeout - now.Sub(list[0].since); next == 0 || d < next {
+			next = d
+		}
+	}
+	p.sweeping = next > 0
+	if p.sweeping {
+		p.sweep.Reset(next)
+	}
+	p.mu.Unlock()
+	for _, pc := range stale {
+		pc.close()
+	}
 }
 
 // closeIdle closes every idle connection.
@@ -161,8 +201,12 @@ func (p *h1Pool) closeIdle() {
 	p.mu.Lock()
 	var all []*h1Conn
 	for addr, list := range p.idle {
-		all = stopIdle(all, list)
+		all = append(all, list...)
 		delete(p.idle, addr)
+	}
+	if p.sweep != nil {
+		p.sweep.Stop()
+		p.sweeping = false
 	}
 	p.mu.Unlock()
 	for _, pc := range all {
@@ -173,23 +217,12 @@ func (p *h1Pool) closeIdle() {
 // closeIdleTo closes the idle connections to addr.
 func (p *h1Pool) closeIdleTo(addr poolKey) {
 	p.mu.Lock()
-	all := stopIdle(nil, p.idle[addr])
+	all := p.idle[addr]
 	delete(p.idle, addr)
 	p.mu.Unlock()
 	for _, pc := range all {
 		pc.close()
 	}
-}
-
-// stopIdle appends to out the connections of list whose idle timer it stopped (the
-// others are being closed by their timer).
-func stopIdle(out, list []*h1Conn) []*h1Conn {
-	for _, pc := range list {
-		if pc.timer.Stop() {
-			out = append(out, pc)
-		}
-	}
-	return out
 }
 
 func (pc *h1Conn) close() { _ = pc.conn.Close() }

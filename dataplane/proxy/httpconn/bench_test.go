@@ -68,6 +68,9 @@ func benchmarkForward(b *testing.B, mutate func(*hcmv3.HttpConnectionManager)) {
 	}
 }
 
+// sidecarPrincipal is the server sidecar's identity under mTLS.
+const sidecarPrincipal = "spiffe://cluster.local/ns/default/sa/server"
+
 // sidecarNode is a pod's node as the agent's bootstrap describes it (peer metadata).
 func sidecarNode(tb testing.TB, pod, app string) *corev3.Node {
 	tb.Helper()
@@ -96,6 +99,30 @@ func typedStructAny(tb testing.TB, typ string, v map[string]any) *anypb.Any {
 // client certificate: the proxy's side of the handshake is not what is measured).
 func benchmarkSidecar(b *testing.B, mtls bool) {
 	b.Helper()
+	l := newSidecarLab(b, mtls)
+	req, _ := http.NewRequest("GET", "http://"+l.addr+"/bytes/1024", nil)
+	req.Header.Set("User-Agent", "fortio.org/fortio-1.69.1")
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		resp, err := l.client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, _ := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || n != 1024 || resp.Header.Get(peer.HeaderMetadata) != "" {
+			b.Fatalf("answer %d, %d bytes, peer metadata %q: want 200, 1024 bytes and the exchange headers removed",
+				resp.StatusCode, n, resp.Header.Get(peer.HeaderMetadata))
+		}
+	}
+	b.StopTimer()
+	checkSidecarStats(b, l, mtls)
+}
+
+// newSidecarLab is the "istio-sidecar" proxy: an outbound sidecar's HCM as istiod sends it,
+// in front of a backend answering 1 KB with the server sidecar's peer metadata.
+func newSidecarLab(b *testing.B, mtls bool) *lab {
+	b.Helper()
 	// The server's sidecar answers with its own metadata; the local node (process-wide)
 	// is the client's.
 	peer.SetLocal(sidecarNode(b, "server-0", "server"))
@@ -114,11 +141,10 @@ func benchmarkSidecar(b *testing.B, mtls bool) {
 		_, _ = io.WriteString(w, body)
 	}
 	const name = "outbound|8080||server.default.svc.cluster.local"
-	const principal = "spiffe://cluster.local/ns/default/sa/server"
 	var upstream *cluster.Config
 	if mtls {
 		srv := httptest.NewUnstartedServer(http.HandlerFunc(handler))
-		srv.TLS = &tls.Config{Certificates: []tls.Certificate{spiffeCert(b, principal)}}
+		srv.TLS = &tls.Config{Certificates: []tls.Certificate{spiffeCert(b, sidecarPrincipal)}}
 		srv.StartTLS()
 		b.Cleanup(srv.Close)
 		upstream = tlsCluster(b, name, srv.Listener.Addr().String(), "")
@@ -149,22 +175,12 @@ func benchmarkSidecar(b *testing.B, mtls bool) {
 			Timeout: durationpb.New(0),
 			RetryPolicy: &routev3.RetryPolicy{RetryOn: "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes",
 				NumRetries: wrapperspb.UInt32(2)}}))
-	req, _ := http.NewRequest("GET", "http://"+l.addr+"/bytes/1024", nil)
-	req.Header.Set("User-Agent", "fortio.org/fortio-1.69.1")
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		resp, err := l.client.Do(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		n, _ := io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || n != 1024 || resp.Header.Get(peer.HeaderMetadata) != "" {
-			b.Fatalf("answer %d, %d bytes, peer metadata %q: want 200, 1024 bytes and the exchange headers removed",
-				resp.StatusCode, n, resp.Header.Get(peer.HeaderMetadata))
-		}
-	}
-	b.StopTimer()
+	return l
+}
+
+// checkSidecarStats fails b unless the sidecar recorded istio_requests_total with its peer.
+func checkSidecarStats(b *testing.B, l *lab, mtls bool) {
+	b.Helper()
 	var prom strings.Builder
 	if err := l.store.WritePrometheus(&prom, stats.Filter{}); err != nil {
 		b.Fatal(err)
@@ -172,7 +188,7 @@ func benchmarkSidecar(b *testing.B, mtls bool) {
 	// The client's sidecar reports its peer, learnt from the answer's metadata.
 	want := `destination_workload="server"`
 	if mtls {
-		want = `destination_principal="` + principal + `"`
+		want = `destination_principal="` + sidecarPrincipal + `"`
 	}
 	if !strings.Contains(prom.String(), want) || !strings.Contains(prom.String(), "istio_requests_total{") {
 		b.Fatalf("istio_requests_total with %s not recorded:\n%s", want, prom.String())

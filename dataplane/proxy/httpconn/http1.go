@@ -31,8 +31,10 @@ const (
 	maxDrainBody = 256 << 10
 	// disconnectWatchDelay is how long a request may run before its connection is watched
 	// for the client going away (which cancels the request, as Envoy's downstream reset
-	// does). Watching costs a goroutine, so fast requests never pay for it.
-	disconnectWatchDelay = 5 * time.Millisecond
+	// does): between one and two delays after it started. Watching costs a goroutine, so
+	// fast requests never pay for it; the connection's watch timer is set at most once
+	// per delay (see armWatch), so the delay also bounds how often it runs.
+	disconnectWatchDelay = 50 * time.Millisecond
 )
 
 // Connection states, for closing idle connections on drain.
@@ -67,16 +69,18 @@ type h1Conn struct {
 	draining atomic.Bool // the next response is the connection's last
 	drainOne sync.Once
 
-	// The disconnect watch of the request being served. One timer per connection, reset
-	// for each request (a timer per request was two allocations and a timer heap entry).
-	watchMu     sync.Mutex
-	watchOpen   bool // a request is being served: its watch may be armed
-	watchArmed  bool // the timer runs for the request being served
-	watchAt     time.Time
-	watchCancel context.CancelFunc
-	watchTimer  *time.Timer   // nil until the connection's first request armed it
-	watchDone   chan struct{} // closed when the watch goroutine returned; nil if none ran
-	aborting    atomic.Bool
+	// The disconnect watch of the request being served. One timer per connection (a timer
+	// per request was two allocations and a timer heap entry), left set when a request
+	// ends (see armWatch).
+	watchMu      sync.Mutex
+	watchOpen    bool // a request is being served: its watch may be armed
+	watchArmed   bool // the request being served is to be watched once it ran for the delay
+	watchPending bool // the timer is set
+	watchAt      time.Time
+	watchCancel  context.CancelFunc
+	watchTimer   *time.Timer   // nil until the connection's first request armed it
+	watchDone    chan struct{} // closed when the watch goroutine returned; nil if none ran
+	aborting     atomic.Bool
 }
 
 // headLimiter reads from the connection, failing with errHeadTooLarge once more than
@@ -120,6 +124,12 @@ func serveHTTP1(ctx context.Context, deps Deps, conn net.Conn, handler http.Hand
 	}
 	defer func() {
 		_ = conn.Close()
+		c.watchMu.Lock()
+		if c.watchTimer != nil {
+			c.watchTimer.Stop()
+		}
+		c.watchPending = false
+		c.watchMu.Unlock()
 		c.br.Reset(nil)
 		h1Readers.Put(c.br)
 		c.bw.Reset(nil)
@@ -295,7 +305,12 @@ func (c *h1Conn) codecError(err error) {
 }
 
 // armWatch starts watching the connection for the client going away once the request
-// ran for disconnectWatchDelay; cancel cancels the request then.
+// ran for disconnectWatchDelay; cancel cancels the request then. The timer is set only
+// when it is not set already: a timer set for an earlier request sets itself again for
+// this one's remaining delay when it runs. Setting a timer on every request could cost a
+// second thread's wake-up on many of them (a Reset to a time earlier than the P's next
+// timer wakes the network poller or starts a spinning thread: runtime.wakeNetPoller);
+// now a connection busy with short requests sets it about once per delay.
 func (c *h1Conn) armWatch(cancel context.CancelFunc) {
 	c.watchMu.Lock()
 	defer c.watchMu.Unlock()
@@ -303,6 +318,10 @@ func (c *h1Conn) armWatch(cancel context.CancelFunc) {
 		return
 	}
 	c.watchArmed, c.watchAt, c.watchCancel = true, time.Now(), cancel
+	if c.watchPending {
+		return
+	}
+	c.watchPending = true
 	if c.watchTimer == nil {
 		c.watchTimer = time.AfterFunc(disconnectWatchDelay, c.startWatch)
 	} else {
@@ -311,13 +330,19 @@ func (c *h1Conn) armWatch(cancel context.CancelFunc) {
 }
 
 // startWatch is the watch timer's function: it starts watching the connection once the
-// request being served ran for disconnectWatchDelay. A late run of the timer armed for an
-// earlier request finds the request ended (not armed) or armed too recently, and does
-// nothing: the timer reset for this request runs it again.
+// request being served ran for disconnectWatchDelay. Between requests it does nothing
+// (the next request sets the timer); for a request armed less than the delay ago, it
+// sets the timer for the rest.
 func (c *h1Conn) startWatch() {
 	c.watchMu.Lock()
 	defer c.watchMu.Unlock()
-	if !c.watchArmed || c.watchDone != nil || time.Since(c.watchAt) < disconnectWatchDelay {
+	c.watchPending = false
+	if !c.watchArmed || c.watchDone != nil {
+		return
+	}
+	if d := disconnectWatchDelay - time.Since(c.watchAt); d > 0 {
+		c.watchPending = true
+		c.watchTimer.Reset(d)
 		return
 	}
 	done := make(chan struct{})
@@ -333,17 +358,16 @@ func (c *h1Conn) startWatch() {
 	}()
 }
 
-// stopWatch ends the disconnect watch of the request that finished: the timer is
-// stopped, or the watching read is interrupted and waited for.
+// stopWatch ends the disconnect watch of the request that finished: the watching read,
+// if one started, is interrupted and waited for. The timer stays set (see armWatch).
 func (c *h1Conn) stopWatch() {
 	c.watchMu.Lock()
-	armed, t, done := c.watchArmed, c.watchTimer, c.watchDone
+	armed, done := c.watchArmed, c.watchDone
 	c.watchArmed, c.watchCancel, c.watchDone, c.watchOpen = false, nil, nil, false
 	c.watchMu.Unlock()
 	if !armed {
 		return
 	}
-	t.Stop()
 	if done == nil {
 		return
 	}
