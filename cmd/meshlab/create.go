@@ -16,19 +16,20 @@ func newCreateCmd(g *globalFlags) *cobra.Command {
 	var namespace string
 	var files []string
 	cmd := &cobra.Command{
-		Use:   "create (-f FILE|DIR|- | namespace|ns NAME | secret (tls|generic) NAME)",
+		Use:   "create (-f FILE|DIR|- | namespace|ns NAME | secret (tls|generic) NAME | configmap NAME | role NAME | rolebinding NAME)",
 		Short: "Create objects in a running lab from files or the command line, as kubectl create",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(files) == 0 {
-				return errors.New("give -f FILE, or what to create: namespace NAME, secret tls|generic NAME")
+				return errors.New("give -f FILE, or what to create: namespace NAME, secret tls|generic NAME, configmap NAME, role NAME, rolebinding NAME")
 			}
 			return createFiles(cmd, g, files, namespace)
 		},
 	}
 	cmd.PersistentFlags().StringVarP(&namespace, "namespace", "n", "", "namespace of the object (default: default; not for namespaces)")
 	cmd.Flags().StringSliceVarP(&files, "filename", "f", nil, "file, directory or - for stdin whose objects to create (none may exist yet)")
-	cmd.AddCommand(newCreateNamespaceCmd(g), newCreateSecretCmd(g, &namespace))
+	cmd.AddCommand(newCreateNamespaceCmd(g), newCreateSecretCmd(g, &namespace), newCreateConfigMapCmd(g, &namespace),
+		newCreateRoleCmd(g, &namespace), newCreateRoleBindingCmd(g, &namespace))
 	return cmd
 }
 

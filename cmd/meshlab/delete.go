@@ -19,13 +19,15 @@ type deleteConfig struct {
 	wait           bool          // --wait: return once every proxy runs the change
 	timeout        time.Duration // --timeout: how long --wait waits
 	selector       string        // -l: delete KIND's objects whose labels match
+	all            bool          // --all: every object of KIND (in the namespace, or every one with -A)
+	allNamespaces  bool          // -A: --all and -l look in every namespace
 }
 
 func newDeleteCmd(g *globalFlags) *cobra.Command {
 	cfg := &deleteConfig{}
 	var output string
 	cmd := &cobra.Command{
-		Use:               "delete (-f FILE|DIR|- | KIND NAME... | KIND/NAME...)",
+		Use:               "delete (-f FILE|DIR|- | KIND NAME... | KIND/NAME... | KIND --all | KIND -l SELECTOR)",
 		Short:             "Delete objects from a running lab, each on its own as kubectl does",
 		Args:              cobra.ArbitraryArgs,
 		ValidArgsFunction: completeArgs(false, labKinds(g), labObjects(g)),
@@ -58,9 +60,11 @@ func newDeleteCmd(g *globalFlags) *cobra.Command {
 					}
 				}
 				r.Files = files
+			case cfg.all && (cfg.selector != "" || len(args) != 1):
+				return errors.New("delete --all: give one KIND and no -l (kubectl delete KIND --all)")
 			case cfg.selector != "" && len(args) != 1:
 				return errors.New("delete -l SELECTOR: give one KIND (kubectl delete KIND -l SELECTOR)")
-			case cfg.selector != "":
+			case cfg.selector != "" || cfg.all:
 				// resolved below, with the lab's objects
 			case len(args) > 0:
 				refs, err := deleteRefs(args, cfg.namespace)
@@ -76,7 +80,13 @@ func newDeleteCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			if cfg.selector != "" && len(cfg.files) == 0 {
+			if cfg.allNamespaces {
+				if cfg.selector == "" && !cfg.all {
+					return errors.New("error: a resource cannot be retrieved by name across all namespaces") //nolint:staticcheck // kubectl's text
+				}
+				cfg.namespace = ""
+			}
+			if (cfg.selector != "" || cfg.all) && len(cfg.files) == 0 {
 				lookup, err := kindResolver(cmd.Context(), c)
 				if err != nil {
 					return err
@@ -93,7 +103,11 @@ func newDeleteCmd(g *globalFlags) *cobra.Command {
 					r.Refs = append(r.Refs, api.ObjectRef{Kind: o.kind.Kind, Namespace: o.namespace, Name: o.name})
 				}
 				if len(r.Refs) == 0 {
-					fmt.Fprintf(cmd.ErrOrStderr(), "No resources found in %s namespace.\n", cfg.namespace)
+					if cfg.namespace == "" {
+						fmt.Fprintln(cmd.ErrOrStderr(), "No resources found")
+					} else {
+						fmt.Fprintf(cmd.ErrOrStderr(), "No resources found in %s namespace.\n", cfg.namespace)
+					}
 					return nil
 				}
 			}
@@ -152,6 +166,8 @@ func newDeleteCmd(g *globalFlags) *cobra.Command {
 	cmd.Flags().BoolVar(&cfg.ignoreNotFound, "ignore-not-found", false, "treat an object the lab does not have as deleted, as kubectl's")
 	cmd.Flags().StringVarP(&cfg.namespace, "namespace", "n", "default", "namespace of KIND NAME, or of -f's objects that name none")
 	cmd.Flags().StringVarP(&cfg.selector, "selector", "l", "", "delete KIND's objects (or -f's objects) whose labels match (=, ==, !=, in, notin, exists)")
+	cmd.Flags().BoolVar(&cfg.all, "all", false, "delete every object of KIND in the namespace (every namespace with -A), as kubectl's")
+	cmd.Flags().BoolVarP(&cfg.allNamespaces, "all-namespaces", "A", false, "with --all or -l: look in every namespace, as kubectl's")
 	cmd.Flags().BoolVar(&cfg.wait, "wait", false, "return once every proxy runs the change (all SYNCED), not once it is stored")
 	cmd.Flags().DurationVar(&cfg.timeout, "timeout", 30*time.Second, "how long --wait waits")
 	return cmd

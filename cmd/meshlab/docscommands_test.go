@@ -11,7 +11,8 @@ import (
 // TestDocsCommandsParse holds meshlab's verbs and flags to the command lines of Istio's
 // task pages (testdata/docs_commands.txt): each, with kubectl or istioctl replaced by
 // meshlab, must name one of meshlab's commands and parse with its flags, or be listed as
-// one that differs, with why. It checks the surface, not behaviour: the docs walks in
+// one that differs, with why: the refusal meshlab prints when a user types it
+// (refusals.go), word for word. It checks the surface, not behaviour: the docs walks in
 // e2e/docs_*_test.go run the pages.
 func TestDocsCommandsParse(t *testing.T) {
 	t.Parallel()
@@ -34,10 +35,13 @@ func TestDocsCommandsParse(t *testing.T) {
 			continue
 		}
 		n++
-		err := parseCommandLine(namespaceFirst(words[1:]))
+		args := namespaceFirst(words[1:])
+		err := parseCommandLine(args)
 		switch {
 		case differs && err == nil:
 			t.Errorf("line %d: %s now parses; drop its \"differs: %s\"", line, text, why)
+		case differs && explainRefusal(args, err).Error() != strings.TrimSpace(why):
+			t.Errorf("line %d: %s: meshlab says %q, where the line says why it differs: %q", line, text, explainRefusal(args, err), why)
 		case !differs && err != nil:
 			t.Errorf("line %d: %s: %v", line, text, err)
 		}

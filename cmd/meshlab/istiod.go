@@ -20,7 +20,10 @@ func newXCmd(g *globalFlags) *cobra.Command {
 		Aliases: []string{"experimental"},
 		Short:   "Experimental commands, as istioctl x",
 	}
-	cmd.AddCommand(newInternalDebugCmd(g))
+	// waypoint as istioctl up to 1.23 had it under x (the docs' `istioctl x waypoint apply`).
+	xWaypoint := newWaypointCmd(g)
+	xWaypoint.Hidden = true
+	cmd.AddCommand(newInternalDebugCmd(g), newEnvoyStatsCmd(g), xWaypoint) // envoystats.go
 	return cmd
 }
 

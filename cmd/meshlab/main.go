@@ -15,8 +15,9 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	root := newRootCmd()
-	root.SetArgs(namespaceFirst(os.Args[1:])) // kubectl -n NS VERB, as Istio's docs write it
-	err := root.ExecuteContext(ctx)
+	args := namespaceFirst(os.Args[1:]) // kubectl -n NS VERB, as Istio's docs write it
+	root.SetArgs(args)
+	err := explainRefusal(args, root.ExecuteContext(ctx)) // the docs' forms meshlab does not take say why
 	stop()
 	if err != nil {
 		if msg := err.Error(); strings.HasPrefix(msg, kubectlErrorPrefix) || strings.HasPrefix(msg, istioctlErrorPrefix) {

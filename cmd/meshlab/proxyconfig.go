@@ -95,6 +95,7 @@ secret(s). The lab is --lab: in route and all, --name is istioctl's route filter
 	for _, t := range proxyConfigTypes {
 		cmd.AddCommand(newProxyConfigTypeCmd(g, cfg, t.use, t.aliases, t.short))
 	}
+	cmd.AddCommand(newProxyConfigLogCmd(g, cfg)) // proxyconfiglog.go
 	return cmd
 }
 

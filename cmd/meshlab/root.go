@@ -101,6 +101,7 @@ sidecar proxy per pod. No Kubernetes, no containers.`,
 		newLabCmd(g), newReproCmd(g), newCACmd(g), newTraceCmd(g),
 		newPortForwardCmd(g), newWaitCmd(g), newLabelCmd(g), newAnnotateCmd(g), newCreateCmd(g), newVersionCmd(g), newFortioCmd(), newNcCmd(), newPilotAgentCmd(),
 		newZtunnelCmd(), newZtunnelConfigCmd(g), newXCmd(g), newWaypointCmd(g), newInstallCmd(g), newUninstallCmd(g), newKubeInjectCmd(),
+		newRolloutCmd(g), // rollout.go
 	)
 	registerCompletions(root, g)
 	return root

@@ -134,6 +134,21 @@ func (c *Client) AdminBytes(ctx context.Context, pathQuery string) ([]byte, erro
 	return b, nil
 }
 
+// AdminPost is POST /admin/<pathQuery> ("logging?rbac=debug"): a change through the
+// proxy's admin API, its answer read whole (at most 64 MiB).
+func (c *Client) AdminPost(ctx context.Context, pathQuery string) ([]byte, error) {
+	resp, err := c.do(ctx, http.MethodPost, PathAdmin+strings.TrimPrefix(pathQuery, "/"), nil)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	if err != nil {
+		return nil, fmt.Errorf("read admin /%s: %w", strings.TrimPrefix(pathQuery, "/"), err)
+	}
+	return b, nil
+}
+
 // Stats is the proxy's text /stats through the agent, parsed; filter is an RE2 the
 // names must match ("" for every stat), sent as Envoy's ?filter=.
 func (c *Client) Stats(ctx context.Context, filter string) (statstext.Stats, error) {

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"errors"
+	"slices"
+	"strings"
+)
+
+// A refusal is a kubectl or istioctl form that Istio's task pages use and meshlab does
+// not take (testdata/docs_commands.txt marks each such line "# differs: WHY"): the words
+// that begin the command line, the text of the parse error meshlab's command tree gives
+// for it, and why, with what to type instead. meshlab prints why in place of cobra's
+// bare "unknown command" or "unknown flag", so that a user who types the docs' line
+// learns what to do.
+type refusal struct {
+	words  []string // the command line's first words, after kubectl or istioctl
+	errHas string   // a text of the parse error ("" for any)
+	why    string
+}
+
+// refusals are meshlab's; TestDocsCommandsParse holds each "# differs:" line of the docs
+// to one of them, word for word.
+var refusals = []refusal{
+	{
+		words: []string{"kustomize"}, errHas: `unknown command "kustomize"`,
+		why: "kustomize: meshlab has no kustomize verb (it builds nothing from a kustomization and fetches no CRDs from GitHub); " +
+			"the lab's Gateway API CRDs are built in, so the page's `get crd gateways.gateway.networking.k8s.io` finds them and its `|| kustomize ...` never runs",
+	},
+	{
+		words: []string{"patch"}, errHas: `unknown command "patch"`,
+		why: "patch: meshlab has no patch verb (no JSON, merge or strategic patch of a stored object): " +
+			"write the change into the object's manifest and apply it again with meshlab apply -f FILE",
+	},
+	{
+		words: []string{"edit"}, errHas: `unknown command "edit"`,
+		why: "edit: meshlab has no edit verb (no editor on a stored object): write the change into a manifest and apply it with meshlab apply -f FILE; " +
+			"the mesh config (configmap istio) takes its fields from meshlab install -f IstioOperator.yaml (spec.meshConfig)",
+	},
+	{
+		words: []string{"cp"}, errHas: `unknown command "cp"`,
+		why: "cp: meshlab has no cp verb: a pod is a network namespace whose app sees the host's files (there is no image filesystem to copy into); " +
+			"copy the file with cp to a path the pod's app may read (under /tmp) and give the command that path",
+	},
+	{
+		words: []string{"manifest"}, errHas: `unknown command "manifest"`,
+		why: "manifest: istioctl manifest apply is the name install had before Istio 1.6, and manifest generate renders Kubernetes manifests a lab does not use: " +
+			"install with meshlab install -f IstioOperator.yaml",
+	},
+	{
+		words: []string{"rollout", "restart"},
+		why: "rollout restart: meshlab does not replace a Deployment's pods (istiod is the lab itself, not a Deployment; a workload's pods live as long as it does): " +
+			"to start a workload's pods afresh, delete it and apply it again (meshlab delete -f FILE; meshlab apply -f FILE)",
+	},
+	{
+		words: []string{"get"}, errHas: "accepts between 1 and 2 arg(s)",
+		why: "get: meshlab's get takes one NAME after the kind: run it once per name, or give the kind alone for every object",
+	},
+	{
+		words: []string{"install"}, errHas: "unknown command",
+		why: "install: install takes no argument (nor does istioctl's); a profile is --set profile=NAME",
+	},
+}
+
+// explainRefusal returns, for a command line that meshlab's command tree refused with
+// err (args as Execute read them), the refusal it meets as the error to print; any
+// other error is returned unchanged.
+func explainRefusal(args []string, err error) error {
+	if err == nil {
+		return nil
+	}
+	words := commandWords(args)
+	for _, r := range refusals {
+		if len(words) >= len(r.words) && slices.Equal(words[:len(r.words)], r.words) && strings.Contains(err.Error(), r.errHas) {
+			return errors.New(r.why)
+		}
+	}
+	return err
+}
+
+// commandWords are args' words that are not flags, up to the first -- (flag values
+// that follow their flag as a word of their own are kept: the refusals' words come
+// before any flag in the docs' lines, or after -n NS, which commandWords skips).
+func commandWords(args []string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return out
+		case a == "-n" || a == "--namespace":
+			i++
+		case strings.HasPrefix(a, "-"):
+		default:
+			out = append(out, a)
+		}
+	}
+	return out
+}
