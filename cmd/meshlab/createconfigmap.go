@@ -1,13 +1,10 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
-
-	"github.com/meshlab/meshlab/api"
 )
 
 // newCreateConfigMapCmd is kubectl create configmap, as Istio's pages run it (nginx's and
@@ -38,21 +35,6 @@ func newCreateConfigMapCmd(g *globalFlags, namespace *string) *cobra.Command {
 // AlreadyExists) and prints kubectl's line. Values that are UTF-8 go in data, others in
 // binaryData, as kubectl puts them.
 func createConfigMap(cmd *cobra.Command, g *globalFlags, namespace, name string, values map[string][]byte) error {
-	if namespace == "" {
-		namespace = "default"
-	}
-	c, err := g.apiClient()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	objs, err := c.Objects(cmd.Context(), "ConfigMap", namespace, name)
-	if err != nil {
-		return err
-	}
-	if len(objs) > 0 {
-		return fmt.Errorf("error: failed to create configmap configmaps %q already exists", name) //nolint:staticcheck // kubectl's text
-	}
 	data, binary := map[string]string{}, map[string][]byte{}
 	for k, v := range values {
 		if utf8.Valid(v) {
@@ -61,21 +43,12 @@ func createConfigMap(cmd *cobra.Command, g *globalFlags, namespace, name string,
 			binary[k] = v
 		}
 	}
-	obj := map[string]any{
-		"apiVersion": "v1", "kind": "ConfigMap",
-		"metadata": map[string]any{"name": name, "namespace": namespace},
-		"data":     data,
-	}
+	obj := kubeObject("v1", "ConfigMap", name, namespace)
+	obj["data"] = data
 	if len(binary) > 0 {
 		obj["binaryData"] = binary // []byte marshals as base64, as binaryData is written
 	}
-	js, err := json.Marshal(obj)
-	if err != nil {
-		return err
-	}
-	if _, err := c.Apply(cmd.Context(), []api.ConfigFile{{Name: "<configmap " + name + ">", Data: string(js), Namespace: namespace}}); err != nil {
-		return err
-	}
-	fmt.Fprintf(cmd.OutOrStdout(), "configmap/%s created\n", name)
-	return nil
+	return createObject(cmd, g, obj, "configmap", func() error {
+		return fmt.Errorf("error: failed to create configmap configmaps %q already exists", name) //nolint:staticcheck // kubectl's text
+	})
 }

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
-
-	"github.com/meshlab/meshlab/api"
 )
 
 // rbacGroup is the API group of Role and RoleBinding.
@@ -65,9 +62,9 @@ func newCreateRoleCmd(g *globalFlags, namespace *string) *cobra.Command {
 				}
 				rules[i].Resources = append(rules[i].Resources, resource)
 			}
-			obj := rbacObject("Role", args[0], *namespace)
+			obj := kubeObject(rbacGroup+"/v1", "Role", args[0], *namespace)
 			obj["rules"] = rules
-			return createRBAC(cmd, c, obj)
+			return createRBAC(cmd, g, obj)
 		},
 	}
 	cmd.Flags().StringSliceVar(&verbs, "verb", nil, "verbs that apply to the resources in the rule")
@@ -107,17 +104,12 @@ func newCreateRoleBindingCmd(g *globalFlags, namespace *string) *cobra.Command {
 				}
 				subjects = append(subjects, map[string]any{"kind": "ServiceAccount", "namespace": ns, "name": name})
 			}
-			c, err := g.apiClient()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			obj := rbacObject("RoleBinding", args[0], *namespace)
+			obj := kubeObject(rbacGroup+"/v1", "RoleBinding", args[0], *namespace)
 			obj["roleRef"] = ref
 			if len(subjects) > 0 {
 				obj["subjects"] = subjects
 			}
-			return createRBAC(cmd, c, obj)
+			return createRBAC(cmd, g, obj)
 		},
 	}
 	cmd.Flags().StringVar(&role, "role", "", "the Role this binding refers to")
@@ -128,38 +120,12 @@ func newCreateRoleBindingCmd(g *globalFlags, namespace *string) *cobra.Command {
 	return cmd
 }
 
-// rbacObject is a namespaced rbac.authorization.k8s.io/v1 object with its metadata.
-func rbacObject(kind, name, namespace string) map[string]any {
-	if namespace == "" {
-		namespace = "default"
-	}
-	return map[string]any{
-		"apiVersion": rbacGroup + "/v1", "kind": kind,
-		"metadata": map[string]any{"name": name, "namespace": namespace},
-	}
-}
-
-// createRBAC applies obj unless one of its kind and name exists in its namespace
-// (kubectl create's AlreadyExists) and prints kubectl's line.
-func createRBAC(cmd *cobra.Command, c *api.Client, obj map[string]any) error {
-	kind := obj["kind"].(string)
-	meta := obj["metadata"].(map[string]any)
-	name, namespace := meta["name"].(string), meta["namespace"].(string)
-	resource := strings.ToLower(kind) + "." + rbacGroup
-	objs, err := c.Objects(cmd.Context(), kind, namespace, name)
-	if err != nil {
-		return err
-	}
-	if len(objs) > 0 {
-		return fmt.Errorf("Error from server (AlreadyExists): %ss.%s %q already exists", strings.ToLower(kind), rbacGroup, name) //nolint:staticcheck // kubectl's text
-	}
-	js, err := json.Marshal(obj)
-	if err != nil {
-		return err
-	}
-	if _, err := c.Apply(cmd.Context(), []api.ConfigFile{{Name: "<" + strings.ToLower(kind) + " " + name + ">", Data: string(js), Namespace: namespace}}); err != nil {
-		return err
-	}
-	fmt.Fprintf(cmd.OutOrStdout(), "%s/%s created\n", resource, name)
-	return nil
+// createRBAC applies an rbac.authorization.k8s.io object unless one of its kind and name
+// exists in its namespace (the API server's AlreadyExists) and prints kubectl's line.
+func createRBAC(cmd *cobra.Command, g *globalFlags, obj map[string]any) error {
+	kind := strings.ToLower(obj["kind"].(string))
+	name := obj["metadata"].(map[string]any)["name"].(string)
+	return createObject(cmd, g, obj, kind+"."+rbacGroup, func() error {
+		return fmt.Errorf("Error from server (AlreadyExists): %ss.%s %q already exists", kind, rbacGroup, name) //nolint:staticcheck // kubectl's text
+	})
 }

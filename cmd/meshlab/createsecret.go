@@ -137,33 +137,51 @@ func secretData(fromFile, fromLiteral []string) (map[string][]byte, error) {
 // createSecret applies the Secret unless one of that name exists (the API server's
 // AlreadyExists, in kubectl create's words) and prints kubectl's line.
 func createSecret(cmd *cobra.Command, g *globalFlags, namespace, name, typ string, data map[string][]byte) error {
+	obj := kubeObject("v1", "Secret", name, namespace)
+	obj["type"] = typ
+	obj["data"] = data // []byte marshals as base64, as a Secret's data is written
+	return createObject(cmd, g, obj, "secret", func() error {
+		return fmt.Errorf("error: failed to create secret secrets %q already exists", name) //nolint:staticcheck // kubectl's text
+	})
+}
+
+// kubeObject is an object of kind with its metadata (namespace "" is default).
+func kubeObject(apiVersion, kind, name, namespace string) map[string]any {
 	if namespace == "" {
 		namespace = "default"
 	}
+	return map[string]any{
+		"apiVersion": apiVersion, "kind": kind,
+		"metadata": map[string]any{"name": name, "namespace": namespace},
+	}
+}
+
+// createObject is kubectl create's imperative forms: obj (kubeObject's) applied to the
+// lab unless an object of its kind and name is in its namespace (then exists() is the
+// error), and kubectl's line "<resource>/<name> created".
+func createObject(cmd *cobra.Command, g *globalFlags, obj map[string]any, resource string, exists func() error) error {
+	kind := obj["kind"].(string)
+	meta := obj["metadata"].(map[string]any)
+	name, namespace := meta["name"].(string), meta["namespace"].(string)
 	c, err := g.apiClient()
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	objs, err := c.Objects(cmd.Context(), "Secret", namespace, name)
+	objs, err := c.Objects(cmd.Context(), kind, namespace, name)
 	if err != nil {
 		return err
 	}
 	if len(objs) > 0 {
-		return fmt.Errorf("error: failed to create secret secrets %q already exists", name) //nolint:staticcheck // kubectl's text
-	}
-	obj := map[string]any{
-		"apiVersion": "v1", "kind": "Secret", "type": typ,
-		"metadata": map[string]any{"name": name, "namespace": namespace},
-		"data":     data, // []byte marshals as base64, as a Secret's data is written
+		return exists()
 	}
 	js, err := json.Marshal(obj)
 	if err != nil {
 		return err
 	}
-	if _, err := c.Apply(cmd.Context(), []api.ConfigFile{{Name: "<secret " + name + ">", Data: string(js), Namespace: namespace}}); err != nil {
+	if _, err := c.Apply(cmd.Context(), []api.ConfigFile{{Name: "<" + strings.ToLower(kind) + " " + name + ">", Data: string(js), Namespace: namespace}}); err != nil {
 		return err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "secret/%s created\n", name)
+	fmt.Fprintf(cmd.OutOrStdout(), "%s/%s created\n", resource, name)
 	return nil
 }
