@@ -127,6 +127,8 @@ func TestKubectlLabelAnnotateCreate(t *testing.T) {
 	pod := strings.TrimSpace(mustMeshlab(t, "--lab", l.name, "get", "pods", "-n", "foo", "-o", "jsonpath={.items[0].metadata.name}"))
 	run("pod/"+pod+" labeled", "label", "-n", "foo", "pod", pod, "x=y")
 	run(pod, "get", "pods", "-n", "foo", "-l", "x=y", "-o", "jsonpath={.items[0].metadata.name}")
+	// -l without -n acts in default, as kubectl's: the pod labelled x=y is in foo.
+	fails("no objects passed to label", "label", "pod", "-l", "x=y", "z=1")
 	fails("is made from a workload's template", "annotate", "-n", "foo", "pod", pod, "x=y")
 	// delete KIND -l SELECTOR deletes what the selector matches, and only that.
 	if out := mustMeshlab(t, "--lab", l.name, "delete", "-n", "foo", "deployment", "-l", "tier=tools"); !strings.HasPrefix(out, `deployment.apps "curl" deleted`+"\n") {

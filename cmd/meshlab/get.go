@@ -23,7 +23,7 @@ type getConfig struct {
 	errOut    io.Writer
 	// typedNames prints pods as pod/NAME (kubectl get all).
 	typedNames bool
-	labelCols  labelColumns // -L: kubectl's label columns of a table
+	labelCols  labelColumns // -L and --show-labels: kubectl's label columns of a table
 }
 
 // textOutput reports whether -o asks for a table: kubectl's default or -o wide.
@@ -125,7 +125,7 @@ func newGetCmd(g *globalFlags) *cobra.Command {
 	cmd.Flags().StringVarP(&cfg.namespace, "namespace", "n", "", "the namespace, as kubectl's (default: default)")
 	cmd.Flags().BoolVarP(&cfg.all, "all-namespaces", "A", false, "every namespace, as kubectl's -A (wins over -n)")
 	cmd.Flags().StringVarP(&cfg.selector, "selector", "l", "", "label selector, as kubectl's (app=curl, 'app in (a,b)', !canary)")
-	cmd.Flags().StringSliceVarP((*[]string)(&cfg.labelCols), "label-columns", "L", nil, "labels shown as columns of the table, as kubectl's (-L istio.io/dataplane-mode, repeated or comma-separated)")
+	addLabelFlags(cmd, &cfg.labelCols)
 	cmd.Flags().Lookup("output").Usage = "output format: wide, json, yaml, jsonpath=TEMPLATE, jsonpath-as-json=TEMPLATE or jsonpath-file=FILE (default: kubectl's table)"
 	return cmd
 }

@@ -66,7 +66,7 @@ func getCRDs(ctx context.Context, c *api.Client, name string, labelCols labelCol
 	tw := tabwriter.NewWriter(out, 0, 0, 3, ' ', 0)
 	fmt.Fprintln(tw, strings.Join(append([]string{"NAME", "CREATED AT"}, labelCols.heads()...), "\t"))
 	for _, n := range names {
-		row := append([]string{n, created.UTC().Format(time.RFC3339)}, labelCols.cells(func(string) string { return "" })...) // the lab's CRDs carry no labels
+		row := append([]string{n, created.UTC().Format(time.RFC3339)}, labelCols.cells(nil)...) // the lab's CRDs carry no labels
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
 	return tw.Flush()

@@ -9,6 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/meshlab/meshlab/api"
@@ -240,7 +242,7 @@ func noResources(namespace string, errOut io.Writer) error {
 type kubeTableForm struct {
 	withNamespace bool         // -A's NAMESPACE column
 	typedNames    bool         // names as kind/name (kubectl get all)
-	labelCols     labelColumns // -L's columns, last
+	labelCols     labelColumns // -L's and --show-labels' columns, last
 }
 
 // printKubeTable writes objs of one kind as kubectl's table, in form.
@@ -280,30 +282,48 @@ func printKubeTable(w io.Writer, kind api.Kind, objs []api.KubeObject, form kube
 		if !cols.noAge {
 			row = append(row, age(strAt(obj, "metadata", "creationTimestamp"), now))
 		}
-		row = append(row, form.labelCols.cells(func(key string) string { return strAt(obj, "metadata", "labels", key) })...)
+		meta, _ := obj["metadata"].(map[string]any)
+		row = append(row, form.labelCols.cells(stringMap(meta["labels"]))...)
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
 	return tw.Flush()
 }
 
-// labelColumns are kubectl get's -L keys: one column each, after every other column,
-// headed by the key's last path segment in upper case (istio.io/dataplane-mode:
-// DATAPLANE-MODE), each cell the object's value of that label, empty when it has none.
-type labelColumns []string
+// labelColumns are kubectl get's label columns, after every other column: -L's keys,
+// one column each headed by the key's last path segment in upper case
+// (istio.io/dataplane-mode: DATAPLANE-MODE), each cell the object's value of that label,
+// empty when it has none; then --show-labels' LABELS, every label as k=v sorted by key
+// (kubectl's, <none> without any).
+type labelColumns struct {
+	keys []string // -L
+	all  bool     // --show-labels
+}
+
+// addLabelFlags binds kubectl get's -L and --show-labels to lc.
+func addLabelFlags(cmd *cobra.Command, lc *labelColumns) {
+	cmd.Flags().StringSliceVarP(&lc.keys, "label-columns", "L", nil, "labels shown as columns of the table, as kubectl's (-L istio.io/dataplane-mode, repeated or comma-separated)")
+	cmd.Flags().BoolVar(&lc.all, "show-labels", false, "every label in a last LABELS column, as kubectl's")
+}
 
 func (lc labelColumns) heads() []string {
-	heads := make([]string, len(lc))
-	for i, key := range lc {
-		heads[i] = strings.ToUpper(key[strings.LastIndex(key, "/")+1:])
+	heads := make([]string, 0, len(lc.keys)+1)
+	for _, key := range lc.keys {
+		heads = append(heads, strings.ToUpper(key[strings.LastIndex(key, "/")+1:]))
+	}
+	if lc.all {
+		heads = append(heads, "LABELS")
 	}
 	return heads
 }
 
-// cells are one object's values of lc, read by value.
-func (lc labelColumns) cells(value func(key string) string) []string {
-	cells := make([]string, len(lc))
-	for i, key := range lc {
-		cells[i] = value(key)
+// cells are one object's cells of lc, from its labels.
+func (lc labelColumns) cells(objLabels map[string]string) []string {
+	cells := make([]string, 0, len(lc.keys)+1)
+	for _, key := range lc.keys {
+		cells = append(cells, objLabels[key])
+	}
+	if lc.all {
+		cells = append(cells, labels.FormatLabels(objLabels))
 	}
 	return cells
 }

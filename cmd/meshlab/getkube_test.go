@@ -59,7 +59,7 @@ func TestKubeTableLabelColumns(t *testing.T) {
 		{Kind: "Namespace", Name: "istio-system", Object: []byte(`{"metadata":{"name":"istio-system","creationTimestamp":"2026-11-29T05:58:00Z"},"status":{"phase":"Active"}}`)},
 	}
 	var out bytes.Buffer
-	form := kubeTableForm{labelCols: labelColumns{"istio.io/dataplane-mode", "app"}}
+	form := kubeTableForm{labelCols: labelColumns{keys: []string{"istio.io/dataplane-mode", "app"}}}
 	if err := printKubeTable(&out, api.Kind{Kind: "Namespace"}, objs, form, now); err != nil {
 		t.Fatal(err)
 	}
@@ -68,6 +68,32 @@ func TestKubeTableLabelColumns(t *testing.T) {
 		"istio-system   Active   2m                     \n"
 	if got := out.String(); got != want {
 		t.Errorf("got:\n%q\nwant:\n%q", got, want)
+	}
+}
+
+// TestKubeTableShowLabels adds kubectl's --show-labels column last, after -L's: every
+// label as k=v sorted by key, <none> for an object without labels.
+func TestKubeTableShowLabels(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 29, 6, 0, 0, 0, time.UTC)
+	objs := []api.KubeObject{
+		{Kind: "Namespace", Name: "default", Object: []byte(`{"metadata":{"name":"default","creationTimestamp":"2026-11-29T05:58:00Z","labels":{"kubernetes.io/metadata.name":"default","istio-injection":"enabled"}},"status":{"phase":"Active"}}`)},
+		{Kind: "Namespace", Name: "foo", Object: []byte(`{"metadata":{"name":"foo","creationTimestamp":"2026-11-29T05:58:00Z"},"status":{"phase":"Active"}}`)},
+	}
+	var out bytes.Buffer
+	form := kubeTableForm{labelCols: labelColumns{keys: []string{"istio-injection"}, all: true}}
+	if err := printKubeTable(&out, api.Kind{Kind: "Namespace"}, objs, form, now); err != nil {
+		t.Fatal(err)
+	}
+	want := "NAME      STATUS   AGE   ISTIO-INJECTION   LABELS\n" +
+		"default   Active   2m    enabled           istio-injection=enabled,kubernetes.io/metadata.name=default\n" +
+		"foo       Active   2m                      <none>\n"
+	if got := out.String(); got != want {
+		t.Errorf("got:\n%q\nwant:\n%q", got, want)
+	}
+	cmd := newGetCmd(&globalFlags{})
+	if err := cmd.ParseFlags([]string{"--show-labels", "-L", "app"}); err != nil {
+		t.Fatalf("get --show-labels -L app: %v", err)
 	}
 }
 

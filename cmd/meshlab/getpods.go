@@ -108,7 +108,7 @@ func getPodsWhere(ctx context.Context, c *api.Client, cfg *getConfig, name strin
 				row = append(row, p.IP.String(), "meshlab", "<none>", "<none>")
 			}
 			podLabels := labels[p.Namespace+"/"+p.Name]
-			row = append(row, cfg.labelCols.cells(func(key string) string { return podLabels[key] })...)
+			row = append(row, cfg.labelCols.cells(podLabels)...)
 			fmt.Fprintln(tw, strings.Join(row, "\t"))
 		}
 		return tw.Flush()

@@ -176,7 +176,7 @@ func getIstioOperators(ctx context.Context, c *api.Client, cfg *getConfig, name,
 			row = append([]string{installedStateNamespace}, row...)
 		}
 		labels := stringMap(meta["labels"])
-		fmt.Fprintln(tw, strings.Join(append(row, cfg.labelCols.cells(func(k string) string { return labels[k] })...), "\t"))
+		fmt.Fprintln(tw, strings.Join(append(row, cfg.labelCols.cells(labels)...), "\t"))
 		return tw.Flush()
 	}
 	var doc any = iop
