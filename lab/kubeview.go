@@ -48,7 +48,7 @@ func (l *Lab) KubeObjects(ctx context.Context, kind, namespace, name, selector s
 	if err != nil {
 		return nil, err
 	}
-	v := kubeView{model: m, ready: map[string]bool{}, serviceCIDR: l.opts.ServiceCIDR, ztunnel: ztunnelPod(l), ztunnelSince: since}
+	v := kubeView{model: m, ready: map[string]bool{}, serviceCIDR: l.opts.ServiceCIDR, ztunnel: ztunnelPod(l), ztunnelSince: since, conds: &l.conds, now: time.Now()}
 	if l.rec != nil {
 		v.started = l.rec.Created
 	}
@@ -137,6 +137,9 @@ type kubeView struct {
 	// of istio-system as Istio's DaemonSet makes it, outside the model (lab/ztunnel.go).
 	ztunnel      *model.Pod
 	ztunnelSince time.Time
+	// conds gives conditions their lastTransitionTime, read at now (condclock.go).
+	conds *conditionClock
+	now   time.Time
 }
 
 // created returns when the object that made something of kind, namespace and name was
@@ -245,7 +248,9 @@ func (v kubeView) list(k string) ([]kubeObject, error) {
 			raw := json.RawMessage(o.JSON)
 			if o.HTTPRoute != nil || o.GRPCRoute != nil || o.TCPRoute != nil || o.TLSRoute != nil {
 				// istiod's gateway controller writes each route's parent status.
-				raw = withStatus(raw, config.RouteStatus(v.objects, o))
+				st := config.RouteStatus(v.objects, o)
+				v.conds.stampRoute(o.Origin.Kind+"/"+o.Origin.Namespace+"/"+o.Origin.Name, &st, m.Metadata.CreationTimestamp.Time, v.now)
+				raw = withStatus(raw, st)
 			}
 			if o.Ingress != nil && config.IsIstioIngress(v.objects, o) {
 				raw = withStatus(raw, v.ingressStatus())
@@ -419,6 +424,7 @@ func (v kubeView) pod(p *model.Pod) corev1.Pod {
 		{Type: corev1.ContainersReady, Status: status},
 		{Type: corev1.PodReady, Status: status},
 	}
+	v.conds.stampPod(&out, v.now)
 	return out
 }
 
@@ -567,6 +573,7 @@ func (v kubeView) deployments() []appsv1.Deployment {
 		d.Namespace, d.Name = k.ns, k.name
 		d.CreationTimestamp = v.created("Deployment", k.ns, k.name)
 		d.Status = deploymentStatus(d, pods[k], v.ready)
+		v.conds.stampDeployment(d, v.now)
 		out = append(out, *d)
 	}
 	return out
@@ -622,6 +629,7 @@ func (v kubeView) gateway(o *config.Object) gwv1.Gateway {
 	if w := v.model.Waypoint(gw.Namespace, gw.Name); w != nil && gw.Spec.GatewayClassName == model.WaypointGatewayClass {
 		ready := func(p *model.Pod) bool { return v.ready[p.Namespace+"/"+p.Name] }
 		gw.Status = waypoint.Deps{Model: v.model, PodReady: ready}.Status(w)
+		v.conds.stamp("Gateway/"+gw.Namespace+"/"+gw.Name, gw.Status.Conditions, gw.CreationTimestamp.Time, v.now)
 		return gw
 	}
 	svc := config.GatewayAPIServiceName(o.Origin.Name)
@@ -646,6 +654,7 @@ func (v kubeView) gateway(o *config.Object) gwv1.Gateway {
 		{Type: string(gwv1.GatewayConditionAccepted), Status: metav1.ConditionTrue, Reason: string(gwv1.GatewayReasonAccepted), Message: "Resource accepted", ObservedGeneration: 1},
 		{Type: string(gwv1.GatewayConditionProgrammed), Status: programmed, Reason: reason, Message: message, ObservedGeneration: 1},
 	}
+	v.conds.stamp("Gateway/"+gw.Namespace+"/"+gw.Name, gw.Status.Conditions, gw.CreationTimestamp.Time, v.now)
 	return gw
 }
 

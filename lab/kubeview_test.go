@@ -2,8 +2,10 @@ package lab
 
 import (
 	"encoding/json"
+	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -260,6 +262,52 @@ func TestKubeViewGatewayAPIProgrammed(t *testing.T) {
 	}
 	if programmed(gateway()) != "True" {
 		t.Fatalf("with its pod ready: Programmed %s, want True", programmed(gateway()))
+	}
+}
+
+// TestKubeViewConditionTransitionTimes gives conditions a lastTransitionTime as a
+// controller sets it: the object's creation for a condition as first written, the read
+// that saw a new status after, unchanged by reads that see the same status.
+func TestKubeViewConditionTransitionTimes(t *testing.T) {
+	t.Parallel()
+	v := newKubeView(t)
+	var made time.Time // the Gateway's creation
+	v.conds, v.now = &conditionClock{}, time.Now().Add(time.Minute)
+	times := func() map[string]time.Time {
+		t.Helper()
+		var gw gwv1.Gateway
+		if err := json.Unmarshal(kubeSelect(t, v, "gtw", "foo", "gtw", "")[0], &gw); err != nil {
+			t.Fatal(err)
+		}
+		made = gw.CreationTimestamp.UTC()
+		out := map[string]time.Time{}
+		for _, c := range gw.Status.Conditions {
+			out[c.Type+"="+string(c.Status)] = c.LastTransitionTime.UTC()
+		}
+		return out
+	}
+	got := times()
+	if want := map[string]time.Time{"Accepted=True": made, "Programmed=False": made}; made.IsZero() || !maps.Equal(got, want) {
+		t.Fatalf("first read: %v, want %v", got, want)
+	}
+	for _, p := range v.model.Pods {
+		if p.Router && p.Namespace == "foo" {
+			v.ready["foo/"+p.Name] = true
+		}
+	}
+	ready := made.Add(5 * time.Minute)
+	v.now = ready
+	want := map[string]time.Time{"Accepted=True": made, "Programmed=True": ready}
+	if got := times(); !maps.Equal(got, want) {
+		t.Fatalf("read after its pod became ready: %v, want %v", got, want)
+	}
+	v.now = ready.Add(time.Hour)
+	if got := times(); !maps.Equal(got, want) {
+		t.Fatalf("read again with no change: %v, want %v", got, want)
+	}
+	b := kubeSelect(t, v, "pods", "foo", "", "")
+	if len(b) == 0 || strings.Contains(string(b[0]), `"lastTransitionTime":null`) {
+		t.Fatalf("pods of foo: %d, first %s: want every condition with a lastTransitionTime", len(b), b)
 	}
 }
 

@@ -152,9 +152,11 @@ type Lab struct {
 	world   *world     // the outside world (lab/world.go); nil until created
 	// ambient is istio-cni's node agent (nodeagent.go, lab/ambient); nil in bare unit-test Labs.
 	ambient *ambient.NodeAgent
-	jwks    jwksCache  // key sets fetched for jwksUri (lab/jwks.go)
-	live    livePods   // pods added and removed while the lab runs (lab/livepods.go)
-	push    push.Queue // applied changes' pushes to the proxies, after apply returns (lab/push)
+	jwks    jwksCache // key sets fetched for jwksUri (lab/jwks.go)
+	// conds remembers the status conditions kubectl read, for their lastTransitionTime (condclock.go).
+	conds conditionClock
+	live  livePods   // pods added and removed while the lab runs (lab/livepods.go)
+	push  push.Queue // applied changes' pushes to the proxies, after apply returns (lab/push)
 	// readiness is the pods' PodReady condition, which WDS reads (podready.go).
 	readiness podReadiness
 	// podview holds the sidecars' settled agent statuses that Pods answers from (lab/podview).
