@@ -512,7 +512,11 @@ func ptrOr[T any](v *T, def T) T {
 }
 
 // checkGatewayAPIRefs checks, between valid objects, that each route's Service parent
-// and each of its backends names a Service port of the route's namespace.
+// and each of its backends that names a Service of the route's namespace names one of
+// its ports. A parent or backend naming no Service is stored, as Kubernetes stores it
+// in any order: istiod binds no route to a missing Service parent (Accepted False) and
+// keeps a missing backend's destination, whose cluster does not exist (ResolvedRefs
+// False, BackendNotFound; RouteStatus).
 func checkGatewayAPIRefs(all []*Object, errs *ErrorList) {
 	svcs := map[string]*corev1.Service{}
 	for _, o := range all {
@@ -532,21 +536,13 @@ func checkGatewayAPIRefs(all []*Object, errs *ErrorList) {
 			}
 			f := fmt.Sprintf("spec.parentRefs[%d]", i)
 			svc := svcs[o.Origin.Namespace+"/"+string(pr.Name)]
-			if svc == nil {
-				p.addf(f+".name", "%q names no Service in namespace %s", pr.Name, o.Origin.Namespace)
-				continue
-			}
-			if pr.Port != nil && !hasPort(svc, *pr.Port) {
+			if svc != nil && pr.Port != nil && !hasPort(svc, *pr.Port) {
 				p.addf(f+".port", "%d is not a port of Service %s/%s", *pr.Port, o.Origin.Namespace, pr.Name)
 			}
 		}
 		for _, b := range backends {
 			svc := svcs[o.Origin.Namespace+"/"+string(b.ref.Name)]
-			if svc == nil {
-				p.addf(b.field+".name", "%q names no Service in namespace %s", b.ref.Name, o.Origin.Namespace)
-				continue
-			}
-			if b.ref.Port != nil && !hasPort(svc, *b.ref.Port) {
+			if svc != nil && b.ref.Port != nil && !hasPort(svc, *b.ref.Port) {
 				p.addf(b.field+".port", "%d is not a port of Service %s/%s", *b.ref.Port, o.Origin.Namespace, b.ref.Name)
 			}
 		}
@@ -724,12 +720,18 @@ func gatewayAPIIstio(objs []*Object) []*Object {
 			})
 		}
 	}
+	services := map[string]bool{}
+	for _, o := range objs {
+		if o.Service != nil {
+			services[o.Origin.Namespace+"/"+o.Origin.Name] = true
+		}
+	}
 	for _, o := range objs {
 		parents, hostnames, http, tcp, tls := routeSpec(o)
 		if parents == nil {
 			continue
 		}
-		for _, vs := range meshRoutes(o, parents, http, tcp, tls) {
+		for _, vs := range meshRoutes(o, parents, services, http, tcp, tls) {
 			// istiod merges the routes of every route of one parent into one
 			// VirtualService (in route order here).
 			if i := slices.IndexFunc(out, func(x *Object) bool {
@@ -855,8 +857,9 @@ func admitsKind(l gwv1.Listener, k string) bool {
 // model.MeshRouteName, whose routes are the rules' (with the parent's port, when set, in
 // every match, or as the only match of a rule without one). Sidecars and the Service's
 // waypoint take it as any mesh VirtualService. Routes of the same parent are merged
-// into one (gatewayAPIIstio).
-func meshRoutes(o *Object, parents []gwv1.ParentReference, http func() []*networking.HTTPRoute, tcp func() []*networking.TCPRoute, tls func() []*networking.TLSRoute) []*Object {
+// into one (gatewayAPIIstio). A parent naming none of services (the lab's, by
+// "namespace/name") gets none, as istiod binds nothing to it.
+func meshRoutes(o *Object, parents []gwv1.ParentReference, services map[string]bool, http func() []*networking.HTTPRoute, tcp func() []*networking.TCPRoute, tls func() []*networking.TLSRoute) []*Object {
 	var out []*Object
 	for _, pr := range parents {
 		if !isServiceParent(pr) {
@@ -865,6 +868,9 @@ func meshRoutes(o *Object, parents []gwv1.ParentReference, http func() []*networ
 		ns := o.Origin.Namespace
 		if pr.Namespace != nil {
 			ns = string(*pr.Namespace)
+		}
+		if !services[ns+"/"+string(pr.Name)] {
+			continue // istiod binds nothing to a Service that does not exist (RouteStatus: not Accepted)
 		}
 		rules, tcpRules, tlsRules := http(), tcp(), tls()
 		host := string(pr.Name) + "." + ns + ".svc." + model.DefaultClusterDomain

@@ -255,13 +255,6 @@ spec:
   parentRefs: [{group: "", kind: Service, name: echo}]
   rules: [{matches: [{method: {type: Exact}}], backendRefs: [{name: echo, port: 7070}]}]
 `, `spec.rules[0].matches[0].method: names neither service nor method`},
-		{"grpc unknown backend", `apiVersion: gateway.networking.k8s.io/v1
-kind: GRPCRoute
-metadata: {name: r}
-spec:
-  parentRefs: [{group: "", kind: Service, name: echo}]
-  rules: [{backendRefs: [{name: nope, port: 7070}]}]
-`, `spec.rules[0].backendRefs[0].name: "nope" names no Service in namespace default`},
 		{"tcp zero weights", `apiVersion: gateway.networking.k8s.io/v1alpha2
 kind: TCPRoute
 metadata: {name: r}
