@@ -10,24 +10,13 @@ import (
 	"github.com/meshlab/meshlab/controlplane/discovery"
 )
 
-// pushErrorScenario has two sidecar pods; a VirtualService gives the client's proxy alone
-// (sourceLabels) routes of about 360 KB, above the limit TestStartOneProxyErrorComesUp sets.
+// pushErrorScenario is startScenario and a second sidecar pod, client; a VirtualService
+// gives the client's proxy alone (sourceLabels) routes of about 360 KB, above the limit
+// TestStartOneProxyErrorComesUp sets.
 func pushErrorScenario() string {
 	var b strings.Builder
-	b.WriteString(`apiVersion: v1
-kind: Service
-metadata: {name: web, namespace: default}
-spec:
-  selector: {app: web}
-  ports: [{name: http, port: 8080}]
----
-apiVersion: meshlab.dev/v1alpha1
-kind: Workload
-metadata: {name: web, namespace: default}
-spec:
-  labels: {app: web}
-  ports: [8080]
----
+	b.WriteString(startScenario)
+	b.WriteString(`---
 apiVersion: meshlab.dev/v1alpha1
 kind: Workload
 metadata: {name: client, namespace: default}
@@ -81,7 +70,7 @@ func TestStartOneProxyErrorComesUp(t *testing.T) {
 	mu.Lock()
 	printed := out.String()
 	mu.Unlock()
-	if !strings.Contains(printed, "1 of 2 pods ready") || !strings.Contains(printed, "failed: client") ||
+	if !strings.Contains(printed, "2 of 3 pods ready") || !strings.Contains(printed, "failed: client") ||
 		!strings.Contains(printed, "its proxy's config was not generated") || !strings.Contains(printed, "above the 262144-byte limit") {
 		t.Errorf("up printed:\n%s\nwant client failed with its push error and web ready", printed)
 	}
