@@ -414,7 +414,7 @@ func (s *Server) record(typeURL, version string, msgs map[string]proto.Message, 
 	changed := false
 	now := time.Now()
 	for name, m := range msgs {
-		if old, ok := td.resources[name]; ok && proto.Equal(old.msg, m) {
+		if old, ok := td.resources[name]; ok && sameConfig(old.msg, m) {
 			continue
 		}
 		td.resources[name] = &dynResource{version: version, msg: m, updated: now}

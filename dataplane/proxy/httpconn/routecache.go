@@ -1,6 +1,7 @@
 package httpconn
 
 import (
+	"slices"
 	"sync"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
@@ -35,6 +36,9 @@ type RouteCache struct {
 type routeCacheEntry struct {
 	decoded  []decodedVirtualHost
 	compiled []compiledVirtualHost
+	// exact is the exact domains' map of the last compile's table (RouteTable.exact),
+	// which a compile of the same domains shares.
+	exact map[string]int
 }
 
 // decodedVirtualHost is a decoded, valid virtual host and its encoding (kept so the
@@ -128,7 +132,11 @@ func (c *RouteCache) Compile(rc *routev3.RouteConfiguration) (*RouteTable, error
 	prev := c.entry(rc.GetName()) // its decoded are rc's own virtual hosts: Decode's
 	maxBody := maxDirectResponseBody(rc)
 	compiled := make([]compiledVirtualHost, len(rc.GetVirtualHosts()))
-	t := newRouteTable(rc)
+	exact := prev.exact
+	if !sameDomains(prev.compiled, rc.GetVirtualHosts()) {
+		exact = nil
+	}
+	t := newRouteTable(rc, exact)
 	for i, pvh := range rc.GetVirtualHosts() {
 		cv, ok := near(prev.compiled, i, func(cv compiledVirtualHost) bool { return cv.src == pvh && cv.maxBody == maxBody })
 		if !ok {
@@ -144,13 +152,29 @@ func (c *RouteCache) Compile(rc *routev3.RouteConfiguration) (*RouteTable, error
 			cv = compiledVirtualHost{src: pvh, vh: vh, maxBody: maxBody}
 		}
 		compiled[i] = cv
-		if err := t.add(rc.GetName(), pvh.GetDomains(), cv.vh); err != nil {
+		if err := t.add(rc.GetName(), pvh.GetDomains(), cv.vh, exact != nil); err != nil {
 			return nil, err
 		}
 	}
 	t.sortWildcards()
-	c.update(rc.GetName(), func(e *routeCacheEntry) { e.compiled = compiled })
+	c.update(rc.GetName(), func(e *routeCacheEntry) { e.compiled, e.exact = compiled, t.exact })
 	return t, nil
+}
+
+// sameDomains reports whether the virtual hosts vhs have, one by one in order, the
+// domains of the last compile's (prev): the exact domains' map of its table is then
+// theirs. A virtual host the route cache shared is the same message; a changed one
+// (another route, a new weight) usually keeps its domains.
+func sameDomains(prev []compiledVirtualHost, vhs []*routev3.VirtualHost) bool {
+	if len(prev) != len(vhs) {
+		return false
+	}
+	for i, pvh := range vhs {
+		if prev[i].src != pvh && !slices.Equal(prev[i].src.GetDomains(), pvh.GetDomains()) {
+			return false
+		}
+	}
+	return true
 }
 
 // Retain forgets the names not in names (the subscriptions that ended).

@@ -1,6 +1,8 @@
 package httpconn
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -89,6 +91,61 @@ func TestRouteCacheReusesTheVirtualHostsThatDidNotChange(t *testing.T) {
 		if t3.vhostOrder[i] == t2.vhostOrder[i] {
 			t.Errorf("virtual host %d kept its compile under another body limit", i)
 		}
+	}
+}
+
+// TestRouteCacheSharesTheExactDomainsWhileTheyDoNotChange: a compile whose virtual hosts
+// have the last compile's domains, one by one, shares its table's exact-domain map; one
+// whose domains changed builds its own, and the last table's map is left as it was.
+func TestRouteCacheSharesTheExactDomainsWhileTheyDoNotChange(t *testing.T) {
+	c := NewRouteCache()
+	rc := &routev3.RouteConfiguration{Name: "8080", VirtualHosts: []*routev3.VirtualHost{
+		vh("frontend", "frontend", "Frontend:8080"), vh("backend", "backend", "backend:8080"), vh("wild", "*.wild", "pre.*"), vh("allow_any", "*"),
+	}}
+	_, t1 := decodeCompile(t, c, rc)
+	same := func(a, b *RouteTable) bool { return fmt.Sprintf("%p", a.exact) == fmt.Sprintf("%p", b.exact) }
+	match := func(name string, tb *RouteTable, want map[string]string) {
+		t.Helper()
+		for host, cluster := range want {
+			if _, r := tb.Match(host, "/"); r == nil || r.Cluster != cluster {
+				t.Errorf("%s: Match(%q) = %v, want cluster %s", name, host, r, cluster)
+			}
+		}
+	}
+
+	rc2 := proto.Clone(rc).(*routev3.RouteConfiguration)
+	rc2.VirtualHosts[1].Routes[0].GetRoute().ClusterSpecifier = &routev3.RouteAction_Cluster{Cluster: "backend-v2"}
+	_, t2 := decodeCompile(t, c, rc2)
+	if !same(t1, t2) {
+		t.Error("a route changed, the domains did not: the exact-domain map was built again")
+	}
+	match("one route changed", t2, map[string]string{"backend": "backend-v2", "frontend:8080": "frontend", "x.wild": "wild", "pre.x": "wild", "other": "allow_any"})
+	match("the last table", t1, map[string]string{"backend": "backend", "frontend:8080": "frontend"})
+
+	rc3 := proto.Clone(rc2).(*routev3.RouteConfiguration)
+	rc3.VirtualHosts[1].Domains = append(rc3.VirtualHosts[1].Domains, "backend.default")
+	_, t3 := decodeCompile(t, c, rc3)
+	if same(t2, t3) {
+		t.Error("a domain was added, the exact-domain map was shared")
+	}
+	match("a domain added", t3, map[string]string{"backend.default": "backend-v2", "backend": "backend-v2", "frontend:8080": "frontend"})
+	match("the last table", t2, map[string]string{"backend.default": "allow_any"})
+
+	rc4 := proto.Clone(rc3).(*routev3.RouteConfiguration)
+	rc4.VirtualHosts = append([]*routev3.VirtualHost{vh("added", "added")}, rc4.VirtualHosts...)
+	_, t4 := decodeCompile(t, c, rc4)
+	if same(t3, t4) {
+		t.Error("a virtual host was added, the exact-domain map was shared")
+	}
+	match("a virtual host added", t4, map[string]string{"added": "added", "backend.default": "backend-v2", "frontend:8080": "frontend", "x.wild": "wild"})
+
+	// A duplicate domain is still refused.
+	rc5 := proto.Clone(rc4).(*routev3.RouteConfiguration)
+	rc5.VirtualHosts[0].Domains = []string{"*.wild"}
+	if got := c.Decode(encodeRoutes(t, rc5)); got == nil {
+		t.Fatal("Decode refused a valid configuration")
+	} else if _, err := c.Compile(got); err == nil || !strings.Contains(err.Error(), "Duplicate entry of domain *.wild") {
+		t.Errorf("Compile of a duplicate wildcard domain: %v", err)
 	}
 }
 

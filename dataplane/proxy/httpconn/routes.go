@@ -77,8 +77,11 @@ var routeAllow = fieldcheck.Allow{
 
 // RouteTable is a compiled RouteConfiguration. Immutable.
 type RouteTable struct {
-	Name       string
-	exact      map[string]*VirtualHost
+	Name string
+	// exact maps each exact domain to its virtual host's index in vhostOrder: it depends
+	// on the domains alone, so the route cache gives a compile whose domains did not
+	// change the last one's map (never written once built).
+	exact      map[string]int
 	suffixes   []wildcard // "*.foo.com", longest first
 	prefixes   []wildcard // "foo.*", longest first
 	defaultVH  *VirtualHost
@@ -178,13 +181,13 @@ func CompileRoutes(rc *routev3.RouteConfiguration) (*RouteTable, error) {
 		return nil, fmt.Errorf("route configuration '%s': %w", rc.GetName(), err)
 	}
 	maxBody := maxDirectResponseBody(rc)
-	t := newRouteTable(rc)
+	t := newRouteTable(rc, nil)
 	for i, pvh := range rc.GetVirtualHosts() {
 		vh, err := compileVirtualHost(pvh, maxBody)
 		if err != nil {
 			return nil, fmt.Errorf("route configuration '%s': virtual_hosts[%d].%w", rc.GetName(), i, err)
 		}
-		if err := t.add(rc.GetName(), pvh.GetDomains(), vh); err != nil {
+		if err := t.add(rc.GetName(), pvh.GetDomains(), vh, false); err != nil {
 			return nil, err
 		}
 	}
@@ -234,23 +237,32 @@ func compileVirtualHost(pvh *routev3.VirtualHost, maxBody uint32) (*VirtualHost,
 }
 
 // newRouteTable returns rc's table without virtual hosts (add adds them), its maps
-// sized for rc's domains.
-func newRouteTable(rc *routev3.RouteConfiguration) *RouteTable {
-	n := 0
-	for _, pvh := range rc.GetVirtualHosts() {
-		n += len(pvh.GetDomains())
+// sized for rc's domains; with exact, the exact domains' map of a table of the same
+// domains, which add then leaves as it is.
+func newRouteTable(rc *routev3.RouteConfiguration, exact map[string]int) *RouteTable {
+	if exact == nil {
+		n := 0
+		for _, pvh := range rc.GetVirtualHosts() {
+			n += len(pvh.GetDomains())
+		}
+		exact = make(map[string]int, n)
 	}
 	return &RouteTable{
 		Name: rc.GetName(), ignorePort: rc.GetIgnorePortInHostMatching(),
-		exact:      make(map[string]*VirtualHost, n),
+		exact:      exact,
 		vhostOrder: make([]*VirtualHost, 0, len(rc.GetVirtualHosts())),
 	}
 }
 
 // add indexes the compiled virtual host vh of the route configuration rcName by its
-// domains; a domain an earlier virtual host has is refused, as Envoy refuses it.
-func (t *RouteTable) add(rcName string, domains []string, vh *VirtualHost) error {
+// domains; a domain an earlier virtual host has is refused, as Envoy refuses it. With
+// indexed, the exact domains are in the map already (newRouteTable's exact, built from
+// these domains and checked then): only the wildcards are indexed.
+func (t *RouteTable) add(rcName string, domains []string, vh *VirtualHost, indexed bool) error {
 	for _, d := range domains {
+		if indexed && d != "*" && !strings.HasPrefix(d, "*") && !strings.HasSuffix(d, "*") {
+			continue // an exact domain
+		}
 		d = strings.ToLower(d)
 		if t.has(d) {
 			return fmt.Errorf("route configuration '%s': only unique values for domains are permitted. Duplicate entry of domain %s in route %s", rcName, d, rcName)
@@ -263,7 +275,7 @@ func (t *RouteTable) add(rcName string, domains []string, vh *VirtualHost) error
 		case strings.HasSuffix(d, "*"):
 			t.prefixes = append(t.prefixes, wildcard{affix: d[:len(d)-1], vh: vh})
 		default:
-			t.exact[d] = vh
+			t.exact[d] = len(t.vhostOrder)
 		}
 	}
 	t.vhostOrder = append(t.vhostOrder, vh)
@@ -353,8 +365,8 @@ func (t *RouteTable) VirtualHostFor(host string) *VirtualHost {
 	if t.ignorePort {
 		host = stripPort(host)
 	}
-	if vh, ok := t.exact[host]; ok {
-		return vh
+	if i, ok := t.exact[host]; ok {
+		return t.vhostOrder[i]
 	}
 	for _, w := range t.suffixes {
 		if len(host) > len(w.affix) && strings.HasSuffix(host, w.affix) {
