@@ -269,3 +269,56 @@ func TestHTTP1PoolLeavesUnreplayableRequestsToTheTransport(t *testing.T) {
 		t.Error("a streaming body without GetBody is handled")
 	}
 }
+
+// closeCounter is a connection that records its Close.
+type closeCounter struct {
+	net.Conn
+	closed atomic.Bool
+}
+
+func (c *closeCounter) Close() error { c.closed.Store(true); return nil }
+
+// TestHTTP1PoolIdleSweep: the pool's one sweep closes the connections idle for the idle
+// timeout, oldest first per address, keeps the younger ones and sets itself for the
+// next; get closes an expired connection the sweep has not reached instead of using it.
+func TestHTTP1PoolIdleSweep(t *testing.T) {
+	const timeout = time.Hour
+	dialed := 0
+	p := newH1Pool(func(context.Context, string, string) (net.Conn, error) {
+		dialed++
+		return &closeCounter{}, nil
+	}, 10, timeout)
+	defer p.closeIdle()
+	a, b := poolKey{addr: "a:80"}, poolKey{addr: "b:80"}
+	conn := func(key poolKey, idleFor time.Duration) *closeCounter {
+		cc := &closeCounter{}
+		pc := &h1Conn{pool: p, addr: key, conn: cc}
+		p.put(pc)
+		pc.since = time.Now().Add(-idleFor)
+		return cc
+	}
+	oldA, youngA, oldB := conn(a, 2*timeout), conn(a, timeout/2), conn(b, timeout+time.Minute)
+	if !p.sweeping {
+		t.Fatal("no sweep set with idle connections")
+	}
+	p.expire()
+	if !oldA.closed.Load() || !oldB.closed.Load() || youngA.closed.Load() {
+		t.Fatalf("after the sweep: old a closed %v, old b closed %v, young a closed %v; want true, true, false",
+			oldA.closed.Load(), oldB.closed.Load(), youngA.closed.Load())
+	}
+	if len(p.idle[a]) != 1 || len(p.idle[b]) != 0 || !p.sweeping {
+		t.Fatalf("after the sweep: %d idle to a, %d to b, sweeping %v; want 1, 0, true", len(p.idle[a]), len(p.idle[b]), p.sweeping)
+	}
+	p.idle[a][0].since = time.Now().Add(-timeout)
+	pc, err := p.get(context.Background(), a.addr, a, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !youngA.closed.Load() || pc.conn == net.Conn(youngA) || dialed != 1 {
+		t.Fatalf("get took an expired connection (closed %v, dialed %d)", youngA.closed.Load(), dialed)
+	}
+	p.expire()
+	if p.sweeping {
+		t.Error("the sweep set itself again with no idle connection left")
+	}
+}
