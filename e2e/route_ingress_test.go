@@ -91,15 +91,15 @@ func TestRouteKubernetesIngressTask(t *testing.T) {
 	t.Parallel()
 	d, samples := httpbinTask(t, "default")
 
-	// Configuring ingress using an Ingress resource. INGRESS_HOST and INGRESS_PORT are
-	// read after it: a lab makes the ingress gateway when config first selects it (here
-	// the Ingress), where a cluster has it from the install on.
-	d.says("ingress.networking.k8s.io/ingress created\n", docsKubeIngress, "apply", "-f", "-")
+	// Before you begin: INGRESS_HOST and INGRESS_PORT, read where the page reads them,
+	// from the ingress gateway the install made.
 	host := d.kubectl("", "-n", "istio-system", "get", "service", "istio-ingressgateway", "-o", "jsonpath={.status.loadBalancer.ingress[0].ip}")
 	port := d.kubectl("", "-n", "istio-system", "get", "service", "istio-ingressgateway", "-o", `jsonpath={.spec.ports[?(@.name=="http2")].port}`)
 	if !regexp.MustCompile(`^\d+\.\d+\.\d+\.\d+$`).MatchString(host) || port != "80" {
 		t.Fatalf("INGRESS_HOST=%q INGRESS_PORT=%q; want the gateway's address and 80", host, port)
 	}
+	// Configuring ingress using an Ingress resource.
+	d.says("ingress.networking.k8s.io/ingress created\n", docsKubeIngress, "apply", "-f", "-")
 	head := d.httpbinHead(host, port)
 	d.statusAndHeaders(host, port)
 	row := func(class string) *regexp.Regexp {
@@ -121,9 +121,12 @@ func TestRouteKubernetesIngressTask(t *testing.T) {
 
 	// Cleanup.
 	d.says("ingress.networking.k8s.io \"ingress\" deleted\n", "", "delete", "ingress", "ingress")
-	// The lab's ingress gateway goes with the last config selecting it (a cluster's
-	// stays and answers 404): either way /status/200 is no longer served.
+	// The ingress gateway stays, as a cluster's: with no Gateway left, istiod gives it
+	// no listener, so port 80 refuses the connection (curl -s -I prints nothing).
 	d.until("deleting the Ingress removes its routes", head("/status/200"), func(out string) bool { return !strings.Contains(out, "200 OK") })
+	if out := d.kubectl("", "-n", "istio-system", "get", "service", "istio-ingressgateway", "-o", "jsonpath={.status.loadBalancer.ingress[0].ip}"); out != host {
+		t.Errorf("the ingress gateway's Service after the Ingress went: address %q, want it still at %s", out, host)
+	}
 	d.says("serviceaccount \"httpbin\" deleted\nservice \"httpbin\" deleted\ndeployment.apps \"httpbin\" deleted\n", "",
 		"delete", "--ignore-not-found=true", "-f", filepath.Join(samples, "httpbin/httpbin.yaml"))
 	if !strings.Contains(d.kubectl("", "get", "ingressclass"), "istio") {

@@ -61,8 +61,9 @@ type iopGateway struct {
 }
 
 // newInstallCmd is istioctl install as Istio's task pages run it. A lab has its control
-// plane from the start: meshlab's own istiod, the node agent and ztunnel for ambient pods,
-// and the ingress and egress gateways that a Gateway selecting them brings. So install
+// plane from the start: meshlab's own istiod, the node agent and ztunnel for ambient pods;
+// the profile's ingress and egress gateways come with the install (the lab reads them
+// from the installed-state kept on the MeshConfig). So install
 // checks what it is given (a profile the lab stands for, an IstioOperator it reads,
 // refusing by name what it does not), makes the lab's mesh config the one the install
 // describes (meshConfig.* from --set and the file, over the profile's: see

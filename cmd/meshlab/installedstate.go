@@ -24,8 +24,10 @@ import (
 // custom resource.
 
 const (
-	installedStateName       = "installed-state"
-	installedStateNamespace  = "istio-system"
+	installedStateName      = "installed-state"
+	installedStateNamespace = "istio-system"
+	// installedStateAnnotation is controlplane/config's InstalledStateAnnotation: the lab
+	// makes the gateways this IstioOperator enables.
 	installedStateAnnotation = "meshlab.dev/installed-state"
 )
 

@@ -3,6 +3,7 @@ package config
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"maps"
@@ -224,11 +225,15 @@ func gatewayServicePorts(name string) []model.ServicePort {
 
 // gatewayDeployments returns the gateway Services and pods the objects' Gateways need,
 // as istioctl's demo profile makes them in istio-system: for each of
-// istio-ingressgateway and istio-egressgateway that a Gateway selects (the ingress
-// gateway also for an Ingress istiod takes), a Service with
-// its ports and one pod (named as its Deployment's) running the proxy as a router.
+// istio-ingressgateway and istio-egressgateway that `meshlab install` installed (its
+// profile's gateways, kept while the install is) or a Gateway selects (the ingress
+// gateway also for an Ingress istiod takes), a Service with its ports and one pod (named
+// as its Deployment's) running the proxy as a router.
 func gatewayDeployments(objs []*Object) ([]*model.Service, []*model.Pod, error) {
 	need := map[string]bool{}
+	for _, n := range installedGateways(objs) {
+		need[n] = true
+	}
 	for _, o := range objs {
 		if o.Gateway != nil {
 			for _, n := range selectedGateways(o.Gateway) {
@@ -268,6 +273,53 @@ func gatewayDeployments(objs []*Object) ([]*model.Service, []*model.Pod, error) 
 		})
 	}
 	return svcs, pods, nil
+}
+
+// InstalledStateAnnotation is the MeshConfig annotation in which `meshlab install`
+// keeps the IstioOperator it installed (istioctl's installed-state; cmd/meshlab writes
+// it under the same name).
+const InstalledStateAnnotation = "meshlab.dev/installed-state"
+
+// installedGateways returns the gateways the install in the objects' MeshConfig turned
+// on (its IstioOperator's spec.components ingressGateways and egressGateways that are
+// enabled, of the two meshlab makes), none without an install.
+func installedGateways(objs []*Object) []string {
+	var out []string
+	for _, o := range objs {
+		if o.MeshConfig == nil {
+			continue
+		}
+		var mc struct {
+			Metadata struct {
+				Annotations map[string]string `json:"annotations"`
+			} `json:"metadata"`
+		}
+		if json.Unmarshal(o.JSON, &mc) != nil || mc.Metadata.Annotations[InstalledStateAnnotation] == "" {
+			continue
+		}
+		var iop struct {
+			Spec struct {
+				Components struct {
+					IngressGateways []installedGateway `json:"ingressGateways"`
+					EgressGateways  []installedGateway `json:"egressGateways"`
+				} `json:"components"`
+			} `json:"spec"`
+		}
+		if json.Unmarshal([]byte(mc.Metadata.Annotations[InstalledStateAnnotation]), &iop) != nil {
+			continue // not install's: the lab makes gateways for config alone
+		}
+		for _, g := range append(iop.Spec.Components.IngressGateways, iop.Spec.Components.EgressGateways...) {
+			if g.Enabled && (g.Name == model.IngressGatewayName || g.Name == model.EgressGatewayName) {
+				out = append(out, g.Name)
+			}
+		}
+	}
+	return out
+}
+
+type installedGateway struct {
+	Name    string `json:"name"`
+	Enabled bool   `json:"enabled"`
 }
 
 // proxyImage is the image of Istio's gateway deployments.
