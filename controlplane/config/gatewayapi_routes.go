@@ -28,6 +28,10 @@ var (
 			expand("rules.matches.method", "type service method"),
 			expand("rules.matches.headers", "type name value"),
 			grpcFilterFields("rules.filters"),
+			expand("rules.filters", "requestMirror"),
+			expand("rules.filters.requestMirror", "backendRef percent fraction"),
+			expand("rules.filters.requestMirror.backendRef", "group kind name namespace port"),
+			expand("rules.filters.requestMirror.fraction", "numerator denominator"),
 			expand("rules.backendRefs", "group kind name namespace port weight filters"),
 			grpcFilterFields("rules.backendRefs.filters"),
 		}, " ")
@@ -50,7 +54,8 @@ var (
 	})
 )
 
-// grpcFilterFields are the fields of a GRPCRoute filter meshlab reads, below prefix.
+// grpcFilterFields are the fields of a GRPCRoute filter meshlab reads, below prefix (a
+// rule's filters also take requestMirror).
 func grpcFilterFields(prefix string) string {
 	var out []string
 	out = append(out, expand(prefix, "type requestHeaderModifier responseHeaderModifier"))
@@ -97,7 +102,7 @@ func validateGRPCRoute(gr *gwv1.GRPCRoute, ns string, p problems) {
 				checkMatchType(string(ptrOr(h.Type, gwv1.GRPCHeaderMatchExact)), h.Value, hf, p)
 			}
 		}
-		checkGRPCFilters(r.Filters, f, p)
+		checkGRPCFilters(r.Filters, f, true, ns, p)
 		if len(r.BackendRefs) == 0 {
 			p.addf(f+".backendRefs", "at least one backend is required")
 		} else if !slices.ContainsFunc(r.BackendRefs, func(b gwv1.GRPCBackendRef) bool { return ptrOr(b.Weight, 1) > 0 }) {
@@ -106,28 +111,53 @@ func validateGRPCRoute(gr *gwv1.GRPCRoute, ns string, p problems) {
 		for j, b := range r.BackendRefs {
 			bf := fmt.Sprintf("%s.backendRefs[%d]", f, j)
 			checkBackendRef(b.BackendRef, bf, ns, p)
-			checkGRPCFilters(b.Filters, bf, p)
+			checkGRPCFilters(b.Filters, bf, false, ns, p)
 		}
 	}
 }
 
-// checkGRPCFilters checks a GRPCRoute rule's or backend's filters: the header modifiers
-// (RequestMirror, which istiod turns into a VirtualService's mirrors, is refused: the
-// schema above refuses its field).
-func checkGRPCFilters(fs []gwv1.GRPCRouteFilter, f string, p problems) {
+// checkGRPCFilters checks a GRPCRoute rule's (rule) or backend's filters: the header
+// modifiers, and on a rule RequestMirror (its backend a Service as a backendRef's; one of
+// percent or fraction). istiod refuses a backend's RequestMirror as an unsupported filter.
+func checkGRPCFilters(fs []gwv1.GRPCRouteFilter, f string, rule bool, ns string, p problems) {
 	for j, fl := range fs {
 		ff := fmt.Sprintf("%s.filters[%d]", f, j)
-		switch fl.Type {
-		case gwv1.GRPCRouteFilterRequestHeaderModifier:
+		switch {
+		case fl.Type == gwv1.GRPCRouteFilterRequestHeaderModifier:
 			if fl.RequestHeaderModifier == nil {
 				p.addf(ff+".requestHeaderModifier", "is required for type %s", fl.Type)
 			}
-		case gwv1.GRPCRouteFilterResponseHeaderModifier:
+		case fl.Type == gwv1.GRPCRouteFilterResponseHeaderModifier:
 			if fl.ResponseHeaderModifier == nil {
 				p.addf(ff+".responseHeaderModifier", "is required for type %s", fl.Type)
 			}
+		case fl.Type == gwv1.GRPCRouteFilterRequestMirror && rule:
+			checkMirrorFilter(fl.RequestMirror, ff+".requestMirror", ns, p)
+		case rule:
+			p.addf(ff+".type", "%q is not supported by meshlab's GRPCRoute (RequestHeaderModifier, ResponseHeaderModifier, RequestMirror)", fl.Type)
 		default:
-			p.addf(ff+".type", "%q is not supported by meshlab's GRPCRoute (RequestHeaderModifier, ResponseHeaderModifier)", fl.Type)
+			p.addf(ff+".type", "%q is not supported on a GRPCRoute backend (RequestHeaderModifier, ResponseHeaderModifier), as istiod's", fl.Type)
+		}
+	}
+}
+
+// checkMirrorFilter checks a RequestMirror filter (at field f): a Service backend, and
+// percent (0-100) or fraction (numerator 0 to its denominator, default 100), not both.
+func checkMirrorFilter(m *gwv1.HTTPRequestMirrorFilter, f, ns string, p problems) {
+	if m == nil {
+		p.addf(f, "is required for type %s", gwv1.GRPCRouteFilterRequestMirror)
+		return
+	}
+	checkBackendRef(gwv1.BackendRef{BackendObjectReference: m.BackendRef}, f+".backendRef", ns, p)
+	if m.Percent != nil && m.Fraction != nil {
+		p.addf(f, "only one of percent or fraction may be specified")
+	}
+	if m.Percent != nil && (*m.Percent < 0 || *m.Percent > 100) {
+		p.addf(f+".percent", "%d is out of range (0 to 100)", *m.Percent)
+	}
+	if fr := m.Fraction; fr != nil {
+		if d := ptrOr(fr.Denominator, 100); d <= 0 || fr.Numerator < 0 || fr.Numerator > d {
+			p.addf(f+".fraction", "%d/%d: the numerator must be 0 to the denominator, which must be positive", fr.Numerator, d)
 		}
 	}
 }
@@ -193,6 +223,7 @@ func grpcRouteRules(gr *gwv1.GRPCRoute, ns string) []*networking.HTTPRoute {
 				r.Match = []*networking.HTTPMatchRequest{hm}
 			}
 			r.Headers = grpcHeaderFilters(rule.Filters)
+			r.Mirrors = mirrorPolicies(rule.Filters, ns)
 			r.Route = grpcDestinations(rule.BackendRefs, ns)
 			out = append(out, r)
 		}
@@ -259,17 +290,38 @@ func grpcMethodMatch(mm *gwv1.GRPCMethodMatch) *networking.StringMatch {
 func grpcHeaderFilters(fs []gwv1.GRPCRouteFilter) *networking.Headers {
 	var h *networking.Headers
 	for _, f := range fs {
-		if h == nil {
-			h = &networking.Headers{}
-		}
 		switch f.Type {
 		case gwv1.GRPCRouteFilterRequestHeaderModifier:
+			h = cmp.Or(h, &networking.Headers{})
 			h.Request = headerOperations(f.RequestHeaderModifier)
 		case gwv1.GRPCRouteFilterResponseHeaderModifier:
+			h = cmp.Or(h, &networking.Headers{})
 			h.Response = headerOperations(f.ResponseHeaderModifier)
 		}
 	}
 	return h
+}
+
+// mirrorPolicies returns a GRPCRoute rule's RequestMirror filters as istiod's
+// createMirrorFilter: each an Istio mirror policy (the route's mirrors, in filter order)
+// of the backend's Service and port, its percentage 100*numerator/denominator (default
+// 100) for a fraction, the percent as written, or none (every request) without either.
+func mirrorPolicies(fs []gwv1.GRPCRouteFilter, ns string) []*networking.HTTPMirrorPolicy {
+	var out []*networking.HTTPMirrorPolicy
+	for _, f := range fs {
+		m := f.RequestMirror
+		if f.Type != gwv1.GRPCRouteFilterRequestMirror || m == nil {
+			continue
+		}
+		mp := &networking.HTTPMirrorPolicy{Destination: backendDestination(gwv1.BackendRef{BackendObjectReference: m.BackendRef}, ns)}
+		if fr := m.Fraction; fr != nil {
+			mp.Percentage = &networking.Percent{Value: 100 * float64(fr.Numerator) / float64(ptrOr(fr.Denominator, 100))}
+		} else if m.Percent != nil {
+			mp.Percentage = &networking.Percent{Value: float64(*m.Percent)}
+		}
+		out = append(out, mp)
+	}
+	return out
 }
 
 // grpcDestinations returns a GRPCRoute rule's backends as istiod's buildGRPCDestination:

@@ -9,6 +9,7 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/meshlab/meshlab/controlplane/model"
+	"github.com/meshlab/meshlab/internal/testutil"
 )
 
 // echoServices are two versions of a gRPC Service beside httpbin, for GRPCRoute and
@@ -241,13 +242,27 @@ spec:
 
 func TestGatewayAPIRouteRefusals(t *testing.T) {
 	for _, tc := range []struct{ name, yaml, want string }{
-		{"grpc mirror", `apiVersion: gateway.networking.k8s.io/v1
+		{"grpc backend mirror", `apiVersion: gateway.networking.k8s.io/v1
 kind: GRPCRoute
 metadata: {name: r}
 spec:
   parentRefs: [{group: "", kind: Service, name: echo}]
-  rules: [{filters: [{type: RequestMirror, requestMirror: {backendRef: {name: echo-v2, port: 7070}}}], backendRefs: [{name: echo, port: 7070}]}]
-`, `spec.rules[0].filters[0].requestMirror: is not supported by meshlab's GRPCRoute`},
+  rules: [{backendRefs: [{name: echo, port: 7070, filters: [{type: RequestMirror, requestMirror: {backendRef: {name: echo-v2, port: 7070}}}]}]}]
+`, `spec.rules[0].backendRefs[0].filters[0].requestMirror: is not supported by meshlab's GRPCRoute`},
+		{"grpc mirror percent and fraction", `apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {name: r}
+spec:
+  parentRefs: [{group: "", kind: Service, name: echo}]
+  rules: [{filters: [{type: RequestMirror, requestMirror: {backendRef: {name: echo-v2, port: 7070}, percent: 10, fraction: {numerator: 1}}}], backendRefs: [{name: echo, port: 7070}]}]
+`, `spec.rules[0].filters[0].requestMirror: only one of percent or fraction may be specified`},
+		{"grpc mirror without port", `apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {name: r}
+spec:
+  parentRefs: [{group: "", kind: Service, name: echo}]
+  rules: [{filters: [{type: RequestMirror, requestMirror: {backendRef: {name: echo-v2}}}], backendRefs: [{name: echo, port: 7070}]}]
+`, `spec.rules[0].filters[0].requestMirror.backendRef.port: is required for a Service backend`},
 		{"grpc empty method", `apiVersion: gateway.networking.k8s.io/v1
 kind: GRPCRoute
 metadata: {name: r}
@@ -316,4 +331,34 @@ spec:
 		return
 	}
 	t.Fatal("no TCPRoute loaded")
+}
+
+// TestGRPCRouteMirror converts a GRPCRoute rule's RequestMirror filters as istiod's
+// createMirrorFilter into the golden Istio config: the rule's routes carry mirrors (the
+// backend's Service and port; 100*numerator/denominator for a fraction, the percent as
+// written, none for every request), in filter order.
+func TestGRPCRouteMirror(t *testing.T) {
+	t.Parallel()
+	s, err := Load("grpc-mirror.yaml", []byte(docs(echoServices, `apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {name: echo}
+spec:
+  parentRefs: [{group: "", kind: Service, name: echo, port: 7070}]
+  rules:
+  - matches: [{method: {service: grpc.health.v1.Health}}]
+    filters:
+    - type: RequestMirror
+      requestMirror: {backendRef: {name: echo-v2, port: 7070}, fraction: {numerator: 1, denominator: 3}}
+    - type: RequestMirror
+      requestMirror: {backendRef: {name: echo-v1, port: 7070}, percent: 25}
+    backendRefs: [{name: echo-v1, port: 7070}]
+  - filters:
+    - type: RequestMirror
+      requestMirror: {backendRef: {name: echo-v2, port: 7070}}
+    backendRefs: [{name: echo-v1, port: 7070}]
+`)))
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	testutil.Golden(t, "grpcroute-mirror", []byte(renderDerived(t, gatewayAPIIstio(s.Objects))))
 }

@@ -154,6 +154,9 @@ func checkIstioRefs(objs []*Object, errs *ErrorList) {
 			if hr.GetMirror() != nil {
 				checkDestinationRef(r, hr.GetMirror(), o.Origin.Namespace, fmt.Sprintf("spec.http[%d].mirror", i), p)
 			}
+			for j, mp := range hr.GetMirrors() {
+				checkDestinationRef(r, mp.GetDestination(), o.Origin.Namespace, fmt.Sprintf("spec.http[%d].mirrors[%d].destination", i, j), p)
+			}
 		}
 		for i, tr := range vs.GetTcp() {
 			for j, rd := range tr.GetRoute() {
@@ -241,6 +244,9 @@ func istioModel(objs []*Object, m *model.Model) (model.Istio, model.MeshConfig, 
 					resolveDest(rd.Destination, ns)
 				}
 				resolveDest(hr.Mirror, ns)
+				for _, mp := range hr.Mirrors {
+					resolveDest(mp.Destination, ns)
+				}
 			}
 			for _, tr := range vs.Tcp {
 				for _, rd := range tr.Route {

@@ -168,6 +168,14 @@ func (b vsRouteBuilder) routeAction(out *route.Route, in *networking.HTTPRoute, 
 			}}
 		}
 	}
+	// The mirrors list (a Gateway API route's RequestMirror filters), after mirror.
+	for _, mp := range in.GetMirrors() {
+		if frac := mirrorFraction(mp.GetPercentage()); frac != nil && mp.GetDestination() != nil {
+			action.RequestMirrorPolicies = append(action.RequestMirrorPolicies, &route.RouteAction_RequestMirrorPolicy{
+				Cluster: b.destinationCluster(mp.GetDestination()), RuntimeFraction: frac,
+			})
+		}
+	}
 	if len(in.GetRoute()) == 1 {
 		dst := in.GetRoute()[0]
 		action.ClusterSpecifier = &route.RouteAction_Cluster{Cluster: b.destinationCluster(dst.GetDestination())}
