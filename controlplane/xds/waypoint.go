@@ -103,24 +103,46 @@ func WaypointServices(m *model.Model, w WaypointSpec) []*model.Service {
 	return out
 }
 
-// WaypointWorkloads returns the pods whose workload-addressed traffic waypoint w takes
-// (model.WaypointOfWorkload binds them to w: the pod's istio.io/use-waypoint, else its
-// namespace's, when w is for workload or all traffic) and that have an address, sorted as
-// istiod orders them (creation time, then WDS uid: namespace, then name).
-func WaypointWorkloads(m *model.Model, w *model.Waypoint) []*model.Pod {
-	var out []*model.Pod
+// WaypointWorkloads returns the addresses of the workloads whose workload-addressed
+// traffic waypoint w takes, as istiod's WorkloadsForWaypoint: the WDS workloads whose
+// waypoint is w (model.WaypointOfWorkload: a pod's or a ServiceEntry endpoint's
+// istio.io/use-waypoint, else its namespace's, when w is for workload or all traffic),
+// ordered by creation time (a lab's objects have none), then uid; a workload without an
+// address (a DNS endpoint) has none.
+func WaypointWorkloads(m *model.Model, w *model.Waypoint) []netip.Addr {
+	type owned struct {
+		uid  string
+		addr netip.Addr
+	}
+	var out []owned
 	for _, p := range m.Pods {
-		if !p.IP.IsValid() {
-			continue
-		}
-		if m.WaypointOfWorkload(p, nil).Waypoint == w {
-			out = append(out, p)
+		if p.IP.IsValid() && m.WaypointOfWorkload(p, nil).Waypoint == w {
+			out = append(out, owned{PodUID("", p.Namespace, p.Name), p.IP})
 		}
 	}
-	slices.SortFunc(out, func(a, b *model.Pod) int {
-		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
-	})
-	return out
+	if len(m.Istio.ServiceEntries) > 0 {
+		o := WDSOptions{}
+		svcs := wdsServices(m, o)
+		for _, se := range m.Istio.ServiceEntries {
+			for _, x := range serviceEntryWorkloads(m, se, svcs, o) {
+				gw := x.GetWaypoint().GetHostname()
+				if gw.GetNamespace() != w.Namespace || gw.GetHostname() != w.Hostname() {
+					continue
+				}
+				for _, b := range x.GetAddresses() {
+					if a, ok := netip.AddrFromSlice(b); ok {
+						out = append(out, owned{x.GetUid(), a})
+					}
+				}
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b owned) int { return strings.Compare(a.uid, b.uid) })
+	addrs := make([]netip.Addr, len(out))
+	for i, o := range out {
+		addrs[i] = o.addr
+	}
+	return addrs
 }
 
 // servedHosts returns the services of ports by hostname.

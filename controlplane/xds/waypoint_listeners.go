@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"net/netip"
 	"slices"
 
 	xdscore "github.com/cncf/xds/go/xds/core/v3"
@@ -326,7 +327,7 @@ func waypointTLSInspector(ports []waypointPort) (*listener.ListenerFilter, error
 // vipPortMatcher is main_internal's unified filter-chain matcher: destination IP (each
 // service VIP, /32) then destination port (exact) to the chain's name; after the VIPs,
 // the workloads' addresses (workloadRange).
-func vipPortMatcher(ports []waypointPort, workloads []*model.Pod) (*xdsmatcher.Matcher, error) {
+func vipPortMatcher(ports []waypointPort, workloads []netip.Addr) (*xdsmatcher.Matcher, error) {
 	ipInput, err := typed(&netinputs.DestinationIPInput{})
 	if err != nil {
 		return nil, err
@@ -392,7 +393,7 @@ func vipPortMatcher(ports []waypointPort, workloads []*model.Pod) (*xdsmatcher.M
 // waypoint: every one's address (/32, /128), then the application protocol the HTTP
 // inspector found, HTTP/1.1 or h2c to direct-http and anything else to direct-tcp, as
 // istiod's waypoint (HTTP/1.0 only with PILOT_HTTP10, which a lab's istiod leaves off).
-func workloadRange(workloads []*model.Pod) (*xdsmatcher.IPMatcher_IPRangeMatcher, error) {
+func workloadRange(workloads []netip.Addr) (*xdsmatcher.IPMatcher_IPRangeMatcher, error) {
 	protoInput, err := typed(&netinputs.ApplicationProtocolInput{})
 	if err != nil {
 		return nil, err
@@ -423,8 +424,8 @@ func workloadRange(workloads []*model.Pod) (*xdsmatcher.IPMatcher_IPRangeMatcher
 		}},
 		OnNoMatch: tcp,
 	}}}}
-	for _, p := range workloads {
-		r.Ranges = append(r.Ranges, &xdscore.CidrRange{AddressPrefix: p.IP.String(), PrefixLen: wrapperspb.UInt32(uint32(p.IP.BitLen()))})
+	for _, a := range workloads {
+		r.Ranges = append(r.Ranges, &xdscore.CidrRange{AddressPrefix: a.String(), PrefixLen: wrapperspb.UInt32(uint32(a.BitLen()))})
 	}
 	return r, nil
 }

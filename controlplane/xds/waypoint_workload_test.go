@@ -2,6 +2,7 @@ package xds
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	xdsmatcher "github.com/cncf/xds/go/xds/type/matcher/v3"
@@ -9,6 +10,7 @@ import (
 	netinputs "github.com/envoyproxy/go-control-plane/envoy/extensions/matching/common_inputs/network/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/meshlab/meshlab/controlplane/model"
 )
@@ -129,21 +131,38 @@ func mainInternalOf(t *testing.T, m *model.Model, w WaypointSpec) (*listener.Lis
 func TestWaypointWorkloadChains(t *testing.T) {
 	t.Parallel()
 	m := buildWaypointModel(t, "workload-waypoint.yaml", []byte(workloadWaypointScenario))
+	// A ServiceEntry one of whose endpoints names the workload waypoint (a lab's config
+	// refuses an address that is no pod's; the model takes it).
+	m.Istio.ServiceEntries = append(m.Istio.ServiceEntries, se("vms", &networking.ServiceEntry{
+		Hosts: []string{"vm.mesh.internal"}, Addresses: []string{"240.0.0.5"},
+		Ports:      []*networking.ServicePort{{Number: 80, Name: "http", Protocol: "HTTP"}},
+		Resolution: networking.ServiceEntry_STATIC,
+		Endpoints: []*networking.WorkloadEntry{
+			{Address: "192.0.2.20", Labels: map[string]string{model.LabelUseWaypoint: "reviews-v2-pod-waypoint"}},
+			{Address: "192.0.2.21"},
+		},
+	}))
 	w := waypointNamed(t, m, "default", "reviews-v2-pod-waypoint")
-	var want []string
+	// istiod's order: by uid, the pods (Kubernetes//Pod/...) by name, then the
+	// ServiceEntry's endpoint (Kubernetes/networking.istio.io/ServiceEntry/...).
+	var pods []*model.Pod
 	for _, p := range m.Pods {
 		if p.Labels["version"] == "v2" {
-			want = append(want, p.IP.String())
+			pods = append(pods, p)
 		}
 	}
-	slices.Sort(want)
-	var got []string
-	for _, p := range WaypointWorkloads(m, m.Waypoint("default", "reviews-v2-pod-waypoint")) {
-		got = append(got, p.IP.String())
+	slices.SortFunc(pods, func(a, b *model.Pod) int { return strings.Compare(a.Name, b.Name) })
+	var want []string
+	for _, p := range pods {
+		want = append(want, p.IP.String())
 	}
-	slices.Sort(got)
-	if len(want) != 2 || !slices.Equal(got, want) {
-		t.Fatalf("WaypointWorkloads = %v, want reviews-v2's pods %v", got, want)
+	want = append(want, "192.0.2.20")
+	var got []string
+	for _, a := range WaypointWorkloads(m, m.Waypoint("default", "reviews-v2-pod-waypoint")) {
+		got = append(got, a.String())
+	}
+	if len(want) != 3 || !slices.Equal(got, want) {
+		t.Fatalf("WaypointWorkloads = %v, want reviews-v2's pods and the ServiceEntry's endpoint %v", got, want)
 	}
 
 	l, ranges := mainInternalOf(t, m, w)
@@ -157,7 +176,6 @@ func TestWaypointWorkloadChains(t *testing.T) {
 		}
 		addrs = append(addrs, r.GetAddressPrefix())
 	}
-	slices.Sort(addrs)
 	if !slices.Equal(addrs, want) {
 		t.Errorf("workload ranges %v, want %v", addrs, want)
 	}
