@@ -11,8 +11,7 @@ import (
 	"net/netip"
 	"time"
 
-	"golang.org/x/net/http2"
-
+	"github.com/meshlab/meshlab/dataplane/h2connect"
 	"github.com/meshlab/meshlab/dataplane/rawio"
 )
 
@@ -38,13 +37,12 @@ type Handler func(ctx context.Context, req *ConnectRequest) (Upstream, int)
 
 // Serve runs the HBONE server on one accepted TCP connection until it or ctx ends: TLS
 // handshake with cfg (ServerConfig), then HTTP/2 with ztunnel's windows, one Handler call
-// per stream. x/net/http2's ServeConn, like the proxy's (dataplane/proxy/httpconn): the
-// connection is one already accepted in a pod and handshaken here.
-//
-//nolint:staticcheck // SA1019: x/net/http2's ServeConn serves one accepted connection
+// per stream. The HTTP/2 server is dataplane/h2connect, which writes a stream's frames
+// from the stream's own goroutine (x/net's server hopped through its serve loop and
+// flushed from a goroutine per flush).
 func Serve(ctx context.Context, raw net.Conn, cfg *tls.Config, h Handler, log *slog.Logger) {
 	defer raw.Close()
-	stop := context.AfterFunc(ctx, func() { _ = raw.Close() }) // x/net's ServeConn does not watch ctx
+	stop := context.AfterFunc(ctx, func() { _ = raw.Close() }) // the handshake does not watch ctx
 	defer stop()
 	tc := tls.Server(rawio.Conn(raw), cfg) // records without the runtime's syscall bookkeeping (rawio)
 	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -61,19 +59,17 @@ func Serve(ctx context.Context, raw net.Conn, cfg *tls.Config, h Handler, log *s
 	peer := PeerIdentity(st.PeerCertificates[0])
 	remote := addrPort(raw.RemoteAddr())
 	local := addrPort(raw.LocalAddr())
-	srv := &http2.Server{
-		MaxConcurrentStreams:         maxServerStreams,
-		MaxReadFrameSize:             maxFrame,
-		MaxUploadBufferPerConnection: connWindow,
-		MaxUploadBufferPerStream:     streamWindow,
-		IdleTimeout:                  time.Hour,
-	}
-	srv.ServeConn(tc, &http2.ServeConnOpts{
-		Context: ctx,
+	srv := &h2connect.Server{
+		MaxConcurrentStreams: maxServerStreams,
+		MaxReadFrameSize:     maxFrame,
+		ConnWindow:           connWindow,
+		StreamWindow:         streamWindow,
+		IdleTimeout:          time.Hour,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			serveStream(w, r, peer, remote, local, h)
 		}),
-	})
+	}
+	srv.ServeConn(ctx, tc)
 }
 
 func addrPort(a net.Addr) netip.AddrPort {
@@ -127,9 +123,10 @@ func serveStream(w http.ResponseWriter, r *http.Request, peer string, remote, lo
 		}
 	}()
 	toPeer, copyErr := copyFlush(w, rc, up.Conn)
-	// The app ended its side (or failed): returning ends the stream. x/net's server resets a
-	// stream whose request body is still open instead of half-closing it (a departure from
-	// ztunnel, see docs/ARCHITECTURE.md); the copy above then ends with the body closed.
+	// The app ended its side (or failed): returning ends the stream. The server resets a
+	// stream whose request body is still open instead of half-closing it, as x/net's did
+	// (a departure from ztunnel, see docs/ARCHITECTURE.md); the copy above then ends with
+	// the body closed.
 	_ = up.Conn.Close()
 	if up.Done != nil {
 		go func() { up.Done(<-fromPeer, toPeer, copyErr) }()
