@@ -675,6 +675,11 @@ func (c *Conn) newRequest(f *http2.MetaHeadersFrame) (*http.Request, error) {
 func (c *Conn) writeHeaderBlock(id uint32, status int, h http.Header, end bool) error {
 	c.hbuf.Reset()
 	_ = c.henc.WriteField(hpack.HeaderField{Name: ":status", Value: strconv.Itoa(status)})
+	if _, ok := h["Date"]; !ok && status >= 200 {
+		// As x/net's server (and Envoy): a final response carries a date unless the
+		// handler set one (or removed it with a nil value).
+		_ = c.henc.WriteField(hpack.HeaderField{Name: "date", Value: time.Now().UTC().Format(http.TimeFormat)})
+	}
 	for k, vs := range h {
 		lk := strings.ToLower(k)
 		switch lk {
