@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/spf13/cobra"
 )
 
 // TestDocsCommandsParse holds meshlab's verbs and flags to the command lines of Istio's
@@ -52,7 +54,8 @@ func TestDocsCommandsParse(t *testing.T) {
 }
 
 // parseCommandLine finds args' command in meshlab's tree and parses its flags, as
-// Execute would before running it.
+// Execute would before running it; for install, it also reads the --set values as
+// install does first.
 func parseCommandLine(args []string) error {
 	root := newRootCmd()
 	cmd, rest, err := root.Find(args)
@@ -66,9 +69,27 @@ func parseCommandLine(args []string) error {
 		return err
 	}
 	if cmd.Args != nil {
-		return cmd.Args(cmd, cmd.Flags().Args())
+		if err := cmd.Args(cmd, cmd.Flags().Args()); err != nil {
+			return err
+		}
+	}
+	if cmd == installCmd(root) {
+		// install's --set values are read before it touches the lab: what it refuses
+		// there, it refuses for any lab (-f's files are the pages' own, not here).
+		sets, err := cmd.Flags().GetStringArray("set")
+		if err != nil {
+			return err
+		}
+		_, err = readInstall(sets, nil)
+		return err
 	}
 	return nil
+}
+
+// installCmd is root's install command.
+func installCmd(root *cobra.Command) *cobra.Command {
+	cmd, _, _ := root.Find([]string{"install"})
+	return cmd
 }
 
 type errUnknownVerb []string

@@ -115,6 +115,26 @@ func newInstallCmd(g *globalFlags) *cobra.Command {
 	return cmd
 }
 
+// installAlwaysOn are the istiod settings (values.pilot.env.*) Istio's pages turn on that
+// meshlab's control plane has on always, so install takes them as it finds them: it
+// tracks the distribution of every config change to every proxy (apply --wait,
+// proxy-status' SYNCED), and it reads the Gateway API's alpha kinds (TLSRoute, TCPRoute)
+// as well as the standard ones. Turning them off is refused, as any other values.*.
+var installAlwaysOn = map[string]string{
+	"values.pilot.env.PILOT_ENABLE_CONFIG_DISTRIBUTION_TRACKING": "true",
+	"values.pilot.env.PILOT_ENABLE_ALPHA_GATEWAY_API":            "true",
+}
+
+// installAlwaysOnSets are installAlwaysOn as --set spells them, sorted.
+func installAlwaysOnSets() []string {
+	var out []string
+	for k, v := range installAlwaysOn {
+		out = append(out, k+"="+v)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // confirmed reads istioctl's y/N answer.
 func confirmed(in io.Reader) bool {
 	line, _ := bufio.NewReader(in).ReadString('\n')
@@ -206,8 +226,10 @@ func readInstall(sets, files []string) (installPlan, error) {
 				return installPlan{}, fmt.Errorf("--set %s: meshlab's mesh config does not honour meshConfig.%s (it honours %s)", s, field, strings.Join(meshConfigInstallFields, ", "))
 			}
 			mesh[field] = v
+		case ok && installAlwaysOn[k] == v:
+			// what the lab's control plane does anyway (installAlwaysOn)
 		default:
-			return installPlan{}, fmt.Errorf("--set %s: meshlab's install reads profile=NAME and meshConfig.FIELD=VALUE (%s); values.* and components.* shape a Kubernetes install a lab does not have", s, strings.Join(meshConfigInstallFields, ", "))
+			return installPlan{}, fmt.Errorf("--set %s: meshlab's install reads profile=NAME, meshConfig.FIELD=VALUE (%s) and %s; other values.* and components.* shape a Kubernetes install a lab does not have", s, strings.Join(meshConfigInstallFields, ", "), strings.Join(installAlwaysOnSets(), ", "))
 		}
 	}
 	comps, ok := installProfiles[profile]
