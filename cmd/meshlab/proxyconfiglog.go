@@ -109,7 +109,7 @@ func proxyLogChanges(level string, reset bool, current string) (map[string]strin
 		parts := strings.Split(part, "::") // a namespace-qualified logger: its last part
 		lg := regexp.MustCompile(`[:=]`).Split(parts[len(parts)-1], 2)
 		if lg[0] != proxyLogAll && !strings.Contains(current, "  "+lg[0]+": ") {
-			return nil, fmt.Errorf("unrecognized logger name: %v", lg[0])
+			return nil, fmt.Errorf("unrecognized logger name: %v (this proxy's loggers: %s)", lg[0], strings.Join(proxyLoggers(current), ", "))
 		}
 		if !slices.Contains(proxyLogLevels, lg[1]) {
 			return nil, fmt.Errorf("unrecognized logging level: %v", lg[1])
@@ -117,4 +117,15 @@ func proxyLogChanges(level string, reset bool, current string) (map[string]strin
 		out[lg[0]] = lg[1]
 	}
 	return out, nil
+}
+
+// proxyLoggers are the logger names of a /logging answer ("active loggers:\n  NAME: LEVEL").
+func proxyLoggers(answer string) []string {
+	var out []string
+	for _, line := range strings.Split(answer, "\n") {
+		if name, _, ok := strings.Cut(strings.TrimSpace(line), ": "); ok && strings.HasPrefix(line, "  ") {
+			out = append(out, name)
+		}
+	}
+	return out
 }

@@ -77,9 +77,9 @@ func explainRefusal(args []string, err error) error {
 	return err
 }
 
-// commandWords are args' words that are not flags, up to the first -- (flag values
-// that follow their flag as a word of their own are kept: the refusals' words come
-// before any flag in the docs' lines, or after -n NS, which commandWords skips).
+// commandWords are args' words that are not flags, up to the first --: the values of
+// the flags that take one as a word of their own (-n and the global flags) are skipped;
+// the refusals' words come before any other flag in the docs' lines.
 func commandWords(args []string) []string {
 	var out []string
 	for i := 0; i < len(args); i++ {
@@ -87,7 +87,7 @@ func commandWords(args []string) []string {
 		switch {
 		case a == "--":
 			return out
-		case a == "-n" || a == "--namespace":
+		case slices.Contains(valueFlags, a):
 			i++
 		case strings.HasPrefix(a, "-"):
 		default:
@@ -96,3 +96,7 @@ func commandWords(args []string) []string {
 	}
 	return out
 }
+
+// valueFlags are the flags that may come before a refused command's words with their
+// value as the next word: kubectl's namespace and meshlab's global flags.
+var valueFlags = []string{"-n", "--namespace", "--lab", "--name", "--run-root", "--log-level"}

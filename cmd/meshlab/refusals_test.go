@@ -23,6 +23,7 @@ func TestRefusalsAsExecuted(t *testing.T) {
 		{`rollout restart deployment -n istio-system istiod`, "rollout restart: "},
 		{`get gatewayclass istio-agentgateway istio-agentgateway-waypoint`, "get: "},
 		{`install profile=minimal`, "install: "},
+		{`--lab some-lab kustomize github.com/kubernetes-sigs/gateway-api/config/crd`, "kustomize: "},
 		{`get pods --no-such-flag`, ""},
 	} {
 		args := namespaceFirst(strings.Fields(tc.line))
