@@ -84,7 +84,10 @@ var (
 			expand("rules.matches.path", "type value"),
 			expand("rules.matches.headers", "type name value"),
 			expand("rules.matches.queryParams", "type name value"),
-			expand("rules.filters", "type requestHeaderModifier responseHeaderModifier requestRedirect urlRewrite"),
+			expand("rules.filters", "type requestHeaderModifier responseHeaderModifier requestRedirect urlRewrite requestMirror"),
+			expand("rules.filters.requestMirror", "backendRef percent fraction"),
+			expand("rules.filters.requestMirror.backendRef", "group kind name namespace port"),
+			expand("rules.filters.requestMirror.fraction", "numerator denominator"),
 			expand("rules.filters.requestHeaderModifier", "set add remove"),
 			expand("rules.filters.requestHeaderModifier.set", "name value"),
 			expand("rules.filters.requestHeaderModifier.add", "name value"),
@@ -378,8 +381,10 @@ func validateKubeHTTPRoute(hr *gwv1.HTTPRoute, ns string, p problems) {
 				} else if rp := fl.URLRewrite.Path; rp != nil && (rp.Type != gwv1.PrefixMatchHTTPPathModifier || rp.ReplacePrefixMatch == nil) {
 					p.addf(ff+".urlRewrite.path", "meshlab rewrites with type ReplacePrefixMatch and replacePrefixMatch only")
 				}
+			case gwv1.HTTPRouteFilterRequestMirror:
+				checkMirrorFilter(fl.RequestMirror, ff+".requestMirror", ns, p)
 			default:
-				p.addf(ff+".type", "%q is not supported by meshlab (RequestHeaderModifier, ResponseHeaderModifier, RequestRedirect, URLRewrite)", fl.Type)
+				p.addf(ff+".type", "%q is not supported by meshlab (RequestHeaderModifier, ResponseHeaderModifier, RequestRedirect, URLRewrite, RequestMirror)", fl.Type)
 			}
 		}
 		if len(r.BackendRefs) == 0 && !redirect {
@@ -562,9 +567,18 @@ func routeRefs(o *Object) ([]gwv1.ParentReference, []routeBackend) {
 	add := func(i, j int, b gwv1.BackendRef) {
 		out = append(out, routeBackend{field: fmt.Sprintf("spec.rules[%d].backendRefs[%d]", i, j), ref: b})
 	}
+	// A RequestMirror filter's backend is one too (istiod converts the filters first).
+	mirror := func(i, j int, m *gwv1.HTTPRequestMirrorFilter) {
+		if m != nil {
+			out = append(out, routeBackend{field: fmt.Sprintf("spec.rules[%d].filters[%d].requestMirror.backendRef", i, j), ref: gwv1.BackendRef{BackendObjectReference: m.BackendRef}})
+		}
+	}
 	switch {
 	case o.HTTPRoute != nil:
 		for i, r := range o.HTTPRoute.Spec.Rules {
+			for j, f := range r.Filters {
+				mirror(i, j, f.RequestMirror)
+			}
 			for j, b := range r.BackendRefs {
 				add(i, j, b.BackendRef)
 			}
@@ -572,6 +586,9 @@ func routeRefs(o *Object) ([]gwv1.ParentReference, []routeBackend) {
 		return o.HTTPRoute.Spec.ParentRefs, out
 	case o.GRPCRoute != nil:
 		for i, r := range o.GRPCRoute.Spec.Rules {
+			for j, f := range r.Filters {
+				mirror(i, j, f.RequestMirror)
+			}
 			for j, b := range r.BackendRefs {
 				add(i, j, b.BackendRef)
 			}
@@ -1066,6 +1083,8 @@ func convertRule(rule gwv1.HTTPRouteRule, ns string) *networking.HTTPRoute {
 				rw.Uri = *pm.ReplacePrefixMatch
 			}
 			r.Rewrite = rw
+		case gwv1.HTTPRouteFilterRequestMirror:
+			r.Mirrors = append(r.Mirrors, mirrorPolicy(f.RequestMirror, ns))
 		}
 	}
 	retryTimeouts(r, rule.Timeouts, rule.Retry)

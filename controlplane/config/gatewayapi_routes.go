@@ -145,7 +145,7 @@ func checkGRPCFilters(fs []gwv1.GRPCRouteFilter, f string, rule bool, ns string,
 // percent (0-100) or fraction (numerator 0 to its denominator, default 100), not both.
 func checkMirrorFilter(m *gwv1.HTTPRequestMirrorFilter, f, ns string, p problems) {
 	if m == nil {
-		p.addf(f, "is required for type %s", gwv1.GRPCRouteFilterRequestMirror)
+		p.addf(f, "is required for type RequestMirror")
 		return
 	}
 	checkBackendRef(gwv1.BackendRef{BackendObjectReference: m.BackendRef}, f+".backendRef", ns, p)
@@ -302,26 +302,30 @@ func grpcHeaderFilters(fs []gwv1.GRPCRouteFilter) *networking.Headers {
 	return h
 }
 
-// mirrorPolicies returns a GRPCRoute rule's RequestMirror filters as istiod's
-// createMirrorFilter: each an Istio mirror policy (the route's mirrors, in filter order)
-// of the backend's Service and port, its percentage 100*numerator/denominator (default
-// 100) for a fraction, the percent as written, or none (every request) without either.
+// mirrorPolicies returns a GRPCRoute rule's RequestMirror filters as its routes'
+// mirrors, in filter order (mirrorPolicy).
 func mirrorPolicies(fs []gwv1.GRPCRouteFilter, ns string) []*networking.HTTPMirrorPolicy {
 	var out []*networking.HTTPMirrorPolicy
 	for _, f := range fs {
-		m := f.RequestMirror
-		if f.Type != gwv1.GRPCRouteFilterRequestMirror || m == nil {
-			continue
+		if f.Type == gwv1.GRPCRouteFilterRequestMirror && f.RequestMirror != nil {
+			out = append(out, mirrorPolicy(f.RequestMirror, ns))
 		}
-		mp := &networking.HTTPMirrorPolicy{Destination: backendDestination(gwv1.BackendRef{BackendObjectReference: m.BackendRef}, ns)}
-		if fr := m.Fraction; fr != nil {
-			mp.Percentage = &networking.Percent{Value: 100 * float64(fr.Numerator) / float64(ptrOr(fr.Denominator, 100))}
-		} else if m.Percent != nil {
-			mp.Percentage = &networking.Percent{Value: float64(*m.Percent)}
-		}
-		out = append(out, mp)
 	}
 	return out
+}
+
+// mirrorPolicy is a RequestMirror filter (an HTTPRoute's or a GRPCRoute's) as istiod's
+// createMirrorFilter: an Istio mirror policy of the backend's Service and port, its
+// percentage 100*numerator/denominator (default 100) for a fraction, the percent as
+// written, or none (every request) without either.
+func mirrorPolicy(m *gwv1.HTTPRequestMirrorFilter, ns string) *networking.HTTPMirrorPolicy {
+	mp := &networking.HTTPMirrorPolicy{Destination: backendDestination(gwv1.BackendRef{BackendObjectReference: m.BackendRef}, ns)}
+	if fr := m.Fraction; fr != nil {
+		mp.Percentage = &networking.Percent{Value: 100 * float64(fr.Numerator) / float64(ptrOr(fr.Denominator, 100))}
+	} else if m.Percent != nil {
+		mp.Percentage = &networking.Percent{Value: float64(*m.Percent)}
+	}
+	return mp
 }
 
 // grpcDestinations returns a GRPCRoute rule's backends as istiod's buildGRPCDestination:

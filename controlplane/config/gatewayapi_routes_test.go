@@ -333,13 +333,23 @@ spec:
 	t.Fatal("no TCPRoute loaded")
 }
 
-// TestGRPCRouteMirror converts a GRPCRoute rule's RequestMirror filters as istiod's
-// createMirrorFilter into the golden Istio config: the rule's routes carry mirrors (the
-// backend's Service and port; 100*numerator/denominator for a fraction, the percent as
-// written, none for every request), in filter order.
-func TestGRPCRouteMirror(t *testing.T) {
+// TestRouteMirror converts a GRPCRoute's and an HTTPRoute's RequestMirror filters as
+// istiod's createMirrorFilter into the golden Istio config: the rule's routes carry
+// mirrors (the backend's Service and port; 100*numerator/denominator for a fraction, the
+// percent as written, none for every request), in filter order.
+func TestRouteMirror(t *testing.T) {
 	t.Parallel()
-	s, err := Load("grpc-mirror.yaml", []byte(docs(echoServices, `apiVersion: gateway.networking.k8s.io/v1
+	s, err := Load("mirror.yaml", []byte(docs(httpbinManifest, echoServices, `apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: httpbin}
+spec:
+  parentRefs: [{group: "", kind: Service, name: httpbin, port: 8000}]
+  rules:
+  - filters:
+    - type: RequestMirror
+      requestMirror: {backendRef: {name: echo-v2, port: 7070}, fraction: {numerator: 1}}
+    backendRefs: [{name: httpbin, port: 8000}]
+`, `apiVersion: gateway.networking.k8s.io/v1
 kind: GRPCRoute
 metadata: {name: echo}
 spec:
@@ -360,5 +370,5 @@ spec:
 	if err != nil {
 		t.Fatalf("load: %v", err)
 	}
-	testutil.Golden(t, "grpcroute-mirror", []byte(renderDerived(t, gatewayAPIIstio(s.Objects))))
+	testutil.Golden(t, "route-mirror", []byte(renderDerived(t, gatewayAPIIstio(s.Objects))))
 }

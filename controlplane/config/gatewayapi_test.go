@@ -286,11 +286,16 @@ kind: HTTPRoute
 metadata: {name: r}
 spec: {parentRefs: [{name: g, port: 80}], rules: [{backendRefs: [{name: httpbin, port: 8000}]}]}
 `, `spec.parentRefs[0].port: is not supported by meshlab for a Gateway parent (select the listener with sectionName)`},
-		{"mirror filter", `apiVersion: gateway.networking.k8s.io/v1
+		{"mirror fraction", `apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: {name: r}
-spec: {parentRefs: [{name: g}], rules: [{backendRefs: [{name: httpbin, port: 8000}], filters: [{type: RequestMirror, requestMirror: {backendRef: {name: httpbin, port: 8000}}}]}]}
-`, `spec.rules[0].filters[0].requestMirror: is not supported by meshlab's HTTPRoute`},
+spec: {parentRefs: [{name: g}], rules: [{backendRefs: [{name: httpbin, port: 8000}], filters: [{type: RequestMirror, requestMirror: {backendRef: {name: httpbin, port: 8000}, fraction: {numerator: 5, denominator: 4}}}]}]}
+`, `spec.rules[0].filters[0].requestMirror.fraction: 5/4: the numerator must be 0 to the denominator`},
+		{"mirror wrong port", `apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r}
+spec: {parentRefs: [{name: g}], rules: [{backendRefs: [{name: httpbin, port: 8000}], filters: [{type: RequestMirror, requestMirror: {backendRef: {name: httpbin, port: 80}}}]}]}
+`, `spec.rules[0].filters[0].requestMirror.backendRef.port: 80 is not a port of Service default/httpbin`},
 		{"wrong port", `apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: {name: r}
