@@ -3,6 +3,7 @@ package e2e
 import (
 	"io"
 	"net/http"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -65,4 +66,34 @@ func TestApplyRouteBeforeServices(t *testing.T) {
 	tl.run("apply", "-f", filepath.Join(samples, "bookinfo/platform/kube/bookinfo.yaml"))
 	tl.poll("ResolvedRefs", func(s string) bool { return s == "ResolvedRefs" }, "get", "httproute", "bookinfo", "-o", resolved)
 	waitPage(http.StatusOK, "with Bookinfo's title")
+}
+
+// TestExecEndsAsKubectl runs commands with `meshlab exec`, which starts them itself in the
+// pod (as the app, or beside the sidecar with -c istio-proxy) and ends as kubectl exec:
+// the command's exit code, kubectl's "command terminated with exit code N" after a
+// failure, nothing more after a success, the command's stdin passed through.
+func TestExecEndsAsKubectl(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	l := startLab(t, "../scenarios/hello.yaml")
+	for _, tc := range []struct {
+		flags []string
+		argv  []string
+		code  int
+		out   string
+	}{
+		{nil, []string{"sh", "-c", "echo app; exit 3"}, 3, "app\ncommand terminated with exit code 3\n"},
+		{[]string{"-c", "istio-proxy"}, []string{"sh", "-c", "echo proxy; exit 4"}, 4, "proxy\ncommand terminated with exit code 4\n"},
+		{nil, []string{"true"}, 0, ""},
+	} {
+		out, code := execIn(t, l.name, tc.flags, "frontend-v1", tc.argv...)
+		if code != tc.code || out != tc.out {
+			t.Errorf("exec %v frontend-v1 -- %v: exit %d\n%q\nwant exit %d\n%q", tc.flags, tc.argv, code, out, tc.code, tc.out)
+		}
+	}
+	cmd := exec.Command(meshlabBin(t), "exec", "--name", l.name, "-i", "frontend-v1", "--", "cat")
+	cmd.Stdin = strings.NewReader("through stdin\n")
+	if out, err := cmd.CombinedOutput(); err != nil || string(out) != "through stdin\n" {
+		t.Errorf("exec -i frontend-v1 -- cat: %v\n%q, want stdin echoed", err, out)
+	}
 }

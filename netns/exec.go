@@ -2,6 +2,7 @@ package netns
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"runtime"
 	"syscall"
@@ -77,4 +78,49 @@ func ExecPrivileged(name string, argv []string, env []string) error {
 	}
 	runtime.UnlockOSThread()
 	return fmt.Errorf("exec %s in netns %q: %w", path, name, execErr)
+}
+
+// Run runs argv in the named namespace as Exec would become it (in a sandboxed app's
+// namespaces as its uid, through nsenter; else in the network namespace only, as root, as
+// with privileged), but as a child of the caller, and waits for it: `meshlab exec` ends
+// as kubectl exec does (the command's exit code, reported) without a second meshlab
+// process to become the command. prepare sets up cmd before it starts (its stdio,
+// SysProcAttr); started gets its process once it runs (to pass it signals). The child is
+// forked from a thread held locked until it exits, so a Pdeathsig that prepare sets
+// holds for the whole run. The error is cmd.Wait's (an *exec.ExitError for a command
+// that ran and failed), or why it did not start.
+func Run(name string, argv, env []string, privileged bool, prepare func(*exec.Cmd), started func(*os.Process)) error {
+	if len(argv) == 0 {
+		return fmt.Errorf("run in netns %q: empty command", name)
+	}
+	run := func(cmd *exec.Cmd) error {
+		prepare(cmd)
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		started(cmd.Process)
+		return cmd.Wait()
+	}
+	if !privileged {
+		pid, sb, ok, err := PodInit(name)
+		if err != nil {
+			return fmt.Errorf("run in netns %q: %w", name, err)
+		}
+		if ok {
+			cmd, err := podCommand(pid, sb, argv, env)
+			if err != nil {
+				return err
+			}
+			runtime.LockOSThread() // nsenter enters the pod's namespaces itself
+			defer runtime.UnlockOSThread()
+			return run(cmd)
+		}
+	}
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return fmt.Errorf("run in netns %q: %w", name, err)
+	}
+	cmd := &exec.Cmd{Path: path, Args: argv, Env: env}
+	// Do's thread stays locked (and in the namespace) until the command has exited.
+	return Do(name, func() error { return run(cmd) })
 }

@@ -2,6 +2,7 @@ package netns
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -115,5 +116,41 @@ func TestExec(t *testing.T) {
 	}
 	if err := Exec(name, nil, nil); err == nil {
 		t.Fatal("Exec with an empty argv succeeded")
+	}
+}
+
+// TestRun runs a command in a namespace as meshlab exec does: a direct child of the
+// caller (no second process between them), inside the namespace, with its exit code
+// returned as an *exec.ExitError and what prepare set (its stdout, Pdeathsig) in force.
+func TestRun(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	name := testNames(t) + "run"
+	if err := Create(name); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	var pid int
+	prepare := func(c *exec.Cmd) {
+		c.Stdout = &out
+		c.SysProcAttr = &unix.SysProcAttr{Pdeathsig: unix.SIGKILL}
+	}
+	err := Run(name, []string{"sh", "-c", "readlink /proc/self/ns/net; echo $PPID; exit 7"}, os.Environ(), true, prepare, func(p *os.Process) { pid = p.Pid })
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 7 {
+		t.Fatalf("Run = %v, want exit code 7", err)
+	}
+	var want unix.Stat_t
+	if err := unix.Stat(Path(name), &want); err != nil {
+		t.Fatal(err)
+	}
+	if exp := fmt.Sprintf("net:[%d]\n%d\n", want.Ino, os.Getpid()); out.String() != exp || pid == 0 {
+		t.Fatalf("the command printed %q (started as pid %d), want %q: in the namespace, a child of this process", out.String(), pid, exp)
+	}
+	if err := Run(name, []string{"/nonexistent/meshlab-test-binary"}, nil, true, prepare, func(*os.Process) {}); err == nil || errors.As(err, &ee) {
+		t.Fatalf("Run of a missing binary = %v, want an error saying it did not start", err)
+	}
+	if err := Run(name, nil, nil, true, prepare, func(*os.Process) {}); err == nil {
+		t.Fatal("Run with an empty argv succeeded")
 	}
 }

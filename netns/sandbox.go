@@ -250,20 +250,30 @@ func ExecInPod(pid int, sb Sandbox, argv []string, env []string) error {
 	if len(argv) == 0 {
 		return errors.New("exec in pod: empty command")
 	}
+	cmd, err := podCommand(pid, sb, argv, env)
+	if err != nil {
+		return err
+	}
+	err = syscall.Exec(cmd.Path, cmd.Args, cmd.Env)
+	return fmt.Errorf("exec in pod: %s: %w", cmd.Path, err)
+}
+
+// podCommand is the command that runs argv in the pod whose sandboxed app's init is pid:
+// nsenter into its namespaces, then this binary as podExec, which takes the app's uid
+// and restrictions and execs argv.
+func podCommand(pid int, sb Sandbox, argv, env []string) (*exec.Cmd, error) {
 	nsenter, err := exec.LookPath("nsenter")
 	if err != nil {
-		return fmt.Errorf("exec in pod: util-linux's nsenter is needed to enter the app's mount namespace: %w", err)
+		return nil, fmt.Errorf("exec in pod: util-linux's nsenter is needed to enter the app's mount namespace: %w", err)
 	}
 	self, err := os.Executable()
 	if err != nil {
-		return fmt.Errorf("exec in pod: find own binary: %w", err)
+		return nil, fmt.Errorf("exec in pod: find own binary: %w", err)
 	}
 	conf, err := json.Marshal(sb)
 	if err != nil {
-		return fmt.Errorf("exec in pod: encode sandbox: %w", err)
+		return nil, fmt.Errorf("exec in pod: encode sandbox: %w", err)
 	}
 	args := append([]string{nsenter, "--target", strconv.Itoa(pid), "--net", "--mount", "--pid", "--uts", "--", self}, argv...)
-	env = append(env[:len(env):len(env)], podExecEnv+"="+string(conf))
-	err = syscall.Exec(nsenter, args, env)
-	return fmt.Errorf("exec in pod: %s: %w", nsenter, err)
+	return &exec.Cmd{Path: nsenter, Args: args, Env: append(env[:len(env):len(env)], podExecEnv+"="+string(conf))}, nil
 }

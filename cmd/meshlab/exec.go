@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"runtime"
 	"strings"
 	"syscall"
 
@@ -52,24 +51,12 @@ func newExecCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if os.Getenv(execInPlaceEnv) == "" {
-				return execAndReport()
-			}
-			env := withoutEnv(os.Environ(), execInPlaceEnv)
-			if container == istioProxyContainer || privileged {
-				err = netns.ExecPrivileged(p.NetNS, argv, env)
-			} else {
-				err = netns.Exec(p.NetNS, argv, env)
-			}
-			// The command did not start: as a container runtime's exec, 126.
-			fmt.Fprintln(os.Stderr, "meshlab:", err)
-			os.Exit(execNotStarted)
-			return nil
+			return runAndReport(p.NetNS, argv, container == istioProxyContainer || privileged)
 		},
 	}
-	// kubectl's -i and -t (the docs' `exec -it`): the command replaces meshlab, so it
-	// always has meshlab's stdin and terminal.
-	cmd.Flags().BoolP("stdin", "i", false, "pass stdin to the command, as kubectl's (always so: the command replaces meshlab)")
+	// kubectl's -i and -t (the docs' `exec -it`): the command runs with meshlab's stdin
+	// and terminal, always.
+	cmd.Flags().BoolP("stdin", "i", false, "pass stdin to the command, as kubectl's (always so: the command has meshlab's stdin)")
 	cmd.Flags().BoolP("tty", "t", false, "stdin is a terminal, as kubectl's (always meshlab's own terminal)")
 	cmd.Flags().BoolVar(&privileged, "privileged", false, "run as root with every capability in the pod's network namespace only, not as the pod's app (iptables-save, tcpdump)")
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "namespace of POD or TYPE/NAME (default: any)")
@@ -77,70 +64,58 @@ func newExecCmd(g *globalFlags) *cobra.Command {
 	return cmd
 }
 
-// execInPlaceEnv, set, makes `meshlab exec` become the command (execve) once it has
-// found the pod. Unset, meshlab runs itself so, waits, and ends as kubectl exec ends:
-// with the command's exit code and, when that is not 0, kubectl's line "command
-// terminated with exit code N" on stderr (the docs print it: mtls-migration's curl 56).
-const execInPlaceEnv = "MESHLAB_EXEC_IN_PLACE"
-
 // execNotStarted is the exit code of a command that could not be started (not found),
 // as a container runtime's exec reports it.
 const execNotStarted = 126
 
-// execAndReport runs this `meshlab exec` command line again as a child that becomes the
-// command, passes it the signals meshlab gets, and exits as kubectl exec does. The child
-// dies with meshlab (Pdeathsig, from a thread held until it exits).
-func execAndReport() error {
-	self, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("exec: find own binary: %w", err)
-	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	child := exec.Command(self, os.Args[1:]...)
-	child.Env = append(os.Environ(), execInPlaceEnv+"=1")
-	child.Stdin, child.Stdout, child.Stderr = os.Stdin, os.Stdout, os.Stderr
-	child.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+// runAndReport runs argv in the pod of network namespace ns (netns.Run: as its app, or
+// with privileged as root in the network namespace only) as meshlab's child, passes it
+// the signals meshlab gets, and exits as kubectl exec does: with the command's exit
+// code and, when that is not 0, kubectl's line "command terminated with exit code N" on
+// stderr (the docs print it: mtls-migration's curl 56); 126 for a command that did not
+// start. The child dies with meshlab (Pdeathsig, from a thread netns.Run holds until it
+// exits).
+func runAndReport(ns string, argv []string, privileged bool) error {
 	signals := make(chan os.Signal, 4)
 	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(signals)
-	if err := child.Start(); err != nil {
-		return fmt.Errorf("exec: %w", err)
-	}
 	done := make(chan struct{})
 	defer close(done)
-	go func() {
-		for {
-			select {
-			case s := <-signals:
-				_ = child.Process.Signal(s)
-			case <-done:
-				return
+	prepare := func(c *exec.Cmd) {
+		c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
+		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	}
+	started := func(p *os.Process) {
+		go func() {
+			for {
+				select {
+				case s := <-signals:
+					_ = p.Signal(s)
+				case <-done:
+					return
+				}
 			}
-		}
-	}()
-	err = child.Wait()
+		}()
+	}
+	err := netns.Run(ns, argv, os.Environ(), privileged, prepare, started)
+	code := 0
 	var ee *exec.ExitError
-	if !errors.As(err, &ee) {
-		return err
-	}
-	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		os.Exit(128 + int(ws.Signal()))
-	}
-	fmt.Fprintf(os.Stderr, "command terminated with exit code %d\n", ee.ExitCode())
-	os.Exit(ee.ExitCode())
-	return nil
-}
-
-// withoutEnv returns env without the variable name.
-func withoutEnv(env []string, name string) []string {
-	out := make([]string, 0, len(env))
-	for _, e := range env {
-		if !strings.HasPrefix(e, name+"=") {
-			out = append(out, e)
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ee):
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			os.Exit(128 + int(ws.Signal()))
 		}
+		code = ee.ExitCode()
+	default:
+		// The command did not start: as a container runtime's exec, 126.
+		fmt.Fprintln(os.Stderr, "meshlab:", err)
+		code = execNotStarted
 	}
-	return out
+	fmt.Fprintf(os.Stderr, "command terminated with exit code %d\n", code)
+	os.Exit(code)
+	return nil
 }
 
 // istioProxyContainer is the sidecar's container name in an Istio pod.
