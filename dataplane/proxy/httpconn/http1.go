@@ -520,28 +520,15 @@ func (w *h1Response) Write(p []byte) (int, error) {
 		p = p[:w.contentLength-w.written]
 		n, _ := bw.Write(p)
 		w.written += int64(n)
-		w.sendComplete()
 		return n, http.ErrContentLength
 	}
 	n, err := bw.Write(p)
 	w.written += int64(n)
-	w.sendComplete()
 	return n, err
 }
 
-// sendComplete sends the response once its Content-Length body is complete, head and
-// body in one write, as Envoy's codec sends a response at its end of stream: what the
-// handler does after the body (istio.stats, the access log, returning the upstream
-// connection) no longer delays it on each proxy. A failed write is left for finish
-// (the writer keeps its error), as when the response was sent there.
-func (w *h1Response) sendComplete() {
-	if w.contentLength >= 0 && w.written >= w.contentLength {
-		_ = w.c.bw.Flush()
-	}
-}
-
-// FlushError sends what is buffered. A body whose Content-Length is complete was sent
-// when it completed (sendComplete): a small response goes out in one write.
+// FlushError sends what is buffered. A body whose Content-Length is complete is left for
+// the end of the request, so a small response goes out in one write.
 func (w *h1Response) FlushError() error {
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)

@@ -2,7 +2,6 @@ package httpconn
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -18,7 +17,6 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
-	"github.com/meshlab/meshlab/dataplane/proxy/stats"
 )
 
 // rawExchange writes raw bytes to addr and returns everything the proxy sent until it
@@ -248,53 +246,6 @@ func TestHTTP1DisconnectWatchOnAKeptConnection(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the upstream request was not cancelled after the client went away")
 	}
-}
-
-// TestHTTP1ResponseSentWhenItsBodyIsComplete: a response with a Content-Length goes out
-// when its last byte is written, before the handler returns (istio.stats and the access
-// log run after the body), in one write with its head.
-func TestHTTP1ResponseSentWhenItsBodyIsComplete(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	received := make(chan struct{})
-	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Length", "5")
-		_, _ = io.WriteString(w, "he")
-		_, _ = io.WriteString(w, "llo")
-		select { // the work after the body: the client has the response meanwhile
-		case <-received:
-		case <-time.After(5 * time.Second):
-		}
-	})
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		conn, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		serveHTTP1(context.Background(), Deps{}, conn, handler, newHCMStats(stats.NewStore(), "t"), 0)
-	}()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
-	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatalf("no response while the handler still ran: %v", err)
-	}
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || string(body) != "hello" {
-		t.Fatalf("body %q, %v", body, err)
-	}
-	close(received)
-	c.Close()
-	<-served
 }
 
 func TestHTTP1UpstreamResetMidBodyResetsTheClient(t *testing.T) {
