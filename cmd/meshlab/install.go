@@ -76,7 +76,7 @@ func newInstallCmd(g *globalFlags) *cobra.Command {
 		Short: "Install Istio into the lab, as istioctl install (a lab has its control plane already: this sets the mesh config and says what the profile has)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			plan, err := readInstall(sets, files)
+			plan, err := readInstallFrom(sets, files, cmd.InOrStdin())
 			if err != nil {
 				return err
 			}
@@ -186,11 +186,23 @@ func installComponents(sets, files []string) ([]string, string, error) {
 // readInstall reads the --set values and IstioOperator files in istioctl's order (files,
 // then --set).
 func readInstall(sets, files []string) (installPlan, error) {
+	return readInstallFrom(sets, files, nil)
+}
+
+// readInstallFrom is readInstall with stdin for a file named "-", as istioctl install -f -
+// reads it (the tracing sampling page pipes its IstioOperator in).
+func readInstallFrom(sets, files []string, stdin io.Reader) (installPlan, error) {
 	profile := "default"
 	gateways := map[string]bool{}
 	mesh := map[string]string{}
 	for _, f := range files {
-		data, err := os.ReadFile(f)
+		var data []byte
+		var err error
+		if f == "-" && stdin != nil {
+			data, err = io.ReadAll(stdin)
+		} else {
+			data, err = os.ReadFile(f)
+		}
 		if err != nil {
 			return installPlan{}, err
 		}

@@ -75,4 +75,10 @@ func TestInstallMeshConfig(t *testing.T) {
 	if _, err := readInstall(nil, []string{bad}); err == nil || !strings.Contains(err.Error(), "spec.meshConfig.enableTracing: meshlab's mesh config does not honour it") {
 		t.Errorf("meshConfig.enableTracing in a file: %v, want it refused by name", err)
 	}
+	// -f - reads stdin, as `cat <<EOF | istioctl install -y -f -`.
+	in := strings.NewReader("apiVersion: install.istio.io/v1alpha1\nkind: IstioOperator\nspec:\n  meshConfig:\n    accessLogFile: /dev/stdout\n")
+	p, err := readInstallFrom(nil, []string{"-"}, in)
+	if got, _ := json.Marshal(p.meshConfig()); err != nil || string(got) != `{"accessLogFile":"/dev/stdout"}` {
+		t.Errorf("-f - from stdin: %s, %v", got, err)
+	}
 }
