@@ -179,10 +179,16 @@ func startOwned(cmd *exec.Cmd, exited func(error)) error {
 	return <-started
 }
 
+// meshlabCommandLimit bounds one meshlab command of a test: a ceiling for a command
+// that hangs, not a timing target. It is generous because e2e tests run in parallel on
+// a machine CI may share: a docs page's loop of 100 requests through a waypoint in one
+// `exec` took 37 s alone at load 24 and passed 60 s beside another lab.
+const meshlabCommandLimit = 3 * time.Minute
+
 // meshlab runs the binary and returns its combined output.
 func meshlab(tb testing.TB, args ...string) (string, error) {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), meshlabCommandLimit)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, meshlabBin(tb), args...).CombinedOutput()
 	return string(out), err
