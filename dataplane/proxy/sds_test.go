@@ -5,7 +5,6 @@ import (
 	"crypto/x509"
 	"io"
 	"net"
-	"net/netip"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,6 +31,7 @@ import (
 	"github.com/meshlab/meshlab/dataplane/proxy/tlsctx"
 	"github.com/meshlab/meshlab/dataplane/proxy/tlsctx/tlstest"
 	"github.com/meshlab/meshlab/dataplane/proxy/xdsclient"
+	"github.com/meshlab/meshlab/internal/testutil"
 )
 
 const sdsNode = "sidecar~127.0.0.1~backend-0.default~default.svc.cluster.local"
@@ -75,27 +75,6 @@ func (s *testSDS) set(version string, secrets ...*tlsv3.Secret) {
 	}
 }
 
-func echoServer(t *testing.T) netip.AddrPort {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	t.Cleanup(func() { _ = ln.Close(); <-done })
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
-		}
-	}()
-	return netip.MustParseAddrPort(ln.Addr().String())
-}
-
 func staticTo(name string, addr *corev3.Address, http2 bool) *clusterv3.Cluster {
 	c := &clusterv3.Cluster{
 		Name: name, ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC}, ConnectTimeout: durationpb.New(time.Second),
@@ -125,7 +104,7 @@ func staticTo(name string, addr *corev3.Address, http2 bool) *clusterv3.Cluster 
 func TestSDSSecretsFromStaticClusterAndRotation(t *testing.T) {
 	ca := tlstest.NewCA(t)
 	sds := startSDS(t)
-	echo := echoServer(t)
+	echo := testutil.EchoServer(t)
 	down := tlstest.Socket(t, &tlsv3.DownstreamTlsContext{
 		CommonTlsContext:         tlstest.IstioCommon([]string{"istio-peer-exchange", "istio"}, tlstest.Prefix("spiffe://cluster.local/")),
 		RequireClientCertificate: wrapperspb.Bool(true),

@@ -1,5 +1,5 @@
 // Package testutil holds the helpers every meshlab test shares: the root gate, unique lab
-// names, golden files and a slog logger routed to t.Logf.
+// names, golden files, a slog logger routed to t.Logf and a TCP echo server.
 package testutil
 
 import (

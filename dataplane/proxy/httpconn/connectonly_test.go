@@ -3,7 +3,6 @@ package httpconn
 import (
 	"bytes"
 	"context"
-	"io"
 	"net"
 	"sync"
 	"testing"
@@ -77,26 +76,10 @@ func connectHCM(t *testing.T, allow bool, routes ...*routev3.Route) *Config {
 // GOAWAY with the last stream after the drain timeout, the tunnel in flight carrying its
 // bytes to its end, then the connection closed.
 func TestConnectOnlyDrainFinishesTheTunnel(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				_, _ = io.Copy(c, c)
-			}()
-		}
-	}()
+	echo := testutil.EchoServer(t)
 	store := stats.NewStore()
 	cm := cluster.NewManager(store)
-	cm.AddStatic([]*cluster.Config{withCluster(t, &clusterv3.Cluster{Name: "tcp", ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC}}, ln.Addr().String())})
+	cm.AddStatic([]*cluster.Config{withCluster(t, &clusterv3.Cluster{Name: "tcp", ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC}}, echo.String())})
 	t.Cleanup(cm.Close)
 	cfg := connectHCM(t, true, connectRoute("tcp"))
 	cfg.DrainTimeout = 100 * time.Millisecond

@@ -12,26 +12,6 @@ import (
 	"github.com/meshlab/meshlab/internal/testutil"
 )
 
-// echoServer echoes every connection until the client closes it.
-func echoServer(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
-		}
-	}()
-	return ln.Addr().String()
-}
-
 // proxied serves one connection through cfg and returns the client end and a channel
 // closed when Serve returned.
 func proxied(t *testing.T, cfg *Config, store *stats.Store, upstream string) (net.Conn, <-chan struct{}) {
@@ -65,7 +45,7 @@ func roundTrip(t *testing.T, c net.Conn, msg string) {
 
 func TestIdleTimeoutClosesOnlyAnIdleConnection(t *testing.T) {
 	store := stats.NewStore()
-	c, done := proxied(t, &Config{StatPrefix: "idle", Cluster: "echo", IdleTimeout: 150 * time.Millisecond}, store, echoServer(t))
+	c, done := proxied(t, &Config{StatPrefix: "idle", Cluster: "echo", IdleTimeout: 150 * time.Millisecond}, store, testutil.EchoServer(t).String())
 	// Traffic every 50ms keeps it open well past the timeout.
 	for i := 0; i < 8; i++ {
 		roundTrip(t, c, "ping")
@@ -88,7 +68,7 @@ func TestIdleTimeoutClosesOnlyAnIdleConnection(t *testing.T) {
 
 func TestMaxDownstreamConnectionDurationClosesABusyConnection(t *testing.T) {
 	store := stats.NewStore()
-	c, done := proxied(t, &Config{StatPrefix: "dur", Cluster: "echo", MaxDuration: 200 * time.Millisecond}, store, echoServer(t))
+	c, done := proxied(t, &Config{StatPrefix: "dur", Cluster: "echo", MaxDuration: 200 * time.Millisecond}, store, testutil.EchoServer(t).String())
 	start := time.Now()
 	for {
 		select {
