@@ -27,11 +27,6 @@ var refusals = []refusal{
 			"the lab's Gateway API CRDs are built in, so the page's `get crd gateways.gateway.networking.k8s.io` finds them and its `|| kustomize ...` never runs",
 	},
 	{
-		words: []string{"patch"}, errHas: `unknown command "patch"`,
-		why: "patch: meshlab has no patch verb (no JSON, merge or strategic patch of a stored object): " +
-			"write the change into the object's manifest and apply it again with meshlab apply -f FILE",
-	},
-	{
 		words: []string{"edit"}, errHas: `unknown command "edit"`,
 		why: "edit: meshlab has no edit verb (no editor on a stored object): write the change into a manifest and apply it with meshlab apply -f FILE; " +
 			"the mesh config (configmap istio) takes its fields from meshlab install -f IstioOperator.yaml (spec.meshConfig)",

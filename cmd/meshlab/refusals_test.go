@@ -16,7 +16,7 @@ func TestRefusalsAsExecuted(t *testing.T) {
 		want string // the refusal's first words; "" for an error that is not one
 	}{
 		{`kustomize "github.com/kubernetes-sigs/gateway-api/config/crd?ref=v1.1.0"`, "kustomize: "},
-		{`-n istio-system patch --type=json deploy istio-egressgateway -p "[]"`, "patch: "},
+		{`-n istio-system patch --type=yaml deploy istio-egressgateway -p "[]"`, ""}, // kubectl's --type error, not a refusal
 		{`edit configmap istio -n istio-system`, "edit: "},
 		{`cp example.com.crt default/sleep-1:/tmp/ca.crt`, "cp: "},
 		{`manifest apply -f ./istio.yaml`, "manifest: "},
