@@ -41,84 +41,27 @@ func newGetCmd(g *globalFlags) *cobra.Command {
   meshlab get -n istio-system service istio-ingressgateway -o jsonpath='{.status.loadBalancer.ingress[0].ip}'
   meshlab get -n istio-system service istio-ingressgateway -o jsonpath='{.spec.ports[?(@.name=="http2")].port}'
   meshlab get gtw httpbin-gateway -o jsonpath='{.status.addresses[0].value}'`,
-		Args:              cobra.RangeArgs(1, 2),
+		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: completeArgs(false, labKinds(g, "pods", "all"), labObjects(g)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			tmpl, asJSON, isJSONPath, err := jsonpathOutput(cfg.output)
+			form, err := readGetOutput(cfg.output)
 			if err != nil {
 				return err
 			}
-			if !isJSONPath && cfg.output != "wide" {
-				if err := checkOutput(cfg.output); err != nil {
-					return err
-				}
+			targets, err := readGetArgs(args)
+			if err != nil {
+				return err
 			}
 			cfg.errOut = cmd.ErrOrStderr()
-			name := ""
-			if len(args) == 2 {
-				name = args[1]
-			}
 			c, err := g.apiClient()
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			if isCRDKind(args[0]) {
-				return getCRDs(cmd.Context(), c, name, cfg.labelCols, cmd.OutOrStdout())
+			if len(targets) == 1 {
+				return runGetOne(cmd.Context(), c, cfg, form, targets[0].kind, targets[0].name, cmd.OutOrStdout())
 			}
-			// kubectl's namespaces: -n's, else default, every one with -A; a
-			// cluster-scoped kind has none.
-			switch {
-			case cfg.all:
-				cfg.namespace = ""
-			case cfg.namespace == "":
-				cfg.namespace = "default"
-			}
-			if isIstioOperatorKind(args[0]) {
-				return getIstioOperators(cmd.Context(), c, cfg, name, tmpl, asJSON, isJSONPath, cmd.OutOrStdout())
-			}
-			if args[0] != "all" && !isPodsKind(args[0]) {
-				if k, ok, err := lookupKind(cmd.Context(), c, args[0]); err == nil && ok && clusterScoped(k) {
-					cfg.namespace = ""
-				}
-			}
-			if cfg.textOutput() && !isJSONPath {
-				return getText(cmd.Context(), c, cfg, args[0], name, cmd.OutOrStdout())
-			}
-			if isJSONPath {
-				return getJSONPath(cmd.Context(), c, cfg, args[0], name, tmpl, asJSON, cmd.OutOrStdout())
-			}
-			if cfg.selector != "" {
-				return getSelected(cmd.Context(), c, cfg, args[0], name, cmd.OutOrStdout())
-			}
-			if isPodsKind(args[0]) {
-				return getPods(cmd.Context(), c, cfg, name, cmd.OutOrStdout())
-			}
-			if args[0] != "all" {
-				kinds, err := c.Kinds(cmd.Context())
-				if err != nil {
-					return err
-				}
-				if _, ok := kinds.Lookup(args[0]); !ok {
-					return fmt.Errorf("unknown kind %q: meshlab has pods, %s (or all)", args[0], strings.Join(kinds.KindNames(), ", "))
-				}
-			}
-			objs, err := c.Objects(cmd.Context(), args[0], cfg.namespace, name)
-			if err != nil {
-				return err
-			}
-			if name != "" && len(objs) == 0 {
-				// Not written but made by the lab (istioctl's gateways' Services and
-				// Deployments, the kubernetes Service): the lab's Kubernetes view has it.
-				views, err := c.KubeObjects(cmd.Context(), args[0], cfg.namespace, name, "")
-				if err != nil || len(views) == 0 {
-					return checkObject(cmd.Context(), c, args[0], cfg.namespace, name)
-				}
-				for _, v := range views {
-					objs = append(objs, api.ConfigObject{Kind: v.Kind, Namespace: v.Namespace, Name: v.Name, Object: v.Object})
-				}
-			}
-			return printObjects(cmd.Context(), c, cfg, args[0], objs, cmd.OutOrStdout())
+			return runGetMany(cmd.Context(), c, cfg, form, targets, cmd.OutOrStdout())
 		},
 	}
 	addOutputFlag(cmd, &cfg.output)
@@ -128,6 +71,87 @@ func newGetCmd(g *globalFlags) *cobra.Command {
 	addLabelFlags(cmd, &cfg.labelCols)
 	cmd.Flags().Lookup("output").Usage = "output format: wide, json, yaml, jsonpath=TEMPLATE, jsonpath-as-json=TEMPLATE or jsonpath-file=FILE (default: kubectl's table)"
 	return cmd
+}
+
+// getOutput is get's -o read once: a jsonpath template, or a form checkOutput takes.
+type getOutput struct {
+	tmpl               string
+	asJSON, isJSONPath bool
+}
+
+func readGetOutput(output string) (getOutput, error) {
+	tmpl, asJSON, isJSONPath, err := jsonpathOutput(output)
+	if err != nil {
+		return getOutput{}, err
+	}
+	if !isJSONPath && output != "wide" {
+		if err := checkOutput(output); err != nil {
+			return getOutput{}, err
+		}
+	}
+	return getOutput{tmpl: tmpl, asJSON: asJSON, isJSONPath: isJSONPath}, nil
+}
+
+// runGetOne is get of one kind, and of one name unless name is "".
+func runGetOne(ctx context.Context, c *api.Client, cfg *getConfig, form getOutput, kind, name string, out io.Writer) error {
+	tmpl, asJSON, isJSONPath := form.tmpl, form.asJSON, form.isJSONPath
+	args := []string{kind}
+	if isCRDKind(args[0]) {
+		return getCRDs(ctx, c, name, cfg.labelCols, out)
+	}
+	// kubectl's namespaces: -n's, else default, every one with -A; a
+	// cluster-scoped kind has none.
+	switch {
+	case cfg.all:
+		cfg.namespace = ""
+	case cfg.namespace == "":
+		cfg.namespace = "default"
+	}
+	if isIstioOperatorKind(args[0]) {
+		return getIstioOperators(ctx, c, cfg, name, tmpl, asJSON, isJSONPath, out)
+	}
+	if args[0] != "all" && !isPodsKind(args[0]) {
+		if k, ok, err := lookupKind(ctx, c, args[0]); err == nil && ok && clusterScoped(k) {
+			cfg.namespace = ""
+		}
+	}
+	if cfg.textOutput() && !isJSONPath {
+		return getText(ctx, c, cfg, args[0], name, out)
+	}
+	if isJSONPath {
+		return getJSONPath(ctx, c, cfg, args[0], name, tmpl, asJSON, out)
+	}
+	if cfg.selector != "" {
+		return getSelected(ctx, c, cfg, args[0], name, out)
+	}
+	if isPodsKind(args[0]) {
+		return getPods(ctx, c, cfg, name, out)
+	}
+	if args[0] != "all" {
+		kinds, err := c.Kinds(ctx)
+		if err != nil {
+			return err
+		}
+		if _, ok := kinds.Lookup(args[0]); !ok {
+			return fmt.Errorf("unknown kind %q: meshlab has pods, %s (or all)", args[0], strings.Join(kinds.KindNames(), ", "))
+		}
+	}
+	objs, err := c.Objects(ctx, args[0], cfg.namespace, name)
+	if err != nil {
+		return err
+	}
+	if name != "" && len(objs) == 0 {
+		// Not written but made by the lab (istioctl's gateways' Services and
+		// Deployments, the kubernetes Service): the lab's Kubernetes view has it.
+		views, err := c.KubeObjects(ctx, args[0], cfg.namespace, name, "")
+		if err != nil || len(views) == 0 {
+			return checkObject(ctx, c, args[0], cfg.namespace, name)
+		}
+		for _, v := range views {
+			objs = append(objs, api.ConfigObject{Kind: v.Kind, Namespace: v.Namespace, Name: v.Name, Object: v.Object})
+		}
+	}
+	return printObjects(ctx, c, cfg, args[0], objs, out)
 }
 
 // printObjects prints objects as written, in get's json or yaml form.

@@ -261,8 +261,13 @@ func notFound(k api.Kind, name string) error {
 	if k.Group != "" {
 		res += "." + k.Group
 	}
-	return fmt.Errorf("Error from server (NotFound): %s %q not found", res, name) //nolint:staticcheck // kubectl's text
+	return &notFoundError{msg: fmt.Sprintf("Error from server (NotFound): %s %q not found", res, name)}
 }
+
+// notFoundError is notFound's error, which get of several names tells from others.
+type notFoundError struct{ msg string }
+
+func (e *notFoundError) Error() string { return e.msg }
 
 // decodeObject reads an object as the lab holds it, keeping its numbers as written.
 func decodeObject(raw []byte) (map[string]any, error) {

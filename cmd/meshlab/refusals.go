@@ -47,10 +47,6 @@ var refusals = []refusal{
 			"to start a workload's pods afresh, delete it and apply it again (meshlab delete -f FILE; meshlab apply -f FILE)",
 	},
 	{
-		words: []string{"get"}, errHas: "accepts between 1 and 2 arg(s)",
-		why: "get: meshlab's get takes one NAME after the kind: run it once per name, or give the kind alone for every object",
-	},
-	{
 		words: []string{"install"}, errHas: "unknown command",
 		why: "install: install takes no argument (nor does istioctl's); a profile is --set profile=NAME",
 	},

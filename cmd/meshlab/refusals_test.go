@@ -21,7 +21,6 @@ func TestRefusalsAsExecuted(t *testing.T) {
 		{`cp example.com.crt default/sleep-1:/tmp/ca.crt`, "cp: "},
 		{`manifest apply -f ./istio.yaml`, "manifest: "},
 		{`rollout restart deployment -n istio-system istiod`, "rollout restart: "},
-		{`get gatewayclass istio-agentgateway istio-agentgateway-waypoint`, "get: "},
 		{`install profile=minimal`, "install: "},
 		{`--lab some-lab kustomize github.com/kubernetes-sigs/gateway-api/config/crd`, "kustomize: "},
 		{`get pods --no-such-flag`, ""},
