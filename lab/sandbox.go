@@ -153,10 +153,14 @@ func (l *Lab) podSandbox(slot int, p *model.Pod) (*netns.Sandbox, error) {
 	if err := os.WriteFile(hosts, []byte(podHosts(p.Name, p.IP)), 0o644); err != nil {
 		return nil, fmt.Errorf("sandbox of pod %s: write %s: %w", p.Name, hosts, err)
 	}
+	tmp, err := podTmp(dir)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox of pod %s: %w", p.Name, err)
+	}
 	sb := &netns.Sandbox{
 		UID: uid, GID: uid, Hostname: podHostname(p.Name),
 		ResolvConf: resolv, Hosts: hosts, TrustBundle: l.worldTrustBundle(),
-		Hide: []string{l.opts.RunRoot, netns.RunDir},
+		Hide: []string{l.opts.RunRoot, netns.RunDir}, Tmp: tmp,
 	}
 	if len(p.App.Files) > 0 {
 		root := podVolumeRoot(dir)
@@ -166,6 +170,23 @@ func (l *Lab) podSandbox(slot int, p *model.Pod) (*netns.Sandbox, error) {
 		sb.Binds = append(sb.Binds, netns.Bind{Src: root, Dst: root})
 	}
 	return sb, nil
+}
+
+// podTmp makes, if it is not there yet, the directory that holds what the pod writes in
+// its /tmp (netns.Sandbox's Tmp, the upper layer over the host's /tmp) and returns it:
+// mode 1777 as /tmp is, so the app's uid writes there and `meshlab cp` into the pod's
+// /tmp lands there with that uid. It outlives an app's restart, as an emptyDir does
+// (what a container keeps in /tmp is lost on its restart in Kubernetes: a departure),
+// and goes with the pod's run directory when the pod is deleted.
+func podTmp(podDir string) (string, error) {
+	dir := filepath.Join(podDir, "tmp")
+	if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
+		return "", fmt.Errorf("make the pod's /tmp %s: %w", dir, err)
+	}
+	if err := os.Chmod(dir, 0o777|os.ModeSticky); err != nil {
+		return "", fmt.Errorf("make the pod's /tmp %s: %w", dir, err)
+	}
+	return dir, nil
 }
 
 // podVolumeRoot is where a pod's volume files are written, each at its container path

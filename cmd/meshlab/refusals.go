@@ -32,11 +32,6 @@ var refusals = []refusal{
 			"the mesh config (configmap istio) takes its fields from meshlab install -f IstioOperator.yaml (spec.meshConfig)",
 	},
 	{
-		words: []string{"cp"}, errHas: `unknown command "cp"`,
-		why: "cp: meshlab has no cp verb: a pod is a network namespace whose app sees the host's files (there is no image filesystem to copy into); " +
-			"copy the file with cp to a path the pod's app may read (under /tmp) and give the command that path",
-	},
-	{
 		words: []string{"manifest"}, errHas: `unknown command "manifest"`,
 		why: "manifest: istioctl manifest apply is the name install had before Istio 1.6, and manifest generate renders Kubernetes manifests a lab does not use: " +
 			"install with meshlab install -f IstioOperator.yaml",

@@ -93,7 +93,7 @@ sidecar proxy per pod. No Kubernetes, no containers.`,
 	root.PersistentFlags().StringVar(&g.runRoot, "run-root", lab.DefaultRunRoot, "where labs keep their run directories")
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
 	root.AddCommand(
-		newUpCmd(g), newDownCmd(g), newCleanCmd(g), newStatusCmd(g), newExecCmd(g),
+		newUpCmd(g), newDownCmd(g), newCleanCmd(g), newStatusCmd(g), newExecCmd(g), newCpCmd(g),
 		newApplyCmd(g), newGetCmd(g), newDeleteCmd(g), newProxyStatusCmd(g),
 		newFaultCmd(g), newHistoryCmd(g), newDiffCmd(g),
 		newAgentCmd(), newProxyCmd(g), newAppCmd(), newDescribeCmd(g), newEnvoyCmd(),

@@ -47,6 +47,14 @@ type Sandbox struct {
 	// made in the tmpfs, and nothing else of the hidden directory shows); a Writable one
 	// is bound read-write, as an emptyDir volume.
 	Binds []Bind `json:"binds,omitempty"`
+	// Tmp, set, is the pod's own /tmp: an overlay over the host's /tmp whose upper layer
+	// is this directory (and whose work directory is Tmp+".work", made empty beside it on
+	// the same file system). The app and what `meshlab exec` and `meshlab cp` run in the
+	// pod see the host's /tmp beneath, as they see the rest of the host's files (the
+	// binaries a test builds there stay runnable), while what they write in /tmp is the
+	// pod's alone, as a container's writable layer is: no other pod and not the host see
+	// it, and it goes with the pod's run directory.
+	Tmp string `json:"tmp,omitempty"`
 	// Env is added to the app's environment and to what `meshlab exec` runs in the pod
 	// ("KEY=VALUE", replacing an inherited KEY), as a container's env.
 	Env []string `json:"env,omitempty"`
@@ -112,6 +120,11 @@ func (s Sandbox) Validate() error {
 		if !strings.HasPrefix(p, "/") || strings.Trim(p, "/") == "" {
 			errs = append(errs, fmt.Errorf("hide %q: must be an absolute path other than /", p))
 		}
+	}
+	if s.Tmp != "" && (!strings.HasPrefix(s.Tmp, "/") || strings.ContainsAny(s.Tmp, ",:\\") || strings.Trim(s.Tmp, "/") == "") {
+		// The overlay's options are "lowerdir=/tmp,upperdir=...": a comma or colon in
+		// the path would be read as another option or layer.
+		errs = append(errs, fmt.Errorf("tmp %q: must be an absolute path other than / with no comma, colon or backslash", s.Tmp))
 	}
 	for _, b := range s.Binds {
 		if !strings.HasPrefix(b.Src, "/") || !strings.HasPrefix(b.Dst, "/") || strings.Trim(b.Dst, "/") == "" {
@@ -236,6 +249,9 @@ func (s Sandbox) mountAll() error {
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("mount /proc of the pod's PID namespace: %w", err)
 	}
+	if err := s.mountTmp(); err != nil {
+		return err
+	}
 	for _, b := range []struct{ target, src string }{{"/etc/resolv.conf", s.ResolvConf}, {"/etc/hosts", s.Hosts}} {
 		if b.src == "" {
 			continue
@@ -295,6 +311,30 @@ func (s Sandbox) mountAll() error {
 		if err := unix.Mount("", dir, "", unix.MS_REMOUNT|unix.MS_RDONLY|hideFlags, "size=4k,mode=755"); err != nil {
 			return fmt.Errorf("hide %s: make it read-only: %w", dir, err)
 		}
+	}
+	return nil
+}
+
+// tmpDir is the directory the pod's own /tmp covers (see Sandbox.Tmp).
+const tmpDir = "/tmp"
+
+// mountTmp mounts the pod's /tmp (Sandbox.Tmp): an overlay of Tmp over the host's /tmp,
+// nosuid and nodev as a container runtime mounts its /tmp. The work directory must be
+// empty and on Tmp's file system: it is made afresh.
+func (s Sandbox) mountTmp() error {
+	if s.Tmp == "" {
+		return nil
+	}
+	work := s.Tmp + ".work"
+	if err := os.RemoveAll(work); err != nil {
+		return fmt.Errorf("mount the pod's /tmp: clear the overlay's work directory: %w", err)
+	}
+	if err := os.Mkdir(work, 0o700); err != nil {
+		return fmt.Errorf("mount the pod's /tmp: make the overlay's work directory: %w", err)
+	}
+	opts := "lowerdir=" + tmpDir + ",upperdir=" + s.Tmp + ",workdir=" + work
+	if err := unix.Mount("overlay", tmpDir, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return fmt.Errorf("mount the pod's /tmp (overlay %s): %w", opts, err)
 	}
 	return nil
 }
