@@ -168,6 +168,11 @@ func (l *Lab) commit(ctx context.Context, next *config.Scenario, changes []confi
 	}
 	prev := l.model
 	l.model, l.scenario = m, next
+	if l.ca != nil {
+		// istiod's CA names identities in the mesh config's trust domain as it reads it
+		// when signing: certificates issued from now on carry the installed one.
+		l.ca.Authority().SetTrustDomain(m.Mesh.TrustDomain)
+	}
 	// The proxies' config is generated and pushed after the change is stored, in the
 	// background (lab/push); pods change only once it is pushed, as before.
 	l.push.Store(applyTrigger(changes), func(ctx context.Context, trigger string) error {

@@ -34,6 +34,7 @@ func (l *Lab) startCA() (func(*grpc.Server), error) {
 		return nil, err
 	}
 	l.ca = c
+	c.Authority().SetTrustDomain(l.model.Mesh.TrustDomain) // the mesh config's, as istiod's CA reads it
 	return c.Register(l.log.With("component", "ca")), nil
 }
 

@@ -431,7 +431,7 @@ func (l *Lab) startServers() error {
 		Register:     registerCA,
 		HistorySize:  l.opts.XDSHistory,
 		MaxPushBytes: l.opts.maxPushBytes,
-		WDS:          xds.WDSOptions{Node: NodeNamespace(l.opts.Name), TrustDomain: l.ca.Authority().TrustDomain(), Unhealthy: l.readiness.unhealthy},
+		WDS:          xds.WDSOptions{Node: NodeNamespace(l.opts.Name), Unhealthy: l.readiness.unhealthy},
 	})
 	if err != nil {
 		return fmt.Errorf("start discovery server: %w", err)

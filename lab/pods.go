@@ -209,6 +209,12 @@ func (l *Lab) startPod(ctx context.Context, slot int, p *model.Pod) (err error) 
 // agentConfig is the configuration of pod p's agent; slot (podSlot) numbers its
 // proxy's --base-id.
 func (l *Lab) agentConfig(slot int, p *model.Pod) agent.Config {
+	td := "" // the agent's default, cluster.local
+	if l.ca != nil {
+		// The injector's TRUST_DOMAIN: the mesh config's when the pod is made, which
+		// the CA follows (apply.go's commit).
+		td = l.ca.Authority().TrustDomain()
+	}
 	return agent.Config{
 		Lab:                      l.opts.Name,
 		Pod:                      p.Name,
@@ -244,6 +250,7 @@ func (l *Lab) agentConfig(slot int, p *model.Pod) agent.Config {
 		AppUID:                   l.rec.AppUIDBase + uint32(slot),
 		AppMetricsPort:           p.Sidecar.AppMetricsPort,
 		AppMetricsPath:           p.Sidecar.AppMetricsPath,
+		TrustDomain:              td,
 	}
 }
 

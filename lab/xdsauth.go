@@ -82,9 +82,15 @@ func (l *Lab) authorizeProxy(ctx context.Context, nodes proxyNodes, nodeID strin
 	if c := discovery.PeerCertificate(ctx); c != nil {
 		// As istiod: the certificate's identity must be the pod's service account (the
 		// replicas of one workload share it).
-		want := ca.Identity{Namespace: pod.Namespace, ServiceAccount: pod.ServiceAccount}.SPIFFEID(l.ca.Authority().TrustDomain())
-		if len(c.URIs) != 1 || c.URIs[0].String() != want {
-			return status.Errorf(codes.PermissionDenied, "the client certificate %s is not the identity %s of pod %s/%s", describeURIs(c.URIs), want, pod.Namespace, pod.Name)
+		// istiod compares the namespace and service account, not the trust domain: a
+		// proxy keeps its certificate across a trust domain migration.
+		want := ca.Identity{Namespace: pod.Namespace, ServiceAccount: pod.ServiceAccount}
+		var got ca.Identity
+		if len(c.URIs) == 1 {
+			got, _, _ = ca.ParseSPIFFEID(c.URIs[0].String())
+		}
+		if got != want {
+			return status.Errorf(codes.PermissionDenied, "the client certificate %s is not the identity %s of pod %s/%s", describeURIs(c.URIs), want.SPIFFEID(l.ca.Authority().TrustDomain()), pod.Namespace, pod.Name)
 		}
 		return nil
 	}

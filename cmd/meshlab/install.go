@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -144,7 +146,14 @@ func confirmed(in io.Reader) bool {
 
 // meshConfigInstallFields are the MeshConfig fields install sets in the lab (meshlab's
 // MeshConfig honours these; any other meshConfig field is refused by name).
-var meshConfigInstallFields = []string{"accessLogEncoding", "accessLogFile", "accessLogFormat", "outboundTrafficPolicy.mode", "rootNamespace"}
+var meshConfigInstallFields = []string{"accessLogEncoding", "accessLogFile", "accessLogFormat", "outboundTrafficPolicy.mode", "rootNamespace", "trustDomain", "trustDomainAliases"}
+
+// meshConfigListFields are the install fields that hold a list: an IstioOperator writes
+// it as a YAML list, --set one item at a time (meshConfig.trustDomainAliases[0]=old-td).
+var meshConfigListFields = []string{"trustDomainAliases"}
+
+// setListItem matches --set's FIELD[INDEX] form of a list item.
+var setListItem = regexp.MustCompile(`^([A-Za-z]+)\[([0-9]+)\]$`)
 
 // installPlan is what an install describes: the profile, the components istioctl
 // reports, and the meshConfig fields given (dotted paths, as --set spells them).
@@ -152,6 +161,7 @@ type installPlan struct {
 	profile    string
 	components []string
 	mesh       map[string]string
+	lists      map[string][]string // the list fields (meshConfigListFields)
 }
 
 // meshConfig is the spec of the lab's MeshConfig after the install: the fields given,
@@ -172,6 +182,9 @@ func (p installPlan) meshConfig() map[string]any {
 			m[child] = v
 			continue
 		}
+		spec[k] = v
+	}
+	for k, v := range p.lists {
 		spec[k] = v
 	}
 	return spec
@@ -195,6 +208,7 @@ func readInstallFrom(sets, files []string, stdin io.Reader) (installPlan, error)
 	profile := "default"
 	gateways := map[string]bool{}
 	mesh := map[string]string{}
+	lists := map[string][]string{}
 	for _, f := range files {
 		var data []byte
 		var err error
@@ -216,7 +230,7 @@ func readInstallFrom(sets, files []string, stdin io.Reader) (installPlan, error)
 		if iop.Spec.Profile != "" {
 			profile = iop.Spec.Profile
 		}
-		if err := flattenMeshConfig("", iop.Spec.MeshConfig, mesh); err != nil {
+		if err := flattenMeshConfig("", iop.Spec.MeshConfig, mesh, lists); err != nil {
 			return installPlan{}, fmt.Errorf("%s: spec.meshConfig.%w", f, err)
 		}
 		for kind, gws := range map[string][]iopGateway{"ingress": iop.Spec.Components.IngressGateways, "egress": iop.Spec.Components.EgressGateways} {
@@ -234,8 +248,24 @@ func readInstallFrom(sets, files []string, stdin io.Reader) (installPlan, error)
 			profile = v
 		case ok && strings.HasPrefix(k, "meshConfig."):
 			field := strings.TrimPrefix(k, "meshConfig.")
+			if m := setListItem.FindStringSubmatch(field); m != nil && slices.Contains(meshConfigListFields, m[1]) {
+				// istioctl's FIELD[i]=v: item i of the list, the items before it given first.
+				i, _ := strconv.Atoi(m[2])
+				if i > len(lists[m[1]]) {
+					return installPlan{}, fmt.Errorf("--set %s: meshConfig.%s has %d items: set [%d] first", s, m[1], len(lists[m[1]]), len(lists[m[1]]))
+				}
+				if i == len(lists[m[1]]) {
+					lists[m[1]] = append(lists[m[1]], v)
+				} else {
+					lists[m[1]][i] = v
+				}
+				continue
+			}
 			if !slices.Contains(meshConfigInstallFields, field) {
 				return installPlan{}, fmt.Errorf("--set %s: meshlab's mesh config does not honour meshConfig.%s (it honours %s)", s, field, strings.Join(meshConfigInstallFields, ", "))
+			}
+			if slices.Contains(meshConfigListFields, field) {
+				return installPlan{}, fmt.Errorf("--set %s: meshConfig.%s is a list: set its items as meshConfig.%s[0]=VALUE, or write it in an IstioOperator file (-f)", s, field, field)
 			}
 			mesh[field] = v
 		case ok && installAlwaysOn[k] == v:
@@ -265,22 +295,36 @@ func readInstallFrom(sets, files []string, stdin io.Reader) (installPlan, error)
 			out = append(out, c)
 		}
 	}
-	return installPlan{profile: profile, components: out, mesh: mesh}, nil
+	return installPlan{profile: profile, components: out, mesh: mesh, lists: lists}, nil
 }
 
-// flattenMeshConfig adds an IstioOperator's meshConfig to mesh as dotted paths, refusing
-// a field the lab's mesh config does not honour.
-func flattenMeshConfig(prefix string, m map[string]any, mesh map[string]string) error {
+// flattenMeshConfig adds an IstioOperator's meshConfig to mesh as dotted paths (and its
+// list fields to lists), refusing a field the lab's mesh config does not honour.
+func flattenMeshConfig(prefix string, m map[string]any, mesh map[string]string, lists map[string][]string) error {
 	for k, v := range m {
 		path := prefix + k
 		if sub, ok := v.(map[string]any); ok {
-			if err := flattenMeshConfig(path+".", sub, mesh); err != nil {
+			if err := flattenMeshConfig(path+".", sub, mesh, lists); err != nil {
 				return err
 			}
 			continue
 		}
 		if !slices.Contains(meshConfigInstallFields, path) {
 			return fmt.Errorf("%s: meshlab's mesh config does not honour it (it honours %s)", path, strings.Join(meshConfigInstallFields, ", "))
+		}
+		items, isList := v.([]any)
+		switch wantList := slices.Contains(meshConfigListFields, path); {
+		case wantList && !isList:
+			return fmt.Errorf("%s: %v is not a list (write it as a YAML list)", path, v)
+		case !wantList && isList:
+			return fmt.Errorf("%s: %v is a list, the field holds one value", path, v)
+		}
+		if isList {
+			lists[path] = nil
+			for _, it := range items {
+				lists[path] = append(lists[path], fmt.Sprint(it))
+			}
+			continue
 		}
 		mesh[path] = fmt.Sprint(v)
 	}

@@ -50,6 +50,10 @@ func TestInstallMeshConfig(t *testing.T) {
 	if err := os.WriteFile(iop, []byte("apiVersion: install.istio.io/v1alpha1\nkind: IstioOperator\nspec:\n  profile: demo\n  meshConfig:\n    accessLogEncoding: JSON\n    outboundTrafficPolicy:\n      mode: REGISTRY_ONLY\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	td := filepath.Join(t.TempDir(), "td-installation.yaml")
+	if err := os.WriteFile(td, []byte("apiVersion: install.istio.io/v1alpha1\nkind: IstioOperator\nspec:\n  meshConfig:\n    trustDomain: new-td\n    trustDomainAliases:\n      - old-td\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		sets, files []string
 		want        string
@@ -58,6 +62,10 @@ func TestInstallMeshConfig(t *testing.T) {
 		{want: `{"accessLogFile":""}`},
 		{sets: []string{"meshConfig.accessLogFile=/dev/stdout"}, want: `{"accessLogFile":"/dev/stdout"}`},
 		{files: []string{iop}, sets: []string{"meshConfig.accessLogFile=/tmp/a.log"}, want: `{"accessLogEncoding":"JSON","accessLogFile":"/tmp/a.log","outboundTrafficPolicy":{"mode":"REGISTRY_ONLY"}}`},
+		// The trust domain migration page's installs.
+		{sets: []string{"values.pilot.env.PILOT_ENABLE_CONFIG_DISTRIBUTION_TRACKING=true", "profile=demo", "meshConfig.trustDomain=old-td"}, want: `{"trustDomain":"old-td"}`},
+		{files: []string{td}, sets: []string{"profile=demo"}, want: `{"trustDomain":"new-td","trustDomainAliases":["old-td"]}`},
+		{sets: []string{"profile=demo", "meshConfig.trustDomain=new-td", "meshConfig.trustDomainAliases[0]=old-td", "meshConfig.trustDomainAliases[1]=older-td"}, want: `{"trustDomain":"new-td","trustDomainAliases":["old-td","older-td"]}`},
 	} {
 		p, err := readInstall(tc.sets, tc.files)
 		if err != nil {
@@ -74,6 +82,24 @@ func TestInstallMeshConfig(t *testing.T) {
 	}
 	if _, err := readInstall(nil, []string{bad}); err == nil || !strings.Contains(err.Error(), "spec.meshConfig.enableTracing: meshlab's mesh config does not honour it") {
 		t.Errorf("meshConfig.enableTracing in a file: %v, want it refused by name", err)
+	}
+	for _, tc := range []struct {
+		sets   []string
+		errHas string
+	}{
+		{sets: []string{"meshConfig.trustDomainAliases=old-td"}, errHas: "--set meshConfig.trustDomainAliases=old-td: meshConfig.trustDomainAliases is a list: set its items as meshConfig.trustDomainAliases[0]=VALUE"},
+		{sets: []string{"meshConfig.trustDomainAliases[1]=old-td"}, errHas: "meshConfig.trustDomainAliases has 0 items: set [0] first"},
+	} {
+		if _, err := readInstall(tc.sets, nil); err == nil || !strings.Contains(err.Error(), tc.errHas) {
+			t.Errorf("%v: %v, want %q", tc.sets, err, tc.errHas)
+		}
+	}
+	notList := filepath.Join(t.TempDir(), "notlist.yaml")
+	if err := os.WriteFile(notList, []byte("apiVersion: install.istio.io/v1alpha1\nkind: IstioOperator\nspec:\n  meshConfig:\n    trustDomainAliases: old-td\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readInstall(nil, []string{notList}); err == nil || !strings.Contains(err.Error(), "spec.meshConfig.trustDomainAliases: old-td is not a list") {
+		t.Errorf("trustDomainAliases not a list: %v", err)
 	}
 	// -f - reads stdin, as `cat <<EOF | istioctl install -y -f -`.
 	in := strings.NewReader("apiVersion: install.istio.io/v1alpha1\nkind: IstioOperator\nspec:\n  meshConfig:\n    accessLogFile: /dev/stdout\n")

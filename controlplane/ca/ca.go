@@ -37,17 +37,17 @@ func (id Identity) SPIFFEID(trustDomain string) string {
 // Normally the bundle is the signing root alone; during a root rotation (see rotate.go)
 // it holds the old and the new root. It is safe for concurrent use.
 type CA struct {
-	trustDomain string
-	maxTTL      time.Duration
-	now         func() time.Time
+	maxTTL time.Duration
+	now    func() time.Time
 
-	mu      sync.RWMutex
-	root    *Root               // the signing root
-	inter   []*x509.Certificate // sent between the leaf and the bundle: the cross-signed new root
-	bundle  []*x509.Certificate // the trusted roots, oldest first
-	pending *Root               // the new root while a rotation is under way
-	phase   string              // Phase*
-	offset  time.Duration       // added to now() for NotBefore/NotAfter (fault injection)
+	mu          sync.RWMutex
+	trustDomain string              // of the identities issued; the mesh config's (SetTrustDomain)
+	root        *Root               // the signing root
+	inter       []*x509.Certificate // sent between the leaf and the bundle: the cross-signed new root
+	bundle      []*x509.Certificate // the trusted roots, oldest first
+	pending     *Root               // the new root while a rotation is under way
+	phase       string              // Phase*
+	offset      time.Duration       // added to now() for NotBefore/NotAfter (fault injection)
 }
 
 // Options configure a CA.
@@ -80,7 +80,25 @@ func New(o Options) (*CA, error) {
 }
 
 // TrustDomain returns the trust domain of the SPIFFE IDs the CA issues.
-func (c *CA) TrustDomain() string { return c.trustDomain }
+func (c *CA) TrustDomain() string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.trustDomain
+}
+
+// SetTrustDomain makes td ("" for DefaultTrustDomain) the trust domain of the
+// certificates issued from now on. istiod's CA names the caller's identity in the mesh
+// config's trust domain as it reads it when signing, so a changed meshConfig.trustDomain
+// reaches each workload at its next certificate; the ones issued stay valid (the root is
+// the same).
+func (c *CA) SetTrustDomain(td string) {
+	if td == "" {
+		td = DefaultTrustDomain
+	}
+	c.mu.Lock()
+	c.trustDomain = td
+	c.mu.Unlock()
+}
 
 // RootPEM returns the signing root certificate as PEM.
 func (c *CA) RootPEM() []byte {
@@ -94,8 +112,11 @@ func (c *CA) RootPEM() []byte {
 // the trust bundle's self-signed roots, as [leaf, root] is Istio's chain with one root.
 // The agent serves everything before the first self-signed root as its "default"
 // certificate chain and the self-signed roots as "ROOTCA".
-// The CSR's only SAN must be id's SPIFFE ID (no DNS names, IPs or e-mails); ttl 0 or one
-// longer than the CA's TTL gets the CA's TTL, as Istio caps it at the max.
+// The CSR's only SAN must be id's SPIFFE ID (no DNS names, IPs or e-mails) in any trust
+// domain: the certificate names id in the CA's trust domain, as istiod's CA names the
+// caller's identity whatever the CSR asks (an agent started before a trust domain
+// migration asks for the old one). ttl 0 or one longer than the CA's TTL gets the CA's
+// TTL, as Istio caps it at the max.
 func (c *CA) Sign(csrPEM []byte, id Identity, ttl time.Duration) ([]string, error) {
 	b, _ := pem.Decode(csrPEM)
 	if b == nil || b.Type != "CERTIFICATE REQUEST" {
@@ -108,9 +129,13 @@ func (c *CA) Sign(csrPEM []byte, id Identity, ttl time.Duration) ([]string, erro
 	if err := csr.CheckSignature(); err != nil {
 		return nil, fmt.Errorf("sign csr: check signature: %w", err)
 	}
-	want := id.SPIFFEID(c.trustDomain)
-	if len(csr.DNSNames)+len(csr.IPAddresses)+len(csr.EmailAddresses) > 0 || len(csr.URIs) != 1 || csr.URIs[0].String() != want {
-		return nil, fmt.Errorf("sign csr: %w: want only URI SAN %s, got %s", ErrIdentity, want, describeSANs(csr))
+	td := c.TrustDomain()
+	if len(csr.DNSNames)+len(csr.IPAddresses)+len(csr.EmailAddresses) > 0 || len(csr.URIs) != 1 || !namesIdentity(csr.URIs[0], id) {
+		return nil, fmt.Errorf("sign csr: %w: want only URI SAN %s, got %s", ErrIdentity, id.SPIFFEID(td), describeSANs(csr))
+	}
+	issued, err := url.Parse(id.SPIFFEID(td))
+	if err != nil {
+		return nil, fmt.Errorf("sign csr: %w", err)
 	}
 	if ttl <= 0 || ttl > c.maxTTL {
 		ttl = c.maxTTL
@@ -136,7 +161,7 @@ func (c *CA) Sign(csrPEM []byte, id Identity, ttl time.Duration) ([]string, erro
 		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		BasicConstraintsValid: true,
-		URIs:                  csr.URIs,
+		URIs:                  []*url.URL{issued},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, signer.Cert, csr.PublicKey, signer.Key)
 	if err != nil {
@@ -150,6 +175,12 @@ func (c *CA) Sign(csrPEM []byte, id Identity, ttl time.Duration) ([]string, erro
 		chain = append(chain, pemCert(r.Raw))
 	}
 	return chain, nil
+}
+
+// namesIdentity reports whether u is id's SPIFFE ID in some trust domain.
+func namesIdentity(u *url.URL, id Identity) bool {
+	got, _, err := ParseSPIFFEID(u.String())
+	return err == nil && got == id
 }
 
 // pemCert encodes one DER certificate as PEM.

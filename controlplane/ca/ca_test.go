@@ -1,6 +1,7 @@
 package ca
 
 import (
+	"cmp"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -113,7 +114,6 @@ func TestSignRefusesOtherSANs(t *testing.T) {
 		csr  []byte
 	}{
 		{"other sa", csrFor(t, []string{"spiffe://cluster.local/ns/default/sa/frontend"})},
-		{"other trust domain", csrFor(t, []string{"spiffe://evil.org/ns/default/sa/backend"})},
 		{"extra dns", csrFor(t, []string{good}, "backend.default.svc")},
 		{"two uris", csrFor(t, []string{good, "spiffe://cluster.local/ns/default/sa/frontend"})},
 		{"no san", csrFor(t, nil)},
@@ -128,6 +128,40 @@ func TestSignRefusesOtherSANs(t *testing.T) {
 	}
 	if _, err := c.Sign([]byte("garbage"), backend, 0); err == nil {
 		t.Fatal("Sign(garbage) succeeded")
+	}
+}
+
+// TestSignTrustDomain: the certificate names the caller in the CA's trust domain, as
+// istiod's CA names the authenticated caller in the mesh config's, whatever trust domain
+// the CSR asks for (an agent started before a migration asks for the old one); a
+// SetTrustDomain reaches the next certificate.
+func TestSignTrustDomain(t *testing.T) {
+	t.Parallel()
+	c := newCA(t, Options{})
+	for _, tc := range []struct {
+		set, ask, want string
+	}{
+		{"", "spiffe://cluster.local/ns/default/sa/backend", "spiffe://cluster.local/ns/default/sa/backend"},
+		{"old-td", "spiffe://cluster.local/ns/default/sa/backend", "spiffe://old-td/ns/default/sa/backend"},
+		{"new-td", "spiffe://old-td/ns/default/sa/backend", "spiffe://new-td/ns/default/sa/backend"},
+		{"", "spiffe://new-td/ns/default/sa/backend", "spiffe://cluster.local/ns/default/sa/backend"},
+	} {
+		c.SetTrustDomain(tc.set)
+		chain, err := c.Sign(csrFor(t, []string{tc.ask}), backend, 0)
+		if err != nil {
+			t.Fatalf("set %q, ask %s: %v", tc.set, tc.ask, err)
+		}
+		b, _ := pem.Decode([]byte(chain[0]))
+		leaf, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(leaf.URIs) != 1 || leaf.URIs[0].String() != tc.want {
+			t.Errorf("set %q, ask %s: certificate for %v, want %s", tc.set, tc.ask, leaf.URIs, tc.want)
+		}
+		if got := c.TrustDomain(); got != cmp.Or(tc.set, DefaultTrustDomain) {
+			t.Errorf("TrustDomain() = %q after SetTrustDomain(%q)", got, tc.set)
+		}
 	}
 }
 

@@ -12,7 +12,7 @@ var (
 	destinationRuleFields = lazyFields(destinationRulePaths)
 	serviceEntryFields    = lazyFields(serviceEntryPaths)
 	meshConfigFields      = lazyFields(func() string {
-		return "outboundTrafficPolicy outboundTrafficPolicy.mode rootNamespace accessLogFile accessLogEncoding accessLogFormat"
+		return "outboundTrafficPolicy outboundTrafficPolicy.mode rootNamespace accessLogFile accessLogEncoding accessLogFormat trustDomain trustDomainAliases"
 	})
 
 	peerAuthenticationFields  = lazyFields(peerAuthenticationPaths)

@@ -288,6 +288,8 @@ func istioModel(objs []*Object, m *model.Model) (model.Istio, model.MeshConfig, 
 				mesh.OutboundTrafficPolicy = model.RegistryOnly
 			}
 			mesh.RootNamespace = o.MeshConfig.GetRootNamespace()
+			mesh.TrustDomain = o.MeshConfig.GetTrustDomain()
+			mesh.TrustDomainAliases = slices.Clone(o.MeshConfig.GetTrustDomainAliases())
 			accessLogModel(o, &mesh)
 		case o.PeerAuthentication != nil:
 			out.PeerAuthentications = append(out.PeerAuthentications, peerAuthenticationModel(o))

@@ -340,7 +340,7 @@ func TestLoadIstioErrors(t *testing.T) {
 		{
 			name: "mesh config refuses unimplemented fields",
 			docs: []string{"apiVersion: meshlab.dev/v1alpha1\nkind: MeshConfig\nmetadata: {name: m}\nspec: {enableTracing: true}\n"},
-			want: []string{"t.yaml: MeshConfig default/m: spec.enableTracing: is not supported by meshlab (MeshConfig supports here: accessLogEncoding, accessLogFile, accessLogFormat, outboundTrafficPolicy, rootNamespace)"},
+			want: []string{"t.yaml: MeshConfig default/m: spec.enableTracing: is not supported by meshlab (MeshConfig supports here: accessLogEncoding, accessLogFile, accessLogFormat, outboundTrafficPolicy, rootNamespace, trustDomain, trustDomainAliases)"},
 		},
 		{
 			name: "mesh config access log",

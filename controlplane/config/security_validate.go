@@ -28,6 +28,31 @@ func validateMeshConfig(mc *meshv1alpha1.MeshConfig, p problems) {
 		checkName(p, "spec.rootNamespace", ns, 63)
 	}
 	validateAccessLog(mc, p)
+	if td := mc.GetTrustDomain(); td != "" {
+		checkTrustDomain(p, "spec.trustDomain", td)
+	}
+	for i, a := range mc.GetTrustDomainAliases() {
+		checkTrustDomain(p, fmt.Sprintf("spec.trustDomainAliases[%d]", i), a)
+	}
+}
+
+// checkTrustDomain checks a trust domain as Istio's mesh validation (ValidateTrustDomain):
+// dot-separated DNS-1123 labels, the last one possibly empty ("istio.io.").
+func checkTrustDomain(p problems, f, td string) {
+	if td == "" {
+		p.addf(f, "empty domain name not allowed")
+		return
+	}
+	parts := strings.Split(td, ".")
+	for i, label := range parts {
+		if i == len(parts)-1 && label == "" {
+			return
+		}
+		if len(validation.IsDNS1123Label(label)) > 0 {
+			p.addf(f, "trust domain name %q invalid: %q is not a DNS-1123 label", td, label)
+			return
+		}
+	}
 }
 
 // validatePeerAuthentication checks a PeerAuthentication on its own.

@@ -1,6 +1,8 @@
 package model
 
 import (
+	"slices"
+
 	networking "istio.io/api/networking/v1alpha3"
 	security "istio.io/api/security/v1beta1"
 	telemetry "istio.io/api/telemetry/v1alpha1"
@@ -51,6 +53,35 @@ type MeshConfig struct {
 	// AccessLogFormat is Istio's accessLogFormat: an Envoy format string (TEXT) or a JSON
 	// object of format strings (JSON); "" means Istio's default format of the encoding.
 	AccessLogFormat string
+
+	// TrustDomain is Istio's trustDomain: the SPIFFE trust domain of the workload
+	// identities the CA issues and the generator names; "" means DefaultTrustDomain.
+	TrustDomain string
+	// TrustDomainAliases are Istio's trustDomainAliases: trust domains whose identities
+	// the mesh treats as its own (policies naming them match the current ones, peers
+	// holding them are accepted), in the order written.
+	TrustDomainAliases []string
+}
+
+// Domain returns the mesh's trust domain, defaulted.
+func (m MeshConfig) Domain() string {
+	if m.TrustDomain == "" {
+		return DefaultTrustDomain
+	}
+	return m.TrustDomain
+}
+
+// TrustDomains returns the trust domain, then its aliases, without repeats: the list
+// istiod validates peers against (TrustDomainsForValidation) and rewrites policy
+// principals to (its trust domain bundle).
+func (m MeshConfig) TrustDomains() []string {
+	out := []string{m.Domain()}
+	for _, a := range m.TrustDomainAliases {
+		if a != "" && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // AccessLogEncoding is the mesh's accessLogEncoding.

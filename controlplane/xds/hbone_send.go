@@ -145,7 +145,7 @@ func connectOriginateCluster(m *model.Model) ([]types.Resource, error) {
 	if !sendsHBONE(m) {
 		return nil, nil
 	}
-	c, err := hboneOriginateCluster(ConnectOriginateListener, true)
+	c, err := hboneOriginateCluster(ConnectOriginateListener, true, m.Mesh.TrustDomains())
 	if err != nil {
 		return nil, err
 	}

@@ -36,7 +36,7 @@ func inboundChains(m *model.Model, pod *model.Pod, ip inboundPort) ([]*listener.
 		}
 		fc := &listener.FilterChain{Name: InboundChainName(ip.target), FilterChainMatch: match, Filters: filters, Metadata: origin}
 		if mtls {
-			if fc.TransportSocket, err = downstreamMTLSSocket(ip.protocol); err != nil {
+			if fc.TransportSocket, err = downstreamMTLSSocket(ip.protocol, m.Mesh.TrustDomains()); err != nil {
 				return nil, err
 			}
 		}

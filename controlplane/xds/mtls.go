@@ -92,20 +92,20 @@ func applyClusterTLS(c *cluster.Cluster, m *model.Model, sp servicePort, oc outb
 }
 
 // serviceSANs returns the SPIFFE IDs of the distinct service accounts of the pods behind
-// sp whose labels match subset (every pod for a nil subset), sorted.
+// sp whose labels match subset (every pod for a nil subset) in the mesh's trust domain
+// and, as istiod, in each of its aliases, sorted.
 func serviceSANs(m *model.Model, sp servicePort, subset map[string]string) []string {
 	var out []string
 	for _, ep := range m.Endpoints(sp.svc, sp.port) {
 		if !labelsMatch(subset, ep.Pod.Labels) {
 			continue
 		}
-		id := ep.Pod.SpiffeID(model.DefaultTrustDomain)
+		id := ep.Pod.SpiffeID(m.Mesh.Domain())
 		if !slices.Contains(out, id) {
 			out = append(out, id)
 		}
 	}
-	slices.Sort(out)
-	return out
+	return expandSANs(out, m.Mesh.TrustDomains()[1:])
 }
 
 // endpointMetadata returns the filter metadata of an endpoint on the pod's port: for a

@@ -58,6 +58,7 @@ func authzFor(m *model.Model, pod *model.Pod, forTCP bool) authz {
 // order) into RBAC rules for an HTTP chain, or a TCP chain when forTCP (see authzFor).
 func policyAuthz(m *model.Model, applies func(*model.IstioConfig[*security.AuthorizationPolicy]) bool, forTCP bool) authz {
 	var out authz
+	tds := m.Mesh.TrustDomains()
 	for _, ap := range m.Istio.AuthorizationPolicies {
 		if ap == nil || ap.Spec == nil || !applies(ap) {
 			continue
@@ -76,7 +77,7 @@ func policyAuthz(m *model.Model, applies func(*model.IstioConfig[*security.Autho
 			*set = &rbacpb.RBAC{Action: action, Policies: map[string]*rbacpb.Policy{}}
 		}
 		for i, r := range ap.Spec.GetRules() {
-			if p, ok := rbacPolicy(r, forTCP, action); ok {
+			if p, ok := rbacPolicy(r, forTCP, action, tds); ok {
 				(*set).Policies[fmt.Sprintf("ns[%s]-policy[%s]-rule[%d]", ap.Namespace, ap.Name, i)] = p
 			}
 		}
@@ -107,8 +108,9 @@ type field struct {
 // principal (and_ids of its fields and the when conditions), every to entry one
 // permission (and_rules of its fields); each field ORs its values and NOTs the OR of its
 // notValues. ok is false when the rule is dropped (an HTTP-only field of an ALLOW rule
-// on TCP).
-func rbacPolicy(r *security.Rule, forTCP bool, action rbacpb.RBAC_Action) (*rbacpb.Policy, bool) {
+// on TCP). Principals name the mesh's trust domains tds as istiod migrates them
+// (migratePrincipals).
+func rbacPolicy(r *security.Rule, forTCP bool, action rbacpb.RBAC_Action, tds []string) (*rbacpb.Policy, bool) {
 	var when []principalField
 	for _, c := range r.GetWhen() {
 		when = append(when, conditionField(c))
@@ -123,7 +125,7 @@ func rbacPolicy(r *security.Rule, forTCP bool, action rbacpb.RBAC_Action) (*rbac
 		// Istio's order: principals, requestPrincipals, namespaces, remoteIpBlocks,
 		// ipBlocks, then the when conditions.
 		fields := []principalField{
-			{field: field{s.GetPrincipals(), s.GetNotPrincipals(), false}, match: principalID},
+			{field: field{migrateAll(tds, s.GetPrincipals()), migrateAll(tds, s.GetNotPrincipals()), false}, match: principalID},
 			{field: field{s.GetRequestPrincipals(), s.GetNotRequestPrincipals(), true}, extended: requestPrincipalID},
 			{field: field{s.GetNamespaces(), s.GetNotNamespaces(), false}, match: namespaceID},
 			{field: field{s.GetRemoteIpBlocks(), s.GetNotRemoteIpBlocks(), false}, match: remoteIPID},

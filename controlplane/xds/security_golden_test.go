@@ -77,6 +77,20 @@ var securityCases = []struct {
 			}}}}},
 		}))
 	}},
+	// The trust domain migration task's mesh: new-td with the alias old-td; a policy naming
+	// old-td and one naming cluster.local (both rewritten to new-td and old-td, as istiod's
+	// trust domain bundle), one naming another trust domain (kept); the inbound chains
+	// accept peers of both trust domains, and the outbound clusters' SANs name both.
+	{"authz-trust-domain-aliases", "reviews-v1", func(m *model.Model) {
+		m.Mesh.TrustDomain, m.Mesh.TrustDomainAliases = "new-td", []string{"old-td"}
+		m.Istio.AuthorizationPolicies = append(m.Istio.AuthorizationPolicies, ap("default", "reviews-viewer", &security.AuthorizationPolicy{
+			Selector: selApp("reviews"),
+			Rules: []*security.Rule{{From: []*security.Rule_From{{Source: &security.Source{
+				Principals:    []string{"old-td/ns/default/sa/productpage", "cluster.local/ns/qa/sa/tester", "other-td/ns/default/sa/x"},
+				NotPrincipals: []string{"old-td/ns/default/sa/blocked"},
+			}}}}},
+		}))
+	}},
 	{"authz-deny-path-method", "reviews-v1", func(m *model.Model) {
 		m.Istio.AuthorizationPolicies = append(m.Istio.AuthorizationPolicies, ap("default", "no-admin", &security.AuthorizationPolicy{
 			Action: security.AuthorizationPolicy_DENY,

@@ -136,17 +136,20 @@ func rawBufferSocket() (*core.TransportSocket, error) {
 
 // downstreamMTLSSocket is the server side of Istio mTLS on an inbound chain, as
 // Istio's BuildInboundTLS: a client certificate is required and must carry a SPIFFE URI
-// of the mesh's trust domain signed by the mesh root; HTTP chains answer h2 or
+// of one of the mesh's trust domains tds (its trust domain and aliases, istiod's
+// TrustDomainsForValidation) signed by the mesh root; HTTP chains answer h2 or
 // http/1.1, TCP chains istio-peer-exchange too; the cipher suites are Istio's strong
 // ones (TLS 1.2; TLS 1.3's are fixed).
-func downstreamMTLSSocket(protocol model.Protocol) (*core.TransportSocket, error) {
+func downstreamMTLSSocket(protocol model.Protocol, tds []string) (*core.TransportSocket, error) {
 	alpn := alpnDownstreamHTTP
 	if !protocol.IsHTTP() {
 		alpn = alpnDownstreamTCP
 	}
-	common := commonTLSContext(alpn, []*matcher.StringMatcher{
-		{MatchPattern: &matcher.StringMatcher_Prefix{Prefix: "spiffe://" + model.DefaultTrustDomain + "/"}},
-	})
+	sans := make([]*matcher.StringMatcher, 0, len(tds))
+	for _, td := range tds {
+		sans = append(sans, &matcher.StringMatcher{MatchPattern: &matcher.StringMatcher_Prefix{Prefix: "spiffe://" + td + "/"}})
+	}
+	common := commonTLSContext(alpn, sans)
 	common.TlsParams.CipherSuites = serverCipherSuites
 	cfg, err := typed(&tlsv3.DownstreamTlsContext{
 		CommonTlsContext:         common,

@@ -186,7 +186,7 @@ func GenerateWaypoint(m *model.Model, w WaypointSpec) (map[resource.Type][]types
 		return nil, fail(err)
 	}
 	vips := waypointVIPClusters(m, w, ports)
-	cs, err := waypointClusters(w, vips)
+	cs, err := waypointClusters(w, vips, m.Mesh.TrustDomains())
 	if err != nil {
 		return nil, fail(err)
 	}

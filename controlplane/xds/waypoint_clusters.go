@@ -81,7 +81,7 @@ func waypointVIPClusters(m *model.Model, w WaypointSpec, ports []waypointPort) [
 // waypointClusters returns the waypoint's clusters: main_internal and encap (to the
 // internal listeners of those names), connect_originate (HBONE to the destination pod's
 // 15008), the double-HBONE pair, and the inbound-vip EDS clusters.
-func waypointClusters(w WaypointSpec, vips []vipCluster) ([]types.Resource, error) {
+func waypointClusters(w WaypointSpec, vips []vipCluster, tds []string) ([]types.Resource, error) {
 	var out []types.Resource
 	for _, c := range []struct{ name, listener string }{
 		{MainInternalListener, MainInternalListener},
@@ -95,16 +95,16 @@ func waypointClusters(w WaypointSpec, vips []vipCluster) ([]types.Resource, erro
 	}
 	// connect_originate also accepts the identities of the waypoint's own namespace, as
 	// istiod's does.
-	co, err := hboneOriginateCluster(ConnectOriginateListener, true, "spiffe://"+model.DefaultTrustDomain+"/ns/"+w.Namespace+"/sa/")
+	co, err := hboneOriginateCluster(ConnectOriginateListener, true, tds, "spiffe://"+tds[0]+"/ns/"+w.Namespace+"/sa/")
 	if err != nil {
 		return nil, err
 	}
 	out = append(out, co)
-	inner, err := innerConnectOriginateCluster()
+	inner, err := innerConnectOriginateCluster(tds)
 	if err != nil {
 		return nil, err
 	}
-	outer, err := hboneOriginateCluster(OuterConnectOriginate, false)
+	outer, err := hboneOriginateCluster(OuterConnectOriginate, false, tds)
 	if err != nil {
 		return nil, err
 	}
@@ -194,11 +194,16 @@ func internalUpstreamSocket(inner *core.TransportSocket, passthrough bool) (*cor
 }
 
 // hboneTLSContext is the client side of HBONE's mutual TLS: TLS 1.3 only, ALPN h2, the
-// workload certificate, the peer checked against the trust domain's SPIFFE prefix (and
-// extra prefixes).
-func hboneTLSContext(extraPrefixes ...string) *tlsv3.CommonTlsContext {
+// workload certificate, the peer checked against the SPIFFE prefix of each of the mesh's
+// trust domains tds (its trust domain and aliases, as istiod's TrustDomainsForValidation)
+// and extra prefixes.
+func hboneTLSContext(tds []string, extraPrefixes ...string) *tlsv3.CommonTlsContext {
 	sans := []*tlsv3.SubjectAltNameMatcher{}
-	for _, p := range append([]string{"spiffe://" + model.DefaultTrustDomain + "/"}, extraPrefixes...) {
+	var prefixes []string
+	for _, td := range tds {
+		prefixes = append(prefixes, "spiffe://"+td+"/")
+	}
+	for _, p := range append(prefixes, extraPrefixes...) {
 		sans = append(sans, &tlsv3.SubjectAltNameMatcher{
 			SanType: tlsv3.SubjectAltNameMatcher_URI,
 			Matcher: &matcher.StringMatcher{MatchPattern: &matcher.StringMatcher_Prefix{Prefix: p}},
@@ -221,8 +226,8 @@ func hboneTLSContext(extraPrefixes ...string) *tlsv3.CommonTlsContext {
 }
 
 // hboneUpstreamSocket is the TLS transport socket of an HBONE origination.
-func hboneUpstreamSocket(extraPrefixes ...string) (*core.TransportSocket, error) {
-	cfg, err := typed(&tlsv3.UpstreamTlsContext{CommonTlsContext: hboneTLSContext(extraPrefixes...)})
+func hboneUpstreamSocket(tds []string, extraPrefixes ...string) (*core.TransportSocket, error) {
+	cfg, err := typed(&tlsv3.UpstreamTlsContext{CommonTlsContext: hboneTLSContext(tds, extraPrefixes...)})
 	if err != nil {
 		return nil, err
 	}
@@ -251,12 +256,12 @@ func connectProtocolOptions(single bool) (*anypb.Any, error) {
 // from the connection's metadata ("waypoint" under original_dst's namespace) and accepts
 // any identity of the trust domain; the outer double-HBONE cluster dials the
 // connection's own destination, one tunnel per connection.
-func hboneOriginateCluster(name string, metadataKey bool, extraPrefixes ...string) (*cluster.Cluster, error) {
+func hboneOriginateCluster(name string, metadataKey bool, tds []string, extraPrefixes ...string) (*cluster.Cluster, error) {
 	opts, err := connectProtocolOptions(!metadataKey)
 	if err != nil {
 		return nil, err
 	}
-	ts, err := hboneUpstreamSocket(extraPrefixes...)
+	ts, err := hboneUpstreamSocket(tds, extraPrefixes...)
 	if err != nil {
 		return nil, err
 	}
@@ -282,12 +287,12 @@ func hboneOriginateCluster(name string, metadataKey bool, extraPrefixes ...strin
 
 // innerConnectOriginateCluster is the inner tunnel of double HBONE: CONNECT over mutual
 // TLS carried by the internal listener outer_connect_originate.
-func innerConnectOriginateCluster() (*cluster.Cluster, error) {
+func innerConnectOriginateCluster(tds []string) (*cluster.Cluster, error) {
 	opts, err := connectProtocolOptions(true)
 	if err != nil {
 		return nil, err
 	}
-	tls, err := hboneUpstreamSocket()
+	tls, err := hboneUpstreamSocket(tds)
 	if err != nil {
 		return nil, err
 	}

@@ -46,7 +46,7 @@ func waypointListeners(m *model.Model, w *model.Waypoint, ports []waypointPort) 
 	if err != nil {
 		return nil, err
 	}
-	ct, err := connectTerminateListener(logs)
+	ct, err := connectTerminateListener(logs, m.Mesh.TrustDomains())
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +141,7 @@ func waypointPeerMetadata(downstream bool) (*hcm.HttpFilter, error) {
 // of the trust domain), HTTP/2 CONNECT, every stream routed to main_internal with its
 // :authority saved as the original destination (and the peer's identities as Istio's
 // filter state).
-func connectTerminateListener(logs []*accesslogv3.AccessLog) (*listener.Listener, error) {
+func connectTerminateListener(logs []*accesslogv3.AccessLog, tds []string) (*listener.Listener, error) {
 	peer, err := waypointPeerMetadata(true)
 	if err != nil {
 		return nil, err
@@ -205,7 +205,7 @@ func connectTerminateListener(logs []*accesslogv3.AccessLog) (*listener.Listener
 		return nil, err
 	}
 	tls, err := typed(&tlsv3.DownstreamTlsContext{
-		CommonTlsContext:         hboneTLSContext(),
+		CommonTlsContext:         hboneTLSContext(tds),
 		RequireClientCertificate: wrapperspb.Bool(true),
 	})
 	if err != nil {

@@ -38,8 +38,6 @@ type WDSOptions struct {
 	Node string
 	// ClusterID is the cluster id, DefaultClusterID when "". Optional.
 	ClusterID string
-	// TrustDomain is the mesh's trust domain, model.DefaultTrustDomain when "". Optional.
-	TrustDomain string
 	// Unhealthy reports whether a pod is not ready (Workload.status UNHEALTHY, as istiod
 	// reads the PodReady condition). Optional: nil means every pod is ready.
 	Unhealthy func(*model.Pod) bool
@@ -194,7 +192,7 @@ func serviceEntryWorkloads(m *model.Model, se *model.IstioConfig[*networking.Ser
 			WorkloadName:          se.Name,
 			WorkloadType:          workload.WorkloadType_POD,
 		}
-		if td := cmp.Or(o.TrustDomain, model.DefaultTrustDomain); td != "cluster.local" {
+		if td := m.Mesh.Domain(); td != model.DefaultTrustDomain {
 			w.TrustDomain = td
 		}
 		if wle.GetWeight() > 0 {
@@ -306,8 +304,8 @@ func podWorkload(m *model.Model, p *model.Pod, svcs selectorIndex, o WDSOptions)
 		WorkloadName:          cmp.Or(p.Workload, p.Name),
 		WorkloadType:          workload.WorkloadType_POD,
 	}
-	if td := cmp.Or(o.TrustDomain, model.DefaultTrustDomain); td != "cluster.local" {
-		w.TrustDomain = td // istiod elides the default trust domain
+	if td := m.Mesh.Domain(); td != model.DefaultTrustDomain {
+		w.TrustDomain = td // istiod elides the default trust domain (pickTrustDomain)
 	}
 	if o.Unhealthy != nil && o.Unhealthy(p) {
 		w.Status = workload.WorkloadStatus_UNHEALTHY

@@ -254,12 +254,14 @@ func TestWorkloadShapeAsIstiod(t *testing.T) {
 	}
 
 	o := wdsOpts
-	o.TrustDomain, o.ClusterID = "example.org", "east"
+	o.ClusterID = "east"
+	m.Mesh.TrustDomain = "example.org"
 	o.Unhealthy = func(p *model.Pod) bool { return p.Name == "productpage-v1" }
 	w := workloadOf(t, m, o, "productpage-v1")
 	if w.TrustDomain != "example.org" || w.Uid != "east//Pod/default/productpage-v1" || w.Status != workload.WorkloadStatus_UNHEALTHY {
 		t.Errorf("trust domain %q uid %q status %s", w.TrustDomain, w.Uid, w.Status)
 	}
+	m.Mesh.TrustDomain = ""
 
 	m.Pod("db-v2").Labels["networking.istio.io/tunnel"] = "foo,http"
 	if w := workloadOf(t, m, wdsOpts, "db-v2"); w.TunnelProtocol != workload.TunnelProtocol_HBONE || !w.NativeTunnel {

@@ -137,7 +137,8 @@ func ConfigMaps(mc model.MeshConfig) ([]*corev1.ConfigMap, error) {
 }
 
 // MeshConfig returns the lab's mesh-wide settings as istiod's MeshConfig YAML, which
-// istiod lays over its defaults: the outbound policy, root namespace and access logs.
+// istiod lays over its defaults: the outbound policy, root namespace, access logs and
+// trust domain (with its aliases).
 // Each field is written out (a zero enum such as REGISTRY_ONLY included), so that none
 // falls back to Istio's default. Istio's default metrics provider is named as Istio's
 // chart writes it into the istio ConfigMap (defaultProviders.metrics: [prometheus], the
@@ -155,6 +156,10 @@ func MeshConfig(mc model.MeshConfig) ([]byte, error) {
 	}
 	if mc.AccessLogEncoding == model.AccessLogJSON {
 		m["accessLogEncoding"] = meshconfig.MeshConfig_JSON.String()
+	}
+	m["trustDomain"] = mc.Domain()
+	if len(mc.TrustDomainAliases) > 0 {
+		m["trustDomainAliases"] = mc.TrustDomainAliases
 	}
 	return yaml.Marshal(m)
 }
