@@ -41,9 +41,11 @@
 //	  accessLogFile: /dev/stdout                     # the default; "" turns access logs off
 //	  accessLogEncoding: TEXT                        # or JSON
 //	  accessLogFormat: ""                            # "": Istio's default format of the encoding
+//	  trustDomain: cluster.local                     # the default
+//	  trustDomainAliases: [old-td]                   # trust domains taken as the mesh's own
 //
 // Its spec is istio.io/api's mesh.v1alpha1.MeshConfig; only outboundTrafficPolicy,
-// rootNamespace and the three access log fields are implemented, every other field is
-// refused by name. Unlike Istio's default profile (and like its demo profile), access logs
+// rootNamespace, the three access log fields, trustDomain and trustDomainAliases are
+// implemented, every other field is refused by name. Unlike Istio's default profile (and like its demo profile), access logs
 // are on unless accessLogFile is written as "".
 package config
