@@ -218,3 +218,21 @@ func differ(a, b []byte) (bool, error) {
 	}
 	return !reflect.DeepEqual(va, vb), nil
 }
+
+// Edited checks an edited object (JSON) against the original as the API server checks an
+// update (the same name, namespace, apiVersion and kind), and reports whether it
+// changed anything.
+func Edited(original, edited []byte) (changed bool, err error) {
+	before, err := readTypeMeta(original)
+	if err != nil {
+		return false, fmt.Errorf("read the object: %w", err)
+	}
+	after, err := readTypeMeta(edited)
+	if err != nil {
+		return false, &StatusError{Reason: "BadRequest", Message: err.Error()}
+	}
+	if err := sameObject(before, after); err != nil {
+		return false, err
+	}
+	return differ(original, edited)
+}

@@ -154,8 +154,8 @@ func readStoredObject(ctx context.Context, c *api.Client, namespace string, t me
 	if t.kind.Kind == "Pod" {
 		return nil, fmt.Errorf("%s in %s is made from a workload's template: change the template (spec.template) of the Deployment that made it", ref, ns)
 	}
-	return nil, fmt.Errorf("%s in %s is made by the lab (istioctl install's gateways, a Gateway's automated deployment), not held as written: "+
-		"change what makes it (meshlab install -f IstioOperator.yaml's components, or the Gateway's spec.infrastructure)", ref, ns)
+	return nil, fmt.Errorf("%s in %s is made by the lab, not held as written: change what makes it (istioctl install's gateways: meshlab install -f IstioOperator.yaml's components; "+
+		"a Gateway's automated Service and Deployment: the Gateway's spec.infrastructure; the kubernetes Service and Istio's ConfigMaps are the cluster's own)", ref, ns)
 }
 
 // json is the object as JSON.

@@ -27,11 +27,6 @@ var refusals = []refusal{
 			"the lab's Gateway API CRDs are built in, so the page's `get crd gateways.gateway.networking.k8s.io` finds them and its `|| kustomize ...` never runs",
 	},
 	{
-		words: []string{"edit"}, errHas: `unknown command "edit"`,
-		why: "edit: meshlab has no edit verb (no editor on a stored object): write the change into a manifest and apply it with meshlab apply -f FILE; " +
-			"the mesh config (configmap istio) takes its fields from meshlab install -f IstioOperator.yaml (spec.meshConfig)",
-	},
-	{
 		words: []string{"manifest"}, errHas: `unknown command "manifest"`,
 		why: "manifest: istioctl manifest apply is the name install had before Istio 1.6, and manifest generate renders Kubernetes manifests a lab does not use: " +
 			"install with meshlab install -f IstioOperator.yaml",

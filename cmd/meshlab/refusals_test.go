@@ -17,7 +17,6 @@ func TestRefusalsAsExecuted(t *testing.T) {
 	}{
 		{`kustomize "github.com/kubernetes-sigs/gateway-api/config/crd?ref=v1.1.0"`, "kustomize: "},
 		{`-n istio-system patch --type=yaml deploy istio-egressgateway -p "[]"`, ""}, // kubectl's --type error, not a refusal
-		{`edit configmap istio -n istio-system`, "edit: "},
 		{`cp example.com.crt default/sleep-1:/etc/ssl/ca.crt`, "cp into a pod: /etc/ssl/ca.crt: "},
 		{`manifest apply -f ./istio.yaml`, "manifest: "},
 		{`rollout restart deployment -n istio-system istiod`, "rollout restart: "},

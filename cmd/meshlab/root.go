@@ -99,7 +99,7 @@ sidecar proxy per pod. No Kubernetes, no containers.`,
 		newAgentCmd(), newProxyCmd(g), newAppCmd(), newDescribeCmd(g), newEnvoyCmd(),
 		newDashboardCmd(g), newLogsCmd(g), newProxyConfigCmd(g), newAnalyzeCmd(g), newCompletionCmd(g),
 		newLabCmd(g), newReproCmd(g), newCACmd(g), newTraceCmd(g),
-		newPortForwardCmd(g), newWaitCmd(g), newLabelCmd(g), newAnnotateCmd(g), newPatchCmd(g), newCreateCmd(g), newVersionCmd(g), newFortioCmd(), newNcCmd(), newPilotAgentCmd(),
+		newPortForwardCmd(g), newWaitCmd(g), newLabelCmd(g), newAnnotateCmd(g), newPatchCmd(g), newEditCmd(g), newCreateCmd(g), newVersionCmd(g), newFortioCmd(), newNcCmd(), newPilotAgentCmd(),
 		newZtunnelCmd(), newZtunnelConfigCmd(g), newXCmd(g), newWaypointCmd(g), newInstallCmd(g), newUninstallCmd(g), newKubeInjectCmd(),
 		newRolloutCmd(g), // rollout.go
 	)
