@@ -322,8 +322,9 @@ func valueAt(m map[string]any, path string) (any, bool) {
 	return v, true
 }
 
-// setPath sets (or, when !ok, removes) the dotted path in m, as a string: the mesh
-// config's honoured fields are strings and enums.
+// setPath sets (or, when !ok, removes) the dotted path in m: a list as it is
+// (trustDomainAliases), any other value as a string (the mesh config's other honoured
+// fields are strings and enums).
 func setPath(m map[string]any, path string, v any, ok bool) {
 	parts := strings.Split(path, ".")
 	for _, p := range parts[:len(parts)-1] {
@@ -337,6 +338,10 @@ func setPath(m map[string]any, path string, v any, ok bool) {
 	last := parts[len(parts)-1]
 	if !ok {
 		delete(m, last)
+		return
+	}
+	if l, isList := v.([]any); isList {
+		m[last] = l
 		return
 	}
 	m[last] = fmt.Sprint(v)

@@ -16,11 +16,13 @@ func TestMeshEditPaths(t *testing.T) {
 		t.Fatalf("changedPaths = %q, want %q", got, want)
 	}
 	spec := map[string]any{"accessLogFile": "/dev/stdout", "rootNamespace": "istio-system"}
-	for _, p := range []string{"accessLogFile", "outboundTrafficPolicy.mode"} {
+	after["trustDomainAliases"] = []any{"old-td"}
+	defer delete(after, "trustDomainAliases")
+	for _, p := range []string{"accessLogFile", "outboundTrafficPolicy.mode", "trustDomainAliases"} {
 		v, ok := valueAt(after, p)
 		setPath(spec, p, v, ok)
 	}
-	wantSpec := map[string]any{"rootNamespace": "istio-system", "outboundTrafficPolicy": map[string]any{"mode": "REGISTRY_ONLY"}}
+	wantSpec := map[string]any{"rootNamespace": "istio-system", "outboundTrafficPolicy": map[string]any{"mode": "REGISTRY_ONLY"}, "trustDomainAliases": []any{"old-td"}}
 	if !reflect.DeepEqual(spec, wantSpec) {
 		t.Fatalf("spec = %v, want %v", spec, wantSpec)
 	}
