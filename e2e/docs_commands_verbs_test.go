@@ -58,9 +58,10 @@ func TestDocsCommandsVerbs(t *testing.T) {
 		t.Fatalf("proxy-config log --level http:debug:\n%s\nwant the http logger at debug, the others as they were", out)
 	}
 	run("  http: debug\n", "proxy-config", "log", "frontend-v1") // read back
-	// The authorization pages' rbac logger: meshlab's proxy has none (its RBAC filter
-	// logs no decisions), and says which it has.
-	fails("unrecognized logger name: rbac (this proxy's loggers: admin, config,", "proxy-config", "log", "deploy/frontend-v1.default", "--level", "rbac:debug")
+	// The authorization pages' rbac logger (the RBAC filters' decisions); a logger the
+	// proxy does not have is named with those it has.
+	run("  rbac: debug\n", "proxy-config", "log", "deploy/frontend-v1.default", "--level", "rbac:debug")
+	fails("unrecognized logger name: lua (this proxy's loggers: admin, config,", "proxy-config", "log", "deploy/frontend-v1.default", "--level", "lua:debug")
 	run("  http: warning\n", "proxy-config", "log", "frontend-v1", "-r")
 
 	out = run("\nThe result of pod frontend-v1:\n\n", "x", "es", "frontend-v1", "-oprom")

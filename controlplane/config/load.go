@@ -237,6 +237,7 @@ func decodeDocument(file, namespace string, d document, errs *ErrorList) (*Objec
 	case kindStored:
 		// Kept as written (o.JSON): get, describe and delete see it; nothing reads it.
 	}
+	checkDryRunAnnotation(top, apiVersion, o, p)
 	o.JSON = compactJSON(js)
 	return o, len(*errs) == n
 }

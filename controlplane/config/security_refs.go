@@ -54,5 +54,6 @@ func authorizationPolicyModel(o *Object) *model.IstioConfig[*security.Authorizat
 	if !hasSelector(ap.Selector) {
 		ap.Selector = nil
 	}
-	return &model.IstioConfig[*security.AuthorizationPolicy]{Name: o.Origin.Name, Namespace: o.Origin.Namespace, Spec: ap, Origin: o.Origin}
+	return &model.IstioConfig[*security.AuthorizationPolicy]{Name: o.Origin.Name, Namespace: o.Origin.Namespace, Spec: ap, Origin: o.Origin,
+		Annotations: objectAnnotations(o)}
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -108,6 +109,20 @@ func TestLoadSecurityErrors(t *testing.T) {
 		docs []string
 		want []string
 	}{
+		{
+			// Istio's validation webhook (validateMetadata's checkDryRunAnnotation).
+			name: "dry-run annotation",
+			docs: []string{
+				"apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {name: bad-value, annotations: {istio.io/dry-run: maybe}}\nspec: {action: DENY}\n",
+				"apiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata: {name: not-authz, annotations: {istio.io/dry-run: \"true\"}}\nspec: {}\n",
+				"apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {name: good, annotations: {istio.io/dry-run: \"false\"}}\nspec: {action: ALLOW}\n",
+				"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: kube-kind, annotations: {istio.io/dry-run: maybe}}\ndata: {}\n",
+			},
+			want: []string{
+				`t.yaml: AuthorizationPolicy default/bad-value: metadata.annotations.istio.io/dry-run: invalid value "maybe": want true or false`,
+				"t.yaml: PeerAuthentication default/not-authz: metadata.annotations.istio.io/dry-run: unsupported annotation on a PeerAuthentication (only an AuthorizationPolicy can be dry-run): remove the annotation",
+			},
+		},
 		{
 			name: "security version",
 			docs: []string{"apiVersion: security.istio.io/v1alpha3\nkind: PeerAuthentication\nmetadata: {name: p}\nspec: {}\n"},
@@ -345,5 +360,28 @@ func TestCanonicalKindGrouped(t *testing.T) {
 		if got != want || ok != (want != "") {
 			t.Errorf("CanonicalKind(%q) = %q, %v; want %q", in, got, ok, want)
 		}
+	}
+}
+
+// A policy's istio.io/dry-run reaches the model, where the generator reads it; a policy
+// annotated "false" (or not at all) is enforced.
+func TestDryRunAnnotationInModel(t *testing.T) {
+	t.Parallel()
+	dry := "apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata:\n  name: deny-path-headers\n  annotations:\n    \"istio.io/dry-run\": \"true\"\nspec: {action: DENY, rules: [{to: [{operation: {paths: [/headers]}}]}]}\n"
+	off := "apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {name: enforced, annotations: {istio.io/dry-run: \"false\"}}\nspec: {action: DENY}\n"
+	s, err := Load("t.yaml", []byte(docs(helloYAML(t), dry, off, ap("plain", "  {}\n"))))
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	m, err := s.Build(defaultOpts)
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	got := map[string]bool{}
+	for _, c := range m.Istio.AuthorizationPolicies {
+		got[c.Name] = c.DryRun()
+	}
+	if want := map[string]bool{"deny-path-headers": true, "enforced": false, "plain": false}; !maps.Equal(got, want) {
+		t.Fatalf("dry-run by policy = %v, want %v", got, want)
 	}
 }

@@ -133,6 +133,41 @@ func validateAuthorizationPolicy(ap *security.AuthorizationPolicy, p problems) {
 	}
 }
 
+// checkDryRunAnnotation checks istio.io/dry-run as Istio's validation webhook does
+// (validateMetadata): only an AuthorizationPolicy takes it, of action ALLOW or DENY,
+// with a value strconv.ParseBool reads. Kubernetes' own kinds take any annotation.
+func checkDryRunAnnotation(top map[string]any, apiVersion string, o *Object, p problems) {
+	meta, _ := top["metadata"].(map[string]any)
+	anns, _ := meta["annotations"].(map[string]any)
+	raw, found := anns[model.DryRunAnnotation]
+	if !found {
+		return
+	}
+	group, _, _ := strings.Cut(apiVersion, "/")
+	if !strings.HasSuffix(group, ".istio.io") {
+		return
+	}
+	f := "metadata.annotations." + model.DryRunAnnotation
+	ap := o.AuthorizationPolicy
+	if o.Origin.Kind != "AuthorizationPolicy" {
+		p.addf(f, "unsupported annotation on a %s (only an AuthorizationPolicy can be dry-run): remove the annotation", o.Origin.Kind)
+		return
+	}
+	if ap == nil {
+		return // the spec did not decode: already reported
+	}
+	switch a := ap.GetAction(); a {
+	case security.AuthorizationPolicy_ALLOW, security.AuthorizationPolicy_DENY:
+	default:
+		p.addf(f, "dry-run supports actions ALLOW and DENY only, not %s", a)
+		return
+	}
+	v, _ := raw.(string)
+	if _, err := strconv.ParseBool(v); err != nil {
+		p.addf(f, "invalid value %q: want true or false", v)
+	}
+}
+
 // checkPolicyTargets checks a policy's targetRef and targetRefs as Istio's validation:
 // at most one of selector, targetRef and targetRefs; each reference names an object of
 // its own namespace (no namespace) of an allowed kind. Istio also allows a ServiceEntry,

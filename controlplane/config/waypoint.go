@@ -133,6 +133,19 @@ func objectLabels(o *Object) map[string]string {
 	return doc.Metadata.Labels
 }
 
+// objectAnnotations returns the metadata.annotations of an object as written.
+func objectAnnotations(o *Object) map[string]string {
+	var doc struct {
+		Metadata struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	if len(o.JSON) == 0 || json.Unmarshal(o.JSON, &doc) != nil {
+		return nil
+	}
+	return doc.Metadata.Annotations
+}
+
 // waypointsOf returns the model's waypoints, sorted by namespace then name: for each
 // Gateway of class istio-waypoint, its traffic type (the Gateway's istio.io/waypoint-for,
 // else the GatewayClass's, else service, as istiod's gatewayToWaypointTransform) and who

@@ -162,7 +162,7 @@ func EndpointSlice(m *model.Model, s *model.Service) *discoveryv1.EndpointSlice 
 func IstioObjects(m *model.Model, kinds ...string) ([]any, error) {
 	var docs []any
 	var errs []error
-	add := func(apiVersion, kind, ns, name string, spec proto.Message) {
+	addAnnotated := func(apiVersion, kind, ns, name string, spec proto.Message, annotations map[string]string) {
 		if len(kinds) > 0 && !slices.Contains(kinds, kind) {
 			return
 		}
@@ -176,11 +176,14 @@ func IstioObjects(m *model.Model, kinds ...string) ([]any, error) {
 			errs = append(errs, fmt.Errorf("read %s %s/%s: %w", kind, ns, name, err))
 			return
 		}
-		docs = append(docs, map[string]any{
-			"apiVersion": apiVersion, "kind": kind,
-			"metadata": map[string]any{"name": name, "namespace": ns},
-			"spec":     s,
-		})
+		meta := map[string]any{"name": name, "namespace": ns}
+		if len(annotations) > 0 {
+			meta["annotations"] = maps.Clone(annotations)
+		}
+		docs = append(docs, map[string]any{"apiVersion": apiVersion, "kind": kind, "metadata": meta, "spec": s})
+	}
+	add := func(apiVersion, kind, ns, name string, spec proto.Message) {
+		addAnnotated(apiVersion, kind, ns, name, spec, nil)
 	}
 	const net, sec = "networking.istio.io/v1", "security.istio.io/v1"
 	for _, c := range m.Istio.VirtualServices {
@@ -199,7 +202,8 @@ func IstioObjects(m *model.Model, kinds ...string) ([]any, error) {
 		add(sec, "PeerAuthentication", c.Namespace, c.Name, c.Spec)
 	}
 	for _, c := range m.Istio.AuthorizationPolicies {
-		add(sec, "AuthorizationPolicy", c.Namespace, c.Name, c.Spec)
+		// Its annotations go with it: istio.io/dry-run decides where istiod puts its rules.
+		addAnnotated(sec, "AuthorizationPolicy", c.Namespace, c.Name, c.Spec, c.Annotations)
 	}
 	for _, c := range m.Istio.RequestAuthentications {
 		add(sec, "RequestAuthentication", c.Namespace, c.Name, c.Spec)

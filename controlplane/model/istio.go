@@ -2,6 +2,7 @@ package model
 
 import (
 	"slices"
+	"strconv"
 
 	networking "istio.io/api/networking/v1alpha3"
 	security "istio.io/api/security/v1beta1"
@@ -17,6 +18,26 @@ type IstioConfig[T any] struct {
 	// Labels are the object's metadata.labels (kept for ServiceEntries, which
 	// istio.io/use-waypoint attaches to a waypoint).
 	Labels map[string]string
+	// Annotations are the object's metadata.annotations (kept for AuthorizationPolicies,
+	// whose istio.io/dry-run istiod reads).
+	Annotations map[string]string
+}
+
+// DryRunAnnotation puts an AuthorizationPolicy in dry-run mode: istiod sends its rules to
+// the proxies as the RBAC filter's shadow rules, evaluated and logged, never enforced.
+const DryRunAnnotation = "istio.io/dry-run"
+
+// DryRun reports whether the object's istio.io/dry-run annotation is true, as istiod's
+// authz builder reads it (strconv.ParseBool; a value it cannot parse is not dry-run:
+// istiod logs the error and enforces the policy, though its validation refuses such a
+// value on apply, as meshlab's loader does).
+func (c *IstioConfig[T]) DryRun() bool {
+	v, ok := c.Annotations[DryRunAnnotation]
+	if !ok {
+		return false
+	}
+	b, err := strconv.ParseBool(v)
+	return err == nil && b
 }
 
 // OutboundTrafficPolicy is the mesh's outboundTrafficPolicy.mode.

@@ -88,10 +88,13 @@ func presence() *security.StringMatch {
 // group: its to (ports), its from (identities, namespaces, IP blocks) and each of its
 // when conditions a Rules of its own. An ALLOW rule with an HTTP attribute is dropped,
 // so it allows nothing (ztunnel fails closed); a DENY rule keeps its L4 parts, denying
-// more than asked.
+// more than asked. A dry-run policy (istio.io/dry-run) is nil too: istiod sends ztunnel
+// dry-run policies only with AMBIENT_ENABLE_DRY_RUN_AUTHORIZATION_POLICY, off by default
+// (older ztunnels would enforce them), and marks the policy ZtunnelAccepted False
+// (UnsupportedValue) instead; ztunnel never sees it.
 func ConvertAuthorizationPolicy(root string, ap *model.IstioConfig[*securityv1beta1.AuthorizationPolicy]) (*security.Authorization, []string) {
 	spec := ap.Spec
-	if spec == nil || len(spec.GetTargetRefs()) > 0 || spec.GetTargetRef() != nil {
+	if spec == nil || ap.DryRun() || len(spec.GetTargetRefs()) > 0 || spec.GetTargetRef() != nil {
 		return nil, nil
 	}
 	scope := security.Scope_WORKLOAD_SELECTOR

@@ -24,15 +24,47 @@ import (
 // NetworkRBACStatPrefix is the stat_prefix of every network RBAC filter, as Istio's.
 const NetworkRBACStatPrefix = "tcp."
 
-// shadowRulesStatPrefix is what istiod's authz builder names the shadow rules' stats on
-// every RBAC filter: the prefix of the shadow rules' action, and without dry-run policies
-// the shadow rules are nil, whose action reads as ALLOW (builder.shadowRuleStatPrefix).
-const shadowRulesStatPrefix = "istio_dry_run_allow_"
+// Shadow rules' stat prefixes, as istiod's authz builder names them by the shadow rules'
+// action (authz model's RBACShadowRules{Allow,Deny}StatPrefix): a filter without
+// dry-run policies has nil shadow rules, whose action reads as ALLOW, so it carries the
+// allow prefix (builder.shadowRuleStatPrefix).
+const (
+	shadowAllowStatPrefix = "istio_dry_run_allow_"
+	shadowDenyStatPrefix  = "istio_dry_run_deny_"
+)
 
-// authz is the RBAC config of one pod's inbound chains: the DENY and ALLOW rule sets
-// (nil when no policy of that action selects the pod).
+// ruleSet is the RBAC config of one action on a chain: the enforced rules of its
+// policies and the shadow rules of its dry-run ones (each nil when no policy of that
+// kind applies), as istiod's builder makes one filter of both.
+type ruleSet struct {
+	rules, shadow *rbacpb.RBAC
+}
+
+func (r ruleSet) empty() bool { return r.rules == nil && r.shadow == nil }
+
+// shadowStatPrefix is builder.shadowRuleStatPrefix: the prefix of the shadow rules'
+// action.
+func (r ruleSet) shadowStatPrefix() string {
+	if r.shadow.GetAction() == rbacpb.RBAC_DENY {
+		return shadowDenyStatPrefix
+	}
+	return shadowAllowStatPrefix
+}
+
+// sets returns the rule sets' RBACs, enforced and shadow, that are not nil.
+func (r ruleSet) sets() []*rbacpb.RBAC {
+	var out []*rbacpb.RBAC
+	for _, s := range []*rbacpb.RBAC{r.rules, r.shadow} {
+		if s != nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// authz is the RBAC config of one pod's inbound chains: the DENY and ALLOW rule sets.
 type authz struct {
-	deny, allow *rbacpb.RBAC
+	deny, allow ruleSet
 	// jwt is the envoy.filters.http.jwt_authn filter of an HTTP chain (nil: no
 	// RequestAuthentication selects the pod), which runs before the RBAC filters.
 	jwt *hcm.HttpFilter
@@ -55,7 +87,9 @@ func authzFor(m *model.Model, pod *model.Pod, forTCP bool) authz {
 }
 
 // policyAuthz translates the ALLOW and DENY AuthorizationPolicies that apply (in model
-// order) into RBAC rules for an HTTP chain, or a TCP chain when forTCP (see authzFor).
+// order) into RBAC rules for an HTTP chain, or a TCP chain when forTCP (see authzFor):
+// a dry-run policy's rules (istio.io/dry-run: "true") into the shadow rules of its
+// action's set, as istiod's builder.
 func policyAuthz(m *model.Model, applies func(*model.IstioConfig[*security.AuthorizationPolicy]) bool, forTCP bool) authz {
 	var out authz
 	tds := m.Mesh.TrustDomains()
@@ -63,15 +97,19 @@ func policyAuthz(m *model.Model, applies func(*model.IstioConfig[*security.Autho
 		if ap == nil || ap.Spec == nil || !applies(ap) {
 			continue
 		}
-		var set **rbacpb.RBAC
+		var rs *ruleSet
 		action := rbacpb.RBAC_ALLOW
 		switch ap.Spec.GetAction() {
 		case security.AuthorizationPolicy_ALLOW:
-			set = &out.allow
+			rs = &out.allow
 		case security.AuthorizationPolicy_DENY:
-			set, action = &out.deny, rbacpb.RBAC_DENY
+			rs, action = &out.deny, rbacpb.RBAC_DENY
 		default:
 			continue
+		}
+		set := &rs.rules
+		if ap.DryRun() {
+			set = &rs.shadow
 		}
 		if *set == nil {
 			*set = &rbacpb.RBAC{Action: action, Policies: map[string]*rbacpb.Policy{}}
@@ -305,17 +343,18 @@ func policyHeaderMatcher(name, v string) *route.HeaderMatcher {
 }
 
 // httpFilters returns the JWT filter of a, then its HTTP RBAC filters, DENY before
-// ALLOW, as Istio orders authn before authz.
+// ALLOW, as Istio orders authn before authz. Each filter carries its action's enforced
+// rules and dry-run shadow rules.
 func (a authz) httpFilters() ([]*hcm.HttpFilter, error) {
 	var out []*hcm.HttpFilter
 	if a.jwt != nil {
 		out = append(out, a.jwt)
 	}
-	for _, rules := range []*rbacpb.RBAC{a.deny, a.allow} {
-		if rules == nil {
+	for _, rs := range []ruleSet{a.deny, a.allow} {
+		if rs.empty() {
 			continue
 		}
-		cfg, err := typed(&httprbac.RBAC{Rules: rules, ShadowRulesStatPrefix: shadowRulesStatPrefix})
+		cfg, err := typed(&httprbac.RBAC{Rules: rs.rules, ShadowRules: rs.shadow, ShadowRulesStatPrefix: rs.shadowStatPrefix()})
 		if err != nil {
 			return nil, fmt.Errorf("build http rbac: %w", err)
 		}
@@ -327,11 +366,11 @@ func (a authz) httpFilters() ([]*hcm.HttpFilter, error) {
 // networkFilters returns the network RBAC filters of a, DENY before ALLOW.
 func (a authz) networkFilters() ([]*listener.Filter, error) {
 	var out []*listener.Filter
-	for _, rules := range []*rbacpb.RBAC{a.deny, a.allow} {
-		if rules == nil {
+	for _, rs := range []ruleSet{a.deny, a.allow} {
+		if rs.empty() {
 			continue
 		}
-		cfg, err := typed(&netrbac.RBAC{Rules: rules, StatPrefix: NetworkRBACStatPrefix, ShadowRulesStatPrefix: shadowRulesStatPrefix})
+		cfg, err := typed(&netrbac.RBAC{Rules: rs.rules, ShadowRules: rs.shadow, StatPrefix: NetworkRBACStatPrefix, ShadowRulesStatPrefix: rs.shadowStatPrefix()})
 		if err != nil {
 			return nil, fmt.Errorf("build network rbac: %w", err)
 		}

@@ -99,6 +99,34 @@ var securityCases = []struct {
 			}}}}},
 		}))
 	}},
+	// The authz-dry-run page's policy (istio.io/dry-run "true" on a DENY of /headers)
+	// beside an enforced ALLOW: the DENY filter has shadow rules only (prefix
+	// istio_dry_run_deny_), the ALLOW filter its rules (prefix istio_dry_run_allow_).
+	{"authz-dry-run", "reviews-v1", func(m *model.Model) {
+		dry := ap("default", "deny-path-headers", &security.AuthorizationPolicy{
+			Selector: selApp("reviews"), Action: security.AuthorizationPolicy_DENY,
+			Rules: []*security.Rule{{To: []*security.Rule_To{{Operation: &security.Operation{Paths: []string{"/headers"}}}}}},
+		})
+		dry.Annotations = map[string]string{model.DryRunAnnotation: "true"}
+		off := ap("default", "dry-run-false", &security.AuthorizationPolicy{
+			Selector: selApp("reviews"), Action: security.AuthorizationPolicy_DENY,
+			Rules: []*security.Rule{{To: []*security.Rule_To{{Operation: &security.Operation{Paths: []string{"/admin"}}}}}},
+		})
+		off.Annotations = map[string]string{model.DryRunAnnotation: "false"}
+		m.Istio.AuthorizationPolicies = append(m.Istio.AuthorizationPolicies, dry, off, ap("default", "reviews-viewer", &security.AuthorizationPolicy{
+			Selector: selApp("reviews"),
+			Rules:    []*security.Rule{{From: []*security.Rule_From{{Source: &security.Source{Namespaces: []string{"default"}}}}}},
+		}))
+	}},
+	// A dry-run ALLOW on a TCP port: the network filter carries shadow rules only.
+	{"authz-dry-run-tcp", "db-v1", func(m *model.Model) {
+		dry := ap("default", "db-only-5432", &security.AuthorizationPolicy{
+			Selector: selApp("db"),
+			Rules:    []*security.Rule{{To: []*security.Rule_To{{Operation: &security.Operation{Ports: []string{"5432"}}}}}},
+		})
+		dry.Annotations = map[string]string{model.DryRunAnnotation: "true"}
+		m.Istio.AuthorizationPolicies = append(m.Istio.AuthorizationPolicies, dry)
+	}},
 	{"authz-namespaces", "reviews-v1", func(m *model.Model) {
 		m.Istio.AuthorizationPolicies = append(m.Istio.AuthorizationPolicies, ap("default", "same-ns", &security.AuthorizationPolicy{
 			Rules: []*security.Rule{{From: []*security.Rule_From{

@@ -27,7 +27,7 @@ func waypointAuthz(m *model.Model, w *model.Waypoint, svc *model.Service, forTCP
 	out := policyAuthz(m, func(ap *model.IstioConfig[*security.AuthorizationPolicy]) bool {
 		return model.AttachesToWaypoint(ap.Spec, ap.Namespace, root, w, svc)
 	}, forTCP)
-	for _, set := range []*rbacpb.RBAC{out.allow, out.deny} {
+	for _, set := range append(out.allow.sets(), out.deny.sets()...) {
 		for _, p := range set.GetPolicies() {
 			for _, id := range p.GetPrincipals() {
 				peerFromFilterState(id)

@@ -153,7 +153,7 @@ func TestWaypointAuthorizationByTargetRefs(t *testing.T) {
 		}
 		for _, rules := range []bool{false, true} {
 			a := authzFor(m, p, rules)
-			for _, set := range []*rbacpb.RBAC{a.allow, a.deny} {
+			for _, set := range append(a.allow.sets(), a.deny.sets()...) {
 				for n := range set.GetPolicies() {
 					if !strings.Contains(n, "ratings-selector") {
 						t.Errorf("pod %s takes %s", p.Name, n)

@@ -174,6 +174,9 @@ var wdsCases = []struct {
 				TargetRefs: []*typev1beta1.PolicyTargetReference{{Kind: "Service", Name: "reviews"}},
 			}),
 			ap("default", "ext-authz", &security.AuthorizationPolicy{Selector: selApp("reviews"), Action: security.AuthorizationPolicy_CUSTOM}),
+			// A dry-run policy is not sent: istiod's AMBIENT_ENABLE_DRY_RUN_AUTHORIZATION_POLICY
+			// is off by default, so neither the policy nor a workload's name of it appears.
+			dryRun(ap("default", "dry-run-deny", &security.AuthorizationPolicy{Selector: selApp("reviews"), Action: security.AuthorizationPolicy_DENY})),
 		)
 	}},
 	{"pa-strict", func(m *model.Model) {
@@ -362,4 +365,10 @@ func BenchmarkAddresses(b *testing.B) {
 			}
 		})
 	}
+}
+
+// dryRun marks a policy istio.io/dry-run "true".
+func dryRun(c *model.IstioConfig[*security.AuthorizationPolicy]) *model.IstioConfig[*security.AuthorizationPolicy] {
+	c.Annotations = map[string]string{model.DryRunAnnotation: "true"}
+	return c
 }

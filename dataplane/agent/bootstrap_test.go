@@ -14,6 +14,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	metricsv3 "github.com/envoyproxy/go-control-plane/envoy/config/metrics/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	filev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
@@ -233,6 +234,11 @@ func typedBootstrap(t *testing.T, c Config) *bootstrapv3.Bootstrap {
 				}},
 			}},
 		},
+		StatsConfig: &metricsv3.StatsConfig{StatsTags: []*metricsv3.TagSpecifier{
+			{TagName: "authz_enforce_result", TagValue: &metricsv3.TagSpecifier_Regex{Regex: `rbac(\.(allowed|denied))`}},
+			{TagName: "authz_dry_run_action", TagValue: &metricsv3.TagSpecifier_Regex{Regex: `(\.istio_dry_run_(allow|deny)_)`}},
+			{TagName: "authz_dry_run_result", TagValue: &metricsv3.TagSpecifier_Regex{Regex: `(\.shadow_(allowed|denied))`}},
+		}},
 		Admin: &bootstrapv3.Admin{
 			AccessLog: []*accesslogv3.AccessLog{{
 				Name:       "envoy.access_loggers.file",

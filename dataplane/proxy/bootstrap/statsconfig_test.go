@@ -33,6 +33,8 @@ func TestIstioStatsConfigApplies(t *testing.T) {
 	st.Cluster("outbound|9080||reviews.default.svc.cluster.local;").Counter("upstream_rq_200").Inc()
 	st.Named("cluster_manager.cds").Counter("update_success").Inc()
 	st.HTTP("inbound_0.0.0.0_9080;").Counter("rbac.allowed").Inc()
+	// A dry-run DENY policy's shadow stat, as the RBAC filter names it.
+	st.HTTP("inbound_0.0.0.0_9080;").Counter("rbac.istio_dry_run_deny_.shadow_denied").Add(20)
 	st.Listener("0.0.0.0:15006").Scope("http", "").Scope("inbound_0.0.0.0_9080", "").Counter("downstream_rq_completed").Inc()
 	st.HTTP("outbound_0.0.0.0_9080").Counter("downstream_rq_total").Inc() // not included
 	st.TaggedCounter(stats.CustomNamespace+".istio_requests_total", []stats.Tag{{Name: "reporter", Value: "source"}, {Name: "response_code", Value: "200"}}).Inc()
@@ -47,6 +49,7 @@ func TestIstioStatsConfigApplies(t *testing.T) {
 		`envoy_cluster_upstream_cx_total{cluster_name="xds-grpc"} 1`,
 		`envoy_cluster_manager_cds_update_success 1`,
 		`envoy_http_rbac{http_conn_manager_prefix="inbound_0.0.0.0_9080",authz_enforce_result="allowed"} 1`,
+		`envoy_http_rbac{http_conn_manager_prefix="inbound_0.0.0.0_9080",authz_dry_run_action="deny",authz_dry_run_result="denied"} 20`,
 		`istio_requests_total{reporter="source",response_code="200"} 1`,
 	} {
 		if !strings.Contains(got, want+"\n") {

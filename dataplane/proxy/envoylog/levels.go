@@ -9,7 +9,7 @@ import (
 )
 
 // Loggers are the logger names the proxy uses, a subset of Envoy's.
-var Loggers = []string{"admin", "config", "conn_handler", "connection", "filter", "http", "main", "pool", "router", "upstream"}
+var Loggers = []string{"admin", "config", "conn_handler", "connection", "filter", "http", "main", "pool", "rbac", "router", "upstream"}
 
 // Levels holds one level per logger name, changed at run time by -l,
 // --component-log-level and POST /logging. Safe for concurrent use.

@@ -84,6 +84,8 @@ type router struct {
 	// sans is the last outbound mTLS request's SANs for istio.stats; HTTP/2 streams
 	// read and replace it concurrently.
 	sans atomic.Pointer[upstreamSANs]
+	// rbacLog is the rbac logger, made on the first request an RBAC filter sees.
+	rbacLog atomic.Pointer[slog.Logger]
 }
 
 type hcmStats struct {

@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -631,12 +633,26 @@ func (m *Manager) handle(a *active, conn net.Conn) {
 	}
 	// Upstream connections made for this connection carry the objects it shares.
 	ctx := internalconn.WithFilterState(m.ctx, filterState)
-	in := &rbac.Input{Local: local, DirectRemote: remote, Remote: remote, TLS: fc.TLS != nil, Peer: peer,
-		FilterState: internalconn.Values(filterState)}
+	in := &rbac.Input{Local: local, DirectRemote: remote, Remote: remote, TLS: fc.TLS != nil, Peer: peer, ServerName: sni,
+		FilterState: internalconn.Values(filterState), DynamicMetadata: dynamicMD}
+	var rbacLog *slog.Logger
+	if len(fc.RBAC) > 0 {
+		rbacLog = m.deps.Logger.With("component", rbac.LoggerName)
+	}
+	if slices.ContainsFunc(fc.RBAC, func(r *rbac.NetworkConfig) bool { return r.Shadow != nil }) {
+		// Shadow results go to the connection's own metadata (the access log's), not to
+		// the map an internal connection's origin handed over.
+		dynamicMD = maps.Clone(dynamicMD)
+		if dynamicMD == nil {
+			dynamicMD = map[string]*structpb.Struct{}
+		}
+	}
 	authorize := func() (bool, string) {
 		for _, r := range fc.RBAC {
-			if ok, policy := r.NetworkStats(m.deps.Stats).Check(r.Engine, in); !ok {
-				detail := rbac.ResponseDetail(policy)
+			res := r.NetworkStats(m.deps.Stats).CheckConnection(&r.Rules, in, rbacLog)
+			res.MergeInto(dynamicMD, rbac.NetworkFilterName)
+			if !res.Allowed {
+				detail := rbac.ResponseDetail(res.Policy)
 				m.deps.Logger.Debug("connection denied by rbac", "listener", cfg.Name, "remote", remote.String(), "detail", detail)
 				return false, detail
 			}

@@ -52,72 +52,90 @@ var rulesAllow = fieldcheck.Allow{
 }
 
 var httpAllow = fieldcheck.Allow{
-	// shadow_rules_stat_prefix only names the stats and dynamic metadata of shadow_rules
-	// (refused), so without them it has nothing to name: istiod sets it on every filter.
-	HTTPConfigType: {"rules", "rules_stat_prefix", "shadow_rules_stat_prefix"},
+	HTTPConfigType: {"rules", "rules_stat_prefix", "shadow_rules", "shadow_rules_stat_prefix"},
 }.Merge(rulesAllow)
 
 var networkAllow = fieldcheck.Allow{
-	NetworkConfigType: {"rules", "stat_prefix", "enforcement_type", "shadow_rules_stat_prefix"},
+	NetworkConfigType: {"rules", "stat_prefix", "enforcement_type", "shadow_rules", "shadow_rules_stat_prefix"},
 }.Merge(rulesAllow)
+
+// Rules are one filter's two engines: the enforced rules, whose decision stands, and the
+// shadow rules, evaluated and reported (stats, dynamic metadata, rbac debug log) but
+// never enforced, which is how istiod sends a dry-run AuthorizationPolicy. Their stat
+// prefixes name their stats and dynamic metadata keys.
+type Rules struct {
+	Engine *Engine // rules; nil: no rules, everything is allowed
+	Shadow *Engine // shadow_rules; nil: none
+	// RulesStatPrefix and ShadowRulesStatPrefix are rules_stat_prefix and
+	// shadow_rules_stat_prefix (the network filter has no rules_stat_prefix).
+	RulesStatPrefix, ShadowRulesStatPrefix string
+}
 
 // HTTPConfig is a compiled envoy.filters.http.rbac.
 type HTTPConfig struct {
-	Engine          *Engine // nil: no rules, everything is allowed
-	RulesStatPrefix string
+	Rules
 }
 
 // NetworkConfig is a compiled envoy.filters.network.rbac.
 type NetworkConfig struct {
-	Engine     *Engine
+	Rules
 	StatPrefix string // e.g. "tcp.": stats <stat_prefix>rbac.allowed
 }
 
 // CompileHTTP validates and compiles an HTTP RBAC typed_config. Fields the proxy does
-// not implement (shadow_rules, matcher, conditions, metadata matchers...) are refused.
+// not implement (matcher, conditions, track_per_rule_stats, the LOG action...) are
+// refused.
 func CompileHTTP(a *anypb.Any) (*HTTPConfig, error) {
-	r, e, err := compile[httprbacv3.RBAC](a, httpAllow)
+	r, rules, err := compile[httprbacv3.RBAC](a, httpAllow)
 	if err != nil {
 		return nil, err
 	}
-	return &HTTPConfig{Engine: e, RulesStatPrefix: r.GetRulesStatPrefix()}, nil
+	rules.RulesStatPrefix = r.GetRulesStatPrefix()
+	return &HTTPConfig{Rules: rules}, nil
 }
 
 // CompileNetwork validates and compiles a network RBAC typed_config.
 func CompileNetwork(a *anypb.Any) (*NetworkConfig, error) {
-	r, e, err := compile[netrbacv3.RBAC](a, networkAllow)
+	r, rules, err := compile[netrbacv3.RBAC](a, networkAllow)
 	if err != nil {
 		return nil, err
 	}
-	return &NetworkConfig{Engine: e, StatPrefix: r.GetStatPrefix()}, nil
+	return &NetworkConfig{Rules: rules, StatPrefix: r.GetStatPrefix()}, nil
 }
 
 // compile unpacks a typed_config of either RBAC filter (HTTP or network), validates it,
-// refuses the fields allow does not list and compiles its rules.
+// refuses the fields allow does not list and compiles its rules and shadow rules.
 func compile[T any, M interface {
 	*T
 	proto.Message
 	ValidateAll() error
 	GetRules() *rbacv3.RBAC
-}](a *anypb.Any, allow fieldcheck.Allow) (M, *Engine, error) {
+	GetShadowRules() *rbacv3.RBAC
+	GetShadowRulesStatPrefix() string
+}](a *anypb.Any, allow fieldcheck.Allow) (M, Rules, error) {
 	r := M(new(T))
 	if err := a.UnmarshalTo(r); err != nil {
-		return nil, nil, fmt.Errorf("unpack RBAC: %w", err)
+		return nil, Rules{}, fmt.Errorf("unpack RBAC: %w", err)
 	}
 	if err := r.ValidateAll(); err != nil {
-		return nil, nil, err
+		return nil, Rules{}, err
 	}
 	if err := allow.Check(r); err != nil {
-		return nil, nil, err
+		return nil, Rules{}, err
 	}
-	e, err := compileRules(r.GetRules())
+	e, err := compileRules(r.GetRules(), "rules")
 	if err != nil {
-		return nil, nil, err
+		return nil, Rules{}, err
 	}
-	return r, e, nil
+	shadow, err := compileRules(r.GetShadowRules(), "shadow_rules")
+	if err != nil {
+		return nil, Rules{}, err
+	}
+	return r, Rules{Engine: e, Shadow: shadow, ShadowRulesStatPrefix: r.GetShadowRulesStatPrefix()}, nil
 }
 
-func compileRules(r *rbacv3.RBAC) (*Engine, error) {
+// compileRules compiles the RBAC of field (rules or shadow_rules); nil for none.
+func compileRules(r *rbacv3.RBAC, field string) (*Engine, error) {
 	if r == nil {
 		return nil, nil
 	}
@@ -128,16 +146,16 @@ func compileRules(r *rbacv3.RBAC) (*Engine, error) {
 	case rbacv3.RBAC_DENY:
 		e.Action = ActionDeny
 	default:
-		return nil, fmt.Errorf("rules.action: %s is not supported by meshlab proxy", r.GetAction())
+		return nil, fmt.Errorf("%s.action: %s is not supported by meshlab proxy", field, r.GetAction())
 	}
 	for name, p := range r.GetPolicies() {
 		perms, err := compilePermissions(p.GetPermissions(), "permissions")
 		if err != nil {
-			return nil, fmt.Errorf("rules.policies[%s].%w", name, fixList(err))
+			return nil, fmt.Errorf("%s.policies[%s].%w", field, name, fixList(err))
 		}
 		princs, err := compilePrincipals(p.GetPrincipals(), "principals")
 		if err != nil {
-			return nil, fmt.Errorf("rules.policies[%s].%w", name, fixList(err))
+			return nil, fmt.Errorf("%s.policies[%s].%w", field, name, fixList(err))
 		}
 		pol := Policy{Name: name}
 		for _, m := range perms {
@@ -165,16 +183,19 @@ func fixList(err error) error {
 	return err
 }
 
-// Stats are a filter's rbac.allowed and rbac.denied counters.
+// Stats are a filter's rbac.allowed and rbac.denied counters, and its shadow rules'
+// rbac.<shadow prefix>.shadow_allowed and shadow_denied. Envoy creates all four with the
+// filter, shadow rules or not.
 type Stats struct {
-	Allowed, Denied *stats.Stat
+	Allowed, Denied             *stats.Stat
+	ShadowAllowed, ShadowDenied *stats.Stat
 }
 
 // HTTPStats returns the stats of an HTTP RBAC filter in its HCM's scope
 // ("http.<stat_prefix>."): http.<stat_prefix>.rbac.<rules_stat_prefix>allowed, as
 // Envoy's Filters::Common::RBAC::generateStats.
 func (c *HTTPConfig) HTTPStats(hcm stats.Scope) Stats {
-	return newStats(hcm.Scope("rbac", ""), c.RulesStatPrefix)
+	return newStats(hcm.Scope("rbac", ""), c.RulesStatPrefix, c.ShadowRulesStatPrefix)
 }
 
 // NetworkStats returns the stats of a network RBAC filter: <stat_prefix>rbac.allowed
@@ -186,28 +207,22 @@ func (c *NetworkConfig) NetworkStats(store *stats.Store) Stats {
 			sc = sc.Scope(seg, "")
 		}
 	}
-	return newStats(sc.Scope("rbac", ""), "")
+	return newStats(sc.Scope("rbac", ""), "", c.ShadowRulesStatPrefix)
 }
 
-func newStats(sc stats.Scope, rulesPrefix string) Stats {
-	if rulesPrefix != "" && !strings.HasSuffix(rulesPrefix, ".") {
-		rulesPrefix += "." // Envoy's statPrefixJoin
+// newStats names the counters as Envoy's generateStats: each prefix joined to "rbac."
+// and then to the counter's name with statPrefixJoin, which puts a "." between them
+// unless the prefix ends with one (so shadow prefix "istio_dry_run_deny_" gives
+// rbac.istio_dry_run_deny_.shadow_denied, the name Istio's stats_tags take apart).
+func newStats(sc stats.Scope, rulesPrefix, shadowPrefix string) Stats {
+	join := func(prefix, name string) string {
+		if prefix != "" && !strings.HasSuffix(prefix, ".") {
+			prefix += "."
+		}
+		return prefix + name
 	}
-	return Stats{Allowed: sc.Counter(rulesPrefix + "allowed"), Denied: sc.Counter(rulesPrefix + "denied")}
-}
-
-// Check runs the engine on in, counts the decision and reports it with the deciding
-// policy's name. Without an engine (no rules) everything is allowed and nothing is
-// counted, as in Envoy.
-func (s Stats) Check(e *Engine, in *Input) (bool, string) {
-	if e == nil {
-		return true, ""
+	return Stats{
+		Allowed: sc.Counter(join(rulesPrefix, "allowed")), Denied: sc.Counter(join(rulesPrefix, "denied")),
+		ShadowAllowed: sc.Counter(join(shadowPrefix, "shadow_allowed")), ShadowDenied: sc.Counter(join(shadowPrefix, "shadow_denied")),
 	}
-	ok, policy := e.Allowed(in)
-	if ok {
-		s.Allowed.Inc()
-	} else {
-		s.Denied.Inc()
-	}
-	return ok, policy
 }

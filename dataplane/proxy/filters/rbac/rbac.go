@@ -2,7 +2,10 @@
 // engine (ALLOW and DENY policies of permissions and principals) and the two filters that
 // run it, envoy.filters.http.rbac (a denied request gets 403 "RBAC: access denied") and
 // envoy.filters.network.rbac (a denied connection is closed), with Envoy's
-// <prefix>rbac.allowed / rbac.denied stats.
+// <prefix>rbac.allowed / rbac.denied stats. Their shadow rules (istiod's dry-run
+// policies) are evaluated beside the enforced ones and only reported: stats
+// rbac.<shadow prefix>.shadow_allowed / shadow_denied, dynamic metadata and the rbac
+// logger's debug lines.
 package rbac
 
 import (
@@ -32,10 +35,15 @@ type Input struct {
 	Peer *x509.Certificate
 	// TLS reports whether the downstream connection is TLS (authenticated needs it).
 	TLS bool
+	// ServerName is the downstream TLS SNI ("" without).
+	ServerName string
 	// Header returns a request header (pseudo headers ":method", ":path",
 	// ":authority") as Envoy joins repeated values, and whether it is present; nil on
 	// a network filter, where no header is present.
 	Header func(name string) (string, bool)
+	// Headers lists the request's headers, pseudo headers first, for the rbac debug log;
+	// nil on a network filter. Called only when that log is on.
+	Headers func() [][2]string
 	// DynamicMetadata is the request's dynamic metadata by filter name (the JWT
 	// filter's payload under "envoy.filters.http.jwt_authn"); nil on a network filter.
 	DynamicMetadata map[string]*structpb.Struct

@@ -144,7 +144,7 @@ func TestAllowNothingAndNoRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ok, _ := nothing.HTTPStats(st.HTTP("inbound_0.0.0.0_8080")).Check(nothing.Engine, input("", nil)); ok {
+	if res := nothing.HTTPStats(st.HTTP("inbound_0.0.0.0_8080")).Check(&nothing.Rules, input("", nil), nil); res.Allowed {
 		t.Fatal("allow-nothing allowed a request")
 	}
 	if got := st.Value("http.inbound_0.0.0.0_8080.rbac.denied"); got != 1 {
@@ -154,14 +154,14 @@ func TestAllowNothingAndNoRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ok, _ := none.NetworkStats(st).Check(none.Engine, input("", nil)); !ok {
+	if res := none.NetworkStats(st).CheckConnection(&none.Rules, input("", nil), nil); !res.Allowed {
 		t.Fatal("a filter without rules denied")
 	}
 	if _, used := st.Lookup("tcp.rbac.allowed"); used && st.Value("tcp.rbac.allowed") != 0 {
 		t.Fatal("a filter without rules counted a decision")
 	}
 	withPrefix, _ := CompileHTTP(mustAny(t, &httprbacv3.RBAC{RulesStatPrefix: "istio_dry_run_", Rules: &rbacv3.RBAC{}}))
-	withPrefix.HTTPStats(st.HTTP("in")).Check(withPrefix.Engine, input("", nil))
+	withPrefix.HTTPStats(st.HTTP("in")).Check(&withPrefix.Rules, input("", nil), nil)
 	if got := st.Value("http.in.rbac.istio_dry_run_.denied"); got != 1 {
 		t.Fatalf("rules_stat_prefix stat = %d", got)
 	}
@@ -180,10 +180,11 @@ func TestCompileRefusesWhatIsNotImplemented(t *testing.T) {
 		net  bool
 		want string
 	}{
-		{"shadow_rules", &httprbacv3.RBAC{ShadowRules: &rbacv3.RBAC{}}, false, "shadow_rules: field is not supported"},
+		{"shadow_log_action", &httprbacv3.RBAC{ShadowRules: &rbacv3.RBAC{Action: rbacv3.RBAC_LOG}}, false, "shadow_rules.action: LOG is not supported"},
+		{"per_rule_stats", &httprbacv3.RBAC{TrackPerRuleStats: true}, false, "track_per_rule_stats: field is not supported"},
 		{"metadata_double_match", &httprbacv3.RBAC{Rules: &rbacv3.RBAC{Policies: map[string]*rbacv3.Policy{"p": {Permissions: []*rbacv3.Permission{meta}, Principals: []*rbacv3.Principal{anyID}}}}}, false, "rules.policies[p].permissions[0].metadata.value.double_match: field is not supported"},
 		{"log_action", &httprbacv3.RBAC{Rules: &rbacv3.RBAC{Action: rbacv3.RBAC_LOG}}, false, "rules.action: LOG is not supported"},
-		{"network_shadow", &netrbacv3.RBAC{StatPrefix: "tcp.", ShadowRules: &rbacv3.RBAC{}}, true, "shadow_rules: field is not supported"},
+		{"network_shadow_bad_regex", &netrbacv3.RBAC{StatPrefix: "tcp.", ShadowRules: &rbacv3.RBAC{Policies: map[string]*rbacv3.Policy{"p": {Permissions: []*rbacv3.Permission{anyPerm}, Principals: []*rbacv3.Principal{authn(regex("("))}}}}}, true, "shadow_rules.policies[p].principals[0].authenticated.principal_name.safe_regex.regex"},
 		{"nested_and_rules", &httprbacv3.RBAC{Rules: &rbacv3.RBAC{Policies: map[string]*rbacv3.Policy{"p": {Permissions: []*rbacv3.Permission{andRules}, Principals: []*rbacv3.Principal{anyID}}}}}, false, "rules.policies[p].permissions[0].and_rules.rules[1].url_path.path.safe_regex.regex"},
 		{"nested_or_ids", &netrbacv3.RBAC{StatPrefix: "tcp.", Rules: &rbacv3.RBAC{Policies: map[string]*rbacv3.Policy{"p": {Permissions: []*rbacv3.Permission{anyPerm}, Principals: []*rbacv3.Principal{orIDs}}}}}, true, "rules.policies[p].principals[0].or_ids.ids[2].authenticated.principal_name.safe_regex.regex"},
 		{"bad_regex", &netrbacv3.RBAC{StatPrefix: "tcp.", Rules: &rbacv3.RBAC{Policies: map[string]*rbacv3.Policy{"p": {Permissions: []*rbacv3.Permission{anyPerm}, Principals: []*rbacv3.Principal{authn(regex("("))}}}}}, true, "rules.policies[p].principals[0].authenticated.principal_name.safe_regex.regex"},
@@ -204,16 +205,19 @@ func TestCompileRefusesWhatIsNotImplemented(t *testing.T) {
 }
 
 // FuzzCompileHTTP feeds arbitrary bytes as an HTTP RBAC config: compile never panics,
-// and a compiled engine decides without panicking.
+// and a compiled filter (rules and shadow rules) decides without panicking.
 func FuzzCompileHTTP(f *testing.F) {
 	seed, _ := proto.Marshal(&httprbacv3.RBAC{Rules: &rbacv3.RBAC{Policies: map[string]*rbacv3.Policy{"p": {Permissions: []*rbacv3.Permission{anyPerm}, Principals: []*rbacv3.Principal{authn(regex(".*"))}}}}})
 	f.Add(seed)
+	shadow, _ := proto.Marshal(&httprbacv3.RBAC{ShadowRules: denyHeaders(), ShadowRulesStatPrefix: "istio_dry_run_deny_"})
+	f.Add(shadow)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		cfg, err := CompileHTTP(&anypb.Any{TypeUrl: "type.googleapis.com/" + HTTPConfigType, Value: b})
 		if err != nil {
 			return
 		}
-		cfg.Engine.Allowed(input("spiffe://x/ns/y/sa/z", map[string]string{":path": "/"}))
+		st := stats.NewStore()
+		cfg.HTTPStats(st.HTTP("in")).Check(&cfg.Rules, input("spiffe://x/ns/y/sa/z", map[string]string{":path": "/"}), nil)
 	})
 }
 
