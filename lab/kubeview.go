@@ -485,11 +485,35 @@ func (v kubeView) service(s *model.Service) corev1.Service {
 	for _, p := range s.Ports {
 		out.Spec.Ports = append(out.Spec.Ports, corev1.ServicePort{Name: p.Name, Protocol: corev1.ProtocolTCP, Port: int32(p.Port), TargetPort: intstr.FromInt32(int32(p.TargetPort))})
 	}
+	if out.Spec.Type == corev1.ServiceTypeLoadBalancer {
+		out.Spec.ExternalTrafficPolicy = v.externalTrafficPolicy(s.Namespace, s.Name)
+	}
 	if gateway && s.VIP.IsValid() {
 		vip := corev1.LoadBalancerIPModeVIP
 		out.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: s.VIP.String(), IPMode: &vip}}
 	}
 	return out
+}
+
+// externalTrafficPolicy is what `kubectl patch` set on the lab's gateway Service
+// (model.AnnotationExternalTrafficPolicy on the lab's MeshConfig), "" when nothing did.
+func (v kubeView) externalTrafficPolicy(namespace, name string) corev1.ServiceExternalTrafficPolicy {
+	for _, o := range v.objects {
+		if o.MeshConfig == nil {
+			continue
+		}
+		var m struct {
+			Metadata metav1.ObjectMeta `json:"metadata"`
+		}
+		if json.Unmarshal(o.JSON, &m) != nil {
+			continue
+		}
+		var set map[string]string
+		if json.Unmarshal([]byte(m.Metadata.Annotations[model.AnnotationExternalTrafficPolicy]), &set) == nil {
+			return corev1.ServiceExternalTrafficPolicy(set[namespace+"/"+name])
+		}
+	}
+	return ""
 }
 
 // ingressStatus is the status istiod's ingress controller writes on each Ingress it

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -24,9 +25,15 @@ func newDescribeServiceCmd(g *globalFlags) *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeServices(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return queryLab(cmd, g, output, func(ctx context.Context, c *api.Client) (api.ServiceView, error) {
-				return c.DescribeService(ctx, namespace, args[0])
-			}, printServiceView)
+			var view api.ServiceView
+			if err := queryLab(cmd, g, output, func(ctx context.Context, c *api.Client) (api.ServiceView, error) {
+				v, err := c.DescribeService(ctx, namespace, args[0])
+				view = v
+				return v, err
+			}, printServiceView); err != nil || output != "" {
+				return err
+			}
+			return describeTrafficPolicy(cmd, g, view)
 		},
 	}
 	addOutputFlag(cmd, &output)
@@ -93,4 +100,32 @@ func formatSelector(m map[string]string) string {
 		kv = append(kv, k+"="+m[k])
 	}
 	return strings.Join(kv, ",")
+}
+
+// describeTrafficPolicy adds kubectl describe's External Traffic Policy line for a
+// gateway Service whose policy was patched (patch.go), and what it does in a lab on
+// stderr: nothing, as a client's source address already reaches the gateway.
+func describeTrafficPolicy(cmd *cobra.Command, g *globalFlags, v api.ServiceView) error {
+	c, err := g.apiClient()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	objs, err := c.KubeObjects(cmd.Context(), "Service", v.Namespace, v.Name, "")
+	if err != nil || len(objs) != 1 {
+		return nil //nolint:nilerr // the line is kubectl's extra; the description above stands without it
+	}
+	var svc struct {
+		Spec struct {
+			ExternalTrafficPolicy string `json:"externalTrafficPolicy"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(objs[0].Object, &svc); err != nil || svc.Spec.ExternalTrafficPolicy == "" {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "External Traffic Policy:  %s\n", svc.Spec.ExternalTrafficPolicy)
+	fmt.Fprintf(cmd.ErrOrStderr(), "Note (meshlab): externalTrafficPolicy %s is kept and shown, and changes nothing in a lab: "+
+		"a client reaches the gateway at its VIP with its own source address (no node hop, no SNAT), which is what Local keeps in a cluster, "+
+		"so the gateway's authorization policies see the client's IP either way\n", svc.Spec.ExternalTrafficPolicy)
+	return nil
 }

@@ -248,27 +248,9 @@ func applyMeshConfigMap(ctx context.Context, c *api.Client, original, edited []b
 			return fmt.Errorf("data.mesh: %s: meshlab's mesh config does not honour it (it honours %s)", p, strings.Join(honoured, ", "))
 		}
 	}
-	have, err := c.Objects(ctx, "MeshConfig", "", "")
+	spec, annotations, err := labMeshConfig(ctx, c)
 	if err != nil {
 		return err
-	}
-	spec, annotations := map[string]any{}, map[string]any{}
-	if len(have) > 0 {
-		var mc struct {
-			Metadata struct {
-				Annotations map[string]any `json:"annotations"`
-			} `json:"metadata"`
-			Spec map[string]any `json:"spec"`
-		}
-		if err := json.Unmarshal(have[0].Object, &mc); err != nil {
-			return fmt.Errorf("read the lab's MeshConfig: %w", err)
-		}
-		if mc.Spec != nil {
-			spec = mc.Spec
-		}
-		if mc.Metadata.Annotations != nil {
-			annotations = mc.Metadata.Annotations
-		}
 	}
 	for _, p := range changed {
 		v, ok := valueAt(meshAfter, p)

@@ -103,6 +103,15 @@ func runPatch(ctx context.Context, c *api.Client, namespace string, args []strin
 	var lines []string
 	for _, t := range targets {
 		o, err := readStoredObject(ctx, c, namespace, t)
+		var made *madeByLabError
+		if errors.As(err, &made) && t.kind.Kind == "Service" {
+			line, err := patchGatewayService(ctx, c, namespace, t, patch, typ, made)
+			if err != nil {
+				return err
+			}
+			lines = append(lines, line)
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -154,8 +163,122 @@ func readStoredObject(ctx context.Context, c *api.Client, namespace string, t me
 	if t.kind.Kind == "Pod" {
 		return nil, fmt.Errorf("%s in %s is made from a workload's template: change the template (spec.template) of the Deployment that made it", ref, ns)
 	}
-	return nil, fmt.Errorf("%s in %s is made by the lab, not held as written: change what makes it (istioctl install's gateways: meshlab install -f IstioOperator.yaml's components; "+
-		"a Gateway's automated Service and Deployment: the Gateway's spec.infrastructure; the kubernetes Service and Istio's ConfigMaps are the cluster's own)", ref, ns)
+	return nil, &madeByLabError{fmt.Sprintf("%s in %s is made by the lab, not held as written: change what makes it (istioctl install's gateways: meshlab install -f IstioOperator.yaml's components; "+
+		"a Gateway's automated Service and Deployment: the Gateway's spec.infrastructure; the kubernetes Service and Istio's ConfigMaps are the cluster's own)", ref, ns)}
+}
+
+// madeByLabError is readStoredObject's refusal of what the lab makes.
+type madeByLabError struct{ msg string }
+
+func (e *madeByLabError) Error() string { return e.msg }
+
+// externalTrafficPolicyAnnotation is model.AnnotationExternalTrafficPolicy: on the lab's
+// MeshConfig, the externalTrafficPolicy patched onto the gateway Services the lab makes.
+const externalTrafficPolicyAnnotation = "meshlab.dev/external-traffic-policy"
+
+// patchGatewayService patches a LoadBalancer Service the lab makes for a gateway
+// (istioctl's, a Gateway's automated one): of its fields only spec.externalTrafficPolicy
+// is the user's to change (authz-ingress's `patch svc istio-ingressgateway -p
+// '{"spec":{"externalTrafficPolicy":"Local"}}'`); it is kept on the lab's MeshConfig and
+// shown by get and describe. Any other change is refused by field: the rest is what the
+// install or the Gateway makes.
+func patchGatewayService(ctx context.Context, c *api.Client, namespace string, t metaTarget, patch []byte, typ kubeedit.PatchType, made error) (string, error) {
+	views, err := c.KubeObjects(ctx, "Service", namespace, t.name, "")
+	if err != nil {
+		return "", err
+	}
+	if len(views) != 1 {
+		return "", made
+	}
+	var view struct {
+		Spec struct {
+			Type string `json:"type"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(views[0].Object, &view); err != nil || view.Spec.Type != "LoadBalancer" {
+		return "", made
+	}
+	ref := "service/" + t.name
+	patched, changed, err := kubeedit.Apply(views[0].Object, patch, typ)
+	if err != nil {
+		return "", err
+	}
+	if !changed {
+		return ref + " patched (no change)", nil
+	}
+	var before, after map[string]any
+	if err := json.Unmarshal(views[0].Object, &before); err != nil {
+		return "", err
+	}
+	if err := json.Unmarshal(patched, &after); err != nil {
+		return "", err
+	}
+	for _, p := range changedPaths(before, after) {
+		if p != "spec.externalTrafficPolicy" {
+			return "", fmt.Errorf("%s: %s in %s is made by the lab, which keeps only spec.externalTrafficPolicy of a patch to it: change what makes it (istioctl install's gateways: meshlab install -f IstioOperator.yaml's components; "+
+				"a Gateway's automated Service: the Gateway's spec.infrastructure)", p, ref, namespace)
+		}
+	}
+	policy, _ := valueAt(after, "spec.externalTrafficPolicy")
+	value, _ := policy.(string)
+	if policy != nil && value != "Cluster" && value != "Local" {
+		return "", fmt.Errorf("The Service %q is invalid: spec.externalTrafficPolicy: Unsupported value: %q: supported values: \"Cluster\", \"Local\"", t.name, fmt.Sprint(policy)) //nolint:staticcheck // the API server's text
+	}
+	spec, annotations, err := labMeshConfig(ctx, c)
+	if err != nil {
+		return "", err
+	}
+	set := map[string]string{}
+	if s, ok := annotations[externalTrafficPolicyAnnotation].(string); ok {
+		if err := json.Unmarshal([]byte(s), &set); err != nil {
+			return "", fmt.Errorf("the lab's MeshConfig: annotation %s: %w", externalTrafficPolicyAnnotation, err)
+		}
+	}
+	key := namespace + "/" + t.name
+	if value == "" {
+		delete(set, key)
+	} else {
+		set[key] = value
+	}
+	if len(set) == 0 {
+		delete(annotations, externalTrafficPolicyAnnotation)
+	} else {
+		b, err := json.Marshal(set)
+		if err != nil {
+			return "", err
+		}
+		annotations[externalTrafficPolicyAnnotation] = string(b)
+	}
+	if err := setMeshConfig(ctx, c, spec, annotations); err != nil {
+		return "", err
+	}
+	return ref + " patched", nil
+}
+
+// labMeshConfig returns the spec and annotations of the lab's MeshConfig (empty when it
+// has none).
+func labMeshConfig(ctx context.Context, c *api.Client) (spec, annotations map[string]any, err error) {
+	spec, annotations = map[string]any{}, map[string]any{}
+	have, err := c.Objects(ctx, "MeshConfig", "", "")
+	if err != nil || len(have) == 0 {
+		return spec, annotations, err
+	}
+	var mc struct {
+		Metadata struct {
+			Annotations map[string]any `json:"annotations"`
+		} `json:"metadata"`
+		Spec map[string]any `json:"spec"`
+	}
+	if err := json.Unmarshal(have[0].Object, &mc); err != nil {
+		return nil, nil, fmt.Errorf("read the lab's MeshConfig: %w", err)
+	}
+	if mc.Spec != nil {
+		spec = mc.Spec
+	}
+	if mc.Metadata.Annotations != nil {
+		annotations = mc.Metadata.Annotations
+	}
+	return spec, annotations, nil
 }
 
 // json is the object as JSON.

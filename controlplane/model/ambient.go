@@ -49,6 +49,13 @@ const (
 // pod's name to its whole label set. A pod it does not name has its template's labels.
 const AnnotationPodLabels = "meshlab.dev/pod-labels"
 
+// AnnotationExternalTrafficPolicy, on the lab's MeshConfig, holds the externalTrafficPolicy
+// `kubectl patch` gave the gateways' LoadBalancer Services the lab makes (istioctl's,
+// a Gateway's automated one), which have no object of their own to keep it: a JSON object
+// from "namespace/name" to Cluster or Local. It is shown, not acted on: a lab's clients
+// reach a gateway with their own source address, as Local keeps it in a cluster.
+const AnnotationExternalTrafficPolicy = "meshlab.dev/external-traffic-policy"
+
 // Dataplane is how a pod's traffic joins the mesh.
 type Dataplane int
 
