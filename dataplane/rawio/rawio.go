@@ -27,6 +27,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync"
 	"syscall"
 	"unsafe"
 )
@@ -73,7 +74,7 @@ func Reader(c net.Conn) io.Reader {
 	if rc == nil {
 		return c
 	}
-	return &reader{conn: c, rc: rc, pending: pending}
+	return newReader(c, rc, pending)
 }
 
 // Writer returns a writer of c: raw writes to its socket when c is a TCP socket under
@@ -83,16 +84,37 @@ func Writer(c net.Conn) io.Writer {
 	if rc == nil {
 		return c
 	}
-	return &writer{conn: c, rc: rc}
+	return newWriter(c, rc)
 }
 
+// reader and writer pass their system call to the RawConn as a method value made once
+// per connection: a closure over the call's buffer and results escapes to the heap (the
+// RawConn is an interface), which was an allocation per read and per write, four of each
+// per proxied HTTP/1 request (the data, then EAGAIN, on each side). The call's buffer and
+// results live in the struct instead, under mu: net.Conn allows concurrent Reads (and
+// Writes), which the socket's own lock would otherwise serialize with the buffer already
+// overwritten.
 type reader struct {
 	conn    net.Conn
 	rc      syscall.RawConn
 	pending []buffered
+
+	mu    sync.Mutex
+	read  func(fd uintptr) bool // r.readFD, made once
+	buf   []byte                // the call's buffer, nil between calls
+	n     int
+	errno syscall.Errno
+}
+
+func newReader(c net.Conn, rc syscall.RawConn, pending []buffered) *reader {
+	r := &reader{conn: c, rc: rc, pending: pending}
+	r.read = r.readFD
+	return r
 }
 
 func (r *reader) Read(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	for _, b := range r.pending {
 		if b.Buffered() > 0 {
 			return r.conn.Read(p) // the wrapper's own bytes first
@@ -102,21 +124,10 @@ func (r *reader) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	var n int
-	var errno syscall.Errno
-	err := r.rc.Read(func(fd uintptr) bool {
-		for {
-			r1, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-			switch e {
-			case syscall.EINTR:
-				continue
-			case syscall.EAGAIN:
-				return false // wait in the netpoller, as net.Conn's Read does
-			}
-			n, errno = int(r1), e
-			return true
-		}
-	})
+	r.buf, r.n, r.errno = p, 0, 0
+	err := r.rc.Read(r.read)
+	n, errno := r.n, r.errno
+	r.buf = nil // the caller's buffer is not kept
 	switch {
 	case err != nil:
 		return 0, err
@@ -128,31 +139,46 @@ func (r *reader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// readFD is one raw read of r.buf; it reports false to wait in the netpoller.
+func (r *reader) readFD(fd uintptr) bool {
+	p := r.buf
+	for {
+		r1, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+		switch e {
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false // wait in the netpoller, as net.Conn's Read does
+		}
+		r.n, r.errno = int(r1), e
+		return true
+	}
+}
+
 type writer struct {
 	conn net.Conn
 	rc   syscall.RawConn
+
+	mu    sync.Mutex
+	write func(fd uintptr) bool // w.writeFD, made once
+	buf   []byte                // the call's bytes, nil between calls
+	n     int                   // of buf written so far
+	errno syscall.Errno
+}
+
+func newWriter(c net.Conn, rc syscall.RawConn) *writer {
+	w := &writer{conn: c, rc: rc}
+	w.write = w.writeFD
+	return w
 }
 
 func (w *writer) Write(p []byte) (int, error) {
-	var n int
-	var errno syscall.Errno
-	err := w.rc.Write(func(fd uintptr) bool {
-		for n < len(p) {
-			rest := p[n:]
-			r1, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&rest[0])), uintptr(len(rest)))
-			switch e {
-			case 0:
-				n += int(r1)
-			case syscall.EINTR:
-			case syscall.EAGAIN:
-				return false // the socket's buffer is full: wait until it drains
-			default:
-				errno = e
-				return true
-			}
-		}
-		return true
-	})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf, w.n, w.errno = p, 0, 0
+	err := w.rc.Write(w.write)
+	n, errno := w.n, w.errno
+	w.buf = nil // the caller's bytes are not kept
 	switch {
 	case err != nil:
 		return n, err
@@ -160,6 +186,27 @@ func (w *writer) Write(p []byte) (int, error) {
 		return n, opError("write", w.conn, errno)
 	}
 	return n, nil
+}
+
+// writeFD writes the rest of w.buf; it reports false to wait until the socket's buffer
+// drains.
+func (w *writer) writeFD(fd uintptr) bool {
+	p := w.buf
+	for w.n < len(p) {
+		rest := p[w.n:]
+		r1, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&rest[0])), uintptr(len(rest)))
+		switch e {
+		case 0:
+			w.n += int(r1)
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			return false // the socket's buffer is full: wait until it drains
+		default:
+			w.errno = e
+			return true
+		}
+	}
+	return true
 }
 
 // opError is the error net.Conn's Read or Write returns for errno.
@@ -175,13 +222,13 @@ func Conn(c net.Conn) net.Conn {
 	if rc == nil {
 		return c
 	}
-	return &rawConn{Conn: c, r: reader{conn: c, rc: rc, pending: pending}, w: writer{conn: c, rc: rc}}
+	return &rawConn{Conn: c, r: newReader(c, rc, pending), w: newWriter(c, rc)}
 }
 
 type rawConn struct {
 	net.Conn
-	r reader
-	w writer
+	r *reader
+	w *writer
 }
 
 func (c *rawConn) Read(p []byte) (int, error)  { return c.r.Read(p) }
