@@ -163,7 +163,8 @@ func podAmbient(o *object, namespaces map[string]*object) bool {
 }
 
 // checkZtunnelPolicy reports an AuthorizationPolicy that applies to ambient pods and that
-// ztunnel cannot enforce as written, with the status istiod writes on it: HTTP attributes
+// ztunnel cannot enforce as written, with the status istiod writes on it: a dry-run
+// policy (istio.io/dry-run: istiod does not send it to ztunnel by default), HTTP attributes
 // (an ALLOW rule using them is dropped, so it allows nothing: the pods fail closed; a
 // DENY rule loses them, denying more), or an action ztunnel does not have (CUSTOM,
 // AUDIT: not enforced at all). A policy with targetRefs is a waypoint's, not ztunnel's.
@@ -182,6 +183,12 @@ func checkZtunnelPolicy(o *object, ambient []*object) []Finding {
 		return nil
 	}
 	on := fmt.Sprintf(" It applies to ambient pods (%s).", strings.Join(pods, ", "))
+	if (&model.IstioConfig[*security.AuthorizationPolicy]{Annotations: o.annotations}).DryRun() {
+		// istiod sends ztunnel no dry-run policy unless AMBIENT_ENABLE_DRY_RUN_AUTHORIZATION_POLICY
+		// is on (it is not by default, nor in a lab): the pods get neither its rules nor its log.
+		return []Finding{o.finding(Warning, CodeNegativeConditionStatus, "metadata.annotations",
+			fmt.Sprintf(`A condition with a negative status is present: type=ZtunnelAccepted, reason=UnsupportedValue, message=found policy "%s/%s" using dry-run annotation, but support for ambient dry-run authorizationPolicies isn't enabled.%s`, o.ref.Namespace, o.ref.Name, on))}
+	}
 	switch ap.GetAction() {
 	case security.AuthorizationPolicy_ALLOW, security.AuthorizationPolicy_DENY:
 	default:

@@ -20,6 +20,17 @@ spec:
   action: CUSTOM
   provider: {name: ext}
   rules: [{to: [{operation: {paths: [/admin]}}]}]
+---
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata:
+  name: deny-path-headers
+  namespace: bookinfo
+  annotations: {istio.io/dry-run: "true"}
+spec:
+  selector: {matchLabels: {app: productpage}}
+  action: DENY
+  rules: [{from: [{source: {namespaces: [qa]}}]}]
 `)}})
 	has := func(code, object string) bool {
 		for _, f := range fs {
@@ -38,6 +49,7 @@ spec:
 		{CodeZtunnelPartialPolicy, "AuthorizationPolicy bookinfo/productpage-get"},
 		{CodeZtunnelPartialPolicy, "AuthorizationPolicy istio-system/no-debug"},
 		{CodeNegativeConditionStatus, "AuthorizationPolicy bookinfo/ext-authz"},
+		{CodeNegativeConditionStatus, "AuthorizationPolicy bookinfo/deny-path-headers"},
 	} {
 		if !has(want.code, want.object) {
 			t.Errorf("no %s on %s", want.code, want.object)
@@ -49,6 +61,10 @@ spec:
 			f.Object.String() == "AuthorizationPolicy bookinfo/productpage-ztunnel",
 			f.Object.String() == "AuthorizationPolicy bookinfo/productpage-viewer" && f.Code != CodeSchemaValidationError:
 			t.Errorf("unexpected finding %s", f)
+		}
+		if f.Object.String() == "AuthorizationPolicy bookinfo/deny-path-headers" && !strings.Contains(f.Message,
+			`reason=UnsupportedValue, message=found policy "bookinfo/deny-path-headers" using dry-run annotation, but support for ambient dry-run authorizationPolicies isn't enabled.`) {
+			t.Errorf("dry-run finding: %s", f)
 		}
 		if f.Code == CodeZtunnelPartialPolicy && !strings.Contains(f.Message, "productpage-v1") {
 			t.Errorf("%s does not name the ambient pods", f)

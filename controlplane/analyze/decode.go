@@ -24,7 +24,8 @@ type object struct {
 	labels map[string]string
 	// ports are a Workload's container ports.
 	ports []int
-	// annotations are a pod template's; inject is a Workload's spec.sidecar.inject
+	// annotations are a pod template's (an AuthorizationPolicy's own, for istio.io/dry-run);
+	// inject is a Workload's spec.sidecar.inject
 	// (nil: not set), or a pod template's sidecar.istio.io/inject label or annotation.
 	annotations map[string]string
 	inject      *bool
@@ -46,8 +47,9 @@ type header struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
 	Metadata   struct {
-		Name      string `json:"name"`
-		Namespace string `json:"namespace"`
+		Name        string            `json:"name"`
+		Namespace   string            `json:"namespace"`
+		Annotations map[string]string `json:"annotations"`
 	} `json:"metadata"`
 	Spec json.RawMessage `json:"spec"`
 }
@@ -146,6 +148,7 @@ func decodeDocument(file string, doc []byte) (*object, error) {
 		msg = o.pa
 	case "AuthorizationPolicy":
 		o.ap = &security.AuthorizationPolicy{}
+		o.annotations = h.Metadata.Annotations // istio.io/dry-run
 		msg = o.ap
 	}
 	if msg != nil {

@@ -84,3 +84,51 @@ func TestNetworkRBACDenialIsAccessLogged(t *testing.T) {
 		t.Errorf("access log:\n%s\nwant the denial with its policy and the allowed connection without details", strings.Join(lines, "\n"))
 	}
 }
+
+// TestNetworkShadowRulesOnlyReport: a connection the network RBAC filter's shadow rules
+// deny (a dry-run DENY policy) is still served, counted as shadow denied, and its shadow
+// result is in the connection's dynamic metadata under envoy.filters.network.rbac, where
+// tcp_proxy's access log reads it.
+func TestNetworkShadowRulesOnlyReport(t *testing.T) {
+	logPath := filepath.Join(t.TempDir(), "access.log")
+	p := newProxyUnderTest(t, tlstest.NewCA(t), backendID)
+	p.clusters.AddStatic([]*cluster.Config{staticCluster(t, "inbound|9000||", tagServer(t, "served"), nil)})
+	tcp := &tcpv3.TcpProxy{StatPrefix: "inbound|9000||", ClusterSpecifier: &tcpv3.TcpProxy_Cluster{Cluster: "inbound|9000||"},
+		AccessLog: []*accesslogv3.AccessLog{{Name: "envoy.access_loggers.file", ConfigType: &accesslogv3.AccessLog_TypedConfig{TypedConfig: mustAny(t, &filev3.FileAccessLog{
+			Path: logPath,
+			AccessLogFormat: &filev3.FileAccessLog_LogFormat{LogFormat: &corev3.SubstitutionFormatString{Format: &corev3.SubstitutionFormatString_TextFormatSource{
+				TextFormatSource: &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{
+					InlineString: "%DYNAMIC_METADATA(envoy.filters.network.rbac:istio_dry_run_deny_shadow_engine_result)% %DYNAMIC_METADATA(envoy.filters.network.rbac:istio_dry_run_deny_shadow_effective_policy_id)% %CONNECTION_TERMINATION_DETAILS%\n"}},
+			}}},
+		})}}}}
+	shadow := &listenerv3.Filter{Name: "envoy.filters.network.rbac", ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: mustAny(t, &netrbacv3.RBAC{
+		StatPrefix: "tcp.", ShadowRulesStatPrefix: "istio_dry_run_deny_",
+		ShadowRules: &rbacv3.RBAC{Action: rbacv3.RBAC_DENY, Policies: map[string]*rbacv3.Policy{
+			"ns[default]-policy[deny-local]-rule[0]": {Permissions: []*rbacv3.Permission{anyPermission},
+				Principals: []*rbacv3.Principal{{Identifier: &rbacv3.Principal_RemoteIp{RemoteIp: cidr("127.0.0.1", 32)}}}},
+		}},
+	})}}
+	a, _ := p.listen(t, &listenerv3.Listener{Name: "dry-run", Address: addr("127.0.0.1", 0), FilterChains: []*listenerv3.FilterChain{{
+		Name: "dry-run", Filters: []*listenerv3.Filter{shadow, {Name: "envoy.filters.network.tcp_proxy",
+			ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: mustAny(t, tcp)}}},
+	}}})
+	if got := readAll(t, a); got != "served" {
+		t.Fatalf("connection under a dry-run DENY got %q, want served", got)
+	}
+	var line string
+	for deadline := time.Now().Add(5 * time.Second); line == "" && time.Now().Before(deadline); {
+		b, _ := os.ReadFile(logPath)
+		if line = strings.TrimSpace(string(b)); line == "" {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if want := "denied ns[default]-policy[deny-local]-rule[0] -"; line != want {
+		t.Errorf("access log %q, want %q", line, want)
+	}
+	if got := p.stats.Value("tcp.rbac.istio_dry_run_deny_.shadow_denied"); got != 1 {
+		t.Errorf("tcp.rbac.istio_dry_run_deny_.shadow_denied = %d", got)
+	}
+	if got := p.stats.Value("tcp.rbac.denied"); got != 0 {
+		t.Errorf("tcp.rbac.denied = %d, want 0 (no enforced rules)", got)
+	}
+}
