@@ -127,6 +127,12 @@ var installAlwaysOn = map[string]string{
 	"values.pilot.env.PILOT_ENABLE_ALPHA_GATEWAY_API":            "true",
 }
 
+// installPilotEnv are the istiod settings (values.pilot.env.NAME=true|false) install takes
+// and the lab's control plane honours, kept in the installed-state's values.pilot.env
+// where the config loader reads them: ENABLE_TLS_ON_SIDECAR_INGRESS lets a Sidecar's
+// ingress tls terminate TLS on the sidecar (the sidecar TLS termination task).
+var installPilotEnv = []string{"ENABLE_TLS_ON_SIDECAR_INGRESS"}
+
 // installAlwaysOnSets are installAlwaysOn as --set spells them, sorted.
 func installAlwaysOnSets() []string {
 	var out []string
@@ -162,6 +168,7 @@ type installPlan struct {
 	components []string
 	mesh       map[string]string
 	lists      map[string][]string // the list fields (meshConfigListFields)
+	pilotEnv   map[string]string   // installPilotEnv given, "true" or "false"
 }
 
 // meshConfig is the spec of the lab's MeshConfig after the install: the fields given,
@@ -209,6 +216,7 @@ func readInstallFrom(sets, files []string, stdin io.Reader) (installPlan, error)
 	gateways := map[string]bool{}
 	mesh := map[string]string{}
 	lists := map[string][]string{}
+	pilotEnv := map[string]string{}
 	for _, f := range files {
 		var data []byte
 		var err error
@@ -270,8 +278,10 @@ func readInstallFrom(sets, files []string, stdin io.Reader) (installPlan, error)
 			mesh[field] = v
 		case ok && installAlwaysOn[k] == v:
 			// what the lab's control plane does anyway (installAlwaysOn)
+		case ok && slices.Contains(installPilotEnv, strings.TrimPrefix(k, "values.pilot.env.")) && (v == "true" || v == "false"):
+			pilotEnv[strings.TrimPrefix(k, "values.pilot.env.")] = v
 		default:
-			return installPlan{}, fmt.Errorf("--set %s: meshlab's install reads profile=NAME, meshConfig.FIELD=VALUE (%s) and %s; other values.* and components.* shape a Kubernetes install a lab does not have", s, strings.Join(meshConfigInstallFields, ", "), strings.Join(installAlwaysOnSets(), ", "))
+			return installPlan{}, fmt.Errorf("--set %s: meshlab's install reads profile=NAME, meshConfig.FIELD=VALUE (%s), %s and values.pilot.env.%s=true|false; other values.* and components.* shape a Kubernetes install a lab does not have", s, strings.Join(meshConfigInstallFields, ", "), strings.Join(installAlwaysOnSets(), ", "), strings.Join(installPilotEnv, ", "))
 		}
 	}
 	comps, ok := installProfiles[profile]
@@ -295,7 +305,7 @@ func readInstallFrom(sets, files []string, stdin io.Reader) (installPlan, error)
 			out = append(out, c)
 		}
 	}
-	return installPlan{profile: profile, components: out, mesh: mesh, lists: lists}, nil
+	return installPlan{profile: profile, components: out, mesh: mesh, lists: lists, pilotEnv: pilotEnv}, nil
 }
 
 // flattenMeshConfig adds an IstioOperator's meshConfig to mesh as dotted paths (and its

@@ -67,6 +67,13 @@ func installedState(p installPlan, created time.Time) map[string]any {
 	if p.profile != "default" {
 		values["profile"] = p.profile
 	}
+	if len(p.pilotEnv) > 0 {
+		env := map[string]any{}
+		for k, v := range p.pilotEnv {
+			env[k] = v
+		}
+		values["pilot"] = map[string]any{"env": env}
+	}
 	return map[string]any{
 		"apiVersion": "install.istio.io/v1alpha1",
 		"kind":       "IstioOperator",

@@ -317,6 +317,40 @@ func installedGateways(objs []*Object) []string {
 	return out
 }
 
+// PilotEnvTLSOnSidecarIngress is istiod's feature flag for a Sidecar's ingress tls, which
+// install keeps in its installed-state's values.pilot.env as istioctl writes it.
+const PilotEnvTLSOnSidecarIngress = "ENABLE_TLS_ON_SIDECAR_INGRESS"
+
+// installedPilotEnv returns istiod's environment the install kept on MeshConfig o (its
+// installed-state's spec.values.pilot.env), empty without an install.
+func installedPilotEnv(o *Object) map[string]string {
+	var mc struct {
+		Metadata struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(o.JSON, &mc) != nil || mc.Metadata.Annotations[InstalledStateAnnotation] == "" {
+		return nil
+	}
+	var iop struct {
+		Spec struct {
+			Values struct {
+				Pilot struct {
+					Env map[string]any `json:"env"`
+				} `json:"pilot"`
+			} `json:"values"`
+		} `json:"spec"`
+	}
+	if json.Unmarshal([]byte(mc.Metadata.Annotations[InstalledStateAnnotation]), &iop) != nil {
+		return nil
+	}
+	out := map[string]string{}
+	for k, v := range iop.Spec.Values.Pilot.Env {
+		out[k] = fmt.Sprint(v)
+	}
+	return out
+}
+
 type installedGateway struct {
 	Name    string `json:"name"`
 	Enabled bool   `json:"enabled"`

@@ -291,6 +291,7 @@ func istioModel(objs []*Object, m *model.Model) (model.Istio, model.MeshConfig, 
 			mesh.TrustDomain = o.MeshConfig.GetTrustDomain()
 			mesh.TrustDomainAliases = slices.Clone(o.MeshConfig.GetTrustDomainAliases())
 			accessLogModel(o, &mesh)
+			mesh.TLSOnSidecarIngress = installedPilotEnv(o)[PilotEnvTLSOnSidecarIngress] == "true"
 		case o.PeerAuthentication != nil:
 			out.PeerAuthentications = append(out.PeerAuthentications, peerAuthenticationModel(o))
 		case o.AuthorizationPolicy != nil:
@@ -299,6 +300,8 @@ func istioModel(objs []*Object, m *model.Model) (model.Istio, model.MeshConfig, 
 			out.RequestAuthentications = append(out.RequestAuthentications, requestAuthenticationModel(o))
 		case o.Telemetry != nil:
 			out.Telemetries = append(out.Telemetries, telemetryModel(o))
+		case o.Sidecar != nil:
+			out.Sidecars = append(out.Sidecars, sidecarModel(o))
 		}
 	}
 	sortIstio(out.VirtualServices)
@@ -309,6 +312,7 @@ func istioModel(objs []*Object, m *model.Model) (model.Istio, model.MeshConfig, 
 	sortIstio(out.AuthorizationPolicies)
 	sortIstio(out.RequestAuthentications)
 	sortIstio(out.Telemetries)
+	sortIstio(out.Sidecars)
 	return out, mesh, nil
 }
 

@@ -439,7 +439,7 @@ func TestScenarioApplyAndDelete(t *testing.T) {
 	if err != nil || len(found) != 1 || found[0].Origin.File != "vs.yaml" || !strings.Contains(string(found[0].JSON), `"weight":90`) {
 		t.Errorf("Find = %v, %v", found, err)
 	}
-	if _, err := next.Find("sidecar", ""); err == nil {
+	if _, err := next.Find("workloadentry", ""); err == nil {
 		t.Error("Find of an unknown kind succeeded")
 	}
 	// Duplicates across the applied files are refused.

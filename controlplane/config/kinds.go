@@ -28,6 +28,7 @@ const (
 	kindConfigMap
 	kindGatewayAPI // gateway.networking.k8s.io GatewayClass, Gateway, HTTPRoute, GRPCRoute, TCPRoute, TLSRoute
 	kindTelemetry
+	kindSidecar
 	kindStored  // a Kubernetes kind kept as written, changing nothing (storedKinds)
 	kindIngress // networking.k8s.io Ingress, IngressClass
 )
@@ -61,6 +62,8 @@ var implementedIstioKinds = map[string]kind{
 	"RequestAuthentication": kindRequestAuthentication,
 
 	"Telemetry": kindTelemetry,
+
+	"Sidecar": kindSidecar,
 }
 
 // istioKinds maps each Istio kind to its API group. They are recognised so that a file

@@ -91,6 +91,8 @@ type Object struct {
 	RequestAuthentication *security.RequestAuthentication
 	// Telemetry holds the spec of a telemetry.istio.io Telemetry (v1alpha1 and v1).
 	Telemetry *telemetry.Telemetry
+	// Sidecar holds the spec of a networking.istio.io Sidecar (sidecar.go).
+	Sidecar *networking.Sidecar
 	// MeshConfig is set when the kind is MeshConfig: Istio's MeshConfig, of which meshlab
 	// reads outboundTrafficPolicy and rootNamespace.
 	MeshConfig *meshv1alpha1.MeshConfig
@@ -234,6 +236,8 @@ func decodeDocument(file, namespace string, d document, errs *ErrorList) (*Objec
 		o.RequestAuthentication = decodeIstio(top, js, p, validateRequestAuthentication)
 	case kindTelemetry:
 		o.Telemetry = decodeIstio(top, js, p, validateTelemetry)
+	case kindSidecar:
+		o.Sidecar = decodeIstio(top, js, p, validateSidecar)
 	case kindStored:
 		// Kept as written (o.JSON): get, describe and delete see it; nothing reads it.
 	}

@@ -66,8 +66,8 @@ func TestLoadErrors(t *testing.T) {
 		},
 		{
 			name: "istio kind not supported yet",
-			yaml: "apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {name: x, namespace: default}\nspec: {}\n",
-			want: []string{"t.yaml: Sidecar default/x: kind Sidecar is not supported yet"},
+			yaml: "apiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {name: x, namespace: default}\nspec: {}\n",
+			want: []string{"t.yaml: WorkloadEntry default/x: kind WorkloadEntry is not supported yet"},
 		},
 		{
 			name: "wrong apiVersion for a known kind",

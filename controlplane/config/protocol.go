@@ -27,21 +27,6 @@ func protocolFor(name string, appProtocol *string) model.Protocol {
 	return model.ProtocolHTTP
 }
 
-// parseProtocol maps an Istio protocol name (case-insensitive) to meshlab's protocols.
-func parseProtocol(s string) (model.Protocol, bool) {
-	switch strings.ToLower(s) {
-	case "http":
-		return model.ProtocolHTTP, true
-	case "http2", "h2c", "kubernetes.io/h2c":
-		return model.ProtocolHTTP2, true
-	case "grpc", "grpc-web":
-		return model.ProtocolGRPC, true
-	case "tls":
-		return model.ProtocolTLS, true
-	case "https":
-		return model.ProtocolHTTPS, true
-	case "tcp", "mongo", "mysql", "redis", "thrift":
-		return model.ProtocolTCP, true
-	}
-	return 0, false
-}
+// parseProtocol maps an Istio protocol name (case-insensitive) to meshlab's protocols
+// (model.ParseProtocol).
+func parseProtocol(s string) (model.Protocol, bool) { return model.ParseProtocol(s) }

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"net/netip"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -44,7 +45,7 @@ func TestWorkloadProxySettings(t *testing.T) {
 	if got := m.Pods[0].App.StartupCalls; len(got) != 1 || got[0] != "http://backend:8080/" {
 		t.Errorf("startup calls = %q", got)
 	}
-	if sc.WithoutProxySettings() != (m.Pods[0].Sidecar.WithoutProxySettings()) || sc.WithoutProxySettings().LogLevel != "" {
+	if !reflect.DeepEqual(sc.WithoutProxySettings(), m.Pods[0].Sidecar.WithoutProxySettings()) || sc.WithoutProxySettings().LogLevel != "" {
 		t.Errorf("WithoutProxySettings = %+v, want only inject and hold", sc.WithoutProxySettings())
 	}
 }

@@ -211,6 +211,9 @@ func IstioObjects(m *model.Model, kinds ...string) ([]any, error) {
 	for _, c := range m.Istio.Telemetries {
 		add("telemetry.istio.io/v1", "Telemetry", c.Namespace, c.Name, c.Spec)
 	}
+	for _, c := range m.Istio.Sidecars {
+		add(net, "Sidecar", c.Namespace, c.Name, c.Spec)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

@@ -82,6 +82,11 @@ type MeshConfig struct {
 	// the mesh treats as its own (policies naming them match the current ones, peers
 	// holding them are accepted), in the order written.
 	TrustDomainAliases []string
+
+	// TLSOnSidecarIngress is istiod's ENABLE_TLS_ON_SIDECAR_INGRESS (values.pilot.env,
+	// set by install): a Sidecar's ingress tls terminates TLS on the sidecar's inbound
+	// port; off, istiod ignores ingress tls, and so does the generator.
+	TLSOnSidecarIngress bool
 }
 
 // Domain returns the mesh's trust domain, defaulted.
@@ -167,6 +172,9 @@ type Istio struct {
 	// built-in provider envoy, on or disabled) decides the access log of the proxies
 	// they select (xds.MeshFor).
 	Telemetries []*IstioConfig[*telemetry.Telemetry]
+	// Sidecars are networking.istio.io Sidecar objects: their ingress listeners replace
+	// the inbound ports of the pods they select (xds.SidecarFor).
+	Sidecars []*IstioConfig[*networking.Sidecar]
 	// JWKS holds the key sets fetched for jwksUri values, by URI, as istiod resolves
 	// them before generating (the lab fills it; a URI without an entry fails closed).
 	JWKS map[string]string

@@ -174,13 +174,20 @@ type SidecarSpec struct {
 	// proxy's on its status port, as pilot-agent does; 0 for none.
 	AppMetricsPort uint16
 	AppMetricsPath string
+	// Files are what the istio-proxy container's user volumes hold (the pod's
+	// sidecar.istio.io/userVolume and userVolumeMount annotations: Secret and ConfigMap
+	// volumes), each at its path in that container: the agent serves the certificate
+	// files a Sidecar's ingress TLS names from them, as pilot-agent reads its mounts.
+	Files []File
 }
 
 // WithoutProxySettings returns s without the settings a running proxy takes in a new
 // epoch (log level, concurrency, drain times, data plane, binary, bootstrap override):
 // a running lab can apply a change of those, not of the rest.
 func (s SidecarSpec) WithoutProxySettings() SidecarSpec {
-	return SidecarSpec{Inject: s.Inject, HoldApplicationUntilProxyStarts: s.HoldApplicationUntilProxyStarts, GRPCAgent: s.GRPCAgent}
+	// The sidecar's volume files are the pod's, not the proxy's settings: a change makes the
+	// pod again, as a change of the pod template's volumes does.
+	return SidecarSpec{Inject: s.Inject, HoldApplicationUntilProxyStarts: s.HoldApplicationUntilProxyStarts, GRPCAgent: s.GRPCAgent, Files: s.Files}
 }
 
 // Pod is one pseudo-pod: a network namespace with an address, an app and (usually) a

@@ -68,6 +68,18 @@ func localClusters(m *model.Model, pod *model.Pod) ([]types.Resource, error) {
 		c.CommonLbConfig = &cluster.Cluster_CommonLbConfig{}
 		c.CleanupInterval = &durationpb.Duration{Seconds: maxSecondsValue}
 		c.CircuitBreakers = defaultCircuitBreakers()
+		if ip.endpoint != nil {
+			sidecarIngressEndpoint(c, pod, *ip.endpoint) // sidecar.go
+		}
+		if ip.sidecar != nil && len(c.GetMetadata().GetFilterMetadata()["istio"].GetFields()["services"].GetListValue().GetValues()) == 0 {
+			// No Service delivers to the Sidecar's port: istiod's findOrCreateService
+			// makes one named after the Sidecar for the cluster's telemetry.
+			c.Metadata = servicesMetadata([]*structpb.Value{structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
+				"host":      structpb.NewStringValue(ip.host),
+				"name":      structpb.NewStringValue(ip.sidecar.Name),
+				"namespace": structpb.NewStringValue(ip.sidecar.Namespace),
+			}})})
+		}
 		if err := applyHTTP2(c, ip.protocol); err != nil {
 			return nil, fmt.Errorf("build cluster %s: %w", c.Name, err)
 		}

@@ -42,6 +42,19 @@ func inboundChains(m *model.Model, pod *model.Pod, ip inboundPort) ([]*listener.
 		}
 		return fc, nil
 	}
+	if ip.tls != nil && mode == MTLSDisable {
+		// A Sidecar ingress listener's own TLS (sidecar.go), where the mesh's mTLS is
+		// off on its port: one chain, TLS terminated with its files, as istiod's
+		// getTLSFilterChainMatchOptions.
+		fc, err := chain(&listener.FilterChainMatch{DestinationPort: port, TransportProtocol: transportTLS}, false)
+		if err != nil {
+			return nil, err
+		}
+		if fc.TransportSocket, err = sidecarIngressTLSSocket(ip.tls); err != nil {
+			return nil, err
+		}
+		return []*listener.FilterChain{fc}, nil
+	}
 	var matches []*listener.FilterChainMatch
 	var mtls []bool
 	add := func(transport string, alpn []string, terminate bool) {

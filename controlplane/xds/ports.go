@@ -105,12 +105,21 @@ type inboundPort struct {
 	// its port number, which Istio names the inbound virtual host and route after.
 	host string
 	port uint16
+	// endpoint and tls are a Sidecar ingress listener's defaultEndpoint (nil: the
+	// original destination) and its tls when ENABLE_TLS_ON_SIDECAR_INGRESS is on (nil:
+	// none), see sidecar.go.
+	endpoint *model.SidecarEndpoint
+	tls      *networking.ServerTLSSettings
+	sidecar  *model.IstioConfig[*networking.Sidecar] // the Sidecar of an ingress listener's port
 }
 
 // inboundPorts returns the distinct target ports of the services selecting pod,
 // ascending. When two services use one target port with different protocols, the first
 // service in model order decides, so the result stays deterministic.
 func inboundPorts(m *model.Model, pod *model.Pod) []inboundPort {
+	if ports := sidecarInboundPorts(m, pod); ports != nil {
+		return ports // a Sidecar's ingress listeners replace the services' ports
+	}
 	seen := map[uint16]bool{}
 	var out []inboundPort
 	for _, s := range m.ServicesFor(pod) {
@@ -121,8 +130,12 @@ func inboundPorts(m *model.Model, pod *model.Pod) []inboundPort {
 			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].target < out[j].target })
+	sortInboundPorts(out)
 	return out
+}
+
+func sortInboundPorts(out []inboundPort) {
+	sort.Slice(out, func(i, j int) bool { return out[i].target < out[j].target })
 }
 
 // firstAddr returns the first address of addrs that parses, or the zero Addr.

@@ -69,6 +69,30 @@ var securityCases = []struct {
 			}}},
 		}))
 	}},
+	{"sidecar-ingress-tls", "reviews-v1", func(m *model.Model) {
+		// The sidecar TLS termination task: ENABLE_TLS_ON_SIDECAR_INGRESS on, a Sidecar
+		// with an HTTPS port terminating MUTUAL TLS from certificate files (its port's
+		// mTLS DISABLE) to the pod's IP, and an HTTP port to 127.0.0.1 under STRICT.
+		m.Mesh.TLSOnSidecarIngress = true
+		m.Istio.PeerAuthentications = append(m.Istio.PeerAuthentications,
+			pa("default", "default", nil, MTLSStrict, nil),
+			pa("default", "reviews", map[string]string{"app": "reviews"}, MTLSStrict,
+				map[uint32]security.PeerAuthentication_MutualTLS_Mode{9080: MTLSDisable}))
+		m.Istio.Sidecars = append(m.Istio.Sidecars, &model.IstioConfig[*networking.Sidecar]{Name: "ingress-sidecar", Namespace: "default", Spec: &networking.Sidecar{
+			WorkloadSelector: &networking.WorkloadSelector{Labels: map[string]string{"app": "reviews", "version": "v1"}},
+			Ingress: []*networking.IstioIngressListener{{
+				Port:            &networking.SidecarPort{Number: 9080, Protocol: "HTTPS", Name: "external"},
+				DefaultEndpoint: "0.0.0.0:80",
+				Tls: &networking.ServerTLSSettings{
+					Mode: networking.ServerTLSSettings_MUTUAL, PrivateKey: "/etc/istio/tls-certs/tls.key",
+					ServerCertificate: "/etc/istio/tls-certs/tls.crt", CaCertificates: "/etc/istio/tls-ca-certs/ca.crt",
+				},
+			}, {
+				Port:            &networking.SidecarPort{Number: 9081, Protocol: "HTTP", Name: "internal"},
+				DefaultEndpoint: "127.0.0.1:80",
+			}},
+		}})
+	}},
 	{"authz-allow-principal", "reviews-v1", func(m *model.Model) {
 		m.Istio.AuthorizationPolicies = append(m.Istio.AuthorizationPolicies, ap("default", "reviews-viewer", &security.AuthorizationPolicy{
 			Selector: selApp("reviews"),
