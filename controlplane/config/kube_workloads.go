@@ -130,7 +130,8 @@ func decodeKubeWorkload(kind string, top map[string]any, js []byte, o *Object, p
 	}
 	app, ports, sa := podTemplateApp(&tmpl, prefix, p)
 	prometheusAppMetrics(tmpl.Annotations, prefix+"metadata.annotations", p) // checked here, used by injectPods
-	checkUseWaypoint(tmpl.Labels, prefix+"metadata.labels", p)               // waypoint.go
+	checkProxyConfigAnnotation(tmpl.Annotations, prefix+"metadata.annotations", p)
+	checkUseWaypoint(tmpl.Labels, prefix+"metadata.labels", p) // waypoint.go
 	podLabels := podLabelOverlay(owner.Annotations, p)
 	hash := podTemplateHash(&tmpl)
 	podNames := names(hash)

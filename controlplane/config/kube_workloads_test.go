@@ -305,6 +305,11 @@ func TestKubernetesWorkloadErrors(t *testing.T) {
 			want: `k.yaml: Deployment default/d: spec.template.metadata.annotations[prometheus.io/port]: "http" is not a port (1-65535)`,
 		},
 		{
+			name: "secure metrics asked of the sidecar (the secure-metrics task's patch)",
+			yaml: "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  selector: {matchLabels: {app: x}}\n  template: {metadata: {labels: {app: x}, annotations: {proxy.istio.io/config: \"proxyMetadata:\\n  ENVOY_SECURE_METRICS_PORT: '15091'\\n\"}}, spec: {containers: [{name: c, image: x}]}}\n",
+			want: `k.yaml: Deployment default/d: spec.template.metadata.annotations[proxy.istio.io/config].proxyMetadata.ENVOY_SECURE_METRICS_PORT: meshlab's sidecar serves no secure metrics`,
+		},
+		{
 			name: "Service selecting no template",
 			yaml: docs("apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {selector: {app: nobody}, ports: [{port: 80}]}\n", curlManifest),
 			want: "k.yaml: Service default/s: spec.selector: matches no Workload",
