@@ -57,7 +57,9 @@ func TestDocsPatchEditGet(t *testing.T) {
 	tl.step("Bookinfo applied in bookinfo")
 
 	// observability/kiali: the port renamed foo, then back to http, as the page writes it.
-	portName := func() string { return tl.run("get", "svc", "details", "-n", "bookinfo", "-o", "jsonpath={.spec.ports[0].name}") }
+	portName := func() string {
+		return tl.run("get", "svc", "details", "-n", "bookinfo", "-o", "jsonpath={.spec.ports[0].name}")
+	}
 	run("service/details patched\n", "patch", "service", "details", "-n", "bookinfo", "--type", "json", "-p", `[{"op":"replace","path":"/spec/ports/0/name", "value":"foo"}]`)
 	if got := portName(); got != "foo" {
 		t.Fatalf("details' port after the patch: %q, want foo", got)
