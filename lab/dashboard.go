@@ -44,12 +44,13 @@ func (l *Lab) features() []web.Routes {
 		web.EventRoutes(l.bus), web.TopologyRoutes(l), web.InspectRoutes(l), web.TrafficRoutes(l),
 		web.ConfigRoutes(l, l), web.ProxyRoutes(l), web.FaultRoutes(l), web.HistoryRoutes(l),
 		web.CARoutes(l), web.TraceRoutes(l), // lab/carotate.go, lab/trace.go
-		web.SecretsRoutes(l),               // lab/secrets.go
-		web.KubeRoutes(l),                  // lab/kubeview.go
-		web.ServiceRoutes(l),               // lab/describeservice.go
-		web.SyncRoutes(syncWaiter{l}),      // lab/apply.go
-		web.ZtunnelRoutes(ztunnelAdmin{l}), // lab/ztunnel.go
-		web.IstiodRoutes(istiodView{l}),    // lab/istiod.go
+		web.SecretsRoutes(l),                           // lab/secrets.go
+		web.KubeRoutes(l),                              // lab/kubeview.go
+		web.ServiceRoutes(l),                           // lab/describeservice.go
+		web.SyncRoutes(syncWaiter{l}),                  // lab/apply.go
+		web.ZtunnelRoutes(ztunnelAdmin{l}),             // lab/ztunnel.go
+		web.IstiodRoutes(istiodView{l}),                // lab/istiod.go
+		web.ControlPlaneRoutes(controlPlaneRestart{l}), // lab/cprestart.go
 	}
 	if l.opts.Guide != nil {
 		fs = append(fs, web.GuideRoutes(l.opts.Guide))

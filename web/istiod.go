@@ -55,3 +55,24 @@ func IstiodRoutes(b IstiodDebugger) Routes {
 		})
 	}
 }
+
+// ControlPlaneRestarter restarts the lab's control plane (`rollout restart deployment
+// istiod`). Safe for concurrent use; it returns once the restart is under way (the
+// proxies reconnect on their own) and honours ctx.
+type ControlPlaneRestarter interface {
+	RestartControlPlane(ctx context.Context) (api.ControlPlaneRestart, error)
+}
+
+// ControlPlaneRoutes serves POST /v1/controlplane/restart.
+func ControlPlaneRoutes(b ControlPlaneRestarter) Routes {
+	return func(v1 *gin.RouterGroup) {
+		v1.POST("/controlplane/restart", func(c *gin.Context) {
+			out, err := b.RestartControlPlane(c.Request.Context())
+			if err != nil {
+				c.JSON(http.StatusInternalServerError, gin.H{"error": err.Error()})
+				return
+			}
+			c.JSON(http.StatusOK, out)
+		})
+	}
+}

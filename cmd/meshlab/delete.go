@@ -86,6 +86,14 @@ func newDeleteCmd(g *globalFlags) *cobra.Command {
 				}
 				cfg.namespace = ""
 			}
+			if len(cfg.files) == 0 && len(args) > 0 && isPodsKind(args[0]) {
+				// Pods go or are replaced by their workloads (deletepods.go).
+				d := podDeletion{namespace: cfg.namespace, selector: cfg.selector, ignoreNotFound: cfg.ignoreNotFound}
+				if !cfg.all && cfg.selector == "" {
+					d.names = args[1:]
+				}
+				return deletePods(cmd.Context(), c, d, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			}
 			if (cfg.selector != "" || cfg.all) && len(cfg.files) == 0 {
 				lookup, err := kindResolver(cmd.Context(), c)
 				if err != nil {

@@ -32,11 +32,6 @@ var refusals = []refusal{
 			"install with meshlab install -f IstioOperator.yaml",
 	},
 	{
-		words: []string{"rollout", "restart"},
-		why: "rollout restart: meshlab does not replace a Deployment's pods (istiod is the lab itself, not a Deployment; a workload's pods live as long as it does): " +
-			"to start a workload's pods afresh, delete it and apply it again (meshlab delete -f FILE; meshlab apply -f FILE)",
-	},
-	{
 		words: []string{"install"}, errHas: "unknown command",
 		why: "install: install takes no argument (nor does istioctl's); a profile is --set profile=NAME",
 	},

@@ -19,7 +19,6 @@ func TestRefusalsAsExecuted(t *testing.T) {
 		{`-n istio-system patch --type=yaml deploy istio-egressgateway -p "[]"`, ""}, // kubectl's --type error, not a refusal
 		{`cp example.com.crt default/sleep-1:/etc/ssl/ca.crt`, "cp into a pod: /etc/ssl/ca.crt: "},
 		{`manifest apply -f ./istio.yaml`, "manifest: "},
-		{`rollout restart deployment -n istio-system istiod`, "rollout restart: "},
 		{`install profile=minimal`, "install: "},
 		{`--lab some-lab kustomize github.com/kubernetes-sigs/gateway-api/config/crd`, "kustomize: "},
 		{`get pods --no-such-flag`, ""},

@@ -1,25 +1,133 @@
 package main
 
 import (
+	"cmp"
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/meshlab/meshlab/api"
+	"github.com/meshlab/meshlab/kubeedit"
 )
 
 // newRolloutCmd is kubectl rollout, with the status form Istio's pages run after
 // applying an addon or a Deployment (`kubectl rollout status deployment/prometheus -n
-// istio-system`). restart is not there: refusals.go says why.
+// istio-system`) and the restart form (`kubectl rollout restart deployment -n
+// istio-system istiod`, the trust domain migration page's).
 func newRolloutCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "rollout status",
-		Short: "Watch a Deployment's rollout, as kubectl rollout",
+		Use:   "rollout (status|restart)",
+		Short: "Watch or restart a Deployment's rollout, as kubectl rollout",
 	}
-	cmd.AddCommand(newRolloutStatusCmd(g))
+	cmd.AddCommand(newRolloutStatusCmd(g), newRolloutRestartCmd(g))
 	return cmd
 }
+
+// restartedAtAnnotation is the pod template annotation kubectl rollout restart sets to
+// the time: the changed template makes the Deployment roll its pods out afresh.
+const restartedAtAnnotation = "kubectl.kubernetes.io/restartedAt"
+
+// newRolloutRestartCmd is kubectl rollout restart for Deployments. As kubectl, it patches
+// each Deployment's pod template with restartedAtAnnotation, which the lab applies as any
+// change of the template: new pods (new pod-template-hash, new names) replace the old
+// ones. istio-system's istiod is the lab's control plane, held in the lab process rather
+// than a Deployment of its own: restarting it is the lab's control plane restart
+// (api.Client.RestartControlPlane).
+func newRolloutRestartCmd(g *globalFlags) *cobra.Command {
+	var namespace string
+	cmd := &cobra.Command{
+		Use:   "restart (deployment/NAME... | deployment NAME...)",
+		Short: "Restart Deployments' pods (or istiod, the lab's control plane), as kubectl rollout restart",
+		Example: `  meshlab rollout restart deployment -n istio-system istiod
+  meshlab rollout restart deployment/httpbin`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.apiClient()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			return runRolloutRestart(cmd.Context(), c, cmp.Or(namespace, "default"), args, time.Now(), cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "the Deployments' namespace (default: default)")
+	return cmd
+}
+
+// runRolloutRestart restarts the Deployments args name (kubectl's TYPE NAME... or
+// TYPE/NAME...) in namespace at now, and prints kubectl's line for each.
+func runRolloutRestart(ctx context.Context, c *api.Client, namespace string, args []string, now time.Time, out io.Writer) error {
+	lookup, err := kindResolver(ctx, c)
+	if err != nil {
+		return err
+	}
+	if len(args) == 1 && !strings.Contains(args[0], "/") {
+		return fmt.Errorf("rollout restart %s: name the Deployments (meshlab does not restart every Deployment of a namespace at once)", args[0])
+	}
+	targets, err := resolveMetaTargets(lookup, args)
+	if err != nil {
+		return err
+	}
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"template": map[string]any{"metadata": map[string]any{
+		"annotations": map[string]string{restartedAtAnnotation: now.Format(time.RFC3339)},
+	}}}})
+	if err != nil {
+		return err
+	}
+	var files []api.ConfigFile
+	var lines []string
+	restartCP := false
+	for _, t := range targets {
+		if t.kind.Kind != "Deployment" {
+			return fmt.Errorf("error: %s %q restarting is not supported (meshlab restarts Deployments)", t.kind.Resource(true), t.name) //nolint:staticcheck // kubectl's text
+		}
+		ref := t.kind.Resource(false) + "/" + t.name
+		if namespace == istiodNamespace && t.name == istiodName {
+			restartCP = true
+			lines = append(lines, ref+" restarted")
+			continue
+		}
+		o, err := readStoredObject(ctx, c, namespace, t)
+		if err != nil {
+			return err
+		}
+		original, err := o.json()
+		if err != nil {
+			return err
+		}
+		patched, _, err := kubeedit.Apply(original, patch, kubeedit.Strategic)
+		if err != nil {
+			return err
+		}
+		files = append(files, o.asFile(patched))
+		lines = append(lines, o.ref()+" restarted")
+	}
+	if len(files) > 0 {
+		if _, err := c.Apply(ctx, files); err != nil {
+			return err
+		}
+	}
+	if restartCP {
+		if _, err := c.RestartControlPlane(ctx); err != nil {
+			return err
+		}
+	}
+	for _, l := range lines {
+		fmt.Fprintln(out, l)
+	}
+	return nil
+}
+
+// istiod's Deployment, as istioctl installs it: the lab's control plane.
+const (
+	istiodNamespace = "istio-system"
+	istiodName      = "istiod"
+)
 
 // newRolloutStatusCmd is kubectl rollout status for Deployments: it waits until the
 // Deployment's pods are available (its Available condition, as `wait

@@ -88,7 +88,9 @@ func decodeKubeWorkload(kind string, top map[string]any, js []byte, o *Object, p
 		}
 		owner, tmpl, selector = d.ObjectMeta, d.Spec.Template, labelSelector(d.Spec.Selector, p)
 		replicas = replicaCount(d.Spec.Replicas, p)
-		names = func(hash string) []string { return suffixedNames(name+"-"+hash, replicas) }
+		names = func(hash string) []string {
+			return suffixedNamesAfter(name+"-"+hash, replicas, deletedPods(d.Annotations, p))
+		}
 	case "ReplicaSet":
 		var rs appsv1.ReplicaSet
 		if !decodeStrict(top, js, &rs, p) {
@@ -96,7 +98,7 @@ func decodeKubeWorkload(kind string, top map[string]any, js []byte, o *Object, p
 		}
 		owner, tmpl, selector = rs.ObjectMeta, rs.Spec.Template, labelSelector(rs.Spec.Selector, p)
 		replicas = replicaCount(rs.Spec.Replicas, p)
-		names = func(string) []string { return suffixedNames(name, replicas) }
+		names = func(string) []string { return suffixedNamesAfter(name, replicas, deletedPods(rs.Annotations, p)) }
 	case "StatefulSet":
 		var ss appsv1.StatefulSet
 		if !decodeStrict(top, js, &ss, p) {
@@ -112,7 +114,7 @@ func decodeKubeWorkload(kind string, top map[string]any, js []byte, o *Object, p
 		}
 		// A lab is one node: a DaemonSet makes one pod.
 		owner, tmpl, selector = ds.ObjectMeta, ds.Spec.Template, labelSelector(ds.Spec.Selector, p)
-		names = func(string) []string { return suffixedNames(name, 1) }
+		names = func(string) []string { return suffixedNamesAfter(name, 1, deletedPods(ds.Annotations, p)) }
 	}
 	n := len(*p.list)
 	checkName(p, "metadata.name", name, 63)
@@ -178,6 +180,25 @@ func decodeKubeWorkload(kind string, top map[string]any, js []byte, o *Object, p
 		})
 	}
 	return pods
+}
+
+// deletedPods reads a workload's model.AnnotationDeletedPods: the names of its pods that
+// were deleted (a JSON list), whose successors have names of their own.
+func deletedPods(annotations map[string]string, p problems) map[string]bool {
+	v, ok := annotations[model.AnnotationDeletedPods]
+	if !ok {
+		return nil
+	}
+	var names []string
+	if err := json.Unmarshal([]byte(v), &names); err != nil {
+		p.addf("metadata.annotations."+model.AnnotationDeletedPods, "is not a JSON list of pod names: %v", err)
+		return nil
+	}
+	out := make(map[string]bool, len(names))
+	for _, n := range names {
+		out[n] = true
+	}
+	return out
 }
 
 // podLabelOverlay reads a workload's model.AnnotationPodLabels: the labels of the pods
@@ -562,13 +583,29 @@ func podTemplateHash(t *corev1.PodTemplateSpec) string {
 // foo, bar and legacy) makes pods of the same names, which Kubernetes allows: a pod is
 // keyed by namespace and name (model.PodKey).
 func suffixedNames(base string, n int) []string {
+	return suffixedNamesAfter(base, n, nil)
+}
+
+// suffixedNamesAfter is suffixedNames for a workload some of whose pods were deleted
+// (model.AnnotationDeletedPods): a deleted pod's successor, as the ReplicaSet's new pod,
+// has a name of its own, the next of its slot's names that was not deleted.
+func suffixedNamesAfter(base string, n int, deleted map[string]bool) []string {
 	out := make([]string, 0, n)
 	for i := range n {
-		h := fnv.New32a()
-		_, _ = fmt.Fprintf(h, "%s/%d", base, i)
-		// The low digits vary most; five of them, as Kubernetes' random suffix.
-		suffix := safeEncode(h.Sum32() | 1<<31) // at least 10 digits
-		out = append(out, base+"-"+suffix[len(suffix)-5:])
+		for gen := 0; ; gen++ {
+			h := fnv.New32a()
+			if gen == 0 {
+				_, _ = fmt.Fprintf(h, "%s/%d", base, i)
+			} else {
+				_, _ = fmt.Fprintf(h, "%s/%d/%d", base, i, gen)
+			}
+			// The low digits vary most; five of them, as Kubernetes' random suffix.
+			suffix := safeEncode(h.Sum32() | 1<<31) // at least 10 digits
+			if name := base + "-" + suffix[len(suffix)-5:]; !deleted[name] || gen > len(deleted) {
+				out = append(out, name)
+				break
+			}
+		}
 	}
 	return out
 }

@@ -559,3 +559,46 @@ func TestPodLabelsOfAWorkload(t *testing.T) {
 		t.Errorf("a bad label in %s: %v, want it refused", model.AnnotationPodLabels, err)
 	}
 }
+
+// TestDeletedPodsGetSuccessors: a Deployment whose pods were deleted one by one
+// (model.AnnotationDeletedPods, as `delete pod` keeps them) makes a successor of a new
+// name for each, as its ReplicaSet would, and leaves the others as they were; a pod
+// deleted again gets yet another name. A bad annotation is refused by name.
+func TestDeletedPodsGetSuccessors(t *testing.T) {
+	t.Parallel()
+	names := func(yaml string) []string {
+		t.Helper()
+		var out []string
+		for _, p := range podsOf(buildScenario(t, yaml), "reviews-v1") {
+			out = append(out, p.Name)
+		}
+		slices.Sort(out)
+		return out
+	}
+	withDeleted := func(deleted ...string) string {
+		return strings.Replace(reviewsManifest, "  name: reviews-v1\n", "  name: reviews-v1\n  annotations:\n    "+model.AnnotationDeletedPods+": '[\""+strings.Join(deleted, `","`)+"\"]'\n", 1)
+	}
+	first := names(reviewsManifest)
+	if len(first) != 2 {
+		t.Fatalf("reviews-v1 made %v, want 2 pods", first)
+	}
+	second := names(withDeleted(first[0]))
+	if slices.Contains(second, first[0]) || !slices.Contains(second, first[1]) || len(second) != 2 {
+		t.Fatalf("after deleting %s: pods %v, want %s kept and a new one", first[0], second, first[1])
+	}
+	successor := second[0]
+	if successor == first[1] {
+		successor = second[1]
+	}
+	if !strings.HasPrefix(successor, strings.Join(strings.Split(first[0], "-")[:3], "-")+"-") {
+		t.Errorf("successor %s is not of the same ReplicaSet as %s", successor, first[0])
+	}
+	third := names(withDeleted(first[0], successor))
+	if slices.Contains(third, first[0]) || slices.Contains(third, successor) || !slices.Contains(third, first[1]) {
+		t.Errorf("after deleting %s and %s: pods %v", first[0], successor, third)
+	}
+	bad := strings.Replace(reviewsManifest, "  name: reviews-v1\n", "  name: reviews-v1\n  annotations:\n    "+model.AnnotationDeletedPods+": 'x'\n", 1)
+	if _, err := Load("k.yaml", []byte(bad)); err == nil || !strings.Contains(err.Error(), "metadata.annotations."+model.AnnotationDeletedPods+": is not a JSON list of pod names") {
+		t.Errorf("a bad %s annotation: %v", model.AnnotationDeletedPods, err)
+	}
+}

@@ -172,6 +172,23 @@ func (s *Server) StopFor(d time.Duration) {
 	s.log.Warn("xds stopped by a fault", "for", d)
 }
 
+// Restart ends every open connection (every ADS stream, and CSRs on the same socket) as a
+// restarted istiod's do, and keeps serving: each proxy reconnects at once and is sent its
+// config afresh. It returns how many connections it ended.
+func (s *Server) Restart() int {
+	s.faults.mu.Lock()
+	conns := make([]net.Conn, 0, len(s.faults.conns))
+	for c := range s.faults.conns {
+		conns = append(conns, c)
+	}
+	s.faults.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+	s.log.Info("xds restarted: every connection ended", "connections", len(conns))
+	return len(conns)
+}
+
 // Stopped reports whether the server is serving nothing because of StopFor.
 func (s *Server) Stopped() bool {
 	s.faults.mu.Lock()

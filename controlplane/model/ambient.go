@@ -56,6 +56,12 @@ const AnnotationPodLabels = "meshlab.dev/pod-labels"
 // reach a gateway with their own source address, as Local keeps it in a cluster.
 const AnnotationExternalTrafficPolicy = "meshlab.dev/external-traffic-policy"
 
+// AnnotationDeletedPods, on a Deployment, ReplicaSet or DaemonSet, lists (JSON) the names
+// of its pods deleted one by one (`kubectl delete pod`): Kubernetes' ReplicaSet makes a
+// new pod, of a new name, for each, and so does the lab, naming each successor apart
+// from the pods deleted before it.
+const AnnotationDeletedPods = "meshlab.dev/deleted-pods"
+
 // Dataplane is how a pod's traffic joins the mesh.
 type Dataplane int
 

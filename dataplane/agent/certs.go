@@ -220,13 +220,19 @@ func (m *certManager) install(c *workloadCert) time.Time {
 	}
 	m.issuance++
 	m.next = rotateAt
-	m.status = agentapi.CertStatus{SPIFFEID: m.id, Serial: serial(c.leaf), NotBefore: c.leaf.NotBefore,
+	// The certificate's own identity: the CA names it in the mesh's trust domain of now,
+	// which after a trust domain migration is not the one this agent asked for.
+	id := m.id
+	if len(c.leaf.URIs) == 1 {
+		id = c.leaf.URIs[0].String()
+	}
+	m.status = agentapi.CertStatus{SPIFFEID: id, Serial: serial(c.leaf), NotBefore: c.leaf.NotBefore,
 		NotAfter: c.leaf.NotAfter, RotateAt: rotateAt, Rotations: m.status.Rotations, Paused: m.status.Paused,
 		IssuerKeyID: hex.EncodeToString(c.leaf.AuthorityKeyId), Issuer: c.leaf.Issuer.CommonName,
 		Intermediates: certRefs(c.inter), TrustBundle: certRefs(c.bundle)}
 	close(m.changed)
 	m.changed = make(chan struct{})
-	m.log.Info("workload certificate issued", "spiffe_id", m.id, "serial", m.status.Serial,
+	m.log.Info("workload certificate issued", "spiffe_id", id, "serial", m.status.Serial,
 		"not_after", c.leaf.NotAfter, "rotate_at", rotateAt, "issuer", m.status.Issuer, "trust_bundle", len(c.bundle))
 	return rotateAt
 }

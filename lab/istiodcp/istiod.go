@@ -267,7 +267,7 @@ func (d *Istiod) Feed(ctx context.Context, m *model.Model) error {
 		return nil
 	}
 	if !d.ambient && Ambient(m) {
-		return d.restartLocked(ctx, m, "the lab turned ambient: istiod restarted with PILOT_ENABLE_AMBIENT=true")
+		return d.restartLocked(ctx, m, "the lab turned ambient: istiod restarted with PILOT_ENABLE_AMBIENT=true", true)
 	}
 	state, err := Objects(m, d.opts.Node)
 	if err != nil {
@@ -281,24 +281,36 @@ func (d *Istiod) Feed(ctx context.Context, m *model.Model) error {
 	return nil
 }
 
-// restartLocked replaces the running istiod by one with ambient on, started with m's
-// objects. The caller holds d.mu.
-func (d *Istiod) restartLocked(ctx context.Context, m *model.Model, reason string) error {
+// Restart replaces the running istiod by a new one started with m's objects (ambient on
+// as it was, or when m has turned ambient), as a rollout restart of istiod's Deployment:
+// the proxies' streams to it end and each reconnects to the new one.
+func (d *Istiod) Restart(ctx context.Context, m *model.Model, reason string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stopped {
+		return errors.New("istiod: stopped")
+	}
+	return d.restartLocked(ctx, m, reason, d.ambient || Ambient(m))
+}
+
+// restartLocked replaces the running istiod by one started with m's objects, ambient on
+// or off. The caller holds d.mu.
+func (d *Istiod) restartLocked(ctx context.Context, m *model.Model, reason string, ambient bool) error {
 	if old := d.proc.Load(); old != nil {
 		old.stop()
 	}
 	if d.opts.Logger != nil {
 		d.opts.Logger.Info(reason)
 	}
-	if err := d.start(ctx, m, true); err != nil {
-		err = fmt.Errorf("istiod: restart with ambient on: %w", err)
+	if err := d.start(ctx, m, ambient); err != nil {
+		err = fmt.Errorf("istiod: restart (ambient %v): %w", ambient, err)
 		d.refused = err
 		if d.opts.OnExit != nil {
 			d.opts.OnExit(err)
 		}
 		return err
 	}
-	d.ambient, d.refused = true, nil
+	d.ambient, d.refused = ambient, nil
 	if d.opts.OnRestart != nil {
 		d.opts.OnRestart(reason, d.PID())
 	}

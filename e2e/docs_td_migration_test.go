@@ -1,0 +1,135 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/meshlab/meshlab/internal/testutil"
+)
+
+// tdCheck is the trust domain migration page's request from sleep in ns to httpbin in
+// default, printing the status code.
+func tdCheck(ns string) string {
+	get := `kubectl get pod -l app=sleep -o jsonpath={.items..metadata.name}`
+	nsFlag := ""
+	if ns != "default" {
+		get = `kubectl -n ` + ns + ` get pod -l app=sleep -o jsonpath={.items..metadata.name}`
+		nsFlag = " -n " + ns
+	}
+	return `kubectl exec "$(` + get + `)" -c sleep` + nsFlag + ` -- curl http://httpbin.default:8000/ip -sS -o /dev/null -w "%{http_code}\n"`
+}
+
+// TestTrustDomainMigrationTask walks "Authorization Policy Trust Domain Migration"
+// (tasks/security/authorization/authz-td-migration) as its snips.sh writes it: Istio
+// installed with meshConfig.trustDomain=old-td (the reader answers istioctl's y/N with
+// y), httpbin and sleep in default, sleep in sleep-allow, a policy allowing GETs to
+// httpbin from old-td/ns/sleep-allow/sa/sleep only: sleep in default gets 403, sleep in
+// sleep-allow 200. Installed again with new-td, istiod restarted (`rollout restart`), the
+// pods deleted (their Deployments make new ones, whose certificates say new-td): both
+// 403. Installed from the page's td-installation.yaml (new-td, alias old-td), the
+// policy unchanged: 403 and 200 again, istiod rewriting the policy's old-td principal to
+// new-td and old-td. Then the page's clean up.
+func TestTrustDomainMigrationTask(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	// The page writes td-installation.yaml in its working directory: one of the test's
+	// own, with samples/ linked to the module's (which stays unchanged).
+	dir := t.TempDir()
+	if err := os.Symlink(testutil.IstioSamples(t), filepath.Join(dir, "samples")); err != nil {
+		t.Fatal(err)
+	}
+	p := &pageLab{docsLab: startDocsLab(t), samples: dir}
+	install := func(lines string) string {
+		t.Helper()
+		cmd := p.command(lines)
+		cmd.Stdin = strings.NewReader("y\n") // the reader's answer to istioctl's y/N
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s\n%v\n%s", lines, err, out)
+		}
+		return string(out)
+	}
+	const demoLines = "✔ Istio core installed ⛵️\n✔ Istiod installed 🧠\n✔ Egress gateways installed 🛫\n✔ Ingress gateways installed 🛬\n✔ Installation complete\nMade this installation the default for injection and validation.\n"
+	if out := install(`istioctl install --set values.pilot.env.PILOT_ENABLE_CONFIG_DISTRIBUTION_TRACKING=true --set profile=demo --set meshConfig.trustDomain=old-td`); !strings.HasSuffix(out, demoLines) {
+		t.Errorf("install with trust domain old-td printed %q, want istioctl's demo lines", out)
+	}
+	p.sh(`kubectl label namespace default istio-injection=enabled
+kubectl apply -f samples/httpbin/httpbin.yaml
+kubectl apply -f samples/sleep/sleep.yaml
+kubectl create namespace sleep-allow
+kubectl label namespace sleep-allow istio-injection=enabled
+kubectl apply -f samples/sleep/sleep.yaml -n sleep-allow`)
+	if out := p.sh(`kubectl apply -f - <<EOF
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata:
+  name: service-httpbin.default.svc.cluster.local
+  namespace: default
+spec:
+  rules:
+  - from:
+    - source:
+        principals:
+        - old-td/ns/sleep-allow/sa/sleep
+    to:
+    - operation:
+        methods:
+        - GET
+  selector:
+    matchLabels:
+      app: httpbin
+---
+EOF`); out != "authorizationpolicy.security.istio.io/service-httpbin.default.svc.cluster.local created\n" {
+		t.Errorf("apply the policy: %q", out)
+	}
+	p.shows("403\n", tdCheck("default"))
+	p.shows("200\n", tdCheck("sleep-allow"))
+	p.step("old-td: sleep 403, sleep-allow's sleep 200")
+
+	if out := install(`istioctl install --set values.pilot.env.PILOT_ENABLE_CONFIG_DISTRIBUTION_TRACKING=true --set profile=demo --set meshConfig.trustDomain=new-td`); !strings.HasSuffix(out, demoLines) {
+		t.Errorf("install with trust domain new-td printed %q", out)
+	}
+	if out := p.sh(`kubectl rollout restart deployment -n istio-system istiod`); out != "deployment.apps/istiod restarted\n" {
+		t.Errorf("rollout restart printed %q, want kubectl's line", out)
+	}
+	before := p.sh(`kubectl get pod -l app=sleep -o jsonpath={.items..metadata.name}`)
+	p.sh(`kubectl delete pod --all`)
+	p.sh(`kubectl delete pod --all -n sleep-allow`)
+	p.shows("403\n", tdCheck("default"))
+	p.shows("403\n", tdCheck("sleep-allow"))
+	if after := p.sh(`kubectl get pod -l app=sleep -o jsonpath={.items..metadata.name}`); after == before {
+		t.Errorf("sleep's pod is still %q after delete pod --all, want a new pod as its ReplicaSet makes", after)
+	}
+	p.step("new-td without aliases: both 403")
+	// The new pods' certificates name new-td (describe pod's Certificate line, which the
+	// page does not run).
+	if out := p.sh(`kubectl describe pod "$(kubectl -n sleep-allow get pod -l app=sleep -o jsonpath={.items..metadata.name})" -n sleep-allow`); !strings.Contains(out, "spiffe://new-td/ns/sleep-allow/sa/sleep") {
+		t.Errorf("sleep-allow's sleep has no certificate for spiffe://new-td/ns/sleep-allow/sa/sleep:\n%s", out)
+	}
+
+	out := install(`cat <<EOF > ./td-installation.yaml
+apiVersion: install.istio.io/v1alpha1
+kind: IstioOperator
+spec:
+  meshConfig:
+    trustDomain: new-td
+    trustDomainAliases:
+      - old-td
+EOF
+istioctl install --set values.pilot.env.PILOT_ENABLE_CONFIG_DISTRIBUTION_TRACKING=true --set profile=demo -f td-installation.yaml -y`)
+	if out != demoLines {
+		t.Errorf("install -f td-installation.yaml -y printed %q, want istioctl's demo lines", out)
+	}
+	p.shows("403\n", tdCheck("default"))
+	p.shows("200\n", tdCheck("sleep-allow"))
+	p.step("new-td with alias old-td: sleep 403, sleep-allow's sleep 200")
+
+	p.sh(`kubectl delete authorizationpolicy service-httpbin.default.svc.cluster.local
+kubectl delete deploy httpbin; kubectl delete service httpbin; kubectl delete serviceaccount httpbin
+kubectl delete deploy sleep; kubectl delete service sleep; kubectl delete serviceaccount sleep
+istioctl uninstall --purge -y
+kubectl delete namespace sleep-allow istio-system
+rm ./td-installation.yaml`)
+}
