@@ -9,8 +9,11 @@ import (
 	"slices"
 
 	"github.com/meshlab/meshlab/api"
-	"github.com/meshlab/meshlab/controlplane/model"
 )
+
+// deletedPodsAnnotation is deletedPodsAnnotation: on a workload, the names of its
+// pods deleted one by one (a JSON list), whose successors the lab names apart.
+const deletedPodsAnnotation = "meshlab.dev/deleted-pods"
 
 // kubectl delete pod: a pod written as a Pod object goes with it; a pod a Deployment,
 // ReplicaSet or DaemonSet made is replaced, as its ReplicaSet (or DaemonSet) makes a new
@@ -124,13 +127,13 @@ func deletePods(ctx context.Context, c *api.Client, d podDeletion, out, errOut i
 	return errors.Join(missing...)
 }
 
-// addDeletedPod adds pod to the workload's model.AnnotationDeletedPods.
+// addDeletedPod adds pod to the workload's deletedPodsAnnotation.
 func (o *metaObject) addDeletedPod(pod string) error {
 	annotations := o.values("annotations")
 	var names []string
-	if s, ok := annotations[model.AnnotationDeletedPods]; ok {
+	if s, ok := annotations[deletedPodsAnnotation]; ok {
 		if err := json.Unmarshal([]byte(s), &names); err != nil {
-			return fmt.Errorf("%s: annotation %s: %w", o.ref(), model.AnnotationDeletedPods, err)
+			return fmt.Errorf("%s: annotation %s: %w", o.ref(), deletedPodsAnnotation, err)
 		}
 	}
 	if slices.Contains(names, pod) {
@@ -140,7 +143,7 @@ func (o *metaObject) addDeletedPod(pod string) error {
 	if err != nil {
 		return err
 	}
-	annotations[model.AnnotationDeletedPods] = string(b)
+	annotations[deletedPodsAnnotation] = string(b)
 	o.setValues("annotations", annotations)
 	return nil
 }
