@@ -5,8 +5,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/meshlab/meshlab/internal/testutil"
 )
@@ -186,4 +188,67 @@ esac
 	if err == nil || !strings.Contains(out, "\ndetails ") || errOut != `Error from server (NotFound): services "nope" not found`+"\n" {
 		t.Fatalf("get svc/details svc/nope: %v\n%s\n%s\nwant details shown, nope's NotFound on stderr, exit 1", err, out, errOut)
 	}
+}
+
+// TestDocsKialiPatchIstiod runs the kiali page's two patch lines on a lab whose control
+// plane is Istio's istiod (bin/meshlab-istiod) and asserts what istiod makes of them:
+// details' port named foo is no protocol istiod knows, so productpage's sidecar sniffs it
+// (a listener on details' VIP with an HTTP chain and a TCP chain to its cluster, whose
+// upstream protocol follows the client's); named http again, both are gone. meshlab's
+// own generator has no sniffing (an unrecognised port name is HTTP,
+// controlplane/config/protocol.go), so this is held against istiod.
+func TestDocsKialiPatchIstiod(t *testing.T) {
+	testutil.RequireRoot(t)
+	bin := istiodBin(t)
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "cluster.yaml")
+	if err := os.WriteFile(file, []byte("# a cluster before the task\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l := startLabWithin(t, 3*time.Minute, "--control-plane=istiod", "--istiod-path", bin, file)
+	ml := func(args ...string) string {
+		t.Helper()
+		return mustMeshlab(t, append([]string{"--lab", l.name}, args...)...)
+	}
+	samples := testutil.IstioSamples(t)
+	ml("create", "ns", "bookinfo")
+	ml("label", "ns", "bookinfo", "istio-injection=enabled")
+	ml("apply", "-n", "bookinfo", "-f", filepath.Join(samples, "bookinfo/platform/kube/bookinfo.yaml"))
+	ml("wait", "--for=condition=ready", "pod", "-l", "app=productpage", "-n", "bookinfo", "--timeout", "120s")
+	pp := ml("get", "pods", "-n", "bookinfo", "-l", "app=productpage", "-o", "jsonpath={.items[0].metadata.name}")
+	vip := ml("get", "svc", "details", "-n", "bookinfo", "-o", "jsonpath={.spec.clusterIP}")
+	const cluster = "outbound|9080||details.bookinfo.svc.cluster.local"
+	sniffed := func() (listener, upstream bool) {
+		t.Helper()
+		ls := ml("pc", "listeners", pp, "-n", "bookinfo", "--port", "9080")
+		cs := ml("pc", "clusters", pp, "-n", "bookinfo", "--fqdn", "details.bookinfo.svc.cluster.local", "-o", "json")
+		listener = regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(vip) + `\s+9080\s+ALL\s+Cluster: ` + regexp.QuoteMeta(cluster) + `$`).MatchString(ls)
+		return listener, strings.Contains(cs, "useDownstreamProtocolConfig")
+	}
+	waitFor := func(what string, want bool) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			l, u := sniffed()
+			if l == want && u == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: listener on %s:9080 to %s: %v, upstream protocol from the client's: %v; want both %v", what, vip, cluster, l, u, want)
+			}
+			time.Sleep(time.Second)
+		}
+	}
+	waitFor("details' port named http", false)
+	if out := ml("patch", "service", "details", "-n", "bookinfo", "--type", "json", "-p", `[{"op":"replace","path":"/spec/ports/0/name", "value":"foo"}]`); out != "service/details patched\n" {
+		t.Fatalf("patch to foo: %q", out)
+	}
+	waitFor("details' port named foo", true)
+	if out := ml("exec", pp, "-n", "bookinfo", "--", "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "http://details:9080/details/0"); out != "200" {
+		t.Fatalf("productpage to details with its port named foo: %q, want 200", out)
+	}
+	if out := ml("patch", "service", "details", "-n", "bookinfo", "--type", "json", "-p", `[{"op":"replace","path":"/spec/ports/0/name", "value":"http"}]`); out != "service/details patched\n" {
+		t.Fatalf("patch back to http: %q", out)
+	}
+	waitFor("details' port named http again", false)
 }
