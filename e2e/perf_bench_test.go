@@ -306,7 +306,8 @@ func checkTransport(b *testing.B, ns, url string, wantMTLS bool) {
 // splice path's, p90 <= 0.15 ms over it at 1000 qps, <= 15 µs of CPU per request per proxy.
 // Run: sudo go test ./e2e -run '^$' -bench DataPath -benchtime 1x (MESHLAB_E2E_BIN runs a
 // prebuilt meshlab, to compare two builds with one test binary; MESHLAB_BENCH_PERF=<dir>
-// records each cell's proxies with perf, recordPerf).
+// records each cell's proxies with perf, recordPerf; MESHLAB_BENCH_SCHED=<dir> reports
+// each proxy's hops, wake-ups and bursts from the machine's scheduler events, recordSched).
 func BenchmarkDataPath(b *testing.B) {
 	testutil.RequireRoot(b)
 	l := startLab(b, "testdata/perf.yaml")
@@ -414,10 +415,12 @@ func BenchmarkDataPath(b *testing.B) {
 						procTicks[j] -= u + s
 					}
 					stopPerf := recordPerf(b, p.name+"-"+rate.name, procs)
+					reportSched := recordSched(b, p.name+"-"+rate.name, procs)
 					results = append(results, runLoad(b, pods[p.client].NetNS, loadSpec{
 						URL: p.url + perfPath, QPS: rate.qps, Connections: perfConnections, Duration: perfDuration,
 					}))
 					stopPerf()
+					reportSched()
 					for j, pr := range procs {
 						u, s := cpuTimes(b, pr.pid)
 						ticks += u + s
