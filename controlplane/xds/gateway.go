@@ -122,9 +122,13 @@ func gatewayListeners(m *model.Model, pod *model.Pod) ([]types.Resource, error) 
 	for _, g := range gatewayServers(m, pod) {
 		byPort[g.port] = append(byPort[g.port], g)
 	}
+	az, err := gatewayAuthzFor(m, pod)
+	if err != nil {
+		return nil, err
+	}
 	var out []types.Resource
 	for _, port := range slices.Sorted(mapsKeys(byPort)) {
-		l, err := gatewayListener(m, port, byPort[port])
+		l, err := gatewayListener(m, port, byPort[port], az)
 		if err != nil {
 			return nil, fmt.Errorf("build listener %s: %w", GatewayListenerName(port), err)
 		}
@@ -149,7 +153,38 @@ func mapsKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
 	}
 }
 
-func gatewayListener(m *model.Model, port uint16, servers []gatewayServer) (*listener.Listener, error) {
+// gatewayAuthz are the authentication and authorization filters of a gateway pod's
+// chains, as istiod's listener builder gives a gateway: on an HTTP chain the JWT filter
+// of the RequestAuthentications and the RBAC filters of the AuthorizationPolicies that
+// select the pod (or target its Gateway), ahead of the router; on a TCP chain (TLS
+// passthrough, TLS terminated to a tcp route, TCP) the network RBAC filters, ahead of
+// tcp_proxy (buildCompleteNetworkFilters).
+type gatewayAuthz struct {
+	http []*hcm.HttpFilter
+	tcp  []*listener.Filter
+}
+
+func gatewayAuthzFor(m *model.Model, pod *model.Pod) (gatewayAuthz, error) {
+	h, err := authzFor(m, pod, false).httpFilters()
+	if err != nil {
+		return gatewayAuthz{}, err
+	}
+	t, err := authzFor(m, pod, true).networkFilters()
+	if err != nil {
+		return gatewayAuthz{}, err
+	}
+	return gatewayAuthz{http: h, tcp: t}, nil
+}
+
+// onTCP returns a TCP chain's filters after the network RBAC filters.
+func (az gatewayAuthz) onTCP(filters []*listener.Filter) []*listener.Filter {
+	if len(az.tcp) == 0 {
+		return filters
+	}
+	return append(slices.Clone(az.tcp), filters...)
+}
+
+func gatewayListener(m *model.Model, port uint16, servers []gatewayServer, az gatewayAuthz) (*listener.Listener, error) {
 	name := GatewayListenerName(port)
 	var chains []*listener.FilterChain
 	sni := false
@@ -161,7 +196,7 @@ func gatewayListener(m *model.Model, port uint16, servers []gatewayServer) (*lis
 			if i > 0 {
 				continue // one chain serves every plaintext HTTP server of the port
 			}
-			f, err := gatewayHCM(name, g.routeName())
+			f, err := gatewayHCM(name, g.routeName(), az.http)
 			if err != nil {
 				return nil, err
 			}
@@ -169,7 +204,7 @@ func gatewayListener(m *model.Model, port uint16, servers []gatewayServer) (*lis
 		case g.isHTTP():
 			continue // a plaintext server cannot share a port with TLS ones
 		case g.terminatesHTTPS():
-			f, err := gatewayHCM(name, g.routeName())
+			f, err := gatewayHCM(name, g.routeName(), az.http)
 			if err != nil {
 				return nil, err
 			}
@@ -189,6 +224,9 @@ func gatewayListener(m *model.Model, port uint16, servers []gatewayServer) (*lis
 			if err != nil {
 				return nil, err
 			}
+			for _, c := range cs {
+				c.Filters = az.onTCP(c.Filters)
+			}
 			chains = append(chains, cs...)
 			sni = sni || len(cs) > 0
 		case g.terminatesTLS(): // a TLS server: TLS ends here, then its tcp route
@@ -197,6 +235,7 @@ func gatewayListener(m *model.Model, port uint16, servers []gatewayServer) (*lis
 				return nil, err
 			}
 			if c != nil {
+				c.Filters = az.onTCP(c.Filters)
 				chains = append(chains, c)
 				sni = sni || len(c.GetFilterChainMatch().GetServerNames()) > 0
 			}
@@ -206,7 +245,7 @@ func gatewayListener(m *model.Model, port uint16, servers []gatewayServer) (*lis
 				return nil, err
 			}
 			if f != nil {
-				chains = append(chains, &listener.FilterChain{Filters: []*listener.Filter{f}, Metadata: gatewayOrigin(g)})
+				chains = append(chains, &listener.FilterChain{Filters: az.onTCP([]*listener.Filter{f}), Metadata: gatewayOrigin(g)})
 			}
 		}
 	}
@@ -241,9 +280,13 @@ func gatewayOrigin(g gatewayServer) *core.Metadata {
 // buildGatewayConnectionManager: the client's address is the remote address
 // (use_remote_address), x-forwarded-client-cert is sanitized and set from a client
 // certificate, the server header is istio-envoy (a gateway's listener class is not
-// sidecar outbound, the one that keeps Envoy's "envoy"), and routes come over RDS.
-func gatewayHCM(listenerName, routeName string) (*listener.Filter, error) {
+// sidecar outbound, the one that keeps Envoy's "envoy"), and routes come over RDS. The
+// gateway's authentication and authorization filters (pre) go first.
+func gatewayHCM(listenerName, routeName string, pre []*hcm.HttpFilter) (*listener.Filter, error) {
 	return hcmFilter("outbound_"+listenerName, true, func(m *hcm.HttpConnectionManager) {
+		if len(pre) > 0 {
+			m.HttpFilters = append(slices.Clone(pre), m.HttpFilters...)
+		}
 		m.ServerName = InboundServerName
 		m.UseRemoteAddress = wrapperspb.Bool(true)
 		m.ForwardClientCertDetails = hcm.HttpConnectionManager_SANITIZE_SET
