@@ -91,6 +91,17 @@ func TestDocsPatchEditGet(t *testing.T) {
 	run("service/istio-ingressgateway patched (no change)\n", "patch", "svc", "istio-ingressgateway", "-n", "istio-system", "-p", `{"spec":{"externalTrafficPolicy":"Local"}}`)
 	fails("", "spec.selector.app: service/istio-ingressgateway in istio-system is made by the lab",
 		"patch", "svc", "istio-ingressgateway", "-n", "istio-system", "--type", "merge", "-p", `{"spec":{"selector":{"app":"x"}}}`)
+	// The page's Gateway API form: the Gateway's automated Service takes the same patch.
+	gw := filepath.Join(t.TempDir(), "httpbin-gateway.yaml")
+	if err := os.WriteFile(gw, []byte("apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata:\n  name: httpbin-gateway\nspec:\n  gatewayClassName: istio\n  listeners:\n  - name: http\n    port: 80\n    protocol: HTTP\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tl.run("apply", "-n", "bookinfo", "-f", gw)
+	run("service/httpbin-gateway-istio patched\n", "patch", "svc", "httpbin-gateway-istio", "-n", "bookinfo", "-p", `{"spec":{"externalTrafficPolicy":"Local"}}`)
+	run("Local", "get", "svc", "httpbin-gateway-istio", "-n", "bookinfo", "-o", "jsonpath={.spec.externalTrafficPolicy}")
+	// secure-metrics' Gateway API patch: spec.infrastructure is refused by name.
+	fails("", "Gateway.gateway.networking.k8s.io bookinfo/httpbin-gateway: spec.infrastructure: is not supported by meshlab's Gateway",
+		"patch", "gateway", "httpbin-gateway", "-n", "bookinfo", "--type=merge", "-p", `{"spec":{"infrastructure":{"annotations":{"prometheus.io/path":"/stats/prometheus"}}}}`)
 	tl.step("authz-ingress's patch")
 
 	// observability/metrics/secure-metrics: the page's patch files, as it writes them.
