@@ -115,9 +115,10 @@ func (h *holder) release() {
 }
 
 // resume puts the collector back if no push was held since the timer of gen was armed.
-// When the pushes let a collection come due (the heap grew past GOGC's goal), it runs
-// it first, with GOGC still off: put back over a heap far past its goal, the collector
-// would make every allocating goroutine assist it, the next apply's among them.
+// When the pushes used more than 60 % of the heap's runway under GOGC (what it may grow
+// by past the live heap before the goal), it collects first, with GOGC still off: put
+// back over a heap past its trigger (Go's lies between 70 and 95 % of the runway), the
+// collector would start at the next allocation, the next apply's, and make it assist.
 func (h *holder) resume(gen uint64) {
 	h.mu.Lock()
 	if gen != h.gen || h.running > 0 || !h.held {
@@ -127,7 +128,7 @@ func (h *holder) resume(gen uint64) {
 	live, objects := h.heap()
 	percent := h.percent
 	h.mu.Unlock()
-	if objects > live+live*int64(percent)/100 {
+	if objects > live+live*int64(percent)*6/1000 {
 		h.collect()
 	}
 	h.mu.Lock()

@@ -94,10 +94,16 @@ func TestHoldStates(t *testing.T) {
 		t.Fatalf("%d quiet timers armed while a push still runs", len(f.timers))
 	}
 	r4()
-	f.objects = 3 * f.live // GOGC 100's goal is 2x: a collection came due during the pushes
+	f.objects = f.live + f.live*65/100 // 65 % of GOGC 100's runway: its trigger is near
 	f.fire()
 	if f.percent != 100 || f.limit != math.MaxInt64 || f.collections != 1 {
 		t.Fatalf("after the last push: GOGC %d limit %d, %d collections; want them back after one collection", f.percent, f.limit, f.collections)
+	}
+	h.hold()()
+	f.objects = f.live + f.live*55/100 // 55 %: the trigger is still ahead
+	f.fire()
+	if f.percent != 100 || f.collections != 1 {
+		t.Fatalf("GOGC %d, %d collections after a push that used 55 %% of the runway, want 100 and no new collection", f.percent, f.collections)
 	}
 }
 
