@@ -1,6 +1,7 @@
 package kubeedit
 
 import (
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -69,4 +70,28 @@ func TestEditFileRoundTrip(t *testing.T) {
 	if string(reopened) != want {
 		t.Fatalf("reopened file:\n%s\nwant:\n%s", reopened, want)
 	}
+}
+
+// FuzzReadEdited holds the reading of a saved edit file to never panic and to return a
+// JSON object whenever it succeeds.
+func FuzzReadEdited(f *testing.F) {
+	file, err := RenderForEdit([]byte(detailsService), []Reason{{Head: "x", Causes: []string{"y"}}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(file)
+	f.Add([]byte("# only\n"))
+	f.Add([]byte("a: [\n"))
+	f.Add([]byte("- 1\n- 2\n"))
+	f.Fuzz(func(t *testing.T, saved []byte) {
+		js, empty, err := ReadEdited(saved)
+		if err != nil || empty {
+			return
+		}
+		var v map[string]any
+		if json.Unmarshal(js, &v) != nil {
+			t.Fatalf("ReadEdited returned %q, not a JSON object", js)
+		}
+		_, _ = Edited([]byte(detailsService), js)
+	})
 }

@@ -170,7 +170,11 @@ func Apply(original, patch []byte, t PatchType) (patched []byte, changed bool, e
 		if err != nil {
 			return nil, false, &StatusError{Reason: "BadRequest", Message: err.Error()}
 		}
-		patched, err = ops.Apply(original)
+		patched, err = applyJSONPatch(ops, original)
+		var internal *StatusError
+		if errors.As(err, &internal) {
+			return nil, false, err
+		}
 		if err != nil {
 			// The API server answers 422 with its generic text, the cause in its log.
 			return nil, false, &StatusError{Reason: "Invalid", Message: "the server rejected our request due to an error in our request"}
@@ -190,6 +194,17 @@ func Apply(original, patch []byte, t PatchType) (patched []byte, changed bool, e
 		return nil, false, err
 	}
 	return patched, changed, nil
+}
+
+// applyJSONPatch applies ops, answering a panic of the library (a whole-document replace
+// without a value: FuzzPatch's find) as the API server's panic recovery answers it, 500.
+func applyJSONPatch(ops jsonpatch.Patch, original []byte) (patched []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			patched, err = nil, &StatusError{Reason: "InternalError", Message: fmt.Sprintf("an error on the server (%q) has prevented the request from succeeding", fmt.Sprint(r))}
+		}
+	}()
+	return ops.Apply(original)
 }
 
 // sameObject refuses a patch that made the object another, as the API server does: the
