@@ -108,3 +108,35 @@ func TestInstallMeshConfig(t *testing.T) {
 		t.Errorf("-f - from stdin: %s, %v", got, err)
 	}
 }
+
+// FuzzReadInstall: no --set value or IstioOperator file makes install's reader panic, and
+// whatever it accepts has a profile it knows and mesh config fields it honours.
+func FuzzReadInstall(f *testing.F) {
+	f.Add("meshConfig.trustDomain=new-td", "apiVersion: install.istio.io/v1alpha1\nkind: IstioOperator\nspec:\n  meshConfig:\n    trustDomain: new-td\n    trustDomainAliases:\n      - old-td\n")
+	f.Add("meshConfig.trustDomainAliases[0]=old-td", "apiVersion: install.istio.io/v1alpha1\nkind: IstioOperator\nspec:\n  profile: demo\n")
+	f.Add("meshConfig.trustDomainAliases[7]=x", "kind: IstioOperator\nspec: {meshConfig: {trustDomainAliases: x}}\n")
+	f.Add("profile=ambient", "kind: IstioOperator\nspec: {meshConfig: {accessLogFile: [a]}}\n")
+	f.Fuzz(func(t *testing.T, set, file string) {
+		path := filepath.Join(t.TempDir(), "iop.yaml")
+		if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		p, err := readInstall([]string{set}, []string{path})
+		if err != nil {
+			return
+		}
+		if _, ok := installProfiles[p.profile]; !ok {
+			t.Fatalf("accepted profile %q", p.profile)
+		}
+		for k := range p.mesh {
+			if !slices.Contains(meshConfigInstallFields, k) || slices.Contains(meshConfigListFields, k) {
+				t.Fatalf("accepted mesh field %q", k)
+			}
+		}
+		for k := range p.lists {
+			if !slices.Contains(meshConfigListFields, k) {
+				t.Fatalf("accepted list field %q", k)
+			}
+		}
+	})
+}

@@ -40,6 +40,8 @@ func FuzzLoad(f *testing.F) {
 		se("  hosts: [pay.internal]\n  location: MESH_INTERNAL\n  resolution: STATIC\n  ports: [{number: 80, name: http}]\n  endpoints: [{address: backend-v1}]\n"),
 		"apiVersion: meshlab.dev/v1alpha1\nkind: MeshConfig\nmetadata: {name: m}\nspec: {outboundTrafficPolicy: {mode: REGISTRY_ONLY}}\n",
 		"apiVersion: meshlab.dev/v1alpha1\nkind: MeshConfig\nmetadata: {name: m}\nspec: {rootNamespace: root}\n",
+		"apiVersion: meshlab.dev/v1alpha1\nkind: MeshConfig\nmetadata: {name: m}\nspec: {trustDomain: new-td, trustDomainAliases: [old-td, 'a..b', '']}\n",
+		strings.Replace(reviewsManifest, "  name: reviews-v1\n", "  name: reviews-v1\n  annotations: {meshlab.dev/deleted-pods: '[\"reviews-v1-x\"]'}\n", 1),
 		"apiVersion: meshlab.dev/v1alpha1\nkind: MeshConfig\nmetadata: {name: m}\nspec: {accessLogFile: \"\", accessLogEncoding: JSON, accessLogFormat: '{\"a\": \"%RESPONSE_CODE%\"}'}\n",
 		"apiVersion: meshlab.dev/v1alpha1\nkind: MeshConfig\nmetadata: {name: m}\nspec: {accessLogFormat: '%REQ(X?Y):10% %%'}\n",
 		pa("istio-system", "mesh", "  mtls: {mode: STRICT}\n"),
