@@ -197,6 +197,10 @@ func outboundTCPListener(m *model.Model, sp servicePort, byHost map[string][]ser
 		Address:          socketAddress(sp.svc.VIP.String(), sp.port.Port),
 		BindToPort:       wrapperspb.Bool(false),
 		TrafficDirection: core.TrafficDirection_OUTBOUND,
+		// istiod's buildListenerFromEntry gives every outbound listener these; without an
+		// HTTP inspector the timeout is 0 (none).
+		ContinueOnListenerFiltersTimeout: true,
+		ListenerFiltersTimeout:           durationpb.New(0),
 		FilterChains: []*listener.FilterChain{{
 			Filters:                       []*listener.Filter{f},
 			TransportSocketConnectTimeout: transportSocketConnectTimeout,

@@ -12,8 +12,11 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	rbacv3 "github.com/envoyproxy/go-control-plane/envoy/config/rbac/v3"
 	filev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
+	httprbacv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	netrbacv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/rbac/v3"
 	tcpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
 	"github.com/meshlab/meshlab/dataplane/proxy/tlsctx/tlstest"
@@ -131,4 +134,55 @@ func TestNetworkShadowRulesOnlyReport(t *testing.T) {
 	if got := p.stats.Value("tcp.rbac.denied"); got != 0 {
 		t.Errorf("tcp.rbac.denied = %d, want 0 (no enforced rules)", got)
 	}
+}
+
+// TestHTTPShadowRulesInAccessLog: a request an HTTP RBAC filter's shadow rules deny (the
+// authz-dry-run page's deny-path-headers) is served, and the filter's results are in the
+// request's dynamic metadata under envoy.filters.http.rbac for the access log, the shadow
+// keys under their prefix beside the enforced ALLOW filter's.
+func TestHTTPShadowRulesInAccessLog(t *testing.T) {
+	logPath := filepath.Join(t.TempDir(), "in.log")
+	p := newProxyUnderTest(t, tlstest.NewCA(t), backendID)
+	p.clusters.AddStatic([]*cluster.Config{staticCluster(t, "inbound|8080||", headerEcho(t), nil)})
+	shadow := &hcmv3.HttpFilter{Name: "envoy.filters.http.rbac", ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(t, &httprbacv3.RBAC{
+		ShadowRulesStatPrefix: "istio_dry_run_deny_",
+		ShadowRules: &rbacv3.RBAC{Action: rbacv3.RBAC_DENY, Policies: map[string]*rbacv3.Policy{"ns[foo]-policy[deny-path-headers]-rule[0]": {
+			Permissions: []*rbacv3.Permission{{Rule: &rbacv3.Permission_UrlPath{UrlPath: &matcherv3.PathMatcher{Rule: &matcherv3.PathMatcher_Path{Path: tlstest.Exact("/headers")}}}}},
+			Principals:  []*rbacv3.Principal{{Identifier: &rbacv3.Principal_Any{Any: true}}},
+		}}},
+	})}}
+	allow := httpRBAC(t, rbacv3.RBAC_ALLOW, map[string]*rbacv3.Policy{"ns[foo]-policy[all]-rule[0]": {
+		Permissions: []*rbacv3.Permission{anyPermission}, Principals: []*rbacv3.Principal{{Identifier: &rbacv3.Principal_Any{Any: true}}},
+	}})
+	const format = "%RESPONSE_CODE% %DYNAMIC_METADATA(envoy.filters.http.rbac:istio_dry_run_deny_shadow_engine_result)% " +
+		"%DYNAMIC_METADATA(envoy.filters.http.rbac:istio_dry_run_deny_shadow_effective_policy_id)% " +
+		"%DYNAMIC_METADATA(envoy.filters.http.rbac:enforced_engine_result)% %DYNAMIC_METADATA(envoy.filters.http.rbac:enforced_effective_policy_id)%\n"
+	in, _ := p.listen(t, &listenerv3.Listener{Name: "inbound", Address: addr("127.0.0.1", 0),
+		FilterChains: []*listenerv3.FilterChain{{Filters: routeHCM(t, "inbound|8080||", logPath, func(h *hcmv3.HttpConnectionManager) {
+			h.StatPrefix = "inbound_0.0.0.0_8080"
+			h.HttpFilters = append([]*hcmv3.HttpFilter{shadow, allow}, h.HttpFilters...)
+			h.AccessLog[0].GetTypedConfig().Value = mustAny(t, &filev3.FileAccessLog{Path: logPath,
+				AccessLogFormat: &filev3.FileAccessLog_LogFormat{LogFormat: &corev3.SubstitutionFormatString{Format: &corev3.SubstitutionFormatString_TextFormatSource{
+					TextFormatSource: &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: format}}}}}}).Value
+		})}}})
+	for _, path := range []string{"/headers", "/ip"} {
+		if code, _ := do(t, "GET", "http://"+in.String()+path); code != 200 {
+			t.Fatalf("GET %s: %d, want 200 (the DENY is a dry run)", path, code)
+		}
+	}
+	want := "200 denied ns[foo]-policy[deny-path-headers]-rule[0] allowed ns[foo]-policy[all]-rule[0]\n" +
+		"200 allowed - allowed ns[foo]-policy[all]-rule[0]\n"
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		log, _ := os.ReadFile(logPath)
+		if string(log) == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("access log:\n%s\nwant:\n%s", log, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	waitStat(t, p.stats, "http.inbound_0.0.0.0_8080.rbac.istio_dry_run_deny_.shadow_denied", 1)
+	waitStat(t, p.stats, "http.inbound_0.0.0.0_8080.rbac.istio_dry_run_deny_.shadow_allowed", 1)
 }
