@@ -1,6 +1,7 @@
 package demoapp
 
 import (
+	"cmp"
 	crand "crypto/rand"
 	"encoding/json"
 	"fmt"
@@ -76,7 +77,29 @@ func newHTTPBin(rnd *rand.Rand) *http.ServeMux {
 	}
 	mux.HandleFunc("/anything", serveAnything)
 	mux.HandleFunc("/anything/{rest...}", serveAnything)
-	return mux
+	outer := http.NewServeMux()
+	outer.Handle("/", httpbinCORS(mux))
+	return outer
+}
+
+// httpbinCORS sets the CORS headers httpbin's set_cors_headers adds to every answer: the
+// request's Origin (else *) allowed, with credentials; a preflight (OPTIONS) also gets
+// the methods, max age and the headers asked for. Istio's pages print them
+// (access-control-allow-origin: *, access-control-allow-credentials: true).
+func httpbinCORS(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Access-Control-Allow-Origin", cmp.Or(r.Header.Get("Origin"), "*"))
+		h.Set("Access-Control-Allow-Credentials", "true")
+		if r.Method == http.MethodOptions {
+			h.Set("Access-Control-Allow-Methods", "GET, POST, PUT, DELETE, PATCH, OPTIONS")
+			h.Set("Access-Control-Max-Age", "3600")
+			if v := r.Header.Get("Access-Control-Request-Headers"); v != "" {
+				h.Set("Access-Control-Allow-Headers", v)
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // httpbin holds the persona's state: the random source of /status/{codes}.
@@ -91,6 +114,11 @@ func (b *httpbin) serveStatus(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
+	}
+	// Flask's answer of an empty (or the teapot's) body: text/html, its length.
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if code != http.StatusTeapot {
+		w.Header().Set("Content-Length", "0")
 	}
 	switch code {
 	case http.StatusTeapot:

@@ -170,6 +170,13 @@ func (l *Lab) startPod(ctx context.Context, slot int, p *model.Pod) (err error) 
 		if err := l.writePodToken(p); err != nil {
 			return err
 		}
+		if len(p.Sidecar.Files) > 0 {
+			// The istio-proxy container's user volumes (sandbox.go's podVolumeRoot for the
+			// app's): the agent reads the certificate files a Sidecar names there.
+			if err := writeVolumeFiles(proxyVolumeRoot(dir), p.Sidecar.Files, ProxyUID); err != nil {
+				return fmt.Errorf("sidecar volumes of pod %s: %w", p.Key(), err)
+			}
+		}
 		argv := append([]string{l.opts.MeshlabPath, "agent", "--log-level=info"}, agent.Args(l.agentConfig(slot, p))...)
 		err := l.agents.start(processSpec{
 			Role: "agent", Pod: p.Key(), NetNS: ns, Argv: argv, LogPath: dir + "/agent.log",
@@ -251,7 +258,20 @@ func (l *Lab) agentConfig(slot int, p *model.Pod) agent.Config {
 		AppMetricsPort:           p.Sidecar.AppMetricsPort,
 		AppMetricsPath:           p.Sidecar.AppMetricsPath,
 		TrustDomain:              td,
+		VolumeRoot:               proxyVolumeRootOf(l.paths.PodDir(p.Key()), p),
 	}
+}
+
+// proxyVolumeRoot is where the files of a pod's sidecar user volumes are written, each
+// at its path in the istio-proxy container below it.
+func proxyVolumeRoot(podDir string) string { return filepath.Join(podDir, "proxy-volumes") }
+
+// proxyVolumeRootOf is proxyVolumeRoot for a pod whose sidecar has volume files, else "".
+func proxyVolumeRootOf(podDir string, p *model.Pod) string {
+	if len(p.Sidecar.Files) == 0 {
+		return ""
+	}
+	return proxyVolumeRoot(podDir)
 }
 
 func (l *Lab) appArgv(p *model.Pod) []string {

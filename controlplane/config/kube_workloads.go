@@ -133,6 +133,9 @@ func decodeKubeWorkload(kind string, top map[string]any, js []byte, o *Object, p
 	app, ports, sa := podTemplateApp(&tmpl, prefix, p)
 	prometheusAppMetrics(tmpl.Annotations, prefix+"metadata.annotations", p) // checked here, used by injectPods
 	checkProxyConfigAnnotation(tmpl.Annotations, prefix+"metadata.annotations", p)
+	if _, _, err := sidecarUserVolumes(tmpl.Annotations); err != nil { // volumes.go: used by mountVolumes
+		p.addf(prefix+"metadata.annotations", "%v", err)
+	}
 	checkUseWaypoint(tmpl.Labels, prefix+"metadata.labels", p) // waypoint.go
 	podLabels := podLabelOverlay(owner.Annotations, p)
 	hash := podTemplateHash(&tmpl)

@@ -80,3 +80,26 @@ func TestSidecarRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestSidecarUserVolumes: the task's user volume annotations give the sidecar the
+// Secrets' files at their mount paths; a malformed one, or a mount of no volume, is
+// refused naming the annotation.
+func TestSidecarUserVolumes(t *testing.T) {
+	t.Parallel()
+	vols, mounts, err := sidecarUserVolumes(map[string]string{
+		userVolumeAnnotation:      `{"tls-secret":{"secret":{"secretName":"httpbin-mtls-termination","optional":true}},"tls-ca-secret":{"secret":{"secretName":"httpbin-mtls-termination-cacert"}}}`,
+		userVolumeMountAnnotation: `{"tls-secret":{"mountPath":"/etc/istio/tls-certs/","readOnly":true},"tls-ca-secret":{"mountPath":"/etc/istio/tls-ca-certs/","readOnly":true}}`,
+	})
+	if err != nil || len(vols) != 2 || len(mounts) != 2 || vols[1].Name != "tls-secret" || vols[1].Secret.SecretName != "httpbin-mtls-termination" || mounts[0].MountPath != "/etc/istio/tls-ca-certs/" {
+		t.Fatalf("sidecarUserVolumes = %+v, %+v, %v", vols, mounts, err)
+	}
+	for _, tc := range []struct{ vol, mount, want string }{
+		{`{"a":`, `{}`, "sidecar.istio.io/userVolume: a JSON object"},
+		{`{}`, `{"a":{"mountPath":"/x"}}`, `sidecar.istio.io/userVolumeMount[a]: no volume "a"`},
+		{`{"a":{"emptyDir":{}}}`, `{"a":{"mountPath":"x"}}`, `sidecar.istio.io/userVolumeMount[a].mountPath: "x" is not an absolute path`},
+	} {
+		if _, _, err := sidecarUserVolumes(map[string]string{userVolumeAnnotation: tc.vol, userVolumeMountAnnotation: tc.mount}); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("sidecarUserVolumes(%s, %s) = %v, want %q", tc.vol, tc.mount, err, tc.want)
+		}
+	}
+}

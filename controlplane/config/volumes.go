@@ -2,6 +2,8 @@ package config
 
 import (
 	"cmp"
+	"encoding/json"
+	"fmt"
 	"path"
 	"slices"
 
@@ -37,7 +39,57 @@ func mountVolumes(objs []*Object, pods []*model.Pod) {
 			continue
 		}
 		p.App.Files = volumeFiles(objs, p.Namespace, o.kube.template.Spec.Volumes, o.kube.template.Spec.Containers[mainContainer(&o.kube.template.Spec)].VolumeMounts)
+		if p.Sidecar.Inject {
+			if vols, mounts, err := sidecarUserVolumes(o.kube.template.Annotations); err == nil { // checked with the workload
+				p.Sidecar.Files = volumeFiles(objs, p.Namespace, vols, mounts)
+			}
+		}
 	}
+}
+
+// Istio's injector annotations that give the istio-proxy container volumes of the pod:
+// JSON maps of a volume's name to its Volume (without the name) and to its VolumeMount,
+// as the sidecar TLS termination task mounts its certificate Secrets.
+const (
+	userVolumeAnnotation      = "sidecar.istio.io/userVolume"
+	userVolumeMountAnnotation = "sidecar.istio.io/userVolumeMount"
+)
+
+// sidecarUserVolumes reads a pod template's userVolume and userVolumeMount annotations as
+// Istio's injector does (each key the volume's name), in name order. A mount must name a
+// volume of userVolume, as Kubernetes requires of a pod.
+func sidecarUserVolumes(annotations map[string]string) ([]corev1.Volume, []corev1.VolumeMount, error) {
+	var vols map[string]corev1.Volume
+	var mounts map[string]corev1.VolumeMount
+	if v, ok := annotations[userVolumeAnnotation]; ok {
+		if err := json.Unmarshal([]byte(v), &vols); err != nil {
+			return nil, nil, fmt.Errorf("%s: a JSON object of volume name to volume: %w", userVolumeAnnotation, err)
+		}
+	}
+	if v, ok := annotations[userVolumeMountAnnotation]; ok {
+		if err := json.Unmarshal([]byte(v), &mounts); err != nil {
+			return nil, nil, fmt.Errorf("%s: a JSON object of volume name to volume mount: %w", userVolumeMountAnnotation, err)
+		}
+	}
+	var outV []corev1.Volume
+	for _, n := range sortedKeysOf(vols) {
+		v := vols[n]
+		v.Name = n
+		outV = append(outV, v)
+	}
+	var outM []corev1.VolumeMount
+	for _, n := range sortedKeysOf(mounts) {
+		if _, ok := vols[n]; !ok {
+			return nil, nil, fmt.Errorf("%s[%s]: no volume %q in %s", userVolumeMountAnnotation, n, n, userVolumeAnnotation)
+		}
+		m := mounts[n]
+		m.Name = n
+		if !path.IsAbs(m.MountPath) {
+			return nil, nil, fmt.Errorf("%s[%s].mountPath: %q is not an absolute path", userVolumeMountAnnotation, n, m.MountPath)
+		}
+		outM = append(outM, m)
+	}
+	return outV, outM, nil
 }
 
 // volumeFiles returns the files the mounts of volumes show, in path order.

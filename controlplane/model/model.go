@@ -185,9 +185,10 @@ type SidecarSpec struct {
 // epoch (log level, concurrency, drain times, data plane, binary, bootstrap override):
 // a running lab can apply a change of those, not of the rest.
 func (s SidecarSpec) WithoutProxySettings() SidecarSpec {
-	// The sidecar's volume files are the pod's, not the proxy's settings: a change makes the
-	// pod again, as a change of the pod template's volumes does.
-	return SidecarSpec{Inject: s.Inject, HoldApplicationUntilProxyStarts: s.HoldApplicationUntilProxyStarts, GRPCAgent: s.GRPCAgent, Files: s.Files}
+	// The sidecar's volume files are left out: a Secret changed or deleted later does not
+	// make the pod again (Kubernetes keeps a pod whose Secret changes); the agent keeps
+	// the files written when the pod started.
+	return SidecarSpec{Inject: s.Inject, HoldApplicationUntilProxyStarts: s.HoldApplicationUntilProxyStarts, GRPCAgent: s.GRPCAgent}
 }
 
 // Pod is one pseudo-pod: a network namespace with an address, an app and (usually) a

@@ -226,7 +226,7 @@ func run(ctx context.Context, c Config, log *slog.Logger, d deps) (err error) {
 	service("nametable", newNameTablePoller(c.LabSocket, c.Pod+"."+c.Namespace, names, log).Run)
 	if certs != nil {
 		service("certs", certs.Run)
-		service("sds", func(ctx context.Context) error { return serveSDS(ctx, sdsLn, certs, c.SystemCAFile, log) })
+		service("sds", func(ctx context.Context) error { return serveSDS(ctx, sdsLn, certs, c.SystemCAFile, c.VolumeRoot, log) })
 	}
 
 	_ = mgr.Run(runCtx)

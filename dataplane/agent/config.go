@@ -66,6 +66,11 @@ type Config struct {
 	// SystemCAFile is optional: the pod's system trust bundle (PEM), what its image's
 	// /etc/ssl/certs would hold, served over SDS as "file-root:system"; "" = the host's.
 	SystemCAFile string
+	// VolumeRoot is optional: the directory holding the istio-proxy container's volume
+	// files (the pod's sidecar.istio.io/userVolume, written by the lab) at their
+	// container paths below it; the certificate files a "file-cert:" or "file-root:"
+	// secret names are read there first, as pilot-agent reads them in its container.
+	VolumeRoot string
 
 	// AppMetricsPort and AppMetricsPath are optional: where the app serves its own
 	// Prometheus metrics (the pod's prometheus.io/port and prometheus.io/path annotations,

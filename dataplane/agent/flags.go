@@ -45,6 +45,7 @@ const (
 	flagCertTTL                  = "cert-ttl"
 	flagTrustDomain              = "trust-domain"
 	flagSystemCAFile             = "system-ca-file"
+	flagVolumeRoot               = "volume-root"
 	flagAppMetricsPort           = "app-metrics-port"
 	flagAppMetricsPath           = "app-metrics-path"
 	flagProxyless                = "proxyless"
@@ -108,6 +109,7 @@ func Args(c Config) []string {
 	str(flagTokenPath, c.TokenPath)
 	dur(flagCertTTL, c.CertTTL)
 	str(flagTrustDomain, c.TrustDomain)
+	str(flagVolumeRoot, c.VolumeRoot)
 	str(flagSystemCAFile, c.SystemCAFile)
 	num(flagAppMetricsPort, uint64(c.AppMetricsPort))
 	str(flagAppMetricsPath, c.AppMetricsPath)
@@ -161,6 +163,7 @@ func BindFlags(fs *pflag.FlagSet) func() (Config, error) {
 	fs.DurationVar(&c.CertTTL, flagCertTTL, 0, "workload certificate lifetime to ask the CA for (0 = the CA's default)")
 	fs.StringVar(&c.TrustDomain, flagTrustDomain, "", "trust domain of the workload's SPIFFE ID (default cluster.local)")
 	fs.StringVar(&c.SystemCAFile, flagSystemCAFile, "", "the pod's system trust bundle (PEM), served over SDS as file-root:system (default the host's)")
+	fs.StringVar(&c.VolumeRoot, flagVolumeRoot, "", "directory holding the proxy container's volume files at their container paths; file-cert: and file-root: secrets are read there first")
 	fs.Uint16Var(&c.AppMetricsPort, flagAppMetricsPort, 0, "port of the app's own Prometheus metrics, merged into the status port's /stats/prometheus (0: none)")
 	fs.StringVar(&c.AppMetricsPath, flagAppMetricsPath, "", "path of the app's own Prometheus metrics (with --app-metrics-port)")
 	fs.BoolVar(&c.Proxyless, flagProxyless, false, "proxyless gRPC (Istio's grpc-agent template): no proxy; write the gRPC bootstrap and certificate files, relay xDS on a socket for the app")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -40,15 +41,17 @@ type sdsServer struct {
 	certs *certManager
 	// systemCA is the file "file-root:system" reads; "" = the host's bundle.
 	systemCA string
-	log      *slog.Logger
+	// volumeRoot holds the proxy container's volume files (Config.VolumeRoot); "" = none.
+	volumeRoot string
+	log        *slog.Logger
 }
 
 var _ secretservice.SecretDiscoveryServiceServer = (*sdsServer)(nil)
 
 // serveSDS serves SDS on ln until ctx ends.
-func serveSDS(ctx context.Context, ln net.Listener, certs *certManager, systemCA string, log *slog.Logger) error {
+func serveSDS(ctx context.Context, ln net.Listener, certs *certManager, systemCA, volumeRoot string, log *slog.Logger) error {
 	g := grpc.NewServer()
-	secretservice.RegisterSecretDiscoveryServiceServer(g, &sdsServer{certs: certs, systemCA: systemCA, log: log})
+	secretservice.RegisterSecretDiscoveryServiceServer(g, &sdsServer{certs: certs, systemCA: systemCA, volumeRoot: volumeRoot, log: log})
 	errc := make(chan error, 1)
 	go func() { errc <- g.Serve(ln) }()
 	select {
@@ -173,6 +176,9 @@ func (s *sdsServer) secretsResponse(c *workloadCert, names []string, nonce int) 
 		if path, ok := strings.CutPrefix(n, SecretFileRootPrefix); ok {
 			sec = s.fileRoot(n, path)
 		}
+		if paths, ok := strings.CutPrefix(n, SecretFileCertPrefix); ok {
+			sec = s.fileCert(n, paths)
+		}
 		if sec == nil {
 			continue
 		}
@@ -234,7 +240,7 @@ func (s *sdsServer) fileRoot(name, path string) *tlsv3.Secret {
 			}
 		}
 	}
-	pem, err := os.ReadFile(path)
+	pem, err := s.readFile(path)
 	if err != nil || !strings.Contains(string(pem), "-----BEGIN CERTIFICATE-----") {
 		s.log.Warn("sds: no CA certificates for "+name, "file", path, "err", err)
 		return nil
@@ -242,4 +248,45 @@ func (s *sdsServer) fileRoot(name, path string) *tlsv3.Secret {
 	return &tlsv3.Secret{Name: name, Type: &tlsv3.Secret_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
 		TrustedCa: inline(pem),
 	}}}
+}
+
+// SecretFileCertPrefix names a certificate secret read from two files, as Istio's agent
+// serves "file-cert:<certificate chain>~<private key>" for the certificate files a
+// Sidecar's ingress tls (or a gateway's) names.
+const SecretFileCertPrefix = "file-cert:"
+
+// fileCert returns the certificate secret name whose chain and key are the files paths
+// names ("<chain>~<key>"), or nil when either cannot be read or does not hold PEM of
+// its kind, so the proxy keeps waiting for it as Envoy waits for the agent.
+func (s *sdsServer) fileCert(name, paths string) *tlsv3.Secret {
+	chainPath, keyPath, ok := strings.Cut(paths, "~")
+	if !ok {
+		s.log.Warn("sds: file-cert secret without ~ between certificate and key", "name", name)
+		return nil
+	}
+	chain, err := s.readFile(chainPath)
+	if err != nil || !strings.Contains(string(chain), "-----BEGIN CERTIFICATE-----") {
+		s.log.Warn("sds: no certificate chain for "+name, "file", chainPath, "err", err)
+		return nil
+	}
+	key, err := s.readFile(keyPath)
+	if err != nil || !strings.Contains(string(key), "PRIVATE KEY-----") {
+		s.log.Warn("sds: no private key for "+name, "file", keyPath, "err", err)
+		return nil
+	}
+	return &tlsv3.Secret{Name: name, Type: &tlsv3.Secret_TlsCertificate{TlsCertificate: &tlsv3.TlsCertificate{
+		CertificateChain: inline(chain), PrivateKey: inline(key),
+	}}}
+}
+
+// readFile reads path as the proxy's container sees it: below the volume root when a
+// volume file is there, else the host's (a meshlab pod's filesystem is the host's).
+func (s *sdsServer) readFile(path string) ([]byte, error) {
+	if s.volumeRoot != "" && filepath.IsAbs(path) {
+		b, err := os.ReadFile(filepath.Join(s.volumeRoot, filepath.Clean(path)))
+		if err == nil || !errors.Is(err, fs.ErrNotExist) {
+			return b, err
+		}
+	}
+	return os.ReadFile(path)
 }

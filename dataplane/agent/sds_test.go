@@ -72,7 +72,7 @@ func startSDS(t *testing.T, ttl time.Duration) *sdsFixture {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, 2)
 	go func() { _ = certs.Run(ctx); done <- struct{}{} }()
-	go func() { _ = serveSDS(ctx, sdsLn, certs, "", testutil.Logger(t)); done <- struct{}{} }()
+	go func() { _ = serveSDS(ctx, sdsLn, certs, "", "", testutil.Logger(t)); done <- struct{}{} }()
 	t.Cleanup(func() { cancel(); <-done; <-done })
 
 	conn, err := grpc.NewClient("unix://"+SDSSocketPath(dir), grpc.WithTransportCredentials(insecure.NewCredentials()))
