@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -522,7 +523,15 @@ func (rt *router) redirect(x *exchange) int {
 // needs no copy of out (see try).
 func (rt *router) outgoing(ctx context.Context, x *exchange, timeout time.Duration) *http.Request {
 	r, route := x.r, x.route
-	out := r.Clone(ctx)
+	// Request.Clone without its copy of the URL, which is replaced below: the header
+	// (mutated for upstream) and the trailer are the request's own copies; the proxy
+	// parses no forms, so Form, PostForm and MultipartForm are nil.
+	out := r.WithContext(ctx)
+	out.Header = r.Header.Clone()
+	if r.Trailer != nil {
+		out.Trailer = r.Trailer.Clone()
+	}
+	out.TransferEncoding = slices.Clone(r.TransferEncoding)
 	out.RequestURI = ""
 	out.Close = false
 	delHopByHop(out.Header)
