@@ -53,6 +53,8 @@ func meshConfig(mc model.MeshConfig) *meshconfig.MeshConfig {
 	if mc.AccessLogEncoding == model.AccessLogJSON {
 		m.AccessLogEncoding = meshconfig.MeshConfig_JSON
 	}
+	m.TrustDomain = mc.Domain()
+	m.TrustDomainAliases = mc.TrustDomainAliases
 	return m
 }
 
