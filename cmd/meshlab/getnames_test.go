@@ -2,6 +2,7 @@ package main
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -42,4 +43,27 @@ func TestGroupGetTargets(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("groupGetTargets = %v, want %v", got, want)
 	}
+}
+
+// FuzzReadGetArgs holds get's argument reading to never panic and to name a kind in
+// every target it returns.
+func FuzzReadGetArgs(f *testing.F) {
+	f.Add("gatewayclass istio-agentgateway istio-agentgateway-waypoint")
+	f.Add("svc/details deploy/details-v1")
+	f.Add("svc svc/x")
+	f.Fuzz(func(t *testing.T, line string) {
+		args := strings.Fields(line)
+		if len(args) == 0 {
+			return
+		}
+		targets, err := readGetArgs(args)
+		if err != nil {
+			return
+		}
+		for _, tg := range targets {
+			if tg.kind == "" {
+				t.Fatalf("readGetArgs(%q): a target without a kind: %v", args, targets)
+			}
+		}
+	})
 }
