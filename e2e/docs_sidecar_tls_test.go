@@ -95,6 +95,18 @@ func TestSidecarTLSTerminationTask(t *testing.T) {
 		t.Errorf("get svc -n test: no httpbin 8443/TCP,8080/TCP:\n%s", out)
 	}
 
+	httpbinPod := strings.TrimSpace(d.kubectl("", "-n", "test", "get", "pod", "-l", "app=httpbin", "-o", "jsonpath={.items..metadata.name}"))
+	secrets := d.until("the sidecar's file-cert and file-root secrets", func() string {
+		out, _ := meshlab(t, "--lab", d.name, "proxy-config", "secret", httpbinPod+".test")
+		return out
+	}, func(s string) bool { return strings.Contains(s, "file-root:/etc/istio/tls-ca-certs/ca.crt") })
+	t.Logf("istioctl proxy-config secret %s.test:\n%s", httpbinPod, secrets)
+	for _, row := range []string{"RESOURCE NAME", "file-cert:/etc/istio/tls-certs/tls.crt~/etc/istio/tls-certs/tls.key", "default ", "ROOTCA ", "file-root:/etc/istio/tls-ca-certs/ca.crt"} {
+		if !strings.Contains(secrets, row) {
+			t.Errorf("proxy-config secret has no %q row:\n%s", row, secrets)
+		}
+	}
+
 	// Verify internal mesh connectivity on port 8080.
 	internal := strings.TrimSpace(d.kubectl("", "-n", "test", "get", "pod", "-l", "app=sleep", "-o", "jsonpath={.items..metadata.name}"))
 	got := d.until("200 from httpbin:8080 inside the mesh", func() string {
