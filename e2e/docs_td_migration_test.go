@@ -133,3 +133,45 @@ istioctl uninstall --purge -y
 kubectl delete namespace sleep-allow istio-system
 rm ./td-installation.yaml`)
 }
+
+// TestTrustDomainAmbient: ambient follows the mesh's trust domain as istiod makes it
+// follow: installed with meshConfig.trustDomain=new-td, ztunnel holds certificates for
+// spiffe://new-td/... (WDS names the trust domain, the CA issues in it) and curl reaches
+// httpbin over HBONE, both identities new-td in ztunnel's access log. Installed again
+// with td3 and the pods deleted (their Deployments make new ones), the new pods'
+// certificates say td3 and traffic still flows.
+func TestTrustDomainAmbient(t *testing.T) {
+	testutil.RequireRoot(t)
+	requireZtunnel(t)
+	t.Parallel()
+	samples := testutil.IstioSamples(t)
+	tl := startTaskLabFrom(t, ambientClusterYAML)
+	tl.run("install", "--set", "profile=ambient", "--set", "meshConfig.trustDomain=new-td", "-y")
+	tl.run("apply", "-f", filepath.Join(samples, "httpbin/httpbin.yaml"))
+	tl.run("apply", "-f", filepath.Join(samples, "curl/curl.yaml"))
+	tl.run("label", "namespace", "default", "istio.io/dataplane-mode=ambient")
+	curl := []string{"exec", "deploy/curl", "--", "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}\n", "http://httpbin:8000/ip"}
+	leaves := func(td string) func(string) bool {
+		return func(out string) bool {
+			return strings.Contains(out, "spiffe://"+td+"/ns/default/sa/curl ") && strings.Contains(out, "spiffe://"+td+"/ns/default/sa/httpbin ") &&
+				!strings.Contains(out, "spiffe://cluster.local/ns/default/sa/httpbin ")
+		}
+	}
+	tl.poll("200", func(out string) bool { return out == "200\n" }, curl...)
+	tl.poll("ztunnel's certificates for new-td", leaves("new-td"), "ztunnel-config", "certificates")
+	tl.poll("an inbound HBONE connection between new-td identities", func(out string) bool {
+		return strings.Contains(out, `src.identity="spiffe://new-td/ns/default/sa/curl"`) && strings.Contains(out, `dst.identity="spiffe://new-td/ns/default/sa/httpbin"`)
+	}, "logs", "-n", "istio-system", "-l", "app=ztunnel", "--tail=-1")
+	tl.step("new-td: ztunnel's certificates and HBONE identities in new-td")
+
+	tl.run("install", "--set", "profile=ambient", "--set", "meshConfig.trustDomain=td3", "-y")
+	if out := tl.run("rollout", "restart", "deployment", "-n", "istio-system", "istiod"); out != "deployment.apps/istiod restarted\n" {
+		t.Errorf("rollout restart printed %q", out)
+	}
+	tl.run("delete", "pod", "--all")
+	tl.poll("ztunnel's certificates for td3", func(out string) bool {
+		return strings.Contains(out, "spiffe://td3/ns/default/sa/curl ") && strings.Contains(out, "spiffe://td3/ns/default/sa/httpbin ")
+	}, "ztunnel-config", "certificates")
+	tl.poll("200", func(out string) bool { return out == "200\n" }, curl...)
+	tl.step("td3 after the pods were replaced: certificates in td3, traffic flows")
+}
