@@ -16,7 +16,6 @@ import (
 	"github.com/meshlab/meshlab/controlplane/config"
 	"github.com/meshlab/meshlab/controlplane/discovery"
 	"github.com/meshlab/meshlab/controlplane/model"
-	"github.com/meshlab/meshlab/lab/pushgc"
 	"github.com/meshlab/meshlab/web"
 )
 
@@ -50,7 +49,6 @@ func (l *Lab) currentScenario() (*config.Scenario, error) {
 // It implements web.ConfigStore.
 func (l *Lab) Apply(ctx context.Context, files []api.ConfigFile) ([]api.Change, error) {
 	defer releaseMemory()
-	defer pushgc.Hold()() // the change's push follows: no collection until it is out (lab/pushgc)
 	l.live.applyMu.Lock()
 	defer l.live.applyMu.Unlock()
 	if l.live.closed {
@@ -82,7 +80,6 @@ func (l *Lab) Apply(ctx context.Context, files []api.ConfigFile) ([]api.Change, 
 // with Apply's guarantees. It implements web.ConfigStore.
 func (l *Lab) Delete(ctx context.Context, files []api.ConfigFile, refs []api.ObjectRef) ([]api.Change, error) {
 	defer releaseMemory()
-	defer pushgc.Hold()()
 	var all []config.Ref
 	for _, f := range files {
 		rs, err := config.Refs(f.Name, f.Namespace, []byte(f.Data))

@@ -11,7 +11,6 @@ import (
 	"github.com/meshlab/meshlab/controlplane/discovery"
 	"github.com/meshlab/meshlab/controlplane/model"
 	"github.com/meshlab/meshlab/lab/observe"
-	"github.com/meshlab/meshlab/lab/pushgc"
 	"github.com/meshlab/meshlab/web"
 )
 
@@ -76,7 +75,6 @@ func (m *metrics) timeUpdate(start time.Time) { m.updates.Observe(time.Since(sta
 // trigger says what caused it, for the proxies' config history (lab/history.go).
 func (l *Lab) updateProxies(ctx context.Context, m *model.Model, trigger string) error {
 	start := time.Now()
-	defer pushgc.Hold()()  // no collection while the proxies are pushed (lab/pushgc)
 	m = l.withJWKS(ctx, m) // jwks.go: istiod inlines the keys of a jwksUri
 	err := l.disc.UpdateFor(ctx, m, trigger)
 	if l.istiod != nil && err == nil {
