@@ -99,9 +99,20 @@ func TestDocsPatchEditGet(t *testing.T) {
 	tl.run("apply", "-n", "bookinfo", "-f", gw)
 	run("service/httpbin-gateway-istio patched\n", "patch", "svc", "httpbin-gateway-istio", "-n", "bookinfo", "-p", `{"spec":{"externalTrafficPolicy":"Local"}}`)
 	run("Local", "get", "svc", "httpbin-gateway-istio", "-n", "bookinfo", "-o", "jsonpath={.spec.externalTrafficPolicy}")
-	// secure-metrics' Gateway API patch: spec.infrastructure is refused by name.
-	fails("", "Gateway.gateway.networking.k8s.io bookinfo/httpbin-gateway: spec.infrastructure: is not supported by meshlab's Gateway",
-		"patch", "gateway", "httpbin-gateway", "-n", "bookinfo", "--type=merge", "-p", `{"spec":{"infrastructure":{"annotations":{"prometheus.io/path":"/stats/prometheus"}}}}`)
+	// secure-metrics' Gateway API patch, on its Gateway istio-system/istio-ingressgateway
+	// (beside istioctl's gateway of that name): spec.infrastructure is refused by name.
+	gwPatch := filepath.Join(t.TempDir(), "gateway-api-secure-metrics-patch.yaml")
+	if err := os.WriteFile(gw, []byte("apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata:\n  name: istio-ingressgateway\n  namespace: istio-system\nspec:\n  gatewayClassName: istio\n  listeners:\n  - name: http\n    port: 80\n    protocol: HTTP\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(gwPatch, []byte("spec:\n  infrastructure:\n    annotations:\n      proxy.istio.io/config: |\n        proxyMetadata:\n          ENVOY_SECURE_METRICS_PORT: \"15091\"\n          ENVOY_SECURE_MERGED_METRICS_PORT: \"15092\"\n      prometheus.istio.io/secure-port: \"15092\"\n      prometheus.io/path: \"/stats/prometheus\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := tl.run("apply", "-f", gw); !strings.HasPrefix(out, "gateway.gateway.networking.k8s.io/istio-ingressgateway created\n") {
+		t.Fatalf("apply the page's Gateway istio-system/istio-ingressgateway:\n%s\nwant it created, beside istioctl's gateway", out)
+	}
+	fails("", "Gateway.gateway.networking.k8s.io istio-system/istio-ingressgateway: spec.infrastructure: is not supported by meshlab's Gateway",
+		"patch", "gateway", "istio-ingressgateway", "-n", "istio-system", "--type=merge", "--patch-file="+gwPatch)
 	tl.step("authz-ingress's patch")
 
 	// observability/metrics/secure-metrics: the page's patch files, as it writes them.

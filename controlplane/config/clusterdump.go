@@ -345,7 +345,9 @@ func machineryReason(h dumpHeader) string {
 		return "istiod writes it into every namespace; the lab's CA is its own"
 	case h.kind == "ServiceAccount" && h.name == "default":
 		return "Kubernetes makes it in every namespace"
-	case h.namespace == istioNamespace && istioOwn(h.name) && h.kind != "Namespace" && !strings.HasSuffix(group, "istio.io") && group != "meshlab.dev":
+	case h.namespace == istioNamespace && istioOwn(h.name) && h.kind != "Namespace" && !strings.HasSuffix(group, "istio.io") && group != "meshlab.dev" && group != gatewayAPIGroup:
+		// A Gateway API object is the user's wherever it is: the secure-metrics page
+		// makes a Gateway istio-system/istio-ingressgateway beside istioctl's gateway.
 		return istioOwnReason
 	}
 	for _, l := range []string{"istio", "app"} {

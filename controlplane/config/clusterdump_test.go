@@ -211,3 +211,23 @@ func TestInjectedPodStripped(t *testing.T) {
 		}
 	}
 }
+
+// A Gateway API Gateway named as istioctl's gateway in istio-system (the secure-metrics
+// page's) is the user's object, kept, where istioctl's own objects of that name are
+// skipped.
+func TestGatewayAPIGatewayInIstioSystemKept(t *testing.T) {
+	t.Parallel()
+	gw := "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: istio-ingressgateway, namespace: istio-system}\nspec:\n  gatewayClassName: istio\n  listeners: [{name: http, port: 80, protocol: HTTP}]\n"
+	svc := "apiVersion: v1\nkind: Service\nmetadata: {name: istio-ingressgateway, namespace: istio-system}\nspec: {ports: [{port: 80}]}\n"
+	_, changes, err := (&Scenario{}).Apply(File{Name: "g.yaml", Data: []byte(gw + "---\n" + svc)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, c := range changes {
+		got[c.Ref.Kind] = c.Action
+	}
+	if got[GatewayAPIGatewayKind] != "created" || got["Service"] != ActionSkipped {
+		t.Fatalf("changes %+v: want the Gateway API Gateway created and istioctl's Service skipped", changes)
+	}
+}
