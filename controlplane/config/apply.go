@@ -3,7 +3,9 @@ package config
 import (
 	"bytes"
 	"cmp"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -90,6 +92,7 @@ func (s *Scenario) Apply(files ...File) (*Scenario, []Change, error) {
 				skipped = append(skipped, Change{Ref: Ref{Kind: h.kind, Namespace: cmp.Or(h.namespace, fd.f.Namespace, DefaultNamespace), Name: h.name}, Action: ActionSkipped, Reason: why})
 				continue
 			}
+			d = keepPodState(s, d, fd.f.Namespace)
 			o, ok := decodeDocument(fd.f.Name, fd.f.Namespace, d, &errs)
 			if o == nil || !ok {
 				continue
@@ -128,6 +131,70 @@ func (s *Scenario) Apply(files ...File) (*Scenario, []Change, error) {
 		return nil, nil, err
 	}
 	return next, append(changes, skipped...), nil
+}
+
+// podStateAnnotations are what the lab keeps on a workload of what happened to its
+// running pods (their own labels, the pods deleted), not of its manifest.
+var podStateAnnotations = []string{model.AnnotationPodLabels, model.AnnotationDeletedPods}
+
+// keepPodState returns d with the pod state annotations (podStateAnnotations) of the
+// stored workload it replaces, when d does not write them itself: applying a workload's
+// manifest again leaves its pods as they are, as kubectl apply's three-way merge keeps
+// the annotations it did not write, so their labels stay and deleted pods do not come
+// back. d is returned as it is otherwise.
+func keepPodState(s *Scenario, d document, namespace string) document {
+	if d.top == nil {
+		return d
+	}
+	h := headerOf(d.top)
+	if !slices.Contains([]string{"Deployment", "ReplicaSet", "StatefulSet", "DaemonSet"}, h.kind) {
+		return d
+	}
+	ref := Ref{Kind: h.kind, Namespace: cmp.Or(h.namespace, namespace, DefaultNamespace), Name: h.name}
+	i := slices.IndexFunc(s.Objects, func(x *Object) bool { return RefOf(x) == ref })
+	if i < 0 {
+		return d
+	}
+	var prev struct {
+		Metadata struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(s.Objects[i].JSON, &prev) != nil {
+		return d
+	}
+	meta, _ := d.top["metadata"].(map[string]any)
+	if meta == nil {
+		return d
+	}
+	annotations, _ := meta["annotations"].(map[string]any)
+	var kept map[string]any
+	for _, k := range podStateAnnotations {
+		v, had := prev.Metadata.Annotations[k]
+		if _, writes := annotations[k]; !had || writes {
+			continue
+		}
+		if kept == nil {
+			kept = maps.Clone(annotations)
+			if kept == nil {
+				kept = map[string]any{}
+			}
+		}
+		kept[k] = v
+	}
+	if kept == nil {
+		return d
+	}
+	top := maps.Clone(d.top)
+	m := maps.Clone(meta)
+	m["annotations"] = kept
+	top["metadata"] = m
+	js, err := json.Marshal(top)
+	if err != nil {
+		return d
+	}
+	d.top, d.js = top, js
+	return d
 }
 
 // Delete returns a new scenario: s without the objects refs name, validated as a whole

@@ -602,3 +602,61 @@ func TestDeletedPodsGetSuccessors(t *testing.T) {
 		t.Errorf("a bad %s annotation: %v", model.AnnotationDeletedPods, err)
 	}
 }
+
+// TestApplyKeepsPodState: applying a workload's manifest again keeps what the lab holds
+// of its running pods (deleted pods, pods' own labels), as kubectl apply's three-way merge
+// keeps annotations it did not write: the Deployment is unchanged and its pods keep their
+// names; a manifest that writes the annotation itself wins.
+func TestApplyKeepsPodState(t *testing.T) {
+	t.Parallel()
+	s, err := Load("k.yaml", []byte(reviewsManifest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.Build(BuildOptions{PodCIDR: netip.MustParsePrefix("10.244.0.0/16"), ServiceCIDR: netip.MustParsePrefix("10.96.0.0/16")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := podsOf(m, "reviews-v1")[0].Name
+	deleted := strings.Replace(reviewsManifest, "  name: reviews-v1\n", "  name: reviews-v1\n  annotations:\n    "+model.AnnotationDeletedPods+": '[\""+first+"\"]'\n", 1)
+	s2, _, err := s.Apply(File{Name: "k.yaml", Data: []byte(deleted)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func(s *Scenario) []string {
+		t.Helper()
+		m, err := s.Build(BuildOptions{PodCIDR: netip.MustParsePrefix("10.244.0.0/16"), ServiceCIDR: netip.MustParsePrefix("10.96.0.0/16")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, p := range podsOf(m, "reviews-v1") {
+			out = append(out, p.Name)
+		}
+		slices.Sort(out)
+		return out
+	}
+	after := names(s2)
+	if slices.Contains(after, first) {
+		t.Fatalf("pods %v still hold the deleted %s", after, first)
+	}
+	s3, changes, err := s2.Apply(File{Name: "k.yaml", Data: []byte(reviewsManifest)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range changes {
+		if c.Ref.Kind == "Deployment" && c.Action != "unchanged" {
+			t.Errorf("applying the manifest again: Deployment %s, want unchanged", c.Action)
+		}
+	}
+	if got := names(s3); !slices.Equal(got, after) {
+		t.Errorf("applying the manifest again: pods %v, want %v (the deleted pod back)", got, after)
+	}
+	s4, _, err := s3.Apply(File{Name: "k.yaml", Data: []byte(strings.Replace(reviewsManifest, "  name: reviews-v1\n", "  name: reviews-v1\n  annotations:\n    "+model.AnnotationDeletedPods+": '[]'\n", 1))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := names(s4); !slices.Contains(got, first) {
+		t.Errorf("a manifest writing an empty list: pods %v, want %s back", got, first)
+	}
+}
