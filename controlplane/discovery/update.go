@@ -76,7 +76,11 @@ func (s *Server) UpdateFor(ctx context.Context, m *model.Model, trigger string) 
 		s.model = m // the upstream generates; the lab feeds it the model itself
 		return nil
 	}
-	version := "v" + strconv.FormatUint(s.version+1, 10)
+	// Past any number a ztunnel's first snapshot took (ztunnels.taken): "vN" never names
+	// two different configs.
+	s.version = max(s.version, s.takenVersion())
+	n := s.version + 1
+	version := "v" + strconv.FormatUint(n, 10)
 	scope := xds.ChangeScope(s.model, m)
 
 	var pods []*model.Pod
@@ -157,9 +161,9 @@ func (s *Server) UpdateFor(ctx context.Context, m *model.Model, trigger string) 
 			return fmt.Errorf("update xds %s: waypoint workloads: %w", version, err)
 		}
 	}
-	ztChanged, err := s.updateZtunnels(ctx, m, version)
-	if ztChanged && len(pushed) == 0 && !wlChanged {
-		s.version++
+	ztVersion, ztChanged, err := s.updateZtunnels(ctx, m, n)
+	if ztChanged {
+		s.version = max(s.version, ztVersion)
 	}
 	if err != nil {
 		return err

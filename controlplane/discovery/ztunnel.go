@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -229,22 +230,42 @@ func (s *wdsSnapshot) typ(typeURL string) *wdsType {
 // ztunnel connected, and the ztunnels it is set for.
 type ztunnels struct {
 	model   *model.Model
-	version string // the update that gave model
-	snap    *wdsSnapshot
-	nodes   map[string]bool
+	version string // the update that gave model ("v" and n)
+	n       uint64
+	// taken is the highest version number a snapshot was made with. An update made while
+	// no ztunnel is connected makes no snapshot and so leaves its number unused (Update
+	// counts a version only when something was pushed under it), but the snapshot made
+	// when the first ztunnel connects carries that update's number: the server's next
+	// version must be above it (takenVersion), or the next change would go out under the
+	// version the ztunnel has already ACKed, and a waiter for ztunnel's sync
+	// (lab.WaitSynced) would see it synced before it was sent the change.
+	taken uint64
+	snap  *wdsSnapshot
+	nodes map[string]bool
 }
 
-// updateZtunnels records m as the ztunnels' model and, when a ztunnel is known, pushes
-// the snapshot made of it. It reports whether the snapshot changed. s.mu is held.
-func (s *Server) updateZtunnels(ctx context.Context, m *model.Model, version string) (bool, error) {
+// updateZtunnels records m, of update number n, as the ztunnels' model and, when a
+// ztunnel is known, pushes the snapshot made of it. It returns the number the snapshot
+// carries, n unless a ztunnel that connected during this update took n for its first
+// snapshot (made of the previous model), and whether the snapshot changed. s.mu is held.
+func (s *Server) updateZtunnels(ctx context.Context, m *model.Model, n uint64) (uint64, bool, error) {
 	s.ztMu.Lock()
 	defer s.ztMu.Unlock()
-	s.zt.model, s.zt.version = m, version
+	n = max(n, s.zt.taken+1)
+	s.zt.model, s.zt.n, s.zt.version = m, n, "v"+strconv.FormatUint(n, 10)
 	if len(s.zt.nodes) == 0 {
 		s.zt.snap = nil // made again when a ztunnel connects
-		return false, nil
+		return n, false, nil
 	}
-	return s.pushZtunnels(ctx)
+	changed, err := s.pushZtunnels(ctx)
+	return n, changed, err
+}
+
+// takenVersion is the highest version number a ztunnel snapshot was made with.
+func (s *Server) takenVersion() uint64 {
+	s.ztMu.Lock()
+	defer s.ztMu.Unlock()
+	return s.zt.taken
 }
 
 // pushZtunnels makes the snapshot of the ztunnels' model and sets it for every ztunnel
@@ -262,6 +283,7 @@ func (s *Server) pushZtunnels(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	s.zt.snap = snap
+	s.zt.taken = max(s.zt.taken, s.zt.n)
 	for _, id := range sortedKeys(s.zt.nodes) {
 		//nolint:staticcheck // QF1008: the embedded snapshot cache serves delta watches
 		if err := s.cache.SnapshotCache.SetSnapshot(ctx, id, snap); err != nil {

@@ -182,3 +182,67 @@ func TestZtunnelSnapshotOnlyOnceConnected(t *testing.T) {
 		t.Errorf("ztunnels %v", nodes)
 	}
 }
+
+// TestZtunnelVersionAfterConnect is the ambient lab's race (its policy step saw a request
+// pass before ztunnel had the policy): in a lab of ambient pods only, an update made
+// before ztunnel connects pushes nothing and so does not count its version, the snapshot
+// ztunnel gets on connecting carries that version, and the next change must not go out
+// under the same one: a waiter (lab.WaitSynced) would take ztunnel's ACK of the first
+// snapshot for an ACK of the change, and let traffic through before ztunnel had it.
+func TestZtunnelVersionAfterConnect(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, Options{SocketGID: -1})
+	ctx := context.Background()
+	ambientOnly := func() *model.Model {
+		m := ambientHello()
+		for _, p := range m.Pods {
+			p.Sidecar.Inject = false
+		}
+		return m
+	}
+	if err := s.UpdateFor(ctx, ambientOnly(), "start"); err != nil {
+		t.Fatal(err)
+	}
+	d := dialDelta(t, "unix://"+s.path, testZtunnel)
+	first := subscribeZtunnel(d, nil)
+	isZtunnel := func(node string) bool { return IsZtunnel(node) }
+	waitStatus(t, s, testZtunnel, "both types ACKed", func(ps ProxyStatus) bool {
+		return len(ps.Types) == 2 && ps.Types[xds.AddressType].Synced() && ps.Types[xds.AuthorizationType].Synced()
+	})
+	if !s.Synced(isZtunnel) {
+		t.Fatalf("ztunnel not synced after ACKing its first snapshot: %v", s.Status())
+	}
+
+	pol := ambientOnly()
+	pol.Istio.AuthorizationPolicies = append(pol.Istio.AuthorizationPolicies, &model.IstioConfig[*securityv1beta1.AuthorizationPolicy]{
+		Name: "deny-all", Namespace: "default", Spec: &securityv1beta1.AuthorizationPolicy{Action: securityv1beta1.AuthorizationPolicy_DENY,
+			Rules: []*securityv1beta1.Rule{{}}},
+	})
+	if err := s.UpdateFor(ctx, pol, "apply: AuthorizationPolicy default/deny-all"); err != nil {
+		t.Fatal(err)
+	}
+	// Before ztunnel has ACKed the policy (the test has not even read it), nothing may
+	// call it synced.
+	if s.Synced(isZtunnel) {
+		node, why := s.Unsynced(isZtunnel)
+		t.Errorf("ztunnel synced before it was sent the policy (unsynced: %q %q)", node, why)
+	}
+	_, since := s.ztunnelNodes()
+	was := first[xds.AuthorizationType].GetSystemVersionInfo()
+	if since[xds.AuthorizationType] == was {
+		t.Errorf("the policy's version %q is the one ztunnel ACKed for its first snapshot", was)
+	}
+	r := d.recv()
+	if r.GetTypeUrl() != xds.AuthorizationType || r.GetSystemVersionInfo() == was {
+		t.Fatalf("after the policy: %s version %q, want Authorization in a version other than %q", r.GetTypeUrl(), r.GetSystemVersionInfo(), was)
+	}
+	d.send(&discoverypb.DeltaDiscoveryRequest{TypeUrl: r.GetTypeUrl(), ResponseNonce: r.GetNonce()})
+	deadline := time.Now().Add(10 * time.Second)
+	for !s.Synced(isZtunnel) {
+		if time.Now().After(deadline) {
+			node, why := s.Unsynced(isZtunnel)
+			t.Fatalf("ztunnel not synced after ACKing the policy: %q %q", node, why)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
