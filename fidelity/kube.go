@@ -53,7 +53,7 @@ func endpointSlice(m *model.Model, s *model.Service) *discoveryv1.EndpointSlice 
 
 // oracleKinds are the Istio kinds the oracle gives istiod (the fidelity scenarios'
 // kinds; gateways and telemetry are not held to istiod's).
-var oracleKinds = []string{"VirtualService", "DestinationRule", "ServiceEntry", "PeerAuthentication", "AuthorizationPolicy"}
+var oracleKinds = []string{"VirtualService", "DestinationRule", "ServiceEntry", "PeerAuthentication", "AuthorizationPolicy", "Sidecar"}
 
 // istioConfigs returns the model's Istio objects as istiod's ConfigString reads them.
 func istioConfigs(m *model.Model) (string, error) {

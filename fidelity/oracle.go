@@ -2,6 +2,7 @@ package fidelity
 
 import (
 	"fmt"
+	"istio.io/istio/pilot/pkg/features"
 	"net"
 	"os"
 	"testing"
@@ -31,6 +32,10 @@ func startOracle(t *testing.T, m *model.Model) (*oracle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("convert istio objects: %w", err)
 	}
+	// istiod's ENABLE_TLS_ON_SIDECAR_INGRESS, which the lab's install sets: read when
+	// istiod builds an inbound listener, so set for this scenario's generation (the
+	// scenarios run one at a time).
+	features.EnableTLSOnSidecarIngress = m.Mesh.TLSOnSidecarIngress
 	fake := xds.NewFakeDiscoveryServer(t, xds.FakeOptions{
 		KubernetesObjectString: objs,
 		ConfigString:           cfgs,

@@ -74,6 +74,13 @@ func startSDS(sock, node string, p *model.Pod) (stop func(), err error) {
 		// DestinationRule's SIMPLE tls without caCertificates (the pod's root stands in).
 		&tlsv3.Secret{Name: "file-root:system", Type: &tlsv3.Secret_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
 			TrustedCa: pemOf("CERTIFICATE", rootDER)}}},
+		// The certificate files of the sidecar TLS termination scenario's Sidecar
+		// (testdata/scenarios/sidecar-ingress-tls.yaml), which pilot-agent reads from the
+		// proxy's volumes: the pod's own certificate and root stand in.
+		&tlsv3.Secret{Name: "file-cert:/etc/istio/tls-certs/tls.crt~/etc/istio/tls-certs/tls.key", Type: &tlsv3.Secret_TlsCertificate{TlsCertificate: &tlsv3.TlsCertificate{
+			CertificateChain: pemOf("CERTIFICATE", leafDER), PrivateKey: pemOf("EC PRIVATE KEY", keyDER)}}},
+		&tlsv3.Secret{Name: "file-root:/etc/istio/tls-ca-certs/ca.crt", Type: &tlsv3.Secret_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
+			TrustedCa: pemOf("CERTIFICATE", rootDER)}}},
 	}
 	cache := cachev3.NewSnapshotCache(false, cachev3.IDHash{}, nil)
 	snap, err := cachev3.NewSnapshot("1", map[resource.Type][]types.Resource{resource.SecretType: secrets})

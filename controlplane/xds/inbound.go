@@ -1,6 +1,8 @@
 package xds
 
 import (
+	"strconv"
+
 	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -35,6 +37,13 @@ func inboundChains(m *model.Model, pod *model.Pod, ip inboundPort) ([]*listener.
 			return nil, err
 		}
 		fc := &listener.FilterChain{Name: InboundChainName(ip.target), FilterChainMatch: match, Filters: filters, Metadata: origin}
+		if ip.sidecar != nil {
+			// istiod names a Sidecar ingress listener's chains after its bind address,
+			// the pod's IP (getSidecarInboundBindIPs' GlobalUnicastIP), and records the
+			// Sidecar as where they came from.
+			fc.Name = pod.IP.String() + "_" + strconv.Itoa(int(ip.target))
+			fc.Metadata = configMetadata(IstioConfigPath("sidecar", ip.sidecar.Namespace, ip.sidecar.Name), "")
+		}
 		if mtls {
 			if fc.TransportSocket, err = downstreamMTLSSocket(ip.protocol, m.Mesh.TrustDomains()); err != nil {
 				return nil, err
