@@ -166,7 +166,7 @@ func runEdit(ctx context.Context, c *api.Client, namespace string, args []string
 		if containsError && bytes.Equal(kubeedit.StripComments(saved), kubeedit.StripComments(file)) {
 			keep = true
 			fmt.Fprintf(eio.errOut, "A copy of your changes has been stored to %q\n", path)
-			return errors.New("Edit cancelled, no valid changes were saved.") //nolint:staticcheck // kubectl's text
+			return errors.New("Edit cancelled, no valid changes were saved.") //nolint:staticcheck,revive // kubectl's text
 		}
 		edited, empty, err := kubeedit.ReadEdited(saved)
 		if empty {
