@@ -25,14 +25,20 @@ type taskLab struct {
 }
 
 // startTaskLabFrom starts a lab of the objects in cluster (YAML), the state the page
-// begins from.
-func startTaskLabFrom(t *testing.T, cluster string) *taskLab {
+// begins from; upArgs are more of up's flags (--control-plane=istiod ...), given 3
+// minutes to come up.
+func startTaskLabFrom(t *testing.T, cluster string, upArgs ...string) *taskLab {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "cluster.yaml")
 	if err := os.WriteFile(file, []byte(cluster), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	l := startLab(t, file)
+	var l *runningLab
+	if len(upArgs) == 0 {
+		l = startLab(t, file)
+	} else {
+		l = startLabWithin(t, 3*time.Minute, append(upArgs, file)...)
+	}
 	start := time.Now()
 	return &taskLab{
 		runningLab: l,

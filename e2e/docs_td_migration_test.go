@@ -34,13 +34,31 @@ func tdCheck(ns string) string {
 func TestTrustDomainMigrationTask(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
+	walkTrustDomainMigration(t)
+}
+
+// TestTrustDomainMigrationTaskIstiod walks the same page with Istio's own istiod as the
+// lab's control plane (up --control-plane=istiod): istiod rewrites the policy and names
+// the SANs itself, from the mesh config the lab feeds it, restarted with each new trust
+// domain (an install with a trust domain starts istiod with it) and by the page's
+// rollout restart.
+func TestTrustDomainMigrationTaskIstiod(t *testing.T) {
+	testutil.RequireRoot(t)
+	bin := istiodBin(t)
+	t.Parallel()
+	walkTrustDomainMigration(t, "--control-plane=istiod", "--istiod-path", bin)
+}
+
+// walkTrustDomainMigration walks the page in a lab started with upArgs.
+func walkTrustDomainMigration(t *testing.T, upArgs ...string) {
+	t.Helper()
 	// The page writes td-installation.yaml in its working directory: one of the test's
 	// own, with samples/ linked to the module's (which stays unchanged).
 	dir := t.TempDir()
 	if err := os.Symlink(testutil.IstioSamples(t), filepath.Join(dir, "samples")); err != nil {
 		t.Fatal(err)
 	}
-	p := &pageLab{docsLab: startDocsLab(t), samples: dir}
+	p := &pageLab{docsLab: &docsLab{taskLab: startTaskLabFrom(t, "# a cluster before the task\n", upArgs...), t: t}, samples: dir}
 	install := func(lines string) string {
 		t.Helper()
 		cmd := p.command(lines)

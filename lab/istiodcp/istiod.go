@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -103,8 +104,11 @@ type Istiod struct {
 
 	mu      sync.Mutex // serialises Feed, restarts and Stop
 	ambient bool       // the running process has ambient on (guarded by mu)
-	stopped bool       // Stop was called (guarded by mu)
-	refused error      // why istiod refused the last feed; nil once it took one (guarded by mu)
+	// trustDomains are the mesh's trust domain and aliases the running process was
+	// started with (guarded by mu).
+	trustDomains []string
+	stopped      bool  // Stop was called (guarded by mu)
+	refused      error // why istiod refused the last feed; nil once it took one (guarded by mu)
 }
 
 // process is one istiod process.
@@ -148,6 +152,7 @@ func (d *Istiod) start(ctx context.Context, m *model.Model, ambient bool) error 
 	if err != nil {
 		return fmt.Errorf("istiod: mesh config: %w", err)
 	}
+	d.trustDomains = m.Mesh.TrustDomains()
 	stateFile, meshFile := filepath.Join(o.Dir, "istiod-state.yaml"), filepath.Join(o.Dir, "istiod-mesh.yaml")
 	if err := os.WriteFile(stateFile, state, 0o600); err != nil {
 		return err
@@ -268,6 +273,13 @@ func (d *Istiod) Feed(ctx context.Context, m *model.Model) error {
 	}
 	if !d.ambient && Ambient(m) {
 		return d.restartLocked(ctx, m, "the lab turned ambient: istiod restarted with PILOT_ENABLE_AMBIENT=true", true)
+	}
+	if !slices.Equal(d.trustDomains, m.Mesh.TrustDomains()) {
+		// istiod names its workloads' identities (the SANs of its clusters) in the trust
+		// domain it read when it started; a lab is installed into with the trust domain
+		// (istioctl install --set meshConfig.trustDomain=...), which in a cluster starts
+		// istiod with it, so the lab restarts istiod with the new one.
+		return d.restartLocked(ctx, m, "the mesh's trust domain changed ("+strings.Join(m.Mesh.TrustDomains(), ", ")+"): istiod restarted with it", d.ambient)
 	}
 	state, err := Objects(m, d.opts.Node)
 	if err != nil {
