@@ -73,4 +73,12 @@ func TestKubectlCp(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(podTmp, "ca.crt")); err != nil {
 		t.Errorf("the pod's /tmp is not kept in its run directory: %v", err)
 	}
+	// down leaves nothing of the pods' /tmp (their run directories and mount namespaces).
+	if out, err := meshlab(t, "down", "--name", tl.name); err != nil {
+		t.Fatalf("down: %v\n%s", err, out)
+	}
+	assertNothingLeft(t, tl.name)
+	if _, err := os.Stat(podTmp); !os.IsNotExist(err) {
+		t.Errorf("the pod's /tmp %s is left after down (stat: %v)", podTmp, err)
+	}
 }
