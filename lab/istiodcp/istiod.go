@@ -105,7 +105,7 @@ type Istiod struct {
 	mu      sync.Mutex // serialises Feed, restarts and Stop
 	ambient bool       // the running process has ambient on (guarded by mu)
 	// trustDomains are the mesh's trust domain and aliases the running process was
-	// started with (guarded by mu).
+	// started with (guarded by mu; nil before a start).
 	trustDomains []string
 	stopped      bool  // Stop was called (guarded by mu)
 	refused      error // why istiod refused the last feed; nil once it took one (guarded by mu)
@@ -274,7 +274,7 @@ func (d *Istiod) Feed(ctx context.Context, m *model.Model) error {
 	if !d.ambient && Ambient(m) {
 		return d.restartLocked(ctx, m, "the lab turned ambient: istiod restarted with PILOT_ENABLE_AMBIENT=true", true)
 	}
-	if !slices.Equal(d.trustDomains, m.Mesh.TrustDomains()) {
+	if d.trustDomains != nil && !slices.Equal(d.trustDomains, m.Mesh.TrustDomains()) {
 		// istiod names its workloads' identities (the SANs of its clusters) in the trust
 		// domain it read when it started; a lab is installed into with the trust domain
 		// (istioctl install --set meshConfig.trustDomain=...), which in a cluster starts
