@@ -35,8 +35,8 @@ func (r *Runner) hbone(ctx context.Context, l *Lab, c HBONECheck, res *Result) {
 	}
 	// ztunnel logs a connection when it closes, a moment after the client closed it:
 	// once the metrics show connections, give the lines that long to appear.
-	var lines int
-	var hboneAddr string
+	var lines, failed int
+	var hboneAddr, failure string
 	deadline := time.Now().Add(hboneLogWait)
 	for {
 		log, err := r.Backend.ZtunnelLog()
@@ -44,7 +44,7 @@ func (r *Runner) hbone(ctx context.Context, l *Lab, c HBONECheck, res *Result) {
 			res.Saw = err.Error()
 			return
 		}
-		lines, hboneAddr = hboneLines(log, c.From, c.To)
+		lines, hboneAddr, failed, failure = hboneLines(log, c.From, c.To)
 		if lines > 0 || opened == 0 || time.Now().After(deadline) {
 			break
 		}
@@ -58,6 +58,11 @@ func (r *Runner) hbone(ctx context.Context, l *Lab, c HBONECheck, res *Result) {
 	res.Saw = fmt.Sprintf("%d connections opened over mutual_tls in ztunnel's metrics, %d connection complete lines over HBONE in its log", opened, lines)
 	if hboneAddr != "" {
 		res.Saw += " (dst.hbone_addr=" + hboneAddr + ")"
+	}
+	// A connection that failed says why in its line: a failure of the check under load
+	// must say which step of the tunnel gave way without the log, gone with the lab.
+	if failed > 0 {
+		res.Saw += fmt.Sprintf(", and %d that failed (the last: %s)", failed, failure)
 	}
 	res.Passed = opened > 0 && lines > 0
 }
@@ -88,8 +93,10 @@ func mtlsConnections(text []byte, src, dst string) (uint64, error) {
 }
 
 // hboneLines counts ztunnel's access log lines of completed connections from pod src to
-// pod dst that went through an HBONE tunnel, and returns the tunnel's address of one.
-func hboneLines(log []byte, src, dst string) (n int, hboneAddr string) {
+// pod dst that went through an HBONE tunnel, and returns the tunnel's address of one;
+// failed counts those lines that carry an error, failure is the last one's direction
+// and error.
+func hboneLines(log []byte, src, dst string) (n int, hboneAddr string, failed int, failure string) {
 	sc := bufio.NewScanner(bytes.NewReader(log))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -98,10 +105,16 @@ func hboneLines(log []byte, src, dst string) (n int, hboneAddr string) {
 			continue
 		}
 		f := rec.Fields
-		if f["src.workload"] == src && f["dst.workload"] == dst && f["dst.hbone_addr"] != "" && f["error"] == "" {
-			n++
-			hboneAddr = f["dst.hbone_addr"]
+		if f["src.workload"] != src || f["dst.workload"] != dst || f["dst.hbone_addr"] == "" {
+			continue
 		}
+		if f["error"] != "" {
+			failed++
+			failure = fmt.Sprintf("%s error=%q", f["direction"], f["error"])
+			continue
+		}
+		n++
+		hboneAddr = f["dst.hbone_addr"]
 	}
-	return n, hboneAddr
+	return n, hboneAddr, failed, failure
 }

@@ -54,6 +54,10 @@ istio_tcp_connections_opened_total{reporter="source",source_workload="client",de
 		"2026-11-28T17:00:00.000000Z\terror\taccess\tconnection complete\tsrc.addr=10.0.0.2:4001 src.workload=\"client\" dst.addr=10.0.0.3:8080 dst.workload=\"server\" direction=\"outbound\" bytes_sent=0 bytes_recv=0 duration=\"1ms\" error=\"connection reset\"\n"
 )
 
+// hboneFailed is ztunnel's line of an HBONE connection whose destination could not reach
+// the app.
+const hboneFailed = "2026-11-28T17:00:00.000000Z\terror\taccess\tconnection complete\tsrc.addr=10.0.0.2:4002 src.workload=\"client\" dst.addr=10.0.0.3:15008 dst.hbone_addr=10.0.0.3:8080 dst.workload=\"server\" direction=\"inbound\" bytes_sent=0 bytes_recv=0 duration=\"1ms\" error=\"connect: connection refused\"\n"
+
 // TestHBONECheck passes on ztunnel's own account of an HBONE edge and fails, saying what
 // it saw, without ztunnel or without the edge in its metrics or its log.
 func TestHBONECheck(t *testing.T) {
@@ -71,6 +75,10 @@ func TestHBONECheck(t *testing.T) {
 		{"hbone", ztunnelMetrics, ztunnelLog, true, "2 connections opened over mutual_tls in ztunnel's metrics, 1 connection complete lines over HBONE in its log (dst.hbone_addr=10.0.0.3:8080)"},
 		{"plaintext only", strings.ReplaceAll(ztunnelMetrics, "mutual_tls", "unknown"), ztunnelLog, false, "0 connections opened"},
 		{"not in the log", ztunnelMetrics, strings.SplitAfter(ztunnelLog, "\n")[1], false, "0 connection complete lines"},
+		// The tunnel reached the destination, whose dial of the app failed: the check
+		// says so (the lab's log is gone once the lab failed).
+		{"failed in the tunnel", ztunnelMetrics, strings.SplitAfter(ztunnelLog, "\n")[1] + hboneFailed, false,
+			`0 connection complete lines over HBONE in its log, and 1 that failed (the last: inbound error="connect: connection refused")`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &fakeBackend{}
