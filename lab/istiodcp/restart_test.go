@@ -117,3 +117,47 @@ func TestFeedRestartsIstiodWhenTheLabTurnsAmbient(t *testing.T) {
 		t.Errorf("after Stop: running %v, %d exits reported; want stopped, none", d.Running(), exits.Load())
 	}
 }
+
+// A changed trust domain (or aliases) restarts istiod, keeping ambient as it was; a feed
+// of the same trust domains does not; Restart (rollout restart) replaces the process.
+func TestFeedRestartsIstiodWhenTheTrustDomainChanges(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(fakeIstiodEnv, "1")
+	dir, err := os.MkdirTemp("", "icp") // short: a unix socket path
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	var restarts atomic.Int32
+	d, err := Start(t.Context(), Options{Path: self, Dir: dir, Model: testModel(), Node: "ml-t-node",
+		OnRestart: func(string, int) { restarts.Add(1) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Stop()
+	first := d.PID()
+	m := testModel()
+	m.Mesh.TrustDomain = "old-td"
+	if err := d.Feed(t.Context(), m); err != nil || d.PID() == first || restarts.Load() != 1 {
+		t.Fatalf("trust domain old-td: %v, pid %d (was %d), %d restarts; want a new process", err, d.PID(), first, restarts.Load())
+	}
+	second := d.PID()
+	if err := d.Feed(t.Context(), m); err != nil || d.PID() != second || restarts.Load() != 1 {
+		t.Errorf("the same trust domain again: %v, pid %d -> %d, %d restarts; want no restart", err, second, d.PID(), restarts.Load())
+	}
+	m.Mesh.TrustDomain, m.Mesh.TrustDomainAliases = "new-td", []string{"old-td"}
+	if err := d.Feed(t.Context(), m); err != nil || d.PID() == second || restarts.Load() != 2 {
+		t.Errorf("new-td with alias old-td: %v, pid %d (was %d), %d restarts", err, d.PID(), second, restarts.Load())
+	}
+	third := d.PID()
+	if err := d.Restart(t.Context(), m, "rollout restart"); err != nil || d.PID() == third || restarts.Load() != 3 {
+		t.Errorf("Restart: %v, pid %d (was %d), %d restarts", err, d.PID(), third, restarts.Load())
+	}
+	if v, err := d.Version(t.Context()); err != nil || v != "ambient=false" {
+		t.Errorf("after the restarts: %s, %v; want ambient off as before", v, err)
+	}
+}
