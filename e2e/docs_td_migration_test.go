@@ -144,6 +144,17 @@ istioctl install --set values.pilot.env.PILOT_ENABLE_CONFIG_DISTRIBUTION_TRACKIN
 	p.shows("200\n", tdCheck("sleep-allow"))
 	p.step("new-td with alias old-td: sleep 403, sleep-allow's sleep 200")
 
+	// Not the page's: a workload's rollout restart replaces its pod, as kubectl's (a new
+	// pod-template-hash, so a new name), and the new pod serves as the old one did.
+	pod := p.sh(`kubectl get pod -l app=httpbin -o jsonpath={.items..metadata.name}`)
+	if out := p.sh(`kubectl rollout restart deployment httpbin`); out != "deployment.apps/httpbin restarted\n" {
+		t.Errorf("rollout restart deployment httpbin printed %q", out)
+	}
+	p.until("a new httpbin pod", func() string { return p.sh(`kubectl get pod -l app=httpbin -o jsonpath={.items..metadata.name}`) },
+		func(out string) bool { return out != pod && out != "" && !strings.Contains(out, " ") })
+	p.shows("200\n", tdCheck("sleep-allow"))
+	p.shows("403\n", tdCheck("default"))
+
 	p.sh(`kubectl delete authorizationpolicy service-httpbin.default.svc.cluster.local
 kubectl delete deploy httpbin; kubectl delete service httpbin; kubectl delete serviceaccount httpbin
 kubectl delete deploy sleep; kubectl delete service sleep; kubectl delete serviceaccount sleep
