@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/meshlab/meshlab/lab"
 	"github.com/meshlab/meshlab/scenarios"
@@ -27,6 +28,9 @@ func Load(ref string) (*Lab, error) {
 	return Parse(file, data, Sources{Scenario: scenarios.Lookup})
 }
 
+// appListenTimeout bounds RunLab's wait for the apps to listen on their container ports.
+const appListenTimeout = 15 * time.Second
+
 // RunOptions configure RunLab.
 type RunOptions struct {
 	Lab    *Lab        // required
@@ -47,6 +51,13 @@ func RunLab(ctx context.Context, o RunOptions) (Report, error) {
 	}
 	r := o.Runner
 	r.Backend = NewLabBackend(l, o.Up.RunRoot, o.Up.Name)
+	// The steps' traffic must find the apps listening, not only started (lab/applisten.go);
+	// one that never listens is said and the steps run anyway: their checks say the rest.
+	wctx, cancel := context.WithTimeout(ctx, appListenTimeout)
+	if err := lab.WaitAppsListening(wctx, l); err != nil {
+		r.printf("warning: %v\n", err)
+	}
+	cancel()
 	rep := r.Run(ctx, o.Lab)
 	err = l.Close()
 	if err != nil {
