@@ -143,6 +143,16 @@ istioctl install --set values.pilot.env.PILOT_ENABLE_CONFIG_DISTRIBUTION_TRACKIN
 	p.shows("403\n", tdCheck("default"))
 	p.shows("200\n", tdCheck("sleep-allow"))
 	p.step("new-td with alias old-td: sleep 403, sleep-allow's sleep 200")
+	// Not the page's: httpbin's sidecar counts the requests by the peers' new identities
+	// (Istio's standard metrics, istioctl x es -oprom).
+	p.until("httpbin's istio_requests_total naming spiffe://new-td/ns/sleep-allow/sa/sleep",
+		func() string {
+			out, _ := p.command(`istioctl x es "$(kubectl get pod -l app=httpbin -o jsonpath={.items..metadata.name})" -oprom`).CombinedOutput()
+			return string(out)
+		},
+		func(out string) bool {
+			return strings.Contains(out, `source_principal="spiffe://new-td/ns/sleep-allow/sa/sleep"`) && strings.Contains(out, `destination_principal="spiffe://new-td/ns/default/sa/httpbin"`)
+		})
 
 	// Not the page's: a workload's rollout restart replaces its pod, as kubectl's (a new
 	// pod-template-hash, so a new name), and the new pod serves as the old one did.
