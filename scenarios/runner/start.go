@@ -31,6 +31,13 @@ func StartGuided(ctx context.Context, o StartOptions) error {
 		return err
 	}
 	out, name := o.Out, o.Up.Name
+	// As RunLab: the first step's actions, and a scripted `lab solve` right after, must
+	// find the apps listening (lab/applisten.go).
+	wctx, cancel := context.WithTimeout(ctx, appListenTimeout)
+	if err := lab.WaitAppsListening(wctx, running); err != nil {
+		fmt.Fprintf(out, "warning: %v\n", err)
+	}
+	cancel()
 	st := guide.Begin(ctx, NewLabBackend(running, o.Up.RunRoot, name))
 	// Hints name the binary as it was run (./bin/meshlab from a checkout).
 	self := "meshlab"
