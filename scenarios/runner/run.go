@@ -54,8 +54,11 @@ func RunLab(ctx context.Context, o RunOptions) (Report, error) {
 	// The steps' traffic must find the apps listening, not only started (lab/applisten.go);
 	// one that never listens is said and the steps run anyway: their checks say the rest.
 	wctx, cancel := context.WithTimeout(ctx, appListenTimeout)
+	waitStart := time.Now()
 	if err := lab.WaitAppsListening(wctx, l); err != nil {
 		r.printf("warning: %v\n", err)
+	} else if r.Logger != nil {
+		r.Logger.Info("apps listening", "waited", time.Since(waitStart).Round(time.Microsecond))
 	}
 	cancel()
 	rep := r.Run(ctx, o.Lab)
