@@ -86,6 +86,32 @@ func newDeleteCmd(g *globalFlags) *cobra.Command {
 				}
 				cfg.namespace = ""
 			}
+			if len(cfg.files) == 0 && len(args) > 0 && isNamespaceKind(args[0]) && (cfg.all || cfg.selector != "") {
+				// Namespaces go with their objects (deletens.go).
+				nss, err := c.KubeObjects(cmd.Context(), "namespace", "", "", cfg.selector)
+				if err != nil {
+					return err
+				}
+				d := nsDeletion{ignoreNotFound: true, output: output}
+				for _, o := range nss {
+					d.names = append(d.names, o.Name)
+				}
+				if len(d.names) == 0 {
+					fmt.Fprintln(cmd.ErrOrStderr(), "No resources found")
+					return nil
+				}
+				return deleteNamespaces(cmd.Context(), c, d, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			}
+			if names, ok := namespaceNames(args); ok && len(cfg.files) == 0 && !cfg.all && cfg.selector == "" {
+				d := nsDeletion{names: names, ignoreNotFound: cfg.ignoreNotFound, output: output}
+				if err := deleteNamespaces(cmd.Context(), c, d, cmd.OutOrStdout(), cmd.ErrOrStderr()); err != nil {
+					return err
+				}
+				if cfg.wait {
+					return c.WaitSynced(cmd.Context(), cfg.timeout)
+				}
+				return nil
+			}
 			if len(cfg.files) == 0 && len(args) > 0 && isPodsKind(args[0]) {
 				// Pods go or are replaced by their workloads (deletepods.go).
 				d := podDeletion{namespace: cfg.namespace, selector: cfg.selector, ignoreNotFound: cfg.ignoreNotFound}
