@@ -142,9 +142,10 @@ func (h *here) apply(s step) error {
 		}
 		defer unix.Close(peerNS)
 		return nl.LinkAdd(&netlink.Veth{
-			LinkAttrs:     netlink.LinkAttrs{Name: s.link},
-			PeerName:      s.peer,
-			PeerNamespace: netlink.NsFd(peerNS),
+			LinkAttrs:        netlink.LinkAttrs{Name: s.link},
+			PeerName:         s.peer,
+			PeerNamespace:    netlink.NsFd(peerNS),
+			PeerHardwareAddr: podMAC(s.prefix),
 		})
 	}
 	link, err := h.link(s.link)

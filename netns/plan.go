@@ -2,6 +2,7 @@ package netns
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 )
 
@@ -47,7 +48,11 @@ func (s step) String() string {
 	case opAddBridge:
 		return in + "link add " + s.link + " type bridge # if absent"
 	case opAddVeth:
-		return in + "link add " + s.link + " type veth peer name " + s.peer + " netns " + s.peerNamespace
+		line := in + "link add " + s.link + " type veth peer name " + s.peer + " netns " + s.peerNamespace
+		if mac := podMAC(s.prefix); mac != nil {
+			line += " address " + mac.String()
+		}
+		return line
 	case opSetMaster:
 		return in + "link set " + s.link + " master " + s.master
 	case opAddAddr:
@@ -79,6 +84,22 @@ func planNode(c NodeConfig) []step {
 	}
 }
 
+// podMAC is the hardware address of the pod end of a veth, made from the pod's IPv4
+// address as the CNI bridge plugin made it (0a:58 and the address's four bytes): a pod
+// that comes back on the address of a deleted one (the lab hands freed addresses out
+// again; a namespace deleted and created again gets the same) has the same MAC, so the
+// other pods' and the node's neighbour entries for that address, which stay REACHABLE
+// while traffic flows to it, still reach it. With a random MAC the old entry sent every
+// frame to a MAC no longer on the bridge: connections timed out until it expired. nil
+// for no IPv4 address (the kernel picks one).
+func podMAC(p netip.Prefix) net.HardwareAddr {
+	if !p.IsValid() || !p.Addr().Is4() {
+		return nil
+	}
+	a := p.Addr().As4()
+	return net.HardwareAddr{0x0a, 0x58, a[0], a[1], a[2], a[3]}
+}
+
 // planPod lists the steps that make a pod namespace and join it to the node's bridge, with
 // IPv6 off (see planNode): the veth's pod end is created in a namespace whose default
 // already disables IPv6, and the node end in the node namespace, whose default does too.
@@ -98,7 +119,7 @@ func planPod(c PodConfig) []step {
 	}
 	return append(steps,
 		step{op: opLinkUp, namespace: pod, link: "lo"},
-		step{op: opAddVeth, namespace: node, link: c.HostIfName, peer: podIf, peerNamespace: pod},
+		step{op: opAddVeth, namespace: node, link: c.HostIfName, peer: podIf, peerNamespace: pod, prefix: c.Address},
 		step{op: opSetMaster, namespace: node, link: c.HostIfName, master: c.Bridge},
 		step{op: opLinkUp, namespace: node, link: c.HostIfName},
 		step{op: opAddAddr, namespace: pod, link: podIf, prefix: c.Address},

@@ -3,6 +3,7 @@ package netns
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -58,6 +59,23 @@ func TestSetupNodeAndPods(t *testing.T) {
 		})
 		if want := map[bool]string{true: "0", false: "1024"}[p.AllowLowPorts]; err != nil || got != want {
 			t.Errorf("%s: ip_unprivileged_port_start = %q (%v), want %s", p.Namespace, got, err, want)
+		}
+	}
+
+	// A pod's MAC is made from its address, so one back on a deleted pod's address is
+	// reached through the neighbour entries the others kept (podMAC).
+	for _, p := range pods {
+		var got string
+		err := Do(p.Namespace, func() error {
+			l, err := net.InterfaceByName("eth0")
+			if err == nil {
+				got = l.HardwareAddr.String()
+			}
+			return err
+		})
+		a := p.Address.Addr().As4()
+		if want := fmt.Sprintf("0a:58:%02x:%02x:%02x:%02x", a[0], a[1], a[2], a[3]); err != nil || got != want {
+			t.Errorf("%s: eth0's MAC = %q (%v), want %s", p.Namespace, got, err, want)
 		}
 	}
 
