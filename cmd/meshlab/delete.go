@@ -36,6 +36,7 @@ func newDeleteCmd(g *globalFlags) *cobra.Command {
 				return err
 			}
 			var r api.DeleteRequest
+			var nsFromFiles []string // the Namespaces of -f's files
 			switch {
 			case len(cfg.files) > 0 && len(args) > 0:
 				return errors.New("give -f or KIND NAME, not both")
@@ -57,6 +58,16 @@ func newDeleteCmd(g *globalFlags) *cobra.Command {
 					if n == 0 {
 						fmt.Fprintln(cmd.ErrOrStderr(), "No resources found")
 						return nil
+					}
+				}
+				// A Namespace of the files goes with its objects, after the files' other
+				// objects (deletens.go).
+				if nsFromFiles, err = namespacesOfFiles(files); err != nil {
+					return err
+				}
+				if len(nsFromFiles) > 0 {
+					if files, _, err = filterFileObjects(files, func(_ api.ConfigFile, h fileHeader) bool { return h.Kind != "Namespace" }); err != nil {
+						return err
 					}
 				}
 				r.Files = files
@@ -176,16 +187,24 @@ func newDeleteCmd(g *globalFlags) *cobra.Command {
 			if cfg.ignoreNotFound {
 				missing = nil
 			}
-			if len(r.Refs) == 0 && len(r.Files) == 0 {
+			if len(r.Refs) == 0 && len(r.Files) == 0 && len(nsFromFiles) == 0 {
 				return errors.Join(missing...) // nothing named is there
 			}
-			changes, err := c.Delete(cmd.Context(), r)
-			if err != nil {
-				return err
+			if len(r.Refs) > 0 || len(r.Files) > 0 {
+				changes, err := c.Delete(cmd.Context(), r)
+				if err != nil {
+					return err
+				}
+				kinds, _ := c.Kinds(cmd.Context())
+				if err := printChanges(cmd.OutOrStdout(), cmd.ErrOrStderr(), output, changes, kinds); err != nil {
+					return err
+				}
 			}
-			kinds, _ := c.Kinds(cmd.Context())
-			if err := printChanges(cmd.OutOrStdout(), cmd.ErrOrStderr(), output, changes, kinds); err != nil {
-				return err
+			if len(nsFromFiles) > 0 {
+				d := nsDeletion{names: nsFromFiles, ignoreNotFound: cfg.ignoreNotFound, output: output}
+				if err := deleteNamespaces(cmd.Context(), c, d, cmd.OutOrStdout(), cmd.ErrOrStderr()); err != nil {
+					missing = append(missing, err)
+				}
 			}
 			if cfg.wait {
 				if err := c.WaitSynced(cmd.Context(), cfg.timeout); err != nil {

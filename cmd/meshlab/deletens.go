@@ -167,3 +167,15 @@ func deleteNamespaces(ctx context.Context, c *api.Client, d nsDeletion, out, err
 	}
 	return errors.Join(errs...)
 }
+
+// namespacesOfFiles returns the names of the Namespace objects of files, in order.
+func namespacesOfFiles(files []api.ConfigFile) ([]string, error) {
+	var names []string
+	_, _, err := filterFileObjects(files, func(_ api.ConfigFile, h fileHeader) bool {
+		if h.Kind == "Namespace" && h.Metadata.Name != "" {
+			names = append(names, h.Metadata.Name)
+		}
+		return true
+	})
+	return names, err
+}

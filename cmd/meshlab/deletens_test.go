@@ -131,3 +131,18 @@ func FuzzNamespaceNames(f *testing.F) {
 		}
 	})
 }
+
+func TestNamespacesOfFiles(t *testing.T) {
+	files := []api.ConfigFile{
+		{Name: "a.yaml", Data: "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: foo\n---\napiVersion: v1\nkind: Service\nmetadata:\n  name: httpbin\n  namespace: foo\n"},
+		{Name: "b.yaml", Data: "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: bar\n"},
+		{Name: "c.yaml", Data: "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: sleep\n"},
+	}
+	got, err := namespacesOfFiles(files)
+	if err != nil || !slices.Equal(got, []string{"foo", "bar"}) {
+		t.Errorf("namespacesOfFiles = %q, %v; want [foo bar]", got, err)
+	}
+	if got, err := namespacesOfFiles(files[2:]); err != nil || got != nil {
+		t.Errorf("namespacesOfFiles(no Namespace) = %q, %v; want none", got, err)
+	}
+}
