@@ -21,6 +21,8 @@ import (
 // name beside it, as kubectl reports them); then get finds nothing in foo, foo is not
 // listed, the pods' network namespaces and processes are gone, sleep in default no
 // longer reaches httpbin.foo; foo created and applied again starts empty and works.
+// Then istio-system deleted after an install: its gateways and the installed mesh config
+// go, the lab's control plane stays.
 func TestDeleteNamespace(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
@@ -138,6 +140,25 @@ spec: {}
 	setUp()
 	if out := tl.run("get", "authorizationpolicy", "-n", "foo"); out != "No resources found in foo namespace.\n" {
 		t.Errorf("get authorizationpolicy -n foo in foo created again:\n%s\nwant none: a namespace created again starts empty", out)
+	}
+	tl.poll("200 from httpbin.foo", func(out string) bool { return out == "200" }, "exec", "deploy/sleep", "-c", "sleep", "--", "curl", "-sS", "--max-time", "5", "-o", "/dev/null", "-w", "%{http_code}", "http://httpbin.foo:8000/ip")
+
+	// The pages that delete istio-system run istioctl uninstall --purge first; deleting
+	// it also does what that does: the profile's gateways go with the installed mesh
+	// config, and the lab's control plane stays (sleep still reaches httpbin.foo).
+	tl.step("delete ns istio-system after an install of the demo profile")
+	tl.run("install", "--set", "profile=demo", "-y")
+	if out := tl.run("get", "pods", "-n", "istio-system"); !strings.Contains(out, "istio-ingressgateway-") {
+		t.Fatalf("get pods -n istio-system after install --set profile=demo:\n%s\nwant the ingress gateway", out)
+	}
+	if out := tl.run("delete", "ns", "istio-system"); out != "namespace \"istio-system\" deleted\n" {
+		t.Errorf("delete ns istio-system printed %q", out)
+	}
+	if out := tl.run("get", "pods", "-n", "istio-system"); out != "No resources found in istio-system namespace.\n" {
+		t.Errorf("get pods -n istio-system after deleting it:\n%s\nwant none", out)
+	}
+	if out := tl.run("get", "meshconfig", "-A"); strings.Contains(out, "mesh") {
+		t.Errorf("get meshconfig -A after deleting istio-system:\n%s\nwant the installed mesh config gone, as uninstall --purge", out)
 	}
 	tl.poll("200 from httpbin.foo", func(out string) bool { return out == "200" }, "exec", "deploy/sleep", "-c", "sleep", "--", "curl", "-sS", "--max-time", "5", "-o", "/dev/null", "-w", "%{http_code}", "http://httpbin.foo:8000/ip")
 }

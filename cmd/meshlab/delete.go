@@ -27,8 +27,18 @@ func newDeleteCmd(g *globalFlags) *cobra.Command {
 	cfg := &deleteConfig{}
 	var output string
 	cmd := &cobra.Command{
-		Use:               "delete (-f FILE|DIR|- | KIND NAME... | KIND/NAME... | KIND --all | KIND -l SELECTOR)",
-		Short:             "Delete objects from a running lab, each on its own as kubectl does",
+		Use:   "delete (-f FILE|DIR|- | KIND NAME... | KIND/NAME... | KIND --all | KIND -l SELECTOR)",
+		Short: "Delete objects from a running lab, each on its own as kubectl does",
+		Long: `Delete objects from a running lab, each on its own as kubectl does.
+
+delete namespace NAME... deletes every object stored in the namespace (its pods stopped,
+their network namespaces removed) and then the namespace, in one change, as the API
+server's namespace controller; a namespace created again starts empty. default,
+kube-system and kube-public are refused, as Kubernetes refuses them. In Kubernetes
+istiod goes with istio-system; a lab's control plane stays while the lab runs, so
+deleting istio-system does what uninstall --purge does (the installed mesh config goes)
+and deletes the objects stored in it (the profile's gateways, your config there);
+istio-system stays listed, as the control plane's namespace.`,
 		Args:              cobra.ArbitraryArgs,
 		ValidArgsFunction: completeArgs(false, labKinds(g), labObjects(g)),
 		RunE: func(cmd *cobra.Command, args []string) error {
