@@ -129,6 +129,17 @@ spec: {}
 			t.Errorf("process %d of foo's pods still there after deleting foo (kill 0: %v)", pid, err)
 		}
 	}
+	// One change, one push: the default sleep's proxy got one version for all of foo.
+	sleepPod := strings.TrimSpace(tl.run("get", "pod", "-l", "app=sleep", "-o", "jsonpath={.items..metadata.name}"))
+	var pushes []string
+	for _, line := range strings.Split(tl.run("history", sleepPod), "\n") {
+		if strings.Contains(line, "Deployment foo/httpbin deleted") {
+			pushes = append(pushes, line)
+		}
+	}
+	if len(pushes) != 1 || !strings.Contains(pushes[0], "AuthorizationPolicy foo/allow-nothing deleted") || !strings.Contains(pushes[0], "Service foo/sleep deleted") {
+		t.Errorf("history %s: versions pushed for foo's deletion:\n%s\nwant one, for every object of foo", sleepPod, strings.Join(pushes, "\n"))
+	}
 	if out, err := curl(); err == nil || out == "200" {
 		t.Errorf("sleep in default reached httpbin.foo after foo was deleted: %v\n%s", err, out)
 	}
