@@ -22,7 +22,7 @@ func migratePrincipals(tds, principals []string) []string {
 	out := make([]string, 0, len(principals))
 	for _, p := range principals {
 		td, ok := principalTrustDomain(p)
-		if !ok || !(td == model.DefaultTrustDomain || trustDomainListed(td, tds)) {
+		if !ok || (td != model.DefaultTrustDomain && !trustDomainListed(td, tds)) {
 			out = append(out, p)
 			continue
 		}
@@ -31,7 +31,7 @@ func migratePrincipals(tds, principals []string) []string {
 			// A principal whose trust domain is written "*suffix" and matches t is kept as
 			// written: it stands for t and the others it matches alike.
 			np := p
-			if !(strings.HasPrefix(td, "*") && strings.HasSuffix(t, td[1:])) {
+			if !strings.HasPrefix(td, "*") || !strings.HasSuffix(t, td[1:]) {
 				np = t + p[len(td):]
 			}
 			if !slices.Contains(each, np) {

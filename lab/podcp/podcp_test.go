@@ -38,6 +38,7 @@ func TestParseArgs(t *testing.T) {
 		{name: "empty namespace", src: "a", dest: "/p:/b", err: "filespec must match the canonical format"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			from, to, err := ParseArgs(tc.src, tc.dest)
 			switch {
 			case tc.err != "":
