@@ -2,12 +2,12 @@ package fidelity
 
 import (
 	"fmt"
-	"istio.io/istio/pilot/pkg/features"
 	"net"
 	"os"
 	"testing"
 
 	meshconfig "istio.io/api/mesh/v1alpha1"
+	"istio.io/istio/pilot/pkg/features"
 	"istio.io/istio/pilot/test/xds"
 	"istio.io/istio/pkg/config/mesh"
 	istiolog "istio.io/istio/pkg/log"
