@@ -166,29 +166,24 @@ istioctl install --set values.pilot.env.PILOT_ENABLE_CONFIG_DISTRIBUTION_TRACKIN
 	p.shows("403\n", tdCheck("default"))
 
 	// The page's clean up, each command held to its exit status (set -e) and kubectl's
-	// lines for the objects it deletes, but its namespaces' line: the lab has no
-	// istio-system Namespace object to delete (kubectl deletes the one istioctl made),
-	// so that line is run alone and only sleep-allow's deletion is held.
+	// lines for the objects and namespaces it deletes.
 	out = p.sh(`set -e
 kubectl delete authorizationpolicy service-httpbin.default.svc.cluster.local
 kubectl delete deploy httpbin; kubectl delete service httpbin; kubectl delete serviceaccount httpbin
 kubectl delete deploy sleep; kubectl delete service sleep; kubectl delete serviceaccount sleep
-istioctl uninstall --purge -y`)
+istioctl uninstall --purge -y
+kubectl delete namespace sleep-allow istio-system`)
 	for _, want := range []string{
 		`authorizationpolicy.security.istio.io "service-httpbin.default.svc.cluster.local" deleted`,
 		`deployment.apps "httpbin" deleted`, `service "httpbin" deleted`, `serviceaccount "httpbin" deleted`,
 		`deployment.apps "sleep" deleted`, `service "sleep" deleted`, `serviceaccount "sleep" deleted`,
 		"✔ Uninstall complete",
+		`namespace "sleep-allow" deleted`, `namespace "istio-system" deleted`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the page's clean up printed no %q:\n%s", want, out)
 		}
 	}
-	nsOut, _ := p.command(`kubectl delete namespace sleep-allow istio-system`).CombinedOutput()
-	if !strings.Contains(string(nsOut), `namespace "sleep-allow" deleted`) {
-		t.Errorf("kubectl delete namespace sleep-allow istio-system: %s", nsOut)
-	}
-	t.Logf("kubectl delete namespace sleep-allow istio-system: %s", nsOut)
 	p.sh(`rm ./td-installation.yaml`)
 }
 
