@@ -259,6 +259,29 @@ func (r *relay) record(node, typ, version string, anys []*anypb.Any, names, remo
 
 // flushLocked adds node's pending push to the history. The caller holds r.mu.
 func (r *relay) flushLocked(node string, n *relayNode) {
+	res, costs, since := n.contents()
+	r.s.history.add(node, n.pending, "istiod push", res, costs, since)
+	n.pending = ""
+}
+
+// pendingSnapshot is node's push that still waits for its other types (relayFlush) before
+// it enters the history, as a snapshot outside the history; nil when there is none. A
+// diff asked for right after istiod pushed (the proxy may have ACKed it already) reads it
+// rather than the older snapshot the history keeps, or none.
+func (r *relay) pendingSnapshot(node string) *Snapshot {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := r.nodes[node]
+	if n == nil || n.pending == "" {
+		return nil
+	}
+	res, _, since := n.contents()
+	return &Snapshot{Version: n.pending, Trigger: "istiod push", res: res, since: since}
+}
+
+// contents are the node's resources by type as a snapshot holds them, their encoded
+// sizes and the version each type last changed in. The caller holds the relay's mu.
+func (n *relayNode) contents() (map[resource.Type][]types.Resource, map[resource.Type]int, map[string]string) {
 	res := map[resource.Type][]types.Resource{}
 	costs := map[resource.Type]int{}
 	for typ, byName := range n.res {
@@ -271,8 +294,7 @@ func (r *relay) flushLocked(node string, n *relayNode) {
 	for k, v := range n.since {
 		since[k] = v
 	}
-	r.s.history.add(node, n.pending, "istiod push", res, costs, since)
-	n.pending = ""
+	return res, costs, since
 }
 
 // nameOfResource is an xDS resource's name as the history and Diff key it.
@@ -308,11 +330,14 @@ func (s *Server) DiffGenerated(node, version string) (SnapshotDiff, error) {
 	m := s.model
 	s.mu.Unlock()
 	var snap *Snapshot
-	if version == "" {
+	switch p := s.relay.pendingSnapshot(node); {
+	case p != nil && (version == "" || version == p.Version):
+		snap = p
+	case version == "":
 		if kept := s.history.list(node); len(kept) > 0 {
 			snap = &kept[len(kept)-1]
 		}
-	} else {
+	default:
 		snap = s.history.find(node, version)
 	}
 	if snap == nil {
