@@ -15,17 +15,7 @@ import (
 // its own view of the stream: status synced after the ACK, a history of what was sent,
 // and Update generating nothing.
 func TestRelayForwardsAndTracks(t *testing.T) {
-	m := helloModel()
-	upstream := startServer(t, Options{SocketGID: -1})
-	if err := upstream.Update(context.Background(), m); err != nil {
-		t.Fatal(err)
-	}
-	relay := startServer(t, Options{SocketGID: -1, Upstream: "unix://" + upstream.path})
-	if err := relay.Update(context.Background(), m); err != nil {
-		t.Fatal(err)
-	}
-	node := m.Pod("backend-v1").NodeID()
-	ads := dialADS(t, "unix://"+relay.path, node)
+	upstream, relay, node, ads := relayedBackend(t)
 	ads.send(&discoverypb.DiscoveryRequest{TypeUrl: resource.ListenerType})
 	resp := ads.recv()
 	if resp.GetTypeUrl() != resource.ListenerType || len(resp.GetResources()) == 0 {
@@ -86,17 +76,7 @@ func TestRelayZtunnelWDS(t *testing.T) {
 // not "unknown version": `meshlab diff POD --against=meshlab` run as soon as proxy-status
 // says SYNCED.
 func TestRelayDiffBeforeFlush(t *testing.T) {
-	m := helloModel()
-	upstream := startServer(t, Options{SocketGID: -1})
-	if err := upstream.Update(context.Background(), m); err != nil {
-		t.Fatal(err)
-	}
-	relay := startServer(t, Options{SocketGID: -1, Upstream: "unix://" + upstream.path})
-	if err := relay.Update(context.Background(), m); err != nil {
-		t.Fatal(err)
-	}
-	node := m.Pod("backend-v1").NodeID()
-	ads := dialADS(t, "unix://"+relay.path, node)
+	_, relay, node, ads := relayedBackend(t)
 	ads.send(&discoverypb.DiscoveryRequest{TypeUrl: resource.ListenerType})
 	resp := ads.recv()
 	start := time.Now()
@@ -113,4 +93,21 @@ func TestRelayDiffBeforeFlush(t *testing.T) {
 	if _, err := relay.DiffGenerated(node, resp.GetVersionInfo()); err != nil {
 		t.Errorf("DiffGenerated of the pending version %s: %v", resp.GetVersionInfo(), err)
 	}
+}
+
+// relayedBackend starts a control plane serving the hello model, a server relaying it,
+// and backend-v1's ADS stream to the relay.
+func relayedBackend(t *testing.T) (upstream, relay *Server, node string, ads *adsStream) {
+	t.Helper()
+	m := helloModel()
+	upstream = startServer(t, Options{SocketGID: -1})
+	if err := upstream.Update(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	relay = startServer(t, Options{SocketGID: -1, Upstream: "unix://" + upstream.path})
+	if err := relay.Update(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	node = m.Pod("backend-v1").NodeID()
+	return upstream, relay, node, dialADS(t, "unix://"+relay.path, node)
 }
