@@ -128,7 +128,25 @@ func (rt *router) recordIstioStats(x *exchange, code int) {
 	if r.GRPC {
 		r.GRPCStatus = grpcStatus(x.w.Header())
 	}
+	if rt.cfg.IstioStats.HasDimensions() {
+		r.Attrs = rt.statsAttributes(x)
+	}
 	rt.cfg.IstioStats.RecordHTTP(rt.deps.Stats, side, r)
+}
+
+// statsAttributes are the request attributes istio.stats' dimensions read, as Envoy's
+// CEL activation has them.
+func (rt *router) statsAttributes(x *exchange) *istiostats.Attributes {
+	a := &istiostats.Attributes{Request: x.r, Scheme: "http", Response: x.w.Header(), Local: rt.ds.Local,
+		Remote: rt.ds.Remote, Upstream: x.upHost.Addr, Cluster: x.info.UpstreamCluster,
+		DownstreamPeer: x.peer.Downstream, UpstreamPeer: x.peer.Upstream, MTLS: rt.ds.PeerSAN != "", ServerName: rt.ds.ServerName}
+	if x.r.TLS != nil {
+		a.Scheme = "https"
+	}
+	if x.route != nil {
+		a.Route = x.route.Name
+	}
+	return a
 }
 
 // upstreamSANs are the URI SANs istio.stats reports for an outbound request over mTLS:

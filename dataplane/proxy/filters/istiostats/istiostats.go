@@ -75,7 +75,7 @@ var allow = fieldcheck.Allow{
 	ConfigType: {"disable_host_header_fallback", "tcp_reporting_duration", "metrics", "reporter",
 		"stat_prefix", "field_separator", "value_separator", "max_peer_cache_size", "debug",
 		"rotation_interval", "graceful_deletion_interval"},
-	"stats.MetricConfig": {"name", "tags_to_remove", "drop"},
+	"stats.MetricConfig": {"name", "tags_to_remove", "drop", "dimensions"},
 }
 
 // Config is a compiled istio.stats filter. Its settings are immutable; the cache of
@@ -92,6 +92,9 @@ type Config struct {
 	TCPReportInterval time.Duration
 	drop              map[string]bool
 	remove            map[string]map[string]bool // metric -> tag -> removed
+	// exprs and dims are the metrics' dimensions (dimensions.go).
+	exprs exprSet
+	dims  map[string]*dimensions
 	// sets caches the metrics of each distinct request description, so a request
 	// resolves its four metrics with one map lookup instead of building 25 tags and four
 	// names; at most maxCachedSets entries. A plain map under a read lock: a sync.Map
@@ -135,7 +138,7 @@ func Compile(a *anypb.Any) (*Config, error) {
 		return nil, fmt.Errorf("typed_config.%w", err)
 	}
 	c := &Config{DisableHostHeaderFallback: pc.GetDisableHostHeaderFallback(), TCPReportInterval: defaultTCPReportTime,
-		drop: map[string]bool{}, remove: map[string]map[string]bool{}}
+		drop: map[string]bool{}, remove: map[string]map[string]bool{}, dims: map[string]*dimensions{}}
 	if d := pc.GetTcpReportingDuration(); d != nil {
 		c.TCPReportInterval = d.AsDuration()
 	}
@@ -157,11 +160,13 @@ func Compile(a *anypb.Any) (*Config, error) {
 		} else {
 			return nil, fmt.Errorf("typed_config.metrics[%d].name: %q is not a standard metric (custom metrics need CEL, not supported by meshlab proxy)", i, m.GetName())
 		}
-		for _, n := range names {
-			if m.GetDrop() {
+		if m.GetDrop() {
+			for _, n := range names {
 				c.drop[n] = true
-				continue
 			}
+			continue
+		}
+		for _, n := range names {
 			for _, t := range m.GetTagsToRemove() {
 				if !standardTags[t] {
 					continue // istio-proxy logs "Tag is not standard" and goes on
@@ -170,8 +175,17 @@ func Compile(a *anypb.Any) (*Config, error) {
 					c.remove[n] = map[string]bool{}
 				}
 				c.remove[n][t] = true
+				if d := c.dims[n]; d != nil {
+					delete(d.override, t) // the later instruction wins, as in istio-proxy's one map
+				}
 			}
 		}
+		for t := range m.GetDimensions() {
+			for _, n := range names {
+				delete(c.remove[n], t)
+			}
+		}
+		c.addDimensions(names, m.GetDimensions())
 	}
 	return c, nil
 }
@@ -191,18 +205,18 @@ func (c *Config) filterTags(metric string, tags []stats.Tag) []stats.Tag {
 	return out
 }
 
-func (c *Config) counter(st *stats.Store, metric string, tags []stats.Tag) *stats.Stat {
+func (c *Config) counter(st *stats.Store, metric string, tags []stats.Tag, vals []string) *stats.Stat {
 	if c.drop[metric] {
 		return nil
 	}
-	return st.TaggedCounter(stats.CustomNamespace+"."+metric, c.filterTags(metric, tags))
+	return st.TaggedCounter(stats.CustomNamespace+"."+metric, c.applyDimensions(metric, c.filterTags(metric, tags), vals))
 }
 
-func (c *Config) histogram(st *stats.Store, metric string, tags []stats.Tag) *stats.Histogram {
+func (c *Config) histogram(st *stats.Store, metric string, tags []stats.Tag, vals []string) *stats.Histogram {
 	if c.drop[metric] {
 		return nil
 	}
-	return st.TaggedHistogram(stats.CustomNamespace+"."+metric, c.filterTags(metric, tags))
+	return st.TaggedHistogram(stats.CustomNamespace+"."+metric, c.applyDimensions(metric, c.filterTags(metric, tags), vals))
 }
 
 // RecordBuild sets istio_build{component="proxy",tag=<ISTIO_VERSION>} to 1, as the
@@ -415,12 +429,16 @@ type Request struct {
 	Duration   time.Duration
 	// RequestBytes and ResponseBytes are the downstream wire bytes received and sent.
 	RequestBytes, ResponseBytes int64
+	// Attrs are the request's attributes, which the metrics' dimensions read; set only
+	// when the config HasDimensions.
+	Attrs *Attributes
 }
 
 // RecordHTTP counts one finished request, as istio-proxy's filter does from its access
 // log handler.
 func (c *Config) RecordHTTP(st *stats.Store, s *Side, r *Request) {
-	cacheable := s.Peer == nil || s.PeerKey != ""
+	// A request's dimensions depend on more than the key: not cached.
+	cacheable := (s.Peer == nil || s.PeerKey != "") && !c.HasDimensions()
 	k := httpKey{store: st, inbound: s.Inbound, grpc: r.GRPC, code: r.Code, host: s.Host, cluster: s.Cluster,
 		route: s.RouteName, peerSAN: s.PeerSAN, localSAN: s.LocalSAN, endpoint: s.Endpoint, peer: s.Peer, upstream: s.Upstream,
 		flags: r.Flags, grpcStatus: r.GRPCStatus, meta: s.ClusterIstio}
@@ -475,6 +493,10 @@ func (c *Config) resolveHTTP(st *stats.Store, s *Side, r *Request) *httpSet {
 		stats.Tag{Name: "grpc_response_status", Value: r.GRPCStatus},
 		stats.Tag{Name: "response_flags", Value: r.Flags},
 		stats.Tag{Name: "connection_security_policy", Value: c.security(s)})
-	return &httpSet{total: c.counter(st, RequestsTotal, tags), dur: c.histogram(st, RequestDuration, tags),
-		reqB: c.histogram(st, RequestBytes, tags), respB: c.histogram(st, ResponseBytes, tags)}
+	var vals []string
+	if c.HasDimensions() {
+		vals = c.evaluate(r)
+	}
+	return &httpSet{total: c.counter(st, RequestsTotal, tags, vals), dur: c.histogram(st, RequestDuration, tags, vals),
+		reqB: c.histogram(st, RequestBytes, tags, vals), respB: c.histogram(st, ResponseBytes, tags, vals)}
 }

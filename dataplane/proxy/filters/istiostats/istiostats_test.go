@@ -2,6 +2,8 @@ package istiostats
 
 import (
 	"bytes"
+	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -201,7 +203,6 @@ func TestOverridesAndRefusals(t *testing.T) {
 		m    *statsapi.PluginConfig
 		want string
 	}{
-		{&statsapi.PluginConfig{Metrics: []*statsapi.MetricConfig{{Name: "requests_total", Dimensions: map[string]string{"x": "request.host"}}}}, "dimensions"},
 		{&statsapi.PluginConfig{Definitions: []*statsapi.MetricDefinition{{Name: "x", Value: "1"}}}, "definitions"},
 		{&statsapi.PluginConfig{Reporter: statsapi.Reporter(7)}, "reporter"},
 		{&statsapi.PluginConfig{Metrics: []*statsapi.MetricConfig{{Name: "my_metric"}}}, "metrics[0].name"},
@@ -211,6 +212,101 @@ func TestOverridesAndRefusals(t *testing.T) {
 			t.Errorf("err %v, want it to name %s", err, tc.want)
 		}
 	}
+}
+
+// TestDimensions holds what the Telemetry API's tagOverrides become in istio-proxy: the
+// customize-metrics page's request_host and destination_port added to requests_total
+// only, in the tags' order after the standard ones; the telemetry-api page's peer label
+// (upstream_peer.labels['app'].value); a standard tag overridden; an expression that
+// fails reports "unknown"; one that does not parse drops a standard tag and adds no
+// other.
+func TestDimensions(t *testing.T) {
+	setLocal(t)
+	c := mustCompile(t, &statsapi.PluginConfig{Metrics: []*statsapi.MetricConfig{
+		{Name: "requests_total", Dimensions: map[string]string{
+			"request_host": "request.host", "destination_port": "string(destination.port)",
+			"destination_x": "upstream_peer.labels['app'].value", "response_code": "'overridden'",
+			"missing": "request.headers['x-none']", "source_app": "((", "broken": "((",
+		}},
+	}})
+	if !c.HasDimensions() {
+		t.Fatal("HasDimensions false with dimensions")
+	}
+	st := stats.NewStore()
+	req, err := http.NewRequest(http.MethodGet, "http://reviews:9080/reviews/0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := &peer.Workload{WorkloadName: "ratings-v1", App: "ratings"}
+	side := &Side{Peer: up, Host: "reviews:9080"}
+	attrs := &Attributes{Request: req, Local: netip.MustParseAddrPort("10.96.0.12:9080"), UpstreamPeer: up}
+	c.RecordHTTP(st, side, &Request{Code: 200, Flags: "-", Attrs: attrs})
+	out := prom(t, st)
+	line := ""
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "istio_requests_total{") {
+			line = l
+		}
+	}
+	for _, want := range []string{`response_code="overridden"`, `,destination_port="9080",destination_x="ratings",missing="unknown",request_host="reviews:9080"} 1`} {
+		if !strings.Contains(line, want) {
+			t.Errorf("istio_requests_total: want %s in\n%s", want, line)
+		}
+	}
+	if strings.Contains(line, "source_app=") || strings.Contains(line, "broken=") {
+		t.Errorf("a dimension that does not parse: want source_app dropped and broken absent:\n%s", line)
+	}
+	if strings.Contains(out, "istio_request_bytes_bucket{") && strings.Contains(out, "request_host") {
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, "istio_request_bytes") && strings.Contains(l, "request_host") {
+				t.Fatalf("request_bytes has requests_total's dimension: %s", l)
+			}
+		}
+	}
+	// A later tags_to_remove wins over an earlier dimension of the same tag, and a
+	// later dimension over an earlier removal, as in istio-proxy's one override map.
+	c = mustCompile(t, &statsapi.PluginConfig{Metrics: []*statsapi.MetricConfig{
+		{Name: "requests_total", Dimensions: map[string]string{"source_app": "'a'"}},
+		{Name: "requests_total", TagsToRemove: []string{"source_app", "destination_app"}},
+		{Name: "requests_total", Dimensions: map[string]string{"destination_app": "'d'"}},
+	}})
+	st = stats.NewStore()
+	c.RecordHTTP(st, side, &Request{Code: 200, Flags: "-", Attrs: attrs})
+	line = ""
+	for _, l := range strings.Split(prom(t, st), "\n") {
+		if strings.HasPrefix(l, "istio_requests_total{") {
+			line = l
+		}
+	}
+	if strings.Contains(line, "source_app=") || !strings.Contains(line, `destination_app="d"`) {
+		t.Errorf("remove then dimension:\n%s", line)
+	}
+}
+
+func TestParseDimension(t *testing.T) {
+	for _, ok := range []string{"request.host", "string(destination.port)", `has(request.host) ? request.host : "unknown"`, "upstream_peer.labels['app'].value"} {
+		if err := ParseDimension(ok); err != nil {
+			t.Errorf("ParseDimension(%q): %v", ok, err)
+		}
+	}
+	if err := ParseDimension("(("); err == nil {
+		t.Error("ParseDimension((() = nil")
+	}
+}
+
+func FuzzParseDimension(f *testing.F) {
+	f.Add("request.host")
+	f.Add(`has(request.host) ? request.host : "unknown"`)
+	f.Fuzz(func(t *testing.T, expr string) {
+		if ParseDimension(expr) != nil {
+			return
+		}
+		var s exprSet
+		if id := s.compile(expr); id >= 0 {
+			c := &Config{exprs: s}
+			_ = c.evaluate(&Request{Attrs: &Attributes{}})
+		}
+	})
 }
 
 type fakeTCP struct {

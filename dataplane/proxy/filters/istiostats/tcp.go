@@ -29,6 +29,7 @@ type TCPConn struct {
 	src   TCPSource
 	mu    sync.Mutex
 	tags  []stats.Tag
+	vals  []string // the dimensions' values, evaluated when the connection opened
 	open  bool
 	ended bool
 	sent  int64
@@ -80,20 +81,30 @@ func (t *TCPConn) report(end bool) {
 			stats.Tag{Name: "response_flags", Value: t.src.Flags()},
 			stats.Tag{Name: "connection_security_policy", Value: t.c.security(side)})
 		t.open = true
-		if ctr := t.c.counter(t.st, TCPOpened, t.tags); ctr != nil {
+		if t.c.HasDimensions() {
+			// A connection has no request attributes: the peers' metadata only.
+			a := &Attributes{}
+			if side.Inbound || t.c.Gateway {
+				a.DownstreamPeer = side.Peer
+			} else {
+				a.UpstreamPeer = side.Peer
+			}
+			t.vals = t.c.evaluate(&Request{Attrs: a})
+		}
+		if ctr := t.c.counter(t.st, TCPOpened, t.tags, t.vals); ctr != nil {
 			ctr.Inc()
 		}
 	}
 	sent, recv := t.src.Bytes()
-	if ctr := t.c.counter(t.st, TCPSent, t.tags); ctr != nil {
+	if ctr := t.c.counter(t.st, TCPSent, t.tags, t.vals); ctr != nil {
 		ctr.Add(sent - t.sent)
 	}
-	if ctr := t.c.counter(t.st, TCPReceived, t.tags); ctr != nil {
+	if ctr := t.c.counter(t.st, TCPReceived, t.tags, t.vals); ctr != nil {
 		ctr.Add(recv - t.recv)
 	}
 	t.sent, t.recv = sent, recv
 	if end {
-		if ctr := t.c.counter(t.st, TCPClosed, t.tags); ctr != nil {
+		if ctr := t.c.counter(t.st, TCPClosed, t.tags, t.vals); ctr != nil {
 			ctr.Inc()
 		}
 	}
