@@ -40,6 +40,7 @@ import (
 	"github.com/meshlab/meshlab/dataplane/proxy/listener"
 	"github.com/meshlab/meshlab/dataplane/proxy/stats"
 	"github.com/meshlab/meshlab/dataplane/proxy/tlsctx"
+	"github.com/meshlab/meshlab/dataplane/proxy/tracing"
 	"github.com/meshlab/meshlab/dataplane/proxy/xdsclient"
 	"github.com/meshlab/meshlab/dataplane/rqtotals"
 )
@@ -266,6 +267,8 @@ func (s *Server) Run(ctx context.Context) error {
 		DeferAccept: s.hr != nil && s.hr.parentAlive, Secrets: s.secrets,
 		DrainTime: s.opts.DrainTime, DrainGradual: s.opts.DrainStrategy == DrainGradual,
 		HealthCheckFailed: s.healthFailed.Load,
+		Tracer: tracing.New(tracing.Node{ID: s.node.GetId(), Cluster: s.node.GetCluster(), Zone: s.node.GetLocality().GetZone(), Address: httpconn.LocalAddress()},
+			s.clusters, s.stats, s.log.With("component", "tracing")),
 	})
 	defer s.listeners.Close()
 	if err := s.listeners.AddStatic(s.staticListeners); err != nil {

@@ -14,6 +14,7 @@ import (
 	uuidv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/request_id/uuid/v3"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/fieldcheck"
+	"github.com/meshlab/meshlab/dataplane/proxy/tracing"
 )
 
 // RequestID is the HCM's x-request-id handling: request_id_extension (only Envoy's UUID
@@ -30,13 +31,23 @@ type RequestID struct {
 	NoGenerate bool
 }
 
-// Tracing is the HCM's tracing block without a provider: no span is exported, but Envoy
-// still takes the trace decision and packs it into x-request-id, which the next hop and
-// the access log see.
+// Tracing is the HCM's tracing block. Envoy takes the trace decision and packs it into
+// x-request-id, which the next hop and the access log see; with a provider (Zipkin, the
+// one meshlab proxy has) it also makes a span of every request and reports the sampled
+// ones (trace.go).
 type Tracing struct {
 	// Percentages in hundredths of a percent (0..10000): Envoy's defaults are 100 %
 	// client, 100 % random and 100 % overall sampling.
 	Client, Random, Overall uint64
+	// Zipkin is the provider, nil for none (no span is made).
+	Zipkin *tracing.Zipkin
+	// SpawnUpstream is spawn_upstream_span: the router makes a child span of each
+	// upstream request (Istio sets it on gateways).
+	SpawnUpstream bool
+	// MaxPathTagLength bounds the http.url tag (Envoy's default 256).
+	MaxPathTagLength int
+	// Tags are custom_tags, in order.
+	Tags []customTag
 }
 
 var requestIDAllow = fieldcheck.Allow{
@@ -44,14 +55,23 @@ var requestIDAllow = fieldcheck.Allow{
 	"envoy.extensions.request_id.uuid.v3.UuidRequestIdConfig":                        {"pack_trace_reason", "use_request_id_for_trace_sampling"},
 }
 
-// tracingAllow accepts the sampling knobs and the span decorations (custom_tags,
-// verbose, max_path_tag_length, spawn_upstream_span) that only shape spans: without a
-// provider no span is ever emitted, so they have no effect here, as in Envoy. A provider
-// is refused by name: meshlab proxy exports no spans.
+// tracingAllow accepts the sampling knobs, the span decorations and a provider, whose
+// typed_config compileTracing reads (only envoy.tracers.zipkin; others refused by name).
+// verbose (a span annotation per filter event) changes no span the collector keeps here:
+// the proxy's spans carry no annotations.
 var tracingAllow = fieldcheck.Allow{
 	"envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager.Tracing": {
-		"client_sampling", "random_sampling", "overall_sampling", "verbose", "max_path_tag_length", "custom_tags", "spawn_upstream_span",
+		"client_sampling", "random_sampling", "overall_sampling", "verbose", "max_path_tag_length", "custom_tags", "spawn_upstream_span", "provider",
 	},
+	"envoy.config.trace.v3.Tracing.Http":             {"name", "typed_config"},
+	"envoy.type.tracing.v3.CustomTag":                {"tag", "literal", "environment", "request_header", "metadata"},
+	"envoy.type.tracing.v3.CustomTag.Literal":        {"value"},
+	"envoy.type.tracing.v3.CustomTag.Environment":    {"name", "default_value"},
+	"envoy.type.tracing.v3.CustomTag.Header":         {"name", "default_value"},
+	"envoy.type.tracing.v3.CustomTag.Metadata":       {"kind", "metadata_key", "default_value"},
+	"envoy.type.metadata.v3.MetadataKind":            {"request"},
+	"envoy.type.metadata.v3.MetadataKey":             {"key", "path"},
+	"envoy.type.metadata.v3.MetadataKey.PathSegment": {"key"},
 }
 
 const uuidConfigType = "envoy.extensions.request_id.uuid.v3.UuidRequestIdConfig"
@@ -107,7 +127,7 @@ func compileTracing(h *hcmv3.HttpConnectionManager) (*Tracing, error) {
 		}
 		return uint64(p.GetValue()*100 + 0.5)
 	}
-	out := &Tracing{Client: 10000, Random: 10000, Overall: 10000}
+	out := &Tracing{Client: 10000, Random: 10000, Overall: 10000, MaxPathTagLength: 256}
 	if t.GetClientSampling() != nil {
 		out.Client = pct(t.GetClientSampling(), 10000)
 	}
@@ -116,6 +136,27 @@ func compileTracing(h *hcmv3.HttpConnectionManager) (*Tracing, error) {
 	}
 	if t.GetOverallSampling() != nil {
 		out.Overall = pct(t.GetOverallSampling(), 10000)
+	}
+	if v := t.GetMaxPathTagLength(); v != nil {
+		out.MaxPathTagLength = int(v.GetValue())
+	}
+	out.SpawnUpstream = t.GetSpawnUpstreamSpan().GetValue()
+	for i, ct := range t.GetCustomTags() {
+		tag, err := compileCustomTag(ct)
+		if err != nil {
+			return nil, fmt.Errorf("tracing.custom_tags[%d].%w", i, err)
+		}
+		out.Tags = append(out.Tags, tag)
+	}
+	if p := t.GetProvider(); p != nil {
+		if p.GetName() != tracing.ZipkinName {
+			return nil, fmt.Errorf("tracing.provider.name: %q is not a tracer of meshlab proxy (it has %s: a Zipkin provider in meshConfig.extensionProviders)", p.GetName(), tracing.ZipkinName)
+		}
+		z, err := tracing.CompileZipkin(p.GetTypedConfig())
+		if err != nil {
+			return nil, fmt.Errorf("tracing.provider.%w", err)
+		}
+		out.Zipkin = z
 	}
 	return out, nil
 }
@@ -202,9 +243,15 @@ func (rt *router) mutateRequestHeaders(x *exchange) {
 		rid = newUUID()
 		h.Set("X-Request-Id", rid)
 	}
-	if t := cfg.Tracing; t != nil && cfg.RequestID.PackTraceReason {
-		if packed, ok := t.packTraceReason(rid, h); ok && packed != rid {
-			h.Set("X-Request-Id", packed)
+	if t := cfg.Tracing; t != nil {
+		if packed, ok := t.packTraceReason(rid, h); ok {
+			switch packed[14] {
+			case traceSampled, traceForced, traceClient:
+				x.traced = true
+			}
+			if cfg.RequestID.PackTraceReason && packed != rid {
+				h.Set("X-Request-Id", packed)
+			}
 		}
 	}
 }
@@ -278,6 +325,10 @@ func lastXFF(h http.Header) netip.AddrPort {
 	}
 	return netip.AddrPortFrom(ip.Unmap(), 0)
 }
+
+// LocalAddress is Envoy's LocalInfo address: the proxy's spans carry it as their
+// local endpoint's.
+func LocalAddress() netip.Addr { return localAddress() }
 
 // localAddress is Envoy's LocalInfo address (Network::Utility::getLocalAddress): the
 // first non-loopback IPv4 address of the proxy's network namespace (the pod IP), or

@@ -26,6 +26,7 @@ import (
 	"github.com/meshlab/meshlab/dataplane/proxy/internalconn"
 	"github.com/meshlab/meshlab/dataplane/proxy/stats"
 	"github.com/meshlab/meshlab/dataplane/proxy/tlsctx"
+	"github.com/meshlab/meshlab/dataplane/proxy/tracing"
 )
 
 // Envoy's local reply bodies.
@@ -52,6 +53,9 @@ type Deps struct {
 	// GOAWAY), as Envoy's HCM asks its drain decision (the gradual --drain-strategy);
 	// optional.
 	DrainClose func() bool
+	// Tracer reports the spans of HCMs with a tracing provider; optional (spans are
+	// then made and propagated, never reported).
+	Tracer *tracing.Tracer
 }
 
 // Downstream describes the downstream connection a request arrived on.
@@ -207,6 +211,11 @@ type exchange struct {
 	// then the connection's (Downstream.FilterState).
 	fs    map[string]internalconn.Object
 	fsSet bool
+	// traced is the HCM's trace decision (x-request-id's trace reason); span and
+	// upSpan the request's span and the router's upstream span, nil without a
+	// tracing provider (trace.go).
+	traced       bool
+	span, upSpan *tracing.Span
 }
 
 // upstreamContext is ctx with what the exchange's upstream connections are dialed
@@ -238,6 +247,9 @@ func (rt *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer rt.watchStreamIdle(x)()
 	}
 	code := rt.serve(x)
+	if x.span != nil {
+		rt.finishSpan(x, code)
+	}
 	rt.st.record(code)
 	rt.st.rqTime.Record(uint64(time.Since(start).Milliseconds()))
 	if len(rt.cfg.AccessLogs) > 0 {
@@ -316,6 +328,9 @@ func (rt *router) serve(x *exchange) int {
 		}
 	}
 	rt.mutateRequestHeaders(x)
+	if rt.cfg.Tracing != nil {
+		rt.startSpan(x)
+	}
 	rt.cfg.XFCC.apply(r.Header, r.TLS, rt.ds.LocalCert)
 	connect := r.Method == http.MethodConnect
 	if connect && !rt.connectAllowed(r) {
@@ -403,6 +418,9 @@ func (rt *router) serve(x *exchange) int {
 		// the downstream request with the override in its context cost two
 		// allocations and a Request copy per request).
 		x.alpn = rt.cfg.ALPN.alpnFor(cl, r.ProtoMajor, r.ProtoMinor)
+	}
+	if x.span != nil {
+		rt.injectSpan(x, cl)
 	}
 	return rt.forward(x, cl)
 }

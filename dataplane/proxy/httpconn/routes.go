@@ -116,15 +116,17 @@ type Route struct {
 	query         []*queryMatcher
 	fraction      *fraction.Fraction
 
-	Cluster  string
-	Weighted []WeightedCluster
-	Timeout  time.Duration // 0 disables the timeout
-	Direct   *DirectResponse
-	Redirect *Redirect
-	Retry    *RetryPolicy
-	Mirrors  []Mirror
-	Rewrite  rewrite
-	Headers  headerMutations
+	// Operation is the route's decorator operation: the name of its requests' spans.
+	Operation string
+	Cluster   string
+	Weighted  []WeightedCluster
+	Timeout   time.Duration // 0 disables the timeout
+	Direct    *DirectResponse
+	Redirect  *Redirect
+	Retry     *RetryPolicy
+	Mirrors   []Mirror
+	Rewrite   rewrite
+	Headers   headerMutations
 	// Faults holds typed_per_filter_config entries for fault filters, by filter name.
 	Faults map[string]*fault.Config
 	// CORS is the route's typed_per_filter_config CORS policy, nil for none.
@@ -309,7 +311,7 @@ func (t *RouteTable) sortWildcards() {
 }
 
 func compileRoute(pr *routev3.Route, vh *VirtualHost) (*Route, error) {
-	r := &Route{Name: pr.GetName(), caseSensitive: true}
+	r := &Route{Name: pr.GetName(), caseSensitive: true, Operation: pr.GetDecorator().GetOperation()}
 	m := pr.GetMatch()
 	if cs := m.GetCaseSensitive(); cs != nil {
 		r.caseSensitive = cs.GetValue()

@@ -150,14 +150,14 @@ func TestTracingWithoutProviderPacksTheTraceReasonIntoTheRequestID(t *testing.T)
 	})
 }
 
-func TestTracingProviderIsRefusedByName(t *testing.T) {
+func TestTracingProvidersOtherThanZipkinAreRefusedByName(t *testing.T) {
 	h := &hcmv3.HttpConnectionManager{Tracing: &hcmv3.HttpConnectionManager_Tracing{Provider: nil, Verbose: true}}
 	if _, err := compileTracing(h); err != nil {
 		t.Fatalf("verbose tracing without a provider: %v", err)
 	}
 	_, err := compileTracingProvider(t)
-	if err == nil || !strings.Contains(err.Error(), "tracing.provider") {
-		t.Fatalf("err = %v, want tracing.provider refused", err)
+	if err == nil || !strings.Contains(err.Error(), "tracing.provider") || !strings.Contains(err.Error(), "envoy.tracers.opentelemetry") {
+		t.Fatalf("err = %v, want tracing.provider envoy.tracers.opentelemetry refused", err)
 	}
 }
 
@@ -385,7 +385,7 @@ func inline(s string) *corev3.DataSource {
 func compileTracingProvider(t *testing.T) (*Tracing, error) {
 	t.Helper()
 	return compileTracing(&hcmv3.HttpConnectionManager{Tracing: &hcmv3.HttpConnectionManager_Tracing{
-		Provider: &tracev3.Tracing_Http{Name: "envoy.tracers.zipkin"}}})
+		Provider: &tracev3.Tracing_Http{Name: "envoy.tracers.opentelemetry"}}})
 }
 
 func TestGenerateRequestIDFalseLeavesRequestsWithoutAnID(t *testing.T) {

@@ -30,6 +30,7 @@ import (
 	"github.com/meshlab/meshlab/dataplane/proxy/stats"
 	"github.com/meshlab/meshlab/dataplane/proxy/tcpproxy"
 	"github.com/meshlab/meshlab/dataplane/proxy/tlsctx"
+	"github.com/meshlab/meshlab/dataplane/proxy/tracing"
 )
 
 // Deps are what the listener manager needs from the rest of the proxy.
@@ -62,6 +63,8 @@ type Deps struct {
 	// Envoy's DrainManagerImpl::drainClose does for listeners of drain_type DEFAULT (the
 	// only one this proxy accepts); optional.
 	HealthCheckFailed func() bool
+	// Tracer reports the spans of HCMs with a tracing provider; optional.
+	Tracer *tracing.Tracer
 }
 
 // BindError is the error of an LDS update whose listener cannot bind its address.
@@ -746,7 +749,7 @@ func (m *Manager) handle(a *active, conn net.Conn) {
 			close(draining)
 		}()
 		httpconn.ServeConn(ctx, fc.HTTP, httpconn.Deps{Routes: m.deps.Routes, Clusters: m.deps.Clusters, Stats: m.deps.Stats, Logger: m.deps.Logger,
-			Draining: draining, DrainClose: drainClose},
+			Draining: draining, DrainClose: drainClose, Tracer: m.deps.Tracer},
 			conn, httpconn.Downstream{Local: local, Remote: remote, LocalCert: localCert, FilterChainName: fc.Name, ServerName: sni, FilterState: filterState,
 				Inbound: cfg.Inbound, PeerSAN: ist.PeerSAN, LocalSAN: ist.LocalSAN})
 	}
