@@ -187,6 +187,7 @@ func New(o Options) (*Server, error) {
 		wds:     o.WDS,
 	}
 	s.cache.beforeDelta = s.beforeDeltaWatch
+	s.cache.answered = s.tracker.owe
 	s.tracker.beforeSend = func(sctx context.Context, node string) { f.gate(sctx, ctx, node) }
 	xds := serverv3.NewServer(ctx, s.cache, s.tracker.callbacks())
 	if o.Upstream != "" {

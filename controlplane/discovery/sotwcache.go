@@ -39,6 +39,10 @@ type sharedCache struct {
 	nodes  map[string]*sotwNode
 	nextID int64
 
+	// answered, when set, is told of each request answered at once from the snapshot
+	// (CreateWatch), before its answer is sent: the tracker's owe. Set once, before serving.
+	answered func(req *cachev3.Request)
+
 	// beforeDelta, when set, decides a delta watch before the snapshot cache does:
 	// false drops the watch (it is never answered). Set once, before serving.
 	beforeDelta func(node, typeURL string) bool
@@ -179,6 +183,9 @@ func (c *sharedCache) CreateWatch(req *cachev3.Request, sub cachev3.Subscription
 	n := c.node(id)
 	if enc := n.snap; enc != nil && (req.GetVersionInfo() != enc.typeVersion(req.GetTypeUrl()) || unsent(w, enc)) {
 		if resp := respond(w, enc, n.before[w.req.GetTypeUrl()]); resp != nil {
+			if c.answered != nil {
+				c.answered(req)
+			}
 			ch <- resp // the stream's channel has room for one answer per type
 			return func() {}, nil
 		}

@@ -75,6 +75,12 @@ type streamState struct {
 	node  string
 	sent  map[string]sentResponse // by type URL: the last response sent on this stream
 	delta bool
+	// last holds, by type URL, the last SotW request received, and owed the types the
+	// cache answered a request of at once with a response not sent yet (owe): a proxy
+	// that asked for more names (EDS after a CDS update added clusters) is not synced
+	// until it has them, though every response it was sent is ACKed.
+	last map[string]*discoverypb.DiscoveryRequest
+	owed map[string]bool
 }
 
 // sentResponse identifies one response sent, and whether the proxy answered it on the
@@ -158,7 +164,7 @@ func (t *tracker) onRequest(streamID int64, req *discoverypb.DiscoveryRequest) e
 		if id == "" {
 			return nil // go-control-plane refuses such streams itself
 		}
-		st = &streamState{node: id, sent: map[string]sentResponse{}}
+		st = &streamState{node: id, sent: map[string]sentResponse{}, last: map[string]*discoverypb.DiscoveryRequest{}, owed: map[string]bool{}}
 		t.streams[streamID] = st
 		t.node(id).streams++
 		t.node(id).delta = false
@@ -166,6 +172,10 @@ func (t *tracker) onRequest(streamID int64, req *discoverypb.DiscoveryRequest) e
 		t.emit(Event{Kind: EventConnected, NodeID: id})
 	}
 	id := st.node
+	// A newer request of the type supersedes an answer still queued: go-control-plane
+	// drops that answer (its watch is closed) and answers this one afresh, or not.
+	st.last[req.GetTypeUrl()] = req
+	delete(st.owed, req.GetTypeUrl())
 	n := t.node(id)
 	ts := n.types[req.GetTypeUrl()]
 	if req.GetResponseNonce() != "" {
@@ -223,6 +233,7 @@ func (t *tracker) recordResponse(streamID int64, req *discoverypb.DiscoveryReque
 	}
 	id := st.node
 	st.sent[resp.GetTypeUrl()] = sentResponse{version: resp.GetVersionInfo(), nonce: resp.GetNonce()}
+	delete(st.owed, resp.GetTypeUrl())
 	n := t.node(id)
 	ts := n.types[resp.GetTypeUrl()]
 	ts.Sent, ts.Nonce = resp.GetVersionInfo(), resp.GetNonce()
@@ -231,6 +242,23 @@ func (t *tracker) recordResponse(streamID int64, req *discoverypb.DiscoveryReque
 		"resources", len(resp.GetResources()), "requested", req.GetResourceNames())
 	t.emit(Event{Kind: EventPushed, NodeID: id, TypeURL: resp.GetTypeUrl(), Version: ts.Sent})
 	return id, t.ctxs[streamID]
+}
+
+// owe records that the cache answered req, the request a stream's onRequest saw last of
+// its type, with a response that is not sent yet: until recordResponse sees it go, the
+// stream is not synced. Without it a waiter could take the ACK of a CDS update for
+// sync while the proxy's EDS request for the clusters it added was answered but its
+// answer still queued, and a check's first request would meet a cluster with no
+// endpoints (the hello lab's 503 after a DestinationRule added subsets).
+func (t *tracker) owe(req *discoverypb.DiscoveryRequest) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, st := range t.streams {
+		if st.last[req.GetTypeUrl()] == req {
+			st.owed[req.GetTypeUrl()] = true // no waiter to wake: nothing became synced
+			return
+		}
+	}
 }
 
 // onClosed forgets the stream; the node's type states stay, as its last known state.
@@ -392,6 +420,9 @@ func (t *tracker) answered(include func(node string) bool) (sent []sentVersion, 
 		if include != nil && !include(st.node) {
 			continue
 		}
+		if len(st.owed) > 0 {
+			return nil, false
+		}
 		for typ, r := range st.sent {
 			if !r.answered || r.nack != "" {
 				return nil, false
@@ -418,6 +449,9 @@ func (t *tracker) unsynced(include func(node string) bool, want func(node, typ s
 		if include != nil && !include(st.node) {
 			continue
 		}
+		if typ, ok := firstKey(st.owed); ok {
+			return st.node, fmt.Sprintf("is yet to be sent the %s it asked for", typ[strings.LastIndex(typ, ".")+1:])
+		}
 		for _, typ := range slices.Sorted(maps.Keys(st.sent)) {
 			sent, short := st.sent[typ], typ[strings.LastIndex(typ, ".")+1:]
 			switch w := want(st.node, typ); {
@@ -431,4 +465,12 @@ func (t *tracker) unsynced(include func(node string) bool, want func(node, typ s
 		}
 	}
 	return "", ""
+}
+
+// firstKey returns m's least key, false when m is empty.
+func firstKey(m map[string]bool) (string, bool) {
+	if len(m) == 0 {
+		return "", false
+	}
+	return slices.Min(slices.Collect(maps.Keys(m))), true
 }

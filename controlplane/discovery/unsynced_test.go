@@ -161,3 +161,71 @@ func waitChange(t *testing.T, ch <-chan struct{}, what string) {
 		t.Fatalf("%s: no change signalled within 10s", what)
 	}
 }
+
+// A proxy that asked for more names of a type (the EDS request for the clusters a CDS
+// update added) is not synced while the cache's answer to it waits to be sent, though
+// every response it was sent is ACKed: the hello lab's check met a subset cluster with
+// no endpoints, a 503, when `apply --wait` returned in that window. A newer request of
+// the type supersedes the queued answer, which go-control-plane drops.
+func TestSyncedWaitsForAnAnswerOwed(t *testing.T) {
+	const (
+		node = "sidecar~10.244.0.4~frontend-v1.default~default.svc.cluster.local"
+		eds  = resource.EndpointType
+	)
+	tr := newTracker(testutil.Logger(t), time.Now)
+	all := func(string) bool { return true }
+	wantOf := func(_, _ string) string { return "" }
+	if err := tr.onOpen(context.Background(), 1, ""); err != nil {
+		t.Fatal(err)
+	}
+	request := func(version, nonce string, names ...string) *discoverypb.DiscoveryRequest {
+		t.Helper()
+		req := &discoverypb.DiscoveryRequest{Node: &corev3.Node{Id: node}, TypeUrl: eds, VersionInfo: version, ResponseNonce: nonce, ResourceNames: names}
+		if err := tr.onRequest(1, req); err != nil {
+			t.Fatal(err)
+		}
+		return req
+	}
+	send := func(req *discoverypb.DiscoveryRequest, version, nonce string) {
+		tr.onResponse(context.Background(), 1, req, &discoverypb.DiscoveryResponse{TypeUrl: eds, VersionInfo: version, Nonce: nonce})
+	}
+	synced := func() bool {
+		_, ok := tr.answered(all)
+		return ok
+	}
+	send(request("", "", "a"), "v1", "n1")
+	request("v1", "n1", "a")
+	if !synced() {
+		t.Fatal("EDS v1 ACKed: not synced")
+	}
+
+	more := request("v1", "n1", "a", "b")
+	tr.owe(more)
+	if synced() {
+		t.Error("synced while the answer to the EDS request for b is queued")
+	}
+	if _, why := tr.unsynced(all, wantOf); why != "is yet to be sent the ClusterLoadAssignment it asked for" {
+		t.Errorf("unsynced says %q", why)
+	}
+	send(more, "v1", "n2")
+	if synced() {
+		t.Error("synced before the answer for b is ACKed")
+	}
+	request("v1", "n2", "a", "b")
+	if !synced() {
+		t.Error("the answer for b ACKed: not synced")
+	}
+
+	// A request superseding an owed answer: the answer is dropped, the newer request is
+	// answered at once (owed again) or waits for a snapshot that has its names.
+	tr.owe(request("v1", "n2", "a", "b", "c"))
+	request("v1", "n2", "a", "b")
+	if !synced() {
+		t.Error("owed answer superseded by a request the cache holds: not synced")
+	}
+	// owe of a request that is no longer the stream's last changes nothing.
+	tr.owe(more)
+	if !synced() {
+		t.Error("owe of a superseded request marked the stream")
+	}
+}

@@ -269,8 +269,8 @@ func (c *Client) stream(ctx context.Context) error {
 }
 
 // pump serves one ADS stream (state of the world or delta) once its first requests went
-// out: a goroutine receives the responses, and the loop answers each with handle's ACK
-// or NACK, then sends what subscriptions changed (flush), which it also does when
+// out: a goroutine receives the responses, and the loop applies each (handle), sends
+// what subscriptions it changed (flush), then its ACK or NACK; it also flushes when
 // kicked, until ctx ends or the stream fails. cancel ends the receiving goroutine's
 // stream; pump waits for the goroutine before it returns.
 func pump[Resp, Req any](ctx context.Context, cancel context.CancelFunc, kick <-chan struct{},
@@ -311,10 +311,16 @@ func pump[Resp, Req any](ctx context.Context, cancel context.CancelFunc, kick <-
 			if r.err != nil {
 				return fmt.Errorf("receive: %w", r.err)
 			}
-			if err := send(handle(r.resp)); err != nil {
+			// The subscriptions the response changed go out before its ACK, as Envoy's
+			// mux sends them: a CDS update pauses EDS while it adds clusters and resumes it,
+			// sending the new clusters' EDS request, before the CDS ACK is queued. A control
+			// plane that reads the ACK knows by then that more is asked for, so "every
+			// response ACKed" never holds while a new cluster waits for its endpoints.
+			ack := handle(r.resp)
+			if err := flush(); err != nil {
 				return err
 			}
-			if err := flush(); err != nil {
+			if err := send(ack); err != nil {
 				return err
 			}
 		}

@@ -105,13 +105,15 @@ func TestADSProtocolLikeEnvoy(t *testing.T) {
 	if err := s.Send(&discoveryv3.DiscoveryResponse{TypeUrl: ClusterType, VersionInfo: "v1", Nonce: "n-1", Resources: []*anypb.Any{res}}); err != nil {
 		t.Fatal(err)
 	}
+	// Envoy's order: the EDS request for the clusters the CDS update added goes out
+	// before the CDS ACK (CdsApiHelper pauses EDS during the update and resumes it first).
+	eds := recv(t, s)
+	if eds.GetTypeUrl() != EndpointType || len(eds.GetResourceNames()) != 2 || eds.GetResourceNames()[0] != "a" {
+		t.Errorf("EDS subscription = %v, want names [a b] before the CDS ACK", eds)
+	}
 	ack := recv(t, s)
 	if ack.GetTypeUrl() != ClusterType || ack.GetVersionInfo() != "v1" || ack.GetResponseNonce() != "n-1" || ack.GetErrorDetail() != nil || ack.GetNode() != nil {
 		t.Errorf("ACK = %v, want CDS v1 nonce n-1 without node", ack)
-	}
-	eds := recv(t, s)
-	if eds.GetTypeUrl() != EndpointType || len(eds.GetResourceNames()) != 2 || eds.GetResourceNames()[0] != "a" {
-		t.Errorf("EDS subscription = %v, want names [a b]", eds)
 	}
 	if err := s.Send(&discoveryv3.DiscoveryResponse{TypeUrl: EndpointType, VersionInfo: "e1", Nonce: "n-2"}); err != nil {
 		t.Fatal(err)
