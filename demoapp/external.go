@@ -11,7 +11,7 @@ import (
 // The lab's outside world (lab/world.go) answers the hosts Istio's egress and TLS tasks
 // reach outside the mesh. Each is an app of meshlab's own standing in for the real site:
 // httpbin.org is the httpbin persona, edition.cnn.com and www.google.com serve a page of
-// their own. Only what the tasks look at is kept: edition.cnn.com redirects plain HTTP
+// their own, Wikipedia's sites their titled pages (wikipedia.go). Only what the tasks look at is kept: edition.cnn.com redirects plain HTTP
 // to HTTPS (301 with a Location on https://), as the TLS origination task shows, and
 // every page says it is meshlab's stand-in.
 
@@ -23,7 +23,10 @@ const (
 )
 
 // ExternalHosts are the outside world's hosts, in the order the world numbers them.
-var ExternalHosts = []string{ExternalHTTPBin, ExternalCNN, ExternalGoogle, ExternalGitHubRaw}
+var ExternalHosts = []string{
+	ExternalHTTPBin, ExternalCNN, ExternalGoogle, ExternalGitHubRaw,
+	ExternalWikipediaWWW, ExternalWikipediaEN, ExternalWikipediaDE,
+}
 
 // ExternalHandler returns the handler host serves on plain HTTP (port 80) or, with tls,
 // on HTTPS (port 443). An unknown host is an error.
@@ -36,6 +39,9 @@ func ExternalHandler(host string, tls bool) (http.Handler, error) {
 		return newHTTPBin(nil), nil
 	case ExternalGitHubRaw:
 		return gitHubRaw(), nil // jwtsamples.go
+	}
+	if isWikipedia(host) {
+		return wikipedia(tls), nil // wikipedia.go
 	}
 	page := externalPage(host)
 	if host == ExternalCNN && !tls {

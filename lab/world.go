@@ -186,7 +186,7 @@ func (w *world) makeCA(lab string, now time.Time) (map[string]tls.Certificate, e
 		tmpl := &x509.Certificate{
 			SerialNumber: big.NewInt(int64(i + 2)),
 			Subject:      pkix.Name{CommonName: h},
-			DNSNames:     []string{h},
+			DNSNames:     demoapp.ExternalCertNames(h),
 			NotBefore:    now.Add(-time.Hour),
 			NotAfter:     now.AddDate(1, 0, 0),
 			KeyUsage:     x509.KeyUsageDigitalSignature,

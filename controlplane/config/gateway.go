@@ -153,8 +153,9 @@ func checkWildcardHost(host, written, f string, p problems) {
 }
 
 // checkVirtualServiceGateways checks a VirtualService's gateways and hosts: a name is
-// "mesh" or "[namespace/]gateway"; bound to the mesh its hosts name services (no
-// wildcards, as meshlab's sidecars route by service), bound only to gateways they are
+// "mesh" or "[namespace/]gateway"; bound to the mesh its hosts name services or cover
+// them ("*.<domain>", applying to the services whose hosts it covers, as Istio's; not
+// "*" alone, as meshlab's sidecars route by service), bound only to gateways they are
 // the names clients use, "*" and "*.<domain>" included, as Istio accepts them.
 func checkVirtualServiceGateways(vs *networking.VirtualService, p problems) {
 	for i, g := range vs.GetGateways() {
@@ -175,7 +176,17 @@ func checkVirtualServiceGateways(vs *networking.VirtualService, p problems) {
 		}
 	}
 	if model.AppliesToMesh(vs) {
-		checkHosts(vs.GetHosts(), "spec.hosts", p)
+		if len(vs.GetHosts()) == 0 {
+			p.addf("spec.hosts", "at least one host is required")
+		}
+		for i, h := range vs.GetHosts() {
+			hf := fmt.Sprintf("spec.hosts[%d]", i)
+			if strings.HasPrefix(h, "*.") {
+				checkWildcardHost(h, h, hf, p) // it applies to the services it covers (xds virtualServiceFor)
+			} else {
+				checkHost(h, hf, p)
+			}
+		}
 		return
 	}
 	if len(vs.GetHosts()) == 0 {

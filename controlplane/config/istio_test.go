@@ -207,8 +207,22 @@ func TestLoadIstioErrors(t *testing.T) {
 			},
 		},
 		{
+			name: "wildcard service entry hosts",
+			docs: []string{
+				"apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: wikipedia}\nspec:\n  hosts: [\"*.wikipedia.org\"]\n  ports: [{number: 443, name: https, protocol: HTTPS}]\n",
+				"apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: dns}\nspec:\n  hosts: [\"*.example.org\"]\n  resolution: DNS\n  ports: [{number: 443, name: tls, protocol: TLS}]\n",
+				"apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: web}\nspec:\n  hosts: [\"*.example.com\", \"*\", \"a.*.com\"]\n  ports: [{number: 80, name: http}]\n",
+			},
+			want: []string{
+				`t.yaml: ServiceEntry default/dns: spec.hosts[0]: "*.example.org": a wildcard host cannot be resolved by DNS (resolution DNS needs the names themselves; use resolution NONE, as the wildcard egress task does)`,
+				`t.yaml: ServiceEntry default/web: spec.ports[0].protocol: "HTTP" on wildcard host "*.example.com" is not supported: meshlab's sidecars route a wildcard entry by the TLS SNI alone; use protocol HTTPS or TLS, or an entry naming each host`,
+				`t.yaml: ServiceEntry default/web: spec.hosts[1]: "*": wildcard hosts are not supported`,
+				`t.yaml: ServiceEntry default/web: spec.hosts[2]: "a.*.com": wildcard hosts are not supported`,
+			},
+		},
+		{
 			name: "virtual service rules",
-			docs: []string{vs(`  hosts: ["*.default", ""]
+			docs: []string{vs(`  hosts: ["*", ""]
   gateways: [mesh]
   http:
   - match: [{uri: {regex: "a(b"}, headers: {X-User: {exact: a}, x-e: {}}, method: {prefix: ""}}]
@@ -227,7 +241,7 @@ func TestLoadIstioErrors(t *testing.T) {
   tcp: [{}]
 `)},
 			want: []string{
-				`t.yaml: VirtualService default/backend: spec.hosts[0]: "*.default": wildcard hosts are not supported`,
+				`t.yaml: VirtualService default/backend: spec.hosts[0]: "*": wildcard hosts are not supported`,
 				"t.yaml: VirtualService default/backend: spec.hosts[1]: must not be empty",
 				`t.yaml: VirtualService default/backend: spec.http[0].match[0].uri.regex: "a(b" is not an RE2 regular expression: error parsing regexp: missing closing ): ` + "`a(b`",
 				"t.yaml: VirtualService default/backend: spec.http[0].match[0].method.prefix: must not be empty",

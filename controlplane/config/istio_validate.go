@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"regexp"
@@ -205,7 +206,7 @@ func checkTrafficPolicy(tp *networking.TrafficPolicy, f string, p problems) {
 // validateServiceEntry checks a ServiceEntry on its own.
 func validateServiceEntry(se *networking.ServiceEntry, p problems) {
 	refuseUnimplemented(se.ProtoReflect(), serviceEntryFields(), "ServiceEntry", p)
-	checkHosts(se.GetHosts(), "spec.hosts", p)
+	checkEntryHosts(se, p)
 	for i, a := range se.GetAddresses() {
 		if addr, err := netip.ParseAddr(a); err != nil || !addr.Is4() {
 			p.addf(fmt.Sprintf("spec.addresses[%d]", i), "%q is not an IPv4 address (CIDRs are not supported)", a)
@@ -270,6 +271,35 @@ func validateServiceEntry(se *networking.ServiceEntry, p problems) {
 	}
 }
 
+// checkEntryHosts checks a ServiceEntry's hosts: DNS names, or a wildcard "*.<domain>"
+// as Istio accepts it (the wildcard-egress-hosts task's "*.wikipedia.org"). A wildcard
+// names no host to resolve, so resolution DNS refuses it as Istio's validation does;
+// with resolution NONE its TLS, HTTPS and TCP ports are matched by the SNI the client
+// sends (*.domain in the filter chain's server_names) and sent on to the address the
+// client dialled. Its HTTP ports are refused: meshlab's sidecars route an entry's HTTP
+// by its host's virtual host, which a wildcard entry without addresses does not get.
+func checkEntryHosts(se *networking.ServiceEntry, p problems) {
+	if len(se.GetHosts()) == 0 {
+		p.addf("spec.hosts", "at least one host is required")
+	}
+	for i, h := range se.GetHosts() {
+		hf := fmt.Sprintf("spec.hosts[%d]", i)
+		if !strings.HasPrefix(h, "*.") {
+			checkHost(h, hf, p)
+			continue
+		}
+		checkWildcardHost(h, h, hf, p)
+		if se.GetResolution() == networking.ServiceEntry_DNS {
+			p.addf(hf, "%q: a wildcard host cannot be resolved by DNS (resolution DNS needs the names themselves; use resolution NONE, as the wildcard egress task does)", h)
+		}
+		for j, sp := range se.GetPorts() {
+			if proto, ok := parseProtocol(sp.GetProtocol()); ok && proto.IsHTTP() || sp.GetProtocol() == "" {
+				p.addf(fmt.Sprintf("spec.ports[%d].protocol", j), "%q on wildcard host %q is not supported: meshlab's sidecars route a wildcard entry by the TLS SNI alone; use protocol HTTPS or TLS, or an entry naming each host", cmp.Or(sp.GetProtocol(), "HTTP"), h)
+			}
+		}
+	}
+}
+
 func checkHosts(hosts []string, f string, p problems) {
 	if len(hosts) == 0 {
 		p.addf(f, "at least one host is required")
@@ -279,14 +309,19 @@ func checkHosts(hosts []string, f string, p problems) {
 		if f == "spec.host" {
 			hf = f
 		}
-		switch {
-		case h == "":
-			p.addf(hf, "must not be empty")
-		case strings.Contains(h, "*"):
-			p.addf(hf, "%q: wildcard hosts are not supported", h)
-		case strings.ToLower(h) != h || strings.ContainsAny(h, " /:"):
-			p.addf(hf, "%q is not a lowercase DNS name", h)
-		}
+		checkHost(h, hf, p)
+	}
+}
+
+// checkHost checks one host of field hf: a lowercase DNS name, no wildcard.
+func checkHost(h, hf string, p problems) {
+	switch {
+	case h == "":
+		p.addf(hf, "must not be empty")
+	case strings.Contains(h, "*"):
+		p.addf(hf, "%q: wildcard hosts are not supported", h)
+	case strings.ToLower(h) != h || strings.ContainsAny(h, " /:"):
+		p.addf(hf, "%q is not a lowercase DNS name", h)
 	}
 }
 

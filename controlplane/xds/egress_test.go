@@ -105,6 +105,49 @@ var egressCases = []struct {
 			}))
 		},
 	},
+	{
+		// The wildcard-egress-hosts task's direct access: "*.wikipedia.org" on 443,
+		// resolution NONE, under REGISTRY_ONLY.
+		name: "wildcard",
+		mutate: func(m *model.Model) {
+			m.Mesh.OutboundTrafficPolicy = model.RegistryOnly
+			m.Istio.ServiceEntries = append(m.Istio.ServiceEntries, wikipediaSE())
+		},
+	},
+}
+
+func wikipediaSE() *model.IstioConfig[*networking.ServiceEntry] {
+	return se("wikipedia", &networking.ServiceEntry{
+		Hosts: []string{"*.wikipedia.org"},
+		Ports: []*networking.ServicePort{{Number: 443, Name: "https", Protocol: "HTTPS"}},
+	})
+}
+
+// A wildcard ServiceEntry's HTTPS port is matched by the SNI the client sends, the
+// wildcard itself in server_names (Envoy matches en.wikipedia.org and de.wikipedia.org
+// against it), to the entry's ORIGINAL_DST cluster: the connection goes on to the
+// address the client resolved. Any other SNI is black-holed under REGISTRY_ONLY.
+func TestEgressWildcardEntryMatchesSNI(t *testing.T) {
+	t.Parallel()
+	res := generate(t, egressModel(t, "wildcard"), "productpage-v1")
+	l := findListener(t, res, "0.0.0.0_443")
+	if len(l.GetFilterChains()) != 1 {
+		t.Fatalf("0.0.0.0_443 has %d chains, want 1 (*.wikipedia.org)", len(l.GetFilterChains()))
+	}
+	fc := l.GetFilterChains()[0]
+	if got := fc.GetFilterChainMatch().GetServerNames(); !slices.Equal(got, []string{"*.wikipedia.org"}) {
+		t.Errorf("chain server_names = %q, want [*.wikipedia.org]", got)
+	}
+	if got := tcpProxyCluster(t, fc.GetFilters()[len(fc.GetFilters())-1].GetTypedConfig()); got != "outbound|443||*.wikipedia.org" {
+		t.Errorf("SNI chain goes to %q, want outbound|443||*.wikipedia.org", got)
+	}
+	def := l.GetDefaultFilterChain()
+	if got := tcpProxyCluster(t, def.GetFilters()[len(def.GetFilters())-1].GetTypedConfig()); got != BlackHoleCluster {
+		t.Errorf("default chain goes to %q, want %s", got, BlackHoleCluster)
+	}
+	if c := findCluster(t, res, "outbound|443||*.wikipedia.org"); c.GetType() != cluster.Cluster_ORIGINAL_DST {
+		t.Errorf("*.wikipedia.org cluster is %s, want ORIGINAL_DST", c.GetType())
+	}
 }
 
 func TestGenerateEgressGolden(t *testing.T) {

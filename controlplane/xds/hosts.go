@@ -50,6 +50,26 @@ func virtualServiceFor(m *model.Model, host string) *model.IstioConfig[*networki
 			}
 		}
 	}
+	if best != nil {
+		return best
+	}
+	// No VirtualService names host: the one with the most specific wildcard covering it
+	// ("*.wikipedia.org" for en.wikipedia.org, or for the entry host "*.wikipedia.org"
+	// itself), as istiod picks a service's VirtualService among wildcard hosts.
+	bestLen := 0
+	for _, vs := range m.Istio.VirtualServices {
+		if !model.AppliesToMesh(vs.Spec) {
+			continue
+		}
+		for _, h := range vs.Spec.GetHosts() {
+			if !strings.HasPrefix(h, "*.") || !model.HostCovers(h, host) {
+				continue
+			}
+			if len(h) > bestLen || len(h) == bestLen && cmp.Or(strings.Compare(vs.Name, best.Name), strings.Compare(vs.Namespace, best.Namespace)) < 0 {
+				best, bestLen = vs, len(h)
+			}
+		}
+	}
 	return best
 }
 
