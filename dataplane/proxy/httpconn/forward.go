@@ -321,6 +321,7 @@ func (rt *router) respond(x *exchange, a attempt) int {
 	x.route.Headers.resp.apply(h, nil)
 	x.vh.Headers.resp.apply(h, nil)
 	h.Set("X-Envoy-Upstream-Service-Time", strconv.FormatInt(time.Since(x.routed).Milliseconds(), 10))
+	code := rt.luaResponse(x, resp.StatusCode, h)
 	rt.setServer(h)
 	if x.corsOrigin != "" {
 		x.corsResponse(h)
@@ -329,7 +330,7 @@ func (rt *router) respond(x *exchange, a attempt) int {
 		return rt.tunnel(x, a, h)
 	}
 	x.info.CodeDetails = "via_upstream"
-	x.w.WriteHeader(resp.StatusCode)
+	x.w.WriteHeader(code)
 	body := resp.Body
 	if rt.cfg.GRPCStats != nil && a.cl != nil && isGRPC(x.r) {
 		body = &grpcFrames{ReadCloser: body, counter: a.cl.Stats().Scope().Counter("grpc.response_message_count")}
@@ -357,7 +358,7 @@ func (rt *router) respond(x *exchange, a attempt) int {
 	if a.rqTime != nil {
 		a.rqTime.Record(uint64(time.Since(x.start).Milliseconds()))
 	}
-	return resp.StatusCode
+	return code
 }
 
 // mirror sends fire-and-forget shadow copies to the route's mirror clusters, with

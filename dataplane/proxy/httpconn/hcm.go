@@ -17,6 +17,7 @@ import (
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/fault"
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/istiostats"
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/jwtauthn"
+	"github.com/meshlab/meshlab/dataplane/proxy/filters/lua"
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/peer"
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/rbac"
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/setstate"
@@ -156,6 +157,8 @@ type Filter struct {
 	JWT   *jwtauthn.Config // envoy.filters.http.jwt_authn (jwtauthn.go)
 	// SetState is envoy.filters.http.set_filter_state (connect.go).
 	SetState *setstate.Config
+	// Lua is envoy.filters.http.lua (lua.go).
+	Lua *lua.Config
 }
 
 // Compile validates an HCM typed_config and compiles it. Only the fault, rbac and router
@@ -291,6 +294,13 @@ func compileHTTPFilter(f *hcmv3.HttpFilter) (*Filter, error) {
 			return nil, err
 		}
 		return &Filter{SetState: c}, nil
+	}
+	if tc.MessageName() == lua.ConfigType {
+		c, err := lua.Compile(tc)
+		if err != nil {
+			return nil, err
+		}
+		return &Filter{Lua: c}, nil
 	}
 	if tc.MessageName() == rbac.HTTPConfigType {
 		c, err := rbac.CompileHTTP(tc)

@@ -23,6 +23,7 @@ import (
 	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/fault"
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/jwtauthn"
+	"github.com/meshlab/meshlab/dataplane/proxy/filters/lua"
 	"github.com/meshlab/meshlab/dataplane/proxy/internalconn"
 	"github.com/meshlab/meshlab/dataplane/proxy/stats"
 	"github.com/meshlab/meshlab/dataplane/proxy/tlsctx"
@@ -216,6 +217,9 @@ type exchange struct {
 	// tracing provider (trace.go).
 	traced       bool
 	span, upSpan *tracing.Span
+	// lua are the Lua filters whose request phase passed (their response phase runs
+	// on the response, last first).
+	lua []*lua.Config
 }
 
 // upstreamContext is ctx with what the exchange's upstream connections are dialed
@@ -446,6 +450,12 @@ func (rt *router) applyFilters(x *exchange) (int, bool) {
 			}
 			continue
 		}
+		if f.Lua != nil {
+			if code, done := rt.applyLua(x, f.Lua); done {
+				return code, true
+			}
+			continue
+		}
 		cfg := f.Fault
 		if x.route != nil {
 			if o, ok := x.route.Faults[f.Name]; ok {
@@ -625,6 +635,7 @@ func (rt *router) localReply(x *exchange, code int, body string) int {
 	if rt.cfg.Peer != nil {
 		rt.cfg.Peer.OnResponse(h, &x.peer, netip.Addr{})
 	}
+	code = rt.luaResponse(x, code, h)
 	rt.setServer(h)
 	x.w.WriteHeader(code)
 	_, _ = io.WriteString(x.w, body)
