@@ -47,11 +47,11 @@ func newExecCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			argv, err := imageCommand(p, container, args[1:])
+			argv, asProxy, err := imageCommand(p, container, args[1:])
 			if err != nil {
 				return err
 			}
-			return runAndReport(p.NetNS, argv, container == istioProxyContainer || privileged)
+			return runAndReport(p.NetNS, argv, runAs{privileged: container == istioProxyContainer || privileged, proxyUser: asProxy && !privileged})
 		},
 	}
 	// kubectl's -i and -t (the docs' `exec -it`): the command runs with meshlab's stdin
@@ -68,14 +68,25 @@ func newExecCmd(g *globalFlags) *cobra.Command {
 // as a container runtime's exec reports it.
 const execNotStarted = 126
 
+// runAs is who a command of meshlab exec runs as.
+type runAs struct {
+	// privileged runs it in the pod's network namespace only, as root (else in the
+	// pod's namespaces as its app).
+	privileged bool
+	// proxyUser, with privileged, runs it as the sidecar's user (uid and gid 1337, no
+	// capabilities), as a command in Istio's istio-proxy container runs: the pod's
+	// outbound capture lets its connections through as it does the proxy's own.
+	proxyUser bool
+}
+
 // runAndReport runs argv in the pod of network namespace ns (netns.Run: as its app, or
-// with privileged as root in the network namespace only) as meshlab's child, passes it
+// with privileged as root, or the proxy's user, in the network namespace only) as meshlab's child, passes it
 // the signals meshlab gets, and exits as kubectl exec does: with the command's exit
 // code and, when that is not 0, kubectl's line "command terminated with exit code N" on
 // stderr (the docs print it: mtls-migration's curl 56); 126 for a command that did not
 // start. The child dies with meshlab (Pdeathsig, from a thread netns.Run holds until it
 // exits).
-func runAndReport(ns string, argv []string, privileged bool) error {
+func runAndReport(ns string, argv []string, as runAs) error {
 	signals := make(chan os.Signal, 4)
 	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(signals)
@@ -84,6 +95,9 @@ func runAndReport(ns string, argv []string, privileged bool) error {
 	prepare := func(c *exec.Cmd) {
 		c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
 		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if as.proxyUser {
+			c.SysProcAttr.Credential = &syscall.Credential{Uid: lab.ProxyUID, Gid: lab.ProxyUID}
+		}
 	}
 	started := func(p *os.Process) {
 		go func() {
@@ -97,7 +111,7 @@ func runAndReport(ns string, argv []string, privileged bool) error {
 			}
 		}()
 	}
-	err := netns.Run(ns, argv, os.Environ(), privileged, prepare, started)
+	err := netns.Run(ns, argv, os.Environ(), as.privileged, prepare, started)
 	code := 0
 	var ee *exec.ExitError
 	switch {
@@ -124,38 +138,42 @@ const istioProxyContainer = "istio-proxy"
 // imageCommand returns argv as it runs in the container: the commands an image has that
 // the host does not (fortio in a fortio/fortio pod, pilot-agent in istio-proxy) are the
 // meshlab binary's own (`meshlab fortio`, `meshlab pilot-agent`); others run as given.
-func imageCommand(p lab.PodRecord, container string, argv []string) ([]string, error) {
+// asProxy reports whether it runs as the istio-proxy container's user (1337): any
+// command there but sudo's (root, as the image's sudo makes it) and pilot-agent's
+// (meshlab's own, which reads the lab's root-owned run directory).
+func imageCommand(p lab.PodRecord, container string, argv []string) (_ []string, asProxy bool, _ error) {
 	self, err := os.Executable()
 	if err != nil {
-		return nil, fmt.Errorf("exec: find own binary: %w", err)
+		return nil, false, fmt.Errorf("exec: find own binary: %w", err)
 	}
 	name := argv[0]
 	if container == istioProxyContainer {
 		if !p.Sidecar {
-			return nil, fmt.Errorf("pod %s has no container %s: it runs without a sidecar", p.Name, istioProxyContainer)
+			return nil, false, fmt.Errorf("pod %s has no container %s: it runs without a sidecar", p.Name, istioProxyContainer)
 		}
+		asProxy = true
 		if name == "sudo" && len(argv) > 1 {
 			// The proxy image's sudo (mtls-migration's `sudo tcpdump`): the command
-			// already runs as root with every capability in the pod's network namespace.
-			argv, name = argv[1:], argv[1]
+			// runs as root with every capability in the pod's network namespace.
+			argv, name, asProxy = argv[1:], argv[1], false
 		}
 		if name == "pilot-agent" || name == "/usr/local/bin/pilot-agent" {
-			return append([]string{self, "pilot-agent"}, argv[1:]...), nil
+			return append([]string{self, "pilot-agent"}, argv[1:]...), false, nil
 		}
 		if name == "tcpdump" {
 			if _, err := exec.LookPath(name); err != nil {
-				return nil, fmt.Errorf("tcpdump is not installed on this machine (the proxy image's tcpdump is the host's): `sudo make deps` installs Debian's tcpdump")
+				return nil, false, fmt.Errorf("tcpdump is not installed on this machine (the proxy image's tcpdump is the host's): `sudo make deps` installs Debian's tcpdump")
 			}
 		}
-		return argv, nil
+		return argv, asProxy, nil
 	}
 	if p.Persona == demoapp.PersonaFortio && (name == "fortio" || name == "/usr/bin/fortio") {
-		return append([]string{self, "fortio"}, argv[1:]...), nil
+		return append([]string{self, "fortio"}, argv[1:]...), false, nil
 	}
 	if p.Persona == demoapp.PersonaSleep {
-		return busyboxCommand(self, argv), nil
+		return busyboxCommand(self, argv), false, nil
 	}
-	return argv, nil
+	return argv, false, nil
 }
 
 // busyboxCommand returns argv as the curl image's busybox runs it: its nc is meshlab's

@@ -152,7 +152,7 @@ func confirmed(in io.Reader) bool {
 
 // meshConfigInstallFields are the MeshConfig fields install sets in the lab (meshlab's
 // MeshConfig honours these; any other meshConfig field is refused by name).
-var meshConfigInstallFields = []string{"accessLogEncoding", "accessLogFile", "accessLogFormat", "outboundTrafficPolicy.mode", "rootNamespace", "trustDomain", "trustDomainAliases"}
+var meshConfigInstallFields = []string{"accessLogEncoding", "accessLogFile", "accessLogFormat", "meshMTLS.minProtocolVersion", "outboundTrafficPolicy.mode", "rootNamespace", "trustDomain", "trustDomainAliases"}
 
 // meshConfigListFields are the install fields that hold a list: an IstioOperator writes
 // it as a YAML list, --set one item at a time (meshConfig.trustDomainAliases[0]=old-td).

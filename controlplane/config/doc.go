@@ -43,9 +43,10 @@
 //	  accessLogFormat: ""                            # "": Istio's default format of the encoding
 //	  trustDomain: cluster.local                     # the default
 //	  trustDomainAliases: [old-td]                   # trust domains taken as the mesh's own
+//	  meshMTLS: {minProtocolVersion: TLSV1_3}        # inbound mTLS takes TLS 1.3 only
 //
 // Its spec is istio.io/api's mesh.v1alpha1.MeshConfig; only outboundTrafficPolicy,
-// rootNamespace, the three access log fields, trustDomain and trustDomainAliases are
-// implemented, every other field is refused by name. Unlike Istio's default profile (and like its demo profile), access logs
+// rootNamespace, the three access log fields, trustDomain, trustDomainAliases and
+// meshMTLS.minProtocolVersion are implemented, every other field is refused by name. Unlike Istio's default profile (and like its demo profile), access logs
 // are on unless accessLogFile is written as "".
 package config

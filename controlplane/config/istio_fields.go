@@ -12,7 +12,7 @@ var (
 	destinationRuleFields = lazyFields(destinationRulePaths)
 	serviceEntryFields    = lazyFields(serviceEntryPaths)
 	meshConfigFields      = lazyFields(func() string {
-		return "outboundTrafficPolicy outboundTrafficPolicy.mode rootNamespace accessLogFile accessLogEncoding accessLogFormat trustDomain trustDomainAliases"
+		return "outboundTrafficPolicy outboundTrafficPolicy.mode rootNamespace accessLogFile accessLogEncoding accessLogFormat trustDomain trustDomainAliases meshMTLS meshMTLS.minProtocolVersion"
 	})
 
 	peerAuthenticationFields  = lazyFields(peerAuthenticationPaths)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"google.golang.org/protobuf/proto"
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/meshlab/meshlab/controlplane/model"
@@ -290,6 +291,7 @@ func istioModel(objs []*Object, m *model.Model) (model.Istio, model.MeshConfig, 
 			mesh.RootNamespace = o.MeshConfig.GetRootNamespace()
 			mesh.TrustDomain = o.MeshConfig.GetTrustDomain()
 			mesh.TrustDomainAliases = slices.Clone(o.MeshConfig.GetTrustDomainAliases())
+			mesh.MeshMTLSMinTLS13 = o.MeshConfig.GetMeshMTLS().GetMinProtocolVersion() == meshv1alpha1.MeshConfig_TLSConfig_TLSV1_3
 			accessLogModel(o, &mesh)
 			mesh.TLSOnSidecarIngress = installedPilotEnv(o)[PilotEnvTLSOnSidecarIngress] == "true"
 		case o.PeerAuthentication != nil:

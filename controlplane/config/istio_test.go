@@ -354,7 +354,12 @@ func TestLoadIstioErrors(t *testing.T) {
 		{
 			name: "mesh config refuses unimplemented fields",
 			docs: []string{"apiVersion: meshlab.dev/v1alpha1\nkind: MeshConfig\nmetadata: {name: m}\nspec: {enableTracing: true}\n"},
-			want: []string{"t.yaml: MeshConfig default/m: spec.enableTracing: is not supported by meshlab (MeshConfig supports here: accessLogEncoding, accessLogFile, accessLogFormat, outboundTrafficPolicy, rootNamespace, trustDomain, trustDomainAliases)"},
+			want: []string{"t.yaml: MeshConfig default/m: spec.enableTracing: is not supported by meshlab (MeshConfig supports here: accessLogEncoding, accessLogFile, accessLogFormat, meshMTLS, outboundTrafficPolicy, rootNamespace, trustDomain, trustDomainAliases)"},
+		},
+		{
+			name: "mesh config refuses meshMTLS fields but minProtocolVersion",
+			docs: []string{"apiVersion: meshlab.dev/v1alpha1\nkind: MeshConfig\nmetadata: {name: m}\nspec: {meshMTLS: {minProtocolVersion: TLSV1_3, cipherSuites: [AES128-GCM-SHA256]}}\n"},
+			want: []string{"t.yaml: MeshConfig default/m: spec.meshMTLS.cipherSuites: is not supported by meshlab (MeshConfig supports in meshMTLS: minProtocolVersion)"},
 		},
 		{
 			name: "mesh config access log",

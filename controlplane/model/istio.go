@@ -83,6 +83,11 @@ type MeshConfig struct {
 	// holding them are accepted), in the order written.
 	TrustDomainAliases []string
 
+	// MeshMTLSMinTLS13 is Istio's meshMTLS.minProtocolVersion TLSV1_3: the sidecars'
+	// inbound mTLS accepts TLS 1.3 only; off (TLS_AUTO, TLSV1_2), TLS 1.2 and 1.3, as
+	// istiod's BuildInboundTLS (the setting does not reach outbound mTLS, as in Istio).
+	MeshMTLSMinTLS13 bool
+
 	// TLSOnSidecarIngress is istiod's ENABLE_TLS_ON_SIDECAR_INGRESS (values.pilot.env,
 	// set by install): a Sidecar's ingress tls terminates TLS on the sidecar's inbound
 	// port; off, istiod ignores ingress tls, and so does the generator.

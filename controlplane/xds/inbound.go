@@ -45,7 +45,7 @@ func inboundChains(m *model.Model, pod *model.Pod, ip inboundPort) ([]*listener.
 			fc.Metadata = configMetadata(IstioConfigPath("sidecar", ip.sidecar.Namespace, ip.sidecar.Name), "")
 		}
 		if mtls {
-			if fc.TransportSocket, err = downstreamMTLSSocket(ip.protocol, m.Mesh.TrustDomains()); err != nil {
+			if fc.TransportSocket, err = downstreamMTLSSocket(ip.protocol, m.Mesh); err != nil {
 				return nil, err
 			}
 		}

@@ -137,7 +137,7 @@ func passthroughChainsFor(m *model.Model, pod *model.Pod, mode MTLSMode, port ui
 			if opt.http {
 				protocol = model.ProtocolHTTP
 			}
-			if fc.TransportSocket, err = downstreamMTLSSocket(protocol, m.Mesh.TrustDomains()); err != nil {
+			if fc.TransportSocket, err = downstreamMTLSSocket(protocol, m.Mesh); err != nil {
 				return nil, err
 			}
 		}

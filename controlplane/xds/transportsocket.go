@@ -139,8 +139,10 @@ func rawBufferSocket() (*core.TransportSocket, error) {
 // of one of the mesh's trust domains tds (its trust domain and aliases, istiod's
 // TrustDomainsForValidation) signed by the mesh root; HTTP chains answer h2 or
 // http/1.1, TCP chains istio-peer-exchange too; the cipher suites are Istio's strong
-// ones (TLS 1.2; TLS 1.3's are fixed).
-func downstreamMTLSSocket(protocol model.Protocol, tds []string) (*core.TransportSocket, error) {
+// ones (TLS 1.2; TLS 1.3's are fixed). The lowest version is the mesh's
+// meshMTLS.minProtocolVersion (GetMinTLSVersion's: TLS 1.3, or else TLS 1.2).
+func downstreamMTLSSocket(protocol model.Protocol, mesh model.MeshConfig) (*core.TransportSocket, error) {
+	tds := mesh.TrustDomains()
 	alpn := alpnDownstreamHTTP
 	if !protocol.IsHTTP() {
 		alpn = alpnDownstreamTCP
@@ -151,6 +153,9 @@ func downstreamMTLSSocket(protocol model.Protocol, tds []string) (*core.Transpor
 	}
 	common := commonTLSContext(alpn, sans)
 	common.TlsParams.CipherSuites = serverCipherSuites
+	if mesh.MeshMTLSMinTLS13 {
+		common.TlsParams.TlsMinimumProtocolVersion = tlsv3.TlsParameters_TLSv1_3
+	}
 	cfg, err := typed(&tlsv3.DownstreamTlsContext{
 		CommonTlsContext:         common,
 		RequireClientCertificate: wrapperspb.Bool(true),

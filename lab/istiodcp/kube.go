@@ -161,5 +161,8 @@ func MeshConfig(mc model.MeshConfig) ([]byte, error) {
 	if len(mc.TrustDomainAliases) > 0 {
 		m["trustDomainAliases"] = mc.TrustDomainAliases
 	}
+	if mc.MeshMTLSMinTLS13 {
+		m["meshMTLS"] = map[string]any{"minProtocolVersion": meshconfig.MeshConfig_TLSConfig_TLSV1_3.String()}
+	}
 	return yaml.Marshal(m)
 }

@@ -70,6 +70,17 @@ func (c Config) Rules() []Rule {
 		"-j %s", ChainOutput)
 	add(ChainOutput, fmt.Sprintf("inbound passthrough from the sidecar to the app comes from %s: do not capture it again", c.InboundPassthroughSource),
 		"-o lo -s %s/32 -j RETURN", c.InboundPassthroughSource)
+	if dns {
+		// Departure: Istio lets the proxy user's DNS through to kube-dns (the
+		// nameserver of the pod's resolv.conf); a lab pod's resolv.conf names the
+		// host's nameserver, which its network cannot reach, so the commands of the
+		// istio-proxy container (meshlab exec -c istio-proxy, as uid 1337) resolve
+		// Services through the agent's DNS proxy, which never forwards.
+		for _, proto := range []string{"udp", "tcp"} {
+			add(ChainOutput, fmt.Sprintf("DNS over %s of the proxy user (uid %d: commands in istio-proxy) goes to the DNS proxy of the agent, as kube-dns", strings.ToUpper(proto), c.ProxyUID),
+				"-p %s --dport 53 -m owner --uid-owner %d -j REDIRECT --to-ports %d", proto, c.ProxyUID, c.DNSCapturePort)
+		}
+	}
 	for _, owner := range []struct{ kind, id string }{{"uid", fmt.Sprint(c.ProxyUID)}, {"gid", fmt.Sprint(c.ProxyGID)}} {
 		// The app calling itself through a service: the sidecar's outbound leg comes back over lo.
 		selfPort := ""

@@ -1,0 +1,104 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/meshlab/meshlab/internal/testutil"
+)
+
+// istio.io's certificate and TLS security task pages (tasks/security/cert-management,
+// tasks/security/tls-configuration) walked as their snips.sh write them: bash runs each
+// page's lines in a working directory of the test's own that holds Istio's samples/ and
+// tools/ (the module's, unchanged, linked), with kubectl and istioctl changed to
+// meshlab; openssl, sed, awk and diff are the machine's, as the reader's.
+
+// startCertPageLab starts a lab with nothing installed and returns it with the page's
+// working directory: samples/ and tools/ linked to the Istio module's.
+func startCertPageLab(t *testing.T) *pageLab {
+	t.Helper()
+	requireHostTool(t, "openssl")
+	dir := t.TempDir()
+	samples := testutil.IstioSamples(t)
+	for _, d := range []string{"samples", "tools"} {
+		if err := os.Symlink(filepath.Join(filepath.Dir(samples), d), filepath.Join(dir, d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &pageLab{docsLab: &docsLab{taskLab: startTaskLabFrom(t, "# a cluster before the task\n"), t: t}, samples: dir}
+}
+
+// answerY runs the page's lines with "y" on stdin (istioctl install's y/N, which the
+// page's test answers with echo y) and returns what they print.
+func (p *pageLab) answerY(lines string) string {
+	p.t.Helper()
+	cmd := p.command(lines)
+	cmd.Stdin = strings.NewReader("y\n")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		p.t.Fatalf("%s\n%v\n%s", lines, err, out)
+	}
+	return string(out)
+}
+
+// TestWorkloadMinTLSVersionTask walks "Istio Workload Minimum TLS Version Configuration"
+// (tasks/security/tls-configuration/workload-min-tls-version): Istio installed with
+// meshConfig.meshMTLS.minProtocolVersion TLSV1_3, httpbin and sleep injected in foo,
+// sleep reaches httpbin (200); openssl s_client from sleep's istio-proxy container to
+// httpbin's inbound (ALPN istio, the mesh's mTLS) negotiates TLS 1.3 when offered it and
+// no cipher at all when it offers TLS 1.2 only. Then the page's clean up.
+func TestWorkloadMinTLSVersionTask(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	p := startCertPageLab(t)
+	if out := p.answerY(`cat <<EOF > ./istio.yaml
+apiVersion: install.istio.io/v1alpha1
+kind: IstioOperator
+spec:
+  meshConfig:
+    meshMTLS:
+      minProtocolVersion: TLSV1_3
+EOF
+istioctl install --set values.pilot.env.PILOT_ENABLE_CONFIG_DISTRIBUTION_TRACKING=true -f ./istio.yaml`); !strings.HasSuffix(out, "✔ Installation complete\nMade this installation the default for injection and validation.\n") {
+		t.Errorf("install -f ./istio.yaml printed %q, want istioctl's lines", out)
+	}
+	p.sh(`kubectl create ns foo
+kubectl apply -f <(istioctl kube-inject -f samples/httpbin/httpbin.yaml) -n foo
+kubectl apply -f <(istioctl kube-inject -f samples/sleep/sleep.yaml) -n foo`)
+	p.shows("200\n", `kubectl exec "$(kubectl get pod -l app=sleep -n foo -o jsonpath={.items..metadata.name})" -c sleep -n foo -- curl http://httpbin.foo:8000/ip -sS -o /dev/null -w "%{http_code}\n"`)
+	p.step("httpbin and sleep injected in foo: 200")
+
+	// The page's checks, which its test runs until their output contains the page's.
+	tls13 := `kubectl exec "$(kubectl get pod -l app=sleep -n foo -o jsonpath={.items..metadata.name})" -c istio-proxy -n foo -- openssl s_client -alpn istio -tls1_3 -connect httpbin.foo:8000 | grep "TLSv1.3"`
+	tls12 := `kubectl exec "$(kubectl get pod -l app=sleep -n foo -o jsonpath={.items..metadata.name})" -c istio-proxy -n foo -- openssl s_client -alpn istio -tls1_2 -connect httpbin.foo:8000 | grep "Cipher is (NONE)"`
+	stdout := func(lines string) func() string {
+		return func() string {
+			cmd := p.command(lines)
+			out, _ := cmd.Output() // the page's pipe greps s_client's stdout; its stderr goes to the terminal
+			return string(out)
+		}
+	}
+	p.until("s_client -tls1_3 negotiating TLSv1.3", stdout(tls13), func(out string) bool { return strings.Contains(out, "TLSv1.3") })
+	p.until("s_client -tls1_2 getting no cipher", stdout(tls12), func(out string) bool { return strings.Contains(out, "Cipher is (NONE)") })
+	p.step("s_client: TLS 1.3 negotiated, TLS 1.2 refused")
+
+	// Not the page's: the same lab without the setting takes TLS 1.2 (the refusal above
+	// is the mesh config's doing, not the proxy's default).
+	p.answerY(`istioctl install --set values.pilot.env.PILOT_ENABLE_CONFIG_DISTRIBUTION_TRACKING=true -y`)
+	p.until("s_client -tls1_2 negotiating TLSv1.2 once minProtocolVersion is gone",
+		stdout(`kubectl exec "$(kubectl get pod -l app=sleep -n foo -o jsonpath={.items..metadata.name})" -c istio-proxy -n foo -- openssl s_client -alpn istio -tls1_2 -connect httpbin.foo:8000 | grep "TLSv1.2"`),
+		func(out string) bool { return strings.Contains(out, "TLSv1.2") && !strings.Contains(out, "(NONE)") })
+
+	out := p.sh(`set -e
+kubectl delete -f samples/httpbin/httpbin.yaml -n foo
+kubectl delete -f samples/sleep/sleep.yaml -n foo
+istioctl uninstall --purge -y
+kubectl delete ns foo istio-system`)
+	for _, want := range []string{`deployment.apps "httpbin" deleted`, `deployment.apps "sleep" deleted`, "✔ Uninstall complete", `namespace "foo" deleted`, `namespace "istio-system" deleted`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the page's clean up printed no %q:\n%s", want, out)
+		}
+	}
+}
