@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
@@ -116,5 +117,123 @@ EOF`); out != "requestauthentication.security.istio.io/jwt-example created\n" {
 
 	if out := p.sh(`kubectl delete namespace foo`); out != "namespace \"foo\" deleted\n" {
 		t.Errorf("kubectl delete namespace foo printed %q", out)
+	}
+}
+
+// showsElided runs the page's lines until what they print begins with the first line of
+// want, the page's elided output, and holds its other lines in order ("..." any lines).
+func (p *pageLab) showsElided(want, lines string) {
+	p.t.Helper()
+	first, _, _ := strings.Cut(want, "\n")
+	p.until(lines+"\nprints the page's\n"+want, func() string {
+		out, _ := p.command(lines).CombinedOutput()
+		return string(out)
+	}, func(out string) bool {
+		return strings.HasPrefix(strings.TrimRight(strings.SplitN(strings.ReplaceAll(out, "\r", ""), "\n", 2)[0], " "), first) && elided(out, want)
+	})
+}
+
+// ingressURL is the ingress-control page's INGRESS_HOST and INGRESS_PORT (the
+// istio-ingressgateway Service's load balancer address and http2 port), which the
+// pages set before their curls, as lines to prefix them with.
+func (p *pageLab) ingressURL() string {
+	p.t.Helper()
+	env := p.sh(`export INGRESS_HOST=$(kubectl -n istio-system get service istio-ingressgateway -o jsonpath='{.status.loadBalancer.ingress[0].ip}')
+export INGRESS_PORT=$(kubectl -n istio-system get service istio-ingressgateway -o jsonpath='{.spec.ports[?(@.name=="http2")].port}')
+echo "INGRESS_HOST=$INGRESS_HOST INGRESS_PORT=$INGRESS_PORT"`)
+	if !regexp.MustCompile(`^INGRESS_HOST=\d+\.\d+\.\d+\.\d+ INGRESS_PORT=80\n$`).MatchString(env) {
+		p.t.Fatalf("%s: want the ingress gateway's EXTERNAL-IP and 80", env)
+	}
+	return env
+}
+
+// TestDocsJWTRouteTask walks "JWT claim based routing"
+// (tasks/security/authentication/jwt-route): Istio installed (the installation guide's
+// istioctl install), httpbin and httpbin-gateway.yaml through kube-inject in foo, the
+// reader's 200 through the ingress gateway; RequestAuthentication ingress-jwt on the
+// gateway and the VirtualService matching "@request.auth.claims.groups" exact group1;
+// then the reader's curl -s -I: 404 without a token (no route), 401 with an invalid one,
+// 200 with groups-scope.jwt (groups ["group1","group2"]), 404 with demo.jwt (no groups);
+// the tokens fetched and decoded as the page prints them. Then the page's clean up.
+func TestDocsJWTRouteTask(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	requireHostTool(t, "curl")
+	p := startPageLab(t)
+	p.sh(`istioctl install -y`)
+	p.sh(`kubectl create ns foo
+kubectl apply -f <(istioctl kube-inject -f samples/httpbin/httpbin.yaml) -n foo
+kubectl apply -f <(istioctl kube-inject -f samples/httpbin/httpbin-gateway.yaml) -n foo`)
+	reader := p.readerCurl("-n foo deploy/httpbin") + p.ingressURL()
+	p.shows("200\n", reader+`curl "$INGRESS_HOST:$INGRESS_PORT"/headers -s -o /dev/null -w "%{http_code}\n"`)
+	p.step("httpbin through the ingress gateway: 200")
+
+	if out := p.sh(`kubectl apply -f - <<EOF
+apiVersion: security.istio.io/v1beta1
+kind: RequestAuthentication
+metadata:
+  name: ingress-jwt
+  namespace: istio-system
+spec:
+  selector:
+    matchLabels:
+      istio: ingressgateway
+  jwtRules:
+  - issuer: "testing@secure.istio.io"
+    jwksUri: "https://raw.githubusercontent.com/istio/istio/release-1.28/security/tools/jwt/samples/jwks.json"
+EOF`); out != "requestauthentication.security.istio.io/ingress-jwt created\n" {
+		t.Errorf("apply ingress-jwt printed %q", out)
+	}
+	if out := p.sh(`kubectl apply -f - <<EOF
+apiVersion: networking.istio.io/v1alpha3
+kind: VirtualService
+metadata:
+  name: httpbin
+  namespace: foo
+spec:
+  hosts:
+  - "*"
+  gateways:
+  - httpbin-gateway
+  http:
+  - match:
+    - uri:
+        prefix: /headers
+      headers:
+        "@request.auth.claims.groups":
+          exact: group1
+    route:
+    - destination:
+        port:
+          number: 8000
+        host: httpbin
+EOF`); out != "virtualservice.networking.istio.io/httpbin configured\n" {
+		t.Errorf("apply the VirtualService printed %q", out)
+	}
+	p.showsElided("HTTP/1.1 404 Not Found\n...", reader+`curl -s -I "http://$INGRESS_HOST:$INGRESS_PORT/headers"`)
+	p.showsElided("HTTP/1.1 401 Unauthorized\n...", reader+`curl -s -I "http://$INGRESS_HOST:$INGRESS_PORT/headers" -H "Authorization: Bearer some.invalid.token"`)
+	p.step("no token: 404; an invalid one: 401")
+
+	// The page prints exp 3537391104 and iat 1537391104, from an older groups-scope.jwt
+	// than Istio's tree holds today (exp 4685989700, iat 1532389700): the claims match.
+	payload, group := p.token(reader, `TOKEN_GROUP=$(curl https://raw.githubusercontent.com/istio/istio/release-1.28/security/tools/jwt/samples/groups-scope.jwt -s) && echo "$TOKEN_GROUP" | cut -d '.' -f2 - | base64 --decode -`)
+	if want := `{"exp":4685989700,"groups":["group1","group2"],"iat":1532389700,"iss":"testing@secure.istio.io","scope":["scope1","scope2"],"sub":"testing@secure.istio.io"}`; !strings.HasPrefix(payload, want) {
+		t.Errorf("TOKEN_GROUP=$(curl .../groups-scope.jwt -s) && ... | base64 --decode - printed\n%s\nwant the page's claims\n%s", payload, want)
+	}
+	p.showsElided("HTTP/1.1 200 OK\n...", reader+"TOKEN_GROUP="+group+"\n"+`curl -s -I "http://$INGRESS_HOST:$INGRESS_PORT/headers" -H "Authorization: Bearer $TOKEN_GROUP"`)
+	p.step("groups-scope.jwt: 200")
+
+	payload, noGroup := p.token(reader, `TOKEN_NO_GROUP=$(curl https://raw.githubusercontent.com/istio/istio/release-1.28/security/tools/jwt/samples/demo.jwt -s) && echo "$TOKEN_NO_GROUP" | cut -d '.' -f2 - | base64 --decode -`)
+	if want := `{"exp":4685989700,"foo":"bar","iat":1532389700,"iss":"testing@secure.istio.io","sub":"testing@secure.istio.io"}`; payload != want {
+		t.Errorf("TOKEN_NO_GROUP=$(curl .../demo.jwt -s) && ... | base64 --decode - printed\n%s\nwant the page's\n%s", payload, want)
+	}
+	p.showsElided("HTTP/1.1 404 Not Found\n...", reader+"TOKEN_NO_GROUP="+noGroup+"\n"+`curl -s -I "http://$INGRESS_HOST:$INGRESS_PORT/headers" -H "Authorization: Bearer $TOKEN_NO_GROUP"`)
+	p.step("demo.jwt: 404")
+
+	if out := p.sh(`kubectl delete namespace foo`); out != "namespace \"foo\" deleted\n" {
+		t.Errorf("kubectl delete namespace foo printed %q", out)
+	}
+	if out := p.sh(`kubectl delete requestauthentication ingress-jwt -n istio-system`); out != "requestauthentication.security.istio.io \"ingress-jwt\" deleted\n" {
+		t.Errorf("kubectl delete requestauthentication ingress-jwt -n istio-system printed %q", out)
 	}
 }

@@ -262,6 +262,10 @@ func routeMatch(in *networking.HTTPMatchRequest) *route.RouteMatch {
 		return out
 	}
 	for _, name := range sortedKeys(in.GetHeaders()) {
+		if mm := claimRouteMatcher(name, in.GetHeaders()[name]); mm != nil {
+			out.DynamicMetadata = append(out.DynamicMetadata, mm)
+			continue
+		}
 		out.Headers = append(out.Headers, headerMatcher(name, in.GetHeaders()[name]))
 	}
 	switch u := in.GetUri().GetMatchType().(type) {
@@ -321,7 +325,42 @@ func stringMatcher(sm *networking.StringMatch) *matcher.StringMatcher {
 func isCatchAll(r *route.Route) bool {
 	m := r.GetMatch()
 	all := m.GetPrefix() == "/" || m.GetSafeRegex().GetRegex() == ".*"
-	return all && len(m.GetHeaders()) == 0 && len(m.GetQueryParameters()) == 0
+	return all && len(m.GetHeaders()) == 0 && len(m.GetQueryParameters()) == 0 && len(m.GetDynamicMetadata()) == 0
+}
+
+// jwtClaimHeader is the reserved header name of a match on a verified JWT's claims
+// (Istio's jwt.HeaderJWTClaim).
+const jwtClaimHeader = "@request.auth.claims"
+
+// claimRouteMatcher translates a headers match on "@request.auth.claims.<a>.<b>" or
+// "@request.auth.claims[<a>][<b>]" (the prefix in any case) into a dynamic metadata
+// matcher on the JWT filter's payload, as Istio's translateMetadataMatch: the claim at
+// that path equal to the match, or a list holding an item equal to it. Any other name
+// (nil) is a request header match; so is the bare prefix or an empty claim list.
+func claimRouteMatcher(name string, sm *networking.StringMatch) *matcher.MetadataMatcher {
+	if !strings.HasPrefix(strings.ToLower(name), jwtClaimHeader) {
+		return nil
+	}
+	var claims []string
+	switch rest := name[len(jwtClaimHeader):]; {
+	case strings.HasPrefix(rest, ".") && len(rest) > 1:
+		claims = strings.Split(rest[1:], ".")
+	case strings.HasPrefix(rest, "[") && strings.HasSuffix(rest, "]") && len(rest) > 2:
+		claims = strings.Split(rest[1:len(rest)-1], "][")
+	default:
+		return nil
+	}
+	path := []*matcher.MetadataMatcher_PathSegment{{Segment: &matcher.MetadataMatcher_PathSegment_Key{Key: JWTPayloadKey}}}
+	for _, c := range claims {
+		path = append(path, &matcher.MetadataMatcher_PathSegment{Segment: &matcher.MetadataMatcher_PathSegment_Key{Key: c}})
+	}
+	value := stringValue(stringMatcher(sm))
+	list := &matcher.ValueMatcher{MatchPattern: &matcher.ValueMatcher_ListMatch{ListMatch: &matcher.ListMatcher{
+		MatchPattern: &matcher.ListMatcher_OneOf{OneOf: value},
+	}}}
+	return &matcher.MetadataMatcher{Filter: JWTFilterName, Path: path, Value: &matcher.ValueMatcher{
+		MatchPattern: &matcher.ValueMatcher_OrMatch{OrMatch: &matcher.OrMatcher{ValueMatchers: []*matcher.ValueMatcher{list, value}}},
+	}}
 }
 
 // headerOps are a Headers translated as Istio's TranslateHeadersOperations.

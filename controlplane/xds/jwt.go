@@ -68,6 +68,11 @@ func jwtFilter(m *model.Model, pod *model.Pod) (*hcm.HttpFilter, error) {
 				SpaceDelimitedClaims: spaceDelimitedClaims(r.GetSpaceDelimitedClaims()),
 			},
 			FromParams: r.GetFromParams(),
+			// A gateway or waypoint routes on the verified claims (a VirtualService's
+			// "@request.auth.claims..." match): the route is selected again once the
+			// payload is in the metadata, as istiod asks of every proxy that is not a
+			// sidecar. A sidecar's route was selected before the filter ran.
+			ClearRouteCache: pod.Router || pod.Waypoint,
 		}
 		for _, c := range r.GetOutputClaimToHeaders() {
 			p.ClaimToHeaders = append(p.ClaimToHeaders, &jwtauthn.JwtClaimToHeader{HeaderName: c.GetHeader(), ClaimName: c.GetClaim()})

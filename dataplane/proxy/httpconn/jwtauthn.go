@@ -12,7 +12,8 @@ import (
 // reply (401, or 403 for audiences) with jwt_verify_lib's status as the body, a
 // www-authenticate header and response code details jwt_authn_access_denied{...}; an
 // allowed one carries the verified payloads in its dynamic metadata for the RBAC
-// filters after it. http.<stat_prefix>.jwt_authn.allowed/denied count the decisions.
+// filters after it, and, when a good token's provider clears the route cache (istiod's
+// gateways and waypoints), has its route selected again with them and the claim headers. http.<stat_prefix>.jwt_authn.allowed/denied count the decisions.
 func (rt *router) applyJWT(x *exchange, cfg *jwtauthn.Config) (int, bool) {
 	res := cfg.Verify(x.r, time.Now())
 	rt.st.jwtStats().Count(res)
@@ -22,6 +23,9 @@ func (rt *router) applyJWT(x *exchange, cfg *jwtauthn.Config) (int, bool) {
 				x.meta = map[string]*structpb.Struct{}
 			}
 			x.meta[jwtauthn.FilterName] = res.Metadata
+		}
+		if res.ClearRouteCache {
+			rt.selectRoute(x)
 		}
 		return 0, false
 	}

@@ -11,6 +11,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/fieldcheck"
 	"github.com/meshlab/meshlab/dataplane/proxy/fraction"
@@ -18,13 +19,21 @@ import (
 
 // matchAllow lists the RouteMatch fields and matchers the proxy implements.
 var matchAllow = fieldcheck.Allow{
-	"envoy.config.route.v3.RouteMatch":                {"prefix", "path", "safe_regex", "connect_matcher", "case_sensitive", "headers", "query_parameters", "runtime_fraction"},
+	"envoy.config.route.v3.RouteMatch":                {"prefix", "path", "safe_regex", "connect_matcher", "case_sensitive", "headers", "query_parameters", "runtime_fraction", "dynamic_metadata"},
 	"envoy.config.route.v3.RouteMatch.ConnectMatcher": {},
 	"envoy.config.route.v3.HeaderMatcher":             {"name", "string_match", "present_match", "invert_match", "exact_match", "prefix_match", "suffix_match", "contains_match", "safe_regex_match"},
 	"envoy.config.route.v3.QueryParameterMatcher":     {"name", "string_match", "present_match"},
 	"envoy.type.matcher.v3.StringMatcher":             {"exact", "prefix", "suffix", "safe_regex", "contains", "ignore_case"},
 	"envoy.config.core.v3.RuntimeFractionalPercent":   {"default_value", "runtime_key"},
 	"envoy.type.v3.FractionalPercent":                 {"numerator", "denominator"},
+	// dynamic_metadata: Istio's JWT claim routes (rbac.CompileMetadataMatcher).
+	"envoy.type.matcher.v3.MetadataMatcher":             {"filter", "path", "value", "invert"},
+	"envoy.type.matcher.v3.MetadataMatcher.PathSegment": {"key"},
+	"envoy.type.matcher.v3.ValueMatcher":                {"null_match", "string_match", "bool_match", "present_match", "list_match", "or_match"},
+	"envoy.type.matcher.v3.ValueMatcher.NullMatch":      {},
+	"envoy.type.matcher.v3.ListMatcher":                 {"one_of"},
+	"envoy.type.matcher.v3.OrMatcher":                   {"value_matchers"},
+	"envoy.type.matcher.v3.RegexMatcher":                {"regex", "google_re2"},
 }
 
 // Request is what route matching looks at.
@@ -34,6 +43,10 @@ type Request struct {
 	Path      string // the raw :path, query included
 	Scheme    string
 	Header    http.Header
+	// Metadata is the request's dynamic metadata by filter name, which a route's
+	// dynamic_metadata matchers read: empty when the route is first selected, before
+	// the HTTP filters run; the JWT filter's payload when it cleared the route cache.
+	Metadata map[string]*structpb.Struct
 }
 
 // stringMatcher is a compiled envoy.type.matcher.v3.StringMatcher.

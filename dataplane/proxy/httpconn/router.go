@@ -345,13 +345,7 @@ func (rt *router) serve(x *exchange) int {
 		}
 		return 0
 	}
-	if t := rt.table(); t != nil {
-		path := requestPath(r)
-		if connect {
-			path = "" // a CONNECT has no :path
-		}
-		x.vh, x.route = t.MatchRequest(&Request{Method: r.Method, Authority: r.Host, Path: path, Scheme: "http", Header: r.Header})
-	}
+	rt.selectRoute(x)
 	if code, done := rt.applyFilters(x); done {
 		return code
 	}
@@ -427,6 +421,23 @@ func (rt *router) serve(x *exchange) int {
 		rt.injectSpan(x, cl)
 	}
 	return rt.forward(x, cl)
+}
+
+// selectRoute selects the request's virtual host and route from its headers and the
+// dynamic metadata the filters have written so far: before the filters run, and again
+// when one clears the route cache (Envoy's clearRouteCache, after which the router
+// selects the route anew).
+func (rt *router) selectRoute(x *exchange) {
+	t := rt.table()
+	if t == nil {
+		return
+	}
+	r := x.r
+	path := requestPath(r)
+	if r.Method == http.MethodConnect {
+		path = "" // a CONNECT has no :path
+	}
+	x.vh, x.route = t.MatchRequest(&Request{Method: r.Method, Authority: r.Host, Path: path, Scheme: "http", Header: r.Header, Metadata: x.meta})
 }
 
 // applyFilters runs the HTTP filters in order: RBAC filters deny with 403, fault filters

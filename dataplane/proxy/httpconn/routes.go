@@ -21,9 +21,11 @@ import (
 	"time"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/fieldcheck"
 	"github.com/meshlab/meshlab/dataplane/proxy/filters/fault"
+	"github.com/meshlab/meshlab/dataplane/proxy/filters/rbac"
 	"github.com/meshlab/meshlab/dataplane/proxy/fraction"
 )
 
@@ -114,6 +116,7 @@ type Route struct {
 	caseSensitive bool
 	headers       []*headerMatcher
 	query         []*queryMatcher
+	metadata      []func(map[string]*structpb.Struct) bool // dynamic_metadata
 	fraction      *fraction.Fraction
 
 	// Operation is the route's decorator operation: the name of its requests' spans.
@@ -323,6 +326,13 @@ func compileRoute(pr *routev3.Route, vh *VirtualHost) (*Route, error) {
 		}
 		r.headers = append(r.headers, hm)
 	}
+	for i, md := range m.GetDynamicMetadata() {
+		mm, err := rbac.CompileMetadataMatcher(md)
+		if err != nil {
+			return nil, fmt.Errorf("match.dynamic_metadata[%d].%w", i, err)
+		}
+		r.metadata = append(r.metadata, mm)
+	}
 	for i, q := range m.GetQueryParameters() {
 		qm, err := compileQueryMatcher(q)
 		if err != nil {
@@ -417,6 +427,11 @@ func (t *RouteTable) MatchRequest(r *Request) (*VirtualHost, *Route) {
 func (r *Route) matchesRest(req *Request, query *url.Values) bool {
 	for _, h := range r.headers {
 		if !h.match(req) {
+			return false
+		}
+	}
+	for _, m := range r.metadata {
+		if !m(req.Metadata) {
 			return false
 		}
 	}

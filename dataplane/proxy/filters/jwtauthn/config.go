@@ -82,6 +82,9 @@ type provider struct {
 	payloadMeta    string
 	claimHeaders   [][2]string // header, claim
 	spaceDelimited map[string]bool
+	// clearRoute: a good token of the provider clears the route cache (Result's
+	// ClearRouteCache), so the route is selected again with its claim headers and payload.
+	clearRoute bool
 }
 
 // Compile validates a JwtAuthentication typed_config and compiles it. A provider whose
@@ -176,10 +179,7 @@ func compileProvider(name string, p *jwtv3.JwtProvider) (*provider, error) {
 			out.spaceDelimited[c] = true
 		}
 	}
-	// clear_route_cache: the proxy selects the route after its HTTP filters have run,
-	// so a header a filter adds is always seen by route matching, which is what
-	// clearing the cache achieves in Envoy.
-	_ = p.GetClearRouteCache()
+	out.clearRoute = p.GetClearRouteCache()
 	return out, nil
 }
 

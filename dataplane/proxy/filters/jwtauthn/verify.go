@@ -56,6 +56,10 @@ type Result struct {
 	// Metadata is the envoy.filters.http.jwt_authn dynamic metadata of an allowed
 	// request (payload_in_metadata -> payload); nil when no token was verified.
 	Metadata *structpb.Struct
+	// ClearRouteCache reports whether a good token's provider asked for the route cache
+	// to be cleared (clear_route_cache): the route is selected again, as Envoy's router
+	// does after the filter, seeing the claim headers and the payload it wrote.
+	ClearRouteCache bool
 	// WWWAuthenticate is the www-authenticate header of the 401/403 reply.
 	WWWAuthenticate string
 	// CORSBypassed reports whether the request passed as a CORS preflight.
@@ -110,7 +114,7 @@ func (c *Config) Verify(r *http.Request, now time.Time) Result {
 		}
 		return Result{Status: st, Code: code, WWWAuthenticate: www}
 	}
-	res := Result{}
+	res := Result{ClearRouteCache: ctx.clearRoute}
 	if len(ctx.payload) > 0 {
 		res.Metadata = &structpb.Struct{Fields: ctx.payload}
 	}
@@ -122,6 +126,8 @@ type vctx struct {
 	now       time.Time
 	providers []*provider
 	payload   map[string]*structpb.Value
+	// clearRoute: a good token's provider clears the route cache.
+	clearRoute bool
 }
 
 // verifier is one node of a requirement tree, as Envoy's verifier.cc.
@@ -508,6 +514,7 @@ func verifySignature(s string, j *jwt, keys []jose.JSONWebKey) Status {
 // header unless forward, and the payload for the dynamic metadata.
 func good(ctx *vctx, t token, j *jwt, p *provider) {
 	r := ctx.r
+	ctx.clearRoute = ctx.clearRoute || p.clearRoute
 	if p.payloadHeader != "" {
 		r.Header.Add(p.payloadHeader, j.payloadB64)
 	}

@@ -34,6 +34,18 @@ func compileMetadata(m *matcherv3.MetadataMatcher) (matchFunc, error) {
 	}, nil
 }
 
+// CompileMetadataMatcher compiles a MetadataMatcher for a match outside RBAC's rules (a
+// route's dynamic_metadata, which Istio writes for a VirtualService's
+// "@request.auth.claims..." header match): the result reports whether a request's
+// dynamic metadata, by filter name, matches, as RBAC's metadata matchers do.
+func CompileMetadataMatcher(m *matcherv3.MetadataMatcher) (func(map[string]*structpb.Struct) bool, error) {
+	f, err := compileMetadata(m)
+	if err != nil {
+		return nil, err
+	}
+	return func(md map[string]*structpb.Struct) bool { return f(&Input{DynamicMetadata: md}) }, nil
+}
+
 func lookup(s *structpb.Struct, path []string) *structpb.Value {
 	if s == nil || len(path) == 0 {
 		return nil
