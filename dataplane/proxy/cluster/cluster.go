@@ -509,6 +509,13 @@ type UpstreamInfo struct {
 // extra; on the http.Transport path (HTTP/2, upgrades, non-replayable requests) it adds
 // a client trace to the request.
 func (c *Cluster) RoundTripUpstream(req *http.Request, h Host, up *UpstreamInfo) (*http.Response, error) {
+	return c.RoundTripAbortable(req, h, up, nil)
+}
+
+// RoundTripAbortable is RoundTripUpstream whose HTTP/1 exchange is interrupted through
+// abort, when it is not nil, instead of a watch of req's context: abort must then be
+// fired whenever that context ends (see Abort).
+func (c *Cluster) RoundTripAbortable(req *http.Request, h Host, up *UpstreamInfo, abort *Abort) (*http.Response, error) {
 	if h.Pipe != "" {
 		return nil, fmt.Errorf("send request to %s: pipe hosts cannot carry HTTP", h)
 	}
@@ -542,7 +549,7 @@ func (c *Cluster) RoundTripUpstream(req *http.Request, h Host, up *UpstreamInfo)
 				up.LocalAddr, up.Conn = conn.LocalAddr(), conn
 			}
 			c.countRequest(r1, conn)
-		})
+		}, abort)
 	} else {
 		if c.cfg.MaxRequestsPerConnection > 0 || up != nil {
 			var traced *http.Request

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshlab/meshlab/dataplane/proxy/h1head"
 	"github.com/meshlab/meshlab/dataplane/proxy/tlsctx"
 	"github.com/meshlab/meshlab/dataplane/rawio"
 )
@@ -69,7 +70,7 @@ func (p *h1Pool) handles(req *http.Request) bool {
 // dialed connection, as http.Transport does when a server closed an idle keep-alive
 // connection; the other idle connections to that address are closed too, since a
 // server that went away took them all.
-func (p *h1Pool) roundTrip(req *http.Request, gotConn func(net.Conn)) (*http.Response, error) {
+func (p *h1Pool) roundTrip(req *http.Request, gotConn func(net.Conn), abort *Abort) (*http.Response, error) {
 	key := poolKeyOf(req)
 	for attempt := 0; ; attempt++ {
 		pc, err := p.get(req.Context(), req.URL.Host, key, attempt > 0)
@@ -77,7 +78,7 @@ func (p *h1Pool) roundTrip(req *http.Request, gotConn func(net.Conn)) (*http.Res
 			return nil, err
 		}
 		gotConn(pc.conn)
-		resp, retry, err := pc.do(req)
+		resp, retry, err := pc.do(req, abort)
 		if err == nil {
 			return resp, nil
 		}
@@ -236,17 +237,21 @@ func (pc *h1Conn) close() { _ = pc.conn.Close() }
 var expired = time.Unix(1, 0)
 
 // do writes req and reads its response. retry reports that nothing of a response
-// arrived on a reused connection, so req may be sent again.
-func (pc *h1Conn) do(req *http.Request) (*http.Response, bool, error) {
+// arrived on a reused connection, so req may be sent again. The exchange is interrupted
+// through abort when it is not nil, else when req's context ends (see Abort).
+func (pc *h1Conn) do(req *http.Request, abort *Abort) (*http.Response, bool, error) {
 	ctx := req.Context()
-	stop := context.AfterFunc(ctx, pc.abort)
+	w, armed := watchExchange(ctx, abort, pc.abort)
 	fail := func(err error, retry bool) (*http.Response, bool, error) {
-		stop()
+		w.end()
 		pc.close()
 		if ctx.Err() != nil {
 			return nil, false, fmt.Errorf("send request: %w", ctx.Err())
 		}
 		return nil, retry && pc.reused, err
+	}
+	if !armed {
+		return fail(fmt.Errorf("send request: %w", context.Canceled), false)
 	}
 	err := writeRequest(pc.bw, req)
 	if err == nil {
@@ -260,7 +265,7 @@ func (pc *h1Conn) do(req *http.Request) (*http.Response, bool, error) {
 	}
 	var resp *http.Response
 	for {
-		resp, err = http.ReadResponse(pc.br, req)
+		resp, err = h1head.ReadResponse(pc.br, req)
 		if err != nil {
 			return fail(fmt.Errorf("read response: %w", err), false)
 		}
@@ -270,7 +275,7 @@ func (pc *h1Conn) do(req *http.Request) (*http.Response, bool, error) {
 			break
 		}
 	}
-	b := &h1Body{pc: pc, body: resp.Body, stop: stop,
+	b := &h1Body{pc: pc, body: resp.Body, watch: w,
 		keep: !resp.Close && !req.Close && resp.StatusCode != http.StatusSwitchingProtocols}
 	if resp.Body == http.NoBody {
 		b.finish(true)
@@ -374,11 +379,11 @@ func replayable(req *http.Request) bool {
 // to the pool when the body was read to its end, and is closed when the body is closed
 // early (never drained: it may be endless) or fails.
 type h1Body struct {
-	pc   *h1Conn
-	body io.ReadCloser
-	stop func() bool // stops the context watch; false when it already fired
-	keep bool        // the connection may carry another request
-	done bool
+	pc    *h1Conn
+	body  io.ReadCloser
+	watch watch // the exchange's cancellation; its end is false when it fired
+	keep  bool  // the connection may carry another request
+	done  bool
 }
 
 func (b *h1Body) Read(p []byte) (int, error) {
@@ -409,7 +414,7 @@ func (b *h1Body) finish(ok bool) {
 		return
 	}
 	b.done = true
-	if b.stop() && ok && b.keep {
+	if b.watch.end() && ok && b.keep {
 		b.pc.pool.put(b.pc)
 		return
 	}

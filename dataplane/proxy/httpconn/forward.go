@@ -57,6 +57,9 @@ func (rt *router) forward(x *exchange, cl *cluster.Cluster) int {
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
+	if timeout > 0 || x.r != x.abortReq {
+		x.abort = nil // something else ends ctx too: the pool watches ctx
+	}
 	policy := route.Retry
 	expected := timeout
 	if policy != nil && policy.PerTryTimeout > 0 && (expected == 0 || policy.PerTryTimeout < expected) {
@@ -174,8 +177,10 @@ func (rt *router) try(ctx context.Context, x *exchange, cl *cluster.Cluster, out
 		return attempt{kind: failGlobalTimeout, host: host, err: err}
 	}
 	tctx, cancel := ctx, context.CancelFunc(func() {})
+	abort := x.abort // only the downstream connection ends tctx: its hook stands for it
 	if p != nil && p.PerTryTimeout > 0 {
 		tctx, cancel = context.WithTimeout(ctx, p.PerTryTimeout)
+		abort = nil
 	}
 	req := out
 	if tctx != out.Context() || body != nil || len(tried) > 0 {
@@ -197,7 +202,7 @@ func (rt *router) try(ctx context.Context, x *exchange, cl *cluster.Cluster, out
 	if len(rt.cfg.AccessLogs) > 0 || rt.cfg.IstioStats != nil {
 		up = &x.upstream // the last attempt's connection is the one logged, as in Envoy
 	}
-	resp, err := cl.RoundTripUpstream(req, host, up)
+	resp, err := cl.RoundTripAbortable(req, host, up, abort)
 	if err == nil {
 		cl.ReportResult(host, resp.StatusCode)
 		cl.Stats().RecordResponse(resp.StatusCode)

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
+	"github.com/meshlab/meshlab/dataplane/proxy/h1head"
 	"github.com/meshlab/meshlab/dataplane/rawio"
 )
 
@@ -20,7 +22,8 @@ import (
 // and writes the response on the connection's one worker thread; this loop does the same
 // on the connection's one goroutine. net/http's server costs a goroutine hand-off per
 // request (its background read), which was the largest cost of the proxy after syscalls.
-// Requests are parsed by http.ReadRequest; responses are framed here.
+// Request heads are read by h1head (net/http's ReadRequest for what its fast path leaves);
+// responses are framed here.
 
 const (
 	// maxRequestHeaderBytes is Envoy's default max_request_headers_kb (60 KiB); a larger
@@ -81,6 +84,9 @@ type h1Conn struct {
 	watchTimer   *time.Timer   // nil until the connection's first request armed it
 	watchDone    chan struct{} // closed when the watch goroutine returned; nil if none ran
 	aborting     atomic.Bool
+	// abort interrupts the upstream exchange of the request being served; fired with
+	// the request's cancel by the disconnect watch and by shutdown (cluster.Abort).
+	abort cluster.Abort
 }
 
 // headLimiter reads from the connection, failing with errHeadTooLarge once more than
@@ -135,7 +141,10 @@ func serveHTTP1(ctx context.Context, deps Deps, conn net.Conn, handler http.Hand
 		c.bw.Reset(nil)
 		h1Writers.Put(c.bw)
 	}()
-	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	stop := context.AfterFunc(ctx, func() {
+		_ = conn.Close()
+		c.abort.Fire() // after ctx, which the request's context derives from, ended
+	})
 	defer stop()
 	done := make(chan struct{})
 	defer close(done)
@@ -200,7 +209,15 @@ func (c *h1Conn) serveOne(ctx context.Context, deps Deps) bool {
 	if !c.state.CompareAndSwap(h1Idle, h1Active) && !c.state.CompareAndSwap(h1New, h1Active) {
 		return false // a drain closed it as the request arrived
 	}
-	req, err := http.ReadRequest(c.br)
+	// The request's context is made before its head is read, so the parser builds the
+	// request with it (WithContext's copy of a parsed request was an allocation).
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c.abort.Reset()
+	if ctx.Err() != nil {
+		c.abort.Fire() // shut down while the request arrived: its AfterFunc already ran
+	}
+	req, err := h1head.ReadRequest(rctx, c.br)
 	c.lr.limited = false
 	if err != nil {
 		c.codecError(err)
@@ -217,9 +234,6 @@ func (c *h1Conn) serveOne(ctx context.Context, deps Deps) bool {
 	if deps.DrainClose != nil && deps.DrainClose() {
 		c.drain()
 	}
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	req = req.WithContext(rctx)
 	req.RemoteAddr = c.remote
 	req.TLS = c.tlsState()
 	w := &h1Response{c: c, req: req, header: make(http.Header, 8), contentLength: -1}
@@ -272,7 +286,8 @@ func (c *h1Conn) serveOne(ctx context.Context, deps Deps) bool {
 }
 
 // codecError answers a request the codec could not read, as Envoy does
-// (http1.codec_error: 400; a head over max_request_headers_kb: 431), and counts it.
+// (http1.codec_error: 400; a head over max_request_headers_kb or with more fields than
+// max_headers_count: 431), and counts it.
 func (c *h1Conn) codecError(err error) {
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) {
 		return
@@ -284,8 +299,13 @@ func (c *h1Conn) codecError(err error) {
 	start := time.Now()
 	c.st.scope.Counter("downstream_cx_protocol_error").Inc()
 	code, body, details := http.StatusBadRequest, "Bad Request", "http1.codec_error"
-	if errors.Is(err, errHeadTooLarge) {
+	switch {
+	case errors.Is(err, errHeadTooLarge):
 		code, body, details = http.StatusRequestHeaderFieldsTooLarge, "Request Header Fields Too Large", "http1.headers_too_large"
+	case errors.Is(err, h1head.ErrTooManyHeaders):
+		code, body, details = http.StatusRequestHeaderFieldsTooLarge, "Request Header Fields Too Large", "http1.too_many_headers"
+	case errors.Is(err, h1head.ErrContentLengthAndChunked):
+		details = "http1.content_length_and_chunked_not_allowed"
 	}
 	c.st.rqTotal.Inc()
 	c.st.record(code)
@@ -354,6 +374,7 @@ func (c *h1Conn) startWatch() {
 		// request (kept in the buffer) or the end of the connection.
 		if _, err := c.br.Peek(1); err != nil && !c.aborting.Load() {
 			cancel()
+			c.abort.Fire()
 		}
 	}()
 }
@@ -435,6 +456,15 @@ type h1Response struct {
 }
 
 func (w *h1Response) Header() http.Header { return w.header }
+
+// upstreamAbort is the connection's hook for r's upstream exchange (see router's
+// upstreamAborter); nil for a request it did not make.
+func (w *h1Response) upstreamAbort(r *http.Request) *cluster.Abort {
+	if r != w.req {
+		return nil
+	}
+	return &w.c.abort
+}
 
 // Hijack hands the connection to the router for an upgraded stream (a 101 it forwards
 // itself): the disconnect watch stops reading, and the buffered reader keeps the bytes

@@ -15,6 +15,10 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
 )
@@ -77,6 +81,13 @@ func TestHTTP1CodecAsEnvoys(t *testing.T) {
 			[]string{"HTTP/1.1 400 Bad Request\r\n"}, nil, false},
 		{"a request head over max_request_headers_kb is answered 431", "GET /one HTTP/1.1\r\nHost: a\r\nX-Big: " + big + "\r\n\r\n",
 			[]string{"HTTP/1.1 431 Request Header Fields Too Large\r\n"}, nil, false},
+		{"more fields than max_headers_count (100) is answered 431", "GET /one HTTP/1.1\r\nHost: a\r\n" + strings.Repeat("x-h: v\r\n", 100) + "\r\n",
+			[]string{"HTTP/1.1 431 Request Header Fields Too Large\r\n"}, nil, false},
+		{"transfer-encoding with content-length is a codec error (no allow_chunked_length)",
+			"POST /one HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+			[]string{"HTTP/1.1 400 Bad Request\r\n"}, nil, false},
+		{"two content-length fields are a codec error, even equal", "POST /one HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\nx",
+			[]string{"HTTP/1.1 400 Bad Request\r\n"}, nil, false},
 		{"HTTP/1.0 without keep-alive is closed after the response", "GET /one HTTP/1.0\r\nHost: a\r\n\r\n",
 			[]string{"HTTP/1.0 200 OK\r\n", "connection: close\r\n", "\r\n\r\none"}, nil, false},
 		{"HTTP/1.0 with keep-alive stays open", "GET /one HTTP/1.0\r\nHost: a\r\nConnection: keep-alive\r\n\r\n",
@@ -111,18 +122,18 @@ func TestHTTP1CodecAsEnvoys(t *testing.T) {
 			}
 		})
 	}
-	if n := l.store.Value("http.lab.downstream_cx_protocol_error"); n != 3 {
-		t.Errorf("downstream_cx_protocol_error = %d, want 3", n)
+	if n := l.store.Value("http.lab.downstream_cx_protocol_error"); n != 6 {
+		t.Errorf("downstream_cx_protocol_error = %d, want 6", n)
 	}
 	// Envoy logs a codec error's local reply with the DPE flag.
 	dpe := 0
-	for _, line := range l.waitLines(t, 1) {
+	for _, line := range l.waitLines(t, 6) {
 		if strings.Contains(line, `"- - HTTP/1.1" 400 DPE `) || strings.Contains(line, `"- - HTTP/1.1" 431 DPE `) {
 			dpe++
 		}
 	}
-	if dpe != 3 {
-		t.Errorf("%d access log lines with 400/431 DPE, want 3:\n%s", dpe, strings.Join(l.logLines(t), "\n"))
+	if dpe != 6 {
+		t.Errorf("%d access log lines with 400/431 DPE, want 6:\n%s", dpe, strings.Join(l.logLines(t), "\n"))
 	}
 }
 
@@ -161,37 +172,59 @@ func TestHTTP1ExpectContinueIsAnsweredByTheProxy(t *testing.T) {
 	}
 }
 
+// TestHTTP1ClientGoneCancelsTheUpstreamRequest: the client going away mid-request
+// cancels the upstream request, logged DC, under Envoy's default route timeout (the pool
+// watches the request's context) and under Istio's (route timeout 0, a retry policy
+// without a per-try timeout, stream_idle_timeout 0: the connection's abort hook stands
+// for the context).
 func TestHTTP1ClientGoneCancelsTheUpstreamRequest(t *testing.T) {
-	cancelled := make(chan struct{})
-	up := backend(t, "", func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-r.Context().Done():
-			close(cancelled)
-		case <-time.After(10 * time.Second):
-		}
-	})
-	l := newLab(t, []*cluster.Config{staticCluster(t, "up", up)}, routeTo(prefix("/"), to("up")))
-	c, err := net.Dial("tcp", l.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
-	time.Sleep(50 * time.Millisecond) // the request reached the upstream
-	c.Close()
-	select {
-	case <-cancelled:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the upstream request was not cancelled after the client went away (Envoy resets it)")
-	}
-	// The entry is written once the router has returned, just after the cancellation.
-	deadline := time.Now().Add(5 * time.Second)
-	var entry []byte
-	for len(entry) == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-		entry, _ = os.ReadFile(l.logPath) // created with the first entry
-	}
-	if !strings.Contains(string(entry), " DC ") {
-		t.Errorf("access log %q lacks the DC flag", entry)
+	for _, tc := range []struct {
+		name   string
+		mutate func(*hcmv3.HttpConnectionManager)
+		action func() *routev3.RouteAction
+	}{
+		{"envoy default timeout", nil, func() *routev3.RouteAction { return to("up") }},
+		{"istio timeout 0", func(h *hcmv3.HttpConnectionManager) { h.StreamIdleTimeout = durationpb.New(0) }, func() *routev3.RouteAction {
+			a := to("up")
+			a.Timeout = durationpb.New(0)
+			a.RetryPolicy = &routev3.RetryPolicy{RetryOn: "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes",
+				NumRetries: wrapperspb.UInt32(2)}
+			return a
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cancelled := make(chan struct{})
+			up := backend(t, "", func(w http.ResponseWriter, r *http.Request) {
+				select {
+				case <-r.Context().Done():
+					close(cancelled)
+				case <-time.After(10 * time.Second):
+				}
+			})
+			l := newLabHCM(t, tc.mutate, []*cluster.Config{staticCluster(t, "up", up)}, routeTo(prefix("/"), tc.action()))
+			c, err := net.Dial("tcp", l.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+			time.Sleep(50 * time.Millisecond) // the request reached the upstream
+			c.Close()
+			select {
+			case <-cancelled:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the upstream request was not cancelled after the client went away (Envoy resets it)")
+			}
+			// The entry is written once the router has returned, just after the cancellation.
+			deadline := time.Now().Add(5 * time.Second)
+			var entry []byte
+			for len(entry) == 0 && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+				entry, _ = os.ReadFile(l.logPath) // created with the first entry
+			}
+			if !strings.Contains(string(entry), " DC ") {
+				t.Errorf("access log %q lacks the DC flag", entry)
+			}
+		})
 	}
 }
 

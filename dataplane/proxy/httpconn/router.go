@@ -208,6 +208,13 @@ type exchange struct {
 	meta map[string]*structpb.Struct
 	// alpn is istio.alpn's override for the upstream connection, nil for none.
 	alpn *tlsctx.ALPN
+	// abort is the downstream connection's hook that interrupts the upstream exchange
+	// in place of a watch of the request's context (cluster.Abort), for abortReq, the
+	// request the codec made; nil when the codec has none. It stands for the context
+	// only while x.r is abortReq (the stream idle timeout replaces x.r with a request
+	// whose context it ends) and no route or per-try timeout runs.
+	abort    *cluster.Abort
+	abortReq *http.Request
 	// fs is the stream's filter state once a set_filter_state filter ran (fsSet); until
 	// then the connection's (Downstream.FilterState).
 	fs    map[string]internalconn.Object
@@ -220,6 +227,12 @@ type exchange struct {
 	// lua are the Lua filters whose request phase passed (their response phase runs
 	// on the response, last first).
 	lua []*lua.Config
+}
+
+// upstreamAborter is a downstream codec's response writer that gives the hook firing
+// when its request is cancelled (h1Response): nil unless r is the request it made.
+type upstreamAborter interface {
+	upstreamAbort(r *http.Request) *cluster.Abort
 }
 
 // upstreamContext is ctx with what the exchange's upstream connections are dialed
@@ -240,6 +253,9 @@ func (rt *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x := &exchange{r: r, start: start}
 	x.cw.ResponseWriter = w
 	x.w = &x.cw // one allocation for both
+	if h, ok := w.(upstreamAborter); ok {
+		x.abort, x.abortReq = h.upstreamAbort(r), r
+	}
 	if rt.cfg.Peer != nil {
 		rt.downstreamPeerState(x, r)
 	}

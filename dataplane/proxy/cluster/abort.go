@@ -1,0 +1,84 @@
+package cluster
+
+import (
+	"context"
+	"sync"
+)
+
+// Abort interrupts the upstream exchange of the request a downstream connection is
+// serving, where a watch of the request's context (context.AfterFunc) was five
+// allocations and about 1.7 µs per request (issue 30). The downstream codec makes one
+// per connection and fires it wherever it cancels the request's context: the client going
+// away (the disconnect watch) and shutdown. It stands for the context only when nothing
+// else can end it: the router passes it when the request's context is the codec's own,
+// with no route or per-try timeout of its own (Istio's default routes have neither);
+// otherwise the pool watches the context as before. Envoy does the same with one
+// callback per stream: the downstream reset resets the upstream request.
+type Abort struct {
+	mu    sync.Mutex
+	fn    func() // the exchange's interrupt, while one runs
+	fired bool   // the request was cancelled
+}
+
+// Fire cancels the request being served: its upstream exchange, if one runs, is
+// interrupted, and none starts after. The caller cancels the request's context first,
+// so the exchange reports the context's error.
+func (a *Abort) Fire() {
+	a.mu.Lock()
+	a.fired = true
+	fn := a.fn
+	a.mu.Unlock()
+	if fn != nil {
+		fn()
+	}
+}
+
+// Reset makes the hook ready for the connection's next request.
+func (a *Abort) Reset() {
+	a.mu.Lock()
+	a.fired, a.fn = false, nil
+	a.mu.Unlock()
+}
+
+// set arms fn for an exchange; false when the request was already cancelled.
+func (a *Abort) set(fn func()) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.fired {
+		return false
+	}
+	a.fn = fn
+	return true
+}
+
+// clear disarms the exchange's interrupt; false when it was fired (as the stop of a
+// context.AfterFunc reports).
+func (a *Abort) clear() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.fn = nil
+	return !a.fired
+}
+
+// watch is an exchange's cancellation: the connection's Abort, or a context watch.
+type watch struct {
+	abort *Abort
+	stop  func() bool
+}
+
+// watchExchange arms interrupt for the exchange of ctx: through abort when not nil,
+// else a context.AfterFunc. ok is false when the request is already cancelled.
+func watchExchange(ctx context.Context, abort *Abort, interrupt func()) (w watch, ok bool) {
+	if abort != nil {
+		return watch{abort: abort}, abort.set(interrupt)
+	}
+	return watch{stop: context.AfterFunc(ctx, interrupt)}, true
+}
+
+// end disarms the watch; false when it fired.
+func (w watch) end() bool {
+	if w.abort != nil {
+		return w.abort.clear()
+	}
+	return w.stop()
+}

@@ -1,0 +1,78 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// TestAbortInterruptsTheExchange: an exchange armed through an Abort is interrupted
+// when the hook fires (the downstream client went away), reports the request's
+// context error, and closes its connection; a hook fired before the exchange starts
+// refuses it (context.Canceled); a Reset hook serves the next request, whose exchange completes and
+// returns its connection to the pool.
+func TestAbortInterruptsTheExchange(t *testing.T) {
+	release := make(chan struct{})
+	srv, conns := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+	defer close(release)
+	p := newH1Pool((&net.Dialer{}).DialContext, 4, time.Minute)
+	defer p.closeIdle()
+	var abort Abort
+	noConn := func(net.Conn) {}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+srv.Listener.Addr().String()+"/slow", nil)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := p.roundTrip(req, noConn, &abort)
+		errc <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // the request reached the upstream
+	cancel()
+	abort.Fire()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("interrupted exchange: %v, want context.Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the exchange was not interrupted when the hook fired")
+	}
+
+	req2, _ := http.NewRequest(http.MethodGet, "http://"+srv.Listener.Addr().String()+"/", nil)
+	if _, err := p.roundTrip(req2, noConn, &abort); !errors.Is(err, context.Canceled) {
+		t.Fatalf("an exchange on a fired hook: %v, want context.Canceled", err)
+	}
+
+	abort.Reset()
+	req3, _ := http.NewRequest(http.MethodGet, "http://"+srv.Listener.Addr().String()+"/", nil)
+	resp, err := p.roundTrip(req3, noConn, &abort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 8)
+	n, _ := resp.Body.Read(buf)
+	for err == nil {
+		_, err = resp.Body.Read(buf[n:])
+	}
+	if string(buf[:n]) != "ok" || len(p.idle) != 1 {
+		t.Fatalf("after a Reset: body %q, %d idle keys; want ok and the connection back in the pool", buf[:n], len(p.idle))
+	}
+	if abort.fn != nil {
+		t.Error("the hook still holds the finished exchange's interrupt")
+	}
+	if n := conns.Load(); n != 3 {
+		t.Errorf("%d connections dialed, want 3 (the interrupted one and the refused one closed, one for the last)", n)
+	}
+}
