@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -15,17 +17,30 @@ import (
 // MeshConfig has it: /dev/stdout in the mesh's format) turned on or disabled for the
 // workloads a Telemetry selects (the root namespace's for the mesh, a namespace's for its
 // pods, a selector's for the pods it matches; the most specific wins, as istiod merges
-// them). What would change behaviour and is not built is refused by name: metrics
-// overrides, tracing, targetRefs, log filters and client/server matches, providers the
-// lab has not.
+// them); and for its metrics, the customize-metrics and telemetry-api pages' use: the
+// prometheus provider's overrides (tags removed or set from CEL expressions, metrics
+// disabled, per client and server mode), merged as istiod merges them into istio.stats
+// (controlplane/xds/telemetry_metrics.go). A tagOverride's value is not checked here, as
+// istiod does not: istio-proxy drops a standard tag whose expression does not parse. What
+// would change behaviour and is not built is refused by name: tracing, targetRefs, log
+// filters and client/server matches, custom metrics, providers the lab has not.
 
 func telemetryPaths() string {
 	return strings.Join([]string{
-		"selector selector.matchLabels accessLogging",
+		"selector selector.matchLabels accessLogging metrics",
 		expand("accessLogging", "providers disabled"),
 		expand("accessLogging.providers", "name"),
+		expand("metrics", "providers overrides reportingInterval"),
+		expand("metrics.providers", "name"),
+		expand("metrics.overrides", "match disabled tagOverrides"),
+		expand("metrics.overrides.match", "metric mode"),
+		expand("metrics.overrides.tagOverrides.*", "operation value"),
 	}, " ")
 }
+
+// TelemetryMetricsProvider is the one metrics provider a lab has: Istio's default
+// prometheus (the proxies' istio.stats, scraped from their merged metrics).
+const TelemetryMetricsProvider = "prometheus"
 
 var telemetryFields = lazyFields(telemetryPaths)
 
@@ -37,6 +52,27 @@ const TelemetryAccessLogProvider = "envoy"
 func validateTelemetry(t *telemetry.Telemetry, p problems) {
 	refuseUnimplemented(t.ProtoReflect(), telemetryFields(), "Telemetry", p)
 	checkSelector(t.GetSelector(), "spec.selector", p)
+	for i, ms := range t.GetMetrics() {
+		for j, pr := range ms.GetProviders() {
+			if n := pr.GetName(); n != TelemetryMetricsProvider {
+				p.addf(fmt.Sprintf("spec.metrics[%d].providers[%d].name", i, j), "%q is not a metrics provider of the lab (it has %q, Istio's default: the proxies' istio.stats)", n, TelemetryMetricsProvider)
+			}
+		}
+		for j, o := range ms.GetOverrides() {
+			for _, k := range slices.Sorted(maps.Keys(o.GetTagOverrides())) {
+				at := fmt.Sprintf("spec.metrics[%d].overrides[%d].tagOverrides[%s]", i, j, k)
+				to := o.GetTagOverrides()[k]
+				switch {
+				case k == "":
+					p.addf(at, "a tag name may not be empty")
+				case to.GetOperation() == telemetry.MetricsOverrides_TagOverride_UPSERT && to.GetValue() == "":
+					p.addf(at+".value", "must be set when operation is UPSERT")
+				case to.GetOperation() == telemetry.MetricsOverrides_TagOverride_REMOVE && to.GetValue() != "":
+					p.addf(at+".value", "may only be set when operation is UPSERT")
+				}
+			}
+		}
+	}
 	for i, al := range t.GetAccessLogging() {
 		for j, pr := range al.GetProviders() {
 			if n := pr.GetName(); n != TelemetryAccessLogProvider {

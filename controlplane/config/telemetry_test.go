@@ -42,7 +42,13 @@ kind: Telemetry
 metadata: {name: t}
 spec:
   tracing: [{randomSamplingPercentage: 10}]
-  metrics: [{providers: [{name: prometheus}]}]
+  metrics:
+  - providers: [{name: stackdriver}]
+    overrides:
+    - match: {customMetric: my_metric}
+      tagOverrides:
+        a: {operation: UPSERT}
+        b: {operation: REMOVE, value: x}
   accessLogging:
   - providers: [{name: otel}]
     filter: {expression: "response.code >= 400"}
@@ -50,7 +56,10 @@ spec:
 	_, err = Load("t.yaml", []byte(refused))
 	for _, want := range []string{
 		"spec.tracing: is not supported by meshlab",
-		"spec.metrics: is not supported by meshlab",
+		`spec.metrics[0].providers[0].name: "stackdriver" is not a metrics provider of the lab`,
+		"spec.metrics[0].overrides[0].match.customMetric: is not supported by meshlab",
+		"spec.metrics[0].overrides[0].tagOverrides[a].value: must be set when operation is UPSERT",
+		"spec.metrics[0].overrides[0].tagOverrides[b].value: may only be set when operation is UPSERT",
 		"spec.accessLogging[0].filter: is not supported by meshlab",
 		`spec.accessLogging[0].providers[0].name: "otel" is not an access log provider of the lab`,
 	} {

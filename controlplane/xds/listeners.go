@@ -80,7 +80,7 @@ func proxyListeners(m *model.Model, pod *model.Pod) ([]types.Resource, error) {
 	if err := addAccessLogs(out, logs); err != nil {
 		return nil, err
 	}
-	return out, addTelemetryFilters(out) // telemetry.go
+	return out, addTelemetryFilters(out, metricsFor(m, pod)) // telemetry.go, telemetry_metrics.go
 }
 
 // transportSocketConnectTimeout bounds a downstream TLS handshake on the chains of the

@@ -92,13 +92,27 @@ func peerMetadataHTTPFilter(inbound bool) (*hcm.HttpFilter, error) {
 	return &hcm.HttpFilter{Name: MetadataExchangeFilter, ConfigType: &hcm.HttpFilter_TypedConfig{TypedConfig: cfg}}, nil
 }
 
-func statsConfig(inbound bool) (*anypb.Any, error) {
-	return anypb.New(&statsapi.PluginConfig{DisableHostHeaderFallback: inbound})
+// statsConfig is the istio.stats config of a listener of the direction, with the
+// Telemetry API's metrics of the plan (telemetry_metrics.go); nil when the plan turns
+// the direction's metrics off.
+func statsConfig(inbound bool, plan metricsPlan) (*anypb.Any, error) {
+	mm := plan.forInbound(inbound)
+	if mm.off {
+		return nil, nil
+	}
+	// Deterministic: dimensions are a map (see typedStruct).
+	a := &anypb.Any{}
+	pc := &statsapi.PluginConfig{DisableHostHeaderFallback: inbound, Metrics: mm.metrics, TcpReportingDuration: plan.reporting}
+	if err := anypb.MarshalFrom(a, pc, proto.MarshalOptions{Deterministic: true}); err != nil {
+		return nil, err
+	}
+	return a, nil
 }
 
 // addTelemetryFilters adds Istio's telemetry filters (see above) to a sidecar's
-// listeners, after access logs: the filters' configs do not depend on anything else.
-func addTelemetryFilters(ls []types.Resource) error {
+// listeners, after access logs, istio.stats as the metrics plan of the Telemetries
+// that apply to the pod sets it.
+func addTelemetryFilters(ls []types.Resource, plan metricsPlan) error {
 	for _, r := range ls {
 		l, ok := r.(*listener.Listener)
 		if !ok {
@@ -106,7 +120,7 @@ func addTelemetryFilters(ls []types.Resource) error {
 		}
 		inbound := l.GetTrafficDirection() == core.TrafficDirection_INBOUND
 		for _, fc := range l.GetFilterChains() {
-			if err := addChainTelemetry(fc, inbound); err != nil {
+			if err := addChainTelemetry(fc, inbound, plan); err != nil {
 				return fmt.Errorf("add telemetry filters to listener %s chain %q: %w", l.GetName(), fc.GetName(), err)
 			}
 		}
@@ -114,7 +128,7 @@ func addTelemetryFilters(ls []types.Resource) error {
 	return nil
 }
 
-func addChainTelemetry(fc *listener.FilterChain, inbound bool) error {
+func addChainTelemetry(fc *listener.FilterChain, inbound bool, plan metricsPlan) error {
 	fs := fc.GetFilters()
 	if len(fs) == 0 {
 		return nil
@@ -125,13 +139,15 @@ func addChainTelemetry(fc *listener.FilterChain, inbound bool) error {
 		if fc.GetName() == VirtualOutboundListener+"-blackhole" {
 			return nil // istiod's loop guard on 15001 carries tcp_proxy alone
 		}
-		st, err := statsConfig(inbound)
+		st, err := statsConfig(inbound, plan)
 		if err != nil {
 			return err
 		}
-		fs = append(fs[:len(fs)-1:len(fs)-1], &listener.Filter{Name: StatsFilter, ConfigType: &listener.Filter_TypedConfig{TypedConfig: st}}, terminal)
+		if st != nil {
+			fs = append(fs[:len(fs)-1:len(fs)-1], &listener.Filter{Name: StatsFilter, ConfigType: &listener.Filter_TypedConfig{TypedConfig: st}}, terminal)
+		}
 	case wellknown.HTTPConnectionManager:
-		if err := addHCMTelemetry(terminal, inbound); err != nil {
+		if err := addHCMTelemetry(terminal, inbound, plan); err != nil {
 			return err
 		}
 	default:
@@ -150,7 +166,7 @@ func addChainTelemetry(fc *listener.FilterChain, inbound bool) error {
 
 // addHCMTelemetry puts the peer_metadata filter first and istio.stats right before
 // the router.
-func addHCMTelemetry(f *listener.Filter, inbound bool) error {
+func addHCMTelemetry(f *listener.Filter, inbound bool, plan metricsPlan) error {
 	m := &hcm.HttpConnectionManager{}
 	if err := f.GetTypedConfig().UnmarshalTo(m); err != nil {
 		return fmt.Errorf("unpack %s: %w", f.GetName(), err)
@@ -159,7 +175,7 @@ func addHCMTelemetry(f *listener.Filter, inbound bool) error {
 	if err != nil {
 		return err
 	}
-	st, err := statsConfig(inbound)
+	st, err := statsConfig(inbound, plan)
 	if err != nil {
 		return err
 	}
@@ -171,7 +187,10 @@ func addHCMTelemetry(f *listener.Filter, inbound bool) error {
 	out := make([]*hcm.HttpFilter, 0, len(hs)+2)
 	out = append(out, pm)
 	out = append(out, hs[:len(hs)-1]...)
-	out = append(out, &hcm.HttpFilter{Name: StatsFilter, ConfigType: &hcm.HttpFilter_TypedConfig{TypedConfig: st}}, router)
+	if st != nil {
+		out = append(out, &hcm.HttpFilter{Name: StatsFilter, ConfigType: &hcm.HttpFilter_TypedConfig{TypedConfig: st}})
+	}
+	out = append(out, router)
 	m.HttpFilters = out
 	cfg, err := typed(m)
 	if err != nil {
