@@ -58,6 +58,7 @@ var Personas = []string{
 	PersonaHTTPBin, PersonaGoHTTPBin, PersonaSleep, PersonaProductPage, PersonaDetails,
 	PersonaReviewsV1, PersonaReviewsV2, PersonaReviewsV3, PersonaRatings,
 	PersonaHelloWorld, PersonaTCPEcho, PersonaGRPCEcho, PersonaFortio, PersonaNginx,
+	PersonaSquid,
 }
 
 // Config is what one demo app instance is and does.
@@ -157,7 +158,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Version, "version", "", "version the app reports")
 	fs.StringVar(&c.Persona, "persona", "", "sample app to stand in for: "+strings.Join(Personas, ", ")+" (default: the demo app)")
 	fs.StringArrayVar(&c.PersonaArgs, "persona-arg", nil, "argument of the persona, as its sample image takes it (repeatable, in order)")
-	fs.StringVar(&c.VolumeRoot, "volume-root", "", "directory holding the pod's volume files at their container paths (the nginx persona reads /etc/nginx/nginx.conf there)")
+	fs.StringVar(&c.VolumeRoot, "volume-root", "", "directory holding the pod's volume files at their container paths (the nginx persona reads /etc/nginx/nginx.conf there, squid /etc/squid/squid.conf)")
 	fs.Var((*portsValue)(&c.Ports), "port", "port to listen on (repeatable)")
 	fs.TextVar(&c.Address, "address", netip.Addr{}, "address to listen on (default 0.0.0.0)")
 	fs.StringArrayVar(&c.Upstreams, "upstream", nil, "URL to call on each request to / (repeatable, in order)")
@@ -178,7 +179,7 @@ func (c *Config) validate() error {
 	} else if len(c.PersonaArgs) > 0 {
 		return fmt.Errorf("persona %q takes no arguments", c.Persona)
 	}
-	if len(c.Ports) == 0 && c.Persona != PersonaSleep && c.Persona != PersonaTCPEcho {
+	if len(c.Ports) == 0 && c.Persona != PersonaSleep && c.Persona != PersonaTCPEcho && c.Persona != PersonaSquid {
 		return errors.New("at least one port is required")
 	}
 	if c.Persona != "" && !slices.Contains(Personas, c.Persona) {

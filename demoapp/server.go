@@ -46,6 +46,9 @@ func Run(ctx context.Context, c Config, log *slog.Logger) error {
 		<-ctx.Done()
 		return nil
 	}
+	if c.Persona == PersonaSquid {
+		return serveSquid(ctx, c.VolumeRoot, log) // squid.go: its http_port is squid.conf's
+	}
 	addr := c.Address
 	if !addr.IsValid() {
 		addr = netip.IPv4Unspecified()

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/meshlab/meshlab/controlplane/model"
+	"github.com/meshlab/meshlab/demoapp"
 	"github.com/meshlab/meshlab/netns"
 )
 
@@ -169,7 +170,29 @@ func (l *Lab) podSandbox(slot int, p *model.Pod) (*netns.Sandbox, error) {
 		}
 		sb.Binds = append(sb.Binds, netns.Bind{Src: root, Dst: root})
 	}
+	if p.App.Persona == demoapp.PersonaSquid {
+		if err := squidLogDir(sb, dir, int(uid)); err != nil {
+			return nil, fmt.Errorf("sandbox of pod %s: %w", p.Name, err)
+		}
+	}
 	return sb, nil
+}
+
+// squidLogDir gives the squid persona its image's /var/log/squid: a directory of the
+// pod's, the app's to write, bound there over an empty /var/log (a container sees its
+// image's /var/log, not the host's), where `meshlab exec ... -- tail
+// /var/log/squid/access.log` reads it as the http-proxy task does.
+func squidLogDir(sb *netns.Sandbox, podDir string, uid int) error {
+	d := filepath.Join(podDir, "squid-log")
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		return fmt.Errorf("make squid's log directory: %w", err)
+	}
+	if err := os.Chown(d, uid, uid); err != nil {
+		return fmt.Errorf("own squid's log directory: %w", err)
+	}
+	sb.Hide = append(sb.Hide, filepath.Dir(demoapp.SquidLogDir))
+	sb.Binds = append(sb.Binds, netns.Bind{Src: d, Dst: demoapp.SquidLogDir, Writable: true})
+	return nil
 }
 
 // podTmp makes, if it is not there yet, the directory that holds what the pod writes in

@@ -269,6 +269,13 @@ func istioModel(objs []*Object, m *model.Model) (model.Istio, model.MeshConfig, 
 			for i, h := range se.Hosts {
 				se.Hosts[i] = model.HostCandidates(h, ns)[0]
 			}
+			for i, a := range se.Addresses {
+				// A /32 names one address (the http-proxy task's "$PROXY_IP/32"): the
+				// model holds the address, as istiod's listener for it is the address's.
+				if p, err := netip.ParsePrefix(a); err == nil && p.IsSingleIP() {
+					se.Addresses[i] = p.Addr().String()
+				}
+			}
 			for i, ep := range se.Endpoints {
 				switch se.Resolution {
 				case networking.ServiceEntry_STATIC:

@@ -309,7 +309,7 @@ func TestLoadIstioErrors(t *testing.T) {
   endpoints: [{address: "", ports: {grpc: 15000}}]
 `)},
 			want: []string{
-				`t.yaml: ServiceEntry default/pay: spec.addresses[0]: "10.0.0.0/24" is not an IPv4 address (CIDRs are not supported)`,
+				`t.yaml: ServiceEntry default/pay: spec.addresses[0]: "10.0.0.0/24" is not an IPv4 address or a /32 (wider CIDRs are not supported: name each address)`,
 				"t.yaml: ServiceEntry default/pay: spec.ports[0].number: 0 is out of range 1-65535",
 				`t.yaml: ServiceEntry default/pay: spec.ports[0].protocol: "QUIC" is not a protocol meshlab knows (HTTP, HTTP2, GRPC, TCP...)`,
 				"t.yaml: ServiceEntry default/pay: spec.ports[0].targetPort: 15001 is reserved for the sidecar (the outbound capture port)",

@@ -208,8 +208,11 @@ func validateServiceEntry(se *networking.ServiceEntry, p problems) {
 	refuseUnimplemented(se.ProtoReflect(), serviceEntryFields(), "ServiceEntry", p)
 	checkEntryHosts(se, p)
 	for i, a := range se.GetAddresses() {
+		if pre, err := netip.ParsePrefix(a); err == nil && pre.Addr().Is4() && pre.IsSingleIP() {
+			continue // one address written as a /32 CIDR, as the http-proxy task writes it
+		}
 		if addr, err := netip.ParseAddr(a); err != nil || !addr.Is4() {
-			p.addf(fmt.Sprintf("spec.addresses[%d]", i), "%q is not an IPv4 address (CIDRs are not supported)", a)
+			p.addf(fmt.Sprintf("spec.addresses[%d]", i), "%q is not an IPv4 address or a /32 (wider CIDRs are not supported: name each address)", a)
 		}
 	}
 	if len(se.GetPorts()) == 0 {

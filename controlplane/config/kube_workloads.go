@@ -369,6 +369,7 @@ var imagePersonas = map[string]string{
 	"prom/prometheus":                                personaPrometheus,
 	"nginx":                                          "nginx", // demoapp/nginx.go: TLS on every port
 	"library/nginx":                                  "nginx",
+	"sameersbn/squid":                                "squid", // demoapp/squid.go: the http-proxy task's forward proxy
 }
 
 // istioRegistry is the registry Istio's samples name today; its release/ and testing/
