@@ -12,7 +12,8 @@ var (
 	destinationRuleFields = lazyFields(destinationRulePaths)
 	serviceEntryFields    = lazyFields(serviceEntryPaths)
 	meshConfigFields      = lazyFields(func() string {
-		return "outboundTrafficPolicy outboundTrafficPolicy.mode rootNamespace accessLogFile accessLogEncoding accessLogFormat trustDomain trustDomainAliases meshMTLS meshMTLS.minProtocolVersion"
+		return "outboundTrafficPolicy outboundTrafficPolicy.mode rootNamespace accessLogFile accessLogEncoding accessLogFormat trustDomain trustDomainAliases meshMTLS meshMTLS.minProtocolVersion " +
+			meshTracingPaths() // meshconfig_tracing.go
 	})
 
 	peerAuthenticationFields  = lazyFields(peerAuthenticationPaths)

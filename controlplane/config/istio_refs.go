@@ -300,6 +300,7 @@ func istioModel(objs []*Object, m *model.Model) (model.Istio, model.MeshConfig, 
 			mesh.TrustDomainAliases = slices.Clone(o.MeshConfig.GetTrustDomainAliases())
 			mesh.MeshMTLSMinTLS13 = o.MeshConfig.GetMeshMTLS().GetMinProtocolVersion() == meshv1alpha1.MeshConfig_TLSConfig_TLSV1_3
 			accessLogModel(o, &mesh)
+			tracingModel(o, &mesh)
 			mesh.TLSOnSidecarIngress = installedPilotEnv(o)[PilotEnvTLSOnSidecarIngress] == "true"
 		case o.PeerAuthentication != nil:
 			out.PeerAuthentications = append(out.PeerAuthentications, peerAuthenticationModel(o))

@@ -353,8 +353,11 @@ func TestLoadIstioErrors(t *testing.T) {
 		},
 		{
 			name: "mesh config refuses unimplemented fields",
-			docs: []string{"apiVersion: meshlab.dev/v1alpha1\nkind: MeshConfig\nmetadata: {name: m}\nspec: {enableTracing: true}\n"},
-			want: []string{"t.yaml: MeshConfig default/m: spec.enableTracing: is not supported by meshlab (MeshConfig supports here: accessLogEncoding, accessLogFile, accessLogFormat, meshMTLS, outboundTrafficPolicy, rootNamespace, trustDomain, trustDomainAliases)"},
+			docs: []string{"apiVersion: meshlab.dev/v1alpha1\nkind: MeshConfig\nmetadata: {name: m}\nspec: {enablePrometheusMerge: true, extensionProviders: [{name: jaeger, opentelemetry: {port: 4317, service: jaeger-collector.istio-system.svc.cluster.local}}]}\n"},
+			want: []string{
+				"t.yaml: MeshConfig default/m: spec.enablePrometheusMerge: is not supported by meshlab (MeshConfig supports here: accessLogEncoding, accessLogFile, accessLogFormat, defaultConfig, enableTracing, extensionProviders, meshMTLS, outboundTrafficPolicy, rootNamespace, trustDomain, trustDomainAliases)",
+				"t.yaml: MeshConfig default/m: spec.extensionProviders[0].opentelemetry: is not supported by meshlab (MeshConfig supports in extensionProviders: name, zipkin)",
+			},
 		},
 		{
 			name: "mesh config refuses meshMTLS fields but minProtocolVersion",

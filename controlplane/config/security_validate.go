@@ -28,6 +28,7 @@ func validateMeshConfig(mc *meshv1alpha1.MeshConfig, p problems) {
 		checkName(p, "spec.rootNamespace", ns, 63)
 	}
 	validateAccessLog(mc, p)
+	validateMeshTracing(mc, p)
 	if td := mc.GetTrustDomain(); td != "" {
 		checkTrustDomain(p, "spec.trustDomain", td)
 	}

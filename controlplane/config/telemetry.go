@@ -35,6 +35,7 @@ func telemetryPaths() string {
 		expand("metrics.overrides", "match disabled tagOverrides"),
 		expand("metrics.overrides.match", "metric mode"),
 		expand("metrics.overrides.tagOverrides.*", "operation value"),
+		telemetryTracingPaths(), // telemetry_tracing.go
 	}, " ")
 }
 
@@ -73,6 +74,7 @@ func validateTelemetry(t *telemetry.Telemetry, p problems) {
 			}
 		}
 	}
+	validateTelemetryTracing(t, p) // telemetry_tracing.go
 	for i, al := range t.GetAccessLogging() {
 		for j, pr := range al.GetProviders() {
 			if n := pr.GetName(); n != TelemetryAccessLogProvider {

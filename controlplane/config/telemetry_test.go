@@ -41,7 +41,7 @@ spec:
 kind: Telemetry
 metadata: {name: t}
 spec:
-  tracing: [{randomSamplingPercentage: 10}]
+  tracing: [{randomSamplingPercentage: 10, match: {mode: CLIENT}}]
   metrics:
   - providers: [{name: stackdriver}]
     overrides:
@@ -55,7 +55,7 @@ spec:
 `
 	_, err = Load("t.yaml", []byte(refused))
 	for _, want := range []string{
-		"spec.tracing: is not supported by meshlab",
+		"spec.tracing[0].match: is not supported by meshlab",
 		`spec.metrics[0].providers[0].name: "stackdriver" is not a metrics provider of the lab`,
 		"spec.metrics[0].overrides[0].match.customMetric: is not supported by meshlab",
 		"spec.metrics[0].overrides[0].tagOverrides[a].value: must be set when operation is UPSERT",

@@ -92,6 +92,10 @@ type MeshConfig struct {
 	// set by install): a Sidecar's ingress tls terminates TLS on the sidecar's inbound
 	// port; off, istiod ignores ingress tls, and so does the generator.
 	TLSOnSidecarIngress bool
+
+	// Tracing is enableTracing, defaultConfig.tracing and the zipkin
+	// extensionProviders (tracing.go).
+	Tracing MeshTracing
 }
 
 // Domain returns the mesh's trust domain, defaulted.

@@ -140,6 +140,9 @@ func gatewayListeners(m *model.Model, pod *model.Pod) ([]types.Resource, error) 
 	if err != nil {
 		return nil, err
 	}
+	if err := addPodTracing(out, m, pod, true); err != nil { // tracing.go
+		return nil, err
+	}
 	return out, addAccessLogs(out, logs)
 }
 

@@ -80,6 +80,9 @@ func proxyListeners(m *model.Model, pod *model.Pod) ([]types.Resource, error) {
 	if err := addAccessLogs(out, logs); err != nil {
 		return nil, err
 	}
+	if err := addPodTracing(out, m, pod, false); err != nil { // tracing.go
+		return nil, err
+	}
 	return out, addTelemetryFilters(out, metricsFor(m, pod)) // telemetry.go, telemetry_metrics.go
 }
 

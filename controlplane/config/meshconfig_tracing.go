@@ -1,0 +1,63 @@
+package config
+
+import (
+	"fmt"
+
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+
+	"github.com/meshlab/meshlab/controlplane/model"
+)
+
+// meshTracingPaths are the MeshConfig tracing fields a lab honours: enableTracing,
+// defaultConfig.tracing.sampling (the percentage a Telemetry without
+// randomSamplingPercentage falls back to) and extensionProviders with a zipkin tracer
+// (what a Telemetry's tracing names). Other providers (opentelemetry, skywalking,
+// datadog, ...) are refused by the field walk, naming the field.
+func meshTracingPaths() string {
+	return "enableTracing defaultConfig defaultConfig.tracing defaultConfig.tracing.sampling " +
+		"extensionProviders extensionProviders.name extensionProviders.zipkin " +
+		expand("extensionProviders.zipkin", "service port maxTagLength path enable64bitTraceId")
+}
+
+// validateMeshTracing checks the tracing fields as Istio's mesh validation does:
+// providers named once, with a service and a port.
+func validateMeshTracing(mc *meshv1alpha1.MeshConfig, p problems) {
+	if s := mc.GetDefaultConfig().GetTracing().GetSampling(); s < 0 || s > 100 {
+		p.addf("spec.defaultConfig.tracing.sampling", "%g is not a percentage (0-100)", s)
+	}
+	seen := map[string]bool{}
+	for i, ep := range mc.GetExtensionProviders() {
+		f := fmt.Sprintf("spec.extensionProviders[%d]", i)
+		if ep.GetName() == "" {
+			p.addf(f+".name", "is required")
+		} else if seen[ep.GetName()] {
+			p.addf(f+".name", "%q names another provider too (names are unique)", ep.GetName())
+		}
+		seen[ep.GetName()] = true
+		z := ep.GetZipkin()
+		if z == nil {
+			continue
+		}
+		if z.GetService() == "" {
+			p.addf(f+".zipkin.service", "is required (the collector's service, e.g. zipkin.istio-system.svc.cluster.local)")
+		}
+		if msg := checkPort(int64(z.GetPort())); msg != "" {
+			p.addf(f+".zipkin.port", "%s", msg)
+		}
+	}
+}
+
+// tracingModel fills mesh's tracing settings from a MeshConfig object.
+func tracingModel(o *Object, mesh *model.MeshConfig) {
+	mc := o.MeshConfig
+	t := model.MeshTracing{Off: !mc.GetEnableTracing() && specHas(o.JSON, "enableTracing"), Sampling: mc.GetDefaultConfig().GetTracing().GetSampling()}
+	for _, ep := range mc.GetExtensionProviders() {
+		if z := ep.GetZipkin(); z != nil {
+			t.Providers = append(t.Providers, model.ZipkinProvider{
+				Name: ep.GetName(), Service: z.GetService(), Port: uint16(z.GetPort()),
+				MaxTagLength: z.GetMaxTagLength(), Path: z.GetPath(), TraceID64: z.GetEnable_64BitTraceId(),
+			})
+		}
+	}
+	mesh.Tracing = t
+}

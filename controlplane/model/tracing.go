@@ -1,0 +1,41 @@
+package model
+
+// MeshTracing is the tracing part of Istio's MeshConfig as a lab reads it: the switch
+// (enableTracing), the sampling percentage proxies fall back to
+// (defaultConfig.tracing.sampling) and the extension providers a Telemetry's tracing may
+// name, of which meshlab's proxies have Zipkin's.
+type MeshTracing struct {
+	// Off is enableTracing: false (Istio's default is true).
+	Off bool
+	// Sampling is defaultConfig.tracing.sampling, in percent; 0: unset, Istio's
+	// PILOT_TRACE_SAMPLING default (DefaultTraceSampling) applies.
+	Sampling float64
+	// Providers are the extensionProviders with a zipkin tracer, in the order written.
+	Providers []ZipkinProvider
+}
+
+// DefaultTraceSampling is istiod's PILOT_TRACE_SAMPLING default, in percent.
+const DefaultTraceSampling = 1.0
+
+// ZipkinProvider is an extension provider with a zipkin tracer: where its spans go.
+type ZipkinProvider struct {
+	Name    string
+	Service string // the collector's host (a service's name, FQDN or short)
+	Port    uint16
+	// MaxTagLength bounds the http.url tag (0: Envoy's 256); Path is the collector's
+	// endpoint ("": /api/v2/spans).
+	MaxTagLength uint32
+	Path         string
+	// TraceID64 is enable64bitTraceId: new traces get 64-bit ids (Istio's default 128).
+	TraceID64 bool
+}
+
+// Provider returns the zipkin provider named name.
+func (t MeshTracing) Provider(name string) (ZipkinProvider, bool) {
+	for _, p := range t.Providers {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return ZipkinProvider{}, false
+}
