@@ -34,6 +34,7 @@ var crdNames = []string{
 	"tcproutes.gateway.networking.k8s.io",
 	"telemetries.telemetry.istio.io",
 	"tlsroutes.gateway.networking.k8s.io",
+	"trafficextensions.extensions.istio.io",
 	"virtualservices.networking.istio.io",
 	"wasmplugins.extensions.istio.io",
 	"workloadentries.networking.istio.io",

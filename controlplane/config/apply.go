@@ -364,6 +364,7 @@ var kindAliases = map[string]string{
 	"requestauthentication": "RequestAuthentication", "requestauthentications": "RequestAuthentication", "ra": "RequestAuthentication",
 	"telemetry": "Telemetry", "telemetries": "Telemetry", "telemetries.telemetry.istio.io": "Telemetry",
 	"sidecar": "Sidecar", "sidecars": "Sidecar", "sidecars.networking.istio.io": "Sidecar",
+	"trafficextension": "TrafficExtension", "trafficextensions": "TrafficExtension", "trafficextensions.extensions.istio.io": "TrafficExtension",
 	"role": "Role", "roles": "Role", "roles.rbac.authorization.k8s.io": "Role",
 	"rolebinding": "RoleBinding", "rolebindings": "RoleBinding", "rolebindings.rbac.authorization.k8s.io": "RoleBinding",
 	"clusterrole": "ClusterRole", "clusterroles": "ClusterRole", "clusterroles.rbac.authorization.k8s.io": "ClusterRole",
@@ -451,5 +452,5 @@ func KindGroup(k string) string {
 func Kinds() []string {
 	return []string{"AuthorizationPolicy", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet", "Deployment", "DestinationRule", "GRPCRoute", "Gateway", GatewayAPIGatewayKind, "GatewayClass",
 		"HTTPRoute", "HorizontalPodAutoscaler", "Ingress", "IngressClass", "MeshConfig", "Namespace", "PeerAuthentication", "PodDisruptionBudget", "ReplicaSet", "RequestAuthentication", "Role", "RoleBinding",
-		"Secret", "Service", "ServiceAccount", "ServiceEntry", "Sidecar", "StatefulSet", "TCPRoute", "TLSRoute", "Telemetry", "VirtualService", "Workload"}
+		"Secret", "Service", "ServiceAccount", "ServiceEntry", "Sidecar", "StatefulSet", "TCPRoute", "TLSRoute", "Telemetry", "TrafficExtension", "VirtualService", "Workload"}
 }

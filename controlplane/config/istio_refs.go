@@ -312,6 +312,8 @@ func istioModel(objs []*Object, m *model.Model) (model.Istio, model.MeshConfig, 
 			out.Telemetries = append(out.Telemetries, telemetryModel(o))
 		case o.Sidecar != nil:
 			out.Sidecars = append(out.Sidecars, sidecarModel(o))
+		case o.TrafficExtension != nil:
+			out.TrafficExtensions = append(out.TrafficExtensions, trafficExtensionModel(o))
 		}
 	}
 	sortIstio(out.VirtualServices)
@@ -323,6 +325,7 @@ func istioModel(objs []*Object, m *model.Model) (model.Istio, model.MeshConfig, 
 	sortIstio(out.RequestAuthentications)
 	sortIstio(out.Telemetries)
 	sortIstio(out.Sidecars)
+	sortIstio(out.TrafficExtensions)
 	return out, mesh, nil
 }
 

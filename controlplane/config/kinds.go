@@ -29,6 +29,7 @@ const (
 	kindGatewayAPI // gateway.networking.k8s.io GatewayClass, Gateway, HTTPRoute, GRPCRoute, TCPRoute, TLSRoute
 	kindTelemetry
 	kindSidecar
+	kindTrafficExtension
 	kindStored  // a Kubernetes kind kept as written, changing nothing (storedKinds)
 	kindIngress // networking.k8s.io Ingress, IngressClass
 )
@@ -47,6 +48,7 @@ var istioVersions = map[string][]string{
 	"networking.istio.io": {"v1alpha3", "v1beta1", "v1"},
 	"security.istio.io":   {"v1beta1", "v1"},
 	"telemetry.istio.io":  {"v1alpha1", "v1"},
+	"extensions.istio.io": {"v1alpha1"},
 }
 
 // implementedIstioKinds are the Istio kinds meshlab reads.
@@ -64,6 +66,8 @@ var implementedIstioKinds = map[string]kind{
 	"Telemetry": kindTelemetry,
 
 	"Sidecar": kindSidecar,
+
+	"TrafficExtension": kindTrafficExtension,
 }
 
 // istioKinds maps each Istio kind to its API group. They are recognised so that a file
@@ -83,6 +87,7 @@ var istioKinds = map[string]string{
 	"RequestAuthentication": "security.istio.io",
 	"Telemetry":             "telemetry.istio.io",
 	"WasmPlugin":            "extensions.istio.io",
+	"TrafficExtension":      "extensions.istio.io",
 }
 
 // storedKinds are the Kubernetes kinds a lab keeps, shows and deletes as an API server

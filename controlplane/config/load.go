@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	extensions "istio.io/api/extensions/v1alpha1"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
 	security "istio.io/api/security/v1beta1"
@@ -93,6 +94,9 @@ type Object struct {
 	Telemetry *telemetry.Telemetry
 	// Sidecar holds the spec of a networking.istio.io Sidecar (sidecar.go).
 	Sidecar *networking.Sidecar
+	// TrafficExtension holds the spec of an extensions.istio.io TrafficExtension
+	// (trafficextension.go).
+	TrafficExtension *extensions.TrafficExtension
 	// MeshConfig is set when the kind is MeshConfig: Istio's MeshConfig, of which meshlab
 	// reads outboundTrafficPolicy and rootNamespace.
 	MeshConfig *meshv1alpha1.MeshConfig
@@ -238,6 +242,8 @@ func decodeDocument(file, namespace string, d document, errs *ErrorList) (*Objec
 		o.Telemetry = decodeIstio(top, js, p, validateTelemetry)
 	case kindSidecar:
 		o.Sidecar = decodeIstio(top, js, p, validateSidecar)
+	case kindTrafficExtension:
+		o.TrafficExtension = decodeIstio(top, js, p, validateTrafficExtension)
 	case kindStored:
 		// Kept as written (o.JSON): get, describe and delete see it; nothing reads it.
 	}

@@ -214,6 +214,9 @@ func IstioObjects(m *model.Model, kinds ...string) ([]any, error) {
 	for _, c := range m.Istio.Sidecars {
 		add(net, "Sidecar", c.Namespace, c.Name, c.Spec)
 	}
+	for _, c := range m.Istio.TrafficExtensions {
+		add("extensions.istio.io/v1alpha1", "TrafficExtension", c.Namespace, c.Name, c.Spec)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strconv"
 
+	extensions "istio.io/api/extensions/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
 	security "istio.io/api/security/v1beta1"
 	telemetry "istio.io/api/telemetry/v1alpha1"
@@ -184,6 +185,10 @@ type Istio struct {
 	// Sidecars are networking.istio.io Sidecar objects: their ingress listeners replace
 	// the inbound ports of the pods they select (xds.SidecarFor).
 	Sidecars []*IstioConfig[*networking.Sidecar]
+	// TrafficExtensions are extensions.istio.io TrafficExtensions: their Lua filters go
+	// into the HTTP chains of the gateways and waypoints they target
+	// (xds/trafficextension.go).
+	TrafficExtensions []*IstioConfig[*extensions.TrafficExtension]
 	// JWKS holds the key sets fetched for jwksUri values, by URI, as istiod resolves
 	// them before generating (the lab fills it; a URI without an entry fails closed).
 	JWKS map[string]string

@@ -104,3 +104,13 @@ func AttachesToWaypoint(p Targetable, ns, root string, w *Waypoint, svc *Service
 	}
 	return false
 }
+
+// TargetRefs is a Targetable of targetRefs alone, for the kinds that have no older
+// single targetRef (TrafficExtension).
+type TargetRefs []*typev1beta1.PolicyTargetReference
+
+// GetTargetRef is nil: the kind has no targetRef field.
+func (TargetRefs) GetTargetRef() *typev1beta1.PolicyTargetReference { return nil }
+
+// GetTargetRefs returns the references.
+func (t TargetRefs) GetTargetRefs() []*typev1beta1.PolicyTargetReference { return t }

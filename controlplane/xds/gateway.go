@@ -122,12 +122,12 @@ func gatewayListeners(m *model.Model, pod *model.Pod) ([]types.Resource, error) 
 	for _, g := range gatewayServers(m, pod) {
 		byPort[g.port] = append(byPort[g.port], g)
 	}
-	az, err := gatewayAuthzFor(m, pod)
-	if err != nil {
-		return nil, err
-	}
 	var out []types.Resource
 	for _, port := range slices.Sorted(mapsKeys(byPort)) {
+		az, err := gatewayAuthzFor(m, pod, port)
+		if err != nil {
+			return nil, err
+		}
 		l, err := gatewayListener(m, port, byPort[port], az)
 		if err != nil {
 			return nil, fmt.Errorf("build listener %s: %w", GatewayListenerName(port), err)
@@ -167,8 +167,16 @@ type gatewayAuthz struct {
 	tcp  []*listener.Filter
 }
 
-func gatewayAuthzFor(m *model.Model, pod *model.Pod) (gatewayAuthz, error) {
-	h, err := authzFor(m, pod, false).httpFilters()
+// gatewayAuthzFor is pod's gatewayAuthz on port: its HTTP filters include the
+// TrafficExtensions targeting its Gateway that match the port (trafficextension.go).
+func gatewayAuthzFor(m *model.Model, pod *model.Pod, port uint16) (gatewayAuthz, error) {
+	a := authzFor(m, pod, false)
+	ext, err := gatewayExtensions(m, pod, port)
+	if err != nil {
+		return gatewayAuthz{}, err
+	}
+	a.ext = ext
+	h, err := a.httpFilters()
 	if err != nil {
 		return gatewayAuthz{}, err
 	}

@@ -16,6 +16,7 @@ import (
 	matcher "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+	extensions "istio.io/api/extensions/v1alpha1"
 	security "istio.io/api/security/v1beta1"
 
 	"github.com/meshlab/meshlab/controlplane/model"
@@ -68,6 +69,9 @@ type authz struct {
 	// jwt is the envoy.filters.http.jwt_authn filter of an HTTP chain (nil: no
 	// RequestAuthentication selects the pod), which runs before the RBAC filters.
 	jwt *hcm.HttpFilter
+	// ext are the chain's TrafficExtension filters (trafficextension.go), placed by
+	// phase around the authn and authz filters.
+	ext extensionFilters
 }
 
 // authzFor translates the ALLOW and DENY AuthorizationPolicies selecting pod (in model
@@ -344,12 +348,16 @@ func policyHeaderMatcher(name, v string) *route.HeaderMatcher {
 
 // httpFilters returns the JWT filter of a, then its HTTP RBAC filters, DENY before
 // ALLOW, as Istio orders authn before authz. Each filter carries its action's enforced
-// rules and dry-run shadow rules.
+// rules and dry-run shadow rules. TrafficExtension filters go where istiod puts their
+// phase: AUTHN before the JWT filter, AUTHZ before the RBAC filters, STATS and then
+// unspecified after them.
 func (a authz) httpFilters() ([]*hcm.HttpFilter, error) {
 	var out []*hcm.HttpFilter
+	out = append(out, a.ext[extensions.TrafficExtension_AUTHN]...)
 	if a.jwt != nil {
 		out = append(out, a.jwt)
 	}
+	out = append(out, a.ext[extensions.TrafficExtension_AUTHZ]...)
 	for _, rs := range []ruleSet{a.deny, a.allow} {
 		if rs.empty() {
 			continue
@@ -360,6 +368,8 @@ func (a authz) httpFilters() ([]*hcm.HttpFilter, error) {
 		}
 		out = append(out, &hcm.HttpFilter{Name: wellknown.HTTPRoleBasedAccessControl, ConfigType: &hcm.HttpFilter_TypedConfig{TypedConfig: cfg}})
 	}
+	out = append(out, a.ext[extensions.TrafficExtension_STATS]...)
+	out = append(out, a.ext[extensions.TrafficExtension_UNSPECIFIED]...)
 	return out, nil
 }
 

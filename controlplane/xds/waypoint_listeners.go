@@ -491,7 +491,11 @@ func inboundVIPChain(m *model.Model, w *model.Waypoint, served map[string]*model
 	if err != nil {
 		return nil, err
 	}
-	f, err := waypointHCM(statPrefix, rc, logs, waypointAuthz(m, w, p.svc, false), isHTTP2(p.port.Protocol))
+	az := waypointAuthz(m, w, p.svc, false)
+	if az.ext, err = waypointExtensions(m, w, p.svc, uint32(p.port.Port)); err != nil {
+		return nil, err
+	}
+	f, err := waypointHCM(statPrefix, rc, logs, az, isHTTP2(p.port.Protocol))
 	if err != nil {
 		return nil, err
 	}
@@ -521,7 +525,11 @@ func directChains(m *model.Model, w *model.Waypoint, logs []*accesslogv3.AccessL
 		return nil, err
 	}
 	rc := inboundVIPRoute(EncapCluster, "inbound|http|0", EncapCluster, ":0/*")
-	h, err := waypointHCM("inbound_0.0.0.0_0;", rc, logs, waypointAuthz(m, w, nil, false), false)
+	az := waypointAuthz(m, w, nil, false)
+	if az.ext, err = waypointExtensions(m, w, nil, 0); err != nil {
+		return nil, err
+	}
+	h, err := waypointHCM("inbound_0.0.0.0_0;", rc, logs, az, false)
 	if err != nil {
 		return nil, err
 	}
