@@ -9,7 +9,8 @@ export PATH := $(dir $(GO)):$(PATH)
 # Debian packages the lab needs at run time: iptables-restore (capture rules), curl (what
 # the demo tells you to run inside a pod), util-linux's nsenter (meshlab exec enters a
 # pod's namespaces with it) and tcpdump (the proxy image's, which Istio's mTLS migration
-# task runs in istio-proxy). The tests also need gcc: -race needs cgo.
+# task runs in istio-proxy). The tests also need gcc: -race needs cgo, and the reader's
+# wget and python3 with jwcrypto, which the authn-policy task's gen-jwt.py runs on.
 
 .PHONY: all build demo test test-short bench lint deps browser prometheus race-deps clean-labs fidelity istiod
 
@@ -27,6 +28,8 @@ deps:
 	command -v curl >/dev/null 2>&1 || missing="$$missing curl"; \
 	command -v nsenter >/dev/null 2>&1 || missing="$$missing util-linux"; \
 	command -v tcpdump >/dev/null 2>&1 || missing="$$missing tcpdump"; \
+	command -v wget >/dev/null 2>&1 || missing="$$missing wget"; \
+	{ python3 -c 'import jwcrypto' || /usr/bin/python3 -c 'import jwcrypto'; } >/dev/null 2>&1 || missing="$$missing python3-jwcrypto"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \

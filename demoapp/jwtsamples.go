@@ -1,12 +1,17 @@
 package demoapp
 
 import (
+	"crypto"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 
@@ -19,7 +24,9 @@ import (
 // jwks.json, demo.jwt and groups-scope.jwt. The outside world answers those paths with a
 // key of its own (made once per lab process; Istio's sample key is not copied) and tokens
 // it signed with the claims the tasks rely on, so a RequestAuthentication whose jwksUri
-// names the sample, and the TOKEN=$(curl ...) steps, work unchanged.
+// names the sample, and the TOKEN=$(curl ...) steps, work unchanged. key.pem is that
+// key's private half and gen-jwt.py Istio's script (from the Istio module), so the
+// authn-policy task's `gen-jwt.py ./key.pem --expire 5` signs tokens the key set verifies.
 const ExternalGitHubRaw = "raw.githubusercontent.com"
 
 // jwtSamplesDir is the directory of the samples below any branch of istio/istio.
@@ -32,6 +39,7 @@ const jwtSampleIssuer = "testing@secure.istio.io"
 // JWTSamples is a key set and the tokens it signed.
 type JWTSamples struct {
 	JWKS   []byte            // the public key set (jwks.json)
+	KeyPEM []byte            // the private key, PKCS #1 PEM (key.pem, which gen-jwt.py signs with)
 	Tokens map[string]string // file name -> compact JWT
 }
 
@@ -46,7 +54,14 @@ func newJWTSamples() (*JWTSamples, error) {
 	if err != nil {
 		return nil, fmt.Errorf("make the JWT sample key: %w", err)
 	}
-	const kid = "meshlab-sample"
+	// The key's id is its RFC 7638 thumbprint, as Istio's sample key set names its key:
+	// gen-jwt.py (jwcrypto) puts that thumbprint in the tokens it signs with key.pem, and
+	// the JWT filter skips a key whose id differs from the token's.
+	thumb, err := (&jose.JSONWebKey{Key: &key.PublicKey}).Thumbprint(crypto.SHA256)
+	if err != nil {
+		return nil, fmt.Errorf("thumbprint the JWT sample key: %w", err)
+	}
+	kid := base64.RawURLEncoding.EncodeToString(thumb)
 	pub := jose.JSONWebKey{Key: &key.PublicKey, KeyID: kid, Algorithm: string(jose.RS256), Use: "sig"}
 	jwks, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{pub}})
 	if err != nil {
@@ -63,7 +78,11 @@ func newJWTSamples() (*JWTSamples, error) {
 		"demo.jwt":         {"foo": "bar"},
 		"groups-scope.jwt": {"groups": []string{"group1", "group2"}, "scope": []string{"scope1", "scope2"}},
 	}
-	s := &JWTSamples{JWKS: jwks, Tokens: map[string]string{}}
+	s := &JWTSamples{
+		JWKS:   jwks,
+		KeyPEM: pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}),
+		Tokens: map[string]string{},
+	}
 	for file, extra := range claims {
 		tok, err := jwt.Signed(signer).Claims(base).Claims(extra).Serialize()
 		if err != nil {
@@ -95,8 +114,13 @@ func gitHubRaw() http.Handler {
 		case s == nil:
 		case file == "jwks.json":
 			body = s.JWKS
+		case file == "key.pem":
+			body = s.KeyPEM
 		case s.Tokens[file] != "":
 			body = []byte(s.Tokens[file])
+		case file == "gen-jwt.py":
+			// Istio's script from the Istio module, unchanged: it signs with key.pem.
+			body, _ = os.ReadFile(filepath.Join(IstioModuleDir(), "security", "tools", "jwt", "samples", file))
 		}
 		if local, ok := IstioSampleFile(r.URL.Path); body == nil && ok {
 			body, _ = os.ReadFile(local) // istiosamples.go: the Istio module's samples/

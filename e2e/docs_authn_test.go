@@ -1,6 +1,9 @@
 package e2e
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -281,13 +284,22 @@ func authnLoopOut(refused ...string) string {
 // port STRICT (legacy to httpbin.bar stays 000; the page printed 200); the same
 // exception on 8080 gives the page's 200.
 //
-// Not walked: the page's gen-jwt.py lines (wget of gen-jwt.py and key.pem, a token
-// expiring in 5 s signed with Istio's sample key by python3's jwcrypto).
+// gen-jwt.py and key.pem are the outside world's (Istio's script; the private half of the
+// world's sample key set, demoapp/jwtsamples.go), fetched by the reader's wget from the
+// sleep pod in foo as readerCurl fetches.
 func TestDocsAuthnPolicyTask(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
 	requireHostTool(t, "curl")
-	p := startPageLab(t)
+	requireHostTool(t, "wget")
+	python := readerPython(t)
+	// The page's wget writes gen-jwt.py and key.pem in its working directory: one of the
+	// test's own, with samples/ linked to the module's (which stays unchanged).
+	dir := t.TempDir()
+	if err := os.Symlink(testutil.IstioSamples(t), filepath.Join(dir, "samples")); err != nil {
+		t.Fatal(err)
+	}
+	p := &pageLab{docsLab: startDocsLab(t), samples: dir}
 	p.sh(`istioctl install --set profile=default -y`)
 	p.sh(`kubectl create ns foo
 kubectl apply -f <(istioctl kube-inject -f samples/httpbin/httpbin.yaml) -n foo
@@ -460,6 +472,24 @@ EOF`); out != "requestauthentication.security.istio.io/jwt-example created\n" {
 curl --header "Authorization: Bearer $TOKEN" "$INGRESS_HOST:$INGRESS_PORT/headers" -s -o /dev/null -w "%{http_code}\n"`)
 	p.step("jwt-example at the gateway: none 200, deadbeef 401, demo.jwt 200")
 
+	// gen-jwt.py and key.pem fetched with the reader's wget, a token expiring in 5 s:
+	// 200 while the JWT filter's 60 s clock skew lasts, then 401 (the loop sleeps 10 s
+	// between requests: 100 s). The page prints the loop's codes; jwcrypto's warnings on
+	// stderr are logged, not compared.
+	reader += p.readerWget(`"$(kubectl get pod -l app=sleep -n foo -o jsonpath={.items..metadata.name})" -c sleep -n foo`) + python
+	p.sh(reader + `wget --no-verbose https://raw.githubusercontent.com/istio/istio/master/security/tools/jwt/samples/gen-jwt.py
+wget --no-verbose https://raw.githubusercontent.com/istio/istio/master/security/tools/jwt/samples/key.pem`)
+	cmd := p.command(reader + `TOKEN=$(python3 ./gen-jwt.py ./key.pem --expire 5)
+for i in $(seq 1 10); do curl --header "Authorization: Bearer $TOKEN" "$INGRESS_HOST:$INGRESS_PORT/headers" -s -o /dev/null -w "%{http_code}\n"; sleep 10; done`)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if out, err := cmd.Output(); err != nil || string(out) != "200\n200\n200\n200\n200\n200\n200\n401\n401\n401\n" {
+		t.Errorf("the page's gen-jwt.py --expire 5 loop printed (%v):\n%s%s\nwant the page's seven 200 and three 401", err, out, stderr.String())
+	} else if stderr.Len() > 0 {
+		t.Logf("the loop's stderr:\n%s", stderr.String())
+	}
+	p.step("gen-jwt.py --expire 5: 200 for the clock skew's 60 s, then 401")
+
 	const frontend = `kubectl apply -f - <<EOF
 apiVersion: security.istio.io/v1beta1
 kind: AuthorizationPolicy
@@ -496,4 +526,35 @@ namespace "legacy" deleted
 ` {
 		t.Errorf("cleanup part 3 printed %q", out)
 	}
+	p.sh(`rm -f ./gen-jwt.py ./key.pem`)
+}
+
+// readerWget is the prelude defining the reader's wget: a file of raw.githubusercontent.com
+// fetched from the pod meshlab exec's fetchFrom names (as readerCurl does), written in
+// the working directory under its name, as wget writes it.
+func (p *pageLab) readerWget(fetchFrom string) string {
+	return `wget() {
+  local url="${*: -1}"
+  meshlab exec ` + fetchFrom + ` -- wget "$@" -O - > "${url##*/}"
+}
+`
+}
+
+// readerPython is the prelude giving the reader's shell a python3 with jwcrypto, which the
+// page asks the reader to install for gen-jwt.py: the one on PATH when it has it, else
+// Debian's (python3-jwcrypto, make deps). Without one the test fails in CI and skips
+// elsewhere.
+func readerPython(t *testing.T) string {
+	t.Helper()
+	if exec.Command("python3", "-c", "import jwcrypto").Run() == nil {
+		return ""
+	}
+	if exec.Command("/usr/bin/python3", "-c", "import jwcrypto").Run() == nil {
+		return "python3() { /usr/bin/python3 \"$@\"; }\n"
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("no python3 with jwcrypto (Debian's python3-jwcrypto); the page's gen-jwt.py needs it")
+	}
+	t.Skip("no python3 with jwcrypto (Debian's python3-jwcrypto); the page's gen-jwt.py needs it")
+	return ""
 }
