@@ -50,7 +50,7 @@ const (
 // grpc-echo bring packages (fortio's, gRPC's xDS client with Envoy's API types) the small
 // meshlab-app binary leaves out so that an app costs little to start and to keep.
 func LinksAll(persona string) bool {
-	return persona == PersonaFortio || persona == PersonaGRPCEcho
+	return persona == PersonaFortio || persona == PersonaGRPCEcho || persona == PersonaOTelCollector
 }
 
 // Personas are the sample apps the built-in app stands in for (bookinfo.go has Bookinfo's).
@@ -58,7 +58,7 @@ var Personas = []string{
 	PersonaHTTPBin, PersonaGoHTTPBin, PersonaSleep, PersonaProductPage, PersonaDetails,
 	PersonaReviewsV1, PersonaReviewsV2, PersonaReviewsV3, PersonaRatings,
 	PersonaHelloWorld, PersonaTCPEcho, PersonaGRPCEcho, PersonaFortio, PersonaNginx,
-	PersonaSquid,
+	PersonaSquid, PersonaOTelCollector,
 }
 
 // Config is what one demo app instance is and does.

@@ -23,6 +23,9 @@ const (
 	// PersonaTCPEcho echoes every line it reads on a TCP connection, behind a prefix; its
 	// arguments are the sample's: ports ("9000,9001") and the prefix ("one").
 	PersonaTCPEcho = "tcp-echo"
+	// PersonaOTelCollector is Istio's samples/open-telemetry collector: OTLP logs taken on
+	// its first port and printed as the debug exporter does (package demoapp/otelcol).
+	PersonaOTelCollector = "opentelemetry-collector"
 )
 
 // newHelloWorld returns the helloworld persona's handler for version, in pod.

@@ -22,6 +22,16 @@ func RegisterGRPCEcho(serve func(ctx context.Context, lns []net.Listener, pod st
 	serveGRPCEcho = serve
 }
 
+// serveOTelCollector serves the opentelemetry-collector persona; package demoapp/otelcol
+// sets it.
+var serveOTelCollector func(ctx context.Context, lns []net.Listener, pod string, log *slog.Logger) error
+
+// RegisterOTelCollector makes Run serve the opentelemetry-collector persona with serve
+// (package demoapp/otelcol calls it when linked); serve owns the listeners.
+func RegisterOTelCollector(serve func(ctx context.Context, lns []net.Listener, pod string, log *slog.Logger) error) {
+	serveOTelCollector = serve
+}
+
 func closeAll(lns []net.Listener) {
 	for _, l := range lns {
 		_ = l.Close()
@@ -78,6 +88,13 @@ func Run(ctx context.Context, c Config, log *slog.Logger) error {
 			return errors.New("persona grpc-echo is served by package demoapp/grpcecho, which this binary does not link (meshlab app does)")
 		}
 		return serveGRPCEcho(ctx, lns, c.Pod, log)
+	}
+	if c.Persona == PersonaOTelCollector {
+		if serveOTelCollector == nil {
+			closeAll(lns)
+			return errors.New("persona opentelemetry-collector is served by package demoapp/otelcol, which this binary does not link (meshlab app does)")
+		}
+		return serveOTelCollector(ctx, lns, c.Pod, log)
 	}
 	if c.Persona == PersonaNginx {
 		return serveNginx(ctx, lns, c.Pod, c.VolumeRoot, log) // nginx.go

@@ -10,7 +10,8 @@ import (
 
 	"github.com/meshlab/meshlab/demoapp"
 	"github.com/meshlab/meshlab/demoapp/fortio"
-	"github.com/meshlab/meshlab/demoapp/grpcecho" // also registers the grpc-echo persona with demoapp
+	"github.com/meshlab/meshlab/demoapp/grpcecho"  // also registers the grpc-echo persona with demoapp
+	_ "github.com/meshlab/meshlab/demoapp/otelcol" // registers the opentelemetry-collector persona with demoapp
 )
 
 // newAppCmd returns `meshlab app`, the built-in demo workload the lab starts in a pod

@@ -367,6 +367,8 @@ var imagePersonas = map[string]string{
 	"istio/app":                                      "grpc-echo",
 	"istio-release/app":                              "grpc-echo",
 	"prom/prometheus":                                personaPrometheus,
+	"otel/opentelemetry-collector-contrib":           "opentelemetry-collector", // samples/open-telemetry/otel.yaml
+	"otel/opentelemetry-collector":                   "opentelemetry-collector",
 	"nginx":                                          "nginx", // demoapp/nginx.go: TLS on every port
 	"library/nginx":                                  "nginx",
 	"sameersbn/squid":                                "squid", // demoapp/squid.go: the http-proxy task's forward proxy

@@ -28,7 +28,6 @@ var notPersonas = map[string]string{
 	"kiwigrid/k8s-sidecar":                           "an addon's helper container",
 	"jaegertracing/jaeger":                           "an addon",
 	"openzipkin/zipkin-slim":                         "an addon",
-	"otel/opentelemetry-collector-contrib":           "an addon",
 	"apache/skywalking-oap-server":                   "an addon",
 	"apache/skywalking-ui":                           "an addon",
 	"envoyproxy/ratelimit":                           "the rate-limit service: not implemented",
