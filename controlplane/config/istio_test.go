@@ -140,6 +140,23 @@ func TestLoadIstioErrors(t *testing.T) {
 			want: []string{"t.yaml: VirtualService default/backend: spec.http[0].route[0].wieght: unknown field"},
 		},
 		{
+			// Istio's validation: a claim route applies to gateways only; "@" names no
+			// header; a claim keeps its case.
+			name: "jwt claim routes",
+			docs: []string{vs(`  hosts: [backend]
+  gateways: [mesh]
+  http:
+  - match: [{headers: {"@request.auth.claims.groups": {exact: g}, "@request.auth.claims[Nested][Role]": {exact: r}, "@foo": {exact: a}, "@request.auth.claims": {exact: b}}}]
+    route: [{destination: {host: backend}}]
+`)},
+			want: []string{
+				"t.yaml: VirtualService default/backend: spec.http[0].match[0].headers[@request.auth.claims.groups]: JWT claim based routing (key: @request.auth.claims.groups) is only supported for gateway, found no gateways: [mesh]",
+				"t.yaml: VirtualService default/backend: spec.http[0].match[0].headers[@request.auth.claims[Nested][Role]]: JWT claim based routing (key: @request.auth.claims[Nested][Role]) is only supported for gateway, found no gateways: [mesh]",
+				"t.yaml: VirtualService default/backend: spec.http[0].match[0].headers[@foo]: header name @foo is not a valid header name (a JWT claim is matched as @request.auth.claims.<claim> or @request.auth.claims[<claim>])",
+				"t.yaml: VirtualService default/backend: spec.http[0].match[0].headers[@request.auth.claims]: header name @request.auth.claims is not a valid header name (a JWT claim is matched as @request.auth.claims.<claim> or @request.auth.claims[<claim>])",
+			},
+		},
+		{
 			name: "unknown field suggests the JSON name",
 			docs: []string{vs("  hosts: [backend]\n  http: [{route: [{destination: {host: backend}}], Timeout: 1s}]\n")},
 			want: []string{`t.yaml: VirtualService default/backend: spec.http[0].Timeout: unknown field (did you mean "timeout"?)`},

@@ -12,6 +12,8 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/meshlab/meshlab/controlplane/model"
 )
 
 // The checks below follow Istio's own validation (pkg/config/validation): they look at
@@ -21,6 +23,7 @@ import (
 func validateVirtualService(vs *networking.VirtualService, p problems) {
 	refuseUnimplemented(vs.ProtoReflect(), virtualServiceFields(), "VirtualService", p)
 	checkVirtualServiceGateways(vs, p)
+	checkJWTClaimRoutes(vs, p)
 	if len(vs.GetHttp()) == 0 && len(vs.GetTcp()) == 0 && len(vs.GetTls()) == 0 {
 		p.addf("spec", "at least one http, tcp or tls route is required")
 	}
@@ -386,11 +389,37 @@ func checkStringMatch(m *networking.StringMatch, f string, p problems) {
 }
 
 func checkHeaderName(name, f string, p problems) {
+	if _, claim := model.RoutingClaims(name); claim {
+		return // a JWT claim (case sensitive), not a header
+	}
 	switch {
 	case name == "":
 		p.addf(f, "a header name must not be empty")
+	case strings.HasPrefix(name, "@"):
+		// Istio's ValidateHTTPHeaderNameOrJwtClaimRoute: "@" is no header character, and
+		// the only "@" name is a claim route's.
+		p.addf(f+"["+name+"]", "header name %s is not a valid header name (a JWT claim is matched as %s.<claim> or %s[<claim>])", name, model.JWTClaimHeader, model.JWTClaimHeader)
 	case strings.ToLower(name) != name:
 		p.addf(f+"["+name+"]", "header names must be lowercase")
+	}
+}
+
+// checkJWTClaimRoutes refuses a claim route (a headers key "@request.auth.claims...") in
+// a VirtualService that applies to sidecars, as Istio's validation does: only a gateway
+// has its route selected again after the JWT filter.
+func checkJWTClaimRoutes(vs *networking.VirtualService, p problems) {
+	if !model.AppliesToMesh(vs) {
+		return
+	}
+	for i, r := range vs.GetHttp() {
+		for j, m := range r.GetMatch() {
+			for _, k := range sortedKeysOf(m.GetHeaders()) {
+				if _, claim := model.RoutingClaims(k); claim {
+					p.addf(fmt.Sprintf("spec.http[%d].match[%d].headers[%s]", i, j, k),
+						"JWT claim based routing (key: %s) is only supported for gateway, found no gateways: %v", k, vs.GetGateways())
+				}
+			}
+		}
 	}
 }
 

@@ -19,7 +19,7 @@ import (
 // The jwt-route task on the ingress gateway: RequestAuthentication ingress-jwt in
 // istio-system selecting istio: ingressgateway, and a VirtualService whose /headers
 // route matches "@request.auth.claims.groups" exact group1 (and, in the bracket form, a
-// nested claim in any case of the prefix, and a withoutHeaders-free header beside it):
+// nested claim in any case of the prefix, beside request headers):
 // the claims become dynamic metadata matchers on the JWT filter's payload, as istiod's
 // translateMetadataMatch writes them, the route is no catch-all, and the gateway's JWT
 // filter clears the route cache (a sidecar's does not).

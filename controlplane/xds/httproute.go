@@ -328,26 +328,14 @@ func isCatchAll(r *route.Route) bool {
 	return all && len(m.GetHeaders()) == 0 && len(m.GetQueryParameters()) == 0 && len(m.GetDynamicMetadata()) == 0
 }
 
-// jwtClaimHeader is the reserved header name of a match on a verified JWT's claims
-// (Istio's jwt.HeaderJWTClaim).
-const jwtClaimHeader = "@request.auth.claims"
-
 // claimRouteMatcher translates a headers match on "@request.auth.claims.<a>.<b>" or
-// "@request.auth.claims[<a>][<b>]" (the prefix in any case) into a dynamic metadata
-// matcher on the JWT filter's payload, as Istio's translateMetadataMatch: the claim at
-// that path equal to the match, or a list holding an item equal to it. Any other name
-// (nil) is a request header match; so is the bare prefix or an empty claim list.
+// "@request.auth.claims[<a>][<b>]" (model.RoutingClaims) into a dynamic metadata matcher
+// on the JWT filter's payload, as Istio's translateMetadataMatch: the claim at that path
+// equal to the match, or a list holding an item equal to it. Any other name (nil) is a
+// request header match.
 func claimRouteMatcher(name string, sm *networking.StringMatch) *matcher.MetadataMatcher {
-	if !strings.HasPrefix(strings.ToLower(name), jwtClaimHeader) {
-		return nil
-	}
-	var claims []string
-	switch rest := name[len(jwtClaimHeader):]; {
-	case strings.HasPrefix(rest, ".") && len(rest) > 1:
-		claims = strings.Split(rest[1:], ".")
-	case strings.HasPrefix(rest, "[") && strings.HasSuffix(rest, "]") && len(rest) > 2:
-		claims = strings.Split(rest[1:len(rest)-1], "][")
-	default:
+	claims, ok := model.RoutingClaims(name)
+	if !ok {
 		return nil
 	}
 	path := []*matcher.MetadataMatcher_PathSegment{{Segment: &matcher.MetadataMatcher_PathSegment_Key{Key: JWTPayloadKey}}}
