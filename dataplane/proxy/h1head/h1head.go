@@ -68,26 +68,29 @@ type scan struct {
 // line ends in CRLF; ok is false when net/http must read it (a bare LF, an empty first
 // line, a head longer than the buffer, or the connection ending first).
 func peekHead(br *bufio.Reader) (head []byte, ok bool) {
-	n := br.Buffered()
-	if n == 0 {
-		n = 1
-	}
+	n := 1    // bytes to wait for
 	from := 0 // where the search for the next LF resumes
 	for {
-		b, err := br.Peek(n)
-		for i := from; i < len(b); i++ {
-			if b[i] != '\n' {
-				continue
+		if _, err := br.Peek(n); err != nil {
+			return nil, false
+		}
+		b, _ := br.Peek(br.Buffered()) // all of it: Peek(n) shows only n bytes
+		for from < len(b) {
+			i := bytes.IndexByte(b[from:], '\n')
+			if i < 0 {
+				break
 			}
-			if i == 0 || b[i-1] != '\r' || i == 1 {
+			i += from
+			if i < 2 || b[i-1] != '\r' {
 				return nil, false // a bare LF, or an empty first line
 			}
-			if i >= 3 && b[i-2] == '\n' && b[i-3] == '\r' {
-				return b[:i+1], true
+			if i >= 3 && b[i-2] == '\n' {
+				return b[:i+1], true // "\r\n\r\n"
 			}
+			from = i + 1
 		}
 		from = len(b)
-		if err != nil || len(b) >= br.Size() {
+		if len(b) >= br.Size() {
 			return nil, false
 		}
 		n = len(b) + 1

@@ -32,13 +32,15 @@ const (
 	// maxDrainBody is how much of a request body the handler left unread is discarded to
 	// keep the connection; a longer rest closes it (net/http's server does the same).
 	maxDrainBody = 256 << 10
-	// disconnectWatchDelay is how long a request may run before its connection is watched
-	// for the client going away (which cancels the request, as Envoy's downstream reset
-	// does): between one and two delays after it started. Watching costs a goroutine, so
-	// fast requests never pay for it; the connection's watch timer is set at most once
-	// per delay (see armWatch), so the delay also bounds how often it runs.
-	disconnectWatchDelay = 50 * time.Millisecond
 )
+
+// disconnectWatchDelay is how long a request may run before its connection is watched
+// for the client going away (which cancels the request, as Envoy's downstream reset
+// does): between one and two delays after it started. Watching costs a goroutine, so
+// fast requests never pay for it; the connection's watch timer is set at most once per
+// delay (see armWatch), so the delay also bounds how often it runs. A variable so that a
+// test can keep the watch out of what it checks.
+var disconnectWatchDelay = 50 * time.Millisecond
 
 // Connection states, for closing idle connections on drain.
 const (

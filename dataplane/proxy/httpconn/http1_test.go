@@ -2,6 +2,7 @@ package httpconn
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -15,12 +16,15 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
+	"github.com/meshlab/meshlab/dataplane/proxy/stats"
+	"github.com/meshlab/meshlab/internal/testutil"
 )
 
 // rawExchange writes raw bytes to addr and returns everything the proxy sent until it
@@ -295,5 +299,78 @@ func TestHTTP1UpstreamResetMidBodyResetsTheClient(t *testing.T) {
 	got, open := rawExchange(t, l.addr, "GET / HTTP/1.1\r\nHost: a\r\n\r\n", 2*time.Second)
 	if !strings.Contains(got, "hello") || strings.Contains(got, "0\r\n\r\n") || open {
 		t.Errorf("client saw %q (open %v): want the partial body, no terminating chunk, and the connection closed", got, open)
+	}
+}
+
+// TestHTTP1ShutdownCancelsTheUpstreamRequest: the proxy shutting down (the serving
+// context ending) cancels a request in flight upstream and ends the connection, with
+// Istio's route (timeout 0, no per-try timeout) and stream_idle_timeout 0, where the
+// connection's abort hook, not a watch of the request's context, interrupts the pool.
+func TestHTTP1ShutdownCancelsTheUpstreamRequest(t *testing.T) {
+	// The disconnect watch would also cancel the request once the closed connection is
+	// read: kept away, so that only shutdown's own path can.
+	saved := disconnectWatchDelay
+	disconnectWatchDelay = time.Minute
+	defer func() { disconnectWatchDelay = saved }()
+	arrived, cancelled := make(chan struct{}), make(chan struct{})
+	up := backend(t, "", func(w http.ResponseWriter, r *http.Request) {
+		close(arrived)
+		select {
+		case <-r.Context().Done():
+			close(cancelled)
+		case <-time.After(10 * time.Second):
+		}
+	})
+	store := stats.NewStore()
+	cm := cluster.NewManager(store)
+	cm.AddStatic([]*cluster.Config{staticCluster(t, "up", up)})
+	t.Cleanup(cm.Close)
+	action := to("up")
+	action.Timeout = durationpb.New(0)
+	hcm := &hcmv3.HttpConnectionManager{
+		StatPrefix:        "lab",
+		StreamIdleTimeout: durationpb.New(0),
+		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{Name: "r",
+			VirtualHosts: []*routev3.VirtualHost{{Name: "vh", Domains: []string{"*"}, Routes: []*routev3.Route{routeTo(prefix("/"), action)}}}}},
+		HttpFilters: []*hcmv3.HttpFilter{{Name: RouterFilterName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(t, &routerv3.Router{})}}},
+	}
+	cfg, err := Compile(mustAny(t, hcm))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, shutdown := context.WithCancel(context.Background())
+	defer shutdown()
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		ServeConn(ctx, cfg, Deps{Routes: NewRouteStore(), Clusters: cm, Stats: store, Logger: testutil.Logger(t)}, sc, Downstream{})
+	}()
+	_, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	select {
+	case <-arrived:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the request did not reach the upstream")
+	}
+	shutdown()
+	for name, ch := range map[string]chan struct{}{"the upstream request was cancelled": cancelled, "the connection was served to its end": served} {
+		select {
+		case <-ch:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("shutdown: not done within 5 s: %s", name)
+		}
 	}
 }
