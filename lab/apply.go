@@ -73,6 +73,7 @@ func (l *Lab) Apply(ctx context.Context, files []api.ConfigFile) ([]api.Change, 
 	}
 	out := append(apiChanges(changes), l.reconcilePods(ctx, plan)...)
 	reconcileAmbient(l) // nodeagent.go: enrollment follows labels and pods
+	l.plugCACerts(ctx)  // cacerts.go: Istio's plugged-in CA
 	return out, nil
 }
 

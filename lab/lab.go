@@ -371,6 +371,7 @@ func (l *Lab) create(ctx context.Context) error {
 	if err := l.setupKubeProxy(); err != nil {
 		return err
 	}
+	l.plugCACerts(ctx) // cacerts.go: a scenario's cacerts Secret signs its pods' certificates
 	failed, err := l.startPods(ctx)
 	if err != nil {
 		return err

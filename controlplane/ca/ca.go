@@ -43,10 +43,11 @@ type CA struct {
 	mu          sync.RWMutex
 	trustDomain string              // of the identities issued; the mesh config's (SetTrustDomain)
 	root        *Root               // the signing root
-	inter       []*x509.Certificate // sent between the leaf and the bundle: the cross-signed new root
+	inter       []*x509.Certificate // sent between the leaf and the bundle: the cross-signed new root, or a plugged-in cert-chain.pem
 	bundle      []*x509.Certificate // the trusted roots, oldest first
 	pending     *Root               // the new root while a rotation is under way
 	phase       string              // Phase*
+	plugged     bool                // root is a plugged-in intermediate and inter its cert-chain.pem (Plug)
 	offset      time.Duration       // added to now() for NotBefore/NotAfter (fault injection)
 }
 
@@ -100,18 +101,26 @@ func (c *CA) SetTrustDomain(td string) {
 	c.mu.Unlock()
 }
 
-// RootPEM returns the signing root certificate as PEM.
+// RootPEM returns the signing root certificate as PEM; for a plugged-in CA, which signs
+// with an intermediate, its roots (root-cert.pem).
 func (c *CA) RootPEM() []byte {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
+	if c.plugged {
+		var out []byte
+		for _, r := range c.bundle {
+			out = append(out, pemCert(r.Raw)...)
+		}
+		return out
+	}
 	return c.root.CertPEM()
 }
 
 // Sign verifies csrPEM and returns the PEM chain of a certificate for id: the leaf, the
 // intermediates (during a rotation, the new root cross-signed by the old one) and then
 // the trust bundle's self-signed roots, as [leaf, root] is Istio's chain with one root.
-// The agent serves everything before the first self-signed root as its "default"
-// certificate chain and the self-signed roots as "ROOTCA".
+// The agent serves the whole chain as its "default" certificate chain, as Istio's agent
+// does, and the trailing self-signed roots as "ROOTCA".
 // The CSR's only SAN must be id's SPIFFE ID (no DNS names, IPs or e-mails) in any trust
 // domain: the certificate names id in the CA's trust domain, as istiod's CA names the
 // caller's identity whatever the CSR asks (an agent started before a trust domain

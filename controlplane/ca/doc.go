@@ -1,5 +1,6 @@
 // Package ca is the lab's certificate authority, istiod's CA in small: an ECDSA P-256
-// root (made per lab, or supplied by the user like Istio's plugged-in cacerts) that signs
+// root (made per lab, or supplied by the user), or an intermediate plugged in as
+// Istio's cacerts Secret (plugged.go: ECDSA or RSA, with its chain and roots), that signs
 // workload CSRs into certificates whose only SAN is the pod's SPIFFE ID. It is served as
 // Istio's own IstioCertificateService (istio.io/api security/v1alpha1) on the lab's gRPC
 // server; callers authenticate with a per-pod bearer token (see Tokens).
@@ -8,8 +9,10 @@
 //
 // As in Istio, the CSR response's cert_chain is the leaf, then any intermediates, then
 // the root: here the root is the whole trust bundle, one or more self-signed roots at the
-// end of the chain. The agent serves everything before the first trailing self-signed
-// certificate as its "default" SDS secret and the trailing roots as "ROOTCA", so it
+// end of the chain (a plugged-in CA sends [leaf, cert-chain.pem..., root-cert.pem], as
+// istiod's CreateCertificate). The agent serves the whole chain as its "default" SDS
+// secret, as Istio's agent concatenates the response, and the trailing roots as
+// "ROOTCA", so it
 // learns a new bundle with every certificate it gets; to push a bundle, the lab has every
 // agent renew (agent.sock POST /certs/renew). No separate trust-bundle channel exists.
 //

@@ -1,9 +1,11 @@
 package ca
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -17,10 +19,11 @@ import (
 // rootValidity is how long a root made by NewRoot is valid (Istio's self-signed root: 10 years).
 const rootValidity = 10 * 365 * 24 * time.Hour
 
-// Root is a CA certificate and its private key.
+// Root is a CA certificate and its private key: an ECDSA key for the roots the lab
+// makes, ECDSA or RSA for one the user supplies (Istio's tools/certs make RSA ones).
 type Root struct {
 	Cert *x509.Certificate
-	Key  *ecdsa.PrivateKey
+	Key  crypto.Signer
 }
 
 // NewRoot makes a self-signed ECDSA P-256 root for trustDomain, valid from now.
@@ -59,8 +62,9 @@ func NewNamedRoot(trustDomain, commonName string, now time.Time) (*Root, error) 
 	return &Root{Cert: cert, Key: key}, nil
 }
 
-// LoadRoot reads a PEM CA certificate and its PEM private key (EC, PKCS#8 or SEC 1), as
-// Istio's plugged-in ca-cert.pem and ca-key.pem. The certificate must be a CA and match the key.
+// LoadRoot reads a PEM CA certificate and its PEM private key (EC or RSA; PKCS#8, SEC 1
+// or PKCS#1), as Istio's plugged-in ca-cert.pem and ca-key.pem. The certificate must be
+// a CA and match the key.
 func LoadRoot(certPath, keyPath string) (*Root, error) {
 	certPEM, err := os.ReadFile(certPath)
 	if err != nil {
@@ -86,34 +90,44 @@ func ParseRoot(certPEM, keyPEM []byte) (*Root, error) {
 	if !cert.IsCA {
 		return nil, errors.New("parse CA certificate: not a CA (basicConstraints CA:FALSE)")
 	}
-	kb, _ := pem.Decode(keyPEM)
-	if kb == nil {
-		return nil, errors.New("parse CA key: no PEM block")
-	}
-	var key *ecdsa.PrivateKey
-	switch kb.Type {
-	case "EC PRIVATE KEY":
-		key, err = x509.ParseECPrivateKey(kb.Bytes)
-	case "PRIVATE KEY":
-		var k any
-		k, err = x509.ParsePKCS8PrivateKey(kb.Bytes)
-		if err == nil {
-			var ok bool
-			if key, ok = k.(*ecdsa.PrivateKey); !ok {
-				err = fmt.Errorf("key is %T, only ECDSA is supported", k)
-			}
-		}
-	default:
-		err = fmt.Errorf("unsupported PEM block %q", kb.Type)
-	}
+	key, err := parseKey(keyPEM)
 	if err != nil {
 		return nil, fmt.Errorf("parse CA key: %w", err)
 	}
-	pub, ok := cert.PublicKey.(*ecdsa.PublicKey)
-	if !ok || !pub.Equal(&key.PublicKey) {
+	pub, ok := cert.PublicKey.(interface{ Equal(crypto.PublicKey) bool })
+	if !ok || !pub.Equal(key.Public()) {
 		return nil, errors.New("parse CA key: the key does not match the certificate")
 	}
 	return &Root{Cert: cert, Key: key}, nil
+}
+
+// parseKey reads a PEM EC or RSA private key.
+func parseKey(keyPEM []byte) (crypto.Signer, error) {
+	kb, _ := pem.Decode(keyPEM)
+	if kb == nil {
+		return nil, errors.New("no PEM block")
+	}
+	switch kb.Type {
+	case "EC PRIVATE KEY":
+		return x509.ParseECPrivateKey(kb.Bytes)
+	case "RSA PRIVATE KEY":
+		return x509.ParsePKCS1PrivateKey(kb.Bytes)
+	case "PRIVATE KEY":
+		k, err := x509.ParsePKCS8PrivateKey(kb.Bytes)
+		if err != nil {
+			return nil, err
+		}
+		switch k := k.(type) {
+		case *ecdsa.PrivateKey:
+			return k, nil
+		case *rsa.PrivateKey:
+			return k, nil
+		default:
+			return nil, fmt.Errorf("key is %T, only ECDSA and RSA are supported", k)
+		}
+	default:
+		return nil, fmt.Errorf("unsupported PEM block %q", kb.Type)
+	}
 }
 
 // CertPEM returns the root certificate as PEM.
@@ -121,13 +135,21 @@ func (r *Root) CertPEM() []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: r.Cert.Raw})
 }
 
-// WriteFiles writes the certificate (0644) and the key (0600, SEC 1 PEM) to the given paths.
+// WriteFiles writes the certificate (0644) and the key (0600, SEC 1 PEM for ECDSA, else
+// PKCS#8) to the given paths.
 func (r *Root) WriteFiles(certPath, keyPath string) error {
-	der, err := x509.MarshalECPrivateKey(r.Key)
+	block := &pem.Block{Type: "PRIVATE KEY"}
+	var err error
+	if k, ok := r.Key.(*ecdsa.PrivateKey); ok {
+		block.Type = "EC PRIVATE KEY"
+		block.Bytes, err = x509.MarshalECPrivateKey(k)
+	} else {
+		block.Bytes, err = x509.MarshalPKCS8PrivateKey(r.Key)
+	}
 	if err != nil {
 		return fmt.Errorf("marshal CA key: %w", err)
 	}
-	if err := writeFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+	if err := writeFile(keyPath, pem.EncodeToMemory(block), 0o600); err != nil {
 		return fmt.Errorf("write CA key: %w", err)
 	}
 	if err := writeFile(certPath, r.CertPEM(), 0o644); err != nil {

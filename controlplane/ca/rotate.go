@@ -66,7 +66,7 @@ func (c *CA) State() State {
 		i.Signing = r.Equal(c.root.Cert)
 		st.Bundle = append(st.Bundle, i)
 	}
-	if len(c.inter) > 0 {
+	if len(c.inter) > 0 && !c.plugged {
 		i := Info(c.inter[0])
 		st.CrossSigned = &i
 	}
@@ -87,6 +87,9 @@ func (c *CA) AddRoot(next *Root) (*x509.Certificate, error) {
 	defer c.mu.Unlock()
 	if c.phase != PhaseStable {
 		return nil, fmt.Errorf("add root: %w: a rotation is in phase %s", ErrPhase, c.phase)
+	}
+	if c.plugged {
+		return nil, fmt.Errorf("add root: %w: its roots change with that Secret", ErrPlugged)
 	}
 	if next.Cert.Equal(c.root.Cert) {
 		return nil, errors.New("add root: the new root is the current one")
@@ -145,7 +148,7 @@ func crossSign(signer, next *Root) (*x509.Certificate, error) {
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, signer.Cert, &next.Key.PublicKey, signer.Key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, signer.Cert, next.Key.Public(), signer.Key)
 	if err != nil {
 		return nil, fmt.Errorf("cross-sign new root: %w", err)
 	}

@@ -237,10 +237,11 @@ var (
 )
 
 // istioOwn reports whether an object of istio-system is one of Istio's install: istiod's
-// and the gateways' Deployments, Services, accounts, config and CA secrets are named
-// istio*, and a plugged-in CA is the Secret cacerts. Users' gateway credentials and
-// other objects there are kept.
-func istioOwn(name string) bool { return strings.HasPrefix(name, "istio") || name == "cacerts" }
+// and the gateways' Deployments, Services, accounts, config and self-signed CA secret
+// are named istio*. Users' gateway credentials and other objects there are kept, and
+// so is a plugged-in CA, the Secret cacerts, which the lab's CA signs with as istiod
+// does (lab/cacerts.go).
+func istioOwn(name string) bool { return strings.HasPrefix(name, "istio") }
 
 // istioOwnReason is why Istio's own objects (istioOwn) are skipped.
 const istioOwnReason = "Istio's own object (istiod, its gateways, their config): the lab runs its own control plane and makes the gateways its Gateways select"

@@ -114,7 +114,9 @@ func TestRootRotationOverSDS(t *testing.T) {
 		return err
 	}
 	r1 := f.root.Cert
-	if chain, bundle := next(); len(chain) != 1 || len(bundle) != 1 || !bundle[0].Equal(r1) {
+	// The default secret's chain is the CA's whole answer, as Istio's agent serves it:
+	// [leaf, R1] before the rotation.
+	if chain, bundle := next(); len(chain) != 2 || !chain[1].Equal(r1) || len(bundle) != 1 || !bundle[0].Equal(r1) {
 		t.Fatalf("initial secrets: chain %d, bundle %d", len(chain), len(bundle))
 	}
 
@@ -140,8 +142,8 @@ func TestRootRotationOverSDS(t *testing.T) {
 	if len(st.Intermediates) != 1 || st.Issuer != "meshlab root CA 2" {
 		t.Fatalf("status after step 2: issuer %q, intermediates %+v", st.Issuer, st.Intermediates)
 	}
-	if len(chain) != 2 || len(bundle) != 2 {
-		t.Fatalf("after step 2: chain %d, bundle %d; want [leaf, cross] and {R1, R2}", len(chain), len(bundle))
+	if len(chain) != 4 || len(bundle) != 2 {
+		t.Fatalf("after step 2: chain %d, bundle %d; want [leaf, cross, R1, R2] and {R1, R2}", len(chain), len(bundle))
 	}
 	if err := verifyWith(chain, r1); err != nil {
 		t.Fatalf("step 2 chain against {R1} only: %v", err)
@@ -151,8 +153,8 @@ func TestRootRotationOverSDS(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, chain, bundle = renew()
-	if len(chain) != 1 || len(bundle) != 1 || !bundle[0].Equal(r2.Cert) {
-		t.Fatalf("after step 3: chain %d, bundle %d; want [leaf] and {R2}", len(chain), len(bundle))
+	if len(chain) != 2 || len(bundle) != 1 || !bundle[0].Equal(r2.Cert) {
+		t.Fatalf("after step 3: chain %d, bundle %d; want [leaf, R2] and {R2}", len(chain), len(bundle))
 	}
 	if err := verifyWith(chain, r2.Cert); err != nil {
 		t.Fatalf("step 3 chain against {R2}: %v", err)

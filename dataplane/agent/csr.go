@@ -27,7 +27,7 @@ const DefaultTrustDomain = "cluster.local"
 // workloadCert is one certificate the CA issued, with the key made for it.
 type workloadCert struct {
 	keyPEM   []byte
-	chainPEM []byte // leaf and intermediates, without the roots (as Istio's default secret)
+	chainPEM []byte // the CA's whole chain, leaf to roots, as Istio's agent serves its default secret (concatCerts)
 	rootPEM  []byte // the trust bundle: one or more roots (ROOTCA)
 	leaf     *x509.Certificate
 	inter    []*x509.Certificate // intermediates, e.g. the new root cross-signed by the old one
@@ -118,7 +118,7 @@ func issue(ctx context.Context, s certSigner, id string, ttl time.Duration) (*wo
 	}
 	return &workloadCert{
 		keyPEM:   pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
-		chainPEM: []byte(strings.Join(chain[:n], "")),
+		chainPEM: []byte(strings.Join(chain, "")),
 		rootPEM:  []byte(strings.Join(chain[n:], "")),
 		leaf:     certs[0],
 		inter:    certs[1:n],

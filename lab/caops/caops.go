@@ -8,6 +8,7 @@ package caops
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"log/slog"
 	"os"
@@ -91,8 +92,9 @@ type CA struct {
 	tokens *ca.Tokens
 	deps   Deps
 
-	mu  sync.Mutex // held by a rotation
-	gen int        // roots made by rotations
+	mu      sync.Mutex        // held by a rotation or a plug-in
+	gen     int               // roots made by rotations
+	plugged [sha256.Size]byte // the cacerts files the CA signs with (PlugIn), zero before
 }
 
 // Start makes the lab's CA: the user's root, or a new one whose key is written 0600 in

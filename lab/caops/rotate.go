@@ -65,6 +65,9 @@ func (c *CA) RotateRootWith(ctx context.Context, certPEM, keyPEM []byte) error {
 
 func (c *CA) rotateRoot(ctx context.Context, certPEM, keyPEM []byte) error {
 	authority := c.ca
+	if authority.PluggedIn() {
+		return fmt.Errorf("rotate root: %w: %w: change its intermediate and roots through that Secret", api.ErrCARequest, ca.ErrPlugged)
+	}
 	phase := authority.State().Phase
 	if phase != ca.PhaseStable && certPEM != nil {
 		return fmt.Errorf("rotate root: %w: a rotation is in phase %s; run rotate-root without a new root to finish it", api.ErrCARequest, phase)
