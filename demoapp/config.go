@@ -58,7 +58,7 @@ var Personas = []string{
 	PersonaHTTPBin, PersonaGoHTTPBin, PersonaSleep, PersonaProductPage, PersonaDetails,
 	PersonaReviewsV1, PersonaReviewsV2, PersonaReviewsV3, PersonaRatings,
 	PersonaHelloWorld, PersonaTCPEcho, PersonaGRPCEcho, PersonaFortio, PersonaNginx,
-	PersonaSquid, PersonaOTelCollector,
+	PersonaSquid, PersonaOTelCollector, PersonaZipkin, PersonaJaeger,
 }
 
 // Config is what one demo app instance is and does.
@@ -179,7 +179,7 @@ func (c *Config) validate() error {
 	} else if len(c.PersonaArgs) > 0 {
 		return fmt.Errorf("persona %q takes no arguments", c.Persona)
 	}
-	if len(c.Ports) == 0 && c.Persona != PersonaSleep && c.Persona != PersonaTCPEcho && c.Persona != PersonaSquid {
+	if len(c.Ports) == 0 && c.Persona != PersonaSleep && c.Persona != PersonaTCPEcho && c.Persona != PersonaSquid && !isTracingAddon(c.Persona) {
 		return errors.New("at least one port is required")
 	}
 	if c.Persona != "" && !slices.Contains(Personas, c.Persona) {
@@ -233,3 +233,9 @@ func (p *portsValue) Set(s string) error {
 }
 
 func (p *portsValue) Type() string { return "port" }
+
+// isTracingAddon reports whether persona is a tracing addon's (tracestore.go), which
+// listens on its image's ports whatever the container declares.
+func isTracingAddon(persona string) bool {
+	return persona == PersonaZipkin || persona == PersonaJaeger
+}

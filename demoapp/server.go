@@ -67,6 +67,9 @@ func Run(ctx context.Context, c Config, log *slog.Logger) error {
 	if c.Persona == PersonaTCPEcho {
 		ports, prefix, _ = tcpEchoArgs(c.PersonaArgs) // validated above
 	}
+	if isTracingAddon(c.Persona) {
+		ports = tracingAddonPorts(c.Persona)
+	}
 	var lc net.ListenConfig
 	lns := make([]net.Listener, 0, len(ports))
 	for _, port := range ports {
@@ -95,6 +98,9 @@ func Run(ctx context.Context, c Config, log *slog.Logger) error {
 			return errors.New("persona opentelemetry-collector is served by package demoapp/otelcol, which this binary does not link (meshlab app does)")
 		}
 		return serveOTelCollector(ctx, lns, c.Pod, log)
+	}
+	if isTracingAddon(c.Persona) {
+		return serveTracingAddon(ctx, c.Persona, lns, log) // tracestore.go
 	}
 	if c.Persona == PersonaNginx {
 		return serveNginx(ctx, lns, c.Pod, c.VolumeRoot, log) // nginx.go

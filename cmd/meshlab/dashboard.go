@@ -46,8 +46,11 @@ port, else a free one), prints its URL and serves until Ctrl-C.
                   in the addon's pod, scraping the lab's proxies and ztunnel); without
                   the addon, the lab's merged metrics at /metrics
   envoy|proxy POD the pod's proxy admin (Envoy's admin API, read-only)
-  grafana, kiali, jaeger, zipkin, skywalking: the pod of the samples/addons file
-                  (its app runs meshlab's demo app); without it istioctl's "no pods found"
+  jaeger, zipkin   the pod of samples/addons/jaeger.yaml (extras/zipkin.yaml): meshlab's
+                  span store, which takes the proxies' Zipkin spans and answers Jaeger's
+                  (/jaeger/api) and Zipkin's (/api/v2) query APIs, with no UI of its own
+  grafana, kiali, skywalking: the pod of the samples/addons file (its app runs
+                  meshlab's demo app); without it istioctl's "no pods found"
   controlz        refused with the reason`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

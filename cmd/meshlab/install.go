@@ -154,6 +154,12 @@ func confirmed(in io.Reader) bool {
 // MeshConfig honours these; any other meshConfig field is refused by name).
 var meshConfigInstallFields = []string{"accessLogEncoding", "accessLogFile", "accessLogFormat", "meshMTLS.minProtocolVersion", "outboundTrafficPolicy.mode", "rootNamespace", "trustDomain", "trustDomainAliases"}
 
+// meshConfigStructuredFields are the install fields carried into the lab's MeshConfig as
+// written (objects, lists of objects, booleans), which the MeshConfig loader then checks
+// field by field, naming what meshlab does not honour: the tracing pages' enableTracing,
+// defaultConfig.tracing and extensionProviders.
+var meshConfigStructuredFields = []string{"defaultConfig", "enableTracing", "extensionProviders"}
+
 // meshConfigListFields are the install fields that hold a list: an IstioOperator writes
 // it as a YAML list, --set one item at a time (meshConfig.trustDomainAliases[0]=old-td).
 var meshConfigListFields = []string{"trustDomainAliases"}
@@ -169,6 +175,7 @@ type installPlan struct {
 	mesh       map[string]string
 	lists      map[string][]string // the list fields (meshConfigListFields)
 	pilotEnv   map[string]string   // installPilotEnv given, "true" or "false"
+	structured map[string]any      // meshConfigStructuredFields given, as written
 }
 
 // meshConfig is the spec of the lab's MeshConfig after the install: the fields given,
@@ -194,6 +201,9 @@ func (p installPlan) meshConfig() map[string]any {
 	for k, v := range p.lists {
 		spec[k] = v
 	}
+	for k, v := range p.structured {
+		spec[k] = v
+	}
 	return spec
 }
 
@@ -217,6 +227,7 @@ func readInstallFrom(sets, files []string, stdin io.Reader) (installPlan, error)
 	mesh := map[string]string{}
 	lists := map[string][]string{}
 	pilotEnv := map[string]string{}
+	structured := map[string]any{}
 	for _, f := range files {
 		var data []byte
 		var err error
@@ -237,6 +248,12 @@ func readInstallFrom(sets, files []string, stdin io.Reader) (installPlan, error)
 		}
 		if iop.Spec.Profile != "" {
 			profile = iop.Spec.Profile
+		}
+		for _, k := range meshConfigStructuredFields {
+			if v, ok := iop.Spec.MeshConfig[k]; ok {
+				structured[k] = v
+				delete(iop.Spec.MeshConfig, k)
+			}
 		}
 		if err := flattenMeshConfig("", iop.Spec.MeshConfig, mesh, lists); err != nil {
 			return installPlan{}, fmt.Errorf("%s: spec.meshConfig.%w", f, err)
@@ -267,6 +284,10 @@ func readInstallFrom(sets, files []string, stdin io.Reader) (installPlan, error)
 				} else {
 					lists[m[1]][i] = v
 				}
+				continue
+			}
+			if field == "enableTracing" && (v == "true" || v == "false") {
+				structured[field] = v == "true"
 				continue
 			}
 			if !slices.Contains(meshConfigInstallFields, field) {
@@ -305,7 +326,7 @@ func readInstallFrom(sets, files []string, stdin io.Reader) (installPlan, error)
 			out = append(out, c)
 		}
 	}
-	return installPlan{profile: profile, components: out, mesh: mesh, lists: lists, pilotEnv: pilotEnv}, nil
+	return installPlan{profile: profile, components: out, mesh: mesh, lists: lists, pilotEnv: pilotEnv, structured: structured}, nil
 }
 
 // flattenMeshConfig adds an IstioOperator's meshConfig to mesh as dotted paths (and its

@@ -27,7 +27,8 @@ func TestInstallComponents(t *testing.T) {
 		{sets: []string{"profile=ambient"}, want: []string{"core", "istiod", "cni", "ztunnel"}},
 		{sets: []string{"profile=minimal"}, want: []string{"core", "istiod"}},
 		{sets: []string{"profile=openshift"}, err: `profile "openshift" is not one a lab stands for`},
-		{sets: []string{"meshConfig.enableTracing=true"}, err: "--set meshConfig.enableTracing=true: meshlab's mesh config does not honour meshConfig.enableTracing"},
+		{sets: []string{"meshConfig.enablePrometheusMerge=true"}, err: "--set meshConfig.enablePrometheusMerge=true: meshlab's mesh config does not honour meshConfig.enablePrometheusMerge"},
+		{sets: []string{"meshConfig.enableTracing=true"}, want: []string{"core", "istiod", "ingress"}},
 		{sets: []string{"values.pilot.traceSampling=100"}, err: "values.* and components.* shape a Kubernetes install"},
 	} {
 		got, _, err := installComponents(tc.sets, tc.files)
@@ -76,12 +77,22 @@ func TestInstallMeshConfig(t *testing.T) {
 			t.Errorf("%v %v: mesh config %s, want %s", tc.sets, tc.files, got, tc.want)
 		}
 	}
-	bad := filepath.Join(t.TempDir(), "bad.yaml")
-	if err := os.WriteFile(bad, []byte("apiVersion: install.istio.io/v1alpha1\nkind: IstioOperator\nspec:\n  meshConfig:\n    enableTracing: true\n"), 0o644); err != nil {
+	// The zipkin page's tracing.yaml: its structured fields go into the mesh config as
+	// written, for the MeshConfig loader to check.
+	tracing := filepath.Join(t.TempDir(), "tracing.yaml")
+	if err := os.WriteFile(tracing, []byte("apiVersion: install.istio.io/v1alpha1\nkind: IstioOperator\nspec:\n  meshConfig:\n    enableTracing: true\n    defaultConfig:\n      tracing: {} # disable legacy MeshConfig tracing options\n    extensionProviders:\n    - name: zipkin\n      zipkin:\n        service: zipkin.istio-system.svc.cluster.local\n        port: 9411\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := readInstall(nil, []string{bad}); err == nil || !strings.Contains(err.Error(), "spec.meshConfig.enableTracing: meshlab's mesh config does not honour it") {
-		t.Errorf("meshConfig.enableTracing in a file: %v, want it refused by name", err)
+	p, err := readInstall([]string{"values.pilot.env.PILOT_ENABLE_CONFIG_DISTRIBUTION_TRACKING=true"}, []string{tracing})
+	if got, _ := json.Marshal(p.meshConfig()); err != nil || string(got) != `{"accessLogFile":"","defaultConfig":{"tracing":{}},"enableTracing":true,"extensionProviders":[{"name":"zipkin","zipkin":{"port":9411,"service":"zipkin.istio-system.svc.cluster.local"}}]}` {
+		t.Errorf("tracing.yaml: mesh config %s, %v", got, err)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("apiVersion: install.istio.io/v1alpha1\nkind: IstioOperator\nspec:\n  meshConfig:\n    enablePrometheusMerge: true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readInstall(nil, []string{bad}); err == nil || !strings.Contains(err.Error(), "spec.meshConfig.enablePrometheusMerge: meshlab's mesh config does not honour it") {
+		t.Errorf("meshConfig.enablePrometheusMerge in a file: %v, want it refused by name", err)
 	}
 	for _, tc := range []struct {
 		sets   []string
@@ -103,7 +114,7 @@ func TestInstallMeshConfig(t *testing.T) {
 	}
 	// -f - reads stdin, as `cat <<EOF | istioctl install -y -f -`.
 	in := strings.NewReader("apiVersion: install.istio.io/v1alpha1\nkind: IstioOperator\nspec:\n  meshConfig:\n    accessLogFile: /dev/stdout\n")
-	p, err := readInstallFrom(nil, []string{"-"}, in)
+	p, err = readInstallFrom(nil, []string{"-"}, in)
 	if got, _ := json.Marshal(p.meshConfig()); err != nil || string(got) != `{"accessLogFile":"/dev/stdout"}` {
 		t.Errorf("-f - from stdin: %s, %v", got, err)
 	}

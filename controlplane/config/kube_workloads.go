@@ -369,6 +369,10 @@ var imagePersonas = map[string]string{
 	"prom/prometheus":                                personaPrometheus,
 	"otel/opentelemetry-collector-contrib":           "opentelemetry-collector", // samples/open-telemetry/otel.yaml
 	"otel/opentelemetry-collector":                   "opentelemetry-collector",
+	"openzipkin/zipkin":                              "zipkin", // demoapp/tracestore.go: the tracing addons' span stores
+	"openzipkin/zipkin-slim":                         "zipkin",
+	"jaegertracing/jaeger":                           "jaeger",
+	"jaegertracing/all-in-one":                       "jaeger",
 	"nginx":                                          "nginx", // demoapp/nginx.go: TLS on every port
 	"library/nginx":                                  "nginx",
 	"sameersbn/squid":                                "squid", // demoapp/squid.go: the http-proxy task's forward proxy

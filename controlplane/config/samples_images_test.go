@@ -26,8 +26,6 @@ var notPersonas = map[string]string{
 	"grafana/grafana":                                "an addon",
 	"grafana/loki":                                   "an addon",
 	"kiwigrid/k8s-sidecar":                           "an addon's helper container",
-	"jaegertracing/jaeger":                           "an addon",
-	"openzipkin/zipkin-slim":                         "an addon",
 	"apache/skywalking-oap-server":                   "an addon",
 	"apache/skywalking-ui":                           "an addon",
 	"envoyproxy/ratelimit":                           "the rate-limit service: not implemented",
