@@ -13,6 +13,7 @@ func Analyze(files []config.File) []Finding {
 	objs, fs := decodeFiles(files)
 	r := newRegistry(objs)
 	fs = append(fs, checkRouting(r, objs)...)
+	fs = append(fs, checkJWTClaimRoutes(r, objs)...)
 	fs = append(fs, checkPorts(objs)...)
 	fs = append(fs, checkWorkloads(r, objs)...)
 	fs = append(fs, checkSecurity(r, objs)...)

@@ -55,6 +55,7 @@ func TestAnalyzeCodes(t *testing.T) {
 		{file: "port-names.yaml", code: CodePortNameNotUnderConvention, maxLevel: Warning},
 		{file: "service-no-pods.yaml", code: CodeServiceSelectsNoPods, maxLevel: Error},
 		{file: "bad-yaml.yaml", code: CodeSchemaValidationError, maxLevel: Error},
+		{file: "jwt-claim-route.yaml", code: CodeJwtClaimBasedRoutingWithoutRequestAuthN, maxLevel: Error},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			fs := Analyze([]config.File{base, readFile(t, tc.file)})

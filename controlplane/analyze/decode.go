@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -40,6 +41,8 @@ type object struct {
 	se       *networking.ServiceEntry
 	pa       *security.PeerAuthentication
 	ap       *security.AuthorizationPolicy
+	gw       *networking.Gateway
+	ra       *security.RequestAuthentication
 }
 
 // header is the part of every document analyze reads before its kind.
@@ -150,6 +153,14 @@ func decodeDocument(file string, doc []byte) (*object, error) {
 		o.ap = &security.AuthorizationPolicy{}
 		o.annotations = h.Metadata.Annotations // istio.io/dry-run
 		msg = o.ap
+	case "RequestAuthentication":
+		o.ra = &security.RequestAuthentication{}
+		msg = o.ra
+	case "Gateway":
+		if strings.HasPrefix(h.APIVersion, "networking.istio.io/") { // not the Gateway API's
+			o.gw = &networking.Gateway{}
+			msg = o.gw
+		}
 	}
 	if msg != nil {
 		err = protojson.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(spec, msg)
