@@ -124,7 +124,7 @@ func sameNameTables(a, b *model.Model) bool {
 		namespaces[p.Namespace] = true
 	}
 	for ns := range namespaces {
-		if !maps.EqualFunc(a.NameTable(ns), b.NameTable(ns), slices.Equal) {
+		if !maps.EqualFunc(a.NameTable(ns), b.NameTable(ns), slices.Equal) || !maps.Equal(a.Aliases(ns), b.Aliases(ns)) {
 			return false
 		}
 	}
@@ -141,14 +141,29 @@ func (t *nameTables) get(ctx context.Context, pod string, version uint64) (api.N
 			return api.NameTable{}, api.ErrUnknownPod
 		}
 		if v != version {
-			return api.NameTable{Version: v, Names: withWorld(m.NameTable(p.Namespace), world)}, nil
+			return api.NameTable{Version: v, Names: podNameTable(m, p.Namespace, world)}, nil
 		}
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return api.NameTable{Version: v, Names: withWorld(m.NameTable(p.Namespace), world)}, nil
+			return api.NameTable{Version: v, Names: podNameTable(m, p.Namespace, world)}, nil
 		}
 	}
+}
+
+// podNameTable is the name table of a pod of namespace ns: the model's names, the outside
+// world's, and each ExternalName Service's names answered with its target's addresses
+// (what kube-dns's CNAME leads to; Istio's DNS proxy forwards such a name to kube-dns).
+func podNameTable(m *model.Model, ns string, world map[string][]netip.Addr) map[string][]netip.Addr {
+	names := withWorld(m.NameTable(ns), world)
+	for alias, target := range m.Aliases(ns) {
+		if a := names[target]; len(a) > 0 {
+			if _, ok := names[alias]; !ok {
+				names[alias] = a
+			}
+		}
+	}
+	return names
 }
 
 // Wait blocks until ctx ends. It exists so callers read as "start, wait, close".

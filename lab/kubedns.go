@@ -62,6 +62,14 @@ func (k *kubeDNS) update(m *model.Model) {
 // send the short name as is (its resolv.conf is the host's); expanding it here gives the
 // answer the search list would have found.
 func (k *kubeDNS) lookup(ns, name string) (netip.Addr, bool) {
+	return k.lookupAlias(ns, name, 0)
+}
+
+// maxAliasChain bounds the ExternalName Services followed for one name (CoreDNS follows
+// a chain of CNAMEs a few long, and a loop never ends).
+const maxAliasChain = 8
+
+func (k *kubeDNS) lookupAlias(ns, name string, depth int) (netip.Addr, bool) {
 	name = strings.TrimSuffix(strings.ToLower(name), ".")
 	domain := "svc." + model.DefaultClusterDomain
 	candidates := []string{name}
@@ -77,6 +85,14 @@ func (k *kubeDNS) lookup(ns, name string) (netip.Addr, bool) {
 	k.mu.RUnlock()
 	if a := world[name]; len(a) > 0 {
 		return a[0], true // a name outside the cluster, as the upstream resolver answers it
+	}
+	for _, c := range candidates {
+		// An ExternalName Service: CoreDNS answers its CNAME and the target's address.
+		if target, ok := m.Aliases(ns)[c]; ok && depth < maxAliasChain {
+			if a, ok := k.lookupAlias(ns, target, depth+1); ok {
+				return a, true
+			}
+		}
 	}
 	for _, c := range candidates {
 		rest, ok := strings.CutSuffix(c, "."+domain)

@@ -59,3 +59,34 @@ func TestKubeDNSAnswersAsClusterDNS(t *testing.T) {
 		t.Error("a Service deleted by an apply still resolves")
 	}
 }
+
+// An ExternalName Service's names answer with its target's address: a name of the
+// outside world, or another Service's VIP (CoreDNS's CNAME, followed); a loop of
+// aliases answers nothing.
+func TestKubeDNSFollowsExternalNames(t *testing.T) {
+	t.Parallel()
+	m := model.New([]*model.Service{{Name: "httpbin", Namespace: "foo", VIP: netip.MustParseAddr("10.96.0.10"), Selector: map[string]string{"app": "httpbin"}}}, nil)
+	m.ExternalNames = []*model.ExternalName{
+		{Name: "my-httpbin", Namespace: "default", Target: "httpbin.org"},
+		{Name: "inside", Namespace: "default", Target: "httpbin.foo.svc.cluster.local"},
+		{Name: "a", Namespace: "default", Target: "b.default.svc.cluster.local"},
+		{Name: "b", Namespace: "default", Target: "a.default.svc.cluster.local"},
+	}
+	k := newKubeDNS(m, testutil.Logger(t))
+	k.setWorld(map[string][]netip.Addr{"httpbin.org": {netip.MustParseAddr("172.31.255.10")}})
+	for _, tt := range []struct{ ns, name, want string }{
+		{"without-istio", "my-httpbin.default.svc.cluster.local", "172.31.255.10"},
+		{"default", "my-httpbin", "172.31.255.10"},
+		{"default", "inside", "10.96.0.10"},
+		{"default", "a", ""},
+	} {
+		got, ok := k.lookup(tt.ns, tt.name)
+		if (tt.want == "") == ok || ok && got.String() != tt.want {
+			t.Errorf("lookup(%s, %q) = %v, %v; want %q", tt.ns, tt.name, got, ok, tt.want)
+		}
+	}
+	names := podNameTable(m, "default", k.world)
+	if got := names["my-httpbin"]; len(got) != 1 || got[0].String() != "172.31.255.10" {
+		t.Errorf("a sidecar's name table answers my-httpbin with %v, want httpbin.org's address", got)
+	}
+}

@@ -216,8 +216,18 @@ func (v kubeView) list(k string) ([]kubeObject, error) {
 			out = append(out, kubePod{v.ztunnelPod()})
 		}
 	case "Service":
+		svcs := make([]corev1.Service, 0, len(v.model.Services)+len(v.model.ExternalNames))
 		for _, s := range v.model.Services {
-			out = append(out, kubeService{v.service(s)})
+			svcs = append(svcs, v.service(s))
+		}
+		for _, e := range v.model.ExternalNames {
+			svcs = append(svcs, v.externalNameService(e))
+		}
+		slices.SortStableFunc(svcs, func(a, b corev1.Service) int {
+			return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+		})
+		for _, s := range svcs {
+			out = append(out, kubeService{s})
 		}
 		if k, ok := v.kubernetesService(); ok && !slices.ContainsFunc(v.model.Services, func(s *model.Service) bool { return s.Namespace == "default" && s.Name == "kubernetes" }) {
 			out = append(out, kubeService{k})
@@ -491,6 +501,29 @@ func (v kubeView) service(s *model.Service) corev1.Service {
 	if gateway && s.VIP.IsValid() {
 		vip := corev1.LoadBalancerIPModeVIP
 		out.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: s.VIP.String(), IPMode: &vip}}
+	}
+	return out
+}
+
+// externalNameService is an ExternalName Service as the API server holds it: its type,
+// target and ports, no cluster IP.
+func (v kubeView) externalNameService(e *model.ExternalName) corev1.Service {
+	out := corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{Name: e.Name, Namespace: e.Namespace, CreationTimestamp: v.created(e.Origin.Kind, e.Origin.Namespace, e.Origin.Name)},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: e.Target},
+	}
+	for _, o := range v.objects {
+		if o.Service != nil && o.Origin.Namespace == e.Namespace && o.Origin.Name == e.Name {
+			out.Labels, out.Annotations = maps.Clone(o.Service.Labels), maps.Clone(o.Service.Annotations)
+			out.Spec.ExternalName = o.Service.Spec.ExternalName
+			out.Spec.Ports = slices.Clone(o.Service.Spec.Ports)
+		}
+	}
+	for i := range out.Spec.Ports {
+		if out.Spec.Ports[i].Protocol == "" {
+			out.Spec.Ports[i].Protocol = corev1.ProtocolTCP // the API server's default
+		}
 	}
 	return out
 }

@@ -345,6 +345,9 @@ func serviceCells(o map[string]any) []string {
 		typ = "ClusterIP"
 	}
 	external := "<none>"
+	if typ == "ExternalName" {
+		external = strAt(o, "spec", "externalName") // kubectl's column holds the alias's target
+	}
 	if typ == "LoadBalancer" {
 		external = "<pending>"
 		var ips []string
@@ -377,7 +380,11 @@ func serviceCells(o map[string]any) []string {
 	if cell == "" {
 		cell = "<none>"
 	}
-	return []string{typ, strAt(o, "spec", "clusterIP"), external, cell}
+	clusterIP := strAt(o, "spec", "clusterIP")
+	if clusterIP == "" {
+		clusterIP = "<none>"
+	}
+	return []string{typ, clusterIP, external, cell}
 }
 
 // condition returns the status of the object's status condition of type typ.

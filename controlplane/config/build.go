@@ -110,6 +110,7 @@ func (s *Scenario) Build(o BuildOptions) (*model.Model, error) {
 	m.Secrets = secretsOf(s.Objects)
 	m.Namespaces = namespacesOf(s.Objects)
 	m.Waypoints = waypointsOf(s.Objects)
+	m.ExternalNames = externalNamesOf(s.Objects) // service.go
 	var keepPods map[PodKey]netip.Addr
 	var keepVIPs map[string]netip.Addr
 	if o.Keep != nil {

@@ -202,6 +202,7 @@ func istioModel(objs []*Object, m *model.Model) (model.Istio, model.MeshConfig, 
 	var mesh model.MeshConfig
 	objs = append(slices.Clip(objs), gatewayAPIIstio(objs)...) // as istiod converts the Gateway API
 	objs = append(objs, ingressIstio(objs)...)                 // and Kubernetes Ingress
+	objs = append(objs, externalNameIstio(m)...)               // and ExternalName Services
 	r := newRegistry(objs)
 	for _, o := range objs {
 		if o.ServiceEntry != nil {

@@ -153,8 +153,8 @@ func TestLoadErrors(t *testing.T) {
 			name: "service fields meshlab cannot honour",
 			yaml: docs(service(okService+"  type: LoadBalancer\n  externalName: x.example.com\n  sessionAffinity: ClientIP\n  clusterIP: None\n"), workload("backend", okWorkload)),
 			want: []string{
-				"t.yaml: Service default/backend: spec.type: LoadBalancer is not supported (meshlab has only ClusterIP services)",
-				"t.yaml: Service default/backend: spec.externalName: is not supported (meshlab has no ExternalName services)",
+				"t.yaml: Service default/backend: spec.type: LoadBalancer is not supported (meshlab has ClusterIP and ExternalName services)",
+				"t.yaml: Service default/backend: spec.externalName: is read with type ExternalName only (the type here is LoadBalancer)",
 				"t.yaml: Service default/backend: spec.sessionAffinity: ClientIP is not supported (only None)",
 				"t.yaml: Service default/backend: spec.clusterIP: None (a headless service) is not supported",
 			},
@@ -172,7 +172,7 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name: "empty selector",
 			yaml: docs(service("  ports: [{port: 80}]\n"), workload("backend", okWorkload)),
-			want: []string{"t.yaml: Service default/backend: spec.selector: is required (meshlab has no manually managed Endpoints)"},
+			want: []string{"t.yaml: Service default/backend: spec.selector: is required (meshlab has no manually managed Endpoints: a lab's Service selects its pods; for addresses outside them use a ServiceEntry, resolution STATIC with those endpoints or DNS with a host of the lab's outside world, or an ExternalName Service)"},
 		},
 		{
 			name: "app and command",

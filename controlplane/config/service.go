@@ -1,9 +1,13 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
+	"slices"
+	"strings"
 
+	networking "istio.io/api/networking/v1alpha3"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -22,8 +26,12 @@ func validateService(s *corev1.Service, p problems) *model.Service {
 	checkServiceSpec(&s.Spec, p)
 	checkUseWaypoint(s.Labels, "metadata.labels", p) // waypoint.go
 	ports := servicePorts(s.Spec.Ports, p)
+	if s.Spec.Type == corev1.ServiceTypeExternalName {
+		checkExternalName(&s.Spec, p)
+		return nil // an alias, not a model Service (externalNamesOf)
+	}
 	if len(s.Spec.Selector) == 0 {
-		p.addf("spec.selector", "is required (meshlab has no manually managed Endpoints)")
+		p.addf("spec.selector", "%s", "is required (meshlab has no manually managed Endpoints: a lab's Service selects its pods; for addresses outside them use a ServiceEntry, resolution STATIC with those endpoints or DNS with a host of the lab's outside world, or an ExternalName Service)")
 	}
 	if len(*p.list) > n {
 		return nil
@@ -42,8 +50,8 @@ func validateService(s *corev1.Service, p problems) *model.Service {
 // anything but their default. Fields that do not change a ClusterIP service's behaviour
 // inside a mesh (clusterIP, ipFamilies IPv4, publishNotReadyAddresses...) are accepted.
 func checkServiceSpec(spec *corev1.ServiceSpec, p problems) {
-	if spec.Type != "" && spec.Type != corev1.ServiceTypeClusterIP {
-		p.addf("spec.type", "%s is not supported (meshlab has only ClusterIP services)", spec.Type)
+	if spec.Type != "" && spec.Type != corev1.ServiceTypeClusterIP && spec.Type != corev1.ServiceTypeExternalName {
+		p.addf("spec.type", "%s is not supported (meshlab has ClusterIP and ExternalName services)", spec.Type)
 	}
 	if spec.ClusterIP == corev1.ClusterIPNone {
 		p.addf("spec.clusterIP", "None (a headless service) is not supported")
@@ -53,8 +61,8 @@ func checkServiceSpec(spec *corev1.ServiceSpec, p problems) {
 			p.addf(fmt.Sprintf("spec.clusterIPs[%d]", i), "None (a headless service) is not supported")
 		}
 	}
-	if spec.ExternalName != "" {
-		p.addf("spec.externalName", "is not supported (meshlab has no ExternalName services)")
+	if spec.ExternalName != "" && spec.Type != corev1.ServiceTypeExternalName {
+		p.addf("spec.externalName", "is read with type ExternalName only (the type here is %s)", cmp.Or(string(spec.Type), "ClusterIP"))
 	}
 	if len(spec.ExternalIPs) > 0 {
 		p.addf("spec.externalIPs", "is not supported (nothing reaches a lab from outside)")
@@ -165,4 +173,72 @@ func appProtocolOf(sp corev1.ServicePort) string {
 		return ""
 	}
 	return *sp.AppProtocol
+}
+
+// checkExternalName checks an ExternalName Service as the API server does: a lowercase
+// DNS name (RFC 1123), no cluster IP. Its ports are only what Istio reads of it: the
+// port numbers and protocols the proxies route the alias on.
+func checkExternalName(spec *corev1.ServiceSpec, p problems) {
+	name := strings.TrimSuffix(spec.ExternalName, ".")
+	switch {
+	case name == "":
+		p.addf("spec.externalName", "is required with type ExternalName")
+	case len(name) > 253 || strings.ToLower(name) != name || strings.ContainsAny(name, " /:*_") || strings.HasPrefix(name, ".") || strings.Contains(name, ".."):
+		p.addf("spec.externalName", "%q is not a lowercase RFC 1123 DNS name", spec.ExternalName)
+	}
+	if spec.ClusterIP != "" && spec.ClusterIP != corev1.ClusterIPNone {
+		p.addf("spec.clusterIP", "must be empty with type ExternalName (an ExternalName Service has no address)")
+	}
+}
+
+// externalNamesOf returns the model form of the objects' ExternalName Services, sorted.
+func externalNamesOf(objs []*Object) []*model.ExternalName {
+	var out []*model.ExternalName
+	for _, o := range objs {
+		if o.Service == nil || o.Service.Spec.Type != corev1.ServiceTypeExternalName {
+			continue
+		}
+		e := &model.ExternalName{
+			Name: o.Origin.Name, Namespace: o.Origin.Namespace,
+			Target: strings.TrimSuffix(strings.ToLower(o.Service.Spec.ExternalName), "."),
+			Origin: o.Origin,
+		}
+		for _, sp := range o.Service.Spec.Ports {
+			e.Ports = append(e.Ports, model.ServicePort{Name: sp.Name, Port: uint16(sp.Port), TargetPort: uint16(sp.Port), Protocol: protocolFor(sp.Name, sp.AppProtocol)})
+		}
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b *model.ExternalName) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	})
+	return out
+}
+
+// externalNameIstio returns the ServiceEntry istiod's Kubernetes registry makes of each
+// ExternalName Service (kube/conversion.go): its FQDN as the host, MESH_INTERNAL,
+// resolution DNS with the target as the one endpoint on each port, no address. The
+// proxies reach the alias as any DNS service: an HTTP port's virtual host under the
+// alias's names, a cluster of the target's addresses.
+func externalNameIstio(m *model.Model) []*Object {
+	var out []*Object
+	for _, e := range m.ExternalNames {
+		se := &networking.ServiceEntry{
+			Hosts:      []string{e.Hostname()},
+			Location:   networking.ServiceEntry_MESH_INTERNAL,
+			Resolution: networking.ServiceEntry_DNS,
+			Endpoints:  []*networking.WorkloadEntry{{Address: e.Target}},
+		}
+		for _, p := range e.Ports {
+			name := p.Name
+			if name == "" {
+				name = fmt.Sprintf("port-%d", p.Port)
+			}
+			se.Ports = append(se.Ports, &networking.ServicePort{Number: uint32(p.Port), Name: name, Protocol: p.Protocol.String()})
+		}
+		out = append(out, &Object{
+			Origin:       e.Origin,
+			ServiceEntry: se,
+		})
+	}
+	return out
 }

@@ -289,6 +289,41 @@ type Model struct {
 	// Waypoints are the Gateways of class istio-waypoint, sorted by namespace, then
 	// name (see waypoint.go), set by the config loader after New.
 	Waypoints []*Waypoint
+	// ExternalNames are the Services of type ExternalName, sorted by namespace, then
+	// name, set by the config loader after New: DNS aliases (no address, no pods), which
+	// the proxies reach as istiod's DNS-resolved service of the target.
+	ExternalNames []*ExternalName
+}
+
+// ExternalName is a Service of type ExternalName: its names are an alias of Target, as
+// kube-dns answers them (a CNAME).
+type ExternalName struct {
+	Name, Namespace string
+	Target          string // spec.externalName, lowercase, no trailing dot
+	Ports           []ServicePort
+	Origin          Origin // the Service's
+}
+
+// Hostname returns the alias's FQDN, "<name>.<ns>.svc.cluster.local".
+func (e *ExternalName) Hostname() string {
+	return e.Name + "." + e.Namespace + ".svc." + DefaultClusterDomain
+}
+
+// Aliases returns the names a pod in namespace ns resolves to an ExternalName's target,
+// as NameTable's forms of a Service's names: its FQDN, "name.ns", "name.ns.svc", and the
+// bare name in its own namespace; each maps to the lowercase target.
+func (m *Model) Aliases(ns string) map[string]string {
+	out := map[string]string{}
+	for _, e := range m.ExternalNames {
+		names := []string{e.Hostname(), e.Name + "." + e.Namespace, e.Name + "." + e.Namespace + ".svc"}
+		if e.Namespace == ns {
+			names = append(names, e.Name)
+		}
+		for _, n := range names {
+			out[n] = e.Target
+		}
+	}
+	return out
 }
 
 // New returns a model over the given services and pods, sorted for deterministic output.
