@@ -20,12 +20,15 @@ const (
 	ExternalHTTPBin = "httpbin.org"
 	ExternalCNN     = "edition.cnn.com"
 	ExternalGoogle  = "www.google.com"
+	// ExternalExample is example.com, the second host of istio.io's ambient egress
+	// gateway page.
+	ExternalExample = "example.com"
 )
 
 // ExternalHosts are the outside world's hosts, in the order the world numbers them.
 var ExternalHosts = []string{
 	ExternalHTTPBin, ExternalCNN, ExternalGoogle, ExternalGitHubRaw,
-	ExternalWikipediaWWW, ExternalWikipediaEN, ExternalWikipediaDE,
+	ExternalWikipediaWWW, ExternalWikipediaEN, ExternalWikipediaDE, ExternalExample,
 }
 
 // ExternalHandler returns the handler host serves on plain HTTP (port 80) or, with tls,

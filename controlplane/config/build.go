@@ -6,6 +6,8 @@ import (
 	"maps"
 	"net/netip"
 
+	networking "istio.io/api/networking/v1alpha3"
+
 	"github.com/meshlab/meshlab/controlplane/model"
 )
 
@@ -43,6 +45,9 @@ type Allocations struct {
 	Pods     map[PodKey]netip.Addr
 	VIPs     map[string]netip.Addr
 	Injected map[PodKey]bool
+	// Entries are the ServiceEntry hosts' autoallocated addresses, which istiod keeps
+	// in the ServiceEntry's status once given.
+	Entries map[model.EntryHost]netip.Addr
 }
 
 // AllocationsOf returns the addresses m's pods and Services hold, for BuildOptions.Keep.
@@ -57,6 +62,7 @@ func AllocationsOf(m *model.Model) *Allocations {
 	for _, s := range m.Services {
 		a.VIPs[s.Hostname()] = s.VIP
 	}
+	a.Entries = maps.Clone(m.Istio.AutoAddresses)
 	return a
 }
 
@@ -146,7 +152,43 @@ func (s *Scenario) Build(o BuildOptions) (*model.Model, error) {
 	if m.Istio, m.Mesh, err = istioModel(s.Objects, m); err != nil {
 		return nil, fmt.Errorf("build model: %w", err)
 	}
+	var keepEntries map[model.EntryHost]netip.Addr
+	if o.Keep != nil {
+		keepEntries = o.Keep.Entries
+	}
+	if m.Istio.AutoAddresses, err = autoAllocate(m.Istio.ServiceEntries, keepEntries); err != nil {
+		return nil, fmt.Errorf("build model: %w", err)
+	}
 	return m, nil
+}
+
+// autoAllocate gives every host of the ServiceEntries istiod's IP autoallocator serves
+// an address of model.AutoAllocatePrefix, as its controller does: a host keeps the one it
+// has (istiod keeps it in the ServiceEntry's status), a new one takes the lowest free.
+func autoAllocate(entries []*model.IstioConfig[*networking.ServiceEntry], keep map[model.EntryHost]netip.Addr) (map[model.EntryHost]netip.Addr, error) {
+	var keys []model.EntryHost
+	for _, se := range entries {
+		if !model.AutoAllocates(se) {
+			continue
+		}
+		for _, h := range se.Spec.GetHosts() {
+			if model.AutoAllocatedHost(se, h) {
+				keys = append(keys, model.EntryHost{Namespace: se.Namespace, Name: se.Name, Host: h})
+			}
+		}
+	}
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	addrs, err := allocate(model.AutoAllocatePrefix, 1, keys, keep)
+	if err != nil {
+		return nil, fmt.Errorf("allocate ServiceEntry addresses in %s: %w", model.AutoAllocatePrefix, err)
+	}
+	out := make(map[model.EntryHost]netip.Addr, len(keys))
+	for i, k := range keys {
+		out[k] = addrs[i]
+	}
+	return out, nil
 }
 
 // declaredVIPs returns keep (a running lab's VIPs, which win: Kubernetes never

@@ -196,8 +196,7 @@ func TestLoadSecurityErrors(t *testing.T) {
 			want: []string{
 				"t.yaml: AuthorizationPolicy default/both: spec: only one of selector, targetRef or targetRefs can be set",
 				"t.yaml: AuthorizationPolicy default/ns: spec.targetRefs[0].namespace: must not be set: a policy targets objects of its own namespace (Istio does not support cross-namespace targetRefs)",
-				"t.yaml: AuthorizationPolicy default/kind: spec.targetRef: must be to a gateway.networking.k8s.io Gateway or GatewayClass, or a core Service (was apps/Deployment)",
-				"t.yaml: AuthorizationPolicy default/se: spec.targetRefs[0]: a ServiceEntry target is not supported by meshlab (its waypoint chains are not generated; target the Gateway or a Service)",
+				"t.yaml: AuthorizationPolicy default/kind: spec.targetRef: must be to a gateway.networking.k8s.io Gateway or GatewayClass, a core Service or a networking.istio.io ServiceEntry (was apps/Deployment)",
 				"t.yaml: AuthorizationPolicy default/noname: spec.targetRefs[0].name: is required",
 			},
 		},

@@ -199,11 +199,9 @@ func checkPolicyTarget(r *typev1beta1.PolicyTargetReference, f string, p problem
 		p.addf(f+".namespace", "must not be set: a policy targets objects of its own namespace (Istio does not support cross-namespace targetRefs)")
 	}
 	switch model.PolicyTargetKind(r) {
-	case model.TargetGateway, model.TargetService, model.TargetGatewayClass:
-	case model.TargetServiceEntry:
-		p.addf(f, "a ServiceEntry target is not supported by meshlab (its waypoint chains are not generated; target the Gateway or a Service)")
+	case model.TargetGateway, model.TargetService, model.TargetGatewayClass, model.TargetServiceEntry:
 	default:
-		p.addf(f, "must be to a gateway.networking.k8s.io Gateway or GatewayClass, or a core Service (was %s/%s)", r.GetGroup(), r.GetKind())
+		p.addf(f, "must be to a gateway.networking.k8s.io Gateway or GatewayClass, a core Service or a networking.istio.io ServiceEntry (was %s/%s)", r.GetGroup(), r.GetKind())
 	}
 }
 

@@ -6,8 +6,7 @@ import (
 )
 
 // The Lua page's TrafficExtensions load into the model; what the lab does not build is
-// refused by name: a Wasm filter, a selector, no targets, a GatewayClass or ServiceEntry
-// target.
+// refused by name: a Wasm filter, a selector, no targets, a GatewayClass target.
 func TestLoadTrafficExtension(t *testing.T) {
 	t.Parallel()
 	const page = `apiVersion: extensions.istio.io/v1alpha1
@@ -51,8 +50,6 @@ spec:
 			want: []string{"spec: one of lua or wasm is required"}},
 		{name: "gatewayclass", spec: "  targetRefs: [{kind: GatewayClass, group: gateway.networking.k8s.io, name: istio-waypoint}]\n  lua: {inlineCode: x}\n",
 			want: []string{"spec.targetRefs[0]: a GatewayClass target is not supported by meshlab for TrafficExtensions"}},
-		{name: "serviceentry", spec: "  targetRefs: [{kind: ServiceEntry, group: networking.istio.io, name: httpbin}]\n  lua: {inlineCode: x}\n",
-			want: []string{"spec.targetRefs[0]: a ServiceEntry target is not supported by meshlab"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"net/netip"
 	"slices"
 	"strconv"
 
@@ -192,4 +193,7 @@ type Istio struct {
 	// JWKS holds the key sets fetched for jwksUri values, by URI, as istiod resolves
 	// them before generating (the lab fills it; a URI without an entry fails closed).
 	JWKS map[string]string
+	// AutoAddresses are the addresses istiod's IP autoallocator gave the hosts of the
+	// ServiceEntries without addresses (entryaddress.go).
+	AutoAddresses map[EntryHost]netip.Addr
 }

@@ -90,11 +90,17 @@ type Service struct {
 	Labels map[string]string
 	// Origin is where the object came from, for error messages and xDS metadata.
 	Origin Origin
+	// Host is set on the service a waypoint makes of one ServiceEntry host (Name is the
+	// ServiceEntry's): the hostname it serves, e.g. "httpbin.org".
+	Host string
 }
 
 // Hostname returns the service's fully qualified name, e.g.
-// "backend.default.svc.cluster.local".
+// "backend.default.svc.cluster.local" (a ServiceEntry host's: the host).
 func (s *Service) Hostname() string {
+	if s.Host != "" {
+		return s.Host
+	}
 	return s.Name + "." + s.Namespace + ".svc." + DefaultClusterDomain
 }
 

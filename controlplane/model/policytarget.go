@@ -83,13 +83,19 @@ func TargetsGateway(p Targetable, ns, gateway string) bool {
 
 // AttachesToWaypoint reports whether policy p of namespace ns applies in waypoint w's
 // chains of service svc (nil: the waypoint as a whole, e.g. a chain of no service):
-// a target naming w's Gateway (in w's namespace), svc (in svc's namespace), or the
-// class istio-waypoint from root, the mesh root namespace.
+// a target naming w's Gateway (in w's namespace), svc (in svc's namespace: a Service,
+// or the ServiceEntry of svc's host), or the class istio-waypoint from root, the mesh
+// root namespace.
 func AttachesToWaypoint(p Targetable, ns, root string, w *Waypoint, svc *Service) bool {
 	for _, r := range PolicyTargets(p) {
 		switch PolicyTargetKind(r) {
 		case TargetService:
-			if svc != nil && r.GetName() == svc.Name && ns == svc.Namespace {
+			if svc != nil && svc.Host == "" && r.GetName() == svc.Name && ns == svc.Namespace {
+				return true
+			}
+		case TargetServiceEntry:
+			// svc is the waypoint's service of one of the ServiceEntry's hosts.
+			if svc != nil && svc.Host != "" && r.GetName() == svc.Name && ns == svc.Namespace {
 				return true
 			}
 		case TargetGatewayClass:

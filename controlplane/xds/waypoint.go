@@ -11,6 +11,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/meshlab/meshlab/controlplane/model"
 )
@@ -100,7 +101,55 @@ func WaypointServices(m *model.Model, w WaypointSpec) []*model.Service {
 	slices.SortFunc(out, func(a, b *model.Service) int {
 		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.Namespace, b.Namespace))
 	})
+	return append(out, waypointEntryServices(m, w)...)
+}
+
+// waypointEntryServices are the ServiceEntry hosts whose traffic waypoint w takes (the
+// ServiceEntry's istio.io/use-waypoint, else its namespace's), each as a service of its
+// own: Name and Namespace the ServiceEntry's, Host the host, VIP its address (its own or
+// the autoallocated one), its ports. Only resolution DNS without endpoints is served, a
+// cluster resolving the host itself, what an egress waypoint is for (istio.io's ambient
+// egress page); the others take no waypoint chain.
+func waypointEntryServices(m *model.Model, w WaypointSpec) []*model.Service {
+	var out []*model.Service
+	for _, se := range m.Istio.ServiceEntries {
+		if se.Spec.GetResolution() != networking.ServiceEntry_DNS || len(se.Spec.GetEndpoints()) > 0 || se.Spec.GetWorkloadSelector() != nil {
+			continue
+		}
+		b := m.WaypointOfService(se.Namespace, se.Labels, nil)
+		if b.Waypoint == nil || b.Waypoint.Namespace != w.Namespace || b.Waypoint.Name != w.Name {
+			continue
+		}
+		for _, h := range se.Spec.GetHosts() {
+			vip, ok := m.EntryAddress(se, h)
+			if !ok || strings.HasPrefix(h, "*") {
+				continue
+			}
+			svc := &model.Service{Name: se.Name, Namespace: se.Namespace, Host: h, VIP: vip, Labels: se.Labels, Origin: se.Origin}
+			for _, p := range se.Spec.GetPorts() {
+				svc.Ports = append(svc.Ports, model.ServicePort{
+					Name: p.GetName(), Port: uint16(p.GetNumber()), TargetPort: uint16(cmp.Or(p.GetTargetPort(), p.GetNumber())),
+					Protocol: entryProtocol(p.GetProtocol()),
+				})
+			}
+			out = append(out, svc)
+		}
+	}
 	return out
+}
+
+// entryOf returns the ServiceEntry a waypoint's service was made of, nil for a
+// Kubernetes Service.
+func entryOf(m *model.Model, s *model.Service) *model.IstioConfig[*networking.ServiceEntry] {
+	if s.Host == "" {
+		return nil
+	}
+	for _, se := range m.Istio.ServiceEntries {
+		if se.Namespace == s.Namespace && se.Name == s.Name {
+			return se
+		}
+	}
+	return nil
 }
 
 // WaypointWorkloads returns the addresses of the workloads whose workload-addressed
@@ -186,7 +235,7 @@ func GenerateWaypoint(m *model.Model, w WaypointSpec) (map[resource.Type][]types
 		return nil, fail(err)
 	}
 	vips := waypointVIPClusters(m, w, ports)
-	cs, err := waypointClusters(w, vips, m.Mesh.TrustDomains())
+	cs, err := waypointClusters(m, w, vips, m.Mesh.TrustDomains())
 	if err != nil {
 		return nil, fail(err)
 	}

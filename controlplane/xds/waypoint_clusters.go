@@ -81,7 +81,7 @@ func waypointVIPClusters(m *model.Model, w WaypointSpec, ports []waypointPort) [
 // waypointClusters returns the waypoint's clusters: main_internal and encap (to the
 // internal listeners of those names), connect_originate (HBONE to the destination pod's
 // 15008), the double-HBONE pair, and the inbound-vip EDS clusters.
-func waypointClusters(w WaypointSpec, vips []vipCluster, tds []string) ([]types.Resource, error) {
+func waypointClusters(m *model.Model, w WaypointSpec, vips []vipCluster, tds []string) ([]types.Resource, error) {
 	var out []types.Resource
 	for _, c := range []struct{ name, listener string }{
 		{MainInternalListener, MainInternalListener},
@@ -110,13 +110,34 @@ func waypointClusters(w WaypointSpec, vips []vipCluster, tds []string) ([]types.
 	}
 	out = append(out, inner, outer)
 	for _, v := range vips {
-		c, err := inboundVIPCluster(v)
+		var c *cluster.Cluster
+		var err error
+		if se := entryOf(m, v.p.svc); se != nil {
+			c, err = inboundEntryCluster(m, w, v, se)
+		} else {
+			c, err = inboundVIPCluster(v)
+		}
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// inboundEntryCluster is the cluster of one ServiceEntry host's port on an egress
+// waypoint: STRICT_DNS to the host's target port, plaintext or originating TLS as the
+// DestinationRule of the host says, built as a sidecar's outbound cluster of that host
+// (istiod's waypoint builds it with the same cluster builder), named as the waypoint's.
+func inboundEntryCluster(m *model.Model, w WaypointSpec, v vipCluster, se *model.IstioConfig[*networking.ServiceEntry]) (*cluster.Cluster, error) {
+	sp := servicePort{svc: v.p.svc, port: v.p.port, host: v.p.svc.Host, se: se, seEndpoints: se.Spec.GetEndpoints()}
+	c, err := outboundCluster(m, sp, outboundClusterSpec{name: v.name(), subset: v.subset, labels: v.labels, dr: v.dr, policy: v.policy, proxyNS: w.Namespace})
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", v.name(), err)
+	}
+	c.AltStatName = statName(c.Name)
+	c.Filters = nil // the sidecar's metadata exchange: a waypoint's peer metadata is its own
+	return c, nil
 }
 
 // statName is istiod's alt_stat_name for a waypoint cluster: its name and the delimiter.
@@ -377,6 +398,9 @@ func serviceMetadataOf(s *model.Service) *structpb.Value {
 func waypointEndpoints(m *model.Model, vips []vipCluster) []types.Resource {
 	out := make([]types.Resource, 0, len(vips))
 	for _, v := range vips {
+		if v.p.svc.Host != "" {
+			continue // a ServiceEntry host's STRICT_DNS cluster carries its own endpoints
+		}
 		p := v.p
 		var pods []*model.Pod
 		for _, pod := range m.Pods {

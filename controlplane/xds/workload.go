@@ -432,7 +432,7 @@ func wdsServices(m *model.Model, o WDSOptions) []*wdsService {
 	kube := len(all)
 	for _, se := range m.Istio.ServiceEntries {
 		wp := GatewayAddress(m.WaypointOfService(se.Namespace, se.Labels, o.WaypointReady).Waypoint)
-		for _, ws := range serviceEntryServices(se) {
+		for _, ws := range serviceEntryServices(m, se) {
 			ws.svc.Waypoint = wp
 			all = append(all, ws)
 		}
@@ -496,8 +496,10 @@ func kubeService(s *model.Service) *wdsService {
 // constructServiceEntries): its addresses (a CIDR keeps its length), its ports with the
 // app protocol of their protocol field and the target port defaulted to the port, a
 // passthrough load balancer for resolution NONE, its subject alt names. A ServiceEntry
-// with an address that is neither an IP nor a CIDR has none (istiod drops it).
-func serviceEntryServices(se *model.IstioConfig[*networking.ServiceEntry]) []*wdsService {
+// with an address that is neither an IP nor a CIDR has none (istiod drops it). A host
+// of a ServiceEntry without addresses has the one istiod's IP autoallocator gave it
+// (model.AutoAllocates), as istiod's ambient index reads it from the status.
+func serviceEntryServices(m *model.Model, se *model.IstioConfig[*networking.ServiceEntry]) []*wdsService {
 	spec := se.Spec
 	if spec == nil {
 		return nil
@@ -528,12 +530,16 @@ func serviceEntryServices(se *model.IstioConfig[*networking.ServiceEntry]) []*wd
 	}
 	out := make([]*wdsService, 0, len(spec.GetHosts()))
 	for _, h := range spec.GetHosts() {
+		hostAddrs := addrs
+		if a, ok := m.Istio.AutoAddresses[model.EntryHost{Namespace: se.Namespace, Name: se.Name, Host: h}]; ok && len(addrs) == 0 {
+			hostAddrs = []*workload.NetworkAddress{{Address: a.AsSlice()}}
+		}
 		out = append(out, &wdsService{
 			svc: &workload.Service{
 				Name:            se.Name,
 				Namespace:       se.Namespace,
 				Hostname:        h,
-				Addresses:       addrs,
+				Addresses:       hostAddrs,
 				Ports:           ports,
 				SubjectAltNames: spec.GetSubjectAltNames(),
 				LoadBalancing:   lb,
