@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
-	"github.com/meshlab/meshlab/api"
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/meshlab/meshlab/internal/testutil"
 )
 
@@ -79,11 +81,13 @@ func TestKubectlLabelAnnotateCreate(t *testing.T) {
 	sidecar := func() bool {
 		t.Helper()
 		out, err := meshlab(t, "--lab", l.name, "get", "pods", "-n", "foo", "-o", "json")
-		var pods []api.PodStatus
-		if err != nil || json.Unmarshal([]byte(out), &pods) != nil || len(pods) != 1 {
-			t.Fatalf("get pods -n foo -o json: %v\n%s\nwant curl's one pod", err, out)
+		var pods struct {
+			Items []corev1.Pod `json:"items"`
 		}
-		return pods[0].Sidecar
+		if err != nil || json.Unmarshal([]byte(out), &pods) != nil || len(pods.Items) != 1 {
+			t.Fatalf("get pods -n foo -o json: %v\n%s\nwant a List of curl's one pod", err, out)
+		}
+		return slices.ContainsFunc(pods.Items[0].Spec.Containers, func(c corev1.Container) bool { return c.Name == "istio-proxy" })
 	}
 
 	run("namespace/foo created", "create", "namespace", "foo")

@@ -95,21 +95,28 @@ func TestProxyConfigLive(t *testing.T) {
 
 	// Endpoints come from the proxy's /clusters: the v2 subset holds reviews-v2's pod,
 	// healthy and not ejected.
-	var pods []struct {
-		Name string `json:"name"`
-		IP   string `json:"ip"`
+	var pods struct {
+		Kind  string `json:"kind"`
+		Items []struct {
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+			Status struct {
+				PodIP string `json:"podIP"`
+			} `json:"status"`
+		} `json:"items"`
 	}
-	if err := json.Unmarshal([]byte(pc("get", "pods", "-o", "json")), &pods); err != nil || len(pods) != 6 {
-		t.Fatalf("get pods -o json: %v (%d pods)", err, len(pods))
+	if err := json.Unmarshal([]byte(pc("get", "pods", "-o", "json")), &pods); err != nil || pods.Kind != "List" || len(pods.Items) != 6 {
+		t.Fatalf("get pods -o json: %v (kind %q, %d pods), want kubectl's List of 6", err, pods.Kind, len(pods.Items))
 	}
 	// The sample's Deployments name their pods <deployment>-<hash>-<suffix>.
 	ip, productpage := "", ""
-	for _, p := range pods {
+	for _, p := range pods.Items {
 		switch {
-		case strings.HasPrefix(p.Name, "reviews-v2-"):
-			ip = p.IP
-		case strings.HasPrefix(p.Name, "productpage-v1-"):
-			productpage = p.Name
+		case strings.HasPrefix(p.Metadata.Name, "reviews-v2-"):
+			ip = p.Status.PodIP
+		case strings.HasPrefix(p.Metadata.Name, "productpage-v1-"):
+			productpage = p.Metadata.Name
 		}
 	}
 	eps := rows(pc("proxy-config", "endpoints", "deploy/productpage-v1", "--cluster", "outbound|9080|v2|reviews.default.svc.cluster.local"))

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
 	"github.com/meshlab/meshlab/api"
 )
@@ -151,38 +150,17 @@ func runGetOne(ctx context.Context, c *api.Client, cfg *getConfig, form getOutpu
 			objs = append(objs, api.ConfigObject{Kind: v.Kind, Namespace: v.Namespace, Name: v.Name, Object: v.Object})
 		}
 	}
-	return printObjects(ctx, c, cfg, args[0], objs, out)
+	return printObjects(cfg, objs, name != "", out)
 }
 
-// printObjects prints objects as written, in get's json or yaml form.
-func printObjects(_ context.Context, _ *api.Client, cfg *getConfig, _ string, objs []api.ConfigObject, out io.Writer) error {
-	switch cfg.output {
-	case "json":
-		list := make([]json.RawMessage, len(objs))
-		for i, o := range objs {
-			list[i] = o.Object
-		}
-		b, err := json.MarshalIndent(list, "", "  ")
-		if err != nil {
-			return err
-		}
-		if len(list) == 1 {
-			b, _ = json.MarshalIndent(list[0], "", "  ")
-		}
-		fmt.Fprintln(out, string(b))
-	case "yaml":
-		for i, o := range objs {
-			y, err := yaml.JSONToYAML(o.Object)
-			if err != nil {
-				return fmt.Errorf("render %s %s/%s: %w", o.Kind, o.Namespace, o.Name, err)
-			}
-			if i > 0 {
-				fmt.Fprintln(out, "---")
-			}
-			fmt.Fprint(out, string(y))
-		}
+// printObjects prints objects as written, in get's json or yaml form: the object when
+// get named one (single), else kubectl's List of them (printKube).
+func printObjects(cfg *getConfig, objs []api.ConfigObject, single bool, out io.Writer) error {
+	raws := make([]json.RawMessage, len(objs))
+	for i, o := range objs {
+		raws[i] = o.Object
 	}
-	return nil
+	return printKube(out, cfg.output, raws, single)
 }
 
 // getText prints kind (or all) as kubectl get's tables.

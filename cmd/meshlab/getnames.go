@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -55,6 +57,7 @@ func readGetArgs(args []string) ([]getTarget, error) {
 func runGetMany(ctx context.Context, c *api.Client, cfg *getConfig, form getOutput, targets []getTarget, out io.Writer) error {
 	namespace := cfg.namespace
 	var missing []error
+	var found []json.RawMessage // -o json|yaml: the objects found, printed as one List
 	printed := false
 	for _, group := range groupGetTargets(targets) {
 		cfg.namespace = namespace // runGetOne settles it per kind (cluster-scoped: none)
@@ -64,9 +67,14 @@ func runGetMany(ctx context.Context, c *api.Client, cfg *getConfig, form getOutp
 		}
 		var buf strings.Builder
 		var err error
-		if cfg.textOutput() && !form.isJSONPath {
+		switch {
+		case cfg.textOutput() && !form.isJSONPath:
 			err = getTableOfNames(ctx, c, cfg, group[0].kind, names, &buf, &missing)
-		} else {
+		case cfg.output == "json" || cfg.output == "yaml":
+			var objs []json.RawMessage
+			objs, err = getObjectsOfNames(ctx, c, cfg, form, group[0].kind, names, &missing)
+			found = append(found, objs...)
+		default:
 			for _, n := range names {
 				if e := runGetOne(ctx, c, cfg, form, group[0].kind, n, &buf); e != nil {
 					if !isNotFound(e) {
@@ -91,7 +99,33 @@ func runGetMany(ctx context.Context, c *api.Client, cfg *getConfig, form getOutp
 		}
 	}
 	cfg.namespace = namespace
+	if cfg.output == "json" || cfg.output == "yaml" {
+		// kubectl prints what several names found as one List, whatever their kinds.
+		if err := printKube(out, cfg.output, found, false); err != nil {
+			return err
+		}
+	}
 	return errors.Join(missing...)
+}
+
+// getObjectsOfNames returns, in get's json form, each object of kindArg named names,
+// adding the NotFound of each name the lab does not hold to missing.
+func getObjectsOfNames(ctx context.Context, c *api.Client, cfg *getConfig, form getOutput, kindArg string, names []string, missing *[]error) ([]json.RawMessage, error) {
+	one := *cfg
+	one.output = "json"
+	var objs []json.RawMessage
+	for _, n := range names {
+		var buf bytes.Buffer
+		if err := runGetOne(ctx, c, &one, form, kindArg, n, &buf); err != nil {
+			if !isNotFound(err) {
+				return nil, err
+			}
+			*missing = append(*missing, err)
+			continue
+		}
+		objs = append(objs, json.RawMessage(bytes.Clone(buf.Bytes())))
+	}
+	return objs, nil
 }
 
 // groupGetTargets groups targets by kind, in the order each kind is first named.

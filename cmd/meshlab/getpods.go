@@ -26,7 +26,8 @@ func isPodsKind(kind string) bool {
 // (NAMESPACE first with -A; -o wide adds IP, NODE, NOMINATED NODE and READINESS GATES).
 // READY counts the pod's containers as its Kubernetes view has them (a gateway's one
 // istio-proxy; an app and its sidecar), RESTARTS the sidecar's. With a name, only that
-// pod (an unknown name is kubectl's NotFound).
+// pod (an unknown name is kubectl's NotFound). -o json and -o yaml print the pods'
+// Kubernetes view (Pod objects, a List without a name), as kubectl does.
 func getPods(ctx context.Context, c *api.Client, cfg *getConfig, name string, out io.Writer) error {
 	return getPodsWhere(ctx, c, cfg, name, out, func(api.PodStatus) bool { return true })
 }
@@ -49,10 +50,29 @@ func getPodsWhere(ctx context.Context, c *api.Client, cfg *getConfig, name strin
 	if len(shown) == 0 && (cfg.output == "" || cfg.output == "text" || cfg.output == "wide") {
 		return noResources(cfg.namespace, cfg.errOut)
 	}
+	views, viewErr := c.KubeObjects(ctx, "pod", cfg.namespace, name, "")
+	if cfg.output == "json" || cfg.output == "yaml" {
+		// kubectl prints Pod objects: the lab's Kubernetes view of the pods shown, as
+		// -o jsonpath reads them.
+		if viewErr != nil {
+			return viewErr
+		}
+		keep := make(map[string]bool, len(shown))
+		for _, p := range shown {
+			keep[p.Namespace+"/"+p.Name] = true
+		}
+		var objs []json.RawMessage
+		for _, v := range views {
+			if keep[v.Namespace+"/"+v.Name] {
+				objs = append(objs, v.Object)
+			}
+		}
+		return printKube(out, cfg.output, objs, name != "")
+	}
 	created := map[string]string{}
 	labels := map[string]map[string]string{} // by namespace/name, for -L
 	containers := map[string][]string{}      // by namespace/name: the containers READY counts
-	if views, err := c.KubeObjects(ctx, "pod", cfg.namespace, name, ""); err == nil {
+	if viewErr == nil {
 		for _, v := range views {
 			var m struct {
 				Metadata struct {
@@ -72,47 +92,41 @@ func getPodsWhere(ctx context.Context, c *api.Client, cfg *getConfig, name strin
 			}
 		}
 	}
-	format := cfg.output
-	if format == "wide" {
-		format = ""
+	tw := tabwriter.NewWriter(out, 0, 0, 3, ' ', 0)
+	heads := []string{"NAME", "READY", "STATUS", "RESTARTS", "AGE"}
+	if cfg.namespace == "" {
+		heads = append([]string{"NAMESPACE"}, heads...)
 	}
-	return printOutput(out, format, shown, func(w io.Writer) error {
-		tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
-		heads := []string{"NAME", "READY", "STATUS", "RESTARTS", "AGE"}
+	if cfg.output == "wide" {
+		heads = append(heads, "IP", "NODE", "NOMINATED NODE", "READINESS GATES")
+	}
+	heads = append(heads, cfg.labelCols.heads()...)
+	fmt.Fprintln(tw, strings.Join(heads, "\t"))
+	now := time.Now()
+	for _, p := range shown {
+		n, ready := readyOf(containers[p.Namespace+"/"+p.Name], p.Sidecar), 0
+		status := "NotReady"
+		if p.Ready {
+			ready, status = n, "Running"
+		} else if p.Message != "" {
+			status = p.Message
+		}
+		name := p.Name
+		if cfg.typedNames {
+			name = "pod/" + name
+		}
+		row := []string{name, fmt.Sprintf("%d/%d", ready, n), status, fmt.Sprint(p.Restarts), age(created[p.Namespace+"/"+p.Name], now)}
 		if cfg.namespace == "" {
-			heads = append([]string{"NAMESPACE"}, heads...)
+			row = append([]string{p.Namespace}, row...)
 		}
 		if cfg.output == "wide" {
-			heads = append(heads, "IP", "NODE", "NOMINATED NODE", "READINESS GATES")
+			row = append(row, p.IP.String(), "meshlab", "<none>", "<none>")
 		}
-		heads = append(heads, cfg.labelCols.heads()...)
-		fmt.Fprintln(tw, strings.Join(heads, "\t"))
-		now := time.Now()
-		for _, p := range shown {
-			n, ready := readyOf(containers[p.Namespace+"/"+p.Name], p.Sidecar), 0
-			status := "NotReady"
-			if p.Ready {
-				ready, status = n, "Running"
-			} else if p.Message != "" {
-				status = p.Message
-			}
-			name := p.Name
-			if cfg.typedNames {
-				name = "pod/" + name
-			}
-			row := []string{name, fmt.Sprintf("%d/%d", ready, n), status, fmt.Sprint(p.Restarts), age(created[p.Namespace+"/"+p.Name], now)}
-			if cfg.namespace == "" {
-				row = append([]string{p.Namespace}, row...)
-			}
-			if cfg.output == "wide" {
-				row = append(row, p.IP.String(), "meshlab", "<none>", "<none>")
-			}
-			podLabels := labels[p.Namespace+"/"+p.Name]
-			row = append(row, cfg.labelCols.cells(podLabels)...)
-			fmt.Fprintln(tw, strings.Join(row, "\t"))
-		}
-		return tw.Flush()
-	})
+		podLabels := labels[p.Namespace+"/"+p.Name]
+		row = append(row, cfg.labelCols.cells(podLabels)...)
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	return tw.Flush()
 }
 
 // readyOf is how many containers a pod's READY counts: those its Kubernetes view lists (a

@@ -9,7 +9,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"sigs.k8s.io/yaml"
 
 	"github.com/meshlab/meshlab/api"
 )
@@ -188,22 +187,5 @@ func getIstioOperators(ctx context.Context, c *api.Client, cfg *getConfig, name,
 		fmt.Fprintln(tw, strings.Join(append(row, cfg.labelCols.cells(labels)...), "\t"))
 		return tw.Flush()
 	}
-	var doc any = iop
-	if name == "" {
-		doc = map[string]any{"apiVersion": "v1", "items": items, "kind": "List", "metadata": map[string]any{"resourceVersion": ""}}
-	}
-	if cfg.output == "json" {
-		b, err := json.MarshalIndent(doc, "", "    ")
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(out, string(b))
-		return nil
-	}
-	b, err := yaml.Marshal(doc)
-	if err != nil {
-		return err
-	}
-	_, err = out.Write(b)
-	return err
+	return printKube(out, cfg.output, items, name != "")
 }

@@ -175,7 +175,7 @@ func getSelected(ctx context.Context, c *api.Client, cfg *getConfig, kind, name 
 		}
 		written = append(written, w...)
 	}
-	return printObjects(ctx, c, cfg, kind, written, out)
+	return printObjects(cfg, written, false, out)
 }
 
 // missingObject is the error for a named object the lab does not have: the pods or
