@@ -9,7 +9,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-
 	"github.com/meshlab/meshlab/api"
 )
 
