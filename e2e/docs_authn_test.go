@@ -214,6 +214,12 @@ spec:
 EOF`); out != "virtualservice.networking.istio.io/httpbin configured\n" {
 		t.Errorf("apply the VirtualService printed %q", out)
 	}
+	// Not the page's: istioctl analyze finds nothing to say of the lab (foo's
+	// VirtualService names foo's httpbin, applied with -n foo; its "*" host is the
+	// gateway's; the gateway's pods have ingress-jwt).
+	if out := p.sh(`istioctl analyze`); strings.Contains(out, "[IST") || strings.Contains(out, "[ML") {
+		t.Errorf("istioctl analyze:\n%s\nwant no findings", out)
+	}
 	p.showsElided("HTTP/1.1 404 Not Found\n...", reader+`curl -s -I "http://$INGRESS_HOST:$INGRESS_PORT/headers"`)
 	p.showsElided("HTTP/1.1 401 Unauthorized\n...", reader+`curl -s -I "http://$INGRESS_HOST:$INGRESS_PORT/headers" -H "Authorization: Bearer some.invalid.token"`)
 	p.step("no token: 404; an invalid one: 401")

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 
 	"github.com/spf13/cobra"
 
+	"github.com/meshlab/meshlab/api"
 	"github.com/meshlab/meshlab/controlplane/analyze"
 )
 
@@ -88,9 +90,42 @@ func analyzeInput(ctx context.Context, g *globalFlags, paths []string) ([]analyz
 	docs := make([]analyze.Document, 0, len(objs))
 	for _, o := range objs {
 		// JSON is YAML: each object becomes one document, named by its file.
-		docs = append(docs, analyze.Document{Name: o.File, Data: o.Object})
+		data := o.Object
+		if !clusterScoped(api.Kind{Kind: o.Kind}) {
+			data = withNamespace(o.Object, o.Namespace)
+		}
+		docs = append(docs, analyze.Document{Name: o.File, Data: data})
 	}
 	return analyze.Documents(docs), nil
+}
+
+// withNamespace returns an object as written with the namespace the lab stored it in:
+// one applied with -n (or into a namespace by the file's Namespace) was written without
+// metadata.namespace, and analyze would read it as the default namespace's (IST0101 for
+// a VirtualService of foo naming foo's Service). An object that does not decode as a
+// JSON object is returned as it is (analyze reports it).
+func withNamespace(obj json.RawMessage, ns string) json.RawMessage {
+	if ns == "" {
+		return obj
+	}
+	var m map[string]any
+	if json.Unmarshal(obj, &m) != nil {
+		return obj
+	}
+	meta, _ := m["metadata"].(map[string]any)
+	if meta == nil {
+		meta = map[string]any{}
+		m["metadata"] = meta
+	}
+	if s, _ := meta["namespace"].(string); s != "" {
+		return obj
+	}
+	meta["namespace"] = ns
+	out, err := json.Marshal(m)
+	if err != nil {
+		return obj
+	}
+	return out
 }
 
 func printFindings(w io.Writer, fs []analyze.Finding) error {

@@ -83,3 +83,23 @@ func TestCompletionScripts(t *testing.T) {
 		t.Error("completion tcsh accepted")
 	}
 }
+
+// A running lab's object applied with -n was written without metadata.namespace:
+// analyze reads it with the namespace the lab stored it in, and leaves an object that
+// names its own, or does not decode, as it is.
+func TestAnalyzeWithNamespace(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, in, ns, want string
+	}{
+		{"added", `{"kind":"Service","metadata":{"name":"httpbin"}}`, "foo", `{"kind":"Service","metadata":{"name":"httpbin","namespace":"foo"}}`},
+		{"no metadata", `{"kind":"Service"}`, "foo", `{"kind":"Service","metadata":{"namespace":"foo"}}`},
+		{"its own kept", `{"kind":"Service","metadata":{"name":"a","namespace":"bar"}}`, "foo", `{"kind":"Service","metadata":{"name":"a","namespace":"bar"}}`},
+		{"no namespace stored", `{"kind":"Service"}`, "", `{"kind":"Service"}`},
+		{"not an object", `[1]`, "foo", `[1]`},
+	} {
+		if got := string(withNamespace(json.RawMessage(tc.in), tc.ns)); got != tc.want {
+			t.Errorf("%s: withNamespace(%s, %q) = %s, want %s", tc.name, tc.in, tc.ns, got, tc.want)
+		}
+	}
+}

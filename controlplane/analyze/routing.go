@@ -29,6 +29,11 @@ func checkRouting(r *registry, objs []*object) []Finding {
 			continue
 		}
 		for i, h := range vs.GetHosts() {
+			if !model.AppliesToMesh(vs) {
+				// A gateway's VirtualService names the hosts clients ask the gateway
+				// for ("*" in the ingress tasks), not the mesh's services.
+				break
+			}
 			if _, ok := r.lookup(h, o.ref.Namespace); !ok {
 				// istioctl has no analyzer for this: Istio accepts the VirtualService and
 				// applies it to plain HTTP on port 80 for that name; meshlab accepts it too
