@@ -57,7 +57,7 @@ func TestExternalHandlers(t *testing.T) {
 	if got := ExternalCertNames(ExternalWikipediaDE); !slices.Equal(got, []string{"*.wikipedia.org", "wikipedia.org"}) {
 		t.Errorf("de.wikipedia.org's certificate names %v", got)
 	}
-	if _, err := ExternalHandler("example.com", false); err == nil {
+	if _, err := ExternalHandler("example.org", false); err == nil {
 		t.Error("an unknown host got a handler")
 	}
 }
