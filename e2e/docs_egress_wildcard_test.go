@@ -191,3 +191,147 @@ istioctl uninstall --purge -y`)
 		}
 	}
 }
+
+// TestDocsWildcardEgressHostsGatewayAPITask walks the Gateway API tab of the same page:
+// Istio's minimal profile with the page's flags (alpha Gateway API, access logs,
+// REGISTRY_ONLY), sleep injected with kube-inject as the page's alternative writes it,
+// the wildcard ServiceEntry and both titles direct; then the page's egress Gateway
+// (wikipedia-egress-gateway, TLS passthrough on *.wikipedia.org, a ClusterIP Service),
+// the TLSRoute from the ServiceEntry to it and the one from it to www.wikipedia.org
+// (backendRef kind Hostname), with www.wikipedia.org's DNS ServiceEntry: both titles,
+// and the gateway's clusters, grepped as the page greps them, show
+// outbound|443||www.wikipedia.org with cx_total 2. Then the page's cleanup.
+func TestDocsWildcardEgressHostsGatewayAPITask(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	p := startPageLab(t)
+	p.sh(`istioctl install --set values.pilot.env.PILOT_ENABLE_CONFIG_DISTRIBUTION_TRACKING=true --set profile=minimal -y \
+    --set values.pilot.env.PILOT_ENABLE_ALPHA_GATEWAY_API=true \
+    --set meshConfig.accessLogFile=/dev/stdout \
+    --set meshConfig.outboundTrafficPolicy.mode=REGISTRY_ONLY`)
+	p.sh(`kubectl apply -f <(istioctl kube-inject -f samples/sleep/sleep.yaml)`)
+	p.until("SOURCE_POD, sleep's one pod", func() string { return p.sh(`kubectl get pod -l app=sleep -o jsonpath={.items..metadata.name}`) },
+		func(s string) bool { return strings.HasPrefix(s, "sleep-") && !strings.Contains(s, " ") })
+	const source = `export SOURCE_POD=$(kubectl get pod -l app=sleep -o jsonpath={.items..metadata.name})` + "\n"
+	p.sh(`kubectl apply -f - <<EOF
+apiVersion: networking.istio.io/v1alpha3
+kind: ServiceEntry
+metadata:
+  name: wikipedia
+spec:
+  hosts:
+  - "*.wikipedia.org"
+  ports:
+  - number: 443
+    name: https
+    protocol: HTTPS
+EOF`)
+	p.shows(wikipediaTitlesOut, source+wikipediaTitles)
+	p.sh(`kubectl delete serviceentry wikipedia`)
+	p.step("direct: both titles")
+
+	out := p.sh(`kubectl apply -f - <<EOF
+apiVersion: gateway.networking.k8s.io/v1beta1
+kind: Gateway
+metadata:
+  name: wikipedia-egress-gateway
+  annotations:
+    networking.istio.io/service-type: ClusterIP
+spec:
+  gatewayClassName: istio
+  listeners:
+  - name: tls
+    hostname: "*.wikipedia.org"
+    port: 443
+    protocol: TLS
+    tls:
+      mode: Passthrough
+    allowedRoutes:
+      namespaces:
+        from: Same
+---
+apiVersion: gateway.networking.k8s.io/v1alpha2
+kind: TLSRoute
+metadata:
+  name: direct-wikipedia-to-egress-gateway
+spec:
+  parentRefs:
+  - kind: ServiceEntry
+    group: networking.istio.io
+    name: wikipedia
+  rules:
+  - backendRefs:
+    - name: wikipedia-egress-gateway-istio
+      port: 443
+---
+apiVersion: gateway.networking.k8s.io/v1alpha2
+kind: TLSRoute
+metadata:
+  name: forward-wikipedia-from-egress-gateway
+spec:
+  parentRefs:
+  - name: wikipedia-egress-gateway
+  hostnames:
+  - "*.wikipedia.org"
+  rules:
+  - backendRefs:
+    - kind: Hostname
+      group: networking.istio.io
+      name: www.wikipedia.org
+      port: 443
+---
+apiVersion: networking.istio.io/v1alpha3
+kind: ServiceEntry
+metadata:
+  name: wikipedia
+spec:
+  hosts:
+  - "*.wikipedia.org"
+  ports:
+  - number: 443
+    name: https
+    protocol: HTTPS
+EOF`)
+	if out != "gateway.gateway.networking.k8s.io/wikipedia-egress-gateway created\ntlsroute.gateway.networking.k8s.io/direct-wikipedia-to-egress-gateway created\ntlsroute.gateway.networking.k8s.io/forward-wikipedia-from-egress-gateway created\nserviceentry.networking.istio.io/wikipedia created\n" {
+		t.Errorf("apply the egress Gateway's objects printed %q", out)
+	}
+	p.sh(`kubectl apply -f - <<EOF
+apiVersion: networking.istio.io/v1alpha3
+kind: ServiceEntry
+metadata:
+  name: www-wikipedia
+spec:
+  hosts:
+  - www.wikipedia.org
+  ports:
+  - number: 443
+    name: https
+    protocol: HTTPS
+  resolution: DNS
+EOF`)
+	p.shows(wikipediaTitlesOut, source+wikipediaTitles)
+	p.step("through the Gateway API egress gateway: both titles")
+	clusters := `kubectl exec "$(kubectl get pod -l gateway.networking.k8s.io/gateway-name=wikipedia-egress-gateway -o jsonpath='{.items[0].metadata.name}')" -c istio-proxy -- pilot-agent request GET clusters | grep '^outbound|443||www.wikipedia.org.*cx_total:'`
+	if out := p.sh(clusters); !regexp.MustCompile(`^outbound\|443\|\|www\.wikipedia\.org::\d+\.\d+\.\d+\.\d+:443::cx_total::2\n$`).MatchString(out) {
+		t.Errorf("the egress gateway's clusters, grepped as the page greps them:\n%s\nwant the page's outbound|443||www.wikipedia.org::ADDRESS:443::cx_total::2", out)
+	}
+	out = p.sh(`set -e
+kubectl delete se wikipedia
+kubectl delete se www-wikipedia
+kubectl delete gtw wikipedia-egress-gateway
+kubectl delete tlsroute direct-wikipedia-to-egress-gateway
+kubectl delete tlsroute forward-wikipedia-from-egress-gateway
+kubectl delete -f samples/sleep/sleep.yaml
+istioctl uninstall --purge -y`)
+	for _, want := range []string{
+		`serviceentry.networking.istio.io "wikipedia" deleted`, `serviceentry.networking.istio.io "www-wikipedia" deleted`,
+		`gateway.gateway.networking.k8s.io "wikipedia-egress-gateway" deleted`,
+		`tlsroute.gateway.networking.k8s.io "direct-wikipedia-to-egress-gateway" deleted`,
+		`tlsroute.gateway.networking.k8s.io "forward-wikipedia-from-egress-gateway" deleted`,
+		"✔ Uninstall complete",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the page's cleanup printed no %q:\n%s", want, out)
+		}
+	}
+}

@@ -448,17 +448,31 @@ func checkParentRefs(refs []gwv1.ParentReference, ns string, p problems) {
 			if pr.SectionName != nil {
 				p.addf(f+".sectionName", "is not supported by meshlab for a Service parent (select the port with port)")
 			}
+		case isServiceEntryParent(pr):
+			if pr.Namespace != nil && string(*pr.Namespace) != ns {
+				p.addf(f+".namespace", "%q: a route for a ServiceEntry of another namespace is not supported by meshlab; put the route in the ServiceEntry's namespace %s", *pr.Namespace, ns)
+			}
+			if pr.SectionName != nil {
+				p.addf(f+".sectionName", "is not supported by meshlab for a ServiceEntry parent (select the port with port)")
+			}
 		case ptrOr(pr.Group, gatewayAPIGroup) == gatewayAPIGroup && ptrOr(pr.Kind, "Gateway") == "Gateway":
 			if pr.Port != nil {
 				p.addf(f+".port", "is not supported by meshlab for a Gateway parent (select the listener with sectionName)")
 			}
 		default:
-			p.addf(f, "parents other than a %s Gateway or a core Service are not supported by meshlab", gatewayAPIGroup)
+			p.addf(f, "parents other than a %s Gateway, a core Service or an Istio ServiceEntry are not supported by meshlab", gatewayAPIGroup)
 		}
 		if msg := checkDNSLabel(string(pr.Name), 63); msg != "" {
 			p.addf(f+".name", "%q %s", pr.Name, msg)
 		}
 	}
+}
+
+// isServiceEntryParent reports whether a parent is an Istio ServiceEntry: as a Service
+// parent, the route configures the mesh's traffic to the entry's hosts (the wildcard
+// egress task sends *.wikipedia.org to its egress gateway so).
+func isServiceEntryParent(pr gwv1.ParentReference) bool {
+	return pr.Kind != nil && *pr.Kind == "ServiceEntry" && pr.Group != nil && *pr.Group == istioNetworkingGroup
 }
 
 // isServiceParent reports whether a parent is a core Service (the mesh, GAMMA).
@@ -738,9 +752,13 @@ func gatewayAPIIstio(objs []*Object) []*Object {
 		}
 	}
 	services := map[string]bool{}
+	entries := map[string][]string{}
 	for _, o := range objs {
 		if o.Service != nil {
 			services[o.Origin.Namespace+"/"+o.Origin.Name] = true
+		}
+		if o.ServiceEntry != nil {
+			entries[o.Origin.Namespace+"/"+o.Origin.Name] = o.ServiceEntry.GetHosts()
 		}
 	}
 	for _, o := range objs {
@@ -748,7 +766,7 @@ func gatewayAPIIstio(objs []*Object) []*Object {
 		if parents == nil {
 			continue
 		}
-		for _, vs := range meshRoutes(o, parents, services, http, tcp, tls) {
+		for _, vs := range meshRoutes(o, parents, services, entries, http, tcp, tls) {
 			// istiod merges the routes of every route of one parent into one
 			// VirtualService (in route order here).
 			if i := slices.IndexFunc(out, func(x *Object) bool {
@@ -823,7 +841,7 @@ func routeKind(o *Object) string {
 func routeBinds(o *Object, parents []gwv1.ParentReference, gateways map[string]*Object, nsLabels map[string]map[string]string) []string {
 	var binds []string
 	for _, pr := range parents {
-		if isServiceParent(pr) {
+		if isServiceParent(pr) || isServiceEntryParent(pr) {
 			continue // the mesh's (meshRoutes)
 		}
 		ns := o.Origin.Namespace
@@ -876,27 +894,35 @@ func admitsKind(l gwv1.Listener, k string) bool {
 // waypoint take it as any mesh VirtualService. Routes of the same parent are merged
 // into one (gatewayAPIIstio). A parent naming none of services (the lab's, by
 // "namespace/name") gets none, as istiod binds nothing to it.
-func meshRoutes(o *Object, parents []gwv1.ParentReference, services map[string]bool, http func() []*networking.HTTPRoute, tcp func() []*networking.TCPRoute, tls func() []*networking.TLSRoute) []*Object {
+func meshRoutes(o *Object, parents []gwv1.ParentReference, services map[string]bool, entries map[string][]string, http func() []*networking.HTTPRoute, tcp func() []*networking.TCPRoute, tls func() []*networking.TLSRoute) []*Object {
 	var out []*Object
 	for _, pr := range parents {
-		if !isServiceParent(pr) {
+		if !isServiceParent(pr) && !isServiceEntryParent(pr) {
 			continue
 		}
 		ns := o.Origin.Namespace
 		if pr.Namespace != nil {
 			ns = string(*pr.Namespace)
 		}
-		if !services[ns+"/"+string(pr.Name)] {
+		hosts := []string{string(pr.Name) + "." + ns + ".svc." + model.DefaultClusterDomain}
+		if isServiceEntryParent(pr) {
+			// A ServiceEntry parent: the entry's hosts, as istiod's gateway controller
+			// binds the route to them.
+			hosts = entries[ns+"/"+string(pr.Name)]
+			if len(hosts) == 0 {
+				continue // istiod binds nothing to an entry that does not exist
+			}
+		} else if !services[ns+"/"+string(pr.Name)] {
 			continue // istiod binds nothing to a Service that does not exist (RouteStatus: not Accepted)
 		}
+		host := hosts[0]
 		rules, tcpRules, tlsRules := http(), tcp(), tls()
-		host := string(pr.Name) + "." + ns + ".svc." + model.DefaultClusterDomain
 		for _, r := range tlsRules {
 			// As istiod's augmentTLSPortMatch: a route naming no hostname matches the
-			// Service's own, and the parent's port when set.
+			// parent's own hosts, and the parent's port when set.
 			for _, m := range r.Match {
 				if slices.Equal(m.SniHosts, []string{"*"}) {
-					m.SniHosts = []string{host}
+					m.SniHosts = slices.Clone(hosts)
 				}
 				if pr.Port != nil {
 					m.Port = uint32(*pr.Port)
@@ -927,7 +953,7 @@ func meshRoutes(o *Object, parents []gwv1.ParentReference, services map[string]b
 			Origin: model.Origin{File: o.Origin.File, Kind: "VirtualService", Namespace: o.Origin.Namespace, Name: model.MeshRouteName(o.Origin.Namespace, port, host)},
 			Doc:    o.Doc, Line: o.Line,
 			VirtualService: &networking.VirtualService{
-				Hosts:    []string{host},
+				Hosts:    slices.Clone(hosts),
 				Gateways: []string{model.MeshGateway},
 				Http:     rules,
 				Tcp:      tcpRules,

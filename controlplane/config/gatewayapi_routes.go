@@ -190,8 +190,41 @@ func checkL4Rules[R any](rules []R, backends func(R) []gwv1.BackendRef, ns strin
 			p.addf(f+".backendRefs", "every weight is 0: meshlab does not serve a rule without a backend (Istio refuses its connections)")
 		}
 		for j, b := range brs {
-			checkBackendRef(b, fmt.Sprintf("%s.backendRefs[%d]", f, j), ns, p)
+			bf := fmt.Sprintf("%s.backendRefs[%d]", f, j)
+			if isHostnameBackend(b) {
+				checkHostnameBackend(b, bf, p)
+				continue
+			}
+			checkBackendRef(b, bf, ns, p)
 		}
+	}
+}
+
+// istioNetworkingGroup is the API group of Istio's networking kinds, which Istio's
+// gateway controller takes as a route's ServiceEntry parent and Hostname backend.
+const istioNetworkingGroup = "networking.istio.io"
+
+// isHostnameBackend reports whether b is Istio's Hostname backend (group
+// networking.istio.io, kind Hostname): a host of the mesh's registry by name, as the
+// wildcard egress task's www.wikipedia.org, which istiod makes the destination as written.
+func isHostnameBackend(b gwv1.BackendRef) bool {
+	return b.Group != nil && *b.Group == istioNetworkingGroup && b.Kind != nil && *b.Kind == "Hostname"
+}
+
+// checkHostnameBackend checks a Hostname backend: a DNS name, a port, no namespace.
+func checkHostnameBackend(b gwv1.BackendRef, bf string, p problems) {
+	checkWildcardHost(string(b.Name), string(b.Name), bf+".name", p)
+	if strings.Contains(string(b.Name), "*") {
+		p.addf(bf+".name", "%q: a Hostname backend names one host", b.Name)
+	}
+	if b.Namespace != nil {
+		p.addf(bf+".namespace", "is not read for a Hostname backend (the name is the host)")
+	}
+	if b.Port == nil {
+		p.addf(bf+".port", "is required for a Hostname backend")
+	}
+	if w := ptrOr(b.Weight, 1); w < 0 || w > 1000000 {
+		p.addf(bf+".weight", "%d is out of range (0 to 1000000)", w)
 	}
 }
 
@@ -402,6 +435,9 @@ func l4Destinations(brs []gwv1.BackendRef, ns string) []*networking.RouteDestina
 // hostname and the port.
 func backendDestination(b gwv1.BackendRef, ns string) *networking.Destination {
 	d := &networking.Destination{Host: string(b.Name) + "." + ns + ".svc.cluster.local"}
+	if isHostnameBackend(b) {
+		d.Host = string(b.Name) // the registry's host as written
+	}
 	if b.Port != nil {
 		d.Port = &networking.PortSelector{Number: uint32(*b.Port)}
 	}

@@ -49,8 +49,8 @@ func RouteStatus(objs []*Object, o *Object) gwv1.RouteStatus {
 	}
 	resolved := cond(string(gwv1.RouteConditionResolvedRefs), string(gwv1.RouteReasonResolvedRefs), "All references resolved", true)
 	for _, b := range backends {
-		if ptrOr(b.ref.Weight, 1) == 0 {
-			continue // istiod skips a backend of weight 0
+		if ptrOr(b.ref.Weight, 1) == 0 || isHostnameBackend(b.ref) {
+			continue // istiod skips a backend of weight 0; a Hostname is the registry's
 		}
 		if !services[o.Origin.Namespace+"/"+string(b.ref.Name)] {
 			host := string(b.ref.Name) + "." + o.Origin.Namespace + ".svc." + model.DefaultClusterDomain
@@ -62,7 +62,7 @@ func RouteStatus(objs []*Object, o *Object) gwv1.RouteStatus {
 		if isServiceParent(pr) && !services[parentNamespace(pr, o)+"/"+string(pr.Name)] {
 			accepted = cond(string(gwv1.RouteConditionAccepted), string(gwv1.RouteReasonNoMatchingParent), fmt.Sprintf("parent service: %q not found", pr.Name), false)
 		}
-		if !isServiceParent(pr) {
+		if !isServiceParent(pr) && !isServiceEntryParent(pr) {
 			ns := o.Origin.Namespace
 			if pr.Namespace != nil {
 				ns = string(*pr.Namespace)
