@@ -41,9 +41,25 @@ func TestDocsZipkinTask(t *testing.T) {
 	t.Parallel()
 	requireHostTool(t, "curl")
 	p := startPageLab(t)
+	url := p.tracedBookinfo(zipkinTracingYAML, "samples/addons/extras/zipkin.yaml", meshDefaultTelemetry("telemetry.istio.io/v1", "zipkin"))
+	zipkin := p.addonDashboard("zipkin", `^http://localhost:\d+\n$`)
+	trace := p.untilTraced(url, func() []tracedSpan { return joinedTrace(t, zipkin) })
+	checkBookinfoTrace(t, trace)
+	p.step("a trace of " + strconv.Itoa(len(trace)) + " spans joins the gateway, productpage, details and reviews")
 
-	install := p.command(`cat <<EOF > ./tracing.yaml
-apiVersion: install.istio.io/v1alpha1
+	var services []string
+	if err := json.Unmarshal([]byte(getOK(t, zipkin+"/api/v2/services")), &services); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"details.default", "istio-ingressgateway.istio-system", "productpage.default", "reviews.default"} {
+		if !strings.Contains(strings.Join(services, ","), want) {
+			t.Errorf("Zipkin's services %q lack %s", services, want)
+		}
+	}
+}
+
+// zipkinTracingYAML is the Zipkin page's tracing.yaml.
+const zipkinTracingYAML = `apiVersion: install.istio.io/v1alpha1
 kind: IstioOperator
 spec:
   meshConfig:
@@ -55,18 +71,11 @@ spec:
       zipkin:
         service: zipkin.istio-system.svc.cluster.local
         port: 9411
-EOF
-istioctl install -f ./tracing.yaml --skip-confirmation`)
-	install.Dir = t.TempDir()
-	if out, err := install.CombinedOutput(); err != nil || !strings.Contains(string(out), "Installation complete") {
-		t.Fatalf("istioctl install -f ./tracing.yaml --skip-confirmation: %v\n%s", err, out)
-	}
-	p.step("installed with the page's tracing.yaml")
-	if out := p.sh(`kubectl apply -f samples/addons/extras/zipkin.yaml`); !strings.Contains(out, "deployment.apps/zipkin created") || !strings.Contains(out, "service/zipkin created") {
-		t.Errorf("apply samples/addons/extras/zipkin.yaml:\n%s", out)
-	}
-	if out := p.sh(`kubectl apply -f - <<EOF
-apiVersion: telemetry.istio.io/v1
+`
+
+// meshDefaultTelemetry is the tracing pages' mesh-default Telemetry naming provider.
+func meshDefaultTelemetry(apiVersion, provider string) string {
+	return `apiVersion: ` + apiVersion + `
 kind: Telemetry
 metadata:
   name: mesh-default
@@ -74,9 +83,27 @@ metadata:
 spec:
   tracing:
   - providers:
-    - name: "zipkin"
-EOF`); out != "telemetry.telemetry.istio.io/mesh-default created\n" {
-		t.Errorf("apply the page's Telemetry: %q", out)
+    - name: "` + provider + `"
+`
+}
+
+// tracedBookinfo is the tracing pages' "Before you begin": tracingYAML written with cat
+// as ./tracing.yaml and installed, the tracing addon applied (the pages' integrations
+// install it), the page's Telemetry, and Bookinfo behind its gateway as the Bookinfo
+// page sets it up. It returns GATEWAY_URL once the product page answers through it.
+func (p *pageLab) tracedBookinfo(tracingYAML, addon, telemetry string) string {
+	p.t.Helper()
+	install := p.command("cat <<EOF > ./tracing.yaml\n" + tracingYAML + "EOF\nistioctl install -f ./tracing.yaml --skip-confirmation")
+	install.Dir = p.t.TempDir()
+	if out, err := install.CombinedOutput(); err != nil || !strings.Contains(string(out), "Installation complete") {
+		p.t.Fatalf("istioctl install -f ./tracing.yaml --skip-confirmation: %v\n%s", err, out)
+	}
+	p.step("installed with the page's tracing.yaml")
+	if out := p.sh(`kubectl apply -f ` + addon); !strings.Contains(out, "deployment.apps/") || !strings.Contains(out, "service/zipkin created") {
+		p.t.Errorf("apply %s:\n%s", addon, out)
+	}
+	if out := p.sh("kubectl apply -f - <<EOF\n" + telemetry + "EOF"); out != "telemetry.telemetry.istio.io/mesh-default created\n" {
+		p.t.Errorf("apply the page's Telemetry: %q", out)
 	}
 	p.sh(`kubectl label namespace default istio-injection=enabled
 kubectl apply -f samples/bookinfo/platform/kube/bookinfo.yaml
@@ -86,29 +113,40 @@ export INGRESS_PORT=$(kubectl -n istio-system get service istio-ingressgateway -
 export GATEWAY_URL=$INGRESS_HOST:$INGRESS_PORT
 echo "$GATEWAY_URL"`))
 	if !regexp.MustCompile(`^\d+\.\d+\.\d+\.\d+:80$`).MatchString(url) {
-		t.Fatalf("GATEWAY_URL=%q, want the ingress gateway's EXTERNAL-IP:80", url)
+		p.t.Fatalf("GATEWAY_URL=%q, want the ingress gateway's EXTERNAL-IP:80", url)
 	}
 	p.browse(url)
 	p.step("Bookinfo behind its gateway, GATEWAY_URL=" + url)
+	return url
+}
 
-	zipkin := p.addonDashboard("zipkin", `^http://localhost:\d+\n$`)
-	var trace []tracedSpan
+// untilTraced sends the trace-generation boilerplate's 100 requests to the product page
+// from the reader's machine, again while found has no trace (the default sampling is
+// 1 %, as the boilerplate says; the proxies report every 5 s or 5 spans).
+func (p *pageLab) untilTraced(url string, found func() []tracedSpan) []tracedSpan {
+	p.t.Helper()
 	deadline := time.Now().Add(4 * time.Minute)
-	for sent := 0; trace == nil; {
+	for sent := 0; ; {
 		if time.Now().After(deadline) {
-			t.Fatalf("no trace of productpage.default with the gateway's, details' and reviews' spans after %d requests", sent)
+			p.t.Fatalf("no trace of productpage.default with the gateway's, details' and reviews' spans after %d requests", sent)
 		}
-		// The trace-generation boilerplate, from the reader's machine.
 		if out, code := p.outside("bash", "-c", `for i in $(seq 1 100); do curl -s -o /dev/null "http://`+url+`/productpage"; done`); code != 0 {
-			t.Fatalf("100 requests to the product page: exit %d\n%s", code, out)
+			p.t.Fatalf("100 requests to the product page: exit %d\n%s", code, out)
 		}
 		sent += 100
-		// The proxies report every 5 s (or every 5 spans).
-		for wait := time.Now().Add(12 * time.Second); trace == nil && time.Now().Before(wait); time.Sleep(time.Second) {
-			trace = joinedTrace(t, zipkin)
-		}
 		p.step("sent " + strconv.Itoa(sent) + " requests")
+		for wait := time.Now().Add(12 * time.Second); time.Now().Before(wait); time.Sleep(time.Second) {
+			if tr := found(); tr != nil {
+				return tr
+			}
+		}
 	}
+}
+
+// checkBookinfoTrace checks a Bookinfo trace: every span's parent is in it, and the
+// product page's server span has Istio's operation name and tags.
+func checkBookinfoTrace(t *testing.T, trace []tracedSpan) {
+	t.Helper()
 	byID := map[string]tracedSpan{}
 	for _, s := range trace {
 		byID[s.ID] = s
@@ -121,17 +159,6 @@ echo "$GATEWAY_URL"`))
 		if s.LocalEndpoint.ServiceName == "productpage.default" && s.Kind == "SERVER" &&
 			(s.Tags["istio.canonical_service"] != "productpage" || s.Tags["http.status_code"] != "200" || s.Name != "productpage.default.svc.cluster.local:9080/*") {
 			t.Errorf("the product page's server span %+v: want Istio's operation name and tags", s)
-		}
-	}
-	p.step("a trace of " + strconv.Itoa(len(trace)) + " spans joins the gateway, productpage, details and reviews")
-
-	var services []string
-	if err := json.Unmarshal([]byte(getOK(t, zipkin+"/api/v2/services")), &services); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"details.default", "istio-ingressgateway.istio-system", "productpage.default", "reviews.default"} {
-		if !strings.Contains(strings.Join(services, ","), want) {
-			t.Errorf("Zipkin's services %q lack %s", services, want)
 		}
 	}
 }
@@ -202,4 +229,189 @@ func getOK(t *testing.T, url string) string {
 		t.Fatalf("GET %s: %v", url, err)
 	}
 	return body
+}
+
+// TestDocsJaegerTask walks "Jaeger" (distributed-tracing/jaeger): the page's
+// tracing.yaml names an opentelemetry provider (OTLP over gRPC to the Jaeger
+// collector's 4317), which meshlab's proxies cannot export to: install refuses it by
+// name with what to write instead and changes nothing; the reader's tracing.yaml with
+// that zipkin provider (Jaeger's collector takes Zipkin v2 on 9411) installs, with
+// samples/addons/jaeger.yaml, the page's Telemetry and Bookinfo; then `istioctl
+// dashboard jaeger` prints istioctl's URL and, through it, Jaeger's query API (the
+// addon's base path /jaeger) has a trace of productpage.default with the gateway's,
+// productpage's, details' and reviews' spans.
+func TestDocsJaegerTask(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	requireHostTool(t, "curl")
+	p := startPageLab(t)
+	const pageTracing = `apiVersion: install.istio.io/v1alpha1
+kind: IstioOperator
+spec:
+  meshConfig:
+    enableTracing: true
+    defaultConfig:
+      tracing: {} # disable legacy MeshConfig tracing options
+    extensionProviders:
+    - name: jaeger
+      opentelemetry:
+        port: 4317
+        service: jaeger-collector.istio-system.svc.cluster.local
+`
+	refused := p.command("cat <<EOF > ./tracing.yaml\n" + pageTracing + "EOF\nistioctl install -f ./tracing.yaml --skip-confirmation")
+	refused.Dir = t.TempDir()
+	out, err := refused.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "spec.extensionProviders[0].opentelemetry: is not supported by meshlab") ||
+		!strings.Contains(string(out), "zipkin: {service: jaeger-collector.istio-system.svc.cluster.local, port: 9411}") {
+		t.Fatalf("istioctl install of the page's tracing.yaml: %v\n%s\nwant the opentelemetry provider refused by name, with the zipkin provider to write", err, out)
+	}
+	p.step("the page's opentelemetry provider refused")
+	readers := strings.Replace(pageTracing, "      opentelemetry:\n        port: 4317\n", "      zipkin:\n        port: 9411\n", 1)
+	url := p.tracedBookinfo(readers, "samples/addons/jaeger.yaml", meshDefaultTelemetry("telemetry.istio.io/v1", "jaeger"))
+	jaeger := p.addonDashboard("jaeger", `^http://localhost:\d+\n$`)
+	trace := p.untilTraced(url, func() []tracedSpan { return jaegerTrace(t, jaeger) })
+	checkBookinfoTrace(t, trace)
+	p.step("Jaeger has a trace of " + strconv.Itoa(len(trace)) + " spans joining the gateway, productpage, details and reviews")
+}
+
+// jaegerTrace returns a trace of productpage.default from Jaeger's query API at base
+// (under the addon's /jaeger) with spans of the gateway, the product page, details and
+// reviews, as Zipkin spans, or nil.
+func jaegerTrace(t *testing.T, base string) []tracedSpan {
+	t.Helper()
+	body, err := getBody(base + "/jaeger/api/traces?service=productpage.default&limit=20&lookback=1h")
+	if err != nil {
+		return nil
+	}
+	var ans struct {
+		Data []struct {
+			TraceID string `json:"traceID"`
+			Spans   []struct {
+				TraceID, SpanID, OperationName, ProcessID string
+				References                                []struct{ RefType, SpanID string }
+				Tags                                      []struct{ Key, Value string }
+			}
+			Processes map[string]struct{ ServiceName string }
+		}
+	}
+	if json.Unmarshal([]byte(body), &ans) != nil {
+		t.Fatalf("Jaeger's traces of productpage.default: %.2000s", body)
+	}
+	for _, tr := range ans.Data {
+		var out []tracedSpan
+		seen := map[string]bool{}
+		for _, s := range tr.Spans {
+			ts := tracedSpan{TraceID: s.TraceID, ID: s.SpanID, Name: s.OperationName, Tags: map[string]string{}}
+			ts.LocalEndpoint.ServiceName = tr.Processes[s.ProcessID].ServiceName
+			for _, r := range s.References {
+				if r.RefType == "CHILD_OF" {
+					ts.ParentID = r.SpanID
+				}
+			}
+			for _, kv := range s.Tags {
+				ts.Tags[kv.Key] = kv.Value
+			}
+			ts.Kind = strings.ToUpper(ts.Tags["span.kind"])
+			seen[ts.LocalEndpoint.ServiceName] = true
+			out = append(out, ts)
+		}
+		if seen["istio-ingressgateway.istio-system"] && seen["productpage.default"] && seen["details.default"] && seen["reviews.default"] {
+			return out
+		}
+	}
+	return nil
+}
+
+// TestDocsTracingTelemetryAPITask walks "Configure tracing with Telemetry API"
+// (distributed-tracing/telemetry-api): its tracing.yaml installed with
+// --set values.pilot.env.PILOT_ENABLE_CONFIG_DISTRIBUTION_TRACKING=true, Zipkin, its
+// mesh-default Telemetry (v1alpha1) enabling tracing for the mesh, then its customized
+// sampling (randomSamplingPercentage 100) with its custom tags (a literal, an
+// environment variable with its default, a request header): one request to the product
+// page is then traced, every span of it carrying the three tags.
+func TestDocsTracingTelemetryAPITask(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	requireHostTool(t, "curl")
+	p := startPageLab(t)
+	tracing := strings.Replace(zipkinTracingYAML, "# disable legacy MeshConfig tracing options", "# disabled MeshConfig tracing options", 1)
+	install := p.command("cat <<EOF > ./tracing.yaml\n" + tracing + "EOF\nistioctl install --set values.pilot.env.PILOT_ENABLE_CONFIG_DISTRIBUTION_TRACKING=true -f ./tracing.yaml --skip-confirmation")
+	install.Dir = t.TempDir()
+	if out, err := install.CombinedOutput(); err != nil || !strings.Contains(string(out), "Installation complete") {
+		t.Fatalf("istioctl install --set ... -f ./tracing.yaml: %v\n%s", err, out)
+	}
+	p.sh(`kubectl apply -f samples/addons/extras/zipkin.yaml
+kubectl label namespace default istio-injection=enabled
+kubectl apply -f samples/bookinfo/platform/kube/bookinfo.yaml
+kubectl apply -f samples/bookinfo/networking/bookinfo-gateway.yaml`)
+	if out := p.sh(`kubectl apply -f - <<EOF
+apiVersion: telemetry.istio.io/v1alpha1
+kind: Telemetry
+metadata:
+  name: mesh-default
+  namespace: istio-system
+spec:
+  tracing:
+    - providers:
+        - name: "zipkin"
+EOF`); out != "telemetry.telemetry.istio.io/mesh-default created\n" {
+		t.Errorf("enable tracing for mesh: %q", out)
+	}
+	url := strings.TrimSpace(p.sh(`export INGRESS_HOST=$(kubectl -n istio-system get service istio-ingressgateway -o jsonpath='{.status.loadBalancer.ingress[0].ip}')
+export INGRESS_PORT=$(kubectl -n istio-system get service istio-ingressgateway -o jsonpath='{.spec.ports[?(@.name=="http2")].port}')
+echo "$INGRESS_HOST:$INGRESS_PORT"`))
+	p.browse(url)
+	// The page's customizing sections, in one Telemetry: sampling at 100 % and its
+	// literal, environment and header tags (the header one's placeholders filled in).
+	if out := p.sh(`kubectl apply -f - <<EOF
+apiVersion: telemetry.istio.io/v1alpha1
+kind: Telemetry
+metadata:
+  name: mesh-default
+  namespace: istio-system
+spec:
+  tracing:
+    - providers:
+        - name: "zipkin"
+      randomSamplingPercentage: 100.00
+      customTags:
+        "provider":
+          literal:
+            value: "zipkin"
+        "cluster_id":
+          environment:
+            name: ISTIO_META_CLUSTER_ID
+            defaultValue: Kubernetes # optional
+        my_tag_header:
+          header:
+            name: x-reader
+            defaultValue: nobody      # optional
+EOF`); out != "telemetry.telemetry.istio.io/mesh-default configured\n" {
+		t.Errorf("customizing trace sampling and tags: %q", out)
+	}
+	p.step("sampling at 100 % with custom tags")
+	zipkin := p.addonDashboard("zipkin", `^http://localhost:\d+\n$`)
+	var trace []tracedSpan
+	p.until("one request to the product page traced with the page's custom tags", func() string {
+		_, _ = p.outside("curl", "-s", "-o", "/dev/null", "-H", "x-reader: trace10", "http://"+url+"/productpage")
+		time.Sleep(6 * time.Second) // a flush: every 5 s, or 5 spans
+		trace = nil
+		body, _ := getBody(zipkin + "/api/v2/traces?serviceName=istio-ingressgateway.istio-system&limit=50")
+		var traces [][]tracedSpan
+		_ = json.Unmarshal([]byte(body), &traces)
+		for _, tr := range traces {
+			for _, s := range tr {
+				if s.Tags["my_tag_header"] == "trace10" {
+					trace = tr
+				}
+			}
+		}
+		return body
+	}, func(string) bool { return trace != nil })
+	for _, s := range trace {
+		if s.Tags["provider"] != "zipkin" || s.Tags["cluster_id"] == "" || s.Tags["istio.canonical_service"] == "" {
+			t.Errorf("span %s of %s (%s): tags %v, want provider=zipkin, cluster_id and Istio's", s.ID, s.LocalEndpoint.ServiceName, s.Name, s.Tags)
+		}
+	}
+	checkBookinfoTrace(t, trace)
 }

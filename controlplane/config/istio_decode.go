@@ -183,7 +183,7 @@ func refuseUnimplemented(msg protoreflect.Message, implemented map[string]bool, 
 			n := joinPath(norm, fd.JSONName())
 			at := path + "." + fd.JSONName()
 			if !implemented[n] {
-				p.addf(at, "is not supported by meshlab (%s supports %s)", kind, supportedSummary(implemented, norm))
+				p.addf(at, "is not supported by meshlab (%s supports %s)%s", kind, supportedSummary(implemented, norm), refusalAdvice[kind+" "+n])
 				continue
 			}
 			if fd.Kind() != protoreflect.MessageKind || strings.HasPrefix(string(fd.Message().FullName()), "google.protobuf.") {

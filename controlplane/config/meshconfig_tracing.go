@@ -19,6 +19,18 @@ func meshTracingPaths() string {
 		expand("extensionProviders.zipkin", "service port maxTagLength path enable64bitTraceId")
 }
 
+// refusalAdvice is what to do instead of a refused field, by "Kind path", appended to
+// refuseUnimplemented's message.
+var refusalAdvice = map[string]string{
+	"MeshConfig extensionProviders.opentelemetry": ": meshlab's proxies export spans with Envoy's Zipkin tracer only, not OTLP; " +
+		"name a zipkin provider instead (Jaeger's collector takes Zipkin v2 JSON on 9411: " +
+		"zipkin: {service: jaeger-collector.istio-system.svc.cluster.local, port: 9411}; the zipkin addon: zipkin.istio-system.svc.cluster.local)",
+	"MeshConfig extensionProviders.skywalking": ": meshlab's proxies have no SkyWalking tracer; name a zipkin provider " +
+		"(samples/addons/extras/zipkin.yaml, zipkin: {service: zipkin.istio-system.svc.cluster.local, port: 9411})",
+	"MeshConfig extensionProviders.datadog": ": meshlab's proxies have no Datadog tracer; name a zipkin provider " +
+		"(samples/addons/extras/zipkin.yaml, zipkin: {service: zipkin.istio-system.svc.cluster.local, port: 9411})",
+}
+
 // validateMeshTracing checks the tracing fields as Istio's mesh validation does:
 // providers named once, with a service and a port.
 func validateMeshTracing(mc *meshv1alpha1.MeshConfig, p problems) {

@@ -20,9 +20,10 @@ import (
 // them); and for its metrics, the customize-metrics and telemetry-api pages' use: the
 // prometheus provider's overrides (tags removed or set from CEL expressions, metrics
 // disabled, per client and server mode), merged as istiod merges them into istio.stats
-// (controlplane/xds/telemetry_metrics.go). A tagOverride's value is not checked here, as
+// (controlplane/xds/telemetry_metrics.go); and for its tracing (telemetry_tracing.go).
+// A tagOverride's value is not checked here, as
 // istiod does not: istio-proxy drops a standard tag whose expression does not parse. What
-// would change behaviour and is not built is refused by name: tracing, targetRefs, log
+// would change behaviour and is not built is refused by name: targetRefs, log
 // filters and client/server matches, custom metrics, providers the lab has not.
 
 func telemetryPaths() string {

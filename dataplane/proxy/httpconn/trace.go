@@ -176,7 +176,16 @@ func (rt *router) finishSpan(x *exchange, code int) {
 		}
 	}
 	if u := x.upSpan; u != nil {
-		u.SetTag("component", "proxy")
+		// The router's span gets the common tags too (setCommonTags: node, zone,
+		// upstream cluster, status, flags, custom tags).
+		for _, k := range []string{"component", "node_id", "zone", "response_flags"} {
+			u.SetTag(k, s.Tags[k])
+		}
+		for _, ct := range t.Tags {
+			if v, ok := ct.value(x); ok {
+				u.SetTag(ct.name, v)
+			}
+		}
 		u.SetTag("upstream_cluster", s.Tags["upstream_cluster"])
 		u.SetTag("upstream_cluster.name", s.Tags["upstream_cluster.name"])
 		if a, ok := s.Tags["upstream_address"]; ok {
