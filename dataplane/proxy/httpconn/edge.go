@@ -3,6 +3,7 @@ package httpconn
 import (
 	"errors"
 	"fmt"
+	tracingv3 "github.com/envoyproxy/go-control-plane/envoy/type/tracing/v3"
 	"net"
 	"net/http"
 	"net/netip"
@@ -64,7 +65,7 @@ var tracingAllow = fieldcheck.Allow{
 		"client_sampling", "random_sampling", "overall_sampling", "verbose", "max_path_tag_length", "custom_tags", "spawn_upstream_span", "provider",
 	},
 	"envoy.config.trace.v3.Tracing.Http":             {"name", "typed_config"},
-	"envoy.type.tracing.v3.CustomTag":                {"tag", "literal", "environment", "request_header", "metadata"},
+	"envoy.type.tracing.v3.CustomTag":                {"tag", "literal", "environment", "request_header", "metadata", "value"},
 	"envoy.type.tracing.v3.CustomTag.Literal":        {"value"},
 	"envoy.type.tracing.v3.CustomTag.Environment":    {"name", "default_value"},
 	"envoy.type.tracing.v3.CustomTag.Header":         {"name", "default_value"},
@@ -142,6 +143,13 @@ func compileTracing(h *hcmv3.HttpConnectionManager) (*Tracing, error) {
 	}
 	out.SpawnUpstream = t.GetSpawnUpstreamSpan().GetValue()
 	for i, ct := range t.GetCustomTags() {
+		if _, ok := ct.GetType().(*tracingv3.CustomTag_Value); ok && t.GetProvider() == nil {
+			// istiod's waypoints tag spans with substitution formats
+			// (%FILTER_STATE(upstream_peer_obj:FIELD:app)%); without a provider no span
+			// is ever made, so there is nothing to tag, as in Envoy. With one the tag is
+			// refused by compileCustomTag.
+			continue
+		}
 		tag, err := compileCustomTag(ct)
 		if err != nil {
 			return nil, fmt.Errorf("tracing.custom_tags[%d].%w", i, err)

@@ -16,6 +16,7 @@ import (
 	tracev3 "github.com/envoyproxy/go-control-plane/envoy/config/trace/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	uuidv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/request_id/uuid/v3"
+	tracingv3 "github.com/envoyproxy/go-control-plane/envoy/type/tracing/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -465,5 +466,19 @@ func TestHeadersWithUnderscoresAction(t *testing.T) {
 				t.Errorf("%s = %d, want 1", tc.stat, l.store.Value(tc.stat))
 			}
 		})
+	}
+}
+
+// istiod's waypoint tracing block tags spans with substitution formats: without a
+// provider there is no span to tag, so it is taken; with one it is refused by name.
+func TestTracingValueTagNeedsNoSpanWithoutProvider(t *testing.T) {
+	valueTag := &tracingv3.CustomTag{Tag: "istio.destination_app", Type: &tracingv3.CustomTag_Value{Value: "%FILTER_STATE(upstream_peer_obj:FIELD:app)%"}}
+	h := &hcmv3.HttpConnectionManager{Tracing: &hcmv3.HttpConnectionManager_Tracing{CustomTags: []*tracingv3.CustomTag{valueTag}}}
+	if tr, err := compileTracing(h); err != nil || len(tr.Tags) != 0 {
+		t.Errorf("without a provider: %v, %d tags; want taken, no tag", err, len(tr.Tags))
+	}
+	h.Tracing.Provider = &tracev3.Tracing_Http{Name: "envoy.tracers.zipkin"}
+	if _, err := compileTracing(h); err == nil || !strings.Contains(err.Error(), "tracing.custom_tags[0].value: a substitution format tag is not supported") {
+		t.Errorf("with a provider: %v; want the value tag refused by name", err)
 	}
 }

@@ -60,6 +60,8 @@ func compileCustomTag(ct *tracingv3.CustomTag) (customTag, error) {
 		for _, seg := range v.Metadata.GetMetadataKey().GetPath() {
 			t.metaPath = append(t.metaPath, seg.GetKey())
 		}
+	case *tracingv3.CustomTag_Value:
+		return t, errors.New("value: a substitution format tag is not supported by meshlab proxy (literal, environment, request_header and metadata are)")
 	default:
 		return t, fmt.Errorf("type: %T is not supported by meshlab proxy (literal, environment, request_header and metadata are)", v)
 	}
