@@ -3,7 +3,6 @@ package httpconn
 import (
 	"errors"
 	"fmt"
-	tracingv3 "github.com/envoyproxy/go-control-plane/envoy/type/tracing/v3"
 	"net"
 	"net/http"
 	"net/netip"
@@ -13,6 +12,7 @@ import (
 
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	uuidv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/request_id/uuid/v3"
+	tracingv3 "github.com/envoyproxy/go-control-plane/envoy/type/tracing/v3"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/fieldcheck"
 	"github.com/meshlab/meshlab/dataplane/proxy/tracing"
