@@ -90,6 +90,12 @@ var istioKinds = map[string]string{
 	"TrafficExtension":      "extensions.istio.io",
 }
 
+// unsupportedIstioKinds say why meshlab refuses an Istio kind it will not build, and
+// what to use instead.
+var unsupportedIstioKinds = map[string]string{
+	"WasmPlugin": "its proxy has no Wasm runtime (Envoy's envoy.wasm) to run the module; a TrafficExtension with spec.lua runs a Lua filter in the same places",
+}
+
 // storedKinds are the Kubernetes kinds a lab keeps, shows and deletes as an API server
 // does, though they change nothing it runs (why: inertKinds), by their API group: the
 // RBAC of Istio's samples and addons, and the disruption budgets and autoscalers of
@@ -190,6 +196,10 @@ func decoderFor(apiVersion, k string, p problems) kind {
 				return kindRefused
 			}
 			return kd
+		}
+		if why := unsupportedIstioKinds[k]; why != "" {
+			p.addf("", "kind %s is not supported by meshlab: %s", k, why)
+			return kindRefused
 		}
 		p.addf("", "kind %s is not supported yet", k)
 		return kindRefused

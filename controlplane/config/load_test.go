@@ -280,6 +280,9 @@ func TestLoadEveryIstioKindIsRecognised(t *testing.T) {
 		in := "apiVersion: " + istioKinds[k] + "/v1beta1\nkind: " + k + "\nmetadata: {name: x, namespace: prod}\n"
 		_, err := Load("t.yaml", []byte(in))
 		want := "t.yaml: " + k + " prod/x: kind " + k + " is not supported yet"
+		if why := unsupportedIstioKinds[k]; why != "" {
+			want = "t.yaml: " + k + " prod/x: kind " + k + " is not supported by meshlab: " + why
+		}
 		if err == nil || err.Error() != want {
 			t.Errorf("Load(%s) error = %v, want %q", k, err, want)
 		}

@@ -63,3 +63,21 @@ spec:
 		})
 	}
 }
+
+// A WasmPlugin (istio.io's extend-waypoint-wasm page) is refused with the reason and
+// the kind to use instead.
+func TestLoadWasmPluginRefused(t *testing.T) {
+	t.Parallel()
+	const doc = `apiVersion: extensions.istio.io/v1alpha1
+kind: WasmPlugin
+metadata: {name: basic-auth-at-waypoint}
+spec:
+  targetRefs: [{kind: Gateway, group: gateway.networking.k8s.io, name: waypoint}]
+  url: oci://ghcr.io/istio-ecosystem/wasm-extensions/basic_auth:1.12.0
+  phase: AUTHN
+`
+	_, err := Load("wasm.yaml", []byte(doc))
+	if want := "kind WasmPlugin is not supported by meshlab: its proxy has no Wasm runtime"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Load = %v, want %q", err, want)
+	}
+}
