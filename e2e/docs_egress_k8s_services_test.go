@@ -127,7 +127,24 @@ EOF`).CombinedOutput()
 	if out, err := p.command(`kubectl get svc my-wikipedia`).CombinedOutput(); err == nil {
 		t.Errorf("get svc my-wikipedia after the refusal:\n%s\nwant NotFound (nothing made)", out)
 	}
-	p.step("my-wikipedia without a selector refused by name")
+	// The page's Endpoints (Wikipedia's public addresses): a lab derives endpoints from
+	// its pods, so it keeps none and says why.
+	if out := p.sh(`kubectl apply -f - <<EOF
+kind: Endpoints
+apiVersion: v1
+metadata:
+  name: my-wikipedia
+subsets:
+  - addresses:
+      - ip: 198.35.26.96
+      - ip: 208.80.153.224
+    ports:
+      - port: 443
+        name: tls
+EOF`); !strings.Contains(out, "Warning: endpoints/my-wikipedia is not kept by the lab: the lab derives endpoints from its pods and Services") {
+		t.Errorf("apply the page's Endpoints printed:\n%s\nwant the warning saying the lab keeps none", out)
+	}
+	p.step("my-wikipedia without a selector refused by name, its Endpoints not kept")
 	// What the refusal says to do instead: Wikipedia's site by DNS in the outside world,
 	// through the sidecar, as the page's --resolve curl would reach it.
 	p.sh(`kubectl apply -f - <<EOF

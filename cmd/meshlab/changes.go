@@ -27,9 +27,17 @@ func printChanges(out, errOut io.Writer, format string, changes []api.Change, ki
 			if _, err := fmt.Fprintln(w, changeLine(c, kinds)); err != nil {
 				return err
 			}
-			if group, ok := inertGroups[c.Kind]; ok && c.Action == api.ActionSkipped {
-				res := api.Kind{Kind: c.Kind, Group: group}.Resource(false)
-				if _, err := fmt.Fprintf(errOut, "Warning: %s/%s is not kept by the lab: %s\n", res, c.Name, c.Reason); err != nil {
+			if c.Action == api.ActionSkipped && c.Reason != "" {
+				// Why: an inert kind's, or a cluster's machinery (an Endpoints applied
+				// alone, as egress-kubernetes-services applies one, is not silently lost).
+				k, ok := kinds.Lookup(c.Kind)
+				if group, inert := inertGroups[c.Kind]; inert {
+					k, ok = api.Kind{Kind: c.Kind, Group: group}, true
+				}
+				if !ok {
+					k = api.Kind{Kind: c.Kind}
+				}
+				if _, err := fmt.Fprintf(errOut, "Warning: %s/%s is not kept by the lab: %s\n", k.Resource(false), c.Name, c.Reason); err != nil {
 					return err
 				}
 			}

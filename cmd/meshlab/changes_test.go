@@ -47,7 +47,8 @@ func TestPrintChanges(t *testing.T) {
 	wantNotes := "pod default/backend-v2-0 created\n" +
 		"pod default/backend-v1-0 deleted with errors: kill agent: no such process\n" +
 		"pod default/backend-v3-0 FAILED: not ready after 30s (meshlab describe pod backend-v3-0)\n" +
-		"Warning: clusterrole.rbac.authorization.k8s.io/prometheus is not kept by the lab: RBAC: a lab has no API clients to authorize\n"
+		"Warning: clusterrole.rbac.authorization.k8s.io/prometheus is not kept by the lab: RBAC: a lab has no API clients to authorize\n" +
+		"Warning: endpointslice/cart-x7 is not kept by the lab: the lab derives endpoints from its pods and Services\n"
 	if notes.String() != wantNotes {
 		t.Errorf("stderr:\n%s\nwant:\n%s", notes.String(), wantNotes)
 	}
