@@ -306,7 +306,13 @@ func TestDocsAuthnPolicyTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := &pageLab{docsLab: startDocsLab(t), samples: dir}
-	p.sh(`istioctl install --set profile=default -y`)
+	// The page's install, without -y: the reader answers istioctl's y/N with y.
+	install := p.command(`istioctl install --set profile=default`)
+	install.Stdin = strings.NewReader("y\n")
+	const defaultLines = "✔ Istio core installed ⛵️\n✔ Istiod installed 🧠\n✔ Ingress gateways installed 🛬\n✔ Installation complete\nMade this installation the default for injection and validation.\n"
+	if out, err := install.CombinedOutput(); err != nil || !strings.HasSuffix(string(out), defaultLines) {
+		t.Fatalf("istioctl install --set profile=default (answered y): %v\n%s\nwant istioctl's default profile lines", err, out)
+	}
 	p.sh(`kubectl create ns foo
 kubectl apply -f <(istioctl kube-inject -f samples/httpbin/httpbin.yaml) -n foo
 kubectl apply -f <(istioctl kube-inject -f samples/sleep/sleep.yaml) -n foo
