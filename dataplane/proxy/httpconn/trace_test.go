@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -39,10 +40,10 @@ type collector struct {
 	hosts []string
 }
 
-func newCollector(t *testing.T) (*collector, string) {
-	t.Helper()
+func newCollector(tb testing.TB) (*collector, string) {
+	tb.Helper()
 	c := &collector{}
-	addr := backend(t, "", func(w http.ResponseWriter, r *http.Request) {
+	addr := backend(tb, "", func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || r.URL.Path != "/api/v2/spans" || r.Header.Get("Content-Type") != "application/json" {
 			http.Error(w, "not a v2 JSON report", http.StatusBadRequest)
 			return
@@ -78,14 +79,21 @@ func (c *collector) wait(t *testing.T, n int) []reportedSpan {
 
 // zipkinLab is an outbound HCM tracing every request to Istio's Zipkin provider, as
 // istiod configures it (Telemetry with a zipkin extension provider).
-func zipkinLab(t *testing.T, spawn bool) (*lab, *collector, *stats.Store) {
-	t.Helper()
-	col, colAddr := newCollector(t)
-	up := echoHeaders(t)
+func zipkinLab(tb testing.TB, spawn bool) (*lab, *collector, *stats.Store) {
+	tb.Helper()
+	return zipkinLabSampled(tb, spawn, 100)
+}
+
+// zipkinLabSampled is zipkinLab with random sampling at random percent; a negative
+// random leaves the HCM without tracing.
+func zipkinLabSampled(tb testing.TB, spawn bool, random float64) (*lab, *collector, *stats.Store) {
+	tb.Helper()
+	col, colAddr := newCollector(tb)
+	up := echoHeadersTB(tb)
 	l := &lab{store: stats.NewStore()}
 	cm := cluster.NewManager(l.store)
-	cm.AddStatic([]*cluster.Config{staticCluster(t, "echo", up), staticCluster(t, "outbound|9411||zipkin.istio-system.svc.cluster.local", colAddr)})
-	t.Cleanup(cm.Close)
+	cm.AddStatic([]*cluster.Config{staticCluster(tb, "echo", up), staticCluster(tb, "outbound|9411||zipkin.istio-system.svc.cluster.local", colAddr)})
+	tb.Cleanup(cm.Close)
 	zc := &tracev3.ZipkinConfig{
 		CollectorCluster: "outbound|9411||zipkin.istio-system.svc.cluster.local", CollectorEndpoint: "/api/v2/spans",
 		CollectorHostname: "zipkin.istio-system.svc.cluster.local", CollectorEndpointVersion: tracev3.ZipkinConfig_HTTP_JSON,
@@ -97,25 +105,28 @@ func zipkinLab(t *testing.T, spawn bool) (*lab, *collector, *stats.Store) {
 		StatPrefix: "outbound_0.0.0.0_80",
 		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{Name: "r",
 			VirtualHosts: []*routev3.VirtualHost{{Name: "vh", Domains: []string{"*"}, Routes: []*routev3.Route{r}}}}},
-		HttpFilters: []*hcmv3.HttpFilter{{Name: RouterFilterName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(t, &routerv3.Router{})}}},
+		HttpFilters: []*hcmv3.HttpFilter{{Name: RouterFilterName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(tb, &routerv3.Router{})}}},
 		Tracing: &hcmv3.HttpConnectionManager_Tracing{
-			ClientSampling: &typev3.Percent{Value: 100}, RandomSampling: &typev3.Percent{Value: 100}, OverallSampling: &typev3.Percent{Value: 100},
+			ClientSampling: &typev3.Percent{Value: 100}, RandomSampling: &typev3.Percent{Value: random}, OverallSampling: &typev3.Percent{Value: 100},
 			CustomTags: []*tracingv3.CustomTag{{Tag: "istio.canonical_service", Type: &tracingv3.CustomTag_Literal_{Literal: &tracingv3.CustomTag_Literal{Value: "sleep"}}}},
-			Provider:   &tracev3.Tracing_Http{Name: tracing.ZipkinName, ConfigType: &tracev3.Tracing_Http_TypedConfig{TypedConfig: mustAny(t, zc)}},
+			Provider:   &tracev3.Tracing_Http{Name: tracing.ZipkinName, ConfigType: &tracev3.Tracing_Http_TypedConfig{TypedConfig: mustAny(tb, zc)}},
 		},
 	}
 	if spawn {
 		hcm.Tracing.SpawnUpstreamSpan = wrapperspb.Bool(true)
 	}
-	cfg, err := Compile(mustAny(t, hcm))
+	if random < 0 {
+		hcm.Tracing = nil
+	}
+	cfg, err := Compile(mustAny(tb, hcm))
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	tr := tracing.New(tracing.Node{ID: "sidecar~10.0.0.5~sleep-1.default~default.svc.cluster.local", Cluster: "sleep.default", Address: netip.MustParseAddr("10.0.0.5")},
-		cm, l.store, testutil.Logger(t))
-	l.addr = serveHCM(t, cfg, Deps{Routes: NewRouteStore(), Clusters: cm, Stats: l.store, Logger: testutil.Logger(t), Tracer: tr})
+		cm, l.store, testutil.Logger(tb))
+	l.addr = serveHCM(tb, cfg, Deps{Routes: NewRouteStore(), Clusters: cm, Stats: l.store, Logger: testutil.Logger(tb), Tracer: tr})
 	l.client = &http.Client{Transport: &http.Transport{}}
-	t.Cleanup(l.client.CloseIdleConnections)
+	tb.Cleanup(l.client.CloseIdleConnections)
 	return l, col, l.store
 }
 
@@ -238,4 +249,41 @@ func TestZipkinConfigRefusesWhatTheReporterLacks(t *testing.T) {
 			t.Errorf("%s: compiled, want refused", name)
 		}
 	}
+}
+
+// BenchmarkZipkinTracing is a request through an outbound HCM with Istio's Zipkin
+// tracing: every request sampled (a span made, tagged, encoded and posted in batches of
+// 5 to a local collector), none sampled (B3 headers only), against the same HCM without
+// tracing.
+func BenchmarkZipkinTracing(b *testing.B) {
+	for _, bc := range []struct {
+		name   string
+		random float64
+		off    bool // no tracing block
+	}{{"off", -1, true}, {"unsampled", 0, false}, {"sampled", 100, false}} {
+		b.Run(bc.name, func(b *testing.B) {
+			l, _, _ := zipkinLabSampled(b, false, bc.random)
+			req, _ := http.NewRequest("GET", "http://"+l.addr+"/", nil)
+			b.ResetTimer()
+			for range b.N {
+				resp, err := l.client.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+}
+
+func echoHeadersTB(tb testing.TB) string {
+	tb.Helper()
+	return backend(tb, "", func(w http.ResponseWriter, r *http.Request) {
+		out := map[string]string{":path": r.RequestURI}
+		for k := range r.Header {
+			out[strings.ToLower(k)] = strings.Join(r.Header.Values(k), ",")
+		}
+		_ = json.NewEncoder(w).Encode(out)
+	})
 }
