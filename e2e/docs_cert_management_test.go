@@ -202,3 +202,68 @@ kubectl delete ns foo istio-system`)
 		}
 	}
 }
+
+// TestDNSCertTask walks "Istio DNS Certificate Management"
+// (tasks/security/cert-management/dns-cert) as its page writes it: Istio installed from
+// an IstioOperator whose meshConfig.certificates name two DNS certificates; the Secret
+// dns.example1-service-account holds a certificate for example1's DNS names (the page's
+// jsonpath, base64 --decode and openssl x509 -text, its printed SAN lines); deleted, it
+// is made again within the page's sleep 10. Then the page's clean up.
+func TestDNSCertTask(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	p := startCertPageLab(t)
+	if out := p.answerY(`cat <<EOF > ./istio.yaml
+apiVersion: install.istio.io/v1alpha1
+kind: IstioOperator
+spec:
+  meshConfig:
+    certificates:
+      - secretName: dns.example1-service-account
+        dnsNames: [example1.istio-system.svc, example1.istio-system]
+      - secretName: dns.example2-service-account
+        dnsNames: [example2.istio-system.svc, example2.istio-system]
+EOF
+istioctl install -f ./istio.yaml`); !strings.HasSuffix(out, "✔ Installation complete\nMade this installation the default for injection and validation.\n") {
+		t.Errorf("install -f ./istio.yaml printed %q, want istioctl's lines", out)
+	}
+	// The page's check, as its test runs it: trailing spaces removed, its two lines
+	// contained.
+	check := func(lines string) func() string {
+		return func() string {
+			out, _ := p.command(lines + ` | sed 's/[ ]*$//'`).Output()
+			return string(out)
+		}
+	}
+	const san = "            X509v3 Subject Alternative Name:\n                DNS:example1.istio-system.svc, DNS:example1.istio-system\n"
+	p.until("example1's certificate naming its DNS names",
+		check(`kubectl get secret dns.example1-service-account -n istio-system -o jsonpath="{.data['cert-chain\.pem']}" | base64 --decode | openssl x509 -in /dev/stdin -text -noout`),
+		func(out string) bool { return strings.Contains(out, san) })
+	before := p.sh(`kubectl get secret dns.example1-service-account -n istio-system -o jsonpath="{.data['cert-chain\.pem']}"`)
+	// Not the page's: example2's Secret is there too, of Istio's DNS certificate type,
+	// and its certificate verifies with the root it holds.
+	if out := p.sh(`kubectl get secret dns.example2-service-account -n istio-system -o jsonpath='{.type}'`); out != "istio.io/dns-key-and-cert" {
+		t.Errorf("dns.example2-service-account's type is %q, want istio.io/dns-key-and-cert", out)
+	}
+	if out := p.sh(`kubectl get secret dns.example2-service-account -n istio-system -o jsonpath="{.data['root-cert\.pem']}" | base64 --decode > example2-root.pem
+kubectl get secret dns.example2-service-account -n istio-system -o jsonpath="{.data['cert-chain\.pem']}" | base64 --decode > example2-chain.pem
+openssl verify -CAfile example2-root.pem example2-chain.pem`); out != "example2-chain.pem: OK\n" {
+		t.Errorf("example2's certificate against its root-cert.pem: %q", out)
+	}
+	p.step("the DNS certificates are provisioned")
+
+	if out := p.sh(`kubectl delete secret dns.example1-service-account -n istio-system`); out != "secret \"dns.example1-service-account\" deleted\n" {
+		t.Errorf("delete secret printed %q", out)
+	}
+	if out := check(`sleep 10; kubectl get secret dns.example1-service-account -n istio-system -o jsonpath="{.data['cert-chain\.pem']}" | base64 --decode | openssl x509 -in /dev/stdin -text -noout`)(); !strings.Contains(out, san) {
+		t.Errorf("10 s after the delete the page's check printed:\n%s\nwant it to contain:\n%s", out, san)
+	}
+	if after := p.sh(`kubectl get secret dns.example1-service-account -n istio-system -o jsonpath="{.data['cert-chain\.pem']}"`); after == before {
+		t.Error("the regenerated certificate is the deleted one, want a new one")
+	}
+	p.step("the deleted DNS certificate is made again")
+
+	if out := p.sh(`kubectl delete ns istio-system`); !strings.Contains(out, `namespace "istio-system" deleted`) {
+		t.Errorf("the page's clean up printed %q", out)
+	}
+}

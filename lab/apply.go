@@ -74,6 +74,7 @@ func (l *Lab) Apply(ctx context.Context, files []api.ConfigFile) ([]api.Change, 
 	out := append(apiChanges(changes), l.reconcilePods(ctx, plan)...)
 	reconcileAmbient(l) // nodeagent.go: enrollment follows labels and pods
 	l.plugCACerts(ctx)  // cacerts.go: Istio's plugged-in CA
+	l.dnsCerts.kick(l)  // dnscerts.go: meshConfig.certificates' Secrets
 	return out, nil
 }
 
@@ -116,6 +117,7 @@ func (l *Lab) Delete(ctx context.Context, files []api.ConfigFile, refs []api.Obj
 	}
 	out := append(apiChanges(changes), l.reconcilePods(ctx, plan)...)
 	reconcileAmbient(l) // nodeagent.go: enrollment follows labels and pods
+	l.dnsCerts.kick(l)  // dnscerts.go: a deleted DNS certificate is made again
 	return out, nil
 }
 

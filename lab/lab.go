@@ -132,6 +132,8 @@ type Options struct {
 
 // Lab is a running lab.
 type Lab struct {
+	dnsCerts dnsCertController // dnscerts.go: meshConfig.certificates' Secrets
+
 	opts  Options
 	paths Paths
 	log   *slog.Logger
@@ -376,6 +378,7 @@ func (l *Lab) create(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	l.dnsCerts.kick(l) // dnscerts.go: a scenario's meshConfig.certificates
 	took := time.Since(start).Round(time.Millisecond)
 	summary := upSummary(l.opts.Name, len(l.model.Pods), failed, took)
 	l.publish(EventLabUp, "", summary, map[string]any{"pods": len(l.model.Pods), "failed": len(failed), "ms": took.Milliseconds()})

@@ -50,11 +50,25 @@ type istioOperator struct {
 	Spec struct {
 		Profile    string         `json:"profile,omitempty"`
 		MeshConfig map[string]any `json:"meshConfig,omitempty"`
+		// Values holds values.global.certificates alone, the DNS certificates page's
+		// older form of meshConfig.certificates; any other value is refused.
+		Values struct {
+			Global struct {
+				Certificates []iopDNSCert `json:"certificates,omitempty"`
+			} `json:"global"`
+		} `json:"values"`
 		Components struct {
 			IngressGateways []iopGateway `json:"ingressGateways,omitempty"`
 			EgressGateways  []iopGateway `json:"egressGateways,omitempty"`
 		} `json:"components"`
 	} `json:"spec"`
+}
+
+// iopDNSCert is one of meshConfig.certificates (or values.global.certificates): a DNS
+// certificate istiod keeps in the Secret secretName of istio-system.
+type iopDNSCert struct {
+	SecretName string   `json:"secretName"`
+	DNSNames   []string `json:"dnsNames"`
 }
 
 type iopGateway struct {
@@ -176,6 +190,9 @@ type installPlan struct {
 	lists      map[string][]string // the list fields (meshConfigListFields)
 	pilotEnv   map[string]string   // installPilotEnv given, "true" or "false"
 	structured map[string]any      // meshConfigStructuredFields given, as written
+	// certificates are meshConfig.certificates (or values.global.certificates): the
+	// DNS certificates the lab provisions into Secrets (lab/dnscerts.go).
+	certificates []iopDNSCert
 }
 
 // meshConfig is the spec of the lab's MeshConfig after the install: the fields given,
@@ -204,6 +221,13 @@ func (p installPlan) meshConfig() map[string]any {
 	for k, v := range p.structured {
 		spec[k] = v
 	}
+	if len(p.certificates) > 0 {
+		certs := make([]any, 0, len(p.certificates))
+		for _, c := range p.certificates {
+			certs = append(certs, map[string]any{"secretName": c.SecretName, "dnsNames": c.DNSNames})
+		}
+		spec["certificates"] = certs
+	}
 	return spec
 }
 
@@ -228,6 +252,7 @@ func readInstallFrom(sets, files []string, stdin io.Reader) (installPlan, error)
 	lists := map[string][]string{}
 	pilotEnv := map[string]string{}
 	structured := map[string]any{}
+	var certificates []iopDNSCert
 	for _, f := range files {
 		var data []byte
 		var err error
@@ -241,7 +266,7 @@ func readInstallFrom(sets, files []string, stdin io.Reader) (installPlan, error)
 		}
 		var iop istioOperator
 		if err := yaml.UnmarshalStrict(data, &iop); err != nil {
-			return installPlan{}, fmt.Errorf("%s: %w (meshlab's install reads an IstioOperator's spec.profile, spec.meshConfig and spec.components' ingressGateways and egressGateways)", f, err)
+			return installPlan{}, fmt.Errorf("%s: %w (meshlab's install reads an IstioOperator's spec.profile, spec.meshConfig, spec.values.global.certificates and spec.components' ingressGateways and egressGateways)", f, err)
 		}
 		if iop.Kind != "IstioOperator" {
 			return installPlan{}, fmt.Errorf("%s: kind %q, want IstioOperator", f, iop.Kind)
@@ -254,6 +279,18 @@ func readInstallFrom(sets, files []string, stdin io.Reader) (installPlan, error)
 				structured[k] = v
 				delete(iop.Spec.MeshConfig, k)
 			}
+		}
+		if c, ok := iop.Spec.MeshConfig["certificates"]; ok {
+			delete(iop.Spec.MeshConfig, "certificates")
+			js, _ := json.Marshal(c)
+			var list []iopDNSCert
+			if err := yaml.UnmarshalStrict(js, &list); err != nil {
+				return installPlan{}, fmt.Errorf("%s: spec.meshConfig.certificates: %w (a list of secretName and dnsNames)", f, err)
+			}
+			certificates = list
+		}
+		if c := iop.Spec.Values.Global.Certificates; c != nil {
+			certificates = c
 		}
 		if err := flattenMeshConfig("", iop.Spec.MeshConfig, mesh, lists); err != nil {
 			return installPlan{}, fmt.Errorf("%s: spec.meshConfig.%w", f, err)
@@ -326,7 +363,7 @@ func readInstallFrom(sets, files []string, stdin io.Reader) (installPlan, error)
 			out = append(out, c)
 		}
 	}
-	return installPlan{profile: profile, components: out, mesh: mesh, lists: lists, pilotEnv: pilotEnv, structured: structured}, nil
+	return installPlan{profile: profile, components: out, mesh: mesh, lists: lists, pilotEnv: pilotEnv, structured: structured, certificates: certificates}, nil
 }
 
 // flattenMeshConfig adds an IstioOperator's meshConfig to mesh as dotted paths (and its

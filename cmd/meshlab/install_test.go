@@ -151,3 +151,38 @@ func FuzzReadInstall(f *testing.F) {
 		}
 	})
 }
+
+// TestInstallDNSCertificates: the DNS certificates page's IstioOperator, in its
+// meshConfig.certificates form and its snips' older values.global.certificates form,
+// gives the mesh config's certificates; other values and a malformed list are refused.
+func TestInstallDNSCertificates(t *testing.T) {
+	t.Parallel()
+	const certs = "      - secretName: dns.example1-service-account\n        dnsNames: [example1.istio-system.svc, example1.istio-system]\n"
+	const want = `{"accessLogFile":"","certificates":[{"dnsNames":["example1.istio-system.svc","example1.istio-system"],"secretName":"dns.example1-service-account"}]}`
+	dir := t.TempDir()
+	for _, tc := range []struct{ name, spec, want, errHas string }{
+		{name: "meshConfig", spec: "  meshConfig:\n    certificates:\n" + certs, want: want},
+		{name: "values.global", spec: "  values:\n    global:\n      certificates:\n        - secretName: dns.example1-service-account\n          dnsNames: [example1.istio-system.svc, example1.istio-system]\n", want: want},
+		{name: "other values", spec: "  values:\n    pilot:\n      env: {}\n", errHas: `unknown field "pilot" (meshlab's install reads an IstioOperator's spec.profile, spec.meshConfig, spec.values.global.certificates`},
+		{name: "not a list", spec: "  meshConfig:\n    certificates: dns.example1\n", errHas: "spec.meshConfig.certificates"},
+		{name: "unknown key", spec: "  meshConfig:\n    certificates:\n      - secretName: a\n        dns: [b]\n", errHas: "spec.meshConfig.certificates"},
+	} {
+		f := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".yaml")
+		if err := os.WriteFile(f, []byte("apiVersion: install.istio.io/v1alpha1\nkind: IstioOperator\nspec:\n"+tc.spec), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		p, err := readInstall(nil, []string{f})
+		if tc.errHas != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.errHas) {
+				t.Errorf("%s: %v, want an error with %q", tc.name, err, tc.errHas)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got, _ := json.Marshal(p.meshConfig()); string(got) != tc.want {
+			t.Errorf("%s: mesh config %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}

@@ -44,6 +44,7 @@
 //	  trustDomain: cluster.local                     # the default
 //	  trustDomainAliases: [old-td]                   # trust domains taken as the mesh's own
 //	  meshMTLS: {minProtocolVersion: TLSV1_3}        # inbound mTLS takes TLS 1.3 only
+//	  certificates: [{secretName: dns.a, dnsNames: [a.istio-system.svc]}] # DNS certificates in Secrets
 //
 // Its spec is istio.io/api's mesh.v1alpha1.MeshConfig; only outboundTrafficPolicy,
 // rootNamespace, the three access log fields, trustDomain, trustDomainAliases and

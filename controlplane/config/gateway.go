@@ -12,6 +12,7 @@ import (
 
 	networking "istio.io/api/networking/v1alpha3"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/meshlab/meshlab/controlplane/model"
 )
@@ -370,6 +371,10 @@ type installedGateway struct {
 // proxyImage is the image of Istio's gateway deployments.
 const proxyImage = "docker.io/istio/proxyv2"
 
+// IstioDNSSecretType is the type of the Secrets istiod's DNS certificate controller
+// (Chiron) writes for meshConfig.certificates.
+const IstioDNSSecretType corev1.SecretType = "istio.io/dns-key-and-cert"
+
 // Secret keys Istio's credential reader takes (pilot/pkg/credentials/kube): a
 // kubernetes.io/tls Secret's, or a generic Secret's.
 const (
@@ -387,7 +392,11 @@ const (
 // certificate. Other Secret types are refused by name.
 func validateSecret(s *corev1.Secret, origin model.Origin, p problems) *model.Secret {
 	n := len(*p.list)
-	checkName(p, "metadata.name", s.Name, 253)
+	// A Secret's name is a DNS subdomain, as the API server validates it (dots allowed:
+	// the DNS certificates page's dns.example1-service-account).
+	if msgs := validation.IsDNS1123Subdomain(s.Name); len(msgs) > 0 {
+		p.addf("metadata.name", "%q: %s", s.Name, strings.Join(msgs, "; "))
+	}
 	data := map[string][]byte{}
 	for k, v := range s.Data {
 		data[k] = v
@@ -413,6 +422,10 @@ func validateSecret(s *corev1.Secret, origin model.Origin, p problems) *model.Se
 		if (data[certKey] == nil) != (data[keyKey] == nil) {
 			p.addf("data", "needs both %s and %s, or neither", certKey, keyKey)
 		}
+	case IstioDNSSecretType:
+		// istiod's DNS certificate (meshConfig.certificates, lab/dnscerts.go): data, as
+		// a gateway's credentialName finds no cert and key in it.
+		return out
 	default:
 		p.addf("type", "%q is not read by meshlab (a gateway's credentialName names a %s or %s Secret)", s.Type, corev1.SecretTypeTLS, corev1.SecretTypeOpaque)
 		return nil

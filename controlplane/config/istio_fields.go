@@ -12,7 +12,7 @@ var (
 	destinationRuleFields = lazyFields(destinationRulePaths)
 	serviceEntryFields    = lazyFields(serviceEntryPaths)
 	meshConfigFields      = lazyFields(func() string {
-		return "outboundTrafficPolicy outboundTrafficPolicy.mode rootNamespace accessLogFile accessLogEncoding accessLogFormat trustDomain trustDomainAliases meshMTLS meshMTLS.minProtocolVersion " +
+		return "outboundTrafficPolicy outboundTrafficPolicy.mode rootNamespace accessLogFile accessLogEncoding accessLogFormat trustDomain trustDomainAliases meshMTLS meshMTLS.minProtocolVersion certificates certificates.secretName certificates.dnsNames " +
 			meshTracingPaths() // meshconfig_tracing.go
 	})
 

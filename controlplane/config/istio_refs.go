@@ -300,6 +300,9 @@ func istioModel(objs []*Object, m *model.Model) (model.Istio, model.MeshConfig, 
 			mesh.TrustDomain = o.MeshConfig.GetTrustDomain()
 			mesh.TrustDomainAliases = slices.Clone(o.MeshConfig.GetTrustDomainAliases())
 			mesh.MeshMTLSMinTLS13 = o.MeshConfig.GetMeshMTLS().GetMinProtocolVersion() == meshv1alpha1.MeshConfig_TLSConfig_TLSV1_3
+			for _, c := range o.MeshConfig.GetCertificates() { //nolint:staticcheck // deprecated in Istio; the DNS certificates page sets it
+				mesh.DNSCertificates = append(mesh.DNSCertificates, model.DNSCertificate{SecretName: c.GetSecretName(), DNSNames: slices.Clone(c.GetDnsNames())})
+			}
 			accessLogModel(o, &mesh)
 			tracingModel(o, &mesh)
 			mesh.TLSOnSidecarIngress = installedPilotEnv(o)[PilotEnvTLSOnSidecarIngress] == "true"

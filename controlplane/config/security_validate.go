@@ -35,6 +35,25 @@ func validateMeshConfig(mc *meshv1alpha1.MeshConfig, p problems) {
 	for i, a := range mc.GetTrustDomainAliases() {
 		checkTrustDomain(p, fmt.Sprintf("spec.trustDomainAliases[%d]", i), a)
 	}
+	secrets := map[string]bool{}
+	for i, c := range mc.GetCertificates() { //nolint:staticcheck // deprecated in Istio; the DNS certificates page sets it
+		f := fmt.Sprintf("spec.certificates[%d]", i)
+		if msgs := validation.IsDNS1123Subdomain(c.GetSecretName()); len(msgs) > 0 {
+			p.addf(f+".secretName", "%q: %s", c.GetSecretName(), strings.Join(msgs, "; "))
+		}
+		if secrets[c.GetSecretName()] {
+			p.addf(f+".secretName", "%q is already the Secret of another certificate", c.GetSecretName())
+		}
+		secrets[c.GetSecretName()] = true
+		if len(c.GetDnsNames()) == 0 {
+			p.addf(f+".dnsNames", "at least one DNS name is required")
+		}
+		for j, n := range c.GetDnsNames() {
+			if msgs := validation.IsDNS1123Subdomain(n); len(msgs) > 0 {
+				p.addf(fmt.Sprintf("%s.dnsNames[%d]", f, j), "%q: %s", n, strings.Join(msgs, "; "))
+			}
+		}
+	}
 }
 
 // checkTrustDomain checks a trust domain as Istio's mesh validation (ValidateTrustDomain):

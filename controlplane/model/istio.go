@@ -90,6 +90,10 @@ type MeshConfig struct {
 	// istiod's BuildInboundTLS (the setting does not reach outbound mTLS, as in Istio).
 	MeshMTLSMinTLS13 bool
 
+	// DNSCertificates are Istio's meshConfig.certificates: DNS certificates istiod
+	// provisions into Secrets of the Istio namespace (the DNS certificates page).
+	DNSCertificates []DNSCertificate
+
 	// TLSOnSidecarIngress is istiod's ENABLE_TLS_ON_SIDECAR_INGRESS (values.pilot.env,
 	// set by install): a Sidecar's ingress tls terminates TLS on the sidecar's inbound
 	// port; off, istiod ignores ingress tls, and so does the generator.
@@ -98,6 +102,13 @@ type MeshConfig struct {
 	// Tracing is enableTracing, defaultConfig.tracing and the zipkin
 	// extensionProviders (tracing.go).
 	Tracing MeshTracing
+}
+
+// DNSCertificate is one of meshConfig.certificates: a certificate for DNSNames kept in
+// the Secret SecretName of the Istio namespace.
+type DNSCertificate struct {
+	SecretName string
+	DNSNames   []string
 }
 
 // Domain returns the mesh's trust domain, defaulted.
