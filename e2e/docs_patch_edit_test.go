@@ -217,8 +217,7 @@ esac
 // details' port named foo is no protocol istiod knows, so productpage's sidecar sniffs it
 // (a listener on details' VIP with an HTTP chain and a TCP chain to its cluster, whose
 // upstream protocol follows the client's); named http again, both are gone. meshlab's
-// own generator has no sniffing (an unrecognised port name is HTTP,
-// controlplane/config/protocol.go), so this is held against istiod.
+// own generator sniffs such a port too (TestSniffedPorts, fidelity's sniffed-port).
 func TestDocsKialiPatchIstiod(t *testing.T) {
 	testutil.RequireRoot(t)
 	bin := istiodBin(t)

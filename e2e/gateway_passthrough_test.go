@@ -14,8 +14,8 @@ import (
 
 // nginxManifest is the task's my-nginx as its samples write it: a Service on 443 and a
 // Deployment of the nginx image (its Secret and ConfigMap volumes are accepted without
-// effect). The port is named https: meshlab does not sniff protocols, and an unnamed
-// port would be HTTP to it (Istio would detect TLS).
+// effect). The port is named https, the SNI-routed form; unnamed, it would be sniffed
+// (docs/ARCHITECTURE.md, "Protocol selection").
 const nginxManifest = `apiVersion: v1
 kind: Service
 metadata:

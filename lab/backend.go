@@ -191,7 +191,7 @@ func (l *Lab) ExampleRequest() (pod, url string, ok bool) {
 				continue
 			}
 			for _, sp := range s.Ports {
-				if sp.Protocol.IsHTTP() {
+				if sp.Protocol.IsHTTPOrSniffed() {
 					return p.Key(), fmt.Sprintf("http://%s:%d/", s.Name, sp.Port), true
 				}
 			}

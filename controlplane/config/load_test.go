@@ -383,13 +383,14 @@ func TestProtocolFor(t *testing.T) {
 		{"tcp", str("HTTPS"), model.ProtocolHTTPS},
 		{"mongo", nil, model.ProtocolTCP},
 		{"HTTP", nil, model.ProtocolHTTP},
-		{"", nil, model.ProtocolHTTP},
-		{"web", nil, model.ProtocolHTTP},
-		{"httpfoo", nil, model.ProtocolHTTP},
-		{"tcpx", nil, model.ProtocolHTTP},
+		{"", nil, model.ProtocolAuto},
+		{"web", nil, model.ProtocolAuto},
+		{"httpfoo", nil, model.ProtocolAuto},
+		{"tcpx", nil, model.ProtocolAuto},
 		{"http", str("tcp"), model.ProtocolTCP},
 		{"tcp", str("kubernetes.io/h2c"), model.ProtocolHTTP2},
 		{"tcp", str("unknown"), model.ProtocolTCP},
+		{"", str("unknown"), model.ProtocolAuto},
 	}
 	for _, tt := range tests {
 		if got := protocolFor(tt.name, tt.appProtocol); got != tt.want {

@@ -10,10 +10,10 @@ import (
 // ConvertProtocol): the port's appProtocol when it names a known protocol, else the
 // prefix of its name before the first '-' ("http-web" -> HTTP, "grpc" -> GRPC).
 //
-// Istio sniffs the protocol of a port it cannot classify; meshlab has no sniffing, so an
-// unnamed or unrecognised port is HTTP, which is what sniffing finds for the demo app.
-// Protocols Istio treats as opaque bytes (tcp, mongo, mysql, redis...) are TCP; tls and
-// https are opaque too but routed by SNI (model.Protocol.IsTLS).
+// A port neither names is ProtocolAuto, as istiod's protocol.Unsupported: the sidecars
+// sniff it (HTTP to a connection manager, anything else as TCP). Protocols Istio treats
+// as opaque bytes (tcp, mongo, mysql, redis...) are TCP; tls and https are opaque too
+// but routed by SNI (model.Protocol.IsTLS).
 func protocolFor(name string, appProtocol *string) model.Protocol {
 	if appProtocol != nil {
 		if p, ok := parseProtocol(*appProtocol); ok {
@@ -24,7 +24,7 @@ func protocolFor(name string, appProtocol *string) model.Protocol {
 	if p, ok := parseProtocol(prefix); ok {
 		return p
 	}
-	return model.ProtocolHTTP
+	return model.ProtocolAuto
 }
 
 // parseProtocol maps an Istio protocol name (case-insensitive) to meshlab's protocols

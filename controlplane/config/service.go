@@ -233,7 +233,13 @@ func externalNameIstio(m *model.Model) []*Object {
 			if name == "" {
 				name = fmt.Sprintf("port-%d", p.Port)
 			}
-			se.Ports = append(se.Ports, &networking.ServicePort{Number: uint32(p.Port), Name: name, Protocol: p.Protocol.String()})
+			proto := p.Protocol.String()
+			if p.Protocol.IsAuto() {
+				// istiod writes "UnsupportedProtocol"; a ServiceEntry says the same with
+				// no protocol (meshlab's sidecars route such an entry's port as HTTP).
+				proto = ""
+			}
+			se.Ports = append(se.Ports, &networking.ServicePort{Number: uint32(p.Port), Name: name, Protocol: proto})
 		}
 		out = append(out, &Object{
 			Origin:       e.Origin,

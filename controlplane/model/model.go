@@ -26,8 +26,8 @@ const DefaultTrustDomain = "cluster.local"
 // port's appProtocol, else from the prefix of its name (http, http2, grpc, tcp...).
 type Protocol int
 
-// Protocols meshlab knows. ProtocolHTTP is the default for an unnamed port, matching
-// Istio's protocol sniffing outcome for the demo app.
+// Protocols meshlab knows. ProtocolHTTP is the zero value (a port built in code with no
+// protocol); a Service port whose appProtocol and name say nothing is ProtocolAuto.
 const (
 	ProtocolHTTP Protocol = iota
 	ProtocolHTTP2
@@ -37,6 +37,11 @@ const (
 	// only by the SNI of the client's TLS handshake (istiod's Protocol.IsTLS).
 	ProtocolTLS
 	ProtocolHTTPS
+	// ProtocolAuto is a port of no declared protocol (no appProtocol, a name without a
+	// known prefix, or no name): istiod's protocol.Unsupported, which sidecars sniff.
+	// Their listeners detect HTTP with the HTTP inspector (HTTP/1.1 or h2c goes to an
+	// HTTP connection manager) and pass anything else through as TCP.
+	ProtocolAuto
 )
 
 // String returns the protocol's name as Istio spells it.
@@ -54,12 +59,21 @@ func (p Protocol) String() string {
 		return "TLS"
 	case ProtocolHTTPS:
 		return "HTTPS"
+	case ProtocolAuto:
+		return "UnsupportedProtocol" // istiod's protocol.Unsupported
 	}
 	return fmt.Sprintf("Protocol(%d)", int(p))
 }
 
 // IsHTTP reports whether the protocol is served by an HTTP connection manager.
 func (p Protocol) IsHTTP() bool { return p == ProtocolHTTP || p == ProtocolHTTP2 || p == ProtocolGRPC }
+
+// IsAuto reports whether the port's protocol is sniffed (see ProtocolAuto).
+func (p Protocol) IsAuto() bool { return p == ProtocolAuto }
+
+// IsHTTPOrSniffed reports whether a port may carry HTTP to an HTTP connection manager: an
+// HTTP port, or a sniffed one when HTTP is detected.
+func (p Protocol) IsHTTPOrSniffed() bool { return p.IsHTTP() || p == ProtocolAuto }
 
 // IsTLS reports whether the port carries the client's own TLS (TLS or HTTPS), which a
 // sidecar routes by SNI without terminating it.

@@ -80,7 +80,7 @@ func localClusters(m *model.Model, pod *model.Pod) ([]types.Resource, error) {
 				"namespace": structpb.NewStringValue(ip.sidecar.Namespace),
 			}})})
 		}
-		if err := applyHTTP2(c, ip.protocol); err != nil {
+		if err := applyUpstreamProtocol(c, ip.protocol); err != nil {
 			return nil, fmt.Errorf("build cluster %s: %w", c.Name, err)
 		}
 		out = append(out, c)
@@ -204,7 +204,7 @@ func outboundCluster(m *model.Model, sp servicePort, oc outboundClusterSpec) (*c
 	if oc.dr == nil {
 		// Istio gives every outbound cluster its circuit-breaker defaults, rule or not.
 		c.CircuitBreakers = defaultCircuitBreakers()
-		return c, applyHTTP2(c, sp.port.Protocol)
+		return c, applyUpstreamProtocol(c, sp.port.Protocol)
 	}
 	// Istio records the rule as the origin of a cluster it shaped (istioctl's
 	// DESTINATION RULE column), and the subset's name.
@@ -216,7 +216,7 @@ func outboundCluster(m *model.Model, sp servicePort, oc outboundClusterSpec) (*c
 	if err := applyTrafficPolicy(c, oc.policy, sp.port.Protocol); err != nil {
 		return nil, err
 	}
-	return c, applyHTTP2(c, sp.port.Protocol)
+	return c, applyUpstreamProtocol(c, sp.port.Protocol)
 }
 
 // subsetInstances returns the instances whose labels match selector, in order.

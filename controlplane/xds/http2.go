@@ -17,10 +17,16 @@ func isHTTP2(p model.Protocol) bool {
 	return p == model.ProtocolHTTP2 || p == model.ProtocolGRPC
 }
 
-// applyHTTP2 gives a cluster of an HTTP/2 or gRPC port Istio's HttpProtocolOptions with
+// applyUpstreamProtocol is istiod's setUpstreamProtocol for a sidecar's or waypoint's
+// cluster: a sniffed port's cluster (model.ProtocolAuto) speaks upstream the protocol
+// the client spoke (use_downstream_protocol_config, keeping the HTTP/1.1 options a
+// DestinationRule chose), and an HTTP/2 or gRPC port's gets HttpProtocolOptions with
 // explicit http2_protocol_options, unless a DestinationRule's connection pool already
 // chose its protocol options (which then carry HTTP/2 too).
-func applyHTTP2(c *cluster.Cluster, p model.Protocol) error {
+func applyUpstreamProtocol(c *cluster.Cluster, p model.Protocol) error {
+	if p.IsAuto() {
+		return useDownstreamProtocol(c)
+	}
 	if !isHTTP2(p) {
 		return nil
 	}
@@ -34,6 +40,37 @@ func applyHTTP2(c *cluster.Cluster, p model.Protocol) error {
 	})
 	if err != nil {
 		return fmt.Errorf("build http2 protocol options: %w", err)
+	}
+	if c.TypedExtensionProtocolOptions == nil {
+		c.TypedExtensionProtocolOptions = map[string]*anypb.Any{}
+	}
+	c.TypedExtensionProtocolOptions[HTTPProtocolOptionsKey] = a
+	return nil
+}
+
+// useDownstreamProtocol is istiod's setUseDownstreamProtocol: the cluster's
+// HttpProtocolOptions (a DestinationRule's, else new) with use_downstream_protocol_config
+// of the explicit HTTP/1.1 options it had and default HTTP/2 options.
+func useDownstreamProtocol(c *cluster.Cluster) error {
+	opts := &upstreamhttp.HttpProtocolOptions{}
+	if a, ok := c.GetTypedExtensionProtocolOptions()[HTTPProtocolOptionsKey]; ok {
+		if err := a.UnmarshalTo(opts); err != nil {
+			return fmt.Errorf("read http protocol options of %s: %w", c.GetName(), err)
+		}
+	}
+	h1 := opts.GetExplicitHttpConfig().GetHttpProtocolOptions()
+	if h1 == nil {
+		h1 = &core.Http1ProtocolOptions{}
+	}
+	opts.UpstreamProtocolOptions = &upstreamhttp.HttpProtocolOptions_UseDownstreamProtocolConfig{
+		UseDownstreamProtocolConfig: &upstreamhttp.HttpProtocolOptions_UseDownstreamHttpConfig{
+			HttpProtocolOptions:  h1,
+			Http2ProtocolOptions: &core.Http2ProtocolOptions{},
+		},
+	}
+	a, err := typed(opts)
+	if err != nil {
+		return fmt.Errorf("build http protocol options: %w", err)
 	}
 	if c.TypedExtensionProtocolOptions == nil {
 		c.TypedExtensionProtocolOptions = map[string]*anypb.Any{}

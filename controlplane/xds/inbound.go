@@ -3,6 +3,7 @@ package xds
 import (
 	"strconv"
 
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -28,29 +29,31 @@ const (
 //   - DISABLE: the plaintext chain only.
 func inboundChains(m *model.Model, pod *model.Pod, ip inboundPort) ([]*listener.FilterChain, error) {
 	mode := EffectiveMTLSMode(m, pod, ip.target)
-	az := authzFor(m, pod, !ip.protocol.IsHTTP())
 	port := wrapperspb.UInt32(uint32(ip.target))
 	origin := inboundOrigin(m, pod, ip.target)
 	chain := func(match *listener.FilterChainMatch, mtls bool) (*listener.FilterChain, error) {
-		filters, err := inboundFilters(ip, az)
-		if err != nil {
-			return nil, err
-		}
-		fc := &listener.FilterChain{Name: InboundChainName(ip.target), FilterChainMatch: match, Filters: filters, Metadata: origin}
-		if ip.sidecar != nil {
-			// istiod names a Sidecar ingress listener's chains after its bind address,
-			// the pod's IP (getSidecarInboundBindIPs' GlobalUnicastIP), and records the
-			// Sidecar as where they came from.
-			fc.Name = pod.IP.String() + "_" + strconv.Itoa(int(ip.target))
-			fc.Metadata = configMetadata(IstioConfigPath("sidecar", ip.sidecar.Namespace, ip.sidecar.Name), "")
-		}
-		if mtls {
-			if fc.TransportSocket, err = downstreamMTLSSocket(ip.protocol, m.Mesh); err != nil {
+		return inboundChain(m, pod, ip, origin, match, mtls)
+	}
+	if ip.protocol.IsAuto() && !(ip.tls != nil && mode == MTLSDisable) {
+		// A sniffed port: the chains of a port of unknown protocol, as the passthrough
+		// ones (istiod's getFilterChainMatchOptions for ListenerProtocolAuto), matching
+		// the port, each an HTTP or a TCP chain of the port's inbound cluster.
+		var out []*listener.FilterChain
+		for _, opt := range passthroughOptions(mode) {
+			as := ip
+			as.protocol = model.ProtocolTCP
+			if opt.http {
+				as.protocol = model.ProtocolHTTP
+			}
+			fc, err := inboundChain(m, pod, as, origin, &listener.FilterChainMatch{DestinationPort: port, TransportProtocol: opt.transport, ApplicationProtocols: opt.alpn}, opt.mtls)
+			if err != nil {
 				return nil, err
 			}
+			out = append(out, fc)
 		}
-		return fc, nil
+		return out, nil
 	}
+
 	if ip.tls != nil && mode == MTLSDisable {
 		// A Sidecar ingress listener's own TLS (sidecar.go), where the mesh's mTLS is
 		// off on its port: one chain, TLS terminated with its files, as istiod's
@@ -91,4 +94,28 @@ func inboundChains(m *model.Model, pod *model.Pod, ip inboundPort) ([]*listener.
 		out = append(out, fc)
 	}
 	return out, nil
+}
+
+// inboundChain is one virtualInbound chain of an app port: match, the port's filters for
+// its protocol (the HTTP or network RBAC filters of the policies selecting pod, see
+// inboundFilters) and, when mtls, the workload certificate's mTLS termination.
+func inboundChain(m *model.Model, pod *model.Pod, ip inboundPort, origin *core.Metadata, match *listener.FilterChainMatch, mtls bool) (*listener.FilterChain, error) {
+	filters, err := inboundFilters(ip, authzFor(m, pod, !ip.protocol.IsHTTP()))
+	if err != nil {
+		return nil, err
+	}
+	fc := &listener.FilterChain{Name: InboundChainName(ip.target), FilterChainMatch: match, Filters: filters, Metadata: origin}
+	if ip.sidecar != nil {
+		// istiod names a Sidecar ingress listener's chains after its bind address,
+		// the pod's IP (getSidecarInboundBindIPs' GlobalUnicastIP), and records the
+		// Sidecar as where they came from.
+		fc.Name = pod.IP.String() + "_" + strconv.Itoa(int(ip.target))
+		fc.Metadata = configMetadata(IstioConfigPath("sidecar", ip.sidecar.Namespace, ip.sidecar.Name), "")
+	}
+	if mtls {
+		if fc.TransportSocket, err = downstreamMTLSSocket(ip.protocol, m.Mesh); err != nil {
+			return nil, err
+		}
+	}
+	return fc, nil
 }

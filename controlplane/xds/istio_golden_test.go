@@ -262,6 +262,29 @@ var istioCases = []struct {
 			m.Mesh.OutboundTrafficPolicy = model.RegistryOnly
 		},
 	},
+	{
+		// Unnamed ports (istiod's protocol sniffing): reviews' port has no protocol, so
+		// productpage's proxy gets a sniffing listener on reviews' VIP (HTTP by route
+		// "reviews.default.svc.cluster.local:9080" with the VirtualService's split,
+		// anything else by tcp_proxy), and productpage's own port, unnamed too, the
+		// inbound chains of a port of unknown protocol.
+		name: "sniffed-port",
+		mutate: func(m *model.Model) {
+			for _, s := range m.Services {
+				if s.Name == "reviews" || s.Name == "productpage" {
+					s.Ports[0].Name, s.Ports[0].Protocol = "", model.ProtocolAuto
+				}
+			}
+			m.Istio.DestinationRules = append(m.Istio.DestinationRules, reviewsSubsets())
+			m.Istio.VirtualServices = append(m.Istio.VirtualServices, vs("reviews", &networking.VirtualService{
+				Hosts: []string{"reviews"},
+				Http: []*networking.HTTPRoute{{
+					Name:  "split",
+					Route: []*networking.HTTPRouteDestination{dest("reviews", "v1", 80), dest("reviews", "v2", 20)},
+				}},
+			}))
+		},
+	},
 }
 
 // istioCaseModel returns the base model with the named case applied.

@@ -2,6 +2,7 @@ package xds
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -42,6 +43,14 @@ func proxyListeners(m *model.Model, pod *model.Pod) ([]types.Resource, error) {
 	byHost := servicePortsByHost(m)
 	for _, sp := range outboundPorts(m) {
 		if sp.port.Protocol.IsHTTP() || !sp.svc.VIP.IsValid() {
+			continue
+		}
+		if sp.sniffed() {
+			l, err := outboundAutoListener(m, sp, byHost)
+			if err != nil {
+				return nil, fmt.Errorf("build listener %s: %w", OutboundTCPListenerName(sp.svc.VIP, sp.port.Port), err)
+			}
+			out = append(out, l)
 			continue
 		}
 		if sp.port.Protocol.IsTLS() {
@@ -209,6 +218,54 @@ func outboundTCPListener(m *model.Model, sp servicePort, byHost map[string][]ser
 			TransportSocketConnectTimeout: transportSocketConnectTimeout,
 		}},
 	}, nil
+}
+
+// outboundAutoListener is the handoff target for a service port of no declared
+// protocol (model.ProtocolAuto) on its VIP, as istiod's buildSidecarOutboundListener for
+// ListenerProtocolAuto: the HTTP inspector reads the connection's first bytes; plaintext
+// HTTP/1.1 or h2c takes the HTTP chain, a connection manager routing by the route
+// configuration "<host>:<port>" (the service's virtual host alone, see
+// sniffedRouteConfig), and anything else (a server-first protocol, raw bytes, TLS) the
+// default chain, the port's TCP chain (tcp_proxy to the service's cluster or by its
+// VirtualService's tcp route), as a TCP port's listener.
+func outboundAutoListener(m *model.Model, sp servicePort, byHost map[string][]servicePort) (*listener.Listener, error) {
+	l, err := outboundTCPListener(m, sp, byHost)
+	if err != nil {
+		return nil, err
+	}
+	tcpChain := l.FilterChains[0]
+	tcpChain.Metadata = tcpOrigin(m, sp)
+	routeName := sniffedRouteName(sp)
+	f, err := hcmFilter("outbound_"+l.Name, true, func(m *hcm.HttpConnectionManager) {
+		m.RouteSpecifier = &hcm.HttpConnectionManager_Rds{Rds: &hcm.Rds{
+			RouteConfigName: routeName,
+			ConfigSource:    adsConfigSource(),
+		}}
+	})
+	if err != nil {
+		return nil, err
+	}
+	hi, err := typed(&httpinspector.HttpInspector{})
+	if err != nil {
+		return nil, err
+	}
+	l.Metadata = tcpOrigin(m, sp)
+	l.ListenerFilters = []*listener.ListenerFilter{
+		{Name: wellknown.HttpInspector, ConfigType: &listener.ListenerFilter_TypedConfig{TypedConfig: hi}},
+	}
+	l.FilterChains = []*listener.FilterChain{{
+		FilterChainMatch:              &listener.FilterChainMatch{TransportProtocol: transportRawBuffer, ApplicationProtocols: alpnPlaintextHTTP},
+		Filters:                       []*listener.Filter{f},
+		TransportSocketConnectTimeout: transportSocketConnectTimeout,
+		Metadata:                      meshOrigin(m),
+	}}
+	l.DefaultFilterChain = tcpChain
+	return l, nil
+}
+
+// sniffedRouteName is istiod's route name of a sniffed service port: "<host>:<port>".
+func sniffedRouteName(sp servicePort) string {
+	return sp.host + ":" + strconv.Itoa(int(sp.port.Port))
 }
 
 // outboundTCPFilter returns the tcp_proxy of one TCP service port, as Istio's

@@ -83,12 +83,15 @@ func outboundPorts(m *model.Model) []servicePort {
 	return append(out, serviceEntryPorts(m)...)
 }
 
-// httpPorts returns the distinct port numbers of HTTP service ports, ascending.
+// httpPorts returns the distinct port numbers of HTTP service ports, ascending. A
+// sniffed port of a service without a VIP (headless) counts as HTTP: istiod gives it a
+// sniffing listener per endpoint address, meshlab the port's HTTP listener, whose
+// passthrough chain still carries its non-HTTP traffic (docs/ARCHITECTURE.md).
 func httpPorts(m *model.Model) []uint16 {
 	seen := map[uint16]bool{}
 	var out []uint16
 	for _, sp := range outboundPorts(m) {
-		if sp.port.Protocol.IsHTTP() && !seen[sp.port.Port] {
+		if sp.httpListener() && !seen[sp.port.Port] {
 			seen[sp.port.Port] = true
 			out = append(out, sp.port.Port)
 		}
@@ -96,6 +99,16 @@ func httpPorts(m *model.Model) []uint16 {
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
 }
+
+// httpListener reports whether the port's HTTP is served by the port's shared HTTP
+// listener "0.0.0.0_<port>" (route "<port>").
+func (sp servicePort) httpListener() bool {
+	return sp.port.Protocol.IsHTTP() || sp.port.Protocol.IsAuto() && !sp.svc.VIP.IsValid()
+}
+
+// sniffed reports whether the port gets a sniffing listener of its own on its VIP (see
+// outboundAutoListener).
+func (sp servicePort) sniffed() bool { return sp.port.Protocol.IsAuto() && sp.svc.VIP.IsValid() }
 
 // inboundPort is one port the pod's app serves for the services that select it.
 type inboundPort struct {

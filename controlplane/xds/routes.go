@@ -30,7 +30,40 @@ func routes(m *model.Model, pod *model.Pod) ([]types.Resource, error) {
 		}
 		out = append(out, rc)
 	}
+	for _, sp := range outboundPorts(m) {
+		if !sp.sniffed() {
+			continue
+		}
+		rc, err := sniffedRouteConfig(m, pod, sp, byHost)
+		if err != nil {
+			return nil, fmt.Errorf("build route %s: %w", sniffedRouteName(sp), err)
+		}
+		out = append(out, rc)
+	}
 	return out, nil
+}
+
+// sniffedRouteConfig is the route configuration "<host>:<port>" of a sniffed service
+// port's listener (outboundAutoListener), as istiod's getVirtualHostsForSniffedServicePort:
+// the service's virtual host alone, matching every domain (the listener already chose
+// the service by its VIP), and no catch-all virtual host.
+func sniffedRouteConfig(m *model.Model, pod *model.Pod, sp servicePort, byHost map[string][]servicePort) (*route.RouteConfiguration, error) {
+	rs, err := serviceRoutes(m, pod, sp, byHost)
+	if err != nil {
+		return nil, fmt.Errorf("virtual host %s: %w", sp.vhostName(), err)
+	}
+	return &route.RouteConfiguration{
+		Name: sniffedRouteName(sp),
+		VirtualHosts: []*route.VirtualHost{{
+			Name:                       sp.vhostName(),
+			Domains:                    []string{"*"},
+			Routes:                     rs,
+			IncludeRequestAttemptCount: true,
+		}},
+		ValidateClusters:               wrapperspb.Bool(false),
+		IgnorePortInHostMatching:       true,
+		MaxDirectResponseBodySizeBytes: wrapperspb.UInt32(1 << 20),
+	}, nil
 }
 
 // routeConfig holds a virtual host per HTTP service with port (sorted by name), each
@@ -40,7 +73,10 @@ func routes(m *model.Model, pod *model.Pod) ([]types.Resource, error) {
 func routeConfig(m *model.Model, pod *model.Pod, port uint16, byHost map[string][]servicePort) (*route.RouteConfiguration, error) {
 	var vhosts []*route.VirtualHost
 	for _, sp := range outboundPorts(m) {
-		if sp.port.Port != port || !sp.port.Protocol.IsHTTP() {
+		// A sniffed port's service has a virtual host on its port's route too, as
+		// istiod's (IsProtocolSniffingEnabledForPort), for HTTP that reaches the port's
+		// shared listener rather than the service's own (a pod IP, another VIP).
+		if sp.port.Port != port || !sp.port.Protocol.IsHTTPOrSniffed() {
 			continue
 		}
 		rs, err := serviceRoutes(m, pod, sp, byHost)

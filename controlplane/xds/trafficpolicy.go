@@ -106,7 +106,7 @@ func applyTrafficPolicy(c *cluster.Cluster, tp *networking.TrafficPolicy, protoc
 		th.MaxConnections = wrapperspb.UInt32(uint32(v))
 	}
 
-	if v := cp.GetHttp().GetMaxRequestsPerConnection(); v > 0 && protocol.IsHTTP() {
+	if v := cp.GetHttp().GetMaxRequestsPerConnection(); v > 0 && protocol.IsHTTPOrSniffed() {
 		opts, err := httpProtocolOptions(uint32(v), protocol)
 		if err != nil {
 			return err

@@ -74,7 +74,7 @@ type waypointPort struct {
 }
 
 func (p waypointPort) protocol() string {
-	if p.port.Protocol.IsHTTP() {
+	if p.port.Protocol.IsHTTPOrSniffed() {
 		return "http"
 	}
 	return "tcp"

@@ -379,7 +379,7 @@ func inboundVIPCluster(v vipCluster) (*cluster.Cluster, error) {
 		}
 	}
 	// A gRPC or HTTP/2 port's cluster speaks HTTP/2 upstream, with or without a rule.
-	return c, applyHTTP2(c, v.p.port.Protocol)
+	return c, applyUpstreamProtocol(c, v.p.port.Protocol)
 }
 
 // serviceMetadataOf is a Kubernetes service's entry in a cluster's istio services list.

@@ -476,7 +476,7 @@ func inboundVIPRoute(name, vhost, cluster, operation string) *route.RouteConfigu
 func inboundVIPChain(m *model.Model, w *model.Waypoint, served map[string]*model.Service, p waypointPort, logs []*accesslogv3.AccessLog) (*listener.FilterChain, error) {
 	name := p.name()
 	statPrefix := "inbound_0.0.0.0_" + portString(p.port.Port) + ";"
-	if !p.port.Protocol.IsHTTP() {
+	if !p.port.Protocol.IsHTTPOrSniffed() {
 		f, err := networkFilter(wellknown.TCPProxy, waypointTCPProxy(m, served, w, p, &tcpproxy.TcpProxy{StatPrefix: name, AccessLog: logs}))
 		if err != nil {
 			return nil, err

@@ -103,7 +103,7 @@ func waypointCluster(m *model.Model, served map[string]*model.Service, ns string
 	}
 	subset := "http"
 	for _, sp := range svc.Ports {
-		if sp.Port == port && !sp.Protocol.IsHTTP() {
+		if sp.Port == port && !sp.Protocol.IsHTTPOrSniffed() {
 			subset = "tcp"
 		}
 	}

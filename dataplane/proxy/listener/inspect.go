@@ -40,7 +40,10 @@ func inspect(cfg *Config, conn net.Conn, ci ConnInfo) (ConnInfo, net.Conn) {
 
 // sniffHTTP reads up to the end of the first line and reports "h2c" for the HTTP/2
 // preface, "http/1.1" or "http/1.0" for an HTTP/1.x request line, or "" otherwise, as
-// Envoy's http_inspector does.
+// Envoy's http_inspector does. As Envoy's parser, it gives up as soon as the bytes
+// cannot start a request (a method is upper-case letters and '-', then a space), so a
+// client-first protocol that sends a short message without a line end and waits for
+// the answer is not held until a line end that never comes.
 func sniffHTTP(conn net.Conn, deadline time.Time) (string, net.Conn) {
 	_ = conn.SetReadDeadline(deadline)
 	defer func() { _ = conn.SetReadDeadline(time.Time{}) }()
@@ -49,6 +52,9 @@ func sniffHTTP(conn net.Conn, deadline time.Time) (string, net.Conn) {
 	proto := ""
 	for len(buf) < 4096 {
 		if len(buf) > 0 && !bytes.HasPrefix(h2Preface, buf[:min(len(buf), len(h2Preface))]) {
+			if !mayStartRequest(buf) {
+				break
+			}
 			if i := bytes.IndexByte(buf, '\n'); i >= 0 {
 				line := bytes.TrimRight(buf[:i], "\r")
 				switch {
@@ -70,4 +76,24 @@ func sniffHTTP(conn net.Conn, deadline time.Time) (string, net.Conn) {
 		}
 	}
 	return proto, tlsctx.NewPrefixConn(conn, buf)
+}
+
+// maxMethodLen bounds an HTTP method: llhttp's longest is "BASELINE-CONTROL" (16).
+const maxMethodLen = 20
+
+// mayStartRequest reports whether buf can be the start of an HTTP/1.x request line: a
+// method of upper-case letters and '-' followed by a space.
+func mayStartRequest(buf []byte) bool {
+	for i, c := range buf {
+		switch {
+		case c == ' ':
+			return i > 0
+		case i >= maxMethodLen:
+			return false
+		case c >= 'A' && c <= 'Z' || c == '-':
+		default:
+			return false
+		}
+	}
+	return true
 }

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -142,4 +143,59 @@ func TestTransportSocketConnectTimeoutClosesAStalledHandshake(t *testing.T) {
 func mustAddrPort(t *testing.T, ip string, port uint16) netip.AddrPort {
 	t.Helper()
 	return netip.AddrPortFrom(netip.MustParseAddr(ip), port)
+}
+
+// TestHTTPInspectorGivesUpOnBytesNoRequestStartsWith holds the HTTP inspector to
+// Envoy's: bytes that cannot start a request line are not HTTP at once, without waiting
+// for a line end (a client-first protocol on a sniffed port sends "hello" and waits),
+// and every byte still reaches the chain.
+func TestHTTPInspectorGivesUpOnBytesNoRequestStartsWith(t *testing.T) {
+	l := baseListener(t)
+	l.ListenerFilters = []*listenerv3.ListenerFilter{
+		{Name: HTTPInspectorName, ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: mustAny(t, &httpinspv3.HttpInspector{})}},
+	}
+	cfg, err := Compile(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, send string
+		want       []string
+	}{
+		{name: "lower-case bytes", send: "hello", want: nil},
+		{name: "binary", send: "\x00\x01\x02", want: nil},
+		{name: "upper-case word then a non-method byte", send: "PING\r", want: nil},
+		{name: "an overlong method", send: strings.Repeat("A", 21), want: nil},
+		{name: "HTTP/1.1 request", send: "GET / HTTP/1.1\r\n", want: []string{"http/1.1"}},
+		{name: "HTTP/1.0 request", send: "M-SEARCH * HTTP/1.0\r\n", want: []string{"http/1.0"}},
+		{name: "h2c preface", send: "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", want: []string{"h2c"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client, server := net.Pipe()
+			defer client.Close()
+			go func() { _, _ = io.WriteString(client, tc.send) }() // and no more: a line end never comes
+			done := make(chan struct{})
+			var ci ConnInfo
+			var conn net.Conn
+			go func() {
+				defer close(done)
+				ci, conn = inspect(cfg, server, ConnInfo{Local: mustAddrPort(t, "10.0.0.1", 9000)})
+			}()
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				_ = server.Close()
+				<-done
+				t.Fatalf("inspector still waiting for more of %q", tc.send)
+			}
+			defer conn.Close()
+			if !slices.Equal(ci.ALPN, tc.want) {
+				t.Errorf("ALPN %v, want %v", ci.ALPN, tc.want)
+			}
+			got := make([]byte, len(tc.send))
+			if _, err := io.ReadFull(conn, got); err != nil || string(got) != tc.send {
+				t.Errorf("chain reads %q (%v), want %q", got, err, tc.send)
+			}
+		})
+	}
 }
