@@ -34,7 +34,7 @@ func inboundChains(m *model.Model, pod *model.Pod, ip inboundPort) ([]*listener.
 	chain := func(match *listener.FilterChainMatch, mtls bool) (*listener.FilterChain, error) {
 		return inboundChain(m, pod, ip, origin, match, mtls)
 	}
-	if ip.protocol.IsAuto() && !(ip.tls != nil && mode == MTLSDisable) {
+	if ip.protocol.IsAuto() && (ip.tls == nil || mode != MTLSDisable) {
 		// A sniffed port: the chains of a port of unknown protocol, as the passthrough
 		// ones (istiod's getFilterChainMatchOptions for ListenerProtocolAuto), matching
 		// the port, each an HTTP or a TCP chain of the port's inbound cluster.
