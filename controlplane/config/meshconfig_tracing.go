@@ -25,11 +25,14 @@ var refusalAdvice = map[string]string{
 	"MeshConfig extensionProviders.opentelemetry": ": meshlab's proxies export spans with Envoy's Zipkin tracer only, not OTLP; " +
 		"name a zipkin provider instead (Jaeger's collector takes Zipkin v2 JSON on 9411: " +
 		"zipkin: {service: jaeger-collector.istio-system.svc.cluster.local, port: 9411}; the zipkin addon: zipkin.istio-system.svc.cluster.local)",
-	"MeshConfig extensionProviders.skywalking": ": meshlab's proxies have no SkyWalking tracer; name a zipkin provider " +
-		"(samples/addons/extras/zipkin.yaml, zipkin: {service: zipkin.istio-system.svc.cluster.local, port: 9411})",
-	"MeshConfig extensionProviders.datadog": ": meshlab's proxies have no Datadog tracer; name a zipkin provider " +
-		"(samples/addons/extras/zipkin.yaml, zipkin: {service: zipkin.istio-system.svc.cluster.local, port: 9411})",
+	"MeshConfig extensionProviders.skywalking": ": meshlab's proxies have no SkyWalking tracer; " + zipkinInstead,
+	"MeshConfig extensionProviders.datadog":    ": meshlab's proxies have no Datadog tracer; " + zipkinInstead,
+	"MeshConfig extensionProviders.opencensus": ": meshlab's proxies have no OpenCensus tracer (Envoy removed it); " + zipkinInstead,
+	"MeshConfig extensionProviders.lightstep":  ": meshlab's proxies have no Lightstep tracer (Istio deprecated it); " + zipkinInstead,
 }
+
+// zipkinInstead is the advice for a tracing provider the proxies lack.
+const zipkinInstead = "name a zipkin provider (samples/addons/extras/zipkin.yaml, zipkin: {service: zipkin.istio-system.svc.cluster.local, port: 9411})"
 
 // validateMeshTracing checks the tracing fields as Istio's mesh validation does:
 // providers named once, with a service and a port.
