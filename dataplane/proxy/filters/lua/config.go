@@ -122,10 +122,23 @@ func CompileScript(code string) (*Config, error) {
 func (c *Config) HasRequest() bool  { return c.onRequest }
 func (c *Config) HasResponse() bool { return c.onResponse }
 
+// stateOptions size a state and each coroutine made from it (gopher-lua gives a
+// coroutine its own stacks, of its state's sizes): stacks that start small and grow
+// as a script needs, up to gopher-lua's defaults, so a phase's fresh coroutine costs a
+// few KB rather than gopher-lua's default ~200 KB.
+var stateOptions = glua.Options{
+	SkipOpenLibs:        true,
+	CallStackSize:       glua.CallStackSize,
+	MinimizeStackMemory: true,
+	RegistrySize:        256,
+	RegistryMaxSize:     glua.RegistrySize * 20,
+	RegistryGrowStep:    glua.RegistryGrowStep,
+}
+
 // newState is a Lua state with the standard libraries LuaJIT opens (gopher-lua's own
 // channel library left out) and the script loaded.
 func (c *Config) newState() (*glua.LState, error) {
-	L := glua.NewState(glua.Options{SkipOpenLibs: true})
+	L := glua.NewState(stateOptions)
 	for _, lib := range []struct {
 		name string
 		open glua.LGFunction

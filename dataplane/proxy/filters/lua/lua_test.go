@@ -28,15 +28,15 @@ function envoy_on_response(response_handle)
 end
 `
 
-func compileInline(t *testing.T, code string) *Config {
-	t.Helper()
+func compileInline(tb testing.TB, code string) *Config {
+	tb.Helper()
 	a, err := anypb.New(&luav3.Lua{DefaultSourceCode: &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: code}}})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	c, err := Compile(a)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return c
 }
