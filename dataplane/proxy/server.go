@@ -30,6 +30,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/meshlab/meshlab/dataplane/proxy/accesslog"
 	"github.com/meshlab/meshlab/dataplane/proxy/admin"
 	"github.com/meshlab/meshlab/dataplane/proxy/bootstrap"
 	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
@@ -251,6 +252,8 @@ func (s *Server) Run(ctx context.Context) error {
 	defer s.sds.close()
 	s.clusters.SetSecrets(s.secrets)
 	s.clusters.AddStatic(s.staticClusters)
+	// The OpenTelemetry access loggers export through this proxy's clusters.
+	accesslog.SetOTelClusters(clusterDialer{s.clusters}, accesslog.NodeInfo{ID: s.node.GetId(), Cluster: s.node.GetCluster(), Zone: s.node.GetLocality().GetZone()})
 	s.initServerStats()
 	if s.hr == nil && s.opts.RestartEpoch > 0 {
 		s.log.Info(fmt.Sprintf("hot restart is disabled: epoch %d starts cold", s.opts.RestartEpoch))
@@ -463,4 +466,24 @@ func newUUID() string {
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}
+
+// clusterDialer dials a host of a cluster of the manager, through the cluster's
+// transport socket: what Envoy's envoy_grpc clients (the OpenTelemetry access logger)
+// connect with.
+type clusterDialer struct{ m *cluster.Manager }
+
+var _ accesslog.ClusterDialer = clusterDialer{}
+
+// DialCluster picks a host of the named cluster and dials it.
+func (d clusterDialer) DialCluster(ctx context.Context, name string) (net.Conn, error) {
+	c, ok := d.m.Get(name)
+	if !ok {
+		return nil, fmt.Errorf("dial cluster %s: no such cluster", name)
+	}
+	h, err := c.Pick(netip.AddrPort{})
+	if err != nil {
+		return nil, fmt.Errorf("dial cluster %s: %w", name, err)
+	}
+	return c.Dial(ctx, h)
 }

@@ -1,7 +1,9 @@
-// Package accesslog is the proxy's envoy.access_loggers.file: it compiles AccessLog
-// configs (FileAccessLog with a text or JSON SubstitutionFormatString, or Envoy's default
-// format) and writes one line per HTTP request or TCP connection, with Envoy's command
-// operators and response flags.
+// Package accesslog is the proxy's envoy.access_loggers.file and
+// envoy.access_loggers.open_telemetry: it compiles AccessLog configs (FileAccessLog with
+// a text or JSON SubstitutionFormatString, or Envoy's default format; an
+// OpenTelemetryAccessLogConfig, otel.go) and writes one line per HTTP request or TCP
+// connection, with Envoy's command operators and response flags, to a file or as an
+// OTLP log record to a cluster.
 package accesslog
 
 import (
@@ -13,6 +15,7 @@ import (
 
 	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
 	filev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
+	otelv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/open_telemetry/v3"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/fieldcheck"
 )
@@ -32,6 +35,11 @@ var allow = fieldcheck.Allow{
 	"envoy.extensions.access_loggers.file.v3.FileAccessLog": {"path", "format", "json_format", "log_format"},
 	"envoy.config.core.v3.SubstitutionFormatString":         {"text_format", "json_format", "text_format_source", "omit_empty_values", "content_type"},
 	"envoy.config.core.v3.DataSource":                       {"inline_string", "inline_bytes"},
+	// otel.go: Envoy's OpenTelemetry access logger as istiod configures it.
+	"envoy.extensions.access_loggers.open_telemetry.v3.OpenTelemetryAccessLogConfig": {"common_config", "body", "attributes", "resource_attributes", "disable_builtin_labels"},
+	"envoy.extensions.access_loggers.grpc.v3.CommonGrpcAccessLogConfig":              {"log_name", "grpc_service", "transport_api_version", "filter_state_objects_to_log"},
+	"envoy.config.core.v3.GrpcService":                                               {"envoy_grpc"},
+	"envoy.config.core.v3.GrpcService.EnvoyGrpc":                                     {"cluster_name", "authority"},
 }
 
 // Logger writes access log entries to one file. Safe for concurrent use.
@@ -46,6 +54,9 @@ type Logger struct {
 	filterAny bool
 	// status is the status_code_filter, nil without it.
 	status *statusFilter
+	// otel is the OpenTelemetry logger (otel.go) an entry goes to instead of the file;
+	// nil for a file logger.
+	otel *otelLogger
 }
 
 // statusFilter is status_code_filter: the entry is written when its response code (0
@@ -86,19 +97,35 @@ func compileOne(l *accesslogv3.AccessLog) (*Logger, error) {
 	}
 	tc := l.GetTypedConfig()
 	var f filev3.FileAccessLog
-	if tc == nil || tc.MessageName() != f.ProtoReflect().Descriptor().FullName() {
+	var oc otelv3.OpenTelemetryAccessLogConfig
+	lg := &Logger{}
+	switch {
+	case tc != nil && tc.MessageName() == oc.ProtoReflect().Descriptor().FullName():
+		if err := tc.UnmarshalTo(&oc); err != nil {
+			return nil, fmt.Errorf("typed_config: %w", err)
+		}
+		if err := oc.ValidateAll(); err != nil {
+			return nil, fmt.Errorf("typed_config: %w", err)
+		}
+		ol, err := compileOTel(&oc)
+		if err != nil {
+			return nil, err
+		}
+		lg.otel = ol
+	case tc == nil || tc.MessageName() != f.ProtoReflect().Descriptor().FullName():
 		return nil, fmt.Errorf("typed_config: unsupported access logger %s", l.GetName())
+	default:
+		if err := tc.UnmarshalTo(&f); err != nil {
+			return nil, fmt.Errorf("typed_config: %w", err)
+		}
+		if err := f.ValidateAll(); err != nil {
+			return nil, fmt.Errorf("typed_config: %w", err)
+		}
+		if err := allow.Check(&f); err != nil {
+			return nil, fmt.Errorf("typed_config.%w", err)
+		}
+		lg.path = f.GetPath()
 	}
-	if err := tc.UnmarshalTo(&f); err != nil {
-		return nil, fmt.Errorf("typed_config: %w", err)
-	}
-	if err := f.ValidateAll(); err != nil {
-		return nil, fmt.Errorf("typed_config: %w", err)
-	}
-	if err := allow.Check(&f); err != nil {
-		return nil, fmt.Errorf("typed_config.%w", err)
-	}
-	lg := &Logger{path: f.GetPath()}
 	if l.GetFilter() != nil && l.GetFilter().GetResponseFlagFilter() == nil && l.GetFilter().GetStatusCodeFilter() == nil {
 		return nil, errors.New("filter: a response_flag_filter or status_code_filter is required (the filters meshlab proxy implements)")
 	}
@@ -116,6 +143,9 @@ func compileOne(l *accesslogv3.AccessLog) (*Logger, error) {
 			}
 			lg.filter |= fl
 		}
+	}
+	if lg.otel != nil {
+		return lg, nil
 	}
 	var err error
 	switch {
@@ -152,6 +182,9 @@ func compileOne(l *accesslogv3.AccessLog) (*Logger, error) {
 // Render returns the entry's line (newline included for JSON; text formats carry their
 // own).
 func (l *Logger) Render(i *Info) string {
+	if l.otel != nil {
+		return l.otel.body.render(i)
+	}
 	if l.json != nil {
 		return l.json.render(i)
 	}
@@ -164,6 +197,10 @@ func (l *Logger) Log(i *Info) {
 		return
 	}
 	if (l.filterAny && i.Flags == 0) || (l.filter != 0 && i.Flags&l.filter == 0) {
+		return
+	}
+	if l.otel != nil {
+		l.otel.log(i)
 		return
 	}
 	w := l.out.Load()
