@@ -171,8 +171,9 @@ var meshConfigInstallFields = []string{"accessLogEncoding", "accessLogFile", "ac
 // meshConfigStructuredFields are the install fields carried into the lab's MeshConfig as
 // written (objects, lists of objects, booleans), which the MeshConfig loader then checks
 // field by field, naming what meshlab does not honour: the tracing pages' enableTracing,
-// defaultConfig.tracing and extensionProviders.
-var meshConfigStructuredFields = []string{"defaultConfig", "enableTracing", "extensionProviders"}
+// defaultConfig.tracing and extensionProviders, the otel-provider page's
+// extensionProviders (envoyOtelAls) and defaultProviders.accessLogging.
+var meshConfigStructuredFields = []string{"defaultConfig", "defaultProviders", "enableTracing", "extensionProviders"}
 
 // meshConfigListFields are the install fields that hold a list: an IstioOperator writes
 // it as a YAML list, --set one item at a time (meshConfig.trustDomainAliases[0]=old-td).

@@ -13,7 +13,8 @@ var (
 	serviceEntryFields    = lazyFields(serviceEntryPaths)
 	meshConfigFields      = lazyFields(func() string {
 		return "outboundTrafficPolicy outboundTrafficPolicy.mode rootNamespace accessLogFile accessLogEncoding accessLogFormat trustDomain trustDomainAliases meshMTLS meshMTLS.minProtocolVersion certificates certificates.secretName certificates.dnsNames " +
-			meshTracingPaths() // meshconfig_tracing.go
+			meshTracingPaths() + " " + // meshconfig_tracing.go
+			meshAccessLogProviderPaths() // meshconfig_otelals.go
 	})
 
 	peerAuthenticationFields  = lazyFields(peerAuthenticationPaths)

@@ -305,6 +305,7 @@ func istioModel(objs []*Object, m *model.Model) (model.Istio, model.MeshConfig, 
 			}
 			accessLogModel(o, &mesh)
 			tracingModel(o, &mesh)
+			accessLogProvidersModel(o, &mesh) // meshconfig_otelals.go
 			mesh.TLSOnSidecarIngress = installedPilotEnv(o)[PilotEnvTLSOnSidecarIngress] == "true"
 		case o.PeerAuthentication != nil:
 			out.PeerAuthentications = append(out.PeerAuthentications, peerAuthenticationModel(o))

@@ -61,7 +61,69 @@ spec:
 		"spec.metrics[0].overrides[0].tagOverrides[a].value: must be set when operation is UPSERT",
 		"spec.metrics[0].overrides[0].tagOverrides[b].value: may only be set when operation is UPSERT",
 		"spec.accessLogging[0].filter: is not supported by meshlab",
-		`spec.accessLogging[0].providers[0].name: "otel" is not an access log provider of the lab`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Load = %v, want %q", err, want)
+		}
+	}
+}
+
+// The otel-provider page's mesh config (an envoyOtelAls provider, defaultProviders) and
+// Telemetry naming it load; a provider without a service, a port out of range or a
+// default naming no provider are refused by field.
+func TestLoadOTelAccessLogProvider(t *testing.T) {
+	t.Parallel()
+	const page = `apiVersion: meshlab.dev/v1alpha1
+kind: MeshConfig
+metadata: {name: mesh}
+spec:
+  accessLogFile: /dev/stdout
+  extensionProviders:
+  - name: otel
+    envoyOtelAls:
+      service: opentelemetry-collector.istio-system.svc.cluster.local
+      port: 4317
+      logFormat: {labels: {path: "%REQ(:PATH)%"}}
+  defaultProviders:
+    accessLogging: [envoy, otel]
+---
+apiVersion: telemetry.istio.io/v1alpha1
+kind: Telemetry
+metadata: {name: sleep-logging}
+spec:
+  selector: {matchLabels: {app: sleep}}
+  accessLogging:
+  - providers:
+    - name: otel
+`
+	s, err := Load("t.yaml", []byte(page))
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	m, err := s.Build(defaultOpts)
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	p, ok := m.Mesh.OTelAccessLogProvider("otel")
+	if !ok || p.Service != "opentelemetry-collector.istio-system.svc.cluster.local" || p.Port != 4317 || p.Labels["path"] != "%REQ(:PATH)%" ||
+		strings.Join(m.Mesh.DefaultAccessLogProviders, ",") != "envoy,otel" {
+		t.Fatalf("mesh: %+v", m.Mesh)
+	}
+	const bad = `apiVersion: meshlab.dev/v1alpha1
+kind: MeshConfig
+metadata: {name: mesh}
+spec:
+  extensionProviders:
+  - name: otel
+    envoyOtelAls: {port: 70000}
+  defaultProviders:
+    accessLogging: [nope]
+`
+	_, err = Load("t.yaml", []byte(bad))
+	for _, want := range []string{
+		"spec.extensionProviders[0].envoyOtelAls.service: is required",
+		"spec.extensionProviders[0].envoyOtelAls.port:",
+		`spec.defaultProviders.accessLogging[0]: "nope" is not a provider of the mesh config`,
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Load = %v, want %q", err, want)

@@ -102,6 +102,43 @@ type MeshConfig struct {
 	// Tracing is enableTracing, defaultConfig.tracing and the zipkin
 	// extensionProviders (tracing.go).
 	Tracing MeshTracing
+
+	// OTelAccessLogProviders are the extensionProviders with envoyOtelAls, in the order
+	// written; DefaultAccessLogProviders is defaultProviders.accessLogging ("envoy" is the
+	// built-in file provider).
+	OTelAccessLogProviders    []OTelAccessLogProvider
+	DefaultAccessLogProviders []string
+	// AccessLogProviders is set for one proxy by xds.MeshFor: the providers its access
+	// log goes to, as the Telemetry API (or defaultProviders) decides; nil: the mesh's
+	// accessLogFile alone, as without either.
+	AccessLogProviders []string
+}
+
+// EnvoyAccessLogProvider is Istio's built-in access log provider: the file log to
+// /dev/stdout.
+const EnvoyAccessLogProvider = "envoy"
+
+// OTelAccessLogProvider is an extension provider with envoyOtelAls: an OpenTelemetry
+// collector the proxies send their access log to.
+type OTelAccessLogProvider struct {
+	Name    string
+	Service string // the collector's service host, e.g. opentelemetry-collector.istio-system.svc.cluster.local
+	Port    uint16
+	LogName string // "": istiod's otel_envoy_accesslog
+	// Format is logFormat.text ("": Istio's text format); Labels are logFormat.labels,
+	// the records' attributes (format strings).
+	Format string
+	Labels map[string]string
+}
+
+// OTelAccessLogProvider returns the envoyOtelAls provider named name.
+func (m MeshConfig) OTelAccessLogProvider(name string) (OTelAccessLogProvider, bool) {
+	for _, p := range m.OTelAccessLogProviders {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return OTelAccessLogProvider{}, false
 }
 
 // DNSCertificate is one of meshConfig.certificates: a certificate for DNSNames kept in

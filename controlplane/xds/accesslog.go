@@ -2,6 +2,7 @@ package xds
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
@@ -63,6 +64,9 @@ var IstioJSONLogFormat = map[string]string{
 // accessLogs returns the access_log every HCM and tcp_proxy of the mesh carries, as
 // Istio's FileAccessLogFromMeshConfig builds it; nil when access logs are off.
 func accessLogs(mesh model.MeshConfig) ([]*accesslogv3.AccessLog, error) {
+	if mesh.AccessLogProviders != nil {
+		return providerAccessLogs(mesh)
+	}
 	path := mesh.AccessLogPath()
 	if path == "" {
 		return nil, nil
@@ -100,6 +104,36 @@ func accessLogs(mesh model.MeshConfig) ([]*accesslogv3.AccessLog, error) {
 		return nil, fmt.Errorf("pack access log: %w", err)
 	}
 	return []*accesslogv3.AccessLog{{Name: wellknown.FileAccessLog, ConfigType: &accesslogv3.AccessLog_TypedConfig{TypedConfig: cfg}}}, nil
+}
+
+// providerAccessLogs are the access logs of the providers MeshFor chose, in their order:
+// the built-in envoy's file log (/dev/stdout in the mesh's format and encoding), an
+// envoyOtelAls provider's OpenTelemetry log (accesslog_otel.go). A name the mesh config
+// has no provider of is skipped, as istiod skips it.
+func providerAccessLogs(mesh model.MeshConfig) ([]*accesslogv3.AccessLog, error) {
+	var out []*accesslogv3.AccessLog
+	for _, n := range mesh.AccessLogProviders {
+		if n == model.EnvoyAccessLogProvider {
+			file := mesh
+			file.AccessLogProviders, file.AccessLogOff, file.AccessLogFile = nil, false, model.DefaultAccessLogFile
+			l, err := accessLogs(file)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, l...)
+			continue
+		}
+		p, ok := mesh.OTelAccessLogProvider(n)
+		if !ok {
+			continue
+		}
+		l, err := otelAccessLog(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	return out, nil
 }
 
 // jsonLogFormat returns the JSON format: the user's accessLogFormat (a JSON object) or
@@ -218,17 +252,38 @@ func MeshFor(m *model.Model, pod *model.Pod) model.MeshConfig {
 		}
 	}
 	if best == nil {
+		// No Telemetry logs this proxy: defaultProviders.accessLogging, when the mesh
+		// config names some, else accessLogFile (istiod's fallback).
+		if len(mesh.DefaultAccessLogProviders) > 0 {
+			mesh.AccessLogProviders = mesh.DefaultAccessLogProviders
+		}
 		return mesh
 	}
 	off := false
+	var names []string
 	for _, al := range best.Spec.GetAccessLogging() {
 		if al.GetDisabled().GetValue() {
 			off = true
 		}
+		for _, p := range al.GetProviders() {
+			names = append(names, p.GetName())
+		}
 	}
 	mesh.AccessLogOff = off
-	if !off {
+	if off {
+		return mesh
+	}
+	if len(names) == 0 {
+		names = mesh.DefaultAccessLogProviders
+	}
+	if len(names) == 0 {
+		names = []string{model.EnvoyAccessLogProvider}
+	}
+	mesh.AccessLogProviders = names
+	if slices.Contains(names, model.EnvoyAccessLogProvider) {
 		mesh.AccessLogFile = model.DefaultAccessLogFile // the envoy provider's path
+	} else {
+		mesh.AccessLogOff = true // no file log: the providers named are others
 	}
 	return mesh
 }
