@@ -326,6 +326,9 @@ func (rt *router) respond(x *exchange, a attempt) int {
 	x.route.Headers.resp.apply(h, nil)
 	x.vh.Headers.resp.apply(h, nil)
 	h.Set("X-Envoy-Upstream-Service-Time", strconv.FormatInt(time.Since(x.routed).Milliseconds(), 10))
+	if rt.cfg.Tracing != nil {
+		rt.decorateResponse(x, h) // trace.go
+	}
 	code := rt.luaResponse(x, resp.StatusCode, h)
 	rt.setServer(h)
 	if x.corsOrigin != "" {

@@ -224,6 +224,7 @@ type exchange struct {
 	// tracing provider (trace.go).
 	traced       bool
 	span, upSpan *tracing.Span
+	spanNamed    bool // the upstream's x-envoy-decorator-operation named span
 	// lua are the Lua filters whose request phase passed (their response phase runs
 	// on the response, last first).
 	lua []*lua.Config
@@ -433,8 +434,8 @@ func (rt *router) serve(x *exchange) int {
 		// allocations and a Request copy per request).
 		x.alpn = rt.cfg.ALPN.alpnFor(cl, r.ProtoMajor, r.ProtoMinor)
 	}
-	if x.span != nil {
-		rt.injectSpan(x, cl)
+	if rt.cfg.Tracing != nil {
+		rt.decorateRequest(x, cl) // trace.go
 	}
 	return rt.forward(x, cl)
 }

@@ -119,17 +119,19 @@ type Route struct {
 	metadata      []func(map[string]*structpb.Struct) bool // dynamic_metadata
 	fraction      *fraction.Fraction
 
-	// Operation is the route's decorator operation: the name of its requests' spans.
-	Operation string
-	Cluster   string
-	Weighted  []WeightedCluster
-	Timeout   time.Duration // 0 disables the timeout
-	Direct    *DirectResponse
-	Redirect  *Redirect
-	Retry     *RetryPolicy
-	Mirrors   []Mirror
-	Rewrite   rewrite
-	Headers   headerMutations
+	// Operation is the route's decorator operation: the name of its requests' spans;
+	// NoPropagate is decorator.propagate false (x-envoy-decorator-operation not sent).
+	Operation   string
+	NoPropagate bool
+	Cluster     string
+	Weighted    []WeightedCluster
+	Timeout     time.Duration // 0 disables the timeout
+	Direct      *DirectResponse
+	Redirect    *Redirect
+	Retry       *RetryPolicy
+	Mirrors     []Mirror
+	Rewrite     rewrite
+	Headers     headerMutations
 	// Faults holds typed_per_filter_config entries for fault filters, by filter name.
 	Faults map[string]*fault.Config
 	// CORS is the route's typed_per_filter_config CORS policy, nil for none.
@@ -314,7 +316,8 @@ func (t *RouteTable) sortWildcards() {
 }
 
 func compileRoute(pr *routev3.Route, vh *VirtualHost) (*Route, error) {
-	r := &Route{Name: pr.GetName(), caseSensitive: true, Operation: pr.GetDecorator().GetOperation()}
+	r := &Route{Name: pr.GetName(), caseSensitive: true, Operation: pr.GetDecorator().GetOperation(),
+		NoPropagate: pr.GetDecorator().GetPropagate() != nil && !pr.GetDecorator().GetPropagate().GetValue()}
 	m := pr.GetMatch()
 	if cs := m.GetCaseSensitive(); cs != nil {
 		r.caseSensitive = cs.GetValue()

@@ -3,6 +3,7 @@ package httpconn
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"net/netip"
 	"os"
 	"strconv"
@@ -87,12 +88,44 @@ func (rt *router) startSpan(x *exchange) {
 	x.span = t.Zipkin.Start(x.r.Header, kind, name, x.traced, x.start)
 }
 
+// decorateRequest is what the HCM's tracing does to a routed request: an egress one
+// carries the route's decorator operation to the upstream in x-envoy-decorator-operation
+// (unless propagate is false), for the receiving proxy's server span, as Envoy's
+// traceRequest; with a provider the span is named and its context injected.
+func (rt *router) decorateRequest(x *exchange, cl *cluster.Cluster) {
+	if r := x.route; r != nil && !rt.ds.Inbound && r.Operation != "" && !r.NoPropagate {
+		x.r.Header.Set(headerDecoratorOperation, r.Operation)
+	}
+	if x.span != nil {
+		rt.injectSpan(x, cl)
+	}
+}
+
+// headerDecoratorOperation carries a decorator's operation between proxies.
+const headerDecoratorOperation = "X-Envoy-Decorator-Operation"
+
+// decorateResponse is the tracing's part of an upstream response's headers, as Envoy's
+// encodeHeaders: an ingress response tells the client the route's decorator operation;
+// an egress response's x-envoy-decorator-operation (the server's) names the client span
+// and goes no further.
+func (rt *router) decorateResponse(x *exchange, h http.Header) {
+	if rt.ds.Inbound {
+		if r := x.route; r != nil && r.Operation != "" && !r.NoPropagate {
+			h[headerDecoratorOperation] = []string{r.Operation}
+		}
+		return
+	}
+	if op := h.Get(headerDecoratorOperation); op != "" || len(h[headerDecoratorOperation]) > 0 {
+		if op != "" && x.span != nil {
+			x.span.Name, x.spanNamed = op, true
+		}
+		delete(h, headerDecoratorOperation)
+	}
+}
+
 // injectSpan names the span after the route's decorator and writes the trace context
 // into the request the router sends upstream (a child span's with spawn_upstream_span).
 func (rt *router) injectSpan(x *exchange, cl *cluster.Cluster) {
-	if x.span == nil {
-		return
-	}
 	if x.route != nil && x.route.Operation != "" {
 		x.span.Name = x.route.Operation
 	}
@@ -110,7 +143,7 @@ func (rt *router) finishSpan(x *exchange, code int) {
 	if s == nil {
 		return
 	}
-	if x.route != nil && x.route.Operation != "" {
+	if x.route != nil && x.route.Operation != "" && !x.spanNamed {
 		s.Name = x.route.Operation
 	}
 	now := time.Now()

@@ -155,6 +155,9 @@ func TestZipkinSpansAreReportedAndPropagatedAsB3(t *testing.T) {
 		if !ok {
 			t.Fatalf("request %d: upstream x-b3-spanid %q is no reported span's id", i, h["x-b3-spanid"])
 		}
+		if h["x-envoy-decorator-operation"] != "echo.default.svc.cluster.local:80/*" {
+			t.Errorf("request %d: upstream x-envoy-decorator-operation %q, want the route's decorator operation (egress propagation)", i, h["x-envoy-decorator-operation"])
+		}
 		if h["x-b3-traceid"] != s.TraceID || len(s.TraceID) != 32 || h["x-b3-sampled"] != "1" {
 			t.Errorf("request %d: upstream B3 %v, span trace %s", i, h, s.TraceID)
 		}
