@@ -183,11 +183,27 @@ func joinedTrace(t *testing.T, base string) []tracedSpan {
 			}
 			seen[s.LocalEndpoint.ServiceName] = true
 		}
-		if seen["istio-ingressgateway.istio-system"] && seen["productpage.default"] && seen["details.default"] && seen["reviews.default"] {
+		if seen["istio-ingressgateway.istio-system"] && seen["productpage.default"] && seen["details.default"] && seen["reviews.default"] && complete(tr) {
 			return tr
 		}
 	}
 	return nil
+}
+
+// complete reports whether every span's parent is in the trace: the proxies report in
+// batches (5 spans or 5 s), so a trace's spans arrive at different times, the gateway's
+// root often last.
+func complete(trace []tracedSpan) bool {
+	ids := map[string]bool{}
+	for _, s := range trace {
+		ids[s.ID] = true
+	}
+	for _, s := range trace {
+		if s.ParentID != "" && !ids[s.ParentID] {
+			return false
+		}
+	}
+	return true
 }
 
 // addonDashboard runs `istioctl dashboard NAME` until the test ends, checks that it
@@ -315,7 +331,7 @@ func jaegerTrace(t *testing.T, base string) []tracedSpan {
 			seen[ts.LocalEndpoint.ServiceName] = true
 			out = append(out, ts)
 		}
-		if seen["istio-ingressgateway.istio-system"] && seen["productpage.default"] && seen["details.default"] && seen["reviews.default"] {
+		if seen["istio-ingressgateway.istio-system"] && seen["productpage.default"] && seen["details.default"] && seen["reviews.default"] && complete(out) {
 			return out
 		}
 	}
