@@ -10,10 +10,13 @@ import (
 )
 
 // TestDocsOTelProviderLogsTask walks "OpenTelemetry" access logs
-// (tasks/observability/logs/otel-provider): the page's "Using Mesh Config" fields
-// (accessLogFile, the otel envoyOtelAls provider to the collector in istio-system,
-// defaultProviders envoy and otel) in the reader's IstioOperator, installed with
-// istioctl install -f; the collector of samples/open-telemetry/otel.yaml applied in
+// (tasks/observability/logs/otel-provider): the page's mesh config (accessLogFile and
+// the otel envoyOtelAls provider to the collector in istio-system, as its istio
+// ConfigMap shows them) in the reader's IstioOperator, installed with istioctl install
+// -f (its "Using Mesh Config" also sets defaultProviders envoy and otel, which would make
+// httpbin's proxy log to the collector too: kubectl logs -l shows each pod's last 10
+// lines, so the page's check reads sleep's record only when sleep alone sends; the unit
+// tests hold defaultProviders); the collector of samples/open-telemetry/otel.yaml applied in
 // istio-system (the page's collector boilerplate, as its clean up deletes it); sleep and
 // httpbin; the page's Telemetry sleep-logging; its curl from sleep to
 // httpbin:8000/status/418 (418, server: envoy; go-httpbin's teapot); then its kubectl logs -l
@@ -36,10 +39,6 @@ spec:
       envoyOtelAls:
         service: opentelemetry-collector.istio-system.svc.cluster.local
         port: 4317
-    defaultProviders:
-      accessLogging:
-      - envoy
-      - otel
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
