@@ -183,9 +183,16 @@ func TestZipkinSpansAreReportedAndPropagatedAsB3(t *testing.T) {
 			t.Errorf("request without B3 context: span parent %q, upstream parent %q; want a root span", s.ParentID, h["x-b3-parentspanid"])
 		}
 	}
-	if got := store.Named("tracing.zipkin").Counter("spans_sent").Value(); got != 5 {
+	// The collector has the spans before the reporter reads its answer and counts them.
+	sent := store.Named("tracing.zipkin").Counter("spans_sent")
+	for deadline := time.Now().Add(5 * time.Second); sent.Value() != 5 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := sent.Value(); got != 5 {
 		t.Errorf("tracing.zipkin.spans_sent = %d, want 5", got)
 	}
+	col.mu.Lock()
+	defer col.mu.Unlock()
 	if col.hosts[0] != "zipkin.istio-system.svc.cluster.local" {
 		t.Errorf("report Host %q, want collector_hostname", col.hosts[0])
 	}
