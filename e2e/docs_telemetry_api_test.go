@@ -1,8 +1,11 @@
 package e2e
 
 import (
+	"errors"
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/meshlab/meshlab/internal/testutil"
 )
@@ -30,11 +33,18 @@ func TestDocsTelemetryAPIMetricsTask(t *testing.T) {
 		clientSide = `istioctl x es "$(kubectl get pod -l app=productpage -o jsonpath='{.items[0].metadata.name}')" -oprom | grep istio_requests_total | grep -v TYPE |grep -v 'reporter="destination"'`
 		details    = `istioctl x es "$(kubectl get pod -l app=details -o jsonpath='{.items[0].metadata.name}')" -oprom | grep istio_requests_total`
 	)
+	var restarted time.Time
 	apply := func(name, yaml string) {
 		t.Helper()
 		if out := p.sh("kubectl apply -f - <<EOF\n" + yaml + "EOF"); out != "telemetry.telemetry.istio.io/"+name+" created\n" {
 			t.Fatalf("apply %s: %q", name, out)
 		}
+		// restartedAt has kubectl's one-second resolution, and a lab runs a round in less:
+		// a restart in the same second as the last is refused (kubectl's "already been
+		// triggered within the past second"), so wait for the next second, as Istio's
+		// own tests sleep a second between restarts.
+		time.Sleep(time.Until(restarted.Truncate(time.Second).Add(time.Second)))
+		restarted = time.Now()
 		p.sh(`kubectl rollout restart deployment productpage-v1 details-v1
 kubectl rollout status deployment/productpage-v1
 kubectl rollout status deployment/details-v1`)
@@ -185,4 +195,35 @@ spec:
 	check("the product page's client series with response_code", clientSide, func(out string) bool { return strings.Contains(out, "response_code") })
 	check("the details' series: none", details, empty)
 	cleanup()
+}
+
+// TestRolloutRestartWithinASecond holds kubectl's refusal of a second restart in the same
+// second (restartedAt has a second's resolution, so the template would not change and no
+// pod would restart): the second restart names the Deployment and exits 1, and prints no
+// "restarted" for it. Two restarts right after each other fall in one second on most
+// tries; the test tries until one does.
+func TestRolloutRestartWithinASecond(t *testing.T) {
+	testutil.RequireRoot(t)
+	t.Parallel()
+	p := startPageLab(t)
+	p.sh(`kubectl apply -f samples/httpbin/httpbin.yaml
+kubectl rollout status deployment/httpbin`)
+	for try := 0; try < 10; try++ {
+		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second))) // the start of a second
+		first := p.sh(`kubectl rollout restart deployment httpbin`)
+		if first != "deployment.apps/httpbin restarted\n" {
+			t.Fatalf("first restart printed %q", first)
+		}
+		out, err := p.command(`kubectl rollout restart deployment httpbin`).CombinedOutput()
+		if err == nil {
+			continue // the second one fell in the next second: a real restart
+		}
+		var exit *exec.ExitError
+		want := "error: failed to create patch for httpbin: if restart has already been triggered within the past second, please wait before attempting to trigger another"
+		if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), want) || strings.Contains(string(out), "restarted") {
+			t.Fatalf("second restart within the second: %v\n%s\nwant exit 1 and %q", err, out, want)
+		}
+		return
+	}
+	t.Fatal("no two restarts fell in one second in 10 tries")
 }

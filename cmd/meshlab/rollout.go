@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -81,6 +82,7 @@ func runRolloutRestart(ctx context.Context, c *api.Client, namespace string, arg
 	}
 	var files []api.ConfigFile
 	var lines []string
+	var errs []error
 	restartCP := false
 	for _, t := range targets {
 		if t.kind.Kind != "Deployment" {
@@ -100,9 +102,16 @@ func runRolloutRestart(ctx context.Context, c *api.Client, namespace string, arg
 		if err != nil {
 			return err
 		}
-		patched, _, err := kubeedit.Apply(original, patch, kubeedit.Strategic)
+		patched, changed, err := kubeedit.Apply(original, patch, kubeedit.Strategic)
 		if err != nil {
 			return err
+		}
+		if !changed {
+			// restartedAt has kubectl's one-second resolution: a second restart within
+			// the same second changes nothing, and kubectl says so rather than print
+			// "restarted" for pods that stay.
+			errs = append(errs, fmt.Errorf("error: failed to create patch for %s: if restart has already been triggered within the past second, please wait before attempting to trigger another", t.name)) //nolint:staticcheck // kubectl's text
+			continue
 		}
 		files = append(files, o.asFile(patched))
 		lines = append(lines, o.ref()+" restarted")
@@ -120,7 +129,7 @@ func runRolloutRestart(ctx context.Context, c *api.Client, namespace string, arg
 	for _, l := range lines {
 		fmt.Fprintln(out, l)
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // istiod's Deployment, as istioctl installs it: the lab's control plane.
