@@ -185,7 +185,7 @@ func registerTypes(L *glua.LState) {
 		},
 		typeHeaders: {
 			"get": headersGet, "getAtIndex": headersGetAtIndex, "getNumValues": headersGetNumValues,
-			"add": headersAdd, "replace": headersReplace, "remove": headersRemove,
+			"add": headersSetter(http.Header.Add), "replace": headersSetter(http.Header.Set), "remove": headersRemove,
 		},
 		typeStreamInfo: {
 			"protocol":                      infoString(func(s *Stream) string { return s.Protocol }),
@@ -343,27 +343,19 @@ func headersGetNumValues(L *glua.LState) int {
 	return 1
 }
 
-// headersAdd is add(name, value): one more value of name.
-func headersAdd(L *glua.LState) int {
-	o := self(L, typeHeaders)
-	name, value := headerName(L, 2), L.CheckString(3)
-	if strings.HasPrefix(name, ":") {
-		o.h.msg.Pseudo[name] = value
+// headersSetter is add(name, value) (one more value of name, set Header.Add) and
+// replace(name, value) (name's only value, set Header.Set); a pseudo-header has one value.
+func headersSetter(set func(h http.Header, name, value string)) glua.LGFunction {
+	return func(L *glua.LState) int {
+		o := self(L, typeHeaders)
+		name, value := headerName(L, 2), L.CheckString(3)
+		if strings.HasPrefix(name, ":") {
+			o.h.msg.Pseudo[name] = value
+			return 0
+		}
+		set(o.h.msg.Header, name, value)
 		return 0
 	}
-	o.h.msg.Header.Add(name, value)
-	return 0
-}
-
-func headersReplace(L *glua.LState) int {
-	o := self(L, typeHeaders)
-	name, value := headerName(L, 2), L.CheckString(3)
-	if strings.HasPrefix(name, ":") {
-		o.h.msg.Pseudo[name] = value
-		return 0
-	}
-	o.h.msg.Header.Set(name, value)
-	return 0
 }
 
 func headersRemove(L *glua.LState) int {
