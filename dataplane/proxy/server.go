@@ -264,14 +264,16 @@ func (s *Server) Run(ctx context.Context) error {
 		s.stats.RequestTotals().Zero() // cold: the counters start at zero, so do the totals
 	}
 	defer s.clusters.Close()
+	tracer := tracing.New(tracing.Node{ID: s.node.GetId(), Cluster: s.node.GetCluster(), Zone: s.node.GetLocality().GetZone(), Address: httpconn.LocalAddress()},
+		s.clusters, s.stats, s.log.With("component", "tracing"))
+	defer tracer.Close() // the OTLP/gRPC exporters' channels
 	s.listeners = listener.NewManager(listener.Deps{
 		Clusters: s.clusters, Routes: s.routes, Stats: s.stats, Logger: s.log.With("component", "conn_handler"),
 		OriginalDst: s.originalDst, InheritSocket: s.inheritSocket,
 		DeferAccept: s.hr != nil && s.hr.parentAlive, Secrets: s.secrets,
 		DrainTime: s.opts.DrainTime, DrainGradual: s.opts.DrainStrategy == DrainGradual,
 		HealthCheckFailed: s.healthFailed.Load,
-		Tracer: tracing.New(tracing.Node{ID: s.node.GetId(), Cluster: s.node.GetCluster(), Zone: s.node.GetLocality().GetZone(), Address: httpconn.LocalAddress()},
-			s.clusters, s.stats, s.log.With("component", "tracing")),
+		Tracer:            tracer,
 	})
 	defer s.listeners.Close()
 	if err := s.listeners.AddStatic(s.staticListeners); err != nil {

@@ -33,15 +33,15 @@ type RequestID struct {
 }
 
 // Tracing is the HCM's tracing block. Envoy takes the trace decision and packs it into
-// x-request-id, which the next hop and the access log see; with a provider (Zipkin, the
-// one meshlab proxy has) it also makes a span of every request and reports the sampled
-// ones (trace.go).
+// x-request-id, which the next hop and the access log see; with a provider (Zipkin or
+// OpenTelemetry, the tracers meshlab proxy has) it also makes a span of every request
+// and reports the sampled ones (trace.go).
 type Tracing struct {
 	// Percentages in hundredths of a percent (0..10000): Envoy's defaults are 100 %
 	// client, 100 % random and 100 % overall sampling.
 	Client, Random, Overall uint64
-	// Zipkin is the provider, nil for none (no span is made).
-	Zipkin *tracing.Zipkin
+	// Provider is the tracer, nil for none (no span is made).
+	Provider tracing.Provider
 	// SpawnUpstream is spawn_upstream_span: the router makes a child span of each
 	// upstream request (Istio sets it on gateways).
 	SpawnUpstream bool
@@ -157,14 +157,18 @@ func compileTracing(h *hcmv3.HttpConnectionManager) (*Tracing, error) {
 		out.Tags = append(out.Tags, tag)
 	}
 	if p := t.GetProvider(); p != nil {
-		if p.GetName() != tracing.ZipkinName {
-			return nil, fmt.Errorf("tracing.provider.name: %q is not a tracer of meshlab proxy (it has %s: a Zipkin provider in meshConfig.extensionProviders)", p.GetName(), tracing.ZipkinName)
+		var err error
+		switch p.GetName() {
+		case tracing.ZipkinName:
+			out.Provider, err = tracing.CompileZipkin(p.GetTypedConfig())
+		case tracing.OTelName:
+			out.Provider, err = tracing.CompileOTel(p.GetTypedConfig())
+		default:
+			return nil, fmt.Errorf("tracing.provider.name: %q is not a tracer of meshlab proxy (it has %s and %s: a zipkin or opentelemetry provider in meshConfig.extensionProviders)", p.GetName(), tracing.ZipkinName, tracing.OTelName)
 		}
-		z, err := tracing.CompileZipkin(p.GetTypedConfig())
 		if err != nil {
 			return nil, fmt.Errorf("tracing.provider.%w", err)
 		}
-		out.Zipkin = z
 	}
 	return out, nil
 }

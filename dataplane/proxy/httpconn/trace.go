@@ -72,20 +72,17 @@ func compileCustomTag(ct *tracingv3.CustomTag) (customTag, error) {
 // startSpan begins the request's span when the HCM has a provider.
 func (rt *router) startSpan(x *exchange) {
 	t := rt.cfg.Tracing
-	if t == nil || t.Zipkin == nil {
+	if t == nil || t.Provider == nil {
 		return
 	}
-	kind := tracing.KindClient
-	if rt.ds.Inbound {
-		kind = tracing.KindServer
-	}
+	kind := t.Provider.SpanKind(rt.ds.Inbound, t.SpawnUpstream)
 	// Envoy's default operation ("ingress", "egress <host>") until the route's
 	// decorator names it.
 	name := "ingress"
-	if kind == tracing.KindClient {
+	if !rt.ds.Inbound {
 		name = "egress " + x.r.Host
 	}
-	x.span = t.Zipkin.Start(x.r.Header, kind, name, x.traced, x.start)
+	x.span = t.Provider.Start(x.r.Header, kind, name, x.traced, x.start)
 }
 
 // decorateRequest is what the HCM's tracing does to a routed request: an egress one
@@ -155,7 +152,6 @@ func (rt *router) finishSpan(x *exchange, code int) {
 	if rt.deps.Tracer != nil {
 		node = rt.deps.Tracer.Node()
 	}
-	s.SetTag("component", "proxy")
 	s.SetTag("node_id", node.ID)
 	s.SetTag("zone", node.Zone)
 	if rid := r.Header.Get("X-Request-Id"); rid != "" {
@@ -189,6 +185,7 @@ func (rt *router) finishSpan(x *exchange, code int) {
 		s.SetTag("request_size", "0")
 	}
 	s.SetTag("response_size", strconv.FormatInt(x.w.n, 10))
+	s.SetTag("component", "proxy")
 	if c := x.info.UpstreamCluster; c != "" {
 		s.SetTag("upstream_cluster", c)
 		s.SetTag("upstream_cluster.name", c)
@@ -234,12 +231,12 @@ func (rt *router) finishSpan(x *exchange, code int) {
 		}
 		u.Finish(now)
 		if rt.deps.Tracer != nil {
-			rt.deps.Tracer.Report(t.Zipkin, u)
+			rt.deps.Tracer.Report(t.Provider, u)
 		}
 	}
 	s.Finish(now)
 	if rt.deps.Tracer != nil {
-		rt.deps.Tracer.Report(t.Zipkin, s)
+		rt.deps.Tracer.Report(t.Provider, s)
 	}
 }
 

@@ -12,13 +12,16 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/meshlab/meshlab/dataplane/proxy/cluster"
 	"github.com/meshlab/meshlab/dataplane/proxy/stats"
 )
 
-// Envoy's Zipkin reporter flushes its buffer once it holds min_flush_spans spans
-// (runtime tracing.zipkin.min_flush_spans, default 5) or when its flush timer fires
-// (tracing.zipkin.flush_interval_ms, default 5000).
+// Envoy's Zipkin reporter and OpenTelemetry tracer flush their buffer once it holds
+// min_flush_spans spans (runtime tracing.zipkin.min_flush_spans,
+// tracing.opentelemetry.min_flush_spans, default 5) or when their flush timer fires
+// (flush_interval_ms, default 5000).
 const (
 	minFlushSpans = 5
 	flushInterval = 5 * time.Second
@@ -44,9 +47,11 @@ type Tracer struct {
 	dropped  *stats.Stat // tracing.zipkin.reports_dropped (the collector's non-2xx answer)
 	failed   *stats.Stat // tracing.zipkin.reports_failed (no host, no answer)
 	timer    *stats.Stat // tracing.zipkin.timer_flushed
+	otel     otelStats
 
 	mu        sync.Mutex
-	reporters map[string]*reporter // by collector: cluster, host, path
+	reporters map[string]*reporter        // by collector: cluster, host, path
+	conns     map[string]*grpc.ClientConn // OTLP/gRPC exporters' channels, by cluster and authority
 }
 
 // New returns the tracer of a proxy whose clusters carry the reports and whose store
@@ -57,25 +62,79 @@ func New(node Node, clusters *cluster.Manager, st *stats.Store, log *slog.Logger
 		node: node, clusters: clusters, log: log,
 		sent: sc.Counter("spans_sent"), reports: sc.Counter("reports_sent"), dropped: sc.Counter("reports_dropped"),
 		failed: sc.Counter("reports_failed"), timer: sc.Counter("timer_flushed"),
-		reporters: map[string]*reporter{},
+		otel:      newOTelStats(st),
+		reporters: map[string]*reporter{}, conns: map[string]*grpc.ClientConn{},
+	}
+}
+
+// Close closes the OTLP/gRPC exporters' channels. Spans reported later are dropped.
+func (t *Tracer) Close() {
+	t.mu.Lock()
+	conns := t.conns
+	t.conns = nil
+	t.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
 	}
 }
 
 // Node is the node the tracer's spans describe.
 func (t *Tracer) Node() Node { return t.node }
 
-// Report queues a finished span for z's collector; an unsampled span is dropped.
-func (t *Tracer) Report(z *Zipkin, s *Span) {
+// Provider is a compiled tracer (Zipkin's or OpenTelemetry's): how a request's span
+// starts and what kind it is, and how finished spans reach its collector. Compiled
+// providers are immutable and safe for concurrent use.
+type Provider interface {
+	// Start begins the span of one request at a proxy from the request's trace
+	// context (its headers), or a new trace's root span sampled when traced; nil when
+	// the context is present but malformed (Envoy's NullSpan: nothing is traced or
+	// propagated).
+	Start(h http.Header, kind, name string, traced bool, now time.Time) *Span
+	// SpanKind is the kind of the HCM's span on an inbound (or other) listener, with
+	// or without spawn_upstream_span.
+	SpanKind(inbound, spawnUpstream bool) string
+	// collector names where the spans go: providers with one collector share a reporter.
+	collector() string
+	// export sends one batch (timer: the flush timer's) and counts it.
+	export(t *Tracer, batch []*Span, timer bool)
+}
+
+var (
+	_ Provider = (*Zipkin)(nil)
+	_ Provider = (*OTel)(nil)
+)
+
+// SpanKind is Zipkin's: SERVER on inbound listeners, CLIENT otherwise.
+func (z *Zipkin) SpanKind(inbound, _ bool) string {
+	if inbound {
+		return KindServer
+	}
+	return KindClient
+}
+
+func (z *Zipkin) collector() string {
+	return "zipkin\x00" + z.Cluster + "\x00" + z.Host + "\x00" + z.Path
+}
+
+func (z *Zipkin) export(t *Tracer, batch []*Span, timer bool) {
+	if timer {
+		t.timer.Inc()
+	}
+	t.send(z, batch)
+}
+
+// Report queues a finished span for p's collector; an unsampled span is dropped.
+func (t *Tracer) Report(p Provider, s *Span) {
 	if !s.Sampled {
 		return
 	}
 	// One reporter per collector, shared by every HCM that names it: listener
 	// updates compile new configs of the same collector.
-	key := z.Cluster + "\x00" + z.Host + "\x00" + z.Path
+	key := p.collector()
 	t.mu.Lock()
 	r := t.reporters[key]
 	if r == nil {
-		r = &reporter{t: t, z: z}
+		r = &reporter{t: t, p: p}
 		t.reporters[key] = r
 	}
 	t.mu.Unlock()
@@ -85,7 +144,7 @@ func (t *Tracer) Report(z *Zipkin, s *Span) {
 // reporter buffers the spans of one collector.
 type reporter struct {
 	t *Tracer
-	z *Zipkin
+	p Provider
 
 	mu    sync.Mutex
 	buf   []*Span
@@ -107,7 +166,7 @@ func (r *reporter) add(s *Span) {
 	}
 	r.mu.Unlock()
 	if batch != nil {
-		go r.t.send(r.z, batch)
+		go r.p.export(r.t, batch, false)
 	}
 }
 
@@ -117,8 +176,7 @@ func (r *reporter) flushTimer() {
 	r.buf, r.timer = nil, nil
 	r.mu.Unlock()
 	if len(batch) > 0 {
-		r.t.timer.Inc()
-		r.t.send(r.z, batch)
+		r.p.export(r.t, batch, true)
 	}
 }
 

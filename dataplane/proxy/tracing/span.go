@@ -24,7 +24,8 @@ const (
 	KindClient = "CLIENT"
 )
 
-// Span is one Zipkin span: what Envoy's ZipkinSpan holds until it is finished.
+// Span is one span of a request at a proxy: what Envoy's ZipkinSpan or OpenTelemetry
+// Span holds until it is finished.
 type Span struct {
 	TraceID, ID, ParentID string // hex; ParentID "" for a root span
 	Kind                  string
@@ -38,6 +39,14 @@ type Span struct {
 	// its context, with x-b3-sampled: 0.
 	Sampled bool
 	Tags    map[string]string
+	// TagOrder is the order tags were first set in: an OTLP span's attributes keep it,
+	// as Envoy's OpenTelemetry span appends each new key.
+	TagOrder []string
+	// W3C says the span's context travels as W3C trace context (traceparent and
+	// tracestate: Envoy's OpenTelemetry tracer) instead of B3 (Zipkin's).
+	W3C bool
+	// TraceState is the tracestate the span carries on (the parent's, W3C only).
+	TraceState string
 }
 
 // Start begins the span of one request at a proxy, as ZipkinDriver::startSpan: the
@@ -74,12 +83,20 @@ func (z *Zipkin) Start(h http.Header, kind, name string, traced bool, now time.T
 // Child is a span of the same trace with s as parent: the router's upstream span
 // (spawn_upstream_span).
 func (s *Span) Child(kind, name string, now time.Time) *Span {
-	return &Span{TraceID: s.TraceID, ID: newID(8), ParentID: s.ID, Kind: kind, Name: name, Start: now, Sampled: s.Sampled}
+	return &Span{
+		TraceID: s.TraceID, ID: newID(8), ParentID: s.ID, Kind: kind, Name: name, Start: now, Sampled: s.Sampled,
+		W3C: s.W3C, TraceState: s.TraceState,
+	}
 }
 
 // Inject writes s's context into h, the upstream request's headers, as
-// ZipkinSpan::injectContext with B3 multi headers.
+// ZipkinSpan::injectContext with B3 multi headers, or for a W3C span as the
+// OpenTelemetry span's injectContext (w3c.go).
 func (s *Span) Inject(h http.Header) {
+	if s.W3C {
+		s.injectW3C(h)
+		return
+	}
 	h.Set(HeaderTraceID, s.TraceID)
 	h.Set(HeaderSpanID, s.ID)
 	if s.ParentID != "" {
@@ -98,6 +115,10 @@ func (s *Span) Inject(h http.Header) {
 func (s *Span) SetTag(k, v string) {
 	if s.Tags == nil {
 		s.Tags = make(map[string]string, 24)
+		s.TagOrder = make([]string, 0, 24)
+	}
+	if _, ok := s.Tags[k]; !ok {
+		s.TagOrder = append(s.TagOrder, k)
 	}
 	s.Tags[k] = v
 }

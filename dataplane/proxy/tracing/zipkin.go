@@ -1,9 +1,11 @@
-// Package tracing is Envoy's HTTP tracing with its Zipkin tracer (envoy.tracers.zipkin),
-// the one tracer meshlab proxy implements: the B3 context read from a request and
-// written to its upstream request (x-b3-traceid, x-b3-spanid, x-b3-parentspanid,
-// x-b3-sampled), spans as the HTTP connection manager and the router make them, and the
-// reporter that posts sampled spans to the collector cluster as Zipkin v2 JSON, batched
-// as Envoy's ZipkinDriver batches them (five spans, or every five seconds).
+// Package tracing is Envoy's HTTP tracing with the two tracers meshlab proxy implements.
+// Zipkin's (envoy.tracers.zipkin): the B3 context read from a request and written to its
+// upstream request (x-b3-traceid, x-b3-spanid, x-b3-parentspanid, x-b3-sampled), and
+// the reporter that posts sampled spans to the collector cluster as Zipkin v2 JSON.
+// OpenTelemetry's (envoy.tracers.opentelemetry, otel.go): the W3C trace context
+// (traceparent, tracestate) and OTLP export (ExportTraceServiceRequest) over gRPC to an
+// envoy_grpc cluster or over HTTP. Both batch as Envoy does (five spans, or every five
+// seconds); their spans are made as the HTTP connection manager and the router make them.
 package tracing
 
 import (
