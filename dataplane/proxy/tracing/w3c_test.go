@@ -1,11 +1,12 @@
 package tracing
 
 import (
-	commonv1 "go.opentelemetry.io/proto/otlp/common/v1"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	commonv1 "go.opentelemetry.io/proto/otlp/common/v1"
 )
 
 func TestParseTraceparentAsEnvoysExtractor(t *testing.T) {
