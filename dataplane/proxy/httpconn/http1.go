@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -239,6 +240,9 @@ func (c *h1Conn) serveOne(ctx context.Context, deps Deps) bool {
 	req.RemoteAddr = c.remote
 	req.TLS = c.tlsState()
 	w := &h1Response{c: c, req: req, header: make(http.Header, 8), contentLength: -1}
+	if !req.ProtoAtLeast(1, 1) {
+		w.keepAlive10 = wantsKeepAlive(req)
+	}
 	if expect := req.Header.Get("Expect"); expect != "" {
 		if !req.ProtoAtLeast(1, 1) || !equalFoldASCII(expect, "100-continue") {
 			w.header.Set("Content-Length", "0")
@@ -455,6 +459,10 @@ type h1Response struct {
 	// continued is the body of a request that expects 100-continue; answered before the
 	// body was asked for, the body never comes and the connection cannot be reused.
 	continued *continueReader
+	// keepAlive10 is whether an HTTP/1.0 request asked to keep the connection, read from
+	// its head as parsed: the router mutates the request's header in place for upstream
+	// (Envoy's one header map), and removes its Connection field.
+	keepAlive10 bool
 }
 
 func (w *h1Response) Header() http.Header { return w.header }
@@ -509,7 +517,7 @@ func (w *h1Response) WriteHeader(code int) {
 	default:
 		w.closeAfter = true // HTTP/1.0: the body ends with the connection
 	}
-	if r.Close || w.c.draining.Load() || (!r.ProtoAtLeast(1, 1) && !wantsKeepAlive(r)) || (w.continued != nil && !w.continued.sent) {
+	if r.Close || w.c.draining.Load() || (!r.ProtoAtLeast(1, 1) && !w.keepAlive10) || (w.continued != nil && !w.continued.sent) {
 		w.closeAfter = true
 	}
 	h.Del("Connection")
@@ -612,11 +620,14 @@ func (w *h1Response) finish() bool {
 	return true
 }
 
-// wantsKeepAlive reports whether an HTTP/1.0 request asked to keep the connection.
+// wantsKeepAlive reports whether an HTTP/1.0 request asked to keep the connection: a
+// keep-alive token in its Connection fields ("keep-alive, x-hop" is one).
 func wantsKeepAlive(r *http.Request) bool {
 	for _, v := range r.Header["Connection"] {
-		if equalFoldASCII(v, "keep-alive") {
-			return true
+		for t := range strings.SplitSeq(v, ",") {
+			if equalFoldASCII(strings.TrimSpace(t), "keep-alive") {
+				return true
+			}
 		}
 	}
 	return false

@@ -579,22 +579,32 @@ func (rt *router) redirect(x *exchange) int {
 // needs no copy of out (see try).
 func (rt *router) outgoing(ctx context.Context, x *exchange, timeout time.Duration) *http.Request {
 	r, route := x.r, x.route
-	// Request.Clone without its copy of the URL, which is replaced below: the header
-	// (mutated for upstream) and the trailer are the request's own copies; the proxy
-	// parses no forms, so Form, PostForm and MultipartForm are nil.
+	// Request.Clone without its copies: the outgoing request shares the downstream
+	// request's header map and mutates it in place, as Envoy's router finalizes the one
+	// request header map the connection manager holds. So the access log's %REQ(...)%,
+	// the tracer and a retry see the headers as sent upstream (the route's
+	// request_headers_to_add, x-envoy-expected-rq-timeout-ms, x-envoy-attempt-count,
+	// the peer metadata), as in Envoy; a mirror takes its own copy. The URL is replaced
+	// below; the proxy parses no forms, so Form, PostForm and MultipartForm are nil.
 	out := r.WithContext(ctx)
-	out.Header = r.Header.Clone()
 	if r.Trailer != nil {
 		out.Trailer = r.Trailer.Clone()
 	}
 	out.TransferEncoding = slices.Clone(r.TransferEncoding)
 	out.RequestURI = ""
 	out.Close = false
-	delHopByHop(out.Header)
-	if teTrailers(r.Header) {
-		out.Header.Set("Te", "trailers") // the one TE value Envoy forwards (gRPC needs it)
+	// What the hop-by-hop fields say is read before they are removed.
+	te := teTrailers(r.Header)
+	conn := r.Header.Get("Connection")
+	var upgrade string
+	if x.upgrade != "" {
+		upgrade = r.Header.Get("Upgrade")
 	}
-	if conn := r.Header.Get("Connection"); conn != "" {
+	delHopByHop(out.Header)
+	if te {
+		out.Header["Te"] = teTrailersValue // the one TE value Envoy forwards (gRPC needs it)
+	}
+	if conn != "" {
 		for h := range strings.SplitSeq(conn, ",") {
 			if h = strings.TrimSpace(h); h != "" {
 				out.Header.Del(h)
@@ -633,10 +643,13 @@ func (rt *router) outgoing(ctx context.Context, x *exchange, timeout time.Durati
 		out.Body = nil
 	}
 	if x.upgrade != "" {
-		upgradeHeaders(out, r.Header)
+		upgradeHeaders(out, upgrade)
 	}
 	return out
 }
+
+// teTrailersValue is the TE field sent upstream, shared by every request (see sharedValues).
+var teTrailersValue = sharedValues("trailers")
 
 func (rt *router) setServer(h http.Header) {
 	vs := rt.cfg.serverValues

@@ -173,7 +173,7 @@ func closeWrite(c any) {
 
 // upgradeHeaders puts the upgrade request headers back on the upstream request (the
 // hop-by-hop removal took them off).
-func upgradeHeaders(out *http.Request, orig http.Header) {
+func upgradeHeaders(out *http.Request, upgrade string) {
 	out.Header.Set("Connection", "upgrade")
-	out.Header.Set("Upgrade", orig.Get("Upgrade"))
+	out.Header.Set("Upgrade", upgrade)
 }

@@ -55,6 +55,10 @@ func (c *Context) ServerConfig(store *Store) *tls.Config {
 		MinVersion:   c.MinVersion,
 		MaxVersion:   c.MaxVersion,
 		CipherSuites: c.CipherSuites,
+		// BoringSSL (Envoy's) fills records up to 16 KB from the first byte; crypto/tls's
+		// dynamic sizing cuts a new connection's first records to one TCP segment each,
+		// one write(2) per record.
+		DynamicRecordSizingDisabled: true,
 		// require_client_certificate is enforced in verify, so that a missing
 		// certificate counts as ssl.fail_verify_no_cert as in Envoy.
 		ClientAuth: tls.RequestClientCert,
@@ -82,12 +86,13 @@ func (c *Context) ServerConfig(store *Store) *tls.Config {
 // validation context the server's certificate is not verified, as in Envoy.
 func (c *Context) ClientConfig(store *Store) *tls.Config {
 	return &tls.Config{
-		MinVersion:         c.MinVersion,
-		MaxVersion:         c.MaxVersion,
-		CipherSuites:       c.CipherSuites,
-		ServerName:         c.SNI,
-		NextProtos:         c.ALPN,
-		InsecureSkipVerify: true, // verified by VerifyConnection against the SDS roots and SAN matchers
+		MinVersion:                  c.MinVersion,
+		MaxVersion:                  c.MaxVersion,
+		CipherSuites:                c.CipherSuites,
+		DynamicRecordSizingDisabled: true, // as BoringSSL (see ServerConfig)
+		ServerName:                  c.SNI,
+		NextProtos:                  c.ALPN,
+		InsecureSkipVerify:          true, // verified by VerifyConnection against the SDS roots and SAN matchers
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 			if c.CertSecret == "" {
 				return &tls.Certificate{}, nil

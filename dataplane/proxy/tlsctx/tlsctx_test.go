@@ -319,3 +319,96 @@ func TestCompileRefusesUnimplementedFields(t *testing.T) {
 		})
 	}
 }
+
+// wireConn keeps every byte read from the wire, to read the TLS records' lengths.
+type wireConn struct {
+	net.Conn
+	wire []byte
+}
+
+func (c *wireConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.wire = append(c.wire, p[:n]...)
+	return n, err
+}
+
+// largestRecord returns the longest TLS record in wire bytes (its header's length).
+func largestRecord(wire []byte) int {
+	largest := 0
+	for len(wire) >= 5 {
+		n := int(wire[3])<<8 | int(wire[4])
+		largest = max(largest, n)
+		if len(wire) < 5+n {
+			break
+		}
+		wire = wire[5+n:]
+	}
+	return largest
+}
+
+// TestRecordsAreNotSizedDynamically: BoringSSL (Envoy's) fills a record up to 16 KB from
+// a connection's first write; crypto/tls's dynamic record sizing would cut the first
+// records to a TCP segment each (about 1.2 KB, then growing), one write(2) per record.
+// Each side writes 8 KB at once after the handshake: the peer must read it as one record.
+func TestRecordsAreNotSizedDynamically(t *testing.T) {
+	ca := tlstest.NewCA(t)
+	down := mustCompile(t, socket(t, &tlsv3.DownstreamTlsContext{CommonTlsContext: istioCommon(nil, prefix("spiffe://cluster.local/"))}), true)
+	up := mustCompile(t, socket(t, &tlsv3.UpstreamTlsContext{CommonTlsContext: istioCommon(nil, exact(backendID))}), false)
+	cst := storeWith(t, ca.Leaf(t, "default", frontendID), ca.Root("ROOTCA"))
+	sst := storeWith(t, ca.Leaf(t, "default", backendID), ca.Root("ROOTCA"))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	payload := strings.Repeat("x", 8<<10)
+	type side struct {
+		wire *wireConn
+		err  error
+	}
+	exchange := func(tc *tls.Conn) error {
+		errc := make(chan error, 1)
+		go func() { _, err := io.WriteString(tc, payload); errc <- err }()
+		if _, err := io.ReadFull(tc, make([]byte, len(payload))); err != nil {
+			return err
+		}
+		return <-errc
+	}
+	srv := make(chan side, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			srv <- side{err: err}
+			return
+		}
+		rc := &wireConn{Conn: c}
+		tc, err := down.Handshake(context.Background(), rc, sst, stats.NewStore().Listener("0.0.0.0:15006"))
+		if err == nil {
+			err = exchange(tc)
+		}
+		_ = c.Close()
+		srv <- side{wire: rc, err: err}
+	}()
+	raw, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	rc := &wireConn{Conn: raw}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	tc, err := up.Handshake(ctx, rc, cst, stats.NewStore().Cluster("outbound|8080||backend"))
+	if err == nil {
+		err = exchange(tc)
+	}
+	s := <-srv
+	if err != nil || s.err != nil {
+		t.Fatalf("exchange: client %v, server %v", err, s.err)
+	}
+	if got := largestRecord(rc.wire); got < len(payload) {
+		t.Errorf("the client read the server's 8 KB write in records of at most %d bytes, want one record (no dynamic record sizing)", got)
+	}
+	if got := largestRecord(s.wire.wire); got < len(payload) {
+		t.Errorf("the server read the client's 8 KB write in records of at most %d bytes, want one record (no dynamic record sizing)", got)
+	}
+}
