@@ -130,6 +130,9 @@ func (l *Lab) startPod(ctx context.Context, slot int, p *model.Pod) (err error) 
 	l.publish(EventPodCreated, p.Key(), fmt.Sprintf("pod %s created: namespace %s, %s", p.Key(), NamespaceName(l.opts.Name, p.Key()), p.IP),
 		map[string]any{"ip": p.IP.String(), "sidecar": p.Sidecar.Inject})
 	ns := NamespaceName(l.opts.Name, p.Key())
+	if err := makeEmptyDirs(dir, p); err != nil { // emptydir.go: before the app or agent mounts them
+		return fmt.Errorf("pod %s: %w", p.Key(), err)
+	}
 	startApp := func() error {
 		sb, err := l.podSandbox(slot, p)
 		if err != nil {
@@ -259,6 +262,7 @@ func (l *Lab) agentConfig(slot int, p *model.Pod) agent.Config {
 		AppMetricsPath:           p.Sidecar.AppMetricsPath,
 		TrustDomain:              td,
 		VolumeRoot:               proxyVolumeRootOf(l.paths.PodDir(p.Key()), p),
+		OutputCerts:              outputCertsDir(l.paths.PodDir(p.Key()), p), // emptydir.go
 	}
 }
 

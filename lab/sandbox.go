@@ -170,6 +170,11 @@ func (l *Lab) podSandbox(slot int, p *model.Pod) (*netns.Sandbox, error) {
 		}
 		sb.Binds = append(sb.Binds, netns.Bind{Src: root, Dst: root})
 	}
+	if len(p.App.EmptyDirs) > 0 {
+		if err := bindEmptyDirs(sb, dir, podVolumeRoot(dir), p.App.EmptyDirs); err != nil { // emptydir.go
+			return nil, fmt.Errorf("sandbox of pod %s: %w", p.Name, err)
+		}
+	}
 	if p.App.Persona == demoapp.PersonaSquid {
 		if err := squidLogDir(sb, dir, int(uid)); err != nil {
 			return nil, fmt.Errorf("sandbox of pod %s: %w", p.Name, err)

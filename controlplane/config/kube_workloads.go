@@ -133,7 +133,7 @@ func decodeKubeWorkload(kind string, top map[string]any, js []byte, o *Object, p
 	app, ports, sa := podTemplateApp(&tmpl, prefix, p)
 	prometheusAppMetrics(tmpl.Annotations, prefix+"metadata.annotations", p) // checked here, used by injectPods
 	checkProxyConfigAnnotation(tmpl.Annotations, prefix+"metadata.annotations", p)
-	if _, _, err := sidecarUserVolumes(tmpl.Annotations); err != nil { // volumes.go: used by mountVolumes
+	if _, _, err := sidecarUserVolumes(tmpl.Annotations, tmpl.Spec.Volumes); err != nil { // volumes.go: used by mountVolumes
 		p.addf(prefix+"metadata.annotations", "%v", err)
 	}
 	checkUseWaypoint(tmpl.Labels, prefix+"metadata.labels", p) // waypoint.go
@@ -509,6 +509,7 @@ func injectPods(objs []*Object, pods []*model.Pod, injected map[PodKey]bool) {
 		p.Sidecar.GRPCAgent = p.Sidecar.Inject && grpcAgentTemplate(o.kube.template.Annotations)
 		if p.Sidecar.Inject {
 			p.Sidecar.AppMetricsPort, p.Sidecar.AppMetricsPath = prometheusAppMetrics(o.kube.template.Annotations, "", problems{list: new(ErrorList)})
+			p.Sidecar.OutputCerts = outputCerts(o.kube.template.Annotations) // proxyconfig_annotation.go
 		}
 	}
 }

@@ -3,6 +3,10 @@ package config
 import (
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/meshlab/meshlab/controlplane/model"
 )
 
 // The sidecar TLS termination task's Sidecar, as the page writes it.
@@ -89,7 +93,7 @@ func TestSidecarUserVolumes(t *testing.T) {
 	vols, mounts, err := sidecarUserVolumes(map[string]string{
 		userVolumeAnnotation:      `{"tls-secret":{"secret":{"secretName":"httpbin-mtls-termination","optional":true}},"tls-ca-secret":{"secret":{"secretName":"httpbin-mtls-termination-cacert"}}}`,
 		userVolumeMountAnnotation: `{"tls-secret":{"mountPath":"/etc/istio/tls-certs/","readOnly":true},"tls-ca-secret":{"mountPath":"/etc/istio/tls-ca-certs/","readOnly":true}}`,
-	})
+	}, nil)
 	if err != nil || len(vols) != 2 || len(mounts) != 2 || vols[1].Name != "tls-secret" || vols[1].Secret.SecretName != "httpbin-mtls-termination" || mounts[0].MountPath != "/etc/istio/tls-ca-certs/" {
 		t.Fatalf("sidecarUserVolumes = %+v, %+v, %v", vols, mounts, err)
 	}
@@ -98,8 +102,41 @@ func TestSidecarUserVolumes(t *testing.T) {
 		{`{}`, `{"a":{"mountPath":"/x"}}`, `sidecar.istio.io/userVolumeMount[a]: no volume "a"`},
 		{`{"a":{"emptyDir":{}}}`, `{"a":{"mountPath":"x"}}`, `sidecar.istio.io/userVolumeMount[a].mountPath: "x" is not an absolute path`},
 	} {
-		if _, _, err := sidecarUserVolumes(map[string]string{userVolumeAnnotation: tc.vol, userVolumeMountAnnotation: tc.mount}); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, _, err := sidecarUserVolumes(map[string]string{userVolumeAnnotation: tc.vol, userVolumeMountAnnotation: tc.mount}, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("sidecarUserVolumes(%s, %s) = %v, want %q", tc.vol, tc.mount, err, tc.want)
+		}
+	}
+}
+
+// TestSidecarUserVolumesArrayForm: the array form of prometheus-secure-metrics.yaml
+// mounts a volume of the pod itself, each element naming its volume; an element without
+// a name takes its index, as the injection template's `name: "<index>"` gives it.
+func TestSidecarUserVolumesArrayForm(t *testing.T) {
+	t.Parallel()
+	pod := []corev1.Volume{{Name: "istio-certs", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	vols, mounts, err := sidecarUserVolumes(map[string]string{
+		userVolumeMountAnnotation: `[{"name": "istio-certs", "mountPath": "/etc/istio-certs"}]`,
+	}, pod)
+	if err != nil || len(vols) != 0 || len(mounts) != 1 || mounts[0].Name != "istio-certs" || mounts[0].MountPath != "/etc/istio-certs" {
+		t.Fatalf("sidecarUserVolumes = %+v, %+v, %v", vols, mounts, err)
+	}
+	if got := emptyDirMounts(pod, mounts); len(got) != 1 || got[0] != (model.EmptyDir{Volume: "istio-certs", Path: "/etc/istio-certs"}) {
+		t.Fatalf("emptyDirMounts = %+v", got)
+	}
+	vols, mounts, err = sidecarUserVolumes(map[string]string{
+		userVolumeAnnotation:      `[{"emptyDir": {}}]`,
+		userVolumeMountAnnotation: `[{"name": "0", "mountPath": "/scratch"}]`,
+	}, nil)
+	if err != nil || len(vols) != 1 || vols[0].Name != "0" || vols[0].EmptyDir == nil || len(mounts) != 1 {
+		t.Fatalf("unnamed element: sidecarUserVolumes = %+v, %+v, %v", vols, mounts, err)
+	}
+	for _, tc := range []struct{ mount, want string }{
+		{`[{"name": "other", "mountPath": "/x"}]`, `sidecar.istio.io/userVolumeMount[other]: no volume "other" in sidecar.istio.io/userVolume or the pod's spec.volumes`},
+		{`[{"name": "istio-certs", "mountPath": 3}]`, `sidecar.istio.io/userVolumeMount: a JSON object of volume name to volume mount, or an array of volume mounts: sidecar.istio.io/userVolumeMount[0]: json: cannot unmarshal number`},
+		{`"istio-certs"`, `sidecar.istio.io/userVolumeMount: a JSON object of volume name to volume mount, or an array`},
+	} {
+		if _, _, err := sidecarUserVolumes(map[string]string{userVolumeMountAnnotation: tc.mount}, pod); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("sidecarUserVolumes(%s) = %v, want %q", tc.mount, err, tc.want)
 		}
 	}
 }

@@ -156,6 +156,17 @@ type AppSpec struct {
 	// path the container would see it (mountPath and key), in path order; the nginx
 	// persona reads its nginx.conf and certificates from them.
 	Files []File
+	// EmptyDirs are the container's mounts of the pod's emptyDir volumes, in the
+	// container's order.
+	EmptyDirs []EmptyDir
+}
+
+// EmptyDir is a container's mount of one of its pod's emptyDir volumes: a directory
+// every container mounting the volume shares (the secure-metrics sample's istio-certs,
+// which the sidecar writes with OUTPUT_CERTS and Prometheus reads).
+type EmptyDir struct {
+	Volume string // the volume's name
+	Path   string // its mountPath in the container, clean and absolute
 }
 
 // File is one file of a pod's volumes: its absolute path in the container and content.
@@ -199,6 +210,13 @@ type SidecarSpec struct {
 	// volumes), each at its path in that container: the agent serves the certificate
 	// files a Sidecar's ingress TLS names from them, as pilot-agent reads its mounts.
 	Files []File
+	// EmptyDirs are the istio-proxy container's mounts of the pod's emptyDir volumes
+	// (userVolumeMount naming a volume of the pod or an emptyDir userVolume).
+	EmptyDirs []EmptyDir
+	// OutputCerts is proxyMetadata.OUTPUT_CERTS of the pod's proxy.istio.io/config: the
+	// directory of the istio-proxy container where the agent writes the workload's
+	// key.pem, cert-chain.pem and root-cert.pem, as pilot-agent does; "" for none.
+	OutputCerts string
 }
 
 // WithoutProxySettings returns s without the settings a running proxy takes in a new

@@ -227,6 +227,9 @@ func run(ctx context.Context, c Config, log *slog.Logger, d deps) (err error) {
 	if certs != nil {
 		service("certs", certs.Run)
 		service("sds", func(ctx context.Context) error { return serveSDS(ctx, sdsLn, certs, c.SystemCAFile, c.VolumeRoot, log) })
+		if c.OutputCerts != "" {
+			service("output certs", func(ctx context.Context) error { return writeOutputCerts(ctx, certs, c.OutputCerts) })
+		}
 	}
 
 	_ = mgr.Run(runCtx)

@@ -71,6 +71,11 @@ type Config struct {
 	// container paths below it; the certificate files a "file-cert:" or "file-root:"
 	// secret names are read there first, as pilot-agent reads them in its container.
 	VolumeRoot string
+	// OutputCerts is optional: the directory the agent writes the workload's key.pem,
+	// cert-chain.pem and root-cert.pem to, and again at each renewal, as pilot-agent does
+	// for OUTPUT_CERTS (the lab's directory standing for the istio-proxy container's,
+	// an emptyDir the app may mount too); "" = none.
+	OutputCerts string
 
 	// AppMetricsPort and AppMetricsPath are optional: where the app serves its own
 	// Prometheus metrics (the pod's prometheus.io/port and prometheus.io/path annotations,

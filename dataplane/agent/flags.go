@@ -46,6 +46,7 @@ const (
 	flagTrustDomain              = "trust-domain"
 	flagSystemCAFile             = "system-ca-file"
 	flagVolumeRoot               = "volume-root"
+	flagOutputCerts              = "output-certs"
 	flagAppMetricsPort           = "app-metrics-port"
 	flagAppMetricsPath           = "app-metrics-path"
 	flagProxyless                = "proxyless"
@@ -110,6 +111,7 @@ func Args(c Config) []string {
 	dur(flagCertTTL, c.CertTTL)
 	str(flagTrustDomain, c.TrustDomain)
 	str(flagVolumeRoot, c.VolumeRoot)
+	str(flagOutputCerts, c.OutputCerts)
 	str(flagSystemCAFile, c.SystemCAFile)
 	num(flagAppMetricsPort, uint64(c.AppMetricsPort))
 	str(flagAppMetricsPath, c.AppMetricsPath)
@@ -165,6 +167,7 @@ func BindFlags(fs *pflag.FlagSet) func() (Config, error) {
 	fs.StringVar(&c.SystemCAFile, flagSystemCAFile, "", "the pod's system trust bundle (PEM), served over SDS as file-root:system (default the host's)")
 	fs.StringVar(&c.VolumeRoot, flagVolumeRoot, "", "directory holding the proxy container's volume files at their container paths; file-cert: and file-root: secrets are read there first")
 	fs.Uint16Var(&c.AppMetricsPort, flagAppMetricsPort, 0, "port of the app's own Prometheus metrics, merged into the status port's /stats/prometheus (0: none)")
+	fs.StringVar(&c.OutputCerts, flagOutputCerts, "", "directory to write the workload's key.pem, cert-chain.pem and root-cert.pem to, as pilot-agent's OUTPUT_CERTS (the lab's directory for the container's)")
 	fs.StringVar(&c.AppMetricsPath, flagAppMetricsPath, "", "path of the app's own Prometheus metrics (with --app-metrics-port)")
 	fs.BoolVar(&c.Proxyless, flagProxyless, false, "proxyless gRPC (Istio's grpc-agent template): no proxy; write the gRPC bootstrap and certificate files, relay xDS on a socket for the app")
 	fs.Uint32Var(&c.AppUID, flagAppUID, 0, "the app's uid, owner of the key file and XDS socket in proxyless mode")

@@ -236,3 +236,32 @@ func grpcReady(bootstrap string) error {
 	}
 	return nil
 }
+
+// writeOutputCerts writes the workload certificate into dir (OUTPUT_CERTS) each time the
+// manager gets one. Every file is 0644, as pilot-agent writes them on Kubernetes, so
+// that the pod's other containers (Prometheus, as another user) read them: the
+// directory is theirs to share, an emptyDir. Unlike writeCertFiles it acknowledges
+// nothing: the proxy's SDS stream is what a renewal waits for.
+func writeOutputCerts(ctx context.Context, certs *certManager, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("output certs: %w", err)
+	}
+	for {
+		cur, changed := certs.current()
+		if cur != nil {
+			for _, f := range []struct {
+				name string
+				data []byte
+			}{{GRPCKeyFile, cur.keyPEM}, {GRPCCertFile, cur.chainPEM}, {GRPCRootFile, cur.rootPEM}} {
+				if err := writeAtomic(filepath.Join(dir, f.name), f.data, 0o644, -1); err != nil {
+					return fmt.Errorf("output certs: %w", err)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+		}
+	}
+}

@@ -128,8 +128,10 @@ func isFlag(a, name string) bool {
 // Translate rewrites a Prometheus configuration for a lab: every kubernetes_sd_configs
 // entry of a scrape job becomes a file_sd_configs entry reading sdDir/<role>.json (an
 // entry limited to namespaces also gets a keep rule on __meta_kubernetes_namespace ahead
-// of the job's own relabelling); rule_files that exist below volumeRoot are read from
-// there. Everything else is kept as written.
+// of the job's own relabelling); rule_files that exist below volumeRoot, and a job's
+// tls_config files whose directory does (a volume of the container, as the
+// secure-metrics sample's /etc/istio-certs, which its sidecar fills later), are read
+// from there. Everything else is kept as written.
 func Translate(raw []byte, sdDir, volumeRoot string) ([]byte, error) {
 	var cfg map[string]any
 	if err := yaml.Unmarshal(raw, &cfg); err != nil {
@@ -169,6 +171,11 @@ func Translate(raw []byte, sdDir, volumeRoot string) ([]byte, error) {
 		if len(keep) > 0 {
 			rc, _ := job["relabel_configs"].([]any)
 			job["relabel_configs"] = append(keep, rc...)
+		}
+	}
+	for _, j := range jobs {
+		if job, ok := j.(map[string]any); ok {
+			volumeTLSFiles(job, volumeRoot)
 		}
 	}
 	if rules, ok := cfg["rule_files"].([]any); ok {
@@ -222,4 +229,24 @@ func writeAtomic(path string, data []byte) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+// volumeTLSFiles points the ca_file, cert_file and key_file of a job's tls_config at
+// their place below volumeRoot when their directory is there (a mount of the
+// container's volumes); others, as the service account's ca.crt, stay as written.
+func volumeTLSFiles(job map[string]any, volumeRoot string) {
+	tc, ok := job["tls_config"].(map[string]any)
+	if !ok {
+		return
+	}
+	for _, k := range []string{"ca_file", "cert_file", "key_file"} {
+		s, _ := tc[k].(string)
+		if s == "" || !filepath.IsAbs(s) {
+			continue
+		}
+		p := filepath.Join(volumeRoot, filepath.Clean(s))
+		if fi, err := os.Stat(filepath.Dir(p)); err == nil && fi.IsDir() && filepath.Dir(p) != filepath.Clean(volumeRoot) {
+			tc[k] = p
+		}
+	}
 }

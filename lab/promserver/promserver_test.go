@@ -17,7 +17,13 @@ import (
 // addonConfig is prometheus.yml of Istio's samples/addons/prometheus.yaml ConfigMap.
 func addonConfig(t *testing.T) []byte {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(testutil.IstioSamples(t), "addons", "prometheus.yaml"))
+	return sampleConfig(t, "addons/prometheus.yaml")
+}
+
+// sampleConfig is prometheus.yml of the ConfigMap of the sample file rel.
+func sampleConfig(t *testing.T, rel string) []byte {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(testutil.IstioSamples(t), rel))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +36,7 @@ func addonConfig(t *testing.T) []byte {
 			return []byte(cm.Data["prometheus.yml"])
 		}
 	}
-	t.Fatal("no prometheus.yml in samples/addons/prometheus.yaml")
+	t.Fatalf("no prometheus.yml in samples/%s", rel)
 	return nil
 }
 
@@ -126,5 +132,51 @@ func TestPodTargets(t *testing.T) {
 	plain := &model.Pod{Name: "sleep", Namespace: "default", IP: netip.MustParseAddr("10.90.0.6"), Workload: "sleep"}
 	if g := PodTargets([]Pod{FromModel(plain, "meshlab", true)}); len(g) != 1 || g[0].Targets[0] != "10.90.0.6" || g[0].Labels["__meta_kubernetes_pod_annotation_prometheus_io_scrape"] != "" {
 		t.Errorf("a pod without sidecar or ports: %+v", g)
+	}
+}
+
+// TestTranslateSecureMetricsTLSFiles: the secure-metrics sample's mTLS jobs read the
+// certificates of the container's /etc/istio-certs volume below the volume root, where
+// the lab binds the emptyDir its sidecar writes; the service account's ca.crt, in no
+// volume, stays as written.
+func TestTranslateSecureMetricsTLSFiles(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "etc/istio-certs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := Translate(sampleConfig(t, "addons/extras/prometheus-secure-metrics.yaml"), "/sd", root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		ScrapeConfigs []struct {
+			JobName   string         `json:"job_name"`
+			TLSConfig map[string]any `json:"tls_config"`
+		} `json:"scrape_configs"`
+	}
+	if err := yaml.Unmarshal(out, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, j := range cfg.ScrapeConfigs {
+		switch j.JobName {
+		case "istio-secure-merged-metrics", "istio-secure-envoy-metrics":
+			seen++
+			for k, name := range map[string]string{"ca_file": "root-cert.pem", "cert_file": "cert-chain.pem", "key_file": "key.pem"} {
+				if want := filepath.Join(root, "etc/istio-certs", name); j.TLSConfig[k] != want {
+					t.Errorf("job %s: tls_config.%s = %v, want %s", j.JobName, k, j.TLSConfig[k], want)
+				}
+			}
+			if j.TLSConfig["insecure_skip_verify"] != true {
+				t.Errorf("job %s: insecure_skip_verify = %v, want it kept", j.JobName, j.TLSConfig["insecure_skip_verify"])
+			}
+		case "kubernetes-api-servers":
+			if want := "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"; j.TLSConfig["ca_file"] != want {
+				t.Errorf("job %s: ca_file = %v, want %s as written", j.JobName, j.TLSConfig["ca_file"], want)
+			}
+		}
+	}
+	if seen != 2 {
+		t.Fatalf("found %d of the sample's 2 mTLS jobs", seen)
 	}
 }

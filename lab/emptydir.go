@@ -1,0 +1,82 @@
+package lab
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/meshlab/meshlab/controlplane/model"
+	"github.com/meshlab/meshlab/netns"
+)
+
+// A pod's emptyDir volumes: one directory of the pod's run directory per volume, which
+// every container mounting the volume sees, as kubelet's emptyDir is shared by the
+// pod's containers. The app's mounts are bound into its sandbox below its volume root
+// (podVolumeRoot, where its other volumes' files are), the istio-proxy container's
+// mounts are where the agent writes OUTPUT_CERTS (the secure-metrics sample's
+// Prometheus reads the certificates its sidecar writes there).
+
+// emptyDirRoot is the directory of a pod's emptyDir volumes, one subdirectory each.
+func emptyDirRoot(podDir string) string { return filepath.Join(podDir, "emptydir") }
+
+// emptyDirPath is the directory of the pod's emptyDir volume name.
+func emptyDirPath(podDir, name string) string {
+	return filepath.Join(emptyDirRoot(podDir), filepath.Clean("/"+name))
+}
+
+// makeEmptyDirs makes the directories of the emptyDir volumes the pod's app or sidecar
+// mounts, mode 0777 as kubelet makes them: each container writes there as its own user.
+func makeEmptyDirs(podDir string, p *model.Pod) error {
+	for _, m := range append(append([]model.EmptyDir(nil), p.App.EmptyDirs...), p.Sidecar.EmptyDirs...) {
+		d := emptyDirPath(podDir, m.Volume)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("emptyDir volume %s: %w", m.Volume, err)
+		}
+		if err := os.Chmod(d, 0o777); err != nil {
+			return fmt.Errorf("emptyDir volume %s: %w", m.Volume, err)
+		}
+	}
+	return nil
+}
+
+// bindEmptyDirs binds the app's emptyDir mounts into sb, read-write, each at its mount
+// path below root (the app's volume root), after root's own bind: the target is made
+// in root first.
+func bindEmptyDirs(sb *netns.Sandbox, podDir, root string, mounts []model.EmptyDir) error {
+	for _, m := range mounts {
+		dst := filepath.Join(root, filepath.Clean("/"+m.Path))
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return fmt.Errorf("emptyDir volume %s at %s: %w", m.Volume, m.Path, err)
+		}
+		sb.Binds = append(sb.Binds, netns.Bind{Src: emptyDirPath(podDir, m.Volume), Dst: dst, Writable: true})
+	}
+	return nil
+}
+
+// outputCertsDir is where the agent of pod p writes OUTPUT_CERTS: in the emptyDir the
+// istio-proxy container mounts over that directory, else in the container's own files
+// (below proxyVolumeRoot, which no other container sees); "" when the pod asks for none.
+func outputCertsDir(podDir string, p *model.Pod) string {
+	d := p.Sidecar.OutputCerts
+	if d == "" {
+		return ""
+	}
+	for _, m := range p.Sidecar.EmptyDirs {
+		if rel, ok := underDir(d, m.Path); ok {
+			return filepath.Join(emptyDirPath(podDir, m.Volume), rel)
+		}
+	}
+	return filepath.Join(proxyVolumeRoot(podDir), filepath.Clean("/"+d))
+}
+
+// underDir reports whether path p is dir or lies below it, and p relative to dir.
+func underDir(p, dir string) (string, bool) {
+	p, dir = path.Clean(p), path.Clean(dir)
+	if p == dir {
+		return ".", true
+	}
+	rel, ok := strings.CutPrefix(p, strings.TrimSuffix(dir, "/")+"/")
+	return rel, ok
+}
