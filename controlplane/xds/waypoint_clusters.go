@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -392,9 +393,8 @@ func serviceMetadataOf(s *model.Service) *structpb.Value {
 }
 
 // waypointEndpoints returns the load assignment of every inbound-vip cluster: the
-// service's pods (by address; a subset's, those with its labels), each the internal
-// listener connect_originate with the pod's address:target port as endpoint id and as
-// original destination, and the pod's Istio workload.
+// service's pods (by address; a subset's, those with its labels), each as istiod's
+// endpoint builder writes it for a waypoint (waypointEndpoint).
 func waypointEndpoints(m *model.Model, vips []vipCluster) []types.Resource {
 	out := make([]types.Resource, 0, len(vips))
 	for _, v := range vips {
@@ -413,21 +413,62 @@ func waypointEndpoints(m *model.Model, vips []vipCluster) []types.Resource {
 		if len(pods) > 0 {
 			loc := &endpoint.LocalityLbEndpoints{Locality: &core.Locality{}, LoadBalancingWeight: wrapperspb.UInt32(uint32(len(pods)))}
 			for _, pod := range pods {
-				target := netip.AddrPortFrom(pod.IP, p.port.TargetPort).String()
-				e := internalEndpoint(ConnectOriginateListener, target)
-				e.HealthStatus = core.HealthStatus_HEALTHY
-				e.LoadBalancingWeight = wrapperspb.UInt32(1)
-				e.Metadata = &core.Metadata{FilterMetadata: map[string]*structpb.Struct{
-					originalDstMetadata: {Fields: map[string]*structpb.Value{"local": structpb.NewStringValue(target)}},
-					"istio":             {Fields: map[string]*structpb.Value{"workload": structpb.NewStringValue(ambientWorkloadID(pod))}},
-				}}
-				loc.LbEndpoints = append(loc.LbEndpoints, e)
+				loc.LbEndpoints = append(loc.LbEndpoints, waypointEndpoint(m, pod, p.port.TargetPort))
 			}
 			la.Endpoints = []*endpoint.LocalityLbEndpoints{loc}
 		}
 		out = append(out, la)
 	}
 	return out
+}
+
+// waypointEndpoint is pod's endpoint on port in a waypoint's inbound-vip cluster, by
+// whether the pod speaks HBONE (waypointTunnelsTo), as istiod's endpoint builder decides
+// for a waypoint (buildIstioEndpoint with supportTunnel; a waypoint never prefers
+// legacy mTLS): one that does is the internal listener connect_originate with the pod's
+// address:port as endpoint id and original destination; one that does not (a pod out of
+// the mesh, a sidecar's, a gateway's) is its own address, which the cluster's internal
+// upstream transport reaches over its raw buffer, in plaintext, with the metadata a
+// sidecar's cluster gives it (a sidecar's tlsMode mark among them, which the waypoint's
+// cluster has no transport socket match to act on). A waypoint dialling such a pod over
+// HBONE would reach no ztunnel there and answer 503 UC.
+func waypointEndpoint(m *model.Model, pod *model.Pod, port uint16) *endpoint.LbEndpoint {
+	target := netip.AddrPortFrom(pod.IP, port).String()
+	var e *endpoint.LbEndpoint
+	if waypointTunnelsTo(pod) {
+		e = internalEndpoint(ConnectOriginateListener, target)
+		e.Metadata = &core.Metadata{FilterMetadata: map[string]*structpb.Struct{
+			originalDstMetadata: {Fields: map[string]*structpb.Value{"local": structpb.NewStringValue(target)}},
+			"istio":             {Fields: map[string]*structpb.Value{"workload": structpb.NewStringValue(ambientWorkloadID(pod))}},
+		}}
+	} else {
+		e = &endpoint.LbEndpoint{HostIdentifier: &endpoint.LbEndpoint_Endpoint{Endpoint: &endpoint.Endpoint{Address: socketAddress(pod.IP.String(), port)}}}
+		e.Metadata = endpointMetadata(m, pod, port)
+		if e.Metadata == nil {
+			e.Metadata = &core.Metadata{FilterMetadata: map[string]*structpb.Struct{
+				"istio": {Fields: map[string]*structpb.Value{"workload": structpb.NewStringValue(ambientWorkloadID(pod))}},
+			}}
+		}
+	}
+	e.HealthStatus = core.HealthStatus_HEALTHY
+	e.LoadBalancingWeight = wrapperspb.UInt32(1)
+	return e
+}
+
+// waypointTunnelsTo reports whether a waypoint reaches pod over HBONE, istiod's
+// supportTunnel: the pod is another waypoint (gateway.istio.io/managed by the mesh
+// controller), names http among its native tunnel protocols
+// (networking.istio.io/tunnel), or is redirected to ztunnel (the node agent's
+// annotation, which gives its workload tunnel protocol HBONE). Unlike a sidecar's
+// (tunnelsTo), a sidecar pod is no exception: it has no HBONE unless it says so.
+func waypointTunnelsTo(pod *model.Pod) bool {
+	if pod.Labels[model.LabelGatewayManaged] == model.ManagedByMeshController {
+		return true
+	}
+	if slices.Contains(strings.Split(pod.Labels[tunnelLabel], ","), TunnelHTTP) {
+		return true
+	}
+	return pod.AmbientRedirected()
 }
 
 // portString is a port as the filter-chain matcher's exact map keys it.

@@ -118,7 +118,9 @@ func waypointModel(t *testing.T) *model.Model {
 	return buildWaypointModel(t, "waypoint.yaml", []byte(waypointScenario))
 }
 
-// buildWaypointModel builds the model of scenario data (named name) in the lab's CIDRs.
+// buildWaypointModel builds the model of scenario data (named name) in the lab's CIDRs,
+// its ambient pods redirected to ztunnel as the lab's node agent marks them (what makes
+// a waypoint reach them over HBONE).
 func buildWaypointModel(t *testing.T, name string, data []byte) *model.Model {
 	t.Helper()
 	sc, err := config.Load(name, data)
@@ -130,6 +132,14 @@ func buildWaypointModel(t *testing.T, name string, data []byte) *model.Model {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, p := range m.Pods {
+		if model.DataplaneMode(m, p) == model.DataplaneAmbient {
+			if p.Annotations == nil {
+				p.Annotations = map[string]string{}
+			}
+			p.Annotations[model.AnnotationAmbientRedirection] = model.AmbientRedirectionEnabled
+		}
 	}
 	return m
 }
