@@ -16,6 +16,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -77,6 +78,9 @@ type Client struct {
 
 	mu    sync.Mutex
 	types map[string]*typeState
+
+	// received is set when the current stream delivers a response (Run's backoff reset).
+	received atomic.Bool
 }
 
 type typeState struct {
@@ -195,10 +199,18 @@ func (c *Client) Version(typeURL string) string {
 
 // Run keeps one ADS stream open, reconnecting with jittered exponential backoff, until ctx
 // ends; it then returns nil.
+//
+// The backoff starts again from its base once a stream received a response, as Envoy's
+// gRPC mux resets its backoff strategy on every message it receives: only streams that
+// fail before the control plane answered make the next wait longer. Reset only when a
+// stream outlived the cap, a proxy whose control plane restarted every few seconds (a
+// lab's istiod, restarted by each install with a new trust domain and by `rollout
+// restart`) waited longer at each restart, up to 30 s, and kept its old endpoints,
+// answering 503 for a replaced pod, all that time.
 func (c *Client) Run(ctx context.Context) error {
 	delay := c.opts.BackoffBase
 	for {
-		start := time.Now()
+		c.received.Store(false)
 		var err error
 		if c.opts.Delta {
 			err = c.deltaStream(ctx)
@@ -209,7 +221,7 @@ func (c *Client) Run(ctx context.Context) error {
 			return nil
 		}
 		c.connected(false)
-		if time.Since(start) > c.opts.Backoff {
+		if c.received.Load() {
 			delay = c.opts.BackoffBase
 		}
 		wait := time.Duration(rand.Int64N(int64(delay))) + delay/2
@@ -329,6 +341,7 @@ func pump[Resp, Req any](ctx context.Context, cancel context.CancelFunc, kick <-
 
 // handle applies one response and returns its ACK or NACK.
 func (c *Client) handle(resp *discoveryv3.DiscoveryResponse) *discoveryv3.DiscoveryRequest {
+	c.received.Store(true)
 	typeURL := resp.GetTypeUrl()
 	applyErr := c.validateTypes(resp)
 	if applyErr == nil {

@@ -61,6 +61,7 @@ func (c *Client) deltaStream(ctx context.Context) error {
 // deltaHandle applies one incremental response to a copy of its type's resources and
 // returns the ACK, or the NACK that leaves them as they were.
 func (c *Client) deltaHandle(resp *discoveryv3.DeltaDiscoveryResponse) *discoveryv3.DeltaDiscoveryRequest {
+	c.received.Store(true)
 	typeURL := resp.GetTypeUrl()
 	ack := &discoveryv3.DeltaDiscoveryRequest{TypeUrl: typeURL, ResponseNonce: resp.GetNonce()}
 	c.mu.Lock()
