@@ -370,10 +370,10 @@ func TestLoadIstioErrors(t *testing.T) {
 		},
 		{
 			name: "mesh config refuses unimplemented fields",
-			docs: []string{"apiVersion: meshlab.dev/v1alpha1\nkind: MeshConfig\nmetadata: {name: m}\nspec: {enablePrometheusMerge: true, extensionProviders: [{name: jaeger, opentelemetry: {port: 4317, service: jaeger-collector.istio-system.svc.cluster.local}}]}\n"},
+			docs: []string{"apiVersion: meshlab.dev/v1alpha1\nkind: MeshConfig\nmetadata: {name: m}\nspec: {enablePrometheusMerge: true, extensionProviders: [{name: jaeger, opentelemetry: {port: 4317, service: jaeger-collector.istio-system.svc.cluster.local, dynatraceSampler: {tenant: abc, clusterId: 123}}}]}\n"},
 			want: []string{
 				"t.yaml: MeshConfig default/m: spec.enablePrometheusMerge: is not supported by meshlab (MeshConfig supports here: accessLogEncoding, accessLogFile, accessLogFormat, certificates, defaultConfig, defaultProviders, enableTracing, extensionProviders, meshMTLS, outboundTrafficPolicy, rootNamespace, trustDomain, trustDomainAliases)",
-				"t.yaml: MeshConfig default/m: spec.extensionProviders[0].opentelemetry: is not supported by meshlab (MeshConfig supports in extensionProviders: envoyOtelAls, name, zipkin): meshlab's proxies export spans with Envoy's Zipkin tracer only, not OTLP; name a zipkin provider instead (Jaeger's collector takes Zipkin v2 JSON on 9411: zipkin: {service: jaeger-collector.istio-system.svc.cluster.local, port: 9411}; the zipkin addon: zipkin.istio-system.svc.cluster.local)",
+				"t.yaml: MeshConfig default/m: spec.extensionProviders[0].opentelemetry.dynatraceSampler: is not supported by meshlab (MeshConfig supports in extensionProviders.opentelemetry: grpc, http, maxTagLength, port, resourceDetectors, service): meshlab's proxies have no OpenTelemetry samplers; leave it out and sample with the Telemetry's randomSamplingPercentage (or defaultConfig.tracing.sampling)",
 			},
 		},
 		{

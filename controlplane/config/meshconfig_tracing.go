@@ -10,21 +10,26 @@ import (
 
 // meshTracingPaths are the MeshConfig tracing fields a lab honours: enableTracing,
 // defaultConfig.tracing.sampling (the percentage a Telemetry without
-// randomSamplingPercentage falls back to) and extensionProviders with a zipkin tracer
-// (what a Telemetry's tracing names). Other providers (opentelemetry, skywalking,
-// datadog, ...) are refused by the field walk, naming the field.
+// randomSamplingPercentage falls back to) and extensionProviders with a zipkin or
+// opentelemetry tracer (what a Telemetry's tracing names; meshconfig_tracing_otel.go).
+// Other providers (skywalking, datadog, ...) are refused by the field walk, naming the
+// field.
 func meshTracingPaths() string {
 	return "enableTracing defaultConfig defaultConfig.tracing defaultConfig.tracing.sampling " +
 		"extensionProviders extensionProviders.name extensionProviders.zipkin " +
-		expand("extensionProviders.zipkin", "service port maxTagLength path enable64bitTraceId")
+		expand("extensionProviders.zipkin", "service port maxTagLength path enable64bitTraceId") + " " +
+		meshOTelTracingPaths()
 }
 
 // refusalAdvice is what to do instead of a refused field, by "Kind path", appended to
 // refuseUnimplemented's message.
 var refusalAdvice = map[string]string{
-	"MeshConfig extensionProviders.opentelemetry": ": meshlab's proxies export spans with Envoy's Zipkin tracer only, not OTLP; " +
-		"name a zipkin provider instead (Jaeger's collector takes Zipkin v2 JSON on 9411: " +
-		"zipkin: {service: jaeger-collector.istio-system.svc.cluster.local, port: 9411}; the zipkin addon: zipkin.istio-system.svc.cluster.local)",
+	"MeshConfig extensionProviders.opentelemetry.dynatraceSampler": ": meshlab's proxies have no OpenTelemetry samplers; " +
+		"leave it out and sample with the Telemetry's randomSamplingPercentage (or defaultConfig.tracing.sampling)",
+	"MeshConfig extensionProviders.opentelemetry.resourceDetectors.dynatrace": ": meshlab's proxies have the environment resource detector only " +
+		"(resourceDetectors: {environment: {}}, which reads OTEL_RESOURCE_ATTRIBUTES)",
+	"MeshConfig extensionProviders.opentelemetry.serviceAttributeEnrichment": ": meshlab's proxies name their spans' service.name after the proxy's " +
+		"service cluster (<app>.<namespace>), istiod's default; leave it out",
 	"MeshConfig extensionProviders.skywalking": ": meshlab's proxies have no SkyWalking tracer; " + zipkinInstead,
 	"MeshConfig extensionProviders.datadog":    ": meshlab's proxies have no Datadog tracer; " + zipkinInstead,
 	"MeshConfig extensionProviders.opencensus": ": meshlab's proxies have no OpenCensus tracer (Envoy removed it); " + zipkinInstead,
@@ -32,7 +37,8 @@ var refusalAdvice = map[string]string{
 }
 
 // zipkinInstead is the advice for a tracing provider the proxies lack.
-const zipkinInstead = "name a zipkin provider (samples/addons/extras/zipkin.yaml, zipkin: {service: zipkin.istio-system.svc.cluster.local, port: 9411})"
+const zipkinInstead = "name a zipkin provider (samples/addons/extras/zipkin.yaml, zipkin: {service: zipkin.istio-system.svc.cluster.local, port: 9411}) " +
+	"or an opentelemetry one (samples/open-telemetry/otel.yaml's collector, opentelemetry: {service: opentelemetry-collector.observability.svc.cluster.local, port: 4317})"
 
 // validateMeshTracing checks the tracing fields as Istio's mesh validation does:
 // providers named once, with a service and a port.
@@ -49,6 +55,7 @@ func validateMeshTracing(mc *meshv1alpha1.MeshConfig, p problems) {
 			p.addf(f+".name", "%q names another provider too (names are unique)", ep.GetName())
 		}
 		seen[ep.GetName()] = true
+		validateOTelTracing(ep, f, p)
 		z := ep.GetZipkin()
 		if z == nil {
 			continue
@@ -74,5 +81,6 @@ func tracingModel(o *Object, mesh *model.MeshConfig) {
 			})
 		}
 	}
+	t.OTelProviders = otelTracingProviders(mc)
 	mesh.Tracing = t
 }

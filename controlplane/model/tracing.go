@@ -12,6 +12,8 @@ type MeshTracing struct {
 	Sampling float64
 	// Providers are the extensionProviders with a zipkin tracer, in the order written.
 	Providers []ZipkinProvider
+	// OTelProviders are those with an opentelemetry tracer (tracing_otel.go).
+	OTelProviders []OTelTracingProvider
 }
 
 // DefaultTraceSampling is istiod's PILOT_TRACE_SAMPLING default, in percent.

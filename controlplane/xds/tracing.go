@@ -35,7 +35,8 @@ import (
 // gateway, spawn_upstream_span. A provider name the mesh config lacks gives the block
 // without provider (istiod's "provider lookup failed"); a collector service that does
 // not exist gives no block, as istiod's cluster lookup failure; disableSpanReporting
-// gives none. Without any Telemetry tracing istiod sends the legacy MeshConfig block
+// gives none. An opentelemetry provider gives envoy.tracers.opentelemetry
+// (tracing_otel.go). Without any Telemetry tracing istiod sends the legacy MeshConfig block
 // (enableTracing, the provider in the bootstrap): meshlab's generator does not
 // (docs/ARCHITECTURE.md, "Distributed tracing").
 
@@ -133,6 +134,21 @@ func tracingFor(m *model.Model, pod *model.Pod, router bool) (*hcm.HttpConnectio
 			return nil, err
 		}
 		out.Provider = &tracecfg.Tracing_Http{Name: zipkinTracer, ConfigType: &tracecfg.Tracing_Http_TypedConfig{TypedConfig: cfg}}
+		if router {
+			out.SpawnUpstreamSpan = wrapperspb.Bool(true)
+		}
+		if p.MaxTagLength != tracingDefaultTagLen {
+			out.MaxPathTagLength = wrapperspb.UInt32(p.MaxTagLength)
+		}
+	} else if p, ok := m.Mesh.Tracing.OTelProvider(spec.provider); ok {
+		prov, found, err := otelTracingProvider(m, pod, p) // tracing_otel.go
+		if err != nil {
+			return nil, err
+		}
+		if !found {
+			return nil, nil // istiod: "could not find cluster for tracing provider"
+		}
+		out.Provider = prov
 		if router {
 			out.SpawnUpstreamSpan = wrapperspb.Bool(true)
 		}
