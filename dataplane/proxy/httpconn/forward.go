@@ -303,6 +303,10 @@ func (rt *router) fail(x *exchange, cl *cluster.Cluster, a attempt) int {
 	return rt.localReply(x, http.StatusServiceUnavailable, BodyConnectReset)
 }
 
+// headerAdopter is a codec's response writer that can take the upstream response's header
+// map as its own (h1Response.adoptHeader).
+type headerAdopter interface{ adoptHeader(http.Header) bool }
+
 // respond streams an upstream response downstream with the response header mutations.
 func (rt *router) respond(x *exchange, a attempt) int {
 	defer a.release()
@@ -312,9 +316,16 @@ func (rt *router) respond(x *exchange, a attempt) int {
 		x.info.UpstreamHost = a.host.String()
 	}
 	x.upHost = a.host
-	h := x.w.Header()
-	for k, vs := range resp.Header {
-		h[k] = vs
+	var upgrade string // the hop-by-hop removal below takes it off the adopted header
+	if x.upgrade != "" {
+		upgrade = resp.Header.Get("Upgrade")
+	}
+	h := resp.Header
+	if ad, ok := x.cw.ResponseWriter.(headerAdopter); !ok || !ad.adoptHeader(h) {
+		h = x.w.Header()
+		for k, vs := range resp.Header {
+			h[k] = vs
+		}
 	}
 	if rt.cfg.Peer != nil {
 		rt.cfg.Peer.OnResponse(h, &x.peer, discoveryAddr(a.host))
@@ -335,7 +346,7 @@ func (rt *router) respond(x *exchange, a attempt) int {
 		x.corsResponse(h)
 	}
 	if x.upgrade != "" && resp.StatusCode == http.StatusSwitchingProtocols {
-		return rt.tunnel(x, a, h)
+		return rt.tunnel(x, a, h, upgrade)
 	}
 	x.info.CodeDetails = "via_upstream"
 	x.w.WriteHeader(code)

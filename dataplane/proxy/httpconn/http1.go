@@ -239,13 +239,13 @@ func (c *h1Conn) serveOne(ctx context.Context, deps Deps) bool {
 	}
 	req.RemoteAddr = c.remote
 	req.TLS = c.tlsState()
-	w := &h1Response{c: c, req: req, header: make(http.Header, 8), contentLength: -1}
+	w := &h1Response{c: c, req: req, contentLength: -1} // header: made by Header or adopted
 	if !req.ProtoAtLeast(1, 1) {
 		w.keepAlive10 = wantsKeepAlive(req)
 	}
 	if expect := req.Header.Get("Expect"); expect != "" {
 		if !req.ProtoAtLeast(1, 1) || !equalFoldASCII(expect, "100-continue") {
-			w.header.Set("Content-Length", "0")
+			w.Header().Set("Content-Length", "0")
 			w.WriteHeader(http.StatusExpectationFailed)
 			w.closeAfter = true
 			w.finish()
@@ -465,7 +465,29 @@ type h1Response struct {
 	keepAlive10 bool
 }
 
-func (w *h1Response) Header() http.Header { return w.header }
+func (w *h1Response) Header() http.Header {
+	if w.header == nil {
+		w.header = make(http.Header, 8)
+	}
+	return w.header
+}
+
+// adoptHeader makes h the response's header map, as Envoy's router hands the upstream
+// response's header map on downstream rather than copying it (the copy was a map and
+// its fields per request). Fields set before and absent from h are kept. It reports
+// false once the header was written.
+func (w *h1Response) adoptHeader(h http.Header) bool {
+	if w.wroteHeader {
+		return false
+	}
+	for k, vs := range w.header {
+		if _, ok := h[k]; !ok {
+			h[k] = vs
+		}
+	}
+	w.header = h
+	return true
+}
 
 // upstreamAbort is the connection's hook for r's upstream exchange (see router's
 // upstreamAborter); nil for a request it did not make.
@@ -494,7 +516,7 @@ func (w *h1Response) WriteHeader(code int) {
 		return
 	}
 	w.wroteHeader = true
-	h, r := w.header, w.req
+	h, r := w.Header(), w.req
 	w.noBody = r.Method == http.MethodHead || code == http.StatusNoContent || code == http.StatusNotModified || code < 200
 	if cl := h.Get("Content-Length"); cl != "" {
 		if n, err := strconv.ParseInt(cl, 10, 64); err == nil && n >= 0 {
@@ -591,7 +613,7 @@ func (w *h1Response) finish() bool {
 	}
 	if !w.wroteHeader {
 		if _, ok := w.header["Content-Length"]; !ok && !w.aborted {
-			w.header["Content-Length"] = []string{"0"}
+			w.Header()["Content-Length"] = []string{"0"}
 		}
 		w.WriteHeader(http.StatusOK)
 	}

@@ -84,8 +84,8 @@ func upgradedBody(body io.ReadCloser) (io.ReadWriteCloser, bool) {
 
 // tunnel completes an upgrade the upstream accepted: the 101 and its headers go
 // downstream, then bytes flow both ways until each side has closed, as Envoy's router
-// does for an upgraded stream. It returns 101.
-func (rt *router) tunnel(x *exchange, a attempt, h http.Header) int {
+// does for an upgraded stream; upgrade is the upstream's Upgrade field. It returns 101.
+func (rt *router) tunnel(x *exchange, a attempt, h http.Header, upgrade string) int {
 	resp := a.resp
 	up, ok := upgradedBody(resp.Body)
 	hj, hok := unwrapHijacker(x.w)
@@ -106,7 +106,7 @@ func (rt *router) tunnel(x *exchange, a attempt, h http.Header) int {
 	h.Del("Content-Length")
 	h.Del("Transfer-Encoding")
 	h.Set("Connection", "upgrade")
-	h.Set("Upgrade", resp.Header.Get("Upgrade"))
+	h.Set("Upgrade", upgrade)
 	if _, ok := h["Date"]; !ok {
 		h["Date"] = []string{httpDate()}
 	}
