@@ -263,6 +263,9 @@ func (l *Lab) agentConfig(slot int, p *model.Pod) agent.Config {
 		TrustDomain:              td,
 		VolumeRoot:               proxyVolumeRootOf(l.paths.PodDir(p.Key()), p),
 		OutputCerts:              outputCertsDir(l.paths.PodDir(p.Key()), p), // emptydir.go
+		SecureMetricsPort:        p.Sidecar.SecureMetricsPort,
+		SecureMergedMetricsPort:  p.Sidecar.SecureMergedMetricsPort,
+		MetricsLocalhostOnly:     p.Sidecar.MetricsLocalhostOnly,
 	}
 }
 

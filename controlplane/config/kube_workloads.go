@@ -510,6 +510,15 @@ func injectPods(objs []*Object, pods []*model.Pod, injected map[PodKey]bool) {
 		if p.Sidecar.Inject {
 			p.Sidecar.AppMetricsPort, p.Sidecar.AppMetricsPath = prometheusAppMetrics(o.kube.template.Annotations, "", problems{list: new(ErrorList)})
 			p.Sidecar.OutputCerts = outputCerts(o.kube.template.Annotations) // proxyconfig_annotation.go
+			sc := &p.Sidecar
+			sc.SecureMetricsPort, sc.SecureMergedMetricsPort, sc.MetricsLocalhostOnly = secureMetrics(proxyMetadata(o.kube.template.Annotations), "", problems{list: new(ErrorList)})
+			if sc.SecureMergedMetricsPort != 0 && p.Annotations[SecurePortAnnotation] == "" {
+				// The injector's applySecurePrometheusAnnotation: Prometheus finds the port.
+				if p.Annotations == nil {
+					p.Annotations = map[string]string{}
+				}
+				p.Annotations[SecurePortAnnotation] = strconv.Itoa(int(sc.SecureMergedMetricsPort))
+			}
 		}
 	}
 }

@@ -305,9 +305,14 @@ func TestKubernetesWorkloadErrors(t *testing.T) {
 			want: `k.yaml: Deployment default/d: spec.template.metadata.annotations[prometheus.io/port]: "http" is not a port (1-65535)`,
 		},
 		{
-			name: "secure metrics asked of the sidecar (the secure-metrics task's patch)",
-			yaml: "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  selector: {matchLabels: {app: x}}\n  template: {metadata: {labels: {app: x}, annotations: {proxy.istio.io/config: \"proxyMetadata:\\n  ENVOY_SECURE_METRICS_PORT: '15091'\\n\"}}, spec: {containers: [{name: c, image: x}]}}\n",
-			want: `k.yaml: Deployment default/d: spec.template.metadata.annotations[proxy.istio.io/config].proxyMetadata.ENVOY_SECURE_METRICS_PORT: meshlab's sidecar serves no secure metrics`,
+			name: "a secure metrics port that is not one",
+			yaml: "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  selector: {matchLabels: {app: x}}\n  template: {metadata: {labels: {app: x}, annotations: {proxy.istio.io/config: \"proxyMetadata:\\n  ENVOY_SECURE_METRICS_PORT: 'https'\\n\"}}, spec: {containers: [{name: c, image: x}]}}\n",
+			want: `k.yaml: Deployment default/d: spec.template.metadata.annotations[proxy.istio.io/config].proxyMetadata.ENVOY_SECURE_METRICS_PORT: "https" is not a port (0 for none, or 1-65535)`,
+		},
+		{
+			name: "an OUTPUT_CERTS that is not absolute",
+			yaml: "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  selector: {matchLabels: {app: x}}\n  template: {metadata: {labels: {app: x}, annotations: {proxy.istio.io/config: \"proxyMetadata:\\n  OUTPUT_CERTS: certs\\n\"}}, spec: {containers: [{name: c, image: x}]}}\n",
+			want: `k.yaml: Deployment default/d: spec.template.metadata.annotations[proxy.istio.io/config].proxyMetadata.OUTPUT_CERTS: "certs" is not an absolute path`,
 		},
 		{
 			name: "Service selecting no template",

@@ -217,6 +217,13 @@ type SidecarSpec struct {
 	// directory of the istio-proxy container where the agent writes the workload's
 	// key.pem, cert-chain.pem and root-cert.pem, as pilot-agent does; "" for none.
 	OutputCerts string
+	// SecureMetricsPort and SecureMergedMetricsPort are proxyMetadata's
+	// ENVOY_SECURE_METRICS_PORT and ENVOY_SECURE_MERGED_METRICS_PORT: the proxy's mTLS
+	// listeners of its stats and of the merged metrics (0: none). MetricsLocalhostOnly is
+	// METRICS_LOCALHOST_ACCESS_ONLY=true: 15090 and the status port's metrics for the
+	// pod's loopback only.
+	SecureMetricsPort, SecureMergedMetricsPort uint16
+	MetricsLocalhostOnly                       bool
 }
 
 // WithoutProxySettings returns s without the settings a running proxy takes in a new

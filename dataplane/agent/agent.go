@@ -216,7 +216,11 @@ func run(ctx context.Context, c Config, log *slog.Logger, d deps) (err error) {
 	service("status", func(ctx context.Context) error {
 		mux := http.NewServeMux()
 		mux.Handle("GET /healthz/ready", healthHandler(ready))
-		mux.Handle("GET /stats/prometheus", newMergedMetrics(admin, appMetricsURL(c.AppMetricsPort, c.AppMetricsPath), log.With("subsystem", "metrics"))) // metrics.go
+		var metrics http.Handler = newMergedMetrics(admin, appMetricsURL(c.AppMetricsPort, c.AppMetricsPath), log.With("subsystem", "metrics")) // metrics.go
+		if c.MetricsLocalhostOnly {
+			metrics = localhostOnly(metrics)
+		}
+		mux.Handle("GET /stats/prometheus", metrics)
 		return serveHTTP(ctx, healthLn, mux)
 	})
 	service("dns", func(ctx context.Context) error {

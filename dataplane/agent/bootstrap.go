@@ -48,6 +48,13 @@ type bootstrapParams struct {
 	PrometheusPort uint16
 	HealthPort     uint16
 
+	// SecureMetricsPort and SecureMergedMetricsPort are pilot-agent's
+	// ENVOY_SECURE_METRICS_PORT and ENVOY_SECURE_MERGED_METRICS_PORT (0: no such listener);
+	// MetricsLocalhostOnly is METRICS_LOCALHOST_ACCESS_ONLY, which binds 15090 to
+	// 127.0.0.1.
+	SecureMetricsPort, SecureMergedMetricsPort uint16
+	MetricsLocalhostOnly                       bool
+
 	// Waypoint is Istio's waypoint bootstrap (pkg/bootstrap/config.go for a "waypoint~"
 	// node): delta ADS, and the bootstrap extensions metadata_discovery (WDS Workload
 	// over ADS) and envoy.bootstrap.internal_listener (64 KiB buffers).
@@ -82,6 +89,10 @@ func renderBootstrap(c Config) ([]byte, error) {
 		PrometheusPort: PrometheusPort,
 		HealthPort:     HealthPort,
 		Waypoint:       c.proxyType() == ProxyTypeWaypoint,
+
+		SecureMetricsPort:       c.SecureMetricsPort,
+		SecureMergedMetricsPort: c.SecureMergedMetricsPort,
+		MetricsLocalhostOnly:    c.MetricsLocalhostOnly,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("render bootstrap: %w", err)
@@ -152,6 +163,14 @@ func nodeMetadata(c Config) map[string]any {
 		// CLUSTER_ID is istiod's cluster name for a single-cluster mesh; the peer
 		// filters and istio.stats report it as source_cluster/destination_cluster.
 		"CLUSTER_ID": clusterID,
+	}
+	// pilot-agent's node metadata carries the secure ports, by which istiod keeps a
+	// Sidecar's ingress listener off them.
+	if c.SecureMetricsPort != 0 {
+		md["ENVOY_SECURE_METRICS_PORT"] = c.SecureMetricsPort
+	}
+	if c.SecureMergedMetricsPort != 0 {
+		md["ENVOY_SECURE_MERGED_METRICS_PORT"] = c.SecureMergedMetricsPort
 	}
 	if c.Workload != "" {
 		md["OWNER"] = "kubernetes://apis/apps/v1/namespaces/" + c.Namespace + "/deployments/" + c.Workload

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -18,7 +19,9 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	filev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	tlsinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -27,6 +30,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/meshlab/meshlab/internal/testutil"
 )
@@ -72,6 +76,10 @@ func TestBootstrapMatchesTypedBuild(t *testing.T) {
 			c.RunDir, c.XDSSocket = `/run/meshlab/l "x"/pods/p`, `/run/meshlab/l "x"/xds.sock`
 		}},
 		{name: "other ports", mutate: func(c *Config) { c.AdminPort, c.StatusPort = 15100, 1 }},
+		{name: "secure metrics", mutate: func(c *Config) {
+			c.SecureMetricsPort, c.SecureMergedMetricsPort, c.MetricsLocalhostOnly = 15091, 15092, true
+		}},
+		{name: "secure merged metrics only", mutate: func(c *Config) { c.SecureMergedMetricsPort = 15092 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := fixedPod()
@@ -93,9 +101,15 @@ func TestBootstrapMatchesTypedBuild(t *testing.T) {
 				t.Errorf("rendered bootstrap: %v", err)
 			}
 			// admin access log, xds and sds-grpc http protocol options, and per listener an
-			// HCM and a router.
-			if n := validateAnys(t, got.ProtoReflect()); n != 7 {
-				t.Errorf("validated %d typed configs, want 7", n)
+			// HCM and a router; a secure listener's TLS inspector and TLS context too.
+			anys := 7
+			for _, p := range []uint16{c.SecureMetricsPort, c.SecureMergedMetricsPort} {
+				if p != 0 {
+					anys += 4
+				}
+			}
+			if n := validateAnys(t, got.ProtoReflect()); n != anys {
+				t.Errorf("validated %d typed configs, want %d", n, anys)
 			}
 		})
 	}
@@ -218,6 +232,19 @@ func typedBootstrap(t *testing.T, c Config) *bootstrapv3.Bootstrap {
 			ResourceApiVersion:    corev3.ApiVersion_V3,
 		}
 	}
+	stats := httpListener(t, "stats", PrometheusPort, "/stats/prometheus", prometheusClusterName)
+	if c.MetricsLocalhostOnly {
+		stats.Address = tcpAddress("127.0.0.1", PrometheusPort)
+	}
+	listeners := []*listenerv3.Listener{stats}
+	if c.SecureMetricsPort != 0 {
+		listeners = append(listeners, secureMetricsListener(t, "secure_stats", c.SecureMetricsPort, [2]string{"/stats/prometheus", prometheusClusterName}))
+	}
+	if c.SecureMergedMetricsPort != 0 {
+		listeners = append(listeners, secureMetricsListener(t, "secure_merged_stats", c.SecureMergedMetricsPort,
+			[2]string{"/stats/prometheus", agentClusterName}, [2]string{"/metrics", agentClusterName}))
+	}
+	listeners = append(listeners, httpListener(t, "agent", HealthPort, "/healthz/ready", agentClusterName))
 	return &bootstrapv3.Bootstrap{
 		Node: &corev3.Node{
 			Id:            c.NodeID,
@@ -267,12 +294,65 @@ func typedBootstrap(t *testing.T, c Config) *bootstrapv3.Bootstrap {
 				staticCluster(prometheusClusterName, tcpAddress("127.0.0.1", uint32(c.AdminPort))),
 				staticCluster(agentClusterName, tcpAddress("127.0.0.1", uint32(c.StatusPort))),
 			},
-			Listeners: []*listenerv3.Listener{
-				httpListener(t, "stats", PrometheusPort, "/stats/prometheus", prometheusClusterName),
-				httpListener(t, "agent", HealthPort, "/healthz/ready", agentClusterName),
-			},
+			Listeners: listeners,
 		},
 	}
+}
+
+// secureMetricsListener is Istio's mTLS metrics listener on 0.0.0.0:port (its bootstrap's
+// ENVOY_SECURE_METRICS_PORT and ENVOY_SECURE_MERGED_METRICS_PORT): TLS only, a client
+// certificate of the mesh required (default and ROOTCA over sds-grpc), the HCM's routes
+// each a path prefix to a cluster.
+func secureMetricsListener(t *testing.T, statPrefix string, port uint16, routes ...[2]string) *listenerv3.Listener {
+	t.Helper()
+	l := httpListener(t, statPrefix, uint32(port), routes[0][0], routes[0][1])
+	l.Name = fmt.Sprintf("0.0.0.0_%d", port)
+	if len(routes) > 1 {
+		var hcm hcmv3.HttpConnectionManager
+		if err := l.FilterChains[0].Filters[0].GetTypedConfig().UnmarshalTo(&hcm); err != nil {
+			t.Fatal(err)
+		}
+		vh := hcm.GetRouteConfig().VirtualHosts[0]
+		for _, r := range routes[1:] {
+			vh.Routes = append(vh.Routes, &routev3.Route{
+				Match:  &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: r[0]}},
+				Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: r[1]}}},
+			})
+		}
+		l.FilterChains[0].Filters[0].ConfigType = &listenerv3.Filter_TypedConfig{TypedConfig: mustAny(t, &hcm)}
+	}
+	sds := func(name string) *tlsv3.SdsSecretConfig {
+		return &tlsv3.SdsSecretConfig{Name: name, SdsConfig: &corev3.ConfigSource{
+			ResourceApiVersion: corev3.ApiVersion_V3,
+			ConfigSourceSpecifier: &corev3.ConfigSource_ApiConfigSource{ApiConfigSource: &corev3.ApiConfigSource{
+				ApiType:                   corev3.ApiConfigSource_GRPC,
+				SetNodeOnFirstMessageOnly: true,
+				TransportApiVersion:       corev3.ApiVersion_V3,
+				GrpcServices: []*corev3.GrpcService{{TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{
+					EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: sdsClusterName},
+				}}},
+			}},
+		}}
+	}
+	l.ListenerFilters = []*listenerv3.ListenerFilter{{
+		Name:       "envoy.filters.listener.tls_inspector",
+		ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: mustAny(t, &tlsinspectorv3.TlsInspector{})},
+	}}
+	l.FilterChains[0].FilterChainMatch = &listenerv3.FilterChainMatch{TransportProtocol: "tls"}
+	l.FilterChains[0].TransportSocket = &corev3.TransportSocket{
+		Name: "envoy.transport_sockets.tls",
+		ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: mustAny(t, &tlsv3.DownstreamTlsContext{
+			RequireClientCertificate: wrapperspb.Bool(true),
+			CommonTlsContext: &tlsv3.CommonTlsContext{
+				TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{sds("default")},
+				ValidationContextType: &tlsv3.CommonTlsContext_CombinedValidationContext{CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
+					DefaultValidationContext:         &tlsv3.CertificateValidationContext{},
+					ValidationContextSdsSecretConfig: sds("ROOTCA"),
+				}},
+			},
+		})},
+	}
+	return l
 }
 
 func mustAny(t *testing.T, m proto.Message) *anypb.Any {

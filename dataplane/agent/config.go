@@ -76,6 +76,15 @@ type Config struct {
 	// for OUTPUT_CERTS (the lab's directory standing for the istio-proxy container's,
 	// an emptyDir the app may mount too); "" = none.
 	OutputCerts string
+	// SecureMetricsPort and SecureMergedMetricsPort are optional: pilot-agent's
+	// ENVOY_SECURE_METRICS_PORT (Envoy's stats) and ENVOY_SECURE_MERGED_METRICS_PORT (the
+	// merged metrics of the status port), mTLS listeners of the bootstrap that ask for a
+	// client certificate of the mesh; 0 = none.
+	SecureMetricsPort, SecureMergedMetricsPort uint16
+	// MetricsLocalhostOnly is optional: METRICS_LOCALHOST_ACCESS_ONLY, the proxy's 15090
+	// bound to 127.0.0.1 and the status port's /stats/prometheus refused (403) to any
+	// client but the pod's loopback, as pilot-agent does.
+	MetricsLocalhostOnly bool
 
 	// AppMetricsPort and AppMetricsPath are optional: where the app serves its own
 	// Prometheus metrics (the pod's prometheus.io/port and prometheus.io/path annotations,

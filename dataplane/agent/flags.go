@@ -47,6 +47,9 @@ const (
 	flagSystemCAFile             = "system-ca-file"
 	flagVolumeRoot               = "volume-root"
 	flagOutputCerts              = "output-certs"
+	flagSecureMetricsPort        = "secure-metrics-port"
+	flagSecureMergedMetricsPort  = "secure-merged-metrics-port"
+	flagMetricsLocalhostOnly     = "metrics-localhost-only"
 	flagAppMetricsPort           = "app-metrics-port"
 	flagAppMetricsPath           = "app-metrics-path"
 	flagProxyless                = "proxyless"
@@ -112,6 +115,11 @@ func Args(c Config) []string {
 	str(flagTrustDomain, c.TrustDomain)
 	str(flagVolumeRoot, c.VolumeRoot)
 	str(flagOutputCerts, c.OutputCerts)
+	num(flagSecureMetricsPort, uint64(c.SecureMetricsPort))
+	num(flagSecureMergedMetricsPort, uint64(c.SecureMergedMetricsPort))
+	if c.MetricsLocalhostOnly {
+		a = append(a, "--"+flagMetricsLocalhostOnly)
+	}
 	str(flagSystemCAFile, c.SystemCAFile)
 	num(flagAppMetricsPort, uint64(c.AppMetricsPort))
 	str(flagAppMetricsPath, c.AppMetricsPath)
@@ -169,6 +177,9 @@ func BindFlags(fs *pflag.FlagSet) func() (Config, error) {
 	fs.Uint16Var(&c.AppMetricsPort, flagAppMetricsPort, 0, "port of the app's own Prometheus metrics, merged into the status port's /stats/prometheus (0: none)")
 	fs.StringVar(&c.OutputCerts, flagOutputCerts, "", "directory to write the workload's key.pem, cert-chain.pem and root-cert.pem to, as pilot-agent's OUTPUT_CERTS (the lab's directory for the container's)")
 	fs.StringVar(&c.AppMetricsPath, flagAppMetricsPath, "", "path of the app's own Prometheus metrics (with --app-metrics-port)")
+	fs.Uint16Var(&c.SecureMetricsPort, flagSecureMetricsPort, 0, "mTLS listener of the proxy's stats, as ENVOY_SECURE_METRICS_PORT (0: none)")
+	fs.Uint16Var(&c.SecureMergedMetricsPort, flagSecureMergedMetricsPort, 0, "mTLS listener of the merged metrics, as ENVOY_SECURE_MERGED_METRICS_PORT (0: none)")
+	fs.BoolVar(&c.MetricsLocalhostOnly, flagMetricsLocalhostOnly, false, "the proxy's 15090 on 127.0.0.1 and the status port's metrics for the pod's loopback only, as METRICS_LOCALHOST_ACCESS_ONLY")
 	fs.BoolVar(&c.Proxyless, flagProxyless, false, "proxyless gRPC (Istio's grpc-agent template): no proxy; write the gRPC bootstrap and certificate files, relay xDS on a socket for the app")
 	fs.Uint32Var(&c.AppUID, flagAppUID, 0, "the app's uid, owner of the key file and XDS socket in proxyless mode")
 	return func() (Config, error) {

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -139,4 +141,19 @@ func (m *mergedMetrics) writeAgent(b *bytes.Buffer) error {
 		}
 	}
 	return nil
+}
+
+// localhostOnly is pilot-agent's METRICS_LOCALHOST_ACCESS_ONLY on the status port's
+// metrics: a request from any address but the loopback is refused with 403 and its
+// message. The secure merged metrics listener reaches the agent from the proxy, over
+// the loopback, so it still serves them.
+func localhostOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		if ip, perr := netip.ParseAddr(host); err != nil || perr != nil || !ip.Unmap().IsLoopback() {
+			http.Error(w, "Only requests from localhost are allowed", http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
