@@ -39,6 +39,8 @@ const (
 	zipkinPort      = 9411
 	jaegerQueryPort = 16686
 	jaegerHealth    = 13133
+	jaegerOTLPGRPC  = 4317
+	jaegerOTLPHTTP  = 4318
 )
 
 // maxStoredSpans bounds the store: the oldest spans go first.
@@ -308,7 +310,7 @@ func writeTraceJSON(w http.ResponseWriter, v any) {
 // declares (the addons' containers declare none).
 func tracingAddonPorts(persona string) []uint16 {
 	if persona == PersonaJaeger {
-		return []uint16{zipkinPort, jaegerQueryPort, jaegerHealth}
+		return []uint16{zipkinPort, jaegerQueryPort, jaegerHealth, jaegerOTLPGRPC, jaegerOTLPHTTP}
 	}
 	return []uint16{zipkinPort}
 }
@@ -325,6 +327,15 @@ func serveTracingAddon(ctx context.Context, persona string, lns []net.Listener, 
 		handlers = append(handlers, jaegerAPI(store), health)
 	}
 	errc := make(chan error, len(lns))
+	if persona == PersonaJaeger && len(lns) == 5 {
+		// Jaeger's OTLP receiver, on 4317 (gRPC) and 4318 (HTTP): served by package
+		// demoapp/otelcol, which brings gRPC (tracestore_otlp.go).
+		otlp := lns[3:]
+		lns = lns[:3]
+		if done := startOTLPTraceReceiver(ctx, otlp, store, errc, log); done != nil {
+			defer func() { <-done }()
+		}
+	}
 	var servers []*http.Server
 	for i, ln := range lns {
 		srv := &http.Server{Handler: handlers[i], ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}

@@ -5,12 +5,14 @@
 // and prints every export as the collector's debug exporter at verbosity detailed does,
 // on stdout, which `kubectl logs -l app=opentelemetry-collector` reads. It is a package
 // of its own because it brings gRPC and OTLP's types: `meshlab app` links it (and
-// registers it with demoapp), the small meshlab-app binary does not.
+// registers it with demoapp), the small meshlab-app binary does not. Its traces
+// pipeline (traces.go) prints OTLP trace exports the same way, taken on gRPC (4317) and
+// HTTP (the second port, 4318: /v1/traces and /v1/logs, protobuf bodies).
 //
-// Departures from the collector: its config file is not read (the sample's logs
-// pipeline, otlp to debug, is what it does); the other receivers of the sample
-// (opencensus, otlp/auth, otlp over HTTP) and its traces pipeline are not served: an
-// OTLP trace export is answered Unimplemented, which the sender logs.
+// Departures from the collector: its config file is not read (the sample's logs and
+// traces pipelines, otlp to debug, are what it does); the sample's other receivers
+// (opencensus, otlp/auth) are not served, and its traces pipeline's zipkin exporter (to
+// zipkin.istio-system:9411) does not forward: the spans are printed only.
 package otelcol
 
 import (
@@ -30,6 +32,7 @@ import (
 	"time"
 
 	collogs "go.opentelemetry.io/proto/otlp/collector/logs/v1"
+	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonv1 "go.opentelemetry.io/proto/otlp/common/v1"
 	logsv1 "go.opentelemetry.io/proto/otlp/logs/v1"
 	"google.golang.org/grpc"
@@ -50,18 +53,21 @@ func serve(ctx context.Context, lns []net.Listener, pod string, out io.Writer, l
 	if len(lns) == 0 {
 		return fmt.Errorf("opentelemetry-collector: no port to take OTLP on")
 	}
-	for _, ln := range lns[1:] {
+	var httpLn net.Listener
+	if len(lns) > 1 {
+		httpLn = lns[1]
+	}
+	for _, ln := range lns[min(len(lns), 2):] {
 		_ = ln.Close()
 	}
+	p := newPrinter(out)
+	logs := &logsServer{out: p}
+	traces := func(req *coltrace.ExportTraceServiceRequest) { p.traces(req.GetResourceSpans(), time.Now()) }
 	srv := grpc.NewServer()
-	collogs.RegisterLogsServiceServer(srv, &logsServer{out: newPrinter(out)})
-	stop := context.AfterFunc(ctx, srv.GracefulStop)
-	defer stop()
-	log.Info("otlp receiver: grpc", "addr", lns[0].Addr().String(), "pod", pod)
-	if err := srv.Serve(lns[0]); err != nil && ctx.Err() == nil {
-		return fmt.Errorf("serve otlp: %w", err)
-	}
-	return nil
+	collogs.RegisterLogsServiceServer(srv, logs)
+	coltrace.RegisterTraceServiceServer(srv, &tracesServer{sink: traces})
+	h := otlpHTTP(traces, func(req *collogs.ExportLogsServiceRequest) { p.logs(req.GetResourceLogs(), time.Now()) })
+	return serveGRPCAndHTTP(ctx, srv, lns[0], h, httpLn, log.With("pod", pod))
 }
 
 // logsServer is the otlp receiver of the logs pipeline.

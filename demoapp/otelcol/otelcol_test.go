@@ -83,7 +83,7 @@ func (s *syncBuf) String() string {
 	return s.b.String()
 }
 
-// An OTLP logs export over gRPC is accepted and printed; a trace export is not served.
+// An OTLP logs export over gRPC is accepted and printed.
 func TestServeTakesOTLPLogs(t *testing.T) {
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
