@@ -90,6 +90,12 @@ type h1Conn struct {
 	// abort interrupts the upstream exchange of the request being served; fired with
 	// the request's cancel by the disconnect watch and by shutdown (cluster.Abort).
 	abort cluster.Abort
+	// rctx is the context of the connection's requests, made with its first: a request
+	// whose context ends (the client went away, shutdown) is the connection's last, so
+	// one context serves them all (a context per request cost two allocations and its
+	// registration with the connection's context). rcancel ends it with the connection.
+	rctx    context.Context
+	rcancel context.CancelFunc
 }
 
 // headLimiter reads from the connection, failing with errHeadTooLarge once more than
@@ -133,6 +139,9 @@ func serveHTTP1(ctx context.Context, deps Deps, conn net.Conn, handler http.Hand
 	}
 	defer func() {
 		_ = conn.Close()
+		if c.rcancel != nil {
+			c.rcancel()
+		}
 		c.watchMu.Lock()
 		if c.watchTimer != nil {
 			c.watchTimer.Stop()
@@ -213,9 +222,12 @@ func (c *h1Conn) serveOne(ctx context.Context, deps Deps) bool {
 		return false // a drain closed it as the request arrived
 	}
 	// The request's context is made before its head is read, so the parser builds the
-	// request with it (WithContext's copy of a parsed request was an allocation).
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// request with it (WithContext's copy of a parsed request was an allocation). It is
+	// the connection's (rctx): cancelled, it ends the connection after this request.
+	if c.rctx == nil {
+		c.rctx, c.rcancel = context.WithCancel(ctx)
+	}
+	rctx, cancel := c.rctx, c.rcancel
 	c.abort.Reset()
 	if ctx.Err() != nil {
 		c.abort.Fire() // shut down while the request arrived: its AfterFunc already ran
