@@ -238,6 +238,13 @@ func startWaypointOracle(t *testing.T, m *model.Model, routes []any) (*oracle, e
 	if err != nil {
 		return nil, fmt.Errorf("convert istio objects: %w", err)
 	}
+	// Telemetries too: the waypoint's istio.stats follow them, and the mesh config
+	// names the metrics provider they override (waypointMeshConfig).
+	tels, err := istioDocs(m, "Telemetry")
+	if err != nil {
+		return nil, fmt.Errorf("convert telemetries: %w", err)
+	}
+	gws = append(gws, tels...)
 	gwcfg, err := joinYAML(gws)
 	if err != nil {
 		return nil, err

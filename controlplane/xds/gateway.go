@@ -143,7 +143,10 @@ func gatewayListeners(m *model.Model, pod *model.Pod) ([]types.Resource, error) 
 	if err := addPodTracing(out, m, pod, true); err != nil { // tracing.go
 		return nil, err
 	}
-	return out, addAccessLogs(out, logs)
+	if err := addAccessLogs(out, logs); err != nil {
+		return nil, err
+	}
+	return out, addGatewayTelemetry(out, metricsFor(m, pod)) // telemetry.go, telemetry_metrics.go
 }
 
 func mapsKeys[K comparable, V any](m map[K]V) func(func(K) bool) {

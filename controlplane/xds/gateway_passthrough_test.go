@@ -73,7 +73,7 @@ func TestGatewayPassthrough(t *testing.T) {
 		if fc.GetTransportSocket() != nil {
 			t.Errorf("chain %v ends TLS", fc.GetFilterChainMatch())
 		}
-		tp := tcpProxyOf(t, fc.GetFilters()[0])
+		tp := tcpProxyOf(t, lastFilter(fc))
 		c := chain{sni: fc.GetFilterChainMatch().GetServerNames()}
 		if tp.GetCluster() != "" {
 			c.clusters = []string{tp.GetCluster()}
@@ -123,7 +123,7 @@ func TestGatewayTLSTerminatedTCP(t *testing.T) {
 		t.Errorf("certificate = %q", got)
 	}
 	if !slices.Equal(fc.GetFilterChainMatch().GetServerNames(), []string{"db.example.com"}) ||
-		tcpProxyOf(t, fc.GetFilters()[0]).GetCluster() != "outbound|5432||db.default.svc.cluster.local" {
+		tcpProxyOf(t, lastFilter(fc)).GetCluster() != "outbound|5432||db.default.svc.cluster.local" {
 		t.Errorf("chain = %v", fc)
 	}
 }

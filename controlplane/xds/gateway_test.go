@@ -293,7 +293,7 @@ func TestGatewayTCP(t *testing.T) {
 		t.Fatalf("listeners = %q", names(res[resource.ListenerType]))
 	}
 	l := res[resource.ListenerType][0].(*listener.Listener)
-	if l.GetName() != "0.0.0.0_31400" || len(l.GetFilterChains()) != 1 || tcpProxyOf(t, l.GetFilterChains()[0].GetFilters()[0]).GetCluster() != "outbound|5432||db.default.svc.cluster.local" {
+	if l.GetName() != "0.0.0.0_31400" || len(l.GetFilterChains()) != 1 || tcpProxyOf(t, lastFilter(l.GetFilterChains()[0])).GetCluster() != "outbound|5432||db.default.svc.cluster.local" {
 		t.Errorf("listener = %v", l)
 	}
 	if len(res[resource.RouteType]) != 0 {

@@ -193,6 +193,16 @@ func findListener(t *testing.T, res map[resource.Type][]types.Resource, name str
 	return nil
 }
 
+// lastFilter is a chain's terminal network filter (tcp_proxy or the HCM), after the
+// filters istiod puts before it (RBAC, istio.stats).
+func lastFilter(fc *listener.FilterChain) *listener.Filter {
+	fs := fc.GetFilters()
+	if len(fs) == 0 {
+		return nil
+	}
+	return fs[len(fs)-1]
+}
+
 func tcpProxyOf(t *testing.T, f *listener.Filter) *tcpproxy.TcpProxy {
 	t.Helper()
 	var tp tcpproxy.TcpProxy

@@ -167,10 +167,6 @@ func addChainTelemetry(fc *listener.FilterChain, inbound bool, plan metricsPlan)
 // addHCMTelemetry puts the peer_metadata filter first and istio.stats right before
 // the router.
 func addHCMTelemetry(f *listener.Filter, inbound bool, plan metricsPlan) error {
-	m := &hcm.HttpConnectionManager{}
-	if err := f.GetTypedConfig().UnmarshalTo(m); err != nil {
-		return fmt.Errorf("unpack %s: %w", f.GetName(), err)
-	}
 	pm, err := peerMetadataHTTPFilter(inbound)
 	if err != nil {
 		return err
@@ -178,6 +174,76 @@ func addHCMTelemetry(f *listener.Filter, inbound bool, plan metricsPlan) error {
 	st, err := statsConfig(inbound, plan)
 	if err != nil {
 		return err
+	}
+	return addHCMFilters(f, pm, st)
+}
+
+// gatewayStatsConfig is the istio.stats config of a gateway's chains (istiod's gateway
+// listener class): the client mode's metrics of plan, the Host header never the
+// service (disableHostHeaderFallback of the class), the reporter left to the listener's
+// direction (outbound: reporter="source"); nil when the plan turns client metrics off.
+func gatewayStatsConfig(plan metricsPlan) (*anypb.Any, error) {
+	mm := plan.client
+	if mm.off {
+		return nil, nil
+	}
+	a := &anypb.Any{}
+	pc := &statsapi.PluginConfig{DisableHostHeaderFallback: true, Metrics: mm.metrics, TcpReportingDuration: plan.reporting}
+	if err := anypb.MarshalFrom(a, pc, proto.MarshalOptions{Deterministic: true}); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// addGatewayTelemetry adds Istio's telemetry filters to a gateway's listeners, as
+// istiod's listener builder gives the gateway class under the default mesh config
+// (buildHTTPConnectionManager's appendMxFilter and Telemetry.HTTPFilters,
+// buildCompleteNetworkFilters' TCPFilters): on an HTTP chain the outbound peer_metadata
+// filter first (the gateway tells its upstreams who it is, and learns theirs) and
+// istio.stats right before the router; on a TCP chain istio.stats right before
+// tcp_proxy; istio.stats as gatewayStatsConfig, under the Telemetries that apply to the
+// gateway's pod (metricsFor: the root namespace's, its namespace's, those whose
+// selector matches its labels).
+func addGatewayTelemetry(ls []types.Resource, plan metricsPlan) error {
+	st, err := gatewayStatsConfig(plan)
+	if err != nil {
+		return err
+	}
+	pm, err := peerMetadataHTTPFilter(false)
+	if err != nil {
+		return err
+	}
+	for _, r := range ls {
+		l, ok := r.(*listener.Listener)
+		if !ok {
+			continue
+		}
+		for _, fc := range l.GetFilterChains() {
+			fs := fc.GetFilters()
+			if len(fs) == 0 {
+				continue
+			}
+			terminal := fs[len(fs)-1]
+			switch terminal.GetName() {
+			case wellknown.TCPProxy:
+				if st != nil {
+					fc.Filters = append(fs[:len(fs)-1:len(fs)-1], &listener.Filter{Name: StatsFilter, ConfigType: &listener.Filter_TypedConfig{TypedConfig: st}}, terminal)
+				}
+			case wellknown.HTTPConnectionManager:
+				if err := addHCMFilters(terminal, pm, st); err != nil {
+					return fmt.Errorf("add telemetry filters to listener %s chain %q: %w", l.GetName(), fc.GetName(), err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// addHCMFilters puts pm first and istio.stats st (nil: none) right before the router.
+func addHCMFilters(f *listener.Filter, pm *hcm.HttpFilter, st *anypb.Any) error {
+	m := &hcm.HttpConnectionManager{}
+	if err := f.GetTypedConfig().UnmarshalTo(m); err != nil {
+		return fmt.Errorf("unpack %s: %w", f.GetName(), err)
 	}
 	hs := m.GetHttpFilters()
 	if len(hs) == 0 {

@@ -80,6 +80,40 @@ func applicableTelemetries(m *model.Model, pod *model.Pod) []*model.IstioConfig[
 
 // metricsFor merges the metrics of the Telemetries that apply to pod.
 func metricsFor(m *model.Model, pod *model.Pod) metricsPlan {
+	return mergeMetrics(applicableTelemetries(m, pod))
+}
+
+// waypointTelemetries are the Telemetries that apply to waypoint w's chains of service
+// svc (nil: its chains of no service), in istiod's merge order (applicableTelemetries
+// for a waypoint proxy): the root namespace's namespace-wide one, the waypoint's
+// namespace's, then, for a service of another namespace, that namespace's. A selector
+// never selects a waypoint (istiod attaches only targetRefs to one, which the loader
+// refuses).
+func waypointTelemetries(m *model.Model, w *model.Waypoint, svc *model.Service) []*model.IstioConfig[*telemetry.Telemetry] {
+	root := m.Mesh.Root()
+	namespaces := []string{root}
+	if w.Namespace != root {
+		namespaces = append(namespaces, w.Namespace)
+	}
+	if svc != nil && svc.Namespace != w.Namespace {
+		namespaces = append(namespaces, svc.Namespace)
+	}
+	var out []*model.IstioConfig[*telemetry.Telemetry]
+	for _, ns := range namespaces {
+		// Telemetries are sorted by namespace and name: the first namespace-wide one is
+		// the one istiod takes (it takes the oldest).
+		for _, t := range m.Istio.Telemetries {
+			if t.Namespace == ns && len(t.Spec.GetSelector().GetMatchLabels()) == 0 {
+				out = append(out, t)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// mergeMetrics merges the metrics of ts, later entries over earlier ones.
+func mergeMetrics(ts []*model.IstioConfig[*telemetry.Telemetry]) metricsPlan {
 	type override struct {
 		disabled *bool
 		tags     map[string]*telemetry.MetricsOverrides_TagOverride
@@ -89,7 +123,7 @@ func metricsFor(m *model.Model, pod *model.Pod) metricsPlan {
 	}
 	allOff := map[telemetry.WorkloadMode]bool{}
 	var plan metricsPlan
-	for _, t := range applicableTelemetries(m, pod) {
+	for _, t := range ts {
 		for _, ms := range t.Spec.GetMetrics() {
 			if d := ms.GetReportingInterval(); d != nil {
 				plan.reporting = d

@@ -54,7 +54,11 @@ func waypointListeners(m *model.Model, w *model.Waypoint, ports []waypointPort) 
 	if err != nil {
 		return nil, err
 	}
-	if err := addWaypointStats(mi); err != nil {
+	services := make(map[string]*model.Service, len(ports))
+	for _, p := range ports {
+		services[p.name()] = p.svc
+	}
+	if err := addWaypointStats(m, w, mi, services); err != nil {
 		return nil, err
 	}
 	co, err := connectOriginateListener(logs)

@@ -6,6 +6,7 @@ import (
 	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	statsapi "istio.io/api/envoy/extensions/stats"
 
@@ -15,7 +16,8 @@ import (
 // A waypoint's request metrics, as istiod sends them under Istio's default mesh config
 // (defaultProviders.metrics: prometheus; pilot/pkg/model/telemetry.go): every chain of
 // main_internal carries istio.stats with reporter SERVER_GATEWAY, which istio-proxy
-// reports as reporter="waypoint". An HTTP chain has it after the upstream peer_metadata
+// reports as reporter="waypoint", and the server mode's metrics overrides of the
+// Telemetries that apply to the chain's service (waypointTelemetries). An HTTP chain has it after the upstream peer_metadata
 // filter, right before the router (buildWaypointHTTPFilters' telemetry filters); a TCP
 // chain right before tcp_proxy (buildCompleteNetworkFilters' metrics filters). The class
 // is sidecar inbound, so the Host header is never the service (disable_host_header_fallback).
@@ -29,21 +31,44 @@ func waypointMesh(m *model.Model, w *model.Waypoint) model.MeshConfig {
 	return MeshFor(m, &model.Pod{Namespace: w.Namespace})
 }
 
-// waypointStatsConfig is the waypoint's stats.PluginConfig.
-func waypointStatsConfig() (*anypb.Any, error) {
-	return anypb.New(&statsapi.PluginConfig{DisableHostHeaderFallback: true, Reporter: statsapi.Reporter_SERVER_GATEWAY})
+// waypointStatsConfig is the istio.stats config of a waypoint's chain under the
+// metrics of plan: the server mode's (istiod builds a waypoint's filters as the sidecar
+// inbound class), reporter SERVER_GATEWAY; nil when the plan turns them off.
+func waypointStatsConfig(plan metricsPlan) (*anypb.Any, error) {
+	mm := plan.server
+	if mm.off {
+		return nil, nil
+	}
+	// Deterministic: dimensions are a map (see typedStruct).
+	a := &anypb.Any{}
+	pc := &statsapi.PluginConfig{DisableHostHeaderFallback: true, Reporter: statsapi.Reporter_SERVER_GATEWAY, Metrics: mm.metrics, TcpReportingDuration: plan.reporting}
+	if err := anypb.MarshalFrom(a, pc, proto.MarshalOptions{Deterministic: true}); err != nil {
+		return nil, err
+	}
+	return a, nil
 }
 
-// addWaypointStats adds istio.stats to every chain of a waypoint's main_internal.
-func addWaypointStats(l *listener.Listener) error {
-	st, err := waypointStatsConfig()
-	if err != nil {
-		return err
-	}
+// addWaypointStats adds istio.stats to every chain of a waypoint's main_internal, each
+// under the Telemetries of its service (services: by chain name; a chain of no service,
+// a workload's or direct-*, has the waypoint's own).
+func addWaypointStats(m *model.Model, w *model.Waypoint, l *listener.Listener, services map[string]*model.Service) error {
+	configs := map[*model.Service]*anypb.Any{}
 	for _, fc := range l.GetFilterChains() {
 		fs := fc.GetFilters()
 		if len(fs) == 0 {
 			continue
+		}
+		svc := services[fc.GetName()]
+		st, ok := configs[svc]
+		if !ok {
+			var err error
+			if st, err = waypointStatsConfig(mergeMetrics(waypointTelemetries(m, w, svc))); err != nil {
+				return err
+			}
+			configs[svc] = st
+		}
+		if st == nil {
+			continue // ALL_METRICS disabled for the server mode
 		}
 		terminal := fs[len(fs)-1]
 		switch terminal.GetName() {
