@@ -5,6 +5,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/meshlab/meshlab/controlplane/model"
@@ -80,3 +81,24 @@ func underDir(p, dir string) (string, bool) {
 	rel, ok := strings.CutPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 	return rel, ok
 }
+
+// proxyMounts are the directories of pod p's istio-proxy container that `meshlab exec -c
+// istio-proxy` shows at their container paths: its emptyDir mounts, and its OUTPUT_CERTS
+// directory when no emptyDir holds it (made by the agent in the container's own files).
+func proxyMounts(podDir string, p *model.Pod) []netns.Bind {
+	if !p.Sidecar.Inject {
+		return nil
+	}
+	var out []netns.Bind
+	for _, m := range p.Sidecar.EmptyDirs {
+		out = append(out, netns.Bind{Src: emptyDirPath(podDir, m.Volume), Dst: m.Path, Writable: true})
+	}
+	if d := p.Sidecar.OutputCerts; d != "" && !slices.ContainsFunc(p.Sidecar.EmptyDirs, func(m model.EmptyDir) bool { _, ok := underDir(d, m.Path); return ok }) {
+		out = append(out, netns.Bind{Src: outputCertsDir(podDir, p), Dst: d, Writable: true})
+	}
+	return out
+}
+
+// ProxyScratch is the directory of a pod's run directory on which `meshlab exec -c
+// istio-proxy` mounts the tmpfs of its overlays (netns.ProxyView).
+func ProxyScratch(podDir string) string { return filepath.Join(podDir, "proxy-exec") }

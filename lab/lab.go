@@ -338,7 +338,7 @@ func (l *Lab) create(ctx context.Context) error {
 		PodCIDR: l.opts.PodCIDR, ServiceCIDR: l.opts.ServiceCIDR, Created: time.Now().UTC(),
 	}
 	for _, p := range l.model.Pods {
-		l.rec.Pods = append(l.rec.Pods, podRecord(l.opts.Name, p))
+		l.rec.Pods = append(l.rec.Pods, podRecord(l.opts.Name, l.paths.PodDir(p.Key()), p))
 	}
 	l.rec.Services = serviceRecords(l.model)
 	if err := writeRecord(l.paths.Record(), l.rec); err != nil {

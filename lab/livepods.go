@@ -197,7 +197,7 @@ func (l *Lab) reconcilePods(ctx context.Context, plan podPlan) []api.Change {
 		return slices.ContainsFunc(plan.remove, func(p *model.Pod) bool { return p.Key() == r.key() })
 	})
 	for _, p := range plan.add {
-		l.rec.Pods = append(l.rec.Pods, podRecord(l.opts.Name, p))
+		l.rec.Pods = append(l.rec.Pods, podRecord(l.opts.Name, l.paths.PodDir(p.Key()), p))
 	}
 	slices.SortStableFunc(l.rec.Pods, func(a, b PodRecord) int {
 		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
@@ -253,9 +253,11 @@ func podChange(p *model.Pod, action, why string) api.Change {
 	return api.Change{Kind: api.PodKind, Namespace: p.Namespace, Name: p.Name, Action: action, Error: why}
 }
 
-// podRecord is pod p's entry in lab.json, without its app uid.
-func podRecord(lab string, p *model.Pod) PodRecord {
-	return PodRecord{Name: p.Name, Namespace: p.Namespace, Key: p.Key(), NetNS: NamespaceName(lab, p.Key()), IP: p.IP, Sidecar: p.Sidecar.Inject, Workload: p.Workload, Persona: p.App.Persona}
+// podRecord is pod p's entry in lab.json, without its app uid; podDir is its run
+// directory.
+func podRecord(lab, podDir string, p *model.Pod) PodRecord {
+	return PodRecord{Name: p.Name, Namespace: p.Namespace, Key: p.Key(), NetNS: NamespaceName(lab, p.Key()), IP: p.IP, Sidecar: p.Sidecar.Inject, Workload: p.Workload, Persona: p.App.Persona,
+		ProxyMounts: proxyMounts(podDir, p)} // emptydir.go
 }
 
 // EventPodDeleted reports a pod removed from a running lab (Fields: ms).

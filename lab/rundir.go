@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/meshlab/meshlab/controlplane/model"
+	"github.com/meshlab/meshlab/netns"
 )
 
 // DefaultRunRoot is where every lab keeps its run directory.
@@ -141,6 +142,10 @@ type PodRecord struct {
 	// Persona is the built-in app persona the pod runs ("" for the demo app or a
 	// command): `meshlab exec` runs the image's own commands (fortio) by it.
 	Persona string `json:"persona,omitempty"`
+	// ProxyMounts are the istio-proxy container's directories a command `meshlab exec -c
+	// istio-proxy` sees at their container paths: its emptyDir mounts and its
+	// OUTPUT_CERTS directory (emptydir.go).
+	ProxyMounts []netns.Bind `json:"proxyMounts,omitempty"`
 	// Ztunnel reports whether the pod is the lab's ztunnel, whose log is ZtunnelLogFile
 	// (never written to lab.json: see Record.ztunnel).
 	Ztunnel bool `json:"-"`

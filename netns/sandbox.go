@@ -37,6 +37,8 @@ func init() {
 		os.Exit(reap(podinit.AppPID))
 	case os.Getenv(podExecEnv) != "":
 		os.Exit(podExec(os.Getenv(podExecEnv), os.Args[1:]))
+	case os.Getenv(proxyExecEnv) != "":
+		os.Exit(proxyExec(os.Getenv(proxyExecEnv), os.Args[1:])) // proxyexec.go
 	}
 }
 

@@ -51,7 +51,22 @@ func newExecCmd(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return runAndReport(p.NetNS, argv, runAs{privileged: container == istioProxyContainer || privileged, proxyUser: asProxy && !privileged})
+			as := runAs{privileged: container == istioProxyContainer || privileged, proxyUser: asProxy && !privileged}
+			if as.proxyUser && len(p.ProxyMounts) > 0 {
+				// The container's volumes at their paths (netns.ProxyView): meshlab starts
+				// as root, mounts them and becomes the proxy's user for the command.
+				self, err := os.Executable()
+				if err != nil {
+					return fmt.Errorf("exec: find own binary: %w", err)
+				}
+				e, err := netns.ProxyExecEnv(netns.ProxyView{UID: lab.ProxyUID, GID: lab.ProxyUID, Mounts: p.ProxyMounts,
+					Scratch: lab.ProxyScratch(lab.PathsFor(g.runRoot, name).PodDir(p.Key))})
+				if err != nil {
+					return err
+				}
+				argv, as.proxyUser, as.env = append([]string{self}, argv...), false, []string{e}
+			}
+			return runAndReport(p.NetNS, argv, as)
 		},
 	}
 	// kubectl's -i and -t (the docs' `exec -it`): the command runs with meshlab's stdin
@@ -77,6 +92,8 @@ type runAs struct {
 	// capabilities), as a command in Istio's istio-proxy container runs: the pod's
 	// outbound capture lets its connections through as it does the proxy's own.
 	proxyUser bool
+	// env is added to meshlab's environment for the command.
+	env []string
 }
 
 // runAndReport runs argv in the pod of network namespace ns (netns.Run: as its app, or
@@ -111,7 +128,7 @@ func runAndReport(ns string, argv []string, as runAs) error {
 			}
 		}()
 	}
-	err := netns.Run(ns, argv, os.Environ(), as.privileged, prepare, started)
+	err := netns.Run(ns, argv, append(os.Environ(), as.env...), as.privileged, prepare, started)
 	code := 0
 	var ee *exec.ExitError
 	switch {
