@@ -11,6 +11,10 @@ type ConfigFile struct {
 	Data string `json:"data"`
 	// Namespace is that of the objects that name none, as kubectl's -n ("" for default).
 	Namespace string `json:"namespace,omitempty"`
+	// LastApplied records each object as kubectl apply does, in its
+	// kubectl.kubernetes.io/last-applied-configuration annotation (kubectl create
+	// and the lab's own writes do not).
+	LastApplied bool `json:"lastApplied,omitempty"`
 }
 
 // ObjectRef names one object.

@@ -300,7 +300,7 @@ func shortType(url string) string {
 func configFiles(in []api.ConfigFile) []config.File {
 	out := make([]config.File, len(in))
 	for i, f := range in {
-		out[i] = config.File{Name: f.Name, Data: []byte(f.Data), Namespace: f.Namespace}
+		out[i] = config.File{Name: f.Name, Data: []byte(f.Data), Namespace: f.Namespace, LastApplied: f.LastApplied}
 	}
 	return out
 }

@@ -96,6 +96,9 @@ func (v kubeView) selected(kind, namespace, name string, sel labels.Selector) ([
 			continue
 		}
 		b, err := json.Marshal(o)
+		if err == nil {
+			b, err = v.serverObject(k, b)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("render %s %s/%s: %w", k, meta.Namespace, meta.Name, err)
 		}
@@ -166,13 +169,15 @@ func (v kubeView) kubernetesService() (corev1.Service, bool) {
 		return corev1.Service{}, false
 	}
 	ip := v.serviceCIDR.Masked().Addr().Next().String()
-	return corev1.Service{
+	svc := corev1.Service{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: "default", CreationTimestamp: metav1.NewTime(v.started.Truncate(time.Second)),
 			Labels: map[string]string{"component": "apiserver", "provider": "kubernetes"}},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: ip, ClusterIPs: []string{ip},
 			Ports: []corev1.ServicePort{{Name: "https", Protocol: corev1.ProtocolTCP, Port: 443, TargetPort: intstr.FromInt32(6443)}}},
-	}, true
+	}
+	defaultService(&svc)
+	return svc, true
 }
 
 // kubeObject is one rendered object.
@@ -261,6 +266,10 @@ func (v kubeView) list(k string) ([]kubeObject, error) {
 				st := config.RouteStatus(v.objects, o)
 				v.conds.stampRoute(o.Origin.Kind+"/"+o.Origin.Namespace+"/"+o.Origin.Name, &st, m.Metadata.CreationTimestamp.Time, v.now)
 				raw = withStatus(raw, st)
+			}
+			if addrs := config.ServiceEntryAddresses(v.model, o); len(addrs) > 0 {
+				// istiod's IP autoallocator writes the addresses it gave the hosts.
+				raw = withStatus(raw, map[string]any{"addresses": addrs})
 			}
 			if o.Ingress != nil && config.IsIstioIngress(v.objects, o) {
 				raw = withStatus(raw, v.ingressStatus())
@@ -423,6 +432,7 @@ func (v kubeView) pod(p *model.Pod) corev1.Pod {
 	if p.Sidecar.Inject && !p.Sidecar.GRPCAgent {
 		out.Spec.Containers = append(out.Spec.Containers, corev1.Container{Name: "istio-proxy", Image: "docker.io/istio/proxyv2"})
 	}
+	defaultPodSpec(&out.Spec)
 	status := corev1.ConditionFalse
 	if ready {
 		status = corev1.ConditionTrue
@@ -446,6 +456,7 @@ func (v kubeView) ztunnelPod() corev1.Pod {
 	out.CreationTimestamp = metav1.NewTime(v.ztunnelSince.Truncate(time.Second))
 	out.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "ztunnel"}}
 	out.Spec.Containers = []corev1.Container{{Name: "istio-proxy", Image: "docker.io/istio/ztunnel"}}
+	defaultPodSpec(&out.Spec)
 	return out
 }
 
@@ -471,11 +482,16 @@ func (v kubeView) service(s *model.Service) corev1.Service {
 		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Selector: maps.Clone(s.Selector)},
 	}
 	out.Labels = maps.Clone(s.Labels) // a waypoint's Service (deployment controller's labels)
+	var written *corev1.Service
 	for _, o := range v.objects {
 		if o.Service != nil && o.Origin.Namespace == s.Namespace && o.Origin.Name == s.Name {
+			written = o.Service
 			out.Labels, out.Annotations = maps.Clone(o.Service.Labels), maps.Clone(o.Service.Annotations)
-			if o.Service.Spec.Type != "" {
-				out.Spec.Type = o.Service.Spec.Type
+			// The spec as written (its ports' names and appProtocol, a named
+			// targetPort, sessionAffinity...), with the addresses the lab gave it.
+			out.Spec = *o.Service.Spec.DeepCopy()
+			if out.Spec.Type == "" {
+				out.Spec.Type = corev1.ServiceTypeClusterIP
 			}
 		}
 	}
@@ -492,12 +508,18 @@ func (v kubeView) service(s *model.Service) corev1.Service {
 	} else {
 		out.Spec.ClusterIP = corev1.ClusterIPNone
 	}
-	for _, p := range s.Ports {
-		out.Spec.Ports = append(out.Spec.Ports, corev1.ServicePort{Name: p.Name, Protocol: corev1.ProtocolTCP, Port: int32(p.Port), TargetPort: intstr.FromInt32(int32(p.TargetPort))})
+	if written == nil || len(written.Spec.Ports) == 0 {
+		out.Spec.Ports = nil
+		for _, p := range s.Ports {
+			out.Spec.Ports = append(out.Spec.Ports, corev1.ServicePort{Name: p.Name, Protocol: corev1.ProtocolTCP, Port: int32(p.Port), TargetPort: intstr.FromInt32(int32(p.TargetPort))})
+		}
 	}
 	if out.Spec.Type == corev1.ServiceTypeLoadBalancer {
-		out.Spec.ExternalTrafficPolicy = v.externalTrafficPolicy(s.Namespace, s.Name)
+		if p := v.externalTrafficPolicy(s.Namespace, s.Name); p != "" {
+			out.Spec.ExternalTrafficPolicy = p
+		}
 	}
+	defaultService(&out)
 	if gateway && s.VIP.IsValid() {
 		vip := corev1.LoadBalancerIPModeVIP
 		out.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: s.VIP.String(), IPMode: &vip}}
@@ -520,11 +542,7 @@ func (v kubeView) externalNameService(e *model.ExternalName) corev1.Service {
 			out.Spec.Ports = slices.Clone(o.Service.Spec.Ports)
 		}
 	}
-	for i := range out.Spec.Ports {
-		if out.Spec.Ports[i].Protocol == "" {
-			out.Spec.Ports[i].Protocol = corev1.ProtocolTCP // the API server's default
-		}
-	}
+	defaultService(&out)
 	return out
 }
 
@@ -629,12 +647,25 @@ func (v kubeView) deployments() []appsv1.Deployment {
 		d.APIVersion, d.Kind = "apps/v1", "Deployment"
 		d.Namespace, d.Name = k.ns, k.name
 		d.CreationTimestamp = v.created("Deployment", k.ns, k.name)
+		revision := int64(1)
+		if o := v.writtenObject("Deployment", k.ns, k.name); o != nil && o.TemplateRevision > 0 {
+			revision = o.TemplateRevision
+		}
+		if d.Annotations == nil {
+			d.Annotations = map[string]string{}
+		}
+		d.Annotations[deploymentRevisionAnnotation] = fmt.Sprint(revision) // the Deployment controller's
+		defaultDeployment(d)
 		d.Status = deploymentStatus(d, pods[k], v.ready)
 		v.conds.stampDeployment(d, v.now)
 		out = append(out, *d)
 	}
 	return out
 }
+
+// deploymentRevisionAnnotation is the Deployment controller's number of the
+// Deployment's current pod template.
+const deploymentRevisionAnnotation = "deployment.kubernetes.io/revision"
 
 // deploymentStatus is what the Deployment controller writes for d running pods: counts,
 // and Available once replicas - maxUnavailable pods are ready (maxUnavailable from the
@@ -712,6 +743,11 @@ func (v kubeView) gateway(o *config.Object) gwv1.Gateway {
 		{Type: string(gwv1.GatewayConditionProgrammed), Status: programmed, Reason: reason, Message: message, ObservedGeneration: 1},
 	}
 	v.conds.stamp("Gateway/"+gw.Namespace+"/"+gw.Name, gw.Status.Conditions, gw.CreationTimestamp.Time, v.now)
+	gw.Status.Listeners = config.ListenerStatus(v.objects, o)
+	for i := range gw.Status.Listeners {
+		l := &gw.Status.Listeners[i]
+		v.conds.stamp("Gateway/"+gw.Namespace+"/"+gw.Name+"/listener/"+string(l.Name), l.Conditions, gw.CreationTimestamp.Time, v.now)
+	}
 	return gw
 }
 

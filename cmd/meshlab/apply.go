@@ -56,7 +56,8 @@ shows STALE until each proxy ACKs). --wait returns only once every proxy runs it
 				return err
 			}
 			for i := range files {
-				files[i].Namespace = cfg.namespace
+				// kubectl apply records what it applied in each object (create does not).
+				files[i].Namespace, files[i].LastApplied = cfg.namespace, true
 			}
 			if cfg.selector != "" {
 				var n int

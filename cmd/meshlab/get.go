@@ -135,27 +135,48 @@ func runGetOne(ctx context.Context, c *api.Client, cfg *getConfig, form getOutpu
 			return fmt.Errorf("unknown kind %q: meshlab has pods, %s (or all)", args[0], strings.Join(kinds.KindNames(), ", "))
 		}
 	}
-	objs, err := c.Objects(ctx, args[0], cfg.namespace, name)
+	if args[0] == "all" {
+		return getAllObjects(ctx, c, cfg, out)
+	}
+	views, err := c.KubeObjects(ctx, args[0], cfg.namespace, name, "")
 	if err != nil {
 		return err
 	}
-	if name != "" && len(objs) == 0 {
-		// Not written but made by the lab (istioctl's gateways' Services and
-		// Deployments, the kubernetes Service): the lab's Kubernetes view has it.
-		views, err := c.KubeObjects(ctx, args[0], cfg.namespace, name, "")
-		if err != nil || len(views) == 0 {
-			return checkObject(ctx, c, args[0], cfg.namespace, name)
-		}
-		for _, v := range views {
-			objs = append(objs, api.ConfigObject{Kind: v.Kind, Namespace: v.Namespace, Name: v.Name, Object: v.Object})
-		}
+	if name != "" && len(views) == 0 {
+		return checkObject(ctx, c, args[0], cfg.namespace, name)
 	}
-	return printObjects(cfg, objs, name != "", out)
+	return printKubeObjects(cfg, views, name != "", out)
 }
 
-// printObjects prints objects as written, in get's json or yaml form: the object when
-// get named one (single), else kubectl's List of them (printKube).
-func printObjects(cfg *getConfig, objs []api.ConfigObject, single bool, out io.Writer) error {
+// allKinds are kubectl get all's kinds (its "all" category), in its order.
+var allKinds = []string{"Service", "DaemonSet", "Deployment", "ReplicaSet", "StatefulSet"}
+
+// getAllObjects is get all -o json|yaml: the pods and the objects of allKinds as the
+// lab's Kubernetes view holds them, one List.
+func getAllObjects(ctx context.Context, c *api.Client, cfg *getConfig, out io.Writer) error {
+	kinds, err := c.Kinds(ctx)
+	if err != nil {
+		return err
+	}
+	var views []api.KubeObject
+	for _, kn := range append([]string{"Pod"}, allKinds...) {
+		if _, ok := kinds.Lookup(kn); !ok && kn != "Pod" {
+			continue
+		}
+		objs, err := c.KubeObjects(ctx, kn, cfg.namespace, "", cfg.selector)
+		if err != nil {
+			return err
+		}
+		views = append(views, objs...)
+	}
+	return printKubeObjects(cfg, views, false, out)
+}
+
+// printKubeObjects prints objects of the lab's Kubernetes view (the one place that
+// makes the API server's object of every kind: lab/kubeview.go) in get's json or yaml
+// form: the object when get named one (single), else kubectl's List of them
+// (printKube).
+func printKubeObjects(cfg *getConfig, objs []api.KubeObject, single bool, out io.Writer) error {
 	raws := make([]json.RawMessage, len(objs))
 	for i, o := range objs {
 		raws[i] = o.Object
@@ -199,7 +220,7 @@ func getText(ctx context.Context, c *api.Client, cfg *getConfig, kindArg, name s
 	if err := getAllPods(ctx, c, cfg, out, &printed); err != nil {
 		return err
 	}
-	for _, kn := range []string{"Service", "DaemonSet", "Deployment", "ReplicaSet", "StatefulSet"} {
+	for _, kn := range allKinds {
 		if k, ok := kinds.Lookup(kn); ok {
 			if err := section(k); err != nil {
 				return err

@@ -164,18 +164,7 @@ func getSelected(ctx context.Context, c *api.Client, cfg *getConfig, kind, name 
 		}
 		return getPodsWhere(ctx, c, cfg, name, out, func(p api.PodStatus) bool { return keep[p.Namespace+"/"+p.Name] })
 	}
-	sel := cfg.selector
-	cfg.selector = ""
-	defer func() { cfg.selector = sel }()
-	var written []api.ConfigObject
-	for _, o := range objs {
-		w, err := c.Objects(ctx, kind, o.Namespace, o.Name)
-		if err != nil {
-			return err
-		}
-		written = append(written, w...)
-	}
-	return printObjects(cfg, written, false, out)
+	return printKubeObjects(cfg, objs, false, out)
 }
 
 // missingObject is the error for a named object the lab does not have: the pods or

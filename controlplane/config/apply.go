@@ -19,6 +19,10 @@ type File struct {
 	// Namespace is that of the objects that name none, as kubectl's apply -n ("" for
 	// default); an object naming another is refused, as kubectl does.
 	Namespace string `json:"namespace,omitempty"`
+	// LastApplied gives each object kubectl apply's last-applied-configuration
+	// annotation (LastAppliedAnnotation), as `kubectl apply` does and `kubectl create`
+	// does not.
+	LastApplied bool `json:"lastApplied,omitempty"`
 }
 
 // clusterScoped are the kinds that belong to no namespace: -n does not apply to them.
@@ -92,6 +96,9 @@ func (s *Scenario) Apply(files ...File) (*Scenario, []Change, error) {
 				skipped = append(skipped, Change{Ref: Ref{Kind: h.kind, Namespace: cmp.Or(h.namespace, fd.f.Namespace, DefaultNamespace), Name: h.name}, Action: ActionSkipped, Reason: why})
 				continue
 			}
+			if fd.f.LastApplied {
+				d = withLastApplied(d, fd.f.Namespace)
+			}
 			d = keepPodState(s, d, fd.f.Namespace)
 			o, ok := decodeDocument(fd.f.Name, fd.f.Namespace, d, &errs)
 			if o == nil || !ok {
@@ -111,18 +118,21 @@ func (s *Scenario) Apply(files ...File) (*Scenario, []Change, error) {
 	if len(errs) > 0 {
 		return nil, nil, sortErrors(errs)
 	}
-	next := &Scenario{File: s.File, Objects: slices.Clone(s.Objects)}
+	next := &Scenario{File: s.File, Objects: slices.Clone(s.Objects), Revision: s.Revision}
 	var changes []Change
 	for _, o := range added {
 		i := slices.IndexFunc(next.Objects, func(x *Object) bool { return RefOf(x) == RefOf(o) })
 		switch {
 		case i < 0:
+			next.Revision++
+			stampCreated(o, next.Revision)
 			next.Objects = append(next.Objects, o)
 			changes = append(changes, Change{Ref: RefOf(o), Action: "created"})
 		case sameSpec(next.Objects[i], o):
 			changes = append(changes, Change{Ref: RefOf(o), Action: "unchanged"})
 		default:
-			o.Created = next.Objects[i].Created
+			next.Revision++
+			stampReplaced(o, next.Objects[i], next.Revision)
 			next.Objects[i] = o
 			changes = append(changes, Change{Ref: RefOf(o), Action: "configured"})
 		}
@@ -201,7 +211,7 @@ func keepPodState(s *Scenario, d document, namespace string) document {
 // (deleting a DestinationRule whose subsets a VirtualService routes to is an error). s
 // is never modified. Kinds may be written as `meshlab get` accepts them.
 func (s *Scenario) Delete(refs ...Ref) (*Scenario, []Change, error) {
-	next := &Scenario{File: s.File, Objects: slices.Clone(s.Objects)}
+	next := &Scenario{File: s.File, Objects: slices.Clone(s.Objects), Revision: s.Revision}
 	var changes []Change
 	var missing []string
 	for _, r := range refs {
@@ -217,6 +227,7 @@ func (s *Scenario) Delete(refs ...Ref) (*Scenario, []Change, error) {
 			continue
 		}
 		next.Objects = slices.Delete(next.Objects, i, i+1)
+		next.Revision++ // a delete is a write of etcd's
 		changes = append(changes, Change{Ref: r, Action: "deleted"})
 	}
 	if len(missing) > 0 {

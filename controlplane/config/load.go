@@ -37,6 +37,9 @@ type Scenario struct {
 	// Skipped are the objects of a cluster's dump that the lab makes, derives or has no
 	// use for (clusterdump.go), each with its reason, in file order.
 	Skipped []Change
+	// Revision is the resourceVersion of the last write (servermeta.go): etcd's
+	// revision, one more for every object created, replaced or deleted.
+	Revision int64
 }
 
 // Object is one document of a scenario, decoded into the type of its kind.
@@ -52,6 +55,18 @@ type Object struct {
 	// Created is when the object was first loaded or applied (kept when an apply
 	// replaces it, as an API server keeps creationTimestamp): kubectl's AGE.
 	Created time.Time
+	// UID, ResourceVersion and Generation are the metadata an API server gives the
+	// object (servermeta.go): its uid, made when it is created and kept when an apply
+	// replaces it; the scenario's Revision when it was last written; for the kinds that
+	// count it (CountsGeneration), 1 at creation and one more at each change of its spec.
+	UID             string
+	ResourceVersion int64
+	Generation      int64
+	// TemplateRevision is a Deployment's revision as its controller numbers them
+	// (deployment.kubernetes.io/revision): 1 at creation, one more at each change of
+	// its pod template (a rollback too, as the controller gives the old ReplicaSet the
+	// next number).
+	TemplateRevision int64
 	// Service is set when the kind is Service.
 	Service *corev1.Service
 	// Workload is set when the kind is Workload.
@@ -152,6 +167,7 @@ func Load(file string, data []byte) (*Scenario, error) {
 	if len(errs) > 0 {
 		return nil, capErrors(errs)
 	}
+	s.stampLoaded()
 	return s, nil
 }
 
