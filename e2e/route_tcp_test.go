@@ -39,17 +39,25 @@ func TestRouteTCPShiftingGatewayAPI(t *testing.T) {
 
 	d.says("tcproute.gateway.networking.k8s.io/tcp-echo configured\n", "", "apply", "-f", filepath.Join(samples, "tcp-echo/gateway-api/tcp-echo-20-v2.yaml"), "-n", ns)
 	route := d.kubectl("", "get", "tcproute", "tcp-echo", "-o", "yaml", "-n", ns)
+	// The page's output: the API server's CRD defaults (parentRef group and kind,
+	// backendRef group and kind) in what it returns.
 	if !elided(route, `...
 spec:
   parentRefs:
-  - name: tcp-echo-gateway
+  - group: gateway.networking.k8s.io
+    kind: Gateway
+    name: tcp-echo-gateway
     sectionName: tcp-31400
   rules:
   - backendRefs:
-    - name: tcp-echo-v1
+    - group: ""
+      kind: Service
+      name: tcp-echo-v1
       port: 9000
       weight: 80
-    - name: tcp-echo-v2
+    - group: ""
+      kind: Service
+      name: tcp-echo-v2
       port: 9000
       weight: 20
 ...`) {

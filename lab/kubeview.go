@@ -97,6 +97,9 @@ func (v kubeView) selected(kind, namespace, name string, sel labels.Selector) ([
 		}
 		b, err := json.Marshal(o)
 		if err == nil {
+			b, err = withGatewayAPIDefaults(k, b)
+		}
+		if err == nil {
 			b, err = v.serverObject(k, b)
 		}
 		if err != nil {
