@@ -68,6 +68,10 @@ type Change struct {
 	Error string `json:"error,omitempty"`
 	// Reason says why an object was skipped.
 	Reason string `json:"reason,omitempty"`
+	// Unrecorded: apply replaced an object kubectl apply had not recorded (made by
+	// create): kubectl's warning that the last-applied-configuration annotation is
+	// missing precedes the line.
+	Unrecorded bool `json:"unrecorded,omitempty"`
 }
 
 // String renders the change as kubectl does: "VirtualService default/reviews configured",

@@ -60,13 +60,15 @@ func TestKubectlStoredKindsAndNotFound(t *testing.T) {
 	if err != nil || out != "clusterrole.rbac.authorization.k8s.io/prometheus created\nclusterrolebinding.rbac.authorization.k8s.io/prometheus created\n" {
 		t.Fatalf("create -f: %v\n%q", err, out)
 	}
-	// kubectl create refuses what exists; apply takes it.
+	// kubectl create refuses what exists; apply takes it, configured with its record
+	// patched in and kubectl's warning (stderr) that create left none.
 	exists := "Error from server (AlreadyExists): error when creating \"" + rbac + "\": clusterroles.rbac.authorization.k8s.io \"prometheus\" already exists\n" +
 		"Error from server (AlreadyExists): error when creating \"" + rbac + "\": clusterrolebindings.rbac.authorization.k8s.io \"prometheus\" already exists\n"
 	if out, err := run("create", "-f", rbac); err == nil || out != exists {
 		t.Errorf("create -f again: %v\n%q, want %q", err, out, exists)
 	}
-	if out, err := run("apply", "-f", rbac); err != nil || !strings.Contains(out, "clusterrole.rbac.authorization.k8s.io/prometheus unchanged\n") {
+	if out, err := run("apply", "-f", rbac); err != nil || !strings.Contains(out, "clusterrole.rbac.authorization.k8s.io/prometheus configured\n") ||
+		!strings.Contains(out, "Warning: resource clusterroles/prometheus is missing the kubectl.kubernetes.io/last-applied-configuration annotation which is required by kubectl apply.") {
 		t.Errorf("apply after create: %v\n%q", err, out)
 	}
 	if out, err := run("get", "clusterrole", "prometheus"); err != nil || !regexp.MustCompile(`^NAME\s+CREATED AT\nprometheus\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\n$`).MatchString(out) {

@@ -308,7 +308,7 @@ func configFiles(in []api.ConfigFile) []config.File {
 func apiChanges(cs []config.Change) []api.Change {
 	out := make([]api.Change, len(cs))
 	for i, c := range cs {
-		out[i] = api.Change{Kind: c.Ref.Kind, Namespace: c.Ref.Namespace, Name: c.Ref.Name, Action: c.Action, Reason: c.Reason}
+		out[i] = api.Change{Kind: c.Ref.Kind, Namespace: c.Ref.Namespace, Name: c.Ref.Name, Action: c.Action, Reason: c.Reason, Unrecorded: c.Unrecorded}
 	}
 	return out
 }

@@ -93,6 +93,7 @@ func TestKubeViewServerObjectsGolden(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			objs := kubeSelect(t, v, tc.kind, tc.namespace, tc.object, "")
 			if len(objs) != 1 {
 				t.Fatalf("%s %s/%s: %d objects", tc.kind, tc.namespace, tc.object, len(objs))

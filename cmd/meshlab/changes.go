@@ -24,6 +24,11 @@ func printChanges(out, errOut io.Writer, format string, changes []api.Change, ki
 			if c.Kind == api.PodKind {
 				w = errOut
 			}
+			if c.Unrecorded {
+				if _, err := fmt.Fprint(errOut, missingLastApplied(c, kinds)); err != nil {
+					return err
+				}
+			}
 			if _, err := fmt.Fprintln(w, changeLine(c, kinds)); err != nil {
 				return err
 			}
@@ -100,4 +105,15 @@ func changeLine(c api.Change, kinds api.Kinds) string {
 		s += " with errors: " + c.Error
 	}
 	return s
+}
+
+// missingLastApplied is kubectl apply's warning for an object it replaces that no apply
+// recorded (made by create): resource as RESOURCE/NAME (the plural, no group).
+func missingLastApplied(c api.Change, kinds api.Kinds) string {
+	k, ok := kinds.Lookup(c.Kind)
+	if !ok {
+		k = api.Kind{Kind: c.Kind}
+	}
+	return "Warning: resource " + k.Resource(true) + "/" + c.Name + " is missing the kubectl.kubernetes.io/last-applied-configuration annotation which is required by kubectl apply. " +
+		"kubectl apply should only be used on resources created declaratively by either kubectl create --save-config or kubectl apply. The missing annotation will be patched automatically.\n"
 }

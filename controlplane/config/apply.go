@@ -49,6 +49,10 @@ type Change struct {
 	Action string `json:"action"` // "created", "configured", "unchanged", "deleted" or ActionSkipped
 	// Reason says why an object was skipped.
 	Reason string `json:"reason,omitempty"`
+	// Unrecorded: an apply replaced an object kubectl apply had not recorded (made by
+	// create, or by the lab): kubectl warns that the last-applied-configuration
+	// annotation is missing, and patches it in.
+	Unrecorded bool `json:"unrecorded,omitempty"`
 }
 
 // String renders the change as kubectl does: "VirtualService default/reviews configured",
@@ -133,8 +137,9 @@ func (s *Scenario) Apply(files ...File) (*Scenario, []Change, error) {
 		default:
 			next.Revision++
 			stampReplaced(o, next.Objects[i], next.Revision)
+			unrecorded := hasLastApplied(o.JSON) && !hasLastApplied(next.Objects[i].JSON)
 			next.Objects[i] = o
-			changes = append(changes, Change{Ref: RefOf(o), Action: "configured"})
+			changes = append(changes, Change{Ref: RefOf(o), Action: "configured", Unrecorded: unrecorded})
 		}
 	}
 	if err := next.check(); err != nil {

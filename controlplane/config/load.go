@@ -152,6 +152,11 @@ func Load(file string, data []byte) (*Scenario, error) {
 	}
 	docs, s.Skipped = skipMachinery(readDocuments(file, docs, &errs))
 	for _, d := range docs {
+		if !fromServer(d) {
+			// A lab comes up as `kubectl apply -f FILE` would make it: each object
+			// with apply's record (a cluster's dump keeps the one it has).
+			d = withLastApplied(d, "")
+		}
 		o, ok := decodeDocument(file, "", d, &errs)
 		switch {
 		case o == nil:

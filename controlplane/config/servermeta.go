@@ -164,3 +164,26 @@ func (s *Scenario) stampLoaded() {
 		stampCreated(o, s.Revision)
 	}
 }
+
+// hasLastApplied reports whether an object's JSON holds kubectl apply's record.
+func hasLastApplied(js []byte) bool {
+	var m struct {
+		Metadata struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(js, &m) != nil {
+		return false
+	}
+	_, ok := m.Metadata.Annotations[LastAppliedAnnotation]
+	return ok
+}
+
+// fromServer reports whether a document is an object as an API server returned it
+// (a cluster's dump: it has a uid or a resourceVersion).
+func fromServer(d document) bool {
+	meta, _ := d.top["metadata"].(map[string]any)
+	_, uid := meta["uid"]
+	_, rv := meta["resourceVersion"]
+	return uid || rv
+}

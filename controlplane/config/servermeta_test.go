@@ -43,6 +43,9 @@ func stored(t *testing.T, s *Scenario, kind, name string) *Object {
 	return nil
 }
 
+// TestServerMetadataMovesAsAnAPIServerMovesIt: a lab's objects come up as kubectl apply
+// makes them; each apply after moves the resourceVersion of what it changes, the
+// generation of what it changes the spec of, and keeps uid and creation time.
 func TestServerMetadataMovesAsAnAPIServerMovesIt(t *testing.T) {
 	t.Parallel()
 	s, err := Load("base.yaml", []byte(serverMetaBase))
@@ -75,7 +78,7 @@ func TestServerMetadataMovesAsAnAPIServerMovesIt(t *testing.T) {
 			action: "configured", rv: 5, gen: 2, revision: 5},
 	}
 	for _, st := range steps {
-		next, changes, err := s.Apply(File{Name: st.name, Data: []byte(st.doc)})
+		next, changes, err := s.Apply(File{Name: st.name, Data: []byte(st.doc), LastApplied: true})
 		if err != nil {
 			t.Fatalf("%s: %v", st.name, err)
 		}
@@ -211,4 +214,29 @@ func FuzzWithLastApplied(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestApplyAfterCreateIsConfiguredAndUnrecorded: kubectl apply of an object create made
+// is configured (its record patched in) with kubectl's warning, then unchanged.
+func TestApplyAfterCreateIsConfiguredAndUnrecorded(t *testing.T) {
+	t.Parallel()
+	doc := []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {a: b}\n")
+	created, _, err := (&Scenario{}).Apply(File{Name: "c.yaml", Data: doc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied, changes, err := created.Apply(File{Name: "c.yaml", Data: doc, LastApplied: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(changes) != 1 || changes[0].Action != "configured" || !changes[0].Unrecorded {
+		t.Fatalf("apply after create: %+v, want configured and unrecorded", changes)
+	}
+	_, changes, err = applied.Apply(File{Name: "c.yaml", Data: doc, LastApplied: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(changes) != 1 || changes[0].Action != "unchanged" || changes[0].Unrecorded {
+		t.Fatalf("apply again: %+v, want unchanged", changes)
+	}
 }
