@@ -46,11 +46,12 @@ const (
 	PersonaGRPCEcho = "grpc-echo"
 )
 
-// LinksAll reports whether persona is served by `meshlab app` only: fortio's server and
-// grpc-echo bring packages (fortio's, gRPC's xDS client with Envoy's API types) the small
-// meshlab-app binary leaves out so that an app costs little to start and to keep.
+// LinksAll reports whether persona is served by `meshlab app` only: fortio's server,
+// grpc-echo and the OTLP receivers of the collector and of Jaeger bring packages
+// (fortio's, gRPC's, OTLP's types) the small meshlab-app binary leaves out so that an
+// app costs little to start and to keep.
 func LinksAll(persona string) bool {
-	return persona == PersonaFortio || persona == PersonaGRPCEcho || persona == PersonaOTelCollector
+	return persona == PersonaFortio || persona == PersonaGRPCEcho || persona == PersonaOTelCollector || persona == PersonaJaeger
 }
 
 // Personas are the sample apps the built-in app stands in for (bookinfo.go has Bookinfo's).

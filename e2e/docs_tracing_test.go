@@ -105,6 +105,14 @@ func (p *pageLab) tracedBookinfo(tracingYAML, addon, telemetry string) string {
 	if out := p.sh("kubectl apply -f - <<EOF\n" + telemetry + "EOF"); out != "telemetry.telemetry.istio.io/mesh-default created\n" {
 		p.t.Errorf("apply the page's Telemetry: %q", out)
 	}
+	return p.bookinfoDeployed()
+}
+
+// bookinfoDeployed deploys Bookinfo in default (injected) behind its gateway as the
+// Bookinfo page sets it up, on the Istio installed, and returns GATEWAY_URL once the
+// product page answers through it.
+func (p *pageLab) bookinfoDeployed() string {
+	p.t.Helper()
 	p.sh(`kubectl label namespace default istio-injection=enabled
 kubectl apply -f samples/bookinfo/platform/kube/bookinfo.yaml
 kubectl apply -f samples/bookinfo/networking/bookinfo-gateway.yaml`)
@@ -248,14 +256,13 @@ func getOK(t *testing.T, url string) string {
 }
 
 // TestDocsJaegerTask walks "Jaeger" (distributed-tracing/jaeger): the page's
-// tracing.yaml names an opentelemetry provider (OTLP over gRPC to the Jaeger
-// collector's 4317), which meshlab's proxies cannot export to: install refuses it by
-// name with what to write instead and changes nothing; the reader's tracing.yaml with
-// that zipkin provider (Jaeger's collector takes Zipkin v2 on 9411) installs, with
-// samples/addons/jaeger.yaml, the page's Telemetry and Bookinfo; then `istioctl
+// tracing.yaml (an opentelemetry provider: OTLP over gRPC to the Jaeger collector's
+// 4317) installed with samples/addons/jaeger.yaml (jaegertracing's all-in-one, which
+// takes OTLP), the page's Telemetry naming the provider and Bookinfo; then `istioctl
 // dashboard jaeger` prints istioctl's URL and, through it, Jaeger's query API (the
 // addon's base path /jaeger) has a trace of productpage.default with the gateway's,
-// productpage's, details' and reviews' spans.
+// productpage's, details' and reviews' spans, exported by the proxies' OpenTelemetry
+// tracer and joined by W3C trace context.
 func TestDocsJaegerTask(t *testing.T) {
 	testutil.RequireRoot(t)
 	t.Parallel()
@@ -274,16 +281,7 @@ spec:
         port: 4317
         service: jaeger-collector.istio-system.svc.cluster.local
 `
-	refused := p.command("cat <<EOF > ./tracing.yaml\n" + pageTracing + "EOF\nistioctl install -f ./tracing.yaml --skip-confirmation")
-	refused.Dir = t.TempDir()
-	out, err := refused.CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "spec.extensionProviders[0].opentelemetry: is not supported by meshlab") ||
-		!strings.Contains(string(out), "zipkin: {service: jaeger-collector.istio-system.svc.cluster.local, port: 9411}") {
-		t.Fatalf("istioctl install of the page's tracing.yaml: %v\n%s\nwant the opentelemetry provider refused by name, with the zipkin provider to write", err, out)
-	}
-	p.step("the page's opentelemetry provider refused")
-	readers := strings.Replace(pageTracing, "      opentelemetry:\n        port: 4317\n", "      zipkin:\n        port: 9411\n", 1)
-	url := p.tracedBookinfo(readers, "samples/addons/jaeger.yaml", meshDefaultTelemetry("telemetry.istio.io/v1", "jaeger"))
+	url := p.tracedBookinfo(pageTracing, "samples/addons/jaeger.yaml", meshDefaultTelemetry("telemetry.istio.io/v1", "jaeger"))
 	jaeger := p.addonDashboard("jaeger", `^http://localhost:\d+\n$`)
 	trace := p.untilTraced(url, func() []tracedSpan { return jaegerTrace(t, jaeger) })
 	checkBookinfoTrace(t, trace)
