@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/meshlab/meshlab/internal/testutil"
 )
@@ -172,8 +174,37 @@ func restartHTTPBin(p *pageLab) {
 	}
 	p.until("a new httpbin pod", func() string { return p.sh(`kubectl get pod -l app=httpbin -o jsonpath={.items..metadata.name}`) },
 		func(out string) bool { return out != pod && out != "" && !strings.Contains(out, " ") })
-	p.shows("200\n", tdCheck("sleep-allow"))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, _ := p.command(tdCheck("sleep-allow")).CombinedOutput()
+		if string(out) == "200\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sleep-allow's sleep got %q from httpbin's new pod for 30 s, want 200\n%s", out, tdReplacedPodState(p))
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
 	p.shows("403\n", tdCheck("default"))
+}
+
+// tdReplacedPodState is what a failing check after httpbin's rollout restart needs to
+// say where its answer comes from: the pods, each proxy's connection and sync state (the
+// lab's and istiod's), the client's endpoints for httpbin and curl's whole exchange (the
+// proxy's response flags and body).
+func tdReplacedPodState(p *pageLab) string {
+	var b strings.Builder
+	for _, lines := range []string{
+		`kubectl get pods -A -o wide`,
+		`istioctl proxy-status`,
+		`istioctl proxy-status --istiod`,
+		`istioctl proxy-config endpoints "$(kubectl -n sleep-allow get pod -l app=sleep -o jsonpath={.items..metadata.name})" -n sleep-allow --cluster "outbound|8000||httpbin.default.svc.cluster.local"`,
+		`kubectl exec "$(kubectl -n sleep-allow get pod -l app=sleep -o jsonpath={.items..metadata.name})" -c sleep -n sleep-allow -- curl http://httpbin.default:8000/ip -sS -v`,
+	} {
+		out, err := p.command(lines).CombinedOutput()
+		fmt.Fprintf(&b, "$ %s (%v)\n%s\n", lines, err, out)
+	}
+	return b.String()
 }
 
 // tdCleanUp runs the page's clean up, each command held to its exit status (set -e) and
