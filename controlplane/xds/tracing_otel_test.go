@@ -83,6 +83,9 @@ func TestTelemetryTracingOpenTelemetry(t *testing.T) {
 				t.Fatal(err)
 			}
 			testutil.Golden(t, name, append(b, '\n'))
+			// The whole config, which dataplane/proxy's contract test applies
+			// (testdata/contract/xds-<name>-frontend-v1.json is a copy).
+			testutil.Golden(t, name+"-frontend-v1", dumpJSON(t, res))
 		})
 	}
 	// A collector service that does not exist: no tracing, as istiod's lookup failure.

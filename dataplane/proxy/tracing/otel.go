@@ -16,6 +16,7 @@ import (
 	"time"
 
 	tracev3 "github.com/envoyproxy/go-control-plane/envoy/config/trace/v3"
+	resourcedetectors "github.com/envoyproxy/go-control-plane/envoy/extensions/tracers/opentelemetry/resource_detectors/v3"
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonv1 "go.opentelemetry.io/proto/otlp/common/v1"
 	resourcev1 "go.opentelemetry.io/proto/otlp/resource/v1"
@@ -152,6 +153,9 @@ func compileOTel(a *anypb.Any, resourceEnv string) (*OTel, error) {
 	for i, d := range oc.GetResourceDetectors() {
 		if d.GetName() != otelEnvDetector || d.GetTypedConfig().MessageName() != otelEnvDetectorType {
 			return nil, fmt.Errorf("typed_config.resource_detectors[%d]: %q is not supported by meshlab proxy (the environment detector, %s, is)", i, d.GetName(), otelEnvDetector)
+		}
+		if err := d.GetTypedConfig().UnmarshalTo(&resourcedetectors.EnvironmentResourceDetectorConfig{}); err != nil {
+			return nil, fmt.Errorf("typed_config.resource_detectors[%d].typed_config: %w", i, err)
 		}
 		o.Resource = mergeResource(o.Resource, envResource(resourceEnv))
 	}
