@@ -68,7 +68,7 @@ func newGetCmd(g *globalFlags) *cobra.Command {
 	cmd.Flags().BoolVarP(&cfg.all, "all-namespaces", "A", false, "every namespace, as kubectl's -A (wins over -n)")
 	cmd.Flags().StringVarP(&cfg.selector, "selector", "l", "", "label selector, as kubectl's (app=curl, 'app in (a,b)', !canary)")
 	addLabelFlags(cmd, &cfg.labelCols)
-	cmd.Flags().Lookup("output").Usage = "output format: wide, json, yaml, jsonpath=TEMPLATE, jsonpath-as-json=TEMPLATE or jsonpath-file=FILE (default: kubectl's table)"
+	cmd.Flags().Lookup("output").Usage = "output format: wide, json, yaml, jsonpath=TEMPLATE, jsonpath-as-json=TEMPLATE, jsonpath-file=FILE, custom-columns=HEADER:PATH,... or custom-columns-file=FILE (default: kubectl's table)"
 	return cmd
 }
 
@@ -76,9 +76,13 @@ func newGetCmd(g *globalFlags) *cobra.Command {
 type getOutput struct {
 	tmpl               string
 	asJSON, isJSONPath bool
+	columns            []customColumn // -o custom-columns[-file] (customcolumns.go)
 }
 
 func readGetOutput(output string) (getOutput, error) {
+	if cols, ok, err := customColumnsOutput(output); ok {
+		return getOutput{columns: cols}, err
+	}
 	tmpl, asJSON, isJSONPath, err := jsonpathOutput(output)
 	if err != nil {
 		return getOutput{}, err
@@ -113,6 +117,9 @@ func runGetOne(ctx context.Context, c *api.Client, cfg *getConfig, form getOutpu
 		if k, ok, err := lookupKind(ctx, c, args[0]); err == nil && ok && clusterScoped(k) {
 			cfg.namespace = ""
 		}
+	}
+	if form.columns != nil {
+		return getCustomColumns(ctx, c, cfg, args[0], name, form.columns, out)
 	}
 	if cfg.textOutput() && !isJSONPath {
 		return getText(ctx, c, cfg, args[0], name, out)
