@@ -41,7 +41,7 @@ var labUIDSpace = uuid.MustParse("6f1c3f57-4c2e-4b7a-9d0e-6d6573686c61")
 // writtenObject returns the object of the lab's store kind, namespace and name (a
 // cluster-scoped kind's by name alone), nil when nothing wrote it.
 func (v kubeView) writtenObject(kind, namespace, name string) *config.Object {
-	cluster := kind == "Namespace" || kind == "GatewayClass" || kind == "IngressClass" || kind == "ClusterRole" || kind == "ClusterRoleBinding"
+	cluster := config.IsClusterScoped(kind)
 	for _, o := range v.objects {
 		if o.Origin.Kind == kind && o.Origin.Name == name && (cluster || o.Origin.Namespace == namespace) {
 			return o
@@ -106,7 +106,7 @@ func (v kubeView) serverMetaOf(kind, namespace, name string, created metav1.Time
 // (serverMeta), meshlab's own annotations left out, and every observedGeneration its
 // status holds (the object's, its conditions', its parents' and listeners') the
 // object's generation: the lab's controllers act on a change as it is stored.
-func (v kubeView) serverObject(kind string, raw []byte) ([]byte, error) {
+func (v kubeView) serverObject(kind, namespace, name string, raw []byte) ([]byte, error) {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &obj); err != nil {
 		return nil, fmt.Errorf("read %s: %w", kind, err)
@@ -115,10 +115,7 @@ func (v kubeView) serverObject(kind string, raw []byte) ([]byte, error) {
 	if err := json.Unmarshal(obj["metadata"], &meta); err != nil || meta == nil {
 		return nil, fmt.Errorf("read %s metadata: %w", kind, err)
 	}
-	var name, namespace string
 	var created metav1.Time
-	_ = json.Unmarshal(meta["name"], &name)
-	_ = json.Unmarshal(meta["namespace"], &namespace)
 	_ = json.Unmarshal(meta["creationTimestamp"], &created)
 	sm := v.serverMetaOf(kind, namespace, name, created)
 	set := func(key string, v any) error {

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/netip"
 	"regexp"
 	"strings"
@@ -200,4 +201,42 @@ func kubeSelectName(t *testing.T, v kubeView, kind, ns string) string {
 		t.Fatal(err)
 	}
 	return m.Metadata.Name
+}
+
+// TestKubeViewObjectNamingNoNamespace: an object written without a namespace is shown
+// in the one it was given, with the uid the store gave it.
+func TestKubeViewObjectNamingNoNamespace(t *testing.T) {
+	t.Parallel()
+	sc, err := config.Load("kube.yaml", []byte(kubeViewScenario))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, _, err = sc.Apply(config.File{Name: "cm.yaml", Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: plain}\ndata: {a: b}\n"), LastApplied: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored *config.Object
+	for _, o := range sc.Objects {
+		if o.Origin.Kind == "ConfigMap" && o.Origin.Name == "plain" {
+			stored = o
+		}
+	}
+	m, err := sc.Build(config.BuildOptions{PodCIDR: netip.MustParsePrefix("10.244.0.0/16"), ServiceCIDR: netip.MustParsePrefix("10.96.0.0/16")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := kubeView{model: m, objects: sc.Objects, ready: map[string]bool{}}
+	objs := kubeSelect(t, v, "cm", "default", "plain", "")
+	if len(objs) != 1 {
+		t.Fatalf("%d objects", len(objs))
+	}
+	var got struct {
+		Metadata struct{ Namespace, UID, ResourceVersion string } `json:"metadata"`
+	}
+	if err := json.Unmarshal(objs[0], &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Metadata.Namespace != "default" || got.Metadata.UID != stored.UID || got.Metadata.ResourceVersion != fmt.Sprint(stored.ResourceVersion) {
+		t.Fatalf("metadata %+v, want namespace default, uid %s, resourceVersion %d", got.Metadata, stored.UID, stored.ResourceVersion)
+	}
 }

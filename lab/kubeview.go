@@ -100,7 +100,7 @@ func (v kubeView) selected(kind, namespace, name string, sel labels.Selector) ([
 			b, err = withGatewayAPIDefaults(k, b)
 		}
 		if err == nil {
-			b, err = v.serverObject(k, b)
+			b, err = v.serverObject(k, meta.Namespace, meta.Name, b)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("render %s %s/%s: %w", k, meta.Namespace, meta.Name, err)
@@ -280,7 +280,11 @@ func (v kubeView) list(k string) ([]kubeObject, error) {
 			if k == "Namespace" { // the API server's: a namespace is Active until deleted
 				raw = withStatus(raw, corev1.NamespaceStatus{Phase: corev1.NamespaceActive})
 			}
-			out = append(out, kubeWritten{RawMessage: withCreationTimestamp(raw, m.Metadata.CreationTimestamp), m: m.Metadata})
+			ns := m.Metadata.Namespace
+			if config.IsClusterScoped(k) {
+				ns = ""
+			}
+			out = append(out, kubeWritten{RawMessage: withCreationTimestamp(raw, ns, m.Metadata.CreationTimestamp), m: m.Metadata})
 		}
 	}
 	if k == "Namespace" {
@@ -395,8 +399,9 @@ func withStatus(raw json.RawMessage, status any) json.RawMessage {
 }
 
 // withCreationTimestamp returns an object as written with the creation time an API
-// server adds to its metadata.
-func withCreationTimestamp(raw json.RawMessage, t metav1.Time) json.RawMessage {
+// server adds to its metadata, and its namespace (that apply -n or the default gave an
+// object naming none; none for "", a cluster-scoped kind's).
+func withCreationTimestamp(raw json.RawMessage, namespace string, t metav1.Time) json.RawMessage {
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(raw, &obj) != nil {
 		return raw
@@ -410,6 +415,12 @@ func withCreationTimestamp(raw json.RawMessage, t metav1.Time) json.RawMessage {
 		return raw
 	}
 	meta["creationTimestamp"] = ts
+	delete(meta, "namespace")
+	if namespace != "" {
+		if meta["namespace"], err = json.Marshal(namespace); err != nil {
+			return raw
+		}
+	}
 	if obj["metadata"], err = json.Marshal(meta); err != nil {
 		return raw
 	}

@@ -123,6 +123,11 @@ func (d *describeWriter) line(level int, format string, a ...any) {
 
 // pairs writes Labels or Annotations as kubectl does: <none>, or one per line, sorted.
 func (d *describeWriter) pairs(title, sep string, m map[string]string) {
+	if _, ok := m[lastAppliedAnnotation]; ok && title == "Annotations" {
+		// kubectl describe leaves kubectl apply's record out.
+		m = maps.Clone(m)
+		delete(m, lastAppliedAnnotation)
+	}
 	if len(m) == 0 {
 		d.line(0, "%s:\t<none>", title)
 		return
@@ -135,6 +140,9 @@ func (d *describeWriter) pairs(title, sep string, m map[string]string) {
 		}
 	}
 }
+
+// lastAppliedAnnotation is kubectl apply's record of what it applied.
+const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 
 func (d *describeWriter) meta(m metav1.ObjectMeta, namespaced bool) {
 	d.line(0, "Name:\t%s", m.Name)

@@ -187,3 +187,6 @@ func fromServer(d document) bool {
 	_, rv := meta["resourceVersion"]
 	return uid || rv
 }
+
+// IsClusterScoped reports whether objects of kind belong to no namespace.
+func IsClusterScoped(kind string) bool { return clusterScoped[kind] }
