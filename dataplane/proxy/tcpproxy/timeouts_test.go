@@ -45,11 +45,14 @@ func roundTrip(t *testing.T, c net.Conn, msg string) {
 
 func TestIdleTimeoutClosesOnlyAnIdleConnection(t *testing.T) {
 	store := stats.NewStore()
-	c, done := proxied(t, &Config{StatPrefix: "idle", Cluster: "echo", IdleTimeout: 150 * time.Millisecond}, store, testutil.EchoServer(t).String())
-	// Traffic every 50ms keeps it open well past the timeout.
-	for i := 0; i < 8; i++ {
+	// The timeout is long against the gaps between round trips (20ms), so that a loaded
+	// machine's scheduling delays cannot make a busy connection look idle; the traffic
+	// lasts three timeouts.
+	const idle = 500 * time.Millisecond
+	c, done := proxied(t, &Config{StatPrefix: "idle", Cluster: "echo", IdleTimeout: idle}, store, testutil.EchoServer(t).String())
+	for start := time.Now(); time.Since(start) < 3*idle; {
 		roundTrip(t, c, "ping")
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
 	select {
 	case <-done:
