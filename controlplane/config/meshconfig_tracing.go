@@ -18,7 +18,8 @@ func meshTracingPaths() string {
 	return "enableTracing defaultConfig defaultConfig.tracing defaultConfig.tracing.sampling " +
 		"extensionProviders extensionProviders.name extensionProviders.zipkin " +
 		expand("extensionProviders.zipkin", "service port maxTagLength path enable64bitTraceId") + " " +
-		meshOTelTracingPaths()
+		meshOTelTracingPaths() + " " +
+		proxyTracingPaths() // meshconfig_tracing_default.go
 }
 
 // refusalAdvice is what to do instead of a refused field, by "Kind path", appended to
@@ -43,6 +44,7 @@ const zipkinInstead = "name a zipkin provider (samples/addons/extras/zipkin.yaml
 // validateMeshTracing checks the tracing fields as Istio's mesh validation does:
 // providers named once, with a service and a port.
 func validateMeshTracing(mc *meshv1alpha1.MeshConfig, p problems) {
+	validateProxyTracing(mc, p) // meshconfig_tracing_default.go
 	if s := mc.GetDefaultConfig().GetTracing().GetSampling(); s < 0 || s > 100 {
 		p.addf("spec.defaultConfig.tracing.sampling", "%g is not a percentage (0-100)", s)
 	}
@@ -82,5 +84,6 @@ func tracingModel(o *Object, mesh *model.MeshConfig) {
 		}
 	}
 	t.OTelProviders = otelTracingProviders(mc)
+	t.Default = proxyTracingModel(mc) // meshconfig_tracing_default.go
 	mesh.Tracing = t
 }

@@ -14,6 +14,34 @@ type MeshTracing struct {
 	Providers []ZipkinProvider
 	// OTelProviders are those with an opentelemetry tracer (tracing_otel.go).
 	OTelProviders []OTelTracingProvider
+	// Default is defaultConfig.tracing beyond its sampling: what istiod's legacy
+	// MeshConfig tracing (no Telemetry tracing applies) and pilot-agent's bootstrap read
+	// (tracing_default.go in controlplane/xds).
+	Default ProxyTracing
+}
+
+// ProxyTracing is ProxyConfig.tracing (MeshConfig's defaultConfig.tracing) as a lab
+// honours it.
+type ProxyTracing struct {
+	// ZipkinAddress is zipkin.address (host:port): pilot-agent puts Envoy's Zipkin tracer
+	// in the bootstrap, reporting to a STRICT_DNS cluster "zipkin" of that address; ""
+	// for none (Istio's default install sets no tracer).
+	ZipkinAddress string
+	// MaxPathTagLength is maxPathTagLength (0: Envoy's 256).
+	MaxPathTagLength uint32
+	// NoIstioTags is enableIstioTags: false (Istio's default is true).
+	NoIstioTags bool
+	// CustomTags are customTags, by tag name.
+	CustomTags map[string]ProxyTracingTag
+}
+
+// ProxyTracingTag is one of ProxyConfig.tracing's customTags: a literal value, an
+// environment variable or a request header (with its default value).
+type ProxyTracingTag struct {
+	Literal     string
+	Environment string
+	Header      string
+	Default     string
 }
 
 // DefaultTraceSampling is istiod's PILOT_TRACE_SAMPLING default, in percent.

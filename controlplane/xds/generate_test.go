@@ -69,9 +69,10 @@ func TestGenerateGolden(t *testing.T) {
 			// the outbound one; Istio's telemetry (telemetry.go): peer_metadata and
 			// istio.stats in each of the 5 HCMs, istio.stats before the 5 tcp_proxies
 			// but virtualOutbound's loop guard, istio.metadata_exchange first on the 8
-			// inbound chains, and on the 3 outbound and passthrough clusters.
-			if unpacked != 86 {
-				t.Errorf("unpacked %d typed configs, want 86", unpacked)
+			// inbound chains, and on the 3 outbound and passthrough clusters; istiod's
+			// UUID request_id_extension in each of the 5 HCMs (tracing_default.go).
+			if unpacked != 91 {
+				t.Errorf("unpacked %d typed configs, want 91", unpacked)
 			}
 			testutil.Golden(t, "hello-"+pod, dumpJSON(t, res))
 		})

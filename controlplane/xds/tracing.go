@@ -13,7 +13,6 @@ import (
 	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	metadatav3 "github.com/envoyproxy/go-control-plane/envoy/type/metadata/v3"
 	tracingv3 "github.com/envoyproxy/go-control-plane/envoy/type/tracing/v3"
-	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -36,9 +35,8 @@ import (
 // without provider (istiod's "provider lookup failed"); a collector service that does
 // not exist gives no block, as istiod's cluster lookup failure; disableSpanReporting
 // gives none. An opentelemetry provider gives envoy.tracers.opentelemetry
-// (tracing_otel.go). Without any Telemetry tracing istiod sends the legacy MeshConfig block
-// (enableTracing, the provider in the bootstrap): meshlab's generator does not
-// (docs/ARCHITECTURE.md, "Distributed tracing").
+// (tracing_otel.go). Without any Telemetry tracing istiod sends the legacy MeshConfig
+// block (tracing_default.go).
 
 const (
 	zipkinTracer         = "envoy.tracers.zipkin"
@@ -109,7 +107,10 @@ func tracingSpecFor(m *model.Model, pod *model.Pod) *tracingSpec {
 // tracingFor returns the tracing block of pod's HTTP connection managers, nil for none.
 func tracingFor(m *model.Model, pod *model.Pod, router bool) (*hcm.HttpConnectionManager_Tracing, error) {
 	spec := tracingSpecFor(m, pod)
-	if spec == nil || spec.disabled {
+	if spec == nil {
+		return legacyTracing(m, pod), nil // tracing_default.go
+	}
+	if spec.disabled {
 		return nil, nil
 	}
 	out := &hcm.HttpConnectionManager_Tracing{}
@@ -156,17 +157,17 @@ func tracingFor(m *model.Model, pod *model.Pod, router bool) (*hcm.HttpConnectio
 			out.MaxPathTagLength = wrapperspb.UInt32(p.MaxTagLength)
 		}
 	}
-	sampling := m.Mesh.Tracing.Sampling
-	if sampling == 0 || sampling > 100 {
-		sampling = model.DefaultTraceSampling
-	}
+	sampling := meshSampling(m)
 	if spec.sampling != nil {
 		sampling = *spec.sampling
 	}
-	out.ClientSampling = &typev3.Percent{Value: 100}
-	out.OverallSampling = &typev3.Percent{Value: 100}
-	out.RandomSampling = &typev3.Percent{Value: sampling}
-	out.CustomTags = tracingTags(pod, spec)
+	setSampling(out, sampling)
+	out.CustomTags = tracingTags(pod, spec, m.Mesh.Tracing.Default)
+	// istiod falls back to defaultConfig.tracing.maxPathTagLength when the provider
+	// sets none.
+	if out.MaxPathTagLength == nil && m.Mesh.Tracing.Default.MaxPathTagLength != 0 {
+		out.MaxPathTagLength = wrapperspb.UInt32(m.Mesh.Tracing.Default.MaxPathTagLength)
+	}
 	return out, nil
 }
 
@@ -195,8 +196,9 @@ func lookupTracingCluster(m *model.Model, service string, port uint16) (hostname
 
 // tracingTags are istiod's custom tags, sorted by name: the workload's canonical
 // service and revision, mesh, namespace and cluster (literals), the authorization
-// dry-run results (request metadata of the RBAC filter), and the Telemetry's own.
-func tracingTags(pod *model.Pod, spec *tracingSpec) []*tracingv3.CustomTag {
+// dry-run results (request metadata of the RBAC filter), and the Telemetry's own, or
+// without any defaultConfig.tracing's customTags (istiod's configureCustomTags).
+func tracingTags(pod *model.Pod, spec *tracingSpec, proxy model.ProxyTracing) []*tracingv3.CustomTag {
 	var tags []*tracingv3.CustomTag
 	literal := func(name, v string) *tracingv3.CustomTag {
 		return &tracingv3.CustomTag{Tag: name, Type: &tracingv3.CustomTag_Literal_{Literal: &tracingv3.CustomTag_Literal{Value: v}}}
@@ -220,6 +222,9 @@ func tracingTags(pod *model.Pod, spec *tracingSpec) []*tracingv3.CustomTag {
 				}},
 			}}})
 		}
+	}
+	if len(spec.customTags) == 0 {
+		tags = append(tags, proxyConfigTags(proxy)...) // tracing_default.go
 	}
 	for name, ct := range spec.customTags {
 		t := &tracingv3.CustomTag{Tag: name}
@@ -250,11 +255,10 @@ func addPodTracing(ls []types.Resource, m *model.Model, pod *model.Pod, router b
 }
 
 // addTracing sets tr as the tracing block of every HTTP connection manager of the
-// listeners, as istiod's buildHTTPConnectionManager does for each it builds.
+// listeners, and Envoy's UUID request id extension with
+// use_request_id_for_trace_sampling, as istiod's buildHTTPConnectionManager does for
+// each it builds (with or without tracing).
 func addTracing(ls []types.Resource, tr *hcm.HttpConnectionManager_Tracing) error {
-	if tr == nil {
-		return nil
-	}
 	for _, r := range ls {
 		l, ok := r.(*listener.Listener)
 		if !ok {
@@ -274,6 +278,7 @@ func addTracing(ls []types.Resource, tr *hcm.HttpConnectionManager_Tracing) erro
 					return fmt.Errorf("unpack %s of listener %s: %w", f.GetName(), l.GetName(), err)
 				}
 				h.Tracing = tr
+				h.RequestIdExtension = uuidRequestID()
 				cfg, err := typed(h)
 				if err != nil {
 					return err

@@ -1,0 +1,98 @@
+package xds
+
+import (
+	"slices"
+	"strings"
+	"sync"
+
+	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	uuidv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/request_id/uuid/v3"
+	tracingv3 "github.com/envoyproxy/go-control-plane/envoy/type/tracing/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/meshlab/meshlab/controlplane/model"
+)
+
+// The legacy MeshConfig tracing, as istiod's configureTracingFromTelemetry sends it when
+// no Telemetry tracing applies to a proxy: with enableTracing (Istio's default true)
+// every HTTP connection manager gets a tracing block without a provider, 100 % client
+// and overall sampling, random sampling from defaultConfig.tracing.sampling (else
+// PILOT_TRACE_SAMPLING's 1 %; above 100, 1 %), Istio's custom tags (unless
+// defaultConfig.tracing.enableIstioTags is false) with defaultConfig.tracing.customTags,
+// and its maxPathTagLength. Envoy then takes the trace decision on every request (packed
+// into x-request-id) and makes spans with the bootstrap's tracer, which pilot-agent
+// writes from defaultConfig.tracing.zipkin.address (dataplane/agent's bootstrap); a
+// proxy without one makes none. enableTracing: false sends no block.
+
+// legacyTracing is the block of pod's HTTP connection managers without Telemetry
+// tracing, nil under enableTracing: false.
+func legacyTracing(m *model.Model, pod *model.Pod) *hcm.HttpConnectionManager_Tracing {
+	if m.Mesh.Tracing.Off {
+		return nil
+	}
+	d := m.Mesh.Tracing.Default
+	out := &hcm.HttpConnectionManager_Tracing{}
+	setSampling(out, meshSampling(m))
+	out.CustomTags = tracingTags(pod, &tracingSpec{istioTags: !d.NoIstioTags}, d)
+	if d.MaxPathTagLength != 0 {
+		out.MaxPathTagLength = wrapperspb.UInt32(d.MaxPathTagLength)
+	}
+	return out
+}
+
+// meshSampling is istiod's proxyConfigSamplingValue: defaultConfig.tracing.sampling
+// when set, 1 % when above 100, else PILOT_TRACE_SAMPLING's default.
+func meshSampling(m *model.Model) float64 {
+	s := m.Mesh.Tracing.Sampling
+	if s == 0 || s > 100 {
+		return model.DefaultTraceSampling
+	}
+	return s
+}
+
+// setSampling is istiod's configureSampling: all clients and the overall rate at 100 %,
+// the random rate at random percent.
+func setSampling(t *hcm.HttpConnectionManager_Tracing, random float64) {
+	t.ClientSampling = &typev3.Percent{Value: 100}
+	t.OverallSampling = &typev3.Percent{Value: 100}
+	t.RandomSampling = &typev3.Percent{Value: random}
+}
+
+// proxyConfigTags are defaultConfig.tracing.customTags as Envoy custom tags
+// (istiod's buildCustomTagsFromProxyConfig), sorted by name.
+func proxyConfigTags(d model.ProxyTracing) []*tracingv3.CustomTag {
+	tags := make([]*tracingv3.CustomTag, 0, len(d.CustomTags))
+	for name, ct := range d.CustomTags {
+		t := &tracingv3.CustomTag{Tag: name}
+		switch {
+		case ct.Environment != "":
+			t.Type = &tracingv3.CustomTag_Environment_{Environment: &tracingv3.CustomTag_Environment{Name: ct.Environment, DefaultValue: ct.Default}}
+		case ct.Header != "":
+			t.Type = &tracingv3.CustomTag_RequestHeader{RequestHeader: &tracingv3.CustomTag_Header{Name: ct.Header, DefaultValue: ct.Default}}
+		default:
+			t.Type = &tracingv3.CustomTag_Literal_{Literal: &tracingv3.CustomTag_Literal{Value: ct.Literal}}
+		}
+		tags = append(tags, t)
+	}
+	slices.SortFunc(tags, func(a, b *tracingv3.CustomTag) int { return strings.Compare(a.GetTag(), b.GetTag()) })
+	return tags
+}
+
+// uuidRequestIDAny is istiod's UUIDRequestIDExtension, on every HTTP connection manager
+// it builds: Envoy's UUID x-request-id, whose trace decision (packed in the id) the
+// next hops reuse (use_request_id_for_trace_sampling), so a request sampled at 1 % is
+// sampled by every proxy it crosses. Built once: it never changes.
+var uuidRequestIDAny = sync.OnceValue(func() *anypb.Any {
+	a, err := anypb.New(&uuidv3.UuidRequestIdConfig{UseRequestIdForTraceSampling: wrapperspb.Bool(true)})
+	if err != nil {
+		panic(err) // a constant message always marshals
+	}
+	return a
+})
+
+// uuidRequestID returns the request_id_extension of istiod's HTTP connection managers.
+func uuidRequestID() *hcm.RequestIDExtension {
+	return &hcm.RequestIDExtension{TypedConfig: uuidRequestIDAny()}
+}
