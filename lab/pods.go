@@ -266,6 +266,9 @@ func (l *Lab) agentConfig(slot int, p *model.Pod) agent.Config {
 		SecureMetricsPort:        p.Sidecar.SecureMetricsPort,
 		SecureMergedMetricsPort:  p.Sidecar.SecureMergedMetricsPort,
 		MetricsLocalhostOnly:     p.Sidecar.MetricsLocalhostOnly,
+		// The proxy config pilot-agent reads when the pod starts: the bootstrap's
+		// Zipkin tracer (defaultConfig.tracing.zipkin; a later change needs a restart).
+		ZipkinAddress: l.model.Mesh.Tracing.Default.ZipkinAddress,
 	}
 }
 

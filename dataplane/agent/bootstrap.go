@@ -5,8 +5,10 @@ import (
 	_ "embed" // the bootstrap template
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"sort"
+	"strconv"
 	"sync"
 	"text/template"
 	"unicode/utf8"
@@ -54,6 +56,11 @@ type bootstrapParams struct {
 	// 127.0.0.1.
 	SecureMetricsPort, SecureMergedMetricsPort uint16
 	MetricsLocalhostOnly                       bool
+	// ZipkinHost and ZipkinPort are defaultConfig.tracing.zipkin.address: the
+	// bootstrap's tracing.http (Envoy's Zipkin tracer) reports to the STRICT_DNS
+	// cluster "zipkin" of that address, as Istio's envoy_bootstrap.json; "" for none.
+	ZipkinHost string
+	ZipkinPort uint16
 
 	// Waypoint is Istio's waypoint bootstrap (pkg/bootstrap/config.go for a "waypoint~"
 	// node): delta ADS, and the bootstrap extensions metadata_discovery (WDS Workload
@@ -76,9 +83,15 @@ func renderBootstrap(c Config) ([]byte, error) {
 			return nil, fmt.Errorf("render bootstrap: %s %q is not valid UTF-8", f.name, f.v)
 		}
 	}
+	zhost, zport, err := zipkinAddress(c.ZipkinAddress)
+	if err != nil {
+		return nil, err
+	}
 	var out bytes.Buffer
 	out.Grow(len(bootstrapTemplateText) + len(md))
 	err = bootstrapTemplate().Execute(&out, bootstrapParams{
+		ZipkinHost:     zhost,
+		ZipkinPort:     zport,
 		NodeID:         c.NodeID,
 		Cluster:        c.ServiceCluster,
 		Metadata:       md,
@@ -98,6 +111,23 @@ func renderBootstrap(c Config) ([]byte, error) {
 		return nil, fmt.Errorf("render bootstrap: %w", err)
 	}
 	return out.Bytes(), nil
+}
+
+// zipkinAddress splits the tracer's host:port as pilot-agent's addressConverter does
+// ("" for no tracer), refusing what is not one.
+func zipkinAddress(addr string) (string, uint16, error) {
+	if addr == "" {
+		return "", 0, nil
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("render bootstrap: unable to parse zipkin address %q: %w", addr, err)
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || p == 0 || host == "" || !utf8.ValidString(host) {
+		return "", 0, fmt.Errorf("render bootstrap: zipkin address %q: want host:port with a port 1-65535", addr)
+	}
+	return host, uint16(p), nil
 }
 
 // jsonValue is the template's json function: v as a JSON value, without HTML escaping

@@ -2,9 +2,11 @@ package agent
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +19,7 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	metricsv3 "github.com/envoyproxy/go-control-plane/envoy/config/metrics/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	tracev3 "github.com/envoyproxy/go-control-plane/envoy/config/trace/v3"
 	filev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	tlsinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
@@ -53,6 +56,20 @@ func TestBootstrapGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.Golden(t, "bootstrap", data)
+	// With the mesh's defaultConfig.tracing.zipkin.address: Istio's tracer and its
+	// cluster (testdata/contract/agent-bootstrap-zipkin.json in the proxy is a copy).
+	c := fixedPod()
+	c.ZipkinAddress = "zipkin.istio-system:9411"
+	if data, err = renderBootstrap(c); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Golden(t, "bootstrap-zipkin", data)
+	for _, bad := range []string{"zipkin.istio-system", "zipkin:0", ":9411", "zipkin:http"} {
+		c.ZipkinAddress = bad
+		if _, err := renderBootstrap(c); err == nil || !strings.Contains(err.Error(), "zipkin address") {
+			t.Errorf("zipkin address %q: renderBootstrap = %v, want it refused", bad, err)
+		}
+	}
 }
 
 // The template renders exactly the typed envoy.config.bootstrap.v3.Bootstrap below (the
@@ -80,6 +97,7 @@ func TestBootstrapMatchesTypedBuild(t *testing.T) {
 			c.SecureMetricsPort, c.SecureMergedMetricsPort, c.MetricsLocalhostOnly = 15091, 15092, true
 		}},
 		{name: "secure merged metrics only", mutate: func(c *Config) { c.SecureMergedMetricsPort = 15092 }},
+		{name: "zipkin tracer", mutate: func(c *Config) { c.ZipkinAddress = "zipkin.istio-system:9411" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := fixedPod()
@@ -103,6 +121,9 @@ func TestBootstrapMatchesTypedBuild(t *testing.T) {
 			// admin access log, xds and sds-grpc http protocol options, and per listener an
 			// HCM and a router; a secure listener's TLS inspector and TLS context too.
 			anys := 7
+			if c.ZipkinAddress != "" {
+				anys++ // the Zipkin tracer's config
+			}
 			for _, p := range []uint16{c.SecureMetricsPort, c.SecureMergedMetricsPort} {
 				if p != 0 {
 					anys += 4
@@ -245,7 +266,7 @@ func typedBootstrap(t *testing.T, c Config) *bootstrapv3.Bootstrap {
 			[2]string{"/stats/prometheus", agentClusterName}, [2]string{"/metrics", agentClusterName}))
 	}
 	listeners = append(listeners, httpListener(t, "agent", HealthPort, "/healthz/ready", agentClusterName))
-	return &bootstrapv3.Bootstrap{
+	b := &bootstrapv3.Bootstrap{
 		Node: &corev3.Node{
 			Id:            c.NodeID,
 			Cluster:       c.ServiceCluster,
@@ -297,6 +318,26 @@ func typedBootstrap(t *testing.T, c Config) *bootstrapv3.Bootstrap {
 			Listeners: listeners,
 		},
 	}
+	if c.ZipkinAddress != "" {
+		// Istio's envoy_bootstrap.json with defaultConfig.tracing.zipkin.
+		host, port, err := net.SplitHostPort(c.ZipkinAddress)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _ := strconv.Atoi(port)
+		z := staticCluster("zipkin", tcpAddress(host, uint32(p)))
+		z.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STRICT_DNS}
+		z.AltStatName, z.RespectDnsTtl, z.DnsLookupFamily = "zipkin;", true, clusterv3.Cluster_V4_ONLY
+		z.DnsRefreshRate, z.LbPolicy = durationpb.New(30*time.Second), clusterv3.Cluster_ROUND_ROBIN
+		b.StaticResources.Clusters = append(b.StaticResources.Clusters, z)
+		b.Tracing = &tracev3.Tracing{Http: &tracev3.Tracing_Http{Name: "envoy.tracers.zipkin", ConfigType: &tracev3.Tracing_Http_TypedConfig{
+			TypedConfig: mustAny(t, &tracev3.ZipkinConfig{
+				CollectorCluster: "zipkin", CollectorEndpoint: "/api/v2/spans", CollectorEndpointVersion: tracev3.ZipkinConfig_HTTP_JSON,
+				TraceId_128Bit: true, SharedSpanContext: wrapperspb.Bool(false),
+			}),
+		}}}
+	}
+	return b
 }
 
 // secureMetricsListener is Istio's mTLS metrics listener on 0.0.0.0:port (its bootstrap's

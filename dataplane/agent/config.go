@@ -86,6 +86,11 @@ type Config struct {
 	// client but the pod's loopback, as pilot-agent does.
 	MetricsLocalhostOnly bool
 
+	// ZipkinAddress is optional: the mesh's defaultConfig.tracing.zipkin.address
+	// (host:port), from which the bootstrap gets Envoy's Zipkin tracer and its
+	// STRICT_DNS cluster "zipkin", as pilot-agent writes them; "" for no tracer.
+	ZipkinAddress string
+
 	// AppMetricsPort and AppMetricsPath are optional: where the app serves its own
 	// Prometheus metrics (the pod's prometheus.io/port and prometheus.io/path annotations,
 	// which Istio's injector hands pilot-agent as ISTIO_PROMETHEUS_ANNOTATIONS); the

@@ -54,6 +54,7 @@ const (
 	flagAppMetricsPath           = "app-metrics-path"
 	flagProxyless                = "proxyless"
 	flagAppUID                   = "app-uid"
+	flagZipkinAddress            = "zipkin-address"
 )
 
 // Args returns the argv after "meshlab agent" that makes BindFlags (and ParseProxyArgs,
@@ -123,6 +124,7 @@ func Args(c Config) []string {
 	str(flagSystemCAFile, c.SystemCAFile)
 	num(flagAppMetricsPort, uint64(c.AppMetricsPort))
 	str(flagAppMetricsPath, c.AppMetricsPath)
+	str(flagZipkinAddress, c.ZipkinAddress)
 	if c.Proxyless {
 		a = append(a, "--"+flagProxyless)
 	}
@@ -180,6 +182,7 @@ func BindFlags(fs *pflag.FlagSet) func() (Config, error) {
 	fs.Uint16Var(&c.SecureMetricsPort, flagSecureMetricsPort, 0, "mTLS listener of the proxy's stats, as ENVOY_SECURE_METRICS_PORT (0: none)")
 	fs.Uint16Var(&c.SecureMergedMetricsPort, flagSecureMergedMetricsPort, 0, "mTLS listener of the merged metrics, as ENVOY_SECURE_MERGED_METRICS_PORT (0: none)")
 	fs.BoolVar(&c.MetricsLocalhostOnly, flagMetricsLocalhostOnly, false, "the proxy's 15090 on 127.0.0.1 and the status port's metrics for the pod's loopback only, as METRICS_LOCALHOST_ACCESS_ONLY")
+	fs.StringVar(&c.ZipkinAddress, flagZipkinAddress, "", "host:port of the Zipkin collector (the mesh's defaultConfig.tracing.zipkin.address): the bootstrap's tracer (none when empty)")
 	fs.BoolVar(&c.Proxyless, flagProxyless, false, "proxyless gRPC (Istio's grpc-agent template): no proxy; write the gRPC bootstrap and certificate files, relay xDS on a socket for the app")
 	fs.Uint32Var(&c.AppUID, flagAppUID, 0, "the app's uid, owner of the key file and XDS socket in proxyless mode")
 	return func() (Config, error) {

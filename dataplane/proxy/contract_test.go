@@ -23,11 +23,23 @@ import (
 // says whether the proxy still takes it.
 
 func TestAcceptsTheAgentBootstrap(t *testing.T) {
-	opts, err := ParseArgs([]string{"--mode", "validate", "-c", filepath.Join("testdata", "contract", "agent-bootstrap.json")})
+	// With defaultConfig.tracing.zipkin the bootstrap's tracer is the zipkin cluster's.
+	opts, err := ParseArgs([]string{"--mode", "validate", "-c", filepath.Join("testdata", "contract", "agent-bootstrap-zipkin.json")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s, err := New(opts, testutil.Logger(t), nil)
+	if err != nil {
+		t.Fatalf("the agent's bootstrap with a zipkin tracer is refused: %v", err)
+	}
+	if s.bootTracer == nil || s.bootTracer.Cluster != "zipkin" {
+		t.Errorf("bootstrap tracer %+v, want Zipkin to the zipkin cluster", s.bootTracer)
+	}
+	opts, err = ParseArgs([]string{"--mode", "validate", "-c", filepath.Join("testdata", "contract", "agent-bootstrap.json")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err = New(opts, testutil.Logger(t), nil)
 	if err != nil {
 		t.Fatalf("the agent's bootstrap is refused: %v", err)
 	}

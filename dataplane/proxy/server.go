@@ -64,6 +64,9 @@ type Server struct {
 	node            *corev3.Node
 	staticClusters  []*cluster.Config
 	staticListeners []*listener.Config
+	// bootTracer is the bootstrap's tracing.http, the tracer of HCMs whose tracing
+	// names no provider; nil for none.
+	bootTracer *tracing.Zipkin
 
 	stats    *stats.Store
 	clusters *cluster.Manager
@@ -166,6 +169,9 @@ func New(opts Options, logger *slog.Logger, levels *envoylog.Levels) (*Server, e
 			return nil, fmt.Errorf("bootstrap: dynamic_resources.ads_config: envoy_grpc: unknown cluster '%s'", name)
 		}
 	}
+	if s.bootTracer, err = bootstrap.Tracer(b, s.hasStaticCluster); err != nil { // bootstrap/tracing.go
+		return nil, err
+	}
 	s.init = initState{
 		cdsWanted: b.GetDynamicResources().GetCdsConfig() != nil,
 		ldsWanted: b.GetDynamicResources().GetLdsConfig() != nil,
@@ -265,7 +271,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	defer s.clusters.Close()
 	tracer := tracing.New(tracing.Node{ID: s.node.GetId(), Cluster: s.node.GetCluster(), Zone: s.node.GetLocality().GetZone(), Address: httpconn.LocalAddress()},
-		s.clusters, s.stats, s.log.With("component", "tracing"))
+		s.clusters, s.stats, s.log.With("component", "tracing")).WithDefault(s.bootTracer)
 	defer tracer.Close() // the OTLP/gRPC exporters' channels
 	s.listeners = listener.NewManager(listener.Deps{
 		Clusters: s.clusters, Routes: s.routes, Stats: s.stats, Logger: s.log.With("component", "conn_handler"),

@@ -73,7 +73,7 @@ func Parse(data []byte, isJSON, allowUnknown bool, b *bootstrapv3.Bootstrap) err
 var allow = fieldcheck.Allow{
 	"envoy.config.bootstrap.v3.Bootstrap": {"node", "static_resources", "dynamic_resources", "admin",
 		"application_log_config", "layered_runtime", "cluster_manager", "deferred_stat_options", "bootstrap_extensions",
-		"stats_config"}, // statsconfig.go
+		"stats_config", "tracing"}, // statsconfig.go, tracing.go
 	"envoy.config.bootstrap.v3.Bootstrap.ApplicationLogConfig":           {"log_format"},
 	"envoy.config.bootstrap.v3.Bootstrap.ApplicationLogConfig.LogFormat": {"json_format", "text_format"},
 	"envoy.config.bootstrap.v3.LayeredRuntime":                           {"layers"},
@@ -90,7 +90,7 @@ var allow = fieldcheck.Allow{
 	"envoy.config.core.v3.GrpcService.EnvoyGrpc":                         {"cluster_name"},
 	"envoy.config.core.v3.Address":                                       {"socket_address"},
 	"envoy.config.core.v3.SocketAddress":                                 {"address", "port_value", "protocol"},
-}.Merge(statsConfigAllow)
+}.Merge(statsConfigAllow).Merge(tracingAllow)
 
 // Check validates b (ValidateAll) and refuses fields the proxy does not implement outside
 // the static listeners and clusters, which their own compilers check.

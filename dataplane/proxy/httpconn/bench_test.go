@@ -123,6 +123,12 @@ func benchmarkSidecar(b *testing.B, mtls bool) {
 // in front of a backend answering 1 KB with the server sidecar's peer metadata.
 func newSidecarLab(b *testing.B, mtls bool) *lab {
 	b.Helper()
+	return newSidecarLabWith(b, mtls, nil)
+}
+
+// newSidecarLabWith is newSidecarLab with extra applied to the HCM last.
+func newSidecarLabWith(b *testing.B, mtls bool, extra func(*hcmv3.HttpConnectionManager)) *lab {
+	b.Helper()
 	// The server's sidecar answers with its own metadata; the local node (process-wide)
 	// is the client's.
 	peer.SetLocal(sidecarNode(b, "server-0", "server"))
@@ -168,6 +174,9 @@ func newSidecarLab(b *testing.B, mtls bool) *lab {
 			})}},
 			{Name: "istio.stats", ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: typedStructAny(b, istiostats.ConfigType, map[string]any{})}},
 			{Name: RouterFilterName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(b, &routerv3.Router{})}},
+		}
+		if extra != nil {
+			extra(h)
 		}
 	}
 	l := newLabHCM(b, mutate, []*cluster.Config{upstream},

@@ -145,9 +145,9 @@ func compileTracing(h *hcmv3.HttpConnectionManager) (*Tracing, error) {
 	for i, ct := range t.GetCustomTags() {
 		if _, ok := ct.GetType().(*tracingv3.CustomTag_Value); ok && t.GetProvider() == nil {
 			// istiod's waypoints tag spans with substitution formats
-			// (%FILTER_STATE(upstream_peer_obj:FIELD:app)%); without a provider no span
-			// is ever made, so there is nothing to tag, as in Envoy. With one the tag is
-			// refused by compileCustomTag.
+			// (%FILTER_STATE(upstream_peer_obj:FIELD:app)%); without a provider only the
+			// bootstrap's tracer (tracing.http) makes spans, and those go without these
+			// tags here. With a provider the tag is refused by compileCustomTag.
 			continue
 		}
 		tag, err := compileCustomTag(ct)

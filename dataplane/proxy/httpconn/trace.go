@@ -69,20 +69,37 @@ func compileCustomTag(ct *tracingv3.CustomTag) (customTag, error) {
 	return t, nil
 }
 
-// startSpan begins the request's span when the HCM has a provider.
+// provider is the tracer of the HCM's spans: its tracing block's provider, else the
+// bootstrap's tracer (Envoy's bootstrap tracing.http, which pilot-agent writes from
+// defaultConfig.tracing.zipkin for istiod's legacy MeshConfig tracing), nil for none.
+func (rt *router) provider() tracing.Provider {
+	if p := rt.cfg.Tracing.Provider; p != nil {
+		return p
+	}
+	if z := rt.deps.Tracer.Default(); z != nil {
+		return z
+	}
+	return nil
+}
+
+// startSpan begins the request's span when the HCM has a tracer.
 func (rt *router) startSpan(x *exchange) {
 	t := rt.cfg.Tracing
-	if t == nil || t.Provider == nil {
+	if t == nil {
 		return
 	}
-	kind := t.Provider.SpanKind(rt.ds.Inbound, t.SpawnUpstream)
+	p := rt.provider()
+	if p == nil {
+		return
+	}
+	kind := p.SpanKind(rt.ds.Inbound, t.SpawnUpstream)
 	// Envoy's default operation ("ingress", "egress <host>") until the route's
 	// decorator names it.
 	name := "ingress"
 	if !rt.ds.Inbound {
 		name = "egress " + x.r.Host
 	}
-	x.span = t.Provider.Start(x.r.Header, kind, name, x.traced, x.start)
+	x.span = p.Start(x.r.Header, kind, name, x.traced, x.start)
 }
 
 // decorateRequest is what the HCM's tracing does to a routed request: an egress one
@@ -231,12 +248,12 @@ func (rt *router) finishSpan(x *exchange, code int) {
 		}
 		u.Finish(now)
 		if rt.deps.Tracer != nil {
-			rt.deps.Tracer.Report(t.Provider, u)
+			rt.deps.Tracer.Report(rt.provider(), u)
 		}
 	}
 	s.Finish(now)
 	if rt.deps.Tracer != nil {
-		rt.deps.Tracer.Report(t.Provider, s)
+		rt.deps.Tracer.Report(rt.provider(), s)
 	}
 }
 

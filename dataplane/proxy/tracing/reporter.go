@@ -49,6 +49,10 @@ type Tracer struct {
 	timer    *stats.Stat // tracing.zipkin.timer_flushed
 	otel     otelStats
 
+	// def is the bootstrap's tracer (tracing.http), which an HCM whose tracing names no
+	// provider uses; nil for none. Set before the tracer is shared.
+	def *Zipkin
+
 	mu        sync.Mutex
 	reporters map[string]*reporter        // by collector: cluster, host, path
 	conns     map[string]*grpc.ClientConn // OTLP/gRPC exporters' channels, by cluster and authority
@@ -76,6 +80,22 @@ func (t *Tracer) Close() {
 	for _, c := range conns {
 		_ = c.Close()
 	}
+}
+
+// WithDefault sets the bootstrap's tracer (Envoy's bootstrap tracing.http): the one an
+// HTTP connection manager whose tracing block has no provider uses. It returns t; call
+// it before t is shared.
+func (t *Tracer) WithDefault(z *Zipkin) *Tracer {
+	t.def = z
+	return t
+}
+
+// Default is the bootstrap's tracer, nil without one (or on a nil Tracer).
+func (t *Tracer) Default() *Zipkin {
+	if t == nil {
+		return nil
+	}
+	return t.def
 }
 
 // Node is the node the tracer's spans describe.
