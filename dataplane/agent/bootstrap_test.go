@@ -327,9 +327,11 @@ func typedBootstrap(t *testing.T, c Config) *bootstrapv3.Bootstrap {
 		p, _ := strconv.Atoi(port)
 		z := staticCluster("zipkin", tcpAddress(host, uint32(p)))
 		z.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STRICT_DNS}
-		z.AltStatName, z.RespectDnsTtl, z.DnsLookupFamily = "zipkin;", true, clusterv3.Cluster_V4_ONLY
-		z.DnsRefreshRate, z.LbPolicy = durationpb.New(30*time.Second), clusterv3.Cluster_ROUND_ROBIN
+		// Deprecated in Envoy's API, still what Istio's template writes and Envoy honours.
+		z.AltStatName, z.RespectDnsTtl, z.DnsLookupFamily = "zipkin;", true, clusterv3.Cluster_V4_ONLY //nolint:staticcheck // as Istio's envoy_bootstrap.json
+		z.DnsRefreshRate, z.LbPolicy = durationpb.New(30*time.Second), clusterv3.Cluster_ROUND_ROBIN   //nolint:staticcheck // as Istio's envoy_bootstrap.json
 		b.StaticResources.Clusters = append(b.StaticResources.Clusters, z)
+		//nolint:staticcheck // Istio's bootstrap tracer is still the deprecated bootstrap field
 		b.Tracing = &tracev3.Tracing{Http: &tracev3.Tracing_Http{Name: "envoy.tracers.zipkin", ConfigType: &tracev3.Tracing_Http_TypedConfig{
 			TypedConfig: mustAny(t, &tracev3.ZipkinConfig{
 				CollectorCluster: "zipkin", CollectorEndpoint: "/api/v2/spans", CollectorEndpointVersion: tracev3.ZipkinConfig_HTTP_JSON,

@@ -21,7 +21,7 @@ var tracingAllow = fieldcheck.Allow{
 // tracer exists here; its collector cluster must be one of the bootstrap's static
 // clusters, as Envoy checks it when it makes the tracer (pilot-agent's "zipkin").
 func Tracer(b *bootstrapv3.Bootstrap, hasCluster func(string) bool) (*tracing.Zipkin, error) {
-	t := b.GetTracing()
+	t := b.GetTracing() //nolint:staticcheck // deprecated in Envoy's API, still what Istio's bootstrap writes and Envoy honours
 	if t == nil {
 		return nil, nil
 	}
