@@ -59,7 +59,7 @@ var Personas = []string{
 	PersonaHTTPBin, PersonaGoHTTPBin, PersonaSleep, PersonaProductPage, PersonaDetails,
 	PersonaReviewsV1, PersonaReviewsV2, PersonaReviewsV3, PersonaRatings,
 	PersonaHelloWorld, PersonaTCPEcho, PersonaGRPCEcho, PersonaFortio, PersonaNginx,
-	PersonaSquid, PersonaOTelCollector, PersonaZipkin, PersonaJaeger,
+	PersonaSquid, PersonaOTelCollector, PersonaZipkin, PersonaJaeger, PersonaGrafana,
 }
 
 // Config is what one demo app instance is and does.

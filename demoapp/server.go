@@ -63,6 +63,9 @@ func Run(ctx context.Context, c Config, log *slog.Logger) error {
 	if !addr.IsValid() {
 		addr = netip.IPv4Unspecified()
 	}
+	if c.Persona == PersonaGrafana {
+		return serveGrafana(ctx, addr.String(), c.VolumeRoot, log) // grafana.go: on its http_port
+	}
 	ports, prefix := c.Ports, ""
 	if c.Persona == PersonaTCPEcho {
 		ports, prefix, _ = tcpEchoArgs(c.PersonaArgs) // validated above

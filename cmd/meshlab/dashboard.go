@@ -49,7 +49,10 @@ port, else a free one), prints its URL and serves until Ctrl-C.
   jaeger, zipkin   the pod of samples/addons/jaeger.yaml (extras/zipkin.yaml): meshlab's
                   span store, which takes the proxies' Zipkin spans and answers Jaeger's
                   (/jaeger/api) and Zipkin's (/api/v2) query APIs, with no UI of its own
-  grafana, kiali, skywalking: the pod of the samples/addons file (its app runs
+  grafana         the pod of samples/addons/grafana.yaml: Grafana's HTTP API (/api/search,
+                  /api/dashboards/uid/..., the data source proxy to the lab's
+                  Prometheus) on the sample's dashboards, with no UI
+  kiali, skywalking: the pod of the samples/addons file (its app runs
                   meshlab's demo app); without it istioctl's "no pods found"
   controlz        refused with the reason`,
 		Args: cobra.NoArgs,

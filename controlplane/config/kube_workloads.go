@@ -373,6 +373,7 @@ var imagePersonas = map[string]string{
 	"openzipkin/zipkin-slim":                         "zipkin",
 	"jaegertracing/jaeger":                           "jaeger",
 	"jaegertracing/all-in-one":                       "jaeger",
+	"grafana/grafana":                                "grafana",
 	"nginx":                                          "nginx", // demoapp/nginx.go: TLS on every port
 	"library/nginx":                                  "nginx",
 	"sameersbn/squid":                                "squid", // demoapp/squid.go: the http-proxy task's forward proxy
