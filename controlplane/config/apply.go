@@ -108,6 +108,7 @@ func (s *Scenario) Apply(files ...File) (*Scenario, []Change, error) {
 			if o == nil || !ok {
 				continue
 			}
+			o.recordBytes = recordSize(d)
 			added = append(added, o)
 		}
 	}

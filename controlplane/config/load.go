@@ -125,6 +125,9 @@ type Object struct {
 	secret *model.Secret
 	// kube is set for a Pod, Deployment, ReplicaSet, StatefulSet or DaemonSet.
 	kube *kubeWorkload
+	// recordBytes is the size of the last-applied-configuration the lab wrote into JSON
+	// (withLastApplied): the size limits count the object as written.
+	recordBytes int
 }
 
 // LoadFile reads and validates the scenario file at path. Messages name the file by its
@@ -158,6 +161,9 @@ func Load(file string, data []byte) (*Scenario, error) {
 			d = withLastApplied(d, "")
 		}
 		o, ok := decodeDocument(file, "", d, &errs)
+		if o != nil {
+			o.recordBytes = recordSize(d)
+		}
 		switch {
 		case o == nil:
 		case ok:

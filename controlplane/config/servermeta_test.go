@@ -240,3 +240,22 @@ func TestApplyAfterCreateIsConfiguredAndUnrecorded(t *testing.T) {
 		t.Fatalf("apply again: %+v, want unchanged", changes)
 	}
 }
+
+// TestLastAppliedIsNotCountedInTheSizeLimit: the lab's size limit weighs objects as
+// written; kubectl apply's record of each (the object again) is not counted.
+func TestLastAppliedIsNotCountedInTheSizeLimit(t *testing.T) {
+	t.Parallel()
+	doc := []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {a: b}\n")
+	plain, _, err := (&Scenario{}).Apply(File{Name: "c.yaml", Data: doc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied, _, err := (&Scenario{}).Apply(File{Name: "c.yaml", Data: doc, LastApplied: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, a := plain.Objects[0], applied.Objects[0]
+	if len(a.JSON) <= len(p.JSON) || len(a.JSON)-a.recordBytes > len(p.JSON)+len(`"annotations":{},`) {
+		t.Fatalf("weights: applied %d - record %d, created %d", len(a.JSON), a.recordBytes, len(p.JSON))
+	}
+}
