@@ -76,3 +76,27 @@ func TestAbortInterruptsTheExchange(t *testing.T) {
 		t.Errorf("%d connections dialed, want 3 (the interrupted one and the refused one closed, one for the last)", n)
 	}
 }
+
+// TestFireGenerationFiresOnlyItsRequest: the route timeout's timer fires the hook for the
+// request it was set for (its exchange is interrupted), and nothing once the connection
+// serves the next request (a timer that ran late must not end another request).
+func TestFireGenerationFiresOnlyItsRequest(t *testing.T) {
+	var abort Abort
+	interrupted := 0
+	gen := abort.Generation()
+	if !abort.set(func() { interrupted++ }) {
+		t.Fatal("a fresh hook refused an exchange")
+	}
+	abort.FireGeneration(gen)
+	if interrupted != 1 || abort.clear() {
+		t.Fatalf("FireGeneration of the request served: %d interrupts, fired %v; want 1 and fired", interrupted, !abort.clear())
+	}
+	abort.Reset()
+	if !abort.set(func() { interrupted++ }) {
+		t.Fatal("the next request's exchange was refused after a Reset")
+	}
+	abort.FireGeneration(gen) // the earlier request's timer, late
+	if interrupted != 1 || !abort.clear() {
+		t.Errorf("FireGeneration of an earlier request: %d interrupts, want 1 (the next request untouched)", interrupted)
+	}
+}

@@ -52,13 +52,29 @@ func (rt *router) forward(x *exchange, cl *cluster.Cluster) int {
 	route := x.route
 	ctx := x.upstreamContext(x.r.Context())
 	timeout := route.timeoutFor(x.r)
-	if timeout > 0 {
+	if x.r != x.abortReq {
+		x.abort = nil // something else ends ctx too: the pool watches ctx
+	}
+	switch {
+	case timeout > 0 && x.abort != nil:
+		// The route timeout ends ctx (its cause DeadlineExceeded) and fires the
+		// connection's hook, as Envoy's router timer resets the upstream request: the
+		// pool needs no watch of ctx (a context.AfterFunc, five allocations).
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		hook, gen := x.abort, x.abort.Generation()
+		t := time.AfterFunc(timeout, func() {
+			cancel(context.DeadlineExceeded)
+			hook.FireGeneration(gen)
+		})
+		defer func() {
+			t.Stop()
+			cancel(nil)
+		}()
+	case timeout > 0:
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
-	}
-	if timeout > 0 || x.r != x.abortReq {
-		x.abort = nil // something else ends ctx too: the pool watches ctx
 	}
 	policy := route.Retry
 	expected := timeout
@@ -213,7 +229,7 @@ func (rt *router) try(ctx context.Context, x *exchange, cl *cluster.Cluster, out
 	a := attempt{host: host, err: err}
 	var opErr *net.OpError
 	switch {
-	case ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
+	case ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded):
 		a.kind = failGlobalTimeout
 		cl.ReportResult(host, http.StatusGatewayTimeout)
 	case ctx.Err() != nil:
