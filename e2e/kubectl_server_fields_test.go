@@ -128,6 +128,12 @@ func TestKubectlGetServerFields(t *testing.T) {
 		t.Errorf("custom-columns:\n%s", cols)
 	}
 
+	// Several names: one table, as kubectl's.
+	both := run("get", "vs/backend-route", "svc/plain", "-o", "custom-columns=KIND:.kind,NAME:.metadata.name")
+	if !regexp.MustCompile(`^KIND\s+NAME\nVirtualService\s+backend-route\nService\s+plain\n$`).MatchString(both) {
+		t.Errorf("custom-columns of two names:\n%s", both)
+	}
+
 	// The Service as the API server defaults it.
 	var svc struct {
 		Spec struct {

@@ -70,7 +70,7 @@ func runGetMany(ctx context.Context, c *api.Client, cfg *getConfig, form getOutp
 		switch {
 		case cfg.textOutput() && !form.isJSONPath:
 			err = getTableOfNames(ctx, c, cfg, group[0].kind, names, &buf, &missing)
-		case cfg.output == "json" || cfg.output == "yaml":
+		case cfg.output == "json" || cfg.output == "yaml" || form.columns != nil:
 			var objs []json.RawMessage
 			objs, err = getObjectsOfNames(ctx, c, cfg, form, group[0].kind, names, &missing)
 			found = append(found, objs...)
@@ -99,7 +99,13 @@ func runGetMany(ctx context.Context, c *api.Client, cfg *getConfig, form getOutp
 		}
 	}
 	cfg.namespace = namespace
-	if cfg.output == "json" || cfg.output == "yaml" {
+	switch {
+	case form.columns != nil:
+		// kubectl prints what several names found as one table of the columns.
+		if err := printCustomColumns(out, form.columns, found); err != nil {
+			return err
+		}
+	case cfg.output == "json" || cfg.output == "yaml":
 		// kubectl prints what several names found as one List, whatever their kinds.
 		if err := printKube(out, cfg.output, found, false); err != nil {
 			return err
@@ -113,6 +119,7 @@ func runGetMany(ctx context.Context, c *api.Client, cfg *getConfig, form getOutp
 func getObjectsOfNames(ctx context.Context, c *api.Client, cfg *getConfig, form getOutput, kindArg string, names []string, missing *[]error) ([]json.RawMessage, error) {
 	one := *cfg
 	one.output = "json"
+	form.columns = nil // each object as -o json prints it
 	var objs []json.RawMessage
 	for _, n := range names {
 		var buf bytes.Buffer
