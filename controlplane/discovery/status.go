@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -57,7 +58,34 @@ type TypeStatus struct {
 
 // Synced reports whether the proxy has applied the last version sent.
 func (t TypeStatus) Synced() bool {
-	return t.Sent != "" && t.Sent == t.Acked && (t.Want == "" || t.Want == t.Sent)
+	return t.Sent != "" && t.Sent == t.Acked && (t.Want == "" || sentCovers(t.Sent, t.Want))
+}
+
+// sentCovers reports whether a response of version sent carries the resources of
+// version want, the version in which a type's resources last changed: the same
+// version, or a later one of this server's ("v<n>"), whose snapshot has the same
+// resources. A delta response is stamped with its snapshot's version (go-control-plane's
+// system_version_info), so a proxy that subscribes after an update that changed only
+// other types of its snapshot (a waypoint's endpoints, once its pods are redirected to
+// ztunnel) is sent its unchanged clusters as of that later version. Versions that are
+// not the server's (istiod's, relayed) must be equal.
+func sentCovers(sent, want string) bool {
+	if sent == want {
+		return true
+	}
+	s, okS := serverVersion(sent)
+	w, okW := serverVersion(want)
+	return okS && okW && s >= w
+}
+
+// serverVersion parses a version this server gives its snapshots ("v<n>", update.go).
+func serverVersion(v string) (uint64, bool) {
+	n, ok := strings.CutPrefix(v, "v")
+	if !ok {
+		return 0, false
+	}
+	u, err := strconv.ParseUint(n, 10, 64)
+	return u, err == nil
 }
 
 // nodeState is the tracker's record of one node id, across its streams.
@@ -354,7 +382,7 @@ func (s *Server) Synced(include func(node string) bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range sent {
-		if w := s.wantLocked(r.node, r.typ, ztSince); w != "" && w != r.version {
+		if w := s.wantLocked(r.node, r.typ, ztSince); w != "" && !sentCovers(r.version, w) {
 			return false
 		}
 	}
@@ -459,7 +487,7 @@ func (t *tracker) unsynced(include func(node string) bool, want func(node, typ s
 				return st.node, fmt.Sprintf("has not answered %s %s yet", short, sent.version)
 			case sent.nack != "":
 				return st.node, fmt.Sprintf("rejected %s %s: %s", short, sent.version, sent.nack)
-			case w != "" && w != sent.version:
+			case w != "" && !sentCovers(sent.version, w):
 				return st.node, fmt.Sprintf("is to be sent %s %s (sent %s)", short, w, sent.version)
 			}
 		}
