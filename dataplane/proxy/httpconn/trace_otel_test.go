@@ -368,3 +368,31 @@ func TestOTelConfigRefusesWhatTheTracerLacks(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkOTelTracing is a request through an HCM whose every span is exported by the
+// OpenTelemetry tracer (OTLP/gRPC or OTLP/HTTP, batches of 5) to an in-process
+// collector, beside the Zipkin tracer's sampled case for comparison.
+func BenchmarkOTelTracing(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		lab  func(testing.TB) *lab
+	}{
+		{"zipkin", func(tb testing.TB) *lab { l, _, _ := zipkinLab(tb, false); return l }},
+		{"otel-grpc", func(tb testing.TB) *lab { l, _, _ := otelLab(tb, false, false); return l }},
+		{"otel-http", func(tb testing.TB) *lab { l, _, _ := otelLab(tb, true, false); return l }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			l := bc.lab(b)
+			req, _ := http.NewRequest(http.MethodGet, "http://"+l.addr+"/", nil)
+			b.ResetTimer()
+			for range b.N {
+				resp, err := l.client.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+}
