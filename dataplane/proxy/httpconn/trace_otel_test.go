@@ -377,9 +377,9 @@ func BenchmarkOTelTracing(b *testing.B) {
 		name string
 		lab  func(testing.TB) *lab
 	}{
-		{"zipkin", func(tb testing.TB) *lab { l, _, _ := zipkinLab(tb, false); return l }},
-		{"otel-grpc", func(tb testing.TB) *lab { l, _, _ := otelLab(tb, false, false); return l }},
-		{"otel-http", func(tb testing.TB) *lab { l, _, _ := otelLab(tb, true, false); return l }},
+		{"zipkin", func(tb testing.TB) *lab { tb.Helper(); l, _, _ := zipkinLab(tb, false); return l }},
+		{"otel-grpc", func(tb testing.TB) *lab { tb.Helper(); l, _, _ := otelLab(tb, false, false); return l }},
+		{"otel-http", func(tb testing.TB) *lab { tb.Helper(); l, _, _ := otelLab(tb, true, false); return l }},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			l := bc.lab(b)
