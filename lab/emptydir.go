@@ -44,14 +44,35 @@ func makeEmptyDirs(podDir string, p *model.Pod) error {
 
 // bindEmptyDirs binds the app's emptyDir mounts into sb, read-write, each at its mount
 // path below root (the app's volume root), after root's own bind: the target is made
-// in root first.
-func bindEmptyDirs(sb *netns.Sandbox, podDir, root string, mounts []model.EmptyDir) error {
+// in root first. The directories of the app's other volume files below an emptyDir's
+// mount (grafana.yaml's dashboards under its /var/lib/grafana storage) are bound again
+// over it, as kubelet mounts a nested volume on a mount point it makes in the outer one.
+func bindEmptyDirs(sb *netns.Sandbox, podDir, root string, mounts []model.EmptyDir, files []model.File) error {
+	mounts = slices.Clone(mounts)
+	slices.SortStableFunc(mounts, func(a, b model.EmptyDir) int { return strings.Compare(a.Path, b.Path) })
 	for _, m := range mounts {
 		dst := filepath.Join(root, filepath.Clean("/"+m.Path))
 		if err := os.MkdirAll(dst, 0o755); err != nil {
 			return fmt.Errorf("emptyDir volume %s at %s: %w", m.Volume, m.Path, err)
 		}
-		sb.Binds = append(sb.Binds, netns.Bind{Src: emptyDirPath(podDir, m.Volume), Dst: dst, Writable: true})
+		src := emptyDirPath(podDir, m.Volume)
+		sb.Binds = append(sb.Binds, netns.Bind{Src: src, Dst: dst, Writable: true})
+		var nested []string
+		for _, f := range files {
+			d := path.Dir(f.Path)
+			if rel, ok := underDir(d, m.Path); ok && rel != "." && !slices.Contains(nested, d) {
+				nested = append(nested, d)
+			}
+		}
+		slices.Sort(nested)
+		for _, d := range nested {
+			rel, _ := underDir(d, m.Path)
+			if err := os.MkdirAll(filepath.Join(src, rel), 0o755); err != nil { // the mount point, in the emptyDir
+				return fmt.Errorf("emptyDir volume %s: mount point %s: %w", m.Volume, d, err)
+			}
+			at := filepath.Join(root, filepath.Clean("/"+d))
+			sb.Binds = append(sb.Binds, netns.Bind{Src: at, Dst: at})
+		}
 	}
 	return nil
 }

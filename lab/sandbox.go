@@ -171,7 +171,7 @@ func (l *Lab) podSandbox(slot int, p *model.Pod) (*netns.Sandbox, error) {
 		sb.Binds = append(sb.Binds, netns.Bind{Src: root, Dst: root})
 	}
 	if len(p.App.EmptyDirs) > 0 {
-		if err := bindEmptyDirs(sb, dir, podVolumeRoot(dir), p.App.EmptyDirs); err != nil { // emptydir.go
+		if err := bindEmptyDirs(sb, dir, podVolumeRoot(dir), p.App.EmptyDirs, p.App.Files); err != nil { // emptydir.go
 			return nil, fmt.Errorf("sandbox of pod %s: %w", p.Name, err)
 		}
 	}

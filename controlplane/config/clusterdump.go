@@ -240,8 +240,13 @@ var (
 // and the gateways' Deployments, Services, accounts, config and self-signed CA secret
 // are named istio*. Users' gateway credentials and other objects there are kept, and
 // so is a plugged-in CA, the Secret cacerts, which the lab's CA signs with as istiod
-// does (lab/cacerts.go).
-func istioOwn(name string) bool { return strings.HasPrefix(name, "istio") }
+// does (lab/cacerts.go). The Grafana addon's dashboard ConfigMaps
+// (istio-grafana-dashboards, istio-services-grafana-dashboards of samples/addons/grafana.yaml)
+// are named istio* too but are no part of the install: kept, the grafana persona reads
+// them.
+func istioOwn(name string) bool {
+	return strings.HasPrefix(name, "istio") && !strings.HasSuffix(name, "-grafana-dashboards")
+}
 
 // istioOwnReason is why Istio's own objects (istioOwn) are skipped.
 const istioOwnReason = "Istio's own object (istiod, its gateways, their config): the lab runs its own control plane and makes the gateways its Gateways select"

@@ -253,6 +253,7 @@ func podTemplateApp(t *corev1.PodTemplateSpec, prefix string, p problems) (model
 	main := mainContainer(spec)
 	c := &spec.Containers[main]
 	var ports []uint16
+	var udpTwins []string
 	seen := map[int32]bool{}
 	for ci := range spec.Containers {
 		cf := fmt.Sprintf("%scontainers[%d]", field, ci)
@@ -263,6 +264,14 @@ func podTemplateApp(t *corev1.PodTemplateSpec, prefix string, p problems) (model
 			pf := fmt.Sprintf("%s.ports[%d]", cf, i)
 			if msg := checkAppPort(int64(cp.ContainerPort)); msg != "" {
 				p.addf(pf+".containerPort", "%s", msg)
+				continue
+			}
+			if cp.Protocol == corev1.ProtocolUDP && slices.ContainsFunc(spec.Containers[ci].Ports, func(o corev1.ContainerPort) bool {
+				return o.ContainerPort == cp.ContainerPort && (o.Protocol == "" || o.Protocol == corev1.ProtocolTCP)
+			}) {
+				// A port declared for TCP and UDP (grafana.yaml's gossip 9094): its TCP
+				// half is served; a containerPort opens nothing in Kubernetes either.
+				udpTwins = append(udpTwins, fmt.Sprintf("%d/UDP", cp.ContainerPort))
 				continue
 			}
 			if cp.Protocol != "" && cp.Protocol != corev1.ProtocolTCP {
@@ -287,6 +296,9 @@ func podTemplateApp(t *corev1.PodTemplateSpec, prefix string, p problems) (model
 	}
 	checkName(p, field+"serviceAccountName", sa, 63)
 	app := appForImage(c, len(ports) > 0)
+	if len(udpTwins) > 0 {
+		app.ImageNote = strings.TrimPrefix(app.ImageNote+"; containerPort "+strings.Join(udpTwins, ", ")+" is declared, not served: meshlab's apps serve TCP (the port's TCP half is served)", "; ")
+	}
 	for i := range spec.Containers {
 		if i != main {
 			app.ImageNote = strings.TrimPrefix(app.ImageNote+"; "+fmt.Sprintf("container %s (image %s) is a helper meshlab does not run: a lab pod runs one app, that of container %s", spec.Containers[i].Name, spec.Containers[i].Image, c.Name), "; ")
