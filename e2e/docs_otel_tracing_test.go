@@ -65,7 +65,8 @@ func collectorSpans(out string) []collectorSpan {
 
 // TestDocsOpenTelemetryTracingTask walks "OpenTelemetry" (distributed-tracing/
 // opentelemetry): the collector boilerplate (namespace observability, the sample's
-// otel.yaml), the page's OTLP/HTTP install (cat | istioctl install -y -f -: the
+// otel.yaml), the page's OTLP/HTTP install as its snip writes it (cat | istioctl install
+// --set values.pilot.env.PILOT_ENABLE_CONFIG_DISTRIBUTION_TRACKING=true -y -f -: the
 // otel-tracing provider to the collector's 4318 with path, timeout, header and the
 // environment resource detector), its otel-demo Telemetry (100 %, the literal
 // my-attribute), Bookinfo behind its gateway and the trace-generation boilerplate's
@@ -84,7 +85,7 @@ kubectl apply -f samples/open-telemetry/otel.yaml -n observability`); !strings.C
 		t.Fatalf("the collector boilerplate:\n%s", out)
 	}
 	p.step("collector applied in observability")
-	if out := p.sh(`cat <<EOF | istioctl install -y -f -
+	if out := p.sh(`cat <<EOF | istioctl install --set values.pilot.env.PILOT_ENABLE_CONFIG_DISTRIBUTION_TRACKING=true -y -f -
 apiVersion: install.istio.io/v1alpha1
 kind: IstioOperator
 spec:
