@@ -74,6 +74,22 @@ type iopDNSCert struct {
 type iopGateway struct {
 	Name    string `json:"name"`
 	Enabled *bool  `json:"enabled,omitempty"`
+	// K8s is what install takes of the component's Kubernetes settings: the gateway
+	// Deployment's pod annotations and the istio-proxy container's environment (the
+	// secure-metrics page's podAnnotations). Read as written, then strictly into
+	// iopGatewayK8s (readGatewayK8s), so that any other k8s field is refused by name.
+	K8s map[string]any `json:"k8s,omitempty"`
+}
+
+type iopGatewayK8s struct {
+	PodAnnotations map[string]string `json:"podAnnotations,omitempty"`
+	Env            []iopEnvVar       `json:"env,omitempty"`
+}
+
+// iopEnvVar is one of k8s.env with a literal value (valueFrom is refused by name).
+type iopEnvVar struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
 }
 
 // newInstallCmd is istioctl install as Istio's task pages run it. A lab has its control
@@ -194,6 +210,9 @@ type installPlan struct {
 	// certificates are meshConfig.certificates (or values.global.certificates): the
 	// DNS certificates the lab provisions into Secrets (lab/dnscerts.go).
 	certificates []iopDNSCert
+	// gatewayK8s are the gateways' k8s settings given, by gateway name, which the
+	// installed-state keeps and the lab reads (controlplane/config/gateway.go).
+	gatewayK8s map[string]*iopGatewayK8s
 }
 
 // meshConfig is the spec of the lab's MeshConfig after the install: the fields given,
@@ -253,6 +272,7 @@ func readInstallFrom(sets, files []string, stdin io.Reader) (installPlan, error)
 	lists := map[string][]string{}
 	pilotEnv := map[string]string{}
 	structured := map[string]any{}
+	gatewayK8s := map[string]*iopGatewayK8s{}
 	var certificates []iopDNSCert
 	for _, f := range files {
 		var data []byte
@@ -267,7 +287,7 @@ func readInstallFrom(sets, files []string, stdin io.Reader) (installPlan, error)
 		}
 		var iop istioOperator
 		if err := yaml.UnmarshalStrict(data, &iop); err != nil {
-			return installPlan{}, fmt.Errorf("%s: %w (meshlab's install reads an IstioOperator's spec.profile, spec.meshConfig, spec.values.global.certificates and spec.components' ingressGateways and egressGateways)", f, err)
+			return installPlan{}, fmt.Errorf("%s: %w (meshlab's install reads an IstioOperator's spec.profile, spec.meshConfig, spec.values.global.certificates and spec.components' ingressGateways and egressGateways: name, enabled, k8s)", f, err)
 		}
 		if iop.Kind != "IstioOperator" {
 			return installPlan{}, fmt.Errorf("%s: kind %q, want IstioOperator", f, iop.Kind)
@@ -297,9 +317,16 @@ func readInstallFrom(sets, files []string, stdin io.Reader) (installPlan, error)
 			return installPlan{}, fmt.Errorf("%s: spec.meshConfig.%w", f, err)
 		}
 		for kind, gws := range map[string][]iopGateway{"ingress": iop.Spec.Components.IngressGateways, "egress": iop.Spec.Components.EgressGateways} {
-			for _, gw := range gws {
+			for i, gw := range gws {
 				if gw.Enabled != nil {
 					gateways[kind] = *gw.Enabled
+				}
+				if gw.K8s != nil {
+					k8s, err := readGatewayK8s(gw)
+					if err != nil {
+						return installPlan{}, fmt.Errorf("%s: spec.components.%sGateways[%d].k8s: %w", f, kind, i, err)
+					}
+					gatewayK8s[gw.Name] = k8s
 				}
 			}
 		}
@@ -364,7 +391,7 @@ func readInstallFrom(sets, files []string, stdin io.Reader) (installPlan, error)
 			out = append(out, c)
 		}
 	}
-	return installPlan{profile: profile, components: out, mesh: mesh, lists: lists, pilotEnv: pilotEnv, structured: structured, certificates: certificates}, nil
+	return installPlan{profile: profile, components: out, mesh: mesh, lists: lists, pilotEnv: pilotEnv, structured: structured, certificates: certificates, gatewayK8s: gatewayK8s}, nil
 }
 
 // flattenMeshConfig adds an IstioOperator's meshConfig to mesh as dotted paths (and its
@@ -432,4 +459,28 @@ func setMeshConfig(ctx context.Context, c *api.Client, spec, annotations map[str
 	}
 	_, err = c.Apply(ctx, []api.ConfigFile{{Name: "istioctl install", Data: string(data)}})
 	return err
+}
+
+// readGatewayK8s reads a gateway component's k8s settings: podAnnotations and env of
+// literal values, on one of the two gateways a lab makes. Anything else is refused by
+// name: it shapes a Kubernetes Deployment (resources, replicas, affinity, ...) that a
+// lab's gateway pod does not have.
+func readGatewayK8s(gw iopGateway) (*iopGatewayK8s, error) {
+	if gw.Name != "istio-ingressgateway" && gw.Name != "istio-egressgateway" {
+		return nil, fmt.Errorf("gateway %q: meshlab makes the gateways istio-ingressgateway and istio-egressgateway only", gw.Name)
+	}
+	js, err := json.Marshal(gw.K8s)
+	if err != nil {
+		return nil, err
+	}
+	var k8s iopGatewayK8s
+	if err := yaml.UnmarshalStrict(js, &k8s); err != nil {
+		return nil, fmt.Errorf("%w (meshlab's install takes a gateway's k8s.podAnnotations and k8s.env with literal values; the other k8s settings shape a Kubernetes Deployment a lab's gateway pod does not have)", err)
+	}
+	for i, e := range k8s.Env {
+		if e.Name == "" {
+			return nil, fmt.Errorf("env[%d].name: is required", i)
+		}
+	}
+	return &k8s, nil
 }

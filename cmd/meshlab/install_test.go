@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/meshlab/meshlab/internal/testutil"
 )
@@ -127,6 +128,7 @@ func FuzzReadInstall(f *testing.F) {
 	f.Add("meshConfig.trustDomainAliases[0]=old-td", "apiVersion: install.istio.io/v1alpha1\nkind: IstioOperator\nspec:\n  profile: demo\n")
 	f.Add("meshConfig.trustDomainAliases[7]=x", "kind: IstioOperator\nspec: {meshConfig: {trustDomainAliases: x}}\n")
 	f.Add("profile=ambient", "kind: IstioOperator\nspec: {meshConfig: {accessLogFile: [a]}}\n")
+	f.Add("profile=default", "kind: IstioOperator\nspec: {components: {ingressGateways: [{name: istio-ingressgateway, k8s: {podAnnotations: {a: b}, env: [{name: E, value: \"1\"}]}}]}}\n")
 	f.Fuzz(func(t *testing.T, set, file string) {
 		path := filepath.Join(t.TempDir(), "iop.yaml")
 		if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
@@ -148,6 +150,14 @@ func FuzzReadInstall(f *testing.F) {
 			if !slices.Contains(meshConfigListFields, k) {
 				t.Fatalf("accepted list field %q", k)
 			}
+		}
+		for name := range p.gatewayK8s {
+			if name != "istio-ingressgateway" && name != "istio-egressgateway" {
+				t.Fatalf("accepted k8s settings of gateway %q", name)
+			}
+		}
+		if _, err := json.Marshal(installedState(p, time.Unix(0, 0))); err != nil {
+			t.Fatalf("installed-state of an accepted install: %v", err)
 		}
 	})
 }
@@ -184,5 +194,64 @@ func TestInstallDNSCertificates(t *testing.T) {
 		if got, _ := json.Marshal(p.meshConfig()); string(got) != tc.want {
 			t.Errorf("%s: mesh config %s, want %s", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestInstallSecureMetrics: the secure-metrics page's istio-secure-metrics.yaml, as
+// written: defaultConfig.proxyMetadata goes into the mesh config, the ingress gateway's
+// k8s.podAnnotations into the installed-state the lab makes the gateway from; the k8s
+// fields install does not take are refused by name.
+func TestInstallSecureMetrics(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	page := write("istio-secure-metrics.yaml", `apiVersion: install.istio.io/v1alpha1
+kind: IstioOperator
+spec:
+  meshConfig:
+    defaultConfig:
+      proxyMetadata:
+        ENVOY_SECURE_METRICS_PORT: "15091"
+        ENVOY_SECURE_MERGED_METRICS_PORT: "15092"
+        METRICS_LOCALHOST_ACCESS_ONLY: "true"
+  components:
+    ingressGateways:
+    - name: istio-ingressgateway
+      enabled: true
+      k8s:
+        podAnnotations:
+          prometheus.istio.io/secure-port: "15092"
+          prometheus.io/path: "/stats/prometheus"
+`)
+	p, err := readInstall(nil, []string{page})
+	if err != nil {
+		t.Fatalf("the page's IstioOperator: %v", err)
+	}
+	if got, _ := json.Marshal(p.meshConfig()["defaultConfig"]); string(got) != `{"proxyMetadata":{"ENVOY_SECURE_MERGED_METRICS_PORT":"15092","ENVOY_SECURE_METRICS_PORT":"15091","METRICS_LOCALHOST_ACCESS_ONLY":"true"}}` {
+		t.Errorf("mesh config's defaultConfig %s", got)
+	}
+	state, _ := json.Marshal(installedState(p, time.Unix(0, 0))["spec"])
+	if want := `"ingressGateways":[{"enabled":true,"k8s":{"podAnnotations":{"prometheus.io/path":"/stats/prometheus","prometheus.istio.io/secure-port":"15092"}},"name":"istio-ingressgateway"}]`; !strings.Contains(string(state), want) {
+		t.Errorf("installed-state:\n%s\nwant %s", state, want)
+	}
+	for _, tc := range []struct{ k8s, want string }{
+		{"resources: {requests: {cpu: 10m}}", `spec.components.ingressGateways[0].k8s: error unmarshaling JSON: while decoding JSON: json: unknown field "resources" (meshlab's install takes a gateway's k8s.podAnnotations and k8s.env`},
+		{"env: [{name: A, valueFrom: {fieldRef: {fieldPath: x}}}]", `spec.components.ingressGateways[0].k8s: error unmarshaling JSON: while decoding JSON: json: unknown field "valueFrom"`},
+	} {
+		f := write("bad.yaml", "apiVersion: install.istio.io/v1alpha1\nkind: IstioOperator\nspec:\n  components:\n    ingressGateways:\n    - name: istio-ingressgateway\n      enabled: true\n      k8s:\n        "+tc.k8s+"\n")
+		if _, err := readInstall(nil, []string{f}); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("k8s %s: %v, want %q", tc.k8s, err, tc.want)
+		}
+	}
+	other := write("other.yaml", "apiVersion: install.istio.io/v1alpha1\nkind: IstioOperator\nspec:\n  components:\n    ingressGateways:\n    - name: my-gateway\n      enabled: true\n      k8s: {podAnnotations: {a: b}}\n")
+	if _, err := readInstall(nil, []string{other}); err == nil || !strings.Contains(err.Error(), `spec.components.ingressGateways[0].k8s: gateway "my-gateway": meshlab makes the gateways istio-ingressgateway and istio-egressgateway only`) {
+		t.Errorf("k8s of another gateway: %v", err)
 	}
 }

@@ -85,8 +85,8 @@ func installedState(p installPlan, created time.Time) map[string]any {
 			"components": map[string]any{
 				"base":            enabled("core"),
 				"cni":             enabled("cni"),
-				"egressGateways":  []any{map[string]any{"enabled": on("egress"), "name": "istio-egressgateway"}},
-				"ingressGateways": []any{map[string]any{"enabled": on("ingress"), "name": "istio-ingressgateway"}},
+				"egressGateways":  []any{installedGateway(p, "istio-egressgateway", on("egress"))},
+				"ingressGateways": []any{installedGateway(p, "istio-ingressgateway", on("ingress"))},
 				"pilot":           enabled("istiod"),
 				"ztunnel":         enabled("ztunnel"),
 			},
@@ -187,4 +187,32 @@ func getIstioOperators(ctx context.Context, c *api.Client, cfg *getConfig, name,
 		return tw.Flush()
 	}
 	return printKube(out, cfg.output, items, name != "")
+}
+
+// installedGateway is a gateway component of the installed-state: its name, whether the
+// install turned it on, and the k8s settings given for it (podAnnotations, env), which
+// the lab puts on the gateway's pod template.
+func installedGateway(p installPlan, name string, enabled bool) map[string]any {
+	g := map[string]any{"enabled": enabled, "name": name}
+	if k := p.gatewayK8s[name]; k != nil {
+		k8s := map[string]any{}
+		if len(k.PodAnnotations) > 0 {
+			a := map[string]any{}
+			for n, v := range k.PodAnnotations {
+				a[n] = v
+			}
+			k8s["podAnnotations"] = a
+		}
+		if len(k.Env) > 0 {
+			env := make([]any, 0, len(k.Env))
+			for _, e := range k.Env {
+				env = append(env, map[string]any{"name": e.Name, "value": e.Value})
+			}
+			k8s["env"] = env
+		}
+		if len(k8s) > 0 {
+			g["k8s"] = k8s
+		}
+	}
+	return g
 }

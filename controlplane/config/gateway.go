@@ -243,8 +243,10 @@ func gatewayServicePorts(name string) []model.ServicePort {
 // as its Deployment's) running the proxy as a router.
 func gatewayDeployments(objs []*Object) ([]*model.Service, []*model.Pod, error) {
 	need := map[string]bool{}
-	for _, n := range installedGateways(objs) {
-		need[n] = true
+	installed := map[string]installedGateway{}
+	for _, g := range installedGateways(objs) {
+		need[g.Name] = true
+		installed[g.Name] = g
 	}
 	for _, o := range objs {
 		if o.Gateway != nil {
@@ -270,19 +272,28 @@ func gatewayDeployments(objs []*Object) ([]*model.Service, []*model.Pod, error) 
 			Name: name, Namespace: gatewayNamespace, Ports: gatewayServicePorts(name), Selector: labels,
 			Origin: model.Origin{File: origin.File, Kind: "Service", Namespace: gatewayNamespace, Name: name},
 		})
+		// The install's k8s.podAnnotations and k8s.env go on the Deployment's pod
+		// template, as istioctl's gateway chart writes them: a change makes a new pod.
+		k8s := installed[name].K8s
 		tmpl := &corev1.PodTemplateSpec{}
 		tmpl.Labels = labels
+		tmpl.Annotations = maps.Clone(k8s.PodAnnotations)
 		tmpl.Spec.ServiceAccountName = name + "-service-account"
-		tmpl.Spec.Containers = []corev1.Container{{Name: "istio-proxy", Image: proxyImage, Args: []string{"proxy", "router"}}}
+		tmpl.Spec.Containers = []corev1.Container{{Name: "istio-proxy", Image: proxyImage, Args: []string{"proxy", "router"}, Env: k8s.Env}}
 		podName := suffixedNames(name+"-"+podTemplateHash(tmpl), 1)[0]
-		pods = append(pods, &model.Pod{
+		pod := &model.Pod{
 			Name: podName, Namespace: gatewayNamespace, Workload: name, Labels: maps.Clone(labels),
+			Annotations:    maps.Clone(k8s.PodAnnotations),
 			ServiceAccount: tmpl.Spec.ServiceAccountName,
 			App:            model.AppSpec{Image: proxyImage},
 			Sidecar:        model.SidecarSpec{Inject: true},
 			Router:         true,
 			Origin:         origin,
-		})
+		}
+		// pilot-agent's proxyMetadata: the mesh's, the pod's proxy.istio.io/config, then
+		// the istio-proxy container's environment (the page's ENVOY_SECURE_* env).
+		applyProxyMetadata(pod, mergeProxyMetadata(meshProxyMetadata(objs), proxyMetadata(tmpl.Annotations), envMap(k8s.Env)))
+		pods = append(pods, pod)
 	}
 	return svcs, pods, nil
 }
@@ -295,8 +306,8 @@ const InstalledStateAnnotation = "meshlab.dev/installed-state"
 // installedGateways returns the gateways the install in the objects' MeshConfig turned
 // on (its IstioOperator's spec.components ingressGateways and egressGateways that are
 // enabled, of the two meshlab makes), none without an install.
-func installedGateways(objs []*Object) []string {
-	var out []string
+func installedGateways(objs []*Object) []installedGateway {
+	var out []installedGateway
 	for _, o := range objs {
 		if o.MeshConfig == nil {
 			continue
@@ -322,7 +333,7 @@ func installedGateways(objs []*Object) []string {
 		}
 		for _, g := range append(iop.Spec.Components.IngressGateways, iop.Spec.Components.EgressGateways...) {
 			if g.Enabled && (g.Name == model.IngressGatewayName || g.Name == model.EgressGatewayName) {
-				out = append(out, g.Name)
+				out = append(out, g)
 			}
 		}
 	}
@@ -366,6 +377,25 @@ func installedPilotEnv(o *Object) map[string]string {
 type installedGateway struct {
 	Name    string `json:"name"`
 	Enabled bool   `json:"enabled"`
+	// K8s is the part of the component's k8s settings install takes (cmd/meshlab
+	// refuses the others by name): the pod template's annotations and the istio-proxy
+	// container's environment.
+	K8s struct {
+		PodAnnotations map[string]string `json:"podAnnotations"`
+		Env            []corev1.EnvVar   `json:"env"`
+	} `json:"k8s"`
+}
+
+// envMap returns a container's environment of literal values by name (later entries win,
+// as the kubelet sets them in order).
+func envMap(env []corev1.EnvVar) map[string]string {
+	out := map[string]string{}
+	for _, e := range env {
+		if e.ValueFrom == nil {
+			out[e.Name] = e.Value
+		}
+	}
+	return out
 }
 
 // proxyImage is the image of Istio's gateway deployments.

@@ -14,6 +14,7 @@ var (
 	meshConfigFields      = lazyFields(func() string {
 		return "outboundTrafficPolicy outboundTrafficPolicy.mode rootNamespace accessLogFile accessLogEncoding accessLogFormat trustDomain trustDomainAliases meshMTLS meshMTLS.minProtocolVersion certificates certificates.secretName certificates.dnsNames " +
 			meshTracingPaths() + " " + // meshconfig_tracing.go
+			meshProxyMetadataPaths() + " " + // proxymetadata.go
 			meshAccessLogProviderPaths() // meshconfig_otelals.go
 	})
 

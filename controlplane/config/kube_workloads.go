@@ -498,6 +498,7 @@ func namespaceInjects(ns string, objs []*Object) bool {
 func injectPods(objs []*Object, pods []*model.Pod, injected map[PodKey]bool) {
 	// By namespace and name: two namespaces may each have a pod of one name.
 	byKey := map[PodKey]*Object{}
+	mesh := meshProxyMetadata(objs)
 	for _, o := range objs {
 		if o.kube != nil {
 			for _, p := range o.pods {
@@ -522,16 +523,8 @@ func injectPods(objs []*Object, pods []*model.Pod, injected map[PodKey]bool) {
 		p.Sidecar.GRPCAgent = p.Sidecar.Inject && grpcAgentTemplate(o.kube.template.Annotations)
 		if p.Sidecar.Inject {
 			p.Sidecar.AppMetricsPort, p.Sidecar.AppMetricsPath = prometheusAppMetrics(o.kube.template.Annotations, "", problems{list: new(ErrorList)})
-			p.Sidecar.OutputCerts = outputCerts(o.kube.template.Annotations) // proxyconfig_annotation.go
-			sc := &p.Sidecar
-			sc.SecureMetricsPort, sc.SecureMergedMetricsPort, sc.MetricsLocalhostOnly = secureMetrics(proxyMetadata(o.kube.template.Annotations), "", problems{list: new(ErrorList)})
-			if sc.SecureMergedMetricsPort != 0 && p.Annotations[SecurePortAnnotation] == "" {
-				// The injector's applySecurePrometheusAnnotation: Prometheus finds the port.
-				if p.Annotations == nil {
-					p.Annotations = map[string]string{}
-				}
-				p.Annotations[SecurePortAnnotation] = strconv.Itoa(int(sc.SecureMergedMetricsPort))
-			}
+			// The mesh's defaultConfig.proxyMetadata under the pod's own (proxymetadata.go).
+			applyProxyMetadata(p, mergeProxyMetadata(mesh, proxyMetadata(o.kube.template.Annotations)))
 		}
 	}
 }

@@ -65,16 +65,6 @@ func proxyMetadata(annotations map[string]string) map[string]string {
 	return pc.ProxyMetadata
 }
 
-// outputCerts returns the clean OUTPUT_CERTS directory of a pod template's
-// proxyMetadata, "" when unset or not absolute (checkProxyConfigAnnotation refuses it).
-func outputCerts(annotations map[string]string) string {
-	d := proxyMetadata(annotations)[outputCertsMetadata]
-	if !path.IsAbs(d) {
-		return ""
-	}
-	return path.Clean(d)
-}
-
 // checkProxyConfigAnnotation refuses, in a pod template's annotations, an OUTPUT_CERTS
 // that is not an absolute path and a secure metrics port that is not one. The other fields of the annotation are
 // left as they were (the samples' holdApplicationUntilProxyStarts; INBOUND_CAPTURE_PORTS,

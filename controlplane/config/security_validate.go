@@ -29,6 +29,7 @@ func validateMeshConfig(mc *meshv1alpha1.MeshConfig, p problems) {
 	}
 	validateAccessLog(mc, p)
 	validateMeshTracing(mc, p)
+	validateMeshProxyMetadata(mc, p)      // proxymetadata.go
 	validateMeshAccessLogProviders(mc, p) // meshconfig_otelals.go
 	if td := mc.GetTrustDomain(); td != "" {
 		checkTrustDomain(p, "spec.trustDomain", td)

@@ -1,0 +1,111 @@
+package config
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/meshlab/meshlab/controlplane/model"
+)
+
+// TestMeshProxyMetadataSecureMetrics: the secure-metrics page's istioctl install (its
+// installed-state on the MeshConfig): meshConfig.defaultConfig.proxyMetadata reaches every
+// proxy, sidecars under their own proxy.istio.io/config key by key, and the ingress
+// gateway's k8s.podAnnotations and k8s.env go on its pod, so both get the 15091 and 15092
+// listeners as Istio's do.
+func TestMeshProxyMetadataSecureMetrics(t *testing.T) {
+	t.Parallel()
+	const objs = `apiVersion: meshlab.dev/v1alpha1
+kind: MeshConfig
+metadata:
+  name: mesh
+  annotations:
+    meshlab.dev/installed-state: '{"kind":"IstioOperator","spec":{"components":{"ingressGateways":[{"enabled":true,"name":"istio-ingressgateway","k8s":{"podAnnotations":{"prometheus.istio.io/secure-port":"15092","prometheus.io/path":"/stats/prometheus"}%s}}]}}}'
+spec:
+  defaultConfig:
+    proxyMetadata:
+      ENVOY_SECURE_METRICS_PORT: "15091"
+      ENVOY_SECURE_MERGED_METRICS_PORT: "15092"
+      METRICS_LOCALHOST_ACCESS_ONLY: "true"
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: default, labels: {istio-injection: enabled}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: httpbin}
+spec:
+  selector: {matchLabels: {app: httpbin}}
+  template:
+    metadata:
+      labels: {app: httpbin}
+      annotations:
+        proxy.istio.io/config: |
+          proxyMetadata:
+            ENVOY_SECURE_MERGED_METRICS_PORT: "16092"
+    spec: {containers: [{name: httpbin, image: x}]}
+`
+	build := func(t *testing.T, env string) *model.Model {
+		t.Helper()
+		sc, err := Load("mesh.yaml", []byte(strings.Replace(objs, "%s", env, 1)))
+		if err != nil {
+			t.Fatalf("load: %v", err)
+		}
+		m, err := sc.Build(defaultOpts)
+		if err != nil {
+			t.Fatalf("build: %v", err)
+		}
+		return m
+	}
+	pod := func(t *testing.T, m *model.Model, workload string) *model.Pod {
+		t.Helper()
+		for _, p := range m.Pods {
+			if p.Workload == workload {
+				return p
+			}
+		}
+		t.Fatalf("no pod of %s in %v", workload, m.Pods)
+		return nil
+	}
+	m := build(t, "")
+	gw := pod(t, m, model.IngressGatewayName)
+	if sc := gw.Sidecar; sc.SecureMetricsPort != 15091 || sc.SecureMergedMetricsPort != 15092 || !sc.MetricsLocalhostOnly {
+		t.Errorf("gateway's proxy: secure %d, merged %d, localhost-only %v; want the mesh's 15091, 15092, true", sc.SecureMetricsPort, sc.SecureMergedMetricsPort, sc.MetricsLocalhostOnly)
+	}
+	if gw.Annotations[SecurePortAnnotation] != "15092" || gw.Annotations["prometheus.io/path"] != "/stats/prometheus" {
+		t.Errorf("gateway pod's annotations %v, want the install's podAnnotations", gw.Annotations)
+	}
+	app := pod(t, m, "httpbin")
+	if sc := app.Sidecar; sc.SecureMetricsPort != 15091 || sc.SecureMergedMetricsPort != 16092 || !sc.MetricsLocalhostOnly {
+		t.Errorf("httpbin's sidecar: secure %d, merged %d, localhost-only %v; want 15091 and true from the mesh, its own 16092", sc.SecureMetricsPort, sc.SecureMergedMetricsPort, sc.MetricsLocalhostOnly)
+	}
+	if app.Annotations[SecurePortAnnotation] != "16092" {
+		t.Errorf("httpbin's %s = %q, want its merged port 16092", SecurePortAnnotation, app.Annotations[SecurePortAnnotation])
+	}
+	// The istio-proxy container's env is over the mesh's proxyMetadata, and a changed pod
+	// template makes another pod, as a Deployment rolls out.
+	m2 := build(t, `,"env":[{"name":"ENVOY_SECURE_METRICS_PORT","value":"17091"}]`)
+	gw2 := pod(t, m2, model.IngressGatewayName)
+	if gw2.Sidecar.SecureMetricsPort != 17091 || gw2.Sidecar.SecureMergedMetricsPort != 15092 {
+		t.Errorf("gateway with env: secure %d, merged %d; want the env's 17091 and the mesh's 15092", gw2.Sidecar.SecureMetricsPort, gw2.Sidecar.SecureMergedMetricsPort)
+	}
+	if gw2.Name == gw.Name {
+		t.Errorf("the gateway pod kept its name %s with a changed template", gw.Name)
+	}
+}
+
+// TestMeshProxyMetadataRefused: bad values of defaultConfig.proxyMetadata are refused by
+// field, and the MeshConfig is not loaded.
+func TestMeshProxyMetadataRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ meta, want string }{
+		{`ENVOY_SECURE_METRICS_PORT: "https"`, `spec.defaultConfig.proxyMetadata.ENVOY_SECURE_METRICS_PORT: "https" is not a port`},
+		{`ENVOY_SECURE_MERGED_METRICS_PORT: "70000"`, `spec.defaultConfig.proxyMetadata.ENVOY_SECURE_MERGED_METRICS_PORT: "70000" is not a port`},
+		{`OUTPUT_CERTS: "certs"`, `spec.defaultConfig.proxyMetadata.OUTPUT_CERTS: "certs" is not an absolute path`},
+	} {
+		_, err := Load("m.yaml", []byte("apiVersion: meshlab.dev/v1alpha1\nkind: MeshConfig\nmetadata: {name: mesh}\nspec:\n  defaultConfig:\n    proxyMetadata:\n      "+tc.meta+"\n"))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.meta, err, tc.want)
+		}
+	}
+}
