@@ -63,7 +63,7 @@ var (
 	gatewayClassFields = lazyFields(func() string { return "controllerName description" })
 	kubeGatewayFields  = lazyFields(func() string {
 		return strings.Join([]string{
-			"gatewayClassName listeners",
+			"gatewayClassName listeners infrastructure infrastructure.annotations infrastructure.annotations.*",
 			expand("listeners", "name hostname port protocol allowedRoutes tls"),
 			expand("listeners.tls", "mode certificateRefs"),
 			expand("listeners.tls.certificateRefs", "group kind name namespace"),
@@ -231,6 +231,9 @@ func validateGatewayClass(gc *gwv1.GatewayClass, p problems) {
 }
 
 func validateKubeGateway(gw *gwv1.Gateway, ns string, p problems) {
+	// The proxy config the infrastructure annotations give the pod (secure metrics ports,
+	// OUTPUT_CERTS), checked as on a pod template.
+	checkProxyConfigAnnotation(infrastructureAnnotations(gw), "spec.infrastructure.annotations", p) // proxyconfig_annotation.go
 	if gw.Spec.GatewayClassName == model.WaypointGatewayClass {
 		validateWaypoint(gw, p) // waypoint.go
 		return
@@ -673,18 +676,36 @@ func gatewayAPIDeployments(objs []*Object) ([]*model.Service, []*model.Pod, erro
 		})
 		tmpl := &corev1.PodTemplateSpec{}
 		tmpl.Labels = labels
+		tmpl.Annotations = infrastructureAnnotations(gw)
 		tmpl.Spec.ServiceAccountName = name
 		tmpl.Spec.Containers = []corev1.Container{{Name: "istio-proxy", Image: proxyImage, Args: []string{"proxy", "router"}}}
-		pods = append(pods, &model.Pod{
+		pod := &model.Pod{
 			Name: suffixedNames(name+"-"+podTemplateHash(tmpl), 1)[0], Namespace: ns, Workload: name, Labels: labels,
+			Annotations:    maps.Clone(tmpl.Annotations),
 			ServiceAccount: name,
 			App:            model.AppSpec{Image: proxyImage},
 			Sidecar:        model.SidecarSpec{Inject: true},
 			Router:         true,
 			Origin:         origin,
-		})
+		}
+		applyProxyMetadata(pod, mergeProxyMetadata(meshProxyMetadata(objs), proxyMetadata(tmpl.Annotations))) // proxymetadata.go
+		pods = append(pods, pod)
 	}
 	return svcs, pods, nil
+}
+
+// infrastructureAnnotations returns a Gateway's spec.infrastructure.annotations, which
+// Istio's deployment controller copies onto the Deployment's pod template (nil when none):
+// the secure-metrics page's proxy.istio.io/config and Prometheus annotations.
+func infrastructureAnnotations(gw *gwv1.Gateway) map[string]string {
+	if gw.Spec.Infrastructure == nil || len(gw.Spec.Infrastructure.Annotations) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(gw.Spec.Infrastructure.Annotations))
+	for k, v := range gw.Spec.Infrastructure.Annotations {
+		out[string(k)] = string(v)
+	}
+	return out
 }
 
 // gatewayAPIListenerGateway names the Istio Gateway istiod derives from a listener.

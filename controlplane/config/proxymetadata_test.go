@@ -109,3 +109,68 @@ func TestMeshProxyMetadataRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestGatewayInfrastructureSecureMetrics: the secure-metrics page's merge patch of a
+// Gateway API Gateway: spec.infrastructure.annotations go on the automated deployment's
+// pod (Istio copies them onto its pod template), whose proxy.istio.io/config gives the
+// gateway the 15091 and 15092 listeners; a bad port there is refused by field.
+func TestGatewayInfrastructureSecureMetrics(t *testing.T) {
+	t.Parallel()
+	const gw = `apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: istio-ingressgateway, namespace: istio-system}
+spec:
+  gatewayClassName: istio
+  listeners:
+  - {name: http, port: 80, protocol: HTTP}
+%s`
+	const infra = `  infrastructure:
+    annotations:
+      proxy.istio.io/config: |
+        proxyMetadata:
+          ENVOY_SECURE_METRICS_PORT: "%s"
+          ENVOY_SECURE_MERGED_METRICS_PORT: "15092"
+      prometheus.istio.io/secure-port: "15092"
+      prometheus.io/path: "/stats/prometheus"
+`
+	gatewayPod := func(t *testing.T, yaml string) *model.Pod {
+		t.Helper()
+		sc, err := Load("gw.yaml", []byte(yaml))
+		if err != nil {
+			t.Fatalf("load: %v", err)
+		}
+		m, err := sc.Build(defaultOpts)
+		if err != nil {
+			t.Fatalf("build: %v", err)
+		}
+		for _, p := range m.Pods {
+			if p.Workload == GatewayAPIServiceName("istio-ingressgateway") {
+				return p
+			}
+		}
+		t.Fatalf("no pod of the Gateway's deployment")
+		return nil
+	}
+	plain := gatewayPod(t, strings.Replace(gw, "%s", "", 1))
+	if plain.Sidecar.SecureMetricsPort != 0 || plain.Annotations[SecurePortAnnotation] != "" {
+		t.Errorf("Gateway without infrastructure: secure port %d, annotations %v; want none", plain.Sidecar.SecureMetricsPort, plain.Annotations)
+	}
+	patched := gatewayPod(t, strings.Replace(gw, "%s", strings.Replace(infra, "%s", "15091", 1), 1))
+	if sc := patched.Sidecar; sc.SecureMetricsPort != 15091 || sc.SecureMergedMetricsPort != 15092 {
+		t.Errorf("patched Gateway's proxy: secure %d, merged %d; want 15091, 15092", sc.SecureMetricsPort, sc.SecureMergedMetricsPort)
+	}
+	if patched.Annotations[SecurePortAnnotation] != "15092" || patched.Annotations["prometheus.io/path"] != "/stats/prometheus" || patched.Annotations[proxyConfigAnnotation] == "" {
+		t.Errorf("patched Gateway's pod annotations %v, want the infrastructure annotations", patched.Annotations)
+	}
+	if patched.Name == plain.Name {
+		t.Errorf("the Gateway's pod kept its name %s with a changed template", plain.Name)
+	}
+	_, err := Load("gw.yaml", []byte(strings.Replace(gw, "%s", strings.Replace(infra, "%s", "metrics", 1), 1)))
+	if want := `spec.infrastructure.annotations[proxy.istio.io/config].proxyMetadata.ENVOY_SECURE_METRICS_PORT: "metrics" is not a port`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("bad port in infrastructure annotations: %v, want %q", err, want)
+	}
+	_, err = Load("gw.yaml", []byte(strings.Replace(gw, "%s", "  infrastructure:\n    labels: {a: b}\n", 1)))
+	if want := `spec.infrastructure.labels: is not supported by meshlab's Gateway`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("infrastructure labels: %v, want %q", err, want)
+	}
+}

@@ -239,21 +239,26 @@ func waypointDeployments(objs []*Object) ([]*model.Service, []*model.Pod, error)
 		}
 		tmpl := &corev1.PodTemplateSpec{}
 		tmpl.Labels = labels
+		tmpl.Annotations = infrastructureAnnotations(o.KubeGateway) // gatewayapi.go
 		tmpl.Spec.ServiceAccountName = name
 		tmpl.Spec.Containers = []corev1.Container{{Name: "istio-proxy", Image: proxyImage, Args: []string{"proxy", "waypoint"}}}
 		hash := podTemplateHash(tmpl)
 		labels = maps.Clone(labels)
 		labels["pod-template-hash"] = hash
-		pods = append(pods, &model.Pod{
+		annotations := map[string]string{"istio.io/rev": "default", "prometheus.io/path": "/stats/prometheus", "prometheus.io/port": "15020", "prometheus.io/scrape": "true"}
+		maps.Copy(annotations, tmpl.Annotations) // the Gateway's infrastructure annotations over the chart's
+		pod := &model.Pod{
 			Name: suffixedNames(name+"-"+hash, 1)[0], Namespace: ns, Workload: name, Labels: labels,
-			Annotations:    map[string]string{"istio.io/rev": "default", "prometheus.io/path": "/stats/prometheus", "prometheus.io/port": "15020", "prometheus.io/scrape": "true"},
+			Annotations:    annotations,
 			ServiceAccount: name,
 			App:            model.AppSpec{Image: proxyImage},
 			Sidecar:        model.SidecarSpec{Inject: true},
 			Router:         true,
 			Waypoint:       true,
 			Origin:         model.Origin{File: o.Origin.File, Kind: "Deployment", Namespace: ns, Name: name},
-		})
+		}
+		applyProxyMetadata(pod, mergeProxyMetadata(meshProxyMetadata(objs), proxyMetadata(tmpl.Annotations))) // proxymetadata.go
+		pods = append(pods, pod)
 	}
 	return svcs, pods, nil
 }
