@@ -60,6 +60,7 @@ var Personas = []string{
 	PersonaReviewsV1, PersonaReviewsV2, PersonaReviewsV3, PersonaRatings,
 	PersonaHelloWorld, PersonaTCPEcho, PersonaGRPCEcho, PersonaFortio, PersonaNginx,
 	PersonaSquid, PersonaOTelCollector, PersonaZipkin, PersonaJaeger, PersonaGrafana,
+	PersonaKiali,
 }
 
 // Config is what one demo app instance is and does.

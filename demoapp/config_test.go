@@ -78,7 +78,7 @@ func TestValidate(t *testing.T) {
 		{name: "error code", mutate: func(c *Config) { c.ErrorCode = 99 }, want: "error code 99 is not an HTTP status between 200 and 599"},
 		{name: "negative latency", mutate: func(c *Config) { c.Latency = -time.Second }, want: "latency and upstream timeout must not be negative"},
 		{name: "httpbin", mutate: func(c *Config) { c.Persona = PersonaHTTPBin }},
-		{name: "unknown persona", mutate: func(c *Config) { c.Persona = "bookstore" }, want: `persona "bookstore" is not known (known: httpbin, go-httpbin, sleep, bookinfo-productpage, bookinfo-details, bookinfo-reviews-v1, bookinfo-reviews-v2, bookinfo-reviews-v3, bookinfo-ratings, helloworld, tcp-echo, grpc-echo, fortio, nginx, squid, opentelemetry-collector, zipkin, jaeger, grafana)`},
+		{name: "unknown persona", mutate: func(c *Config) { c.Persona = "bookstore" }, want: `persona "bookstore" is not known (known: httpbin, go-httpbin, sleep, bookinfo-productpage, bookinfo-details, bookinfo-reviews-v1, bookinfo-reviews-v2, bookinfo-reviews-v3, bookinfo-ratings, helloworld, tcp-echo, grpc-echo, fortio, nginx, squid, opentelemetry-collector, zipkin, jaeger, grafana, kiali)`},
 		{name: "tcp-echo", mutate: func(c *Config) { c.Persona, c.PersonaArgs, c.Ports = PersonaTCPEcho, []string{"9000,9001", "one"}, nil }},
 		{name: "tcp-echo bad port", mutate: func(c *Config) { c.Persona, c.PersonaArgs = PersonaTCPEcho, []string{"9000,x", "one"} }, want: `tcp-echo port "x" is not a number between 1 and 65535`},
 		{name: "args of a persona without any", mutate: func(c *Config) { c.Persona, c.PersonaArgs = PersonaHTTPBin, []string{"x"} }, want: `persona "httpbin" takes no arguments`},

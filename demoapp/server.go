@@ -66,6 +66,9 @@ func Run(ctx context.Context, c Config, log *slog.Logger) error {
 	if c.Persona == PersonaGrafana {
 		return serveGrafana(ctx, addr.String(), c.VolumeRoot, log) // grafana.go: on its http_port
 	}
+	if c.Persona == PersonaKiali {
+		return serveKiali(ctx, addr.String(), c.VolumeRoot, log) // kiali.go: on config.yaml's server.port
+	}
 	ports, prefix := c.Ports, ""
 	if c.Persona == PersonaTCPEcho {
 		ports, prefix, _ = tcpEchoArgs(c.PersonaArgs) // validated above

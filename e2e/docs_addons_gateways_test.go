@@ -125,7 +125,7 @@ kubectl create -n istio-system secret tls telemetry-gw-cert --key=${CERT_DIR}/tl
 		path, want     string // a path of the addon's and what its answer holds
 	}{
 		{"grafana", "grafana", 3000, "/api/health", `"database"`},
-		{"kiali", "kiali", 20001, "/kiali", ""},
+		{"kiali", "kiali", 20001, "/kiali/api", `"Kiali state":"running"`},
 		{"prometheus", "prom", 9090, "/api/v1/status/buildinfo", `"status":"success"`},
 		{"tracing", "tracing", 80, "/jaeger/api/services", `"data"`},
 	}

@@ -88,7 +88,7 @@ func (p *pageLab) kialiDashboard() {
 	}
 	url := strings.TrimSpace(line)
 	p.until("the kiali pod answering through the dashboard", func() string {
-		resp, err := http.Get(url)
+		resp, err := http.Get(url + "/api")
 		if err != nil {
 			return err.Error()
 		}
@@ -96,7 +96,7 @@ func (p *pageLab) kialiDashboard() {
 		body, _ := io.ReadAll(resp.Body)
 		return resp.Status + "\n" + string(body)
 	}, func(s string) bool {
-		return strings.HasPrefix(s, "200 OK\n") && strings.Contains(s, `"service":"kiali"`)
+		return strings.HasPrefix(s, "200 OK\n") && strings.Contains(s, `"Kiali state":"running"`)
 	})
 	p.step("dashboard kiali: " + url)
 }

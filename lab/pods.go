@@ -306,7 +306,7 @@ func (l *Lab) appArgv(p *model.Pod) []string {
 		Persona:      p.App.Persona,
 		PersonaArgs:  personaArgs(p.App),
 	}
-	if len(p.App.Files) > 0 && (p.App.Persona == demoapp.PersonaNginx || p.App.Persona == demoapp.PersonaSquid || p.App.Persona == demoapp.PersonaGrafana) {
+	if len(p.App.Files) > 0 && (p.App.Persona == demoapp.PersonaNginx || p.App.Persona == demoapp.PersonaSquid || p.App.Persona == demoapp.PersonaGrafana || p.App.Persona == demoapp.PersonaKiali) {
 		cfg.VolumeRoot = podVolumeRoot(l.paths.PodDir(p.Key())) // sandbox.go
 	}
 	if app := smallApp(l.opts.MeshlabPath); app != "" && !demoapp.LinksAll(cfg.Persona) {

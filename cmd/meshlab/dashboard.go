@@ -52,7 +52,9 @@ port, else a free one), prints its URL and serves until Ctrl-C.
   grafana         the pod of samples/addons/grafana.yaml: Grafana's HTTP API (/api/search,
                   /api/dashboards/uid/..., the data source proxy to the lab's
                   Prometheus) on the sample's dashboards, with no UI
-  kiali, skywalking: the pod of the samples/addons file (its app runs
+  kiali           the pod of samples/addons/kiali.yaml: Kiali's graph API
+                  (/kiali/api/namespaces/graph, from the lab's Prometheus), no UI
+  skywalking      the pod of the samples/addons file (its app runs
                   meshlab's demo app); without it istioctl's "no pods found"
   controlz        refused with the reason`,
 		Args: cobra.NoArgs,

@@ -386,6 +386,7 @@ var imagePersonas = map[string]string{
 	"jaegertracing/jaeger":                           "jaeger",
 	"jaegertracing/all-in-one":                       "jaeger",
 	"grafana/grafana":                                "grafana",
+	"kiali/kiali":                                    "kiali", // demoapp/kiali.go: Kiali's graph API over the lab's Prometheus
 	"nginx":                                          "nginx", // demoapp/nginx.go: TLS on every port
 	"library/nginx":                                  "nginx",
 	"sameersbn/squid":                                "squid", // demoapp/squid.go: the http-proxy task's forward proxy

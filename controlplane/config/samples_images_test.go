@@ -22,7 +22,6 @@ var notPersonas = map[string]string{
 	"istio/examples-bookinfo-mysqldb":                "Bookinfo's databases: ratings answers without them",
 	"istio/examples-bookinfo-mongodb":                "Bookinfo's databases: ratings answers without them",
 	"prometheus-operator/prometheus-config-reloader": "an addon's helper container",
-	"kiali/kiali":                                    "an addon",
 	"grafana/loki":                                   "an addon",
 	"kiwigrid/k8s-sidecar":                           "an addon's helper container",
 	"apache/skywalking-oap-server":                   "an addon",

@@ -1,0 +1,280 @@
+package demoapp
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// bookinfoSeries is what the lab's Prometheus answers for Bookinfo's traffic through the
+// ingress gateway: one series per reporter-side query, by Kiali's labels.
+func bookinfoSeries(query string) []map[string]string {
+	wl := func(prefix, ns, workload, app, version string) map[string]string {
+		return map[string]string{prefix + "_workload_namespace": ns, prefix + "_workload": workload,
+			prefix + "_canonical_service": app, prefix + "_canonical_revision": version, prefix + "_cluster": "Kubernetes"}
+	}
+	series := func(src, dst map[string]string, svc, code string) map[string]string {
+		m := map[string]string{"destination_service_namespace": "default", "destination_service_name": svc,
+			"destination_service": svc + ".default.svc.cluster.local", "request_protocol": "http", "response_code": code, "response_flags": "-"}
+		for k, v := range src {
+			m[k] = v
+		}
+		for k, v := range dst {
+			m[k] = v
+		}
+		return m
+	}
+	gw := wl("source", "istio-system", "istio-ingressgateway", "istio-ingressgateway", "latest")
+	pp := wl("destination", "default", "productpage-v1", "productpage", "v1")
+	ppSrc := wl("source", "default", "productpage-v1", "productpage", "v1")
+	switch {
+	case strings.Contains(query, `reporter="destination"`):
+		return []map[string]string{series(gw, pp, "productpage", "200")}
+	case strings.Contains(query, `reporter="source"`):
+		return []map[string]string{
+			series(ppSrc, wl("destination", "default", "details-v1", "details", "v1"), "details", "200"),
+			series(ppSrc, wl("destination", "default", "reviews-v2", "reviews", "v2"), "reviews", "200"),
+			series(ppSrc, wl("destination", "default", "reviews-v1", "reviews", "v1"), "reviews", "503"),
+			series(wl("source", "default", "reviews-v2", "reviews", "v2"), wl("destination", "default", "ratings-v1", "ratings", "v1"), "ratings", "200"),
+		}
+	}
+	return nil
+}
+
+func kialiTestServer(t *testing.T) (*httptest.Server, *[]string) {
+	t.Helper()
+	var queries []string
+	prom := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query().Get("query")
+		queries = append(queries, q)
+		var res []map[string]any
+		for _, m := range bookinfoSeries(q) {
+			res = append(res, map[string]any{"metric": m, "value": []any{1, "0.5"}})
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"status": "success", "data": map[string]any{"resultType": "vector", "result": res}})
+	}))
+	t.Cleanup(prom.Close)
+	root := t.TempDir()
+	f := filepath.Join(root, kialiConfigFile)
+	if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := "external_services:\n  prometheus:\n    enabled: true\n    url: " + prom.URL + "\nserver:\n  port: 20001\n  web_root: /kiali\nchat_ai: {enabled: false}\n"
+	if err := os.WriteFile(f, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := readKialiConfig(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := &kiali{cfg: c, client: prom.Client(), now: func() time.Time { return time.Unix(1700000000, 0) }}
+	srv := httptest.NewServer(k.handler())
+	t.Cleanup(srv.Close)
+	return srv, &queries
+}
+
+// graphEdges names a graph's edges "source -> target" by the nodes' app (and version)
+// or service, and gives each edge's traffic.
+func graphEdges(t *testing.T, g kialiGraphConfig) map[string]kialiTraffic {
+	t.Helper()
+	name := map[string]string{}
+	for _, n := range g.Elements.Nodes {
+		d := n.Data
+		switch d.NodeType {
+		case "service":
+			name[d.ID] = "svc:" + d.Service
+		case "workload":
+			name[d.ID] = "wl:" + d.Workload
+		default:
+			name[d.ID] = strings.TrimSuffix(d.App+" "+d.Version, " ")
+		}
+	}
+	out := map[string]kialiTraffic{}
+	for _, e := range g.Elements.Edges {
+		s, ok1 := name[e.Data.Source]
+		d, ok2 := name[e.Data.Target]
+		if !ok1 || !ok2 {
+			t.Fatalf("edge %+v names a node the graph does not have", e.Data)
+		}
+		out[s+" -> "+d] = e.Data.Traff
+	}
+	return out
+}
+
+// TestKialiGraph: the graph API asks Prometheus as Kiali does (requests into the
+// namespace as the destination reports them, from it as the source does) and draws
+// Bookinfo's versioned-app graph with service nodes, and its workload graph, with
+// Kiali's rates, percentages and response codes.
+func TestKialiGraph(t *testing.T) {
+	srv, queries := kialiTestServer(t)
+	get := func(q string) (int, kialiGraphConfig, string) {
+		t.Helper()
+		resp, err := http.Get(srv.URL + "/kiali/api/namespaces/graph?" + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		var raw json.RawMessage
+		_ = json.NewDecoder(resp.Body).Decode(&raw)
+		var g kialiGraphConfig
+		_ = json.Unmarshal(raw, &g)
+		return resp.StatusCode, g, string(raw)
+	}
+	code, g, raw := get("namespaces=default&graphType=versionedApp&duration=60s&injectServiceNodes=true")
+	if code != http.StatusOK {
+		t.Fatalf("graph: %d %s", code, raw)
+	}
+	if g.GraphType != "versionedApp" || g.Duration != 60 || g.Timestamp != 1700000000 {
+		t.Errorf("graph header: %s %d %d", g.GraphType, g.Duration, g.Timestamp)
+	}
+	want := []string{`sum(rate(istio_requests_total{reporter="destination",source_workload_namespace!="default",destination_service_namespace="default"}[60s])) by (` + kialiGroupBy + `) > 0`,
+		`sum(rate(istio_requests_total{reporter="source",source_workload_namespace="default"}[60s])) by (` + kialiGroupBy + `) > 0`}
+	if !slices.Equal(*queries, want) {
+		t.Errorf("queries:\n%q\nwant\n%q", *queries, want)
+	}
+	edges := graphEdges(t, g)
+	var names []string
+	for e := range edges {
+		names = append(names, e)
+	}
+	slices.Sort(names)
+	wantEdges := []string{
+		"istio-ingressgateway latest -> svc:productpage",
+		"productpage v1 -> svc:details", "productpage v1 -> svc:reviews",
+		"reviews v2 -> svc:ratings",
+		"svc:details -> details v1", "svc:productpage -> productpage v1",
+		"svc:ratings -> ratings v1", "svc:reviews -> reviews v1", "svc:reviews -> reviews v2",
+	}
+	if !slices.Equal(names, wantEdges) {
+		t.Fatalf("edges:\n%s\nwant\n%s", strings.Join(names, "\n"), strings.Join(wantEdges, "\n"))
+	}
+	rv := edges["productpage v1 -> svc:reviews"]
+	if rv.Protocol != "http" || rv.Rates["http"] != "1.00" || rv.Rates["http5xx"] != "0.50" || rv.Rates["httpPercentErr"] != "50.0" ||
+		rv.Rates["httpPercentReq"] != "66.7" || rv.Responses["503"].Flags["-"] != "50.0" || rv.Responses["200"].Hosts["reviews.default.svc.cluster.local"] != "50.0" {
+		t.Errorf("productpage -> reviews traffic: %+v %+v %+v", rv.Rates, rv.Responses["200"], rv.Responses["503"])
+	}
+	for _, n := range g.Elements.Nodes {
+		d := n.Data
+		switch d.App {
+		case "istio-ingressgateway":
+			if !d.IsRoot || !d.IsOutside || d.Namespace != "istio-system" || len(d.Traffic) != 1 || d.Traffic[0].Rates["httpOut"] != "0.50" {
+				t.Errorf("gateway node: %+v", d)
+			}
+		case "productpage":
+			if d.IsRoot || d.IsOutside || d.Workload != "productpage-v1" || d.Version != "v1" || len(d.Traffic) != 1 ||
+				d.Traffic[0].Rates["httpIn"] != "0.50" || d.Traffic[0].Rates["httpOut"] != "1.50" {
+				t.Errorf("productpage node: %+v", d)
+			}
+		}
+		if len(d.ID) != 32 {
+			t.Errorf("node id %q: Kiali's are md5 hashes", d.ID)
+		}
+	}
+
+	_, g, _ = get("namespaces=default&graphType=workload")
+	names = names[:0]
+	for e := range graphEdges(t, g) {
+		names = append(names, e)
+	}
+	slices.Sort(names)
+	wantEdges = []string{"wl:istio-ingressgateway -> wl:productpage-v1", "wl:productpage-v1 -> wl:details-v1",
+		"wl:productpage-v1 -> wl:reviews-v1", "wl:productpage-v1 -> wl:reviews-v2", "wl:reviews-v2 -> wl:ratings-v1"}
+	if !slices.Equal(names, wantEdges) {
+		t.Errorf("workload graph edges:\n%s\nwant\n%s", strings.Join(names, "\n"), strings.Join(wantEdges, "\n"))
+	}
+	_, g, _ = get("namespaces=default&graphType=app")
+	if _, ok := graphEdges(t, g)["productpage -> reviews"]; !ok || len(g.Elements.Nodes) != 5 {
+		t.Errorf("app graph: %d nodes, edges %v", len(g.Elements.Nodes), graphEdges(t, g))
+	}
+
+	for q, want := range map[string]string{
+		"graphType=app":                         "at least one namespace must be specified via the namespaces query parameter",
+		"namespaces=default&graphType=box":      `graphType "box": must be one of app, service, versionedApp, workload`,
+		"namespaces=default&duration=soon":      `duration "soon": a duration of at least 1s, as 60s or 10m`,
+		`namespaces=a"b`:                        `namespaces: "a\"b" is not a namespace name`,
+		"namespaces=default&queryTime=-1":       `queryTime "-1": Unix seconds`,
+		"namespaces=x&injectServiceNodes=maybe": `injectServiceNodes "maybe": true or false`,
+	} {
+		code, _, raw := get(q)
+		var e struct{ Error string }
+		_ = json.Unmarshal([]byte(raw), &e)
+		if code != http.StatusBadRequest || e.Error != want {
+			t.Errorf("%s: %d %s; want 400 %q", q, code, raw, want)
+		}
+	}
+	for p, want := range map[string]int{"/kiali/healthz": 200, "/kiali/api": 200, "/kiali/console": 404, "/api/namespaces/graph": 404, "/kiali": 200, "/kiali/": 200} {
+		resp, err := http.Get(srv.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET %s: %d, want %d", p, resp.StatusCode, want)
+		}
+	}
+}
+
+// TestKialiConfig: Kiali's defaults fill what config.yaml leaves out; a config the
+// persona cannot act on is refused by field.
+func TestKialiConfig(t *testing.T) {
+	for cfg, want := range map[string]string{
+		"{}": "port 20001 root / prometheus http://prometheus.istio-system:9090",
+		"deployment: {namespace: obs}\nserver: {web_root: /kiali/}": "port 20001 root /kiali prometheus http://prometheus.obs:9090",
+		"server: {port: 70000}":                             kialiConfigFile + ": server.port 70000 is not a port",
+		"external_services: {prometheus: {enabled: false}}": kialiConfigFile + ": external_services.prometheus.enabled is false: meshlab's Kiali builds its graph from Prometheus only",
+		"external_services: {prometheus: {url: 'nohost'}}":  kialiConfigFile + `: external_services.prometheus.url "nohost" is not a URL`,
+	} {
+		root := t.TempDir()
+		f := filepath.Join(root, kialiConfigFile)
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c, err := readKialiConfig(root)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		} else {
+			got = fmt.Sprintf("port %d root %s prometheus %s", c.Server.Port, c.Server.WebRoot, c.ExternalServices.Prometheus.URL)
+		}
+		if got != want {
+			t.Errorf("%s:\n got %s\nwant %s", cfg, got, want)
+		}
+	}
+}
+
+// FuzzKialiGraphQuery: any query string parses to a valid query or an error, and a
+// valid one names namespaces a PromQL selector can quote.
+func FuzzKialiGraphQuery(f *testing.F) {
+	f.Add("namespaces=default&graphType=versionedApp&duration=60s&injectServiceNodes=true")
+	f.Add("namespaces=a,b,a&graphType=service&queryTime=1700000000")
+	f.Add(`namespaces=x"}&duration=0s`)
+	f.Fuzz(func(t *testing.T, raw string) {
+		v, err := url.ParseQuery(raw)
+		if err != nil {
+			return
+		}
+		q, err := parseKialiGraphQuery(v, time.Unix(1, 0))
+		if err != nil {
+			return
+		}
+		if len(q.Namespaces) == 0 || q.Duration < time.Second {
+			t.Fatalf("%q: %+v", raw, q)
+		}
+		for _, ns := range q.Namespaces {
+			if strings.ContainsAny(ns, `"\`) {
+				t.Fatalf("%q: namespace %q breaks the selector", raw, ns)
+			}
+		}
+	})
+}
