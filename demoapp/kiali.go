@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -27,8 +28,10 @@ import (
 // external_services.prometheus.url, and serves under web_root: /healthz (the probes'),
 // /api (Kiali's status) and /api/namespaces/graph (the cytoscape JSON of the graph page:
 // nodes per app, versioned app, workload or service, edges with request rates and
-// response codes). It has no UI, no Kubernetes API client (no namespace list, no
-// validations, no health) and no TCP edges: docs/ARCHITECTURE.md, "Kiali".
+// response codes), /api/namespaces/<ns>/services/<name> and /api/istio/validations
+// (KIA0601 on a Service's port name, from the Services the lab writes it). It has no UI,
+// no Kubernetes API client (no namespace list, no health, no Istio config validations)
+// and no TCP edges: docs/ARCHITECTURE.md, "Kiali".
 
 // PersonaKiali is Kiali's graph API over the lab's Prometheus.
 const PersonaKiali = "kiali"
@@ -94,7 +97,7 @@ func serveKiali(ctx context.Context, addr string, volumeRoot string, log *slog.L
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	k := &kiali{cfg: c, client: &http.Client{Timeout: 30 * time.Second}, now: time.Now}
+	k := &kiali{cfg: c, volumeRoot: volumeRoot, client: &http.Client{Timeout: 30 * time.Second}, now: time.Now}
 	srv := &http.Server{Handler: k.handler(), ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	go func() {
 		<-ctx.Done()
@@ -107,9 +110,10 @@ func serveKiali(ctx context.Context, addr string, volumeRoot string, log *slog.L
 }
 
 type kiali struct {
-	cfg    *kialiConfig
-	client *http.Client
-	now    func() time.Time
+	cfg        *kialiConfig
+	volumeRoot string // where KialiServicesFile is, below its container path
+	client     *http.Client
+	now        func() time.Time
 }
 
 func kialiJSON(w http.ResponseWriter, code int, v any) {
@@ -152,6 +156,8 @@ func (k *kiali) handler() http.Handler {
 		}
 		kialiJSON(w, http.StatusOK, g)
 	})
+	mux.HandleFunc("GET "+root+"/api/namespaces/{namespace}/services/{service}", k.serviceDetails)
+	mux.HandleFunc("GET "+root+"/api/istio/validations", k.validationSummary)
 	// The console: meshlab has no UI, so the web root says so and where the graph is,
 	// for the reader whose browser opens the URL istioctl dashboard printed.
 	console := func(w http.ResponseWriter, _ *http.Request) {
@@ -166,7 +172,7 @@ func (k *kiali) handler() http.Handler {
 		mux.HandleFunc("GET "+root, console)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		kialiError(w, http.StatusNotFound, "meshlab's Kiali serves "+root+"/healthz, "+root+"/api and "+root+"/api/namespaces/graph only (no console): "+r.URL.Path)
+		kialiError(w, http.StatusNotFound, "meshlab's Kiali serves "+root+"/healthz, "+root+"/api, "+root+"/api/namespaces/graph, "+root+"/api/namespaces/NS/services/NAME and "+root+"/api/istio/validations only (no console): "+r.URL.Path)
 	})
 	return mux
 }
@@ -601,4 +607,166 @@ func (k *kiali) graph(ctx context.Context, q kialiGraphQuery) (*kialiGraphConfig
 		return cmp.Or(cmp.Compare(a.Data.Source, b.Data.Source), cmp.Compare(a.Data.Target, b.Data.Target))
 	})
 	return cfg, nil
+}
+
+// KialiServicesFile is where, below the kiali pod's volume root, the lab writes its
+// Services (lab/kialiaddon.go): Kiali reads them from the Kubernetes API, which a lab
+// does not serve to pods.
+const KialiServicesFile = "/var/run/meshlab/kiali/services.json"
+
+// KialiService is one Service as the kiali persona's validations read it.
+type KialiService struct {
+	Namespace string             `json:"namespace"`
+	Name      string             `json:"name"`
+	Labels    map[string]string  `json:"labels,omitempty"`
+	Ports     []KialiServicePort `json:"ports"`
+	// Sidecar reports whether a pod the Service selects has a sidecar: Kiali checks
+	// the port names of such Services only.
+	Sidecar bool `json:"sidecar"`
+}
+
+// KialiServicePort is one port of a KialiService.
+type KialiServicePort struct {
+	Name        string `json:"name"`
+	Port        int    `json:"port"`
+	AppProtocol string `json:"appProtocol,omitempty"`
+}
+
+func (k *kiali) services() ([]KialiService, error) {
+	var out []KialiService
+	raw, err := os.ReadFile(filepath.Join(k.volumeRoot, KialiServicesFile))
+	if err != nil {
+		return nil, fmt.Errorf("the lab's Services: %w", err)
+	}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, fmt.Errorf("the lab's Services %s: %w", KialiServicesFile, err)
+	}
+	return out, nil
+}
+
+// kialiPortProtocols are the protocols Kiali's MatchPortNameWithValidProtocols accepts
+// as a port name's prefix.
+var kialiPortProtocols = []string{"grpc", "grpc-web", "http", "http2", "https", "mongo", "redis", "tcp", "tls", "udp", "mysql"}
+
+// kialiCheck is one of Kiali's validation checks.
+type kialiCheck struct {
+	Code     string `json:"code"`
+	Message  string `json:"message"`
+	Severity string `json:"severity"`
+	Path     string `json:"path"`
+}
+
+// kialiValidation is Kiali's IstioValidation of one object.
+type kialiValidation struct {
+	Name       string            `json:"name"`
+	Namespace  string            `json:"namespace"`
+	Cluster    string            `json:"cluster"`
+	ObjectGVK  map[string]string `json:"objectGVK"`
+	Valid      bool              `json:"valid"`
+	Checks     []kialiCheck      `json:"checks"`
+	References []any             `json:"references"`
+}
+
+// validateService is Kiali's PortMappingChecker's port name check: a Service whose pods
+// have a sidecar names each port (that has no appProtocol) <protocol>[-suffix]
+// (KIA0601, a warning).
+func validateService(s KialiService) kialiValidation {
+	v := kialiValidation{Name: s.Name, Namespace: s.Namespace, Cluster: "Kubernetes",
+		ObjectGVK: map[string]string{"Group": "", "Version": "v1", "Kind": "Service"}, Valid: true, Checks: []kialiCheck{}, References: []any{}}
+	if !s.Sidecar || s.Labels["kiali_wizard"] != "" {
+		return v
+	}
+	for i, p := range s.Ports {
+		if p.AppProtocol != "" {
+			continue
+		}
+		name := strings.ToLower(p.Name)
+		if slices.ContainsFunc(kialiPortProtocols, func(proto string) bool { return name == proto || strings.HasPrefix(name, proto+"-") }) {
+			continue
+		}
+		v.Checks = append(v.Checks, kialiCheck{Code: "KIA0601", Message: "Port name must follow <protocol>[-suffix] form", Severity: "warning", Path: fmt.Sprintf("spec/ports[%d]", i)})
+	}
+	v.Valid = len(v.Checks) == 0 // as the checker's Check returns it
+	return v
+}
+
+// serviceDetails is Kiali's service details, as far as its Service and (with
+// validate=true) its validations.
+func (k *kiali) serviceDetails(w http.ResponseWriter, r *http.Request) {
+	svcs, err := k.services()
+	if err != nil {
+		kialiError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	ns, name := r.PathValue("namespace"), r.PathValue("service")
+	for _, s := range svcs {
+		if s.Namespace != ns || s.Name != name {
+			continue
+		}
+		ports := []map[string]any{}
+		for _, p := range s.Ports {
+			pm := map[string]any{"name": p.Name, "port": p.Port, "protocol": "TCP"}
+			if p.AppProtocol != "" {
+				pm["appProtocol"] = p.AppProtocol
+			}
+			ports = append(ports, pm)
+		}
+		validations := map[string]map[string]kialiValidation{}
+		if r.URL.Query().Get("validate") == "true" {
+			validations["service"] = map[string]kialiValidation{s.Name: validateService(s)}
+		}
+		kialiJSON(w, http.StatusOK, map[string]any{
+			"cluster":      "Kubernetes",
+			"service":      map[string]any{"name": s.Name, "namespace": s.Namespace, "labels": s.Labels, "ports": ports},
+			"istioSidecar": s.Sidecar,
+			"validations":  validations,
+		})
+		return
+	}
+	kialiError(w, http.StatusNotFound, fmt.Sprintf("Service details: services %q not found", name))
+}
+
+// validationSummary is Kiali's summary of the validations of the namespaces' objects,
+// per cluster and namespace: the Services' only (meshlab's Kiali validates no Istio
+// config).
+func (k *kiali) validationSummary(w http.ResponseWriter, r *http.Request) {
+	var namespaces []string
+	for ns := range strings.SplitSeq(r.URL.Query().Get("namespaces"), ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			namespaces = append(namespaces, ns)
+		}
+	}
+	if len(namespaces) == 0 {
+		kialiError(w, http.StatusBadRequest, "at least one namespace must be specified via the namespaces query parameter")
+		return
+	}
+	svcs, err := k.services()
+	if err != nil {
+		kialiError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	type summary struct {
+		Errors      int `json:"errors"`
+		ObjectCount int `json:"objectCount"`
+		Warnings    int `json:"warnings"`
+	}
+	out := map[string]*summary{}
+	for _, ns := range namespaces {
+		out[ns] = &summary{}
+	}
+	for _, s := range svcs {
+		sum := out[s.Namespace]
+		if sum == nil {
+			continue
+		}
+		sum.ObjectCount++
+		for _, c := range validateService(s).Checks {
+			if c.Severity == "error" {
+				sum.Errors++
+			} else {
+				sum.Warnings++
+			}
+		}
+	}
+	kialiJSON(w, http.StatusOK, map[string]any{"Kubernetes": out})
 }

@@ -3,6 +3,7 @@ package demoapp
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -49,12 +50,12 @@ func bookinfoSeries(query string) []map[string]string {
 	return nil
 }
 
-func kialiTestServer(t *testing.T) (*httptest.Server, *[]string) {
+func kialiTestServer(t *testing.T) (srv *httptest.Server, queries *[]string, volumeRoot string) {
 	t.Helper()
-	var queries []string
+	queries = new([]string)
 	prom := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query().Get("query")
-		queries = append(queries, q)
+		*queries = append(*queries, q)
 		var res []map[string]any
 		for _, m := range bookinfoSeries(q) {
 			res = append(res, map[string]any{"metric": m, "value": []any{1, "0.5"}})
@@ -75,10 +76,10 @@ func kialiTestServer(t *testing.T) (*httptest.Server, *[]string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := &kiali{cfg: c, client: prom.Client(), now: func() time.Time { return time.Unix(1700000000, 0) }}
-	srv := httptest.NewServer(k.handler())
+	k := &kiali{cfg: c, volumeRoot: root, client: prom.Client(), now: func() time.Time { return time.Unix(1700000000, 0) }}
+	srv = httptest.NewServer(k.handler())
 	t.Cleanup(srv.Close)
-	return srv, &queries
+	return srv, queries, root
 }
 
 // graphEdges names a graph's edges "source -> target" by the nodes' app (and version)
@@ -114,7 +115,7 @@ func graphEdges(t *testing.T, g kialiGraphConfig) map[string]kialiTraffic {
 // Bookinfo's versioned-app graph with service nodes, and its workload graph, with
 // Kiali's rates, percentages and response codes.
 func TestKialiGraph(t *testing.T) {
-	srv, queries := kialiTestServer(t)
+	srv, queries, _ := kialiTestServer(t)
 	get := func(q string) (int, kialiGraphConfig, string) {
 		t.Helper()
 		resp, err := http.Get(srv.URL + "/kiali/api/namespaces/graph?" + q)
@@ -277,4 +278,81 @@ func FuzzKialiGraphQuery(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestKialiValidations: a Service whose pods have a sidecar and whose port is named foo
+// gets Kiali's KIA0601 warning on spec/ports[0], in its details (validate=true) and the
+// namespace's summary; named http, or without a sidecar, or with an appProtocol, it is
+// valid. Without the lab's Services file the answer says so.
+func TestKialiValidations(t *testing.T) {
+	srv, _, root := kialiTestServer(t)
+	get := func(p string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(srv.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		var b strings.Builder
+		_, _ = io.Copy(&b, resp.Body)
+		return resp.StatusCode, b.String()
+	}
+	if code, body := get("/kiali/api/namespaces/bookinfo/services/details?validate=true"); code != http.StatusServiceUnavailable || !strings.Contains(body, "the lab's Services") {
+		t.Errorf("without the Services file: %d %s", code, body)
+	}
+	write := func(svcs []KialiService) {
+		t.Helper()
+		raw, _ := json.Marshal(svcs)
+		f := filepath.Join(root, KialiServicesFile)
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	svcs := []KialiService{
+		{Namespace: "bookinfo", Name: "details", Ports: []KialiServicePort{{Name: "foo", Port: 9080}}, Sidecar: true},
+		{Namespace: "bookinfo", Name: "reviews", Ports: []KialiServicePort{{Name: "http", Port: 9080}}, Sidecar: true},
+		{Namespace: "bookinfo", Name: "ratings", Ports: []KialiServicePort{{Name: "web", Port: 9080, AppProtocol: "http"}}, Sidecar: true},
+		{Namespace: "bookinfo", Name: "plain", Ports: []KialiServicePort{{Name: "foo", Port: 80}}},
+		{Namespace: "other", Name: "details", Ports: []KialiServicePort{{Name: "bar", Port: 80}}, Sidecar: true},
+	}
+	write(svcs)
+	var details struct {
+		Service struct {
+			Name  string
+			Ports []struct{ Name string }
+		}
+		Validations map[string]map[string]kialiValidation
+	}
+	code, body := get("/kiali/api/namespaces/bookinfo/services/details?validate=true")
+	if err := json.Unmarshal([]byte(body), &details); code != http.StatusOK || err != nil {
+		t.Fatalf("details: %d %s", code, body)
+	}
+	v := details.Validations["service"]["details"]
+	want := []kialiCheck{{Code: "KIA0601", Message: "Port name must follow <protocol>[-suffix] form", Severity: "warning", Path: "spec/ports[0]"}}
+	if v.Valid || !slices.Equal(v.Checks, want) || v.Namespace != "bookinfo" || v.ObjectGVK["Kind"] != "Service" {
+		t.Errorf("details' validation: %+v", v)
+	}
+	for _, name := range []string{"reviews", "ratings", "plain"} {
+		_, body := get("/kiali/api/namespaces/bookinfo/services/" + name + "?validate=true")
+		if !strings.Contains(body, `"valid":true,"checks":[]`) {
+			t.Errorf("%s: %s, want no checks", name, body)
+		}
+	}
+	if _, body := get("/kiali/api/namespaces/bookinfo/services/details"); !strings.Contains(body, `"validations":{}`) {
+		t.Errorf("details without validate: %s", body)
+	}
+	if code, body := get("/kiali/api/namespaces/bookinfo/services/nope"); code != http.StatusNotFound {
+		t.Errorf("an unknown service: %d %s", code, body)
+	}
+	if _, body := get("/kiali/api/istio/validations?namespaces=bookinfo,empty"); body != `{"Kubernetes":{"bookinfo":{"errors":0,"objectCount":4,"warnings":1},"empty":{"errors":0,"objectCount":0,"warnings":0}}}`+"\n" {
+		t.Errorf("summary: %s", body)
+	}
+	svcs[0].Ports[0].Name = "http"
+	write(svcs)
+	if _, body := get("/kiali/api/istio/validations?namespaces=bookinfo"); body != `{"Kubernetes":{"bookinfo":{"errors":0,"objectCount":4,"warnings":0}}}`+"\n" {
+		t.Errorf("summary after the port is renamed http: %s", body)
+	}
 }

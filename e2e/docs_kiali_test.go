@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -64,8 +65,8 @@ func (g *kialiGraph) edges() []string {
 // kiali`, the page's traffic to productpage, then what the reader's graph page asks
 // Kiali for: the versioned-app graph with service nodes, which shows the gateway ->
 // productpage -> details and reviews -> ratings, and the workload graph. Then the page's
-// details port renamed foo and back, and destination-rule-all applied and deleted, and
-// kiali.yaml deleted.
+// details port renamed foo (Kiali's KIA0601 on the Service) and back (valid), and
+// destination-rule-all applied and deleted, and kiali.yaml deleted.
 func TestDocsKialiTask(t *testing.T) {
 	testutil.RequireRoot(t)
 	requirePrometheus(t)
@@ -138,11 +139,45 @@ echo "$INGRESS_HOST:$INGRESS_PORT"`))
 	}
 	p.step("Kiali's workload graph: " + strings.Join(edges, ", "))
 
-	// The page's configuration steps, as written.
-	if out := p.sh(`kubectl patch service details -n bookinfo --type json -p '[{"op":"replace","path":"/spec/ports/0/name", "value":"foo"}]'
-kubectl patch service details -n bookinfo --type json -p '[{"op":"replace","path":"/spec/ports/0/name", "value":"http"}]'`); out != "service/details patched\nservice/details patched\n" {
-		t.Errorf("the page's details port patches:\n%s", out)
+	// The page's validation step: details' port renamed foo, which Kiali flags
+	// (KIA0601) on the Service's details and in the namespace's summary; renamed back to
+	// http, it is valid again.
+	validation := func() string {
+		body, _ := getBody(kiali + "/api/namespaces/bookinfo/services/details?validate=true")
+		var d struct {
+			Validations map[string]map[string]struct {
+				Valid  bool
+				Checks []struct{ Code, Message, Severity, Path string }
+			}
+		}
+		_ = json.Unmarshal([]byte(body), &d)
+		v, ok := d.Validations["service"]["details"]
+		if !ok {
+			return "no validation: " + body
+		}
+		out := "valid=" + strconv.FormatBool(v.Valid)
+		for _, c := range v.Checks {
+			out += "; " + c.Code + " " + c.Severity + " " + c.Path + ": " + c.Message
+		}
+		return out
 	}
+	if v := validation(); v != "valid=true" {
+		t.Errorf("details' validation before the patch: %s", v)
+	}
+	if out := p.sh(`kubectl patch service details -n bookinfo --type json -p '[{"op":"replace","path":"/spec/ports/0/name", "value":"foo"}]'`); out != "service/details patched\n" {
+		t.Errorf("the page's patch to foo: %q", out)
+	}
+	p.until("Kiali's KIA0601 on details' port", validation, func(v string) bool {
+		return v == "valid=false; KIA0601 warning spec/ports[0]: Port name must follow <protocol>[-suffix] form"
+	})
+	if out, _ := getBody(kiali + "/api/istio/validations?namespaces=bookinfo"); !strings.Contains(out, `"bookinfo":{"errors":0,"objectCount":4,"warnings":1}`) {
+		t.Errorf("Kiali's validation summary of bookinfo with details' port named foo: %s", out)
+	}
+	p.step("Kiali flags details' port foo: KIA0601")
+	if out := p.sh(`kubectl patch service details -n bookinfo --type json -p '[{"op":"replace","path":"/spec/ports/0/name", "value":"http"}]'`); out != "service/details patched\n" {
+		t.Errorf("the page's patch back to http: %q", out)
+	}
+	p.until("details valid again", validation, func(v string) bool { return v == "valid=true" })
 	if out := p.sh(`kubectl -n bookinfo apply -f samples/bookinfo/networking/destination-rule-all.yaml
 kubectl -n bookinfo delete -f samples/bookinfo/networking/destination-rule-all.yaml`); !strings.Contains(out, "destinationrule.networking.istio.io/reviews created") ||
 		!strings.Contains(out, `destinationrule.networking.istio.io "reviews" deleted`) {

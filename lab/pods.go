@@ -147,6 +147,9 @@ func (l *Lab) startPod(ctx context.Context, slot int, p *model.Pod) (err error) 
 		} else if ok {
 			argv = prom
 		}
+		if p.App.Persona == demoapp.PersonaKiali {
+			writeKialiServices(l) // kialiaddon.go: after its volume files
+		}
 		if filepath.Base(argv[0]) == SmallAppName {
 			// It links the pod init and becomes the app in it: the pod is one process,
 			// PID 1 of its PID namespace, as a container's process is.

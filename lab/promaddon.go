@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/meshlab/meshlab/api"
@@ -78,6 +79,7 @@ func watchPromTargets(ctx context.Context, l *Lab) {
 		watchPromEvents(ctx, l, events)
 		cancel()
 		writePromTargets(l) // cut off or ending: what was missed is written now
+		writeKialiServices(l)
 	}
 }
 
@@ -97,10 +99,17 @@ func watchPromEvents(ctx context.Context, l *Lab, events <-chan api.Event) {
 				if due == nil {
 					due = time.After(settle)
 				}
+			default:
+				// An applied change (config.created, configured, deleted...): Kiali's
+				// Services file follows the lab's Services.
+				if strings.HasPrefix(e.Kind, "config.") && e.Kind != EventPushFailed && due == nil {
+					due = time.After(settle)
+				}
 			}
 		case <-due:
 			due = nil
 			writePromTargets(l)
+			writeKialiServices(l) // kialiaddon.go
 		}
 	}
 }
