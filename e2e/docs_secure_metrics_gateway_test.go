@@ -12,6 +12,10 @@ import (
 // Scraping for Istio Sidecar and Gateway" (tasks/observability/metrics/secure-metrics),
 // which Istio's test of the page leaves out, on the default profile with the sample's
 // secure Prometheus:
+//   - "Enable on a gateway": the page's strategic patch of deployment
+//     istio-ingressgateway (its pod template's annotations, istio-proxy's env) and
+//     rollout status; the gateway prints the page's three proxy-config lines, answers
+//     Prometheus' istio-proxy over mTLS on 15092, and the lab's Prometheus scrapes it.
 //   - Gateway API: the page's merge patch of a Gateway istio-ingressgateway's
 //     spec.infrastructure.annotations; its pod (gateway-name label) then prints the page's
 //     three proxy-config lines, answers Prometheus' istio-proxy over mTLS on 15092, and
@@ -62,6 +66,36 @@ kubectl rollout status deployment/prometheus -n istio-system`)
 			`0\.0\.0\.0\s+15092 Trans: tls\s+Inline Route: /stats/prometheus\*, /metrics\*\n$`).MatchString
 	}
 
+	// "Enable on a gateway": the page's strategic patch of istioctl's gateway Deployment.
+	if out := p.sh(file("gateway-secure-metrics-patch.yaml", `spec:
+  template:
+    metadata:
+      annotations:
+        prometheus.istio.io/secure-port: "15092"
+        prometheus.io/path: "/stats/prometheus"
+    spec:
+      containers:
+      - name: istio-proxy
+        env:
+        - name: ENVOY_SECURE_METRICS_PORT
+          value: "15091"
+        - name: ENVOY_SECURE_MERGED_METRICS_PORT
+          value: "15092"
+`) + "kubectl patch deployment istio-ingressgateway -n istio-system --type=strategic --patch-file=" + dir + "/gateway-secure-metrics-patch.yaml\nkubectl rollout status deployment/istio-ingressgateway -n istio-system"); !strings.HasPrefix(out, "deployment.apps/istio-ingressgateway patched\n") {
+		t.Fatalf("the page's gateway patch:\n%s\nwant kubectl's patched line", out)
+	}
+	const gw = `export GW_POD=$(kubectl get pod -n istio-system -l app=istio-ingressgateway -o jsonpath='{.items[0].metadata.name}')
+`
+	out := p.until("the patched ingress gateway's listeners 15090, 15091 and 15092 as the page prints them", func() string {
+		return p.output(gw + `istioctl proxy-config listeners "$GW_POD" -n istio-system | grep -E "15090|15091|15092"`)
+	}, listeners(false))
+	p.step("ingress gateway patched:\n" + out)
+	gwIP := strings.TrimSpace(p.output(`kubectl get pod -n istio-system -l app=istio-ingressgateway -o jsonpath='{.items[0].status.podIP}'`))
+	p.until("Prometheus' istio-proxy scrapes the patched ingress gateway's 15092 over mTLS: 200", func() string { return p.output(mtlsCurl(gwIP)) },
+		func(out string) bool { return out == "200" })
+	scraped("the patched ingress gateway", gwIP)
+	p.step("Prometheus scrapes the patched ingress gateway over mTLS")
+
 	// Gateway API: the page patches a Gateway istio-ingressgateway in istio-system.
 	p.sh(`cat <<EOF | kubectl apply -f -
 apiVersion: gateway.networking.k8s.io/v1
@@ -90,7 +124,7 @@ EOF`)
 	}
 	const apiGW = `export GW_POD=$(kubectl get pod -n istio-system -l gateway.networking.k8s.io/gateway-name=istio-ingressgateway -o jsonpath='{.items[0].metadata.name}')
 `
-	out := p.until("the Gateway API gateway's listeners 15090, 15091 and 15092 as the page prints them", func() string {
+	out = p.until("the Gateway API gateway's listeners 15090, 15091 and 15092 as the page prints them", func() string {
 		return p.output(apiGW + `istioctl proxy-config listeners "$GW_POD" -n istio-system | grep -E "15090|15091|15092"`)
 	}, listeners(false))
 	p.step("Gateway API gateway patched:\n" + out)
@@ -121,13 +155,11 @@ spec:
 `) + "istioctl install -y -f " + dir + "/istio-secure-metrics.yaml"); !strings.Contains(out, "✔ Installation complete") {
 		t.Fatalf("istioctl install -f istio-secure-metrics.yaml:\n%s", out)
 	}
-	const gw = `export GW_POD=$(kubectl get pod -n istio-system -l app=istio-ingressgateway -o jsonpath='{.items[0].metadata.name}')
-`
 	out = p.until("istioctl's ingress gateway with 15091 and 15092, 15090 on 127.0.0.1", func() string {
 		return p.output(gw + `istioctl proxy-config listeners "$GW_POD" -n istio-system | grep -E "15090|15091|15092"`)
 	}, listeners(true))
 	p.step("ingress gateway after the hardened install:\n" + out)
-	gwIP := strings.TrimSpace(p.output(`kubectl get pod -n istio-system -l app=istio-ingressgateway -o jsonpath='{.items[0].status.podIP}'`))
+	gwIP = strings.TrimSpace(p.output(`kubectl get pod -n istio-system -l app=istio-ingressgateway -o jsonpath='{.items[0].status.podIP}'`))
 	p.until("Prometheus' istio-proxy scrapes the ingress gateway's 15092 over mTLS: 200", func() string { return p.output(mtlsCurl(gwIP)) },
 		func(out string) bool { return out == "200" })
 	scraped("the ingress gateway", gwIP)

@@ -104,8 +104,12 @@ func runPatch(ctx context.Context, c *api.Client, namespace string, args []strin
 	for _, t := range targets {
 		o, err := readStoredObject(ctx, c, namespace, t)
 		var made *madeByLabError
-		if errors.As(err, &made) && t.kind.Kind == "Service" {
-			line, err := patchGatewayService(ctx, c, namespace, t, patch, typ, made)
+		if errors.As(err, &made) && (t.kind.Kind == "Service" || t.kind.Kind == "Deployment") {
+			patchMade := patchGatewayService
+			if t.kind.Kind == "Deployment" {
+				patchMade = patchGatewayDeployment // patch_gateway_deployment.go
+			}
+			line, err := patchMade(ctx, c, namespace, t, patch, typ, made)
 			if err != nil {
 				return err
 			}

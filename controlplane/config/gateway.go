@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"maps"
+	"path"
 	"slices"
 	"strings"
 
@@ -384,6 +385,43 @@ type installedGateway struct {
 		PodAnnotations map[string]string `json:"podAnnotations"`
 		Env            []corev1.EnvVar   `json:"env"`
 	} `json:"k8s"`
+}
+
+// checkInstalledGatewayK8s refuses, in the gateways' k8s settings of the installed-state
+// a MeshConfig keeps (install's components, or a patch of the gateway's Deployment), a
+// proxy.istio.io/config pod annotation or an istio-proxy environment whose OUTPUT_CERTS
+// or secure metrics port is bad, as on a pod template.
+func checkInstalledGatewayK8s(js []byte, p problems) {
+	var mc struct {
+		Metadata struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(js, &mc) != nil || mc.Metadata.Annotations[InstalledStateAnnotation] == "" {
+		return
+	}
+	var iop struct {
+		Spec struct {
+			Components struct {
+				IngressGateways []installedGateway `json:"ingressGateways"`
+				EgressGateways  []installedGateway `json:"egressGateways"`
+			} `json:"components"`
+		} `json:"spec"`
+	}
+	if json.Unmarshal([]byte(mc.Metadata.Annotations[InstalledStateAnnotation]), &iop) != nil {
+		return
+	}
+	for kind, gws := range map[string][]installedGateway{"ingressGateways": iop.Spec.Components.IngressGateways, "egressGateways": iop.Spec.Components.EgressGateways} {
+		for i, g := range gws {
+			f := fmt.Sprintf("metadata.annotations[%s].spec.components.%s[%d].k8s", InstalledStateAnnotation, kind, i)
+			checkProxyConfigAnnotation(g.K8s.PodAnnotations, f+".podAnnotations", p) // proxyconfig_annotation.go
+			env := envMap(g.K8s.Env)
+			if d, ok := env[outputCertsMetadata]; ok && d != "" && !path.IsAbs(d) {
+				p.addf(f+".env."+outputCertsMetadata, "%q is not an absolute path", d)
+			}
+			secureMetrics(env, f+".env", p)
+		}
+	}
 }
 
 // envMap returns a container's environment of literal values by name (later entries win,

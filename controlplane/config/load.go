@@ -259,6 +259,7 @@ func decodeDocument(file, namespace string, d document, errs *ErrorList) (*Objec
 		o.ConfigMap = decodeKube(top, js, p, func(cm *corev1.ConfigMap) { checkName(p, "metadata.name", cm.Name, 253) })
 	case kindMeshConfig:
 		o.MeshConfig = decodeIstio(top, js, p, validateMeshConfig)
+		checkInstalledGatewayK8s(js, p) // gateway.go
 	case kindPeerAuthentication:
 		o.PeerAuthentication = decodeIstio(top, js, p, validatePeerAuthentication)
 	case kindAuthorizationPolicy:

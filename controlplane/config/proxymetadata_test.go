@@ -174,3 +174,21 @@ spec:
 		t.Errorf("infrastructure labels: %v, want %q", err, want)
 	}
 }
+
+// TestInstalledGatewayK8sRefused: a bad secure metrics port or OUTPUT_CERTS in the
+// installed-state's gateway k8s settings (a patch of the gateway's Deployment) is
+// refused by field, as on a pod template.
+func TestInstalledGatewayK8sRefused(t *testing.T) {
+	t.Parallel()
+	const mesh = "apiVersion: meshlab.dev/v1alpha1\nkind: MeshConfig\nmetadata:\n  name: mesh\n  annotations:\n    meshlab.dev/installed-state: '{\"kind\":\"IstioOperator\",\"spec\":{\"components\":{\"ingressGateways\":[{\"enabled\":true,\"name\":\"istio-ingressgateway\",\"k8s\":%s}]}}}'\nspec: {}\n"
+	for _, tc := range []struct{ k8s, want string }{
+		{`{"env":[{"name":"ENVOY_SECURE_METRICS_PORT","value":"x"}]}`, `metadata.annotations[meshlab.dev/installed-state].spec.components.ingressGateways[0].k8s.env.ENVOY_SECURE_METRICS_PORT: "x" is not a port`},
+		{`{"env":[{"name":"OUTPUT_CERTS","value":"certs"}]}`, `k8s.env.OUTPUT_CERTS: "certs" is not an absolute path`},
+		{`{"podAnnotations":{"proxy.istio.io/config":"proxyMetadata:\n  ENVOY_SECURE_MERGED_METRICS_PORT: \"99999\"\n"}}`, `k8s.podAnnotations[proxy.istio.io/config].proxyMetadata.ENVOY_SECURE_MERGED_METRICS_PORT: "99999" is not a port`},
+	} {
+		_, err := Load("mesh.yaml", []byte(strings.Replace(mesh, "%s", tc.k8s, 1)))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.k8s, err, tc.want)
+		}
+	}
+}
