@@ -30,8 +30,8 @@ import (
 // nodes per app, versioned app, workload or service, edges with request rates and
 // response codes), /api/namespaces/<ns>/services/<name> and /api/istio/validations
 // (KIA0601 on a Service's port name, from the Services the lab writes it). It has no UI,
-// no Kubernetes API client (no namespace list, no health, no Istio config validations)
-// and no TCP edges: docs/ARCHITECTURE.md, "Kiali".
+// no Kubernetes API client (no namespace list, no health, no Istio config validations):
+// docs/ARCHITECTURE.md, "Kiali".
 
 // PersonaKiali is Kiali's graph API over the lab's Prometheus.
 const PersonaKiali = "kiali"
@@ -192,14 +192,29 @@ type kialiGraphQuery struct {
 	Duration       time.Duration
 	QueryTime      time.Time
 	InjectServices bool
+	// RateHTTP and RateGRPC are "requests" or "none"; RateTCP "sent", "received",
+	// "total" or "none": which metric an edge of the protocol counts.
+	RateHTTP, RateGRPC, RateTCP string
 }
 
 // parseKialiGraphQuery reads the graph API's parameters as Kiali does: namespaces
 // (required, comma-separated), graphType (default workload), duration (default 10m),
 // queryTime (Unix seconds, default now), injectServiceNodes (default false; always true
-// for a service graph).
+// for a service graph), rateHttp (requests or none), rateGrpc (requests or none: its
+// message rates are refused), rateTcp (sent, received, total or none).
 func parseKialiGraphQuery(v url.Values, now time.Time) (kialiGraphQuery, error) {
-	q := kialiGraphQuery{GraphType: cmp.Or(v.Get("graphType"), kialiWorkload), Duration: 10 * time.Minute, QueryTime: now}
+	q := kialiGraphQuery{GraphType: cmp.Or(v.Get("graphType"), kialiWorkload), Duration: 10 * time.Minute, QueryTime: now,
+		RateHTTP: cmp.Or(v.Get("rateHttp"), "requests"), RateGRPC: cmp.Or(v.Get("rateGrpc"), "requests"), RateTCP: cmp.Or(v.Get("rateTcp"), "sent")}
+	switch {
+	case q.RateHTTP != "requests" && q.RateHTTP != "none":
+		return q, fmt.Errorf("rateHttp %q: must be one of none, requests", q.RateHTTP)
+	case q.RateGRPC == "sent" || q.RateGRPC == "received" || q.RateGRPC == "total":
+		return q, fmt.Errorf("rateGrpc %q: meshlab's Kiali counts gRPC requests only (istio_request_messages_total is not drawn): use rateGrpc=requests", q.RateGRPC)
+	case q.RateGRPC != "requests" && q.RateGRPC != "none":
+		return q, fmt.Errorf("rateGrpc %q: must be one of none, received, requests, sent, total", q.RateGRPC)
+	case !slices.Contains([]string{"sent", "received", "total", "none"}, q.RateTCP):
+		return q, fmt.Errorf("rateTcp %q: must be one of none, received, sent, total", q.RateTCP)
+	}
 	for ns := range strings.SplitSeq(v.Get("namespaces"), ",") {
 		if ns = strings.TrimSpace(ns); ns != "" {
 			if strings.ContainsAny(ns, `"\{}=~!`) {
@@ -245,7 +260,8 @@ func parseKialiGraphQuery(v url.Values, now time.Time) (kialiGraphQuery, error) 
 	return q, nil
 }
 
-// kialiSeries is one istio_requests_total rate, by Kiali's grouping labels.
+// kialiSeries is one istio_requests_total (or TCP byte counter) rate, by Kiali's
+// grouping labels.
 type kialiSeries struct {
 	labels map[string]string
 	rate   float64
@@ -256,6 +272,12 @@ const kialiGroupBy = "source_cluster,source_workload_namespace,source_workload,s
 	"destination_cluster,destination_service_namespace,destination_service,destination_service_name," +
 	"destination_workload_namespace,destination_workload,destination_canonical_service,destination_canonical_revision," +
 	"request_protocol,response_code,grpc_response_status,response_flags"
+
+// kialiTCPGroupBy is the labels Kiali's graph groups the TCP byte counters by.
+const kialiTCPGroupBy = "source_cluster,source_workload_namespace,source_workload,source_canonical_service,source_canonical_revision," +
+	"destination_cluster,destination_service_namespace,destination_service,destination_service_name," +
+	"destination_workload_namespace,destination_workload,destination_canonical_service,destination_canonical_revision," +
+	"response_flags"
 
 // promQuery runs an instant query on the configured Prometheus.
 func (k *kiali) promQuery(ctx context.Context, query string, at time.Time) ([]kialiSeries, error) {
@@ -451,6 +473,9 @@ func (b *kialiGraphBuilder) edge(from, to *kialiNode, protocol string) *kialiEdg
 func (b *kialiGraphBuilder) addTraffic(from, to *kialiNode, protocol, code, flags, host string, rate float64) {
 	e := b.edge(from, to, protocol)
 	class := kialiCodeClass(code)
+	if protocol == "tcp" {
+		class = ""
+	}
 	e.rates[protocol] += rate
 	if class != "" {
 		e.rates[protocol+class] += rate
@@ -472,14 +497,25 @@ func (b *kialiGraphBuilder) addTraffic(from, to *kialiNode, protocol, code, flag
 }
 
 // add places one series in the graph as Kiali does: source -> [service ->] destination,
-// the service node standing for the destination when its workload is unknown.
-func (b *kialiGraphBuilder) add(s kialiSeries) {
+// the service node standing for the destination when its workload is unknown. A TCP
+// byte counter's series is protocol tcp, response code "-"; istio_requests_total's is its
+// request_protocol's, http or grpc, unless the query's rate for it is none.
+func (b *kialiGraphBuilder) add(s kialiSeries, tcp bool) {
 	l := s.labels
 	protocol := strings.ToLower(l["request_protocol"])
 	if protocol != "grpc" {
 		protocol = "http"
 	}
+	if tcp {
+		protocol = "tcp"
+	}
+	if (protocol == "http" && b.q.RateHTTP == "none") || (protocol == "grpc" && b.q.RateGRPC == "none") {
+		return
+	}
 	code := l["response_code"]
+	if tcp {
+		code = "-"
+	}
 	if protocol == "grpc" && l["grpc_response_status"] != "" {
 		code = l["grpc_response_status"]
 	}
@@ -537,12 +573,21 @@ func (k *kiali) graph(ctx context.Context, q kialiGraphQuery) (*kialiGraphConfig
 			`reporter="destination",source_workload_namespace!="` + ns + `",destination_service_namespace="` + ns + `"`,
 			`reporter="source",source_workload_namespace="` + ns + `"`,
 		} {
-			series, err := k.promQuery(ctx, `sum(rate(istio_requests_total{`+sel+`}[`+rng+`])) by (`+kialiGroupBy+`) > 0`, q.QueryTime)
-			if err != nil {
-				return nil, err
+			var queries []string
+			if q.RateHTTP != "none" || q.RateGRPC != "none" {
+				queries = append(queries, `sum(rate(istio_requests_total{`+sel+`}[`+rng+`])) by (`+kialiGroupBy+`) > 0`)
 			}
-			for _, s := range series {
-				b.add(s)
+			for _, m := range map[string][]string{"sent": {"sent"}, "received": {"received"}, "total": {"sent", "received"}}[q.RateTCP] {
+				queries = append(queries, `sum(rate(istio_tcp_`+m+`_bytes_total{`+sel+`}[`+rng+`])) by (`+kialiTCPGroupBy+`) > 0`)
+			}
+			for _, query := range queries {
+				series, err := k.promQuery(ctx, query, q.QueryTime)
+				if err != nil {
+					return nil, err
+				}
+				for _, s := range series {
+					b.add(s, strings.Contains(query, "istio_tcp_"))
+				}
 			}
 		}
 	}
@@ -553,7 +598,7 @@ func (k *kiali) graph(ctx context.Context, q kialiGraphQuery) (*kialiGraphConfig
 		d := n.data
 		d.IsOutside = d.NodeType != "unknown" && !slices.Contains(q.Namespaces, d.Namespace)
 		d.IsRoot = n.in == 0
-		for _, proto := range []string{"http", "grpc"} {
+		for _, proto := range []string{"http", "grpc", "tcp"} {
 			t := kialiTraffic{Protocol: proto, Rates: map[string]string{}}
 			for _, r := range []string{"In", "In3xx", "In4xx", "In5xx", "InNoResponse", "Out"} {
 				if v := n.rates[proto+r]; v > 0 {
@@ -578,7 +623,7 @@ func (k *kiali) graph(ctx context.Context, q kialiGraphQuery) (*kialiGraphConfig
 		if errs := e.rates[p+"4xx"] + e.rates[p+"5xx"] + e.rates[p+"NoResponse"]; errs > 0 {
 			t.Rates[p+"PercentErr"] = strconv.FormatFloat(errs/total*100, 'f', 1, 64)
 		}
-		if out := e.from.rates[p+"Out"]; out > 0 {
+		if out := e.from.rates[p+"Out"]; out > 0 && p != "tcp" {
 			t.Rates[p+"PercentReq"] = strconv.FormatFloat(total/out*100, 'f', 1, 64)
 		}
 		for code, r := range e.responses {

@@ -37,6 +37,13 @@ func bookinfoSeries(query string) []map[string]string {
 	pp := wl("destination", "default", "productpage-v1", "productpage", "v1")
 	ppSrc := wl("source", "default", "productpage-v1", "productpage", "v1")
 	switch {
+	case strings.Contains(query, "istio_tcp_sent_bytes_total") && strings.Contains(query, `reporter="source"`):
+		m := series(wl("source", "default", "ratings-v2", "ratings", "v2"), wl("destination", "default", "mongodb-v1", "mongodb", "v1"), "mongodb", "")
+		delete(m, "response_code")
+		delete(m, "request_protocol")
+		return []map[string]string{m}
+	case strings.Contains(query, "istio_tcp_"):
+		return nil
 	case strings.Contains(query, `reporter="destination"`):
 		return []map[string]string{series(gw, pp, "productpage", "200")}
 	case strings.Contains(query, `reporter="source"`):
@@ -137,7 +144,9 @@ func TestKialiGraph(t *testing.T) {
 		t.Errorf("graph header: %s %d %d", g.GraphType, g.Duration, g.Timestamp)
 	}
 	want := []string{`sum(rate(istio_requests_total{reporter="destination",source_workload_namespace!="default",destination_service_namespace="default"}[60s])) by (` + kialiGroupBy + `) > 0`,
-		`sum(rate(istio_requests_total{reporter="source",source_workload_namespace="default"}[60s])) by (` + kialiGroupBy + `) > 0`}
+		`sum(rate(istio_tcp_sent_bytes_total{reporter="destination",source_workload_namespace!="default",destination_service_namespace="default"}[60s])) by (` + kialiTCPGroupBy + `) > 0`,
+		`sum(rate(istio_requests_total{reporter="source",source_workload_namespace="default"}[60s])) by (` + kialiGroupBy + `) > 0`,
+		`sum(rate(istio_tcp_sent_bytes_total{reporter="source",source_workload_namespace="default"}[60s])) by (` + kialiTCPGroupBy + `) > 0`}
 	if !slices.Equal(*queries, want) {
 		t.Errorf("queries:\n%q\nwant\n%q", *queries, want)
 	}
@@ -150,8 +159,8 @@ func TestKialiGraph(t *testing.T) {
 	wantEdges := []string{
 		"istio-ingressgateway latest -> svc:productpage",
 		"productpage v1 -> svc:details", "productpage v1 -> svc:reviews",
-		"reviews v2 -> svc:ratings",
-		"svc:details -> details v1", "svc:productpage -> productpage v1",
+		"ratings v2 -> svc:mongodb", "reviews v2 -> svc:ratings",
+		"svc:details -> details v1", "svc:mongodb -> mongodb v1", "svc:productpage -> productpage v1",
 		"svc:ratings -> ratings v1", "svc:reviews -> reviews v1", "svc:reviews -> reviews v2",
 	}
 	if !slices.Equal(names, wantEdges) {
@@ -161,6 +170,9 @@ func TestKialiGraph(t *testing.T) {
 	if rv.Protocol != "http" || rv.Rates["http"] != "1.00" || rv.Rates["http5xx"] != "0.50" || rv.Rates["httpPercentErr"] != "50.0" ||
 		rv.Rates["httpPercentReq"] != "66.7" || rv.Responses["503"].Flags["-"] != "50.0" || rv.Responses["200"].Hosts["reviews.default.svc.cluster.local"] != "50.0" {
 		t.Errorf("productpage -> reviews traffic: %+v %+v %+v", rv.Rates, rv.Responses["200"], rv.Responses["503"])
+	}
+	if db := edges["ratings v2 -> svc:mongodb"]; db.Protocol != "tcp" || len(db.Rates) != 1 || db.Rates["tcp"] != "0.50" || db.Responses["-"].Flags["-"] != "100.0" {
+		t.Errorf("ratings -> mongodb traffic: %+v %+v", db.Rates, db.Responses["-"])
 	}
 	for _, n := range g.Elements.Nodes {
 		d := n.Data
@@ -187,11 +199,11 @@ func TestKialiGraph(t *testing.T) {
 	}
 	slices.Sort(names)
 	wantEdges = []string{"wl:istio-ingressgateway -> wl:productpage-v1", "wl:productpage-v1 -> wl:details-v1",
-		"wl:productpage-v1 -> wl:reviews-v1", "wl:productpage-v1 -> wl:reviews-v2", "wl:reviews-v2 -> wl:ratings-v1"}
+		"wl:productpage-v1 -> wl:reviews-v1", "wl:productpage-v1 -> wl:reviews-v2", "wl:ratings-v2 -> wl:mongodb-v1", "wl:reviews-v2 -> wl:ratings-v1"}
 	if !slices.Equal(names, wantEdges) {
 		t.Errorf("workload graph edges:\n%s\nwant\n%s", strings.Join(names, "\n"), strings.Join(wantEdges, "\n"))
 	}
-	_, g, _ = get("namespaces=default&graphType=app")
+	_, g, _ = get("namespaces=default&graphType=app&rateTcp=none")
 	if _, ok := graphEdges(t, g)["productpage -> reviews"]; !ok || len(g.Elements.Nodes) != 5 {
 		t.Errorf("app graph: %d nodes, edges %v", len(g.Elements.Nodes), graphEdges(t, g))
 	}
@@ -203,6 +215,9 @@ func TestKialiGraph(t *testing.T) {
 		`namespaces=a"b`:                        `namespaces: "a\"b" is not a namespace name`,
 		"namespaces=default&queryTime=-1":       `queryTime "-1": Unix seconds`,
 		"namespaces=x&injectServiceNodes=maybe": `injectServiceNodes "maybe": true or false`,
+		"namespaces=x&rateGrpc=sent":            `rateGrpc "sent": meshlab's Kiali counts gRPC requests only (istio_request_messages_total is not drawn): use rateGrpc=requests`,
+		"namespaces=x&rateTcp=bytes":            `rateTcp "bytes": must be one of none, received, sent, total`,
+		"namespaces=x&rateHttp=all":             `rateHttp "all": must be one of none, requests`,
 	} {
 		code, _, raw := get(q)
 		var e struct{ Error string }
