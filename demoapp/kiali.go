@@ -195,6 +195,9 @@ type kialiGraphQuery struct {
 	// RateHTTP and RateGRPC are "requests" or "none"; RateTCP "sent", "received",
 	// "total" or "none": which metric an edge of the protocol counts.
 	RateHTTP, RateGRPC, RateTCP string
+	// Security is whether Kiali's securityPolicy appender runs (appenders names it, or
+	// appenders is not given): the edges' isMTLS.
+	Security bool
 }
 
 // parseKialiGraphQuery reads the graph API's parameters as Kiali does: namespaces
@@ -215,6 +218,7 @@ func parseKialiGraphQuery(v url.Values, now time.Time) (kialiGraphQuery, error) 
 	case !slices.Contains([]string{"sent", "received", "total", "none"}, q.RateTCP):
 		return q, fmt.Errorf("rateTcp %q: must be one of none, received, sent, total", q.RateTCP)
 	}
+	q.Security = !v.Has("appenders") || slices.Contains(strings.Split(v.Get("appenders"), ","), "securityPolicy")
 	for ns := range strings.SplitSeq(v.Get("namespaces"), ",") {
 		if ns = strings.TrimSpace(ns); ns != "" {
 			if strings.ContainsAny(ns, `"\{}=~!`) {
@@ -357,6 +361,7 @@ type (
 		Source string       `json:"source"`
 		Target string       `json:"target"`
 		Traff  kialiTraffic `json:"traffic"`
+		IsMTLS string       `json:"isMTLS,omitempty"` // the percent of its traffic over mutual TLS
 	}
 	kialiNodeWrapper struct {
 		Data *kialiNodeData `json:"data"`
@@ -389,12 +394,17 @@ type kialiEdge struct {
 	protocol  string
 	rates     map[string]float64
 	responses map[string]map[string]map[string]float64 // code -> "flags"/"hosts" -> value -> rate
+	// mtls and secured are the securityPolicy appender's rates: over mutual TLS, and all.
+	mtls, secured float64
 }
 
 type kialiGraphBuilder struct {
 	q     kialiGraphQuery
 	nodes map[string]*kialiNode
 	edges map[string]*kialiEdge
+	// policy is set while the securityPolicy appender adds its series: the series'
+	// connection_security_policy, added to the edges the traffic drew, none made.
+	policy string
 }
 
 func kialiHash(s string) string {
@@ -408,6 +418,9 @@ func known(v string) bool { return v != "" && v != "unknown" }
 func (b *kialiGraphBuilder) node(key string, d kialiNodeData) *kialiNode {
 	if n, ok := b.nodes[key]; ok {
 		return n
+	}
+	if b.policy != "" {
+		return &kialiNode{key: key, rates: map[string]float64{}} // not drawn: no edge has it
 	}
 	d.ID = kialiHash(key)
 	d.Cluster = cmp.Or(d.Cluster, "Kubernetes")
@@ -471,6 +484,15 @@ func (b *kialiGraphBuilder) edge(from, to *kialiNode, protocol string) *kialiEdg
 
 // addTraffic adds one series' rate to the edge from -> to and to both nodes' rates.
 func (b *kialiGraphBuilder) addTraffic(from, to *kialiNode, protocol, code, flags, host string, rate float64) {
+	if b.policy != "" {
+		if e := b.edges[from.key+"\x00"+to.key+"\x00"+protocol]; e != nil {
+			e.secured += rate
+			if b.policy == "mutual_tls" {
+				e.mtls += rate
+			}
+		}
+		return
+	}
 	e := b.edge(from, to, protocol)
 	class := kialiCodeClass(code)
 	if protocol == "tcp" {
@@ -591,6 +613,11 @@ func (k *kiali) graph(ctx context.Context, q kialiGraphQuery) (*kialiGraphConfig
 			}
 		}
 	}
+	if q.Security {
+		if err := k.securityPolicy(ctx, b, rng); err != nil {
+			return nil, err
+		}
+	}
 	cfg := &kialiGraphConfig{Timestamp: q.QueryTime.Unix(), Duration: int64(q.Duration / time.Second), GraphType: q.GraphType}
 	cfg.Elements.Nodes = []kialiNodeWrapper{}
 	cfg.Elements.Edges = []kialiEdgeWrapper{}
@@ -637,9 +664,11 @@ func (k *kiali) graph(ctx context.Context, q kialiGraphQuery) (*kialiGraphConfig
 			t.Responses[code] = rd
 		}
 		from, to := kialiHash(e.from.key), kialiHash(e.to.key)
-		cfg.Elements.Edges = append(cfg.Elements.Edges, kialiEdgeWrapper{Data: &kialiEdgeData{
-			ID: kialiHash(from + "." + to + "." + p), Source: from, Target: to, Traff: t,
-		}})
+		ed := &kialiEdgeData{ID: kialiHash(from + "." + to + "." + p), Source: from, Target: to, Traff: t}
+		if e.mtls > 0 {
+			ed.IsMTLS = strconv.FormatFloat(e.mtls/e.secured*100, 'f', 0, 64)
+		}
+		cfg.Elements.Edges = append(cfg.Elements.Edges, kialiEdgeWrapper{Data: ed})
 	}
 	// Kiali sorts for a stable answer: nodes by namespace, app, version, service,
 	// workload; edges by source, target.
@@ -814,4 +843,34 @@ func (k *kiali) validationSummary(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	kialiJSON(w, http.StatusOK, map[string]any{"Kubernetes": out})
+}
+
+// securityPolicy is Kiali's securityPolicy appender: the destination-reported rates by
+// connection_security_policy of the namespaces' traffic (into them, and out of them to
+// other namespaces), added to the edges the traffic drew, which get isMTLS, the percent
+// over mutual TLS.
+func (k *kiali) securityPolicy(ctx context.Context, b *kialiGraphBuilder, rng string) error {
+	defer func() { b.policy = "" }()
+	for _, ns := range b.q.Namespaces {
+		for _, sel := range []string{
+			`reporter="destination",destination_service_namespace="` + ns + `"`,
+			`reporter="destination",source_workload_namespace="` + ns + `",destination_service_namespace!="` + ns + `"`,
+		} {
+			queries := []string{`sum(rate(istio_requests_total{` + sel + `}[` + rng + `])) by (` + kialiGroupBy + `,connection_security_policy) > 0`}
+			if b.q.RateTCP != "none" {
+				queries = append(queries, `sum(rate(istio_tcp_sent_bytes_total{`+sel+`}[`+rng+`])) by (`+kialiTCPGroupBy+`,connection_security_policy) > 0`)
+			}
+			for _, query := range queries {
+				series, err := k.promQuery(ctx, query, b.q.QueryTime)
+				if err != nil {
+					return err
+				}
+				for _, s := range series {
+					b.policy = cmp.Or(s.labels["connection_security_policy"], "unknown")
+					b.add(s, strings.Contains(query, "istio_tcp_"))
+				}
+			}
+		}
+	}
+	return nil
 }

@@ -36,7 +36,21 @@ func bookinfoSeries(query string) []map[string]string {
 	gw := wl("source", "istio-system", "istio-ingressgateway", "istio-ingressgateway", "latest")
 	pp := wl("destination", "default", "productpage-v1", "productpage", "v1")
 	ppSrc := wl("source", "default", "productpage-v1", "productpage", "v1")
+	secured := func(m map[string]string, policy string) map[string]string {
+		m["connection_security_policy"] = policy
+		return m
+	}
 	switch {
+	case strings.Contains(query, "connection_security_policy") && strings.Contains(query, "istio_requests_total") && strings.Contains(query, `destination_service_namespace="default"`):
+		return []map[string]string{
+			secured(series(gw, pp, "productpage", "200"), "mutual_tls"),
+			secured(series(ppSrc, wl("destination", "default", "reviews-v2", "reviews", "v2"), "reviews", "200"), "mutual_tls"),
+			secured(series(ppSrc, wl("destination", "default", "reviews-v1", "reviews", "v1"), "reviews", "503"), "none"),
+			// traffic the graph has not drawn: no node or edge of its own
+			secured(series(ppSrc, wl("destination", "default", "nowhere-v1", "nowhere", "v1"), "nowhere", "200"), "mutual_tls"),
+		}
+	case strings.Contains(query, "connection_security_policy"):
+		return nil
 	case strings.Contains(query, "istio_tcp_sent_bytes_total") && strings.Contains(query, `reporter="source"`):
 		m := series(wl("source", "default", "ratings-v2", "ratings", "v2"), wl("destination", "default", "mongodb-v1", "mongodb", "v1"), "mongodb", "")
 		delete(m, "response_code")
@@ -117,6 +131,22 @@ func graphEdges(t *testing.T, g kialiGraphConfig) map[string]kialiTraffic {
 	return out
 }
 
+// graphEdgeName names an edge as graphEdges does.
+func graphEdgeName(g kialiGraphConfig, e *kialiEdgeData) string {
+	name := func(id string) string {
+		for _, n := range g.Elements.Nodes {
+			if d := n.Data; d.ID == id {
+				if d.NodeType == "service" {
+					return "svc:" + d.Service
+				}
+				return strings.TrimSuffix(d.App+" "+d.Version, " ")
+			}
+		}
+		return "?"
+	}
+	return name(e.Source) + " -> " + name(e.Target)
+}
+
 // TestKialiGraph: the graph API asks Prometheus as Kiali does (requests into the
 // namespace as the destination reports them, from it as the source does) and draws
 // Bookinfo's versioned-app graph with service nodes, and its workload graph, with
@@ -147,7 +177,7 @@ func TestKialiGraph(t *testing.T) {
 		`sum(rate(istio_tcp_sent_bytes_total{reporter="destination",source_workload_namespace!="default",destination_service_namespace="default"}[60s])) by (` + kialiTCPGroupBy + `) > 0`,
 		`sum(rate(istio_requests_total{reporter="source",source_workload_namespace="default"}[60s])) by (` + kialiGroupBy + `) > 0`,
 		`sum(rate(istio_tcp_sent_bytes_total{reporter="source",source_workload_namespace="default"}[60s])) by (` + kialiTCPGroupBy + `) > 0`}
-	if !slices.Equal(*queries, want) {
+	if len(*queries) != 8 || !slices.Equal((*queries)[:4], want) || !strings.Contains((*queries)[4], ",connection_security_policy) > 0") {
 		t.Errorf("queries:\n%q\nwant\n%q", *queries, want)
 	}
 	edges := graphEdges(t, g)
@@ -171,6 +201,14 @@ func TestKialiGraph(t *testing.T) {
 		rv.Rates["httpPercentReq"] != "66.7" || rv.Responses["503"].Flags["-"] != "50.0" || rv.Responses["200"].Hosts["reviews.default.svc.cluster.local"] != "50.0" {
 		t.Errorf("productpage -> reviews traffic: %+v %+v %+v", rv.Rates, rv.Responses["200"], rv.Responses["503"])
 	}
+	for e, want := range map[string]string{"istio-ingressgateway latest -> svc:productpage": "100", "svc:productpage -> productpage v1": "100",
+		"productpage v1 -> svc:reviews": "50", "svc:reviews -> reviews v2": "100", "svc:reviews -> reviews v1": "", "productpage v1 -> svc:details": ""} {
+		for _, ew := range g.Elements.Edges {
+			if graphEdgeName(g, ew.Data) == e && ew.Data.IsMTLS != want {
+				t.Errorf("%s: isMTLS %q, want %q", e, ew.Data.IsMTLS, want)
+			}
+		}
+	}
 	if db := edges["ratings v2 -> svc:mongodb"]; db.Protocol != "tcp" || len(db.Rates) != 1 || db.Rates["tcp"] != "0.50" || db.Responses["-"].Flags["-"] != "100.0" {
 		t.Errorf("ratings -> mongodb traffic: %+v %+v", db.Rates, db.Responses["-"])
 	}
@@ -192,7 +230,11 @@ func TestKialiGraph(t *testing.T) {
 		}
 	}
 
-	_, g, _ = get("namespaces=default&graphType=workload")
+	*queries = nil
+	_, g, _ = get("namespaces=default&graphType=workload&appenders=deadNode,istio")
+	if len(*queries) != 4 {
+		t.Errorf("without the securityPolicy appender: %d queries, want the traffic's 4", len(*queries))
+	}
 	names = names[:0]
 	for e := range graphEdges(t, g) {
 		names = append(names, e)

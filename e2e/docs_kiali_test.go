@@ -25,6 +25,7 @@ type kialiGraph struct {
 		Edges []struct {
 			Data struct {
 				Source, Target string
+				IsMTLS         string `json:"isMTLS"`
 				Traffic        struct {
 					Protocol string            `json:"protocol"`
 					Rates    map[string]string `json:"rates"`
@@ -37,6 +38,11 @@ type kialiGraph struct {
 // edges names the graph's edges with traffic "source -> target", a node named by its
 // service (svc:NAME), its workload (workload graphs) or its app.
 func (g *kialiGraph) edges() []string {
+	return g.edgesWith(func(string) bool { return true })
+}
+
+// edgesWith is edges, of the edges whose isMTLS is ok.
+func (g *kialiGraph) edgesWith(ok func(isMTLS string) bool) []string {
 	name := map[string]string{}
 	for _, n := range g.Elements.Nodes {
 		d := n.Data
@@ -51,7 +57,7 @@ func (g *kialiGraph) edges() []string {
 	}
 	var out []string
 	for _, e := range g.Elements.Edges {
-		if e.Data.Traffic.Rates[e.Data.Traffic.Protocol] != "" {
+		if e.Data.Traffic.Rates[e.Data.Traffic.Protocol] != "" && ok(e.Data.IsMTLS) {
 			out = append(out, name[e.Data.Source]+" -> "+name[e.Data.Target])
 		}
 	}
@@ -118,6 +124,11 @@ echo "$INGRESS_HOST:$INGRESS_PORT"`))
 		missing := slices.DeleteFunc(slices.Clone(want), func(e string) bool { return slices.Contains(edges, e) })
 		if len(missing) == 0 {
 			p.step("Kiali's versioned app graph: " + strings.Join(edges, ", "))
+			// The sidecars' and the gateway's auto mTLS: Kiali's security appender
+			// finds every request of the page's traffic over mutual TLS.
+			if plain := g.edgesWith(func(m string) bool { return m != "100" }); len(plain) > 0 {
+				t.Errorf("edges whose isMTLS is not 100: %v\n%.3000s", plain, body)
+			}
 			break
 		}
 		if time.Now().After(deadline) {
