@@ -24,7 +24,9 @@ import (
 //   - The hardened install: `istioctl install -f ./istio-secure-metrics.yaml` as written
 //     (meshConfig.defaultConfig.proxyMetadata, the ingress gateway's k8s.podAnnotations)
 //     gives istioctl's ingress gateway 15091 and 15092, its 15090 on 127.0.0.1
-//     (METRICS_LOCALHOST_ACCESS_ONLY), and Prometheus scrapes it over mTLS.
+//     (METRICS_LOCALHOST_ACCESS_ONLY), and Prometheus scrapes it over mTLS; httpbin,
+//     applied after it, gets the same listeners from the mesh's proxyMetadata; then the
+//     page's clean up.
 func TestDocsSecureMetricsGateways(t *testing.T) {
 	testutil.RequireRoot(t)
 	requirePrometheus(t)
@@ -165,8 +167,26 @@ spec:
 	scraped("the ingress gateway", gwIP)
 	p.step("Prometheus scrapes istioctl's ingress gateway over mTLS")
 
+	// The install's defaultConfig.proxyMetadata is every proxy's: a sidecar made after it
+	// (httpbin, no proxy.istio.io/config of its own) gets the listeners too.
+	p.sh(`kubectl label namespace default istio-injection=enabled --overwrite
+kubectl apply -f samples/httpbin/httpbin.yaml
+kubectl rollout status deployment/httpbin -n default`)
+	out = p.until("httpbin's sidecar with the mesh's 15091 and 15092, 15090 on 127.0.0.1", func() string {
+		return p.output(`export HTTPBIN_POD=$(kubectl get pod -n default -l app=httpbin -o jsonpath='{.items[0].metadata.name}')
+istioctl proxy-config listeners "$HTTPBIN_POD" -n default | grep -E "15090|15091|15092"`)
+	}, listeners(true))
+	p.step("httpbin after the hardened install:\n" + out)
+	httpbinIP := strings.TrimSpace(p.output(`kubectl get pod -n default -l app=httpbin -o jsonpath='{.items[0].status.podIP}'`))
+	p.until("Prometheus' istio-proxy scrapes httpbin's 15092 over mTLS: 200", func() string { return p.output(mtlsCurl(httpbinIP)) },
+		func(out string) bool { return out == "200" })
+	scraped("httpbin", httpbinIP)
+	p.step("Prometheus scrapes httpbin with the mesh's proxyMetadata")
+
 	if out := p.sh(`kubectl delete -n istio-system -f samples/addons/extras/prometheus-secure-metrics.yaml
-kubectl delete gateway istio-ingressgateway -n istio-system`); !strings.Contains(out, `deployment.apps "prometheus" deleted`) || !strings.Contains(out, `gateway.gateway.networking.k8s.io "istio-ingressgateway" deleted`) {
+kubectl delete -f samples/httpbin/httpbin.yaml
+kubectl delete gateway istio-ingressgateway -n istio-system
+kubectl label namespace default istio-injection-`); !strings.Contains(out, `deployment.apps "prometheus" deleted`) || !strings.Contains(out, `gateway.gateway.networking.k8s.io "istio-ingressgateway" deleted`) || !strings.Contains(out, "namespace/default unlabeled") {
 		t.Errorf("clean up:\n%s", out)
 	}
 }
