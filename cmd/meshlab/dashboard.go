@@ -53,7 +53,8 @@ port, else a free one), prints its URL and serves until Ctrl-C.
                   /api/dashboards/uid/..., the data source proxy to the lab's
                   Prometheus) on the sample's dashboards, with no UI
   kiali           the pod of samples/addons/kiali.yaml: Kiali's graph API
-                  (/kiali/api/namespaces/graph, from the lab's Prometheus), no UI
+                  (/kiali/api/namespaces/graph, from the lab's Prometheus) and its
+                  Services' validations (KIA0601), no UI
   skywalking      the pod of the samples/addons file (its app runs
                   meshlab's demo app); without it istioctl's "no pods found"
   controlz        refused with the reason`,
