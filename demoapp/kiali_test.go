@@ -71,8 +71,8 @@ func bookinfoSeries(query string) []map[string]string {
 	return nil
 }
 
-func kialiTestServer(t *testing.T) (srv *httptest.Server, queries *[]string, volumeRoot string) {
-	t.Helper()
+func kialiTestServer(tb testing.TB) (srv *httptest.Server, queries *[]string, volumeRoot string) {
+	tb.Helper()
 	queries = new([]string)
 	prom := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query().Get("query")
@@ -83,23 +83,23 @@ func kialiTestServer(t *testing.T) (srv *httptest.Server, queries *[]string, vol
 		}
 		_ = json.NewEncoder(w).Encode(map[string]any{"status": "success", "data": map[string]any{"resultType": "vector", "result": res}})
 	}))
-	t.Cleanup(prom.Close)
-	root := t.TempDir()
+	tb.Cleanup(prom.Close)
+	root := tb.TempDir()
 	f := filepath.Join(root, kialiConfigFile)
 	if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	cfg := "external_services:\n  prometheus:\n    enabled: true\n    url: " + prom.URL + "\nserver:\n  port: 20001\n  web_root: /kiali\nchat_ai: {enabled: false}\n"
 	if err := os.WriteFile(f, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	c, err := readKialiConfig(root)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	k := &kiali{cfg: c, volumeRoot: root, client: prom.Client(), now: func() time.Time { return time.Unix(1700000000, 0) }}
 	srv = httptest.NewServer(k.handler())
-	t.Cleanup(srv.Close)
+	tb.Cleanup(srv.Close)
 	return srv, queries, root
 }
 
@@ -411,5 +411,25 @@ func TestKialiValidations(t *testing.T) {
 	write(svcs)
 	if _, body := get("/kiali/api/istio/validations?namespaces=bookinfo"); body != `{"Kubernetes":{"bookinfo":{"errors":0,"objectCount":4,"warnings":0}}}`+"\n" {
 		t.Errorf("summary after the port is renamed http: %s", body)
+	}
+}
+
+// BenchmarkKialiGraph: one versioned-app graph request with service nodes and the
+// security appender over Bookinfo's series, answered by a local fake Prometheus (its
+// JSON decode included): what a graph refresh of the page costs the persona.
+func BenchmarkKialiGraph(b *testing.B) {
+	srv, _, _ := kialiTestServer(b)
+	url := srv.URL + "/kiali/api/namespaces/graph?namespaces=default&graphType=versionedApp&duration=60s&injectServiceNodes=true"
+	b.ReportAllocs()
+	for b.Loop() {
+		resp, err := http.Get(url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b.Fatal(resp.Status)
+		}
 	}
 }
