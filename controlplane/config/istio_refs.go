@@ -282,8 +282,11 @@ func istioModel(objs []*Object, m *model.Model) (model.Istio, model.MeshConfig, 
 				case networking.ServiceEntry_STATIC:
 					if ip, ok := podIPs[ep.Address]; ok {
 						ep.Address = ip.String()
-					} else if a, err := netip.ParseAddr(ep.Address); err != nil || !known[a] {
-						return out, mesh, fmt.Errorf("%s: spec.endpoints[%d].address: %q is not the IP of a lab pod", o.Origin, i, ep.Address)
+					} else if a, err := netip.ParseAddr(ep.Address); err != nil || (!known[a] && !a.IsLoopback()) {
+						// A loopback endpoint is each proxy's own (secure-metrics' legacy
+						// gateway-admin ServiceEntry, 127.0.0.1:15020): Envoy connects to it
+						// in the pod's own network namespace.
+						return out, mesh, fmt.Errorf("%s: spec.endpoints[%d].address: %q is not the IP of a lab pod (nor a loopback address, each proxy's own)", o.Origin, i, ep.Address)
 					}
 				case networking.ServiceEntry_DNS:
 					ep.Address = resolve(ep.Address, ns)
