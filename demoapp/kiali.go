@@ -74,6 +74,9 @@ func readKialiConfig(volumeRoot string) (*kialiConfig, error) {
 		return nil, fmt.Errorf("%s: server.port %d is not a port", kialiConfigFile, c.Server.Port)
 	}
 	c.Server.WebRoot = "/" + strings.Trim(c.Server.WebRoot, "/")
+	if strings.Trim(c.Server.WebRoot, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~/") != "" || strings.Contains(c.Server.WebRoot, "//") {
+		return nil, fmt.Errorf("%s: server.web_root %q is not a URL path of letters, digits and -._~", kialiConfigFile, c.Server.WebRoot)
+	}
 	c.Deployment.Namespace = cmp.Or(c.Deployment.Namespace, "istio-system")
 	if c.ExternalServices.Prometheus.Enabled != nil && !*c.ExternalServices.Prometheus.Enabled {
 		return nil, fmt.Errorf("%s: external_services.prometheus.enabled is false: meshlab's Kiali builds its graph from Prometheus only", kialiConfigFile)

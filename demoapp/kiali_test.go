@@ -433,3 +433,30 @@ func BenchmarkKialiGraph(b *testing.B) {
 		}
 	}
 }
+
+// FuzzKialiConfig: any config.yaml reads to a config the persona can serve (a port, a
+// web root, a Prometheus URL with a host) or an error.
+func FuzzKialiConfig(f *testing.F) {
+	f.Add("server: {port: 20001, web_root: /kiali}\nexternal_services: {prometheus: {enabled: true}}\n")
+	f.Add("deployment: {namespace: obs}\nexternal_services: {prometheus: {url: 'http://p:9090/x'}}\n")
+	f.Add("server: {port: -1}")
+	root := f.TempDir()
+	file := filepath.Join(root, kialiConfigFile)
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, cfg string) {
+		if err := os.WriteFile(file, []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c, err := readKialiConfig(root)
+		if err != nil {
+			return
+		}
+		u, uerr := url.Parse(c.ExternalServices.Prometheus.URL)
+		if c.Server.Port < 1 || c.Server.Port > 65535 || !strings.HasPrefix(c.Server.WebRoot, "/") || uerr != nil || u.Host == "" {
+			t.Fatalf("%q: %+v", cfg, c)
+		}
+		_ = (&kiali{cfg: c}).handler() // its routes are valid patterns
+	})
+}
