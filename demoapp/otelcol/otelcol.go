@@ -99,12 +99,19 @@ func (p *printer) logs(rls []*logsv1.ResourceLogs, now time.Time) {
 			records += len(sl.GetLogRecords())
 		}
 	}
+	p.export(now, "Logs", "logs", fmt.Sprintf(`"resource logs": %d, "log records": %d`, len(rls), records), MarshalLogs(rls))
+}
+
+// export prints one export of signal as the debug exporter does: its summary line (the
+// logger's message, e.g. "Logs", the exporter's fields for that signal and the counts),
+// then text, in one log entry.
+func (p *printer) export(now time.Time, message, signal, counts, text string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ts := now.UTC().Format("2006-01-02T15:04:05.000Z")
-	fields := `{"otelcol.component.id": "debug", "otelcol.component.kind": "exporter", "otelcol.signal": "logs"`
-	fmt.Fprintf(p.w, "%s\tinfo\tLogs\t%s, \"resource logs\": %d, \"log records\": %d}\n", ts, fields, len(rls), records)
-	fmt.Fprintf(p.w, "%s\tinfo\t%s\t%s}\n", ts, MarshalLogs(rls), fields)
+	fields := `{"otelcol.component.id": "debug", "otelcol.component.kind": "exporter", "otelcol.signal": "` + signal + `"`
+	fmt.Fprintf(p.w, "%s\tinfo\t%s\t%s, %s}\n", ts, message, fields, counts)
+	fmt.Fprintf(p.w, "%s\tinfo\t%s\t%s}\n", ts, text, fields)
 	_ = p.w.Flush()
 }
 

@@ -301,11 +301,5 @@ func (p *printer) traces(rss []*tracev1.ResourceSpans, now time.Time) {
 			spans += len(ss.GetSpans())
 		}
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	ts := now.UTC().Format("2006-01-02T15:04:05.000Z")
-	fields := `{"otelcol.component.id": "debug", "otelcol.component.kind": "exporter", "otelcol.signal": "traces"`
-	fmt.Fprintf(p.w, "%s\tinfo\tTraces\t%s, \"resource spans\": %d, \"spans\": %d}\n", ts, fields, len(rss), spans)
-	fmt.Fprintf(p.w, "%s\tinfo\t%s\t%s}\n", ts, MarshalTraces(rss), fields)
-	_ = p.w.Flush()
+	p.export(now, "Traces", "traces", fmt.Sprintf(`"resource spans": %d, "spans": %d`, len(rss), spans), MarshalTraces(rss))
 }
