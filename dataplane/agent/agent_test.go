@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -27,16 +29,20 @@ import (
 )
 
 // freePort returns a loopback port that is free for TCP and UDP at the time of the call.
+// It is drawn below the kernel's ephemeral range (32768 and up), which the kernel hands to
+// other tests' outgoing connections and :0 listeners: a port from there was taken again
+// while the agent restarted its proxy on it (CI, "bind: address already in use").
 func freePort(t *testing.T) uint16 {
 	t.Helper()
-	for range 20 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+	for range 200 {
+		port := 20000 + rand.IntN(12000)
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		ln, err := net.Listen("tcp", addr)
 		if err != nil {
-			t.Fatal(err)
+			continue
 		}
-		port := ln.Addr().(*net.TCPAddr).Port
 		ln.Close()
-		pc, err := net.ListenPacket("udp", ln.Addr().String())
+		pc, err := net.ListenPacket("udp", addr)
 		if err != nil {
 			continue
 		}
