@@ -115,23 +115,30 @@ func (p *printer) export(now time.Time, message, signal, counts, text string) {
 	_ = p.w.Flush()
 }
 
+// otlpText builds the collector's otlptext form, a line at a time.
+type otlpText struct{ strings.Builder }
+
+func (t *otlpText) line(format string, a ...any) {
+	fmt.Fprintf(&t.Builder, format, a...)
+	t.WriteByte('\n')
+}
+
+// attrs writes header and one "->" line per attribute, nothing for none.
+func (t *otlpText) attrs(header string, kvs []*commonv1.KeyValue) {
+	if len(kvs) == 0 {
+		return
+	}
+	t.line("%s:", header)
+	for _, kv := range kvs {
+		t.line("     -> %s: %s", kv.GetKey(), valueString(kv.GetValue()))
+	}
+}
+
 // MarshalLogs is the collector's otlptext form of resource logs (the debug exporter's
 // detailed verbosity).
 func MarshalLogs(rls []*logsv1.ResourceLogs) string {
-	var b strings.Builder
-	line := func(format string, a ...any) {
-		fmt.Fprintf(&b, format, a...)
-		b.WriteByte('\n')
-	}
-	attrs := func(header string, kvs []*commonv1.KeyValue) {
-		if len(kvs) == 0 {
-			return
-		}
-		line("%s:", header)
-		for _, kv := range kvs {
-			line("     -> %s: %s", kv.GetKey(), valueString(kv.GetValue()))
-		}
-	}
+	var b otlpText
+	line, attrs := b.line, b.attrs
 	for i, rl := range rls {
 		line("ResourceLog #%d", i)
 		line("Resource SchemaURL: %s", rl.GetSchemaUrl())

@@ -15,7 +15,6 @@ import (
 
 	collogs "go.opentelemetry.io/proto/otlp/collector/logs/v1"
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	commonv1 "go.opentelemetry.io/proto/otlp/common/v1"
 	tracev1 "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
@@ -228,20 +227,8 @@ func zipkinKind(k tracev1.Span_SpanKind) string {
 // MarshalTraces is the collector's otlptext form of resource spans (the debug
 // exporter's detailed verbosity).
 func MarshalTraces(rss []*tracev1.ResourceSpans) string {
-	var b strings.Builder
-	line := func(format string, a ...any) {
-		fmt.Fprintf(&b, format, a...)
-		b.WriteByte('\n')
-	}
-	attrs := func(header string, kvs []*commonv1.KeyValue) {
-		if len(kvs) == 0 {
-			return
-		}
-		line("%s:", header)
-		for _, kv := range kvs {
-			line("     -> %s: %s", kv.GetKey(), valueString(kv.GetValue()))
-		}
-	}
+	var b otlpText
+	line, attrs := b.line, b.attrs
 	field := func(name, v string) { line("    %-15s: %s", name, v) }
 	for i, rs := range rss {
 		line("ResourceSpans #%d", i)
