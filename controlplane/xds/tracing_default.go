@@ -96,3 +96,47 @@ var uuidRequestIDAny = sync.OnceValue(func() *anypb.Any {
 func uuidRequestID() *hcm.RequestIDExtension {
 	return &hcm.RequestIDExtension{TypedConfig: uuidRequestIDAny()}
 }
+
+// waypointTracing is the tracing block of a waypoint's main_internal connection managers
+// (istiod's buildWaypointInboundHTTPFilters builds them with buildHTTPConnectionManager,
+// so configureTracing runs for them as for a sidecar's; its connect_terminate HCM is built
+// apart and gets neither tracing nor a request id extension). Without Telemetry tracing
+// it is the legacy MeshConfig block of the waypoint's pod, whose labels Istio's waypoint
+// template sets (canonical name the Gateway's, revision "latest"), with the source and
+// destination peer tags istiod's configureCustomTags adds for a waypoint. A Telemetry
+// tracing that applies to the waypoint gives no block (a departure, docs/ARCHITECTURE.md:
+// meshlab proxy refuses the peer tags' substitution formats under a provider).
+func waypointTracing(m *model.Model, w *model.Waypoint) *hcm.HttpConnectionManager_Tracing {
+	pod := &model.Pod{Name: w.Name, Namespace: w.Namespace, Labels: map[string]string{
+		canonicalNameLabel: w.Name, canonicalRevisionLabel: "latest",
+	}}
+	if tracingSpecFor(m, pod) != nil {
+		return nil
+	}
+	tr := legacyTracing(m, pod)
+	if tr == nil {
+		return nil
+	}
+	tr.CustomTags = append(tr.CustomTags, waypointPeerTags()...)
+	slices.SortStableFunc(tr.CustomTags, func(a, b *tracingv3.CustomTag) int { return strings.Compare(a.GetTag(), b.GetTag()) })
+	return tr
+}
+
+// waypointPeerTags are istiod's buildWaypointSourceTags: the destination's and the
+// source's workload fields from the peer metadata filters' filter state.
+func waypointPeerTags() []*tracingv3.CustomTag {
+	fields := []struct{ tag, field string }{
+		{"workload", "workload"}, {"namespace", "namespace"}, {"cluster_id", "cluster"},
+		{"canonical_service", "service"}, {"canonical_revision", "revision"}, {"app", "app"},
+		{"app_version", "version"}, {"workload_type", "type"}, {"instance_name", "name"},
+	}
+	tags := make([]*tracingv3.CustomTag, 0, 2*len(fields))
+	for _, side := range []struct{ prefix, obj string }{{"istio.destination_", "upstream_peer_obj"}, {"istio.source_", "downstream_peer_obj"}} {
+		for _, f := range fields {
+			tags = append(tags, &tracingv3.CustomTag{Tag: side.prefix + f.tag, Type: &tracingv3.CustomTag_Value{
+				Value: "%FILTER_STATE(" + side.obj + ":FIELD:" + f.field + ")%",
+			}})
+		}
+	}
+	return tags
+}

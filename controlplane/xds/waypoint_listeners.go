@@ -437,7 +437,7 @@ func workloadRange(workloads []netip.Addr) (*xdsmatcher.IPMatcher_IPRangeMatcher
 // waypointHCM is a main_internal connection manager: a sidecar inbound one (hcmFilter)
 // with the chain's authorization filters (authz.httpFilters) first and the waypoint's
 // upstream peer_metadata before the router, the route inline.
-func waypointHCM(statPrefix string, rc *route.RouteConfiguration, logs []*accesslogv3.AccessLog, az authz, http2 bool) (*listener.Filter, error) {
+func waypointHCM(statPrefix string, rc *route.RouteConfiguration, logs []*accesslogv3.AccessLog, az authz, http2 bool, tr *hcm.HttpConnectionManager_Tracing) (*listener.Filter, error) {
 	peer, err := waypointPeerMetadata(false)
 	if err != nil {
 		return nil, err
@@ -453,6 +453,10 @@ func waypointHCM(statPrefix string, rc *route.RouteConfiguration, logs []*access
 		h.ServerName = "istio-envoy"
 		h.AccessLog = logs
 		h.RouteSpecifier = &hcm.HttpConnectionManager_RouteConfig{RouteConfig: rc}
+		// istiod's buildHTTPConnectionManager: the tracing block (tracing_default.go)
+		// and the UUID request id extension, with or without tracing.
+		h.Tracing = tr
+		h.RequestIdExtension = uuidRequestID()
 		if http2 {
 			// A gRPC or HTTP/2 port's chain: istiod's inbound connection manager of
 			// such a port sets (empty) HTTP/2 options.
@@ -499,7 +503,7 @@ func inboundVIPChain(m *model.Model, w *model.Waypoint, served map[string]*model
 	if az.ext, err = waypointExtensions(m, w, p.svc, uint32(p.port.Port)); err != nil {
 		return nil, err
 	}
-	f, err := waypointHCM(statPrefix, rc, logs, az, isHTTP2(p.port.Protocol))
+	f, err := waypointHCM(statPrefix, rc, logs, az, isHTTP2(p.port.Protocol), waypointTracing(m, w))
 	if err != nil {
 		return nil, err
 	}
@@ -533,7 +537,7 @@ func directChains(m *model.Model, w *model.Waypoint, logs []*accesslogv3.AccessL
 	if az.ext, err = waypointExtensions(m, w, nil, 0); err != nil {
 		return nil, err
 	}
-	h, err := waypointHCM("inbound_0.0.0.0_0;", rc, logs, az, false)
+	h, err := waypointHCM("inbound_0.0.0.0_0;", rc, logs, az, false, waypointTracing(m, w))
 	if err != nil {
 		return nil, err
 	}
