@@ -2,10 +2,13 @@ package xds
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	uuidv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/request_id/uuid/v3"
 	tracingv3 "github.com/envoyproxy/go-control-plane/envoy/type/tracing/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	telemetry "istio.io/api/telemetry/v1alpha1"
 
 	"github.com/meshlab/meshlab/controlplane/model"
 )
@@ -93,6 +96,76 @@ func TestLegacyMeshTracing(t *testing.T) {
 						}
 					}
 				}
+			}
+		})
+	}
+}
+
+// A waypoint's main_internal connection managers get the legacy block with its pod's tags
+// and the 18 peer tags, and the request id extension; connect_terminate's gets neither
+// (istiod builds it apart). enableTracing: false leaves the extension alone, and a
+// Telemetry tracing that applies to the waypoint takes the block off (the departure).
+func TestWaypointLegacyTracing(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		mutate func(*model.Model)
+		block  bool
+	}{
+		{name: "default", block: true},
+		{name: "off", mutate: func(m *model.Model) { m.Mesh.Tracing.Off = true }},
+		{name: "telemetry", mutate: func(m *model.Model) {
+			m.Istio.Telemetries = []*model.IstioConfig[*telemetry.Telemetry]{{Name: "mesh-default", Namespace: "istio-system",
+				Spec: &telemetry.Telemetry{Tracing: []*telemetry.Tracing{{RandomSamplingPercentage: wrapperspb.Double(100)}}}}}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m := waypointModel(t)
+			if tc.mutate != nil {
+				tc.mutate(m)
+			}
+			res, err := GenerateWaypoint(m, shopWaypoint(t, m))
+			if err != nil {
+				t.Fatal(err)
+			}
+			hcms := listenerHCMs(t, res)
+			var main int
+			for name, h := range hcms {
+				if !strings.HasPrefix(name, MainInternalListener+"/") {
+					if h.GetTracing() != nil || h.GetRequestIdExtension() != nil {
+						t.Errorf("%s: tracing %v, request id %v: istiod sets neither outside main_internal", name, h.GetTracing(), h.GetRequestIdExtension())
+					}
+					continue
+				}
+				main++
+				var u uuidv3.UuidRequestIdConfig
+				if err := h.GetRequestIdExtension().GetTypedConfig().UnmarshalTo(&u); err != nil || !u.GetUseRequestIdForTraceSampling().GetValue() {
+					t.Errorf("%s: request_id_extension %v (%v), want UUID with use_request_id_for_trace_sampling", name, h.GetRequestIdExtension(), err)
+				}
+				tr := h.GetTracing()
+				if !tc.block {
+					if tr != nil {
+						t.Errorf("%s: tracing %v, want none", name, tr)
+					}
+					continue
+				}
+				if tr == nil || tr.GetProvider() != nil || tr.GetRandomSampling().GetValue() != 1 {
+					t.Fatalf("%s: tracing %v, want the legacy block at 1 %%", name, tr)
+				}
+				tags := map[string]*tracingv3.CustomTag{}
+				for _, ct := range tr.GetCustomTags() {
+					tags[ct.GetTag()] = ct
+				}
+				if len(tags) != 27 || tags["istio.canonical_service"].GetLiteral().GetValue() != "waypoint" ||
+					tags["istio.namespace"].GetLiteral().GetValue() != "shop" ||
+					tags["istio.source_workload"].GetValue() != "%FILTER_STATE(downstream_peer_obj:FIELD:workload)%" ||
+					tags["istio.destination_app_version"].GetValue() != "%FILTER_STATE(upstream_peer_obj:FIELD:version)%" {
+					t.Errorf("%s: %d tags %v, want Istio's nine of waypoint in shop and the 18 peer tags", name, len(tags), tr.GetCustomTags())
+				}
+			}
+			if main < 2 {
+				t.Fatalf("%d main_internal connection managers, want a service port's and direct-http", main)
 			}
 		})
 	}
