@@ -47,7 +47,7 @@ spec: {hosts: [app%[1]d], http: [{route: [{destination: {host: app%[1]d}}]}]}
 	if err != nil {
 		b.Fatal(err)
 	}
-	v := kubeView{model: m, objects: sc.Objects, ready: map[string]bool{}, serviceCIDR: netip.MustParsePrefix("10.96.0.0/16"), conds: &conditionClock{}, now: time.Now()}
+	v := kubeView{model: m, objects: sc.Objects, ready: map[string]bool{}, serviceCIDR: netip.MustParsePrefix("10.96.0.0/16"), conds: &conditionClock{}, now: time.Now(), decoded: &decodedWorkloads{}}
 	for _, kind := range []string{"deploy", "svc", "vs"} {
 		b.Run(kind, func(b *testing.B) {
 			b.ReportAllocs()

@@ -48,7 +48,7 @@ func (l *Lab) KubeObjects(ctx context.Context, kind, namespace, name, selector s
 	if err != nil {
 		return nil, err
 	}
-	v := kubeView{model: m, ready: map[string]bool{}, serviceCIDR: l.opts.ServiceCIDR, ztunnel: ztunnelPod(l), ztunnelSince: since, conds: &l.conds, now: time.Now()}
+	v := kubeView{model: m, ready: map[string]bool{}, serviceCIDR: l.opts.ServiceCIDR, ztunnel: ztunnelPod(l), ztunnelSince: since, conds: &l.conds, now: time.Now(), decoded: &l.decoded}
 	if l.rec != nil {
 		v.started = l.rec.Created
 	}
@@ -90,17 +90,15 @@ func (v kubeView) selected(kind, namespace, name string, sel labels.Selector) ([
 		return nil, err
 	}
 	out := []api.KubeObject{}
+	idx := v.writtenIndex()
 	for _, o := range objs {
 		meta := o.meta()
 		if (namespace != "" && meta.Namespace != namespace) || (name != "" && meta.Name != name) || !sel.Matches(labels.Set(meta.Labels)) {
 			continue
 		}
-		b, err := json.Marshal(o)
+		b, err := o.serverJSON(v.serverMetaOf(idx, k, meta.Namespace, meta.Name, meta.CreationTimestamp))
 		if err == nil {
 			b, err = withGatewayAPIDefaults(k, b)
-		}
-		if err == nil {
-			b, err = v.serverObject(k, meta.Namespace, meta.Name, b)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("render %s %s/%s: %w", k, meta.Namespace, meta.Name, err)
@@ -146,6 +144,9 @@ type kubeView struct {
 	// conds gives conditions their lastTransitionTime, read at now (condclock.go).
 	conds *conditionClock
 	now   time.Time
+	// decoded keeps the written Deployments decoded across renders (nil: decoded at
+	// each).
+	decoded *decodedWorkloads
 }
 
 // created returns when the object that made something of kind, namespace and name was
@@ -186,6 +187,10 @@ func (v kubeView) kubernetesService() (corev1.Service, bool) {
 // kubeObject is one rendered object.
 type kubeObject interface {
 	meta() *metav1.ObjectMeta
+	// serverJSON is the object's JSON with the API server's metadata sm (kubemeta.go),
+	// encoded once: the fields are set before the object is marshalled, not spliced
+	// into its JSON afterwards.
+	serverJSON(sm serverMeta) ([]byte, error)
 }
 
 type (
@@ -193,17 +198,20 @@ type (
 	kubeService    struct{ corev1.Service }
 	kubeDeployment struct{ appsv1.Deployment }
 	kubeGateway    struct{ gwv1.Gateway }
-	kubeWritten    struct {
+	// kubeWritten is an object as written (its status added), whose metadata m gives
+	// the namespace and creation time the API server adds (the namespace "" for a
+	// cluster-scoped kind's).
+	kubeWritten struct {
 		json.RawMessage
 		m metav1.ObjectMeta
 	}
 )
 
-func (p kubePod) meta() *metav1.ObjectMeta        { return &p.ObjectMeta }
-func (s kubeService) meta() *metav1.ObjectMeta    { return &s.ObjectMeta }
-func (d kubeDeployment) meta() *metav1.ObjectMeta { return &d.ObjectMeta }
-func (g kubeGateway) meta() *metav1.ObjectMeta    { return &g.ObjectMeta }
-func (w kubeWritten) meta() *metav1.ObjectMeta    { return &w.m }
+func (p *kubePod) meta() *metav1.ObjectMeta        { return &p.ObjectMeta }
+func (s *kubeService) meta() *metav1.ObjectMeta    { return &s.ObjectMeta }
+func (d *kubeDeployment) meta() *metav1.ObjectMeta { return &d.ObjectMeta }
+func (g *kubeGateway) meta() *metav1.ObjectMeta    { return &g.ObjectMeta }
+func (w *kubeWritten) meta() *metav1.ObjectMeta    { return &w.m }
 
 // MarshalJSON keeps the embedded objects' own JSON (the wrappers add only meta).
 func (p kubePod) MarshalJSON() ([]byte, error)        { return json.Marshal(p.Pod) }
@@ -212,16 +220,41 @@ func (d kubeDeployment) MarshalJSON() ([]byte, error) { return json.Marshal(d.De
 func (g kubeGateway) MarshalJSON() ([]byte, error)    { return json.Marshal(g.Gateway) }
 func (w kubeWritten) MarshalJSON() ([]byte, error)    { return w.RawMessage, nil }
 
+// The objects are this render's own: the server's fields are set on them.
+func (p *kubePod) serverJSON(sm serverMeta) ([]byte, error) {
+	sm.setOn(&p.ObjectMeta)
+	return sm.marshal(p.Pod)
+}
+
+func (s *kubeService) serverJSON(sm serverMeta) ([]byte, error) {
+	sm.setOn(&s.ObjectMeta)
+	return sm.marshal(s.Service)
+}
+
+func (d *kubeDeployment) serverJSON(sm serverMeta) ([]byte, error) {
+	sm.setOn(&d.ObjectMeta)
+	return sm.marshal(d.Deployment)
+}
+
+func (g *kubeGateway) serverJSON(sm serverMeta) ([]byte, error) {
+	sm.setOn(&g.ObjectMeta)
+	return sm.marshal(g.Gateway)
+}
+
+func (w *kubeWritten) serverJSON(sm serverMeta) ([]byte, error) {
+	return sm.writtenJSON(w.RawMessage, w.m.Namespace, w.m.CreationTimestamp)
+}
+
 // list renders the objects of canonical kind k, sorted by namespace and name.
 func (v kubeView) list(k string) ([]kubeObject, error) {
 	var out []kubeObject
 	switch k {
 	case "Pod":
 		for _, p := range v.model.Pods {
-			out = append(out, kubePod{v.pod(p)})
+			out = append(out, &kubePod{v.pod(p)})
 		}
 		if v.ztunnel != nil {
-			out = append(out, kubePod{v.ztunnelPod()})
+			out = append(out, &kubePod{v.ztunnelPod()})
 		}
 	case "Service":
 		svcs := make([]corev1.Service, 0, len(v.model.Services)+len(v.model.ExternalNames))
@@ -235,19 +268,19 @@ func (v kubeView) list(k string) ([]kubeObject, error) {
 			return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 		})
 		for _, s := range svcs {
-			out = append(out, kubeService{s})
+			out = append(out, &kubeService{s})
 		}
 		if k, ok := v.kubernetesService(); ok && !slices.ContainsFunc(v.model.Services, func(s *model.Service) bool { return s.Namespace == "default" && s.Name == "kubernetes" }) {
-			out = append(out, kubeService{k})
+			out = append(out, &kubeService{k})
 		}
 	case "Deployment":
 		for _, d := range v.deployments() {
-			out = append(out, kubeDeployment{d})
+			out = append(out, &kubeDeployment{d})
 		}
 	case config.GatewayAPIGatewayKind:
 		for _, o := range v.objects {
 			if o.KubeGateway != nil {
-				out = append(out, kubeGateway{v.gateway(o)})
+				out = append(out, &kubeGateway{v.gateway(o)})
 			}
 		}
 	default:
@@ -280,11 +313,10 @@ func (v kubeView) list(k string) ([]kubeObject, error) {
 			if k == "Namespace" { // the API server's: a namespace is Active until deleted
 				raw = withStatus(raw, corev1.NamespaceStatus{Phase: corev1.NamespaceActive})
 			}
-			ns := m.Metadata.Namespace
 			if config.IsClusterScoped(k) {
-				ns = ""
+				m.Metadata.Namespace = ""
 			}
-			out = append(out, kubeWritten{RawMessage: withCreationTimestamp(raw, ns, m.Metadata.CreationTimestamp), m: m.Metadata})
+			out = append(out, &kubeWritten{RawMessage: raw, m: m.Metadata})
 		}
 	}
 	if k == "Namespace" {
@@ -328,7 +360,7 @@ func (v kubeView) istioConfigMaps(written []kubeObject) ([]kubeObject, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, kubeWritten{RawMessage: b, m: cm.ObjectMeta})
+		out = append(out, &kubeWritten{RawMessage: b, m: cm.ObjectMeta})
 	}
 	return out, nil
 }
@@ -375,7 +407,7 @@ func (v kubeView) implicitNamespaces(written []kubeObject) ([]kubeObject, error)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, kubeWritten{RawMessage: b, m: ns.ObjectMeta})
+		out = append(out, &kubeWritten{RawMessage: b, m: ns.ObjectMeta})
 	}
 	return out, nil
 }
@@ -396,39 +428,6 @@ func withStatus(raw json.RawMessage, status any) json.RawMessage {
 		return raw
 	}
 	return b
-}
-
-// withCreationTimestamp returns an object as written with the creation time an API
-// server adds to its metadata, and its namespace (that apply -n or the default gave an
-// object naming none; none for "", a cluster-scoped kind's).
-func withCreationTimestamp(raw json.RawMessage, namespace string, t metav1.Time) json.RawMessage {
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(raw, &obj) != nil {
-		return raw
-	}
-	var meta map[string]json.RawMessage
-	if json.Unmarshal(obj["metadata"], &meta) != nil || meta == nil {
-		return raw
-	}
-	ts, err := json.Marshal(t)
-	if err != nil {
-		return raw
-	}
-	meta["creationTimestamp"] = ts
-	delete(meta, "namespace")
-	if namespace != "" {
-		if meta["namespace"], err = json.Marshal(namespace); err != nil {
-			return raw
-		}
-	}
-	if obj["metadata"], err = json.Marshal(meta); err != nil {
-		return raw
-	}
-	out, err := json.Marshal(obj)
-	if err != nil {
-		return raw
-	}
-	return out
 }
 
 func (v kubeView) pod(p *model.Pod) corev1.Pod {
@@ -630,14 +629,11 @@ func (v kubeView) gatewayAPIObject(namespace, name string) *config.Object {
 func (v kubeView) deployments() []appsv1.Deployment {
 	type key struct{ ns, name string }
 	written := map[key]*appsv1.Deployment{}
-	for _, o := range v.objects {
-		if o.Origin.Kind != "Deployment" {
-			continue
-		}
-		d := &appsv1.Deployment{}
-		if err := json.Unmarshal(o.JSON, d); err != nil {
-			continue // it loaded strictly once; a copy that no longer reads shows no spec
-		}
+	decoded := v.decoded
+	if decoded == nil {
+		decoded = &decodedWorkloads{}
+	}
+	for o, d := range decoded.deployments(v.objects) {
 		written[key{o.Origin.Namespace, o.Origin.Name}] = d
 	}
 	pods := map[key][]*model.Pod{}
@@ -662,7 +658,7 @@ func (v kubeView) deployments() []appsv1.Deployment {
 		d.Namespace, d.Name = k.ns, k.name
 		d.CreationTimestamp = v.created("Deployment", k.ns, k.name)
 		revision := int64(1)
-		if o := v.writtenObject("Deployment", k.ns, k.name); o != nil && o.TemplateRevision > 0 {
+		if o := v.writtenObject(nil, "Deployment", k.ns, k.name); o != nil && o.TemplateRevision > 0 {
 			revision = o.TemplateRevision
 		}
 		if d.Annotations == nil {

@@ -157,8 +157,10 @@ type Lab struct {
 	jwks    jwksCache // key sets fetched for jwksUri (lab/jwks.go)
 	// conds remembers the status conditions kubectl read, for their lastTransitionTime (condclock.go).
 	conds conditionClock
-	live  livePods   // pods added and removed while the lab runs (lab/livepods.go)
-	push  push.Queue // applied changes' pushes to the proxies, after apply returns (lab/push)
+	// decoded keeps the written Deployments decoded for kubectl's view (kubedecoded.go).
+	decoded decodedWorkloads
+	live    livePods   // pods added and removed while the lab runs (lab/livepods.go)
+	push    push.Queue // applied changes' pushes to the proxies, after apply returns (lab/push)
 	// readiness is the pods' PodReady condition, which WDS reads (podready.go).
 	readiness podReadiness
 	// podview holds the sidecars' settled agent statuses that Pods answers from (lab/podview).
