@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
+	"github.com/meshlab/meshlab/dataplane/rqtotals"
 	"github.com/meshlab/meshlab/internal/testutil"
 )
 
@@ -42,7 +44,9 @@ spec:
 
 // startOnRecorder runs Start's whole sequence on rec: servers on sockets in a temporary
 // run root, everything that reaches the kernel or starts a process recorded. Each agent
-// the lab starts is stood in for by an agent.sock that says the pod is ready.
+// the lab starts is stood in for by an agent.sock that says the pod is ready, with one
+// live epoch of meshlab-proxy whose request totals file it creates, as an agent does;
+// what each is asked is recorded (rec.askedAgents).
 //
 // With run, it calls run with the lab's options instead of start.
 func startOnRecorder(t *testing.T, rec *recorder, name string, run func(Options) error) (*Lab, Options, error) {
@@ -54,17 +58,26 @@ func startOnRecorder(t *testing.T, rec *recorder, name string, run func(Options)
 		if spec.Role != "agent" {
 			return
 		}
-		ln, err := net.Listen("unix", PathsFor(root, name).AgentSocket(spec.Pod))
+		paths := PathsFor(root, name)
+		if err := rqtotals.Create(filepath.Join(paths.PodDir(spec.Pod), rqtotals.File), os.Getuid(), os.Getgid()); err != nil {
+			t.Errorf("fake agent of %s: %v", spec.Pod, err)
+			return
+		}
+		ln, err := net.Listen("unix", paths.AgentSocket(spec.Pod))
 		if err != nil {
 			t.Errorf("fake agent of %s: %v", spec.Pod, err)
 			return
 		}
 		srv := &http.Server{ReadHeaderTimeout: time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			rec.mu.Lock()
+			rec.agentAsked = append(rec.agentAsked, spec.Pod+" "+r.URL.RequestURI())
+			rec.mu.Unlock()
 			if r.URL.Path != agentapi.PathStatus {
 				http.NotFound(w, r)
 				return
 			}
-			_ = json.NewEncoder(w).Encode(agentapi.Status{Pod: spec.Pod, Ready: true})
+			_ = json.NewEncoder(w).Encode(agentapi.Status{Pod: spec.Pod, Ready: true, DataPlane: agentapi.DataPlaneMeshlabProxy,
+				Epochs: []agentapi.EpochStatus{{Epoch: 0, State: agentapi.EpochLive}}})
 		})}
 		go func() { _ = srv.Serve(ln) }()
 		mu.Lock()

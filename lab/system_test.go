@@ -41,6 +41,18 @@ type recorder struct {
 	onStart func(spec processSpec)
 	// failIf, when set, fails the calls for which it returns an error.
 	failIf func(line string) error
+	// agentAsked is what the stand-ins of the agents were asked ("<pod> <path>?<query>"),
+	// where a test gives them one (startOnRecorder).
+	agentAsked []string
+}
+
+// askedAgents returns what the agents were asked since the last call.
+func (r *recorder) askedAgents() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.agentAsked
+	r.agentAsked = nil
+	return out
 }
 
 var (

@@ -53,9 +53,10 @@ const requestCounters = `^cluster\.(outbound|inbound)\|.*\.upstream_rq_total$`
 type View struct {
 	mu sync.Mutex
 	// gen counts the events that named a pod, by the name the event used (a pod's key,
-	// or its name in the discovery server's events).
-	gen  map[string]uint64
-	held map[string]held // by pod key
+	// or its name in the discovery server's events); connected counts the
+	// xds.connected among them.
+	gen, connected map[string]uint64
+	held           map[string]held // by pod key
 }
 
 // held is one pod's settled status and the event counts it was read under.
@@ -73,21 +74,35 @@ type agentStatus struct {
 	message   string
 }
 
+// The kinds of the lab's bus events Changed tells apart (lab/events.go and
+// controlplane/discovery's; this package does not import them).
+const (
+	kindPushed    = "xds.pushed"
+	kindACK       = "xds.ack"
+	kindConnected = "xds.connected"
+	kindPodReady  = "pod.ready"
+)
+
 // Changed records an event of the lab's bus: a status held for pod (a key or a name, or
 // several joined by commas as a fault names its pods) is dropped, unless the event is one
-// that cannot change it (a push or its ACK: a proxy's readiness moves with its first ACK
-// only, and a status not yet ready is never held).
+// that cannot change it: a push or its ACK (a proxy's readiness moves with its first ACK
+// only, and a status not yet ready is never held), or pod.ready, which the lab publishes
+// once its own wait has read the pod ready: that read is what Before offers, and dropping
+// it made the first list after `up` ask every agent again.
 func (v *View) Changed(kind, pod string) {
-	if pod == "" || kind == "xds.pushed" || kind == "xds.ack" {
+	if pod == "" || kind == kindPushed || kind == kindACK || kind == kindPodReady {
 		return
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.gen == nil {
-		v.gen = map[string]uint64{}
+		v.gen, v.connected = map[string]uint64{}, map[string]uint64{}
 	}
 	for p := range strings.SplitSeq(pod, ",") {
 		v.gen[p]++
+		if kind == kindConnected {
+			v.connected[p]++
+		}
 	}
 }
 
@@ -115,18 +130,58 @@ func (v *View) Fill(ctx context.Context, d Deps, pods []api.PodStatus) {
 }
 
 // Before returns the func that offers a status the pod's agent answers after this call
-// (the lab's wait for a starting pod to be ready): it is held as one Fill read would be,
-// so that the first list after `up` asks no agent. key and name are the pod's.
+// (the lab's wait for a starting pod to be ready), so that the first list after `up`
+// asks no agent. key and name are the pod's.
+//
+// The wait is a long poll that a starting proxy's own stream opening falls in: the agent
+// answers ready after the proxy's first ACK, which follows its xds.connected. So the
+// offered status is held if the events that named the pod meanwhile are at most that one
+// xds.connected; any other event (a stream closed, a process exited, a second stream: a
+// new epoch) may have come after the agent's answer, and the status is asked again by
+// the next list. Holding only when no event came at all (as one Fill read is held) held
+// no pod's: every wait saw its proxy connect.
 func (v *View) Before(key, name string) func(agentapi.Status) {
 	ps := &api.PodStatus{Key: key, Name: name}
 	v.mu.Lock()
-	genKey, genName := v.gen[key], v.gen[name]
+	then := v.countsOf(key, name)
 	v.mu.Unlock()
 	return func(st agentapi.Status) {
-		if settled(st) {
-			v.hold(ps, fromAgent(st), genKey, genName)
+		if !settled(st) {
+			return
 		}
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		now := v.countsOf(key, name)
+		conns := now.connected - then.connected
+		if now.events()-then.events() != conns || conns > 1 {
+			return
+		}
+		v.holdLocked(ps, fromAgent(st), now.key, now.name)
 	}
+}
+
+// podCounts is what the events that named one pod have counted, by its key and its name.
+type podCounts struct {
+	key, name uint64
+	connected uint64 // xds.connected by either
+	same      bool   // key and name are one string: one count
+}
+
+// events is how many events named the pod.
+func (c podCounts) events() uint64 {
+	if c.same {
+		return c.key
+	}
+	return c.key + c.name
+}
+
+// countsOf reads the counts of a pod's key and name; v.mu is held.
+func (v *View) countsOf(key, name string) podCounts {
+	c := podCounts{key: v.gen[key], name: v.gen[name], connected: v.connected[key], same: key == name}
+	if !c.same {
+		c.connected += v.connected[name]
+	}
+	return c
 }
 
 // FillPod completes one sidecar pod as Fill does.
@@ -194,6 +249,11 @@ func (v *View) hold(ps *api.PodStatus, st agentStatus, genKey, genName uint64) {
 	if v.gen[ps.Key] != genKey || v.gen[ps.Name] != genName {
 		return
 	}
+	v.holdLocked(ps, st, genKey, genName)
+}
+
+// holdLocked keeps st for ps under the event counts genKey and genName; v.mu is held.
+func (v *View) holdLocked(ps *api.PodStatus, st agentStatus, genKey, genName uint64) {
 	if v.held == nil {
 		v.held = map[string]held{}
 	}

@@ -182,20 +182,63 @@ func TestViewReadsMeshlabProxyTotalsFromTheFile(t *testing.T) {
 }
 
 // TestViewHoldsWhatTheReadyWaitRead: a status offered through Before (the lab's wait for
-// a starting pod) is held, so the first list asks no agent, unless an event named the
-// pod after Before.
+// a starting pod) is held, so the first list asks no agent, when the events that named
+// the pod during the wait are at most its proxy's stream opening (the agent answers ready
+// after it) and what came after the offer is the lab's pod.ready; any other event during
+// the wait, or after the offer, makes the list ask.
 func TestViewHoldsWhatTheReadyWaitRead(t *testing.T) {
 	t.Parallel()
-	var v View
-	f := &fakeAgents{status: map[string]agentapi.Status{"a": live(0), "b": live(0)}, asked: map[string]int{}, requests: map[string]uint64{},
-		totals: map[string][2]uint64{"a": {1, 2}, "b": {3, 4}}}
-	v.Before("a", "a")(live(0))
-	offerB := v.Before("b", "b")
-	v.Changed("xds.disconnected", "b")
-	offerB(live(0))
-	got := list("a", "b")
-	v.Fill(t.Context(), f, got)
-	if f.asked["a"] != 0 || f.asked["b"] != 1 || !got[0].Ready || got[0].Epoch != 0 || got[0].RequestsIn != 2 {
-		t.Fatalf("asked %v, a = %+v; want a held from its ready wait, b asked (an event came after its wait began)", f.asked, got[0])
+	type event struct{ kind, pod string }
+	for _, tc := range []struct {
+		name          string
+		key, podName  string // the pod's key and the name the discovery server's events use
+		during, after []event
+		held          bool
+	}{
+		{name: "no event", key: "a", podName: "a", held: true},
+		{name: "its stream opened, then pod.ready", key: "a", podName: "a",
+			during: []event{{"xds.connected", "a"}, {"xds.pushed", "a"}, {"xds.ack", "a"}}, after: []event{{"pod.ready", "a"}}, held: true},
+		{name: "its stream opened by name, pod.ready by key", key: "a.ns", podName: "a",
+			during: []event{{"xds.connected", "a"}}, after: []event{{"pod.ready", "a.ns"}}, held: true},
+		{name: "its stream closed", key: "a", podName: "a",
+			during: []event{{"xds.connected", "a"}, {"xds.disconnected", "a"}}},
+		{name: "a second stream (a new epoch)", key: "a", podName: "a",
+			during: []event{{"xds.connected", "a"}, {"xds.connected", "a"}}},
+		{name: "two streams, one by key and one by name", key: "a.ns", podName: "a",
+			during: []event{{"xds.connected", "a"}, {"xds.connected", "a.ns"}}},
+		{name: "its agent restarted", key: "a.ns", podName: "a",
+			during: []event{{"process.restarted", "a.ns"}}},
+		{name: "a fault named it among others", key: "a", podName: "a",
+			during: []event{{"fault.injected", "b,a"}}},
+		{name: "its stream closed after the offer", key: "a", podName: "a",
+			during: []event{{"xds.connected", "a"}}, after: []event{{"pod.ready", "a"}, {"xds.disconnected", "a"}}},
+		{name: "another pod's events", key: "a", podName: "a",
+			during: []event{{"xds.connected", "b"}, {"xds.disconnected", "b"}, {"process.exited", "ab"}}, held: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var v View
+			f := &fakeAgents{status: map[string]agentapi.Status{tc.key: live(1)}, asked: map[string]int{}, requests: map[string]uint64{},
+				totals: map[string][2]uint64{tc.key: {1, 2}}}
+			v.Changed("xds.connected", tc.podName) // an earlier wait's: counts before Before do not matter
+			offer := v.Before(tc.key, tc.podName)
+			for _, e := range tc.during {
+				v.Changed(e.kind, e.pod)
+			}
+			offer(live(0))
+			for _, e := range tc.after {
+				v.Changed(e.kind, e.pod)
+			}
+			got := []api.PodStatus{{Name: tc.podName, Namespace: "ns", Key: tc.key, Sidecar: true, Epoch: -1}}
+			v.Fill(t.Context(), f, got)
+			wantAsked, wantEpoch := 1, 1
+			if tc.held {
+				wantAsked, wantEpoch = 0, 0
+			}
+			if f.asked[tc.key] != wantAsked || got[0].Epoch != wantEpoch || !got[0].Ready || got[0].RequestsIn != 2 {
+				t.Errorf("agent asked %d times, pod %+v; want asked %d times, epoch %d, ready with 2 requests in (held: %v)",
+					f.asked[tc.key], got[0], wantAsked, wantEpoch, tc.held)
+			}
+		})
 	}
 }
