@@ -10,11 +10,12 @@ import (
 // allocations and about 1.7 µs per request (issue 30). The downstream codec makes one
 // per connection and fires it wherever it cancels the request's context: the client going
 // away (the disconnect watch) and shutdown, and the router fires it when the route
-// timeout ends the request (FireGeneration). It stands for the context only when nothing
-// else can end it: the router passes it when the request's context is the codec's own,
-// with no per-try timeout (Istio's default routes have none); otherwise the pool watches
-// the context as before. Envoy does the same with one
-// callback per stream: the downstream reset resets the upstream request.
+// timeout ends the request (FireGeneration) and interrupts one attempt when its per-try
+// timeout ends it (Interrupt). It stands for the context only when nothing else can end
+// it: the router passes it when the request's context is the codec's own or one of the
+// router's timers ends it; otherwise the pool watches the context as before. Envoy does
+// the same with one callback per stream: the downstream reset, the global timeout and
+// the per-try timeout each reset the upstream request.
 type Abort struct {
 	mu    sync.Mutex
 	fn    func() // the exchange's interrupt, while one runs
@@ -58,6 +59,22 @@ func (a *Abort) FireGeneration(gen uint64) {
 	}
 }
 
+// Interrupt interrupts the upstream exchange running for request gen, if one runs,
+// without cancelling the request: a per-try timeout ends its attempt, and the router may
+// retry. The caller ends the attempt's context first, so the exchange reports its error,
+// and an exchange armed after Interrupt finds it ended (watchExchange).
+func (a *Abort) Interrupt(gen uint64) {
+	a.mu.Lock()
+	fn := a.fn
+	if a.gen != gen {
+		fn = nil
+	}
+	a.mu.Unlock()
+	if fn != nil {
+		fn()
+	}
+}
+
 // Reset makes the hook ready for the connection's next request.
 func (a *Abort) Reset() {
 	a.mu.Lock()
@@ -93,10 +110,12 @@ type watch struct {
 }
 
 // watchExchange arms interrupt for the exchange of ctx: through abort when not nil,
-// else a context.AfterFunc. ok is false when the request is already cancelled.
+// else a context.AfterFunc. ok is false when the request is already cancelled, or its
+// attempt already ended: a per-try timer that ended ctx before the exchange was armed
+// found nothing to interrupt (Interrupt), so the exchange checks ctx once armed.
 func watchExchange(ctx context.Context, abort *Abort, interrupt func()) (w watch, ok bool) {
 	if abort != nil {
-		return watch{abort: abort}, abort.set(interrupt)
+		return watch{abort: abort}, abort.set(interrupt) && ctx.Err() == nil
 	}
 	return watch{stop: context.AfterFunc(ctx, interrupt)}, true
 }

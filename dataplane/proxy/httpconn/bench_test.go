@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	udpav1 "github.com/cncf/xds/go/udpa/type/v1"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -35,27 +36,36 @@ import (
 func BenchmarkForward(b *testing.B) {
 	// "istio": stream_idle_timeout 0, as istiod and meshlab's generator send on every HCM;
 	// "envoy-default": the field unset, so Envoy's 5m stream idle timer runs per request.
+	// "istio-per-try": "istio" with a VirtualService's retries.perTryTimeout (2 s), the
+	// router's per-try timer on every attempt.
+	istio := func(h *hcmv3.HttpConnectionManager) { h.StreamIdleTimeout = durationpb.New(0) }
 	for _, bc := range []struct {
 		name   string
 		mutate func(*hcmv3.HttpConnectionManager)
+		perTry time.Duration
 	}{
-		{"istio", func(h *hcmv3.HttpConnectionManager) { h.StreamIdleTimeout = durationpb.New(0) }},
-		{"envoy-default", nil},
+		{"istio", istio, 0},
+		{"envoy-default", nil, 0},
+		{"istio-per-try", istio, 2 * time.Second},
 	} {
-		b.Run(bc.name, func(b *testing.B) { benchmarkForward(b, bc.mutate) })
+		b.Run(bc.name, func(b *testing.B) { benchmarkForward(b, bc.mutate, bc.perTry) })
 	}
 	b.Run("istio-sidecar", func(b *testing.B) { benchmarkSidecar(b, false) })
 	b.Run("istio-sidecar-mtls", func(b *testing.B) { benchmarkSidecar(b, true) })
 }
 
-func benchmarkForward(b *testing.B, mutate func(*hcmv3.HttpConnectionManager)) {
+func benchmarkForward(b *testing.B, mutate func(*hcmv3.HttpConnectionManager), perTry time.Duration) {
 	b.Helper()
 	up := backend(b, "up", nil)
 	m := &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"},
 		Headers: []*routev3.HeaderMatcher{present("x-absent", false, false)}}
+	retry := &routev3.RetryPolicy{RetryOn: "5xx", NumRetries: wrapperspb.UInt32(2)}
+	if perTry > 0 {
+		retry.PerTryTimeout = durationpb.New(perTry)
+	}
 	l := newLabHCM(b, mutate, []*cluster.Config{staticCluster(b, "up", up)},
 		routeTo(m, &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: "up"},
-			RetryPolicy: &routev3.RetryPolicy{RetryOn: "5xx", NumRetries: wrapperspb.UInt32(2)}}))
+			RetryPolicy: retry}))
 	req, _ := http.NewRequest("GET", "http://"+l.addr+"/", nil)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

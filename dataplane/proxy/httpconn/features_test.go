@@ -262,6 +262,51 @@ func TestRetryLimitAndPerTryTimeout(t *testing.T) {
 	}
 }
 
+// TestPerTryTimeoutOnTheRoutersTimer: under Istio's HCM (stream_idle_timeout 0, so the
+// downstream connection's hook stands for the request's context) a per-try timeout is
+// the router's timer: it ends the slow first attempt's exchange through the hook, which
+// the request survives, and the retry answers; without the timer's interrupt the first
+// attempt waits for the upstream's 5 s.
+func TestPerTryTimeoutOnTheRoutersTimer(t *testing.T) {
+	var calls atomic.Int64
+	firstEnded := make(chan struct{})
+	slowOnce := backend(t, "", func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			select {
+			case <-r.Context().Done(): // the proxy closed the attempt's connection
+				close(firstEnded)
+			case <-time.After(5 * time.Second):
+			}
+			return
+		}
+		io.WriteString(w, "second try")
+	})
+	l := newLabHCM(t, func(h *hcmv3.HttpConnectionManager) { h.StreamIdleTimeout = durationpb.New(0) },
+		[]*cluster.Config{staticCluster(t, "slow", slowOnce)},
+		routeTo(prefix("/"), &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: "slow"},
+			RetryPolicy: &routev3.RetryPolicy{RetryOn: "gateway-error", PerTryTimeout: durationpb.New(100 * time.Millisecond)}}))
+	start := time.Now()
+	resp, body := l.get(t, "/")
+	if took := time.Since(start); resp.StatusCode != 200 || body != "second try" || took > 3*time.Second {
+		t.Fatalf("per-try timeout and retry: %d %q after %v, want 200 \"second try\" well before the first attempt's 5 s", resp.StatusCode, body, took)
+	}
+	select {
+	case <-firstEnded:
+	case <-time.After(5 * time.Second):
+		t.Error("the first attempt's upstream connection was not closed")
+	}
+	for name, want := range map[string]int64{
+		"cluster.slow.upstream_rq_per_try_timeout": 1,
+		"cluster.slow.upstream_rq_retry":           1,
+		"cluster.slow.upstream_rq_retry_success":   1,
+		"cluster.slow.upstream_rq_timeout":         0,
+	} {
+		if got := l.store.Value(name); got != want {
+			t.Errorf("%s = %d, want %d", name, got, want)
+		}
+	}
+}
+
 func TestCircuitBreakerMaxConnectionsOneGivesOverflow(t *testing.T) {
 	release := make(chan struct{})
 	var once sync.Once

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/meshlab/meshlab/dataplane/proxy/accesslog"
@@ -26,6 +27,7 @@ type attempt struct {
 	resp   *http.Response
 	rqTime *stats.Histogram   // the cluster's upstream_rq_time, set with resp
 	cancel context.CancelFunc // ends the per-try timeout of a response; nil without one
+	perTry *perTry            // the router's per-try timer of a response; nil without one
 	admit  func()             // releases the circuit breaker's slot of a response
 	host   cluster.Host
 	err    error
@@ -192,11 +194,16 @@ func (rt *router) try(ctx context.Context, x *exchange, cl *cluster.Cluster, out
 		}
 		return attempt{kind: failGlobalTimeout, host: host, err: err}
 	}
-	tctx, cancel := ctx, context.CancelFunc(func() {})
-	abort := x.abort // only the downstream connection ends tctx: its hook stands for it
+	tctx, cancel := ctx, context.CancelFunc(nil)
+	var pt *perTry
+	abort := x.abort // only the downstream connection and the router end tctx: the hook stands for it
 	if p != nil && p.PerTryTimeout > 0 {
-		tctx, cancel = context.WithTimeout(ctx, p.PerTryTimeout)
-		abort = nil
+		if abort != nil {
+			pt = startPerTry(ctx, abort, p.PerTryTimeout)
+			tctx = pt.ctx
+		} else {
+			tctx, cancel = context.WithTimeout(ctx, p.PerTryTimeout)
+		}
 	}
 	req := out
 	if tctx != out.Context() || body != nil || len(tried) > 0 {
@@ -222,9 +229,12 @@ func (rt *router) try(ctx context.Context, x *exchange, cl *cluster.Cluster, out
 	if err == nil {
 		cl.ReportResult(host, resp.StatusCode)
 		cl.Stats().RecordResponse(resp.StatusCode)
-		return attempt{resp: resp, rqTime: cl.Stats().UpstreamRqTime, host: host, cancel: cancel, admit: release, cl: cl}
+		return attempt{resp: resp, rqTime: cl.Stats().UpstreamRqTime, host: host, cancel: cancel, perTry: pt, admit: release, cl: cl}
 	}
-	cancel()
+	if cancel != nil {
+		cancel()
+	}
+	pt.stop()
 	release()
 	a := attempt{host: host, err: err}
 	var opErr *net.OpError
@@ -249,11 +259,59 @@ func (rt *router) try(ctx context.Context, x *exchange, cl *cluster.Cluster, out
 	return a
 }
 
+// perTry is an attempt's per-try timeout on the router's own timer, as Envoy's per-try
+// timer resets its upstream request: when it runs out it ends the attempt's context
+// (cause DeadlineExceeded) and interrupts the attempt's exchange through the
+// connection's hook (cluster.Abort.Interrupt), so the pool needs no watch of the
+// context (a context.AfterFunc, five allocations) and the attempt no
+// context.WithTimeout. The request goes on: the router may retry.
+type perTry struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	abort  *cluster.Abort
+	gen    uint64 // the request the attempt belongs to (Abort.Generation)
+	t      *time.Timer
+
+	mu      sync.Mutex
+	stopped bool
+}
+
+func startPerTry(ctx context.Context, abort *cluster.Abort, d time.Duration) *perTry {
+	pt := &perTry{abort: abort, gen: abort.Generation()}
+	pt.ctx, pt.cancel = context.WithCancelCause(ctx)
+	pt.t = time.AfterFunc(d, pt.expire)
+	return pt
+}
+
+func (pt *perTry) expire() {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	if pt.stopped {
+		return
+	}
+	pt.cancel(context.DeadlineExceeded)
+	pt.abort.Interrupt(pt.gen)
+}
+
+// stop ends the timer (nil: none). Once it returns the timer interrupts nothing, so a
+// timer that ran out as its attempt ended cannot reach the next attempt's exchange.
+func (pt *perTry) stop() {
+	if pt == nil {
+		return
+	}
+	pt.mu.Lock()
+	pt.stopped = true
+	pt.mu.Unlock()
+	pt.t.Stop()
+	pt.cancel(nil)
+}
+
 // release ends the attempt's per-try timeout and frees its circuit breaker slot.
 func (a *attempt) release() {
 	if a.cancel != nil {
 		a.cancel()
 	}
+	a.perTry.stop()
 	if a.admit != nil {
 		a.admit()
 	}
