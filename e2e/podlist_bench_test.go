@@ -25,8 +25,12 @@ func BenchmarkPodList(b *testing.B) {
 	if v, ok := benchProxies(b); ok {
 		n = v
 	}
+	// One lab for every round of the benchmark (testing runs it once with b.N = 1 before
+	// the round it reports): a lab per round would cost an `up` more, and only its first
+	// round's first list is the one after `up`.
+	l, lc := startScaleLab(b, n)
+	var first time.Duration
 	b.Run(fmt.Sprintf("pods=%d", n), func(b *testing.B) {
-		l, lc := startScaleLab(b, n)
 		var apiTimes, cliTimes []time.Duration
 		b.ResetTimer()
 		for range b.N {
@@ -35,7 +39,11 @@ func BenchmarkPodList(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			apiTimes = append(apiTimes, time.Since(start))
+			if took := time.Since(start); first == 0 {
+				first = took
+			} else {
+				apiTimes = append(apiTimes, took)
+			}
 			for _, p := range pods {
 				if !p.Ready {
 					b.Fatalf("pod %s not ready: %s", p.Key, p.Message)
@@ -51,11 +59,11 @@ func BenchmarkPodList(b *testing.B) {
 			cliTimes = append(cliTimes, time.Since(start))
 		}
 		b.StopTimer()
-		b.ReportMetric(float64(apiTimes[0].Microseconds())/1000, "first-api-ms")
+		b.ReportMetric(float64(first.Microseconds())/1000, "first-api-ms")
 		for _, s := range []struct {
 			prefix string
 			ds     []time.Duration
-		}{{"api-", apiTimes[1:]}, {"status-", cliTimes}} {
+		}{{"api-", apiTimes}, {"status-", cliTimes}} {
 			if len(s.ds) == 0 {
 				continue // one round (-benchtime 1x): the first list alone
 			}
