@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -107,6 +108,20 @@ func (e *ConfigError) Error() string { return e.Err.Error() }
 
 // Unwrap returns the underlying error.
 func (e *ConfigError) Unwrap() error { return e.Err }
+
+// ConflictError marks a write refused for optimistic concurrency, as the API server's
+// 409 Conflict: an object sent with a metadata.resourceVersion that is not the stored
+// object's. Nothing changed. The API answers 409 with its message, the API server's:
+// `Operation cannot be fulfilled on deployments.apps "x": the object has been modified;
+// please apply your changes to the latest version and try again`.
+type ConflictError struct {
+	Resource string // kubectl's plural with its group: deployments.apps, services
+	Name     string
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("Operation cannot be fulfilled on %s %q: the object has been modified; please apply your changes to the latest version and try again", e.Resource, e.Name)
+}
 
 // Is reports whether target is ErrInvalid, the class of every ConfigError.
 func (e *ConfigError) Is(target error) bool { return target == ErrInvalid }

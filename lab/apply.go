@@ -62,6 +62,15 @@ func (l *Lab) Apply(ctx context.Context, files []api.ConfigFile) ([]api.Change, 
 			return nil, podPlan{}, err
 		}
 		next, changes, err := sc.Apply(configFiles(files)...)
+		var conflict *config.ConflictError
+		if errors.As(err, &conflict) {
+			k := api.Kind{Kind: conflict.Ref.Kind, Group: config.KindGroup(conflict.Ref.Kind)}
+			resource := k.Resource(true)
+			if k.Group != "" {
+				resource += "." + k.Group
+			}
+			return nil, podPlan{}, &api.ConflictError{Resource: resource, Name: conflict.Ref.Name}
+		}
 		if err != nil {
 			return nil, podPlan{}, &api.ConfigError{Err: err}
 		}

@@ -34,7 +34,10 @@ type ProxyStatusReader interface {
 func ConfigRoutes(s ConfigStore, ps ProxyStatusReader) Routes {
 	answer := func(c *gin.Context, changes []api.Change, err error) {
 		var ce *api.ConfigError
+		var conflict *api.ConflictError
 		switch {
+		case errors.As(err, &conflict):
+			c.JSON(http.StatusConflict, gin.H{"error": conflict.Error()})
 		case errors.As(err, &ce):
 			c.JSON(http.StatusUnprocessableEntity, gin.H{"error": err.Error()})
 		case err != nil:

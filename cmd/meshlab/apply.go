@@ -74,6 +74,9 @@ shows STALE until each proxy ACKs). --wait returns only once every proxy runs it
 			}
 			defer c.Close()
 			changes, err := c.Apply(cmd.Context(), files)
+			if isConflict(err) {
+				return applyConflict(cmd.Context(), c, files, cfg.namespace, err)
+			}
 			if err != nil {
 				return err
 			}

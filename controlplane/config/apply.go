@@ -70,6 +70,7 @@ func (c Change) String() string {
 func (s *Scenario) Apply(files ...File) (*Scenario, []Change, error) {
 	var errs ErrorList
 	var added []*Object
+	versions := map[*Object]string{} // the resourceVersions objects were written with
 	type fileDocs struct {
 		f    File
 		docs []document
@@ -104,12 +105,17 @@ func (s *Scenario) Apply(files ...File) (*Scenario, []Change, error) {
 				d = withLastApplied(d, fd.f.Namespace)
 			}
 			d = keepPodState(s, d, fd.f.Namespace)
+			h := headerOf(d.top)
+			d, rv := takeResourceVersion(d, problems{origin: model.Origin{File: fd.f.Name, Kind: h.kind, Namespace: cmp.Or(h.namespace, fd.f.Namespace, DefaultNamespace), Name: h.name}, doc: d.index, item: d.item, list: &errs})
 			o, ok := decodeDocument(fd.f.Name, fd.f.Namespace, d, &errs)
 			if o == nil || !ok {
 				continue
 			}
 			o.recordBytes = recordSize(d)
 			added = append(added, o)
+			if rv != "" {
+				versions[o] = rv
+			}
 		}
 	}
 	seen := map[Ref]*Object{}
@@ -127,6 +133,11 @@ func (s *Scenario) Apply(files ...File) (*Scenario, []Change, error) {
 	var changes []Change
 	for _, o := range added {
 		i := slices.IndexFunc(next.Objects, func(x *Object) bool { return RefOf(x) == RefOf(o) })
+		if i >= 0 {
+			if err := checkVersion(o.Origin.File, o, next.Objects[i], versions[o]); err != nil {
+				return nil, nil, err
+			}
+		}
 		switch {
 		case i < 0:
 			next.Revision++

@@ -160,6 +160,10 @@ func Load(file string, data []byte) (*Scenario, error) {
 			// with apply's record (a cluster's dump keeps the one it has).
 			d = withLastApplied(d, "")
 		}
+		// A cluster dump's resourceVersions are its cluster's: the lab's store gives
+		// its own (stampLoaded).
+		h := headerOf(d.top)
+		d, _ = takeResourceVersion(d, problems{origin: model.Origin{File: file, Kind: h.kind, Namespace: cmp.Or(h.namespace, DefaultNamespace), Name: h.name}, doc: d.index, item: d.item, list: &errs})
 		o, ok := decodeDocument(file, "", d, &errs)
 		if o != nil {
 			o.recordBytes = recordSize(d)
