@@ -18,6 +18,7 @@ import (
 	"github.com/meshlab/meshlab/controlplane/model"
 	"github.com/meshlab/meshlab/dataplane/agent"
 	"github.com/meshlab/meshlab/demoapp"
+	"github.com/meshlab/meshlab/lab/podnet"
 	"github.com/meshlab/meshlab/netns/capture"
 )
 
@@ -270,8 +271,11 @@ func (l *Lab) agentConfig(slot int, p *model.Pod) agent.Config {
 		SecureMergedMetricsPort:  p.Sidecar.SecureMergedMetricsPort,
 		MetricsLocalhostOnly:     p.Sidecar.MetricsLocalhostOnly,
 		// The proxy config pilot-agent reads when the pod starts: the bootstrap's
-		// Zipkin tracer (defaultConfig.tracing.zipkin; a later change needs a restart).
-		ZipkinAddress: l.model.Mesh.Tracing.Default.ZipkinAddress,
+		// Zipkin tracer (the pod's proxy.istio.io/config tracing, else the mesh's
+		// defaultConfig.tracing; a later change needs a restart).
+		ZipkinAddress: l.model.Mesh.Tracing.For(p).ZipkinAddress,
+		// HOST_IP: the lab's node address, its pods' gateway on the bridge.
+		HostIP: podnet.Gateway(l.opts.PodCIDR).Addr().String(),
 	}
 }
 

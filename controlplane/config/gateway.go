@@ -294,6 +294,7 @@ func gatewayDeployments(objs []*Object) ([]*model.Service, []*model.Pod, error) 
 		// pilot-agent's proxyMetadata: the mesh's, the pod's proxy.istio.io/config, then
 		// the istio-proxy container's environment (the page's ENVOY_SECURE_* env).
 		applyProxyMetadata(pod, mergeProxyMetadata(meshProxyMetadata(objs), proxyMetadata(tmpl.Annotations), envMap(k8s.Env)))
+		pod.Sidecar.Tracing = proxyConfigTracing(tmpl.Annotations) // proxyconfig_tracing.go
 		pods = append(pods, pod)
 	}
 	return svcs, pods, nil

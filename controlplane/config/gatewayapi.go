@@ -689,6 +689,7 @@ func gatewayAPIDeployments(objs []*Object) ([]*model.Service, []*model.Pod, erro
 			Origin:         origin,
 		}
 		applyProxyMetadata(pod, mergeProxyMetadata(meshProxyMetadata(objs), proxyMetadata(tmpl.Annotations))) // proxymetadata.go
+		pod.Sidecar.Tracing = proxyConfigTracing(tmpl.Annotations)                                            // proxyconfig_tracing.go
 		pods = append(pods, pod)
 	}
 	return svcs, pods, nil

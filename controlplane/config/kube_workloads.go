@@ -526,6 +526,8 @@ func injectPods(objs []*Object, pods []*model.Pod, injected map[PodKey]bool) {
 			p.Sidecar.AppMetricsPort, p.Sidecar.AppMetricsPath = prometheusAppMetrics(o.kube.template.Annotations, "", problems{list: new(ErrorList)})
 			// The mesh's defaultConfig.proxyMetadata under the pod's own (proxymetadata.go).
 			applyProxyMetadata(p, mergeProxyMetadata(mesh, proxyMetadata(o.kube.template.Annotations)))
+			// The tracing of the pod's proxy.istio.io/config (proxyconfig_tracing.go).
+			p.Sidecar.Tracing = proxyConfigTracing(o.kube.template.Annotations)
 		}
 	}
 }

@@ -25,9 +25,14 @@ func proxyTracingPaths() string {
 // validateProxyTracing checks defaultConfig.tracing as Istio's ValidateMeshConfig does
 // (ValidateProxyAddress for the tracer's address, one kind per custom tag).
 func validateProxyTracing(mc *meshv1alpha1.MeshConfig, p problems) {
-	t := mc.GetDefaultConfig().GetTracing()
+	checkProxyTracing(mc.GetDefaultConfig().GetTracing(), "spec.defaultConfig.tracing", p)
+}
+
+// checkProxyTracing checks a ProxyConfig's tracing t (at field): the mesh's
+// defaultConfig.tracing or a pod's proxy.istio.io/config tracing.
+func checkProxyTracing(t *meshv1alpha1.Tracing, field string, p problems) {
 	if z := t.GetZipkin(); z != nil {
-		f := "spec.defaultConfig.tracing.zipkin.address"
+		f := field + ".zipkin.address"
 		host, port, err := net.SplitHostPort(z.GetAddress())
 		switch {
 		case z.GetAddress() == "":
@@ -44,7 +49,7 @@ func validateProxyTracing(mc *meshv1alpha1.MeshConfig, p problems) {
 		}
 	}
 	for name, ct := range t.GetCustomTags() {
-		f := fmt.Sprintf("spec.defaultConfig.tracing.customTags[%s]", name)
+		f := fmt.Sprintf("%s.customTags[%s]", field, name)
 		switch {
 		case ct.GetLiteral() != nil, ct.GetEnvironment() != nil, ct.GetHeader() != nil:
 			if ct.GetEnvironment() != nil && ct.GetEnvironment().GetName() == "" {
@@ -61,7 +66,11 @@ func validateProxyTracing(mc *meshv1alpha1.MeshConfig, p problems) {
 
 // proxyTracingModel is defaultConfig.tracing beyond its sampling.
 func proxyTracingModel(mc *meshv1alpha1.MeshConfig) model.ProxyTracing {
-	t := mc.GetDefaultConfig().GetTracing()
+	return proxyTracingOf(mc.GetDefaultConfig().GetTracing())
+}
+
+// proxyTracingOf is a ProxyConfig's tracing t beyond its sampling.
+func proxyTracingOf(t *meshv1alpha1.Tracing) model.ProxyTracing {
 	out := model.ProxyTracing{
 		ZipkinAddress:    t.GetZipkin().GetAddress(),
 		MaxPathTagLength: t.GetMaxPathTagLength(),

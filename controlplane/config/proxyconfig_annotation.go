@@ -76,4 +76,5 @@ func checkProxyConfigAnnotation(annotations map[string]string, field string, p p
 		p.addf(field+"["+proxyConfigAnnotation+"].proxyMetadata."+outputCertsMetadata, "%q is not an absolute path (the istio-proxy container's directory the agent writes key.pem, cert-chain.pem and root-cert.pem to)", d)
 	}
 	secureMetrics(pm, field+"["+proxyConfigAnnotation+"].proxyMetadata", p)
+	checkProxyConfigTracing(annotations, field, p) // proxyconfig_tracing.go
 }

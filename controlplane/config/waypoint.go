@@ -258,6 +258,7 @@ func waypointDeployments(objs []*Object) ([]*model.Service, []*model.Pod, error)
 			Origin:         model.Origin{File: o.Origin.File, Kind: "Deployment", Namespace: ns, Name: name},
 		}
 		applyProxyMetadata(pod, mergeProxyMetadata(meshProxyMetadata(objs), proxyMetadata(tmpl.Annotations))) // proxymetadata.go
+		pod.Sidecar.Tracing = proxyConfigTracing(tmpl.Annotations)                                            // proxyconfig_tracing.go
 		pods = append(pods, pod)
 	}
 	return svcs, pods, nil

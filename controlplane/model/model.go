@@ -179,6 +179,10 @@ type File struct {
 type SidecarSpec struct {
 	// Inject reports whether the pod gets a sidecar and capture rules.
 	Inject bool
+	// Tracing is the tracing of the pod's proxy.istio.io/config annotation, which
+	// replaces the mesh's defaultConfig.tracing for this proxy (MeshTracing.For); nil
+	// when the annotation names none.
+	Tracing *ProxyTracing
 	// HoldApplicationUntilProxyStarts delays the app until the proxy is ready.
 	HoldApplicationUntilProxyStarts bool
 	// LogLevel is the proxy's log level ("" means info).

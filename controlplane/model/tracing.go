@@ -23,6 +23,9 @@ type MeshTracing struct {
 // ProxyTracing is ProxyConfig.tracing (MeshConfig's defaultConfig.tracing) as a lab
 // honours it.
 type ProxyTracing struct {
+	// Sampling is sampling, in percent; 0: unset (istiod's PILOT_TRACE_SAMPLING). The
+	// mesh's is MeshTracing.Sampling (For fills it in).
+	Sampling float64
 	// ZipkinAddress is zipkin.address (host:port): pilot-agent puts Envoy's Zipkin tracer
 	// in the bootstrap, reporting to a STRICT_DNS cluster "zipkin" of that address; ""
 	// for none (Istio's default install sets no tracer).
@@ -42,6 +45,22 @@ type ProxyTracingTag struct {
 	Environment string
 	Header      string
 	Default     string
+}
+
+// For is the tracing of pod's proxy config: its proxy.istio.io/config annotation's
+// tracing when it has one (SidecarSpec.Tracing), else the mesh's defaultConfig.tracing.
+// Istio's injector merges the annotation over defaultConfig field by field at the top
+// level (mesh.MergeProxyConfig: jsonpb sets each field the YAML names), so an annotation's
+// tracing replaces the mesh's whole: what it leaves out is unset, not inherited.
+// pilot-agent writes the bootstrap from it and sends it to istiod in the node's metadata
+// (PROXY_CONFIG), whose ProxyConfigOrDefault then reads it for the HCMs' tracing.
+func (t *MeshTracing) For(pod *Pod) ProxyTracing {
+	if pod != nil && pod.Sidecar.Tracing != nil {
+		return *pod.Sidecar.Tracing
+	}
+	d := t.Default
+	d.Sampling = t.Sampling
+	return d
 }
 
 // DefaultTraceSampling is istiod's PILOT_TRACE_SAMPLING default, in percent.

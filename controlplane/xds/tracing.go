@@ -157,16 +157,17 @@ func tracingFor(m *model.Model, pod *model.Pod, router bool) (*hcm.HttpConnectio
 			out.MaxPathTagLength = wrapperspb.UInt32(p.MaxTagLength)
 		}
 	}
-	sampling := meshSampling(m)
+	pc := m.Mesh.Tracing.For(pod) // the proxy's config: tracing_default.go
+	sampling := proxySampling(pc)
 	if spec.sampling != nil {
 		sampling = *spec.sampling
 	}
 	setSampling(out, sampling)
-	out.CustomTags = tracingTags(pod, spec, m.Mesh.Tracing.Default)
+	out.CustomTags = tracingTags(pod, spec, pc)
 	// istiod falls back to defaultConfig.tracing.maxPathTagLength when the provider
 	// sets none.
-	if out.MaxPathTagLength == nil && m.Mesh.Tracing.Default.MaxPathTagLength != 0 {
-		out.MaxPathTagLength = wrapperspb.UInt32(m.Mesh.Tracing.Default.MaxPathTagLength)
+	if out.MaxPathTagLength == nil && pc.MaxPathTagLength != 0 {
+		out.MaxPathTagLength = wrapperspb.UInt32(pc.MaxPathTagLength)
 	}
 	return out, nil
 }

@@ -27,14 +27,17 @@ import (
 // proxy without one makes none. enableTracing: false sends no block.
 
 // legacyTracing is the block of pod's HTTP connection managers without Telemetry
-// tracing, nil under enableTracing: false.
+// tracing, nil under enableTracing: false. Its sampling, tags and path length are the
+// pod's proxy config's (its proxy.istio.io/config tracing, else the mesh's
+// defaultConfig.tracing: model.MeshTracing.For), as istiod's ProxyConfigOrDefault reads
+// them from the node's metadata.
 func legacyTracing(m *model.Model, pod *model.Pod) *hcm.HttpConnectionManager_Tracing {
 	if m.Mesh.Tracing.Off {
 		return nil
 	}
-	d := m.Mesh.Tracing.Default
+	d := m.Mesh.Tracing.For(pod)
 	out := &hcm.HttpConnectionManager_Tracing{}
-	setSampling(out, meshSampling(m))
+	setSampling(out, proxySampling(d))
 	out.CustomTags = tracingTags(pod, &tracingSpec{istioTags: !d.NoIstioTags}, d)
 	if d.MaxPathTagLength != 0 {
 		out.MaxPathTagLength = wrapperspb.UInt32(d.MaxPathTagLength)
@@ -42,10 +45,10 @@ func legacyTracing(m *model.Model, pod *model.Pod) *hcm.HttpConnectionManager_Tr
 	return out
 }
 
-// meshSampling is istiod's proxyConfigSamplingValue: defaultConfig.tracing.sampling
-// when set, 1 % when above 100, else PILOT_TRACE_SAMPLING's default.
-func meshSampling(m *model.Model) float64 {
-	s := m.Mesh.Tracing.Sampling
+// proxySampling is istiod's proxyConfigSamplingValue of a proxy's config: its
+// tracing.sampling when set, 1 % when above 100, else PILOT_TRACE_SAMPLING's default.
+func proxySampling(d model.ProxyTracing) float64 {
+	s := d.Sampling
 	if s == 0 || s > 100 {
 		return model.DefaultTraceSampling
 	}
@@ -103,13 +106,22 @@ func uuidRequestID() *hcm.RequestIDExtension {
 // apart and gets neither tracing nor a request id extension). Without Telemetry tracing
 // it is the legacy MeshConfig block of the waypoint's pod, whose labels Istio's waypoint
 // template sets (canonical name the Gateway's, revision "latest"), with the source and
-// destination peer tags istiod's configureCustomTags adds for a waypoint. A Telemetry
+// destination peer tags istiod's configureCustomTags adds for a waypoint; one block for
+// all of them, the same for every chain. A Telemetry
 // tracing that applies to the waypoint gives no block (a departure, docs/ARCHITECTURE.md:
 // meshlab proxy refuses the peer tags' substitution formats under a provider).
 func waypointTracing(m *model.Model, w *model.Waypoint) *hcm.HttpConnectionManager_Tracing {
 	pod := &model.Pod{Name: w.Name, Namespace: w.Namespace, Labels: map[string]string{
 		canonicalNameLabel: w.Name, canonicalRevisionLabel: "latest",
 	}}
+	// The proxy config is the waypoint pod's (its Gateway's proxy.istio.io/config
+	// infrastructure annotation), else the mesh's.
+	for _, p := range m.Pods {
+		if p.Waypoint && m.WaypointOfPod(p) == w {
+			pod.Sidecar.Tracing = p.Sidecar.Tracing
+			break
+		}
+	}
 	if tracingSpecFor(m, pod) != nil {
 		return nil
 	}

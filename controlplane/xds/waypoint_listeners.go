@@ -250,8 +250,9 @@ func mainInternalListener(m *model.Model, w *model.Waypoint, ports []waypointPor
 	var knownPorts []uint32
 	var chains []*listener.FilterChain
 	served := servedHosts(ports)
+	tr := waypointTracing(m, w) // tracing_default.go: every connection manager's
 	for _, p := range ports {
-		fc, err := inboundVIPChain(m, w, served, p, logs)
+		fc, err := inboundVIPChain(m, w, served, p, logs, tr)
 		if err != nil {
 			return nil, err
 		}
@@ -260,7 +261,7 @@ func mainInternalListener(m *model.Model, w *model.Waypoint, ports []waypointPor
 		// ports of no protocol, which a lab's ports always have).
 		knownPorts = append(knownPorts, uint32(p.port.Port))
 	}
-	direct, err := directChains(m, w, logs)
+	direct, err := directChains(m, w, logs, tr)
 	if err != nil {
 		return nil, err
 	}
@@ -481,7 +482,7 @@ func inboundVIPRoute(name, vhost, cluster, operation string) *route.RouteConfigu
 
 // inboundVIPChain is main_internal's chain of one service port: HTTP through a
 // connection manager routing to the port's cluster, anything else through tcp_proxy.
-func inboundVIPChain(m *model.Model, w *model.Waypoint, served map[string]*model.Service, p waypointPort, logs []*accesslogv3.AccessLog) (*listener.FilterChain, error) {
+func inboundVIPChain(m *model.Model, w *model.Waypoint, served map[string]*model.Service, p waypointPort, logs []*accesslogv3.AccessLog, tr *hcm.HttpConnectionManager_Tracing) (*listener.FilterChain, error) {
 	name := p.name()
 	statPrefix := "inbound_0.0.0.0_" + portString(p.port.Port) + ";"
 	if !p.port.Protocol.IsHTTPOrSniffed() {
@@ -503,7 +504,7 @@ func inboundVIPChain(m *model.Model, w *model.Waypoint, served map[string]*model
 	if az.ext, err = waypointExtensions(m, w, p.svc, uint32(p.port.Port)); err != nil {
 		return nil, err
 	}
-	f, err := waypointHCM(statPrefix, rc, logs, az, isHTTP2(p.port.Protocol), waypointTracing(m, w))
+	f, err := waypointHCM(statPrefix, rc, logs, az, isHTTP2(p.port.Protocol), tr)
 	if err != nil {
 		return nil, err
 	}
@@ -513,7 +514,7 @@ func inboundVIPChain(m *model.Model, w *model.Waypoint, served map[string]*model
 // directChains are main_internal's chains for destinations no service matches (a
 // workload addressed directly): the destination re-set for the upstream, then to the
 // encap cluster (connect_originate) as TCP or HTTP.
-func directChains(m *model.Model, w *model.Waypoint, logs []*accesslogv3.AccessLog) ([]*listener.FilterChain, error) {
+func directChains(m *model.Model, w *model.Waypoint, logs []*accesslogv3.AccessLog, tr *hcm.HttpConnectionManager_Tracing) ([]*listener.FilterChain, error) {
 	keep, err := networkFilter(connectAuthority, &netsetstate.Config{OnNewConnection: []*setstate.FilterStateValue{
 		stateValue(originalDstLocalIP, "", "%FILTER_STATE("+originalDstLocalIP+":PLAIN)%", setstate.FilterStateValue_ONCE),
 	}})
@@ -537,7 +538,7 @@ func directChains(m *model.Model, w *model.Waypoint, logs []*accesslogv3.AccessL
 	if az.ext, err = waypointExtensions(m, w, nil, 0); err != nil {
 		return nil, err
 	}
-	h, err := waypointHCM("inbound_0.0.0.0_0;", rc, logs, az, false, waypointTracing(m, w))
+	h, err := waypointHCM("inbound_0.0.0.0_0;", rc, logs, az, false, tr)
 	if err != nil {
 		return nil, err
 	}

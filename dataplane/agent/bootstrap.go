@@ -83,7 +83,7 @@ func renderBootstrap(c Config) ([]byte, error) {
 			return nil, fmt.Errorf("render bootstrap: %s %q is not valid UTF-8", f.name, f.v)
 		}
 	}
-	zhost, zport, err := zipkinAddress(c.ZipkinAddress)
+	zhost, zport, err := zipkinAddress(c.ZipkinAddress, c.HostIP)
 	if err != nil {
 		return nil, err
 	}
@@ -114,8 +114,9 @@ func renderBootstrap(c Config) ([]byte, error) {
 }
 
 // zipkinAddress splits the tracer's host:port as pilot-agent's addressConverter does
-// ("" for no tracer), refusing what is not one.
-func zipkinAddress(addr string) (string, uint16, error) {
+// ("" for no tracer), refusing what is not one; a host "$(HOST_IP)" becomes hostIP when
+// it is set (pilot-agent's HOST_IP; unset, the host stays as written, as there).
+func zipkinAddress(addr, hostIP string) (string, uint16, error) {
 	if addr == "" {
 		return "", 0, nil
 	}
@@ -127,8 +128,16 @@ func zipkinAddress(addr string) (string, uint16, error) {
 	if err != nil || p == 0 || host == "" || !utf8.ValidString(host) {
 		return "", 0, fmt.Errorf("render bootstrap: zipkin address %q: want host:port with a port 1-65535", addr)
 	}
+	if host == hostIPVariable && hostIP != "" {
+		host = hostIP
+	}
 	return host, uint16(p), nil
 }
+
+// hostIPVariable is the tracer host pilot-agent replaces with its HOST_IP: Kubernetes
+// would have expanded it in the container's arguments, where tracer addresses used to
+// be, but not in the mesh config istiod now hands over.
+const hostIPVariable = "$(HOST_IP)"
 
 // jsonValue is the template's json function: v as a JSON value, without HTML escaping
 // (protojson, which Envoy's JSON follows, does not escape <, > and &).

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"net/netip"
@@ -64,6 +65,23 @@ func TestBootstrapGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.Golden(t, "bootstrap-zipkin", data)
+	// A host written $(HOST_IP) is the pod's host IP, as pilot-agent's addressConverter
+	// makes it: the bootstrap is the one of that address (golden
+	// bootstrap-zipkin-hostip); without a host IP it stays as written, as there.
+	c.ZipkinAddress, c.HostIP = "$(HOST_IP):9411", "10.244.0.1"
+	if data, err = renderBootstrap(c); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Golden(t, "bootstrap-zipkin-hostip", data)
+	byIP := c
+	byIP.ZipkinAddress = "10.244.0.1:9411"
+	if want, err := renderBootstrap(byIP); err != nil || !bytes.Equal(data, want) {
+		t.Errorf("$(HOST_IP):9411 with host IP 10.244.0.1: bootstrap differs from 10.244.0.1:9411's (%v)", err)
+	}
+	c.HostIP = ""
+	if data, err = renderBootstrap(c); err != nil || !bytes.Contains(data, []byte(`"address": "$(HOST_IP)"`)) {
+		t.Errorf("$(HOST_IP) without a host IP: %v, want the host kept:\n%s", err, data)
+	}
 	for _, bad := range []string{"zipkin.istio-system", "zipkin:0", ":9411", "zipkin:http"} {
 		c.ZipkinAddress = bad
 		if _, err := renderBootstrap(c); err == nil || !strings.Contains(err.Error(), "zipkin address") {

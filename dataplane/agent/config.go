@@ -86,10 +86,15 @@ type Config struct {
 	// client but the pod's loopback, as pilot-agent does.
 	MetricsLocalhostOnly bool
 
-	// ZipkinAddress is optional: the mesh's defaultConfig.tracing.zipkin.address
-	// (host:port), from which the bootstrap gets Envoy's Zipkin tracer and its
-	// STRICT_DNS cluster "zipkin", as pilot-agent writes them; "" for no tracer.
+	// ZipkinAddress is optional: the pod's proxy config's tracing.zipkin.address
+	// (host:port; its proxy.istio.io/config, else the mesh's defaultConfig), from which
+	// the bootstrap gets Envoy's Zipkin tracer and its STRICT_DNS cluster "zipkin", as
+	// pilot-agent writes them; "" for no tracer.
 	ZipkinAddress string
+	// HostIP is optional: the pod's host IP, pilot-agent's HOST_IP (the downward API's
+	// status.hostIP), which replaces a ZipkinAddress host written "$(HOST_IP)" as
+	// pilot-agent's addressConverter does (a collector on each node, the DaemonSet way).
+	HostIP string
 
 	// AppMetricsPort and AppMetricsPath are optional: where the app serves its own
 	// Prometheus metrics (the pod's prometheus.io/port and prometheus.io/path annotations,

@@ -55,6 +55,7 @@ const (
 	flagProxyless                = "proxyless"
 	flagAppUID                   = "app-uid"
 	flagZipkinAddress            = "zipkin-address"
+	flagHostIP                   = "host-ip"
 )
 
 // Args returns the argv after "meshlab agent" that makes BindFlags (and ParseProxyArgs,
@@ -125,6 +126,7 @@ func Args(c Config) []string {
 	num(flagAppMetricsPort, uint64(c.AppMetricsPort))
 	str(flagAppMetricsPath, c.AppMetricsPath)
 	str(flagZipkinAddress, c.ZipkinAddress)
+	str(flagHostIP, c.HostIP)
 	if c.Proxyless {
 		a = append(a, "--"+flagProxyless)
 	}
@@ -182,7 +184,8 @@ func BindFlags(fs *pflag.FlagSet) func() (Config, error) {
 	fs.Uint16Var(&c.SecureMetricsPort, flagSecureMetricsPort, 0, "mTLS listener of the proxy's stats, as ENVOY_SECURE_METRICS_PORT (0: none)")
 	fs.Uint16Var(&c.SecureMergedMetricsPort, flagSecureMergedMetricsPort, 0, "mTLS listener of the merged metrics, as ENVOY_SECURE_MERGED_METRICS_PORT (0: none)")
 	fs.BoolVar(&c.MetricsLocalhostOnly, flagMetricsLocalhostOnly, false, "the proxy's 15090 on 127.0.0.1 and the status port's metrics for the pod's loopback only, as METRICS_LOCALHOST_ACCESS_ONLY")
-	fs.StringVar(&c.ZipkinAddress, flagZipkinAddress, "", "host:port of the Zipkin collector (the mesh's defaultConfig.tracing.zipkin.address): the bootstrap's tracer (none when empty)")
+	fs.StringVar(&c.ZipkinAddress, flagZipkinAddress, "", "host:port of the Zipkin collector (the pod's proxy config's tracing.zipkin.address): the bootstrap's tracer (none when empty)")
+	fs.StringVar(&c.HostIP, flagHostIP, "", "the pod's host IP (pilot-agent's HOST_IP, status.hostIP): replaces a zipkin address's host $(HOST_IP)")
 	fs.BoolVar(&c.Proxyless, flagProxyless, false, "proxyless gRPC (Istio's grpc-agent template): no proxy; write the gRPC bootstrap and certificate files, relay xDS on a socket for the app")
 	fs.Uint32Var(&c.AppUID, flagAppUID, 0, "the app's uid, owner of the key file and XDS socket in proxyless mode")
 	return func() (Config, error) {

@@ -36,6 +36,7 @@ func TestArgsRoundTrip(t *testing.T) {
 	full.DataPlane = agentapi.DataPlaneChoiceEnvoy
 	full.BootstrapOverride = `{"stats_flush_interval": "7s"}`
 	full.AppMetricsPort, full.AppMetricsPath = 9090, "/custom/metrics"
+	full.ZipkinAddress, full.HostIP = "$(HOST_IP):9411", "10.244.0.1"
 	for _, tc := range []struct {
 		name string
 		cfg  Config
