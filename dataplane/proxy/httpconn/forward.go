@@ -140,6 +140,17 @@ func (rt *router) forward(x *exchange, cl *cluster.Cluster) int {
 					return rt.fail(x, cl, attempt{kind: failGlobalTimeout})
 				}
 				tried = append(tried, a.host) // only a retry needs them: no slice per request
+				// The retry goes to the cluster the route names as it is now, as Envoy's
+				// router looks it up again for every retry: a CDS update that replaced
+				// it (a changed cluster is a new one here) since the first attempt
+				// holds the hosts EDS gave it since, and the replaced one's hosts may be
+				// gone (a rollout's old pod: each try waited out its connect timeout).
+				// A cluster CDS removed meanwhile answers no healthy upstream.
+				next, ok := rt.deps.Clusters.Get(x.info.UpstreamCluster)
+				if !ok {
+					return rt.fail(x, cl, attempt{kind: failNoHost})
+				}
+				cl = next
 				continue
 			}
 		}
