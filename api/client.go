@@ -47,9 +47,16 @@ func (c *Client) Pods(ctx context.Context) ([]PodStatus, error) {
 	return out, c.do(ctx, http.MethodGet, "/v1/pods", nil, &out)
 }
 
+// NameTableHold is how long the lab holds a name-table request whose version is current
+// before it answers with the same table. Held requests are an idle agent's only traffic
+// to the lab, and each answer wakes the agent and the lab (with 30 s, a third of an idle
+// agent's wake-ups, and most of an idle lab's; docs/BENCHMARKS.md, issue 30), where
+// Istio's agents get names pushed on their xDS stream with no poll at all.
+const NameTableHold = 5 * time.Minute
+
 // NameTable returns the DNS name table the lab serves pod's agent: at once when its
-// version differs from version (0 always does), else once it changes (or after the
-// server's long-poll limit).
+// version differs from version (0 always does), else once it changes (or after
+// NameTableHold).
 func (c *Client) NameTable(ctx context.Context, pod string, version uint64) (NameTable, error) {
 	var out NameTable
 	path := "/v1/agents/" + url.PathEscape(pod) + "/nametable?version=" + strconv.FormatUint(version, 10)

@@ -43,7 +43,7 @@ type Backend interface {
 }
 
 // longPollLimit bounds how long a name table request is held open.
-const longPollLimit = 30 * time.Second
+const longPollLimit = api.NameTableHold
 
 // Routes registers a group of API endpoints. Each feature (proxy restarts, config apply,
 // the dashboard...) lives in its own file with its own narrow backend interface and hands

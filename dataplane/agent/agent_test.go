@@ -74,6 +74,7 @@ type fakeLab struct {
 	changed chan struct{}
 	fail    int // answer this many requests with 500 first
 	queries []string
+	hold    time.Duration // how long a current version is held; 0: 30 s, -1: not at all
 }
 
 func newFakeLab(t *testing.T, socket string, table agentapi.NameTable) *fakeLab {
@@ -106,13 +107,17 @@ func (l *fakeLab) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	changed := l.changed
 	same := r.URL.Query().Get("version") == jsonUint(l.table.Version)
+	hold := l.hold
 	l.mu.Unlock()
-	if same {
+	if hold == 0 {
+		hold = 30 * time.Second
+	}
+	if same && hold > 0 {
 		select {
 		case <-changed:
 		case <-r.Context().Done():
 			return
-		case <-time.After(30 * time.Second):
+		case <-time.After(hold):
 		}
 	}
 	l.mu.Lock()

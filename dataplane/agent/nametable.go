@@ -13,8 +13,9 @@ import (
 	"github.com/meshlab/meshlab/dataplane/agent/agentapi"
 )
 
-// nameTablePollTimeout bounds one long-poll: the lab holds a request up to 30s.
-const nameTablePollTimeout = 45 * time.Second
+// nameTablePollTimeout bounds one long-poll: the lab holds a request up to
+// api.NameTableHold.
+const nameTablePollTimeout = api.NameTableHold + 15*time.Second
 
 // normalizeName is how names are compared: lowercase, no trailing dot.
 func normalizeName(name string) string {
@@ -94,6 +95,7 @@ type nameTablePoller struct {
 	log        *slog.Logger
 	minBackoff time.Duration
 	maxBackoff time.Duration
+	after      func(time.Duration) <-chan time.Time // time.After; tests record the waits
 }
 
 func newNameTablePoller(labSocket, pod string, store *nameStore, log *slog.Logger) *nameTablePoller {
@@ -104,6 +106,7 @@ func newNameTablePoller(labSocket, pod string, store *nameStore, log *slog.Logge
 		log:        log,
 		minBackoff: minBackoff,
 		maxBackoff: maxBackoff,
+		after:      time.After,
 	}
 }
 
@@ -113,6 +116,7 @@ func (p *nameTablePoller) Run(ctx context.Context) error {
 	backoff := p.minBackoff
 	for {
 		have := p.store.version()
+		start := time.Now()
 		t, err := p.fetch(ctx, have)
 		if ctx.Err() != nil {
 			return nil
@@ -124,10 +128,13 @@ func (p *nameTablePoller) Run(ctx context.Context) error {
 			wait = backoff
 			backoff = min(2*backoff, p.maxBackoff)
 		case t.Version == have && have != 0:
-			// The lab held the request and answered the same table: poll again, but
-			// never spin if it answers at once.
+			// The lab held the request until its hold ended and answered the same
+			// table: poll again at once (a wait would be one more wake-up of an idle
+			// agent), but never spin on a lab that answers without holding.
 			backoff = p.minBackoff
-			wait = p.minBackoff
+			if time.Since(start) < p.minBackoff {
+				wait = p.minBackoff
+			}
 		default:
 			backoff = p.minBackoff
 			p.store.set(t)
@@ -137,7 +144,7 @@ func (p *nameTablePoller) Run(ctx context.Context) error {
 			select {
 			case <-ctx.Done():
 				return nil
-			case <-time.After(wait):
+			case <-p.after(wait):
 			}
 		}
 	}

@@ -68,6 +68,67 @@ func TestNameTableLongPoll(t *testing.T) {
 	}
 }
 
+// A lab that held a request until its hold ended and answered the same table is polled
+// again at once: waiting first would be one more wake-up of an idle agent. One that
+// answers the same table without holding is not polled in a spin.
+func TestNameTableRepollsAtOnceAfterAHeldAnswer(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), "api.sock")
+	lab := newFakeLab(t, socket, agentapi.NameTable{Version: 3, Names: map[string][]netip.Addr{
+		"backend.default": {netip.MustParseAddr("10.96.0.10")},
+	}})
+	lab.hold = 1500 * time.Millisecond
+	p := newNameTablePoller(socket, "backend-v1.default", &nameStore{}, testutil.Logger(t))
+	p.minBackoff = time.Second // an answer sooner than this was not held
+	waits := make(chan time.Duration, 16)
+	p.after = func(d time.Duration) <-chan time.Time {
+		waits <- d
+		return time.After(d)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("poller: %v", err)
+		}
+	})
+	held := func() int {
+		lab.mu.Lock()
+		defer lab.mu.Unlock()
+		n := 0
+		for _, q := range lab.queries {
+			if strings.HasSuffix(q, "?version=3") {
+				n++
+			}
+		}
+		return n
+	}
+	eventually(t, "a third held poll", func() error {
+		if n := held(); n < 3 {
+			return fmt.Errorf("%d polls with the current version", n)
+		}
+		return nil
+	})
+	select {
+	case d := <-waits:
+		t.Fatalf("the poller waited %s after a held answer", d)
+	default:
+	}
+
+	lab.mu.Lock()
+	lab.hold = -1 // the same table at once: a lab that does not hold
+	lab.mu.Unlock()
+	select {
+	case d := <-waits:
+		if d != p.minBackoff {
+			t.Errorf("waited %s after an unheld answer of the same table, want %s", d, p.minBackoff)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the poller did not wait after an unheld answer of the same table")
+	}
+}
+
 func TestNameTableKeepsLastTableOnErrors(t *testing.T) {
 	socket := filepath.Join(t.TempDir(), "api.sock") // nothing listens: every poll fails
 	store := &nameStore{}

@@ -44,6 +44,9 @@ type memTrimmer struct {
 	idle      uint64 // a period allocating fewer bytes is idle
 	minGarb   uint64 // fewer bytes allocated since the last trim: nothing to trim
 	tick      func(time.Duration) (<-chan time.Time, func())
+	// untilBusy is startgc.UntilBusy: while the process is idle, a channel closed once it
+	// is busy again; nil while it is not idle.
+	untilBusy func() <-chan struct{}
 	// started is optional: called once, when live is closed or after startupWait,
 	// whichever comes first (tuneGC's end of the start-up GC pause).
 	started     func()
@@ -63,11 +66,17 @@ func newMemTrimmer() *memTrimmer {
 			t := time.NewTicker(d)
 			return t.C, t.Stop
 		},
+		untilBusy: startgc.UntilBusy,
 	}
 }
 
 // run calls started and trims once live is closed, then trims after every idle period,
 // until ctx ends. started is called after startupWait if live is not closed by then.
+// While the process's collector is off for idleness (startgc) the memory limit bounds
+// its heap and there is nothing to trim: the trimmer stops ticking until the process is
+// busy again. Its tick was the one timer left waking an idle proxy besides the agent's
+// readiness poll, every 30 s for nothing, where an idle Envoy's timers are its stats
+// flush and the like (docs/BENCHMARKS.md, issue 30's idle wake-ups).
 func (m *memTrimmer) run(ctx context.Context, live <-chan struct{}) {
 	once := false
 	started := func() {
@@ -98,14 +107,25 @@ func (m *memTrimmer) run(ctx context.Context, live <-chan struct{}) {
 	st := trimState{lastTrim: m.allocated()}
 	st.prev = st.lastTrim
 	c, stop := m.tick(m.period)
-	defer stop()
+	defer func() { stop() }()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-c:
 		}
-		if !startgc.Idling() && m.due(&st, m.allocated()) { // idle: the memory limit bounds it
+		if busy := m.untilBusy(); busy != nil {
+			stop()
+			select {
+			case <-ctx.Done():
+				return
+			case <-busy:
+			}
+			c, stop = m.tick(m.period)
+			st.prev = m.allocated() // a period starts now: what the idle stretch allocated is not its
+			continue
+		}
+		if m.due(&st, m.allocated()) {
 			m.free()
 			st.trimmed(m.allocated())
 		}

@@ -14,10 +14,12 @@ type fakeHeap struct {
 	allocated atomic.Uint64
 	frees     chan struct{}
 	ticks     chan time.Time
+	tickers   chan string // "start" and "stop" of the trimmer's ticker, in order
+	busy      atomic.Pointer[chan struct{}]
 }
 
 func newFakeTrimmer() (*memTrimmer, *fakeHeap) {
-	h := &fakeHeap{frees: make(chan struct{}, 16), ticks: make(chan time.Time)}
+	h := &fakeHeap{frees: make(chan struct{}, 16), ticks: make(chan time.Time), tickers: make(chan string, 16)}
 	m := &memTrimmer{
 		allocated: h.allocated.Load,
 		free:      func() { h.frees <- struct{}{} },
@@ -25,10 +27,30 @@ func newFakeTrimmer() (*memTrimmer, *fakeHeap) {
 		idle:      4 << 20,
 		minGarb:   1 << 20,
 		tick: func(time.Duration) (<-chan time.Time, func()) {
-			return h.ticks, func() {}
+			h.tickers <- "start"
+			return h.ticks, func() { h.tickers <- "stop" }
+		},
+		untilBusy: func() <-chan struct{} {
+			if b := h.busy.Load(); b != nil {
+				return *b
+			}
+			return nil
 		},
 	}
 	return m, h
+}
+
+// expectTicker waits (with a deadline) for the trimmer's ticker to start or stop.
+func (h *fakeHeap) expectTicker(t *testing.T, want string) {
+	t.Helper()
+	select {
+	case got := <-h.tickers:
+		if got != want {
+			t.Fatalf("ticker %s, want %s", got, want)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no ticker %s", want)
+	}
 }
 
 // expectFree waits (with a deadline) for one call of free.
@@ -60,6 +82,43 @@ func TestMemTrimmerFreesOnceLiveThenOnATick(t *testing.T) {
 	h.allocated.Add(2 << 20)
 	h.ticks <- time.Now()
 	h.expectFree(t, "an idle period after 2 MB of garbage")
+}
+
+// An idle proxy (its collector off under a memory limit, startgc) is not woken by the
+// trimmer: at the first tick that finds it idle the ticker stops, and starts again only
+// once the process is busy.
+func TestMemTrimmerDoesNotTickWhileIdle(t *testing.T) {
+	m, h := newFakeTrimmer()
+	ctx, cancel := context.WithCancel(context.Background())
+	live := make(chan struct{})
+	close(live)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); m.run(ctx, live) }()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	h.expectFree(t, "server LIVE")
+	h.expectTicker(t, "start")
+
+	busy := make(chan struct{})
+	h.busy.Store(&busy)
+	h.allocated.Add(2 << 20) // garbage that would be trimmed were the process not idle
+	h.ticks <- time.Now()
+	h.expectTicker(t, "stop")
+	select {
+	case <-h.frees:
+		t.Fatal("trimmed an idle process, whose heap the memory limit bounds")
+	case ev := <-h.tickers:
+		t.Fatalf("ticker %s while the process is idle", ev)
+	case h.ticks <- time.Now():
+		t.Fatal("the trimmer took a tick while idle")
+	case <-time.After(50 * time.Millisecond):
+	}
+
+	h.busy.Store(nil)
+	close(busy)
+	h.expectTicker(t, "start")
+	h.ticks <- time.Now()
+	h.expectFree(t, "the first quiet period once busy again, with the 2 MB of garbage")
 }
 
 func TestMemTrimmerTrimsOnlyIdlePeriodsWithGarbage(t *testing.T) {

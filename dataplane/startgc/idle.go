@@ -34,11 +34,51 @@ const (
 )
 
 // idling is set while the process's collector is off for idleness.
-var idling atomic.Bool
+var idling idleFlag
 
-// Idling reports whether the process's collector is off because it is idle; the proxy's
-// memory trimmer then leaves the heap to the memory limit.
-func Idling() bool { return idling.Load() }
+// UntilBusy returns, while the process's collector is off because it is idle, a channel
+// closed once it is busy again; nil while it is not idle. The proxy's memory trimmer
+// leaves an idle heap to the memory limit and waits on it instead of ticking: each tick
+// would wake an idle process for nothing.
+func UntilBusy() <-chan struct{} { return idling.untilBusy() }
+
+// idleFlag is whether the process is idle, with a channel that is closed when it stops
+// being idle. Safe for concurrent use.
+type idleFlag struct {
+	on   atomic.Bool
+	mu   sync.Mutex
+	busy chan struct{} // made when idleness begins, closed when it ends
+}
+
+// Load reports whether the process is idle.
+func (f *idleFlag) Load() bool { return f.on.Load() }
+
+// Store sets whether the process is idle; leaving idleness closes the channel
+// untilBusy returned.
+func (f *idleFlag) Store(idle bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.on.Load() == idle {
+		return
+	}
+	if idle {
+		f.busy = make(chan struct{})
+	} else {
+		close(f.busy)
+	}
+	f.on.Store(idle)
+}
+
+// untilBusy returns a channel closed once the process stops being idle, nil when it is
+// not idle.
+func (f *idleFlag) untilBusy() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.on.Load() {
+		return nil
+	}
+	return f.busy
+}
 
 // idleGC switches a process's collector between its steady state and idle; the
 // runtime's side is behind funcs for tests.
@@ -48,7 +88,7 @@ type idleGC struct {
 	setPercent func(int) int
 	setLimit   func(int64) int64
 	inUse      func() int64  // what the memory limit counts: the runtime's memory not released
-	idle       *atomic.Bool  // set while the collector is off
+	idle       *idleFlag     // set while the collector is off
 	setProcs   func(int) int // runtime.GOMAXPROCS; nil leaves it alone
 	procs      int           // GOMAXPROCS when busy
 

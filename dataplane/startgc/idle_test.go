@@ -22,7 +22,7 @@ func TestIdleGCSwitches(t *testing.T) {
 		setPercent: func(p int) int { old := percent; percent = p; return old },
 		setLimit:   func(l int64) int64 { old := limit; limit = l; return old },
 		inUse:      func() int64 { return inUse },
-		idle:       new(atomic.Bool),
+		idle:       new(idleFlag),
 		setProcs:   func(n int) int { old := procs; procs = n; return old },
 		last:       now,
 	}
@@ -56,7 +56,7 @@ func TestIdleGCRunsAfterEveryCollection(t *testing.T) {
 	g := &idleGC{
 		steady: 100, now: func() time.Time { cycles.Add(1); return time.Now() },
 		setPercent: func(int) int { return 100 }, setLimit: func(int64) int64 { return math.MaxInt64 },
-		inUse: func() int64 { return 0 }, idle: new(atomic.Bool), last: time.Now(),
+		inUse: func() int64 { return 0 }, idle: new(idleFlag), last: time.Now(),
 	}
 	g.arm()
 	for want := int32(1); want <= 3; want++ {
@@ -68,5 +68,43 @@ func TestIdleGCRunsAfterEveryCollection(t *testing.T) {
 			runtime.GC()
 			time.Sleep(10 * time.Millisecond)
 		}
+	}
+}
+
+// TestUntilBusyClosesWhenIdlenessEnds: the channel a waiter takes while the process is
+// idle stays open through idle collections and closes once it is busy again; a busy
+// process has none to wait on.
+func TestUntilBusyClosesWhenIdlenessEnds(t *testing.T) {
+	t.Parallel()
+	var f idleFlag
+	if f.untilBusy() != nil {
+		t.Fatal("a busy process returned a channel to wait on")
+	}
+	f.Store(true)
+	busy := f.untilBusy()
+	if busy == nil {
+		t.Fatal("an idle process returned no channel")
+	}
+	f.Store(true) // an idle collection: still idle, the same wait
+	if f.untilBusy() != busy {
+		t.Fatal("staying idle replaced the channel a waiter holds")
+	}
+	select {
+	case <-busy:
+		t.Fatal("the channel closed while the process was still idle")
+	default:
+	}
+	f.Store(false)
+	select {
+	case <-busy:
+	default:
+		t.Fatal("the channel stayed open after the process became busy")
+	}
+	if f.untilBusy() != nil {
+		t.Fatal("a busy-again process returned a channel")
+	}
+	f.Store(true)
+	if next := f.untilBusy(); next == nil || next == busy {
+		t.Fatal("a second idle stretch did not get a new channel")
 	}
 }
