@@ -307,6 +307,39 @@ func TestPerTryTimeoutOnTheRoutersTimer(t *testing.T) {
 	}
 }
 
+// TestPerTryTimeoutIgnoredOnceTheResponseStarted: as Envoy's
+// UpstreamRequest::onPerTryTimeout, a per-try timeout that runs out after the response
+// started downstream is ignored and the body streams on to its end, under Istio's HCM
+// (the connection's hook) and Envoy's default one (the pool's watch of the context).
+func TestPerTryTimeoutIgnoredOnceTheResponseStarted(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(*hcmv3.HttpConnectionManager)
+	}{
+		{"istio", func(h *hcmv3.HttpConnectionManager) { h.StreamIdleTimeout = durationpb.New(0) }},
+		{"envoy-default", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			slowBody := backend(t, "", func(w http.ResponseWriter, r *http.Request) {
+				io.WriteString(w, "head ")
+				w.(http.Flusher).Flush()
+				time.Sleep(300 * time.Millisecond) // past the 100 ms per-try timeout
+				io.WriteString(w, "tail")
+			})
+			l := newLabHCM(t, tc.mutate, []*cluster.Config{staticCluster(t, "slow", slowBody)},
+				routeTo(prefix("/"), &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: "slow"},
+					RetryPolicy: &routev3.RetryPolicy{RetryOn: "gateway-error", PerTryTimeout: durationpb.New(100 * time.Millisecond)}}))
+			resp, body := l.get(t, "/")
+			if resp.StatusCode != 200 || body != "head tail" {
+				t.Errorf("a response slower than the per-try timeout after its headers: %d %q, want 200 \"head tail\"", resp.StatusCode, body)
+			}
+			if got := l.store.Value("cluster.slow.upstream_rq_per_try_timeout"); got != 0 {
+				t.Errorf("upstream_rq_per_try_timeout = %d, want 0", got)
+			}
+		})
+	}
+}
+
 func TestCircuitBreakerMaxConnectionsOneGivesOverflow(t *testing.T) {
 	release := make(chan struct{})
 	var once sync.Once

@@ -25,10 +25,9 @@ const maxBufferedBody = 1 << 20
 // attempt is the outcome of one upstream try.
 type attempt struct {
 	resp   *http.Response
-	rqTime *stats.Histogram   // the cluster's upstream_rq_time, set with resp
-	cancel context.CancelFunc // ends the per-try timeout of a response; nil without one
-	perTry *perTry            // the router's per-try timer of a response; nil without one
-	admit  func()             // releases the circuit breaker's slot of a response
+	rqTime *stats.Histogram // the cluster's upstream_rq_time, set with resp
+	perTry *perTry          // the per-try timer of a response; nil without one
+	admit  func()           // releases the circuit breaker's slot of a response
 	host   cluster.Host
 	err    error
 	kind   failure
@@ -160,6 +159,9 @@ func (rt *router) forward(x *exchange, cl *cluster.Cluster) int {
 		if a.kind != failNone {
 			return rt.fail(x, cl, a)
 		}
+		// Envoy ignores a per-try timeout once the downstream response started
+		// (UpstreamRequest::onPerTryTimeout): the response goes on up to the route timeout.
+		a.perTry.disarm()
 		return rt.respond(x, a)
 	}
 }
@@ -205,16 +207,12 @@ func (rt *router) try(ctx context.Context, x *exchange, cl *cluster.Cluster, out
 		}
 		return attempt{kind: failGlobalTimeout, host: host, err: err}
 	}
-	tctx, cancel := ctx, context.CancelFunc(nil)
+	tctx := ctx
 	var pt *perTry
 	abort := x.abort // only the downstream connection and the router end tctx: the hook stands for it
 	if p != nil && p.PerTryTimeout > 0 {
-		if abort != nil {
-			pt = startPerTry(ctx, abort, p.PerTryTimeout)
-			tctx = pt.ctx
-		} else {
-			tctx, cancel = context.WithTimeout(ctx, p.PerTryTimeout)
-		}
+		pt = startPerTry(ctx, abort, p.PerTryTimeout)
+		tctx = pt.ctx
 	}
 	req := out
 	if tctx != out.Context() || body != nil || len(tried) > 0 {
@@ -240,10 +238,7 @@ func (rt *router) try(ctx context.Context, x *exchange, cl *cluster.Cluster, out
 	if err == nil {
 		cl.ReportResult(host, resp.StatusCode)
 		cl.Stats().RecordResponse(resp.StatusCode)
-		return attempt{resp: resp, rqTime: cl.Stats().UpstreamRqTime, host: host, cancel: cancel, perTry: pt, admit: release, cl: cl}
-	}
-	if cancel != nil {
-		cancel()
+		return attempt{resp: resp, rqTime: cl.Stats().UpstreamRqTime, host: host, perTry: pt, admit: release, cl: cl}
 	}
 	pt.stop()
 	release()
@@ -272,15 +267,16 @@ func (rt *router) try(ctx context.Context, x *exchange, cl *cluster.Cluster, out
 
 // perTry is an attempt's per-try timeout on the router's own timer, as Envoy's per-try
 // timer resets its upstream request: when it runs out it ends the attempt's context
-// (cause DeadlineExceeded) and interrupts the attempt's exchange through the
-// connection's hook (cluster.Abort.Interrupt), so the pool needs no watch of the
-// context (a context.AfterFunc, five allocations) and the attempt no
-// context.WithTimeout. The request goes on: the router may retry.
+// (cause DeadlineExceeded) and, under the connection's hook, interrupts the attempt's
+// exchange (cluster.Abort.Interrupt), so the pool needs no watch of the context (a
+// context.AfterFunc, five allocations); without the hook the pool's watch of the
+// context does it. The request goes on: the router may retry. Once the response
+// starts downstream the timer is disarmed, as Envoy ignores a per-try timeout then.
 type perTry struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	abort  *cluster.Abort
-	gen    uint64 // the request the attempt belongs to (Abort.Generation)
+	abort  *cluster.Abort // nil: the pool watches ctx
+	gen    uint64         // the request the attempt belongs to (Abort.Generation)
 	t      *time.Timer
 
 	mu      sync.Mutex
@@ -288,7 +284,10 @@ type perTry struct {
 }
 
 func startPerTry(ctx context.Context, abort *cluster.Abort, d time.Duration) *perTry {
-	pt := &perTry{abort: abort, gen: abort.Generation()}
+	pt := &perTry{abort: abort}
+	if abort != nil {
+		pt.gen = abort.Generation()
+	}
 	pt.ctx, pt.cancel = context.WithCancelCause(ctx)
 	pt.t = time.AfterFunc(d, pt.expire)
 	return pt
@@ -301,12 +300,15 @@ func (pt *perTry) expire() {
 		return
 	}
 	pt.cancel(context.DeadlineExceeded)
-	pt.abort.Interrupt(pt.gen)
+	if pt.abort != nil {
+		pt.abort.Interrupt(pt.gen)
+	}
 }
 
-// stop ends the timer (nil: none). Once it returns the timer interrupts nothing, so a
-// timer that ran out as its attempt ended cannot reach the next attempt's exchange.
-func (pt *perTry) stop() {
+// disarm ends the timer, leaving the attempt's context alive for its response (nil:
+// no timer). Once it returns the timer interrupts nothing, so a timer that ran out as
+// its attempt ended cannot reach the next attempt's exchange.
+func (pt *perTry) disarm() {
 	if pt == nil {
 		return
 	}
@@ -314,14 +316,19 @@ func (pt *perTry) stop() {
 	pt.stopped = true
 	pt.mu.Unlock()
 	pt.t.Stop()
+}
+
+// stop ends the timer and the attempt's context (nil: no timer).
+func (pt *perTry) stop() {
+	if pt == nil {
+		return
+	}
+	pt.disarm()
 	pt.cancel(nil)
 }
 
 // release ends the attempt's per-try timeout and frees its circuit breaker slot.
 func (a *attempt) release() {
-	if a.cancel != nil {
-		a.cancel()
-	}
 	a.perTry.stop()
 	if a.admit != nil {
 		a.admit()
