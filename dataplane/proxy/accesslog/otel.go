@@ -158,15 +158,22 @@ var (
 )
 
 // otelSink buffers records and exports them from one goroutine, started on the first
-// record and living as long as the process (as Envoy's thread-local loggers).
+// record and living as long as the process (as Envoy's thread-local loggers). A record
+// is exported within the flush interval of being buffered, as Envoy's periodic flush
+// does; but with nothing buffered no timer runs: Envoy's flush timer fires every
+// interval whatever it holds, and here each tick would wake an idle proxy every second
+// for nothing once it has logged one request (issue 30's idle wake-ups).
 type otelSink struct {
 	key      otelKey
 	resource []*commonv1.KeyValue
 	mu       sync.Mutex
 	buf      []*logsv1.LogRecord
 	bytes    int
-	kick     chan struct{}
+	queued   chan struct{} // signalled by the record that makes an empty buffer non-empty
+	kick     chan struct{} // signalled when the buffer is full
 	start    sync.Once
+	// after is time.NewTimer's channel and Stop; tests count the timers.
+	after func(time.Duration) (<-chan time.Time, func() bool)
 }
 
 func otelSinkFor(k otelKey, res []*commonv1.KeyValue) *otelSink {
@@ -175,23 +182,42 @@ func otelSinkFor(k otelKey, res []*commonv1.KeyValue) *otelSink {
 	if s, ok := otelSinks[k]; ok {
 		return s
 	}
-	s := &otelSink{key: k, resource: res, kick: make(chan struct{}, 1)}
+	s := newOTelSink(k, res)
 	otelSinks[k] = s
 	return s
+}
+
+func newOTelSink(k otelKey, res []*commonv1.KeyValue) *otelSink {
+	return &otelSink{
+		key: k, resource: res, queued: make(chan struct{}, 1), kick: make(chan struct{}, 1),
+		after: func(d time.Duration) (<-chan time.Time, func() bool) {
+			t := time.NewTimer(d)
+			return t.C, t.Stop
+		},
+	}
+}
+
+// signal sends on a channel of capacity one without blocking.
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
 }
 
 func (s *otelSink) add(r *logsv1.LogRecord) {
 	s.start.Do(func() { go s.run() })
 	s.mu.Lock()
+	first := len(s.buf) == 0
 	s.buf = append(s.buf, r)
 	s.bytes += len(r.GetBody().GetStringValue())
 	full := s.bytes >= otelBufferBytes
 	s.mu.Unlock()
+	if first {
+		signal(s.queued)
+	}
 	if full {
-		select {
-		case s.kick <- struct{}{}:
-		default:
-		}
+		signal(s.kick)
 	}
 }
 
@@ -203,7 +229,8 @@ func (s *otelSink) take() []*logsv1.LogRecord {
 	return b
 }
 
-// run exports what is buffered every flush interval, or sooner when the buffer fills.
+// run exports what is buffered a flush interval after the first record of it, or
+// sooner when the buffer fills.
 func (s *otelSink) run() {
 	conn, err := grpc.NewClient("passthrough:///"+s.key.authority,
 		grpc.WithTransportCredentials(insecure.NewCredentials()), // the cluster's transport socket secures the connection
@@ -218,12 +245,13 @@ func (s *otelSink) run() {
 		return // a constant target always parses
 	}
 	client := collogs.NewLogsServiceClient(conn)
-	t := time.NewTicker(otelFlushInterval)
-	defer t.Stop()
 	for {
+		<-s.queued
+		c, stop := s.after(otelFlushInterval)
 		select {
-		case <-t.C:
+		case <-c:
 		case <-s.kick:
+			stop()
 		}
 		recs := s.take()
 		if len(recs) == 0 {

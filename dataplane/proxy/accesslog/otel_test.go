@@ -14,6 +14,7 @@ import (
 	otelv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/open_telemetry/v3"
 	collogs "go.opentelemetry.io/proto/otlp/collector/logs/v1"
 	commonv1 "go.opentelemetry.io/proto/otlp/common/v1"
+	logsv1 "go.opentelemetry.io/proto/otlp/logs/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/anypb"
 )
@@ -131,4 +132,78 @@ func TestOTelAccessLogRefusals(t *testing.T) {
 			t.Errorf("Compile = %v, want it to name %s", err, tc.want)
 		}
 	}
+}
+
+// A sink runs a flush timer only for what it holds: the first record into an empty
+// buffer arms one, later records ride on it, and once that export is done no timer runs
+// until the next record (an idle proxy is not woken every flush interval).
+func TestOTelSinkTimesOnlyWhatIsBuffered(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := &collector{got: make(chan struct{}, 1)}
+	srv := grpc.NewServer()
+	collogs.RegisterLogsServiceServer(srv, col)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(srv.Stop)
+	SetOTelClusters(dialFunc(func(ctx context.Context, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", ln.Addr().String())
+	}), NodeInfo{ID: "sidecar~10.0.0.1~sleep-1.default~default.svc.cluster.local"})
+
+	s := newOTelSink(otelKey{cluster: "outbound|4317||collector", authority: "collector"}, nil)
+	timers := make(chan chan time.Time, 4)
+	s.after = func(time.Duration) (<-chan time.Time, func() bool) {
+		c := make(chan time.Time, 1)
+		timers <- c
+		return c, func() bool { return true }
+	}
+	rec := func(body string) *logsv1.LogRecord {
+		return &logsv1.LogRecord{Body: &commonv1.AnyValue{Value: &commonv1.AnyValue_StringValue{StringValue: body}}}
+	}
+	nextTimer := func(why string) chan time.Time {
+		t.Helper()
+		select {
+		case c := <-timers:
+			return c
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no flush timer: %s", why)
+			return nil
+		}
+	}
+	noTimer := func(why string) {
+		t.Helper()
+		select {
+		case <-timers:
+			t.Fatalf("a flush timer %s", why)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	exported := func(want int) {
+		t.Helper()
+		select {
+		case <-col.got:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no export")
+		}
+		col.mu.Lock()
+		defer col.mu.Unlock()
+		got := col.reqs[len(col.reqs)-1].GetResourceLogs()[0].GetScopeLogs()[0].GetLogRecords()
+		if len(got) != want {
+			t.Errorf("exported %d records, want %d", len(got), want)
+		}
+	}
+
+	s.add(rec("one"))
+	nextTimer("for the first record") <- time.Now()
+	exported(1)
+	noTimer("with nothing buffered")
+	s.add(rec("two"))
+	fire := nextTimer("for the first record after an export")
+	s.add(rec("three"))
+	noTimer("for a record that rides on the running one")
+	fire <- time.Now()
+	exported(2)
+	noTimer("after the second export, with nothing buffered")
 }
