@@ -1,6 +1,7 @@
 package otelcol
 
 import (
+	"compress/gzip"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -10,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,15 +19,16 @@ import (
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracev1 "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meshlab/meshlab/demoapp"
 )
 
 // The traces side of the sample's otlp receiver (gRPC on 4317, HTTP on 4318, /v1/traces
-// and /v1/logs with protobuf bodies) and of Jaeger's (jaegertracing/all-in-one takes
-// OTLP on the same ports and stores the spans). OTLP/HTTP with a JSON body is answered
-// 415: meshlab's receivers take protobuf, which is what Envoy's exporter sends.
+// and /v1/logs with protobuf or JSON bodies, otlpjson.go) and of Jaeger's
+// (jaegertracing/all-in-one takes OTLP on the same ports and stores the spans). Another
+// Content-Type is answered 415, as the collector answers it.
 
 func init() { demoapp.RegisterOTLPTraceReceiver(ServeOTLPTraces) }
 
@@ -44,43 +47,83 @@ func (s *tracesServer) Export(_ context.Context, req *coltrace.ExportTraceServic
 	return &coltrace.ExportTraceServiceResponse{}, nil
 }
 
+// The OTLP/HTTP encodings, by Content-Type.
+const (
+	otlpProtobuf = "application/x-protobuf"
+	otlpJSON     = "application/json"
+)
+
 // otlpHTTP is the otlp receiver's HTTP protocol: POST /v1/traces (and /v1/logs when
-// logs is set) with a protobuf body, answered with the protobuf response.
+// logs is set) with a protobuf or JSON body, answered with the response in the
+// request's encoding.
 func otlpHTTP(traces func(*coltrace.ExportTraceServiceRequest), logs func(*collogs.ExportLogsServiceRequest)) http.Handler {
 	mux := http.NewServeMux()
-	read := func(w http.ResponseWriter, r *http.Request, m proto.Message) bool {
-		if ct, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";"); strings.TrimSpace(ct) != "application/x-protobuf" {
-			http.Error(w, "415 unsupported media type, supported: [application/x-protobuf] (meshlab's OTLP receiver takes protobuf)", http.StatusUnsupportedMediaType)
-			return false
+	// read decodes the request's body into m and returns its encoding, "" when it
+	// answered an error.
+	read := func(w http.ResponseWriter, r *http.Request, m proto.Message) string {
+		ct, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
+		ct = strings.ToLower(strings.TrimSpace(ct))
+		if ct != otlpProtobuf && ct != otlpJSON {
+			http.Error(w, "415 unsupported media type, supported: [application/json, application/x-protobuf]", http.StatusUnsupportedMediaType)
+			return ""
 		}
-		b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxOTLPBody))
+		var body io.Reader = http.MaxBytesReader(w, r.Body, maxOTLPBody)
+		switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
+		case "", "identity":
+		case "gzip":
+			// The collector's confighttp decompresses gzip (what OTel SDKs send
+			// compressed); the decompressed body is bounded as the raw one.
+			zr, err := gzip.NewReader(body)
+			if err != nil {
+				http.Error(w, "400 bad request: gzip: "+err.Error(), http.StatusBadRequest)
+				return ""
+			}
+			defer zr.Close()
+			body = io.LimitReader(zr, maxOTLPBody+1)
+		default:
+			http.Error(w, "400 bad request: Content-Encoding "+strconv.Quote(enc)+" is not taken by meshlab's OTLP receiver (gzip is; or send the body uncompressed)", http.StatusBadRequest)
+			return ""
+		}
+		b, err := io.ReadAll(body)
+		if err == nil && len(b) > maxOTLPBody {
+			err = errors.New("the decompressed body is over the receiver's 20 MiB")
+		}
 		if err == nil {
-			err = proto.Unmarshal(b, m)
+			if ct == otlpJSON {
+				err = unmarshalOTLPJSON(b, m) // otlpjson.go
+			} else {
+				err = proto.Unmarshal(b, m)
+			}
 		}
 		if err != nil {
 			http.Error(w, "400 bad request: "+err.Error(), http.StatusBadRequest)
-			return false
+			return ""
 		}
-		return true
+		return ct
 	}
-	reply := func(w http.ResponseWriter, m proto.Message) {
-		b, _ := proto.Marshal(m)
-		w.Header().Set("Content-Type", "application/x-protobuf")
+	reply := func(w http.ResponseWriter, ct string, m proto.Message) {
+		var b []byte
+		if ct == otlpJSON {
+			b, _ = protojson.Marshal(m)
+		} else {
+			b, _ = proto.Marshal(m)
+		}
+		w.Header().Set("Content-Type", ct)
 		_, _ = w.Write(b)
 	}
 	mux.HandleFunc("POST /v1/traces", func(w http.ResponseWriter, r *http.Request) {
 		req := &coltrace.ExportTraceServiceRequest{}
-		if read(w, r, req) {
+		if ct := read(w, r, req); ct != "" {
 			traces(req)
-			reply(w, &coltrace.ExportTraceServiceResponse{})
+			reply(w, ct, &coltrace.ExportTraceServiceResponse{})
 		}
 	})
 	if logs != nil {
 		mux.HandleFunc("POST /v1/logs", func(w http.ResponseWriter, r *http.Request) {
 			req := &collogs.ExportLogsServiceRequest{}
-			if read(w, r, req) {
+			if ct := read(w, r, req); ct != "" {
 				logs(req)
-				reply(w, &collogs.ExportLogsServiceResponse{})
+				reply(w, ct, &collogs.ExportLogsServiceResponse{})
 			}
 		})
 	}
