@@ -106,6 +106,7 @@ func FuzzOTLPJSON(f *testing.F) {
 
 // base64ToHex rewrites protojson's base64 ids in v as OTLP/JSON's hex.
 func base64ToHex(t *testing.T, v any) {
+	t.Helper()
 	switch x := v.(type) {
 	case map[string]any:
 		for k, e := range x {
