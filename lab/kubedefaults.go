@@ -1,6 +1,10 @@
 package lab
 
 import (
+	"cmp"
+	"fmt"
+	"hash/fnv"
+	"slices"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -187,4 +191,66 @@ func imageTag(image string) string {
 		return tag
 	}
 	return ""
+}
+
+// The API server's node port range (kube-apiserver --service-node-port-range default).
+const nodePortBase, nodePortCount = 30000, 2768
+
+// allocateNodePorts gives every port of the NodePort and LoadBalancer Services (those
+// whose allocateLoadBalancerNodePorts is not false) a node port, as the API server's
+// allocator does at creation, and LoadBalancer ones allocateLoadBalancerNodePorts true,
+// its default. A written nodePort is kept and taken. The lab allocates at each render,
+// so a port is drawn from the Service's uid, its port and protocol (kept by every
+// replace: an apply that names no nodePort keeps it, as kubectl apply's merge keeps the
+// allocated one), and a port taken already goes to the next free one, Services in the
+// order of their creation (then namespace and name): a Service made later never moves
+// an earlier one's. uid returns a Service's.
+func allocateNodePorts(svcs []corev1.Service, uid func(*corev1.Service) string) {
+	taken := map[int32]bool{}
+	var want []int
+	for i := range svcs {
+		s := &svcs[i]
+		switch s.Spec.Type {
+		case corev1.ServiceTypeLoadBalancer:
+			if s.Spec.AllocateLoadBalancerNodePorts == nil {
+				yes := true
+				s.Spec.AllocateLoadBalancerNodePorts = &yes
+			}
+			if !*s.Spec.AllocateLoadBalancerNodePorts {
+				continue
+			}
+		case corev1.ServiceTypeNodePort:
+		default:
+			continue
+		}
+		for _, p := range s.Spec.Ports {
+			if p.NodePort != 0 {
+				taken[p.NodePort] = true
+			}
+		}
+		want = append(want, i)
+	}
+	slices.SortStableFunc(want, func(a, b int) int {
+		x, y := &svcs[a], &svcs[b]
+		return cmp.Or(x.CreationTimestamp.Compare(y.CreationTimestamp.Time), cmp.Compare(x.Namespace, y.Namespace), cmp.Compare(x.Name, y.Name))
+	})
+	for _, i := range want {
+		s := &svcs[i]
+		id := uid(s)
+		for j := range s.Spec.Ports {
+			p := &s.Spec.Ports[j]
+			if p.NodePort != 0 {
+				continue
+			}
+			h := fnv.New32a()
+			fmt.Fprintf(h, "%s/%d/%s", id, p.Port, p.Protocol)
+			off := int32(h.Sum32() % nodePortCount)
+			for n := int32(0); n < nodePortCount; n++ {
+				if np := nodePortBase + (off+n)%nodePortCount; !taken[np] {
+					p.NodePort, taken[np] = np, true
+					break
+				}
+			}
+		}
+	}
 }

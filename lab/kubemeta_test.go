@@ -54,6 +54,8 @@ data: {mode: fast}
 var (
 	goldenUID  = regexp.MustCompile(`uid: [0-9a-f-]{36}`)
 	goldenTime = regexp.MustCompile(`"?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"?`)
+	// A node port is drawn from its Service's uid (TestAllocateNodePorts holds the rule).
+	goldenNodePort = regexp.MustCompile(`nodePort: 3\d{4}`)
 )
 
 // TestKubeViewServerObjectsGolden holds `get -o yaml` of every kind the docs print as
@@ -105,6 +107,7 @@ func TestKubeViewServerObjectsGolden(t *testing.T) {
 			}
 			y = goldenUID.ReplaceAll(y, []byte("uid: <uid>"))
 			y = goldenTime.ReplaceAll(y, []byte("<time>"))
+			y = goldenNodePort.ReplaceAll(y, []byte("nodePort: <30000-32767>"))
 			testutil.Golden(t, "kubeview/"+tc.name, y)
 		})
 	}

@@ -267,6 +267,9 @@ func (v kubeView) list(k string) ([]kubeObject, error) {
 		slices.SortStableFunc(svcs, func(a, b corev1.Service) int {
 			return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 		})
+		allocateNodePorts(svcs, func(s *corev1.Service) string {
+			return v.serverMetaOf(nil, "Service", s.Namespace, s.Name, s.CreationTimestamp).uid
+		})
 		for _, s := range svcs {
 			out = append(out, &kubeService{s})
 		}
