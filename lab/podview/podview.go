@@ -139,7 +139,10 @@ func (v *View) Fill(ctx context.Context, d Deps, pods []api.PodStatus) {
 // xds.connected; any other event (a stream closed, a process exited, a second stream: a
 // new epoch) may have come after the agent's answer, and the status is asked again by
 // the next list. Holding only when no event came at all (as one Fill read is held) held
-// no pod's: every wait saw its proxy connect.
+// no pod's: every wait saw its proxy connect. The one stream may also be a new epoch's
+// opened after the agent answered (its first epoch connected before the wait began): the
+// status held then is the old epoch's until that epoch's stream closes, an event that
+// drops it, as a restart's drain ends.
 func (v *View) Before(key, name string) func(agentapi.Status) {
 	ps := &api.PodStatus{Key: key, Name: name}
 	v.mu.Lock()
