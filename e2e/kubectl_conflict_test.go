@@ -106,7 +106,43 @@ func TestKubectlApplyConflict(t *testing.T) {
 	if out := run("label", "svc", "plain", "tier=web"); out != "service/plain labeled\n" {
 		t.Fatalf("label after: %q", out)
 	}
-	if now := get(); now.Metadata.Labels["team"] != "blue" || now.Metadata.Labels["tier"] != "web" {
+	if now := get(); now.Metadata.Labels["team"] != "blue" || now.Metadata.Labels["tier"] != "web" || now.Spec.Ports[0].Port != 8080 {
 		t.Fatalf("after the unversioned apply and the label: %+v", now)
+	}
+
+	// edit opens the object as the server returns it and writes only the change.
+	editor := write("editor.sh", "#!/bin/sh\ncp \"$1\" \"$EDIT_SHOWN\"\nsed -i \"$EDIT_SED\" \"$1\"\n")
+	if err := os.Chmod(editor, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	shown := filepath.Join(dir, "shown.yaml")
+	edit := func(sed string) (string, string, error) {
+		return meshlabSplit(t, []string{"KUBE_EDITOR=" + editor, "EDIT_SED=" + sed, "EDIT_SHOWN=" + shown, "TMPDIR=" + dir}, "--lab", l.name, "edit", "svc", "plain")
+	}
+	before := get()
+	if out, errOut, err := edit("s/port: 8080/port: 9191/"); err != nil || out != "service/plain edited\n" {
+		t.Fatalf("edit: %v\n%s%s", err, out, errOut)
+	}
+	opened, err := os.ReadFile(shown)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`resourceVersion: "` + before.Metadata.ResourceVersion + `"`, "sessionAffinity: None", "status:", "tier: web"} {
+		if !strings.Contains(string(opened), want) {
+			t.Errorf("edit opened no %q:\n%s", want, opened)
+		}
+	}
+	edited := get()
+	if edited.Spec.Ports[0].Port != 9191 || edited.Metadata.Labels["tier"] != "web" || edited.Metadata.ResourceVersion == before.Metadata.ResourceVersion {
+		t.Fatalf("after edit: %+v", edited)
+	}
+	// An edit that sets the version it read before someone else's write is refused.
+	out, errOut, err := edit(`s/resourceVersion: "` + edited.Metadata.ResourceVersion + `"/resourceVersion: "` + rv[1] + `"/`)
+	wantOut := `error: services "plain" could not be patched: Operation cannot be fulfilled on services "plain": the object has been modified; please apply your changes to the latest version and try again` + "\n"
+	if err == nil || out != wantOut || !strings.Contains(errOut, "You can run `meshlab apply -f "+dir) || !strings.Contains(errOut, "` to try this update again") {
+		t.Fatalf("stale edit: err %v\nstdout %q\nstderr %q\nwant stdout %q", err, out, errOut, wantOut)
+	}
+	if now := get(); now.Metadata.ResourceVersion != edited.Metadata.ResourceVersion {
+		t.Fatalf("the refused edit moved the version: %s, was %s", now.Metadata.ResourceVersion, edited.Metadata.ResourceVersion)
 	}
 }

@@ -45,8 +45,8 @@ func newEditCmd(g *globalFlags) *cobra.Command {
 		Use:   "edit (TYPE NAME | TYPE/NAME)",
 		Short: "Edit an object of a running lab in your editor, as kubectl edit",
 		Long: `edit opens an object of a running lab as YAML in the editor named by KUBE_EDITOR, else
-EDITOR, else vi, as kubectl edit does. Saving applies it to the lab as an apply of it
-would (validated, journalled, pushed) and prints "<resource>/<name> edited"; saving it
+EDITOR, else vi, as kubectl edit does: as get -o yaml shows it. Saving writes only what
+you changed, as kubectl's patch (validated, journalled, pushed) and prints "<resource>/<name> edited"; saving it
 unchanged prints "Edit cancelled, no changes made."; a save the lab refuses reopens the
 file with the error at its head. The istio ConfigMap in istio-system is the lab's mesh
 config: its data.mesh fields ` + strings.Join(meshConfigInstallFields, ", ") + ` change the
@@ -101,11 +101,20 @@ const meshConfigMapNamespace, meshConfigMapName = "istio-system", "istio"
 func readEditTarget(ctx context.Context, c *api.Client, namespace string, t metaTarget) (*editTarget, error) {
 	o, err := readMetaObject(ctx, c, namespace, t)
 	if err == nil {
-		b, err := o.json()
+		// kubectl edit opens the object as the API server returns it: its defaults,
+		// status and server fields, resourceVersion among them.
+		ns := o.namespace
+		if clusterScoped(t.kind) {
+			ns = ""
+		}
+		views, err := c.KubeObjects(ctx, t.kind.Kind, ns, t.name, "")
 		if err != nil {
 			return nil, err
 		}
-		return &editTarget{stored: o, original: b, ref: o.ref(), plural: t.kind.Resource(true), name: t.name}, nil
+		if len(views) != 1 {
+			return nil, notFound(t.kind, t.name)
+		}
+		return &editTarget{stored: o, original: views[0].Object, ref: o.ref(), plural: t.kind.Resource(true), name: t.name}, nil
 	}
 	if t.kind.Kind == "ConfigMap" && namespace == meshConfigMapNamespace && t.name == meshConfigMapName {
 		views, verr := c.KubeObjects(ctx, "ConfigMap", namespace, t.name, "")
@@ -186,6 +195,18 @@ func runEdit(ctx context.Context, c *api.Client, namespace string, args []string
 		if err == nil {
 			err = applyEdit(ctx, c, target, edited, eio.meshConfigMapFields)
 		}
+		if isConflict(err) {
+			// kubectl's answer to a patch the API server refused for its version (the
+			// user changed resourceVersion): the file is kept to write again. meshlab
+			// has no replace verb: apply -f takes the file the same way.
+			keep = true
+			resource := target.plural
+			if g := targets[0].kind.Group; g != "" {
+				resource += "." + g
+			}
+			fmt.Fprintf(eio.out, "error: %s %q could not be patched: %s\n", resource, target.name, err)
+			return fmt.Errorf("You can run `meshlab apply -f %s` to try this update again", path) //nolint:staticcheck,revive // kubectl's text
+		}
 		if err != nil {
 			fmt.Fprintf(eio.errOut, "error: %s %q is invalid\n", target.plural, target.name)
 			reason := kubeedit.Reason{Head: fmt.Sprintf("%s %q was not valid", target.plural, target.name), Causes: []string{err.Error()}}
@@ -205,7 +226,21 @@ func runEdit(ctx context.Context, c *api.Client, namespace string, args []string
 // the mesh config it shows.
 func applyEdit(ctx context.Context, c *api.Client, t *editTarget, edited []byte, honoured []string) error {
 	if t.stored != nil {
-		_, err := c.Apply(ctx, []api.ConfigFile{t.stored.asFile(edited)})
+		// Only the user's change is written, onto the object as stored (kubectl's
+		// patch, applied by the API server to its latest object).
+		patch, typ, err := kubeedit.EditPatch(t.original, edited)
+		if err != nil {
+			return err
+		}
+		stored, err := t.stored.json()
+		if err != nil {
+			return err
+		}
+		patched, _, err := kubeedit.Apply(stored, patch, typ)
+		if err != nil {
+			return err
+		}
+		_, err = c.Apply(ctx, []api.ConfigFile{t.stored.asFile(patched)})
 		return err
 	}
 	return applyMeshConfigMap(ctx, c, t.original, edited, honoured)
