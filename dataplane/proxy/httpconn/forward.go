@@ -327,6 +327,23 @@ func (pt *perTry) stop() {
 	pt.cancel(nil)
 }
 
+// serviceTimes are x-envoy-upstream-service-time's values below 100 ms, shared by
+// every response (see sharedValues): Header.Set's slice was an allocation per response.
+var serviceTimes = func() (v [100][]string) {
+	for ms := range v {
+		v[ms] = sharedValues(strconv.Itoa(ms))
+	}
+	return v
+}()
+
+// serviceTime is x-envoy-upstream-service-time's value for d: whole milliseconds.
+func serviceTime(d time.Duration) []string {
+	if ms := d.Milliseconds(); ms >= 0 && ms < int64(len(serviceTimes)) {
+		return serviceTimes[ms]
+	}
+	return []string{strconv.FormatInt(d.Milliseconds(), 10)}
+}
+
 // release ends the attempt's per-try timeout and frees its circuit breaker slot.
 func (a *attempt) release() {
 	a.perTry.stop()
@@ -428,7 +445,7 @@ func (rt *router) respond(x *exchange, a attempt) int {
 	}
 	x.route.Headers.resp.apply(h, nil)
 	x.vh.Headers.resp.apply(h, nil)
-	h.Set("X-Envoy-Upstream-Service-Time", strconv.FormatInt(time.Since(x.routed).Milliseconds(), 10))
+	h["X-Envoy-Upstream-Service-Time"] = serviceTime(time.Since(x.routed))
 	if rt.cfg.Tracing != nil {
 		rt.decorateResponse(x, h) // trace.go
 	}
