@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -111,4 +112,69 @@ kubectl rollout status deployment/productpage-v1`)
 		t.Error("no server span of the product page")
 	}
 	p.step("Zipkin has " + strconv.Itoa(len(spans)) + " spans, all the product page's, with the annotation's tag")
+}
+
+// TestWaypointLegacyZipkinTracer is the legacy MeshConfig tracing on a waypoint, as
+// istiod gives a waypoint's main_internal connection managers the block and the request
+// id extension: a mesh with defaultConfig.tracing's zipkin address and sampling 100,
+// Bookinfo and curl in the ambient default namespace, the Zipkin addon, then `waypoint
+// apply --enroll-namespace --wait`. curl's requests to the product page cross the
+// waypoint, whose bootstrap tracer reports spans of service waypoint.default with the
+// waypoint pod's Istio tags (canonical service waypoint) to Zipkin.
+func TestWaypointLegacyZipkinTracer(t *testing.T) {
+	testutil.RequireRoot(t)
+	requireZtunnel(t)
+	t.Parallel()
+	samples := testutil.IstioSamples(t)
+	tl := startTaskLabFrom(t, ambientClusterYAML+`---
+apiVersion: meshlab.dev/v1alpha1
+kind: MeshConfig
+metadata: {name: mesh}
+spec:
+  enableTracing: true
+  defaultConfig:
+    tracing:
+      sampling: 100
+      zipkin: {address: zipkin.istio-system:9411}
+`)
+	run, poll, step := tl.run, tl.poll, tl.step
+	run("apply", "-f", filepath.Join(filepath.Dir(samples), "samples/addons/extras/zipkin.yaml"))
+	run("apply", "-f", filepath.Join(samples, "bookinfo/platform/kube/bookinfo.yaml"))
+	run("apply", "-f", filepath.Join(samples, "curl/curl.yaml"))
+	run("label", "namespace", "default", "istio.io/dataplane-mode=ambient")
+	const page = "http://productpage:9080/productpage"
+	title := "<title>Simple Bookstore App</title>"
+	poll("productpage's page", func(out string) bool { return strings.Contains(out, title) },
+		"exec", "deploy/curl", "--", "curl", "-sS", "--max-time", "10", page)
+	run("waypoint", "apply", "--enroll-namespace", "--wait")
+	step("waypoint ready")
+	var spans []tracedSpan
+	deadline := time.Now().Add(3 * time.Minute)
+	for spans == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("no span of waypoint.default in Zipkin after 3 minutes of requests")
+		}
+		run("exec", "deploy/curl", "--", "sh", "-c", `for i in $(seq 1 10); do curl -s -o /dev/null --max-time 10 `+page+`; done`)
+		time.Sleep(6 * time.Second) // the tracer reports every 5 s
+		out, _ := meshlab(t, "--lab", tl.name, "exec", "deploy/curl", "--", "curl", "-s", "--max-time", "10",
+			"http://zipkin.istio-system:9411/api/v2/traces?serviceName=waypoint.default&limit=5")
+		var traces [][]tracedSpan
+		if json.Unmarshal([]byte(out), &traces) != nil {
+			continue
+		}
+		for _, tr := range traces {
+			spans = append(spans, tr...)
+		}
+	}
+	for _, s := range spans {
+		t.Logf("span %s parent %-16s %-6s %-34s %s", s.ID, s.ParentID, s.Kind, s.LocalEndpoint.ServiceName, s.Name)
+		if s.LocalEndpoint.ServiceName != "waypoint.default" {
+			t.Errorf("a span of %s: only the waypoint has a proxy (and a tracer) here", s.LocalEndpoint.ServiceName)
+			continue
+		}
+		if s.Tags["istio.canonical_service"] != "waypoint" || s.Tags["istio.namespace"] != "default" {
+			t.Errorf("span %s (%s %s) tags %v: want the waypoint pod's Istio tags", s.ID, s.Kind, s.Name, s.Tags)
+		}
+	}
+	step("Zipkin has " + strconv.Itoa(len(spans)) + " spans of the waypoint")
 }
