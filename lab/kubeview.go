@@ -540,6 +540,10 @@ func (v kubeView) service(s *model.Service) corev1.Service {
 		vip := corev1.LoadBalancerIPModeVIP
 		out.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: s.VIP.String(), IPMode: &vip}}
 	}
+	if c, ok := waypointBoundCondition(v.model, s); ok {
+		out.Status.Conditions = []metav1.Condition{c}
+		v.conds.stamp("Service/"+s.Namespace+"/"+s.Name, out.Status.Conditions, out.CreationTimestamp.Time, v.now)
+	}
 	return out
 }
 

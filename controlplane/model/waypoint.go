@@ -141,6 +141,10 @@ type WaypointBinding struct {
 	// Problem is set when the object or its namespace names a waypoint it does not get:
 	// not a waypoint (or not yet ready), attachment not allowed, wrong traffic type.
 	Problem string
+	// Reason is istiod's reason for Problem in the istio.io/WaypointBound condition it
+	// writes (its ambient status.go): WaypointIsNotReady, AttachmentDenied or
+	// UnsupportedTrafficType; Name the waypoint named, "<namespace>/<name>".
+	Reason, Name string
 }
 
 // useWaypoint reads istio.io/use-waypoint(-namespace) from labels: the waypoint named
@@ -182,10 +186,10 @@ func (m *Model) waypointForTarget(ns string, labels map[string]string, ready fun
 	}
 	w := m.Waypoint(wpNS, name)
 	if w == nil || (ready != nil && !ready(w)) {
-		return WaypointBinding{Problem: fmt.Sprintf("waypoint %s/%s is not ready (no such waypoint, or its pod is not ready yet)", wpNS, name)}, inherited
+		return WaypointBinding{Problem: fmt.Sprintf("waypoint %s/%s is not ready (no such waypoint, or its pod is not ready yet)", wpNS, name), Reason: "WaypointIsNotReady", Name: wpNS + "/" + name}, inherited
 	}
 	if !w.allowsFrom(m, ns) {
-		return WaypointBinding{Problem: fmt.Sprintf("waypoint %s does not allow attachment from namespace %s (its %s listener's allowedRoutes)", w.ResourceName(), ns, WaypointListener)}, inherited
+		return WaypointBinding{Problem: fmt.Sprintf("waypoint %s does not allow attachment from namespace %s (its %s listener's allowedRoutes)", w.ResourceName(), ns, WaypointListener), Reason: "AttachmentDenied", Name: w.ResourceName()}, inherited
 	}
 	return WaypointBinding{Waypoint: w}, inherited
 }
@@ -200,7 +204,7 @@ func (m *Model) WaypointOfService(ns string, labels map[string]string, ready fun
 	}
 	b, _ := m.waypointForTarget(ns, labels, ready)
 	if b.Waypoint != nil && !b.Waypoint.takes(WaypointForService) {
-		return WaypointBinding{Problem: fmt.Sprintf("waypoint %s does not take service traffic (%s: %s)", b.Waypoint.ResourceName(), LabelWaypointFor, b.Waypoint.For)}
+		return WaypointBinding{Problem: fmt.Sprintf("waypoint %s does not take service traffic (%s: %s)", b.Waypoint.ResourceName(), LabelWaypointFor, b.Waypoint.For), Reason: "UnsupportedTrafficType", Name: b.Waypoint.ResourceName()}
 	}
 	return b
 }
