@@ -26,13 +26,18 @@ import (
 // side in one run: cold `meshlab up` from process start to every pod ready (the "lab ...
 // is up" line), `meshlab down` to the lab process gone, and, in the last iteration, the
 // idle pods' cost: Pss per pod by process role (/proc/PID/smaps_rollup of every process
-// in each pod's network namespace) and the CPU the 100 pods use over idleWindow while
+// in each pod's network namespace) and the CPU the 100 pods use over the idle window while
 // nothing happens (utime+stime from /proc/PID/stat), as a percentage of one core, and
 // the CPU time starting them took (per pod by role, and the lab process's). Run:
 //
-//	sudo go test ./e2e -run '^$' -bench UpScale -benchtime 3x
+//	sudo go test ./e2e -run '^$' -bench '^BenchmarkUpScale$' -benchtime 3x
 //
 // MESHLAB_SCALE_SERVICES changes the number of Services (2 pods each).
+// MESHLAB_BENCH_IDLE_SETTLE and MESHLAB_BENCH_IDLE_WINDOW (durations) change when the
+// idle window starts after `up` and how long it lasts: by default 3 s and 10 s, the
+// start's tail (the agents' readiness polls still backing off, the collectors in their
+// steady state); 150s and 60s measure settled pods, past the idle collector's switch
+// (dataplane/startgc: collections more than 60 s apart, Go's forced one every 2 min).
 func BenchmarkUpScale(b *testing.B) {
 	testutil.RequireRoot(b)
 	services := 50
@@ -43,6 +48,7 @@ func BenchmarkUpScale(b *testing.B) {
 		}
 		services = n
 	}
+	settle, window := envDuration(b, "MESHLAB_BENCH_IDLE_SETTLE", 3*time.Second), envDuration(b, "MESHLAB_BENCH_IDLE_WINDOW", 10*time.Second)
 	scenario := filepath.Join(b.TempDir(), "scale.yaml")
 	if err := os.WriteFile(scenario, []byte(replicatedScenario(services, 2)), 0o644); err != nil {
 		b.Fatal(err)
@@ -62,7 +68,7 @@ func BenchmarkUpScale(b *testing.B) {
 			b.Fatalf("not every pod became ready, want %q:\n%s", want, lastLines(l.out.String(), 20))
 		}
 		if i == b.N-1 {
-			c, err := measureIdle(l, services*2)
+			c, err := measureIdle(l, services*2, settle, window)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -98,14 +104,26 @@ func BenchmarkUpScale(b *testing.B) {
 		b.ReportMetric(idle.startCPU[role]/pods*1000, "start-cpu-"+role+"-ms/pod")
 	}
 	b.ReportMetric(idle.labStart, "start-cpu-lab-s")
-	b.Logf("%d pods, %d processes measured; idle window %s", services*2, idle.procs, idleWindow)
+	b.Logf("%d pods, %d processes measured; idle window %s from %s after up", services*2, idle.procs, window, settle)
 }
 
 // podRoles are the processes of a sidecar pod, by what they run.
 var podRoles = []string{"podinit", "agent", "proxy", "app"}
 
-// idleWindow is how long the idle pods' CPU is measured.
-const idleWindow = 10 * time.Second
+// envDuration is the duration in the environment variable name, else def; a value that
+// is not a positive duration fails b, naming the variable.
+func envDuration(b *testing.B, name string, def time.Duration) time.Duration {
+	b.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		b.Fatalf("%s=%q: want a positive duration (e.g. 60s)", name, v)
+	}
+	return d
+}
 
 // replicatedScenario is services Services, svc-00 ..., each selecting a demo-app Workload
 // of replicas pods.
@@ -163,11 +181,11 @@ func (c *idleCost) total() float64 {
 	return t
 }
 
-// measureIdle lets the lab settle, then measures its pods' CPU over idleWindow and their
+// measureIdle lets the lab settle, then measures its pods' CPU over window and their
 // Pss at the end of it. It fails when a pod has no process of some role: the measurement
 // would be wrong.
-func measureIdle(l *runningLab, pods int) (*idleCost, error) {
-	time.Sleep(3 * time.Second) // past the first stats flush and the proxies' first memory trim
+func measureIdle(l *runningLab, pods int, settle, window time.Duration) (*idleCost, error) {
+	time.Sleep(settle) // at least past the first stats flush and the proxies' first memory trim
 	procs, err := podProcesses(l.name)
 	if err != nil {
 		return nil, err
@@ -186,7 +204,7 @@ func measureIdle(l *runningLab, pods int) (*idleCost, error) {
 	if err != nil {
 		return nil, err
 	}
-	time.Sleep(idleWindow)
+	time.Sleep(window)
 	c := &idleCost{pss: map[string]float64{}, cpu: map[string]float64{}, startCPU: map[string]float64{},
 		labStart: float64(labBefore) / clockTicks}
 	for role, ps := range procs {
@@ -195,7 +213,7 @@ func measureIdle(l *runningLab, pods int) (*idleCost, error) {
 		}
 	}
 	pct := func(ticks uint64) float64 {
-		return float64(ticks) / clockTicks / idleWindow.Seconds() * 100
+		return float64(ticks) / clockTicks / window.Seconds() * 100
 	}
 	for role, ps := range procs {
 		for _, p := range ps {
