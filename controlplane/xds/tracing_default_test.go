@@ -170,3 +170,32 @@ func TestWaypointLegacyTracing(t *testing.T) {
 		})
 	}
 }
+
+// A waypoint's proxy config is its pod's: the Gateway's infrastructure annotation
+// proxy.istio.io/config with a tracing gives its main_internal block that sampling.
+func TestWaypointProxyConfigTracing(t *testing.T) {
+	t.Parallel()
+	scenario := strings.Replace(waypointScenario, "  gatewayClassName: istio-waypoint\n",
+		"  gatewayClassName: istio-waypoint\n  infrastructure:\n    annotations:\n      proxy.istio.io/config: \"tracing: {sampling: 50, maxPathTagLength: 7}\"\n", 1)
+	if scenario == waypointScenario {
+		t.Fatal("the waypoint scenario's Gateway changed: no place for the annotation")
+	}
+	m := buildWaypointModel(t, "waypoint.yaml", []byte(scenario))
+	res, err := GenerateWaypoint(m, shopWaypoint(t, m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for name, h := range listenerHCMs(t, res) {
+		if !strings.HasPrefix(name, MainInternalListener+"/") {
+			continue
+		}
+		n++
+		if tr := h.GetTracing(); tr.GetRandomSampling().GetValue() != 50 || tr.GetMaxPathTagLength().GetValue() != 7 {
+			t.Errorf("%s: tracing %v, want the annotation's 50 %% and path length 7", name, tr)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no main_internal connection manager")
+	}
+}
