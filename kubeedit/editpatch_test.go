@@ -42,3 +42,19 @@ func TestEditPatchCarriesOnlyTheUsersChange(t *testing.T) {
 		t.Fatalf("VirtualService edit: %s (%v), %v", patch, typ, err)
 	}
 }
+
+// FuzzEditPatch: whatever a user saves (read as JSON), the edit's patch and its
+// application to the stored object never panic, and a patch made applies.
+func FuzzEditPatch(f *testing.F) {
+	shown := `{"apiVersion":"v1","kind":"Service","metadata":{"name":"plain","resourceVersion":"7"},"spec":{"ports":[{"name":"http","port":8080}]},"status":{}}`
+	f.Add(shown, strings.Replace(shown, "8080", "9090", 1))
+	f.Add(`{"apiVersion":"networking.istio.io/v1","kind":"VirtualService","metadata":{"name":"r"},"spec":{"hosts":["a"]}}`, `{"apiVersion":"networking.istio.io/v1","kind":"VirtualService","metadata":{"name":"r","uid":"x"},"spec":null}`)
+	f.Add(shown, `{"metadata":[1]}`)
+	f.Fuzz(func(t *testing.T, original, edited string) {
+		patch, typ, err := EditPatch([]byte(original), []byte(edited))
+		if err != nil {
+			return
+		}
+		_, _, _ = Apply([]byte(original), patch, typ)
+	})
+}
