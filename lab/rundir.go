@@ -159,9 +159,19 @@ func (p PodRecord) key() string {
 	return model.PodKey(p.Namespace, p.Name)
 }
 
+// recordWrites serializes writeRecord: a lab's goroutines write its record at once (pods
+// added by an apply take their app uids while istiod's restart records its pid), and
+// each write must rename a file of its own, the last one holding every change before it.
+var recordWrites sync.Mutex
+
 // writeRecord writes r to path atomically, recording the caller as its creator the first
-// time (CreatorUID unset).
+// time (CreatorUID unset). Concurrent writes of one record are serialized, each through a
+// temporary file of its own: with one shared ".tmp" name, a second writer's rename found
+// the first's file gone ("rename lab.json.tmp lab.json: no such file or directory") and
+// the pods whose start wrote it failed.
 func writeRecord(path string, r *Record) error {
+	recordWrites.Lock()
+	defer recordWrites.Unlock()
 	if r.CreatorUID == nil {
 		uid := CallerUID()
 		r.CreatorUID = &uid
@@ -170,11 +180,17 @@ func writeRecord(path string, r *Record) error {
 	if err != nil {
 		return fmt.Errorf("encode lab record: %w", err)
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
+	if err != nil {
 		return fmt.Errorf("write lab record: %w", err)
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	_, werr := tmp.Write(append(b, '\n'))
+	if err := errors.Join(werr, tmp.Chmod(0o644), tmp.Close()); err != nil {
+		_ = os.Remove(tmp.Name())
+		return fmt.Errorf("write lab record: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		_ = os.Remove(tmp.Name())
 		return fmt.Errorf("write lab record: %w", err)
 	}
 	return nil

@@ -3,6 +3,7 @@ package lab
 import (
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -33,5 +34,40 @@ func TestPodDirFitsSocketPaths(t *testing.T) {
 		if again := filepath.Base(p.PodDir(key)); again != dir {
 			t.Errorf("PodDir(%q) is not stable", key)
 		}
+	}
+}
+
+// TestWriteRecordConcurrently holds what the istiod trust domain test hit: an apply's new
+// pods writing the record (their app uids) while istiod's restart wrote it (its pid). With
+// one shared temporary name, one writer's rename found the other's file gone and the pods
+// failed with "rename lab.json.tmp lab.json: no such file or directory".
+func TestWriteRecordConcurrently(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "lab.json")
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for i := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- writeRecord(path, &Record{Name: "demo", PID: i + 1})
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent writeRecord: %v", err)
+		}
+	}
+	r, err := ReadRecord(Paths{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Name != "demo" || r.PID < 1 || r.PID > 64 {
+		t.Errorf("record after 64 writes: name %q pid %d, want demo and one writer's pid", r.Name, r.PID)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*.tmp")); len(left) != 0 {
+		t.Errorf("temporary files left: %v", left)
 	}
 }
