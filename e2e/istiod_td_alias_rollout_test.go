@@ -1,13 +1,9 @@
 package e2e
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/meshlab/meshlab/internal/testutil"
 )
 
 // TestIstiodTrustDomainAliasThenRolloutRestart installs a new trust domain alias (istiod
@@ -19,20 +15,7 @@ import (
 // retries stayed on the replaced cluster, all three tries went to the deleted pod: 503
 // after 30 s, the trust domain page's CI failure.
 func TestIstiodTrustDomainAliasThenRolloutRestart(t *testing.T) {
-	testutil.RequireRoot(t)
-	bin := istiodBin(t)
-	t.Parallel()
-	dir := t.TempDir()
-	if err := os.Symlink(testutil.IstioSamples(t), filepath.Join(dir, "samples")); err != nil {
-		t.Fatal(err)
-	}
-	p := &pageLab{docsLab: &docsLab{taskLab: startTaskLabFrom(t, "# a cluster before the task\n", "--control-plane=istiod", "--istiod-path", bin), t: t}, samples: dir}
-	p.sh(`kubectl label namespace default istio-injection=enabled
-kubectl apply -f samples/httpbin/httpbin.yaml
-kubectl create namespace sleep-allow
-kubectl label namespace sleep-allow istio-injection=enabled
-kubectl apply -f samples/sleep/sleep.yaml -n sleep-allow`)
-	p.shows("200\n", tdCheck("sleep-allow"))
+	p := startIstiodSleepAllowLab(t)
 	for i := range 3 {
 		pod := p.sh(`kubectl get pod -l app=httpbin -o jsonpath={.items..metadata.name}`)
 		alias := "alias-" + string(rune('a'+i))
@@ -42,8 +25,7 @@ kubectl apply -f samples/sleep/sleep.yaml -n sleep-allow`)
 		if out := p.sh(`istioctl install --set profile=demo --set meshConfig.trustDomainAliases[0]=` + alias + ` -y && kubectl rollout restart deployment httpbin`); !strings.HasSuffix(out, "deployment.apps/httpbin restarted\n") {
 			t.Fatalf("round %d: install and rollout restart printed %q", i+1, out)
 		}
-		p.until("a new httpbin pod", func() string { return p.sh(`kubectl get pod -l app=httpbin -o jsonpath={.items..metadata.name}`) },
-			func(out string) bool { return out != pod && out != "" && !strings.Contains(out, " ") })
+		waitNewHttpbinPod(p, pod)
 		deadline := time.Now().Add(30 * time.Second)
 		for {
 			out, _ := p.command(tdCheck("sleep-allow")).CombinedOutput()
