@@ -314,26 +314,11 @@ func installedGateways(objs []*Object) []installedGateway {
 		if o.MeshConfig == nil {
 			continue
 		}
-		var mc struct {
-			Metadata struct {
-				Annotations map[string]string `json:"annotations"`
-			} `json:"metadata"`
-		}
-		if json.Unmarshal(o.JSON, &mc) != nil || mc.Metadata.Annotations[InstalledStateAnnotation] == "" {
-			continue
-		}
-		var iop struct {
-			Spec struct {
-				Components struct {
-					IngressGateways []installedGateway `json:"ingressGateways"`
-					EgressGateways  []installedGateway `json:"egressGateways"`
-				} `json:"components"`
-			} `json:"spec"`
-		}
-		if json.Unmarshal([]byte(mc.Metadata.Annotations[InstalledStateAnnotation]), &iop) != nil {
+		ingress, egress, ok := installedComponents(o.JSON)
+		if !ok {
 			continue // not install's: the lab makes gateways for config alone
 		}
-		for _, g := range append(iop.Spec.Components.IngressGateways, iop.Spec.Components.EgressGateways...) {
+		for _, g := range append(ingress, egress...) {
 			if g.Enabled && (g.Name == model.IngressGatewayName || g.Name == model.EgressGatewayName) {
 				out = append(out, g)
 			}
@@ -388,18 +373,17 @@ type installedGateway struct {
 	} `json:"k8s"`
 }
 
-// checkInstalledGatewayK8s refuses, in the gateways' k8s settings of the installed-state
-// a MeshConfig keeps (install's components, or a patch of the gateway's Deployment), a
-// proxy.istio.io/config pod annotation or an istio-proxy environment whose OUTPUT_CERTS
-// or secure metrics port is bad, as on a pod template.
-func checkInstalledGatewayK8s(js []byte, p problems) {
+// installedComponents decodes the gateways of the IstioOperator a MeshConfig object's
+// installed-state annotation keeps (spec.components ingressGateways and egressGateways);
+// ok is false for a MeshConfig without one, or one that does not decode.
+func installedComponents(js []byte) (ingress, egress []installedGateway, ok bool) {
 	var mc struct {
 		Metadata struct {
 			Annotations map[string]string `json:"annotations"`
 		} `json:"metadata"`
 	}
 	if json.Unmarshal(js, &mc) != nil || mc.Metadata.Annotations[InstalledStateAnnotation] == "" {
-		return
+		return nil, nil, false
 	}
 	var iop struct {
 		Spec struct {
@@ -410,9 +394,21 @@ func checkInstalledGatewayK8s(js []byte, p problems) {
 		} `json:"spec"`
 	}
 	if json.Unmarshal([]byte(mc.Metadata.Annotations[InstalledStateAnnotation]), &iop) != nil {
+		return nil, nil, false
+	}
+	return iop.Spec.Components.IngressGateways, iop.Spec.Components.EgressGateways, true
+}
+
+// checkInstalledGatewayK8s refuses, in the gateways' k8s settings of the installed-state
+// a MeshConfig keeps (install's components, or a patch of the gateway's Deployment), a
+// proxy.istio.io/config pod annotation or an istio-proxy environment whose OUTPUT_CERTS
+// or secure metrics port is bad, as on a pod template.
+func checkInstalledGatewayK8s(js []byte, p problems) {
+	ingress, egress, ok := installedComponents(js)
+	if !ok {
 		return
 	}
-	for kind, gws := range map[string][]installedGateway{"ingressGateways": iop.Spec.Components.IngressGateways, "egressGateways": iop.Spec.Components.EgressGateways} {
+	for kind, gws := range map[string][]installedGateway{"ingressGateways": ingress, "egressGateways": egress} {
 		for i, g := range gws {
 			f := fmt.Sprintf("metadata.annotations[%s].spec.components.%s[%d].k8s", InstalledStateAnnotation, kind, i)
 			checkProxyConfigAnnotation(g.K8s.PodAnnotations, f+".podAnnotations", p) // proxyconfig_annotation.go
